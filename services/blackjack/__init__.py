@@ -1,0 +1,1 @@
+"""Event-sourced online blackjack game server."""

@@ -1,0 +1,208 @@
+"""A casino's variant of blackjack as data: one ``Rules`` object per preset, never a code branch.
+
+Every preset cites the seed rule page it comes from (``shared/seeds``); where a page is silent or
+ambiguous the chosen default is written next to the field and in the README's rules reference.
+"""
+
+from __future__ import annotations
+
+from fractions import Fraction
+from typing import Annotated, Literal
+
+from pydantic import BaseModel, ConfigDict, Field, model_validator
+
+CARDS_PER_DECK = 52
+MAX_CARDS_PER_HAND = 21  # twenty-one aces is the longest hand that has not bust
+
+
+class ReshuffleEveryRound(BaseModel):
+    """The used cards go back into the shoe after every round ("shuffled after each hand")."""
+
+    model_config = ConfigDict(frozen=True, extra="forbid")
+    kind: Literal["every_round"] = "every_round"
+
+
+class ReshuffleAtPenetration(BaseModel):
+    """Reshuffle before the next round once this fraction of the shoe has been dealt."""
+
+    model_config = ConfigDict(frozen=True, extra="forbid")
+    kind: Literal["penetration"] = "penetration"
+    used: Fraction = Field(description="fraction of the shoe dealt that triggers a reshuffle")
+
+
+ReshufflePolicy = Annotated[
+    ReshuffleEveryRound | ReshuffleAtPenetration, Field(discriminator="kind")
+]
+
+DoubleOn = Literal["any_two", "totals"]
+SplitBy = Literal["value", "rank"]
+
+
+class Rules(BaseModel):
+    """Everything that differs between the casinos' blackjack variants."""
+
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+    name: str = "custom"
+    currency: str = "USD"
+
+    # The shoe
+    decks: int = Field(8, ge=1, le=8)
+    reshuffle: ReshufflePolicy = ReshuffleEveryRound()
+
+    # The dealer
+    dealer_hits_soft_17: bool = False
+    peek_on_ace: bool = True
+    peek_on_ten: bool = True
+
+    # Player options
+    insurance: bool = True
+    late_surrender: bool = False
+    double_on: DoubleOn = "any_two"
+    double_totals: frozenset[int] = frozenset()
+    double_after_split: bool = True
+    max_splits: int = Field(1, ge=0, le=3)
+    split_by: SplitBy = "value"
+    split_aces_one_card: bool = True
+
+    # Payouts, in whole minor units
+    blackjack_pays: Fraction = Fraction(3, 2)
+    blackjack_win_rounded_down_to: int = Field(
+        1, ge=1, description="the blackjack winnings are cut to a multiple of this (100 = no cents)"
+    )
+    insurance_pays: int = 2
+
+    # Betting
+    min_bet: int = Field(100, ge=1)
+    max_bet: int = Field(50_000, ge=1)
+    boxes_per_seat: int = Field(1, ge=1, le=3)
+    rebet_multipliers: frozenset[int] = frozenset({1})
+    rebet_deals: bool = False
+
+    # The table and its clock
+    seats: int = Field(1, ge=1, le=7)
+    turn_seconds: int | None = Field(None, ge=1)
+    refund_bets_on_disconnect: bool = False
+
+    # Messages
+    break_even_message: bool = False
+
+    @model_validator(mode="after")
+    def _consistent(self) -> Rules:
+        if self.min_bet > self.max_bet:
+            raise ValueError("min_bet is above max_bet")
+        if self.double_on == "totals" and not self.double_totals:
+            raise ValueError("double_on='totals' needs double_totals")
+        if isinstance(self.reshuffle, ReshuffleAtPenetration) and not 0 < self.reshuffle.used < 1:
+            raise ValueError("reshuffle.used must be a fraction between 0 and 1")
+        if self.cards_left_at_reshuffle < self.max_cards_in_round:
+            raise ValueError("the shoe could run out of cards within one round")
+        if not self.rebet_multipliers or min(self.rebet_multipliers) < 1:
+            raise ValueError("rebet_multipliers must be positive")
+        return self
+
+    @property
+    def shoe_size(self) -> int:
+        return self.decks * CARDS_PER_DECK
+
+    @property
+    def boxes(self) -> int:
+        return self.seats * self.boxes_per_seat
+
+    @property
+    def max_cards_in_round(self) -> int:
+        hands = self.boxes * (self.max_splits + 1)
+        return (hands + 1) * MAX_CARDS_PER_HAND
+
+    @property
+    def cards_left_at_reshuffle(self) -> int:
+        """The fewest cards a round can start with under this reshuffle policy."""
+        if isinstance(self.reshuffle, ReshuffleAtPenetration):
+            used = self.reshuffle.used
+            # The cut comes at the first round end where dealt >= used * shoe; the round that
+            # crosses it starts just below the cut.
+            return self.shoe_size - int(used * self.shoe_size)
+        return self.shoe_size
+
+    def with_overrides(self, overrides: dict[str, object]) -> Rules:
+        """A copy with some fields changed, validated like a fresh object."""
+        return Rules.model_validate({**self.model_dump(), **overrides})
+
+
+PRESETS: dict[str, Rules] = {
+    # 000: "Eight decks", "shuffled after 20% of the cards", "draws a card on soft 17",
+    # "One split", double after split, late surrender after the peek, $1-$500 initial bet,
+    # SAME BET / DOUBLE BET, "Break Even".
+    "mini-h17": Rules(
+        name="mini-h17",
+        decks=8,
+        reshuffle=ReshuffleAtPenetration(used=Fraction(1, 5)),
+        dealer_hits_soft_17=True,
+        late_surrender=True,
+        max_splits=1,
+        split_by="value",
+        min_bet=100,
+        max_bet=50_000,
+        rebet_multipliers=frozenset({1, 2}),
+        rebet_deals=True,
+        break_even_message=True,
+    ),
+    # 001: "The dealer must stand a soft 17", double "with a total value of 9, 10 or 11"
+    # (operator may redefine), double after split, split once by value, no surrender,
+    # REBET / REBET X 2 deal at once. The page names no deck count: 8, like its twin 000.
+    "mini-s17": Rules(
+        name="mini-s17",
+        decks=8,
+        reshuffle=ReshuffleEveryRound(),
+        late_surrender=False,
+        double_on="totals",
+        double_totals=frozenset({9, 10, 11}),
+        max_splits=1,
+        split_by="value",
+        rebet_multipliers=frozenset({1, 2}),
+        rebet_deals=True,
+    ),
+    # 002 first part: "8 52-card decks", "re-shuffled after each hand", S17, DAS, no resplit,
+    # no surrender, one card to split aces, split on the same "denomination" (rank),
+    # 3:2 with "the cents part will not be paid out".
+    "atlantic-city": Rules(
+        name="atlantic-city",
+        decks=8,
+        reshuffle=ReshuffleEveryRound(),
+        max_splits=1,
+        split_by="rank",
+        blackjack_win_rounded_down_to=100,
+    ),
+    # 002 second part: the same rules at "five players" with a shoe "re-shuffled after
+    # approximately one-third", 15 seconds to bet or pass.
+    "atlantic-city-multi": Rules(
+        name="atlantic-city-multi",
+        decks=8,
+        reshuffle=ReshuffleAtPenetration(used=Fraction(1, 3)),
+        max_splits=1,
+        split_by="rank",
+        blackjack_win_rounded_down_to=100,
+        seats=5,
+        turn_seconds=15,
+    ),
+    # 003: "4 decks", "shuffled after every round", "up to three hands", "The Dealer stands on
+    # 17", peek on 10/A with insurance first, late surrender, split once by value, Repeat
+    # places (does not deal), bets returned on a disconnection before Deal.
+    "surrender": Rules(
+        name="surrender",
+        decks=4,
+        reshuffle=ReshuffleEveryRound(),
+        late_surrender=True,
+        max_splits=1,
+        split_by="value",
+        boxes_per_seat=3,
+        refund_bets_on_disconnect=True,
+    ),
+}
+
+
+def preset(name: str) -> Rules:
+    try:
+        return PRESETS[name]
+    except KeyError:
+        raise KeyError(f"unknown variant {name!r}; known: {', '.join(sorted(PRESETS))}") from None
