@@ -1,0 +1,221 @@
+#!/usr/bin/env bash
+# Single-node Apache Kafka (KRaft, combined broker+controller) for local dev and CI.
+#
+#   deploy/kafka/kafka.sh up|down|status|reset
+#
+# up      fetch jars (Maven Central, via pom.xml) if missing, format storage on first
+#         run, start the broker in the background, wait until it serves metadata.
+# down    stop it (SIGTERM, then SIGKILL after KAFKA_STOP_TIMEOUT seconds).
+# status  exit 0 if running.
+# reset   down, then delete the data and logs (the jar cache is kept).
+#
+# Env: KAFKA_PORT (9092), KAFKA_CONTROLLER_PORT (9093), KAFKA_HEAP (-Xmx512m -Xms256m),
+#      KAFKA_JVM_OPTS, KAFKA_START_TIMEOUT (90), KAFKA_STOP_TIMEOUT (60),
+#      KAFKA_CACHE_DIR (<repo>/.cache/kafka).
+# Everything it writes lives under KAFKA_CACHE_DIR: libs/ data/ logs/ server.properties kafka.pid
+set -euo pipefail
+
+HERE="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)"
+ROOT="$(cd "$HERE/../.." && pwd)"
+
+KAFKA_PORT="${KAFKA_PORT:-9092}"
+KAFKA_CONTROLLER_PORT="${KAFKA_CONTROLLER_PORT:-9093}"
+KAFKA_HEAP="${KAFKA_HEAP:--Xmx512m -Xms256m}"
+KAFKA_JVM_OPTS="${KAFKA_JVM_OPTS:--XX:+UseG1GC -XX:MaxGCPauseMillis=20 -XX:+ExitOnOutOfMemoryError -Djava.awt.headless=true}"
+KAFKA_START_TIMEOUT="${KAFKA_START_TIMEOUT:-90}"
+KAFKA_STOP_TIMEOUT="${KAFKA_STOP_TIMEOUT:-60}"
+CACHE="${KAFKA_CACHE_DIR:-$ROOT/.cache/kafka}"
+
+LIBS="$CACHE/libs"
+DATA="$CACHE/data"
+LOGS="$CACHE/logs"
+CONF="$CACHE/server.properties"
+PIDFILE="$CACHE/kafka.pid"
+JAVA="${JAVA_HOME:+$JAVA_HOME/bin/}java"
+
+log() { echo "kafka.sh: $*" >&2; }
+die() { log "ERROR: $*"; exit 1; }
+
+# PID of our broker if it is alive, else empty (and a stale pid file is removed).
+running_pid() {
+    local pid
+    [[ -f "$PIDFILE" ]] || return 0
+    pid="$(cat "$PIDFILE" 2>/dev/null || true)"
+    if [[ -n "$pid" ]] && kill -0 "$pid" 2>/dev/null \
+        && tr '\0' ' ' <"/proc/$pid/cmdline" 2>/dev/null | grep -q 'kafka\.Kafka'; then
+        echo "$pid"
+    else
+        rm -f "$PIDFILE"
+    fi
+}
+
+# True if something accepts TCP connections on 127.0.0.1:$1.
+port_open() {
+    timeout 2 bash -c "exec 3<>/dev/tcp/127.0.0.1/$1" 2>/dev/null
+}
+
+# True once the broker answers a Metadata request (falls back to the log line without python3).
+broker_ready() {
+    port_open "$KAFKA_PORT" || return 1
+    if command -v python3 >/dev/null 2>&1; then
+        python3 "$HERE/probe.py" 127.0.0.1 "$KAFKA_PORT" 3
+    else
+        grep -q 'Kafka Server started' "$LOGS/server.log" 2>/dev/null
+    fi
+}
+
+# Download the broker jars into $LIBS unless they match the current pom.xml.
+ensure_jars() {
+    local stamp
+    stamp="$(sha256sum "$HERE/pom.xml" | cut -d' ' -f1)"
+    if [[ -f "$LIBS/.pom.sha256" && "$(cat "$LIBS/.pom.sha256")" == "$stamp" ]]; then
+        return 0
+    fi
+    command -v mvn >/dev/null 2>&1 || die "mvn not found (needed once to fetch the Kafka jars)"
+    log "fetching Kafka jars from Maven Central into $LIBS"
+    rm -rf "$LIBS.tmp"
+    mkdir -p "$LOGS"
+    if ! mvn -B -ntp -f "$HERE/pom.xml" dependency:copy-dependencies -Dstyle.color=never \
+        -DincludeScope=runtime -DoutputDirectory="$LIBS.tmp" >"$LOGS/mvn.log" 2>&1; then
+        tail -n 40 "$LOGS/mvn.log" >&2
+        die "fetching jars failed (full output: $LOGS/mvn.log)"
+    fi
+    echo "$stamp" >"$LIBS.tmp/.pom.sha256"
+    rm -rf "$LIBS"
+    mv "$LIBS.tmp" "$LIBS"   # swap in whole, so an interrupted fetch never looks complete
+}
+
+java_run() {
+    # shellcheck disable=SC2086  # heap/opts are intentionally word-split
+    "$JAVA" $KAFKA_HEAP $KAFKA_JVM_OPTS \
+        -Dlog4j.configuration="file:$HERE/log4j.properties" -Dkafka.logs.dir="$LOGS" \
+        -cp "$LIBS/*" "$@"
+}
+
+render_config() {
+    sed -e "s|@KAFKA_PORT@|$KAFKA_PORT|g" \
+        -e "s|@KAFKA_CONTROLLER_PORT@|$KAFKA_CONTROLLER_PORT|g" \
+        -e "s|@KAFKA_DATA_DIR@|$DATA|g" \
+        "$HERE/server.properties.template" >"$CONF.tmp"
+    mv "$CONF.tmp" "$CONF"
+}
+
+# Format KRaft storage once; later runs reuse the data and cluster id.
+format_storage() {
+    [[ -f "$DATA/meta.properties" ]] && return 0
+    local cid
+    if [[ ! -s "$CACHE/cluster.id" ]]; then
+        java_run kafka.tools.StorageTool random-uuid | tail -n1 >"$CACHE/cluster.id"
+    fi
+    cid="$(cat "$CACHE/cluster.id")"
+    log "formatting storage in $DATA (cluster id $cid)"
+    java_run kafka.tools.StorageTool format -t "$cid" -c "$CONF" --ignore-formatted >&2
+}
+
+wait_ready() {
+    local pid="$1" deadline=$((SECONDS + KAFKA_START_TIMEOUT))
+    while ((SECONDS < deadline)); do
+        if ! kill -0 "$pid" 2>/dev/null; then
+            rm -f "$PIDFILE"
+            log "broker exited during startup; last log lines:"
+            tail -n 40 "$LOGS/kafka.out" "$LOGS/server.log" >&2 2>/dev/null || true
+            return 1
+        fi
+        broker_ready && return 0
+        sleep 0.5
+    done
+    log "broker not ready after ${KAFKA_START_TIMEOUT}s; see $LOGS/server.log"
+    return 1
+}
+
+cmd_up() {
+    local pid t0=$SECONDS
+    mkdir -p "$CACHE" "$LOGS"
+    command -v "$JAVA" >/dev/null 2>&1 || die "java not found"
+    pid="$(running_pid)"
+    if [[ -n "$pid" ]]; then
+        wait_ready "$pid" || die "running broker (pid $pid) is not healthy"
+        log "already running (pid $pid) on 127.0.0.1:$KAFKA_PORT"
+        return 0
+    fi
+    for p in "$KAFKA_PORT" "$KAFKA_CONTROLLER_PORT"; do
+        port_open "$p" && die "port $p is already in use by another process"
+    done
+    ensure_jars
+    render_config
+    format_storage
+    # setsid: the broker outlives the calling shell (a non-interactive shell's background
+    # child is no group leader, so setsid execs in place and $! is the JVM's pid).
+    # 9>&-: the broker must not inherit the lock. kafka.out only catches JVM-level output.
+    # shellcheck disable=SC2086
+    setsid "$JAVA" $KAFKA_HEAP $KAFKA_JVM_OPTS \
+        -Dlog4j.configuration="file:$HERE/log4j.properties" -Dkafka.logs.dir="$LOGS" \
+        -cp "$LIBS/*" kafka.Kafka "$CONF" >"$LOGS/kafka.out" 2>&1 </dev/null 9>&- &
+    pid=$!
+    echo "$pid" >"$PIDFILE"
+    log "started broker (pid $pid), waiting for 127.0.0.1:$KAFKA_PORT"
+    if ! wait_ready "$pid"; then
+        cmd_down || true
+        die "Kafka failed to start"
+    fi
+    log "ready on 127.0.0.1:$KAFKA_PORT in $((SECONDS - t0))s"
+}
+
+cmd_down() {
+    local pid deadline
+    pid="$(running_pid)"
+    if [[ -z "$pid" ]]; then
+        log "not running"
+        return 0
+    fi
+    log "stopping broker (pid $pid)"
+    kill -TERM "$pid" 2>/dev/null || true
+    deadline=$((SECONDS + KAFKA_STOP_TIMEOUT))
+    while kill -0 "$pid" 2>/dev/null && ((SECONDS < deadline)); do
+        sleep 0.5
+    done
+    if kill -0 "$pid" 2>/dev/null; then
+        log "still alive after ${KAFKA_STOP_TIMEOUT}s, sending SIGKILL"
+        kill -KILL "$pid" 2>/dev/null || true
+        while kill -0 "$pid" 2>/dev/null; do sleep 0.2; done
+    fi
+    rm -f "$PIDFILE"
+    log "stopped"
+}
+
+cmd_status() {
+    local pid
+    pid="$(running_pid)"
+    if [[ -n "$pid" ]]; then
+        echo "kafka running (pid $pid) on 127.0.0.1:$KAFKA_PORT"
+        return 0
+    fi
+    echo "kafka not running"
+    return 1
+}
+
+cmd_reset() {
+    cmd_down
+    rm -rf "$DATA" "$LOGS" "$CACHE/cluster.id" "$CONF"
+    log "data removed"
+}
+
+main() {
+    local action="${1:-}"
+    case "$action" in
+        up | down | reset)
+            mkdir -p "$CACHE"
+            # Serialize concurrent invocations (e.g. parallel test workers).
+            exec 9>"$CACHE/.lock"
+            flock 9
+            "cmd_$action"
+            ;;
+        status) cmd_status ;;
+        *)
+            echo "usage: $0 up|down|status|reset" >&2
+            exit 2
+            ;;
+    esac
+}
+
+main "$@"
