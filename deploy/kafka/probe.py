@@ -39,7 +39,7 @@ def live_brokers(host: str, port: int, timeout: float) -> int:
     corr, _throttle, n_brokers = struct.unpack(">iii", resp[:12])
     if corr != 1:
         raise ValueError(f"unexpected correlation id {corr}")
-    return n_brokers
+    return int(n_brokers)
 
 
 def main() -> int:

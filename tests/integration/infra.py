@@ -1,0 +1,95 @@
+"""Locate (or start) the real Kafka broker and PostgreSQL server for integration tests.
+
+Each helper honours an explicit env override first, then reuses a server already
+listening on loopback, and only otherwise runs the repo's own start script
+(``deploy/kafka/kafka.sh up`` / ``deploy/postgres/postgres.sh up``), which is idempotent
+and waits until the server is ready.
+
+    KAFKA_BOOTSTRAP        e.g. "127.0.0.1:9092"; used as is when set
+    KAFKA_PORT             broker port when starting locally (default 9092)
+    BLACKJACK_TEST_PG_URL  e.g. "postgresql+asyncpg://u:p@host:5432/db"; used as is when set
+    PG_PORT                PostgreSQL port when starting locally (default 55432)
+"""
+
+from __future__ import annotations
+
+import os
+import socket
+import subprocess
+import time
+from pathlib import Path
+
+REPO_ROOT = Path(__file__).resolve().parents[2]
+KAFKA_SCRIPT = REPO_ROOT / "deploy" / "kafka" / "kafka.sh"
+POSTGRES_SCRIPT = REPO_ROOT / "deploy" / "postgres" / "postgres.sh"
+
+LOOPBACK = "127.0.0.1"
+DEFAULT_KAFKA_PORT = 9092
+DEFAULT_PG_PORT = 55432
+PG_USER = PG_PASSWORD = PG_DATABASE = "blackjack"
+
+# A cold `up` may download the Kafka jars first; the scripts bound their own waits.
+_START_TIMEOUT_S = 600.0
+
+
+def port_open(host: str, port: int, timeout: float = 1.0) -> bool:
+    """True if a TCP connection to host:port succeeds right now."""
+    try:
+        with socket.create_connection((host, port), timeout=timeout):
+            return True
+    except OSError:
+        return False
+
+
+def wait_for_port(host: str, port: int, timeout: float = 30.0, interval: float = 0.25) -> None:
+    """Poll until host:port accepts a connection; raise TimeoutError after ``timeout`` s."""
+    deadline = time.monotonic() + timeout
+    while not port_open(host, port):
+        if time.monotonic() >= deadline:
+            raise TimeoutError(f"nothing listening on {host}:{port} after {timeout:.0f}s")
+        time.sleep(interval)
+
+
+def _env_port(name: str, default: int) -> int:
+    value = os.environ.get(name, "").strip()
+    return int(value) if value else default
+
+
+def _run_up(script: Path) -> str:
+    """Run ``script up`` (raises CalledProcessError on failure); return its stdout."""
+    result = subprocess.run(
+        ["bash", str(script), "up"],
+        check=True,
+        cwd=REPO_ROOT,
+        stdout=subprocess.PIPE,
+        text=True,
+        timeout=_START_TIMEOUT_S,
+    )
+    return result.stdout
+
+
+def kafka_bootstrap() -> str:
+    """Bootstrap servers of a reachable broker, starting the local one if needed."""
+    override = os.environ.get("KAFKA_BOOTSTRAP", "").strip()
+    if override:
+        return override
+    port = _env_port("KAFKA_PORT", DEFAULT_KAFKA_PORT)
+    if not port_open(LOOPBACK, port):
+        _run_up(KAFKA_SCRIPT)
+        wait_for_port(LOOPBACK, port)
+    return f"{LOOPBACK}:{port}"
+
+
+def postgres_url() -> str:
+    """SQLAlchemy asyncpg URL of a reachable PostgreSQL, starting the local one if needed."""
+    override = os.environ.get("BLACKJACK_TEST_PG_URL", "").strip()
+    if override:
+        return override
+    port = _env_port("PG_PORT", DEFAULT_PG_PORT)
+    url = f"postgresql+asyncpg://{PG_USER}:{PG_PASSWORD}@{LOOPBACK}:{port}/{PG_DATABASE}"
+    if not port_open(LOOPBACK, port):
+        lines = _run_up(POSTGRES_SCRIPT).strip().splitlines()
+        if lines and lines[-1].startswith("postgresql"):
+            url = lines[-1]
+        wait_for_port(LOOPBACK, port)
+    return url
