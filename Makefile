@@ -1,0 +1,53 @@
+# Two commands matter: `make run` (the service with its embedded defaults) and `make test`.
+SHELL := /bin/bash
+VENV ?= .venv
+PY := $(VENV)/bin/python
+export PYTHONDONTWRITEBYTECODE := 1
+
+.PHONY: install run test lint typecheck unit integration schemas kafka-up kafka-down postgres-up postgres-down bench clean
+
+$(VENV)/.installed: pyproject.toml
+	python3 -m venv $(VENV)
+	$(VENV)/bin/pip install -q -U pip
+	$(VENV)/bin/pip install -q -e '.[dev]'
+	touch $@
+
+install: $(VENV)/.installed
+
+run: install
+	$(VENV)/bin/blackjack serve
+
+lint: install
+	$(VENV)/bin/ruff check services tests
+	$(VENV)/bin/ruff format --check services tests
+
+typecheck: install
+	$(VENV)/bin/mypy
+
+unit: install
+	$(VENV)/bin/pytest -q tests/unit
+
+integration: install
+	$(VENV)/bin/pytest -q tests/integration
+
+# Everything: lint, types, unit tests, and the integration tests on a real broker and databases.
+test: lint typecheck
+	$(VENV)/bin/pytest -q tests
+
+schemas: install
+	$(VENV)/bin/blackjack schemas --write
+
+kafka-up:
+	deploy/kafka/kafka.sh up
+
+kafka-down:
+	deploy/kafka/kafka.sh down
+
+postgres-up:
+	deploy/postgres/postgres.sh up
+
+postgres-down:
+	deploy/postgres/postgres.sh down
+
+clean:
+	rm -rf $(VENV) .mypy_cache .ruff_cache .pytest_cache .hypothesis

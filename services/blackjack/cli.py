@@ -1,0 +1,34 @@
+"""The ``blackjack`` command line: thin entry points over the library."""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from collections.abc import Sequence
+from pathlib import Path
+
+
+def _scenario(args: argparse.Namespace) -> int:
+    from blackjack.scenario import load, run
+
+    summary = run(load(Path(args.file)))
+    return 1 if summary["failures"] else 0
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(prog="blackjack", description=__doc__)
+    sub = parser.add_subparsers(dest="command", required=True)
+    scenario = sub.add_parser("scenario", help="play a scripted round file through the decider")
+    scenario.add_argument("file")
+    scenario.set_defaults(handler=_scenario)
+    return parser
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    args = build_parser().parse_args(argv)
+    code: int = args.handler(args)
+    return code
+
+
+if __name__ == "__main__":
+    sys.exit(main())

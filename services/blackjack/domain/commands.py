@@ -1,0 +1,175 @@
+"""What players, the platform and the service's own clock ask a table to do.
+
+Amounts are ``StrictInt`` minor units: ``10.5`` or ``"10"`` is malformed, never rounded.
+"""
+
+from __future__ import annotations
+
+from typing import Annotated, Any, Literal, get_args
+
+from pydantic import BaseModel, ConfigDict, Field, StrictInt
+
+from blackjack.domain.cards import Card
+
+
+class Command(BaseModel):
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+
+class PlayerCommand(Command):
+    player_id: str = Field(min_length=1, max_length=128)
+
+
+class HandCommand(PlayerCommand):
+    """An action on one hand; ``hand`` may be left out to mean the box's hand whose turn it is."""
+
+    box: StrictInt
+    hand: StrictInt | None = None
+
+
+# ---- operator and platform ----------------------------------------------------------------
+
+
+class OpenTable(Command):
+    type: Literal["OpenTable"] = "OpenTable"
+    variant: str
+    overrides: dict[str, Any] = Field(default_factory=dict)
+
+
+class SitDown(PlayerCommand):
+    type: Literal["SitDown"] = "SitDown"
+    seat: StrictInt = 0
+
+
+class MoveSeat(PlayerCommand):
+    type: Literal["MoveSeat"] = "MoveSeat"
+    seat: StrictInt
+
+
+class LeaveTable(PlayerCommand):
+    type: Literal["LeaveTable"] = "LeaveTable"
+
+
+class Deposit(PlayerCommand):
+    type: Literal["Deposit"] = "Deposit"
+    amount: StrictInt
+
+
+class Withdraw(PlayerCommand):
+    type: Literal["Withdraw"] = "Withdraw"
+    amount: StrictInt
+
+
+class Disconnect(PlayerCommand):
+    type: Literal["Disconnect"] = "Disconnect"
+
+
+class Reconnect(PlayerCommand):
+    type: Literal["Reconnect"] = "Reconnect"
+
+
+# ---- the service itself -------------------------------------------------------------------
+
+
+class ShuffleShoe(Command):
+    """A new shoe order, drawn by the shell from a CSPRNG (or fixed by a test)."""
+
+    type: Literal["ShuffleShoe"] = "ShuffleShoe"
+    order: tuple[Card, ...]
+    salt: str = Field(min_length=16)
+
+
+class ExpireTimers(Command):
+    """The clock has reached ``now`` (passed to ``decide``): act on every deadline passed."""
+
+    type: Literal["ExpireTimers"] = "ExpireTimers"
+
+
+# ---- betting ------------------------------------------------------------------------------
+
+
+class PlaceBet(PlayerCommand):
+    type: Literal["PlaceBet"] = "PlaceBet"
+    box: StrictInt
+    amount: StrictInt
+
+
+class ClearBets(PlayerCommand):
+    type: Literal["ClearBets"] = "ClearBets"
+
+
+class Deal(PlayerCommand):
+    type: Literal["Deal"] = "Deal"
+
+
+class Rebet(PlayerCommand):
+    """SAME BET / REBET (multiplier 1) and DOUBLE BET / REBET X 2 (multiplier 2)."""
+
+    type: Literal["Rebet"] = "Rebet"
+    multiplier: StrictInt = 1
+
+
+class Pass(PlayerCommand):
+    type: Literal["Pass"] = "Pass"
+
+
+# ---- insurance and the play ---------------------------------------------------------------
+
+
+class TakeInsurance(PlayerCommand):
+    type: Literal["TakeInsurance"] = "TakeInsurance"
+    box: StrictInt
+
+
+class DeclineInsurance(PlayerCommand):
+    type: Literal["DeclineInsurance"] = "DeclineInsurance"
+    box: StrictInt
+
+
+class Hit(HandCommand):
+    type: Literal["Hit"] = "Hit"
+
+
+class Stand(HandCommand):
+    type: Literal["Stand"] = "Stand"
+
+
+class Double(HandCommand):
+    type: Literal["Double"] = "Double"
+
+
+class Split(HandCommand):
+    type: Literal["Split"] = "Split"
+
+
+class Surrender(HandCommand):
+    type: Literal["Surrender"] = "Surrender"
+
+
+AnyCommand = Annotated[
+    OpenTable
+    | SitDown
+    | MoveSeat
+    | LeaveTable
+    | Deposit
+    | Withdraw
+    | Disconnect
+    | Reconnect
+    | ShuffleShoe
+    | ExpireTimers
+    | PlaceBet
+    | ClearBets
+    | Deal
+    | Rebet
+    | Pass
+    | TakeInsurance
+    | DeclineInsurance
+    | Hit
+    | Stand
+    | Double
+    | Split
+    | Surrender,
+    Field(discriminator="type"),
+]
+
+COMMAND_TYPES: tuple[type[Command], ...] = get_args(get_args(AnyCommand)[0])

@@ -1,0 +1,840 @@
+"""``decide(state, command, now) -> events | Rejection``: the rules of the table.
+
+Every event is folded into the state as soon as it is emitted (``_Round.emit``), so each later
+step of the same decision looks at the state replay would see. ``now`` is the only clock: it
+stamps deadlines and lets ``ExpireTimers`` act on them.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from datetime import datetime, timedelta
+from typing import Any
+
+from pydantic import ValidationError
+
+from blackjack.domain import commands as cmd
+from blackjack.domain import events as ev
+from blackjack.domain.cards import fresh_shoe, is_ace, is_ten_value, value_of
+from blackjack.domain.evolve import evolve
+from blackjack.domain.hand import is_natural, total
+from blackjack.domain.payouts import (
+    blackjack_winnings,
+    insurance_return,
+    insurance_stake,
+    surrender_refund,
+)
+from blackjack.domain.rejections import Rejection, RejectionCode
+from blackjack.domain.rules import PRESETS
+from blackjack.domain.shoe import commitment, needs_shuffle
+from blackjack.domain.state import Hand, Player, TableState
+
+Decision = list[ev.Event] | Rejection
+
+
+class _Refused(Exception):
+    """Carries a rejection out of a half-made decision; its events are thrown away."""
+
+    def __init__(self, code: RejectionCode, message: str) -> None:
+        super().__init__(message)
+        self.rejection = Rejection(code=code, message=message)
+
+
+def _refuse(code: RejectionCode, message: str) -> _Refused:
+    return _Refused(code, message)
+
+
+class _Round:
+    """The state of a decision in progress and the events it has emitted so far."""
+
+    __slots__ = ("events", "now", "state")
+
+    def __init__(self, state: TableState, now: datetime) -> None:
+        self.state = state
+        self.now = now
+        self.events: list[ev.Event] = []
+
+    def emit(self, event: ev.Event) -> None:
+        self.events.append(event)
+        self.state = evolve(self.state, event)
+
+    def deadline(self) -> datetime | None:
+        seconds = self.state.rules.turn_seconds
+        return None if seconds is None else self.now + timedelta(seconds=seconds)
+
+
+def decide(state: TableState, command: cmd.Command, now: datetime) -> Decision:
+    handler = _DECIDERS.get(type(command))
+    if handler is None:
+        return Rejection(code="unknown_command", message=f"{type(command).__name__} is unknown")
+    if not state.opened and not isinstance(command, cmd.OpenTable):
+        return Rejection(code="table_not_open", message="the table has not been opened")
+    work = _Round(state, now)
+    try:
+        handler(work, command)
+    except _Refused as refused:
+        return refused.rejection
+    return work.events
+
+
+# ---- checks shared with the legal-actions query -------------------------------------------
+
+
+def _seated(state: TableState, player_id: str) -> Player:
+    player = state.players.get(player_id)
+    if player is None:
+        raise _refuse("not_seated", f"{player_id} has no seat at this table")
+    return player
+
+
+def _own_box(state: TableState, player: Player, box: int) -> None:
+    if not 0 <= box < len(state.boxes):
+        raise _refuse("box_out_of_range", f"box {box} does not exist (0-{len(state.boxes) - 1})")
+    if state.seat_of_box(box) != player.seat:
+        raise _refuse("not_your_box", f"box {box} belongs to another seat")
+
+
+def _check_amount(amount: int) -> None:
+    if amount <= 0:
+        raise _refuse("invalid_amount", f"amounts are positive whole minor units, not {amount}")
+
+
+def _check_affordable(player: Player, amount: int, what: str) -> None:
+    if amount > player.balance:
+        raise _refuse(
+            "insufficient_funds", f"{what} needs {amount}, the balance is {player.balance}"
+        )
+
+
+def _check_bet_limits(state: TableState, box_total: int) -> None:
+    rules = state.rules
+    if box_total < rules.min_bet:
+        raise _refuse("bet_below_minimum", f"the minimum bet is {rules.min_bet}")
+    if box_total > rules.max_bet:
+        raise _refuse("bet_above_maximum", f"the maximum bet is {rules.max_bet}")
+
+
+def _check_betting(state: TableState, player: Player) -> None:
+    if state.phase != "betting" or state.boxes_in_play():
+        raise _refuse("not_betting_time", "bets are closed until this round is settled")
+    if player.ready or player.passed:
+        raise _refuse("already_dealt_in", "you have already chosen Deal or Pass this round")
+
+
+def _check_shoe(state: TableState) -> None:
+    if needs_shuffle(state):
+        raise _refuse("shoe_not_ready", "the shoe must be shuffled before the next deal")
+
+
+def turn_hand(state: TableState, player: Player, box: int, hand: int | None) -> Hand:
+    """The hand a play command acts on; it must be the hand whose turn it is."""
+    _own_box(state, player, box)
+    if state.phase != "playing" or state.active is None:
+        raise _refuse("not_your_turn", "no hand is waiting for a decision")
+    active_box, active_hand = state.active
+    if box != active_box or (hand is not None and hand != active_hand):
+        raise _refuse("not_your_turn", f"it is the turn of box {active_box} hand {active_hand}")
+    return state.boxes[box].hands[active_hand]
+
+
+def check_hit(state: TableState, hand: Hand) -> None:
+    if hand.status != "open" or hand.total.best >= 21:
+        raise _refuse("cannot_hit", "this hand takes no more cards")
+
+
+def check_double(state: TableState, player: Player, hand: Hand) -> None:
+    rules = state.rules
+    if hand.status != "open" or len(hand.cards) != 2:
+        raise _refuse("cannot_double", "a double needs a hand of exactly two cards")
+    if hand.from_split and not rules.double_after_split:
+        raise _refuse("cannot_double", "no double after a split at this table")
+    if hand.split_aces:
+        raise _refuse("cannot_double", "split aces take one card only")
+    if rules.double_on == "totals" and hand.total.best not in rules.double_totals:
+        allowed = ", ".join(str(t) for t in sorted(rules.double_totals))
+        raise _refuse("cannot_double", f"double only on a total of {allowed}")
+    _check_affordable(player, hand.stake, "a double")
+
+
+def is_pair(state: TableState, cards: tuple[str, ...]) -> bool:
+    if len(cards) != 2:
+        return False
+    if state.rules.split_by == "rank":
+        return cards[0][0] == cards[1][0]
+    return value_of(cards[0]) == value_of(cards[1])
+
+
+def check_split(state: TableState, player: Player, box: int, hand: Hand) -> None:
+    rules = state.rules
+    if hand.status != "open" or not is_pair(state, hand.cards):
+        pairing = "rank" if rules.split_by == "rank" else "value"
+        raise _refuse("cannot_split", f"a split needs two cards of the same {pairing}")
+    if len(state.boxes[box].hands) > rules.max_splits:
+        raise _refuse("cannot_split", f"only {rules.max_splits} split(s) per box")
+    _check_affordable(player, hand.stake, "a split")
+
+
+def check_surrender(state: TableState, box: int, hand: Hand) -> None:
+    if not state.rules.late_surrender:
+        raise _refuse("cannot_surrender", "this table has no surrender")
+    if hand.status != "open" or hand.from_split or len(hand.cards) != 2:
+        raise _refuse("cannot_surrender", "surrender only on the first two cards, before any play")
+    if len(state.boxes[box].hands) != 1:
+        raise _refuse("cannot_surrender", "no surrender after a split")
+
+
+# ---- the table ----------------------------------------------------------------------------
+
+
+def _open_table(r: _Round, c: cmd.OpenTable) -> None:
+    if r.state.opened:
+        raise _refuse("table_already_open", "the table is already open")
+    base = PRESETS.get(c.variant)
+    if base is None:
+        known = ", ".join(sorted(PRESETS))
+        raise _refuse("unknown_variant", f"no variant {c.variant!r}; known: {known}")
+    try:
+        rules = base.with_overrides(c.overrides) if c.overrides else base
+    except ValidationError as error:
+        raise _refuse("invalid_rules", str(error)) from None
+    r.emit(ev.TableOpened(rules=rules))
+
+
+def _check_free_seat(state: TableState, seat: int) -> None:
+    if not 0 <= seat < state.rules.seats:
+        raise _refuse("seat_out_of_range", f"seats are 0-{state.rules.seats - 1}")
+    if state.player_at(seat) is not None:
+        raise _refuse("seat_taken", f"seat {seat} is taken")
+
+
+def _sit_down(r: _Round, c: cmd.SitDown) -> None:
+    if c.player_id in r.state.players:
+        raise _refuse("already_seated", f"{c.player_id} is already seated")
+    _check_free_seat(r.state, c.seat)
+    r.emit(ev.SeatTaken(player_id=c.player_id, seat=c.seat))
+
+
+def _move_seat(r: _Round, c: cmd.MoveSeat) -> None:
+    player = _seated(r.state, c.player_id)
+    _check_free_seat(r.state, c.seat)
+    if r.state.boxes_of(c.player_id):
+        raise _refuse("round_in_progress", "change seats between rounds, with no bet out")
+    r.emit(ev.SeatChanged(player_id=c.player_id, from_seat=player.seat, to_seat=c.seat))
+
+
+def _leave_table(r: _Round, c: cmd.LeaveTable) -> None:
+    player = _seated(r.state, c.player_id)
+    if any(r.state.boxes[i].hands for i in r.state.boxes_of(c.player_id)):
+        raise _refuse("round_in_progress", "a hand in play must be finished first")
+    _refund_bets(r, c.player_id, "left")
+    balance = r.state.players[c.player_id].balance
+    r.emit(ev.SeatLeft(player_id=c.player_id, seat=player.seat, balance_returned=balance))
+    _deal_when_all_decided(r)
+
+
+def _deposit(r: _Round, c: cmd.Deposit) -> None:
+    player = _seated(r.state, c.player_id)
+    _check_amount(c.amount)
+    balance = player.balance + c.amount
+    r.emit(ev.FundsDeposited(player_id=c.player_id, amount=c.amount, balance_after=balance))
+
+
+def _withdraw(r: _Round, c: cmd.Withdraw) -> None:
+    player = _seated(r.state, c.player_id)
+    _check_amount(c.amount)
+    _check_affordable(player, c.amount, "the withdrawal")
+    balance = player.balance - c.amount
+    r.emit(ev.FundsWithdrawn(player_id=c.player_id, amount=c.amount, balance_after=balance))
+
+
+def _disconnect(r: _Round, c: cmd.Disconnect) -> None:
+    player = _seated(r.state, c.player_id)
+    if not player.connected:
+        return
+    r.emit(ev.PlayerDisconnected(player_id=c.player_id))
+    # The surrender page: "If the connection is terminated after placing a bet but before
+    # pressing 'Deal' button the bet will be returned." A started hand waits for reconnection.
+    if r.state.rules.refund_bets_on_disconnect and r.state.phase == "betting":
+        _refund_bets(r, c.player_id, "disconnected")
+
+
+def _reconnect(r: _Round, c: cmd.Reconnect) -> None:
+    if not _seated(r.state, c.player_id).connected:
+        r.emit(ev.PlayerReconnected(player_id=c.player_id))
+
+
+def _shuffle_shoe(r: _Round, c: cmd.ShuffleShoe) -> None:
+    state = r.state
+    if state.boxes_in_play():
+        raise _refuse("round_in_progress", "the shoe is changed between rounds only")
+    if sorted(c.order) != sorted(fresh_shoe(state.rules.decks)):
+        raise _refuse(
+            "invalid_shoe", f"the order is not a permutation of {state.rules.decks} decks"
+        )
+    old = state.shoe
+    if old is not None:
+        r.emit(
+            ev.ShoeRetired(
+                shoe=old.number,
+                commitment=old.commitment,
+                cards_dealt=old.position,
+                order=old.order,
+                salt=old.salt,
+            )
+        )
+    r.emit(
+        ev.ShoeShuffled(
+            shoe=state.shoes_used + 1,
+            commitment=commitment(c.order, c.salt),
+            cards=len(c.order),
+            order=c.order,
+            salt=c.salt,
+        )
+    )
+
+
+# ---- betting ------------------------------------------------------------------------------
+
+
+def _open_round_if_needed(r: _Round) -> None:
+    if not r.state.round_open:
+        r.emit(ev.RoundOpened(round=r.state.round + 1, betting_deadline=r.deadline()))
+
+
+def _place_bet(r: _Round, player_id: str, box: int, amount: int) -> None:
+    state = r.state
+    player = state.players[player_id]
+    box_total = state.boxes[box].bet + amount
+    _check_bet_limits(state, box_total)
+    _check_affordable(player, amount, "the bet")
+    _open_round_if_needed(r)
+    r.emit(
+        ev.BetPlaced(
+            round=r.state.round,
+            player_id=player_id,
+            box=box,
+            amount=amount,
+            box_total=box_total,
+            balance_after=player.balance - amount,
+        )
+    )
+
+
+def _bet(r: _Round, c: cmd.PlaceBet) -> None:
+    player = _seated(r.state, c.player_id)
+    _own_box(r.state, player, c.box)
+    _check_betting(r.state, player)
+    _check_amount(c.amount)
+    _place_bet(r, c.player_id, c.box, c.amount)
+
+
+def _refund_bets(r: _Round, player_id: str, reason: ev.RefundReason) -> None:
+    for index in r.state.boxes_of(player_id):
+        box = r.state.boxes[index]
+        if box.hands:
+            continue
+        balance = r.state.players[player_id].balance + box.bet
+        r.emit(
+            ev.BetRefunded(
+                round=r.state.round,
+                player_id=player_id,
+                box=index,
+                amount=box.bet,
+                reason=reason,
+                balance_after=balance,
+            )
+        )
+
+
+def _clear_bets(r: _Round, c: cmd.ClearBets) -> None:
+    player = _seated(r.state, c.player_id)
+    _check_betting(r.state, player)
+    if not r.state.boxes_of(c.player_id):
+        raise _refuse("no_bets", "there is no bet to clear")
+    _refund_bets(r, c.player_id, "cleared")
+
+
+def _request_deal(r: _Round, player_id: str) -> None:
+    if not r.state.boxes_of(player_id):
+        raise _refuse("no_bets", "place a bet before the deal")
+    _check_shoe(r.state)
+    r.emit(ev.DealRequested(round=r.state.round, player_id=player_id))
+    _deal_when_all_decided(r)
+
+
+def _deal(r: _Round, c: cmd.Deal) -> None:
+    player = _seated(r.state, c.player_id)
+    _check_betting(r.state, player)
+    _request_deal(r, c.player_id)
+
+
+def _rebet(r: _Round, c: cmd.Rebet) -> None:
+    state = r.state
+    player = _seated(state, c.player_id)
+    if c.multiplier not in state.rules.rebet_multipliers:
+        raise _refuse("rebet_not_offered", f"no rebet x{c.multiplier} at this table")
+    _check_betting(state, player)
+    if not player.last_bets:
+        raise _refuse("no_previous_bet", "there is no previous bet to repeat")
+    if state.boxes_of(c.player_id):
+        raise _refuse("not_betting_time", "clear the bets on the table before a rebet")
+    first_box = player.seat * state.rules.boxes_per_seat
+    bets = [(first_box + offset, amount * c.multiplier) for offset, amount in player.last_bets]
+    _check_affordable(player, sum(amount for _, amount in bets), "the rebet")
+    for box, amount in bets:
+        _place_bet(r, c.player_id, box, amount)
+    if state.rules.rebet_deals:
+        _request_deal(r, c.player_id)
+
+
+def _pass(r: _Round, c: cmd.Pass) -> None:
+    player = _seated(r.state, c.player_id)
+    if r.state.rules.seats == 1:
+        raise _refuse("pass_not_offered", "Pass is for tables shared by several players")
+    _check_betting(r.state, player)
+    if not r.state.round_open:
+        raise _refuse("not_betting_time", "no round is open to pass")
+    _refund_bets(r, c.player_id, "passed")
+    r.emit(ev.PlayerPassed(round=r.state.round, player_id=c.player_id))
+    _deal_when_all_decided(r)
+
+
+def _deal_when_all_decided(r: _Round) -> None:
+    """Deal once every seated player has pressed Deal or Pass."""
+    state = r.state
+    if not state.round_open or state.phase != "betting":
+        return
+    if all(p.ready or p.passed for p in state.players.values()):
+        _close_betting(r)
+
+
+def _close_betting(r: _Round) -> None:
+    state = r.state
+    ready = [
+        i
+        for i, box in enumerate(state.boxes)
+        if box.player_id is not None and state.players[box.player_id].ready
+    ]
+    if not ready:
+        r.emit(ev.RoundCancelled(round=state.round))
+        return
+    _check_shoe(state)
+    assert state.shoe is not None
+    r.emit(ev.DealStarted(round=state.round, shoe=state.shoe.number, boxes=tuple(ready)))
+    for index in ready:
+        _deal_card(r, index, 0)
+    _deal_dealer(r, face_up=True)
+    for index in ready:
+        _deal_card(r, index, 0)
+    _deal_dealer(r, face_up=False)
+    _after_deal(r)
+
+
+def _next_card(r: _Round) -> str:
+    shoe = r.state.shoe
+    assert shoe is not None
+    return shoe.order[shoe.position]
+
+
+def _deal_card(r: _Round, box: int, hand: int) -> None:
+    card = _next_card(r)
+    r.emit(ev.CardDealt(round=r.state.round, to="box", box=box, hand=hand, card=card))
+
+
+def _deal_dealer(r: _Round, face_up: bool) -> None:
+    card = _next_card(r) if face_up else None
+    r.emit(ev.CardDealt(round=r.state.round, to="dealer", card=card, face_up=face_up))
+
+
+# ---- insurance and the peek ---------------------------------------------------------------
+
+
+def _after_deal(r: _Round) -> None:
+    state = r.state
+    upcard = state.upcard
+    assert upcard is not None
+    if is_ace(upcard) and state.rules.insurance:
+        offered = []
+        for index in state.boxes_in_play():
+            box = state.boxes[index]
+            assert box.player_id is not None
+            stake = insurance_stake(box.bet)
+            # "Insurance is not offered to you if you get a blackjack", nor when it can't be paid.
+            if box.hands[0].status != "blackjack" and 0 < stake <= (
+                state.players[box.player_id].balance
+            ):
+                offered.append(index)
+        if offered:
+            r.emit(
+                ev.InsuranceOffered(round=state.round, boxes=tuple(offered), deadline=r.deadline())
+            )
+            return
+    _peek_then_play(r)
+
+
+def _insurance_box(r: _Round, player_id: str, box: int) -> Player:
+    player = _seated(r.state, player_id)
+    _own_box(r.state, player, box)
+    if r.state.phase != "insurance" or r.state.boxes[box].insurance != "offered":
+        raise _refuse("insurance_not_offered", f"no insurance decision is open on box {box}")
+    return player
+
+
+def _take_insurance(r: _Round, c: cmd.TakeInsurance) -> None:
+    player = _insurance_box(r, c.player_id, c.box)
+    stake = insurance_stake(r.state.boxes[c.box].bet)
+    _check_affordable(player, stake, "insurance")
+    r.emit(
+        ev.InsuranceTaken(
+            round=r.state.round,
+            player_id=c.player_id,
+            box=c.box,
+            amount=stake,
+            balance_after=player.balance - stake,
+        )
+    )
+    _peek_when_insurance_decided(r)
+
+
+def _decline_insurance(r: _Round, c: cmd.DeclineInsurance) -> None:
+    _insurance_box(r, c.player_id, c.box)
+    r.emit(ev.InsuranceDeclined(round=r.state.round, player_id=c.player_id, box=c.box))
+    _peek_when_insurance_decided(r)
+
+
+def _peek_when_insurance_decided(r: _Round) -> None:
+    if not any(box.insurance == "offered" for box in r.state.boxes):
+        _peek_then_play(r)
+
+
+def _peek_then_play(r: _Round) -> None:
+    state = r.state
+    upcard = state.upcard
+    assert upcard is not None
+    rules = state.rules
+    peeks = (is_ace(upcard) and rules.peek_on_ace) or (is_ten_value(upcard) and rules.peek_on_ten)
+    if peeks:
+        dealer_blackjack = is_natural(state.dealer)
+        r.emit(ev.DealerPeeked(round=state.round, has_blackjack=dealer_blackjack))
+        _settle_insurance(r)
+        if dealer_blackjack:
+            _reveal_and_settle(r, dealer_draws=False)
+            return
+    _next_turn(r)
+
+
+def _settle_insurance(r: _Round) -> None:
+    state = r.state
+    won = is_natural(state.dealer)
+    for index, box in enumerate(state.boxes):
+        if box.insurance != "taken" or box.player_id is None:
+            continue
+        payout = insurance_return(state.rules, box.insurance_stake) if won else 0
+        balance = r.state.players[box.player_id].balance + payout
+        r.emit(
+            ev.InsuranceSettled(
+                round=state.round,
+                player_id=box.player_id,
+                box=index,
+                stake=box.insurance_stake,
+                won=won,
+                payout=payout,
+                balance_after=balance,
+            )
+        )
+
+
+# ---- the play -----------------------------------------------------------------------------
+
+
+def _next_turn(r: _Round) -> None:
+    """Give the turn to the first open hand, or to the dealer when none is left."""
+    state = r.state
+    if state.active is not None:
+        active_box, active_hand = state.active
+        if state.boxes[active_box].hands[active_hand].status == "open":
+            return
+    for index in state.boxes_in_play():
+        box_state = state.boxes[index]
+        for hand_index, hand in enumerate(box_state.hands):
+            if hand.status == "open":
+                assert box_state.player_id is not None
+                r.emit(
+                    ev.TurnStarted(
+                        round=state.round,
+                        player_id=box_state.player_id,
+                        box=index,
+                        hand=hand_index,
+                        deadline=r.deadline(),
+                    )
+                )
+                return
+    live = any(h.status == "standing" for b in state.boxes for h in b.hands)
+    _reveal_and_settle(r, dealer_draws=live)
+
+
+def _play(r: _Round, c: cmd.HandCommand) -> tuple[Player, int, Hand]:
+    player = _seated(r.state, c.player_id)
+    hand = turn_hand(r.state, player, c.box, c.hand)
+    assert r.state.active is not None
+    return player, r.state.active[1], hand
+
+
+def _hit(r: _Round, c: cmd.Hit) -> None:
+    _, hand_index, hand = _play(r, c)
+    check_hit(r.state, hand)
+    r.emit(ev.PlayerHit(round=r.state.round, player_id=c.player_id, box=c.box, hand=hand_index))
+    _deal_card(r, c.box, hand_index)
+    _next_turn(r)
+
+
+def _stand(r: _Round, c: cmd.Stand) -> None:
+    _, hand_index, hand = _play(r, c)
+    _stand_hand(r, c.player_id, c.box, hand_index, hand)
+    _next_turn(r)
+
+
+def _stand_hand(r: _Round, player_id: str, box: int, hand_index: int, hand: Hand) -> None:
+    r.emit(
+        ev.PlayerStood(
+            round=r.state.round,
+            player_id=player_id,
+            box=box,
+            hand=hand_index,
+            total=hand.total.best,
+        )
+    )
+
+
+def _double(r: _Round, c: cmd.Double) -> None:
+    player, hand_index, hand = _play(r, c)
+    check_double(r.state, player, hand)
+    r.emit(
+        ev.HandDoubled(
+            round=r.state.round,
+            player_id=c.player_id,
+            box=c.box,
+            hand=hand_index,
+            amount=hand.stake,
+            balance_after=player.balance - hand.stake,
+        )
+    )
+    _deal_card(r, c.box, hand_index)
+    _next_turn(r)
+
+
+def _split(r: _Round, c: cmd.Split) -> None:
+    player, hand_index, hand = _play(r, c)
+    check_split(r.state, player, c.box, hand)
+    r.emit(
+        ev.HandSplit(
+            round=r.state.round,
+            player_id=c.player_id,
+            box=c.box,
+            hand=hand_index,
+            amount=hand.stake,
+            balance_after=player.balance - hand.stake,
+        )
+    )
+    _deal_card(r, c.box, hand_index)
+    _deal_card(r, c.box, hand_index + 1)
+    _next_turn(r)
+
+
+def _surrender(r: _Round, c: cmd.Surrender) -> None:
+    _, hand_index, hand = _play(r, c)
+    check_surrender(r.state, c.box, hand)
+    r.emit(
+        ev.HandSurrendered(round=r.state.round, player_id=c.player_id, box=c.box, hand=hand_index)
+    )
+    _next_turn(r)
+
+
+# ---- the clock ----------------------------------------------------------------------------
+
+
+def _expire_timers(r: _Round, c: cmd.ExpireTimers) -> None:
+    state = r.state
+    if state.deadline is None or r.now < state.deadline:
+        return
+    if state.phase == "betting":
+        _check_shoe(state)
+        for player in list(state.players.values()):
+            if player.ready or player.passed:
+                continue
+            _refund_bets(r, player.player_id, "timed_out")
+            r.emit(
+                ev.PlayerTimedOut(
+                    round=state.round,
+                    player_id=player.player_id,
+                    phase="betting",
+                    action="left_out",
+                )
+            )
+        _close_betting(r)
+    elif state.phase == "insurance":
+        for index, box in enumerate(state.boxes):
+            if box.insurance != "offered" or box.player_id is None:
+                continue
+            r.emit(
+                ev.PlayerTimedOut(
+                    round=state.round,
+                    player_id=box.player_id,
+                    phase="insurance",
+                    action="declined_insurance",
+                    box=index,
+                )
+            )
+            r.emit(ev.InsuranceDeclined(round=state.round, player_id=box.player_id, box=index))
+        _peek_then_play(r)
+    elif state.phase == "playing" and state.active is not None:
+        box_index, hand_index = state.active
+        box = state.boxes[box_index]
+        assert box.player_id is not None
+        r.emit(
+            ev.PlayerTimedOut(
+                round=state.round,
+                player_id=box.player_id,
+                phase="playing",
+                action="stood",
+                box=box_index,
+                hand=hand_index,
+            )
+        )
+        _stand_hand(r, box.player_id, box_index, hand_index, box.hands[hand_index])
+        _next_turn(r)
+
+
+# ---- the dealer and the settlement --------------------------------------------------------
+
+
+def _reveal_and_settle(r: _Round, dealer_draws: bool) -> None:
+    state = r.state
+    hole = state.hole_card
+    assert hole is not None
+    r.emit(ev.DealerHoleCardRevealed(round=state.round, card=hole))
+    _settle_insurance(r)  # insurance not yet settled by a peek is settled on the hole card
+    if dealer_draws:
+        hits_soft_17 = r.state.rules.dealer_hits_soft_17
+        while True:
+            dealer_total = total(r.state.dealer)
+            if dealer_total.best > 17 or (
+                dealer_total.best == 17 and not (dealer_total.soft and hits_soft_17)
+            ):
+                break
+            _deal_dealer(r, face_up=True)
+    _settle_round(r)
+
+
+def _hand_result(r: _Round, hand: Hand) -> tuple[ev.Outcome, int]:
+    rules = r.state.rules
+    dealer = r.state.dealer
+    dealer_blackjack = is_natural(dealer)
+    dealer_total = total(dealer).best
+    if hand.status == "surrendered":
+        return "surrender", surrender_refund(hand.stake)
+    if hand.status == "bust":
+        return "bust", 0
+    if hand.status == "blackjack":
+        if dealer_blackjack:
+            return "push", hand.stake
+        return "blackjack", hand.stake + blackjack_winnings(rules, hand.stake)
+    if dealer_blackjack:
+        return "lose", 0
+    mine = hand.total.best
+    if dealer_total > 21 or mine > dealer_total:
+        return "win", 2 * hand.stake
+    if mine == dealer_total:
+        return "push", hand.stake
+    return "lose", 0
+
+
+def _settle_round(r: _Round) -> None:
+    state = r.state
+    dealer_blackjack = is_natural(state.dealer)
+    wagered: dict[str, int] = {}
+    paid: dict[str, int] = {}
+    messages: list[ev.BoxMessage] = []
+    for index in state.boxes_in_play():
+        box = state.boxes[index]
+        player_id = box.player_id
+        assert player_id is not None
+        box_wagered = sum(h.stake for h in box.hands) + box.insurance_stake
+        box_paid = 0
+        if box.insurance == "settled" and dealer_blackjack:
+            box_paid += insurance_return(state.rules, box.insurance_stake)
+        outcomes = []
+        for hand_index, hand in enumerate(box.hands):
+            outcome, payout = _hand_result(r, hand)
+            outcomes.append(outcome)
+            box_paid += payout
+            r.emit(
+                ev.HandSettled(
+                    round=state.round,
+                    player_id=player_id,
+                    box=index,
+                    hand=hand_index,
+                    outcome=outcome,
+                    total=hand.total.best,
+                    stake=hand.stake,
+                    payout=payout,
+                    balance_after=r.state.players[player_id].balance + payout,
+                )
+            )
+        # The mini-h17 page: "After split, if you win one hand & lose another hand you will be
+        # shown a message 'Break Even' which indicates that you don't win or lose anything."
+        if (
+            state.rules.break_even_message
+            and len(box.hands) > 1
+            and "win" in outcomes
+            and ("lose" in outcomes or "bust" in outcomes)
+            and box_paid == box_wagered
+        ):
+            messages.append(ev.BoxMessage(box=index, message="Break Even"))
+        wagered[player_id] = wagered.get(player_id, 0) + box_wagered
+        paid[player_id] = paid.get(player_id, 0) + box_paid
+    results = tuple(
+        ev.PlayerRoundResult(
+            player_id=pid,
+            wagered=wagered[pid],
+            paid=paid[pid],
+            net=paid[pid] - wagered[pid],
+            balance_after=r.state.players[pid].balance,
+        )
+        for pid in wagered
+    )
+    r.emit(
+        ev.RoundSettled(
+            round=state.round,
+            dealer_total=total(state.dealer).best,
+            dealer_blackjack=dealer_blackjack,
+            results=results,
+            messages=tuple(messages),
+        )
+    )
+
+
+_DECIDERS: dict[type[cmd.Command], Callable[[_Round, Any], None]] = {
+    cmd.OpenTable: _open_table,
+    cmd.SitDown: _sit_down,
+    cmd.MoveSeat: _move_seat,
+    cmd.LeaveTable: _leave_table,
+    cmd.Deposit: _deposit,
+    cmd.Withdraw: _withdraw,
+    cmd.Disconnect: _disconnect,
+    cmd.Reconnect: _reconnect,
+    cmd.ShuffleShoe: _shuffle_shoe,
+    cmd.ExpireTimers: _expire_timers,
+    cmd.PlaceBet: _bet,
+    cmd.ClearBets: _clear_bets,
+    cmd.Deal: _deal,
+    cmd.Rebet: _rebet,
+    cmd.Pass: _pass,
+    cmd.TakeInsurance: _take_insurance,
+    cmd.DeclineInsurance: _decline_insurance,
+    cmd.Hit: _hit,
+    cmd.Stand: _stand,
+    cmd.Double: _double,
+    cmd.Split: _split,
+    cmd.Surrender: _surrender,
+}

@@ -1,0 +1,349 @@
+"""The events of a table: immutable facts, the source of truth. Each is a frozen pydantic model
+with a ``type`` tag and a ``version``; the envelope that carries them lives in ``messages``."""
+
+from __future__ import annotations
+
+from datetime import datetime
+from typing import Annotated, Literal, get_args
+
+from pydantic import BaseModel, ConfigDict, Field
+
+from blackjack.domain.cards import Card
+from blackjack.domain.rules import Rules
+
+
+class Event(BaseModel):
+    model_config = ConfigDict(frozen=True, extra="forbid")
+    version: int = 1
+
+
+class RoundEvent(Event):
+    round: int = Field(ge=1, description="the game-cycle number at this table")
+
+
+# ---- the table, its seats and the money at the table --------------------------------------
+
+
+class TableOpened(Event):
+    type: Literal["TableOpened"] = "TableOpened"
+    rules: Rules
+
+
+class SeatTaken(Event):
+    type: Literal["SeatTaken"] = "SeatTaken"
+    player_id: str
+    seat: int
+
+
+class SeatChanged(Event):
+    type: Literal["SeatChanged"] = "SeatChanged"
+    player_id: str
+    from_seat: int
+    to_seat: int
+
+
+class SeatLeft(Event):
+    type: Literal["SeatLeft"] = "SeatLeft"
+    player_id: str
+    seat: int
+    balance_returned: int = Field(description="the player's money at the table, paid back out")
+
+
+class FundsDeposited(Event):
+    type: Literal["FundsDeposited"] = "FundsDeposited"
+    player_id: str
+    amount: int
+    balance_after: int
+
+
+class FundsWithdrawn(Event):
+    type: Literal["FundsWithdrawn"] = "FundsWithdrawn"
+    player_id: str
+    amount: int
+    balance_after: int
+
+
+class PlayerDisconnected(Event):
+    type: Literal["PlayerDisconnected"] = "PlayerDisconnected"
+    player_id: str
+
+
+class PlayerReconnected(Event):
+    type: Literal["PlayerReconnected"] = "PlayerReconnected"
+    player_id: str
+
+
+# ---- the shoe -----------------------------------------------------------------------------
+
+SEALED_FIELDS = ("order", "salt")
+"""Fields of ``ShoeShuffled`` that must never reach a reader of the event topic in clear."""
+
+
+class ShoeShuffled(Event):
+    """A new shoe. ``commitment`` = sha256 of salt and order, published now; ``order`` and
+    ``salt`` are sealed by the message codec and revealed only by ``ShoeRetired``."""
+
+    type: Literal["ShoeShuffled"] = "ShoeShuffled"
+    shoe: int
+    commitment: str
+    cards: int
+    order: tuple[Card, ...]
+    salt: str
+
+
+class ShoeRetired(Event):
+    """The shoe is done: its order and salt are revealed so anyone can check the commitment."""
+
+    type: Literal["ShoeRetired"] = "ShoeRetired"
+    shoe: int
+    commitment: str
+    cards_dealt: int
+    order: tuple[Card, ...]
+    salt: str
+
+
+# ---- betting ------------------------------------------------------------------------------
+
+RefundReason = Literal["cleared", "passed", "timed_out", "disconnected", "left", "cancelled"]
+
+
+class RoundOpened(RoundEvent):
+    type: Literal["RoundOpened"] = "RoundOpened"
+    betting_deadline: datetime | None = None
+
+
+class BetPlaced(RoundEvent):
+    type: Literal["BetPlaced"] = "BetPlaced"
+    player_id: str
+    box: int
+    amount: int
+    box_total: int
+    balance_after: int
+
+
+class BetRefunded(RoundEvent):
+    type: Literal["BetRefunded"] = "BetRefunded"
+    player_id: str
+    box: int
+    amount: int
+    reason: RefundReason
+    balance_after: int
+
+
+class DealRequested(RoundEvent):
+    type: Literal["DealRequested"] = "DealRequested"
+    player_id: str
+
+
+class PlayerPassed(RoundEvent):
+    type: Literal["PlayerPassed"] = "PlayerPassed"
+    player_id: str
+
+
+class RoundCancelled(RoundEvent):
+    """Betting closed with no bet left to deal; nothing was wagered."""
+
+    type: Literal["RoundCancelled"] = "RoundCancelled"
+
+
+# ---- the deal and the play ----------------------------------------------------------------
+
+
+class DealStarted(RoundEvent):
+    """Betting is closed: these boxes play this round with these bets."""
+
+    type: Literal["DealStarted"] = "DealStarted"
+    shoe: int
+    boxes: tuple[int, ...]
+
+
+class CardDealt(RoundEvent):
+    """A card leaves the shoe. Face-down cards (the dealer's hole card) carry no card."""
+
+    type: Literal["CardDealt"] = "CardDealt"
+    to: Literal["box", "dealer"]
+    box: int | None = None
+    hand: int | None = None
+    card: Card | None = None
+    face_up: bool = True
+
+
+class InsuranceOffered(RoundEvent):
+    type: Literal["InsuranceOffered"] = "InsuranceOffered"
+    boxes: tuple[int, ...]
+    deadline: datetime | None = None
+
+
+class InsuranceTaken(RoundEvent):
+    type: Literal["InsuranceTaken"] = "InsuranceTaken"
+    player_id: str
+    box: int
+    amount: int
+    balance_after: int
+
+
+class InsuranceDeclined(RoundEvent):
+    type: Literal["InsuranceDeclined"] = "InsuranceDeclined"
+    player_id: str
+    box: int
+
+
+class DealerPeeked(RoundEvent):
+    type: Literal["DealerPeeked"] = "DealerPeeked"
+    has_blackjack: bool
+
+
+class InsuranceSettled(RoundEvent):
+    type: Literal["InsuranceSettled"] = "InsuranceSettled"
+    player_id: str
+    box: int
+    stake: int
+    won: bool
+    payout: int
+    balance_after: int
+
+
+class TurnStarted(RoundEvent):
+    type: Literal["TurnStarted"] = "TurnStarted"
+    player_id: str
+    box: int
+    hand: int
+    deadline: datetime | None = None
+
+
+class PlayerHit(RoundEvent):
+    type: Literal["PlayerHit"] = "PlayerHit"
+    player_id: str
+    box: int
+    hand: int
+
+
+class PlayerStood(RoundEvent):
+    type: Literal["PlayerStood"] = "PlayerStood"
+    player_id: str
+    box: int
+    hand: int
+    total: int
+
+
+class HandDoubled(RoundEvent):
+    type: Literal["HandDoubled"] = "HandDoubled"
+    player_id: str
+    box: int
+    hand: int
+    amount: int
+    balance_after: int
+
+
+class HandSplit(RoundEvent):
+    """The hand's second card moves to a new hand right after it, with an equal bet."""
+
+    type: Literal["HandSplit"] = "HandSplit"
+    player_id: str
+    box: int
+    hand: int
+    amount: int
+    balance_after: int
+
+
+class HandSurrendered(RoundEvent):
+    type: Literal["HandSurrendered"] = "HandSurrendered"
+    player_id: str
+    box: int
+    hand: int
+
+
+class PlayerTimedOut(RoundEvent):
+    """The clock ran out on a player; ``action`` is what the server did in their place."""
+
+    type: Literal["PlayerTimedOut"] = "PlayerTimedOut"
+    player_id: str
+    phase: Literal["betting", "insurance", "playing"]
+    action: Literal["left_out", "declined_insurance", "stood"]
+    box: int | None = None
+    hand: int | None = None
+
+
+class DealerHoleCardRevealed(RoundEvent):
+    type: Literal["DealerHoleCardRevealed"] = "DealerHoleCardRevealed"
+    card: Card
+
+
+# ---- settlement ---------------------------------------------------------------------------
+
+Outcome = Literal["blackjack", "win", "push", "lose", "bust", "surrender"]
+
+
+class HandSettled(RoundEvent):
+    type: Literal["HandSettled"] = "HandSettled"
+    player_id: str
+    box: int
+    hand: int
+    outcome: Outcome
+    total: int
+    stake: int
+    payout: int = Field(description="everything paid back for this hand, stake included")
+    balance_after: int
+
+
+class PlayerRoundResult(BaseModel):
+    model_config = ConfigDict(frozen=True, extra="forbid")
+    player_id: str
+    wagered: int
+    paid: int
+    net: int
+    balance_after: int
+
+
+class BoxMessage(BaseModel):
+    model_config = ConfigDict(frozen=True, extra="forbid")
+    box: int
+    message: str
+
+
+class RoundSettled(RoundEvent):
+    type: Literal["RoundSettled"] = "RoundSettled"
+    dealer_total: int
+    dealer_blackjack: bool
+    results: tuple[PlayerRoundResult, ...]
+    messages: tuple[BoxMessage, ...] = ()
+
+
+AnyEvent = Annotated[
+    TableOpened
+    | SeatTaken
+    | SeatChanged
+    | SeatLeft
+    | FundsDeposited
+    | FundsWithdrawn
+    | PlayerDisconnected
+    | PlayerReconnected
+    | ShoeShuffled
+    | ShoeRetired
+    | RoundOpened
+    | BetPlaced
+    | BetRefunded
+    | DealRequested
+    | PlayerPassed
+    | RoundCancelled
+    | DealStarted
+    | CardDealt
+    | InsuranceOffered
+    | InsuranceTaken
+    | InsuranceDeclined
+    | DealerPeeked
+    | InsuranceSettled
+    | TurnStarted
+    | PlayerHit
+    | PlayerStood
+    | HandDoubled
+    | HandSplit
+    | HandSurrendered
+    | PlayerTimedOut
+    | DealerHoleCardRevealed
+    | HandSettled
+    | RoundSettled,
+    Field(discriminator="type"),
+]
+
+EVENT_TYPES: tuple[type[Event], ...] = get_args(get_args(AnyEvent)[0])

@@ -1,0 +1,34 @@
+"""Money arithmetic of one hand, in integer minor units. Every rounding is floored, in the
+house's favour, and named here so that the README and the tests can point at one place."""
+
+from __future__ import annotations
+
+from fractions import Fraction
+
+from blackjack.domain.rules import Rules
+
+
+def blackjack_winnings(rules: Rules, stake: int) -> int:
+    """3:2 on the stake, odd cents dropped; then cut to ``blackjack_win_rounded_down_to``.
+
+    The Atlantic City page: "if you bet $5 and win with a natural blackjack, you will be paid
+    out $5 (your bet) plus $7": the stake comes back whole, only the winnings are cut.
+    """
+    exact = Fraction(stake) * rules.blackjack_pays
+    unit = rules.blackjack_win_rounded_down_to
+    return (exact.numerator // exact.denominator) // unit * unit
+
+
+def insurance_stake(bet: int) -> int:
+    """Insurance costs half the bet; an odd cent is not charged (half of 101 is 50)."""
+    return bet // 2
+
+
+def insurance_return(rules: Rules, stake: int) -> int:
+    """What a won insurance bet gives back: the stake plus 2:1."""
+    return stake * (rules.insurance_pays + 1)
+
+
+def surrender_refund(stake: int) -> int:
+    """Half the bet comes back; an odd cent stays with the house (101 returns 50)."""
+    return stake // 2

@@ -1,0 +1,54 @@
+"""Why a command was refused: a value, not an exception. A rejection changes nothing."""
+
+from __future__ import annotations
+
+from typing import Literal
+
+from pydantic import BaseModel, ConfigDict
+
+RejectionCode = Literal[
+    # the message itself (raised by the shell before the decider sees it)
+    "malformed",
+    "unknown_command",
+    # the table
+    "table_not_open",
+    "table_already_open",
+    "unknown_variant",
+    "invalid_rules",
+    # seats and ownership
+    "not_seated",
+    "already_seated",
+    "seat_out_of_range",
+    "seat_taken",
+    "box_out_of_range",
+    "not_your_box",
+    "round_in_progress",
+    # money
+    "invalid_amount",
+    "bet_below_minimum",
+    "bet_above_maximum",
+    "insufficient_funds",
+    # betting
+    "not_betting_time",
+    "no_bets",
+    "already_dealt_in",
+    "no_previous_bet",
+    "rebet_not_offered",
+    "pass_not_offered",
+    "shoe_not_ready",
+    "invalid_shoe",
+    # the play
+    "not_your_turn",
+    "insurance_not_offered",
+    "cannot_hit",
+    "cannot_stand",
+    "cannot_double",
+    "cannot_split",
+    "cannot_surrender",
+]
+
+
+class Rejection(BaseModel):
+    model_config = ConfigDict(frozen=True)
+    code: RejectionCode
+    message: str

@@ -1,0 +1,102 @@
+"""The state of one table: a left fold of ``evolve`` over its events. Frozen, so it can be
+shared by replay, snapshots and the decider without copies."""
+
+from __future__ import annotations
+
+from datetime import datetime
+from typing import Literal
+
+from pydantic import BaseModel, ConfigDict
+
+from blackjack.domain.hand import Total, total
+from blackjack.domain.rules import Rules
+
+HandStatus = Literal["open", "standing", "bust", "blackjack", "surrendered"]
+Phase = Literal["betting", "insurance", "playing", "dealer"]
+InsuranceStatus = Literal["none", "offered", "taken", "declined", "settled"]
+
+
+class _Frozen(BaseModel):
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+
+class Hand(_Frozen):
+    cards: tuple[str, ...] = ()
+    stake: int
+    status: HandStatus = "open"
+    from_split: bool = False
+    split_aces: bool = False
+    doubled: bool = False
+
+    @property
+    def total(self) -> Total:
+        return total(self.cards)
+
+
+class Box(_Frozen):
+    """A betting position. ``bet`` is the initial bet of the current round."""
+
+    player_id: str | None = None
+    bet: int = 0
+    hands: tuple[Hand, ...] = ()
+    insurance: InsuranceStatus = "none"
+    insurance_stake: int = 0
+
+
+class Player(_Frozen):
+    player_id: str
+    seat: int
+    balance: int = 0
+    ready: bool = False  # pressed Deal this round
+    passed: bool = False
+    connected: bool = True
+    last_bets: tuple[tuple[int, int], ...] = ()  # (box within the seat, amount) last dealt
+
+
+class Shoe(_Frozen):
+    number: int
+    order: tuple[str, ...]
+    salt: str
+    commitment: str
+    position: int = 0
+
+
+class TableState(_Frozen):
+    opened: bool = False
+    rules: Rules = Rules()
+    players: dict[str, Player] = {}
+    shoe: Shoe | None = None
+    shoes_used: int = 0
+    round: int = 0  # the number of the round open now, or of the last one
+    round_open: bool = False
+    phase: Phase = "betting"
+    boxes: tuple[Box, ...] = ()
+    dealer: tuple[str, ...] = ()
+    active: tuple[int, int] | None = None  # (box, hand) whose turn it is
+    deadline: datetime | None = None
+
+    def player_at(self, seat: int) -> Player | None:
+        for player in self.players.values():
+            if player.seat == seat:
+                return player
+        return None
+
+    def seat_of_box(self, box: int) -> int:
+        return box // self.rules.boxes_per_seat
+
+    def boxes_of(self, player_id: str) -> list[int]:
+        return [i for i, b in enumerate(self.boxes) if b.player_id == player_id]
+
+    def boxes_in_play(self) -> list[int]:
+        return [i for i, b in enumerate(self.boxes) if b.hands]
+
+    @property
+    def upcard(self) -> str | None:
+        return self.dealer[0] if self.dealer else None
+
+    @property
+    def hole_card(self) -> str | None:
+        return self.dealer[1] if len(self.dealer) > 1 else None
+
+
+INITIAL_STATE = TableState()

@@ -1,0 +1,49 @@
+"""The service layer around the pure decider: apply one command to one table, fold its events,
+and ask the shell's shuffler for a new shoe whenever the rules call for one.
+
+The Kafka handler, the scenario runner, the simulator and the tests all go through here, so a
+new shoe is always drawn at the same point: right after the command that made it due.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass
+from datetime import datetime
+
+from blackjack.domain import commands as cmd
+from blackjack.domain import events as ev
+from blackjack.domain.decide import decide
+from blackjack.domain.evolve import evolve
+from blackjack.domain.rejections import Rejection
+from blackjack.domain.rules import Rules
+from blackjack.domain.shoe import needs_shuffle
+from blackjack.domain.state import TableState
+
+Shuffler = Callable[[Rules], cmd.ShuffleShoe]
+"""Returns a new shoe order and salt for these rules (a CSPRNG in production)."""
+
+
+@dataclass(frozen=True, slots=True)
+class Applied:
+    state: TableState
+    events: list[ev.Event]
+
+
+def apply(
+    state: TableState, command: cmd.Command, now: datetime, shuffler: Shuffler
+) -> Applied | Rejection:
+    decision = decide(state, command, now)
+    if isinstance(decision, Rejection):
+        return decision
+    events = list(decision)
+    for event in decision:
+        state = evolve(state, event)
+    if needs_shuffle(state):
+        shuffle = decide(state, shuffler(state.rules), now)
+        if isinstance(shuffle, Rejection):  # a broken shuffler, never the player's fault
+            raise RuntimeError(f"the shuffler's shoe was refused: {shuffle.message}")
+        for event in shuffle:
+            state = evolve(state, event)
+        events.extend(shuffle)
+    return Applied(state=state, events=events)
