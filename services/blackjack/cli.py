@@ -15,12 +15,30 @@ def _scenario(args: argparse.Namespace) -> int:
     return 1 if summary["failures"] else 0
 
 
+def _schemas(args: argparse.Namespace) -> int:
+    from blackjack.messages.schemas import drift, write
+
+    root = Path(args.dir)
+    if args.write:
+        for path in write(root):
+            print(path)
+        return 0
+    problems = drift(root)
+    for problem in problems:
+        print(f"out of date: {problem}")
+    return 1 if problems else 0
+
+
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="blackjack", description=__doc__)
     sub = parser.add_subparsers(dest="command", required=True)
     scenario = sub.add_parser("scenario", help="play a scripted round file through the decider")
     scenario.add_argument("file")
     scenario.set_defaults(handler=_scenario)
+    schemas = sub.add_parser("schemas", help="check (or --write) the JSON Schemas in schemas/")
+    schemas.add_argument("--write", action="store_true")
+    schemas.add_argument("--dir", default="schemas")
+    schemas.set_defaults(handler=_schemas)
     return parser
 
 

@@ -1,0 +1,59 @@
+"""Envelopes: what travels on the topics around a command, an event, or a command's result."""
+
+from __future__ import annotations
+
+from datetime import datetime
+from typing import Literal
+
+from pydantic import BaseModel, ConfigDict, Field
+
+from blackjack.domain.commands import AnyCommand
+from blackjack.domain.events import AnyEvent
+from blackjack.domain.rejections import Rejection
+
+Id = Field(min_length=1, max_length=128, pattern=r"^[A-Za-z0-9._:@\-]+$")
+
+
+class CommandEnvelope(BaseModel):
+    """A command for one stream (a table; a single-player table is the player's own)."""
+
+    model_config = ConfigDict(frozen=True, extra="forbid")
+    command_id: str = Id
+    stream_id: str = Id
+    correlation_id: str | None = None
+    sent_at: datetime | None = None
+    command: AnyCommand
+
+
+class EventMeta(BaseModel):
+    """Everything about an event but the event itself."""
+
+    model_config = ConfigDict(frozen=True, extra="forbid")
+    event_id: str
+    type: str
+    schema_version: int
+    stream_id: str
+    sequence: int = Field(ge=1, description="1, 2, 3... within the stream, without gaps")
+    occurred_at: datetime
+    causation_id: str | None = Field(None, description="the command that caused the event")
+    correlation_id: str | None = None
+
+
+class EventEnvelope(EventMeta):
+    """An event in the clear, as the decider and replay see it (shoe order included)."""
+
+    data: AnyEvent
+
+
+class CommandResult(BaseModel):
+    """The answer to one command, on ``blackjack.command-results``."""
+
+    model_config = ConfigDict(frozen=True, extra="forbid")
+    command_id: str
+    stream_id: str
+    correlation_id: str | None = None
+    status: Literal["accepted", "rejected"]
+    rejection: Rejection | None = None
+    first_sequence: int | None = Field(None, description="sequence of its first event, if any")
+    last_sequence: int | None = None
+    handled_at: datetime

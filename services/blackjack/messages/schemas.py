@@ -1,0 +1,61 @@
+"""JSON Schemas of the message contract, generated from the models into ``schemas/``."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any
+
+from pydantic import BaseModel
+
+from blackjack.domain.commands import COMMAND_TYPES
+from blackjack.domain.rules import Rules
+from blackjack.messages.envelope import CommandEnvelope, CommandResult
+from blackjack.messages.wire import WIRE_EVENT_TYPES, WireEnvelope
+
+
+def _name(model: type[BaseModel]) -> str:
+    default = model.model_fields["type"].default if "type" in model.model_fields else None
+    return str(default or model.__name__)
+
+
+def schema_documents() -> dict[str, dict[str, Any]]:
+    """Relative path -> JSON Schema, for every document the contract publishes."""
+    documents: dict[str, dict[str, Any]] = {
+        "command-envelope.json": CommandEnvelope.model_json_schema(),
+        "command-result.json": CommandResult.model_json_schema(),
+        "event-envelope.json": WireEnvelope.model_json_schema(),
+        "rules.json": Rules.model_json_schema(),
+    }
+    for command in COMMAND_TYPES:
+        documents[f"commands/{_name(command)}.json"] = command.model_json_schema()
+    for event in WIRE_EVENT_TYPES:
+        documents[f"events/{_name(event)}.json"] = event.model_json_schema()
+    return documents
+
+
+def render(document: dict[str, Any]) -> str:
+    return json.dumps(document, indent=2, sort_keys=True) + "\n"
+
+
+def write(root: Path) -> list[Path]:
+    written = []
+    for relative, document in schema_documents().items():
+        path = root / relative
+        path.parent.mkdir(parents=True, exist_ok=True)
+        path.write_text(render(document))
+        written.append(path)
+    return written
+
+
+def drift(root: Path) -> list[str]:
+    """Files that differ from what the models generate, or are missing, or are left over."""
+    documents = schema_documents()
+    problems = [
+        relative
+        for relative, document in documents.items()
+        if not (root / relative).is_file() or (root / relative).read_text() != render(document)
+    ]
+    present = {str(p.relative_to(root)) for p in root.rglob("*.json")}
+    problems += sorted(present - set(documents) - {"asyncapi.json"})
+    return problems

@@ -1,0 +1,117 @@
+"""Events as they travel: JSON envelopes with the shoe order sealed, CloudEvents headers, and
+upcasting of old event versions on read (stored events are never rewritten)."""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Callable
+from typing import Annotated, Any, Literal, Union, get_args
+
+from pydantic import Field, TypeAdapter
+
+from blackjack.domain import events as ev
+from blackjack.messages.envelope import EventEnvelope, EventMeta
+from blackjack.messages.sealing import ShoeSeal
+
+SPEC_VERSION = "1.0"
+
+
+class SealedShoeShuffled(ev.Event):
+    """``ShoeShuffled`` on the wire: the commitment in clear, the order and salt sealed."""
+
+    type: Literal["ShoeShuffled"] = "ShoeShuffled"
+    shoe: int
+    commitment: str
+    cards: int
+    sealed: str
+
+
+_PUBLIC_EVENTS = tuple(t for t in ev.EVENT_TYPES if t is not ev.ShoeShuffled)
+WireEvent = Annotated[
+    Union[(SealedShoeShuffled, *_PUBLIC_EVENTS)],  # type: ignore[valid-type]
+    Field(discriminator="type"),
+]
+
+
+class WireEnvelope(EventMeta):
+    """What a reader of ``blackjack.events`` gets: safe to show anyone."""
+
+    data: WireEvent
+
+
+_WIRE = TypeAdapter(WireEnvelope)
+
+Upcaster = Callable[[dict[str, Any]], dict[str, Any]]
+UPCASTERS: dict[tuple[str, int], Upcaster] = {}
+"""(event type, stored version) -> function returning the event one version newer."""
+
+
+def upcast(data: dict[str, Any]) -> dict[str, Any]:
+    while (key := (data["type"], data.get("version", 1))) in UPCASTERS:
+        data = UPCASTERS[key](data)
+    return data
+
+
+def to_wire(envelope: EventEnvelope, seal: ShoeSeal) -> WireEnvelope:
+    event = envelope.data
+    if not isinstance(event, ev.ShoeShuffled):
+        return WireEnvelope(**dict(envelope))
+    sealed = SealedShoeShuffled(
+        version=event.version,
+        shoe=event.shoe,
+        commitment=event.commitment,
+        cards=event.cards,
+        sealed=seal.seal(envelope.stream_id, event.shoe, event.order, event.salt),
+    )
+    return WireEnvelope(**{**dict(envelope), "data": sealed})
+
+
+def from_wire(wire: WireEnvelope, seal: ShoeSeal) -> EventEnvelope:
+    """The event in the clear; only a holder of the shoe key can open a sealed shoe."""
+    event = wire.data
+    if isinstance(event, SealedShoeShuffled):
+        order, salt = seal.unseal(wire.stream_id, event.shoe, event.sealed)
+        opened = ev.ShoeShuffled(
+            version=event.version,
+            shoe=event.shoe,
+            commitment=event.commitment,
+            cards=event.cards,
+            order=order,
+            salt=salt,
+        )
+        return EventEnvelope(**{**dict(wire), "data": opened})
+    return EventEnvelope(**dict(wire))
+
+
+def encode(wire: WireEnvelope) -> bytes:
+    return wire.model_dump_json().encode()
+
+
+def decode(raw: bytes) -> WireEnvelope:
+    """Parse an event message, upcasting an older stored version of its event first."""
+    document = json.loads(raw)
+    document["data"] = upcast(document["data"])
+    return _WIRE.validate_python(document)
+
+
+def cloudevents_headers(wire: EventMeta, source: str) -> list[tuple[str, bytes]]:
+    """CloudEvents Kafka protocol binding, binary mode attributes (``ce_*``), plus extensions
+    for the stream, its sequence and the causation and correlation ids."""
+    headers = {
+        "ce_specversion": SPEC_VERSION,
+        "ce_id": wire.event_id,
+        "ce_source": source,
+        "ce_type": f"blackjack.{wire.type}.v{wire.schema_version}",
+        "ce_time": wire.occurred_at.isoformat(),
+        "ce_subject": wire.stream_id,
+        "ce_sequence": str(wire.sequence),
+        "content-type": "application/json",
+    }
+    if wire.causation_id:
+        headers["ce_causationid"] = wire.causation_id
+    if wire.correlation_id:
+        headers["ce_correlationid"] = wire.correlation_id
+    return [(name, value.encode()) for name, value in headers.items()]
+
+
+WIRE_EVENT_TYPES: tuple[type[ev.Event], ...] = get_args(get_args(WireEvent)[0])

@@ -1,0 +1,100 @@
+"""The message contract: committed schemas match the models, shoe secrets never travel in
+clear, and old event versions are upcast on read."""
+
+from __future__ import annotations
+
+import json
+from datetime import UTC, datetime
+from pathlib import Path
+
+import pytest
+
+from blackjack.domain import events as ev
+from blackjack.domain.cards import fresh_shoe
+from blackjack.domain.shoe import commitment
+from blackjack.messages import wire
+from blackjack.messages.envelope import EventEnvelope
+from blackjack.messages.schemas import drift
+from blackjack.messages.sealing import SealError, ShoeSeal
+
+SCHEMAS = Path(__file__).parents[2] / "schemas"
+KEY = ShoeSeal.new_key_hex()
+
+
+def _envelope(event: ev.Event, stream: str = "table-1") -> EventEnvelope:
+    return EventEnvelope.model_validate(
+        {
+            "event_id": "e-1",
+            "type": event.model_fields["type"].default,
+            "schema_version": event.version,
+            "stream_id": stream,
+            "sequence": 7,
+            "occurred_at": datetime(2026, 1, 1, tzinfo=UTC),
+            "causation_id": "c-1",
+            "correlation_id": "k-1",
+            "data": event,
+        }
+    )
+
+
+def _shuffled() -> ev.ShoeShuffled:
+    order = tuple(reversed(fresh_shoe(1)))
+    salt = "0123456789abcdef"
+    return ev.ShoeShuffled(
+        shoe=3, commitment=commitment(order, salt), cards=52, order=order, salt=salt
+    )
+
+
+def test_committed_schemas_match_the_models() -> None:
+    assert drift(SCHEMAS) == [], "run `make schemas` and commit the result"
+
+
+def test_the_shoe_order_is_sealed_on_the_wire_and_opens_with_the_key() -> None:
+    seal = ShoeSeal.from_hex(KEY)
+    envelope = _envelope(_shuffled())
+    raw = wire.encode(wire.to_wire(envelope, seal))
+    assert b"order" not in raw and b"0123456789abcdef" not in raw
+    assert b"KS" not in raw  # no card code in clear
+    assert wire.from_wire(wire.decode(raw), seal) == envelope
+
+
+def test_a_sealed_shoe_does_not_open_with_another_key_or_on_another_table() -> None:
+    seal = ShoeSeal.from_hex(KEY)
+    sealed = wire.to_wire(_envelope(_shuffled()), seal)
+    with pytest.raises(SealError):
+        wire.from_wire(sealed, ShoeSeal.from_hex(ShoeSeal.new_key_hex()))
+    moved = sealed.model_copy(update={"stream_id": "table-2"})
+    with pytest.raises(SealError):
+        wire.from_wire(moved, seal)
+
+
+def test_cloudevents_headers() -> None:
+    headers = dict(wire.cloudevents_headers(_envelope(ev.RoundCancelled(round=2)), "blackjack"))
+    assert headers["ce_specversion"] == b"1.0"
+    assert headers["ce_id"] == b"e-1"
+    assert headers["ce_type"] == b"blackjack.RoundCancelled.v1"
+    assert headers["ce_subject"] == b"table-1"
+    assert headers["ce_causationid"] == b"c-1"
+    assert headers["ce_time"].startswith(b"2026-01-01T00:00:00")
+
+
+def test_an_old_event_version_is_upcast_on_read(monkeypatch: pytest.MonkeyPatch) -> None:
+    def v0_to_v1(data: dict[str, object]) -> dict[str, object]:
+        # a hypothetical first shape that called the field ``cash_out``
+        data = dict(data)
+        data["balance_returned"] = data.pop("cash_out")
+        data["version"] = 1
+        return data
+
+    monkeypatch.setitem(wire.UPCASTERS, ("SeatLeft", 0), v0_to_v1)
+    current = _envelope(ev.SeatLeft(player_id="p", seat=0, balance_returned=500))
+    stored = current.model_dump(mode="json")
+    stored["data"] = {
+        "type": "SeatLeft",
+        "version": 0,
+        "player_id": "p",
+        "seat": 0,
+        "cash_out": 500,
+    }
+    decoded = wire.decode(json.dumps(stored).encode())
+    assert decoded.data == current.data
