@@ -13,8 +13,7 @@ from datetime import datetime
 
 from blackjack.domain import commands as cmd
 from blackjack.domain import events as ev
-from blackjack.domain.decide import decide
-from blackjack.domain.evolve import evolve
+from blackjack.domain.decide import decide_and_evolve
 from blackjack.domain.rejections import Rejection
 from blackjack.domain.rules import Rules
 from blackjack.domain.shoe import needs_shuffle
@@ -33,17 +32,14 @@ class Applied:
 def apply(
     state: TableState, command: cmd.Command, now: datetime, shuffler: Shuffler
 ) -> Applied | Rejection:
-    decision = decide(state, command, now)
+    decision = decide_and_evolve(state, command, now)
     if isinstance(decision, Rejection):
         return decision
-    events = list(decision)
-    for event in decision:
-        state = evolve(state, event)
+    events, state = decision
     if needs_shuffle(state):
-        shuffle = decide(state, shuffler(state.rules), now)
+        shuffle = decide_and_evolve(state, shuffler(state.rules), now)
         if isinstance(shuffle, Rejection):  # a broken shuffler, never the player's fault
             raise RuntimeError(f"the shuffler's shoe was refused: {shuffle.message}")
-        for event in shuffle:
-            state = evolve(state, event)
-        events.extend(shuffle)
+        events = [*events, *shuffle[0]]
+        state = shuffle[1]
     return Applied(state=state, events=events)

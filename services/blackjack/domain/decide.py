@@ -8,6 +8,7 @@ stamps deadlines and lets ``ExpireTimers`` act on them.
 from __future__ import annotations
 
 from collections.abc import Callable
+from functools import cache
 from datetime import datetime, timedelta
 from typing import Any
 
@@ -64,6 +65,14 @@ class _Round:
 
 
 def decide(state: TableState, command: cmd.Command, now: datetime) -> Decision:
+    outcome = decide_and_evolve(state, command, now)
+    return outcome if isinstance(outcome, Rejection) else outcome[0]
+
+
+def decide_and_evolve(
+    state: TableState, command: cmd.Command, now: datetime
+) -> tuple[list[ev.Event], TableState] | Rejection:
+    """The events and the state they fold to, which the decider has computed anyway."""
     handler = _DECIDERS.get(type(command))
     if handler is None:
         return Rejection(code="unknown_command", message=f"{type(command).__name__} is unknown")
@@ -74,7 +83,7 @@ def decide(state: TableState, command: cmd.Command, now: datetime) -> Decision:
         handler(work, command)
     except _Refused as refused:
         return refused.rejection
-    return work.events
+    return work.events, work.state
 
 
 # ---- checks shared with the legal-actions query -------------------------------------------
@@ -267,7 +276,7 @@ def _shuffle_shoe(r: _Round, c: cmd.ShuffleShoe) -> None:
     state = r.state
     if state.boxes_in_play():
         raise _refuse("round_in_progress", "the shoe is changed between rounds only")
-    if sorted(c.order) != sorted(fresh_shoe(state.rules.decks)):
+    if sorted(c.order) != _sorted_shoe(state.rules.decks):
         raise _refuse(
             "invalid_shoe", f"the order is not a permutation of {state.rules.decks} decks"
         )
@@ -291,6 +300,11 @@ def _shuffle_shoe(r: _Round, c: cmd.ShuffleShoe) -> None:
             salt=c.salt,
         )
     )
+
+
+@cache
+def _sorted_shoe(decks: int) -> list[str]:
+    return sorted(fresh_shoe(decks))
 
 
 # ---- betting ------------------------------------------------------------------------------

@@ -9,7 +9,7 @@ from typing import Any
 
 from blackjack.domain import events as ev
 from blackjack.domain.hand import is_natural, total
-from blackjack.domain.state import INITIAL_STATE, Box, Hand, Player, Shoe, TableState
+from blackjack.domain.state import INITIAL_STATE, Box, Hand, Player, Shoe, TableState, replace
 
 
 class CorruptLog(ValueError):
@@ -33,25 +33,25 @@ def fold(events: Iterable[ev.Event], state: TableState = INITIAL_STATE) -> Table
 
 
 def _with_player(state: TableState, player: Player) -> TableState:
-    return state.model_copy(update={"players": {**state.players, player.player_id: player}})
+    return replace(state, players={**state.players, player.player_id: player})
 
 
 def _with_balance(state: TableState, player_id: str, balance: int) -> TableState:
     player = state.players[player_id]
-    return _with_player(state, player.model_copy(update={"balance": balance}))
+    return _with_player(state, replace(player, balance=balance))
 
 
 def _with_box(state: TableState, index: int, box: Box) -> TableState:
     boxes = list(state.boxes)
     boxes[index] = box
-    return state.model_copy(update={"boxes": tuple(boxes)})
+    return replace(state, boxes=tuple(boxes))
 
 
 def _with_hand(state: TableState, box_index: int, hand_index: int, hand: Hand) -> TableState:
     box = state.boxes[box_index]
     hands = list(box.hands)
     hands[hand_index] = hand
-    return _with_box(state, box_index, box.model_copy(update={"hands": tuple(hands)}))
+    return _with_box(state, box_index, replace(box, hands=tuple(hands)))
 
 
 def _hand_after_card(hand: Hand, card: str) -> Hand:
@@ -64,16 +64,14 @@ def _hand_after_card(hand: Hand, card: str) -> Hand:
         status = "blackjack"
     elif best == 21 or hand.doubled or (hand.split_aces and len(cards) == 2):
         status = "standing"  # a player cannot draw at 21; a double or a split ace gets one card
-    return hand.model_copy(update={"cards": cards, "status": status})
+    return replace(hand, cards=cards, status=status)
 
 
 # ---- the table ----------------------------------------------------------------------------
 
 
 def _table_opened(state: TableState, e: ev.TableOpened) -> TableState:
-    return state.model_copy(
-        update={"opened": True, "rules": e.rules, "boxes": (Box(),) * e.rules.boxes}
-    )
+    return replace(state, opened=True, rules=e.rules, boxes=(Box(),) * e.rules.boxes)
 
 
 def _seat_taken(state: TableState, e: ev.SeatTaken) -> TableState:
@@ -81,13 +79,13 @@ def _seat_taken(state: TableState, e: ev.SeatTaken) -> TableState:
 
 
 def _seat_changed(state: TableState, e: ev.SeatChanged) -> TableState:
-    return _with_player(state, state.players[e.player_id].model_copy(update={"seat": e.to_seat}))
+    return _with_player(state, replace(state.players[e.player_id], seat=e.to_seat))
 
 
 def _seat_left(state: TableState, e: ev.SeatLeft) -> TableState:
     players = dict(state.players)
     del players[e.player_id]
-    return state.model_copy(update={"players": players})
+    return replace(state, players=players)
 
 
 def _funds_moved(state: TableState, e: ev.FundsDeposited | ev.FundsWithdrawn) -> TableState:
@@ -97,29 +95,28 @@ def _funds_moved(state: TableState, e: ev.FundsDeposited | ev.FundsWithdrawn) ->
 def _connection(state: TableState, e: ev.PlayerDisconnected | ev.PlayerReconnected) -> TableState:
     player = state.players[e.player_id]
     connected = isinstance(e, ev.PlayerReconnected)
-    return _with_player(state, player.model_copy(update={"connected": connected}))
+    return _with_player(state, replace(player, connected=connected))
 
 
 def _shoe_shuffled(state: TableState, e: ev.ShoeShuffled) -> TableState:
     shoe = Shoe(number=e.shoe, order=e.order, salt=e.salt, commitment=e.commitment)
-    return state.model_copy(update={"shoe": shoe, "shoes_used": e.shoe})
+    return replace(state, shoe=shoe, shoes_used=e.shoe)
 
 
 def _shoe_retired(state: TableState, e: ev.ShoeRetired) -> TableState:
-    return state.model_copy(update={"shoe": None})
+    return replace(state, shoe=None)
 
 
 # ---- betting ------------------------------------------------------------------------------
 
 
 def _round_opened(state: TableState, e: ev.RoundOpened) -> TableState:
-    return state.model_copy(
-        update={
-            "round": e.round,
-            "round_open": True,
-            "phase": "betting",
-            "deadline": e.betting_deadline,
-        }
+    return replace(
+        state,
+        round=e.round,
+        round_open=True,
+        phase="betting",
+        deadline=e.betting_deadline,
     )
 
 
@@ -134,28 +131,24 @@ def _bet_refunded(state: TableState, e: ev.BetRefunded) -> TableState:
 
 
 def _deal_requested(state: TableState, e: ev.DealRequested) -> TableState:
-    return _with_player(state, state.players[e.player_id].model_copy(update={"ready": True}))
+    return _with_player(state, replace(state.players[e.player_id], ready=True))
 
 
 def _player_passed(state: TableState, e: ev.PlayerPassed) -> TableState:
-    return _with_player(state, state.players[e.player_id].model_copy(update={"passed": True}))
+    return _with_player(state, replace(state.players[e.player_id], passed=True))
 
 
 def _close_round(state: TableState) -> TableState:
-    players = {
-        pid: p.model_copy(update={"ready": False, "passed": False})
-        for pid, p in state.players.items()
-    }
-    return state.model_copy(
-        update={
-            "players": players,
-            "round_open": False,
-            "phase": "betting",
-            "boxes": (Box(),) * state.rules.boxes,
-            "dealer": (),
-            "active": None,
-            "deadline": None,
-        }
+    players = {pid: replace(p, ready=False, passed=False) for pid, p in state.players.items()}
+    return replace(
+        state,
+        players=players,
+        round_open=False,
+        phase="betting",
+        boxes=(Box(),) * state.rules.boxes,
+        dealer=(),
+        active=None,
+        deadline=None,
     )
 
 
@@ -171,17 +164,15 @@ def _deal_started(state: TableState, e: ev.DealStarted) -> TableState:
     last: dict[str, list[tuple[int, int]]] = {}
     for index in e.boxes:
         box = boxes[index]
-        boxes[index] = box.model_copy(update={"hands": (Hand(stake=box.bet),)})
+        boxes[index] = replace(box, hands=(Hand(stake=box.bet),))
         assert box.player_id is not None
         # Kept relative to the seat, so that a rebet follows a player who changed seats.
         offset = index % state.rules.boxes_per_seat
         last.setdefault(box.player_id, []).append((offset, box.bet))
     players = dict(state.players)
     for pid, bets in last.items():
-        players[pid] = players[pid].model_copy(update={"last_bets": tuple(bets)})
-    return state.model_copy(
-        update={"boxes": tuple(boxes), "players": players, "phase": "playing", "deadline": None}
-    )
+        players[pid] = replace(players[pid], last_bets=tuple(bets))
+    return replace(state, boxes=tuple(boxes), players=players, phase="playing", deadline=None)
 
 
 def _card_dealt(state: TableState, e: ev.CardDealt) -> TableState:
@@ -191,11 +182,9 @@ def _card_dealt(state: TableState, e: ev.CardDealt) -> TableState:
     card = shoe.order[shoe.position]
     if e.card is not None and e.card != card:
         raise CorruptLog(f"card {e.card} dealt where the shoe holds {card}")
-    state = state.model_copy(
-        update={"shoe": shoe.model_copy(update={"position": shoe.position + 1})}
-    )
+    state = replace(state, shoe=replace(shoe, position=shoe.position + 1))
     if e.to == "dealer":
-        return state.model_copy(update={"dealer": (*state.dealer, card)})
+        return replace(state, dealer=(*state.dealer, card))
     assert e.box is not None and e.hand is not None
     hand = state.boxes[e.box].hands[e.hand]
     return _with_hand(state, e.box, e.hand, _hand_after_card(hand, card))
@@ -204,35 +193,31 @@ def _card_dealt(state: TableState, e: ev.CardDealt) -> TableState:
 def _insurance_offered(state: TableState, e: ev.InsuranceOffered) -> TableState:
     boxes = list(state.boxes)
     for index in e.boxes:
-        boxes[index] = boxes[index].model_copy(update={"insurance": "offered"})
-    return state.model_copy(
-        update={"boxes": tuple(boxes), "phase": "insurance", "deadline": e.deadline}
-    )
+        boxes[index] = replace(boxes[index], insurance="offered")
+    return replace(state, boxes=tuple(boxes), phase="insurance", deadline=e.deadline)
 
 
 def _insurance_taken(state: TableState, e: ev.InsuranceTaken) -> TableState:
     state = _with_balance(state, e.player_id, e.balance_after)
-    box = state.boxes[e.box].model_copy(update={"insurance": "taken", "insurance_stake": e.amount})
+    box = replace(state.boxes[e.box], insurance="taken", insurance_stake=e.amount)
     return _with_box(state, e.box, box)
 
 
 def _insurance_declined(state: TableState, e: ev.InsuranceDeclined) -> TableState:
-    return _with_box(state, e.box, state.boxes[e.box].model_copy(update={"insurance": "declined"}))
+    return _with_box(state, e.box, replace(state.boxes[e.box], insurance="declined"))
 
 
 def _dealer_peeked(state: TableState, e: ev.DealerPeeked) -> TableState:
-    return state.model_copy(update={"phase": "playing", "deadline": None})
+    return replace(state, phase="playing", deadline=None)
 
 
 def _insurance_settled(state: TableState, e: ev.InsuranceSettled) -> TableState:
     state = _with_balance(state, e.player_id, e.balance_after)
-    return _with_box(state, e.box, state.boxes[e.box].model_copy(update={"insurance": "settled"}))
+    return _with_box(state, e.box, replace(state.boxes[e.box], insurance="settled"))
 
 
 def _turn_started(state: TableState, e: ev.TurnStarted) -> TableState:
-    return state.model_copy(
-        update={"phase": "playing", "active": (e.box, e.hand), "deadline": e.deadline}
-    )
+    return replace(state, phase="playing", active=(e.box, e.hand), deadline=e.deadline)
 
 
 def _player_hit(state: TableState, e: ev.PlayerHit) -> TableState:
@@ -241,13 +226,13 @@ def _player_hit(state: TableState, e: ev.PlayerHit) -> TableState:
 
 def _player_stood(state: TableState, e: ev.PlayerStood) -> TableState:
     hand = state.boxes[e.box].hands[e.hand]
-    return _with_hand(state, e.box, e.hand, hand.model_copy(update={"status": "standing"}))
+    return _with_hand(state, e.box, e.hand, replace(hand, status="standing"))
 
 
 def _hand_doubled(state: TableState, e: ev.HandDoubled) -> TableState:
     state = _with_balance(state, e.player_id, e.balance_after)
     hand = state.boxes[e.box].hands[e.hand]
-    doubled = hand.model_copy(update={"doubled": True, "stake": hand.stake + e.amount})
+    doubled = replace(hand, doubled=True, stake=hand.stake + e.amount)
     return _with_hand(state, e.box, e.hand, doubled)
 
 
@@ -260,12 +245,12 @@ def _hand_split(state: TableState, e: ev.HandSplit) -> TableState:
     first = Hand(stake=hand.stake, cards=hand.cards[:1], from_split=True, split_aces=one_card)
     second = Hand(stake=e.amount, cards=hand.cards[1:], from_split=True, split_aces=one_card)
     hands = (*box.hands[: e.hand], first, second, *box.hands[e.hand + 1 :])
-    return _with_box(state, e.box, box.model_copy(update={"hands": hands}))
+    return _with_box(state, e.box, replace(box, hands=hands))
 
 
 def _hand_surrendered(state: TableState, e: ev.HandSurrendered) -> TableState:
     hand = state.boxes[e.box].hands[e.hand]
-    return _with_hand(state, e.box, e.hand, hand.model_copy(update={"status": "surrendered"}))
+    return _with_hand(state, e.box, e.hand, replace(hand, status="surrendered"))
 
 
 def _player_timed_out(state: TableState, e: ev.PlayerTimedOut) -> TableState:
@@ -275,7 +260,7 @@ def _player_timed_out(state: TableState, e: ev.PlayerTimedOut) -> TableState:
 def _hole_card_revealed(state: TableState, e: ev.DealerHoleCardRevealed) -> TableState:
     if state.hole_card != e.card:
         raise CorruptLog(f"hole card revealed as {e.card}, dealt as {state.hole_card}")
-    return state.model_copy(update={"phase": "dealer", "active": None, "deadline": None})
+    return replace(state, phase="dealer", active=None, deadline=None)
 
 
 def _hand_settled(state: TableState, e: ev.HandSettled) -> TableState:

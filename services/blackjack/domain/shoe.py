@@ -23,5 +23,6 @@ def needs_shuffle(state: TableState) -> bool:
         return True
     policy = state.rules.reshuffle
     if isinstance(policy, ReshuffleAtPenetration):
-        return shoe.position >= policy.used * len(shoe.order)
+        used = policy.used  # integer arithmetic: dealt / size >= used
+        return shoe.position * used.denominator >= used.numerator * len(shoe.order)
     return shoe.position > 0

@@ -4,7 +4,7 @@ shared by replay, snapshots and the decider without copies."""
 from __future__ import annotations
 
 from datetime import datetime
-from typing import Literal
+from typing import Any, Literal, TypeVar
 
 from pydantic import BaseModel, ConfigDict
 
@@ -18,6 +18,23 @@ InsuranceStatus = Literal["none", "offered", "taken", "declined", "settled"]
 
 class _Frozen(BaseModel):
     model_config = ConfigDict(frozen=True, extra="forbid")
+
+
+_Model = TypeVar("_Model", bound=BaseModel)
+
+
+def replace(model: _Model, **changes: Any) -> _Model:
+    """A copy with some fields changed, without validation: ``evolve`` applies facts the
+    decider has already checked, and this is its hot path (about twice as fast as
+    ``model_copy``)."""
+    copy = model.__class__.__new__(model.__class__)
+    fields = model.__dict__.copy()
+    fields.update(changes)
+    object.__setattr__(copy, "__dict__", fields)
+    object.__setattr__(copy, "__pydantic_fields_set__", model.__pydantic_fields_set__)
+    object.__setattr__(copy, "__pydantic_extra__", None)
+    object.__setattr__(copy, "__pydantic_private__", None)
+    return copy
 
 
 class Hand(_Frozen):
