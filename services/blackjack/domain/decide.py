@@ -8,8 +8,8 @@ stamps deadlines and lets ``ExpireTimers`` act on them.
 from __future__ import annotations
 
 from collections.abc import Callable
-from functools import cache
 from datetime import datetime, timedelta
+from functools import cache
 from typing import Any
 
 from pydantic import ValidationError
