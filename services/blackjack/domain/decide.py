@@ -33,7 +33,7 @@ from blackjack.domain.state import Hand, Player, TableState
 Decision = list[ev.Event] | Rejection
 
 
-class _Refused(Exception):
+class Refused(Exception):
     """Carries a rejection out of a half-made decision; its events are thrown away."""
 
     def __init__(self, code: RejectionCode, message: str) -> None:
@@ -41,8 +41,8 @@ class _Refused(Exception):
         self.rejection = Rejection(code=code, message=message)
 
 
-def _refuse(code: RejectionCode, message: str) -> _Refused:
-    return _Refused(code, message)
+def _refuse(code: RejectionCode, message: str) -> Refused:
+    return Refused(code, message)
 
 
 class _Round:
@@ -81,7 +81,7 @@ def decide_and_evolve(
     work = _Round(state, now)
     try:
         handler(work, command)
-    except _Refused as refused:
+    except Refused as refused:
         return refused.rejection
     return work.events, work.state
 
