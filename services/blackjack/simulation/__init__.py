@@ -1,0 +1,1 @@
+"""Monte Carlo play of the real decider under basic strategy."""

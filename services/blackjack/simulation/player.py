@@ -1,0 +1,143 @@
+"""One process playing rounds through the real decider (``table.apply``), one box, with a
+basic strategy: no copy of the rules, so the simulated RTP measures the engine itself."""
+
+from __future__ import annotations
+
+import random
+from collections import Counter
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from datetime import UTC, datetime
+from typing import Literal, Protocol
+
+from blackjack.domain import commands as cmd
+from blackjack.domain import events as ev
+from blackjack.domain.cards import fresh_shoe
+from blackjack.domain.legal import turn_options
+from blackjack.domain.rejections import Rejection
+from blackjack.domain.rules import PRESETS, Rules
+from blackjack.domain.state import INITIAL_STATE, TableState
+from blackjack.table import Applied, apply
+
+Action = Literal["hit", "stand", "double", "split", "surrender"]
+PLAYER = "sim"
+BANKROLL = 10**15  # never short of money: double and split are always affordable
+CLOCK = datetime(2026, 1, 1, tzinfo=UTC)
+
+
+class Strategy(Protocol):
+    def decide(
+        self,
+        player_cards: Sequence[str],
+        upcard: str,
+        can_double: bool,
+        can_split: bool,
+        can_surrender: bool,
+    ) -> Action: ...
+
+
+@dataclass
+class Tally:
+    """Sums that add up across processes; net amounts are in cents."""
+
+    rounds: int = 0
+    initial_bets: int = 0
+    net: int = 0
+    net_squares: int = 0  # sum over rounds of net**2, for the confidence interval
+    outcomes: Counter[str] = field(default_factory=Counter)
+    hands: int = 0
+
+    def add(self, other: Tally) -> None:
+        self.rounds += other.rounds
+        self.initial_bets += other.initial_bets
+        self.net += other.net
+        self.net_squares += other.net_squares
+        self.outcomes.update(other.outcomes)
+        self.hands += other.hands
+
+
+class SeededShuffler:
+    """A reproducible shuffle for simulations only (the live game draws from the CSPRNG)."""
+
+    def __init__(self, seed: int) -> None:
+        self._random = random.Random(seed)
+        self._count = 0
+
+    def __call__(self, rules: Rules) -> cmd.ShuffleShoe:
+        order = list(fresh_shoe(rules.decks))
+        self._random.shuffle(order)
+        self._count += 1
+        return cmd.ShuffleShoe(order=tuple(order), salt=f"simulation-{self._count:012d}")
+
+
+def _must(result: Applied | Rejection) -> Applied:
+    if isinstance(result, Rejection):  # the strategy only picks offered actions
+        raise RuntimeError(f"the engine refused a simulated command: {result}")
+    return result
+
+
+def play(rules: Rules, strategy: Strategy, rounds: int, bet: int, seed: int) -> Tally:
+    shuffler = SeededShuffler(seed)
+    state = INITIAL_STATE
+    base = rules.name if rules.name in PRESETS else next(iter(PRESETS))
+    setup: list[cmd.Command] = [
+        cmd.OpenTable(variant=base, overrides=rules.model_dump()),
+        cmd.SitDown(player_id=PLAYER, seat=0),
+        cmd.Deposit(player_id=PLAYER, amount=BANKROLL),
+    ]
+    for command in setup:
+        state = _must(apply(state, command, CLOCK, shuffler)).state
+    tally = Tally()
+    bet_command = cmd.PlaceBet(player_id=PLAYER, box=0, amount=bet)
+    deal_command = cmd.Deal(player_id=PLAYER)
+    for _ in range(rounds):
+        state = _must(apply(state, bet_command, CLOCK, shuffler)).state
+        applied = _must(apply(state, deal_command, CLOCK, shuffler))
+        state = applied.state
+        events = applied.events
+        while state.round_open:
+            applied = _must(apply(state, _next_move(state, strategy), CLOCK, shuffler))
+            state = applied.state
+            events = applied.events
+        _count(tally, events, bet)
+    return tally
+
+
+def _next_move(state: TableState, strategy: Strategy) -> cmd.Command:
+    if state.phase == "insurance":
+        return cmd.DeclineInsurance(player_id=PLAYER, box=0)  # basic strategy never insures
+    assert state.active is not None
+    box, hand_index = state.active
+    hand = state.boxes[box].hands[hand_index]
+    options = turn_options(state)
+    upcard = state.upcard
+    assert upcard is not None
+    action = strategy.decide(
+        hand.cards, upcard, "double" in options, "split" in options, "surrender" in options
+    )
+    if action not in options:
+        action = "hit" if "hit" in options else "stand"
+    return _COMMANDS[action](player_id=PLAYER, box=box, hand=hand_index)
+
+
+_COMMANDS: dict[str, type[cmd.HandCommand]] = {
+    "hit": cmd.Hit,
+    "stand": cmd.Stand,
+    "double": cmd.Double,
+    "split": cmd.Split,
+    "surrender": cmd.Surrender,
+}
+
+
+def _count(tally: Tally, events: list[ev.Event], bet: int) -> None:
+    """Add one round, from the events of its last command (settlement always comes last)."""
+    for event in events:
+        if isinstance(event, ev.HandSettled):
+            tally.outcomes[event.outcome] += 1
+            tally.hands += 1
+        elif isinstance(event, ev.RoundSettled):
+            net = event.results[0].net
+            tally.rounds += 1
+            tally.initial_bets += bet
+            tally.net += net
+            tally.net_squares += net * net
