@@ -1,0 +1,14 @@
+"""Basic strategy and exact return-to-player, computed from a variant's ``Rules``.
+
+* ``compute_strategy(rules) -> Strategy`` -- the chart, with ``Strategy.decide(...)``.
+* ``render_chart(strategy) -> str`` -- the familiar hard/soft/pairs chart with a legend.
+* ``compute_rtp(rules, bet=None) -> RtpReport`` -- house edge and RTP under that strategy.
+
+Pure computation: no I/O, results cached in-process per rule set.
+"""
+
+from blackjack.strategy.basic import UPCARDS, Cell, Strategy, compute_strategy
+from blackjack.strategy.chart import render_chart
+from blackjack.strategy.solver import Action
+
+__all__ = ["UPCARDS", "Action", "Cell", "Strategy", "compute_strategy", "render_chart"]

@@ -1,0 +1,147 @@
+"""The dealer's final-total probabilities for a finite shoe, exactly, by composition.
+
+Cards are handled by *value index*: 0 is the ace, 1..8 are the twos to nines, 9 is every
+ten-value card (T, J, Q, K). A set of removed cards is packed into one integer, four bits per
+value index (``removed >> (4 * index) & 15`` is how many of that value are out), so that it is a
+cheap dictionary key.
+
+``dealer_outcomes`` walks the dealer's drawing tree once per (upcard, soft-17 rule, removed
+cards). The tree's states are the *multisets* of cards the dealer has drawn after the upcard; the
+probability of drawing a given sequence without replacement depends only on its multiset, so a
+forward pass over the states in order of size sums every legal drawing order exactly. The hole
+card is the first draw: with an ace up a ten-value hole card is a blackjack (and with a ten up an
+ace), so the answer's last entry is the probability that the dealer has blackjack, *not*
+conditioned away; callers that model the peek condition on it themselves.
+"""
+
+from __future__ import annotations
+
+from functools import cache
+
+CARD_VALUES = (1, 2, 3, 4, 5, 6, 7, 8, 9, 10)
+ACE = 0
+TEN = 9
+BITS = 4
+MASK = (1 << BITS) - 1
+
+# Index of each dealer outcome in the tuples returned below.
+OUTCOME_17, OUTCOME_18, OUTCOME_19, OUTCOME_20, OUTCOME_21 = 0, 1, 2, 3, 4
+OUTCOME_BUST = 5
+OUTCOME_BLACKJACK = 6
+N_OUTCOMES = 7
+
+Outcomes = tuple[float, float, float, float, float, float, float]
+
+
+def full_shoe(decks: int) -> tuple[int, ...]:
+    """Cards of each value index in ``decks`` fresh decks."""
+    return (4 * decks,) * 9 + (16 * decks,)
+
+
+def add_card(removed: int, index: int) -> int:
+    return removed + (1 << (BITS * index))
+
+
+def count_of(removed: int, index: int) -> int:
+    return (removed >> (BITS * index)) & MASK
+
+
+def n_removed(removed: int) -> int:
+    return sum(count_of(removed, i) for i in range(10))
+
+
+def shoe_after(base: tuple[int, ...], removed: int) -> list[int]:
+    return [base[i] - ((removed >> (BITS * i)) & MASK) for i in range(10)]
+
+
+class DealerGraph:
+    """The dealer's non-final hands for one upcard as a layered graph (built once, reused)."""
+
+    __slots__ = ("children", "finals", "offsets", "up")
+
+    def __init__(self, up: int, hits_soft_17: bool) -> None:
+        self.up = up
+        # Each state: the dealer's drawn multiset (packed), hard total, has-ace, cards drawn.
+        index: dict[int, int] = {0: 0}
+        info: list[tuple[int, int, bool, int]] = [(0, CARD_VALUES[up], up == ACE, 0)]
+        edges: list[list[tuple[int, int, bool, int]]] = []
+        position = 0
+        while position < len(info):
+            drawn, hard, has_ace, depth = info[position]
+            state_edges: list[tuple[int, int, bool, int]] = []
+            for card in range(10):
+                used = count_of(drawn, card)
+                if depth == 0 and ((up == ACE and card == TEN) or (up == TEN and card == ACE)):
+                    state_edges.append((card, used, True, OUTCOME_BLACKJACK))
+                    continue
+                hard2 = hard + CARD_VALUES[card]
+                ace2 = has_ace or card == ACE
+                soft = ace2 and hard2 + 10 <= 21
+                best = hard2 + 10 if soft else hard2
+                if best > 21:
+                    state_edges.append((card, used, True, OUTCOME_BUST))
+                elif best >= 17 and not (hits_soft_17 and soft and best == 17):
+                    state_edges.append((card, used, True, best - 17))
+                else:
+                    drawn2 = add_card(drawn, card)
+                    target = index.get(drawn2)
+                    if target is None:
+                        target = len(info)
+                        index[drawn2] = target
+                        info.append((drawn2, hard2, ace2, depth + 1))
+                    state_edges.append((card, used, False, target))
+            edges.append(state_edges)
+            position += 1
+        # States are discovered breadth first, so every parent comes before its children.
+        self.children = tuple(tuple((c, u, t) for c, u, final, t in e if not final) for e in edges)
+        self.finals = tuple(tuple((c, u, t) for c, u, final, t in e if final) for e in edges)
+        self.offsets = tuple(depth for _, _, _, depth in info)
+
+    def evaluate(self, shoe: list[int]) -> Outcomes:
+        """Outcome probabilities when the dealer draws from ``shoe`` (counts by value index).
+
+        A state whose drawn cards exceed the shoe is reached with probability exactly zero (a
+        factor ``shoe[card] - used`` on its way in was zero), so no count is ever negative where
+        it is used.
+        """
+        total = sum(shoe)
+        reach = [0.0] * len(self.children)
+        reach[0] = 1.0
+        out = [0.0] * N_OUTCOMES
+        for state, (children, finals, depth) in enumerate(
+            zip(self.children, self.finals, self.offsets, strict=True)
+        ):
+            r = reach[state]
+            if r == 0.0:
+                continue
+            f = r / (total - depth)
+            for card, used, target in children:
+                reach[target] += (shoe[card] - used) * f
+            for card, used, target in finals:
+                out[target] += (shoe[card] - used) * f
+        return (out[0], out[1], out[2], out[3], out[4], out[5], out[6])
+
+
+@cache
+def dealer_graph(up: int, hits_soft_17: bool) -> DealerGraph:
+    return DealerGraph(up, hits_soft_17)
+
+
+_OUTCOME_CACHE: dict[tuple[int, bool, int, int], Outcomes] = {}
+
+
+def dealer_outcomes(decks: int, hits_soft_17: bool, up: int, removed: int) -> Outcomes:
+    """P(17, 18, 19, 20, 21, bust, blackjack) for the dealer showing ``up``.
+
+    ``removed`` are the cards out of the shoe besides the upcard (packed, see the module doc).
+    Results are cached for the life of the process: they depend only on these four arguments.
+    """
+    key = (decks, hits_soft_17, up, removed)
+    found = _OUTCOME_CACHE.get(key)
+    if found is None:
+        base = list(full_shoe(decks))
+        base[up] -= 1
+        shoe = [base[i] - ((removed >> (BITS * i)) & MASK) for i in range(10)]
+        found = dealer_graph(up, hits_soft_17).evaluate(shoe)
+        _OUTCOME_CACHE[key] = found
+    return found
