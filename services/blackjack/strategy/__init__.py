@@ -9,6 +9,16 @@ Pure computation: no I/O, results cached in-process per rule set.
 
 from blackjack.strategy.basic import UPCARDS, Cell, Strategy, compute_strategy
 from blackjack.strategy.chart import render_chart
+from blackjack.strategy.rtp import RtpReport, compute_rtp
 from blackjack.strategy.solver import Action
 
-__all__ = ["UPCARDS", "Action", "Cell", "Strategy", "compute_strategy", "render_chart"]
+__all__ = [
+    "UPCARDS",
+    "Action",
+    "Cell",
+    "RtpReport",
+    "Strategy",
+    "compute_rtp",
+    "compute_strategy",
+    "render_chart",
+]

@@ -8,7 +8,6 @@ from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
-from types import MappingProxyType
 
 from blackjack.domain.rules import Rules
 from blackjack.strategy.dealer import ACE, CARD_VALUES, TEN
@@ -87,15 +86,16 @@ class Cell:
 
 def _cell(result: RowResult) -> Cell:
     ev = {a: v / result.weight for a, v in result.value.items()} if result.weight > 0 else {}
-    return Cell(order=result.order, ev=MappingProxyType(ev))
+    return Cell(order=result.order, ev=ev)
 
 
 @dataclass(frozen=True)
 class Strategy:
-    """The computed basic strategy of one rule set.
+    """The computed basic strategy of one rule set (plain data: picklable, treat as read-only).
 
     ``hard[total][upcard]``, ``soft[total][upcard]`` and ``pairs[pair][upcard]`` hold the cells;
-    totals are best totals, labels are ``2``..``9``, ``T``, ``A``. Use ``decide`` to play.
+    totals are best totals (hard 4..21, soft 12..21), labels are ``2``..``9``, ``T``, ``A``.
+    Use ``decide`` to play.
     """
 
     rules: Rules
@@ -171,11 +171,9 @@ def _strategy(rules: Rules, key: GameKey, depth: int) -> Strategy:
             pairs[_LABEL_OF_INDEX[p]][label] = _cell(row)
     found = Strategy(
         rules=rules,
-        hard=MappingProxyType({t: MappingProxyType(_in_order(r)) for t, r in hard.items()}),
-        soft=MappingProxyType({t: MappingProxyType(_in_order(r)) for t, r in soft.items()}),
-        pairs=MappingProxyType(
-            {p: MappingProxyType(_in_order(pairs[p])) for p in (*UPCARDS[:-1], "A")}
-        ),
+        hard={t: _in_order(r) for t, r in hard.items()},
+        soft={t: _in_order(r) for t, r in soft.items()},
+        pairs={p: _in_order(pairs[p]) for p in UPCARDS},
     )
     _STRATEGIES[rules, depth] = found
     return found

@@ -128,8 +128,11 @@ class RowResult:
 class UpcardResult:
     rows: dict[RowKey, RowResult]
     pairs: dict[int, RowResult]  # by value index
-    non_blackjack_value: float  # E[payoff x 1{player has no blackjack} | upcard]
+    # E[payoff x 1{player has no blackjack} | upcard], except the half bet lost by surrenders
+    non_blackjack_value: float
     blackjack_win_probability: float  # P(player blackjack and dealer none | upcard)
+    surrender_probability: float  # P(player surrenders | upcard)
+    blackjack_probability: float  # P(player blackjack | upcard)
 
 
 @dataclass
@@ -139,12 +142,30 @@ class GameSolution:
     upcards: dict[int, UpcardResult] = field(default_factory=dict)
     upcard_probability: dict[int, float] = field(default_factory=dict)
 
-    def expected_value(self, blackjack_ratio: Fraction | float) -> float:
-        """E[net win] per unit of initial bet, a blackjack paying ``blackjack_ratio``."""
-        ratio = float(blackjack_ratio)
+    def expected_value(
+        self, blackjack_ratio: Fraction | float, surrender_loss: Fraction | float = 0.5
+    ) -> float:
+        """E[net win] per unit of initial bet.
+
+        A blackjack wins ``blackjack_ratio`` of the bet and a surrender loses
+        ``surrender_loss`` of it (both per unit, after any rounding of the bet's payment).
+        """
+        bj = float(blackjack_ratio)
+        sur = float(surrender_loss)
         return sum(
             self.upcard_probability[up]
-            * (res.non_blackjack_value + res.blackjack_win_probability * ratio)
+            * (
+                res.non_blackjack_value
+                + res.blackjack_win_probability * bj
+                - res.surrender_probability * sur
+            )
+            for up, res in self.upcards.items()
+        )
+
+    def probability(self, field_name: str) -> float:
+        """An ``UpcardResult`` probability field averaged over the upcards."""
+        return sum(
+            self.upcard_probability[up] * float(getattr(res, field_name))
             for up, res in self.upcards.items()
         )
 
@@ -452,11 +473,14 @@ class _UpcardSolver:
         key = self.key
         non_bj = 0.0
         bj_win = 0.0
+        surrendered = 0.0
+        bj = 0.0
         for a, b, w in self.two_card_hands():
             removed = add_card(add_card(0, a), b)
             pbj = self.p_blackjack(removed)
             if {a, b} == {ACE, TEN}:
                 bj_win += w * (1.0 - pbj)
+                bj += w
                 continue
             total, soft = two_card_total(a, b)
             allowed = {STAND, HIT}
@@ -465,20 +489,32 @@ class _UpcardSolver:
             if key.late_surrender:
                 allowed.add(SURRENDER)
             peek_loss = pbj if self.peeks else 0.0
+            # (probability, action, value) of the plays this two-card hand gets
+            plays: list[tuple[float, Action, float]]
             if a == b:
                 cell = pairs[a]
-                v_no_split = cell.value[self.first_allowed(cell.order, allowed)]
+                no_split = self.first_allowed(cell.order, allowed)
+                plays = [(1.0, no_split, cell.value[no_split])]
                 if key.max_splits >= 1:
-                    v_split = cell.value[self.first_allowed(cell.order, allowed | {SPLIT})]
                     splittable = same_rank_probability(self.base, a) if key.split_by_rank else 1.0
-                    v = splittable * v_split + (1.0 - splittable) * v_no_split
-                else:
-                    v = v_no_split
+                    with_split = self.first_allowed(cell.order, allowed | {SPLIT})
+                    plays = [
+                        (splittable, with_split, cell.value[with_split]),
+                        (1.0 - splittable, no_split, cell.value[no_split]),
+                    ]
             else:
                 action = self.first_allowed(self.rows[soft, total].order, allowed)
-                v = self.value_of(action, removed, 2, total, soft)
+                plays = [(1.0, action, self.value_of(action, removed, 2, total, soft))]
+            v = 0.0
+            for share, action, value in plays:
+                v += share * value
+                if action == SURRENDER:
+                    # The half bet is kept apart so that the refund's rounding can be applied
+                    # per bet (``GameSolution.expected_value``).
+                    surrendered += w * share * (1.0 - pbj)
+                    v += share * 0.5 * (1.0 - pbj)
             non_bj += w * (v - peek_loss)
-        return UpcardResult(dict(self.rows), pairs, non_bj, bj_win)
+        return UpcardResult(dict(self.rows), pairs, non_bj, bj_win, surrendered, bj)
 
 
 def same_rank_probability(base: tuple[int, ...], p: int) -> float:
@@ -529,6 +565,8 @@ _SOLUTIONS: dict[tuple[GameKey, int], GameSolution] = {}
 
 def solve(rules: Rules, depth: int = DEFAULT_DEPTH) -> GameSolution:
     """Every upcard's chart and values for ``rules`` (cached per distinct ``GameKey``)."""
+    if not 2 <= depth <= MASK:
+        raise ValueError(f"depth must be between 2 and {MASK} removed cards")
     key = GameKey.of(rules)
     found = _SOLUTIONS.get((key, depth))
     if found is None:
