@@ -10,6 +10,7 @@ RejectionCode = Literal[
     # the message itself (raised by the shell before the decider sees it)
     "malformed",
     "unknown_command",
+    "unauthorized",  # a command only the service itself may issue
     # the table
     "table_not_open",
     "table_already_open",
@@ -28,6 +29,7 @@ RejectionCode = Literal[
     "bet_below_minimum",
     "bet_above_maximum",
     "insufficient_funds",
+    "unknown_transfer",
     # betting
     "not_betting_time",
     "no_bets",

@@ -3,15 +3,27 @@
 from __future__ import annotations
 
 from datetime import datetime
-from typing import Literal
+from typing import Annotated, Literal, Union
 
 from pydantic import BaseModel, ConfigDict, Field
 
-from blackjack.domain.commands import AnyCommand
-from blackjack.domain.events import AnyEvent
+from blackjack.domain.commands import COMMAND_TYPES
+from blackjack.domain.events import EVENT_TYPES
 from blackjack.domain.rejections import Rejection
+from blackjack.domain.wallet import WALLET_COMMAND_TYPES, WALLET_EVENT_TYPES
 
 Id = Field(min_length=1, max_length=128, pattern=r"^[A-Za-z0-9._:@\-]+$")
+
+StreamCommand = Annotated[
+    Union[(*COMMAND_TYPES, *WALLET_COMMAND_TYPES)],  # type: ignore[valid-type]
+    Field(discriminator="type"),
+]
+"""A command for a table stream or for a player's wallet stream (``wallet:<player id>``)."""
+
+StreamEvent = Annotated[
+    Union[(*EVENT_TYPES, *WALLET_EVENT_TYPES)],  # type: ignore[valid-type]
+    Field(discriminator="type"),
+]
 
 
 class CommandEnvelope(BaseModel):
@@ -22,7 +34,7 @@ class CommandEnvelope(BaseModel):
     stream_id: str = Id
     correlation_id: str | None = None
     sent_at: datetime | None = None
-    command: AnyCommand
+    command: StreamCommand
 
 
 class EventMeta(BaseModel):
@@ -42,7 +54,7 @@ class EventMeta(BaseModel):
 class EventEnvelope(EventMeta):
     """An event in the clear, as the decider and replay see it (shoe order included)."""
 
-    data: AnyEvent
+    data: StreamEvent
 
 
 class CommandResult(BaseModel):

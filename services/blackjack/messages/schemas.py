@@ -10,6 +10,7 @@ from pydantic import BaseModel
 
 from blackjack.domain.commands import COMMAND_TYPES
 from blackjack.domain.rules import Rules
+from blackjack.domain.wallet import WALLET_COMMAND_TYPES
 from blackjack.messages.envelope import CommandEnvelope, CommandResult
 from blackjack.messages.wire import WIRE_EVENT_TYPES, WireEnvelope
 
@@ -27,7 +28,7 @@ def schema_documents() -> dict[str, dict[str, Any]]:
         "event-envelope.json": WireEnvelope.model_json_schema(),
         "rules.json": Rules.model_json_schema(),
     }
-    for command in COMMAND_TYPES:
+    for command in (*COMMAND_TYPES, *WALLET_COMMAND_TYPES):
         documents[f"commands/{_name(command)}.json"] = command.model_json_schema()
     for event in WIRE_EVENT_TYPES:
         documents[f"events/{_name(event)}.json"] = event.model_json_schema()

@@ -7,9 +7,10 @@ import json
 from collections.abc import Callable
 from typing import Annotated, Any, Literal, Union, get_args
 
-from pydantic import Field, TypeAdapter
+from pydantic import BaseModel, Field, TypeAdapter
 
 from blackjack.domain import events as ev
+from blackjack.domain.wallet import WALLET_EVENT_TYPES
 from blackjack.messages.envelope import EventEnvelope, EventMeta
 from blackjack.messages.sealing import ShoeSeal
 
@@ -26,7 +27,10 @@ class SealedShoeShuffled(ev.Event):
     sealed: str
 
 
-_PUBLIC_EVENTS = tuple(t for t in ev.EVENT_TYPES if t is not ev.ShoeShuffled)
+_PUBLIC_EVENTS = (
+    *(t for t in ev.EVENT_TYPES if t is not ev.ShoeShuffled),
+    *WALLET_EVENT_TYPES,
+)
 WireEvent = Annotated[
     Union[(SealedShoeShuffled, *_PUBLIC_EVENTS)],  # type: ignore[valid-type]
     Field(discriminator="type"),
@@ -114,4 +118,4 @@ def cloudevents_headers(wire: EventMeta, source: str) -> list[tuple[str, bytes]]
     return [(name, value.encode()) for name, value in headers.items()]
 
 
-WIRE_EVENT_TYPES: tuple[type[ev.Event], ...] = get_args(get_args(WireEvent)[0])
+WIRE_EVENT_TYPES: tuple[type[BaseModel], ...] = get_args(get_args(WireEvent)[0])

@@ -1,0 +1,335 @@
+"""A player's wallet: the one stream that holds the player's money between tables.
+
+A multi-seat table cannot take money straight from the platform without two writers for one
+balance (a player may sit at several tables). So the platform pays into the wallet, and a
+*buy-in* moves money from the wallet to one table: the wallet debits first (``BuyInSent``),
+the table then credits the seat (a table ``Deposit``), and the wallet closes the transfer when
+the table confirms it (``BuyInCompleted``) or takes the money back when the table refuses it
+(``BuyInRefunded``). Money leaving a table (``SeatLeft.balance_returned``, a table
+``Withdraw``) comes back as ``CashOutReceived``. The wallet is the single writer of its
+balance, so concurrent buy-ins can never spend it twice.
+
+Pure like the table decider: ``decide_wallet(state, command) -> events | Rejection``,
+``evolve_wallet(state, event) -> state``. The command handler carries the steps between the
+streams; ``ConfirmBuyIn``, ``RefundBuyIn`` and ``CashOut`` are issued by the service only.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterable
+from typing import Any, Literal
+
+from pydantic import BaseModel, ConfigDict, Field, StrictInt
+
+from blackjack.domain.rejections import Rejection
+
+WALLET_STREAM_PREFIX = "wallet:"
+
+
+def wallet_stream(player_id: str) -> str:
+    """The id of the player's wallet stream (the Kafka key of its commands and events)."""
+    return f"{WALLET_STREAM_PREFIX}{player_id}"
+
+
+def is_wallet_stream(stream_id: str) -> bool:
+    return stream_id.startswith(WALLET_STREAM_PREFIX)
+
+
+# ---- commands -----------------------------------------------------------------------------
+
+
+class WalletCommand(BaseModel):
+    model_config = ConfigDict(frozen=True, extra="forbid")
+    player_id: str = Field(min_length=1, max_length=128)
+
+
+class WalletDeposit(WalletCommand):
+    """The platform pays money in."""
+
+    type: Literal["WalletDeposit"] = "WalletDeposit"
+    amount: StrictInt
+
+
+class WalletWithdraw(WalletCommand):
+    """The platform pays money out."""
+
+    type: Literal["WalletWithdraw"] = "WalletWithdraw"
+    amount: StrictInt
+
+
+class BuyIn(WalletCommand):
+    """Move money from the wallet to the player's seat at a table."""
+
+    type: Literal["BuyIn"] = "BuyIn"
+    table_id: str = Field(min_length=1, max_length=128)
+    amount: StrictInt
+
+
+class ConfirmBuyIn(WalletCommand):
+    """The table credited the seat (service only)."""
+
+    type: Literal["ConfirmBuyIn"] = "ConfirmBuyIn"
+    transfer: StrictInt
+
+
+class RefundBuyIn(WalletCommand):
+    """The table refused the buy-in: the money comes back (service only)."""
+
+    type: Literal["RefundBuyIn"] = "RefundBuyIn"
+    transfer: StrictInt
+    reason: str = Field(min_length=1, max_length=64)
+
+
+class CashOut(WalletCommand):
+    """Money a table paid back out to the player (service only)."""
+
+    type: Literal["CashOut"] = "CashOut"
+    table_id: str = Field(min_length=1, max_length=128)
+    amount: StrictInt
+
+
+WALLET_COMMAND_TYPES: tuple[type[WalletCommand], ...] = (
+    WalletDeposit,
+    WalletWithdraw,
+    BuyIn,
+    ConfirmBuyIn,
+    RefundBuyIn,
+    CashOut,
+)
+SERVICE_ONLY_WALLET_COMMANDS: tuple[type[WalletCommand], ...] = (
+    ConfirmBuyIn,
+    RefundBuyIn,
+    CashOut,
+)
+
+# ---- events -------------------------------------------------------------------------------
+
+
+class WalletEvent(BaseModel):
+    model_config = ConfigDict(frozen=True, extra="forbid")
+    version: int = 1
+    player_id: str
+
+
+class WalletDeposited(WalletEvent):
+    type: Literal["WalletDeposited"] = "WalletDeposited"
+    amount: int
+    balance_after: int
+
+
+class WalletWithdrawn(WalletEvent):
+    type: Literal["WalletWithdrawn"] = "WalletWithdrawn"
+    amount: int
+    balance_after: int
+
+
+class BuyInSent(WalletEvent):
+    """The wallet is debited; the money is on its way to the table (transfer ``transfer``)."""
+
+    type: Literal["BuyInSent"] = "BuyInSent"
+    transfer: int
+    table_id: str
+    amount: int
+    balance_after: int
+
+
+class BuyInCompleted(WalletEvent):
+    type: Literal["BuyInCompleted"] = "BuyInCompleted"
+    transfer: int
+    table_id: str
+    amount: int
+
+
+class BuyInRefunded(WalletEvent):
+    type: Literal["BuyInRefunded"] = "BuyInRefunded"
+    transfer: int
+    table_id: str
+    amount: int
+    reason: str
+    balance_after: int
+
+
+class CashOutReceived(WalletEvent):
+    type: Literal["CashOutReceived"] = "CashOutReceived"
+    table_id: str
+    amount: int
+    balance_after: int
+
+
+WALLET_EVENT_TYPES: tuple[type[WalletEvent], ...] = (
+    WalletDeposited,
+    WalletWithdrawn,
+    BuyInSent,
+    BuyInCompleted,
+    BuyInRefunded,
+    CashOutReceived,
+)
+
+# ---- state --------------------------------------------------------------------------------
+
+
+class PendingBuyIn(BaseModel):
+    model_config = ConfigDict(frozen=True, extra="forbid")
+    transfer: int
+    table_id: str
+    amount: int
+
+
+class WalletState(BaseModel):
+    model_config = ConfigDict(frozen=True, extra="forbid")
+    balance: int = 0
+    transfers: int = Field(0, description="buy-ins sent so far; the next one gets this + 1")
+    pending: tuple[PendingBuyIn, ...] = ()
+
+    def pending_transfer(self, transfer: int) -> PendingBuyIn | None:
+        return next((p for p in self.pending if p.transfer == transfer), None)
+
+
+INITIAL_WALLET = WalletState()
+
+WalletDecision = list[WalletEvent] | Rejection
+
+# ---- decide -------------------------------------------------------------------------------
+
+
+def _invalid_amount(amount: int) -> Rejection | None:
+    if amount <= 0:
+        return Rejection(
+            code="invalid_amount", message=f"amounts are positive whole minor units, not {amount}"
+        )
+    return None
+
+
+def _short(state: WalletState, amount: int, what: str) -> Rejection | None:
+    if amount > state.balance:
+        return Rejection(
+            code="insufficient_funds",
+            message=f"{what} needs {amount}, the wallet holds {state.balance}",
+        )
+    return None
+
+
+def decide_wallet(state: WalletState, command: WalletCommand) -> WalletDecision:
+    pid = command.player_id
+    if isinstance(command, WalletDeposit):
+        refused = _invalid_amount(command.amount)
+        return refused or [
+            WalletDeposited(
+                player_id=pid, amount=command.amount, balance_after=state.balance + command.amount
+            )
+        ]
+    if isinstance(command, WalletWithdraw):
+        refused = _invalid_amount(command.amount) or _short(state, command.amount, "withdrawal")
+        return refused or [
+            WalletWithdrawn(
+                player_id=pid, amount=command.amount, balance_after=state.balance - command.amount
+            )
+        ]
+    if isinstance(command, BuyIn):
+        refused = _invalid_amount(command.amount) or _short(state, command.amount, "the buy-in")
+        return refused or [
+            BuyInSent(
+                player_id=pid,
+                transfer=state.transfers + 1,
+                table_id=command.table_id,
+                amount=command.amount,
+                balance_after=state.balance - command.amount,
+            )
+        ]
+    if isinstance(command, ConfirmBuyIn | RefundBuyIn):
+        pending = state.pending_transfer(command.transfer)
+        if pending is None:
+            return Rejection(
+                code="unknown_transfer", message=f"buy-in {command.transfer} is not pending"
+            )
+        if isinstance(command, ConfirmBuyIn):
+            return [
+                BuyInCompleted(
+                    player_id=pid,
+                    transfer=pending.transfer,
+                    table_id=pending.table_id,
+                    amount=pending.amount,
+                )
+            ]
+        return [
+            BuyInRefunded(
+                player_id=pid,
+                transfer=pending.transfer,
+                table_id=pending.table_id,
+                amount=pending.amount,
+                reason=command.reason,
+                balance_after=state.balance + pending.amount,
+            )
+        ]
+    if isinstance(command, CashOut):
+        refused = _invalid_amount(command.amount)
+        return refused or [
+            CashOutReceived(
+                player_id=pid,
+                table_id=command.table_id,
+                amount=command.amount,
+                balance_after=state.balance + command.amount,
+            )
+        ]
+    return Rejection(
+        code="unknown_command", message=f"{type(command).__name__} is not a wallet command"
+    )
+
+
+# ---- evolve -------------------------------------------------------------------------------
+
+
+def _balance(
+    state: WalletState, e: WalletDeposited | WalletWithdrawn | CashOutReceived
+) -> WalletState:
+    return state.model_copy(update={"balance": e.balance_after})
+
+
+def _sent(state: WalletState, e: BuyInSent) -> WalletState:
+    pending = PendingBuyIn(transfer=e.transfer, table_id=e.table_id, amount=e.amount)
+    return state.model_copy(
+        update={
+            "balance": e.balance_after,
+            "transfers": e.transfer,
+            "pending": (*state.pending, pending),
+        }
+    )
+
+
+def _closed(state: WalletState, transfer: int) -> tuple[PendingBuyIn, ...]:
+    return tuple(p for p in state.pending if p.transfer != transfer)
+
+
+def _completed(state: WalletState, e: BuyInCompleted) -> WalletState:
+    return state.model_copy(update={"pending": _closed(state, e.transfer)})
+
+
+def _refunded(state: WalletState, e: BuyInRefunded) -> WalletState:
+    return state.model_copy(
+        update={"balance": e.balance_after, "pending": _closed(state, e.transfer)}
+    )
+
+
+_EVOLVERS: dict[type[WalletEvent], Callable[[WalletState, Any], WalletState]] = {
+    WalletDeposited: _balance,
+    WalletWithdrawn: _balance,
+    CashOutReceived: _balance,
+    BuyInSent: _sent,
+    BuyInCompleted: _completed,
+    BuyInRefunded: _refunded,
+}
+
+
+def evolve_wallet(state: WalletState, event: WalletEvent) -> WalletState:
+    evolver = _EVOLVERS.get(type(event))
+    if evolver is None:
+        from blackjack.domain.evolve import CorruptLog  # evolve imports the event union
+
+        raise CorruptLog(f"no wallet evolve rule for {type(event).__name__}")
+    return evolver(state, event)
+
+
+def fold_wallet(events: Iterable[WalletEvent], state: WalletState = INITIAL_WALLET) -> WalletState:
+    for event in events:
+        state = evolve_wallet(state, event)
+    return state
