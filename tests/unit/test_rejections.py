@@ -1,0 +1,448 @@
+"""Every refusal the table decider can give, as given / when / then.
+
+Given a table built from real commands, when one more command is decided, then it is refused
+with the expected code and a message, ``decide`` returns no events, and the state it was given
+is unchanged. ``malformed`` and ``unknown_command`` belong to the shell: a message that does not
+validate against ``commands.AnyCommand`` never reaches the decider.
+"""
+
+from __future__ import annotations
+
+import inspect
+import re
+from collections.abc import Callable, Sequence
+from datetime import UTC, datetime, timedelta
+from typing import Any, Literal, TypeVar, get_args
+
+import pytest
+from pydantic import TypeAdapter, ValidationError
+
+from blackjack.domain import commands as cmd
+from blackjack.domain import decide as decide_module
+from blackjack.domain.decide import decide
+from blackjack.domain.evolve import fold
+from blackjack.domain.rejections import Rejection, RejectionCode
+from blackjack.domain.rules import Rules
+from blackjack.domain.state import INITIAL_STATE, Hand, TableState
+from blackjack.scenario import build_shoe
+from blackjack.table import Shuffler, apply
+
+NOW = datetime(2026, 1, 1, tzinfo=UTC)
+COMMAND = TypeAdapter(cmd.AnyCommand)
+
+TESTED: set[str] = set()
+"""The codes that have a test below, recorded at import time by ``@rejects``."""
+
+_F = TypeVar("_F", bound=Callable[..., None])
+
+
+def rejects(code: RejectionCode) -> Callable[[_F], _F]:
+    TESTED.add(code)
+    return lambda test: test
+
+
+# ---- given --------------------------------------------------------------------------------
+
+
+def shoe_starting(*cards: str) -> Shuffler:
+    """A shuffler whose every shoe starts with these cards (the rest in fresh order)."""
+
+    def shuffler(rules: Rules) -> cmd.ShuffleShoe:
+        return cmd.ShuffleShoe(order=build_shoe(rules.decks, list(cards)), salt="rejections-salt-0")
+
+    return shuffler
+
+
+def given(
+    variant: str,
+    *commands: cmd.Command,
+    cards: Sequence[str] = (),
+    overrides: dict[str, Any] | None = None,
+) -> TableState:
+    shuffler = shoe_starting(*cards)
+    state = INITIAL_STATE
+    for command in (cmd.OpenTable(variant=variant, overrides=overrides or {}), *commands):
+        result = apply(state, command, NOW, shuffler)
+        assert not isinstance(result, Rejection), f"given {command!r}: {result}"
+        state = result.state
+    return state
+
+
+def seated(pid: str = "ann", seat: int = 0, balance: int = 10_000) -> list[cmd.Command]:
+    return [cmd.SitDown(player_id=pid, seat=seat), cmd.Deposit(player_id=pid, amount=balance)]
+
+
+def dealt(amount: int = 1000, box: int = 0, pid: str = "ann") -> list[cmd.Command]:
+    return [cmd.PlaceBet(player_id=pid, box=box, amount=amount), cmd.Deal(player_id=pid)]
+
+
+# ---- then ---------------------------------------------------------------------------------
+
+
+def then_rejected(
+    state: TableState, command: cmd.Command, code: RejectionCode, now: datetime = NOW
+) -> Rejection:
+    before = state.model_copy(deep=True)
+    outcome = decide(state, command, now)
+    assert isinstance(outcome, Rejection), f"expected {code}, got events {outcome}"
+    assert outcome.code == code, outcome
+    assert outcome.message
+    assert state == before, "a rejection changes nothing"
+    assert isinstance(apply(state, command, now, shoe_starting()), Rejection)
+    return outcome
+
+
+_EMIT = re.compile(r'_refuse\(\s*"([a-z_]+)"|code="([a-z_]+)"')
+
+
+def _codes_in_the_decider() -> set[str]:
+    """Every code written in the table decider's source (``_refuse("...")``/``code="..."``)."""
+    source = inspect.getsource(decide_module)
+    return {code for pair in _EMIT.findall(source) for code in pair if code}
+
+
+def test_every_code_the_decider_can_emit_has_a_test() -> None:
+    emitted = _codes_in_the_decider()
+    assert emitted <= set(get_args(RejectionCode))
+    assert len(emitted) > 25
+    assert emitted - TESTED == set()
+
+
+# ---- the message itself (the shell) -------------------------------------------------------
+
+
+def _validation_error_types(data: dict[str, Any]) -> set[str]:
+    with pytest.raises(ValidationError) as error:
+        COMMAND.validate_python(data)
+    return {e["type"] for e in error.value.errors()}
+
+
+def test_malformed_float_amount() -> None:
+    data = {"type": "PlaceBet", "player_id": "ann", "box": 0, "amount": 10.5}
+    assert _validation_error_types(data) == {"int_type"}
+
+
+def test_malformed_string_amount() -> None:
+    data = {"type": "Deposit", "player_id": "ann", "amount": "1000"}
+    assert _validation_error_types(data) == {"int_type"}
+
+
+def test_malformed_unknown_type() -> None:
+    data = {"type": "CashOutEverything", "player_id": "ann"}
+    assert _validation_error_types(data) == {"union_tag_invalid"}
+
+
+def test_malformed_extra_field_and_missing_field() -> None:
+    assert "extra_forbidden" in _validation_error_types(
+        {"type": "Hit", "player_id": "ann", "box": 0, "cards": 2}
+    )
+    assert _validation_error_types({"type": "PlaceBet", "player_id": "ann", "box": 0}) == {
+        "missing"
+    }
+
+
+@rejects("invalid_amount")
+def test_negative_amount_is_well_formed_but_invalid() -> None:
+    command = COMMAND.validate_python(
+        {"type": "PlaceBet", "player_id": "ann", "box": 0, "amount": -100}
+    )
+    then_rejected(given("mini-h17", *seated()), command, "invalid_amount")
+
+
+@rejects("invalid_amount")
+def test_zero_deposit_is_invalid() -> None:
+    then_rejected(
+        given("mini-h17", *seated()), cmd.Deposit(player_id="ann", amount=0), "invalid_amount"
+    )
+
+
+@rejects("unknown_command")
+def test_a_command_the_decider_does_not_know() -> None:
+    class Teleport(cmd.PlayerCommand):
+        type: Literal["Teleport"] = "Teleport"
+
+    then_rejected(given("mini-h17", *seated()), Teleport(player_id="ann"), "unknown_command")
+
+
+# ---- the table ----------------------------------------------------------------------------
+
+
+@rejects("table_not_open")
+def test_nothing_before_the_table_is_opened() -> None:
+    then_rejected(INITIAL_STATE, cmd.SitDown(player_id="ann"), "table_not_open")
+
+
+@rejects("table_already_open")
+def test_a_table_opens_once() -> None:
+    then_rejected(given("mini-h17"), cmd.OpenTable(variant="mini-s17"), "table_already_open")
+
+
+@rejects("unknown_variant")
+def test_an_unknown_variant() -> None:
+    then_rejected(INITIAL_STATE, cmd.OpenTable(variant="spanish-21"), "unknown_variant")
+
+
+@rejects("invalid_rules")
+@pytest.mark.parametrize(
+    "overrides",
+    [{"min_bet": 60_000}, {"decks": 0}, {"double_on": "totals", "double_totals": []}, {"x": 1}],
+)
+def test_overrides_that_break_the_rules(overrides: dict[str, Any]) -> None:
+    then_rejected(
+        INITIAL_STATE, cmd.OpenTable(variant="mini-h17", overrides=overrides), "invalid_rules"
+    )
+
+
+# ---- seats and ownership ------------------------------------------------------------------
+
+
+@rejects("not_seated")
+def test_a_bet_from_someone_without_a_seat() -> None:
+    state = given("mini-h17", *seated())
+    then_rejected(state, cmd.PlaceBet(player_id="bob", box=0, amount=100), "not_seated")
+
+
+@rejects("already_seated")
+def test_sitting_down_twice() -> None:
+    state = given("atlantic-city-multi", *seated())
+    then_rejected(state, cmd.SitDown(player_id="ann", seat=3), "already_seated")
+
+
+@rejects("seat_out_of_range")
+def test_a_seat_the_table_does_not_have() -> None:
+    then_rejected(
+        given("atlantic-city-multi"), cmd.SitDown(player_id="ann", seat=5), "seat_out_of_range"
+    )
+    then_rejected(given("mini-h17"), cmd.SitDown(player_id="ann", seat=1), "seat_out_of_range")
+
+
+@rejects("seat_taken")
+def test_a_seat_someone_holds() -> None:
+    state = given("atlantic-city-multi", *seated("ann", 2), *seated("bob", 0))
+    then_rejected(state, cmd.SitDown(player_id="cat", seat=2), "seat_taken")
+    then_rejected(state, cmd.MoveSeat(player_id="bob", seat=2), "seat_taken")
+
+
+@rejects("box_out_of_range")
+def test_a_box_the_table_does_not_have() -> None:
+    state = given("surrender", *seated())
+    then_rejected(state, cmd.PlaceBet(player_id="ann", box=3, amount=100), "box_out_of_range")
+    then_rejected(state, cmd.PlaceBet(player_id="ann", box=-1, amount=100), "box_out_of_range")
+
+
+@rejects("not_your_box")
+def test_a_bet_on_another_seats_box() -> None:
+    state = given("atlantic-city-multi", *seated("ann", 0), *seated("bob", 1))
+    then_rejected(state, cmd.PlaceBet(player_id="ann", box=1, amount=100), "not_your_box")
+
+
+@rejects("round_in_progress")
+def test_no_seat_change_leaving_or_new_shoe_while_a_hand_is_played() -> None:
+    state = given(
+        "atlantic-city-multi",
+        *seated("ann", 0),
+        *seated("bob", 1),
+        *dealt(pid="ann"),
+        *dealt(box=1, pid="bob"),
+        cards=["TS", "TH", "7S", "9S", "8S", "TD"],
+    )
+    assert state.phase == "playing"
+    then_rejected(state, cmd.MoveSeat(player_id="ann", seat=4), "round_in_progress")
+    then_rejected(state, cmd.LeaveTable(player_id="bob"), "round_in_progress")
+    shoe = cmd.ShuffleShoe(order=build_shoe(8, []), salt="a-new-shoe-midway")
+    then_rejected(state, shoe, "round_in_progress")
+
+
+# ---- money --------------------------------------------------------------------------------
+
+
+@rejects("bet_below_minimum")
+def test_a_bet_under_the_table_minimum() -> None:
+    state = given("mini-h17", *seated())
+    then_rejected(state, cmd.PlaceBet(player_id="ann", box=0, amount=99), "bet_below_minimum")
+
+
+@rejects("bet_above_maximum")
+def test_bets_adding_up_over_the_maximum() -> None:
+    state = given(
+        "mini-h17", *seated(balance=100_000), cmd.PlaceBet(player_id="ann", box=0, amount=40_000)
+    )
+    then_rejected(state, cmd.PlaceBet(player_id="ann", box=0, amount=10_001), "bet_above_maximum")
+
+
+@rejects("insufficient_funds")
+def test_money_the_player_does_not_have() -> None:
+    state = given("mini-h17", *seated(balance=500))
+    then_rejected(state, cmd.PlaceBet(player_id="ann", box=0, amount=501), "insufficient_funds")
+    then_rejected(state, cmd.Withdraw(player_id="ann", amount=501), "insufficient_funds")
+
+
+# ---- betting ------------------------------------------------------------------------------
+
+
+@rejects("not_betting_time")
+def test_no_bet_while_a_hand_is_played() -> None:
+    state = given("mini-h17", *seated(), *dealt(), cards=["TS", "7S", "9S", "TH"])
+    then_rejected(state, cmd.PlaceBet(player_id="ann", box=0, amount=100), "not_betting_time")
+    then_rejected(state, cmd.ClearBets(player_id="ann"), "not_betting_time")
+
+
+@rejects("not_betting_time")
+def test_no_pass_before_a_round_is_open() -> None:
+    state = given("atlantic-city-multi", *seated("ann", 0), *seated("bob", 1))
+    then_rejected(state, cmd.Pass(player_id="bob"), "not_betting_time")
+
+
+@rejects("no_bets")
+def test_deal_or_clear_with_nothing_on_the_table() -> None:
+    state = given("mini-h17", *seated())
+    then_rejected(state, cmd.Deal(player_id="ann"), "no_bets")
+    then_rejected(state, cmd.ClearBets(player_id="ann"), "no_bets")
+
+
+@rejects("already_dealt_in")
+def test_no_new_bet_after_pressing_deal() -> None:
+    state = given("atlantic-city-multi", *seated("ann", 0), *seated("bob", 1), *dealt(pid="ann"))
+    assert state.phase == "betting"
+    then_rejected(state, cmd.PlaceBet(player_id="ann", box=0, amount=100), "already_dealt_in")
+    then_rejected(state, cmd.Pass(player_id="ann"), "already_dealt_in")
+
+
+@rejects("no_previous_bet")
+def test_no_rebet_before_a_first_bet() -> None:
+    state = given("mini-h17", *seated())
+    then_rejected(state, cmd.Rebet(player_id="ann", multiplier=1), "no_previous_bet")
+
+
+@rejects("rebet_not_offered")
+def test_a_rebet_multiplier_the_table_does_not_have() -> None:
+    state = given(
+        "surrender",
+        *seated(),
+        *dealt(),
+        cmd.Stand(player_id="ann", box=0),
+        cards=["TS", "7S", "9S", "TH"],
+    )
+    then_rejected(state, cmd.Rebet(player_id="ann", multiplier=2), "rebet_not_offered")
+
+
+@rejects("pass_not_offered")
+def test_pass_is_for_shared_tables() -> None:
+    state = given("mini-h17", *seated(), cmd.PlaceBet(player_id="ann", box=0, amount=100))
+    then_rejected(state, cmd.Pass(player_id="ann"), "pass_not_offered")
+
+
+@rejects("shoe_not_ready")
+def test_no_deal_from_a_shoe_that_is_due_for_a_shuffle() -> None:
+    # Straight through decide, without the shell that shuffles: the table has no shoe yet.
+    state = INITIAL_STATE
+    for command in (
+        cmd.OpenTable(variant="mini-h17"),
+        *seated(),
+        cmd.PlaceBet(player_id="ann", box=0, amount=100),
+    ):
+        outcome = decide(state, command, NOW)
+        assert not isinstance(outcome, Rejection)
+        state = fold(outcome, state)
+    assert state.shoe is None
+    then_rejected(state, cmd.Deal(player_id="ann"), "shoe_not_ready")
+
+
+@rejects("invalid_shoe")
+def test_a_shoe_that_is_not_a_permutation_of_the_decks() -> None:
+    state = given("surrender")
+    four_decks = build_shoe(4, [])
+    then_rejected(state, cmd.ShuffleShoe(order=four_decks[:-1], salt="x" * 16), "invalid_shoe")
+    doctored = ("AS", *four_decks[1:-1], "AS")
+    then_rejected(state, cmd.ShuffleShoe(order=doctored, salt="x" * 16), "invalid_shoe")
+
+
+# ---- the play -----------------------------------------------------------------------------
+
+
+@rejects("not_your_turn")
+def test_play_out_of_turn() -> None:
+    state = given(
+        "atlantic-city-multi",
+        *seated("ann", 0),
+        *seated("bob", 1),
+        *dealt(pid="ann"),
+        *dealt(box=1, pid="bob"),
+        cards=["TS", "TH", "7S", "9S", "8S", "TD"],
+    )
+    then_rejected(state, cmd.Stand(player_id="bob", box=1), "not_your_turn")
+    then_rejected(state, cmd.Hit(player_id="ann", box=0, hand=1), "not_your_turn")
+    betting = given("mini-h17", *seated())
+    then_rejected(betting, cmd.Hit(player_id="ann", box=0), "not_your_turn")
+
+
+@rejects("insurance_not_offered")
+def test_insurance_only_against_an_ace() -> None:
+    state = given("mini-h17", *seated(), *dealt(), cards=["TS", "KS", "9S", "7S"])
+    then_rejected(state, cmd.TakeInsurance(player_id="ann", box=0), "insurance_not_offered")
+    then_rejected(state, cmd.DeclineInsurance(player_id="ann", box=0), "insurance_not_offered")
+
+
+@rejects("cannot_hit")
+def test_no_card_to_a_hand_at_21() -> None:
+    # Play never leaves the turn on a hand at 21 (it stands by itself): the guard protects a
+    # state restored from elsewhere, here made by hand.
+    state = given("mini-h17", *seated(), *dealt(), cards=["7S", "6S", "7H", "TS"])
+    box = state.boxes[0]
+    at_21 = Hand(cards=("7S", "7H", "7D"), stake=box.hands[0].stake)
+    state = state.model_copy(update={"boxes": (box.model_copy(update={"hands": (at_21,)}),)})
+    assert state.active == (0, 0)
+    then_rejected(state, cmd.Hit(player_id="ann", box=0), "cannot_hit")
+
+
+@rejects("cannot_double")
+def test_double_only_on_two_cards_and_the_allowed_totals() -> None:
+    on_16 = given("mini-s17", *seated(), *dealt(), cards=["TS", "7S", "6S", "TH"])
+    then_rejected(on_16, cmd.Double(player_id="ann", box=0), "cannot_double")
+    three_cards = given(
+        "mini-h17",
+        *seated(),
+        *dealt(),
+        cmd.Hit(player_id="ann", box=0),
+        cards=["2S", "7S", "3S", "TH", "4S"],
+    )
+    then_rejected(three_cards, cmd.Double(player_id="ann", box=0), "cannot_double")
+
+
+@rejects("cannot_split")
+def test_split_only_a_pair_and_only_once() -> None:
+    no_pair = given("atlantic-city", *seated(), *dealt(), cards=["KS", "7S", "QS", "TH"])
+    then_rejected(no_pair, cmd.Split(player_id="ann", box=0), "cannot_split")
+    resplit = given(
+        "mini-h17",
+        *seated(),
+        *dealt(),
+        cmd.Split(player_id="ann", box=0),
+        cards=["8S", "7S", "8H", "TH", "8D", "3S"],
+    )
+    then_rejected(resplit, cmd.Split(player_id="ann", box=0, hand=0), "cannot_split")
+
+
+@rejects("cannot_surrender")
+def test_no_surrender_at_a_table_without_it_or_after_a_hit() -> None:
+    no_rule = given("atlantic-city", *seated(), *dealt(), cards=["TS", "7S", "6S", "TH"])
+    then_rejected(no_rule, cmd.Surrender(player_id="ann", box=0), "cannot_surrender")
+    after_hit = given(
+        "mini-h17",
+        *seated(),
+        *dealt(),
+        cmd.Hit(player_id="ann", box=0),
+        cards=["2S", "7S", "3S", "TH", "4S"],
+    )
+    then_rejected(after_hit, cmd.Surrender(player_id="ann", box=0), "cannot_surrender")
+
+
+def test_the_clock_before_a_deadline_is_not_a_refusal() -> None:
+    """ExpireTimers before the deadline is accepted and does nothing."""
+    state = given(
+        "atlantic-city-multi",
+        *seated("ann", 0),
+        *seated("bob", 1),
+        cmd.PlaceBet(player_id="ann", box=0, amount=100),
+    )
+    assert decide(state, cmd.ExpireTimers(), NOW + timedelta(seconds=14)) == []
