@@ -226,7 +226,9 @@ def _sit_down(r: _Round, c: cmd.SitDown) -> None:
 def _move_seat(r: _Round, c: cmd.MoveSeat) -> None:
     player = _seated(r.state, c.player_id)
     _check_free_seat(r.state, c.seat)
-    if r.state.boxes_of(c.player_id):
+    # The multi-player page: "You may change your position on the table by clicking on the
+    # desired spot between hands": not while any hand is played, nor with a bet of one's own out.
+    if r.state.boxes_of(c.player_id) or r.state.boxes_in_play():
         raise _refuse("round_in_progress", "change seats between rounds, with no bet out")
     r.emit(ev.SeatChanged(player_id=c.player_id, from_seat=player.seat, to_seat=c.seat))
 
