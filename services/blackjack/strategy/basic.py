@@ -10,7 +10,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 
 from blackjack.domain.rules import Rules
-from blackjack.strategy.dealer import ACE, CARD_VALUES, TEN
+from blackjack.strategy.dealer import ACE, CARD_VALUES, DEFAULT_EXACT_REMOVED, TEN
 from blackjack.strategy.solver import (
     DEFAULT_DEPTH,
     DOUBLE,
@@ -19,7 +19,6 @@ from blackjack.strategy.solver import (
     STAND,
     SURRENDER,
     Action,
-    GameKey,
     RowResult,
     solve,
 )
@@ -147,19 +146,21 @@ class Strategy:
         return cell.first(allowed)
 
 
-def compute_strategy(rules: Rules, *, depth: int = DEFAULT_DEPTH) -> Strategy:
-    """Basic strategy for ``rules`` from exact finite-shoe expected values (cached per rules)."""
-    return _strategy(rules, GameKey.of(rules), depth)
+_STRATEGIES: dict[tuple[Rules, int, int], Strategy] = {}
 
 
-_STRATEGIES: dict[tuple[Rules, int], Strategy] = {}
+def compute_strategy(
+    rules: Rules, *, depth: int = DEFAULT_DEPTH, dealer_depth: int = DEFAULT_EXACT_REMOVED
+) -> Strategy:
+    """Basic strategy for ``rules`` from finite-shoe expected values (cached per rules).
 
-
-def _strategy(rules: Rules, key: GameKey, depth: int) -> Strategy:
-    found = _STRATEGIES.get((rules, depth))
+    ``depth``/``dealer_depth`` trade precision for time (see ``blackjack.strategy.solver``);
+    the defaults are within about 1e-5 of the fully exact values.
+    """
+    found = _STRATEGIES.get((rules, depth, dealer_depth))
     if found is not None:
         return found
-    solution = solve(rules, depth)
+    solution = solve(rules, depth, dealer_depth)
     hard: dict[int, dict[str, Cell]] = {t: {} for t in HARD_TOTALS}
     soft: dict[int, dict[str, Cell]] = {t: {} for t in SOFT_TOTALS}
     pairs: dict[str, dict[str, Cell]] = {_LABEL_OF_INDEX[p]: {} for p in range(10)}
@@ -175,7 +176,7 @@ def _strategy(rules: Rules, key: GameKey, depth: int) -> Strategy:
         soft={t: _in_order(r) for t, r in soft.items()},
         pairs={p: _in_order(pairs[p]) for p in UPCARDS},
     )
-    _STRATEGIES[rules, depth] = found
+    _STRATEGIES[rules, depth, dealer_depth] = found
     return found
 
 

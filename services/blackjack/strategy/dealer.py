@@ -5,8 +5,9 @@ ten-value card (T, J, Q, K). A set of removed cards is packed into one integer, 
 value index (``removed >> (4 * index) & 15`` is how many of that value are out), so that it is a
 cheap dictionary key.
 
-``dealer_outcomes`` walks the dealer's drawing tree once per (upcard, soft-17 rule, removed
-cards). The tree's states are the *multisets* of cards the dealer has drawn after the upcard; the
+``exact_dealer_outcomes`` walks the dealer's drawing tree once per (upcard, soft-17 rule,
+removed cards); ``dealer_outcomes`` does so up to a few removed cards and extrapolates beyond.
+The tree's states are the *multisets* of cards the dealer has drawn after the upcard; the
 probability of drawing a given sequence without replacement depends only on its multiset, so a
 forward pass over the states in order of size sums every legal drawing order exactly. The hole
 card is the first draw: with an ace up a ten-value hole card is a blackjack (and with a ten up an
@@ -23,6 +24,7 @@ ACE = 0
 TEN = 9
 BITS = 4
 MASK = (1 << BITS) - 1
+MAX_REMOVED = MASK - 1  # keeps every count within its four bits and ``n_removed`` exact
 
 # Index of each dealer outcome in the tuples returned below.
 OUTCOME_17, OUTCOME_18, OUTCOME_19, OUTCOME_20, OUTCOME_21 = 0, 1, 2, 3, 4
@@ -47,7 +49,9 @@ def count_of(removed: int, index: int) -> int:
 
 
 def n_removed(removed: int) -> int:
-    return sum(count_of(removed, i) for i in range(10))
+    """How many cards are removed: the sum of the base-16 digits, which is ``removed`` modulo 15
+    while fewer than 15 cards are out (the packing never holds more)."""
+    return removed % MASK
 
 
 def shoe_after(base: tuple[int, ...], removed: int) -> list[int]:
@@ -57,7 +61,7 @@ def shoe_after(base: tuple[int, ...], removed: int) -> list[int]:
 class DealerGraph:
     """The dealer's non-final hands for one upcard as a layered graph (built once, reused)."""
 
-    __slots__ = ("children", "finals", "offsets", "up")
+    __slots__ = ("busts", "children", "finals", "offsets", "up")
 
     def __init__(self, up: int, hits_soft_17: bool) -> None:
         self.up = up
@@ -94,7 +98,21 @@ class DealerGraph:
             position += 1
         # States are discovered breadth first, so every parent comes before its children.
         self.children = tuple(tuple((c, u, t) for c, u, final, t in e if not final) for e in edges)
-        self.finals = tuple(tuple((c, u, t) for c, u, final, t in e if final) for e in edges)
+        self.finals = tuple(
+            tuple((c, u, t) for c, u, final, t in e if final and t != OUTCOME_BUST) for e in edges
+        )
+        # The busting draws of a hand are always the highest values (an ace never busts a
+        # dealer hand that is still drawing): (first busting card, how many of those the dealer
+        # holds), so that one suffix sum of the shoe counts them all.
+        busts = []
+        for e in edges:
+            cards = [c for c, _, final, t in e if final and t == OUTCOME_BUST]
+            if cards:
+                assert cards == list(range(cards[0], 10))
+                busts.append((cards[0], sum(u for c, u, final, t in e if c in cards)))
+            else:
+                busts.append((10, 0))
+        self.busts = tuple(busts)
         self.offsets = tuple(depth for _, _, _, depth in info)
 
     def evaluate(self, shoe: list[int]) -> Outcomes:
@@ -105,11 +123,15 @@ class DealerGraph:
         it is used.
         """
         total = sum(shoe)
+        suffix = [0] * 11
+        for card in range(9, -1, -1):
+            suffix[card] = suffix[card + 1] + shoe[card]
         reach = [0.0] * len(self.children)
         reach[0] = 1.0
         out = [0.0] * N_OUTCOMES
-        for state, (children, finals, depth) in enumerate(
-            zip(self.children, self.finals, self.offsets, strict=True)
+        bust = 0.0
+        for state, (children, finals, (first_bust, held), depth) in enumerate(
+            zip(self.children, self.finals, self.busts, self.offsets, strict=True)
         ):
             r = reach[state]
             if r == 0.0:
@@ -119,6 +141,8 @@ class DealerGraph:
                 reach[target] += (shoe[card] - used) * f
             for card, used, target in finals:
                 out[target] += (shoe[card] - used) * f
+            bust += (suffix[first_bust] - held) * f
+        out[OUTCOME_BUST] = bust
         return (out[0], out[1], out[2], out[3], out[4], out[5], out[6])
 
 
@@ -127,21 +151,65 @@ def dealer_graph(up: int, hits_soft_17: bool) -> DealerGraph:
     return DealerGraph(up, hits_soft_17)
 
 
-_OUTCOME_CACHE: dict[tuple[int, bool, int, int], Outcomes] = {}
+_EXACT_CACHE: dict[tuple[int, bool, int, int], Outcomes] = {}
+_CACHE: dict[tuple[int, bool, int, int, int], Outcomes] = {}
+
+DEFAULT_EXACT_REMOVED = 3
 
 
-def dealer_outcomes(decks: int, hits_soft_17: bool, up: int, removed: int) -> Outcomes:
-    """P(17, 18, 19, 20, 21, bust, blackjack) for the dealer showing ``up``.
+def exact_dealer_outcomes(decks: int, hits_soft_17: bool, up: int, removed: int) -> Outcomes:
+    """P(17, 18, 19, 20, 21, bust, blackjack) for the dealer showing ``up``, exactly.
 
     ``removed`` are the cards out of the shoe besides the upcard (packed, see the module doc).
     Results are cached for the life of the process: they depend only on these four arguments.
     """
     key = (decks, hits_soft_17, up, removed)
-    found = _OUTCOME_CACHE.get(key)
+    found = _EXACT_CACHE.get(key)
     if found is None:
         base = list(full_shoe(decks))
         base[up] -= 1
         shoe = [base[i] - ((removed >> (BITS * i)) & MASK) for i in range(10)]
         found = dealer_graph(up, hits_soft_17).evaluate(shoe)
-        _OUTCOME_CACHE[key] = found
+        _EXACT_CACHE[key] = found
+    return found
+
+
+def dealer_outcomes(
+    decks: int,
+    hits_soft_17: bool,
+    up: int,
+    removed: int,
+    exact_removed: int = DEFAULT_EXACT_REMOVED,
+) -> Outcomes:
+    """Like ``exact_dealer_outcomes``; beyond ``exact_removed`` cards, extrapolated.
+
+    For a larger removed set R, with a and b its two highest cards,
+    f(R) = f(R - a) + f(R - b) - f(R - a - b): exact to first order in every removed card and
+    in every pair of them but (a, b), whose joint effect beyond the sum of their single
+    effects is of order 1/N^2 of the shoe. At 8 decks the house edge moves by about 1e-5
+    percentage points against walking every set exactly, at a fifth of the cost.
+    """
+    if n_removed(removed) <= exact_removed:
+        return exact_dealer_outcomes(decks, hits_soft_17, up, removed)
+    key = (decks, hits_soft_17, up, removed, exact_removed)
+    found = _CACHE.get(key)
+    if found is None:
+        high = [c for c in range(9, -1, -1) if count_of(removed, c)]
+        a = high[0]
+        b = a if count_of(removed, a) > 1 else high[1]
+        without_a = removed - (1 << (BITS * a))
+        without_b = removed - (1 << (BITS * b))
+        fa = dealer_outcomes(decks, hits_soft_17, up, without_a, exact_removed)
+        fb = dealer_outcomes(decks, hits_soft_17, up, without_b, exact_removed)
+        fab = dealer_outcomes(decks, hits_soft_17, up, without_a - (1 << (BITS * b)), exact_removed)
+        found = (
+            fa[0] + fb[0] - fab[0],
+            fa[1] + fb[1] - fab[1],
+            fa[2] + fb[2] - fab[2],
+            fa[3] + fb[3] - fab[3],
+            fa[4] + fb[4] - fab[4],
+            fa[5] + fb[5] - fab[5],
+            fa[6] + fb[6] - fab[6],
+        )
+        _CACHE[key] = found
     return found

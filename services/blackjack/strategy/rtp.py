@@ -8,9 +8,10 @@ denominator), so ``rtp_percent == 100 - house_edge_percent``.
 
 What is exact and what is approximated (details in ``blackjack.strategy.solver``):
 
-* Exact: finite-shoe probabilities by composition for the dealer and the player (up to
-  ``depth`` removed cards, default 5: later cards of a very long hand are drawn from the shoe as
-  it stood after 5 -- worth about 1e-5 percentage points of house edge at 8 decks); the dealer's
+* Exact: finite-shoe probabilities by composition for the dealer and the player (the player's
+  to 6 removed cards, beyond which a very long hand draws from the shoe as it stood; the
+  dealer's walked exactly to 3 removed cards and extrapolated to second order beyond -- together
+  about 1e-5 percentage points of house edge from walking everything exactly); the dealer's
   peek on ace/ten (values conditioned on her not having blackjack, which settles only the initial
   bet); hit/stand on soft 17; double rules by best total; late surrender; one card to split aces;
   a non-resplit split (exactly twice one hand from the shoe without both pair cards).
@@ -37,6 +38,7 @@ from fractions import Fraction
 from blackjack.domain.payouts import blackjack_winnings, surrender_refund
 from blackjack.domain.rules import Rules
 from blackjack.strategy.basic import Strategy, compute_strategy
+from blackjack.strategy.dealer import DEFAULT_EXACT_REMOVED
 from blackjack.strategy.solver import DEFAULT_DEPTH, solve
 
 
@@ -69,7 +71,13 @@ def surrender_loss_ratio(bet: int | None) -> Fraction:
     return Fraction(bet - surrender_refund(bet), bet)
 
 
-def compute_rtp(rules: Rules, bet: int | None = None, *, depth: int = DEFAULT_DEPTH) -> RtpReport:
+def compute_rtp(
+    rules: Rules,
+    bet: int | None = None,
+    *,
+    depth: int = DEFAULT_DEPTH,
+    dealer_depth: int = DEFAULT_EXACT_REMOVED,
+) -> RtpReport:
     """House edge and RTP, in percent, for ``rules`` at a bet of ``bet`` minor units.
 
     ``bet=None`` gives the unrounded figure (the large-bet limit); see the module docstring for
@@ -77,8 +85,8 @@ def compute_rtp(rules: Rules, bet: int | None = None, *, depth: int = DEFAULT_DE
     """
     if bet is not None and bet < 1:
         raise ValueError("bet must be a positive number of minor units")
-    strategy = compute_strategy(rules, depth=depth)
-    solution = solve(rules, depth)
+    strategy = compute_strategy(rules, depth=depth, dealer_depth=dealer_depth)
+    solution = solve(rules, depth, dealer_depth)
     bj = blackjack_win_ratio(rules, bet)
     sur = surrender_loss_ratio(bet)
     ev = solution.expected_value(bj, sur)

@@ -1,0 +1,231 @@
+"""House edge computed from the rules, pinned against published figures.
+
+Anchors: the Wizard of Odds blackjack house edge calculator (8 decks, basic strategy, a fresh
+shuffle every hand). Base game: dealer hits soft 17, double any two cards, double after split,
+split to 4 hands, no resplitting aces, one card to split aces, late surrender, peek, blackjack
+3:2 -> 0.555 %; each other anchor changes one rule from the base.
+"""
+
+from __future__ import annotations
+
+from fractions import Fraction
+from functools import cache
+
+import pytest
+
+from blackjack.domain.rules import PRESETS, Rules, preset
+from blackjack.strategy import compute_rtp
+from blackjack.strategy.dealer import (
+    ACE,
+    CARD_VALUES,
+    TEN,
+    add_card,
+    dealer_outcomes,
+    exact_dealer_outcomes,
+    full_shoe,
+)
+from blackjack.strategy.solver import solve, split_scenarios
+
+TOLERANCE = 0.02  # percentage points
+
+WIZARD_BASE = Rules(
+    name="wizard-base",
+    decks=8,
+    dealer_hits_soft_17=True,
+    peek_on_ace=True,
+    peek_on_ten=True,
+    double_on="any_two",
+    double_after_split=True,
+    max_splits=3,
+    split_by="value",
+    split_aces_one_card=True,
+    late_surrender=True,
+    blackjack_pays=Fraction(3, 2),
+)
+
+WIZARD_ANCHORS: dict[str, tuple[dict[str, object], float]] = {
+    "base": ({}, 0.555),
+    "dealer stands on soft 17": ({"dealer_hits_soft_17": False}, 0.357),
+    "no double after split": ({"double_after_split": False}, 0.699),
+    "double on 10-11 only": ({"double_on": "totals", "double_totals": frozenset({10, 11})}, 0.752),
+    "split to 2 hands": ({"max_splits": 1}, 0.610),
+    "no surrender": ({"late_surrender": False}, 0.647),
+}
+
+
+@pytest.mark.parametrize("change", list(WIZARD_ANCHORS))
+def test_house_edge_matches_the_wizard_of_odds_calculator(change: str) -> None:
+    overrides, published = WIZARD_ANCHORS[change]
+    rules = WIZARD_BASE.with_overrides({**overrides, "name": change})
+    report = compute_rtp(rules)
+    assert report.house_edge_percent == pytest.approx(published, abs=TOLERANCE)
+    assert report.rtp_percent == pytest.approx(100 - report.house_edge_percent)
+
+
+def test_surrender_preset_matches_its_pages_stated_rtp() -> None:
+    # Seed page 003: "RTP (Return To Player) for this game is 99.66%."
+    assert compute_rtp(preset("surrender")).rtp_percent == pytest.approx(99.66, abs=0.01)
+
+
+def test_rule_effects_point_the_right_way() -> None:
+    base = compute_rtp(WIZARD_BASE).house_edge_percent
+    worse = {
+        "six to five": {"blackjack_pays": Fraction(6, 5)},
+        "no peek": {"peek_on_ace": False, "peek_on_ten": False},
+        "no splits": {"max_splits": 0},
+        "double 9-11": {"double_on": "totals", "double_totals": frozenset({9, 10, 11})},
+    }
+    for name, overrides in worse.items():
+        edge = compute_rtp(WIZARD_BASE.with_overrides(overrides)).house_edge_percent
+        assert edge > base + 0.05, name
+    # Playing split aces on (more than one card) is worth something to the player.
+    better = compute_rtp(WIZARD_BASE.with_overrides({"split_aces_one_card": False}))
+    assert better.house_edge_percent < base
+
+
+def test_blackjack_payout_enters_linearly() -> None:
+    three_two = compute_rtp(WIZARD_BASE)
+    six_five = compute_rtp(WIZARD_BASE.with_overrides({"blackjack_pays": Fraction(6, 5)}))
+    win_probability = solve(WIZARD_BASE).probability("blackjack_win_probability")
+    assert six_five.house_edge_percent - three_two.house_edge_percent == pytest.approx(
+        100 * win_probability * 0.3, abs=1e-9
+    )
+
+
+def test_blackjack_probability_is_the_shoes() -> None:
+    report = compute_rtp(WIZARD_BASE)
+    n = 8 * 52
+    assert report.blackjack_probability == pytest.approx(2 * 32 * 128 / (n * (n - 1)), abs=1e-12)
+
+
+# --- atlantic-city: the blackjack win is truncated to whole dollars ------------------------------
+
+
+def test_atlantic_city_five_dollar_blackjack_pays_seven() -> None:
+    rules = preset("atlantic-city")
+    limit = compute_rtp(rules)
+    five = compute_rtp(rules, bet=500)
+    assert limit.blackjack_win_ratio == Fraction(3, 2)
+    assert five.blackjack_win_ratio == Fraction(700, 500)
+    win_probability = solve(rules).probability("blackjack_win_probability")
+    assert five.house_edge_percent - limit.house_edge_percent == pytest.approx(
+        100 * win_probability * (Fraction(3, 2) - Fraction(7, 5)), abs=1e-9
+    )
+    assert five.expected_loss == pytest.approx(five.house_edge_percent * 5, rel=1e-9)
+
+
+def test_atlantic_city_one_dollar_blackjack_pays_even_money() -> None:
+    rules = preset("atlantic-city")
+    one = compute_rtp(rules, bet=100)
+    assert one.blackjack_win_ratio == 1
+    assert one.house_edge_percent > compute_rtp(rules, bet=500).house_edge_percent + 1.5
+    # Whole-dollar wins: a $10.00 bet loses nothing to the truncation.
+    assert compute_rtp(rules, bet=1000).house_edge_percent == pytest.approx(
+        compute_rtp(rules).house_edge_percent, abs=1e-12
+    )
+
+
+def test_odd_cent_bets_lose_the_floored_cents() -> None:
+    rules = preset("surrender")
+    limit = compute_rtp(rules)
+    odd = compute_rtp(rules, bet=1001)  # surrender returns 500; a blackjack wins 1501, not 1501.5
+    assert odd.surrender_loss_ratio == Fraction(501, 1001)
+    assert odd.blackjack_win_ratio == Fraction(1501, 1001)
+    assert limit.surrender_probability > 0
+    win_probability = solve(rules).probability("blackjack_win_probability")
+    floored = limit.surrender_probability * (Fraction(501, 1001) - Fraction(1, 2))
+    floored += win_probability * (Fraction(3, 2) - Fraction(1501, 1001))
+    assert odd.house_edge_percent - limit.house_edge_percent == pytest.approx(
+        100 * floored, abs=1e-9
+    )
+
+
+def test_every_preset_has_a_sane_house_edge() -> None:
+    for name, rules in PRESETS.items():
+        edge = compute_rtp(rules).house_edge_percent
+        assert 0.2 < edge < 0.8, name
+
+
+def test_bet_must_be_positive() -> None:
+    with pytest.raises(ValueError, match="positive"):
+        compute_rtp(WIZARD_BASE, bet=0)
+
+
+# --- the method's own checks -----------------------------------------------------------------
+
+
+def test_composition_depth_has_converged() -> None:
+    default = compute_rtp(WIZARD_BASE).house_edge_percent
+    shallower = -100 * solve(WIZARD_BASE, 5, 2).expected_value(Fraction(3, 2))
+    assert default == pytest.approx(shallower, abs=0.001)
+
+
+def test_extrapolated_dealer_probabilities_are_close_to_exact() -> None:
+    for up in range(10):
+        removed = 0
+        for card in (TEN, 5, ACE, 2, 2, 3):
+            removed = add_card(removed, card)
+        exact = exact_dealer_outcomes(8, True, up, removed)
+        extrapolated = dealer_outcomes(8, True, up, removed)
+        assert extrapolated == pytest.approx(exact, abs=5e-5)
+        assert extrapolated != exact
+
+
+@pytest.mark.parametrize("hits_soft_17", [False, True])
+def test_dealer_probabilities_match_a_plain_recursion(hits_soft_17: bool) -> None:
+    """The layered multiset walk against a naive recursion over whole shoes (one deck)."""
+
+    @cache
+    def naive(
+        shoe: tuple[int, ...], hard: int, ace: bool, first: bool, up: int
+    ) -> tuple[float, ...]:
+        out = [0.0] * 7
+        n = sum(shoe)
+        for card in range(10):
+            k = shoe[card]
+            if k == 0:
+                continue
+            rest = (*shoe[:card], k - 1, *shoe[card + 1 :])
+            if first and {up, card} == {ACE, TEN}:
+                out[6] += k / n
+                continue
+            h2, a2 = hard + CARD_VALUES[card], ace or card == ACE
+            soft = a2 and h2 + 10 <= 21
+            best = h2 + 10 if soft else h2
+            if best > 21:
+                out[5] += k / n
+            elif best >= 17 and not (hits_soft_17 and soft and best == 17):
+                out[best - 17] += k / n
+            else:
+                sub = naive(rest, h2, a2, False, up)
+                for i in range(7):
+                    out[i] += k / n * sub[i]
+        return tuple(out)
+
+    for up in range(10):
+        for player in [(), (TEN, 5), (ACE, 4, 1), (2, 2, 3, 3)]:
+            removed = 0
+            shoe = list(full_shoe(1))
+            shoe[up] -= 1
+            for card in player:
+                removed = add_card(removed, card)
+                shoe[card] -= 1
+            ours = exact_dealer_outcomes(1, hits_soft_17, up, removed)
+            theirs = naive(tuple(shoe), CARD_VALUES[up], up == ACE, True, up)
+            assert sum(ours) == pytest.approx(1.0, abs=1e-12)
+            assert ours == pytest.approx(theirs, abs=1e-12)
+
+
+def test_split_scenarios_count_hands() -> None:
+    n_pair, n = 30, 410
+    once = split_scenarios(n_pair, n, max_hands=2)
+    assert set(once) == {0}
+    mixed, paired = once[0]
+    assert mixed + paired == pytest.approx(2.0)
+    assert paired == pytest.approx(2 * n_pair / n)
+    four = split_scenarios(n_pair, n, max_hands=4)
+    hands = sum(m + p for m, p in four.values())
+    assert 2 < hands < 4
+    # Up to two resplits happen; a pair is left unsplit only once four hands exist.
+    assert set(four) == {0, 1, 2}
+    assert four[0][1] == 0 and four[1][1] == 0
