@@ -234,6 +234,8 @@ def test_cards_may_be_written_as_people_write_them(s17: Strategy) -> None:
     assert s17.decide(["8", "8"], "10S", True, True, True) == "split"
     with pytest.raises(ValueError, match="bust"):
         s17.decide(["TS", "8H", "5D"], "2C", False, False, False)
+    with pytest.raises(ValueError, match="two cards"):
+        s17.decide(["8S"], "2C", False, False, False)
 
 
 def test_without_double_after_split_small_pairs_are_not_split() -> None:

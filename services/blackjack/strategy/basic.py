@@ -108,6 +108,8 @@ class Strategy:
         A pair is two cards of one value (``split_by="value"``) or of one rank
         (``split_by="rank"``: T-K is then a hard 20, not a pair).
         """
+        if len(player_cards) < 2:
+            raise ValueError("a hand to decide on has at least two cards")
         indices = [_index(c) for c in player_cards]
         up = upcard_label(upcard)
         if len(indices) == 2 and indices[0] == indices[1]:
@@ -178,6 +180,10 @@ def compute_strategy(
     )
     _STRATEGIES[rules, depth, dealer_depth] = found
     return found
+
+
+def clear_cache() -> None:
+    _STRATEGIES.clear()
 
 
 def _in_order(row: dict[str, Cell]) -> dict[str, Cell]:

@@ -213,3 +213,8 @@ def dealer_outcomes(
         )
         _CACHE[key] = found
     return found
+
+
+def clear_caches() -> None:
+    _EXACT_CACHE.clear()
+    _CACHE.clear()
