@@ -7,6 +7,8 @@ import sys
 from collections.abc import Sequence
 from pathlib import Path
 
+from blackjack.simulation.commands import register as register_math
+
 
 def _scenario(args: argparse.Namespace) -> int:
     from blackjack.scenario import load, run
@@ -39,6 +41,7 @@ def build_parser() -> argparse.ArgumentParser:
     schemas.add_argument("--write", action="store_true")
     schemas.add_argument("--dir", default="schemas")
     schemas.set_defaults(handler=_schemas)
+    register_math(sub)
     return parser
 
 

@@ -1,0 +1,122 @@
+"""``blackjack strategy|rtp|simulate``: the math of a variant from the command line."""
+
+from __future__ import annotations
+
+import argparse
+import json
+import time
+from decimal import Decimal, InvalidOperation
+from typing import Any
+
+from blackjack.domain.rules import PRESETS, Rules, preset
+
+
+def money(text: str) -> int:
+    """``5.00`` -> 500 minor units; refuses fractions of a cent and non-positive amounts."""
+    try:
+        amount = Decimal(text) * 100
+    except InvalidOperation:
+        raise argparse.ArgumentTypeError(f"not an amount: {text!r}") from None
+    if amount != amount.to_integral_value() or amount <= 0:
+        raise argparse.ArgumentTypeError(f"not a positive whole number of cents: {text!r}")
+    return int(amount)
+
+
+def _rules(args: argparse.Namespace) -> Rules:
+    return preset(args.variant)
+
+
+def _strategy(args: argparse.Namespace) -> int:
+    from blackjack.strategy import compute_strategy, render_chart
+
+    print(render_chart(compute_strategy(_rules(args))))
+    return 0
+
+
+def _rtp(args: argparse.Namespace) -> int:
+    from blackjack.strategy import compute_rtp
+
+    rules = _rules(args)
+    started = time.perf_counter()
+    report = compute_rtp(rules, args.bet)
+    line: dict[str, Any] = {
+        "variant": rules.name,
+        "bet": args.bet,
+        "rtp_percent": round(report.rtp_percent, 4),
+        "house_edge_percent": round(report.house_edge_percent, 4),
+        "blackjack_pays_per_unit": str(report.blackjack_win_ratio),
+    }
+    if args.all_bets:
+        # A regulator checks the lowest return at any bet level the table accepts.
+        worst = min(
+            (compute_rtp(rules, bet).rtp_percent, bet)
+            for bet in range(rules.min_bet, rules.max_bet + 1)
+        )
+        line["lowest_rtp_percent"] = round(worst[0], 4)
+        line["lowest_rtp_at_bet"] = worst[1]
+    line["seconds"] = round(time.perf_counter() - started, 2)
+    print(json.dumps(line))
+    return 0
+
+
+def _simulate(args: argparse.Namespace) -> int:
+    from rich.progress import BarColumn, MofNCompleteColumn, Progress, TimeRemainingColumn
+
+    from blackjack.simulation.run import simulate
+    from blackjack.strategy import compute_rtp, compute_strategy
+
+    rules = _rules(args)
+    started = time.perf_counter()
+    columns = (*Progress.get_default_columns()[:1], BarColumn(), MofNCompleteColumn())
+    with Progress(*columns, TimeRemainingColumn(), transient=True) as progress:
+        task = progress.add_task(f"simulating {rules.name}", total=args.rounds)
+        report = simulate(
+            rules,
+            compute_strategy,
+            args.rounds,
+            bet=args.bet,
+            seed=args.seed,
+            workers=args.workers,
+            on_progress=lambda done: progress.advance(task, done),
+        )
+    elapsed = time.perf_counter() - started
+    exact = compute_rtp(rules, report.bet).rtp_percent
+    low, high = 100 * (report.rtp - report.half_width), 100 * (report.rtp + report.half_width)
+    print(
+        json.dumps(
+            {
+                "variant": rules.name,
+                "rounds": report.tally.rounds,
+                "bet": report.bet,
+                "seed": args.seed,
+                "rtp_percent": round(100 * report.rtp, 4),
+                "ci95_percent": [round(low, 4), round(high, 4)],
+                "exact_rtp_percent": round(exact, 4),
+                "exact_within_ci": low <= exact <= high,
+                "hand_outcomes": {k: round(v, 5) for k, v in report.outcome_shares().items()},
+                "rounds_per_second": round(report.tally.rounds / elapsed),
+            }
+        )
+    )
+    return 0
+
+
+def register(sub: Any) -> None:
+    variants = sorted(PRESETS)
+    strategy = sub.add_parser("strategy", help="the computed basic strategy chart of a variant")
+    strategy.add_argument("variant", choices=variants)
+    strategy.set_defaults(handler=_strategy)
+
+    rtp = sub.add_parser("rtp", help="exact house edge and RTP of a variant under basic strategy")
+    rtp.add_argument("variant", choices=variants)
+    rtp.add_argument("--bet", type=money, default=None, help="bet level, e.g. 5.00")
+    rtp.add_argument("--all-bets", action="store_true", help="also the lowest RTP at any bet")
+    rtp.set_defaults(handler=_rtp)
+
+    sim = sub.add_parser("simulate", help="play the real engine with basic strategy")
+    sim.add_argument("variant", choices=variants)
+    sim.add_argument("--rounds", type=int, default=200_000)
+    sim.add_argument("--bet", type=money, default=None, help="bet level (default: min bet)")
+    sim.add_argument("--seed", type=int, default=1)
+    sim.add_argument("--workers", type=int, default=None, help="processes (default: all cores)")
+    sim.set_defaults(handler=_simulate)
