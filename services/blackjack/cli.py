@@ -7,6 +7,7 @@ import sys
 from collections.abc import Sequence
 from pathlib import Path
 
+from blackjack.command_handler.cli import register as register_service
 from blackjack.simulation.commands import register as register_math
 
 
@@ -42,6 +43,7 @@ def build_parser() -> argparse.ArgumentParser:
     schemas.add_argument("--dir", default="schemas")
     schemas.set_defaults(handler=_schemas)
     register_math(sub)
+    register_service(sub)
     return parser
 
 

@@ -19,11 +19,12 @@ from __future__ import annotations
 from collections.abc import Callable, Iterable
 from typing import Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, StrictInt
+from pydantic import BaseModel, ConfigDict, Field, StrictInt, field_validator
 
 from blackjack.domain.rejections import Rejection
 
 WALLET_STREAM_PREFIX = "wallet:"
+STREAM_ID_PATTERN = r"^[A-Za-z0-9._:@\-]+$"
 
 
 def wallet_stream(player_id: str) -> str:
@@ -61,8 +62,15 @@ class BuyIn(WalletCommand):
     """Move money from the wallet to the player's seat at a table."""
 
     type: Literal["BuyIn"] = "BuyIn"
-    table_id: str = Field(min_length=1, max_length=128)
+    table_id: str = Field(min_length=1, max_length=128, pattern=STREAM_ID_PATTERN)
     amount: StrictInt
+
+    @field_validator("table_id")
+    @classmethod
+    def _a_table(cls, table_id: str) -> str:
+        if is_wallet_stream(table_id):
+            raise ValueError("a buy-in goes to a table, not to a wallet")
+        return table_id
 
 
 class ConfirmBuyIn(WalletCommand):

@@ -10,9 +10,9 @@ from pydantic import BaseModel, ConfigDict, Field
 from blackjack.domain.commands import COMMAND_TYPES
 from blackjack.domain.events import EVENT_TYPES
 from blackjack.domain.rejections import Rejection
-from blackjack.domain.wallet import WALLET_COMMAND_TYPES, WALLET_EVENT_TYPES
+from blackjack.domain.wallet import STREAM_ID_PATTERN, WALLET_COMMAND_TYPES, WALLET_EVENT_TYPES
 
-Id = Field(min_length=1, max_length=128, pattern=r"^[A-Za-z0-9._:@\-]+$")
+Id = Field(min_length=1, max_length=128, pattern=STREAM_ID_PATTERN)
 
 StreamCommand = Annotated[
     Union[(*COMMAND_TYPES, *WALLET_COMMAND_TYPES)],  # type: ignore[valid-type]

@@ -1,0 +1,1 @@
+"""Kafka plumbing shared by the service's parts: settings, topic names and their creation."""

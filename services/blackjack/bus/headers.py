@@ -1,0 +1,44 @@
+"""CloudEvents Kafka binding headers (binary mode) of the commands and command results the
+service and its clients write; the events' headers come from ``blackjack.messages.wire``."""
+
+from __future__ import annotations
+
+from blackjack.messages.envelope import CommandEnvelope, CommandResult
+from blackjack.messages.wire import SPEC_VERSION
+
+
+def command_headers(
+    envelope: CommandEnvelope, source: str, cause: str | None
+) -> list[tuple[str, bytes]]:
+    """CloudEvents binary-mode headers of a command the service sends."""
+    headers = {
+        "ce_specversion": SPEC_VERSION,
+        "ce_id": envelope.command_id,
+        "ce_source": source,
+        "ce_type": f"blackjack.command.{envelope.command.type}",
+        "ce_time": (envelope.sent_at.isoformat() if envelope.sent_at else ""),
+        "ce_subject": envelope.stream_id,
+        "content-type": "application/json",
+    }
+    if envelope.correlation_id:
+        headers["ce_correlationid"] = envelope.correlation_id
+    if cause:
+        headers["ce_causationid"] = cause
+    return [(name, value.encode()) for name, value in headers.items() if value]
+
+
+def result_headers(result: CommandResult, source: str) -> list[tuple[str, bytes]]:
+    """CloudEvents binary-mode headers of a command result; a re-sent result has the same id."""
+    headers = {
+        "ce_specversion": SPEC_VERSION,
+        "ce_id": f"result/{result.command_id}",
+        "ce_source": source,
+        "ce_type": "blackjack.CommandResult.v1",
+        "ce_time": result.handled_at.isoformat(),
+        "ce_subject": result.stream_id,
+        "ce_causationid": result.command_id,
+        "content-type": "application/json",
+    }
+    if result.correlation_id:
+        headers["ce_correlationid"] = result.correlation_id
+    return [(name, value.encode()) for name, value in headers.items()]

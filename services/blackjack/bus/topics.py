@@ -1,0 +1,164 @@
+"""The service's topics: names (with an optional prefix), explicit configs, and their creation.
+
+The broker never creates a topic by itself (``auto.create.topics.enable=false``): the service
+creates its four topics at start-up with the configs below, and refuses to run when one exists
+with another partition count. Streams are keyed to a partition by their id (murmur2, as every
+Kafka client does), so changing the count would move streams to partitions whose history they
+do not have, and two handlers could write one stream.
+
+The four topics share one partition count on purpose: the commands of stream ``s`` arrive on
+partition ``p = murmur2(s) % n`` of ``blackjack.commands`` and its events, results and snapshot
+go to partition ``p`` of the other three, so the handler that owns command partition ``p``
+rebuilds its streams from partition ``p`` alone.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass
+
+from aiokafka.admin import AIOKafkaAdminClient, NewTopic
+from aiokafka.partitioner import murmur2
+
+from blackjack.bus.settings import KafkaSettings
+
+DAY_MS = 24 * 60 * 60 * 1000
+SNAPSHOT_MAX_BYTES = 4 * 1024 * 1024
+
+_UNKNOWN_TOPIC = 3
+_TOPIC_EXISTS = 36
+
+
+class TopicMismatch(RuntimeError):
+    """A topic exists with a shape the service must not run against."""
+
+
+@dataclass(frozen=True)
+class Topics:
+    prefix: str = ""
+
+    @property
+    def commands(self) -> str:
+        return f"{self.prefix}blackjack.commands"
+
+    @property
+    def events(self) -> str:
+        return f"{self.prefix}blackjack.events"
+
+    @property
+    def results(self) -> str:
+        return f"{self.prefix}blackjack.command-results"
+
+    @property
+    def snapshots(self) -> str:
+        return f"{self.prefix}blackjack.snapshots"
+
+    def all(self) -> tuple[str, str, str, str]:
+        return (self.commands, self.events, self.results, self.snapshots)
+
+
+def topic_configs(topics: Topics, settings: KafkaSettings) -> dict[str, dict[str, str]]:
+    """Every config the service sets on its topics, stated explicitly."""
+    common = {
+        "min.insync.replicas": str(settings.min_insync_replicas),
+        "unclean.leader.election.enable": "false",
+        "message.timestamp.type": "CreateTime",
+    }
+    return {
+        # Commands and their results are a request log: kept a week, then deleted.
+        topics.commands: {**common, "cleanup.policy": "delete", "retention.ms": str(7 * DAY_MS)},
+        topics.results: {**common, "cleanup.policy": "delete", "retention.ms": str(7 * DAY_MS)},
+        # The events are the source of truth: never deleted, never compacted.
+        topics.events: {
+            **common,
+            "cleanup.policy": "delete",
+            "retention.ms": "-1",
+            "retention.bytes": "-1",
+        },
+        # The newest snapshot of each stream, and each partition's checkpoint, by key.
+        topics.snapshots: {
+            **common,
+            "cleanup.policy": "compact",
+            "max.message.bytes": str(SNAPSHOT_MAX_BYTES),
+            "min.cleanable.dirty.ratio": "0.1",
+        },
+    }
+
+
+def partition_for(stream_id: str, partitions: int) -> int:
+    """The partition of a stream: the Kafka default partitioner's murmur2 of the key."""
+    hashed: int = murmur2(stream_id.encode())
+    return (hashed & 0x7FFFFFFF) % partitions
+
+
+async def ensure_topics(settings: KafkaSettings, topics: Topics) -> dict[str, int]:
+    """Create the missing topics, then check that every one has the configured partitions.
+
+    Returns each topic's partition count. Raises ``TopicMismatch`` when a topic exists with
+    another count: the handler must not run on it.
+    """
+    admin = AIOKafkaAdminClient(bootstrap_servers=settings.bootstrap, client_id="blackjack-admin")
+    await admin.start()
+    try:
+        configs = topic_configs(topics, settings)
+        counts = await _partition_counts(admin, topics.all())
+        missing = [name for name in topics.all() if name not in counts]
+        if missing:
+            response = await admin.create_topics(
+                [
+                    NewTopic(
+                        name,
+                        settings.partitions,
+                        settings.replication_factor,
+                        topic_configs=configs[name],
+                    )
+                    for name in missing
+                ]
+            )
+            for error in response.to_object()["topic_errors"]:
+                if error["error_code"] not in (0, _TOPIC_EXISTS):  # another instance raced us
+                    raise TopicMismatch(
+                        f"cannot create {error['topic']}: {error['error_message']} "
+                        f"(error {error['error_code']})"
+                    )
+            counts = await _partition_counts(admin, topics.all())
+    finally:
+        await admin.close()
+    _check_counts(counts, topics.all(), settings.partitions)
+    return counts
+
+
+def _check_counts(counts: Mapping[str, int], names: tuple[str, ...], expected: int) -> None:
+    for name in names:
+        if name not in counts:
+            raise TopicMismatch(f"{name} does not exist after creating it")
+        if counts[name] != expected:
+            raise TopicMismatch(
+                f"{name} has {counts[name]} partitions, the service is configured for "
+                f"{expected}: streams are keyed to partitions, so the count must never change "
+                "(set BLACKJACK_PARTITIONS to the existing count)"
+            )
+
+
+async def _partition_counts(admin: AIOKafkaAdminClient, names: tuple[str, ...]) -> dict[str, int]:
+    counts = {}
+    for topic in await admin.describe_topics(list(names)):
+        if topic["error_code"] == _UNKNOWN_TOPIC:
+            continue
+        if topic["error_code"] != 0:
+            raise TopicMismatch(f"cannot describe {topic['topic']}: error {topic['error_code']}")
+        counts[topic["topic"]] = len(topic["partitions"])
+    return counts
+
+
+async def delete_topics(settings: KafkaSettings, topics: Topics) -> None:
+    """Remove the four topics (tests clean up their own prefixed topics with this)."""
+    admin = AIOKafkaAdminClient(bootstrap_servers=settings.bootstrap, client_id="blackjack-admin")
+    await admin.start()
+    try:
+        existing = set(await admin.list_topics())
+        doomed = [name for name in topics.all() if name in existing]
+        if doomed:
+            await admin.delete_topics(doomed)
+    finally:
+        await admin.close()

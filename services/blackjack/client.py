@@ -1,0 +1,185 @@
+"""A small async client for casino platforms and tests: send a command, await its result.
+
+    async with BlackjackClient("127.0.0.1:9092") as client:
+        result = await client.execute("table-1", OpenTable(variant="mini-h17"))
+        assert result.status == "accepted"
+
+The client writes commands keyed by their stream id (the partitioner puts them where the
+handler that owns the stream reads) and follows ``blackjack.command-results`` from its end as
+of ``start()``, ``read_committed``, matching results to commands by command id. A command sent
+again with the same id gets the original result again, so a client that timed out can simply
+resend.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import uuid
+from collections import OrderedDict
+from collections.abc import Sequence
+from datetime import UTC, datetime
+from types import TracebackType
+
+from aiokafka import AIOKafkaConsumer, AIOKafkaProducer, TopicPartition
+from pydantic import BaseModel
+
+from blackjack.bus.headers import command_headers
+from blackjack.bus.topics import Topics
+from blackjack.messages.envelope import CommandEnvelope, CommandResult
+
+KEEP_RESULTS = 100_000
+
+
+class BlackjackClient:
+    def __init__(
+        self,
+        bootstrap: str,
+        topics: Topics | None = None,
+        *,
+        source: str = "/blackjack/client",
+        client_id: str = "blackjack-client",
+    ) -> None:
+        self.bootstrap = bootstrap
+        self.topics = topics or Topics()
+        self.source = source
+        self.client_id = client_id
+        self._producer: AIOKafkaProducer | None = None
+        self._consumer: AIOKafkaConsumer | None = None
+        self._reader: asyncio.Task[None] | None = None
+        self._results: OrderedDict[str, list[CommandResult]] = OrderedDict()
+        self._waiters: dict[str, list[asyncio.Future[CommandResult]]] = {}
+
+    async def __aenter__(self) -> BlackjackClient:
+        await self.start()
+        return self
+
+    async def __aexit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        tb: TracebackType | None,
+    ) -> None:
+        await self.stop()
+
+    async def start(self) -> None:
+        self._producer = AIOKafkaProducer(
+            bootstrap_servers=self.bootstrap,
+            client_id=self.client_id,
+            enable_idempotence=True,
+            acks="all",
+        )
+        await self._producer.start()
+        self._consumer = AIOKafkaConsumer(
+            bootstrap_servers=self.bootstrap,
+            group_id=None,
+            client_id=f"{self.client_id}-results",
+            isolation_level="read_committed",
+            enable_auto_commit=False,
+        )
+        await self._consumer.start()
+        partitions = await self._producer.partitions_for(self.topics.results)
+        tps = [TopicPartition(self.topics.results, p) for p in sorted(partitions)]
+        self._consumer.assign(tps)
+        await self._consumer.seek_to_end(*tps)
+        for tp in tps:  # pin the start now: no result of a later command can be missed
+            await self._consumer.position(tp)
+        self._reader = asyncio.create_task(self._read(), name="blackjack-client-results")
+
+    async def stop(self) -> None:
+        if self._reader is not None:
+            self._reader.cancel()
+            with contextlib.suppress(asyncio.CancelledError):
+                await self._reader
+        for client in (self._producer, self._consumer):
+            if client is not None:
+                await client.stop()
+
+    # ---- sending ----------------------------------------------------------------------
+
+    async def send(
+        self,
+        stream_id: str,
+        command: BaseModel,
+        *,
+        command_id: str | None = None,
+        correlation_id: str | None = None,
+    ) -> str:
+        """Send a command; returns its command id (a new UUID unless given)."""
+        envelope = CommandEnvelope(
+            command_id=command_id or str(uuid.uuid4()),
+            stream_id=stream_id,
+            correlation_id=correlation_id,
+            sent_at=datetime.now(UTC),
+            command=command,
+        )
+        await self.send_envelope(envelope)
+        return envelope.command_id
+
+    async def send_envelope(self, envelope: CommandEnvelope) -> None:
+        await self.send_raw(
+            envelope.stream_id.encode(),
+            envelope.model_dump_json().encode(),
+            command_headers(envelope, self.source, None),
+        )
+
+    async def send_raw(
+        self, key: bytes | None, value: bytes, headers: Sequence[tuple[str, bytes]] = ()
+    ) -> int:
+        """Write any bytes to the commands topic (for tests of bad input); returns the offset."""
+        assert self._producer is not None, "start() the client first"
+        metadata = await self._producer.send_and_wait(
+            self.topics.commands, value, key=key, headers=list(headers)
+        )
+        return int(metadata.offset)
+
+    # ---- results ----------------------------------------------------------------------
+
+    async def result(self, command_id: str, timeout: float = 10.0) -> CommandResult:
+        """The result of a command (the first one received if it was answered twice)."""
+        received = self._results.get(command_id)
+        if received:
+            return received[0]
+        future: asyncio.Future[CommandResult] = asyncio.get_running_loop().create_future()
+        self._waiters.setdefault(command_id, []).append(future)
+        try:
+            return await asyncio.wait_for(future, timeout)
+        finally:
+            waiters = self._waiters.get(command_id, [])
+            if future in waiters:
+                waiters.remove(future)
+            if not waiters:
+                self._waiters.pop(command_id, None)
+
+    def results_for(self, command_id: str) -> list[CommandResult]:
+        """Every result received for a command id so far (one, unless it was re-sent)."""
+        return list(self._results.get(command_id, ()))
+
+    async def execute(
+        self,
+        stream_id: str,
+        command: BaseModel,
+        *,
+        command_id: str | None = None,
+        correlation_id: str | None = None,
+        timeout: float = 10.0,
+    ) -> CommandResult:
+        """Send a command and await its result."""
+        sent = await self.send(
+            stream_id, command, command_id=command_id, correlation_id=correlation_id
+        )
+        return await self.result(sent, timeout)
+
+    async def _read(self) -> None:
+        assert self._consumer is not None
+        while True:
+            batches = await self._consumer.getmany(timeout_ms=1000)
+            for records in batches.values():
+                for record in records:
+                    result = CommandResult.model_validate_json(record.value or b"")
+                    self._results.setdefault(result.command_id, []).append(result)
+                    while len(self._results) > KEEP_RESULTS:
+                        self._results.popitem(last=False)
+                    for future in self._waiters.pop(result.command_id, []):
+                        if not future.done():
+                            future.set_result(result)

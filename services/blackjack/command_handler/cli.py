@@ -1,0 +1,91 @@
+"""``blackjack serve``, ``blackjack handler`` and ``blackjack asyncapi``.
+
+    blackjack serve     the handler plus the HTTP app (health, readiness, metrics, AsyncAPI)
+    blackjack handler   the handler alone, until SIGTERM or SIGINT
+    blackjack asyncapi  check (or --write) schemas/asyncapi.json
+
+Configuration comes from the environment (see ``docs/kafka.md``); the HTTP address from
+``--host``/``--port`` or ``BLACKJACK_HTTP_HOST``/``BLACKJACK_HTTP_PORT`` (127.0.0.1:8080).
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import os
+import signal
+from pathlib import Path
+from typing import Any
+
+
+def register(sub: Any) -> None:
+    serve = sub.add_parser("serve", help="run the command handler and its HTTP endpoints")
+    serve.add_argument("--host", default=os.environ.get("BLACKJACK_HTTP_HOST", "127.0.0.1"))
+    serve.add_argument(
+        "--port", type=int, default=int(os.environ.get("BLACKJACK_HTTP_PORT", "8080"))
+    )
+    serve.add_argument("--log-level", default=os.environ.get("BLACKJACK_LOG_LEVEL", "INFO"))
+    serve.set_defaults(handler=_serve)
+    handler = sub.add_parser("handler", help="run the command handler alone (no HTTP)")
+    handler.add_argument("--log-level", default=os.environ.get("BLACKJACK_LOG_LEVEL", "INFO"))
+    handler.set_defaults(handler=_handler)
+    asyncapi = sub.add_parser("asyncapi", help="check (or --write) schemas/asyncapi.json")
+    asyncapi.add_argument("--write", action="store_true")
+    asyncapi.add_argument("--path", default="schemas/asyncapi.json")
+    asyncapi.set_defaults(handler=_asyncapi)
+
+
+def _serve(args: argparse.Namespace) -> int:
+    import uvicorn
+
+    from blackjack.app import build_app
+    from blackjack.command_handler.config import HandlerConfig
+    from blackjack.observability.logging import configure_logging
+
+    configure_logging(args.log_level)
+    app, _ = build_app(HandlerConfig.from_env())
+    config = uvicorn.Config(
+        app, host=args.host, port=args.port, log_config=None, lifespan="on", access_log=False
+    )
+    server = uvicorn.Server(config)
+    asyncio.run(server.serve())
+    return 0 if server.started else 1
+
+
+def _handler(args: argparse.Namespace) -> int:
+    from blackjack.command_handler.config import HandlerConfig
+    from blackjack.command_handler.service import CommandHandler
+    from blackjack.observability.logging import configure_logging
+
+    configure_logging(args.log_level)
+
+    async def run() -> int:
+        handler = CommandHandler(HandlerConfig.from_env())
+        stop = asyncio.Event()
+        loop = asyncio.get_running_loop()
+        for signum in (signal.SIGTERM, signal.SIGINT):
+            loop.add_signal_handler(signum, stop.set)
+        await handler.start()
+        died = asyncio.create_task(handler.join())
+        stopped = asyncio.create_task(stop.wait())
+        await asyncio.wait({died, stopped}, return_when=asyncio.FIRST_COMPLETED)
+        died.cancel()
+        stopped.cancel()
+        await handler.stop()
+        return 1 if handler.failure is not None else 0
+
+    return asyncio.run(run())
+
+
+def _asyncapi(args: argparse.Namespace) -> int:
+    from blackjack.bus.contract import drifted, write
+
+    path = Path(args.path)
+    if args.write:
+        write(path)
+        print(path)
+        return 0
+    if drifted(path):
+        print(f"out of date: {path} (run `blackjack asyncapi --write`)")
+        return 1
+    return 0

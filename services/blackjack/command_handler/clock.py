@@ -1,0 +1,64 @@
+"""The service's clock: timers become commands, so that replay never needs a clock.
+
+Two things happen because time passes, and both enter the log as ordinary commands on
+``blackjack.commands`` (keyed by the table, handled like any other, answered on the results
+topic), with the handler's clock as the ``now`` of their decision:
+
+* ``ExpireTimers`` once a table's deadline has passed: the 15-second betting and turn clock
+  of ``atlantic-city-multi`` (``TableState.deadline``).
+* ``Disconnect`` for a player who has a bet or a hand out and has sent nothing for the
+  presence timeout, at tables with the disconnection policy (``surrender``): a bet not yet
+  dealt is returned, a started hand waits for the player's ``Reconnect``. Any command from a
+  player counts as presence; ``Reconnect`` from a connected player changes nothing, so a
+  platform may send it as a heartbeat.
+
+Command ids are derived from what triggers them (the deadline, the last time the player was
+seen), so a timer that fires twice, or again on another instance after a takeover, is one
+command to the idempotent handler.
+"""
+
+from __future__ import annotations
+
+import hashlib
+from collections.abc import Iterator
+from datetime import datetime, timedelta
+
+from blackjack.command_handler.streams import PartitionStore
+from blackjack.domain import commands as cmd
+from blackjack.domain.state import TableState
+from blackjack.messages.envelope import CommandEnvelope
+
+
+def _digest(*parts: str) -> str:
+    return hashlib.sha256("|".join(parts).encode()).hexdigest()[:32]
+
+
+def due_commands(
+    store: PartitionStore, now: datetime, presence_timeout: timedelta
+) -> Iterator[CommandEnvelope]:
+    for stream in store.streams.values():
+        state = stream.state
+        if not isinstance(state, TableState) or not state.opened:
+            continue
+        if state.deadline is not None and now >= state.deadline:
+            yield CommandEnvelope(
+                command_id=f"expire-{_digest(stream.stream_id, state.deadline.isoformat())}",
+                stream_id=stream.stream_id,
+                sent_at=now,
+                command=cmd.ExpireTimers(),
+            )
+        if not state.rules.refund_bets_on_disconnect:
+            continue
+        for player in state.players.values():
+            seen = stream.last_seen.get(player.player_id)
+            if not player.connected or seen is None or now - seen < presence_timeout:
+                continue
+            if not state.boxes_of(player.player_id):
+                continue  # nothing at stake: an idle seat is no disconnection
+            yield CommandEnvelope(
+                command_id="disconnect-"
+                + _digest(stream.stream_id, player.player_id, seen.isoformat()),
+                stream_id=stream.stream_id,
+                sent_at=now,
+                command=cmd.Disconnect(player_id=player.player_id),
+            )

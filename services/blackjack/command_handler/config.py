@@ -1,0 +1,83 @@
+"""The command handler's settings, read from the environment with embedded defaults.
+
+    BLACKJACK_GROUP_ID              the handlers' consumer group; <prefix>blackjack-command-handler
+    BLACKJACK_SOURCE                CloudEvents ``ce_source`` of what the handler writes
+    BLACKJACK_INSTANCE_ID           this instance's name in logs and client ids; host-pid
+    BLACKJACK_SNAPSHOT_EVERY        commands per partition between snapshots; 500
+    BLACKJACK_DEDUP_WINDOW          command ids remembered per stream for idempotency; 1000
+    BLACKJACK_PRESENCE_TIMEOUT_S    silence after which the service disconnects a player who has
+                                    a bet out, at tables with the disconnection policy; 30
+    BLACKJACK_TIMER_TICK_MS         how often the clock looks for expired timers; 250
+    BLACKJACK_SESSION_TIMEOUT_MS    consumer group session timeout; 10000
+    BLACKJACK_MAX_BATCH             commands per transaction at most; 100
+
+plus the Kafka settings (``blackjack.bus.settings``) and the shoe key (``keys``).
+"""
+
+from __future__ import annotations
+
+import os
+import socket
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+
+from blackjack.bus.settings import KafkaSettings
+from blackjack.bus.topics import Topics
+from blackjack.command_handler.keys import load_shoe_key
+
+
+@dataclass(frozen=True)
+class HandlerConfig:
+    shoe_key_hex: str
+    kafka: KafkaSettings = field(default_factory=KafkaSettings)
+    group_id: str = ""
+    source: str = "/blackjack/command-handler"
+    instance_id: str = field(default_factory=lambda: f"{socket.gethostname()}-{os.getpid()}")
+    snapshot_every: int = 500
+    dedup_window: int = 1000
+    presence_timeout_s: float = 30.0
+    timer_tick_s: float = 0.25
+    session_timeout_ms: int = 10_000
+    max_batch: int = 100
+
+    def __post_init__(self) -> None:
+        if not self.group_id:
+            object.__setattr__(
+                self, "group_id", f"{self.kafka.topic_prefix}blackjack-command-handler"
+            )
+        if self.snapshot_every < 1 or self.dedup_window < 1 or self.max_batch < 1:
+            raise ValueError("snapshot_every, dedup_window and max_batch must be positive")
+
+    @property
+    def topics(self) -> Topics:
+        return Topics(self.kafka.topic_prefix)
+
+    def transactional_id(self, partition: int) -> str:
+        """Stable per input partition: the next owner of the partition fences the last one."""
+        return f"{self.group_id}.{self.topics.commands}.{partition}"
+
+    @classmethod
+    def from_env(cls, env: Mapping[str, str] = os.environ) -> HandlerConfig:
+        def text(name: str) -> str:
+            return env.get(name, "").strip()
+
+        def number(name: str, default: float) -> float:
+            value = text(name)
+            return float(value) if value else default
+
+        defaults = cls(shoe_key_hex="00" * 32)
+        return cls(
+            shoe_key_hex=load_shoe_key(env),
+            kafka=KafkaSettings.from_env(env),
+            group_id=text("BLACKJACK_GROUP_ID"),
+            source=text("BLACKJACK_SOURCE") or defaults.source,
+            instance_id=text("BLACKJACK_INSTANCE_ID") or defaults.instance_id,
+            snapshot_every=int(number("BLACKJACK_SNAPSHOT_EVERY", defaults.snapshot_every)),
+            dedup_window=int(number("BLACKJACK_DEDUP_WINDOW", defaults.dedup_window)),
+            presence_timeout_s=number("BLACKJACK_PRESENCE_TIMEOUT_S", defaults.presence_timeout_s),
+            timer_tick_s=number("BLACKJACK_TIMER_TICK_MS", defaults.timer_tick_s * 1000) / 1000,
+            session_timeout_ms=int(
+                number("BLACKJACK_SESSION_TIMEOUT_MS", defaults.session_timeout_ms)
+            ),
+            max_batch=int(number("BLACKJACK_MAX_BATCH", defaults.max_batch)),
+        )

@@ -1,0 +1,53 @@
+"""The handler's secret: the shoe key, and the keys derived from it.
+
+    BLACKJACK_SHOE_KEY       64 hex digits (AES-256); takes precedence
+    BLACKJACK_SHOE_KEY_FILE  a file holding the hex key; created with a fresh random key when
+                             missing (``make run`` points it at the git-ignored ``var/``)
+
+Every handler instance of a deployment must hold the same key: a handler that takes a
+partition over unseals the shoes and snapshots the previous owner sealed. Two keys are derived
+from it, one per purpose, so a snapshot key can never open a shoe and vice versa.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import hmac
+import os
+from collections.abc import Mapping
+from pathlib import Path
+
+from blackjack.messages.sealing import ShoeSeal
+
+
+class MissingShoeKey(RuntimeError):
+    """No shoe key is configured: the handler refuses to deal from shoes it could not resume."""
+
+
+def load_shoe_key(env: Mapping[str, str] = os.environ) -> str:
+    """The shoe key as hex, from the environment or the key file (created when missing)."""
+    key = env.get("BLACKJACK_SHOE_KEY", "").strip()
+    if not key:
+        file = env.get("BLACKJACK_SHOE_KEY_FILE", "").strip()
+        if not file:
+            raise MissingShoeKey(
+                "set BLACKJACK_SHOE_KEY (64 hex digits) or BLACKJACK_SHOE_KEY_FILE; "
+                "every handler of a deployment needs the same key"
+            )
+        key = _key_file(Path(file))
+    ShoeSeal.from_hex(key)  # validates length and hex
+    return key
+
+
+def _key_file(path: Path) -> str:
+    if not path.exists():
+        path.parent.mkdir(parents=True, exist_ok=True)
+        fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
+        with os.fdopen(fd, "w") as out:
+            out.write(ShoeSeal.new_key_hex() + "\n")
+    return path.read_text().strip()
+
+
+def derive_key(shoe_key_hex: str, purpose: str) -> bytes:
+    """A 32-byte key for one purpose (HMAC-SHA256 of the purpose under the shoe key)."""
+    return hmac.new(bytes.fromhex(shoe_key_hex), purpose.encode(), hashlib.sha256).digest()

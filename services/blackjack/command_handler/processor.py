@@ -1,0 +1,440 @@
+"""One command in, everything it causes out: the heart of the handler, without any I/O.
+
+``Processor.handle`` takes one record of ``blackjack.commands`` and the in-memory streams of
+its partition, and returns the records the transaction must write: the events (sealed, with
+CloudEvents headers), the command's result, and the commands it causes on other streams (the
+steps of a buy-in or a cash-out). It updates the stream in memory as it goes; the Kafka loop
+throws the partition's memory away and rebuilds it if the transaction does not commit.
+
+Order of the checks, each a typed rejection on the results topic:
+
+1. ``malformed``: not JSON, not an envelope, wrong fields, a Kafka key that is not the stream
+   id, a stream on the wrong partition, a wallet command outside ``wallet:<player>``.
+   ``unknown_command``: a command type nobody knows. These are answered but not remembered.
+2. a command id the stream has handled: the original result again, nothing else.
+3. ``unauthorized``: a command only the service may issue, without the service's signature.
+4. the decider (table or wallet): accepted with its events, or its typed rejection.
+"""
+
+from __future__ import annotations
+
+import json
+import uuid
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from datetime import datetime
+
+from pydantic import ValidationError
+
+from blackjack.bus.headers import command_headers, result_headers
+from blackjack.bus.topics import Topics, partition_for
+from blackjack.command_handler.signing import CommandSigner
+from blackjack.command_handler.streams import PartitionStore, Stream
+from blackjack.domain import commands as cmd
+from blackjack.domain import events as ev
+from blackjack.domain.commands import COMMAND_TYPES
+from blackjack.domain.rejections import Rejection, RejectionCode
+from blackjack.domain.state import TableState
+from blackjack.domain.wallet import (
+    SERVICE_ONLY_WALLET_COMMANDS,
+    WALLET_COMMAND_TYPES,
+    BuyInSent,
+    CashOut,
+    ConfirmBuyIn,
+    RefundBuyIn,
+    WalletCommand,
+    WalletEvent,
+    WalletState,
+    decide_wallet,
+    evolve_wallet,
+    is_wallet_stream,
+    wallet_stream,
+)
+from blackjack.messages.envelope import CommandEnvelope, CommandResult, EventEnvelope
+from blackjack.messages.sealing import ShoeSeal
+from blackjack.messages.wire import cloudevents_headers, encode, to_wire
+from blackjack.table import Shuffler, apply
+
+KNOWN_COMMANDS = frozenset(
+    str(t.model_fields["type"].default) for t in (*COMMAND_TYPES, *WALLET_COMMAND_TYPES)
+)
+EVENT_ID_NAMESPACE = uuid.UUID("6f1d6c8e-4b0a-5b8e-9d1e-2a7c3f0b9e41")
+MAX_MESSAGE_CHARS = 600
+
+
+def event_id(stream_id: str, sequence: int) -> str:
+    """Deterministic: the same stream position always has the same id, so a step derived from
+    an event (a buy-in's deposit) gets the same command id however often it is retried."""
+    return str(uuid.uuid5(EVENT_ID_NAMESPACE, f"{stream_id}/{sequence}"))
+
+
+def step_id(cause_id: str, step: str) -> str:
+    """The command id of a step caused by an event or a command (``<cause>.<step>``)."""
+    return f"{cause_id}.{step}"
+
+
+@dataclass(frozen=True)
+class Inbound:
+    """A record of ``blackjack.commands`` as the consumer got it."""
+
+    key: bytes | None
+    value: bytes | None
+    headers: Sequence[tuple[str, bytes]]
+    partition: int
+    offset: int
+
+
+@dataclass(frozen=True)
+class Outgoing:
+    """A record the transaction writes."""
+
+    topic: str
+    key: bytes
+    value: bytes
+    headers: list[tuple[str, bytes]]
+    partition: int
+
+
+@dataclass
+class Handled:
+    result: CommandResult
+    command_type: str
+    events: list[EventEnvelope] = field(default_factory=list)
+    outgoing: list[Outgoing] = field(default_factory=list)
+    duplicate: bool = False
+
+
+@dataclass(frozen=True)
+class _Unparsed:
+    command_id: str
+    stream_id: str
+    rejection: Rejection
+    command_type: str
+
+
+class Processor:
+    def __init__(
+        self,
+        *,
+        topics: Topics,
+        partitions: int,
+        seal: ShoeSeal,
+        signer: CommandSigner,
+        source: str,
+        shuffler: Shuffler,
+        dedup_window: int,
+    ) -> None:
+        self.topics = topics
+        self.partitions = partitions
+        self.seal = seal
+        self.signer = signer
+        self.source = source
+        self.shuffler = shuffler
+        self.dedup_window = dedup_window
+
+    # ---- the one entry point ----------------------------------------------------------
+
+    def handle(self, store: PartitionStore, inbound: Inbound, now: datetime) -> Handled:
+        parsed = self._parse(inbound)
+        if isinstance(parsed, _Unparsed):
+            result = CommandResult(
+                command_id=parsed.command_id,
+                stream_id=parsed.stream_id,
+                status="rejected",
+                rejection=parsed.rejection,
+                handled_at=now,
+            )
+            return Handled(
+                result=result,
+                command_type=parsed.command_type,
+                outgoing=[self._result_record(result, inbound.key or b"", inbound.partition)],
+            )
+        envelope = parsed
+        command = envelope.command
+        kind = str(command.type)
+        stream = store.get(envelope.stream_id)
+        original = stream.results.get(envelope.command_id)
+        if original is not None:
+            record = self._result_record(original, inbound.key or b"", inbound.partition)
+            return Handled(result=original, command_type=kind, outgoing=[record], duplicate=True)
+
+        signed, transfer = self.signer.verify(inbound.key, inbound.value or b"", inbound.headers)
+        if isinstance(command, cmd.PlayerCommand) and not isinstance(command, cmd.Disconnect):
+            stream.last_seen[command.player_id] = now
+        events: list[EventEnvelope] = []
+        outgoing: list[Outgoing] = []
+        rejection = self._authorize(command, stream, signed)
+        if rejection is None:
+            rejection = self._decide(envelope, stream, now, events, outgoing)
+        result = CommandResult(
+            command_id=envelope.command_id,
+            stream_id=envelope.stream_id,
+            correlation_id=envelope.correlation_id,
+            status="rejected" if rejection else "accepted",
+            rejection=rejection,
+            first_sequence=events[0].sequence if events else None,
+            last_sequence=events[-1].sequence if events else None,
+            handled_at=now,
+        )
+        stream.remember(result, self.dedup_window)
+        store.dirty.add(stream.stream_id)
+        store.since_checkpoint += 1
+        outgoing.append(self._result_record(result, inbound.key or b"", inbound.partition))
+        if signed and transfer is not None and isinstance(command, cmd.Deposit):
+            outgoing.append(self._buy_in_answer(envelope, command, transfer, rejection, now))
+        return Handled(result=result, command_type=kind, events=events, outgoing=outgoing)
+
+    # ---- 1. the message ---------------------------------------------------------------
+
+    def _parse(self, inbound: Inbound) -> CommandEnvelope | _Unparsed:
+        fallback_id = f"unparsed-{inbound.partition}-{inbound.offset}"
+        key_text = (inbound.key or b"").decode("utf-8", "replace")
+
+        def refuse(
+            code: RejectionCode, message: str, doc: object = None, kind: str = "-"
+        ) -> _Unparsed:
+            command_id = stream_id = None
+            if isinstance(doc, dict):
+                command_id = doc.get("command_id")
+                stream_id = doc.get("stream_id")
+            return _Unparsed(
+                command_id=command_id
+                if isinstance(command_id, str) and 0 < len(command_id) <= 128
+                else fallback_id,
+                stream_id=stream_id if isinstance(stream_id, str) else key_text,
+                rejection=Rejection(code=code, message=message[:MAX_MESSAGE_CHARS]),
+                command_type=kind,
+            )
+
+        if not inbound.value:
+            return refuse("malformed", "an empty message")
+        try:
+            doc = json.loads(inbound.value)
+        except (UnicodeDecodeError, json.JSONDecodeError) as error:
+            return refuse("malformed", f"not JSON: {error}")
+        if not isinstance(doc, dict):
+            return refuse("malformed", "a command envelope is a JSON object")
+        body = doc.get("command")
+        kind = body.get("type") if isinstance(body, dict) else None
+        if isinstance(kind, str) and kind not in KNOWN_COMMANDS:
+            return refuse("unknown_command", f"no command type {kind!r}", doc, "unknown")
+        try:
+            envelope = CommandEnvelope.model_validate(doc)
+        except ValidationError as error:
+            problems = "; ".join(
+                f"{'.'.join(str(p) for p in e['loc'])}: {e['msg']}" for e in error.errors()
+            )
+            return refuse("malformed", problems, doc, str(kind or "-"))
+        stream_id = envelope.stream_id
+        kind = str(envelope.command.type)
+        if key_text != stream_id:
+            return refuse("malformed", "the Kafka key must be the stream id", doc, kind)
+        home = partition_for(stream_id, self.partitions)
+        if home != inbound.partition:
+            message = f"stream {stream_id} belongs to partition {home}, not {inbound.partition}"
+            return refuse("malformed", message, doc, kind)
+        command = envelope.command
+        if is_wallet_stream(stream_id):
+            if not isinstance(command, WalletCommand):
+                return refuse("unknown_command", f"{kind} is not a wallet command", doc, kind)
+            if stream_id != wallet_stream(command.player_id):
+                message = (
+                    f"{kind} for {command.player_id} goes to {wallet_stream(command.player_id)}"
+                )
+                return refuse("malformed", message, doc, kind)
+        elif isinstance(command, WalletCommand):
+            message = (
+                f"{kind} goes to the player's wallet stream {wallet_stream(command.player_id)}"
+            )
+            return refuse("malformed", message, doc, kind)
+        return envelope
+
+    # ---- 3. who may send it -----------------------------------------------------------
+
+    def _authorize(self, command: object, stream: Stream, signed: bool) -> Rejection | None:
+        def refuse(message: str) -> Rejection:
+            return Rejection(code="unauthorized", message=message)
+
+        if isinstance(command, cmd.ShuffleShoe):
+            return refuse("the service draws every shoe itself")
+        if isinstance(command, SERVICE_ONLY_WALLET_COMMANDS) and not signed:
+            return refuse(f"{type(command).__name__} is issued by the service only")
+        state = stream.state
+        if isinstance(command, cmd.Deposit) and isinstance(state, TableState) and state.opened:
+            multi_seat = state.rules.seats > 1
+            if multi_seat and not signed:
+                return refuse(
+                    "money comes to a multi-seat table from the player's wallet: "
+                    f"send BuyIn to {wallet_stream(command.player_id)}"
+                )
+            if signed and not multi_seat:
+                return refuse("a single-player table is funded by the platform's Deposit")
+        return None
+
+    # ---- 4. the decision --------------------------------------------------------------
+
+    def _decide(
+        self,
+        envelope: CommandEnvelope,
+        stream: Stream,
+        now: datetime,
+        events: list[EventEnvelope],
+        outgoing: list[Outgoing],
+    ) -> Rejection | None:
+        """Run the decider; on acceptance append the events and the steps they cause."""
+        command = envelope.command
+        state = stream.state
+        domain_events: Sequence[ev.Event | WalletEvent]
+        if isinstance(state, WalletState):
+            decision = decide_wallet(state, command)
+            if isinstance(decision, Rejection):
+                return decision
+            for wallet_event in decision:
+                state = evolve_wallet(state, wallet_event)
+            domain_events = decision
+        else:
+            applied = apply(state, command, now, self.shuffler)
+            if isinstance(applied, Rejection):
+                return applied
+            state = applied.state
+            domain_events = applied.events
+        before = stream.state
+        correlation = envelope.correlation_id or envelope.command_id
+        for event in domain_events:
+            stream.sequence += 1
+            events.append(
+                EventEnvelope(
+                    event_id=event_id(stream.stream_id, stream.sequence),
+                    type=str(type(event).model_fields["type"].default),
+                    schema_version=event.version,
+                    stream_id=stream.stream_id,
+                    sequence=stream.sequence,
+                    occurred_at=now,
+                    causation_id=envelope.command_id,
+                    correlation_id=correlation,
+                    data=event,
+                )
+            )
+        stream.state = state
+        partition = partition_for(stream.stream_id, self.partitions)
+        for event_envelope in events:
+            wire = to_wire(event_envelope, self.seal)
+            outgoing.append(
+                Outgoing(
+                    topic=self.topics.events,
+                    key=stream.stream_id.encode(),
+                    value=encode(wire),
+                    headers=cloudevents_headers(wire, self.source),
+                    partition=partition,
+                )
+            )
+            outgoing.extend(self._steps_of(event_envelope, before, correlation, now))
+        return None
+
+    # ---- money between streams ----------------------------------------------------------
+
+    def _steps_of(
+        self, envelope: EventEnvelope, before: object, correlation: str, now: datetime
+    ) -> list[Outgoing]:
+        """The commands an event causes on other streams, each with an id derived from it."""
+        event = envelope.data
+        table = envelope.stream_id
+        if isinstance(event, BuyInSent):
+            deposit = cmd.Deposit(player_id=event.player_id, amount=event.amount)
+            return [
+                self._command_record(
+                    step_id(envelope.event_id, "deposit"),
+                    event.table_id,
+                    deposit,
+                    correlation,
+                    envelope.event_id,
+                    now,
+                    transfer=event.transfer,
+                )
+            ]
+        multi_seat = isinstance(before, TableState) and before.rules.seats > 1
+        if not multi_seat or not isinstance(event, ev.SeatLeft | ev.FundsWithdrawn):
+            return []
+        player = event.player_id
+        amount = event.balance_returned if isinstance(event, ev.SeatLeft) else event.amount
+        if amount <= 0:
+            return []
+        cash_out = CashOut(player_id=player, table_id=table, amount=amount)
+        return [
+            self._command_record(
+                step_id(envelope.event_id, "cashout"),
+                wallet_stream(player),
+                cash_out,
+                correlation,
+                envelope.event_id,
+                now,
+            )
+        ]
+
+    def _buy_in_answer(
+        self,
+        envelope: CommandEnvelope,
+        deposit: cmd.Deposit,
+        transfer: int,
+        rejection: Rejection | None,
+        now: datetime,
+    ) -> Outgoing:
+        """The table's answer to a buy-in: confirm it to the wallet, or give the money back."""
+        answer: WalletCommand
+        if rejection is None:
+            answer = ConfirmBuyIn(player_id=deposit.player_id, transfer=transfer)
+            step = "confirm"
+        else:
+            answer = RefundBuyIn(
+                player_id=deposit.player_id, transfer=transfer, reason=rejection.code
+            )
+            step = "refund"
+        return self._command_record(
+            step_id(envelope.command_id, step),
+            wallet_stream(deposit.player_id),
+            answer,
+            envelope.correlation_id or envelope.command_id,
+            envelope.command_id,
+            now,
+        )
+
+    # ---- records ----------------------------------------------------------------------
+
+    def _command_record(  # noqa: PLR0917
+        self,
+        command_id: str,
+        stream_id: str,
+        command: cmd.Command | WalletCommand,
+        correlation: str,
+        cause: str,
+        now: datetime,
+        *,
+        transfer: int | None = None,
+    ) -> Outgoing:
+        envelope = CommandEnvelope(
+            command_id=command_id,
+            stream_id=stream_id,
+            correlation_id=correlation,
+            sent_at=now,
+            command=command,
+        )
+        key = stream_id.encode()
+        value = envelope.model_dump_json().encode()
+        headers = command_headers(envelope, self.source, cause)
+        headers += self.signer.headers(key, value, transfer)
+        return Outgoing(
+            topic=self.topics.commands,
+            key=key,
+            value=value,
+            headers=headers,
+            partition=partition_for(stream_id, self.partitions),
+        )
+
+    def _result_record(self, result: CommandResult, key: bytes, partition: int) -> Outgoing:
+        return Outgoing(
+            topic=self.topics.results,
+            key=key,
+            value=result.model_dump_json().encode(),
+            headers=result_headers(result, self.source),
+            partition=partition,
+        )

@@ -1,0 +1,181 @@
+"""Rebuilding a partition's streams from Kafka: the newest checkpoint's snapshots, then the
+events and the results written after it.
+
+Reads are ``read_committed`` and stop when the reader's *position* reaches the end offset
+taken at the start (the last stable offset). Transaction markers occupy offsets too, so the
+offset of the last record + 1 can stay below the end forever; the position does not.
+
+The handler fences the partition's previous owner (by starting the partition's transactional
+producer) before calling this, so nothing is in flight and the end offset is final.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import AsyncIterator
+from dataclasses import dataclass
+from datetime import datetime
+
+from aiokafka import AIOKafkaConsumer, ConsumerRecord, TopicPartition
+
+from blackjack.bus.topics import Topics
+from blackjack.command_handler.snapshots import (
+    CHECKPOINT_PREFIX,
+    Checkpoint,
+    SnapshotCodec,
+    checkpoint_key,
+)
+from blackjack.command_handler.streams import PartitionStore
+from blackjack.domain.state import TableState
+from blackjack.messages.envelope import CommandResult
+from blackjack.messages.sealing import ShoeSeal
+from blackjack.messages.wire import decode, from_wire
+
+NOT_REMEMBERED = frozenset({"malformed", "unknown_command"})
+"""Answers to messages that never reached a stream: a corrected resend is handled afresh."""
+
+
+@dataclass(frozen=True)
+class RebuildStats:
+    partition: int
+    checkpoint: bool
+    snapshots: int
+    events: int
+    results: int
+    seconds: float
+
+
+def assign_reader(reader: AIOKafkaConsumer, topics: Topics, partitions: int) -> None:
+    """Give the replay reader every partition it may read, paused. One fixed assignment:
+    re-assigning per rebuild costs a metadata refresh (about half a second) each time."""
+    tps = [
+        TopicPartition(topic, p)
+        for topic in (topics.snapshots, topics.events, topics.results)
+        for p in range(partitions)
+    ]
+    reader.assign(tps)
+    reader.pause(*tps)
+
+
+async def read_to_end(
+    reader: AIOKafkaConsumer, tp: TopicPartition, start: int, end: int, deadline: float
+) -> AsyncIterator[ConsumerRecord[bytes, bytes]]:
+    """Every committed record of ``tp`` from ``start`` up to ``end`` (an end offset); the
+    reader holds ``tp`` in its assignment (``assign_reader``)."""
+    if start >= end:
+        return
+    reader.pause(*reader.assignment())
+    reader.resume(tp)
+    reader.seek(tp, start)
+    while await reader.position(tp) < end:
+        remaining = deadline - time.monotonic()
+        if remaining <= 0:
+            raise TimeoutError(f"reading {tp.topic}[{tp.partition}] did not reach offset {end}")
+        batch = await reader.getmany(tp, timeout_ms=int(min(remaining, 1.0) * 1000))
+        for record in batch.get(tp, ()):
+            if record.offset < end:
+                yield record
+
+
+async def end_offsets(reader: AIOKafkaConsumer, topics: Topics, partition: int) -> tuple[int, ...]:
+    """The end offsets of a partition's events, results and snapshots."""
+    tps = [TopicPartition(t, partition) for t in (topics.events, topics.results, topics.snapshots)]
+    ends = await reader.end_offsets(tps)
+    return tuple(ends[tp] for tp in tps)
+
+
+async def rebuild(
+    reader: AIOKafkaConsumer,
+    topics: Topics,
+    partition: int,
+    *,
+    codec: SnapshotCodec,
+    seal: ShoeSeal,
+    dedup_window: int,
+    now: datetime,
+    timeout: float,
+) -> tuple[PartitionStore, RebuildStats]:
+    started = time.monotonic()
+    deadline = started + timeout
+    store = PartitionStore(partition)
+    snapshots_tp, events_tp, results_tp = (
+        TopicPartition(topic, partition)
+        for topic in (topics.snapshots, topics.events, topics.results)
+    )
+    ends = await reader.end_offsets([snapshots_tp, events_tp, results_tp])
+
+    # 1. The newest checkpoint and the newest snapshot of each stream.
+    checkpoint: Checkpoint | None = None
+    snapshots: dict[str, bytes] = {}
+    async for record in read_to_end(reader, snapshots_tp, 0, ends[snapshots_tp], deadline):
+        key = (record.key or b"").decode()
+        if key == checkpoint_key(partition) and record.value is not None:
+            checkpoint = Checkpoint.decode(record.value)
+        elif key.startswith(CHECKPOINT_PREFIX):
+            continue
+        elif record.value is None:
+            snapshots.pop(key, None)
+        else:
+            snapshots[key] = record.value
+    if checkpoint is not None:
+        for raw in snapshots.values():
+            stream = codec.decode(raw)
+            store.streams[stream.stream_id] = stream
+    events_from = checkpoint.events_from if checkpoint else 0
+    results_from = checkpoint.results_from if checkpoint else 0
+
+    # 2. The events after it: the states, and the commands they prove were accepted.
+    accepted: dict[tuple[str, str], CommandResult] = {}
+    events = 0
+    async for record in read_to_end(reader, events_tp, events_from, ends[events_tp], deadline):
+        envelope = from_wire(decode(record.value or b"{}"), seal)
+        stream = store.get(envelope.stream_id)
+        if envelope.sequence <= stream.sequence:
+            continue  # already in the stream's snapshot
+        stream.fold(envelope)
+        store.dirty.add(stream.stream_id)
+        events += 1
+        if envelope.causation_id:
+            key = (envelope.stream_id, envelope.causation_id)
+            first = accepted.get(key)
+            accepted[key] = CommandResult(
+                command_id=envelope.causation_id,
+                stream_id=envelope.stream_id,
+                correlation_id=envelope.correlation_id,
+                status="accepted",
+                first_sequence=first.first_sequence if first else envelope.sequence,
+                last_sequence=envelope.sequence,
+                handled_at=envelope.occurred_at,
+            )
+    store.events_next = max(ends[events_tp], events_from)
+
+    # 3. The results after it: every answer as it was given, rejections included.
+    results = 0
+    async for record in read_to_end(reader, results_tp, results_from, ends[results_tp], deadline):
+        result = CommandResult.model_validate_json(record.value or b"{}")
+        if result.rejection is not None and result.rejection.code in NOT_REMEMBERED:
+            continue
+        stream = store.get(result.stream_id)
+        if result.command_id not in stream.results:
+            stream.remember(result, dedup_window)
+        store.dirty.add(stream.stream_id)
+        results += 1
+    store.results_next = max(ends[results_tp], results_from)
+    for (stream_id, command_id), result in accepted.items():
+        stream = store.get(stream_id)
+        if command_id not in stream.results:
+            stream.remember(result, dedup_window)
+    store.since_checkpoint = results
+
+    # Presence is not in the log: everyone seated gets a fresh grace period.
+    for stream in store.streams.values():
+        if isinstance(stream.state, TableState):
+            stream.last_seen = dict.fromkeys(stream.state.players, now)
+    return store, RebuildStats(
+        partition=partition,
+        checkpoint=checkpoint is not None,
+        snapshots=len(snapshots) if checkpoint else 0,
+        events=events,
+        results=results,
+        seconds=time.monotonic() - started,
+    )

@@ -1,0 +1,563 @@
+"""The command handler on Kafka: consume, decide, produce, all in one transaction.
+
+One instance consumes ``blackjack.commands`` in the handlers' consumer group
+(``read_committed``, no auto-commit). For every command partition it is given it keeps
+
+* a transactional producer whose ``transactional_id`` is fixed per partition
+  (``<group>.<commands topic>.<partition>``). aiokafka's ``send_offsets_to_transaction`` takes
+  the group id only, not the consumer's generation, so the group cannot fence a stale
+  instance: the transactional id does. Starting the producer on assignment fences the last
+  owner of the partition and aborts whatever it left open;
+* the streams of the partition in memory, rebuilt from the newest snapshot and the events and
+  results after it (``replay``) before the first command is taken, kept across a rebalance
+  only when nothing was written to the partition in between.
+
+Each batch of a partition's records is one transaction: the events of every command, its
+result, the commands it causes on other streams, a snapshot every so often, and the consumed
+offsets. When a transaction fails the partition's memory is dropped and rebuilt from Kafka, and
+consumption resumes at the committed offset, so nothing is lost or done twice.
+
+A second task, the clock, turns expired timers into commands (``clock``).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import time
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from datetime import UTC, datetime, timedelta
+from typing import Any, Literal
+
+import structlog
+from aiokafka import AIOKafkaConsumer, AIOKafkaProducer, ConsumerRecord, TopicPartition
+from aiokafka.abc import ConsumerRebalanceListener
+from aiokafka.errors import KafkaError, ProducerFenced
+from aiokafka.structs import RecordMetadata
+
+from blackjack.bus.headers import command_headers
+from blackjack.bus.topics import SNAPSHOT_MAX_BYTES, ensure_topics, partition_for
+from blackjack.command_handler.clock import due_commands
+from blackjack.command_handler.config import HandlerConfig
+from blackjack.command_handler.keys import derive_key
+from blackjack.command_handler.processor import Handled, Inbound, Processor
+from blackjack.command_handler.replay import assign_reader, end_offsets, rebuild
+from blackjack.command_handler.signing import CommandSigner
+from blackjack.command_handler.snapshots import Checkpoint, SnapshotCodec, checkpoint_key
+from blackjack.command_handler.streams import PartitionStore
+from blackjack.messages.sealing import ShoeSeal
+from blackjack.observability import metrics
+from blackjack.rng import csprng_shuffle
+from blackjack.table import Shuffler
+
+Status = Literal["pending", "ready", "failed", "fenced", "revoked"]
+
+REBUILD_TIMEOUT_S = 300.0
+RETRY_AFTER_FAILURE_S = 1.0
+RETRY_AFTER_FENCING_S = 30.0
+"""A fenced instance waits for the rebalance that takes the partition away; if none comes
+(the broker aborted a transaction that ran too long), it takes the partition back."""
+REFIRE_AFTER_S = 5.0
+POLL_MS = 200
+
+
+def utc_now() -> datetime:
+    return datetime.now(UTC)
+
+
+@dataclass
+class _Partition:
+    number: int
+    tp: TopicPartition
+    status: Status = "pending"
+    store: PartitionStore | None = None
+    producer: AIOKafkaProducer | None = None
+    retry_at: float = 0.0
+    lock: asyncio.Lock = field(default_factory=asyncio.Lock)
+    fired: dict[str, float] = field(default_factory=dict)
+
+
+@dataclass
+class _Retained:
+    store: PartitionStore
+    ends: tuple[int, ...]
+
+
+class _Rebalance(ConsumerRebalanceListener):  # type: ignore[misc]
+    def __init__(self, handler: CommandHandler) -> None:
+        self._handler = handler
+
+    async def on_partitions_revoked(self, revoked: set[TopicPartition]) -> None:
+        await self._handler._revoke(revoked)
+
+    async def on_partitions_assigned(self, assigned: set[TopicPartition]) -> None:
+        self._handler._assign(assigned)
+
+
+class CommandHandler:
+    def __init__(
+        self,
+        config: HandlerConfig,
+        *,
+        shuffler: Shuffler = csprng_shuffle,
+        clock: Callable[[], datetime] = utc_now,
+    ) -> None:
+        self.config = config
+        self.topics = config.topics
+        self._now = clock
+        self._seal = ShoeSeal.from_hex(config.shoe_key_hex)
+        self._codec = SnapshotCodec(derive_key(config.shoe_key_hex, "blackjack/snapshots/v1"))
+        self.processor = Processor(
+            topics=self.topics,
+            partitions=config.kafka.partitions,
+            seal=self._seal,
+            signer=CommandSigner(derive_key(config.shoe_key_hex, "blackjack/commands/v1")),
+            source=config.source,
+            shuffler=shuffler,
+            dedup_window=config.dedup_window,
+        )
+        self._partitions: dict[int, _Partition] = {}
+        self._retained: dict[int, _Retained] = {}
+        self._assigned_once = asyncio.Event()
+        self._stopping = asyncio.Event()
+        self._tasks: list[asyncio.Task[None]] = []
+        self._consumer: AIOKafkaConsumer | None = None
+        self._reader: AIOKafkaConsumer | None = None
+        self._sender: AIOKafkaProducer | None = None
+        self.failure: BaseException | None = None
+        self.log = structlog.get_logger("blackjack.command_handler").bind(
+            instance=config.instance_id
+        )
+
+    # ---- life cycle -----------------------------------------------------------------
+
+    async def start(self) -> None:
+        kafka = self.config.kafka
+        await ensure_topics(kafka, self.topics)
+        client = f"{self.config.instance_id}"
+        self._reader = AIOKafkaConsumer(
+            bootstrap_servers=kafka.bootstrap,
+            group_id=None,
+            client_id=f"{client}-replay",
+            isolation_level="read_committed",
+            enable_auto_commit=False,
+            auto_offset_reset="earliest",
+        )
+        await self._reader.start()
+        assign_reader(self._reader, self.topics, kafka.partitions)
+        self._sender = AIOKafkaProducer(
+            bootstrap_servers=kafka.bootstrap,
+            client_id=f"{client}-clock",
+            enable_idempotence=True,
+            acks="all",
+        )
+        await self._sender.start()
+        self._consumer = AIOKafkaConsumer(
+            bootstrap_servers=kafka.bootstrap,
+            group_id=self.config.group_id,
+            client_id=f"{client}-commands",
+            isolation_level="read_committed",
+            enable_auto_commit=False,
+            auto_offset_reset="earliest",
+            session_timeout_ms=self.config.session_timeout_ms,
+            heartbeat_interval_ms=max(self.config.session_timeout_ms // 4, 100),
+        )
+        await self._consumer.start()
+        self._consumer.subscribe([self.topics.commands], listener=_Rebalance(self))
+        self._tasks = [
+            asyncio.create_task(self._guard(self._consume()), name="commands"),
+            asyncio.create_task(self._guard(self._tick()), name="clock"),
+        ]
+        self.log.info(
+            "handler started",
+            group=self.config.group_id,
+            topics=list(self.topics.all()),
+            partitions=kafka.partitions,
+        )
+
+    async def stop(self, timeout: float = 10.0) -> None:
+        """Finish the transaction in progress, hand the partitions over, close everything."""
+        self._stopping.set()
+        for task in self._tasks[1:]:
+            task.cancel()
+        if self._tasks:
+            consume = self._tasks[0]
+            with contextlib.suppress(asyncio.TimeoutError, Exception):
+                await asyncio.wait_for(asyncio.shield(consume), timeout)
+            consume.cancel()
+        for task in self._tasks:
+            with contextlib.suppress(asyncio.CancelledError, Exception):
+                await task
+        for partition in list(self._partitions.values()):
+            async with partition.lock:
+                await self._close_producer(partition)
+        if self._consumer is not None:
+            await self._consumer.stop()  # leaves the group: the others take the partitions
+        for client in (self._reader, self._sender):
+            if client is not None:
+                await client.stop()
+        self._publish_gauges()
+        self.log.info("handler stopped")
+
+    async def join(self) -> None:
+        """Return when one of the handler's tasks has ended (it failed, or it was stopped)."""
+        if self._tasks:
+            await asyncio.wait(self._tasks, return_when=asyncio.FIRST_COMPLETED)
+
+    async def _guard(self, work: Any) -> None:
+        try:
+            await work
+        except asyncio.CancelledError:
+            raise
+        except BaseException as error:
+            self.failure = error
+            self.log.exception("handler task died")
+            raise
+
+    @property
+    def ready(self) -> bool:
+        """Joined the group, and every assigned partition rebuilt and consuming."""
+        return (
+            self.failure is None
+            and self._assigned_once.is_set()
+            and all(p.status == "ready" for p in self._partitions.values())
+        )
+
+    @property
+    def alive(self) -> bool:
+        return self.failure is None and all(not t.done() for t in self._tasks)
+
+    def owned_partitions(self) -> set[int]:
+        return {n for n, p in self._partitions.items() if p.status == "ready"}
+
+    async def wait_ready(self, timeout: float) -> None:
+        deadline = time.monotonic() + timeout
+        await asyncio.wait_for(self._assigned_once.wait(), timeout)
+        while not self.ready:
+            if self.failure is not None:
+                raise RuntimeError("the handler failed") from self.failure
+            if time.monotonic() > deadline:
+                raise TimeoutError("the handler's partitions did not become ready")
+            await asyncio.sleep(0.05)
+
+    # ---- the group ------------------------------------------------------------------
+
+    def _assign(self, assigned: set[TopicPartition]) -> None:
+        assert self._consumer is not None
+        for tp in assigned:
+            if tp.partition not in self._partitions:
+                self._partitions[tp.partition] = _Partition(tp.partition, tp)
+        # Nothing is consumed from a partition before it is rebuilt; _prepare resumes it.
+        self._consumer.pause(*(self._partitions[tp.partition].tp for tp in assigned))
+        self._assigned_once.set()
+        self.log.info("partitions assigned", partitions=sorted(tp.partition for tp in assigned))
+        self._publish_gauges()
+
+    async def _revoke(self, revoked: set[TopicPartition]) -> None:
+        for tp in revoked:
+            partition = self._partitions.pop(tp.partition, None)
+            if partition is None:
+                continue
+            async with partition.lock:  # lets a transaction in progress finish first
+                was_ready = partition.status == "ready"
+                partition.status = "revoked"
+                await self._close_producer(partition)
+                if was_ready and partition.store is not None and self._reader is not None:
+                    with contextlib.suppress(KafkaError, asyncio.TimeoutError):
+                        ends = await end_offsets(self._reader, self.topics, tp.partition)
+                        self._retained[tp.partition] = _Retained(partition.store, ends)
+        if revoked:
+            self.log.info("partitions revoked", partitions=sorted(tp.partition for tp in revoked))
+        self._publish_gauges()
+
+    async def _close_producer(self, partition: _Partition) -> None:
+        producer, partition.producer = partition.producer, None
+        if producer is not None:
+            with contextlib.suppress(Exception):
+                await producer.stop()
+
+    # ---- taking a partition -----------------------------------------------------------
+
+    async def _prepare(self, partition: _Partition) -> None:
+        """Fence the last owner, rebuild the streams, and resume at the committed offset."""
+        assert self._consumer is not None and self._reader is not None
+        number = partition.number
+        log = self.log.bind(partition=number)
+        producer = AIOKafkaProducer(
+            bootstrap_servers=self.config.kafka.bootstrap,
+            client_id=f"{self.config.instance_id}-p{number}",
+            transactional_id=self.config.transactional_id(number),
+            enable_idempotence=True,
+            acks="all",
+            max_request_size=SNAPSHOT_MAX_BYTES + 64 * 1024,
+        )
+        try:
+            await producer.start()
+            # An empty transaction completes the producer's registration: from here on the
+            # partition's previous owner is fenced and its open transaction, if any, aborted.
+            await producer.begin_transaction()
+            await producer.commit_transaction()
+            started = time.monotonic()
+            ends = await end_offsets(self._reader, self.topics, number)
+            retained = self._retained.pop(number, None)
+            if retained is not None and retained.ends == ends:
+                store, kind = retained.store, "kept"
+            else:
+                store, stats = await rebuild(
+                    self._reader,
+                    self.topics,
+                    number,
+                    codec=self._codec,
+                    seal=self._seal,
+                    dedup_window=self.config.dedup_window,
+                    now=self._now(),
+                    timeout=REBUILD_TIMEOUT_S,
+                )
+                kind = "checkpoint" if stats.checkpoint else "full"
+                metrics.REBUILD_EVENTS.inc(stats.events)
+                log.info(
+                    "partition rebuilt",
+                    from_checkpoint=stats.checkpoint,
+                    snapshots=stats.snapshots,
+                    events=stats.events,
+                    results=stats.results,
+                    streams=len(store.streams),
+                    seconds=round(stats.seconds, 3),
+                )
+            metrics.REBUILDS.labels(kind).inc()
+            metrics.REBUILD_SECONDS.observe(time.monotonic() - started)
+            committed = await self._consumer.committed(partition.tp)
+        except Exception:
+            log.exception("taking the partition failed; will retry")
+            with contextlib.suppress(Exception):
+                await producer.stop()
+            partition.status = "failed"
+            partition.retry_at = time.monotonic() + RETRY_AFTER_FAILURE_S
+            return
+        if self._partitions.get(number) is not partition:  # revoked meanwhile
+            await producer.stop()
+            return
+        # Nothing committed yet: from 0 (an offset below the log start resets to the earliest).
+        self._consumer.seek(partition.tp, committed or 0)
+        partition.producer = producer
+        partition.store = store
+        partition.status = "ready"
+        partition.fired.clear()
+        self._consumer.resume(partition.tp)
+        log.info("partition ready", committed_offset=committed, streams=len(store.streams))
+        self._publish_gauges()
+
+    async def _prepare_due(self) -> None:
+        now = time.monotonic()
+        for partition in list(self._partitions.values()):
+            waiting = partition.status == "pending"
+            retry = partition.status in ("failed", "fenced") and now >= partition.retry_at
+            if waiting or retry:
+                async with partition.lock:
+                    if self._partitions.get(partition.number) is partition:
+                        await self._close_producer(partition)
+                        await self._prepare(partition)
+
+    # ---- the loop -----------------------------------------------------------------------
+
+    async def _consume(self) -> None:
+        assert self._consumer is not None
+        while not self._stopping.is_set():
+            await self._prepare_due()
+            try:
+                batches = await self._consumer.getmany(
+                    timeout_ms=POLL_MS, max_records=self.config.max_batch
+                )
+            except KafkaError:
+                self.log.exception("fetching commands failed")
+                await asyncio.sleep(RETRY_AFTER_FAILURE_S)
+                continue
+            for tp, records in batches.items():
+                partition = self._partitions.get(tp.partition)
+                if partition is not None and records:
+                    await self._transaction(partition, records)
+
+    async def _transaction(
+        self, partition: _Partition, records: list[ConsumerRecord[bytes, bytes]]
+    ) -> None:
+        async with partition.lock:
+            if partition.status != "ready":
+                return  # records of a partition being taken: refetched after its seek
+            producer, store = partition.producer, partition.store
+            assert producer is not None and store is not None
+            started = time.monotonic()
+            handled: list[Handled] = []
+            sent: list[tuple[str, asyncio.Future[RecordMetadata]]] = []
+            try:
+                await producer.begin_transaction()
+                for record in records:
+                    inbound = Inbound(
+                        record.key, record.value, record.headers, record.partition, record.offset
+                    )
+                    with structlog.contextvars.bound_contextvars(kafka_offset=record.offset):
+                        outcome = self.processor.handle(store, inbound, self._now())
+                    handled.append(outcome)
+                    for out in outcome.outgoing:
+                        future = await producer.send(
+                            out.topic,
+                            out.value,
+                            key=out.key,
+                            headers=out.headers,
+                            partition=out.partition,
+                        )
+                        sent.append((out.topic, future))
+                if store.since_checkpoint >= self.config.snapshot_every:
+                    await self._checkpoint(partition, store, producer, sent)
+                await producer.send_offsets_to_transaction(
+                    {partition.tp: records[-1].offset + 1}, self.config.group_id
+                )
+                await producer.commit_transaction()
+            except ProducerFenced:
+                metrics.TRANSACTIONS.labels("fenced").inc()
+                self.log.warning("fenced by a newer owner", partition=partition.number)
+                self._drop(partition, "fenced", RETRY_AFTER_FENCING_S)
+                await self._close_producer(partition)
+                return
+            except Exception:
+                metrics.TRANSACTIONS.labels("aborted").inc()
+                self.log.exception("transaction failed; rebuilding", partition=partition.number)
+                with contextlib.suppress(Exception):
+                    await producer.abort_transaction()
+                self._drop(partition, "failed", RETRY_AFTER_FAILURE_S)
+                await self._close_producer(partition)
+                return
+            await self._advance(store, sent)
+            metrics.TRANSACTIONS.labels("committed").inc()
+            metrics.TRANSACTION_SECONDS.observe(time.monotonic() - started)
+            self._report(handled, records)
+
+    def _drop(self, partition: _Partition, status: Status, retry_after: float) -> None:
+        """Forget the partition's memory; it is rebuilt from Kafka before the next command."""
+        assert self._consumer is not None
+        partition.status = status
+        partition.store = None
+        partition.retry_at = time.monotonic() + retry_after
+        self._consumer.pause(partition.tp)
+        self._publish_gauges()
+
+    async def _advance(
+        self, store: PartitionStore, sent: list[tuple[str, asyncio.Future[RecordMetadata]]]
+    ) -> None:
+        """Note how far this partition's events and results now reach (for checkpoints)."""
+        for topic, future in sent:
+            metadata = await future
+            if topic == self.topics.events:
+                store.events_next = max(store.events_next, metadata.offset + 1)
+            elif topic == self.topics.results:
+                store.results_next = max(store.results_next, metadata.offset + 1)
+
+    async def _checkpoint(
+        self,
+        partition: _Partition,
+        store: PartitionStore,
+        producer: AIOKafkaProducer,
+        sent: list[tuple[str, asyncio.Future[RecordMetadata]]],
+    ) -> None:
+        """Snapshot every stream changed since the last checkpoint, then the checkpoint."""
+        await self._advance(store, sent)
+        topic = self.topics.snapshots
+        for stream_id in sorted(store.dirty):
+            stream = store.streams[stream_id]
+            await producer.send(
+                topic, self._codec.encode(stream), key=stream_id.encode(), partition=store.partition
+            )
+        checkpoint = Checkpoint(
+            partition=store.partition,
+            events_from=store.events_next,
+            results_from=store.results_next,
+            written_at=self._now(),
+            streams=len(store.dirty),
+        )
+        await producer.send(
+            topic,
+            checkpoint.encode(),
+            key=checkpoint_key(store.partition).encode(),
+            partition=store.partition,
+        )
+        metrics.SNAPSHOTS.inc(len(store.dirty))
+        self.log.info(
+            "checkpoint",
+            partition=store.partition,
+            streams=len(store.dirty),
+            events_from=store.events_next,
+            results_from=store.results_next,
+        )
+        store.dirty.clear()
+        store.since_checkpoint = 0
+
+    def _report(self, handled: list[Handled], records: list[ConsumerRecord[bytes, bytes]]) -> None:
+        """Metrics and one log line per command, once its transaction has committed."""
+        now_ms = time.time() * 1000
+        for outcome, record in zip(handled, records, strict=True):
+            result = outcome.result
+            code = result.rejection.code if result.rejection else ""
+            metrics.COMMANDS.labels(outcome.command_type, result.status, code).inc()
+            metrics.COMMAND_LAG_SECONDS.observe(max(now_ms - record.timestamp, 0) / 1000)
+            if outcome.duplicate:
+                metrics.DUPLICATES.inc()
+            for event in outcome.events:
+                metrics.EVENTS.labels(event.type).inc()
+            self.log.info(
+                "command handled",
+                command_id=result.command_id,
+                correlation_id=result.correlation_id or result.command_id,
+                stream_id=result.stream_id,
+                command_type=outcome.command_type,
+                status=result.status,
+                code=code or None,
+                events=len(outcome.events),
+                duplicate=outcome.duplicate,
+            )
+
+    # ---- the clock ----------------------------------------------------------------------
+
+    async def _tick(self) -> None:
+        assert self._sender is not None
+        timeout = timedelta(seconds=self.config.presence_timeout_s)
+        while not self._stopping.is_set():
+            await asyncio.sleep(self.config.timer_tick_s)
+            now, mono = self._now(), time.monotonic()
+            for partition in list(self._partitions.values()):
+                store = partition.store
+                if partition.status != "ready" or store is None:
+                    continue
+                partition.fired = {
+                    k: at for k, at in partition.fired.items() if mono - at < REFIRE_AFTER_S
+                }
+                for envelope in list(due_commands(store, now, timeout)):
+                    if envelope.command_id in partition.fired:
+                        continue
+                    partition.fired[envelope.command_id] = mono
+                    key = envelope.stream_id.encode()
+                    await self._sender.send_and_wait(
+                        self.topics.commands,
+                        envelope.model_dump_json().encode(),
+                        key=key,
+                        headers=command_headers(envelope, self.config.source, None),
+                        partition=partition_for(envelope.stream_id, self.config.kafka.partitions),
+                    )
+                    metrics.TIMER_COMMANDS.labels(str(envelope.command.type)).inc()
+                    self.log.info(
+                        "timer fired",
+                        command_id=envelope.command_id,
+                        stream_id=envelope.stream_id,
+                        command_type=str(envelope.command.type),
+                    )
+
+    def _publish_gauges(self) -> None:
+        counts: dict[str, int] = dict.fromkeys(("pending", "ready", "failed", "fenced"), 0)
+        streams = 0
+        for partition in self._partitions.values():
+            if partition.status in counts:
+                counts[partition.status] += 1
+            if partition.store is not None:
+                streams += len(partition.store.streams)
+        for status, count in counts.items():
+            metrics.PARTITIONS.labels(status).set(count)
+        metrics.STREAMS.set(streams)

@@ -1,0 +1,51 @@
+"""Commands only the service may issue carry an HMAC of their bytes under a handler-only key.
+
+The steps of a buy-in (the table ``Deposit`` it causes, the wallet's ``ConfirmBuyIn`` or
+``RefundBuyIn``) and the ``CashOut`` of a table's money back to the wallet travel over
+``blackjack.commands`` like any other command. Whoever can write that topic could otherwise
+credit a wallet or a seat out of thin air; with the signature, only a handler can.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import hmac
+from collections.abc import Sequence
+
+SIGNATURE_HEADER = "bj_signature"
+TRANSFER_HEADER = "bj_transfer"
+"""The wallet's transfer number a buy-in ``Deposit`` belongs to (signed with the command)."""
+
+
+class CommandSigner:
+    def __init__(self, key: bytes) -> None:
+        self._key = key
+
+    def sign(self, key: bytes, value: bytes, transfer: bytes = b"") -> bytes:
+        mac = hmac.new(self._key, digestmod=hashlib.sha256)
+        for part in (key, value, transfer):
+            mac.update(len(part).to_bytes(8, "big"))
+            mac.update(part)
+        return mac.hexdigest().encode()
+
+    def headers(
+        self, key: bytes, value: bytes, transfer: int | None = None
+    ) -> list[tuple[str, bytes]]:
+        transfer_bytes = b"" if transfer is None else str(transfer).encode()
+        headers = [(SIGNATURE_HEADER, self.sign(key, value, transfer_bytes))]
+        if transfer is not None:
+            headers.append((TRANSFER_HEADER, transfer_bytes))
+        return headers
+
+    def verify(
+        self, key: bytes | None, value: bytes, headers: Sequence[tuple[str, bytes]]
+    ) -> tuple[bool, int | None]:
+        """(signed by a handler, the transfer number it names if any)."""
+        found = dict(headers)
+        signature = found.get(SIGNATURE_HEADER)
+        if signature is None or key is None:
+            return False, None
+        transfer = found.get(TRANSFER_HEADER, b"")
+        if not hmac.compare_digest(signature, self.sign(key, value, transfer)):
+            return False, None
+        return True, int(transfer) if transfer.isdigit() else None

@@ -1,0 +1,122 @@
+"""Snapshots on the compacted ``blackjack.snapshots`` topic: where a rebuild starts.
+
+Every ``snapshot_every`` commands a partition writes, inside the same transaction as the
+commands it handled, one record per stream changed since its last checkpoint (key: the stream
+id) and then the partition's checkpoint (key ``#checkpoint/<partition>``, a key no stream id
+can have). A checkpoint says: every stream's newest snapshot plus the events from
+``events_from`` and the results from ``results_from`` give its current state. Compaction keeps
+the newest record per key, which is all a rebuild needs.
+
+A snapshot holds the stream's state, which includes the shoe order of a table, so its body is
+compressed and then sealed with AES-256-GCM under a key derived from the shoe key, bound to
+the stream id and sequence: a reader of the topic learns nothing about upcoming cards.
+"""
+
+from __future__ import annotations
+
+import base64
+import json
+import os
+import zlib
+from datetime import datetime
+from typing import Literal
+
+from cryptography.hazmat.primitives.ciphers.aead import AESGCM
+from pydantic import BaseModel, ConfigDict, Field, TypeAdapter, ValidationError
+
+from blackjack.command_handler.streams import Stream
+from blackjack.domain.state import TableState
+from blackjack.domain.wallet import WalletState, is_wallet_stream
+from blackjack.messages.envelope import CommandResult
+
+CHECKPOINT_PREFIX = "#checkpoint/"
+_NONCE = 12
+_RESULTS = TypeAdapter(list[CommandResult])
+
+
+class SnapshotError(ValueError):
+    """A snapshot that cannot be opened (wrong key, tampered) or has an unknown format."""
+
+
+def checkpoint_key(partition: int) -> str:
+    return f"{CHECKPOINT_PREFIX}{partition}"
+
+
+class Checkpoint(BaseModel):
+    """Value of ``#checkpoint/<partition>``: where the log after the snapshots starts."""
+
+    model_config = ConfigDict(frozen=True, extra="forbid")
+    format: Literal[1] = 1
+    partition: int
+    events_from: int = Field(description="first offset of the events partition to replay")
+    results_from: int = Field(description="first offset of the results partition to replay")
+    written_at: datetime
+    streams: int = Field(description="stream snapshots written with this checkpoint")
+
+    def encode(self) -> bytes:
+        return self.model_dump_json().encode()
+
+    @classmethod
+    def decode(cls, raw: bytes) -> Checkpoint:
+        try:
+            return cls.model_validate_json(raw)
+        except ValidationError as error:
+            raise SnapshotError(f"unreadable checkpoint: {error}") from error
+
+
+class SealedSnapshot(BaseModel):
+    """Value of a stream's snapshot record (key: the stream id)."""
+
+    model_config = ConfigDict(frozen=True, extra="forbid")
+    format: Literal[1] = 1
+    stream_id: str
+    sequence: int = Field(description="the stream's last event folded into the snapshot")
+    sealed: str = Field(
+        description="base64 of nonce + AES-256-GCM(zlib(JSON of state and recent results))"
+    )
+
+
+class SnapshotCodec:
+    def __init__(self, key: bytes) -> None:
+        self._aead = AESGCM(key)
+
+    def encode(self, stream: Stream) -> bytes:
+        body = {
+            "state": stream.state.model_dump(mode="json"),
+            "results": [r.model_dump(mode="json") for r in stream.results.values()],
+        }
+        plain = zlib.compress(json.dumps(body, separators=(",", ":")).encode())
+        nonce = os.urandom(_NONCE)
+        sealed = self._aead.encrypt(nonce, plain, _bound(stream.stream_id, stream.sequence))
+        record = SealedSnapshot(
+            stream_id=stream.stream_id,
+            sequence=stream.sequence,
+            sealed=base64.b64encode(nonce + sealed).decode(),
+        )
+        return record.model_dump_json().encode()
+
+    def decode(self, raw: bytes) -> Stream:
+        try:
+            record = SealedSnapshot.model_validate_json(raw)
+        except ValidationError as error:
+            raise SnapshotError(f"unreadable snapshot: {error}") from error
+        stream_id, sequence = record.stream_id, record.sequence
+        blob = base64.b64decode(record.sealed)
+        try:
+            plain = self._aead.decrypt(blob[:_NONCE], blob[_NONCE:], _bound(stream_id, sequence))
+        except Exception as error:  # cryptography's InvalidTag carries no message
+            raise SnapshotError(f"cannot open the snapshot of {stream_id}") from error
+        body = json.loads(zlib.decompress(plain))
+        state_type = WalletState if is_wallet_stream(stream_id) else TableState
+        stream = Stream(
+            stream_id=stream_id,
+            state=state_type.model_validate(body["state"]),
+            sequence=sequence,
+        )
+        for result in _RESULTS.validate_python(body["results"]):
+            stream.results[result.command_id] = result
+        return stream
+
+
+def _bound(stream_id: str, sequence: int) -> bytes:
+    return f"snapshot/{stream_id}/{sequence}".encode()

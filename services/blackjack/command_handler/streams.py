@@ -1,0 +1,83 @@
+"""What a handler holds in memory for the partitions it owns: the state of each stream, its
+last sequence number, and the results of its last commands (the idempotency window).
+
+All of it is derived from the partition's snapshot, events and results, so it is rebuilt on
+assignment and thrown away whenever a transaction fails.
+"""
+
+from __future__ import annotations
+
+from collections import OrderedDict
+from dataclasses import dataclass, field
+from datetime import datetime
+
+from blackjack.domain.evolve import CorruptLog, evolve
+from blackjack.domain.state import INITIAL_STATE, TableState
+from blackjack.domain.wallet import (
+    INITIAL_WALLET,
+    WalletEvent,
+    WalletState,
+    evolve_wallet,
+    is_wallet_stream,
+)
+from blackjack.messages.envelope import CommandResult, EventEnvelope
+
+StreamState = TableState | WalletState
+
+
+def initial_state(stream_id: str) -> StreamState:
+    return INITIAL_WALLET if is_wallet_stream(stream_id) else INITIAL_STATE
+
+
+@dataclass
+class Stream:
+    stream_id: str
+    state: StreamState
+    sequence: int = 0
+    results: OrderedDict[str, CommandResult] = field(default_factory=OrderedDict)
+    last_seen: dict[str, datetime] = field(default_factory=dict)
+    """When each player last sent a command (memory only: reset to the rebuild time)."""
+
+    def fold(self, envelope: EventEnvelope) -> None:
+        """Apply one of the stream's events; its sequence must follow the last one."""
+        if envelope.sequence != self.sequence + 1:
+            raise CorruptLog(f"{self.stream_id}: event {envelope.sequence} follows {self.sequence}")
+        event = envelope.data
+        if isinstance(self.state, WalletState):
+            if not isinstance(event, WalletEvent):
+                raise CorruptLog(f"{self.stream_id}: {envelope.type} in a wallet stream")
+            self.state = evolve_wallet(self.state, event)
+        else:
+            if isinstance(event, WalletEvent):
+                raise CorruptLog(f"{self.stream_id}: {envelope.type} in a table stream")
+            self.state = evolve(self.state, event)
+        self.sequence = envelope.sequence
+
+    def remember(self, result: CommandResult, window: int) -> None:
+        self.results[result.command_id] = result
+        self.results.move_to_end(result.command_id)
+        while len(self.results) > window:
+            self.results.popitem(last=False)
+
+
+@dataclass
+class PartitionStore:
+    """The streams of one partition, and how far the handler has read and written it."""
+
+    partition: int
+    streams: dict[str, Stream] = field(default_factory=dict)
+    dirty: set[str] = field(default_factory=set)
+    """Streams changed since the last checkpoint; the next one snapshots them."""
+    since_checkpoint: int = 0
+    events_next: int = 0
+    """An offset of the events partition that every folded event lies below."""
+    results_next: int = 0
+
+    def get(self, stream_id: str) -> Stream:
+        stream = self.streams.get(stream_id)
+        if stream is None:
+            stream = self.streams[stream_id] = Stream(stream_id, initial_state(stream_id))
+        return stream
+
+    def find(self, stream_id: str) -> Stream | None:
+        return self.streams.get(stream_id)

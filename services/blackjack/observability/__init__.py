@@ -1,0 +1,1 @@
+"""Metrics (Prometheus) and logs (structlog, JSON) of the service."""

@@ -1,0 +1,43 @@
+"""Prometheus metrics of the command handler, served at ``/metrics``."""
+
+from __future__ import annotations
+
+from prometheus_client import Counter, Gauge, Histogram
+
+COMMANDS = Counter(
+    "blackjack_commands_total",
+    "Commands handled, by command type, status and rejection code",
+    ["type", "status", "code"],
+)
+DUPLICATES = Counter(
+    "blackjack_duplicate_commands_total", "Commands re-sent with an id already handled"
+)
+EVENTS = Counter("blackjack_events_total", "Events written, by event type", ["type"])
+TRANSACTIONS = Counter(
+    "blackjack_transactions_total", "Kafka transactions, by outcome", ["outcome"]
+)
+TRANSACTION_SECONDS = Histogram(
+    "blackjack_transaction_seconds",
+    "Time from the start of a transaction to its commit",
+    buckets=(0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5),
+)
+COMMAND_LAG_SECONDS = Histogram(
+    "blackjack_command_lag_seconds",
+    "Time from a command's Kafka timestamp to the commit of its result",
+    buckets=(0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30),
+)
+REBUILDS = Counter("blackjack_rebuilds_total", "Partition rebuilds, by kind", ["kind"])
+REBUILD_SECONDS = Histogram(
+    "blackjack_rebuild_seconds",
+    "Time to rebuild a partition from its snapshot and log",
+    buckets=(0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30, 60, 120),
+)
+REBUILD_EVENTS = Counter("blackjack_rebuild_events_total", "Events folded while rebuilding")
+SNAPSHOTS = Counter("blackjack_snapshots_total", "Stream snapshots written")
+TIMER_COMMANDS = Counter(
+    "blackjack_timer_commands_total", "Commands sent by the service's clock", ["type"]
+)
+PARTITIONS = Gauge(
+    "blackjack_partitions", "Command partitions assigned to this instance, by status", ["status"]
+)
+STREAMS = Gauge("blackjack_streams", "Streams held in memory by this instance")
