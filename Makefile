@@ -49,5 +49,11 @@ postgres-up:
 postgres-down:
 	deploy/postgres/postgres.sh down
 
+# Rounds per second on one core through the real decider, e.g.
+#   make bench BENCH_ARGS='--variant mini-h17 --baseline-cmd "python /tmp/bjbase/run_1anddone.py {seconds}"'
+# (docs/benchmark.md: how to fetch and wrap the baseline simulator; never committed).
+bench: install
+	$(VENV)/bin/blackjack bench $(BENCH_ARGS)
+
 clean:
 	rm -rf $(VENV) .mypy_cache .ruff_cache .pytest_cache .hypothesis

@@ -120,3 +120,7 @@ def register(sub: Any) -> None:
     sim.add_argument("--seed", type=int, default=1)
     sim.add_argument("--workers", type=int, default=None, help="processes (default: all cores)")
     sim.set_defaults(handler=_simulate)
+
+    from blackjack.simulation.bench import register as register_bench
+
+    register_bench(sub)
