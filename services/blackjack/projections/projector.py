@@ -1,0 +1,719 @@
+"""Folding the public events of one table into its read model, in memory and without I/O.
+
+``StreamProjection`` holds what the events of one stream (a table) have made of the read model
+so far: the table's public view, each player's account at the table, and the rounds (game
+cycles) touched. ``apply`` folds one wire envelope into it; the writer loads the pieces an event
+needs from the store beforehand and saves what changed afterwards.
+
+Only the public form of the events is used: the shoe order stays sealed, and the dealer's hole
+card is shown face down (``None``) until ``DealerHoleCardRevealed``.
+
+Money (integer minor units) per account:
+    available  the balance at the table (every money event carries ``balance_after``)
+    in_play    moved in by BetPlaced, HandDoubled, HandSplit, InsuranceTaken and back out by
+               BetRefunded, HandSettled and InsuranceSettled (the stake)
+    won, lost  per settled wager, payout - stake when positive, stake - payout when positive
+so that ``deposited - withdrawn - cashed_out = available + in_play + (lost - won)``, the money
+conservation that the audit checks.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from datetime import UTC, datetime
+from typing import Any, Literal
+
+from pydantic import BaseModel, ConfigDict, Field
+
+from blackjack.domain import events as ev
+from blackjack.domain import wallet as wl
+from blackjack.domain.hand import is_natural, total
+from blackjack.messages.wire import SealedShoeShuffled, WireEnvelope
+
+
+class ProjectionError(ValueError):
+    """The events cannot be folded: they contradict the read model built so far."""
+
+
+def utc(moment: datetime) -> datetime:
+    """Every time in the read model is in UTC (a naive time is taken to be UTC already)."""
+    if moment.tzinfo is None:
+        return moment.replace(tzinfo=UTC)
+    return moment.astimezone(UTC)
+
+
+def round_id(stream_id: str, number: int) -> str:
+    """The game-cycle id: the table's stream id and the round number."""
+    return f"{stream_id}:{number}"
+
+
+def parse_round_id(text: str) -> tuple[str, int]:
+    """``table-1:7`` -> ``("table-1", 7)``; stream ids may contain ``:`` themselves."""
+    stream_id, sep, number = text.rpartition(":")
+    if not sep or not stream_id or not number.isdigit() or int(number) < 1:
+        raise ValueError(f"a round id is STREAM_ID:ROUND with ROUND >= 1, not {text!r}")
+    return stream_id, int(number)
+
+
+class _Model(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+
+
+# ---- the table ----------------------------------------------------------------------------
+
+
+class ShoeView(_Model):
+    shoe: int
+    commitment: str
+    cards: int
+    cards_dealt: int = 0
+
+
+class Turn(_Model):
+    box: int
+    hand: int
+
+
+class TableView(_Model):
+    """What anyone at the table may see of it between and during rounds."""
+
+    stream_id: str
+    opened: bool = False
+    variant: str | None = None
+    currency: str | None = None
+    rules: dict[str, Any] | None = None
+    last_sequence: int = 0
+    updated_at: datetime | None = None
+    shoe: ShoeView | None = None
+    round: int = 0
+    round_open: bool = False
+    phase: Literal["betting", "insurance", "playing", "dealer"] = "betting"
+    active: Turn | None = None
+    deadline: datetime | None = None
+
+
+class Account(_Model):
+    """A player's money at one table."""
+
+    stream_id: str
+    player_id: str
+    currency: str
+    funded_by_wallet: bool = False
+    """a multi-seat table: money comes from the player's wallet and goes back to it"""
+    seat: int | None = None
+    seated: bool = True
+    connected: bool = True
+    available: int = 0
+    in_play: int = 0
+    deposited: int = 0
+    withdrawn: int = 0
+    cashed_out: int = 0
+    wagered: int = 0
+    won: int = 0
+    lost: int = 0
+    rounds: int = 0
+
+    def settle(self, stake: int, payout: int, balance_after: int) -> None:
+        self.in_play -= stake
+        self.wagered += stake
+        self.won += max(payout - stake, 0)
+        self.lost += max(stake - payout, 0)
+        self.available = balance_after
+
+
+# ---- a round ------------------------------------------------------------------------------
+
+
+class HandView(_Model):
+    cards: list[str] = []
+    stake: int
+    total: int = 0
+    soft: bool = False
+    doubled: bool = False
+    split: bool = False
+    stood: bool = False
+    surrendered: bool = False
+    outcome: str | None = None
+    payout: int | None = None
+
+    def set_cards(self, cards: list[str]) -> None:
+        self.cards = cards
+        best, soft = total(cards)
+        self.total, self.soft = best, soft
+
+
+class InsuranceView(_Model):
+    status: Literal["offered", "taken", "declined", "settled"]
+    stake: int = 0
+    won: bool | None = None
+    payout: int | None = None
+
+
+class BoxView(_Model):
+    box: int
+    player_id: str
+    bet: int
+    hands: list[HandView] = []
+    insurance: InsuranceView | None = None
+
+
+class DealerView(_Model):
+    cards: list[str | None] = []
+    """In the order dealt; the hole card is ``None`` until it is revealed."""
+    total: int = 0
+    soft: bool = False
+    peeked: bool = False
+    blackjack: bool | None = None
+
+    def set_cards(self, cards: list[str | None]) -> None:
+        self.cards = cards
+        best, soft = total([c for c in cards if c is not None])
+        self.total, self.soft = best, soft
+
+
+class LogEntry(_Model):
+    sequence: int
+    at: datetime
+    event: str
+    data: dict[str, Any]
+
+
+class BoxMessageView(_Model):
+    box: int
+    message: str
+
+
+class RoundRecord(_Model):
+    """One game cycle, enough to show it again to the player or an auditor."""
+
+    round_id: str
+    stream_id: str
+    round: int
+    variant: str
+    currency: str
+    status: Literal["betting", "playing", "settled", "cancelled"] = "betting"
+    opened_at: datetime
+    betting_deadline: datetime | None = None
+    dealt_at: datetime | None = None
+    closed_at: datetime | None = None
+    shoe: int | None = None
+    shoe_commitment: str | None = None
+    boxes: list[BoxView] = []
+    dealer: DealerView = Field(default_factory=DealerView)
+    messages: list[BoxMessageView] = []
+    first_sequence: int
+    last_sequence: int
+    log: list[LogEntry] = []
+
+    def box(self, index: int) -> BoxView:
+        for box in self.boxes:
+            if box.box == index:
+                return box
+        raise ProjectionError(f"round {self.round_id} has no bet on box {index}")
+
+    def hand(self, box: int, hand: int) -> HandView:
+        hands = self.box(box).hands
+        if not 0 <= hand < len(hands):
+            raise ProjectionError(f"round {self.round_id} box {box} has no hand {hand}")
+        return hands[hand]
+
+
+class RoundPlayer(_Model):
+    """A player's part in one round: the line of their betting history."""
+
+    stream_id: str
+    round: int
+    player_id: str
+    started_at: datetime
+    balance_before: int
+    balance_after: int
+    wagered: int = 0
+    paid: int = 0
+    net: int = 0
+
+
+# ---- the fold -----------------------------------------------------------------------------
+
+_LOG_EXCLUDE = {"type", "version", "round"}
+
+
+class StreamProjection:
+    """The read model of one stream; ``apply`` folds the next event of that stream into it.
+
+    The ``*_dirty`` sets name what ``apply`` changed since they were last cleared.
+    """
+
+    def __init__(
+        self,
+        view: TableView,
+        accounts: dict[str, Account] | None = None,
+        rounds: dict[int, RoundRecord] | None = None,
+        players: dict[tuple[int, str], RoundPlayer] | None = None,
+    ) -> None:
+        self.view = view
+        self.accounts = accounts or {}
+        self.rounds = rounds or {}
+        self.players = players or {}
+        self.accounts_dirty: set[str] = set()
+        self.rounds_dirty: set[int] = set()
+        self.players_dirty: set[tuple[int, str]] = set()
+
+    @classmethod
+    def new(cls, stream_id: str) -> StreamProjection:
+        return cls(TableView(stream_id=stream_id))
+
+    def apply(self, envelope: WireEnvelope) -> None:
+        view = self.view
+        if envelope.stream_id != view.stream_id:
+            raise ProjectionError(f"event of {envelope.stream_id} folded into {view.stream_id}")
+        if envelope.sequence != view.last_sequence + 1:
+            raise ProjectionError(
+                f"{view.stream_id}: event {envelope.sequence} follows {view.last_sequence}"
+            )
+        event = envelope.data
+        at = utc(envelope.occurred_at)
+        if isinstance(event, ev.RoundEvent):
+            record = self._round_for(event, at, envelope.sequence)
+            entry = LogEntry(
+                sequence=envelope.sequence,
+                at=at,
+                event=envelope.type,
+                data=event.model_dump(mode="json", exclude=_LOG_EXCLUDE),
+            )
+            record.log.append(entry)
+            record.last_sequence = envelope.sequence
+            self.rounds_dirty.add(record.round)
+        handler = _HANDLERS.get(type(event))
+        if handler is None:
+            raise ProjectionError(f"no projection rule for {type(event).__name__}")
+        handler(self, event, at)
+        view.last_sequence = envelope.sequence
+        view.updated_at = at
+
+    # ---- pieces -------------------------------------------------------------------------
+
+    def _round_for(self, event: ev.RoundEvent, at: datetime, sequence: int) -> RoundRecord:
+        if isinstance(event, ev.RoundOpened):
+            if event.round in self.rounds:
+                raise ProjectionError(f"round {event.round} of {self.view.stream_id} reopened")
+            self.rounds[event.round] = RoundRecord(
+                round_id=round_id(self.view.stream_id, event.round),
+                stream_id=self.view.stream_id,
+                round=event.round,
+                variant=self.view.variant or "",
+                currency=self.view.currency or "",
+                opened_at=at,
+                betting_deadline=utc(event.betting_deadline) if event.betting_deadline else None,
+                first_sequence=sequence,
+                last_sequence=sequence,
+            )
+        record = self.rounds.get(event.round)
+        if record is None:
+            raise ProjectionError(f"{type(event).__name__} for unknown round {event.round}")
+        return record
+
+    def round(self, number: int) -> RoundRecord:
+        return self.rounds[number]
+
+    def account(self, player_id: str) -> Account:
+        account = self.accounts.get(player_id)
+        if account is None:
+            raise ProjectionError(f"{player_id} has no account at {self.view.stream_id}")
+        self.accounts_dirty.add(player_id)
+        return account
+
+    def round_player(self, number: int, player_id: str) -> RoundPlayer:
+        player = self.players.get((number, player_id))
+        if player is None:
+            raise ProjectionError(f"{player_id} has no bet in round {number}")
+        self.players_dirty.add((number, player_id))
+        return player
+
+    def money_moved(self, e: ev.RoundEvent, player_id: str, balance_after: int) -> Account:
+        """The account after a money event of a round, and that round's balance after."""
+        account = self.account(player_id)
+        account.available = balance_after
+        self.round_player(e.round, player_id).balance_after = balance_after
+        return account
+
+    def close_round(self) -> None:
+        view = self.view
+        view.round_open = False
+        view.phase = "betting"
+        view.active = None
+        view.deadline = None
+
+
+Handler = Callable[[StreamProjection, Any, datetime], None]
+
+
+# ---- the table ----------------------------------------------------------------------------
+
+
+def _table_opened(p: StreamProjection, e: ev.TableOpened, at: datetime) -> None:
+    view = p.view
+    if view.opened:
+        raise ProjectionError(f"{view.stream_id} opened twice")
+    view.opened = True
+    view.variant = e.rules.name
+    view.currency = e.rules.currency
+    view.rules = e.rules.model_dump(mode="json")
+
+
+def _seat_taken(p: StreamProjection, e: ev.SeatTaken, at: datetime) -> None:
+    account = p.accounts.get(e.player_id)
+    if account is None:
+        seats = (p.view.rules or {}).get("seats", 1)
+        account = Account(
+            stream_id=p.view.stream_id,
+            player_id=e.player_id,
+            currency=p.view.currency or "",
+            funded_by_wallet=seats > 1,
+        )
+        p.accounts[e.player_id] = account
+    p.accounts_dirty.add(e.player_id)
+    account.seat = e.seat
+    account.seated = True
+    account.connected = True
+
+
+def _seat_changed(p: StreamProjection, e: ev.SeatChanged, at: datetime) -> None:
+    p.account(e.player_id).seat = e.to_seat
+
+
+def _seat_left(p: StreamProjection, e: ev.SeatLeft, at: datetime) -> None:
+    account = p.account(e.player_id)
+    account.cashed_out += e.balance_returned
+    account.available = 0
+    account.seat = None
+    account.seated = False
+
+
+def _funds_deposited(p: StreamProjection, e: ev.FundsDeposited, at: datetime) -> None:
+    account = p.account(e.player_id)
+    account.deposited += e.amount
+    account.available = e.balance_after
+
+
+def _funds_withdrawn(p: StreamProjection, e: ev.FundsWithdrawn, at: datetime) -> None:
+    account = p.account(e.player_id)
+    account.withdrawn += e.amount
+    account.available = e.balance_after
+
+
+def _connection(
+    p: StreamProjection, e: ev.PlayerDisconnected | ev.PlayerReconnected, at: datetime
+) -> None:
+    p.account(e.player_id).connected = isinstance(e, ev.PlayerReconnected)
+
+
+def _shoe_shuffled(p: StreamProjection, e: SealedShoeShuffled, at: datetime) -> None:
+    p.view.shoe = ShoeView(shoe=e.shoe, commitment=e.commitment, cards=e.cards)
+
+
+def _shoe_retired(p: StreamProjection, e: ev.ShoeRetired, at: datetime) -> None:
+    p.view.shoe = None
+
+
+# ---- betting ------------------------------------------------------------------------------
+
+
+def _round_opened(p: StreamProjection, e: ev.RoundOpened, at: datetime) -> None:
+    view = p.view
+    view.round = e.round
+    view.round_open = True
+    view.phase = "betting"
+    view.active = None
+    view.deadline = utc(e.betting_deadline) if e.betting_deadline else None
+
+
+def _bet_placed(p: StreamProjection, e: ev.BetPlaced, at: datetime) -> None:
+    account = p.account(e.player_id)
+    key = (e.round, e.player_id)
+    if key not in p.players:
+        p.players[key] = RoundPlayer(
+            stream_id=p.view.stream_id,
+            round=e.round,
+            player_id=e.player_id,
+            started_at=at,
+            balance_before=account.available,
+            balance_after=account.available,
+        )
+    p.money_moved(e, e.player_id, e.balance_after).in_play += e.amount
+    record = p.round(e.round)
+    boxes = [b for b in record.boxes if b.box != e.box]
+    boxes.append(BoxView(box=e.box, player_id=e.player_id, bet=e.box_total))
+    record.boxes = sorted(boxes, key=lambda b: b.box)
+
+
+def _bet_refunded(p: StreamProjection, e: ev.BetRefunded, at: datetime) -> None:
+    p.money_moved(e, e.player_id, e.balance_after).in_play -= e.amount
+    record = p.round(e.round)
+    record.boxes = [b for b in record.boxes if b.box != e.box]
+
+
+def _logged_only(p: StreamProjection, e: ev.RoundEvent, at: datetime) -> None:
+    """DealRequested, PlayerPassed, PlayerHit, PlayerTimedOut: the round's log has them."""
+
+
+def _round_cancelled(p: StreamProjection, e: ev.RoundCancelled, at: datetime) -> None:
+    record = p.round(e.round)
+    record.status = "cancelled"
+    record.closed_at = at
+    p.close_round()
+
+
+# ---- the deal and the play ----------------------------------------------------------------
+
+
+def _deal_started(p: StreamProjection, e: ev.DealStarted, at: datetime) -> None:
+    record = p.round(e.round)
+    record.status = "playing"
+    record.dealt_at = at
+    record.shoe = e.shoe
+    shoe = p.view.shoe
+    record.shoe_commitment = shoe.commitment if shoe is not None and shoe.shoe == e.shoe else None
+    dealt = set(e.boxes)
+    for box in record.boxes:
+        if box.box in dealt:
+            box.hands = [HandView(stake=box.bet)]
+    p.view.phase = "playing"
+    p.view.deadline = None
+
+
+def _card_dealt(p: StreamProjection, e: ev.CardDealt, at: datetime) -> None:
+    record = p.round(e.round)
+    if p.view.shoe is not None:
+        p.view.shoe.cards_dealt += 1
+    if e.to == "dealer":
+        record.dealer.set_cards([*record.dealer.cards, e.card if e.face_up else None])
+        return
+    if e.box is None or e.hand is None or e.card is None:
+        raise ProjectionError(f"a card to a box needs a box, a hand and a card: {e}")
+    hand = record.hand(e.box, e.hand)
+    hand.set_cards([*hand.cards, e.card])
+
+
+def _insurance_offered(p: StreamProjection, e: ev.InsuranceOffered, at: datetime) -> None:
+    record = p.round(e.round)
+    for index in e.boxes:
+        record.box(index).insurance = InsuranceView(status="offered")
+    p.view.phase = "insurance"
+    p.view.deadline = utc(e.deadline) if e.deadline else None
+
+
+def _insurance_taken(p: StreamProjection, e: ev.InsuranceTaken, at: datetime) -> None:
+    p.money_moved(e, e.player_id, e.balance_after).in_play += e.amount
+    p.round(e.round).box(e.box).insurance = InsuranceView(status="taken", stake=e.amount)
+
+
+def _insurance_declined(p: StreamProjection, e: ev.InsuranceDeclined, at: datetime) -> None:
+    p.round(e.round).box(e.box).insurance = InsuranceView(status="declined")
+
+
+def _dealer_peeked(p: StreamProjection, e: ev.DealerPeeked, at: datetime) -> None:
+    dealer = p.round(e.round).dealer
+    dealer.peeked = True
+    dealer.blackjack = e.has_blackjack
+    p.view.phase = "playing"
+    p.view.deadline = None
+
+
+def _insurance_settled(p: StreamProjection, e: ev.InsuranceSettled, at: datetime) -> None:
+    p.money_moved(e, e.player_id, e.balance_after).settle(e.stake, e.payout, e.balance_after)
+    p.round(e.round).box(e.box).insurance = InsuranceView(
+        status="settled", stake=e.stake, won=e.won, payout=e.payout
+    )
+
+
+def _turn_started(p: StreamProjection, e: ev.TurnStarted, at: datetime) -> None:
+    view = p.view
+    view.phase = "playing"
+    view.active = Turn(box=e.box, hand=e.hand)
+    view.deadline = utc(e.deadline) if e.deadline else None
+
+
+def _player_stood(p: StreamProjection, e: ev.PlayerStood, at: datetime) -> None:
+    p.round(e.round).hand(e.box, e.hand).stood = True
+
+
+def _hand_doubled(p: StreamProjection, e: ev.HandDoubled, at: datetime) -> None:
+    p.money_moved(e, e.player_id, e.balance_after).in_play += e.amount
+    hand = p.round(e.round).hand(e.box, e.hand)
+    hand.stake += e.amount
+    hand.doubled = True
+
+
+def _hand_split(p: StreamProjection, e: ev.HandSplit, at: datetime) -> None:
+    p.money_moved(e, e.player_id, e.balance_after).in_play += e.amount
+    box = p.round(e.round).box(e.box)
+    hand = box.hands[e.hand] if 0 <= e.hand < len(box.hands) else None
+    if hand is None or len(hand.cards) != 2:
+        raise ProjectionError(f"box {e.box} hand {e.hand} is not a pair to split")
+    first = HandView(stake=hand.stake, split=True)
+    first.set_cards(hand.cards[:1])
+    second = HandView(stake=e.amount, split=True)
+    second.set_cards(hand.cards[1:])
+    box.hands = [*box.hands[: e.hand], first, second, *box.hands[e.hand + 1 :]]
+
+
+def _hand_surrendered(p: StreamProjection, e: ev.HandSurrendered, at: datetime) -> None:
+    p.round(e.round).hand(e.box, e.hand).surrendered = True
+
+
+def _hole_card_revealed(p: StreamProjection, e: ev.DealerHoleCardRevealed, at: datetime) -> None:
+    dealer = p.round(e.round).dealer
+    if len(dealer.cards) < 2 or dealer.cards[1] is not None:
+        raise ProjectionError("the hole card is revealed but none was dealt face down")
+    dealer.set_cards([dealer.cards[0], e.card, *dealer.cards[2:]])
+    dealer.blackjack = is_natural([c for c in dealer.cards[:2] if c is not None])
+    view = p.view
+    view.phase = "dealer"
+    view.active = None
+    view.deadline = None
+
+
+# ---- settlement ---------------------------------------------------------------------------
+
+
+def _hand_settled(p: StreamProjection, e: ev.HandSettled, at: datetime) -> None:
+    p.money_moved(e, e.player_id, e.balance_after).settle(e.stake, e.payout, e.balance_after)
+    hand = p.round(e.round).hand(e.box, e.hand)
+    hand.outcome = e.outcome
+    hand.payout = e.payout
+
+
+def _round_settled(p: StreamProjection, e: ev.RoundSettled, at: datetime) -> None:
+    record = p.round(e.round)
+    record.status = "settled"
+    record.closed_at = at
+    record.dealer.blackjack = e.dealer_blackjack
+    record.messages = [BoxMessageView(box=m.box, message=m.message) for m in e.messages]
+    for result in e.results:
+        player = p.round_player(e.round, result.player_id)
+        player.wagered = result.wagered
+        player.paid = result.paid
+        player.net = result.net
+        player.balance_after = result.balance_after
+        p.account(result.player_id).rounds += 1
+    p.close_round()
+
+
+_HANDLERS: dict[type[ev.Event], Handler] = {
+    ev.TableOpened: _table_opened,
+    ev.SeatTaken: _seat_taken,
+    ev.SeatChanged: _seat_changed,
+    ev.SeatLeft: _seat_left,
+    ev.FundsDeposited: _funds_deposited,
+    ev.FundsWithdrawn: _funds_withdrawn,
+    ev.PlayerDisconnected: _connection,
+    ev.PlayerReconnected: _connection,
+    SealedShoeShuffled: _shoe_shuffled,
+    ev.ShoeRetired: _shoe_retired,
+    ev.RoundOpened: _round_opened,
+    ev.BetPlaced: _bet_placed,
+    ev.BetRefunded: _bet_refunded,
+    ev.DealRequested: _logged_only,
+    ev.PlayerPassed: _logged_only,
+    ev.RoundCancelled: _round_cancelled,
+    ev.DealStarted: _deal_started,
+    ev.CardDealt: _card_dealt,
+    ev.InsuranceOffered: _insurance_offered,
+    ev.InsuranceTaken: _insurance_taken,
+    ev.InsuranceDeclined: _insurance_declined,
+    ev.DealerPeeked: _dealer_peeked,
+    ev.InsuranceSettled: _insurance_settled,
+    ev.TurnStarted: _turn_started,
+    ev.PlayerHit: _logged_only,
+    ev.PlayerStood: _player_stood,
+    ev.HandDoubled: _hand_doubled,
+    ev.HandSplit: _hand_split,
+    ev.HandSurrendered: _hand_surrendered,
+    ev.PlayerTimedOut: _logged_only,
+    ev.DealerHoleCardRevealed: _hole_card_revealed,
+    ev.HandSettled: _hand_settled,
+    ev.RoundSettled: _round_settled,
+}
+
+
+# ---- a player's wallet stream -------------------------------------------------------------
+
+
+class Transfer(_Model):
+    transfer: int
+    table_id: str
+    amount: int
+
+
+class WalletView(_Model):
+    """The player's wallet stream: money between tables, and buy-ins on their way."""
+
+    stream_id: str
+    player_id: str = ""
+    last_sequence: int = 0
+    updated_at: datetime | None = None
+    balance: int = 0
+    deposited: int = 0
+    withdrawn: int = 0
+    bought_in: int = 0
+    refunded: int = 0
+    cashed_in: int = 0
+    pending: list[Transfer] = []
+
+    @property
+    def in_transit(self) -> int:
+        return sum(t.amount for t in self.pending)
+
+
+class WalletProjection:
+    def __init__(self, view: WalletView) -> None:
+        self.view = view
+
+    @classmethod
+    def new(cls, stream_id: str) -> WalletProjection:
+        return cls(WalletView(stream_id=stream_id))
+
+    def apply(self, envelope: WireEnvelope) -> None:
+        view = self.view
+        if envelope.stream_id != view.stream_id:
+            raise ProjectionError(f"event of {envelope.stream_id} folded into {view.stream_id}")
+        if envelope.sequence != view.last_sequence + 1:
+            raise ProjectionError(
+                f"{view.stream_id}: event {envelope.sequence} follows {view.last_sequence}"
+            )
+        e = envelope.data
+        if not isinstance(e, wl.WalletEvent):
+            raise ProjectionError(f"{type(e).__name__} in the wallet stream {view.stream_id}")
+        view.player_id = e.player_id
+        match e:
+            case wl.WalletDeposited():
+                view.deposited += e.amount
+                view.balance = e.balance_after
+            case wl.WalletWithdrawn():
+                view.withdrawn += e.amount
+                view.balance = e.balance_after
+            case wl.BuyInSent():
+                view.bought_in += e.amount
+                view.balance = e.balance_after
+                view.pending.append(
+                    Transfer(transfer=e.transfer, table_id=e.table_id, amount=e.amount)
+                )
+            case wl.BuyInCompleted():
+                self._close(e.transfer)
+            case wl.BuyInRefunded():
+                view.refunded += e.amount
+                view.balance = e.balance_after
+                self._close(e.transfer)
+            case wl.CashOutReceived():
+                view.cashed_in += e.amount
+                view.balance = e.balance_after
+            case _:
+                raise ProjectionError(f"no projection rule for {type(e).__name__}")
+        view.last_sequence = envelope.sequence
+        view.updated_at = utc(envelope.occurred_at)
+
+    def _close(self, transfer: int) -> None:
+        pending = [t for t in self.view.pending if t.transfer != transfer]
+        if len(pending) == len(self.view.pending):
+            raise ProjectionError(f"buy-in {transfer} of {self.view.stream_id} is not pending")
+        self.view.pending = pending

@@ -1,0 +1,209 @@
+"""Reading the read model: what the query API, replay and the audit ask of the store."""
+
+from __future__ import annotations
+
+import base64
+import binascii
+import json
+from datetime import datetime
+from typing import Any
+
+from sqlalchemy import func, select, tuple_
+from sqlalchemy.ext.asyncio import AsyncConnection
+
+from blackjack.messages import wire
+from blackjack.projections import schema
+from blackjack.projections.projector import utc
+
+MAX_PAGE = 100
+MONEY_FIELDS = (
+    "available",
+    "in_play",
+    "deposited",
+    "withdrawn",
+    "cashed_out",
+    "wagered",
+    "won",
+    "lost",
+)
+
+
+def iso(moment: datetime | None) -> str | None:
+    return None if moment is None else utc(moment).isoformat().replace("+00:00", "Z")
+
+
+async def wallet(connection: AsyncConnection, player_id: str) -> dict[str, Any] | None:
+    """The player's money: per currency the sum over their tables, and each table's part."""
+    a = schema.accounts
+    query = select(a).where(a.c.player_id == player_id).order_by(a.c.currency, a.c.stream_id)
+    rows = (await connection.execute(query)).all()
+    if not rows:
+        return None
+    wallets: dict[str, dict[str, Any]] = {}
+    tables = []
+    for row in rows:
+        total = wallets.setdefault(
+            row.currency,
+            {"currency": row.currency, **dict.fromkeys(MONEY_FIELDS, 0), "rounds": 0},
+        )
+        for name in (*MONEY_FIELDS, "rounds"):
+            total[name] += getattr(row, name)
+        tables.append(
+            {
+                "stream_id": row.stream_id,
+                "currency": row.currency,
+                "seat": row.seat,
+                "seated": row.seated,
+                "connected": row.connected,
+                "available": row.available,
+                "in_play": row.in_play,
+            }
+        )
+    return {"player_id": player_id, "wallets": list(wallets.values()), "tables": tables}
+
+
+def encode_cursor(started_at: datetime, stream_id: str, number: int) -> str:
+    raw = json.dumps([iso(started_at), stream_id, number], separators=(",", ":")).encode()
+    return base64.urlsafe_b64encode(raw).decode().rstrip("=")
+
+
+def decode_cursor(cursor: str) -> tuple[datetime, str, int]:
+    try:
+        raw = base64.urlsafe_b64decode(cursor + "=" * (-len(cursor) % 4))
+        when, stream_id, number = json.loads(raw)
+        if not isinstance(stream_id, str) or not isinstance(number, int):
+            raise TypeError
+        return utc(datetime.fromisoformat(when)), stream_id, number
+    except (binascii.Error, ValueError, TypeError) as error:
+        raise ValueError("the cursor is not one this API handed out") from error
+
+
+async def player_rounds(
+    connection: AsyncConnection, player_id: str, limit: int, cursor: str | None
+) -> dict[str, Any] | None:
+    """A player's rounds, newest first, ``limit`` at a time; ``next`` continues the list."""
+    rp, r = schema.round_players, schema.rounds
+    known = (
+        select(func.count())
+        .select_from(schema.accounts)
+        .where(schema.accounts.c.player_id == player_id)
+    )
+    if not (await connection.execute(known)).scalar_one():
+        return None
+    key = tuple_(rp.c.started_at, rp.c.stream_id, rp.c.round)
+    query = (
+        select(rp, r.c.round_id, r.c.variant, r.c.currency, r.c.status, r.c.closed_at)
+        .join(r, (r.c.stream_id == rp.c.stream_id) & (r.c.round == rp.c.round))
+        .where(rp.c.player_id == player_id)
+        .order_by(rp.c.started_at.desc(), rp.c.stream_id.desc(), rp.c.round.desc())
+        .limit(limit + 1)
+    )
+    if cursor is not None:
+        query = query.where(key < tuple_(*decode_cursor(cursor)))
+    rows = (await connection.execute(query)).all()
+    page = [
+        {
+            "round_id": row.round_id,
+            "stream_id": row.stream_id,
+            "round": row.round,
+            "variant": row.variant,
+            "currency": row.currency,
+            "status": row.status,
+            "started_at": iso(row.started_at),
+            "closed_at": iso(row.closed_at),
+            "balance_before": row.balance_before,
+            "balance_after": row.balance_after,
+            "wagered": row.wagered,
+            "paid": row.paid,
+            "net": row.net,
+        }
+        for row in rows[:limit]
+    ]
+    more = len(rows) > limit
+    last = rows[limit - 1] if more else None
+    return {
+        "player_id": player_id,
+        "rounds": page,
+        "next": encode_cursor(last.started_at, last.stream_id, last.round) if last else None,
+    }
+
+
+async def round_detail(
+    connection: AsyncConnection, stream_id: str, number: int
+) -> dict[str, Any] | None:
+    """One game cycle in full: the record, and each player's balance before and after."""
+    r, rp = schema.rounds, schema.round_players
+    query = select(r.c.record).where(r.c.stream_id == stream_id, r.c.round == number)
+    record = (await connection.execute(query)).scalar_one_or_none()
+    if record is None:
+        return None
+    query = (
+        select(rp).where(rp.c.stream_id == stream_id, rp.c.round == number).order_by(rp.c.player_id)
+    )
+    players = [
+        {
+            "player_id": row.player_id,
+            "started_at": iso(row.started_at),
+            "balance_before": row.balance_before,
+            "balance_after": row.balance_after,
+            "wagered": row.wagered,
+            "paid": row.paid,
+            "net": row.net,
+        }
+        for row in (await connection.execute(query)).all()
+    ]
+    return {**dict(record), "players": players}
+
+
+async def table_state(connection: AsyncConnection, stream_id: str) -> dict[str, Any] | None:
+    """A table as a reconnecting client sees it: the public view, the seated players, and
+    the round in play (the hole card face down until it is revealed)."""
+    t, a = schema.table_views, schema.accounts
+    view = (
+        await connection.execute(select(t.c.view).where(t.c.stream_id == stream_id))
+    ).scalar_one_or_none()
+    if view is None:
+        return None
+    query = (
+        select(a)
+        .where(a.c.stream_id == stream_id, a.c.seated.is_(True))
+        .order_by(a.c.seat, a.c.player_id)
+    )
+    players = [
+        {
+            "player_id": row.player_id,
+            "seat": row.seat,
+            "connected": row.connected,
+            "available": row.available,
+            "in_play": row.in_play,
+        }
+        for row in (await connection.execute(query)).all()
+    ]
+    current = None
+    number = view.get("round", 0)
+    if number:
+        detail = await round_detail(connection, stream_id, number)
+        if detail is not None and view.get("round_open"):
+            current = detail
+    return {
+        **dict(view),
+        "players": players,
+        "current_round": current,
+        "last_round_id": f"{stream_id}:{number}" if number else None,
+    }
+
+
+async def stream_envelopes(
+    connection: AsyncConnection, stream_id: str, up_to: int | None = None
+) -> list[wire.WireEnvelope]:
+    """The stream's events as folded in, in sequence order (shoes sealed)."""
+    e = schema.events
+    query = select(e.c.envelope).where(e.c.stream_id == stream_id).order_by(e.c.sequence)
+    if up_to is not None:
+        query = query.where(e.c.sequence <= up_to)
+    return [wire.decode(text.encode()) for text in (await connection.execute(query)).scalars()]
+
+
+async def stream_ids(connection: AsyncConnection) -> list[str]:
+    t = schema.table_views
+    return list((await connection.execute(select(t.c.stream_id).order_by(t.c.stream_id))).scalars())

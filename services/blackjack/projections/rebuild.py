@@ -1,0 +1,114 @@
+"""Reading ``blackjack.events`` from the start, outside any consumer group: to rebuild a read
+model from offset 0 (the audit's scratch store, ``blackjack projections rebuild``) and to
+collect one table's events for ``blackjack replay --source kafka``."""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import Callable, Mapping
+
+from aiokafka import AIOKafkaConsumer, ConsumerRecord, TopicPartition
+from aiokafka.admin import AIOKafkaAdminClient
+
+from blackjack.projections.writer import Position, ProjectionWriter, Record
+
+FETCH_MS = 500
+
+
+async def read_topic(
+    bootstrap: str,
+    topic: str,
+    on_records: Callable[[list[Record]], object],
+    *,
+    start: Mapping[int, int] | None = None,
+    stop: Mapping[int, int] | None = None,
+    batch: int = 500,
+    timeout: float = 120.0,
+) -> dict[Position, int]:
+    """Hand every committed record of ``topic`` from ``start`` (partition -> offset, default
+    the beginning) up to ``stop`` (exclusive; default the end as of now) to ``on_records``,
+    in order within each partition. Returns the end offsets of the topic."""
+    consumer = AIOKafkaConsumer(
+        bootstrap_servers=bootstrap,
+        group_id=None,
+        enable_auto_commit=False,
+        isolation_level="read_committed",
+        auto_offset_reset="earliest",
+    )
+    await consumer.start()
+    try:
+        async with asyncio.timeout(timeout):
+            partitions = await _partitions(bootstrap, topic)
+            consumer.assign(partitions)
+            ends = await consumer.end_offsets(partitions)
+            targets = {
+                tp: ends[tp] if stop is None else stop.get(tp.partition, 0) for tp in partitions
+            }
+            for tp in partitions:
+                offset = (start or {}).get(tp.partition)
+                if offset is None:
+                    await consumer.seek_to_beginning(tp)
+                else:
+                    consumer.seek(tp, offset)
+            remaining = {tp for tp in partitions if await consumer.position(tp) < targets[tp]}
+            while remaining:
+                fetched = await consumer.getmany(*remaining, timeout_ms=FETCH_MS, max_records=batch)
+                records = [
+                    Record.of(record)
+                    for tp, batch_records in fetched.items()
+                    for record in _below(batch_records, targets[tp])
+                ]
+                if records:
+                    result = on_records(records)
+                    if asyncio.iscoroutine(result):
+                        await result
+                for tp in list(remaining):
+                    if await consumer.position(tp) >= targets[tp]:
+                        remaining.discard(tp)
+                        consumer.pause(tp)
+        return {(tp.topic, tp.partition): offset for tp, offset in ends.items()}
+    finally:
+        await consumer.stop()
+
+
+def _below(records: list[ConsumerRecord], target: int) -> list[ConsumerRecord]:
+    return [r for r in records if r.offset < target]
+
+
+class UnknownTopic(LookupError):
+    pass
+
+
+async def _partitions(bootstrap: str, topic: str) -> list[TopicPartition]:
+    admin = AIOKafkaAdminClient(bootstrap_servers=bootstrap, client_id="blackjack-rebuild")
+    await admin.start()
+    try:
+        described = await admin.describe_topics([topic])
+    finally:
+        await admin.close()
+    found = [t for t in described if t.get("topic") == topic and t.get("error_code") == 0]
+    if not found:
+        raise UnknownTopic(f"no topic {topic} on {bootstrap}")
+    return [
+        TopicPartition(topic, p["partition"])
+        for p in sorted(found[0]["partitions"], key=lambda p: p["partition"])
+    ]
+
+
+async def rebuild(
+    writer: ProjectionWriter,
+    bootstrap: str,
+    topic: str,
+    stop: Mapping[Position, int] | None = None,
+    *,
+    batch: int = 500,
+    timeout: float = 600.0,
+) -> dict[Position, int]:
+    """Fold ``topic`` into the writer's store, from its stored positions (offset 0 for a fresh
+    store) up to ``stop`` or the end of the topic. Returns the topic's end offsets."""
+    stored = await writer.stored_positions(topic)
+    start = {partition: offset for (_, partition), offset in stored.items()}
+    until = None if stop is None else {p: o for (t, p), o in stop.items() if t == topic}
+    return await read_topic(
+        bootstrap, topic, writer.apply, start=start, stop=until, batch=batch, timeout=timeout
+    )

@@ -1,0 +1,152 @@
+"""The read model's tables (SQLAlchemy Core). The migrations in ``migrations/versions`` create
+exactly these; a test checks that the two agree.
+
+Every value is derived from the events of one stream (a table), never from the order in which
+partitions happen to be consumed, so a rebuild from offset 0 gives the same rows.
+"""
+
+from __future__ import annotations
+
+from sqlalchemy import (
+    JSON,
+    BigInteger,
+    Boolean,
+    Column,
+    DateTime,
+    Index,
+    Integer,
+    MetaData,
+    String,
+    Table,
+    Text,
+)
+from sqlalchemy.dialects.postgresql import JSONB
+
+metadata = MetaData()
+
+Document = JSON().with_variant(JSONB(), "postgresql")
+"""A JSON document column: JSONB on PostgreSQL, JSON text on SQLite."""
+
+Money = BigInteger
+"""Integer minor units (cents)."""
+
+ID = 128  # the envelope's id length limit
+
+positions = Table(
+    "projection_positions",
+    metadata,
+    Column("topic", String(249), primary_key=True),
+    Column("kafka_partition", Integer, primary_key=True),
+    Column("next_offset", BigInteger, nullable=False, comment="first offset not yet folded in"),
+    comment="tracking table: written in the same transaction as the changes it accounts for",
+)
+
+events = Table(
+    "events",
+    metadata,
+    Column("stream_id", String(ID), primary_key=True),
+    Column("sequence", BigInteger, primary_key=True),
+    Column("event_id", String(ID), nullable=False, unique=True),
+    Column("type", String(64), nullable=False),
+    Column("round", Integer, nullable=True),
+    Column("occurred_at", DateTime(timezone=True), nullable=False),
+    Column("topic", String(249), nullable=False),
+    Column("kafka_partition", Integer, nullable=False),
+    Column("kafka_offset", BigInteger, nullable=False),
+    Column("envelope", Text, nullable=False, comment="the wire envelope as JSON (shoe sealed)"),
+    comment="every public event folded in, for recall and replay",
+)
+Index("ix_events_stream_round", events.c.stream_id, events.c.round)
+
+table_views = Table(
+    "table_views",
+    metadata,
+    Column("stream_id", String(ID), primary_key=True),
+    Column("variant", String(64), nullable=True),
+    Column("currency", String(8), nullable=True),
+    Column("last_sequence", BigInteger, nullable=False),
+    Column("updated_at", DateTime(timezone=True), nullable=False),
+    Column("view", Document, nullable=False, comment="public table state (TableView)"),
+)
+
+accounts = Table(
+    "accounts",
+    metadata,
+    Column("stream_id", String(ID), primary_key=True),
+    Column("player_id", String(ID), primary_key=True),
+    Column("currency", String(8), nullable=False),
+    Column("funded_by_wallet", Boolean, nullable=False, comment="a multi-seat table"),
+    Column("seat", Integer, nullable=True),
+    Column("seated", Boolean, nullable=False),
+    Column("connected", Boolean, nullable=False),
+    Column("available", Money, nullable=False),
+    Column("in_play", Money, nullable=False),
+    Column("deposited", Money, nullable=False),
+    Column("withdrawn", Money, nullable=False),
+    Column("cashed_out", Money, nullable=False, comment="paid out when the player left"),
+    Column("wagered", Money, nullable=False),
+    Column("won", Money, nullable=False),
+    Column("lost", Money, nullable=False),
+    Column("rounds", Integer, nullable=False),
+    comment="a player's money at one table; a wallet is the sum over a player's tables",
+)
+Index("ix_accounts_player", accounts.c.player_id)
+
+wallets = Table(
+    "wallets",
+    metadata,
+    Column("stream_id", String(ID), primary_key=True),
+    Column("player_id", String(ID), nullable=False, unique=True),
+    Column("balance", Money, nullable=False),
+    Column("in_transit", Money, nullable=False, comment="buy-ins sent, not yet confirmed"),
+    Column("deposited", Money, nullable=False),
+    Column("withdrawn", Money, nullable=False),
+    Column("bought_in", Money, nullable=False),
+    Column("refunded", Money, nullable=False, comment="buy-ins a table refused"),
+    Column("cashed_in", Money, nullable=False, comment="money tables paid back"),
+    Column("last_sequence", BigInteger, nullable=False),
+    Column("updated_at", DateTime(timezone=True), nullable=False),
+    Column("pending", Document, nullable=False, comment="the buy-ins in transit"),
+    comment="a player's wallet stream: the money between tables",
+)
+
+rounds = Table(
+    "rounds",
+    metadata,
+    Column("stream_id", String(ID), primary_key=True),
+    Column("round", Integer, primary_key=True),
+    Column("round_id", String(ID + 12), nullable=False, unique=True),
+    Column("variant", String(64), nullable=False),
+    Column("currency", String(8), nullable=False),
+    Column("status", String(16), nullable=False),
+    Column("opened_at", DateTime(timezone=True), nullable=False),
+    Column("closed_at", DateTime(timezone=True), nullable=True),
+    Column("first_sequence", BigInteger, nullable=False),
+    Column("last_sequence", BigInteger, nullable=False),
+    Column("record", Document, nullable=False, comment="the full game cycle (RoundRecord)"),
+)
+
+round_players = Table(
+    "round_players",
+    metadata,
+    Column("stream_id", String(ID), primary_key=True),
+    Column("round", Integer, primary_key=True),
+    Column("player_id", String(ID), primary_key=True),
+    Column("started_at", DateTime(timezone=True), nullable=False),
+    Column("balance_before", Money, nullable=False),
+    Column("balance_after", Money, nullable=False),
+    Column("wagered", Money, nullable=False),
+    Column("paid", Money, nullable=False),
+    Column("net", Money, nullable=False),
+    comment="who played which round: the index of a player's betting history",
+)
+Index(
+    "ix_round_players_history",
+    round_players.c.player_id,
+    round_players.c.started_at,
+    round_players.c.stream_id,
+    round_players.c.round,
+)
+
+READ_MODEL = (positions, events, table_views, accounts, wallets, rounds, round_players)
+"""Every table of the read model, in the order of the canonical dump."""

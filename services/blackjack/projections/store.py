@@ -1,0 +1,98 @@
+"""The read-model store: SQLAlchemy 2 async on SQLite (aiosqlite, the embedded default) or
+PostgreSQL (asyncpg), its migrations, and the two kinds of transaction the projections use.
+
+``writing()`` serialises writers: on SQLite it begins with ``BEGIN IMMEDIATE`` (the database
+write lock is taken up front), on PostgreSQL the writer locks the tracking rows it is about to
+advance. ``reading()`` sees one consistent snapshot: a real ``BEGIN`` on SQLite (the sqlite3
+driver would otherwise run each SELECT on its own) and ``REPEATABLE READ`` on PostgreSQL.
+"""
+
+from __future__ import annotations
+
+from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager
+from pathlib import Path
+from typing import Any
+
+from alembic import command
+from alembic.config import Config
+from sqlalchemy import event, text
+from sqlalchemy.engine import Connection, make_url
+from sqlalchemy.ext.asyncio import AsyncConnection, AsyncEngine, create_async_engine
+from sqlalchemy.pool import StaticPool
+
+MIGRATIONS = Path(__file__).with_name("migrations")
+_MIGRATION_LOCK = 0x626A_7072  # "bjpr": one migrating process at a time on PostgreSQL
+_SQLITE_BUSY_MS = 30_000
+
+
+class ProjectionStore:
+    def __init__(self, url: str) -> None:
+        parsed = make_url(url)
+        self.url = url
+        self.dialect = parsed.get_backend_name()
+        if self.dialect not in ("sqlite", "postgresql"):
+            raise ValueError(f"the read model runs on SQLite or PostgreSQL, not {self.dialect}")
+        options: dict[str, Any] = {}
+        if self.dialect == "sqlite":
+            database = parsed.database or ""
+            if database in ("", ":memory:"):
+                options["poolclass"] = StaticPool  # one connection, or each would be empty
+            else:
+                Path(database).parent.mkdir(parents=True, exist_ok=True)
+        self.engine: AsyncEngine = create_async_engine(url, **options)
+        if self.dialect == "sqlite":
+            _take_over_sqlite_transactions(self.engine)
+
+    @property
+    def is_sqlite(self) -> bool:
+        return self.dialect == "sqlite"
+
+    async def migrate(self) -> None:
+        """Bring the schema to the newest migration (safe to call from several workers)."""
+        async with self.writing() as connection:
+            if not self.is_sqlite:
+                await connection.execute(text(f"SELECT pg_advisory_xact_lock({_MIGRATION_LOCK})"))
+            await connection.run_sync(_upgrade)
+
+    async def close(self) -> None:
+        await self.engine.dispose()
+
+    @asynccontextmanager
+    async def writing(self) -> AsyncIterator[AsyncConnection]:
+        async with self.engine.connect() as connection:
+            if self.is_sqlite:
+                await connection.execution_options(sqlite_begin="BEGIN IMMEDIATE")
+            async with connection.begin():
+                yield connection
+
+    @asynccontextmanager
+    async def reading(self) -> AsyncIterator[AsyncConnection]:
+        async with self.engine.connect() as connection:
+            if not self.is_sqlite:
+                await connection.execution_options(isolation_level="REPEATABLE READ")
+            async with connection.begin():
+                yield connection
+
+
+def _upgrade(connection: Connection) -> None:
+    config = Config()
+    config.set_main_option("script_location", str(MIGRATIONS))
+    config.attributes["connection"] = connection
+    command.upgrade(config, "head")
+
+
+def _take_over_sqlite_transactions(engine: AsyncEngine) -> None:
+    """The recipe of SQLAlchemy's SQLite notes: the driver emits no BEGIN of its own, we do."""
+
+    @event.listens_for(engine.sync_engine, "connect")
+    def _connect(dbapi_connection: Any, _record: Any) -> None:
+        dbapi_connection.isolation_level = None
+        cursor = dbapi_connection.cursor()
+        cursor.execute(f"PRAGMA busy_timeout = {_SQLITE_BUSY_MS}")
+        cursor.execute("PRAGMA journal_mode = WAL")
+        cursor.close()
+
+    @event.listens_for(engine.sync_engine, "begin")
+    def _begin(connection: Connection) -> None:
+        connection.exec_driver_sql(connection.get_execution_options().get("sqlite_begin", "BEGIN"))

@@ -1,0 +1,203 @@
+"""The projection worker: a FastStream batch subscriber on ``blackjack.events``.
+
+It joins a consumer group (``read_committed``, so events of an aborted handler transaction
+are never seen) and, whenever the group gives it partitions, seeks each one to the position
+stored in the read model: Kafka's committed offsets are only written afterwards, for lag
+dashboards, and never read. A batch that fails is rolled back and its partitions are rewound
+to the batch's first record, so nothing is skipped; the failure is logged and counted.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import signal
+from collections.abc import Callable
+from typing import TYPE_CHECKING
+
+import structlog
+from aiokafka import ConsumerRebalanceListener, TopicPartition
+from aiokafka.errors import KafkaError
+from faststream import AckPolicy
+from faststream.kafka import KafkaBroker
+from faststream.kafka.annotations import KafkaMessage
+from prometheus_client import Counter, Gauge
+
+from blackjack.projections.settings import ProjectionSettings
+from blackjack.projections.store import ProjectionStore
+from blackjack.projections.writer import BatchResult, ProjectionWriter, Record
+
+if TYPE_CHECKING:
+    from aiokafka import AIOKafkaConsumer
+
+log = structlog.get_logger("blackjack.projections")
+
+EVENTS_FOLDED = Counter(
+    "blackjack_projection_events_total", "Events folded into the read model", ["type"]
+)
+REDELIVERED = Counter(
+    "blackjack_projection_redelivered_total",
+    "Records skipped because the read model already holds them (a redelivery after a crash)",
+)
+DUPLICATES = Counter(
+    "blackjack_projection_duplicate_events_total",
+    "The same event (stream, sequence, id) met again at a later offset",
+)
+FAILED_BATCHES = Counter(
+    "blackjack_projection_failed_batches_total",
+    "Batches rolled back; their partitions were rewound to retry",
+)
+POSITION = Gauge(
+    "blackjack_projection_position",
+    "Next offset to fold in, as stored with the read model",
+    ["topic", "partition"],
+)
+
+RETRY_SECONDS = 2.0
+
+
+class SeekToStoredPositions(ConsumerRebalanceListener):  # type: ignore[misc]
+    """On every assignment, continue each partition from the position in the read model."""
+
+    def __init__(
+        self, writer: ProjectionWriter, consumer: Callable[[], AIOKafkaConsumer | None]
+    ) -> None:
+        self.writer = writer
+        self.consumer = consumer
+
+    async def on_partitions_revoked(self, revoked: set[TopicPartition]) -> None:
+        log.info("partitions revoked", partitions=sorted(str(tp) for tp in revoked))
+
+    async def on_partitions_assigned(self, assigned: set[TopicPartition]) -> None:
+        consumer = self.consumer()
+        if consumer is None:
+            return
+        stored = await self.writer.stored_positions()
+        for tp in sorted(assigned):
+            offset = stored.get((tp.topic, tp.partition))
+            if offset is None:
+                await consumer.seek_to_beginning(tp)
+            else:
+                consumer.seek(tp, offset)
+        log.info(
+            "partitions assigned",
+            positions={str(tp): stored.get((tp.topic, tp.partition), 0) for tp in assigned},
+        )
+
+
+def register_projection(
+    broker: KafkaBroker, topic: str, writer: ProjectionWriter, settings: ProjectionSettings
+) -> None:
+    """Subscribe the projection to ``topic`` on ``broker`` (the topic name as the broker wants
+    it: without the prefix if the broker adds one itself)."""
+    subscriber = None
+
+    def consumer() -> AIOKafkaConsumer | None:
+        return None if subscriber is None else subscriber.consumer
+
+    subscriber = broker.subscriber(
+        topic,
+        batch=True,
+        max_records=settings.batch,
+        group_id=settings.group_id,
+        auto_offset_reset="earliest",
+        isolation_level="read_committed",
+        ack_policy=AckPolicy.MANUAL,
+        listener=SeekToStoredPositions(writer, consumer),
+        title="projections",
+        description="Folds every event into wallets and game history",
+    )
+
+    @subscriber
+    async def fold_events(message: KafkaMessage) -> None:
+        raw = message.raw_message
+        records = [Record.of(r) for r in (raw if isinstance(raw, tuple) else (raw,))]
+        kafka = consumer()
+        try:
+            result = await writer.apply(records)
+        except Exception:
+            FAILED_BATCHES.inc()
+            log.exception("batch rolled back; rewinding", records=len(records))
+            if kafka is not None:
+                _rewind(kafka, records)
+            await asyncio.sleep(RETRY_SECONDS)
+            return
+        _count(result)
+        if kafka is not None:
+            await _commit_for_dashboards(kafka, result)
+
+
+def _rewind(consumer: AIOKafkaConsumer, records: list[Record]) -> None:
+    first: dict[tuple[str, int], int] = {}
+    for record in records:
+        first[record.position] = min(first.get(record.position, record.offset), record.offset)
+    for (topic, partition), offset in first.items():
+        try:
+            consumer.seek(TopicPartition(topic, partition), offset)
+        except Exception:  # the partition went to another worker, which seeks for itself
+            log.info("not rewound: partition no longer assigned", topic=topic, partition=partition)
+
+
+def _count(result: BatchResult) -> None:
+    for kind, count in result.types.items():
+        EVENTS_FOLDED.labels(kind).inc(count)
+    REDELIVERED.inc(result.skipped)
+    DUPLICATES.inc(result.duplicates)
+    for (topic, partition), offset in result.positions.items():
+        POSITION.labels(topic, str(partition)).set(offset)
+
+
+async def _commit_for_dashboards(consumer: AIOKafkaConsumer, result: BatchResult) -> None:
+    offsets = {TopicPartition(t, p): offset for (t, p), offset in result.positions.items()}
+    try:
+        await consumer.commit(offsets)
+    except KafkaError as error:  # a rebalance in between: harmless, the store is the truth
+        log.debug("group offsets not committed", error=str(error))
+
+
+def build_broker(settings: ProjectionSettings, writer: ProjectionWriter) -> KafkaBroker:
+    broker = KafkaBroker(
+        settings.bootstrap,
+        client_id="blackjack-projections",
+        allow_auto_create_topics=False,
+        log_level=logging.DEBUG,
+    )
+    register_projection(broker, settings.events_topic, writer, settings)
+    return broker
+
+
+async def run_worker(settings: ProjectionSettings, http: tuple[str, int] | None = None) -> None:
+    """Fold events until SIGINT or SIGTERM; with ``http``, serve the query API there too."""
+    store = ProjectionStore(settings.db_url)
+    await store.migrate()
+    writer = ProjectionWriter(store)
+    broker = build_broker(settings, writer)
+    await broker.start()
+    log.info("projection worker started", topic=settings.events_topic, group=settings.group_id)
+    try:
+        if http is None:
+            await _until_signalled()
+        else:
+            await _serve_http(store, *http)
+    finally:
+        await broker.stop()
+        await store.close()
+
+
+async def _until_signalled() -> None:
+    stop = asyncio.Event()
+    loop = asyncio.get_running_loop()
+    for signum in (signal.SIGINT, signal.SIGTERM):
+        loop.add_signal_handler(signum, stop.set)
+    await stop.wait()
+
+
+async def _serve_http(store: ProjectionStore, host: str, port: int) -> None:
+    import uvicorn
+
+    from blackjack.api.routes import QueryApi
+
+    config = uvicorn.Config(
+        QueryApi(store), host=host, port=port, lifespan="off", log_level="warning"
+    )
+    await uvicorn.Server(config).serve()

@@ -1,0 +1,347 @@
+"""Folding Kafka records into the store, exactly once.
+
+One batch of records is one database transaction. It begins by locking the tracking rows
+(``projection_positions``) of the partitions in the batch, skips every record below the stored
+position (already folded in by this or another worker), folds the rest, and moves the
+positions past them in the same transaction. A crash before the commit leaves nothing; a crash
+after it leaves the positions that say so. Kafka's own committed offsets play no part.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import Any, Protocol
+
+from sqlalchemy import Table, and_, insert, select, update
+from sqlalchemy.dialects.postgresql import insert as postgresql_insert
+from sqlalchemy.dialects.sqlite import insert as sqlite_insert
+from sqlalchemy.ext.asyncio import AsyncConnection
+
+from blackjack.domain import events as ev
+from blackjack.domain.wallet import is_wallet_stream
+from blackjack.messages import wire
+from blackjack.projections import schema
+from blackjack.projections.projector import (
+    Account,
+    ProjectionError,
+    RoundPlayer,
+    RoundRecord,
+    StreamProjection,
+    TableView,
+    WalletProjection,
+    WalletView,
+    utc,
+)
+from blackjack.projections.store import ProjectionStore
+
+Position = tuple[str, int]
+"""(topic, partition)"""
+
+
+class KafkaRecord(Protocol):
+    topic: str
+    partition: int
+    offset: int
+    key: bytes | None
+    value: bytes | None
+
+
+@dataclass(frozen=True, slots=True)
+class Record:
+    topic: str
+    partition: int
+    offset: int
+    value: bytes
+    key: bytes | None = None
+
+    @classmethod
+    def of(cls, record: KafkaRecord) -> Record:
+        return cls(record.topic, record.partition, record.offset, record.value or b"", record.key)
+
+    @property
+    def position(self) -> Position:
+        return (self.topic, self.partition)
+
+
+@dataclass
+class BatchResult:
+    folded: int = 0
+    skipped: int = 0
+    """below the stored position: folded in before (a redelivery)"""
+    duplicates: int = 0
+    """the same event (stream, sequence, event id) again at a later offset"""
+    positions: dict[Position, int] = field(default_factory=dict)
+    types: dict[str, int] = field(default_factory=dict)
+
+
+class ProjectionWriter:
+    def __init__(self, store: ProjectionStore) -> None:
+        self.store = store
+        self.positions: dict[Position, int] = {}
+        self._progress = asyncio.Condition()
+
+    async def stored_positions(self, topic: str | None = None) -> dict[Position, int]:
+        async with self.store.reading() as connection:
+            return await read_positions(connection, topic)
+
+    async def apply(self, records: Sequence[Record]) -> BatchResult:
+        result = BatchResult()
+        if not records:
+            return result
+        async with self.store.writing() as connection:
+            keys = sorted({r.position for r in records})
+            current = await _lock_positions(connection, self.store.dialect, keys)
+            batch = _Batch(connection)
+            for record in records:
+                if record.offset < current[record.position]:
+                    result.skipped += 1
+                    continue
+                kind = await batch.fold(record)
+                if kind is None:
+                    result.duplicates += 1
+                else:
+                    result.folded += 1
+                    result.types[kind] = result.types.get(kind, 0) + 1
+                current[record.position] = record.offset + 1
+            await batch.flush()
+            for key in keys:
+                await connection.execute(
+                    update(schema.positions)
+                    .where(_position_is(key))
+                    .values(next_offset=current[key])
+                )
+        result.positions = {key: current[key] for key in keys}
+        async with self._progress:
+            self.positions.update(result.positions)
+            self._progress.notify_all()
+        return result
+
+    async def wait_for(self, targets: Mapping[Position, int], timeout: float) -> None:
+        """Until every partition's position has reached its target (in this process)."""
+
+        def reached() -> bool:
+            return all(self.positions.get(key, 0) >= offset for key, offset in targets.items())
+
+        async with asyncio.timeout(timeout), self._progress:
+            await self._progress.wait_for(reached)
+
+
+async def read_positions(
+    connection: AsyncConnection, topic: str | None = None
+) -> dict[Position, int]:
+    query = select(schema.positions)
+    if topic is not None:
+        query = query.where(schema.positions.c.topic == topic)
+    rows = (await connection.execute(query)).all()
+    return {(row.topic, row.kafka_partition): row.next_offset for row in rows}
+
+
+def _position_is(key: Position) -> Any:
+    return and_(schema.positions.c.topic == key[0], schema.positions.c.kafka_partition == key[1])
+
+
+async def _lock_positions(
+    connection: AsyncConnection, dialect: str, keys: Iterable[Position]
+) -> dict[Position, int]:
+    """The stored positions of these partitions, their rows created if new and locked."""
+    rows = [{"topic": t, "kafka_partition": p, "next_offset": 0} for t, p in keys]
+    make_insert = postgresql_insert if dialect == "postgresql" else sqlite_insert
+    await connection.execute(make_insert(schema.positions).on_conflict_do_nothing(), rows)
+    current = {}
+    for key in keys:
+        query = select(schema.positions.c.next_offset).where(_position_is(key)).with_for_update()
+        current[key] = (await connection.execute(query)).scalar_one()
+    return current
+
+
+@dataclass
+class _LoadedWallet:
+    projection: WalletProjection
+    exists: bool
+
+
+@dataclass
+class _Loaded:
+    """One table's read model as loaded for a batch, and which of its rows exist already."""
+
+    projection: StreamProjection
+    view_exists: bool
+    accounts: set[str]
+    rounds: set[int] = field(default_factory=set)
+    players: set[tuple[int, str]] = field(default_factory=set)
+
+
+class _Batch:
+    def __init__(self, connection: AsyncConnection) -> None:
+        self.connection = connection
+        self.streams: dict[str, _Loaded] = {}
+        self.wallets: dict[str, _LoadedWallet] = {}
+        self.events: list[dict[str, Any]] = []
+        self.event_ids: dict[tuple[str, int], str] = {}
+
+    async def fold(self, record: Record) -> str | None:
+        """Fold one record in; its event type, or None for a duplicate of an earlier event."""
+        envelope = wire.decode(record.value)
+        projection: StreamProjection | WalletProjection
+        if is_wallet_stream(envelope.stream_id):
+            projection = (await self._wallet(envelope.stream_id)).projection
+        else:
+            projection = (await self._stream(envelope.stream_id)).projection
+        if envelope.sequence <= projection.view.last_sequence:
+            earlier = await self._event_id(envelope.stream_id, envelope.sequence)
+            if earlier != envelope.event_id:
+                raise ProjectionError(
+                    f"{envelope.stream_id} event {envelope.sequence} is {envelope.event_id}, "
+                    f"but {earlier} was folded in at that place"
+                )
+            return None
+        event = envelope.data
+        if isinstance(event, ev.RoundEvent) and not isinstance(event, ev.RoundOpened):
+            await self._load_round(self.streams[envelope.stream_id], event.round)
+        projection.apply(envelope)
+        self.events.append(
+            {
+                "stream_id": envelope.stream_id,
+                "sequence": envelope.sequence,
+                "event_id": envelope.event_id,
+                "type": envelope.type,
+                "round": event.round if isinstance(event, ev.RoundEvent) else None,
+                "occurred_at": utc(envelope.occurred_at),
+                "topic": record.topic,
+                "kafka_partition": record.partition,
+                "kafka_offset": record.offset,
+                "envelope": wire.encode(envelope).decode(),
+            }
+        )
+        self.event_ids[(envelope.stream_id, envelope.sequence)] = envelope.event_id
+        return envelope.type
+
+    async def _event_id(self, stream_id: str, sequence: int) -> str | None:
+        pending = self.event_ids.get((stream_id, sequence))
+        if pending is not None:
+            return pending
+        query = select(schema.events.c.event_id).where(
+            schema.events.c.stream_id == stream_id, schema.events.c.sequence == sequence
+        )
+        return (await self.connection.execute(query)).scalar_one_or_none()
+
+    async def _wallet(self, stream_id: str) -> _LoadedWallet:
+        loaded = self.wallets.get(stream_id)
+        if loaded is not None:
+            return loaded
+        w = schema.wallets
+        row = (await self.connection.execute(select(w).where(w.c.stream_id == stream_id))).first()
+        if row is None:
+            loaded = _LoadedWallet(WalletProjection.new(stream_id), exists=False)
+        else:
+            values = row._asdict()
+            values.pop("in_transit")
+            loaded = _LoadedWallet(WalletProjection(WalletView.model_validate(values)), True)
+        self.wallets[stream_id] = loaded
+        return loaded
+
+    async def _stream(self, stream_id: str) -> _Loaded:
+        loaded = self.streams.get(stream_id)
+        if loaded is not None:
+            return loaded
+        t, a = schema.table_views, schema.accounts
+        row = (
+            await self.connection.execute(select(t.c.view).where(t.c.stream_id == stream_id))
+        ).first()
+        if row is None:
+            loaded = _Loaded(StreamProjection.new(stream_id), view_exists=False, accounts=set())
+        else:
+            rows = (
+                await self.connection.execute(select(a).where(a.c.stream_id == stream_id))
+            ).all()
+            accounts = {r.player_id: Account.model_validate(r._asdict()) for r in rows}
+            projection = StreamProjection(TableView.model_validate(row.view), accounts)
+            loaded = _Loaded(projection, view_exists=True, accounts=set(accounts))
+        self.streams[stream_id] = loaded
+        return loaded
+
+    async def _load_round(self, loaded: _Loaded, number: int) -> None:
+        projection = loaded.projection
+        if number in projection.rounds:
+            return
+        stream_id = projection.view.stream_id
+        r, rp = schema.rounds, schema.round_players
+        query = select(r.c.record).where(r.c.stream_id == stream_id, r.c.round == number)
+        row = (await self.connection.execute(query)).first()
+        if row is None:
+            return  # the projection reports the unknown round
+        projection.rounds[number] = RoundRecord.model_validate(row.record)
+        loaded.rounds.add(number)
+        query = select(rp).where(rp.c.stream_id == stream_id, rp.c.round == number)
+        for player in (await self.connection.execute(query)).all():
+            projection.players[(number, player.player_id)] = RoundPlayer.model_validate(
+                player._asdict()
+            )
+            loaded.players.add((number, player.player_id))
+
+    async def flush(self) -> None:
+        for loaded in self.streams.values():
+            await self._save(loaded)
+        for wallet in self.wallets.values():
+            values = wallet.projection.view.model_dump(mode="json", exclude={"updated_at"})
+            values["updated_at"] = wallet.projection.view.updated_at
+            values["in_transit"] = wallet.projection.view.in_transit
+            key = {"stream_id": values.pop("stream_id")}
+            await self._put(schema.wallets, key, values, exists=wallet.exists)
+        if self.events:
+            await self.connection.execute(insert(schema.events), self.events)
+
+    async def _save(self, loaded: _Loaded) -> None:
+        projection = loaded.projection
+        view = projection.view
+        stream_id = view.stream_id
+        await self._put(
+            schema.table_views,
+            {"stream_id": stream_id},
+            {
+                "variant": view.variant,
+                "currency": view.currency,
+                "last_sequence": view.last_sequence,
+                "updated_at": view.updated_at,
+                "view": view.model_dump(mode="json"),
+            },
+            exists=loaded.view_exists,
+        )
+        for player_id in sorted(projection.accounts_dirty):
+            values = projection.accounts[player_id].model_dump()
+            key = {"stream_id": values.pop("stream_id"), "player_id": values.pop("player_id")}
+            await self._put(schema.accounts, key, values, exists=player_id in loaded.accounts)
+        for number in sorted(projection.rounds_dirty):
+            record = projection.rounds[number]
+            await self._put(
+                schema.rounds,
+                {"stream_id": stream_id, "round": number},
+                {
+                    "round_id": record.round_id,
+                    "variant": record.variant,
+                    "currency": record.currency,
+                    "status": record.status,
+                    "opened_at": record.opened_at,
+                    "closed_at": record.closed_at,
+                    "first_sequence": record.first_sequence,
+                    "last_sequence": record.last_sequence,
+                    "record": record.model_dump(mode="json"),
+                },
+                exists=number in loaded.rounds,
+            )
+        for number, player_id in sorted(projection.players_dirty):
+            values = projection.players[(number, player_id)].model_dump()
+            key = {k: values.pop(k) for k in ("stream_id", "round", "player_id")}
+            exists = (number, player_id) in loaded.players
+            await self._put(schema.round_players, key, values, exists=exists)
+
+    async def _put(
+        self, table: Table, key: dict[str, Any], values: dict[str, Any], *, exists: bool
+    ) -> None:
+        if exists:
+            where = [table.c[name] == value for name, value in key.items()]
+            await self.connection.execute(update(table).where(*where).values(**values))
+        else:
+            await self.connection.execute(insert(table).values(**key, **values))

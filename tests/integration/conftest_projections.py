@@ -1,0 +1,549 @@
+"""Fixtures and helpers for the projection, query API and audit tests.
+
+Loaded by ``pytest_plugins = ["conftest_projections"]`` from those test modules. The game
+generator (``play_tables``) has no I/O and is imported by unit tests too.
+
+Event logs come from the real engine: ``table.apply`` with a seeded shuffler, players picking
+random moves among the ones ``legal_actions`` offers (bets, deal, pass, insurance, hit, stand,
+double, split, surrender), timers running out, deposits, withdrawals, disconnections, players
+leaving and coming back. Each event is wrapped in an ``EventEnvelope`` as the handler would.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import os
+import random
+import uuid
+from collections.abc import AsyncIterator, Iterable, Sequence
+from dataclasses import dataclass, field
+from datetime import UTC, datetime, timedelta
+from pathlib import Path
+from typing import Any
+
+import pytest
+from aiokafka import AIOKafkaProducer
+from aiokafka.admin import AIOKafkaAdminClient, NewTopic
+
+from blackjack.domain import commands as cmd
+from blackjack.domain import events as ev
+from blackjack.domain import wallet as wl
+from blackjack.domain.legal import legal_actions
+from blackjack.domain.rejections import Rejection
+from blackjack.domain.rules import Rules
+from blackjack.domain.state import INITIAL_STATE, TableState
+from blackjack.messages import wire
+from blackjack.messages.envelope import EventEnvelope
+from blackjack.messages.sealing import ShoeSeal
+from blackjack.projections.settings import EVENTS_TOPIC
+from blackjack.projections.store import ProjectionStore
+from blackjack.scenario import build_shoe
+from blackjack.simulation.player import SeededShuffler
+from blackjack.table import apply
+
+START = datetime(2026, 3, 1, 12, 0, tzinfo=UTC)
+PARTITIONS = 3
+
+# ---- the game generator -------------------------------------------------------------------
+
+
+@dataclass
+class GameLog:
+    envelopes: list[EventEnvelope] = field(default_factory=list)
+    states: dict[str, TableState] = field(default_factory=dict)
+    wallets: dict[str, wl.WalletState] = field(default_factory=dict)
+
+    def of(self, stream_id: str) -> list[EventEnvelope]:
+        return [e for e in self.envelopes if e.stream_id == stream_id]
+
+    def count(self, event_type: str) -> int:
+        return sum(1 for e in self.envelopes if e.type == event_type)
+
+
+class _Table:
+    """One table played by random but always legal moves."""
+
+    def __init__(self, stream_id: str, variant: str, seed: int) -> None:
+        self.stream_id = stream_id
+        self.random = random.Random(f"{seed}/{stream_id}")
+        self.shuffler = SeededShuffler(self.random.randrange(2**32))
+        self.state: TableState = INITIAL_STATE
+        self.now = START + timedelta(seconds=self.random.randrange(60))
+        self.envelopes: list[EventEnvelope] = []
+        self.sequences: dict[str, int] = {}
+        self.wallets: dict[str, wl.WalletState] = {}
+        self.commands = 0
+        self.settled = 0
+        self.variant = variant
+
+    def submit(self, command: cmd.Command) -> bool:
+        self.commands += 1
+        result = apply(self.state, command, self.now, self.shuffler)
+        if isinstance(result, Rejection):
+            return False
+        self.state = result.state
+        for event in result.events:
+            self._record(self.stream_id, event)
+            if isinstance(event, ev.RoundSettled):
+                self.settled += 1
+            if self.multi_seat and isinstance(event, ev.SeatLeft | ev.FundsWithdrawn):
+                amount = event.balance_returned if isinstance(event, ev.SeatLeft) else event.amount
+                if amount > 0:
+                    cash_out = wl.CashOut(
+                        player_id=event.player_id, table_id=self.stream_id, amount=amount
+                    )
+                    self.wallet(cash_out)
+        return True
+
+    def _record(self, stream_id: str, event: ev.Event | wl.WalletEvent) -> None:
+        sequence = self.sequences.get(stream_id, 0) + 1
+        self.sequences[stream_id] = sequence
+        self.envelopes.append(
+            EventEnvelope(
+                event_id=f"{stream_id}-{sequence}",
+                type=event.type,  # type: ignore[union-attr]
+                schema_version=event.version,
+                stream_id=stream_id,
+                sequence=sequence,
+                occurred_at=self.now,
+                causation_id=f"{self.stream_id}-cmd-{self.commands}",
+                correlation_id=f"{self.stream_id}-session",
+                data=event,
+            )
+        )
+
+    def wallet(self, command: wl.WalletCommand) -> bool:
+        """A command to the player's wallet stream, as the handler runs it."""
+        self.commands += 1
+        stream_id = wl.wallet_stream(command.player_id)
+        state = self.wallets.get(stream_id, wl.INITIAL_WALLET)
+        decision = wl.decide_wallet(state, command)
+        if isinstance(decision, Rejection):
+            return False
+        for event in decision:
+            state = wl.evolve_wallet(state, event)
+            self._record(stream_id, event)
+        self.wallets[stream_id] = state
+        return True
+
+    def fund(self, player_id: str, amount: int) -> None:
+        """Money to the player's seat: straight from the platform at a single-player table,
+        through the wallet (a buy-in, confirmed or refunded by the table) at a shared one."""
+        if not self.multi_seat:
+            self.submit(cmd.Deposit(player_id=player_id, amount=amount))
+            return
+        self.wallet(wl.WalletDeposit(player_id=player_id, amount=amount))
+        if not self.wallet(wl.BuyIn(player_id=player_id, table_id=self.stream_id, amount=amount)):
+            return
+        transfer = self.wallets[wl.wallet_stream(player_id)].transfers
+        if self.submit(cmd.Deposit(player_id=player_id, amount=amount)):
+            self.wallet(wl.ConfirmBuyIn(player_id=player_id, transfer=transfer))
+        else:
+            self.wallet(wl.RefundBuyIn(player_id=player_id, transfer=transfer, reason="refused"))
+
+    def must(self, command: cmd.Command) -> None:
+        if not self.submit(command):
+            raise AssertionError(f"set-up command refused: {command}")
+
+    @property
+    def multi_seat(self) -> bool:
+        return self.state.rules.seats > 1
+
+    def open(self) -> None:
+        self.must(cmd.OpenTable(variant=self.variant))
+        players = min(self.state.rules.seats, 3)
+        for seat in range(players):
+            self.sit(f"{self.stream_id}-p{seat}", seat)
+
+    def sit(self, player_id: str, seat: int) -> None:
+        self.must(cmd.SitDown(player_id=player_id, seat=seat))
+        self.fund(player_id, self.random.randint(20, 80) * self.state.rules.min_bet)
+
+    def step(self) -> None:
+        rng = self.random
+        state = self.state
+        self.now += timedelta(seconds=rng.randint(1, 4))
+        if not state.round_open and rng.random() < 0.12:
+            self._between_rounds()
+            return
+        if state.deadline is not None and rng.random() < 0.1:
+            self.now = max(self.now, state.deadline + timedelta(seconds=1))
+            self.submit(cmd.ExpireTimers())
+            return
+        moves: list[tuple[float, cmd.Command]] = []
+        for player_id, player in state.players.items():
+            if not player.connected:
+                moves.append((1.0, cmd.Reconnect(player_id=player_id)))
+                continue
+            moves += self._moves(player_id)
+        if not moves:
+            for player_id in list(state.players):
+                self.fund(player_id, 50 * state.rules.min_bet)
+            if state.deadline is not None:
+                self.now = max(self.now, state.deadline + timedelta(seconds=1))
+                self.submit(cmd.ExpireTimers())
+            return
+        weights = [w for w, _ in moves]
+        _, command = rng.choices(moves, weights=weights)[0]
+        self.submit(command)
+
+    def _moves(self, player_id: str) -> list[tuple[float, cmd.Command]]:
+        rng = self.random
+        state = self.state
+        legal = legal_actions(state, player_id, self.now)
+        rules = state.rules
+        balance = state.players[player_id].balance
+        moves: list[tuple[float, cmd.Command]] = []
+        has_bet = bool(state.boxes_of(player_id))
+        for box in legal.bet_boxes:
+            top = min(rules.max_bet, balance, 10 * rules.min_bet)
+            amount = rng.randint(rules.min_bet, max(rules.min_bet, top))
+            moves.append(
+                (0.6 if has_bet else 3.0, cmd.PlaceBet(player_id=player_id, box=box, amount=amount))
+            )
+        if legal.deal:
+            moves.append((3.0, cmd.Deal(player_id=player_id)))
+        if legal.clear:
+            moves.append((0.15, cmd.ClearBets(player_id=player_id)))
+        if legal.pass_round:
+            moves.append((0.3, cmd.Pass(player_id=player_id)))
+        for multiplier in legal.rebet:
+            moves.append((1.0, cmd.Rebet(player_id=player_id, multiplier=multiplier)))
+        for box in legal.insurance_boxes:
+            moves.append((1.0, cmd.TakeInsurance(player_id=player_id, box=box)))
+        for box in legal.decline_boxes:
+            moves.append((1.0, cmd.DeclineInsurance(player_id=player_id, box=box)))
+        if legal.turn is not None:
+            box, hand = legal.turn.box, legal.turn.hand
+            kinds: dict[str, type[cmd.HandCommand]] = {
+                "hit": cmd.Hit,
+                "stand": cmd.Stand,
+                "double": cmd.Double,
+                "split": cmd.Split,
+                "surrender": cmd.Surrender,
+            }
+            for action in legal.turn.actions:
+                weight = {"split": 3.0, "double": 1.5, "surrender": 0.7}.get(action, 1.0)
+                moves.append((weight, kinds[action](player_id=player_id, box=box, hand=hand)))
+        return moves
+
+    def _between_rounds(self) -> None:
+        rng = self.random
+        state = self.state
+        players = sorted(state.players)
+        if not players:
+            self.sit(f"{self.stream_id}-p0", 0)
+            return
+        player_id = rng.choice(players)
+        balance = state.players[player_id].balance
+        roll = rng.random()
+        if roll < 0.3:
+            self.fund(player_id, rng.randint(1, 30) * 100)
+        elif roll < 0.55 and balance > 0:
+            amount = rng.randint(1, max(1, balance // 4))
+            self.submit(cmd.Withdraw(player_id=player_id, amount=amount))
+        elif roll < 0.75:
+            self.submit(cmd.Disconnect(player_id=player_id))
+        elif roll < 0.9:
+            seat = state.players[player_id].seat
+            if self.submit(cmd.LeaveTable(player_id=player_id)):
+                self.sit(player_id, seat)
+        else:
+            free = [s for s in range(state.rules.seats) if state.player_at(s) is None]
+            if free:
+                self.submit(cmd.MoveSeat(player_id=player_id, seat=rng.choice(free)))
+            wallet = self.wallets.get(wl.wallet_stream(player_id))
+            if wallet is not None and wallet.balance > 0:
+                amount = rng.randint(1, wallet.balance)
+                self.wallet(wl.WalletWithdraw(player_id=player_id, amount=amount))
+
+
+class _ScriptedShoes:
+    def __init__(self, shoes: Sequence[Sequence[str]]) -> None:
+        self.shoes = list(shoes)
+        self.count = 0
+
+    def __call__(self, rules: Rules) -> cmd.ShuffleShoe:
+        first = self.shoes[self.count] if self.count < len(self.shoes) else []
+        self.count += 1
+        order = build_shoe(rules.decks, list(first))
+        return cmd.ShuffleShoe(order=order, salt=f"script-salt-{self.count:08d}")
+
+
+class Script(_Table):
+    """One table played command by command, with the cards of each shoe given first (the
+    order of the scenario files: each box then the upcard, each box then the hole card)."""
+
+    def __init__(
+        self,
+        variant: str,
+        shoes: Sequence[Sequence[str]],
+        players: dict[str, int] | None = None,
+        stream_id: str = "table-1",
+    ) -> None:
+        super().__init__(stream_id, variant, seed=0)
+        self.shuffler = _ScriptedShoes(shoes)  # type: ignore[assignment]
+        self.must(cmd.OpenTable(variant=variant))
+        for seat, (player_id, balance) in enumerate((players or {"alice": 10_000}).items()):
+            self.must(cmd.SitDown(player_id=player_id, seat=seat))
+            if balance:
+                self.fund(player_id, balance)
+
+    def do(self, *commands: cmd.Command) -> list[EventEnvelope]:
+        """Apply the commands; the events they caused."""
+        start = len(self.envelopes)
+        for command in commands:
+            self.must(command)
+        return self.envelopes[start:]
+
+    def tick(self, seconds: int = 1) -> None:
+        self.now += timedelta(seconds=seconds)
+
+
+def play_tables(
+    tables: Sequence[tuple[str, str]], rounds: int, seed: int = 1, max_steps: int = 100_000
+) -> GameLog:
+    """Play ``rounds`` settled rounds at each (stream id, variant) table; the events of all
+    tables interleaved by time, each table's own in order."""
+    log = GameLog()
+    played = []
+    for stream_id, variant in tables:
+        table = _Table(stream_id, variant, seed)
+        table.open()
+        steps = 0
+        while table.settled < rounds:
+            steps += 1
+            if steps > max_steps:
+                raise AssertionError(f"{stream_id} settled only {table.settled} rounds")
+            table.step()
+        log.states[stream_id] = table.state
+        log.wallets.update(table.wallets)
+        played.append(table.envelopes)
+    merged = sorted(
+        (e for envelopes in played for e in envelopes),
+        key=lambda e: (e.occurred_at, e.stream_id, e.sequence),
+    )
+    log.envelopes = merged
+    return log
+
+
+def to_wire(envelopes: Iterable[EventEnvelope], seal: ShoeSeal) -> list[wire.WireEnvelope]:
+    return [wire.to_wire(e, seal) for e in envelopes]
+
+
+# ---- Kafka --------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class EventsTopic:
+    bootstrap: str
+    prefix: str
+
+    @property
+    def name(self) -> str:
+        return f"{self.prefix}{EVENTS_TOPIC}"
+
+
+async def publish(
+    topic: EventsTopic,
+    envelopes: Iterable[wire.WireEnvelope],
+    *,
+    transactional: bool = True,
+    abort: bool = False,
+) -> dict[tuple[str, int], int]:
+    """Produce the events keyed by stream; returns, per partition, the offset just past the
+    last record written (what a projection's stored position reaches once it has them all)."""
+    transactional_id = f"{topic.prefix}producer-{uuid.uuid4().hex[:8]}" if transactional else None
+    producer = AIOKafkaProducer(
+        bootstrap_servers=topic.bootstrap,
+        transactional_id=transactional_id,
+        enable_idempotence=True,
+        linger_ms=5,
+    )
+    await producer.start()
+    ends: dict[tuple[str, int], int] = {}
+    try:
+        items = list(envelopes)
+        if transactional:
+            async with producer.transaction():
+                await _send_all(producer, topic, items, ends)
+                if abort:
+                    raise _Abort
+        else:
+            await _send_all(producer, topic, items, ends)
+    except _Abort:
+        ends = {}
+    finally:
+        await producer.stop()
+    return ends
+
+
+class _Abort(Exception):
+    """Raised inside a producer transaction to abort it."""
+
+
+async def _send_all(
+    producer: AIOKafkaProducer,
+    topic: EventsTopic,
+    items: list[wire.WireEnvelope],
+    ends: dict[tuple[str, int], int],
+) -> None:
+    futures = [
+        await producer.send(
+            topic.name,
+            key=item.stream_id.encode(),
+            value=wire.encode(item),
+            headers=wire.cloudevents_headers(item, "tests/projections"),
+        )
+        for item in items
+    ]
+    for metadata in await asyncio.gather(*futures):
+        key = (metadata.topic, metadata.partition)
+        ends[key] = max(ends.get(key, 0), metadata.offset + 1)
+
+
+@pytest.fixture(scope="session")
+def projection_bootstrap() -> str:
+    import infra
+
+    return infra.kafka_bootstrap()
+
+
+@pytest.fixture
+async def events_topic(projection_bootstrap: str) -> AsyncIterator[EventsTopic]:
+    """A fresh ``<prefix>blackjack.events`` topic (3 partitions) for one test."""
+    topic = EventsTopic(projection_bootstrap, f"test-{uuid.uuid4().hex[:10]}.")
+    admin = AIOKafkaAdminClient(bootstrap_servers=projection_bootstrap)
+    await admin.start()
+    try:
+        await admin.create_topics([NewTopic(topic.name, PARTITIONS, 1)])
+        yield topic
+        await admin.delete_topics([topic.name])
+    finally:
+        await admin.close()
+
+
+@pytest.fixture(scope="session")
+def shoe_seal() -> ShoeSeal:
+    return ShoeSeal.from_hex(SHOE_KEY)
+
+
+SHOE_KEY = ShoeSeal.new_key_hex()
+
+
+# ---- stores -------------------------------------------------------------------------------
+
+
+@pytest.fixture(scope="session")
+def postgres_server_url() -> str:
+    import infra
+
+    return infra.postgres_url()
+
+
+async def _create_database(server_url: str, name: str) -> str:
+    import asyncpg
+    from sqlalchemy.engine import make_url
+
+    url = make_url(server_url)
+    connection = await asyncpg.connect(
+        user=url.username,
+        password=url.password,
+        host=url.host,
+        port=url.port,
+        database=url.database,
+    )
+    try:
+        await connection.execute(f'CREATE DATABASE "{name}"')
+    finally:
+        await connection.close()
+    return url.set(database=name).render_as_string(hide_password=False)
+
+
+async def _drop_database(server_url: str, name: str) -> None:
+    import asyncpg
+    from sqlalchemy.engine import make_url
+
+    url = make_url(server_url)
+    connection = await asyncpg.connect(
+        user=url.username,
+        password=url.password,
+        host=url.host,
+        port=url.port,
+        database=url.database,
+    )
+    try:
+        await connection.execute(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)')
+    finally:
+        await connection.close()
+
+
+class StoreFactory:
+    """Fresh, migrated stores of one kind (a SQLite file, or a new PostgreSQL database)."""
+
+    def __init__(self, kind: str, tmp: Path, server_url: str | None) -> None:
+        self.kind = kind
+        self.tmp = tmp
+        self.server_url = server_url
+        self.databases: list[str] = []
+        self.stores: list[ProjectionStore] = []
+
+    async def url(self) -> str:
+        name = f"bjp_{uuid.uuid4().hex[:12]}"
+        if self.kind == "sqlite":
+            return f"sqlite+aiosqlite:///{self.tmp / (name + '.db')}"
+        assert self.server_url is not None
+        self.databases.append(name)
+        return await _create_database(self.server_url, name)
+
+    async def store(self, url: str | None = None) -> ProjectionStore:
+        store = ProjectionStore(url or await self.url())
+        await store.migrate()
+        self.stores.append(store)
+        return store
+
+    async def close(self) -> None:
+        for store in self.stores:
+            await store.close()
+        if self.server_url is not None:
+            for name in self.databases:
+                await _drop_database(self.server_url, name)
+
+
+@pytest.fixture(params=["sqlite", "postgresql"])
+async def stores(request: pytest.FixtureRequest, tmp_path: Path) -> AsyncIterator[StoreFactory]:
+    server = (
+        request.getfixturevalue("postgres_server_url") if request.param == "postgresql" else None
+    )
+    factory = StoreFactory(request.param, tmp_path, server)
+    yield factory
+    await factory.close()
+
+
+def worker_env(topic: EventsTopic, db_url: str, **extra: str) -> dict[str, str]:
+    """The environment of a projection worker subprocess for this topic and store."""
+    env = dict(os.environ)
+    env.update(
+        {
+            "BLACKJACK_DB_URL": db_url,
+            "BLACKJACK_KAFKA_BOOTSTRAP": topic.bootstrap,
+            "BLACKJACK_TOPIC_PREFIX": topic.prefix,
+            "BLACKJACK_PROJECTION_GROUP": f"{topic.prefix}projections",
+        }
+    )
+    env.update(extra)
+    return env
+
+
+def expected_balances(log: GameLog) -> dict[tuple[str, str], int]:
+    """(stream, player) -> balance at the table, from the engine's own fold of the events."""
+    return {
+        (stream_id, player_id): player.balance
+        for stream_id, state in log.states.items()
+        for player_id, player in state.players.items()
+    }
+
+
+def describe(log: GameLog) -> dict[str, Any]:
+    kinds = ("RoundSettled", "HandSplit", "HandDoubled", "InsuranceTaken", "HandSurrendered")
+    return {"events": len(log.envelopes), **{k: log.count(k) for k in kinds}}

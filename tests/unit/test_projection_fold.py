@@ -1,0 +1,262 @@
+"""The projection fold: given a table's events (from the real engine, in their public wire
+form), then its read model: the accounts' money, the rounds with their cards and payouts,
+the public table view. No I/O."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+
+from blackjack.domain import commands as cmd
+from blackjack.domain.wallet import BuyIn, RefundBuyIn, is_wallet_stream
+from blackjack.messages.envelope import EventEnvelope
+from blackjack.messages.sealing import ShoeSeal
+from blackjack.messages.wire import WireEnvelope, to_wire
+from blackjack.projections.projector import (
+    Account,
+    ProjectionError,
+    StreamProjection,
+    WalletProjection,
+    WalletView,
+    parse_round_id,
+    round_id,
+)
+from tests.integration.conftest_projections import Script, play_tables
+
+SEAL = ShoeSeal.from_hex(ShoeSeal.new_key_hex())
+A = "alice"
+
+
+def fold(envelopes: list[EventEnvelope]) -> dict[str, StreamProjection | WalletProjection]:
+    folded: dict[str, StreamProjection | WalletProjection] = {}
+    for envelope in envelopes:
+        wire = to_wire(envelope, SEAL)
+        kind = WalletProjection if is_wallet_stream(wire.stream_id) else StreamProjection
+        folded.setdefault(wire.stream_id, kind.new(wire.stream_id)).apply(wire)
+    return folded
+
+
+def table(script: Script) -> StreamProjection:
+    projection = fold(script.envelopes)[script.stream_id]
+    assert isinstance(projection, StreamProjection)
+    return projection
+
+
+def conserved(account: Account) -> bool:
+    paid_in = account.deposited - account.withdrawn - account.cashed_out
+    return paid_in == account.available + account.in_play + account.lost - account.won
+
+
+def test_a_won_hand_moves_the_stake_into_play_and_back_with_the_win() -> None:
+    script = Script("atlantic-city", [["TH", "7S", "9H", "QD"]])
+    script.do(cmd.PlaceBet(player_id=A, box=0, amount=1000), cmd.Deal(player_id=A))
+    playing = table(script)
+    assert playing.accounts[A].available == 9000
+    assert playing.accounts[A].in_play == 1000
+
+    script.do(cmd.Stand(player_id=A, box=0))
+    done = table(script)
+    account = done.accounts[A]
+    assert (account.available, account.in_play) == (11_000, 0)
+    assert (account.wagered, account.won, account.lost, account.rounds) == (1000, 1000, 0, 1)
+    assert conserved(account)
+    record = done.rounds[1]
+    assert record.round_id == "table-1:1" and record.variant == "atlantic-city"
+    assert record.status == "settled" and record.shoe == 1
+    hand = record.boxes[0].hands[0]
+    assert (hand.cards, hand.total, hand.stood, hand.outcome, hand.payout) == (
+        ["TH", "9H"],
+        19,
+        True,
+        "win",
+        2000,
+    )
+    assert record.dealer.cards == ["7S", "QD"] and record.dealer.total == 17
+    player = done.players[(1, A)]
+    assert (player.balance_before, player.balance_after) == (10_000, 11_000)
+    assert (player.wagered, player.paid, player.net) == (1000, 2000, 1000)
+    assert [entry.event for entry in record.log][:3] == [
+        "RoundOpened",
+        "BetPlaced",
+        "DealRequested",
+    ]
+    assert [entry.sequence for entry in record.log] == list(
+        range(record.first_sequence, record.last_sequence + 1)
+    )
+
+
+def test_the_hole_card_stays_face_down_until_it_is_revealed() -> None:
+    script = Script("atlantic-city", [["TH", "7S", "9H", "QD"]])
+    script.do(cmd.PlaceBet(player_id=A, box=0, amount=1000), cmd.Deal(player_id=A))
+    playing = table(script)
+    record = playing.rounds[1]
+    assert record.dealer.cards == ["7S", None]
+    assert record.dealer.total == 7
+    shown = json.dumps([record.model_dump(mode="json"), playing.view.model_dump(mode="json")])
+    assert "QD" not in shown
+    assert playing.view.phase == "playing" and playing.view.active is not None
+
+    script.do(cmd.Stand(player_id=A, box=0))
+    assert table(script).rounds[1].dealer.cards == ["7S", "QD"]
+
+
+def test_split_and_double_put_each_stake_into_play() -> None:
+    # mini-h17: split 8s against a 6, double the first hand to 21, stand on 18, dealer busts
+    script = Script("mini-h17", [["8H", "6S", "8D", "TC", "3S", "TD", "TH", "9C"]])
+    script.do(
+        cmd.PlaceBet(player_id=A, box=0, amount=1000),
+        cmd.Deal(player_id=A),
+        cmd.Split(player_id=A, box=0),
+        cmd.Double(player_id=A, box=0),
+    )
+    assert table(script).accounts[A].in_play == 3000
+    script.do(cmd.Stand(player_id=A, box=0))
+    done = table(script)
+    hands = done.rounds[1].boxes[0].hands
+    assert [(h.cards, h.stake, h.doubled, h.split, h.payout) for h in hands] == [
+        (["8H", "3S", "TH"], 2000, True, True, 4000),
+        (["8D", "TD"], 1000, False, True, 2000),
+    ]
+    account = done.accounts[A]
+    assert (account.in_play, account.wagered, account.won, account.available) == (
+        0,
+        3000,
+        3000,
+        13_000,
+    )
+    assert conserved(account)
+
+
+def test_insurance_taken_then_lost_after_the_peek() -> None:
+    script = Script("mini-h17", [["TH", "AS", "9H", "7C"]])
+    script.do(
+        cmd.PlaceBet(player_id=A, box=0, amount=1000),
+        cmd.Deal(player_id=A),
+        cmd.TakeInsurance(player_id=A, box=0),
+        cmd.Stand(player_id=A, box=0),
+    )
+    done = table(script)
+    box = done.rounds[1].boxes[0]
+    assert box.insurance is not None
+    assert (box.insurance.status, box.insurance.stake, box.insurance.won) == ("settled", 500, False)
+    assert done.rounds[1].dealer.peeked and done.rounds[1].dealer.blackjack is False
+    account = done.accounts[A]
+    # 19 beats the dealer's soft 18: +1000 on the hand, -500 on the insurance
+    assert (account.wagered, account.won, account.lost, account.available) == (
+        1500,
+        1000,
+        500,
+        10_500,
+    )
+    assert conserved(account)
+
+
+def test_late_surrender_returns_half_the_bet() -> None:
+    script = Script("mini-h17", [["TH", "TS", "6H", "7C"]])
+    script.do(
+        cmd.PlaceBet(player_id=A, box=0, amount=1000),
+        cmd.Deal(player_id=A),
+        cmd.Surrender(player_id=A, box=0),
+    )
+    done = table(script)
+    hand = done.rounds[1].boxes[0].hands[0]
+    assert (hand.surrendered, hand.outcome, hand.payout) == (True, "surrender", 500)
+    assert (done.accounts[A].lost, done.accounts[A].available) == (500, 9500)
+
+
+def test_a_cleared_bet_comes_back_and_stays_in_the_log() -> None:
+    script = Script("atlantic-city", [[]])
+    script.do(cmd.PlaceBet(player_id=A, box=0, amount=700), cmd.ClearBets(player_id=A))
+    projection = table(script)
+    record = projection.rounds[1]
+    assert record.status == "betting" and record.boxes == []
+    assert [entry.event for entry in record.log] == ["RoundOpened", "BetPlaced", "BetRefunded"]
+    assert record.log[2].data["reason"] == "cleared"
+    assert (projection.accounts[A].available, projection.accounts[A].in_play) == (10_000, 0)
+    player = projection.players[(1, A)]
+    assert (player.balance_before, player.balance_after) == (10_000, 10_000)
+
+
+def test_leaving_the_table_pays_the_balance_out() -> None:
+    script = Script("atlantic-city", [[]])
+    script.do(cmd.Withdraw(player_id=A, amount=2500), cmd.LeaveTable(player_id=A))
+    account = table(script).accounts[A]
+    assert (account.withdrawn, account.cashed_out, account.available) == (2500, 7500, 0)
+    assert not account.seated and account.seat is None
+    assert conserved(account)
+
+
+def test_a_shared_table_is_funded_through_the_wallet() -> None:
+    script = Script("atlantic-city-multi", [[]], players={A: 5000})
+    script.do(cmd.LeaveTable(player_id=A))
+    folded = fold(script.envelopes)
+    view = folded["wallet:alice"].view
+    assert isinstance(view, WalletView)
+    assert (view.deposited, view.bought_in, view.cashed_in, view.balance) == (
+        5000,
+        5000,
+        5000,
+        5000,
+    )
+    assert view.pending == []
+    projection = folded[script.stream_id]
+    assert isinstance(projection, StreamProjection)
+    account = projection.accounts[A]
+    assert account.funded_by_wallet and account.cashed_out == 5000
+
+
+def test_a_refused_buy_in_comes_back_to_the_wallet() -> None:
+    script = Script("atlantic-city-multi", [[]], players={A: 5000})
+    script.do(cmd.LeaveTable(player_id=A))
+    script.wallet(BuyIn(player_id=A, table_id=script.stream_id, amount=1000))
+    in_transit = fold(script.envelopes)["wallet:alice"].view
+    assert isinstance(in_transit, WalletView)
+    assert (in_transit.balance, in_transit.in_transit) == (4000, 1000)
+
+    transfer = script.wallets["wallet:alice"].transfers
+    script.wallet(RefundBuyIn(player_id=A, transfer=transfer, reason="not_seated"))
+    view = fold(script.envelopes)["wallet:alice"].view
+    assert isinstance(view, WalletView)
+    assert (view.bought_in, view.refunded, view.in_transit, view.balance) == (6000, 1000, 0, 5000)
+
+
+def test_over_a_long_random_log_money_is_conserved_and_matches_the_engine() -> None:
+    variants = ["mini-h17", "mini-s17", "atlantic-city", "atlantic-city-multi", "surrender"]
+    log = play_tables([(f"t-{v}", v) for v in variants], rounds=60, seed=11)
+    folded = fold(log.envelopes)
+    checked = 0
+    for stream_id, state in log.states.items():
+        projection = folded[stream_id]
+        assert isinstance(projection, StreamProjection)
+        for player_id, player in state.players.items():
+            assert projection.accounts[player_id].available == player.balance
+            checked += 1
+        for account in projection.accounts.values():
+            assert conserved(account), account
+            assert account.in_play == 0 or projection.view.round_open
+        settled = [r for r in projection.rounds.values() if r.status == "settled"]
+        assert len(settled) == 60
+    for stream_id, wallet in log.wallets.items():
+        view = folded[stream_id].view
+        assert isinstance(view, WalletView) and view.balance == wallet.balance
+    assert checked >= 7
+    assert log.count("HandSplit") and log.count("InsuranceTaken") and log.count("HandSurrendered")
+
+
+def test_an_event_out_of_sequence_is_refused() -> None:
+    script = Script("atlantic-city", [[]])
+    wires: list[WireEnvelope] = [to_wire(e, SEAL) for e in script.envelopes]
+    projection = StreamProjection.new(script.stream_id)
+    projection.apply(wires[0])
+    with pytest.raises(ProjectionError, match="follows"):
+        projection.apply(wires[2])
+
+
+def test_a_round_id_is_the_stream_and_the_round_number() -> None:
+    assert round_id("table-1", 7) == "table-1:7"
+    assert parse_round_id("table-1:7") == ("table-1", 7)
+    assert parse_round_id("casino:eu:table:12") == ("casino:eu:table", 12)
+    for bad in ("table-1", "table-1:", ":3", "table-1:0", "table-1:x"):
+        with pytest.raises(ValueError, match="STREAM_ID:ROUND"):
+            parse_round_id(bad)
