@@ -7,7 +7,9 @@ import sys
 from collections.abc import Sequence
 from pathlib import Path
 
+from blackjack.audit import cli as audit_cli
 from blackjack.command_handler.cli import register as register_service
+from blackjack.projections import cli as projections_cli
 from blackjack.simulation.commands import register as register_math
 
 
@@ -42,6 +44,8 @@ def build_parser() -> argparse.ArgumentParser:
     schemas.add_argument("--write", action="store_true")
     schemas.add_argument("--dir", default="schemas")
     schemas.set_defaults(handler=_schemas)
+    projections_cli.register(sub)
+    audit_cli.register(sub)
     register_math(sub)
     register_service(sub)
     return parser

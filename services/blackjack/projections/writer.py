@@ -183,7 +183,13 @@ class _Batch:
 
     async def fold(self, record: Record) -> str | None:
         """Fold one record in; its event type, or None for a duplicate of an earlier event."""
-        envelope = wire.decode(record.value)
+        try:
+            envelope = wire.decode(record.value)
+        except (ValueError, KeyError, TypeError) as error:
+            raise ProjectionError(
+                f"{record.topic}[{record.partition}] offset {record.offset} is not an event "
+                f"envelope: {error}"
+            ) from error
         projection: StreamProjection | WalletProjection
         if is_wallet_stream(envelope.stream_id):
             projection = (await self._wallet(envelope.stream_id)).projection

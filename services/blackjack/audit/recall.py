@@ -1,0 +1,159 @@
+"""``blackjack replay ROUND_ID``: one game cycle rebuilt by the engine, told readably, checked.
+
+The whole table is replayed (the round's starting balances and shoe come from the events
+before it); the verdict counts the findings up to the round's last event and those about the
+round's shoe (its reveal may come later), so a later round's trouble does not fail this one.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from datetime import datetime
+
+from blackjack.audit.replay import (
+    Finding,
+    RoundReplay,
+    ShoeCheck,
+    StreamReplay,
+    cards_text,
+    money,
+    replay_stream,
+)
+from blackjack.domain import events as ev
+from blackjack.domain.state import TableState
+from blackjack.messages.sealing import ShoeSeal
+from blackjack.messages.wire import WireEnvelope
+
+
+@dataclass
+class RoundVerdict:
+    round_id: str
+    found: bool
+    replay: RoundReplay | None = None
+    shoe: ShoeCheck | None = None
+    findings: list[Finding] = field(default_factory=list)
+    stopped: str | None = None
+    """why the round could not be replayed to its end"""
+    state: TableState | None = None
+
+    @property
+    def ok(self) -> bool:
+        return self.found and not self.findings and self.stopped is None
+
+
+def replay_round(
+    wires: list[WireEnvelope], number: int, seal: ShoeSeal | None, stream_id: str
+) -> RoundVerdict:
+    stream: StreamReplay = replay_stream(wires, seal, stream_id)
+    verdict = RoundVerdict(f"{stream_id}:{number}", found=False, state=stream.state)
+    sequences = [
+        w.sequence for w in wires if isinstance(w.data, ev.RoundEvent) and w.data.round == number
+    ]
+    if not sequences:
+        return verdict
+    verdict.found = True
+    replay = stream.rounds.get(number)
+    verdict.replay = replay
+    last = max(sequences)
+    if replay is None or (stream.stopped is not None and stream.events < last):
+        verdict.stopped = stream.stopped or "the round could not be replayed"
+    shoe = replay.shoe if replay is not None else None
+    verdict.shoe = stream.shoes.get(shoe) if shoe is not None else None
+    retired_at = {w.data.shoe: w.sequence for w in wires if isinstance(w.data, ev.ShoeRetired)}
+    reveal = retired_at.get(shoe) if shoe is not None else None
+    verdict.findings = [
+        f
+        for f in stream.findings
+        if f.sequence is None or f.sequence <= last or f.sequence == reveal
+    ]
+    return verdict
+
+
+def render(verdict: RoundVerdict) -> str:
+    if not verdict.found:
+        return f"No round {verdict.round_id} in the event log."
+    replay = verdict.replay
+    lines: list[str] = []
+    if replay is None:
+        lines.append(f"Round {verdict.round_id}: not replayed ({verdict.stopped})")
+        lines += [f"  ! {f}" for f in verdict.findings]
+        return "\n".join(lines)
+    lines.append(
+        f"Round {verdict.round_id} - {replay.variant} - {replay.currency} - {replay.status}"
+    )
+    lines.append(_shoe_line(replay.shoe, verdict.shoe))
+    lines.append("")
+    for line in replay.lines:
+        lines.append(f"  {_clock(line.at)}  #{line.sequence:<5} {line.text}")
+        lines += [f"{'':22}! {problem}" for problem in line.problems]
+    lines.append("")
+    lines += _table(replay, verdict.state)
+    lines.append("")
+    failed = len(verdict.findings)
+    lines.append(f"Checks: {replay.checks} on this round, {failed} finding(s)")
+    lines += [f"  ! {f}" for f in verdict.findings]
+    if verdict.stopped:
+        lines.append(f"  ! replay stopped: {verdict.stopped}")
+    lines.append("REPLAY OK" if verdict.ok else "REPLAY FAILED")
+    return "\n".join(lines)
+
+
+def _clock(moment: datetime) -> str:
+    return moment.strftime("%H:%M:%S")
+
+
+def _shoe_line(number: int | None, check: ShoeCheck | None) -> str:
+    if number is None:
+        return "Shoe: none (no cards dealt)"
+    if check is None or check.source == "sealed":
+        return f"Shoe {number}: still sealed, not verified (set BLACKJACK_SHOE_KEY)"
+    how = {
+        "revealed": "its order, revealed at retirement,",
+        "key": "its order, opened with the shoe key (not yet retired),",
+        "revealed+key": "its revealed order and the sealed one",
+        "key+revealed": "its revealed order and the sealed one",
+    }.get(check.source, check.source)
+    verdict = "matches" if check.verified else "DOES NOT MATCH"
+    return f"Shoe {number}: {how} {verdict} the commitment {check.commitment[:16]}..."
+
+
+def _table(replay: RoundReplay, state: TableState | None) -> list[str]:
+    lines = []
+    dealer = replay.dealer
+    in_flight = replay.status in ("betting", "playing") and state is not None
+    if in_flight and state is not None and state.round == replay.round:
+        hole_shown = any(line.text.startswith("dealer turns") for line in replay.lines)
+        cards = state.dealer if hole_shown else state.dealer[:1]
+        lines.append(f"Dealer: {cards_text(cards)}" + ("" if hole_shown else " (+ hole card)"))
+        for index, box in enumerate(state.boxes):
+            for number, hand in enumerate(box.hands):
+                lines.append(
+                    f"Box {index} hand {number} ({box.player_id}): {cards_text(hand.cards)}, "
+                    f"stake {money(hand.stake)} - in play"
+                )
+    elif dealer:
+        lines.append(f"Dealer: {cards_text(dealer)}")
+    for s in replay.settlements:
+        mark = "ok" if s.ok else f"MISMATCH: the rules give {s.derived[0]} {money(s.derived[1])}"
+        lines.append(
+            f"Box {s.box} hand {s.hand} ({s.player_id}): {cards_text(s.cards)}, stake "
+            f"{money(s.stake)}: {s.recorded[0]}, pays {money(s.recorded[1])}  [{mark}]"
+        )
+    for s in replay.insurance:
+        mark = "ok" if s.ok else f"MISMATCH: the rules give {s.derived[0]} {money(s.derived[1])}"
+        lines.append(
+            f"Box {s.box} insurance ({s.player_id}): stake {money(s.stake)}: {s.recorded[0]}, "
+            f"pays {money(s.recorded[1])}  [{mark}]"
+        )
+    for result in replay.results:
+        span = replay.balances.get(result.player_id)
+        before = f"{money(span[0])} -> " if span else ""
+        lines.append(
+            f"{result.player_id}: wagered {money(result.wagered)}, paid {money(result.paid)}, "
+            f"net {'+' if result.net > 0 else ''}{money(result.net)}; balance "
+            f"{before}{money(result.balance_after)}"
+        )
+    if not replay.results:
+        for player_id, (start, end) in sorted(replay.balances.items()):
+            lines.append(f"{player_id}: balance {money(start)} -> {money(end)}")
+    return lines

@@ -1,0 +1,558 @@
+"""Replaying a table's events through the pure engine, checking each against the rules.
+
+The events arrive in their public (wire) form. To fold them, ``evolve`` needs each shoe's
+order: it comes from the shoe key (``BLACKJACK_SHOE_KEY``, which opens the sealed
+``ShoeShuffled``) or, once the shoe is retired, from the ``ShoeRetired`` reveal. Either way
+the order must hash to the commitment published when the shoe was shuffled.
+
+Every event is checked against the state the events before it fold to: every balance moves by
+exactly the amount of its event and never goes below zero, every stake is what the rules
+charge, every card is the next one of the shoe, the dealer draws by the table's rule, every
+payout is derived again (``audit.settlement``) and compared with the recorded one, and each
+round's results add up. A failed check is a ``Finding``; the replay continues unless the log
+can no longer be folded at all.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from datetime import datetime
+from typing import Any
+
+from blackjack.audit.settlement import dealer_play_problem, hand_result, insurance_result
+from blackjack.domain import events as ev
+from blackjack.domain import wallet as wl
+from blackjack.domain.evolve import evolve
+from blackjack.domain.hand import is_natural, total
+from blackjack.domain.payouts import insurance_stake
+from blackjack.domain.shoe import commitment
+from blackjack.domain.state import INITIAL_STATE, Hand, TableState
+from blackjack.domain.wallet import is_wallet_stream
+from blackjack.messages.sealing import SealError, ShoeSeal
+from blackjack.messages.wire import SealedShoeShuffled, WireEnvelope
+
+
+@dataclass(frozen=True)
+class Finding:
+    stream_id: str
+    sequence: int | None
+    round: int | None
+    message: str
+
+    def __str__(self) -> str:
+        where = self.stream_id
+        if self.round is not None:
+            where += f" round {self.round}"
+        if self.sequence is not None:
+            where += f" event {self.sequence}"
+        return f"{where}: {self.message}"
+
+
+@dataclass
+class Line:
+    sequence: int
+    at: datetime
+    text: str
+    problems: list[str] = field(default_factory=list)
+
+
+@dataclass
+class Settlement:
+    box: int
+    hand: int
+    player_id: str
+    cards: tuple[str, ...]
+    total: int
+    stake: int
+    recorded: tuple[str, int]
+    derived: tuple[str, int]
+
+    @property
+    def ok(self) -> bool:
+        return self.recorded == self.derived
+
+
+@dataclass
+class RoundReplay:
+    stream_id: str
+    round: int
+    variant: str
+    currency: str
+    shoe: int | None = None
+    status: str = "betting"
+    lines: list[Line] = field(default_factory=list)
+    settlements: list[Settlement] = field(default_factory=list)
+    insurance: list[Settlement] = field(default_factory=list)
+    dealer: tuple[str, ...] = ()
+    balances: dict[str, list[int]] = field(default_factory=dict)
+    """player -> [balance before the round's first wager, balance after its last money event]"""
+    results: list[ev.PlayerRoundResult] = field(default_factory=list)
+    findings: list[Finding] = field(default_factory=list)
+    checks: int = 0
+    paid: dict[str, int] = field(default_factory=dict)
+
+
+@dataclass
+class ShoeCheck:
+    shoe: int
+    commitment: str
+    source: str  # "revealed", "key", "revealed+key" or "sealed"
+    verified: bool
+
+
+@dataclass
+class StreamReplay:
+    stream_id: str
+    rounds: dict[int, RoundReplay] = field(default_factory=dict)
+    shoes: dict[int, ShoeCheck] = field(default_factory=dict)
+    findings: list[Finding] = field(default_factory=list)
+    state: TableState = INITIAL_STATE
+    events: int = 0
+    checks: int = 0
+    stopped: str | None = None
+    """why the fold stopped before the last event (a corrupt log, a shoe still sealed)"""
+
+
+class _Stop(Exception):
+    pass
+
+
+class _Sealed(ev.Event):
+    """Stands for a shuffle that cannot be opened: folded as nothing."""
+
+
+def replay_stream(
+    wires: Sequence[WireEnvelope], seal: ShoeSeal | None = None, stream_id: str | None = None
+) -> StreamReplay:
+    """Fold and check one stream's events (in sequence order)."""
+    name = stream_id or (wires[0].stream_id if wires else "?")
+    if is_wallet_stream(name):
+        return _replay_wallet(name, wires)
+    return _Replayer(name, list(wires), seal).run()
+
+
+def _replay_wallet(stream_id: str, wires: Sequence[WireEnvelope]) -> StreamReplay:
+    """A wallet stream: every balance moves by its amount, every transfer closes once."""
+    out = StreamReplay(stream_id)
+    state = wl.INITIAL_WALLET
+    for expected, envelope in enumerate(wires, start=1):
+        e = envelope.data
+
+        def find(message: str, sequence: int = envelope.sequence) -> None:
+            out.findings.append(Finding(stream_id, sequence, None, message))
+
+        if envelope.sequence != expected:
+            find(f"sequence {envelope.sequence} where {expected} was due")
+        if not isinstance(e, wl.WalletEvent):
+            find(f"{envelope.type} in a wallet stream")
+            out.stopped = f"corrupt log at event {envelope.sequence}"
+            break
+        moved: tuple[int, int] | None = None  # (amount in or out, balance after)
+        match e:
+            case wl.WalletDeposited() | wl.CashOutReceived() | wl.BuyInRefunded():
+                moved = (e.amount, e.balance_after)
+            case wl.WalletWithdrawn() | wl.BuyInSent():
+                moved = (-e.amount, e.balance_after)
+        if isinstance(e, wl.BuyInCompleted | wl.BuyInRefunded):
+            out.checks += 1
+            pending = state.pending_transfer(e.transfer)
+            if pending is None or (pending.table_id, pending.amount) != (e.table_id, e.amount):
+                find(f"buy-in {e.transfer} closed, but no such transfer is pending")
+        if moved is not None:
+            out.checks += 1
+            delta, after = moved
+            if after != state.balance + delta:
+                find(f"balance after: recorded {after}, the amounts give {state.balance + delta}")
+            if after < 0:
+                find(f"the wallet went below zero ({after})")
+        try:
+            state = wl.evolve_wallet(state, e)
+        except Exception as error:
+            find(f"the wallet cannot fold {envelope.type}: {error}")
+            out.stopped = f"corrupt log at event {envelope.sequence}"
+            break
+        out.events += 1
+    return out
+
+
+class _Replayer:
+    def __init__(self, stream_id: str, wires: list[WireEnvelope], seal: ShoeSeal | None) -> None:
+        self.out = StreamReplay(stream_id)
+        self.wires = wires
+        self.seal = seal
+        self.reveals = {w.data.shoe: w.data for w in wires if isinstance(w.data, ev.ShoeRetired)}
+        self.state = INITIAL_STATE
+        self.current: RoundReplay | None = None
+        self.envelope: WireEnvelope | None = None
+        self.sealed: int | None = None
+        """a shoe that neither the key nor a reveal opens: nothing can be dealt from it"""
+
+    # ---- the fold -----------------------------------------------------------------------
+
+    def run(self) -> StreamReplay:
+        expected = 1
+        for envelope in self.wires:
+            self.envelope = envelope
+            if envelope.stream_id != self.out.stream_id:
+                self._find(f"event of stream {envelope.stream_id} in this stream's log")
+            if envelope.sequence != expected:
+                self._find(f"sequence {envelope.sequence} where {expected} was due")
+            expected = envelope.sequence + 1
+            try:
+                event = self._opened(envelope.data)
+                if isinstance(event, _Sealed):
+                    self.out.events += 1
+                    continue
+                if isinstance(event, ev.DealStarted) and event.shoe == self.sealed:
+                    raise _Stop(
+                        f"shoe {event.shoe} is still sealed: set BLACKJACK_SHOE_KEY to replay "
+                        f"round {event.round} and what follows it"
+                    )
+                self._check(event)
+                self.state = evolve(self.state, event)
+            except _Stop as stop:
+                self.out.stopped = str(stop)
+                break
+            except Exception as error:  # a log the engine cannot fold: tampered or misordered
+                self._find(f"the engine cannot fold {envelope.type}: {error}")
+                self.out.stopped = f"corrupt log at event {envelope.sequence}"
+                break
+            self.out.events += 1
+        self.out.state = self.state
+        return self.out
+
+    def _opened(self, data: Any) -> ev.Event | _Sealed:
+        """The event in the clear: a sealed shoe opened with the key or by its reveal."""
+        if not isinstance(data, SealedShoeShuffled):
+            return data  # type: ignore[no-any-return]
+        shoe = data.shoe
+        sources: list[tuple[str, tuple[str, ...], str]] = []
+        revealed = self.reveals.get(shoe)
+        if revealed is not None:
+            sources.append(("revealed", tuple(revealed.order), revealed.salt))
+        if self.seal is not None:
+            try:
+                order, salt = self.seal.unseal(self.out.stream_id, shoe, data.sealed)
+                sources.append(("key", order, salt))
+            except SealError:
+                self._find(f"shoe {shoe} does not open with the shoe key")
+        if not sources:
+            self.out.shoes[shoe] = ShoeCheck(shoe, data.commitment, "sealed", False)
+            self.sealed = shoe
+            return _Sealed()
+        verified = True
+        for source, order, salt in sources:
+            self.out.checks += 1
+            if commitment(order, salt) != data.commitment:
+                verified = False
+                self._find(f"shoe {shoe}: the {source} order does not match its commitment")
+        if len({(o, s) for _, o, s in sources}) > 1:
+            verified = False
+            self._find(f"shoe {shoe}: the sealed order differs from the revealed one")
+        label = "+".join(source for source, _, _ in sources)
+        self.out.shoes[shoe] = ShoeCheck(shoe, data.commitment, label, verified)
+        _, order, salt = sources[0]
+        return ev.ShoeShuffled(
+            version=data.version,
+            shoe=shoe,
+            commitment=data.commitment,
+            cards=data.cards,
+            order=order,
+            salt=salt,
+        )
+
+    # ---- findings -----------------------------------------------------------------------
+
+    def _find(self, message: str) -> None:
+        envelope = self.envelope
+        data = envelope.data if envelope else None
+        number = data.round if isinstance(data, ev.RoundEvent) else None
+        finding = Finding(
+            self.out.stream_id, envelope.sequence if envelope else None, number, message
+        )
+        self.out.findings.append(finding)
+        current = self.current
+        if current is not None and number == current.round:
+            current.findings.append(finding)
+            if current.lines and envelope and current.lines[-1].sequence == envelope.sequence:
+                current.lines[-1].problems.append(message)
+
+    def _expect(self, what: str, recorded: object, derived: object) -> bool:
+        self.out.checks += 1
+        if self.current is not None:
+            self.current.checks += 1
+        if recorded == derived:
+            return True
+        self._find(f"{what}: recorded {recorded}, the rules give {derived}")
+        return False
+
+    def _balance(self, player_id: str) -> int:
+        player = self.state.players.get(player_id)
+        if player is None:
+            raise _Unfoldable(f"{player_id} is not seated")
+        return player.balance
+
+    def _moves(self, player_id: str, delta: int, balance_after: int) -> None:
+        before = self._balance(player_id)
+        self._expect(f"{player_id}'s balance after", balance_after, before + delta)
+        if balance_after < 0:
+            self._find(f"{player_id}'s balance went below zero ({balance_after})")
+        current = self.current
+        data = self.envelope.data if self.envelope else None
+        if current is not None and isinstance(data, ev.RoundEvent) and data.round == current.round:
+            span = current.balances.setdefault(player_id, [before, before])
+            span[1] = balance_after
+
+    # ---- the checks ---------------------------------------------------------------------
+
+    def _check(self, event: ev.Event) -> None:
+        if isinstance(event, ev.RoundOpened):
+            rules = self.state.rules
+            self.current = RoundReplay(self.out.stream_id, event.round, rules.name, rules.currency)
+            self.out.rounds[event.round] = self.current
+        current = self.current
+        if isinstance(event, ev.RoundEvent):
+            if current is None or current.round != event.round:
+                raise _Unfoldable(f"round {event.round} was never opened")
+            assert self.envelope is not None
+            current.lines.append(
+                Line(self.envelope.sequence, self.envelope.occurred_at, describe(self.state, event))
+            )
+        checker = _CHECKS.get(type(event))
+        if checker is not None:
+            checker(self, event)
+        if current is not None and isinstance(event, ev.RoundSettled | ev.RoundCancelled):
+            current.status = "settled" if isinstance(event, ev.RoundSettled) else "cancelled"
+
+    def funds(self, e: ev.FundsDeposited | ev.FundsWithdrawn) -> None:
+        sign = 1 if isinstance(e, ev.FundsDeposited) else -1
+        if e.amount <= 0:
+            self._find(f"a {type(e).__name__} of {e.amount}")
+        self._moves(e.player_id, sign * e.amount, e.balance_after)
+
+    def seat_left(self, e: ev.SeatLeft) -> None:
+        self._expect(
+            f"{e.player_id}'s money paid out", e.balance_returned, self._balance(e.player_id)
+        )
+
+    def shoe_retired(self, e: ev.ShoeRetired) -> None:
+        shoe = self.state.shoe
+        if shoe is None or shoe.number != e.shoe:
+            self._find(f"shoe {e.shoe} retired, but it is not the shoe in use")
+            return
+        self._expect(f"shoe {e.shoe} commitment at retirement", e.commitment, shoe.commitment)
+        self._expect(f"shoe {e.shoe} cards dealt", e.cards_dealt, shoe.position)
+        self._expect(f"shoe {e.shoe} revealed order", (e.order, e.salt), (shoe.order, shoe.salt))
+
+    def bet_placed(self, e: ev.BetPlaced) -> None:
+        box = self.state.boxes[e.box]
+        self._expect(f"box {e.box} total", e.box_total, box.bet + e.amount)
+        rules = self.state.rules
+        if not rules.min_bet <= e.box_total <= rules.max_bet:
+            self._find(f"box {e.box} bet {e.box_total} is outside {rules.min_bet}-{rules.max_bet}")
+        self._moves(e.player_id, -e.amount, e.balance_after)
+
+    def bet_refunded(self, e: ev.BetRefunded) -> None:
+        self._expect(f"refund of box {e.box}", e.amount, self.state.boxes[e.box].bet)
+        self._moves(e.player_id, e.amount, e.balance_after)
+
+    def deal_started(self, e: ev.DealStarted) -> None:
+        if self.current is not None:
+            self.current.shoe = e.shoe
+            self.current.status = "playing"
+
+    def insurance_taken(self, e: ev.InsuranceTaken) -> None:
+        stake = insurance_stake(self.state.boxes[e.box].bet)
+        self._expect(f"insurance stake on box {e.box}", e.amount, stake)
+        self._moves(e.player_id, -e.amount, e.balance_after)
+
+    def insurance_settled(self, e: ev.InsuranceSettled) -> None:
+        box = self.state.boxes[e.box]
+        self._expect(f"insurance stake on box {e.box}", e.stake, box.insurance_stake)
+        won, payout = insurance_result(self.state.rules, box.insurance_stake, self.state.dealer)
+        self._expect(f"insurance on box {e.box}", (e.won, e.payout), (won, payout))
+        self._moves(e.player_id, e.payout, e.balance_after)
+        current = self.current
+        if current is not None:
+            current.paid[e.player_id] = current.paid.get(e.player_id, 0) + payout
+            current.insurance.append(
+                Settlement(
+                    e.box,
+                    -1,
+                    e.player_id,
+                    (),
+                    0,
+                    e.stake,
+                    ("won" if e.won else "lost", e.payout),
+                    ("won" if won else "lost", payout),
+                )
+            )
+
+    def _hand(self, box: int, index: int) -> Hand:
+        hands = self.state.boxes[box].hands
+        if not 0 <= index < len(hands):
+            raise _Unfoldable(f"box {box} has no hand {index}")
+        return hands[index]
+
+    def hand_doubled(self, e: ev.HandDoubled) -> None:
+        self._expect("the double's stake", e.amount, self._hand(e.box, e.hand).stake)
+        self._moves(e.player_id, -e.amount, e.balance_after)
+
+    def hand_split(self, e: ev.HandSplit) -> None:
+        self._expect("the split's stake", e.amount, self._hand(e.box, e.hand).stake)
+        self._moves(e.player_id, -e.amount, e.balance_after)
+
+    def hand_settled(self, e: ev.HandSettled) -> None:
+        hand = self._hand(e.box, e.hand)
+        rules, dealer = self.state.rules, self.state.dealer
+        self._expect(f"box {e.box} hand {e.hand} stake", e.stake, hand.stake)
+        self._expect(f"box {e.box} hand {e.hand} total", e.total, total(hand.cards).best)
+        derived = hand_result(rules, hand, dealer)
+        recorded = (e.outcome, e.payout)
+        self._expect(f"box {e.box} hand {e.hand} result", recorded, derived)
+        self._moves(e.player_id, e.payout, e.balance_after)
+        current = self.current
+        if current is not None:
+            current.paid[e.player_id] = current.paid.get(e.player_id, 0) + derived[1]
+            current.settlements.append(
+                Settlement(
+                    e.box,
+                    e.hand,
+                    e.player_id,
+                    hand.cards,
+                    total(hand.cards).best,
+                    hand.stake,
+                    recorded,
+                    derived,
+                )
+            )
+
+    def round_settled(self, e: ev.RoundSettled) -> None:
+        state = self.state
+        dealer = state.dealer
+        self._expect("the dealer's total", e.dealer_total, total(dealer).best)
+        self._expect("the dealer's blackjack", e.dealer_blackjack, is_natural(dealer))
+        live = any(h.status == "standing" for b in state.boxes for h in b.hands)
+        problem = dealer_play_problem(state.rules, dealer, live)
+        self.out.checks += 1
+        if problem is not None:
+            self._find(problem)
+        wagered: dict[str, int] = {}
+        for box in state.boxes:
+            if box.hands and box.player_id is not None:
+                stake = sum(h.stake for h in box.hands) + box.insurance_stake
+                wagered[box.player_id] = wagered.get(box.player_id, 0) + stake
+        current = self.current
+        paid = current.paid if current is not None else {}
+        results = {r.player_id: r for r in e.results}
+        self._expect("the players in the results", sorted(results), sorted(wagered))
+        for player_id, result in results.items():
+            derived_paid = paid.get(player_id, 0)
+            derived_wagered = wagered.get(player_id, 0)
+            self._expect(f"{player_id}'s wager in the round", result.wagered, derived_wagered)
+            self._expect(f"{player_id}'s payout in the round", result.paid, derived_paid)
+            self._expect(f"{player_id}'s net", result.net, derived_paid - derived_wagered)
+            if player_id in state.players:
+                self._expect(
+                    f"{player_id}'s balance after the round",
+                    result.balance_after,
+                    self._balance(player_id),
+                )
+        if current is not None:
+            current.results = list(e.results)
+            current.dealer = dealer
+
+
+class _Unfoldable(Exception):
+    """An event refers to something the state does not have."""
+
+
+_CHECKS: dict[type[ev.Event], Any] = {
+    ev.FundsDeposited: _Replayer.funds,
+    ev.FundsWithdrawn: _Replayer.funds,
+    ev.SeatLeft: _Replayer.seat_left,
+    ev.ShoeRetired: _Replayer.shoe_retired,
+    ev.BetPlaced: _Replayer.bet_placed,
+    ev.BetRefunded: _Replayer.bet_refunded,
+    ev.DealStarted: _Replayer.deal_started,
+    ev.InsuranceTaken: _Replayer.insurance_taken,
+    ev.InsuranceSettled: _Replayer.insurance_settled,
+    ev.HandDoubled: _Replayer.hand_doubled,
+    ev.HandSplit: _Replayer.hand_split,
+    ev.HandSettled: _Replayer.hand_settled,
+    ev.RoundSettled: _Replayer.round_settled,
+}
+
+
+# ---- words --------------------------------------------------------------------------------
+
+
+def money(amount: int) -> str:
+    sign = "-" if amount < 0 else ""
+    return f"{sign}{abs(amount) // 100}.{abs(amount) % 100:02d}"
+
+
+def cards_text(cards: Sequence[str]) -> str:
+    if not cards:
+        return "-"
+    best, soft = total(cards)
+    return f"{' '.join(cards)} = {'soft ' if soft and best <= 21 else ''}{best}"
+
+
+def describe(state: TableState, event: ev.Event) -> str:
+    """One line for a round's event, told from the state just before it."""
+    match event:
+        case ev.RoundOpened():
+            return "betting opens"
+        case ev.BetPlaced(player_id=p, box=b, amount=a, box_total=t, balance_after=after):
+            return f"{p} bets {money(a)} on box {b} (box {money(t)}, balance {money(after)})"
+        case ev.BetRefunded(player_id=p, box=b, amount=a, reason=why):
+            return f"{p}'s bet of {money(a)} on box {b} is returned ({why})"
+        case ev.DealRequested(player_id=p):
+            return f"{p} presses Deal"
+        case ev.PlayerPassed(player_id=p):
+            return f"{p} passes"
+        case ev.RoundCancelled():
+            return "the round is cancelled: no bet to deal"
+        case ev.DealStarted(shoe=shoe, boxes=boxes):
+            return f"deal from shoe {shoe} to box(es) {', '.join(map(str, boxes))}"
+        case ev.CardDealt(to="dealer", face_up=False):
+            return "dealer: hole card, face down"
+        case ev.CardDealt(to="dealer", card=card):
+            return f"dealer: {card}  ->  {cards_text([*state.dealer, card or '??'])}"
+        case ev.CardDealt(box=b, hand=h, card=card):
+            assert b is not None and h is not None
+            hand = state.boxes[b].hands[h].cards
+            return f"box {b} hand {h}: {card}  ->  {cards_text([*hand, card or '??'])}"
+        case ev.InsuranceOffered(boxes=boxes):
+            return f"insurance offered on box(es) {', '.join(map(str, boxes))}"
+        case ev.InsuranceTaken(player_id=p, box=b, amount=a):
+            return f"{p} takes insurance on box {b} for {money(a)}"
+        case ev.InsuranceDeclined(player_id=p, box=b):
+            return f"{p} declines insurance on box {b}"
+        case ev.DealerPeeked(has_blackjack=bj):
+            return f"dealer peeks: {'blackjack' if bj else 'no blackjack'}"
+        case ev.InsuranceSettled(player_id=p, box=b, won=won, payout=pay):
+            return f"insurance of {p} on box {b} {'wins' if won else 'loses'}, pays {money(pay)}"
+        case ev.TurnStarted(player_id=p, box=b, hand=h):
+            return f"turn of {p}: box {b} hand {h}"
+        case ev.PlayerHit(player_id=p, box=b, hand=h):
+            return f"{p} hits box {b} hand {h}"
+        case ev.PlayerStood(player_id=p, box=b, hand=h, total=t):
+            return f"{p} stands on box {b} hand {h} at {t}"
+        case ev.HandDoubled(player_id=p, box=b, hand=h, amount=a):
+            return f"{p} doubles box {b} hand {h} for {money(a)}"
+        case ev.HandSplit(player_id=p, box=b, hand=h, amount=a):
+            return f"{p} splits box {b} hand {h} for {money(a)}"
+        case ev.HandSurrendered(player_id=p, box=b, hand=h):
+            return f"{p} surrenders box {b} hand {h}"
+        case ev.PlayerTimedOut(player_id=p, phase=phase, action=action):
+            return f"{p}'s time ran out ({phase}): the server {action.replace('_', ' ')}"
+        case ev.DealerHoleCardRevealed(card=card):
+            return f"dealer turns the hole card: {card}  ->  {cards_text(state.dealer)}"
+        case ev.HandSettled(player_id=p, box=b, hand=h, outcome=o, stake=s, payout=pay):
+            return f"box {b} hand {h} ({p}): {o}, stake {money(s)}, pays {money(pay)}"
+        case ev.RoundSettled(dealer_total=t, dealer_blackjack=bj):
+            return f"round settled, dealer {'blackjack' if bj else t}"
+    return type(event).__name__

@@ -1,0 +1,142 @@
+"""The projection writer on an embedded SQLite store: records folded in exactly once,
+whatever is redelivered, and nothing half-done when a batch fails."""
+
+from __future__ import annotations
+
+from collections.abc import AsyncIterator
+from pathlib import Path
+
+import pytest
+from alembic.autogenerate import compare_metadata
+from alembic.migration import MigrationContext
+from sqlalchemy import update
+from sqlalchemy.engine import Connection
+
+from blackjack.messages.sealing import ShoeSeal
+from blackjack.messages.wire import encode, to_wire
+from blackjack.projections import schema
+from blackjack.projections.dump import Dump, differences, dump
+from blackjack.projections.projector import ProjectionError
+from blackjack.projections.store import ProjectionStore
+from blackjack.projections.writer import ProjectionWriter, Record
+from tests.integration.conftest_projections import play_tables
+
+SEAL = ShoeSeal.from_hex(ShoeSeal.new_key_hex())
+TOPIC = "blackjack.events"
+LOG = play_tables([("t-1", "mini-h17"), ("t-2", "atlantic-city-multi")], rounds=8, seed=5)
+RECORDS = [
+    Record(TOPIC, 0, offset, encode(to_wire(envelope, SEAL)))
+    for offset, envelope in enumerate(LOG.envelopes)
+]
+
+
+@pytest.fixture
+async def store(tmp_path: Path) -> AsyncIterator[ProjectionStore]:
+    store = ProjectionStore(f"sqlite+aiosqlite:///{tmp_path / 'projections.db'}")
+    await store.migrate()
+    yield store
+    await store.close()
+
+
+async def snapshot(store: ProjectionStore) -> Dump:
+    async with store.reading() as connection:
+        return await dump(connection)
+
+
+def _schema_drift(connection: Connection) -> list[object]:
+    found = compare_metadata(MigrationContext.configure(connection), schema.metadata)
+    return [d for d in found if "alembic_version" not in str(d)]
+
+
+async def test_the_migrations_create_exactly_the_declared_tables(store: ProjectionStore) -> None:
+    async with store.reading() as connection:
+        assert await connection.run_sync(_schema_drift) == []
+
+
+async def test_a_redelivered_batch_is_skipped_by_its_stored_position(
+    store: ProjectionStore,
+) -> None:
+    writer = ProjectionWriter(store)
+    first = await writer.apply(RECORDS[:300])
+    assert (first.folded, first.skipped) == (300, 0)
+    once = await snapshot(store)
+
+    again = await writer.apply(RECORDS[:300])  # a crash before Kafka heard of the progress
+    assert (again.folded, again.skipped) == (0, 300)
+    assert (await snapshot(store)).text() == once.text()
+
+    rest = await writer.apply(RECORDS[250:])  # overlapping: only the new ones count
+    assert (rest.folded, rest.skipped) == (len(RECORDS) - 300, 50)
+    assert rest.positions == {(TOPIC, 0): len(RECORDS)}
+
+
+async def test_a_batch_that_fails_changes_nothing(store: ProjectionStore) -> None:
+    writer = ProjectionWriter(store)
+    await writer.apply(RECORDS[:100])
+    before = await snapshot(store)
+    poisoned = [*RECORDS[100:150], Record(TOPIC, 0, 150, b"{not json"), *RECORDS[151:200]]
+    with pytest.raises(ProjectionError, match="offset 150 is not an event envelope"):
+        await writer.apply(poisoned)
+    assert (await snapshot(store)).text() == before.text()
+    assert await writer.stored_positions() == {(TOPIC, 0): 100}
+
+
+async def test_the_same_event_at_a_later_offset_is_a_duplicate(store: ProjectionStore) -> None:
+    writer = ProjectionWriter(store)
+    await writer.apply(RECORDS[:50])
+    before = await snapshot(store)
+    resent = Record(TOPIC, 0, 50, RECORDS[20].value)
+    result = await writer.apply([resent])
+    assert (result.folded, result.duplicates) == (0, 1)
+    changed = differences(before, await snapshot(store))
+    assert [d.table for d in changed] == ["projection_positions"]
+
+
+async def test_another_event_at_a_known_place_in_the_stream_is_refused(
+    store: ProjectionStore,
+) -> None:
+    writer = ProjectionWriter(store)
+    await writer.apply(RECORDS[:50])
+    original = to_wire(LOG.envelopes[20], SEAL)
+    forged = original.model_copy(update={"event_id": "forged"})
+    with pytest.raises(ProjectionError, match="forged"):
+        await writer.apply([Record(TOPIC, 0, 50, encode(forged))])
+
+
+async def test_a_gap_in_a_stream_is_refused(store: ProjectionStore) -> None:
+    writer = ProjectionWriter(store)
+    stream = [r for r in RECORDS if b'"stream_id":"t-1"' in r.value]
+    await writer.apply(stream[:10])
+    with pytest.raises(ProjectionError, match="follows"):
+        await writer.apply(stream[11:12])
+
+
+async def test_a_rebuild_in_another_batching_gives_the_same_dump(
+    store: ProjectionStore, tmp_path: Path
+) -> None:
+    await ProjectionWriter(store).apply(RECORDS)
+    other = ProjectionStore(f"sqlite+aiosqlite:///{tmp_path / 'other.db'}")
+    await other.migrate()
+    try:
+        writer = ProjectionWriter(other)
+        for start in range(0, len(RECORDS), 7):
+            await writer.apply(RECORDS[start : start + 7])
+        assert (await snapshot(other)).text() == (await snapshot(store)).text()
+    finally:
+        await other.close()
+
+
+async def test_a_changed_row_is_named_down_to_the_field(store: ProjectionStore) -> None:
+    await ProjectionWriter(store).apply(RECORDS)
+    before = await snapshot(store)
+    async with store.writing() as connection:
+        await connection.execute(
+            update(schema.accounts)
+            .where(schema.accounts.c.player_id == "t-1-p0")
+            .values(available=schema.accounts.c.available + 1)
+        )
+    balance = LOG.states["t-1"].players["t-1-p0"].balance
+    found = differences(before, await snapshot(store))
+    assert [str(d) for d in found] == [
+        f"accounts ['t-1', 't-1-p0']: available: expected {balance}, found {balance + 1}"
+    ]

@@ -1,0 +1,220 @@
+"""Replay and its checks: a clean log replays without a finding; a tampered payout, card,
+balance or shoe reveal is found, with the place and the numbers; a round dealt from a shoe
+that is still sealed needs the shoe key."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import Any
+
+import pytest
+
+from blackjack.audit.recall import render, replay_round
+from blackjack.audit.replay import replay_stream
+from blackjack.audit.settlement import dealer_play_problem, hand_result
+from blackjack.domain import commands as cmd
+from blackjack.domain import events as ev
+from blackjack.domain.rules import PRESETS
+from blackjack.domain.state import Hand
+from blackjack.domain.wallet import BuyInCompleted
+from blackjack.messages.sealing import ShoeSeal
+from blackjack.messages.wire import WireEnvelope, to_wire
+from blackjack.projections.projector import StreamProjection
+from tests.integration.conftest_projections import Script, play_tables
+
+SEAL = ShoeSeal.from_hex(ShoeSeal.new_key_hex())
+A = "alice"
+
+
+def wires(script: Script) -> list[WireEnvelope]:
+    return [to_wire(e, SEAL) for e in script.envelopes if e.stream_id == script.stream_id]
+
+
+def won_round() -> Script:
+    """atlantic-city: 19 against the dealer's 17, 1000 wins 1000; a fresh shoe follows."""
+    script = Script("atlantic-city", [["TH", "7S", "9H", "QD"]])
+    script.do(
+        cmd.PlaceBet(player_id=A, box=0, amount=1000),
+        cmd.Deal(player_id=A),
+        cmd.Stand(player_id=A, box=0),
+    )
+    return script
+
+
+def tamper(
+    log: list[WireEnvelope], kind: type[Any], change: Callable[[Any], dict[str, Any]]
+) -> list[WireEnvelope]:
+    """The log with the first event of ``kind`` changed (its data fields replaced)."""
+    index = next(i for i, w in enumerate(log) if isinstance(w.data, kind))
+    data = log[index].data
+    forged = log[index].model_copy(update={"data": data.model_copy(update=change(data))})
+    return [*log[:index], forged, *log[index + 1 :]]
+
+
+def messages(log: list[WireEnvelope]) -> list[str]:
+    return [f.message for f in replay_stream(log).findings]
+
+
+def test_a_clean_log_of_every_variant_replays_without_a_finding() -> None:
+    variants = ["mini-h17", "mini-s17", "atlantic-city", "atlantic-city-multi", "surrender"]
+    log = play_tables([(f"t-{v}", v) for v in variants], rounds=30, seed=21)
+    streams = sorted({e.stream_id for e in log.envelopes})
+    checks = 0
+    for stream_id in streams:
+        stream = [to_wire(e, SEAL) for e in log.envelopes if e.stream_id == stream_id]
+        replay = replay_stream(stream, SEAL)
+        assert replay.findings == [], stream_id
+        assert replay.stopped is None and replay.events == len(stream)
+        if stream_id in log.states:
+            assert replay.state.players == log.states[stream_id].players
+            settled = [r for r in replay.rounds.values() if r.status == "settled"]
+            assert len(settled) == 30
+            assert all(s.verified for s in replay.shoes.values())
+        checks += replay.checks
+    assert checks > 3000
+
+
+def test_without_the_key_the_retired_shoes_are_verified_by_their_reveal() -> None:
+    replay = replay_stream(wires(won_round()))
+    assert replay.findings == [] and replay.stopped is None
+    assert replay.shoes[1].source == "revealed" and replay.shoes[1].verified
+    assert replay.shoes[2].source == "sealed"  # the new shoe: nothing dealt from it yet
+
+
+def test_a_tampered_payout_is_found_even_when_every_balance_agrees() -> None:
+    def pay_more(e: ev.HandSettled) -> dict[str, Any]:
+        return {"payout": e.payout + 500, "balance_after": e.balance_after + 500}
+
+    def report_more(e: ev.RoundSettled) -> dict[str, Any]:
+        r = e.results[0]
+        forged = r.model_copy(
+            update={
+                "paid": r.paid + 500,
+                "net": r.net + 500,
+                "balance_after": r.balance_after + 500,
+            }
+        )
+        return {"results": (forged,)}
+
+    log = tamper(tamper(wires(won_round()), ev.HandSettled, pay_more), ev.RoundSettled, report_more)
+    found = messages(log)
+    assert "box 0 hand 0 result: recorded ('win', 2500), the rules give ('win', 2000)" in found
+    assert "alice's payout in the round: recorded 2500, the rules give 2000" in found
+    # the read model alone cannot tell: the forged amounts add up
+    projection = StreamProjection.new("table-1")
+    for w in log:
+        projection.apply(w)
+    account = projection.accounts[A]
+    assert account.deposited + account.won - account.lost == account.available + account.in_play
+
+
+def test_a_changed_card_does_not_fold() -> None:
+    log = tamper(wires(won_round()), ev.CardDealt, lambda e: {"card": "AS"})
+    replay = replay_stream(log)
+    assert replay.stopped is not None
+    assert any("card AS dealt where the shoe holds TH" in m for m in messages(log))
+
+
+def test_a_balance_one_cent_off_is_found() -> None:
+    log = tamper(wires(won_round()), ev.BetPlaced, lambda e: {"balance_after": e.balance_after - 1})
+    assert "alice's balance after: recorded 8999, the rules give 9000" in messages(log)
+
+
+def test_a_reveal_that_does_not_match_the_commitment_is_found() -> None:
+    def swap(e: ev.ShoeRetired) -> dict[str, Any]:
+        order = list(e.order)
+        order[0], order[1] = order[1], order[0]
+        return {"order": tuple(order)}
+
+    found = messages(tamper(wires(won_round()), ev.ShoeRetired, swap))
+    assert "shoe 1: the revealed order does not match its commitment" in found
+
+
+def test_a_wallet_transfer_closed_twice_is_found() -> None:
+    script = Script("atlantic-city-multi", [[]], players={A: 5000})
+    log = [to_wire(e, SEAL) for e in script.envelopes if e.stream_id == "wallet:alice"]
+    assert replay_stream(log).findings == []
+    completed = next(w for w in log if isinstance(w.data, BuyInCompleted))
+    again = completed.model_copy(update={"sequence": len(log) + 1})
+    assert messages([*log, again]) == ["buy-in 1 closed, but no such transfer is pending"]
+
+
+def test_a_round_in_play_from_a_sealed_shoe_needs_the_key() -> None:
+    script = Script("mini-h17", [["TH", "7S", "9H", "QD"]])  # the shoe lasts many rounds
+    script.do(cmd.PlaceBet(player_id=A, box=0, amount=1000), cmd.Deal(player_id=A))
+    log = wires(script)
+    blind = replay_round(log, 1, None, "table-1")
+    assert blind.found and not blind.ok
+    assert blind.stopped is not None and "BLACKJACK_SHOE_KEY" in blind.stopped
+    keyed = replay_round(log, 1, SEAL, "table-1")
+    assert keyed.ok and keyed.shoe is not None and keyed.shoe.source == "key"
+    text = render(keyed)
+    assert "dealer: hole card, face down" in text and "(+ hole card)" in text
+    assert "QD" not in text  # a round in play keeps its hole card hidden
+
+
+def test_the_replay_tells_the_round_with_its_checks() -> None:
+    verdict = replay_round(wires(won_round()), 1, None, "table-1")
+    assert verdict.ok
+    text = render(verdict)
+    for expected in (
+        "Round table-1:1 - atlantic-city - USD - settled",
+        "matches the commitment",
+        "alice bets 10.00 on box 0",
+        "box 0 hand 0: 9H  ->  TH 9H = 19",
+        "dealer turns the hole card: QD  ->  7S QD = 17",
+        "Box 0 hand 0 (alice): TH 9H = 19, stake 10.00: win, pays 20.00  [ok]",
+        "alice: wagered 10.00, paid 20.00, net +10.00; balance 100.00 -> 110.00",
+        "REPLAY OK",
+    ):
+        assert expected in text, expected
+
+
+def test_an_unknown_round_is_not_found() -> None:
+    assert not replay_round(wires(won_round()), 9, None, "table-1").found
+
+
+@pytest.mark.parametrize(
+    ("variant", "cards", "dealer", "expected"),
+    [
+        ("atlantic-city", ("AS", "KD"), ("9C", "8D"), ("blackjack", 1000 + 1500)),
+        ("mini-h17", ("AS", "KD"), ("AC", "QD"), ("push", 1000)),
+        ("mini-h17", ("TS", "9D"), ("AC", "QD"), ("lose", 0)),
+        ("mini-h17", ("TS", "9D", "5C"), ("9C", "8D"), ("bust", 0)),
+        ("mini-h17", ("TS", "8D"), ("9C", "9D"), ("push", 1000)),
+        ("mini-h17", ("TS", "8D"), ("9C", "5D", "9S"), ("win", 2000)),
+    ],
+)
+def test_the_auditors_settlement(
+    variant: str, cards: tuple[str, ...], dealer: tuple[str, ...], expected: tuple[str, int]
+) -> None:
+    hand = Hand(cards=cards, stake=1000)
+    assert hand_result(PRESETS[variant], hand, dealer) == expected
+
+
+def test_the_auditors_settlement_of_split_hands_surrender_and_cents() -> None:
+    rules = PRESETS["atlantic-city"]
+    split_21 = Hand(cards=("AS", "KD"), stake=1000, from_split=True)
+    assert hand_result(rules, split_21, ("9C", "8D")) == ("win", 2000)
+    assert hand_result(rules, Hand(cards=("AS", "KD"), stake=500), ("9C", "8D")) == (
+        "blackjack",
+        500 + 700,  # "bet $5 ... paid out $5 plus $7": the cents of the win are not paid
+    )
+    surrendered = Hand(cards=("TS", "6D"), stake=1001, status="surrendered")
+    assert hand_result(PRESETS["mini-h17"], surrendered, ("TC", "7D")) == ("surrender", 500)
+
+
+def test_the_dealer_draws_by_the_table_rule() -> None:
+    h17, s17 = PRESETS["mini-h17"], PRESETS["mini-s17"]
+    soft_17 = ("AS", "6D")
+    assert dealer_play_problem(s17, soft_17, any_live_hand=True) is None
+    assert dealer_play_problem(h17, soft_17, any_live_hand=True) == (
+        "the dealer stood on 17, where the rule is to draw"
+    )
+    assert dealer_play_problem(s17, (*soft_17, "2C"), any_live_hand=True) == (
+        "the dealer drew on 17, where the rule is to stand"
+    )
+    assert dealer_play_problem(h17, (*soft_17, "2C"), any_live_hand=True) is None
+    assert dealer_play_problem(h17, ("TS", "6D", "5C"), any_live_hand=False) == (
+        "the dealer drew 1 card(s) with nothing to play for"
+    )
