@@ -48,7 +48,7 @@ class BlackjackClient:
         self._consumer: AIOKafkaConsumer | None = None
         self._reader: asyncio.Task[None] | None = None
         self._results: OrderedDict[str, list[CommandResult]] = OrderedDict()
-        self._waiters: dict[str, list[asyncio.Future[CommandResult]]] = {}
+        self._waiters: dict[str, list[tuple[int, asyncio.Future[CommandResult]]]] = {}
 
     async def __aenter__(self) -> BlackjackClient:
         await self.start()
@@ -116,6 +116,30 @@ class BlackjackClient:
         await self.send_envelope(envelope)
         return envelope.command_id
 
+    async def send_all(self, commands: Sequence[tuple[str, BaseModel]]) -> list[str]:
+        """Send many (stream id, command) pairs pipelined, in order; returns their ids."""
+        assert self._producer is not None, "start() the client first"
+        envelopes = [
+            CommandEnvelope(
+                command_id=str(uuid.uuid4()),
+                stream_id=stream_id,
+                sent_at=datetime.now(UTC),
+                command=command,
+            )
+            for stream_id, command in commands
+        ]
+        pending = [
+            await self._producer.send(
+                self.topics.commands,
+                envelope.model_dump_json().encode(),
+                key=envelope.stream_id.encode(),
+                headers=command_headers(envelope, self.source, None),
+            )
+            for envelope in envelopes
+        ]
+        await asyncio.gather(*pending)
+        return [envelope.command_id for envelope in envelopes]
+
     async def send_envelope(self, envelope: CommandEnvelope) -> None:
         await self.send_raw(
             envelope.stream_id.encode(),
@@ -135,19 +159,23 @@ class BlackjackClient:
 
     # ---- results ----------------------------------------------------------------------
 
-    async def result(self, command_id: str, timeout: float = 10.0) -> CommandResult:
-        """The result of a command (the first one received if it was answered twice)."""
-        received = self._results.get(command_id)
-        if received:
-            return received[0]
+    async def result(
+        self, command_id: str, timeout: float = 10.0, *, skip: int = 0
+    ) -> CommandResult:
+        """The result of a command: the first one received, or the first after ``skip``
+        earlier ones (a command sent again is answered again)."""
+        received = self._results.get(command_id, [])
+        if len(received) > skip:
+            return received[skip]
         future: asyncio.Future[CommandResult] = asyncio.get_running_loop().create_future()
-        self._waiters.setdefault(command_id, []).append(future)
+        waiter = (skip, future)
+        self._waiters.setdefault(command_id, []).append(waiter)
         try:
             return await asyncio.wait_for(future, timeout)
         finally:
             waiters = self._waiters.get(command_id, [])
-            if future in waiters:
-                waiters.remove(future)
+            if waiter in waiters:
+                waiters.remove(waiter)
             if not waiters:
                 self._waiters.pop(command_id, None)
 
@@ -164,11 +192,11 @@ class BlackjackClient:
         correlation_id: str | None = None,
         timeout: float = 10.0,
     ) -> CommandResult:
-        """Send a command and await its result."""
-        sent = await self.send(
-            stream_id, command, command_id=command_id, correlation_id=correlation_id
-        )
-        return await self.result(sent, timeout)
+        """Send a command and await the answer to this sending of it."""
+        command_id = command_id or str(uuid.uuid4())
+        earlier = len(self._results.get(command_id, ()))
+        await self.send(stream_id, command, command_id=command_id, correlation_id=correlation_id)
+        return await self.result(command_id, timeout, skip=earlier)
 
     async def _read(self) -> None:
         assert self._consumer is not None
@@ -177,9 +205,10 @@ class BlackjackClient:
             for records in batches.values():
                 for record in records:
                     result = CommandResult.model_validate_json(record.value or b"")
-                    self._results.setdefault(result.command_id, []).append(result)
+                    received = self._results.setdefault(result.command_id, [])
+                    received.append(result)
                     while len(self._results) > KEEP_RESULTS:
                         self._results.popitem(last=False)
-                    for future in self._waiters.pop(result.command_id, []):
-                        if not future.done():
-                            future.set_result(result)
+                    for skip, future in self._waiters.get(result.command_id, []):
+                        if len(received) > skip and not future.done():
+                            future.set_result(received[skip])

@@ -23,10 +23,20 @@ from blackjack.bus.settings import KafkaSettings
 from blackjack.bus.topics import Topics, delete_topics, ensure_topics
 from blackjack.client import BlackjackClient
 from blackjack.command_handler.config import HandlerConfig
+from blackjack.command_handler.replay import NOT_REMEMBERED
 from blackjack.command_handler.service import CommandHandler
-from blackjack.messages.envelope import CommandResult, EventEnvelope
+from blackjack.domain import commands as cmd
+from blackjack.domain import events as ev
+from blackjack.domain.rejections import Rejection
+from blackjack.domain.rules import Rules
+from blackjack.domain.state import INITIAL_STATE
+from blackjack.domain.wallet import INITIAL_WALLET, decide_wallet, evolve_wallet, is_wallet_stream
+from blackjack.messages.envelope import CommandEnvelope, CommandResult, EventEnvelope
 from blackjack.messages.sealing import ShoeSeal
 from blackjack.messages.wire import decode, from_wire
+from blackjack.rng import csprng_shuffle
+from blackjack.scenario import build_shoe
+from blackjack.table import apply
 
 WAIT_S = 30.0
 
@@ -115,20 +125,19 @@ async def running_handler(config: HandlerConfig, **kwargs: Any) -> AsyncIterator
 # ---- reading what the handler wrote -------------------------------------------------------
 
 
-async def read_topic(bootstrap: str, topic: str) -> list[Any]:
-    """Every committed record of a topic, from the start to its end offsets as of now."""
+async def read_topic(space: KafkaSpace, topic: str, isolation: str = "read_committed") -> list[Any]:
+    """Every committed record of a topic (or every record, aborted ones too, with
+    ``read_uncommitted``), from the start to its end offsets as of now."""
     consumer = AIOKafkaConsumer(
-        bootstrap_servers=bootstrap,
+        bootstrap_servers=space.bootstrap,
         group_id=None,
-        isolation_level="read_committed",
+        isolation_level=isolation,
         enable_auto_commit=False,
         auto_offset_reset="earliest",
     )
     await consumer.start()
     try:
-        await consumer.topics()  # fetches the cluster's metadata
-        partitions = consumer.partitions_for_topic(topic) or set()
-        tps = [TopicPartition(topic, p) for p in sorted(partitions)]
+        tps = [TopicPartition(topic, p) for p in range(space.partitions)]
         consumer.assign(tps)
         ends = await consumer.end_offsets(tps)
         await consumer.seek_to_beginning(*tps)
@@ -149,7 +158,7 @@ async def stream_events(space: KafkaSpace, stream_id: str | None = None) -> list
     seal = space.seal()
     envelopes = [
         from_wire(decode(record.value), seal)
-        for record in await read_topic(space.bootstrap, space.topics.events)
+        for record in await read_topic(space, space.topics.events)
     ]
     if stream_id is not None:
         envelopes = [e for e in envelopes if e.stream_id == stream_id]
@@ -159,7 +168,7 @@ async def stream_events(space: KafkaSpace, stream_id: str | None = None) -> list
 async def all_results(space: KafkaSpace) -> list[CommandResult]:
     return [
         CommandResult.model_validate_json(record.value)
-        for record in await read_topic(space.bootstrap, space.topics.results)
+        for record in await read_topic(space, space.topics.results)
     ]
 
 
@@ -197,3 +206,118 @@ async def wait_for_events(
 
 def types_of(envelopes: Iterable[EventEnvelope]) -> list[str]:
     return [e.type for e in envelopes]
+
+
+# ---- the shoe ---------------------------------------------------------------------------
+
+
+class QueuedShuffler:
+    """Hands out queued shoes (named first cards, then a fresh shoe's order), then falls back
+    to the CSPRNG; the handler draws through it like through ``csprng_shuffle``."""
+
+    def __init__(self) -> None:
+        self._queue: list[list[str | int]] = []
+        self.drawn = 0
+
+    def queue(self, *first_cards: list[str | int]) -> None:
+        self._queue.extend(first_cards)
+
+    def __call__(self, rules: Rules) -> cmd.ShuffleShoe:
+        self.drawn += 1
+        if not self._queue:
+            return csprng_shuffle(rules)
+        order = build_shoe(rules.decks, self._queue.pop(0))
+        return cmd.ShuffleShoe(order=order, salt=f"test-salt-{uuid.uuid4().hex}")
+
+
+# ---- checking a stream against the pure engine --------------------------------------------
+
+SHELL_CODES = {"malformed", "unknown_command", "unauthorized"}
+
+
+@dataclass
+class StreamCheck:
+    commands: int
+    events: list[EventEnvelope]
+    state: Any
+
+
+async def command_log(space: KafkaSpace, stream_id: str) -> list[CommandEnvelope]:
+    """The commands of a stream that parse as envelopes, in the order the handler read them."""
+    envelopes = []
+    for record in await read_topic(space, space.topics.commands):
+        if record.key != stream_id.encode():
+            continue
+        with contextlib.suppress(ValueError):
+            envelopes.append(CommandEnvelope.model_validate_json(record.value))
+    return envelopes
+
+
+async def verify_stream(
+    space: KafkaSpace, stream_id: str, *, resent: Iterable[str] = ()
+) -> StreamCheck:
+    """Replay the stream's commands through the pure engine, with the recorded clock and the
+    recorded shoes, and demand exactly the events the handler wrote: none lost, none twice,
+    none extra, in sequence 1, 2, 3..., each caused by its command. Every command has exactly
+    one result (``resent`` ids, sent twice on purpose, have the same result twice)."""
+    commands = await command_log(space, stream_id)
+    results: dict[str, list[CommandResult]] = {}
+    for result in await all_results(space):
+        if result.stream_id == stream_id:
+            results.setdefault(result.command_id, []).append(result)
+    events = await stream_events(space, stream_id)
+    assert [e.sequence for e in events] == list(range(1, len(events) + 1)), "gap or duplicate"
+    assert len({e.event_id for e in events}) == len(events)
+    shoes = [e.data for e in events if isinstance(e.data, ev.ShoeShuffled)]
+
+    def replayed_shoe(rules: Rules) -> cmd.ShuffleShoe:
+        shoe = shoes.pop(0)
+        return cmd.ShuffleShoe(order=shoe.order, salt=shoe.salt)
+
+    wallet = is_wallet_stream(stream_id)
+    state: Any = INITIAL_WALLET if wallet else INITIAL_STATE
+    by_cause: dict[str, list[EventEnvelope]] = {}
+    for envelope in events:
+        by_cause.setdefault(envelope.causation_id or "", []).append(envelope)
+    seen: set[str] = set()
+    resent = set(resent)
+    for envelope in commands:
+        cid = envelope.command_id
+        if cid in seen:
+            continue
+        seen.add(cid)
+        answers = results.get(cid, [])
+        assert answers, f"command {cid} ({envelope.command.type}) has no result"
+        # Answers to messages refused before reaching the stream are not remembered; the id
+        # stays free for a corrected message.
+        answers = [a for a in answers if not a.rejection or a.rejection.code not in NOT_REMEMBERED]
+        if not answers:
+            assert cid not in by_cause
+            continue
+        assert len(answers) == (2 if cid in resent else 1), f"{cid}: {len(answers)} results"
+        assert all(a == answers[0] for a in answers)
+        result = answers[0]
+        actual = [e.data for e in by_cause.pop(cid, [])]
+        if result.status == "rejected":
+            assert result.rejection is not None and not actual
+            if result.rejection.code in SHELL_CODES:
+                continue
+        if wallet:
+            decision = decide_wallet(state, envelope.command)
+            expected = [] if isinstance(decision, Rejection) else decision
+            rejection = decision if isinstance(decision, Rejection) else None
+            for event in expected:
+                state = evolve_wallet(state, event)
+        else:
+            applied = apply(state, envelope.command, result.handled_at, replayed_shoe)
+            rejection = applied if isinstance(applied, Rejection) else None
+            expected = [] if rejection else applied.events  # type: ignore[union-attr]
+            if not rejection:
+                state = applied.state  # type: ignore[union-attr]
+        if result.status == "rejected":
+            assert rejection is not None and rejection.code == result.rejection.code, cid
+        else:
+            assert rejection is None, f"{cid}: the engine rejects what the handler accepted"
+            assert actual == expected, f"{cid} ({envelope.command.type}): events differ"
+    assert not by_cause, f"events with no command: {sorted(by_cause)}"
+    return StreamCheck(commands=len(seen), events=events, state=state)

@@ -14,6 +14,8 @@ rebuilds its streams from partition ``p`` alone.
 
 from __future__ import annotations
 
+import asyncio
+import time
 from collections.abc import Mapping
 from dataclasses import dataclass
 
@@ -121,7 +123,7 @@ async def ensure_topics(settings: KafkaSettings, topics: Topics) -> dict[str, in
                         f"cannot create {error['topic']}: {error['error_message']} "
                         f"(error {error['error_code']})"
                     )
-            counts = await _partition_counts(admin, topics.all())
+            counts = await _wait_for_metadata(admin, topics.all())
     finally:
         await admin.close()
     _check_counts(counts, topics.all(), settings.partitions)
@@ -138,6 +140,18 @@ def _check_counts(counts: Mapping[str, int], names: tuple[str, ...], expected: i
                 f"{expected}: streams are keyed to partitions, so the count must never change "
                 "(set BLACKJACK_PARTITIONS to the existing count)"
             )
+
+
+async def _wait_for_metadata(
+    admin: AIOKafkaAdminClient, names: tuple[str, ...], timeout: float = 30.0
+) -> dict[str, int]:
+    """Created topics reach the broker's metadata cache a moment after the create returns."""
+    deadline = time.monotonic() + timeout
+    while True:
+        counts = await _partition_counts(admin, names)
+        if len(counts) == len(names) or time.monotonic() > deadline:
+            return counts
+        await asyncio.sleep(0.1)
 
 
 async def _partition_counts(admin: AIOKafkaAdminClient, names: tuple[str, ...]) -> dict[str, int]:

@@ -66,6 +66,12 @@ def utc_now() -> datetime:
     return datetime.now(UTC)
 
 
+def _forget_outcomes(sent: list[tuple[str, asyncio.Future[RecordMetadata]]]) -> None:
+    """The sends of a failed transaction fail with it; their errors are the transaction's."""
+    for _, future in sent:
+        future.add_done_callback(lambda done: done.cancelled() or done.exception())
+
+
 @dataclass
 class _Partition:
     number: int
@@ -120,6 +126,7 @@ class CommandHandler:
         self._partitions: dict[int, _Partition] = {}
         self._retained: dict[int, _Retained] = {}
         self._assigned_once = asyncio.Event()
+        self._change = asyncio.Event()
         self._stopping = asyncio.Event()
         self._tasks: list[asyncio.Task[None]] = []
         self._consumer: AIOKafkaConsumer | None = None
@@ -197,7 +204,7 @@ class CommandHandler:
         for client in (self._reader, self._sender):
             if client is not None:
                 await client.stop()
-        self._publish_gauges()
+        self._changed()
         self.log.info("handler stopped")
 
     async def join(self) -> None:
@@ -213,6 +220,7 @@ class CommandHandler:
         except BaseException as error:
             self.failure = error
             self.log.exception("handler task died")
+            self._changed()
             raise
 
     @property
@@ -232,14 +240,18 @@ class CommandHandler:
         return {n for n, p in self._partitions.items() if p.status == "ready"}
 
     async def wait_ready(self, timeout: float) -> None:
-        deadline = time.monotonic() + timeout
-        await asyncio.wait_for(self._assigned_once.wait(), timeout)
-        while not self.ready:
-            if self.failure is not None:
-                raise RuntimeError("the handler failed") from self.failure
-            if time.monotonic() > deadline:
-                raise TimeoutError("the handler's partitions did not become ready")
-            await asyncio.sleep(0.05)
+        await self.wait_until(lambda: self.ready, timeout)
+
+    async def wait_until(self, condition: Callable[[], bool], timeout: float) -> None:
+        """Wait, without polling, until ``condition`` holds after some change of partitions."""
+        async with asyncio.timeout(timeout):
+            while True:
+                change = self._change
+                if self.failure is not None:
+                    raise RuntimeError("the handler failed") from self.failure
+                if condition():
+                    return
+                await change.wait()
 
     # ---- the group ------------------------------------------------------------------
 
@@ -252,7 +264,7 @@ class CommandHandler:
         self._consumer.pause(*(self._partitions[tp.partition].tp for tp in assigned))
         self._assigned_once.set()
         self.log.info("partitions assigned", partitions=sorted(tp.partition for tp in assigned))
-        self._publish_gauges()
+        self._changed()
 
     async def _revoke(self, revoked: set[TopicPartition]) -> None:
         for tp in revoked:
@@ -269,7 +281,7 @@ class CommandHandler:
                         self._retained[tp.partition] = _Retained(partition.store, ends)
         if revoked:
             self.log.info("partitions revoked", partitions=sorted(tp.partition for tp in revoked))
-        self._publish_gauges()
+        self._changed()
 
     async def _close_producer(self, partition: _Partition) -> None:
         producer, partition.producer = partition.producer, None
@@ -346,7 +358,7 @@ class CommandHandler:
         partition.fired.clear()
         self._consumer.resume(partition.tp)
         log.info("partition ready", committed_offset=committed, streams=len(store.streams))
-        self._publish_gauges()
+        self._changed()
 
     async def _prepare_due(self) -> None:
         now = time.monotonic()
@@ -414,12 +426,14 @@ class CommandHandler:
                 )
                 await producer.commit_transaction()
             except ProducerFenced:
+                _forget_outcomes(sent)
                 metrics.TRANSACTIONS.labels("fenced").inc()
                 self.log.warning("fenced by a newer owner", partition=partition.number)
                 self._drop(partition, "fenced", RETRY_AFTER_FENCING_S)
                 await self._close_producer(partition)
                 return
             except Exception:
+                _forget_outcomes(sent)
                 metrics.TRANSACTIONS.labels("aborted").inc()
                 self.log.exception("transaction failed; rebuilding", partition=partition.number)
                 with contextlib.suppress(Exception):
@@ -439,7 +453,7 @@ class CommandHandler:
         partition.store = None
         partition.retry_at = time.monotonic() + retry_after
         self._consumer.pause(partition.tp)
-        self._publish_gauges()
+        self._changed()
 
     async def _advance(
         self, store: PartitionStore, sent: list[tuple[str, asyncio.Future[RecordMetadata]]]
@@ -549,6 +563,12 @@ class CommandHandler:
                         stream_id=envelope.stream_id,
                         command_type=str(envelope.command.type),
                     )
+
+    def _changed(self) -> None:
+        """Partitions changed hands or state: publish the gauges, wake ``wait_until``."""
+        self._publish_gauges()
+        change, self._change = self._change, asyncio.Event()
+        change.set()
 
     def _publish_gauges(self) -> None:
         counts: dict[str, int] = dict.fromkeys(("pending", "ready", "failed", "fenced"), 0)

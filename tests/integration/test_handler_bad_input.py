@@ -1,0 +1,183 @@
+"""Bad input on the real broker: typed rejections on the results topic, nothing else changes,
+and the handler keeps running. Resent command ids get the original result, also after a
+restart of the handler."""
+
+from __future__ import annotations
+
+import json
+from collections.abc import AsyncIterator
+from typing import Any
+
+import pytest
+from conftest import KafkaSpace, running_handler, stream_events, verify_stream
+
+from blackjack.bus.topics import partition_for
+from blackjack.client import BlackjackClient
+from blackjack.command_handler.service import CommandHandler
+from blackjack.domain import commands as cmd
+from blackjack.domain.cards import fresh_shoe
+from blackjack.domain.wallet import CashOut, ConfirmBuyIn, WalletDeposit, wallet_stream
+from blackjack.messages.envelope import CommandResult
+
+pytestmark = pytest.mark.integration
+
+TABLE = "bad-1"
+
+
+@pytest.fixture(scope="module")
+async def space(kafka_space: Any) -> KafkaSpace:
+    made: KafkaSpace = await kafka_space(partitions=3)
+    return made
+
+
+@pytest.fixture(scope="module")
+async def handler(space: KafkaSpace) -> AsyncIterator[CommandHandler]:
+    async with running_handler(space.config()) as running:
+        yield running
+
+
+@pytest.fixture
+async def client(space: KafkaSpace, handler: CommandHandler) -> AsyncIterator[BlackjackClient]:
+    async with space.client() as connected:
+        yield connected
+
+
+@pytest.fixture(scope="module")
+async def seated(space: KafkaSpace, handler: CommandHandler) -> str:
+    async with space.client() as client:
+        for command in (
+            cmd.OpenTable(variant="mini-h17"),
+            cmd.SitDown(player_id="p"),
+            cmd.Deposit(player_id="p", amount=10_000),
+        ):
+            assert (await client.execute(TABLE, command)).status == "accepted"
+    return TABLE
+
+
+def envelope(command_id: str, stream: str, command: dict[str, Any]) -> bytes:
+    return json.dumps({"command_id": command_id, "stream_id": stream, "command": command}).encode()
+
+
+async def raw(
+    client: BlackjackClient, space: KafkaSpace, key: bytes, value: bytes
+) -> CommandResult:
+    """Send bytes; the result of an unparsable message is named after its offset."""
+    offset = await client.send_raw(key, value)
+    try:
+        document = json.loads(value)
+        command_id = document["command_id"]
+    except (ValueError, KeyError, TypeError):
+        partition = partition_for(key.decode(), space.partitions)
+        command_id = f"unparsed-{partition}-{offset}"
+    return await client.result(command_id)
+
+
+def code(result: CommandResult) -> str:
+    assert result.status == "rejected" and result.rejection is not None, result
+    return result.rejection.code
+
+
+async def test_malformed_and_unknown_messages_get_typed_rejections_and_change_nothing(
+    space: KafkaSpace, client: BlackjackClient, seated: str
+) -> None:
+    before = await stream_events(space, seated)
+    key = seated.encode()
+    bet = {"type": "PlaceBet", "player_id": "p", "box": 0}
+    cases = {
+        b"this is not JSON {": "malformed",
+        b"[1, 2, 3]": "malformed",
+        b"": "malformed",
+        envelope("bad-fields", seated, {**bet, "amont": 100}): "malformed",
+        envelope("bad-amount", seated, {**bet, "amount": 10.5}): "malformed",
+        envelope("bad-string-amount", seated, {**bet, "amount": "100"}): "malformed",
+        envelope("no-command", seated, {}): "malformed",
+        envelope("bad-type", seated, {"type": "Fly", "player_id": "p"}): "unknown_command",
+        envelope(
+            "wallet-cmd-at-table",
+            seated,
+            {"type": "BuyIn", "player_id": "p", "table_id": "x", "amount": 5},
+        ): "malformed",
+    }
+    for value, expected in cases.items():
+        result = await raw(client, space, key, value)
+        assert code(result) == expected, (value, result)
+        assert result.stream_id == seated
+    good_bet = {**bet, "amount": 100}
+    wrong_key = await raw(client, space, b"another-key", envelope("wrong-key", seated, good_bet))
+    assert code(wrong_key) == "malformed" and "key" in wrong_key.rejection.message  # type: ignore[union-attr]
+    to_wallet = await client.execute(wallet_stream("p"), cmd.Hit(player_id="p", box=0))
+    assert code(to_wallet) == "unknown_command"
+
+    # The handler is alive, the table unchanged, and a corrected resend of a malformed id works.
+    assert await stream_events(space, seated) == before
+    fixed = await client.execute(
+        seated, cmd.PlaceBet(player_id="p", box=0, amount=100), command_id="bad-fields"
+    )
+    assert fixed.status == "accepted"
+    await verify_stream(space, seated)
+
+
+async def test_commands_only_the_service_may_issue_are_unauthorized(
+    space: KafkaSpace, client: BlackjackClient, seated: str
+) -> None:
+    before = await stream_events(space, seated)
+    shuffle = cmd.ShuffleShoe(order=fresh_shoe(8), salt="0123456789abcdef0123")
+    assert code(await client.execute(seated, shuffle)) == "unauthorized"
+    wallet = wallet_stream("mallory")
+    assert (await client.execute(wallet, WalletDeposit(player_id="mallory", amount=1))).status == (
+        "accepted"
+    )
+    for forged in (
+        CashOut(player_id="mallory", table_id=seated, amount=1_000_000),
+        ConfirmBuyIn(player_id="mallory", transfer=1),
+    ):
+        assert code(await client.execute(wallet, forged)) == "unauthorized"
+    assert await stream_events(space, seated) == before
+    check = await verify_stream(space, wallet)
+    assert check.state.balance == 1
+
+
+async def test_a_resent_command_id_gets_the_original_result_and_no_new_events(
+    space: KafkaSpace, client: BlackjackClient, seated: str
+) -> None:
+    first = await client.execute(
+        seated, cmd.PlaceBet(player_id="p", box=0, amount=300), command_id="bet-once"
+    )
+    rejected = await client.execute(
+        seated, cmd.PlaceBet(player_id="p", box=0, amount=-5), command_id="bad-bet-once"
+    )
+    assert first.status == "accepted" and code(rejected) == "invalid_amount"
+    events = await stream_events(space, seated)
+    # The same ids again, even with other bodies: the original answers, nothing written.
+    again = await client.execute(
+        seated, cmd.PlaceBet(player_id="p", box=0, amount=999), command_id="bet-once"
+    )
+    rejected_again = await client.execute(
+        seated, cmd.Deal(player_id="p"), command_id="bad-bet-once"
+    )
+    assert again == first and rejected_again == rejected
+    assert await stream_events(space, seated) == events
+    await verify_stream(space, seated, resent=["bet-once", "bad-bet-once"])
+
+
+async def test_idempotency_survives_a_handler_restart(kafka_space: Any) -> None:
+    space: KafkaSpace = await kafka_space(partitions=2)
+    table = "restart-1"
+    async with running_handler(space.config()), space.client() as client:
+        opened = await client.execute(table, cmd.OpenTable(variant="surrender"), command_id="o-1")
+        refused = await client.execute(table, cmd.Hit(player_id="nobody", box=0), command_id="h-1")
+        assert opened.status == "accepted" and code(refused) == "not_seated"
+    events = await stream_events(space, table)
+    async with running_handler(space.config()), space.client() as client:
+        # Rebuilt from the log: the accepted id from the events and the results, the rejected
+        # one from the results topic.
+        assert (
+            await client.execute(table, cmd.OpenTable(variant="mini-h17"), command_id="o-1")
+            == opened
+        )
+        assert (
+            await client.execute(table, cmd.SitDown(player_id="nobody"), command_id="h-1")
+            == refused
+        )
+    assert await stream_events(space, table) == events
+    await verify_stream(space, table, resent=["o-1", "h-1"])

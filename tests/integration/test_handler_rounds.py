@@ -1,0 +1,244 @@
+"""A full round of every preset through the real broker, checked event by event.
+
+Each round runs through a handler with a queued shoe, so the cards are known. The test then
+checks the events twice: against the facts the seed promises (named below), and, every event,
+against the pure engine replayed from the commands, the recorded clock and the recorded shoe
+(``verify_stream``): none lost, none twice, none extra, each with its envelope.
+"""
+
+from __future__ import annotations
+
+import hashlib
+from collections.abc import AsyncIterator
+from typing import Any
+
+import pytest
+from conftest import (
+    KafkaSpace,
+    QueuedShuffler,
+    read_topic,
+    running_handler,
+    types_of,
+    verify_stream,
+    wait_for_events,
+)
+
+from blackjack.client import BlackjackClient
+from blackjack.command_handler.service import CommandHandler
+from blackjack.domain import commands as cmd
+from blackjack.domain import events as ev
+from blackjack.domain.wallet import BuyIn, WalletDeposit, wallet_stream
+from blackjack.messages.envelope import CommandResult
+
+pytestmark = pytest.mark.integration
+
+
+@pytest.fixture(scope="module")
+async def space(kafka_space: Any) -> KafkaSpace:
+    made: KafkaSpace = await kafka_space(partitions=3)
+    return made
+
+
+@pytest.fixture(scope="module")
+def shuffler() -> QueuedShuffler:
+    return QueuedShuffler()
+
+
+@pytest.fixture(scope="module")
+async def handler(space: KafkaSpace, shuffler: QueuedShuffler) -> AsyncIterator[CommandHandler]:
+    async with running_handler(space.config(), shuffler=shuffler) as running:
+        yield running
+
+
+@pytest.fixture
+async def client(space: KafkaSpace, handler: CommandHandler) -> AsyncIterator[BlackjackClient]:
+    async with space.client() as connected:
+        yield connected
+
+
+async def play(client: BlackjackClient, stream: str, *commands: Any) -> list[CommandResult]:
+    results = []
+    for command in commands:
+        result = await client.execute(stream, command)
+        assert result.status == "accepted", (command, result.rejection)
+        results.append(result)
+    return results
+
+
+async def table_with_player(
+    client: BlackjackClient, stream: str, variant: str, balance: int
+) -> None:
+    await play(
+        client,
+        stream,
+        cmd.OpenTable(variant=variant),
+        cmd.SitDown(player_id="p"),
+        cmd.Deposit(player_id="p", amount=balance),
+    )
+
+
+def settled(events: list[Any]) -> list[ev.HandSettled]:
+    return [e.data for e in events if isinstance(e.data, ev.HandSettled)]
+
+
+async def test_mini_h17_dealer_hits_soft_17_and_a_double_wins_twice(
+    space: KafkaSpace, shuffler: QueuedShuffler, client: BlackjackClient
+) -> None:
+    # player 9 2, dealer 6 up and A in the hole: soft 17, which this dealer hits.
+    shuffler.queue(["9S", "6S", "2S", "AH", "TS", "5H", "TH"])
+    await table_with_player(client, "h17-1", "mini-h17", 10_000)
+    await play(
+        client,
+        "h17-1",
+        cmd.PlaceBet(player_id="p", box=0, amount=1000),
+        cmd.Deal(player_id="p"),
+        cmd.Double(player_id="p", box=0),
+    )
+    check = await verify_stream(space, "h17-1")
+    round_events = [e for e in check.events if e.type in ("CardDealt", "DealerHoleCardRevealed")]
+    assert [e.data.card for e in round_events][-3:] == ["AH", "5H", "TH"]  # 17 soft: hit, hit
+    [hand] = settled(check.events)
+    assert (hand.outcome, hand.stake, hand.payout, hand.balance_after) == (
+        "win",
+        2000,
+        4000,
+        12_000,
+    )
+    assert types_of(check.events)[-1] == "RoundSettled"
+
+
+async def test_mini_s17_doubles_on_ten_and_stands_on_soft_17(
+    space: KafkaSpace, shuffler: QueuedShuffler, client: BlackjackClient
+) -> None:
+    # player 6 4 = 10 (double allowed on 9, 10, 11) draws a 9; dealer 7 A = soft 18 stands.
+    shuffler.queue(["6S", "7S", "4S", "AH", "9S"])
+    await table_with_player(client, "s17-1", "mini-s17", 5_000)
+    await play(
+        client,
+        "s17-1",
+        cmd.PlaceBet(player_id="p", box=0, amount=500),
+        cmd.Deal(player_id="p"),
+        cmd.Double(player_id="p", box=0),
+    )
+    check = await verify_stream(space, "s17-1")
+    [hand] = settled(check.events)
+    assert (hand.outcome, hand.total, hand.payout) == ("win", 19, 2000)
+    dealer = next(e.data for e in check.events if isinstance(e.data, ev.RoundSettled))
+    assert dealer.dealer_total == 18
+    # Reshuffled after every round: the next shoe is already drawn and the last one revealed.
+    retired = next(e.data for e in check.events if isinstance(e.data, ev.ShoeRetired))
+    assert retired.cards_dealt == 5
+    digest = hashlib.sha256(f"{retired.salt}:{''.join(retired.order)}".encode()).hexdigest()
+    assert digest == retired.commitment
+
+
+async def test_atlantic_city_five_dollar_blackjack_pays_seven(
+    space: KafkaSpace, shuffler: QueuedShuffler, client: BlackjackClient
+) -> None:
+    shuffler.queue(["AS", "9S", "KS", "7H"])
+    await table_with_player(client, "ac-1", "atlantic-city", 5_000)
+    await play(
+        client,
+        "ac-1",
+        cmd.PlaceBet(player_id="p", box=0, amount=500),
+        cmd.Deal(player_id="p"),
+    )
+    check = await verify_stream(space, "ac-1")
+    [hand] = settled(check.events)
+    assert (hand.outcome, hand.stake, hand.payout) == ("blackjack", 500, 1200)
+    assert hand.balance_after == 5_700
+
+
+async def test_surrender_two_boxes_one_surrendered_after_the_peek(
+    space: KafkaSpace, shuffler: QueuedShuffler, client: BlackjackClient
+) -> None:
+    # boxes 0 and 1, dealer T up (peeks, no blackjack) and 8 in the hole.
+    shuffler.queue(["TS", "TH", "TD", "6S", "9S", "8S"])
+    await table_with_player(client, "sur-1", "surrender", 10_000)
+    await play(
+        client,
+        "sur-1",
+        cmd.PlaceBet(player_id="p", box=0, amount=1000),
+        cmd.PlaceBet(player_id="p", box=1, amount=1000),
+        cmd.Deal(player_id="p"),
+        cmd.Surrender(player_id="p", box=0),
+        cmd.Stand(player_id="p", box=1),
+    )
+    check = await verify_stream(space, "sur-1")
+    assert "DealerPeeked" in types_of(check.events)
+    outcomes = [(h.box, h.outcome, h.payout) for h in settled(check.events)]
+    assert outcomes == [(0, "surrender", 500), (1, "win", 2000)]
+    assert check.state.players["p"].balance == 10_500
+
+
+async def test_atlantic_city_multi_two_players_funded_from_their_wallets(
+    space: KafkaSpace, shuffler: QueuedShuffler, client: BlackjackClient
+) -> None:
+    table = "acm-1"
+    # alice (box 0) T 9, dealer 7 up and T in the hole.
+    shuffler.queue(["TS", "7S", "9S", "TH"])
+    await play(client, table, cmd.OpenTable(variant="atlantic-city-multi"))
+    for player, seat, money, buy_in in (("alice", 0, 10_000, 3_000), ("bob", 1, 5_000, 2_000)):
+        await play(client, table, cmd.SitDown(player_id=player, seat=seat))
+        await play(
+            client,
+            wallet_stream(player),
+            WalletDeposit(player_id=player, amount=money),
+            BuyIn(player_id=player, table_id=table, amount=buy_in),
+        )
+    # The buy-ins arrive as table Deposits caused by the wallets' BuyInSent events.
+    await wait_for_events(space, table, lambda es: sum(e.type == "FundsDeposited" for e in es) == 2)
+    await play(
+        client,
+        table,
+        cmd.PlaceBet(player_id="alice", box=0, amount=500),
+        cmd.PlaceBet(player_id="bob", box=1, amount=500),
+        cmd.Deal(player_id="alice"),
+        cmd.Pass(player_id="bob"),
+        cmd.Stand(player_id="alice", box=0),
+        cmd.LeaveTable(player_id="alice"),
+        cmd.LeaveTable(player_id="bob"),
+    )
+    for player, expected in (("alice", 10_500), ("bob", 5_000)):
+        events = await wait_for_events(
+            space, wallet_stream(player), lambda es: any(e.type == "CashOutReceived" for e in es)
+        )
+        assert types_of(events) == [
+            "WalletDeposited",
+            "BuyInSent",
+            "BuyInCompleted",
+            "CashOutReceived",
+        ]
+        check = await verify_stream(space, wallet_stream(player))
+        assert check.state.balance == expected and check.state.pending == ()
+    check = await verify_stream(space, table)
+    [hand] = settled(check.events)
+    assert (hand.player_id, hand.outcome, hand.payout) == ("alice", "win", 1000)
+    refunds = [e.data for e in check.events if isinstance(e.data, ev.BetRefunded)]
+    assert [(r.player_id, r.reason) for r in refunds] == [("bob", "passed")]
+    left = [
+        (e.data.player_id, e.data.balance_returned) for e in check.events if e.type == "SeatLeft"
+    ]
+    assert left == [("alice", 3_500), ("bob", 2_000)]
+
+
+async def test_events_carry_cloudevents_headers_and_a_sealed_shoe(
+    space: KafkaSpace, client: BlackjackClient
+) -> None:
+    await table_with_player(client, "headers-1", "atlantic-city", 1_000)
+    records = [r for r in await read_topic(space, space.topics.events) if r.key == b"headers-1"]
+    assert records
+    for record in records:
+        headers = dict(record.headers)
+        assert headers["ce_specversion"] == b"1.0"
+        assert headers["ce_source"] == b"/blackjack/command-handler"
+        assert headers["ce_type"].startswith(b"blackjack.")
+        assert headers["ce_subject"] == b"headers-1"
+        assert {"ce_id", "ce_time", "ce_causationid", "ce_correlationid"} <= set(headers)
+    shuffled = next(
+        r for r in records if dict(r.headers)["ce_type"] == b"blackjack.ShoeShuffled.v1"
+    )
+    assert b'"order"' not in shuffled.value and b'"salt"' not in shuffled.value
+    assert b'"sealed"' in shuffled.value and b'"commitment"' in shuffled.value
+    results = [r for r in await read_topic(space, space.topics.results) if r.key == b"headers-1"]
+    assert all(dict(r.headers)["ce_type"] == b"blackjack.CommandResult.v1" for r in results)
