@@ -14,8 +14,11 @@ $(VENV)/.installed: pyproject.toml
 
 install: $(VENV)/.installed
 
+# The local broker (fetched from Maven Central on first use), then the service on
+# http://127.0.0.1:8080 with a development shoe key generated once into the git-ignored var/.
 run: install
-	$(VENV)/bin/blackjack serve
+	deploy/kafka/kafka.sh up
+	BLACKJACK_SHOE_KEY_FILE="$${BLACKJACK_SHOE_KEY_FILE:-var/shoe.key}" $(VENV)/bin/blackjack serve
 
 lint: install
 	$(VENV)/bin/ruff check services tests
@@ -36,6 +39,7 @@ test: lint typecheck
 
 schemas: install
 	$(VENV)/bin/blackjack schemas --write
+	$(VENV)/bin/blackjack asyncapi --write
 
 kafka-up:
 	deploy/kafka/kafka.sh up

@@ -12,6 +12,8 @@ subscribers to ``broker`` (a ``KafkaRouter`` included before start-up).
 
 from __future__ import annotations
 
+import logging
+
 from faststream.asgi import AsgiFastStream, AsgiResponse, AsyncAPIRoute, get
 from faststream.asgi.types import Scope
 from faststream.kafka import KafkaBroker
@@ -27,7 +29,10 @@ def _json(status: int, body: str) -> AsgiResponse:
 
 
 def build_app(config: HandlerConfig) -> tuple[AsgiFastStream, CommandHandler]:
-    broker = KafkaBroker(config.kafka.bootstrap, client_id=f"{config.instance_id}-faststream")
+    logger = logging.getLogger("blackjack.faststream")  # JSON lines like every other log
+    broker = KafkaBroker(
+        config.kafka.bootstrap, client_id=f"{config.instance_id}-faststream", logger=logger
+    )
     declare_channels(broker, config.topics)
     handler = CommandHandler(config)
 
@@ -52,6 +57,7 @@ def build_app(config: HandlerConfig) -> tuple[AsgiFastStream, CommandHandler]:
         broker,
         asgi_routes=[("/healthz", healthz), ("/readyz", readyz), ("/metrics", prometheus)],
         asyncapi_path=AsyncAPIRoute("/docs/asyncapi", try_it_out_path=None),
+        logger=logger,
         specification=specification(broker),
         after_startup=[handler.start],
         on_shutdown=[handler.stop],

@@ -1,0 +1,104 @@
+"""The service's published contract and its HTTP face.
+
+* ``schemas/asyncapi.json`` is what FastStream generates from the channel declarations.
+* ``blackjack serve`` (a real process) serves health, readiness, Prometheus metrics and the
+  AsyncAPI document of its own topics, handles commands, and stops cleanly on SIGTERM.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import os
+import signal
+import socket
+import sys
+from pathlib import Path
+from typing import Any
+
+import httpx
+import pytest
+from conftest import WAIT_S, KafkaSpace
+
+from blackjack.bus.contract import asyncapi_document, drifted, render
+from blackjack.domain import commands as cmd
+
+ASYNCAPI = Path(__file__).parents[2] / "schemas" / "asyncapi.json"
+BLACKJACK = Path(sys.executable).parent / "blackjack"
+
+
+def test_the_committed_asyncapi_document_matches_the_channels() -> None:
+    assert not drifted(ASYNCAPI), "run `blackjack asyncapi --write` and commit the result"
+    document = json.loads(ASYNCAPI.read_text())
+    addresses = {channel["address"] for channel in document["channels"].values()}
+    assert addresses == {
+        "blackjack.commands",
+        "blackjack.events",
+        "blackjack.command-results",
+        "blackjack.snapshots",
+    }
+
+
+def free_port() -> int:
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        port: int = probe.getsockname()[1]
+        return port
+
+
+async def lines_until(stream: asyncio.StreamReader, wanted: str, count: int) -> list[str]:
+    """Read the process's log lines until ``wanted`` has appeared ``count`` times."""
+    seen: list[str] = []
+    async with asyncio.timeout(WAIT_S):
+        while sum(wanted in line for line in seen) < count:
+            line = (await stream.readline()).decode()
+            assert line, "the process ended:\n" + "".join(seen[-20:])
+            seen.append(line)
+    return seen
+
+
+@pytest.mark.integration
+async def test_blackjack_serve_answers_health_readiness_metrics_and_docs(kafka_space: Any) -> None:
+    space: KafkaSpace = await kafka_space(partitions=2)
+    port = free_port()
+    process = await asyncio.create_subprocess_exec(
+        str(BLACKJACK),
+        "serve",
+        "--port",
+        str(port),
+        env={**os.environ, **space.env()},
+        stdout=asyncio.subprocess.PIPE,
+        stderr=asyncio.subprocess.STDOUT,
+    )
+    assert process.stdout is not None
+    try:
+        log = await lines_until(process.stdout, '"partition ready"', space.partitions)
+        assert all(json.loads(line) for line in log if line.startswith("{"))  # JSON lines
+        async with (
+            httpx.AsyncClient(base_url=f"http://127.0.0.1:{port}", timeout=10) as http,
+            space.client() as client,
+        ):
+            assert (await http.get("/healthz")).status_code == 200
+            ready = await http.get("/readyz")
+            assert ready.status_code == 200 and ready.json()["partitions"] == [0, 1]
+            result = await client.execute("served-1", cmd.OpenTable(variant="surrender"))
+            assert result.status == "accepted"
+            metrics = (await http.get("/metrics")).text
+            assert 'blackjack_commands_total{code="",status="accepted",type="OpenTable"} 1.0' in (
+                metrics
+            )
+            assert "blackjack_transaction_seconds_bucket" in metrics
+            served = (await http.get("/docs/asyncapi.json")).json()
+            assert served == json.loads(render(asyncapi_document(space.topics, space.bootstrap)))
+            page = await http.get("/docs/asyncapi")
+            assert page.status_code == 200 and "text/html" in page.headers["content-type"]
+        # A graceful stop: the handler leaves its group, then uvicorn re-raises the SIGTERM it
+        # caught so that the exit status still tells a supervisor why the process ended.
+        process.send_signal(signal.SIGTERM)
+        rest = await lines_until(process.stdout, '"handler stopped"', 1)
+        assert any("LeaveGroup request succeeded" in line for line in rest)
+        assert await asyncio.wait_for(process.wait(), WAIT_S) == -signal.SIGTERM
+    finally:
+        if process.returncode is None:
+            process.kill()
+            await process.wait()

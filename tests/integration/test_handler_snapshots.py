@@ -1,0 +1,125 @@
+"""Snapshots: a rebuild starts from the newest checkpoint instead of offset 0, a round in flight
+survives in a snapshot, the idempotency window travels in it, and nothing in the snapshot
+topic shows a card. A topic with another partition count stops the handler from starting."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pytest
+from conftest import (
+    KafkaSpace,
+    read_topic,
+    running_handler,
+    stream_events,
+    verify_stream,
+)
+from prometheus_client import REGISTRY
+
+from blackjack.bus.topics import TopicMismatch, partition_for
+from blackjack.command_handler.keys import derive_key
+from blackjack.command_handler.service import CommandHandler
+from blackjack.command_handler.snapshots import (
+    Checkpoint,
+    SealedSnapshot,
+    SnapshotCodec,
+    SnapshotError,
+    checkpoint_key,
+)
+from blackjack.domain import commands as cmd
+from blackjack.domain.evolve import fold
+from blackjack.messages.sealing import ShoeSeal
+
+pytestmark = pytest.mark.integration
+
+
+def rebuilds(kind: str) -> float:
+    return REGISTRY.get_sample_value("blackjack_rebuilds_total", {"kind": kind}) or 0.0
+
+
+def replayed_events() -> float:
+    return REGISTRY.get_sample_value("blackjack_rebuild_events_total") or 0.0
+
+
+async def test_a_restart_resumes_from_the_checkpoint_with_a_round_in_flight(
+    kafka_space: Any,
+) -> None:
+    space: KafkaSpace = await kafka_space(partitions=1)
+    config = space.config(snapshot_every=10)
+    tables = ["snap-a", "snap-b"]
+    async with running_handler(config), space.client() as client:
+        for table in tables:
+            for command in (
+                cmd.OpenTable(variant="mini-h17"),
+                cmd.SitDown(player_id="p"),
+                cmd.Deposit(player_id="p", amount=50_000),
+            ):
+                assert (await client.execute(table, command)).status == "accepted"
+        refused = await client.execute(
+            "snap-a", cmd.Withdraw(player_id="p", amount=10**9), command_id="too-much"
+        )
+        assert refused.rejection is not None
+        # snap-a: a round dealt and left in flight; snap-b: enough traffic for checkpoints.
+        for command in (cmd.PlaceBet(player_id="p", box=0, amount=1_000), cmd.Deal(player_id="p")):
+            assert (await client.execute("snap-a", command)).status == "accepted"
+        for i in range(30):
+            command = (
+                cmd.PlaceBet(player_id="p", box=0, amount=100)
+                if i % 2 == 0
+                else cmd.ClearBets(player_id="p")
+            )
+            await client.execute("snap-b", command)
+
+    records = await read_topic(space, space.topics.snapshots)
+    keys = [r.key.decode() for r in records]
+    assert checkpoint_key(0) in keys and set(tables) <= set(keys)
+    checkpoints = [Checkpoint.decode(r.value) for r in records if r.key == b"#checkpoint/0"]
+    assert len(checkpoints) >= 3 and checkpoints[-1].events_from > 0
+    # A snapshot is its stream id, sequence and a sealed body: no state, no card, in clear.
+    codec = SnapshotCodec(derive_key(space.shoe_key, "blackjack/snapshots/v1"))
+    stranger = SnapshotCodec(derive_key(ShoeSeal.new_key_hex(), "blackjack/snapshots/v1"))
+    newest_a = [r.value for r in records if r.key == b"snap-a"][-1]
+    sealed = SealedSnapshot.model_validate_json(newest_a)  # extra fields are forbidden
+    assert sealed.stream_id == "snap-a"
+    with pytest.raises(SnapshotError):
+        stranger.decode(newest_a)
+    restored = codec.decode(newest_a)
+    events = await stream_events(space, "snap-a")
+    assert restored.state == fold(e.data for e in events[: sealed.sequence])  # type: ignore[misc]
+
+    kept, replayed = rebuilds("checkpoint"), replayed_events()
+    async with running_handler(config) as handler, space.client() as client:
+        assert rebuilds("checkpoint") == kept + 1
+        assert replayed_events() - replayed < len(await stream_events(space))
+        # The rejected id is remembered from before the checkpoint, through the snapshot.
+        again = await client.execute(
+            "snap-a", cmd.Deposit(player_id="p", amount=1), command_id="too-much"
+        )
+        assert again == refused
+        # The round dealt before the restart is played to its end.
+        state = fold(e.data for e in await stream_events(space, "snap-a"))  # type: ignore[misc]
+        assert state.boxes_in_play() == [0]
+        while state.boxes_in_play():
+            if state.boxes[0].insurance == "offered":
+                command: Any = cmd.DeclineInsurance(player_id="p", box=0)
+            else:
+                command = cmd.Stand(player_id="p", box=0)
+            assert (await client.execute("snap-a", command)).status == "accepted"
+            state = fold(e.data for e in await stream_events(space, "snap-a"))  # type: ignore[misc]
+        assert handler.owned_partitions() == {0}
+    await verify_stream(space, "snap-a", resent=["too-much"])
+    await verify_stream(space, "snap-b")
+    assert partition_for("snap-a", 1) == 0
+
+
+async def test_the_handler_refuses_topics_with_another_partition_count(kafka_space: Any) -> None:
+    space: KafkaSpace = await kafka_space(partitions=2)
+    settings = space.settings
+    wrong = space.config(
+        kafka=type(settings)(
+            bootstrap=settings.bootstrap, topic_prefix=settings.topic_prefix, partitions=3
+        )
+    )
+    handler = CommandHandler(wrong)
+    with pytest.raises(TopicMismatch, match="has 2 partitions, the service is configured for 3"):
+        await handler.start()
