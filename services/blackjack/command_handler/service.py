@@ -55,6 +55,9 @@ Status = Literal["pending", "ready", "failed", "fenced", "revoked"]
 
 REBUILD_TIMEOUT_S = 300.0
 RETRY_AFTER_FAILURE_S = 1.0
+RETRY_AT_MOST_S = 30.0
+"""A partition that keeps failing (a corrupt log, a foreign shoe key) is retried with a
+doubling pause up to this, and stays out of service (``/readyz`` says so) meanwhile."""
 RETRY_AFTER_FENCING_S = 30.0
 """A fenced instance waits for the rebalance that takes the partition away; if none comes
 (the broker aborted a transaction that ran too long), it takes the partition back."""
@@ -80,6 +83,7 @@ class _Partition:
     store: PartitionStore | None = None
     producer: AIOKafkaProducer | None = None
     retry_at: float = 0.0
+    failures: int = 0
     lock: asyncio.Lock = field(default_factory=asyncio.Lock)
     fired: dict[str, float] = field(default_factory=dict)
 
@@ -344,8 +348,7 @@ class CommandHandler:
             log.exception("taking the partition failed; will retry")
             with contextlib.suppress(Exception):
                 await producer.stop()
-            partition.status = "failed"
-            partition.retry_at = time.monotonic() + RETRY_AFTER_FAILURE_S
+            self._drop(partition, "failed", RETRY_AFTER_FAILURE_S)
             return
         if self._partitions.get(number) is not partition:  # revoked meanwhile
             await producer.stop()
@@ -355,6 +358,7 @@ class CommandHandler:
         partition.producer = producer
         partition.store = store
         partition.status = "ready"
+        partition.failures = 0
         partition.fired.clear()
         self._consumer.resume(partition.tp)
         log.info("partition ready", committed_offset=committed, streams=len(store.streams))
@@ -451,7 +455,9 @@ class CommandHandler:
         assert self._consumer is not None
         partition.status = status
         partition.store = None
-        partition.retry_at = time.monotonic() + retry_after
+        pause = min(retry_after * 2**partition.failures, max(retry_after, RETRY_AT_MOST_S))
+        partition.failures += 1
+        partition.retry_at = time.monotonic() + pause
         self._consumer.pause(partition.tp)
         self._changed()
 
@@ -548,14 +554,19 @@ class CommandHandler:
                     if envelope.command_id in partition.fired:
                         continue
                     partition.fired[envelope.command_id] = mono
-                    key = envelope.stream_id.encode()
-                    await self._sender.send_and_wait(
-                        self.topics.commands,
-                        envelope.model_dump_json().encode(),
-                        key=key,
-                        headers=command_headers(envelope, self.config.source, None),
-                        partition=partition_for(envelope.stream_id, self.config.kafka.partitions),
-                    )
+                    try:
+                        await self._sender.send_and_wait(
+                            self.topics.commands,
+                            envelope.model_dump_json().encode(),
+                            key=envelope.stream_id.encode(),
+                            headers=command_headers(envelope, self.config.source, None),
+                            partition=partition_for(
+                                envelope.stream_id, self.config.kafka.partitions
+                            ),
+                        )
+                    except KafkaError:  # fired again on a later tick (same id, same command)
+                        self.log.exception("sending a timer command failed")
+                        continue
                     metrics.TIMER_COMMANDS.labels(str(envelope.command.type)).inc()
                     self.log.info(
                         "timer fired",
