@@ -16,6 +16,7 @@ import os
 import random
 import uuid
 from collections.abc import AsyncIterator, Iterable, Sequence
+from contextlib import asynccontextmanager
 from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
@@ -71,6 +72,7 @@ class _Table:
         self.now = START + timedelta(seconds=self.random.randrange(60))
         self.envelopes: list[EventEnvelope] = []
         self.sequences: dict[str, int] = {}
+        self.rejection: Rejection | None = None
         self.wallets: dict[str, wl.WalletState] = {}
         self.commands = 0
         self.settled = 0
@@ -80,6 +82,7 @@ class _Table:
         self.commands += 1
         result = apply(self.state, command, self.now, self.shuffler)
         if isinstance(result, Rejection):
+            self.rejection = result
             return False
         self.state = result.state
         for event in result.events:
@@ -143,7 +146,7 @@ class _Table:
 
     def must(self, command: cmd.Command) -> None:
         if not self.submit(command):
-            raise AssertionError(f"set-up command refused: {command}")
+            raise AssertionError(f"{command} refused: {self.rejection}")
 
     @property
     def multi_seat(self) -> bool:
@@ -351,8 +354,9 @@ async def publish(
     transactional: bool = True,
     abort: bool = False,
 ) -> dict[tuple[str, int], int]:
-    """Produce the events keyed by stream; returns, per partition, the offset just past the
-    last record written (what a projection's stored position reaches once it has them all)."""
+    """Produce the events keyed by stream (in one transaction unless ``transactional`` is
+    false; aborted if ``abort``); returns, per partition, the offset just past the last record
+    written (what a projection's stored position reaches once it has them all)."""
     transactional_id = f"{topic.prefix}producer-{uuid.uuid4().hex[:8]}" if transactional else None
     producer = AIOKafkaProducer(
         bootstrap_servers=topic.bootstrap,
@@ -372,7 +376,7 @@ async def publish(
         else:
             await _send_all(producer, topic, items, ends)
     except _Abort:
-        ends = {}
+        pass
     finally:
         await producer.stop()
     return ends
@@ -409,11 +413,11 @@ def projection_bootstrap() -> str:
     return infra.kafka_bootstrap()
 
 
-@pytest.fixture
-async def events_topic(projection_bootstrap: str) -> AsyncIterator[EventsTopic]:
-    """A fresh ``<prefix>blackjack.events`` topic (3 partitions) for one test."""
-    topic = EventsTopic(projection_bootstrap, f"test-{uuid.uuid4().hex[:10]}.")
-    admin = AIOKafkaAdminClient(bootstrap_servers=projection_bootstrap)
+@asynccontextmanager
+async def new_events_topic(bootstrap: str) -> AsyncIterator[EventsTopic]:
+    """A fresh ``<prefix>blackjack.events`` topic (3 partitions), deleted afterwards."""
+    topic = EventsTopic(bootstrap, f"test-{uuid.uuid4().hex[:10]}.")
+    admin = AIOKafkaAdminClient(bootstrap_servers=bootstrap)
     await admin.start()
     try:
         await admin.create_topics([NewTopic(topic.name, PARTITIONS, 1)])
@@ -421,6 +425,12 @@ async def events_topic(projection_bootstrap: str) -> AsyncIterator[EventsTopic]:
         await admin.delete_topics([topic.name])
     finally:
         await admin.close()
+
+
+@pytest.fixture
+async def events_topic(projection_bootstrap: str) -> AsyncIterator[EventsTopic]:
+    async with new_events_topic(projection_bootstrap) as topic:
+        yield topic
 
 
 @pytest.fixture(scope="session")
@@ -510,12 +520,19 @@ class StoreFactory:
                 await _drop_database(self.server_url, name)
 
 
-@pytest.fixture(params=["sqlite", "postgresql"])
+STORE_KINDS = ["sqlite", "postgresql"]
+
+
+def store_factory(request: pytest.FixtureRequest, tmp: Path) -> StoreFactory:
+    """Stores of the kind the test is parametrized with (``request.param``)."""
+    kind = request.param
+    server = request.getfixturevalue("postgres_server_url") if kind == "postgresql" else None
+    return StoreFactory(kind, tmp, server)
+
+
+@pytest.fixture(params=STORE_KINDS)
 async def stores(request: pytest.FixtureRequest, tmp_path: Path) -> AsyncIterator[StoreFactory]:
-    server = (
-        request.getfixturevalue("postgres_server_url") if request.param == "postgresql" else None
-    )
-    factory = StoreFactory(request.param, tmp_path, server)
+    factory = store_factory(request, tmp_path)
     yield factory
     await factory.close()
 

@@ -33,33 +33,46 @@ def iso(moment: datetime | None) -> str | None:
 
 
 async def wallet(connection: AsyncConnection, player_id: str) -> dict[str, Any] | None:
-    """The player's money: per currency the sum over their tables, and each table's part."""
-    a = schema.accounts
+    """The player's money: the wallet stream (money between tables), each table's account,
+    and per currency the totals over the tables."""
+    a, w = schema.accounts, schema.wallets
     query = select(a).where(a.c.player_id == player_id).order_by(a.c.currency, a.c.stream_id)
     rows = (await connection.execute(query)).all()
-    if not rows:
+    found = (await connection.execute(select(w).where(w.c.player_id == player_id))).first()
+    if not rows and found is None:
         return None
-    wallets: dict[str, dict[str, Any]] = {}
+    totals: dict[str, dict[str, Any]] = {}
     tables = []
     for row in rows:
-        total = wallets.setdefault(
+        total = totals.setdefault(
             row.currency,
             {"currency": row.currency, **dict.fromkeys(MONEY_FIELDS, 0), "rounds": 0},
         )
         for name in (*MONEY_FIELDS, "rounds"):
             total[name] += getattr(row, name)
-        tables.append(
-            {
-                "stream_id": row.stream_id,
-                "currency": row.currency,
-                "seat": row.seat,
-                "seated": row.seated,
-                "connected": row.connected,
-                "available": row.available,
-                "in_play": row.in_play,
-            }
-        )
-    return {"player_id": player_id, "wallets": list(wallets.values()), "tables": tables}
+        table = row._asdict()
+        del table["player_id"]
+        tables.append(table)
+    wallet_stream = None
+    if found is not None:
+        wallet_stream = found._asdict()
+        del wallet_stream["player_id"]
+        wallet_stream["updated_at"] = iso(found.updated_at)
+    return {
+        "player_id": player_id,
+        "wallet": wallet_stream,
+        "tables": tables,
+        "totals": list(totals.values()),
+    }
+
+
+async def known_player(connection: AsyncConnection, player_id: str) -> bool:
+    a, w = schema.accounts, schema.wallets
+    for table in (a, w):
+        query = select(func.count()).select_from(table).where(table.c.player_id == player_id)
+        if (await connection.execute(query)).scalar_one():
+            return True
+    return False
 
 
 def encode_cursor(started_at: datetime, stream_id: str, number: int) -> str:

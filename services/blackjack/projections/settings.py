@@ -30,6 +30,7 @@ class ProjectionSettings:
     topic_prefix: str = ""
     group_id: str = DEFAULT_GROUP
     batch: int = DEFAULT_BATCH
+    instance_id: str | None = None
 
     @property
     def events_topic(self) -> str:
@@ -54,4 +55,5 @@ class ProjectionSettings:
             topic_prefix=env.get("BLACKJACK_TOPIC_PREFIX", "").strip(),
             group_id=value("BLACKJACK_PROJECTION_GROUP", DEFAULT_GROUP),
             batch=int(batch),
+            instance_id=env.get("BLACKJACK_PROJECTION_INSTANCE", "").strip() or None,
         )

@@ -100,6 +100,7 @@ def register_projection(
         batch=True,
         max_records=settings.batch,
         group_id=settings.group_id,
+        group_instance_id=settings.instance_id,
         auto_offset_reset="earliest",
         isolation_level="read_committed",
         ack_policy=AckPolicy.MANUAL,

@@ -1,0 +1,155 @@
+"""The query API over the read model: a small ASGI app with no framework of its own.
+
+    GET /v1/players/{player_id}/wallet
+    GET /v1/players/{player_id}/rounds?limit=20&cursor=...   newest first
+    GET /v1/rounds/{stream_id}:{round}                        one game cycle in full
+    GET /v1/tables/{stream_id}                                a table, for a client reconnecting
+
+Answers are JSON; every error is a 4xx with ``{"error": {"code": ..., "message": ...}}``.
+``QueryApi(store, fallback=app)`` hands every other request (and the ASGI lifespan) to
+``fallback``, so the service's own app (FastStream's ``AsgiFastStream``, health, metrics) can
+sit behind it.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Awaitable, Callable, MutableMapping
+from typing import Any
+from urllib.parse import parse_qs
+
+from sqlalchemy.ext.asyncio import AsyncConnection
+
+from blackjack.projections import queries
+from blackjack.projections.projector import parse_round_id
+from blackjack.projections.store import ProjectionStore
+
+Scope = MutableMapping[str, Any]
+Message = MutableMapping[str, Any]
+Receive = Callable[[], Awaitable[Message]]
+Send = Callable[[Message], Awaitable[None]]
+ASGIApp = Callable[[Scope, Receive, Send], Awaitable[None]]
+
+PREFIX = "/v1/"
+DEFAULT_PAGE = 20
+
+
+class ApiError(Exception):
+    def __init__(self, status: int, code: str, message: str) -> None:
+        super().__init__(message)
+        self.status = status
+        self.code = code
+        self.message = message
+
+
+class QueryApi:
+    def __init__(self, store: ProjectionStore, fallback: ASGIApp | None = None) -> None:
+        self.store = store
+        self.fallback = fallback
+
+    @staticmethod
+    def handles(scope: Scope) -> bool:
+        return scope["type"] == "http" and str(scope["path"]).startswith(PREFIX)
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        if not self.handles(scope):
+            if self.fallback is not None:
+                await self.fallback(scope, receive, send)
+            elif scope["type"] == "http":
+                await _respond(send, scope, 404, _error("not_found", "no such resource"))
+            return
+        try:
+            if scope["method"] not in ("GET", "HEAD"):
+                raise ApiError(405, "method_not_allowed", "the query API only answers GET")
+            status, body = 200, await self._route(scope)
+        except ApiError as error:
+            status, body = error.status, _error(error.code, error.message)
+        await _respond(send, scope, status, body)
+
+    async def _route(self, scope: Scope) -> dict[str, Any]:
+        parts = str(scope["path"])[len(PREFIX) :].split("/")
+        params = _params(scope)
+        async with self.store.reading() as connection:
+            match parts:
+                case ["players", player_id, "wallet"] if player_id:
+                    return await _wallet(connection, player_id)
+                case ["players", player_id, "rounds"] if player_id:
+                    return await _rounds(connection, player_id, params)
+                case ["rounds", text] if text:
+                    return await _round(connection, text)
+                case ["tables", stream_id] if stream_id:
+                    return await _table(connection, stream_id)
+        raise ApiError(404, "not_found", f"no such resource: {scope['path']}")
+
+
+async def _wallet(connection: AsyncConnection, player_id: str) -> dict[str, Any]:
+    found = await queries.wallet(connection, player_id)
+    if found is None:
+        raise ApiError(404, "unknown_player", f"no player {player_id!r} has ever sat at a table")
+    return found
+
+
+async def _rounds(
+    connection: AsyncConnection, player_id: str, params: dict[str, str]
+) -> dict[str, Any]:
+    text = params.get("limit", str(DEFAULT_PAGE))
+    if not text.isdigit() or not 1 <= int(text) <= queries.MAX_PAGE:
+        raise ApiError(
+            400, "bad_parameter", f"limit must be a whole number from 1 to {queries.MAX_PAGE}"
+        )
+    try:
+        found = await queries.player_rounds(connection, player_id, int(text), params.get("cursor"))
+    except ValueError as error:
+        raise ApiError(400, "bad_parameter", str(error)) from None
+    if found is None:
+        raise ApiError(404, "unknown_player", f"no player {player_id!r} has ever sat at a table")
+    return found
+
+
+async def _round(connection: AsyncConnection, text: str) -> dict[str, Any]:
+    try:
+        stream_id, number = parse_round_id(text)
+    except ValueError as error:
+        raise ApiError(400, "bad_round_id", str(error)) from None
+    found = await queries.round_detail(connection, stream_id, number)
+    if found is None:
+        raise ApiError(404, "unknown_round", f"no round {text!r}")
+    return found
+
+
+async def _table(connection: AsyncConnection, stream_id: str) -> dict[str, Any]:
+    found = await queries.table_state(connection, stream_id)
+    if found is None:
+        raise ApiError(404, "unknown_table", f"no table {stream_id!r}")
+    return found
+
+
+def _params(scope: Scope) -> dict[str, str]:
+    query = scope.get("query_string", b"").decode("latin-1")
+    parsed = parse_qs(query, keep_blank_values=True)
+    for name, values in parsed.items():
+        if len(values) > 1:
+            raise ApiError(400, "bad_parameter", f"{name} is given more than once")
+    return {name: values[0] for name, values in parsed.items()}
+
+
+def _error(code: str, message: str) -> dict[str, Any]:
+    return {"error": {"code": code, "message": message}}
+
+
+async def _respond(send: Send, scope: Scope, status: int, body: dict[str, Any]) -> None:
+    payload = json.dumps(body, separators=(",", ":"), ensure_ascii=False).encode()
+    headers = [
+        (b"content-type", b"application/json"),
+        (b"content-length", str(len(payload)).encode()),
+        (b"cache-control", b"no-store"),
+    ]
+    await send({"type": "http.response.start", "status": status, "headers": headers})
+    await send(
+        {"type": "http.response.body", "body": b"" if scope["method"] == "HEAD" else payload}
+    )
+
+
+def query_api(store: ProjectionStore, fallback: ASGIApp | None = None) -> QueryApi:
+    """The query API as one ASGI app; ``fallback`` answers everything outside ``/v1/``."""
+    return QueryApi(store, fallback)

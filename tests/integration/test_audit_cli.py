@@ -1,0 +1,210 @@
+"""``blackjack audit`` and ``blackjack replay`` as an operator runs them, against planted logs
+on the real broker and a live store on SQLite and on PostgreSQL: a clean log passes; a
+tampered payout, a changed card or a doctored store fails, with the place named."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+from collections.abc import Iterable
+from typing import Any
+
+import pytest
+from sqlalchemy import update
+
+from blackjack.domain import commands as cmd
+from blackjack.domain import events as ev
+from blackjack.messages.envelope import EventEnvelope
+from blackjack.messages.sealing import ShoeSeal
+from blackjack.projections import schema
+from blackjack.projections.rebuild import rebuild
+from blackjack.projections.store import ProjectionStore
+from blackjack.projections.writer import ProjectionWriter
+
+pytest.register_assert_rewrite("conftest_projections")
+from conftest_projections import (  # noqa: E402
+    SHOE_KEY,
+    EventsTopic,
+    Script,
+    StoreFactory,
+    play_tables,
+    publish,
+    to_wire,
+    worker_env,
+)
+
+pytest_plugins = ["conftest_projections"]
+pytestmark = pytest.mark.integration
+
+TABLE = "table-s17"
+LOG = play_tables([(TABLE, "mini-s17"), ("table-multi", "atlantic-city-multi")], 10, seed=404)
+PLAYER = f"{TABLE}-p0"
+
+
+def blackjack(*args: str, env: dict[str, str]) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(
+        [sys.executable, "-m", "blackjack.cli", *args],
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=300,
+        check=False,
+    )
+
+
+async def live_store(
+    stores: StoreFactory, topic: EventsTopic, seal: ShoeSeal, envelopes: Iterable[EventEnvelope]
+) -> tuple[ProjectionStore, dict[str, str]]:
+    """The planted log on the topic, folded into a live store; the CLI's environment."""
+    await publish(topic, to_wire(envelopes, seal))
+    url = await stores.url()
+    store = await stores.store(url)
+    await rebuild(ProjectionWriter(store), topic.bootstrap, topic.name)
+    return store, worker_env(topic, url, BLACKJACK_SHOE_KEY=SHOE_KEY)
+
+
+def a_won_hand() -> ev.HandSettled:
+    return next(
+        e.data
+        for e in reversed(LOG.envelopes)
+        if isinstance(e.data, ev.HandSettled) and e.stream_id == TABLE and e.data.outcome == "win"
+    )
+
+
+def pay_more(
+    envelopes: list[EventEnvelope], hand: ev.HandSettled, extra: int
+) -> list[EventEnvelope]:
+    """A forger's log: one hand pays ``extra`` more, and every later balance of the player at
+    the table, the round's results included, moves with it, so that every sum adds up."""
+    forged = []
+    shifted = False
+    for envelope in envelopes:
+        data: Any = envelope.data
+        changes: dict[str, Any] = {}
+        if envelope.stream_id == TABLE:
+            if data == hand:
+                changes["payout"] = data.payout + extra
+                shifted = True
+            if shifted and getattr(data, "player_id", None) == PLAYER:
+                if hasattr(data, "balance_after"):
+                    changes["balance_after"] = data.balance_after + extra
+                if isinstance(data, ev.SeatLeft):
+                    changes["balance_returned"] = data.balance_returned + extra
+            if shifted and isinstance(data, ev.RoundSettled):
+                this_round = data.round == hand.round
+                changes["results"] = tuple(_shift(r, extra, this_round) for r in data.results)
+        update = {"data": data.model_copy(update=changes)} if changes else {}
+        forged.append(envelope.model_copy(update=update))
+    return forged
+
+
+def _shift(result: ev.PlayerRoundResult, extra: int, this_round: bool) -> ev.PlayerRoundResult:
+    if result.player_id != PLAYER:
+        return result
+    more = {"balance_after": result.balance_after + extra}
+    if this_round:
+        more |= {"paid": result.paid + extra, "net": result.net + extra}
+    return result.model_copy(update=more)
+
+
+async def test_a_clean_log_passes_the_audit_and_replays_round_by_round(
+    events_topic: EventsTopic, stores: StoreFactory, shoe_seal: ShoeSeal
+) -> None:
+    _, env = await live_store(stores, events_topic, shoe_seal, LOG.envelopes)
+    audit = blackjack("audit", env=env)
+    assert audit.returncode == 0, audit.stdout + audit.stderr
+    assert "Rebuild from offset 0 vs live: 0 difference(s)" in audit.stdout
+    assert "Money conservation: 0 violation(s)" in audit.stdout
+    assert "0 finding(s)" in audit.stdout and "AUDIT PASSED" in audit.stdout
+
+    hand = a_won_hand()
+    for source in ("store", "kafka"):
+        replay = blackjack("replay", f"{TABLE}:{hand.round}", "--source", source, env=env)
+        assert replay.returncode == 0, replay.stdout + replay.stderr
+        assert "REPLAY OK" in replay.stdout and "MISMATCH" not in replay.stdout
+        assert f"Round {TABLE}:{hand.round} - mini-s17 - USD - settled" in replay.stdout
+
+
+async def test_a_forged_payout_is_caught_by_replay_and_audit_though_every_sum_adds_up(
+    events_topic: EventsTopic, stores: StoreFactory, shoe_seal: ShoeSeal
+) -> None:
+    hand = a_won_hand()
+    forged = pay_more(LOG.envelopes, hand, 500)
+    _, env = await live_store(stores, events_topic, shoe_seal, forged)
+
+    replay = blackjack("replay", f"{TABLE}:{hand.round}", env=env)
+    assert replay.returncode == 1, replay.stdout + replay.stderr
+    win = 2 * hand.stake
+    assert f"MISMATCH: the rules give win {win // 100}.{win % 100:02d}" in replay.stdout
+    assert "REPLAY FAILED" in replay.stdout
+
+    audit = blackjack("audit", env=env)
+    assert audit.returncode == 1
+    assert "Money conservation: 0 violation(s)" in audit.stdout  # the forger kept the sums
+    expected = f"result: recorded ('win', {win + 500}), the rules give ('win', {win})"
+    assert expected in audit.stdout and "AUDIT FAILED" in audit.stdout
+
+
+async def test_a_changed_card_is_caught(
+    events_topic: EventsTopic, stores: StoreFactory, shoe_seal: ShoeSeal
+) -> None:
+    target = next(
+        e
+        for e in LOG.envelopes
+        if e.stream_id == TABLE
+        and isinstance(e.data, ev.CardDealt)
+        and e.data.card is not None
+        and e.data.round == 3
+    )
+    assert isinstance(target.data, ev.CardDealt)
+    other = "AS" if target.data.card != "AS" else "KD"
+    planted = [
+        e.model_copy(update={"data": e.data.model_copy(update={"card": other})})
+        if e is target
+        else e
+        for e in LOG.envelopes
+    ]
+    _, env = await live_store(stores, events_topic, shoe_seal, planted)
+    replay = blackjack("replay", f"{TABLE}:3", env=env)
+    assert replay.returncode == 1
+    assert f"card {other} dealt where the shoe holds {target.data.card}" in replay.stdout
+    audit = blackjack("audit", env=env)
+    assert audit.returncode == 1 and f"event {target.sequence}" in audit.stdout
+
+
+async def test_a_doctored_live_store_is_caught(
+    events_topic: EventsTopic, stores: StoreFactory, shoe_seal: ShoeSeal
+) -> None:
+    store, env = await live_store(stores, events_topic, shoe_seal, LOG.envelopes)
+    async with store.writing() as connection:
+        await connection.execute(
+            update(schema.accounts)
+            .where(schema.accounts.c.player_id == PLAYER)
+            .values(available=schema.accounts.c.available + 500)
+        )
+    balance = LOG.states[TABLE].players[PLAYER].balance
+    audit = blackjack("audit", env=env)
+    assert audit.returncode == 1
+    assert "1 difference(s)" in audit.stdout
+    assert (
+        f"accounts ['{TABLE}', '{PLAYER}']: available: expected {balance}, found {balance + 500}"
+        in audit.stdout
+    )
+    assert f"{PLAYER} at {TABLE}: deposits - withdrawals" in audit.stdout
+
+
+async def test_a_round_dealt_from_a_sealed_shoe_is_replayed_with_the_key_only(
+    events_topic: EventsTopic, stores: StoreFactory, shoe_seal: ShoeSeal
+) -> None:
+    script = Script("mini-h17", [["TH", "7S", "9H", "QD"]], players={"zoe": 10_000})
+    script.do(cmd.PlaceBet(player_id="zoe", box=0, amount=1000), cmd.Deal(player_id="zoe"))
+    _, env = await live_store(stores, events_topic, shoe_seal, script.envelopes)
+    keyless = {k: v for k, v in env.items() if k != "BLACKJACK_SHOE_KEY"}
+    sealed = blackjack("replay", "table-1:1", env=keyless)
+    assert sealed.returncode == 3, sealed.stdout + sealed.stderr
+    assert "still sealed" in sealed.stdout
+    keyed = blackjack("replay", "table-1:1", env=env)
+    assert keyed.returncode == 0, keyed.stdout
+    assert "opened with the shoe key" in keyed.stdout and "QD" not in keyed.stdout
+    unknown = blackjack("replay", "table-1:9", env=env)
+    assert unknown.returncode == 2 and "No round table-1:9" in unknown.stdout

@@ -1,0 +1,244 @@
+"""The projection worker on the real broker, on SQLite and on PostgreSQL.
+
+The event logs come from the real engine (``conftest_projections.play_tables``), sealed with a
+test shoe key and produced in a Kafka transaction to a topic of this test's own.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import signal
+import subprocess
+import sys
+import time
+from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager
+from pathlib import Path
+
+import pytest
+from sqlalchemy import func, select
+
+from blackjack.audit.audit import conservation
+from blackjack.messages.sealing import ShoeSeal
+from blackjack.projections import schema
+from blackjack.projections.dump import dump
+from blackjack.projections.rebuild import rebuild
+from blackjack.projections.settings import ProjectionSettings
+from blackjack.projections.store import ProjectionStore
+from blackjack.projections.worker import build_broker
+from blackjack.projections.writer import Position, ProjectionWriter
+
+pytest.register_assert_rewrite("conftest_projections")
+from conftest_projections import (  # noqa: E402
+    EventsTopic,
+    StoreFactory,
+    expected_balances,
+    play_tables,
+    publish,
+    to_wire,
+    worker_env,
+)
+
+pytest_plugins = ["conftest_projections"]
+pytestmark = pytest.mark.integration
+
+WAIT_S = 60.0
+VARIANTS = ("mini-h17", "mini-s17", "atlantic-city", "atlantic-city-multi", "surrender")
+LOG = play_tables([(f"table-{v}", v) for v in VARIANTS], rounds=25, seed=2026)
+
+
+@asynccontextmanager
+async def worker(
+    topic: EventsTopic, store: ProjectionStore, group: str | None = None
+) -> AsyncIterator[ProjectionWriter]:
+    """A projection worker in this process, folding ``topic`` into ``store``."""
+    settings = ProjectionSettings(
+        db_url=store.url,
+        bootstrap=topic.bootstrap,
+        topic_prefix=topic.prefix,
+        group_id=group or f"{topic.prefix}projections",
+        batch=50,
+    )
+    writer = ProjectionWriter(store)
+    broker = build_broker(settings, writer)
+    await broker.start()
+    try:
+        yield writer
+    finally:
+        await broker.stop()
+
+
+async def balances(store: ProjectionStore) -> dict[tuple[str, str], int]:
+    a = schema.accounts
+    async with store.reading() as connection:
+        rows = await connection.execute(select(a.c.stream_id, a.c.player_id, a.c.available))
+        return {(s, p): available for s, p, available in rows.all()}
+
+
+async def wallet_balances(store: ProjectionStore) -> dict[str, int]:
+    w = schema.wallets
+    async with store.reading() as connection:
+        rows = await connection.execute(select(w.c.stream_id, w.c.balance))
+        return {stream_id: balance for stream_id, balance in rows.all()}
+
+
+async def folded(store: ProjectionStore) -> int:
+    async with store.reading() as connection:
+        return (
+            await connection.execute(select(func.count()).select_from(schema.events))
+        ).scalar_one()
+
+
+async def text_of(store: ProjectionStore) -> str:
+    async with store.reading() as connection:
+        return (await dump(connection)).text()
+
+
+async def rebuilt_from_zero(stores: StoreFactory, topic: EventsTopic) -> str:
+    scratch = await stores.store()
+    await rebuild(ProjectionWriter(scratch), topic.bootstrap, topic.name)
+    return await text_of(scratch)
+
+
+def assert_is_the_engines_fold(found: dict[tuple[str, str], int]) -> None:
+    for key, balance in expected_balances(LOG).items():
+        assert found[key] == balance, key
+
+
+async def test_the_worker_folds_the_log_as_the_engine_does_and_as_a_rebuild_from_zero(
+    events_topic: EventsTopic, stores: StoreFactory, shoe_seal: ShoeSeal
+) -> None:
+    ends = await publish(events_topic, to_wire(LOG.envelopes, shoe_seal))
+    live = await stores.store()
+    async with worker(events_topic, live) as writer:
+        await writer.wait_for(ends, WAIT_S)
+
+    assert await folded(live) == len(LOG.envelopes)
+    assert_is_the_engines_fold(await balances(live))
+    assert await wallet_balances(live) == {k: w.balance for k, w in LOG.wallets.items()}
+    async with live.reading() as connection:
+        violations, totals = await conservation(connection)
+    assert violations == [] and all(t.balanced for t in totals)
+    assert await rebuilt_from_zero(stores, events_topic) == await text_of(live)
+
+
+async def wait_until(condition: object, what: str, timeout: float = WAIT_S) -> None:
+    """Poll another process's progress through the store (nothing to await across it)."""
+    deadline = time.monotonic() + timeout
+    while not await condition():  # type: ignore[operator]
+        if time.monotonic() > deadline:
+            raise TimeoutError(what)
+        await asyncio.sleep(0.02)
+
+
+def start_worker(env: dict[str, str], log: Path) -> subprocess.Popen[bytes]:
+    return subprocess.Popen(
+        [sys.executable, "-m", "blackjack.cli", "projections", "run"],
+        env=env,
+        stdout=log.open("ab"),
+        stderr=subprocess.STDOUT,
+    )
+
+
+async def test_a_worker_killed_mid_stream_resumes_without_counting_anything_twice(
+    events_topic: EventsTopic, stores: StoreFactory, shoe_seal: ShoeSeal, tmp_path: Path
+) -> None:
+    ends = await publish(events_topic, to_wire(LOG.envelopes, shoe_seal))
+    total = len(LOG.envelopes)
+    url = await stores.url()
+    store = await stores.store(url)
+    # a stable instance id (static membership): the restarted worker takes the killed one's
+    # partitions at once, instead of after the dead member's session times out
+    env = worker_env(
+        events_topic,
+        url,
+        BLACKJACK_PROJECTION_BATCH="3",
+        BLACKJACK_PROJECTION_INSTANCE="projections-0",
+    )
+    output = tmp_path / "worker.log"
+    kills = []
+    for share in (0.2, 0.55):
+        process = start_worker(env, output)
+        try:
+            await wait_until(lambda s=share: _at_least(store, int(total * s)), "progress")
+        finally:
+            process.send_signal(signal.SIGKILL)
+            assert process.wait(timeout=WAIT_S) == -signal.SIGKILL
+        kills.append(await folded(store))
+    assert 0 < kills[0] < kills[1] < total, kills
+
+    # A new consumer group has no committed offsets at all: only the store's positions count.
+    restart = worker_env(events_topic, url, BLACKJACK_PROJECTION_GROUP=f"{events_topic.prefix}new")
+    process = start_worker(restart, output)
+    try:
+        await wait_until(lambda: _reached(store, ends), "the end of the topic")
+    finally:
+        process.send_signal(signal.SIGTERM)
+        assert process.wait(timeout=WAIT_S) == 0, output.read_text()[-3000:]
+
+    assert await folded(store) == total
+    assert_is_the_engines_fold(await balances(store))
+    assert await rebuilt_from_zero(stores, events_topic) == await text_of(store)
+
+
+async def _at_least(store: ProjectionStore, count: int) -> bool:
+    return await folded(store) >= count
+
+
+async def _reached(store: ProjectionStore, ends: dict[Position, int]) -> bool:
+    positions = await ProjectionWriter(store).stored_positions()
+    return all(positions.get(key, 0) >= offset for key, offset in ends.items())
+
+
+async def test_a_fresh_store_is_folded_from_zero_whatever_the_group_committed(
+    events_topic: EventsTopic, stores: StoreFactory, shoe_seal: ShoeSeal
+) -> None:
+    ends = await publish(events_topic, to_wire(LOG.envelopes, shoe_seal))
+    first = await stores.store()
+    async with worker(events_topic, first) as writer:
+        await writer.wait_for(ends, WAIT_S)
+    # The group has committed every offset to Kafka by now; a new, empty store (a restored
+    # backup, a new database) must still get everything: the worker seeks to its positions.
+    second = await stores.store()
+    async with worker(events_topic, second) as writer:
+        await writer.wait_for(ends, WAIT_S)
+    assert await text_of(second) == await text_of(first)
+
+
+async def test_a_second_worker_joining_mid_stream_takes_partitions_without_double_counting(
+    events_topic: EventsTopic, stores: StoreFactory, shoe_seal: ShoeSeal
+) -> None:
+    store = await stores.store()
+    total = len(LOG.envelopes)
+    async with worker(events_topic, store) as first:
+        ends = await publish(events_topic, to_wire(LOG.envelopes, shoe_seal))
+        await wait_until(lambda: _at_least(store, total // 10), "the first worker to start")
+        async with worker(events_topic, store) as second:
+            # the group rebalances while batches are in flight; partitions change hands
+            await wait_until(lambda: _reached(store, ends), "both workers to finish")
+    assert len(set(first.positions) | set(second.positions)) == len(ends)
+    assert await folded(store) == total
+    assert_is_the_engines_fold(await balances(store))
+    assert await rebuilt_from_zero(stores, events_topic) == await text_of(store)
+
+
+async def test_events_of_an_aborted_transaction_are_never_projected(
+    events_topic: EventsTopic, stores: StoreFactory, shoe_seal: ShoeSeal
+) -> None:
+    # The same table twice: a version aborted by its producer, then the committed one.
+    # Had the worker read uncommitted records, the aborted TableOpened would hold the
+    # table's first place and the committed one would be refused as a conflicting event.
+    real = play_tables([("table-x", "atlantic-city")], rounds=2, seed=8).envelopes
+    aborted = [
+        e.model_copy(update={"event_id": f"aborted-{e.event_id}"})
+        for e in play_tables([("table-x", "mini-s17")], rounds=2, seed=7).envelopes
+    ]
+    store = await stores.store()
+    async with worker(events_topic, store) as writer:
+        await publish(events_topic, to_wire(aborted, shoe_seal), abort=True)
+        ends = await publish(events_topic, to_wire(real, shoe_seal))
+        await writer.wait_for(ends, WAIT_S)
+    async with store.reading() as connection:
+        variants = await connection.execute(select(schema.table_views.c.variant))
+        assert variants.scalars().all() == ["atlantic-city"]
+    assert await folded(store) == len(real)
