@@ -83,6 +83,9 @@ async def test_blackjack_serve_answers_health_readiness_metrics_and_docs(kafka_s
             assert ready.status_code == 200 and ready.json()["partitions"] == [0, 1]
             result = await client.execute("served-1", cmd.OpenTable(variant="surrender"))
             assert result.status == "accepted"
+            # Metrics are counted once the transaction commits, just after its result shows;
+            # the next command of the same stream is handled after that count.
+            await client.execute("served-1", cmd.SitDown(player_id="p"))
             metrics = (await http.get("/metrics")).text
             assert 'blackjack_commands_total{code="",status="accepted",type="OpenTable"} 1.0' in (
                 metrics
