@@ -12,6 +12,7 @@ from alembic.migration import MigrationContext
 from sqlalchemy import update
 from sqlalchemy.engine import Connection
 
+from blackjack.audit.audit import conservation
 from blackjack.messages.sealing import ShoeSeal
 from blackjack.messages.wire import encode, to_wire
 from blackjack.projections import schema
@@ -140,3 +141,29 @@ async def test_a_changed_row_is_named_down_to_the_field(store: ProjectionStore) 
     assert [str(d) for d in found] == [
         f"accounts ['t-1', 't-1-p0']: available: expected {balance}, found {balance + 1}"
     ]
+
+
+async def test_conservation_names_what_does_not_add_up(store: ProjectionStore) -> None:
+    await ProjectionWriter(store).apply(RECORDS)
+    async with store.reading() as connection:
+        violations, totals = await conservation(connection)
+    assert violations == [] and [t.currency for t in totals] == ["USD"] and totals[0].balanced
+    assert totals[0].tables > 0 and totals[0].house_result != 0
+
+    shared = "t-2-p0"
+    async with store.writing() as connection:
+        w, a = schema.wallets, schema.accounts
+        await connection.execute(
+            update(w)
+            .where(w.c.player_id == shared)
+            .values(cashed_in=w.c.cashed_in + 100, balance=w.c.balance + 100)
+        )
+        await connection.execute(
+            update(a).where(a.c.player_id == "t-1-p0").values(available=a.c.available + 1)
+        )
+    async with store.reading() as connection:
+        violations, totals = await conservation(connection)
+    assert violations[0].startswith("t-1-p0 at t-1: deposits - withdrawals = ")
+    assert violations[0].endswith("(off by 0.01)")
+    assert violations[1:] == [f"{shared}: the wallet received 1.00 more than the tables paid out"]
+    assert not totals[0].balanced

@@ -15,11 +15,13 @@ Every difference, violation and finding is reported; any one makes the audit fai
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from typing import Any
 
 from sqlalchemy import select
 from sqlalchemy.ext.asyncio import AsyncConnection
 
 from blackjack.audit.replay import Finding, StreamReplay, money, replay_stream
+from blackjack.domain.wallet import is_wallet_stream
 from blackjack.messages.sealing import ShoeSeal
 from blackjack.projections import queries, schema
 from blackjack.projections.dump import Difference, differences, dump
@@ -29,19 +31,34 @@ from blackjack.projections.writer import Position, ProjectionWriter, Record, rea
 
 
 @dataclass
-class CurrencyTotals:
+class MoneyTotals:
+    """Where the platform's money is, in one currency."""
+
     currency: str
-    deposited: int = 0
-    withdrawn: int = 0
-    cashed_out: int = 0
-    available: int = 0
+    paid_in: int = 0
+    """deposits from the platform: into wallets, and into single-player tables"""
+    paid_out: int = 0
+    """back to the platform: from wallets, and from single-player tables"""
+    wallets: int = 0
+    tables: int = 0
     in_play: int = 0
-    house_result: int = 0  # lost - won: what the players' losses left with the house
+    in_transit: int = 0
+    """between a wallet and a shared table, either way (zero once the handler is idle)"""
+    house_result: int = 0
+    """the players' losses minus their wins"""
 
     @property
     def balanced(self) -> bool:
-        paid_in = self.deposited - self.withdrawn - self.cashed_out
-        return paid_in == self.available + self.in_play + self.house_result
+        held = self.wallets + self.tables + self.in_play + self.in_transit + self.house_result
+        return self.paid_in - self.paid_out == held
+
+    def __str__(self) -> str:
+        return (
+            f"{self.currency}: paid in {money(self.paid_in)} - paid out {money(self.paid_out)} "
+            f"= wallets {money(self.wallets)} + tables {money(self.tables)} + in play "
+            f"{money(self.in_play)} + in transit {money(self.in_transit)} + house result "
+            f"{money(self.house_result)}  [{'ok' if self.balanced else 'UNBALANCED'}]"
+        )
 
 
 @dataclass
@@ -53,7 +70,7 @@ class AuditReport:
     events: int = 0
     differences: list[Difference] = field(default_factory=list)
     violations: list[str] = field(default_factory=list)
-    totals: list[CurrencyTotals] = field(default_factory=list)
+    totals: list[MoneyTotals] = field(default_factory=list)
     replays: list[StreamReplay] = field(default_factory=list)
 
     @property
@@ -67,9 +84,10 @@ class AuditReport:
     def render(self) -> str:
         rounds = sum(len(r.rounds) for r in self.replays)
         checks = sum(r.checks for r in self.replays)
+        wallets = sum(1 for r in self.replays if is_wallet_stream(r.stream_id))
         lines = [
-            f"Audit of {self.topic}: {self.events} events, {len(self.replays)} tables, "
-            f"{rounds} rounds",
+            f"Audit of {self.topic}: {self.events} events, {len(self.replays) - wallets} tables, "
+            f"{wallets} wallets, {rounds} rounds",
             "Positions (live = rebuilt up to): "
             + (", ".join(f"{p}:{o}" for (_, p), o in sorted(self.positions.items())) or "none"),
         ]
@@ -79,13 +97,7 @@ class AuditReport:
         lines.append(f"\nRebuild from offset 0 vs live: {len(self.differences)} difference(s)")
         lines += [f"  {d}" for d in self.differences]
         lines.append(f"\nMoney conservation: {len(self.violations)} violation(s)")
-        for t in self.totals:
-            lines.append(
-                f"  {t.currency}: deposited {money(t.deposited)} - withdrawn "
-                f"{money(t.withdrawn)} - cashed out {money(t.cashed_out)} = balances "
-                f"{money(t.available)} + in play {money(t.in_play)} + house result "
-                f"{money(t.house_result)}  [{'ok' if t.balanced else 'UNBALANCED'}]"
-            )
+        lines += [f"  {t}" for t in self.totals]
         lines += [f"  {v}" for v in self.violations]
         unverified = [f"{r.stream_id}: {r.stopped}" for r in self.replays if r.stopped is not None]
         lines.append(
@@ -139,37 +151,87 @@ async def _pending(
 
 async def conservation(
     connection: AsyncConnection,
-) -> tuple[list[str], list[CurrencyTotals]]:
-    a, t = schema.accounts, schema.table_views
+) -> tuple[list[str], list[MoneyTotals]]:
+    """Every account and wallet adds up; money between wallets and tables is never negative;
+    and per currency, what the platform paid in less what it took out is where it says."""
+    a, w, t = schema.accounts, schema.wallets, schema.table_views
     open_tables = {
         row.stream_id
         for row in (await connection.execute(select(t.c.stream_id, t.c.view))).all()
         if row.view.get("round_open")
     }
+    accounts = (await connection.execute(select(a).order_by(a.c.stream_id, a.c.player_id))).all()
+    wallets = {
+        row.player_id: row
+        for row in (await connection.execute(select(w).order_by(w.c.stream_id))).all()
+    }
+    currencies = {row.currency for row in accounts}
+    only = next(iter(currencies)) if len(currencies) == 1 else "(wallets)"
+    totals: dict[str, MoneyTotals] = {}
     violations: list[str] = []
-    totals: dict[str, CurrencyTotals] = {}
-    query = select(a).order_by(a.c.stream_id, a.c.player_id)
-    for row in (await connection.execute(query)).all():
-        who = f"{row.player_id} at {row.stream_id}"
-        paid_in = row.deposited - row.withdrawn - row.cashed_out
-        held = row.available + row.in_play + row.lost - row.won
-        if paid_in != held:
-            violations.append(
-                f"{who}: deposits - withdrawals = {money(paid_in)}, but balance + in play + "
-                f"losses - wins = {money(held)} (off by {money(held - paid_in)})"
-            )
-        if row.available < 0 or row.in_play < 0:
-            violations.append(
-                f"{who}: negative money (balance {money(row.available)}, "
-                f"in play {money(row.in_play)})"
-            )
-        if row.in_play and row.stream_id not in open_tables:
-            violations.append(f"{who}: {money(row.in_play)} in play with no round open")
-        total = totals.setdefault(row.currency, CurrencyTotals(row.currency))
-        total.deposited += row.deposited
-        total.withdrawn += row.withdrawn
-        total.cashed_out += row.cashed_out
-        total.available += row.available
+    to_tables: dict[str, int] = {}
+    from_tables: dict[str, int] = {}
+    currency_of: dict[str, str] = {}
+    for row in accounts:
+        violations += _account_problems(row, row.stream_id in open_tables)
+        total = totals.setdefault(row.currency, MoneyTotals(row.currency))
+        total.tables += row.available
         total.in_play += row.in_play
         total.house_result += row.lost - row.won
+        if row.funded_by_wallet:
+            to_tables[row.player_id] = to_tables.get(row.player_id, 0) - row.deposited
+            back = row.withdrawn + row.cashed_out
+            from_tables[row.player_id] = from_tables.get(row.player_id, 0) + back
+            currency_of[row.player_id] = row.currency
+        else:
+            total.paid_in += row.deposited
+            total.paid_out += row.withdrawn + row.cashed_out
+    for player_id, row in wallets.items():
+        held = row.deposited - row.withdrawn - row.bought_in + row.refunded + row.cashed_in
+        if held != row.balance:
+            violations.append(
+                f"wallet of {player_id}: its movements leave {money(held)}, its balance is "
+                f"{money(row.balance)}"
+            )
+        if row.balance < 0:
+            violations.append(f"wallet of {player_id}: negative balance {money(row.balance)}")
+        total = totals.setdefault(
+            currency_of.get(player_id, only), MoneyTotals(currency_of.get(player_id, only))
+        )
+        total.paid_in += row.deposited
+        total.paid_out += row.withdrawn
+        total.wallets += row.balance
+        to_tables[player_id] = to_tables.get(player_id, 0) + row.bought_in - row.refunded
+        from_tables[player_id] = from_tables.get(player_id, 0) - row.cashed_in
+    for player_id in sorted(set(to_tables) | set(from_tables)):
+        going, coming = to_tables.get(player_id, 0), from_tables.get(player_id, 0)
+        if going < 0:
+            violations.append(
+                f"{player_id}: shared tables received {money(-going)} more than the wallet sent"
+            )
+        if coming < 0:
+            violations.append(
+                f"{player_id}: the wallet received {money(-coming)} more than the tables paid out"
+            )
+        currency = currency_of.get(player_id, only)
+        totals.setdefault(currency, MoneyTotals(currency)).in_transit += going + coming
     return violations, [totals[c] for c in sorted(totals)]
+
+
+def _account_problems(row: Any, round_open: bool) -> list[str]:
+    who = f"{row.player_id} at {row.stream_id}"
+    problems = []
+    paid_in = row.deposited - row.withdrawn - row.cashed_out
+    held = row.available + row.in_play + row.lost - row.won
+    if paid_in != held:
+        problems.append(
+            f"{who}: deposits - withdrawals = {money(paid_in)}, but balance + in play + "
+            f"losses - wins = {money(held)} (off by {money(held - paid_in)})"
+        )
+    if row.available < 0 or row.in_play < 0:
+        problems.append(
+            f"{who}: negative money (balance {money(row.available)}, in play {money(row.in_play)})"
+        )
+    if row.in_play and not round_open:
+        problems.append(f"{who}: {money(row.in_play)} in play with no round open")
+    return problems

@@ -218,5 +218,9 @@ async def stream_envelopes(
 
 
 async def stream_ids(connection: AsyncConnection) -> list[str]:
-    t = schema.table_views
-    return list((await connection.execute(select(t.c.stream_id).order_by(t.c.stream_id))).scalars())
+    """Every stream folded in: the tables, then the wallets."""
+    found = []
+    for table in (schema.table_views, schema.wallets):
+        query = select(table.c.stream_id).order_by(table.c.stream_id)
+        found += list((await connection.execute(query)).scalars())
+    return found
