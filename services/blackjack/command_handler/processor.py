@@ -135,6 +135,7 @@ class Processor:
     # ---- the one entry point ----------------------------------------------------------
 
     def handle(self, store: PartitionStore, inbound: Inbound, now: datetime) -> Handled:
+        key = inbound.key or b""
         parsed = self._parse(inbound)
         if isinstance(parsed, _Unparsed):
             result = CommandResult(
@@ -147,7 +148,7 @@ class Processor:
             return Handled(
                 result=result,
                 command_type=parsed.command_type,
-                outgoing=[self._result_record(result, inbound.key or b"", inbound.partition)],
+                outgoing=[self._result_record(result, key, inbound.partition)],
             )
         envelope = parsed
         command = envelope.command
@@ -155,10 +156,10 @@ class Processor:
         stream = store.get(envelope.stream_id)
         original = stream.results.get(envelope.command_id)
         if original is not None:
-            record = self._result_record(original, inbound.key or b"", inbound.partition)
+            record = self._result_record(original, key, inbound.partition)
             return Handled(result=original, command_type=kind, outgoing=[record], duplicate=True)
 
-        signed, transfer = self.signer.verify(inbound.key, inbound.value or b"", inbound.headers)
+        signed, transfer = self.signer.verify(key, inbound.value or b"", inbound.headers)
         if isinstance(command, cmd.PlayerCommand) and not isinstance(command, cmd.Disconnect):
             stream.last_seen[command.player_id] = now
         events: list[EventEnvelope] = []
@@ -179,7 +180,7 @@ class Processor:
         stream.remember(result, self.dedup_window)
         store.dirty.add(stream.stream_id)
         store.since_checkpoint += 1
-        outgoing.append(self._result_record(result, inbound.key or b"", inbound.partition))
+        outgoing.append(self._result_record(result, key, inbound.partition))
         if signed and transfer is not None and isinstance(command, cmd.Deposit):
             outgoing.append(self._buy_in_answer(envelope, command, transfer, rejection, now))
         return Handled(result=result, command_type=kind, events=events, outgoing=outgoing)

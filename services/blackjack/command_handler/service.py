@@ -275,11 +275,14 @@ class CommandHandler:
             partition = self._partitions.pop(tp.partition, None)
             if partition is None:
                 continue
+            if partition.status != "ready":
+                # Being taken (``_prepare`` notices and lets go) or failed: nothing to keep.
+                partition.status = "revoked"
+                continue
             async with partition.lock:  # lets a transaction in progress finish first
-                was_ready = partition.status == "ready"
                 partition.status = "revoked"
                 await self._close_producer(partition)
-                if was_ready and partition.store is not None and self._reader is not None:
+                if partition.store is not None and self._reader is not None:
                     with contextlib.suppress(KafkaError, asyncio.TimeoutError):
                         ends = await end_offsets(self._reader, self.topics, tp.partition)
                         self._retained[tp.partition] = _Retained(partition.store, ends)
