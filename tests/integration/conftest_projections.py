@@ -36,8 +36,11 @@ from blackjack.domain.state import INITIAL_STATE, TableState
 from blackjack.messages import wire
 from blackjack.messages.envelope import EventEnvelope
 from blackjack.messages.sealing import ShoeSeal
-from blackjack.projections.settings import EVENTS_TOPIC
+from blackjack.projections.rebuild import read_topic
+from blackjack.projections.settings import EVENTS_TOPIC, ProjectionSettings
 from blackjack.projections.store import ProjectionStore
+from blackjack.projections.worker import build_broker
+from blackjack.projections.writer import ProjectionWriter, Record
 from blackjack.scenario import build_shoe
 from blackjack.simulation.player import SeededShuffler
 from blackjack.table import apply
@@ -535,6 +538,41 @@ async def stores(request: pytest.FixtureRequest, tmp_path: Path) -> AsyncIterato
     factory = store_factory(request, tmp_path)
     yield factory
     await factory.close()
+
+
+@asynccontextmanager
+async def projection_worker(
+    bootstrap: str, prefix: str, store: ProjectionStore, group: str | None = None
+) -> AsyncIterator[ProjectionWriter]:
+    """A projection worker in this process, folding ``<prefix>blackjack.events`` into
+    ``store``; its writer tells how far it got (``wait_for``)."""
+    settings = ProjectionSettings(
+        db_url=store.url,
+        bootstrap=bootstrap,
+        topic_prefix=prefix,
+        group_id=group or f"{prefix}projections",
+        batch=50,
+    )
+    writer = ProjectionWriter(store)
+    broker = build_broker(settings, writer)
+    await broker.start()
+    try:
+        yield writer
+    finally:
+        await broker.stop()
+
+
+async def data_ends(bootstrap: str, topic: str) -> dict[tuple[str, int], int]:
+    """Per partition, the offset past the last committed record of the topic now (what a
+    projection's position reaches once it has folded everything)."""
+    ends: dict[tuple[str, int], int] = {}
+
+    def note(records: list[Record]) -> None:
+        for record in records:
+            ends[record.position] = max(ends.get(record.position, 0), record.offset + 1)
+
+    await read_topic(bootstrap, topic, note)
+    return ends
 
 
 def worker_env(topic: EventsTopic, db_url: str, **extra: str) -> dict[str, str]:

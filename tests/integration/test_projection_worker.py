@@ -11,8 +11,7 @@ import signal
 import subprocess
 import sys
 import time
-from collections.abc import AsyncIterator
-from contextlib import asynccontextmanager
+from contextlib import AbstractAsyncContextManager
 from pathlib import Path
 
 import pytest
@@ -23,9 +22,7 @@ from blackjack.messages.sealing import ShoeSeal
 from blackjack.projections import schema
 from blackjack.projections.dump import dump
 from blackjack.projections.rebuild import rebuild
-from blackjack.projections.settings import ProjectionSettings
 from blackjack.projections.store import ProjectionStore
-from blackjack.projections.worker import build_broker
 from blackjack.projections.writer import Position, ProjectionWriter
 
 pytest.register_assert_rewrite("conftest_projections")
@@ -34,6 +31,7 @@ from conftest_projections import (  # noqa: E402
     StoreFactory,
     expected_balances,
     play_tables,
+    projection_worker,
     publish,
     to_wire,
     worker_env,
@@ -47,25 +45,10 @@ VARIANTS = ("mini-h17", "mini-s17", "atlantic-city", "atlantic-city-multi", "sur
 LOG = play_tables([(f"table-{v}", v) for v in VARIANTS], rounds=25, seed=2026)
 
 
-@asynccontextmanager
-async def worker(
+def worker(
     topic: EventsTopic, store: ProjectionStore, group: str | None = None
-) -> AsyncIterator[ProjectionWriter]:
-    """A projection worker in this process, folding ``topic`` into ``store``."""
-    settings = ProjectionSettings(
-        db_url=store.url,
-        bootstrap=topic.bootstrap,
-        topic_prefix=topic.prefix,
-        group_id=group or f"{topic.prefix}projections",
-        batch=50,
-    )
-    writer = ProjectionWriter(store)
-    broker = build_broker(settings, writer)
-    await broker.start()
-    try:
-        yield writer
-    finally:
-        await broker.stop()
+) -> AbstractAsyncContextManager[ProjectionWriter]:
+    return projection_worker(topic.bootstrap, topic.prefix, store, group)
 
 
 async def balances(store: ProjectionStore) -> dict[tuple[str, str], int]:
