@@ -675,18 +675,22 @@ def _expire_timers(r: _Round, c: cmd.ExpireTimers) -> None:
         return
     if state.phase == "betting":
         _check_shoe(state)
+        # The multi-player page: "If you do not bet or pass within 15 seconds ... you will be
+        # automatically excluded from that particular hand." A player who did bet is dealt in.
         for player in list(state.players.values()):
             if player.ready or player.passed:
                 continue
-            _refund_bets(r, player.player_id, "timed_out")
+            has_bets = bool(state.boxes_of(player.player_id))
             r.emit(
                 ev.PlayerTimedOut(
                     round=state.round,
                     player_id=player.player_id,
                     phase="betting",
-                    action="left_out",
+                    action="dealt_in" if has_bets else "left_out",
                 )
             )
+            if has_bets:
+                r.emit(ev.DealRequested(round=state.round, player_id=player.player_id))
         _close_betting(r)
     elif state.phase == "insurance":
         for index, box in enumerate(state.boxes):

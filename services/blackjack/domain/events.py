@@ -259,7 +259,7 @@ class PlayerTimedOut(RoundEvent):
     type: Literal["PlayerTimedOut"] = "PlayerTimedOut"
     player_id: str
     phase: Literal["betting", "insurance", "playing"]
-    action: Literal["left_out", "declined_insurance", "stood"]
+    action: Literal["left_out", "dealt_in", "declined_insurance", "stood"]
     box: int | None = None
     hand: int | None = None
 
