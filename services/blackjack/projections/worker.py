@@ -57,32 +57,65 @@ RETRY_SECONDS = 2.0
 
 
 class SeekToStoredPositions(ConsumerRebalanceListener):  # type: ignore[misc]
-    """On every assignment, continue each partition from the position in the read model."""
+    """Every partition given to this worker continues from the position in the read model.
+
+    An assigned partition is *unsynced* until it has been sought to its stored position. If
+    the store cannot be read during the rebalance, the partition stays unsynced and the next
+    batch seeks it (and rewinds the rest of the batch) instead of folding anything, so no
+    record is ever folded from a position the store did not give.
+    """
 
     def __init__(
         self, writer: ProjectionWriter, consumer: Callable[[], AIOKafkaConsumer | None]
     ) -> None:
         self.writer = writer
         self.consumer = consumer
+        self.unsynced: set[TopicPartition] = set()
 
     async def on_partitions_revoked(self, revoked: set[TopicPartition]) -> None:
+        self.unsynced -= revoked
         log.info("partitions revoked", partitions=sorted(str(tp) for tp in revoked))
 
     async def on_partitions_assigned(self, assigned: set[TopicPartition]) -> None:
+        self.unsynced |= assigned
+        await self.sync()
+
+    async def sync(self) -> bool:
+        """Seek every unsynced partition to its stored position (the beginning when the
+        store has none); False when the store could not be read."""
         consumer = self.consumer()
-        if consumer is None:
-            return
-        stored = await self.writer.stored_positions()
-        for tp in sorted(assigned):
+        if consumer is None or not self.unsynced:
+            return consumer is not None
+        try:
+            stored = await self.writer.stored_positions()
+        except Exception:
+            log.exception("stored positions unreadable; partitions wait", count=len(self.unsynced))
+            return False
+        for tp in sorted(self.unsynced):
             offset = stored.get((tp.topic, tp.partition))
-            if offset is None:
-                await consumer.seek_to_beginning(tp)
-            else:
-                consumer.seek(tp, offset)
+            try:
+                if offset is None:
+                    await consumer.seek_to_beginning(tp)
+                else:
+                    consumer.seek(tp, offset)
+            except Exception:  # no longer assigned: whoever has it now seeks it itself
+                log.info("not sought: partition no longer assigned", partition=str(tp))
         log.info(
-            "partitions assigned",
-            positions={str(tp): stored.get((tp.topic, tp.partition), 0) for tp in assigned},
+            "partitions sought to the stored positions",
+            positions={str(tp): stored.get((tp.topic, tp.partition), 0) for tp in self.unsynced},
         )
+        self.unsynced.clear()
+        return True
+
+    async def put_back(self, records: list[Record]) -> None:
+        """Nothing of this batch was folded: have its partitions read again from the store's
+        positions, or at least from the batch's first records until the store answers."""
+        self.unsynced |= {TopicPartition(t, p) for t, p in {r.position for r in records}}
+        if await self.sync():
+            return
+        consumer = self.consumer()
+        if consumer is not None:
+            _rewind(consumer, records)
 
 
 def register_projection(
@@ -95,6 +128,7 @@ def register_projection(
     def consumer() -> AIOKafkaConsumer | None:
         return None if subscriber is None else subscriber.consumer
 
+    positions = SeekToStoredPositions(writer, consumer)
     subscriber = broker.subscriber(
         topic,
         batch=True,
@@ -104,7 +138,7 @@ def register_projection(
         auto_offset_reset="earliest",
         isolation_level="read_committed",
         ack_policy=AckPolicy.MANUAL,
-        listener=SeekToStoredPositions(writer, consumer),
+        listener=positions,
         title="projections",
         description="Folds every event into wallets and game history",
     )
@@ -113,17 +147,19 @@ def register_projection(
     async def fold_events(message: KafkaMessage) -> None:
         raw = message.raw_message
         records = [Record.of(r) for r in (raw if isinstance(raw, tuple) else (raw,))]
-        kafka = consumer()
+        if positions.unsynced:  # fetched before the partitions were sought: read them again
+            await positions.put_back(records)
+            return
         try:
             result = await writer.apply(records)
         except Exception:
             FAILED_BATCHES.inc()
-            log.exception("batch rolled back; rewinding", records=len(records))
-            if kafka is not None:
-                _rewind(kafka, records)
+            log.exception("batch rolled back; its partitions are read again", records=len(records))
+            await positions.put_back(records)
             await asyncio.sleep(RETRY_SECONDS)
             return
         _count(result)
+        kafka = consumer()
         if kafka is not None:
             await _commit_for_dashboards(kafka, result)
 

@@ -1,0 +1,80 @@
+"""Where the worker reads from: always the positions in the read model, whatever the group's
+committed offsets say and even when the store does not answer during a rebalance."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from aiokafka import TopicPartition
+
+from blackjack.projections.worker import SeekToStoredPositions
+from blackjack.projections.writer import Record
+
+TOPIC = "blackjack.events"
+P0, P1 = TopicPartition(TOPIC, 0), TopicPartition(TOPIC, 1)
+
+
+class Consumer:
+    def __init__(self) -> None:
+        self.sought: dict[TopicPartition, int | str] = {}
+
+    def seek(self, tp: TopicPartition, offset: int) -> None:
+        self.sought[tp] = offset
+
+    async def seek_to_beginning(self, *partitions: TopicPartition) -> None:
+        for tp in partitions:
+            self.sought[tp] = "beginning"
+
+
+class Store:
+    """The writer's view of the store; ``down`` makes it fail like a lost connection."""
+
+    def __init__(self, positions: dict[tuple[str, int], int]) -> None:
+        self.positions = positions
+        self.down = False
+
+    async def stored_positions(self) -> dict[tuple[str, int], int]:
+        if self.down:
+            raise ConnectionError("the database is not answering")
+        return self.positions
+
+
+def listener(store: Store, consumer: Consumer) -> SeekToStoredPositions:
+    return SeekToStoredPositions(store, lambda: consumer)  # type: ignore[arg-type]
+
+
+async def test_assigned_partitions_continue_from_the_stored_positions() -> None:
+    consumer = Consumer()
+    positions = listener(Store({(TOPIC, 0): 42}), consumer)
+    await positions.on_partitions_assigned({P0, P1})
+    assert consumer.sought == {P0: 42, P1: "beginning"}
+    assert positions.unsynced == set()
+
+
+async def test_while_the_store_is_down_a_batch_is_put_back_not_folded() -> None:
+    consumer, store = Consumer(), Store({(TOPIC, 0): 42})
+    store.down = True
+    positions = listener(store, consumer)
+    await positions.on_partitions_assigned({P0})
+    assert consumer.sought == {} and positions.unsynced == {P0}
+
+    batch: list[Any] = [Record(TOPIC, 0, 50, b"{}"), Record(TOPIC, 0, 51, b"{}")]
+    await positions.put_back(batch)
+    assert consumer.sought == {P0: 50}  # at least nothing of the batch is lost
+    assert positions.unsynced == {P0}
+
+    store.down = False
+    await positions.put_back(batch)
+    assert consumer.sought == {P0: 42}  # the store's word, once it answers
+    assert positions.unsynced == set()
+
+
+async def test_a_revoked_partition_is_not_sought_any_more() -> None:
+    consumer, store = Consumer(), Store({})
+    store.down = True
+    positions = listener(store, consumer)
+    await positions.on_partitions_assigned({P0, P1})
+    await positions.on_partitions_revoked({P1})
+    store.down = False
+    assert await positions.sync()
+    assert consumer.sought == {P0: "beginning"}
