@@ -25,6 +25,7 @@ from typing import Any
 import pytest
 from aiokafka import AIOKafkaProducer
 from aiokafka.admin import AIOKafkaAdminClient, NewTopic
+from sqlalchemy.engine import make_url
 
 from blackjack.domain import commands as cmd
 from blackjack.domain import events as ev
@@ -454,9 +455,9 @@ def postgres_server_url() -> str:
     return infra.postgres_url()
 
 
-async def _create_database(server_url: str, name: str) -> str:
+async def _on_server(server_url: str, statement: str) -> None:
+    """Run one statement (CREATE/DROP DATABASE: outside a transaction) on the server."""
     import asyncpg
-    from sqlalchemy.engine import make_url
 
     url = make_url(server_url)
     connection = await asyncpg.connect(
@@ -467,26 +468,7 @@ async def _create_database(server_url: str, name: str) -> str:
         database=url.database,
     )
     try:
-        await connection.execute(f'CREATE DATABASE "{name}"')
-    finally:
-        await connection.close()
-    return url.set(database=name).render_as_string(hide_password=False)
-
-
-async def _drop_database(server_url: str, name: str) -> None:
-    import asyncpg
-    from sqlalchemy.engine import make_url
-
-    url = make_url(server_url)
-    connection = await asyncpg.connect(
-        user=url.username,
-        password=url.password,
-        host=url.host,
-        port=url.port,
-        database=url.database,
-    )
-    try:
-        await connection.execute(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)')
+        await connection.execute(statement)
     finally:
         await connection.close()
 
@@ -507,7 +489,9 @@ class StoreFactory:
             return f"sqlite+aiosqlite:///{self.tmp / (name + '.db')}"
         assert self.server_url is not None
         self.databases.append(name)
-        return await _create_database(self.server_url, name)
+        await _on_server(self.server_url, f'CREATE DATABASE "{name}"')
+        url = make_url(self.server_url).set(database=name)
+        return url.render_as_string(hide_password=False)
 
     async def store(self, url: str | None = None) -> ProjectionStore:
         store = ProjectionStore(url or await self.url())
@@ -520,7 +504,7 @@ class StoreFactory:
             await store.close()
         if self.server_url is not None:
             for name in self.databases:
-                await _drop_database(self.server_url, name)
+                await _on_server(self.server_url, f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)')
 
 
 STORE_KINDS = ["sqlite", "postgresql"]

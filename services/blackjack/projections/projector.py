@@ -55,6 +55,14 @@ def parse_round_id(text: str) -> tuple[str, int]:
     return stream_id, int(number)
 
 
+def check_next(stream_id: str, last_sequence: int, envelope: WireEnvelope) -> None:
+    """The envelope must be the stream's next event: its own stream, the next sequence."""
+    if envelope.stream_id != stream_id:
+        raise ProjectionError(f"event of {envelope.stream_id} folded into {stream_id}")
+    if envelope.sequence != last_sequence + 1:
+        raise ProjectionError(f"{stream_id}: event {envelope.sequence} follows {last_sequence}")
+
+
 class _Model(BaseModel):
     model_config = ConfigDict(extra="forbid")
 
@@ -264,12 +272,7 @@ class StreamProjection:
 
     def apply(self, envelope: WireEnvelope) -> None:
         view = self.view
-        if envelope.stream_id != view.stream_id:
-            raise ProjectionError(f"event of {envelope.stream_id} folded into {view.stream_id}")
-        if envelope.sequence != view.last_sequence + 1:
-            raise ProjectionError(
-                f"{view.stream_id}: event {envelope.sequence} follows {view.last_sequence}"
-            )
+        check_next(view.stream_id, view.last_sequence, envelope)
         event = envelope.data
         at = utc(envelope.occurred_at)
         if isinstance(event, ev.RoundEvent):
@@ -675,12 +678,7 @@ class WalletProjection:
 
     def apply(self, envelope: WireEnvelope) -> None:
         view = self.view
-        if envelope.stream_id != view.stream_id:
-            raise ProjectionError(f"event of {envelope.stream_id} folded into {view.stream_id}")
-        if envelope.sequence != view.last_sequence + 1:
-            raise ProjectionError(
-                f"{view.stream_id}: event {envelope.sequence} follows {view.last_sequence}"
-            )
+        check_next(view.stream_id, view.last_sequence, envelope)
         e = envelope.data
         if not isinstance(e, wl.WalletEvent):
             raise ProjectionError(f"{type(e).__name__} in the wallet stream {view.stream_id}")
