@@ -526,17 +526,20 @@ class CommandHandler:
                 metrics.DUPLICATES.inc()
             for event in outcome.events:
                 metrics.EVENTS.labels(event.type).inc()
-            self.log.info(
-                "command handled",
+            ids = structlog.contextvars.bound_contextvars(
                 command_id=result.command_id,
                 correlation_id=result.correlation_id or result.command_id,
                 stream_id=result.stream_id,
-                command_type=outcome.command_type,
-                status=result.status,
-                code=code or None,
-                events=len(outcome.events),
-                duplicate=outcome.duplicate,
             )
+            with ids:
+                self.log.info(
+                    "command handled",
+                    command_type=outcome.command_type,
+                    status=result.status,
+                    code=code or None,
+                    events=len(outcome.events),
+                    duplicate=outcome.duplicate,
+                )
 
     # ---- the clock ----------------------------------------------------------------------
 
