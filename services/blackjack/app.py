@@ -12,6 +12,7 @@ subscribers to ``broker`` (a ``KafkaRouter`` included before start-up).
 
 from __future__ import annotations
 
+import json
 import logging
 
 from faststream.asgi import AsgiFastStream, AsgiResponse, AsyncAPIRoute, get
@@ -44,10 +45,12 @@ def build_app(config: HandlerConfig) -> tuple[AsgiFastStream, CommandHandler]:
 
     @get(include_in_schema=False)
     async def readyz(scope: Scope) -> AsgiResponse:
-        owned = sorted(handler.owned_partitions())
-        status = "ready" if handler.ready else "starting"
-        body = f'{{"status": "{status}", "partitions": {owned}}}'
-        return _json(200 if handler.ready else 503, body)
+        body = {
+            "status": "ready" if handler.ready else "not ready",
+            "partitions": sorted(handler.owned_partitions()),
+            "states": {str(n): state for n, state in handler.partition_states().items()},
+        }
+        return _json(200 if handler.ready else 503, json.dumps(body))
 
     @get(include_in_schema=False)
     async def prometheus(scope: Scope) -> AsgiResponse:

@@ -9,6 +9,7 @@ from typing import Any
 import pytest
 from conftest import (
     KafkaSpace,
+    QueuedShuffler,
     read_topic,
     running_handler,
     stream_events,
@@ -47,7 +48,9 @@ async def test_a_restart_resumes_from_the_checkpoint_with_a_round_in_flight(
     space: KafkaSpace = await kafka_space(partitions=1)
     config = space.config(snapshot_every=10)
     tables = ["snap-a", "snap-b"]
-    async with running_handler(config), space.client() as client:
+    shuffler = QueuedShuffler()
+    shuffler.queue(["TS", "9S", "6S", "7H"])  # snap-a: T 6 against 9 up, no blackjack anywhere
+    async with running_handler(config, shuffler=shuffler), space.client() as client:
         for table in tables:
             for command in (
                 cmd.OpenTable(variant="mini-h17"),
@@ -110,6 +113,23 @@ async def test_a_restart_resumes_from_the_checkpoint_with_a_round_in_flight(
     await verify_stream(space, "snap-a", resent=["too-much"])
     await verify_stream(space, "snap-b")
     assert partition_for("snap-a", 1) == 0
+
+
+async def test_a_handler_with_another_shoe_key_keeps_the_partition_out_of_service(
+    kafka_space: Any,
+) -> None:
+    space: KafkaSpace = await kafka_space(partitions=1)
+    async with running_handler(space.config()), space.client() as client:
+        assert (await client.execute("keyed", cmd.OpenTable(variant="mini-h17"))).status == (
+            "accepted"
+        )
+    stranger = CommandHandler(space.config(shoe_key_hex=ShoeSeal.new_key_hex()))
+    await stranger.start()
+    try:
+        await stranger.wait_until(lambda: stranger.partition_states() == {0: "failed"}, 30)
+        assert not stranger.ready
+    finally:
+        await stranger.stop()
 
 
 async def test_the_handler_refuses_topics_with_another_partition_count(kafka_space: Any) -> None:

@@ -243,6 +243,10 @@ class CommandHandler:
     def owned_partitions(self) -> set[int]:
         return {n for n, p in self._partitions.items() if p.status == "ready"}
 
+    def partition_states(self) -> dict[int, str]:
+        """Each assigned partition's state: pending, ready, failed or fenced."""
+        return {n: p.status for n, p in sorted(self._partitions.items())}
+
     async def wait_ready(self, timeout: float) -> None:
         await self.wait_until(lambda: self.ready, timeout)
 
