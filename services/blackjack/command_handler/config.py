@@ -18,7 +18,7 @@ from __future__ import annotations
 
 import os
 import socket
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 
 from blackjack.bus.settings import KafkaSettings
@@ -28,7 +28,7 @@ from blackjack.command_handler.keys import load_shoe_key
 
 @dataclass(frozen=True)
 class HandlerConfig:
-    shoe_key_hex: str
+    shoe_key_hex: str = field(repr=False)  # never in a log line
     kafka: KafkaSettings = field(default_factory=KafkaSettings)
     group_id: str = ""
     source: str = "/blackjack/command-handler"
@@ -58,26 +58,28 @@ class HandlerConfig:
 
     @classmethod
     def from_env(cls, env: Mapping[str, str] = os.environ) -> HandlerConfig:
-        def text(name: str) -> str:
-            return env.get(name, "").strip()
-
-        def number(name: str, default: float) -> float:
-            value = text(name)
-            return float(value) if value else default
-
-        defaults = cls(shoe_key_hex="00" * 32)
+        """The embedded defaults, with every variable that is set taking precedence."""
+        settings: dict[str, Callable[[str], object]] = {
+            "BLACKJACK_GROUP_ID": str,
+            "BLACKJACK_SOURCE": str,
+            "BLACKJACK_INSTANCE_ID": str,
+            "BLACKJACK_SNAPSHOT_EVERY": int,
+            "BLACKJACK_DEDUP_WINDOW": int,
+            "BLACKJACK_PRESENCE_TIMEOUT_S": float,
+            "BLACKJACK_TIMER_TICK_MS": lambda ms: float(ms) / 1000,
+            "BLACKJACK_SESSION_TIMEOUT_MS": int,
+            "BLACKJACK_MAX_BATCH": int,
+        }
+        fields = {
+            "BLACKJACK_TIMER_TICK_MS": "timer_tick_s",
+        }
+        overrides = {
+            fields.get(name, name.removeprefix("BLACKJACK_").lower()): convert(value)
+            for name, convert in settings.items()
+            if (value := env.get(name, "").strip())
+        }
         return cls(
             shoe_key_hex=load_shoe_key(env),
             kafka=KafkaSettings.from_env(env),
-            group_id=text("BLACKJACK_GROUP_ID"),
-            source=text("BLACKJACK_SOURCE") or defaults.source,
-            instance_id=text("BLACKJACK_INSTANCE_ID") or defaults.instance_id,
-            snapshot_every=int(number("BLACKJACK_SNAPSHOT_EVERY", defaults.snapshot_every)),
-            dedup_window=int(number("BLACKJACK_DEDUP_WINDOW", defaults.dedup_window)),
-            presence_timeout_s=number("BLACKJACK_PRESENCE_TIMEOUT_S", defaults.presence_timeout_s),
-            timer_tick_s=number("BLACKJACK_TIMER_TICK_MS", defaults.timer_tick_s * 1000) / 1000,
-            session_timeout_ms=int(
-                number("BLACKJACK_SESSION_TIMEOUT_MS", defaults.session_timeout_ms)
-            ),
-            max_batch=int(number("BLACKJACK_MAX_BATCH", defaults.max_batch)),
+            **overrides,  # type: ignore[arg-type]
         )
