@@ -12,8 +12,9 @@ from blackjack.domain import commands as cmd
 from blackjack.domain.wallet import BuyIn, RefundBuyIn, is_wallet_stream
 from blackjack.messages.envelope import EventEnvelope
 from blackjack.messages.sealing import ShoeSeal
-from blackjack.messages.wire import WireEnvelope, to_wire
+from blackjack.messages.wire import WIRE_EVENT_TYPES, WireEnvelope, to_wire
 from blackjack.projections.projector import (
+    PROJECTED_EVENTS,
     Account,
     ProjectionError,
     StreamProjection,
@@ -260,3 +261,9 @@ def test_a_round_id_is_the_stream_and_the_round_number() -> None:
     for bad in ("table-1", "table-1:", ":3", "table-1:0", "table-1:x"):
         with pytest.raises(ValueError, match="STREAM_ID:ROUND"):
             parse_round_id(bad)
+
+
+def test_every_event_on_the_wire_has_a_projection_rule() -> None:
+    # a new event type must be taught to the projections before it reaches the topic:
+    # a worker refuses (and retries) an event it has no rule for rather than skip it
+    assert set(WIRE_EVENT_TYPES) == PROJECTED_EVENTS

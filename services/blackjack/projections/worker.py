@@ -71,6 +71,7 @@ class SeekToStoredPositions(ConsumerRebalanceListener):  # type: ignore[misc]
         self.writer = writer
         self.consumer = consumer
         self.unsynced: set[TopicPartition] = set()
+        self._syncing = asyncio.Lock()
 
     async def on_partitions_revoked(self, revoked: set[TopicPartition]) -> None:
         self.unsynced -= revoked
@@ -83,29 +84,30 @@ class SeekToStoredPositions(ConsumerRebalanceListener):  # type: ignore[misc]
     async def sync(self) -> bool:
         """Seek every unsynced partition to its stored position (the beginning when the
         store has none); False when the store could not be read."""
-        consumer = self.consumer()
-        if consumer is None or not self.unsynced:
-            return consumer is not None
-        try:
-            stored = await self.writer.stored_positions()
-        except Exception:
-            log.exception("stored positions unreadable; partitions wait", count=len(self.unsynced))
-            return False
-        for tp in sorted(self.unsynced):
-            offset = stored.get((tp.topic, tp.partition))
+        async with self._syncing:  # the rebalance callback and the handler may both call it
+            consumer = self.consumer()
+            if consumer is None or not self.unsynced:
+                return consumer is not None
             try:
-                if offset is None:
-                    await consumer.seek_to_beginning(tp)
-                else:
-                    consumer.seek(tp, offset)
-            except Exception:  # no longer assigned: whoever has it now seeks it itself
-                log.info("not sought: partition no longer assigned", partition=str(tp))
-        log.info(
-            "partitions sought to the stored positions",
-            positions={str(tp): stored.get((tp.topic, tp.partition), 0) for tp in self.unsynced},
-        )
-        self.unsynced.clear()
-        return True
+                stored = await self.writer.stored_positions()
+            except Exception:
+                log.exception("positions unreadable; partitions wait", count=len(self.unsynced))
+                return False
+            sought = {}
+            for tp in sorted(self.unsynced):
+                offset = stored.get((tp.topic, tp.partition))
+                try:
+                    if offset is None:
+                        await consumer.seek_to_beginning(tp)
+                    else:
+                        consumer.seek(tp, offset)
+                except Exception:  # no longer assigned: whoever has it now seeks it itself
+                    log.info("not sought: partition no longer assigned", partition=str(tp))
+                    continue
+                sought[f"{tp.topic}[{tp.partition}]"] = offset or 0
+            self.unsynced.clear()
+            log.info("partitions sought to the stored positions", positions=sought)
+            return True
 
     async def put_back(self, records: list[Record]) -> None:
         """Nothing of this batch was folded: have its partitions read again from the store's
@@ -230,11 +232,12 @@ async def _until_signalled() -> None:
 
 
 async def _serve_http(store: ProjectionStore, host: str, port: int) -> None:
+    """The query API, with ``/metrics`` (Prometheus) behind it."""
     import uvicorn
+    from prometheus_client import make_asgi_app
 
-    from blackjack.api.routes import QueryApi
+    from blackjack.api.routes import query_api
 
-    config = uvicorn.Config(
-        QueryApi(store), host=host, port=port, lifespan="off", log_level="warning"
-    )
+    app = query_api(store, fallback=make_asgi_app())
+    config = uvicorn.Config(app, host=host, port=port, lifespan="off", log_level="warning")
     await uvicorn.Server(config).serve()
