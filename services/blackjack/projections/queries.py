@@ -192,12 +192,10 @@ async def table_state(connection: AsyncConnection, stream_id: str) -> dict[str, 
         }
         for row in (await connection.execute(query)).all()
     ]
-    current = None
     number = view.get("round", 0)
-    if number:
-        detail = await round_detail(connection, stream_id, number)
-        if detail is not None and view.get("round_open"):
-            current = detail
+    current = None
+    if number and view.get("round_open"):
+        current = await round_detail(connection, stream_id, number)
     return {
         **dict(view),
         "players": players,
