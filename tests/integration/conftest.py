@@ -111,6 +111,37 @@ async def kafka_space(bootstrap: str) -> AsyncIterator[Callable[..., Any]]:
             await delete_topics(space.settings, space.topics)
 
 
+# ---- one space, shuffler, handler and client per test module ------------------------------
+# A module sets ``PARTITIONS`` (default 3) and ``HANDLER`` (``HandlerConfig`` overrides) to
+# shape them.
+
+
+@pytest.fixture(scope="module")
+async def space(kafka_space: Any, request: pytest.FixtureRequest) -> KafkaSpace:
+    made: KafkaSpace = await kafka_space(partitions=getattr(request.module, "PARTITIONS", 3))
+    return made
+
+
+@pytest.fixture(scope="module")
+def shuffler() -> QueuedShuffler:
+    return QueuedShuffler()
+
+
+@pytest.fixture(scope="module")
+async def handler(
+    space: KafkaSpace, shuffler: QueuedShuffler, request: pytest.FixtureRequest
+) -> AsyncIterator[CommandHandler]:
+    config = space.config(**getattr(request.module, "HANDLER", {}))
+    async with running_handler(config, shuffler=shuffler) as running:
+        yield running
+
+
+@pytest.fixture
+async def client(space: KafkaSpace, handler: CommandHandler) -> AsyncIterator[BlackjackClient]:
+    async with space.client() as connected:
+        yield connected
+
+
 @contextlib.asynccontextmanager
 async def running_handler(config: HandlerConfig, **kwargs: Any) -> AsyncIterator[CommandHandler]:
     handler = CommandHandler(config, **kwargs)
@@ -120,6 +151,16 @@ async def running_handler(config: HandlerConfig, **kwargs: Any) -> AsyncIterator
         yield handler
     finally:
         await handler.stop()
+
+
+async def accept(client: BlackjackClient, stream: str, *commands: Any) -> list[CommandResult]:
+    """Send commands one after the other; each must be accepted."""
+    results = []
+    for command in commands:
+        result = await client.execute(stream, command)
+        assert result.status == "accepted", (stream, command, result.rejection)
+        results.append(result)
+    return results
 
 
 # ---- reading what the handler wrote -------------------------------------------------------

@@ -5,7 +5,6 @@ restart of the handler."""
 from __future__ import annotations
 
 import json
-from collections.abc import AsyncIterator
 from typing import Any
 
 import pytest
@@ -22,24 +21,6 @@ from blackjack.messages.envelope import CommandResult
 pytestmark = pytest.mark.integration
 
 TABLE = "bad-1"
-
-
-@pytest.fixture(scope="module")
-async def space(kafka_space: Any) -> KafkaSpace:
-    made: KafkaSpace = await kafka_space(partitions=3)
-    return made
-
-
-@pytest.fixture(scope="module")
-async def handler(space: KafkaSpace) -> AsyncIterator[CommandHandler]:
-    async with running_handler(space.config()) as running:
-        yield running
-
-
-@pytest.fixture
-async def client(space: KafkaSpace, handler: CommandHandler) -> AsyncIterator[BlackjackClient]:
-    async with space.client() as connected:
-        yield connected
 
 
 @pytest.fixture(scope="module")

@@ -9,7 +9,7 @@ from collections.abc import AsyncIterator
 from typing import Any
 
 import pytest
-from conftest import KafkaSpace, running_handler, verify_stream, wait_for_events
+from conftest import KafkaSpace, accept, running_handler, verify_stream, wait_for_events
 
 from blackjack.client import BlackjackClient
 from blackjack.command_handler.processor import step_id
@@ -47,20 +47,14 @@ async def client(
         yield connected
 
 
-async def accepted(client: BlackjackClient, stream: str, command: Any) -> CommandResult:
-    result = await client.execute(stream, command)
-    assert result.status == "accepted", (command, result.rejection)
-    return result
-
-
 def codes(results: list[CommandResult]) -> list[str]:
     return sorted(r.rejection.code if r.rejection else "accepted" for r in results)
 
 
 async def multi_table(client: BlackjackClient, table: str, *players: str) -> None:
-    await accepted(client, table, cmd.OpenTable(variant="atlantic-city-multi"))
+    await accept(client, table, cmd.OpenTable(variant="atlantic-city-multi"))
     for seat, player in enumerate(players):
-        await accepted(client, table, cmd.SitDown(player_id=player, seat=seat))
+        await accept(client, table, cmd.SitDown(player_id=player, seat=seat))
 
 
 async def test_concurrent_buy_ins_and_withdrawals_never_overspend_the_wallet(
@@ -70,7 +64,7 @@ async def test_concurrent_buy_ins_and_withdrawals_never_overspend_the_wallet(
     tables = ["spend-a", "spend-b"]
     for table in tables:
         await multi_table(client, table, player)
-    await accepted(client, wallet, WalletDeposit(player_id=player, amount=1_000))
+    await accept(client, wallet, WalletDeposit(player_id=player, amount=1_000))
     # Twelve commands at once, each wanting 300 of the 1000: three can be paid, no more.
     spend = [BuyIn(player_id=player, table_id=tables[i % 2], amount=300) for i in range(8)]
     spend += [WalletWithdraw(player_id=player, amount=300) for _ in range(4)]
@@ -105,9 +99,9 @@ async def test_concurrent_bets_never_take_a_table_balance_below_zero(
     space: KafkaSpace, client: BlackjackClient
 ) -> None:
     table = "spend-single"
-    await accepted(client, table, cmd.OpenTable(variant="mini-h17"))
-    await accepted(client, table, cmd.SitDown(player_id="p"))
-    await accepted(client, table, cmd.Deposit(player_id="p", amount=1_000))
+    await accept(client, table, cmd.OpenTable(variant="mini-h17"))
+    await accept(client, table, cmd.SitDown(player_id="p"))
+    await accept(client, table, cmd.Deposit(player_id="p", amount=1_000))
     commands: list[Any] = [cmd.PlaceBet(player_id="p", box=0, amount=300) for _ in range(6)]
     commands += [cmd.Withdraw(player_id="p", amount=300) for _ in range(3)]
     ids = await asyncio.gather(*(client.send(table, c) for c in commands))
@@ -123,12 +117,12 @@ async def test_a_buy_in_the_table_refuses_comes_back_to_the_wallet(
 ) -> None:
     player, wallet = "nina", wallet_stream("nina")
     await multi_table(client, "refuse-multi")  # nina never sits down here
-    await accepted(client, "refuse-single", cmd.OpenTable(variant="mini-h17"))
-    await accepted(client, "refuse-single", cmd.SitDown(player_id=player))
-    await accepted(client, wallet, WalletDeposit(player_id=player, amount=900))
+    await accept(client, "refuse-single", cmd.OpenTable(variant="mini-h17"))
+    await accept(client, "refuse-single", cmd.SitDown(player_id=player))
+    await accept(client, wallet, WalletDeposit(player_id=player, amount=900))
     sent = []
     for table in ("refuse-multi", "refuse-nowhere", "refuse-single"):
-        result = await accepted(client, wallet, BuyIn(player_id=player, table_id=table, amount=300))
+        [result] = await accept(client, wallet, BuyIn(player_id=player, table_id=table, amount=300))
         sent.append(result)
     events = await wait_for_events(
         space, wallet, lambda es: sum(e.type == "BuyInRefunded" for e in es) == 3
@@ -161,11 +155,11 @@ async def test_a_multi_seat_table_takes_money_only_from_the_wallet_and_pays_back
     await multi_table(client, table, player)
     forged = await client.execute(table, cmd.Deposit(player_id=player, amount=1_000_000))
     assert forged.rejection is not None and forged.rejection.code == "unauthorized"
-    await accepted(client, wallet, WalletDeposit(player_id=player, amount=2_000))
-    await accepted(client, wallet, BuyIn(player_id=player, table_id=table, amount=1_500))
+    await accept(client, wallet, WalletDeposit(player_id=player, amount=2_000))
+    await accept(client, wallet, BuyIn(player_id=player, table_id=table, amount=1_500))
     await wait_for_events(space, table, lambda es: any(e.type == "FundsDeposited" for e in es))
-    await accepted(client, table, cmd.Withdraw(player_id=player, amount=400))
-    await accepted(client, table, cmd.LeaveTable(player_id=player))
+    await accept(client, table, cmd.Withdraw(player_id=player, amount=400))
+    await accept(client, table, cmd.LeaveTable(player_id=player))
     events = await wait_for_events(
         space, wallet, lambda es: sum(e.type == "CashOutReceived" for e in es) == 2
     )

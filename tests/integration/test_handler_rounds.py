@@ -9,66 +9,31 @@ against the pure engine replayed from the commands, the recorded clock and the r
 from __future__ import annotations
 
 import hashlib
-from collections.abc import AsyncIterator
 from typing import Any
 
 import pytest
 from conftest import (
     KafkaSpace,
     QueuedShuffler,
+    accept,
     read_topic,
-    running_handler,
     types_of,
     verify_stream,
     wait_for_events,
 )
 
 from blackjack.client import BlackjackClient
-from blackjack.command_handler.service import CommandHandler
 from blackjack.domain import commands as cmd
 from blackjack.domain import events as ev
 from blackjack.domain.wallet import BuyIn, WalletDeposit, wallet_stream
-from blackjack.messages.envelope import CommandResult
 
 pytestmark = pytest.mark.integration
-
-
-@pytest.fixture(scope="module")
-async def space(kafka_space: Any) -> KafkaSpace:
-    made: KafkaSpace = await kafka_space(partitions=3)
-    return made
-
-
-@pytest.fixture(scope="module")
-def shuffler() -> QueuedShuffler:
-    return QueuedShuffler()
-
-
-@pytest.fixture(scope="module")
-async def handler(space: KafkaSpace, shuffler: QueuedShuffler) -> AsyncIterator[CommandHandler]:
-    async with running_handler(space.config(), shuffler=shuffler) as running:
-        yield running
-
-
-@pytest.fixture
-async def client(space: KafkaSpace, handler: CommandHandler) -> AsyncIterator[BlackjackClient]:
-    async with space.client() as connected:
-        yield connected
-
-
-async def play(client: BlackjackClient, stream: str, *commands: Any) -> list[CommandResult]:
-    results = []
-    for command in commands:
-        result = await client.execute(stream, command)
-        assert result.status == "accepted", (command, result.rejection)
-        results.append(result)
-    return results
 
 
 async def table_with_player(
     client: BlackjackClient, stream: str, variant: str, balance: int
 ) -> None:
-    await play(
+    await accept(
         client,
         stream,
         cmd.OpenTable(variant=variant),
@@ -87,7 +52,7 @@ async def test_mini_h17_dealer_hits_soft_17_and_a_double_wins_twice(
     # player 9 2, dealer 6 up and A in the hole: soft 17, which this dealer hits.
     shuffler.queue(["9S", "6S", "2S", "AH", "TS", "5H", "TH"])
     await table_with_player(client, "h17-1", "mini-h17", 10_000)
-    await play(
+    await accept(
         client,
         "h17-1",
         cmd.PlaceBet(player_id="p", box=0, amount=1000),
@@ -113,7 +78,7 @@ async def test_mini_s17_doubles_on_ten_and_stands_on_soft_17(
     # player 6 4 = 10 (double allowed on 9, 10, 11) draws a 9; dealer 7 A = soft 18 stands.
     shuffler.queue(["6S", "7S", "4S", "AH", "9S"])
     await table_with_player(client, "s17-1", "mini-s17", 5_000)
-    await play(
+    await accept(
         client,
         "s17-1",
         cmd.PlaceBet(player_id="p", box=0, amount=500),
@@ -137,7 +102,7 @@ async def test_atlantic_city_five_dollar_blackjack_pays_seven(
 ) -> None:
     shuffler.queue(["AS", "9S", "KS", "7H"])
     await table_with_player(client, "ac-1", "atlantic-city", 5_000)
-    await play(
+    await accept(
         client,
         "ac-1",
         cmd.PlaceBet(player_id="p", box=0, amount=500),
@@ -155,7 +120,7 @@ async def test_surrender_two_boxes_one_surrendered_after_the_peek(
     # boxes 0 and 1, dealer T up (peeks, no blackjack) and 8 in the hole.
     shuffler.queue(["TS", "TH", "TD", "6S", "9S", "8S"])
     await table_with_player(client, "sur-1", "surrender", 10_000)
-    await play(
+    await accept(
         client,
         "sur-1",
         cmd.PlaceBet(player_id="p", box=0, amount=1000),
@@ -177,10 +142,10 @@ async def test_atlantic_city_multi_two_players_funded_from_their_wallets(
     table = "acm-1"
     # alice (box 0) T 9, dealer 7 up and T in the hole.
     shuffler.queue(["TS", "7S", "9S", "TH"])
-    await play(client, table, cmd.OpenTable(variant="atlantic-city-multi"))
+    await accept(client, table, cmd.OpenTable(variant="atlantic-city-multi"))
     for player, seat, money, buy_in in (("alice", 0, 10_000, 3_000), ("bob", 1, 5_000, 2_000)):
-        await play(client, table, cmd.SitDown(player_id=player, seat=seat))
-        await play(
+        await accept(client, table, cmd.SitDown(player_id=player, seat=seat))
+        await accept(
             client,
             wallet_stream(player),
             WalletDeposit(player_id=player, amount=money),
@@ -188,7 +153,7 @@ async def test_atlantic_city_multi_two_players_funded_from_their_wallets(
         )
     # The buy-ins arrive as table Deposits caused by the wallets' BuyInSent events.
     await wait_for_events(space, table, lambda es: sum(e.type == "FundsDeposited" for e in es) == 2)
-    await play(
+    await accept(
         client,
         table,
         cmd.PlaceBet(player_id="alice", box=0, amount=500),

@@ -4,57 +4,26 @@ of ``atlantic-city-multi`` (``ExpireTimers``) and the disconnection policy of ``
 
 from __future__ import annotations
 
-from collections.abc import AsyncIterator
-from typing import Any
-
 import pytest
 from conftest import (
     KafkaSpace,
     QueuedShuffler,
+    accept,
     command_log,
-    running_handler,
     types_of,
     verify_stream,
     wait_for_events,
 )
 
 from blackjack.client import BlackjackClient
-from blackjack.command_handler.service import CommandHandler
 from blackjack.domain import commands as cmd
 from blackjack.domain import events as ev
 from blackjack.domain.wallet import BuyIn, WalletDeposit, wallet_stream
 
 pytestmark = pytest.mark.integration
 
-
-@pytest.fixture(scope="module")
-async def space(kafka_space: Any) -> KafkaSpace:
-    made: KafkaSpace = await kafka_space(partitions=2)
-    return made
-
-
-@pytest.fixture(scope="module")
-def shuffler() -> QueuedShuffler:
-    return QueuedShuffler()
-
-
-@pytest.fixture(scope="module")
-async def handler(space: KafkaSpace, shuffler: QueuedShuffler) -> AsyncIterator[CommandHandler]:
-    config = space.config(presence_timeout_s=1.0)
-    async with running_handler(config, shuffler=shuffler) as running:
-        yield running
-
-
-@pytest.fixture
-async def client(space: KafkaSpace, handler: CommandHandler) -> AsyncIterator[BlackjackClient]:
-    async with space.client() as connected:
-        yield connected
-
-
-async def ok(client: BlackjackClient, stream: str, *commands: Any) -> None:
-    for command in commands:
-        result = await client.execute(stream, command)
-        assert result.status == "accepted", (command, result.rejection)
+PARTITIONS = 2
+HANDLER = {"presence_timeout_s": 1.0}
 
 
 async def test_the_multi_seat_clock_leaves_out_a_silent_player_and_stands_a_silent_hand(
@@ -62,19 +31,19 @@ async def test_the_multi_seat_clock_leaves_out_a_silent_player_and_stands_a_sile
 ) -> None:
     table = "clock-multi"
     shuffler.queue(["TS", "7S", "6S", "TH"])  # ann: T 6 against the dealer's 7, T in the hole
-    await ok(
+    await accept(
         client, table, cmd.OpenTable(variant="atlantic-city-multi", overrides={"turn_seconds": 1})
     )
     for seat, player in enumerate(("ann", "ben")):
-        await ok(client, table, cmd.SitDown(player_id=player, seat=seat))
-        await ok(
+        await accept(client, table, cmd.SitDown(player_id=player, seat=seat))
+        await accept(
             client,
             wallet_stream(player),
             WalletDeposit(player_id=player, amount=1_000),
             BuyIn(player_id=player, table_id=table, amount=1_000),
         )
     await wait_for_events(space, table, lambda es: types_of(es).count("FundsDeposited") == 2)
-    await ok(
+    await accept(
         client, table, cmd.PlaceBet(player_id="ann", box=0, amount=500), cmd.Deal(player_id="ann")
     )
     # ben neither bets nor passes, ann does not play her hand: the clock does both.
@@ -95,7 +64,7 @@ async def test_a_silent_surrender_player_gets_an_undealt_bet_back(
     space: KafkaSpace, client: BlackjackClient
 ) -> None:
     table = "presence-bet"
-    await ok(
+    await accept(
         client,
         table,
         cmd.OpenTable(variant="surrender"),
@@ -108,7 +77,7 @@ async def test_a_silent_surrender_player_gets_an_undealt_bet_back(
     refund = events[-1].data
     assert isinstance(refund, ev.BetRefunded)
     assert (refund.reason, refund.amount, refund.balance_after) == ("disconnected", 700, 2_000)
-    await ok(client, table, cmd.Reconnect(player_id="sam"))
+    await accept(client, table, cmd.Reconnect(player_id="sam"))
     check = await verify_stream(space, table)
     assert check.state.players["sam"].connected
 
@@ -118,7 +87,7 @@ async def test_a_started_surrender_hand_waits_for_the_player_to_reconnect(
 ) -> None:
     table = "presence-hand"
     shuffler.queue(["TS", "9S", "8S", "7H"])  # sam: T 8 = 18 against 9 up, 7 in the hole
-    await ok(
+    await accept(
         client,
         table,
         cmd.OpenTable(variant="surrender"),
@@ -130,7 +99,7 @@ async def test_a_started_surrender_hand_waits_for_the_player_to_reconnect(
     events = await wait_for_events(space, table, lambda es: "PlayerDisconnected" in types_of(es))
     assert "BetRefunded" not in types_of(events) and "RoundSettled" not in types_of(events)
     # The round is restored for the player who comes back: the same hand, still to play.
-    await ok(client, table, cmd.Reconnect(player_id="sam"), cmd.Stand(player_id="sam", box=0))
+    await accept(client, table, cmd.Reconnect(player_id="sam"), cmd.Stand(player_id="sam", box=0))
     check = await verify_stream(space, table)
     [hand] = [e.data for e in check.events if isinstance(e.data, ev.HandSettled)]
     assert (hand.total, hand.outcome, hand.payout) == (18, "win", 1000)
