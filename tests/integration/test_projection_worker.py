@@ -225,3 +225,22 @@ async def test_events_of_an_aborted_transaction_are_never_projected(
         variants = await connection.execute(select(schema.table_views.c.variant))
         assert variants.scalars().all() == ["atlantic-city"]
     assert await folded(store) == len(real)
+
+
+async def test_sqlite_and_postgresql_hold_the_same_read_model_byte_for_byte(
+    events_topic: EventsTopic, shoe_seal: ShoeSeal, postgres_server_url: str, tmp_path: Path
+) -> None:
+    await publish(events_topic, to_wire(LOG.envelopes, shoe_seal))
+    texts = []
+    for factory in (
+        StoreFactory("sqlite", tmp_path, None),
+        StoreFactory("postgresql", tmp_path, postgres_server_url),
+    ):
+        try:
+            store = await factory.store()
+            await rebuild(ProjectionWriter(store), events_topic.bootstrap, events_topic.name)
+            texts.append(await text_of(store))
+        finally:
+            await factory.close()
+    assert texts[0] == texts[1]
+    assert texts[0].count("\n") > len(LOG.envelopes)  # every event, and more rows besides
