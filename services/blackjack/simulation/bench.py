@@ -2,14 +2,19 @@
 
 Each measurement is one process (this one) playing rounds with ``simulation.player.play`` --
 ``table.apply`` -> ``domain.decide`` with the computed basic strategy, the same path as
-``blackjack simulate`` -- for about ``--seconds``; ``--repeats`` measurements per variant, and the
-median is reported. The strategy is computed (and cached) before the clock starts.
+``blackjack simulate`` -- for about ``--seconds`` of CPU time; ``--repeats`` measurements per
+variant, and the median is reported. The strategy is computed (and cached) before the clock starts.
+The rate is rounds per CPU-second of this process (``time.process_time``), i.e. per busy core: on a
+shared machine the time the process spends waiting for a core is not counted against it (the wall
+clock rate is printed too).
 
-On a shared machine an absolute figure says little, so ``--baseline-cmd`` takes a shell command
-that prints a rounds-per-second figure as its last line (e.g. a wrapper around another simulator,
-``{seconds}`` in it is replaced by ``--seconds``); each repeat then runs the baseline and ours
-back to back, alternating which goes first, and the median of the per-repeat ratios ours/baseline
-is reported. ``--profile`` adds the top cProfile entries (by own time) of our loop.
+On a shared machine an absolute figure still says little, so ``--baseline-cmd`` takes a shell
+command that prints a rounds-per-second figure as its last line (e.g. a wrapper around another
+simulator that counts CPU time the same way; ``{seconds}`` and ``{variant}`` in it are replaced
+by ``--seconds`` and the preset's name, so the wrapper can set the other simulator up alike);
+each repeat then runs the baseline and ours back to back, alternating which goes first, and the
+median of the per-repeat ratios ours/baseline is reported. ``--profile`` adds the top cProfile
+entries (by own time) of our loop.
 
 Every line printed is one JSON object with a ``kind``: ``setup``, ``run``, ``summary``,
 ``profile``.
@@ -42,11 +47,17 @@ _Number = TypeVar("_Number", int, float)
 @dataclass(frozen=True)
 class Run:
     rounds: int
-    seconds: float
+    cpu_seconds: float
+    wall_seconds: float
 
     @property
     def rate(self) -> float:
-        return self.rounds / self.seconds
+        """Rounds per CPU-second: what one core does when it is ours."""
+        return self.rounds / self.cpu_seconds
+
+    @property
+    def wall_rate(self) -> float:
+        return self.rounds / self.wall_seconds
 
 
 Player = Callable[[int, int], int]
@@ -67,21 +78,22 @@ def _player_for(rules: Rules) -> Player:
 
 
 def measure(player: Player, seconds: float, seed: int) -> Run:
-    """Play chunks of rounds until ``seconds`` have passed; every round played is counted."""
+    """Play chunks of rounds until ``seconds`` of CPU time have passed; every round counts."""
     rounds = 0
     chunk = 0
-    started = time.perf_counter()
+    wall = time.perf_counter()
+    cpu = time.process_time()
     while True:
         rounds += player(CHUNK_ROUNDS, seed * 1_000_003 + chunk)
         chunk += 1
-        elapsed = time.perf_counter() - started
-        if elapsed >= seconds:
-            return Run(rounds=rounds, seconds=elapsed)
+        used = time.process_time() - cpu
+        if used >= seconds:
+            return Run(rounds=rounds, cpu_seconds=used, wall_seconds=time.perf_counter() - wall)
 
 
-def run_baseline(command: str, seconds: float) -> float:
+def run_baseline(command: str, seconds: float, variant: str) -> float:
     """Run the baseline's shell command; its last non-empty output line is its rounds/s."""
-    shell_command = command.replace("{seconds}", f"{seconds:g}")
+    shell_command = command.replace("{seconds}", f"{seconds:g}").replace("{variant}", variant)
     done = subprocess.run(shell_command, shell=True, capture_output=True, text=True, check=False)
     lines = [line.strip() for line in done.stdout.splitlines() if line.strip()]
     if done.returncode != 0 or not lines:
@@ -114,15 +126,16 @@ def bench_variant(
         if baseline is None:
             run = measure(player, seconds, seed + repeat)
         elif repeat % 2 == 0:  # alternate the order so that a drifting load hits both sides
-            other = run_baseline(baseline, seconds)
+            other = run_baseline(baseline, seconds, rules.name)
             run = measure(player, seconds, seed + repeat)
         else:
             run = measure(player, seconds, seed + repeat)
-            other = run_baseline(baseline, seconds)
+            other = run_baseline(baseline, seconds, rules.name)
         ours.append(run.rate)
         line["rounds"] = run.rounds
-        line["seconds"] = round(run.seconds, 3)
+        line["cpu_seconds"] = round(run.cpu_seconds, 3)
         line["rounds_per_second"] = round(run.rate)
+        line["wall_rounds_per_second"] = round(run.wall_rate)
         if baseline is not None:
             theirs.append(other)
             ratios.append(run.rate / other)
@@ -227,14 +240,16 @@ def register(sub: Any) -> None:
         choices=sorted(PRESETS),
         help="a preset to measure (repeatable; default: all of them)",
     )
-    bench.add_argument("--seconds", type=_positive(float), default=3.0, help="per measurement")
+    bench.add_argument(
+        "--seconds", type=_positive(float), default=3.0, help="CPU seconds per measurement"
+    )
     bench.add_argument("--repeats", type=_positive(int), default=5, help="measurements per variant")
     bench.add_argument("--seed", type=int, default=1)
     bench.add_argument(
         "--baseline-cmd",
         default=None,
-        help="shell command printing rounds/s as its last line ({seconds} is substituted); "
-        "run interleaved with ours to report the ratio ours/baseline",
+        help="shell command printing rounds/s as its last line ({seconds} and {variant} are "
+        "substituted); run interleaved with ours to report the ratio ours/baseline",
     )
     bench.add_argument(
         "--profile", action="store_true", help=f"also the top {PROFILE_TOP} cProfile entries"
