@@ -54,7 +54,7 @@ postgres-down:
 	deploy/postgres/postgres.sh down
 
 # Rounds per second on one core through the real decider, e.g.
-#   make bench BENCH_ARGS='--variant mini-h17 --baseline-cmd "python /tmp/bjbase/run_1anddone.py {seconds}"'
+#   make bench BENCH_ARGS='--baseline-cmd ".venv/bin/python /tmp/bjbase/run_1anddone.py {seconds} {variant}"'
 # (docs/benchmark.md: how to fetch and wrap the baseline simulator; never committed).
 bench: install
 	$(VENV)/bin/blackjack bench $(BENCH_ARGS)
