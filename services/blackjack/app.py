@@ -5,6 +5,7 @@ handler, and the operational endpoints.
     /readyz           200 once the handler has joined its group and rebuilt every partition
     /metrics          Prometheus text format
     /docs/asyncapi    the AsyncAPI document rendered (``/docs/asyncapi.json`` as JSON)
+    /v1/...           the query API over the projections (wallets, game history, tables)
 
 ``blackjack serve`` runs it under uvicorn. Other parts of the service add their FastStream
 subscribers to ``broker`` (a ``KafkaRouter`` included before start-up).
@@ -12,24 +13,38 @@ subscribers to ``broker`` (a ``KafkaRouter`` included before start-up).
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import logging
+import os
+from collections.abc import Awaitable, Callable
+from typing import Any
 
 from faststream.asgi import AsgiFastStream, AsgiResponse, AsyncAPIRoute, get
-from faststream.asgi.types import Scope
+from faststream.asgi.types import ASGIApp, Scope
 from faststream.kafka import KafkaBroker
 from prometheus_client import CONTENT_TYPE_LATEST, generate_latest
 
+from blackjack.api.routes import query_api
 from blackjack.bus.contract import declare_channels, specification
+from blackjack.bus.topics import ensure_topics
 from blackjack.command_handler.config import HandlerConfig
 from blackjack.command_handler.service import CommandHandler
+from blackjack.projections.settings import ProjectionSettings
+from blackjack.projections.store import ProjectionStore
+from blackjack.projections.worker import build_broker
+from blackjack.projections.writer import ProjectionWriter
 
 
 def _json(status: int, body: str) -> AsgiResponse:
     return AsgiResponse(body.encode(), status, {"content-type": "application/json"})
 
 
-def build_app(config: HandlerConfig) -> tuple[AsgiFastStream, CommandHandler]:
+def build_app(
+    config: HandlerConfig, projections: ProjectionSettings | None = None
+) -> tuple[ASGIApp, CommandHandler]:
+    """The handler's app; with ``projections``, also the projection worker (its own consumer
+    group and broker) and the query API over its store, as ``make run`` serves them."""
     logger = logging.getLogger("blackjack.faststream")  # JSON lines like every other log
     broker = KafkaBroker(
         config.kafka.bootstrap, client_id=f"{config.instance_id}-faststream", logger=logger
@@ -56,13 +71,46 @@ def build_app(config: HandlerConfig) -> tuple[AsgiFastStream, CommandHandler]:
     async def prometheus(scope: Scope) -> AsgiResponse:
         return AsgiResponse(generate_latest(), 200, {"content-type": CONTENT_TYPE_LATEST})
 
+    on_startup: list[Callable[[], Awaitable[Any]]] = []
+    after_startup: list[Callable[[], Awaitable[Any]]] = [handler.start]
+    on_shutdown: list[Callable[[], Awaitable[Any]]] = [handler.stop]
+    store = None
+    if projections is not None:
+        store = ProjectionStore(projections.db_url)
+        worker = build_broker(projections, ProjectionWriter(store))
+
+        async def ensure_events_topic() -> None:  # the worker subscribes before the handler runs
+            await ensure_topics(config.kafka, config.topics)
+
+        on_startup += [ensure_events_topic, store.migrate]
+        after_startup.append(worker.start)
+        on_shutdown += [worker.stop, store.close]
+
     app = AsgiFastStream(
         broker,
         asgi_routes=[("/healthz", healthz), ("/readyz", readyz), ("/metrics", prometheus)],
         asyncapi_path=AsyncAPIRoute("/docs/asyncapi", try_it_out_path=None),
         logger=logger,
         specification=specification(broker),
-        after_startup=[handler.start],
-        on_shutdown=[handler.stop],
+        on_startup=on_startup,
+        after_startup=after_startup,
+        on_shutdown=on_shutdown,
     )
-    return app, handler
+    if store is None:
+        return app, handler
+    return query_api(store, fallback=app), handler
+
+
+def projection_settings(config: HandlerConfig) -> ProjectionSettings:
+    """The projections of ``blackjack serve``: the handler's broker and prefix, and a consumer
+    group under the same prefix unless ``BLACKJACK_PROJECTION_GROUP`` names one."""
+    settings = ProjectionSettings.from_env()
+    group = settings.group_id
+    if not os.environ.get("BLACKJACK_PROJECTION_GROUP"):
+        group = f"{config.kafka.topic_prefix}{group}"
+    return dataclasses.replace(
+        settings,
+        bootstrap=config.kafka.bootstrap,
+        topic_prefix=config.kafka.topic_prefix,
+        group_id=group,
+    )

@@ -58,15 +58,18 @@ async def lines_until(stream: asyncio.StreamReader, wanted: str, count: int) -> 
 
 
 @pytest.mark.integration
-async def test_blackjack_serve_answers_health_readiness_metrics_and_docs(kafka_space: Any) -> None:
+async def test_blackjack_serve_answers_health_readiness_metrics_and_docs(
+    kafka_space: Any, tmp_path: Path
+) -> None:
     space: KafkaSpace = await kafka_space(partitions=2)
     port = free_port()
+    store = f"sqlite+aiosqlite:///{tmp_path}/projections.db"
     process = await asyncio.create_subprocess_exec(
         str(BLACKJACK),
         "serve",
         "--port",
         str(port),
-        env={**os.environ, **space.env()},
+        env={**os.environ, **space.env(), "BLACKJACK_DB_URL": store},
         stdout=asyncio.subprocess.PIPE,
         stderr=asyncio.subprocess.STDOUT,
     )
@@ -95,6 +98,12 @@ async def test_blackjack_serve_answers_health_readiness_metrics_and_docs(kafka_s
             assert served == json.loads(render(asyncapi_document(space.topics, space.bootstrap)))
             page = await http.get("/docs/asyncapi")
             assert page.status_code == 200 and "text/html" in page.headers["content-type"]
+            # The projections run in the same process: the query API catches up with the log.
+            async with asyncio.timeout(WAIT_S):
+                while (table := await http.get("/v1/tables/served-1")).status_code != 200:
+                    await asyncio.sleep(0.1)  # polling an HTTP read model: nothing to await
+            assert table.json()["variant"] == "surrender"
+            assert (await http.get("/v1/players/nobody/wallet")).status_code == 404
         # A graceful stop: the handler leaves its group, then uvicorn re-raises the SIGTERM it
         # caught so that the exit status still tells a supervisor why the process ended.
         process.send_signal(signal.SIGTERM)

@@ -38,12 +38,13 @@ def register(sub: Any) -> None:
 def _serve(args: argparse.Namespace) -> int:
     import uvicorn
 
-    from blackjack.app import build_app
+    from blackjack.app import build_app, projection_settings
     from blackjack.command_handler.config import HandlerConfig
     from blackjack.observability.logging import configure_logging
 
     configure_logging(args.log_level)
-    app, _ = build_app(HandlerConfig.from_env())
+    handler_config = HandlerConfig.from_env()
+    app, _ = build_app(handler_config, projection_settings(handler_config))
     config = uvicorn.Config(
         app, host=args.host, port=args.port, log_config=None, lifespan="on", access_log=False
     )
