@@ -46,21 +46,21 @@ class SeatLeft(Event):
     type: Literal["SeatLeft"] = "SeatLeft"
     player_id: str
     seat: int
-    balance_returned: int = Field(description="the player's money at the table, paid back out")
+    balance_returned: int = Field(ge=0, description="the player's money at the table, paid out")
 
 
 class FundsDeposited(Event):
     type: Literal["FundsDeposited"] = "FundsDeposited"
     player_id: str
-    amount: int
-    balance_after: int
+    amount: int = Field(ge=0)
+    balance_after: int = Field(ge=0)
 
 
 class FundsWithdrawn(Event):
     type: Literal["FundsWithdrawn"] = "FundsWithdrawn"
     player_id: str
-    amount: int
-    balance_after: int
+    amount: int = Field(ge=0)
+    balance_after: int = Field(ge=0)
 
 
 class PlayerDisconnected(Event):
@@ -116,18 +116,18 @@ class BetPlaced(RoundEvent):
     type: Literal["BetPlaced"] = "BetPlaced"
     player_id: str
     box: int
-    amount: int
-    box_total: int
-    balance_after: int
+    amount: int = Field(ge=0)
+    box_total: int = Field(ge=0)
+    balance_after: int = Field(ge=0)
 
 
 class BetRefunded(RoundEvent):
     type: Literal["BetRefunded"] = "BetRefunded"
     player_id: str
     box: int
-    amount: int
+    amount: int = Field(ge=0)
     reason: RefundReason
-    balance_after: int
+    balance_after: int = Field(ge=0)
 
 
 class DealRequested(RoundEvent):
@@ -178,8 +178,8 @@ class InsuranceTaken(RoundEvent):
     type: Literal["InsuranceTaken"] = "InsuranceTaken"
     player_id: str
     box: int
-    amount: int
-    balance_after: int
+    amount: int = Field(ge=0)
+    balance_after: int = Field(ge=0)
 
 
 class InsuranceDeclined(RoundEvent):
@@ -197,10 +197,10 @@ class InsuranceSettled(RoundEvent):
     type: Literal["InsuranceSettled"] = "InsuranceSettled"
     player_id: str
     box: int
-    stake: int
+    stake: int = Field(ge=0)
     won: bool
-    payout: int
-    balance_after: int
+    payout: int = Field(ge=0)
+    balance_after: int = Field(ge=0)
 
 
 class TurnStarted(RoundEvent):
@@ -231,8 +231,8 @@ class HandDoubled(RoundEvent):
     player_id: str
     box: int
     hand: int
-    amount: int
-    balance_after: int
+    amount: int = Field(ge=0)
+    balance_after: int = Field(ge=0)
 
 
 class HandSplit(RoundEvent):
@@ -242,8 +242,8 @@ class HandSplit(RoundEvent):
     player_id: str
     box: int
     hand: int
-    amount: int
-    balance_after: int
+    amount: int = Field(ge=0)
+    balance_after: int = Field(ge=0)
 
 
 class HandSurrendered(RoundEvent):
@@ -281,18 +281,18 @@ class HandSettled(RoundEvent):
     hand: int
     outcome: Outcome
     total: int
-    stake: int
-    payout: int = Field(description="everything paid back for this hand, stake included")
-    balance_after: int
+    stake: int = Field(ge=0)
+    payout: int = Field(ge=0, description="everything paid back for this hand, stake included")
+    balance_after: int = Field(ge=0)
 
 
 class PlayerRoundResult(BaseModel):
     model_config = ConfigDict(frozen=True, extra="forbid")
     player_id: str
-    wagered: int
-    paid: int
+    wagered: int = Field(ge=0)
+    paid: int = Field(ge=0)
     net: int
-    balance_after: int
+    balance_after: int = Field(ge=0)
 
 
 class BoxMessage(BaseModel):

@@ -66,11 +66,16 @@ class Rules(BaseModel):
     split_aces_one_card: bool = True
 
     # Payouts, in whole minor units
-    blackjack_pays: Fraction = Fraction(3, 2)
-    blackjack_win_rounded_down_to: int = Field(
-        1, ge=1, description="the blackjack winnings are cut to a multiple of this (100 = no cents)"
+    blackjack_pays: Fraction = Field(
+        Fraction(3, 2), description="what a natural wins per unit bet: from 1 (even) to 2"
     )
-    insurance_pays: int = 2
+    blackjack_win_rounded_down_to: int = Field(
+        1,
+        ge=1,
+        le=100,
+        description="the blackjack winnings are cut to a multiple of this (100 = no cents)",
+    )
+    insurance_pays: Literal[2] = 2  # every page: insurance "pays 2:1"
 
     # Betting
     min_bet: int = Field(100, ge=1)
@@ -81,7 +86,7 @@ class Rules(BaseModel):
 
     # The table and its clock
     seats: int = Field(1, ge=1, le=7)
-    turn_seconds: int | None = Field(None, ge=1)
+    turn_seconds: int | None = Field(None, ge=1, le=600)
     refund_bets_on_disconnect: bool = False
 
     # Messages
@@ -93,12 +98,17 @@ class Rules(BaseModel):
             raise ValueError("min_bet is above max_bet")
         if self.double_on == "totals" and not self.double_totals:
             raise ValueError("double_on='totals' needs double_totals")
+        # Payouts bounded, so that no override can pay a negative or an absurd amount.
+        if not 1 <= self.blackjack_pays <= 2:
+            raise ValueError("blackjack_pays must be between 1 (even money) and 2")
+        if any(not 4 <= t <= 21 for t in self.double_totals):
+            raise ValueError("double_totals are hand totals from 4 to 21")
         if isinstance(self.reshuffle, ReshuffleAtPenetration) and not 0 < self.reshuffle.used < 1:
             raise ValueError("reshuffle.used must be a fraction between 0 and 1")
         if self.cards_left_at_reshuffle < self.max_cards_in_round:
             raise ValueError("the shoe could run out of cards within one round")
-        if not self.rebet_multipliers or min(self.rebet_multipliers) < 1:
-            raise ValueError("rebet_multipliers must be positive")
+        if not self.rebet_multipliers or not self.rebet_multipliers <= {1, 2, 3, 4}:
+            raise ValueError("rebet_multipliers are whole multiples from 1 to 4")
         return self
 
     @property

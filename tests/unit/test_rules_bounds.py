@@ -1,0 +1,47 @@
+"""No rule override can make a table pay a negative or absurd amount: OpenTable refuses it."""
+
+from __future__ import annotations
+
+from datetime import UTC, datetime
+
+import pytest
+
+from blackjack.domain import commands as cmd
+from blackjack.domain.decide import decide
+from blackjack.domain.rejections import Rejection
+from blackjack.domain.state import INITIAL_STATE
+
+NOW = datetime(2026, 1, 1, tzinfo=UTC)
+
+
+@pytest.mark.parametrize(
+    "overrides",
+    [
+        {"blackjack_pays": "-3"},
+        {"blackjack_pays": "0"},
+        {"blackjack_pays": "1000"},
+        {"insurance_pays": -1},
+        {"insurance_pays": 10},
+        {"blackjack_win_rounded_down_to": 0},
+        {"blackjack_win_rounded_down_to": 10_000},
+        {"double_totals": [9, 30], "double_on": "totals"},
+        {"rebet_multipliers": [0]},
+        {"rebet_multipliers": [100]},
+        {"min_bet": 0},
+        {"min_bet": 500, "max_bet": 100},
+        {"decks": 0},
+        {"unknown_rule": True},
+    ],
+)
+def test_an_out_of_bounds_override_is_refused(overrides: dict[str, object]) -> None:
+    decision = decide(INITIAL_STATE, cmd.OpenTable(variant="mini-h17", overrides=overrides), NOW)
+    assert isinstance(decision, Rejection)
+    assert decision.code == "invalid_rules"
+
+
+@pytest.mark.parametrize("pays", ["1", "6/5", "3/2", "2"])
+def test_the_usual_blackjack_payouts_are_accepted(pays: str) -> None:
+    decision = decide(
+        INITIAL_STATE, cmd.OpenTable(variant="mini-h17", overrides={"blackjack_pays": pays}), NOW
+    )
+    assert not isinstance(decision, Rejection)
