@@ -28,7 +28,7 @@ from blackjack.domain.payouts import (
 from blackjack.domain.rejections import Rejection, RejectionCode
 from blackjack.domain.rules import PRESETS
 from blackjack.domain.shoe import commitment, needs_shuffle
-from blackjack.domain.state import Hand, Player, TableState
+from blackjack.domain.state import Hand, Player, TableState, fact
 
 Decision = list[ev.Event] | Rejection
 
@@ -206,7 +206,7 @@ def _open_table(r: _Round, c: cmd.OpenTable) -> None:
         rules = base.with_overrides(c.overrides) if c.overrides else base
     except ValidationError as error:
         raise _refuse("invalid_rules", str(error)) from None
-    r.emit(ev.TableOpened(rules=rules))
+    r.emit(fact(ev.TableOpened, rules=rules))
 
 
 def _check_free_seat(state: TableState, seat: int) -> None:
@@ -220,7 +220,7 @@ def _sit_down(r: _Round, c: cmd.SitDown) -> None:
     if c.player_id in r.state.players:
         raise _refuse("already_seated", f"{c.player_id} is already seated")
     _check_free_seat(r.state, c.seat)
-    r.emit(ev.SeatTaken(player_id=c.player_id, seat=c.seat))
+    r.emit(fact(ev.SeatTaken, player_id=c.player_id, seat=c.seat))
 
 
 def _move_seat(r: _Round, c: cmd.MoveSeat) -> None:
@@ -230,7 +230,7 @@ def _move_seat(r: _Round, c: cmd.MoveSeat) -> None:
     # desired spot between hands": not while any hand is played, nor with a bet of one's own out.
     if r.state.boxes_of(c.player_id) or r.state.boxes_in_play():
         raise _refuse("round_in_progress", "change seats between rounds, with no bet out")
-    r.emit(ev.SeatChanged(player_id=c.player_id, from_seat=player.seat, to_seat=c.seat))
+    r.emit(fact(ev.SeatChanged, player_id=c.player_id, from_seat=player.seat, to_seat=c.seat))
 
 
 def _leave_table(r: _Round, c: cmd.LeaveTable) -> None:
@@ -239,7 +239,7 @@ def _leave_table(r: _Round, c: cmd.LeaveTable) -> None:
         raise _refuse("round_in_progress", "a hand in play must be finished first")
     _refund_bets(r, c.player_id, "left")
     balance = r.state.players[c.player_id].balance
-    r.emit(ev.SeatLeft(player_id=c.player_id, seat=player.seat, balance_returned=balance))
+    r.emit(fact(ev.SeatLeft, player_id=c.player_id, seat=player.seat, balance_returned=balance))
     _deal_when_all_decided(r)
 
 
@@ -247,7 +247,7 @@ def _deposit(r: _Round, c: cmd.Deposit) -> None:
     player = _seated(r.state, c.player_id)
     _check_amount(c.amount)
     balance = player.balance + c.amount
-    r.emit(ev.FundsDeposited(player_id=c.player_id, amount=c.amount, balance_after=balance))
+    r.emit(fact(ev.FundsDeposited, player_id=c.player_id, amount=c.amount, balance_after=balance))
 
 
 def _withdraw(r: _Round, c: cmd.Withdraw) -> None:
@@ -255,14 +255,14 @@ def _withdraw(r: _Round, c: cmd.Withdraw) -> None:
     _check_amount(c.amount)
     _check_affordable(player, c.amount, "the withdrawal")
     balance = player.balance - c.amount
-    r.emit(ev.FundsWithdrawn(player_id=c.player_id, amount=c.amount, balance_after=balance))
+    r.emit(fact(ev.FundsWithdrawn, player_id=c.player_id, amount=c.amount, balance_after=balance))
 
 
 def _disconnect(r: _Round, c: cmd.Disconnect) -> None:
     player = _seated(r.state, c.player_id)
     if not player.connected:
         return
-    r.emit(ev.PlayerDisconnected(player_id=c.player_id))
+    r.emit(fact(ev.PlayerDisconnected, player_id=c.player_id))
     # The surrender page: "If the connection is terminated after placing a bet but before
     # pressing 'Deal' button the bet will be returned." A started hand waits for reconnection.
     if r.state.rules.refund_bets_on_disconnect and r.state.phase == "betting":
@@ -271,7 +271,7 @@ def _disconnect(r: _Round, c: cmd.Disconnect) -> None:
 
 def _reconnect(r: _Round, c: cmd.Reconnect) -> None:
     if not _seated(r.state, c.player_id).connected:
-        r.emit(ev.PlayerReconnected(player_id=c.player_id))
+        r.emit(fact(ev.PlayerReconnected, player_id=c.player_id))
 
 
 def _shuffle_shoe(r: _Round, c: cmd.ShuffleShoe) -> None:
@@ -285,7 +285,8 @@ def _shuffle_shoe(r: _Round, c: cmd.ShuffleShoe) -> None:
     old = state.shoe
     if old is not None:
         r.emit(
-            ev.ShoeRetired(
+            fact(
+                ev.ShoeRetired,
                 shoe=old.number,
                 commitment=old.commitment,
                 cards_dealt=old.position,
@@ -294,7 +295,8 @@ def _shuffle_shoe(r: _Round, c: cmd.ShuffleShoe) -> None:
             )
         )
     r.emit(
-        ev.ShoeShuffled(
+        fact(
+            ev.ShoeShuffled,
             shoe=state.shoes_used + 1,
             commitment=commitment(c.order, c.salt),
             cards=len(c.order),
@@ -314,7 +316,7 @@ def _sorted_shoe(decks: int) -> list[str]:
 
 def _open_round_if_needed(r: _Round) -> None:
     if not r.state.round_open:
-        r.emit(ev.RoundOpened(round=r.state.round + 1, betting_deadline=r.deadline()))
+        r.emit(fact(ev.RoundOpened, round=r.state.round + 1, betting_deadline=r.deadline()))
 
 
 def _place_bet(r: _Round, player_id: str, box: int, amount: int) -> None:
@@ -325,7 +327,8 @@ def _place_bet(r: _Round, player_id: str, box: int, amount: int) -> None:
     _check_affordable(player, amount, "the bet")
     _open_round_if_needed(r)
     r.emit(
-        ev.BetPlaced(
+        fact(
+            ev.BetPlaced,
             round=r.state.round,
             player_id=player_id,
             box=box,
@@ -351,7 +354,8 @@ def _refund_bets(r: _Round, player_id: str, reason: ev.RefundReason) -> None:
             continue
         balance = r.state.players[player_id].balance + box.bet
         r.emit(
-            ev.BetRefunded(
+            fact(
+                ev.BetRefunded,
                 round=r.state.round,
                 player_id=player_id,
                 box=index,
@@ -374,7 +378,7 @@ def _request_deal(r: _Round, player_id: str) -> None:
     if not r.state.boxes_of(player_id):
         raise _refuse("no_bets", "place a bet before the deal")
     _check_shoe(r.state)
-    r.emit(ev.DealRequested(round=r.state.round, player_id=player_id))
+    r.emit(fact(ev.DealRequested, round=r.state.round, player_id=player_id))
     _deal_when_all_decided(r)
 
 
@@ -411,7 +415,7 @@ def _pass(r: _Round, c: cmd.Pass) -> None:
     if not r.state.round_open:
         raise _refuse("not_betting_time", "no round is open to pass")
     _refund_bets(r, c.player_id, "passed")
-    r.emit(ev.PlayerPassed(round=r.state.round, player_id=c.player_id))
+    r.emit(fact(ev.PlayerPassed, round=r.state.round, player_id=c.player_id))
     _deal_when_all_decided(r)
 
 
@@ -432,11 +436,11 @@ def _close_betting(r: _Round) -> None:
         if box.player_id is not None and state.players[box.player_id].ready
     ]
     if not ready:
-        r.emit(ev.RoundCancelled(round=state.round))
+        r.emit(fact(ev.RoundCancelled, round=state.round))
         return
     _check_shoe(state)
     assert state.shoe is not None
-    r.emit(ev.DealStarted(round=state.round, shoe=state.shoe.number, boxes=tuple(ready)))
+    r.emit(fact(ev.DealStarted, round=state.round, shoe=state.shoe.number, boxes=tuple(ready)))
     for index in ready:
         _deal_card(r, index, 0)
     _deal_dealer(r, face_up=True)
@@ -454,12 +458,12 @@ def _next_card(r: _Round) -> str:
 
 def _deal_card(r: _Round, box: int, hand: int) -> None:
     card = _next_card(r)
-    r.emit(ev.CardDealt(round=r.state.round, to="box", box=box, hand=hand, card=card))
+    r.emit(fact(ev.CardDealt, round=r.state.round, to="box", box=box, hand=hand, card=card))
 
 
 def _deal_dealer(r: _Round, face_up: bool) -> None:
     card = _next_card(r) if face_up else None
-    r.emit(ev.CardDealt(round=r.state.round, to="dealer", card=card, face_up=face_up))
+    r.emit(fact(ev.CardDealt, round=r.state.round, to="dealer", card=card, face_up=face_up))
 
 
 # ---- insurance and the peek ---------------------------------------------------------------
@@ -482,7 +486,12 @@ def _after_deal(r: _Round) -> None:
                 offered.append(index)
         if offered:
             r.emit(
-                ev.InsuranceOffered(round=state.round, boxes=tuple(offered), deadline=r.deadline())
+                fact(
+                    ev.InsuranceOffered,
+                    round=state.round,
+                    boxes=tuple(offered),
+                    deadline=r.deadline(),
+                )
             )
             return
     _peek_then_play(r)
@@ -501,7 +510,8 @@ def _take_insurance(r: _Round, c: cmd.TakeInsurance) -> None:
     stake = insurance_stake(r.state.boxes[c.box].bet)
     _check_affordable(player, stake, "insurance")
     r.emit(
-        ev.InsuranceTaken(
+        fact(
+            ev.InsuranceTaken,
             round=r.state.round,
             player_id=c.player_id,
             box=c.box,
@@ -514,7 +524,7 @@ def _take_insurance(r: _Round, c: cmd.TakeInsurance) -> None:
 
 def _decline_insurance(r: _Round, c: cmd.DeclineInsurance) -> None:
     _insurance_box(r, c.player_id, c.box)
-    r.emit(ev.InsuranceDeclined(round=r.state.round, player_id=c.player_id, box=c.box))
+    r.emit(fact(ev.InsuranceDeclined, round=r.state.round, player_id=c.player_id, box=c.box))
     _peek_when_insurance_decided(r)
 
 
@@ -531,7 +541,7 @@ def _peek_then_play(r: _Round) -> None:
     peeks = (is_ace(upcard) and rules.peek_on_ace) or (is_ten_value(upcard) and rules.peek_on_ten)
     if peeks:
         dealer_blackjack = is_natural(state.dealer)
-        r.emit(ev.DealerPeeked(round=state.round, has_blackjack=dealer_blackjack))
+        r.emit(fact(ev.DealerPeeked, round=state.round, has_blackjack=dealer_blackjack))
         _settle_insurance(r)
         if dealer_blackjack:
             _reveal_and_settle(r, dealer_draws=False)
@@ -548,7 +558,8 @@ def _settle_insurance(r: _Round) -> None:
         payout = insurance_return(state.rules, box.insurance_stake) if won else 0
         balance = r.state.players[box.player_id].balance + payout
         r.emit(
-            ev.InsuranceSettled(
+            fact(
+                ev.InsuranceSettled,
                 round=state.round,
                 player_id=box.player_id,
                 box=index,
@@ -576,7 +587,8 @@ def _next_turn(r: _Round) -> None:
             if hand.status == "open":
                 assert box_state.player_id is not None
                 r.emit(
-                    ev.TurnStarted(
+                    fact(
+                        ev.TurnStarted,
                         round=state.round,
                         player_id=box_state.player_id,
                         box=index,
@@ -599,7 +611,9 @@ def _play(r: _Round, c: cmd.HandCommand) -> tuple[Player, int, Hand]:
 def _hit(r: _Round, c: cmd.Hit) -> None:
     _, hand_index, hand = _play(r, c)
     check_hit(r.state, hand)
-    r.emit(ev.PlayerHit(round=r.state.round, player_id=c.player_id, box=c.box, hand=hand_index))
+    r.emit(
+        fact(ev.PlayerHit, round=r.state.round, player_id=c.player_id, box=c.box, hand=hand_index)
+    )
     _deal_card(r, c.box, hand_index)
     _next_turn(r)
 
@@ -612,7 +626,8 @@ def _stand(r: _Round, c: cmd.Stand) -> None:
 
 def _stand_hand(r: _Round, player_id: str, box: int, hand_index: int, hand: Hand) -> None:
     r.emit(
-        ev.PlayerStood(
+        fact(
+            ev.PlayerStood,
             round=r.state.round,
             player_id=player_id,
             box=box,
@@ -626,7 +641,8 @@ def _double(r: _Round, c: cmd.Double) -> None:
     player, hand_index, hand = _play(r, c)
     check_double(r.state, player, hand)
     r.emit(
-        ev.HandDoubled(
+        fact(
+            ev.HandDoubled,
             round=r.state.round,
             player_id=c.player_id,
             box=c.box,
@@ -643,7 +659,8 @@ def _split(r: _Round, c: cmd.Split) -> None:
     player, hand_index, hand = _play(r, c)
     check_split(r.state, player, c.box, hand)
     r.emit(
-        ev.HandSplit(
+        fact(
+            ev.HandSplit,
             round=r.state.round,
             player_id=c.player_id,
             box=c.box,
@@ -661,7 +678,13 @@ def _surrender(r: _Round, c: cmd.Surrender) -> None:
     _, hand_index, hand = _play(r, c)
     check_surrender(r.state, c.box, hand)
     r.emit(
-        ev.HandSurrendered(round=r.state.round, player_id=c.player_id, box=c.box, hand=hand_index)
+        fact(
+            ev.HandSurrendered,
+            round=r.state.round,
+            player_id=c.player_id,
+            box=c.box,
+            hand=hand_index,
+        )
     )
     _next_turn(r)
 
@@ -682,7 +705,8 @@ def _expire_timers(r: _Round, c: cmd.ExpireTimers) -> None:
                 continue
             has_bets = bool(state.boxes_of(player.player_id))
             r.emit(
-                ev.PlayerTimedOut(
+                fact(
+                    ev.PlayerTimedOut,
                     round=state.round,
                     player_id=player.player_id,
                     phase="betting",
@@ -690,14 +714,15 @@ def _expire_timers(r: _Round, c: cmd.ExpireTimers) -> None:
                 )
             )
             if has_bets:
-                r.emit(ev.DealRequested(round=state.round, player_id=player.player_id))
+                r.emit(fact(ev.DealRequested, round=state.round, player_id=player.player_id))
         _close_betting(r)
     elif state.phase == "insurance":
         for index, box in enumerate(state.boxes):
             if box.insurance != "offered" or box.player_id is None:
                 continue
             r.emit(
-                ev.PlayerTimedOut(
+                fact(
+                    ev.PlayerTimedOut,
                     round=state.round,
                     player_id=box.player_id,
                     phase="insurance",
@@ -705,14 +730,17 @@ def _expire_timers(r: _Round, c: cmd.ExpireTimers) -> None:
                     box=index,
                 )
             )
-            r.emit(ev.InsuranceDeclined(round=state.round, player_id=box.player_id, box=index))
+            r.emit(
+                fact(ev.InsuranceDeclined, round=state.round, player_id=box.player_id, box=index)
+            )
         _peek_then_play(r)
     elif state.phase == "playing" and state.active is not None:
         box_index, hand_index = state.active
         box = state.boxes[box_index]
         assert box.player_id is not None
         r.emit(
-            ev.PlayerTimedOut(
+            fact(
+                ev.PlayerTimedOut,
                 round=state.round,
                 player_id=box.player_id,
                 phase="playing",
@@ -732,7 +760,7 @@ def _reveal_and_settle(r: _Round, dealer_draws: bool) -> None:
     state = r.state
     hole = state.hole_card
     assert hole is not None
-    r.emit(ev.DealerHoleCardRevealed(round=state.round, card=hole))
+    r.emit(fact(ev.DealerHoleCardRevealed, round=state.round, card=hole))
     _settle_insurance(r)  # insurance not yet settled by a peek is settled on the hole card
     if dealer_draws:
         hits_soft_17 = r.state.rules.dealer_hits_soft_17
@@ -789,7 +817,8 @@ def _settle_round(r: _Round) -> None:
             outcomes.append(outcome)
             box_paid += payout
             r.emit(
-                ev.HandSettled(
+                fact(
+                    ev.HandSettled,
                     round=state.round,
                     player_id=player_id,
                     box=index,
@@ -810,11 +839,12 @@ def _settle_round(r: _Round) -> None:
             and ("lose" in outcomes or "bust" in outcomes)
             and box_paid == box_wagered
         ):
-            messages.append(ev.BoxMessage(box=index, message="Break Even"))
+            messages.append(fact(ev.BoxMessage, box=index, message="Break Even"))
         wagered[player_id] = wagered.get(player_id, 0) + box_wagered
         paid[player_id] = paid.get(player_id, 0) + box_paid
     results = tuple(
-        ev.PlayerRoundResult(
+        fact(
+            ev.PlayerRoundResult,
             player_id=pid,
             wagered=wagered[pid],
             paid=paid[pid],
@@ -824,7 +854,8 @@ def _settle_round(r: _Round) -> None:
         for pid in wagered
     )
     r.emit(
-        ev.RoundSettled(
+        fact(
+            ev.RoundSettled,
             round=state.round,
             dealer_total=total(state.dealer).best,
             dealer_blackjack=dealer_blackjack,
