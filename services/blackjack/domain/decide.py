@@ -34,14 +34,30 @@ Decision = list[ev.Event] | Rejection
 
 
 class Refused(Exception):
-    """Carries a rejection out of a half-made decision; its events are thrown away."""
+    """Carries a rejection out of a half-made decision; its events are thrown away.
 
-    def __init__(self, code: RejectionCode, message: str) -> None:
-        super().__init__(message)
-        self.rejection = Rejection(code=code, message=message)
+    The pydantic ``Rejection`` is built only when the decider returns it, and a message that
+    takes work to format may be given as a function: ``legal.turn_options`` raises and drops
+    two or three of these per decision of a simulated hand."""
+
+    def __init__(self, code: RejectionCode, message: str | Callable[[], str]) -> None:
+        super().__init__(code)
+        self.code = code
+        self._message = message
+
+    @property
+    def message(self) -> str:
+        return self._message if isinstance(self._message, str) else self._message()
+
+    @property
+    def rejection(self) -> Rejection:
+        return Rejection(code=self.code, message=self.message)
+
+    def __str__(self) -> str:
+        return self.message
 
 
-def _refuse(code: RejectionCode, message: str) -> Refused:
+def _refuse(code: RejectionCode, message: str | Callable[[], str]) -> Refused:
     return Refused(code, message)
 
 
@@ -160,8 +176,11 @@ def check_double(state: TableState, player: Player, hand: Hand) -> None:
     if hand.split_aces:
         raise _refuse("cannot_double", "split aces take one card only")
     if rules.double_on == "totals" and hand.total.best not in rules.double_totals:
-        allowed = ", ".join(str(t) for t in sorted(rules.double_totals))
-        raise _refuse("cannot_double", f"double only on a total of {allowed}")
+        totals = rules.double_totals
+        raise _refuse(
+            "cannot_double",
+            lambda: f"double only on a total of {', '.join(str(t) for t in sorted(totals))}",
+        )
     _check_affordable(player, hand.stake, "a double")
 
 
