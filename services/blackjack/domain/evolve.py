@@ -182,12 +182,17 @@ def _card_dealt(state: TableState, e: ev.CardDealt) -> TableState:
     card = shoe.order[shoe.position]
     if e.card is not None and e.card != card:
         raise CorruptLog(f"card {e.card} dealt where the shoe holds {card}")
-    state = replace(state, shoe=replace(shoe, position=shoe.position + 1))
+    # One TableState copy per card (shoe and hand together): five cards a round at least.
+    shoe = replace(shoe, position=shoe.position + 1)
     if e.to == "dealer":
-        return replace(state, dealer=(*state.dealer, card))
+        return replace(state, shoe=shoe, dealer=(*state.dealer, card))
     assert e.box is not None and e.hand is not None
-    hand = state.boxes[e.box].hands[e.hand]
-    return _with_hand(state, e.box, e.hand, _hand_after_card(hand, card))
+    box = state.boxes[e.box]
+    hands = list(box.hands)
+    hands[e.hand] = _hand_after_card(hands[e.hand], card)
+    boxes = list(state.boxes)
+    boxes[e.box] = replace(box, hands=tuple(hands))
+    return replace(state, shoe=shoe, boxes=tuple(boxes))
 
 
 def _insurance_offered(state: TableState, e: ev.InsuranceOffered) -> TableState:
