@@ -8,6 +8,7 @@ from collections import Counter
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
+from functools import cache
 from typing import Literal, Protocol
 
 from blackjack.domain import commands as cmd
@@ -16,7 +17,7 @@ from blackjack.domain.cards import fresh_shoe
 from blackjack.domain.legal import turn_options
 from blackjack.domain.rejections import Rejection
 from blackjack.domain.rules import PRESETS, Rules
-from blackjack.domain.state import INITIAL_STATE, TableState
+from blackjack.domain.state import INITIAL_STATE, TableState, fact
 from blackjack.table import Applied, apply
 
 Action = Literal["hit", "stand", "double", "split", "surrender"]
@@ -72,7 +73,9 @@ class SeededShuffler:
         keys = [draw() for _ in shoe]
         order = [shoe[i] for i in sorted(range(len(shoe)), key=keys.__getitem__)]
         self._count += 1
-        return cmd.ShuffleShoe(order=tuple(order), salt=f"simulation-{self._count:012d}")
+        # Not validated (416 card-code patterns): decide's permutation check refuses any order
+        # that is not exactly the cards of the decks, and a refused shuffle stops the simulation.
+        return fact(cmd.ShuffleShoe, order=tuple(order), salt=f"simulation-{self._count:012d}")
 
 
 def _must(result: Applied | Rejection) -> Applied:
@@ -110,7 +113,7 @@ def play(rules: Rules, strategy: Strategy, rounds: int, bet: int, seed: int) -> 
 
 def _next_move(state: TableState, strategy: Strategy) -> cmd.Command:
     if state.phase == "insurance":
-        return cmd.DeclineInsurance(player_id=PLAYER, box=0)  # basic strategy never insures
+        return _DECLINE_INSURANCE  # basic strategy never insures
     assert state.active is not None
     box, hand_index = state.active
     hand = state.boxes[box].hands[hand_index]
@@ -122,7 +125,7 @@ def _next_move(state: TableState, strategy: Strategy) -> cmd.Command:
     )
     if action not in options:
         action = "hit" if "hit" in options else "stand"
-    return _COMMANDS[action](player_id=PLAYER, box=box, hand=hand_index)
+    return _command(action, box, hand_index)
 
 
 _COMMANDS: dict[str, type[cmd.HandCommand]] = {
@@ -132,6 +135,15 @@ _COMMANDS: dict[str, type[cmd.HandCommand]] = {
     "split": cmd.Split,
     "surrender": cmd.Surrender,
 }
+
+
+# Commands are frozen values: the simulator validates each distinct one once and sends it again.
+@cache
+def _command(action: str, box: int, hand: int) -> cmd.HandCommand:
+    return _COMMANDS[action](player_id=PLAYER, box=box, hand=hand)
+
+
+_DECLINE_INSURANCE = cmd.DeclineInsurance(player_id=PLAYER, box=0)
 
 
 def _count(tally: Tally, events: list[ev.Event], bet: int) -> None:
