@@ -1,7 +1,8 @@
 """``decide(state, command, now) -> events | Rejection``: the rules of the table.
 
 Every event is folded into the state as soon as it is emitted (``_Round.emit``), so each later
-step of the same decision looks at the state replay would see. ``now`` is the only clock: it
+step of the same decision looks at the state replay would see. Events are built with
+``state.fact``, without re-validating values the decider has just checked. ``now`` is the only clock: it
 stamps deadlines and lets ``ExpireTimers`` act on them.
 """
 
