@@ -12,7 +12,10 @@ Order of the checks, each a typed rejection on the results topic:
    id, a stream on the wrong partition, a wallet command outside ``wallet:<player>``.
    ``unknown_command``: a command type nobody knows. These are answered but not remembered.
 2. a command id the stream has handled: the original result again, nothing else.
-3. ``unauthorized``: a command only the service may issue, without the service's signature.
+3. ``unauthorized``: a signed command the stream has already accepted, however long ago (a
+   copy of a money step's record, sent again after the idempotency window has moved on);
+   nothing else is done, not even the buy-in's confirm or refund.
+   ``unauthorized``: a command only the service may issue, without the service's signature.
 4. the decider (table or wallet): accepted with its events, or its typed rejection.
 """
 
@@ -160,6 +163,8 @@ class Processor:
             return Handled(result=original, command_type=kind, outgoing=[record], duplicate=True)
 
         signed, transfer = self.signer.verify(key, inbound.value or b"", inbound.headers)
+        if signed and envelope.command_id in stream.signed:
+            return self._replayed(store, stream, envelope, kind, key, inbound.partition, now)
         if isinstance(command, cmd.PlayerCommand) and not isinstance(command, cmd.Disconnect):
             stream.last_seen[command.player_id] = now
         events: list[EventEnvelope] = []
@@ -177,6 +182,8 @@ class Processor:
             last_sequence=events[-1].sequence if events else None,
             handled_at=now,
         )
+        if signed and rejection is None:
+            stream.signed.add(envelope.command_id)
         stream.remember(result, self.dedup_window)
         store.dirty.add(stream.stream_id)
         store.since_checkpoint += 1
@@ -184,6 +191,37 @@ class Processor:
         if signed and transfer is not None and isinstance(command, cmd.Deposit):
             outgoing.append(self._buy_in_answer(envelope, command, transfer, rejection, now))
         return Handled(result=result, command_type=kind, events=events, outgoing=outgoing)
+
+    def _replayed(  # noqa: PLR0917
+        self,
+        store: PartitionStore,
+        stream: Stream,
+        envelope: CommandEnvelope,
+        kind: str,
+        key: bytes,
+        partition: int,
+        now: datetime,
+    ) -> Handled:
+        """A signed command accepted before, whose result has left the window: refused,
+        nothing decided, no step sent. The answer is remembered like any other, as a rebuild
+        from the results topic would remember it."""
+        result = CommandResult(
+            command_id=envelope.command_id,
+            stream_id=envelope.stream_id,
+            correlation_id=envelope.correlation_id,
+            status="rejected",
+            rejection=Rejection(
+                code="unauthorized",
+                message=f"this signed command was already applied: {kind} "
+                f"{envelope.command_id} is not applied again",
+            ),
+            handled_at=now,
+        )
+        stream.remember(result, self.dedup_window)
+        store.dirty.add(stream.stream_id)
+        store.since_checkpoint += 1
+        record = self._result_record(result, key, partition)
+        return Handled(result=result, command_type=kind, outgoing=[record], duplicate=True)
 
     # ---- 1. the message ---------------------------------------------------------------
 

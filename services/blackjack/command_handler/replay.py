@@ -1,5 +1,7 @@
 """Rebuilding a partition's streams from Kafka: the newest checkpoint's snapshots, then the
-events and the results written after it.
+events and the results written after it. The signed commands each stream accepted come from
+the snapshots and the events' causation ids (events are kept forever), never from the
+results, which expire.
 
 Reads are ``read_committed`` and stop when the reader's *position* reaches the end offset
 taken at the start (the last stable offset). Transaction markers occupy offsets too, so the
@@ -124,6 +126,19 @@ async def rebuild(
     events_from = checkpoint.events_from if checkpoint else 0
     results_from = checkpoint.results_from if checkpoint else 0
 
+    # 1b. Snapshots written before they carried the signed commands: those come from the
+    # events before the checkpoint (kept forever), read for their causation ids only.
+    legacy = {s.stream_id: s for s in store.streams.values() if s.signed_incomplete}
+    if legacy:
+        async for record in read_to_end(reader, events_tp, 0, events_from, deadline):
+            envelope = from_wire(decode(record.value or b"{}"), seal)
+            old = legacy.get(envelope.stream_id)
+            if old is not None and envelope.sequence <= old.sequence:
+                old.note_signed(envelope)
+        for old in legacy.values():
+            old.signed_incomplete = False
+            store.dirty.add(old.stream_id)
+
     # 2. The events after it: the states, and the commands they prove were accepted.
     accepted: dict[tuple[str, str], CommandResult] = {}
     events = 0
@@ -133,6 +148,7 @@ async def rebuild(
         if envelope.sequence <= stream.sequence:
             continue  # already in the stream's snapshot
         stream.fold(envelope)
+        stream.note_signed(envelope)
         store.dirty.add(stream.stream_id)
         events += 1
         if envelope.causation_id:

@@ -7,9 +7,11 @@ can have). A checkpoint says: every stream's newest snapshot plus the events fro
 ``events_from`` and the results from ``results_from`` give its current state. Compaction keeps
 the newest record per key, which is all a rebuild needs.
 
-A snapshot holds the stream's state, which includes the shoe order of a table, so its body is
-compressed and then sealed with AES-256-GCM under a key derived from the shoe key, bound to
-the stream id and sequence: a reader of the topic learns nothing about upcoming cards.
+A snapshot holds the stream's state, its idempotency window and the ids of every signed
+command the stream accepted (no window: see ``streams``). The state includes the shoe order
+of a table, so the body is compressed and then sealed with AES-256-GCM under a key derived
+from the shoe key, bound to the stream id and sequence: a reader of the topic learns nothing
+about upcoming cards.
 """
 
 from __future__ import annotations
@@ -32,6 +34,7 @@ from blackjack.messages.envelope import CommandResult
 CHECKPOINT_PREFIX = "#checkpoint/"
 _NONCE = 12
 _RESULTS = TypeAdapter(list[CommandResult])
+_SIGNED = TypeAdapter(list[str])
 
 
 class SnapshotError(ValueError):
@@ -84,6 +87,7 @@ class SnapshotCodec:
         body = {
             "state": stream.state.model_dump(mode="json"),
             "results": [r.model_dump(mode="json") for r in stream.results.values()],
+            "signed": sorted(stream.signed),
         }
         plain = zlib.compress(json.dumps(body, separators=(",", ":")).encode())
         nonce = os.urandom(_NONCE)
@@ -115,6 +119,10 @@ class SnapshotCodec:
         )
         for result in _RESULTS.validate_python(body["results"]):
             stream.results[result.command_id] = result
+        if "signed" in body:
+            stream.signed = set(_SIGNED.validate_python(body["signed"]))
+        else:  # written before the set was kept: the rebuild reads it from the older events
+            stream.signed_incomplete = True
         return stream
 
 

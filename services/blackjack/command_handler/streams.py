@@ -1,5 +1,7 @@
 """What a handler holds in memory for the partitions it owns: the state of each stream, its
-last sequence number, and the results of its last commands (the idempotency window).
+last sequence number, the results of its last commands (the idempotency window), and every
+signed command it ever accepted (kept without a window: a signed step moves money, so a copy
+of its record must never be applied again, however late it comes).
 
 All of it is derived from the partition's snapshot, events and results, so it is rebuilt on
 assignment and thrown away whenever a transaction fails.
@@ -11,10 +13,14 @@ from collections import OrderedDict
 from dataclasses import dataclass, field
 from datetime import datetime
 
+from blackjack.domain import events as ev
 from blackjack.domain.evolve import CorruptLog, evolve
 from blackjack.domain.state import INITIAL_STATE, TableState
 from blackjack.domain.wallet import (
     INITIAL_WALLET,
+    BuyInCompleted,
+    BuyInRefunded,
+    CashOutReceived,
     WalletEvent,
     WalletState,
     evolve_wallet,
@@ -23,6 +29,10 @@ from blackjack.domain.wallet import (
 from blackjack.messages.envelope import CommandResult, EventEnvelope
 
 StreamState = TableState | WalletState
+
+SIGNED_WALLET_EVENTS = (BuyInCompleted, BuyInRefunded, CashOutReceived)
+"""Wallet events only a signed command can cause (``ConfirmBuyIn``, ``RefundBuyIn``,
+``CashOut``): their causation ids are the wallet's accepted signed commands."""
 
 
 def initial_state(stream_id: str) -> StreamState:
@@ -37,6 +47,12 @@ class Stream:
     results: OrderedDict[str, CommandResult] = field(default_factory=OrderedDict)
     last_seen: dict[str, datetime] = field(default_factory=dict)
     """When each player last sent a command (memory only: reset to the rebuild time)."""
+    signed: set[str] = field(default_factory=set)
+    """Ids of every signed (service-issued) command this stream accepted, with no window:
+    carried in the snapshot and rebuilt from the events' causation ids."""
+    signed_incomplete: bool = False
+    """Opened from a snapshot written before ``signed`` was kept: the rebuild completes it
+    from the stream's events before the checkpoint."""
 
     def fold(self, envelope: EventEnvelope) -> None:
         """Apply one of the stream's events; its sequence must follow the last one."""
@@ -52,6 +68,20 @@ class Stream:
                 raise CorruptLog(f"{self.stream_id}: {envelope.type} in a table stream")
             self.state = evolve(self.state, event)
         self.sequence = envelope.sequence
+
+    def note_signed(self, envelope: EventEnvelope) -> None:
+        """On replay, after folding ``envelope``: remember its cause if only a signed command
+        can cause it (a wallet's buy-in answer or cash-out, a deposit at a multi-seat table,
+        where the platform's own ``Deposit`` is refused)."""
+        if not envelope.causation_id:
+            return
+        event = envelope.data
+        if isinstance(self.state, WalletState):
+            signed = isinstance(event, SIGNED_WALLET_EVENTS)
+        else:
+            signed = isinstance(event, ev.FundsDeposited) and self.state.rules.seats > 1
+        if signed:
+            self.signed.add(envelope.causation_id)
 
     def remember(self, result: CommandResult, window: int) -> None:
         self.results[result.command_id] = result
