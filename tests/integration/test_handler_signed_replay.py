@@ -1,0 +1,129 @@
+"""A signed money step copied from ``blackjack.commands`` and sent again, byte for byte, once
+the idempotency window has moved on: the handler refuses it (``unauthorized``, "already
+applied") and no balance moves, also after a restart that rebuilds the partition from a
+checkpoint's snapshots or from the events alone."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pytest
+from conftest import (
+    KafkaSpace,
+    accept,
+    read_topic,
+    running_handler,
+    stream_events,
+    verify_stream,
+    wait_for_events,
+)
+
+from blackjack.command_handler.signing import SIGNATURE_HEADER
+from blackjack.domain import commands as cmd
+from blackjack.domain.wallet import BuyIn, WalletDeposit, WalletWithdraw, wallet_stream
+from blackjack.messages.envelope import CommandEnvelope, CommandResult
+
+pytestmark = pytest.mark.integration
+
+WINDOW = 5
+PLAYER, TABLE, WALLET = "zoe", "signed-replay", wallet_stream("zoe")
+
+
+async def signed_record(space: KafkaSpace, stream: str, kind: str) -> Any:
+    """The one signed record of type ``kind`` the handler wrote for ``stream``."""
+    [record] = [
+        r
+        for r in await read_topic(space, space.topics.commands)
+        if r.key == stream.encode()
+        and CommandEnvelope.model_validate_json(r.value).command.type == kind
+        and SIGNATURE_HEADER in dict(r.headers)
+    ]
+    return record
+
+
+async def resend(space: KafkaSpace, record: Any) -> CommandResult:
+    """The same key, value and headers again; the answer to this copy."""
+    command_id = CommandEnvelope.model_validate_json(record.value).command_id
+    async with space.client() as client:
+        await client.send_raw(record.key, record.value, list(record.headers))
+        return await client.result(command_id, timeout=30)
+
+
+async def push_past_the_window(space: KafkaSpace) -> None:
+    async with space.client() as client:
+        for _ in range(WINDOW + 3):
+            await accept(client, TABLE, cmd.Reconnect(player_id=PLAYER))
+            refused = await client.execute(
+                WALLET, WalletWithdraw(player_id=PLAYER, amount=1_000_000)
+            )
+            assert refused.rejection is not None  # refused, and remembered all the same
+
+
+def balances(table_events: list[Any], wallet_events: list[Any]) -> tuple[int, int]:
+    seat = [e.data.balance_after for e in table_events if e.type.startswith("Funds")]
+    wallet = [e.data.balance_after for e in wallet_events if hasattr(e.data, "balance_after")]
+    return seat[-1], wallet[-1]
+
+
+def refused_as_replay(result: CommandResult) -> bool:
+    return (
+        result.status == "rejected"
+        and result.rejection is not None
+        and result.rejection.code == "unauthorized"
+        and "already applied" in result.rejection.message
+    )
+
+
+@pytest.mark.parametrize("snapshot_every", [4, 100_000], ids=["from-snapshot", "from-events"])
+async def test_a_signed_deposit_or_cash_out_sent_again_after_the_window_changes_nothing(
+    kafka_space: Any, snapshot_every: int
+) -> None:
+    space: KafkaSpace = await kafka_space(partitions=3)
+    config = space.config(dedup_window=WINDOW, snapshot_every=snapshot_every)
+    async with running_handler(config), space.client() as client:
+        await accept(client, TABLE, cmd.OpenTable(variant="atlantic-city-multi"))
+        await accept(client, TABLE, cmd.SitDown(player_id=PLAYER))
+        await accept(client, WALLET, WalletDeposit(player_id=PLAYER, amount=1_000))
+        await accept(client, WALLET, BuyIn(player_id=PLAYER, table_id=TABLE, amount=300))
+        await wait_for_events(space, WALLET, lambda es: any(e.type == "BuyInCompleted" for e in es))
+        await accept(client, TABLE, cmd.Withdraw(player_id=PLAYER, amount=100))
+        await wait_for_events(
+            space, WALLET, lambda es: any(e.type == "CashOutReceived" for e in es)
+        )
+        await verify_stream(space, TABLE)
+        await verify_stream(space, WALLET)
+        deposit = await signed_record(space, TABLE, "Deposit")
+        cash_out = await signed_record(space, WALLET, "CashOut")
+        await push_past_the_window(space)
+        table_events = await stream_events(space, TABLE)
+        wallet_events = await stream_events(space, WALLET)
+        assert balances(table_events, wallet_events) == (200, 800)
+
+        for record in (deposit, cash_out):
+            result = await resend(space, record)
+            assert refused_as_replay(result), result
+        assert await stream_events(space, TABLE) == table_events
+        assert await stream_events(space, WALLET) == wallet_events
+
+    # A new handler rebuilds the partitions (from the checkpoint's snapshots, or from the
+    # events alone) and still refuses both copies.
+    async with running_handler(space.config(dedup_window=WINDOW, snapshot_every=snapshot_every)):
+        for record in (deposit, cash_out):
+            result = await resend(space, record)
+            # The rebuilt window may hold the original answer again; either way nothing moves.
+            assert refused_as_replay(result) or result.status == "accepted", result
+        await push_past_the_window(space)
+        table_events = await stream_events(space, TABLE)
+        wallet_events = await stream_events(space, WALLET)
+        for record in (deposit, cash_out):
+            result = await resend(space, record)
+            assert refused_as_replay(result), result
+        assert await stream_events(space, TABLE) == table_events
+        assert await stream_events(space, WALLET) == wallet_events
+        assert balances(table_events, wallet_events) == (200, 800)
+        # One confirmation of the buy-in, ever; a checkpoint was written when asked for.
+        commands = await read_topic(space, space.topics.commands)
+        confirms = [r for r in commands if b".deposit.confirm" in r.value]
+        assert len(confirms) == 1
+        snapshots = await read_topic(space, space.topics.snapshots)
+        assert bool(snapshots) == (snapshot_every < 100_000)

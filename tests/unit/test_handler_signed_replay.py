@@ -1,0 +1,200 @@
+"""A copy of a signed money step (a buy-in's ``Deposit``, a ``CashOut``), sent again after the
+idempotency window has moved on, is refused by the handler's processor, without Kafka: the
+stream keeps every signed command id it accepted, with no window, in its snapshot and in what
+a rebuild reads back from the events."""
+
+from __future__ import annotations
+
+import base64
+import json
+import zlib
+from datetime import UTC, datetime
+
+from cryptography.hazmat.primitives.ciphers.aead import AESGCM
+
+from blackjack.bus.topics import Topics
+from blackjack.command_handler.processor import Handled, Inbound, Outgoing, Processor
+from blackjack.command_handler.signing import CommandSigner
+from blackjack.command_handler.snapshots import SealedSnapshot, SnapshotCodec
+from blackjack.command_handler.streams import PartitionStore, Stream, initial_state
+from blackjack.domain import commands as cmd
+from blackjack.domain.state import TableState
+from blackjack.domain.wallet import BuyIn, WalletDeposit, WalletState, WalletWithdraw, wallet_stream
+from blackjack.messages.envelope import CommandEnvelope, CommandResult
+from blackjack.messages.sealing import ShoeSeal
+from blackjack.rng import csprng_shuffle
+
+NOW = datetime(2026, 5, 1, tzinfo=UTC)
+TOPICS = Topics("unit.")
+WINDOW = 4
+PLAYER, TABLE, WALLET = "eve", "replay-multi", wallet_stream("eve")
+
+
+class Harness:
+    def __init__(self) -> None:
+        self.processor = Processor(
+            topics=TOPICS,
+            partitions=1,
+            seal=ShoeSeal.from_hex(ShoeSeal.new_key_hex()),
+            signer=CommandSigner(b"k" * 32),
+            source="/test",
+            shuffler=csprng_shuffle,
+            dedup_window=WINDOW,
+        )
+        self.store = PartitionStore(0)
+        self.offset = 0
+        self.handled: list[Handled] = []
+
+    def deliver(self, key: bytes, value: bytes, headers: list[tuple[str, bytes]]) -> Handled:
+        self.offset += 1
+        handled = self.processor.handle(
+            self.store, Inbound(key, value, headers, 0, self.offset), NOW
+        )
+        self.handled.append(handled)
+        return handled
+
+    def send(self, stream: str, command: object) -> Handled:
+        envelope = CommandEnvelope(
+            command_id=f"c-{self.offset + 1}", stream_id=stream, command=command
+        )
+        return self.deliver(stream.encode(), envelope.model_dump_json().encode(), [])
+
+    def forward(self, record: Outgoing) -> Handled:
+        return self.deliver(record.key, record.value, record.headers)
+
+    def table(self) -> TableState:
+        state = self.store.streams[TABLE].state
+        assert isinstance(state, TableState)
+        return state
+
+    def wallet(self) -> WalletState:
+        state = self.store.streams[WALLET].state
+        assert isinstance(state, WalletState)
+        return state
+
+
+def steps(handled: Handled) -> list[Outgoing]:
+    return [r for r in handled.outgoing if r.topic == TOPICS.commands]
+
+
+def results(handled: Handled) -> list[CommandResult]:
+    return [
+        CommandResult.model_validate_json(r.value)
+        for r in handled.outgoing
+        if r.topic == TOPICS.results
+    ]
+
+
+def assert_refused_replay(handled: Handled) -> None:
+    """Typed rejection, one result record and nothing else: no events, no steps."""
+    [result] = results(handled)
+    assert result.status == "rejected" and result.rejection is not None
+    assert result.rejection.code == "unauthorized"
+    assert "already applied" in result.rejection.message
+    assert handled.events == [] and steps(handled) == [] and handled.duplicate
+
+
+def bought_in() -> tuple[Harness, Outgoing, Outgoing]:
+    """A wallet-funded buy-in at a multi-seat table, then the player leaves (cash-out):
+    returns the harness, the signed Deposit record and the signed CashOut record."""
+    h = Harness()
+    h.send(TABLE, cmd.OpenTable(variant="atlantic-city-multi"))
+    h.send(TABLE, cmd.SitDown(player_id=PLAYER))
+    h.send(WALLET, WalletDeposit(player_id=PLAYER, amount=1_000))
+    [deposit] = steps(h.send(WALLET, BuyIn(player_id=PLAYER, table_id=TABLE, amount=300)))
+    credited = h.forward(deposit)
+    assert results(credited)[0].status == "accepted"
+    [confirm] = steps(credited)
+    assert results(h.forward(confirm))[0].status == "accepted"
+    assert h.table().players[PLAYER].balance == 300 and h.wallet().balance == 700
+    # Within the window a copy gets the original result, as before.
+    again = h.forward(deposit)
+    assert results(again) == results(credited) and again.duplicate and not steps(again)
+    [cash_out] = steps(h.send(TABLE, cmd.Withdraw(player_id=PLAYER, amount=100)))
+    assert results(h.forward(cash_out))[0].status == "accepted"
+    assert h.table().players[PLAYER].balance == 200 and h.wallet().balance == 800
+    return h, deposit, cash_out
+
+
+def push_past_the_window(h: Harness) -> None:
+    for _ in range(WINDOW + 2):
+        h.send(TABLE, cmd.Reconnect(player_id=PLAYER))
+        h.send(WALLET, WalletWithdraw(player_id=PLAYER, amount=1_000_000))  # refused, remembered
+
+
+def test_a_signed_deposit_or_cash_out_sent_again_after_the_window_is_refused() -> None:
+    h, deposit, cash_out = bought_in()
+    push_past_the_window(h)
+    ids = {CommandEnvelope.model_validate_json(r.value).command_id for r in (deposit, cash_out)}
+    assert not ids & {*h.store.streams[TABLE].results, *h.store.streams[WALLET].results}
+    table_sequence, wallet_sequence = h.store.streams[TABLE].sequence, h.wallet().transfers
+    assert_refused_replay(h.forward(deposit))  # no second credit, no confirm nor refund
+    assert_refused_replay(h.forward(cash_out))
+    assert h.table().players[PLAYER].balance == 200 and h.wallet().balance == 800
+    assert h.store.streams[TABLE].sequence == table_sequence
+    assert h.wallet().transfers == wallet_sequence and h.wallet().pending == ()
+    # And again: the refusal is now in the window, still nothing changes.
+    assert_refused_replay(h.forward(deposit))
+    assert h.table().players[PLAYER].balance == 200
+
+
+def test_the_signed_ids_survive_the_snapshot_and_a_rebuild_from_the_events() -> None:
+    h, deposit, cash_out = bought_in()
+    push_past_the_window(h)
+    live = {s: set(h.store.streams[s].signed) for s in (TABLE, WALLET)}
+    assert len(live[TABLE]) == 1 and len(live[WALLET]) == 2  # the deposit; confirm + cash-out
+
+    # From the events alone (as a rebuild without a checkpoint reads them).
+    for stream_id in (TABLE, WALLET):
+        rebuilt = Stream(stream_id, initial_state(stream_id))
+        for handled in h.handled:
+            for envelope in handled.events:
+                if envelope.stream_id == stream_id:
+                    rebuilt.fold(envelope)
+                    rebuilt.note_signed(envelope)
+        assert rebuilt.signed == live[stream_id]
+
+    # Through a sealed snapshot, into a fresh partition store (a restarted handler).
+    codec = SnapshotCodec(b"s" * 32)
+    fresh = Harness()
+    fresh.processor = h.processor
+    for stream_id in (TABLE, WALLET):
+        opened = codec.decode(codec.encode(h.store.streams[stream_id]))
+        assert opened.signed == live[stream_id] and not opened.signed_incomplete
+        fresh.store.streams[stream_id] = opened
+    assert_refused_replay(fresh.forward(deposit))
+    assert_refused_replay(fresh.forward(cash_out))
+    assert fresh.table().players[PLAYER].balance == 200 and fresh.wallet().balance == 800
+
+
+def test_a_snapshot_without_the_signed_ids_is_marked_for_completion() -> None:
+    h, _, _ = bought_in()
+    codec = SnapshotCodec(b"s" * 32)
+    stream = h.store.streams[TABLE]
+    stream.signed = set()
+    raw = codec.encode(stream)
+    # An older handler's snapshot: the same body without "signed"; the rebuild then reads the
+    # stream's events before the checkpoint for them.
+    record = SealedSnapshot.model_validate_json(raw)
+    blob = base64.b64decode(record.sealed)
+    aad = f"snapshot/{record.stream_id}/{record.sequence}".encode()
+    aead = AESGCM(b"s" * 32)
+    body = json.loads(zlib.decompress(aead.decrypt(blob[:12], blob[12:], aad)))
+    del body["signed"]
+    plain = zlib.compress(json.dumps(body).encode())
+    legacy = record.model_copy(
+        update={
+            "sealed": base64.b64encode(blob[:12] + aead.encrypt(blob[:12], plain, aad)).decode()
+        }
+    )
+    opened = codec.decode(legacy.model_dump_json().encode())
+    assert opened.signed_incomplete and opened.signed == set()
+
+
+def test_an_unsigned_copy_of_a_signed_step_is_still_unauthorized() -> None:
+    h, deposit, _ = bought_in()
+    push_past_the_window(h)
+    unsigned = h.deliver(deposit.key, deposit.value, [])
+    [result] = results(unsigned)
+    assert result.rejection is not None and result.rejection.code == "unauthorized"
+    assert "wallet" in result.rejection.message and not unsigned.events
