@@ -2,8 +2,8 @@
 
 Every event is folded into the state as soon as it is emitted (``_Round.emit``), so each later
 step of the same decision looks at the state replay would see. Events are built with
-``state.fact``, without re-validating values the decider has just checked. ``now`` is the only clock: it
-stamps deadlines and lets ``ExpireTimers`` act on them.
+``state.fact``, without re-validating values the decider has just checked. ``now`` is the only
+clock: it stamps deadlines and lets ``ExpireTimers`` act on them.
 """
 
 from __future__ import annotations
