@@ -831,9 +831,7 @@ def _settle_round(r: _Round) -> None:
         player_id = box.player_id
         assert player_id is not None
         box_wagered = sum(h.stake for h in box.hands) + box.insurance_stake
-        box_paid = 0
-        if box.insurance == "settled" and dealer_blackjack:
-            box_paid += insurance_return(state.rules, box.insurance_stake)
+        box_paid = box.insurance_paid  # settled at the peek or on the hole card, just before
         outcomes = []
         for hand_index, hand in enumerate(box.hands):
             outcome, payout = _hand_result(r, hand)

@@ -218,7 +218,9 @@ def _dealer_peeked(state: TableState, e: ev.DealerPeeked) -> TableState:
 
 def _insurance_settled(state: TableState, e: ev.InsuranceSettled) -> TableState:
     state = _with_balance(state, e.player_id, e.balance_after)
-    return _with_box(state, e.box, replace(state.boxes[e.box], insurance="settled"))
+    return _with_box(
+        state, e.box, replace(state.boxes[e.box], insurance="settled", insurance_paid=e.payout)
+    )
 
 
 def _turn_started(state: TableState, e: ev.TurnStarted) -> TableState:

@@ -103,6 +103,7 @@ class Box(_Frozen):
     hands: tuple[Hand, ...] = ()
     insurance: InsuranceStatus = "none"
     insurance_stake: int = 0
+    insurance_paid: int = 0  # what the settled insurance returned (stake included)
 
 
 class Player(_Frozen):
