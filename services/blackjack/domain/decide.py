@@ -660,12 +660,19 @@ def _stand_hand(r: _Round, player_id: str, box: int, hand_index: int, hand: Hand
     )
 
 
-def _double(r: _Round, c: cmd.Double) -> None:
-    player, hand_index, hand = _play(r, c)
-    check_double(r.state, player, hand)
+def _stake_again(
+    r: _Round,
+    c: cmd.HandCommand,
+    event: type[ev.HandDoubled | ev.HandSplit],
+    *,
+    player: Player,
+    hand_index: int,
+    hand: Hand,
+) -> None:
+    """A double or a split: the hand's stake once more, from the balance."""
     r.emit(
         fact(
-            ev.HandDoubled,
+            event,
             round=r.state.round,
             player_id=c.player_id,
             box=c.box,
@@ -674,6 +681,12 @@ def _double(r: _Round, c: cmd.Double) -> None:
             balance_after=player.balance - hand.stake,
         )
     )
+
+
+def _double(r: _Round, c: cmd.Double) -> None:
+    player, hand_index, hand = _play(r, c)
+    check_double(r.state, player, hand)
+    _stake_again(r, c, ev.HandDoubled, player=player, hand_index=hand_index, hand=hand)
     _deal_card(r, c.box, hand_index)
     _next_turn(r)
 
@@ -681,17 +694,7 @@ def _double(r: _Round, c: cmd.Double) -> None:
 def _split(r: _Round, c: cmd.Split) -> None:
     player, hand_index, hand = _play(r, c)
     check_split(r.state, player, c.box, hand)
-    r.emit(
-        fact(
-            ev.HandSplit,
-            round=r.state.round,
-            player_id=c.player_id,
-            box=c.box,
-            hand=hand_index,
-            amount=hand.stake,
-            balance_after=player.balance - hand.stake,
-        )
-    )
+    _stake_again(r, c, ev.HandSplit, player=player, hand_index=hand_index, hand=hand)
     _deal_card(r, c.box, hand_index)
     _deal_card(r, c.box, hand_index + 1)
     _next_turn(r)
