@@ -23,8 +23,10 @@ from blackjack.bus.settings import KafkaSettings
 from blackjack.bus.topics import Topics, delete_topics, ensure_topics
 from blackjack.client import BlackjackClient
 from blackjack.command_handler.config import HandlerConfig
+from blackjack.command_handler.processor import transfer_ref
 from blackjack.command_handler.replay import NOT_REMEMBERED
 from blackjack.command_handler.service import CommandHandler
+from blackjack.command_handler.signing import TRANSFER_HEADER
 from blackjack.domain import commands as cmd
 from blackjack.domain import events as ev
 from blackjack.domain.rejections import Rejection
@@ -284,13 +286,23 @@ class StreamCheck:
 
 
 async def command_log(space: KafkaSpace, stream_id: str) -> list[CommandEnvelope]:
-    """The commands of a stream that parse as envelopes, in the order the handler read them."""
+    """The commands of a stream that parse as envelopes, in the order the handler read them.
+    A buy-in's ``Deposit`` gets its transfer from the ``bj_transfer`` header, as the handler
+    gives it to the table."""
     envelopes = []
     for record in await read_topic(space, space.topics.commands):
         if record.key != stream_id.encode():
             continue
         with contextlib.suppress(ValueError):
-            envelopes.append(CommandEnvelope.model_validate_json(record.value))
+            envelope = CommandEnvelope.model_validate_json(record.value)
+            number = dict(record.headers or ()).get(TRANSFER_HEADER, b"")
+            command = envelope.command
+            if isinstance(command, cmd.Deposit) and number.isdigit():
+                command = command.model_copy(
+                    update={"transfer": transfer_ref(command.player_id, int(number))}
+                )
+                envelope = envelope.model_copy(update={"command": command})
+            envelopes.append(envelope)
     return envelopes
 
 

@@ -9,7 +9,14 @@ from collections.abc import AsyncIterator
 from typing import Any
 
 import pytest
-from conftest import KafkaSpace, accept, running_handler, verify_stream, wait_for_events
+from conftest import (
+    KafkaSpace,
+    accept,
+    running_handler,
+    stream_events,
+    verify_stream,
+    wait_for_events,
+)
 
 from blackjack.client import BlackjackClient
 from blackjack.command_handler.processor import step_id
@@ -135,14 +142,21 @@ async def test_a_buy_in_the_table_refuses_comes_back_to_the_wallet(
     ]
     assert refunds[-1].balance_after == 900
     # Each step has an id derived from its cause: the deposit from the BuyInSent event, the
-    # refund from the deposit.
+    # refund from the deposit. Each table declined its deposit in its own log (no money moved
+    # there), so that no copy of it is ever taken.
     buy_in_events = [e for e in events if e.type == "BuyInSent"]
-    for event in buy_in_events:
+    tables = ("refuse-multi", "refuse-nowhere", "refuse-single")
+    for event, table in zip(buy_in_events, tables, strict=True):
         deposit_id = step_id(event.event_id, "deposit")
         deposit = await client.result(deposit_id, timeout=30)
-        assert deposit.status == "rejected"
+        assert deposit.status == "accepted"
+        table_events = await stream_events(space, table)
+        [declined] = [e for e in table_events if e.causation_id == deposit_id]
+        assert declined.type == "TransferDeclined" and declined.data.amount == 300
+        assert not any(e.type == "FundsDeposited" for e in table_events)
         refund = await client.result(step_id(deposit_id, "refund"), timeout=30)
         assert refund.status == "accepted"
+        await verify_stream(space, table)
     check = await verify_stream(space, wallet)
     assert check.state.balance == 900 and check.state.pending == ()
     assert len(sent) == 3

@@ -1,7 +1,8 @@
 """A signed money step copied from ``blackjack.commands`` and sent again, byte for byte, once
 the idempotency window has moved on: the handler refuses it (``unauthorized``, "already
 applied") and no balance moves, also after a restart that rebuilds the partition from a
-checkpoint's snapshots or from the events alone."""
+checkpoint's snapshots or from the events alone. The same holds for a buy-in's deposit the
+table declined (the player was not seated) and refunded, sent again once the player sits."""
 
 from __future__ import annotations
 
@@ -125,5 +126,51 @@ async def test_a_signed_deposit_or_cash_out_sent_again_after_the_window_changes_
         commands = await read_topic(space, space.topics.commands)
         confirms = [r for r in commands if b".deposit.confirm" in r.value]
         assert len(confirms) == 1
+        snapshots = await read_topic(space, space.topics.snapshots)
+        assert bool(snapshots) == (snapshot_every < 100_000)
+
+
+@pytest.mark.parametrize("snapshot_every", [4, 100_000], ids=["from-snapshot", "from-events"])
+async def test_a_declined_signed_deposit_sent_again_after_the_window_credits_nothing(
+    kafka_space: Any, snapshot_every: int
+) -> None:
+    space: KafkaSpace = await kafka_space(partitions=3)
+    config = space.config(dedup_window=WINDOW, snapshot_every=snapshot_every)
+    async with running_handler(config), space.client() as client:
+        await accept(client, TABLE, cmd.OpenTable(variant="atlantic-city-multi"))
+        await accept(client, WALLET, WalletDeposit(player_id=PLAYER, amount=1_000))
+        await accept(client, WALLET, BuyIn(player_id=PLAYER, table_id=TABLE, amount=300))
+        await wait_for_events(space, WALLET, lambda es: any(e.type == "BuyInRefunded" for e in es))
+        deposit = await signed_record(space, TABLE, "Deposit")
+        table_events = await stream_events(space, TABLE)
+        assert [e.type for e in table_events][-1] == "TransferDeclined"
+        # The player sits down now; the refused deposit's copy must still credit nothing.
+        await accept(client, TABLE, cmd.SitDown(player_id=PLAYER))
+        await push_past_the_window(space)
+        await verify_stream(space, TABLE)
+        await verify_stream(space, WALLET)
+        table_events = await stream_events(space, TABLE)
+        wallet_events = await stream_events(space, WALLET)
+        result = await resend(space, deposit)
+        assert refused_as_replay(result), result
+        assert await stream_events(space, TABLE) == table_events
+        assert await stream_events(space, WALLET) == wallet_events
+
+    async with running_handler(space.config(dedup_window=WINDOW, snapshot_every=snapshot_every)):
+        await push_past_the_window(space)
+        table_events = await stream_events(space, TABLE)
+        wallet_events = await stream_events(space, WALLET)
+        result = await resend(space, deposit)
+        assert refused_as_replay(result), result
+        assert await stream_events(space, TABLE) == table_events
+        assert await stream_events(space, WALLET) == wallet_events
+        assert not any(e.type == "FundsDeposited" for e in table_events)
+        wallet_balances = [
+            e.data.balance_after for e in wallet_events if hasattr(e.data, "balance_after")
+        ]
+        assert wallet_balances[-1] == 1_000
+        commands = await read_topic(space, space.topics.commands)
+        assert not [r for r in commands if b".deposit.confirm" in r.value]
+        assert len([r for r in commands if b".deposit.refund" in r.value]) == 1
         snapshots = await read_topic(space, space.topics.snapshots)
         assert bool(snapshots) == (snapshot_every < 100_000)

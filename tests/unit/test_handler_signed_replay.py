@@ -198,3 +198,72 @@ def test_an_unsigned_copy_of_a_signed_step_is_still_unauthorized() -> None:
     [result] = results(unsigned)
     assert result.rejection is not None and result.rejection.code == "unauthorized"
     assert "wallet" in result.rejection.message and not unsigned.events
+
+
+def declined_buy_in() -> tuple[Harness, Outgoing]:
+    """A buy-in to a multi-seat table where the player has no seat yet: the table declines it
+    (``TransferDeclined``) and the wallet takes its refund. Returns the signed Deposit."""
+    h = Harness()
+    h.send(TABLE, cmd.OpenTable(variant="atlantic-city-multi"))
+    h.send(WALLET, WalletDeposit(player_id=PLAYER, amount=1_000))
+    [deposit] = steps(h.send(WALLET, BuyIn(player_id=PLAYER, table_id=TABLE, amount=300)))
+    answer = h.forward(deposit)
+    [result] = results(answer)
+    assert result.status == "accepted"
+    assert [e.type for e in answer.events] == ["TransferDeclined"]
+    [refund] = steps(answer)
+    assert CommandEnvelope.model_validate_json(refund.value).command.type == "RefundBuyIn"
+    assert results(h.forward(refund))[0].status == "accepted"
+    assert h.wallet().balance == 1_000 and h.wallet().pending == ()
+    # Now the player sits down: a copy of the declined deposit must still credit nothing.
+    h.send(TABLE, cmd.SitDown(player_id=PLAYER))
+    return h, deposit
+
+
+def test_a_declined_signed_deposit_sent_again_after_the_window_is_refused() -> None:
+    h, deposit = declined_buy_in()
+    push_past_the_window(h)
+    sequence = h.store.streams[TABLE].sequence
+    assert_refused_replay(h.forward(deposit))  # no credit, no confirm nor second refund
+    assert h.table().players[PLAYER].balance == 0 and h.wallet().balance == 1_000
+    assert h.store.streams[TABLE].sequence == sequence and h.wallet().pending == ()
+
+
+def test_a_declined_transfer_is_kept_by_a_rebuild_from_the_events_and_the_snapshot() -> None:
+    h, deposit = declined_buy_in()
+    push_past_the_window(h)
+    live = set(h.store.streams[TABLE].signed)
+    assert len(live) == 1
+    rebuilt = Stream(TABLE, initial_state(TABLE))
+    for handled in h.handled:
+        for envelope in handled.events:
+            if envelope.stream_id == TABLE:
+                rebuilt.fold(envelope)
+                rebuilt.note_signed(envelope)
+    assert rebuilt.signed == live and rebuilt.state == h.table()
+    codec = SnapshotCodec(b"s" * 32)
+    for stream in (rebuilt, h.store.streams[TABLE]):
+        fresh = Harness()
+        fresh.processor = h.processor
+        fresh.store.streams[TABLE] = codec.decode(codec.encode(stream))
+        fresh.store.streams[WALLET] = h.store.streams[WALLET]
+        assert_refused_replay(fresh.forward(deposit))
+        # Belt and braces: even without the signed id, the table knows the transfer.
+        fresh.store.streams[TABLE].signed.clear()
+        fresh.store.streams[TABLE].results.clear()
+        again = fresh.forward(deposit)
+        [result] = results(again)
+        assert not steps(again) and not again.events  # no confirmation, no second refund
+        assert result.rejection is not None
+        assert result.rejection.code == "transfer_already_handled"
+        assert fresh.table().players[PLAYER].balance == 0
+
+
+def test_a_platform_deposit_naming_a_transfer_is_unauthorized() -> None:
+    h = Harness()
+    h.send(TABLE, cmd.OpenTable(variant="mini-h17"))
+    h.send(TABLE, cmd.SitDown(player_id=PLAYER))
+    forged = h.send(TABLE, cmd.Deposit(player_id=PLAYER, amount=5, transfer="wallet:eve/1"))
+    [result] = results(forged)
+    assert result.rejection is not None and result.rejection.code == "unauthorized"
+    assert h.send(TABLE, cmd.Deposit(player_id=PLAYER, amount=5)).events  # the platform's own

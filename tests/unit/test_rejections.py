@@ -19,6 +19,7 @@ from pydantic import TypeAdapter, ValidationError
 
 from blackjack.domain import commands as cmd
 from blackjack.domain import decide as decide_module
+from blackjack.domain import events as ev
 from blackjack.domain.decide import decide
 from blackjack.domain.evolve import fold
 from blackjack.domain.rejections import Rejection, RejectionCode
@@ -254,6 +255,23 @@ def test_no_seat_change_leaving_or_new_shoe_while_a_hand_is_played() -> None:
 
 
 # ---- money --------------------------------------------------------------------------------
+
+
+@rejects("transfer_already_handled")
+def test_a_buy_in_the_table_has_already_taken_is_not_taken_again() -> None:
+    transfer = cmd.Deposit(player_id="ann", amount=300, transfer="wallet:ann/1")
+    state = given("atlantic-city-multi", cmd.SitDown(player_id="ann"), transfer)
+    then_rejected(state, transfer, "transfer_already_handled")
+
+
+@rejects("unauthorized")
+def test_a_buy_in_to_a_single_player_table_is_declined_not_refused() -> None:
+    """The decider names ``unauthorized`` only as the reason of a ``TransferDeclined``: a
+    single-player table is funded by the platform, the wallet gets its money back."""
+    state = given("mini-h17", *seated())
+    command = cmd.Deposit(player_id="ann", amount=300, transfer="wallet:ann/1")
+    [event] = decide(state, command, NOW)  # type: ignore[misc]
+    assert isinstance(event, ev.TransferDeclined) and event.reason_code == "unauthorized"
 
 
 @rejects("bet_below_minimum")

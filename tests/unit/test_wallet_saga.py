@@ -107,8 +107,13 @@ def test_a_refused_buy_in_is_refunded_and_a_replayed_step_changes_nothing() -> N
     out = h.send(wallet_stream("bob"), BuyIn(player_id="bob", table_id="t1", amount=600))
     [step] = of_topic(out, TOPICS.commands)
     answer = h.forward(step)
-    assert result_of(answer).rejection.code == "not_seated"  # type: ignore[union-attr]
+    # Declined, not refused: the table's log keeps the transfer, no money moves there.
+    assert result_of(answer).status == "accepted"
+    [declined] = of_topic(answer, TOPICS.events)
+    assert b'"TransferDeclined"' in declined.value and b'"not_seated"' in declined.value
+    assert h.store.streams["t1"].state.players == {}  # type: ignore[union-attr]
     [refund] = of_topic(answer, TOPICS.commands)
+    assert command_of(refund).command.reason == "not_seated"  # type: ignore[union-attr]
     assert command_of(refund).command_id.endswith(".deposit.refund")
     assert result_of(h.forward(refund)).status == "accepted"
     wallet = h.store.streams[wallet_stream("bob")].state

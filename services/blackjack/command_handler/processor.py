@@ -14,7 +14,8 @@ Order of the checks, each a typed rejection on the results topic:
 2. a command id the stream has handled: the original result again, nothing else.
 3. ``unauthorized``: a signed command the stream has already accepted, however long ago (a
    copy of a money step's record, sent again after the idempotency window has moved on);
-   nothing else is done, not even the buy-in's confirm or refund.
+   nothing else is done, not even the buy-in's confirm or refund. A buy-in's deposit the
+   table declined counts as accepted: its ``TransferDeclined`` is in the table's log.
    ``unauthorized``: a command only the service may issue, without the service's signature.
 4. the decider (table or wallet): accepted with its events, or its typed rejection.
 """
@@ -69,6 +70,11 @@ def event_id(stream_id: str, sequence: int) -> str:
     """Deterministic: the same stream position always has the same id, so a step derived from
     an event (a buy-in's deposit) gets the same command id however often it is retried."""
     return str(uuid.uuid5(EVENT_ID_NAMESPACE, f"{stream_id}/{sequence}"))
+
+
+def transfer_ref(player_id: str, transfer: int) -> str:
+    """How a table names a wallet's buy-in: the wallet stream and its transfer number."""
+    return f"{wallet_stream(player_id)}/{transfer}"
 
 
 def step_id(cause_id: str, step: str) -> str:
@@ -165,6 +171,15 @@ class Processor:
         signed, transfer = self.signer.verify(key, inbound.value or b"", inbound.headers)
         if signed and envelope.command_id in stream.signed:
             return self._replayed(store, stream, envelope, kind, key, inbound.partition, now)
+        buy_in = False
+        if signed and transfer is not None and isinstance(command, cmd.Deposit):
+            buy_in = True
+            # The table decides a buy-in's deposit by its transfer: taken or declined, never
+            # taken twice (the number comes from the signed header, not the body).
+            command = command.model_copy(
+                update={"transfer": transfer_ref(command.player_id, transfer)}
+            )
+            envelope = envelope.model_copy(update={"command": command})
         if isinstance(command, cmd.PlayerCommand) and not isinstance(command, cmd.Disconnect):
             stream.last_seen[command.player_id] = now
         events: list[EventEnvelope] = []
@@ -188,8 +203,14 @@ class Processor:
         store.dirty.add(stream.stream_id)
         store.since_checkpoint += 1
         outgoing.append(self._result_record(result, key, inbound.partition))
-        if signed and transfer is not None and isinstance(command, cmd.Deposit):
-            outgoing.append(self._buy_in_answer(envelope, command, transfer, rejection, now))
+        if buy_in and rejection is None and isinstance(command, cmd.Deposit):
+            assert transfer is not None
+            # Taken: confirm it to the wallet; declined: give the money back. A refused one
+            # (already taken or declined) was answered the first time: nothing is sent.
+            declined = next(
+                (e.data for e in events if isinstance(e.data, ev.TransferDeclined)), None
+            )
+            outgoing.append(self._buy_in_answer(envelope, command, transfer, declined, now))
         return Handled(result=result, command_type=kind, events=events, outgoing=outgoing)
 
     def _replayed(  # noqa: PLR0917
@@ -299,6 +320,8 @@ class Processor:
         if isinstance(command, SERVICE_ONLY_WALLET_COMMANDS) and not signed:
             return refuse(f"{type(command).__name__} is issued by the service only")
         state = stream.state
+        if isinstance(command, cmd.Deposit) and command.transfer is not None and not signed:
+            return refuse("a Deposit with a transfer is issued by the service only")
         if isinstance(command, cmd.Deposit) and isinstance(state, TableState) and state.opened:
             multi_seat = state.rules.seats > 1
             if multi_seat and not signed:
@@ -306,7 +329,7 @@ class Processor:
                     "money comes to a multi-seat table from the player's wallet: "
                     f"send BuyIn to {wallet_stream(command.player_id)}"
                 )
-            if signed and not multi_seat:
+            if signed and not multi_seat and command.transfer is None:
                 return refuse("a single-player table is funded by the platform's Deposit")
         return None
 
@@ -415,17 +438,18 @@ class Processor:
         envelope: CommandEnvelope,
         deposit: cmd.Deposit,
         transfer: int,
-        rejection: Rejection | None,
+        declined: ev.TransferDeclined | None,
         now: datetime,
     ) -> Outgoing:
-        """The table's answer to a buy-in: confirm it to the wallet, or give the money back."""
+        """The table's answer to a buy-in: confirm it to the wallet, or, when the table
+        declined it, give the money back."""
         answer: WalletCommand
-        if rejection is None:
+        if declined is None:
             answer = ConfirmBuyIn(player_id=deposit.player_id, transfer=transfer)
             step = "confirm"
         else:
             answer = RefundBuyIn(
-                player_id=deposit.player_id, transfer=transfer, reason=rejection.code
+                player_id=deposit.player_id, transfer=transfer, reason=declined.reason_code
             )
             step = "refund"
         return self._command_record(

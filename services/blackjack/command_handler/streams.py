@@ -72,14 +72,17 @@ class Stream:
     def note_signed(self, envelope: EventEnvelope) -> None:
         """On replay, after folding ``envelope``: remember its cause if only a signed command
         can cause it (a wallet's buy-in answer or cash-out, a deposit at a multi-seat table,
-        where the platform's own ``Deposit`` is refused)."""
+        where the platform's own ``Deposit`` is refused, a buy-in the table declined)."""
         if not envelope.causation_id:
             return
         event = envelope.data
         if isinstance(self.state, WalletState):
             signed = isinstance(event, SIGNED_WALLET_EVENTS)
         else:
-            signed = isinstance(event, ev.FundsDeposited) and self.state.rules.seats > 1
+            signed = isinstance(event, ev.TransferDeclined) or (
+                isinstance(event, ev.FundsDeposited)
+                and (event.transfer is not None or self.state.rules.seats > 1)
+            )
         if signed:
             self.signed.add(envelope.causation_id)
 

@@ -53,6 +53,13 @@ class LeaveTable(PlayerCommand):
 class Deposit(PlayerCommand):
     type: Literal["Deposit"] = "Deposit"
     amount: StrictInt
+    transfer: str | None = Field(
+        None,
+        min_length=1,
+        max_length=200,
+        description="the wallet buy-in this deposit carries; set by the service only, from the "
+        "signed command's transfer number",
+    )
 
 
 class Withdraw(PlayerCommand):

@@ -94,7 +94,7 @@ def decide_and_evolve(
     handler = _DECIDERS.get(type(command))
     if handler is None:
         return Rejection(code="unknown_command", message=f"{type(command).__name__} is unknown")
-    if not state.opened and not isinstance(command, cmd.OpenTable):
+    if not state.opened and not isinstance(command, cmd.OpenTable) and not _is_transfer(command):
         return Rejection(code="table_not_open", message="the table has not been opened")
     work = _Round(state, now)
     try:
@@ -264,11 +264,61 @@ def _leave_table(r: _Round, c: cmd.LeaveTable) -> None:
     _deal_when_all_decided(r)
 
 
+def _is_transfer(command: cmd.Command) -> bool:
+    """A buy-in's deposit from the player's wallet: decided even at a table not yet open."""
+    return isinstance(command, cmd.Deposit) and command.transfer is not None
+
+
 def _deposit(r: _Round, c: cmd.Deposit) -> None:
+    if c.transfer is not None:
+        _transfer_deposit(r, c, c.transfer)
+        return
     player = _seated(r.state, c.player_id)
     _check_amount(c.amount)
     balance = player.balance + c.amount
     r.emit(fact(ev.FundsDeposited, player_id=c.player_id, amount=c.amount, balance_after=balance))
+
+
+def _transfer_deposit(r: _Round, c: cmd.Deposit, transfer: str) -> None:
+    """A buy-in's deposit is taken (``FundsDeposited`` with its transfer) or declined
+    (``TransferDeclined``, the money goes back to the wallet), never simply refused: either
+    way the table's log keeps the transfer, so a copy of it is never taken later."""
+    state = r.state
+    if transfer in state.transfers:
+        raise _refuse(
+            "transfer_already_handled", f"buy-in {transfer} was already taken or declined here"
+        )
+    try:
+        if not state.opened:
+            raise _refuse("table_not_open", "the table has not been opened")
+        if state.rules.seats == 1:
+            raise _refuse(
+                "unauthorized", "a single-player table is funded by the platform's Deposit"
+            )
+        player = _seated(state, c.player_id)
+        _check_amount(c.amount)
+    except Refused as refused:
+        r.emit(
+            fact(
+                ev.TransferDeclined,
+                player_id=c.player_id,
+                amount=c.amount,
+                transfer=transfer,
+                reason_code=refused.code,
+                message=refused.message,
+            )
+        )
+        return
+    balance = player.balance + c.amount
+    r.emit(
+        fact(
+            ev.FundsDeposited,
+            player_id=c.player_id,
+            amount=c.amount,
+            balance_after=balance,
+            transfer=transfer,
+        )
+    )
 
 
 def _withdraw(r: _Round, c: cmd.Withdraw) -> None:

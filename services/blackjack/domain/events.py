@@ -54,6 +54,22 @@ class FundsDeposited(Event):
     player_id: str
     amount: int = Field(ge=0)
     balance_after: int = Field(ge=0)
+    transfer: str | None = Field(
+        None, description="the wallet's buy-in this deposit completes (a multi-seat table)"
+    )
+
+
+class TransferDeclined(Event):
+    """A buy-in's deposit the table could not take (not seated, table not open...): no money
+    moves here, and the service gives it back to the wallet (``RefundBuyIn``). Recorded so
+    that the table never takes that transfer later."""
+
+    type: Literal["TransferDeclined"] = "TransferDeclined"
+    player_id: str
+    amount: int
+    transfer: str
+    reason_code: str = Field(description="the rejection code the deposit would have had")
+    message: str
 
 
 class FundsWithdrawn(Event):
@@ -315,6 +331,7 @@ AnyEvent = Annotated[
     | SeatChanged
     | SeatLeft
     | FundsDeposited
+    | TransferDeclined
     | FundsWithdrawn
     | PlayerDisconnected
     | PlayerReconnected

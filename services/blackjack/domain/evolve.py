@@ -88,8 +88,19 @@ def _seat_left(state: TableState, e: ev.SeatLeft) -> TableState:
     return replace(state, players=players)
 
 
-def _funds_moved(state: TableState, e: ev.FundsDeposited | ev.FundsWithdrawn) -> TableState:
+def _funds_moved(state: TableState, e: ev.FundsWithdrawn) -> TableState:
     return _with_balance(state, e.player_id, e.balance_after)
+
+
+def _funds_deposited(state: TableState, e: ev.FundsDeposited) -> TableState:
+    state = _with_balance(state, e.player_id, e.balance_after)
+    if e.transfer is None:
+        return state
+    return replace(state, transfers=state.transfers | {e.transfer})
+
+
+def _transfer_declined(state: TableState, e: ev.TransferDeclined) -> TableState:
+    return replace(state, transfers=state.transfers | {e.transfer})
 
 
 def _connection(state: TableState, e: ev.PlayerDisconnected | ev.PlayerReconnected) -> TableState:
@@ -283,7 +294,8 @@ _HANDLERS: dict[type[ev.Event], Callable[[TableState, Any], TableState]] = {
     ev.SeatTaken: _seat_taken,
     ev.SeatChanged: _seat_changed,
     ev.SeatLeft: _seat_left,
-    ev.FundsDeposited: _funds_moved,
+    ev.FundsDeposited: _funds_deposited,
+    ev.TransferDeclined: _transfer_declined,
     ev.FundsWithdrawn: _funds_moved,
     ev.PlayerDisconnected: _connection,
     ev.PlayerReconnected: _connection,

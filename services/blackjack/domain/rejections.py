@@ -30,6 +30,7 @@ RejectionCode = Literal[
     "bet_above_maximum",
     "insufficient_funds",
     "unknown_transfer",
+    "transfer_already_handled",  # a table has already taken or declined this buy-in
     # betting
     "not_betting_time",
     "no_bets",

@@ -137,6 +137,8 @@ class TableState(_Frozen):
     dealer: tuple[str, ...] = ()
     active: tuple[int, int] | None = None  # (box, hand) whose turn it is
     deadline: datetime | None = None
+    transfers: frozenset[str] = frozenset()
+    """The wallet buy-ins this table has taken or declined: neither is ever taken again."""
 
     def player_at(self, seat: int) -> Player | None:
         for player in self.players.values():

@@ -398,6 +398,10 @@ def _funds_deposited(p: StreamProjection, e: ev.FundsDeposited, at: datetime) ->
     account.available = e.balance_after
 
 
+def _transfer_declined(p: StreamProjection, e: ev.TransferDeclined, at: datetime) -> None:
+    """No money moved: the wallet's view shows the refund."""
+
+
 def _funds_withdrawn(p: StreamProjection, e: ev.FundsWithdrawn, at: datetime) -> None:
     account = p.account(e.player_id)
     account.withdrawn += e.amount
@@ -608,6 +612,7 @@ _HANDLERS: dict[type[ev.Event], Handler] = {
     ev.SeatChanged: _seat_changed,
     ev.SeatLeft: _seat_left,
     ev.FundsDeposited: _funds_deposited,
+    ev.TransferDeclined: _transfer_declined,
     ev.FundsWithdrawn: _funds_withdrawn,
     ev.PlayerDisconnected: _connection,
     ev.PlayerReconnected: _connection,

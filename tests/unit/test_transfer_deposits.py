@@ -1,0 +1,97 @@
+"""A buy-in's deposit (a ``Deposit`` with the wallet's ``transfer``) is taken or declined by
+the table, never simply refused: either way the table's log keeps the transfer, and the table
+never takes the same transfer again. A platform's own deposit (no transfer) is unchanged."""
+
+from __future__ import annotations
+
+from datetime import UTC, datetime
+
+from blackjack.domain import commands as cmd
+from blackjack.domain import events as ev
+from blackjack.domain.decide import decide
+from blackjack.domain.evolve import fold
+from blackjack.domain.rejections import Rejection
+from blackjack.domain.rules import PRESETS
+from blackjack.domain.state import INITIAL_STATE, TableState
+
+NOW = datetime(2026, 5, 1, tzinfo=UTC)
+T1, T2 = "wallet:ann/1", "wallet:ann/2"
+
+
+def multi(*, seated: bool) -> TableState:
+    events: list[ev.Event] = [ev.TableOpened(rules=PRESETS["atlantic-city-multi"])]
+    if seated:
+        events.append(ev.SeatTaken(player_id="ann", seat=0))
+    return fold(events)
+
+
+def deposit(amount: int = 300, transfer: str | None = T1) -> cmd.Deposit:
+    return cmd.Deposit(player_id="ann", amount=amount, transfer=transfer)
+
+
+def declined(state: TableState, command: cmd.Deposit, code: str) -> TableState:
+    events = decide(state, command, NOW)
+    assert not isinstance(events, Rejection), events
+    [event] = events
+    assert isinstance(event, ev.TransferDeclined)
+    assert (event.player_id, event.amount, event.transfer, event.reason_code) == (
+        "ann",
+        command.amount,
+        command.transfer,
+        code,
+    )
+    after = fold(events, state)
+    assert after.players == state.players  # no money moves at the table
+    assert command.transfer in after.transfers
+    return after
+
+
+def refused(state: TableState, command: cmd.Command) -> str:
+    rejection = decide(state, command, NOW)
+    assert isinstance(rejection, Rejection), rejection
+    return rejection.code
+
+
+def test_a_seated_player_s_transfer_is_taken_once() -> None:
+    state = multi(seated=True)
+    events = decide(state, deposit(), NOW)
+    assert events == [
+        ev.FundsDeposited(player_id="ann", amount=300, balance_after=300, transfer=T1)
+    ]
+    assert isinstance(events, list)
+    after = fold(events, state)
+    assert after.players["ann"].balance == 300 and after.transfers == frozenset({T1})
+    assert refused(after, deposit()) == "transfer_already_handled"
+    # Another transfer of the same wallet is another buy-in.
+    again = decide(after, deposit(200, T2), NOW)
+    assert isinstance(again, list) and fold(again, after).players["ann"].balance == 500
+
+
+def test_a_transfer_the_table_cannot_take_is_declined_and_never_taken_later() -> None:
+    state = declined(multi(seated=False), deposit(), "not_seated")
+    seated = fold([ev.SeatTaken(player_id="ann", seat=0)], state)
+    # The player sits down afterwards: the declined transfer is still never taken.
+    assert refused(seated, deposit()) == "transfer_already_handled"
+    assert seated.players["ann"].balance == 0
+
+
+def test_a_transfer_to_a_table_not_open_or_single_player_is_declined() -> None:
+    unopened = declined(INITIAL_STATE, deposit(), "table_not_open")
+    assert not unopened.opened
+    opened = fold([ev.TableOpened(rules=PRESETS["atlantic-city-multi"])], unopened)
+    opened = fold([ev.SeatTaken(player_id="ann", seat=0)], opened)
+    assert refused(opened, deposit()) == "transfer_already_handled"
+    single = fold([ev.TableOpened(rules=PRESETS["mini-h17"])])
+    single = fold([ev.SeatTaken(player_id="ann", seat=0)], single)
+    declined(single, deposit(), "unauthorized")
+    declined(multi(seated=True), deposit(0), "invalid_amount")
+
+
+def test_a_platform_deposit_without_a_transfer_is_unchanged() -> None:
+    assert refused(INITIAL_STATE, deposit(transfer=None)) == "table_not_open"
+    single = fold([ev.TableOpened(rules=PRESETS["mini-h17"])])
+    assert refused(single, deposit(transfer=None)) == "not_seated"
+    single = fold([ev.SeatTaken(player_id="ann", seat=0)], single)
+    [event] = decide(single, deposit(transfer=None), NOW)  # type: ignore[misc]
+    assert event == ev.FundsDeposited(player_id="ann", amount=300, balance_after=300)
+    assert event.transfer is None and fold([event], single).transfers == frozenset()
