@@ -25,7 +25,7 @@ def _envelope(event: ev.Event, stream: str = "table-1") -> EventEnvelope:
     return EventEnvelope.model_validate(
         {
             "event_id": "e-1",
-            "type": event.model_fields["type"].default,
+            "type": type(event).model_fields["type"].default,
             "schema_version": event.version,
             "stream_id": stream,
             "sequence": 7,
