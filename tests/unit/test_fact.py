@@ -1,4 +1,4 @@
-"""``state.fact`` builds the decider's events without validating them: each one built while
+"""``fact`` builds the decider's events without validating them: each one built while
 playing the scenarios and simulated rounds of every preset must equal, dump and serialize
 exactly like the same call of pydantic's validating constructor."""
 
@@ -13,8 +13,9 @@ from pydantic import BaseModel
 from blackjack.domain import commands as cmd
 from blackjack.domain import decide
 from blackjack.domain import events as ev
+from blackjack.domain.fact import fact
 from blackjack.domain.rules import PRESETS
-from blackjack.domain.state import INITIAL_STATE, fact
+from blackjack.domain.state import INITIAL_STATE
 from blackjack.scenario import load, run
 from blackjack.simulation.player import CLOCK, SeededShuffler, play
 from blackjack.strategy import compute_strategy

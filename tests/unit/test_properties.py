@@ -352,10 +352,11 @@ def play_table(variant: str, data: st.DataObject, seed: int) -> None:
     def submit(command: cmd.Command) -> bool:
         nonlocal state
         before = state
-        snapshot = state.model_dump()
+        snapshot = state.to_doc()
         result = apply(state, command, now, shuffler)
+        # A state handed out is never changed, whatever the decider made of the command.
+        assert state is before and state.to_doc() == snapshot
         if isinstance(result, Rejection):  # (c)
-            assert state is before and state.model_dump() == snapshot
             assert isinstance(decide(state, command, now), Rejection)
             return False
         folded = state

@@ -24,7 +24,7 @@ from blackjack.domain.decide import decide
 from blackjack.domain.evolve import fold
 from blackjack.domain.rejections import Rejection, RejectionCode
 from blackjack.domain.rules import Rules
-from blackjack.domain.state import INITIAL_STATE, Hand, TableState
+from blackjack.domain.state import INITIAL_STATE, Box, Hand, TableState
 from blackjack.scenario import build_shoe
 from blackjack.table import Shuffler, apply
 
@@ -83,7 +83,7 @@ def dealt(amount: int = 1000, box: int = 0, pid: str = "ann") -> list[cmd.Comman
 def then_rejected(
     state: TableState, command: cmd.Command, code: RejectionCode, now: datetime = NOW
 ) -> Rejection:
-    before = state.model_copy(deep=True)
+    before = TableState.from_doc(state.to_doc())  # a deep copy
     outcome = decide(state, command, now)
     assert isinstance(outcome, Rejection), f"expected {code}, got events {outcome}"
     assert outcome.code == code, outcome
@@ -408,7 +408,8 @@ def test_no_card_to_a_hand_at_21() -> None:
     state = given("mini-h17", *seated(), *dealt(), cards=["7S", "6S", "7H", "TS"])
     box = state.boxes[0]
     at_21 = Hand(cards=("7S", "7H", "7D"), stake=box.hands[0].stake)
-    state = state.model_copy(update={"boxes": (box.model_copy(update={"hands": (at_21,)}),)})
+    state = state.copy()
+    state.boxes = (Box(player_id=box.player_id, bet=box.bet, hands=(at_21,)),)
     assert state.active == (0, 0)
     then_rejected(state, cmd.Hit(player_id="ann", box=0), "cannot_hit")
 

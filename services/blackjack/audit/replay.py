@@ -107,7 +107,7 @@ class StreamReplay:
     rounds: dict[int, RoundReplay] = field(default_factory=dict)
     shoes: dict[int, ShoeCheck] = field(default_factory=dict)
     findings: list[Finding] = field(default_factory=list)
-    state: TableState = INITIAL_STATE
+    state: TableState = field(default_factory=INITIAL_STATE.copy)
     events: int = 0
     checks: int = 0
     stopped: str | None = None

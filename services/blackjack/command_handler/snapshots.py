@@ -85,7 +85,7 @@ class SnapshotCodec:
 
     def encode(self, stream: Stream) -> bytes:
         body = {
-            "state": stream.state.model_dump(mode="json"),
+            "state": _state_doc(stream.state),
             "results": [r.model_dump(mode="json") for r in stream.results.values()],
             "signed": sorted(stream.signed),
         }
@@ -111,12 +111,12 @@ class SnapshotCodec:
         except Exception as error:  # cryptography's InvalidTag carries no message
             raise SnapshotError(f"cannot open the snapshot of {stream_id}") from error
         body = json.loads(zlib.decompress(plain))
-        state_type = WalletState if is_wallet_stream(stream_id) else TableState
-        stream = Stream(
-            stream_id=stream_id,
-            state=state_type.model_validate(body["state"]),
-            sequence=sequence,
-        )
+        state: WalletState | TableState
+        if is_wallet_stream(stream_id):
+            state = WalletState.model_validate(body["state"])
+        else:
+            state = TableState.from_doc(body["state"])
+        stream = Stream(stream_id=stream_id, state=state, sequence=sequence)
         for result in _RESULTS.validate_python(body["results"]):
             stream.results[result.command_id] = result
         if "signed" in body:
@@ -124,6 +124,12 @@ class SnapshotCodec:
         else:  # written before the set was kept: the rebuild reads it from the older events
             stream.signed_incomplete = True
         return stream
+
+
+def _state_doc(state: WalletState | TableState) -> dict[str, object]:
+    if isinstance(state, TableState):
+        return state.to_doc()
+    return state.model_dump(mode="json")
 
 
 def _bound(stream_id: str, sequence: int) -> bytes:

@@ -1,8 +1,9 @@
 """``decide(state, command, now) -> events | Rejection``: the rules of the table.
 
 Every event is folded into the state as soon as it is emitted (``_Round.emit``), so each later
-step of the same decision looks at the state replay would see. Events are built with
-``state.fact``, without re-validating values the decider has just checked. ``now`` is the only
+step of the same decision looks at the state replay would see; the decision works on one copy
+of the state (a draft, see ``evolve``), which it hands back only when it is accepted. Events are
+built with ``fact``, without re-validating values the decider has just checked. ``now`` is the only
 clock: it stamps deadlines and lets ``ExpireTimers`` act on them.
 """
 
@@ -19,7 +20,8 @@ from pydantic import ValidationError
 from blackjack.domain import commands as cmd
 from blackjack.domain import events as ev
 from blackjack.domain.cards import fresh_shoe, is_ace, is_ten_value, value_of
-from blackjack.domain.evolve import evolve
+from blackjack.domain.evolve import apply_event
+from blackjack.domain.fact import fact
 from blackjack.domain.hand import is_natural, total
 from blackjack.domain.payouts import (
     blackjack_winnings,
@@ -30,7 +32,7 @@ from blackjack.domain.payouts import (
 from blackjack.domain.rejections import Rejection, RejectionCode
 from blackjack.domain.rules import PRESETS
 from blackjack.domain.shoe import commitment, needs_shuffle
-from blackjack.domain.state import Hand, Player, TableState, fact
+from blackjack.domain.state import Hand, Player, TableState
 
 Decision = list[ev.Event] | Rejection
 
@@ -69,13 +71,13 @@ class _Round:
     __slots__ = ("events", "now", "state")
 
     def __init__(self, state: TableState, now: datetime) -> None:
-        self.state = state
+        self.state = state.copy()  # the draft: the caller's state is never changed
         self.now = now
         self.events: list[ev.Event] = []
 
     def emit(self, event: ev.Event) -> None:
         self.events.append(event)
-        self.state = evolve(self.state, event)
+        apply_event(self.state, event)
 
     def deadline(self) -> datetime | None:
         seconds = self.state.rules.turn_seconds

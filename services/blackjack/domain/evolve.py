@@ -1,6 +1,12 @@
 """``evolve(state, event) -> state``: how each fact changes a table. No decisions here: the
 decider has already checked everything; this only records it (and derives a hand's status
-from its cards, so that the decider and replay cannot disagree about it)."""
+from its cards, so that the decider and replay cannot disagree about it).
+
+Each rule below changes a *draft*: a copy of the state that nobody else holds yet (see
+``TableState.copy``). ``evolve`` copies once per event, ``fold`` once per log and the decider
+once per command, which is where a round's fifteen or so events would otherwise each copy the
+whole table.
+"""
 
 from __future__ import annotations
 
@@ -9,7 +15,17 @@ from typing import Any
 
 from blackjack.domain import events as ev
 from blackjack.domain.hand import is_natural, total
-from blackjack.domain.state import INITIAL_STATE, Box, Hand, Player, Shoe, TableState, replace
+from blackjack.domain.state import (
+    EMPTY_BOX,
+    INITIAL_STATE,
+    Box,
+    Hand,
+    HandStatus,
+    InsuranceStatus,
+    Player,
+    Shoe,
+    TableState,
+)
 
 
 class CorruptLog(ValueError):
@@ -17,41 +33,84 @@ class CorruptLog(ValueError):
 
 
 def evolve(state: TableState, event: ev.Event) -> TableState:
-    handler = _HANDLERS.get(type(event))
-    if handler is None:
-        raise CorruptLog(f"no evolve rule for {type(event).__name__}")
-    return handler(state, event)
+    draft = state.copy()
+    apply_event(draft, event)
+    return draft
 
 
 def fold(events: Iterable[ev.Event], state: TableState = INITIAL_STATE) -> TableState:
+    draft = state.copy()
     for event in events:
-        state = evolve(state, event)
-    return state
+        apply_event(draft, event)
+    return draft
+
+
+def apply_event(draft: TableState, event: ev.Event) -> None:
+    """Record ``event`` in ``draft``, a state the caller has just copied and no one else holds."""
+    handler = _HANDLERS.get(type(event))
+    if handler is None:
+        raise CorruptLog(f"no evolve rule for {type(event).__name__}")
+    handler(draft, event)
 
 
 # ---- helpers ------------------------------------------------------------------------------
 
 
-def _with_player(state: TableState, player: Player) -> TableState:
-    return replace(state, players={**state.players, player.player_id: player})
+def _set_player(draft: TableState, player: Player) -> None:
+    draft.players = {**draft.players, player.player_id: player}
 
 
-def _with_balance(state: TableState, player_id: str, balance: int) -> TableState:
-    player = state.players[player_id]
-    return _with_player(state, replace(player, balance=balance))
+def _set_balance(draft: TableState, player_id: str, balance: int) -> None:
+    _set_player(draft, draft.players[player_id].changed(balance=balance))
 
 
-def _with_box(state: TableState, index: int, box: Box) -> TableState:
-    boxes = list(state.boxes)
+def _set_box(draft: TableState, index: int, box: Box) -> None:
+    boxes = list(draft.boxes)
     boxes[index] = box
-    return replace(state, boxes=tuple(boxes))
+    draft.boxes = tuple(boxes)
 
 
-def _with_hand(state: TableState, box_index: int, hand_index: int, hand: Hand) -> TableState:
-    box = state.boxes[box_index]
+def _box_with(
+    box: Box,
+    *,
+    hands: tuple[Hand, ...] | None = None,
+    insurance: InsuranceStatus | None = None,
+    insurance_stake: int | None = None,
+    insurance_paid: int | None = None,
+) -> Box:
+    return Box(
+        player_id=box.player_id,
+        bet=box.bet,
+        hands=box.hands if hands is None else hands,
+        insurance=box.insurance if insurance is None else insurance,
+        insurance_stake=box.insurance_stake if insurance_stake is None else insurance_stake,
+        insurance_paid=box.insurance_paid if insurance_paid is None else insurance_paid,
+    )
+
+
+def _hand_with(
+    hand: Hand,
+    *,
+    cards: tuple[str, ...] | None = None,
+    stake: int | None = None,
+    status: HandStatus | None = None,
+    doubled: bool | None = None,
+) -> Hand:
+    return Hand(
+        cards=hand.cards if cards is None else cards,
+        stake=hand.stake if stake is None else stake,
+        status=hand.status if status is None else status,
+        from_split=hand.from_split,
+        split_aces=hand.split_aces,
+        doubled=hand.doubled if doubled is None else doubled,
+    )
+
+
+def _set_hand(draft: TableState, box_index: int, hand_index: int, hand: Hand) -> None:
+    box = draft.boxes[box_index]
     hands = list(box.hands)
     hands[hand_index] = hand
-    return _with_box(state, box_index, replace(box, hands=tuple(hands)))
+    _set_box(draft, box_index, _box_with(box, hands=tuple(hands)))
 
 
 def _hand_after_card(hand: Hand, card: str) -> Hand:
@@ -64,232 +123,228 @@ def _hand_after_card(hand: Hand, card: str) -> Hand:
         status = "blackjack"
     elif best == 21 or hand.doubled or (hand.split_aces and len(cards) == 2):
         status = "standing"  # a player cannot draw at 21; a double or a split ace gets one card
-    return replace(hand, cards=cards, status=status)
+    return _hand_with(hand, cards=cards, status=status)
 
 
 # ---- the table ----------------------------------------------------------------------------
 
 
-def _table_opened(state: TableState, e: ev.TableOpened) -> TableState:
-    return replace(state, opened=True, rules=e.rules, boxes=(Box(),) * e.rules.boxes)
+def _table_opened(draft: TableState, e: ev.TableOpened) -> None:
+    draft.opened = True
+    draft.rules = e.rules
+    draft.boxes = (EMPTY_BOX,) * e.rules.boxes
 
 
-def _seat_taken(state: TableState, e: ev.SeatTaken) -> TableState:
-    return _with_player(state, Player(player_id=e.player_id, seat=e.seat))
+def _seat_taken(draft: TableState, e: ev.SeatTaken) -> None:
+    _set_player(draft, Player(player_id=e.player_id, seat=e.seat))
 
 
-def _seat_changed(state: TableState, e: ev.SeatChanged) -> TableState:
-    return _with_player(state, replace(state.players[e.player_id], seat=e.to_seat))
+def _seat_changed(draft: TableState, e: ev.SeatChanged) -> None:
+    _set_player(draft, draft.players[e.player_id].changed(seat=e.to_seat))
 
 
-def _seat_left(state: TableState, e: ev.SeatLeft) -> TableState:
-    players = dict(state.players)
+def _seat_left(draft: TableState, e: ev.SeatLeft) -> None:
+    players = dict(draft.players)
     del players[e.player_id]
-    return replace(state, players=players)
+    draft.players = players
 
 
-def _funds_moved(state: TableState, e: ev.FundsWithdrawn) -> TableState:
-    return _with_balance(state, e.player_id, e.balance_after)
+def _funds_moved(draft: TableState, e: ev.FundsWithdrawn) -> None:
+    _set_balance(draft, e.player_id, e.balance_after)
 
 
-def _funds_deposited(state: TableState, e: ev.FundsDeposited) -> TableState:
-    state = _with_balance(state, e.player_id, e.balance_after)
-    if e.transfer is None:
-        return state
-    return replace(state, transfers=state.transfers | {e.transfer})
+def _funds_deposited(draft: TableState, e: ev.FundsDeposited) -> None:
+    _set_balance(draft, e.player_id, e.balance_after)
+    if e.transfer is not None:
+        draft.transfers = draft.transfers | {e.transfer}
 
 
-def _transfer_declined(state: TableState, e: ev.TransferDeclined) -> TableState:
-    return replace(state, transfers=state.transfers | {e.transfer})
+def _transfer_declined(draft: TableState, e: ev.TransferDeclined) -> None:
+    draft.transfers = draft.transfers | {e.transfer}
 
 
-def _connection(state: TableState, e: ev.PlayerDisconnected | ev.PlayerReconnected) -> TableState:
-    player = state.players[e.player_id]
+def _connection(draft: TableState, e: ev.PlayerDisconnected | ev.PlayerReconnected) -> None:
     connected = isinstance(e, ev.PlayerReconnected)
-    return _with_player(state, replace(player, connected=connected))
+    _set_player(draft, draft.players[e.player_id].changed(connected=connected))
 
 
-def _shoe_shuffled(state: TableState, e: ev.ShoeShuffled) -> TableState:
-    shoe = Shoe(number=e.shoe, order=e.order, salt=e.salt, commitment=e.commitment)
-    return replace(state, shoe=shoe, shoes_used=e.shoe)
+def _shoe_shuffled(draft: TableState, e: ev.ShoeShuffled) -> None:
+    draft.shoe = Shoe(number=e.shoe, order=e.order, salt=e.salt, commitment=e.commitment)
+    draft.shoes_used = e.shoe
 
 
-def _shoe_retired(state: TableState, e: ev.ShoeRetired) -> TableState:
-    return replace(state, shoe=None)
+def _shoe_retired(draft: TableState, e: ev.ShoeRetired) -> None:
+    draft.shoe = None
 
 
 # ---- betting ------------------------------------------------------------------------------
 
 
-def _round_opened(state: TableState, e: ev.RoundOpened) -> TableState:
-    return replace(
-        state,
-        round=e.round,
-        round_open=True,
-        phase="betting",
-        deadline=e.betting_deadline,
-    )
+def _round_opened(draft: TableState, e: ev.RoundOpened) -> None:
+    draft.round = e.round
+    draft.round_open = True
+    draft.phase = "betting"
+    draft.deadline = e.betting_deadline
 
 
-def _bet_placed(state: TableState, e: ev.BetPlaced) -> TableState:
-    state = _with_balance(state, e.player_id, e.balance_after)
-    return _with_box(state, e.box, Box(player_id=e.player_id, bet=e.box_total))
+def _bet_placed(draft: TableState, e: ev.BetPlaced) -> None:
+    _set_balance(draft, e.player_id, e.balance_after)
+    _set_box(draft, e.box, Box(player_id=e.player_id, bet=e.box_total))
 
 
-def _bet_refunded(state: TableState, e: ev.BetRefunded) -> TableState:
-    state = _with_balance(state, e.player_id, e.balance_after)
-    return _with_box(state, e.box, Box())
+def _bet_refunded(draft: TableState, e: ev.BetRefunded) -> None:
+    _set_balance(draft, e.player_id, e.balance_after)
+    _set_box(draft, e.box, EMPTY_BOX)
 
 
-def _deal_requested(state: TableState, e: ev.DealRequested) -> TableState:
-    return _with_player(state, replace(state.players[e.player_id], ready=True))
+def _deal_requested(draft: TableState, e: ev.DealRequested) -> None:
+    _set_player(draft, draft.players[e.player_id].changed(ready=True))
 
 
-def _player_passed(state: TableState, e: ev.PlayerPassed) -> TableState:
-    return _with_player(state, replace(state.players[e.player_id], passed=True))
+def _player_passed(draft: TableState, e: ev.PlayerPassed) -> None:
+    _set_player(draft, draft.players[e.player_id].changed(passed=True))
 
 
-def _close_round(state: TableState) -> TableState:
-    players = {pid: replace(p, ready=False, passed=False) for pid, p in state.players.items()}
-    return replace(
-        state,
-        players=players,
-        round_open=False,
-        phase="betting",
-        boxes=(Box(),) * state.rules.boxes,
-        dealer=(),
-        active=None,
-        deadline=None,
-    )
+def _close_round(draft: TableState) -> None:
+    draft.players = {pid: p.changed(ready=False, passed=False) for pid, p in draft.players.items()}
+    draft.round_open = False
+    draft.phase = "betting"
+    draft.boxes = (EMPTY_BOX,) * draft.rules.boxes
+    draft.dealer = ()
+    draft.active = None
+    draft.deadline = None
 
 
-def _round_cancelled(state: TableState, e: ev.RoundCancelled) -> TableState:
-    return _close_round(state)
+def _round_cancelled(draft: TableState, e: ev.RoundCancelled) -> None:
+    _close_round(draft)
 
 
 # ---- the deal and the play ----------------------------------------------------------------
 
 
-def _deal_started(state: TableState, e: ev.DealStarted) -> TableState:
-    boxes = list(state.boxes)
+def _deal_started(draft: TableState, e: ev.DealStarted) -> None:
+    boxes = list(draft.boxes)
     last: dict[str, list[tuple[int, int]]] = {}
     for index in e.boxes:
         box = boxes[index]
-        boxes[index] = replace(box, hands=(Hand(stake=box.bet),))
+        boxes[index] = _box_with(box, hands=(Hand(stake=box.bet),))
         assert box.player_id is not None
         # Kept relative to the seat, so that a rebet follows a player who changed seats.
-        offset = index % state.rules.boxes_per_seat
+        offset = index % draft.rules.boxes_per_seat
         last.setdefault(box.player_id, []).append((offset, box.bet))
-    players = dict(state.players)
+    players = dict(draft.players)
     for pid, bets in last.items():
-        players[pid] = replace(players[pid], last_bets=tuple(bets))
-    return replace(state, boxes=tuple(boxes), players=players, phase="playing", deadline=None)
+        players[pid] = players[pid].changed(last_bets=tuple(bets))
+    draft.boxes = tuple(boxes)
+    draft.players = players
+    draft.phase = "playing"
+    draft.deadline = None
 
 
-def _card_dealt(state: TableState, e: ev.CardDealt) -> TableState:
-    shoe = state.shoe
+def _card_dealt(draft: TableState, e: ev.CardDealt) -> None:
+    shoe = draft.shoe
     if shoe is None or shoe.position >= len(shoe.order):
         raise CorruptLog("a card was dealt from an empty or missing shoe")
     card = shoe.order[shoe.position]
     if e.card is not None and e.card != card:
         raise CorruptLog(f"card {e.card} dealt where the shoe holds {card}")
-    # One TableState copy per card (shoe and hand together): five cards a round at least.
-    shoe = replace(shoe, position=shoe.position + 1)
+    draft.shoe = shoe.after_card()
     if e.to == "dealer":
-        return replace(state, shoe=shoe, dealer=(*state.dealer, card))
+        draft.dealer = (*draft.dealer, card)
+        return
     assert e.box is not None and e.hand is not None
-    box = state.boxes[e.box]
-    hands = list(box.hands)
-    hands[e.hand] = _hand_after_card(hands[e.hand], card)
-    boxes = list(state.boxes)
-    boxes[e.box] = replace(box, hands=tuple(hands))
-    return replace(state, shoe=shoe, boxes=tuple(boxes))
+    _set_hand(draft, e.box, e.hand, _hand_after_card(draft.boxes[e.box].hands[e.hand], card))
 
 
-def _insurance_offered(state: TableState, e: ev.InsuranceOffered) -> TableState:
-    boxes = list(state.boxes)
+def _insurance_offered(draft: TableState, e: ev.InsuranceOffered) -> None:
+    boxes = list(draft.boxes)
     for index in e.boxes:
-        boxes[index] = replace(boxes[index], insurance="offered")
-    return replace(state, boxes=tuple(boxes), phase="insurance", deadline=e.deadline)
+        boxes[index] = _box_with(boxes[index], insurance="offered")
+    draft.boxes = tuple(boxes)
+    draft.phase = "insurance"
+    draft.deadline = e.deadline
 
 
-def _insurance_taken(state: TableState, e: ev.InsuranceTaken) -> TableState:
-    state = _with_balance(state, e.player_id, e.balance_after)
-    box = replace(state.boxes[e.box], insurance="taken", insurance_stake=e.amount)
-    return _with_box(state, e.box, box)
+def _insurance_taken(draft: TableState, e: ev.InsuranceTaken) -> None:
+    _set_balance(draft, e.player_id, e.balance_after)
+    box = _box_with(draft.boxes[e.box], insurance="taken", insurance_stake=e.amount)
+    _set_box(draft, e.box, box)
 
 
-def _insurance_declined(state: TableState, e: ev.InsuranceDeclined) -> TableState:
-    return _with_box(state, e.box, replace(state.boxes[e.box], insurance="declined"))
+def _insurance_declined(draft: TableState, e: ev.InsuranceDeclined) -> None:
+    _set_box(draft, e.box, _box_with(draft.boxes[e.box], insurance="declined"))
 
 
-def _dealer_peeked(state: TableState, e: ev.DealerPeeked) -> TableState:
-    return replace(state, phase="playing", deadline=None)
+def _dealer_peeked(draft: TableState, e: ev.DealerPeeked) -> None:
+    draft.phase = "playing"
+    draft.deadline = None
 
 
-def _insurance_settled(state: TableState, e: ev.InsuranceSettled) -> TableState:
-    state = _with_balance(state, e.player_id, e.balance_after)
-    return _with_box(
-        state, e.box, replace(state.boxes[e.box], insurance="settled", insurance_paid=e.payout)
-    )
+def _insurance_settled(draft: TableState, e: ev.InsuranceSettled) -> None:
+    _set_balance(draft, e.player_id, e.balance_after)
+    box = _box_with(draft.boxes[e.box], insurance="settled", insurance_paid=e.payout)
+    _set_box(draft, e.box, box)
 
 
-def _turn_started(state: TableState, e: ev.TurnStarted) -> TableState:
-    return replace(state, phase="playing", active=(e.box, e.hand), deadline=e.deadline)
+def _turn_started(draft: TableState, e: ev.TurnStarted) -> None:
+    draft.phase = "playing"
+    draft.active = (e.box, e.hand)
+    draft.deadline = e.deadline
 
 
-def _player_hit(state: TableState, e: ev.PlayerHit) -> TableState:
-    return state
+def _player_hit(draft: TableState, e: ev.PlayerHit) -> None:
+    return None  # the card follows as its own event
 
 
-def _player_stood(state: TableState, e: ev.PlayerStood) -> TableState:
-    hand = state.boxes[e.box].hands[e.hand]
-    return _with_hand(state, e.box, e.hand, replace(hand, status="standing"))
+def _player_stood(draft: TableState, e: ev.PlayerStood) -> None:
+    hand = draft.boxes[e.box].hands[e.hand]
+    _set_hand(draft, e.box, e.hand, _hand_with(hand, status="standing"))
 
 
-def _hand_doubled(state: TableState, e: ev.HandDoubled) -> TableState:
-    state = _with_balance(state, e.player_id, e.balance_after)
-    hand = state.boxes[e.box].hands[e.hand]
-    doubled = replace(hand, doubled=True, stake=hand.stake + e.amount)
-    return _with_hand(state, e.box, e.hand, doubled)
+def _hand_doubled(draft: TableState, e: ev.HandDoubled) -> None:
+    _set_balance(draft, e.player_id, e.balance_after)
+    hand = draft.boxes[e.box].hands[e.hand]
+    _set_hand(draft, e.box, e.hand, _hand_with(hand, doubled=True, stake=hand.stake + e.amount))
 
 
-def _hand_split(state: TableState, e: ev.HandSplit) -> TableState:
-    state = _with_balance(state, e.player_id, e.balance_after)
-    box = state.boxes[e.box]
+def _hand_split(draft: TableState, e: ev.HandSplit) -> None:
+    _set_balance(draft, e.player_id, e.balance_after)
+    box = draft.boxes[e.box]
     hand = box.hands[e.hand]
     aces = hand.cards[0][0] == "A" and hand.cards[1][0] == "A"
-    one_card = aces and state.rules.split_aces_one_card
+    one_card = aces and draft.rules.split_aces_one_card
     first = Hand(stake=hand.stake, cards=hand.cards[:1], from_split=True, split_aces=one_card)
     second = Hand(stake=e.amount, cards=hand.cards[1:], from_split=True, split_aces=one_card)
     hands = (*box.hands[: e.hand], first, second, *box.hands[e.hand + 1 :])
-    return _with_box(state, e.box, replace(box, hands=hands))
+    _set_box(draft, e.box, _box_with(box, hands=hands))
 
 
-def _hand_surrendered(state: TableState, e: ev.HandSurrendered) -> TableState:
-    hand = state.boxes[e.box].hands[e.hand]
-    return _with_hand(state, e.box, e.hand, replace(hand, status="surrendered"))
+def _hand_surrendered(draft: TableState, e: ev.HandSurrendered) -> None:
+    hand = draft.boxes[e.box].hands[e.hand]
+    _set_hand(draft, e.box, e.hand, _hand_with(hand, status="surrendered"))
 
 
-def _player_timed_out(state: TableState, e: ev.PlayerTimedOut) -> TableState:
-    return state
+def _player_timed_out(draft: TableState, e: ev.PlayerTimedOut) -> None:
+    return None  # what the server did for the player follows as its own events
 
 
-def _hole_card_revealed(state: TableState, e: ev.DealerHoleCardRevealed) -> TableState:
-    if state.hole_card != e.card:
-        raise CorruptLog(f"hole card revealed as {e.card}, dealt as {state.hole_card}")
-    return replace(state, phase="dealer", active=None, deadline=None)
+def _hole_card_revealed(draft: TableState, e: ev.DealerHoleCardRevealed) -> None:
+    if draft.hole_card != e.card:
+        raise CorruptLog(f"hole card revealed as {e.card}, dealt as {draft.hole_card}")
+    draft.phase = "dealer"
+    draft.active = None
+    draft.deadline = None
 
 
-def _hand_settled(state: TableState, e: ev.HandSettled) -> TableState:
-    return _with_balance(state, e.player_id, e.balance_after)
+def _hand_settled(draft: TableState, e: ev.HandSettled) -> None:
+    _set_balance(draft, e.player_id, e.balance_after)
 
 
-def _round_settled(state: TableState, e: ev.RoundSettled) -> TableState:
-    return _close_round(state)
+def _round_settled(draft: TableState, e: ev.RoundSettled) -> None:
+    _close_round(draft)
 
 
-_HANDLERS: dict[type[ev.Event], Callable[[TableState, Any], TableState]] = {
+_HANDLERS: dict[type[ev.Event], Callable[[TableState, Any], None]] = {
     ev.TableOpened: _table_opened,
     ev.SeatTaken: _seat_taken,
     ev.SeatChanged: _seat_changed,

@@ -1,13 +1,10 @@
-"""The state of one table: a left fold of ``evolve`` over its events. Frozen, so it can be
-shared by replay, snapshots and the decider without copies."""
+"""The state of one table: a left fold of ``evolve`` over its events. A state handed out is
+never changed, so replay, snapshots and the decider share it without copies."""
 
 from __future__ import annotations
 
 from datetime import datetime
-from functools import cache
-from typing import Any, Literal, TypeVar
-
-from pydantic import BaseModel, ConfigDict
+from typing import Any, ClassVar, Final, Literal
 
 from blackjack.domain.hand import Total, total
 from blackjack.domain.rules import Rules
@@ -17,128 +14,311 @@ Phase = Literal["betting", "insurance", "playing", "dealer"]
 InsuranceStatus = Literal["none", "offered", "taken", "declined", "settled"]
 
 
-class _Frozen(BaseModel):
-    model_config = ConfigDict(frozen=True, extra="forbid")
+class _Value:
+    """Equality, ``repr`` and a JSON document from the names in ``_FIELDS``.
+
+    The state classes are plain classes with explicit constructors, not pydantic models: the
+    decider folds about fifteen events a round into them, and plain classes compile to native
+    classes with mypyc (see docs/benchmark.md). Values from outside never reach them
+    unchecked: they are built by ``evolve`` from events, or from a sealed snapshot."""
+
+    _FIELDS: ClassVar[tuple[str, ...]] = ()
+
+    def __eq__(self, other: object) -> bool:
+        if type(other) is not type(self):
+            return NotImplemented
+        return all(getattr(self, name) == getattr(other, name) for name in self._FIELDS)
+
+    def __repr__(self) -> str:
+        fields = ", ".join(f"{name}={getattr(self, name)!r}" for name in self._FIELDS)
+        return f"{type(self).__name__}({fields})"
+
+    __hash__ = None  # type: ignore[assignment]  # compared by value, never a dict key
 
 
-_Model = TypeVar("_Model", bound=BaseModel)
+class Hand(_Value):
+    """One hand of a box (a box holds two or more after a split). Never changed in place."""
 
+    _FIELDS = ("cards", "stake", "status", "from_split", "split_aces", "doubled")
 
-# The slot setters of BaseModel, looked up once: ``replace`` runs about 40 times per round.
-_new = object.__new__
-_set_dict = object.__setattr__
-_set_fields_set = BaseModel.__dict__["__pydantic_fields_set__"].__set__
-_set_extra = BaseModel.__dict__["__pydantic_extra__"].__set__
-_set_private = BaseModel.__dict__["__pydantic_private__"].__set__
-
-
-def replace(model: _Model, **changes: Any) -> _Model:
-    """A copy with some fields changed, without validation: ``evolve`` applies facts the
-    decider has already checked, and this is its hot path. Built like pydantic's own
-    ``model_construct`` (``__dict__`` and the three slots), with one merged dict and the slot
-    setters bound once: about twice as fast as ``model_copy``, 10 % more rounds per second."""
-    copy = _new(model.__class__)
-    _set_dict(copy, "__dict__", {**model.__dict__, **changes})
-    _set_fields_set(copy, model.__pydantic_fields_set__)
-    _set_extra(copy, None)
-    _set_private(copy, None)
-    return copy
-
-
-_REQUIRED = object()
-
-
-@cache
-def _fact_template(cls: type[BaseModel]) -> tuple[dict[str, Any], frozenset[str]]:
-    """Every field in declaration order (the order ``model_dump`` follows), with its default
-    or ``_REQUIRED``; and the names that have no default."""
-    template: dict[str, Any] = {}
-    for name, field in cls.model_fields.items():
-        if field.default_factory is not None:
-            raise TypeError(f"fact() does not call default factories ({cls.__name__}.{name})")
-        template[name] = _REQUIRED if field.is_required() else field.default
-    required = frozenset(name for name, value in template.items() if value is _REQUIRED)
-    return template, required
-
-
-def fact(cls: type[_Model], **fields: Any) -> _Model:
-    """``cls(**fields)`` without validation, for the events the decider builds from values it
-    has already checked (validating each one was about 7 % of a simulated round). The result
-    equals, dumps and serializes exactly like the validated model: defaults filled in, fields
-    in declaration order, ``model_fields_set`` the names given. Missing or unknown names are
-    still refused; types and constraints are not checked, so anything read from outside (the
-    event log, commands) goes through pydantic as before."""
-    template, required = _fact_template(cls)
-    values = {**template, **fields}
-    if len(values) != len(template) or not required <= fields.keys():
-        unknown = sorted(fields.keys() - template.keys())
-        missing = sorted(required - fields.keys())
-        raise TypeError(f"{cls.__name__}: unknown fields {unknown}, missing fields {missing}")
-    model = _new(cls)
-    _set_dict(model, "__dict__", values)
-    _set_fields_set(model, set(fields))
-    _set_extra(model, None)
-    _set_private(model, None)
-    return model
-
-
-class Hand(_Frozen):
-    cards: tuple[str, ...] = ()
-    stake: int
-    status: HandStatus = "open"
-    from_split: bool = False
-    split_aces: bool = False
-    doubled: bool = False
+    def __init__(
+        self,
+        *,
+        cards: tuple[str, ...] = (),
+        stake: int,
+        status: HandStatus = "open",
+        from_split: bool = False,
+        split_aces: bool = False,
+        doubled: bool = False,
+    ) -> None:
+        self.cards: Final = cards
+        self.stake: Final = stake
+        self.status: Final[HandStatus] = status
+        self.from_split: Final = from_split
+        self.split_aces: Final = split_aces
+        self.doubled: Final = doubled
 
     @property
     def total(self) -> Total:
         return total(self.cards)
 
+    def to_doc(self) -> dict[str, Any]:
+        return {
+            "cards": list(self.cards),
+            "stake": self.stake,
+            "status": self.status,
+            "from_split": self.from_split,
+            "split_aces": self.split_aces,
+            "doubled": self.doubled,
+        }
 
-class Box(_Frozen):
-    """A betting position. ``bet`` is the initial bet of the current round."""
-
-    player_id: str | None = None
-    bet: int = 0
-    hands: tuple[Hand, ...] = ()
-    insurance: InsuranceStatus = "none"
-    insurance_stake: int = 0
-    insurance_paid: int = 0  # what the settled insurance returned (stake included)
-
-
-class Player(_Frozen):
-    player_id: str
-    seat: int
-    balance: int = 0
-    ready: bool = False  # pressed Deal this round
-    passed: bool = False
-    connected: bool = True
-    last_bets: tuple[tuple[int, int], ...] = ()  # (box within the seat, amount) last dealt
-
-
-class Shoe(_Frozen):
-    number: int
-    order: tuple[str, ...]
-    salt: str
-    commitment: str
-    position: int = 0
+    @staticmethod
+    def from_doc(doc: dict[str, Any]) -> Hand:
+        return Hand(
+            cards=tuple(doc["cards"]),
+            stake=doc["stake"],
+            status=doc["status"],
+            from_split=doc["from_split"],
+            split_aces=doc["split_aces"],
+            doubled=doc["doubled"],
+        )
 
 
-class TableState(_Frozen):
-    opened: bool = False
-    rules: Rules = Rules()
-    players: dict[str, Player] = {}
-    shoe: Shoe | None = None
-    shoes_used: int = 0
-    round: int = 0  # the number of the round open now, or of the last one
-    round_open: bool = False
-    phase: Phase = "betting"
-    boxes: tuple[Box, ...] = ()
-    dealer: tuple[str, ...] = ()
-    active: tuple[int, int] | None = None  # (box, hand) whose turn it is
-    deadline: datetime | None = None
-    transfers: frozenset[str] = frozenset()
-    """The wallet buy-ins this table has taken or declined: neither is ever taken again."""
+class Box(_Value):
+    """A betting position. ``bet`` is the initial bet of the current round. Never changed in
+    place."""
+
+    _FIELDS = ("player_id", "bet", "hands", "insurance", "insurance_stake", "insurance_paid")
+
+    def __init__(
+        self,
+        *,
+        player_id: str | None = None,
+        bet: int = 0,
+        hands: tuple[Hand, ...] = (),
+        insurance: InsuranceStatus = "none",
+        insurance_stake: int = 0,
+        insurance_paid: int = 0,
+    ) -> None:
+        self.player_id: Final = player_id
+        self.bet: Final = bet
+        self.hands: Final = hands
+        self.insurance: Final[InsuranceStatus] = insurance
+        self.insurance_stake: Final = insurance_stake
+        self.insurance_paid: Final = insurance_paid  # what settled insurance returned, stake in
+
+    def to_doc(self) -> dict[str, Any]:
+        return {
+            "player_id": self.player_id,
+            "bet": self.bet,
+            "hands": [hand.to_doc() for hand in self.hands],
+            "insurance": self.insurance,
+            "insurance_stake": self.insurance_stake,
+            "insurance_paid": self.insurance_paid,
+        }
+
+    @staticmethod
+    def from_doc(doc: dict[str, Any]) -> Box:
+        return Box(
+            player_id=doc["player_id"],
+            bet=doc["bet"],
+            hands=tuple(Hand.from_doc(hand) for hand in doc["hands"]),
+            insurance=doc["insurance"],
+            insurance_stake=doc["insurance_stake"],
+            insurance_paid=doc["insurance_paid"],
+        )
+
+
+EMPTY_BOX = Box()
+
+
+class Player(_Value):
+    """A seated player and the money at the table. Never changed in place."""
+
+    _FIELDS = ("player_id", "seat", "balance", "ready", "passed", "connected", "last_bets")
+
+    def __init__(
+        self,
+        *,
+        player_id: str,
+        seat: int,
+        balance: int = 0,
+        ready: bool = False,  # pressed Deal this round
+        passed: bool = False,
+        connected: bool = True,
+        last_bets: tuple[tuple[int, int], ...] = (),  # (box within the seat, amount) last dealt
+    ) -> None:
+        self.player_id: Final = player_id
+        self.seat: Final = seat
+        self.balance: Final = balance
+        self.ready: Final = ready
+        self.passed: Final = passed
+        self.connected: Final = connected
+        self.last_bets: Final = last_bets
+
+    def changed(
+        self,
+        *,
+        seat: int | None = None,
+        balance: int | None = None,
+        ready: bool | None = None,
+        passed: bool | None = None,
+        connected: bool | None = None,
+        last_bets: tuple[tuple[int, int], ...] | None = None,
+    ) -> Player:
+        """A copy with the given fields changed (a player changes in many small ways)."""
+        return Player(
+            player_id=self.player_id,
+            seat=self.seat if seat is None else seat,
+            balance=self.balance if balance is None else balance,
+            ready=self.ready if ready is None else ready,
+            passed=self.passed if passed is None else passed,
+            connected=self.connected if connected is None else connected,
+            last_bets=self.last_bets if last_bets is None else last_bets,
+        )
+
+    def to_doc(self) -> dict[str, Any]:
+        return {
+            "player_id": self.player_id,
+            "seat": self.seat,
+            "balance": self.balance,
+            "ready": self.ready,
+            "passed": self.passed,
+            "connected": self.connected,
+            "last_bets": [list(bet) for bet in self.last_bets],
+        }
+
+    @staticmethod
+    def from_doc(doc: dict[str, Any]) -> Player:
+        return Player(
+            player_id=doc["player_id"],
+            seat=doc["seat"],
+            balance=doc["balance"],
+            ready=doc["ready"],
+            passed=doc["passed"],
+            connected=doc["connected"],
+            last_bets=tuple((offset, amount) for offset, amount in doc["last_bets"]),
+        )
+
+
+class Shoe(_Value):
+    """The shoe in use: its order is secret until it is retired. Never changed in place."""
+
+    _FIELDS = ("number", "order", "salt", "commitment", "position")
+
+    def __init__(
+        self, *, number: int, order: tuple[str, ...], salt: str, commitment: str, position: int = 0
+    ) -> None:
+        self.number: Final = number
+        self.order: Final = order
+        self.salt: Final = salt
+        self.commitment: Final = commitment
+        self.position: Final = position
+
+    def after_card(self) -> Shoe:
+        return Shoe(
+            number=self.number,
+            order=self.order,
+            salt=self.salt,
+            commitment=self.commitment,
+            position=self.position + 1,
+        )
+
+    def to_doc(self) -> dict[str, Any]:
+        return {
+            "number": self.number,
+            "order": list(self.order),
+            "salt": self.salt,
+            "commitment": self.commitment,
+            "position": self.position,
+        }
+
+    @staticmethod
+    def from_doc(doc: dict[str, Any]) -> Shoe:
+        return Shoe(
+            number=doc["number"],
+            order=tuple(doc["order"]),
+            salt=doc["salt"],
+            commitment=doc["commitment"],
+            position=doc["position"],
+        )
+
+
+_DEFAULT_RULES = Rules()
+
+
+class TableState(_Value):
+    """One table. Its fields are reassigned only by ``evolve`` on a copy it has just made (a
+    draft), so a state handed out is never changed: one copy per command, not one per event.
+    Every field value is itself immutable (tuples, frozensets, values) or, for ``players``,
+    a dict replaced rather than changed."""
+
+    _FIELDS = (
+        "opened",
+        "rules",
+        "players",
+        "shoe",
+        "shoes_used",
+        "round",
+        "round_open",
+        "phase",
+        "boxes",
+        "dealer",
+        "active",
+        "deadline",
+        "transfers",
+    )
+
+    def __init__(
+        self,
+        *,
+        opened: bool = False,
+        rules: Rules = _DEFAULT_RULES,
+        players: dict[str, Player] | None = None,
+        shoe: Shoe | None = None,
+        shoes_used: int = 0,
+        round: int = 0,  # the number of the round open now, or of the last one
+        round_open: bool = False,
+        phase: Phase = "betting",
+        boxes: tuple[Box, ...] = (),
+        dealer: tuple[str, ...] = (),
+        active: tuple[int, int] | None = None,  # (box, hand) whose turn it is
+        deadline: datetime | None = None,
+        transfers: frozenset[str] = frozenset(),
+    ) -> None:
+        self.opened = opened
+        self.rules = rules
+        self.players: dict[str, Player] = {} if players is None else players
+        self.shoe = shoe
+        self.shoes_used = shoes_used
+        self.round = round
+        self.round_open = round_open
+        self.phase: Phase = phase
+        self.boxes = boxes
+        self.dealer = dealer
+        self.active = active
+        self.deadline = deadline
+        # The wallet buy-ins this table has taken or declined: neither is ever taken again.
+        self.transfers = transfers
+
+    def copy(self) -> TableState:
+        """The draft ``evolve`` works on: a shallow copy, since no field value is changed in
+        place (``players`` is replaced whole)."""
+        return TableState(
+            opened=self.opened,
+            rules=self.rules,
+            players=self.players,
+            shoe=self.shoe,
+            shoes_used=self.shoes_used,
+            round=self.round,
+            round_open=self.round_open,
+            phase=self.phase,
+            boxes=self.boxes,
+            dealer=self.dealer,
+            active=self.active,
+            deadline=self.deadline,
+            transfers=self.transfers,
+        )
 
     def player_at(self, seat: int) -> Player | None:
         for player in self.players.values():
@@ -162,6 +342,44 @@ class TableState(_Frozen):
     @property
     def hole_card(self) -> str | None:
         return self.dealer[1] if len(self.dealer) > 1 else None
+
+    def to_doc(self) -> dict[str, Any]:
+        """The JSON document of a snapshot (it holds the shoe order: seal it)."""
+        return {
+            "opened": self.opened,
+            "rules": self.rules.model_dump(mode="json"),
+            "players": {pid: player.to_doc() for pid, player in self.players.items()},
+            "shoe": None if self.shoe is None else self.shoe.to_doc(),
+            "shoes_used": self.shoes_used,
+            "round": self.round,
+            "round_open": self.round_open,
+            "phase": self.phase,
+            "boxes": [box.to_doc() for box in self.boxes],
+            "dealer": list(self.dealer),
+            "active": None if self.active is None else list(self.active),
+            "deadline": None if self.deadline is None else self.deadline.isoformat(),
+            "transfers": sorted(self.transfers),
+        }
+
+    @staticmethod
+    def from_doc(doc: dict[str, Any]) -> TableState:
+        active = doc["active"]
+        deadline = doc["deadline"]
+        return TableState(
+            opened=doc["opened"],
+            rules=Rules.model_validate(doc["rules"]),
+            players={pid: Player.from_doc(p) for pid, p in doc["players"].items()},
+            shoe=None if doc["shoe"] is None else Shoe.from_doc(doc["shoe"]),
+            shoes_used=doc["shoes_used"],
+            round=doc["round"],
+            round_open=doc["round_open"],
+            phase=doc["phase"],
+            boxes=tuple(Box.from_doc(box) for box in doc["boxes"]),
+            dealer=tuple(doc["dealer"]),
+            active=None if active is None else (active[0], active[1]),
+            deadline=None if deadline is None else datetime.fromisoformat(deadline),
+            transfers=frozenset(doc["transfers"]),
+        )
 
 
 INITIAL_STATE = TableState()
