@@ -35,7 +35,7 @@ from pydantic import TypeAdapter
 from blackjack.domain import commands as cmd
 from blackjack.domain import events as ev
 from blackjack.domain.cards import RANKS, fresh_shoe
-from blackjack.domain.decide import decide
+from blackjack.domain.decide import decide, turn_options
 from blackjack.domain.evolve import evolve, fold
 from blackjack.domain.hand import is_natural, total
 from blackjack.domain.legal import LegalActions, legal_actions
@@ -403,6 +403,9 @@ def play_table(variant: str, data: st.DataObject, seed: int) -> None:
             for legal in [legal_actions(state, pid, now)]
             for button in legal.buttons()
         ]
+        # (e) the simulator's fast ``turn_options`` offers exactly the decider's turn buttons
+        turns = [legal.turn for _, _, legal in choices if legal.turn is not None]
+        assert set(turns[0].actions if turns else ()) == turn_options(state), turns
         if not choices:
             continue
         decisions = [c for c in choices if c[1].split(":")[0] in DECISIONS]

@@ -41,7 +41,7 @@ class Refused(Exception):
     """Carries a rejection out of a half-made decision; its events are thrown away.
 
     The pydantic ``Rejection`` is built only when the decider returns it, and a message that
-    takes work to format may be given as a function: ``legal.turn_options`` raises and drops
+    takes work to format may be given as a function: ``turn_options`` raises and drops
     two or three of these per decision of a simulated hand."""
 
     def __init__(self, code: RejectionCode, message: str | Callable[[], str]) -> None:
@@ -213,6 +213,37 @@ def check_surrender(state: TableState, box: int, hand: Hand) -> None:
         raise _refuse("cannot_surrender", "surrender only on the first two cards, before any play")
     if len(state.boxes[box].hands) != 1:
         raise _refuse("cannot_surrender", "no surrender after a split")
+
+
+def turn_options(state: TableState) -> frozenset[str]:
+    """The actions open on the hand whose turn it is, from the same checks the decider makes
+    but without deciding anything: the simulator's fast path (``legal.legal_actions`` asks
+    ``decide`` itself, and the property tests check that the two agree)."""
+    if state.active is None or state.phase != "playing":
+        return frozenset()
+    box_index, hand_index = state.active
+    box = state.boxes[box_index]
+    assert box.player_id is not None
+    player = state.players[box.player_id]
+    hand = box.hands[hand_index]
+    options = ["stand"]
+    if _passes(check_hit, state, hand):
+        options.append("hit")
+    if _passes(check_double, state, player, hand):
+        options.append("double")
+    if _passes(check_split, state, player, box_index, hand):
+        options.append("split")
+    if _passes(check_surrender, state, box_index, hand):
+        options.append("surrender")
+    return frozenset(options)
+
+
+def _passes(check: Callable[..., None], *args: Any) -> bool:
+    try:
+        check(*args)
+    except Refused:
+        return False
+    return True
 
 
 # ---- the table ----------------------------------------------------------------------------

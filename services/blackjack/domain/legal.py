@@ -7,20 +7,12 @@ peek, a second split, a card to a split ace...).
 
 from __future__ import annotations
 
-from collections.abc import Callable
 from datetime import datetime
 
 from pydantic import BaseModel, ConfigDict
 
 from blackjack.domain import commands as cmd
-from blackjack.domain.decide import (
-    Refused,
-    check_double,
-    check_hit,
-    check_split,
-    check_surrender,
-    decide,
-)
+from blackjack.domain.decide import decide
 from blackjack.domain.rejections import Rejection
 from blackjack.domain.state import TableState
 
@@ -108,29 +100,3 @@ def legal_actions(state: TableState, player_id: str, now: datetime) -> LegalActi
         ),
         turn=turn,
     )
-
-
-def turn_options(state: TableState) -> frozenset[str]:
-    """The actions open on the hand whose turn it is, from the same checks the decider makes
-    but without deciding anything: the simulator's fast path."""
-    if state.active is None or state.phase != "playing":
-        return frozenset()
-    box_index, hand_index = state.active
-    box = state.boxes[box_index]
-    assert box.player_id is not None
-    player = state.players[box.player_id]
-    hand = box.hands[hand_index]
-    checks: dict[str, Callable[[], None]] = {
-        "hit": lambda: check_hit(state, hand),
-        "double": lambda: check_double(state, player, hand),
-        "split": lambda: check_split(state, player, box_index, hand),
-        "surrender": lambda: check_surrender(state, box_index, hand),
-    }
-    options = {"stand"}
-    for name, check in checks.items():
-        try:
-            check()
-        except Refused:
-            continue
-        options.add(name)
-    return frozenset(options)

@@ -14,8 +14,8 @@ from typing import Literal, Protocol
 from blackjack.domain import commands as cmd
 from blackjack.domain import events as ev
 from blackjack.domain.cards import fresh_shoe
+from blackjack.domain.decide import turn_options
 from blackjack.domain.fact import fact
-from blackjack.domain.legal import turn_options
 from blackjack.domain.rejections import Rejection
 from blackjack.domain.rules import PRESETS, Rules
 from blackjack.domain.state import INITIAL_STATE, TableState
