@@ -22,7 +22,7 @@ from blackjack.domain import events as ev
 from blackjack.domain.cards import fresh_shoe, is_ace, is_ten_value, value_of
 from blackjack.domain.evolve import apply_event
 from blackjack.domain.fact import fact
-from blackjack.domain.hand import is_natural, total
+from blackjack.domain.hand import best_total, is_natural, total
 from blackjack.domain.payouts import (
     blackjack_winnings,
     insurance_return,
@@ -167,7 +167,7 @@ def turn_hand(state: TableState, player: Player, box: int, hand: int | None) -> 
 
 
 def check_hit(state: TableState, hand: Hand) -> None:
-    if hand.status != "open" or hand.total.best >= 21:
+    if hand.status != "open" or best_total(hand.cards) >= 21:
         raise _refuse("cannot_hit", "this hand takes no more cards")
 
 
@@ -179,7 +179,7 @@ def check_double(state: TableState, player: Player, hand: Hand) -> None:
         raise _refuse("cannot_double", "no double after a split at this table")
     if hand.split_aces:
         raise _refuse("cannot_double", "split aces take one card only")
-    if rules.double_on == "totals" and hand.total.best not in rules.double_totals:
+    if rules.double_on == "totals" and best_total(hand.cards) not in rules.double_totals:
         totals = rules.double_totals
         raise _refuse(
             "cannot_double",
@@ -738,7 +738,7 @@ def _stand_hand(r: _Round, player_id: str, box: int, hand_index: int, hand: Hand
             player_id=player_id,
             box=box,
             hand=hand_index,
-            total=hand.total.best,
+            total=best_total(hand.cards),
         )
     )
 
@@ -887,7 +887,7 @@ def _hand_result(r: _Round, hand: Hand) -> tuple[ev.Outcome, int]:
     rules = r.state.rules
     dealer = r.state.dealer
     dealer_blackjack = is_natural(dealer)
-    dealer_total = total(dealer).best
+    dealer_total = best_total(dealer)
     if hand.status == "surrendered":
         return "surrender", surrender_refund(hand.stake)
     if hand.status == "bust":
@@ -898,7 +898,7 @@ def _hand_result(r: _Round, hand: Hand) -> tuple[ev.Outcome, int]:
         return "blackjack", hand.stake + blackjack_winnings(rules, hand.stake)
     if dealer_blackjack:
         return "lose", 0
-    mine = hand.total.best
+    mine = best_total(hand.cards)
     if dealer_total > 21 or mine > dealer_total:
         return "win", 2 * hand.stake
     if mine == dealer_total:
@@ -931,7 +931,7 @@ def _settle_round(r: _Round) -> None:
                     box=index,
                     hand=hand_index,
                     outcome=outcome,
-                    total=hand.total.best,
+                    total=best_total(hand.cards),
                     stake=hand.stake,
                     payout=payout,
                     balance_after=r.state.players[player_id].balance + payout,
@@ -964,7 +964,7 @@ def _settle_round(r: _Round) -> None:
         fact(
             ev.RoundSettled,
             round=state.round,
-            dealer_total=total(state.dealer).best,
+            dealer_total=best_total(state.dealer),
             dealer_blackjack=dealer_blackjack,
             results=results,
             messages=tuple(messages),

@@ -14,7 +14,7 @@ from collections.abc import Callable, Iterable
 from typing import Any
 
 from blackjack.domain import events as ev
-from blackjack.domain.hand import is_natural, total
+from blackjack.domain.hand import best_total, is_natural
 from blackjack.domain.state import (
     EMPTY_BOX,
     INITIAL_STATE,
@@ -115,7 +115,7 @@ def _set_hand(draft: TableState, box_index: int, hand_index: int, hand: Hand) ->
 
 def _hand_after_card(hand: Hand, card: str) -> Hand:
     cards = (*hand.cards, card)
-    best = total(cards).best
+    best = best_total(cards)
     status = hand.status
     if best > 21:
         status = "bust"

@@ -17,8 +17,8 @@ class Total(NamedTuple):
 # inline rather than through ``value_of``/``is_ace``/``is_ten_value`` (same arithmetic).
 
 
-def total(cards: Sequence[str]) -> Total:
-    """Best total: one ace counts eleven when that does not bust the hand (A-A is soft 12)."""
+def _count(cards: Sequence[str]) -> tuple[int, bool]:
+    """The hard total (every ace one) and whether the hand holds an ace."""
     hard = 0
     has_ace = False
     for card in cards:
@@ -26,9 +26,22 @@ def total(cards: Sequence[str]) -> Total:
         hard += _VALUES[rank]
         if rank == "A":
             has_ace = True
+    return hard, has_ace
+
+
+def total(cards: Sequence[str]) -> Total:
+    """Best total: one ace counts eleven when that does not bust the hand (A-A is soft 12)."""
+    hard, has_ace = _count(cards)
     if has_ace and hard + 10 <= 21:
         return Total(hard + 10, True)
     return Total(hard, False)
+
+
+def best_total(cards: Sequence[str]) -> int:
+    """``total(cards).best`` without building a ``Total``: the decider asks for it about ten
+    times a round."""
+    hard, has_ace = _count(cards)
+    return hard + 10 if has_ace and hard + 10 <= 21 else hard
 
 
 def is_natural(cards: Sequence[str]) -> bool:

