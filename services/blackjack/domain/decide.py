@@ -41,8 +41,8 @@ class Refused(Exception):
     """Carries a rejection out of a half-made decision; its events are thrown away.
 
     The pydantic ``Rejection`` is built only when the decider returns it, and a message that
-    takes work to format may be given as a function: ``turn_options`` raises and drops
-    two or three of these per decision of a simulated hand."""
+    takes work to format may be given as a function: ``turn_options`` drops two or three
+    refusals per decision of a simulated hand."""
 
     def __init__(self, code: RejectionCode, message: str | Callable[[], str]) -> None:
         super().__init__(code)
@@ -128,11 +128,16 @@ def _check_amount(amount: int) -> None:
         raise _refuse("invalid_amount", f"amounts are positive whole minor units, not {amount}")
 
 
-def _check_affordable(player: Player, amount: int, what: str) -> None:
+def _unaffordable(player: Player, amount: int, what: str) -> Refused | None:
     if amount > player.balance:
-        raise _refuse(
+        return _refuse(
             "insufficient_funds", f"{what} needs {amount}, the balance is {player.balance}"
         )
+    return None
+
+
+def _check_affordable(player: Player, amount: int, what: str) -> None:
+    _require(_unaffordable(player, amount, what))
 
 
 def _check_bet_limits(state: TableState, box_total: int) -> None:
@@ -166,26 +171,31 @@ def turn_hand(state: TableState, player: Player, box: int, hand: int | None) -> 
     return state.boxes[box].hands[active_hand]
 
 
-def check_hit(state: TableState, hand: Hand) -> None:
+# The turn checks return their refusal rather than raise it: ``turn_options`` asks all four
+# for every decision of a simulated hand, and most of them say no.
+
+
+def hit_refusal(state: TableState, hand: Hand) -> Refused | None:
     if hand.status != "open" or best_total(hand.cards) >= 21:
-        raise _refuse("cannot_hit", "this hand takes no more cards")
+        return _refuse("cannot_hit", "this hand takes no more cards")
+    return None
 
 
-def check_double(state: TableState, player: Player, hand: Hand) -> None:
+def double_refusal(state: TableState, player: Player, hand: Hand) -> Refused | None:
     rules = state.rules
     if hand.status != "open" or len(hand.cards) != 2:
-        raise _refuse("cannot_double", "a double needs a hand of exactly two cards")
+        return _refuse("cannot_double", "a double needs a hand of exactly two cards")
     if hand.from_split and not rules.double_after_split:
-        raise _refuse("cannot_double", "no double after a split at this table")
+        return _refuse("cannot_double", "no double after a split at this table")
     if hand.split_aces:
-        raise _refuse("cannot_double", "split aces take one card only")
+        return _refuse("cannot_double", "split aces take one card only")
     if rules.double_on == "totals" and best_total(hand.cards) not in rules.double_totals:
         totals = rules.double_totals
-        raise _refuse(
+        return _refuse(
             "cannot_double",
             lambda: f"double only on a total of {', '.join(str(t) for t in sorted(totals))}",
         )
-    _check_affordable(player, hand.stake, "a double")
+    return _unaffordable(player, hand.stake, "a double")
 
 
 def is_pair(state: TableState, cards: tuple[str, ...]) -> bool:
@@ -196,23 +206,29 @@ def is_pair(state: TableState, cards: tuple[str, ...]) -> bool:
     return value_of(cards[0]) == value_of(cards[1])
 
 
-def check_split(state: TableState, player: Player, box: int, hand: Hand) -> None:
+def split_refusal(state: TableState, player: Player, box: int, hand: Hand) -> Refused | None:
     rules = state.rules
     if hand.status != "open" or not is_pair(state, hand.cards):
         pairing = "rank" if rules.split_by == "rank" else "value"
-        raise _refuse("cannot_split", f"a split needs two cards of the same {pairing}")
+        return _refuse("cannot_split", f"a split needs two cards of the same {pairing}")
     if len(state.boxes[box].hands) > rules.max_splits:
-        raise _refuse("cannot_split", f"only {rules.max_splits} split(s) per box")
-    _check_affordable(player, hand.stake, "a split")
+        return _refuse("cannot_split", f"only {rules.max_splits} split(s) per box")
+    return _unaffordable(player, hand.stake, "a split")
 
 
-def check_surrender(state: TableState, box: int, hand: Hand) -> None:
+def surrender_refusal(state: TableState, box: int, hand: Hand) -> Refused | None:
     if not state.rules.late_surrender:
-        raise _refuse("cannot_surrender", "this table has no surrender")
+        return _refuse("cannot_surrender", "this table has no surrender")
     if hand.status != "open" or hand.from_split or len(hand.cards) != 2:
-        raise _refuse("cannot_surrender", "surrender only on the first two cards, before any play")
+        return _refuse("cannot_surrender", "surrender only on the first two cards, before any play")
     if len(state.boxes[box].hands) != 1:
-        raise _refuse("cannot_surrender", "no surrender after a split")
+        return _refuse("cannot_surrender", "no surrender after a split")
+    return None
+
+
+def _require(refusal: Refused | None) -> None:
+    if refusal is not None:
+        raise refusal
 
 
 def turn_options(state: TableState) -> frozenset[str]:
@@ -227,23 +243,15 @@ def turn_options(state: TableState) -> frozenset[str]:
     player = state.players[box.player_id]
     hand = box.hands[hand_index]
     options = ["stand"]
-    if _passes(check_hit, state, hand):
+    if hit_refusal(state, hand) is None:
         options.append("hit")
-    if _passes(check_double, state, player, hand):
+    if double_refusal(state, player, hand) is None:
         options.append("double")
-    if _passes(check_split, state, player, box_index, hand):
+    if split_refusal(state, player, box_index, hand) is None:
         options.append("split")
-    if _passes(check_surrender, state, box_index, hand):
+    if surrender_refusal(state, box_index, hand) is None:
         options.append("surrender")
     return frozenset(options)
-
-
-def _passes(check: Callable[..., None], *args: Any) -> bool:
-    try:
-        check(*args)
-    except Refused:
-        return False
-    return True
 
 
 # ---- the table ----------------------------------------------------------------------------
@@ -382,7 +390,7 @@ def _shuffle_shoe(r: _Round, c: cmd.ShuffleShoe) -> None:
     state = r.state
     if state.boxes_in_play():
         raise _refuse("round_in_progress", "the shoe is changed between rounds only")
-    if Counter(c.order) != _shoe_counts(state.rules.decks):
+    if dict(Counter(c.order)) != _shoe_counts(state.rules.decks):  # dict ==, in C
         raise _refuse(
             "invalid_shoe", f"the order is not a permutation of {state.rules.decks} decks"
         )
@@ -411,10 +419,10 @@ def _shuffle_shoe(r: _Round, c: cmd.ShuffleShoe) -> None:
 
 
 @cache
-def _shoe_counts(decks: int) -> Counter[str]:
+def _shoe_counts(decks: int) -> dict[str, int]:
     """How many of each card the decks hold: the permutation check counts (linear, in C)
     rather than sorting 416 codes, for the reshuffle-every-round variants. Never mutated."""
-    return Counter(fresh_shoe(decks))
+    return dict(Counter(fresh_shoe(decks)))
 
 
 # ---- betting ------------------------------------------------------------------------------
@@ -716,7 +724,7 @@ def _play(r: _Round, c: cmd.HandCommand) -> tuple[Player, int, Hand]:
 
 def _hit(r: _Round, c: cmd.Hit) -> None:
     _, hand_index, hand = _play(r, c)
-    check_hit(r.state, hand)
+    _require(hit_refusal(r.state, hand))
     r.emit(
         fact(ev.PlayerHit, round=r.state.round, player_id=c.player_id, box=c.box, hand=hand_index)
     )
@@ -768,7 +776,7 @@ def _stake_again(
 
 def _double(r: _Round, c: cmd.Double) -> None:
     player, hand_index, hand = _play(r, c)
-    check_double(r.state, player, hand)
+    _require(double_refusal(r.state, player, hand))
     _stake_again(r, c, ev.HandDoubled, player=player, hand_index=hand_index, hand=hand)
     _deal_card(r, c.box, hand_index)
     _next_turn(r)
@@ -776,7 +784,7 @@ def _double(r: _Round, c: cmd.Double) -> None:
 
 def _split(r: _Round, c: cmd.Split) -> None:
     player, hand_index, hand = _play(r, c)
-    check_split(r.state, player, c.box, hand)
+    _require(split_refusal(r.state, player, c.box, hand))
     _stake_again(r, c, ev.HandSplit, player=player, hand_index=hand_index, hand=hand)
     _deal_card(r, c.box, hand_index)
     _deal_card(r, c.box, hand_index + 1)
@@ -785,7 +793,7 @@ def _split(r: _Round, c: cmd.Split) -> None:
 
 def _surrender(r: _Round, c: cmd.Surrender) -> None:
     _, hand_index, hand = _play(r, c)
-    check_surrender(r.state, c.box, hand)
+    _require(surrender_refusal(r.state, c.box, hand))
     r.emit(
         fact(
             ev.HandSurrendered,

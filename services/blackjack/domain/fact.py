@@ -3,7 +3,6 @@ without pydantic validating them again."""
 
 from __future__ import annotations
 
-from functools import cache
 from typing import Any, TypeVar
 
 from pydantic import BaseModel
@@ -22,8 +21,11 @@ _set_private = BaseModel.__dict__["__pydantic_private__"].__set__
 _REQUIRED = object()
 
 
-@cache
-def _fact_template(cls: type[BaseModel]) -> tuple[dict[str, Any], frozenset[str]]:
+_Template = tuple[dict[str, Any], frozenset[str]]
+_TEMPLATES: dict[type[BaseModel], _Template] = {}
+
+
+def _fact_template(cls: type[BaseModel]) -> _Template:
     """Every field in declaration order (the order ``model_dump`` follows), with its default
     or ``_REQUIRED``; and the names that have no default."""
     template: dict[str, Any] = {}
@@ -32,6 +34,7 @@ def _fact_template(cls: type[BaseModel]) -> tuple[dict[str, Any], frozenset[str]
             raise TypeError(f"fact() does not call default factories ({cls.__name__}.{name})")
         template[name] = _REQUIRED if field.is_required() else field.default
     required = frozenset(name for name, value in template.items() if value is _REQUIRED)
+    _TEMPLATES[cls] = template, required
     return template, required
 
 
@@ -42,7 +45,7 @@ def fact(cls: type[_Model], **fields: Any) -> _Model:
     in declaration order, ``model_fields_set`` the names given. Missing or unknown names are
     still refused; types and constraints are not checked, so anything read from outside (the
     event log, commands) goes through pydantic as before."""
-    template, required = _fact_template(cls)
+    template, required = _TEMPLATES.get(cls) or _fact_template(cls)
     values = {**template, **fields}
     if len(values) != len(template) or not required <= fields.keys():
         unknown = sorted(fields.keys() - template.keys())
