@@ -4,7 +4,7 @@ VENV ?= .venv
 PY := $(VENV)/bin/python
 export PYTHONDONTWRITEBYTECODE := 1
 
-.PHONY: install run test lint typecheck unit integration schemas kafka-up kafka-down postgres-up postgres-down bench clean
+.PHONY: install run test lint typecheck unit integration schemas kafka-up kafka-down postgres-up postgres-down bench compiled bench-compiled clean
 
 $(VENV)/.installed: pyproject.toml
 	python3 -m venv $(VENV)
@@ -59,5 +59,13 @@ postgres-down:
 bench: install
 	$(VENV)/bin/blackjack bench $(BENCH_ARGS)
 
+# The same source with the rules engine compiled by mypyc (deploy/mypyc/build.sh): the
+# simulator's fast path. Any blackjack command runs on it with PYTHONPATH=.build/compiled.
+compiled: install
+	PY=$(PY) deploy/mypyc/build.sh
+
+bench-compiled: compiled
+	PYTHONPATH=.build/compiled $(VENV)/bin/blackjack bench $(BENCH_ARGS)
+
 clean:
-	rm -rf $(VENV) .mypy_cache .ruff_cache .pytest_cache .hypothesis
+	rm -rf $(VENV) .build .mypy_cache .ruff_cache .pytest_cache .hypothesis

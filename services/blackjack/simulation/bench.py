@@ -38,6 +38,7 @@ from pathlib import Path
 from typing import Any, TypeVar
 
 from blackjack.domain.rules import PRESETS, Rules, preset
+from blackjack.simulation.digest import compiled_modules
 
 CHUNK_ROUNDS = 500  # rounds per ``play`` call; each call opens a fresh table with a fresh shoe
 PROFILE_TOP = 15
@@ -210,6 +211,8 @@ def _bench(args: argparse.Namespace) -> int:
             "cpus": os.cpu_count(),
             "load_average": [round(x, 2) for x in load] if load else None,
             "processes": 1,
+            # A mypyc build (make bench-compiled) lists its C extension modules here.
+            "compiled_modules": compiled_modules(),
         }
     )
     for name in variants:

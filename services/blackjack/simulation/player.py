@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import random
 from collections import Counter
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from functools import cache
@@ -79,13 +79,24 @@ class SeededShuffler:
         return fact(cmd.ShuffleShoe, order=tuple(order), salt=f"simulation-{self._count:012d}")
 
 
-def _must(result: Applied | Rejection) -> Applied:
+def _must(result: Applied | Rejection, watch: Callable[[Applied], None] | None) -> Applied:
     if isinstance(result, Rejection):  # the strategy only picks offered actions
         raise RuntimeError(f"the engine refused a simulated command: {result}")
+    if watch is not None:
+        watch(result)
     return result
 
 
-def play(rules: Rules, strategy: Strategy, rounds: int, bet: int, seed: int) -> Tally:
+def play(
+    rules: Rules,
+    strategy: Strategy,
+    rounds: int,
+    bet: int,
+    seed: int,
+    *,
+    watch: Callable[[Applied], None] | None = None,
+) -> Tally:
+    """Play ``rounds`` rounds at a fresh table; ``watch`` sees every command's outcome."""
     shuffler = SeededShuffler(seed)
     state = INITIAL_STATE
     base = rules.name if rules.name in PRESETS else next(iter(PRESETS))
@@ -95,18 +106,18 @@ def play(rules: Rules, strategy: Strategy, rounds: int, bet: int, seed: int) -> 
         cmd.Deposit(player_id=PLAYER, amount=BANKROLL),
     ]
     for command in setup:
-        state = _must(apply(state, command, CLOCK, shuffler)).state
+        state = _must(apply(state, command, CLOCK, shuffler), watch).state
     tally = Tally()
     memo = _memo_for(strategy)
     bet_command = cmd.PlaceBet(player_id=PLAYER, box=0, amount=bet)
     deal_command = cmd.Deal(player_id=PLAYER)
     for _ in range(rounds):
-        state = _must(apply(state, bet_command, CLOCK, shuffler)).state
-        applied = _must(apply(state, deal_command, CLOCK, shuffler))
+        state = _must(apply(state, bet_command, CLOCK, shuffler), watch).state
+        applied = _must(apply(state, deal_command, CLOCK, shuffler), watch)
         state = applied.state
         events = applied.events
         while state.round_open:
-            applied = _must(apply(state, _next_move(state, memo), CLOCK, shuffler))
+            applied = _must(apply(state, _next_move(state, memo), CLOCK, shuffler), watch)
             state = applied.state
             events = applied.events
         _count(tally, events, bet)
