@@ -2,7 +2,8 @@
 handler, and the operational endpoints.
 
     /healthz          200 while the handler's tasks run (liveness)
-    /readyz           200 once the handler has joined its group and rebuilt every partition
+    /readyz           200 once the handler has joined its group and rebuilt every partition,
+                      and while the projection worker is not stuck at a record
     /metrics          Prometheus text format
     /docs/asyncapi    the AsyncAPI document rendered (``/docs/asyncapi.json`` as JSON)
     /v1/...           the query API over the projections (wallets, game history, tables)
@@ -30,6 +31,7 @@ from blackjack.bus.contract import declare_channels, specification
 from blackjack.bus.topics import ensure_topics
 from blackjack.command_handler.config import HandlerConfig
 from blackjack.command_handler.service import CommandHandler
+from blackjack.projections.health import FoldHealth
 from blackjack.projections.settings import ProjectionSettings
 from blackjack.projections.store import ProjectionStore
 from blackjack.projections.worker import build_broker
@@ -51,6 +53,7 @@ def build_app(
     )
     declare_channels(broker, config.topics)
     handler = CommandHandler(config)
+    health = None if projections is None else FoldHealth(projections.stuck_after)
 
     @get(include_in_schema=False)
     async def healthz(scope: Scope) -> AsgiResponse:
@@ -60,12 +63,15 @@ def build_app(
 
     @get(include_in_schema=False)
     async def readyz(scope: Scope) -> AsgiResponse:
-        body = {
-            "status": "ready" if handler.ready else "not ready",
+        ready = handler.ready and (health is None or health.ready)
+        body: dict[str, Any] = {
+            "status": "ready" if ready else "not ready",
             "partitions": sorted(handler.owned_partitions()),
             "states": {str(n): state for n, state in handler.partition_states().items()},
         }
-        return _json(200 if handler.ready else 503, json.dumps(body))
+        if health is not None:
+            body["projections"] = health.status()
+        return _json(200 if ready else 503, json.dumps(body))
 
     @get(include_in_schema=False)
     async def prometheus(scope: Scope) -> AsgiResponse:
@@ -77,7 +83,7 @@ def build_app(
     store = None
     if projections is not None:
         store = ProjectionStore(projections.db_url)
-        worker = build_broker(projections, ProjectionWriter(store))
+        worker = build_broker(projections, ProjectionWriter(store), health)
 
         async def ensure_events_topic() -> None:  # the worker subscribes before the handler runs
             await ensure_topics(config.kafka, config.topics)

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import os
 import sys
 from dataclasses import replace
 
@@ -27,7 +28,10 @@ def settings_from(args: argparse.Namespace) -> ProjectionSettings:
 
 
 def _run(args: argparse.Namespace) -> int:
+    from blackjack.observability.logging import configure_logging
     from blackjack.projections.worker import run_worker
+
+    configure_logging(args.log_level)  # JSON lines, like `blackjack serve`
 
     http = None
     if args.http:
@@ -99,7 +103,12 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     commands = parser.add_subparsers(dest="projections_command", required=True)
     run = commands.add_parser("run", help="fold blackjack.events into the store until stopped")
     add_store_options(run)
-    run.add_argument("--http", metavar="HOST:PORT", help="also serve the query API there")
+    run.add_argument(
+        "--http",
+        metavar="HOST:PORT",
+        help="also serve the query API, /healthz, /readyz and /metrics there",
+    )
+    run.add_argument("--log-level", default=os.environ.get("BLACKJACK_LOG_LEVEL", "INFO"))
     run.set_defaults(handler=_run)
     migrate = commands.add_parser("migrate", help="create or upgrade the store's tables")
     add_store_options(migrate)

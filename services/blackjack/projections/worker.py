@@ -4,7 +4,8 @@ It joins a consumer group (``read_committed``, so events of an aborted handler t
 are never seen) and, whenever the group gives it partitions, seeks each one to the position
 stored in the read model: Kafka's committed offsets are only written afterwards, for lag
 dashboards, and never read. A batch that fails is rolled back and its partitions are rewound
-to the batch's first record, so nothing is skipped; the failure is logged and counted.
+to the batch's first record, so nothing is skipped; the failure is logged and counted, and a
+record that keeps failing makes the worker not ready (``health.FoldHealth``).
 """
 
 from __future__ import annotations
@@ -23,6 +24,7 @@ from faststream.kafka import KafkaBroker
 from faststream.kafka.annotations import KafkaMessage
 from prometheus_client import Counter, Gauge
 
+from blackjack.projections.health import FoldHealth, probes
 from blackjack.projections.settings import ProjectionSettings
 from blackjack.projections.store import ProjectionStore
 from blackjack.projections.writer import BatchResult, ProjectionWriter, Record
@@ -52,6 +54,12 @@ POSITION = Gauge(
     "Next offset to fold in, as stored with the read model",
     ["topic", "partition"],
 )
+LAG = Gauge(
+    "blackjack_projection_lag",
+    "Offsets from the next one to fold in to the partition's last stable offset, as of the "
+    "last batch (transaction markers count, so a caught-up partition shows about 1)",
+    ["topic", "partition"],
+)
 
 RETRY_SECONDS = 2.0
 
@@ -66,15 +74,22 @@ class SeekToStoredPositions(ConsumerRebalanceListener):  # type: ignore[misc]
     """
 
     def __init__(
-        self, writer: ProjectionWriter, consumer: Callable[[], AIOKafkaConsumer | None]
+        self,
+        writer: ProjectionWriter,
+        consumer: Callable[[], AIOKafkaConsumer | None],
+        health: FoldHealth | None = None,
     ) -> None:
         self.writer = writer
         self.consumer = consumer
+        self.health = health
         self.unsynced: set[TopicPartition] = set()
+        self._put_back: set[TopicPartition] = set()
         self._syncing = asyncio.Lock()
 
     async def on_partitions_revoked(self, revoked: set[TopicPartition]) -> None:
         self.unsynced -= revoked
+        if self.health is not None:
+            self.health.forget((tp.topic, tp.partition) for tp in revoked)
         log.info("partitions revoked", partitions=sorted(str(tp) for tp in revoked))
 
     async def on_partitions_assigned(self, assigned: set[TopicPartition]) -> None:
@@ -88,13 +103,14 @@ class SeekToStoredPositions(ConsumerRebalanceListener):  # type: ignore[misc]
             consumer = self.consumer()
             if consumer is None or not self.unsynced:
                 return consumer is not None
+            pending, self._put_back = set(self.unsynced), set()
             try:
                 stored = await self.writer.stored_positions()
             except Exception:
-                log.exception("positions unreadable; partitions wait", count=len(self.unsynced))
+                log.exception("positions unreadable; partitions wait", count=len(pending))
                 return False
             sought = {}
-            for tp in sorted(self.unsynced):
+            for tp in sorted(pending):
                 offset = stored.get((tp.topic, tp.partition))
                 try:
                     if offset is None:
@@ -105,14 +121,18 @@ class SeekToStoredPositions(ConsumerRebalanceListener):  # type: ignore[misc]
                     log.info("not sought: partition no longer assigned", partition=str(tp))
                     continue
                 sought[f"{tp.topic}[{tp.partition}]"] = offset or 0
-            self.unsynced.clear()
+            # A batch put back meanwhile may have been fetched after its partition's seek here
+            # and then dropped: its partition must be sought again, or those records are lost.
+            self.unsynced -= pending - self._put_back
             log.info("partitions sought to the stored positions", positions=sought)
             return True
 
     async def put_back(self, records: list[Record]) -> None:
         """Nothing of this batch was folded: have its partitions read again from the store's
         positions, or at least from the batch's first records until the store answers."""
-        self.unsynced |= {TopicPartition(t, p) for t, p in {r.position for r in records}}
+        partitions = {TopicPartition(t, p) for t, p in {r.position for r in records}}
+        self.unsynced |= partitions
+        self._put_back |= partitions
         if await self.sync():
             return
         consumer = self.consumer()
@@ -121,16 +141,21 @@ class SeekToStoredPositions(ConsumerRebalanceListener):  # type: ignore[misc]
 
 
 def register_projection(
-    broker: KafkaBroker, topic: str, writer: ProjectionWriter, settings: ProjectionSettings
-) -> None:
+    broker: KafkaBroker,
+    topic: str,
+    writer: ProjectionWriter,
+    settings: ProjectionSettings,
+    health: FoldHealth | None = None,
+) -> FoldHealth:
     """Subscribe the projection to ``topic`` on ``broker`` (the topic name as the broker wants
-    it: without the prefix if the broker adds one itself)."""
+    it: without the prefix if the broker adds one itself); returns what reports its progress."""
+    health = FoldHealth(settings.stuck_after) if health is None else health
     subscriber = None
 
     def consumer() -> AIOKafkaConsumer | None:
         return None if subscriber is None else subscriber.consumer
 
-    positions = SeekToStoredPositions(writer, consumer)
+    positions = SeekToStoredPositions(writer, consumer, health)
     subscriber = broker.subscriber(
         topic,
         batch=True,
@@ -154,23 +179,45 @@ def register_projection(
             return
         try:
             result = await writer.apply(records)
-        except Exception:
+        except Exception as error:
             FAILED_BATCHES.inc()
             log.exception("batch rolled back; its partitions are read again", records=len(records))
+            health.failed(records, writer.failed_at, error)
+            _lag(consumer(), _first_offsets(records))
             await positions.put_back(records)
             await asyncio.sleep(RETRY_SECONDS)
             return
         _count(result)
+        health.folded(result.positions)
         kafka = consumer()
+        _lag(kafka, result.positions)
         if kafka is not None:
             await _commit_for_dashboards(kafka, result)
 
+    return health
 
-def _rewind(consumer: AIOKafkaConsumer, records: list[Record]) -> None:
+
+def _first_offsets(records: list[Record]) -> dict[tuple[str, int], int]:
     first: dict[tuple[str, int], int] = {}
     for record in records:
         first[record.position] = min(first.get(record.position, record.offset), record.offset)
-    for (topic, partition), offset in first.items():
+    return first
+
+
+def _lag(consumer: AIOKafkaConsumer | None, positions: dict[tuple[str, int], int]) -> None:
+    if consumer is None:
+        return
+    for (topic, partition), offset in positions.items():
+        try:
+            end = consumer.last_stable_offset(TopicPartition(topic, partition))
+        except AssertionError:  # revoked meanwhile: its new owner reports it
+            continue
+        if end is not None:
+            LAG.labels(topic, str(partition)).set(max(end - offset, 0))
+
+
+def _rewind(consumer: AIOKafkaConsumer, records: list[Record]) -> None:
+    for (topic, partition), offset in _first_offsets(records).items():
         try:
             consumer.seek(TopicPartition(topic, partition), offset)
         except Exception:  # the partition went to another worker, which seeks for itself
@@ -194,14 +241,16 @@ async def _commit_for_dashboards(consumer: AIOKafkaConsumer, result: BatchResult
         log.debug("group offsets not committed", error=str(error))
 
 
-def build_broker(settings: ProjectionSettings, writer: ProjectionWriter) -> KafkaBroker:
+def build_broker(
+    settings: ProjectionSettings, writer: ProjectionWriter, health: FoldHealth | None = None
+) -> KafkaBroker:
     broker = KafkaBroker(
         settings.bootstrap,
         client_id="blackjack-projections",
         allow_auto_create_topics=False,
         log_level=logging.DEBUG,
     )
-    register_projection(broker, settings.events_topic, writer, settings)
+    register_projection(broker, settings.events_topic, writer, settings, health)
     return broker
 
 
@@ -210,14 +259,15 @@ async def run_worker(settings: ProjectionSettings, http: tuple[str, int] | None 
     store = ProjectionStore(settings.db_url)
     await store.migrate()
     writer = ProjectionWriter(store)
-    broker = build_broker(settings, writer)
+    health = FoldHealth(settings.stuck_after)
+    broker = build_broker(settings, writer, health)
     await broker.start()
     log.info("projection worker started", topic=settings.events_topic, group=settings.group_id)
     try:
         if http is None:
             await _until_signalled()
         else:
-            await _serve_http(store, *http)
+            await _serve_http(store, health, *http)
     finally:
         await broker.stop()
         await store.close()
@@ -231,13 +281,13 @@ async def _until_signalled() -> None:
     await stop.wait()
 
 
-async def _serve_http(store: ProjectionStore, host: str, port: int) -> None:
-    """The query API, with ``/metrics`` (Prometheus) behind it."""
+async def _serve_http(store: ProjectionStore, health: FoldHealth, host: str, port: int) -> None:
+    """The query API, with ``/healthz``, ``/readyz`` and ``/metrics`` (Prometheus) behind it."""
     import uvicorn
     from prometheus_client import make_asgi_app
 
     from blackjack.api.routes import query_api
 
-    app = query_api(store, fallback=make_asgi_app())
+    app = query_api(store, fallback=probes(health, make_asgi_app()))
     config = uvicorn.Config(app, host=host, port=port, lifespan="off", log_level="warning")
     await uvicorn.Server(config).serve()

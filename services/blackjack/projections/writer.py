@@ -80,6 +80,9 @@ class ProjectionWriter:
     def __init__(self, store: ProjectionStore) -> None:
         self.store = store
         self.positions: dict[Position, int] = {}
+        self.failed_at: Record | None = None
+        """The record whose fold made the last ``apply`` fail (None: it failed elsewhere, or
+        did not fail), so the worker can tell which record it is stuck at."""
         self._progress = asyncio.Condition()
 
     async def stored_positions(self, topic: str | None = None) -> dict[Position, int]:
@@ -88,6 +91,7 @@ class ProjectionWriter:
 
     async def apply(self, records: Sequence[Record]) -> BatchResult:
         result = BatchResult()
+        self.failed_at = None
         if not records:
             return result
         async with self.store.writing() as connection:
@@ -98,7 +102,11 @@ class ProjectionWriter:
                 if record.offset < current[record.position]:
                     result.skipped += 1
                     continue
-                kind = await batch.fold(record)
+                try:
+                    kind = await batch.fold(record)
+                except Exception:
+                    self.failed_at = record
+                    raise
                 if kind is None:
                     result.duplicates += 1
                 else:

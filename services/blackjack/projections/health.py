@@ -1,0 +1,202 @@
+"""Whether a projection worker is making progress: its readiness and the metrics behind it.
+
+A batch that fails is rolled back and retried every few seconds, forever: the worker never
+skips a record (``worker.py``). A record that fails every time (a poison event: one the fold
+refuses, or one that breaks it) cannot be cured by retrying, so once the same record of a
+partition has failed ``stuck_after`` times in a row the worker reports itself not ready, names
+the record (topic, partition, offset) and the error, and exports the offset, until the
+partition folds past it or is taken away by a rebalance.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+from collections.abc import Awaitable, Callable, Iterable, Mapping, MutableMapping, Sequence
+from dataclasses import asdict, dataclass, replace
+from datetime import UTC, datetime
+from typing import Any
+
+import structlog
+from prometheus_client import Gauge
+
+from blackjack.projections.settings import DEFAULT_STUCK_AFTER
+from blackjack.projections.writer import Position, Record
+
+log = structlog.get_logger("blackjack.projections")
+
+CONSECUTIVE_FAILURES = Gauge(
+    "blackjack_projection_consecutive_failures",
+    "Failed attempts in a row to fold the record a partition is stopped at (0 once past it)",
+    ["topic", "partition"],
+)
+STUCK_OFFSET = Gauge(
+    "blackjack_projection_stuck_offset",
+    "Offset of the record a partition has failed to fold stuck_after times in a row; "
+    "present only while the worker is stuck there (and so not ready)",
+    ["topic", "partition"],
+)
+
+ERROR_CHARS = 500  # enough to recognise the error; the log has the traceback
+
+
+@dataclass(frozen=True, slots=True)
+class Failure:
+    """The record a partition keeps failing at."""
+
+    topic: str
+    partition: int
+    offset: int
+    failures: int
+    since: datetime
+    error: str
+
+    def describe(self) -> dict[str, Any]:
+        return {**asdict(self), "since": self.since.isoformat()}
+
+
+class FoldHealth:
+    def __init__(self, stuck_after: int = DEFAULT_STUCK_AFTER) -> None:
+        if stuck_after < 1:
+            raise ValueError("stuck_after must be at least 1")
+        self.stuck_after = stuck_after
+        self._failing: dict[Position, Failure] = {}
+        self._change = asyncio.Event()
+
+    def failed(self, records: Sequence[Record], at: Record | None, error: BaseException) -> None:
+        """A batch of ``records`` was rolled back. ``at`` is the record whose fold raised; when
+        unknown (the database failed, say), each partition's first record of the batch."""
+        if at is None:
+            firsts: dict[Position, Record] = {}
+            for record in records:
+                if record.position not in firsts or record.offset < firsts[record.position].offset:
+                    firsts[record.position] = record
+            targets = list(firsts.values())
+        else:
+            targets = [at]
+        reason = f"{type(error).__name__}: {error}"[:ERROR_CHARS]
+        for record in targets:
+            key = record.position
+            last = self._failing.get(key)
+            if last is not None and last.offset == record.offset:
+                failure = replace(last, failures=last.failures + 1, error=reason)
+            else:
+                if last is not None:  # failing elsewhere now (e.g. a database error moved)
+                    self._clear([key])
+                failure = Failure(record.topic, record.partition, record.offset, 1, _now(), reason)
+            self._failing[key] = failure
+            labels = (failure.topic, str(failure.partition))
+            CONSECUTIVE_FAILURES.labels(*labels).set(failure.failures)
+            if failure.failures == self.stuck_after:
+                STUCK_OFFSET.labels(*labels).set(failure.offset)
+                log.error("projection worker stuck", **failure.describe())
+        self._changed()
+
+    def folded(self, positions: Mapping[Position, int]) -> None:
+        """A batch committed: these partitions' stored positions now (a failure behind one of
+        them is over)."""
+        passed = [
+            key
+            for key, offset in positions.items()
+            if key in self._failing and offset > self._failing[key].offset
+        ]
+        for key in passed:
+            failure = self._failing[key]
+            if failure.failures >= self.stuck_after:
+                log.info(
+                    "projection worker moved past the record it was stuck at", **failure.describe()
+                )
+        self._clear(passed)
+
+    def forget(self, positions: Iterable[Position]) -> None:
+        """Partitions revoked: whoever takes them reports on them."""
+        self._clear([key for key in positions if key in self._failing])
+
+    @property
+    def failing(self) -> list[Failure]:
+        return sorted(self._failing.values(), key=lambda f: (f.topic, f.partition))
+
+    @property
+    def stuck(self) -> list[Failure]:
+        return [f for f in self.failing if f.failures >= self.stuck_after]
+
+    @property
+    def ready(self) -> bool:
+        return not self.stuck
+
+    def status(self) -> dict[str, Any]:
+        return {
+            "status": "ready" if self.ready else "stuck",
+            "stuck_after": self.stuck_after,
+            "stuck": [f.describe() for f in self.stuck],
+            "failing": [f.describe() for f in self.failing],
+        }
+
+    async def wait_until(self, condition: Callable[[], bool], timeout: float) -> None:
+        """Wait, without polling, until ``condition`` holds after some failure or recovery."""
+        async with asyncio.timeout(timeout):
+            while True:
+                change = self._change
+                if condition():
+                    return
+                await change.wait()
+
+    def _clear(self, keys: Iterable[Position]) -> None:
+        keys = list(keys)
+        for key in keys:
+            failure = self._failing.pop(key)
+            labels = (failure.topic, str(failure.partition))
+            CONSECUTIVE_FAILURES.labels(*labels).set(0)
+            if failure.failures >= self.stuck_after:
+                STUCK_OFFSET.remove(*labels)
+        if keys:
+            self._changed()
+
+    def _changed(self) -> None:
+        change, self._change = self._change, asyncio.Event()
+        change.set()
+
+
+def _now() -> datetime:
+    return datetime.now(UTC).replace(microsecond=0)
+
+
+# ---- the probes of a worker that serves HTTP (``blackjack projections run --http``) ----------
+
+Scope = MutableMapping[str, Any]
+Receive = Callable[[], Awaitable[MutableMapping[str, Any]]]
+Send = Callable[[MutableMapping[str, Any]], Awaitable[None]]
+ASGIApp = Callable[[Scope, Receive, Send], Awaitable[None]]
+
+HEALTH_PATH = "/healthz"
+READY_PATH = "/readyz"
+
+
+def probes(health: FoldHealth, fallback: ASGIApp) -> ASGIApp:
+    """``/healthz`` (200 while the process answers) and ``/readyz`` (503 while stuck, with
+    the records); every other request goes to ``fallback``."""
+
+    async def app(scope: Scope, receive: Receive, send: Send) -> None:
+        path = scope.get("path") if scope["type"] == "http" else None
+        if path == HEALTH_PATH:
+            await _json(send, 200, {"status": "ok"})
+        elif path == READY_PATH:
+            body = {
+                "status": "ready" if health.ready else "not ready",
+                "projections": health.status(),
+            }
+            await _json(send, 200 if health.ready else 503, body)
+        else:
+            await fallback(scope, receive, send)
+
+    return app
+
+
+async def _json(send: Send, status: int, body: dict[str, Any]) -> None:
+    payload = json.dumps(body).encode()
+    headers = [
+        (b"content-type", b"application/json"),
+        (b"content-length", str(len(payload)).encode()),
+    ]
+    await send({"type": "http.response.start", "status": status, "headers": headers})
+    await send({"type": "http.response.body", "body": payload})

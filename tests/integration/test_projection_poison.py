@@ -1,0 +1,300 @@
+"""A projection worker stuck at a record it cannot fold (a poison event) says so.
+
+It keeps retrying (it never skips a record by itself), but once the same record has failed
+``stuck_after`` times in a row, ``/readyz`` answers 503 naming the record's topic, partition
+and offset, and ``blackjack_projection_stuck_offset`` exports it; both clear once the worker
+folds past it. On the real broker, in process and as ``blackjack projections run --http`` and
+``blackjack serve`` processes.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import os
+import signal
+import sys
+from collections.abc import AsyncIterator, Iterable
+from contextlib import asynccontextmanager
+from pathlib import Path
+from typing import Any
+
+import httpx
+import pytest
+from aiokafka import AIOKafkaProducer
+from prometheus_client import REGISTRY
+from sqlalchemy import update
+
+from blackjack.messages import wire
+from blackjack.messages.sealing import ShoeSeal
+from blackjack.projections import schema
+from blackjack.projections import worker as worker_module
+from blackjack.projections.health import FoldHealth, probes
+from blackjack.projections.settings import ProjectionSettings
+from blackjack.projections.store import ProjectionStore
+from blackjack.projections.worker import build_broker
+from blackjack.projections.writer import Position, ProjectionWriter, Record
+
+pytest.register_assert_rewrite("conftest_projections")
+from conftest_projections import (  # noqa: E402
+    EventsTopic,
+    StoreFactory,
+    play_tables,
+    publish,
+    to_wire,
+    worker_env,
+)
+
+pytest_plugins = ["conftest_projections"]
+
+WAIT_S = 60.0
+POISON = b"this is not an event envelope"
+LOG = play_tables([("table-poison", "mini-h17")], rounds=4, seed=11)
+BLACKJACK = Path(sys.executable).parent / "blackjack"
+
+
+async def produce(topic: str, bootstrap: str, partition: int, values: Iterable[bytes]) -> int:
+    """Write the values to one partition, in order; the offset of the first."""
+    producer = AIOKafkaProducer(bootstrap_servers=bootstrap, enable_idempotence=True)
+    await producer.start()
+    try:
+        sent = [await producer.send(topic, value, partition=partition) for value in values]
+        offsets = [metadata.offset for metadata in await asyncio.gather(*sent)]
+    finally:
+        await producer.stop()
+    return offsets[0]
+
+
+def sample(name: str, topic: str, partition: int) -> float | None:
+    return REGISTRY.get_sample_value(name, {"topic": topic, "partition": str(partition)})
+
+
+@asynccontextmanager
+async def running_worker(
+    topic: EventsTopic, store: ProjectionStore, health: FoldHealth
+) -> AsyncIterator[ProjectionWriter]:
+    settings = ProjectionSettings(
+        db_url=store.url,
+        bootstrap=topic.bootstrap,
+        topic_prefix=topic.prefix,
+        group_id=f"{topic.prefix}projections",
+        batch=50,
+    )
+    writer = ProjectionWriter(store)
+    broker = build_broker(settings, writer, health)
+    await broker.start()
+    try:
+        yield writer
+    finally:
+        await broker.stop()
+
+
+@pytest.mark.integration
+async def test_a_worker_stuck_at_a_poison_record_is_not_ready_until_it_is_past_it(
+    events_topic: EventsTopic,
+    stores: StoreFactory,
+    shoe_seal: ShoeSeal,
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    monkeypatch.setattr(worker_module, "RETRY_SECONDS", 0.05)  # the test's patience, not 2 s
+    envelopes = to_wire(LOG.envelopes, shoe_seal)
+    half = len(envelopes) // 2
+    store = await stores.store()
+    health = FoldHealth(stuck_after=3)
+    http = httpx.AsyncClient(
+        transport=httpx.ASGITransport(app=probes(health, _not_found)), base_url="http://worker"
+    )
+    async with http, running_worker(events_topic, store, health) as writer:
+        before = await publish(events_topic, envelopes[:half])
+        await writer.wait_for(before, WAIT_S)
+        [(name, partition)] = before  # one table: one partition
+        key: Position = (name, partition)
+        # junk on the table's partition, then the rest of the table's events behind it
+        offset = await produce(name, events_topic.bootstrap, partition, [POISON])
+        rest = [wire.encode(e) for e in envelopes[half:]]
+        await produce(name, events_topic.bootstrap, partition, rest)
+
+        await health.wait_until(lambda: not health.ready, WAIT_S)
+        [stuck] = health.stuck
+        assert (stuck.topic, stuck.partition, stuck.offset) == (*key, offset)
+        assert stuck.failures >= 3 and "is not an event envelope" in stuck.error
+        # everything before the poison is folded in (a transaction marker sits between)
+        assert (await writer.stored_positions())[key] == before[key] < offset
+        assert sample("blackjack_projection_stuck_offset", name, partition) == offset
+        assert sample("blackjack_projection_consecutive_failures", name, partition) >= 3  # type: ignore[operator]
+        ready = await http.get("/readyz")
+        assert ready.status_code == 503
+        [reported] = ready.json()["projections"]["stuck"]
+        assert (reported["topic"], reported["partition"], reported["offset"]) == (*key, offset)
+        assert (await http.get("/healthz")).status_code == 200  # alive: restarting cannot help
+
+        # The operator's remedy for junk that is no event: move the stored position past it.
+        async with store.writing() as connection:
+            await connection.execute(
+                update(schema.positions)
+                .where(
+                    schema.positions.c.topic == name,
+                    schema.positions.c.kafka_partition == partition,
+                )
+                .values(next_offset=offset + 1)
+            )
+        await health.wait_until(lambda: health.ready, WAIT_S)
+        await writer.wait_for({key: offset + 1 + len(rest)}, WAIT_S)
+        assert (await http.get("/readyz")).status_code == 200
+        assert sample("blackjack_projection_stuck_offset", name, partition) is None
+        assert sample("blackjack_projection_consecutive_failures", name, partition) == 0
+    async with store.reading() as connection:
+        folded = (await connection.execute(schema.events.select())).all()
+    assert len(folded) == len(envelopes)  # the table's events after the junk, too
+
+
+async def _not_found(scope: Any, receive: Any, send: Any) -> None:
+    await send({"type": "http.response.start", "status": 404, "headers": []})
+    await send({"type": "http.response.body", "body": b""})
+
+
+# ---- the same through the processes an operator runs ----------------------------------------
+
+
+async def lines_until(stream: asyncio.StreamReader, wanted: str) -> list[str]:
+    """The process's log lines up to the first one with ``wanted``."""
+    seen: list[str] = []
+    async with asyncio.timeout(WAIT_S):
+        while not seen or wanted not in seen[-1]:
+            line = (await stream.readline()).decode()
+            assert line, "the process ended:\n" + "".join(seen[-20:])
+            seen.append(line)
+    return seen
+
+
+def free_port() -> int:
+    import socket
+
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        port: int = probe.getsockname()[1]
+        return port
+
+
+@asynccontextmanager
+async def process(*args: str, env: dict[str, str]) -> AsyncIterator[asyncio.StreamReader]:
+    started = await asyncio.create_subprocess_exec(
+        str(BLACKJACK),
+        *args,
+        env=env,
+        stdout=asyncio.subprocess.PIPE,
+        stderr=asyncio.subprocess.STDOUT,
+    )
+    assert started.stdout is not None
+    try:
+        yield started.stdout
+        started.send_signal(signal.SIGTERM)
+        assert await asyncio.wait_for(started.wait(), WAIT_S) in (0, -signal.SIGTERM)
+    finally:
+        if started.returncode is None:
+            started.kill()
+            await started.wait()
+
+
+def stuck_line(log: list[str]) -> dict[str, Any]:
+    found: dict[str, Any] = json.loads(log[-1])
+    return found
+
+
+@pytest.mark.integration
+async def test_blackjack_projections_run_reports_the_poison_on_readyz_and_metrics(
+    events_topic: EventsTopic, tmp_path: Path
+) -> None:
+    offset = await produce(events_topic.name, events_topic.bootstrap, 2, [POISON])
+    port = free_port()
+    env = worker_env(
+        events_topic,
+        f"sqlite+aiosqlite:///{tmp_path}/projections.db",
+        BLACKJACK_PROJECTION_STUCK_AFTER="2",
+    )
+    args = ("projections", "run", "--http", f"127.0.0.1:{port}")
+    async with process(*args, env=env) as stdout:
+        line = stuck_line(await lines_until(stdout, '"projection worker stuck"'))
+        assert (line["topic"], line["partition"], line["offset"]) == (events_topic.name, 2, offset)
+        async with httpx.AsyncClient(base_url=f"http://127.0.0.1:{port}", timeout=10) as http:
+            assert (await http.get("/healthz")).status_code == 200
+            ready = await http.get("/readyz")
+            assert ready.status_code == 503, ready.text
+            [stuck] = ready.json()["projections"]["stuck"]
+            assert (stuck["topic"], stuck["partition"], stuck["offset"]) == line_key(line)
+            metrics = (await http.get("/metrics")).text
+            series = (
+                f'blackjack_projection_stuck_offset{{partition="2",topic="{events_topic.name}"}}'
+            )
+            assert f"{series} {float(offset)}" in metrics
+
+
+def line_key(line: dict[str, Any]) -> tuple[str, int, int]:
+    return (line["topic"], line["partition"], line["offset"])
+
+
+@pytest.mark.integration
+async def test_blackjack_serve_is_not_ready_while_its_projections_are_stuck(
+    kafka_space: Any, tmp_path: Path
+) -> None:
+    space = await kafka_space(partitions=2)
+    offset = await produce(space.topics.events, space.bootstrap, 1, [POISON])
+    port = free_port()
+    env = {
+        **os.environ,
+        **space.env(),
+        "BLACKJACK_DB_URL": f"sqlite+aiosqlite:///{tmp_path}/projections.db",
+        "BLACKJACK_PROJECTION_STUCK_AFTER": "2",
+    }
+    async with process("serve", "--port", str(port), env=env) as stdout:
+        line = stuck_line(await lines_until(stdout, '"projection worker stuck"'))
+        assert line_key(line) == (space.topics.events, 1, offset)
+        async with httpx.AsyncClient(base_url=f"http://127.0.0.1:{port}", timeout=10) as http:
+            ready = await http.get("/readyz")
+            assert ready.status_code == 503, ready.text
+            body = ready.json()
+            assert body["status"] == "not ready"
+            assert body["projections"]["status"] == "stuck"
+            [stuck] = body["projections"]["stuck"]
+            assert line_key(stuck) == (space.topics.events, 1, offset)
+            assert (await http.get("/healthz")).status_code == 200
+
+
+# ---- the bookkeeping, without a broker -------------------------------------------------------
+
+T = "t.blackjack.events"
+
+
+def record(partition: int, offset: int) -> Record:
+    return Record(T, partition, offset, b"")
+
+
+def test_failures_count_per_partition_at_the_same_record_only() -> None:
+    health = FoldHealth(stuck_after=2)
+    health.failed([record(0, 5), record(1, 9)], record(1, 9), ValueError("bad"))
+    assert health.ready and [f.offset for f in health.failing] == [9]
+    health.failed([record(1, 9)], record(1, 9), ValueError("bad"))
+    assert not health.ready and [(f.partition, f.offset, f.failures) for f in health.stuck] == [
+        (1, 9, 2)
+    ]
+    health.folded({(T, 0): 20, (T, 1): 9})  # partition 0 moves on; 1 is still at 9
+    assert not health.ready
+    health.folded({(T, 1): 10})
+    assert health.ready and health.failing == []
+
+
+def test_a_failure_outside_any_fold_is_put_on_each_partitions_first_record() -> None:
+    health = FoldHealth(stuck_after=1)
+    health.failed([record(0, 7), record(0, 8), record(2, 3)], None, ConnectionError("db"))
+    assert [(f.partition, f.offset) for f in health.stuck] == [(0, 7), (2, 3)]
+    health.failed([record(0, 8)], None, ConnectionError("db"))  # another record: counts anew
+    assert [(f.partition, f.offset, f.failures) for f in health.failing] == [(0, 8, 1), (2, 3, 1)]
+
+
+def test_revoked_partitions_are_forgotten() -> None:
+    health = FoldHealth(stuck_after=1)
+    health.failed([record(0, 1)], record(0, 1), ValueError("bad"))
+    health.forget([(T, 0)])
+    assert health.ready and sample("blackjack_projection_stuck_offset", T, 0) is None
+    with pytest.raises(ValueError, match="at least 1"):
+        FoldHealth(stuck_after=0)

@@ -1,0 +1,55 @@
+"""A batch put back while the worker is seeking its partitions is read again.
+
+The rebalance callback seeks the assigned partitions one after the other; a batch of an
+already sought partition may arrive before the last seek is done. The worker drops it (some
+partition is still unsynced) and puts it back, so that partition must be sought again: if the
+running seek marked it synced, the dropped records were never folded by this worker (found on
+the real broker by ``test_projection_poison``; shown here without one).
+"""
+
+from __future__ import annotations
+
+import asyncio
+
+from aiokafka import TopicPartition
+
+from blackjack.projections.worker import SeekToStoredPositions
+from blackjack.projections.writer import Record
+
+TOPIC = "blackjack.events"
+P0, P1 = TopicPartition(TOPIC, 0), TopicPartition(TOPIC, 1)
+
+
+class Consumer:
+    def __init__(self) -> None:
+        self.seeks: list[tuple[TopicPartition, int]] = []
+
+    def seek(self, tp: TopicPartition, offset: int) -> None:
+        self.seeks.append((tp, offset))
+
+
+class GatedStore:
+    """Stored positions, answered once the test opens the gate."""
+
+    def __init__(self, positions: dict[tuple[str, int], int]) -> None:
+        self.positions = positions
+        self.asked = asyncio.Event()
+        self.gate = asyncio.Event()
+
+    async def stored_positions(self) -> dict[tuple[str, int], int]:
+        self.asked.set()
+        await self.gate.wait()
+        return self.positions
+
+
+async def test_a_partition_put_back_during_a_sync_is_sought_again() -> None:
+    consumer = Consumer()
+    store = GatedStore({(TOPIC, 0): 7, (TOPIC, 1): 3})
+    listener = SeekToStoredPositions(store, lambda: consumer)  # type: ignore[arg-type]
+    assigning = asyncio.create_task(listener.on_partitions_assigned({P0, P1}))
+    await store.asked.wait()  # the rebalance's sync is reading the store
+    putting = asyncio.create_task(listener.put_back([Record(TOPIC, 0, 7, b"")]))
+    store.gate.set()  # runs after ``putting`` has put P0 back and queued for the lock
+    await asyncio.gather(assigning, putting)
+    assert consumer.seeks == [(P0, 7), (P1, 3), (P0, 7)]
+    assert listener.unsynced == set()
