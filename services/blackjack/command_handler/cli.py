@@ -1,6 +1,7 @@
 """``blackjack serve``, ``blackjack handler`` and ``blackjack asyncapi``.
 
-    blackjack serve     the handler plus the HTTP app (health, readiness, metrics, AsyncAPI)
+    blackjack serve     the handler plus the HTTP app (health, readiness, metrics, AsyncAPI),
+                        a projection worker and the query API (not with --no-projections)
     blackjack handler   the handler alone, until SIGTERM or SIGINT
     blackjack asyncapi  check (or --write) schemas/asyncapi.json
 
@@ -25,6 +26,12 @@ def register(sub: Any) -> None:
         "--port", type=int, default=int(os.environ.get("BLACKJACK_HTTP_PORT", "8080"))
     )
     serve.add_argument("--log-level", default=os.environ.get("BLACKJACK_LOG_LEVEL", "INFO"))
+    serve.add_argument(
+        "--no-projections",
+        action="store_true",
+        help="no projection worker or query API in this process (where those run on their own: "
+        "`blackjack projections run --http`)",
+    )
     serve.set_defaults(handler=_serve)
     handler = sub.add_parser("handler", help="run the command handler alone (no HTTP)")
     handler.add_argument("--log-level", default=os.environ.get("BLACKJACK_LOG_LEVEL", "INFO"))
@@ -44,7 +51,8 @@ def _serve(args: argparse.Namespace) -> int:
 
     configure_logging(args.log_level)
     handler_config = HandlerConfig.from_env()
-    app, _ = build_app(handler_config, projection_settings(handler_config))
+    projections = None if args.no_projections else projection_settings(handler_config)
+    app, _ = build_app(handler_config, projections)
     config = uvicorn.Config(
         app, host=args.host, port=args.port, log_config=None, lifespan="on", access_log=False
     )
