@@ -11,6 +11,7 @@ record that keeps failing makes the worker not ready (``health.FoldHealth``).
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import logging
 import signal
 from collections.abc import Callable
@@ -90,6 +91,10 @@ class SeekToStoredPositions(ConsumerRebalanceListener):  # type: ignore[misc]
         self.unsynced -= revoked
         if self.health is not None:
             self.health.forget((tp.topic, tp.partition) for tp in revoked)
+        for tp in revoked:  # its new owner exports them; a stale copy here would mislead
+            for gauge in (POSITION, LAG):
+                with contextlib.suppress(KeyError):
+                    gauge.remove(tp.topic, str(tp.partition))
         log.info("partitions revoked", partitions=sorted(str(tp) for tp in revoked))
 
     async def on_partitions_assigned(self, assigned: set[TopicPartition]) -> None:

@@ -1,6 +1,7 @@
-"""A batch put back while the worker is seeking its partitions is read again.
+"""The projection worker's rebalance listener, without a broker.
 
-The rebalance callback seeks the assigned partitions one after the other; a batch of an
+A batch put back while the worker is seeking its partitions is read again: the rebalance
+callback seeks the assigned partitions one after the other; a batch of an
 already sought partition may arrive before the last seek is done. The worker drops it (some
 partition is still unsynced) and puts it back, so that partition must be sought again: if the
 running seek marked it synced, the dropped records were never folded by this worker (found on
@@ -12,8 +13,10 @@ from __future__ import annotations
 import asyncio
 
 from aiokafka import TopicPartition
+from prometheus_client import REGISTRY
 
-from blackjack.projections.worker import SeekToStoredPositions
+from blackjack.projections.health import FoldHealth
+from blackjack.projections.worker import LAG, POSITION, SeekToStoredPositions
 from blackjack.projections.writer import Record
 
 TOPIC = "blackjack.events"
@@ -53,3 +56,24 @@ async def test_a_partition_put_back_during_a_sync_is_sought_again() -> None:
     await asyncio.gather(assigning, putting)
     assert consumer.seeks == [(P0, 7), (P1, 3), (P0, 7)]
     assert listener.unsynced == set()
+
+
+async def test_revoked_partitions_leave_no_stale_series_behind() -> None:
+    topic = "revoked.blackjack.events"
+    health = FoldHealth(stuck_after=1)
+    listener = SeekToStoredPositions(GatedStore({}), lambda: None, health)  # type: ignore[arg-type]
+    for partition in ("0", "1"):
+        POSITION.labels(topic, partition).set(40)
+        LAG.labels(topic, partition).set(2)
+    health.failed([Record(topic, 0, 40, b"")], Record(topic, 0, 40, b""), ValueError("bad"))
+    await listener.on_partitions_revoked({TopicPartition(topic, 0)})
+    assert health.ready
+    for name in ("blackjack_projection_position", "blackjack_projection_lag"):
+        assert REGISTRY.get_sample_value(name, {"topic": topic, "partition": "0"}) is None
+        assert REGISTRY.get_sample_value(name, {"topic": topic, "partition": "1"}) is not None
+    assert (
+        REGISTRY.get_sample_value(
+            "blackjack_projection_stuck_offset", {"topic": topic, "partition": "0"}
+        )
+        is None
+    )
