@@ -59,7 +59,7 @@ async def produce(topic: str, bootstrap: str, partition: int, values: Iterable[b
     await producer.start()
     try:
         sent = [await producer.send(topic, value, partition=partition) for value in values]
-        offsets = [metadata.offset for metadata in await asyncio.gather(*sent)]
+        offsets: list[int] = [m.offset for m in await asyncio.gather(*sent)]
     finally:
         await producer.stop()
     return offsets[0]

@@ -33,6 +33,8 @@ from blackjack.projections.writer import BatchResult, ProjectionWriter, Record
 if TYPE_CHECKING:
     from aiokafka import AIOKafkaConsumer
 
+    from blackjack.api.routes import QueryApi
+
 log = structlog.get_logger("blackjack.projections")
 
 EVENTS_FOLDED = Counter(
@@ -287,12 +289,18 @@ async def _until_signalled() -> None:
 
 
 async def _serve_http(store: ProjectionStore, health: FoldHealth, host: str, port: int) -> None:
-    """The query API, with ``/healthz``, ``/readyz`` and ``/metrics`` (Prometheus) behind it."""
     import uvicorn
+
+    app = http_app(store, health)
+    config = uvicorn.Config(app, host=host, port=port, lifespan="off", log_level="warning")
+    await uvicorn.Server(config).serve()
+
+
+def http_app(store: ProjectionStore, health: FoldHealth) -> QueryApi:
+    """What a worker serves with ``--http``: the query API, with ``/healthz``, ``/readyz`` and
+    ``/metrics`` (Prometheus) behind it."""
     from prometheus_client import make_asgi_app
 
     from blackjack.api.routes import query_api
 
-    app = query_api(store, fallback=probes(health, make_asgi_app()))
-    config = uvicorn.Config(app, host=host, port=port, lifespan="off", log_level="warning")
-    await uvicorn.Server(config).serve()
+    return query_api(store, fallback=probes(health, make_asgi_app()))

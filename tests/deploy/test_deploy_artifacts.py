@@ -1,0 +1,703 @@
+"""What deploy/ holds refers only to what the code has.
+
+* ``deploy/prometheus/rules.yml`` and ``deploy/grafana/blackjack.json``: every metric is one the
+  service registers with prometheus-client (suffixes ``_total``, ``_bucket``, ... as exported),
+  every label in a selector or a grouping exists on the metrics of its expression, every
+  literal label value is one the code can set, every recorded series is defined.
+* ``deploy/k8s``: the command lines parse with the real CLI, the processes listen where the
+  probes, Services and scrape annotations point, the probe paths answer on the real ASGI apps,
+  every environment variable is one the settings read and its value parses.
+
+There is no promtool or kubeconform here: these checks are the validation. A checker that
+cannot fail proves nothing, so the checkers are also fed a misspelled copy.
+"""
+
+from __future__ import annotations
+
+import ast
+import copy
+import json
+import re
+import sys
+from collections.abc import Iterator, Mapping
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, get_args
+
+import httpx
+import pytest
+import yaml
+from prometheus_client import REGISTRY
+from prometheus_client.metrics import MetricWrapperBase
+
+import blackjack.app
+import blackjack.projections.worker
+from blackjack.cli import build_parser
+from blackjack.command_handler import service
+from blackjack.command_handler.config import HandlerConfig
+from blackjack.domain.rejections import RejectionCode
+from blackjack.messages.envelope import CommandResult
+from blackjack.messages.sealing import ShoeSeal
+from blackjack.projections.health import FoldHealth
+from blackjack.projections.settings import ProjectionSettings
+from blackjack.projections.store import ProjectionStore
+
+REPO = Path(__file__).resolve().parents[2]
+DEPLOY = REPO / "deploy"
+SOURCES = REPO / "services" / "blackjack"
+RULES = DEPLOY / "prometheus" / "rules.yml"
+SCRAPE = DEPLOY / "prometheus" / "scrape.yml"
+DASHBOARD = DEPLOY / "grafana" / "blackjack.json"
+K8S = DEPLOY / "k8s"
+
+# ---- what the code exports ------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class Series:
+    family: str
+    kind: str
+    labels: frozenset[str]
+
+
+def _metric_objects() -> Iterator[MetricWrapperBase]:
+    """The metrics defined at module level anywhere in the service's loaded modules (the app
+    and the projection worker import every module that defines one)."""
+    assert blackjack.app and blackjack.projections.worker  # imported for their metrics
+    seen: set[int] = set()
+    for name, module in list(sys.modules.items()):
+        if name == "blackjack" or name.startswith("blackjack."):
+            for value in vars(module).values():
+                if isinstance(value, MetricWrapperBase) and id(value) not in seen:
+                    seen.add(id(value))
+                    yield value
+
+
+def exported_series() -> dict[str, Series]:
+    """Every series name /metrics can show, with the labels it carries."""
+    series: dict[str, Series] = {}
+    for metric in _metric_objects():
+        [family] = metric.describe()
+        # prometheus-client keeps a metric's label names in ``_labelnames`` (no public getter)
+        labels = frozenset(metric._labelnames)
+        suffixes = {
+            "counter": ["_total", "_created"],
+            "gauge": [""],
+            "histogram": ["_bucket", "_count", "_sum", "_created"],
+            "summary": ["", "_count", "_sum", "_created"],
+        }[family.type]
+        for suffix in suffixes:
+            extra = {"le"} if suffix == "_bucket" else set()
+            series[family.name + suffix] = Series(family.name, family.type, labels | extra)
+    return series
+
+
+SERIES = exported_series()
+
+
+def _literal_labels(source: Path, metric: str) -> set[str]:
+    """The string constants passed to ``<...>.METRIC.labels(...)`` in a source file."""
+    values: set[str] = set()
+    for node in ast.walk(ast.parse(source.read_text())):
+        if (
+            isinstance(node, ast.Call)
+            and isinstance(node.func, ast.Attribute)
+            and node.func.attr == "labels"
+            and isinstance(node.func.value, ast.Attribute)
+            and node.func.value.attr == metric
+        ):
+            values |= {str(a.value) for a in node.args if isinstance(a, ast.Constant)}
+    return values
+
+
+def _bucket_bounds() -> dict[str, set[str]]:
+    """The ``le`` values of each histogram, from the samples the registry exports."""
+    bounds: dict[str, set[str]] = {}
+    for family in REGISTRY.collect():
+        for sample in family.samples:
+            if sample.name.endswith("_bucket") and sample.name in SERIES:
+                bounds.setdefault(sample.name, set()).add(sample.labels["le"])
+    return bounds
+
+
+# The values a label can take, where the code enumerates them.
+VALUES: dict[tuple[str, str], set[str]] = {
+    ("blackjack_commands_total", "status"): set(
+        get_args(CommandResult.model_fields["status"].annotation)
+    ),
+    ("blackjack_commands_total", "code"): {*get_args(RejectionCode), ""},
+    ("blackjack_partitions", "status"): set(get_args(service.Status)),
+    ("blackjack_transactions_total", "outcome"): _literal_labels(
+        SOURCES / "command_handler" / "service.py", "TRANSACTIONS"
+    ),
+    **{(name, "le"): les for name, les in _bucket_bounds().items()},
+}
+
+
+def target_labels() -> set[str]:
+    """Labels the scrape adds, in both set-ups: scrape.yml's relabelling (plus job, instance)
+    and a PodMonitor of the Prometheus operator (its documented target labels)."""
+    [job] = yaml.safe_load(SCRAPE.read_text())["scrape_configs"]
+    relabelled = {r["target_label"] for r in job["relabel_configs"] if "target_label" in r}
+    from_scrape_yml = {label for label in relabelled if not label.startswith("__")}
+    pod_monitor = {"namespace", "pod", "container", "endpoint", "job", "instance"}
+    return (from_scrape_yml | {"job", "instance"}) & pod_monitor
+
+
+TARGET = target_labels()
+
+# ---- PromQL, enough of it to find every metric, label and function ----------------------------
+
+_TOKEN = re.compile(
+    r"""
+    (?P<string>"(?:[^"\\]|\\.)*"|'(?:[^'\\]|\\.)*'|`[^`]*`)
+   |(?P<range>\[[^\]]*\])
+   |(?P<number>\d+(?:\.\d+)?(?:[eE][+-]?\d+)?)
+   |(?P<name>[A-Za-z_:][A-Za-z0-9_:]*)
+   |(?P<op>=~|!~|!=|==|>=|<=|[-+*/%^<>=(){},])
+   |(?P<space>\s+)
+    """,
+    re.VERBOSE,
+)
+_AGGREGATIONS = "sum min max avg group stddev stdvar count count_values bottomk topk quantile"
+_FUNCTIONS = """abs absent absent_over_time avg_over_time ceil changes clamp clamp_max clamp_min
+    count_over_time delta deriv floor histogram_quantile holt_winters idelta increase irate
+    label_join label_replace last_over_time max_over_time min_over_time predict_linear rate
+    resets round scalar sort sort_desc sum_over_time time timestamp vector"""
+FUNCTIONS = {*_AGGREGATIONS.split(), *_FUNCTIONS.split()}
+GROUPING = {"by", "without", "on", "ignoring", "group_left", "group_right"}
+KEYWORDS = {"and", "or", "unless", "bool", "inf", "nan"}
+
+
+@dataclass
+class Parsed:
+    selectors: list[tuple[str, list[tuple[str, str, str]]]] = field(default_factory=list)
+    grouping: list[tuple[str, list[str]]] = field(default_factory=list)
+    problems: list[str] = field(default_factory=list)
+
+
+def parse(expr: str) -> Parsed:
+    tokens: list[tuple[str, str]] = []
+    position = 0
+    found = Parsed()
+    while position < len(expr):
+        match = _TOKEN.match(expr, position)
+        if match is None:
+            found.problems.append(f"cannot read {expr[position:]!r}")
+            return found
+        position = match.end()
+        if match.lastgroup != "space":
+            tokens.append((match.lastgroup or "", match.group()))
+    i = 0
+    while i < len(tokens):
+        kind, text = tokens[i]
+        following = tokens[i + 1][1] if i + 1 < len(tokens) else ""
+        if kind != "name":
+            if text == "{":
+                found.problems.append("a selector without a metric name")
+            i += 1
+            continue
+        if text in GROUPING:
+            if following != "(":
+                found.problems.append(f"{text} without a label list")
+                i += 1
+                continue
+            end = next(j for j in range(i + 2, len(tokens)) if tokens[j][1] == ")")
+            labels = [t for k, t in tokens[i + 2 : end] if k == "name"]
+            found.grouping.append((text, labels))
+            i = end + 1
+        elif text in FUNCTIONS or text.lower() in KEYWORDS:
+            i += 1
+        elif following == "(":
+            found.problems.append(f"unknown function {text}()")
+            i += 1
+        else:
+            matchers: list[tuple[str, str, str]] = []
+            i += 1
+            if following == "{":
+                end = next(j for j in range(i + 1, len(tokens)) if tokens[j][1] == "}")
+                body = [t for t in tokens[i + 1 : end] if t[1] != ","]
+                for j in range(0, len(body), 3):
+                    (_, label), (_, op), (_, value) = body[j : j + 3]
+                    matchers.append((label, op, value[1:-1]))
+                i = end + 1
+            found.selectors.append((text, matchers))
+    return found
+
+
+def recorded_labels(expr: str) -> frozenset[str]:
+    """The labels a recording rule's series keep: its outermost ``by (...)``."""
+    by = [labels for keyword, labels in parse(expr).grouping if keyword == "by"]
+    labels = set(by[0]) if by else set()
+    if expr.lstrip().startswith("histogram_quantile"):
+        labels.discard("le")
+    return frozenset(labels)
+
+
+def check_expr(expr: str, known: Mapping[str, Series], where: str) -> list[str]:
+    """Everything in ``expr`` that the code does not export."""
+    parsed = parse(expr)
+    problems = [f"{where}: {p}" for p in parsed.problems]
+    available = set(TARGET)
+    for metric, matchers in parsed.selectors:
+        series = known.get(metric)
+        if series is None:
+            problems.append(f"{where}: no such metric {metric}")
+            continue
+        available |= series.labels
+        for label, op, value in matchers:
+            if label not in series.labels | TARGET:
+                problems.append(f"{where}: {metric} has no label {label!r}")
+            allowed = VALUES.get((metric, label))
+            if allowed is not None and op in ("=", "!=") and value not in allowed:
+                problems.append(f"{where}: {metric}{{{label}}} is never {value!r}")
+    for keyword, labels in parsed.grouping:
+        for label in labels:
+            if label not in available:
+                problems.append(f"{where}: {keyword} ({label}) is on none of its metrics")
+    return problems
+
+
+def template_labels(text: str) -> set[str]:
+    return set(re.findall(r"\$labels\.([A-Za-z_][A-Za-z0-9_]*)", text))
+
+
+# ---- the rules --------------------------------------------------------------------------------
+
+SEVERITIES = {"critical", "warning", "info"}
+DURATION = re.compile(r"^(\d+[smhdw])+$")
+
+
+def check_rules(document: dict[str, Any]) -> list[str]:
+    problems: list[str] = []
+    known = dict(SERIES)
+    groups = document["groups"]
+    names = [g["name"] for g in groups]
+    if len(set(names)) != len(names):
+        problems.append(f"group names repeat: {names}")
+    alerts: list[str] = []
+    for group in groups:
+        for rule in group["rules"]:
+            if "record" in rule:  # usable by the rules after it (and by dashboards)
+                record = rule["record"]
+                if not re.fullmatch(r"[a-z_]+:[a-z0-9_]+:[a-z0-9_]+", record):
+                    problems.append(f"{record}: not level:metric:operations")
+                where = f"record {record}"
+                problems += check_expr(rule["expr"], known, where)
+                known[record] = Series(record, "recorded", recorded_labels(rule["expr"]))
+                continue
+            name = rule.get("alert", "?")
+            alerts.append(name)
+            where = f"alert {name}"
+            problems += check_expr(rule["expr"], known, where)
+            if rule.get("labels", {}).get("severity") not in SEVERITIES:
+                problems.append(f"{where}: severity not one of {sorted(SEVERITIES)}")
+            if "for" in rule and not DURATION.match(str(rule["for"])):
+                problems.append(f"{where}: bad duration {rule['for']!r}")
+            annotations = rule.get("annotations", {})
+            if not annotations.get("summary") or not annotations.get("description"):
+                problems.append(f"{where}: needs a summary and a description")
+            parsed = parse(rule["expr"])
+            available = set(TARGET)
+            for metric, _ in parsed.selectors:
+                available |= known[metric].labels if metric in known else set()
+            for label in template_labels(json.dumps(annotations)) - available:
+                problems.append(f"{where}: $labels.{label} is on none of its metrics")
+    if len(set(alerts)) != len(alerts):
+        problems.append("alert names repeat")
+    return problems
+
+
+def rules() -> dict[str, Any]:
+    document: dict[str, Any] = yaml.safe_load(RULES.read_text())
+    return document
+
+
+def recorded() -> dict[str, Series]:
+    known = {}
+    for group in rules()["groups"]:
+        for rule in group["rules"]:
+            if "record" in rule:
+                known[rule["record"]] = Series(
+                    rule["record"], "recorded", recorded_labels(rule["expr"])
+                )
+    return known
+
+
+def test_the_rules_use_only_exported_metrics_and_labels() -> None:
+    assert check_rules(rules()) == []
+
+
+def test_the_rules_alert_on_what_an_operator_needs() -> None:
+    alerts = {r["alert"]: r for g in rules()["groups"] for r in g["rules"] if "alert" in r}
+    wanted = {
+        "BlackjackPartitionsNotServing": "blackjack_partitions",
+        "BlackjackCommandRejectionSpike": "blackjack:command_rejections:rate5m",
+        "BlackjackTransactionsAborted": "blackjack_transactions_total",
+        "BlackjackProjectionLagGrowing": "blackjack:projection_lag:max",
+        "BlackjackProjectionStuck": "blackjack_projection_stuck_offset",
+        "BlackjackRebuildSlow": "blackjack_rebuild_seconds_count",
+    }
+    for alert, metric in wanted.items():
+        assert alert in alerts, alert
+        assert metric in {m for m, _ in parse(alerts[alert]["expr"]).selectors}, alert
+    # the rejection spike is by reason
+    assert "code" in template_labels(json.dumps(alerts["BlackjackCommandRejectionSpike"]))
+
+
+def test_the_rules_checker_finds_a_misspelled_metric_label_or_value() -> None:
+    def first_alert(document: dict[str, Any]) -> dict[str, Any]:
+        rule: dict[str, Any] = next(
+            r for g in document["groups"] for r in g["rules"] if "alert" in r
+        )
+        return rule
+
+    for wrong, expected in [
+        ("blackjack_comands_total", "no such metric blackjack_comands_total"),
+        ('blackjack_commands_total{reason="malformed"}', "has no label 'reason'"),
+        ('blackjack_commands_total{status="refused"}', "is never 'refused'"),
+        ("sum by (pood) (blackjack_streams)", "by (pood) is on none"),
+        ("blackjack_transaction_seconds_total", "no such metric"),
+        ('blackjack_rebuild_seconds_bucket{le="60"}', "is never '60'"),
+        ("sum(rat(blackjack_events_total[5m]))", "unknown function rat()"),
+        ("blackjack:no_such:record > 1", "no such metric blackjack:no_such:record"),
+    ]:
+        document = copy.deepcopy(rules())
+        first_alert(document)["expr"] = wrong
+        problems = check_rules(document)
+        assert any(expected in p for p in problems), (wrong, problems)
+    document = copy.deepcopy(rules())
+    first_alert(document)["annotations"]["summary"] = "{{ $labels.podd }} is down"
+    assert any("$labels.podd" in p for p in check_rules(document))
+
+
+def test_the_metric_catalogue_is_complete() -> None:
+    families = {f.name for f in REGISTRY.collect() if f.name.startswith("blackjack")}
+    assert {s.family for s in SERIES.values()} == families
+    assert SERIES["blackjack_commands_total"].labels == {"type", "status", "code"}
+    assert SERIES["blackjack_rebuild_seconds_bucket"].labels == {"le"}
+    assert "60.0" in VALUES[("blackjack_rebuild_seconds_bucket", "le")]
+    assert VALUES[("blackjack_transactions_total", "outcome")] == {"committed", "aborted", "fenced"}
+
+
+# ---- the dashboard ------------------------------------------------------------------------------
+
+GRAFANA_BUILTINS = {"__rate_interval", "__interval", "__range"}
+
+
+def dashboard() -> dict[str, Any]:
+    document: dict[str, Any] = json.loads(DASHBOARD.read_text())
+    return document
+
+
+def check_dashboard(document: dict[str, Any]) -> list[str]:
+    problems: list[str] = []
+    known = {**SERIES, **recorded()}
+    variables = {v["name"] for v in document["templating"]["list"]}
+    for variable in document["templating"]["list"]:
+        if variable["type"] == "query":
+            query = variable["query"]["query"]
+            metric, label = re.fullmatch(r"label_values\((\w+),\s*(\w+)\)", query).groups()  # type: ignore[union-attr]
+            if metric not in known or label not in known[metric].labels | TARGET:
+                problems.append(f"variable {variable['name']}: {query}")
+    ids = [p["id"] for p in document["panels"]]
+    if len(set(ids)) != len(ids):
+        problems.append("panel ids repeat")
+    cells: dict[tuple[int, int], int] = {}
+    for panel in document["panels"]:
+        where = f"panel {panel['id']} {panel['title']!r}"
+        grid = panel["gridPos"]
+        for x in range(grid["x"], grid["x"] + grid["w"]):
+            for y in range(grid["y"], grid["y"] + grid["h"]):
+                if (x, y) in cells:
+                    problems.append(f"{where} overlaps panel {cells[(x, y)]}")
+                cells[(x, y)] = panel["id"]
+        if grid["x"] + grid["w"] > 24:
+            problems.append(f"{where} is wider than the dashboard")
+        if panel["type"] == "row":
+            continue
+        if panel["datasource"]["uid"] != "${datasource}":
+            problems.append(f"{where}: not on the datasource variable")
+        if not panel.get("targets"):
+            problems.append(f"{where}: no query")
+        for target in panel.get("targets", []):
+            expr = target["expr"]
+            for used in re.findall(r"\$\{?(\w+)", expr):
+                if used not in variables | GRAFANA_BUILTINS:
+                    problems.append(f"{where}: undefined variable ${used}")
+            problems += check_expr(expr, known, where)
+            legend = target.get("legendFormat", "")
+            available = set(TARGET)
+            for metric, _ in parse(expr).selectors:
+                available |= known[metric].labels if metric in known else set()
+            for label in set(re.findall(r"\{\{\s*(\w+)\s*\}\}", legend)) - available:
+                problems.append(f"{where}: legend shows {label}, on none of its metrics")
+    return problems
+
+
+def test_the_dashboard_uses_only_exported_metrics_and_labels() -> None:
+    document = dashboard()
+    assert document["uid"] and document["title"]
+    assert check_dashboard(document) == []
+    shown = {
+        m
+        for p in document["panels"]
+        for t in p.get("targets", [])
+        for m, _ in parse(t["expr"]).selectors
+    }
+    # every exported family (or one of its series) has a panel
+    assert {SERIES[m].family for m in shown if m in SERIES} == {s.family for s in SERIES.values()}
+
+
+def test_the_dashboard_checker_finds_a_misspelled_metric_or_variable() -> None:
+    for wrong, expected in [
+        ("sum(blackjack_projection_lagg)", "no such metric blackjack_projection_lagg"),
+        ('sum(blackjack_streams{namespace=~"$namespaces"})', "undefined variable $namespaces"),
+        ("sum by (partiton) (blackjack_projection_lag)", "by (partiton)"),
+    ]:
+        document = dashboard()
+        panel = next(p for p in document["panels"] if p["type"] != "row")
+        panel["targets"][0]["expr"] = wrong
+        problems = check_dashboard(document)
+        assert any(expected in p for p in problems), (wrong, problems)
+
+
+# ---- Kubernetes ----------------------------------------------------------------------------------
+
+
+def _env_read_by_the_code() -> set[str]:
+    """Environment variable names the service reads: string constants that are exactly such a
+    name anywhere in its code (docstrings left out, where names are only mentioned)."""
+    names = set()
+    for path in SOURCES.rglob("*.py"):
+        tree = ast.parse(path.read_text())
+        docstrings = {
+            id(node.body[0].value)
+            for node in ast.walk(tree)
+            if isinstance(node, ast.Module | ast.ClassDef | ast.FunctionDef | ast.AsyncFunctionDef)
+            and node.body
+            and isinstance(node.body[0], ast.Expr)
+            and isinstance(node.body[0].value, ast.Constant)
+        }
+        for node in ast.walk(tree):
+            if (
+                isinstance(node, ast.Constant)
+                and isinstance(node.value, str)
+                and id(node) not in docstrings
+                and re.fullmatch(r"(BLACKJACK|KAFKA)_[A-Z0-9_]+", node.value)
+            ):
+                names.add(node.value)
+    return names
+
+
+ENV_READ = _env_read_by_the_code()
+
+
+def kustomized() -> list[dict[str, Any]]:
+    """The resources ``kubectl apply -k deploy/k8s`` creates (namespace and common labels
+    applied as kustomize does)."""
+    kustomization = yaml.safe_load((K8S / "kustomization.yaml").read_text())
+    pairs: dict[str, str] = {}
+    for entry in kustomization.get("labels", []):
+        pairs.update(entry["pairs"])
+    resources = []
+    for name in kustomization["resources"]:
+        for document in yaml.safe_load_all((K8S / name).read_text()):
+            if not document:
+                continue
+            document["metadata"]["namespace"] = kustomization["namespace"]
+            document["metadata"].setdefault("labels", {}).update(pairs)
+            template = document.get("spec", {}).get("template")
+            if template is not None:
+                template["metadata"].setdefault("labels", {}).update(pairs)
+            resources.append(document)
+    return resources
+
+
+def of_kind(kind: str) -> list[dict[str, Any]]:
+    return [r for r in kustomized() if r["kind"] == kind]
+
+
+def workloads() -> list[dict[str, Any]]:
+    return of_kind("Deployment") + of_kind("StatefulSet")
+
+
+def config_map() -> dict[str, str]:
+    [found] = of_kind("ConfigMap")
+    data: dict[str, str] = found["data"]
+    return data
+
+
+SHOE_KEY = ShoeSeal.new_key_hex()
+PLACEHOLDERS = {  # what the Secret holds in production, in a form the settings accept
+    "BLACKJACK_SHOE_KEY": SHOE_KEY,
+    "BLACKJACK_DB_URL": "postgresql+asyncpg://blackjack:secret@db.internal:5432/blackjack",
+}
+
+
+def container_env(container: dict[str, Any]) -> dict[str, str]:
+    """The environment the container gets: its ConfigMaps, then its own entries (a secret or a
+    field reference replaced by a value of the right form)."""
+    env: dict[str, str] = {}
+    for source in container.get("envFrom", []):
+        assert source["configMapRef"]["name"] == "blackjack-config"
+        env.update(config_map())
+    for entry in container.get("env", []):
+        if "value" in entry:
+            env[entry["name"]] = entry["value"]
+        elif "secretKeyRef" in entry["valueFrom"]:
+            env[entry["name"]] = PLACEHOLDERS[entry["valueFrom"]["secretKeyRef"]["key"]]
+        else:
+            assert entry["valueFrom"]["fieldRef"]["fieldPath"] == "metadata.name"
+            env[entry["name"]] = "pod-0"
+    return env
+
+
+def the_container(workload: dict[str, Any]) -> dict[str, Any]:
+    [container] = workload["spec"]["template"]["spec"]["containers"]
+    found: dict[str, Any] = container
+    return found
+
+
+def http_port(container: dict[str, Any]) -> int:
+    [port] = [p["containerPort"] for p in container["ports"] if p["name"] == "http"]
+    return int(port)
+
+
+@pytest.fixture
+def parsed_args(monkeypatch: pytest.MonkeyPatch) -> Any:
+    def parse_for(container: dict[str, Any]) -> Any:
+        """The container's command line as the real CLI reads it, under its environment
+        (argparse defaults come from the environment)."""
+        assert container["command"] == ["blackjack"]
+        env = container_env(container)
+        for name, value in env.items():
+            monkeypatch.setenv(name, value)
+        return build_parser().parse_args([str(a) for a in container["args"]]), env
+
+    return parse_for
+
+
+def listening(args: Any) -> tuple[str, int]:
+    if args.command == "serve":
+        return args.host, args.port
+    assert args.command == "projections" and args.projections_command == "run", args
+    host, _, port = args.http.rpartition(":")  # as projections/cli.py splits it
+    return host, int(port)
+
+
+def served_app(args: Any, env: dict[str, str]) -> Any:
+    """The ASGI app the container's process serves, built by the same code."""
+    if args.command == "serve":
+        config = HandlerConfig.from_env(env)
+        projections = None if args.no_projections else blackjack.app.projection_settings(config)
+        app, _ = blackjack.app.build_app(config, projections)
+        return app
+    settings = ProjectionSettings.from_env(env)
+    return blackjack.projections.worker.http_app(
+        ProjectionStore(settings.db_url), FoldHealth(settings.stuck_after)
+    )
+
+
+def test_every_environment_variable_is_one_the_code_reads() -> None:
+    assert {"BLACKJACK_SHOE_KEY", "BLACKJACK_DB_URL", "BLACKJACK_PROJECTION_STUCK_AFTER"} <= (
+        ENV_READ
+    )
+    for name in config_map():
+        assert name in ENV_READ, f"ConfigMap: nothing reads {name}"
+    for workload in workloads():
+        for entry in the_container(workload).get("env", []):
+            assert entry["name"] in ENV_READ, f"{workload['metadata']['name']}: {entry['name']}"
+            secret = entry.get("valueFrom", {}).get("secretKeyRef")
+            if secret is not None:
+                assert secret == {"name": "blackjack-secrets", "key": entry["name"]}
+
+
+def test_the_env_checker_finds_a_misspelled_name() -> None:
+    assert "BLACKJACK_PROJECTION_STUCK_AFTR" not in ENV_READ
+    assert "BLACKJACK_HTTP_PORT" in ENV_READ  # read by the CLI, not only mentioned
+
+
+async def test_probes_and_scrapes_point_where_the_processes_listen(parsed_args: Any) -> None:
+    kinds = set()
+    for workload in workloads():
+        name = workload["metadata"]["name"]
+        container = the_container(workload)
+        args, env = parsed_args(container)
+        kinds.add((args.command, getattr(args, "no_projections", None)))
+        # the settings accept every value the manifests give
+        if "BLACKJACK_SHOE_KEY" in env:
+            HandlerConfig.from_env(env)
+        ProjectionSettings.from_env(env)
+        host, port = listening(args)
+        assert host == "0.0.0.0", f"{name} listens on {host} only"
+        assert port == http_port(container), name
+        template = workload["spec"]["template"]
+        annotations = template["metadata"]["annotations"]
+        assert annotations["prometheus.io/scrape"] == "true"
+        assert int(annotations["prometheus.io/port"]) == port, name
+        app = served_app(args, env)
+        transport = httpx.ASGITransport(app=app)
+        async with httpx.AsyncClient(transport=transport, base_url="http://pod") as http:
+            metrics = await http.get(annotations["prometheus.io/path"])
+            assert metrics.status_code == 200 and "blackjack_" in metrics.text, name
+            for probe, path, statuses in [
+                ("startupProbe", "/healthz", {200}),
+                ("livenessProbe", "/healthz", {200}),
+                ("readinessProbe", "/readyz", {200, 503}),
+            ]:
+                get = container[probe]["httpGet"]
+                assert get["path"] == path, (name, probe)
+                assert get["port"] in ("http", port), (name, probe)
+                answer = await http.get(get["path"])
+                assert answer.status_code in statuses, (name, probe, answer.status_code)
+                assert answer.headers["content-type"] == "application/json"
+        if "BLACKJACK_PROJECTION_INSTANCE" in env:  # static membership wants stable names
+            assert workload["kind"] == "StatefulSet", name
+    assert kinds == {("serve", True), ("projections", None)}
+
+
+def test_services_and_monitors_select_the_pods() -> None:
+    pods = {
+        w["metadata"]["name"]: (w["spec"]["template"]["metadata"]["labels"], the_container(w))
+        for w in workloads()
+    }
+
+    def selected(selector: dict[str, str]) -> list[str]:
+        return [n for n, (labels, _) in pods.items() if selector.items() <= labels.items()]
+
+    for workload in workloads():
+        selector = workload["spec"]["selector"]["matchLabels"]
+        assert selected(selector) == [workload["metadata"]["name"]]
+        if workload["kind"] == "StatefulSet":
+            governing = [
+                s
+                for s in of_kind("Service")
+                if s["metadata"]["name"] == workload["spec"]["serviceName"]
+            ]
+            assert governing and governing[0]["spec"]["clusterIP"] == "None"
+    for svc in of_kind("Service"):
+        targets = selected(svc["spec"]["selector"])
+        assert targets, svc["metadata"]["name"]
+        for port in svc["spec"]["ports"]:
+            for target in targets:
+                names = {p["name"] for p in pods[target][1]["ports"]}
+                assert port["targetPort"] in names, (svc["metadata"]["name"], target)
+    query_api = next(
+        s for s in of_kind("Service") if s["metadata"]["name"] == "blackjack-query-api"
+    )
+    assert selected(query_api["spec"]["selector"]) == ["blackjack-projections"]
+    for budget in of_kind("PodDisruptionBudget"):
+        assert len(selected(budget["spec"]["selector"]["matchLabels"])) == 1
+    # the PodMonitor (applied apart) and scrape.yml keep every blackjack pod, and only those
+    monitor = yaml.safe_load((K8S / "podmonitor.yaml").read_text())
+    assert sorted(selected(monitor["spec"]["selector"]["matchLabels"])) == sorted(pods)
+    endpoint = monitor["spec"]["podMetricsEndpoints"][0]
+    assert endpoint["port"] == "http" and endpoint["path"] == "/metrics"
+    [job] = yaml.safe_load(SCRAPE.read_text())["scrape_configs"]
+    keep = job["relabel_configs"][0]
+    sanitized = keep["source_labels"][0].removeprefix("__meta_kubernetes_pod_label_")
+    for labels, _ in pods.values():
+        # Prometheus turns every character of a label name that is not [a-zA-Z0-9_] into _
+        [value] = [v for k, v in labels.items() if re.sub(r"\W", "_", k) == sanitized]
+        assert re.fullmatch(keep["regex"], value)
