@@ -701,3 +701,44 @@ def test_services_and_monitors_select_the_pods() -> None:
         # Prometheus turns every character of a label name that is not [a-zA-Z0-9_] into _
         [value] = [v for k, v in labels.items() if re.sub(r"\W", "_", k) == sanitized]
         assert re.fullmatch(keep["regex"], value)
+
+
+# ---- Docker Compose ------------------------------------------------------------------------------
+
+COMPOSE = DEPLOY / "docker" / "compose.yml"
+
+
+async def test_the_compose_file_runs_what_the_code_serves(
+    monkeypatch: pytest.MonkeyPatch, tmp_path: Path
+) -> None:
+    document = yaml.safe_load(COMPOSE.read_text())
+    assert 'ENTRYPOINT ["blackjack"]' in (DEPLOY / "docker" / "Dockerfile").read_text()
+    ours = {
+        name: svc
+        for name, svc in document["services"].items()
+        if svc.get("image", "").startswith("blackjack-server")
+    }
+    assert set(ours) == {"handler", "projections"}
+    for name, svc in ours.items():
+        assert svc["build"]["dockerfile"] == "deploy/docker/Dockerfile"
+        assert (COMPOSE.parent / svc["build"]["context"] / svc["build"]["dockerfile"]).exists()
+        env = {key: str(value) for key, value in svc["environment"].items()}
+        for key in env:
+            assert key in ENV_READ, f"{name}: nothing reads {key}"
+        if "BLACKJACK_SHOE_KEY_FILE" in env:  # created on first start; here in a scratch dir
+            env["BLACKJACK_SHOE_KEY_FILE"] = str(tmp_path / "keys" / "shoe.key")
+        for key, value in env.items():
+            monkeypatch.setenv(key, value)
+        args = build_parser().parse_args(svc["command"])
+        host, port = listening(args)
+        assert host == "0.0.0.0", name
+        assert port in {int(p.rsplit(":", 1)[1]) for p in svc["ports"]}, name
+        for dependency in svc.get("depends_on", {}):
+            assert dependency in document["services"], (name, dependency)
+        check = " ".join(svc["healthcheck"]["test"])
+        url = re.search(r"http://127\.0\.0\.1:(\d+)(/\w+)", check)
+        assert url is not None and int(url.group(1)) == port, (name, check)
+        async with httpx.AsyncClient(
+            transport=httpx.ASGITransport(app=served_app(args, env)), base_url="http://svc"
+        ) as http:
+            assert (await http.get(url.group(2))).status_code in (200, 503), (name, check)
