@@ -66,13 +66,15 @@ class SeededShuffler:
         self._count = 0
 
     def __call__(self, rules: Rules) -> cmd.ShuffleShoe:
-        # Sorting by independent uniform keys gives a uniform permutation (ties have
-        # probability ~2^-37 for 416 cards) and runs in C, five times faster than a
-        # Python-level Fisher-Yates: a reshuffle-every-round variant shuffles every round.
-        shoe = fresh_shoe(rules.decks)
+        # Fisher-Yates on 53-bit uniform floats: int(u * (i + 1)) favours no index by more than
+        # (i + 1) / 2**53 (below 1e-13 here), far under anything a simulation can measure. As
+        # fast as sorting by random keys when interpreted, four times faster compiled, and a
+        # reshuffle-every-round variant shuffles every round.
+        order = list(fresh_shoe(rules.decks))
         draw = self._random.random
-        keys = [draw() for _ in shoe]
-        order = [shoe[i] for i in sorted(range(len(shoe)), key=keys.__getitem__)]
+        for i in range(len(order) - 1, 0, -1):
+            j = int(draw() * (i + 1))
+            order[i], order[j] = order[j], order[i]
         self._count += 1
         # Not validated (416 card-code patterns): decide's permutation check refuses any order
         # that is not exactly the cards of the decks, and a refused shuffle stops the simulation.
