@@ -27,7 +27,7 @@ from faststream.kafka import KafkaBroker
 from prometheus_client import CONTENT_TYPE_LATEST, generate_latest
 
 from blackjack.api.routes import query_api
-from blackjack.bus.contract import declare_channels, specification
+from blackjack.bus.contract import documentation_broker, specification
 from blackjack.bus.topics import ensure_topics
 from blackjack.command_handler.config import HandlerConfig
 from blackjack.command_handler.service import CommandHandler
@@ -51,7 +51,6 @@ def build_app(
     broker = KafkaBroker(
         config.kafka.bootstrap, client_id=f"{config.instance_id}-faststream", logger=logger
     )
-    declare_channels(broker, config.topics)
     handler = CommandHandler(config)
     health = None if projections is None else FoldHealth(projections.stuck_after)
 
@@ -97,7 +96,7 @@ def build_app(
         asgi_routes=[("/healthz", healthz), ("/readyz", readyz), ("/metrics", prometheus)],
         asyncapi_path=AsyncAPIRoute("/docs/asyncapi", try_it_out_path=None),
         logger=logger,
-        specification=specification(broker),
+        specification=specification(documentation_broker(config.topics, config.kafka.bootstrap)),
         on_startup=on_startup,
         after_startup=after_startup,
         on_shutdown=on_shutdown,

@@ -37,6 +37,15 @@ def test_the_committed_asyncapi_document_matches_the_channels() -> None:
         "blackjack.command-results",
         "blackjack.snapshots",
     }
+    # The service receives the platforms' commands, and sends its own steps to the same topic.
+    actions = {name: operation["action"] for name, operation in document["operations"].items()}
+    assert actions == {
+        "commands": "receive",
+        "service-commands": "send",
+        "events": "send",
+        "command-results": "send",
+        "snapshots": "send",
+    }
 
 
 def free_port() -> int:

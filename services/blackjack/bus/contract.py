@@ -1,9 +1,10 @@
 """The service's channels as FastStream declares them, and the AsyncAPI document made from them.
 
 The command handler itself runs on aiokafka (FastStream has no Kafka transactions); these
-declarations are the contract of its four topics for the AsyncAPI document that FastStream
-generates (served at ``/docs/asyncapi``, committed as ``schemas/asyncapi.json``, checked for
-drift by a test). Write it with ``blackjack asyncapi --write``.
+declarations, on a broker that is never started, are the contract of its four topics for the
+AsyncAPI document that FastStream generates (served at ``/docs/asyncapi``, committed as
+``schemas/asyncapi.json``, checked for drift by a test). Write it with
+``blackjack asyncapi --write``.
 """
 
 from __future__ import annotations
@@ -36,11 +37,16 @@ headers (binary mode): `ce_specversion`, `ce_id`, `ce_source`, `ce_type`, `ce_ti
 
 COMMANDS = """\
 Commands, keyed by stream id; JSON of `CommandEnvelope`. Platforms send every player and
-platform command; the service's own clock sends `ExpireTimers` and `Disconnect`, and the steps
-of a buy-in (`Deposit` to the table, `ConfirmBuyIn` / `RefundBuyIn` to the wallet) and
-`CashOut` are sent by the handler inside the transaction that causes them, signed in the
-`bj_signature` header (`bj_transfer` names the buy-in). Consumed by the transactional command
-handler. A command id is remembered per stream: a resend gets the original result."""
+platform command here; the transactional command handler consumes them (read_committed, in the
+consumer group `blackjack-command-handler`). A command id is remembered per stream: a resend
+gets the original result."""
+
+SERVICE_COMMANDS = """\
+What the service itself sends to the commands topic: its clock sends `ExpireTimers` and
+`Disconnect`, and the steps of a buy-in (`Deposit` to the table, `ConfirmBuyIn` / `RefundBuyIn`
+to the wallet) and `CashOut` are sent by the handler inside the transaction that causes them,
+signed in the `bj_signature` header (`bj_transfer` names the buy-in). A platform never sends
+these signed steps: unsigned, they are rejected."""
 
 EVENTS = """\
 Events, keyed by stream id; JSON of the event envelope (`sequence` 1, 2, 3... per stream,
@@ -61,9 +67,17 @@ commands, inside the transaction of the commands it covers."""
 
 
 def declare_channels(broker: KafkaBroker, topics: Topics) -> None:
-    """Declare the four topics as the service's publishers, with their message schemas."""
+    """Declare the topics on ``broker`` with their message schemas: the commands the service
+    receives, and what it sends. Only ever on a broker that is never started (see
+    ``documentation_broker``): the commands are consumed by the transactional handler."""
+    broker.subscriber(topics.commands, title="commands", description=COMMANDS)(
+        _consumed_by_the_command_handler
+    )
     broker.publisher(
-        topics.commands, title="commands", description=COMMANDS, schema=CommandEnvelope
+        topics.commands,
+        title="service-commands",
+        description=SERVICE_COMMANDS,
+        schema=CommandEnvelope,
     )
     broker.publisher(topics.events, title="events", description=EVENTS, schema=WireEnvelope)
     broker.publisher(
@@ -75,6 +89,20 @@ def declare_channels(broker: KafkaBroker, topics: Topics) -> None:
         description=SNAPSHOTS,
         schema=SealedSnapshot | Checkpoint,
     )
+
+
+async def _consumed_by_the_command_handler(envelope: CommandEnvelope) -> None:
+    """The receive side of the contract, for the document only: ``command_handler.processor``
+    consumes the topic with aiokafka, inside Kafka transactions."""
+    raise RuntimeError("the commands topic is consumed by the transactional command handler")
+
+
+def documentation_broker(topics: Topics, bootstrap: str = DEFAULT_BOOTSTRAP) -> KafkaBroker:
+    """A broker that only carries the declarations the AsyncAPI document is made from: it is
+    never started, so its commands subscriber never consumes anything."""
+    broker = KafkaBroker(bootstrap)
+    declare_channels(broker, topics)
+    return broker
 
 
 def specification(broker: KafkaBroker) -> AsyncAPI:
@@ -90,8 +118,7 @@ def asyncapi_document(
     topics: Topics | None = None, bootstrap: str = DEFAULT_BOOTSTRAP
 ) -> dict[str, Any]:
     """The AsyncAPI document of the channels (the committed one uses the defaults)."""
-    broker = KafkaBroker(bootstrap)
-    declare_channels(broker, topics or Topics())
+    broker = documentation_broker(topics or Topics(), bootstrap)
     document: dict[str, Any] = specification(broker).to_specification().to_jsonable()
     return document
 
