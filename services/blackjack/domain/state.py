@@ -35,6 +35,26 @@ class _Value:
 
     __hash__ = None  # type: ignore[assignment]  # compared by value, never a dict key
 
+    def to_doc(self) -> dict[str, Any]:
+        """The JSON document of a snapshot (a table's holds the shoe order: seal it)."""
+        return {name: _json(getattr(self, name)) for name in self._FIELDS}
+
+
+def _json(value: object) -> object:
+    if isinstance(value, _Value):
+        return value.to_doc()
+    if isinstance(value, Rules):
+        return value.model_dump(mode="json")
+    if isinstance(value, tuple):
+        return [_json(item) for item in value]
+    if isinstance(value, frozenset):
+        return sorted(value)
+    if isinstance(value, dict):
+        return {key: _json(item) for key, item in value.items()}
+    if isinstance(value, datetime):
+        return value.isoformat()
+    return value
+
 
 class Hand(_Value):
     """One hand of a box (a box holds two or more after a split). Never changed in place."""
@@ -61,16 +81,6 @@ class Hand(_Value):
     @property
     def total(self) -> Total:
         return total(self.cards)
-
-    def to_doc(self) -> dict[str, Any]:
-        return {
-            "cards": list(self.cards),
-            "stake": self.stake,
-            "status": self.status,
-            "from_split": self.from_split,
-            "split_aces": self.split_aces,
-            "doubled": self.doubled,
-        }
 
     @staticmethod
     def from_doc(doc: dict[str, Any]) -> Hand:
@@ -106,16 +116,6 @@ class Box(_Value):
         self.insurance: Final[InsuranceStatus] = insurance
         self.insurance_stake: Final = insurance_stake
         self.insurance_paid: Final = insurance_paid  # what settled insurance returned, stake in
-
-    def to_doc(self) -> dict[str, Any]:
-        return {
-            "player_id": self.player_id,
-            "bet": self.bet,
-            "hands": [hand.to_doc() for hand in self.hands],
-            "insurance": self.insurance,
-            "insurance_stake": self.insurance_stake,
-            "insurance_paid": self.insurance_paid,
-        }
 
     @staticmethod
     def from_doc(doc: dict[str, Any]) -> Box:
@@ -177,17 +177,6 @@ class Player(_Value):
             last_bets=self.last_bets if last_bets is None else last_bets,
         )
 
-    def to_doc(self) -> dict[str, Any]:
-        return {
-            "player_id": self.player_id,
-            "seat": self.seat,
-            "balance": self.balance,
-            "ready": self.ready,
-            "passed": self.passed,
-            "connected": self.connected,
-            "last_bets": [list(bet) for bet in self.last_bets],
-        }
-
     @staticmethod
     def from_doc(doc: dict[str, Any]) -> Player:
         return Player(
@@ -223,15 +212,6 @@ class Shoe(_Value):
             commitment=self.commitment,
             position=self.position + 1,
         )
-
-    def to_doc(self) -> dict[str, Any]:
-        return {
-            "number": self.number,
-            "order": list(self.order),
-            "salt": self.salt,
-            "commitment": self.commitment,
-            "position": self.position,
-        }
 
     @staticmethod
     def from_doc(doc: dict[str, Any]) -> Shoe:
@@ -342,24 +322,6 @@ class TableState(_Value):
     @property
     def hole_card(self) -> str | None:
         return self.dealer[1] if len(self.dealer) > 1 else None
-
-    def to_doc(self) -> dict[str, Any]:
-        """The JSON document of a snapshot (it holds the shoe order: seal it)."""
-        return {
-            "opened": self.opened,
-            "rules": self.rules.model_dump(mode="json"),
-            "players": {pid: player.to_doc() for pid, player in self.players.items()},
-            "shoe": None if self.shoe is None else self.shoe.to_doc(),
-            "shoes_used": self.shoes_used,
-            "round": self.round,
-            "round_open": self.round_open,
-            "phase": self.phase,
-            "boxes": [box.to_doc() for box in self.boxes],
-            "dealer": list(self.dealer),
-            "active": None if self.active is None else list(self.active),
-            "deadline": None if self.deadline is None else self.deadline.isoformat(),
-            "transfers": sorted(self.transfers),
-        }
 
     @staticmethod
     def from_doc(doc: dict[str, Any]) -> TableState:
