@@ -28,6 +28,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 from datetime import datetime
 
+import structlog
 from pydantic import ValidationError
 
 from blackjack.bus.headers import command_headers, result_headers
@@ -54,10 +55,17 @@ from blackjack.domain.wallet import (
     is_wallet_stream,
     wallet_stream,
 )
-from blackjack.messages.envelope import CommandEnvelope, CommandResult, EventEnvelope
+from blackjack.messages.envelope import (
+    CommandEnvelope,
+    CommandResult,
+    EventEnvelope,
+    StreamCommand,
+)
 from blackjack.messages.sealing import ShoeSeal
 from blackjack.messages.wire import cloudevents_headers, encode, to_wire
 from blackjack.table import Shuffler, apply
+
+log = structlog.get_logger("blackjack.command_handler")
 
 KNOWN_COMMANDS = frozenset(
     str(t.model_fields["type"].default) for t in (*COMMAND_TYPES, *WALLET_COMMAND_TYPES)
@@ -344,22 +352,29 @@ class Processor:
         outgoing: list[Outgoing],
     ) -> Rejection | None:
         """Run the decider; on acceptance append the events and the steps they cause."""
-        command = envelope.command
-        state = stream.state
-        domain_events: Sequence[ev.Event | WalletEvent]
-        if isinstance(state, WalletState):
-            decision = decide_wallet(state, command)
-            if isinstance(decision, Rejection):
-                return decision
-            for wallet_event in decision:
-                state = evolve_wallet(state, wallet_event)
-            domain_events = decision
-        else:
-            applied = apply(state, command, now, self.shuffler)
-            if isinstance(applied, Rejection):
-                return applied
-            state = applied.state
-            domain_events = applied.events
+        try:
+            decided = self._decision(stream.state, envelope.command, now)
+        except OSError:
+            raise  # the machine (the CSPRNG): the transaction aborts and is tried again
+        except Exception as error:
+            # A bug in the pure decider: it fails the same way on every retry, so retrying
+            # would stop every table of the partition. This command is answered instead, and
+            # nothing changes: the decider works on copies and the stream is not touched yet.
+            log.exception(
+                "the decider failed; the command is rejected and nothing changes",
+                command_id=envelope.command_id,
+                stream_id=stream.stream_id,
+                command_type=str(envelope.command.type),
+            )
+            kind = envelope.command.type
+            return Rejection(
+                code="internal_error",
+                message=f"the server could not decide this {kind} ({type(error).__name__}); "
+                "nothing changed, the operator is alerted",
+            )
+        if isinstance(decided, Rejection):
+            return decided
+        state, domain_events = decided
         before = stream.state
         correlation = envelope.correlation_id or envelope.command_id
         for event in domain_events:
@@ -392,6 +407,22 @@ class Processor:
             )
             outgoing.extend(self._steps_of(event_envelope, before, correlation, now))
         return None
+
+    def _decision(
+        self, state: TableState | WalletState, command: StreamCommand, now: datetime
+    ) -> tuple[TableState | WalletState, Sequence[ev.Event | WalletEvent]] | Rejection:
+        """The decider of the stream's kind: the new state and its events, or the rejection."""
+        if isinstance(state, WalletState):
+            decision = decide_wallet(state, command)
+            if isinstance(decision, Rejection):
+                return decision
+            for wallet_event in decision:
+                state = evolve_wallet(state, wallet_event)
+            return state, decision
+        applied = apply(state, command, now, self.shuffler)
+        if isinstance(applied, Rejection):
+            return applied
+        return applied.state, applied.events
 
     # ---- money between streams ----------------------------------------------------------
 

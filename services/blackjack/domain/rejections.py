@@ -11,6 +11,7 @@ RejectionCode = Literal[
     "malformed",
     "unknown_command",
     "unauthorized",  # a command only the service itself may issue
+    "internal_error",  # the decider failed on this command (a bug): nothing changed
     # the table
     "table_not_open",
     "table_already_open",

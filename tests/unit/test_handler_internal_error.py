@@ -1,0 +1,117 @@
+"""A decider that fails on a command (a bug, the same on every retry) does not stop the
+partition: that command is rejected as ``internal_error``, with no event, and nothing changes;
+the table plays on. A failure of the machine (``OSError``, e.g. the CSPRNG) still aborts the
+transaction, to be tried again."""
+
+from __future__ import annotations
+
+from datetime import UTC, datetime
+from typing import Any
+
+import pytest
+
+import blackjack.command_handler.processor as processor_module
+from blackjack.bus.topics import Topics
+from blackjack.command_handler.processor import Inbound, Outgoing, Processor
+from blackjack.command_handler.signing import CommandSigner
+from blackjack.command_handler.streams import PartitionStore
+from blackjack.domain import commands as cmd
+from blackjack.domain.rules import Rules
+from blackjack.messages.envelope import CommandEnvelope, CommandResult
+from blackjack.messages.sealing import ShoeSeal
+from blackjack.scenario import build_shoe
+
+NOW = datetime(2026, 5, 1, tzinfo=UTC)
+TOPICS = Topics("unit.")
+TABLE = "table-1"
+
+
+def scripted_shoe(rules: Rules) -> cmd.ShuffleShoe:
+    # player 7, dealer 7, player 5, dealer 9: a hard 12 against a 7, the player's turn
+    return cmd.ShuffleShoe(order=build_shoe(rules.decks, ["7S", "7H", "5D", "9C"]), salt="s" * 16)
+
+
+class Table:
+    def __init__(self) -> None:
+        self.processor = Processor(
+            topics=TOPICS,
+            partitions=1,
+            seal=ShoeSeal.from_hex(ShoeSeal.new_key_hex()),
+            signer=CommandSigner(b"k" * 32),
+            source="/test",
+            shuffler=scripted_shoe,
+            dedup_window=100,
+        )
+        self.store = PartitionStore(0)
+        self.offset = 0
+
+    def send(self, command: object) -> list[Outgoing]:
+        self.offset += 1
+        envelope = CommandEnvelope(command_id=f"c-{self.offset}", stream_id=TABLE, command=command)
+        inbound = Inbound(TABLE.encode(), envelope.model_dump_json().encode(), [], 0, self.offset)
+        return self.processor.handle(self.store, inbound, NOW).outgoing
+
+
+def result_of(records: list[Outgoing]) -> CommandResult:
+    [record] = [r for r in records if r.topic == TOPICS.results]
+    return CommandResult.model_validate_json(record.value)
+
+
+def events_in(records: list[Outgoing]) -> list[Outgoing]:
+    return [r for r in records if r.topic == TOPICS.events]
+
+
+@pytest.fixture
+def table() -> Table:
+    t = Table()
+    for command in (
+        cmd.OpenTable(variant="mini-h17"),
+        cmd.SitDown(player_id="ann"),
+        cmd.Deposit(player_id="ann", amount=10_000),
+        cmd.PlaceBet(player_id="ann", box=0, amount=500),
+        cmd.Deal(player_id="ann"),
+    ):
+        assert result_of(t.send(command)).status == "accepted", command
+    return t
+
+
+def fail_on_hit(error: Exception, monkeypatch: pytest.MonkeyPatch) -> None:
+    real = processor_module.apply
+
+    def apply(state: Any, command: Any, *args: Any) -> Any:
+        if isinstance(command, cmd.Hit):
+            raise error
+        return real(state, command, *args)
+
+    monkeypatch.setattr(processor_module, "apply", apply)
+
+
+def test_a_failing_decision_is_answered_and_changes_nothing(
+    table: Table, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    stream = table.store.get(TABLE)
+    state, sequence = stream.state, stream.sequence
+    fail_on_hit(ZeroDivisionError("a bug"), monkeypatch)
+
+    records = table.send(cmd.Hit(player_id="ann", box=0))
+
+    result = result_of(records)
+    assert result.status == "rejected" and result.rejection is not None
+    assert result.rejection.code == "internal_error"
+    assert "Hit" in result.rejection.message and "ZeroDivisionError" in result.rejection.message
+    assert events_in(records) == [] and result.first_sequence is None
+    assert stream.state is state and stream.sequence == sequence
+    # The same table goes on: the player's next command is decided as usual.
+    monkeypatch.undo()
+    records = table.send(cmd.Hit(player_id="ann", box=0))
+    assert result_of(records).status == "accepted"
+    assert len(events_in(records)) >= 2  # PlayerHit, CardDealt...
+    assert table.store.get(TABLE).sequence > sequence
+
+
+def test_a_failing_machine_still_aborts_the_transaction(
+    table: Table, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    fail_on_hit(OSError("no entropy"), monkeypatch)
+    with pytest.raises(OSError):
+        table.send(cmd.Hit(player_id="ann", box=0))
