@@ -23,10 +23,10 @@ from blackjack.bus.settings import KafkaSettings
 from blackjack.bus.topics import Topics, delete_topics, ensure_topics
 from blackjack.client import BlackjackClient
 from blackjack.command_handler.config import HandlerConfig
-from blackjack.command_handler.processor import transfer_ref
+from blackjack.command_handler.processor import is_step_id, transfer_ref
 from blackjack.command_handler.replay import NOT_REMEMBERED
 from blackjack.command_handler.service import CommandHandler
-from blackjack.command_handler.signing import TRANSFER_HEADER
+from blackjack.command_handler.signing import SIGNATURE_HEADER, TRANSFER_HEADER
 from blackjack.domain import commands as cmd
 from blackjack.domain import events as ev
 from blackjack.domain.rejections import Rejection
@@ -295,7 +295,10 @@ async def command_log(space: KafkaSpace, stream_id: str) -> list[CommandEnvelope
             continue
         with contextlib.suppress(ValueError):
             envelope = CommandEnvelope.model_validate_json(record.value)
-            number = dict(record.headers or ()).get(TRANSFER_HEADER, b"")
+            headers = dict(record.headers or ())
+            if is_step_id(envelope.command_id) and SIGNATURE_HEADER not in headers:
+                continue  # refused unread, and its id left free for the service's own step
+            number = headers.get(TRANSFER_HEADER, b"")
             command = envelope.command
             if isinstance(command, cmd.Deposit) and number.isdigit():
                 command = command.model_copy(
@@ -344,6 +347,8 @@ async def verify_stream(
         # Answers to messages refused before reaching the stream are not remembered; the id
         # stays free for a corrected message.
         answers = [a for a in answers if not a.rejection or a.rejection.code not in NOT_REMEMBERED]
+        if is_step_id(cid):  # the refusal of an unsigned command that used a step's id
+            answers = [a for a in answers if not a.rejection or a.rejection.code != "unauthorized"]
         if not answers:
             assert cid not in by_cause
             continue

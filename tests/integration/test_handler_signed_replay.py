@@ -19,6 +19,7 @@ from conftest import (
     wait_for_events,
 )
 
+from blackjack.command_handler.processor import event_id, step_id
 from blackjack.command_handler.signing import SIGNATURE_HEADER
 from blackjack.domain import commands as cmd
 from blackjack.domain.wallet import BuyIn, WalletDeposit, WalletWithdraw, wallet_stream
@@ -174,3 +175,31 @@ async def test_a_declined_signed_deposit_sent_again_after_the_window_credits_not
         assert len([r for r in commands if b".deposit.refund" in r.value]) == 1
         snapshots = await read_topic(space, space.topics.snapshots)
         assert bool(snapshots) == (snapshot_every < 100_000)
+
+
+@pytest.mark.parametrize("snapshot_every", [2, 100_000], ids=["from-snapshot", "from-events"])
+async def test_an_unsigned_command_cannot_take_a_step_id_even_across_a_restart(
+    kafka_space: Any, snapshot_every: int
+) -> None:
+    """Step ids can be predicted (the id of the wallet's next event, then ``.deposit``): an
+    unsigned command that takes one first is refused and not remembered, by the handler nor
+    by the rebuild of a new one, so the real signed step still goes through."""
+    space: KafkaSpace = await kafka_space(partitions=3)
+    predicted = step_id(event_id(WALLET, 2), "deposit")  # WalletDeposited is 1, BuyInSent 2
+    config = space.config(snapshot_every=snapshot_every)
+    async with running_handler(config), space.client() as client:
+        await accept(client, TABLE, cmd.OpenTable(variant="atlantic-city-multi"))
+        await accept(client, TABLE, cmd.SitDown(player_id=PLAYER))
+        await accept(client, WALLET, WalletDeposit(player_id=PLAYER, amount=1_000))
+        squat = await client.execute(
+            TABLE, cmd.PlaceBet(player_id=PLAYER, box=0, amount=100), command_id=predicted
+        )
+        assert squat.rejection is not None and squat.rejection.code == "unauthorized"
+    async with running_handler(space.config(snapshot_every=snapshot_every)):
+        async with space.client() as client:
+            await accept(client, WALLET, BuyIn(player_id=PLAYER, table_id=TABLE, amount=300))
+        await wait_for_events(space, WALLET, lambda es: any(e.type == "BuyInCompleted" for e in es))
+        deposited = [e for e in await stream_events(space, TABLE) if e.type == "FundsDeposited"]
+        assert [(e.causation_id, e.data.amount) for e in deposited] == [(predicted, 300)]
+        await verify_stream(space, TABLE)
+        await verify_stream(space, WALLET)

@@ -197,7 +197,7 @@ def test_an_unsigned_copy_of_a_signed_step_is_still_unauthorized() -> None:
     unsigned = h.deliver(deposit.key, deposit.value, [])
     [result] = results(unsigned)
     assert result.rejection is not None and result.rejection.code == "unauthorized"
-    assert "wallet" in result.rejection.message and not unsigned.events
+    assert "signed money steps" in result.rejection.message and not unsigned.events
 
 
 def declined_buy_in() -> tuple[Harness, Outgoing]:

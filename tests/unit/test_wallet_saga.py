@@ -165,3 +165,25 @@ def test_a_command_on_the_wrong_partition_or_under_the_wrong_key_is_malformed() 
     assert "belongs to partition" in result_of(h.deliver(wrong_partition)).rejection.message  # type: ignore[union-attr]
     wrong_key = Inbound(b"other", envelope.model_dump_json().encode(), [], 0, 2)
     assert result_of(h.deliver(wrong_key)).rejection.code == "malformed"  # type: ignore[union-attr]
+
+
+def test_an_unsigned_command_cannot_take_a_step_id_first() -> None:
+    h = Harness()
+    funded_table(h, "t1", "dan")
+    # The deposit step a buy-in will cause can be predicted from the wallet's next event id.
+    predicted = step_id(event_id(wallet_stream("dan"), 2), "deposit")
+    squatter = h.send("t1", cmd.PlaceBet(player_id="dan", box=0, amount=100), predicted)
+    rejected = result_of(squatter)
+    assert rejected.status == "rejected" and rejected.rejection is not None
+    assert rejected.rejection.code == "unauthorized" and ".deposit" in rejected.rejection.message
+    assert not of_topic(squatter, TOPICS.events)
+    out = h.send(wallet_stream("dan"), BuyIn(player_id="dan", table_id="t1", amount=300))
+    [step] = of_topic(out, TOPICS.commands)
+    assert command_of(step).command_id == predicted
+    # The real, signed step finds its id free: the seat is credited and the wallet confirmed.
+    answer = h.forward(step)
+    assert result_of(answer).status == "accepted"
+    assert h.store.streams["t1"].state.players["dan"].balance == 300  # type: ignore[union-attr]
+    [confirm] = of_topic(answer, TOPICS.commands)
+    assert result_of(h.forward(confirm)).status == "accepted"
+    assert h.store.streams[wallet_stream("dan")].state.pending == ()  # type: ignore[union-attr]

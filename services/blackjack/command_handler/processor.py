@@ -10,7 +10,9 @@ Order of the checks, each a typed rejection on the results topic:
 
 1. ``malformed``: not JSON, not an envelope, wrong fields, a Kafka key that is not the stream
    id, a stream on the wrong partition, a wallet command outside ``wallet:<player>``.
-   ``unknown_command``: a command type nobody knows. These are answered but not remembered.
+   ``unknown_command``: a command type nobody knows. ``unauthorized``: an unsigned command
+   with an id reserved for the service's steps (``<cause>.deposit`` ...). These are answered
+   but not remembered.
 2. a command id the stream has handled: the original result again, nothing else.
 3. ``unauthorized``: a signed command the stream has already accepted, however long ago (a
    copy of a money step's record, sent again after the idempotency window has moved on);
@@ -85,9 +87,21 @@ def transfer_ref(player_id: str, transfer: int) -> str:
     return f"{wallet_stream(player_id)}/{transfer}"
 
 
+STEPS = ("deposit", "cashout", "confirm", "refund")
+"""The money steps the service sends itself, signed; their ids end in ``.<step>``."""
+
+
 def step_id(cause_id: str, step: str) -> str:
     """The command id of a step caused by an event or a command (``<cause>.<step>``)."""
+    assert step in STEPS
     return f"{cause_id}.{step}"
+
+
+def is_step_id(command_id: str) -> bool:
+    """Reserved for the service's signed steps: step ids can be predicted (they derive from
+    event ids), so an unsigned command must not take one first and leave the step answered
+    with its result."""
+    return command_id.rpartition(".")[2] in STEPS and "." in command_id
 
 
 @dataclass(frozen=True)
@@ -170,13 +184,31 @@ class Processor:
         envelope = parsed
         command = envelope.command
         kind = str(command.type)
+        signed, transfer = self.signer.verify(key, inbound.value or b"", inbound.headers)
+        if not signed and is_step_id(envelope.command_id):
+            # Answered, not remembered (nor by a rebuild, see ``replay``): the service's own
+            # step with this id must still find it free when it comes.
+            result = CommandResult(
+                command_id=envelope.command_id,
+                stream_id=envelope.stream_id,
+                correlation_id=envelope.correlation_id,
+                status="rejected",
+                rejection=Rejection(
+                    code="unauthorized",
+                    message="command ids ending in "
+                    f"{', '.join('.' + step for step in STEPS)} are the service's own signed "
+                    "money steps",
+                ),
+                handled_at=now,
+            )
+            record = self._result_record(result, key, inbound.partition)
+            return Handled(result=result, command_type=kind, outgoing=[record])
         stream = store.get(envelope.stream_id)
         original = stream.results.get(envelope.command_id)
         if original is not None:
             record = self._result_record(original, key, inbound.partition)
             return Handled(result=original, command_type=kind, outgoing=[record], duplicate=True)
 
-        signed, transfer = self.signer.verify(key, inbound.value or b"", inbound.headers)
         if signed and envelope.command_id in stream.signed:
             return self._replayed(store, stream, envelope, kind, key, inbound.partition, now)
         buy_in = False

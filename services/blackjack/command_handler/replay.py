@@ -21,6 +21,7 @@ from datetime import datetime
 from aiokafka import AIOKafkaConsumer, ConsumerRecord, TopicPartition
 
 from blackjack.bus.topics import Topics
+from blackjack.command_handler.processor import is_step_id
 from blackjack.command_handler.snapshots import (
     CHECKPOINT_PREFIX,
     Checkpoint,
@@ -169,7 +170,11 @@ async def rebuild(
     results = 0
     async for record in read_to_end(reader, results_tp, results_from, ends[results_tp], deadline):
         result = CommandResult.model_validate_json(record.value or b"{}")
-        if result.rejection is not None and result.rejection.code in NOT_REMEMBERED:
+        if result.rejection is not None and (
+            result.rejection.code in NOT_REMEMBERED
+            # an unsigned command that used a step's id: the step must find the id free
+            or (result.rejection.code == "unauthorized" and is_step_id(result.command_id))
+        ):
             continue
         stream = store.get(result.stream_id)
         if result.command_id not in stream.results:
