@@ -4,6 +4,7 @@ JSON of ``to_doc``."""
 
 from __future__ import annotations
 
+import inspect
 import json
 from datetime import UTC, datetime
 
@@ -51,3 +52,11 @@ def test_a_state_with_every_kind_of_field_comes_back() -> None:
     assert document["transfers"] == ["wallet:ann/1", "wallet:ann/2"]
     assert TableState.from_doc(document) == state
     assert TableState.from_doc(document) != TableState()
+
+
+@pytest.mark.parametrize("cls", [Hand, Box, Player, Shoe, TableState])
+def test_every_constructor_argument_is_a_compared_and_saved_field(cls: type) -> None:
+    # Equality, repr and the snapshot document all read ``_FIELDS``: a field left out of it
+    # would be silently ignored by all three.
+    parameters = [name for name in inspect.signature(cls.__init__).parameters if name != "self"]
+    assert list(cls._FIELDS) == parameters
