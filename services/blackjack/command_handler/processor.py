@@ -91,6 +91,18 @@ STEPS = ("deposit", "cashout", "confirm", "refund")
 """The money steps the service sends itself, signed; their ids end in ``.<step>``."""
 
 
+def _refused(envelope: CommandEnvelope, message: str, now: datetime) -> CommandResult:
+    """An ``unauthorized`` answer, decided before the stream is looked at."""
+    return CommandResult(
+        command_id=envelope.command_id,
+        stream_id=envelope.stream_id,
+        correlation_id=envelope.correlation_id,
+        status="rejected",
+        rejection=Rejection(code="unauthorized", message=message),
+        handled_at=now,
+    )
+
+
 def step_id(cause_id: str, step: str) -> str:
     """The command id of a step caused by an event or a command (``<cause>.<step>``)."""
     assert step in STEPS
@@ -188,18 +200,11 @@ class Processor:
         if not signed and is_step_id(envelope.command_id):
             # Answered, not remembered (nor by a rebuild, see ``replay``): the service's own
             # step with this id must still find it free when it comes.
-            result = CommandResult(
-                command_id=envelope.command_id,
-                stream_id=envelope.stream_id,
-                correlation_id=envelope.correlation_id,
-                status="rejected",
-                rejection=Rejection(
-                    code="unauthorized",
-                    message="command ids ending in "
-                    f"{', '.join('.' + step for step in STEPS)} are the service's own signed "
-                    "money steps",
-                ),
-                handled_at=now,
+            steps = ", ".join(f".{step}" for step in STEPS)
+            result = _refused(
+                envelope,
+                f"command ids ending in {steps} are the service's own signed money steps",
+                now,
             )
             record = self._result_record(result, key, inbound.partition)
             return Handled(result=result, command_type=kind, outgoing=[record])
@@ -266,18 +271,11 @@ class Processor:
         """A signed command accepted before, whose result has left the window: refused,
         nothing decided, no step sent. The answer is remembered like any other, as a rebuild
         from the results topic would remember it."""
-        result = CommandResult(
-            command_id=envelope.command_id,
-            stream_id=envelope.stream_id,
-            correlation_id=envelope.correlation_id,
-            status="rejected",
-            rejection=Rejection(
-                code="unauthorized",
-                message=f"this signed command was already applied: {kind} "
-                f"{envelope.command_id} is not applied again",
-            ),
-            handled_at=now,
+        message = (
+            f"this signed command was already applied: {kind} "
+            f"{envelope.command_id} is not applied again"
         )
+        result = _refused(envelope, message, now)
         stream.remember(result, self.dedup_window)
         store.dirty.add(stream.stream_id)
         store.since_checkpoint += 1

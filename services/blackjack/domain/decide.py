@@ -149,7 +149,7 @@ def _check_bet_limits(state: TableState, box_total: int) -> None:
 
 
 def _check_betting(state: TableState, player: Player) -> None:
-    if state.phase != "betting" or state.boxes_in_play():
+    if state.phase != "betting" or state.hands_in_play:
         raise _refuse("not_betting_time", "bets are closed until this round is settled")
     if player.ready or player.passed:
         raise _refuse("already_dealt_in", "you have already chosen Deal or Pass this round")
@@ -290,7 +290,7 @@ def _move_seat(r: _Round, c: cmd.MoveSeat) -> None:
     _check_free_seat(r.state, c.seat)
     # The multi-player page: "You may change your position on the table by clicking on the
     # desired spot between hands": not while any hand is played, nor with a bet of one's own out.
-    if r.state.boxes_of(c.player_id) or r.state.boxes_in_play():
+    if r.state.boxes_of(c.player_id) or r.state.hands_in_play:
         raise _refuse("round_in_progress", "change seats between rounds, with no bet out")
     r.emit(fact(ev.SeatChanged, player_id=c.player_id, from_seat=player.seat, to_seat=c.seat))
 
@@ -388,7 +388,7 @@ def _reconnect(r: _Round, c: cmd.Reconnect) -> None:
 
 def _shuffle_shoe(r: _Round, c: cmd.ShuffleShoe) -> None:
     state = r.state
-    if state.boxes_in_play():
+    if state.hands_in_play:
         raise _refuse("round_in_progress", "the shoe is changed between rounds only")
     if dict(Counter(c.order)) != _shoe_counts(state.rules.decks):  # dict ==, in C
         raise _refuse(

@@ -20,8 +20,6 @@ from blackjack.domain.state import (
     INITIAL_STATE,
     Box,
     Hand,
-    HandStatus,
-    InsuranceStatus,
     Player,
     Shoe,
     TableState,
@@ -70,47 +68,11 @@ def _set_box(draft: TableState, index: int, box: Box) -> None:
     draft.boxes = tuple(boxes)
 
 
-def _box_with(
-    box: Box,
-    *,
-    hands: tuple[Hand, ...] | None = None,
-    insurance: InsuranceStatus | None = None,
-    insurance_stake: int | None = None,
-    insurance_paid: int | None = None,
-) -> Box:
-    return Box(
-        player_id=box.player_id,
-        bet=box.bet,
-        hands=box.hands if hands is None else hands,
-        insurance=box.insurance if insurance is None else insurance,
-        insurance_stake=box.insurance_stake if insurance_stake is None else insurance_stake,
-        insurance_paid=box.insurance_paid if insurance_paid is None else insurance_paid,
-    )
-
-
-def _hand_with(
-    hand: Hand,
-    *,
-    cards: tuple[str, ...] | None = None,
-    stake: int | None = None,
-    status: HandStatus | None = None,
-    doubled: bool | None = None,
-) -> Hand:
-    return Hand(
-        cards=hand.cards if cards is None else cards,
-        stake=hand.stake if stake is None else stake,
-        status=hand.status if status is None else status,
-        from_split=hand.from_split,
-        split_aces=hand.split_aces,
-        doubled=hand.doubled if doubled is None else doubled,
-    )
-
-
 def _set_hand(draft: TableState, box_index: int, hand_index: int, hand: Hand) -> None:
     box = draft.boxes[box_index]
     hands = list(box.hands)
     hands[hand_index] = hand
-    _set_box(draft, box_index, _box_with(box, hands=tuple(hands)))
+    _set_box(draft, box_index, box.changed(hands=tuple(hands)))
 
 
 def _hand_after_card(hand: Hand, card: str) -> Hand:
@@ -123,7 +85,7 @@ def _hand_after_card(hand: Hand, card: str) -> Hand:
         status = "blackjack"
     elif best == 21 or hand.doubled or (hand.split_aces and len(cards) == 2):
         status = "standing"  # a player cannot draw at 21; a double or a split ace gets one card
-    return _hand_with(hand, cards=cards, status=status)
+    return hand.changed(cards=cards, status=status)
 
 
 # ---- the table ----------------------------------------------------------------------------
@@ -227,7 +189,7 @@ def _deal_started(draft: TableState, e: ev.DealStarted) -> None:
     last: dict[str, list[tuple[int, int]]] = {}
     for index in e.boxes:
         box = boxes[index]
-        boxes[index] = _box_with(box, hands=(Hand(stake=box.bet),))
+        boxes[index] = box.changed(hands=(Hand(stake=box.bet),))
         assert box.player_id is not None
         # Kept relative to the seat, so that a rebet follows a player who changed seats.
         offset = index % draft.rules.boxes_per_seat
@@ -259,7 +221,7 @@ def _card_dealt(draft: TableState, e: ev.CardDealt) -> None:
 def _insurance_offered(draft: TableState, e: ev.InsuranceOffered) -> None:
     boxes = list(draft.boxes)
     for index in e.boxes:
-        boxes[index] = _box_with(boxes[index], insurance="offered")
+        boxes[index] = boxes[index].changed(insurance="offered")
     draft.boxes = tuple(boxes)
     draft.phase = "insurance"
     draft.deadline = e.deadline
@@ -267,12 +229,12 @@ def _insurance_offered(draft: TableState, e: ev.InsuranceOffered) -> None:
 
 def _insurance_taken(draft: TableState, e: ev.InsuranceTaken) -> None:
     _set_balance(draft, e.player_id, e.balance_after)
-    box = _box_with(draft.boxes[e.box], insurance="taken", insurance_stake=e.amount)
+    box = draft.boxes[e.box].changed(insurance="taken", insurance_stake=e.amount)
     _set_box(draft, e.box, box)
 
 
 def _insurance_declined(draft: TableState, e: ev.InsuranceDeclined) -> None:
-    _set_box(draft, e.box, _box_with(draft.boxes[e.box], insurance="declined"))
+    _set_box(draft, e.box, draft.boxes[e.box].changed(insurance="declined"))
 
 
 def _dealer_peeked(draft: TableState, e: ev.DealerPeeked) -> None:
@@ -282,7 +244,7 @@ def _dealer_peeked(draft: TableState, e: ev.DealerPeeked) -> None:
 
 def _insurance_settled(draft: TableState, e: ev.InsuranceSettled) -> None:
     _set_balance(draft, e.player_id, e.balance_after)
-    box = _box_with(draft.boxes[e.box], insurance="settled", insurance_paid=e.payout)
+    box = draft.boxes[e.box].changed(insurance="settled", insurance_paid=e.payout)
     _set_box(draft, e.box, box)
 
 
@@ -298,13 +260,13 @@ def _player_hit(draft: TableState, e: ev.PlayerHit) -> None:
 
 def _player_stood(draft: TableState, e: ev.PlayerStood) -> None:
     hand = draft.boxes[e.box].hands[e.hand]
-    _set_hand(draft, e.box, e.hand, _hand_with(hand, status="standing"))
+    _set_hand(draft, e.box, e.hand, hand.changed(status="standing"))
 
 
 def _hand_doubled(draft: TableState, e: ev.HandDoubled) -> None:
     _set_balance(draft, e.player_id, e.balance_after)
     hand = draft.boxes[e.box].hands[e.hand]
-    _set_hand(draft, e.box, e.hand, _hand_with(hand, doubled=True, stake=hand.stake + e.amount))
+    _set_hand(draft, e.box, e.hand, hand.changed(doubled=True, stake=hand.stake + e.amount))
 
 
 def _hand_split(draft: TableState, e: ev.HandSplit) -> None:
@@ -316,12 +278,12 @@ def _hand_split(draft: TableState, e: ev.HandSplit) -> None:
     first = Hand(stake=hand.stake, cards=hand.cards[:1], from_split=True, split_aces=one_card)
     second = Hand(stake=e.amount, cards=hand.cards[1:], from_split=True, split_aces=one_card)
     hands = (*box.hands[: e.hand], first, second, *box.hands[e.hand + 1 :])
-    _set_box(draft, e.box, _box_with(box, hands=hands))
+    _set_box(draft, e.box, box.changed(hands=hands))
 
 
 def _hand_surrendered(draft: TableState, e: ev.HandSurrendered) -> None:
     hand = draft.boxes[e.box].hands[e.hand]
-    _set_hand(draft, e.box, e.hand, _hand_with(hand, status="surrendered"))
+    _set_hand(draft, e.box, e.hand, hand.changed(status="surrendered"))
 
 
 def _player_timed_out(draft: TableState, e: ev.PlayerTimedOut) -> None:

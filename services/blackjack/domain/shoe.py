@@ -16,7 +16,7 @@ def commitment(order: Sequence[str], salt: str) -> str:
 
 def needs_shuffle(state: TableState) -> bool:
     """True between rounds when the next round must start from a freshly shuffled shoe."""
-    if not state.opened or any(box.hands for box in state.boxes):  # a round is being played
+    if not state.opened or state.hands_in_play:
         return False
     shoe = state.shoe
     if shoe is None:

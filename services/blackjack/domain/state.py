@@ -82,6 +82,24 @@ class Hand(_Value):
     def total(self) -> Total:
         return total(self.cards)
 
+    def changed(
+        self,
+        *,
+        cards: tuple[str, ...] | None = None,
+        stake: int | None = None,
+        status: HandStatus | None = None,
+        doubled: bool | None = None,
+    ) -> Hand:
+        """A copy with the given fields changed (what play changes in a hand)."""
+        return Hand(
+            cards=self.cards if cards is None else cards,
+            stake=self.stake if stake is None else stake,
+            status=self.status if status is None else status,
+            from_split=self.from_split,
+            split_aces=self.split_aces,
+            doubled=self.doubled if doubled is None else doubled,
+        )
+
     @staticmethod
     def from_doc(doc: dict[str, Any]) -> Hand:
         return Hand(
@@ -116,6 +134,24 @@ class Box(_Value):
         self.insurance: Final[InsuranceStatus] = insurance
         self.insurance_stake: Final = insurance_stake
         self.insurance_paid: Final = insurance_paid  # what settled insurance returned, stake in
+
+    def changed(
+        self,
+        *,
+        hands: tuple[Hand, ...] | None = None,
+        insurance: InsuranceStatus | None = None,
+        insurance_stake: int | None = None,
+        insurance_paid: int | None = None,
+    ) -> Box:
+        """A copy with the given fields changed (what a round changes in a box)."""
+        return Box(
+            player_id=self.player_id,
+            bet=self.bet,
+            hands=self.hands if hands is None else hands,
+            insurance=self.insurance if insurance is None else insurance,
+            insurance_stake=self.insurance_stake if insurance_stake is None else insurance_stake,
+            insurance_paid=self.insurance_paid if insurance_paid is None else insurance_paid,
+        )
 
     @staticmethod
     def from_doc(doc: dict[str, Any]) -> Box:
@@ -314,6 +350,11 @@ class TableState(_Value):
 
     def boxes_in_play(self) -> list[int]:
         return [i for i, b in enumerate(self.boxes) if b.hands]
+
+    @property
+    def hands_in_play(self) -> bool:
+        """A round's hands are dealt and not yet settled."""
+        return any(box.hands for box in self.boxes)
 
     @property
     def upcard(self) -> str | None:
