@@ -200,7 +200,7 @@ def test_a_shared_table_is_funded_through_the_wallet() -> None:
         5000,
         5000,
     )
-    assert view.pending == []
+    assert view.pending == [] and view.currency == "USD"  # the first deposit's
     projection = folded[script.stream_id]
     assert isinstance(projection, StreamProjection)
     account = projection.accounts[A]

@@ -157,6 +157,17 @@ def test_zero_deposit_is_invalid() -> None:
     )
 
 
+@rejects("currency_mismatch")
+def test_money_in_another_currency_is_refused() -> None:
+    state = given("mini-h17", *seated())
+    assert state.rules.currency == "USD"
+    deposit = cmd.Deposit(player_id="ann", amount=500, currency="EUR")
+    rejection = then_rejected(state, deposit, "currency_mismatch")
+    assert "USD" in rejection.message and "EUR" in rejection.message
+    same = cmd.Deposit(player_id="ann", amount=500, currency="USD")
+    assert not isinstance(decide(state, same, NOW), Rejection)
+
+
 @rejects("unknown_command")
 def test_a_command_the_decider_does_not_know() -> None:
     class Teleport(cmd.PlayerCommand):

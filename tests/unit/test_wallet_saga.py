@@ -88,7 +88,8 @@ def test_a_buy_in_sends_a_signed_deposit_named_after_its_event() -> None:
     deposit = command_of(step)
     caused_by = event_id(wallet_stream("ann"), 2)  # WalletDeposited was 1, BuyInSent is 2
     assert deposit.command_id == step_id(caused_by, "deposit") == f"{caused_by}.deposit"
-    assert deposit.stream_id == "t1" and deposit.command == cmd.Deposit(player_id="ann", amount=400)
+    assert deposit.stream_id == "t1"
+    assert deposit.command == cmd.Deposit(player_id="ann", amount=400, currency="USD")
     assert step.partition == partition_for("t1", PARTITIONS)
     assert SIGNER.verify(step.key, step.value, step.headers) == (True, 1)
     # The table credits the seat and confirms the transfer to the wallet.
@@ -187,3 +188,27 @@ def test_an_unsigned_command_cannot_take_a_step_id_first() -> None:
     [confirm] = of_topic(answer, TOPICS.commands)
     assert result_of(h.forward(confirm)).status == "accepted"
     assert h.store.streams[wallet_stream("dan")].state.pending == ()  # type: ignore[union-attr]
+
+
+def test_a_wallet_holds_one_currency_and_a_table_declines_another() -> None:
+    h = Harness()
+    h.send("t1", cmd.OpenTable(variant="atlantic-city-multi"))  # plays in USD
+    h.send("t1", cmd.SitDown(player_id="eve"))
+    wallet = wallet_stream("eve")
+    first = h.send(wallet, WalletDeposit(player_id="eve", amount=1_000, currency="EUR"))
+    assert result_of(first).status == "accepted"
+    second = result_of(h.send(wallet, WalletDeposit(player_id="eve", amount=5, currency="USD")))
+    assert second.rejection is not None and second.rejection.code == "currency_mismatch"
+    # Euros bought into a dollar table: declined there, not credited, and refunded.
+    [step] = of_topic(
+        h.send(wallet, BuyIn(player_id="eve", table_id="t1", amount=400)), TOPICS.commands
+    )
+    assert command_of(step).command.currency == "EUR"  # type: ignore[union-attr]
+    answer = h.forward(step)
+    [declined] = of_topic(answer, TOPICS.events)
+    assert b'"TransferDeclined"' in declined.value and b'"currency_mismatch"' in declined.value
+    assert h.store.streams["t1"].state.players["eve"].balance == 0  # type: ignore[union-attr]
+    [refund] = of_topic(answer, TOPICS.commands)
+    assert result_of(h.forward(refund)).status == "accepted"
+    state = h.store.streams[wallet].state
+    assert state.balance == 1_000 and state.pending == () and state.currency == "EUR"  # type: ignore[union-attr]

@@ -195,9 +195,8 @@ async def conservation(
             )
         if row.balance < 0:
             violations.append(f"wallet of {player_id}: negative balance {money(row.balance)}")
-        total = totals.setdefault(
-            currency_of.get(player_id, only), MoneyTotals(currency_of.get(player_id, only))
-        )
+        currency = row.currency or currency_of.get(player_id, only)
+        total = totals.setdefault(currency, MoneyTotals(currency))
         total.paid_in += row.deposited
         total.paid_out += row.withdrawn
         total.wallets += row.balance

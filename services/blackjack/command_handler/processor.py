@@ -463,7 +463,9 @@ class Processor:
         event = envelope.data
         table = envelope.stream_id
         if isinstance(event, BuyInSent):
-            deposit = cmd.Deposit(player_id=event.player_id, amount=event.amount)
+            deposit = cmd.Deposit(
+                player_id=event.player_id, amount=event.amount, currency=event.currency
+            )
             return [
                 self._command_record(
                     step_id(envelope.event_id, "deposit"),

@@ -10,6 +10,7 @@ from typing import Annotated, Any, Literal, get_args
 from pydantic import BaseModel, ConfigDict, Field, StrictInt
 
 from blackjack.domain.cards import Card
+from blackjack.domain.rules import Currency
 
 
 class Command(BaseModel):
@@ -53,6 +54,11 @@ class LeaveTable(PlayerCommand):
 class Deposit(PlayerCommand):
     type: Literal["Deposit"] = "Deposit"
     amount: StrictInt
+    currency: Currency | None = Field(
+        None,
+        description="the currency of the money; refused unless it is the table's (a buy-in's "
+        "carries its wallet's)",
+    )
     transfer: str | None = Field(
         None,
         min_length=1,

@@ -136,6 +136,13 @@ def _unaffordable(player: Player, amount: int, what: str) -> Refused | None:
     return None
 
 
+def _check_currency(state: TableState, currency: str | None) -> None:
+    if currency is not None and currency != state.rules.currency:
+        raise _refuse(
+            "currency_mismatch", f"this table plays in {state.rules.currency}, not {currency}"
+        )
+
+
 def _check_affordable(player: Player, amount: int, what: str) -> None:
     _require(_unaffordable(player, amount, what))
 
@@ -316,6 +323,7 @@ def _deposit(r: _Round, c: cmd.Deposit) -> None:
         return
     player = _seated(r.state, c.player_id)
     _check_amount(c.amount)
+    _check_currency(r.state, c.currency)
     balance = player.balance + c.amount
     r.emit(fact(ev.FundsDeposited, player_id=c.player_id, amount=c.amount, balance_after=balance))
 
@@ -338,6 +346,7 @@ def _transfer_deposit(r: _Round, c: cmd.Deposit, transfer: str) -> None:
             )
         player = _seated(state, c.player_id)
         _check_amount(c.amount)
+        _check_currency(state, c.currency)
     except Refused as refused:
         r.emit(
             fact(

@@ -12,6 +12,7 @@ RejectionCode = Literal[
     "unknown_command",
     "unauthorized",  # a command only the service itself may issue
     "internal_error",  # the decider failed on this command (a bug): nothing changed
+    "currency_mismatch",  # money in one currency offered to a table or wallet in another
     # the table
     "table_not_open",
     "table_already_open",

@@ -38,13 +38,18 @@ DoubleOn = Literal["any_two", "totals"]
 SplitBy = Literal["value", "rank"]
 
 
+DEFAULT_CURRENCY = "USD"
+Currency = Annotated[str, Field(pattern=r"^[A-Z]{3}$", description="an ISO 4217 code")]
+"""The currency of a table's or a wallet's money (amounts are its minor units)."""
+
+
 class Rules(BaseModel):
     """Everything that differs between the casinos' blackjack variants."""
 
     model_config = ConfigDict(frozen=True, extra="forbid")
 
     name: str = "custom"
-    currency: str = "USD"
+    currency: Currency = DEFAULT_CURRENCY
 
     # The shoe
     decks: int = Field(8, ge=1, le=8)

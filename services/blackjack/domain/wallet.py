@@ -22,6 +22,7 @@ from typing import Any, Literal
 from pydantic import BaseModel, ConfigDict, Field, StrictInt, field_validator
 
 from blackjack.domain.rejections import Rejection
+from blackjack.domain.rules import DEFAULT_CURRENCY, Currency
 
 WALLET_STREAM_PREFIX = "wallet:"
 STREAM_ID_PATTERN = r"^[A-Za-z0-9._:@\-]+$"
@@ -45,10 +46,11 @@ class WalletCommand(BaseModel):
 
 
 class WalletDeposit(WalletCommand):
-    """The platform pays money in."""
+    """The platform pays money in. A wallet holds one currency: its first deposit's."""
 
     type: Literal["WalletDeposit"] = "WalletDeposit"
     amount: StrictInt
+    currency: Currency = DEFAULT_CURRENCY
 
 
 class WalletWithdraw(WalletCommand):
@@ -123,6 +125,7 @@ class WalletDeposited(WalletEvent):
     type: Literal["WalletDeposited"] = "WalletDeposited"
     amount: int
     balance_after: int
+    currency: str = DEFAULT_CURRENCY
 
 
 class WalletWithdrawn(WalletEvent):
@@ -139,6 +142,7 @@ class BuyInSent(WalletEvent):
     table_id: str
     amount: int
     balance_after: int
+    currency: str = Field(DEFAULT_CURRENCY, description="the wallet's; the table checks it")
 
 
 class BuyInCompleted(WalletEvent):
@@ -186,6 +190,7 @@ class PendingBuyIn(BaseModel):
 class WalletState(BaseModel):
     model_config = ConfigDict(frozen=True, extra="forbid")
     balance: int = 0
+    currency: str | None = Field(None, description="set by the first deposit")
     transfers: int = Field(0, description="buy-ins sent so far; the next one gets this + 1")
     pending: tuple[PendingBuyIn, ...] = ()
 
@@ -217,13 +222,25 @@ def _short(state: WalletState, amount: int, what: str) -> Rejection | None:
     return None
 
 
+def _other_currency(state: WalletState, currency: str) -> Rejection | None:
+    if state.currency is not None and currency != state.currency:
+        return Rejection(
+            code="currency_mismatch",
+            message=f"this wallet holds {state.currency}, not {currency}",
+        )
+    return None
+
+
 def decide_wallet(state: WalletState, command: WalletCommand) -> WalletDecision:
     pid = command.player_id
     if isinstance(command, WalletDeposit):
-        refused = _invalid_amount(command.amount)
+        refused = _invalid_amount(command.amount) or _other_currency(state, command.currency)
         return refused or [
             WalletDeposited(
-                player_id=pid, amount=command.amount, balance_after=state.balance + command.amount
+                player_id=pid,
+                amount=command.amount,
+                balance_after=state.balance + command.amount,
+                currency=command.currency,
             )
         ]
     if isinstance(command, WalletWithdraw):
@@ -242,6 +259,7 @@ def decide_wallet(state: WalletState, command: WalletCommand) -> WalletDecision:
                 table_id=command.table_id,
                 amount=command.amount,
                 balance_after=state.balance - command.amount,
+                currency=state.currency or DEFAULT_CURRENCY,
             )
         ]
     if isinstance(command, ConfirmBuyIn | RefundBuyIn):
@@ -287,10 +305,12 @@ def decide_wallet(state: WalletState, command: WalletCommand) -> WalletDecision:
 # ---- evolve -------------------------------------------------------------------------------
 
 
-def _balance(
-    state: WalletState, e: WalletDeposited | WalletWithdrawn | CashOutReceived
-) -> WalletState:
+def _balance(state: WalletState, e: WalletWithdrawn | CashOutReceived) -> WalletState:
     return state.model_copy(update={"balance": e.balance_after})
+
+
+def _deposited(state: WalletState, e: WalletDeposited) -> WalletState:
+    return state.model_copy(update={"balance": e.balance_after, "currency": e.currency})
 
 
 def _sent(state: WalletState, e: BuyInSent) -> WalletState:
@@ -319,7 +339,7 @@ def _refunded(state: WalletState, e: BuyInRefunded) -> WalletState:
 
 
 _EVOLVERS: dict[type[WalletEvent], Callable[[WalletState, Any], WalletState]] = {
-    WalletDeposited: _balance,
+    WalletDeposited: _deposited,
     WalletWithdrawn: _balance,
     CashOutReceived: _balance,
     BuyInSent: _sent,

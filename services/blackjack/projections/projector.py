@@ -667,6 +667,7 @@ class WalletView(_Model):
     refunded: int = 0
     cashed_in: int = 0
     pending: list[Transfer] = []
+    currency: str | None = None  # set by the first deposit
 
     @property
     def in_transit(self) -> int:
@@ -697,6 +698,7 @@ class WalletProjection:
 def _wallet_deposited(w: WalletView, e: wl.WalletDeposited) -> None:
     w.deposited += e.amount
     w.balance = e.balance_after
+    w.currency = e.currency
 
 
 def _wallet_withdrawn(w: WalletView, e: wl.WalletWithdrawn) -> None:

@@ -107,6 +107,7 @@ wallets = Table(
     Column("last_sequence", BigInteger, nullable=False),
     Column("updated_at", DateTime(timezone=True), nullable=False),
     Column("pending", Document, nullable=False, comment="the buy-ins in transit"),
+    Column("currency", String(8), nullable=True, comment="set by the first deposit"),
     comment="a player's wallet stream: the money between tables",
 )
 
