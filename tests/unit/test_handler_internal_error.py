@@ -11,18 +11,15 @@ from typing import Any
 import pytest
 
 import blackjack.command_handler.processor as processor_module
-from blackjack.bus.topics import Topics
-from blackjack.command_handler.processor import Inbound, Outgoing, Processor
-from blackjack.command_handler.signing import CommandSigner
+from blackjack.command_handler.processor import Inbound, Outgoing
 from blackjack.command_handler.streams import PartitionStore
 from blackjack.domain import commands as cmd
 from blackjack.domain.rules import Rules
 from blackjack.messages.envelope import CommandEnvelope, CommandResult
-from blackjack.messages.sealing import ShoeSeal
 from blackjack.scenario import build_shoe
+from tests.unit.processor_harness import TOPICS, new_processor
 
 NOW = datetime(2026, 5, 1, tzinfo=UTC)
-TOPICS = Topics("unit.")
 TABLE = "table-1"
 
 
@@ -33,15 +30,7 @@ def scripted_shoe(rules: Rules) -> cmd.ShuffleShoe:
 
 class Table:
     def __init__(self) -> None:
-        self.processor = Processor(
-            topics=TOPICS,
-            partitions=1,
-            seal=ShoeSeal.from_hex(ShoeSeal.new_key_hex()),
-            signer=CommandSigner(b"k" * 32),
-            source="/test",
-            shuffler=scripted_shoe,
-            dedup_window=100,
-        )
+        self.processor = new_processor(shuffler=scripted_shoe)
         self.store = PartitionStore(0)
         self.offset = 0
 

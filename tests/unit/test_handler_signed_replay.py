@@ -12,35 +12,23 @@ from datetime import UTC, datetime
 
 from cryptography.hazmat.primitives.ciphers.aead import AESGCM
 
-from blackjack.bus.topics import Topics
-from blackjack.command_handler.processor import Handled, Inbound, Outgoing, Processor
-from blackjack.command_handler.signing import CommandSigner
+from blackjack.command_handler.processor import Handled, Inbound, Outgoing
 from blackjack.command_handler.snapshots import SealedSnapshot, SnapshotCodec
 from blackjack.command_handler.streams import PartitionStore, Stream, initial_state
 from blackjack.domain import commands as cmd
 from blackjack.domain.state import TableState
 from blackjack.domain.wallet import BuyIn, WalletDeposit, WalletState, WalletWithdraw, wallet_stream
 from blackjack.messages.envelope import CommandEnvelope, CommandResult
-from blackjack.messages.sealing import ShoeSeal
-from blackjack.rng import csprng_shuffle
+from tests.unit.processor_harness import TOPICS, new_processor
 
 NOW = datetime(2026, 5, 1, tzinfo=UTC)
-TOPICS = Topics("unit.")
 WINDOW = 4
 PLAYER, TABLE, WALLET = "eve", "replay-multi", wallet_stream("eve")
 
 
 class Harness:
     def __init__(self) -> None:
-        self.processor = Processor(
-            topics=TOPICS,
-            partitions=1,
-            seal=ShoeSeal.from_hex(ShoeSeal.new_key_hex()),
-            signer=CommandSigner(b"k" * 32),
-            source="/test",
-            shuffler=csprng_shuffle,
-            dedup_window=WINDOW,
-        )
+        self.processor = new_processor(dedup_window=WINDOW)
         self.store = PartitionStore(0)
         self.offset = 0
         self.handled: list[Handled] = []

@@ -7,39 +7,23 @@ from __future__ import annotations
 
 from datetime import UTC, datetime
 
-from blackjack.bus.topics import Topics, partition_for
-from blackjack.command_handler.processor import Inbound, Outgoing, Processor, event_id, step_id
-from blackjack.command_handler.signing import CommandSigner
+from blackjack.bus.topics import partition_for
+from blackjack.command_handler.processor import Inbound, Outgoing, event_id, step_id
 from blackjack.command_handler.streams import PartitionStore
 from blackjack.domain import commands as cmd
 from blackjack.domain.wallet import BuyIn, WalletDeposit, wallet_stream
 from blackjack.messages.envelope import CommandEnvelope, CommandResult
-from blackjack.messages.sealing import ShoeSeal
-from blackjack.rng import csprng_shuffle
+from tests.unit.processor_harness import SIGNER, TOPICS, new_processor
 
 NOW = datetime(2026, 5, 1, tzinfo=UTC)
 PARTITIONS = 1
-TOPICS = Topics("unit.")
-SIGNER = CommandSigner(b"k" * 32)
-
-
-def processor() -> Processor:
-    return Processor(
-        topics=TOPICS,
-        partitions=PARTITIONS,
-        seal=ShoeSeal.from_hex(ShoeSeal.new_key_hex()),
-        signer=SIGNER,
-        source="/test",
-        shuffler=csprng_shuffle,
-        dedup_window=100,
-    )
 
 
 class Harness:
     """One partition's store and a counter of offsets; ``send`` hands a command in."""
 
     def __init__(self) -> None:
-        self.processor = processor()
+        self.processor = new_processor()
         self.store = PartitionStore(0)
         self.offset = 0
 
