@@ -3,8 +3,9 @@
 It keeps retrying (it never skips a record by itself), but once the same record has failed
 ``stuck_after`` times in a row, ``/readyz`` answers 503 naming the record's topic, partition
 and offset, and ``blackjack_projection_stuck_offset`` exports it; both clear once the worker
-folds past it. On the real broker, in process and as ``blackjack projections run --http`` and
-``blackjack serve`` processes.
+folds past it. Only the record's partition is held back: the worker's other partitions fold
+on, even those that came in the same batches. On the real broker, in process and as
+``blackjack projections run --http`` and ``blackjack serve`` processes.
 """
 
 from __future__ import annotations
@@ -14,7 +15,7 @@ import json
 import os
 import signal
 import sys
-from collections.abc import AsyncIterator, Iterable
+from collections.abc import AsyncIterator, Iterable, Sequence
 from contextlib import asynccontextmanager
 from pathlib import Path
 from typing import Any
@@ -33,7 +34,7 @@ from blackjack.projections.health import FoldHealth, probes
 from blackjack.projections.settings import ProjectionSettings
 from blackjack.projections.store import ProjectionStore
 from blackjack.projections.worker import build_broker
-from blackjack.projections.writer import Position, ProjectionWriter, Record
+from blackjack.projections.writer import BatchResult, Position, ProjectionWriter, Record
 
 pytest.register_assert_rewrite("conftest_projections")
 from conftest_projections import (  # noqa: E402
@@ -71,16 +72,20 @@ def sample(name: str, topic: str, partition: int) -> float | None:
 
 @asynccontextmanager
 async def running_worker(
-    topic: EventsTopic, store: ProjectionStore, health: FoldHealth
+    topic: EventsTopic,
+    store: ProjectionStore,
+    health: FoldHealth,
+    writer: ProjectionWriter | None = None,
+    batch: int = 50,
 ) -> AsyncIterator[ProjectionWriter]:
     settings = ProjectionSettings(
         db_url=store.url,
         bootstrap=topic.bootstrap,
         topic_prefix=topic.prefix,
         group_id=f"{topic.prefix}projections",
-        batch=50,
+        batch=batch,
     )
-    writer = ProjectionWriter(store)
+    writer = ProjectionWriter(store) if writer is None else writer
     broker = build_broker(settings, writer, health)
     await broker.start()
     try:
@@ -151,6 +156,98 @@ async def test_a_worker_stuck_at_a_poison_record_is_not_ready_until_it_is_past_i
 async def _not_found(scope: Any, receive: Any, send: Any) -> None:
     await send({"type": "http.response.start", "status": 404, "headers": []})
     await send({"type": "http.response.body", "body": b""})
+
+
+# ---- a poison record holds back its own partition only ---------------------------------------
+
+TWO = play_tables([("table-held", "mini-h17"), ("table-free", "mini-h17")], rounds=4, seed=12)
+
+
+class WatchedWriter(ProjectionWriter):
+    """Notes the partitions of every transaction the worker asks for, and whether it failed."""
+
+    def __init__(self, store: ProjectionStore) -> None:
+        super().__init__(store)
+        self.attempts: list[tuple[frozenset[int], bool]] = []
+
+    async def apply(self, records: Sequence[Record]) -> BatchResult:
+        partitions = frozenset(r.partition for r in records)
+        try:
+            result = await super().apply(records)
+        except Exception:
+            self.attempts.append((partitions, False))
+            raise
+        self.attempts.append((partitions, True))
+        return result
+
+
+@pytest.mark.integration
+async def test_a_poison_record_holds_back_only_its_own_partition(
+    events_topic: EventsTopic,
+    stores: StoreFactory,
+    shoe_seal: ShoeSeal,
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    monkeypatch.setattr(worker_module, "RETRY_SECONDS", 0.05)
+    name, bootstrap = events_topic.name, events_topic.bootstrap
+    held, free = (name, 0), (name, 1)
+    held_events = [wire.encode(e) for e in to_wire(TWO.of("table-held"), shoe_seal)]
+    free_events = [wire.encode(e) for e in to_wire(TWO.of("table-free"), shoe_seal)]
+    h, (f1, f2) = len(held_events) // 2, (len(free_events) // 3, 2 * len(free_events) // 3)
+    store = await stores.store()
+    health = FoldHealth(stuck_after=3)
+    # A table in each partition, partly folded: both partitions have stored positions now.
+    async with running_worker(events_topic, store, health) as writer:
+        ends = {
+            held: await produce(name, bootstrap, 0, held_events[:h]) + h,
+            free: await produce(name, bootstrap, 1, free_events[:f1]) + f1,
+        }
+        await writer.wait_for(ends, WAIT_S)
+    # While no worker runs: the junk, then the rest of the table, in one partition; more of the
+    # other table in the other. The next worker seeks both partitions to their stored positions
+    # at once, so its first fetch brings both and its batches (up to 500 records) mix them.
+    poison = await produce(name, bootstrap, 0, [POISON])
+    await produce(name, bootstrap, 0, held_events[h:])
+    await produce(name, bootstrap, 1, free_events[f1:f2])
+    writer = WatchedWriter(store)
+    http = httpx.AsyncClient(
+        transport=httpx.ASGITransport(app=probes(health, _not_found)), base_url="http://worker"
+    )
+    async with http, running_worker(events_topic, store, health, writer, batch=500):
+        await health.wait_until(lambda: not health.ready, WAIT_S)
+        await writer.wait_for({free: ends[free] + f2 - f1}, WAIT_S)
+        # a batch of both partitions was rolled back, then folded again partition by partition
+        mixed = writer.attempts.index((frozenset({0, 1}), False))
+        assert set(writer.attempts[mixed + 1 : mixed + 3]) == {
+            (frozenset({0}), False),
+            (frozenset({1}), True),
+        }
+        # and it goes on while the other one is stuck
+        rest = await produce(name, bootstrap, 1, free_events[f2:])
+        await writer.wait_for({free: rest + len(free_events) - f2}, WAIT_S)
+
+        [stuck] = health.stuck
+        assert (stuck.topic, stuck.partition, stuck.offset) == (*held, poison)
+        assert "is not an event envelope" in stuck.error
+        assert [(f.partition, f.offset) for f in health.failing] == [(0, poison)]
+        stored = await writer.stored_positions()
+        assert stored[held] == ends[held] == poison  # nothing after the junk folded, or skipped
+        assert stored[free] == rest + len(free_events) - f2
+        assert sample("blackjack_projection_stuck_offset", *held) == poison
+        assert sample("blackjack_projection_stuck_offset", *free) is None
+        assert not sample("blackjack_projection_consecutive_failures", *free)
+        ready = await http.get("/readyz")
+        assert ready.status_code == 503
+        report = ready.json()["projections"]
+        assert [(f["partition"], f["offset"]) for f in report["stuck"]] == [(0, poison)]
+        assert [f["partition"] for f in report["failing"]] == [0]
+    async with store.reading() as connection:
+        folded = (await connection.execute(schema.events.select())).all()
+    # all of the free table, each event once; the held one up to the junk
+    expected = TWO.of("table-free") + TWO.of("table-held")[:h]
+    assert sorted((r.stream_id, r.sequence) for r in folded) == sorted(
+        (e.stream_id, e.sequence) for e in expected
+    )
 
 
 # ---- the same through the processes an operator runs ----------------------------------------

@@ -3,9 +3,11 @@
 It joins a consumer group (``read_committed``, so events of an aborted handler transaction
 are never seen) and, whenever the group gives it partitions, seeks each one to the position
 stored in the read model: Kafka's committed offsets are only written afterwards, for lag
-dashboards, and never read. A batch that fails is rolled back and its partitions are rewound
-to the batch's first record, so nothing is skipped; the failure is logged and counted, and a
-record that keeps failing makes the worker not ready (``health.FoldHealth``).
+dashboards, and never read. A batch that fails is rolled back and folded again partition by
+partition, one transaction each, so that a record that cannot be folded holds back only its
+own partition: that one is rewound to its stored position and paused for ``RETRY_SECONDS``,
+so nothing is skipped; the failure is logged and counted, and a record that keeps failing
+makes the worker not ready (``health.FoldHealth``).
 """
 
 from __future__ import annotations
@@ -50,7 +52,8 @@ DUPLICATES = Counter(
 )
 FAILED_BATCHES = Counter(
     "blackjack_projection_failed_batches_total",
-    "Batches rolled back; their partitions were rewound to retry",
+    "Batches rolled back (then folded again partition by partition; a failing one is rewound "
+    "to retry)",
 )
 POSITION = Gauge(
     "blackjack_projection_position",
@@ -177,6 +180,26 @@ def register_projection(
         description="Folds every event into wallets and game history",
     )
 
+    async def folded(result: BatchResult) -> None:
+        _count(result)
+        health.folded(result.positions)
+        kafka = consumer()
+        _lag(kafka, result.positions)
+        if kafka is not None:
+            await _commit_for_dashboards(kafka, result)
+
+    async def hold_back(part: list[Record], error: Exception) -> None:
+        """Nothing of ``part`` (one partition's records) was folded: read that partition again
+        from its stored position after ``RETRY_SECONDS``, by pausing it rather than sleeping
+        here, which would hold back the worker's other partitions too."""
+        log.exception("records rolled back; their partition is read again", records=len(part))
+        health.failed(part, writer.failed_at, error)
+        kafka = consumer()
+        _lag(kafka, _first_offsets(part))
+        await positions.put_back(part)
+        if kafka is not None:
+            _pause(kafka, TopicPartition(part[0].topic, part[0].partition), RETRY_SECONDS)
+
     @subscriber
     async def fold_events(message: KafkaMessage) -> None:
         raw = message.raw_message
@@ -188,20 +211,54 @@ def register_projection(
             result = await writer.apply(records)
         except Exception as error:
             FAILED_BATCHES.inc()
-            log.exception("batch rolled back; its partitions are read again", records=len(records))
-            health.failed(records, writer.failed_at, error)
-            _lag(consumer(), _first_offsets(records))
-            await positions.put_back(records)
-            await asyncio.sleep(RETRY_SECONDS)
+            parts = _by_partition(records)
+            if len(parts) == 1:
+                await hold_back(records, error)
+                return
+            # A batch mixes partitions, and one record (a poison event) must not stop the
+            # others: fold each partition in a transaction of its own (its position with it),
+            # so those that fold advance and only a failing one is held back. Not reported to
+            # ``health`` yet: the attempt per partition tells which one is to blame.
+            log.warning(
+                "batch rolled back; folding it again partition by partition",
+                records=len(records),
+                error=f"{type(error).__name__}: {error}",
+            )
+            for part in parts:
+                try:
+                    result = await writer.apply(part)
+                except Exception as failure:
+                    await hold_back(part, failure)
+                else:
+                    await folded(result)
             return
-        _count(result)
-        health.folded(result.positions)
-        kafka = consumer()
-        _lag(kafka, result.positions)
-        if kafka is not None:
-            await _commit_for_dashboards(kafka, result)
+        await folded(result)
 
     return health
+
+
+def _by_partition(records: list[Record]) -> list[list[Record]]:
+    """The records of each partition, in their order."""
+    parts: dict[tuple[str, int], list[Record]] = {}
+    for record in records:
+        parts.setdefault(record.position, []).append(record)
+    return list(parts.values())
+
+
+def _pause(consumer: AIOKafkaConsumer, tp: TopicPartition, seconds: float) -> None:
+    """Fetch nothing of this partition for ``seconds``; the others go on."""
+    try:
+        consumer.pause(tp)
+    except Exception:  # revoked meanwhile: whoever has it now reads it
+        log.info("not paused: partition no longer assigned", partition=str(tp))
+        return
+    asyncio.get_running_loop().call_later(seconds, _resume, consumer, tp)
+
+
+def _resume(consumer: AIOKafkaConsumer, tp: TopicPartition) -> None:
+    # revoked meanwhile (assigned again, it is not paused), or the consumer has stopped
+    with contextlib.suppress(Exception):
+        consumer.resume(tp)
 
 
 def _first_offsets(records: list[Record]) -> dict[tuple[str, int], int]:
