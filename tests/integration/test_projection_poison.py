@@ -182,6 +182,33 @@ class WatchedWriter(ProjectionWriter):
 
 
 @pytest.mark.integration
+async def test_a_stuck_worker_has_folded_every_record_before_the_poison(
+    events_topic: EventsTopic,
+    stores: StoreFactory,
+    shoe_seal: ShoeSeal,
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """Records ahead of the poison in the batch it fails in are folded all the same, so the
+    stored position stops right at the poison: the operator's step over it
+    (docs/operations.md) skips that record and nothing else."""
+    monkeypatch.setattr(worker_module, "RETRY_SECONDS", 0.05)
+    envelopes = to_wire(LOG.envelopes, shoe_seal)
+    half = len(envelopes) // 2
+    store = await stores.store()
+    health = FoldHealth(stuck_after=2)
+    # No worker yet: the good records and the poison wait in the log, so one batch holds both.
+    non_transactional = await publish(events_topic, envelopes[:half], transactional=False)
+    [((name, partition), end)] = non_transactional.items()
+    offset = await produce(name, events_topic.bootstrap, partition, [POISON])
+    assert offset == end  # nothing between the last good record and the poison
+    async with running_worker(events_topic, store, health, batch=500) as writer:
+        await health.wait_until(lambda: not health.ready, WAIT_S)
+        [stuck] = health.stuck
+        assert (stuck.topic, stuck.partition, stuck.offset) == (name, partition, offset)
+        assert (await writer.stored_positions())[(name, partition)] == offset
+
+
+@pytest.mark.integration
 async def test_a_poison_record_holds_back_only_its_own_partition(
     events_topic: EventsTopic,
     stores: StoreFactory,

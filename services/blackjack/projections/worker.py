@@ -200,6 +200,25 @@ def register_projection(
         if kafka is not None:
             _pause(kafka, TopicPartition(part[0].topic, part[0].partition), RETRY_SECONDS)
 
+    async def fold_up_to(part: list[Record], error: Exception) -> None:
+        """``part`` (one partition's records) failed: fold the records before the one that
+        failed in a transaction of their own, so the stored position stops exactly at that
+        record (what ``docs/operations.md`` tells an operator to step over), then hold the
+        rest back."""
+        at = writer.failed_at
+        before = [r for r in part if at is not None and r.offset < at.offset]
+        if at is None or at.position != part[0].position or not before:
+            await hold_back(part, error)
+            return
+        try:
+            result = await writer.apply(before)
+        except Exception as failure:
+            await hold_back(part, failure)
+            return
+        await folded(result)
+        writer.failed_at = at  # the record that failed, for ``health``
+        await hold_back([r for r in part if r.offset >= at.offset], error)
+
     @subscriber
     async def fold_events(message: KafkaMessage) -> None:
         raw = message.raw_message
@@ -213,7 +232,7 @@ def register_projection(
             FAILED_BATCHES.inc()
             parts = _by_partition(records)
             if len(parts) == 1:
-                await hold_back(records, error)
+                await fold_up_to(records, error)
                 return
             # A batch mixes partitions, and one record (a poison event) must not stop the
             # others: fold each partition in a transaction of its own (its position with it),
@@ -228,7 +247,7 @@ def register_projection(
                 try:
                     result = await writer.apply(part)
                 except Exception as failure:
-                    await hold_back(part, failure)
+                    await fold_up_to(part, failure)
                 else:
                     await folded(result)
             return
