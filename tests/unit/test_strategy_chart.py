@@ -11,25 +11,9 @@ import pickle
 
 import pytest
 
-from blackjack.domain.rules import PRESETS, Rules, preset
+from blackjack.domain.rules import PRESETS, preset
 from blackjack.strategy import UPCARDS, Strategy, compute_strategy, render_chart
-
-EIGHT_DECKS_S17_DAS_LS = Rules(
-    name="8D S17 DAS LS",
-    decks=8,
-    dealer_hits_soft_17=False,
-    peek_on_ace=True,
-    peek_on_ten=True,
-    double_on="any_two",
-    double_after_split=True,
-    max_splits=3,
-    split_by="value",
-    split_aces_one_card=True,
-    late_surrender=True,
-)
-EIGHT_DECKS_H17_DAS_LS = EIGHT_DECKS_S17_DAS_LS.with_overrides(
-    {"name": "8D H17 DAS LS", "dealer_hits_soft_17": True}
-)
+from tests.unit.rule_sets import EIGHT_DECKS_H17_DAS_LS, EIGHT_DECKS_S17_DAS_LS
 
 # Wizard of Odds, 4-8 decks, S17, DAS, late surrender. Columns: dealer 2 3 4 5 6 7 8 9 T A.
 # D = double else hit, Ds = double else stand, Rh = surrender else hit, P = split.

@@ -13,7 +13,7 @@ from functools import cache
 
 import pytest
 
-from blackjack.domain.rules import PRESETS, Rules, preset
+from blackjack.domain.rules import PRESETS, preset
 from blackjack.strategy import compute_rtp
 from blackjack.strategy.dealer import (
     ACE,
@@ -25,23 +25,11 @@ from blackjack.strategy.dealer import (
     full_shoe,
 )
 from blackjack.strategy.solver import solve, split_scenarios
+from tests.unit.rule_sets import EIGHT_DECKS_H17_DAS_LS
 
 TOLERANCE = 0.02  # percentage points
 
-WIZARD_BASE = Rules(
-    name="wizard-base",
-    decks=8,
-    dealer_hits_soft_17=True,
-    peek_on_ace=True,
-    peek_on_ten=True,
-    double_on="any_two",
-    double_after_split=True,
-    max_splits=3,
-    split_by="value",
-    split_aces_one_card=True,
-    late_surrender=True,
-    blackjack_pays=Fraction(3, 2),
-)
+WIZARD_BASE = EIGHT_DECKS_H17_DAS_LS.with_overrides({"name": "wizard-base"})
 
 WIZARD_ANCHORS: dict[str, tuple[dict[str, object], float]] = {
     "base": ({}, 0.555),
