@@ -4,18 +4,22 @@ of ``atlantic-city-multi`` (``ExpireTimers``) and the disconnection policy of ``
 
 from __future__ import annotations
 
+from typing import Any
+
 import pytest
 from conftest import (
     KafkaSpace,
     QueuedShuffler,
     accept,
     command_log,
+    running_handler,
     types_of,
     verify_stream,
     wait_for_events,
 )
 
 from blackjack.client import BlackjackClient
+from blackjack.command_handler.clock import disconnect_command_id
 from blackjack.domain import commands as cmd
 from blackjack.domain import events as ev
 from blackjack.domain.wallet import BuyIn, WalletDeposit, wallet_stream
@@ -103,3 +107,30 @@ async def test_a_started_surrender_hand_waits_for_the_player_to_reconnect(
     check = await verify_stream(space, table)
     [hand] = [e.data for e in check.events if isinstance(e.data, ev.HandSettled)]
     assert (hand.total, hand.outcome, hand.payout) == (18, "win", 1000)
+
+
+@pytest.mark.parametrize("snapshot_every", [1, 10_000], ids=["from-snapshot", "from-results"])
+async def test_a_takeover_keeps_the_presence_clock_running(
+    kafka_space: Any, snapshot_every: int
+) -> None:
+    """A player's silence counts from their last command, not from the takeover: the new
+    owner knows when they were last seen (from the snapshot, or from the results after it)
+    and sends the very ``Disconnect`` the old owner would have sent."""
+    space: KafkaSpace = await kafka_space(partitions=1)
+    table = "presence-takeover"
+    patient = space.config(presence_timeout_s=3600.0, snapshot_every=snapshot_every)
+    async with running_handler(patient), space.client() as client:
+        *_, bet = await accept(
+            client,
+            table,
+            cmd.OpenTable(variant="surrender"),
+            cmd.SitDown(player_id="sam"),
+            cmd.Deposit(player_id="sam", amount=2_000),
+            cmd.PlaceBet(player_id="sam", box=0, amount=700),
+        )
+    assert bet.player_id == "sam"
+    async with running_handler(space.config(presence_timeout_s=1.0)):
+        events = await wait_for_events(space, table, lambda es: "BetRefunded" in types_of(es))
+    assert types_of(events)[-2:] == ["PlayerDisconnected", "BetRefunded"]
+    fired = [c for c in await command_log(space, table) if isinstance(c.command, cmd.Disconnect)]
+    assert [c.command_id for c in fired] == [disconnect_command_id(table, "sam", bet.handled_at)]

@@ -149,7 +149,9 @@ def test_the_signed_ids_survive_the_snapshot_and_a_rebuild_from_the_events() -> 
     for stream_id in (TABLE, WALLET):
         opened = codec.decode(codec.encode(h.store.streams[stream_id]))
         assert opened.signed == live[stream_id] and not opened.signed_incomplete
+        assert opened.last_seen == h.store.streams[stream_id].last_seen
         fresh.store.streams[stream_id] = opened
+    assert PLAYER in fresh.store.streams[TABLE].last_seen
     assert_refused_replay(fresh.forward(deposit))
     assert_refused_replay(fresh.forward(cash_out))
     assert fresh.table().players[PLAYER].balance == 200 and fresh.wallet().balance == 800

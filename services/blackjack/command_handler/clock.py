@@ -33,6 +33,12 @@ def _digest(*parts: str) -> str:
     return hashlib.sha256("|".join(parts).encode()).hexdigest()[:32]
 
 
+def disconnect_command_id(stream_id: str, player_id: str, seen: datetime) -> str:
+    """The id of the ``Disconnect`` for a player last seen at ``seen``: the same on every
+    instance that knows when the player was last seen."""
+    return f"disconnect-{_digest(stream_id, player_id, seen.isoformat())}"
+
+
 def due_commands(
     store: PartitionStore, now: datetime, presence_timeout: timedelta
 ) -> Iterator[CommandEnvelope]:
@@ -56,8 +62,7 @@ def due_commands(
             if not state.boxes_of(player.player_id):
                 continue  # nothing at stake: an idle seat is no disconnection
             yield CommandEnvelope(
-                command_id="disconnect-"
-                + _digest(stream.stream_id, player.player_id, seen.isoformat()),
+                command_id=disconnect_command_id(stream.stream_id, player.player_id, seen),
                 stream_id=stream.stream_id,
                 sent_at=now,
                 command=cmd.Disconnect(player_id=player.player_id),

@@ -225,8 +225,13 @@ class Processor:
                 update={"transfer": transfer_ref(command.player_id, transfer)}
             )
             envelope = envelope.model_copy(update={"command": command})
-        if isinstance(command, cmd.PlayerCommand) and not isinstance(command, cmd.Disconnect):
-            stream.last_seen[command.player_id] = now
+        present = (
+            command.player_id
+            if isinstance(command, cmd.PlayerCommand) and not isinstance(command, cmd.Disconnect)
+            else None
+        )
+        if present is not None:
+            stream.last_seen[present] = now
         events: list[EventEnvelope] = []
         outgoing: list[Outgoing] = []
         rejection = self._authorize(command, stream, signed)
@@ -241,6 +246,7 @@ class Processor:
             first_sequence=events[0].sequence if events else None,
             last_sequence=events[-1].sequence if events else None,
             handled_at=now,
+            player_id=present,
         )
         if signed and rejection is None:
             stream.signed.add(envelope.command_id)

@@ -179,6 +179,8 @@ async def rebuild(
         stream = store.get(result.stream_id)
         if result.command_id not in stream.results:
             stream.remember(result, dedup_window)
+        if result.player_id is not None:
+            stream.saw(result.player_id, result.handled_at)
         store.dirty.add(stream.stream_id)
         results += 1
     store.results_next = max(ends[results_tp], results_from)
@@ -188,10 +190,12 @@ async def rebuild(
             stream.remember(result, dedup_window)
     store.since_checkpoint = results
 
-    # Presence is not in the log: everyone seated gets a fresh grace period.
+    # Presence comes from the snapshot and the results since; a seated player the retained
+    # log says nothing of (their commands' results expired) gets a fresh grace period.
     for stream in store.streams.values():
         if isinstance(stream.state, TableState):
-            stream.last_seen = dict.fromkeys(stream.state.players, now)
+            for player in stream.state.players:
+                stream.last_seen.setdefault(player, now)
     return store, RebuildStats(
         partition=partition,
         checkpoint=checkpoint is not None,

@@ -7,11 +7,11 @@ can have). A checkpoint says: every stream's newest snapshot plus the events fro
 ``events_from`` and the results from ``results_from`` give its current state. Compaction keeps
 the newest record per key, which is all a rebuild needs.
 
-A snapshot holds the stream's state, its idempotency window and the ids of every signed
-command the stream accepted (no window: see ``streams``). The state includes the shoe order
-of a table, so the body is compressed and then sealed with AES-256-GCM under a key derived
-from the shoe key, bound to the stream id and sequence: a reader of the topic learns nothing
-about upcoming cards.
+A snapshot holds the stream's state, its idempotency window, the ids of every signed
+command the stream accepted (no window: see ``streams``) and when each player was last seen.
+The state includes the shoe order of a table, so the body is compressed and then sealed with
+AES-256-GCM under a key derived from the shoe key, bound to the stream id and sequence: a
+reader of the topic learns nothing about upcoming cards.
 """
 
 from __future__ import annotations
@@ -35,6 +35,7 @@ CHECKPOINT_PREFIX = "#checkpoint/"
 _NONCE = 12
 _RESULTS = TypeAdapter(list[CommandResult])
 _SIGNED = TypeAdapter(list[str])
+_LAST_SEEN = TypeAdapter(dict[str, datetime])
 
 
 class SnapshotError(ValueError):
@@ -88,6 +89,7 @@ class SnapshotCodec:
             "state": _state_doc(stream.state),
             "results": [r.model_dump(mode="json") for r in stream.results.values()],
             "signed": sorted(stream.signed),
+            "last_seen": {player: seen.isoformat() for player, seen in stream.last_seen.items()},
         }
         plain = zlib.compress(json.dumps(body, separators=(",", ":")).encode())
         nonce = os.urandom(_NONCE)
@@ -123,6 +125,8 @@ class SnapshotCodec:
             stream.signed = set(_SIGNED.validate_python(body["signed"]))
         else:  # written before the set was kept: the rebuild reads it from the older events
             stream.signed_incomplete = True
+        # Absent from older snapshots: the rebuild then gives those players a fresh grace period.
+        stream.last_seen = _LAST_SEEN.validate_python(body.get("last_seen", {}))
         return stream
 
 

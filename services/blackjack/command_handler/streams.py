@@ -46,7 +46,9 @@ class Stream:
     sequence: int = 0
     results: OrderedDict[str, CommandResult] = field(default_factory=OrderedDict)
     last_seen: dict[str, datetime] = field(default_factory=dict)
-    """When each player last sent a command (memory only: reset to the rebuild time)."""
+    """When each player last sent a command: carried in the snapshot and brought up to date
+    from the results after it (``CommandResult.player_id``), so the presence clock of a
+    disconnection-policy table survives a restart or a takeover."""
     signed: set[str] = field(default_factory=set)
     """Ids of every signed (service-issued) command this stream accepted, with no window:
     carried in the snapshot and rebuilt from the events' causation ids."""
@@ -68,6 +70,13 @@ class Stream:
                 raise CorruptLog(f"{self.stream_id}: {envelope.type} in a table stream")
             self.state = evolve(self.state, event)
         self.sequence = envelope.sequence
+
+    def saw(self, player_id: str, when: datetime) -> None:
+        """On replay: ``player_id`` sent a command at ``when``. The latest time wins: after a
+        takeover, two handlers' clocks may disagree."""
+        seen = self.last_seen.get(player_id)
+        if seen is None or when > seen:
+            self.last_seen[player_id] = when
 
     def note_signed(self, envelope: EventEnvelope) -> None:
         """On replay, after folding ``envelope``: remember its cause if only a signed command

@@ -69,3 +69,9 @@ class CommandResult(BaseModel):
     first_sequence: int | None = Field(None, description="sequence of its first event, if any")
     last_sequence: int | None = None
     handled_at: datetime
+    player_id: str | None = Field(
+        None,
+        description="the player who sent the command; set when it counts as their presence "
+        "(not for the service's own commands), so a restarted handler knows when each "
+        "player was last seen",
+    )
