@@ -618,3 +618,77 @@ def test_surrender_stand_double_or_fold_then_a_disconnection_the_game_finishes_o
     expected = {"Stand": ("lose", 1000, 0), "Double": ("win", 2000, 4000)}
     expected["Surrender"] = ("surrender", 1000, 500)
     assert played.hands() == [(0, 0, *expected[action])]
+
+
+# ---- 003: a blackjack is paid at once -----------------------------------------------------
+
+TWO_BOXES = [
+    {"do": "PlaceBet", "box": 0, "amount": 1000},
+    {"do": "PlaceBet", "box": 1, "amount": 1000},
+    "Deal",
+]
+
+
+def test_surrender_pays_a_blackjack_before_any_hand_is_played() -> None:
+    """003, surrender: "If you are dealt Blackjack, you are immediately paid 1.5 times the
+    placed bet, unless the Dealer also has Blackjack, in which case it is a Push." Paid at
+    once, the $25 covers a double on the next box that the $0 left could not."""
+    # given $20 on two boxes and $0 left: box 0 A-K, box 1 5-6 = 11, dealer 9 up, 7 in the hole
+    played = play(
+        "surrender",
+        [
+            *TWO_BOXES,
+            {"do": "Double", "box": 1, "offered": ["hit", "stand", "double", "surrender"]},
+        ],
+        seed=S003,
+        balance=2000,
+        shoe=["AS", "5S", "9S", "KS", "6S", "7S", "TS", "2H"],
+    )
+    assert played.failures == []
+    types = played.types()
+    assert types.index("HandSettled") < types.index("TurnStarted")
+    # box 1: 5 6 T = 21 doubled; the dealer 9 7 2 = 18
+    assert played.hands() == [(0, 0, "blackjack", 1000, 2500), (1, 0, "win", 2000, 4000)]
+    [result] = played.of_type("RoundSettled")[0]["results"]
+    assert (result["wagered"], result["paid"], result["net"]) == (3000, 6500, 3500)
+    assert played.balance() == 2000 + 3500  # what it started with, plus the net
+
+
+def test_surrender_pays_a_blackjack_after_the_peek_and_the_insurance() -> None:
+    """003, surrender: paid "immediately ... unless the Dealer also has Blackjack": with an ace
+    up, only once the dealer has checked; insurance is not offered to the blackjack."""
+    played = play(
+        "surrender",
+        [
+            *TWO_BOXES,
+            {"do": "DeclineInsurance", "box": 1, "offered": ["insurance:1", "no_insurance:1"]},
+            {"do": "Stand", "box": 1},
+        ],
+        seed=S003,
+        shoe=["AS", "TS", "AH", "KS", "9S", "7S"],
+    )
+    assert played.failures == []
+    types = played.types()
+    assert types.index("DealerPeeked") < types.index("HandSettled") < types.index("TurnStarted")
+    # box 1: T 9 = 19 against the dealer's A 7 = soft 18
+    assert played.hands() == [(0, 0, "blackjack", 1000, 2500), (1, 0, "win", 1000, 2000)]
+
+
+def test_surrender_pushes_a_blackjack_against_the_dealers_at_the_end() -> None:
+    """003, surrender: "... unless the Dealer also has Blackjack, in which case it is a
+    Push": nothing is paid before the dealer's hand is known."""
+    played = play("surrender", TWO_BOXES, seed=S003, shoe=["AS", "5S", "TH", "KS", "6S", "AH"])
+    assert played.failures == []
+    types = played.types()
+    assert types.index("DealerHoleCardRevealed") < types.index("HandSettled")
+    assert played.hands() == [(0, 0, "push", 1000, 1000), (1, 0, "lose", 1000, 0)]
+
+
+def test_a_blackjack_is_paid_with_the_round_where_the_page_says_nothing_of_it() -> None:
+    """000, mini-h17 says nothing of paying a blackjack early: it is paid when the round
+    settles, after the hole card (one box, so no later decision could use the money)."""
+    played = play("mini-h17", [BET, "Deal"], seed=S000, shoe=["AS", "9S", "KS", "7S"])
+    assert played.failures == []
+    types = played.types()
+    assert types.index("DealerHoleCardRevealed") < types.index("HandSettled")
+    assert played.hands() == [(0, 0, "blackjack", 1000, 2500)]

@@ -669,7 +669,20 @@ def _peek_then_play(r: _Round) -> None:
         if dealer_blackjack:
             _reveal_and_settle(r, dealer_draws=False)
             return
+    # The dealer is now known not to have a blackjack (peeked, or an upcard that cannot make
+    # one): where the rules say so, a player's blackjack is paid before anyone plays.
+    if rules.blackjack_paid_at_once and (peeks or not (is_ace(upcard) or is_ten_value(upcard))):
+        _pay_blackjacks(r)
     _next_turn(r)
+
+
+def _pay_blackjacks(r: _Round) -> None:
+    """The surrender page: "If you are dealt Blackjack, you are immediately paid 1.5 times the
+    placed bet" (the balance then covers a double or a split on another box)."""
+    for index in r.state.boxes_in_play():
+        for hand_index, hand in enumerate(r.state.boxes[index].hands):
+            if hand.status == "blackjack":
+                _settle_hand(r, index, hand_index, hand)
 
 
 def _settle_insurance(r: _Round) -> None:
@@ -923,6 +936,28 @@ def _hand_result(r: _Round, hand: Hand) -> tuple[ev.Outcome, int]:
     return "lose", 0
 
 
+def _settle_hand(r: _Round, box: int, hand_index: int, hand: Hand) -> tuple[ev.Outcome, int]:
+    """Pay one hand: its ``HandSettled``; returns (outcome, payout)."""
+    outcome, payout = _hand_result(r, hand)
+    player_id = r.state.boxes[box].player_id
+    assert player_id is not None
+    r.emit(
+        fact(
+            ev.HandSettled,
+            round=r.state.round,
+            player_id=player_id,
+            box=box,
+            hand=hand_index,
+            outcome=outcome,
+            total=best_total(hand.cards),
+            stake=hand.stake,
+            payout=payout,
+            balance_after=r.state.players[player_id].balance + payout,
+        )
+    )
+    return outcome, payout
+
+
 def _settle_round(r: _Round) -> None:
     state = r.state
     dealer_blackjack = is_natural(state.dealer)
@@ -937,23 +972,12 @@ def _settle_round(r: _Round) -> None:
         box_paid = box.insurance_paid  # settled at the peek or on the hole card, just before
         outcomes = []
         for hand_index, hand in enumerate(box.hands):
-            outcome, payout = _hand_result(r, hand)
+            if hand.settled:  # a blackjack paid at once: counted in the round, not paid again
+                outcome, payout = _hand_result(r, hand)
+            else:
+                outcome, payout = _settle_hand(r, index, hand_index, hand)
             outcomes.append(outcome)
             box_paid += payout
-            r.emit(
-                fact(
-                    ev.HandSettled,
-                    round=state.round,
-                    player_id=player_id,
-                    box=index,
-                    hand=hand_index,
-                    outcome=outcome,
-                    total=best_total(hand.cards),
-                    stake=hand.stake,
-                    payout=payout,
-                    balance_after=r.state.players[player_id].balance + payout,
-                )
-            )
         # The mini-h17 page: "After split, if you win one hand & lose another hand you will be
         # shown a message 'Break Even' which indicates that you don't win or lose anything."
         if (

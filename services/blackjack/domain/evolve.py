@@ -300,6 +300,8 @@ def _hole_card_revealed(draft: TableState, e: ev.DealerHoleCardRevealed) -> None
 
 def _hand_settled(draft: TableState, e: ev.HandSettled) -> None:
     _set_balance(draft, e.player_id, e.balance_after)
+    hand = draft.boxes[e.box].hands[e.hand]
+    _set_hand(draft, e.box, e.hand, hand.changed(settled=True))
 
 
 def _round_settled(draft: TableState, e: ev.RoundSettled) -> None:

@@ -81,6 +81,11 @@ class Rules(BaseModel):
         description="the blackjack winnings are cut to a multiple of this (100 = no cents)",
     )
     insurance_pays: Literal[2] = 2  # every page: insurance "pays 2:1"
+    blackjack_paid_at_once: bool = Field(
+        False,
+        description="a player's blackjack is paid as soon as the dealer is known not to have one "
+        "(after the peek), before any hand is played, instead of when the round settles",
+    )
 
     # Betting
     min_bet: int = Field(100, ge=1)
@@ -202,7 +207,8 @@ PRESETS: dict[str, Rules] = {
     ),
     # 003: "4 decks", "shuffled after every round", "up to three hands", "The Dealer stands on
     # 17", peek on 10/A with insurance first, late surrender, split once by value, Repeat
-    # places (does not deal), bets returned on a disconnection before Deal.
+    # places (does not deal), bets returned on a disconnection before Deal, "If you are dealt
+    # Blackjack, you are immediately paid 1.5 times the placed bet".
     "surrender": Rules(
         name="surrender",
         decks=4,
@@ -212,6 +218,7 @@ PRESETS: dict[str, Rules] = {
         split_by="value",
         boxes_per_seat=3,
         refund_bets_on_disconnect=True,
+        blackjack_paid_at_once=True,
     ),
 }
 

@@ -59,7 +59,7 @@ def _json(value: object) -> object:
 class Hand(_Value):
     """One hand of a box (a box holds two or more after a split). Never changed in place."""
 
-    _FIELDS = ("cards", "stake", "status", "from_split", "split_aces", "doubled")
+    _FIELDS = ("cards", "stake", "status", "from_split", "split_aces", "doubled", "settled")
 
     def __init__(
         self,
@@ -70,6 +70,7 @@ class Hand(_Value):
         from_split: bool = False,
         split_aces: bool = False,
         doubled: bool = False,
+        settled: bool = False,
     ) -> None:
         self.cards: Final = cards
         self.stake: Final = stake
@@ -77,6 +78,8 @@ class Hand(_Value):
         self.from_split: Final = from_split
         self.split_aces: Final = split_aces
         self.doubled: Final = doubled
+        self.settled: Final = settled
+        """Paid already (a blackjack paid at once): the round's settlement only counts it."""
 
     @property
     def total(self) -> Total:
@@ -89,6 +92,7 @@ class Hand(_Value):
         stake: int | None = None,
         status: HandStatus | None = None,
         doubled: bool | None = None,
+        settled: bool | None = None,
     ) -> Hand:
         """A copy with the given fields changed (what play changes in a hand)."""
         return Hand(
@@ -98,6 +102,7 @@ class Hand(_Value):
             from_split=self.from_split,
             split_aces=self.split_aces,
             doubled=self.doubled if doubled is None else doubled,
+            settled=self.settled if settled is None else settled,
         )
 
     @staticmethod
@@ -109,6 +114,7 @@ class Hand(_Value):
             from_split=doc["from_split"],
             split_aces=doc["split_aces"],
             doubled=doc["doubled"],
+            settled=doc.get("settled", False),  # absent from snapshots of older handlers
         )
 
 
