@@ -74,6 +74,43 @@ def test_a_clean_log_of_every_variant_replays_without_a_finding() -> None:
     assert checks > 3000
 
 
+def test_a_blackjack_paid_before_the_hole_card_needs_the_rule_that_says_so() -> None:
+    """surrender pays a blackjack at once (box 0 here, before box 1 plays); the same log at a
+    table whose rules settle it with the round is found out."""
+    script = Script("surrender", [["AS", "5S", "9S", "KS", "6S", "7S", "TS"]])
+    script.do(
+        cmd.PlaceBet(player_id=A, box=0, amount=1000),
+        cmd.PlaceBet(player_id=A, box=1, amount=1000),
+        cmd.Deal(player_id=A),
+        cmd.Stand(player_id=A, box=1),
+    )
+    log = wires(script)
+    kinds = [type(w.data).__name__ for w in log]
+    assert kinds.index("HandSettled") < kinds.index("TurnStarted")
+    assert messages(log) == []
+
+    def settle_with_the_round(e: ev.TableOpened) -> dict[str, Any]:
+        return {"rules": e.rules.model_copy(update={"blackjack_paid_at_once": False})}
+
+    assert messages(tamper(log, ev.TableOpened, settle_with_the_round)) == [
+        "box 0 hand 0 paid before the dealer's hand is known: recorded ('blackjack', False), "
+        "the rules give ('blackjack', True)"
+    ]
+
+    # The blackjack's HandSettled sent twice (the balance moving twice): found as well.
+    at = kinds.index("HandSettled")
+    paid = log[at].data
+    assert isinstance(paid, ev.HandSettled)
+    again = paid.model_copy(update={"balance_after": paid.balance_after + paid.payout})
+    later = [w.model_copy(update={"sequence": w.sequence + 1}) for w in log[at + 1 :]]
+    twice = [
+        *log[: at + 1],
+        log[at].model_copy(update={"sequence": log[at].sequence + 1, "data": again}),
+        *later,
+    ]
+    assert "box 0 hand 0 settled again: recorded True, the rules give False" in messages(twice)
+
+
 def test_without_the_key_the_retired_shoes_are_verified_by_their_reveal() -> None:
     replay = replay_stream(wires(won_round()))
     assert replay.findings == [] and replay.stopped is None

@@ -411,6 +411,13 @@ class _Replayer:
         derived = hand_result(rules, hand, dealer)
         recorded = (e.outcome, e.payout)
         self._expect(f"box {e.box} hand {e.hand} result", recorded, derived)
+        self._expect(f"box {e.box} hand {e.hand} settled again", hand.settled, False)
+        if self.state.phase != "dealer":  # before the hole card: a blackjack paid at once only
+            self._expect(
+                f"box {e.box} hand {e.hand} paid before the dealer's hand is known",
+                (e.outcome, rules.blackjack_paid_at_once),
+                ("blackjack", True),
+            )
         self._moves(e.player_id, e.payout, e.balance_after)
         current = self.current
         if current is not None:
