@@ -4,7 +4,7 @@ VENV ?= .venv
 PY := $(VENV)/bin/python
 export PYTHONDONTWRITEBYTECODE := 1
 
-.PHONY: install run test lint typecheck unit integration schemas kafka-up kafka-down postgres-up postgres-down bench compiled bench-compiled clean
+.PHONY: install run test lint typecheck unit integration schemas kafka-up kafka-down postgres-up postgres-down bench load compiled bench-compiled clean
 
 $(VENV)/.installed: pyproject.toml
 	python3 -m venv $(VENV)
@@ -58,6 +58,13 @@ postgres-down:
 # (docs/benchmark.md: how to fetch and wrap the baseline simulator; never committed).
 bench: install
 	$(VENV)/bin/blackjack bench $(BENCH_ARGS)
+
+# The command handler under load on the local broker, against a bare transactional echo,
+# with the proof that nothing was lost or done twice (docs/load.md), e.g.
+#   make load LOAD_ARGS='--tables 40 --rounds 50 --variant mini-h17'
+load: install
+	deploy/kafka/kafka.sh up >&2
+	$(VENV)/bin/blackjack loadtest $(LOAD_ARGS)
 
 # The same source with the rules engine compiled by mypyc (deploy/mypyc/build.sh): the
 # simulator's fast path. Any blackjack command runs on it with PYTHONPATH=.build/compiled.

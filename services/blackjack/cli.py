@@ -9,6 +9,7 @@ from pathlib import Path
 
 from blackjack.audit import cli as audit_cli
 from blackjack.command_handler.cli import register as register_service
+from blackjack.loadtest import register as register_loadtest
 from blackjack.projections import cli as projections_cli
 from blackjack.simulation.commands import register as register_math
 
@@ -48,6 +49,7 @@ def build_parser() -> argparse.ArgumentParser:
     audit_cli.register(sub)
     register_math(sub)
     register_service(sub)
+    register_loadtest(sub)
     return parser
 
 

@@ -1,0 +1,244 @@
+"""``blackjack loadtest`` at a small size on the real broker: the proof holds, the figures are
+there, the topics are gone; and the proof's checks catch a lost, a doubled and a wrong event.
+
+No timing threshold: the figures depend on the machine; only that they are measured is tested.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pytest
+from aiokafka.admin import AIOKafkaAdminClient
+
+from blackjack.cli import build_parser
+from blackjack.domain import commands as cmd
+from blackjack.domain import events as ev
+from blackjack.domain.evolve import evolve
+from blackjack.domain.state import INITIAL_STATE, TableState
+from blackjack.loadtest import (
+    LoadConfig,
+    Sent,
+    echo_value,
+    money_of,
+    percentile,
+    prove,
+    run_loadtest,
+)
+from blackjack.messages.envelope import CommandResult, EventEnvelope
+
+pytestmark = pytest.mark.integration
+
+
+@pytest.fixture(scope="module")
+async def small_run(bootstrap: str) -> list[dict[str, Any]]:
+    lines: list[dict[str, Any]] = []
+    config = LoadConfig(bootstrap=bootstrap, tables=4, rounds=3, partitions=3)
+    await run_loadtest(config, lines.append)
+    return lines
+
+
+def line(lines: list[dict[str, Any]], kind: str) -> dict[str, Any]:
+    found = [one for one in lines if one["kind"] == kind]
+    assert len(found) == 1, f"{len(found)} {kind} lines"
+    return found[0]
+
+
+async def test_every_command_has_exactly_one_result_and_every_table_adds_up(
+    small_run: list[dict[str, Any]],
+) -> None:
+    proof = line(small_run, "proof")
+    assert proof["ok"], proof["problems"]
+    assert proof["commands_sent"] > 4 * 3 * 2  # set-up, then at least a bet and a deal a round
+    assert proof["commands_in_topic_once"] == proof["commands_sent"]
+    assert proof["results"] == proof["commands_sent"]
+    assert proof["missing_results"] == proof["duplicated_results"] == 0
+    assert proof["results_for_unknown_ids"] == 0
+    assert proof["rejections"] == {}
+    assert proof["tables"] == 4
+    assert proof["tables_fold_equal"] == proof["tables_money_conserved"] == 4
+    assert proof["events"] > proof["commands_sent"]
+
+
+async def test_the_summary_reports_positive_figures_and_the_ratio(
+    small_run: list[dict[str, Any]],
+) -> None:
+    assert [one["kind"] for one in small_run] == ["setup", "run", "baseline", "proof", "summary"]
+    run, baseline = line(small_run, "run"), line(small_run, "baseline")
+    assert run["rounds"] == baseline["rounds"] == 4 * 3
+    assert run["commands"] == baseline["commands"]  # the baseline replays the same commands
+    assert baseline["echo"]["answered_once"] == baseline["echo"]["sent"] > run["commands"]
+    summary = line(small_run, "summary")
+    assert summary["ok"] is True
+    for key in (
+        "commands_per_second",
+        "rounds_per_second",
+        "baseline_commands_per_second",
+        "ratio_commands_per_second",
+        "ratio_p50_latency",
+    ):
+        assert summary[key] > 0, key
+    for figures in (summary["latency_ms"], summary["baseline_latency_ms"]):
+        assert 0 < figures["p50"] <= figures["p95"] <= figures["p99"]
+
+
+async def test_the_run_deletes_its_topics(small_run: list[dict[str, Any]], bootstrap: str) -> None:
+    prefix = line(small_run, "setup")["topic_prefix"]
+    admin = AIOKafkaAdminClient(bootstrap_servers=bootstrap)
+    await admin.start()
+    try:
+        left = [name for name in await admin.list_topics() if name.startswith(prefix)]
+    finally:
+        await admin.close()
+    assert left == []
+
+
+def test_the_command_is_registered() -> None:
+    args = build_parser().parse_args(["loadtest", "--tables", "2", "--variant", "surrender"])
+    assert (args.tables, args.rounds, args.variant) == (2, 50, "surrender")
+    with pytest.raises(SystemExit):
+        build_parser().parse_args(["loadtest", "--variant", "atlantic-city-multi"])
+
+
+# ---- the proof's checks fail when they should ----------------------------------------------
+
+
+def _table(
+    stream: str = "t1",
+) -> tuple[list[Sent], list[CommandResult], list[EventEnvelope], TableState]:
+    """One command that caused two events: a deposit of 500 at an open table."""
+    opened = ev.TableOpened(rules=INITIAL_STATE.rules)
+    deposit = cmd.Deposit(player_id="p", amount=500)
+    sent = [Sent(stream, "c1", cmd.OpenTable(variant="mini-h17")), Sent(stream, "c2", deposit)]
+    results = [
+        CommandResult(
+            command_id="c1",
+            stream_id=stream,
+            status="accepted",
+            first_sequence=1,
+            last_sequence=2,
+            handled_at="2026-01-01T00:00:00Z",
+        ),
+        CommandResult(
+            command_id="c2",
+            stream_id=stream,
+            status="accepted",
+            first_sequence=3,
+            last_sequence=3,
+            handled_at="2026-01-01T00:00:00Z",
+        ),
+    ]
+    data: list[tuple[str, ev.Event]] = [
+        ("c1", opened),
+        ("c1", ev.SeatTaken(player_id="p", seat=0)),
+        ("c2", ev.FundsDeposited(player_id="p", amount=500, balance_after=500)),
+    ]
+    events = [
+        EventEnvelope(
+            event_id=f"e{n}",
+            type=type(event).__name__,
+            schema_version=1,
+            stream_id=stream,
+            sequence=n,
+            occurred_at="2026-01-01T00:00:00Z",
+            causation_id=cause,
+            data=event,
+        )
+        for n, (cause, event) in enumerate(data, 1)
+    ]
+    state = INITIAL_STATE
+    for _, event in data:
+        state = evolve(state, event)
+    return sent, results, events, state
+
+
+def _prove(
+    sent: list[Sent],
+    results: list[CommandResult],
+    events: list[EventEnvelope],
+    state: TableState,
+    **changes: Any,
+) -> Any:
+    arguments: dict[str, Any] = {
+        "command_records": [],
+        "results": results,
+        "events": events,
+        "handler_states": {"t1": (len(events), state)},
+        "views": {"t1": (len(events), state)},
+        "rounds": 0,
+    }
+    arguments.update(changes)
+    return prove(sent, **arguments)
+
+
+def test_a_consistent_log_passes_the_proof() -> None:
+    sent, results, events, state = _table()
+    proof = _prove(sent, results, events, state)
+    assert proof.problems == [] and proof.missing_results == []
+    assert proof.fold_equal == proof.conserved == 1
+
+
+def test_a_lost_or_doubled_result_or_event_fails_the_proof() -> None:
+    sent, results, events, state = _table()
+    assert _prove(sent, results[:1], events, state).missing_results == ["c2"]
+    assert _prove(sent, [*results, results[1]], events, state).duplicated_results == ["c2"]
+    assert not _prove(sent, results, [*events, events[2]], state).ok  # an event twice
+    assert not _prove(sent, results, events[:2], state).ok  # an event lost
+    other = events[2].model_copy(update={"causation_id": "nobody"})
+    assert not _prove(sent, results, [*events[:2], other], state).ok
+
+
+def test_a_state_other_than_the_fold_fails_the_proof() -> None:
+    sent, results, events, state = _table()
+    stale = (2, INITIAL_STATE)
+    assert _prove(sent, results, events, state, handler_states={"t1": stale}).fold_equal == 0
+    assert _prove(sent, results, events, state, views={"t1": stale}).fold_equal == 0
+
+
+def test_money_is_counted_from_the_stakes_and_payouts() -> None:
+    money = money_of(
+        [
+            ev.FundsDeposited(player_id="p", amount=1000, balance_after=1000),
+            ev.BetPlaced(
+                round=1, player_id="p", box=0, amount=100, box_total=100, balance_after=900
+            ),
+            ev.HandDoubled(round=1, player_id="p", box=0, hand=0, amount=100, balance_after=800),
+            ev.HandSettled(
+                round=1,
+                player_id="p",
+                box=0,
+                hand=0,
+                outcome="win",
+                total=20,
+                stake=200,
+                payout=400,
+                balance_after=1200,
+            ),
+        ]
+    )
+    assert (money.deposits, money.staked, money.paid_back, money.house_result) == (
+        1000,
+        200,
+        400,
+        -200,
+    )
+
+
+def test_the_echo_is_a_result_of_the_command_size() -> None:
+    class Record:
+        key = b"t1"
+        value = b"x" * 400
+        headers = [("ce_id", b"c9")]
+
+    echoed = echo_value(Record())
+    assert len(echoed) == 400
+    assert CommandResult.model_validate_json(echoed).command_id == "c9"
+
+
+def test_percentiles_are_nearest_rank() -> None:
+    values = [float(n) for n in range(1, 101)]
+    assert (percentile(values, 0.5), percentile(values, 0.95), percentile(values, 0.99)) == (
+        50.0,
+        95.0,
+        99.0,
+    )
