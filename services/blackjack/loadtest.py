@@ -52,6 +52,7 @@ from typing import Any, TextIO
 from aiokafka import AIOKafkaConsumer, AIOKafkaProducer, ConsumerRecord, TopicPartition
 from aiokafka.abc import ConsumerRebalanceListener
 from aiokafka.admin import AIOKafkaAdminClient
+from prometheus_client import REGISTRY
 
 from blackjack.bus.settings import DEFAULT_BOOTSTRAP, KafkaSettings
 from blackjack.bus.topics import Topics, delete_topics, ensure_topics
@@ -120,6 +121,8 @@ class Phase:
     latencies: list[float] = field(default_factory=list)
     wall_s: float = 0.0
     cpu_s: float = 0.0
+    transactions: float = 0.0
+    transaction_s: float = 0.0
 
     def figures(self) -> dict[str, Any]:
         wall = self.wall_s or math.nan
@@ -134,6 +137,11 @@ class Phase:
                 name: round(1000 * percentile(self.latencies, q), 2)
                 for name, q in (("p50", 0.50), ("p95", 0.95), ("p99", 0.99))
             },
+            "transactions": int(self.transactions),
+            "commands_per_transaction": round(self.commands / (self.transactions or math.nan), 1),
+            "mean_transaction_ms": round(
+                1000 * self.transaction_s / (self.transactions or math.nan), 2
+            ),
         }
 
 
@@ -368,6 +376,14 @@ class OursOutcome:
     rejections: list[tuple[str, str, str]]
 
 
+def _transaction_totals() -> tuple[float, float]:
+    """The in-process handler's committed transactions so far, and their seconds in all
+    (its own Prometheus metrics: begin to commit)."""
+    committed = REGISTRY.get_sample_value("blackjack_transactions_total", {"outcome": "committed"})
+    seconds = REGISTRY.get_sample_value("blackjack_transaction_seconds_sum")
+    return committed or 0.0, seconds or 0.0
+
+
 def _handler_states(handler: CommandHandler) -> dict[str, tuple[int, TableState]]:
     """The sequence and state of every table the in-process handler holds in memory. The
     handler has no public accessor for them: this reads its partitions, never changes them."""
@@ -413,7 +429,11 @@ async def run_ours(config: LoadConfig, settings: KafkaSettings, shoe_key: str) -
             ]
             await _gather_all(player.set_up(deposit) for player in players)
             measured_from = len(sent)
+            before = _transaction_totals()
             await _timed(phase, _gather_all(p.play(config.rounds, bet) for p in players))
+            after = _transaction_totals()
+            phase.transactions = after[0] - before[0]
+            phase.transaction_s = after[1] - before[1]
             if follower.failure is not None:
                 raise RuntimeError("following the events failed") from follower.failure
             phase.commands = len(sent) - measured_from
@@ -487,6 +507,7 @@ class EchoServer:
         )
         self.assigned = asyncio.Event()
         self.transactions = 0
+        self.transaction_s = 0.0
         self._task: asyncio.Task[None] | None = None
 
     async def start(self, timeout: float) -> None:
@@ -510,6 +531,7 @@ class EchoServer:
             batches = {tp: records for tp, records in batches.items() if records}
             if not batches:
                 continue
+            started = time.perf_counter()
             await self.producer.begin_transaction()
             for records in batches.values():
                 for record in records:
@@ -524,6 +546,7 @@ class EchoServer:
             )
             await self.producer.commit_transaction()
             self.transactions += 1
+            self.transaction_s += time.perf_counter() - started
 
 
 async def run_baseline(
@@ -557,7 +580,10 @@ async def run_baseline(
         await client.start()
         try:
             await _gather_all(replay(s, c, False) for s, c in warmup.items())
+            before = (server.transactions, server.transaction_s)
             await _timed(phase, _gather_all(replay(s, c, True) for s, c in measured.items()))
+            phase.transactions = server.transactions - before[0]
+            phase.transaction_s = server.transaction_s - before[1]
         finally:
             await client.stop()
     finally:
@@ -570,7 +596,6 @@ async def run_baseline(
     check = {
         "sent": len(ids),
         "answered_once": sum(1 for i in ids if counts[i] == 1),
-        "transactions": server.transactions,
     }
     return phase, check
 
