@@ -167,7 +167,8 @@ class BoxView(_Model):
 
 class DealerView(_Model):
     cards: list[str | None] = []
-    """In the order dealt; the hole card is ``None`` until it is revealed."""
+    """In the order dealt; the hole card (the first or the second, ``Rules.hole_card_first``)
+    is ``None`` until it is revealed."""
     total: int = 0
     soft: bool = False
     peeked: bool = False
