@@ -5,8 +5,10 @@ cards leave the shoe, and the commands in order. The runner prints every event a
 and ends with one JSON summary line. Expectations written in the file (``reject:``, ``offered:``
 per step, ``expect:`` at the end) are checked; ``failures`` lists every one that did not hold.
 
-Card order: first each box in seat order and then the dealer's upcard; then each box's second
-card and then the dealer's hole card; then every further card in order of play.
+Card order: first each box in seat order and then the dealer's first card; then each box's
+second card and then the dealer's second card; then every further card in order of play. The
+dealer's first card is the upcard and the second the hole card, except under
+``hole_card_first`` (mini-s17), where the first is the hole card and the second the upcard.
 """
 
 from __future__ import annotations

@@ -75,8 +75,9 @@ async def test_mini_h17_dealer_hits_soft_17_and_a_double_wins_twice(
 async def test_mini_s17_doubles_on_ten_and_stands_on_soft_17(
     space: KafkaSpace, shuffler: QueuedShuffler, client: BlackjackClient
 ) -> None:
-    # player 6 4 = 10 (double allowed on 9, 10, 11) draws a 9; dealer 7 A = soft 18 stands.
-    shuffler.queue(["6S", "7S", "4S", "AH", "9S"])
+    # player 6 4 = 10 (double allowed on 9, 10, 11) draws a 9; dealer 7 up / A in the hole =
+    # soft 18 stands. mini-s17 deals the dealer's hole card first and the upcard second.
+    shuffler.queue(["6S", "AH", "4S", "7S", "9S"])
     await table_with_player(client, "s17-1", "mini-s17", 5_000)
     await accept(
         client,

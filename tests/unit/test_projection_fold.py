@@ -102,6 +102,24 @@ def test_the_hole_card_stays_face_down_until_it_is_revealed() -> None:
     assert table(script).rounds[1].dealer.cards == ["7S", "QD"]
 
 
+def test_at_mini_s17_the_first_dealer_card_is_the_face_down_one() -> None:
+    # "The first of the dealer's cards is placed face down (the 'hole' card), the second is
+    # placed face up (the 'upcard')": the read model shows [hole, upcard] as [None, upcard]
+    script = Script("mini-s17", [["TH", "QD", "9H", "7S"]])
+    script.do(cmd.PlaceBet(player_id=A, box=0, amount=1000), cmd.Deal(player_id=A))
+    playing = table(script)
+    record = playing.rounds[1]
+    assert record.dealer.cards == [None, "7S"]
+    assert record.dealer.total == 7
+    shown = json.dumps([record.model_dump(mode="json"), playing.view.model_dump(mode="json")])
+    assert "QD" not in shown
+
+    script.do(cmd.Stand(player_id=A, box=0))
+    done = table(script).rounds[1]
+    assert done.dealer.cards == ["QD", "7S"] and done.dealer.total == 17
+    assert done.boxes[0].hands[0].outcome == "win"
+
+
 def test_split_and_double_put_each_stake_into_play() -> None:
     # mini-h17: split 8s against a 6, double the first hand to 21, stand on 18, dealer busts
     script = Script("mini-h17", [["8H", "6S", "8D", "TC", "3S", "TD", "TH", "9C"]])

@@ -427,7 +427,7 @@ def test_no_card_to_a_hand_at_21() -> None:
 
 @rejects("cannot_double")
 def test_double_only_on_two_cards_and_the_allowed_totals() -> None:
-    on_16 = given("mini-s17", *seated(), *dealt(), cards=["TS", "7S", "6S", "TH"])
+    on_16 = given("mini-s17", *seated(), *dealt(), cards=["TS", "TH", "6S", "7S"])
     then_rejected(on_16, cmd.Double(player_id="ann", box=0), "cannot_double")
     three_cards = given(
         "mini-h17",

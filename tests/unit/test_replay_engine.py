@@ -190,6 +190,21 @@ def test_a_round_in_play_from_a_sealed_shoe_needs_the_key() -> None:
     assert "QD" not in text  # a round in play keeps its hole card hidden
 
 
+def test_a_mini_s17_round_in_play_shows_the_upcard_dealt_second_and_hides_the_first() -> None:
+    script = Script("mini-s17", [["TH", "QD", "9H", "7S"]])
+    script.do(cmd.PlaceBet(player_id=A, box=0, amount=1000), cmd.Deal(player_id=A))
+    keyed = replay_round(wires(script), 1, SEAL, "table-1")
+    assert keyed.ok
+    text = render(keyed)
+    assert "dealer: hole card, face down" in text and "dealer: 7S  ->  7S = 7" in text
+    assert "Dealer: 7S = 7 (+ hole card)" in text
+    assert "QD" not in text  # the hole card is the first card dealt, still hidden
+
+    script.do(cmd.Stand(player_id=A, box=0))
+    done = render(replay_round(wires(script), 1, None, "table-1"))
+    assert "dealer turns the hole card: QD  ->  QD 7S = 17" in done and "REPLAY OK" in done
+
+
 def test_the_replay_tells_the_round_with_its_checks() -> None:
     verdict = replay_round(wires(won_round()), 1, None, "table-1")
     assert verdict.ok

@@ -36,6 +36,7 @@ def test_mini_h17_is_seed_000() -> None:
     assert rules.break_even_message
     assert rules.split_by == "value"  # "a King and a Jack"
     assert (rules.seats, rules.boxes_per_seat) == (1, 1)
+    assert not rules.hole_card_first  # the upcard is the dealer's first card
 
 
 def test_mini_s17_is_seed_001() -> None:
@@ -47,6 +48,9 @@ def test_mini_s17_is_seed_001() -> None:
     assert not rules.late_surrender  # "does not allow a player to surrender"
     assert rules.rebet_multipliers == {1, 2} and rules.rebet_deals  # REBET / REBET X 2
     assert not rules.break_even_message
+    # "The first of the dealer's cards is placed face down (the 'hole' card), the second is
+    # placed face up (the 'upcard')"
+    assert rules.hole_card_first
 
 
 def test_atlantic_city_is_seed_002_first_part() -> None:

@@ -5,7 +5,8 @@ a scripted round through the real decider (``blackjack.scenario``): given a pres
 and the order in which cards leave the shoe, when the commands are played, then the buttons
 offered, the refusals, the events, the payouts and the balances are what the page says.
 Card order: each box's first card, the dealer's upcard, each box's second card, the dealer's
-hole card, then every further card in order of play.
+hole card, then every further card in order of play; at mini-s17 (``hole_card_first``) the
+dealer's hole card comes first and the upcard second.
 """
 
 from __future__ import annotations
@@ -390,7 +391,7 @@ def test_mini_s17_insurance_is_offered_before_the_peek_and_an_insured_loss_break
             {"do": "TakeInsurance", "box": 0},
         ],
         seed=S001,
-        shoe=["TS", "AS", "8S", "KS"],
+        shoe=["TS", "KS", "8S", "AS"],  # mini-s17 deals the hole card (KS) before the upcard
     )
     # then the insurance ($5) was taken before the peek and paid 2:1; the $10 bet is lost
     assert played.failures == []

@@ -123,7 +123,7 @@ def _table(replay: RoundReplay, state: TableState | None) -> list[str]:
     in_flight = replay.status in ("betting", "playing") and state is not None
     if in_flight and state is not None and state.round == replay.round:
         hole_shown = any(line.text.startswith("dealer turns") for line in replay.lines)
-        cards = state.dealer if hole_shown else state.dealer[:1]
+        cards = state.dealer if hole_shown else state.dealer_shown
         lines.append(f"Dealer: {cards_text(cards)}" + ("" if hole_shown else " (+ hole card)"))
         for index, box in enumerate(state.boxes):
             for number, hand in enumerate(box.hands):

@@ -527,7 +527,7 @@ def describe(state: TableState, event: ev.Event) -> str:
         case ev.CardDealt(to="dealer", face_up=False):
             return "dealer: hole card, face down"
         case ev.CardDealt(to="dealer", card=card):
-            return f"dealer: {card}  ->  {cards_text([*state.dealer, card or '??'])}"
+            return f"dealer: {card}  ->  {cards_text([*state.dealer_shown, card or '??'])}"
         case ev.CardDealt(box=b, hand=h, card=card):
             assert b is not None and h is not None
             hand = state.boxes[b].hands[h].cards

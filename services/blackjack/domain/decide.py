@@ -564,12 +564,15 @@ def _close_betting(r: _Round) -> None:
     _check_shoe(state)
     assert state.shoe is not None
     r.emit(fact(ev.DealStarted, round=state.round, shoe=state.shoe.number, boxes=tuple(ready)))
+    # Each box's first card, the dealer's first card, each box's second card, the dealer's
+    # second card; the hole card (face down, no card in the event) is the first or the second.
+    hole_first = state.rules.hole_card_first
     for index in ready:
         _deal_card(r, index, 0)
-    _deal_dealer(r, face_up=True)
+    _deal_dealer(r, face_up=not hole_first)
     for index in ready:
         _deal_card(r, index, 0)
-    _deal_dealer(r, face_up=False)
+    _deal_dealer(r, face_up=hole_first)
     _after_deal(r)
 
 

@@ -212,6 +212,11 @@ def _card_dealt(draft: TableState, e: ev.CardDealt) -> None:
         raise CorruptLog(f"card {e.card} dealt where the shoe holds {card}")
     draft.shoe = shoe.after_card()
     if e.to == "dealer":
+        # Exactly the hole card is face down, and a face-down card never shows in the event.
+        hole = len(draft.dealer) == draft.hole_index
+        if e.face_up == hole or (not e.face_up and e.card is not None):
+            where = f"dealer card {len(draft.dealer) + 1}"
+            raise CorruptLog(f"{where} dealt {'face up' if e.face_up else 'face down'}")
         draft.dealer = (*draft.dealer, card)
         return
     assert e.box is not None and e.hand is not None

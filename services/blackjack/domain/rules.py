@@ -59,6 +59,14 @@ class Rules(BaseModel):
     dealer_hits_soft_17: bool = False
     peek_on_ace: bool = True
     peek_on_ten: bool = True
+    hole_card_first: bool = Field(
+        False,
+        description=(
+            "the dealer's first card is the face-down hole card and the second the upcard "
+            "(page 001: 'The first of the dealer's cards is placed face down'); otherwise the "
+            "first card is the upcard and the second the hole card"
+        ),
+    )
 
     # Player options
     insurance: bool = True
@@ -170,10 +178,13 @@ PRESETS: dict[str, Rules] = {
     # 001: "The dealer must stand a soft 17", double "with a total value of 9, 10 or 11"
     # (operator may redefine), double after split, split once by value, no surrender,
     # REBET / REBET X 2 deal at once. The page names no deck count: 8, like its twin 000.
+    # "The first of the dealer's cards is placed face down (the 'hole' card), the second is
+    # placed face up (the 'upcard')": the hole card is dealt first.
     "mini-s17": Rules(
         name="mini-s17",
         decks=8,
         reshuffle=ReshuffleEveryRound(),
+        hole_card_first=True,
         late_surrender=False,
         double_on="totals",
         double_totals=frozenset({9, 10, 11}),

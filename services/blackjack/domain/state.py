@@ -363,12 +363,29 @@ class TableState(_Value):
         return any(box.hands for box in self.boxes)
 
     @property
+    def hole_index(self) -> int:
+        """Where the hole card is among the dealer's cards in the order dealt: the first card
+        under ``hole_card_first``, else the second."""
+        return 0 if self.rules.hole_card_first else 1
+
+    @property
     def upcard(self) -> str | None:
-        return self.dealer[0] if self.dealer else None
+        index = 1 - self.hole_index
+        return self.dealer[index] if len(self.dealer) > index else None
 
     @property
     def hole_card(self) -> str | None:
-        return self.dealer[1] if len(self.dealer) > 1 else None
+        index = self.hole_index
+        return self.dealer[index] if len(self.dealer) > index else None
+
+    @property
+    def dealer_shown(self) -> tuple[str, ...]:
+        """The dealer's cards as the players see them: the hole card left out until it is
+        revealed (the dealer's phase starts with ``DealerHoleCardRevealed``)."""
+        if self.phase == "dealer":
+            return self.dealer
+        hole = self.hole_index
+        return tuple(card for index, card in enumerate(self.dealer) if index != hole)
 
     @staticmethod
     def from_doc(doc: dict[str, Any]) -> TableState:

@@ -167,7 +167,8 @@ class BoxView(_Model):
 
 class DealerView(_Model):
     cards: list[str | None] = []
-    """In the order dealt; the hole card is ``None`` until it is revealed."""
+    """In the order dealt; the hole card (the first or the second, ``Rules.hole_card_first``)
+    is ``None`` until it is revealed."""
     total: int = 0
     soft: bool = False
     peeked: bool = False
@@ -570,9 +571,14 @@ def _hand_surrendered(p: StreamProjection, e: ev.HandSurrendered, at: datetime) 
 
 def _hole_card_revealed(p: StreamProjection, e: ev.DealerHoleCardRevealed, at: datetime) -> None:
     dealer = p.round(e.round).dealer
-    if len(dealer.cards) < 2 or dealer.cards[1] is not None:
+    # The hole card is the dealer's first or second card (``Rules.hole_card_first``): the one
+    # of the two that was dealt face down.
+    hole = [i for i, card in enumerate(dealer.cards[:2]) if card is None]
+    if len(dealer.cards) < 2 or len(hole) != 1:
         raise ProjectionError("the hole card is revealed but none was dealt face down")
-    dealer.set_cards([dealer.cards[0], e.card, *dealer.cards[2:]])
+    cards = list(dealer.cards)
+    cards[hole[0]] = e.card
+    dealer.set_cards(cards)
     dealer.blackjack = is_natural([c for c in dealer.cards[:2] if c is not None])
     view = p.view
     view.phase = "dealer"
