@@ -111,6 +111,7 @@ class Ledger:
     settled_net: defaultdict[str, int] = field(default_factory=lambda: defaultdict(int))
     house_by_round: defaultdict[int, int] = field(default_factory=lambda: defaultdict(int))
     insurance_paid: dict[tuple[int, int], int] = field(default_factory=dict)
+    hand_paid: dict[tuple[int, int, int], int] = field(default_factory=dict)
 
     def record(self, event: ev.Event) -> None:
         """``house`` is what the house holds of a player's money (on the table or won)."""
@@ -125,8 +126,9 @@ class Ledger:
                 self._house(event.player_id, event.round, event.amount)
             case ev.BetRefunded(player_id=pid, round=rnd, amount=amount):
                 self._house(pid, rnd, -amount)
-            case ev.HandSettled(player_id=pid, round=rnd, payout=payout):
+            case ev.HandSettled(player_id=pid, round=rnd, box=box, hand=hand, payout=payout):
                 self._house(pid, rnd, -payout)
+                self.hand_paid[(rnd, box, hand)] = payout
             case ev.InsuranceSettled(player_id=pid, round=rnd, box=box, payout=payout):
                 self._house(pid, rnd, -payout)
                 self.insurance_paid[(rnd, box)] = payout
@@ -147,13 +149,19 @@ class Ledger:
 
 
 def on_table(state: TableState, pid: str, ledger: Ledger) -> int:
-    """The player's money in the round not yet settled: bets, and an insurance bet until the
-    round's settlement (less what it paid when the peek settled it)."""
+    """The player's money in the round not yet settled: bets (less what a hand settled before
+    the round, a blackjack paid at once, paid back), and an insurance bet until the round's
+    settlement (less what it paid when the peek settled it)."""
     money = 0
     for index, box in enumerate(state.boxes):
         if box.player_id != pid:
             continue
-        money += sum(h.stake for h in box.hands) if box.hands else box.bet
+        for number, hand in enumerate(box.hands):
+            money += hand.stake
+            if hand.settled:
+                money -= ledger.hand_paid[(state.round, index, number)]
+        if not box.hands:
+            money += box.bet
         if box.insurance in ("taken", "settled"):
             money += box.insurance_stake
         if box.insurance == "settled":
