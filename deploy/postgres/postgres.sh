@@ -139,6 +139,9 @@ BEGIN
   END IF;
 END
 \$\$;
+-- The tests drop their databases WITH (FORCE), which must also end an autovacuum worker that
+-- happens to be in one; that takes pg_signal_backend (granting twice is harmless).
+GRANT pg_signal_backend TO $DB_USER;
 SELECT 'CREATE DATABASE $DB_NAME OWNER $DB_USER'
 WHERE NOT EXISTS (SELECT FROM pg_database WHERE datname = '$DB_NAME')\gexec
 EOF
