@@ -46,14 +46,7 @@ class WireEnvelope(EventMeta):
 _WIRE = TypeAdapter(WireEnvelope)
 
 Upcaster = Callable[[dict[str, Any]], dict[str, Any]]
-
-
-def _bet_refunded_v1_to_v2(data: dict[str, Any]) -> dict[str, Any]:
-    """Version 1 always returned the box's whole bet: nothing was left on the box."""
-    return {**data, "version": 2, "box_total": 0}
-
-
-UPCASTERS: dict[tuple[str, int], Upcaster] = {("BetRefunded", 1): _bet_refunded_v1_to_v2}
+UPCASTERS: dict[tuple[str, int], Upcaster] = {}
 """(event type, stored version) -> function returning the event one version newer."""
 
 
