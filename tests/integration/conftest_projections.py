@@ -212,6 +212,10 @@ class _Table:
             moves.append((3.0, cmd.Deal(player_id=player_id)))
         if legal.clear:
             moves.append((0.15, cmd.ClearBets(player_id=player_id)))
+        for box in legal.remove_boxes:  # chips taken back: all of them, or down to the minimum
+            spare = state.boxes[box].bet - rules.min_bet
+            part = rng.randint(1, spare) if spare > 0 and rng.random() < 0.6 else None
+            moves.append((0.2, cmd.RemoveBet(player_id=player_id, box=box, amount=part)))
         if legal.pass_round:
             moves.append((0.3, cmd.Pass(player_id=player_id)))
         for multiplier in legal.rebet:

@@ -54,7 +54,7 @@ def test_a_round_at_a_single_seat_table() -> None:
     t = Table("mini-h17", cards=["TS", "6S", "7S", "9S", "2S"]).sit("ann")
     assert t.buttons("ann") == ["bet:0"]
     t.do(cmd.PlaceBet(player_id="ann", box=0, amount=1000))
-    assert t.buttons("ann") == ["bet:0", "deal", "clear"]
+    assert t.buttons("ann") == ["bet:0", "deal", "clear", "remove:0"]
     t.do(cmd.Deal(player_id="ann"))
     assert t.buttons("ann") == ["hit", "stand", "double", "surrender"]
     t.do(cmd.Hit(player_id="ann", box=0))
@@ -75,7 +75,7 @@ def test_the_turn_is_shown_only_to_the_player_whose_turn_it_is() -> None:
     assert t.buttons("bob") == ["bet:2", "pass"]
     t.do(cmd.PlaceBet(player_id="bob", box=2, amount=1000), cmd.Deal(player_id="ann"))
     assert t.buttons("ann") == []  # dealt in, waiting for the others
-    assert t.buttons("bob") == ["bet:2", "deal", "clear", "pass"]
+    assert t.buttons("bob") == ["bet:2", "deal", "clear", "pass", "remove:2"]
     t.do(cmd.Deal(player_id="bob"), cmd.Pass(player_id="cy"))
     assert t.state.phase == "playing"
     assert t.buttons("ann") == ["hit", "stand", "double"]
@@ -126,7 +126,7 @@ def test_repeat_at_the_surrender_table_and_no_rebet_on_a_fresh_seat() -> None:
     t.do(cmd.Stand(player_id="ann", box=1))
     assert t.buttons("ann") == ["bet:0", "bet:1", "bet:2", "rebet:x1"]
     t.do(cmd.Rebet(player_id="ann", multiplier=1))
-    assert t.buttons("ann") == ["bet:0", "bet:1", "bet:2", "deal", "clear"]
+    assert t.buttons("ann") == ["bet:0", "bet:1", "bet:2", "deal", "clear", "remove:1"]
 
 
 def test_every_button_is_accepted_and_every_other_play_refused() -> None:

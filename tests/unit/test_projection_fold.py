@@ -197,6 +197,26 @@ def test_a_cleared_bet_comes_back_and_stays_in_the_log() -> None:
     assert (player.balance_before, player.balance_after) == (10_000, 10_000)
 
 
+def test_chips_taken_back_leave_the_rest_on_the_box_and_in_play() -> None:
+    script = Script("atlantic-city", [["TH", "7S", "9H", "QD"]])
+    script.do(
+        cmd.PlaceBet(player_id=A, box=0, amount=1000),
+        cmd.RemoveBet(player_id=A, box=0, amount=300),
+    )
+    projection = table(script)
+    record = projection.rounds[1]
+    assert [(b.box, b.bet) for b in record.boxes] == [(0, 700)]
+    assert record.log[-1].event == "BetRefunded"
+    assert (record.log[-1].data["reason"], record.log[-1].data["box_total"]) == ("removed", 700)
+    assert (projection.accounts[A].available, projection.accounts[A].in_play) == (9300, 700)
+    assert conserved(projection.accounts[A])
+
+    script.do(cmd.Deal(player_id=A), cmd.Stand(player_id=A, box=0))  # 19 beats 17
+    done = table(script)
+    assert (done.accounts[A].in_play, done.accounts[A].available) == (0, 10_700)
+    assert conserved(done.accounts[A])
+
+
 def test_leaving_the_table_pays_the_balance_out() -> None:
     script = Script("atlantic-city", [[]])
     script.do(cmd.Withdraw(player_id=A, amount=2500), cmd.LeaveTable(player_id=A))

@@ -11,7 +11,8 @@ clock moves on and, at shared tables, the timers expire. After every command:
 (b) no balance is ever negative and every ``balance_after`` is the folded balance;
 (c) a rejected command returns a ``Rejection`` and leaves the state as it was;
 (d) replaying the JSON of every event from ``INITIAL_STATE`` gives the live state;
-(e) every button offered is accepted, and a play command that is not offered is refused;
+(e) every button offered is accepted, and a play command (or taking a box's whole bet back)
+    that is not offered is refused;
 (f) hands per box, one-card split aces, no open hand at 21 or more, and the dealer's hand
     drawn exactly to the preset's H17/S17 rule.
 
@@ -238,6 +239,8 @@ def command_for(button: str, pid: str, legal: LegalActions, amount: int) -> cmd.
             return cmd.Deal(player_id=pid)
         case "clear":
             return cmd.ClearBets(player_id=pid)
+        case "remove":
+            return cmd.RemoveBet(player_id=pid, box=int(arg))
         case "pass":
             return cmd.Pass(player_id=pid)
         case "rebet":
@@ -256,6 +259,8 @@ def offered(command: cmd.Command, legal: LegalActions) -> bool | None:
         return command.box in legal.insurance_boxes
     if isinstance(command, cmd.DeclineInsurance):
         return command.box in legal.decline_boxes
+    if isinstance(command, cmd.RemoveBet) and command.amount is None:
+        return command.box in legal.remove_boxes
     if not isinstance(command, cmd.HandCommand):
         return None
     name = PLAY_BUTTONS[type(command)]
@@ -284,6 +289,7 @@ def random_command(draw: Any, rules: Rules) -> cmd.Command:
                 "bet",
                 "deal",
                 "clear",
+                "remove",
                 "pass",
                 "rebet",
                 "insurance",
@@ -312,6 +318,9 @@ def random_command(draw: Any, rules: Rules) -> cmd.Command:
             return cmd.Deal(player_id=pid)
         case "clear":
             return cmd.ClearBets(player_id=pid)
+        case "remove":
+            amount = draw(st.one_of(st.none(), AMOUNTS))
+            return cmd.RemoveBet(player_id=pid, box=box, amount=amount)
         case "pass":
             return cmd.Pass(player_id=pid)
         case "rebet":
@@ -425,6 +434,16 @@ def play_table(variant: str, data: st.DataObject, seed: int) -> None:
         if button.startswith("bet:") and data.draw(st.booleans(), label="bigger bet"):
             amount = data.draw(st.sampled_from([250, 1000, 5000, 50_000]), label="amount")
             submit(command_for(button, pid, legal, amount))
+            continue
+        if button.startswith("remove:") and data.draw(st.booleans(), label="some chips"):
+            box = int(button.partition(":")[2])
+            bet = state.boxes[box].bet
+            part = data.draw(st.sampled_from([1, 50, bet - state.rules.min_bet, bet, bet + 1]))
+            # a part is taken back exactly when it is positive, at most the bet, and leaves the
+            # minimum or nothing
+            left = bet - part
+            fits = 0 < part <= bet and (left == 0 or left >= state.rules.min_bet)
+            assert submit(cmd.RemoveBet(player_id=pid, box=box, amount=part)) == fits
             continue
         # (e) every button offered is accepted, as offered
         assert submit(command_for(button, pid, legal, amount)), (pid, button)

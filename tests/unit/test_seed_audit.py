@@ -433,7 +433,7 @@ def test_atlantic_city_player_and_dealer_blackjack_push() -> None:
     # given A-K against a dealer ace with a queen in the hole
     played = play(
         "atlantic-city",
-        [BET, {"do": "Deal", "offered": ["bet:0", "deal", "clear"]}],
+        [BET, {"do": "Deal", "offered": ["bet:0", "deal", "clear", "remove:0"]}],
         seed=S002,
         shoe=["AS", "AH", "KS", "QS"],
     )

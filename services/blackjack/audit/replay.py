@@ -354,7 +354,13 @@ class _Replayer:
         self._moves(e.player_id, -e.amount, e.balance_after)
 
     def bet_refunded(self, e: ev.BetRefunded) -> None:
-        self._expect(f"refund of box {e.box}", e.amount, self.state.boxes[e.box].bet)
+        box = self.state.boxes[e.box]
+        self._expect(f"box {e.box} bet left after a refund", e.box_total, box.bet - e.amount)
+        if e.amount <= 0 or e.amount > box.bet:
+            self._find(f"a refund of {e.amount} from box {e.box}, which holds {box.bet}")
+        rules = self.state.rules
+        if e.box_total and not rules.min_bet <= e.box_total <= rules.max_bet:
+            self._find(f"box {e.box} bet {e.box_total} is outside {rules.min_bet}-{rules.max_bet}")
         self._moves(e.player_id, e.amount, e.balance_after)
 
     def deal_started(self, e: ev.DealStarted) -> None:
@@ -514,7 +520,9 @@ def describe(state: TableState, event: ev.Event) -> str:
             return "betting opens"
         case ev.BetPlaced(player_id=p, box=b, amount=a, box_total=t, balance_after=after):
             return f"{p} bets {money(a)} on box {b} (box {money(t)}, balance {money(after)})"
-        case ev.BetRefunded(player_id=p, box=b, amount=a, reason=why):
+        case ev.BetRefunded(player_id=p, box=b, amount=a, box_total=left, reason=why):
+            if left:
+                return f"{p} takes back {money(a)} of the bet on box {b} (box {money(left)}, {why})"
             return f"{p}'s bet of {money(a)} on box {b} is returned ({why})"
         case ev.DealRequested(player_id=p):
             return f"{p} presses Deal"

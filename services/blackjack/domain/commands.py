@@ -108,7 +108,22 @@ class PlaceBet(PlayerCommand):
 
 
 class ClearBets(PlayerCommand):
+    """Clear: every bet of the player's boxes is returned."""
+
     type: Literal["ClearBets"] = "ClearBets"
+
+
+class RemoveBet(PlayerCommand):
+    """Chips taken back from one box before the deal: its whole bet, or ``amount`` of it.
+
+    What is left must still be a bet the table takes (at least ``min_bet``) or nothing, which
+    frees the box."""
+
+    type: Literal["RemoveBet"] = "RemoveBet"
+    box: StrictInt
+    amount: StrictInt | None = Field(
+        None, description="the minor units to take back; left out, the box's whole bet"
+    )
 
 
 class Deal(PlayerCommand):
@@ -172,6 +187,7 @@ AnyCommand = Annotated[
     | ExpireTimers
     | PlaceBet
     | ClearBets
+    | RemoveBet
     | Deal
     | Rebet
     | Pass

@@ -497,6 +497,44 @@ def _clear_bets(r: _Round, c: cmd.ClearBets) -> None:
     _refund_bets(r, c.player_id, "cleared")
 
 
+def _remove_bet(r: _Round, c: cmd.RemoveBet) -> None:
+    """The surrender page: "To remove a bet completely or decrease its value, you should remove
+    the chip or chips placed". Only before the deal (and before pressing Deal at a shared
+    table); what stays on the box must still be a bet the table takes, or nothing."""
+    state = r.state
+    player = _seated(state, c.player_id)
+    _own_box(state, player, c.box)
+    _check_betting(state, player)
+    bet = state.boxes[c.box].bet
+    if bet == 0:
+        raise _refuse("no_bets", f"there is no bet on box {c.box} to remove")
+    amount = bet if c.amount is None else c.amount
+    _check_amount(amount)
+    if amount > bet:
+        raise _refuse("invalid_amount", f"box {c.box} holds a bet of {bet}, not {amount}")
+    left = bet - amount
+    min_bet = state.rules.min_bet
+    if 0 < left < min_bet:
+        most = f"at most {bet - min_bet}, or " if bet > min_bet else ""
+        raise _refuse(
+            "bet_below_minimum",
+            f"removing {amount} would leave {left} on box {c.box}, under the minimum bet of "
+            f"{min_bet}: remove {most}all {bet}",
+        )
+    r.emit(
+        fact(
+            ev.BetRefunded,
+            round=state.round,
+            player_id=c.player_id,
+            box=c.box,
+            amount=amount,
+            box_total=left,
+            reason="removed",
+            balance_after=player.balance + amount,
+        )
+    )
+
+
 def _request_deal(r: _Round, player_id: str) -> None:
     if not r.state.boxes_of(player_id):
         raise _refuse("no_bets", "place a bet before the deal")
@@ -1029,6 +1067,7 @@ _DECIDERS: dict[type[cmd.Command], Callable[[_Round, Any], None]] = {
     cmd.ExpireTimers: _expire_timers,
     cmd.PlaceBet: _bet,
     cmd.ClearBets: _clear_bets,
+    cmd.RemoveBet: _remove_bet,
     cmd.Deal: _deal,
     cmd.Rebet: _rebet,
     cmd.Pass: _pass,

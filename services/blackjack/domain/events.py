@@ -120,7 +120,15 @@ class ShoeRetired(Event):
 
 # ---- betting ------------------------------------------------------------------------------
 
-RefundReason = Literal["cleared", "passed", "timed_out", "disconnected", "left", "cancelled"]
+RefundReason = Literal[
+    "cleared",  # ClearBets: every bet of the player
+    "removed",  # RemoveBet: chips taken back from one box, all or some of its bet
+    "passed",
+    "timed_out",
+    "disconnected",
+    "left",
+    "cancelled",
+]
 
 
 class RoundOpened(RoundEvent):
@@ -138,10 +146,18 @@ class BetPlaced(RoundEvent):
 
 
 class BetRefunded(RoundEvent):
+    """Money of a bet not yet dealt goes back to the player's balance.
+
+    Version 2 added ``box_total``, the bet left on the box (a bet reduced by ``RemoveBet``);
+    0 frees the box. A version 1 event always returned the box's whole bet, and is upcast
+    on read with ``box_total: 0``."""
+
+    version: int = 2
     type: Literal["BetRefunded"] = "BetRefunded"
     player_id: str
     box: int
     amount: int = Field(ge=0)
+    box_total: int = Field(0, ge=0, description="the bet left on the box; 0 frees the box")
     reason: RefundReason
     balance_after: int = Field(ge=0)
 

@@ -156,7 +156,8 @@ def _bet_placed(draft: TableState, e: ev.BetPlaced) -> None:
 
 def _bet_refunded(draft: TableState, e: ev.BetRefunded) -> None:
     _set_balance(draft, e.player_id, e.balance_after)
-    _set_box(draft, e.box, EMPTY_BOX)
+    box = EMPTY_BOX if e.box_total == 0 else Box(player_id=e.player_id, bet=e.box_total)
+    _set_box(draft, e.box, box)
 
 
 def _deal_requested(draft: TableState, e: ev.DealRequested) -> None:

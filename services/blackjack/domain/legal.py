@@ -2,7 +2,9 @@
 
 Each candidate is put to ``decide`` itself, so the buttons can never disagree with the rules
 (double, split and insurance disappear when the balance cannot cover them, surrender before the
-peek, a second split, a card to a split ace...).
+peek, a second split, a card to a split ace...). ``remove:<box>`` is taking the box's whole bet
+back (``RemoveBet`` without an amount); part of it may be taken back as long as what stays on
+the box is at least the minimum bet.
 """
 
 from __future__ import annotations
@@ -30,6 +32,7 @@ class LegalActions(BaseModel):
     bet_boxes: tuple[int, ...] = ()
     deal: bool = False
     clear: bool = False
+    remove_boxes: tuple[int, ...] = ()  # a bet here can be taken back (all of it, or some)
     pass_round: bool = False
     rebet: tuple[int, ...] = ()
     insurance_boxes: tuple[int, ...] = ()  # insurance can be taken (and paid for) here
@@ -40,6 +43,7 @@ class LegalActions(BaseModel):
         """Flat button names, e.g. ``["hit", "stand", "double"]`` or ``["bet:0", "deal"]``."""
         names = [f"bet:{box}" for box in self.bet_boxes]
         names += ["deal"] * self.deal + ["clear"] * self.clear + ["pass"] * self.pass_round
+        names += [f"remove:{box}" for box in self.remove_boxes]
         names += [f"rebet:x{m}" for m in self.rebet]
         names += [f"insurance:{box}" for box in self.insurance_boxes]
         names += [f"no_insurance:{box}" for box in self.decline_boxes]
@@ -80,6 +84,11 @@ def legal_actions(state: TableState, player_id: str, now: datetime) -> LegalActi
         ),
         deal=_accepted(state, cmd.Deal(player_id=pid), now),
         clear=_accepted(state, cmd.ClearBets(player_id=pid), now),
+        remove_boxes=tuple(
+            b
+            for b in own_boxes
+            if state.boxes[b].bet and _accepted(state, cmd.RemoveBet(player_id=pid, box=b), now)
+        ),
         pass_round=_accepted(state, cmd.Pass(player_id=pid), now),
         rebet=tuple(
             m

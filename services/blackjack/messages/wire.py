@@ -46,7 +46,14 @@ class WireEnvelope(EventMeta):
 _WIRE = TypeAdapter(WireEnvelope)
 
 Upcaster = Callable[[dict[str, Any]], dict[str, Any]]
-UPCASTERS: dict[tuple[str, int], Upcaster] = {}
+
+
+def _bet_refunded_v1_to_v2(data: dict[str, Any]) -> dict[str, Any]:
+    """Version 1 always returned the box's whole bet: nothing was left on the box."""
+    return {**data, "version": 2, "box_total": 0}
+
+
+UPCASTERS: dict[tuple[str, int], Upcaster] = {("BetRefunded", 1): _bet_refunded_v1_to_v2}
 """(event type, stored version) -> function returning the event one version newer."""
 
 

@@ -457,7 +457,10 @@ def _bet_placed(p: StreamProjection, e: ev.BetPlaced, at: datetime) -> None:
 def _bet_refunded(p: StreamProjection, e: ev.BetRefunded, at: datetime) -> None:
     p.money_moved(e, e.player_id, e.balance_after).in_play -= e.amount
     record = p.round(e.round)
-    record.boxes = [b for b in record.boxes if b.box != e.box]
+    boxes = [b for b in record.boxes if b.box != e.box]
+    if e.box_total:  # RemoveBet took back part of the bet: the rest stays on the box
+        boxes.append(BoxView(box=e.box, player_id=e.player_id, bet=e.box_total))
+    record.boxes = sorted(boxes, key=lambda b: b.box)
 
 
 def _logged_only(p: StreamProjection, e: ev.RoundEvent, at: datetime) -> None:
