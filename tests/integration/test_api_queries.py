@@ -35,7 +35,7 @@ pytest_plugins = ["conftest_projections"]
 pytestmark = pytest.mark.integration
 
 VARIANTS = ("mini-h17", "atlantic-city-multi", "surrender")
-LOG = play_tables([(f"table-{v}", v) for v in VARIANTS], rounds=12, seed=99)
+LOG = play_tables([(f"table-{v}", v) for v in VARIANTS], rounds=12, seed=100)  # has a split
 PLAYER = "table-mini-h17-p0"
 SHARED = "table-atlantic-city-multi-p1"
 
