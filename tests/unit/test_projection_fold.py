@@ -110,6 +110,7 @@ def test_at_mini_s17_the_first_dealer_card_is_the_face_down_one() -> None:
     playing = table(script)
     record = playing.rounds[1]
     assert record.dealer.cards == [None, "7S"]
+    assert record.dealer.upcard == "7S"
     assert record.dealer.total == 7
     shown = json.dumps([record.model_dump(mode="json"), playing.view.model_dump(mode="json")])
     assert "QD" not in shown
@@ -117,6 +118,7 @@ def test_at_mini_s17_the_first_dealer_card_is_the_face_down_one() -> None:
     script.do(cmd.Stand(player_id=A, box=0))
     done = table(script).rounds[1]
     assert done.dealer.cards == ["QD", "7S"] and done.dealer.total == 17
+    assert done.dealer.upcard == "7S"
     assert done.boxes[0].hands[0].outcome == "win"
 
 
@@ -130,6 +132,7 @@ def test_split_and_double_put_each_stake_into_play() -> None:
         cmd.Double(player_id=A, box=0),
     )
     assert table(script).accounts[A].in_play == 3000
+    assert table(script).rounds[1].dealer.upcard == "6S"  # the first card, face up
     script.do(cmd.Stand(player_id=A, box=0))
     done = table(script)
     hands = done.rounds[1].boxes[0].hands

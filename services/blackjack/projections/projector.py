@@ -169,6 +169,8 @@ class DealerView(_Model):
     cards: list[str | None] = []
     """In the order dealt; the hole card (the first or the second, ``Rules.hole_card_first``)
     is ``None`` until it is revealed."""
+    upcard: str | None = None
+    """The card the dealer shows (first or second of ``cards``, by the table's rules)."""
     total: int = 0
     soft: bool = False
     peeked: bool = False
@@ -497,7 +499,10 @@ def _card_dealt(p: StreamProjection, e: ev.CardDealt, at: datetime) -> None:
     if p.view.shoe is not None:
         p.view.shoe.cards_dealt += 1
     if e.to == "dealer":
-        record.dealer.set_cards([*record.dealer.cards, e.card if e.face_up else None])
+        dealer = record.dealer
+        dealer.set_cards([*dealer.cards, e.card if e.face_up else None])
+        if e.face_up and dealer.upcard is None and len(dealer.cards) <= 2:
+            dealer.upcard = e.card
         return
     if e.box is None or e.hand is None or e.card is None:
         raise ProjectionError(f"a card to a box needs a box, a hand and a card: {e}")
