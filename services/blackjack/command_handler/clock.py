@@ -33,10 +33,13 @@ def _digest(*parts: str) -> str:
     return hashlib.sha256("|".join(parts).encode()).hexdigest()[:32]
 
 
+DISCONNECT_PREFIX = "disconnect-"
+
+
 def disconnect_command_id(stream_id: str, player_id: str, seen: datetime) -> str:
     """The id of the ``Disconnect`` for a player last seen at ``seen``: the same on every
-    instance that knows when the player was last seen."""
-    return f"disconnect-{_digest(stream_id, player_id, seen.isoformat())}"
+    instance that knows when the player was last seen (and stale once they are seen again)."""
+    return f"{DISCONNECT_PREFIX}{_digest(stream_id, player_id, seen.isoformat())}"
 
 
 def due_commands(

@@ -35,6 +35,7 @@ from pydantic import ValidationError
 
 from blackjack.bus.headers import command_headers, result_headers
 from blackjack.bus.topics import Topics, partition_for
+from blackjack.command_handler.clock import DISCONNECT_PREFIX, disconnect_command_id
 from blackjack.command_handler.signing import CommandSigner
 from blackjack.command_handler.streams import PartitionStore, Stream
 from blackjack.domain import commands as cmd
@@ -101,6 +102,35 @@ def _refused(envelope: CommandEnvelope, message: str, now: datetime) -> CommandR
         rejection=Rejection(code="unauthorized", message=message),
         handled_at=now,
     )
+
+
+def _overtaken_disconnect(envelope: CommandEnvelope, stream: Stream) -> Rejection | None:
+    """The clock's ``Disconnect`` names the last-seen time it acted on (in its id); a command
+    from the player handled since (one queued behind a takeover, say) makes it stale."""
+    command = envelope.command
+    if not isinstance(command, cmd.Disconnect) or not envelope.command_id.startswith(
+        DISCONNECT_PREFIX
+    ):
+        return None
+    seen = stream.last_seen.get(command.player_id)
+    if seen is None or envelope.command_id == disconnect_command_id(
+        envelope.stream_id, command.player_id, seen
+    ):
+        return None
+    return Rejection(
+        code="player_present",
+        message=f"{command.player_id} sent a command after this disconnection was due",
+    )
+
+
+def _note_presence(stream: Stream, player_id: str, now: datetime) -> None:
+    """Remember when a seated player was last seen; forget anyone not (or no longer) seated,
+    so that commands naming strangers cannot grow the stream's memory or its snapshot."""
+    state = stream.state
+    if isinstance(state, TableState) and player_id in state.players:
+        stream.last_seen[player_id] = now
+    else:
+        stream.last_seen.pop(player_id, None)
 
 
 def step_id(cause_id: str, step: str) -> str:
@@ -225,18 +255,24 @@ class Processor:
                 update={"transfer": transfer_ref(command.player_id, transfer)}
             )
             envelope = envelope.model_copy(update={"command": command})
+        # A command the player sent shows them present (not the service's signed steps, nor a
+        # Disconnect, which says the opposite).
         present = (
             command.player_id
-            if isinstance(command, cmd.PlayerCommand) and not isinstance(command, cmd.Disconnect)
+            if isinstance(command, cmd.PlayerCommand)
+            and not isinstance(command, cmd.Disconnect)
+            and not signed
             else None
         )
-        if present is not None:
-            stream.last_seen[present] = now
         events: list[EventEnvelope] = []
         outgoing: list[Outgoing] = []
-        rejection = self._authorize(command, stream, signed)
+        rejection = self._authorize(command, stream, signed) or _overtaken_disconnect(
+            envelope, stream
+        )
         if rejection is None:
             rejection = self._decide(envelope, stream, now, events, outgoing)
+        if present is not None:
+            _note_presence(stream, present, now)
         result = CommandResult(
             command_id=envelope.command_id,
             stream_id=envelope.stream_id,

@@ -190,12 +190,12 @@ async def rebuild(
             stream.remember(result, dedup_window)
     store.since_checkpoint = results
 
-    # Presence comes from the snapshot and the results since; a seated player the retained
-    # log says nothing of (their commands' results expired) gets a fresh grace period.
+    # Presence comes from the snapshot and the results since, for the players seated now; one
+    # the retained log says nothing of (their results expired) gets a fresh grace period.
     for stream in store.streams.values():
         if isinstance(stream.state, TableState):
-            for player in stream.state.players:
-                stream.last_seen.setdefault(player, now)
+            seen = stream.last_seen
+            stream.last_seen = {player: seen.get(player, now) for player in stream.state.players}
     return store, RebuildStats(
         partition=partition,
         checkpoint=checkpoint is not None,

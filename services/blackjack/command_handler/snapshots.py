@@ -89,7 +89,11 @@ class SnapshotCodec:
             "state": _state_doc(stream.state),
             "results": [r.model_dump(mode="json") for r in stream.results.values()],
             "signed": sorted(stream.signed),
-            "last_seen": {player: seen.isoformat() for player, seen in stream.last_seen.items()},
+            "last_seen": {
+                player: seen.isoformat()
+                for player, seen in stream.last_seen.items()
+                if isinstance(stream.state, TableState) and player in stream.state.players
+            },
         }
         plain = zlib.compress(json.dumps(body, separators=(",", ":")).encode())
         nonce = os.urandom(_NONCE)

@@ -11,6 +11,7 @@ RejectionCode = Literal[
     "malformed",
     "unknown_command",
     "unauthorized",  # a command only the service itself may issue
+    "player_present",  # the clock's Disconnect, overtaken by a later command from the player
     "internal_error",  # the decider failed on this command (a bug): nothing changed
     "currency_mismatch",  # money in one currency offered to a table or wallet in another
     # the table

@@ -1,0 +1,103 @@
+"""Presence at a disconnection-policy table (``surrender``): the clock's ``Disconnect`` names
+the last-seen time it acted on, so a command from the player handled after it was due (one
+queued behind a takeover) makes it stale; and only seated players are remembered."""
+
+from __future__ import annotations
+
+import os
+from datetime import UTC, datetime, timedelta
+
+from blackjack.command_handler.clock import due_commands
+from blackjack.command_handler.processor import Handled, Inbound
+from blackjack.command_handler.snapshots import SnapshotCodec
+from blackjack.command_handler.streams import PartitionStore
+from blackjack.domain import commands as cmd
+from blackjack.messages.envelope import CommandEnvelope
+from tests.unit.processor_harness import new_processor
+from tests.unit.test_handler_signed_replay import PLAYER, bought_in, results
+from tests.unit.test_handler_signed_replay import TABLE as TABLE_MULTI
+
+T0 = datetime(2026, 5, 1, tzinfo=UTC)
+TIMEOUT = timedelta(seconds=30)
+TABLE = "presence"
+
+
+class Table:
+    def __init__(self) -> None:
+        self.processor = new_processor()
+        self.store = PartitionStore(0)
+        self.offset = 0
+
+    def send(self, command: cmd.Command, now: datetime, command_id: str | None = None) -> Handled:
+        self.offset += 1
+        envelope = CommandEnvelope(
+            command_id=command_id or f"c-{self.offset}", stream_id=TABLE, command=command
+        )
+        inbound = Inbound(TABLE.encode(), envelope.model_dump_json().encode(), [], 0, self.offset)
+        return self.processor.handle(self.store, inbound, now)
+
+    def due(self, now: datetime) -> list[CommandEnvelope]:
+        return list(due_commands(self.store, now, TIMEOUT))
+
+
+def bet_at_surrender() -> Table:
+    table = Table()
+    for command in (
+        cmd.OpenTable(variant="surrender"),
+        cmd.SitDown(player_id="sam", seat=0),
+        cmd.Deposit(player_id="sam", amount=2_000),
+        cmd.PlaceBet(player_id="sam", box=0, amount=700),
+    ):
+        assert table.send(command, T0).result.status == "accepted"
+    return table
+
+
+def test_a_disconnect_overtaken_by_the_player_is_refused_and_changes_nothing() -> None:
+    # given sam silent since T0: the clock (a new owner's first tick, say) finds him due
+    table = bet_at_surrender()
+    [due] = table.due(T0 + timedelta(seconds=45))
+    # when his heartbeat, queued before it, is handled first
+    assert table.send(cmd.Reconnect(player_id="sam"), T0 + timedelta(seconds=46)).result.status
+    state = table.store.streams[TABLE].state
+    handled = table.send(due.command, T0 + timedelta(seconds=46), due.command_id)
+    # then the stale Disconnect is refused: no refund, sam still connected
+    assert handled.result.rejection is not None
+    assert handled.result.rejection.code == "player_present"
+    assert handled.events == [] and table.store.streams[TABLE].state == state
+
+
+def test_a_disconnect_still_due_is_taken() -> None:
+    table = bet_at_surrender()
+    [due] = table.due(T0 + timedelta(seconds=45))
+    handled = table.send(due.command, T0 + timedelta(seconds=46), due.command_id)
+    assert handled.result.status == "accepted"
+    assert [type(e.data).__name__ for e in handled.events] == ["PlayerDisconnected", "BetRefunded"]
+
+
+def test_a_platforms_own_disconnect_is_not_checked_against_the_clock() -> None:
+    table = bet_at_surrender()
+    handled = table.send(cmd.Disconnect(player_id="sam"), T0 + timedelta(seconds=1))
+    assert handled.result.status == "accepted"
+
+
+def test_only_seated_players_are_remembered_and_snapshotted() -> None:
+    table = bet_at_surrender()
+    for i in range(50):  # strangers naming themselves: refused, and not remembered
+        result = table.send(cmd.Reconnect(player_id=f"ghost-{i}"), T0).result
+        assert result.rejection is not None and result.rejection.code == "not_seated"
+    stream = table.store.streams[TABLE]
+    assert set(stream.last_seen) == {"sam"}
+    codec = SnapshotCodec(os.urandom(32))
+    assert codec.decode(codec.encode(stream)).last_seen == {"sam": T0}
+    # a player who leaves is forgotten
+    assert table.send(cmd.ClearBets(player_id="sam"), T0).result.status == "accepted"
+    assert table.send(cmd.LeaveTable(player_id="sam"), T0).result.status == "accepted"
+    assert stream.last_seen == {}
+
+
+def test_the_services_signed_steps_do_not_count_as_presence() -> None:
+    h, deposit, _ = bought_in()  # the wallet's signed Deposit credited the table
+    [credited] = results(h.forward(deposit))  # a copy: the original result again
+    assert credited.status == "accepted" and credited.player_id is None
+    player_sent = h.send(TABLE_MULTI, cmd.Reconnect(player_id=PLAYER))
+    assert results(player_sent)[0].player_id == PLAYER
