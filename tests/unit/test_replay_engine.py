@@ -93,9 +93,27 @@ def test_a_blackjack_paid_before_the_hole_card_needs_the_rule_that_says_so() -> 
         return {"rules": e.rules.model_copy(update={"blackjack_paid_at_once": False})}
 
     assert messages(tamper(log, ev.TableOpened, settle_with_the_round)) == [
-        "box 0 hand 0 paid before the dealer's hand is known: recorded ('blackjack', False), "
-        "the rules give ('blackjack', True)"
+        "box 0 hand 0 paid before the dealer's hand is known: recorded ('blackjack', False, "
+        "True), the rules give ('blackjack', True, True)"
     ]
+
+    # With a ten up, paying at once needs the rules' peek on a ten.
+    ten_up = Script("surrender", [["AS", "5S", "TH", "KS", "6S", "7S", "TS"]])
+    ten_up.do(
+        cmd.PlaceBet(player_id=A, box=0, amount=1000),
+        cmd.PlaceBet(player_id=A, box=1, amount=1000),
+        cmd.Deal(player_id=A),
+        cmd.Stand(player_id=A, box=1),
+    )
+    assert messages(wires(ten_up)) == []
+
+    def no_peek_on_ten(e: ev.TableOpened) -> dict[str, Any]:
+        return {"rules": e.rules.model_copy(update={"peek_on_ten": False})}
+
+    assert (
+        "box 0 hand 0 paid before the dealer's hand is known: recorded ('blackjack', True, "
+        "False), the rules give ('blackjack', True, True)"
+    ) in messages(tamper(wires(ten_up), ev.TableOpened, no_peek_on_ten))
 
     # The blackjack's HandSettled sent twice (the balance moving twice): found as well.
     at = kinds.index("HandSettled")

@@ -20,7 +20,12 @@ from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any
 
-from blackjack.audit.settlement import dealer_play_problem, hand_result, insurance_result
+from blackjack.audit.settlement import (
+    dealer_blackjack_ruled_out,
+    dealer_play_problem,
+    hand_result,
+    insurance_result,
+)
 from blackjack.domain import events as ev
 from blackjack.domain import wallet as wl
 from blackjack.domain.evolve import evolve
@@ -421,8 +426,8 @@ class _Replayer:
         if self.state.phase != "dealer":  # before the hole card: a blackjack paid at once only
             self._expect(
                 f"box {e.box} hand {e.hand} paid before the dealer's hand is known",
-                (e.outcome, rules.blackjack_paid_at_once),
-                ("blackjack", True),
+                (e.outcome, rules.blackjack_paid_at_once, dealer_blackjack_ruled_out(self.state)),
+                ("blackjack", True, True),
             )
         self._moves(e.player_id, e.payout, e.balance_after)
         current = self.current

@@ -13,7 +13,7 @@ from blackjack.domain.events import Outcome
 from blackjack.domain.hand import is_natural, total
 from blackjack.domain.payouts import blackjack_winnings, insurance_return, surrender_refund
 from blackjack.domain.rules import Rules
-from blackjack.domain.state import Hand
+from blackjack.domain.state import Hand, TableState
 
 
 def hand_result(rules: Rules, hand: Hand, dealer: Sequence[str]) -> tuple[Outcome, int]:
@@ -37,6 +37,20 @@ def hand_result(rules: Rules, hand: Hand, dealer: Sequence[str]) -> tuple[Outcom
     if mine == theirs:
         return "push", hand.stake
     return "lose", 0
+
+
+def dealer_blackjack_ruled_out(state: TableState) -> bool:
+    """Whether the players can know the dealer has no blackjack: an upcard that cannot make
+    one, or one the table's rules make the dealer peek under."""
+    upcard = state.upcard
+    if upcard is None:
+        return False
+    rank = upcard[0]
+    if rank == "A":
+        return state.rules.peek_on_ace
+    if rank in "TJQK":
+        return state.rules.peek_on_ten
+    return True
 
 
 def insurance_result(rules: Rules, stake: int, dealer: Sequence[str]) -> tuple[bool, int]:
