@@ -288,3 +288,20 @@ def test_the_dealer_draws_by_the_table_rule() -> None:
     assert dealer_play_problem(h17, ("TS", "6D", "5C"), any_live_hand=False) == (
         "the dealer drew 1 card(s) with nothing to play for"
     )
+
+
+def test_a_partial_refund_must_be_a_players_removal() -> None:
+    script = Script("surrender", [["TH", "7S", "9H", "QD"]])
+    script.do(
+        cmd.PlaceBet(player_id=A, box=0, amount=1000),
+        cmd.RemoveBet(player_id=A, box=0, amount=400),
+    )
+    log = wires(script)
+    assert messages(log) == []
+
+    def as_cleared(e: ev.BetRefunded) -> dict[str, Any]:
+        return {"reason": "cleared"}
+
+    assert messages(tamper(log, ev.BetRefunded, as_cleared)) == [
+        "box 0 partial refund's reason: recorded cleared, the rules give removed"
+    ]

@@ -122,9 +122,8 @@ def _table(replay: RoundReplay, state: TableState | None) -> list[str]:
     dealer = replay.dealer
     in_flight = replay.status in ("betting", "playing") and state is not None
     if in_flight and state is not None and state.round == replay.round:
-        hole_shown = any(line.text.startswith("dealer turns") for line in replay.lines)
-        cards = state.dealer if hole_shown else state.dealer_shown
-        lines.append(f"Dealer: {cards_text(cards)}" + ("" if hole_shown else " (+ hole card)"))
+        hidden = "" if state.phase == "dealer" else " (+ hole card)"  # revealed: the dealer's turn
+        lines.append(f"Dealer: {cards_text(state.dealer_shown)}{hidden}")
         for index, box in enumerate(state.boxes):
             for number, hand in enumerate(box.hands):
                 lines.append(

@@ -366,6 +366,8 @@ class _Replayer:
         rules = self.state.rules
         if e.box_total and not rules.min_bet <= e.box_total <= rules.max_bet:
             self._find(f"box {e.box} bet {e.box_total} is outside {rules.min_bet}-{rules.max_bet}")
+        if e.box_total:  # only a player's RemoveBet leaves part of a bet on the box
+            self._expect(f"box {e.box} partial refund's reason", e.reason, "removed")
         self._moves(e.player_id, e.amount, e.balance_after)
 
     def deal_started(self, e: ev.DealStarted) -> None:
