@@ -385,16 +385,12 @@ def _transaction_totals() -> tuple[float, float]:
 
 
 def _handler_states(handler: CommandHandler) -> dict[str, tuple[int, TableState]]:
-    """The sequence and state of every table the in-process handler holds in memory. The
-    handler has no public accessor for them: this reads its partitions, never changes them."""
-    states: dict[str, tuple[int, TableState]] = {}
-    for partition in handler._partitions.values():
-        if partition.store is None:
-            continue
-        for stream_id, stream in partition.store.streams.items():
-            if isinstance(stream.state, TableState):
-                states[stream_id] = (stream.sequence, stream.state)
-    return states
+    """The sequence and state of every table the in-process handler holds in memory."""
+    return {
+        stream_id: (sequence, state)
+        for stream_id, (sequence, state) in handler.streams().items()
+        if isinstance(state, TableState)
+    }
 
 
 async def run_ours(config: LoadConfig, settings: KafkaSettings, shoe_key: str) -> OursOutcome:

@@ -45,7 +45,7 @@ from blackjack.command_handler.processor import Handled, Inbound, Processor
 from blackjack.command_handler.replay import assign_reader, end_offsets, rebuild
 from blackjack.command_handler.signing import CommandSigner
 from blackjack.command_handler.snapshots import Checkpoint, SnapshotCodec, checkpoint_key
-from blackjack.command_handler.streams import PartitionStore
+from blackjack.command_handler.streams import PartitionStore, StreamState
 from blackjack.messages.sealing import ShoeSeal
 from blackjack.observability import metrics
 from blackjack.rng import csprng_shuffle
@@ -246,6 +246,16 @@ class CommandHandler:
     def partition_states(self) -> dict[int, str]:
         """Each assigned partition's state: pending, ready, failed or fenced."""
         return {n: p.status for n, p in sorted(self._partitions.items())}
+
+    def streams(self) -> dict[str, tuple[int, StreamState]]:
+        """The sequence and state of every stream of the ready partitions, as held in memory
+        (states are never changed in place: a caller may keep them)."""
+        return {
+            stream_id: (stream.sequence, stream.state)
+            for partition in self._partitions.values()
+            if partition.status == "ready" and partition.store is not None
+            for stream_id, stream in partition.store.streams.items()
+        }
 
     async def wait_ready(self, timeout: float) -> None:
         await self.wait_until(lambda: self.ready, timeout)
