@@ -123,16 +123,6 @@ def _overtaken_disconnect(envelope: CommandEnvelope, stream: Stream) -> Rejectio
     )
 
 
-def _note_presence(stream: Stream, player_id: str, now: datetime) -> None:
-    """Remember when a seated player was last seen; forget anyone not (or no longer) seated,
-    so that commands naming strangers cannot grow the stream's memory or its snapshot."""
-    state = stream.state
-    if isinstance(state, TableState) and player_id in state.players:
-        stream.last_seen[player_id] = now
-    else:
-        stream.last_seen.pop(player_id, None)
-
-
 def step_id(cause_id: str, step: str) -> str:
     """The command id of a step caused by an event or a command (``<cause>.<step>``)."""
     assert step in STEPS
@@ -272,7 +262,7 @@ class Processor:
         if rejection is None:
             rejection = self._decide(envelope, stream, now, events, outgoing)
         if present is not None:
-            _note_presence(stream, present, now)
+            stream.saw(present, now)
         result = CommandResult(
             command_id=envelope.command_id,
             stream_id=envelope.stream_id,

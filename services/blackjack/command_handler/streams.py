@@ -72,8 +72,14 @@ class Stream:
         self.sequence = envelope.sequence
 
     def saw(self, player_id: str, when: datetime) -> None:
-        """On replay: ``player_id`` sent a command at ``when``. The latest time wins: after a
-        takeover, two handlers' clocks may disagree."""
+        """``player_id`` sent a command at ``when`` (live, or read back on replay). Only seated
+        players are remembered, so commands naming strangers cannot grow the stream's memory
+        or its snapshot; the latest time wins, as two handlers' clocks may disagree after a
+        takeover."""
+        state = self.state
+        if not isinstance(state, TableState) or player_id not in state.players:
+            self.last_seen.pop(player_id, None)
+            return
         seen = self.last_seen.get(player_id)
         if seen is None or when > seen:
             self.last_seen[player_id] = when
