@@ -18,42 +18,44 @@ _set_extra = BaseModel.__dict__["__pydantic_extra__"].__set__
 _set_private = BaseModel.__dict__["__pydantic_private__"].__set__
 
 
-_REQUIRED = object()
+_REQUIRED = object()  # a required field no call gave: fails to serialize, never passes silently
 
 
-_Template = tuple[dict[str, Any], frozenset[str]]
+# Per event class: every field in declaration order (the order ``model_dump`` follows) with
+# its default or ``_REQUIRED``; and the set of all field names, shared as every fact's
+# ``model_fields_set`` (pydantic copies that set before it changes one, in ``model_copy``).
+_Template = tuple[dict[str, Any], set[str]]
 _TEMPLATES: dict[type[BaseModel], _Template] = {}
 
 
 def _fact_template(cls: type[BaseModel]) -> _Template:
-    """Every field in declaration order (the order ``model_dump`` follows), with its default
-    or ``_REQUIRED``; and the names that have no default."""
     template: dict[str, Any] = {}
     for name, field in cls.model_fields.items():
         if field.default_factory is not None:
             raise TypeError(f"fact() does not call default factories ({cls.__name__}.{name})")
         template[name] = _REQUIRED if field.is_required() else field.default
-    required = frozenset(name for name, value in template.items() if value is _REQUIRED)
-    _TEMPLATES[cls] = template, required
-    return template, required
+    _TEMPLATES[cls] = template, set(template)
+    return _TEMPLATES[cls]
 
 
 def fact(cls: type[_Model], **fields: Any) -> _Model:
     """``cls(**fields)`` without validation, for the events the decider builds from values it
     has already checked (validating each one was about 7 % of a simulated round). The result
-    equals, dumps and serializes exactly like the validated model: defaults filled in, fields
-    in declaration order, ``model_fields_set`` the names given. Missing or unknown names are
-    still refused; types and constraints are not checked, so anything read from outside (the
-    event log, commands) goes through pydantic as before."""
-    template, required = _TEMPLATES.get(cls) or _fact_template(cls)
+    equals, dumps and serializes exactly like the validated model, defaults filled in and
+    fields in declaration order; ``model_fields_set`` is every field (the decider decides
+    them all). An unknown name is refused here. Which names each call gives is checked before
+    it runs instead: ``tests/unit/test_fact.py`` reads every ``fact`` call in the source and
+    refuses one that misses a required field (checking it here on every call cost 6 % of a
+    simulated round). Types and constraints are not checked, so anything read from outside
+    (the event log, commands) goes through pydantic as before."""
+    template, names = _TEMPLATES.get(cls) or _fact_template(cls)
     values = {**template, **fields}
-    if len(values) != len(template) or not required <= fields.keys():
+    if len(values) != len(template):
         unknown = sorted(fields.keys() - template.keys())
-        missing = sorted(required - fields.keys())
-        raise TypeError(f"{cls.__name__}: unknown fields {unknown}, missing fields {missing}")
+        raise TypeError(f"{cls.__name__}: unknown fields {unknown}")
     model = _new(cls)
     _set_dict(model, "__dict__", values)
-    _set_fields_set(model, set(fields))
+    _set_fields_set(model, names)
     _set_extra(model, None)
     _set_private(model, None)
     return model
