@@ -2,14 +2,14 @@
 
 from __future__ import annotations
 
-from typing import Annotated
+from typing import Annotated, Final
 
 from pydantic import StringConstraints
 
-RANKS = "A23456789TJQK"
-SUITS = "SHDC"
+RANKS: Final = "A23456789TJQK"
+SUITS: Final = "SHDC"
 
-_VALUES = {rank: min(index + 1, 10) for index, rank in enumerate(RANKS)}
+_VALUES: Final = {rank: min(index + 1, 10) for index, rank in enumerate(RANKS)}
 
 
 def _check_card(code: str) -> str:

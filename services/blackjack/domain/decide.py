@@ -13,7 +13,7 @@ from collections import Counter
 from collections.abc import Callable
 from datetime import datetime, timedelta
 from functools import cache
-from typing import Any
+from typing import Any, Final
 
 from pydantic import ValidationError
 
@@ -1054,7 +1054,7 @@ def _settle_round(r: _Round) -> None:
     )
 
 
-_DECIDERS: dict[type[cmd.Command], Callable[[_Round, Any], None]] = {
+_DECIDERS: Final[dict[type[cmd.Command], Callable[[_Round, Any], None]]] = {
     cmd.OpenTable: _open_table,
     cmd.SitDown: _sit_down,
     cmd.MoveSeat: _move_seat,

@@ -11,7 +11,7 @@ whole table.
 from __future__ import annotations
 
 from collections.abc import Callable, Iterable
-from typing import Any
+from typing import Any, Final
 
 from blackjack.domain import events as ev
 from blackjack.domain.hand import best_total, is_natural
@@ -314,7 +314,7 @@ def _round_settled(draft: TableState, e: ev.RoundSettled) -> None:
     _close_round(draft)
 
 
-_HANDLERS: dict[type[ev.Event], Callable[[TableState, Any], None]] = {
+_HANDLERS: Final[dict[type[ev.Event], Callable[[TableState, Any], None]]] = {
     ev.TableOpened: _table_opened,
     ev.SeatTaken: _seat_taken,
     ev.SeatChanged: _seat_changed,

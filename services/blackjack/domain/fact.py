@@ -3,7 +3,7 @@ without pydantic validating them again."""
 
 from __future__ import annotations
 
-from typing import Any, TypeVar
+from typing import Any, Final, TypeVar
 
 from pydantic import BaseModel
 
@@ -11,21 +11,21 @@ _Model = TypeVar("_Model", bound=BaseModel)
 
 
 # The slot setters of BaseModel, looked up once: ``fact`` runs about 15 times per round.
-_new = object.__new__
-_set_dict = object.__setattr__
-_set_fields_set = BaseModel.__dict__["__pydantic_fields_set__"].__set__
-_set_extra = BaseModel.__dict__["__pydantic_extra__"].__set__
-_set_private = BaseModel.__dict__["__pydantic_private__"].__set__
+_new: Final = object.__new__
+_set_dict: Final = object.__setattr__
+_set_fields_set: Final = BaseModel.__dict__["__pydantic_fields_set__"].__set__
+_set_extra: Final = BaseModel.__dict__["__pydantic_extra__"].__set__
+_set_private: Final = BaseModel.__dict__["__pydantic_private__"].__set__
 
 
-_REQUIRED = object()  # a required field no call gave: fails to serialize, never passes silently
+_REQUIRED: Final = object()  # a field no call gave: fails to serialize, never passes silently
 
 
 # Per event class: every field in declaration order (the order ``model_dump`` follows) with
 # its default or ``_REQUIRED``; and the set of all field names, shared as every fact's
 # ``model_fields_set`` (pydantic copies that set before it changes one, in ``model_copy``).
 _Template = tuple[dict[str, Any], set[str]]
-_TEMPLATES: dict[type[BaseModel], _Template] = {}
+_TEMPLATES: Final[dict[type[BaseModel], _Template]] = {}
 
 
 def _fact_template(cls: type[BaseModel]) -> _Template:

@@ -171,7 +171,7 @@ class Box(_Value):
         )
 
 
-EMPTY_BOX = Box()
+EMPTY_BOX: Final = Box()
 
 
 class Player(_Value):
@@ -266,7 +266,7 @@ class Shoe(_Value):
         )
 
 
-_DEFAULT_RULES = Rules()
+_DEFAULT_RULES: Final = Rules()
 
 
 class TableState(_Value):
@@ -408,4 +408,4 @@ class TableState(_Value):
         )
 
 
-INITIAL_STATE = TableState()
+INITIAL_STATE: Final = TableState()

@@ -9,7 +9,7 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from functools import cache
-from typing import Literal, Protocol
+from typing import Final, Literal, Protocol
 
 from blackjack.domain import commands as cmd
 from blackjack.domain import events as ev
@@ -22,9 +22,9 @@ from blackjack.domain.state import INITIAL_STATE, TableState
 from blackjack.table import Applied, apply
 
 Action = Literal["hit", "stand", "double", "split", "surrender"]
-PLAYER = "sim"
-BANKROLL = 10**15  # never short of money: double and split are always affordable
-CLOCK = datetime(2026, 1, 1, tzinfo=UTC)
+PLAYER: Final = "sim"
+BANKROLL: Final = 10**15  # never short of money: double and split are always affordable
+CLOCK: Final = datetime(2026, 1, 1, tzinfo=UTC)
 
 
 class Strategy(Protocol):
@@ -148,7 +148,7 @@ class _Memo:
         return action
 
 
-_last_memo: list[_Memo] = []
+_last_memo: Final[list[_Memo]] = []
 
 
 def _memo_for(strategy: Strategy) -> _Memo:
@@ -171,7 +171,7 @@ def _next_move(state: TableState, memo: _Memo) -> cmd.Command:
     return _command(memo.action(hand.cards, upcard, turn_options(state)), box, hand_index)
 
 
-_COMMANDS: dict[str, type[cmd.HandCommand]] = {
+_COMMANDS: Final[dict[str, type[cmd.HandCommand]]] = {
     "hit": cmd.Hit,
     "stand": cmd.Stand,
     "double": cmd.Double,
@@ -186,7 +186,7 @@ def _command(action: str, box: int, hand: int) -> cmd.HandCommand:
     return _COMMANDS[action](player_id=PLAYER, box=box, hand=hand)
 
 
-_DECLINE_INSURANCE = cmd.DeclineInsurance(player_id=PLAYER, box=0)
+_DECLINE_INSURANCE: Final = cmd.DeclineInsurance(player_id=PLAYER, box=0)
 
 
 def _count(tally: Tally, events: list[ev.Event], bet: int) -> None:
