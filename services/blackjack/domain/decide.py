@@ -9,10 +9,8 @@ clock: it stamps deadlines and lets ``ExpireTimers`` act on them.
 
 from __future__ import annotations
 
-from collections import Counter
 from collections.abc import Callable
 from datetime import datetime, timedelta
-from functools import cache
 from typing import Any, Final
 
 from pydantic import ValidationError
@@ -249,16 +247,22 @@ def turn_options(state: TableState) -> frozenset[str]:
     assert box.player_id is not None
     player = state.players[box.player_id]
     hand = box.hands[hand_index]
-    options = ["stand"]
-    if hit_refusal(state, hand) is None:
-        options.append("hit")
-    if double_refusal(state, player, hand) is None:
-        options.append("double")
-    if split_refusal(state, player, box_index, hand) is None:
-        options.append("split")
-    if surrender_refusal(state, box_index, hand) is None:
-        options.append("surrender")
-    return frozenset(options)
+    offered = (
+        (hit_refusal(state, hand) is None)
+        | (double_refusal(state, player, hand) is None) << 1
+        | (split_refusal(state, player, box_index, hand) is None) << 2
+        | (surrender_refusal(state, box_index, hand) is None) << 3
+    )
+    return _OPTION_SETS[offered]
+
+
+# Every combination of the four optional actions, built once: a simulated hand asks for its
+# options at each decision, and an answer that is always the same object hashes once.
+_OPTIONAL_ACTIONS: Final = ("hit", "double", "split", "surrender")  # bits 0-3 of the mask
+_OPTION_SETS: Final = tuple(
+    frozenset(["stand", *(name for bit, name in enumerate(_OPTIONAL_ACTIONS) if mask >> bit & 1)])
+    for mask in range(16)
+)
 
 
 # ---- the table ----------------------------------------------------------------------------
@@ -399,7 +403,7 @@ def _shuffle_shoe(r: _Round, c: cmd.ShuffleShoe) -> None:
     state = r.state
     if state.hands_in_play:
         raise _refuse("round_in_progress", "the shoe is changed between rounds only")
-    if dict(Counter(c.order)) != _shoe_counts(state.rules.decks):  # dict ==, in C
+    if not _is_permutation_of_decks(c.order, state.rules.decks):
         raise _refuse(
             "invalid_shoe", f"the order is not a permutation of {state.rules.decks} decks"
         )
@@ -427,11 +431,20 @@ def _shuffle_shoe(r: _Round, c: cmd.ShuffleShoe) -> None:
     )
 
 
-@cache
-def _shoe_counts(decks: int) -> dict[str, int]:
-    """How many of each card the decks hold: the permutation check counts (linear, in C)
-    rather than sorting 416 codes, for the reshuffle-every-round variants. Never mutated."""
-    return dict(Counter(fresh_shoe(decks)))
+_CARD_INDEX: Final = {card: index for index, card in enumerate(fresh_shoe(1))}
+
+
+def _is_permutation_of_decks(order: tuple[str, ...], decks: int) -> bool:
+    """Each of the 52 cards exactly ``decks`` times: counted by index into a list (linear, no
+    sort), which for the reshuffle-every-round variants runs every round."""
+    counts = [0] * len(_CARD_INDEX)
+    index = _CARD_INDEX
+    for card in order:
+        position = index.get(card, -1)
+        if position < 0:
+            return False
+        counts[position] += 1
+    return all(count == decks for count in counts)
 
 
 # ---- betting ------------------------------------------------------------------------------
