@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from functools import cache
 from typing import Annotated, Final
 
 from pydantic import StringConstraints
@@ -48,6 +49,7 @@ def parse_card(text: str) -> str:
     return _check_card(cleaned)
 
 
+@cache  # a tuple never changes; the reshuffle-every-round variants ask for it every round
 def fresh_shoe(decks: int) -> tuple[str, ...]:
     """All cards of ``decks`` decks in a fixed, unshuffled order."""
     one_deck = tuple(rank + suit for suit in SUITS for rank in RANKS)
