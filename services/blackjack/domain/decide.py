@@ -43,7 +43,8 @@ class Refused(Exception):
     refusals per decision of a simulated hand."""
 
     def __init__(self, code: RejectionCode, message: str | Callable[[], str]) -> None:
-        super().__init__(code)
+        # No super().__init__: BaseException.__new__ has kept the arguments already, and the
+        # simulator's option checks make two or three of these per decision.
         self.code = code
         self._message = message
 
