@@ -32,7 +32,13 @@ from blackjack.domain import events as ev
 from blackjack.domain.rejections import Rejection
 from blackjack.domain.rules import Rules
 from blackjack.domain.state import INITIAL_STATE
-from blackjack.domain.wallet import INITIAL_WALLET, decide_wallet, evolve_wallet, is_wallet_stream
+from blackjack.domain.wallet import (
+    INITIAL_WALLET,
+    WalletEvent,
+    decide_wallet,
+    evolve_wallet,
+    is_wallet_stream,
+)
 from blackjack.messages.envelope import CommandEnvelope, CommandResult, EventEnvelope
 from blackjack.messages.sealing import ShoeSeal
 from blackjack.messages.wire import decode, from_wire
@@ -93,7 +99,8 @@ class KafkaSpace:
 
 @pytest.fixture(scope="session")
 def bootstrap() -> str:
-    return kafka_bootstrap()
+    servers: str = kafka_bootstrap()
+    return servers
 
 
 @pytest.fixture(scope="session")
@@ -333,8 +340,8 @@ async def verify_stream(
     wallet = is_wallet_stream(stream_id)
     state: Any = INITIAL_WALLET if wallet else INITIAL_STATE
     by_cause: dict[str, list[EventEnvelope]] = {}
-    for envelope in events:
-        by_cause.setdefault(envelope.causation_id or "", []).append(envelope)
+    for recorded in events:
+        by_cause.setdefault(recorded.causation_id or "", []).append(recorded)
     seen: set[str] = set()
     resent = set(resent)
     for envelope in commands:
@@ -362,18 +369,21 @@ async def verify_stream(
                 continue
         if wallet:
             decision = decide_wallet(state, envelope.command)
+            expected: list[WalletEvent] | list[ev.Event]
             expected = [] if isinstance(decision, Rejection) else decision
             rejection = decision if isinstance(decision, Rejection) else None
             for event in expected:
                 state = evolve_wallet(state, event)
         else:
             applied = apply(state, envelope.command, result.handled_at, replayed_shoe)
-            rejection = applied if isinstance(applied, Rejection) else None
-            expected = [] if rejection else applied.events  # type: ignore[union-attr]
-            if not rejection:
-                state = applied.state  # type: ignore[union-attr]
+            if isinstance(applied, Rejection):
+                rejection, expected = applied, []
+            else:
+                rejection, expected = None, applied.events
+                state = applied.state
         if result.status == "rejected":
-            assert rejection is not None and rejection.code == result.rejection.code, cid
+            assert rejection is not None and result.rejection is not None, cid
+            assert rejection.code == result.rejection.code, cid
         else:
             assert rejection is None, f"{cid}: the engine rejects what the handler accepted"
             assert actual == expected, f"{cid} ({envelope.command.type}): events differ"

@@ -418,7 +418,8 @@ async def _send_all(
 def projection_bootstrap() -> str:
     import infra
 
-    return infra.kafka_bootstrap()
+    servers: str = infra.kafka_bootstrap()
+    return servers
 
 
 @asynccontextmanager
@@ -456,7 +457,8 @@ SHOE_KEY = ShoeSeal.new_key_hex()
 def postgres_server_url() -> str:
     import infra
 
-    return infra.postgres_url()
+    url: str = infra.postgres_url()
+    return url
 
 
 async def _on_server(server_url: str, statement: str) -> None:

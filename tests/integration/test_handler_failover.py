@@ -51,7 +51,7 @@ def start_handler(space: KafkaSpace, log: Path) -> subprocess.Popen[bytes]:
 
 
 async def table_state(space: KafkaSpace, table: str) -> TableState:
-    return fold(e.data for e in await stream_events(space, table))  # type: ignore[misc]
+    return fold(e.data for e in await stream_events(space, table))
 
 
 async def open_round(client: BlackjackClient, table: str, variant: str) -> None:
@@ -244,8 +244,8 @@ async def test_a_frozen_handler_that_wakes_up_is_fenced(kafka_space: Any, tmp_pa
         fenced = zombie_log.read_text().count("fenced by a newer owner")
         print(f"the woken handler was refused {fenced} transaction(s)")  # for the report
     finally:
-        for process in (zombie, heir):
-            if process is not None and process.poll() is None:
-                process.send_signal(signal.SIGCONT)
-                process.kill()
-                process.wait()
+        for leftover in (zombie, heir):
+            if leftover is not None and leftover.poll() is None:
+                leftover.send_signal(signal.SIGCONT)
+                leftover.kill()
+                leftover.wait()

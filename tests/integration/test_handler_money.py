@@ -73,7 +73,9 @@ async def test_concurrent_buy_ins_and_withdrawals_never_overspend_the_wallet(
         await multi_table(client, table, player)
     await accept(client, wallet, WalletDeposit(player_id=player, amount=1_000))
     # Twelve commands at once, each wanting 300 of the 1000: three can be paid, no more.
-    spend = [BuyIn(player_id=player, table_id=tables[i % 2], amount=300) for i in range(8)]
+    spend: list[BuyIn | WalletWithdraw] = [
+        BuyIn(player_id=player, table_id=tables[i % 2], amount=300) for i in range(8)
+    ]
     spend += [WalletWithdraw(player_id=player, amount=300) for _ in range(4)]
     ids = await asyncio.gather(*(client.send(wallet, command) for command in spend))
     results = await asyncio.gather(*(client.result(i, timeout=30) for i in ids))

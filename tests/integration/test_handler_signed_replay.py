@@ -48,7 +48,8 @@ async def resend(space: KafkaSpace, record: Any) -> CommandResult:
     command_id = CommandEnvelope.model_validate_json(record.value).command_id
     async with space.client() as client:
         await client.send_raw(record.key, record.value, list(record.headers))
-        return await client.result(command_id, timeout=30)
+        answer: CommandResult = await client.result(command_id, timeout=30)
+        return answer
 
 
 async def push_past_the_window(space: KafkaSpace) -> None:

@@ -52,26 +52,26 @@ async def test_a_restart_resumes_from_the_checkpoint_with_a_round_in_flight(
     shuffler.queue(["TS", "9S", "6S", "7H"])  # snap-a: T 6 against 9 up, no blackjack anywhere
     async with running_handler(config, shuffler=shuffler), space.client() as client:
         for table in tables:
-            for command in (
+            for setup in (
                 cmd.OpenTable(variant="mini-h17"),
                 cmd.SitDown(player_id="p"),
                 cmd.Deposit(player_id="p", amount=50_000),
             ):
-                assert (await client.execute(table, command)).status == "accepted"
+                assert (await client.execute(table, setup)).status == "accepted"
         refused = await client.execute(
             "snap-a", cmd.Withdraw(player_id="p", amount=10**9), command_id="too-much"
         )
         assert refused.rejection is not None
         # snap-a: a round dealt and left in flight; snap-b: enough traffic for checkpoints.
-        for command in (cmd.PlaceBet(player_id="p", box=0, amount=1_000), cmd.Deal(player_id="p")):
-            assert (await client.execute("snap-a", command)).status == "accepted"
+        for step in (cmd.PlaceBet(player_id="p", box=0, amount=1_000), cmd.Deal(player_id="p")):
+            assert (await client.execute("snap-a", step)).status == "accepted"
         for i in range(30):
-            command = (
+            traffic = (
                 cmd.PlaceBet(player_id="p", box=0, amount=100)
                 if i % 2 == 0
                 else cmd.ClearBets(player_id="p")
             )
-            await client.execute("snap-b", command)
+            await client.execute("snap-b", traffic)
 
     records = await read_topic(space, space.topics.snapshots)
     keys = [r.key.decode() for r in records]
@@ -88,7 +88,7 @@ async def test_a_restart_resumes_from_the_checkpoint_with_a_round_in_flight(
         stranger.decode(newest_a)
     restored = codec.decode(newest_a)
     events = await stream_events(space, "snap-a")
-    assert restored.state == fold(e.data for e in events[: sealed.sequence])  # type: ignore[misc]
+    assert restored.state == fold(e.data for e in events[: sealed.sequence])
 
     kept, replayed = rebuilds("checkpoint"), replayed_events()
     async with running_handler(config) as handler, space.client() as client:
@@ -100,15 +100,15 @@ async def test_a_restart_resumes_from_the_checkpoint_with_a_round_in_flight(
         )
         assert again == refused
         # The round dealt before the restart is played to its end.
-        state = fold(e.data for e in await stream_events(space, "snap-a"))  # type: ignore[misc]
+        state = fold(e.data for e in await stream_events(space, "snap-a"))
         assert state.boxes_in_play() == [0]
         while state.boxes_in_play():
             if state.boxes[0].insurance == "offered":
-                command: Any = cmd.DeclineInsurance(player_id="p", box=0)
+                move: cmd.DeclineInsurance | cmd.Stand = cmd.DeclineInsurance(player_id="p", box=0)
             else:
-                command = cmd.Stand(player_id="p", box=0)
-            assert (await client.execute("snap-a", command)).status == "accepted"
-            state = fold(e.data for e in await stream_events(space, "snap-a"))  # type: ignore[misc]
+                move = cmd.Stand(player_id="p", box=0)
+            assert (await client.execute("snap-a", move)).status == "accepted"
+            state = fold(e.data for e in await stream_events(space, "snap-a"))
         assert handler.owned_partitions() == {0}
     await verify_stream(space, "snap-a", resent=["too-much"])
     await verify_stream(space, "snap-b")

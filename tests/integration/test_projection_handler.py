@@ -69,8 +69,8 @@ async def test_the_projection_of_a_running_handler_adds_up_and_passes_the_audit(
         await writer.wait_for(await data_ends(space.bootstrap, space.topics.events), WAIT_S)
 
     events = await stream_events(space)
-    table = fold(e.data for e in events if e.stream_id == "solo")  # type: ignore[misc]
-    bob = fold_wallet(e.data for e in events if e.stream_id == wallet)  # type: ignore[misc]
+    table = fold(e.data for e in events if e.stream_id == "solo")
+    bob = fold_wallet(e.data for e in events if e.stream_id == wallet)
     settled = sum(1 for e in events if isinstance(e.data, ev.RoundSettled))
     assert settled == 7
     a, w = schema.accounts, schema.wallets

@@ -48,7 +48,10 @@ LOG = play_tables([(f"table-{v}", v) for v in VARIANTS], rounds=25, seed=2026)
 def worker(
     topic: EventsTopic, store: ProjectionStore, group: str | None = None
 ) -> AbstractAsyncContextManager[ProjectionWriter]:
-    return projection_worker(topic.bootstrap, topic.prefix, store, group)
+    running: AbstractAsyncContextManager[ProjectionWriter] = projection_worker(
+        topic.bootstrap, topic.prefix, store, group
+    )
+    return running
 
 
 async def balances(store: ProjectionStore) -> dict[tuple[str, str], int]:

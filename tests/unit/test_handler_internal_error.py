@@ -17,6 +17,7 @@ from blackjack.domain import commands as cmd
 from blackjack.domain.rules import Rules
 from blackjack.messages.envelope import CommandEnvelope, CommandResult
 from blackjack.scenario import build_shoe
+from blackjack.table import apply as real_apply
 from tests.unit.processor_harness import TOPICS, new_processor
 
 NOW = datetime(2026, 5, 1, tzinfo=UTC)
@@ -65,12 +66,10 @@ def table() -> Table:
 
 
 def fail_on_hit(error: Exception, monkeypatch: pytest.MonkeyPatch) -> None:
-    real = processor_module.apply
-
     def apply(state: Any, command: Any, *args: Any) -> Any:
         if isinstance(command, cmd.Hit):
             raise error
-        return real(state, command, *args)
+        return real_apply(state, command, *args)
 
     monkeypatch.setattr(processor_module, "apply", apply)
 

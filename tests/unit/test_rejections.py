@@ -281,7 +281,7 @@ def test_a_buy_in_to_a_single_player_table_is_declined_not_refused() -> None:
     single-player table is funded by the platform, the wallet gets its money back."""
     state = given("mini-h17", *seated())
     command = cmd.Deposit(player_id="ann", amount=300, transfer="wallet:ann/1")
-    [event] = decide(state, command, NOW)  # type: ignore[misc]
+    [event] = decide(state, command, NOW)
     assert isinstance(event, ev.TransferDeclined) and event.reason_code == "unauthorized"
 
 

@@ -623,7 +623,7 @@ def test_surrender_stand_double_or_fold_then_a_disconnection_the_game_finishes_o
 
 # ---- 003: a blackjack is paid at once -----------------------------------------------------
 
-TWO_BOXES = [
+TWO_BOXES: list[Step] = [
     {"do": "PlaceBet", "box": 0, "amount": 1000},
     {"do": "PlaceBet", "box": 1, "amount": 1000},
     "Deal",

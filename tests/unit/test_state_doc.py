@@ -55,7 +55,9 @@ def test_a_state_with_every_kind_of_field_comes_back() -> None:
 
 
 @pytest.mark.parametrize("cls", [Hand, Box, Player, Shoe, TableState])
-def test_every_constructor_argument_is_a_compared_and_saved_field(cls: type) -> None:
+def test_every_constructor_argument_is_a_compared_and_saved_field(
+    cls: type[Hand | Box | Player | Shoe | TableState],
+) -> None:
     # Equality, repr and the snapshot document all read ``_FIELDS``: a field left out of it
     # would be silently ignored by all three.
     parameters = [name for name in inspect.signature(cls.__init__).parameters if name != "self"]

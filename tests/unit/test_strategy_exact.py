@@ -57,7 +57,7 @@ def test_surrender_preset_matches_its_pages_stated_rtp() -> None:
 
 def test_rule_effects_point_the_right_way() -> None:
     base = compute_rtp(WIZARD_BASE).house_edge_percent
-    worse = {
+    worse: dict[str, dict[str, object]] = {
         "six to five": {"blackjack_pays": Fraction(6, 5)},
         "no peek": {"peek_on_ace": False, "peek_on_ten": False},
         "no splits": {"max_splits": 0},

@@ -92,6 +92,6 @@ def test_a_platform_deposit_without_a_transfer_is_unchanged() -> None:
     single = fold([ev.TableOpened(rules=PRESETS["mini-h17"])])
     assert refused(single, deposit(transfer=None)) == "not_seated"
     single = fold([ev.SeatTaken(player_id="ann", seat=0)], single)
-    [event] = decide(single, deposit(transfer=None), NOW)  # type: ignore[misc]
+    [event] = decide(single, deposit(transfer=None), NOW)
     assert event == ev.FundsDeposited(player_id="ann", amount=300, balance_after=300)
     assert event.transfer is None and fold([event], single).transfers == frozenset()

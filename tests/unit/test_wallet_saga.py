@@ -98,7 +98,7 @@ def test_a_refused_buy_in_is_refunded_and_a_replayed_step_changes_nothing() -> N
     assert b'"TransferDeclined"' in declined.value and b'"not_seated"' in declined.value
     assert h.store.streams["t1"].state.players == {}  # type: ignore[union-attr]
     [refund] = of_topic(answer, TOPICS.commands)
-    assert command_of(refund).command.reason == "not_seated"  # type: ignore[union-attr]
+    assert command_of(refund).command.reason == "not_seated"
     assert command_of(refund).command_id.endswith(".deposit.refund")
     assert result_of(h.forward(refund)).status == "accepted"
     wallet = h.store.streams[wallet_stream("bob")].state
@@ -187,7 +187,7 @@ def test_a_wallet_holds_one_currency_and_a_table_declines_another() -> None:
     [step] = of_topic(
         h.send(wallet, BuyIn(player_id="eve", table_id="t1", amount=400)), TOPICS.commands
     )
-    assert command_of(step).command.currency == "EUR"  # type: ignore[union-attr]
+    assert command_of(step).command.currency == "EUR"
     answer = h.forward(step)
     [declined] = of_topic(answer, TOPICS.events)
     assert b'"TransferDeclined"' in declined.value and b'"currency_mismatch"' in declined.value
