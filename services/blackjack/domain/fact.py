@@ -18,7 +18,9 @@ _set_extra: Final = BaseModel.__dict__["__pydantic_extra__"].__set__
 _set_private: Final = BaseModel.__dict__["__pydantic_private__"].__set__
 
 
-_REQUIRED: Final = object()  # a field no call gave: fails to serialize, never passes silently
+# A required field no call gave (the source check in tests/unit/test_fact.py prevents that):
+# an event holding it fails to serialize.
+_REQUIRED: Final = object()
 
 
 # Per event class: every field in declaration order (the order ``model_dump`` follows) with
