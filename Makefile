@@ -4,7 +4,7 @@ VENV ?= .venv
 PY := $(VENV)/bin/python
 export PYTHONDONTWRITEBYTECODE := 1
 
-.PHONY: install run test lint typecheck unit integration schemas kafka-up kafka-down postgres-up postgres-down bench load compiled bench-compiled clean
+.PHONY: install run test lint typecheck unit integration schemas facts kafka-up kafka-down postgres-up postgres-down bench load compiled bench-compiled clean
 
 $(VENV)/.installed: pyproject.toml
 	python3 -m venv $(VENV)
@@ -40,6 +40,11 @@ test: lint typecheck
 schemas: install
 	$(VENV)/bin/blackjack schemas --write
 	$(VENV)/bin/blackjack asyncapi --write
+
+# The decider's typed event constructors, generated from the event models
+# (services/blackjack/domain/facts.py; a unit test fails when they drift).
+facts: install
+	$(PY) -m blackjack.codegen.facts --write
 
 kafka-up:
 	deploy/kafka/kafka.sh up

@@ -15,6 +15,7 @@ MODULES=(
   blackjack/domain/hand.py
   blackjack/domain/payouts.py
   blackjack/domain/fact.py
+  blackjack/domain/facts.py
   blackjack/domain/state.py
   blackjack/domain/evolve.py
   blackjack/domain/shoe.py

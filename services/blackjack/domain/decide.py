@@ -11,15 +11,15 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from datetime import datetime, timedelta
-from typing import Any, Final
+from typing import Any, Final, Protocol
 
 from pydantic import ValidationError
 
 from blackjack.domain import commands as cmd
 from blackjack.domain import events as ev
+from blackjack.domain import facts
 from blackjack.domain.cards import fresh_shoe, is_ace, is_ten_value, value_of
 from blackjack.domain.evolve import apply_event
-from blackjack.domain.fact import fact
 from blackjack.domain.hand import best_total, is_natural, total
 from blackjack.domain.payouts import (
     blackjack_winnings,
@@ -280,7 +280,7 @@ def _open_table(r: _Round, c: cmd.OpenTable) -> None:
         rules = base.with_overrides(c.overrides) if c.overrides else base
     except ValidationError as error:
         raise _refuse("invalid_rules", str(error)) from None
-    r.emit(fact(ev.TableOpened, rules=rules))
+    r.emit(facts.table_opened(rules=rules))
 
 
 def _check_free_seat(state: TableState, seat: int) -> None:
@@ -294,7 +294,7 @@ def _sit_down(r: _Round, c: cmd.SitDown) -> None:
     if c.player_id in r.state.players:
         raise _refuse("already_seated", f"{c.player_id} is already seated")
     _check_free_seat(r.state, c.seat)
-    r.emit(fact(ev.SeatTaken, player_id=c.player_id, seat=c.seat))
+    r.emit(facts.seat_taken(player_id=c.player_id, seat=c.seat))
 
 
 def _move_seat(r: _Round, c: cmd.MoveSeat) -> None:
@@ -304,7 +304,7 @@ def _move_seat(r: _Round, c: cmd.MoveSeat) -> None:
     # desired spot between hands": not while any hand is played, nor with a bet of one's own out.
     if r.state.boxes_of(c.player_id) or r.state.hands_in_play:
         raise _refuse("round_in_progress", "change seats between rounds, with no bet out")
-    r.emit(fact(ev.SeatChanged, player_id=c.player_id, from_seat=player.seat, to_seat=c.seat))
+    r.emit(facts.seat_changed(player_id=c.player_id, from_seat=player.seat, to_seat=c.seat))
 
 
 def _leave_table(r: _Round, c: cmd.LeaveTable) -> None:
@@ -313,7 +313,7 @@ def _leave_table(r: _Round, c: cmd.LeaveTable) -> None:
         raise _refuse("round_in_progress", "a hand in play must be finished first")
     _refund_bets(r, c.player_id, "left")
     balance = r.state.players[c.player_id].balance
-    r.emit(fact(ev.SeatLeft, player_id=c.player_id, seat=player.seat, balance_returned=balance))
+    r.emit(facts.seat_left(player_id=c.player_id, seat=player.seat, balance_returned=balance))
     _deal_when_all_decided(r)
 
 
@@ -330,7 +330,7 @@ def _deposit(r: _Round, c: cmd.Deposit) -> None:
     _check_amount(c.amount)
     _check_currency(r.state, c.currency)
     balance = player.balance + c.amount
-    r.emit(fact(ev.FundsDeposited, player_id=c.player_id, amount=c.amount, balance_after=balance))
+    r.emit(facts.funds_deposited(player_id=c.player_id, amount=c.amount, balance_after=balance))
 
 
 def _transfer_deposit(r: _Round, c: cmd.Deposit, transfer: str) -> None:
@@ -354,8 +354,7 @@ def _transfer_deposit(r: _Round, c: cmd.Deposit, transfer: str) -> None:
         _check_currency(state, c.currency)
     except Refused as refused:
         r.emit(
-            fact(
-                ev.TransferDeclined,
+            facts.transfer_declined(
                 player_id=c.player_id,
                 amount=c.amount,
                 transfer=transfer,
@@ -366,8 +365,7 @@ def _transfer_deposit(r: _Round, c: cmd.Deposit, transfer: str) -> None:
         return
     balance = player.balance + c.amount
     r.emit(
-        fact(
-            ev.FundsDeposited,
+        facts.funds_deposited(
             player_id=c.player_id,
             amount=c.amount,
             balance_after=balance,
@@ -381,14 +379,14 @@ def _withdraw(r: _Round, c: cmd.Withdraw) -> None:
     _check_amount(c.amount)
     _check_affordable(player, c.amount, "the withdrawal")
     balance = player.balance - c.amount
-    r.emit(fact(ev.FundsWithdrawn, player_id=c.player_id, amount=c.amount, balance_after=balance))
+    r.emit(facts.funds_withdrawn(player_id=c.player_id, amount=c.amount, balance_after=balance))
 
 
 def _disconnect(r: _Round, c: cmd.Disconnect) -> None:
     player = _seated(r.state, c.player_id)
     if not player.connected:
         return
-    r.emit(fact(ev.PlayerDisconnected, player_id=c.player_id))
+    r.emit(facts.player_disconnected(player_id=c.player_id))
     # The surrender page: "If the connection is terminated after placing a bet but before
     # pressing 'Deal' button the bet will be returned." A started hand waits for reconnection.
     if r.state.rules.refund_bets_on_disconnect and r.state.phase == "betting":
@@ -397,7 +395,7 @@ def _disconnect(r: _Round, c: cmd.Disconnect) -> None:
 
 def _reconnect(r: _Round, c: cmd.Reconnect) -> None:
     if not _seated(r.state, c.player_id).connected:
-        r.emit(fact(ev.PlayerReconnected, player_id=c.player_id))
+        r.emit(facts.player_reconnected(player_id=c.player_id))
 
 
 def _shuffle_shoe(r: _Round, c: cmd.ShuffleShoe) -> None:
@@ -411,8 +409,7 @@ def _shuffle_shoe(r: _Round, c: cmd.ShuffleShoe) -> None:
     old = state.shoe
     if old is not None:
         r.emit(
-            fact(
-                ev.ShoeRetired,
+            facts.shoe_retired(
                 shoe=old.number,
                 commitment=old.commitment,
                 cards_dealt=old.position,
@@ -421,8 +418,7 @@ def _shuffle_shoe(r: _Round, c: cmd.ShuffleShoe) -> None:
             )
         )
     r.emit(
-        fact(
-            ev.ShoeShuffled,
+        facts.shoe_shuffled(
             shoe=state.shoes_used + 1,
             commitment=commitment(c.order, c.salt),
             cards=len(c.order),
@@ -453,7 +449,7 @@ def _is_permutation_of_decks(order: tuple[str, ...], decks: int) -> bool:
 
 def _open_round_if_needed(r: _Round) -> None:
     if not r.state.round_open:
-        r.emit(fact(ev.RoundOpened, round=r.state.round + 1, betting_deadline=r.deadline()))
+        r.emit(facts.round_opened(round=r.state.round + 1, betting_deadline=r.deadline()))
 
 
 def _place_bet(r: _Round, player_id: str, box: int, amount: int) -> None:
@@ -464,8 +460,7 @@ def _place_bet(r: _Round, player_id: str, box: int, amount: int) -> None:
     _check_affordable(player, amount, "the bet")
     _open_round_if_needed(r)
     r.emit(
-        fact(
-            ev.BetPlaced,
+        facts.bet_placed(
             round=r.state.round,
             player_id=player_id,
             box=box,
@@ -491,8 +486,7 @@ def _refund_bets(r: _Round, player_id: str, reason: ev.RefundReason) -> None:
             continue
         balance = r.state.players[player_id].balance + box.bet
         r.emit(
-            fact(
-                ev.BetRefunded,
+            facts.bet_refunded(
                 round=r.state.round,
                 player_id=player_id,
                 box=index,
@@ -536,8 +530,7 @@ def _remove_bet(r: _Round, c: cmd.RemoveBet) -> None:
             f"{min_bet}: remove {most}all {bet}",
         )
     r.emit(
-        fact(
-            ev.BetRefunded,
+        facts.bet_refunded(
             round=state.round,
             player_id=c.player_id,
             box=c.box,
@@ -553,7 +546,7 @@ def _request_deal(r: _Round, player_id: str) -> None:
     if not r.state.boxes_of(player_id):
         raise _refuse("no_bets", "place a bet before the deal")
     _check_shoe(r.state)
-    r.emit(fact(ev.DealRequested, round=r.state.round, player_id=player_id))
+    r.emit(facts.deal_requested(round=r.state.round, player_id=player_id))
     _deal_when_all_decided(r)
 
 
@@ -590,7 +583,7 @@ def _pass(r: _Round, c: cmd.Pass) -> None:
     if not r.state.round_open:
         raise _refuse("not_betting_time", "no round is open to pass")
     _refund_bets(r, c.player_id, "passed")
-    r.emit(fact(ev.PlayerPassed, round=r.state.round, player_id=c.player_id))
+    r.emit(facts.player_passed(round=r.state.round, player_id=c.player_id))
     _deal_when_all_decided(r)
 
 
@@ -611,11 +604,11 @@ def _close_betting(r: _Round) -> None:
         if box.player_id is not None and state.players[box.player_id].ready
     ]
     if not ready:
-        r.emit(fact(ev.RoundCancelled, round=state.round))
+        r.emit(facts.round_cancelled(round=state.round))
         return
     _check_shoe(state)
     assert state.shoe is not None
-    r.emit(fact(ev.DealStarted, round=state.round, shoe=state.shoe.number, boxes=tuple(ready)))
+    r.emit(facts.deal_started(round=state.round, shoe=state.shoe.number, boxes=tuple(ready)))
     # Each box's first card, the dealer's first card, each box's second card, the dealer's
     # second card; the hole card (face down, no card in the event) is the first or the second.
     hole_first = state.rules.hole_card_first
@@ -636,12 +629,12 @@ def _next_card(r: _Round) -> str:
 
 def _deal_card(r: _Round, box: int, hand: int) -> None:
     card = _next_card(r)
-    r.emit(fact(ev.CardDealt, round=r.state.round, to="box", box=box, hand=hand, card=card))
+    r.emit(facts.card_dealt(round=r.state.round, to="box", box=box, hand=hand, card=card))
 
 
 def _deal_dealer(r: _Round, face_up: bool) -> None:
     card = _next_card(r) if face_up else None
-    r.emit(fact(ev.CardDealt, round=r.state.round, to="dealer", card=card, face_up=face_up))
+    r.emit(facts.card_dealt(round=r.state.round, to="dealer", card=card, face_up=face_up))
 
 
 # ---- insurance and the peek ---------------------------------------------------------------
@@ -664,8 +657,7 @@ def _after_deal(r: _Round) -> None:
                 offered.append(index)
         if offered:
             r.emit(
-                fact(
-                    ev.InsuranceOffered,
+                facts.insurance_offered(
                     round=state.round,
                     boxes=tuple(offered),
                     deadline=r.deadline(),
@@ -688,8 +680,7 @@ def _take_insurance(r: _Round, c: cmd.TakeInsurance) -> None:
     stake = insurance_stake(r.state.boxes[c.box].bet)
     _check_affordable(player, stake, "insurance")
     r.emit(
-        fact(
-            ev.InsuranceTaken,
+        facts.insurance_taken(
             round=r.state.round,
             player_id=c.player_id,
             box=c.box,
@@ -702,7 +693,7 @@ def _take_insurance(r: _Round, c: cmd.TakeInsurance) -> None:
 
 def _decline_insurance(r: _Round, c: cmd.DeclineInsurance) -> None:
     _insurance_box(r, c.player_id, c.box)
-    r.emit(fact(ev.InsuranceDeclined, round=r.state.round, player_id=c.player_id, box=c.box))
+    r.emit(facts.insurance_declined(round=r.state.round, player_id=c.player_id, box=c.box))
     _peek_when_insurance_decided(r)
 
 
@@ -719,7 +710,7 @@ def _peek_then_play(r: _Round) -> None:
     peeks = (is_ace(upcard) and rules.peek_on_ace) or (is_ten_value(upcard) and rules.peek_on_ten)
     if peeks:
         dealer_blackjack = is_natural(state.dealer)
-        r.emit(fact(ev.DealerPeeked, round=state.round, has_blackjack=dealer_blackjack))
+        r.emit(facts.dealer_peeked(round=state.round, has_blackjack=dealer_blackjack))
         _settle_insurance(r)
         if dealer_blackjack:
             _reveal_and_settle(r, dealer_draws=False)
@@ -749,8 +740,7 @@ def _settle_insurance(r: _Round) -> None:
         payout = insurance_return(state.rules, box.insurance_stake) if won else 0
         balance = r.state.players[box.player_id].balance + payout
         r.emit(
-            fact(
-                ev.InsuranceSettled,
+            facts.insurance_settled(
                 round=state.round,
                 player_id=box.player_id,
                 box=index,
@@ -778,8 +768,7 @@ def _next_turn(r: _Round) -> None:
             if hand.status == "open":
                 assert box_state.player_id is not None
                 r.emit(
-                    fact(
-                        ev.TurnStarted,
+                    facts.turn_started(
                         round=state.round,
                         player_id=box_state.player_id,
                         box=index,
@@ -802,9 +791,7 @@ def _play(r: _Round, c: cmd.HandCommand) -> tuple[Player, int, Hand]:
 def _hit(r: _Round, c: cmd.Hit) -> None:
     _, hand_index, hand = _play(r, c)
     _require(hit_refusal(r.state, hand))
-    r.emit(
-        fact(ev.PlayerHit, round=r.state.round, player_id=c.player_id, box=c.box, hand=hand_index)
-    )
+    r.emit(facts.player_hit(round=r.state.round, player_id=c.player_id, box=c.box, hand=hand_index))
     _deal_card(r, c.box, hand_index)
     _next_turn(r)
 
@@ -817,8 +804,7 @@ def _stand(r: _Round, c: cmd.Stand) -> None:
 
 def _stand_hand(r: _Round, player_id: str, box: int, hand_index: int, hand: Hand) -> None:
     r.emit(
-        fact(
-            ev.PlayerStood,
+        facts.player_stood(
             round=r.state.round,
             player_id=player_id,
             box=box,
@@ -828,10 +814,18 @@ def _stand_hand(r: _Round, player_id: str, box: int, hand_index: int, hand: Hand
     )
 
 
+class _StakeEvent(Protocol):
+    """``facts.hand_doubled`` or ``facts.hand_split``: the same fields."""
+
+    def __call__(
+        self, *, round: int, player_id: str, box: int, hand: int, amount: int, balance_after: int
+    ) -> ev.HandDoubled | ev.HandSplit: ...
+
+
 def _stake_again(
     r: _Round,
     c: cmd.HandCommand,
-    event: type[ev.HandDoubled | ev.HandSplit],
+    event: _StakeEvent,
     *,
     player: Player,
     hand_index: int,
@@ -839,8 +833,7 @@ def _stake_again(
 ) -> None:
     """A double or a split: the hand's stake once more, from the balance."""
     r.emit(
-        fact(
-            event,
+        event(
             round=r.state.round,
             player_id=c.player_id,
             box=c.box,
@@ -854,7 +847,7 @@ def _stake_again(
 def _double(r: _Round, c: cmd.Double) -> None:
     player, hand_index, hand = _play(r, c)
     _require(double_refusal(r.state, player, hand))
-    _stake_again(r, c, ev.HandDoubled, player=player, hand_index=hand_index, hand=hand)
+    _stake_again(r, c, facts.hand_doubled, player=player, hand_index=hand_index, hand=hand)
     _deal_card(r, c.box, hand_index)
     _next_turn(r)
 
@@ -862,7 +855,7 @@ def _double(r: _Round, c: cmd.Double) -> None:
 def _split(r: _Round, c: cmd.Split) -> None:
     player, hand_index, hand = _play(r, c)
     _require(split_refusal(r.state, player, c.box, hand))
-    _stake_again(r, c, ev.HandSplit, player=player, hand_index=hand_index, hand=hand)
+    _stake_again(r, c, facts.hand_split, player=player, hand_index=hand_index, hand=hand)
     _deal_card(r, c.box, hand_index)
     _deal_card(r, c.box, hand_index + 1)
     _next_turn(r)
@@ -872,8 +865,7 @@ def _surrender(r: _Round, c: cmd.Surrender) -> None:
     _, hand_index, hand = _play(r, c)
     _require(surrender_refusal(r.state, c.box, hand))
     r.emit(
-        fact(
-            ev.HandSurrendered,
+        facts.hand_surrendered(
             round=r.state.round,
             player_id=c.player_id,
             box=c.box,
@@ -899,8 +891,7 @@ def _expire_timers(r: _Round, c: cmd.ExpireTimers) -> None:
                 continue
             has_bets = bool(state.boxes_of(player.player_id))
             r.emit(
-                fact(
-                    ev.PlayerTimedOut,
+                facts.player_timed_out(
                     round=state.round,
                     player_id=player.player_id,
                     phase="betting",
@@ -908,15 +899,14 @@ def _expire_timers(r: _Round, c: cmd.ExpireTimers) -> None:
                 )
             )
             if has_bets:
-                r.emit(fact(ev.DealRequested, round=state.round, player_id=player.player_id))
+                r.emit(facts.deal_requested(round=state.round, player_id=player.player_id))
         _close_betting(r)
     elif state.phase == "insurance":
         for index, box in enumerate(state.boxes):
             if box.insurance != "offered" or box.player_id is None:
                 continue
             r.emit(
-                fact(
-                    ev.PlayerTimedOut,
+                facts.player_timed_out(
                     round=state.round,
                     player_id=box.player_id,
                     phase="insurance",
@@ -924,17 +914,14 @@ def _expire_timers(r: _Round, c: cmd.ExpireTimers) -> None:
                     box=index,
                 )
             )
-            r.emit(
-                fact(ev.InsuranceDeclined, round=state.round, player_id=box.player_id, box=index)
-            )
+            r.emit(facts.insurance_declined(round=state.round, player_id=box.player_id, box=index))
         _peek_then_play(r)
     elif state.phase == "playing" and state.active is not None:
         box_index, hand_index = state.active
         box = state.boxes[box_index]
         assert box.player_id is not None
         r.emit(
-            fact(
-                ev.PlayerTimedOut,
+            facts.player_timed_out(
                 round=state.round,
                 player_id=box.player_id,
                 phase="playing",
@@ -954,7 +941,7 @@ def _reveal_and_settle(r: _Round, dealer_draws: bool) -> None:
     state = r.state
     hole = state.hole_card
     assert hole is not None
-    r.emit(fact(ev.DealerHoleCardRevealed, round=state.round, card=hole))
+    r.emit(facts.dealer_hole_card_revealed(round=state.round, card=hole))
     _settle_insurance(r)  # insurance not yet settled by a peek is settled on the hole card
     if dealer_draws:
         hits_soft_17 = r.state.rules.dealer_hits_soft_17
@@ -997,8 +984,7 @@ def _settle_hand(r: _Round, box: int, hand_index: int, hand: Hand) -> tuple[ev.O
     player_id = r.state.boxes[box].player_id
     assert player_id is not None
     r.emit(
-        fact(
-            ev.HandSettled,
+        facts.hand_settled(
             round=r.state.round,
             player_id=player_id,
             box=box,
@@ -1042,12 +1028,11 @@ def _settle_round(r: _Round) -> None:
             and ("lose" in outcomes or "bust" in outcomes)
             and box_paid == box_wagered
         ):
-            messages.append(fact(ev.BoxMessage, box=index, message="Break Even"))
+            messages.append(facts.box_message(box=index, message="Break Even"))
         wagered[player_id] = wagered.get(player_id, 0) + box_wagered
         paid[player_id] = paid.get(player_id, 0) + box_paid
     results = tuple(
-        fact(
-            ev.PlayerRoundResult,
+        facts.player_round_result(
             player_id=pid,
             wagered=wagered[pid],
             paid=paid[pid],
@@ -1057,8 +1042,7 @@ def _settle_round(r: _Round) -> None:
         for pid in wagered
     )
     r.emit(
-        fact(
-            ev.RoundSettled,
+        facts.round_settled(
             round=state.round,
             dealer_total=best_total(state.dealer),
             dealer_blackjack=dealer_blackjack,

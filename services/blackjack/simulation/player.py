@@ -13,9 +13,9 @@ from typing import Final, Literal, Protocol
 
 from blackjack.domain import commands as cmd
 from blackjack.domain import events as ev
+from blackjack.domain import facts
 from blackjack.domain.cards import fresh_shoe
 from blackjack.domain.decide import turn_options
-from blackjack.domain.fact import fact
 from blackjack.domain.rejections import Rejection
 from blackjack.domain.rules import PRESETS, Rules
 from blackjack.domain.state import INITIAL_STATE, TableState
@@ -78,7 +78,7 @@ class SeededShuffler:
         self._count += 1
         # Not validated (416 card-code patterns): decide's permutation check refuses any order
         # that is not exactly the cards of the decks, and a refused shuffle stops the simulation.
-        return fact(cmd.ShuffleShoe, order=tuple(order), salt=f"simulation-{self._count:012d}")
+        return facts.shuffle_shoe(order=tuple(order), salt=f"simulation-{self._count:012d}")
 
 
 def _must(result: Applied | Rejection, watch: Callable[[Applied], None] | None) -> Applied:
