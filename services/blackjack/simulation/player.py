@@ -66,15 +66,26 @@ class SeededShuffler:
         self._count = 0
 
     def __call__(self, rules: Rules) -> cmd.ShuffleShoe:
-        # Fisher-Yates on 53-bit uniform floats: int(u * (i + 1)) favours no index by more than
-        # (i + 1) / 2**53 (below 1e-13 here), far under anything a simulation can measure. As
-        # fast as sorting by random keys when interpreted, four times faster compiled, and a
-        # reshuffle-every-round variant shuffles every round.
+        # Fisher-Yates on 53-bit uniform floats, two swaps per draw: u * (i + 1) picks the first
+        # index by its integer part, and what is left of it (at least 44 bits: the integer part
+        # takes 9 at most) picks the second. No index is favoured by more than about
+        # i / 2**44 (under 3e-11 here), far under anything a simulation can measure; a
+        # reshuffle-every-round variant shuffles every round, and one draw per swap cost a
+        # quarter more.
         order = list(fresh_shoe(rules.decks))
         draw = self._random.random
-        for i in range(len(order) - 1, 0, -1):
-            j = int(draw() * (i + 1))
+        i = len(order) - 1
+        while i > 1:
+            u = draw() * (i + 1)
+            j = int(u)
             order[i], order[j] = order[j], order[i]
+            u = (u - j) * i  # exact: the fraction of u, in [0, 1), times i
+            j = int(u)
+            order[i - 1], order[j] = order[j], order[i - 1]
+            i -= 2
+        if i == 1:
+            j = int(draw() * 2)
+            order[1], order[j] = order[j], order[1]
         self._count += 1
         # Not validated (416 card-code patterns): decide's permutation check refuses any order
         # that is not exactly the cards of the decks, and a refused shuffle stops the simulation.
@@ -191,11 +202,12 @@ _DECLINE_INSURANCE: Final = cmd.DeclineInsurance(player_id=PLAYER, box=0)
 
 def _count(tally: Tally, events: list[ev.Event], bet: int) -> None:
     """Add one round, from the events of its last command (settlement always comes last)."""
+    hand_settled, round_settled = ev.HandSettled, ev.RoundSettled  # looked up once
     for event in events:
-        if isinstance(event, ev.HandSettled):
+        if isinstance(event, hand_settled):
             tally.outcomes[event.outcome] += 1
             tally.hands += 1
-        elif isinstance(event, ev.RoundSettled):
+        elif isinstance(event, round_settled):
             net = event.results[0].net
             tally.rounds += 1
             tally.initial_bets += bet
