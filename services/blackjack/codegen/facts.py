@@ -15,6 +15,7 @@ from __future__ import annotations
 import argparse
 import ast
 import inspect
+import json
 import re
 import sys
 from pathlib import Path
@@ -88,14 +89,17 @@ def _declared_annotation(model: type[BaseModel], field: str) -> tuple[str, Modul
 
 
 def _literal(value: object) -> str:
-    text = repr(value)
-    if ast.literal_eval(text) != value or type(ast.literal_eval(text)) is not type(value):
+    """The default as source: strings in double quotes, as ruff format writes them."""
+    text = json.dumps(value) if isinstance(value, str) else repr(value)
+    parsed = ast.literal_eval(text)
+    if parsed != value or type(parsed) is not type(value):
         raise TypeError(f"default {value!r} cannot be written as a literal")
-    return text.replace("'", '"')
+    return text
 
 
 def _constructor(model: type[BaseModel], names: _Names) -> tuple[str, str]:
-    """The constant holding the model's field names, and the constructor."""
+    """The constant holding the model's field names, and the constructor. Its parameters are
+    keyword-only, so they can follow the fields' order with defaults before required ones."""
     module_alias = _MODULE_ALIASES[sys.modules[model.__module__]]
     qualified = f"{module_alias}.{model.__name__}"
     constant = f"_{function_name(model).upper()}"
@@ -113,7 +117,6 @@ def _constructor(model: type[BaseModel], names: _Names) -> tuple[str, str]:
             parameter += f" = {_literal(field.default)}"
         parameters.append(parameter)
         values.append(f'"{field_name}": {field_name},')
-    # Required parameters first would reorder the signature; keyword-only keeps any order valid.
     field_set = ", ".join(f'"{name}"' for name in model.model_fields)
     constant_line = f"{constant}: Final = {{{field_set}}}"
     if len(constant_line) > 100:
