@@ -143,15 +143,19 @@ def test_mini_s17_an_ace_dealt_first_is_the_hole_card_no_insurance_no_peek() -> 
     ]
 
 
-def test_mini_s17_peeks_on_a_ten_dealt_second_and_the_first_card_makes_the_blackjack() -> None:
+def test_mini_s17_does_not_check_a_ten_upcard_and_the_hole_ace_makes_blackjack() -> None:
     # given mini-s17 with a ten as the upcard (second) and an ace in the hole (first)
     table = given_dealt("mini-s17", "9S", "AS", "7S", "TS")
-    # then no insurance (the upcard is not an ace), but the dealer peeks on the ten, finds the
-    # blackjack, turns the ace and takes the bet
-    assert table.of(ev.InsuranceOffered) == []
-    assert [e.has_blackjack for e in table.of(ev.DealerPeeked)] == [True]
+    # then no insurance (the upcard is not an ace) and no peek (page 001 checks only an ace):
+    # the player plays
+    assert table.of(ev.InsuranceOffered) == [] and table.of(ev.DealerPeeked) == []
+    assert (table.state.upcard, table.state.hole_card) == ("TS", "AS")
+    assert table.state.active == (0, 0)
+    # when the player stands on 16, then the ace is turned: blackjack, the bet is lost
+    table.do(cmd.Stand(player_id=P, box=0))
     assert [e.card for e in table.of(ev.DealerHoleCardRevealed)] == ["AS"]
     assert [(e.outcome, e.payout) for e in table.of(ev.HandSettled)] == [("lose", 0)]
+    assert [e.dealer_blackjack for e in table.of(ev.RoundSettled)] == [True]
 
 
 # ---- mini-h17: unchanged, the first card is the upcard ------------------------------------

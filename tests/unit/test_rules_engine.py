@@ -51,6 +51,9 @@ def test_mini_s17_is_seed_001() -> None:
     # "The first of the dealer's cards is placed face down (the 'hole' card), the second is
     # placed face up (the 'upcard')"
     assert rules.hole_card_first
+    # "before the dealer views the hole card" (an ace, after insurance); never a ten: "If the
+    # dealer has a Blackjack and the player has a total of 21 with more than two cards"
+    assert rules.peek_on_ace and not rules.peek_on_ten
 
 
 def test_atlantic_city_is_seed_002_first_part() -> None:

@@ -179,12 +179,17 @@ PRESETS: dict[str, Rules] = {
     # (operator may redefine), double after split, split once by value, no surrender,
     # REBET / REBET X 2 deal at once. The page names no deck count: 8, like its twin 000.
     # "The first of the dealer's cards is placed face down (the 'hole' card), the second is
-    # placed face up (the 'upcard')": the hole card is dealt first.
+    # placed face up (the 'upcard')": the hole card is dealt first. The dealer views the hole
+    # card after insurance is offered on an ace ("you are given the option to accept Insurance
+    # before the dealer views the hole card"), never on a ten: "If the dealer has a Blackjack
+    # and the player has a total of 21 with more than two cards, the dealer wins" can only
+    # happen when she has not checked.
     "mini-s17": Rules(
         name="mini-s17",
         decks=8,
         reshuffle=ReshuffleEveryRound(),
         hole_card_first=True,
+        peek_on_ten=False,
         late_surrender=False,
         double_on="totals",
         double_totals=frozenset({9, 10, 11}),
