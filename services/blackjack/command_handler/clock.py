@@ -14,7 +14,10 @@ topic), with the handler's clock as the ``now`` of their decision:
 
 Command ids are derived from what triggers them (the deadline, the last time the player was
 seen), so a timer that fires twice, or again on another instance after a takeover, is one
-command to the idempotent handler.
+command to the idempotent handler. An ``ExpireTimers`` that finds nothing due (handled before
+its deadline: sent by anyone who knows the deadline, or by an instance whose clock runs ahead
+of the one handling it) changes nothing and is answered but not remembered, so the copy that
+comes once the deadline has passed still acts (``is_idle_timer``).
 """
 
 from __future__ import annotations
@@ -26,7 +29,7 @@ from datetime import datetime, timedelta
 from blackjack.command_handler.streams import PartitionStore
 from blackjack.domain import commands as cmd
 from blackjack.domain.state import TableState
-from blackjack.messages.envelope import CommandEnvelope
+from blackjack.messages.envelope import CommandEnvelope, CommandResult
 
 
 def _digest(*parts: str) -> str:
@@ -34,6 +37,22 @@ def _digest(*parts: str) -> str:
 
 
 DISCONNECT_PREFIX = "disconnect-"
+EXPIRE_PREFIX = "expire-"
+
+
+def expire_command_id(stream_id: str, deadline: datetime) -> str:
+    """The id of the ``ExpireTimers`` for a table's deadline: the same on every instance."""
+    return f"{EXPIRE_PREFIX}{_digest(stream_id, deadline.isoformat())}"
+
+
+def is_idle_timer(result: CommandResult) -> bool:
+    """An answer to the clock's ``ExpireTimers`` that found nothing due: not remembered, live or
+    by a rebuild, since it would answer the real one for that deadline as a duplicate."""
+    return (
+        result.command_id.startswith(EXPIRE_PREFIX)
+        and result.status == "accepted"
+        and result.first_sequence is None
+    )
 
 
 def disconnect_command_id(stream_id: str, player_id: str, seen: datetime) -> str:
@@ -51,7 +70,7 @@ def due_commands(
             continue
         if state.deadline is not None and now >= state.deadline:
             yield CommandEnvelope(
-                command_id=f"expire-{_digest(stream.stream_id, state.deadline.isoformat())}",
+                command_id=expire_command_id(stream.stream_id, state.deadline),
                 stream_id=stream.stream_id,
                 sent_at=now,
                 command=cmd.ExpireTimers(),

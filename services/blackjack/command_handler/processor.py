@@ -35,7 +35,11 @@ from pydantic import ValidationError
 
 from blackjack.bus.headers import command_headers, result_headers
 from blackjack.bus.topics import Topics, partition_for
-from blackjack.command_handler.clock import DISCONNECT_PREFIX, disconnect_command_id
+from blackjack.command_handler.clock import (
+    DISCONNECT_PREFIX,
+    disconnect_command_id,
+    is_idle_timer,
+)
 from blackjack.command_handler.signing import CommandSigner
 from blackjack.command_handler.streams import PartitionStore, Stream
 from blackjack.domain import commands as cmd
@@ -276,7 +280,8 @@ class Processor:
         )
         if signed and rejection is None:
             stream.signed.add(envelope.command_id)
-        stream.remember(result, self.dedup_window)
+        if not is_idle_timer(result):
+            stream.remember(result, self.dedup_window)
         store.dirty.add(stream.stream_id)
         store.since_checkpoint += 1
         outgoing.append(self._result_record(result, key, inbound.partition))

@@ -21,6 +21,7 @@ from datetime import datetime
 from aiokafka import AIOKafkaConsumer, ConsumerRecord, TopicPartition
 
 from blackjack.bus.topics import Topics
+from blackjack.command_handler.clock import is_idle_timer
 from blackjack.command_handler.processor import is_step_id
 from blackjack.command_handler.snapshots import (
     CHECKPOINT_PREFIX,
@@ -166,28 +167,39 @@ async def rebuild(
             )
     store.events_next = max(ends[events_tp], events_from)
 
-    # 3. The results after it: every answer as it was given, rejections included.
-    results = 0
+    # 3. The results after it: every answer as it was given, rejections included, in the
+    # order they were given, which is the order the live window remembered them in.
+    answers: list[CommandResult] = []
     async for record in read_to_end(reader, results_tp, results_from, ends[results_tp], deadline):
         result = CommandResult.model_validate_json(record.value or b"{}")
-        if result.rejection is not None and (
-            result.rejection.code in NOT_REMEMBERED
-            # an unsigned command that used a step's id: the step must find the id free
-            or (result.rejection.code == "unauthorized" and is_step_id(result.command_id))
+        if is_idle_timer(result) or (
+            result.rejection is not None
+            and (
+                result.rejection.code in NOT_REMEMBERED
+                # an unsigned command that used a step's id: the step must find the id free
+                or (result.rejection.code == "unauthorized" and is_step_id(result.command_id))
+            )
         ):
             continue
+        answers.append(result)
+    store.results_next = max(ends[results_tp], results_from)
+    answered = {(result.stream_id, result.command_id) for result in answers}
+    # Accepted commands whose answers the results topic no longer holds (past its retention)
+    # are older than every answer it still holds: remembered first, in the order of their
+    # events. Only those: an answer the window has already let go of must not come back as
+    # the newest and push out the newest ones.
+    for (stream_id, command_id), result in accepted.items():
+        stream = store.get(stream_id)
+        if (stream_id, command_id) not in answered and command_id not in stream.results:
+            stream.remember(result, dedup_window)
+    for result in answers:
         stream = store.get(result.stream_id)
-        if result.command_id not in stream.results:
+        if result.command_id not in stream.results:  # a duplicate's answer, given again
             stream.remember(result, dedup_window)
         if result.player_id is not None:
             stream.saw(result.player_id, result.handled_at)
         store.dirty.add(stream.stream_id)
-        results += 1
-    store.results_next = max(ends[results_tp], results_from)
-    for (stream_id, command_id), result in accepted.items():
-        stream = store.get(stream_id)
-        if command_id not in stream.results:
-            stream.remember(result, dedup_window)
+    results = len(answers)
     store.since_checkpoint = results
 
     # Presence comes from the snapshot and the results since, for the players seated now; one

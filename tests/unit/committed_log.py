@@ -1,0 +1,81 @@
+"""A partition's topics as ``command_handler.replay.rebuild`` reads them, without a broker:
+every record the handled commands' transactions wrote (``Handled.outgoing``), each followed by
+a commit marker that takes an offset, as on the broker. It offers the part of
+``AIOKafkaConsumer`` that the rebuild uses; tests/integration rebuild from the real broker."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from datetime import UTC, datetime
+from typing import cast
+
+from aiokafka import AIOKafkaConsumer, TopicPartition
+
+from blackjack.command_handler.processor import Handled, Processor
+from blackjack.command_handler.replay import rebuild
+from blackjack.command_handler.snapshots import SnapshotCodec
+from blackjack.command_handler.streams import PartitionStore
+from tests.unit.processor_harness import TOPICS
+
+
+@dataclass(frozen=True)
+class _Record:
+    offset: int
+    key: bytes
+    value: bytes
+
+
+class CommittedLog:
+    def __init__(self) -> None:
+        self._records: dict[TopicPartition, list[_Record]] = {}
+        self._ends: dict[TopicPartition, int] = {}
+        self._positions: dict[TopicPartition, int] = {}
+
+    def commit(self, handled: Handled) -> Handled:
+        for record in handled.outgoing:
+            tp = TopicPartition(record.topic, record.partition)
+            offset = self._ends.get(tp, 0)
+            self._records.setdefault(tp, []).append(_Record(offset, record.key, record.value))
+            self._ends[tp] = offset + 2  # the record, then its transaction's commit marker
+        return handled
+
+    async def rebuild(self, processor: Processor, window: int) -> PartitionStore:
+        store, _ = await rebuild(
+            cast(AIOKafkaConsumer, self),
+            TOPICS,
+            0,
+            codec=SnapshotCodec(b"s" * 32),  # no checkpoint is written here
+            seal=processor.seal,
+            dedup_window=window,
+            now=datetime(2026, 5, 2, tzinfo=UTC),
+            timeout=5.0,
+        )
+        return store
+
+    # ---- what the rebuild calls on its reader ---------------------------------------
+
+    async def end_offsets(self, tps: list[TopicPartition]) -> dict[TopicPartition, int]:
+        return {tp: self._ends.get(tp, 0) for tp in tps}
+
+    def assignment(self) -> set[TopicPartition]:
+        return set(self._ends)
+
+    def pause(self, *tps: TopicPartition) -> None:
+        pass
+
+    def resume(self, *tps: TopicPartition) -> None:
+        pass
+
+    def seek(self, tp: TopicPartition, offset: int) -> None:
+        self._positions[tp] = offset
+
+    async def position(self, tp: TopicPartition) -> int:
+        return self._positions[tp]
+
+    async def getmany(
+        self, tp: TopicPartition, timeout_ms: int = 0
+    ) -> dict[TopicPartition, list[_Record]]:
+        start = self._positions[tp]
+        batch = [record for record in self._records.get(tp, []) if record.offset >= start][:3]
+        self._positions[tp] = batch[-1].offset + 2 if batch else self._ends.get(tp, 0)
+        return {tp: batch}

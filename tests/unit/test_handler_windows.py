@@ -1,0 +1,159 @@
+"""What the handler remembers by command id, live and after a rebuild from the topics, without
+Kafka (tests/integration cover the real broker):
+
+* an ``ExpireTimers`` with the clock's id handled before its deadline (sent by anyone who reads
+  the deadline in ``RoundOpened``, or by an instance whose clock is ahead) changes nothing and
+  must not answer the clock's own command for that deadline as a duplicate;
+* a rebuild remembers the same ids in the same order as the live window, so a retried command
+  that was answered is answered the same way after a takeover.
+"""
+
+from __future__ import annotations
+
+from datetime import UTC, datetime, timedelta
+
+from blackjack.command_handler.clock import due_commands, expire_command_id
+from blackjack.command_handler.processor import Handled, Inbound
+from blackjack.command_handler.streams import PartitionStore
+from blackjack.domain import commands as cmd
+from blackjack.domain.state import TableState
+from blackjack.domain.wallet import BuyIn, WalletDeposit, wallet_stream
+from blackjack.messages.envelope import CommandEnvelope, StreamCommand
+from tests.unit.committed_log import CommittedLog
+from tests.unit.processor_harness import new_processor
+
+T0 = datetime(2026, 5, 1, 12, 0, tzinfo=UTC)
+TABLE = "multi-1"
+
+
+class Handler:
+    """One partition's processor; every transaction it makes is committed to ``log``."""
+
+    def __init__(self, window: int = 100) -> None:
+        self.window = window
+        self.processor = new_processor(dedup_window=window)
+        self.store = PartitionStore(0)
+        self.log = CommittedLog()
+        self.offset = 0
+
+    def deliver(self, envelope: CommandEnvelope, now: datetime) -> Handled:
+        return self.forward(envelope.stream_id.encode(), envelope.model_dump_json().encode(), now)
+
+    def forward(
+        self,
+        key: bytes,
+        value: bytes,
+        now: datetime,
+        headers: list[tuple[str, bytes]] | None = None,
+    ) -> Handled:
+        self.offset += 1
+        inbound = Inbound(key, value, headers or [], 0, self.offset)
+        return self.log.commit(self.processor.handle(self.store, inbound, now))
+
+    def send(self, stream: str, command: StreamCommand, command_id: str, now: datetime) -> Handled:
+        envelope = CommandEnvelope(command_id=command_id, stream_id=stream, command=command)
+        return self.deliver(envelope, now)
+
+    async def take_over(self) -> None:
+        """Another instance rebuilds the partition from what was committed."""
+        self.store = await self.log.rebuild(self.processor, self.window)
+
+    def table(self) -> TableState:
+        state = self.store.streams[TABLE].state
+        assert isinstance(state, TableState)
+        return state
+
+
+def _betting_round_with_a_silent_player(handler: Handler) -> datetime:
+    """ann bets at a multi-seat table, ben neither bets nor passes: the betting deadline."""
+    for number, command in enumerate(
+        (
+            cmd.OpenTable(variant="atlantic-city-multi"),
+            cmd.SitDown(player_id="ann", seat=0),
+            cmd.SitDown(player_id="ben", seat=1),
+        )
+    ):
+        assert handler.send(TABLE, command, f"setup-{number}", T0).result.status == "accepted"
+    wallet = wallet_stream("ann")
+    handler.send(wallet, WalletDeposit(player_id="ann", amount=10_000), "w-1", T0)
+    buy_in = handler.send(wallet, BuyIn(player_id="ann", table_id=TABLE, amount=1_000), "w-2", T0)
+    # the signed steps: the table's Deposit, then the wallet's confirmation
+    for _ in range(2):
+        [record] = [r for r in buy_in.outgoing if r.topic.endswith("commands")]
+        buy_in = handler.forward(record.key, record.value, T0, record.headers)
+    bet = handler.send(TABLE, cmd.PlaceBet(player_id="ann", box=0, amount=100), "bet", T0)
+    assert bet.result.status == "accepted"
+    deadline = handler.table().deadline
+    assert deadline is not None and handler.table().phase == "betting"
+    return deadline
+
+
+def _clock_command(handler: Handler, at: datetime) -> CommandEnvelope:
+    [timer] = [
+        envelope
+        for envelope in due_commands(handler.store, at, timedelta(seconds=30))
+        if isinstance(envelope.command, cmd.ExpireTimers)
+    ]
+    return timer
+
+
+async def test_an_early_copy_of_the_clocks_command_does_not_swallow_it() -> None:
+    handler = Handler()
+    deadline = _betting_round_with_a_silent_player(handler)
+    timer = _clock_command(handler, deadline)
+    assert timer.command_id == expire_command_id(TABLE, deadline)
+    # a copy with the clock's id, handled half a second early: answered, nothing changes
+    early = handler.deliver(timer, deadline - timedelta(milliseconds=500))
+    assert early.result.status == "accepted" and early.events == []
+    assert handler.table().phase == "betting"
+    # at the deadline the clock's command acts: ben is left out and ann is dealt in
+    due = handler.deliver(timer, deadline + timedelta(seconds=1))
+    assert not due.duplicate
+    kinds = [e.type for e in due.events]
+    assert kinds[0] == "PlayerTimedOut" and "DealStarted" in kinds
+    assert handler.table().deadline != deadline
+    # and once it has acted, it is remembered: the clock firing it again is a duplicate
+    again = handler.deliver(timer, deadline + timedelta(seconds=6))
+    assert again.duplicate and again.events == []
+
+
+async def test_a_rebuild_does_not_remember_an_early_copy_either() -> None:
+    handler = Handler()
+    deadline = _betting_round_with_a_silent_player(handler)
+    timer = _clock_command(handler, deadline)
+    handler.deliver(timer, deadline - timedelta(seconds=1))
+    await handler.take_over()
+    assert timer.command_id not in handler.store.streams[TABLE].results
+    due = handler.deliver(timer, deadline + timedelta(seconds=1))
+    assert not due.duplicate and "DealStarted" in [e.type for e in due.events]
+    # the acting answer is remembered by the next rebuild
+    await handler.take_over()
+    assert handler.deliver(timer, deadline + timedelta(seconds=6)).duplicate
+
+
+async def test_a_rebuild_remembers_the_newest_ids_like_the_live_window() -> None:
+    """A window of four: the last four answers, three of them rejections, are what a retry
+    must find after a takeover, not the older accepted commands the events still show."""
+    handler = Handler(window=4)
+    solo = "solo-1"
+    for number, command in enumerate(
+        (
+            cmd.OpenTable(variant="mini-h17"),
+            cmd.SitDown(player_id="ann"),
+            cmd.Deposit(player_id="ann", amount=10_000),
+            cmd.PlaceBet(player_id="ann", box=0, amount=100),
+            *(cmd.Withdraw(player_id="ann", amount=50_000) for _ in range(3)),
+            cmd.PlaceBet(player_id="ann", box=0, amount=20_000),
+        )
+    ):
+        handled = handler.send(solo, command, f"c-{number}", T0 + timedelta(seconds=number))
+    assert handled.result.rejection is not None
+    assert handled.result.rejection.code == "insufficient_funds"
+    live = list(handler.store.streams[solo].results)
+    assert live == ["c-4", "c-5", "c-6", "c-7"]
+    await handler.take_over()
+    assert list(handler.store.streams[solo].results) == live
+    # the player can afford the bet now, but a retry of that command keeps its answer
+    handler.send(solo, cmd.Deposit(player_id="ann", amount=50_000), "c-8", T0)
+    retry = handler.send(solo, cmd.PlaceBet(player_id="ann", box=0, amount=20_000), "c-7", T0)
+    assert retry.duplicate and retry.result.status == "rejected" and retry.events == []
