@@ -19,7 +19,7 @@ from conftest import (
 )
 
 from blackjack.client import BlackjackClient
-from blackjack.command_handler.clock import disconnect_command_id
+from blackjack.command_handler.clock import disconnect_command_id, expire_command_id
 from blackjack.domain import commands as cmd
 from blackjack.domain import events as ev
 from blackjack.domain.wallet import BuyIn, WalletDeposit, wallet_stream
@@ -62,6 +62,42 @@ async def test_the_multi_seat_clock_leaves_out_a_silent_player_and_stands_a_sile
     check = await verify_stream(space, table)
     [hand] = [e.data for e in check.events if isinstance(e.data, ev.HandSettled)]
     assert (hand.player_id, hand.total, hand.outcome) == ("ann", 16, "lose")
+
+
+async def test_an_early_copy_of_the_clocks_command_does_not_stop_the_clock(
+    space: KafkaSpace, client: BlackjackClient
+) -> None:
+    """Anyone can read the betting deadline in ``RoundOpened`` and the clock's id scheme in
+    the source: a copy sent before the deadline is answered with nothing done, and the
+    clock's own command for that deadline still acts when it comes."""
+    table = "clock-early"
+    await accept(
+        client, table, cmd.OpenTable(variant="atlantic-city-multi", overrides={"turn_seconds": 3})
+    )
+    for seat, player in enumerate(("ann", "ben")):
+        await accept(client, table, cmd.SitDown(player_id=player, seat=seat))
+        await accept(
+            client,
+            wallet_stream(player),
+            WalletDeposit(player_id=player, amount=1_000),
+            BuyIn(player_id=player, table_id=table, amount=1_000),
+        )
+    await wait_for_events(space, table, lambda es: types_of(es).count("FundsDeposited") == 2)
+    await accept(client, table, cmd.PlaceBet(player_id="ann", box=0, amount=500))
+    events = await wait_for_events(space, table, lambda es: "RoundOpened" in types_of(es))
+    [opened] = [e.data for e in events if isinstance(e.data, ev.RoundOpened)]
+    assert opened.betting_deadline is not None
+    timer_id = expire_command_id(table, opened.betting_deadline)
+    early = await client.execute(table, cmd.ExpireTimers(), command_id=timer_id)
+    assert early.status == "accepted" and early.first_sequence is None
+    # at the deadline the clock deals ann in (she bet but did not press Deal) and leaves ben
+    # out (he neither bet nor passed)
+    events = await wait_for_events(space, table, lambda es: "DealStarted" in types_of(es))
+    timeouts = [e.data for e in events if isinstance(e.data, ev.PlayerTimedOut)]
+    assert [(t.player_id, t.action) for t in timeouts] == [("ann", "dealt_in"), ("ben", "left_out")]
+    dealt_by = next(e for e in events if isinstance(e.data, ev.DealStarted)).causation_id
+    assert dealt_by == timer_id
+    await verify_stream(space, table)
 
 
 async def test_a_silent_surrender_player_gets_an_undealt_bet_back(
