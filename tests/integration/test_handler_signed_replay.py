@@ -18,6 +18,7 @@ from conftest import (
     verify_stream,
     wait_for_events,
 )
+from prometheus_client import REGISTRY
 
 from blackjack.command_handler.processor import event_id, step_id
 from blackjack.command_handler.signing import SIGNATURE_HEADER
@@ -130,6 +131,10 @@ async def test_a_signed_deposit_or_cash_out_sent_again_after_the_window_changes_
         assert len(confirms) == 1
         snapshots = await read_topic(space, space.topics.snapshots)
         assert bool(snapshots) == (snapshot_every < 100_000)
+        if snapshots:  # the gauge shows the size of one of the snapshots written, sealed
+            largest = REGISTRY.get_sample_value("blackjack_snapshot_largest_bytes")
+            assert largest in {len(record.value) for record in snapshots}
+            assert REGISTRY.get_sample_value("blackjack_snapshot_limit_bytes") == 4 * 1024**2
 
 
 @pytest.mark.parametrize("snapshot_every", [4, 100_000], ids=["from-snapshot", "from-events"])

@@ -176,6 +176,7 @@ class CommandHandler:
         )
         await self._consumer.start()
         self._consumer.subscribe([self.topics.commands], listener=_Rebalance(self))
+        metrics.SNAPSHOT_LIMIT_BYTES.set(SNAPSHOT_MAX_BYTES)
         self._tasks = [
             asyncio.create_task(self._guard(self._consume()), name="commands"),
             asyncio.create_task(self._guard(self._tick()), name="clock"),
@@ -499,10 +500,20 @@ class CommandHandler:
         """Snapshot every stream changed since the last checkpoint, then the checkpoint."""
         await self._advance(store, sent)
         topic = self.topics.snapshots
+        largest = (0, "")
         for stream_id in sorted(store.dirty):
-            stream = store.streams[stream_id]
-            await producer.send(
-                topic, self._codec.encode(stream), key=stream_id.encode(), partition=store.partition
+            sealed = self._codec.encode(store.streams[stream_id])
+            largest = max(largest, (len(sealed), stream_id))
+            await producer.send(topic, sealed, key=stream_id.encode(), partition=store.partition)
+        # A stream's snapshot grows with every signed step it keeps (a wallet's buy-ins and
+        # cash-outs); one over the topic's limit would fail every checkpoint of its partition.
+        metrics.SNAPSHOT_LARGEST_BYTES.set(largest[0])
+        if largest[0] > SNAPSHOT_MAX_BYTES // 2:
+            self.log.warning(
+                "snapshot over half the size limit",
+                stream_id=largest[1],
+                bytes=largest[0],
+                limit=SNAPSHOT_MAX_BYTES,
             )
         checkpoint = Checkpoint(
             partition=store.partition,

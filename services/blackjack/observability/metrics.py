@@ -34,6 +34,14 @@ REBUILD_SECONDS = Histogram(
 )
 REBUILD_EVENTS = Counter("blackjack_rebuild_events_total", "Events folded while rebuilding")
 SNAPSHOTS = Counter("blackjack_snapshots_total", "Stream snapshots written")
+SNAPSHOT_LARGEST_BYTES = Gauge(
+    "blackjack_snapshot_largest_bytes",
+    "The largest stream snapshot of this instance's last checkpoint, sealed, in bytes",
+)
+SNAPSHOT_LIMIT_BYTES = Gauge(
+    "blackjack_snapshot_limit_bytes",
+    "The largest snapshot the snapshots topic accepts (a larger one fails every checkpoint)",
+)
 TIMER_COMMANDS = Counter(
     "blackjack_timer_commands_total", "Commands sent by the service's clock", ["type"]
 )
