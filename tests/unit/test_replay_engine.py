@@ -305,3 +305,109 @@ def test_a_partial_refund_must_be_a_players_removal() -> None:
     assert messages(tamper(log, ev.BetRefunded, as_cleared)) == [
         "box 0 partial refund's reason: recorded cleared, the rules give removed"
     ]
+
+
+# ---- moves the rules did not allow ----------------------------------------------------------
+
+
+def found(log: list[WireEnvelope]) -> list[str]:
+    """The findings of a replay with the shoe key (shoes not yet retired are still sealed)."""
+    replay = replay_stream(log, SEAL)
+    return [f.message for f in replay.findings]
+
+
+def _with_rules(**changes: Any) -> Callable[[ev.TableOpened], dict[str, Any]]:
+    def change(e: ev.TableOpened) -> dict[str, Any]:
+        return {"rules": e.rules.model_copy(update=changes)}
+
+    return change
+
+
+def test_a_move_the_tables_rules_forbid_is_found() -> None:
+    """The same clean rounds, replayed under rules that forbid their moves: the replay reads
+    the rule data itself, so a forged move is found even with every amount right."""
+    surrendered = Script("mini-h17", [["TH", "9S", "6S", "7D"]])  # 16 against a 9
+    surrendered.do(
+        cmd.PlaceBet(player_id=A, box=0, amount=1000),
+        cmd.Deal(player_id=A),
+        cmd.Surrender(player_id=A, box=0),
+    )
+    assert found(wires(surrendered)) == []
+    no_surrender = tamper(wires(surrendered), ev.TableOpened, _with_rules(late_surrender=False))
+    assert found(no_surrender) == ["a surrender the table does not allow on this hand"]
+
+    doubled = Script("atlantic-city", [["6H", "7S", "9H", "QD", "5C"]])  # 15 against a 7
+    doubled.do(
+        cmd.PlaceBet(player_id=A, box=0, amount=1000),
+        cmd.Deal(player_id=A),
+        cmd.Double(player_id=A, box=0),
+    )
+    assert found(wires(doubled)) == []
+    on_totals = _with_rules(double_on="totals", double_totals=frozenset({9, 10, 11}))
+    assert found(tamper(wires(doubled), ev.TableOpened, on_totals)) == [
+        "a double on 15, not one of the table's totals"
+    ]
+
+    split = Script("mini-h17", [["KS", "6D", "QH", "7C", "9S", "8S", "TD"]])  # K Q by value
+    split.do(
+        cmd.PlaceBet(player_id=A, box=0, amount=1000),
+        cmd.Deal(player_id=A),
+        cmd.Split(player_id=A, box=0),
+        cmd.Stand(player_id=A, box=0, hand=0),
+        cmd.Stand(player_id=A, box=0, hand=1),
+    )
+    assert found(wires(split)) == []
+    by_rank = tamper(wires(split), ev.TableOpened, _with_rules(split_by="rank"))
+    assert found(by_rank) == ["a split of KS QH, not a pair at this table"]
+
+
+def test_a_move_out_of_turn_or_by_someone_else_is_found() -> None:
+    script = Script(
+        "atlantic-city-multi", [["TH", "9D", "7S", "6C", "QD", "8H"]], {A: 5000, "bo": 5000}
+    )
+    script.do(
+        cmd.PlaceBet(player_id=A, box=0, amount=1000),
+        cmd.PlaceBet(player_id="bo", box=1, amount=1000),
+        cmd.Deal(player_id=A),
+        cmd.Deal(player_id="bo"),
+        cmd.Stand(player_id=A, box=0),
+        cmd.Stand(player_id="bo", box=1),
+    )
+    log = wires(script)
+    assert found(log) == []
+    out_of_turn = found(tamper(log, ev.PlayerStood, lambda e: {"box": 1}))
+    assert "a stand on box 1 hand 0, whose turn it was not" in out_of_turn
+    by_another = found(tamper(log, ev.PlayerStood, lambda e: {"player_id": "bo"}))
+    assert "a stand by bo on a box that is not theirs" in by_another
+    # a payout booked to the other player, balances and all: whose box it was gives it away
+    paid_to_bo = found(tamper(log, ev.HandSettled, lambda e: {"player_id": "bo"}))
+    assert "box 0's player: recorded bo, the rules give alice" in paid_to_bo
+
+
+def test_a_false_or_missing_peek_is_found() -> None:
+    """mini-h17 peeks under a ten: a dealer blackjack ends the round before anyone plays."""
+    blackjack = Script("mini-h17", [["TH", "KS", "6S", "AD"]])  # 16 against K up, A in the hole
+    blackjack.do(cmd.PlaceBet(player_id=A, box=0, amount=1000), cmd.Deal(player_id=A))
+    log = wires(blackjack)
+    assert found(log) == []
+    hidden = found(tamper(log, ev.DealerPeeked, lambda e: {"has_blackjack": False}))
+    assert "what the peek found: recorded False, the rules give True" in hidden
+
+    no_blackjack = Script("mini-h17", [["TH", "KS", "6S", "7D"]])
+    no_blackjack.do(
+        cmd.PlaceBet(player_id=A, box=0, amount=1000),
+        cmd.Deal(player_id=A),
+        cmd.Stand(player_id=A, box=0),
+    )
+    log = wires(no_blackjack)
+    assert found(log) == []
+    at = next(i for i, w in enumerate(log) if isinstance(w.data, ev.DealerPeeked))
+    skipped = [
+        *log[:at],
+        *(w.model_copy(update={"sequence": w.sequence - 1}) for w in log[at + 1 :]),
+    ]
+    assert found(skipped) == ["play started without the peek the rules require"]
+    # and a peek under an upcard the rules do not look under
+    assert "a peek the rules do not make" in found(
+        tamper(log, ev.TableOpened, _with_rules(peek_on_ten=False))
+    )

@@ -7,9 +7,12 @@ the order must hash to the commitment published when the shoe was shuffled.
 
 Every event is checked against the state the events before it fold to: every balance moves by
 exactly the amount of its event and never goes below zero, every stake is what the rules
-charge, every card is the next one of the shoe, the dealer draws by the table's rule, every
-payout is derived again (``audit.settlement``) and compared with the recorded one, and each
-round's results add up. A failed check is a ``Finding``; the replay continues unless the log
+charge, every card is the next one of the shoe, every move (hit, stand, double, split,
+surrender, insurance) was one the table's rules allowed that player on that hand at that
+point, the dealer peeked where the rules make her and the peek found what her cards hold, the
+dealer draws by the table's rule, every payout is derived again (``audit.settlement``) and
+compared with the recorded one, paid to the box's own player, and each round's results add
+up. A failed check is a ``Finding``; the replay continues unless the log
 can no longer be folded at all.
 """
 
@@ -21,10 +24,13 @@ from datetime import datetime
 from typing import Any
 
 from blackjack.audit.settlement import (
+    Move,
     dealer_blackjack_ruled_out,
     dealer_play_problem,
     hand_result,
     insurance_result,
+    move_problem,
+    peek_required,
 )
 from blackjack.domain import events as ev
 from blackjack.domain import wallet as wl
@@ -96,6 +102,7 @@ class RoundReplay:
     findings: list[Finding] = field(default_factory=list)
     checks: int = 0
     paid: dict[str, int] = field(default_factory=dict)
+    peeked: bool = False
 
 
 @dataclass
@@ -375,13 +382,49 @@ class _Replayer:
             self.current.shoe = e.shoe
             self.current.status = "playing"
 
+    def _rule(self, problem: str | None) -> None:
+        """One check that the table's rules allowed what the event records."""
+        self.out.checks += 1
+        if self.current is not None:
+            self.current.checks += 1
+        if problem is not None:
+            self._find(problem)
+
+    def _move(self, e: ev.PlayerHit | ev.PlayerStood | ev.HandSurrendered, move: Move) -> None:
+        self._rule(move_problem(self.state, e.player_id, e.box, e.hand, move))
+
+    def player_hit(self, e: ev.PlayerHit) -> None:
+        self._move(e, "hit")
+
+    def player_stood(self, e: ev.PlayerStood) -> None:
+        self._move(e, "stand")
+
+    def hand_surrendered(self, e: ev.HandSurrendered) -> None:
+        self._move(e, "surrender")
+
+    def dealer_peeked(self, e: ev.DealerPeeked) -> None:
+        self._rule(None if peek_required(self.state) else "a peek the rules do not make")
+        self._expect("what the peek found", e.has_blackjack, is_natural(self.state.dealer))
+        if self.current is not None:
+            self.current.peeked = True
+
+    def turn_started(self, e: ev.TurnStarted) -> None:
+        current = self.current
+        peeked = current is not None and current.peeked
+        missing = peek_required(self.state) and not peeked
+        self._rule("play started without the peek the rules require" if missing else None)
+
     def insurance_taken(self, e: ev.InsuranceTaken) -> None:
+        box = self.state.boxes[e.box]
+        offered = box.insurance == "offered" and box.player_id == e.player_id
+        self._rule(None if offered else f"insurance on box {e.box}, not offered to {e.player_id}")
         stake = insurance_stake(self.state.boxes[e.box].bet)
         self._expect(f"insurance stake on box {e.box}", e.amount, stake)
         self._moves(e.player_id, -e.amount, e.balance_after)
 
     def insurance_settled(self, e: ev.InsuranceSettled) -> None:
         box = self.state.boxes[e.box]
+        self._expect(f"box {e.box}'s player", e.player_id, box.player_id)
         self._expect(f"insurance stake on box {e.box}", e.stake, box.insurance_stake)
         won, payout = insurance_result(self.state.rules, box.insurance_stake, self.state.dealer)
         self._expect(f"insurance on box {e.box}", (e.won, e.payout), (won, payout))
@@ -409,16 +452,19 @@ class _Replayer:
         return hands[index]
 
     def hand_doubled(self, e: ev.HandDoubled) -> None:
+        self._rule(move_problem(self.state, e.player_id, e.box, e.hand, "double"))
         self._expect("the double's stake", e.amount, self._hand(e.box, e.hand).stake)
         self._moves(e.player_id, -e.amount, e.balance_after)
 
     def hand_split(self, e: ev.HandSplit) -> None:
+        self._rule(move_problem(self.state, e.player_id, e.box, e.hand, "split"))
         self._expect("the split's stake", e.amount, self._hand(e.box, e.hand).stake)
         self._moves(e.player_id, -e.amount, e.balance_after)
 
     def hand_settled(self, e: ev.HandSettled) -> None:
         hand = self._hand(e.box, e.hand)
         rules, dealer = self.state.rules, self.state.dealer
+        self._expect(f"box {e.box}'s player", e.player_id, self.state.boxes[e.box].player_id)
         self._expect(f"box {e.box} hand {e.hand} stake", e.stake, hand.stake)
         self._expect(f"box {e.box} hand {e.hand} total", e.total, total(hand.cards).best)
         derived = hand_result(rules, hand, dealer)
@@ -496,6 +542,11 @@ _CHECKS: dict[type[ev.Event], Any] = {
     ev.BetPlaced: _Replayer.bet_placed,
     ev.BetRefunded: _Replayer.bet_refunded,
     ev.DealStarted: _Replayer.deal_started,
+    ev.DealerPeeked: _Replayer.dealer_peeked,
+    ev.TurnStarted: _Replayer.turn_started,
+    ev.PlayerHit: _Replayer.player_hit,
+    ev.PlayerStood: _Replayer.player_stood,
+    ev.HandSurrendered: _Replayer.hand_surrendered,
     ev.InsuranceTaken: _Replayer.insurance_taken,
     ev.InsuranceSettled: _Replayer.insurance_settled,
     ev.HandDoubled: _Replayer.hand_doubled,

@@ -1,4 +1,5 @@
-"""The auditor's own derivation of what a settled hand pays and how the dealer must play.
+"""The auditor's own derivation of what a settled hand pays, how the dealer must play and
+which moves the rules allow.
 
 Written apart from the decider on purpose: an audit that called the code it audits could not
 catch that code's mistakes. It shares only the rule data (``Rules``), the hand totals and the
@@ -8,6 +9,7 @@ rounding functions of ``domain.payouts`` (each of them tested against the seed p
 from __future__ import annotations
 
 from collections.abc import Sequence
+from typing import Literal
 
 from blackjack.domain.events import Outcome
 from blackjack.domain.hand import is_natural, total
@@ -39,18 +41,22 @@ def hand_result(rules: Rules, hand: Hand, dealer: Sequence[str]) -> tuple[Outcom
     return "lose", 0
 
 
+def peek_required(state: TableState) -> bool:
+    """Whether the rules make the dealer look under this upcard before the hands are played."""
+    upcard = state.upcard
+    if upcard is None:
+        return False
+    rank = upcard[0]
+    return (rank == "A" and state.rules.peek_on_ace) or (rank in "TJQK" and state.rules.peek_on_ten)
+
+
 def dealer_blackjack_ruled_out(state: TableState) -> bool:
     """Whether the players can know the dealer has no blackjack: an upcard that cannot make
     one, or one the table's rules make the dealer peek under."""
     upcard = state.upcard
     if upcard is None:
         return False
-    rank = upcard[0]
-    if rank == "A":
-        return state.rules.peek_on_ace
-    if rank in "TJQK":
-        return state.rules.peek_on_ten
-    return True
+    return upcard[0] not in "ATJQK" or peek_required(state)
 
 
 def insurance_result(rules: Rules, stake: int, dealer: Sequence[str]) -> tuple[bool, int]:
@@ -75,3 +81,47 @@ def dealer_play_problem(rules: Rules, dealer: Sequence[str], any_live_hand: bool
     if dealer_must_draw(rules, dealer):
         return f"the dealer stood on {total(dealer).best}, where the rule is to draw"
     return None
+
+
+Move = Literal["hit", "stand", "double", "split", "surrender"]
+
+
+def move_problem(state: TableState, player_id: str, box: int, hand: int, move: Move) -> str | None:
+    """Why the rules did not allow this player this move on this hand now, or None.
+
+    The auditor's own reading of the rule data, like ``hand_result``: whose turn it is, the
+    hand still open, two cards to double, split or surrender, the table's doubling totals and
+    double after split, pairs by rank or value and the number of splits, late surrender on an
+    unsplit hand. Money is checked apart (every balance after is)."""
+    rules = state.rules
+    if state.phase != "playing" or state.active != (box, hand):
+        return f"a {move} on box {box} hand {hand}, whose turn it was not"
+    if state.boxes[box].player_id != player_id:
+        return f"a {move} by {player_id} on a box that is not theirs"
+    cards = state.boxes[box].hands[hand]
+    if move == "stand":
+        return None if cards.status == "open" else "a stand on a finished hand"
+    if cards.status != "open" or total(cards.cards).best >= 21:
+        return f"a {move} on a hand that takes no more cards"
+    two = len(cards.cards) == 2
+    if move == "double":
+        if not two or cards.split_aces or (cards.from_split and not rules.double_after_split):
+            return "a double the table does not allow on this hand"
+        if rules.double_on == "totals" and total(cards.cards).best not in rules.double_totals:
+            return f"a double on {total(cards.cards).best}, not one of the table's totals"
+    if move == "split":
+        first, second = (card[0] for card in cards.cards) if two else ("", "x")
+        same = first == second if rules.split_by == "rank" else _value(first) == _value(second)
+        if not two or not same:
+            return f"a split of {' '.join(cards.cards)}, not a pair at this table"
+        if len(state.boxes[box].hands) > rules.max_splits:
+            return "a split beyond the table's number of splits"
+    if move == "surrender" and not (
+        rules.late_surrender and two and not cards.from_split and len(state.boxes[box].hands) == 1
+    ):
+        return "a surrender the table does not allow on this hand"
+    return None
+
+
+def _value(rank: str) -> int:
+    return 1 if rank == "A" else 10 if rank in "TJQK" else int(rank) if rank.isdigit() else -1
