@@ -47,7 +47,7 @@ async def raw(
     try:
         document = json.loads(value)
         command_id = document["command_id"]
-    except (ValueError, KeyError, TypeError):
+    except (ValueError, KeyError, TypeError, RecursionError):
         partition = partition_for(key.decode(), space.partitions)
         command_id = f"unparsed-{partition}-{offset}"
     return await client.result(command_id)
@@ -73,6 +73,9 @@ async def test_malformed_and_unknown_messages_get_typed_rejections_and_change_no
         envelope("bad-string-amount", seated, {**bet, "amount": "100"}): "malformed",
         envelope("no-command", seated, {}): "malformed",
         envelope("bad-type", seated, {"type": "Fly", "player_id": "p"}): "unknown_command",
+        # records that break the JSON reader itself: answered, and the partition goes on
+        envelope("x", seated, bet)[:-2] + b', "amount": ' + b"9" * 5000 + b"}}": "malformed",
+        envelope("x", seated, {})[:-3] + b"[" * 100_000 + b"]" * 100_000 + b"}": "malformed",
         envelope(
             "wallet-cmd-at-table",
             seated,

@@ -146,7 +146,7 @@ class Inbound:
 
     key: bytes | None
     value: bytes | None
-    headers: Sequence[tuple[str, bytes]]
+    headers: Sequence[tuple[str, bytes | None]]  # Kafka allows a header without a value
     partition: int
     offset: int
 
@@ -322,6 +322,24 @@ class Processor:
     # ---- 1. the message ---------------------------------------------------------------
 
     def _parse(self, inbound: Inbound) -> CommandEnvelope | _Unparsed:
+        """The envelope, or why the message is refused. Reading a message changes nothing, so
+        whatever a record holds that breaks reading it is that record's fault: it is answered
+        ``malformed`` rather than raised, which would abort the transaction and stop the
+        partition on the same record at every retry."""
+        try:
+            return self._read(inbound)
+        except Exception as error:
+            return _Unparsed(
+                command_id=f"unparsed-{inbound.partition}-{inbound.offset}",
+                stream_id=(inbound.key or b"").decode("utf-8", "replace"),
+                rejection=Rejection(
+                    code="malformed",
+                    message=f"the message cannot be read ({type(error).__name__})",
+                ),
+                command_type="-",
+            )
+
+    def _read(self, inbound: Inbound) -> CommandEnvelope | _Unparsed:
         fallback_id = f"unparsed-{inbound.partition}-{inbound.offset}"
         key_text = (inbound.key or b"").decode("utf-8", "replace")
 
@@ -345,8 +363,10 @@ class Processor:
             return refuse("malformed", "an empty message")
         try:
             doc = json.loads(inbound.value)
-        except (UnicodeDecodeError, json.JSONDecodeError) as error:
+        except (UnicodeDecodeError, ValueError) as error:  # a number past int's digit limit too
             return refuse("malformed", f"not JSON: {error}")
+        except RecursionError:
+            return refuse("malformed", "JSON nested too deeply")
         if not isinstance(doc, dict):
             return refuse("malformed", "a command envelope is a JSON object")
         body = doc.get("command")

@@ -38,14 +38,15 @@ class CommandSigner:
         return headers
 
     def verify(
-        self, key: bytes, value: bytes, headers: Sequence[tuple[str, bytes]]
+        self, key: bytes, value: bytes, headers: Sequence[tuple[str, bytes | None]]
     ) -> tuple[bool, int | None]:
-        """(signed by a handler, the transfer number it names if any)."""
+        """(signed by a handler, the transfer number it names if any). A header without a
+        value (Kafka allows null) signs nothing."""
         found = dict(headers)
         signature = found.get(SIGNATURE_HEADER)
-        if signature is None:
-            return False, None
         transfer = found.get(TRANSFER_HEADER, b"")
+        if signature is None or transfer is None:
+            return False, None
         if not hmac.compare_digest(signature, self.sign(key, value, transfer)):
             return False, None
         return True, int(transfer) if transfer.isdigit() else None
