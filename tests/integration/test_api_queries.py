@@ -4,6 +4,8 @@ reconnects (hole card and shoe never shown early), and a clear 4xx for every bad
 
 from __future__ import annotations
 
+import base64
+import json
 from collections.abc import AsyncIterator
 from itertools import pairwise
 from typing import Any
@@ -204,6 +206,12 @@ async def test_no_answer_carries_a_shoe_secret(api: httpx.AsyncClient) -> None:
         assert not _secret_keys(await get(api, path)), path
 
 
+def _cursor(number: object, when: str = "2026-01-01T00:00:00+00:00") -> str:
+    """A cursor in this API's form holding what the API would never put there."""
+    raw = json.dumps([when, "table-mini-h17", number], separators=(",", ":")).encode()
+    return base64.urlsafe_b64encode(raw).decode().rstrip("=")
+
+
 def _secret_keys(value: Any) -> list[str]:
     if isinstance(value, dict):
         found = [k for k in value if k in ("order", "salt", "sealed")]
@@ -223,6 +231,20 @@ def _secret_keys(value: Any) -> list[str]:
         (f"/v1/players/{PLAYER}/rounds?limit=ten", 400, "bad_parameter"),
         (f"/v1/players/{PLAYER}/rounds?limit=5&limit=6", 400, "bad_parameter"),
         (f"/v1/players/{PLAYER}/rounds?cursor=not-a-cursor", 400, "bad_parameter"),
+        # digits of other scripts and superscripts are not numbers here
+        (f"/v1/players/{PLAYER}/rounds?limit=%C2%B2", 400, "bad_parameter"),
+        (f"/v1/players/{PLAYER}/rounds?limit=%D9%A5", 400, "bad_parameter"),
+        # cursors this API never hands out: a round past 64 bits, a time past year 1, a bool
+        (f"/v1/players/{PLAYER}/rounds?cursor={_cursor(10**30)}", 400, "bad_parameter"),
+        (
+            f"/v1/players/{PLAYER}/rounds?cursor={_cursor(1, '0001-01-01T00:00:00+14:00')}",
+            400,
+            "bad_parameter",
+        ),
+        (f"/v1/players/{PLAYER}/rounds?cursor={_cursor(True)}", 400, "bad_parameter"),
+        ("/v1/rounds/table-mini-h17:" + "9" * 20, 400, "bad_round_id"),
+        ("/v1/rounds/table-mini-h17:" + "9" * 5000, 400, "bad_round_id"),
+        ("/v1/rounds/table-mini-h17:%D9%A1", 400, "bad_round_id"),
         ("/v1/rounds/table-mini-h17", 400, "bad_round_id"),
         ("/v1/rounds/table-mini-h17:0", 400, "bad_round_id"),
         ("/v1/rounds/table-mini-h17:999", 404, "unknown_round"),

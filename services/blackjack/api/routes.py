@@ -21,7 +21,7 @@ from urllib.parse import parse_qs
 from sqlalchemy.ext.asyncio import AsyncConnection
 
 from blackjack.projections import queries
-from blackjack.projections.projector import parse_round_id
+from blackjack.projections.projector import is_count, parse_round_id
 from blackjack.projections.store import ProjectionStore
 
 Scope = MutableMapping[str, Any]
@@ -93,7 +93,7 @@ async def _rounds(
     connection: AsyncConnection, player_id: str, params: dict[str, str]
 ) -> dict[str, Any]:
     text = params.get("limit", str(DEFAULT_PAGE))
-    if not text.isdigit() or not 1 <= int(text) <= queries.MAX_PAGE:
+    if not is_count(text, queries.MAX_PAGE):
         raise ApiError(
             400, "bad_parameter", f"limit must be a whole number from 1 to {queries.MAX_PAGE}"
         )

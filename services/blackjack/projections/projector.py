@@ -47,11 +47,24 @@ def round_id(stream_id: str, number: int) -> str:
     return f"{stream_id}:{number}"
 
 
+MAX_ROUND = 2**63 - 1
+"""The largest round number a store holds (a 64-bit integer column)."""
+
+
+def is_count(text: str, most: int) -> bool:
+    """``text`` is a whole number from 1 to ``most`` in ASCII digits (``str.isdigit`` also
+    takes other scripts' digits and superscripts)."""
+    digits = text.isascii() and text.isdigit() and len(text) <= len(str(most))
+    return digits and 1 <= int(text) <= most
+
+
 def parse_round_id(text: str) -> tuple[str, int]:
     """``table-1:7`` -> ``("table-1", 7)``; stream ids may contain ``:`` themselves."""
     stream_id, sep, number = text.rpartition(":")
-    if not sep or not stream_id or not number.isdigit() or int(number) < 1:
-        raise ValueError(f"a round id is STREAM_ID:ROUND with ROUND >= 1, not {text!r}")
+    if not sep or not stream_id or not is_count(number, MAX_ROUND):
+        raise ValueError(
+            f"a round id is STREAM_ID:ROUND with ROUND from 1 to {MAX_ROUND}, not {text[:80]!r}"
+        )
     return stream_id, int(number)
 
 

@@ -13,7 +13,7 @@ from sqlalchemy.ext.asyncio import AsyncConnection
 
 from blackjack.messages import wire
 from blackjack.projections import schema
-from blackjack.projections.projector import utc
+from blackjack.projections.projector import MAX_ROUND, utc
 
 MAX_PAGE = 100
 MONEY_FIELDS = (
@@ -84,10 +84,12 @@ def decode_cursor(cursor: str) -> tuple[datetime, str, int]:
     try:
         raw = base64.urlsafe_b64decode(cursor + "=" * (-len(cursor) % 4))
         when, stream_id, number = json.loads(raw)
-        if not isinstance(stream_id, str) or not isinstance(number, int):
+        if not isinstance(stream_id, str) or type(number) is not int:
             raise TypeError
+        if not 1 <= number <= MAX_ROUND:
+            raise ValueError
         return utc(datetime.fromisoformat(when)), stream_id, number
-    except (binascii.Error, ValueError, TypeError) as error:
+    except (binascii.Error, ValueError, TypeError, OverflowError, RecursionError) as error:
         raise ValueError("the cursor is not one this API handed out") from error
 
 
