@@ -10,7 +10,7 @@ from typing import Any
 import pytest
 
 from blackjack.audit.recall import render, replay_round
-from blackjack.audit.replay import replay_stream
+from blackjack.audit.replay import in_sequence, replay_stream
 from blackjack.audit.settlement import dealer_play_problem, hand_result
 from blackjack.domain import commands as cmd
 from blackjack.domain import events as ev
@@ -411,3 +411,17 @@ def test_a_false_or_missing_peek_is_found() -> None:
     assert "a peek the rules do not make" in found(
         tamper(log, ev.TableOpened, _with_rules(peek_on_ten=False))
     )
+
+
+def test_an_event_the_topic_holds_twice_is_replayed_once() -> None:
+    """``blackjack replay --source kafka`` reads the topic: a record written twice (the same
+    event, as a retried write can leave it) is one event, as for the projections; two
+    different events at one place are both kept, and the replay reports them."""
+    log = wires(won_round())
+    assert messages(in_sequence(log)) == []
+    twice = in_sequence([*log[:5], log[4], *log[5:]])
+    assert twice == log and messages(twice) == []
+    forged = log[4].model_copy(update={"event_id": "another-event"})
+    both = in_sequence([*log[:5], forged, *log[5:]])
+    assert len(both) == len(log) + 1
+    assert f"sequence {log[4].sequence} where {log[4].sequence + 1} was due" in messages(both)

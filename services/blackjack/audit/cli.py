@@ -49,6 +49,7 @@ async def _from_store(settings: ProjectionSettings, stream_id: str) -> list[Wire
 
 
 async def _from_kafka(settings: ProjectionSettings, stream_id: str) -> list[WireEnvelope]:
+    from blackjack.audit.replay import in_sequence
     from blackjack.projections.rebuild import read_topic
     from blackjack.projections.writer import Record
 
@@ -59,7 +60,7 @@ async def _from_kafka(settings: ProjectionSettings, stream_id: str) -> list[Wire
         found.extend(decode(r.value) for r in records if r.key == key)
 
     await read_topic(settings.bootstrap, settings.events_topic, keep)
-    return sorted(found, key=lambda w: w.sequence)
+    return in_sequence(found)
 
 
 def _replay(args: argparse.Namespace) -> int:

@@ -18,7 +18,7 @@ can no longer be folded at all.
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any
@@ -132,6 +132,23 @@ class _Stop(Exception):
 
 class _Sealed(ev.Event):
     """Stands for a shuffle that cannot be opened: folded as nothing."""
+
+
+def in_sequence(records: Iterable[WireEnvelope]) -> list[WireEnvelope]:
+    """A stream's events as read from the topic, in sequence order, with a record the topic
+    holds twice (the same event, byte for byte, as a retried write can leave it) counted once,
+    as the projections count it. Two different events at one place are both kept: the replay
+    reports them."""
+    kept: list[WireEnvelope] = []
+    first: dict[int, WireEnvelope] = {}
+    for envelope in sorted(records, key=lambda e: e.sequence):
+        earlier = first.get(envelope.sequence)
+        if earlier is None:
+            first[envelope.sequence] = envelope
+        elif earlier == envelope:
+            continue
+        kept.append(envelope)
+    return kept
 
 
 def replay_stream(
