@@ -1,5 +1,5 @@
-"""A decider that fails on a command (a bug, the same on every retry) does not stop the
-partition: that command is rejected as ``internal_error``, with no event, and nothing changes;
+"""A decider that fails on a command, or writing down what it decided (a bug, the same on
+every retry), does not stop the partition: that command is rejected as ``internal_error``, with no event, and nothing changes;
 the table plays on. A failure of the machine (``OSError``, e.g. the CSPRNG) still aborts the
 transaction, to be tried again."""
 
@@ -15,6 +15,7 @@ from blackjack.command_handler.processor import Inbound, Outgoing
 from blackjack.command_handler.streams import PartitionStore
 from blackjack.domain import commands as cmd
 from blackjack.domain.rules import Rules
+from blackjack.messages import wire
 from blackjack.messages.envelope import CommandEnvelope, CommandResult
 from blackjack.scenario import build_shoe
 from blackjack.table import apply as real_apply
@@ -103,3 +104,29 @@ def test_a_failing_machine_still_aborts_the_transaction(
     fail_on_hit(OSError("no entropy"), monkeypatch)
     with pytest.raises(OSError):
         table.send(cmd.Hit(player_id="ann", box=0))
+
+
+def test_a_failure_writing_the_decided_events_is_answered_and_changes_nothing(
+    table: Table, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The events decided, then writing them down fails (a bug the same on every retry): the
+    stream keeps its state and its last sequence, no record of the events goes out."""
+    stream = table.store.get(TABLE)
+    state, sequence = stream.state, stream.sequence
+
+    def to_wire(envelope: Any, seal: Any) -> Any:
+        if envelope.type == "CardDealt":  # the Hit's second event
+            raise ValueError("an event that cannot be serialized")
+        return wire.to_wire(envelope, seal)
+
+    monkeypatch.setattr(processor_module, "to_wire", to_wire)
+    records = table.send(cmd.Hit(player_id="ann", box=0))
+    result = result_of(records)
+    assert result.rejection is not None and result.rejection.code == "internal_error"
+    assert events_in(records) == [] and result.first_sequence is None
+    assert stream.state is state and stream.sequence == sequence
+    monkeypatch.undo()
+    records = table.send(cmd.Hit(player_id="ann", box=0))
+    assert result_of(records).status == "accepted"
+    sequences = [wire.decode(r.value).sequence for r in events_in(records)]
+    assert sequences == [sequence + 1, sequence + 2]

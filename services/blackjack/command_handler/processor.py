@@ -438,15 +438,21 @@ class Processor:
         events: list[EventEnvelope],
         outgoing: list[Outgoing],
     ) -> Rejection | None:
-        """Run the decider; on acceptance append the events and the steps they cause."""
+        """Run the decider; on acceptance append the events and the steps they cause.
+
+        A bug in the decider, or in writing down what it decided, fails the same way on every
+        retry, so raising would stop every table of the partition on this command. It is
+        answered instead, and nothing changes: the decider works on copies, and the stream
+        takes the new state and sequence only once every record is built."""
         try:
             decided = self._decision(stream.state, envelope.command, now)
+            if isinstance(decided, Rejection):
+                return decided
+            state, domain_events = decided
+            built, records = self._records_of(envelope, stream, domain_events, now)
         except OSError:
             raise  # the machine (the CSPRNG): the transaction aborts and is tried again
         except Exception as error:
-            # A bug in the pure decider: it fails the same way on every retry, so retrying
-            # would stop every table of the partition. This command is answered instead, and
-            # nothing changes: the decider works on copies and the stream is not touched yet.
             log.exception(
                 "the decider failed; the command is rejected and nothing changes",
                 command_id=envelope.command_id,
@@ -459,31 +465,41 @@ class Processor:
                 message=f"the server could not decide this {kind} ({type(error).__name__}); "
                 "nothing changed, the operator is alerted",
             )
-        if isinstance(decided, Rejection):
-            return decided
-        state, domain_events = decided
-        before = stream.state
-        correlation = envelope.correlation_id or envelope.command_id
-        for event in domain_events:
-            stream.sequence += 1
-            events.append(
-                EventEnvelope(
-                    event_id=event_id(stream.stream_id, stream.sequence),
-                    type=str(type(event).model_fields["type"].default),
-                    schema_version=event.version,
-                    stream_id=stream.stream_id,
-                    sequence=stream.sequence,
-                    occurred_at=now,
-                    causation_id=envelope.command_id,
-                    correlation_id=correlation,
-                    data=event,
-                )
-            )
+        stream.sequence += len(built)
         stream.state = state
+        events.extend(built)
+        outgoing.extend(records)
+        return None
+
+    def _records_of(
+        self,
+        envelope: CommandEnvelope,
+        stream: Stream,
+        domain_events: Sequence[ev.Event | WalletEvent],
+        now: datetime,
+    ) -> tuple[list[EventEnvelope], list[Outgoing]]:
+        """The envelopes of the decided events (numbered after the stream's last), and every
+        record they make: the events on the wire and the steps they cause on other streams."""
+        correlation = envelope.correlation_id or envelope.command_id
+        built = [
+            EventEnvelope(
+                event_id=event_id(stream.stream_id, sequence),
+                type=str(type(event).model_fields["type"].default),
+                schema_version=event.version,
+                stream_id=stream.stream_id,
+                sequence=sequence,
+                occurred_at=now,
+                causation_id=envelope.command_id,
+                correlation_id=correlation,
+                data=event,
+            )
+            for sequence, event in enumerate(domain_events, start=stream.sequence + 1)
+        ]
         partition = partition_for(stream.stream_id, self.partitions)
-        for event_envelope in events:
+        records: list[Outgoing] = []
+        for event_envelope in built:
             wire = to_wire(event_envelope, self.seal)
-            outgoing.append(
+            records.append(
                 Outgoing(
                     topic=self.topics.events,
                     key=stream.stream_id.encode(),
@@ -492,8 +508,8 @@ class Processor:
                     partition=partition,
                 )
             )
-            outgoing.extend(self._steps_of(event_envelope, before, correlation, now))
-        return None
+            records.extend(self._steps_of(event_envelope, stream.state, correlation, now))
+        return built, records
 
     def _decision(
         self, state: TableState | WalletState, command: StreamCommand, now: datetime
