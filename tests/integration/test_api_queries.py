@@ -260,6 +260,14 @@ async def test_bad_requests_get_a_clear_error(
     assert body["error"]["code"] == code and body["error"]["message"]
 
 
+async def test_numbers_may_have_leading_zeros(api: httpx.AsyncClient) -> None:
+    padded = await get(api, f"/v1/players/{PLAYER}/rounds?limit=0002")
+    assert padded == await get(api, f"/v1/players/{PLAYER}/rounds?limit=2")
+    assert await get(api, "/v1/rounds/table-mini-h17:0001") == await get(
+        api, "/v1/rounds/table-mini-h17:1"
+    )
+
+
 async def test_only_reads_are_answered(api: httpx.AsyncClient) -> None:
     response = await api.post(f"/v1/players/{PLAYER}/wallet")
     assert response.status_code == 405

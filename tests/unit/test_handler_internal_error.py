@@ -1,7 +1,7 @@
 """A decider that fails on a command, or writing down what it decided (a bug, the same on
-every retry), does not stop the partition: that command is rejected as ``internal_error``, with no event, and nothing changes;
-the table plays on. A failure of the machine (``OSError``, e.g. the CSPRNG) still aborts the
-transaction, to be tried again."""
+every retry), does not stop the partition: that command is rejected as ``internal_error``,
+with no event, and nothing changes; the table plays on. A failure of the machine
+(``OSError``, e.g. the CSPRNG) still aborts the transaction, to be tried again."""
 
 from __future__ import annotations
 

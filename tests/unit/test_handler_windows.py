@@ -157,3 +157,41 @@ async def test_a_rebuild_remembers_the_newest_ids_like_the_live_window() -> None
     handler.send(solo, cmd.Deposit(player_id="ann", amount=50_000), "c-8", T0)
     retry = handler.send(solo, cmd.PlaceBet(player_id="ann", box=0, amount=20_000), "c-7", T0)
     assert retry.duplicate and retry.result.status == "rejected" and retry.events == []
+
+
+async def test_a_signed_step_resent_after_the_window_is_not_remembered() -> None:
+    """A signed step delivered again once its answer has left the window is refused by the
+    stream's signed ids, every time, and that answer is not remembered, live or rebuilt."""
+    handler = Handler(window=3)
+    for number, command in enumerate(
+        (cmd.OpenTable(variant="atlantic-city-multi"), cmd.SitDown(player_id="ann", seat=0))
+    ):
+        handler.send(TABLE, command, f"setup-{number}", T0)
+    wallet = wallet_stream("ann")
+    handler.send(wallet, WalletDeposit(player_id="ann", amount=10_000), "w-1", T0)
+    buy_in = handler.send(wallet, BuyIn(player_id="ann", table_id=TABLE, amount=1_000), "w-2", T0)
+    [deposit] = [r for r in buy_in.outgoing if r.topic.endswith("commands")]
+    assert handler.forward(deposit.key, deposit.value, T0, deposit.headers).events
+    for number in range(4):  # the deposit's answer leaves the table's window of three
+        withdraw = cmd.Withdraw(player_id="ann", amount=10**9)
+        handler.send(TABLE, withdraw, f"x-{number}", T0 + timedelta(seconds=number))
+    again = handler.forward(deposit.key, deposit.value, T0, deposit.headers)
+    assert again.result.rejection is not None and again.result.rejection.code == "unauthorized"
+    assert again.events == []
+    live = list(handler.store.streams[TABLE].results)
+    assert live == ["x-1", "x-2", "x-3"]
+    await handler.take_over()
+    assert list(handler.store.streams[TABLE].results) == live
+
+
+def test_only_the_clocks_command_may_use_its_id_prefix() -> None:
+    """An answer under an ``expire-`` id that changed nothing is not remembered, so only an
+    ``ExpireTimers`` may have one: a player's Reconnect under it would be decided again."""
+    handler = Handler()
+    _betting_round_with_a_silent_player(handler)
+    reconnect = handler.send(TABLE, cmd.Reconnect(player_id="ann"), "expire-mine", T0)
+    assert reconnect.result.rejection is not None
+    assert reconnect.result.rejection.code == "unauthorized"
+    assert "expire-mine" not in handler.store.streams[TABLE].results
+    timers = handler.send(TABLE, cmd.ExpireTimers(), "expire-any-id", T0)
+    assert timers.result.status == "accepted" and timers.events == []

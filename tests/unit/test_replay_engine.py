@@ -422,6 +422,6 @@ def test_an_event_the_topic_holds_twice_is_replayed_once() -> None:
     twice = in_sequence([*log[:5], log[4], *log[5:]])
     assert twice == log and messages(twice) == []
     forged = log[4].model_copy(update={"event_id": "another-event"})
-    both = in_sequence([*log[:5], forged, *log[5:]])
+    both = in_sequence([*log[:5], forged, forged.model_copy(), *log[5:]])
     assert len(both) == len(log) + 1
     assert f"sequence {log[4].sequence} where {log[4].sequence + 1} was due" in messages(both)

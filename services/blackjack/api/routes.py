@@ -21,7 +21,7 @@ from urllib.parse import parse_qs
 from sqlalchemy.ext.asyncio import AsyncConnection
 
 from blackjack.projections import queries
-from blackjack.projections.projector import is_count, parse_round_id
+from blackjack.projections.projector import parse_count, parse_round_id
 from blackjack.projections.store import ProjectionStore
 
 Scope = MutableMapping[str, Any]
@@ -92,13 +92,13 @@ async def _wallet(connection: AsyncConnection, player_id: str) -> dict[str, Any]
 async def _rounds(
     connection: AsyncConnection, player_id: str, params: dict[str, str]
 ) -> dict[str, Any]:
-    text = params.get("limit", str(DEFAULT_PAGE))
-    if not is_count(text, queries.MAX_PAGE):
+    limit = parse_count(params.get("limit", str(DEFAULT_PAGE)), queries.MAX_PAGE)
+    if limit is None:
         raise ApiError(
             400, "bad_parameter", f"limit must be a whole number from 1 to {queries.MAX_PAGE}"
         )
     try:
-        found = await queries.player_rounds(connection, player_id, int(text), params.get("cursor"))
+        found = await queries.player_rounds(connection, player_id, limit, params.get("cursor"))
     except ValueError as error:
         raise ApiError(400, "bad_parameter", str(error)) from None
     if found is None:

@@ -140,14 +140,12 @@ def in_sequence(records: Iterable[WireEnvelope]) -> list[WireEnvelope]:
     as the projections count it. Two different events at one place are both kept: the replay
     reports them."""
     kept: list[WireEnvelope] = []
-    first: dict[int, WireEnvelope] = {}
+    at: dict[int, list[WireEnvelope]] = {}
     for envelope in sorted(records, key=lambda e: e.sequence):
-        earlier = first.get(envelope.sequence)
-        if earlier is None:
-            first[envelope.sequence] = envelope
-        elif earlier == envelope:
-            continue
-        kept.append(envelope)
+        here = at.setdefault(envelope.sequence, [])
+        if envelope not in here:
+            here.append(envelope)
+            kept.append(envelope)
     return kept
 
 

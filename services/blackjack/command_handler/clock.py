@@ -45,11 +45,17 @@ def expire_command_id(stream_id: str, deadline: datetime) -> str:
     return f"{EXPIRE_PREFIX}{_digest(stream_id, deadline.isoformat())}"
 
 
+def is_clock_timer_id(command_id: str) -> bool:
+    """An id of the clock's ``ExpireTimers`` form: the handler refuses any other command that
+    uses one, so an answer under such an id is an ``ExpireTimers``'s or that refusal."""
+    return command_id.startswith(EXPIRE_PREFIX)
+
+
 def is_idle_timer(result: CommandResult) -> bool:
     """An answer to the clock's ``ExpireTimers`` that found nothing due: not remembered, live or
     by a rebuild, since it would answer the real one for that deadline as a duplicate."""
     return (
-        result.command_id.startswith(EXPIRE_PREFIX)
+        is_clock_timer_id(result.command_id)
         and result.status == "accepted"
         and result.first_sequence is None
     )

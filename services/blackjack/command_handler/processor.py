@@ -37,6 +37,7 @@ from blackjack.bus.headers import command_headers, result_headers
 from blackjack.bus.topics import Topics, partition_for
 from blackjack.command_handler.clock import (
     DISCONNECT_PREFIX,
+    EXPIRE_PREFIX,
     disconnect_command_id,
     is_idle_timer,
 )
@@ -106,6 +107,20 @@ def _refused(envelope: CommandEnvelope, message: str, now: datetime) -> CommandR
         rejection=Rejection(code="unauthorized", message=message),
         handled_at=now,
     )
+
+
+def _reserved_id(envelope: CommandEnvelope, signed: bool) -> str | None:
+    """Why the command may not use its id, if it is one only the service's own commands use:
+    a signed money step's (predictable: it derives from an event id), or the clock's
+    ``expire-`` prefix, whose answers that changed nothing are not remembered
+    (``clock.is_idle_timer``) and must belong to an ``ExpireTimers``."""
+    command_id = envelope.command_id
+    if not signed and is_step_id(command_id):
+        steps = ", ".join(f".{step}" for step in STEPS)
+        return f"command ids ending in {steps} are the service's own signed money steps"
+    if command_id.startswith(EXPIRE_PREFIX) and not isinstance(envelope.command, cmd.ExpireTimers):
+        return f"command ids starting with {EXPIRE_PREFIX} are the clock's ExpireTimers"
+    return None
 
 
 def _overtaken_disconnect(envelope: CommandEnvelope, stream: Stream) -> Rejection | None:
@@ -221,15 +236,11 @@ class Processor:
         command = envelope.command
         kind = str(command.type)
         signed, transfer = self.signer.verify(key, inbound.value or b"", inbound.headers)
-        if not signed and is_step_id(envelope.command_id):
-            # Answered, not remembered (nor by a rebuild, see ``replay``): the service's own
-            # step with this id must still find it free when it comes.
-            steps = ", ".join(f".{step}" for step in STEPS)
-            result = _refused(
-                envelope,
-                f"command ids ending in {steps} are the service's own signed money steps",
-                now,
-            )
+        reserved = _reserved_id(envelope, signed)
+        if reserved is not None:
+            # Answered, not remembered (nor by a rebuild, see ``replay``): the id stays free
+            # for the service's own command that has a right to it.
+            result = _refused(envelope, reserved, now)
             record = self._result_record(result, key, inbound.partition)
             return Handled(result=result, command_type=kind, outgoing=[record])
         stream = store.get(envelope.stream_id)
@@ -306,16 +317,14 @@ class Processor:
         now: datetime,
     ) -> Handled:
         """A signed command accepted before, whose result has left the window: refused,
-        nothing decided, no step sent. The answer is remembered like any other, as a rebuild
-        from the results topic would remember it."""
+        nothing decided, no step sent. The answer is not remembered: the stream's signed ids
+        refuse every copy the same way, and a rebuild, which drops ``unauthorized`` answers to
+        step ids, holds the same window as the live handler."""
         message = (
             f"this signed command was already applied: {kind} "
             f"{envelope.command_id} is not applied again"
         )
         result = _refused(envelope, message, now)
-        stream.remember(result, self.dedup_window)
-        store.dirty.add(stream.stream_id)
-        store.since_checkpoint += 1
         record = self._result_record(result, key, partition)
         return Handled(result=result, command_type=kind, outgoing=[record], duplicate=True)
 

@@ -21,7 +21,7 @@ from datetime import datetime
 from aiokafka import AIOKafkaConsumer, ConsumerRecord, TopicPartition
 
 from blackjack.bus.topics import Topics
-from blackjack.command_handler.clock import is_idle_timer
+from blackjack.command_handler.clock import is_clock_timer_id, is_idle_timer
 from blackjack.command_handler.processor import is_step_id
 from blackjack.command_handler.snapshots import (
     CHECKPOINT_PREFIX,
@@ -176,8 +176,12 @@ async def rebuild(
             result.rejection is not None
             and (
                 result.rejection.code in NOT_REMEMBERED
-                # an unsigned command that used a step's id: the step must find the id free
-                or (result.rejection.code == "unauthorized" and is_step_id(result.command_id))
+                # a command that used an id reserved for the service's own (a step's, the
+                # clock's), or a signed step's copy refused by the stream's signed ids
+                or (
+                    result.rejection.code == "unauthorized"
+                    and (is_step_id(result.command_id) or is_clock_timer_id(result.command_id))
+                )
             )
         ):
             continue

@@ -3,8 +3,9 @@
 Every event is folded into the state as soon as it is emitted (``_Round.emit``), so each later
 step of the same decision looks at the state replay would see; the decision works on one copy
 of the state (a draft, see ``evolve``), which it hands back only when it is accepted. Events are
-built with ``fact``, without re-validating values the decider has just checked. ``now`` is the only
-clock: it stamps deadlines and lets ``ExpireTimers`` act on them.
+built by the constructors in ``facts`` (generated from the event models), without re-validating
+values the decider has just checked. ``now`` is the only clock: it stamps deadlines and lets
+``ExpireTimers`` act on them.
 """
 
 from __future__ import annotations

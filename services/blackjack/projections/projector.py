@@ -51,21 +51,27 @@ MAX_ROUND = 2**63 - 1
 """The largest round number a store holds (a 64-bit integer column)."""
 
 
-def is_count(text: str, most: int) -> bool:
-    """``text`` is a whole number from 1 to ``most`` in ASCII digits (``str.isdigit`` also
-    takes other scripts' digits and superscripts)."""
-    digits = text.isascii() and text.isdigit() and len(text) <= len(str(most))
-    return digits and 1 <= int(text) <= most
+def parse_count(text: str, most: int) -> int | None:
+    """``text`` as a whole number from 1 to ``most`` in ASCII digits (``str.isdigit`` also
+    takes other scripts' digits and superscripts), leading zeros allowed; else None."""
+    if not (text.isascii() and text.isdigit()):
+        return None
+    significant = text.lstrip("0")
+    if not significant or len(significant) > len(str(most)):
+        return None
+    value = int(significant)
+    return value if value <= most else None
 
 
 def parse_round_id(text: str) -> tuple[str, int]:
     """``table-1:7`` -> ``("table-1", 7)``; stream ids may contain ``:`` themselves."""
     stream_id, sep, number = text.rpartition(":")
-    if not sep or not stream_id or not is_count(number, MAX_ROUND):
+    value = parse_count(number, MAX_ROUND) if sep and stream_id else None
+    if value is None:
         raise ValueError(
             f"a round id is STREAM_ID:ROUND with ROUND from 1 to {MAX_ROUND}, not {text[:80]!r}"
         )
-    return stream_id, int(number)
+    return stream_id, value
 
 
 def check_next(stream_id: str, last_sequence: int, envelope: WireEnvelope) -> None:
