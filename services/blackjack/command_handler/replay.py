@@ -125,6 +125,7 @@ async def rebuild(
         for raw in snapshots.values():
             stream = codec.decode(raw)
             store.streams[stream.stream_id] = stream
+            store.snapshot_bytes[stream.stream_id] = len(raw)
     events_from = checkpoint.events_from if checkpoint else 0
     results_from = checkpoint.results_from if checkpoint else 0
 

@@ -500,21 +500,20 @@ class CommandHandler:
         """Snapshot every stream changed since the last checkpoint, then the checkpoint."""
         await self._advance(store, sent)
         topic = self.topics.snapshots
-        largest = (0, "")
         for stream_id in sorted(store.dirty):
             sealed = self._codec.encode(store.streams[stream_id])
-            largest = max(largest, (len(sealed), stream_id))
+            store.snapshot_bytes[stream_id] = len(sealed)
             await producer.send(topic, sealed, key=stream_id.encode(), partition=store.partition)
-        # A stream's snapshot grows with every signed step it keeps (a wallet's buy-ins and
-        # cash-outs); one over the topic's limit would fail every checkpoint of its partition.
-        metrics.SNAPSHOT_LARGEST_BYTES.set(largest[0])
-        if largest[0] > SNAPSHOT_MAX_BYTES // 2:
-            self.log.warning(
-                "snapshot over half the size limit",
-                stream_id=largest[1],
-                bytes=largest[0],
-                limit=SNAPSHOT_MAX_BYTES,
-            )
+            # A stream's snapshot grows with every signed step it keeps (a wallet's buy-ins
+            # and cash-outs); one over the topic's limit would fail every checkpoint of its
+            # partition.
+            if len(sealed) > SNAPSHOT_MAX_BYTES // 2:
+                self.log.warning(
+                    "snapshot over half the size limit",
+                    stream_id=stream_id,
+                    bytes=len(sealed),
+                    limit=SNAPSHOT_MAX_BYTES,
+                )
         checkpoint = Checkpoint(
             partition=store.partition,
             events_from=store.events_next,
@@ -538,6 +537,7 @@ class CommandHandler:
         )
         store.dirty.clear()
         store.since_checkpoint = 0
+        self._publish_gauges()
 
     def _report(self, handled: list[Handled], records: list[ConsumerRecord[bytes, bytes]]) -> None:
         """Metrics and one log line per command, once its transaction has committed."""
@@ -614,12 +614,15 @@ class CommandHandler:
 
     def _publish_gauges(self) -> None:
         counts: dict[str, int] = dict.fromkeys(("pending", "ready", "failed", "fenced"), 0)
-        streams = 0
+        streams = largest_snapshot = 0
         for partition in self._partitions.values():
             if partition.status in counts:
                 counts[partition.status] += 1
             if partition.store is not None:
                 streams += len(partition.store.streams)
+                sizes = partition.store.snapshot_bytes.values()
+                largest_snapshot = max([largest_snapshot, *sizes])
         for status, count in counts.items():
             metrics.PARTITIONS.labels(status).set(count)
         metrics.STREAMS.set(streams)
+        metrics.SNAPSHOT_LARGEST_BYTES.set(largest_snapshot)

@@ -120,6 +120,8 @@ class PartitionStore:
     events_next: int = 0
     """An offset of the events partition that every folded event lies below."""
     results_next: int = 0
+    snapshot_bytes: dict[str, int] = field(default_factory=dict)
+    """The size of each stream's newest snapshot, sealed (its topic has a size limit)."""
 
     def get(self, stream_id: str) -> Stream:
         stream = self.streams.get(stream_id)

@@ -36,7 +36,7 @@ REBUILD_EVENTS = Counter("blackjack_rebuild_events_total", "Events folded while 
 SNAPSHOTS = Counter("blackjack_snapshots_total", "Stream snapshots written")
 SNAPSHOT_LARGEST_BYTES = Gauge(
     "blackjack_snapshot_largest_bytes",
-    "The largest stream snapshot of this instance's last checkpoint, sealed, in bytes",
+    "The newest snapshot of the largest stream this instance holds, sealed, in bytes",
 )
 SNAPSHOT_LIMIT_BYTES = Gauge(
     "blackjack_snapshot_limit_bytes",
