@@ -4,9 +4,11 @@ topic shows a card. A topic with another partition count stops the handler from 
 
 from __future__ import annotations
 
+import asyncio
 from typing import Any
 
 import pytest
+from aiokafka import AIOKafkaConsumer
 from conftest import (
     KafkaSpace,
     QueuedShuffler,
@@ -143,3 +145,47 @@ async def test_the_handler_refuses_topics_with_another_partition_count(kafka_spa
     handler = CommandHandler(wrong)
     with pytest.raises(TopicMismatch, match="has 2 partitions, the service is configured for 3"):
         await handler.start()
+
+
+async def _first_checkpoint(space: KafkaSpace, partition: int) -> Checkpoint:
+    """Follow the snapshots topic until the partition's checkpoint is committed (bounded)."""
+    consumer = AIOKafkaConsumer(
+        space.topics.snapshots,
+        bootstrap_servers=space.bootstrap,
+        group_id=None,
+        isolation_level="read_committed",
+        enable_auto_commit=False,
+        auto_offset_reset="earliest",
+    )
+    await consumer.start()
+    try:
+        async with asyncio.timeout(30):
+            while True:
+                for records in (await consumer.getmany(timeout_ms=500)).values():
+                    for record in records:
+                        if record.key == checkpoint_key(partition).encode() and record.value:
+                            return Checkpoint.decode(record.value)
+    finally:
+        await consumer.stop()
+
+
+async def test_a_quiet_partition_checkpoints_after_checkpoint_after_s(kafka_space: Any) -> None:
+    """Far fewer commands than ``snapshot_every``: the partition still checkpoints once
+    ``checkpoint_after_s`` has passed, so a rebuild never needs an answer older than the
+    results topic keeps, and a rejection stays in the window a rebuild reads."""
+    space: KafkaSpace = await kafka_space(partitions=1)
+    config = space.config(snapshot_every=100_000, checkpoint_after_s=0.5)
+    async with running_handler(config), space.client() as client:
+        assert (await client.execute("quiet", cmd.OpenTable(variant="mini-h17"))).status == (
+            "accepted"
+        )
+        refused = await client.execute(
+            "quiet", cmd.Withdraw(player_id="p", amount=5), command_id="refused-once"
+        )
+        assert refused.rejection is not None and refused.rejection.code == "not_seated"
+        checkpoint = await _first_checkpoint(space, 0)
+    assert checkpoint.events_from > 0 and checkpoint.results_from > 0
+    # The results topic's answers are not needed: the snapshot holds the window.
+    [snapshot] = [r for r in await read_topic(space, space.topics.snapshots) if r.key == b"quiet"]
+    codec = SnapshotCodec(derive_key(space.shoe_key, "blackjack/snapshots/v1"))
+    assert "refused-once" in codec.decode(snapshot.value).results

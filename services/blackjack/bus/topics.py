@@ -25,6 +25,8 @@ from aiokafka.partitioner import murmur2
 from blackjack.bus.settings import KafkaSettings
 
 DAY_MS = 24 * 60 * 60 * 1000
+REQUESTS_KEPT_MS = 7 * DAY_MS
+"""How long the commands and results topics keep a record."""
 SNAPSHOT_MAX_BYTES = 4 * 1024 * 1024
 
 _UNKNOWN_TOPIC = 3
@@ -66,10 +68,11 @@ def topic_configs(topics: Topics, settings: KafkaSettings) -> dict[str, dict[str
         "unclean.leader.election.enable": "false",
         "message.timestamp.type": "CreateTime",
     }
+    kept = str(REQUESTS_KEPT_MS)
     return {
         # Commands and their results are a request log: kept a week, then deleted.
-        topics.commands: {**common, "cleanup.policy": "delete", "retention.ms": str(7 * DAY_MS)},
-        topics.results: {**common, "cleanup.policy": "delete", "retention.ms": str(7 * DAY_MS)},
+        topics.commands: {**common, "cleanup.policy": "delete", "retention.ms": kept},
+        topics.results: {**common, "cleanup.policy": "delete", "retention.ms": kept},
         # The events are the source of truth: never deleted, never compacted.
         topics.events: {
             **common,

@@ -22,7 +22,7 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 
 from blackjack.bus.settings import KafkaSettings
-from blackjack.bus.topics import Topics
+from blackjack.bus.topics import REQUESTS_KEPT_MS, Topics
 from blackjack.command_handler.keys import load_shoe_key
 
 
@@ -34,6 +34,9 @@ class HandlerConfig:
     source: str = "/blackjack/command-handler"
     instance_id: str = field(default_factory=lambda: f"{socket.gethostname()}-{os.getpid()}")
     snapshot_every: int = 500
+    checkpoint_after_s: float = 3600.0
+    """A partition that handled a command checkpoints within this time even when fewer than
+    ``snapshot_every`` came (the results topic keeps answers for 7 days)."""
     dedup_window: int = 1000
     presence_timeout_s: float = 30.0
     timer_tick_s: float = 0.25
@@ -47,6 +50,11 @@ class HandlerConfig:
             )
         if self.snapshot_every < 1 or self.dedup_window < 1 or self.max_batch < 1:
             raise ValueError("snapshot_every, dedup_window and max_batch must be positive")
+        if not 0 < self.checkpoint_after_s * 1000 < REQUESTS_KEPT_MS:
+            raise ValueError(
+                "checkpoint_after_s must be positive and shorter than the results topic keeps "
+                f"answers ({REQUESTS_KEPT_MS // 1000} s)"
+            )
 
     @property
     def topics(self) -> Topics:
@@ -64,6 +72,7 @@ class HandlerConfig:
             "BLACKJACK_SOURCE": str,
             "BLACKJACK_INSTANCE_ID": str,
             "BLACKJACK_SNAPSHOT_EVERY": int,
+            "BLACKJACK_CHECKPOINT_AFTER_S": float,
             "BLACKJACK_DEDUP_WINDOW": int,
             "BLACKJACK_PRESENCE_TIMEOUT_S": float,
             "BLACKJACK_TIMER_TICK_MS": lambda ms: float(ms) / 1000,

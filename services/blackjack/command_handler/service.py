@@ -86,6 +86,8 @@ class _Partition:
     failures: int = 0
     lock: asyncio.Lock = field(default_factory=asyncio.Lock)
     fired: dict[str, float] = field(default_factory=dict)
+    checkpointed_at: float = 0.0
+    """``time.monotonic()`` of the last checkpoint, or of the partition becoming ready."""
 
 
 @dataclass
@@ -378,6 +380,7 @@ class CommandHandler:
         partition.status = "ready"
         partition.failures = 0
         partition.fired.clear()
+        partition.checkpointed_at = time.monotonic()
         self._consumer.resume(partition.tp)
         log.info("partition ready", committed_offset=committed, streams=len(store.streams))
         self._changed()
@@ -447,26 +450,50 @@ class CommandHandler:
                     {partition.tp: records[-1].offset + 1}, self.config.group_id
                 )
                 await producer.commit_transaction()
-            except ProducerFenced:
+            except Exception as error:
                 _forget_outcomes(sent)
-                metrics.TRANSACTIONS.labels("fenced").inc()
-                self.log.warning("fenced by a newer owner", partition=partition.number)
-                self._drop(partition, "fenced", RETRY_AFTER_FENCING_S)
-                await self._close_producer(partition)
-                return
-            except Exception:
-                _forget_outcomes(sent)
-                metrics.TRANSACTIONS.labels("aborted").inc()
-                self.log.exception("transaction failed; rebuilding", partition=partition.number)
-                with contextlib.suppress(Exception):
-                    await producer.abort_transaction()
-                self._drop(partition, "failed", RETRY_AFTER_FAILURE_S)
-                await self._close_producer(partition)
+                await self._failed(partition, producer, error)
                 return
             await self._advance(store, sent)
             metrics.TRANSACTIONS.labels("committed").inc()
             metrics.TRANSACTION_SECONDS.observe(time.monotonic() - started)
             self._report(handled, records)
+
+    async def _failed(
+        self, partition: _Partition, producer: AIOKafkaProducer, error: Exception
+    ) -> None:
+        """A transaction that did not commit: the partition is rebuilt from Kafka."""
+        if isinstance(error, ProducerFenced):
+            metrics.TRANSACTIONS.labels("fenced").inc()
+            self.log.warning("fenced by a newer owner", partition=partition.number)
+            self._drop(partition, "fenced", RETRY_AFTER_FENCING_S)
+        else:
+            metrics.TRANSACTIONS.labels("aborted").inc()
+            # called from the except clause: the log line carries its traceback
+            self.log.exception("transaction failed; rebuilding", partition=partition.number)
+            with contextlib.suppress(Exception):
+                await producer.abort_transaction()
+            self._drop(partition, "failed", RETRY_AFTER_FAILURE_S)
+        await self._close_producer(partition)
+
+    async def _checkpoint_if_quiet(self, partition: _Partition) -> None:
+        """A checkpoint in a transaction of its own, on a partition that has handled commands
+        since its last one but too few to take another: the results topic keeps answers for
+        7 days, and a rebuild after that must not need the ones it lost."""
+        async with partition.lock:
+            producer, store = partition.producer, partition.store
+            if partition.status != "ready" or producer is None or store is None:
+                return
+            if not store.since_checkpoint:
+                return
+            try:
+                await producer.begin_transaction()
+                await self._checkpoint(partition, store, producer, [])
+                await producer.commit_transaction()
+            except Exception as error:
+                await self._failed(partition, producer, error)
+                return
+            metrics.TRANSACTIONS.labels("committed").inc()
 
     def _drop(self, partition: _Partition, status: Status, retry_after: float) -> None:
         """Forget the partition's memory; it is rebuilt from Kafka before the next command."""
@@ -537,6 +564,7 @@ class CommandHandler:
         )
         store.dirty.clear()
         store.since_checkpoint = 0
+        partition.checkpointed_at = time.monotonic()
         self._publish_gauges()
 
     def _report(self, handled: list[Handled], records: list[ConsumerRecord[bytes, bytes]]) -> None:
@@ -578,6 +606,12 @@ class CommandHandler:
                 store = partition.store
                 if partition.status != "ready" or store is None:
                     continue
+                quiet_for = mono - partition.checkpointed_at
+                if store.since_checkpoint and quiet_for >= self.config.checkpoint_after_s:
+                    await self._checkpoint_if_quiet(partition)
+                    store = partition.store
+                    if partition.status != "ready" or store is None:
+                        continue
                 partition.fired = {
                     k: at for k, at in partition.fired.items() if mono - at < REFIRE_AFTER_S
                 }
