@@ -231,8 +231,23 @@ async def wait_for_events(
 ) -> list[EventEnvelope]:
     """Follow the stream's events until ``done`` holds for them (bounded)."""
     seal = space.seal()
+    seen: list[EventEnvelope] = []
+    async with following(space, space.topics.events) as consumer, asyncio.timeout(timeout):
+        while not done(seen):
+            batch = await consumer.getmany(timeout_ms=500)
+            for records in batch.values():
+                for record in records:
+                    envelope = from_wire(decode(record.value), seal)
+                    if envelope.stream_id == stream_id:
+                        seen.append(envelope)
+    return seen
+
+
+@contextlib.asynccontextmanager
+async def following(space: KafkaSpace, topic: str) -> AsyncIterator[AIOKafkaConsumer]:
+    """A consumer of the topic's committed records from the start, stopped on leaving."""
     consumer = AIOKafkaConsumer(
-        space.topics.events,
+        topic,
         bootstrap_servers=space.bootstrap,
         group_id=None,
         isolation_level="read_committed",
@@ -240,19 +255,10 @@ async def wait_for_events(
         auto_offset_reset="earliest",
     )
     await consumer.start()
-    seen: list[EventEnvelope] = []
     try:
-        async with asyncio.timeout(timeout):
-            while not done(seen):
-                batch = await consumer.getmany(timeout_ms=500)
-                for records in batch.values():
-                    for record in records:
-                        envelope = from_wire(decode(record.value), seal)
-                        if envelope.stream_id == stream_id:
-                            seen.append(envelope)
+        yield consumer
     finally:
         await consumer.stop()
-    return seen
 
 
 def types_of(envelopes: Iterable[EventEnvelope]) -> list[str]:

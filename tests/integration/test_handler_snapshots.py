@@ -8,10 +8,10 @@ import asyncio
 from typing import Any
 
 import pytest
-from aiokafka import AIOKafkaConsumer
 from conftest import (
     KafkaSpace,
     QueuedShuffler,
+    following,
     read_topic,
     running_handler,
     stream_events,
@@ -149,24 +149,13 @@ async def test_the_handler_refuses_topics_with_another_partition_count(kafka_spa
 
 async def _first_checkpoint(space: KafkaSpace, partition: int) -> Checkpoint:
     """Follow the snapshots topic until the partition's checkpoint is committed (bounded)."""
-    consumer = AIOKafkaConsumer(
-        space.topics.snapshots,
-        bootstrap_servers=space.bootstrap,
-        group_id=None,
-        isolation_level="read_committed",
-        enable_auto_commit=False,
-        auto_offset_reset="earliest",
-    )
-    await consumer.start()
-    try:
-        async with asyncio.timeout(30):
-            while True:
-                for records in (await consumer.getmany(timeout_ms=500)).values():
-                    for record in records:
-                        if record.key == checkpoint_key(partition).encode() and record.value:
-                            return Checkpoint.decode(record.value)
-    finally:
-        await consumer.stop()
+    key = checkpoint_key(partition).encode()
+    async with following(space, space.topics.snapshots) as consumer, asyncio.timeout(30):
+        while True:
+            for records in (await consumer.getmany(timeout_ms=500)).values():
+                for record in records:
+                    if record.key == key and record.value:
+                        return Checkpoint.decode(record.value)
 
 
 async def test_a_quiet_partition_checkpoints_after_checkpoint_after_s(kafka_space: Any) -> None:

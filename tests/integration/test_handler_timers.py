@@ -30,14 +30,12 @@ PARTITIONS = 2
 HANDLER = {"presence_timeout_s": 1.0}
 
 
-async def test_the_multi_seat_clock_leaves_out_a_silent_player_and_stands_a_silent_hand(
-    space: KafkaSpace, shuffler: QueuedShuffler, client: BlackjackClient
+async def _ann_and_ben_bought_in(
+    space: KafkaSpace, client: BlackjackClient, table: str, turn_seconds: int
 ) -> None:
-    table = "clock-multi"
-    shuffler.queue(["TS", "7S", "6S", "TH"])  # ann: T 6 against the dealer's 7, T in the hole
-    await accept(
-        client, table, cmd.OpenTable(variant="atlantic-city-multi", overrides={"turn_seconds": 1})
-    )
+    """An atlantic-city-multi table with this clock, ann and ben seated with 1,000 each."""
+    overrides = {"turn_seconds": turn_seconds}
+    await accept(client, table, cmd.OpenTable(variant="atlantic-city-multi", overrides=overrides))
     for seat, player in enumerate(("ann", "ben")):
         await accept(client, table, cmd.SitDown(player_id=player, seat=seat))
         await accept(
@@ -47,6 +45,14 @@ async def test_the_multi_seat_clock_leaves_out_a_silent_player_and_stands_a_sile
             BuyIn(player_id=player, table_id=table, amount=1_000),
         )
     await wait_for_events(space, table, lambda es: types_of(es).count("FundsDeposited") == 2)
+
+
+async def test_the_multi_seat_clock_leaves_out_a_silent_player_and_stands_a_silent_hand(
+    space: KafkaSpace, shuffler: QueuedShuffler, client: BlackjackClient
+) -> None:
+    table = "clock-multi"
+    shuffler.queue(["TS", "7S", "6S", "TH"])  # ann: T 6 against the dealer's 7, T in the hole
+    await _ann_and_ben_bought_in(space, client, table, turn_seconds=1)
     await accept(
         client, table, cmd.PlaceBet(player_id="ann", box=0, amount=500), cmd.Deal(player_id="ann")
     )
@@ -71,18 +77,7 @@ async def test_an_early_copy_of_the_clocks_command_does_not_stop_the_clock(
     the source: a copy sent before the deadline is answered with nothing done, and the
     clock's own command for that deadline still acts when it comes."""
     table = "clock-early"
-    await accept(
-        client, table, cmd.OpenTable(variant="atlantic-city-multi", overrides={"turn_seconds": 3})
-    )
-    for seat, player in enumerate(("ann", "ben")):
-        await accept(client, table, cmd.SitDown(player_id=player, seat=seat))
-        await accept(
-            client,
-            wallet_stream(player),
-            WalletDeposit(player_id=player, amount=1_000),
-            BuyIn(player_id=player, table_id=table, amount=1_000),
-        )
-    await wait_for_events(space, table, lambda es: types_of(es).count("FundsDeposited") == 2)
+    await _ann_and_ben_bought_in(space, client, table, turn_seconds=3)
     await accept(client, table, cmd.PlaceBet(player_id="ann", box=0, amount=500))
     events = await wait_for_events(space, table, lambda es: "RoundOpened" in types_of(es))
     [opened] = [e.data for e in events if isinstance(e.data, ev.RoundOpened)]

@@ -2,8 +2,9 @@
 which moves the rules allow.
 
 Written apart from the decider on purpose: an audit that called the code it audits could not
-catch that code's mistakes. It shares only the rule data (``Rules``), the hand totals and the
-rounding functions of ``domain.payouts`` (each of them tested against the seed pages).
+catch that code's mistakes. It shares only the rule data (``Rules``), the card values and hand
+totals, and the rounding functions of ``domain.payouts`` (each of them tested against the seed
+pages).
 """
 
 from __future__ import annotations
@@ -11,6 +12,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Literal
 
+from blackjack.domain.cards import value_of
 from blackjack.domain.events import Outcome
 from blackjack.domain.hand import is_natural, total
 from blackjack.domain.payouts import blackjack_winnings, insurance_return, surrender_refund
@@ -110,9 +112,12 @@ def move_problem(state: TableState, player_id: str, box: int, hand: int, move: M
         if rules.double_on == "totals" and total(cards.cards).best not in rules.double_totals:
             return f"a double on {total(cards.cards).best}, not one of the table's totals"
     if move == "split":
-        first, second = (card[0] for card in cards.cards) if two else ("", "x")
-        same = first == second if rules.split_by == "rank" else _value(first) == _value(second)
-        if not two or not same:
+        pair = two and (
+            cards.cards[0][0] == cards.cards[1][0]
+            if rules.split_by == "rank"
+            else value_of(cards.cards[0]) == value_of(cards.cards[1])
+        )
+        if not pair:
             return f"a split of {' '.join(cards.cards)}, not a pair at this table"
         if len(state.boxes[box].hands) > rules.max_splits:
             return "a split beyond the table's number of splits"
@@ -121,7 +126,3 @@ def move_problem(state: TableState, player_id: str, box: int, hand: int, move: M
     ):
         return "a surrender the table does not allow on this hand"
     return None
-
-
-def _value(rank: str) -> int:
-    return 1 if rank == "A" else 10 if rank in "TJQK" else int(rank) if rank.isdigit() else -1
