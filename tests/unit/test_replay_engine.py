@@ -51,8 +51,9 @@ def tamper(
     return [*log[:index], forged, *log[index + 1 :]]
 
 
-def messages(log: list[WireEnvelope]) -> list[str]:
-    return [f.message for f in replay_stream(log).findings]
+def messages(log: list[WireEnvelope], seal: ShoeSeal | None = None) -> list[str]:
+    """The replay's findings; with the shoe key, shoes not yet retired open too."""
+    return [f.message for f in replay_stream(log, seal).findings]
 
 
 def test_a_clean_log_of_every_variant_replays_without_a_finding() -> None:
@@ -310,12 +311,6 @@ def test_a_partial_refund_must_be_a_players_removal() -> None:
 # ---- moves the rules did not allow ----------------------------------------------------------
 
 
-def found(log: list[WireEnvelope]) -> list[str]:
-    """The findings of a replay with the shoe key (shoes not yet retired are still sealed)."""
-    replay = replay_stream(log, SEAL)
-    return [f.message for f in replay.findings]
-
-
 def _with_rules(**changes: Any) -> Callable[[ev.TableOpened], dict[str, Any]]:
     def change(e: ev.TableOpened) -> dict[str, Any]:
         return {"rules": e.rules.model_copy(update=changes)}
@@ -332,9 +327,9 @@ def test_a_move_the_tables_rules_forbid_is_found() -> None:
         cmd.Deal(player_id=A),
         cmd.Surrender(player_id=A, box=0),
     )
-    assert found(wires(surrendered)) == []
+    assert messages(wires(surrendered), SEAL) == []
     no_surrender = tamper(wires(surrendered), ev.TableOpened, _with_rules(late_surrender=False))
-    assert found(no_surrender) == ["a surrender the table does not allow on this hand"]
+    assert messages(no_surrender, SEAL) == ["a surrender the table does not allow on this hand"]
 
     doubled = Script("atlantic-city", [["6H", "7S", "9H", "QD", "5C"]])  # 15 against a 7
     doubled.do(
@@ -342,9 +337,9 @@ def test_a_move_the_tables_rules_forbid_is_found() -> None:
         cmd.Deal(player_id=A),
         cmd.Double(player_id=A, box=0),
     )
-    assert found(wires(doubled)) == []
+    assert messages(wires(doubled), SEAL) == []
     on_totals = _with_rules(double_on="totals", double_totals=frozenset({9, 10, 11}))
-    assert found(tamper(wires(doubled), ev.TableOpened, on_totals)) == [
+    assert messages(tamper(wires(doubled), ev.TableOpened, on_totals), SEAL) == [
         "a double on 15, not one of the table's totals"
     ]
 
@@ -356,9 +351,9 @@ def test_a_move_the_tables_rules_forbid_is_found() -> None:
         cmd.Stand(player_id=A, box=0, hand=0),
         cmd.Stand(player_id=A, box=0, hand=1),
     )
-    assert found(wires(split)) == []
+    assert messages(wires(split), SEAL) == []
     by_rank = tamper(wires(split), ev.TableOpened, _with_rules(split_by="rank"))
-    assert found(by_rank) == ["a split of KS QH, not a pair at this table"]
+    assert messages(by_rank, SEAL) == ["a split of KS QH, not a pair at this table"]
 
 
 def test_a_move_out_of_turn_or_by_someone_else_is_found() -> None:
@@ -374,13 +369,13 @@ def test_a_move_out_of_turn_or_by_someone_else_is_found() -> None:
         cmd.Stand(player_id="bo", box=1),
     )
     log = wires(script)
-    assert found(log) == []
-    out_of_turn = found(tamper(log, ev.PlayerStood, lambda e: {"box": 1}))
+    assert messages(log, SEAL) == []
+    out_of_turn = messages(tamper(log, ev.PlayerStood, lambda e: {"box": 1}), SEAL)
     assert "a stand on box 1 hand 0, whose turn it was not" in out_of_turn
-    by_another = found(tamper(log, ev.PlayerStood, lambda e: {"player_id": "bo"}))
+    by_another = messages(tamper(log, ev.PlayerStood, lambda e: {"player_id": "bo"}), SEAL)
     assert "a stand by bo on a box that is not theirs" in by_another
     # a payout booked to the other player, balances and all: whose box it was gives it away
-    paid_to_bo = found(tamper(log, ev.HandSettled, lambda e: {"player_id": "bo"}))
+    paid_to_bo = messages(tamper(log, ev.HandSettled, lambda e: {"player_id": "bo"}), SEAL)
     assert "box 0's player: recorded bo, the rules give alice" in paid_to_bo
 
 
@@ -389,8 +384,8 @@ def test_a_false_or_missing_peek_is_found() -> None:
     blackjack = Script("mini-h17", [["TH", "KS", "6S", "AD"]])  # 16 against K up, A in the hole
     blackjack.do(cmd.PlaceBet(player_id=A, box=0, amount=1000), cmd.Deal(player_id=A))
     log = wires(blackjack)
-    assert found(log) == []
-    hidden = found(tamper(log, ev.DealerPeeked, lambda e: {"has_blackjack": False}))
+    assert messages(log, SEAL) == []
+    hidden = messages(tamper(log, ev.DealerPeeked, lambda e: {"has_blackjack": False}), SEAL)
     assert "what the peek found: recorded False, the rules give True" in hidden
 
     no_blackjack = Script("mini-h17", [["TH", "KS", "6S", "7D"]])
@@ -400,16 +395,16 @@ def test_a_false_or_missing_peek_is_found() -> None:
         cmd.Stand(player_id=A, box=0),
     )
     log = wires(no_blackjack)
-    assert found(log) == []
+    assert messages(log, SEAL) == []
     at = next(i for i, w in enumerate(log) if isinstance(w.data, ev.DealerPeeked))
     skipped = [
         *log[:at],
         *(w.model_copy(update={"sequence": w.sequence - 1}) for w in log[at + 1 :]),
     ]
-    assert found(skipped) == ["play started without the peek the rules require"]
+    assert messages(skipped, SEAL) == ["play started without the peek the rules require"]
     # and a peek under an upcard the rules do not look under
-    assert "a peek the rules do not make" in found(
-        tamper(log, ev.TableOpened, _with_rules(peek_on_ten=False))
+    assert "a peek the rules do not make" in messages(
+        tamper(log, ev.TableOpened, _with_rules(peek_on_ten=False)), SEAL
     )
 
 
