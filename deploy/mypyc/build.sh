@@ -16,6 +16,7 @@ MODULES=(
   blackjack/domain/payouts.py
   blackjack/domain/fact.py
   blackjack/domain/facts.py
+  blackjack/domain/transfers.py
   blackjack/domain/state.py
   blackjack/domain/evolve.py
   blackjack/domain/shoe.py

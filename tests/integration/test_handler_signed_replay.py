@@ -1,6 +1,7 @@
 """A signed money step copied from ``blackjack.commands`` and sent again, byte for byte, once
-the idempotency window has moved on: the handler refuses it (``unauthorized``, "already
-applied") and no balance moves, also after a restart that rebuilds the partition from a
+the idempotency window has moved on: the table or wallet refuses it
+(``transfer_already_handled``: it keeps the last buy-in number per wallet, the last paying
+table event per table) and no balance moves, also after a restart that rebuilds the partition from a
 checkpoint's snapshots or from the events alone. The same holds for a buy-in's deposit the
 table declined (the player was not seated) and refunded, sent again once the player sits."""
 
@@ -73,8 +74,7 @@ def refused_as_replay(result: CommandResult) -> bool:
     return (
         result.status == "rejected"
         and result.rejection is not None
-        and result.rejection.code == "unauthorized"
-        and "already applied" in result.rejection.message
+        and result.rejection.code == "transfer_already_handled"
     )
 
 

@@ -1,7 +1,10 @@
-"""A copy of a signed money step (a buy-in's ``Deposit``, a ``CashOut``), sent again after the
-idempotency window has moved on, is refused by the handler's processor, without Kafka: the
-stream keeps every signed command id it accepted, with no window, in its snapshot and in what
-a rebuild reads back from the events."""
+"""A copy of a signed money step (a buy-in's ``Deposit``, its ``ConfirmBuyIn`` or
+``RefundBuyIn``, a ``CashOut``), sent again after the idempotency window has moved on, is
+refused by the handler's processor, without Kafka. The deciders refuse it by what it carries
+(a table keeps the last buy-in number of each wallet, a wallet the last table event of each
+table it received a cash-out from), so a stream's memory does not grow with its buy-ins and
+cash-outs. Only a cash-out from a handler from before cash-outs named their table event is
+still kept by command id."""
 
 from __future__ import annotations
 
@@ -9,6 +12,7 @@ import base64
 import json
 import zlib
 from datetime import UTC, datetime
+from typing import Any
 
 from cryptography.hazmat.primitives.ciphers.aead import AESGCM
 
@@ -17,7 +21,14 @@ from blackjack.command_handler.snapshots import SealedSnapshot, SnapshotCodec
 from blackjack.command_handler.streams import PartitionStore, Stream, initial_state
 from blackjack.domain import commands as cmd
 from blackjack.domain.state import TableState
-from blackjack.domain.wallet import BuyIn, WalletDeposit, WalletState, WalletWithdraw, wallet_stream
+from blackjack.domain.wallet import (
+    BuyIn,
+    CashOut,
+    WalletDeposit,
+    WalletState,
+    WalletWithdraw,
+    wallet_stream,
+)
 from blackjack.messages.envelope import CommandEnvelope, CommandResult
 from tests.unit.processor_harness import TOPICS, new_processor
 
@@ -73,13 +84,20 @@ def results(handled: Handled) -> list[CommandResult]:
     ]
 
 
-def assert_refused_replay(handled: Handled) -> None:
+def assert_refused_copy(handled: Handled, code: str) -> CommandResult:
     """Typed rejection, one result record and nothing else: no events, no steps."""
     [result] = results(handled)
     assert result.status == "rejected" and result.rejection is not None
-    assert result.rejection.code == "unauthorized"
-    assert "already applied" in result.rejection.message
-    assert handled.events == [] and steps(handled) == [] and handled.duplicate
+    assert result.rejection.code == code, result.rejection
+    assert handled.events == [] and steps(handled) == []
+    return result
+
+
+def assert_refused_legacy_copy(handled: Handled) -> None:
+    """A cash-out that named no table event: refused by its id, before the decider."""
+    result = assert_refused_copy(handled, "unauthorized")
+    assert result.rejection is not None and "already applied" in result.rejection.message
+    assert handled.duplicate
 
 
 def bought_in() -> tuple[Harness, Outgoing, Outgoing]:
@@ -116,22 +134,64 @@ def test_a_signed_deposit_or_cash_out_sent_again_after_the_window_is_refused() -
     ids = {CommandEnvelope.model_validate_json(r.value).command_id for r in (deposit, cash_out)}
     assert not ids & {*h.store.streams[TABLE].results, *h.store.streams[WALLET].results}
     table_sequence, wallet_sequence = h.store.streams[TABLE].sequence, h.wallet().transfers
-    assert_refused_replay(h.forward(deposit))  # no second credit, no confirm nor refund
-    assert_refused_replay(h.forward(cash_out))
+    # no second credit, no confirm nor refund
+    assert_refused_copy(h.forward(deposit), "transfer_already_handled")
+    assert_refused_copy(h.forward(cash_out), "transfer_already_handled")
     assert h.table().players[PLAYER].balance == 200 and h.wallet().balance == 800
     assert h.store.streams[TABLE].sequence == table_sequence
     assert h.wallet().transfers == wallet_sequence and h.wallet().pending == ()
     # And again: the refusal is now in the window, still nothing changes.
-    assert_refused_replay(h.forward(deposit))
+    again = h.forward(deposit)
+    assert again.duplicate and not again.events and not steps(again)
     assert h.table().players[PLAYER].balance == 200
+    assert not h.store.streams[TABLE].signed and not h.store.streams[WALLET].signed
 
 
-def test_the_signed_ids_survive_the_snapshot_and_a_rebuild_from_the_events() -> None:
+def test_a_copy_of_a_buy_in_s_confirmation_is_refused_by_the_wallet() -> None:
+    h = Harness()
+    h.send(TABLE, cmd.OpenTable(variant="atlantic-city-multi"))
+    h.send(TABLE, cmd.SitDown(player_id=PLAYER))
+    h.send(WALLET, WalletDeposit(player_id=PLAYER, amount=1_000))
+    [deposit] = steps(h.send(WALLET, BuyIn(player_id=PLAYER, table_id=TABLE, amount=300)))
+    [confirm] = steps(h.forward(deposit))
+    assert results(h.forward(confirm))[0].status == "accepted"
+    push_past_the_window(h)
+    assert_refused_copy(h.forward(confirm), "unknown_transfer")
+    assert h.wallet().balance == 700 and h.wallet().pending == ()
+
+
+def round_trips(h: Harness, count: int) -> None:
+    """``count`` buy-ins of 10 at the table, each forwarded and confirmed, and as many
+    withdrawals cashed out to the wallet."""
+    for _ in range(count):
+        [deposit] = steps(h.send(WALLET, BuyIn(player_id=PLAYER, table_id=TABLE, amount=10)))
+        [confirm] = steps(h.forward(deposit))
+        h.forward(confirm)
+        [cash_out] = steps(h.send(TABLE, cmd.Withdraw(player_id=PLAYER, amount=10)))
+        assert results(h.forward(cash_out))[0].status == "accepted"
+
+
+def test_a_stream_s_memory_does_not_grow_with_its_buy_ins_and_cash_outs() -> None:
+    h, deposit, cash_out = bought_in()
+    codec = SnapshotCodec(b"s" * 32)
+    round_trips(h, 20)
+    sizes = {s: len(codec.encode(h.store.streams[s])) for s in (TABLE, WALLET)}
+    round_trips(h, 400)
+    assert h.wallet().balance == 800 and h.table().players[PLAYER].balance == 200
+    assert h.table().buy_ins == {WALLET: 421} and h.wallet().transfers == 421
+    assert list(h.wallet().cashed_out) == [TABLE]
+    assert not h.store.streams[TABLE].signed and not h.store.streams[WALLET].signed
+    for stream_id, before in sizes.items():
+        # Same window, one number per counterpart: only the digits of the numbers grow
+        # (zlib makes the size wobble by a few bytes either way).
+        assert abs(len(codec.encode(h.store.streams[stream_id])) - before) < 64
+    assert_refused_copy(h.forward(deposit), "transfer_already_handled")
+    assert_refused_copy(h.forward(cash_out), "transfer_already_handled")
+
+
+def test_a_rebuild_from_the_events_or_the_snapshot_refuses_the_copies_the_same_way() -> None:
     h, deposit, cash_out = bought_in()
     push_past_the_window(h)
-    live = {s: set(h.store.streams[s].signed) for s in (TABLE, WALLET)}
-    assert len(live[TABLE]) == 1 and len(live[WALLET]) == 2  # the deposit; confirm + cash-out
-
     # From the events alone (as a rebuild without a checkpoint reads them).
     for stream_id in (TABLE, WALLET):
         rebuilt = Stream(stream_id, initial_state(stream_id))
@@ -140,7 +200,7 @@ def test_the_signed_ids_survive_the_snapshot_and_a_rebuild_from_the_events() -> 
                 if envelope.stream_id == stream_id:
                     rebuilt.fold(envelope)
                     rebuilt.note_signed(envelope)
-        assert rebuilt.signed == live[stream_id]
+        assert rebuilt.state == h.store.streams[stream_id].state and not rebuilt.signed
 
     # Through a sealed snapshot, into a fresh partition store (a restarted handler).
     codec = SnapshotCodec(b"s" * 32)
@@ -148,36 +208,84 @@ def test_the_signed_ids_survive_the_snapshot_and_a_rebuild_from_the_events() -> 
     fresh.processor = h.processor
     for stream_id in (TABLE, WALLET):
         opened = codec.decode(codec.encode(h.store.streams[stream_id]))
-        assert opened.signed == live[stream_id] and not opened.signed_incomplete
+        assert opened.state == h.store.streams[stream_id].state and not opened.signed_incomplete
         assert opened.last_seen == h.store.streams[stream_id].last_seen
         fresh.store.streams[stream_id] = opened
     assert PLAYER in fresh.store.streams[TABLE].last_seen
-    assert_refused_replay(fresh.forward(deposit))
-    assert_refused_replay(fresh.forward(cash_out))
+    assert_refused_copy(fresh.forward(deposit), "transfer_already_handled")
+    assert_refused_copy(fresh.forward(cash_out), "transfer_already_handled")
     assert fresh.table().players[PLAYER].balance == 200 and fresh.wallet().balance == 800
+
+
+def legacy_cash_out(h: Harness, amount: int) -> Outgoing:
+    """A signed ``CashOut`` as a handler from before ``table_sequence`` sent it."""
+    envelope = CommandEnvelope(
+        command_id="3f1c0a52-0000-5000-8000-000000000001.cashout",
+        stream_id=WALLET,
+        command=CashOut(player_id=PLAYER, table_id=TABLE, amount=amount),
+    )
+    key, value = WALLET.encode(), envelope.model_dump_json().encode()
+    return Outgoing(TOPICS.commands, key, value, h.processor.signer.headers(key, value), 0)
+
+
+def test_a_cash_out_that_names_no_table_event_is_still_kept_by_its_id() -> None:
+    h, _, _ = bought_in()
+    paid_out = h.store.streams[TABLE].sequence  # the table's FundsWithdrawn
+    old = legacy_cash_out(h, 50)
+    assert results(h.forward(old))[0].status == "accepted"
+    assert h.wallet().balance == 850 and h.wallet().cashed_out == {TABLE: paid_out}
+    [kept] = h.store.streams[WALLET].signed
+    push_past_the_window(h)
+    assert_refused_legacy_copy(h.forward(old))
+    assert h.wallet().balance == 850
+    # A rebuild finds it again: from the events (a version 1 event has no table_sequence)...
+    rebuilt = Stream(WALLET, initial_state(WALLET))
+    for handled in h.handled:
+        for envelope in handled.events:
+            if envelope.stream_id == WALLET:
+                rebuilt.fold(envelope)
+                rebuilt.note_signed(envelope)
+    assert rebuilt.signed == {kept}
+    # ... and from the snapshot.
+    codec = SnapshotCodec(b"s" * 32)
+    assert codec.decode(codec.encode(h.store.streams[WALLET])).signed == {kept}
+
+
+def sealed_body(raw: bytes) -> tuple[SealedSnapshot, dict[str, Any]]:
+    record = SealedSnapshot.model_validate_json(raw)
+    blob = base64.b64decode(record.sealed)
+    aad = f"snapshot/{record.stream_id}/{record.sequence}".encode()
+    body = json.loads(zlib.decompress(AESGCM(b"s" * 32).decrypt(blob[:12], blob[12:], aad)))
+    return record, body
+
+
+def resealed(record: SealedSnapshot, body: dict[str, Any]) -> bytes:
+    """The snapshot an older handler would have written with ``body``."""
+    aad = f"snapshot/{record.stream_id}/{record.sequence}".encode()
+    nonce = base64.b64decode(record.sealed)[:12]
+    plain = zlib.compress(json.dumps(body).encode())
+    sealed = base64.b64encode(nonce + AESGCM(b"s" * 32).encrypt(nonce, plain, aad)).decode()
+    return record.model_copy(update={"sealed": sealed}).model_dump_json().encode()
+
+
+def test_an_older_snapshot_keeps_only_the_ids_of_cash_outs() -> None:
+    # Older handlers kept the id of every signed step; the deciders now refuse the copies of
+    # deposits, confirmations and refunds by what they carry.
+    h, _, _ = bought_in()
+    codec = SnapshotCodec(b"s" * 32)
+    record, body = sealed_body(codec.encode(h.store.streams[WALLET]))
+    body["signed"] = ["e1.cashout", "e2.confirm", "e3.refund", "e4.deposit"]
+    assert codec.decode(resealed(record, body)).signed == {"e1.cashout"}
 
 
 def test_a_snapshot_without_the_signed_ids_is_marked_for_completion() -> None:
     h, _, _ = bought_in()
     codec = SnapshotCodec(b"s" * 32)
-    stream = h.store.streams[TABLE]
-    stream.signed = set()
-    raw = codec.encode(stream)
     # An older handler's snapshot: the same body without "signed"; the rebuild then reads the
     # stream's events before the checkpoint for them.
-    record = SealedSnapshot.model_validate_json(raw)
-    blob = base64.b64decode(record.sealed)
-    aad = f"snapshot/{record.stream_id}/{record.sequence}".encode()
-    aead = AESGCM(b"s" * 32)
-    body = json.loads(zlib.decompress(aead.decrypt(blob[:12], blob[12:], aad)))
+    record, body = sealed_body(codec.encode(h.store.streams[TABLE]))
     del body["signed"]
-    plain = zlib.compress(json.dumps(body).encode())
-    legacy = record.model_copy(
-        update={
-            "sealed": base64.b64encode(blob[:12] + aead.encrypt(blob[:12], plain, aad)).decode()
-        }
-    )
-    opened = codec.decode(legacy.model_dump_json().encode())
+    opened = codec.decode(resealed(record, body))
     assert opened.signed_incomplete and opened.signed == set()
 
 
@@ -214,7 +322,8 @@ def test_a_declined_signed_deposit_sent_again_after_the_window_is_refused() -> N
     h, deposit = declined_buy_in()
     push_past_the_window(h)
     sequence = h.store.streams[TABLE].sequence
-    assert_refused_replay(h.forward(deposit))  # no credit, no confirm nor second refund
+    # no credit, no confirm nor second refund
+    assert_refused_copy(h.forward(deposit), "transfer_already_handled")
     assert h.table().players[PLAYER].balance == 0 and h.wallet().balance == 1_000
     assert h.store.streams[TABLE].sequence == sequence and h.wallet().pending == ()
 
@@ -222,30 +331,19 @@ def test_a_declined_signed_deposit_sent_again_after_the_window_is_refused() -> N
 def test_a_declined_transfer_is_kept_by_a_rebuild_from_the_events_and_the_snapshot() -> None:
     h, deposit = declined_buy_in()
     push_past_the_window(h)
-    live = set(h.store.streams[TABLE].signed)
-    assert len(live) == 1
     rebuilt = Stream(TABLE, initial_state(TABLE))
     for handled in h.handled:
         for envelope in handled.events:
             if envelope.stream_id == TABLE:
                 rebuilt.fold(envelope)
-                rebuilt.note_signed(envelope)
-    assert rebuilt.signed == live and rebuilt.state == h.table()
+    assert rebuilt.state == h.table() and h.table().buy_ins == {WALLET: 1}
     codec = SnapshotCodec(b"s" * 32)
     for stream in (rebuilt, h.store.streams[TABLE]):
         fresh = Harness()
         fresh.processor = h.processor
         fresh.store.streams[TABLE] = codec.decode(codec.encode(stream))
         fresh.store.streams[WALLET] = h.store.streams[WALLET]
-        assert_refused_replay(fresh.forward(deposit))
-        # Belt and braces: even without the signed id, the table knows the transfer.
-        fresh.store.streams[TABLE].signed.clear()
-        fresh.store.streams[TABLE].results.clear()
-        again = fresh.forward(deposit)
-        [result] = results(again)
-        assert not steps(again) and not again.events  # no confirmation, no second refund
-        assert result.rejection is not None
-        assert result.rejection.code == "transfer_already_handled"
+        assert_refused_copy(fresh.forward(deposit), "transfer_already_handled")
         assert fresh.table().players[PLAYER].balance == 0
 
 

@@ -159,9 +159,10 @@ async def test_a_rebuild_remembers_the_newest_ids_like_the_live_window() -> None
     assert retry.duplicate and retry.result.status == "rejected" and retry.events == []
 
 
-async def test_a_signed_step_resent_after_the_window_is_not_remembered() -> None:
+async def test_a_signed_step_resent_after_the_window_is_refused_alike_live_and_rebuilt() -> None:
     """A signed step delivered again once its answer has left the window is refused by the
-    stream's signed ids, every time, and that answer is not remembered, live or rebuilt."""
+    table's decider (it knows the wallet's last buy-in number), and that answer is remembered
+    in the same place live and rebuilt."""
     handler = Handler(window=3)
     for number, command in enumerate(
         (cmd.OpenTable(variant="atlantic-city-multi"), cmd.SitDown(player_id="ann", seat=0))
@@ -176,10 +177,11 @@ async def test_a_signed_step_resent_after_the_window_is_not_remembered() -> None
         withdraw = cmd.Withdraw(player_id="ann", amount=10**9)
         handler.send(TABLE, withdraw, f"x-{number}", T0 + timedelta(seconds=number))
     again = handler.forward(deposit.key, deposit.value, T0, deposit.headers)
-    assert again.result.rejection is not None and again.result.rejection.code == "unauthorized"
-    assert again.events == []
+    assert again.result.rejection is not None
+    assert again.result.rejection.code == "transfer_already_handled"
+    assert again.events == [] and not [r for r in again.outgoing if r.topic.endswith("commands")]
     live = list(handler.store.streams[TABLE].results)
-    assert live == ["x-1", "x-2", "x-3"]
+    assert live == ["x-2", "x-3", again.result.command_id]
     await handler.take_over()
     assert list(handler.store.streams[TABLE].results) == live
 

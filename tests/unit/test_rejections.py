@@ -3,7 +3,8 @@
 Given a table built from real commands, when one more command is decided, then it is refused
 with the expected code and a message, ``decide`` returns no events, and the state it was given
 is unchanged. ``malformed`` and ``unknown_command`` belong to the shell: a message that does not
-validate against ``commands.AnyCommand`` never reaches the decider.
+validate against ``commands.AnyCommand`` never reaches the decider (the decider's one
+``malformed`` is a buy-in reference it cannot read).
 """
 
 from __future__ import annotations
@@ -273,6 +274,15 @@ def test_a_buy_in_the_table_has_already_taken_is_not_taken_again() -> None:
     transfer = cmd.Deposit(player_id="ann", amount=300, transfer="wallet:ann/1")
     state = given("atlantic-city-multi", cmd.SitDown(player_id="ann"), transfer)
     then_rejected(state, transfer, "transfer_already_handled")
+
+
+@rejects("malformed")
+def test_a_buy_in_reference_that_names_no_wallet_buy_in_is_malformed() -> None:
+    """The handler writes a buy-in's reference from its signed header; a command that
+    reaches the decider any other way is still refused, not taken."""
+    state = given("atlantic-city-multi", cmd.SitDown(player_id="ann"))
+    for ref in ("wallet:ann", "wallet:ann/", "/3", "wallet:ann/-1", "wallet:ann/٣"):
+        then_rejected(state, cmd.Deposit(player_id="ann", amount=5, transfer=ref), "malformed")
 
 
 @rejects("unauthorized")

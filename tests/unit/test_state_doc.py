@@ -46,12 +46,24 @@ def test_a_state_with_every_kind_of_field_comes_back() -> None:
         dealer=("AH", "9C"),
         active=(0, 0),
         deadline=datetime(2026, 1, 1, 12, 0, 15, tzinfo=UTC),
-        transfers=frozenset({"wallet:ann/2", "wallet:ann/1"}),
+        buy_ins={"wallet:ann": 2, "wallet:bob": 7},
     )
     document = json.loads(json.dumps(state.to_doc()))
-    assert document["transfers"] == ["wallet:ann/1", "wallet:ann/2"]
+    assert document["buy_ins"] == {"wallet:ann": 2, "wallet:bob": 7}
     assert TableState.from_doc(document) == state
     assert TableState.from_doc(document) != TableState()
+
+
+def test_an_older_snapshot_s_list_of_buy_ins_becomes_the_last_number_per_wallet() -> None:
+    # Before, a table's snapshot listed every buy-in reference it had handled.
+    document = TableState().to_doc()
+    del document["buy_ins"]
+    document["transfers"] = ["wallet:ann/1", "wallet:a/b/3", "wallet:ann/12", "wallet:ann/2"]
+    state = TableState.from_doc(document)
+    assert state.buy_ins == {"wallet:ann": 12, "wallet:a/b": 3}
+    document["transfers"] = ["wallet:ann/x"]
+    with pytest.raises(ValueError, match="not a buy-in reference"):
+        TableState.from_doc(document)
 
 
 @pytest.mark.parametrize("cls", [Hand, Box, Player, Shoe, TableState])

@@ -5,9 +5,14 @@ Given / when / then: the past wallet events, a command, the new events or the re
 
 from __future__ import annotations
 
+import json
+
+import pytest
 from hypothesis import given
 from hypothesis import strategies as st
+from pydantic import ValidationError
 
+from blackjack.domain.evolve import CorruptLog
 from blackjack.domain.rejections import Rejection
 from blackjack.domain.wallet import (
     INITIAL_WALLET,
@@ -31,6 +36,7 @@ from blackjack.domain.wallet import (
     is_wallet_stream,
     wallet_stream,
 )
+from blackjack.messages import wire
 
 P = "alice"
 
@@ -127,6 +133,53 @@ def test_a_cash_out_from_a_table_credits_the_wallet() -> None:
     ]
 
 
+def cashed(state: WalletState, table: str, sequence: int, amount: int = 10) -> WalletState:
+    command = CashOut(player_id=P, table_id=table, amount=amount, table_sequence=sequence)
+    decision = decide_wallet(state, command)
+    assert isinstance(decision, list), decision
+    [event] = decision
+    assert isinstance(event, CashOutReceived) and event.table_sequence == sequence
+    return fold_wallet(decision, state)
+
+
+def test_a_wallet_remembers_the_last_table_event_it_was_paid_from_per_table() -> None:
+    state = cashed(cashed(cashed(INITIAL_WALLET, "t1", 4), "t2", 9), "t1", 12)
+    assert state.balance == 30 and state.cashed_out == {"t1": 12, "t2": 9}
+    # A table's cash-outs arrive in the order of its events: one not after the last is a copy.
+    for table, sequence in (("t1", 12), ("t1", 5), ("t2", 9)):
+        copy = CashOut(player_id=P, table_id=table, amount=10, table_sequence=sequence)
+        assert rejected(state, copy) == "transfer_already_handled"
+    assert cashed(state, "t1", 13).cashed_out == {"t1": 13, "t2": 9}
+    with pytest.raises(ValidationError):
+        CashOut(player_id=P, table_id="t1", amount=10, table_sequence=0)
+
+
+def test_a_log_with_a_cash_out_received_twice_is_corrupt() -> None:
+    paid = CashOutReceived(player_id=P, table_id="t1", amount=5, balance_after=5, table_sequence=3)
+    again = paid.model_copy(update={"balance_after": 10})
+    with pytest.raises(CorruptLog, match="received twice"):
+        fold_wallet([paid, again])
+
+
+def test_a_version_1_cash_out_received_is_upcast_with_no_table_event() -> None:
+    old = {"type": "CashOutReceived", "version": 1, "player_id": P, "table_id": "t1"}
+    old |= {"amount": 25, "balance_after": 25}
+    envelope = {
+        "event_id": "e-1",
+        "type": "CashOutReceived",
+        "schema_version": 1,
+        "stream_id": wallet_stream(P),
+        "sequence": 1,
+        "occurred_at": "2026-01-01T00:00:00+00:00",
+        "data": old,
+    }
+    event = wire.decode(json.dumps(envelope).encode()).data
+    assert isinstance(event, CashOutReceived)
+    assert (event.version, event.table_sequence, event.amount) == (2, None, 25)
+    state = fold_wallet([event])
+    assert state.balance == 25 and state.cashed_out == {}
+
+
 _amount = st.integers(min_value=-5, max_value=600)
 _commands = st.lists(
     st.one_of(
@@ -137,7 +190,13 @@ _commands = st.lists(
         st.builds(
             RefundBuyIn, player_id=st.just(P), transfer=st.integers(0, 6), reason=st.just("x")
         ),
-        st.builds(CashOut, player_id=st.just(P), table_id=st.just("t"), amount=_amount),
+        st.builds(
+            CashOut,
+            player_id=st.just(P),
+            table_id=st.just("t"),
+            amount=_amount,
+            table_sequence=st.none() | st.integers(1, 6),
+        ),
     ),
     max_size=40,
 )

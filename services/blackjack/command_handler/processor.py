@@ -14,12 +14,14 @@ Order of the checks, each a typed rejection on the results topic:
    with an id reserved for the service's steps (``<cause>.deposit`` ...). These are answered
    but not remembered.
 2. a command id the stream has handled: the original result again, nothing else.
-3. ``unauthorized``: a signed command the stream has already accepted, however long ago (a
-   copy of a money step's record, sent again after the idempotency window has moved on);
-   nothing else is done, not even the buy-in's confirm or refund. A buy-in's deposit the
-   table declined counts as accepted: its ``TransferDeclined`` is in the table's log.
-   ``unauthorized``: a command only the service may issue, without the service's signature.
-4. the decider (table or wallet): accepted with its events, or its typed rejection.
+3. ``unauthorized``: a cash-out that named no table event (sent by a handler from before
+   they did), accepted before, however long ago: a copy of its record sent again after the
+   idempotency window has moved on (see ``streams``). ``unauthorized``: a command only the
+   service may issue, without the service's signature.
+4. the decider (table or wallet): accepted with its events, or its typed rejection. Copies of
+   the other money steps are refused here, by what they carry (``transfer_already_handled``
+   for a buy-in's deposit or a cash-out, ``unknown_transfer`` for a confirm or refund), and
+   nothing else is done, not even the buy-in's confirm or refund.
 """
 
 from __future__ import annotations
@@ -42,12 +44,13 @@ from blackjack.command_handler.clock import (
     is_idle_timer,
 )
 from blackjack.command_handler.signing import CommandSigner
-from blackjack.command_handler.streams import PartitionStore, Stream
+from blackjack.command_handler.streams import PartitionStore, Stream, kept_by_id
 from blackjack.domain import commands as cmd
 from blackjack.domain import events as ev
 from blackjack.domain.commands import COMMAND_TYPES
 from blackjack.domain.rejections import Rejection, RejectionCode
 from blackjack.domain.state import TableState
+from blackjack.domain.transfers import buy_in_ref
 from blackjack.domain.wallet import (
     SERVICE_ONLY_WALLET_COMMANDS,
     WALLET_COMMAND_TYPES,
@@ -90,7 +93,7 @@ def event_id(stream_id: str, sequence: int) -> str:
 
 def transfer_ref(player_id: str, transfer: int) -> str:
     """How a table names a wallet's buy-in: the wallet stream and its transfer number."""
-    return f"{wallet_stream(player_id)}/{transfer}"
+    return buy_in_ref(wallet_stream(player_id), transfer)
 
 
 STEPS = ("deposit", "cashout", "confirm", "refund")
@@ -289,7 +292,7 @@ class Processor:
             handled_at=now,
             player_id=present,
         )
-        if signed and rejection is None:
+        if signed and rejection is None and kept_by_id(command):
             stream.signed.add(envelope.command_id)
         if not is_idle_timer(result):
             stream.remember(result, self.dedup_window)
@@ -316,8 +319,8 @@ class Processor:
         partition: int,
         now: datetime,
     ) -> Handled:
-        """A signed command accepted before, whose result has left the window: refused,
-        nothing decided, no step sent. The answer is not remembered: the stream's signed ids
+        """A cash-out that named no table event, accepted before, whose result has left the
+        window: refused, nothing decided. The answer is not remembered: the stream's signed ids
         refuse every copy the same way, and a rebuild, which drops ``unauthorized`` answers to
         step ids, holds the same window as the live handler."""
         message = (
@@ -566,7 +569,9 @@ class Processor:
         amount = event.balance_returned if isinstance(event, ev.SeatLeft) else event.amount
         if amount <= 0:
             return []
-        cash_out = CashOut(player_id=player, table_id=table, amount=amount)
+        cash_out = CashOut(
+            player_id=player, table_id=table, amount=amount, table_sequence=envelope.sequence
+        )
         return [
             self._command_record(
                 step_id(envelope.event_id, "cashout"),

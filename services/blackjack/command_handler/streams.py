@@ -1,7 +1,12 @@
 """What a handler holds in memory for the partitions it owns: the state of each stream, its
-last sequence number, the results of its last commands (the idempotency window), and every
-signed command it ever accepted (kept without a window: a signed step moves money, so a copy
-of its record must never be applied again, however late it comes).
+last sequence number and the results of its last commands (the idempotency window).
+
+A signed money step moves money, so a copy of its record must never be applied again, however
+late it comes. The deciders refuse such copies by what they carry: a table remembers the last
+buy-in number of each wallet, a wallet its pending buy-ins (a confirm or refund) and the last
+table event of each table it received a cash-out from. Only a cash-out sent by a handler from
+before cash-outs named their table event can be told from its copies by its command id alone;
+those ids are kept without a window (``Stream.signed``), and no new one is added.
 
 All of it is derived from the partition's snapshot, events and results, so it is rebuilt on
 assignment and thrown away whenever a transaction fails.
@@ -13,13 +18,11 @@ from collections import OrderedDict
 from dataclasses import dataclass, field
 from datetime import datetime
 
-from blackjack.domain import events as ev
 from blackjack.domain.evolve import CorruptLog, evolve
 from blackjack.domain.state import INITIAL_STATE, TableState
 from blackjack.domain.wallet import (
     INITIAL_WALLET,
-    BuyInCompleted,
-    BuyInRefunded,
+    CashOut,
     CashOutReceived,
     WalletEvent,
     WalletState,
@@ -30,9 +33,13 @@ from blackjack.messages.envelope import CommandResult, EventEnvelope
 
 StreamState = TableState | WalletState
 
-SIGNED_WALLET_EVENTS = (BuyInCompleted, BuyInRefunded, CashOutReceived)
-"""Wallet events only a signed command can cause (``ConfirmBuyIn``, ``RefundBuyIn``,
-``CashOut``): their causation ids are the wallet's accepted signed commands."""
+LEGACY_STEP_SUFFIX = ".cashout"
+"""The only steps kept by id: cash-outs from before ``CashOut.table_sequence``."""
+
+
+def kept_by_id(command: object) -> bool:
+    """A signed step whose copies only its command id tells apart (see the module's doc)."""
+    return isinstance(command, CashOut) and command.table_sequence is None
 
 
 def initial_state(stream_id: str) -> StreamState:
@@ -50,8 +57,8 @@ class Stream:
     from the results after it (``CommandResult.player_id``), so the presence clock of a
     disconnection-policy table survives a restart or a takeover."""
     signed: set[str] = field(default_factory=set)
-    """Ids of every signed (service-issued) command this stream accepted, with no window:
-    carried in the snapshot and rebuilt from the events' causation ids."""
+    """Ids of the cash-outs this wallet accepted that named no table event (``kept_by_id``),
+    with no window: carried in the snapshot and rebuilt from the events' causation ids."""
     signed_incomplete: bool = False
     """Opened from a snapshot written before ``signed`` was kept: the rebuild completes it
     from the stream's events before the checkpoint."""
@@ -85,20 +92,15 @@ class Stream:
             self.last_seen[player_id] = when
 
     def note_signed(self, envelope: EventEnvelope) -> None:
-        """On replay, after folding ``envelope``: remember its cause if only a signed command
-        can cause it (a wallet's buy-in answer or cash-out, a deposit at a multi-seat table,
-        where the platform's own ``Deposit`` is refused, a buy-in the table declined)."""
-        if not envelope.causation_id:
-            return
+        """On replay, after folding ``envelope``: remember its cause if it is a cash-out that
+        named no table event (a version 1 ``CashOutReceived``, only a signed ``CashOut`` causes
+        one)."""
         event = envelope.data
-        if isinstance(self.state, WalletState):
-            signed = isinstance(event, SIGNED_WALLET_EVENTS)
-        else:
-            signed = isinstance(event, ev.TransferDeclined) or (
-                isinstance(event, ev.FundsDeposited)
-                and (event.transfer is not None or self.state.rules.seats > 1)
-            )
-        if signed:
+        if (
+            envelope.causation_id
+            and isinstance(event, CashOutReceived)
+            and event.table_sequence is None
+        ):
             self.signed.add(envelope.causation_id)
 
     def remember(self, result: CommandResult, window: int) -> None:

@@ -32,6 +32,7 @@ from blackjack.domain.rejections import Rejection, RejectionCode
 from blackjack.domain.rules import PRESETS
 from blackjack.domain.shoe import commitment, needs_shuffle
 from blackjack.domain.state import Hand, Player, TableState
+from blackjack.domain.transfers import transfer_origin
 
 Decision = list[ev.Event] | Rejection
 
@@ -337,11 +338,20 @@ def _deposit(r: _Round, c: cmd.Deposit) -> None:
 def _transfer_deposit(r: _Round, c: cmd.Deposit, transfer: str) -> None:
     """A buy-in's deposit is taken (``FundsDeposited`` with its transfer) or declined
     (``TransferDeclined``, the money goes back to the wallet), never simply refused: either
-    way the table's log keeps the transfer, so a copy of it is never taken later."""
+    way the table's log keeps the transfer, so a copy of it is never taken later. A wallet's
+    buy-ins arrive in the order it numbered them (``domain.transfers``): one numbered at or
+    below the last this table handled from that wallet is a copy."""
     state = r.state
-    if transfer in state.transfers:
+    try:
+        wallet, number = transfer_origin(transfer)
+    except ValueError as error:
+        raise _refuse("malformed", str(error)) from error
+    last = state.buy_ins.get(wallet, 0)
+    if number <= last:
         raise _refuse(
-            "transfer_already_handled", f"buy-in {transfer} was already taken or declined here"
+            "transfer_already_handled",
+            f"buy-in {transfer} was already taken or declined here "
+            f"(the last one from {wallet} was number {last})",
         )
     try:
         if not state.opened:

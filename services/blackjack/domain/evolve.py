@@ -24,6 +24,7 @@ from blackjack.domain.state import (
     Shoe,
     TableState,
 )
+from blackjack.domain.transfers import transfer_origin
 
 
 class CorruptLog(ValueError):
@@ -118,11 +119,21 @@ def _funds_moved(draft: TableState, e: ev.FundsWithdrawn) -> None:
 def _funds_deposited(draft: TableState, e: ev.FundsDeposited) -> None:
     _set_balance(draft, e.player_id, e.balance_after)
     if e.transfer is not None:
-        draft.transfers = draft.transfers | {e.transfer}
+        _handled_buy_in(draft, e.transfer)
 
 
 def _transfer_declined(draft: TableState, e: ev.TransferDeclined) -> None:
-    draft.transfers = draft.transfers | {e.transfer}
+    _handled_buy_in(draft, e.transfer)
+
+
+def _handled_buy_in(draft: TableState, transfer: str) -> None:
+    try:
+        wallet, number = transfer_origin(transfer)
+    except ValueError as error:
+        raise CorruptLog(str(error)) from error
+    if number <= draft.buy_ins.get(wallet, 0):
+        raise CorruptLog(f"buy-in {transfer} handled after a later one of {wallet}")
+    draft.buy_ins = {**draft.buy_ins, wallet: number}
 
 
 def _connection(draft: TableState, e: ev.PlayerDisconnected | ev.PlayerReconnected) -> None:

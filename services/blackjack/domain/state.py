@@ -8,6 +8,7 @@ from typing import Any, ClassVar, Final, Literal
 
 from blackjack.domain.hand import Total, total
 from blackjack.domain.rules import Rules
+from blackjack.domain.transfers import highest_per_wallet
 
 HandStatus = Literal["open", "standing", "bust", "blackjack", "surrendered"]
 Phase = Literal["betting", "insurance", "playing", "dealer"]
@@ -288,7 +289,7 @@ class TableState(_Value):
         "dealer",
         "active",
         "deadline",
-        "transfers",
+        "buy_ins",
     )
 
     def __init__(
@@ -306,7 +307,7 @@ class TableState(_Value):
         dealer: tuple[str, ...] = (),
         active: tuple[int, int] | None = None,  # (box, hand) whose turn it is
         deadline: datetime | None = None,
-        transfers: frozenset[str] = frozenset(),
+        buy_ins: dict[str, int] | None = None,
     ) -> None:
         self.opened = opened
         self.rules = rules
@@ -320,8 +321,9 @@ class TableState(_Value):
         self.dealer = dealer
         self.active = active
         self.deadline = deadline
-        # The wallet buy-ins this table has taken or declined: neither is ever taken again.
-        self.transfers = transfers
+        # Per wallet stream, the number of the last buy-in this table took or declined: a
+        # deposit at or below it is never taken (see ``domain.transfers``). Replaced whole.
+        self.buy_ins: dict[str, int] = {} if buy_ins is None else buy_ins
 
     def copy(self) -> TableState:
         """The draft ``evolve`` works on: a shallow copy, since no field value is changed in
@@ -339,7 +341,7 @@ class TableState(_Value):
             dealer=self.dealer,
             active=self.active,
             deadline=self.deadline,
-            transfers=self.transfers,
+            buy_ins=self.buy_ins,
         )
 
     def player_at(self, seat: int) -> Player | None:
@@ -404,8 +406,15 @@ class TableState(_Value):
             dealer=tuple(doc["dealer"]),
             active=None if active is None else (active[0], active[1]),
             deadline=None if deadline is None else datetime.fromisoformat(deadline),
-            transfers=frozenset(doc["transfers"]),
+            buy_ins=_buy_ins_of(doc),
         )
+
+
+def _buy_ins_of(doc: dict[str, Any]) -> dict[str, int]:
+    if "buy_ins" in doc:
+        return {wallet: int(number) for wallet, number in doc["buy_ins"].items()}
+    # A snapshot written before: it listed every buy-in reference the table had handled.
+    return highest_per_wallet(doc["transfers"])
 
 
 INITIAL_STATE: Final = TableState()

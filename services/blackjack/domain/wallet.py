@@ -96,6 +96,13 @@ class CashOut(WalletCommand):
     type: Literal["CashOut"] = "CashOut"
     table_id: str = Field(min_length=1, max_length=128)
     amount: StrictInt
+    table_sequence: StrictInt | None = Field(
+        None,
+        ge=1,
+        description="the sequence number of the table event that paid the money out; a "
+        "cash-out at or below the last one the wallet received from that table is a copy "
+        "(absent from cash-outs sent by handlers before it was added)",
+    )
 
 
 WALLET_COMMAND_TYPES: tuple[type[WalletCommand], ...] = (
@@ -162,10 +169,17 @@ class BuyInRefunded(WalletEvent):
 
 
 class CashOutReceived(WalletEvent):
+    """Version 2 added ``table_sequence``, the table event that paid the money out; a
+    version 1 event is upcast on read with ``table_sequence: null`` (not known)."""
+
+    version: int = 2
     type: Literal["CashOutReceived"] = "CashOutReceived"
     table_id: str
     amount: int
     balance_after: int
+    table_sequence: int | None = Field(
+        None, ge=1, description="the table event that paid it out; null if not known"
+    )
 
 
 WALLET_EVENT_TYPES: tuple[type[WalletEvent], ...] = (
@@ -193,6 +207,12 @@ class WalletState(BaseModel):
     currency: str | None = Field(None, description="set by the first deposit")
     transfers: int = Field(0, description="buy-ins sent so far; the next one gets this + 1")
     pending: tuple[PendingBuyIn, ...] = ()
+    cashed_out: dict[str, int] = Field(
+        default_factory=dict,
+        description="per table, the sequence of the table event whose cash-out the wallet "
+        "received last: a table's cash-outs arrive in the order of its events, so one at or "
+        "below it is a copy. One number per table, however many cash-outs",
+    )
 
     def pending_transfer(self, transfer: int) -> PendingBuyIn | None:
         return next((p for p in self.pending if p.transfer == transfer), None)
@@ -227,6 +247,18 @@ def _other_currency(state: WalletState, currency: str) -> Rejection | None:
         return Rejection(
             code="currency_mismatch",
             message=f"this wallet holds {state.currency}, not {currency}",
+        )
+    return None
+
+
+def _received(state: WalletState, command: CashOut) -> Rejection | None:
+    """A copy of a cash-out already received: its table event is not after the last one."""
+    last = state.cashed_out.get(command.table_id, 0)
+    if command.table_sequence is not None and command.table_sequence <= last:
+        return Rejection(
+            code="transfer_already_handled",
+            message=f"the cash-out of {command.table_id} event {command.table_sequence} was "
+            f"already received (the last one received was of its event {last})",
         )
     return None
 
@@ -288,13 +320,14 @@ def decide_wallet(state: WalletState, command: WalletCommand) -> WalletDecision:
             )
         ]
     if isinstance(command, CashOut):
-        refused = _invalid_amount(command.amount)
+        refused = _invalid_amount(command.amount) or _received(state, command)
         return refused or [
             CashOutReceived(
                 player_id=pid,
                 table_id=command.table_id,
                 amount=command.amount,
                 balance_after=state.balance + command.amount,
+                table_sequence=command.table_sequence,
             )
         ]
     return Rejection(
@@ -307,6 +340,21 @@ def decide_wallet(state: WalletState, command: WalletCommand) -> WalletDecision:
 
 def _balance(state: WalletState, e: WalletWithdrawn | CashOutReceived) -> WalletState:
     return state.model_copy(update={"balance": e.balance_after})
+
+
+def _cashed_out(state: WalletState, e: CashOutReceived) -> WalletState:
+    if e.table_sequence is None:  # a version 1 event: its copies are refused by command id
+        return _balance(state, e)
+    if e.table_sequence <= state.cashed_out.get(e.table_id, 0):
+        raise _corrupt(f"cash-out of {e.table_id} event {e.table_sequence} received twice")
+    cashed_out = {**state.cashed_out, e.table_id: e.table_sequence}
+    return state.model_copy(update={"balance": e.balance_after, "cashed_out": cashed_out})
+
+
+def _corrupt(message: str) -> Exception:
+    from blackjack.domain.evolve import CorruptLog  # evolve imports the event union
+
+    return CorruptLog(message)
 
 
 def _deposited(state: WalletState, e: WalletDeposited) -> WalletState:
@@ -341,7 +389,7 @@ def _refunded(state: WalletState, e: BuyInRefunded) -> WalletState:
 _EVOLVERS: dict[type[WalletEvent], Callable[[WalletState, Any], WalletState]] = {
     WalletDeposited: _deposited,
     WalletWithdrawn: _balance,
-    CashOutReceived: _balance,
+    CashOutReceived: _cashed_out,
     BuyInSent: _sent,
     BuyInCompleted: _completed,
     BuyInRefunded: _refunded,
@@ -351,9 +399,7 @@ _EVOLVERS: dict[type[WalletEvent], Callable[[WalletState, Any], WalletState]] = 
 def evolve_wallet(state: WalletState, event: WalletEvent) -> WalletState:
     evolver = _EVOLVERS.get(type(event))
     if evolver is None:
-        from blackjack.domain.evolve import CorruptLog  # evolve imports the event union
-
-        raise CorruptLog(f"no wallet evolve rule for {type(event).__name__}")
+        raise _corrupt(f"no wallet evolve rule for {type(event).__name__}")
     return evolver(state, event)
 
 

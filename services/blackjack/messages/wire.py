@@ -53,7 +53,15 @@ def _bet_refunded_v1_to_v2(data: dict[str, Any]) -> dict[str, Any]:
     return {**data, "version": 2, "box_total": 0}
 
 
-UPCASTERS: dict[tuple[str, int], Upcaster] = {("BetRefunded", 1): _bet_refunded_v1_to_v2}
+def _cash_out_received_v1_to_v2(data: dict[str, Any]) -> dict[str, Any]:
+    """Version 1 did not name the table event that paid the money out."""
+    return {**data, "version": 2, "table_sequence": None}
+
+
+UPCASTERS: dict[tuple[str, int], Upcaster] = {
+    ("BetRefunded", 1): _bet_refunded_v1_to_v2,
+    ("CashOutReceived", 1): _cash_out_received_v1_to_v2,
+}
 """(event type, stored version) -> function returning the event one version newer."""
 
 

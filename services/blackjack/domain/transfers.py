@@ -1,0 +1,36 @@
+"""How a table names a wallet's buy-in, and what it remembers of the buy-ins it handled.
+
+A wallet numbers its buy-ins 1, 2, 3... and sends each one's ``Deposit`` to its table in that
+order, in transactions committed one after the other to the table's partition. So a table
+sees a wallet's buy-ins in increasing numbers, and needs to remember only the highest it has
+taken or declined from each wallet: a deposit at or below it is a copy. That keeps a table's
+memory to one number per wallet, however many buy-ins it handles.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+
+
+def buy_in_ref(wallet_stream: str, number: int) -> str:
+    """``wallet:<player>/<number>``: the wallet stream and its buy-in number."""
+    return f"{wallet_stream}/{number}"
+
+
+def transfer_origin(ref: str) -> tuple[str, int]:
+    """The wallet stream and buy-in number a reference names (``ValueError`` if it names
+    none)."""
+    wallet, slash, number = ref.rpartition("/")
+    if not slash or not wallet or not number.isdigit() or not number.isascii():
+        raise ValueError(f"{ref!r} is not a buy-in reference (wallet:<player>/<number>)")
+    return wallet, int(number)
+
+
+def highest_per_wallet(refs: Iterable[str]) -> dict[str, int]:
+    """The highest buy-in number of each wallet among ``refs`` (how a table's older snapshot,
+    which listed every buy-in it handled, becomes what a table remembers now)."""
+    highest: dict[str, int] = {}
+    for ref in refs:
+        wallet, number = transfer_origin(ref)
+        highest[wallet] = max(number, highest.get(wallet, 0))
+    return highest
