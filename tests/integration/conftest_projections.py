@@ -34,6 +34,7 @@ from blackjack.domain.legal import legal_actions
 from blackjack.domain.rejections import Rejection
 from blackjack.domain.rules import Rules
 from blackjack.domain.state import INITIAL_STATE, TableState
+from blackjack.domain.transfers import buy_in_ref
 from blackjack.messages import wire
 from blackjack.messages.envelope import EventEnvelope
 from blackjack.messages.sealing import ShoeSeal
@@ -97,7 +98,10 @@ class _Table:
                 amount = event.balance_returned if isinstance(event, ev.SeatLeft) else event.amount
                 if amount > 0:
                     cash_out = wl.CashOut(
-                        player_id=event.player_id, table_id=self.stream_id, amount=amount
+                        player_id=event.player_id,
+                        table_id=self.stream_id,
+                        amount=amount,
+                        table_sequence=self.sequences[self.stream_id],
                     )
                     self.wallet(cash_out)
         return True
@@ -142,11 +146,18 @@ class _Table:
         self.wallet(wl.WalletDeposit(player_id=player_id, amount=amount))
         if not self.wallet(wl.BuyIn(player_id=player_id, table_id=self.stream_id, amount=amount)):
             return
-        transfer = self.wallets[wl.wallet_stream(player_id)].transfers
-        if self.submit(cmd.Deposit(player_id=player_id, amount=amount)):
-            self.wallet(wl.ConfirmBuyIn(player_id=player_id, transfer=transfer))
+        wallet = wl.wallet_stream(player_id)
+        transfer = self.wallets[wallet].transfers
+        # As the handler sends it: the table takes the buy-in or declines it, never refuses.
+        self.must(
+            cmd.Deposit(player_id=player_id, amount=amount, transfer=buy_in_ref(wallet, transfer))
+        )
+        answer = self.envelopes[-1].data
+        if isinstance(answer, ev.TransferDeclined):
+            reason = answer.reason_code
+            self.wallet(wl.RefundBuyIn(player_id=player_id, transfer=transfer, reason=reason))
         else:
-            self.wallet(wl.RefundBuyIn(player_id=player_id, transfer=transfer, reason="refused"))
+            self.wallet(wl.ConfirmBuyIn(player_id=player_id, transfer=transfer))
 
     def must(self, command: cmd.Command) -> None:
         if not self.submit(command):

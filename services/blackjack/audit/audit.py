@@ -8,6 +8,8 @@
    balance, and no money in play at a table with no round open.
 4. Replay every table's events through the pure engine (``audit.replay``): balances, stakes,
    cards against the committed shoe, the dealer's drawing, every payout derived again.
+5. Match every buy-in and cash-out between a wallet and a shared table across the two logs
+   (``audit.transfers``).
 
 Every difference, violation and finding is reported; any one makes the audit fail.
 """
@@ -21,6 +23,7 @@ from sqlalchemy import select
 from sqlalchemy.ext.asyncio import AsyncConnection
 
 from blackjack.audit.replay import Finding, StreamReplay, money, replay_stream
+from blackjack.audit.transfers import reconcile
 from blackjack.domain.wallet import is_wallet_stream
 from blackjack.messages.sealing import ShoeSeal
 from blackjack.projections import queries, schema
@@ -72,6 +75,8 @@ class AuditReport:
     violations: list[str] = field(default_factory=list)
     totals: list[MoneyTotals] = field(default_factory=list)
     replays: list[StreamReplay] = field(default_factory=list)
+    transfers: list[Finding] = field(default_factory=list)
+    """money between wallets and shared tables that does not match across the logs"""
 
     @property
     def findings(self) -> list[Finding]:
@@ -79,7 +84,7 @@ class AuditReport:
 
     @property
     def ok(self) -> bool:
-        return not (self.differences or self.violations or self.findings)
+        return not (self.differences or self.violations or self.findings or self.transfers)
 
     def render(self) -> str:
         rounds = sum(len(r.rounds) for r in self.replays)
@@ -106,6 +111,8 @@ class AuditReport:
         )
         lines += [f"  {f}" for f in self.findings]
         lines += [f"  (not verified past) {u}" for u in unverified]
+        lines.append(f"\nTransfers between wallets and tables: {len(self.transfers)} finding(s)")
+        lines += [f"  {f}" for f in self.transfers]
         lines.append("\nAUDIT PASSED" if self.ok else "\nAUDIT FAILED")
         return "\n".join(lines)
 
@@ -127,10 +134,12 @@ async def run_audit(
     report.pending = await _pending(bootstrap, topic, report.positions)
     async with scratch.reading() as connection:
         rebuilt = await dump(connection)
+        logs = {}
         for stream_id in await queries.stream_ids(connection):
-            wires = await queries.stream_envelopes(connection, stream_id)
+            wires = logs[stream_id] = await queries.stream_envelopes(connection, stream_id)
             report.events += len(wires)
             report.replays.append(replay_stream(wires, seal, stream_id))
+    report.transfers = reconcile(logs)
     report.differences = differences(rebuilt, expected_live)
     return report
 

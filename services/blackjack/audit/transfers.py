@@ -1,0 +1,129 @@
+"""Money between wallets and shared tables, matched one transfer at a time.
+
+Each stream's replay checks that its own balances add up; the totals of ``audit.conservation``
+check that, per player, no more reached the tables than the wallet sent and no more came back
+than the tables paid out. This matches every single movement across the two logs:
+
+- a table took or declined a buy-in (``FundsDeposited`` / ``TransferDeclined`` naming
+  ``wallet:<player>/<n>``) only if that wallet sent buy-in ``n`` to that table, for that
+  player and amount, and only once;
+- a wallet closed buy-in ``n`` as completed only if the table took it, and as refunded only
+  if the table declined it;
+- a wallet received a cash-out naming a table event (``CashOutReceived.table_sequence``) only
+  if that event paid that player that amount out of a shared table, and only once.
+
+A buy-in or payout not answered yet is in transit, not a finding (the handler may be behind).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+
+from blackjack.audit.replay import Finding, money
+from blackjack.domain import events as ev
+from blackjack.domain import wallet as wl
+from blackjack.domain.transfers import transfer_origin
+from blackjack.messages.wire import WireEnvelope
+
+
+@dataclass(frozen=True)
+class _Sent:
+    wallet: str
+    sequence: int
+    table_id: str
+    player_id: str
+    amount: int
+
+
+def reconcile(streams: Mapping[str, Sequence[WireEnvelope]]) -> list[Finding]:
+    """Every finding about money that moved between the streams' logs (``stream -> events``
+    in sequence order)."""
+    sent: dict[tuple[str, int], _Sent] = {}
+    closed: list[tuple[WireEnvelope, wl.BuyInCompleted | wl.BuyInRefunded]] = []
+    received: list[tuple[WireEnvelope, wl.CashOutReceived]] = []
+    handled: dict[tuple[str, int], tuple[WireEnvelope, ev.FundsDeposited | ev.TransferDeclined]]
+    handled = {}
+    paid_out: dict[tuple[str, int], tuple[str, int]] = {}
+    """(table, sequence) -> (player, amount) paid out of a shared table to the wallet"""
+    findings: list[Finding] = []
+
+    def find(envelope: WireEnvelope, message: str) -> None:
+        findings.append(Finding(envelope.stream_id, envelope.sequence, None, message))
+
+    for stream_id, envelopes in streams.items():
+        shared = False
+        for envelope in envelopes:
+            match envelope.data:
+                case wl.BuyInSent() as e:
+                    sent[(stream_id, e.transfer)] = _Sent(
+                        stream_id, envelope.sequence, e.table_id, e.player_id, e.amount
+                    )
+                case wl.BuyInCompleted() | wl.BuyInRefunded() as e:
+                    closed.append((envelope, e))
+                case wl.CashOutReceived() as e:
+                    received.append((envelope, e))
+                case ev.TableOpened() as e:
+                    shared = e.rules.seats > 1
+                case ev.FundsDeposited(transfer=str()) | ev.TransferDeclined() as e:
+                    assert e.transfer is not None
+                    try:
+                        key = transfer_origin(e.transfer)
+                    except ValueError as error:
+                        find(envelope, str(error))
+                        continue
+                    if key in handled:
+                        first = handled[key][0].sequence
+                        find(envelope, f"buy-in {e.transfer} handled again (first at {first})")
+                        continue
+                    handled[key] = (envelope, e)
+                case ev.SeatLeft() as e if shared and e.balance_returned > 0:
+                    paid_out[(stream_id, envelope.sequence)] = (e.player_id, e.balance_returned)
+                case ev.FundsWithdrawn() as e if shared and e.amount > 0:
+                    paid_out[(stream_id, envelope.sequence)] = (e.player_id, e.amount)
+
+    for (wallet, number), (envelope, e) in handled.items():
+        buy_in = sent.get((wallet, number))
+        if buy_in is None:
+            find(envelope, f"buy-in {e.transfer}: {wallet} never sent it")
+        elif (buy_in.table_id, buy_in.player_id, buy_in.amount) != (
+            envelope.stream_id,
+            e.player_id,
+            e.amount,
+        ):
+            find(
+                envelope,
+                f"buy-in {e.transfer}: the wallet sent {money(buy_in.amount)} of "
+                f"{buy_in.player_id} to {buy_in.table_id}, the table handled {money(e.amount)} "
+                f"of {e.player_id}",
+            )
+
+    for envelope, closing in closed:
+        answer = handled.get((envelope.stream_id, closing.transfer))
+        kind = ev.FundsDeposited if isinstance(closing, wl.BuyInCompleted) else ev.TransferDeclined
+        if answer is None or not isinstance(answer[1], kind):
+            what = "completed" if kind is ev.FundsDeposited else "refunded"
+            did = "did nothing with it" if answer is None else f"answered {answer[0].type}"
+            find(envelope, f"buy-in {closing.transfer} {what}, but {closing.table_id} {did}")
+
+    cashed: dict[tuple[str, int], WireEnvelope] = {}
+    for envelope, cash_out in received:
+        if cash_out.table_sequence is None:
+            continue  # a version 1 event: matched by the totals only
+        key = (cash_out.table_id, cash_out.table_sequence)
+        where = f"{cash_out.table_id} event {cash_out.table_sequence}"
+        if key in cashed:
+            find(envelope, f"cash-out of {where} received again (first at {cashed[key].sequence})")
+            continue
+        cashed[key] = envelope
+        payout = paid_out.get(key)
+        if payout != (cash_out.player_id, cash_out.amount):
+            paid = (
+                "paid nothing out" if payout is None else f"paid {money(payout[1])} to {payout[0]}"
+            )
+            find(
+                envelope,
+                f"cash-out of {money(cash_out.amount)} for {cash_out.player_id} from {where}, "
+                f"which {paid}",
+            )
+    return findings

@@ -1,0 +1,123 @@
+"""``audit.transfers``: every buy-in and cash-out between a wallet and a shared table is
+matched across the two logs. Logs made by the handler's processor match; a forged or lost
+movement is a finding naming the stream and event."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+
+import pytest
+
+from blackjack.audit.transfers import reconcile
+from blackjack.domain import commands as cmd
+from blackjack.domain import events as ev
+from blackjack.domain import wallet as wl
+from blackjack.messages.wire import WireEnvelope, to_wire
+from tests.unit.test_handler_signed_replay import (
+    PLAYER,
+    TABLE,
+    WALLET,
+    Harness,
+    bought_in,
+    declined_buy_in,
+    round_trips,
+    steps,
+)
+
+Logs = dict[str, list[WireEnvelope]]
+
+
+def logs_of(h: Harness) -> Logs:
+    logs: Logs = {}
+    for handled in h.handled:
+        for envelope in handled.events:
+            logs.setdefault(envelope.stream_id, []).append(to_wire(envelope, h.processor.seal))
+    return logs
+
+
+def changed(logs: Logs, stream: str, kind: type, **update: object) -> Logs:
+    """The logs with the last ``kind`` event of ``stream`` changed."""
+    events = list(logs[stream])
+    index = max(i for i, e in enumerate(events) if isinstance(e.data, kind))
+    data = events[index].data.model_copy(update=update)
+    events[index] = events[index].model_copy(update={"data": data})
+    return {**logs, stream: events}
+
+
+def appended(logs: Logs, stream: str, kind: type) -> Logs:
+    """The logs with the last ``kind`` event of ``stream`` written again at the end."""
+    events = list(logs[stream])
+    copy = next(e for e in reversed(events) if isinstance(e.data, kind))
+    events.append(copy.model_copy(update={"sequence": events[-1].sequence + 1}))
+    return {**logs, stream: events}
+
+
+def honest() -> Logs:
+    h, _, _ = bought_in()
+    round_trips(h, 3)
+    h.send(TABLE, cmd.LeaveTable(player_id=PLAYER))
+    [cash_out] = steps(h.handled[-1])
+    h.forward(cash_out)
+    return logs_of(h)
+
+
+def test_the_handler_s_buy_ins_refunds_and_cash_outs_all_match() -> None:
+    logs = honest()
+    wallet = [e.data for e in logs[WALLET]]
+    assert sum(isinstance(e, wl.CashOutReceived) for e in wallet) == 5
+    assert sum(isinstance(e, wl.BuyInCompleted) for e in wallet) == 4
+    assert reconcile(logs) == []
+    h, _ = declined_buy_in()
+    assert reconcile(logs_of(h)) == []
+
+
+FORGERIES: dict[str, tuple[Callable[[Logs], Logs], str]] = {
+    "cash-out of more than was paid": (
+        lambda logs: changed(logs, WALLET, wl.CashOutReceived, amount=10_000),
+        "which paid 2.00 to eve",
+    ),
+    "cash-out naming an event that paid nothing": (
+        lambda logs: changed(logs, WALLET, wl.CashOutReceived, table_sequence=1),
+        "which paid nothing out",
+    ),
+    "cash-out received twice": (
+        lambda logs: appended(logs, WALLET, wl.CashOutReceived),
+        "received again",
+    ),
+    "deposit the wallet never sent": (
+        lambda logs: changed(logs, TABLE, ev.FundsDeposited, transfer="wallet:eve/99"),
+        "wallet:eve never sent it",
+    ),
+    "deposit of another amount": (
+        lambda logs: changed(logs, TABLE, ev.FundsDeposited, amount=5_000),
+        "the table handled 50.00",
+    ),
+    "deposit taken twice": (
+        lambda logs: appended(logs, TABLE, ev.FundsDeposited),
+        "handled again",
+    ),
+}
+
+
+@pytest.mark.parametrize("name", sorted(FORGERIES))
+def test_a_forged_movement_is_found(name: str) -> None:
+    forge, message = FORGERIES[name]
+    findings = reconcile(forge(honest()))
+    assert findings, name
+    assert any(message in str(f) for f in findings), [str(f) for f in findings]
+
+
+def test_a_buy_in_closed_the_other_way_than_the_table_answered_is_found() -> None:
+    h, _ = declined_buy_in()
+    logs = logs_of(h)
+    [refunded] = [e for e in logs[WALLET] if isinstance(e.data, wl.BuyInRefunded)]
+    assert reconcile(logs) == []
+    completed = wl.BuyInCompleted(player_id=PLAYER, transfer=1, table_id=TABLE, amount=300)
+    forged = [
+        e.model_copy(update={"data": completed}) if e is refunded else e for e in logs[WALLET]
+    ]
+    [finding] = reconcile({**logs, WALLET: forged})
+    assert str(finding) == (
+        f"{WALLET} event {refunded.sequence}: buy-in 1 completed, but {TABLE} answered "
+        "TransferDeclined"
+    )
