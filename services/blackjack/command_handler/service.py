@@ -410,10 +410,16 @@ class CommandHandler:
                 self.log.exception("fetching commands failed")
                 await asyncio.sleep(RETRY_AFTER_FAILURE_S)
                 continue
-            for tp, records in batches.items():
-                partition = self._partitions.get(tp.partition)
-                if partition is not None and records:
-                    await self._transaction(partition, records)
+            # One transaction per partition, all at once: each partition has its own producer
+            # and memory, so they are independent, and a command need not wait for the
+            # broker round trips of the partitions fetched before it (docs/load.md).
+            await asyncio.gather(
+                *(
+                    self._transaction(partition, records)
+                    for tp, records in batches.items()
+                    if records and (partition := self._partitions.get(tp.partition)) is not None
+                )
+            )
 
     async def _transaction(
         self, partition: _Partition, records: list[ConsumerRecord[bytes, bytes]]
