@@ -17,7 +17,6 @@ from typing import Any
 
 import pytest
 from aiokafka import AIOKafkaConsumer, TopicPartition
-from infra import kafka_bootstrap
 
 from blackjack.bus.settings import KafkaSettings
 from blackjack.bus.topics import Topics, delete_topics, ensure_topics
@@ -46,6 +45,7 @@ from blackjack.messages.wire import decode, from_wire
 from blackjack.rng import csprng_shuffle
 from blackjack.scenario import build_shoe
 from blackjack.table import Applied, apply
+from tests.integration.infra import kafka_bootstrap
 
 WAIT_S = 30.0
 

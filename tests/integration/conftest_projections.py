@@ -1,7 +1,7 @@
 """Fixtures and helpers for the projection, query API and audit tests.
 
-Loaded by ``pytest_plugins = ["conftest_projections"]`` from those test modules. The game
-generator (``play_tables``) has no I/O and is imported by unit tests too.
+Loaded by ``pytest_plugins = ["tests.integration.conftest_projections"]`` from those test
+modules. The game generator (``play_tables``) has no I/O and is imported by unit tests too.
 
 Event logs come from the real engine: ``table.apply`` with a seeded shuffler, players picking
 random moves among the ones ``legal_actions`` offers (bets, deal, pass, insurance, hit, stand,
@@ -427,7 +427,7 @@ async def _send_all(
 
 @pytest.fixture(scope="session")
 def projection_bootstrap() -> str:
-    import infra
+    from tests.integration import infra
 
     servers: str = infra.kafka_bootstrap()
     return servers
@@ -466,7 +466,7 @@ SHOE_KEY = ShoeSeal.new_key_hex()
 
 @pytest.fixture(scope="session")
 def postgres_server_url() -> str:
-    import infra
+    from tests.integration import infra
 
     url: str = infra.postgres_url()
     return url

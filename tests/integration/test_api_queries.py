@@ -21,8 +21,8 @@ from blackjack.projections.rebuild import rebuild
 from blackjack.projections.store import ProjectionStore
 from blackjack.projections.writer import ProjectionWriter
 
-pytest.register_assert_rewrite("conftest_projections")
-from conftest_projections import (  # noqa: E402
+pytest.register_assert_rewrite("tests.integration.conftest_projections")
+from tests.integration.conftest_projections import (  # noqa: E402
     SHOE_KEY,
     STORE_KINDS,
     GameLog,
@@ -34,7 +34,7 @@ from conftest_projections import (  # noqa: E402
     to_wire,
 )
 
-pytest_plugins = ["conftest_projections"]
+pytest_plugins = ["tests.integration.conftest_projections"]
 pytestmark = pytest.mark.integration
 
 VARIANTS = ("mini-h17", "atlantic-city-multi", "surrender")

@@ -8,7 +8,6 @@ import json
 from typing import Any
 
 import pytest
-from conftest import KafkaSpace, running_handler, stream_events, verify_stream
 
 from blackjack.bus.topics import partition_for
 from blackjack.client import BlackjackClient
@@ -17,6 +16,7 @@ from blackjack.domain import commands as cmd
 from blackjack.domain.cards import fresh_shoe
 from blackjack.domain.wallet import CashOut, ConfirmBuyIn, WalletDeposit, wallet_stream
 from blackjack.messages.envelope import CommandResult
+from tests.integration.conftest import KafkaSpace, running_handler, stream_events, verify_stream
 
 pytestmark = pytest.mark.integration
 

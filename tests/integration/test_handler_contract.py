@@ -18,10 +18,10 @@ from typing import Any
 
 import httpx
 import pytest
-from conftest import WAIT_S, KafkaSpace
 
 from blackjack.bus.contract import asyncapi_document, drifted, render
 from blackjack.domain import commands as cmd
+from tests.integration.conftest import WAIT_S, KafkaSpace
 
 ASYNCAPI = Path(__file__).parents[2] / "schemas" / "asyncapi.json"
 BLACKJACK = Path(sys.executable).parent / "blackjack"

@@ -19,7 +19,13 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from conftest import (
+
+from blackjack.bus.topics import partition_for
+from blackjack.client import BlackjackClient
+from blackjack.domain import commands as cmd
+from blackjack.domain.evolve import fold
+from blackjack.domain.state import TableState
+from tests.integration.conftest import (
     WAIT_S,
     KafkaSpace,
     read_topic,
@@ -27,12 +33,6 @@ from conftest import (
     stream_events,
     verify_stream,
 )
-
-from blackjack.bus.topics import partition_for
-from blackjack.client import BlackjackClient
-from blackjack.domain import commands as cmd
-from blackjack.domain.evolve import fold
-from blackjack.domain.state import TableState
 
 pytestmark = pytest.mark.integration
 

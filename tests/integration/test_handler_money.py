@@ -9,14 +9,6 @@ from collections.abc import AsyncIterator
 from typing import Any
 
 import pytest
-from conftest import (
-    KafkaSpace,
-    accept,
-    running_handler,
-    stream_events,
-    verify_stream,
-    wait_for_events,
-)
 
 from blackjack.client import BlackjackClient
 from blackjack.command_handler.processor import step_id
@@ -24,6 +16,14 @@ from blackjack.command_handler.service import CommandHandler
 from blackjack.domain import commands as cmd
 from blackjack.domain.wallet import BuyIn, WalletDeposit, WalletWithdraw, wallet_stream
 from blackjack.messages.envelope import CommandResult
+from tests.integration.conftest import (
+    KafkaSpace,
+    accept,
+    running_handler,
+    stream_events,
+    verify_stream,
+    wait_for_events,
+)
 
 pytestmark = pytest.mark.integration
 

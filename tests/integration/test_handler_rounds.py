@@ -12,7 +12,12 @@ import hashlib
 from typing import Any
 
 import pytest
-from conftest import (
+
+from blackjack.client import BlackjackClient
+from blackjack.domain import commands as cmd
+from blackjack.domain import events as ev
+from blackjack.domain.wallet import BuyIn, WalletDeposit, wallet_stream
+from tests.integration.conftest import (
     KafkaSpace,
     QueuedShuffler,
     accept,
@@ -21,11 +26,6 @@ from conftest import (
     verify_stream,
     wait_for_events,
 )
-
-from blackjack.client import BlackjackClient
-from blackjack.domain import commands as cmd
-from blackjack.domain import events as ev
-from blackjack.domain.wallet import BuyIn, WalletDeposit, wallet_stream
 
 pytestmark = pytest.mark.integration
 

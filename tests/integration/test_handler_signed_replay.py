@@ -10,7 +10,14 @@ from __future__ import annotations
 from typing import Any
 
 import pytest
-from conftest import (
+from prometheus_client import REGISTRY
+
+from blackjack.command_handler.processor import event_id, step_id
+from blackjack.command_handler.signing import SIGNATURE_HEADER
+from blackjack.domain import commands as cmd
+from blackjack.domain.wallet import BuyIn, WalletDeposit, WalletWithdraw, wallet_stream
+from blackjack.messages.envelope import CommandEnvelope, CommandResult
+from tests.integration.conftest import (
     KafkaSpace,
     accept,
     read_topic,
@@ -19,13 +26,6 @@ from conftest import (
     verify_stream,
     wait_for_events,
 )
-from prometheus_client import REGISTRY
-
-from blackjack.command_handler.processor import event_id, step_id
-from blackjack.command_handler.signing import SIGNATURE_HEADER
-from blackjack.domain import commands as cmd
-from blackjack.domain.wallet import BuyIn, WalletDeposit, WalletWithdraw, wallet_stream
-from blackjack.messages.envelope import CommandEnvelope, CommandResult
 
 pytestmark = pytest.mark.integration
 

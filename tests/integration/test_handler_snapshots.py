@@ -8,15 +8,6 @@ import asyncio
 from typing import Any
 
 import pytest
-from conftest import (
-    KafkaSpace,
-    QueuedShuffler,
-    following,
-    read_topic,
-    running_handler,
-    stream_events,
-    verify_stream,
-)
 from prometheus_client import REGISTRY
 
 from blackjack.bus.topics import TopicMismatch, partition_for
@@ -32,6 +23,15 @@ from blackjack.command_handler.snapshots import (
 from blackjack.domain import commands as cmd
 from blackjack.domain.evolve import fold
 from blackjack.messages.sealing import ShoeSeal
+from tests.integration.conftest import (
+    KafkaSpace,
+    QueuedShuffler,
+    following,
+    read_topic,
+    running_handler,
+    stream_events,
+    verify_stream,
+)
 
 pytestmark = pytest.mark.integration
 

@@ -7,7 +7,13 @@ from __future__ import annotations
 from typing import Any
 
 import pytest
-from conftest import (
+
+from blackjack.client import BlackjackClient
+from blackjack.command_handler.clock import disconnect_command_id, expire_command_id
+from blackjack.domain import commands as cmd
+from blackjack.domain import events as ev
+from blackjack.domain.wallet import BuyIn, WalletDeposit, wallet_stream
+from tests.integration.conftest import (
     KafkaSpace,
     QueuedShuffler,
     accept,
@@ -17,12 +23,6 @@ from conftest import (
     verify_stream,
     wait_for_events,
 )
-
-from blackjack.client import BlackjackClient
-from blackjack.command_handler.clock import disconnect_command_id, expire_command_id
-from blackjack.domain import commands as cmd
-from blackjack.domain import events as ev
-from blackjack.domain.wallet import BuyIn, WalletDeposit, wallet_stream
 
 pytestmark = pytest.mark.integration
 

@@ -6,7 +6,6 @@ from __future__ import annotations
 from typing import Any
 
 import pytest
-from conftest import KafkaSpace, running_handler, stream_events, wait_for_events
 from sqlalchemy import select
 
 from blackjack.audit.audit import run_audit
@@ -15,11 +14,12 @@ from blackjack.domain import events as ev
 from blackjack.domain.evolve import fold
 from blackjack.domain.wallet import BuyIn, WalletDeposit, fold_wallet, wallet_stream
 from blackjack.projections import schema
+from tests.integration.conftest import KafkaSpace, running_handler, stream_events, wait_for_events
 
-pytest.register_assert_rewrite("conftest_projections")
-from conftest_projections import StoreFactory, data_ends, projection_worker  # noqa: E402
+pytest.register_assert_rewrite("tests.integration.conftest_projections")
+from tests.integration.conftest_projections import StoreFactory, data_ends, projection_worker  # noqa: E402
 
-pytest_plugins = ["conftest_projections"]
+pytest_plugins = ["tests.integration.conftest_projections"]
 pytestmark = pytest.mark.integration
 
 WAIT_S = 60.0

@@ -36,8 +36,8 @@ from blackjack.projections.store import ProjectionStore
 from blackjack.projections.worker import build_broker
 from blackjack.projections.writer import BatchResult, Position, ProjectionWriter, Record
 
-pytest.register_assert_rewrite("conftest_projections")
-from conftest_projections import (  # noqa: E402
+pytest.register_assert_rewrite("tests.integration.conftest_projections")
+from tests.integration.conftest_projections import (  # noqa: E402
     EventsTopic,
     StoreFactory,
     play_tables,
@@ -46,7 +46,7 @@ from conftest_projections import (  # noqa: E402
     worker_env,
 )
 
-pytest_plugins = ["conftest_projections"]
+pytest_plugins = ["tests.integration.conftest_projections"]
 
 WAIT_S = 60.0
 POISON = b"this is not an event envelope"

@@ -25,8 +25,8 @@ from blackjack.projections.rebuild import rebuild
 from blackjack.projections.store import ProjectionStore
 from blackjack.projections.writer import Position, ProjectionWriter
 
-pytest.register_assert_rewrite("conftest_projections")
-from conftest_projections import (  # noqa: E402
+pytest.register_assert_rewrite("tests.integration.conftest_projections")
+from tests.integration.conftest_projections import (  # noqa: E402
     EventsTopic,
     StoreFactory,
     expected_balances,
@@ -37,7 +37,7 @@ from conftest_projections import (  # noqa: E402
     worker_env,
 )
 
-pytest_plugins = ["conftest_projections"]
+pytest_plugins = ["tests.integration.conftest_projections"]
 pytestmark = pytest.mark.integration
 
 WAIT_S = 60.0
