@@ -191,7 +191,8 @@ class CommandHandler:
         )
 
     async def stop(self, timeout: float = 10.0) -> None:
-        """Finish the transaction in progress, hand the partitions over, close everything."""
+        """Let the transactions in progress finish (those still running after ``timeout`` are
+        aborted), hand the partitions over, close everything."""
         self._stopping.set()
         for task in self._tasks[1:]:
             task.cancel()
@@ -410,16 +411,23 @@ class CommandHandler:
                 self.log.exception("fetching commands failed")
                 await asyncio.sleep(RETRY_AFTER_FAILURE_S)
                 continue
-            # One transaction per partition, all at once: each partition has its own producer
-            # and memory, so they are independent, and a command need not wait for the
-            # broker round trips of the partitions fetched before it (docs/load.md).
-            await asyncio.gather(
+            # One transaction per partition, all at once, so that a command need not wait for
+            # the broker round trips of the partitions fetched before it (docs/load.md). Each
+            # partition has its own producer, lock and memory; what they share (the
+            # processor, the consumer's pause, metrics) is only touched between awaits.
+            outcomes = await asyncio.gather(
                 *(
                     self._transaction(partition, records)
                     for tp, records in batches.items()
                     if records and (partition := self._partitions.get(tp.partition)) is not None
-                )
+                ),
+                return_exceptions=True,  # every transaction ends before the loop goes on
             )
+            errors = [o for o in outcomes if isinstance(o, BaseException)]
+            for error in errors[1:]:
+                self.log.error("partition transaction failed", exc_info=error)
+            if errors:
+                raise errors[0]
 
     async def _transaction(
         self, partition: _Partition, records: list[ConsumerRecord[bytes, bytes]]
@@ -460,6 +468,13 @@ class CommandHandler:
                 _forget_outcomes(sent)
                 await self._failed(partition, producer, error)
                 return
+            except asyncio.CancelledError:
+                # Stopped mid-transaction: abort it now, or every read_committed reader of the
+                # topics it wrote waits for the next owner or the transaction timeout.
+                _forget_outcomes(sent)
+                with contextlib.suppress(Exception):
+                    await asyncio.shield(producer.abort_transaction())
+                raise
             await self._advance(store, sent)
             metrics.TRANSACTIONS.labels("committed").inc()
             metrics.TRANSACTION_SECONDS.observe(time.monotonic() - started)

@@ -1,0 +1,132 @@
+"""The handler's loop runs the transactions of one fetch's partitions concurrently; one that
+fails still lets the others end before the loop stops, and a stop that cannot wait for them
+aborts them rather than leaving them open. The real loop, with Kafka clients faked (the real
+broker's behaviour is covered by tests/integration)."""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+from typing import Any
+
+from aiokafka import ConsumerRecord, TopicPartition
+from structlog.testing import capture_logs
+
+from blackjack.command_handler.config import HandlerConfig
+from blackjack.command_handler.service import CommandHandler, _Partition
+from blackjack.command_handler.streams import PartitionStore
+from blackjack.messages.sealing import ShoeSeal
+
+TOPIC = "unit.blackjack.commands"
+
+
+class FakeProducer:
+    """A transactional producer whose commit waits for ``release``."""
+
+    def __init__(self) -> None:
+        self.state = "idle"
+        self.release = asyncio.Event()
+        self.committing = asyncio.Event()
+
+    async def begin_transaction(self) -> None:
+        self.state = "open"
+
+    async def send(self, topic: str, value: bytes, **_: Any) -> asyncio.Future[Any]:
+        sent: asyncio.Future[Any] = asyncio.get_running_loop().create_future()
+        sent.set_result(type("Metadata", (), {"offset": 0})())
+        return sent
+
+    async def send_offsets_to_transaction(self, offsets: Any, group_id: str) -> None:
+        pass
+
+    async def commit_transaction(self) -> None:
+        self.committing.set()
+        await self.release.wait()
+        self.state = "committed"
+
+    async def abort_transaction(self) -> None:
+        self.state = "aborted"
+
+    async def stop(self) -> None:
+        pass
+
+
+class FakeConsumer:
+    """Hands out one fetch, then nothing until the loop stops."""
+
+    def __init__(self, fetch: dict[TopicPartition, list[ConsumerRecord[bytes, bytes]]]) -> None:
+        self.fetches = [fetch]
+        self.nothing_more = asyncio.Event()
+
+    async def getmany(self, timeout_ms: int, max_records: int) -> dict[Any, Any]:
+        if self.fetches:
+            return self.fetches.pop()
+        with contextlib.suppress(TimeoutError):  # a poll that found nothing
+            await asyncio.wait_for(self.nothing_more.wait(), timeout_ms / 1000)
+        return {}
+
+    def pause(self, *partitions: TopicPartition) -> None:
+        pass
+
+    async def stop(self) -> None:
+        pass
+
+
+def running(partitions: int) -> tuple[CommandHandler, list[FakeProducer]]:
+    """A handler owning ``partitions`` ready partitions, each fetched one unreadable command
+    (answered ``malformed``: a result record in the transaction), its loop started."""
+    handler = CommandHandler(HandlerConfig(shoe_key_hex=ShoeSeal.new_key_hex(), group_id="g"))
+    producers = [FakeProducer() for _ in range(partitions)]
+    fetch = {}
+    for number, producer in enumerate(producers):
+        tp = TopicPartition(TOPIC, number)
+        record = ConsumerRecord(TOPIC, number, 0, 0, 0, b"t", b"not json", None, 0, 8, [])
+        fetch[tp] = [record]
+        handler._partitions[number] = _Partition(
+            number, tp, status="ready", store=PartitionStore(number), producer=producer
+        )
+    handler._consumer = FakeConsumer(fetch)
+    handler._tasks = [asyncio.create_task(handler._guard(handler._consume()))]
+    return handler, producers
+
+
+async def test_the_partitions_of_one_fetch_commit_at_the_same_time() -> None:
+    handler, (first, second) = running(2)
+    # Both commits are under way before either is allowed to finish.
+    await asyncio.wait_for(asyncio.gather(first.committing.wait(), second.committing.wait()), 5)
+    second.release.set()
+    first.release.set()
+    await handler.stop(timeout=5)
+    assert (first.state, second.state) == ("committed", "committed")
+
+
+async def test_a_failing_partition_lets_the_others_finish_and_every_failure_is_logged() -> None:
+    handler, (first, second) = running(2)
+    reported = asyncio.Event()
+
+    def broken_report(handled: Any, records: list[ConsumerRecord[bytes, bytes]]) -> None:
+        reported.set()
+        raise RuntimeError(f"report of partition {records[0].partition}")
+
+    handler._report = broken_report  # type: ignore[method-assign]
+    first.release.set()
+    with capture_logs() as logs:
+        await asyncio.wait_for(reported.wait(), 5)  # partition 0 committed, then failed
+        for _ in range(20):
+            await asyncio.sleep(0)  # let the loop run: it must still wait for partition 1
+        assert not handler._tasks[0].done() and second.state == "open"
+        second.release.set()
+        await asyncio.wait_for(handler.join(), 5)
+    assert (first.state, second.state) == ("committed", "committed")
+    assert isinstance(handler.failure, RuntimeError)
+    assert str(handler.failure) == "report of partition 0"
+    [also] = [entry for entry in logs if entry["event"] == "partition transaction failed"]
+    assert str(also["exc_info"]) == "report of partition 1"
+    await handler.stop(timeout=5)
+
+
+async def test_a_stop_that_cannot_wait_aborts_the_transactions_in_progress() -> None:
+    handler, producers = running(3)
+    await asyncio.wait_for(asyncio.gather(*(p.committing.wait() for p in producers)), 5)
+    await handler.stop(timeout=0.05)  # the commits never finish
+    assert [p.state for p in producers] == ["aborted"] * 3
