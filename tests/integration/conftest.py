@@ -34,6 +34,7 @@ from blackjack.domain.rules import Rules
 from blackjack.domain.state import INITIAL_STATE
 from blackjack.domain.wallet import (
     INITIAL_WALLET,
+    CashOut,
     WalletEvent,
     decide_wallet,
     evolve_wallet,
@@ -301,8 +302,8 @@ class StreamCheck:
 
 async def command_log(space: KafkaSpace, stream_id: str) -> list[CommandEnvelope]:
     """The commands of a stream that parse as envelopes, in the order the handler read them.
-    A buy-in's ``Deposit`` gets its transfer from the ``bj_transfer`` header, as the handler
-    gives it to the table."""
+    A buy-in's ``Deposit`` gets its transfer, and a ``CashOut`` its table event, from the
+    ``bj_transfer`` header, as the handler gives them to the deciders."""
     envelopes = []
     for record in await read_topic(space, space.topics.commands):
         if record.key != stream_id.encode():
@@ -318,6 +319,10 @@ async def command_log(space: KafkaSpace, stream_id: str) -> list[CommandEnvelope
                 command = command.model_copy(
                     update={"transfer": transfer_ref(command.player_id, int(number))}
                 )
+                envelope = envelope.model_copy(update={"command": command})
+            if isinstance(command, CashOut):  # the table event it pays out, if it names one
+                sequence = int(number) if number.isdigit() else None
+                command = command.model_copy(update={"table_sequence": sequence})
                 envelope = envelope.model_copy(update={"command": command})
             envelopes.append(envelope)
     return envelopes

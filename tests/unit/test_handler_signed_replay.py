@@ -17,9 +17,11 @@ from typing import Any
 from cryptography.hazmat.primitives.ciphers.aead import AESGCM
 
 from blackjack.command_handler.processor import Handled, Inbound, Outgoing
+from blackjack.command_handler.signing import TRANSFER_HEADER
 from blackjack.command_handler.snapshots import SealedSnapshot, SnapshotCodec
 from blackjack.command_handler.streams import PartitionStore, Stream, initial_state
 from blackjack.domain import commands as cmd
+from blackjack.domain import events as ev
 from blackjack.domain.state import TableState
 from blackjack.domain.wallet import (
     BuyIn,
@@ -30,7 +32,7 @@ from blackjack.domain.wallet import (
     wallet_stream,
 )
 from blackjack.messages.envelope import CommandEnvelope, CommandResult
-from tests.unit.processor_harness import TOPICS, new_processor
+from tests.unit.processor_harness import SIGNER, TOPICS, new_processor
 
 NOW = datetime(2026, 5, 1, tzinfo=UTC)
 WINDOW = 4
@@ -85,11 +87,12 @@ def results(handled: Handled) -> list[CommandResult]:
 
 
 def assert_refused_copy(handled: Handled, code: str) -> CommandResult:
-    """Typed rejection, one result record and nothing else: no events, no steps."""
+    """Typed rejection, one result record and nothing else: no events, no steps; counted as
+    a duplicate."""
     [result] = results(handled)
     assert result.status == "rejected" and result.rejection is not None
     assert result.rejection.code == code, result.rejection
-    assert handled.events == [] and steps(handled) == []
+    assert handled.events == [] and steps(handled) == [] and handled.duplicate
     return result
 
 
@@ -268,14 +271,75 @@ def resealed(record: SealedSnapshot, body: dict[str, Any]) -> bytes:
     return record.model_copy(update={"sealed": sealed}).model_dump_json().encode()
 
 
-def test_an_older_snapshot_keeps_only_the_ids_of_cash_outs() -> None:
-    # Older handlers kept the id of every signed step; the deciders now refuse the copies of
-    # deposits, confirmations and refunds by what they carry.
+def test_an_older_snapshot_keeps_its_signed_ids() -> None:
+    # Older handlers kept the id of every signed step: kept as they are, and no new one joins.
     h, _, _ = bought_in()
     codec = SnapshotCodec(b"s" * 32)
     record, body = sealed_body(codec.encode(h.store.streams[WALLET]))
-    body["signed"] = ["e1.cashout", "e2.confirm", "e3.refund", "e4.deposit"]
-    assert codec.decode(resealed(record, body)).signed == {"e1.cashout"}
+    old = {"e1.cashout", "e2.confirm", "e3.refund", "e4.deposit"}
+    body["signed"] = sorted(old)
+    opened = codec.decode(resealed(record, body))
+    assert opened.signed == old
+    fresh = Harness()
+    fresh.processor = h.processor
+    fresh.store.streams = {TABLE: h.store.streams[TABLE], WALLET: opened}
+    round_trips(fresh, 3)
+    assert fresh.store.streams[WALLET].signed == old and not fresh.store.streams[TABLE].signed
+
+
+def test_a_buy_in_deposit_from_before_deposits_named_their_transfer_is_kept_by_id() -> None:
+    """Before deposits named their transfer, a multi-seat table's ``FundsDeposited`` of a
+    buy-in had none, and only the deposit's id refused a copy: a rebuild still finds it."""
+    h, deposit, _ = bought_in()
+    legacy_log = []
+    for handled in h.handled:
+        for envelope in handled.events:
+            if envelope.stream_id == TABLE:
+                data = envelope.data
+                if isinstance(data, ev.FundsDeposited):
+                    data = data.model_copy(update={"transfer": None})
+                legacy_log.append(envelope.model_copy(update={"data": data}))
+    rebuilt = Stream(TABLE, initial_state(TABLE))
+    for envelope in legacy_log:
+        rebuilt.fold(envelope)
+        rebuilt.note_signed(envelope)
+    deposit_id = CommandEnvelope.model_validate_json(deposit.value).command_id
+    assert rebuilt.signed == {deposit_id} and rebuilt.state.buy_ins == {}  # type: ignore[union-attr]
+    codec = SnapshotCodec(b"s" * 32)
+    fresh = Harness()
+    fresh.processor = h.processor
+    fresh.store.streams = {
+        TABLE: codec.decode(codec.encode(rebuilt)),
+        WALLET: h.store.streams[WALLET],
+    }
+    assert_refused_legacy_copy(fresh.forward(deposit))
+    assert fresh.table().players[PLAYER].balance == 200
+
+
+def test_a_cash_out_names_its_table_event_in_the_signed_header_not_the_body() -> None:
+    """An older handler refuses a body with a field it does not know: the table event goes in
+    the signed ``bj_transfer`` header, which it ignores for a cash-out."""
+    h = Harness()
+    h.send(TABLE, cmd.OpenTable(variant="atlantic-city-multi"))
+    h.send(TABLE, cmd.SitDown(player_id=PLAYER))
+    h.send(WALLET, WalletDeposit(player_id=PLAYER, amount=1_000))
+    [deposit] = steps(h.send(WALLET, BuyIn(player_id=PLAYER, table_id=TABLE, amount=300)))
+    h.forward(steps(h.forward(deposit))[0])
+    withdrawn = h.send(TABLE, cmd.Withdraw(player_id=PLAYER, amount=100))
+    [cash_out] = steps(withdrawn)
+    assert "table_sequence" not in json.loads(cash_out.value)["command"]
+    assert dict(cash_out.headers)[TRANSFER_HEADER] == str(withdrawn.events[0].sequence).encode()
+    # A table event named in the body alone (no header) is not believed: kept by id instead.
+    body = json.loads(cash_out.value)
+    body["command_id"] = "3f1c0a52-0000-5000-8000-000000000002.cashout"
+    body["command"]["table_sequence"] = 10**6
+    value = json.dumps(body).encode()
+    record = Outgoing(TOPICS.commands, cash_out.key, value, SIGNER.headers(cash_out.key, value), 0)
+    assert results(h.forward(record))[0].status == "accepted"
+    assert h.store.streams[WALLET].signed == {body["command_id"]}
+    assert h.wallet().cashed_out == {}  # the real cash-out has not arrived yet
+    assert results(h.forward(cash_out))[0].status == "accepted"
+    assert h.wallet().cashed_out == {TABLE: withdrawn.events[0].sequence}
 
 
 def test_a_snapshot_without_the_signed_ids_is_marked_for_completion() -> None:

@@ -96,6 +96,14 @@ def transfer_ref(player_id: str, transfer: int) -> str:
     return buy_in_ref(wallet_stream(player_id), transfer)
 
 
+COPY_REFUSALS: frozenset[RejectionCode] = frozenset(
+    {"transfer_already_handled", "unknown_transfer"}
+)
+"""How the deciders refuse a copy of a signed money step."""
+
+_HEADER_ONLY: dict[type, dict[str, set[str]]] = {CashOut: {"command": {"table_sequence"}}}
+"""Command fields that are set from a signed header on reading, never sent in the body."""
+
 STEPS = ("deposit", "cashout", "confirm", "refund")
 """The money steps the service sends itself, signed; their ids end in ``.<step>``."""
 
@@ -263,6 +271,11 @@ class Processor:
                 update={"transfer": transfer_ref(command.player_id, transfer)}
             )
             envelope = envelope.model_copy(update={"command": command})
+        if isinstance(command, CashOut):
+            # Which table event paid it out comes from the signed header, never the body (a
+            # cash-out from an older handler has none: ``streams.kept_by_id``).
+            command = command.model_copy(update={"table_sequence": transfer if signed else None})
+            envelope = envelope.model_copy(update={"command": command})
         # A command the player sent shows them present (not the service's signed steps, nor a
         # Disconnect, which says the opposite).
         present = (
@@ -307,7 +320,11 @@ class Processor:
                 (e.data for e in events if isinstance(e.data, ev.TransferDeclined)), None
             )
             outgoing.append(self._buy_in_answer(envelope, command, transfer, declined, now))
-        return Handled(result=result, command_type=kind, events=events, outgoing=outgoing)
+        # A signed step its decider refused as a copy is a duplicate, however late it came.
+        copy = signed and rejection is not None and rejection.code in COPY_REFUSALS
+        return Handled(
+            result=result, command_type=kind, events=events, outgoing=outgoing, duplicate=copy
+        )
 
     def _replayed(  # noqa: PLR0917
         self,
@@ -569,9 +586,7 @@ class Processor:
         amount = event.balance_returned if isinstance(event, ev.SeatLeft) else event.amount
         if amount <= 0:
             return []
-        cash_out = CashOut(
-            player_id=player, table_id=table, amount=amount, table_sequence=envelope.sequence
-        )
+        cash_out = CashOut(player_id=player, table_id=table, amount=amount)
         return [
             self._command_record(
                 step_id(envelope.event_id, "cashout"),
@@ -580,6 +595,9 @@ class Processor:
                 correlation,
                 envelope.event_id,
                 now,
+                # in the signed header, where an older handler ignores it (a field in the
+                # body would make it refuse the cash-out as malformed during an upgrade)
+                transfer=envelope.sequence,
             )
         ]
 
@@ -632,7 +650,9 @@ class Processor:
             command=command,
         )
         key = stream_id.encode()
-        value = envelope.model_dump_json().encode()
+        # A cash-out's table event travels in the signed header (see ``_steps_of``): its body
+        # stays what an older handler reads.
+        value = envelope.model_dump_json(exclude=_HEADER_ONLY.get(type(command))).encode()
         headers = command_headers(envelope, self.source, cause)
         headers += self.signer.headers(key, value, transfer)
         return Outgoing(

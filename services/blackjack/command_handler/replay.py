@@ -1,7 +1,7 @@
 """Rebuilding a partition's streams from Kafka: the newest checkpoint's snapshots, then the
-events and the results written after it. The signed commands each stream accepted come from
-the snapshots and the events' causation ids (events are kept forever), never from the
-results, which expire.
+events and the results written after it. The ids of older handlers' signed steps that a
+stream keeps (``streams.kept_by_id``) come from the snapshots and the events' causation ids
+(events are kept forever), never from the results, which expire.
 
 Reads are ``read_committed`` and stop when the reader's *position* reaches the end offset
 taken at the start (the last stable offset). Transaction markers occupy offsets too, so the
@@ -129,8 +129,8 @@ async def rebuild(
     events_from = checkpoint.events_from if checkpoint else 0
     results_from = checkpoint.results_from if checkpoint else 0
 
-    # 1b. Snapshots written before they carried the signed commands: those come from the
-    # events before the checkpoint (kept forever), read for their causation ids only.
+    # 1b. Snapshots written before they carried the signed step ids kept by id: those come
+    # from the events before the checkpoint (kept forever), read for their causation ids only.
     legacy = {s.stream_id: s for s in store.streams.values() if s.signed_incomplete}
     if legacy:
         async for record in read_to_end(reader, events_tp, 0, events_from, deadline):

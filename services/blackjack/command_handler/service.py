@@ -552,9 +552,9 @@ class CommandHandler:
             sealed = self._codec.encode(store.streams[stream_id])
             store.snapshot_bytes[stream_id] = len(sealed)
             await producer.send(topic, sealed, key=stream_id.encode(), partition=store.partition)
-            # A stream's snapshot grows with every signed step it keeps (a wallet's buy-ins
-            # and cash-outs); one over the topic's limit would fail every checkpoint of its
-            # partition.
+            # A stream's snapshot grows with its counterparts (one number per wallet a table
+            # took buy-ins from, per table a wallet was paid by) and its window; one over the
+            # topic's limit would fail every checkpoint of its partition.
             if len(sealed) > SNAPSHOT_MAX_BYTES // 2:
                 self.log.warning(
                     "snapshot over half the size limit",

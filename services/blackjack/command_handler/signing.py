@@ -14,7 +14,8 @@ from collections.abc import Sequence
 
 SIGNATURE_HEADER = "bj_signature"
 TRANSFER_HEADER = "bj_transfer"
-"""The wallet's transfer number a buy-in ``Deposit`` belongs to (signed with the command)."""
+"""Signed with the command: the wallet's transfer number a buy-in ``Deposit`` belongs to, or
+the sequence number of the table event a ``CashOut`` pays out."""
 
 
 class CommandSigner:

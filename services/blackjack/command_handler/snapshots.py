@@ -7,8 +7,9 @@ can have). A checkpoint says: every stream's newest snapshot plus the events fro
 ``events_from`` and the results from ``results_from`` give its current state. Compaction keeps
 the newest record per key, which is all a rebuild needs.
 
-A snapshot holds the stream's state, its idempotency window, the ids of the signed commands
-only an id tells apart (no window: see ``streams``) and when each player was last seen.
+A snapshot holds the stream's state, its idempotency window, the ids of older handlers'
+signed steps that only an id tells apart (no window: see ``streams``) and when each player was
+last seen.
 The state includes the shoe order of a table, so the body is compressed and then sealed with
 AES-256-GCM under a key derived from the shoe key, bound to the stream id and sequence: a
 reader of the topic learns nothing about upcoming cards.
@@ -26,7 +27,7 @@ from typing import Literal
 from cryptography.hazmat.primitives.ciphers.aead import AESGCM
 from pydantic import BaseModel, ConfigDict, Field, TypeAdapter, ValidationError
 
-from blackjack.command_handler.streams import LEGACY_STEP_SUFFIX, Stream
+from blackjack.command_handler.streams import Stream
 from blackjack.domain.state import TableState
 from blackjack.domain.wallet import WalletState, is_wallet_stream
 from blackjack.messages.envelope import CommandResult
@@ -126,10 +127,8 @@ class SnapshotCodec:
         for result in _RESULTS.validate_python(body["results"]):
             stream.results[result.command_id] = result
         if "signed" in body:
-            # Older handlers kept every signed step's id; the deciders now refuse the copies
-            # of all but the cash-outs that named no table event.
-            ids = _SIGNED.validate_python(body["signed"])
-            stream.signed = {i for i in ids if i.endswith(LEGACY_STEP_SUFFIX)}
+            # Older handlers kept every signed step's id; kept as they are (no new one joins).
+            stream.signed = set(_SIGNED.validate_python(body["signed"]))
         else:  # written before the set was kept: the rebuild reads it from the older events
             stream.signed_incomplete = True
         # Absent from older snapshots: the rebuild then gives those players a fresh grace period.

@@ -4,12 +4,10 @@ last sequence number and the results of its last commands (the idempotency windo
 A signed money step moves money, so a copy of its record must never be applied again, however
 late it comes. The deciders refuse such copies by what they carry: a table remembers the last
 buy-in number of each wallet, a wallet its pending buy-ins (a confirm or refund) and the last
-table event of each table it received a cash-out from. Only a cash-out sent by a handler from
-before cash-outs named their table event can be told from its copies by its command id alone;
-those ids are kept without a window (``Stream.signed``), and no new one is added.
-
-All of it is derived from the partition's snapshot, events and results, so it is rebuilt on
-assignment and thrown away whenever a transaction fails.
+table event of each table it received a cash-out from. Steps from older handlers carried less:
+a buy-in's deposit before deposits named their transfer, a cash-out before cash-outs named
+their table event. Only those are told from their copies by command id; their ids are kept
+without a window (``Stream.signed``), and no new step adds one.
 """
 
 from __future__ import annotations
@@ -18,6 +16,7 @@ from collections import OrderedDict
 from dataclasses import dataclass, field
 from datetime import datetime
 
+from blackjack.domain import events as ev
 from blackjack.domain.evolve import CorruptLog, evolve
 from blackjack.domain.state import INITIAL_STATE, TableState
 from blackjack.domain.wallet import (
@@ -33,12 +32,10 @@ from blackjack.messages.envelope import CommandResult, EventEnvelope
 
 StreamState = TableState | WalletState
 
-LEGACY_STEP_SUFFIX = ".cashout"
-"""The only steps kept by id: cash-outs from before ``CashOut.table_sequence``."""
-
 
 def kept_by_id(command: object) -> bool:
-    """A signed step whose copies only its command id tells apart (see the module's doc)."""
+    """A signed step whose copies only its command id tells apart: a cash-out that names no
+    table event (sent by a handler from before ``CashOut.table_sequence``)."""
     return isinstance(command, CashOut) and command.table_sequence is None
 
 
@@ -57,8 +54,9 @@ class Stream:
     from the results after it (``CommandResult.player_id``), so the presence clock of a
     disconnection-policy table survives a restart or a takeover."""
     signed: set[str] = field(default_factory=set)
-    """Ids of the cash-outs this wallet accepted that named no table event (``kept_by_id``),
-    with no window: carried in the snapshot and rebuilt from the events' causation ids."""
+    """Ids of the signed steps from older handlers this stream accepted (see the module's
+    doc), with no window: carried in the snapshot and rebuilt from the events' causation
+    ids."""
     signed_incomplete: bool = False
     """Opened from a snapshot written before ``signed`` was kept: the rebuild completes it
     from the stream's events before the checkpoint."""
@@ -92,15 +90,20 @@ class Stream:
             self.last_seen[player_id] = when
 
     def note_signed(self, envelope: EventEnvelope) -> None:
-        """On replay, after folding ``envelope``: remember its cause if it is a cash-out that
-        named no table event (a version 1 ``CashOutReceived``, only a signed ``CashOut`` causes
-        one)."""
+        """On replay, after folding ``envelope``: remember its cause if the event is one only a
+        signed step from an older handler causes, whose copies its content cannot refuse: a
+        version 1 ``CashOutReceived`` (no table event named), or a deposit at a multi-seat
+        table without a transfer (a buy-in's deposit from before deposits named their
+        transfer; the platform's own deposit is refused at such a table)."""
         event = envelope.data
-        if (
-            envelope.causation_id
-            and isinstance(event, CashOutReceived)
-            and event.table_sequence is None
-        ):
+        state = self.state
+        legacy = (isinstance(event, CashOutReceived) and event.table_sequence is None) or (
+            isinstance(event, ev.FundsDeposited)
+            and event.transfer is None
+            and isinstance(state, TableState)
+            and state.rules.seats > 1
+        )
+        if envelope.causation_id and legacy:
             self.signed.add(envelope.causation_id)
 
     def remember(self, result: CommandResult, window: int) -> None:

@@ -33,7 +33,9 @@ RejectionCode = Literal[
     "bet_above_maximum",
     "insufficient_funds",
     "unknown_transfer",
-    "transfer_already_handled",  # a table has already taken or declined this buy-in
+    # a copy of a signed step: a buy-in a table already took or declined, a cash-out a
+    # wallet already received
+    "transfer_already_handled",
     # betting
     "not_betting_time",
     "no_bets",

@@ -100,8 +100,9 @@ class CashOut(WalletCommand):
         None,
         ge=1,
         description="the sequence number of the table event that paid the money out; a "
-        "cash-out at or below the last one the wallet received from that table is a copy "
-        "(absent from cash-outs sent by handlers before it was added)",
+        "cash-out at or below the last one the wallet received from that table is a copy. Set "
+        "by the service only, from the signed command's bj_transfer header (absent from "
+        "cash-outs sent by older handlers)",
     )
 
 
