@@ -54,7 +54,7 @@ from aiokafka.abc import ConsumerRebalanceListener
 from aiokafka.admin import AIOKafkaAdminClient
 from prometheus_client import REGISTRY
 
-from blackjack.bus.settings import DEFAULT_BOOTSTRAP, KafkaSettings
+from blackjack.bus.settings import DEFAULT_BOOTSTRAP, TRANSACTION_RETRY_BACKOFF_MS, KafkaSettings
 from blackjack.bus.topics import Topics, delete_topics, ensure_topics
 from blackjack.client import BlackjackClient
 from blackjack.command_handler.config import HandlerConfig
@@ -500,6 +500,7 @@ class EchoServer:
             transactional_id=f"{group_id}.echo",
             enable_idempotence=True,
             acks="all",
+            retry_backoff_ms=TRANSACTION_RETRY_BACKOFF_MS,  # as the handler's: a fair floor
         )
         self.assigned = asyncio.Event()
         self.transactions = 0

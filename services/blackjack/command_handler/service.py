@@ -37,6 +37,7 @@ from aiokafka.errors import KafkaError, ProducerFenced
 from aiokafka.structs import RecordMetadata
 
 from blackjack.bus.headers import command_headers
+from blackjack.bus.settings import TRANSACTION_RETRY_BACKOFF_MS
 from blackjack.bus.topics import SNAPSHOT_MAX_BYTES, ensure_topics, partition_for
 from blackjack.command_handler.clock import due_commands
 from blackjack.command_handler.config import HandlerConfig
@@ -328,6 +329,7 @@ class CommandHandler:
             enable_idempotence=True,
             acks="all",
             max_request_size=SNAPSHOT_MAX_BYTES + 64 * 1024,
+            retry_backoff_ms=TRANSACTION_RETRY_BACKOFF_MS,
         )
         try:
             await producer.start()
