@@ -29,11 +29,10 @@ Logs = dict[str, list[WireEnvelope]]
 
 
 def logs_of(h: Harness) -> Logs:
-    logs: Logs = {}
-    for handled in h.handled:
-        for envelope in handled.events:
-            logs.setdefault(envelope.stream_id, []).append(to_wire(envelope, h.processor.seal))
-    return logs
+    return {
+        stream: [to_wire(envelope, h.processor.seal) for envelope in h.events_of(stream)]
+        for stream in (TABLE, WALLET)
+    }
 
 
 def changed(logs: Logs, stream: str, kind: type, **update: object) -> Logs:

@@ -31,7 +31,7 @@ from blackjack.domain.wallet import (
     WalletWithdraw,
     wallet_stream,
 )
-from blackjack.messages.envelope import CommandEnvelope, CommandResult
+from blackjack.messages.envelope import CommandEnvelope, CommandResult, EventEnvelope
 from tests.unit.processor_harness import SIGNER, TOPICS, new_processor
 
 NOW = datetime(2026, 5, 1, tzinfo=UTC)
@@ -63,6 +63,10 @@ class Harness:
     def forward(self, record: Outgoing) -> Handled:
         return self.deliver(record.key, record.value, record.headers)
 
+    def events_of(self, stream_id: str) -> list[EventEnvelope]:
+        """The events of ``stream_id`` written so far, in order."""
+        return [e for h in self.handled for e in h.events if e.stream_id == stream_id]
+
     def table(self) -> TableState:
         state = self.store.streams[TABLE].state
         assert isinstance(state, TableState)
@@ -72,6 +76,15 @@ class Harness:
         state = self.store.streams[WALLET].state
         assert isinstance(state, WalletState)
         return state
+
+
+def rebuilt_from(events: list[EventEnvelope]) -> Stream:
+    """A stream rebuilt from its events alone, as a rebuild without a checkpoint reads them."""
+    stream = Stream(events[0].stream_id, initial_state(events[0].stream_id))
+    for envelope in events:
+        stream.fold(envelope)
+        stream.note_signed(envelope)
+    return stream
 
 
 def steps(handled: Handled) -> list[Outgoing]:
@@ -195,14 +208,8 @@ def test_a_stream_s_memory_does_not_grow_with_its_buy_ins_and_cash_outs() -> Non
 def test_a_rebuild_from_the_events_or_the_snapshot_refuses_the_copies_the_same_way() -> None:
     h, deposit, cash_out = bought_in()
     push_past_the_window(h)
-    # From the events alone (as a rebuild without a checkpoint reads them).
     for stream_id in (TABLE, WALLET):
-        rebuilt = Stream(stream_id, initial_state(stream_id))
-        for handled in h.handled:
-            for envelope in handled.events:
-                if envelope.stream_id == stream_id:
-                    rebuilt.fold(envelope)
-                    rebuilt.note_signed(envelope)
+        rebuilt = rebuilt_from(h.events_of(stream_id))
         assert rebuilt.state == h.store.streams[stream_id].state and not rebuilt.signed
 
     # Through a sealed snapshot, into a fresh partition store (a restarted handler).
@@ -242,13 +249,7 @@ def test_a_cash_out_that_names_no_table_event_is_still_kept_by_its_id() -> None:
     assert_refused_legacy_copy(h.forward(old))
     assert h.wallet().balance == 850
     # A rebuild finds it again: from the events (a version 1 event has no table_sequence)...
-    rebuilt = Stream(WALLET, initial_state(WALLET))
-    for handled in h.handled:
-        for envelope in handled.events:
-            if envelope.stream_id == WALLET:
-                rebuilt.fold(envelope)
-                rebuilt.note_signed(envelope)
-    assert rebuilt.signed == {kept}
+    assert rebuilt_from(h.events_of(WALLET)).signed == {kept}
     # ... and from the snapshot.
     codec = SnapshotCodec(b"s" * 32)
     assert codec.decode(codec.encode(h.store.streams[WALLET])).signed == {kept}
@@ -292,17 +293,12 @@ def test_a_buy_in_deposit_from_before_deposits_named_their_transfer_is_kept_by_i
     buy-in had none, and only the deposit's id refused a copy: a rebuild still finds it."""
     h, deposit, _ = bought_in()
     legacy_log = []
-    for handled in h.handled:
-        for envelope in handled.events:
-            if envelope.stream_id == TABLE:
-                data = envelope.data
-                if isinstance(data, ev.FundsDeposited):
-                    data = data.model_copy(update={"transfer": None})
-                legacy_log.append(envelope.model_copy(update={"data": data}))
-    rebuilt = Stream(TABLE, initial_state(TABLE))
-    for envelope in legacy_log:
-        rebuilt.fold(envelope)
-        rebuilt.note_signed(envelope)
+    for envelope in h.events_of(TABLE):
+        data = envelope.data
+        if isinstance(data, ev.FundsDeposited):
+            data = data.model_copy(update={"transfer": None})
+        legacy_log.append(envelope.model_copy(update={"data": data}))
+    rebuilt = rebuilt_from(legacy_log)
     deposit_id = CommandEnvelope.model_validate_json(deposit.value).command_id
     assert rebuilt.signed == {deposit_id} and rebuilt.state.buy_ins == {}  # type: ignore[union-attr]
     codec = SnapshotCodec(b"s" * 32)
@@ -395,11 +391,7 @@ def test_a_declined_signed_deposit_sent_again_after_the_window_is_refused() -> N
 def test_a_declined_transfer_is_kept_by_a_rebuild_from_the_events_and_the_snapshot() -> None:
     h, deposit = declined_buy_in()
     push_past_the_window(h)
-    rebuilt = Stream(TABLE, initial_state(TABLE))
-    for handled in h.handled:
-        for envelope in handled.events:
-            if envelope.stream_id == TABLE:
-                rebuilt.fold(envelope)
+    rebuilt = rebuilt_from(h.events_of(TABLE))
     assert rebuilt.state == h.table() and h.table().buy_ins == {WALLET: 1}
     codec = SnapshotCodec(b"s" * 32)
     for stream in (rebuilt, h.store.streams[TABLE]):
