@@ -103,6 +103,29 @@ FORGERIES: dict[str, tuple[Callable[[Logs], Logs], str]] = {
         },
         "in another player's wallet",
     ),
+    "buy-in the wallet refunded but the table took": (
+        lambda logs: {
+            **logs,
+            WALLET: [
+                e.model_copy(
+                    update={
+                        "data": wl.BuyInRefunded(
+                            player_id=PLAYER,
+                            transfer=e.data.transfer,
+                            table_id=TABLE,
+                            amount=e.data.amount,
+                            reason="not_seated",
+                            balance_after=0,
+                        )
+                    }
+                )
+                if isinstance(e.data, wl.BuyInCompleted)
+                else e
+                for e in logs[WALLET]
+            ],
+        },
+        "refunded, but replay-multi answered FundsDeposited",
+    ),
     "deposit taken twice": (
         lambda logs: appended(logs, TABLE, ev.FundsDeposited),
         "handled again",
@@ -139,9 +162,25 @@ def test_with_projection_lag_a_movement_without_its_cause_is_in_transit() -> Non
     lag behind the wallet's, so an answer can be read before its cause."""
     logs = honest()
     table_behind = {**logs, TABLE: logs[TABLE][:2]}  # opened, seated: nothing else yet
-    assert reconcile(table_behind).findings  # read as complete: lost causes
-    lagging = reconcile(table_behind, complete=False)
+    assert len(reconcile(table_behind).findings) == 4 + 5  # read as complete: lost causes
+    lagging = reconcile(table_behind, lagging=lambda stream_id: stream_id == TABLE)
     assert lagging.findings == [] and lagging.in_transit == 4 + 5  # closes, cash-outs
+    # Lag elsewhere excuses nothing here.
+    assert len(reconcile(table_behind, lagging=lambda s: s != TABLE).findings) == 4 + 5
+
+
+def test_a_cash_out_naming_an_event_already_read_is_judged_even_with_lag() -> None:
+    logs = honest()
+    forged = changed(logs, WALLET, wl.CashOutReceived, table_sequence=1)  # TableOpened
+    [finding] = reconcile(forged, lagging=lambda stream_id: True).findings
+    assert "which paid nothing out" in str(finding)
+
+
+def test_a_deposit_naming_no_buy_in_after_the_table_recorded_transfers_is_found() -> None:
+    logs = honest()
+    forged = changed(logs, TABLE, ev.FundsDeposited, transfer=None)  # the last buy-in's
+    findings = [str(f) for f in reconcile(forged).findings]
+    assert any("names no buy-in" in f for f in findings), findings
 
 
 def test_buy_ins_a_table_handled_before_it_recorded_transfers_are_unverifiable() -> None:

@@ -411,3 +411,19 @@ def test_a_platform_deposit_naming_a_transfer_is_unauthorized() -> None:
     [result] = results(forged)
     assert result.rejection is not None and result.rejection.code == "unauthorized"
     assert h.send(TABLE, cmd.Deposit(player_id=PLAYER, amount=5)).events  # the platform's own
+
+
+def test_a_signed_deposit_without_its_transfer_header_is_refused() -> None:
+    """The service signs a Deposit only as a buy-in's, with its transfer in the signed header:
+    one without it (a transfer in the body is not believed) credits nothing."""
+    h = Harness()
+    h.send(TABLE, cmd.OpenTable(variant="atlantic-city-multi"))
+    h.send(TABLE, cmd.SitDown(player_id=PLAYER))
+    for number, transfer in enumerate((None, "wallet:eve/7")):
+        deposit = cmd.Deposit(player_id=PLAYER, amount=500, transfer=transfer)
+        envelope = CommandEnvelope(command_id=f"d-{number}", stream_id=TABLE, command=deposit)
+        key, value = TABLE.encode(), envelope.model_dump_json().encode()
+        [result] = results(h.deliver(key, value, SIGNER.headers(key, value)))
+        assert result.rejection is not None and result.rejection.code == "unauthorized"
+        assert "names its transfer" in result.rejection.message
+    assert h.table().players[PLAYER].balance == 0 and h.table().buy_ins == {}

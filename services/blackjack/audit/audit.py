@@ -24,6 +24,7 @@ from sqlalchemy.ext.asyncio import AsyncConnection
 
 from blackjack.audit.replay import Finding, StreamReplay, money, replay_stream
 from blackjack.audit.transfers import Reconciled, reconcile
+from blackjack.bus.topics import partition_for
 from blackjack.domain.wallet import is_wallet_stream
 from blackjack.messages.sealing import ShoeSeal
 from blackjack.projections import queries, schema
@@ -140,7 +141,7 @@ async def run_audit(
         report.violations, report.totals = await conservation(connection)
     writer = ProjectionWriter(scratch)
     await rebuild(writer, bootstrap, topic, stop=report.positions)
-    report.pending = await _pending(bootstrap, topic, report.positions)
+    report.pending, partitions = await _pending(bootstrap, topic, report.positions)
     async with scratch.reading() as connection:
         rebuilt = await dump(connection)
         logs = {}
@@ -150,13 +151,17 @@ async def run_audit(
             report.replays.append(replay_stream(wires, seal, stream_id))
     report.differences = differences(rebuilt, expected_live)
     # Events past the live positions: a movement's cause may be among them (lag, not a finding).
-    report.transfers = reconcile(logs, complete=not any(report.pending.values()))
+    behind = {partition for (_, partition), count in report.pending.items() if count}
+    report.transfers = reconcile(
+        logs, lagging=lambda stream_id: partition_for(stream_id, partitions) in behind
+    )
     return report
 
 
 async def _pending(
     bootstrap: str, topic: str, positions: dict[Position, int]
-) -> dict[Position, int]:
+) -> tuple[dict[Position, int], int]:
+    """Records past the live positions, per partition; and how many partitions the topic has."""
     counts: dict[Position, int] = {}
 
     def count(records: list[Record]) -> None:
@@ -164,8 +169,8 @@ async def _pending(
             counts[record.position] = counts.get(record.position, 0) + 1
 
     start = {partition: offset for (_, partition), offset in positions.items()}
-    await read_topic(bootstrap, topic, count, start=start)
-    return counts
+    ends = await read_topic(bootstrap, topic, count, start=start)
+    return counts, len(ends)
 
 
 async def conservation(

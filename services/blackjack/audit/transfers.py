@@ -13,16 +13,17 @@ than the tables paid out. This matches every single movement across the two logs
   if that event paid that player that amount out of a shared table, and only once.
 
 A buy-in or payout not answered yet is in transit, not a finding (the handler may be behind);
-so is an answer whose cause the logs read do not reach yet (``complete=False``: one events
-partition projected further than another). Buy-ins a table handled before it recorded their
-transfers (older handlers: a taken one became a deposit without its transfer, a declined one
-left no event) cannot be matched and are counted as unverifiable; the totals of
-``audit.conservation`` still cover them.
+so is an answer whose cause lies past what was read of its table while the table's events
+partition lags (``lagging``: one partition projected further than another). Buy-ins a table
+handled before it recorded their transfers (older handlers: a taken one became a deposit
+without its transfer, a declined one left no event) cannot be matched and are counted as
+unverifiable; the totals of ``audit.conservation`` still cover them. A deposit without a
+transfer at a shared table after it started recording them names no buy-in: a finding.
 """
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime
 
@@ -62,11 +63,14 @@ class _Table:
 
 
 def reconcile(
-    streams: Mapping[str, Sequence[WireEnvelope]], *, complete: bool = True
+    streams: Mapping[str, Sequence[WireEnvelope]],
+    *,
+    lagging: Callable[[str], bool] = lambda stream_id: False,
 ) -> Reconciled:
     """Match the money that moved between the streams' logs (``stream -> events`` in sequence
-    order). ``complete``: every log was read to the same point (no projection lag), so an
-    effect whose cause is missing is a finding; otherwise it may be in transit."""
+    order). ``lagging(table)``: that table's events were not all read (its partition has
+    records past the positions read), so an answer whose cause is not among them may be in
+    transit rather than forged."""
     out = Reconciled()
     sent: dict[tuple[str, int], _Sent] = {}
     closed: list[tuple[WireEnvelope, wl.BuyInCompleted | wl.BuyInRefunded]] = []
@@ -80,6 +84,9 @@ def reconcile(
     def find(envelope: WireEnvelope, message: str) -> None:
         out.findings.append(Finding(envelope.stream_id, envelope.sequence, None, message))
 
+    read_to = {
+        stream_id: envelopes[-1].sequence for stream_id, envelopes in streams.items() if envelopes
+    }
     for stream_id, envelopes in streams.items():
         table = tables.setdefault(stream_id, _Table())
         for envelope in envelopes:
@@ -102,6 +109,8 @@ def reconcile(
                 case ev.TableOpened() as e:
                     table.shared = e.rules.seats > 1
                 case ev.FundsDeposited(transfer=None) if table.shared:
+                    if table.transfers_from is not None:
+                        find(envelope, "a deposit at a shared table that names no buy-in")
                     table.untracked_deposits = True
                 case ev.FundsDeposited(transfer=str()) | ev.TransferDeclined() as e:
                     assert e.transfer is not None
@@ -149,7 +158,7 @@ def reconcile(
             ):
                 out.unverifiable += 1
                 continue
-            if not complete:
+            if lagging(closing.table_id):
                 out.in_transit += 1
                 continue
         what = "completed" if kind is ev.FundsDeposited else "refunded"
@@ -167,7 +176,8 @@ def reconcile(
             continue
         cashed[key] = envelope
         payout = paid_out.get(key)
-        if payout is None and not complete:
+        unread = cash_out.table_sequence > read_to.get(cash_out.table_id, 0)
+        if payout is None and unread and lagging(cash_out.table_id):
             out.in_transit += 1
             continue
         if payout != (cash_out.player_id, cash_out.amount):

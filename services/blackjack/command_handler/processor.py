@@ -14,8 +14,9 @@ Order of the checks, each a typed rejection on the results topic:
    with an id reserved for the service's steps (``<cause>.deposit`` ...). These are answered
    but not remembered.
 2. a command id the stream has handled: the original result again, nothing else.
-3. ``unauthorized``: a cash-out that named no table event (sent by a handler from before
-   they did), accepted before, however long ago: a copy of its record sent again after the
+3. ``unauthorized``: a signed step from an older handler that only its id tells from its
+   copies (a cash-out that named no table event, a buy-in's deposit recorded without its
+   transfer), accepted before, however long ago: a copy of its record sent again after the
    idempotency window has moved on (see ``streams``). ``unauthorized``: a command only the
    service may issue, without the service's signature.
 4. the decider (table or wallet): accepted with its events, or its typed rejection. Copies of
@@ -263,13 +264,12 @@ class Processor:
         if signed and envelope.command_id in stream.signed:
             return self._replayed(store, stream, envelope, kind, key, inbound.partition, now)
         buy_in = False
-        if signed and transfer is not None and isinstance(command, cmd.Deposit):
-            buy_in = True
+        if signed and isinstance(command, cmd.Deposit):
+            buy_in = transfer is not None
             # The table decides a buy-in's deposit by its transfer: taken or declined, never
-            # taken twice (the number comes from the signed header, not the body).
-            command = command.model_copy(
-                update={"transfer": transfer_ref(command.player_id, transfer)}
-            )
+            # taken twice (the number comes from the signed header, never the body).
+            ref = None if transfer is None else transfer_ref(command.player_id, transfer)
+            command = command.model_copy(update={"transfer": ref})
             envelope = envelope.model_copy(update={"command": command})
         if isinstance(command, CashOut):
             # Which table event paid it out comes from the signed header, never the body (a
@@ -336,10 +336,11 @@ class Processor:
         partition: int,
         now: datetime,
     ) -> Handled:
-        """A cash-out that named no table event, accepted before, whose result has left the
-        window: refused, nothing decided. The answer is not remembered: the stream's signed ids
-        refuse every copy the same way, and a rebuild, which drops ``unauthorized`` answers to
-        step ids, holds the same window as the live handler."""
+        """A signed step from an older handler kept by id (``streams``), accepted before,
+        whose result has left the window: refused, nothing decided. The answer is not
+        remembered: the stream's signed ids refuse every copy the same way, and a rebuild,
+        which drops ``unauthorized`` answers to step ids, holds the same window as the live
+        handler."""
         message = (
             f"this signed command was already applied: {kind} "
             f"{envelope.command_id} is not applied again"
@@ -455,6 +456,9 @@ class Processor:
                 )
             if signed and not multi_seat and command.transfer is None:
                 return refuse("a single-player table is funded by the platform's Deposit")
+        if isinstance(command, cmd.Deposit) and signed and command.transfer is None:
+            # The service signs a Deposit only as a buy-in's, which names its transfer.
+            return refuse("a signed Deposit is a buy-in's and names its transfer (bj_transfer)")
         return None
 
     # ---- 4. the decision --------------------------------------------------------------
