@@ -104,6 +104,26 @@ async def test_another_event_at_a_known_place_in_the_stream_is_refused(
         await writer.apply([Record(TOPIC, 0, 50, encode(forged))])
 
 
+async def test_the_same_event_id_with_other_contents_is_refused(store: ProjectionStore) -> None:
+    """Event ids derive from the place in the stream: only the contents tell a different
+    event written there (a fencing failure, a forged record) from a redelivery."""
+    writer = ProjectionWriter(store)
+    await writer.apply(RECORDS[:50])
+    original = to_wire(LOG.envelopes[20], SEAL)
+    later = original.model_copy(update={"occurred_at": original.occurred_at.replace(year=2031)})
+    with pytest.raises(ProjectionError, match="with other contents"):
+        await writer.apply([Record(TOPIC, 0, 50, encode(later))])
+    # Within one batch as well (the first is not stored yet when the second comes); the
+    # copies come on another partition, as a misrouted write would.
+    writer = ProjectionWriter(store)
+    copy = Record(TOPIC, 1, 0, encode(to_wire(LOG.envelopes[55], SEAL)))
+    assert (await writer.apply([*RECORDS[50:60], copy])).duplicates == 1
+    forged = to_wire(LOG.envelopes[65], SEAL).model_copy(update={"correlation_id": "x"})
+    with pytest.raises(ProjectionError, match="with other contents"):
+        await writer.apply([*RECORDS[60:70], Record(TOPIC, 1, 1, encode(forged))])
+    assert await writer.stored_positions() == {(TOPIC, 0): 60, (TOPIC, 1): 1}
+
+
 async def test_a_gap_in_a_stream_is_refused(store: ProjectionStore) -> None:
     writer = ProjectionWriter(store)
     stream = [r for r in RECORDS if b'"stream_id":"t-1"' in r.value]

@@ -22,6 +22,7 @@ from sqlalchemy.ext.asyncio import AsyncConnection
 from blackjack.domain import events as ev
 from blackjack.domain.wallet import is_wallet_stream
 from blackjack.messages import wire
+from blackjack.messages.wire import WireEnvelope
 from blackjack.projections import schema
 from blackjack.projections.projector import (
     Account,
@@ -187,7 +188,7 @@ class _Batch:
         self.streams: dict[str, _Loaded] = {}
         self.wallets: dict[str, _LoadedWallet] = {}
         self.events: list[dict[str, Any]] = []
-        self.event_ids: dict[tuple[str, int], str] = {}
+        self.folded: dict[tuple[str, int], WireEnvelope] = {}
 
     async def fold(self, record: Record) -> str | None:
         """Fold one record in; its event type, or None for a duplicate of an earlier event."""
@@ -204,11 +205,16 @@ class _Batch:
         else:
             projection = (await self._stream(envelope.stream_id)).projection
         if envelope.sequence <= projection.view.last_sequence:
-            earlier = await self._event_id(envelope.stream_id, envelope.sequence)
-            if earlier != envelope.event_id:
+            # A duplicate only if it is the very event folded in at that place: event ids
+            # derive from the place, so the id alone would not tell two events apart.
+            earlier = await self._folded(envelope.stream_id, envelope.sequence)
+            if earlier != envelope:
+                what = "another event" if earlier is None else earlier.event_id
+                same = earlier is not None and earlier.event_id == envelope.event_id
                 raise ProjectionError(
                     f"{envelope.stream_id} event {envelope.sequence} is {envelope.event_id}, "
-                    f"but {earlier} was folded in at that place"
+                    f"but {what} was folded in at that place"
+                    + (" with other contents" if same else "")
                 )
             return None
         event = envelope.data
@@ -229,17 +235,19 @@ class _Batch:
                 "envelope": wire.encode(envelope).decode(),
             }
         )
-        self.event_ids[(envelope.stream_id, envelope.sequence)] = envelope.event_id
+        self.folded[(envelope.stream_id, envelope.sequence)] = envelope
         return envelope.type
 
-    async def _event_id(self, stream_id: str, sequence: int) -> str | None:
-        pending = self.event_ids.get((stream_id, sequence))
+    async def _folded(self, stream_id: str, sequence: int) -> WireEnvelope | None:
+        """The event folded in at that place of the stream, as it reads now (upcast)."""
+        pending = self.folded.get((stream_id, sequence))
         if pending is not None:
             return pending
-        query = select(schema.events.c.event_id).where(
+        query = select(schema.events.c.envelope).where(
             schema.events.c.stream_id == stream_id, schema.events.c.sequence == sequence
         )
-        return (await self.connection.execute(query)).scalar_one_or_none()
+        stored = (await self.connection.execute(query)).scalar_one_or_none()
+        return None if stored is None else wire.decode(stored.encode())
 
     async def _wallet(self, stream_id: str) -> _LoadedWallet:
         loaded = self.wallets.get(stream_id)
