@@ -7,6 +7,7 @@ from __future__ import annotations
 from datetime import UTC, datetime
 
 import pytest
+from structlog.testing import capture_logs
 
 from blackjack.command_handler.processor import Inbound
 from blackjack.command_handler.streams import PartitionStore
@@ -64,6 +65,10 @@ def test_whatever_else_breaks_reading_is_answered_malformed_too() -> None:
             raise LookupError("a decoder that fails in some way nobody listed")
 
     value = Exploding(b'{"command_id": "x"}')
-    handled = processor.handle(store, Inbound(WALLET.encode(), value, [], 0, 3), NOW)
+    with capture_logs() as logs:
+        handled = processor.handle(store, Inbound(WALLET.encode(), value, [], 0, 3), NOW)
     assert handled.result.rejection is not None
     assert handled.result.rejection.code == "malformed"
+    # Unforeseen, or a bug in the reader: the operator gets the trace.
+    [logged] = [entry for entry in logs if entry["log_level"] == "error"]
+    assert logged["kafka_offset"] == 3 and logged["exc_info"] is True

@@ -359,6 +359,13 @@ class Processor:
         try:
             return self._read(inbound)
         except Exception as error:
+            # ``_read`` answers every bad input it knows; anything raised here is either a
+            # record nobody foresaw or a bug in the reader: keep the trace for the operator.
+            log.exception(
+                "a command record could not be read; answered malformed",
+                kafka_partition=inbound.partition,
+                kafka_offset=inbound.offset,
+            )
             return _Unparsed(
                 command_id=f"unparsed-{inbound.partition}-{inbound.offset}",
                 stream_id=(inbound.key or b"").decode("utf-8", "replace"),
