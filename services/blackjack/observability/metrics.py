@@ -18,7 +18,8 @@ TRANSACTIONS = Counter(
 )
 TRANSACTION_SECONDS = Histogram(
     "blackjack_transaction_seconds",
-    "Time from the start of a transaction to its commit",
+    "Time from the start of a partition's transaction to its commit (the partitions of one "
+    "fetch commit concurrently, so their times overlap)",
     buckets=(0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5),
 )
 COMMAND_LAG_SECONDS = Histogram(
