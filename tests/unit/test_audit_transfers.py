@@ -169,6 +169,16 @@ def test_with_projection_lag_a_movement_without_its_cause_is_in_transit() -> Non
     assert len(reconcile(table_behind, lagging=lambda s: s != TABLE).findings) == 4 + 5
 
 
+def test_with_the_wallet_s_partition_behind_a_deposit_without_its_buy_in_is_in_transit() -> None:
+    logs = honest()
+    last_sent = max(i for i, e in enumerate(logs[WALLET]) if isinstance(e.data, wl.BuyInSent))
+    wallet_behind = {**logs, WALLET: logs[WALLET][:last_sent]}
+    [finding] = reconcile(wallet_behind).findings
+    assert "wallet:eve/4: wallet:eve never sent it" in str(finding)
+    lagging = reconcile(wallet_behind, lagging=lambda stream_id: stream_id == WALLET)
+    assert lagging.findings == [] and lagging.in_transit == 1
+
+
 def test_a_cash_out_naming_an_event_already_read_is_judged_even_with_lag() -> None:
     logs = honest()
     forged = changed(logs, WALLET, wl.CashOutReceived, table_sequence=1)  # TableOpened

@@ -124,6 +124,22 @@ async def test_the_same_event_id_with_other_contents_is_refused(store: Projectio
     assert await writer.stored_positions() == {(TOPIC, 0): 60, (TOPIC, 1): 1}
 
 
+async def test_a_stored_event_that_no_longer_reads_is_named(store: ProjectionStore) -> None:
+    writer = ProjectionWriter(store)
+    await writer.apply(RECORDS[:50])
+    stored = LOG.envelopes[20]
+    async with store.writing() as connection:
+        await connection.execute(
+            update(schema.events)
+            .where(schema.events.c.stream_id == stored.stream_id)
+            .where(schema.events.c.sequence == stored.sequence)
+            .values(envelope="{}")
+        )
+    resent = Record(TOPIC, 0, 50, RECORDS[20].value)
+    with pytest.raises(ProjectionError, match=f"event {stored.sequence} as stored cannot be read"):
+        await writer.apply([resent])
+
+
 async def test_a_gap_in_a_stream_is_refused(store: ProjectionStore) -> None:
     writer = ProjectionWriter(store)
     stream = [r for r in RECORDS if b'"stream_id":"t-1"' in r.value]

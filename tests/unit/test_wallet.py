@@ -178,6 +178,11 @@ def test_a_version_1_cash_out_received_is_upcast_with_no_table_event() -> None:
     assert (event.version, event.table_sequence, event.amount) == (2, None, 25)
     state = fold_wallet([event])
     assert state.balance == 25 and state.cashed_out == {}
+    # A document without a version reads as version 1; one naming its table event keeps it.
+    del envelope["data"]["version"]  # type: ignore[attr-defined]
+    envelope["data"]["table_sequence"] = 7  # type: ignore[index]
+    event = wire.decode(json.dumps(envelope).encode()).data
+    assert isinstance(event, CashOutReceived) and event.table_sequence == 7
 
 
 _amount = st.integers(min_value=-5, max_value=600)

@@ -13,8 +13,9 @@ than the tables paid out. This matches every single movement across the two logs
   if that event paid that player that amount out of a shared table, and only once.
 
 A buy-in or payout not answered yet is in transit, not a finding (the handler may be behind);
-so is an answer whose cause lies past what was read of its table while the table's events
-partition lags (``lagging``: one partition projected further than another). Buy-ins a table
+so is an answer whose cause lies past what was read of its stream (the table's, or the
+wallet's for a buy-in) while that stream's events partition lags (``lagging``: one partition
+projected further than another). Buy-ins a table
 handled before it recorded their transfers (older handlers: a taken one became a deposit
 without its transfer, a declined one left no event) cannot be matched and are counted as
 unverifiable; the totals of ``audit.conservation`` still cover them. A deposit without a
@@ -68,7 +69,7 @@ def reconcile(
     lagging: Callable[[str], bool] = lambda stream_id: False,
 ) -> Reconciled:
     """Match the money that moved between the streams' logs (``stream -> events`` in sequence
-    order). ``lagging(table)``: that table's events were not all read (its partition has
+    order). ``lagging(stream)``: that stream's events were not all read (its partition has
     records past the positions read), so an answer whose cause is not among them may be in
     transit rather than forged."""
     out = Reconciled()
@@ -133,7 +134,9 @@ def reconcile(
 
     for (wallet, number), (envelope, e) in handled.items():
         buy_in = sent.get((wallet, number))
-        if buy_in is None:
+        if buy_in is None and lagging(wallet):
+            out.in_transit += 1  # the wallet's partition was not read as far
+        elif buy_in is None:
             find(envelope, f"buy-in {e.transfer}: {wallet} never sent it")
         elif (buy_in.table_id, buy_in.player_id, buy_in.amount) != (
             envelope.stream_id,

@@ -54,8 +54,9 @@ def _bet_refunded_v1_to_v2(data: dict[str, Any]) -> dict[str, Any]:
 
 
 def _cash_out_received_v1_to_v2(data: dict[str, Any]) -> dict[str, Any]:
-    """Version 1 did not name the table event that paid the money out."""
-    return {**data, "version": 2, "table_sequence": None}
+    """Version 1 did not name the table event that paid the money out (a document without a
+    version reads as version 1: one that does name it keeps it)."""
+    return {**data, "version": 2, "table_sequence": data.get("table_sequence")}
 
 
 UPCASTERS: dict[tuple[str, int], Upcaster] = {

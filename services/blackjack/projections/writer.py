@@ -208,12 +208,16 @@ class _Batch:
             # A duplicate only if it is the very event folded in at that place: event ids
             # derive from the place, so the id alone would not tell two events apart.
             earlier = await self._folded(envelope.stream_id, envelope.sequence)
+            if earlier is None:
+                raise ProjectionError(
+                    f"{envelope.stream_id} event {envelope.sequence} is {envelope.event_id}; "
+                    f"the store is past that place but holds no event there"
+                )
             if earlier != envelope:
-                what = "another event" if earlier is None else earlier.event_id
-                same = earlier is not None and earlier.event_id == envelope.event_id
+                same = earlier.event_id == envelope.event_id
                 raise ProjectionError(
                     f"{envelope.stream_id} event {envelope.sequence} is {envelope.event_id}, "
-                    f"but {what} was folded in at that place"
+                    f"but {earlier.event_id} was folded in at that place"
                     + (" with other contents" if same else "")
                 )
             return None
@@ -247,7 +251,14 @@ class _Batch:
             schema.events.c.stream_id == stream_id, schema.events.c.sequence == sequence
         )
         stored = (await self.connection.execute(query)).scalar_one_or_none()
-        return None if stored is None else wire.decode(stored.encode())
+        if stored is None:
+            return None
+        try:
+            return wire.decode(stored.encode())
+        except (ValueError, KeyError, TypeError) as error:  # pydantic's errors are ValueErrors
+            raise ProjectionError(
+                f"{stream_id} event {sequence} as stored cannot be read: {error}"
+            ) from error
 
     async def _wallet(self, stream_id: str) -> _LoadedWallet:
         loaded = self.wallets.get(stream_id)
