@@ -34,7 +34,6 @@ from blackjack.command_handler.service import CommandHandler
 from blackjack.projections.health import FoldHealth
 from blackjack.projections.settings import ProjectionSettings
 from blackjack.projections.store import ProjectionStore
-from blackjack.projections.worker import build_broker
 from blackjack.projections.writer import ProjectionWriter
 
 
@@ -81,6 +80,9 @@ def build_app(
     on_shutdown: list[Callable[[], Awaitable[Any]]] = [handler.stop]
     store = None
     if projections is not None:
+        # Imported here: a handler-only process must not export the worker's metrics.
+        from blackjack.projections.worker import build_broker
+
         store = ProjectionStore(projections.db_url)
         worker = build_broker(projections, ProjectionWriter(store), health)
 

@@ -152,6 +152,7 @@ _TOKEN = re.compile(
     r"""
     (?P<string>"(?:[^"\\]|\\.)*"|'(?:[^'\\]|\\.)*'|`[^`]*`)
    |(?P<range>\[[^\]]*\])
+   |(?P<duration>\d+(?:ms|[smhdwy])(?![A-Za-z0-9_]))
    |(?P<number>\d+(?:\.\d+)?(?:[eE][+-]?\d+)?)
    |(?P<name>[A-Za-z_:][A-Za-z0-9_:]*)
    |(?P<op>=~|!~|!=|==|>=|<=|[-+*/%^<>=(){},])
@@ -166,7 +167,7 @@ _FUNCTIONS = """abs absent absent_over_time avg_over_time ceil changes clamp cla
     resets round scalar sort sort_desc sum_over_time time timestamp vector"""
 FUNCTIONS = {*_AGGREGATIONS.split(), *_FUNCTIONS.split()}
 GROUPING = {"by", "without", "on", "ignoring", "group_left", "group_right"}
-KEYWORDS = {"and", "or", "unless", "bool", "inf", "nan"}
+KEYWORDS = {"and", "or", "unless", "bool", "inf", "nan", "offset"}
 
 
 @dataclass
@@ -692,6 +693,9 @@ def test_services_and_monitors_select_the_pods() -> None:
     # the PodMonitor (applied apart) and scrape.yml keep every blackjack pod, and only those
     monitor = yaml.safe_load((K8S / "podmonitor.yaml").read_text())
     assert sorted(selected(monitor["spec"]["selector"]["matchLabels"])) == sorted(pods)
+    # a PodMonitor selects the pods of its own namespace only
+    kustomization = yaml.safe_load((K8S / "kustomization.yaml").read_text())
+    assert monitor["metadata"]["namespace"] == kustomization["namespace"]
     endpoint = monitor["spec"]["podMetricsEndpoints"][0]
     assert endpoint["port"] == "http" and endpoint["path"] == "/metrics"
     [job] = yaml.safe_load(SCRAPE.read_text())["scrape_configs"]
@@ -701,6 +705,23 @@ def test_services_and_monitors_select_the_pods() -> None:
         # Prometheus turns every character of a label name that is not [a-zA-Z0-9_] into _
         [value] = [v for k, v in labels.items() if re.sub(r"\W", "_", k) == sanitized]
         assert re.fullmatch(keep["regex"], value)
+
+
+def test_the_audit_job_runs_the_audit_with_both_secrets(parsed_args: Any) -> None:
+    job = yaml.safe_load((K8S / "audit-job.yaml").read_text())
+    kustomization = yaml.safe_load((K8S / "kustomization.yaml").read_text())
+    assert job["kind"] == "Job" and "audit-job.yaml" not in kustomization["resources"]
+    assert job["metadata"]["namespace"] == kustomization["namespace"]
+    container = the_container(job)
+    args, env = parsed_args(container)
+    assert args.command == "audit"
+    HandlerConfig.from_env(env)  # the shoe key opens the committed shoes
+    ProjectionSettings.from_env(env)
+    secrets = {e["name"] for e in container["env"] if "secretKeyRef" in e.get("valueFrom", {})}
+    assert secrets == set(PLACEHOLDERS)
+    for name in env:
+        assert name in ENV_READ, name
+    assert container["image"].split(":")[0] == "blackjack-server"
 
 
 # ---- Docker Compose ------------------------------------------------------------------------------

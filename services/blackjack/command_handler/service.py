@@ -47,6 +47,8 @@ from blackjack.command_handler.replay import assign_reader, end_offsets, rebuild
 from blackjack.command_handler.signing import CommandSigner
 from blackjack.command_handler.snapshots import Checkpoint, SnapshotCodec, checkpoint_key
 from blackjack.command_handler.streams import PartitionStore, StreamState
+from blackjack.domain.commands import COMMAND_TYPES
+from blackjack.domain.wallet import SERVICE_ONLY_WALLET_COMMANDS, WALLET_COMMAND_TYPES
 from blackjack.messages.sealing import ShoeSeal
 from blackjack.observability import metrics
 from blackjack.rng import csprng_shuffle
@@ -148,6 +150,10 @@ class CommandHandler:
 
     async def start(self) -> None:
         kafka = self.config.kafka
+        declare_metrics()
+        metrics.SNAPSHOT_LIMIT_BYTES.set(SNAPSHOT_MAX_BYTES)
+        metrics.COMMAND_PARTITIONS.set(kafka.partitions)
+        self._publish_gauges()  # 0 partitions ready until the group assigns some
         await ensure_topics(kafka, self.topics)
         client = f"{self.config.instance_id}"
         self._reader = AIOKafkaConsumer(
@@ -179,7 +185,6 @@ class CommandHandler:
         )
         await self._consumer.start()
         self._consumer.subscribe([self.topics.commands], listener=_Rebalance(self))
-        metrics.SNAPSHOT_LIMIT_BYTES.set(SNAPSHOT_MAX_BYTES)
         self._tasks = [
             asyncio.create_task(self._guard(self._consume()), name="commands"),
             asyncio.create_task(self._guard(self._tick()), name="clock"),
@@ -683,3 +688,11 @@ class CommandHandler:
             metrics.PARTITIONS.labels(status).set(count)
         metrics.STREAMS.set(streams)
         metrics.SNAPSHOT_LARGEST_BYTES.set(largest_snapshot)
+
+
+def declare_metrics() -> None:
+    """This process runs a command handler: the series its alerts read exist from now on."""
+    table_types = [str(kind.model_fields["type"].default) for kind in COMMAND_TYPES]
+    wallet_types = [str(kind.model_fields["type"].default) for kind in WALLET_COMMAND_TYPES]
+    signed = [str(kind.model_fields["type"].default) for kind in SERVICE_ONLY_WALLET_COMMANDS]
+    metrics.declare_handler([*table_types, *wallet_types], ["Deposit", *signed])

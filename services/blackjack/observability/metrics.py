@@ -1,8 +1,17 @@
-"""Prometheus metrics of the command handler, served at ``/metrics``."""
+"""Prometheus metrics of the command handler, served at ``/metrics``.
+
+A labelled series appears on its first ``inc()``, so Prometheus would first see a counter at 1
+and ``increase()`` would miss that first occurrence: ``declare_handler`` creates, at start-up,
+every series an alert fires on at its first increment (deploy/prometheus/rules.yml).
+"""
 
 from __future__ import annotations
 
+from collections.abc import Iterable
+
 from prometheus_client import Counter, Gauge, Histogram
+
+from blackjack.observability.roles import declare_role
 
 COMMANDS = Counter(
     "blackjack_commands_total",
@@ -49,4 +58,26 @@ TIMER_COMMANDS = Counter(
 PARTITIONS = Gauge(
     "blackjack_partitions", "Command partitions assigned to this instance, by status", ["status"]
 )
+COMMAND_PARTITIONS = Gauge(
+    "blackjack_command_partitions",
+    "Partitions of the commands topic (BLACKJACK_PARTITIONS): how many the handlers must own",
+)
 STREAMS = Gauge("blackjack_streams", "Streams held in memory by this instance")
+
+
+TRANSACTION_OUTCOMES = ("committed", "aborted", "fenced")
+SIGNED_STEP_COPY_CODES = ("transfer_already_handled", "unknown_transfer")
+
+
+def declare_handler(command_types: Iterable[str], signed_step_types: Iterable[str]) -> None:
+    """A command handler runs here: say so, and create at 0 the series its alerts read."""
+    declare_role("handler")
+    for outcome in TRANSACTION_OUTCOMES:
+        TRANSACTIONS.labels(outcome)
+    for kind in command_types:
+        COMMANDS.labels(kind, "rejected", "internal_error")
+    for kind in signed_step_types:
+        for code in SIGNED_STEP_COPY_CODES:
+            COMMANDS.labels(kind, "rejected", code)
+    for status in ("pending", "ready", "failed", "fenced"):
+        PARTITIONS.labels(status)

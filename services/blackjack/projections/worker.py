@@ -27,6 +27,7 @@ from faststream.kafka import KafkaBroker
 from faststream.kafka.annotations import KafkaMessage
 from prometheus_client import Counter, Gauge
 
+from blackjack.observability.roles import declare_role
 from blackjack.projections.health import FoldHealth, probes
 from blackjack.projections.settings import ProjectionSettings
 from blackjack.projections.store import ProjectionStore
@@ -160,6 +161,7 @@ def register_projection(
     """Subscribe the projection to ``topic`` on ``broker`` (the topic name as the broker wants
     it: without the prefix if the broker adds one itself); returns what reports its progress."""
     health = FoldHealth(settings.stuck_after) if health is None else health
+    declare_role("projections")
     subscriber = None
 
     def consumer() -> AIOKafkaConsumer | None:
