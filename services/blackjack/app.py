@@ -111,13 +111,5 @@ def build_app(
 def projection_settings(config: HandlerConfig) -> ProjectionSettings:
     """The projections of ``blackjack serve``: the handler's broker and prefix, and a consumer
     group under the same prefix unless ``BLACKJACK_PROJECTION_GROUP`` names one."""
-    settings = ProjectionSettings.from_env()
-    group = settings.group_id
-    if not os.environ.get("BLACKJACK_PROJECTION_GROUP"):
-        group = f"{config.kafka.topic_prefix}{group}"
-    return dataclasses.replace(
-        settings,
-        bootstrap=config.kafka.bootstrap,
-        topic_prefix=config.kafka.topic_prefix,
-        group_id=group,
-    )
+    env = {**os.environ, "BLACKJACK_TOPIC_PREFIX": config.kafka.topic_prefix}
+    return dataclasses.replace(ProjectionSettings.from_env(env), bootstrap=config.kafka.bootstrap)

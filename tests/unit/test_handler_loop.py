@@ -130,3 +130,33 @@ async def test_a_stop_that_cannot_wait_aborts_the_transactions_in_progress() -> 
     await asyncio.wait_for(asyncio.gather(*(p.committing.wait() for p in producers)), 5)
     await handler.stop(timeout=0.05)  # the commits never finish
     assert [p.state for p in producers] == ["aborted"] * 3
+
+
+async def test_partitions_are_taken_over_one_per_poll_so_the_group_keeps_the_instance() -> None:
+    """A poll must come within max.poll.interval.ms or the group drops the instance: with
+    several partitions to rebuild, the loop polls between two rebuilds (at once, without
+    waiting for records, while more are due) instead of after all of them."""
+    handler = CommandHandler(HandlerConfig(shoe_key_hex=ShoeSeal.new_key_hex(), group_id="g"))
+    steps: list[str] = []
+    consumer = FakeConsumer({})
+    polled = consumer.getmany
+
+    async def poll(timeout_ms: int, max_records: int) -> dict[Any, Any]:
+        steps.append(f"poll {timeout_ms}")
+        if len(steps) > 8:
+            handler._stopping.set()
+        return await polled(0, max_records)
+
+    async def prepare(partition: _Partition) -> None:
+        steps.append(f"take {partition.number}")
+        partition.status = "ready"
+
+    consumer.getmany = poll  # type: ignore[method-assign]
+    handler._consumer = consumer
+    handler._prepare = prepare  # type: ignore[method-assign]
+    for number in range(3):
+        tp = TopicPartition(TOPIC, number)
+        handler._partitions[number] = _Partition(number, tp, status="pending")
+    await asyncio.wait_for(handler._consume(), 5)
+    assert steps[:6] == ["take 0", "poll 0", "take 1", "poll 0", "take 2", "poll 200"]
+    assert set(steps[6:]) == {"poll 200"}

@@ -57,6 +57,9 @@ from blackjack.table import Shuffler
 Status = Literal["pending", "ready", "failed", "fenced", "revoked"]
 
 REBUILD_TIMEOUT_S = 300.0
+MAX_POLL_INTERVAL_MS = int((REBUILD_TIMEOUT_S + 120) * 1000)
+"""Longest the loop may go without polling before the group drops this instance: one
+partition's takeover (its producer's start, fencing the last owner, the rebuild) at most."""
 RETRY_AFTER_FAILURE_S = 1.0
 RETRY_AT_MOST_S = 30.0
 """A partition that keeps failing (a corrupt log, a foreign shoe key) is retried with a
@@ -182,6 +185,7 @@ class CommandHandler:
             auto_offset_reset="earliest",
             session_timeout_ms=self.config.session_timeout_ms,
             heartbeat_interval_ms=max(self.config.session_timeout_ms // 4, 100),
+            max_poll_interval_ms=MAX_POLL_INTERVAL_MS,
         )
         await self._consumer.start()
         self._consumer.subscribe([self.topics.commands], listener=_Rebalance(self))
@@ -393,26 +397,37 @@ class CommandHandler:
         log.info("partition ready", committed_offset=committed, streams=len(store.streams))
         self._changed()
 
-    async def _prepare_due(self) -> None:
+    async def _prepare_due(self) -> bool:
+        """Take over (rebuild) one partition that is due, if any; True when more are due.
+
+        One per turn of the loop, so the consumer is polled between two rebuilds: a poll
+        must come within ``max_poll_interval_ms`` or the instance leaves its group, and the
+        partitions already ready go on taking commands meanwhile."""
         now = time.monotonic()
-        for partition in list(self._partitions.values()):
-            waiting = partition.status == "pending"
-            retry = partition.status in ("failed", "fenced") and now >= partition.retry_at
-            if waiting or retry:
-                async with partition.lock:
-                    if self._partitions.get(partition.number) is partition:
-                        await self._close_producer(partition)
-                        await self._prepare(partition)
+        due = [
+            partition
+            for partition in self._partitions.values()
+            if partition.status == "pending"
+            or (partition.status in ("failed", "fenced") and now >= partition.retry_at)
+        ]
+        if not due:
+            return False
+        partition = due[0]
+        async with partition.lock:
+            if self._partitions.get(partition.number) is partition:
+                await self._close_producer(partition)
+                await self._prepare(partition)
+        return len(due) > 1
 
     # ---- the loop -----------------------------------------------------------------------
 
     async def _consume(self) -> None:
         assert self._consumer is not None
         while not self._stopping.is_set():
-            await self._prepare_due()
+            more_due = await self._prepare_due()
             try:
                 batches = await self._consumer.getmany(
-                    timeout_ms=POLL_MS, max_records=self.config.max_batch
+                    timeout_ms=0 if more_due else POLL_MS, max_records=self.config.max_batch
                 )
             except KafkaError:
                 self.log.exception("fetching commands failed")

@@ -6,9 +6,17 @@ BLACKJACK_DB_URL              SQLAlchemy async URL of the read-model store
 BLACKJACK_KAFKA_BOOTSTRAP     bootstrap servers (falls back to KAFKA_BOOTSTRAP, then
                               ``127.0.0.1:9092``)
 BLACKJACK_TOPIC_PREFIX        prefix of every topic name (default empty)
-BLACKJACK_PROJECTION_GROUP    consumer group of the projection workers
+BLACKJACK_PROJECTION_GROUP    consumer group of the projection workers (default
+                              ``<BLACKJACK_TOPIC_PREFIX>blackjack-projections``, so two
+                              deployments sharing a broker under different prefixes never
+                              share a group)
 BLACKJACK_PROJECTION_BATCH    most records folded in one database transaction (default 500)
 BLACKJACK_PROJECTION_INSTANCE a stable name per worker (static group membership)
+BLACKJACK_PROJECTION_SESSION_TIMEOUT_MS  how long the group waits for a silent worker before
+                              giving its partitions to others (default 45000 with a stable
+                              name: a restarted worker comes back within it and keeps its
+                              partitions, as static members send no LeaveGroup; 10000
+                              without one)
 BLACKJACK_PROJECTION_STUCK_AFTER  failed attempts in a row at the same record after which the
                               worker reports not ready (default 10, about 20 s of retries)
 """
@@ -25,6 +33,8 @@ DEFAULT_BOOTSTRAP = "127.0.0.1:9092"
 DEFAULT_GROUP = "blackjack-projections"
 DEFAULT_BATCH = 500
 DEFAULT_STUCK_AFTER = 10
+SESSION_TIMEOUT_MS = 10_000
+STATIC_SESSION_TIMEOUT_MS = 45_000
 
 
 @dataclass(frozen=True, slots=True)
@@ -36,6 +46,7 @@ class ProjectionSettings:
     batch: int = DEFAULT_BATCH
     instance_id: str | None = None
     stuck_after: int = DEFAULT_STUCK_AFTER
+    session_timeout_ms: int = SESSION_TIMEOUT_MS
 
     @property
     def events_topic(self) -> str:
@@ -49,20 +60,31 @@ class ProjectionSettings:
             return env.get(name, "").strip() or default
 
         bootstrap = value("BLACKJACK_KAFKA_BOOTSTRAP", value("KAFKA_BOOTSTRAP", DEFAULT_BOOTSTRAP))
-        batch = value("BLACKJACK_PROJECTION_BATCH", str(DEFAULT_BATCH))
-        stuck_after = value("BLACKJACK_PROJECTION_STUCK_AFTER", str(DEFAULT_STUCK_AFTER))
-        for name, text in (
-            ("BLACKJACK_PROJECTION_BATCH", batch),
-            ("BLACKJACK_PROJECTION_STUCK_AFTER", stuck_after),
-        ):
+        prefix = env.get("BLACKJACK_TOPIC_PREFIX", "").strip()
+        instance_id = env.get("BLACKJACK_PROJECTION_INSTANCE", "").strip() or None
+        session = STATIC_SESSION_TIMEOUT_MS if instance_id else SESSION_TIMEOUT_MS
+        if instance_id and not env.get("BLACKJACK_DB_URL", "").strip():
+            # A named worker is a deployment's: an embedded SQLite file would fork the read
+            # model away from the shared database the query API reads.
+            raise ValueError("BLACKJACK_PROJECTION_INSTANCE is set but BLACKJACK_DB_URL is not")
+        numbers = {
+            name: value(name, str(default))
+            for name, default in (
+                ("BLACKJACK_PROJECTION_BATCH", DEFAULT_BATCH),
+                ("BLACKJACK_PROJECTION_STUCK_AFTER", DEFAULT_STUCK_AFTER),
+                ("BLACKJACK_PROJECTION_SESSION_TIMEOUT_MS", session),
+            )
+        }
+        for name, text in numbers.items():
             if not text.isdigit() or int(text) < 1:
                 raise ValueError(f"{name} must be a positive integer, not {text!r}")
         return cls(
             db_url=value("BLACKJACK_DB_URL", DEFAULT_DB_URL),
             bootstrap=bootstrap,
-            topic_prefix=env.get("BLACKJACK_TOPIC_PREFIX", "").strip(),
-            group_id=value("BLACKJACK_PROJECTION_GROUP", DEFAULT_GROUP),
-            batch=int(batch),
-            instance_id=env.get("BLACKJACK_PROJECTION_INSTANCE", "").strip() or None,
-            stuck_after=int(stuck_after),
+            topic_prefix=prefix,
+            group_id=value("BLACKJACK_PROJECTION_GROUP", f"{prefix}{DEFAULT_GROUP}"),
+            batch=int(numbers["BLACKJACK_PROJECTION_BATCH"]),
+            instance_id=instance_id,
+            stuck_after=int(numbers["BLACKJACK_PROJECTION_STUCK_AFTER"]),
+            session_timeout_ms=int(numbers["BLACKJACK_PROJECTION_SESSION_TIMEOUT_MS"]),
         )

@@ -174,6 +174,8 @@ def register_projection(
         max_records=settings.batch,
         group_id=settings.group_id,
         group_instance_id=settings.instance_id,
+        session_timeout_ms=settings.session_timeout_ms,
+        heartbeat_interval_ms=max(settings.session_timeout_ms // 10, 100),
         auto_offset_reset="earliest",
         isolation_level="read_committed",
         ack_policy=AckPolicy.MANUAL,

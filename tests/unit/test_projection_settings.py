@@ -1,0 +1,55 @@
+"""The projection workers' settings from the environment, and what ``serve`` derives."""
+
+from __future__ import annotations
+
+import pytest
+
+from blackjack.app import projection_settings
+from blackjack.command_handler.config import HandlerConfig
+from blackjack.projections.settings import ProjectionSettings
+
+DB = "postgresql+asyncpg://u:p@db/blackjack"
+
+
+def test_the_group_is_under_the_topic_prefix_unless_one_is_named() -> None:
+    assert ProjectionSettings.from_env({}).group_id == "blackjack-projections"
+    staging = ProjectionSettings.from_env({"BLACKJACK_TOPIC_PREFIX": "staging."})
+    assert staging.group_id == "staging.blackjack-projections"
+    assert staging.events_topic == "staging.blackjack.events"
+    named = {"BLACKJACK_TOPIC_PREFIX": "staging.", "BLACKJACK_PROJECTION_GROUP": "mine"}
+    assert ProjectionSettings.from_env(named).group_id == "mine"
+
+
+def test_serve_folds_under_the_handlers_prefix_and_broker(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.delenv("BLACKJACK_PROJECTION_GROUP", raising=False)
+    monkeypatch.delenv("BLACKJACK_TOPIC_PREFIX", raising=False)
+    config = HandlerConfig.from_env(
+        {
+            "BLACKJACK_SHOE_KEY": "cd" * 32,
+            "BLACKJACK_TOPIC_PREFIX": "prod.",
+            "BLACKJACK_KAFKA_BOOTSTRAP": "kafka:9092",
+        }
+    )
+    settings = projection_settings(config)
+    assert settings.group_id == "prod.blackjack-projections"
+    assert settings.events_topic == "prod.blackjack.events"
+    assert settings.bootstrap == "kafka:9092"
+
+
+def test_a_named_worker_waits_longer_for_a_restart_and_needs_the_shared_database() -> None:
+    assert ProjectionSettings.from_env({}).session_timeout_ms == 10_000
+    named = {"BLACKJACK_PROJECTION_INSTANCE": "blackjack-projections-0", "BLACKJACK_DB_URL": DB}
+    assert ProjectionSettings.from_env(named).session_timeout_ms == 45_000
+    tuned = {**named, "BLACKJACK_PROJECTION_SESSION_TIMEOUT_MS": "60000"}
+    assert ProjectionSettings.from_env(tuned).session_timeout_ms == 60_000
+    with pytest.raises(ValueError, match="BLACKJACK_DB_URL"):
+        ProjectionSettings.from_env({"BLACKJACK_PROJECTION_INSTANCE": "blackjack-projections-0"})
+
+
+@pytest.mark.parametrize(
+    "name", ["BLACKJACK_PROJECTION_SESSION_TIMEOUT_MS", "BLACKJACK_PROJECTION_BATCH"]
+)
+def test_numbers_must_be_positive_integers(name: str) -> None:
+    for bad in ("0", "-5", "ten"):
+        with pytest.raises(ValueError, match=name):
+            ProjectionSettings.from_env({name: bad})
