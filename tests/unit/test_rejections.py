@@ -23,6 +23,7 @@ from blackjack.domain import decide as decide_module
 from blackjack.domain import events as ev
 from blackjack.domain.decide import decide
 from blackjack.domain.evolve import fold
+from blackjack.domain.payouts import MAX_BALANCE
 from blackjack.domain.rejections import Rejection, RejectionCode
 from blackjack.domain.rules import Rules
 from blackjack.domain.state import INITIAL_STATE, Box, Hand, TableState
@@ -156,6 +157,22 @@ def test_zero_deposit_is_invalid() -> None:
     then_rejected(
         given("mini-h17", *seated()), cmd.Deposit(player_id="ann", amount=0), "invalid_amount"
     )
+
+
+@rejects("balance_limit")
+def test_a_deposit_past_the_balance_limit() -> None:
+    """Paid-in money stops at payouts.MAX_BALANCE, so no balance outgrows a 64-bit column
+    (a deposit of 10^30 cents was taken once, and no read model could fold it)."""
+    state = given("mini-h17", *seated(balance=10_000))
+    rejection = then_rejected(state, cmd.Deposit(player_id="ann", amount=10**30), "balance_limit")
+    assert str(MAX_BALANCE) in rejection.message
+    then_rejected(
+        state, cmd.Deposit(player_id="ann", amount=MAX_BALANCE - 10_000 + 1), "balance_limit"
+    )
+    up_to = cmd.Deposit(player_id="ann", amount=MAX_BALANCE - 10_000)
+    events = decide(state, up_to, NOW)
+    assert not isinstance(events, Rejection)
+    assert fold(events, state).players["ann"].balance == MAX_BALANCE
 
 
 @rejects("currency_mismatch")

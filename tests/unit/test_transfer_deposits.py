@@ -14,6 +14,7 @@ from blackjack.domain import commands as cmd
 from blackjack.domain import events as ev
 from blackjack.domain.decide import decide
 from blackjack.domain.evolve import CorruptLog, fold
+from blackjack.domain.payouts import MAX_BALANCE
 from blackjack.domain.rejections import Rejection
 from blackjack.domain.rules import PRESETS
 from blackjack.domain.state import INITIAL_STATE, TableState
@@ -122,6 +123,14 @@ def test_a_transfer_to_a_table_not_open_or_single_player_is_declined() -> None:
     single = fold([ev.SeatTaken(player_id="ann", seat=0)], single)
     declined(single, deposit(), "unauthorized")
     declined(multi(seated=True), deposit(0), "invalid_amount")
+
+
+def test_a_buy_in_past_the_balance_limit_is_declined_so_the_wallet_gets_it_back() -> None:
+    rich = fold(
+        [ev.FundsDeposited(player_id="ann", amount=MAX_BALANCE, balance_after=MAX_BALANCE)],
+        multi(seated=True),
+    )
+    declined(rich, deposit(1), "balance_limit")
 
 
 def test_a_platform_deposit_without_a_transfer_is_unchanged() -> None:

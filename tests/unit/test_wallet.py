@@ -13,6 +13,7 @@ from hypothesis import strategies as st
 from pydantic import ValidationError
 
 from blackjack.domain.evolve import CorruptLog
+from blackjack.domain.payouts import MAX_BALANCE
 from blackjack.domain.rejections import Rejection
 from blackjack.domain.wallet import (
     INITIAL_WALLET,
@@ -80,6 +81,16 @@ def test_amounts_are_positive() -> None:
         CashOut(player_id=P, table_id="t", amount=-1),
     ):
         assert rejected(INITIAL_WALLET, command) == "invalid_amount"
+
+
+def test_a_wallet_takes_no_deposit_past_the_balance_limit() -> None:
+    assert rejected(INITIAL_WALLET, WalletDeposit(player_id=P, amount=10**30)) == "balance_limit"
+    full = given_(WalletDeposited(player_id=P, amount=MAX_BALANCE, balance_after=MAX_BALANCE))
+    assert rejected(full, WalletDeposit(player_id=P, amount=1)) == "balance_limit"
+    # a table's cash-out is never refused for it: that money has left the table already
+    assert decide_wallet(full, CashOut(player_id=P, table_id="t", amount=5)) == [
+        CashOutReceived(player_id=P, table_id="t", amount=5, balance_after=MAX_BALANCE + 5)
+    ]
 
 
 def test_a_buy_in_debits_at_once_and_numbers_the_transfer() -> None:

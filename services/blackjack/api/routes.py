@@ -5,7 +5,9 @@
     GET /v1/rounds/{stream_id}:{round}                        one game cycle in full
     GET /v1/tables/{stream_id}                                a table, for a client reconnecting
 
-Answers are JSON; every error is a 4xx with ``{"error": {"code": ..., "message": ...}}``.
+Answers are JSON; every error is a 4xx with ``{"error": {"code": ..., "message": ...}}``, or a
+503 ``store_unavailable`` while the read model's database cannot be reached (500
+``internal_error`` for anything else unforeseen, logged with its trace).
 ``QueryApi(store, fallback=app)`` hands every other request (and the ASGI lifespan) to
 ``fallback``, so the service's own app (FastStream's ``AsgiFastStream``, health, metrics) can
 sit behind it.
@@ -18,6 +20,8 @@ from collections.abc import Awaitable, Callable, MutableMapping
 from typing import Any
 from urllib.parse import parse_qs
 
+import structlog
+from sqlalchemy import exc as sql_errors
 from sqlalchemy.ext.asyncio import AsyncConnection
 
 from blackjack.projections import queries
@@ -30,7 +34,17 @@ Receive = Callable[[], Awaitable[Message]]
 Send = Callable[[Message], Awaitable[None]]
 ASGIApp = Callable[[Scope, Receive, Send], Awaitable[None]]
 
+log = structlog.get_logger("blackjack.api")
+
 PREFIX = "/v1/"
+STORE_UNREACHABLE = (
+    OSError,
+    TimeoutError,
+    sql_errors.OperationalError,
+    sql_errors.InterfaceError,
+    sql_errors.TimeoutError,
+)
+"""What the database (or the way to it) raises when it is down, not when a query is wrong."""
 DEFAULT_PAGE = 20
 
 
@@ -64,6 +78,15 @@ class QueryApi:
             status, body = 200, await self._route(scope)
         except ApiError as error:
             status, body = error.status, _error(error.code, error.message)
+        except STORE_UNREACHABLE as error:
+            log.warning(
+                "query failed: the store is unreachable", path=scope["path"], error=repr(error)
+            )
+            status = 503
+            body = _error("store_unavailable", "the read model cannot be reached; try again")
+        except Exception:
+            log.exception("query failed", path=scope["path"])
+            status, body = 500, _error("internal_error", "the query failed")
         await _respond(send, scope, status, body)
 
     async def _route(self, scope: Scope) -> dict[str, Any]:

@@ -53,7 +53,10 @@ class LeaveTable(PlayerCommand):
 
 class Deposit(PlayerCommand):
     type: Literal["Deposit"] = "Deposit"
-    amount: StrictInt
+    amount: StrictInt = Field(
+        description="positive minor units; refused (balance_limit) if the seat's balance would "
+        "pass 10^15"
+    )
     currency: Currency | None = Field(
         None,
         description="the currency of the money; refused unless it is the table's (a buy-in's "

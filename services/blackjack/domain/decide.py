@@ -23,9 +23,11 @@ from blackjack.domain.cards import fresh_shoe, is_ace, is_ten_value, value_of
 from blackjack.domain.evolve import apply_event
 from blackjack.domain.hand import best_total, is_natural, total
 from blackjack.domain.payouts import (
+    MAX_BALANCE,
     blackjack_winnings,
     insurance_return,
     insurance_stake,
+    over_balance_limit,
     surrender_refund,
 )
 from blackjack.domain.rejections import Rejection, RejectionCode
@@ -127,6 +129,16 @@ def _own_box(state: TableState, player: Player, box: int) -> None:
 def _check_amount(amount: int) -> None:
     if amount <= 0:
         raise _refuse("invalid_amount", f"amounts are positive whole minor units, not {amount}")
+
+
+def _check_pay_in(player: Player, amount: int) -> None:
+    _check_amount(amount)
+    if over_balance_limit(player.balance, amount):
+        raise _refuse(
+            "balance_limit",
+            f"a balance may not exceed {MAX_BALANCE} minor units; "
+            f"{player.balance} + {amount} would",
+        )
 
 
 def _unaffordable(player: Player, amount: int, what: str) -> Refused | None:
@@ -329,7 +341,7 @@ def _deposit(r: _Round, c: cmd.Deposit) -> None:
         _transfer_deposit(r, c, c.transfer)
         return
     player = _seated(r.state, c.player_id)
-    _check_amount(c.amount)
+    _check_pay_in(player, c.amount)
     _check_currency(r.state, c.currency)
     balance = player.balance + c.amount
     r.emit(facts.funds_deposited(player_id=c.player_id, amount=c.amount, balance_after=balance))
@@ -361,7 +373,7 @@ def _transfer_deposit(r: _Round, c: cmd.Deposit, transfer: str) -> None:
                 "unauthorized", "a single-player table is funded by the platform's Deposit"
             )
         player = _seated(state, c.player_id)
-        _check_amount(c.amount)
+        _check_pay_in(player, c.amount)
         _check_currency(state, c.currency)
     except Refused as refused:
         r.emit(

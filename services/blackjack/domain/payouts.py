@@ -4,8 +4,20 @@ house's favour, and named here so that the README and the tests can point at one
 from __future__ import annotations
 
 from fractions import Fraction
+from typing import Final
 
 from blackjack.domain.rules import Rules
+
+MAX_BALANCE: Final = 10**15
+"""The most a seat or a wallet may hold after money is paid in: 10,000,000,000,000.00 in a
+two-decimal currency. Far above any casino's limits and far below what the read model's
+64-bit integers hold (9.2e18), so that no balance, and no lifetime sum of them, overflows a
+database column; winnings add to it only by bets the table limits, round by round."""
+
+
+def over_balance_limit(balance: int, amount: int) -> bool:
+    """Would paying ``amount`` in take ``balance`` past ``MAX_BALANCE``?"""
+    return amount > MAX_BALANCE - balance
 
 
 def blackjack_winnings(rules: Rules, stake: int) -> int:

@@ -32,6 +32,7 @@ RejectionCode = Literal[
     "bet_below_minimum",
     "bet_above_maximum",
     "insufficient_funds",
+    "balance_limit",  # money paid in would take a balance past payouts.MAX_BALANCE
     "unknown_transfer",
     # a copy of a signed step: a buy-in a table already took or declined, a cash-out a
     # wallet already received

@@ -21,6 +21,7 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, StrictInt, field_validator
 
+from blackjack.domain.payouts import MAX_BALANCE, over_balance_limit
 from blackjack.domain.rejections import Rejection
 from blackjack.domain.rules import DEFAULT_CURRENCY, Currency
 
@@ -49,7 +50,10 @@ class WalletDeposit(WalletCommand):
     """The platform pays money in. A wallet holds one currency: its first deposit's."""
 
     type: Literal["WalletDeposit"] = "WalletDeposit"
-    amount: StrictInt
+    amount: StrictInt = Field(
+        description="positive minor units; refused (balance_limit) if the wallet's balance "
+        "would pass 10^15"
+    )
     currency: Currency = DEFAULT_CURRENCY
 
 
@@ -234,6 +238,16 @@ def _invalid_amount(amount: int) -> Rejection | None:
     return None
 
 
+def _over_limit(state: WalletState, amount: int) -> Rejection | None:
+    if over_balance_limit(state.balance, amount):
+        return Rejection(
+            code="balance_limit",
+            message=f"a wallet may not hold more than {MAX_BALANCE} minor units; "
+            f"{state.balance} + {amount} would",
+        )
+    return None
+
+
 def _short(state: WalletState, amount: int, what: str) -> Rejection | None:
     if amount > state.balance:
         return Rejection(
@@ -267,7 +281,11 @@ def _received(state: WalletState, command: CashOut) -> Rejection | None:
 def decide_wallet(state: WalletState, command: WalletCommand) -> WalletDecision:
     pid = command.player_id
     if isinstance(command, WalletDeposit):
-        refused = _invalid_amount(command.amount) or _other_currency(state, command.currency)
+        refused = (
+            _invalid_amount(command.amount)
+            or _over_limit(state, command.amount)
+            or _other_currency(state, command.currency)
+        )
         return refused or [
             WalletDeposited(
                 player_id=pid,

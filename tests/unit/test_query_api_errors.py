@@ -1,0 +1,52 @@
+"""The query API answers in JSON even when its database is down or a query breaks."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import httpx
+import pytest
+from structlog.testing import capture_logs
+
+from blackjack.api.routes import query_api
+from blackjack.projections import queries
+from blackjack.projections.store import ProjectionStore
+
+UNREACHABLE = "postgresql+asyncpg://blackjack:secret@127.0.0.1:9/blackjack"  # nothing listens
+
+
+async def get(store: ProjectionStore, path: str) -> httpx.Response:
+    transport = httpx.ASGITransport(app=query_api(store))
+    async with httpx.AsyncClient(transport=transport, base_url="http://api") as http:
+        return await http.get(path)
+
+
+async def test_an_unreachable_database_is_a_typed_503() -> None:
+    store = ProjectionStore(UNREACHABLE)
+    try:
+        with capture_logs() as logs:
+            answer = await get(store, "/v1/players/alice/wallet")
+    finally:
+        await store.close()
+    assert answer.status_code == 503
+    assert answer.json()["error"]["code"] == "store_unavailable"
+    assert [entry["log_level"] for entry in logs] == ["warning"]
+
+
+async def test_a_query_that_breaks_is_a_logged_500_in_json(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    async def broken(*_: object) -> None:
+        raise RuntimeError("a bug in the query")
+
+    monkeypatch.setattr(queries, "wallet", broken)
+    store = ProjectionStore(f"sqlite+aiosqlite:///{tmp_path}/read.db")
+    try:
+        with capture_logs() as logs:
+            answer = await get(store, "/v1/players/alice/wallet")
+    finally:
+        await store.close()
+    assert answer.status_code == 500
+    assert answer.json() == {"error": {"code": "internal_error", "message": "the query failed"}}
+    [entry] = logs
+    assert entry["event"] == "query failed" and entry["exc_info"] is True
