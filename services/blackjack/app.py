@@ -89,9 +89,14 @@ def build_app(
         async def ensure_events_topic() -> None:  # the worker subscribes before the handler runs
             await ensure_topics(config.kafka, config.topics)
 
+        async def stop_worker() -> None:
+            # a hook of its own: FastStream resolves a hook's signature, and the broker's
+            # stop(exc_type, exc_val, exc_tb) cannot be resolved, which failed the shutdown
+            await worker.stop()
+
         on_startup += [ensure_events_topic, store.migrate]
         after_startup.append(worker.start)
-        on_shutdown += [worker.stop, store.close]
+        on_shutdown += [stop_worker, store.close]
 
     app = AsgiFastStream(
         broker,

@@ -313,6 +313,11 @@ async def process(*args: str, env: dict[str, str]) -> AsyncIterator[asyncio.Stre
     try:
         yield started.stdout
         started.send_signal(signal.SIGTERM)
+        # a clean stop: every shutdown hook ran (a failing one used to leave the projection
+        # consumer in its group and the store open, logged as "Application shutdown failed")
+        rest = (await asyncio.wait_for(started.stdout.read(), WAIT_S)).decode()
+        assert "shutdown failed" not in rest, rest[-3000:]
+        # uvicorn raises the signal again once it has shut down cleanly
         assert await asyncio.wait_for(started.wait(), WAIT_S) in (0, -signal.SIGTERM)
     finally:
         if started.returncode is None:
