@@ -67,7 +67,7 @@ async def test_revoked_partitions_leave_no_stale_series_behind() -> None:
         LAG.labels(topic, partition).set(2)
     health.failed([Record(topic, 0, 40, b"")], Record(topic, 0, 40, b""), ValueError("bad"))
     await listener.on_partitions_revoked({TopicPartition(topic, 0)})
-    assert health.ready
+    assert health.folding
     for name in ("blackjack_projection_position", "blackjack_projection_lag"):
         assert REGISTRY.get_sample_value(name, {"topic": topic, "partition": "0"}) is None
         assert REGISTRY.get_sample_value(name, {"topic": topic, "partition": "1"}) is not None

@@ -1,10 +1,11 @@
 """A projection worker stuck at a record it cannot fold (a poison event) says so.
 
 It keeps retrying (it never skips a record by itself), but once the same record has failed
-``stuck_after`` times in a row, ``/readyz`` answers 503 naming the record's topic, partition
-and offset, and ``blackjack_projection_stuck_offset`` exports it; both clear once the worker
-folds past it. Only the record's partition is held back: the worker's other partitions fold
-on, even those that came in the same batches. On the real broker, in process and as
+``stuck_after`` times in a row, ``/readyz`` names the record's topic, partition and offset
+(and stays 200: the worker still serves the rest of the read model), and
+``blackjack_projection_stuck_offset`` exports it; both clear once the worker folds past it.
+Only the record's partition is held back: the worker's other partitions fold on, even those
+that came in the same batches. On the real broker, in process and as
 ``blackjack projections run --http`` and ``blackjack serve`` processes.
 """
 
@@ -119,7 +120,7 @@ async def test_a_worker_stuck_at_a_poison_record_is_not_ready_until_it_is_past_i
         rest = [wire.encode(e) for e in envelopes[half:]]
         await produce(name, events_topic.bootstrap, partition, rest)
 
-        await health.wait_until(lambda: not health.ready, WAIT_S)
+        await health.wait_until(lambda: not health.folding, WAIT_S)
         [stuck] = health.stuck
         assert (stuck.topic, stuck.partition, stuck.offset) == (*key, offset)
         assert stuck.failures >= 3 and "is not an event envelope" in stuck.error
@@ -128,7 +129,8 @@ async def test_a_worker_stuck_at_a_poison_record_is_not_ready_until_it_is_past_i
         assert sample("blackjack_projection_stuck_offset", name, partition) == offset
         assert sample("blackjack_projection_consecutive_failures", name, partition) >= 3  # type: ignore[operator]
         ready = await http.get("/readyz")
-        assert ready.status_code == 503
+        assert ready.status_code == 200  # still serving queries
+        assert ready.json()["projections"]["status"] == "stuck"
         [reported] = ready.json()["projections"]["stuck"]
         assert (reported["topic"], reported["partition"], reported["offset"]) == (*key, offset)
         assert (await http.get("/healthz")).status_code == 200  # alive: restarting cannot help
@@ -143,7 +145,7 @@ async def test_a_worker_stuck_at_a_poison_record_is_not_ready_until_it_is_past_i
                 )
                 .values(next_offset=offset + 1)
             )
-        await health.wait_until(lambda: health.ready, WAIT_S)
+        await health.wait_until(lambda: health.folding, WAIT_S)
         await writer.wait_for({key: offset + 1 + len(rest)}, WAIT_S)
         assert (await http.get("/readyz")).status_code == 200
         assert sample("blackjack_projection_stuck_offset", name, partition) is None
@@ -202,7 +204,7 @@ async def test_a_stuck_worker_has_folded_every_record_before_the_poison(
     offset = await produce(name, events_topic.bootstrap, partition, [POISON])
     assert offset == end  # nothing between the last good record and the poison
     async with running_worker(events_topic, store, health, batch=500) as writer:
-        await health.wait_until(lambda: not health.ready, WAIT_S)
+        await health.wait_until(lambda: not health.folding, WAIT_S)
         [stuck] = health.stuck
         assert (stuck.topic, stuck.partition, stuck.offset) == (name, partition, offset)
         assert (await writer.stored_positions())[(name, partition)] == offset
@@ -241,7 +243,7 @@ async def test_a_poison_record_holds_back_only_its_own_partition(
         transport=httpx.ASGITransport(app=probes(health, _not_found)), base_url="http://worker"
     )
     async with http, running_worker(events_topic, store, health, writer, batch=500):
-        await health.wait_until(lambda: not health.ready, WAIT_S)
+        await health.wait_until(lambda: not health.folding, WAIT_S)
         await writer.wait_for({free: ends[free] + f2 - f1}, WAIT_S)
         # a batch of both partitions was rolled back, then folded again partition by partition
         mixed = writer.attempts.index((frozenset({0, 1}), False))
@@ -264,7 +266,7 @@ async def test_a_poison_record_holds_back_only_its_own_partition(
         assert sample("blackjack_projection_stuck_offset", *free) is None
         assert not sample("blackjack_projection_consecutive_failures", *free)
         ready = await http.get("/readyz")
-        assert ready.status_code == 503
+        assert ready.status_code == 200
         report = ready.json()["projections"]
         assert [(f["partition"], f["offset"]) for f in report["stuck"]] == [(0, poison)]
         assert [f["partition"] for f in report["failing"]] == [0]
@@ -348,7 +350,7 @@ async def test_blackjack_projections_run_reports_the_poison_on_readyz_and_metric
         async with httpx.AsyncClient(base_url=f"http://127.0.0.1:{port}", timeout=10) as http:
             assert (await http.get("/healthz")).status_code == 200
             ready = await http.get("/readyz")
-            assert ready.status_code == 503, ready.text
+            assert ready.status_code == 200, ready.text  # the query API is still served
             [stuck] = ready.json()["projections"]["stuck"]
             assert (stuck["topic"], stuck["partition"], stuck["offset"]) == line_key(line)
             metrics = (await http.get("/metrics")).text
@@ -363,7 +365,7 @@ def line_key(line: dict[str, Any]) -> tuple[str, int, int]:
 
 
 @pytest.mark.integration
-async def test_blackjack_serve_is_not_ready_while_its_projections_are_stuck(
+async def test_blackjack_serve_reports_its_stuck_projections_on_readyz(
     kafka_space: Any, tmp_path: Path
 ) -> None:
     space = await kafka_space(partitions=2)
@@ -380,9 +382,11 @@ async def test_blackjack_serve_is_not_ready_while_its_projections_are_stuck(
         assert line_key(line) == (space.topics.events, 1, offset)
         async with httpx.AsyncClient(base_url=f"http://127.0.0.1:{port}", timeout=10) as http:
             ready = await http.get("/readyz")
-            assert ready.status_code == 503, ready.text
             body = ready.json()
-            assert body["status"] == "not ready"
+            # Not ready, but for the handler's sake: the junk sits on the events topic its
+            # partition 1 is rebuilt from. A stuck projection alone leaves readiness alone.
+            assert ready.status_code == 503, ready.text
+            assert body["status"] == "not ready" and body["states"]["1"] != "ready"
             assert body["projections"]["status"] == "stuck"
             [stuck] = body["projections"]["stuck"]
             assert line_key(stuck) == (space.topics.events, 1, offset)
@@ -401,15 +405,15 @@ def record(partition: int, offset: int) -> Record:
 def test_failures_count_per_partition_at_the_same_record_only() -> None:
     health = FoldHealth(stuck_after=2)
     health.failed([record(0, 5), record(1, 9)], record(1, 9), ValueError("bad"))
-    assert health.ready and [f.offset for f in health.failing] == [9]
+    assert health.folding and [f.offset for f in health.failing] == [9]
     health.failed([record(1, 9)], record(1, 9), ValueError("bad"))
-    assert not health.ready and [(f.partition, f.offset, f.failures) for f in health.stuck] == [
+    assert not health.folding and [(f.partition, f.offset, f.failures) for f in health.stuck] == [
         (1, 9, 2)
     ]
     health.folded({(T, 0): 20, (T, 1): 9})  # partition 0 moves on; 1 is still at 9
-    assert not health.ready
+    assert not health.folding
     health.folded({(T, 1): 10})
-    assert health.ready and health.failing == []
+    assert health.folding and health.failing == []
 
 
 def test_a_failure_outside_any_fold_is_put_on_each_partitions_first_record() -> None:
@@ -424,6 +428,6 @@ def test_revoked_partitions_are_forgotten() -> None:
     health = FoldHealth(stuck_after=1)
     health.failed([record(0, 1)], record(0, 1), ValueError("bad"))
     health.forget([(T, 0)])
-    assert health.ready and sample("blackjack_projection_stuck_offset", T, 0) is None
+    assert health.folding and sample("blackjack_projection_stuck_offset", T, 0) is None
     with pytest.raises(ValueError, match="at least 1"):
         FoldHealth(stuck_after=0)

@@ -6,7 +6,9 @@ from __future__ import annotations
 from typing import Any
 
 from aiokafka import TopicPartition
+from structlog.testing import capture_logs
 
+from blackjack.projections import worker
 from blackjack.projections.worker import SeekToStoredPositions
 from blackjack.projections.writer import Record
 
@@ -78,3 +80,19 @@ async def test_a_revoked_partition_is_not_sought_any_more() -> None:
     store.down = False
     assert await positions.sync()
     assert consumer.sought == {P0: "beginning"}
+
+
+def test_a_partition_failing_again_and_again_logs_its_trace_once_then_a_line_a_minute() -> None:
+    """A stuck record is retried every 2 s for as long as it takes: a 7 KB trace each time
+    filled the log by hundreds of megabytes a day."""
+    error = ValueError("cannot fold")
+    with capture_logs() as logs:
+        for failures in range(1, 2 * worker.REPEAT_LOG_EVERY + 1):
+            worker._log_rollback(failures, 3, error)
+    assert [(e["log_level"], e.get("failures")) for e in logs] == [
+        ("error", None),
+        ("warning", worker.REPEAT_LOG_EVERY),
+        ("warning", 2 * worker.REPEAT_LOG_EVERY),
+    ]
+    assert logs[0]["exc_info"] is error
+    assert logs[1]["error"] == "ValueError: cannot fold"

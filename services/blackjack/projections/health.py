@@ -1,11 +1,17 @@
-"""Whether a projection worker is making progress: its readiness and the metrics behind it.
+"""Whether a projection worker is making progress, and the metrics behind it.
 
 A batch that fails is rolled back and retried every few seconds, forever: the worker never
 skips a record (``worker.py``). A record that fails every time (a poison event: one the fold
 refuses, or one that breaks it) cannot be cured by retrying, so once the same record of a
-partition has failed ``stuck_after`` times in a row the worker reports itself not ready, names
-the record (topic, partition, offset) and the error, and exports the offset, until the
-partition folds past it or is taken away by a rebalance.
+partition has failed ``stuck_after`` times in a row the worker reports that partition stuck,
+names the record (topic, partition, offset) and the error on ``/readyz`` and in its log, and
+exports the offset (alert ``BlackjackProjectionStuck``), until the partition folds past it or
+is taken away by a rebalance.
+
+It stays ready all the same: the query API it serves reads the shared read model, which is
+as stale for the stuck partition whichever worker answers, so taking the pod out of service
+would only take away the rest of the read model too (with every worker stuck, say on an event
+type released before the workers that fold it, the whole query API).
 """
 
 from __future__ import annotations
@@ -112,6 +118,11 @@ class FoldHealth:
         """Partitions revoked: whoever takes them reports on them."""
         self._clear([key for key in positions if key in self._failing])
 
+    def failures_of(self, position: Position) -> int:
+        """Failed attempts in a row at the record this partition is stopped at (0: none)."""
+        failure = self._failing.get(position)
+        return 0 if failure is None else failure.failures
+
     @property
     def failing(self) -> list[Failure]:
         return sorted(self._failing.values(), key=lambda f: (f.topic, f.partition))
@@ -121,12 +132,13 @@ class FoldHealth:
         return [f for f in self.failing if f.failures >= self.stuck_after]
 
     @property
-    def ready(self) -> bool:
+    def folding(self) -> bool:
+        """No partition is stuck (some may be retrying a record)."""
         return not self.stuck
 
     def status(self) -> dict[str, Any]:
         return {
-            "status": "ready" if self.ready else "stuck",
+            "status": "folding" if self.folding else "stuck",
             "stuck_after": self.stuck_after,
             "stuck": [f.describe() for f in self.stuck],
             "failing": [f.describe() for f in self.failing],
@@ -173,19 +185,15 @@ READY_PATH = "/readyz"
 
 
 def probes(health: FoldHealth, fallback: ASGIApp) -> ASGIApp:
-    """``/healthz`` (200 while the process answers) and ``/readyz`` (503 while stuck, with
-    the records); every other request goes to ``fallback``."""
+    """``/healthz`` (200 while the process answers) and ``/readyz`` (200 once serving, with
+    the records it is failing or stuck at); every other request goes to ``fallback``."""
 
     async def app(scope: Scope, receive: Receive, send: Send) -> None:
         path = scope.get("path") if scope["type"] == "http" else None
         if path == HEALTH_PATH:
             await _json(send, 200, {"status": "ok"})
         elif path == READY_PATH:
-            body = {
-                "status": "ready" if health.ready else "not ready",
-                "projections": health.status(),
-            }
-            await _json(send, 200 if health.ready else 503, body)
+            await _json(send, 200, {"status": "ready", "projections": health.status()})
         else:
             await fallback(scope, receive, send)
 

@@ -196,8 +196,8 @@ def register_projection(
         """Nothing of ``part`` (one partition's records) was folded: read that partition again
         from its stored position after ``RETRY_SECONDS``, by pausing it rather than sleeping
         here, which would hold back the worker's other partitions too."""
-        log.exception("records rolled back; their partition is read again", records=len(part))
         health.failed(part, writer.failed_at, error)
+        _log_rollback(health.failures_of(part[0].position), len(part), error)
         kafka = consumer()
         _lag(kafka, _first_offsets(part))
         await positions.put_back(part)
@@ -258,6 +258,24 @@ def register_projection(
         await folded(result)
 
     return health
+
+
+REPEAT_LOG_EVERY = 30
+"""A partition retried every ``RETRY_SECONDS`` logs its first failure with the trace, then one
+short line every this many failures in a row (once a minute), not a trace every 2 s."""
+
+
+def _log_rollback(failures: int, records: int, error: Exception) -> None:
+    event = "records rolled back; their partition is read again"
+    if failures <= 1:
+        log.error(event, records=records, exc_info=error)
+    elif failures % REPEAT_LOG_EVERY == 0:
+        log.warning(
+            event,
+            records=records,
+            failures=failures,
+            error=f"{type(error).__name__}: {error}"[:500],
+        )
 
 
 def _by_partition(records: list[Record]) -> list[list[Record]]:
