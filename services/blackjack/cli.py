@@ -9,15 +9,27 @@ from pathlib import Path
 
 from blackjack.audit import cli as audit_cli
 from blackjack.command_handler.cli import register as register_service
+from blackjack.configuration import ConfigurationError
 from blackjack.loadtest import register as register_loadtest
 from blackjack.projections import cli as projections_cli
 from blackjack.simulation.commands import register as register_math
 
 
 def _scenario(args: argparse.Namespace) -> int:
+    import yaml
+    from pydantic import ValidationError
+
     from blackjack.scenario import load, run
 
-    summary = run(load(Path(args.file)))
+    try:
+        scenario = load(Path(args.file))
+    except OSError as error:
+        print(f"blackjack scenario: {args.file}: {error.strerror}", file=sys.stderr)
+        return 2
+    except (ValueError, ValidationError, yaml.YAMLError) as error:
+        print(f"blackjack scenario: {args.file} is not a scenario: {error}", file=sys.stderr)
+        return 2
+    summary = run(scenario)
     return 1 if summary["failures"] else 0
 
 
@@ -54,8 +66,12 @@ def build_parser() -> argparse.ArgumentParser:
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    args = build_parser().parse_args(argv)
-    code: int = args.handler(args)
+    try:  # the parser's defaults read settings too
+        args = build_parser().parse_args(argv)
+        code: int = args.handler(args)
+    except ConfigurationError as error:
+        print(f"blackjack: {error}", file=sys.stderr)
+        return 2
     return code
 
 

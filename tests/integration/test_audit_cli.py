@@ -7,6 +7,7 @@ from __future__ import annotations
 import subprocess
 import sys
 from collections.abc import Iterable
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -123,6 +124,35 @@ async def test_a_clean_log_passes_the_audit_and_replays_round_by_round(
         assert replay.returncode == 0, replay.stdout + replay.stderr
         assert "REPLAY OK" in replay.stdout and "MISMATCH" not in replay.stdout
         assert f"Round {TABLE}:{hand.round} - mini-s17 - USD - settled" in replay.stdout
+
+
+async def test_the_key_file_opens_the_shoes_and_without_a_key_nothing_passes_unverified(
+    events_topic: EventsTopic, stores: StoreFactory, shoe_seal: ShoeSeal, tmp_path: Path
+) -> None:
+    _, env = await live_store(stores, events_topic, shoe_seal, LOG.envelopes)
+    keyless = {k: v for k, v in env.items() if k != "BLACKJACK_SHOE_KEY"}
+    # without a key the sealed shoes cannot be checked: not a pass (it was one, exit 0)
+    audit = blackjack("audit", env=keyless)
+    assert audit.returncode == 3, audit.stdout + audit.stderr
+    assert "AUDIT INCOMPLETE" in audit.stdout and "AUDIT PASSED" not in audit.stdout
+    # the key where `make run` keeps it
+    key_file = tmp_path / "shoe.key"
+    key_file.write_text(SHOE_KEY + "\n")
+    with_file = {**keyless, "BLACKJACK_SHOE_KEY_FILE": str(key_file)}
+    audit = blackjack("audit", env=with_file)
+    assert audit.returncode == 0 and "AUDIT PASSED" in audit.stdout, audit.stdout + audit.stderr
+    hand = a_won_hand()
+    replay = blackjack("replay", f"{TABLE}:{hand.round}", env=with_file)
+    assert replay.returncode == 0 and "REPLAY OK" in replay.stdout, replay.stdout
+    # a key file that is not there is bad input (an auditor never makes a new key)
+    missing = {**keyless, "BLACKJACK_SHOE_KEY_FILE": str(tmp_path / "nowhere.key")}
+    replay = blackjack("replay", f"{TABLE}:{hand.round}", env=missing)
+    assert replay.returncode == 2 and "cannot be read" in replay.stderr, replay.stderr
+    assert not (tmp_path / "nowhere.key").exists()
+    # a round the store does not have: said so, and where else to look
+    replay = blackjack("replay", f"{TABLE}:999", env=env)
+    assert replay.returncode == 2
+    assert "No round" in replay.stdout and "--source kafka" in replay.stdout
 
 
 async def test_a_forged_payout_is_caught_by_replay_and_audit_though_every_sum_adds_up(

@@ -87,13 +87,18 @@ class AuditReport:
     def ok(self) -> bool:
         return not (self.differences or self.violations or self.findings or self.transfers.findings)
 
+    @property
+    def complete(self) -> bool:
+        """Every stream was replayed to its end (none stopped at a shoe it could not open)."""
+        return all(r.stopped is None for r in self.replays)
+
     def render(self) -> str:
         rounds = sum(len(r.rounds) for r in self.replays)
         checks = sum(r.checks for r in self.replays)
         wallets = sum(1 for r in self.replays if is_wallet_stream(r.stream_id))
         lines = [
             f"Audit of {self.topic}: {self.events} events, {len(self.replays) - wallets} tables, "
-            f"{wallets} wallets, {rounds} rounds",
+            f"{wallets} wallets, {rounds} rounds replayed",
             "Positions (live = rebuilt up to): "
             + (", ".join(f"{p}:{o}" for (_, p), o in sorted(self.positions.items())) or "none"),
         ]
@@ -123,7 +128,15 @@ class AuditReport:
             )
         )
         lines += [f"  {f}" for f in transfers.findings]
-        lines.append("\nAUDIT PASSED" if self.ok else "\nAUDIT FAILED")
+        if not self.ok:
+            lines.append("\nAUDIT FAILED")
+        elif not self.complete:
+            lines.append(
+                "\nAUDIT INCOMPLETE: nothing wrong found, but the tables above were not verified "
+                "to their end (set BLACKJACK_SHOE_KEY or BLACKJACK_SHOE_KEY_FILE)"
+            )
+        else:
+            lines.append("\nAUDIT PASSED")
         return "\n".join(lines)
 
 

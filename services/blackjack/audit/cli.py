@@ -1,8 +1,8 @@
 """``blackjack replay ROUND_ID`` and ``blackjack audit``.
 
 Exit codes: 0 everything checked out; 1 a mismatch (a finding, a difference, a violation);
-2 bad input or an unknown round; 3 the round could not be verified (its shoe is still sealed
-and no ``BLACKJACK_SHOE_KEY`` was given).
+2 bad input or an unknown round; 3 nothing wrong found, but not everything could be verified
+(a shoe still sealed: no ``BLACKJACK_SHOE_KEY`` or ``BLACKJACK_SHOE_KEY_FILE`` was given).
 """
 
 from __future__ import annotations
@@ -27,13 +27,24 @@ class _BadInput(Exception):
 
 
 def _seal() -> ShoeSeal | None:
+    """The handlers' shoe key, as they read it (``BLACKJACK_SHOE_KEY``, else the file that
+    ``BLACKJACK_SHOE_KEY_FILE`` names, as ``make run`` keeps it); None without either. Unlike
+    a handler, an auditor never creates the file: a new key would open nothing."""
     key = os.environ.get("BLACKJACK_SHOE_KEY", "").strip()
+    name = "BLACKJACK_SHOE_KEY"
     if not key:
-        return None
+        file = os.environ.get("BLACKJACK_SHOE_KEY_FILE", "").strip()
+        if not file:
+            return None
+        name = f"the key file {file} (BLACKJACK_SHOE_KEY_FILE)"
+        try:
+            key = Path(file).read_text().strip()
+        except OSError as error:
+            raise _BadInput(f"{name} cannot be read: {error.strerror}") from None
     try:
         return ShoeSeal.from_hex(key)
     except ValueError as error:
-        raise _BadInput(f"BLACKJACK_SHOE_KEY is not a 64-digit hex AES-256 key: {error}") from None
+        raise _BadInput(f"{name} is not a 64-digit hex AES-256 key: {error}") from None
 
 
 async def _from_store(settings: ProjectionSettings, stream_id: str) -> list[WireEnvelope]:
@@ -79,6 +90,11 @@ def _replay(args: argparse.Namespace) -> int:
     verdict = replay_round(wires, number, seal, stream_id)
     print(render(verdict))
     if not verdict.found:
+        if args.source == "store":
+            print(
+                "(read from the read-model store, which may lag the log or be stuck before "
+                "it: --source kafka reads the events topic itself)"
+            )
         return BAD_INPUT
     if verdict.findings:
         return MISMATCH
@@ -96,7 +112,7 @@ def _audit(args: argparse.Namespace) -> int:
         return BAD_INPUT
     settings = settings_from(args)
 
-    async def run(scratch_url: str) -> bool:
+    async def run(scratch_url: str) -> int:
         live = ProjectionStore(settings.db_url)
         scratch = ProjectionStore(scratch_url)
         try:
@@ -106,14 +122,14 @@ def _audit(args: argparse.Namespace) -> int:
             await live.close()
             await scratch.close()
         print(report.render())
-        return report.ok
+        if not report.ok:
+            return MISMATCH
+        return OK if report.complete else UNVERIFIED
 
     if args.scratch_url:
-        passed = asyncio.run(run(args.scratch_url))
-    else:
-        with tempfile.TemporaryDirectory(prefix="blackjack-audit-") as folder:
-            passed = asyncio.run(run(f"sqlite+aiosqlite:///{Path(folder) / 'scratch.db'}"))
-    return OK if passed else MISMATCH
+        return asyncio.run(run(args.scratch_url))
+    with tempfile.TemporaryDirectory(prefix="blackjack-audit-") as folder:
+        return asyncio.run(run(f"sqlite+aiosqlite:///{Path(folder) / 'scratch.db'}"))
 
 
 def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:

@@ -71,7 +71,7 @@ def replay_round(
 
 def render(verdict: RoundVerdict) -> str:
     if not verdict.found:
-        return f"No round {verdict.round_id} in the event log."
+        return f"No round {verdict.round_id} in the events read."
     replay = verdict.replay
     lines: list[str] = []
     if replay is None:

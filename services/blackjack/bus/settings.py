@@ -13,6 +13,8 @@ import os
 from collections.abc import Mapping
 from dataclasses import dataclass
 
+from blackjack.configuration import ConfigurationError, env_value
+
 DEFAULT_BOOTSTRAP = "127.0.0.1:9092"
 
 TRANSACTION_RETRY_BACKOFF_MS = 20
@@ -32,15 +34,16 @@ class KafkaSettings:
 
     def __post_init__(self) -> None:
         if self.partitions < 1:
-            raise ValueError("BLACKJACK_PARTITIONS must be at least 1")
+            raise ConfigurationError("BLACKJACK_PARTITIONS must be at least 1")
         if not 1 <= self.min_insync_replicas <= self.replication_factor:
-            raise ValueError("min.insync.replicas must be between 1 and the replication factor")
+            raise ConfigurationError(
+                "BLACKJACK_MIN_INSYNC_REPLICAS must be between 1 and BLACKJACK_REPLICATION_FACTOR"
+            )
 
     @classmethod
     def from_env(cls, env: Mapping[str, str] = os.environ) -> KafkaSettings:
         def number(name: str, default: int) -> int:
-            value = env.get(name, "").strip()
-            return int(value) if value else default
+            return env_value(env, name, int, default)
 
         bootstrap = env.get("BLACKJACK_KAFKA_BOOTSTRAP") or env.get("KAFKA_BOOTSTRAP")
         return cls(

@@ -24,6 +24,7 @@ from dataclasses import dataclass, field
 from blackjack.bus.settings import KafkaSettings
 from blackjack.bus.topics import REQUESTS_KEPT_MS, Topics
 from blackjack.command_handler.keys import load_shoe_key
+from blackjack.configuration import ConfigurationError, env_value
 
 
 @dataclass(frozen=True)
@@ -83,12 +84,19 @@ class HandlerConfig:
             "BLACKJACK_TIMER_TICK_MS": "timer_tick_s",
         }
         overrides = {
-            fields.get(name, name.removeprefix("BLACKJACK_").lower()): convert(value)
+            fields.get(name, name.removeprefix("BLACKJACK_").lower()): env_value(
+                env, name, convert, None
+            )
             for name, convert in settings.items()
-            if (value := env.get(name, "").strip())
+            if env.get(name, "").strip()
         }
-        return cls(
-            shoe_key_hex=load_shoe_key(env),
-            kafka=KafkaSettings.from_env(env),
-            **overrides,  # type: ignore[arg-type]
-        )
+        try:
+            return cls(
+                shoe_key_hex=load_shoe_key(env),
+                kafka=KafkaSettings.from_env(env),
+                **overrides,  # type: ignore[arg-type]
+            )
+        except ConfigurationError:
+            raise
+        except ValueError as error:
+            raise ConfigurationError(str(error)) from None

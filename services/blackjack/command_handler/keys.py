@@ -17,10 +17,11 @@ import os
 from collections.abc import Mapping
 from pathlib import Path
 
+from blackjack.configuration import ConfigurationError
 from blackjack.messages.sealing import ShoeSeal
 
 
-class MissingShoeKey(RuntimeError):
+class MissingShoeKey(ConfigurationError):
     """No shoe key is configured: the handler refuses to deal from shoes it could not resume."""
 
 
@@ -35,7 +36,12 @@ def load_shoe_key(env: Mapping[str, str] = os.environ) -> str:
                 "every handler of a deployment needs the same key"
             )
         key = _key_file(Path(file))
-    ShoeSeal.from_hex(key)  # validates length and hex
+    try:
+        ShoeSeal.from_hex(key)  # validates length and hex
+    except ValueError as error:
+        given = env.get("BLACKJACK_SHOE_KEY", "").strip()
+        source = "BLACKJACK_SHOE_KEY" if given else "the key file (BLACKJACK_SHOE_KEY_FILE)"
+        raise ConfigurationError(f"{source} is not a 64-digit hex key: {error}") from None
     return key
 
 

@@ -27,6 +27,8 @@ import os
 from collections.abc import Mapping
 from dataclasses import dataclass
 
+from blackjack.configuration import ConfigurationError
+
 EVENTS_TOPIC = "blackjack.events"
 DEFAULT_DB_URL = "sqlite+aiosqlite:///var/projections.db"
 DEFAULT_BOOTSTRAP = "127.0.0.1:9092"
@@ -66,7 +68,9 @@ class ProjectionSettings:
         if instance_id and not env.get("BLACKJACK_DB_URL", "").strip():
             # A named worker is a deployment's: an embedded SQLite file would fork the read
             # model away from the shared database the query API reads.
-            raise ValueError("BLACKJACK_PROJECTION_INSTANCE is set but BLACKJACK_DB_URL is not")
+            raise ConfigurationError(
+                "BLACKJACK_PROJECTION_INSTANCE is set but BLACKJACK_DB_URL is not"
+            )
         numbers = {
             name: value(name, str(default))
             for name, default in (
@@ -77,7 +81,7 @@ class ProjectionSettings:
         }
         for name, text in numbers.items():
             if not text.isdigit() or int(text) < 1:
-                raise ValueError(f"{name} must be a positive integer, not {text!r}")
+                raise ConfigurationError(f"{name} must be a positive integer, not {text!r}")
         return cls(
             db_url=value("BLACKJACK_DB_URL", DEFAULT_DB_URL),
             bootstrap=bootstrap,

@@ -1,0 +1,26 @@
+"""Settings read from the environment: the one error they raise when one is missing or wrong.
+
+The command line answers it with a line naming the variable (exit 2), not a traceback.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Mapping
+from typing import TypeVar
+
+T = TypeVar("T")
+
+
+class ConfigurationError(ValueError):
+    """A setting from the environment is missing or cannot be used."""
+
+
+def env_value(env: Mapping[str, str], name: str, convert: Callable[[str], T], default: T) -> T:
+    """``env[name]`` converted, ``default`` when unset or blank; naming ``name`` when wrong."""
+    text = env.get(name, "").strip()
+    if not text:
+        return default
+    try:
+        return convert(text)
+    except ValueError:
+        raise ConfigurationError(f"{name} cannot be {text!r}") from None

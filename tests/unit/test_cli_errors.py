@@ -1,0 +1,54 @@
+"""A wrong setting or input file gets one line naming it and exit 2, not a traceback."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from blackjack.cli import main
+
+KEY = "ab" * 32
+
+
+@pytest.mark.parametrize(
+    ("env", "named"),
+    [
+        ({"BLACKJACK_SHOE_KEY": "abc"}, "BLACKJACK_SHOE_KEY is not a 64-digit hex key"),
+        ({"BLACKJACK_SHOE_KEY": ""}, "set BLACKJACK_SHOE_KEY"),
+        ({"BLACKJACK_SHOE_KEY": KEY, "BLACKJACK_PARTITIONS": "six"}, "BLACKJACK_PARTITIONS"),
+        ({"BLACKJACK_SHOE_KEY": KEY, "BLACKJACK_SNAPSHOT_EVERY": "0"}, "must be positive"),
+        (
+            {"BLACKJACK_SHOE_KEY": KEY, "BLACKJACK_MIN_INSYNC_REPLICAS": "2"},
+            "BLACKJACK_MIN_INSYNC_REPLICAS",
+        ),
+    ],
+)
+def test_a_bad_setting_is_named_in_one_line(
+    env: dict[str, str],
+    named: str,
+    monkeypatch: pytest.MonkeyPatch,
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    monkeypatch.delenv("BLACKJACK_SHOE_KEY_FILE", raising=False)
+    for name, value in env.items():
+        monkeypatch.setenv(name, value)
+    assert main(["handler"]) == 2
+    error = capsys.readouterr().err
+    assert named in error and "Traceback" not in error
+    assert error.count("\n") == 1
+
+
+def test_a_scenario_file_that_is_missing_or_not_a_scenario(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    assert main(["scenario", str(tmp_path / "missing.yaml")]) == 2
+    assert "No such file" in capsys.readouterr().err
+    broken = tmp_path / "broken.yaml"
+    broken.write_text("commands: [\n")
+    assert main(["scenario", str(broken)]) == 2
+    assert "is not a scenario" in capsys.readouterr().err
+    wrong = tmp_path / "wrong.yaml"
+    wrong.write_text("variant: mini-h17\n")
+    assert main(["scenario", str(wrong)]) == 2
+    assert "is not a scenario" in capsys.readouterr().err
