@@ -215,12 +215,21 @@ def test_an_unknown_variant() -> None:
 @rejects("invalid_rules")
 @pytest.mark.parametrize(
     "overrides",
-    [{"min_bet": 60_000}, {"decks": 0}, {"double_on": "totals", "double_totals": []}, {"x": 1}],
+    [
+        {"min_bet": 60_000},
+        {"decks": 0},
+        {"double_on": "totals", "double_totals": []},
+        {"x": 1},
+        {"name": "atlantic-city"},  # the variant's label is not a rule
+    ],
 )
 def test_overrides_that_break_the_rules(overrides: dict[str, Any]) -> None:
-    then_rejected(
+    rejection = then_rejected(
         INITIAL_STATE, cmd.OpenTable(variant="mini-h17", overrides=overrides), "invalid_rules"
     )
+    # a message for a client: where and what, one line, no links to pydantic's site
+    assert "\n" not in rejection.message and "http" not in rejection.message
+    assert rejection.message.split(":")[0] in (*overrides, "rules"), rejection.message
 
 
 # ---- seats and ownership ------------------------------------------------------------------

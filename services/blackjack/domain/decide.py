@@ -290,10 +290,16 @@ def _open_table(r: _Round, c: cmd.OpenTable) -> None:
     if base is None:
         known = ", ".join(sorted(PRESETS))
         raise _refuse("unknown_variant", f"no variant {c.variant!r}; known: {known}")
+    if "name" in c.overrides:  # history, replay and audit name the variant by it
+        raise _refuse("invalid_rules", "name: the variant's name is not a rule to override")
     try:
         rules = base.with_overrides(c.overrides) if c.overrides else base
     except ValidationError as error:
-        raise _refuse("invalid_rules", str(error)) from None
+        problems = "; ".join(
+            f"{'.'.join(str(part) for part in problem['loc']) or 'rules'}: {problem['msg']}"
+            for problem in error.errors(include_url=False)
+        )
+        raise _refuse("invalid_rules", problems) from None
     r.emit(facts.table_opened(rules=rules))
 
 
