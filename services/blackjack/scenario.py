@@ -27,12 +27,13 @@ from blackjack.domain import commands as cmd
 from blackjack.domain import events as ev
 from blackjack.domain.cards import RANKS, fresh_shoe, parse_card
 from blackjack.domain.legal import legal_actions
-from blackjack.domain.rejections import Rejection
+from blackjack.domain.rejections import Rejection, in_one_line
 from blackjack.domain.rules import Rules
 from blackjack.domain.state import INITIAL_STATE, TableState
 from blackjack.table import apply
 
 _COMMAND = TypeAdapter(cmd.AnyCommand)
+_COMMAND_TYPES = frozenset(str(t.model_fields["type"].default) for t in cmd.COMMAND_TYPES)
 DEFAULT_START = datetime(2026, 1, 1, tzinfo=UTC)
 TABLE_ID = "scenario"
 
@@ -185,12 +186,16 @@ def run(scenario: Scenario, emit: Callable[[str], None] = print) -> dict[str, An
         if "offered" in meta and sorted(meta["offered"]) != sorted(offered):
             failures.append(f"step {index}: offered {offered}, expected {meta['offered']}")
         outcome: Rejection | None
-        try:
-            command = _COMMAND.validate_python(fields)
-        except ValidationError as error:
-            outcome = Rejection(code="malformed", message=str(error))
+        kind = fields.get("type")
+        if kind not in _COMMAND_TYPES:  # as the service answers it
+            outcome = Rejection(code="unknown_command", message=f"no command type {kind!r}")
         else:
-            outcome = submit(command)
+            try:
+                command = _COMMAND.validate_python(fields)
+            except ValidationError as error:
+                outcome = Rejection(code="malformed", message=in_one_line(error))
+            else:
+                outcome = submit(command)
         record["result"] = "accepted" if outcome is None else outcome.code
         if outcome is not None:
             record["message"] = outcome.message

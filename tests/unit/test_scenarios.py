@@ -25,3 +25,21 @@ def test_scenario(path: Path) -> None:
     summary = run(scenario, emit=lines.append)
     assert summary["failures"] == []
     assert lines[-1].startswith('{"summary"')
+
+
+def test_a_step_the_service_would_not_know_is_answered_as_the_service_answers_it(
+    tmp_path: Path,
+) -> None:
+    script = tmp_path / "typos.yaml"
+    script.write_text(
+        "variant: mini-h17\n"
+        "players: [{id: alice, seat: 0, balance: 10000}]\n"
+        "commands:\n"
+        "  - {do: Fly, reject: unknown_command}\n"
+        '  - {do: PlaceBet, box: 0, amount: "x", reject: malformed}\n'
+    )
+    summary = run(load(script))
+    assert summary["failures"] == []
+    fly, bet = summary["steps"]
+    assert fly["message"] == "no command type 'Fly'"
+    assert bet["message"] == "PlaceBet.amount: Input should be a valid integer"

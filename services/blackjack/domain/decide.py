@@ -30,7 +30,7 @@ from blackjack.domain.payouts import (
     over_balance_limit,
     surrender_refund,
 )
-from blackjack.domain.rejections import Rejection, RejectionCode
+from blackjack.domain.rejections import Rejection, RejectionCode, in_one_line
 from blackjack.domain.rules import PRESETS
 from blackjack.domain.shoe import commitment, needs_shuffle
 from blackjack.domain.state import Hand, Player, TableState
@@ -295,11 +295,7 @@ def _open_table(r: _Round, c: cmd.OpenTable) -> None:
     try:
         rules = base.with_overrides(c.overrides) if c.overrides else base
     except ValidationError as error:
-        problems = "; ".join(
-            f"{'.'.join(str(part) for part in problem['loc']) or 'rules'}: {problem['msg']}"
-            for problem in error.errors(include_url=False)
-        )
-        raise _refuse("invalid_rules", problems) from None
+        raise _refuse("invalid_rules", in_one_line(error, "rules")) from None
     r.emit(facts.table_opened(rules=rules))
 
 

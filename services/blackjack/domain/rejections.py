@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from typing import Literal
 
-from pydantic import BaseModel, ConfigDict
+from pydantic import BaseModel, ConfigDict, ValidationError
 
 RejectionCode = Literal[
     # the message itself (raised by the shell before the decider sees it)
@@ -61,3 +61,12 @@ class Rejection(BaseModel):
     model_config = ConfigDict(frozen=True)
     code: RejectionCode
     message: str
+
+
+def in_one_line(error: ValidationError, whole: str = "command") -> str:
+    """A validation error as a client can show it: ``where: what`` for each problem, on one
+    line, without pydantic's links (``whole`` names a problem of the object itself)."""
+    return "; ".join(
+        f"{'.'.join(str(part) for part in problem['loc']) or whole}: {problem['msg']}"
+        for problem in error.errors(include_url=False)
+    )
