@@ -16,7 +16,6 @@ from __future__ import annotations
 
 import dataclasses
 import json
-import logging
 import os
 from collections.abc import Awaitable, Callable
 from typing import Any
@@ -31,6 +30,7 @@ from blackjack.bus.contract import documentation_broker, specification
 from blackjack.bus.topics import ensure_topics
 from blackjack.command_handler.config import HandlerConfig
 from blackjack.command_handler.service import CommandHandler
+from blackjack.observability.logging import faststream_logger
 from blackjack.projections.health import FoldHealth
 from blackjack.projections.settings import ProjectionSettings
 from blackjack.projections.store import ProjectionStore
@@ -46,7 +46,7 @@ def build_app(
 ) -> tuple[ASGIApp, CommandHandler]:
     """The handler's app; with ``projections``, also the projection worker (its own consumer
     group and broker) and the query API over its store, as ``make run`` serves them."""
-    logger = logging.getLogger("blackjack.faststream")  # JSON lines like every other log
+    logger = faststream_logger()  # JSON lines like every other log
     broker = KafkaBroker(
         config.kafka.bootstrap, client_id=f"{config.instance_id}-faststream", logger=logger
     )

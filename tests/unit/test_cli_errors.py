@@ -2,9 +2,12 @@
 
 from __future__ import annotations
 
+import logging
+from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
+import structlog
 
 from blackjack.cli import main
 
@@ -52,3 +55,15 @@ def test_a_scenario_file_that_is_missing_or_not_a_scenario(
     wrong.write_text("variant: mini-h17\n")
     assert main(["scenario", str(wrong)]) == 2
     assert "is not a scenario" in capsys.readouterr().err
+
+
+@pytest.fixture(autouse=True)
+def _logging_left_as_it_was() -> Iterator[None]:
+    """A command that gets as far as configuring the logs must not leave them pointing at this
+    test's captured output."""
+    root = logging.getLogger()
+    handlers, level = list(root.handlers), root.level
+    yield
+    root.handlers[:] = handlers
+    root.setLevel(level)
+    structlog.reset_defaults()

@@ -49,9 +49,9 @@ def _serve(args: argparse.Namespace) -> int:
     from blackjack.command_handler.config import HandlerConfig
     from blackjack.observability.logging import configure_logging
 
-    configure_logging(args.log_level)
     handler_config = HandlerConfig.from_env()
     projections = None if args.no_projections else projection_settings(handler_config)
+    configure_logging(args.log_level)
     app, _ = build_app(handler_config, projections)
     config = uvicorn.Config(
         app, host=args.host, port=args.port, log_config=None, lifespan="on", access_log=False
@@ -66,10 +66,11 @@ def _handler(args: argparse.Namespace) -> int:
     from blackjack.command_handler.service import CommandHandler
     from blackjack.observability.logging import configure_logging
 
+    config = HandlerConfig.from_env()  # a wrong setting is named before anything starts
     configure_logging(args.log_level)
 
     async def run() -> int:
-        handler = CommandHandler(HandlerConfig.from_env())
+        handler = CommandHandler(config)
         stop = asyncio.Event()
         loop = asyncio.get_running_loop()
         for signum in (signal.SIGTERM, signal.SIGINT):

@@ -290,7 +290,7 @@ def _open_table(r: _Round, c: cmd.OpenTable) -> None:
     if base is None:
         known = ", ".join(sorted(PRESETS))
         raise _refuse("unknown_variant", f"no variant {c.variant!r}; known: {known}")
-    if "name" in c.overrides:  # history, replay and audit name the variant by it
+    if c.overrides.get("name", c.variant) != c.variant:  # history and audit show it
         raise _refuse("invalid_rules", "name: the variant's name is not a rule to override")
     try:
         rules = base.with_overrides(c.overrides) if c.overrides else base

@@ -8,6 +8,24 @@ import sys
 
 import structlog
 
+FASTSTREAM_LOGGER = "blackjack.faststream"
+
+
+class _TopicsExist(logging.Filter):
+    """FastStream warns on every start that topics are not auto-created and must exist: the
+    service creates its topics itself, so the warning only misleads."""
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        return "Make sure the topics exist" not in record.getMessage()
+
+
+def faststream_logger() -> logging.Logger:
+    """The logger FastStream's brokers write to: through the root's JSON handler."""
+    logger = logging.getLogger(FASTSTREAM_LOGGER)
+    if not any(isinstance(f, _TopicsExist) for f in logger.filters):
+        logger.addFilter(_TopicsExist())
+    return logger
+
 
 def configure_logging(level: str = "INFO") -> None:
     numeric = logging.getLevelName(level.upper())

@@ -27,6 +27,7 @@ from faststream.kafka import KafkaBroker
 from faststream.kafka.annotations import KafkaMessage
 from prometheus_client import Counter, Gauge
 
+from blackjack.observability.logging import faststream_logger
 from blackjack.observability.roles import declare_role
 from blackjack.projections.health import FoldHealth, probes
 from blackjack.projections.settings import ProjectionSettings
@@ -353,6 +354,8 @@ def build_broker(
         settings.bootstrap,
         client_id="blackjack-projections",
         allow_auto_create_topics=False,
+        # JSON lines like every other log (FastStream's own logger prints coloured text)
+        logger=faststream_logger(),
         log_level=logging.DEBUG,
     )
     register_projection(broker, settings.events_topic, writer, settings, health)

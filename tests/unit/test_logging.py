@@ -1,0 +1,52 @@
+"""FastStream's brokers log through the service's JSON handler, without the warning that
+would send an operator looking for topics the service creates itself."""
+
+from __future__ import annotations
+
+import json
+import logging
+from typing import Any
+
+import pytest
+import structlog
+from faststream.kafka import KafkaBroker
+
+from blackjack.observability.logging import configure_logging, faststream_logger
+from blackjack.projections import worker
+from blackjack.projections.settings import ProjectionSettings
+from blackjack.projections.store import ProjectionStore
+from blackjack.projections.writer import ProjectionWriter
+
+
+def test_the_projection_broker_logs_through_the_service_logger(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    given: dict[str, Any] = {}
+
+    class Recording(KafkaBroker):
+        def __init__(self, *args: Any, **options: Any) -> None:
+            given.update(options)
+            super().__init__(*args, **options)
+
+    monkeypatch.setattr(worker, "KafkaBroker", Recording)
+    store = ProjectionStore("sqlite+aiosqlite://")
+    worker.build_broker(ProjectionSettings(), ProjectionWriter(store))
+    assert given["logger"] is faststream_logger()
+
+
+def test_faststream_logs_are_json_lines_without_the_topics_warning(
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    root = logging.getLogger()
+    handlers, level = list(root.handlers), root.level
+    configure_logging("INFO")
+    try:
+        logger = faststream_logger()
+        logger.warning("Auto create topics is disabled. Make sure the topics exist.")
+        logger.info("subscriber started")
+        lines = capsys.readouterr().out.splitlines()
+    finally:  # configure_logging is global: leave the other tests as they were
+        logging.getLogger().handlers[:] = handlers
+        logging.getLogger().setLevel(level)
+        structlog.reset_defaults()
+    assert [json.loads(line)["event"] for line in lines] == ["subscriber started"]
