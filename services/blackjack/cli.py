@@ -44,6 +44,8 @@ def _schemas(args: argparse.Namespace) -> int:
     problems = drift(root)
     for problem in problems:
         print(f"out of date: {problem}")
+    if not problems:
+        print(f"{root}: every schema is up to date")
     return 1 if problems else 0
 
 

@@ -98,4 +98,5 @@ def _asyncapi(args: argparse.Namespace) -> int:
     if drifted(path):
         print(f"out of date: {path} (run `blackjack asyncapi --write`)")
         return 1
+    print(f"{path}: up to date")
     return 0
