@@ -9,7 +9,12 @@
 # status  exit 0 if running.
 # reset   down, then delete the data and logs (the jar cache is kept).
 #
-# Env: KAFKA_PORT (9092), KAFKA_CONTROLLER_PORT (9093), KAFKA_HEAP (-Xmx512m -Xms256m),
+# Listeners: PLAINTEXT on KAFKA_PORT, and SASL_SSL (TLS with a self-signed certificate made on
+# first start, its PEM in $KAFKA_CACHE_DIR/tls/ca.pem; SASL/PLAIN user blackjack, password
+# blackjack-dev-secret: development only) on KAFKA_SASL_PORT.
+#
+# Env: KAFKA_PORT (9092), KAFKA_CONTROLLER_PORT (9093), KAFKA_SASL_PORT (KAFKA_PORT + 2),
+#      KAFKA_HEAP (-Xmx512m -Xms256m),
 #      KAFKA_JVM_OPTS, KAFKA_START_TIMEOUT (90), KAFKA_STOP_TIMEOUT (60),
 #      KAFKA_CACHE_DIR (<repo>/.cache/kafka).
 # Everything it writes lives under KAFKA_CACHE_DIR: libs/ data/ logs/ server.properties kafka.pid
@@ -20,6 +25,7 @@ ROOT="$(cd "$HERE/../.." && pwd)"
 
 KAFKA_PORT="${KAFKA_PORT:-9092}"
 KAFKA_CONTROLLER_PORT="${KAFKA_CONTROLLER_PORT:-9093}"
+KAFKA_SASL_PORT="${KAFKA_SASL_PORT:-$((KAFKA_PORT + 2))}"
 KAFKA_HEAP="${KAFKA_HEAP:--Xmx512m -Xms256m}"
 KAFKA_JVM_OPTS="${KAFKA_JVM_OPTS:--XX:+UseG1GC -XX:MaxGCPauseMillis=20 -XX:+ExitOnOutOfMemoryError -Djava.awt.headless=true}"
 KAFKA_START_TIMEOUT="${KAFKA_START_TIMEOUT:-90}"
@@ -31,6 +37,7 @@ DATA="$CACHE/data"
 LOGS="$CACHE/logs"
 CONF="$CACHE/server.properties"
 PIDFILE="$CACHE/kafka.pid"
+TLS="$CACHE/tls"
 JAVA="${JAVA_HOME:+$JAVA_HOME/bin/}java"
 
 log() { echo "kafka.sh: $*" >&2; }
@@ -92,9 +99,31 @@ java_run() {
         -cp "$LIBS/*" "$@"
 }
 
+# The SASL_SSL listener's key and self-signed certificate (keytool comes with the JDK), and
+# the certificate as PEM for clients to trust (ca.pem).
+ensure_tls() {
+    [[ -f "$TLS/broker.p12" && -f "$TLS/ca.pem" ]] && return 0
+    local keytool="${JAVA_HOME:+$JAVA_HOME/bin/}keytool"
+    command -v "$keytool" >/dev/null 2>&1 || die "keytool not found (it comes with the JDK)"
+    rm -rf "$TLS.tmp"
+    mkdir -p "$TLS.tmp"
+    "$keytool" -genkeypair -alias broker -keyalg RSA -keysize 2048 -validity 3650 \
+        -dname "CN=localhost" -ext "SAN=IP:127.0.0.1,DNS:localhost" \
+        -storetype PKCS12 -keystore "$TLS.tmp/broker.p12" \
+        -storepass blackjack-dev-store -keypass blackjack-dev-store >/dev/null 2>&1 \
+        || die "keytool could not make the broker's certificate"
+    "$keytool" -exportcert -rfc -alias broker -keystore "$TLS.tmp/broker.p12" \
+        -storepass blackjack-dev-store -file "$TLS.tmp/ca.pem" >/dev/null 2>&1 \
+        || die "keytool could not export the broker's certificate"
+    rm -rf "$TLS"
+    mv "$TLS.tmp" "$TLS"
+}
+
 render_config() {
     sed -e "s|@KAFKA_PORT@|$KAFKA_PORT|g" \
         -e "s|@KAFKA_CONTROLLER_PORT@|$KAFKA_CONTROLLER_PORT|g" \
+        -e "s|@KAFKA_SASL_PORT@|$KAFKA_SASL_PORT|g" \
+        -e "s|@KAFKA_TLS_DIR@|$TLS|g" \
         -e "s|@KAFKA_DATA_DIR@|$DATA|g" \
         "$HERE/server.properties.template" >"$CONF.tmp"
     mv "$CONF.tmp" "$CONF"
@@ -138,10 +167,11 @@ cmd_up() {
         log "already running (pid $pid) on 127.0.0.1:$KAFKA_PORT"
         return 0
     fi
-    for p in "$KAFKA_PORT" "$KAFKA_CONTROLLER_PORT"; do
+    for p in "$KAFKA_PORT" "$KAFKA_CONTROLLER_PORT" "$KAFKA_SASL_PORT"; do
         port_open "$p" && die "port $p is already in use by another process"
     done
     ensure_jars
+    ensure_tls
     render_config
     format_storage
     # setsid: the broker outlives the calling shell (a non-interactive shell's background

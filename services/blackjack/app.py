@@ -48,7 +48,10 @@ def build_app(
     group and broker) and the query API over its store, as ``make run`` serves them."""
     logger = faststream_logger()  # JSON lines like every other log
     broker = KafkaBroker(
-        config.kafka.bootstrap, client_id=f"{config.instance_id}-faststream", logger=logger
+        config.kafka.bootstrap,
+        client_id=f"{config.instance_id}-faststream",
+        security=config.kafka.security.faststream(),
+        logger=logger,
     )
     handler = CommandHandler(config)
     health = None if projections is None else FoldHealth(projections.stuck_after)
@@ -117,4 +120,8 @@ def projection_settings(config: HandlerConfig) -> ProjectionSettings:
     """The projections of ``blackjack serve``: the handler's broker and prefix, and a consumer
     group under the same prefix unless ``BLACKJACK_PROJECTION_GROUP`` names one."""
     env = {**os.environ, "BLACKJACK_TOPIC_PREFIX": config.kafka.topic_prefix}
-    return dataclasses.replace(ProjectionSettings.from_env(env), bootstrap=config.kafka.bootstrap)
+    return dataclasses.replace(
+        ProjectionSettings.from_env(env),
+        bootstrap=config.kafka.bootstrap,
+        security=config.kafka.security,
+    )

@@ -25,6 +25,7 @@ from aiokafka import AIOKafkaConsumer, AIOKafkaProducer, TopicPartition
 from pydantic import BaseModel
 
 from blackjack.bus.headers import command_headers
+from blackjack.bus.settings import PLAINTEXT, KafkaSecurity
 from blackjack.bus.topics import Topics
 from blackjack.messages.envelope import CommandEnvelope, CommandResult
 
@@ -39,8 +40,10 @@ class BlackjackClient:
         *,
         source: str = "/blackjack/client",
         client_id: str = "blackjack-client",
+        security: KafkaSecurity = PLAINTEXT,
     ) -> None:
         self.bootstrap = bootstrap
+        self.security = security
         self.topics = topics or Topics()
         self.source = source
         self.client_id = client_id
@@ -65,6 +68,7 @@ class BlackjackClient:
     async def start(self) -> None:
         self._producer = AIOKafkaProducer(
             bootstrap_servers=self.bootstrap,
+            **self.security.client_options(),
             client_id=self.client_id,
             enable_idempotence=True,
             acks="all",
@@ -72,6 +76,7 @@ class BlackjackClient:
         await self._producer.start()
         self._consumer = AIOKafkaConsumer(
             bootstrap_servers=self.bootstrap,
+            **self.security.client_options(),
             group_id=None,
             client_id=f"{self.client_id}-results",
             isolation_level="read_committed",

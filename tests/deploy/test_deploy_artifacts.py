@@ -24,6 +24,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, get_args
 
+import certifi
 import httpx
 import pytest
 import yaml
@@ -533,6 +534,10 @@ SHOE_KEY = ShoeSeal.new_key_hex()
 PLACEHOLDERS = {  # what the Secret holds in production, in a form the settings accept
     "BLACKJACK_SHOE_KEY": SHOE_KEY,
     "BLACKJACK_DB_URL": "postgresql+asyncpg://blackjack:secret@db.internal:5432/blackjack",
+    "BLACKJACK_KAFKA_SASL_PASSWORD": "the principal's password",
+}
+MOUNTED_FILES = {  # a file the pod gets from a mounted Secret, here a real file of that kind
+    "BLACKJACK_KAFKA_SSL_CAFILE": certifi.where(),
 }
 
 
@@ -543,6 +548,11 @@ def container_env(container: dict[str, Any]) -> dict[str, str]:
     for source in container.get("envFrom", []):
         assert source["configMapRef"]["name"] == "blackjack-config"
         env.update(config_map())
+    for name, stand_in in MOUNTED_FILES.items():
+        if name in env:
+            mounted = [m["mountPath"] for m in container.get("volumeMounts", [])]
+            assert any(env[name].startswith(f"{path}/") for path in mounted), (name, mounted)
+            env[name] = stand_in
     for entry in container.get("env", []):
         if "value" in entry:
             env[entry["name"]] = entry["value"]

@@ -7,6 +7,9 @@ and waits until the server is ready.
 
     KAFKA_BOOTSTRAP        e.g. "127.0.0.1:9092"; used as is when set
     KAFKA_PORT             broker port when starting locally (default 9092)
+    KAFKA_SASL_BOOTSTRAP   the broker's SASL_SSL listener; default 127.0.0.1:<KAFKA_SASL_PORT>
+                           (KAFKA_PORT + 2), with the certificate kafka.sh made
+                           (<KAFKA_CACHE_DIR or .cache/kafka>/tls/ca.pem, or KAFKA_SASL_CAFILE)
     BLACKJACK_TEST_PG_URL  e.g. "postgresql+asyncpg://u:p@host:5432/db"; used as is when set
     PG_PORT                PostgreSQL port when starting locally (default 55432)
 """
@@ -17,6 +20,7 @@ import os
 import socket
 import subprocess
 import time
+from dataclasses import dataclass
 from pathlib import Path
 
 REPO_ROOT = Path(__file__).resolve().parents[2]
@@ -93,3 +97,30 @@ def postgres_url() -> str:
             url = lines[-1]
         wait_for_port(LOOPBACK, port)
     return url
+
+
+@dataclass(frozen=True)
+class SaslListener:
+    """The local broker's SASL_SSL listener (deploy/kafka/kafka.sh) and its dev credentials."""
+
+    bootstrap: str
+    cafile: str
+    username: str = "blackjack"
+    password: str = "blackjack-dev-secret"
+
+
+def kafka_sasl() -> SaslListener:
+    """The broker's TLS + SASL/PLAIN listener; the broker must have been started by kafka.sh
+    (a broker started before the listener existed must be restarted: ``kafka.sh down; up``)."""
+    override = os.environ.get("KAFKA_SASL_BOOTSTRAP", "").strip()
+    port = _env_port("KAFKA_SASL_PORT", _env_port("KAFKA_PORT", DEFAULT_KAFKA_PORT) + 2)
+    bootstrap = override or f"{LOOPBACK}:{port}"
+    cache = Path(os.environ.get("KAFKA_CACHE_DIR", "").strip() or REPO_ROOT / ".cache" / "kafka")
+    cafile = os.environ.get("KAFKA_SASL_CAFILE", "").strip() or str(cache / "tls" / "ca.pem")
+    host, _, listening = bootstrap.rpartition(":")
+    if not port_open(host, int(listening)) or not Path(cafile).exists():
+        raise RuntimeError(
+            f"no SASL_SSL listener at {bootstrap} with {cafile}: restart the local broker "
+            "(deploy/kafka/kafka.sh down; deploy/kafka/kafka.sh up) to add it"
+        )
+    return SaslListener(bootstrap, cafile)

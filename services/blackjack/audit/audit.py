@@ -24,6 +24,7 @@ from sqlalchemy.ext.asyncio import AsyncConnection
 
 from blackjack.audit.replay import Finding, StreamReplay, money, replay_stream
 from blackjack.audit.transfers import Reconciled, reconcile
+from blackjack.bus.settings import PLAINTEXT, KafkaSecurity
 from blackjack.bus.topics import partition_for
 from blackjack.domain.wallet import is_wallet_stream
 from blackjack.messages.sealing import ShoeSeal
@@ -146,6 +147,8 @@ async def run_audit(
     bootstrap: str,
     topic: str,
     seal: ShoeSeal | None = None,
+    *,
+    security: KafkaSecurity = PLAINTEXT,
 ) -> AuditReport:
     report = AuditReport(topic)
     async with live.reading() as connection:
@@ -153,8 +156,8 @@ async def run_audit(
         expected_live = await dump(connection)
         report.violations, report.totals = await conservation(connection)
     writer = ProjectionWriter(scratch)
-    await rebuild(writer, bootstrap, topic, stop=report.positions)
-    report.pending, partitions = await _pending(bootstrap, topic, report.positions)
+    await rebuild(writer, bootstrap, topic, stop=report.positions, security=security)
+    report.pending, partitions = await _pending(bootstrap, topic, report.positions, security)
     async with scratch.reading() as connection:
         rebuilt = await dump(connection)
         logs = {}
@@ -172,7 +175,7 @@ async def run_audit(
 
 
 async def _pending(
-    bootstrap: str, topic: str, positions: dict[Position, int]
+    bootstrap: str, topic: str, positions: dict[Position, int], security: KafkaSecurity
 ) -> tuple[dict[Position, int], int]:
     """Records past the live positions, per partition; and how many partitions the topic has."""
     counts: dict[Position, int] = {}
@@ -182,7 +185,7 @@ async def _pending(
             counts[record.position] = counts.get(record.position, 0) + 1
 
     start = {partition: offset for (_, partition), offset in positions.items()}
-    ends = await read_topic(bootstrap, topic, count, start=start)
+    ends = await read_topic(bootstrap, topic, count, start=start, security=security)
     return counts, len(ends)
 
 

@@ -70,7 +70,7 @@ async def _from_kafka(settings: ProjectionSettings, stream_id: str) -> list[Wire
     def keep(records: list[Record]) -> None:
         found.extend(decode(r.value) for r in records if r.key == key)
 
-    await read_topic(settings.bootstrap, settings.events_topic, keep)
+    await read_topic(settings.bootstrap, settings.events_topic, keep, security=settings.security)
     return in_sequence(found)
 
 
@@ -117,7 +117,14 @@ def _audit(args: argparse.Namespace) -> int:
         scratch = ProjectionStore(scratch_url)
         try:
             await scratch.migrate()
-            report = await run_audit(live, scratch, settings.bootstrap, settings.events_topic, seal)
+            report = await run_audit(
+                live,
+                scratch,
+                settings.bootstrap,
+                settings.events_topic,
+                seal,
+                security=settings.security,
+            )
         finally:
             await live.close()
             await scratch.close()

@@ -102,7 +102,7 @@ async def ensure_topics(settings: KafkaSettings, topics: Topics) -> dict[str, in
     Returns each topic's partition count. Raises ``TopicMismatch`` when a topic exists with
     another count: the handler must not run on it.
     """
-    admin = AIOKafkaAdminClient(bootstrap_servers=settings.bootstrap, client_id="blackjack-admin")
+    admin = AIOKafkaAdminClient(**settings.client_options(), client_id="blackjack-admin")
     await admin.start()
     try:
         configs = topic_configs(topics, settings)
@@ -170,7 +170,7 @@ async def _partition_counts(admin: AIOKafkaAdminClient, names: tuple[str, ...]) 
 
 async def delete_topics(settings: KafkaSettings, topics: Topics) -> None:
     """Remove the four topics (tests clean up their own prefixed topics with this)."""
-    admin = AIOKafkaAdminClient(bootstrap_servers=settings.bootstrap, client_id="blackjack-admin")
+    admin = AIOKafkaAdminClient(**settings.client_options(), client_id="blackjack-admin")
     await admin.start()
     try:
         existing = set(await admin.list_topics())

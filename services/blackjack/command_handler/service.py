@@ -160,7 +160,7 @@ class CommandHandler:
         await ensure_topics(kafka, self.topics)
         client = f"{self.config.instance_id}"
         self._reader = AIOKafkaConsumer(
-            bootstrap_servers=kafka.bootstrap,
+            **kafka.client_options(),
             group_id=None,
             client_id=f"{client}-replay",
             isolation_level="read_committed",
@@ -170,14 +170,14 @@ class CommandHandler:
         await self._reader.start()
         assign_reader(self._reader, self.topics, kafka.partitions)
         self._sender = AIOKafkaProducer(
-            bootstrap_servers=kafka.bootstrap,
+            **kafka.client_options(),
             client_id=f"{client}-clock",
             enable_idempotence=True,
             acks="all",
         )
         await self._sender.start()
         self._consumer = AIOKafkaConsumer(
-            bootstrap_servers=kafka.bootstrap,
+            **kafka.client_options(),
             group_id=self.config.group_id,
             client_id=f"{client}-commands",
             isolation_level="read_committed",
@@ -332,7 +332,7 @@ class CommandHandler:
         number = partition.number
         log = self.log.bind(partition=number)
         producer = AIOKafkaProducer(
-            bootstrap_servers=self.config.kafka.bootstrap,
+            **self.config.kafka.client_options(),
             client_id=f"{self.config.instance_id}-p{number}",
             transactional_id=self.config.transactional_id(number),
             enable_idempotence=True,

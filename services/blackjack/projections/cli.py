@@ -70,7 +70,13 @@ def _rebuild(args: argparse.Namespace) -> int:
         try:
             await store.migrate()
             writer = ProjectionWriter(store)
-            await rebuild(writer, settings.bootstrap, settings.events_topic, batch=settings.batch)
+            await rebuild(
+                writer,
+                settings.bootstrap,
+                settings.events_topic,
+                batch=settings.batch,
+                security=settings.security,
+            )
             positions = await writer.stored_positions(settings.events_topic)
             for (topic, partition), offset in sorted(positions.items()):
                 print(f"{topic}[{partition}] folded in up to offset {offset}")

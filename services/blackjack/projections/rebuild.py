@@ -10,6 +10,7 @@ from collections.abc import Callable, Mapping
 from aiokafka import AIOKafkaConsumer, ConsumerRecord, TopicPartition
 from aiokafka.admin import AIOKafkaAdminClient
 
+from blackjack.bus.settings import PLAINTEXT, KafkaSecurity
 from blackjack.projections.writer import Position, ProjectionWriter, Record
 
 FETCH_MS = 500
@@ -24,12 +25,14 @@ async def read_topic(
     stop: Mapping[int, int] | None = None,
     batch: int = 500,
     timeout: float = 120.0,
+    security: KafkaSecurity = PLAINTEXT,
 ) -> dict[Position, int]:
     """Hand every committed record of ``topic`` from ``start`` (partition -> offset, default
     the beginning) up to ``stop`` (exclusive; default the end as of now) to ``on_records``,
     in order within each partition. Returns the end offsets of the topic."""
     consumer = AIOKafkaConsumer(
         bootstrap_servers=bootstrap,
+        **security.client_options(),
         group_id=None,
         enable_auto_commit=False,
         isolation_level="read_committed",
@@ -38,7 +41,7 @@ async def read_topic(
     await consumer.start()
     try:
         async with asyncio.timeout(timeout):
-            partitions = await _partitions(bootstrap, topic)
+            partitions = await _partitions(bootstrap, topic, security)
             consumer.assign(partitions)
             ends = await consumer.end_offsets(partitions)
             targets = {
@@ -79,8 +82,10 @@ class UnknownTopic(LookupError):
     pass
 
 
-async def _partitions(bootstrap: str, topic: str) -> list[TopicPartition]:
-    admin = AIOKafkaAdminClient(bootstrap_servers=bootstrap, client_id="blackjack-rebuild")
+async def _partitions(bootstrap: str, topic: str, security: KafkaSecurity) -> list[TopicPartition]:
+    admin = AIOKafkaAdminClient(
+        bootstrap_servers=bootstrap, client_id="blackjack-rebuild", **security.client_options()
+    )
     await admin.start()
     try:
         described = await admin.describe_topics([topic])
@@ -103,6 +108,7 @@ async def rebuild(
     *,
     batch: int = 500,
     timeout: float = 600.0,
+    security: KafkaSecurity = PLAINTEXT,
 ) -> dict[Position, int]:
     """Fold ``topic`` into the writer's store, from its stored positions (offset 0 for a fresh
     store) up to ``stop`` or the end of the topic. Returns the topic's end offsets."""
@@ -110,5 +116,12 @@ async def rebuild(
     start = {partition: offset for (_, partition), offset in stored.items()}
     until = None if stop is None else {p: o for (t, p), o in stop.items() if t == topic}
     return await read_topic(
-        bootstrap, topic, writer.apply, start=start, stop=until, batch=batch, timeout=timeout
+        bootstrap,
+        topic,
+        writer.apply,
+        start=start,
+        stop=until,
+        batch=batch,
+        timeout=timeout,
+        security=security,
     )

@@ -17,6 +17,8 @@ BLACKJACK_PROJECTION_SESSION_TIMEOUT_MS  how long the group waits for a silent w
                               name: a restarted worker comes back within it and keeps its
                               partitions, as static members send no LeaveGroup; 10000
                               without one)
+BLACKJACK_KAFKA_SECURITY_PROTOCOL and the other BLACKJACK_KAFKA_* security settings, as
+                              ``bus/settings.py`` lists them
 BLACKJACK_PROJECTION_STUCK_AFTER  failed attempts in a row at the same record after which the
                               worker reports not ready (default 10, about 20 s of retries)
 """
@@ -27,6 +29,7 @@ import os
 from collections.abc import Mapping
 from dataclasses import dataclass
 
+from blackjack.bus.settings import PLAINTEXT, KafkaSecurity
 from blackjack.configuration import ConfigurationError
 
 EVENTS_TOPIC = "blackjack.events"
@@ -49,6 +52,7 @@ class ProjectionSettings:
     instance_id: str | None = None
     stuck_after: int = DEFAULT_STUCK_AFTER
     session_timeout_ms: int = SESSION_TIMEOUT_MS
+    security: KafkaSecurity = PLAINTEXT
 
     @property
     def events_topic(self) -> str:
@@ -91,4 +95,5 @@ class ProjectionSettings:
             instance_id=instance_id,
             stuck_after=int(numbers["BLACKJACK_PROJECTION_STUCK_AFTER"]),
             session_timeout_ms=int(numbers["BLACKJACK_PROJECTION_SESSION_TIMEOUT_MS"]),
+            security=KafkaSecurity.from_env(env),
         )

@@ -353,6 +353,7 @@ def build_broker(
     broker = KafkaBroker(
         settings.bootstrap,
         client_id="blackjack-projections",
+        security=settings.security.faststream(),
         allow_auto_create_topics=False,
         # JSON lines like every other log (FastStream's own logger prints coloured text)
         logger=faststream_logger(),

@@ -1,0 +1,40 @@
+"""The Kafka security settings: what an operator may set, and what the clients are given."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pytest
+
+from blackjack.bus.settings import KafkaSecurity
+
+
+def test_security_settings_are_checked_and_the_password_never_shown() -> None:
+    secure = KafkaSecurity.from_env(
+        {
+            "BLACKJACK_KAFKA_SECURITY_PROTOCOL": "sasl_ssl",
+            "BLACKJACK_KAFKA_SASL_USERNAME": "svc",
+            "BLACKJACK_KAFKA_SASL_PASSWORD": "hunter2",
+        }
+    )
+    assert secure.protocol == "SASL_SSL" and "hunter2" not in repr(secure)
+    options: dict[str, Any] = secure.client_options()
+    assert options["sasl_plain_password"] == "hunter2" and options["ssl_context"] is not None
+    for wrong, named in [
+        ({"BLACKJACK_KAFKA_SECURITY_PROTOCOL": "TLS"}, "BLACKJACK_KAFKA_SECURITY_PROTOCOL"),
+        ({"BLACKJACK_KAFKA_SECURITY_PROTOCOL": "SASL_SSL"}, "BLACKJACK_KAFKA_SASL_USERNAME"),
+        (
+            {
+                "BLACKJACK_KAFKA_SECURITY_PROTOCOL": "SASL_PLAINTEXT",
+                "BLACKJACK_KAFKA_SASL_MECHANISM": "GSSAPI",
+                "BLACKJACK_KAFKA_SASL_USERNAME": "svc",
+                "BLACKJACK_KAFKA_SASL_PASSWORD": "x",
+            },
+            "BLACKJACK_KAFKA_SASL_MECHANISM",
+        ),
+        ({"BLACKJACK_KAFKA_SSL_CERTFILE": "/c.pem"}, "BLACKJACK_KAFKA_SSL_KEYFILE"),
+    ]:
+        with pytest.raises(ValueError, match=named):
+            KafkaSecurity.from_env(wrong)
+    assert KafkaSecurity.from_env({}).client_options() == {"security_protocol": "PLAINTEXT"}
+    assert KafkaSecurity.from_env({}).faststream() is None
