@@ -10,6 +10,7 @@ import contextlib
 from typing import Any
 
 from aiokafka import ConsumerRecord, TopicPartition
+from prometheus_client import REGISTRY
 from structlog.testing import capture_logs
 
 from blackjack.command_handler.config import HandlerConfig
@@ -160,3 +161,32 @@ async def test_partitions_are_taken_over_one_per_poll_so_the_group_keeps_the_ins
     await asyncio.wait_for(handler._consume(), 5)
     assert steps[:6] == ["take 0", "poll 0", "take 1", "poll 0", "take 2", "poll 200"]
     assert set(steps[6:]) == {"poll 200"}
+
+
+async def test_the_backlog_of_each_ready_partition_is_measured_from_the_broker() -> None:
+    """The command lag histogram only sees commands that were handled: a partition whose
+    commands are no longer taken shows up as a backlog that does not go down."""
+    handler = CommandHandler(HandlerConfig(shoe_key_hex=ShoeSeal.new_key_hex(), group_id="g"))
+    ends = {0: 120, 1: 7, 2: 50}
+    taken = {0: 20, 1: 7}
+
+    class Measured(FakeConsumer):
+        async def end_offsets(self, tps: list[TopicPartition]) -> dict[TopicPartition, int]:
+            return {tp: ends[tp.partition] for tp in tps}
+
+        async def position(self, tp: TopicPartition) -> int:
+            return taken[tp.partition]
+
+    handler._consumer = Measured({})
+    for number, status in ((0, "ready"), (1, "ready"), (2, "pending")):
+        tp = TopicPartition(TOPIC, number)
+        handler._partitions[number] = _Partition(number, tp, status=status)  # type: ignore[arg-type]
+    await handler._measure_backlog()
+    assert backlog("0") == 100 and backlog("1") == 0 and backlog("2") is None
+    handler._partitions[0].status = "failed"  # no longer served here: no stale figure
+    await handler._measure_backlog()
+    assert backlog("0") is None and backlog("1") == 0
+
+
+def backlog(partition: str) -> float | None:
+    return REGISTRY.get_sample_value("blackjack_command_backlog", {"partition": partition})

@@ -3,9 +3,11 @@ committed offsets say and even when the store does not answer during a rebalance
 
 from __future__ import annotations
 
+import asyncio
 from typing import Any
 
 from aiokafka import TopicPartition
+from prometheus_client import REGISTRY
 from structlog.testing import capture_logs
 
 from blackjack.projections import worker
@@ -42,7 +44,7 @@ class Store:
 
 
 def listener(store: Store, consumer: Consumer) -> SeekToStoredPositions:
-    return SeekToStoredPositions(store, lambda: consumer)  # type: ignore[arg-type]
+    return SeekToStoredPositions(store, lambda: consumer, lag_every=None)  # type: ignore[arg-type]
 
 
 async def test_assigned_partitions_continue_from_the_stored_positions() -> None:
@@ -96,3 +98,55 @@ def test_a_partition_failing_again_and_again_logs_its_trace_once_then_a_line_a_m
     ]
     assert logs[0]["exc_info"] is error
     assert logs[1]["error"] == "ValueError: cannot fold"
+
+
+class Watched(Consumer):
+    """A consumer that fetches nothing while the topic grows; it may also stop."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.ends = {P0: 100}
+        self._closed = False
+
+    def assignment(self) -> set[TopicPartition]:
+        return set(self.ends)
+
+    async def end_offsets(self, partitions: list[TopicPartition]) -> dict[TopicPartition, int]:
+        return {tp: self.ends[tp] for tp in partitions}
+
+
+class AskedStore(Store):
+    """Says when the watch has asked it: the gauge is set before the watch waits again."""
+
+    def __init__(self, positions: dict[tuple[str, int], int]) -> None:
+        super().__init__(positions)
+        self.asked = asyncio.Event()
+
+    async def stored_positions(self) -> dict[tuple[str, int], int]:
+        self.asked.set()
+        return await super().stored_positions()
+
+
+async def test_the_lag_is_measured_from_the_broker_even_when_no_batch_comes() -> None:
+    """A worker whose fetching stopped showed the lag of its last batch for ever; measured
+    from the broker's end offsets and the stored positions, it grows with the log."""
+    consumer, store = Watched(), AskedStore({(TOPIC, 0): 40})
+    positions = SeekToStoredPositions(store, lambda: consumer, lag_every=0.01)  # type: ignore[arg-type]
+    await positions.on_partitions_assigned({P0})
+    for end in (100, 250):
+        consumer.ends[P0] = end
+        store.asked.clear()
+        await asyncio.wait_for(store.asked.wait(), 5)
+        assert lag(P0) == end - 40
+    consumer._closed = True  # stopped: the watch ends with it
+    assert positions._lag_watch is not None
+    await asyncio.wait_for(positions._lag_watch, 5)
+
+
+def lag(tp: TopicPartition) -> float:
+    return (
+        REGISTRY.get_sample_value(
+            "blackjack_projection_lag", {"topic": tp.topic, "partition": str(tp.partition)}
+        )
+        or 0.0
+    )

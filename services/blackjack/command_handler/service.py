@@ -57,6 +57,7 @@ from blackjack.table import Shuffler
 Status = Literal["pending", "ready", "failed", "fenced", "revoked"]
 
 REBUILD_TIMEOUT_S = 300.0
+BACKLOG_EVERY_S = 15.0
 MAX_POLL_INTERVAL_MS = int((REBUILD_TIMEOUT_S + 120) * 1000)
 """Longest the loop may go without polling before the group drops this instance: one
 partition's takeover (its producer's start, fencing the last owner, the rebuild) at most."""
@@ -141,6 +142,7 @@ class CommandHandler:
         self._change = asyncio.Event()
         self._stopping = asyncio.Event()
         self._tasks: list[asyncio.Task[None]] = []
+        self._backlog_shown: set[int] = set()
         self._consumer: AIOKafkaConsumer | None = None
         self._reader: AIOKafkaConsumer | None = None
         self._sender: AIOKafkaProducer | None = None
@@ -639,11 +641,36 @@ class CommandHandler:
 
     # ---- the clock ----------------------------------------------------------------------
 
+    async def _measure_backlog(self) -> None:
+        """How many commands wait in each ready partition, from the broker's end offsets: a
+        partition the loop has stopped taking from shows a backlog that grows (the command lag
+        histogram only sees commands that were handled)."""
+        assert self._consumer is not None
+        ready = {p.tp: p.number for p in self._partitions.values() if p.status == "ready"}
+        try:
+            ends = await self._consumer.end_offsets(list(ready)) if ready else {}
+            backlog = {
+                ready[tp]: max(end - await self._consumer.position(tp), 0)
+                for tp, end in ends.items()
+            }
+        except Exception as error:  # revoked meanwhile, the broker: measured next time
+            self.log.info("backlog not measured", error=f"{type(error).__name__}: {error}")
+            return
+        for number in self._backlog_shown - backlog.keys():
+            metrics.COMMAND_BACKLOG.remove(str(number))
+        for number, waiting in backlog.items():
+            metrics.COMMAND_BACKLOG.labels(str(number)).set(waiting)
+        self._backlog_shown = set(backlog)
+
     async def _tick(self) -> None:
         assert self._sender is not None
         timeout = timedelta(seconds=self.config.presence_timeout_s)
+        measured_at = time.monotonic()
         while not self._stopping.is_set():
             await asyncio.sleep(self.config.timer_tick_s)
+            if time.monotonic() - measured_at >= BACKLOG_EVERY_S:
+                measured_at = time.monotonic()
+                await self._measure_backlog()
             now, mono = self._now(), time.monotonic()
             for partition in list(self._partitions.values()):
                 store = partition.store

@@ -62,6 +62,12 @@ COMMAND_PARTITIONS = Gauge(
     "blackjack_command_partitions",
     "Partitions of the commands topic (BLACKJACK_PARTITIONS): how many the handlers must own",
 )
+COMMAND_BACKLOG = Gauge(
+    "blackjack_command_backlog",
+    "Commands of a ready partition not yet taken by this instance (the commands topic's end "
+    "offset less its position), measured every BACKLOG_EVERY_S whether or not it moves",
+    ["partition"],
+)
 STREAMS = Gauge("blackjack_streams", "Streams held in memory by this instance")
 
 

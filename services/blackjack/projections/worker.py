@@ -64,12 +64,14 @@ POSITION = Gauge(
 )
 LAG = Gauge(
     "blackjack_projection_lag",
-    "Offsets from the next one to fold in to the partition's last stable offset, as of the "
-    "last batch (transaction markers count, so a caught-up partition shows about 1)",
+    "Offsets from the next one to fold in (as stored) to the partition's last stable offset, "
+    "after every batch and every LAG_EVERY_SECONDS from the broker, so that it grows while "
+    "nothing is fetched (transaction markers count: a caught-up partition shows about 1)",
     ["topic", "partition"],
 )
 
 RETRY_SECONDS = 2.0
+LAG_EVERY_SECONDS = 15.0
 
 
 class SeekToStoredPositions(ConsumerRebalanceListener):  # type: ignore[misc]
@@ -86,13 +88,16 @@ class SeekToStoredPositions(ConsumerRebalanceListener):  # type: ignore[misc]
         writer: ProjectionWriter,
         consumer: Callable[[], AIOKafkaConsumer | None],
         health: FoldHealth | None = None,
+        lag_every: float | None = LAG_EVERY_SECONDS,
     ) -> None:
         self.writer = writer
+        self.lag_every = lag_every  # None: the lag is measured after batches only
         self.consumer = consumer
         self.health = health
         self.unsynced: set[TopicPartition] = set()
         self._put_back: set[TopicPartition] = set()
         self._syncing = asyncio.Lock()
+        self._lag_watch: asyncio.Task[None] | None = None
 
     async def on_partitions_revoked(self, revoked: set[TopicPartition]) -> None:
         self.unsynced -= revoked
@@ -107,6 +112,36 @@ class SeekToStoredPositions(ConsumerRebalanceListener):  # type: ignore[misc]
     async def on_partitions_assigned(self, assigned: set[TopicPartition]) -> None:
         self.unsynced |= assigned
         await self.sync()
+        watching = self._lag_watch is not None and not self._lag_watch.done()
+        if self.lag_every is not None and not watching:
+            self._lag_watch = asyncio.create_task(
+                self.watch_lag(self.lag_every), name="projection-lag"
+            )
+
+    async def watch_lag(self, every: float) -> None:
+        """Measure each assigned partition's lag from the broker's end offsets and the stored
+        positions, whether or not batches arrive: a worker whose fetching stopped (a consumer
+        that died, a partition no batch comes from) shows a lag that grows with the log, which
+        the lag alert sees; after a batch alone it would freeze. Ends with the consumer."""
+        while True:
+            await asyncio.sleep(every)
+            consumer = self.consumer()
+            if consumer is None or getattr(consumer, "_closed", False):
+                return  # stopped: a new consumer's assignment starts a new watch
+            try:
+                assigned = consumer.assignment()
+                if not assigned:
+                    continue
+                ends = await consumer.end_offsets(list(assigned))
+                stored = await self.writer.stored_positions()
+            except Exception as error:  # one round failed (the broker, the store): next time
+                log.info("lag not measured", error=f"{type(error).__name__}: {error}")
+                continue
+            still = consumer.assignment()  # revoked meanwhile: its new owner reports it
+            for tp, end in ends.items():
+                if tp in still:
+                    lag = max(end - stored.get((tp.topic, tp.partition), 0), 0)
+                    LAG.labels(tp.topic, str(tp.partition)).set(lag)
 
     async def sync(self) -> bool:
         """Seek every unsynced partition to its stored position (the beginning when the
