@@ -4,7 +4,7 @@ VENV ?= .venv
 PY := $(VENV)/bin/python
 export PYTHONDONTWRITEBYTECODE := 1
 
-.PHONY: install run test lint typecheck unit integration schemas facts kafka-up kafka-down postgres-up postgres-down bench load compiled bench-compiled clean
+.PHONY: install run test lint typecheck unit integration schemas facts kafka-up kafka-down postgres-up postgres-down bench load compiled bench-compiled constraints clean
 
 $(VENV)/.installed: pyproject.toml
 	python3 -m venv $(VENV)
@@ -36,6 +36,12 @@ integration: install
 # Everything: lint, types, unit tests, and the integration tests on a real broker and databases.
 test: lint typecheck
 	$(VENV)/bin/pytest -q tests
+
+# The image's pinned versions: what the development environment (and so the tests) runs.
+constraints: install
+	$(VENV)/bin/pip freeze --exclude-editable | \
+	  sed '1i # The versions the image installs (pip install -c): those this repository'"'"'s tests last ran\n# on. Regenerate with `make constraints` after a dependency change, and rebuild the image.' \
+	  >deploy/docker/constraints.txt
 
 schemas: install
 	$(VENV)/bin/blackjack schemas --write

@@ -773,3 +773,25 @@ async def test_the_compose_file_runs_what_the_code_serves(
             transport=httpx.ASGITransport(app=served_app(args, env)), base_url="http://svc"
         ) as http:
             assert (await http.get(url.group(2))).status_code in (200, 503), (name, check)
+
+
+def test_the_image_pins_every_dependency_within_what_the_package_allows() -> None:
+    """deploy/docker/constraints.txt: the versions the image installs, each one the package's
+    own requirements accept (a stale pin would make an image that cannot install)."""
+    import tomllib
+
+    from packaging.requirements import Requirement
+    from packaging.utils import canonicalize_name
+
+    pinned: dict[str, str] = {}
+    for line in (DEPLOY / "docker" / "constraints.txt").read_text().splitlines():
+        if line and not line.startswith("#"):
+            name, _, pin = line.partition("==")
+            pinned[canonicalize_name(name)] = pin
+    project = tomllib.loads((REPO / "pyproject.toml").read_text())["project"]
+    for text in project["dependencies"]:
+        requirement = Requirement(text)
+        found = pinned.get(canonicalize_name(requirement.name))
+        assert found is not None, f"{requirement.name} is not pinned"
+        assert requirement.specifier.contains(found), (text, found)
+    assert "-c constraints.txt" in (DEPLOY / "docker" / "Dockerfile").read_text()
