@@ -7,6 +7,7 @@ import sys
 from collections.abc import Sequence
 from pathlib import Path
 
+from blackjack import client_cli
 from blackjack.audit import cli as audit_cli
 from blackjack.command_handler.cli import register as register_service
 from blackjack.configuration import ConfigurationError
@@ -61,6 +62,7 @@ def build_parser() -> argparse.ArgumentParser:
     schemas.set_defaults(handler=_schemas)
     projections_cli.register(sub)
     audit_cli.register(sub)
+    client_cli.register(sub)
     register_math(sub)
     register_service(sub)
     register_loadtest(sub)

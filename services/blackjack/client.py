@@ -66,6 +66,13 @@ class BlackjackClient:
         await self.stop()
 
     async def start(self) -> None:
+        try:
+            await self._start()
+        except BaseException:  # leave nothing connected behind
+            await self.stop()
+            raise
+
+    async def _start(self) -> None:
         self._producer = AIOKafkaProducer(
             bootstrap_servers=self.bootstrap,
             **self.security.client_options(),

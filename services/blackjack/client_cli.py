@@ -1,0 +1,76 @@
+"""``blackjack send STREAM_ID COMMAND``: one command from the command line, and its result.
+
+What a platform's integration does, for a person at a terminal: the command (JSON, as in
+``schemas/commands/``) goes to ``blackjack.commands`` in an envelope keyed by the stream, and
+the result from ``blackjack.command-results`` is printed as a JSON line. The broker, topic
+prefix and security settings are the service's (``BLACKJACK_KAFKA_*``,
+``BLACKJACK_TOPIC_PREFIX``). Exit 0 accepted, 1 rejected, 2 not a command or no answer.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import logging
+import sys
+
+from aiokafka.errors import KafkaError
+from pydantic import TypeAdapter, ValidationError
+
+from blackjack.bus.settings import KafkaSettings
+from blackjack.bus.topics import Topics
+from blackjack.client import BlackjackClient
+from blackjack.domain.rejections import in_one_line
+from blackjack.messages.envelope import CommandResult, StreamCommand
+
+_COMMAND: TypeAdapter[object] = TypeAdapter(StreamCommand)
+
+
+def _send(args: argparse.Namespace) -> int:
+    settings = KafkaSettings.from_env()
+    try:
+        command = _COMMAND.validate_json(args.command)
+    except ValidationError as error:
+        print(f"blackjack send: not a command: {in_one_line(error)}", file=sys.stderr)
+        return 2
+
+    async def run() -> CommandResult:
+        async with BlackjackClient(
+            settings.bootstrap, Topics(settings.topic_prefix), security=settings.security
+        ) as client:
+            return await client.execute(
+                args.stream_id,
+                command,  # type: ignore[arg-type]
+                command_id=args.command_id,
+                timeout=args.timeout,
+            )
+
+    # aiokafka logs an error on every metadata retry; one line below says what went wrong
+    logging.getLogger("aiokafka").setLevel(logging.CRITICAL)
+    try:
+        result = asyncio.run(run())
+    except TimeoutError:
+        print(f"blackjack send: no result within {args.timeout} s", file=sys.stderr)
+        return 2
+    except KafkaError as error:
+        print(
+            f"blackjack send: {settings.bootstrap} has no {settings.topic_prefix}blackjack "
+            f"topics to use ({type(error).__name__}): is the service running with the same "
+            "BLACKJACK_TOPIC_PREFIX?",
+            file=sys.stderr,
+        )
+        return 2
+    print(result.model_dump_json())
+    return 0 if result.status == "accepted" else 1
+
+
+def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
+    send = sub.add_parser("send", help="send one command (JSON) to a stream, print its result")
+    send.add_argument("stream_id", help="the table (or wallet:<player id>) it is for")
+    send.add_argument(
+        "command",
+        help='the command as JSON, e.g. \'{"type": "Hit", "player_id": "ann", "box": 0}\'',
+    )
+    send.add_argument("--command-id", help="a retry: the id of the first sending (default: new)")
+    send.add_argument("--timeout", type=float, default=10.0, help="seconds to wait for the result")
+    send.set_defaults(handler=_send)
