@@ -21,8 +21,9 @@ from collections.abc import Sequence
 from datetime import UTC, datetime
 from types import TracebackType
 
+import structlog
 from aiokafka import AIOKafkaConsumer, AIOKafkaProducer, TopicPartition
-from pydantic import BaseModel
+from pydantic import BaseModel, ValidationError
 
 from blackjack.bus.headers import command_headers
 from blackjack.bus.settings import PLAINTEXT, KafkaSecurity
@@ -30,6 +31,8 @@ from blackjack.bus.topics import Topics
 from blackjack.messages.envelope import CommandEnvelope, CommandResult
 
 KEEP_RESULTS = 100_000
+
+log = structlog.get_logger("blackjack.client")
 
 
 class BlackjackClient:
@@ -216,7 +219,18 @@ class BlackjackClient:
             batches = await self._consumer.getmany(timeout_ms=1000)
             for records in batches.values():
                 for record in records:
-                    result = CommandResult.model_validate_json(record.value or b"")
+                    try:
+                        result = CommandResult.model_validate_json(record.value or b"")
+                    except ValidationError as error:
+                        # a newer service (a rejection code this client does not know): the
+                        # others still get their results, this one's waiter times out
+                        log.warning(
+                            "a command result this client cannot read",
+                            offset=record.offset,
+                            partition=record.partition,
+                            error=str(error)[:300],
+                        )
+                        continue
                     received = self._results.setdefault(result.command_id, [])
                     received.append(result)
                     while len(self._results) > KEEP_RESULTS:

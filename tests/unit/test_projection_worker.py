@@ -108,11 +108,15 @@ class Watched(Consumer):
         self.ends = {P0: 100}
         self._closed = False
 
-    def assignment(self) -> set[TopicPartition]:
-        return set(self.ends)
+        self.answer: asyncio.Event | None = None  # set: the broker answers only once it is
+        self.asked = asyncio.Event()
 
     async def end_offsets(self, partitions: list[TopicPartition]) -> dict[TopicPartition, int]:
-        return {tp: self.ends[tp] for tp in partitions}
+        asked = {tp: self.ends[tp] for tp in partitions}
+        self.asked.set()
+        if self.answer is not None:
+            await self.answer.wait()
+        return asked
 
 
 class AskedStore(Store):
@@ -150,3 +154,22 @@ def lag(tp: TopicPartition) -> float:
         )
         or 0.0
     )
+
+
+async def test_a_partition_revoked_while_its_lag_is_measured_gets_no_figure_back() -> None:
+    """Revoked mid-measurement, a partition's lag series came back and stayed, a stale figure
+    the lag alert's max() would take over its new owner's."""
+    consumer, store = Watched(), AskedStore({(TOPIC, 0): 40})
+    consumer.answer = asyncio.Event()
+    positions = SeekToStoredPositions(store, lambda: consumer, lag_every=0.01)  # type: ignore[arg-type]
+    await positions.on_partitions_assigned({P0})
+    await asyncio.wait_for(consumer.asked.wait(), 5)  # the watch awaits the broker's answer
+    await positions.on_partitions_revoked({P0})
+    store.asked.clear()
+    consumer.answer.set()
+    await asyncio.wait_for(store.asked.wait(), 5)
+    assert (
+        REGISTRY.get_sample_value("blackjack_projection_lag", {"topic": TOPIC, "partition": "0"})
+        is None
+    )
+    consumer._closed = True

@@ -58,6 +58,7 @@ Status = Literal["pending", "ready", "failed", "fenced", "revoked"]
 
 REBUILD_TIMEOUT_S = 300.0
 BACKLOG_EVERY_S = 15.0
+BACKLOG_TIMEOUT_S = 2.0
 MAX_POLL_INTERVAL_MS = int((REBUILD_TIMEOUT_S + 120) * 1000)
 """Longest the loop may go without polling before the group drops this instance: one
 partition's takeover (its producer's start, fencing the last owner, the rebuild) at most."""
@@ -669,8 +670,12 @@ class CommandHandler:
         while not self._stopping.is_set():
             await asyncio.sleep(self.config.timer_tick_s)
             if time.monotonic() - measured_at >= BACKLOG_EVERY_S:
+                # bounded: a broker slow to answer must not hold up the tables' timers
+                try:
+                    await asyncio.wait_for(self._measure_backlog(), BACKLOG_TIMEOUT_S)
+                except TimeoutError:
+                    self.log.info("backlog not measured: the broker did not answer in time")
                 measured_at = time.monotonic()
-                await self._measure_backlog()
             now, mono = self._now(), time.monotonic()
             for partition in list(self._partitions.values()):
                 store = partition.store

@@ -98,9 +98,13 @@ class SeekToStoredPositions(ConsumerRebalanceListener):  # type: ignore[misc]
         self._put_back: set[TopicPartition] = set()
         self._syncing = asyncio.Lock()
         self._lag_watch: asyncio.Task[None] | None = None
+        self.assigned: set[TopicPartition] = set()
+        """What the group gave this worker, as the rebalance callbacks said: the consumer's
+        own assignment still lists revoked partitions in the middle of a rebalance."""
 
     async def on_partitions_revoked(self, revoked: set[TopicPartition]) -> None:
         self.unsynced -= revoked
+        self.assigned -= revoked
         if self.health is not None:
             self.health.forget((tp.topic, tp.partition) for tp in revoked)
         for tp in revoked:  # its new owner exports them; a stale copy here would mislead
@@ -110,6 +114,7 @@ class SeekToStoredPositions(ConsumerRebalanceListener):  # type: ignore[misc]
         log.info("partitions revoked", partitions=sorted(str(tp) for tp in revoked))
 
     async def on_partitions_assigned(self, assigned: set[TopicPartition]) -> None:
+        self.assigned |= assigned
         self.unsynced |= assigned
         await self.sync()
         watching = self._lag_watch is not None and not self._lag_watch.done()
@@ -128,18 +133,16 @@ class SeekToStoredPositions(ConsumerRebalanceListener):  # type: ignore[misc]
             consumer = self.consumer()
             if consumer is None or getattr(consumer, "_closed", False):
                 return  # stopped: a new consumer's assignment starts a new watch
+            if not self.assigned:
+                continue
             try:
-                assigned = consumer.assignment()
-                if not assigned:
-                    continue
-                ends = await consumer.end_offsets(list(assigned))
+                ends = await consumer.end_offsets(sorted(self.assigned))
                 stored = await self.writer.stored_positions()
             except Exception as error:  # one round failed (the broker, the store): next time
                 log.info("lag not measured", error=f"{type(error).__name__}: {error}")
                 continue
-            still = consumer.assignment()  # revoked meanwhile: its new owner reports it
             for tp, end in ends.items():
-                if tp in still:
+                if tp in self.assigned:  # revoked meanwhile: its new owner reports it
                     lag = max(end - stored.get((tp.topic, tp.partition), 0), 0)
                     LAG.labels(tp.topic, str(tp.partition)).set(lag)
 
