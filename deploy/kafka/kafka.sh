@@ -167,6 +167,10 @@ cmd_up() {
         log "already running (pid $pid) on 127.0.0.1:$KAFKA_PORT"
         return 0
     fi
+    if [[ "$KAFKA_PORT" == "$KAFKA_CONTROLLER_PORT" || "$KAFKA_PORT" == "$KAFKA_SASL_PORT" \
+        || "$KAFKA_CONTROLLER_PORT" == "$KAFKA_SASL_PORT" ]]; then
+        die "KAFKA_PORT, KAFKA_CONTROLLER_PORT and KAFKA_SASL_PORT must differ"
+    fi
     for p in "$KAFKA_PORT" "$KAFKA_CONTROLLER_PORT" "$KAFKA_SASL_PORT"; do
         port_open "$p" && die "port $p is already in use by another process"
     done

@@ -13,6 +13,7 @@ import argparse
 import asyncio
 import logging
 import sys
+import uuid
 
 from aiokafka.errors import KafkaError
 from pydantic import TypeAdapter, ValidationError
@@ -33,6 +34,9 @@ def _send(args: argparse.Namespace) -> int:
     except ValidationError as error:
         print(f"blackjack send: not a command: {in_one_line(error)}", file=sys.stderr)
         return 2
+    # Chosen here, so that a send whose answer does not come can be retried under the same id
+    # (a retry is answered with the first result and does nothing again).
+    command_id = args.command_id or str(uuid.uuid4())
 
     async def run() -> CommandResult:
         async with BlackjackClient(
@@ -41,7 +45,7 @@ def _send(args: argparse.Namespace) -> int:
             return await client.execute(
                 args.stream_id,
                 command,  # type: ignore[arg-type]
-                command_id=args.command_id,
+                command_id=command_id,
                 timeout=args.timeout,
             )
 
@@ -50,13 +54,17 @@ def _send(args: argparse.Namespace) -> int:
     try:
         result = asyncio.run(run())
     except TimeoutError:
-        print(f"blackjack send: no result within {args.timeout} s", file=sys.stderr)
+        print(
+            f"blackjack send: no result within {args.timeout} s for command {command_id}; "
+            f"it may still be handled: send it again with --command-id {command_id}",
+            file=sys.stderr,
+        )
         return 2
     except KafkaError as error:
         print(
-            f"blackjack send: {settings.bootstrap} has no {settings.topic_prefix}blackjack "
-            f"topics to use ({type(error).__name__}): is the service running with the same "
-            "BLACKJACK_TOPIC_PREFIX?",
+            f"blackjack send: Kafka at {settings.bootstrap}: {type(error).__name__} {error} "
+            f"(the service's topics under the prefix {settings.topic_prefix!r}, and the "
+            "BLACKJACK_KAFKA_* security settings, must match the service's)",
             file=sys.stderr,
         )
         return 2

@@ -731,7 +731,8 @@ def test_the_audit_job_runs_the_audit_with_both_secrets(parsed_args: Any) -> Non
     assert secrets == set(PLACEHOLDERS)
     for name in env:
         assert name in ENV_READ, name
-    assert container["image"].split(":")[0] == "blackjack-server"
+    [image] = kustomization["images"]  # the same image the kustomized workloads run
+    assert container["image"] == f"{image['newName']}:{image['newTag']}"
 
 
 # ---- Docker Compose ------------------------------------------------------------------------------

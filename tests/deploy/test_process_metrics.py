@@ -5,8 +5,10 @@ them must look for something only that one exports, and an alert that fires on t
 ``increase()`` of a counter needs the series to exist at 0 before that first increment (a
 series born at 1 has no increase). Each process is built here in a fresh interpreter, so that
 what another test imported cannot hide a metric the real process lacks. The handler is
-started against an address where no broker listens: it must export its series before it has
-reached Kafka, which is when the alert about it matters most.
+started against an address where no broker listens, so that the group never assigns it a
+partition: its series must exist before any assignment (a handler that reaches Kafka but is
+never given a partition is what BlackjackNoPartitionReady is for; one that cannot reach Kafka
+at all fails its start and shows up as absent).
 """
 
 from __future__ import annotations

@@ -25,6 +25,10 @@ KEY = "ab" * 32
             {"BLACKJACK_SHOE_KEY": KEY, "BLACKJACK_MIN_INSYNC_REPLICAS": "2"},
             "BLACKJACK_MIN_INSYNC_REPLICAS",
         ),
+        (
+            {"BLACKJACK_SHOE_KEY": "", "BLACKJACK_SHOE_KEY_FILE": "/proc/no/such/dir/shoe.key"},
+            "BLACKJACK_SHOE_KEY_FILE /proc/no/such/dir/shoe.key cannot be read or made",
+        ),
     ],
 )
 def test_a_bad_setting_is_named_in_one_line(

@@ -32,7 +32,21 @@ def test_security_settings_are_checked_and_the_password_never_shown() -> None:
             },
             "BLACKJACK_KAFKA_SASL_MECHANISM",
         ),
-        ({"BLACKJACK_KAFKA_SSL_CERTFILE": "/c.pem"}, "BLACKJACK_KAFKA_SSL_KEYFILE"),
+        (
+            {"BLACKJACK_KAFKA_SECURITY_PROTOCOL": "SSL", "BLACKJACK_KAFKA_SSL_CERTFILE": "/c.pem"},
+            "BLACKJACK_KAFKA_SSL_KEYFILE",
+        ),
+        # set but not used: a forgotten protocol would connect in the clear, unauthenticated
+        ({"BLACKJACK_KAFKA_SASL_USERNAME": "svc"}, "BLACKJACK_KAFKA_SASL_"),
+        ({"BLACKJACK_KAFKA_SSL_CAFILE": "/ca.pem"}, "BLACKJACK_KAFKA_SSL_"),
+        (
+            {
+                "BLACKJACK_KAFKA_SECURITY_PROTOCOL": "SSL",
+                "BLACKJACK_KAFKA_SASL_USERNAME": "svc",
+                "BLACKJACK_KAFKA_SASL_PASSWORD": "x",
+            },
+            "BLACKJACK_KAFKA_SASL_",
+        ),
     ]:
         with pytest.raises(ValueError, match=named):
             KafkaSecurity.from_env(wrong)

@@ -72,6 +72,16 @@ class KafkaSecurity:
                 f"{self.protocol} needs BLACKJACK_KAFKA_SASL_USERNAME and "
                 "BLACKJACK_KAFKA_SASL_PASSWORD"
             )
+        if not self.sasl and (self.username or self.password):
+            raise ConfigurationError(
+                f"BLACKJACK_KAFKA_SASL_* are set but {self.protocol} does not use them: set "
+                "BLACKJACK_KAFKA_SECURITY_PROTOCOL to SASL_SSL (or SASL_PLAINTEXT)"
+            )
+        if not self.tls and (self.cafile or self.certfile or self.keyfile):
+            raise ConfigurationError(
+                f"BLACKJACK_KAFKA_SSL_* are set but {self.protocol} does not use them: set "
+                "BLACKJACK_KAFKA_SECURITY_PROTOCOL to SSL or SASL_SSL"
+            )
         if bool(self.certfile) != bool(self.keyfile):
             raise ConfigurationError(
                 "BLACKJACK_KAFKA_SSL_CERTFILE and BLACKJACK_KAFKA_SSL_KEYFILE go together"

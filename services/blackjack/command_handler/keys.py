@@ -35,7 +35,12 @@ def load_shoe_key(env: Mapping[str, str] = os.environ) -> str:
                 "set BLACKJACK_SHOE_KEY (64 hex digits) or BLACKJACK_SHOE_KEY_FILE; "
                 "every handler of a deployment needs the same key"
             )
-        key = _key_file(Path(file))
+        try:
+            key = _key_file(Path(file))
+        except OSError as error:  # a read-only file system, a directory that is not there
+            raise ConfigurationError(
+                f"BLACKJACK_SHOE_KEY_FILE {file} cannot be read or made: {error.strerror}"
+            ) from None
     try:
         ShoeSeal.from_hex(key)  # validates length and hex
     except ValueError as error:

@@ -59,9 +59,12 @@ Status = Literal["pending", "ready", "failed", "fenced", "revoked"]
 REBUILD_TIMEOUT_S = 300.0
 BACKLOG_EVERY_S = 15.0
 BACKLOG_TIMEOUT_S = 2.0
-MAX_POLL_INTERVAL_MS = int((REBUILD_TIMEOUT_S + 120) * 1000)
+TAKEOVER_TIMEOUT_S = REBUILD_TIMEOUT_S + 60
+"""One partition's whole takeover: its producer's start (fencing the last owner), the
+rebuild, the committed offset; past it the takeover fails and is retried later."""
+MAX_POLL_INTERVAL_MS = int((TAKEOVER_TIMEOUT_S + 60) * 1000)
 """Longest the loop may go without polling before the group drops this instance: one
-partition's takeover (its producer's start, fencing the last owner, the rebuild) at most."""
+takeover at most, since the loop polls between two."""
 RETRY_AFTER_FAILURE_S = 1.0
 RETRY_AT_MOST_S = 30.0
 """A partition that keeps failing (a corrupt log, a foreign shoe key) is retried with a
@@ -344,41 +347,42 @@ class CommandHandler:
             retry_backoff_ms=TRANSACTION_RETRY_BACKOFF_MS,
         )
         try:
-            await producer.start()
-            # An empty transaction completes the producer's registration: from here on the
-            # partition's previous owner is fenced and its open transaction, if any, aborted.
-            await producer.begin_transaction()
-            await producer.commit_transaction()
-            started = time.monotonic()
-            ends = await end_offsets(self._reader, self.topics, number)
-            retained = self._retained.pop(number, None)
-            if retained is not None and retained.ends == ends:
-                store, kind = retained.store, "kept"
-            else:
-                store, stats = await rebuild(
-                    self._reader,
-                    self.topics,
-                    number,
-                    codec=self._codec,
-                    seal=self._seal,
-                    dedup_window=self.config.dedup_window,
-                    now=self._now(),
-                    timeout=REBUILD_TIMEOUT_S,
-                )
-                kind = "checkpoint" if stats.checkpoint else "full"
-                metrics.REBUILD_EVENTS.inc(stats.events)
-                log.info(
-                    "partition rebuilt",
-                    from_checkpoint=stats.checkpoint,
-                    snapshots=stats.snapshots,
-                    events=stats.events,
-                    results=stats.results,
-                    streams=len(store.streams),
-                    seconds=round(stats.seconds, 3),
-                )
-            metrics.REBUILDS.labels(kind).inc()
-            metrics.REBUILD_SECONDS.observe(time.monotonic() - started)
-            committed = await self._consumer.committed(partition.tp)
+            async with asyncio.timeout(TAKEOVER_TIMEOUT_S):
+                await producer.start()
+                # An empty transaction completes the producer's registration: from here on the
+                # partition's previous owner is fenced and its open transaction, if any, aborted.
+                await producer.begin_transaction()
+                await producer.commit_transaction()
+                started = time.monotonic()
+                ends = await end_offsets(self._reader, self.topics, number)
+                retained = self._retained.pop(number, None)
+                if retained is not None and retained.ends == ends:
+                    store, kind = retained.store, "kept"
+                else:
+                    store, stats = await rebuild(
+                        self._reader,
+                        self.topics,
+                        number,
+                        codec=self._codec,
+                        seal=self._seal,
+                        dedup_window=self.config.dedup_window,
+                        now=self._now(),
+                        timeout=REBUILD_TIMEOUT_S,
+                    )
+                    kind = "checkpoint" if stats.checkpoint else "full"
+                    metrics.REBUILD_EVENTS.inc(stats.events)
+                    log.info(
+                        "partition rebuilt",
+                        from_checkpoint=stats.checkpoint,
+                        snapshots=stats.snapshots,
+                        events=stats.events,
+                        results=stats.results,
+                        streams=len(store.streams),
+                        seconds=round(stats.seconds, 3),
+                    )
+                metrics.REBUILDS.labels(kind).inc()
+                metrics.REBUILD_SECONDS.observe(time.monotonic() - started)
+                committed = await self._consumer.committed(partition.tp)
         except Exception:
             log.exception("taking the partition failed; will retry")
             with contextlib.suppress(Exception):
@@ -405,7 +409,7 @@ class CommandHandler:
 
         One per turn of the loop, so the consumer is polled between two rebuilds: a poll
         must come within ``max_poll_interval_ms`` or the instance leaves its group, and the
-        partitions already ready go on taking commands meanwhile."""
+        partitions already ready take their commands between two takeovers."""
         now = time.monotonic()
         due = [
             partition

@@ -131,8 +131,7 @@ def _check_amount(amount: int) -> None:
         raise _refuse("invalid_amount", f"amounts are positive whole minor units, not {amount}")
 
 
-def _check_pay_in(player: Player, amount: int) -> None:
-    _check_amount(amount)
+def _check_balance_limit(player: Player, amount: int) -> None:
     if over_balance_limit(player.balance, amount):
         raise _refuse(
             "balance_limit",
@@ -343,8 +342,9 @@ def _deposit(r: _Round, c: cmd.Deposit) -> None:
         _transfer_deposit(r, c, c.transfer)
         return
     player = _seated(r.state, c.player_id)
-    _check_pay_in(player, c.amount)
+    _check_amount(c.amount)
     _check_currency(r.state, c.currency)
+    _check_balance_limit(player, c.amount)
     balance = player.balance + c.amount
     r.emit(facts.funds_deposited(player_id=c.player_id, amount=c.amount, balance_after=balance))
 
@@ -375,8 +375,9 @@ def _transfer_deposit(r: _Round, c: cmd.Deposit, transfer: str) -> None:
                 "unauthorized", "a single-player table is funded by the platform's Deposit"
             )
         player = _seated(state, c.player_id)
-        _check_pay_in(player, c.amount)
+        _check_amount(c.amount)
         _check_currency(state, c.currency)
+        _check_balance_limit(player, c.amount)
     except Refused as refused:
         r.emit(
             facts.transfer_declined(

@@ -11,8 +11,10 @@ from blackjack.domain.rules import Rules
 MAX_BALANCE: Final = 10**15
 """The most a seat or a wallet may hold after money is paid in: 10,000,000,000,000.00 in a
 two-decimal currency. Far above any casino's limits and far below what the read model's
-64-bit integers hold (9.2e18), so that no balance, and no lifetime sum of them, overflows a
-database column; winnings add to it only by bets the table limits, round by round."""
+64-bit integers hold (9.2e18), so that no balance overflows a database column (a deposit of
+10^30 was once taken, and no read model could fold it); winnings add to a balance only by bets
+the table limits, round by round. Lifetime sums are not capped: they reach 9.2e18 only after
+more than 9,000 deposits of this size."""
 
 
 def over_balance_limit(balance: int, amount: int) -> bool:

@@ -39,7 +39,7 @@ CONSECUTIVE_FAILURES = Gauge(
 STUCK_OFFSET = Gauge(
     "blackjack_projection_stuck_offset",
     "Offset of the record a partition has failed to fold stuck_after times in a row; "
-    "present only while the worker is stuck there (and so not ready)",
+    "present only while the worker is stuck there",
     ["topic", "partition"],
 )
 

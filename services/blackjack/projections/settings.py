@@ -20,7 +20,7 @@ BLACKJACK_PROJECTION_SESSION_TIMEOUT_MS  how long the group waits for a silent w
 BLACKJACK_KAFKA_SECURITY_PROTOCOL and the other BLACKJACK_KAFKA_* security settings, as
                               ``bus/settings.py`` lists them
 BLACKJACK_PROJECTION_STUCK_AFTER  failed attempts in a row at the same record after which the
-                              worker reports not ready (default 10, about 20 s of retries)
+                              worker reports the partition stuck (default 10, about 20 s of retries)
 """
 
 from __future__ import annotations

@@ -7,7 +7,7 @@ dashboards, and never read. A batch that fails is rolled back and folded again p
 partition, one transaction each, so that a record that cannot be folded holds back only its
 own partition: that one is rewound to its stored position and paused for ``RETRY_SECONDS``,
 so nothing is skipped; the failure is logged and counted, and a record that keeps failing
-makes the worker not ready (``health.FoldHealth``).
+is reported stuck (``health.FoldHealth``).
 """
 
 from __future__ import annotations
@@ -281,7 +281,7 @@ def register_projection(
             # others: fold each partition in a transaction of its own (its position with it),
             # so those that fold advance and only a failing one is held back. Not reported to
             # ``health`` yet: the attempt per partition tells which one is to blame.
-            log.warning(
+            log.debug(  # counted in FAILED_BATCHES; a failing partition logs for itself
                 "batch rolled back; folding it again partition by partition",
                 records=len(records),
                 error=f"{type(error).__name__}: {error}",
