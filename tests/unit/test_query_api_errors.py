@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
+from collections.abc import MutableMapping
 from pathlib import Path
+from typing import Any
 
 import httpx
 import pytest
@@ -15,19 +17,20 @@ from blackjack.projections.store import ProjectionStore
 UNREACHABLE = "postgresql+asyncpg://blackjack:secret@127.0.0.1:9/blackjack"  # nothing listens
 
 
-async def get(store: ProjectionStore, path: str) -> httpx.Response:
+async def get(url: str, path: str) -> tuple[httpx.Response, list[MutableMapping[str, Any]]]:
+    """The answer of the query API over the store at ``url``, and what it logged."""
+    store = ProjectionStore(url)
     transport = httpx.ASGITransport(app=query_api(store))
-    async with httpx.AsyncClient(transport=transport, base_url="http://api") as http:
-        return await http.get(path)
+    try:
+        with capture_logs() as logs:
+            async with httpx.AsyncClient(transport=transport, base_url="http://api") as http:
+                return await http.get(path), logs
+    finally:
+        await store.close()
 
 
 async def test_an_unreachable_database_is_a_typed_503() -> None:
-    store = ProjectionStore(UNREACHABLE)
-    try:
-        with capture_logs() as logs:
-            answer = await get(store, "/v1/players/alice/wallet")
-    finally:
-        await store.close()
+    answer, logs = await get(UNREACHABLE, "/v1/players/alice/wallet")
     assert answer.status_code == 503
     assert answer.json()["error"]["code"] == "store_unavailable"
     [warned] = [entry for entry in logs if entry["log_level"] == "warning"]
@@ -41,12 +44,7 @@ async def test_a_query_that_breaks_is_a_logged_500_in_json(
         raise RuntimeError("a bug in the query")
 
     monkeypatch.setattr(queries, "wallet", broken)
-    store = ProjectionStore(f"sqlite+aiosqlite:///{tmp_path}/read.db")
-    try:
-        with capture_logs() as logs:
-            answer = await get(store, "/v1/players/alice/wallet")
-    finally:
-        await store.close()
+    answer, logs = await get(f"sqlite+aiosqlite:///{tmp_path}/read.db", "/v1/players/alice/wallet")
     assert answer.status_code == 500
     assert answer.json() == {"error": {"code": "internal_error", "message": "the query failed"}}
     [entry] = logs
