@@ -79,8 +79,10 @@ async def api(
         store: ProjectionStore = await factory.store()
         async with new_events_topic(projection_bootstrap) as topic:
             seal = ShoeSeal.from_hex(SHOE_KEY)
-            await publish(topic, to_wire([*LOG.envelopes, *LIVE.envelopes], seal))
-            await rebuild(ProjectionWriter(store), topic.bootstrap, topic.name)
+            # up to what was published: the commit's markers may reach the partitions a
+            # moment after it returns, and "the end as of now" could be before them
+            written = await publish(topic, to_wire([*LOG.envelopes, *LIVE.envelopes], seal))
+            await rebuild(ProjectionWriter(store), topic.bootstrap, topic.name, stop=written)
         transport = httpx.ASGITransport(app=query_api(store))
         async with httpx.AsyncClient(transport=transport, base_url="http://api") as client:
             yield client

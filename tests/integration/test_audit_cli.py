@@ -57,10 +57,11 @@ async def live_store(
     stores: StoreFactory, topic: EventsTopic, seal: ShoeSeal, envelopes: Iterable[EventEnvelope]
 ) -> tuple[ProjectionStore, dict[str, str]]:
     """The planted log on the topic, folded into a live store; the CLI's environment."""
-    await publish(topic, to_wire(envelopes, seal))
+    written = await publish(topic, to_wire(envelopes, seal))
     url = await stores.url()
     store = await stores.store(url)
-    await rebuild(ProjectionWriter(store), topic.bootstrap, topic.name)
+    # up to what was published (the commit's markers may land a moment after it returns)
+    await rebuild(ProjectionWriter(store), topic.bootstrap, topic.name, stop=written)
     return store, worker_env(topic, url, BLACKJACK_SHOE_KEY=SHOE_KEY)
 
 

@@ -233,7 +233,7 @@ async def test_events_of_an_aborted_transaction_are_never_projected(
 async def test_sqlite_and_postgresql_hold_the_same_read_model_byte_for_byte(
     events_topic: EventsTopic, shoe_seal: ShoeSeal, postgres_server_url: str, tmp_path: Path
 ) -> None:
-    await publish(events_topic, to_wire(LOG.envelopes, shoe_seal))
+    written = await publish(events_topic, to_wire(LOG.envelopes, shoe_seal))
     texts = []
     for factory in (
         StoreFactory("sqlite", tmp_path, None),
@@ -241,7 +241,9 @@ async def test_sqlite_and_postgresql_hold_the_same_read_model_byte_for_byte(
     ):
         try:
             store = await factory.store()
-            await rebuild(ProjectionWriter(store), events_topic.bootstrap, events_topic.name)
+            await rebuild(
+                ProjectionWriter(store), events_topic.bootstrap, events_topic.name, stop=written
+            )
             texts.append(await text_of(store))
         finally:
             await factory.close()
