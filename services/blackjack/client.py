@@ -4,6 +4,9 @@
         result = await client.execute("table-1", OpenTable(variant="mini-h17"))
         assert result.status == "accepted"
 
+``BlackjackClient.from_env()`` connects as the service is configured: its brokers, topic
+prefix and TLS/SASL settings (``BLACKJACK_KAFKA_*``, ``BLACKJACK_TOPIC_PREFIX``).
+
 The client writes commands keyed by their stream id (the partitioner puts them where the
 handler that owns the stream reads) and follows ``blackjack.command-results`` from its end as
 of ``start()``, ``read_committed``, matching results to commands by command id. A command sent
@@ -15,18 +18,20 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import os
 import uuid
 from collections import OrderedDict
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from datetime import UTC, datetime
 from types import TracebackType
+from typing import Any
 
 import structlog
 from aiokafka import AIOKafkaConsumer, AIOKafkaProducer, TopicPartition
 from pydantic import BaseModel, ValidationError
 
 from blackjack.bus.headers import command_headers
-from blackjack.bus.settings import PLAINTEXT, KafkaSecurity
+from blackjack.bus.settings import PLAINTEXT, KafkaSecurity, KafkaSettings
 from blackjack.bus.topics import Topics
 from blackjack.messages.envelope import CommandEnvelope, CommandResult
 
@@ -55,6 +60,18 @@ class BlackjackClient:
         self._reader: asyncio.Task[None] | None = None
         self._results: OrderedDict[str, list[CommandResult]] = OrderedDict()
         self._waiters: dict[str, list[tuple[int, asyncio.Future[CommandResult]]]] = {}
+
+    @classmethod
+    def from_env(cls, env: Mapping[str, str] = os.environ, **options: Any) -> BlackjackClient:
+        """A client of the service the environment describes, as the service reads it: its
+        brokers (``BLACKJACK_KAFKA_BOOTSTRAP``), topic prefix and security settings."""
+        settings = KafkaSettings.from_env(env)
+        return cls(
+            settings.bootstrap,
+            Topics(settings.topic_prefix),
+            security=settings.security,
+            **options,
+        )
 
     async def __aenter__(self) -> BlackjackClient:
         await self.start()

@@ -19,7 +19,6 @@ from aiokafka.errors import KafkaError
 from pydantic import TypeAdapter, ValidationError
 
 from blackjack.bus.settings import KafkaSettings
-from blackjack.bus.topics import Topics
 from blackjack.client import BlackjackClient
 from blackjack.domain.rejections import in_one_line
 from blackjack.messages.envelope import CommandResult, StreamCommand
@@ -28,7 +27,7 @@ _COMMAND: TypeAdapter[object] = TypeAdapter(StreamCommand)
 
 
 def _send(args: argparse.Namespace) -> int:
-    settings = KafkaSettings.from_env()
+    settings = KafkaSettings.from_env()  # for the messages below; the client reads the same
     try:
         command = _COMMAND.validate_json(args.command)
     except ValidationError as error:
@@ -39,9 +38,7 @@ def _send(args: argparse.Namespace) -> int:
     command_id = args.command_id or str(uuid.uuid4())
 
     async def run() -> CommandResult:
-        async with BlackjackClient(
-            settings.bootstrap, Topics(settings.topic_prefix), security=settings.security
-        ) as client:
+        async with BlackjackClient.from_env() as client:
             return await client.execute(
                 args.stream_id,
                 command,  # type: ignore[arg-type]

@@ -66,7 +66,7 @@ async def test_handler_client_audit_reader_and_projection_worker_over_sasl_ssl(
     try:
         async with (
             running_handler(config),  # creates its topics over SASL_SSL too
-            BlackjackClient(listener.bootstrap, topics, security=kafka.security) as client,
+            BlackjackClient.from_env(env) as client,  # the same settings, from the same place
         ):
             await accept(
                 client,
