@@ -18,7 +18,6 @@ import uuid
 from aiokafka.errors import KafkaError
 from pydantic import TypeAdapter, ValidationError
 
-from blackjack.bus.settings import KafkaSettings
 from blackjack.client import BlackjackClient
 from blackjack.domain.rejections import in_one_line
 from blackjack.messages.envelope import CommandResult, StreamCommand
@@ -27,7 +26,7 @@ _COMMAND: TypeAdapter[object] = TypeAdapter(StreamCommand)
 
 
 def _send(args: argparse.Namespace) -> int:
-    settings = KafkaSettings.from_env()  # for the messages below; the client reads the same
+    client = BlackjackClient.from_env()  # connects when started, below
     try:
         command = _COMMAND.validate_json(args.command)
     except ValidationError as error:
@@ -38,7 +37,7 @@ def _send(args: argparse.Namespace) -> int:
     command_id = args.command_id or str(uuid.uuid4())
 
     async def run() -> CommandResult:
-        async with BlackjackClient.from_env() as client:
+        async with client:
             return await client.execute(
                 args.stream_id,
                 command,  # type: ignore[arg-type]
@@ -59,8 +58,8 @@ def _send(args: argparse.Namespace) -> int:
         return 2
     except KafkaError as error:
         print(
-            f"blackjack send: Kafka at {settings.bootstrap}: {type(error).__name__} {error} "
-            f"(the service's topics under the prefix {settings.topic_prefix!r}, and the "
+            f"blackjack send: Kafka at {client.bootstrap}: {type(error).__name__} {error} "
+            f"(the service's topics under the prefix {client.topics.prefix!r}, and the "
             "BLACKJACK_KAFKA_* security settings, must match the service's)",
             file=sys.stderr,
         )
