@@ -14,12 +14,15 @@ import sys
 import tempfile
 from pathlib import Path
 
+from blackjack.command_handler.keys import load_shoe_key
+from blackjack.configuration import ConfigurationError
 from blackjack.messages.sealing import ShoeSeal
 from blackjack.messages.wire import WireEnvelope, decode
 from blackjack.projections.cli import add_store_options, settings_from
 from blackjack.projections.settings import ProjectionSettings
 
 OK, MISMATCH, BAD_INPUT, UNVERIFIED = 0, 1, 2, 3
+SHOE_KEY_SETTINGS = ("BLACKJACK_SHOE_KEY", "BLACKJACK_SHOE_KEY_FILE")
 
 
 class _BadInput(Exception):
@@ -27,24 +30,15 @@ class _BadInput(Exception):
 
 
 def _seal() -> ShoeSeal | None:
-    """The handlers' shoe key, as they read it (``BLACKJACK_SHOE_KEY``, else the file that
-    ``BLACKJACK_SHOE_KEY_FILE`` names, as ``make run`` keeps it); None without either. Unlike
-    a handler, an auditor never creates the file: a new key would open nothing."""
-    key = os.environ.get("BLACKJACK_SHOE_KEY", "").strip()
-    name = "BLACKJACK_SHOE_KEY"
-    if not key:
-        file = os.environ.get("BLACKJACK_SHOE_KEY_FILE", "").strip()
-        if not file:
-            return None
-        name = f"the key file {file} (BLACKJACK_SHOE_KEY_FILE)"
-        try:
-            key = Path(file).read_text().strip()
-        except OSError as error:
-            raise _BadInput(f"{name} cannot be read: {error.strerror}") from None
+    """The handlers' shoe key, read as they read it (``BLACKJACK_SHOE_KEY``, else the file
+    that ``BLACKJACK_SHOE_KEY_FILE`` names, as ``make run`` keeps it), but never a new file;
+    None without either."""
+    if not any(os.environ.get(name, "").strip() for name in SHOE_KEY_SETTINGS):
+        return None
     try:
-        return ShoeSeal.from_hex(key)
-    except ValueError as error:
-        raise _BadInput(f"{name} is not a 64-digit hex AES-256 key: {error}") from None
+        return ShoeSeal.from_hex(load_shoe_key(os.environ, create=False))
+    except ConfigurationError as error:
+        raise _BadInput(str(error)) from None
 
 
 async def _from_store(settings: ProjectionSettings, stream_id: str) -> list[WireEnvelope]:

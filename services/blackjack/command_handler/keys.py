@@ -25,8 +25,9 @@ class MissingShoeKey(ConfigurationError):
     """No shoe key is configured: the handler refuses to deal from shoes it could not resume."""
 
 
-def load_shoe_key(env: Mapping[str, str] = os.environ) -> str:
-    """The shoe key as hex, from the environment or the key file (created when missing)."""
+def load_shoe_key(env: Mapping[str, str] = os.environ, *, create: bool = True) -> str:
+    """The shoe key as hex, from the environment or the key file (created when missing,
+    unless ``create`` is false: an auditor's new key would open nothing)."""
     key = env.get("BLACKJACK_SHOE_KEY", "").strip()
     if not key:
         file = env.get("BLACKJACK_SHOE_KEY_FILE", "").strip()
@@ -36,7 +37,7 @@ def load_shoe_key(env: Mapping[str, str] = os.environ) -> str:
                 "every handler of a deployment needs the same key"
             )
         try:
-            key = _key_file(Path(file))
+            key = _key_file(Path(file), create)
         except OSError as error:  # a read-only file system, a directory that is not there
             raise ConfigurationError(
                 f"BLACKJACK_SHOE_KEY_FILE {file} cannot be read or made: {error.strerror}"
@@ -50,8 +51,8 @@ def load_shoe_key(env: Mapping[str, str] = os.environ) -> str:
     return key
 
 
-def _key_file(path: Path) -> str:
-    if not path.exists():
+def _key_file(path: Path, create: bool) -> str:
+    if create and not path.exists():
         path.parent.mkdir(parents=True, exist_ok=True)
         fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
         with os.fdopen(fd, "w") as out:
