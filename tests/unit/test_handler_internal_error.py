@@ -129,4 +129,5 @@ def test_a_failure_writing_the_decided_events_is_answered_and_changes_nothing(
     records = table.send(cmd.Hit(player_id="ann", box=0))
     assert result_of(records).status == "accepted"
     sequences = [wire.decode(r.value).sequence for r in events_in(records)]
-    assert sequences == [sequence + 1, sequence + 2]
+    assert len(sequences) >= 2  # PlayerHit, CardDealt, then a TurnStarted if still open
+    assert sequences == list(range(sequence + 1, sequence + 1 + len(sequences)))

@@ -14,7 +14,9 @@ clock moves on and, at shared tables, the timers expire. After every command:
 (e) every button offered is accepted, and a play command (or taking a box's whole bet back)
     that is not offered is refused;
 (f) hands per box, one-card split aces, no open hand at 21 or more, and the dealer's hand
-    drawn exactly to the preset's H17/S17 rule.
+    drawn exactly to the preset's H17/S17 rule;
+(g) whenever a hand waits for a decision, the last ``TurnStarted`` names that hand and lists
+    exactly the actions the table accepts on it now, in the contract's order.
 
 The test shuffler uses ``random.Random(seed)`` (a fixed seed from Hypothesis, for
 reproducible examples only); production shoes come from ``blackjack.rng``.
@@ -388,6 +390,7 @@ def play_table(variant: str, data: st.DataObject, seed: int) -> None:
         events.extend(result.events)
         state = result.state
         check_state(state, ledger, players_ever)
+        check_turn_announced(state, events)
         return True
 
     assert submit(cmd.OpenTable(variant=variant))
@@ -451,6 +454,18 @@ def play_table(variant: str, data: st.DataObject, seed: int) -> None:
     # (d) replay from the JSON of every event
     replayed = fold(EVENT.validate_json(e.model_dump_json()) for e in events)
     assert replayed == state
+
+
+def check_turn_announced(state: TableState, events: list[ev.Event]) -> None:
+    """(g) the last TurnStarted is the decision the table waits for, with its actions."""
+    options = turn_options(state)
+    if not options:
+        return
+    announced = next(e for e in reversed(events) if isinstance(e, ev.TurnStarted))
+    assert state.active == (announced.box, announced.hand), (state.active, announced)
+    assert announced.actions is not None and set(announced.actions) == options, announced
+    order = ("hit", "stand", "double", "split", "surrender")
+    assert list(announced.actions) == sorted(announced.actions, key=order.index)
 
 
 @pytest.mark.parametrize("variant", sorted(PRESETS))

@@ -329,7 +329,12 @@ def test_a_move_the_tables_rules_forbid_is_found() -> None:
     )
     assert messages(wires(surrendered), SEAL) == []
     no_surrender = tamper(wires(surrendered), ev.TableOpened, _with_rules(late_surrender=False))
-    assert messages(no_surrender, SEAL) == ["a surrender the table does not allow on this hand"]
+    # the turn's offer is found wrong first (it listed surrender), then the move itself
+    assert messages(no_surrender, SEAL) == [
+        "actions offered on box 0 hand 0: recorded ('hit', 'stand', 'double', 'surrender'), "
+        "the rules give ('hit', 'stand', 'double')",
+        "a surrender the table does not allow on this hand",
+    ]
 
     doubled = Script("atlantic-city", [["6H", "7S", "9H", "QD", "5C"]])  # 15 against a 7
     doubled.do(
@@ -340,7 +345,9 @@ def test_a_move_the_tables_rules_forbid_is_found() -> None:
     assert messages(wires(doubled), SEAL) == []
     on_totals = _with_rules(double_on="totals", double_totals=frozenset({9, 10, 11}))
     assert messages(tamper(wires(doubled), ev.TableOpened, on_totals), SEAL) == [
-        "a double on 15, not one of the table's totals"
+        "actions offered on box 0 hand 0: recorded ('hit', 'stand', 'double'), "
+        "the rules give ('hit', 'stand')",
+        "a double on 15, not one of the table's totals",
     ]
 
     split = Script("mini-h17", [["KS", "6D", "QH", "7C", "9S", "8S", "TD"]])  # K Q by value
@@ -353,7 +360,11 @@ def test_a_move_the_tables_rules_forbid_is_found() -> None:
     )
     assert messages(wires(split), SEAL) == []
     by_rank = tamper(wires(split), ev.TableOpened, _with_rules(split_by="rank"))
-    assert messages(by_rank, SEAL) == ["a split of KS QH, not a pair at this table"]
+    assert messages(by_rank, SEAL) == [
+        "actions offered on box 0 hand 0: recorded ('hit', 'stand', 'double', 'split', "
+        "'surrender'), the rules give ('hit', 'stand', 'double', 'surrender')",
+        "a split of KS QH, not a pair at this table",
+    ]
 
 
 def test_a_move_out_of_turn_or_by_someone_else_is_found() -> None:

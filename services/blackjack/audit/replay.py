@@ -34,6 +34,7 @@ from blackjack.audit.settlement import (
 )
 from blackjack.domain import events as ev
 from blackjack.domain import wallet as wl
+from blackjack.domain.decide import hand_actions
 from blackjack.domain.evolve import evolve
 from blackjack.domain.hand import is_natural, total
 from blackjack.domain.payouts import insurance_stake
@@ -428,6 +429,9 @@ class _Replayer:
         peeked = current is not None and current.peeked
         missing = peek_required(self.state) and not peeked
         self._rule("play started without the peek the rules require" if missing else None)
+        if e.actions is not None:  # version 1 did not list them
+            offered = hand_actions(self.state, e.box, e.hand)
+            self._expect(f"actions offered on box {e.box} hand {e.hand}", e.actions, offered)
 
     def insurance_taken(self, e: ev.InsuranceTaken) -> None:
         box = self.state.boxes[e.box]
@@ -623,8 +627,9 @@ def describe(state: TableState, event: ev.Event) -> str:
             return f"dealer peeks: {'blackjack' if bj else 'no blackjack'}"
         case ev.InsuranceSettled(player_id=p, box=b, won=won, payout=pay):
             return f"insurance of {p} on box {b} {'wins' if won else 'loses'}, pays {money(pay)}"
-        case ev.TurnStarted(player_id=p, box=b, hand=h):
-            return f"turn of {p}: box {b} hand {h}"
+        case ev.TurnStarted(player_id=p, box=b, hand=h, actions=actions):
+            offered = "" if actions is None else f" ({', '.join(actions)})"
+            return f"turn of {p}: box {b} hand {h}{offered}"
         case ev.PlayerHit(player_id=p, box=b, hand=h):
             return f"{p} hits box {b} hand {h}"
         case ev.PlayerStood(player_id=p, box=b, hand=h, total=t):

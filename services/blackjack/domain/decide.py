@@ -12,7 +12,7 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from datetime import datetime, timedelta
-from typing import Any, Final, Protocol
+from typing import Any, Final, Protocol, get_args
 
 from pydantic import ValidationError
 
@@ -106,7 +106,21 @@ def decide_and_evolve(
         handler(work, command)
     except Refused as refused:
         return refused.rejection
+    if state.phase == "playing" and not isinstance(command, cmd.HandCommand):
+        _announce_changed_actions(work, state)
     return work.events, work.state
+
+
+def _announce_changed_actions(r: _Round, before: TableState) -> None:
+    """A command that is not a move can still change what the waiting hand may do (a deposit
+    or a withdrawal during the turn makes a double affordable or not): say so, so that the
+    last TurnStarted always lists the actions the table accepts. The deadline stays."""
+    after = r.state
+    if after.phase != "playing" or after.active is None or after.active != before.active:
+        return
+    box, hand = after.active
+    if _options_mask(after, box, hand) != _options_mask(before, box, hand):
+        _start_turn(r, box, hand, after.deadline)
 
 
 # ---- checks shared with the legal-actions query -------------------------------------------
@@ -256,18 +270,25 @@ def turn_options(state: TableState) -> frozenset[str]:
     ``decide`` itself, and the property tests check that the two agree)."""
     if state.active is None or state.phase != "playing":
         return frozenset()
-    box_index, hand_index = state.active
+    return _OPTION_SETS[_options_mask(state, *state.active)]
+
+
+def hand_actions(state: TableState, box: int, hand: int) -> tuple[ev.TurnAction, ...]:
+    """The decisions open on this hand if it were its turn now, as TurnStarted lists them."""
+    return _OPTION_TUPLES[_options_mask(state, box, hand)]
+
+
+def _options_mask(state: TableState, box_index: int, hand_index: int) -> int:
     box = state.boxes[box_index]
     assert box.player_id is not None
     player = state.players[box.player_id]
     hand = box.hands[hand_index]
-    offered = (
+    return (
         (hit_refusal(state, hand) is None)
         | (double_refusal(state, player, hand) is None) << 1
         | (split_refusal(state, player, box_index, hand) is None) << 2
         | (surrender_refusal(state, box_index, hand) is None) << 3
     )
-    return _OPTION_SETS[offered]
 
 
 # Every combination of the four optional actions, built once: a simulated hand asks for its
@@ -276,6 +297,10 @@ _OPTIONAL_ACTIONS: Final = ("hit", "double", "split", "surrender")  # bits 0-3 o
 _OPTION_SETS: Final = tuple(
     frozenset(["stand", *(name for bit, name in enumerate(_OPTIONAL_ACTIONS) if mask >> bit & 1)])
     for mask in range(16)
+)
+# The same sets as the tuples TurnStarted lists, in the order of ``events.TurnAction``.
+_OPTION_TUPLES: Final[tuple[tuple[ev.TurnAction, ...], ...]] = tuple(
+    tuple(a for a in get_args(ev.TurnAction) if a in options) for options in _OPTION_SETS
 )
 
 
@@ -782,29 +807,37 @@ def _settle_insurance(r: _Round) -> None:
 
 
 def _next_turn(r: _Round) -> None:
-    """Give the turn to the first open hand, or to the dealer when none is left."""
+    """Ask for the next decision: on the hand that just moved while it stays open (after a hit
+    or a split), else on the first open hand; the dealer plays when none is left."""
     state = r.state
     if state.active is not None:
         active_box, active_hand = state.active
         if state.boxes[active_box].hands[active_hand].status == "open":
+            _start_turn(r, active_box, active_hand, r.deadline())
             return
     for index in state.boxes_in_play():
-        box_state = state.boxes[index]
-        for hand_index, hand in enumerate(box_state.hands):
+        for hand_index, hand in enumerate(state.boxes[index].hands):
             if hand.status == "open":
-                assert box_state.player_id is not None
-                r.emit(
-                    facts.turn_started(
-                        round=state.round,
-                        player_id=box_state.player_id,
-                        box=index,
-                        hand=hand_index,
-                        deadline=r.deadline(),
-                    )
-                )
+                _start_turn(r, index, hand_index, r.deadline())
                 return
     live = any(h.status == "standing" for b in state.boxes for h in b.hands)
     _reveal_and_settle(r, dealer_draws=live)
+
+
+def _start_turn(r: _Round, box: int, hand: int, deadline: datetime | None) -> None:
+    state = r.state
+    player_id = state.boxes[box].player_id
+    assert player_id is not None
+    r.emit(
+        facts.turn_started(
+            round=state.round,
+            player_id=player_id,
+            box=box,
+            hand=hand,
+            actions=hand_actions(state, box, hand),
+            deadline=deadline,
+        )
+    )
 
 
 def _play(r: _Round, c: cmd.HandCommand) -> tuple[Player, int, Hand]:

@@ -235,11 +235,26 @@ class InsuranceSettled(RoundEvent):
     balance_after: int = Field(ge=0)
 
 
+TurnAction = Literal["hit", "stand", "double", "split", "surrender"]
+
+
 class TurnStarted(RoundEvent):
+    """A hand waits for its player's decision; ``actions`` are the ones the table accepts now.
+
+    Version 2 is emitted at every decision: when the turn comes to a hand, and again after
+    each card a hit or a split gives it while it stays open (with a new deadline at a timed
+    table). Version 1 was emitted once per hand and did not list the actions: it is upcast on
+    read with ``actions: null`` (not recorded)."""
+
+    version: int = 2
     type: Literal["TurnStarted"] = "TurnStarted"
     player_id: str
     box: int
     hand: int
+    actions: tuple[TurnAction, ...] | None = Field(
+        description="the decisions open on this hand now, in the order hit, stand, double, "
+        "split, surrender (balance, rules and the hand's cards applied); null in version 1"
+    )
     deadline: datetime | None = None
 
 

@@ -87,7 +87,16 @@ _INSURANCE_SETTLED: Final = {
     "payout",
     "balance_after",
 }
-_TURN_STARTED: Final = {"version", "round", "type", "player_id", "box", "hand", "deadline"}
+_TURN_STARTED: Final = {
+    "version",
+    "round",
+    "type",
+    "player_id",
+    "box",
+    "hand",
+    "actions",
+    "deadline",
+}
 _PLAYER_HIT: Final = {"version", "round", "type", "player_id", "box", "hand"}
 _PLAYER_STOOD: Final = {"version", "round", "type", "player_id", "box", "hand", "total"}
 _HAND_DOUBLED: Final = {
@@ -631,17 +640,19 @@ def turn_started(
     player_id: str,
     box: int,
     hand: int,
+    actions: tuple[ev.TurnAction, ...] | None,
     deadline: datetime | None = None,
 ) -> ev.TurnStarted:
     return made(
         ev.TurnStarted,
         {
-            "version": 1,
+            "version": 2,
             "round": round,
             "type": "TurnStarted",
             "player_id": player_id,
             "box": box,
             "hand": hand,
+            "actions": actions,
             "deadline": deadline,
         },
         _TURN_STARTED,

@@ -59,9 +59,15 @@ def _cash_out_received_v1_to_v2(data: dict[str, Any]) -> dict[str, Any]:
     return {**data, "version": 2, "table_sequence": data.get("table_sequence")}
 
 
+def _turn_started_v1_to_v2(data: dict[str, Any]) -> dict[str, Any]:
+    """Version 1 did not list the actions open on the hand: not recorded."""
+    return {**data, "version": 2, "actions": None}
+
+
 UPCASTERS: dict[tuple[str, int], Upcaster] = {
     ("BetRefunded", 1): _bet_refunded_v1_to_v2,
     ("CashOutReceived", 1): _cash_out_received_v1_to_v2,
+    ("TurnStarted", 1): _turn_started_v1_to_v2,
 }
 """(event type, stored version) -> function returning the event one version newer."""
 

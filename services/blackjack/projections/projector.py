@@ -97,8 +97,12 @@ class ShoeView(_Model):
 
 
 class Turn(_Model):
+    """The hand waiting for a decision, and the decisions the table accepts on it now."""
+
     box: int
     hand: int
+    player_id: str | None = None  # None in a view folded before TurnStarted named it here
+    actions: list[str] | None = None  # None when the event did not list them (version 1)
 
 
 class TableView(_Model):
@@ -564,7 +568,8 @@ def _insurance_settled(p: StreamProjection, e: ev.InsuranceSettled, at: datetime
 def _turn_started(p: StreamProjection, e: ev.TurnStarted, at: datetime) -> None:
     view = p.view
     view.phase = "playing"
-    view.active = Turn(box=e.box, hand=e.hand)
+    actions = None if e.actions is None else list(e.actions)
+    view.active = Turn(box=e.box, hand=e.hand, player_id=e.player_id, actions=actions)
     view.deadline = utc(e.deadline) if e.deadline else None
 
 
