@@ -86,18 +86,18 @@ def test_money_moved_during_the_turn_announces_the_changed_actions() -> None:
     assert turns(withdrawn) == [(0, 0, ("hit", "stand", "surrender"))]
 
 
-def test_each_decision_at_a_timed_table_has_its_own_deadline() -> None:
+def test_a_hands_decisions_at_a_timed_table_share_its_clock() -> None:
     t = Table("atlantic-city-multi", ["TS", "6S", "3S", "9S", "2S"])
     seconds = t.state.rules.turn_seconds
     assert seconds is not None
     t.do(cmd.SitDown(player_id="ann", seat=0), cmd.Deposit(player_id="ann", amount=10_000))
-    t.do(cmd.PlaceBet(player_id="ann", box=0, amount=1000), cmd.Deal(player_id="ann"))
+    dealt = t.do(cmd.PlaceBet(player_id="ann", box=0, amount=1000), cmd.Deal(player_id="ann"))
+    (first,) = [e for e in dealt if isinstance(e, ev.TurnStarted)]
+    assert first.deadline == t.now + timedelta(seconds=seconds)
     t.now += timedelta(seconds=seconds - 1)
-    (announced,) = [
-        e for e in t.do(cmd.Hit(player_id="ann", box=0)) if isinstance(e, ev.TurnStarted)
-    ]
-    assert announced.deadline == t.now + timedelta(seconds=seconds)
-    assert t.state.deadline == announced.deadline
+    hit = t.do(cmd.Hit(player_id="ann", box=0))
+    (again,) = [e for e in hit if isinstance(e, ev.TurnStarted)]
+    assert again.deadline == first.deadline == t.state.deadline  # 15 s per hand, not per card
 
 
 def test_a_version_1_turn_reads_as_actions_not_recorded_and_the_view_shows_them() -> None:

@@ -101,6 +101,8 @@ def decide_and_evolve(
         return Rejection(code="unknown_command", message=f"{type(command).__name__} is unknown")
     if not state.opened and not isinstance(command, cmd.OpenTable) and not _is_transfer(command):
         return Rejection(code="table_not_open", message="the table has not been opened")
+    if state.deadline is not None and now >= state.deadline and type(command) in _ON_THE_CLOCK:
+        return _too_late(state)
     work = _Round(state, now)
     try:
         handler(work, command)
@@ -109,6 +111,39 @@ def decide_and_evolve(
     if state.phase == "playing" and not isinstance(command, cmd.HandCommand):
         _announce_changed_actions(work, state)
     return work.events, work.state
+
+
+# The decisions a phase's clock (the 15 s of a shared table) bounds. From its deadline on they
+# are refused, even before the service's clock has sent the ExpireTimers that applies it: a
+# late bet, insurance or move must not win a race against the timeout.
+_ON_THE_CLOCK: Final = frozenset(
+    {
+        cmd.PlaceBet,
+        cmd.ClearBets,
+        cmd.RemoveBet,
+        cmd.Rebet,
+        cmd.Deal,
+        cmd.Pass,
+        cmd.TakeInsurance,
+        cmd.DeclineInsurance,
+        cmd.Hit,
+        cmd.Stand,
+        cmd.Double,
+        cmd.Split,
+        cmd.Surrender,
+    }
+)
+_LATE: Final[dict[str, tuple[RejectionCode, str]]] = {
+    "betting": ("not_betting_time", "the time to bet or pass ran out at"),
+    "insurance": ("insurance_not_offered", "the time to decide on insurance ran out at"),
+    "playing": ("not_your_turn", "the time for this decision ran out at"),
+}
+
+
+def _too_late(state: TableState) -> Rejection:
+    assert state.deadline is not None
+    code, message = _LATE.get(state.phase, _LATE["playing"])
+    return Rejection(code=code, message=f"{message} {state.deadline.isoformat()}")
 
 
 def _announce_changed_actions(r: _Round, before: TableState) -> None:
@@ -267,7 +302,8 @@ def _require(refusal: Refused | None) -> None:
 def turn_options(state: TableState) -> frozenset[str]:
     """The actions open on the hand whose turn it is, from the same checks the decider makes
     but without deciding anything: the simulator's fast path (``legal.legal_actions`` asks
-    ``decide`` itself, and the property tests check that the two agree)."""
+    ``decide`` itself, and the property tests check that the two agree). It does not read the
+    clock: from a timed turn's deadline on, the decider refuses every move."""
     if state.active is None or state.phase != "playing":
         return frozenset()
     return _OPTION_SETS[_options_mask(state, *state.active)]
@@ -813,7 +849,7 @@ def _next_turn(r: _Round) -> None:
     if state.active is not None:
         active_box, active_hand = state.active
         if state.boxes[active_box].hands[active_hand].status == "open":
-            _start_turn(r, active_box, active_hand, r.deadline())
+            _start_turn(r, active_box, active_hand, state.deadline)  # one clock per hand
             return
     for index in state.boxes_in_play():
         for hand_index, hand in enumerate(state.boxes[index].hands):

@@ -1,0 +1,104 @@
+"""At a shared table a decision is bounded by its 15 s clock: from the deadline on, a late
+bet, Deal, Pass, insurance decision or move is refused (and not shown), even though the
+service's clock has not yet sent the ExpireTimers that applies the timeout; that one then
+does, as if the late command had never come."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from datetime import UTC, datetime, timedelta
+
+from blackjack.domain import commands as cmd
+from blackjack.domain import events as ev
+from blackjack.domain.legal import legal_actions
+from blackjack.domain.rejections import Rejection
+from blackjack.domain.rules import Rules
+from blackjack.domain.state import TableState
+from blackjack.scenario import build_shoe
+from blackjack.table import apply
+
+START = datetime(2026, 1, 1, tzinfo=UTC)
+
+
+class Table:
+    def __init__(self, cards: Sequence[str]) -> None:
+        def shuffler(rules: Rules) -> cmd.ShuffleShoe:
+            return cmd.ShuffleShoe(
+                order=build_shoe(rules.decks, list(cards)), salt="late-salt-0000000"
+            )
+
+        self.shuffler = shuffler
+        self.state = TableState()
+        self.now = START
+        self.events: list[ev.Event] = []
+        self.do(cmd.OpenTable(variant="atlantic-city-multi"))
+        for seat, pid in enumerate(("ann", "bob")):
+            self.do(cmd.SitDown(player_id=pid, seat=seat), cmd.Deposit(player_id=pid, amount=9000))
+
+    def send(self, command: cmd.Command) -> list[ev.Event] | Rejection:
+        result = apply(self.state, command, self.now, self.shuffler)
+        if isinstance(result, Rejection):
+            return result
+        self.state = result.state
+        self.events += result.events
+        return result.events
+
+    def do(self, *commands: cmd.Command) -> None:
+        for command in commands:
+            assert not isinstance(self.send(command), Rejection), command
+
+    def late(self, command: cmd.Command, code: str) -> None:
+        before = self.state
+        refused = self.send(command)
+        assert isinstance(refused, Rejection) and refused.code == code, refused
+        assert "ran out at" in refused.message
+        assert self.state is before
+
+    def until_deadline(self) -> None:
+        assert self.state.deadline is not None
+        self.now = self.state.deadline
+
+
+def test_a_bet_deal_or_pass_at_the_betting_deadline_is_refused() -> None:
+    t = Table(["TS", "6S", "7S", "9S", "8H", "2C"])
+    t.do(cmd.PlaceBet(player_id="ann", box=0, amount=1000))
+    t.until_deadline()
+    t.late(cmd.PlaceBet(player_id="bob", box=1, amount=1000), "not_betting_time")
+    t.late(cmd.Pass(player_id="bob"), "not_betting_time")
+    t.late(cmd.Deal(player_id="ann"), "not_betting_time")
+    t.late(cmd.RemoveBet(player_id="ann", box=0), "not_betting_time")
+    assert legal_actions(t.state, "bob", t.now).buttons() == []
+    t.do(cmd.SitDown(player_id="cy", seat=3))  # not a decision on the clock: still taken
+    t.do(cmd.ExpireTimers())  # ann's bet is dealt in, bob left out
+    outcomes = {e.player_id: e.action for e in t.events if isinstance(e, ev.PlayerTimedOut)}
+    assert outcomes == {"ann": "dealt_in", "bob": "left_out", "cy": "left_out"}
+    assert t.state.phase == "playing"
+
+
+def test_an_insurance_decision_after_its_deadline_is_refused() -> None:
+    t = Table(["TS", "AS", "7S", "9S"])  # ann T 7 against an ace
+    t.do(cmd.PlaceBet(player_id="ann", box=0, amount=1000), cmd.Pass(player_id="bob"))
+    t.do(cmd.Deal(player_id="ann"))
+    assert t.state.phase == "insurance"
+    t.until_deadline()
+    t.late(cmd.TakeInsurance(player_id="ann", box=0), "insurance_not_offered")
+    t.late(cmd.DeclineInsurance(player_id="ann", box=0), "insurance_not_offered")
+    t.do(cmd.ExpireTimers())
+    assert [e.action for e in t.events if isinstance(e, ev.PlayerTimedOut)] == [
+        "declined_insurance"
+    ]
+
+
+def test_a_move_after_the_turns_deadline_is_refused_and_the_timeout_stands_the_hand() -> None:
+    t = Table(["TS", "6S", "3S", "9S", "2S"])
+    t.do(cmd.PlaceBet(player_id="ann", box=0, amount=1000), cmd.Pass(player_id="bob"))
+    t.do(cmd.Deal(player_id="ann"))
+    t.now += timedelta(seconds=1)
+    t.do(cmd.Hit(player_id="ann", box=0))  # in time
+    t.until_deadline()
+    for move in (cmd.Hit, cmd.Stand, cmd.Double, cmd.Surrender):
+        t.late(move(player_id="ann", box=0), "not_your_turn")
+    assert legal_actions(t.state, "ann", t.now).buttons() == []
+    t.do(cmd.ExpireTimers())
+    assert [e.action for e in t.events if isinstance(e, ev.PlayerTimedOut)] == ["stood"]
+    assert not t.state.round_open
