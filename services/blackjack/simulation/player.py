@@ -15,7 +15,6 @@ from blackjack.domain import commands as cmd
 from blackjack.domain import events as ev
 from blackjack.domain import facts
 from blackjack.domain.cards import fresh_shoe
-from blackjack.domain.decide import turn_options
 from blackjack.domain.rejections import Rejection
 from blackjack.domain.rules import PRESETS, Rules
 from blackjack.domain.state import INITIAL_STATE, TableState
@@ -130,7 +129,8 @@ def play(
         state = applied.state
         events = applied.events
         while state.round_open:
-            applied = _must(apply(state, _next_move(state, memo), CLOCK, shuffler), watch)
+            move = _next_move(state, events, memo)
+            applied = _must(apply(state, move, CLOCK, shuffler), watch)
             state = applied.state
             events = applied.events
         _count(tally, events, bet)
@@ -143,9 +143,9 @@ class _Memo:
 
     def __init__(self, strategy: Strategy) -> None:
         self.strategy = strategy
-        self._answers: dict[tuple[str, str, frozenset[str]], Action] = {}
+        self._answers: dict[tuple[str, str, tuple[str, ...]], Action] = {}
 
-    def action(self, cards: tuple[str, ...], upcard: str, options: frozenset[str]) -> Action:
+    def action(self, cards: tuple[str, ...], upcard: str, options: tuple[str, ...]) -> Action:
         key = ("".join([card[0] for card in cards]), upcard[0], options)
         action = self._answers.get(key)
         if action is None:
@@ -171,15 +171,18 @@ def _memo_for(strategy: Strategy) -> _Memo:
     return _last_memo[0]
 
 
-def _next_move(state: TableState, memo: _Memo) -> cmd.Command:
+def _next_move(state: TableState, events: list[ev.Event], memo: _Memo) -> cmd.Command:
+    """Plays as a client does: the buttons are those of the last TurnStarted."""
     if state.phase == "insurance":
         return _DECLINE_INSURANCE  # basic strategy never insures
-    assert state.active is not None
-    box, hand_index = state.active
+    turn = events[-1]
+    if not isinstance(turn, ev.TurnStarted):  # events after it (none in play today)
+        turn = next(e for e in reversed(events) if isinstance(e, ev.TurnStarted))
+    assert turn.actions is not None
     upcard = state.upcard
     assert upcard is not None
-    hand = state.boxes[box].hands[hand_index]
-    return _command(memo.action(hand.cards, upcard, turn_options(state)), box, hand_index)
+    hand = state.boxes[turn.box].hands[turn.hand]
+    return _command(memo.action(hand.cards, upcard, turn.actions), turn.box, turn.hand)
 
 
 _COMMANDS: Final[dict[str, type[cmd.HandCommand]]] = {
