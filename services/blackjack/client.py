@@ -32,10 +32,15 @@ from pydantic import BaseModel, ValidationError
 
 from blackjack.bus.headers import command_headers
 from blackjack.bus.settings import PLAINTEXT, KafkaSecurity, KafkaSettings
-from blackjack.bus.topics import Topics
+from blackjack.bus.topics import Topics, partition_for
 from blackjack.messages.envelope import CommandEnvelope, CommandResult
+from blackjack.messages.wire import WireEnvelope, decode
 
 KEEP_RESULTS = 100_000
+# How far before a result's handled_at its events are looked for: they are written in the same
+# transaction, stamped by the same handler's clock; the margin covers a batch's duration and
+# a broker that stamps records itself (LogAppendTime) with a skewed clock.
+EVENTS_LOOKBACK_MS = 60_000
 
 log = structlog.get_logger("blackjack.client")
 
@@ -229,6 +234,56 @@ class BlackjackClient:
         earlier = len(self._results.get(command_id, ()))
         await self.send(stream_id, command, command_id=command_id, correlation_id=correlation_id)
         return await self.result(command_id, timeout, skip=earlier)
+
+    async def events(self, result: CommandResult, timeout: float = 10.0) -> list[WireEnvelope]:
+        """The events an accepted command wrote (``first_sequence`` to ``last_sequence`` of
+        its stream), in their public form: what a client shows after its own command, the
+        last ``TurnStarted`` naming the buttons. Read ``read_committed`` from the stream's
+        partition of ``blackjack.events``, from a minute before the result was handled."""
+        first, last = result.first_sequence, result.last_sequence
+        if first is None or last is None:
+            return []
+        assert self._producer is not None, "start() the client first"
+        partitions = await self._producer.partitions_for(self.topics.events)
+        tp = TopicPartition(self.topics.events, partition_for(result.stream_id, len(partitions)))
+        consumer = AIOKafkaConsumer(
+            bootstrap_servers=self.bootstrap,
+            **self.security.client_options(),
+            group_id=None,
+            client_id=f"{self.client_id}-events",
+            isolation_level="read_committed",
+            enable_auto_commit=False,
+        )
+        await consumer.start()
+        try:
+            return await asyncio.wait_for(self._collect(consumer, tp, result, first, last), timeout)
+        finally:
+            await consumer.stop()
+
+    @staticmethod
+    async def _collect(
+        consumer: AIOKafkaConsumer,
+        tp: TopicPartition,
+        result: CommandResult,
+        first: int,
+        last: int,
+    ) -> list[WireEnvelope]:
+        consumer.assign([tp])
+        since = int(result.handled_at.timestamp() * 1000) - EVENTS_LOOKBACK_MS
+        found = (await consumer.offsets_for_times({tp: since})).get(tp)
+        if found is None:  # nothing written since: the events cannot be in this partition
+            raise LookupError(f"no events of {result.stream_id} since {result.handled_at}")
+        consumer.seek(tp, found.offset)
+        collected: dict[int, WireEnvelope] = {}
+        while len(collected) < last - first + 1:
+            batch = await consumer.getmany(tp, timeout_ms=500)
+            for record in batch.get(tp, []):
+                if record.key != result.stream_id.encode():
+                    continue
+                envelope = decode(record.value or b"")
+                if first <= envelope.sequence <= last:
+                    collected[envelope.sequence] = envelope
+        return [collected[sequence] for sequence in sorted(collected)]
 
     async def _read(self) -> None:
         assert self._consumer is not None

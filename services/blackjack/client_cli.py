@@ -2,7 +2,9 @@
 
 What a platform's integration does, for a person at a terminal: the command (JSON, as in
 ``schemas/commands/``) goes to ``blackjack.commands`` in an envelope keyed by the stream, and
-the result from ``blackjack.command-results`` is printed as a JSON line. The broker, topic
+the result from ``blackjack.command-results`` is printed as a JSON line, then each event the
+command wrote on a line of its own (sequence, type, fields; the last ``TurnStarted`` lists the
+player's buttons). The broker, topic
 prefix and security settings are the service's (``BLACKJACK_KAFKA_*``,
 ``BLACKJACK_TOPIC_PREFIX``). Exit 0 accepted, 1 rejected, 2 not a command or no answer.
 """
@@ -11,6 +13,7 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import json
 import logging
 import sys
 import uuid
@@ -21,6 +24,7 @@ from pydantic import TypeAdapter, ValidationError
 from blackjack.client import BlackjackClient
 from blackjack.domain.rejections import in_one_line
 from blackjack.messages.envelope import CommandResult, StreamCommand
+from blackjack.messages.wire import WireEnvelope
 
 _COMMAND: TypeAdapter[object] = TypeAdapter(StreamCommand)
 
@@ -36,19 +40,26 @@ def _send(args: argparse.Namespace) -> int:
     # (a retry is answered with the first result and does nothing again).
     command_id = args.command_id or str(uuid.uuid4())
 
-    async def run() -> CommandResult:
+    async def run() -> tuple[CommandResult, list[WireEnvelope]]:
         async with client:
-            return await client.execute(
+            result = await client.execute(
                 args.stream_id,
                 command,  # type: ignore[arg-type]
                 command_id=command_id,
                 timeout=args.timeout,
             )
+            if not args.events:
+                return result, []
+            try:
+                return result, await client.events(result, timeout=args.timeout)
+            except (TimeoutError, LookupError) as error:
+                print(f"blackjack send: its events were not found: {error}", file=sys.stderr)
+                return result, []
 
     # aiokafka logs an error on every metadata retry; one line below says what went wrong
     logging.getLogger("aiokafka").setLevel(logging.CRITICAL)
     try:
-        result = asyncio.run(run())
+        result, events = asyncio.run(run())
     except TimeoutError:
         print(
             f"blackjack send: no result within {args.timeout} s for command {command_id}; "
@@ -65,6 +76,9 @@ def _send(args: argparse.Namespace) -> int:
         )
         return 2
     print(result.model_dump_json())
+    for envelope in events:  # after the result line, so a script can read that one first
+        data = envelope.data.model_dump(mode="json", exclude={"type", "version"})
+        print(f"  {envelope.sequence} {envelope.type} {json.dumps(data, separators=(',', ':'))}")
     return 0 if result.status == "accepted" else 1
 
 
@@ -77,4 +91,10 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     )
     send.add_argument("--command-id", help="a retry: the id of the first sending (default: new)")
     send.add_argument("--timeout", type=float, default=10.0, help="seconds to wait for the result")
+    send.add_argument(
+        "--no-events",
+        dest="events",
+        action="store_false",
+        help="print only the result, not the events the command wrote",
+    )
     send.set_defaults(handler=_send)
