@@ -10,6 +10,7 @@ import contextlib
 from typing import Any
 
 from aiokafka import ConsumerRecord, TopicPartition
+from aiokafka.errors import LeaderNotAvailableError
 from prometheus_client import REGISTRY
 from structlog.testing import capture_logs
 
@@ -190,3 +191,25 @@ async def test_the_backlog_of_each_ready_partition_is_measured_from_the_broker()
 
 def backlog(partition: str) -> float | None:
     return REGISTRY.get_sample_value("blackjack_command_backlog", {"partition": partition})
+
+
+async def test_a_record_the_broker_never_took_aborts_the_transaction_instead_of_committing() -> (
+    None
+):
+    """aiokafka fails a batch that outlives its delivery timeout (no partition leader during a
+    broker outage) without failing the transaction: committing then would commit the consumed
+    offsets without the events and results. The handler waits for every send first, aborts,
+    and rebuilds the partition; its loop goes on."""
+    handler, (producer,) = running(1)
+
+    async def expired(topic: str, value: bytes, **_: Any) -> asyncio.Future[Any]:
+        sent: asyncio.Future[Any] = asyncio.get_running_loop().create_future()
+        sent.set_exception(LeaderNotAvailableError())
+        return sent
+
+    producer.send = expired  # type: ignore[method-assign]
+    producer.release.set()
+    await handler.wait_until(lambda: handler._partitions[0].status != "ready", 5)
+    assert producer.state == "aborted" and not producer.committing.is_set()
+    assert handler._partitions[0].status == "failed" and handler.alive
+    await handler.stop(timeout=5)

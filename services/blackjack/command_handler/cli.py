@@ -16,7 +16,10 @@ import asyncio
 import os
 import signal
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any, Protocol
+
+if TYPE_CHECKING:
+    from blackjack.command_handler.service import CommandHandler
 
 
 def register(sub: Any) -> None:
@@ -52,13 +55,35 @@ def _serve(args: argparse.Namespace) -> int:
     handler_config = HandlerConfig.from_env()
     projections = None if args.no_projections else projection_settings(handler_config)
     configure_logging(args.log_level)
-    app, _ = build_app(handler_config, projections)
+    app, handler = build_app(handler_config, projections)
     config = uvicorn.Config(
         app, host=args.host, port=args.port, log_config=None, lifespan="on", access_log=False
     )
-    server = uvicorn.Server(config)
-    asyncio.run(server.serve())
-    return 0 if server.started else 1
+    return asyncio.run(serve_while_the_handler_lives(uvicorn.Server(config), handler))
+
+
+class _Server(Protocol):
+    started: bool
+    should_exit: bool
+
+    async def serve(self) -> None: ...
+
+
+async def serve_while_the_handler_lives(server: _Server, handler: CommandHandler) -> int:
+    """Serve until stopped, or until the handler's loop dies: such a handler would hold its
+    partitions in the group without serving them, so the process stops (leaving the group,
+    the others take them) and exits 1, for whatever supervises it to start it again."""
+
+    async def stop_when_the_handler_dies() -> None:
+        await handler.died.wait()
+        server.should_exit = True
+
+    watch = asyncio.create_task(stop_when_the_handler_dies())
+    try:
+        await server.serve()
+    finally:
+        watch.cancel()
+    return 0 if server.started and handler.failure is None else 1
 
 
 def _handler(args: argparse.Namespace) -> int:

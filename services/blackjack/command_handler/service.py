@@ -151,6 +151,7 @@ class CommandHandler:
         self._reader: AIOKafkaConsumer | None = None
         self._sender: AIOKafkaProducer | None = None
         self.failure: BaseException | None = None
+        self.died = asyncio.Event()  # set with ``failure``: the process should end
         self.log = structlog.get_logger("blackjack.command_handler").bind(
             instance=config.instance_id
         )
@@ -244,6 +245,7 @@ class CommandHandler:
         except BaseException as error:
             self.failure = error
             self.log.exception("handler task died")
+            self.died.set()
             self._changed()
             raise
 
@@ -489,6 +491,11 @@ class CommandHandler:
                         sent.append((out.topic, future))
                 if store.since_checkpoint >= self.config.snapshot_every:
                     await self._checkpoint(partition, store, producer, sent)
+                # Every record on the broker before the offsets commit: aiokafka fails a batch
+                # that outlives its delivery timeout (no leader during an outage) without
+                # failing the transaction, whose commit would then carry the consumed offsets
+                # without the events and results (commands lost without an answer).
+                await self._advance(store, sent)
                 await producer.send_offsets_to_transaction(
                     {partition.tp: records[-1].offset + 1}, self.config.group_id
                 )
@@ -504,7 +511,6 @@ class CommandHandler:
                 with contextlib.suppress(Exception):
                     await asyncio.shield(producer.abort_transaction())
                 raise
-            await self._advance(store, sent)
             metrics.TRANSACTIONS.labels("committed").inc()
             metrics.TRANSACTION_SECONDS.observe(time.monotonic() - started)
             self._report(handled, records)
@@ -536,11 +542,14 @@ class CommandHandler:
                 return
             if not store.since_checkpoint:
                 return
+            sent: list[tuple[str, asyncio.Future[RecordMetadata]]] = []
             try:
                 await producer.begin_transaction()
-                await self._checkpoint(partition, store, producer, [])
+                await self._checkpoint(partition, store, producer, sent)
+                await self._advance(store, sent)  # the snapshots are written, as above
                 await producer.commit_transaction()
             except Exception as error:
+                _forget_outcomes(sent)
                 await self._failed(partition, producer, error)
                 return
             metrics.TRANSACTIONS.labels("committed").inc()
@@ -559,7 +568,8 @@ class CommandHandler:
     async def _advance(
         self, store: PartitionStore, sent: list[tuple[str, asyncio.Future[RecordMetadata]]]
     ) -> None:
-        """Note how far this partition's events and results now reach (for checkpoints)."""
+        """Wait until every record sent is on the broker (raising the first failure), and
+        note how far this partition's events and results now reach (for checkpoints)."""
         for topic, future in sent:
             metadata = await future
             if topic == self.topics.events:
@@ -574,13 +584,17 @@ class CommandHandler:
         producer: AIOKafkaProducer,
         sent: list[tuple[str, asyncio.Future[RecordMetadata]]],
     ) -> None:
-        """Snapshot every stream changed since the last checkpoint, then the checkpoint."""
+        """Snapshot every stream changed since the last checkpoint, then the checkpoint; their
+        sends join ``sent``, which the transaction awaits before it commits."""
         await self._advance(store, sent)
         topic = self.topics.snapshots
         for stream_id in sorted(store.dirty):
             sealed = self._codec.encode(store.streams[stream_id])
             store.snapshot_bytes[stream_id] = len(sealed)
-            await producer.send(topic, sealed, key=stream_id.encode(), partition=store.partition)
+            future = await producer.send(
+                topic, sealed, key=stream_id.encode(), partition=store.partition
+            )
+            sent.append((topic, future))
             # A stream's snapshot grows with its counterparts (one number per wallet a table
             # took buy-ins from, per table a wallet was paid by) and its window; one over the
             # topic's limit would fail every checkpoint of its partition.
@@ -598,12 +612,13 @@ class CommandHandler:
             written_at=self._now(),
             streams=len(store.dirty),
         )
-        await producer.send(
+        future = await producer.send(
             topic,
             checkpoint.encode(),
             key=checkpoint_key(store.partition).encode(),
             partition=store.partition,
         )
+        sent.append((topic, future))
         metrics.SNAPSHOTS.inc(len(store.dirty))
         self.log.info(
             "checkpoint",

@@ -1,0 +1,53 @@
+"""``blackjack serve`` ends when its command handler's loop dies (exit 1), so that the
+partitions it holds go to another instance and a supervisor starts it again; a normal stop
+exits 0."""
+
+from __future__ import annotations
+
+import asyncio
+
+from blackjack.command_handler.cli import serve_while_the_handler_lives
+from blackjack.command_handler.config import HandlerConfig
+from blackjack.command_handler.service import CommandHandler
+from blackjack.messages.sealing import ShoeSeal
+
+
+class Server:
+    """What uvicorn's server does here: serve until ``should_exit``."""
+
+    def __init__(self) -> None:
+        self.started = False
+        self.should_exit = False
+        self.serving = asyncio.Event()
+
+    async def serve(self) -> None:
+        self.started = True
+        self.serving.set()
+        while not self.should_exit:
+            await asyncio.sleep(0.01)  # uvicorn's main loop checks the flag every 0.1 s
+
+
+def handler() -> CommandHandler:
+    return CommandHandler(HandlerConfig(shoe_key_hex=ShoeSeal.new_key_hex(), group_id="g"))
+
+
+async def test_the_service_exits_1_when_the_handlers_loop_dies() -> None:
+    server, dying = Server(), handler()
+    serving = asyncio.create_task(serve_while_the_handler_lives(server, dying))
+    await asyncio.wait_for(server.serving.wait(), 5)
+
+    async def broken() -> None:
+        raise RuntimeError("the loop failed")
+
+    loop = asyncio.create_task(dying._guard(broken()))
+    assert await asyncio.wait_for(serving, 5) == 1
+    assert server.should_exit and isinstance(dying.failure, RuntimeError)
+    assert loop.done()
+
+
+async def test_a_stopped_service_exits_0() -> None:
+    server = Server()
+    serving = asyncio.create_task(serve_while_the_handler_lives(server, handler()))
+    await asyncio.wait_for(server.serving.wait(), 5)
+    server.should_exit = True  # SIGTERM
+    assert await asyncio.wait_for(serving, 5) == 0
