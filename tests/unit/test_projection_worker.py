@@ -173,3 +173,16 @@ async def test_a_partition_revoked_while_its_lag_is_measured_gets_no_figure_back
         is None
     )
     consumer._closed = True
+
+
+async def test_a_batch_of_a_revoked_partition_reports_no_position_for_it() -> None:
+    """The figures of a batch that was folding when its partition was revoked go only to the
+    partitions still here: its new owner reports the others."""
+    positions = listener(Store({}), Consumer())
+    await positions.on_partitions_assigned({P0, P1})
+    assert positions.still_assigned({(TOPIC, 0): 50, (TOPIC, 1): 9}) == {
+        (TOPIC, 0): 50,
+        (TOPIC, 1): 9,
+    }
+    await positions.on_partitions_revoked({P1})
+    assert positions.still_assigned({(TOPIC, 0): 51, (TOPIC, 1): 10}) == {(TOPIC, 0): 51}

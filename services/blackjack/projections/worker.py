@@ -113,6 +113,16 @@ class SeekToStoredPositions(ConsumerRebalanceListener):  # type: ignore[misc]
                     gauge.remove(tp.topic, str(tp.partition))
         log.info("partitions revoked", partitions=sorted(str(tp) for tp in revoked))
 
+    def still_assigned(self, positions: dict[tuple[str, int], int]) -> dict[tuple[str, int], int]:
+        """The positions of the partitions this worker still has: a batch still folding when
+        its partition was revoked must not bring back the series the revocation removed (a
+        fault review found a revoked worker showing its old position for hours)."""
+        return {
+            (topic, partition): offset
+            for (topic, partition), offset in positions.items()
+            if TopicPartition(topic, partition) in self.assigned
+        }
+
     async def on_partitions_assigned(self, assigned: set[TopicPartition]) -> None:
         self.assigned |= assigned
         self.unsynced |= assigned
@@ -225,9 +235,12 @@ def register_projection(
 
     async def folded(result: BatchResult) -> None:
         _count(result)
-        health.folded(result.positions)
+        owned = positions.still_assigned(result.positions)  # the others' new owner reports them
+        for (name, partition), offset in owned.items():
+            POSITION.labels(name, str(partition)).set(offset)
+        health.folded(owned)
         kafka = consumer()
-        _lag(kafka, result.positions)
+        _lag(kafka, owned)
         if kafka is not None:
             await _commit_for_dashboards(kafka, result)
 
@@ -238,7 +251,7 @@ def register_projection(
         health.failed(part, writer.failed_at, error)
         _log_rollback(health.failures_of(part[0].position), len(part), error)
         kafka = consumer()
-        _lag(kafka, _first_offsets(part))
+        _lag(kafka, positions.still_assigned(_first_offsets(part)))
         await positions.put_back(part)
         if kafka is not None:
             _pause(kafka, TopicPartition(part[0].topic, part[0].partition), RETRY_SECONDS)
@@ -373,8 +386,6 @@ def _count(result: BatchResult) -> None:
         EVENTS_FOLDED.labels(kind).inc(count)
     REDELIVERED.inc(result.skipped)
     DUPLICATES.inc(result.duplicates)
-    for (topic, partition), offset in result.positions.items():
-        POSITION.labels(topic, str(partition)).set(offset)
 
 
 async def _commit_for_dashboards(consumer: AIOKafkaConsumer, result: BatchResult) -> None:
