@@ -11,7 +11,8 @@ The client writes commands keyed by their stream id (the partitioner puts them w
 handler that owns the stream reads) and follows ``blackjack.command-results`` from its end as
 of ``start()``, ``read_committed``, matching results to commands by command id. A command sent
 again with the same id gets the original result again, so a client that timed out can simply
-resend.
+resend, as long as the stream has not handled ``BLACKJACK_DEDUP_WINDOW`` (1,000) other
+commands since: past that the id is forgotten and the resend is a new command.
 """
 
 from __future__ import annotations

@@ -241,7 +241,7 @@ async def test_a_frozen_handler_that_wakes_up_is_fenced(kafka_space: Any, tmp_pa
         for process in (zombie, heir):
             process.send_signal(signal.SIGTERM)
             assert process.wait(timeout=WAIT_S) == 0
-        fenced = zombie_log.read_text().count("fenced by a newer owner")
+        fenced = zombie_log.read_text().count("fenced: another owner")
         print(f"the woken handler was refused {fenced} transaction(s)")  # for the report
     finally:
         for leftover in (zombie, heir):

@@ -521,7 +521,12 @@ class CommandHandler:
         """A transaction that did not commit: the partition is rebuilt from Kafka."""
         if isinstance(error, ProducerFenced):
             metrics.TRANSACTIONS.labels("fenced").inc()
-            self.log.warning("fenced by a newer owner", partition=partition.number)
+            # the broker says the same when it aborted a transaction that outlived its
+            # timeout (a paused process) as when another instance took the partition
+            self.log.warning(
+                "fenced: another owner, or a transaction past its timeout",
+                partition=partition.number,
+            )
             self._drop(partition, "fenced", RETRY_AFTER_FENCING_S)
         else:
             metrics.TRANSACTIONS.labels("aborted").inc()
