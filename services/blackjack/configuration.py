@@ -24,3 +24,11 @@ def env_value(env: Mapping[str, str], name: str, convert: Callable[[str], T], de
         return convert(text)
     except ValueError:
         raise ConfigurationError(f"{name} cannot be {text!r}") from None
+
+
+def positive_int(text: str) -> int:
+    """A whole number of at least 1 (``ValueError`` otherwise), for ``env_value``."""
+    number = int(text)
+    if number < 1:
+        raise ValueError(f"{number} is not positive")
+    return number

@@ -30,7 +30,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 
 from blackjack.bus.settings import PLAINTEXT, KafkaSecurity
-from blackjack.configuration import ConfigurationError
+from blackjack.configuration import ConfigurationError, env_value, positive_int
 
 EVENTS_TOPIC = "blackjack.events"
 DEFAULT_DB_URL = "sqlite+aiosqlite:///var/projections.db"
@@ -75,25 +75,18 @@ class ProjectionSettings:
             raise ConfigurationError(
                 "BLACKJACK_PROJECTION_INSTANCE is set but BLACKJACK_DB_URL is not"
             )
-        numbers = {
-            name: value(name, str(default))
-            for name, default in (
-                ("BLACKJACK_PROJECTION_BATCH", DEFAULT_BATCH),
-                ("BLACKJACK_PROJECTION_STUCK_AFTER", DEFAULT_STUCK_AFTER),
-                ("BLACKJACK_PROJECTION_SESSION_TIMEOUT_MS", session),
-            )
-        }
-        for name, text in numbers.items():
-            if not text.isdigit() or int(text) < 1:
-                raise ConfigurationError(f"{name} must be a positive integer, not {text!r}")
+
+        def number(name: str, default: int) -> int:
+            return env_value(env, name, positive_int, default)
+
         return cls(
             db_url=value("BLACKJACK_DB_URL", DEFAULT_DB_URL),
             bootstrap=bootstrap,
             topic_prefix=prefix,
             group_id=value("BLACKJACK_PROJECTION_GROUP", f"{prefix}{DEFAULT_GROUP}"),
-            batch=int(numbers["BLACKJACK_PROJECTION_BATCH"]),
+            batch=number("BLACKJACK_PROJECTION_BATCH", DEFAULT_BATCH),
             instance_id=instance_id,
-            stuck_after=int(numbers["BLACKJACK_PROJECTION_STUCK_AFTER"]),
-            session_timeout_ms=int(numbers["BLACKJACK_PROJECTION_SESSION_TIMEOUT_MS"]),
+            stuck_after=number("BLACKJACK_PROJECTION_STUCK_AFTER", DEFAULT_STUCK_AFTER),
+            session_timeout_ms=number("BLACKJACK_PROJECTION_SESSION_TIMEOUT_MS", session),
             security=KafkaSecurity.from_env(env),
         )
