@@ -52,8 +52,12 @@ def _send(args: argparse.Namespace) -> int:
                 return result, []
             try:
                 return result, await client.events(result, timeout=args.timeout)
-            except (TimeoutError, LookupError) as error:
-                print(f"blackjack send: its events were not found: {error}", file=sys.stderr)
+            except (TimeoutError, LookupError, KafkaError) as error:
+                # the result stands: printed below, whatever became of reading its events
+                print(
+                    f"blackjack send: its events were not read: {type(error).__name__} {error}",
+                    file=sys.stderr,
+                )
                 return result, []
 
     # aiokafka logs an error on every metadata retry; one line below says what went wrong

@@ -96,9 +96,27 @@ def test_a_move_after_the_turns_deadline_is_refused_and_the_timeout_stands_the_h
     t.now += timedelta(seconds=1)
     t.do(cmd.Hit(player_id="ann", box=0))  # in time
     t.until_deadline()
-    for move in (cmd.Hit, cmd.Stand, cmd.Double, cmd.Surrender):
+    for move in (cmd.Hit, cmd.Stand):  # (a double after a hit is refused for that)
         t.late(move(player_id="ann", box=0), "not_your_turn")
     assert legal_actions(t.state, "ann", t.now).buttons() == []
     t.do(cmd.ExpireTimers())
     assert [e.action for e in t.events if isinstance(e, ev.PlayerTimedOut)] == ["stood"]
     assert not t.state.round_open
+
+
+def test_a_command_refused_for_another_reason_keeps_that_reason_after_the_deadline() -> None:
+    """Lateness is said only of a decision that was otherwise valid: a stranger's move or a
+    bet during play keeps its own code when the clock has run out."""
+    t = Table(["TS", "6S", "3S", "9S"])
+    t.do(cmd.PlaceBet(player_id="ann", box=0, amount=1000), cmd.Pass(player_id="bob"))
+    t.do(cmd.Deal(player_id="ann"))
+    t.until_deadline()
+    for command, code in (
+        (cmd.Hit(player_id="zed", box=0), "not_seated"),
+        (cmd.Hit(player_id="bob", box=0), "not_your_box"),
+        (cmd.PlaceBet(player_id="ann", box=0, amount=1000), "not_betting_time"),
+        (cmd.TakeInsurance(player_id="ann", box=0), "insurance_not_offered"),
+    ):
+        refused = t.send(command)
+        assert isinstance(refused, Rejection) and refused.code == code, (command, refused)
+        assert "ran out" not in refused.message

@@ -6,11 +6,14 @@ from __future__ import annotations
 import asyncio
 from typing import Any
 
+import pytest
 from aiokafka import TopicPartition
 from prometheus_client import REGISTRY
 from structlog.testing import capture_logs
 
 from blackjack.projections import worker
+from blackjack.projections.health import FoldHealth
+from blackjack.projections.settings import ProjectionSettings
 from blackjack.projections.worker import SeekToStoredPositions
 from blackjack.projections.writer import Record
 
@@ -186,3 +189,78 @@ async def test_a_batch_of_a_revoked_partition_reports_no_position_for_it() -> No
     }
     await positions.on_partitions_revoked({P1})
     assert positions.still_assigned({(TOPIC, 0): 51, (TOPIC, 1): 10}) == {(TOPIC, 0): 51}
+
+
+async def test_a_batch_that_fails_after_its_partition_was_revoked_reports_no_failure(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """A batch folding when its partition is revoked, then failing, must not bring the
+    partition back to /readyz as failing (nothing would clear it on this worker)."""
+    made: list[SeekToStoredPositions] = []
+
+    class Listener(SeekToStoredPositions):
+        def __init__(self, *args: Any, **kwargs: Any) -> None:
+            super().__init__(*args, **{**kwargs, "lag_every": None})
+            made.append(self)
+
+    monkeypatch.setattr(worker, "SeekToStoredPositions", Listener)
+
+    class Writer:
+        failed_at = None
+
+        def __init__(self) -> None:
+            self.folding, self.fail = asyncio.Event(), asyncio.Event()
+
+        async def stored_positions(self) -> dict[tuple[str, int], int]:
+            return {(TOPIC, 0): 10}
+
+        async def apply(self, records: Any) -> Any:
+            self.folding.set()
+            await self.fail.wait()
+            raise RuntimeError("the database went away mid-batch")
+
+    class Quiet(Consumer):
+        _closed = True
+
+        def pause(self, *tps: TopicPartition) -> None:
+            pass
+
+        def last_stable_offset(self, tp: TopicPartition) -> None:
+            return None
+
+    handlers: list[Any] = []
+
+    class Subscriber:
+        consumer = Quiet()
+
+        def __call__(self, handler: Any) -> Any:
+            handlers.append(handler)
+            return handler
+
+    class Broker:
+        def subscriber(self, *args: Any, **kwargs: Any) -> Subscriber:
+            return Subscriber()
+
+    class Raw:
+        topic, partition, value, key, timestamp, headers = TOPIC, 0, b"{}", b"t", 0, ()
+
+        def __init__(self, offset: int) -> None:
+            self.offset = offset
+
+    class Message:
+        def __init__(self, *raw: Raw) -> None:
+            self.raw_message = raw
+
+    writer, health = Writer(), FoldHealth(stuck_after=1)
+    settings = ProjectionSettings.from_env({})
+    worker.register_projection(Broker(), TOPIC, writer, settings, health)  # type: ignore[arg-type]
+    [listener], [handle] = made, handlers
+    await listener.on_partitions_assigned({P0})
+    batch = asyncio.create_task(handle(Message(Raw(10), Raw(11))))
+    await writer.folding.wait()
+    await listener.on_partitions_revoked({P0})
+    writer.fail.set()
+    await batch
+    assert health.status()["failing"] == []
+    labels = {"topic": TOPIC, "partition": "0"}
+    assert REGISTRY.get_sample_value("blackjack_projection_stuck_offset", labels) is None

@@ -1,6 +1,6 @@
 """TurnStarted tells a client which decisions the table waits for and accepts: at each decision
 of a hand (its first, after every hit, after a split), again when money moved during the turn
-changes them, with a fresh deadline per decision at a timed table."""
+changes them; at a timed table each keeps the hand's deadline."""
 
 from __future__ import annotations
 

@@ -101,13 +101,15 @@ def decide_and_evolve(
         return Rejection(code="unknown_command", message=f"{type(command).__name__} is unknown")
     if not state.opened and not isinstance(command, cmd.OpenTable) and not _is_transfer(command):
         return Rejection(code="table_not_open", message="the table has not been opened")
-    if state.deadline is not None and now >= state.deadline and type(command) in _ON_THE_CLOCK:
-        return _too_late(state)
     work = _Round(state, now)
     try:
         handler(work, command)
     except Refused as refused:
         return refused.rejection
+    # Late only once the command is otherwise valid: a move by someone without a seat is
+    # refused for that, not for the time.
+    if state.deadline is not None and now >= state.deadline and type(command) in _ON_THE_CLOCK:
+        return _too_late(state)
     if state.phase == "playing" and not isinstance(command, cmd.HandCommand):
         _announce_changed_actions(work, state)
     return work.events, work.state

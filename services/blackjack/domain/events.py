@@ -241,10 +241,11 @@ TurnAction = Literal["hit", "stand", "double", "split", "surrender"]
 class TurnStarted(RoundEvent):
     """A hand waits for its player's decision; ``actions`` are the ones the table accepts now.
 
-    Version 2 is emitted at every decision: when the turn comes to a hand, and again after
-    each card a hit or a split gives it while it stays open (with a new deadline at a timed
-    table). Version 1 was emitted once per hand and did not list the actions: it is upcast on
-    read with ``actions: null`` (not recorded)."""
+    Version 2 is emitted at every decision: when the turn comes to a hand, again after each
+    card a hit or a split gives it while it stays open, and when money moved during the turn
+    changes its actions. At a timed table ``deadline`` is the hand's: it starts with the
+    hand's first TurnStarted and a hit does not restart it. Version 1 was emitted once per
+    hand and did not list the actions: it is upcast on read with ``actions: null``."""
 
     version: int = 2
     type: Literal["TurnStarted"] = "TurnStarted"

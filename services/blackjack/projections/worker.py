@@ -248,8 +248,11 @@ def register_projection(
         """Nothing of ``part`` (one partition's records) was folded: read that partition again
         from its stored position after ``RETRY_SECONDS``, by pausing it rather than sleeping
         here, which would hold back the worker's other partitions too."""
-        health.failed(part, writer.failed_at, error)
-        _log_rollback(health.failures_of(part[0].position), len(part), error)
+        if positions.still_assigned({part[0].position: part[0].offset}):
+            health.failed(part, writer.failed_at, error)
+            _log_rollback(health.failures_of(part[0].position), len(part), error)
+        else:  # revoked meanwhile: its new owner folds it, and reports how that goes
+            log.info("not folded; partition revoked meanwhile", error=str(error)[:300])
         kafka = consumer()
         _lag(kafka, positions.still_assigned(_first_offsets(part)))
         await positions.put_back(part)

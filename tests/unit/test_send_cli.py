@@ -1,0 +1,58 @@
+"""``blackjack send`` with the Kafka client stood in for: an accepted command whose events
+cannot be read is still reported accepted (its result line printed, exit 0), never as a
+failure that invites sending it again."""
+
+from __future__ import annotations
+
+import argparse
+from datetime import UTC, datetime
+from typing import Any
+
+import pytest
+from aiokafka.errors import KafkaTimeoutError
+
+from blackjack import client_cli
+from blackjack.client import BlackjackClient
+from blackjack.messages.envelope import CommandResult
+
+
+async def nothing(self: BlackjackClient, *args: Any, **kwargs: Any) -> None:
+    return None
+
+
+async def accepted(self: BlackjackClient, stream_id: str, command: Any, **kw: Any) -> CommandResult:
+    return CommandResult(
+        command_id=kw["command_id"],
+        stream_id=stream_id,
+        status="accepted",
+        first_sequence=7,
+        last_sequence=9,
+        handled_at=datetime.now(UTC),
+    )
+
+
+async def unreadable(self: BlackjackClient, result: CommandResult, timeout: float = 10.0) -> Any:
+    raise KafkaTimeoutError("offsets_for_times timed out")
+
+
+def test_an_accepted_command_whose_events_cannot_be_read_is_still_accepted(
+    monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    for name, stand_in in (
+        ("start", nothing),
+        ("stop", nothing),
+        ("execute", accepted),
+        ("events", unreadable),
+    ):
+        monkeypatch.setattr(BlackjackClient, name, stand_in)
+    args = argparse.Namespace(
+        stream_id="t-1",
+        command='{"type": "Deposit", "player_id": "ann", "amount": 500}',
+        command_id="deposit-1",
+        timeout=2.0,
+        events=True,
+    )
+    assert client_cli._send(args) == 0
+    out, err = capsys.readouterr()
+    assert '"command_id":"deposit-1"' in out and '"status":"accepted"' in out
+    assert "its events were not read: KafkaTimeoutError" in err
