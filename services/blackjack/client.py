@@ -29,6 +29,7 @@ from typing import Any
 
 import structlog
 from aiokafka import AIOKafkaConsumer, AIOKafkaProducer, TopicPartition
+from aiokafka.errors import OutOfOrderSequenceNumber
 from pydantic import BaseModel, ValidationError
 
 from blackjack.bus.headers import command_headers
@@ -98,14 +99,28 @@ class BlackjackClient:
             await self.stop()
             raise
 
-    async def _start(self) -> None:
-        self._producer = AIOKafkaProducer(
+    def _new_producer(self) -> AIOKafkaProducer:
+        return AIOKafkaProducer(
             bootstrap_servers=self.bootstrap,
             **self.security.client_options(),
             client_id=self.client_id,
             enable_idempotence=True,
             acks="all",
         )
+
+    async def _renew_producer(self, error: Exception) -> None:
+        """Replace a producer that ``OutOfOrderSequenceNumber`` left unusable: aiokafka's
+        idempotent producer fails every later send after one (aio-libs/aiokafka#1017, seen
+        here after a broker outage of a minute), until it is replaced."""
+        log.warning("producer replaced", error=f"{type(error).__name__}: {error}")
+        broken, self._producer = self._producer, self._new_producer()
+        if broken is not None:
+            with contextlib.suppress(Exception):
+                await broken.stop()
+        await self._producer.start()
+
+    async def _start(self) -> None:
+        self._producer = self._new_producer()
         await self._producer.start()
         self._consumer = AIOKafkaConsumer(
             bootstrap_servers=self.bootstrap,
@@ -166,6 +181,15 @@ class BlackjackClient:
             )
             for stream_id, command in commands
         ]
+        try:
+            await self._send_pipelined(envelopes)
+        except OutOfOrderSequenceNumber as error:  # sent again under the same ids: safe
+            await self._renew_producer(error)
+            await self._send_pipelined(envelopes)
+        return [envelope.command_id for envelope in envelopes]
+
+    async def _send_pipelined(self, envelopes: Sequence[CommandEnvelope]) -> None:
+        assert self._producer is not None, "start() the client first"
         pending = [
             await self._producer.send(
                 self.topics.commands,
@@ -176,7 +200,6 @@ class BlackjackClient:
             for envelope in envelopes
         ]
         await asyncio.gather(*pending)
-        return [envelope.command_id for envelope in envelopes]
 
     async def send_envelope(self, envelope: CommandEnvelope) -> None:
         await self.send_raw(
@@ -188,11 +211,20 @@ class BlackjackClient:
     async def send_raw(
         self, key: bytes | None, value: bytes, headers: Sequence[tuple[str, bytes]] = ()
     ) -> int:
-        """Write any bytes to the commands topic (for tests of bad input); returns the offset."""
+        """Write any bytes to the commands topic (for tests of bad input); returns the offset.
+        A producer left unusable is replaced and the record sent once more (a command sent
+        again under its id is answered once)."""
         assert self._producer is not None, "start() the client first"
-        metadata = await self._producer.send_and_wait(
-            self.topics.commands, value, key=key, headers=list(headers)
-        )
+        try:
+            metadata = await self._producer.send_and_wait(
+                self.topics.commands, value, key=key, headers=list(headers)
+            )
+        except OutOfOrderSequenceNumber as error:
+            await self._renew_producer(error)
+            assert self._producer is not None
+            metadata = await self._producer.send_and_wait(
+                self.topics.commands, value, key=key, headers=list(headers)
+            )
         return int(metadata.offset)
 
     # ---- results ----------------------------------------------------------------------

@@ -38,9 +38,15 @@ class Applied:
 
 
 def apply(
-    state: TableState, command: cmd.Command, now: datetime, shuffler: Shuffler
+    state: TableState,
+    command: cmd.Command,
+    now: datetime,
+    shuffler: Shuffler,
+    received_at: datetime | None = None,
 ) -> Applied | Rejection:
-    decision = decide_and_evolve(state, command, now)
+    """``received_at``: when the service received the command, if not ``now`` (see
+    ``decide_and_evolve``)."""
+    decision = decide_and_evolve(state, command, now, received_at)
     if isinstance(decision, Rejection):
         return decision
     events, state = decision

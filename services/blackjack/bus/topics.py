@@ -70,8 +70,15 @@ def topic_configs(topics: Topics, settings: KafkaSettings) -> dict[str, dict[str
     }
     kept = str(REQUESTS_KEPT_MS)
     return {
-        # Commands and their results are a request log: kept a week, then deleted.
-        topics.commands: {**common, "cleanup.policy": "delete", "retention.ms": kept},
+        # Commands and their results are a request log: kept a week, then deleted. A command
+        # is stamped with the broker's time of receipt, which says whether a decision on a
+        # shared table's clock came in time (a producer's own time is not trusted for that).
+        topics.commands: {
+            **common,
+            "cleanup.policy": "delete",
+            "retention.ms": kept,
+            "message.timestamp.type": "LogAppendTime",
+        },
         topics.results: {**common, "cleanup.policy": "delete", "retention.ms": kept},
         # The events are the source of truth: never deleted, never compacted.
         topics.events: {

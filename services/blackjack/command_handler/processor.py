@@ -176,6 +176,9 @@ class Inbound:
     headers: Sequence[tuple[str, bytes | None]]  # Kafka allows a header without a value
     partition: int
     offset: int
+    received_at: datetime | None = None
+    """When the broker appended it (a LogAppendTime topic); None when the platform's producer
+    set the record's time (CreateTime): then the handler's clock says whether it is late."""
 
 
 @dataclass(frozen=True)
@@ -291,7 +294,9 @@ class Processor:
             envelope, stream
         )
         if rejection is None:
-            rejection = self._decide(envelope, stream, now, events, outgoing)
+            rejection = self._decide(
+                envelope, stream, now, events, outgoing, received_at=inbound.received_at
+            )
         if present is not None:
             stream.saw(present, now)
         result = CommandResult(
@@ -477,6 +482,8 @@ class Processor:
         now: datetime,
         events: list[EventEnvelope],
         outgoing: list[Outgoing],
+        *,
+        received_at: datetime | None = None,
     ) -> Rejection | None:
         """Run the decider; on acceptance append the events and the steps they cause.
 
@@ -485,7 +492,7 @@ class Processor:
         answered instead, and nothing changes: the decider works on copies, and the stream
         takes the new state and sequence only once every record is built."""
         try:
-            decided = self._decision(stream.state, envelope.command, now)
+            decided = self._decision(stream.state, envelope.command, now, received_at)
             if isinstance(decided, Rejection):
                 return decided
             state, domain_events = decided
@@ -552,7 +559,11 @@ class Processor:
         return built, records
 
     def _decision(
-        self, state: TableState | WalletState, command: StreamCommand, now: datetime
+        self,
+        state: TableState | WalletState,
+        command: StreamCommand,
+        now: datetime,
+        received_at: datetime | None = None,
     ) -> tuple[TableState | WalletState, Sequence[ev.Event | WalletEvent]] | Rejection:
         """The decider of the stream's kind: the new state and its events, or the rejection."""
         if isinstance(state, WalletState):
@@ -562,7 +573,7 @@ class Processor:
             for wallet_event in decision:
                 state = evolve_wallet(state, wallet_event)
             return state, decision
-        applied = apply(state, command, now, self.shuffler)
+        applied = apply(state, command, now, self.shuffler, received_at)
         if isinstance(applied, Rejection):
             return applied
         return applied.state, applied.events

@@ -33,7 +33,7 @@ from typing import Any, Literal
 import structlog
 from aiokafka import AIOKafkaConsumer, AIOKafkaProducer, ConsumerRecord, TopicPartition
 from aiokafka.abc import ConsumerRebalanceListener
-from aiokafka.errors import KafkaError, ProducerFenced
+from aiokafka.errors import KafkaError, OutOfOrderSequenceNumber, ProducerFenced
 from aiokafka.structs import RecordMetadata
 
 from blackjack.bus.headers import command_headers
@@ -78,6 +78,17 @@ POLL_MS = 200
 
 def utc_now() -> datetime:
     return datetime.now(UTC)
+
+
+LOG_APPEND_TIME = 1  # a record's timestamp_type when the broker stamped it
+
+
+def _received_at(record: ConsumerRecord[bytes, bytes]) -> datetime | None:
+    """When the broker took the command, if the topic has it stamp its records (see
+    ``topics.topic_configs``); a producer's own time is not trusted for that."""
+    if record.timestamp_type != LOG_APPEND_TIME:
+        return None
+    return datetime.fromtimestamp(record.timestamp / 1000, UTC)
 
 
 def _forget_outcomes(sent: list[tuple[str, asyncio.Future[RecordMetadata]]]) -> None:
@@ -176,12 +187,7 @@ class CommandHandler:
         )
         await self._reader.start()
         assign_reader(self._reader, self.topics, kafka.partitions)
-        self._sender = AIOKafkaProducer(
-            **kafka.client_options(),
-            client_id=f"{client}-clock",
-            enable_idempotence=True,
-            acks="all",
-        )
+        self._sender = self._new_sender()
         await self._sender.start()
         self._consumer = AIOKafkaConsumer(
             **kafka.client_options(),
@@ -206,6 +212,26 @@ class CommandHandler:
             topics=list(self.topics.all()),
             partitions=kafka.partitions,
         )
+
+    def _new_sender(self) -> AIOKafkaProducer:
+        """The clock's producer (timer and presence commands)."""
+        return AIOKafkaProducer(
+            **self.config.kafka.client_options(),
+            client_id=f"{self.config.instance_id}-clock",
+            enable_idempotence=True,
+            acks="all",
+        )
+
+    async def _renew_sender(self, error: Exception) -> None:
+        """Replace a clock producer that ``OutOfOrderSequenceNumber`` left unusable: aiokafka's
+        idempotent producer fails every later send after one (aio-libs/aiokafka#1017, seen
+        after a broker outage of a minute), which would stop every table's timers."""
+        self.log.warning("clock producer replaced", error=f"{type(error).__name__}: {error}")
+        broken, self._sender = self._sender, self._new_sender()
+        if broken is not None:
+            with contextlib.suppress(Exception):
+                await broken.stop()
+        await self._sender.start()
 
     async def stop(self, timeout: float = 10.0) -> None:
         """Let the transactions in progress finish (those still running after ``timeout`` are
@@ -475,7 +501,12 @@ class CommandHandler:
                 await producer.begin_transaction()
                 for record in records:
                     inbound = Inbound(
-                        record.key, record.value, record.headers, record.partition, record.offset
+                        record.key,
+                        record.value,
+                        record.headers,
+                        record.partition,
+                        record.offset,
+                        _received_at(record),
                     )
                     with structlog.contextvars.bound_contextvars(kafka_offset=record.offset):
                         outcome = self.processor.handle(store, inbound, self._now())
@@ -688,7 +719,6 @@ class CommandHandler:
         self._backlog_shown = set(backlog)
 
     async def _tick(self) -> None:
-        assert self._sender is not None
         timeout = timedelta(seconds=self.config.presence_timeout_s)
         measured_at = time.monotonic()
         while not self._stopping.is_set():
@@ -718,6 +748,7 @@ class CommandHandler:
                     if envelope.command_id in partition.fired:
                         continue
                     partition.fired[envelope.command_id] = mono
+                    assert self._sender is not None
                     try:
                         await self._sender.send_and_wait(
                             self.topics.commands,
@@ -728,8 +759,10 @@ class CommandHandler:
                                 envelope.stream_id, self.config.kafka.partitions
                             ),
                         )
-                    except KafkaError:  # fired again on a later tick (same id, same command)
+                    except KafkaError as error:  # fired again on a later tick (same id)
                         self.log.exception("sending a timer command failed")
+                        if isinstance(error, OutOfOrderSequenceNumber):
+                            await self._renew_sender(error)
                         continue
                     metrics.TIMER_COMMANDS.labels(str(envelope.command.type)).inc()
                     self.log.info(

@@ -87,15 +87,22 @@ class _Round:
         return None if seconds is None else self.now + timedelta(seconds=seconds)
 
 
-def decide(state: TableState, command: cmd.Command, now: datetime) -> Decision:
-    outcome = decide_and_evolve(state, command, now)
+def decide(
+    state: TableState, command: cmd.Command, now: datetime, received_at: datetime | None = None
+) -> Decision:
+    outcome = decide_and_evolve(state, command, now, received_at)
     return outcome if isinstance(outcome, Rejection) else outcome[0]
 
 
 def decide_and_evolve(
-    state: TableState, command: cmd.Command, now: datetime
+    state: TableState, command: cmd.Command, now: datetime, received_at: datetime | None = None
 ) -> tuple[list[ev.Event], TableState] | Rejection:
-    """The events and the state they fold to, which the decider has computed anyway."""
+    """The events and the state they fold to, which the decider has computed anyway.
+
+    ``now`` is when the command is decided (events and new deadlines start from it);
+    ``received_at``, when given, is when the service received it (the broker's time of the
+    command's record), which decides whether a decision on the clock came in time: a click
+    received before the deadline but decided later (a backlog, a takeover) is in time."""
     handler = _DECIDERS.get(type(command))
     if handler is None:
         return Rejection(code="unknown_command", message=f"{type(command).__name__} is unknown")
@@ -108,7 +115,8 @@ def decide_and_evolve(
         return refused.rejection
     # Late only once the command is otherwise valid: a move by someone without a seat is
     # refused for that, not for the time.
-    if state.deadline is not None and now >= state.deadline and type(command) in _ON_THE_CLOCK:
+    arrived = now if received_at is None else received_at
+    if state.deadline is not None and arrived >= state.deadline and type(command) in _ON_THE_CLOCK:
         return _too_late(state)
     if state.phase == "playing" and not isinstance(command, cmd.HandCommand):
         _announce_changed_actions(work, state)
