@@ -222,3 +222,27 @@ def test_a_command_is_received_when_the_broker_stamped_it_never_when_its_produce
     by_producer = ConsumerRecord(TOPIC, 0, 0, stamp, 0, b"t", b"{}", None, 1, 2, [])
     assert _received_at(by_broker) == datetime(2026, 1, 1, 0, 0, 0, 250_000, tzinfo=UTC)
     assert _received_at(by_producer) is None  # CreateTime: the handler's clock decides
+
+
+async def test_a_failed_partition_shows_failed_while_its_abort_waits_for_the_broker() -> None:
+    """The abort of a failed transaction waits for the broker (gone, in an outage): the
+    partition must not look ready meanwhile."""
+    handler, (producer,) = running(1)
+    aborting, broker_back = asyncio.Event(), asyncio.Event()
+
+    async def expired(topic: str, value: bytes, **_: Any) -> asyncio.Future[Any]:
+        sent: asyncio.Future[Any] = asyncio.get_running_loop().create_future()
+        sent.set_exception(LeaderNotAvailableError())
+        return sent
+
+    async def abort() -> None:
+        aborting.set()
+        await broker_back.wait()
+        producer.state = "aborted"
+
+    producer.send = expired  # type: ignore[method-assign]
+    producer.abort_transaction = abort  # type: ignore[method-assign]
+    await asyncio.wait_for(aborting.wait(), 5)
+    assert handler._partitions[0].status == "failed" and not handler.owned_partitions()
+    broker_back.set()
+    await handler.stop(timeout=5)

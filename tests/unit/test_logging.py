@@ -11,7 +11,7 @@ import pytest
 import structlog
 from faststream.kafka import KafkaBroker
 
-from blackjack.observability.logging import configure_logging, faststream_logger
+from blackjack.observability.logging import LibraryRepeats, configure_logging, faststream_logger
 from blackjack.projections import worker
 from blackjack.projections.settings import ProjectionSettings
 from blackjack.projections.store import ProjectionStore
@@ -50,3 +50,21 @@ def test_faststream_logs_are_json_lines_without_the_topics_warning(
         logging.getLogger().setLevel(level)
         structlog.reset_defaults()
     assert [json.loads(line)["event"] for line in lines] == ["subscriber started"]
+
+
+def test_a_library_repeating_itself_is_let_through_once_every_ten_seconds() -> None:
+    now = [0.0]
+    repeats = LibraryRepeats(every=10.0, clock=lambda: now[0])
+
+    def attempt(name: str = "aiokafka.conn", node: int = 1) -> logging.LogRecord:
+        return logging.LogRecord(name, logging.ERROR, "x", 1, "Unable connect to %r", (node,), None)
+
+    assert repeats.filter(attempt())
+    left_out = [repeats.filter(attempt(node=n % 3)) for n in range(350)]
+    assert not any(left_out)  # every node's attempt is the same message
+    assert repeats.filter(attempt("blackjack.handler"))  # the service's own: never held back
+    now[0] = 10.0
+    passed = attempt()
+    assert repeats.filter(passed)
+    assert passed.getMessage() == "Unable connect to 1 (350 more like it left out since the last)"
+    assert not repeats.filter(attempt())

@@ -563,9 +563,10 @@ class CommandHandler:
             metrics.TRANSACTIONS.labels("aborted").inc()
             # called from the except clause: the log line carries its traceback
             self.log.exception("transaction failed; rebuilding", partition=partition.number)
+            # failed at once (readiness, gauges): the abort waits for a broker that may be gone
+            self._drop(partition, "failed", RETRY_AFTER_FAILURE_S)
             with contextlib.suppress(Exception):
                 await producer.abort_transaction()
-            self._drop(partition, "failed", RETRY_AFTER_FAILURE_S)
         await self._close_producer(partition)
 
     async def _checkpoint_if_quiet(self, partition: _Partition) -> None:
