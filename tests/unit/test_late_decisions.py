@@ -6,46 +6,23 @@ does, as if the late command had never come."""
 from __future__ import annotations
 
 from collections.abc import Sequence
-from datetime import UTC, datetime, timedelta
+from datetime import timedelta
 
 from blackjack.domain import commands as cmd
 from blackjack.domain import events as ev
 from blackjack.domain.legal import legal_actions
 from blackjack.domain.rejections import Rejection
-from blackjack.domain.rules import Rules
-from blackjack.domain.state import TableState
-from blackjack.scenario import build_shoe
 from blackjack.table import apply
+from tests.unit.stacked_table import StackedTable
 
-START = datetime(2026, 1, 1, tzinfo=UTC)
 
+class Table(StackedTable):
+    """A shared table where ann and bob sit, 90.00 each."""
 
-class Table:
     def __init__(self, cards: Sequence[str]) -> None:
-        def shuffler(rules: Rules) -> cmd.ShuffleShoe:
-            return cmd.ShuffleShoe(
-                order=build_shoe(rules.decks, list(cards)), salt="late-salt-0000000"
-            )
-
-        self.shuffler = shuffler
-        self.state = TableState()
-        self.now = START
-        self.events: list[ev.Event] = []
-        self.do(cmd.OpenTable(variant="atlantic-city-multi"))
+        super().__init__("atlantic-city-multi", cards)
         for seat, pid in enumerate(("ann", "bob")):
             self.do(cmd.SitDown(player_id=pid, seat=seat), cmd.Deposit(player_id=pid, amount=9000))
-
-    def send(self, command: cmd.Command) -> list[ev.Event] | Rejection:
-        result = apply(self.state, command, self.now, self.shuffler)
-        if isinstance(result, Rejection):
-            return result
-        self.state = result.state
-        self.events += result.events
-        return result.events
-
-    def do(self, *commands: cmd.Command) -> None:
-        for command in commands:
-            assert not isinstance(self.send(command), Rejection), command
 
     def late(self, command: cmd.Command, code: str) -> None:
         before = self.state

@@ -4,48 +4,18 @@ changes them; at a timed table each keeps the hand's deadline."""
 
 from __future__ import annotations
 
-from collections.abc import Sequence
-from datetime import UTC, datetime, timedelta
+from datetime import timedelta
 
 from blackjack.domain import commands as cmd
 from blackjack.domain import events as ev
-from blackjack.domain.rejections import Rejection
-from blackjack.domain.rules import Rules
-from blackjack.domain.state import TableState
 from blackjack.messages import wire
 from blackjack.messages.sealing import ShoeSeal
 from blackjack.messages.wire import to_wire
 from blackjack.projections.projector import StreamProjection
-from blackjack.scenario import build_shoe
-from blackjack.table import apply
 from tests.integration.conftest_projections import Script
+from tests.unit.stacked_table import StackedTable
 
-NOW = datetime(2026, 1, 1, tzinfo=UTC)
 SEAL = ShoeSeal.from_hex(ShoeSeal.new_key_hex())
-
-
-class Table:
-    def __init__(self, variant: str, cards: Sequence[str]) -> None:
-        def shuffler(rules: Rules) -> cmd.ShuffleShoe:
-            return cmd.ShuffleShoe(
-                order=build_shoe(rules.decks, list(cards)), salt="turn-salt-0000000"
-            )
-
-        self.shuffler = shuffler
-        self.state = TableState()
-        self.now = NOW
-        self.events: list[ev.Event] = []
-        self.do(cmd.OpenTable(variant=variant))
-
-    def do(self, *commands: cmd.Command) -> list[ev.Event]:
-        """The events of the last command."""
-        events: list[ev.Event] = []
-        for command in commands:
-            result = apply(self.state, command, self.now, self.shuffler)
-            assert not isinstance(result, Rejection), (command, result)
-            self.state, events = result.state, result.events
-            self.events += events
-        return events
 
 
 def turns(events: list[ev.Event]) -> list[tuple[int, int, tuple[str, ...] | None]]:
@@ -54,7 +24,7 @@ def turns(events: list[ev.Event]) -> list[tuple[int, int, tuple[str, ...] | None
 
 def test_every_decision_of_a_hand_is_announced_with_its_actions() -> None:
     # ann 8 8 against a 6 (hole 7): the split gives 8 3 and 8 2, a hit gives the first a ten
-    t = Table("mini-h17", ["8S", "6D", "8H", "7C", "3S", "2H", "TD"])
+    t = StackedTable("mini-h17", ["8S", "6D", "8H", "7C", "3S", "2H", "TD"])
     t.do(cmd.SitDown(player_id="ann", seat=0), cmd.Deposit(player_id="ann", amount=10_000))
     t.do(cmd.PlaceBet(player_id="ann", box=0, amount=1000))
     dealt = t.do(cmd.Deal(player_id="ann"))
@@ -66,7 +36,7 @@ def test_every_decision_of_a_hand_is_announced_with_its_actions() -> None:
 
 
 def test_a_hit_that_leaves_the_hand_open_asks_again_with_hit_and_stand() -> None:
-    t = Table("mini-h17", ["TS", "6S", "3S", "9S", "2S"])
+    t = StackedTable("mini-h17", ["TS", "6S", "3S", "9S", "2S"])
     t.do(cmd.SitDown(player_id="ann", seat=0), cmd.Deposit(player_id="ann", amount=10_000))
     t.do(cmd.PlaceBet(player_id="ann", box=0, amount=1000), cmd.Deal(player_id="ann"))
     hit = t.do(cmd.Hit(player_id="ann", box=0))  # T 3 2 = 15
@@ -75,7 +45,7 @@ def test_a_hit_that_leaves_the_hand_open_asks_again_with_hit_and_stand() -> None
 
 
 def test_money_moved_during_the_turn_announces_the_changed_actions() -> None:
-    t = Table("mini-h17", ["TS", "6S", "7S", "9S"])
+    t = StackedTable("mini-h17", ["TS", "6S", "7S", "9S"])
     t.do(cmd.SitDown(player_id="ann", seat=0), cmd.Deposit(player_id="ann", amount=1000))
     dealt = t.do(cmd.PlaceBet(player_id="ann", box=0, amount=1000), cmd.Deal(player_id="ann"))
     assert turns(dealt) == [(0, 0, ("hit", "stand", "surrender"))]  # a double cannot be paid
@@ -87,7 +57,7 @@ def test_money_moved_during_the_turn_announces_the_changed_actions() -> None:
 
 
 def test_a_hands_decisions_at_a_timed_table_share_its_clock() -> None:
-    t = Table("atlantic-city-multi", ["TS", "6S", "3S", "9S", "2S"])
+    t = StackedTable("atlantic-city-multi", ["TS", "6S", "3S", "9S", "2S"])
     seconds = t.state.rules.turn_seconds
     assert seconds is not None
     t.do(cmd.SitDown(player_id="ann", seat=0), cmd.Deposit(player_id="ann", amount=10_000))
