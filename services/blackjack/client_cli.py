@@ -52,8 +52,9 @@ def _send(args: argparse.Namespace) -> int:
                 return result, []
             try:
                 return result, await client.events(result, timeout=args.timeout)
-            except (TimeoutError, LookupError, KafkaError) as error:
+            except (TimeoutError, LookupError, KafkaError, ValueError) as error:
                 # the result stands: printed below, whatever became of reading its events
+                # (a broker error, or an event this version cannot read: ValueError)
                 print(
                     f"blackjack send: its events were not read: {type(error).__name__} {error}",
                     file=sys.stderr,
