@@ -522,14 +522,14 @@ class CommandHandler:
                         sent.append((out.topic, future))
                 if store.since_checkpoint >= self.config.snapshot_every:
                     await self._checkpoint(partition, store, producer, sent)
-                # Every record on the broker before the offsets commit: aiokafka fails a batch
-                # that outlives its delivery timeout (no leader during an outage) without
-                # failing the transaction, whose commit would then carry the consumed offsets
-                # without the events and results (commands lost without an answer).
-                await self._advance(store, sent)
                 await producer.send_offsets_to_transaction(
                     {partition.tp: records[-1].offset + 1}, self.config.group_id
                 )
+                # Every record on the broker before the commit: aiokafka fails a batch that
+                # outlives its delivery timeout (no leader during an outage) without failing
+                # the transaction, whose commit would then carry the consumed offsets without
+                # the events and results (commands lost without an answer).
+                await self._advance(store, sent)
                 await producer.commit_transaction()
             except Exception as error:
                 _forget_outcomes(sent)
