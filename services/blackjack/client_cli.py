@@ -83,8 +83,19 @@ def _send(args: argparse.Namespace) -> int:
     print(result.model_dump_json())
     for envelope in events:  # after the result line, so a script can read that one first
         data = envelope.data.model_dump(mode="json", exclude={"type", "version"})
-        print(f"  {envelope.sequence} {envelope.type} {json.dumps(data, separators=(',', ':'))}")
+        shown = {name: _short(value) for name, value in data.items()}
+        print(f"  {envelope.sequence} {envelope.type} {json.dumps(shown, separators=(',', ':'))}")
     return 0 if result.status == "accepted" else 1
+
+
+LONGEST_SHOWN = 80
+
+
+def _short(value: object) -> object:
+    """A sealed shoe is a few thousand characters of ciphertext: shown by its start."""
+    if isinstance(value, str) and len(value) > LONGEST_SHOWN:
+        return f"{value[:24]}... ({len(value)} characters)"
+    return value
 
 
 def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:

@@ -56,3 +56,10 @@ def test_an_accepted_command_whose_events_cannot_be_read_is_still_accepted(
     out, err = capsys.readouterr()
     assert '"command_id":"deposit-1"' in out and '"status":"accepted"' in out
     assert "its events were not read: KafkaTimeoutError" in err
+
+
+def test_a_sealed_shoe_is_shown_by_its_start_and_length() -> None:
+    sealed = "u" * 3440
+    assert client_cli._short(sealed) == "uuuuuuuuuuuuuuuuuuuuuuuu... (3440 characters)"
+    assert client_cli._short("2260ce69" * 8) == "2260ce69" * 8  # a commitment stays whole
+    assert client_cli._short(416) == 416
