@@ -67,6 +67,7 @@ class BlackjackClient:
         self._reader: asyncio.Task[None] | None = None
         self._results: OrderedDict[str, list[CommandResult]] = OrderedDict()
         self._waiters: dict[str, list[tuple[int, asyncio.Future[CommandResult]]]] = {}
+        self._renewing = asyncio.Lock()
 
     @classmethod
     def from_env(cls, env: Mapping[str, str] = os.environ, **options: Any) -> BlackjackClient:
@@ -108,16 +109,27 @@ class BlackjackClient:
             acks="all",
         )
 
-    async def _renew_producer(self, error: Exception) -> None:
+    async def _renew_producer(self, broken: AIOKafkaProducer | None, error: Exception) -> None:
         """Replace a producer that ``OutOfOrderSequenceNumber`` left unusable: aiokafka's
         idempotent producer fails every later send after one (aio-libs/aiokafka#1017, seen
-        here after a broker outage of a minute), until it is replaced."""
-        log.warning("producer replaced", error=f"{type(error).__name__}: {error}")
-        broken, self._producer = self._producer, self._new_producer()
-        if broken is not None:
-            with contextlib.suppress(Exception):
-                await broken.stop()
-        await self._producer.start()
+        here after a broker outage of a minute), until it is replaced. Once per broken
+        producer, however many sends failed on it at once; the new one is put in place only
+        once started (a start that fails leaves the broken one, replaced at the next send)."""
+        async with self._renewing:
+            if self._producer is not broken:
+                return  # replaced already, by another send that failed on it
+            fresh = self._new_producer()
+            try:
+                await fresh.start()
+            except BaseException:
+                with contextlib.suppress(Exception):
+                    await fresh.stop()
+                raise
+            log.warning("producer replaced", error=f"{type(error).__name__}: {error}")
+            self._producer = fresh
+            if broken is not None:
+                with contextlib.suppress(Exception):
+                    await broken.stop()
 
     async def _start(self) -> None:
         self._producer = self._new_producer()
@@ -181,17 +193,20 @@ class BlackjackClient:
             )
             for stream_id, command in commands
         ]
+        producer = self._producer
         try:
-            await self._send_pipelined(envelopes)
+            await self._send_pipelined(producer, envelopes)
         except OutOfOrderSequenceNumber as error:  # sent again under the same ids: safe
-            await self._renew_producer(error)
-            await self._send_pipelined(envelopes)
+            await self._renew_producer(producer, error)
+            assert self._producer is not None
+            await self._send_pipelined(self._producer, envelopes)
         return [envelope.command_id for envelope in envelopes]
 
-    async def _send_pipelined(self, envelopes: Sequence[CommandEnvelope]) -> None:
-        assert self._producer is not None, "start() the client first"
+    async def _send_pipelined(
+        self, producer: AIOKafkaProducer, envelopes: Sequence[CommandEnvelope]
+    ) -> None:
         pending = [
-            await self._producer.send(
+            await producer.send(
                 self.topics.commands,
                 envelope.model_dump_json().encode(),
                 key=envelope.stream_id.encode(),
@@ -214,13 +229,14 @@ class BlackjackClient:
         """Write any bytes to the commands topic (for tests of bad input); returns the offset.
         A producer left unusable is replaced and the record sent once more (a command sent
         again under its id is answered once)."""
-        assert self._producer is not None, "start() the client first"
+        producer = self._producer
+        assert producer is not None, "start() the client first"
         try:
-            metadata = await self._producer.send_and_wait(
+            metadata = await producer.send_and_wait(
                 self.topics.commands, value, key=key, headers=list(headers)
             )
         except OutOfOrderSequenceNumber as error:
-            await self._renew_producer(error)
+            await self._renew_producer(producer, error)
             assert self._producer is not None
             metadata = await self._producer.send_and_wait(
                 self.topics.commands, value, key=key, headers=list(headers)

@@ -13,6 +13,7 @@ import time
 import uuid
 from collections.abc import AsyncIterator, Callable, Iterable
 from dataclasses import dataclass, field, replace
+from datetime import datetime
 from typing import Any
 
 import pytest
@@ -25,7 +26,7 @@ from blackjack.command_handler.clock import is_idle_timer
 from blackjack.command_handler.config import HandlerConfig
 from blackjack.command_handler.processor import is_step_id, transfer_ref
 from blackjack.command_handler.replay import NOT_REMEMBERED
-from blackjack.command_handler.service import CommandHandler
+from blackjack.command_handler.service import CommandHandler, receipt_time
 from blackjack.command_handler.signing import SIGNATURE_HEADER, TRANSFER_HEADER
 from blackjack.domain import commands as cmd
 from blackjack.domain import events as ev
@@ -301,8 +302,16 @@ class StreamCheck:
 
 
 async def command_log(space: KafkaSpace, stream_id: str) -> list[CommandEnvelope]:
-    """The commands of a stream that parse as envelopes, in the order the handler read them.
-    A buy-in's ``Deposit`` gets its transfer, and a ``CashOut`` its table event, from the
+    """The commands of a stream that parse as envelopes, in the order the handler read them."""
+    return [envelope for envelope, _ in await command_records(space, stream_id)]
+
+
+async def command_records(
+    space: KafkaSpace, stream_id: str
+) -> list[tuple[CommandEnvelope, datetime | None]]:
+    """The commands of a stream that parse as envelopes, in the order the handler read them,
+    each with the broker's time of receipt the handler judged a late decision by. A buy-in's
+    ``Deposit`` gets its transfer, and a ``CashOut`` its table event, from the
     ``bj_transfer`` header, as the handler gives them to the deciders."""
     envelopes = []
     for record in await read_topic(space, space.topics.commands):
@@ -324,18 +333,19 @@ async def command_log(space: KafkaSpace, stream_id: str) -> list[CommandEnvelope
                 sequence = int(number) if number.isdigit() else None
                 command = command.model_copy(update={"table_sequence": sequence})
                 envelope = envelope.model_copy(update={"command": command})
-            envelopes.append(envelope)
+            envelopes.append((envelope, receipt_time(record)))
     return envelopes
 
 
 async def verify_stream(
     space: KafkaSpace, stream_id: str, *, resent: Iterable[str] = ()
 ) -> StreamCheck:
-    """Replay the stream's commands through the pure engine, with the recorded clock and the
-    recorded shoes, and demand exactly the events the handler wrote: none lost, none twice,
-    none extra, in sequence 1, 2, 3..., each caused by its command. Every command has exactly
-    one result (``resent`` ids, sent twice on purpose, have the same result twice)."""
-    commands = await command_log(space, stream_id)
+    """Replay the stream's commands through the pure engine, with the recorded clock (when
+    each was handled, and received) and the recorded shoes, and demand exactly the events the
+    handler wrote: none lost, none twice, none extra, in sequence 1, 2, 3..., each caused by
+    its command. Every command has exactly one result (``resent`` ids, sent twice on
+    purpose, have the same result twice)."""
+    commands = await command_records(space, stream_id)
     results: dict[str, list[CommandResult]] = {}
     for result in await all_results(space):
         if result.stream_id == stream_id:
@@ -357,14 +367,15 @@ async def verify_stream(
     seen: set[str] = set()
     resent = set(resent)
     copies: dict[str, int] = {}
-    for envelope in commands:
+    for envelope, received_at in commands:
         cid = envelope.command_id
         nth = copies[cid] = copies.get(cid, -1) + 1
         answers = results.get(cid, [])
         if nth < len(answers) and is_idle_timer(answers[nth]):
             # An ExpireTimers handled before its deadline: nothing done, nothing remembered,
             # so the next copy of its id is decided afresh. The engine must agree.
-            idle = apply(state, envelope.command, answers[nth].handled_at, replayed_shoe)
+            handled_at = answers[nth].handled_at
+            idle = apply(state, envelope.command, handled_at, replayed_shoe, received_at)
             assert isinstance(idle, Applied) and idle.events == [], cid
             continue
         if cid in seen:
@@ -396,7 +407,7 @@ async def verify_stream(
             for event in expected:
                 state = evolve_wallet(state, event)
         else:
-            applied = apply(state, envelope.command, result.handled_at, replayed_shoe)
+            applied = apply(state, envelope.command, result.handled_at, replayed_shoe, received_at)
             if isinstance(applied, Rejection):
                 rejection, expected = applied, []
             else:

@@ -17,6 +17,7 @@ from tests.integration.conftest import (
     read_topic,
     running_handler,
     stream_events,
+    verify_stream,
 )
 
 pytestmark = pytest.mark.integration
@@ -60,3 +61,5 @@ async def test_a_click_received_before_the_deadline_is_taken_by_a_handler_that_s
         r for r in await read_topic(space, space.topics.commands) if hit.encode() in r.value
     ]
     assert record.timestamp_type == 1  # the broker's time of receipt (LogAppendTime)
+    # the engine, given each command's times of handling and of receipt, decides the same
+    await verify_stream(space, TABLE)

@@ -11,7 +11,7 @@ from typing import Any
 
 import pytest
 from aiokafka import TopicPartition
-from aiokafka.errors import OutOfOrderSequenceNumber
+from aiokafka.errors import KafkaConnectionError, OutOfOrderSequenceNumber
 
 from blackjack.client import BlackjackClient
 from blackjack.command_handler import service
@@ -24,16 +24,21 @@ from blackjack.messages.sealing import ShoeSeal
 
 
 class Producer:
-    """Fails every send once ``broken``, as the real one does."""
+    """Fails every send once ``broken``, as the real one does; ``unreachable`` fails its
+    start (the broker still away)."""
 
     made: list[Producer] = []
 
-    def __init__(self, broken: bool) -> None:
+    def __init__(self, broken: bool, unreachable: bool = False) -> None:
         self.broken, self.started, self.stopped, self.sent = broken, False, False, 0
+        self.unreachable = unreachable
         self.took = asyncio.Event()
         Producer.made.append(self)
 
     async def start(self) -> None:
+        if self.unreachable:
+            raise KafkaConnectionError()
+        assert not self.started, "started twice"
         self.started = True
 
     async def stop(self) -> None:
@@ -62,6 +67,27 @@ async def test_the_client_replaces_a_broken_producer_and_sends_again() -> None:
     assert client._producer is fresh
 
 
+async def test_sends_failing_together_replace_the_producer_once() -> None:
+    client = BlackjackClient("127.0.0.1:1")
+    client._new_producer = lambda: Producer(broken=False)  # type: ignore[method-assign]
+    client._producer = Producer(broken=True)
+    offsets = await asyncio.gather(*(client.send_raw(b"t", b"{}") for _ in range(3)))
+    assert sorted(offsets) == [42, 43, 44]
+    assert len(Producer.made) == 2  # the broken one and one replacement
+
+
+async def test_a_replacement_that_cannot_start_leaves_the_next_send_to_try_again() -> None:
+    client = BlackjackClient("127.0.0.1:1")
+    broken = Producer(broken=True)
+    client._producer = broken
+    client._new_producer = lambda: Producer(broken=False, unreachable=True)  # type: ignore[method-assign]
+    with pytest.raises(KafkaConnectionError):
+        await client.send_raw(b"t", b"{}")
+    assert client._producer is broken  # never an unstarted one in its place
+    client._new_producer = lambda: Producer(broken=False)  # type: ignore[method-assign]
+    assert await client.send_raw(b"t", b"{}") == 42
+
+
 async def test_the_clock_replaces_a_broken_producer_and_its_timers_go_out_again(
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
@@ -80,9 +106,11 @@ async def test_the_clock_replaces_a_broken_producer_and_its_timers_go_out_again(
     handler._partitions[0] = _Partition(0, tp, status="ready", store=PartitionStore(0))
     handler._sender = Producer(broken=True)
     replacement = Producer(broken=False)
-    handler._new_sender = lambda: replacement  # type: ignore[method-assign]
+    # the first replacement cannot start (the broker still away): the clock goes on ticking
+    replacements = iter([Producer(broken=False, unreachable=True), replacement])
+    handler._new_sender = lambda: next(replacements)  # type: ignore[method-assign]
     ticking = asyncio.create_task(handler._tick())
     await asyncio.wait_for(replacement.took.wait(), 5)
     handler._stopping.set()
     await asyncio.wait_for(ticking, 5)
-    assert Producer.made[0].stopped and replacement.started
+    assert Producer.made[0].stopped and replacement.started and handler.failure is None

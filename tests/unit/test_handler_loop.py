@@ -16,7 +16,7 @@ from prometheus_client import REGISTRY
 from structlog.testing import capture_logs
 
 from blackjack.command_handler.config import HandlerConfig
-from blackjack.command_handler.service import CommandHandler, _Partition, _received_at
+from blackjack.command_handler.service import CommandHandler, _Partition, receipt_time
 from blackjack.command_handler.streams import PartitionStore
 from blackjack.messages.sealing import ShoeSeal
 
@@ -220,8 +220,8 @@ def test_a_command_is_received_when_the_broker_stamped_it_never_when_its_produce
     stamp = 1_767_225_600_250  # 2026-01-01T00:00:00.250Z
     by_broker = ConsumerRecord(TOPIC, 0, 0, stamp, 1, b"t", b"{}", None, 1, 2, [])
     by_producer = ConsumerRecord(TOPIC, 0, 0, stamp, 0, b"t", b"{}", None, 1, 2, [])
-    assert _received_at(by_broker) == datetime(2026, 1, 1, 0, 0, 0, 250_000, tzinfo=UTC)
-    assert _received_at(by_producer) is None  # CreateTime: the handler's clock decides
+    assert receipt_time(by_broker) == datetime(2026, 1, 1, 0, 0, 0, 250_000, tzinfo=UTC)
+    assert receipt_time(by_producer) is None  # CreateTime: the handler's clock decides
 
 
 async def test_a_failed_partition_shows_failed_while_its_abort_waits_for_the_broker() -> None:

@@ -83,7 +83,7 @@ def utc_now() -> datetime:
 LOG_APPEND_TIME = 1  # a record's timestamp_type when the broker stamped it
 
 
-def _received_at(record: ConsumerRecord[bytes, bytes]) -> datetime | None:
+def receipt_time(record: ConsumerRecord[bytes, bytes]) -> datetime | None:
     """When the broker took the command, if the topic has it stamp its records (see
     ``topics.topic_configs``); a producer's own time is not trusted for that."""
     if record.timestamp_type != LOG_APPEND_TIME:
@@ -225,13 +225,22 @@ class CommandHandler:
     async def _renew_sender(self, error: Exception) -> None:
         """Replace a clock producer that ``OutOfOrderSequenceNumber`` left unusable: aiokafka's
         idempotent producer fails every later send after one (aio-libs/aiokafka#1017, seen
-        after a broker outage of a minute), which would stop every table's timers."""
+        after a broker outage of a minute), which would stop every table's timers. The new
+        one is put in place only once started; a start that fails is logged and tried again
+        at the next failed send (the clock, one task, never replaces two at once)."""
+        fresh = self._new_sender()
+        try:
+            await fresh.start()
+        except Exception:
+            self.log.exception("clock producer not replaced; tried again at the next tick")
+            with contextlib.suppress(Exception):
+                await fresh.stop()
+            return
         self.log.warning("clock producer replaced", error=f"{type(error).__name__}: {error}")
-        broken, self._sender = self._sender, self._new_sender()
+        broken, self._sender = self._sender, fresh
         if broken is not None:
             with contextlib.suppress(Exception):
                 await broken.stop()
-        await self._sender.start()
 
     async def stop(self, timeout: float = 10.0) -> None:
         """Let the transactions in progress finish (those still running after ``timeout`` are
@@ -506,7 +515,7 @@ class CommandHandler:
                         record.headers,
                         record.partition,
                         record.offset,
-                        _received_at(record),
+                        receipt_time(record),
                     )
                     with structlog.contextvars.bound_contextvars(kafka_offset=record.offset):
                         outcome = self.processor.handle(store, inbound, self._now())

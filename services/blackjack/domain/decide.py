@@ -4,8 +4,9 @@ Every event is folded into the state as soon as it is emitted (``_Round.emit``),
 step of the same decision looks at the state replay would see; the decision works on one copy
 of the state (a draft, see ``evolve``), which it hands back only when it is accepted. Events are
 built by the constructors in ``facts`` (generated from the event models), without re-validating
-values the decider has just checked. ``now`` is the only clock: it stamps deadlines and lets
-``ExpireTimers`` act on them.
+values the decider has just checked. Time is an input: ``now`` stamps deadlines and lets
+``ExpireTimers`` act on them, and ``received_at`` (when the service received the command)
+says whether a decision on the clock came in time.
 """
 
 from __future__ import annotations
@@ -101,8 +102,9 @@ def decide_and_evolve(
 
     ``now`` is when the command is decided (events and new deadlines start from it);
     ``received_at``, when given, is when the service received it (the broker's time of the
-    command's record), which decides whether a decision on the clock came in time: a click
-    received before the deadline but decided later (a backlog, a takeover) is in time."""
+    command's record). A decision on the clock is in time when it was received or decided
+    before the deadline: a click received in time but decided later (a backlog, a takeover)
+    is in time, and the player has the benefit of any skew between the two clocks."""
     handler = _DECIDERS.get(type(command))
     if handler is None:
         return Rejection(code="unknown_command", message=f"{type(command).__name__} is unknown")
@@ -115,7 +117,7 @@ def decide_and_evolve(
         return refused.rejection
     # Late only once the command is otherwise valid: a move by someone without a seat is
     # refused for that, not for the time.
-    arrived = now if received_at is None else received_at
+    arrived = now if received_at is None else min(now, received_at)
     if state.deadline is not None and arrived >= state.deadline and type(command) in _ON_THE_CLOCK:
         return _too_late(state)
     if state.phase == "playing" and not isinstance(command, cmd.HandCommand):
