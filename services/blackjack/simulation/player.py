@@ -175,10 +175,8 @@ def _next_move(state: TableState, events: list[ev.Event], memo: _Memo) -> cmd.Co
     """Plays as a client does: the buttons are those of the last TurnStarted."""
     if state.phase == "insurance":
         return _DECLINE_INSURANCE  # basic strategy never insures
-    turn = events[-1]
-    if not isinstance(turn, ev.TurnStarted):  # events after it (none in play today)
-        turn = next(e for e in reversed(events) if isinstance(e, ev.TurnStarted))
-    assert turn.actions is not None
+    turn = events[-1]  # a decision awaited is the last thing a command's events say
+    assert isinstance(turn, ev.TurnStarted) and turn.actions is not None, turn
     upcard = state.upcard
     assert upcard is not None
     hand = state.boxes[turn.box].hands[turn.hand]
