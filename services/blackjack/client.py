@@ -33,6 +33,7 @@ from aiokafka.errors import OutOfOrderSequenceNumber
 from pydantic import BaseModel, ValidationError
 
 from blackjack.bus.headers import command_headers
+from blackjack.bus.producers import started, stopped
 from blackjack.bus.settings import PLAINTEXT, KafkaSecurity, KafkaSettings
 from blackjack.bus.topics import Topics, partition_for
 from blackjack.messages.envelope import CommandEnvelope, CommandResult
@@ -110,26 +111,15 @@ class BlackjackClient:
         )
 
     async def _renew_producer(self, broken: AIOKafkaProducer | None, error: Exception) -> None:
-        """Replace a producer that ``OutOfOrderSequenceNumber`` left unusable: aiokafka's
-        idempotent producer fails every later send after one (aio-libs/aiokafka#1017, seen
-        here after a broker outage of a minute), until it is replaced. Once per broken
-        producer, however many sends failed on it at once; the new one is put in place only
-        once started (a start that fails leaves the broken one, replaced at the next send)."""
+        """Replace a producer ``OutOfOrderSequenceNumber`` left unusable (``bus.producers``):
+        once per broken producer, however many sends failed on it at once; a start that fails
+        leaves the broken one in place, replaced at the next send."""
         async with self._renewing:
             if self._producer is not broken:
                 return  # replaced already, by another send that failed on it
-            fresh = self._new_producer()
-            try:
-                await fresh.start()
-            except BaseException:
-                with contextlib.suppress(Exception):
-                    await fresh.stop()
-                raise
+            self._producer = await started(self._new_producer())
             log.warning("producer replaced", error=f"{type(error).__name__}: {error}")
-            self._producer = fresh
-            if broken is not None:
-                with contextlib.suppress(Exception):
-                    await broken.stop()
+            await stopped(broken)
 
     async def _start(self) -> None:
         self._producer = self._new_producer()

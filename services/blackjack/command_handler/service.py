@@ -37,6 +37,7 @@ from aiokafka.errors import KafkaError, OutOfOrderSequenceNumber, ProducerFenced
 from aiokafka.structs import RecordMetadata
 
 from blackjack.bus.headers import command_headers
+from blackjack.bus.producers import started, stopped
 from blackjack.bus.settings import TRANSACTION_RETRY_BACKOFF_MS
 from blackjack.bus.topics import SNAPSHOT_MAX_BYTES, ensure_topics, partition_for
 from blackjack.command_handler.clock import due_commands
@@ -223,24 +224,18 @@ class CommandHandler:
         )
 
     async def _renew_sender(self, error: Exception) -> None:
-        """Replace a clock producer that ``OutOfOrderSequenceNumber`` left unusable: aiokafka's
-        idempotent producer fails every later send after one (aio-libs/aiokafka#1017, seen
-        after a broker outage of a minute), which would stop every table's timers. The new
-        one is put in place only once started; a start that fails is logged and tried again
-        at the next failed send (the clock, one task, never replaces two at once)."""
-        fresh = self._new_sender()
+        """Replace a clock producer ``OutOfOrderSequenceNumber`` left unusable
+        (``bus.producers``): unreplaced, every table's timers would stop. A start that fails
+        is logged and tried again at the next failed send (the clock is one task: it never
+        replaces two at once)."""
         try:
-            await fresh.start()
+            fresh = await started(self._new_sender())
         except Exception:
             self.log.exception("clock producer not replaced; tried again at the next tick")
-            with contextlib.suppress(Exception):
-                await fresh.stop()
             return
         self.log.warning("clock producer replaced", error=f"{type(error).__name__}: {error}")
         broken, self._sender = self._sender, fresh
-        if broken is not None:
-            with contextlib.suppress(Exception):
-                await broken.stop()
+        await stopped(broken)
 
     async def stop(self, timeout: float = 10.0) -> None:
         """Let the transactions in progress finish (those still running after ``timeout`` are
