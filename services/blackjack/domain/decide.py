@@ -313,7 +313,7 @@ def _require(refusal: Refused | None) -> None:
 
 def turn_options(state: TableState) -> frozenset[str]:
     """The actions open on the hand whose turn it is, from the same checks the decider makes
-    but without deciding anything: the simulator's fast path (``legal.legal_actions`` asks
+    but without deciding anything, as TurnStarted lists them (``legal.legal_actions`` asks
     ``decide`` itself, and the property tests check that the two agree). It does not read the
     clock: from a timed turn's deadline on, the decider refuses every move."""
     if state.active is None or state.phase != "playing":
@@ -339,8 +339,8 @@ def _options_mask(state: TableState, box_index: int, hand_index: int) -> int:
     )
 
 
-# Every combination of the four optional actions, built once: a simulated hand asks for its
-# options at each decision, and an answer that is always the same object hashes once.
+# Every combination of the four optional actions, built once: every decision of a hand asks
+# for its options, and an answer that is always the same object hashes once.
 _OPTIONAL_ACTIONS: Final = ("hit", "double", "split", "surrender")  # bits 0-3 of the mask
 _OPTION_SETS: Final = tuple(
     frozenset(["stand", *(name for bit, name in enumerate(_OPTIONAL_ACTIONS) if mask >> bit & 1)])
