@@ -44,12 +44,12 @@ class Refused(Exception):
     """Carries a rejection out of a half-made decision; its events are thrown away.
 
     The pydantic ``Rejection`` is built only when the decider returns it, and a message that
-    takes work to format may be given as a function: ``turn_options`` drops two or three
-    refusals per decision of a simulated hand."""
+    takes work to format may be given as a function: the options of each decision a hand
+    waits for (``hand_actions``, ``turn_options``) drop two or three refusals."""
 
     def __init__(self, code: RejectionCode, message: str | Callable[[], str]) -> None:
         # No super().__init__: BaseException.__new__ has kept the arguments already, and the
-        # simulator's option checks make two or three of these per decision.
+        # option checks make two or three of these per decision.
         self.code = code
         self._message = message
 
@@ -251,8 +251,8 @@ def turn_hand(state: TableState, player: Player, box: int, hand: int | None) -> 
     return state.boxes[box].hands[active_hand]
 
 
-# The turn checks return their refusal rather than raise it: ``turn_options`` asks all four
-# for every decision of a simulated hand, and most of them say no.
+# The turn checks return their refusal rather than raise it: every TurnStarted asks all four
+# (``hand_actions``), and most of them say no.
 
 
 def hit_refusal(state: TableState, hand: Hand) -> Refused | None:
