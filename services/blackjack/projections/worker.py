@@ -248,7 +248,8 @@ def register_projection(
         """Nothing of ``part`` (one partition's records) was folded: read that partition again
         from its stored position after ``RETRY_SECONDS``, by pausing it rather than sleeping
         here, which would hold back the worker's other partitions too."""
-        if positions.still_assigned({part[0].position: part[0].offset}):
+        tp = TopicPartition(part[0].topic, part[0].partition)
+        if tp in positions.assigned:
             health.failed(part, writer.failed_at, error)
             _log_rollback(health.failures_of(part[0].position), len(part), error)
         else:  # revoked meanwhile: its new owner folds it, and reports how that goes
@@ -257,7 +258,7 @@ def register_projection(
         _lag(kafka, positions.still_assigned(_first_offsets(part)))
         await positions.put_back(part)
         if kafka is not None:
-            _pause(kafka, TopicPartition(part[0].topic, part[0].partition), RETRY_SECONDS)
+            _pause(kafka, tp, RETRY_SECONDS)
 
     async def fold_up_to(part: list[Record], error: Exception) -> None:
         """``part`` (one partition's records) failed: fold the records before the one that
