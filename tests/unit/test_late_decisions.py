@@ -52,6 +52,26 @@ def test_a_bet_deal_or_pass_at_the_betting_deadline_is_refused() -> None:
     assert t.state.phase == "playing"
 
 
+def test_a_stack_under_the_minimum_at_the_deadline_goes_back_and_its_player_is_left_out() -> None:
+    t = Table(["TS", "6S", "7S", "9S", "8H", "2C"])
+    t.do(cmd.PlaceBet(player_id="ann", box=0, amount=1000))
+    t.do(cmd.PlaceBet(player_id="bob", box=1, amount=60))  # a chip on the way to 1.00
+    t.until_deadline()
+    t.do(cmd.ExpireTimers())
+    outcomes = {e.player_id: e.action for e in t.events if isinstance(e, ev.PlayerTimedOut)}
+    assert outcomes == {"ann": "dealt_in", "bob": "left_out"}
+    [refund] = [e for e in t.events if isinstance(e, ev.BetRefunded)]
+    assert (refund.player_id, refund.box, refund.amount, refund.reason) == (
+        "bob",
+        1,
+        60,
+        "timed_out",
+    )
+    assert refund.balance_after == 9000 == t.state.players["bob"].balance
+    started = next(e for e in t.events if isinstance(e, ev.DealStarted))
+    assert started.boxes == (0,)
+
+
 def test_an_insurance_decision_after_its_deadline_is_refused() -> None:
     t = Table(["TS", "AS", "7S", "9S"])  # ann T 7 against an ace
     t.do(cmd.PlaceBet(player_id="ann", box=0, amount=1000), cmd.Pass(player_id="bob"))

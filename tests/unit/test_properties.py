@@ -176,7 +176,11 @@ def on_table(state: TableState, pid: str, ledger: Ledger) -> int:
 
 
 def check_event(before: TableState, event: ev.Event, after: TableState) -> None:
-    """(b) every balance_after is the folded balance; (f) the dealer drew to the rule."""
+    """(b) every balance_after is the folded balance; (f) the dealer drew to the rule, and
+    every box dealt holds a bet within the table limits."""
+    if isinstance(event, ev.DealStarted):
+        rules = before.rules
+        assert all(rules.min_bet <= before.boxes[i].bet <= rules.max_bet for i in event.boxes)
     if isinstance(event, BALANCE_EVENTS):
         pid = event.player_id
         assert after.players[pid].balance == event.balance_after, event
@@ -437,19 +441,21 @@ def play_table(variant: str, data: st.DataObject, seed: int) -> None:
             prefer: bool = data.draw(st.booleans(), label="take a decision")
             choices = decisions if prefer else choices
         pid, button, legal = data.draw(st.sampled_from(choices), label="button")
-        amount = state.rules.min_bet
-        if button.startswith("bet:") and data.draw(st.booleans(), label="bigger bet"):
-            amount = data.draw(st.sampled_from([250, 1000, 5000, 50_000]), label="amount")
-            submit(command_for(button, pid, legal, amount))
-            continue
+        amount = 0
+        if button.startswith("bet:"):
+            # the chip the button was offered for: what the box lacks of the minimum, else 1
+            amount = max(1, state.rules.min_bet - state.boxes[int(button[4:])].bet)
+            if data.draw(st.booleans(), label="another chip"):
+                chips = [1, 50, 250, 1000, 5000, 50_000]
+                submit(command_for(button, pid, legal, data.draw(st.sampled_from(chips))))
+                continue
         if button.startswith("remove:") and data.draw(st.booleans(), label="some chips"):
             box = int(button.partition(":")[2])
             bet = state.boxes[box].bet
             part = data.draw(st.sampled_from([1, 50, bet - state.rules.min_bet, bet, bet + 1]))
-            # a part is taken back exactly when it is positive, at most the bet, and leaves the
-            # minimum or nothing
-            left = bet - part
-            fits = 0 < part <= bet and (left == 0 or left >= state.rules.min_bet)
+            # a part is taken back exactly when it is positive and at most the bet (what is
+            # left may be under the minimum until the deal)
+            fits = 0 < part <= bet
             assert submit(cmd.RemoveBet(player_id=pid, box=box, amount=part)) == fits
             continue
         # (e) every button offered is accepted, as offered

@@ -322,9 +322,15 @@ def test_a_buy_in_to_a_single_player_table_is_declined_not_refused() -> None:
 
 
 @rejects("bet_below_minimum")
-def test_a_bet_under_the_table_minimum() -> None:
-    state = given("mini-h17", *seated())
-    then_rejected(state, cmd.PlaceBet(player_id="ann", box=0, amount=99), "bet_below_minimum")
+def test_a_deal_with_a_stack_under_the_table_minimum() -> None:
+    # 003: "You may need several chips to reach the desired bet amount": a chip under the
+    # minimum is taken, and the deal waits until the stack reaches it
+    state = given("mini-h17", *seated(), cmd.PlaceBet(player_id="ann", box=0, amount=99))
+    assert state.boxes[0].bet == 99
+    rejection = then_rejected(state, cmd.Deal(player_id="ann"), "bet_below_minimum")
+    assert "box 0 holds 99" in rejection.message and "add at least 1" in rejection.message
+    topped_up = given("mini-h17", *seated(), *[cmd.PlaceBet(player_id="ann", box=0, amount=50)] * 2)
+    assert not isinstance(decide(topped_up, cmd.Deal(player_id="ann"), NOW), Rejection)
 
 
 @rejects("bet_above_maximum")

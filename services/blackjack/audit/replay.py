@@ -376,9 +376,8 @@ class _Replayer:
     def bet_placed(self, e: ev.BetPlaced) -> None:
         box = self.state.boxes[e.box]
         self._expect(f"box {e.box} total", e.box_total, box.bet + e.amount)
-        rules = self.state.rules
-        if not rules.min_bet <= e.box_total <= rules.max_bet:
-            self._find(f"box {e.box} bet {e.box_total} is outside {rules.min_bet}-{rules.max_bet}")
+        if e.amount <= 0 or e.box_total > self.state.rules.max_bet:
+            self._find(f"a chip of {e.amount} makes box {e.box} {e.box_total}, over the maximum")
         self._moves(e.player_id, -e.amount, e.balance_after)
 
     def bet_refunded(self, e: ev.BetRefunded) -> None:
@@ -386,14 +385,16 @@ class _Replayer:
         self._expect(f"box {e.box} bet left after a refund", e.box_total, box.bet - e.amount)
         if e.amount <= 0 or e.amount > box.bet:
             self._find(f"a refund of {e.amount} from box {e.box}, which holds {box.bet}")
-        rules = self.state.rules
-        if e.box_total and not rules.min_bet <= e.box_total <= rules.max_bet:
-            self._find(f"box {e.box} bet {e.box_total} is outside {rules.min_bet}-{rules.max_bet}")
         if e.box_total:  # only a player's RemoveBet leaves part of a bet on the box
             self._expect(f"box {e.box} partial refund's reason", e.reason, "removed")
         self._moves(e.player_id, e.amount, e.balance_after)
 
     def deal_started(self, e: ev.DealStarted) -> None:
+        rules = self.state.rules
+        for index in e.boxes:  # the minimum binds the stack on each box dealt, not each chip
+            bet = self.state.boxes[index].bet
+            if not rules.min_bet <= bet <= rules.max_bet:
+                self._find(f"box {index} dealt with {bet}, outside {rules.min_bet}-{rules.max_bet}")
         if self.current is not None:
             self.current.shoe = e.shoe
             self.current.status = "playing"

@@ -105,6 +105,10 @@ class ExpireTimers(Command):
 
 
 class PlaceBet(PlayerCommand):
+    """A chip on one of the player's boxes. The chips of a box add up to its bet ("You may
+    need several chips to reach the desired bet amount"): the table maximum binds every chip,
+    the minimum binds the stack when the player deals."""
+
     type: Literal["PlaceBet"] = "PlaceBet"
     box: StrictInt
     amount: StrictInt
@@ -119,8 +123,8 @@ class ClearBets(PlayerCommand):
 class RemoveBet(PlayerCommand):
     """Chips taken back from one box before the deal: its whole bet, or ``amount`` of it.
 
-    What is left must still be a bet the table takes (at least ``min_bet``) or nothing, which
-    frees the box."""
+    Nothing left frees the box; what is left may be under ``min_bet`` until the player deals,
+    like a stack being built."""
 
     type: Literal["RemoveBet"] = "RemoveBet"
     box: StrictInt

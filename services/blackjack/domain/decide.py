@@ -220,12 +220,28 @@ def _check_affordable(player: Player, amount: int, what: str) -> None:
     _require(_unaffordable(player, amount, what))
 
 
-def _check_bet_limits(state: TableState, box_total: int) -> None:
-    rules = state.rules
-    if box_total < rules.min_bet:
-        raise _refuse("bet_below_minimum", f"the minimum bet is {rules.min_bet}")
-    if box_total > rules.max_bet:
-        raise _refuse("bet_above_maximum", f"the maximum bet is {rules.max_bet}")
+def _check_bet_maximum(state: TableState, box_total: int) -> None:
+    if box_total > state.rules.max_bet:
+        raise _refuse("bet_above_maximum", f"the maximum bet is {state.rules.max_bet}")
+
+
+def _under_minimum(state: TableState, player_id: str) -> list[int]:
+    """The player's boxes whose stack of chips is still under the table minimum."""
+    return [i for i in state.boxes_of(player_id) if state.boxes[i].bet < state.rules.min_bet]
+
+
+def _check_bet_minimum(state: TableState, player_id: str) -> None:
+    """The surrender page: "You may need several chips to reach the desired bet amount": the
+    minimum binds the stack on each box when the player deals, not each chip."""
+    short = _under_minimum(state, player_id)
+    if short:
+        box = short[0]
+        bet = state.boxes[box].bet
+        raise _refuse(
+            "bet_below_minimum",
+            f"box {box} holds {bet}, under the minimum bet of {state.rules.min_bet}: add at "
+            f"least {state.rules.min_bet - bet} or take it back",
+        )
 
 
 def _check_betting(state: TableState, player: Player) -> None:
@@ -555,7 +571,7 @@ def _place_bet(r: _Round, player_id: str, box: int, amount: int) -> None:
     state = r.state
     player = state.players[player_id]
     box_total = state.boxes[box].bet + amount
-    _check_bet_limits(state, box_total)
+    _check_bet_maximum(state, box_total)
     _check_affordable(player, amount, "the bet")
     _open_round_if_needed(r)
     r.emit(
@@ -580,20 +596,23 @@ def _bet(r: _Round, c: cmd.PlaceBet) -> None:
 
 def _refund_bets(r: _Round, player_id: str, reason: ev.RefundReason) -> None:
     for index in r.state.boxes_of(player_id):
-        box = r.state.boxes[index]
-        if box.hands:
-            continue
-        balance = r.state.players[player_id].balance + box.bet
-        r.emit(
-            facts.bet_refunded(
-                round=r.state.round,
-                player_id=player_id,
-                box=index,
-                amount=box.bet,
-                reason=reason,
-                balance_after=balance,
-            )
+        if not r.state.boxes[index].hands:
+            _refund_box(r, player_id, index, reason)
+
+
+def _refund_box(r: _Round, player_id: str, index: int, reason: ev.RefundReason) -> None:
+    """The whole bet on a box not dealt goes back to its player, and the box is free."""
+    bet = r.state.boxes[index].bet
+    r.emit(
+        facts.bet_refunded(
+            round=r.state.round,
+            player_id=player_id,
+            box=index,
+            amount=bet,
+            reason=reason,
+            balance_after=r.state.players[player_id].balance + bet,
         )
+    )
 
 
 def _clear_bets(r: _Round, c: cmd.ClearBets) -> None:
@@ -607,7 +626,8 @@ def _clear_bets(r: _Round, c: cmd.ClearBets) -> None:
 def _remove_bet(r: _Round, c: cmd.RemoveBet) -> None:
     """The surrender page: "To remove a bet completely or decrease its value, you should remove
     the chip or chips placed". Only before the deal (and before pressing Deal at a shared
-    table); what stays on the box must still be a bet the table takes, or nothing."""
+    table). What stays may be under the table minimum, as a stack being built is: the minimum
+    binds when the player deals."""
     state = r.state
     player = _seated(state, c.player_id)
     _own_box(state, player, c.box)
@@ -620,14 +640,6 @@ def _remove_bet(r: _Round, c: cmd.RemoveBet) -> None:
     if amount > bet:
         raise _refuse("invalid_amount", f"box {c.box} holds a bet of {bet}, not {amount}")
     left = bet - amount
-    min_bet = state.rules.min_bet
-    if 0 < left < min_bet:
-        most = f"at most {bet - min_bet}, or " if bet > min_bet else ""
-        raise _refuse(
-            "bet_below_minimum",
-            f"removing {amount} would leave {left} on box {c.box}, under the minimum bet of "
-            f"{min_bet}: remove {most}all {bet}",
-        )
     r.emit(
         facts.bet_refunded(
             round=state.round,
@@ -644,6 +656,7 @@ def _remove_bet(r: _Round, c: cmd.RemoveBet) -> None:
 def _request_deal(r: _Round, player_id: str) -> None:
     if not r.state.boxes_of(player_id):
         raise _refuse("no_bets", "place a bet before the deal")
+    _check_bet_minimum(r.state, player_id)
     _check_shoe(r.state)
     r.emit(facts.deal_requested(round=r.state.round, player_id=player_id))
     _deal_when_all_decided(r)
@@ -992,21 +1005,26 @@ def _expire_timers(r: _Round, c: cmd.ExpireTimers) -> None:
     if state.phase == "betting":
         _check_shoe(state)
         # The multi-player page: "If you do not bet or pass within 15 seconds ... you will be
-        # automatically excluded from that particular hand." A player who did bet is dealt in.
+        # automatically excluded from that particular hand." A player who did bet is dealt in;
+        # a stack still under the table minimum is not a bet yet, and goes back.
         for player in list(state.players.values()):
             if player.ready or player.passed:
                 continue
-            has_bets = bool(state.boxes_of(player.player_id))
+            pid = player.player_id
+            short = _under_minimum(r.state, pid)
+            dealt_in = len(r.state.boxes_of(pid)) > len(short)
             r.emit(
                 facts.player_timed_out(
                     round=state.round,
-                    player_id=player.player_id,
+                    player_id=pid,
                     phase="betting",
-                    action="dealt_in" if has_bets else "left_out",
+                    action="dealt_in" if dealt_in else "left_out",
                 )
             )
-            if has_bets:
-                r.emit(facts.deal_requested(round=state.round, player_id=player.player_id))
+            for index in short:
+                _refund_box(r, pid, index, "timed_out")
+            if dealt_in:
+                r.emit(facts.deal_requested(round=state.round, player_id=pid))
         _close_betting(r)
     elif state.phase == "insurance":
         for index, box in enumerate(state.boxes):

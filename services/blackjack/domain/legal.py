@@ -3,8 +3,9 @@
 Each candidate is put to ``decide`` itself, so the buttons can never disagree with the rules
 (double, split and insurance disappear when the balance cannot cover them, surrender before the
 peek, a second split, a card to a split ace...). ``remove:<box>`` is taking the box's whole bet
-back (``RemoveBet`` without an amount); part of it may be taken back as long as what stays on
-the box is at least the minimum bet.
+back (``RemoveBet`` without an amount; part of it may be taken back too). ``bet:<box>`` is
+offered while the player can still bring the box to the table minimum (or add a chip to a box
+already at it): the minimum binds the stack when the player deals, not each chip.
 """
 
 from __future__ import annotations
@@ -52,6 +53,11 @@ class LegalActions(BaseModel):
         return names
 
 
+def _chip(state: TableState, box: int) -> int:
+    """The smallest chip that keeps the box on its way to a bet the table deals."""
+    return max(1, state.rules.min_bet - state.boxes[box].bet)
+
+
 def _accepted(state: TableState, command: cmd.Command, now: datetime) -> bool:
     return not isinstance(decide(state, command, now), Rejection)
 
@@ -62,7 +68,6 @@ def legal_actions(state: TableState, player_id: str, now: datetime) -> LegalActi
         return LegalActions(phase=state.phase)
     pid = player_id
     own_boxes = [i for i in range(len(state.boxes)) if state.seat_of_box(i) == player.seat]
-    min_bet = state.rules.min_bet
     turn = None
     if state.active is not None and state.boxes[state.active[0]].player_id == pid:
         box, hand = state.active
@@ -80,7 +85,7 @@ def legal_actions(state: TableState, player_id: str, now: datetime) -> LegalActi
         bet_boxes=tuple(
             b
             for b in own_boxes
-            if _accepted(state, cmd.PlaceBet(player_id=pid, box=b, amount=min_bet), now)
+            if _accepted(state, cmd.PlaceBet(player_id=pid, box=b, amount=_chip(state, b)), now)
         ),
         deal=_accepted(state, cmd.Deal(player_id=pid), now),
         clear=_accepted(state, cmd.ClearBets(player_id=pid), now),
