@@ -263,11 +263,41 @@ def test_a_refused_buy_in_comes_back_to_the_wallet() -> None:
     assert (view.bought_in, view.refunded, view.in_transit, view.balance) == (6000, 1000, 0, 5000)
 
 
+def test_money_paid_in_during_a_round_is_in_its_recall_and_its_line_adds_up() -> None:
+    # GLI-19 game recall: 10.00 bet from 15.00, 5.00 paid in during the turn pays the double
+    script = Script("mini-h17", [["5H", "6S", "6H", "TS", "TD", "8C"]], players={A: 1500})
+    script.do(cmd.PlaceBet(player_id=A, box=0, amount=1000), cmd.Deal(player_id=A))
+    script.do(cmd.Deposit(player_id=A, amount=500), cmd.Double(player_id=A, box=0))
+    projection = table(script)
+    record = projection.rounds[1]
+    events = [entry.event for entry in record.log]
+    assert events.index("FundsDeposited") < events.index("HandDoubled")
+    assert [entry.sequence for entry in record.log] == list(
+        range(record.first_sequence, record.last_sequence + 1)
+    )
+    line = projection.players[(1, A)]
+    assert (line.balance_before, line.net, line.deposited, line.withdrawn) == (1500, 2000, 500, 0)
+    assert line.balance_after == 4000 == line.balance_before + line.net + line.deposited
+
+
+def test_a_disconnection_during_a_round_is_in_its_recall() -> None:
+    script = Script("surrender", [["TH", "7S", "9H", "QD"]])
+    script.do(cmd.PlaceBet(player_id=A, box=0, amount=1000), cmd.Deal(player_id=A))
+    script.do(
+        cmd.Disconnect(player_id=A), cmd.Reconnect(player_id=A), cmd.Stand(player_id=A, box=0)
+    )
+    script.do(cmd.Disconnect(player_id=A))  # between rounds: no round's
+    projection = table(script)
+    events = [entry.event for entry in projection.rounds[1].log]
+    assert events.count("PlayerDisconnected") == 1 and "PlayerReconnected" in events
+    assert events.index("PlayerReconnected") < events.index("PlayerStood")
+
+
 def test_over_a_long_random_log_money_is_conserved_and_matches_the_engine() -> None:
     variants = ["mini-h17", "mini-s17", "atlantic-city", "atlantic-city-multi", "surrender"]
     log = play_tables([(f"t-{v}", v) for v in variants], rounds=60, seed=11)
     folded = fold(log.envelopes)
-    checked = 0
+    checked = moved_lines = 0
     for stream_id, state in log.states.items():
         projection = folded[stream_id]
         assert isinstance(projection, StreamProjection)
@@ -279,10 +309,14 @@ def test_over_a_long_random_log_money_is_conserved_and_matches_the_engine() -> N
             assert account.in_play == 0 or projection.view.round_open
         settled = [r for r in projection.rounds.values() if r.status == "settled"]
         assert len(settled) == 60
+        for line in projection.players.values():  # each history line adds up
+            moved = line.deposited - line.withdrawn
+            assert line.balance_before + line.net + moved == line.balance_after, line
+            moved_lines += bool(moved)
     for stream_id, wallet in log.wallets.items():
         view = folded[stream_id].view
         assert isinstance(view, WalletView) and view.balance == wallet.balance
-    assert checked >= 7
+    assert checked >= 7 and moved_lines
     assert log.count("HandSplit") and log.count("InsuranceTaken") and log.count("HandSurrendered")
 
 

@@ -234,6 +234,24 @@ def test_a_mini_s17_round_in_play_shows_the_upcard_dealt_second_and_hides_the_fi
     assert "dealer turns the hole card: QD  ->  QD 7S = 17" in done and "REPLAY OK" in done
 
 
+def test_the_replay_tells_money_paid_in_and_a_disconnection_during_the_round() -> None:
+    script = Script("surrender", [["5H", "6S", "6H", "TS", "TD", "8C"]], players={A: 1500})
+    script.do(cmd.PlaceBet(player_id=A, box=0, amount=1000), cmd.Deal(player_id=A))
+    script.do(cmd.Disconnect(player_id=A), cmd.Reconnect(player_id=A))
+    script.do(cmd.Deposit(player_id=A, amount=500), cmd.Double(player_id=A, box=0))
+    text = render(replay_round(wires(script), 1, None, "table-1"))
+    for expected in (
+        "alice disconnects",
+        "alice reconnects",
+        "alice pays in 5.00 (balance 10.00)",
+        "alice doubles box 0 hand 0 for 10.00",
+        # 15.00 + 20.00 won + 5.00 paid in = 40.00
+        "net +20.00, paid in 5.00 at the table; balance 15.00 -> 40.00",
+        "REPLAY OK",
+    ):
+        assert expected in text, (expected, text)
+
+
 def test_the_replay_tells_the_round_with_its_checks() -> None:
     verdict = replay_round(wires(won_round()), 1, None, "table-1")
     assert verdict.ok

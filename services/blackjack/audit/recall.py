@@ -149,10 +149,21 @@ def _table(replay: RoundReplay, state: TableState | None) -> list[str]:
         before = f"{money(span[0])} -> " if span else ""
         lines.append(
             f"{result.player_id}: wagered {money(result.wagered)}, paid {money(result.paid)}, "
-            f"net {'+' if result.net > 0 else ''}{money(result.net)}; balance "
-            f"{before}{money(result.balance_after)}"
+            f"net {'+' if result.net > 0 else ''}{money(result.net)}"
+            f"{_moved(replay, result.player_id)}; balance {before}{money(result.balance_after)}"
         )
     if not replay.results:
         for player_id, (start, end) in sorted(replay.balances.items()):
-            lines.append(f"{player_id}: balance {money(start)} -> {money(end)}")
+            moved = _moved(replay, player_id).removeprefix(", ")
+            lines.append(
+                f"{player_id}: {moved}{'; ' if moved else ''}balance {money(start)} -> {money(end)}"
+            )
     return lines
+
+
+def _moved(replay: RoundReplay, player_id: str) -> str:
+    """Money paid in or taken out at the table during the round, which the balance includes."""
+    moved = replay.moved.get(player_id, 0)
+    if not moved:
+        return ""
+    return f", {'paid in' if moved > 0 else 'taken out'} {money(abs(moved))} at the table"

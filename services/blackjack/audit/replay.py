@@ -99,6 +99,8 @@ class RoundReplay:
     dealer: tuple[str, ...] = ()
     balances: dict[str, list[int]] = field(default_factory=dict)
     """player -> [balance before the round's first wager, balance after its last money event]"""
+    moved: dict[str, int] = field(default_factory=dict)
+    """player -> money paid in (less taken out) at the table between that wager and the end"""
     results: list[ev.PlayerRoundResult] = field(default_factory=list)
     findings: list[Finding] = field(default_factory=list)
     checks: int = 0
@@ -326,11 +328,19 @@ class _Replayer:
         self._expect(f"{player_id}'s balance after", balance_after, before + delta)
         if balance_after < 0:
             self._find(f"{player_id}'s balance went below zero ({balance_after})")
+        self._round_balance(player_id, before, delta, balance_after)
+
+    def _round_balance(self, player_id: str, before: int, delta: int, balance_after: int) -> None:
+        """The open round's balances: moved by its wagers and payouts from the player's first
+        one on, and by money paid in or taken out at the table while it plays."""
         current = self.current
         data = self.envelope.data if self.envelope else None
         if current is not None and isinstance(data, ev.RoundEvent) and data.round == current.round:
             span = current.balances.setdefault(player_id, [before, before])
             span[1] = balance_after
+        elif current is not None and current.status in _OPEN and player_id in current.balances:
+            current.moved[player_id] = current.moved.get(player_id, 0) + delta
+            current.balances[player_id][1] = balance_after
 
     # ---- the checks ---------------------------------------------------------------------
 
@@ -340,10 +350,11 @@ class _Replayer:
             self.current = RoundReplay(self.out.stream_id, event.round, rules.name, rules.currency)
             self.out.rounds[event.round] = self.current
         current = self.current
-        if isinstance(event, ev.RoundEvent):
-            if current is None or current.round != event.round:
-                raise _Unfoldable(f"round {event.round} was never opened")
-            assert self.envelope is not None
+        if isinstance(event, ev.RoundEvent) and (current is None or current.round != event.round):
+            raise _Unfoldable(f"round {event.round} was never opened")
+        during = current is not None and current.status in _OPEN
+        if isinstance(event, ev.RoundEvent) or (during and isinstance(event, _IN_RECALL)):
+            assert self.envelope is not None and current is not None
             current.lines.append(
                 Line(self.envelope.sequence, self.envelope.occurred_at, describe(self.state, event))
             )
@@ -360,9 +371,9 @@ class _Replayer:
         self._moves(e.player_id, sign * e.amount, e.balance_after)
 
     def seat_left(self, e: ev.SeatLeft) -> None:
-        self._expect(
-            f"{e.player_id}'s money paid out", e.balance_returned, self._balance(e.player_id)
-        )
+        balance = self._balance(e.player_id)
+        self._expect(f"{e.player_id}'s money paid out", e.balance_returned, balance)
+        self._round_balance(e.player_id, balance, -balance, 0)
 
     def shoe_retired(self, e: ev.ShoeRetired) -> None:
         shoe = self.state.shoe
@@ -554,6 +565,9 @@ class _Unfoldable(Exception):
     """An event refers to something the state does not have."""
 
 
+_OPEN = ("betting", "playing")
+_IN_RECALL = ev.IN_A_ROUND_S_RECALL
+
 _CHECKS: dict[type[ev.Event], Any] = {
     ev.FundsDeposited: _Replayer.funds,
     ev.FundsWithdrawn: _Replayer.funds,
@@ -649,4 +663,20 @@ def describe(state: TableState, event: ev.Event) -> str:
             return f"box {b} hand {h} ({p}): {o}, stake {money(s)}, pays {money(pay)}"
         case ev.RoundSettled(dealer_total=t, dealer_blackjack=bj):
             return f"round settled, dealer {'blackjack' if bj else t}"
+        case ev.FundsDeposited(player_id=p, amount=a, balance_after=after):
+            return f"{p} pays in {money(a)} (balance {money(after)})"
+        case ev.FundsWithdrawn(player_id=p, amount=a, balance_after=after):
+            return f"{p} takes out {money(a)} (balance {money(after)})"
+        case ev.TransferDeclined(player_id=p, amount=a, reason_code=why):
+            return f"{p}'s buy-in of {money(a)} is declined ({why})"
+        case ev.PlayerDisconnected(player_id=p):
+            return f"{p} disconnects"
+        case ev.PlayerReconnected(player_id=p):
+            return f"{p} reconnects"
+        case ev.SeatTaken(player_id=p, seat=seat):
+            return f"{p} sits down at seat {seat}"
+        case ev.SeatChanged(player_id=p, from_seat=old, to_seat=new):
+            return f"{p} moves from seat {old} to seat {new}"
+        case ev.SeatLeft(player_id=p, balance_returned=back):
+            return f"{p} leaves the table, {money(back)} paid out"
     return type(event).__name__

@@ -89,6 +89,21 @@ class PlayerReconnected(Event):
     player_id: str
 
 
+IN_A_ROUND_S_RECALL: tuple[type[Event], ...] = (
+    SeatTaken,
+    SeatChanged,
+    SeatLeft,
+    FundsDeposited,
+    TransferDeclined,
+    FundsWithdrawn,
+    PlayerDisconnected,
+    PlayerReconnected,
+)
+"""Events of the table, not of a round, that belong in the recall of the round open when they
+happen (GLI-19 game recall): money paid in or taken out during the game cycle, a disconnection
+that interrupts it, a seat taken or left while it plays."""
+
+
 # ---- the shoe -----------------------------------------------------------------------------
 
 SEALED_FIELDS = ("order", "salt")

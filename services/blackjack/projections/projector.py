@@ -253,7 +253,11 @@ class RoundRecord(_Model):
 
 
 class RoundPlayer(_Model):
-    """A player's part in one round: the line of their betting history."""
+    """A player's part in one round: the line of their betting history.
+
+    ``deposited`` and ``withdrawn`` are the money the player paid in or took out at the table
+    (not wagers or payouts) between their first bet and the end of the round, so that
+    ``balance_before + net + deposited - withdrawn == balance_after``."""
 
     stream_id: str
     round: int
@@ -264,6 +268,8 @@ class RoundPlayer(_Model):
     wagered: int = 0
     paid: int = 0
     net: int = 0
+    deposited: int = 0
+    withdrawn: int = 0
 
 
 # ---- the fold -----------------------------------------------------------------------------
@@ -301,8 +307,12 @@ class StreamProjection:
         check_next(view.stream_id, view.last_sequence, envelope)
         event = envelope.data
         at = utc(envelope.occurred_at)
+        record: RoundRecord | None = None
         if isinstance(event, ev.RoundEvent):
             record = self._round_for(event, at, envelope.sequence)
+        elif isinstance(event, ev.IN_A_ROUND_S_RECALL) and view.round_open:
+            record = self.round(view.round)  # a deposit or a disconnection during the round
+        if record is not None:
             entry = LogEntry(
                 sequence=envelope.sequence,
                 at=at,
@@ -365,6 +375,20 @@ class StreamProjection:
         self.round_player(e.round, player_id).balance_after = balance_after
         return account
 
+    def moved_at_the_table(self, player_id: str, amount: int, balance_after: int) -> None:
+        """Money paid in (``amount`` > 0) or taken out at the table: counted in the player's
+        line of the open round, if they bet in it, so the line still adds up."""
+        key = (self.view.round, player_id)
+        player = self.players.get(key)
+        if not self.view.round_open or player is None:
+            return
+        if amount > 0:
+            player.deposited += amount
+        else:
+            player.withdrawn -= amount
+        player.balance_after = balance_after
+        self.players_dirty.add(key)
+
     def close_round(self) -> None:
         view = self.view
         view.round_open = False
@@ -414,6 +438,7 @@ def _seat_left(p: StreamProjection, e: ev.SeatLeft, at: datetime) -> None:
     account = p.account(e.player_id)
     account.cashed_out += e.balance_returned
     account.available = 0
+    p.moved_at_the_table(e.player_id, -e.balance_returned, 0)
     account.seat = None
     account.seated = False
 
@@ -422,6 +447,7 @@ def _funds_deposited(p: StreamProjection, e: ev.FundsDeposited, at: datetime) ->
     account = p.account(e.player_id)
     account.deposited += e.amount
     account.available = e.balance_after
+    p.moved_at_the_table(e.player_id, e.amount, e.balance_after)
 
 
 def _transfer_declined(p: StreamProjection, e: ev.TransferDeclined, at: datetime) -> None:
@@ -432,6 +458,7 @@ def _funds_withdrawn(p: StreamProjection, e: ev.FundsWithdrawn, at: datetime) ->
     account = p.account(e.player_id)
     account.withdrawn += e.amount
     account.available = e.balance_after
+    p.moved_at_the_table(e.player_id, -e.amount, e.balance_after)
 
 
 def _connection(

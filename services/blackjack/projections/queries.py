@@ -131,6 +131,8 @@ async def player_rounds(
             "wagered": row.wagered,
             "paid": row.paid,
             "net": row.net,
+            "deposited": row.deposited,
+            "withdrawn": row.withdrawn,
         }
         for row in rows[:limit]
     ]
@@ -164,6 +166,8 @@ async def round_detail(
             "wagered": row.wagered,
             "paid": row.paid,
             "net": row.net,
+            "deposited": row.deposited,
+            "withdrawn": row.withdrawn,
         }
         for row in (await connection.execute(query)).all()
     ]

@@ -32,6 +32,8 @@ Money = BigInteger
 
 ID = 128  # the envelope's id length limit
 
+_MOVED = "paid in / taken out at the table during the round (not wagers or payouts)"
+
 positions = Table(
     "projection_positions",
     metadata,
@@ -139,6 +141,8 @@ round_players = Table(
     Column("wagered", Money, nullable=False),
     Column("paid", Money, nullable=False),
     Column("net", Money, nullable=False),
+    Column("deposited", Money, nullable=False, server_default="0", comment=_MOVED),
+    Column("withdrawn", Money, nullable=False, server_default="0", comment=_MOVED),
     comment="who played which round: the index of a player's betting history",
 )
 Index(
