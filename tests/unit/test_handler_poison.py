@@ -4,13 +4,18 @@ every table and wallet on it (and the money steps queued behind it) stopped."""
 
 from __future__ import annotations
 
+import json
 from datetime import UTC, datetime
+from typing import Any
 
 import pytest
 from structlog.testing import capture_logs
 
-from blackjack.command_handler.processor import Inbound
+import blackjack.command_handler.processor as processor_module
+from blackjack.command_handler.processor import Handled, Inbound, Processor
 from blackjack.command_handler.streams import PartitionStore
+from blackjack.domain import commands as cmd
+from blackjack.domain.rejections import MAX_MESSAGE_CHARS, Rejection
 from blackjack.domain.wallet import WalletDeposit, wallet_stream
 from blackjack.messages.envelope import CommandEnvelope
 from tests.unit.processor_harness import new_processor
@@ -72,3 +77,82 @@ def test_whatever_else_breaks_reading_is_answered_malformed_too() -> None:
     # Unforeseen, or a bug in the reader: the operator gets the trace.
     [logged] = [entry for entry in logs if entry["log_level"] == "error"]
     assert logged["kafka_offset"] == 3 and logged["exc_info"] is True
+
+
+# ---- nothing a command carries makes a record the topics refuse -----------------------------
+# A result or event over the broker's size limit fails its transaction on every retry: the
+# partition would stop for good, the committed offset pointing at the command.
+
+TABLE = "table-1"
+
+
+def opened(processor: Processor, store: PartitionStore) -> None:
+    envelope = CommandEnvelope(
+        command_id="open", stream_id=TABLE, command=cmd.OpenTable(variant="mini-h17")
+    )
+    inbound = Inbound(TABLE.encode(), envelope.model_dump_json().encode(), [], 0, 1)
+    assert processor.handle(store, inbound, NOW).result.status == "accepted"
+
+
+def answer_to(processor: Processor, store: PartitionStore, document: dict[str, Any]) -> Handled:
+    value = json.dumps(document).encode()
+    assert len(value) < 1_048_588  # a record the commands topic takes
+    return processor.handle(store, Inbound(TABLE.encode(), value, [], 0, 2), NOW)
+
+
+LARGE = {
+    "a 1 MB variant name": {"type": "OpenTable", "variant": "v" * 1_040_000},
+    "30,000 rule overrides": {
+        "type": "OpenTable",
+        "variant": "mini-h17",
+        "overrides": {f"rule_{n}": n for n in range(30_000)},
+    },
+    "a 1 MB rule name": {
+        "type": "OpenTable",
+        "variant": "mini-h17",
+        "overrides": {"r" * 1_040_000: 1},
+    },
+    "a 1 MB correlation id": {"type": "SitDown", "player_id": "ann"},
+}
+
+
+@pytest.mark.parametrize("name", LARGE)
+def test_a_command_that_quotes_a_megabyte_is_answered_in_a_small_result(name: str) -> None:
+    processor, store = new_processor(), PartitionStore(0)
+    if "correlation" in name:
+        opened(processor, store)
+    document: dict[str, Any] = {"command_id": "big", "stream_id": TABLE, "command": LARGE[name]}
+    if "correlation" in name:
+        document["correlation_id"] = "c" * 1_040_000
+    handled = answer_to(processor, store, document)
+    assert handled.result.status == "rejected" and handled.result.rejection is not None
+    assert handled.result.command_id == "big"
+    assert handled.events == []
+    assert all(
+        len(r.value) + sum(len(v or b"") for _, v in r.headers) < 2_000 for r in handled.outgoing
+    )
+
+
+def test_a_rejection_message_is_cut_to_its_limit() -> None:
+    rejection = Rejection(code="unknown_variant", message="x" * 10_000)
+    assert len(rejection.message) <= MAX_MESSAGE_CHARS
+    assert rejection.message.endswith(f"... ({10_000 - MAX_MESSAGE_CHARS + 40} more characters)")
+    assert Rejection(code="unknown_variant", message="short").message == "short"
+
+
+def test_a_decision_whose_record_would_be_over_the_limit_is_refused_and_changes_nothing(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    processor, store = new_processor(), PartitionStore(0)
+    opened(processor, store)
+    before = store.streams[TABLE].state
+    monkeypatch.setattr(processor_module, "RECORD_MAX_BYTES", 200)
+    envelope = CommandEnvelope(
+        command_id="sit", stream_id=TABLE, command=cmd.SitDown(player_id="ann")
+    )
+    inbound = Inbound(TABLE.encode(), envelope.model_dump_json().encode(), [], 0, 3)
+    handled = processor.handle(store, inbound, NOW)
+    assert handled.result.rejection is not None
+    assert handled.result.rejection.code == "internal_error"
+    assert "over the 200 the topics take" in handled.result.rejection.message
+    assert handled.events == [] and store.streams[TABLE].state is before

@@ -28,6 +28,10 @@ DAY_MS = 24 * 60 * 60 * 1000
 REQUESTS_KEPT_MS = 7 * DAY_MS
 """How long the commands and results topics keep a record."""
 SNAPSHOT_MAX_BYTES = 4 * 1024 * 1024
+RECORD_MAX_BYTES = 1_000_000
+"""The largest record the handler writes to the events, results and commands topics: under
+the broker's default max.message.bytes (1,048,588), with room for the batch's own header. A
+record the broker refuses would fail its transaction on every retry and stop the partition."""
 
 _UNKNOWN_TOPIC = 3
 _TOPIC_EXISTS = 36

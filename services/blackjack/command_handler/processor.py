@@ -37,7 +37,7 @@ import structlog
 from pydantic import ValidationError
 
 from blackjack.bus.headers import command_headers, result_headers
-from blackjack.bus.topics import Topics, partition_for
+from blackjack.bus.topics import RECORD_MAX_BYTES, Topics, partition_for
 from blackjack.command_handler.clock import (
     DISCONNECT_PREFIX,
     EXPIRE_PREFIX,
@@ -83,7 +83,6 @@ KNOWN_COMMANDS = frozenset(
     str(t.model_fields["type"].default) for t in (*COMMAND_TYPES, *WALLET_COMMAND_TYPES)
 )
 EVENT_ID_NAMESPACE = uuid.UUID("6f1d6c8e-4b0a-5b8e-9d1e-2a7c3f0b9e41")
-MAX_MESSAGE_CHARS = 600
 
 
 def event_id(stream_id: str, sequence: int) -> str:
@@ -190,6 +189,13 @@ class Outgoing:
     value: bytes
     headers: list[tuple[str, bytes]]
     partition: int
+
+
+def _size(record: Outgoing) -> int:
+    """About what the record weighs against the broker's limit (its framing is a few dozen
+    bytes more)."""
+    headers = sum(len(name) + len(value or b"") for name, value in record.headers)
+    return len(record.key) + len(record.value) + headers
 
 
 @dataclass
@@ -397,7 +403,7 @@ class Processor:
                 if isinstance(command_id, str) and 0 < len(command_id) <= 128
                 else fallback_id,
                 stream_id=stream_id if isinstance(stream_id, str) else key_text,
-                rejection=Rejection(code=code, message=message[:MAX_MESSAGE_CHARS]),
+                rejection=Rejection(code=code, message=message),
                 command_type=kind,
             )
 
@@ -497,6 +503,19 @@ class Processor:
                 return decided
             state, domain_events = decided
             built, records = self._records_of(envelope, stream, domain_events, now)
+            largest = max((_size(record) for record in records), default=0)
+            if largest > RECORD_MAX_BYTES:
+                log.error(
+                    "a record over the topics' size limit; the command is rejected",
+                    command_id=envelope.command_id,
+                    stream_id=stream.stream_id,
+                    record_bytes=largest,
+                )
+                return Rejection(
+                    code="internal_error",
+                    message=f"this {envelope.command.type} would write a record of {largest} "
+                    f"bytes, over the {RECORD_MAX_BYTES} the topics take; nothing changed",
+                )
         except OSError:
             raise  # the machine (the CSPRNG): the transaction aborts and is tried again
         except Exception as error:

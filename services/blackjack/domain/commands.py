@@ -33,8 +33,10 @@ class HandCommand(PlayerCommand):
 
 class OpenTable(Command):
     type: Literal["OpenTable"] = "OpenTable"
-    variant: str
-    overrides: dict[str, Any] = Field(default_factory=dict)
+    variant: str = Field(min_length=1, max_length=64)
+    overrides: dict[str, Any] = Field(
+        default_factory=dict, max_length=64, description="rule options: at most 64 of them"
+    )
 
 
 class SitDown(PlayerCommand):
@@ -92,7 +94,7 @@ class ShuffleShoe(Command):
 
     type: Literal["ShuffleShoe"] = "ShuffleShoe"
     order: tuple[Card, ...]
-    salt: str = Field(min_length=16)
+    salt: str = Field(min_length=16, max_length=128)
 
 
 class ExpireTimers(Command):

@@ -2,9 +2,9 @@
 
 from __future__ import annotations
 
-from typing import Literal
+from typing import Annotated, Final, Literal
 
-from pydantic import BaseModel, ConfigDict, ValidationError
+from pydantic import BaseModel, BeforeValidator, ConfigDict, Field, ValidationError
 
 RejectionCode = Literal[
     # the message itself (raised by the shell before the decider sees it)
@@ -57,10 +57,22 @@ RejectionCode = Literal[
 ]
 
 
+MAX_MESSAGE_CHARS: Final = 600
+"""A rejection's message is cut to this: it may quote the command (an unknown variant, every
+bad rule override), and a result too large for the topic would stop its partition."""
+
+
+def _shortened(message: object) -> object:
+    if isinstance(message, str) and len(message) > MAX_MESSAGE_CHARS:
+        cut = len(message) - MAX_MESSAGE_CHARS + 40
+        return f"{message[: MAX_MESSAGE_CHARS - 40]}... ({cut} more characters)"
+    return message
+
+
 class Rejection(BaseModel):
     model_config = ConfigDict(frozen=True)
     code: RejectionCode
-    message: str
+    message: Annotated[str, BeforeValidator(_shortened), Field(max_length=MAX_MESSAGE_CHARS)]
 
 
 def in_one_line(error: ValidationError, whole: str = "command") -> str:

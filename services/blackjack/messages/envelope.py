@@ -32,7 +32,8 @@ class CommandEnvelope(BaseModel):
     model_config = ConfigDict(frozen=True, extra="forbid")
     command_id: str = Id
     stream_id: str = Id
-    correlation_id: str | None = None
+    # bounded: every event and result of the command carries it, in its body and a header
+    correlation_id: str | None = Field(None, min_length=1, max_length=128)
     sent_at: datetime | None = None
     command: StreamCommand
 
