@@ -46,6 +46,13 @@ def test_the_committed_asyncapi_document_matches_the_channels() -> None:
         "command-results": "send",
         "snapshots": "send",
     }
+    # A message's correlation id is the CloudEvents header the records carry, not FastStream's
+    correlations = {
+        name: (message.get("correlationId") or {}).get("location")
+        for name, message in document["components"]["messages"].items()
+    }
+    assert set(correlations.values()) == {"$message.header#/ce_correlationid", None}
+    assert [n for n, where in correlations.items() if where is None] == ["snapshots:Message"]
 
 
 def free_port() -> int:

@@ -25,7 +25,7 @@ WALLET = wallet_stream("ann")
 PREFIX = f'{{"command_id": "p-1", "stream_id": "{WALLET}", "command": '
 
 POISON = {
-    # int() refuses more than 4,300 digits: json.loads raises ValueError
+    # int() refuses more than 4,300 digits: the amount is then not an integer
     "a number of 5,000 digits": (
         PREFIX + '{"type": "WalletDeposit", "player_id": "ann", "amount": ' + "9" * 5000 + "}}"
     ),
@@ -40,6 +40,7 @@ def test_a_record_that_breaks_the_json_reader_is_answered_malformed(value: str) 
     handled = processor.handle(store, Inbound(WALLET.encode(), value.encode(), [], 0, 7), NOW)
     assert handled.result.status == "rejected" and handled.result.rejection is not None
     assert handled.result.rejection.code == "malformed"
+    assert handled.result.command_id == ("p-1" if "9" * 5000 in value else "unparsed-0-7")
     assert handled.events == [] and store.streams == {}
     assert [r.topic for r in handled.outgoing] == [processor.topics.results]
 

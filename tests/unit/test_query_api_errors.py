@@ -1,4 +1,5 @@
-"""The query API answers in JSON even when its database is down or a query breaks."""
+"""The query API answers in JSON even when its database is down or a query breaks, and finds
+a player whose id holds characters a URL must escape."""
 
 from __future__ import annotations
 
@@ -49,3 +50,30 @@ async def test_a_query_that_breaks_is_a_logged_500_in_json(
     assert answer.json() == {"error": {"code": "internal_error", "message": "the query failed"}}
     [entry] = logs
     assert entry["event"] == "query failed" and entry["exc_info"] is True
+
+
+@pytest.mark.parametrize(
+    ("path", "player_id"),
+    [
+        ("/v1/players/a%2Fb/wallet", "a/b"),
+        ("/v1/players/caf%C3%A9%20%3F%23/wallet", "café ?#"),
+        ("/v1/players/..%2F..%2Fx/wallet", "../../x"),
+    ],
+)
+async def test_a_player_id_is_one_path_segment_whatever_it_holds(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, path: str, player_id: str
+) -> None:
+    asked: list[str] = []
+
+    async def wallet(_: object, who: str) -> dict[str, Any]:
+        asked.append(who)
+        return {"player_id": who}
+
+    monkeypatch.setattr(queries, "wallet", wallet)
+    answer, _ = await get(f"sqlite+aiosqlite:///{tmp_path}/read.db", path)
+    assert answer.status_code == 200 and asked == [player_id]
+
+
+async def test_a_path_whose_escapes_are_not_utf8_is_a_400(tmp_path: Path) -> None:
+    answer, _ = await get(f"sqlite+aiosqlite:///{tmp_path}/read.db", "/v1/players/%FF/wallet")
+    assert answer.status_code == 400 and answer.json()["error"]["code"] == "bad_path"

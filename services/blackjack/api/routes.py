@@ -18,7 +18,7 @@ from __future__ import annotations
 import json
 from collections.abc import Awaitable, Callable, MutableMapping
 from typing import Any
-from urllib.parse import parse_qs
+from urllib.parse import parse_qs, unquote
 
 import structlog
 from sqlalchemy import exc as sql_errors
@@ -90,7 +90,7 @@ class QueryApi:
         await _respond(send, scope, status, body)
 
     async def _route(self, scope: Scope) -> dict[str, Any]:
-        parts = str(scope["path"])[len(PREFIX) :].split("/")
+        parts = _segments(scope)
         params = _params(scope)
         async with self.store.reading() as connection:
             match parts:
@@ -145,6 +145,18 @@ async def _table(connection: AsyncConnection, stream_id: str) -> dict[str, Any]:
     if found is None:
         raise ApiError(404, "unknown_table", f"no table {stream_id!r}")
     return found
+
+
+def _segments(scope: Scope) -> list[str]:
+    """The path after ``/v1/``, split before it is percent-decoded, so an id that holds a "/"
+    (sent as ``%2F``; any id of 1-128 characters is a valid player id) stays one segment."""
+    raw = bytes(scope.get("raw_path") or b"").partition(b"?")[0].decode("latin-1")
+    if not raw.startswith(PREFIX):  # no raw path, or the prefix itself percent-encoded
+        return str(scope["path"])[len(PREFIX) :].split("/")
+    try:
+        return [unquote(part, errors="strict") for part in raw[len(PREFIX) :].split("/")]
+    except UnicodeDecodeError:
+        raise ApiError(400, "bad_path", "the path's escapes are not UTF-8") from None
 
 
 def _params(scope: Scope) -> dict[str, str]:

@@ -16,6 +16,8 @@ from typing import Any
 
 from faststream.kafka import KafkaBroker
 from faststream.specification import AsyncAPI
+from faststream.specification.asyncapi.v2_6_0.schema.message import CorrelationId
+from faststream.specification.base import Specification
 
 from blackjack.bus.settings import DEFAULT_BOOTSTRAP
 from blackjack.bus.topics import Topics
@@ -105,8 +107,28 @@ def documentation_broker(topics: Topics, bootstrap: str = DEFAULT_BOOTSTRAP) -> 
     return broker
 
 
+class _Document(AsyncAPI):
+    """FastStream's document, with each message's correlation id where this service carries
+    it: the CloudEvents ``ce_correlationid`` header (FastStream's generator names its own
+    ``correlation_id`` header, which no record here has). Snapshots carry none."""
+
+    def to_specification(self) -> Specification:
+        document = super().to_specification()
+        components = getattr(document, "components", None)
+        for name, message in (getattr(components, "messages", None) or {}).items():
+            message.correlationId = (
+                None
+                if name.startswith("snapshots:")
+                else CorrelationId(
+                    location="$message.header#/ce_correlationid",
+                    description="the correlation id of the command the record comes from",
+                )
+            )
+        return document
+
+
 def specification(broker: KafkaBroker) -> AsyncAPI:
-    return AsyncAPI(
+    return _Document(
         broker,
         title=TITLE,
         version=version("blackjack-server"),

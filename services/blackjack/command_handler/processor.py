@@ -191,6 +191,15 @@ class Outgoing:
     partition: int
 
 
+def _integer(digits: str) -> int | str:
+    """A JSON integer; past Python's limit on digits, its digits as text, which the command's
+    ``StrictInt`` refuses: the answer is then filed under the command's own id."""
+    try:
+        return int(digits)
+    except ValueError:
+        return digits
+
+
 def _size(record: Outgoing) -> int:
     """About what the record weighs against the broker's limit (its framing is a few dozen
     bytes more)."""
@@ -410,7 +419,7 @@ class Processor:
         if not inbound.value:
             return refuse("malformed", "an empty message")
         try:
-            doc = json.loads(inbound.value)
+            doc = json.loads(inbound.value, parse_int=_integer)
         except (UnicodeDecodeError, ValueError) as error:  # a number past int's digit limit too
             return refuse("malformed", f"not JSON: {error}")
         except RecursionError:
