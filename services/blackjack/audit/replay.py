@@ -30,11 +30,11 @@ from blackjack.audit.settlement import (
     hand_result,
     insurance_result,
     move_problem,
+    moves_allowed,
     peek_required,
 )
 from blackjack.domain import events as ev
 from blackjack.domain import wallet as wl
-from blackjack.domain.decide import hand_actions
 from blackjack.domain.evolve import evolve
 from blackjack.domain.hand import is_natural, total
 from blackjack.domain.payouts import insurance_stake
@@ -442,8 +442,10 @@ class _Replayer:
         missing = peek_required(self.state) and not peeked
         self._rule("play started without the peek the rules require" if missing else None)
         if e.actions is not None:  # version 1 did not list them
-            offered = hand_actions(self.state, e.box, e.hand)
-            self._expect(f"actions offered on box {e.box} hand {e.hand}", e.actions, offered)
+            # judged on the table as the turn leaves it: the event makes it this hand's turn
+            turn = evolve(self.state, e)
+            allowed = moves_allowed(turn, e.player_id, e.box, e.hand)
+            self._expect(f"actions offered on box {e.box} hand {e.hand}", e.actions, allowed)
 
     def insurance_taken(self, e: ev.InsuranceTaken) -> None:
         box = self.state.boxes[e.box]

@@ -10,10 +10,10 @@ pages).
 from __future__ import annotations
 
 from collections.abc import Sequence
-from typing import Literal
+from typing import get_args
 
 from blackjack.domain.cards import value_of
-from blackjack.domain.events import Outcome
+from blackjack.domain.events import Outcome, TurnAction
 from blackjack.domain.hand import is_natural, total
 from blackjack.domain.payouts import blackjack_winnings, insurance_return, surrender_refund
 from blackjack.domain.rules import Rules
@@ -85,7 +85,7 @@ def dealer_play_problem(rules: Rules, dealer: Sequence[str], any_live_hand: bool
     return None
 
 
-Move = Literal["hit", "stand", "double", "split", "surrender"]
+Move = TurnAction
 
 
 def move_problem(state: TableState, player_id: str, box: int, hand: int, move: Move) -> str | None:
@@ -126,3 +126,18 @@ def move_problem(state: TableState, player_id: str, box: int, hand: int, move: M
     ):
         return "a surrender the table does not allow on this hand"
     return None
+
+
+def moves_allowed(state: TableState, player_id: str, box: int, hand: int) -> tuple[Move, ...]:
+    """The moves the rules allow this player on this hand now, in the order ``TurnStarted``
+    lists them: ``move_problem`` says which, and a double or split needs the hand's stake
+    again from the balance."""
+    player = state.players.get(player_id)
+    balance = player.balance if player is not None else 0
+    stake = state.boxes[box].hands[hand].stake
+    return tuple(
+        move
+        for move in get_args(TurnAction)
+        if move_problem(state, player_id, box, hand, move) is None
+        and (move not in ("double", "split") or stake <= balance)
+    )
