@@ -8,6 +8,7 @@ from datetime import UTC, datetime
 from pathlib import Path
 
 import pytest
+from pydantic import ValidationError
 
 from blackjack.domain import events as ev
 from blackjack.domain.cards import fresh_shoe
@@ -98,3 +99,27 @@ def test_an_old_event_version_is_upcast_on_read(monkeypatch: pytest.MonkeyPatch)
     }
     decoded = wire.decode(json.dumps(stored).encode())
     assert decoded.data == current.data
+    assert decoded.schema_version == decoded.data.version == 1
+
+
+def test_an_upcast_event_s_envelope_names_its_new_version() -> None:
+    stored = _envelope(ev.RoundOpened(round=1)).model_dump(mode="json")
+    stored |= {"type": "TurnStarted", "schema_version": 1}
+    stored["data"] = {
+        "type": "TurnStarted",
+        "version": 1,
+        "round": 1,
+        "player_id": "p",
+        "box": 0,
+        "hand": 0,
+    }
+    decoded = wire.decode(json.dumps(stored).encode())
+    assert isinstance(decoded.data, ev.TurnStarted) and decoded.data.actions is None
+    assert (decoded.type, decoded.schema_version, decoded.data.version) == ("TurnStarted", 2, 2)
+
+
+def test_an_envelope_that_names_another_event_is_refused() -> None:
+    stored = _envelope(ev.RoundOpened(round=1)).model_dump(mode="json")
+    for forged in ({"type": "BetPlaced"}, {"schema_version": 7}):
+        with pytest.raises(ValidationError, match="the envelope names"):
+            wire.decode(json.dumps(stored | forged).encode())

@@ -3,9 +3,9 @@
 from __future__ import annotations
 
 from datetime import datetime
-from typing import Annotated, Literal, Union
+from typing import Annotated, Literal, Self, Union
 
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import BaseModel, ConfigDict, Field, model_validator
 
 from blackjack.domain.commands import COMMAND_TYPES
 from blackjack.domain.events import EVENT_TYPES
@@ -52,10 +52,27 @@ class EventMeta(BaseModel):
     correlation_id: str | None = None
 
 
+def check_names_its_event(meta: EventMeta, event: BaseModel) -> None:
+    """An envelope's ``type`` and ``schema_version`` repeat its event's (for routing without
+    reading the body): a reader acting on one and recording the other must never see them
+    differ."""
+    named = (meta.type, meta.schema_version)
+    carried = (getattr(event, "type", None), getattr(event, "version", None))
+    if named != carried:
+        raise ValueError(
+            f"the envelope names {named[0]} v{named[1]}, its event is {carried[0]} v{carried[1]}"
+        )
+
+
 class EventEnvelope(EventMeta):
     """An event in the clear, as the decider and replay see it (shoe order included)."""
 
     data: StreamEvent
+
+    @model_validator(mode="after")
+    def _names_its_event(self) -> Self:
+        check_names_its_event(self, self.data)
+        return self
 
 
 class CommandResult(BaseModel):

@@ -5,13 +5,13 @@ from __future__ import annotations
 
 import json
 from collections.abc import Callable
-from typing import Annotated, Any, Literal, Union, get_args
+from typing import Annotated, Any, Literal, Self, Union, get_args
 
-from pydantic import BaseModel, Field, TypeAdapter
+from pydantic import BaseModel, Field, TypeAdapter, model_validator
 
 from blackjack.domain import events as ev
 from blackjack.domain.wallet import WALLET_EVENT_TYPES
-from blackjack.messages.envelope import EventEnvelope, EventMeta
+from blackjack.messages.envelope import EventEnvelope, EventMeta, check_names_its_event
 from blackjack.messages.sealing import ShoeSeal
 
 SPEC_VERSION = "1.0"
@@ -41,6 +41,11 @@ class WireEnvelope(EventMeta):
     """What a reader of ``blackjack.events`` gets: safe to show anyone."""
 
     data: WireEvent
+
+    @model_validator(mode="after")
+    def _names_its_event(self) -> Self:
+        check_names_its_event(self, self.data)
+        return self
 
 
 _WIRE = TypeAdapter(WireEnvelope)
@@ -114,9 +119,14 @@ def encode(wire: WireEnvelope) -> bytes:
 
 
 def decode(raw: bytes) -> WireEnvelope:
-    """Parse an event message, upcasting an older stored version of its event first."""
+    """Parse an event message, upcasting an older stored version of its event first (the
+    envelope then names the version its event now has)."""
     document = json.loads(raw)
-    document["data"] = upcast(document["data"])
+    stored = document["data"]
+    current = upcast(stored)
+    if current is not stored and document.get("schema_version") == stored.get("version", 1):
+        document["schema_version"] = current["version"]
+    document["data"] = current
     return _WIRE.validate_python(document)
 
 
