@@ -35,7 +35,6 @@ from blackjack.table import apply
 _COMMAND = TypeAdapter(cmd.AnyCommand)
 _COMMAND_TYPES = frozenset(str(t.model_fields["type"].default) for t in cmd.COMMAND_TYPES)
 DEFAULT_START = datetime(2026, 1, 1, tzinfo=UTC)
-TABLE_ID = "scenario"
 
 
 class ScenarioPlayer(BaseModel):

@@ -13,6 +13,7 @@ import inspect
 import re
 from collections.abc import Callable, Sequence
 from datetime import UTC, datetime, timedelta
+from pathlib import Path
 from typing import Any, Literal, TypeVar, get_args
 
 import pytest
@@ -109,6 +110,15 @@ def test_every_code_the_decider_can_emit_has_a_test() -> None:
     assert emitted <= set(get_args(RejectionCode))
     assert len(emitted) > 25
     assert emitted - TESTED == set()
+
+
+def test_every_declared_code_is_given_somewhere() -> None:
+    """A code nothing gives would be published in the schemas for nothing."""
+    package = Path(decide_module.__file__).parents[1]
+    sources = "".join(
+        path.read_text() for path in package.rglob("*.py") if path.name != "rejections.py"
+    )
+    assert {c for c in get_args(RejectionCode) if f'"{c}"' not in sources} == set()
 
 
 # ---- the message itself (the shell) -------------------------------------------------------

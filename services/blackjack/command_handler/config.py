@@ -10,6 +10,8 @@
     BLACKJACK_TIMER_TICK_MS         how often the clock looks for expired timers; 250
     BLACKJACK_SESSION_TIMEOUT_MS    consumer group session timeout; 10000
     BLACKJACK_MAX_BATCH             commands per transaction at most; 100
+    BLACKJACK_CHECKPOINT_AFTER_S    at most this long between a partition's command and its
+                                    next checkpoint (under the results topic's 7 days); 3600
 
 plus the Kafka settings (``blackjack.bus.settings``) and the shoe key (``keys``).
 """

@@ -49,7 +49,7 @@ from blackjack.command_handler.streams import PartitionStore, Stream, kept_by_id
 from blackjack.domain import commands as cmd
 from blackjack.domain import events as ev
 from blackjack.domain.commands import COMMAND_TYPES
-from blackjack.domain.rejections import Rejection, RejectionCode
+from blackjack.domain.rejections import Rejection, RejectionCode, in_one_line
 from blackjack.domain.state import TableState
 from blackjack.domain.transfers import buy_in_ref
 from blackjack.domain.wallet import (
@@ -433,10 +433,7 @@ class Processor:
         try:
             envelope = CommandEnvelope.model_validate(doc)
         except ValidationError as error:
-            problems = "; ".join(
-                f"{'.'.join(str(p) for p in e['loc'])}: {e['msg']}" for e in error.errors()
-            )
-            return refuse("malformed", problems, doc, str(kind or "-"))
+            return refuse("malformed", in_one_line(error, "envelope"), doc, str(kind or "-"))
         stream_id = envelope.stream_id
         kind = str(envelope.command.type)
         if key_text != stream_id:

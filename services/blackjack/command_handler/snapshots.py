@@ -24,6 +24,7 @@ import zlib
 from datetime import datetime
 from typing import Literal
 
+from cryptography.exceptions import InvalidTag
 from cryptography.hazmat.primitives.ciphers.aead import AESGCM
 from pydantic import BaseModel, ConfigDict, Field, TypeAdapter, ValidationError
 
@@ -112,10 +113,12 @@ class SnapshotCodec:
         except ValidationError as error:
             raise SnapshotError(f"unreadable snapshot: {error}") from error
         stream_id, sequence = record.stream_id, record.sequence
-        blob = base64.b64decode(record.sealed)
         try:
+            blob = base64.b64decode(record.sealed, validate=True)
             plain = self._aead.decrypt(blob[:_NONCE], blob[_NONCE:], _bound(stream_id, sequence))
-        except Exception as error:  # cryptography's InvalidTag carries no message
+        # InvalidTag (another key or stream, a changed byte) carries no message; ValueError:
+        # not base64, or too short to hold a nonce
+        except (InvalidTag, ValueError) as error:
             raise SnapshotError(f"cannot open the snapshot of {stream_id}") from error
         body = json.loads(zlib.decompress(plain))
         state: WalletState | TableState

@@ -24,10 +24,6 @@ Card = Annotated[str, StringConstraints(pattern=r"^[A2-9TJQK][SHDC]$")]
 validator: pydantic checks it natively, which matters for 416-card shoes.)"""
 
 
-def rank_of(card: str) -> str:
-    return card[0]
-
-
 def value_of(card: str) -> int:
     """Point value with an ace counted as one; the hand decides when an ace is eleven."""
     return _VALUES[card[0]]

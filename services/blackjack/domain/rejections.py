@@ -50,7 +50,6 @@ RejectionCode = Literal[
     "not_your_turn",
     "insurance_not_offered",
     "cannot_hit",
-    "cannot_stand",
     "cannot_double",
     "cannot_split",
     "cannot_surrender",

@@ -11,6 +11,7 @@ import base64
 import json
 import os
 
+from cryptography.exceptions import InvalidTag
 from cryptography.hazmat.primitives.ciphers.aead import AESGCM
 
 NONCE_BYTES = 12
@@ -41,12 +42,14 @@ class ShoeSeal:
         return base64.b64encode(nonce + sealed).decode()
 
     def unseal(self, stream_id: str, shoe: int, sealed: str) -> tuple[tuple[str, ...], str]:
-        raw = base64.b64decode(sealed)
         try:
+            raw = base64.b64decode(sealed, validate=True)
             plain = self._aead.decrypt(
                 raw[:NONCE_BYTES], raw[NONCE_BYTES:], _associated(stream_id, shoe)
             )
-        except Exception as error:  # cryptography raises InvalidTag with no message
+        # InvalidTag (another key, another table or shoe, a changed byte) carries no message;
+        # ValueError: not base64, or too short to hold a nonce
+        except (InvalidTag, ValueError) as error:
             raise SealError(f"cannot open shoe {shoe} of {stream_id}") from error
         opened = json.loads(plain)
         return tuple(opened["order"]), str(opened["salt"])

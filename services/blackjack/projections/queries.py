@@ -66,15 +66,6 @@ async def wallet(connection: AsyncConnection, player_id: str) -> dict[str, Any] 
     }
 
 
-async def known_player(connection: AsyncConnection, player_id: str) -> bool:
-    a, w = schema.accounts, schema.wallets
-    for table in (a, w):
-        query = select(func.count()).select_from(table).where(table.c.player_id == player_id)
-        if (await connection.execute(query)).scalar_one():
-            return True
-    return False
-
-
 def encode_cursor(started_at: datetime, stream_id: str, number: int) -> str:
     raw = json.dumps([iso(started_at), stream_id, number], separators=(",", ":")).encode()
     return base64.urlsafe_b64encode(raw).decode().rstrip("=")

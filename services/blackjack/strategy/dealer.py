@@ -54,10 +54,6 @@ def n_removed(removed: int) -> int:
     return removed % MASK
 
 
-def shoe_after(base: tuple[int, ...], removed: int) -> list[int]:
-    return [base[i] - ((removed >> (BITS * i)) & MASK) for i in range(10)]
-
-
 class DealerGraph:
     """The dealer's non-final hands for one upcard as a layered graph (built once, reused)."""
 
