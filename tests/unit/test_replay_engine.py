@@ -5,24 +5,29 @@ that is still sealed needs the shoe key."""
 from __future__ import annotations
 
 from collections.abc import Callable
+from datetime import UTC, datetime
 from typing import Any
 
 import pytest
 
 from blackjack.audit.recall import render, replay_round
-from blackjack.audit.replay import in_sequence, replay_stream
+from blackjack.audit.replay import describe, in_sequence, money, replay_stream
 from blackjack.audit.settlement import dealer_play_problem, hand_result
 from blackjack.domain import commands as cmd
 from blackjack.domain import events as ev
+from blackjack.domain.rejections import Rejection
 from blackjack.domain.rules import PRESETS
-from blackjack.domain.state import Hand
+from blackjack.domain.state import INITIAL_STATE, Hand
 from blackjack.domain.wallet import BuyInCompleted
 from blackjack.messages.sealing import ShoeSeal
 from blackjack.messages.wire import WireEnvelope, to_wire
 from blackjack.projections.projector import StreamProjection
+from blackjack.rng import csprng_shuffle
+from blackjack.table import apply
 from tests.integration.conftest_projections import Script, play_tables
 
 SEAL = ShoeSeal.from_hex(ShoeSeal.new_key_hex())
+NOW = datetime(2026, 5, 1, tzinfo=UTC)
 A = "alice"
 
 
@@ -459,3 +464,17 @@ def test_an_event_the_topic_holds_twice_is_replayed_once() -> None:
     both = in_sequence([*log[:5], forged, forged.model_copy(), *log[5:]])
     assert len(both) == len(log) + 1
     assert f"sequence {log[4].sequence} where {log[4].sequence + 1} was due" in messages(both)
+
+
+def test_amounts_are_told_in_their_currency_s_decimals() -> None:
+    assert (money(1050), money(1050, "USD"), money(-5, "EUR")) == ("10.50", "10.50", "-0.05")
+    assert (money(1050, "JPY"), money(1050, "KWD"), money(-1, "KWD")) == ("1050", "1.050", "-0.001")
+    opened = apply(
+        INITIAL_STATE,
+        cmd.OpenTable(variant="atlantic-city", overrides={"currency": "JPY"}),
+        NOW,
+        csprng_shuffle,
+    )
+    assert not isinstance(opened, Rejection)
+    bet = ev.BetPlaced(round=1, player_id=A, box=0, amount=500, box_total=500, balance_after=9500)
+    assert describe(opened.state, bet) == "alice bets 500 on box 0 (box 500, balance 9500)"

@@ -58,11 +58,12 @@ class MoneyTotals:
         return self.paid_in - self.paid_out == held
 
     def __str__(self) -> str:
+        cur = self.currency
         return (
-            f"{self.currency}: paid in {money(self.paid_in)} - paid out {money(self.paid_out)} "
-            f"= wallets {money(self.wallets)} + tables {money(self.tables)} + in play "
-            f"{money(self.in_play)} + in transit {money(self.in_transit)} + house result "
-            f"{money(self.house_result)}  [{'ok' if self.balanced else 'UNBALANCED'}]"
+            f"{cur}: paid in {money(self.paid_in, cur)} - paid out {money(self.paid_out, cur)} "
+            f"= wallets {money(self.wallets, cur)} + tables {money(self.tables, cur)} + in play "
+            f"{money(self.in_play, cur)} + in transit {money(self.in_transit, cur)} + house result "
+            f"{money(self.house_result, cur)}  [{'ok' if self.balanced else 'UNBALANCED'}]"
         )
 
 
@@ -228,14 +229,16 @@ async def conservation(
             total.paid_out += row.withdrawn + row.cashed_out
     for player_id, row in wallets.items():
         held = row.deposited - row.withdrawn - row.bought_in + row.refunded + row.cashed_in
+        currency = row.currency or currency_of.get(player_id, only)
         if held != row.balance:
             violations.append(
-                f"wallet of {player_id}: its movements leave {money(held)}, its balance is "
-                f"{money(row.balance)}"
+                f"wallet of {player_id}: its movements leave {money(held, currency)}, its "
+                f"balance is {money(row.balance, currency)}"
             )
         if row.balance < 0:
-            violations.append(f"wallet of {player_id}: negative balance {money(row.balance)}")
-        currency = row.currency or currency_of.get(player_id, only)
+            violations.append(
+                f"wallet of {player_id}: negative balance {money(row.balance, currency)}"
+            )
         total = totals.setdefault(currency, MoneyTotals(currency))
         total.paid_in += row.deposited
         total.paid_out += row.withdrawn
@@ -244,33 +247,36 @@ async def conservation(
         from_tables[player_id] = from_tables.get(player_id, 0) - row.cashed_in
     for player_id in sorted(set(to_tables) | set(from_tables)):
         going, coming = to_tables.get(player_id, 0), from_tables.get(player_id, 0)
+        currency = currency_of.get(player_id, only)
         if going < 0:
             violations.append(
-                f"{player_id}: shared tables received {money(-going)} more than the wallet sent"
+                f"{player_id}: shared tables received {money(-going, currency)} more than the "
+                "wallet sent"
             )
         if coming < 0:
             violations.append(
-                f"{player_id}: the wallet received {money(-coming)} more than the tables paid out"
+                f"{player_id}: the wallet received {money(-coming, currency)} more than the "
+                "tables paid out"
             )
-        currency = currency_of.get(player_id, only)
         totals.setdefault(currency, MoneyTotals(currency)).in_transit += going + coming
     return violations, [totals[c] for c in sorted(totals)]
 
 
 def _account_problems(row: Any, round_open: bool) -> list[str]:
-    who = f"{row.player_id} at {row.stream_id}"
+    who, cur = f"{row.player_id} at {row.stream_id}", row.currency
     problems = []
     paid_in = row.deposited - row.withdrawn - row.cashed_out
     held = row.available + row.in_play + row.lost - row.won
     if paid_in != held:
         problems.append(
-            f"{who}: deposits - withdrawals = {money(paid_in)}, but balance + in play + "
-            f"losses - wins = {money(held)} (off by {money(held - paid_in)})"
+            f"{who}: deposits - withdrawals = {money(paid_in, cur)}, but balance + in play + "
+            f"losses - wins = {money(held, cur)} (off by {money(held - paid_in, cur)})"
         )
     if row.available < 0 or row.in_play < 0:
         problems.append(
-            f"{who}: negative money (balance {money(row.available)}, in play {money(row.in_play)})"
+            f"{who}: negative money (balance {money(row.available, cur)}, in play "
+            f"{money(row.in_play, cur)})"
         )
     if row.in_play and not round_open:
-        problems.append(f"{who}: {money(row.in_play)} in play with no round open")
+        problems.append(f"{who}: {money(row.in_play, cur)} in play with no round open")
     return problems

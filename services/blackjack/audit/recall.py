@@ -118,6 +118,7 @@ def _shoe_line(number: int | None, check: ShoeCheck | None) -> str:
 
 
 def _table(replay: RoundReplay, state: TableState | None) -> list[str]:
+    cur = replay.currency
     lines = []
     dealer = replay.dealer
     in_flight = replay.status in ("betting", "playing") and state is not None
@@ -128,42 +129,48 @@ def _table(replay: RoundReplay, state: TableState | None) -> list[str]:
             for number, hand in enumerate(box.hands):
                 lines.append(
                     f"Box {index} hand {number} ({box.player_id}): {cards_text(hand.cards)}, "
-                    f"stake {money(hand.stake)} - in play"
+                    f"stake {money(hand.stake, cur)} - in play"
                 )
     elif dealer:
         lines.append(f"Dealer: {cards_text(dealer)}")
     for s in replay.settlements:
-        mark = "ok" if s.ok else f"MISMATCH: the rules give {s.derived[0]} {money(s.derived[1])}"
+        mark = (
+            "ok" if s.ok else f"MISMATCH: the rules give {s.derived[0]} {money(s.derived[1], cur)}"
+        )
         lines.append(
             f"Box {s.box} hand {s.hand} ({s.player_id}): {cards_text(s.cards)}, stake "
-            f"{money(s.stake)}: {s.recorded[0]}, pays {money(s.recorded[1])}  [{mark}]"
+            f"{money(s.stake, cur)}: {s.recorded[0]}, pays {money(s.recorded[1], cur)}  [{mark}]"
         )
     for s in replay.insurance:
-        mark = "ok" if s.ok else f"MISMATCH: the rules give {s.derived[0]} {money(s.derived[1])}"
+        mark = (
+            "ok" if s.ok else f"MISMATCH: the rules give {s.derived[0]} {money(s.derived[1], cur)}"
+        )
         lines.append(
-            f"Box {s.box} insurance ({s.player_id}): stake {money(s.stake)}: {s.recorded[0]}, "
-            f"pays {money(s.recorded[1])}  [{mark}]"
+            f"Box {s.box} insurance ({s.player_id}): stake {money(s.stake, cur)}: {s.recorded[0]}, "
+            f"pays {money(s.recorded[1], cur)}  [{mark}]"
         )
     for result in replay.results:
         span = replay.balances.get(result.player_id)
-        before = f"{money(span[0])} -> " if span else ""
+        before = f"{money(span[0], cur)} -> " if span else ""
         lines.append(
-            f"{result.player_id}: wagered {money(result.wagered)}, paid {money(result.paid)}, "
-            f"net {'+' if result.net > 0 else ''}{money(result.net)}"
-            f"{_moved(replay, result.player_id)}; balance {before}{money(result.balance_after)}"
+            f"{result.player_id}: wagered {money(result.wagered, cur)}, paid "
+            f"{money(result.paid, cur)}, net {'+' if result.net > 0 else ''}"
+            f"{money(result.net, cur)}{_moved(replay, result.player_id)}; balance {before}"
+            f"{money(result.balance_after, cur)}"
         )
     if not replay.results:
         for player_id, (start, end) in sorted(replay.balances.items()):
             moved = _moved(replay, player_id).removeprefix(", ")
             lines.append(
-                f"{player_id}: {moved}{'; ' if moved else ''}balance {money(start)} -> {money(end)}"
+                f"{player_id}: {moved}{'; ' if moved else ''}balance {money(start, cur)} -> "
+                f"{money(end, cur)}"
             )
     return lines
 
 
 def _moved(replay: RoundReplay, player_id: str) -> str:
     """Money paid in or taken out at the table during the round, which the balance includes."""
-    moved = replay.moved.get(player_id, 0)
+    moved, cur = replay.moved.get(player_id, 0), replay.currency
     if not moved:
         return ""
-    return f", {'paid in' if moved > 0 else 'taken out'} {money(abs(moved))} at the table"
+    return f", {'paid in' if moved > 0 else 'taken out'} {money(abs(moved), cur)} at the table"

@@ -595,9 +595,21 @@ _CHECKS: dict[type[ev.Event], Any] = {
 # ---- words --------------------------------------------------------------------------------
 
 
-def money(amount: int) -> str:
+MINOR_UNITS: dict[str, int] = {
+    **dict.fromkeys(("BIF", "CLP", "DJF", "GNF", "ISK", "JPY", "KMF", "KRW", "PYG"), 0),
+    **dict.fromkeys(("RWF", "UGX", "UYI", "VND", "VUV", "XAF", "XOF", "XPF"), 0),
+    **dict.fromkeys(("BHD", "IQD", "JOD", "KWD", "LYD", "OMR", "TND"), 3),
+    **dict.fromkeys(("CLF", "UYW"), 4),
+}
+"""ISO 4217 currencies whose minor unit is not a hundredth (the rest have two decimals)."""
+
+
+def money(amount: int, currency: str | None = None) -> str:
+    """Minor units as the currency writes them: 1050 is 10.50 USD, 1050 JPY, 1.050 KWD."""
     sign = "-" if amount < 0 else ""
-    return f"{sign}{abs(amount) // 100}.{abs(amount) % 100:02d}"
+    places = MINOR_UNITS.get(currency or "", 2)
+    whole, part = divmod(abs(amount), 10**places)
+    return f"{sign}{whole}.{part:0{places}d}" if places else f"{sign}{whole}"
 
 
 def cards_text(cards: Sequence[str]) -> str:
@@ -609,15 +621,18 @@ def cards_text(cards: Sequence[str]) -> str:
 
 def describe(state: TableState, event: ev.Event) -> str:
     """One line for a round's event, told from the state just before it."""
+    cur = state.rules.currency
     match event:
         case ev.RoundOpened():
             return "betting opens"
         case ev.BetPlaced(player_id=p, box=b, amount=a, box_total=t, balance_after=after):
-            return f"{p} bets {money(a)} on box {b} (box {money(t)}, balance {money(after)})"
+            box = f"box {money(t, cur)}, balance {money(after, cur)}"
+            return f"{p} bets {money(a, cur)} on box {b} ({box})"
         case ev.BetRefunded(player_id=p, box=b, amount=a, box_total=left, reason=why):
             if left:
-                return f"{p} takes back {money(a)} of the bet on box {b} (box {money(left)}, {why})"
-            return f"{p}'s bet of {money(a)} on box {b} is returned ({why})"
+                rest = f"box {money(left, cur)}, {why}"
+                return f"{p} takes back {money(a, cur)} of the bet on box {b} ({rest})"
+            return f"{p}'s bet of {money(a, cur)} on box {b} is returned ({why})"
         case ev.DealRequested(player_id=p):
             return f"{p} presses Deal"
         case ev.PlayerPassed(player_id=p):
@@ -637,13 +652,15 @@ def describe(state: TableState, event: ev.Event) -> str:
         case ev.InsuranceOffered(boxes=boxes):
             return f"insurance offered on box(es) {', '.join(map(str, boxes))}"
         case ev.InsuranceTaken(player_id=p, box=b, amount=a):
-            return f"{p} takes insurance on box {b} for {money(a)}"
+            return f"{p} takes insurance on box {b} for {money(a, cur)}"
         case ev.InsuranceDeclined(player_id=p, box=b):
             return f"{p} declines insurance on box {b}"
         case ev.DealerPeeked(has_blackjack=bj):
             return f"dealer peeks: {'blackjack' if bj else 'no blackjack'}"
         case ev.InsuranceSettled(player_id=p, box=b, won=won, payout=pay):
-            return f"insurance of {p} on box {b} {'wins' if won else 'loses'}, pays {money(pay)}"
+            return (
+                f"insurance of {p} on box {b} {'wins' if won else 'loses'}, pays {money(pay, cur)}"
+            )
         case ev.TurnStarted(player_id=p, box=b, hand=h, actions=actions):
             offered = "" if actions is None else f" ({', '.join(actions)})"
             return f"turn of {p}: box {b} hand {h}{offered}"
@@ -652,9 +669,9 @@ def describe(state: TableState, event: ev.Event) -> str:
         case ev.PlayerStood(player_id=p, box=b, hand=h, total=t):
             return f"{p} stands on box {b} hand {h} at {t}"
         case ev.HandDoubled(player_id=p, box=b, hand=h, amount=a):
-            return f"{p} doubles box {b} hand {h} for {money(a)}"
+            return f"{p} doubles box {b} hand {h} for {money(a, cur)}"
         case ev.HandSplit(player_id=p, box=b, hand=h, amount=a):
-            return f"{p} splits box {b} hand {h} for {money(a)}"
+            return f"{p} splits box {b} hand {h} for {money(a, cur)}"
         case ev.HandSurrendered(player_id=p, box=b, hand=h):
             return f"{p} surrenders box {b} hand {h}"
         case ev.PlayerTimedOut(player_id=p, phase=phase, action=action):
@@ -662,15 +679,15 @@ def describe(state: TableState, event: ev.Event) -> str:
         case ev.DealerHoleCardRevealed(card=card):
             return f"dealer turns the hole card: {card}  ->  {cards_text(state.dealer)}"
         case ev.HandSettled(player_id=p, box=b, hand=h, outcome=o, stake=s, payout=pay):
-            return f"box {b} hand {h} ({p}): {o}, stake {money(s)}, pays {money(pay)}"
+            return f"box {b} hand {h} ({p}): {o}, stake {money(s, cur)}, pays {money(pay, cur)}"
         case ev.RoundSettled(dealer_total=t, dealer_blackjack=bj):
             return f"round settled, dealer {'blackjack' if bj else t}"
         case ev.FundsDeposited(player_id=p, amount=a, balance_after=after):
-            return f"{p} pays in {money(a)} (balance {money(after)})"
+            return f"{p} pays in {money(a, cur)} (balance {money(after, cur)})"
         case ev.FundsWithdrawn(player_id=p, amount=a, balance_after=after):
-            return f"{p} takes out {money(a)} (balance {money(after)})"
+            return f"{p} takes out {money(a, cur)} (balance {money(after, cur)})"
         case ev.TransferDeclined(player_id=p, amount=a, reason_code=why):
-            return f"{p}'s buy-in of {money(a)} is declined ({why})"
+            return f"{p}'s buy-in of {money(a, cur)} is declined ({why})"
         case ev.PlayerDisconnected(player_id=p):
             return f"{p} disconnects"
         case ev.PlayerReconnected(player_id=p):
@@ -680,5 +697,5 @@ def describe(state: TableState, event: ev.Event) -> str:
         case ev.SeatChanged(player_id=p, from_seat=old, to_seat=new):
             return f"{p} moves from seat {old} to seat {new}"
         case ev.SeatLeft(player_id=p, balance_returned=back):
-            return f"{p} leaves the table, {money(back)} paid out"
+            return f"{p} leaves the table, {money(back, cur)} paid out"
     return type(event).__name__

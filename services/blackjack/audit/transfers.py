@@ -57,6 +57,7 @@ class Reconciled:
 @dataclass
 class _Table:
     shared: bool = False
+    currency: str | None = None
     transfers_from: datetime | None = None
     """when the table first recorded a buy-in's transfer"""
     untracked_deposits: bool = False
@@ -109,6 +110,7 @@ def reconcile(
                     received.append((envelope, e))
                 case ev.TableOpened() as e:
                     table.shared = e.rules.seats > 1
+                    table.currency = e.rules.currency
                 case ev.FundsDeposited(transfer=None) if table.shared:
                     if table.transfers_from is not None:
                         find(envelope, "a deposit at a shared table that names no buy-in")
@@ -143,11 +145,12 @@ def reconcile(
             e.player_id,
             e.amount,
         ):
+            cur = _currency(tables, buy_in.table_id)
             find(
                 envelope,
-                f"buy-in {e.transfer}: the wallet sent {money(buy_in.amount)} of "
-                f"{buy_in.player_id} to {buy_in.table_id}, the table handled {money(e.amount)} "
-                f"of {e.player_id}",
+                f"buy-in {e.transfer}: the wallet sent {money(buy_in.amount, cur)} of "
+                f"{buy_in.player_id} to {buy_in.table_id}, the table handled "
+                f"{money(e.amount, cur)} of {e.player_id}",
             )
 
     for envelope, closing in closed:
@@ -178,6 +181,7 @@ def reconcile(
             find(envelope, f"cash-out of {where} received again (first at {cashed[key].sequence})")
             continue
         cashed[key] = envelope
+        cur = _currency(tables, cash_out.table_id)
         payout = paid_out.get(key)
         unread = cash_out.table_sequence > read_to.get(cash_out.table_id, 0)
         if payout is None and unread and lagging(cash_out.table_id):
@@ -186,11 +190,11 @@ def reconcile(
         if payout != (cash_out.player_id, cash_out.amount):
             paid = "paid nothing out"
             if payout is not None:
-                paid = f"paid {money(payout[1])} to {payout[0]}"
+                paid = f"paid {money(payout[1], cur)} to {payout[0]}"
             find(
                 envelope,
-                f"cash-out of {money(cash_out.amount)} for {cash_out.player_id} from {where}, "
-                f"which {paid}",
+                f"cash-out of {money(cash_out.amount, cur)} for {cash_out.player_id} from "
+                f"{where}, which {paid}",
             )
     return out
 
@@ -201,3 +205,8 @@ def _before_transfers(table: _Table | None, buy_in: _Sent | None) -> bool:
     if table is None or not table.untracked_deposits:
         return False
     return table.transfers_from is None or (buy_in is not None and buy_in.at < table.transfers_from)
+
+
+def _currency(tables: dict[str, _Table], table_id: str) -> str:
+    table = tables.get(table_id)
+    return (table.currency if table is not None else None) or "USD"
