@@ -24,8 +24,7 @@ from blackjack.bus.topics import Topics, delete_topics, ensure_topics
 from blackjack.client import BlackjackClient
 from blackjack.command_handler.clock import is_idle_timer
 from blackjack.command_handler.config import HandlerConfig
-from blackjack.command_handler.processor import is_step_id, transfer_ref
-from blackjack.command_handler.replay import NOT_REMEMBERED
+from blackjack.command_handler.processor import is_step_id, remembered, transfer_ref
 from blackjack.command_handler.service import CommandHandler, receipt_time
 from blackjack.command_handler.signing import SIGNATURE_HEADER, TRANSFER_HEADER
 from blackjack.domain import commands as cmd
@@ -383,11 +382,9 @@ async def verify_stream(
         seen.add(cid)
         answers = [a for a in answers if not is_idle_timer(a)]
         assert answers, f"command {cid} ({envelope.command.type}) has no result"
-        # Answers to messages refused before reaching the stream are not remembered; the id
-        # stays free for a corrected message.
-        answers = [a for a in answers if not a.rejection or a.rejection.code not in NOT_REMEMBERED]
-        if is_step_id(cid):  # the refusal of an unsigned command that used a step's id
-            answers = [a for a in answers if not a.rejection or a.rejection.code != "unauthorized"]
+        # Answers to messages refused before reaching the stream, or to one that used an id
+        # reserved for the service, are not remembered: the id stays free.
+        answers = [a for a in answers if remembered(a)]
         if not answers:
             assert cid not in by_cause
             continue

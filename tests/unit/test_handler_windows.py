@@ -13,12 +13,13 @@ from __future__ import annotations
 from datetime import UTC, datetime, timedelta
 
 from blackjack.command_handler.clock import due_commands, expire_command_id
-from blackjack.command_handler.processor import Handled, Inbound
+from blackjack.command_handler.processor import Handled, Inbound, remembered
 from blackjack.command_handler.streams import PartitionStore
 from blackjack.domain import commands as cmd
+from blackjack.domain.rejections import Rejection, RejectionCode
 from blackjack.domain.state import TableState
 from blackjack.domain.wallet import BuyIn, WalletDeposit, wallet_stream
-from blackjack.messages.envelope import CommandEnvelope, StreamCommand
+from blackjack.messages.envelope import CommandEnvelope, CommandResult, StreamCommand
 from tests.unit.committed_log import CommittedLog
 from tests.unit.processor_harness import new_processor
 
@@ -197,3 +198,34 @@ def test_only_the_clocks_command_may_use_its_id_prefix() -> None:
     assert "expire-mine" not in handler.store.streams[TABLE].results
     timers = handler.send(TABLE, cmd.ExpireTimers(), "expire-any-id", T0)
     assert timers.result.status == "accepted" and timers.events == []
+
+
+def test_which_answers_a_window_keeps_is_one_rule() -> None:
+    now = datetime(2026, 5, 1, tzinfo=UTC)
+
+    def answer(command_id: str, code: RejectionCode | None, first: int | None = 1) -> CommandResult:
+        return CommandResult(
+            command_id=command_id,
+            stream_id="table-1",
+            status="accepted" if code is None else "rejected",
+            rejection=None if code is None else Rejection(code=code, message="-"),
+            first_sequence=first if code is None else None,
+            handled_at=now,
+        )
+
+    expire = expire_command_id("table-1", now)
+    kept = {
+        "accepted": answer("c-1", None),
+        "refused by the rules": answer("c-2", "not_your_turn"),
+        "unauthorized under a player's id": answer("c-3", "unauthorized"),
+        "the clock's, with events": answer(expire, None),
+    }
+    dropped = {
+        "malformed": answer("c-4", "malformed"),
+        "unknown command": answer("c-5", "unknown_command"),
+        "a step's id taken": answer("e-1.deposit", "unauthorized"),
+        "the clock's id taken": answer(expire, "unauthorized"),
+        "the clock's, nothing due": answer(expire, None, first=None),
+    }
+    assert [name for name, a in kept.items() if not remembered(a)] == []
+    assert [name for name, a in dropped.items() if remembered(a)] == []

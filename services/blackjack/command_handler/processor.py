@@ -42,6 +42,7 @@ from blackjack.command_handler.clock import (
     DISCONNECT_PREFIX,
     EXPIRE_PREFIX,
     disconnect_command_id,
+    is_clock_timer_id,
     is_idle_timer,
 )
 from blackjack.command_handler.signing import CommandSigner
@@ -164,6 +165,29 @@ def is_step_id(command_id: str) -> bool:
     event ids), so an unsigned command must not take one first and leave the step answered
     with its result."""
     return command_id.rpartition(".")[2] in STEPS and "." in command_id
+
+
+NOT_REMEMBERED = frozenset({"malformed", "unknown_command"})
+"""Answers to messages that never reached a stream: a corrected resend is handled afresh."""
+
+
+def remembered(result: CommandResult) -> bool:
+    """Whether a stream's idempotency window keeps this answer: the one rule for the live
+    handler and for a rebuild from the results topic, whose windows must be equal (else a
+    copy of a command is decided again after a takeover). Not kept: answers to messages that
+    never reached a stream, to a command that took an id reserved for the service's own (a
+    step's, the clock's) or a signed step's copy, and the clock's ``ExpireTimers`` that found
+    nothing due."""
+    if is_idle_timer(result):
+        return False
+    if result.rejection is None:
+        return True
+    code, command_id = result.rejection.code, result.command_id
+    if code in NOT_REMEMBERED:
+        return False
+    return not (
+        code == "unauthorized" and (is_step_id(command_id) or is_clock_timer_id(command_id))
+    )
 
 
 @dataclass(frozen=True)
@@ -327,7 +351,7 @@ class Processor:
         )
         if signed and rejection is None and kept_by_id(command):
             stream.signed.add(envelope.command_id)
-        if not is_idle_timer(result):
+        if remembered(result):
             stream.remember(result, self.dedup_window)
         store.dirty.add(stream.stream_id)
         store.since_checkpoint += 1

@@ -21,8 +21,7 @@ from datetime import datetime
 from aiokafka import AIOKafkaConsumer, ConsumerRecord, TopicPartition
 
 from blackjack.bus.topics import Topics
-from blackjack.command_handler.clock import is_clock_timer_id, is_idle_timer
-from blackjack.command_handler.processor import is_step_id
+from blackjack.command_handler.processor import remembered
 from blackjack.command_handler.snapshots import (
     CHECKPOINT_PREFIX,
     Checkpoint,
@@ -34,9 +33,6 @@ from blackjack.domain.state import TableState
 from blackjack.messages.envelope import CommandResult
 from blackjack.messages.sealing import ShoeSeal
 from blackjack.messages.wire import decode, from_wire
-
-NOT_REMEMBERED = frozenset({"malformed", "unknown_command"})
-"""Answers to messages that never reached a stream: a corrected resend is handled afresh."""
 
 
 @dataclass(frozen=True)
@@ -173,18 +169,7 @@ async def rebuild(
     answers: list[CommandResult] = []
     async for record in read_to_end(reader, results_tp, results_from, ends[results_tp], deadline):
         result = CommandResult.model_validate_json(record.value or b"{}")
-        if is_idle_timer(result) or (
-            result.rejection is not None
-            and (
-                result.rejection.code in NOT_REMEMBERED
-                # a command that used an id reserved for the service's own (a step's, the
-                # clock's), or a signed step's copy refused by the stream's signed ids
-                or (
-                    result.rejection.code == "unauthorized"
-                    and (is_step_id(result.command_id) or is_clock_timer_id(result.command_id))
-                )
-            )
-        ):
+        if not remembered(result):
             continue
         answers.append(result)
     store.results_next = max(ends[results_tp], results_from)
