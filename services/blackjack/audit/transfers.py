@@ -109,7 +109,7 @@ def reconcile(
                         find(envelope, f"cash-out for {e.player_id} in another player's wallet")
                     received.append((envelope, e))
                 case ev.TableOpened() as e:
-                    table.shared = e.rules.seats > 1
+                    table.shared = e.rules.funded_by_wallet
                     table.currency = e.rules.currency
                 case ev.FundsDeposited(transfer=None) if table.shared:
                     if table.transfers_from is not None:

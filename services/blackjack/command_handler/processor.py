@@ -496,13 +496,12 @@ class Processor:
         if isinstance(command, cmd.Deposit) and command.transfer is not None and not signed:
             return refuse("a Deposit with a transfer is issued by the service only")
         if isinstance(command, cmd.Deposit) and isinstance(state, TableState) and state.opened:
-            multi_seat = state.rules.seats > 1
-            if multi_seat and not signed:
+            if state.rules.funded_by_wallet and not signed:
                 return refuse(
                     "money comes to a multi-seat table from the player's wallet: "
                     f"send BuyIn to {wallet_stream(command.player_id)}"
                 )
-            if signed and not multi_seat and command.transfer is None:
+            if signed and not state.rules.funded_by_wallet and command.transfer is None:
                 return refuse("a single-player table is funded by the platform's Deposit")
         if isinstance(command, cmd.Deposit) and signed and command.transfer is None:
             # The service signs a Deposit only as a buy-in's, which names its transfer.
@@ -650,8 +649,8 @@ class Processor:
                     transfer=event.transfer,
                 )
             ]
-        multi_seat = isinstance(before, TableState) and before.rules.seats > 1
-        if not multi_seat or not isinstance(event, ev.SeatLeft | ev.FundsWithdrawn):
+        by_wallet = isinstance(before, TableState) and before.rules.funded_by_wallet
+        if not by_wallet or not isinstance(event, ev.SeatLeft | ev.FundsWithdrawn):
             return []
         player = event.player_id
         amount = event.balance_returned if isinstance(event, ev.SeatLeft) else event.amount

@@ -101,7 +101,7 @@ class Stream:
             isinstance(event, ev.FundsDeposited)
             and event.transfer is None
             and isinstance(state, TableState)
-            and state.rules.seats > 1
+            and state.rules.funded_by_wallet
         )
         if envelope.causation_id and legacy:
             self.signed.add(envelope.causation_id)

@@ -459,7 +459,7 @@ def _transfer_deposit(r: _Round, c: cmd.Deposit, transfer: str) -> None:
     try:
         if not state.opened:
             raise _refuse("table_not_open", "the table has not been opened")
-        if state.rules.seats == 1:
+        if not state.rules.funded_by_wallet:
             raise _refuse(
                 "unauthorized", "a single-player table is funded by the platform's Deposit"
             )

@@ -110,6 +110,13 @@ class Rules(BaseModel):
     # Messages
     break_even_message: bool = False
 
+    @property
+    def funded_by_wallet(self) -> bool:
+        """A table several players share (page 002's multi-player table): money comes to it
+        only from each player's wallet, as a buy-in, and goes back there; a single-player
+        table is funded by the platform's Deposit."""
+        return self.seats > 1
+
     @model_validator(mode="after")
     def _consistent(self) -> Rules:
         if self.min_bet > self.max_bet:

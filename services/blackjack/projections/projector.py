@@ -28,6 +28,7 @@ from pydantic import BaseModel, ConfigDict, Field
 from blackjack.domain import events as ev
 from blackjack.domain import wallet as wl
 from blackjack.domain.hand import is_natural, total
+from blackjack.domain.rules import Rules
 from blackjack.messages.wire import SealedShoeShuffled, WireEnvelope
 
 
@@ -416,12 +417,12 @@ def _table_opened(p: StreamProjection, e: ev.TableOpened, at: datetime) -> None:
 def _seat_taken(p: StreamProjection, e: ev.SeatTaken, at: datetime) -> None:
     account = p.accounts.get(e.player_id)
     if account is None:
-        seats = (p.view.rules or {}).get("seats", 1)
+        rules = Rules.model_validate(p.view.rules or {})
         account = Account(
             stream_id=p.view.stream_id,
             player_id=e.player_id,
             currency=p.view.currency or "",
-            funded_by_wallet=seats > 1,
+            funded_by_wallet=rules.funded_by_wallet,
         )
         p.accounts[e.player_id] = account
     p.accounts_dirty.add(e.player_id)
