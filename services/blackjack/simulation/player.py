@@ -9,18 +9,19 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from functools import cache
-from typing import Final, Literal, Protocol
+from typing import Final, Protocol
 
 from blackjack.domain import commands as cmd
 from blackjack.domain import events as ev
 from blackjack.domain import facts
 from blackjack.domain.cards import fresh_shoe
+from blackjack.domain.events import TurnAction
 from blackjack.domain.rejections import Rejection
 from blackjack.domain.rules import PRESETS, Rules
 from blackjack.domain.state import INITIAL_STATE, TableState
 from blackjack.table import Applied, apply
 
-Action = Literal["hit", "stand", "double", "split", "surrender"]
+Action = TurnAction  # the moves a TurnStarted may offer
 PLAYER: Final = "sim"
 BANKROLL: Final = 10**15  # never short of money: double and split are always affordable
 CLOCK: Final = datetime(2026, 1, 1, tzinfo=UTC)

@@ -53,8 +53,9 @@ from __future__ import annotations
 from collections import defaultdict
 from dataclasses import dataclass, field
 from fractions import Fraction
-from typing import Literal, NamedTuple
+from typing import NamedTuple
 
+from blackjack.domain.events import TurnAction
 from blackjack.domain.rules import Rules
 from blackjack.strategy.dealer import (
     ACE,
@@ -71,7 +72,7 @@ from blackjack.strategy.dealer import (
     full_shoe,
 )
 
-Action = Literal["hit", "stand", "double", "split", "surrender"]
+Action = TurnAction  # the moves a TurnStarted may offer
 HIT: Action = "hit"
 STAND: Action = "stand"
 DOUBLE: Action = "double"
