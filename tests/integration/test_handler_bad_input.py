@@ -42,10 +42,11 @@ def envelope(command_id: str, stream: str, command: dict[str, Any]) -> bytes:
 async def raw(
     client: BlackjackClient, space: KafkaSpace, key: bytes, value: bytes
 ) -> CommandResult:
-    """Send bytes; the result of an unparsable message is named after its offset."""
+    """Send bytes; the result of an unparsable message is named after its offset (a number
+    of more digits than Python reads does not make it unparsable: its id is read)."""
     offset = await client.send_raw(key, value)
     try:
-        document = json.loads(value)
+        document = json.loads(value, parse_int=str)
         command_id = document["command_id"]
     except (ValueError, KeyError, TypeError, RecursionError):
         partition = partition_for(key.decode(), space.partitions)
@@ -98,6 +99,20 @@ async def test_malformed_and_unknown_messages_get_typed_rejections_and_change_no
         seated, cmd.PlaceBet(player_id="p", box=0, amount=100), command_id="bad-fields"
     )
     assert fixed.status == "accepted"
+    await verify_stream(space, seated)
+
+
+async def test_a_command_that_quotes_a_megabyte_is_answered_and_its_partition_goes_on(
+    space: KafkaSpace, client: BlackjackClient, seated: str
+) -> None:
+    """Its rejection once quoted it whole: a result over the broker's record limit failed the
+    transaction on every retry, and the partition stopped for good (an integrator's review)."""
+    huge = {"type": "OpenTable", "variant": "v" * 1_040_000}
+    result = await raw(client, space, seated.encode(), envelope("huge-variant", seated, huge))
+    assert code(result) == "malformed" and len(result.model_dump_json()) < 2_000
+    # the next command of the same table (the same partition) is handled
+    after = await client.execute(seated, cmd.PlaceBet(player_id="p", box=0, amount=100))
+    assert after.status == "accepted"
     await verify_stream(space, seated)
 
 
