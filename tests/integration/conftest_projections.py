@@ -27,6 +27,7 @@ from aiokafka import AIOKafkaProducer
 from aiokafka.admin import AIOKafkaAdminClient, NewTopic
 from sqlalchemy.engine import make_url
 
+from blackjack.bus.topics import Topics
 from blackjack.domain import commands as cmd
 from blackjack.domain import events as ev
 from blackjack.domain import wallet as wl
@@ -39,7 +40,7 @@ from blackjack.messages import wire
 from blackjack.messages.envelope import EventEnvelope
 from blackjack.messages.sealing import ShoeSeal
 from blackjack.projections.rebuild import read_topic
-from blackjack.projections.settings import EVENTS_TOPIC, ProjectionSettings
+from blackjack.projections.settings import ProjectionSettings
 from blackjack.projections.store import ProjectionStore
 from blackjack.projections.worker import build_broker
 from blackjack.projections.writer import ProjectionWriter, Record
@@ -363,7 +364,7 @@ class EventsTopic:
 
     @property
     def name(self) -> str:
-        return f"{self.prefix}{EVENTS_TOPIC}"
+        return Topics(self.prefix).events
 
 
 async def publish(

@@ -5,6 +5,7 @@ from __future__ import annotations
 import pytest
 
 from blackjack.app import projection_settings
+from blackjack.bus.settings import KafkaSettings
 from blackjack.command_handler.config import HandlerConfig
 from blackjack.projections.settings import ProjectionSettings
 
@@ -53,3 +54,14 @@ def test_numbers_must_be_positive_integers(name: str) -> None:
     for bad in ("0", "-5", "ten"):
         with pytest.raises(ValueError, match=name):
             ProjectionSettings.from_env({name: bad})
+
+
+def test_the_workers_read_the_broker_as_the_handler_does() -> None:
+    for env in (
+        {"BLACKJACK_KAFKA_BOOTSTRAP": "  ", "KAFKA_BOOTSTRAP": "kafka:9092"},
+        {"BLACKJACK_KAFKA_BOOTSTRAP": " broker:9093 "},
+        {},
+    ):
+        handler, worker = KafkaSettings.from_env(env), ProjectionSettings.from_env(env)
+        assert worker.bootstrap == handler.bootstrap != ""
+        assert worker.security == handler.security

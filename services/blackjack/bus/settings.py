@@ -170,9 +170,13 @@ class KafkaSettings:
         def number(name: str, default: int) -> int:
             return env_value(env, name, int, default)
 
-        bootstrap = env.get("BLACKJACK_KAFKA_BOOTSTRAP") or env.get("KAFKA_BOOTSTRAP")
+        def text(name: str) -> str:
+            return env.get(name, "").strip()
+
         return cls(
-            bootstrap=(bootstrap or DEFAULT_BOOTSTRAP).strip(),
+            bootstrap=text("BLACKJACK_KAFKA_BOOTSTRAP")
+            or text("KAFKA_BOOTSTRAP")
+            or DEFAULT_BOOTSTRAP,
             topic_prefix=env.get("BLACKJACK_TOPIC_PREFIX", "").strip(),
             partitions=number("BLACKJACK_PARTITIONS", cls.partitions),
             replication_factor=number("BLACKJACK_REPLICATION_FACTOR", cls.replication_factor),

@@ -29,12 +29,11 @@ import os
 from collections.abc import Mapping
 from dataclasses import dataclass
 
-from blackjack.bus.settings import PLAINTEXT, KafkaSecurity
+from blackjack.bus.settings import DEFAULT_BOOTSTRAP, PLAINTEXT, KafkaSecurity, KafkaSettings
+from blackjack.bus.topics import Topics
 from blackjack.configuration import ConfigurationError, env_value, positive_int
 
-EVENTS_TOPIC = "blackjack.events"
 DEFAULT_DB_URL = "sqlite+aiosqlite:///var/projections.db"
-DEFAULT_BOOTSTRAP = "127.0.0.1:9092"
 DEFAULT_GROUP = "blackjack-projections"
 DEFAULT_BATCH = 500
 DEFAULT_STUCK_AFTER = 10
@@ -56,7 +55,7 @@ class ProjectionSettings:
 
     @property
     def events_topic(self) -> str:
-        return f"{self.topic_prefix}{EVENTS_TOPIC}"
+        return Topics(self.topic_prefix).events
 
     @classmethod
     def from_env(cls, env: Mapping[str, str] | None = None) -> ProjectionSettings:
@@ -65,8 +64,10 @@ class ProjectionSettings:
         def value(name: str, default: str) -> str:
             return env.get(name, "").strip() or default
 
-        bootstrap = value("BLACKJACK_KAFKA_BOOTSTRAP", value("KAFKA_BOOTSTRAP", DEFAULT_BOOTSTRAP))
-        prefix = env.get("BLACKJACK_TOPIC_PREFIX", "").strip()
+        kafka = KafkaSettings.from_env(
+            env
+        )  # the broker, the prefix and the security: as the handler reads them
+        prefix = kafka.topic_prefix
         instance_id = env.get("BLACKJACK_PROJECTION_INSTANCE", "").strip() or None
         session = STATIC_SESSION_TIMEOUT_MS if instance_id else SESSION_TIMEOUT_MS
         if instance_id and not env.get("BLACKJACK_DB_URL", "").strip():
@@ -81,12 +82,12 @@ class ProjectionSettings:
 
         return cls(
             db_url=value("BLACKJACK_DB_URL", DEFAULT_DB_URL),
-            bootstrap=bootstrap,
+            bootstrap=kafka.bootstrap,
             topic_prefix=prefix,
             group_id=value("BLACKJACK_PROJECTION_GROUP", f"{prefix}{DEFAULT_GROUP}"),
             batch=number("BLACKJACK_PROJECTION_BATCH", DEFAULT_BATCH),
             instance_id=instance_id,
             stuck_after=number("BLACKJACK_PROJECTION_STUCK_AFTER", DEFAULT_STUCK_AFTER),
             session_timeout_ms=number("BLACKJACK_PROJECTION_SESSION_TIMEOUT_MS", session),
-            security=KafkaSecurity.from_env(env),
+            security=kafka.security,
         )
