@@ -36,6 +36,8 @@ from blackjack.bus.headers import command_headers
 from blackjack.bus.producers import started, stopped
 from blackjack.bus.settings import PLAINTEXT, KafkaSecurity, KafkaSettings
 from blackjack.bus.topics import Topics, partition_for
+from blackjack.domain.commands import TableCommand
+from blackjack.domain.wallet import AnyWalletCommand
 from blackjack.messages.envelope import CommandEnvelope, CommandResult
 from blackjack.messages.wire import WireEnvelope, decode
 
@@ -155,7 +157,7 @@ class BlackjackClient:
     async def send(
         self,
         stream_id: str,
-        command: BaseModel,
+        command: TableCommand | AnyWalletCommand,
         *,
         command_id: str | None = None,
         correlation_id: str | None = None,
@@ -262,7 +264,7 @@ class BlackjackClient:
     async def execute(
         self,
         stream_id: str,
-        command: BaseModel,
+        command: TableCommand | AnyWalletCommand,
         *,
         command_id: str | None = None,
         correlation_id: str | None = None,

@@ -22,11 +22,13 @@ from aiokafka.errors import KafkaError
 from pydantic import TypeAdapter, ValidationError
 
 from blackjack.client import BlackjackClient
+from blackjack.domain.commands import TableCommand
 from blackjack.domain.rejections import in_one_line
+from blackjack.domain.wallet import AnyWalletCommand
 from blackjack.messages.envelope import CommandResult, StreamCommand
 from blackjack.messages.wire import WireEnvelope
 
-_COMMAND: TypeAdapter[object] = TypeAdapter(StreamCommand)
+_COMMAND: TypeAdapter[TableCommand | AnyWalletCommand] = TypeAdapter(StreamCommand)
 
 
 def _send(args: argparse.Namespace) -> int:
@@ -44,7 +46,7 @@ def _send(args: argparse.Namespace) -> int:
         async with client:
             result = await client.execute(
                 args.stream_id,
-                command,  # type: ignore[arg-type]
+                command,
                 command_id=command_id,
                 timeout=args.timeout,
             )

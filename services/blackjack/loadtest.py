@@ -247,7 +247,7 @@ class Sent:
 
     stream_id: str
     command_id: str
-    command: cmd.Command
+    command: cmd.TableCommand
 
 
 class Player:
@@ -275,7 +275,7 @@ class Player:
         self.rejections: list[tuple[str, str, str]] = []
         self.rounds = 0
 
-    async def execute(self, command: cmd.Command, *, measure: bool) -> TableState:
+    async def execute(self, command: cmd.TableCommand, *, measure: bool) -> TableState:
         """Send, await the result, then the table as of the command's last event."""
         started = time.perf_counter()
         command_id = await self.client.send(self.stream_id, command)
@@ -312,7 +312,7 @@ class Player:
                 state = await self.execute(self.next_move(state), measure=True)
             self.rounds += 1
 
-    def next_move(self, state: TableState) -> cmd.Command:
+    def next_move(self, state: TableState) -> cmd.TableCommand:
         """The basic-strategy move for the hand whose turn it is (never insurance)."""
         if state.phase == "insurance":
             return cmd.DeclineInsurance(player_id=self.player_id, box=0)
@@ -334,7 +334,7 @@ class Player:
         return kind(player_id=self.player_id, box=box, hand=hand_index)
 
 
-_HAND_COMMANDS: dict[str, type[cmd.HandCommand]] = {
+_HAND_COMMANDS: dict[str, type[cmd.Hit | cmd.Stand | cmd.Double | cmd.Split | cmd.Surrender]] = {
     "hit": cmd.Hit,
     "stand": cmd.Stand,
     "double": cmd.Double,
@@ -553,15 +553,15 @@ async def run_baseline(
     topics = Topics(settings.topic_prefix)
     server = EchoServer(settings.bootstrap, topics, f"{settings.topic_prefix}echo")
     client = BlackjackClient(settings.bootstrap, topics, client_id=f"{settings.topic_prefix}client")
-    warmup: defaultdict[str, list[cmd.Command]] = defaultdict(list)
-    measured: defaultdict[str, list[cmd.Command]] = defaultdict(list)
+    warmup: defaultdict[str, list[cmd.TableCommand]] = defaultdict(list)
+    measured: defaultdict[str, list[cmd.TableCommand]] = defaultdict(list)
     for number, one in enumerate(sent):
         (measured if number >= measured_from else warmup)[one.stream_id].append(one.command)
     latencies: list[float] = []
     ids: list[str] = []
     phase = Phase(commands=len(sent) - measured_from, rounds=config.tables * config.rounds)
 
-    async def replay(stream_id: str, commands: list[cmd.Command], measure: bool) -> None:
+    async def replay(stream_id: str, commands: list[cmd.TableCommand], measure: bool) -> None:
         for command in commands:
             started = time.perf_counter()
             command_id = await client.send(stream_id, command)

@@ -34,7 +34,9 @@ from blackjack.domain.rules import Rules
 from blackjack.domain.state import INITIAL_STATE
 from blackjack.domain.wallet import (
     INITIAL_WALLET,
+    AnyWalletCommand,
     CashOut,
+    WalletCommand,
     WalletEvent,
     decide_wallet,
     evolve_wallet,
@@ -203,6 +205,33 @@ async def read_topic(space: KafkaSpace, topic: str, isolation: str = "read_commi
         return records
     finally:
         await consumer.stop()
+
+
+def table_command(envelope: CommandEnvelope) -> cmd.TableCommand:
+    assert not isinstance(envelope.command, WalletCommand), envelope.command
+    return envelope.command
+
+
+def wallet_command(envelope: CommandEnvelope) -> AnyWalletCommand:
+    assert isinstance(envelope.command, WalletCommand), envelope.command
+    return envelope.command
+
+
+def table_events(envelopes: Iterable[EventEnvelope]) -> list[ev.Event]:
+    """The events of table streams (a wallet's event among them fails the test)."""
+    events: list[ev.Event] = []
+    for envelope in envelopes:
+        assert isinstance(envelope.data, ev.Event), envelope.type
+        events.append(envelope.data)
+    return events
+
+
+def wallet_events(envelopes: Iterable[EventEnvelope]) -> list[WalletEvent]:
+    events: list[WalletEvent] = []
+    for envelope in envelopes:
+        assert isinstance(envelope.data, WalletEvent), envelope.type
+        events.append(envelope.data)
+    return events
 
 
 async def stream_events(space: KafkaSpace, stream_id: str | None = None) -> list[EventEnvelope]:
@@ -374,7 +403,7 @@ async def verify_stream(
             # An ExpireTimers handled before its deadline: nothing done, nothing remembered,
             # so the next copy of its id is decided afresh. The engine must agree.
             handled_at = answers[nth].handled_at
-            idle = apply(state, envelope.command, handled_at, replayed_shoe, received_at)
+            idle = apply(state, table_command(envelope), handled_at, replayed_shoe, received_at)
             assert isinstance(idle, Applied) and idle.events == [], cid
             continue
         if cid in seen:
@@ -397,14 +426,16 @@ async def verify_stream(
             if result.rejection.code in SHELL_CODES:
                 continue
         if wallet:
-            decision = decide_wallet(state, envelope.command)
+            decision = decide_wallet(state, wallet_command(envelope))
             expected: list[WalletEvent] | list[ev.Event]
             expected = [] if isinstance(decision, Rejection) else decision
             rejection = decision if isinstance(decision, Rejection) else None
             for event in expected:
                 state = evolve_wallet(state, event)
         else:
-            applied = apply(state, envelope.command, result.handled_at, replayed_shoe, received_at)
+            applied = apply(
+                state, table_command(envelope), result.handled_at, replayed_shoe, received_at
+            )
             if isinstance(applied, Rejection):
                 rejection, expected = applied, []
             else:

@@ -11,6 +11,7 @@ from typing import Any
 import pytest
 
 from blackjack.domain import commands as cmd
+from blackjack.domain import events as ev
 from tests.integration.conftest import (
     QueuedShuffler,
     accept,
@@ -44,7 +45,8 @@ async def test_a_click_received_before_the_deadline_is_taken_by_a_handler_that_s
                 cmd.Deal(player_id="ann"),
             )
         # no handler now: the click waits in the topic while the hand's clock runs out
-        [turn] = [e.data for e in await stream_events(space, TABLE) if e.type == "TurnStarted"]
+        events = await stream_events(space, TABLE)
+        [turn] = [e.data for e in events if isinstance(e.data, ev.TurnStarted)]
         assert turn.deadline is not None
         hit = await client.send(TABLE, cmd.Hit(player_id="ann", box=0))
         assert datetime.now(UTC) < turn.deadline, "the click must be sent before the deadline"

@@ -31,6 +31,7 @@ from tests.integration.conftest import (
     read_topic,
     running_handler,
     stream_events,
+    table_events,
     verify_stream,
 )
 
@@ -51,7 +52,7 @@ def start_handler(space: KafkaSpace, log: Path) -> subprocess.Popen[bytes]:
 
 
 async def table_state(space: KafkaSpace, table: str) -> TableState:
-    return fold(e.data for e in await stream_events(space, table))
+    return fold(table_events(await stream_events(space, table)))
 
 
 async def open_round(client: BlackjackClient, table: str, variant: str) -> None:

@@ -14,7 +14,16 @@ from blackjack.client import BlackjackClient
 from blackjack.command_handler.processor import step_id
 from blackjack.command_handler.service import CommandHandler
 from blackjack.domain import commands as cmd
-from blackjack.domain.wallet import BuyIn, WalletDeposit, WalletWithdraw, wallet_stream
+from blackjack.domain import events as ev
+from blackjack.domain.wallet import (
+    BuyIn,
+    BuyInRefunded,
+    CashOutReceived,
+    WalletDeposit,
+    WalletWithdraw,
+    WalletWithdrawn,
+    wallet_stream,
+)
 from blackjack.messages.envelope import CommandResult
 from tests.integration.conftest import (
     KafkaSpace,
@@ -99,7 +108,7 @@ async def test_concurrent_buy_ins_and_withdrawals_never_overspend_the_wallet(
             if player in (table_check.state.players)
             else 0
         )
-    withdrawn = sum(e.data.amount for e in events if e.type == "WalletWithdrawn")
+    withdrawn = sum(e.data.amount for e in events if isinstance(e.data, WalletWithdrawn))
     assert check.state.balance + at_tables + withdrawn == 1_000
     assert at_tables == 300 * buy_ins
 
@@ -136,7 +145,7 @@ async def test_a_buy_in_the_table_refuses_comes_back_to_the_wallet(
     events = await wait_for_events(
         space, wallet, lambda es: sum(e.type == "BuyInRefunded" for e in es) == 3
     )
-    refunds = [e.data for e in events if e.type == "BuyInRefunded"]
+    refunds = [e.data for e in events if isinstance(e.data, BuyInRefunded)]
     assert [(r.table_id, r.reason) for r in refunds] == [
         ("refuse-multi", "not_seated"),
         ("refuse-nowhere", "table_not_open"),
@@ -154,7 +163,7 @@ async def test_a_buy_in_the_table_refuses_comes_back_to_the_wallet(
         assert deposit.status == "accepted"
         table_events = await stream_events(space, table)
         [declined] = [e for e in table_events if e.causation_id == deposit_id]
-        assert declined.type == "TransferDeclined" and declined.data.amount == 300
+        assert isinstance(declined.data, ev.TransferDeclined) and declined.data.amount == 300
         assert not any(e.type == "FundsDeposited" for e in table_events)
         refund = await client.result(step_id(deposit_id, "refund"), timeout=30)
         assert refund.status == "accepted"
@@ -179,7 +188,7 @@ async def test_a_multi_seat_table_takes_money_only_from_the_wallet_and_pays_back
     events = await wait_for_events(
         space, wallet, lambda es: sum(e.type == "CashOutReceived" for e in es) == 2
     )
-    assert [e.data.amount for e in events if e.type == "CashOutReceived"] == [400, 1_100]
+    assert [e.data.amount for e in events if isinstance(e.data, CashOutReceived)] == [400, 1_100]
     check = await verify_stream(space, wallet)
     assert check.state.balance == 2_000
     await verify_stream(space, table)

@@ -60,8 +60,12 @@ async def test_mini_h17_dealer_hits_soft_17_and_a_double_wins_twice(
         cmd.Double(player_id="p", box=0),
     )
     check = await verify_stream(space, "h17-1")
-    round_events = [e for e in check.events if e.type in ("CardDealt", "DealerHoleCardRevealed")]
-    assert [e.data.card for e in round_events][-3:] == ["AH", "5H", "TH"]  # 17 soft: hit, hit
+    cards = [
+        e.data.card
+        for e in check.events
+        if isinstance(e.data, ev.CardDealt | ev.DealerHoleCardRevealed)
+    ]
+    assert cards[-3:] == ["AH", "5H", "TH"]  # 17 soft: hit, hit
     [hand] = settled(check.events)
     assert (hand.outcome, hand.stake, hand.payout, hand.balance_after) == (
         "win",
@@ -183,7 +187,9 @@ async def test_atlantic_city_multi_two_players_funded_from_their_wallets(
     refunds = [e.data for e in check.events if isinstance(e.data, ev.BetRefunded)]
     assert [(r.player_id, r.reason) for r in refunds] == [("bob", "passed")]
     left = [
-        (e.data.player_id, e.data.balance_returned) for e in check.events if e.type == "SeatLeft"
+        (e.data.player_id, e.data.balance_returned)
+        for e in check.events
+        if isinstance(e.data, ev.SeatLeft)
     ]
     assert left == [("alice", 3_500), ("bob", 2_000)]
 

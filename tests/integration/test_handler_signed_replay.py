@@ -15,6 +15,7 @@ from prometheus_client import REGISTRY
 from blackjack.command_handler.processor import event_id, step_id
 from blackjack.command_handler.signing import SIGNATURE_HEADER
 from blackjack.domain import commands as cmd
+from blackjack.domain import events as ev
 from blackjack.domain.wallet import BuyIn, WalletDeposit, WalletWithdraw, wallet_stream
 from blackjack.messages.envelope import CommandEnvelope, CommandResult
 from tests.integration.conftest import (
@@ -205,7 +206,11 @@ async def test_an_unsigned_command_cannot_take_a_step_id_even_across_a_restart(
         async with space.client() as client:
             await accept(client, WALLET, BuyIn(player_id=PLAYER, table_id=TABLE, amount=300))
         await wait_for_events(space, WALLET, lambda es: any(e.type == "BuyInCompleted" for e in es))
-        deposited = [e for e in await stream_events(space, TABLE) if e.type == "FundsDeposited"]
-        assert [(e.causation_id, e.data.amount) for e in deposited] == [(predicted, 300)]
+        deposited = [
+            (e.causation_id, e.data.amount)
+            for e in await stream_events(space, TABLE)
+            if isinstance(e.data, ev.FundsDeposited)
+        ]
+        assert deposited == [(predicted, 300)]
         await verify_stream(space, TABLE)
         await verify_stream(space, WALLET)

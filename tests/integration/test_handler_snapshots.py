@@ -30,6 +30,7 @@ from tests.integration.conftest import (
     read_topic,
     running_handler,
     stream_events,
+    table_events,
     verify_stream,
 )
 
@@ -90,7 +91,7 @@ async def test_a_restart_resumes_from_the_checkpoint_with_a_round_in_flight(
         stranger.decode(newest_a)
     restored = codec.decode(newest_a)
     events = await stream_events(space, "snap-a")
-    assert restored.state == fold(e.data for e in events[: sealed.sequence])
+    assert restored.state == fold(table_events(events[: sealed.sequence]))
 
     kept, replayed = rebuilds("checkpoint"), replayed_events()
     async with running_handler(config) as handler, space.client() as client:
@@ -102,7 +103,7 @@ async def test_a_restart_resumes_from_the_checkpoint_with_a_round_in_flight(
         )
         assert again == refused
         # The round dealt before the restart is played to its end.
-        state = fold(e.data for e in await stream_events(space, "snap-a"))
+        state = fold(table_events(await stream_events(space, "snap-a")))
         assert state.boxes_in_play() == [0]
         while state.boxes_in_play():
             if state.boxes[0].insurance == "offered":
@@ -110,7 +111,7 @@ async def test_a_restart_resumes_from_the_checkpoint_with_a_round_in_flight(
             else:
                 move = cmd.Stand(player_id="p", box=0)
             assert (await client.execute("snap-a", move)).status == "accepted"
-            state = fold(e.data for e in await stream_events(space, "snap-a"))
+            state = fold(table_events(await stream_events(space, "snap-a")))
         assert handler.owned_partitions() == {0}
     await verify_stream(space, "snap-a", resent=["too-much"])
     await verify_stream(space, "snap-b")

@@ -14,7 +14,14 @@ from blackjack.domain import events as ev
 from blackjack.domain.evolve import fold
 from blackjack.domain.wallet import BuyIn, WalletDeposit, fold_wallet, wallet_stream
 from blackjack.projections import schema
-from tests.integration.conftest import KafkaSpace, running_handler, stream_events, wait_for_events
+from tests.integration.conftest import (
+    KafkaSpace,
+    running_handler,
+    stream_events,
+    table_events,
+    wait_for_events,
+    wallet_events,
+)
 
 pytest.register_assert_rewrite("tests.integration.conftest_projections")
 from tests.integration.conftest_projections import StoreFactory, data_ends, projection_worker  # noqa: E402
@@ -69,8 +76,8 @@ async def test_the_projection_of_a_running_handler_adds_up_and_passes_the_audit(
         await writer.wait_for(await data_ends(space.bootstrap, space.topics.events), WAIT_S)
 
     events = await stream_events(space)
-    table = fold(e.data for e in events if e.stream_id == "solo")
-    bob = fold_wallet(e.data for e in events if e.stream_id == wallet)
+    table = fold(table_events(e for e in events if e.stream_id == "solo"))
+    bob = fold_wallet(wallet_events(e for e in events if e.stream_id == wallet))
     settled = sum(1 for e in events if isinstance(e.data, ev.RoundSettled))
     assert settled == 7
     a, w = schema.accounts, schema.wallets

@@ -67,13 +67,12 @@ class Handler:
 
 def _betting_round_with_a_silent_player(handler: Handler) -> datetime:
     """ann bets at a multi-seat table, ben neither bets nor passes: the betting deadline."""
-    for number, command in enumerate(
-        (
-            cmd.OpenTable(variant="atlantic-city-multi"),
-            cmd.SitDown(player_id="ann", seat=0),
-            cmd.SitDown(player_id="ben", seat=1),
-        )
-    ):
+    setup: tuple[cmd.TableCommand, ...] = (
+        cmd.OpenTable(variant="atlantic-city-multi"),
+        cmd.SitDown(player_id="ann", seat=0),
+        cmd.SitDown(player_id="ben", seat=1),
+    )
+    for number, command in enumerate(setup):
         assert handler.send(TABLE, command, f"setup-{number}", T0).result.status == "accepted"
     wallet = wallet_stream("ann")
     handler.send(wallet, WalletDeposit(player_id="ann", amount=10_000), "w-1", T0)
@@ -137,16 +136,15 @@ async def test_a_rebuild_remembers_the_newest_ids_like_the_live_window() -> None
     must find after a takeover, not the older accepted commands the events still show."""
     handler = Handler(window=4)
     solo = "solo-1"
-    for number, command in enumerate(
-        (
-            cmd.OpenTable(variant="mini-h17"),
-            cmd.SitDown(player_id="ann"),
-            cmd.Deposit(player_id="ann", amount=10_000),
-            cmd.PlaceBet(player_id="ann", box=0, amount=100),
-            *(cmd.Withdraw(player_id="ann", amount=50_000) for _ in range(3)),
-            cmd.PlaceBet(player_id="ann", box=0, amount=20_000),
-        )
-    ):
+    commands: tuple[cmd.TableCommand, ...] = (
+        cmd.OpenTable(variant="mini-h17"),
+        cmd.SitDown(player_id="ann"),
+        cmd.Deposit(player_id="ann", amount=10_000),
+        cmd.PlaceBet(player_id="ann", box=0, amount=100),
+        *(cmd.Withdraw(player_id="ann", amount=50_000) for _ in range(3)),
+        cmd.PlaceBet(player_id="ann", box=0, amount=20_000),
+    )
+    for number, command in enumerate(commands):
         handled = handler.send(solo, command, f"c-{number}", T0 + timedelta(seconds=number))
     assert handled.result.rejection is not None
     assert handled.result.rejection.code == "insufficient_funds"
@@ -165,9 +163,11 @@ async def test_a_signed_step_resent_after_the_window_is_refused_alike_live_and_r
     table's decider (it knows the wallet's last buy-in number), and that answer is remembered
     in the same place live and rebuilt."""
     handler = Handler(window=3)
-    for number, command in enumerate(
-        (cmd.OpenTable(variant="atlantic-city-multi"), cmd.SitDown(player_id="ann", seat=0))
-    ):
+    setup: tuple[cmd.TableCommand, ...] = (
+        cmd.OpenTable(variant="atlantic-city-multi"),
+        cmd.SitDown(player_id="ann", seat=0),
+    )
+    for number, command in enumerate(setup):
         handler.send(TABLE, command, f"setup-{number}", T0)
     wallet = wallet_stream("ann")
     handler.send(wallet, WalletDeposit(player_id="ann", amount=10_000), "w-1", T0)

@@ -28,7 +28,9 @@ class Table:
         self.store = PartitionStore(0)
         self.offset = 0
 
-    def send(self, command: cmd.Command, now: datetime, command_id: str | None = None) -> Handled:
+    def send(
+        self, command: cmd.TableCommand, now: datetime, command_id: str | None = None
+    ) -> Handled:
         self.offset += 1
         envelope = CommandEnvelope(
             command_id=command_id or f"c-{self.offset}", stream_id=TABLE, command=command
@@ -56,6 +58,7 @@ def test_a_disconnect_overtaken_by_the_player_is_refused_and_changes_nothing() -
     # given sam silent since T0: the clock (a new owner's first tick, say) finds him due
     table = bet_at_surrender()
     [due] = table.due(T0 + timedelta(seconds=45))
+    assert isinstance(due.command, cmd.Disconnect)
     # when his heartbeat, queued before it, is handled first
     assert table.send(cmd.Reconnect(player_id="sam"), T0 + timedelta(seconds=46)).result.status
     state = table.store.streams[TABLE].state
@@ -69,6 +72,7 @@ def test_a_disconnect_overtaken_by_the_player_is_refused_and_changes_nothing() -
 def test_a_disconnect_still_due_is_taken() -> None:
     table = bet_at_surrender()
     [due] = table.due(T0 + timedelta(seconds=45))
+    assert isinstance(due.command, cmd.Disconnect)
     handled = table.send(due.command, T0 + timedelta(seconds=46), due.command_id)
     assert handled.result.status == "accepted"
     assert [type(e.data).__name__ for e in handled.events] == ["PlayerDisconnected", "BetRefunded"]

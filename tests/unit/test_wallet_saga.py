@@ -11,7 +11,7 @@ from blackjack.bus.topics import partition_for
 from blackjack.command_handler.processor import Inbound, Outgoing, event_id, step_id
 from blackjack.command_handler.streams import PartitionStore
 from blackjack.domain import commands as cmd
-from blackjack.domain.wallet import BuyIn, WalletDeposit, wallet_stream
+from blackjack.domain.wallet import BuyIn, CashOut, RefundBuyIn, WalletDeposit, wallet_stream
 from blackjack.messages.envelope import CommandEnvelope, CommandResult
 from tests.unit.processor_harness import SIGNER, TOPICS, new_processor
 
@@ -98,7 +98,8 @@ def test_a_refused_buy_in_is_refunded_and_a_replayed_step_changes_nothing() -> N
     assert b'"TransferDeclined"' in declined.value and b'"not_seated"' in declined.value
     assert h.store.streams["t1"].state.players == {}  # type: ignore[union-attr]
     [refund] = of_topic(answer, TOPICS.commands)
-    assert command_of(refund).command.reason == "not_seated"
+    refund_command = command_of(refund).command
+    assert isinstance(refund_command, RefundBuyIn) and refund_command.reason == "not_seated"
     assert command_of(refund).command_id.endswith(".deposit.refund")
     assert result_of(h.forward(refund)).status == "accepted"
     wallet = h.store.streams[wallet_stream("bob")].state
@@ -137,6 +138,7 @@ def test_money_leaving_a_multi_seat_table_goes_back_to_the_wallet() -> None:
         assert cash_out.stream_id == wallet_stream("dan")
         assert cash_out.command_id.endswith(".cashout")
         assert result_of(h.forward(record)).status == "accepted"
+        assert isinstance(cash_out.command, CashOut)
         amounts.append(cash_out.command.amount)
     assert amounts == [200, 500]
 
@@ -187,7 +189,8 @@ def test_a_wallet_holds_one_currency_and_a_table_declines_another() -> None:
     [step] = of_topic(
         h.send(wallet, BuyIn(player_id="eve", table_id="t1", amount=400)), TOPICS.commands
     )
-    assert command_of(step).command.currency == "EUR"
+    deposit = command_of(step).command
+    assert isinstance(deposit, cmd.Deposit) and deposit.currency == "EUR"
     answer = h.forward(step)
     [declined] = of_topic(answer, TOPICS.events)
     assert b'"TransferDeclined"' in declined.value and b'"currency_mismatch"' in declined.value

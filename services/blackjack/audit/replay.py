@@ -42,7 +42,7 @@ from blackjack.domain.shoe import commitment
 from blackjack.domain.state import INITIAL_STATE, Hand, TableState
 from blackjack.domain.wallet import is_wallet_stream
 from blackjack.messages.sealing import SealError, ShoeSeal
-from blackjack.messages.wire import SealedShoeShuffled, WireEnvelope
+from blackjack.messages.wire import SealedShoeShuffled, WireEnvelope, WireEvent
 
 
 @dataclass(frozen=True)
@@ -234,6 +234,8 @@ class _Replayer:
                 if isinstance(event, _Sealed):
                     self.out.events += 1
                     continue
+                if not isinstance(event, ev.Event):
+                    raise _Unfoldable(f"{type(event).__name__} is a wallet's event, not a table's")
                 if isinstance(event, ev.DealStarted) and event.shoe == self.sealed:
                     raise _Stop(
                         f"shoe {event.shoe} is still sealed: set BLACKJACK_SHOE_KEY to replay "
@@ -252,10 +254,10 @@ class _Replayer:
         self.out.state = self.state
         return self.out
 
-    def _opened(self, data: Any) -> ev.Event | _Sealed:
+    def _opened(self, data: WireEvent) -> ev.Event | wl.WalletEvent | _Sealed:
         """The event in the clear: a sealed shoe opened with the key or by its reveal."""
         if not isinstance(data, SealedShoeShuffled):
-            return data  # type: ignore[no-any-return]
+            return data
         shoe = data.shoe
         sources: list[tuple[str, tuple[str, ...], str]] = []
         revealed = self.reveals.get(shoe)

@@ -49,13 +49,14 @@ from blackjack.command_handler.signing import CommandSigner
 from blackjack.command_handler.streams import PartitionStore, Stream, kept_by_id
 from blackjack.domain import commands as cmd
 from blackjack.domain import events as ev
-from blackjack.domain.commands import COMMAND_TYPES
+from blackjack.domain.commands import COMMAND_TYPES, TableCommand
 from blackjack.domain.rejections import Rejection, RejectionCode, in_one_line
 from blackjack.domain.state import TableState
 from blackjack.domain.transfers import buy_in_ref
 from blackjack.domain.wallet import (
     SERVICE_ONLY_WALLET_COMMANDS,
     WALLET_COMMAND_TYPES,
+    AnyWalletCommand,
     BuyInSent,
     CashOut,
     ConfirmBuyIn,
@@ -484,7 +485,9 @@ class Processor:
 
     # ---- 3. who may send it -----------------------------------------------------------
 
-    def _authorize(self, command: object, stream: Stream, signed: bool) -> Rejection | None:
+    def _authorize(
+        self, command: TableCommand | AnyWalletCommand, stream: Stream, signed: bool
+    ) -> Rejection | None:
         def refuse(message: str) -> Rejection:
             return Rejection(code="unauthorized", message=message)
 
@@ -614,13 +617,19 @@ class Processor:
         received_at: datetime | None = None,
     ) -> tuple[TableState | WalletState, Sequence[ev.Event | WalletEvent]] | Rejection:
         """The decider of the stream's kind: the new state and its events, or the rejection."""
+        # ``_read`` already sent every command to a stream of its kind: these refusals are the
+        # decider's own guard, and what lets the type checker follow the two kinds apart
         if isinstance(state, WalletState):
+            if not isinstance(command, WalletCommand):
+                return Rejection(code="unknown_command", message="not a wallet command")
             decision = decide_wallet(state, command)
             if isinstance(decision, Rejection):
                 return decision
             for wallet_event in decision:
                 state = evolve_wallet(state, wallet_event)
             return state, decision
+        if isinstance(command, WalletCommand):
+            return Rejection(code="malformed", message="a wallet command goes to a wallet stream")
         applied = apply(state, command, now, self.shuffler, received_at)
         if isinstance(applied, Rejection):
             return applied
@@ -629,7 +638,11 @@ class Processor:
     # ---- money between streams ----------------------------------------------------------
 
     def _steps_of(
-        self, envelope: EventEnvelope, before: object, correlation: str, now: datetime
+        self,
+        envelope: EventEnvelope,
+        before: TableState | WalletState,
+        correlation: str,
+        now: datetime,
     ) -> list[Outgoing]:
         """The commands an event causes on other streams, each with an id derived from it."""
         event = envelope.data

@@ -183,7 +183,7 @@ class Surrender(HandCommand):
     type: Literal["Surrender"] = "Surrender"
 
 
-AnyCommand = Annotated[
+TableCommand = (
     OpenTable
     | SitDown
     | MoveSeat
@@ -206,8 +206,10 @@ AnyCommand = Annotated[
     | Stand
     | Double
     | Split
-    | Surrender,
-    Field(discriminator="type"),
-]
+    | Surrender
+)
+"""Every command of a table stream."""
 
-COMMAND_TYPES: tuple[type[Command], ...] = get_args(get_args(AnyCommand)[0])
+AnyCommand = Annotated[TableCommand, Field(discriminator="type")]
+
+COMMAND_TYPES: tuple[type[Command], ...] = get_args(TableCommand)

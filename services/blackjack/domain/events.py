@@ -372,7 +372,7 @@ class RoundSettled(RoundEvent):
     messages: tuple[BoxMessage, ...] = ()
 
 
-AnyEvent = Annotated[
+PublicTableEvent = (
     TableOpened
     | SeatTaken
     | SeatChanged
@@ -382,7 +382,6 @@ AnyEvent = Annotated[
     | FundsWithdrawn
     | PlayerDisconnected
     | PlayerReconnected
-    | ShoeShuffled
     | ShoeRetired
     | RoundOpened
     | BetPlaced
@@ -406,8 +405,13 @@ AnyEvent = Annotated[
     | PlayerTimedOut
     | DealerHoleCardRevealed
     | HandSettled
-    | RoundSettled,
-    Field(discriminator="type"),
-]
+    | RoundSettled
+)
+"""Every event of a table stream but ``ShoeShuffled``, whose order travels sealed."""
 
-EVENT_TYPES: tuple[type[Event], ...] = get_args(get_args(AnyEvent)[0])
+TableEvent = PublicTableEvent | ShoeShuffled
+"""Every event of a table stream."""
+
+AnyEvent = Annotated[TableEvent, Field(discriminator="type")]
+
+EVENT_TYPES: tuple[type[Event], ...] = get_args(TableEvent)

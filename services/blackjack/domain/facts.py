@@ -35,7 +35,6 @@ _TRANSFER_DECLINED: Final = {
 _FUNDS_WITHDRAWN: Final = {"version", "type", "player_id", "amount", "balance_after"}
 _PLAYER_DISCONNECTED: Final = {"version", "type", "player_id"}
 _PLAYER_RECONNECTED: Final = {"version", "type", "player_id"}
-_SHOE_SHUFFLED: Final = {"version", "type", "shoe", "commitment", "cards", "order", "salt"}
 _SHOE_RETIRED: Final = {"version", "type", "shoe", "commitment", "cards_dealt", "order", "salt"}
 _ROUND_OPENED: Final = {"version", "round", "type", "betting_deadline"}
 _BET_PLACED: Final = {
@@ -153,6 +152,7 @@ _ROUND_SETTLED: Final = {
     "results",
     "messages",
 }
+_SHOE_SHUFFLED: Final = {"version", "type", "shoe", "commitment", "cards", "order", "salt"}
 _PLAYER_ROUND_RESULT: Final = {"player_id", "wagered", "paid", "net", "balance_after"}
 _BOX_MESSAGE: Final = {"box", "message"}
 _SHUFFLE_SHOE: Final = {"type", "order", "salt"}
@@ -318,29 +318,6 @@ def player_reconnected(
             "player_id": player_id,
         },
         _PLAYER_RECONNECTED,
-    )
-
-
-def shoe_shuffled(
-    *,
-    shoe: int,
-    commitment: str,
-    cards: int,
-    order: tuple[Card, ...],
-    salt: str,
-) -> ev.ShoeShuffled:
-    return made(
-        ev.ShoeShuffled,
-        {
-            "version": 1,
-            "type": "ShoeShuffled",
-            "shoe": shoe,
-            "commitment": commitment,
-            "cards": cards,
-            "order": order,
-            "salt": salt,
-        },
-        _SHOE_SHUFFLED,
     )
 
 
@@ -867,6 +844,29 @@ def round_settled(
             "messages": messages,
         },
         _ROUND_SETTLED,
+    )
+
+
+def shoe_shuffled(
+    *,
+    shoe: int,
+    commitment: str,
+    cards: int,
+    order: tuple[Card, ...],
+    salt: str,
+) -> ev.ShoeShuffled:
+    return made(
+        ev.ShoeShuffled,
+        {
+            "version": 1,
+            "type": "ShoeShuffled",
+            "shoe": shoe,
+            "commitment": commitment,
+            "cards": cards,
+            "order": order,
+            "salt": salt,
+        },
+        _SHOE_SHUFFLED,
     )
 
 

@@ -17,7 +17,7 @@ streams; ``ConfirmBuyIn``, ``RefundBuyIn`` and ``CashOut`` are issued by the ser
 from __future__ import annotations
 
 from collections.abc import Callable, Iterable
-from typing import Any, Literal
+from typing import Any, Literal, get_args
 
 from pydantic import BaseModel, ConfigDict, Field, StrictInt, field_validator
 
@@ -110,14 +110,10 @@ class CashOut(WalletCommand):
     )
 
 
-WALLET_COMMAND_TYPES: tuple[type[WalletCommand], ...] = (
-    WalletDeposit,
-    WalletWithdraw,
-    BuyIn,
-    ConfirmBuyIn,
-    RefundBuyIn,
-    CashOut,
-)
+AnyWalletCommand = WalletDeposit | WalletWithdraw | BuyIn | ConfirmBuyIn | RefundBuyIn | CashOut
+"""Every command of a wallet stream."""
+
+WALLET_COMMAND_TYPES: tuple[type[WalletCommand], ...] = get_args(AnyWalletCommand)
 SERVICE_ONLY_WALLET_COMMANDS: tuple[type[WalletCommand], ...] = (
     ConfirmBuyIn,
     RefundBuyIn,
@@ -187,14 +183,12 @@ class CashOutReceived(WalletEvent):
     )
 
 
-WALLET_EVENT_TYPES: tuple[type[WalletEvent], ...] = (
-    WalletDeposited,
-    WalletWithdrawn,
-    BuyInSent,
-    BuyInCompleted,
-    BuyInRefunded,
-    CashOutReceived,
+AnyWalletEvent = (
+    WalletDeposited | WalletWithdrawn | BuyInSent | BuyInCompleted | BuyInRefunded | CashOutReceived
 )
+"""Every event of a wallet stream."""
+
+WALLET_EVENT_TYPES: tuple[type[WalletEvent], ...] = get_args(AnyWalletEvent)
 
 # ---- state --------------------------------------------------------------------------------
 

@@ -3,27 +3,21 @@
 from __future__ import annotations
 
 from datetime import datetime
-from typing import Annotated, Literal, Self, Union
+from typing import Annotated, Literal, Self
 
 from pydantic import BaseModel, ConfigDict, Field, model_validator
 
-from blackjack.domain.commands import COMMAND_TYPES
-from blackjack.domain.events import EVENT_TYPES
+from blackjack.domain.commands import TableCommand
+from blackjack.domain.events import TableEvent
 from blackjack.domain.rejections import Rejection
-from blackjack.domain.wallet import STREAM_ID_PATTERN, WALLET_COMMAND_TYPES, WALLET_EVENT_TYPES
+from blackjack.domain.wallet import STREAM_ID_PATTERN, AnyWalletCommand, AnyWalletEvent
 
 Id = Field(min_length=1, max_length=128, pattern=STREAM_ID_PATTERN)
 
-StreamCommand = Annotated[
-    Union[(*COMMAND_TYPES, *WALLET_COMMAND_TYPES)],  # type: ignore[valid-type]
-    Field(discriminator="type"),
-]
+StreamCommand = Annotated[TableCommand | AnyWalletCommand, Field(discriminator="type")]
 """A command for a table stream or for a player's wallet stream (``wallet:<player id>``)."""
 
-StreamEvent = Annotated[
-    Union[(*EVENT_TYPES, *WALLET_EVENT_TYPES)],  # type: ignore[valid-type]
-    Field(discriminator="type"),
-]
+StreamEvent = Annotated[TableEvent | AnyWalletEvent, Field(discriminator="type")]
 
 
 class CommandEnvelope(BaseModel):

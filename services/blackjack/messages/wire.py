@@ -5,12 +5,12 @@ from __future__ import annotations
 
 import json
 from collections.abc import Callable
-from typing import Annotated, Any, Literal, Self, Union, get_args
+from typing import Annotated, Any, Literal, Self, get_args
 
 from pydantic import BaseModel, Field, TypeAdapter, model_validator
 
 from blackjack.domain import events as ev
-from blackjack.domain.wallet import WALLET_EVENT_TYPES
+from blackjack.domain.wallet import AnyWalletEvent
 from blackjack.messages.envelope import EventEnvelope, EventMeta, check_names_its_event
 from blackjack.messages.sealing import ShoeSeal
 
@@ -27,13 +27,8 @@ class SealedShoeShuffled(ev.Event):
     sealed: str
 
 
-_PUBLIC_EVENTS = (
-    *(t for t in ev.EVENT_TYPES if t is not ev.ShoeShuffled),
-    *WALLET_EVENT_TYPES,
-)
 WireEvent = Annotated[
-    Union[(SealedShoeShuffled, *_PUBLIC_EVENTS)],  # type: ignore[valid-type]
-    Field(discriminator="type"),
+    SealedShoeShuffled | ev.PublicTableEvent | AnyWalletEvent, Field(discriminator="type")
 ]
 
 

@@ -672,7 +672,7 @@ def _round_settled(p: StreamProjection, e: ev.RoundSettled, at: datetime) -> Non
     p.close_round()
 
 
-_HANDLERS: dict[type[ev.Event], Handler] = {
+_HANDLERS: dict[type[BaseModel], Handler] = {
     ev.TableOpened: _table_opened,
     ev.SeatTaken: _seat_taken,
     ev.SeatChanged: _seat_changed,
@@ -755,7 +755,9 @@ class WalletProjection:
         handler = _WALLET_HANDLERS.get(type(event))
         if handler is None:
             raise ProjectionError(f"no wallet projection rule for {type(event).__name__}")
-        view.player_id = event.player_id  # type: ignore[union-attr]
+        if not isinstance(event, wl.WalletEvent):
+            raise ProjectionError(f"{type(event).__name__} in the wallet stream {view.stream_id}")
+        view.player_id = event.player_id
         handler(view, event)
         view.last_sequence = envelope.sequence
         view.updated_at = utc(envelope.occurred_at)
