@@ -157,3 +157,18 @@ def test_a_decision_whose_record_would_be_over_the_limit_is_refused_and_changes_
     assert handled.result.rejection.code == "internal_error"
     assert "over the 200 the topics take" in handled.result.rejection.message
     assert handled.events == [] and store.streams[TABLE].state is before
+
+
+def test_an_unreadable_message_s_answer_quotes_its_stream_and_key_only_so_far() -> None:
+    processor, store = new_processor(), PartitionStore(0)
+    stream_id, key = "s" * 400_000, b"k" * 600_000
+    value = json.dumps({"command_id": "c", "stream_id": stream_id, "command": {}}).encode()
+    handled = processor.handle(store, Inbound(key, value, [], 0, 9), NOW)
+    assert handled.result.rejection is not None
+    assert handled.result.rejection.code == "malformed"
+    assert handled.result.stream_id == "s" * 128 + "..."
+    [answer] = handled.outgoing
+    assert answer.key == b"s" * 128 + b"..."
+    assert (
+        len(answer.key) + len(answer.value) + sum(len(v or b"") for _, v in answer.headers) < 3_000
+    )

@@ -123,3 +123,12 @@ def test_an_envelope_that_names_another_event_is_refused() -> None:
     for forged in ({"type": "BetPlaced"}, {"schema_version": 7}):
         with pytest.raises(ValidationError, match="the envelope names"):
             wire.decode(json.dumps(stored | forged).encode())
+
+
+def test_an_event_stored_upcast_under_its_old_envelope_still_reads() -> None:
+    # read models before the envelope check stored an upcast TurnStarted under the version 1
+    # envelope it came in
+    event = ev.TurnStarted(round=1, player_id="p", box=0, hand=0, actions=None)
+    stored = _envelope(event).model_dump(mode="json") | {"schema_version": 1}
+    decoded = wire.decode(json.dumps(stored).encode())
+    assert (decoded.schema_version, decoded.data) == (2, event)

@@ -249,6 +249,15 @@ class _Unparsed:
     command_type: str
 
 
+QUOTED_MAX_CHARS = 128
+"""A stream id or key quoted back from a message that could not be read is cut to this (the
+length of a valid id), so that its answer stays small whatever the message held."""
+
+
+def _quoted(text: str) -> str:
+    return text if len(text) <= QUOTED_MAX_CHARS else f"{text[:QUOTED_MAX_CHARS]}..."
+
+
 class Processor:
     def __init__(
         self,
@@ -282,10 +291,12 @@ class Processor:
                 rejection=parsed.rejection,
                 handled_at=now,
             )
+            # answered under the key it came with, unless that is longer than any stream id
+            answer_key = key if len(key) <= 4 * QUOTED_MAX_CHARS else parsed.stream_id.encode()
             return Handled(
                 result=result,
                 command_type=parsed.command_type,
-                outgoing=[self._result_record(result, key, inbound.partition)],
+                outgoing=[self._result_record(result, answer_key, inbound.partition)],
             )
         envelope = parsed
         command = envelope.command
@@ -413,7 +424,7 @@ class Processor:
             )
             return _Unparsed(
                 command_id=f"unparsed-{inbound.partition}-{inbound.offset}",
-                stream_id=(inbound.key or b"").decode("utf-8", "replace"),
+                stream_id=_quoted((inbound.key or b"").decode("utf-8", "replace")),
                 rejection=Rejection(
                     code="malformed",
                     message=f"the message cannot be read ({type(error).__name__})",
@@ -436,7 +447,7 @@ class Processor:
                 command_id=command_id
                 if isinstance(command_id, str) and 0 < len(command_id) <= 128
                 else fallback_id,
-                stream_id=stream_id if isinstance(stream_id, str) else key_text,
+                stream_id=_quoted(stream_id if isinstance(stream_id, str) else key_text),
                 rejection=Rejection(code=code, message=message),
                 command_type=kind,
             )

@@ -27,7 +27,7 @@ class CommandEnvelope(BaseModel):
     command_id: str = Id
     stream_id: str = Id
     # bounded: every event and result of the command carries it, in its body and a header
-    correlation_id: str | None = Field(None, min_length=1, max_length=128)
+    correlation_id: str | None = Field(None, max_length=1024)
     sent_at: datetime | None = None
     command: StreamCommand
 

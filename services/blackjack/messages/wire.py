@@ -117,10 +117,12 @@ def decode(raw: bytes) -> WireEnvelope:
     """Parse an event message, upcasting an older stored version of its event first (the
     envelope then names the version its event now has)."""
     document = json.loads(raw)
-    stored = document["data"]
-    current = upcast(stored)
-    if current is not stored and document.get("schema_version") == stored.get("version", 1):
-        document["schema_version"] = current["version"]
+    current = upcast(document["data"])
+    named = document.get("schema_version")
+    if isinstance(named, int) and named < current.get("version", 1):
+        # an older version named: stored before its upcast, or by a reader that wrote the
+        # upcast event back under the envelope it read (read models before this check)
+        document["schema_version"] = current.get("version", 1)
     document["data"] = current
     return _WIRE.validate_python(document)
 

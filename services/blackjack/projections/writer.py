@@ -224,9 +224,10 @@ class _Batch:
         event = envelope.data
         if isinstance(event, ev.RoundEvent) and not isinstance(event, ev.RoundOpened):
             await self._load_round(self.streams[envelope.stream_id], event.round)
-        elif isinstance(event, ev.IN_A_ROUND_S_RECALL) and projection.view.round_open:
-            # a deposit or a disconnection during the round goes into its record
-            await self._load_round(self.streams[envelope.stream_id], projection.view.round)
+        elif isinstance(event, ev.IN_A_ROUND_S_RECALL) and isinstance(projection, StreamProjection):
+            view = projection.view
+            if view.round_open:  # a deposit or a disconnection during it goes in its record
+                await self._load_round(self.streams[envelope.stream_id], view.round)
         projection.apply(envelope)
         self.events.append(
             {
