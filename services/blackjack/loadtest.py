@@ -68,6 +68,8 @@ from blackjack.domain.state import INITIAL_STATE, TableState
 from blackjack.messages.envelope import CommandEnvelope, CommandResult, EventEnvelope
 from blackjack.messages.sealing import ShoeSeal
 from blackjack.messages.wire import decode, from_wire
+from blackjack.projections.rebuild import read_topic as read_committed
+from blackjack.projections.writer import Record
 from blackjack.strategy import compute_strategy
 
 Emit = Callable[[dict[str, Any]], None]
@@ -588,7 +590,7 @@ async def run_baseline(
     phase.latencies = latencies
     counts = Counter(
         CommandResult.model_validate_json(record.value or b"").command_id
-        for record in await read_topic(settings.bootstrap, topics.results, settings.partitions)
+        for record in await read_topic(settings.bootstrap, topics.results)
     )
     check = {
         "sent": len(ids),
@@ -600,32 +602,11 @@ async def run_baseline(
 # ---- the proof ---------------------------------------------------------------------------
 
 
-async def read_topic(bootstrap: str, topic: str, partitions: int) -> list[Any]:
+async def read_topic(bootstrap: str, topic: str) -> list[Record]:
     """Every committed record of a topic, from offset 0 to its end offsets as of now."""
-    consumer = AIOKafkaConsumer(
-        bootstrap_servers=bootstrap,
-        group_id=None,
-        client_id="loadtest-proof",
-        isolation_level="read_committed",
-        enable_auto_commit=False,
-        auto_offset_reset="earliest",
-    )
-    await consumer.start()
-    try:
-        tps = [TopicPartition(topic, p) for p in range(partitions)]
-        consumer.assign(tps)
-        ends = await consumer.end_offsets(tps)
-        await consumer.seek_to_beginning(*tps)
-        records: list[Any] = []
-        async with asyncio.timeout(READ_TIMEOUT_S):
-            for tp in tps:
-                # Transaction markers take offsets: read until the position passes the end.
-                while await consumer.position(tp) < ends[tp]:
-                    batch = await consumer.getmany(tp, timeout_ms=500)
-                    records += [r for r in batch.get(tp, ()) if r.offset < ends[tp]]
-        return records
-    finally:
-        await consumer.stop()
+    records: list[Record] = []
+    await read_committed(bootstrap, topic, records.extend, timeout=READ_TIMEOUT_S)
+    return records
 
 
 @dataclass
@@ -837,19 +818,16 @@ async def read_back(
 ) -> tuple[list[CommandEnvelope], list[CommandResult], list[EventEnvelope]]:
     topics = Topics(settings.topic_prefix)
     seal = ShoeSeal.from_hex(shoe_key)
-    bootstrap, partitions = settings.bootstrap, settings.partitions
+    bootstrap = settings.bootstrap
     commands = [
         CommandEnvelope.model_validate_json(r.value)
-        for r in await read_topic(bootstrap, topics.commands, partitions)
+        for r in await read_topic(bootstrap, topics.commands)
     ]
     results = [
         CommandResult.model_validate_json(r.value)
-        for r in await read_topic(bootstrap, topics.results, partitions)
+        for r in await read_topic(bootstrap, topics.results)
     ]
-    events = [
-        from_wire(decode(r.value), seal)
-        for r in await read_topic(bootstrap, topics.events, partitions)
-    ]
+    events = [from_wire(decode(r.value), seal) for r in await read_topic(bootstrap, topics.events)]
     return commands, results, events
 
 
