@@ -992,7 +992,7 @@ def _positive(text: str) -> int:
     return value
 
 
-def register(sub: Any) -> None:
+def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     load = sub.add_parser(
         "loadtest",
         help="the command handler under load on a real broker, against a bare transactional "

@@ -18,7 +18,8 @@ import pytest
 
 from blackjack.domain import commands as cmd
 from blackjack.domain import events as ev
-from blackjack.domain.evolve import CorruptLog, fold
+from blackjack.domain.errors import CorruptLog
+from blackjack.domain.evolve import fold
 from blackjack.domain.legal import legal_actions
 from blackjack.domain.rejections import Rejection
 from blackjack.domain.rules import PRESETS, Rules, preset

@@ -13,7 +13,8 @@ import pytest
 from blackjack.domain import commands as cmd
 from blackjack.domain import events as ev
 from blackjack.domain.decide import decide
-from blackjack.domain.evolve import CorruptLog, fold
+from blackjack.domain.errors import CorruptLog
+from blackjack.domain.evolve import fold
 from blackjack.domain.payouts import MAX_BALANCE
 from blackjack.domain.rejections import Rejection
 from blackjack.domain.rules import PRESETS

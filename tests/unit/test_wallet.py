@@ -12,7 +12,7 @@ from hypothesis import given
 from hypothesis import strategies as st
 from pydantic import ValidationError
 
-from blackjack.domain.evolve import CorruptLog
+from blackjack.domain.errors import CorruptLog
 from blackjack.domain.payouts import MAX_BALANCE
 from blackjack.domain.rejections import Rejection
 from blackjack.domain.wallet import (

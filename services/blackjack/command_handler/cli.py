@@ -16,13 +16,13 @@ import asyncio
 import os
 import signal
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Protocol
+from typing import TYPE_CHECKING, Protocol
 
 if TYPE_CHECKING:
     from blackjack.command_handler.service import CommandHandler
 
 
-def register(sub: Any) -> None:
+def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     serve = sub.add_parser("serve", help="run the command handler and its HTTP endpoints")
     serve.add_argument("--host", default=os.environ.get("BLACKJACK_HTTP_HOST", "127.0.0.1"))
     serve.add_argument(

@@ -17,7 +17,8 @@ from dataclasses import dataclass, field
 from datetime import datetime
 
 from blackjack.domain import events as ev
-from blackjack.domain.evolve import CorruptLog, evolve
+from blackjack.domain.errors import CorruptLog
+from blackjack.domain.evolve import evolve
 from blackjack.domain.state import INITIAL_STATE, TableState
 from blackjack.domain.wallet import (
     INITIAL_WALLET,

@@ -14,6 +14,7 @@ from collections.abc import Callable, Iterable
 from typing import Any, Final
 
 from blackjack.domain import events as ev
+from blackjack.domain.errors import CorruptLog
 from blackjack.domain.hand import best_total, is_natural
 from blackjack.domain.state import (
     EMPTY_BOX,
@@ -25,10 +26,6 @@ from blackjack.domain.state import (
     TableState,
 )
 from blackjack.domain.transfers import transfer_origin
-
-
-class CorruptLog(ValueError):
-    """The events contradict each other (a tampered or misordered log)."""
 
 
 def evolve(state: TableState, event: ev.Event) -> TableState:
@@ -112,7 +109,7 @@ def _seat_left(draft: TableState, e: ev.SeatLeft) -> None:
     draft.players = players
 
 
-def _funds_moved(draft: TableState, e: ev.FundsWithdrawn) -> None:
+def _funds_withdrawn(draft: TableState, e: ev.FundsWithdrawn) -> None:
     _set_balance(draft, e.player_id, e.balance_after)
 
 
@@ -332,7 +329,7 @@ _HANDLERS: Final[dict[type[ev.Event], Callable[[TableState, Any], None]]] = {
     ev.SeatLeft: _seat_left,
     ev.FundsDeposited: _funds_deposited,
     ev.TransferDeclined: _transfer_declined,
-    ev.FundsWithdrawn: _funds_moved,
+    ev.FundsWithdrawn: _funds_withdrawn,
     ev.PlayerDisconnected: _connection,
     ev.PlayerReconnected: _connection,
     ev.ShoeShuffled: _shoe_shuffled,

@@ -21,6 +21,7 @@ from typing import Any, Literal, get_args
 
 from pydantic import BaseModel, ConfigDict, Field, StrictInt, field_validator
 
+from blackjack.domain.errors import CorruptLog
 from blackjack.domain.payouts import MAX_BALANCE, over_balance_limit
 from blackjack.domain.rejections import Rejection
 from blackjack.domain.rules import DEFAULT_CURRENCY, Currency
@@ -365,8 +366,6 @@ def _cashed_out(state: WalletState, e: CashOutReceived) -> WalletState:
 
 
 def _corrupt(message: str) -> Exception:
-    from blackjack.domain.evolve import CorruptLog  # evolve imports the event union
-
     return CorruptLog(message)
 
 

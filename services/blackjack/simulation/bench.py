@@ -233,7 +233,7 @@ def _positive(kind: Callable[[str], _Number]) -> Callable[[str], _Number]:
     return parse
 
 
-def register(sub: Any) -> None:
+def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     bench = sub.add_parser(
         "bench", help="simulated rounds per second on one core through the real decider"
     )

@@ -101,7 +101,7 @@ def _simulate(args: argparse.Namespace) -> int:
     return 0
 
 
-def register(sub: Any) -> None:
+def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     variants = sorted(PRESETS)
     strategy = sub.add_parser("strategy", help="the computed basic strategy chart of a variant")
     strategy.add_argument("variant", choices=variants)
