@@ -172,3 +172,12 @@ def test_an_unreadable_message_s_answer_quotes_its_stream_and_key_only_so_far() 
     assert (
         len(answer.key) + len(answer.value) + sum(len(v or b"") for _, v in answer.headers) < 3_000
     )
+
+
+@pytest.mark.parametrize("kind", [5, 6.5, ["a"] * 3, {"x": "y" * 300}])
+def test_a_made_up_command_type_is_no_metrics_label(kind: object) -> None:
+    processor, store = new_processor(), PartitionStore(0)
+    value = json.dumps({"command_id": "c", "stream_id": TABLE, "command": {"type": kind}})
+    handled = processor.handle(store, Inbound(TABLE.encode(), value.encode(), [], 0, 3), NOW)
+    assert handled.result.rejection is not None
+    assert handled.result.rejection.code == "malformed" and handled.command_type == "-"

@@ -132,3 +132,10 @@ def test_an_event_stored_upcast_under_its_old_envelope_still_reads() -> None:
     stored = _envelope(event).model_dump(mode="json") | {"schema_version": 1}
     decoded = wire.decode(json.dumps(stored).encode())
     assert (decoded.schema_version, decoded.data) == (2, event)
+
+
+def test_only_a_version_an_event_was_upcast_from_is_renamed() -> None:
+    stored = _envelope(ev.RoundOpened(round=1)).model_dump(mode="json")  # never upcast
+    for named in (0, -7, 2):
+        with pytest.raises(ValidationError, match="the envelope names"):
+            wire.decode(json.dumps(stored | {"schema_version": named}).encode())

@@ -3,6 +3,7 @@ whatever is redelivered, and nothing half-done when a batch fails."""
 
 from __future__ import annotations
 
+import json
 from collections.abc import AsyncIterator
 from pathlib import Path
 
@@ -210,3 +211,30 @@ async def test_conservation_names_what_does_not_add_up(store: ProjectionStore) -
     assert violations[0].endswith("(off by 0.01)")
     assert violations[1:] == [f"{shared}: the wallet received 1.00 more than the tables paid out"]
     assert not totals[0].balanced
+
+
+async def test_an_event_stored_under_its_older_envelope_dumps_as_a_rebuild_stores_it(
+    store: ProjectionStore,
+) -> None:
+    """Read models before the envelope check kept an upcast event under the version 1
+    envelope it came in; a rebuild stores it renamed. The audit compares dumps: the same."""
+    await ProjectionWriter(store).apply(RECORDS)
+    before = await snapshot(store)
+    events = schema.events
+    async with store.reading() as connection:
+        row = (
+            await connection.execute(
+                select(events.c.stream_id, events.c.sequence, events.c.envelope).where(
+                    events.c.type == "TurnStarted"
+                )
+            )
+        ).first()
+    assert row is not None
+    older = json.loads(row.envelope) | {"schema_version": 1}
+    async with store.writing() as connection:
+        await connection.execute(
+            update(events)
+            .where(events.c.stream_id == row.stream_id, events.c.sequence == row.sequence)
+            .values(envelope=json.dumps(older))
+        )
+    assert (await snapshot(store)).text() == before.text()

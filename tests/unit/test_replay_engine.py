@@ -478,3 +478,23 @@ def test_amounts_are_told_in_their_currency_s_decimals() -> None:
     assert not isinstance(opened, Rejection)
     bet = ev.BetPlaced(round=1, player_id=A, box=0, amount=500, box_total=500, balance_after=9500)
     assert describe(opened.state, bet) == "alice bets 500 on box 0 (box 500, balance 9500)"
+
+
+def test_the_replay_tells_a_player_without_a_result_whose_balance_moved() -> None:
+    script = Script(
+        "atlantic-city-multi",
+        [["TH", "9S", "7S", "9H", "8D", "QD"]],
+        players={A: 10_000, "ben": 10_000},
+    )
+    script.do(
+        cmd.PlaceBet(player_id=A, box=0, amount=1000),
+        cmd.PlaceBet(player_id="ben", box=1, amount=1000),
+        cmd.RemoveBet(player_id="ben", box=1),
+        cmd.Withdraw(player_id="ben", amount=4000),
+        cmd.Pass(player_id="ben"),
+        cmd.Deal(player_id=A),
+        cmd.Stand(player_id=A, box=0),
+    )
+    text = render(replay_round(wires(script), 1, SEAL, script.stream_id))
+    assert "ben: taken out 40.00 at the table; balance 100.00 -> 60.00" in text, text
+    assert "REPLAY OK" in text

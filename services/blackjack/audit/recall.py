@@ -158,8 +158,9 @@ def _table(replay: RoundReplay, state: TableState | None) -> list[str]:
             f"{money(result.net, cur)}{_moved(replay, result.player_id)}; balance {before}"
             f"{money(result.balance_after, cur)}"
         )
-    if not replay.results:
-        for player_id, (start, end) in sorted(replay.balances.items()):
+    settled = {result.player_id for result in replay.results}
+    for player_id, (start, end) in sorted(replay.balances.items()):
+        if player_id not in settled:  # took their bet back, or the round has no result
             moved = _moved(replay, player_id).removeprefix(", ")
             lines.append(
                 f"{player_id}: {moved}{'; ' if moved else ''}balance {money(start, cur)} -> "

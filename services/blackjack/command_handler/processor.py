@@ -469,7 +469,9 @@ class Processor:
         try:
             envelope = CommandEnvelope.model_validate(doc)
         except ValidationError as error:
-            return refuse("malformed", in_one_line(error, "envelope"), doc, str(kind or "-"))
+            # the metrics' command_type label: a known type, never what a sender made up
+            known = kind if isinstance(kind, str) and kind in KNOWN_COMMANDS else "-"
+            return refuse("malformed", in_one_line(error, "envelope"), doc, known)
         stream_id = envelope.stream_id
         kind = str(envelope.command.type)
         if key_text != stream_id:

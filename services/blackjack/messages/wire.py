@@ -119,9 +119,10 @@ def decode(raw: bytes) -> WireEnvelope:
     document = json.loads(raw)
     current = upcast(document["data"])
     named = document.get("schema_version")
-    if isinstance(named, int) and named < current.get("version", 1):
-        # an older version named: stored before its upcast, or by a reader that wrote the
-        # upcast event back under the envelope it read (read models before this check)
+    if (current.get("type"), named) in UPCASTERS and not isinstance(named, bool):
+        # a version the event was upcast from: stored before its upcast, or by a reader that
+        # wrote the upcast event back under the envelope it read (read models before the
+        # envelope had to name its event's version)
         document["schema_version"] = current.get("version", 1)
     document["data"] = current
     return _WIRE.validate_python(document)

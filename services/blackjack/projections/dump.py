@@ -17,6 +17,7 @@ from typing import Any
 from sqlalchemy import String, Table, select
 from sqlalchemy.ext.asyncio import AsyncConnection
 
+from blackjack.messages.wire import decode, encode
 from blackjack.projections.projector import utc
 from blackjack.projections.schema import READ_MODEL
 
@@ -89,8 +90,19 @@ async def _dump_table(connection: AsyncConnection, table: Table, postgres: bool)
     rows: dict[Key, dict[str, Any]] = {}
     for row in result.mappings():
         values = {name: _canonical(value) for name, value in row.items()}
+        if table.name == "events":
+            values["envelope"] = _event_as_read(values["envelope"])
         rows[tuple(values[c.name] for c in key_columns)] = values
     return TableDump(table.name, rows)
+
+
+def _event_as_read(stored: str) -> str:
+    """A stored envelope as a reader reads it now: an older read model kept an upcast event
+    under the envelope version it came with, the same event a rebuild stores renamed."""
+    try:
+        return encode(decode(stored.encode())).decode()
+    except (ValueError, KeyError, TypeError):  # unreadable: compared as it is stored
+        return stored
 
 
 def differences(expected: Dump, actual: Dump) -> list[Difference]:
