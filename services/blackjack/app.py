@@ -111,9 +111,9 @@ def build_app(
         after_startup=after_startup,
         on_shutdown=on_shutdown,
     )
-    if store is None:
+    if store is None or projections is None:
         return app, handler
-    return query_api(store, fallback=app), handler
+    return query_api(store, fallback=app, tokens=projections.api_tokens), handler
 
 
 def projection_settings(config: HandlerConfig) -> ProjectionSettings:

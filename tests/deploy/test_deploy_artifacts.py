@@ -540,6 +540,7 @@ PLACEHOLDERS = {  # what the Secret holds in production, in a form the settings 
     "BLACKJACK_SHOE_KEY": SHOE_KEY,
     "BLACKJACK_DB_URL": "postgresql+asyncpg://blackjack:secret@db.internal:5432/blackjack",
     "BLACKJACK_KAFKA_SASL_PASSWORD": "the principal's password",
+    "BLACKJACK_API_TOKENS": "the-gateway-s-bearer-token-of-32-characters-or-more",
 }
 MOUNTED_FILES = {  # a file the pod gets from a mounted Secret, here a real file of that kind
     "BLACKJACK_KAFKA_SSL_CAFILE": certifi.where(),
@@ -611,7 +612,7 @@ def served_app(args: Any, env: dict[str, str]) -> Any:
         return app
     settings = ProjectionSettings.from_env(env)
     return blackjack.projections.worker.http_app(
-        ProjectionStore(settings.db_url), FoldHealth(settings.stuck_after)
+        ProjectionStore(settings.db_url), FoldHealth(settings.stuck_after), settings.api_tokens
     )
 
 
@@ -625,8 +626,9 @@ def test_every_environment_variable_is_one_the_code_reads() -> None:
         for entry in the_container(workload).get("env", []):
             assert entry["name"] in ENV_READ, f"{workload['metadata']['name']}: {entry['name']}"
             secret = entry.get("valueFrom", {}).get("secretKeyRef")
-            if secret is not None:
-                assert secret == {"name": "blackjack-secrets", "key": entry["name"]}
+            if secret is not None:  # only a setting the code can do without may be optional
+                optional = {"optional": True} if entry["name"] == "BLACKJACK_API_TOKENS" else {}
+                assert secret == {"name": "blackjack-secrets", "key": entry["name"], **optional}
 
 
 def test_the_env_checker_finds_a_misspelled_name() -> None:
@@ -733,7 +735,7 @@ def test_the_audit_job_runs_the_audit_with_both_secrets(parsed_args: Any) -> Non
     HandlerConfig.from_env(env)  # the shoe key opens the committed shoes
     ProjectionSettings.from_env(env)
     secrets = {e["name"] for e in container["env"] if "secretKeyRef" in e.get("valueFrom", {})}
-    assert secrets == set(PLACEHOLDERS)
+    assert secrets == set(PLACEHOLDERS) - {"BLACKJACK_API_TOKENS"}  # it serves no query API
     for name in env:
         assert name in ENV_READ, name
     [image] = kustomization["images"]  # the same image the kustomized workloads run

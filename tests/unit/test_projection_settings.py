@@ -65,3 +65,15 @@ def test_the_workers_read_the_broker_as_the_handler_does() -> None:
         handler, worker = KafkaSettings.from_env(env), ProjectionSettings.from_env(env)
         assert worker.bootstrap == handler.bootstrap != ""
         assert worker.security == handler.security
+
+
+def test_serve_s_query_api_requires_the_tokens_it_is_given(monkeypatch: pytest.MonkeyPatch) -> None:
+    from blackjack.api.routes import QueryApi
+    from blackjack.app import build_app
+
+    token = "t" * 32
+    monkeypatch.setenv("BLACKJACK_API_TOKENS", token)
+    config = HandlerConfig.from_env({"BLACKJACK_SHOE_KEY": "cd" * 32})
+    app, _ = build_app(config, projection_settings(config))
+    assert isinstance(app, QueryApi) and app.tokens.admits(f"Bearer {token}".encode())
+    assert not app.tokens.admits(None)

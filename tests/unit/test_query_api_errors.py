@@ -12,7 +12,9 @@ import pytest
 from structlog.testing import capture_logs
 
 from blackjack.api.routes import query_api
+from blackjack.api.tokens import ApiTokens
 from blackjack.projections import queries
+from blackjack.projections.settings import ProjectionSettings
 from blackjack.projections.store import ProjectionStore
 
 UNREACHABLE = "postgresql+asyncpg://blackjack:secret@127.0.0.1:9/blackjack"  # nothing listens
@@ -77,3 +79,50 @@ async def test_a_player_id_is_one_path_segment_whatever_it_holds(
 async def test_a_path_whose_escapes_are_not_utf8_is_a_400(tmp_path: Path) -> None:
     answer, _ = await get(f"sqlite+aiosqlite:///{tmp_path}/read.db", "/v1/players/%FF/wallet")
     assert answer.status_code == 400 and answer.json()["error"]["code"] == "bad_path"
+
+
+TOKEN, NEXT = "a" * 32, "b" * 40
+
+
+async def ask(
+    tmp_path: Path, path: str, tokens: ApiTokens, headers: dict[str, str] | None = None
+) -> httpx.Response:
+    store = ProjectionStore(f"sqlite+aiosqlite:///{tmp_path}/read.db")
+    await store.migrate()
+
+    async def fallback(scope: Any, receive: Any, send: Any) -> None:  # the probes' place
+        await send({"type": "http.response.start", "status": 204, "headers": []})
+        await send({"type": "http.response.body", "body": b""})
+
+    transport = httpx.ASGITransport(app=query_api(store, fallback, tokens))
+    try:
+        async with httpx.AsyncClient(transport=transport, base_url="http://api") as http:
+            return await http.get(path, headers=headers or {})
+    finally:
+        await store.close()
+
+
+async def test_with_tokens_a_query_needs_one_of_them(tmp_path: Path) -> None:
+    tokens = ApiTokens.from_env({"BLACKJACK_API_TOKENS": f"{TOKEN}, {NEXT}"})
+    path = "/v1/players/alice/wallet"
+    for headers in ({}, {"authorization": f"Bearer {'c' * 32}"}, {"authorization": TOKEN}):
+        refused = await ask(tmp_path, path, tokens, headers)
+        assert refused.status_code == 401 and refused.headers["www-authenticate"] == "Bearer"
+        assert refused.json()["error"]["code"] == "unauthenticated"
+    for token in (TOKEN, NEXT):  # either of two: one can be rotated out
+        answer = await ask(tmp_path, path, tokens, {"authorization": f"Bearer {token}"})
+        assert answer.status_code == 404 and answer.json()["error"]["code"] == "unknown_player"
+    # the probes and metrics behind it show no player's data: open
+    assert (await ask(tmp_path, "/healthz", tokens)).status_code == 204
+    # no tokens: open, as behind the platform's gateway
+    assert (await ask(tmp_path, path, ApiTokens())).status_code == 404
+
+
+def test_a_short_or_spaced_token_is_refused_and_none_is_shown() -> None:
+    with pytest.raises(ValueError, match="token 2 is shorter than 32"):
+        ApiTokens.from_env({"BLACKJACK_API_TOKENS": f"{TOKEN},short"})
+    with pytest.raises(ValueError, match="ASCII without spaces"):
+        ApiTokens.from_env({"BLACKJACK_API_TOKENS": "é" * 32})
+    assert TOKEN not in repr(ApiTokens.from_env({"BLACKJACK_API_TOKENS": TOKEN}))
+    settings = ProjectionSettings.from_env({"BLACKJACK_API_TOKENS": TOKEN})
+    assert settings.api_tokens.required and TOKEN not in repr(settings)

@@ -24,6 +24,7 @@ import structlog
 from sqlalchemy import exc as sql_errors
 from sqlalchemy.ext.asyncio import AsyncConnection
 
+from blackjack.api.tokens import OPEN, ApiTokens
 from blackjack.projections import queries
 from blackjack.projections.projector import parse_count, parse_round_id
 from blackjack.projections.store import ProjectionStore
@@ -57,9 +58,15 @@ class ApiError(Exception):
 
 
 class QueryApi:
-    def __init__(self, store: ProjectionStore, fallback: ASGIApp | None = None) -> None:
+    def __init__(
+        self,
+        store: ProjectionStore,
+        fallback: ASGIApp | None = None,
+        tokens: ApiTokens = OPEN,
+    ) -> None:
         self.store = store
         self.fallback = fallback
+        self.tokens = tokens
 
     @staticmethod
     def handles(scope: Scope) -> bool:
@@ -71,6 +78,10 @@ class QueryApi:
                 await self.fallback(scope, receive, send)
             elif scope["type"] == "http":
                 await _respond(send, scope, 404, _error("not_found", "no such resource"))
+            return
+        if not self.tokens.admits(_header(scope, b"authorization")):
+            body = _error("unauthenticated", "send one of the API's tokens: Bearer <token>")
+            await _respond(send, scope, 401, body, [(b"www-authenticate", b"Bearer")])
             return
         try:
             if scope["method"] not in ("GET", "HEAD"):
@@ -172,12 +183,23 @@ def _error(code: str, message: str) -> dict[str, Any]:
     return {"error": {"code": code, "message": message}}
 
 
-async def _respond(send: Send, scope: Scope, status: int, body: dict[str, Any]) -> None:
+def _header(scope: Scope, name: bytes) -> bytes | None:
+    return next((value for key, value in scope.get("headers", ()) if key.lower() == name), None)
+
+
+async def _respond(
+    send: Send,
+    scope: Scope,
+    status: int,
+    body: dict[str, Any],
+    extra: list[tuple[bytes, bytes]] | None = None,
+) -> None:
     payload = json.dumps(body, separators=(",", ":"), ensure_ascii=False).encode()
     headers = [
         (b"content-type", b"application/json"),
         (b"content-length", str(len(payload)).encode()),
         (b"cache-control", b"no-store"),
+        *(extra or []),
     ]
     await send({"type": "http.response.start", "status": status, "headers": headers})
     await send(
@@ -185,6 +207,8 @@ async def _respond(send: Send, scope: Scope, status: int, body: dict[str, Any]) 
     )
 
 
-def query_api(store: ProjectionStore, fallback: ASGIApp | None = None) -> QueryApi:
+def query_api(
+    store: ProjectionStore, fallback: ASGIApp | None = None, tokens: ApiTokens = OPEN
+) -> QueryApi:
     """The query API as one ASGI app; ``fallback`` answers everything outside ``/v1/``."""
-    return QueryApi(store, fallback)
+    return QueryApi(store, fallback, tokens)

@@ -21,6 +21,9 @@ BLACKJACK_KAFKA_SECURITY_PROTOCOL and the other BLACKJACK_KAFKA_* security setti
                               ``bus/settings.py`` lists them
 BLACKJACK_PROJECTION_STUCK_AFTER  failed attempts in a row at the same record after which the
                               worker reports the partition stuck (default 10, about 20 s of retries)
+BLACKJACK_API_TOKENS          bearer tokens (comma-separated, 32+ characters each) one of which
+                              every query API request must carry; unset, the API is open
+                              (behind the platform's gateway)
 """
 
 from __future__ import annotations
@@ -29,6 +32,7 @@ import os
 from collections.abc import Mapping
 from dataclasses import dataclass
 
+from blackjack.api.tokens import OPEN, ApiTokens
 from blackjack.bus.settings import DEFAULT_BOOTSTRAP, PLAINTEXT, KafkaSecurity, KafkaSettings
 from blackjack.bus.topics import Topics
 from blackjack.configuration import ConfigurationError, env_value, positive_int
@@ -52,6 +56,7 @@ class ProjectionSettings:
     stuck_after: int = DEFAULT_STUCK_AFTER
     session_timeout_ms: int = SESSION_TIMEOUT_MS
     security: KafkaSecurity = PLAINTEXT
+    api_tokens: ApiTokens = OPEN  # who may read the query API the store serves
 
     @property
     def events_topic(self) -> str:
@@ -90,4 +95,5 @@ class ProjectionSettings:
             stuck_after=number("BLACKJACK_PROJECTION_STUCK_AFTER", DEFAULT_STUCK_AFTER),
             session_timeout_ms=number("BLACKJACK_PROJECTION_SESSION_TIMEOUT_MS", session),
             security=kafka.security,
+            api_tokens=ApiTokens.from_env(env),
         )

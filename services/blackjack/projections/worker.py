@@ -27,6 +27,7 @@ from faststream.kafka import KafkaBroker
 from faststream.kafka.annotations import KafkaMessage
 from prometheus_client import Counter, Gauge
 
+from blackjack.api.tokens import OPEN, ApiTokens
 from blackjack.observability.logging import faststream_logger
 from blackjack.observability.roles import declare_role
 from blackjack.projections.health import FoldHealth, probes
@@ -429,7 +430,7 @@ async def run_worker(settings: ProjectionSettings, http: tuple[str, int] | None 
         if http is None:
             await _until_signalled()
         else:
-            await _serve_http(store, health, *http)
+            await _serve_http(store, health, settings.api_tokens, *http)
     finally:
         await broker.stop()
         await store.close()
@@ -443,19 +444,21 @@ async def _until_signalled() -> None:
     await stop.wait()
 
 
-async def _serve_http(store: ProjectionStore, health: FoldHealth, host: str, port: int) -> None:
+async def _serve_http(
+    store: ProjectionStore, health: FoldHealth, tokens: ApiTokens, host: str, port: int
+) -> None:
     import uvicorn
 
-    app = http_app(store, health)
+    app = http_app(store, health, tokens)
     config = uvicorn.Config(app, host=host, port=port, lifespan="off", log_level="warning")
     await uvicorn.Server(config).serve()
 
 
-def http_app(store: ProjectionStore, health: FoldHealth) -> QueryApi:
+def http_app(store: ProjectionStore, health: FoldHealth, tokens: ApiTokens = OPEN) -> QueryApi:
     """What a worker serves with ``--http``: the query API, with ``/healthz``, ``/readyz`` and
     ``/metrics`` (Prometheus) behind it."""
     from prometheus_client import make_asgi_app
 
     from blackjack.api.routes import query_api
 
-    return query_api(store, fallback=probes(health, make_asgi_app()))
+    return query_api(store, fallback=probes(health, make_asgi_app()), tokens=tokens)
