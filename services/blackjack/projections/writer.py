@@ -31,11 +31,10 @@ from blackjack.projections.projector import (
     RoundRecord,
     StreamProjection,
     TableView,
-    WalletProjection,
-    WalletView,
     utc,
 )
 from blackjack.projections.store import ProjectionStore
+from blackjack.projections.wallets import WalletProjection, WalletView
 
 Position = tuple[str, int]
 """(topic, partition)"""
