@@ -249,13 +249,13 @@ class _Unparsed:
     command_type: str
 
 
-QUOTED_MAX_CHARS = 128
-"""A stream id or key quoted back from a message that could not be read is cut to this (the
-length of a valid id), so that its answer stays small whatever the message held."""
+ID_MAX_CHARS = 128
+"""The longest valid command or stream id. One quoted back from a message that could not be
+read is cut to it, so that the answer stays small whatever the message held."""
 
 
 def _quoted(text: str) -> str:
-    return text if len(text) <= QUOTED_MAX_CHARS else f"{text[:QUOTED_MAX_CHARS]}..."
+    return text if len(text) <= ID_MAX_CHARS else f"{text[:ID_MAX_CHARS]}..."
 
 
 class Processor:
@@ -292,7 +292,7 @@ class Processor:
                 handled_at=now,
             )
             # answered under the key it came with, unless that is longer than any stream id
-            answer_key = key if len(key) <= 4 * QUOTED_MAX_CHARS else parsed.stream_id.encode()
+            answer_key = key if len(key) <= 4 * ID_MAX_CHARS else parsed.stream_id.encode()
             return Handled(
                 result=result,
                 command_type=parsed.command_type,
@@ -445,7 +445,7 @@ class Processor:
                 stream_id = doc.get("stream_id")
             return _Unparsed(
                 command_id=command_id
-                if isinstance(command_id, str) and 0 < len(command_id) <= 128
+                if isinstance(command_id, str) and 0 < len(command_id) <= ID_MAX_CHARS
                 else fallback_id,
                 stream_id=_quoted(stream_id if isinstance(stream_id, str) else key_text),
                 rejection=Rejection(code=code, message=message),
