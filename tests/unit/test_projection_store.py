@@ -10,14 +10,15 @@ from pathlib import Path
 import pytest
 from alembic.autogenerate import compare_metadata
 from alembic.migration import MigrationContext
-from sqlalchemy import select, update
+from sqlalchemy import select, text, update
 from sqlalchemy.engine import Connection
 
 from blackjack.audit.audit import conservation
+from blackjack.configuration import ConfigurationError
 from blackjack.messages.sealing import ShoeSeal
 from blackjack.messages.wire import encode, to_wire
 from blackjack.projections import schema
-from blackjack.projections.dump import Dump, differences, dump
+from blackjack.projections.dump import Dump, TableDump, differences, dump
 from blackjack.projections.projector import ProjectionError
 from blackjack.projections.store import ProjectionStore
 from blackjack.projections.writer import ProjectionWriter, Record
@@ -187,6 +188,15 @@ async def test_a_changed_row_is_named_down_to_the_field(store: ProjectionStore) 
     ]
 
 
+def test_a_log_missing_an_entry_is_named_where_it_parts() -> None:
+    entries = [{"event": "BetPlaced"}, {"event": "FundsDeposited"}, {"event": "HandDoubled"}]
+    expected = Dump((TableDump("rounds", {("t", 1): {"record": {"log": entries}}}),))
+    found = Dump((TableDump("rounds", {("t", 1): {"record": {"log": entries[::2]}}}),))
+    [difference] = differences(expected, found)
+    assert set(difference.columns) == {"record.log[1].event", "record.log[2:]"}
+    assert difference.columns["record.log[1].event"] == ("FundsDeposited", "HandDoubled")
+
+
 async def test_conservation_names_what_does_not_add_up(store: ProjectionStore) -> None:
     await ProjectionWriter(store).apply(RECORDS)
     async with store.reading() as connection:
@@ -238,3 +248,14 @@ async def test_an_event_stored_under_its_older_envelope_dumps_as_a_rebuild_store
             .values(envelope=json.dumps(older))
         )
     assert (await snapshot(store)).text() == before.text()
+
+
+async def test_a_store_a_newer_version_migrated_is_named_in_one_line(
+    store: ProjectionStore,
+) -> None:
+    """A rollback of the workers that kept the store: a ConfigurationError (one line, exit 2),
+    not alembic's traceback."""
+    async with store.writing() as connection:
+        await connection.execute(text("UPDATE alembic_version SET version_num = '0099'"))
+    with pytest.raises(ConfigurationError, match="migrated by a newer version"):
+        await store.migrate()

@@ -121,6 +121,9 @@ async def test_with_tokens_a_query_needs_one_of_them(tmp_path: Path) -> None:
 def test_a_short_or_spaced_token_is_refused_and_none_is_shown() -> None:
     with pytest.raises(ValueError, match="token 2 is shorter than 32"):
         ApiTokens.from_env({"BLACKJACK_API_TOKENS": f"{TOKEN},short"})
+    with pytest.raises(ValueError, match="set but names no token"):
+        ApiTokens.from_env({"BLACKJACK_API_TOKENS": " , "})
+    assert not ApiTokens.from_env({"BLACKJACK_API_TOKENS": "  "}).required  # blank: unset
     with pytest.raises(ValueError, match="ASCII without spaces"):
         ApiTokens.from_env({"BLACKJACK_API_TOKENS": "é" * 32})
     assert TOKEN not in repr(ApiTokens.from_env({"BLACKJACK_API_TOKENS": TOKEN}))

@@ -211,4 +211,10 @@ def query_api(
     store: ProjectionStore, fallback: ASGIApp | None = None, tokens: ApiTokens = OPEN
 ) -> QueryApi:
     """The query API as one ASGI app; ``fallback`` answers everything outside ``/v1/``."""
+    log.info(
+        "query API",
+        access=f"bearer token ({len(tokens.tokens)} valid)"
+        if tokens.required
+        else "open: no BLACKJACK_API_TOKENS (behind the platform's gateway)",
+    )
     return QueryApi(store, fallback, tokens)

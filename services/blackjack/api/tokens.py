@@ -41,8 +41,10 @@ class ApiTokens:
 
     @classmethod
     def from_env(cls, env: Mapping[str, str] = os.environ) -> ApiTokens:
-        text = env.get("BLACKJACK_API_TOKENS", "")
+        text = env.get("BLACKJACK_API_TOKENS", "").strip()  # blank: unset, like any setting
         tokens = tuple(token.strip() for token in text.split(",") if token.strip())
+        if text and not tokens:  # "," and the like: meant to protect the API, protects nothing
+            raise ConfigurationError("BLACKJACK_API_TOKENS is set but names no token")
         short = [index for index, token in enumerate(tokens) if len(token) < MIN_TOKEN_CHARS]
         if short:
             raise ConfigurationError(

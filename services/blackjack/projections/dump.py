@@ -132,9 +132,14 @@ def _compare(path: str, a: Any, b: Any, out: dict[str, tuple[Any, Any]]) -> None
     if isinstance(a, dict) and isinstance(b, dict):
         for name in sorted(set(a) | set(b)):
             _compare(f"{path}.{name}", a.get(name), b.get(name), out)
-    elif isinstance(a, list) and isinstance(b, list) and len(a) == len(b):
-        for index, (x, y) in enumerate(zip(a, b, strict=True)):
+    elif isinstance(a, list) and isinstance(b, list):
+        # lists of different lengths too (a round's log missing entries): the first place
+        # they part is named, not only the lists' common beginning
+        for index, (x, y) in enumerate(zip(a, b, strict=False)):
             _compare(f"{path}[{index}]", x, y, out)
+        shorter = min(len(a), len(b))
+        if len(a) != len(b):
+            out[f"{path}[{shorter}:]"] = (a[shorter:], b[shorter:])
     else:
         out[path] = (a, b)
 

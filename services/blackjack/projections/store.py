@@ -16,10 +16,13 @@ from typing import Any
 
 from alembic import command
 from alembic.config import Config
+from alembic.util.exc import CommandError
 from sqlalchemy import event, text
 from sqlalchemy.engine import Connection, make_url
 from sqlalchemy.ext.asyncio import AsyncConnection, AsyncEngine, create_async_engine
 from sqlalchemy.pool import StaticPool
+
+from blackjack.configuration import ConfigurationError
 
 MIGRATIONS = Path(__file__).with_name("migrations")
 _MIGRATION_LOCK = 0x626A_7072  # "bjpr": one migrating process at a time on PostgreSQL
@@ -79,7 +82,17 @@ def _upgrade(connection: Connection) -> None:
     config = Config()
     config.set_main_option("script_location", str(MIGRATIONS))
     config.attributes["connection"] = connection
-    command.upgrade(config, "head")
+    try:
+        command.upgrade(config, "head")
+    except CommandError as error:
+        if "Can't locate revision" not in str(error):
+            raise
+        # a rollback that kept the store a newer version migrated: say so in one line
+        raise ConfigurationError(
+            f"the read model was migrated by a newer version of the service ({error}): "
+            "downgrade it with that version (docs/projections.md, 'Rolling back'), or point "
+            "BLACKJACK_DB_URL at a store of this version"
+        ) from None
 
 
 def _take_over_sqlite_transactions(engine: AsyncEngine) -> None:

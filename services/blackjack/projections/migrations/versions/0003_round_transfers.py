@@ -19,7 +19,8 @@ _MOVED = "paid in / taken out at the table during the round (not wagers or payou
 
 
 def upgrade() -> None:
-    # 0 for the rounds folded before this revision: a rebuild from the log fills them in.
+    # 0 for the rounds folded before this revision: only a re-fold of the log into an empty
+    # store fills them in (docs/projections.md, "Upgrading the read model").
     with op.batch_alter_table("round_players") as batch:
         for name in ("deposited", "withdrawn"):
             batch.add_column(
