@@ -5,7 +5,9 @@
     GET /v1/rounds/{stream_id}:{round}                        one game cycle in full
     GET /v1/tables/{stream_id}                                a table, for a client reconnecting
 
-Answers are JSON; every error is a 4xx with ``{"error": {"code": ..., "message": ...}}``, or a
+With ``BLACKJACK_API_TOKENS`` set (``api.tokens``), a request without one of its bearer tokens
+gets 401 ``unauthenticated``. Answers are JSON; every error is a 4xx with
+``{"error": {"code": ..., "message": ...}}``, or a
 503 ``store_unavailable`` while the read model's database cannot be reached (500
 ``internal_error`` for anything else unforeseen, logged with its trace).
 ``QueryApi(store, fallback=app)`` hands every other request (and the ASGI lifespan) to
