@@ -132,14 +132,15 @@ def _compare(path: str, a: Any, b: Any, out: dict[str, tuple[Any, Any]]) -> None
     if isinstance(a, dict) and isinstance(b, dict):
         for name in sorted(set(a) | set(b)):
             _compare(f"{path}.{name}", a.get(name), b.get(name), out)
-    elif isinstance(a, list) and isinstance(b, list):
-        # lists of different lengths too (a round's log missing entries): the first place
-        # they part is named, not only the lists' common beginning
-        for index, (x, y) in enumerate(zip(a, b, strict=False)):
+    elif isinstance(a, list) and isinstance(b, list) and len(a) == len(b):
+        for index, (x, y) in enumerate(zip(a, b, strict=True)):
             _compare(f"{path}[{index}]", x, y, out)
-        shorter = min(len(a), len(b))
-        if len(a) != len(b):
-            out[f"{path}[{shorter}:]"] = (a[shorter:], b[shorter:])
+    elif isinstance(a, list) and isinstance(b, list):
+        # an entry missing or added (a round's log without a deposit): named from the first
+        # place the two part, once, not as every later entry shifted by one
+        same = (i for i, (x, y) in enumerate(zip(a, b, strict=False)) if x != y)
+        first = next(same, min(len(a), len(b)))
+        out[f"{path}[{first}:]"] = (a[first:], b[first:])
     else:
         out[path] = (a, b)
 
