@@ -389,8 +389,12 @@ class _Replayer:
     def bet_placed(self, e: ev.BetPlaced) -> None:
         box = self.state.boxes[e.box]
         self._expect(f"box {e.box} total", e.box_total, box.bet + e.amount)
-        if e.amount <= 0 or e.box_total > self.state.rules.max_bet:
-            self._find(f"a chip of {e.amount} makes box {e.box} {e.box_total}, over the maximum")
+        if e.amount <= 0:
+            self._find(f"a chip of {e.amount} on box {e.box}")
+        if e.box_total > self.state.rules.max_bet:
+            self._find(
+                f"box {e.box} bet {e.box_total} is over the maximum {self.state.rules.max_bet}"
+            )
         self._moves(e.player_id, -e.amount, e.balance_after)
 
     def bet_refunded(self, e: ev.BetRefunded) -> None:
