@@ -20,6 +20,18 @@ MODULES=(
   blackjack/domain/state.py
   blackjack/domain/evolve.py
   blackjack/domain/shoe.py
+  blackjack/domain/decisions/draft.py
+  blackjack/domain/decisions/checks.py
+  blackjack/domain/decisions/options.py
+  blackjack/domain/decisions/dealing.py
+  blackjack/domain/decisions/settlement.py
+  blackjack/domain/decisions/play.py
+  blackjack/domain/decisions/insurance.py
+  blackjack/domain/decisions/betting.py
+  blackjack/domain/decisions/seats.py
+  blackjack/domain/decisions/funds.py
+  blackjack/domain/decisions/shuffle.py
+  blackjack/domain/decisions/clock.py
   blackjack/domain/decide.py
   blackjack/table.py
   blackjack/simulation/player.py

@@ -61,7 +61,7 @@ from blackjack.command_handler.config import HandlerConfig
 from blackjack.command_handler.service import CommandHandler
 from blackjack.domain import commands as cmd
 from blackjack.domain import events as ev
-from blackjack.domain.decide import turn_options
+from blackjack.domain.decisions.options import turn_options
 from blackjack.domain.evolve import evolve
 from blackjack.domain.rules import PRESETS, Rules, preset
 from blackjack.domain.state import INITIAL_STATE, TableState

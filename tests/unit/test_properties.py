@@ -38,7 +38,8 @@ from pydantic import TypeAdapter
 from blackjack.domain import commands as cmd
 from blackjack.domain import events as ev
 from blackjack.domain.cards import RANKS, fresh_shoe
-from blackjack.domain.decide import decide, turn_options
+from blackjack.domain.decide import decide
+from blackjack.domain.decisions.options import turn_options
 from blackjack.domain.evolve import evolve, fold
 from blackjack.domain.hand import is_natural, total
 from blackjack.domain.legal import LegalActions, legal_actions

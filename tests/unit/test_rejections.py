@@ -9,7 +9,6 @@ validate against ``commands.AnyCommand`` never reaches the decider (the decider'
 
 from __future__ import annotations
 
-import inspect
 import re
 from collections.abc import Callable, Sequence
 from datetime import UTC, datetime, timedelta
@@ -21,6 +20,7 @@ from pydantic import TypeAdapter, ValidationError
 
 from blackjack.domain import commands as cmd
 from blackjack.domain import decide as decide_module
+from blackjack.domain import decisions
 from blackjack.domain import events as ev
 from blackjack.domain.decide import decide
 from blackjack.domain.evolve import fold
@@ -96,12 +96,13 @@ def then_rejected(
     return outcome
 
 
-_EMIT = re.compile(r'_refuse\(\s*"([a-z_]+)"|code="([a-z_]+)"')
+_EMIT = re.compile(r'(?<![\w.])refuse\(\s*"([a-z_]+)"|code="([a-z_]+)"')
 
 
 def _codes_in_the_decider() -> set[str]:
-    """Every code written in the table decider's source (``_refuse("...")``/``code="..."``)."""
-    source = inspect.getsource(decide_module)
+    """Every code written in the table decider's source (``refuse("...")``/``code="..."``)."""
+    modules = [decide_module.__file__, *Path(decisions.__file__).parent.glob("*.py")]
+    source = "".join(Path(str(path)).read_text() for path in modules)
     return {code for pair in _EMIT.findall(source) for code in pair if code}
 
 

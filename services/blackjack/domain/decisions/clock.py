@@ -1,0 +1,110 @@
+"""The clock of a shared table: what happens at a deadline, and which decisions it bounds."""
+
+from __future__ import annotations
+
+from typing import Final
+
+from blackjack.domain import commands as cmd
+from blackjack.domain import facts
+from blackjack.domain.decisions.betting import close_betting, refund_box
+from blackjack.domain.decisions.checks import check_shoe, under_minimum
+from blackjack.domain.decisions.draft import Draft
+from blackjack.domain.decisions.insurance import peek_then_play
+from blackjack.domain.decisions.play import next_turn, stand_hand
+from blackjack.domain.rejections import Rejection, RejectionCode
+from blackjack.domain.state import TableState
+
+# The decisions a phase's clock (the 15 s of a shared table) bounds. From its deadline on they
+# are refused, even before the service's clock has sent the ExpireTimers that applies it: a
+# late bet, insurance or move must not win a race against the timeout.
+ON_THE_CLOCK: Final = frozenset(
+    {
+        cmd.PlaceBet,
+        cmd.ClearBets,
+        cmd.RemoveBet,
+        cmd.Rebet,
+        cmd.Deal,
+        cmd.Pass,
+        cmd.TakeInsurance,
+        cmd.DeclineInsurance,
+        cmd.Hit,
+        cmd.Stand,
+        cmd.Double,
+        cmd.Split,
+        cmd.Surrender,
+    }
+)
+
+
+_LATE: Final[dict[str, tuple[RejectionCode, str]]] = {
+    "betting": ("not_betting_time", "the time to bet or pass ran out at"),
+    "insurance": ("insurance_not_offered", "the time to decide on insurance ran out at"),
+    "playing": ("not_your_turn", "the time for this decision ran out at"),
+}
+
+
+def too_late(state: TableState) -> Rejection:
+    assert state.deadline is not None
+    code, message = _LATE.get(state.phase, _LATE["playing"])
+    return Rejection(code=code, message=f"{message} {state.deadline.isoformat()}")
+
+
+def expire_timers(r: Draft, c: cmd.ExpireTimers) -> None:
+    state = r.state
+    if state.deadline is None or r.now < state.deadline:
+        return
+    if state.phase == "betting":
+        check_shoe(state)
+        # The multi-player page: "If you do not bet or pass within 15 seconds ... you will be
+        # automatically excluded from that particular hand." A player who did bet is dealt in;
+        # a stack still under the table minimum is not a bet yet, and goes back.
+        for player in list(state.players.values()):
+            if player.ready or player.passed:
+                continue
+            pid = player.player_id
+            short = under_minimum(r.state, pid)
+            dealt_in = len(r.state.boxes_of(pid)) > len(short)
+            r.emit(
+                facts.player_timed_out(
+                    round=state.round,
+                    player_id=pid,
+                    phase="betting",
+                    action="dealt_in" if dealt_in else "left_out",
+                )
+            )
+            for index in short:
+                refund_box(r, pid, index, "timed_out")
+            if dealt_in:
+                r.emit(facts.deal_requested(round=state.round, player_id=pid))
+        close_betting(r)
+    elif state.phase == "insurance":
+        for index, box in enumerate(state.boxes):
+            if box.insurance != "offered" or box.player_id is None:
+                continue
+            r.emit(
+                facts.player_timed_out(
+                    round=state.round,
+                    player_id=box.player_id,
+                    phase="insurance",
+                    action="declined_insurance",
+                    box=index,
+                )
+            )
+            r.emit(facts.insurance_declined(round=state.round, player_id=box.player_id, box=index))
+        peek_then_play(r)
+    elif state.phase == "playing" and state.active is not None:
+        box_index, hand_index = state.active
+        box = state.boxes[box_index]
+        assert box.player_id is not None
+        r.emit(
+            facts.player_timed_out(
+                round=state.round,
+                player_id=box.player_id,
+                phase="playing",
+                action="stood",
+                box=box_index,
+                hand=hand_index,
+            )
+        )
+        stand_hand(r, box.player_id, box_index, hand_index, box.hands[hand_index])
+        next_turn(r)

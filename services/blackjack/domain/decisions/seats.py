@@ -1,0 +1,81 @@
+"""The table itself: opening it, taking, changing and leaving seats, disconnecting and
+reconnecting."""
+
+from __future__ import annotations
+
+from pydantic import ValidationError
+
+from blackjack.domain import commands as cmd
+from blackjack.domain import facts
+from blackjack.domain.decisions.betting import deal_when_all_decided, refund_bets
+from blackjack.domain.decisions.checks import seated
+from blackjack.domain.decisions.draft import Draft, refuse
+from blackjack.domain.rejections import in_one_line
+from blackjack.domain.rules import PRESETS
+from blackjack.domain.state import TableState
+
+
+def open_table(r: Draft, c: cmd.OpenTable) -> None:
+    if r.state.opened:
+        raise refuse("table_already_open", "the table is already open")
+    base = PRESETS.get(c.variant)
+    if base is None:
+        known = ", ".join(sorted(PRESETS))
+        raise refuse("unknown_variant", f"no variant {c.variant!r}; known: {known}")
+    if c.overrides.get("name", c.variant) != c.variant:  # history and audit show it
+        raise refuse("invalid_rules", "name: the variant's name is not a rule to override")
+    try:
+        rules = base.with_overrides(c.overrides) if c.overrides else base
+    except ValidationError as error:
+        raise refuse("invalid_rules", in_one_line(error, "rules")) from None
+    r.emit(facts.table_opened(rules=rules))
+
+
+def _check_free_seat(state: TableState, seat: int) -> None:
+    if not 0 <= seat < state.rules.seats:
+        raise refuse("seat_out_of_range", f"seats are 0-{state.rules.seats - 1}")
+    if state.player_at(seat) is not None:
+        raise refuse("seat_taken", f"seat {seat} is taken")
+
+
+def sit_down(r: Draft, c: cmd.SitDown) -> None:
+    if c.player_id in r.state.players:
+        raise refuse("already_seated", f"{c.player_id} is already seated")
+    _check_free_seat(r.state, c.seat)
+    r.emit(facts.seat_taken(player_id=c.player_id, seat=c.seat))
+
+
+def move_seat(r: Draft, c: cmd.MoveSeat) -> None:
+    player = seated(r.state, c.player_id)
+    _check_free_seat(r.state, c.seat)
+    # The multi-player page: "You may change your position on the table by clicking on the
+    # desired spot between hands": not while any hand is played, nor with a bet of one's own out.
+    if r.state.boxes_of(c.player_id) or r.state.hands_in_play:
+        raise refuse("round_in_progress", "change seats between rounds, with no bet out")
+    r.emit(facts.seat_changed(player_id=c.player_id, from_seat=player.seat, to_seat=c.seat))
+
+
+def leave_table(r: Draft, c: cmd.LeaveTable) -> None:
+    player = seated(r.state, c.player_id)
+    if any(r.state.boxes[i].hands for i in r.state.boxes_of(c.player_id)):
+        raise refuse("round_in_progress", "a hand in play must be finished first")
+    refund_bets(r, c.player_id, "left")
+    balance = r.state.players[c.player_id].balance
+    r.emit(facts.seat_left(player_id=c.player_id, seat=player.seat, balance_returned=balance))
+    deal_when_all_decided(r)
+
+
+def disconnect(r: Draft, c: cmd.Disconnect) -> None:
+    player = seated(r.state, c.player_id)
+    if not player.connected:
+        return
+    r.emit(facts.player_disconnected(player_id=c.player_id))
+    # The surrender page: "If the connection is terminated after placing a bet but before
+    # pressing 'Deal' button the bet will be returned." A started hand waits for reconnection.
+    if r.state.rules.refund_bets_on_disconnect and r.state.phase == "betting":
+        refund_bets(r, c.player_id, "disconnected")
+
+
+def reconnect(r: Draft, c: cmd.Reconnect) -> None:
+    if not seated(r.state, c.player_id).connected:
+        r.emit(facts.player_reconnected(player_id=c.player_id))
