@@ -73,130 +73,178 @@ def reconcile(
     order). ``lagging(stream)``: that stream's events were not all read (its partition has
     records past the positions read), so an answer whose cause is not among them may be in
     transit rather than forged."""
-    out = Reconciled()
-    sent: dict[tuple[str, int], _Sent] = {}
-    closed: list[tuple[WireEnvelope, wl.BuyInCompleted | wl.BuyInRefunded]] = []
-    received: list[tuple[WireEnvelope, wl.CashOutReceived]] = []
-    handled: dict[tuple[str, int], tuple[WireEnvelope, ev.FundsDeposited | ev.TransferDeclined]]
-    handled = {}
-    paid_out: dict[tuple[str, int], tuple[str, int]] = {}
-    """(table, sequence) -> (player, amount) paid out of a shared table to the wallet"""
-    tables: dict[str, _Table] = {}
-
-    def find(envelope: WireEnvelope, message: str) -> None:
-        out.findings.append(Finding(envelope.stream_id, envelope.sequence, None, message))
-
-    read_to = {
-        stream_id: envelopes[-1].sequence for stream_id, envelopes in streams.items() if envelopes
-    }
+    movements = _Movements(lagging)
     for stream_id, envelopes in streams.items():
-        table = tables.setdefault(stream_id, _Table())
+        movements.read(stream_id, envelopes)
+    movements.match_buy_ins_handled()
+    movements.match_buy_ins_closed()
+    movements.match_cash_outs()
+    return movements.out
+
+
+_Handled = tuple[WireEnvelope, ev.FundsDeposited | ev.TransferDeclined]
+
+
+@dataclass
+class _Movements:
+    """The movements of money the logs record, gathered in one pass, then matched."""
+
+    lagging: Callable[[str], bool]
+    out: Reconciled = field(default_factory=Reconciled)
+    sent: dict[tuple[str, int], _Sent] = field(default_factory=dict)
+    """(wallet, buy-in number) -> the buy-in the wallet sent"""
+    closed: list[tuple[WireEnvelope, wl.BuyInCompleted | wl.BuyInRefunded]] = field(
+        default_factory=list
+    )
+    received: list[tuple[WireEnvelope, wl.CashOutReceived]] = field(default_factory=list)
+    handled: dict[tuple[str, int], _Handled] = field(default_factory=dict)
+    """(wallet, buy-in number) -> the table event that took or declined it"""
+    paid_out: dict[tuple[str, int], tuple[str, int]] = field(default_factory=dict)
+    """(table, sequence) -> (player, amount) paid out of a shared table to the wallet"""
+    tables: dict[str, _Table] = field(default_factory=dict)
+    read_to: dict[str, int] = field(default_factory=dict)
+    """stream -> the last sequence read of it"""
+
+    def find(self, envelope: WireEnvelope, message: str) -> None:
+        self.out.findings.append(Finding(envelope.stream_id, envelope.sequence, None, message))
+
+    def read(self, stream_id: str, envelopes: Sequence[WireEnvelope]) -> None:
+        table = self.tables.setdefault(stream_id, _Table())
         for envelope in envelopes:
-            match envelope.data:
-                case wl.BuyInSent() as e:
-                    sent[(stream_id, e.transfer)] = _Sent(
-                        stream_id,
-                        envelope.sequence,
-                        envelope.occurred_at,
-                        e.table_id,
-                        e.player_id,
-                        e.amount,
-                    )
-                case wl.BuyInCompleted() | wl.BuyInRefunded() as e:
-                    closed.append((envelope, e))
-                case wl.CashOutReceived() as e:
-                    if stream_id != wl.wallet_stream(e.player_id):
-                        find(envelope, f"cash-out for {e.player_id} in another player's wallet")
-                    received.append((envelope, e))
-                case ev.TableOpened() as e:
-                    table.shared = e.rules.funded_by_wallet
-                    table.currency = e.rules.currency
-                case ev.FundsDeposited(transfer=None) if table.shared:
-                    if table.transfers_from is not None:
-                        find(envelope, "a deposit at a shared table that names no buy-in")
-                    table.untracked_deposits = True
-                case ev.FundsDeposited(transfer=str()) | ev.TransferDeclined() as e:
-                    assert e.transfer is not None
-                    if table.transfers_from is None:
-                        table.transfers_from = envelope.occurred_at
-                    try:
-                        key = transfer_origin(e.transfer)
-                    except ValueError as error:
-                        find(envelope, str(error))
-                        continue
-                    if key in handled:
-                        first = handled[key][0].sequence
-                        find(envelope, f"buy-in {e.transfer} handled again (first at {first})")
-                        continue
-                    handled[key] = (envelope, e)
-                case ev.SeatLeft() as e if table.shared and e.balance_returned > 0:
-                    paid_out[(stream_id, envelope.sequence)] = (e.player_id, e.balance_returned)
-                case ev.FundsWithdrawn() as e if table.shared and e.amount > 0:
-                    paid_out[(stream_id, envelope.sequence)] = (e.player_id, e.amount)
+            self._read_wallet_event(stream_id, envelope)
+            self._read_table_event(stream_id, table, envelope)
+        if envelopes:
+            self.read_to[stream_id] = envelopes[-1].sequence
 
-    for (wallet, number), (envelope, e) in handled.items():
-        buy_in = sent.get((wallet, number))
-        if buy_in is None and lagging(wallet):
-            out.in_transit += 1  # the wallet's partition was not read as far
-        elif buy_in is None:
-            find(envelope, f"buy-in {e.transfer}: {wallet} never sent it")
-        elif (buy_in.table_id, buy_in.player_id, buy_in.amount) != (
-            envelope.stream_id,
-            e.player_id,
-            e.amount,
-        ):
-            cur = _currency(tables, buy_in.table_id)
-            find(
-                envelope,
-                f"buy-in {e.transfer}: the wallet sent {money(buy_in.amount, cur)} of "
-                f"{buy_in.player_id} to {buy_in.table_id}, the table handled "
-                f"{money(e.amount, cur)} of {e.player_id}",
-            )
+    def _read_wallet_event(self, stream_id: str, envelope: WireEnvelope) -> None:
+        match envelope.data:
+            case wl.BuyInSent() as e:
+                self.sent[(stream_id, e.transfer)] = _Sent(
+                    stream_id,
+                    envelope.sequence,
+                    envelope.occurred_at,
+                    e.table_id,
+                    e.player_id,
+                    e.amount,
+                )
+            case wl.BuyInCompleted() | wl.BuyInRefunded() as e:
+                self.closed.append((envelope, e))
+            case wl.CashOutReceived() as e:
+                if stream_id != wl.wallet_stream(e.player_id):
+                    self.find(envelope, f"cash-out for {e.player_id} in another player's wallet")
+                self.received.append((envelope, e))
 
-    for envelope, closing in closed:
-        answer = handled.get((envelope.stream_id, closing.transfer))
-        kind = ev.FundsDeposited if isinstance(closing, wl.BuyInCompleted) else ev.TransferDeclined
-        if answer is not None and isinstance(answer[1], kind):
-            continue
-        if answer is None:
-            if _before_transfers(
-                tables.get(closing.table_id), sent.get((envelope.stream_id, closing.transfer))
+    def _read_table_event(self, stream_id: str, table: _Table, envelope: WireEnvelope) -> None:
+        match envelope.data:
+            case ev.TableOpened() as e:
+                table.shared = e.rules.funded_by_wallet
+                table.currency = e.rules.currency
+            case ev.FundsDeposited(transfer=None) if table.shared:
+                if table.transfers_from is not None:
+                    self.find(envelope, "a deposit at a shared table that names no buy-in")
+                table.untracked_deposits = True
+            case ev.FundsDeposited(transfer=str()) | ev.TransferDeclined() as e:
+                if table.transfers_from is None:
+                    table.transfers_from = envelope.occurred_at
+                self._read_handled(envelope, e)
+            case ev.SeatLeft() as e if table.shared and e.balance_returned > 0:
+                self.paid_out[(stream_id, envelope.sequence)] = (e.player_id, e.balance_returned)
+            case ev.FundsWithdrawn() as e if table.shared and e.amount > 0:
+                self.paid_out[(stream_id, envelope.sequence)] = (e.player_id, e.amount)
+
+    def _read_handled(
+        self, envelope: WireEnvelope, e: ev.FundsDeposited | ev.TransferDeclined
+    ) -> None:
+        assert e.transfer is not None
+        try:
+            key = transfer_origin(e.transfer)
+        except ValueError as error:
+            self.find(envelope, str(error))
+            return
+        if key in self.handled:
+            first = self.handled[key][0].sequence
+            self.find(envelope, f"buy-in {e.transfer} handled again (first at {first})")
+            return
+        self.handled[key] = (envelope, e)
+
+    def match_buy_ins_handled(self) -> None:
+        """Every buy-in a table took or declined was sent by its wallet, as the table says."""
+        for (wallet, number), (envelope, e) in self.handled.items():
+            buy_in = self.sent.get((wallet, number))
+            if buy_in is None and self.lagging(wallet):
+                self.out.in_transit += 1  # the wallet's partition was not read as far
+            elif buy_in is None:
+                self.find(envelope, f"buy-in {e.transfer}: {wallet} never sent it")
+            elif (buy_in.table_id, buy_in.player_id, buy_in.amount) != (
+                envelope.stream_id,
+                e.player_id,
+                e.amount,
             ):
-                out.unverifiable += 1
-                continue
-            if lagging(closing.table_id):
-                out.in_transit += 1
-                continue
-        what = "completed" if kind is ev.FundsDeposited else "refunded"
-        did = "did nothing with it" if answer is None else f"answered {answer[0].type}"
-        find(envelope, f"buy-in {closing.transfer} {what}, but {closing.table_id} {did}")
+                cur = _currency(self.tables, buy_in.table_id)
+                self.find(
+                    envelope,
+                    f"buy-in {e.transfer}: the wallet sent {money(buy_in.amount, cur)} of "
+                    f"{buy_in.player_id} to {buy_in.table_id}, the table handled "
+                    f"{money(e.amount, cur)} of {e.player_id}",
+                )
 
-    cashed: dict[tuple[str, int], WireEnvelope] = {}
-    for envelope, cash_out in received:
-        if cash_out.table_sequence is None:
-            continue  # a version 1 event: matched by the totals only
-        key = (cash_out.table_id, cash_out.table_sequence)
-        where = f"{cash_out.table_id} event {cash_out.table_sequence}"
-        if key in cashed:
-            find(envelope, f"cash-out of {where} received again (first at {cashed[key].sequence})")
-            continue
-        cashed[key] = envelope
-        cur = _currency(tables, cash_out.table_id)
-        payout = paid_out.get(key)
-        unread = cash_out.table_sequence > read_to.get(cash_out.table_id, 0)
-        if payout is None and unread and lagging(cash_out.table_id):
-            out.in_transit += 1
-            continue
-        if payout != (cash_out.player_id, cash_out.amount):
-            paid = "paid nothing out"
-            if payout is not None:
-                paid = f"paid {money(payout[1], cur)} to {payout[0]}"
-            find(
-                envelope,
-                f"cash-out of {money(cash_out.amount, cur)} for {cash_out.player_id} from "
-                f"{where}, which {paid}",
-            )
-    return out
+    def match_buy_ins_closed(self) -> None:
+        """Every buy-in a wallet closed was answered so by its table."""
+        for envelope, closing in self.closed:
+            answer = self.handled.get((envelope.stream_id, closing.transfer))
+            completed = isinstance(closing, wl.BuyInCompleted)
+            kind = ev.FundsDeposited if completed else ev.TransferDeclined
+            if answer is not None and isinstance(answer[1], kind):
+                continue
+            if answer is None and self._unanswered_is_expected(envelope, closing):
+                continue
+            what = "completed" if completed else "refunded"
+            did = "did nothing with it" if answer is None else f"answered {answer[0].type}"
+            self.find(envelope, f"buy-in {closing.transfer} {what}, but {closing.table_id} {did}")
+
+    def _unanswered_is_expected(
+        self, envelope: WireEnvelope, closing: wl.BuyInCompleted | wl.BuyInRefunded
+    ) -> bool:
+        """A closed buy-in with no answer in the table's log: unverifiable (handled before the
+        table recorded transfers) or in transit (the table's partition not read as far)."""
+        buy_in = self.sent.get((envelope.stream_id, closing.transfer))
+        if _before_transfers(self.tables.get(closing.table_id), buy_in):
+            self.out.unverifiable += 1
+            return True
+        if self.lagging(closing.table_id):
+            self.out.in_transit += 1
+            return True
+        return False
+
+    def match_cash_outs(self) -> None:
+        """Every cash-out a wallet received was paid out of its table, once, as the wallet
+        says."""
+        cashed: dict[tuple[str, int], WireEnvelope] = {}
+        for envelope, cash_out in self.received:
+            if cash_out.table_sequence is None:
+                continue  # a version 1 event: matched by the totals only
+            key = (cash_out.table_id, cash_out.table_sequence)
+            where = f"{cash_out.table_id} event {cash_out.table_sequence}"
+            if key in cashed:
+                first = cashed[key].sequence
+                self.find(envelope, f"cash-out of {where} received again (first at {first})")
+                continue
+            cashed[key] = envelope
+            payout = self.paid_out.get(key)
+            unread = cash_out.table_sequence > self.read_to.get(cash_out.table_id, 0)
+            if payout is None and unread and self.lagging(cash_out.table_id):
+                self.out.in_transit += 1
+                continue
+            if payout != (cash_out.player_id, cash_out.amount):
+                cur = _currency(self.tables, cash_out.table_id)
+                paid = "paid nothing out"
+                if payout is not None:
+                    paid = f"paid {money(payout[1], cur)} to {payout[0]}"
+                self.find(
+                    envelope,
+                    f"cash-out of {money(cash_out.amount, cur)} for {cash_out.player_id} from "
+                    f"{where}, which {paid}",
+                )
 
 
 def _before_transfers(table: _Table | None, buy_in: _Sent | None) -> bool:
