@@ -30,10 +30,11 @@ from blackjack.domain.legal import legal_actions
 from blackjack.domain.rejections import Rejection, in_one_line
 from blackjack.domain.rules import Rules
 from blackjack.domain.state import INITIAL_STATE, TableState
+from blackjack.messages.envelope import type_name
 from blackjack.table import apply
 
 _COMMAND = TypeAdapter(cmd.AnyCommand)
-_COMMAND_TYPES = frozenset(str(t.model_fields["type"].default) for t in cmd.COMMAND_TYPES)
+_COMMAND_TYPES = frozenset(type_name(t) for t in cmd.COMMAND_TYPES)
 DEFAULT_START = datetime(2026, 1, 1, tzinfo=UTC)
 
 
@@ -136,7 +137,7 @@ def _parse_step(
     kind = fields.pop("do")
     player = fields.pop("player", default_player)
     fields["type"] = kind
-    model = next((m for m in cmd.COMMAND_TYPES if m.model_fields["type"].default == kind), None)
+    model = next((m for m in cmd.COMMAND_TYPES if type_name(m) == kind), None)
     if model is not None and issubclass(model, cmd.PlayerCommand):
         fields["player_id"] = player
     meta["player"] = player

@@ -22,6 +22,7 @@ from typing import Any
 
 from blackjack.domain.commands import COMMAND_TYPES
 from blackjack.domain.wallet import WALLET_COMMAND_TYPES
+from blackjack.messages.envelope import type_name
 from tests.deploy.test_deploy_artifacts import parse, rules
 
 Sample = tuple[str, dict[str, str], float]
@@ -82,9 +83,7 @@ def value_of(samples: list[Sample], name: str, **labels: str) -> float | None:
     return None
 
 
-COMMAND_TYPE_NAMES = [
-    str(kind.model_fields["type"].default) for kind in (*COMMAND_TYPES, *WALLET_COMMAND_TYPES)
-]
+COMMAND_TYPE_NAMES = [type_name(kind) for kind in (*COMMAND_TYPES, *WALLET_COMMAND_TYPES)]
 _INCREASE = re.compile(r"increase\(\s*([a-z_:]+_total(?:\{[^}]*\})?)")  # of a counter
 _ALTERNATION = re.compile(r"[A-Za-z0-9_]+(\|[A-Za-z0-9_]+)*")
 

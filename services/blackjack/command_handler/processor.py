@@ -74,6 +74,7 @@ from blackjack.messages.envelope import (
     CommandResult,
     EventEnvelope,
     StreamCommand,
+    type_name,
 )
 from blackjack.messages.sealing import ShoeSeal
 from blackjack.messages.wire import cloudevents_headers, encode, to_wire
@@ -81,9 +82,7 @@ from blackjack.table import Shuffler, apply
 
 log = structlog.get_logger("blackjack.command_handler")
 
-KNOWN_COMMANDS = frozenset(
-    str(t.model_fields["type"].default) for t in (*COMMAND_TYPES, *WALLET_COMMAND_TYPES)
-)
+KNOWN_COMMANDS = frozenset(type_name(t) for t in (*COMMAND_TYPES, *WALLET_COMMAND_TYPES))
 EVENT_ID_NAMESPACE = uuid.UUID("6f1d6c8e-4b0a-5b8e-9d1e-2a7c3f0b9e41")
 
 
@@ -595,7 +594,7 @@ class Processor:
         built = [
             EventEnvelope(
                 event_id=event_id(stream.stream_id, sequence),
-                type=str(type(event).model_fields["type"].default),
+                type=type_name(type(event)),
                 schema_version=event.version,
                 stream_id=stream.stream_id,
                 sequence=sequence,

@@ -50,6 +50,7 @@ from blackjack.command_handler.snapshots import Checkpoint, SnapshotCodec, check
 from blackjack.command_handler.streams import PartitionStore, StreamState
 from blackjack.domain.commands import COMMAND_TYPES
 from blackjack.domain.wallet import SERVICE_ONLY_WALLET_COMMANDS, WALLET_COMMAND_TYPES
+from blackjack.messages.envelope import type_name
 from blackjack.messages.sealing import ShoeSeal
 from blackjack.observability import metrics
 from blackjack.rng import csprng_shuffle
@@ -801,7 +802,7 @@ class CommandHandler:
 
 def declare_metrics() -> None:
     """This process runs a command handler: the series its alerts read exist from now on."""
-    table_types = [str(kind.model_fields["type"].default) for kind in COMMAND_TYPES]
-    wallet_types = [str(kind.model_fields["type"].default) for kind in WALLET_COMMAND_TYPES]
-    signed = [str(kind.model_fields["type"].default) for kind in SERVICE_ONLY_WALLET_COMMANDS]
+    table_types = [type_name(kind) for kind in COMMAND_TYPES]
+    wallet_types = [type_name(kind) for kind in WALLET_COMMAND_TYPES]
+    signed = [type_name(kind) for kind in SERVICE_ONLY_WALLET_COMMANDS]
     metrics.declare_handler([*table_types, *wallet_types], ["Deposit", *signed])

@@ -32,6 +32,11 @@ class CommandEnvelope(BaseModel):
     command: StreamCommand
 
 
+def type_name(kind: type[BaseModel]) -> str:
+    """The name a command or event model goes by on the wire: its ``type`` field's one value."""
+    return str(kind.model_fields["type"].default)
+
+
 class EventMeta(BaseModel):
     """Everything about an event but the event itself."""
 
