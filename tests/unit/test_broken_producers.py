@@ -14,7 +14,7 @@ from aiokafka import TopicPartition
 from aiokafka.errors import KafkaConnectionError, OutOfOrderSequenceNumber
 
 from blackjack.client import BlackjackClient
-from blackjack.command_handler import service
+from blackjack.command_handler import timers
 from blackjack.command_handler.config import HandlerConfig
 from blackjack.command_handler.service import CommandHandler, _Partition
 from blackjack.command_handler.streams import PartitionStore
@@ -100,15 +100,15 @@ async def test_the_clock_replaces_a_broken_producer_and_its_timers_go_out_again(
         sent_at=datetime(2026, 1, 1, tzinfo=UTC),
         command=cmd.ExpireTimers(),
     )
-    monkeypatch.setattr(service, "due_commands", lambda store, now, timeout: [timer])
-    monkeypatch.setattr(service, "REFIRE_AFTER_S", 0.0)  # fire again on the next tick
+    monkeypatch.setattr(timers, "due_commands", lambda store, now, timeout: [timer])
+    monkeypatch.setattr(timers, "REFIRE_AFTER_S", 0.0)  # fire again on the next tick
     tp = TopicPartition("unit.blackjack.commands", 0)
     handler._partitions[0] = _Partition(0, tp, status="ready", store=PartitionStore(0))
-    handler._sender = Producer(broken=True)
+    handler._timers._producer = Producer(broken=True)
     replacement = Producer(broken=False)
     # the first replacement cannot start (the broker still away): the clock goes on ticking
     replacements = iter([Producer(broken=False, unreachable=True), replacement])
-    handler._new_sender = lambda: next(replacements)  # type: ignore[method-assign]
+    handler._timers._new_producer = lambda: next(replacements)  # type: ignore[method-assign]
     ticking = asyncio.create_task(handler._tick())
     await asyncio.wait_for(replacement.took.wait(), 5)
     handler._stopping.set()

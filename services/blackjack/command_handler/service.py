@@ -17,7 +17,7 @@ result, the commands it causes on other streams, a snapshot every so often, and 
 offsets. When a transaction fails the partition's memory is dropped and rebuilt from Kafka, and
 consumption resumes at the committed offset, so nothing is lost or done twice.
 
-A second task, the clock, turns expired timers into commands (``clock``).
+A second task, the clock, turns expired timers into commands (``clock``, sent by ``timers``).
 """
 
 from __future__ import annotations
@@ -27,20 +27,17 @@ import contextlib
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
-from datetime import UTC, datetime, timedelta
+from datetime import UTC, datetime
 from typing import Any, Literal
 
 import structlog
 from aiokafka import AIOKafkaConsumer, AIOKafkaProducer, ConsumerRecord, TopicPartition
 from aiokafka.abc import ConsumerRebalanceListener
-from aiokafka.errors import KafkaError, OutOfOrderSequenceNumber, ProducerFenced
+from aiokafka.errors import KafkaError, ProducerFenced
 from aiokafka.structs import RecordMetadata
 
-from blackjack.bus.headers import command_headers
-from blackjack.bus.producers import started, stopped
 from blackjack.bus.settings import TRANSACTION_RETRY_BACKOFF_MS
-from blackjack.bus.topics import SNAPSHOT_MAX_BYTES, ensure_topics, partition_for
-from blackjack.command_handler.clock import due_commands
+from blackjack.bus.topics import SNAPSHOT_MAX_BYTES, ensure_topics
 from blackjack.command_handler.config import HandlerConfig
 from blackjack.command_handler.keys import derive_key
 from blackjack.command_handler.processor import Handled, Inbound, Processor
@@ -48,6 +45,7 @@ from blackjack.command_handler.replay import assign_reader, end_offsets, rebuild
 from blackjack.command_handler.signing import CommandSigner
 from blackjack.command_handler.snapshots import Checkpoint, SnapshotCodec, checkpoint_key
 from blackjack.command_handler.streams import PartitionStore, StreamState
+from blackjack.command_handler.timers import TimerSender
 from blackjack.domain.commands import COMMAND_TYPES
 from blackjack.domain.wallet import SERVICE_ONLY_WALLET_COMMANDS, WALLET_COMMAND_TYPES
 from blackjack.messages.envelope import type_name
@@ -74,7 +72,6 @@ doubling pause up to this, and stays out of service (``/readyz`` says so) meanwh
 RETRY_AFTER_FENCING_S = 30.0
 """A fenced instance waits for the rebalance that takes the partition away; if none comes
 (the broker aborted a transaction that ran too long), it takes the partition back."""
-REFIRE_AFTER_S = 5.0
 POLL_MS = 200
 
 
@@ -109,7 +106,6 @@ class _Partition:
     retry_at: float = 0.0
     failures: int = 0
     lock: asyncio.Lock = field(default_factory=asyncio.Lock)
-    fired: dict[str, float] = field(default_factory=dict)
     checkpointed_at: float = 0.0
     """``time.monotonic()`` of the last checkpoint, or of the partition becoming ready."""
 
@@ -162,12 +158,12 @@ class CommandHandler:
         self._backlog_shown: set[int] = set()
         self._consumer: AIOKafkaConsumer | None = None
         self._reader: AIOKafkaConsumer | None = None
-        self._sender: AIOKafkaProducer | None = None
         self.failure: BaseException | None = None
         self.died = asyncio.Event()  # set with ``failure``: the process should end
         self.log = structlog.get_logger("blackjack.command_handler").bind(
             instance=config.instance_id
         )
+        self._timers = TimerSender(config, self.log)
 
     # ---- life cycle -----------------------------------------------------------------
 
@@ -189,8 +185,7 @@ class CommandHandler:
         )
         await self._reader.start()
         assign_reader(self._reader, self.topics, kafka.partitions)
-        self._sender = self._new_sender()
-        await self._sender.start()
+        await self._timers.start()
         self._consumer = AIOKafkaConsumer(
             **kafka.client_options(),
             group_id=self.config.group_id,
@@ -215,29 +210,6 @@ class CommandHandler:
             partitions=kafka.partitions,
         )
 
-    def _new_sender(self) -> AIOKafkaProducer:
-        """The clock's producer (timer and presence commands)."""
-        return AIOKafkaProducer(
-            **self.config.kafka.client_options(),
-            client_id=f"{self.config.instance_id}-clock",
-            enable_idempotence=True,
-            acks="all",
-        )
-
-    async def _renew_sender(self, error: Exception) -> None:
-        """Replace a clock producer ``OutOfOrderSequenceNumber`` left unusable
-        (``bus.producers``): unreplaced, every table's timers would stop. A start that fails
-        is logged and tried again at the next failed send (the clock is one task: it never
-        replaces two at once)."""
-        try:
-            fresh = await started(self._new_sender())
-        except Exception:
-            self.log.exception("clock producer not replaced; tried again at the next tick")
-            return
-        self.log.warning("clock producer replaced", error=f"{type(error).__name__}: {error}")
-        broken, self._sender = self._sender, fresh
-        await stopped(broken)
-
     async def stop(self, timeout: float = 10.0) -> None:
         """Let the transactions in progress finish (those still running after ``timeout`` are
         aborted), hand the partitions over, close everything."""
@@ -257,9 +229,9 @@ class CommandHandler:
                 await self._close_producer(partition)
         if self._consumer is not None:
             await self._consumer.stop()  # leaves the group: the others take the partitions
-        for client in (self._reader, self._sender):
-            if client is not None:
-                await client.stop()
+        if self._reader is not None:
+            await self._reader.stop()
+        await self._timers.stop()
         self._changed()
         self.log.info("handler stopped")
 
@@ -431,7 +403,7 @@ class CommandHandler:
         partition.store = store
         partition.status = "ready"
         partition.failures = 0
-        partition.fired.clear()
+        self._timers.forget(partition.number)
         partition.checkpointed_at = time.monotonic()
         self._consumer.resume(partition.tp)
         log.info("partition ready", committed_offset=committed, streams=len(store.streams))
@@ -725,7 +697,6 @@ class CommandHandler:
         self._backlog_shown = set(backlog)
 
     async def _tick(self) -> None:
-        timeout = timedelta(seconds=self.config.presence_timeout_s)
         measured_at = time.monotonic()
         while not self._stopping.is_set():
             await asyncio.sleep(self.config.timer_tick_s)
@@ -747,36 +718,7 @@ class CommandHandler:
                     store = partition.store
                     if partition.status != "ready" or store is None:
                         continue
-                partition.fired = {
-                    k: at for k, at in partition.fired.items() if mono - at < REFIRE_AFTER_S
-                }
-                for envelope in list(due_commands(store, now, timeout)):
-                    if envelope.command_id in partition.fired:
-                        continue
-                    partition.fired[envelope.command_id] = mono
-                    assert self._sender is not None
-                    try:
-                        await self._sender.send_and_wait(
-                            self.topics.commands,
-                            envelope.model_dump_json().encode(),
-                            key=envelope.stream_id.encode(),
-                            headers=command_headers(envelope, self.config.source, None),
-                            partition=partition_for(
-                                envelope.stream_id, self.config.kafka.partitions
-                            ),
-                        )
-                    except KafkaError as error:  # fired again on a later tick (same id)
-                        self.log.exception("sending a timer command failed")
-                        if isinstance(error, OutOfOrderSequenceNumber):
-                            await self._renew_sender(error)
-                        continue
-                    metrics.TIMER_COMMANDS.labels(str(envelope.command.type)).inc()
-                    self.log.info(
-                        "timer fired",
-                        command_id=envelope.command_id,
-                        stream_id=envelope.stream_id,
-                        command_type=str(envelope.command.type),
-                    )
+                await self._timers.send_due(partition.number, store, now, mono)
 
     def _changed(self) -> None:
         """Partitions changed hands or state: publish the gauges, wake ``wait_until``."""
