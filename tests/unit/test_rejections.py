@@ -303,6 +303,20 @@ def test_no_seat_change_leaving_or_new_shoe_while_a_hand_is_played() -> None:
     then_rejected(state, shoe, "round_in_progress")
 
 
+@rejects("round_in_progress")
+def test_no_new_shoe_once_a_round_has_bets() -> None:
+    """The shoe is committed before anyone wagers on it: whoever shuffles must not choose the
+    cards once the bets are known (the fairness review's shoe swapped after a 500.00 bet)."""
+    state = given("surrender", *seated(), cmd.PlaceBet(player_id="ann", box=0, amount=1000))
+    assert not state.hands_in_play and state.round_open
+    shoe = cmd.ShuffleShoe(order=build_shoe(4, []), salt="a-shoe-chosen-after-the-bet")
+    then_rejected(state, shoe, "round_in_progress")
+    # the bet taken back, the round stays open: still no new shoe until it is over
+    cleared = apply(state, cmd.ClearBets(player_id="ann"), NOW, shoe_starting())
+    assert not isinstance(cleared, Rejection)
+    then_rejected(cleared.state, shoe, "round_in_progress")
+
+
 # ---- money --------------------------------------------------------------------------------
 
 

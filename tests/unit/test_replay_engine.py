@@ -10,19 +10,22 @@ from typing import Any
 
 import pytest
 
+from blackjack.audit.audit import shoes_on_two_tables
 from blackjack.audit.recall import render, replay_round
 from blackjack.audit.replay import describe, in_sequence, money, replay_stream
 from blackjack.audit.settlement import dealer_play_problem, hand_result
 from blackjack.domain import commands as cmd
 from blackjack.domain import events as ev
+from blackjack.domain.decisions import shuffle as shuffle_decision
 from blackjack.domain.rejections import Rejection
 from blackjack.domain.rules import PRESETS
 from blackjack.domain.state import INITIAL_STATE, Hand
 from blackjack.domain.wallet import BuyInCompleted
 from blackjack.messages.sealing import ShoeSeal
-from blackjack.messages.wire import WireEnvelope, to_wire
+from blackjack.messages.wire import SealedShoeShuffled, WireEnvelope, to_wire
 from blackjack.projections.projector import StreamProjection
 from blackjack.rng import csprng_shuffle
+from blackjack.scenario import build_shoe
 from blackjack.table import apply
 from tests.integration.conftest_projections import Script, play_tables
 
@@ -199,6 +202,75 @@ def test_a_reveal_that_does_not_match_the_commitment_is_found() -> None:
 
     found = messages(tamper(wires(won_round()), ev.ShoeRetired, swap))
     assert "shoe 1: the revealed order does not match its commitment" in found
+
+
+def _played_from(
+    shoe: tuple[str, ...], rounds: int = 2, stream_id: str = "table-1"
+) -> list[WireEnvelope]:
+    """atlantic-city (a new shoe every round) with every shoe after the first drawn as
+    ``shoe`` with one salt: what a handler whose shuffler was changed would write."""
+    script = Script("atlantic-city", [["TH", "7S", "9H", "QD"]], stream_id=stream_id)
+    script.shuffler = lambda rules: cmd.ShuffleShoe(order=shoe, salt="one-salt-for-all")  # type: ignore[assignment]
+    for _ in range(rounds):
+        script.do(cmd.PlaceBet(player_id=A, box=0, amount=1000), cmd.Deal(player_id=A))
+        while script.state.phase == "playing":
+            script.do(cmd.Stand(player_id=A, box=0))
+    return wires(script)
+
+
+def test_a_shoe_that_is_not_whole_decks_is_found_from_its_reveal(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """A handler that skipped the permutation check could deal from a shoe without fives,
+    committed to honestly: the reveal alone shows it (the fairness review's stacked shoe)."""
+    monkeypatch.setattr(shuffle_decision, "_is_permutation_of_decks", lambda order, decks: True)
+    no_fives = tuple("K" + c[1] if c[0] == "5" else c for c in build_shoe(8, []))
+    found = messages(_played_from(no_fives))  # no key: shoe 2 is opened by its reveal
+    assert (
+        "shoe 2 is not 8 whole deck(s): 5C 0 times, 5D 0 times, 5H 0 times, 5S 0 times, "
+        "KC 16 times, KD 16 times, KH 16 times, KS 16 times" in found
+    )
+    miscounted = tamper(wires(won_round()), SealedShoeShuffled, lambda e: {"cards": 207})
+    assert "shoe 1 cards: recorded 207, the rules give 416" in messages(miscounted)
+    short = build_shoe(8, [])[:60]
+    found = messages(_played_from(short), SEAL)
+    assert any(m.startswith("shoe 2 is not 8 whole deck(s): 2C 1 times, ") for m in found), found
+
+
+def test_a_shoe_used_again_is_found_even_sealed() -> None:
+    same = tuple(build_shoe(8, ["9S", "7D", "TC", "TD"]))
+    log = _played_from(same, rounds=2)
+    assert "shoe 3 has the commitment of shoe 2: a shoe used again" in messages(log)
+    # shoe 3 is not retired: without the key it stays sealed, and its commitment tells it
+    replay = replay_stream(log)
+    assert replay.shoes[3].source == "sealed"
+
+
+def test_a_shoe_dealt_at_two_tables_is_found() -> None:
+    same = tuple(build_shoe(8, ["9S", "7D", "TC", "TD"]))
+    replays = [replay_stream(_played_from(same, 1, table)) for table in ("t-1", "t-2")]
+    assert [r.findings for r in replays] == [[], []]  # one shoe 2 at each table
+    shoes_on_two_tables(replays)
+    assert replays[0].findings == []
+    # (the script's first shoe, one order and one salt, is the same at both tables too)
+    assert [f.message for f in replays[1].findings] == [
+        "shoe 1 has the commitment of t-1's shoe 1",
+        "shoe 2 has the commitment of t-1's shoe 2",
+    ]
+
+
+def test_a_shoe_shuffled_after_the_bets_is_found() -> None:
+    """The decider refuses it; a log that has it (a forged or changed handler) is a finding."""
+    script = won_round()
+    script.do(cmd.PlaceBet(player_id=A, box=0, amount=1000))
+    log = wires(script)
+    new_shoe = [
+        i for i, w in enumerate(log) if isinstance(w.data, ev.ShoeRetired | SealedShoeShuffled)
+    ][-2:]
+    moved = [w for i, w in enumerate(log) if i not in new_shoe] + [log[i] for i in new_shoe]
+    renumbered = [w.model_copy(update={"sequence": n}) for n, w in enumerate(moved, start=1)]
+    assert "shoe 2 shuffled in round 2, after its bets" in messages(renumbered)
+    assert messages(log) == []
 
 
 def test_a_wallet_transfer_closed_twice_is_found() -> None:

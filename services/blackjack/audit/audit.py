@@ -166,6 +166,7 @@ async def run_audit(
             wires = logs[stream_id] = await queries.stream_envelopes(connection, stream_id)
             report.events += len(wires)
             report.replays.append(replay_stream(wires, seal, stream_id))
+    shoes_on_two_tables(report.replays)
     report.differences = differences(rebuilt, expected_live)
     # Events past the live positions: a movement's cause may be among them (lag, not a finding).
     behind = {partition for (_, partition), count in report.pending.items() if count}
@@ -173,6 +174,19 @@ async def run_audit(
         logs, lagging=lambda stream_id: partition_for(stream_id, partitions) in behind
     )
     return report
+
+
+def shoes_on_two_tables(replays: list[StreamReplay]) -> None:
+    """A shoe's commitment is on one table only: the same order dealt at a second table would
+    be known to whoever saw it revealed at the first (each replay finds a repeat at its own
+    table)."""
+    first: dict[str, tuple[str, int]] = {}
+    for replay in replays:
+        for shoe in replay.shoes.values():
+            table, number = first.setdefault(shoe.commitment, (replay.stream_id, shoe.shoe))
+            if table != replay.stream_id:
+                message = f"shoe {shoe.shoe} has the commitment of {table}'s shoe {number}"
+                replay.findings.append(Finding(replay.stream_id, None, None, message))
 
 
 async def _pending(

@@ -18,6 +18,7 @@ can no longer be folded at all.
 
 from __future__ import annotations
 
+from collections import Counter
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime
@@ -35,6 +36,7 @@ from blackjack.audit.settlement import (
 )
 from blackjack.domain import events as ev
 from blackjack.domain import wallet as wl
+from blackjack.domain.cards import fresh_shoe
 from blackjack.domain.evolve import evolve
 from blackjack.domain.hand import is_natural, total
 from blackjack.domain.payouts import insurance_stake
@@ -217,6 +219,8 @@ class _Replayer:
         self.envelope: WireEnvelope | None = None
         self.sealed: int | None = None
         """a shoe that neither the key nor a reveal opens: nothing can be dealt from it"""
+        self.commitments: dict[str, int] = {}
+        """each shoe's commitment -> the shoe that first had it"""
 
     # ---- the fold -----------------------------------------------------------------------
 
@@ -256,6 +260,8 @@ class _Replayer:
 
     def _opened(self, data: WireEvent) -> ev.Event | wl.WalletEvent | _Sealed:
         """The event in the clear: a sealed shoe opened with the key or by its reveal."""
+        if isinstance(data, SealedShoeShuffled | ev.ShoeShuffled):
+            self._shuffled(data.shoe, data.commitment)
         if not isinstance(data, SealedShoeShuffled):
             return data
         shoe = data.shoe
@@ -376,6 +382,30 @@ class _Replayer:
         balance = self._balance(e.player_id)
         self._expect(f"{e.player_id}'s money paid out", e.balance_returned, balance)
         self._round_balance(e.player_id, balance, -balance, 0)
+
+    def _shuffled(self, shoe: int, commitment: str) -> None:
+        """A new shoe is committed to before anyone wagers on it, and is new: checked on the
+        commitment alone, so even a shoe that stays sealed is."""
+        self.out.checks += 1
+        if self.state.round_open or self.state.hands_in_play:
+            self._find(f"shoe {shoe} shuffled in round {self.state.round}, after its bets")
+        first = self.commitments.setdefault(commitment, shoe)
+        if first != shoe:
+            self._find(f"shoe {shoe} has the commitment of shoe {first}: a shoe used again")
+
+    def shoe_shuffled(self, e: ev.ShoeShuffled) -> None:
+        """The order opened (by the key or its reveal) is whole decks of the table's rules."""
+        decks = self.state.rules.decks
+        self._expect(f"shoe {e.shoe} cards", e.cards, len(e.order))
+        self.out.checks += 1
+        counts = Counter(e.order)
+        if counts != Counter(fresh_shoe(decks)):
+            wrong = sorted(c for c in {*counts, *fresh_shoe(1)} if counts[c] != decks)
+            self._find(
+                f"shoe {e.shoe} is not {decks} whole deck(s): "
+                + ", ".join(f"{card} {counts[card]} times" for card in wrong[:8])
+                + (f" and {len(wrong) - 8} more" if len(wrong) > 8 else "")
+            )
 
     def shoe_retired(self, e: ev.ShoeRetired) -> None:
         shoe = self.state.shoe
@@ -580,6 +610,7 @@ _CHECKS: dict[type[ev.Event], Any] = {
     ev.FundsDeposited: _Replayer.funds,
     ev.FundsWithdrawn: _Replayer.funds,
     ev.SeatLeft: _Replayer.seat_left,
+    ev.ShoeShuffled: _Replayer.shoe_shuffled,
     ev.ShoeRetired: _Replayer.shoe_retired,
     ev.BetPlaced: _Replayer.bet_placed,
     ev.BetRefunded: _Replayer.bet_refunded,

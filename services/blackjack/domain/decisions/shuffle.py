@@ -13,8 +13,12 @@ from blackjack.domain.shoe import commitment
 
 def shuffle_shoe(r: Draft, c: cmd.ShuffleShoe) -> None:
     state = r.state
-    if state.hands_in_play:
-        raise refuse("round_in_progress", "the shoe is changed between rounds only")
+    # Committed before anyone wagers on it: a shoe changed once a round has bets (or cards)
+    # would let whoever shuffles choose the cards against the bets on the table.
+    if state.hands_in_play or state.round_open:
+        raise refuse(
+            "round_in_progress", "the shoe is changed between rounds only, before the first bet"
+        )
     if not _is_permutation_of_decks(c.order, state.rules.decks):
         raise refuse("invalid_shoe", f"the order is not a permutation of {state.rules.decks} decks")
     old = state.shoe
