@@ -29,6 +29,8 @@ NOW = datetime(2026, 1, 1, tzinfo=UTC)
         {"rebet_multipliers": [100]},
         {"min_bet": 0},
         {"min_bet": 500, "max_bet": 100},
+        {"max_bet": 10**12 + 1},  # winnings would near the read model's 64-bit columns
+        {"max_bet": 10**30},
         {"decks": 0},
         {"unknown_rule": True},
     ],

@@ -13,8 +13,9 @@ MAX_BALANCE: Final = 10**15
 two-decimal currency. Far above any casino's limits and far below what the read model's
 64-bit integers hold (9.2e18), so that no balance overflows a database column (a deposit of
 10^30 was once taken, and no read model could fold it); winnings add to a balance only by bets
-the table limits, round by round. Lifetime sums are not capped: they reach 9.2e18 only after
-more than 9,000 deposits of this size."""
+the table limits, round by round (``rules.MAX_BET``: from this balance, 2^63 is more than
+340,000 rounds of the largest win away). Lifetime sums are not capped: they reach 9.2e18 only
+after more than 9,000 deposits of this size."""
 
 
 def over_balance_limit(balance: int, amount: int) -> bool:

@@ -7,7 +7,7 @@ ambiguous the chosen default is written next to the field and in the README's ru
 from __future__ import annotations
 
 from fractions import Fraction
-from typing import Annotated, Literal
+from typing import Annotated, Final, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, model_validator
 
@@ -39,6 +39,14 @@ SplitBy = Literal["value", "rank"]
 
 
 DEFAULT_CURRENCY = "USD"
+MAX_BET: Final = 10**12
+"""The largest table maximum a rule override may set: 10,000,000,000.00 in a two-decimal
+currency. It bounds what winnings add to a balance in a round (27 x the maximum at most: three
+boxes of four doubled hands, and insurance), so that no balance nears the read model's 64-bit
+columns (a table opened with a maximum of 10^30 once won its player past 2^63 in 14 rounds, and
+no read model could fold the payout). Checked when a table is opened, not in ``Rules``: a table
+an older version opened with more still reads."""
+
 Currency = Annotated[str, Field(pattern=r"^[A-Z]{3}$", description="an ISO 4217 code")]
 """The currency of a table's or a wallet's money (amounts are its minor units)."""
 

@@ -11,7 +11,7 @@ from blackjack.domain.decisions.betting import deal_when_all_decided, refund_bet
 from blackjack.domain.decisions.checks import seated
 from blackjack.domain.decisions.draft import Draft, refuse
 from blackjack.domain.rejections import in_one_line
-from blackjack.domain.rules import PRESETS
+from blackjack.domain.rules import MAX_BET, PRESETS
 from blackjack.domain.state import TableState
 
 
@@ -28,6 +28,8 @@ def open_table(r: Draft, c: cmd.OpenTable) -> None:
         rules = base.with_overrides(c.overrides) if c.overrides else base
     except ValidationError as error:
         raise refuse("invalid_rules", in_one_line(error, "rules")) from None
+    if rules.max_bet > MAX_BET:
+        raise refuse("invalid_rules", f"max_bet: at most {MAX_BET} minor units")
     r.emit(facts.table_opened(rules=rules))
 
 
