@@ -218,7 +218,11 @@ def _card_dealt(draft: TableState, e: ev.CardDealt) -> None:
         raise CorruptLog("a card was dealt from an empty or missing shoe")
     card = shoe.order[shoe.position]
     if e.card is not None and e.card != card:
-        raise CorruptLog(f"card {e.card} dealt where the shoe holds {card}")
+        # Not which card the shoe holds: the message reaches logs, and the shoe may be in play.
+        raise CorruptLog(
+            f"card {e.card} dealt as card {shoe.position + 1} of shoe {shoe.number}, "
+            "which the shoe does not hold there"
+        )
     draft.shoe = shoe.after_card()
     if e.to == "dealer":
         # Exactly the hole card is face down, and a face-down card never shows in the event.
