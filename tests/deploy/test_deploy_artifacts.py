@@ -539,7 +539,9 @@ SHOE_KEY = ShoeSeal.new_key_hex()
 PLACEHOLDERS = {  # what the Secret holds in production, in a form the settings accept
     "BLACKJACK_SHOE_KEY": SHOE_KEY,
     "BLACKJACK_DB_URL": "postgresql+asyncpg://blackjack:secret@db.internal:5432/blackjack",
-    "BLACKJACK_KAFKA_SASL_PASSWORD": "the principal's password",
+    "BLACKJACK_KAFKA_SASL_PASSWORD_HANDLER": "the handlers' principal's password",
+    "BLACKJACK_KAFKA_SASL_PASSWORD_PROJECTIONS": "the workers' principal's password",
+    "BLACKJACK_KAFKA_SASL_PASSWORD_AUDIT": "the audit's principal's password",
     "BLACKJACK_API_TOKENS": "the-gateway-s-bearer-token-of-32-characters-or-more",
 }
 MOUNTED_FILES = {  # a file the pod gets from a mounted Secret, here a real file of that kind
@@ -628,7 +630,38 @@ def test_every_environment_variable_is_one_the_code_reads() -> None:
             secret = entry.get("valueFrom", {}).get("secretKeyRef")
             if secret is not None:  # only a setting the code can do without may be optional
                 optional = {"optional": True} if entry["name"] == "BLACKJACK_API_TOKENS" else {}
-                assert secret == {"name": "blackjack-secrets", "key": entry["name"], **optional}
+                key = secret["key"]  # the setting's name; a Kafka password's names its principal
+                assert key == entry["name"] or (
+                    entry["name"] == "BLACKJACK_KAFKA_SASL_PASSWORD"
+                    and key.startswith("BLACKJACK_KAFKA_SASL_PASSWORD_")
+                )
+                assert secret == {"name": "blackjack-secrets", "key": key, **optional}
+
+
+def test_each_component_reaches_kafka_as_its_own_principal() -> None:
+    """docs/kafka.md gives the handlers, the workers and the audit their own ACLs: only the
+    handlers write events and read snapshots, and the audit, which holds the shoe key, may not
+    write commands (with the key and the handlers' rights it could sign a money step)."""
+    job = yaml.safe_load((K8S / "audit-job.yaml").read_text())
+    principals = {}
+    for workload in [*workloads(), job]:
+        env = container_env(the_container(workload))
+        assert env["BLACKJACK_KAFKA_SECURITY_PROTOCOL"].startswith("SASL_")
+        component = workload["metadata"]["name"]
+        principals[component] = env["BLACKJACK_KAFKA_SASL_USERNAME"]
+        secrets = {
+            e["name"]: e["valueFrom"]["secretKeyRef"]["key"]
+            for e in the_container(workload)["env"]
+            if "secretKeyRef" in e.get("valueFrom", {})
+        }
+        suffix = principals[component].removeprefix("blackjack-").upper()
+        assert secrets["BLACKJACK_KAFKA_SASL_PASSWORD"] == f"BLACKJACK_KAFKA_SASL_PASSWORD_{suffix}"
+    assert "BLACKJACK_KAFKA_SASL_USERNAME" not in config_map()
+    assert principals == {
+        "blackjack-handler": "blackjack-handler",
+        "blackjack-projections": "blackjack-projections",
+        "blackjack-audit": "blackjack-audit",
+    }
 
 
 def test_the_env_checker_finds_a_misspelled_name() -> None:
@@ -734,8 +767,17 @@ def test_the_audit_job_runs_the_audit_with_both_secrets(parsed_args: Any) -> Non
     assert args.command == "audit"
     HandlerConfig.from_env(env)  # the shoe key opens the committed shoes
     ProjectionSettings.from_env(env)
-    secrets = {e["name"] for e in container["env"] if "secretKeyRef" in e.get("valueFrom", {})}
-    assert secrets == set(PLACEHOLDERS) - {"BLACKJACK_API_TOKENS"}  # it serves no query API
+    secrets = {
+        e["valueFrom"]["secretKeyRef"]["key"]
+        for e in container["env"]
+        if "secretKeyRef" in e.get("valueFrom", {})
+    }
+    # it serves no query API, and has a principal of its own
+    assert secrets == {
+        "BLACKJACK_SHOE_KEY",
+        "BLACKJACK_DB_URL",
+        "BLACKJACK_KAFKA_SASL_PASSWORD_AUDIT",
+    }
     for name in env:
         assert name in ENV_READ, name
     [image] = kustomization["images"]  # the same image the kustomized workloads run
