@@ -233,67 +233,43 @@ def register_projection(
         title="projections",
         description="Folds every event into wallets and game history",
     )
-
-    async def folded(result: BatchResult) -> None:
-        _count(result)
-        owned = positions.still_assigned(result.positions)  # the others' new owner reports them
-        for (name, partition), offset in owned.items():
-            POSITION.labels(name, str(partition)).set(offset)
-        health.folded(owned)
-        kafka = consumer()
-        _lag(kafka, owned)
-        if kafka is not None:
-            await _commit_for_dashboards(kafka, result)
-
-    async def hold_back(part: list[Record], error: Exception) -> None:
-        """Nothing of ``part`` (one partition's records) was folded: read that partition again
-        from its stored position after ``RETRY_SECONDS``, by pausing it rather than sleeping
-        here, which would hold back the worker's other partitions too."""
-        tp = TopicPartition(part[0].topic, part[0].partition)
-        if tp in positions.assigned:
-            health.failed(part, writer.failed_at, error)
-            _log_rollback(health.failures_of(part[0].position), len(part), error)
-        else:  # revoked meanwhile: its new owner folds it, and reports how that goes
-            log.info("not folded; partition revoked meanwhile", error=str(error)[:300])
-        kafka = consumer()
-        _lag(kafka, positions.still_assigned(_first_offsets(part)))
-        await positions.put_back(part)
-        if kafka is not None:
-            _pause(kafka, tp, RETRY_SECONDS)
-
-    async def fold_up_to(part: list[Record], error: Exception) -> None:
-        """``part`` (one partition's records) failed: fold the records before the one that
-        failed in a transaction of their own, so the stored position stops exactly at that
-        record (what ``docs/operations.md`` tells an operator to step over), then hold the
-        rest back."""
-        at = writer.failed_at
-        before = [r for r in part if at is not None and r.offset < at.offset]
-        if at is None or at.position != part[0].position or not before:
-            await hold_back(part, error)
-            return
-        try:
-            result = await writer.apply(before)
-        except Exception as failure:
-            await hold_back(part, failure)
-            return
-        await folded(result)
-        writer.failed_at = at  # the record that failed, for ``health``
-        await hold_back([r for r in part if r.offset >= at.offset], error)
+    folder = _Folder(writer, positions, health, consumer)
 
     @subscriber
     async def fold_events(message: KafkaMessage) -> None:
         raw = message.raw_message
-        records = [Record.of(r) for r in (raw if isinstance(raw, tuple) else (raw,))]
-        if positions.unsynced:  # fetched before the partitions were sought: read them again
-            await positions.put_back(records)
+        await folder.fold([Record.of(r) for r in (raw if isinstance(raw, tuple) else (raw,))])
+
+    return health
+
+
+class _Folder:
+    """Folds each batch the subscriber gets; a batch that fails is folded again partition by
+    partition, up to the record that failed, and the rest held back to be read again."""
+
+    def __init__(
+        self,
+        writer: ProjectionWriter,
+        positions: SeekToStoredPositions,
+        health: FoldHealth,
+        consumer: Callable[[], AIOKafkaConsumer | None],
+    ) -> None:
+        self.writer = writer
+        self.positions = positions
+        self.health = health
+        self.consumer = consumer
+
+    async def fold(self, records: list[Record]) -> None:
+        if self.positions.unsynced:  # fetched before the partitions were sought: read again
+            await self.positions.put_back(records)
             return
         try:
-            result = await writer.apply(records)
+            result = await self.writer.apply(records)
         except Exception as error:
             FAILED_BATCHES.inc()
             parts = _by_partition(records)
             if len(parts) == 1:
-                await fold_up_to(records, error)
+                await self._fold_up_to(records, error)
                 return
             # A batch mixes partitions, and one record (a poison event) must not stop the
             # others: fold each partition in a transaction of its own (its position with it),
@@ -306,15 +282,60 @@ def register_projection(
             )
             for part in parts:
                 try:
-                    result = await writer.apply(part)
+                    result = await self.writer.apply(part)
                 except Exception as failure:
-                    await fold_up_to(part, failure)
+                    await self._fold_up_to(part, failure)
                 else:
-                    await folded(result)
+                    await self._folded(result)
             return
-        await folded(result)
+        await self._folded(result)
 
-    return health
+    async def _folded(self, result: BatchResult) -> None:
+        _count(result)
+        # the partitions revoked meanwhile: their new owner reports them
+        owned = self.positions.still_assigned(result.positions)
+        for (name, partition), offset in owned.items():
+            POSITION.labels(name, str(partition)).set(offset)
+        self.health.folded(owned)
+        kafka = self.consumer()
+        _lag(kafka, owned)
+        if kafka is not None:
+            await _commit_for_dashboards(kafka, result)
+
+    async def _hold_back(self, part: list[Record], error: Exception) -> None:
+        """Nothing of ``part`` (one partition's records) was folded: read that partition again
+        from its stored position after ``RETRY_SECONDS``, by pausing it rather than sleeping
+        here, which would hold back the worker's other partitions too."""
+        tp = TopicPartition(part[0].topic, part[0].partition)
+        if tp in self.positions.assigned:
+            self.health.failed(part, self.writer.failed_at, error)
+            _log_rollback(self.health.failures_of(part[0].position), len(part), error)
+        else:  # revoked meanwhile: its new owner folds it, and reports how that goes
+            log.info("not folded; partition revoked meanwhile", error=str(error)[:300])
+        kafka = self.consumer()
+        _lag(kafka, self.positions.still_assigned(_first_offsets(part)))
+        await self.positions.put_back(part)
+        if kafka is not None:
+            _pause(kafka, tp, RETRY_SECONDS)
+
+    async def _fold_up_to(self, part: list[Record], error: Exception) -> None:
+        """``part`` (one partition's records) failed: fold the records before the one that
+        failed in a transaction of their own, so the stored position stops exactly at that
+        record (what ``docs/operations.md`` tells an operator to step over), then hold the
+        rest back."""
+        at = self.writer.failed_at
+        before = [r for r in part if at is not None and r.offset < at.offset]
+        if at is None or at.position != part[0].position or not before:
+            await self._hold_back(part, error)
+            return
+        try:
+            result = await self.writer.apply(before)
+        except Exception as failure:
+            await self._hold_back(part, failure)
+            return
+        await self._folded(result)
+        self.writer.failed_at = at  # the record that failed, for ``health``
+        await self._hold_back([r for r in part if r.offset >= at.offset], error)
 
 
 REPEAT_LOG_EVERY = 30
