@@ -56,6 +56,10 @@ async def test_a_partition_put_back_during_a_sync_is_sought_again() -> None:
     await asyncio.gather(assigning, putting)
     assert consumer.seeks == [(P0, 7), (P1, 3), (P0, 7)]
     assert listener.unsynced == set()
+    # each position is shown from the assignment on, before any new event is folded there
+    for partition, offset in (("0", 7), ("1", 3)):
+        labels = {"topic": TOPIC, "partition": partition}
+        assert REGISTRY.get_sample_value("blackjack_projection_position", labels) == offset
 
 
 async def test_revoked_partitions_leave_no_stale_series_behind() -> None:

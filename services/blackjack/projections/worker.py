@@ -182,6 +182,8 @@ class SeekToStoredPositions(ConsumerRebalanceListener):  # type: ignore[misc]
                     log.info("not sought: partition no longer assigned", partition=str(tp))
                     continue
                 sought[f"{tp.topic}[{tp.partition}]"] = offset or 0
+                # shown from the assignment on, not only once a new event is folded
+                POSITION.labels(tp.topic, str(tp.partition)).set(offset or 0)
             # A batch put back meanwhile may have been fetched after its partition's seek here
             # and then dropped: its partition must be sought again, or those records are lost.
             self.unsynced -= pending - self._put_back
