@@ -319,6 +319,32 @@ def test_mini_h17_a_disconnected_player_completes_the_unfinished_game() -> None:
     assert played.hands() == [(0, 0, "win", 1000, 2000)]
 
 
+def test_a_disconnected_player_who_plays_on_is_back_at_the_table() -> None:
+    """003, surrender: "If the connection is terminated after placing a bet but before pressing
+    'Deal' button the bet will be returned": the player is then away until back. One who bets
+    and plays again without a Reconnect is back (the table shows who is there); a command the
+    table refuses changes nothing, presence included."""
+    played = play(
+        "surrender",
+        [
+            BET,
+            "Disconnect",  # the bet goes back
+            {"do": "Deal", "reject": "no_bets"},  # refused: still away
+            BET,
+            "Deal",
+            {"do": "Stand", "box": 0},
+        ],
+        seed=S003,
+        shoe=["9S", "7S", "9H", "TS"],
+    )
+    assert played.failures == []
+    types = played.types()
+    assert types.count("PlayerDisconnected") == 1 and types.count("PlayerReconnected") == 1
+    back = types.index("PlayerReconnected")
+    assert types[back - 1] == "BetRefunded" and types[back + 1] in ("RoundOpened", "BetPlaced")
+    assert played.hands() == [(0, 0, "win", 1000, 2000)]
+
+
 @pytest.mark.parametrize("variant", ["mini-h17", "surrender"])
 def test_surrender_of_an_odd_cent_bet_returns_half_rounded_down(variant: str) -> None:
     """000, mini-h17: "Surrendering will finish the hand and will return half of the bet placed

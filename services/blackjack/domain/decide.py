@@ -19,6 +19,7 @@ from typing import Any, Final
 
 from blackjack.domain import commands as cmd
 from blackjack.domain import events as ev
+from blackjack.domain import facts
 from blackjack.domain.decisions import betting, clock, funds, insurance, play, seats, shuffle
 from blackjack.domain.decisions.clock import ON_THE_CLOCK, too_late
 from blackjack.domain.decisions.draft import Draft, Refused
@@ -55,6 +56,8 @@ def decide_and_evolve(
         return Rejection(code="table_not_open", message="the table has not been opened")
     work = Draft(state, now)
     try:
+        if type(command) in ON_THE_CLOCK:
+            _present(work, command)
         handler(work, command)
     except Refused as refused:
         return refused.rejection
@@ -66,6 +69,15 @@ def decide_and_evolve(
     if state.phase == "playing" and not isinstance(command, cmd.HandCommand):
         _announce_changed_actions(work, state)
     return work.events, work.state
+
+
+def _present(r: Draft, command: cmd.Command) -> None:
+    """A player who bets or plays is back: a disconnected one is reconnected first (the
+    table shows who is there; the presence clock counts any command as presence)."""
+    assert isinstance(command, cmd.PlayerCommand)
+    player = r.state.players.get(command.player_id)
+    if player is not None and not player.connected:
+        r.emit(facts.player_reconnected(player_id=command.player_id))
 
 
 def _announce_changed_actions(r: Draft, before: TableState) -> None:
