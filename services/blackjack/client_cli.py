@@ -25,7 +25,7 @@ from blackjack.client import BlackjackClient
 from blackjack.domain.commands import TableCommand
 from blackjack.domain.rejections import in_one_line
 from blackjack.domain.wallet import AnyWalletCommand
-from blackjack.messages.envelope import CommandResult, StreamCommand
+from blackjack.messages.envelope import CommandEnvelope, CommandResult, StreamCommand
 from blackjack.messages.wire import WireEnvelope
 
 _COMMAND: TypeAdapter[TableCommand | AnyWalletCommand] = TypeAdapter(StreamCommand)
@@ -41,6 +41,11 @@ def _send(args: argparse.Namespace) -> int:
     # Chosen here, so that a send whose answer does not come can be retried under the same id
     # (a retry is answered with the first result and does nothing again).
     command_id = args.command_id or str(uuid.uuid4())
+    try:  # the ids as the service checks them: a bad one is this command line's fault
+        CommandEnvelope(command_id=command_id, stream_id=args.stream_id, command=command)
+    except ValidationError as error:
+        print(f"blackjack send: not a valid id: {in_one_line(error)}", file=sys.stderr)
+        return 2
 
     async def run() -> tuple[CommandResult, list[WireEnvelope]]:
         async with client:

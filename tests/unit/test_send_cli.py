@@ -63,3 +63,33 @@ def test_a_sealed_shoe_is_shown_by_its_start_and_length() -> None:
     assert client_cli._short(sealed) == "uuuuuuuuuuuuuuuuuuuuuuuu... (3440 characters)"
     assert client_cli._short("2260ce69" * 8) == "2260ce69" * 8  # a commitment stays whole
     assert client_cli._short(416) == 416
+
+
+@pytest.mark.parametrize(
+    ("stream_id", "command_id", "named"),
+    [("table 1", None, "stream_id"), ("", None, "stream_id"), ("t-1", "bad id", "command_id")],
+)
+def test_an_id_the_service_would_refuse_is_a_one_line_error_before_sending(
+    monkeypatch: pytest.MonkeyPatch,
+    capsys: pytest.CaptureFixture[str],
+    stream_id: str,
+    command_id: str | None,
+    named: str,
+) -> None:
+    """Exit 2 (the command line's fault), not a traceback with exit 1 (which says rejected)."""
+    monkeypatch.setattr(BlackjackClient, "start", _never)
+    args = argparse.Namespace(
+        stream_id=stream_id,
+        command='{"type": "OpenTable", "variant": "mini-h17"}',
+        command_id=command_id,
+        timeout=2.0,
+        events=False,
+    )
+    assert client_cli._send(args) == 2
+    out, err = capsys.readouterr()
+    assert out == "" and err.startswith(f"blackjack send: not a valid id: {named}: ")
+    assert err.count("\n") == 1
+
+
+async def _never(self: BlackjackClient) -> None:
+    raise AssertionError("nothing may be sent")
