@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import sys
 import time
 from decimal import Decimal, InvalidOperation
 from typing import Any
@@ -22,8 +23,30 @@ def money(text: str) -> int:
     return int(amount)
 
 
+def whole_positive(text: str) -> int:
+    try:
+        value = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"not a whole number: {text!r}") from None
+    if value <= 0:
+        raise argparse.ArgumentTypeError(f"must be positive: {text}")
+    return value
+
+
 def _rules(args: argparse.Namespace) -> Rules:
     return preset(args.variant)
+
+
+def _bet_refused(args: argparse.Namespace, rules: Rules) -> bool:
+    """A bet the table would refuse has no return to report: say so (exit 2)."""
+    if args.bet is None or rules.min_bet <= args.bet <= rules.max_bet:
+        return False
+    limits = f"{rules.min_bet / 100:.2f}-{rules.max_bet / 100:.2f}"
+    print(
+        f"blackjack {args.command}: {rules.name} takes bets of {limits}, not {args.bet / 100:.2f}",
+        file=sys.stderr,
+    )
+    return True
 
 
 def _strategy(args: argparse.Namespace) -> int:
@@ -37,6 +60,8 @@ def _rtp(args: argparse.Namespace) -> int:
     from blackjack.strategy import compute_rtp
 
     rules = _rules(args)
+    if _bet_refused(args, rules):
+        return 2
     started = time.perf_counter()
     report = compute_rtp(rules, args.bet)
     line: dict[str, Any] = {
@@ -66,6 +91,8 @@ def _simulate(args: argparse.Namespace) -> int:
     from blackjack.strategy import compute_rtp, compute_strategy
 
     rules = _rules(args)
+    if _bet_refused(args, rules):
+        return 2
     started = time.perf_counter()
     columns = (*Progress.get_default_columns()[:1], BarColumn(), MofNCompleteColumn())
     with Progress(*columns, TimeRemainingColumn(), transient=True) as progress:
@@ -115,10 +142,12 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
 
     sim = sub.add_parser("simulate", help="play the real engine with basic strategy")
     sim.add_argument("variant", choices=variants)
-    sim.add_argument("--rounds", type=int, default=200_000)
+    sim.add_argument("--rounds", type=whole_positive, default=200_000)
     sim.add_argument("--bet", type=money, default=None, help="bet level (default: min bet)")
     sim.add_argument("--seed", type=int, default=1)
-    sim.add_argument("--workers", type=int, default=None, help="processes (default: all cores)")
+    sim.add_argument(
+        "--workers", type=whole_positive, default=None, help="processes (default: all cores)"
+    )
     sim.set_defaults(handler=_simulate)
 
     from blackjack.simulation.bench import register as register_bench
