@@ -16,6 +16,9 @@ import pytest
 from blackjack.api.routes import query_api
 from blackjack.domain import commands as cmd
 from blackjack.domain import events as ev
+from blackjack.domain.decide import decide
+from blackjack.domain.state import INITIAL_STATE
+from blackjack.messages.envelope import EventEnvelope
 from blackjack.messages.sealing import ShoeSeal
 from blackjack.projections.rebuild import rebuild
 from blackjack.projections.store import ProjectionStore
@@ -67,6 +70,28 @@ def live_table() -> Script:
 LIVE = live_table()
 
 
+def declined_buy_in() -> list[EventEnvelope]:
+    """What a wallet's BuyIn to an id no table was opened under leaves in that stream: the
+    declined transfer, and no table (newcomer review: the stream showed as a table)."""
+    decided = decide(
+        INITIAL_STATE,
+        cmd.Deposit(player_id="ghost", amount=500, transfer="wallet:ghost/1"),
+        LIVE.now,
+    )
+    assert isinstance(decided, list) and isinstance(decided[0], ev.TransferDeclined)
+    return [
+        EventEnvelope(
+            event_id="table-typo-1",
+            type="TransferDeclined",
+            schema_version=1,
+            stream_id="table-typo",
+            sequence=1,
+            occurred_at=LIVE.now,
+            data=decided[0],
+        )
+    ]
+
+
 @pytest.fixture(scope="module", params=STORE_KINDS)
 async def api(
     request: pytest.FixtureRequest,
@@ -81,7 +106,9 @@ async def api(
             seal = ShoeSeal.from_hex(SHOE_KEY)
             # up to what was published: the commit's markers may reach the partitions a
             # moment after it returns, and "the end as of now" could be before them
-            written = await publish(topic, to_wire([*LOG.envelopes, *LIVE.envelopes], seal))
+            written = await publish(
+                topic, to_wire([*LOG.envelopes, *LIVE.envelopes, *declined_buy_in()], seal)
+            )
             await rebuild(ProjectionWriter(store), topic.bootstrap, topic.name, stop=written)
         transport = httpx.ASGITransport(app=query_api(store))
         async with httpx.AsyncClient(transport=transport, base_url="http://api") as client:
@@ -267,6 +294,7 @@ def _secret_keys(value: Any) -> list[str]:
         ("/v1/rounds/table-mini-h17:0", 400, "bad_round_id"),
         ("/v1/rounds/table-mini-h17:999", 404, "unknown_round"),
         ("/v1/tables/no-such-table", 404, "unknown_table"),
+        ("/v1/tables/table-typo", 404, "unknown_table"),  # a declined buy-in, no table
         ("/v1/tables", 404, "not_found"),
         ("/v1/everything", 404, "not_found"),
     ],

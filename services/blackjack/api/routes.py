@@ -121,7 +121,7 @@ class QueryApi:
 async def _wallet(connection: AsyncConnection, player_id: str) -> dict[str, Any]:
     found = await queries.wallet(connection, player_id)
     if found is None:
-        raise ApiError(404, "unknown_player", f"no player {player_id!r} has ever sat at a table")
+        raise ApiError(404, "unknown_player", f"no player {player_id!r}: no wallet, no seat")
     return found
 
 
@@ -138,7 +138,7 @@ async def _rounds(
     except ValueError as error:
         raise ApiError(400, "bad_parameter", str(error)) from None
     if found is None:
-        raise ApiError(404, "unknown_player", f"no player {player_id!r} has ever sat at a table")
+        raise ApiError(404, "unknown_player", f"no player {player_id!r}: no wallet, no seat")
     return found
 
 
@@ -155,7 +155,9 @@ async def _round(connection: AsyncConnection, text: str) -> dict[str, Any]:
 
 async def _table(connection: AsyncConnection, stream_id: str) -> dict[str, Any]:
     found = await queries.table_state(connection, stream_id)
-    if found is None:
+    # A stream that never opened holds at most a declined buy-in (a wallet's BuyIn to an id
+    # with no table): no table a client could sit at.
+    if found is None or not found.get("opened"):
         raise ApiError(404, "unknown_table", f"no table {stream_id!r}")
     return found
 
