@@ -12,7 +12,9 @@ from blackjack.command_handler.processor import Handled, Inbound
 from blackjack.command_handler.snapshots import SnapshotCodec
 from blackjack.command_handler.streams import PartitionStore
 from blackjack.domain import commands as cmd
+from blackjack.domain.state import TableState
 from blackjack.messages.envelope import CommandEnvelope
+from blackjack.scenario import build_shoe
 from tests.unit.processor_harness import new_processor
 from tests.unit.test_handler_signed_replay import PLAYER, bought_in, results
 from tests.unit.test_handler_signed_replay import TABLE as TABLE_MULTI
@@ -105,3 +107,47 @@ def test_the_services_signed_steps_do_not_count_as_presence() -> None:
     assert credited.status == "accepted" and credited.player_id is None
     player_sent = h.send(TABLE_MULTI, cmd.Reconnect(player_id=PLAYER))
     assert results(player_sent)[0].player_id == PLAYER
+
+
+def test_a_player_the_clock_disconnected_who_plays_on_is_watched_again() -> None:
+    """The multi-seat review: a slow player the clock disconnected during a hand played on
+    without a Reconnect; he stayed disconnected, the clock skipped him for good, and a bet he
+    left before a real drop the next round was never returned."""
+    table = Table()
+    # 9-2 against the dealer's 7 (no peek, no blackjack): the hand waits for sam's decision
+    shoe = build_shoe(4, ["9S", "7S", "2S", "TS", "9H"])
+    table.processor = new_processor(
+        shuffler=lambda rules: cmd.ShuffleShoe(order=shoe, salt="presence-salt-0001")
+    )
+    for command in (
+        cmd.OpenTable(variant="surrender"),
+        cmd.SitDown(player_id="sam", seat=0),
+        cmd.Deposit(player_id="sam", amount=2_000),
+        cmd.PlaceBet(player_id="sam", box=0, amount=700),
+        cmd.Deal(player_id="sam"),
+    ):
+        assert table.send(command, T0).result.status == "accepted"
+    [due] = table.due(T0 + timedelta(seconds=31))
+    assert isinstance(due.command, cmd.Disconnect)
+    assert table.send(due.command, T0 + timedelta(seconds=31), due.command_id).events
+    assert not _connected(table, "sam")
+    # he stands without a Reconnect: he is back
+    played = table.send(cmd.Stand(player_id="sam", box=0), T0 + timedelta(seconds=40))
+    assert [type(e.data).__name__ for e in played.events][:2] == [
+        "PlayerReconnected",
+        "PlayerStood",
+    ]
+    assert _connected(table, "sam")
+    # the next round: a bet, then silence; the clock disconnects him again and the bet returns
+    bet = cmd.PlaceBet(player_id="sam", box=0, amount=400)
+    assert table.send(bet, T0 + timedelta(seconds=50)).result.status == "accepted"
+    [due] = table.due(T0 + timedelta(seconds=81))
+    assert isinstance(due.command, cmd.Disconnect)
+    handled = table.send(due.command, T0 + timedelta(seconds=81), due.command_id)
+    assert [type(e.data).__name__ for e in handled.events] == ["PlayerDisconnected", "BetRefunded"]
+
+
+def _connected(table: Table, player_id: str) -> bool:
+    state = table.store.streams[TABLE].state
+    assert isinstance(state, TableState)
+    return state.players[player_id].connected
