@@ -47,3 +47,21 @@ def test_the_usual_blackjack_payouts_are_accepted(pays: str) -> None:
         INITIAL_STATE, cmd.OpenTable(variant="mini-h17", overrides={"blackjack_pays": pays}), NOW
     )
     assert not isinstance(decision, Rejection)
+
+
+@pytest.mark.parametrize(
+    ("variant", "overrides"),
+    [("atlantic-city-multi", {"turn_seconds": None}), ("surrender", {"seats": 2, "decks": 8})],
+)
+def test_a_shared_table_without_a_clock_is_refused(
+    variant: str, overrides: dict[str, object]
+) -> None:
+    """The multi-seat review: such a table stalled for good on one idle or disconnected player,
+    with the others' money in play."""
+    decision = decide(INITIAL_STATE, cmd.OpenTable(variant=variant, overrides=overrides), NOW)
+    assert isinstance(decision, Rejection)
+    assert decision.code == "invalid_rules" and decision.message.startswith("turn_seconds: ")
+    with_clock = {**overrides, "turn_seconds": 20}
+    assert not isinstance(
+        decide(INITIAL_STATE, cmd.OpenTable(variant=variant, overrides=with_clock), NOW), Rejection
+    )

@@ -30,6 +30,13 @@ def open_table(r: Draft, c: cmd.OpenTable) -> None:
         raise refuse("invalid_rules", in_one_line(error, "rules")) from None
     if rules.max_bet > MAX_BET:
         raise refuse("invalid_rules", f"max_bet: at most {MAX_BET} minor units")
+    # Checked here, not in ``Rules``, for the same reason: a table opened before still reads.
+    if rules.seats > 1 and rules.turn_seconds is None:
+        raise refuse(
+            "invalid_rules",
+            "turn_seconds: a table of several seats needs its clock, or one player who does "
+            "not act holds everyone up for good",
+        )
     r.emit(facts.table_opened(rules=rules))
 
 
