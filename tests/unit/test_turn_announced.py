@@ -70,6 +70,25 @@ def test_a_hands_decisions_at_a_timed_table_share_its_clock() -> None:
     assert again.deadline == first.deadline == t.state.deadline  # 15 s per hand, not per card
 
 
+def test_each_hand_of_a_split_gets_a_whole_turn() -> None:
+    """The multi-seat review: split 13 s into the turn, the first hand kept the 2 s left and
+    stood on 14; each of the two new hands now has the table's whole turn."""
+    # ann 8 8 against a 7 (hole T): the split gives 8 6 and 8 9
+    t = StackedTable("atlantic-city-multi", ["8S", "7D", "8H", "TC", "6S", "9H"])
+    seconds = t.state.rules.turn_seconds
+    assert seconds is not None
+    t.do(cmd.SitDown(player_id="ann", seat=0), cmd.Deposit(player_id="ann", amount=10_000))
+    t.do(cmd.PlaceBet(player_id="ann", box=0, amount=1000), cmd.Deal(player_id="ann"))
+    t.now += timedelta(seconds=seconds - 2)
+    split = t.do(cmd.Split(player_id="ann", box=0))
+    (first,) = [e for e in split if isinstance(e, ev.TurnStarted)]
+    assert (first.hand, first.deadline) == (0, t.now + timedelta(seconds=seconds))
+    t.now += timedelta(seconds=seconds - 1)  # past the pair's old deadline: still in time
+    stood = t.do(cmd.Stand(player_id="ann", box=0))
+    (second,) = [e for e in stood if isinstance(e, ev.TurnStarted)]
+    assert (second.hand, second.deadline) == (1, t.now + timedelta(seconds=seconds))
+
+
 def test_a_version_1_turn_reads_as_actions_not_recorded_and_the_view_shows_them() -> None:
     old = {"type": "TurnStarted", "round": 3, "player_id": "ann", "box": 0, "hand": 1}
     upcast = wire.upcast(old)

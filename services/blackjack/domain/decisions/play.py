@@ -136,7 +136,12 @@ def split(r: Draft, c: cmd.Split) -> None:
     _stake_again(r, c, facts.hand_split, player=player, hand_index=hand_index, hand=hand)
     deal_card(r, c.box, hand_index)
     deal_card(r, c.box, hand_index + 1)
-    next_turn(r)
+    if r.state.boxes[c.box].hands[hand_index].status == "open":
+        # Two new hands, each with a whole turn of its own: the first does not keep what was
+        # left of the pair's clock (the second's starts when its turn comes).
+        start_turn(r, c.box, hand_index, r.deadline())
+    else:
+        next_turn(r)
 
 
 def surrender(r: Draft, c: cmd.Surrender) -> None:
