@@ -536,6 +536,41 @@ def test_atlantic_city_multi_an_insurance_decision_not_made_in_time_is_declined(
     assert (played.balance("alice"), played.balance("bob")) == (10_500, 10_000)
 
 
+def test_atlantic_city_multi_a_player_left_out_sits_out_until_they_bet_or_pass() -> None:
+    """002: "If you do not bet or pass within 15 seconds ... you will be automatically excluded
+    from that particular hand." The multi-seat review: a seated player who never acts held
+    every round up for the whole 15 s. Left out once, the player sits out: the next rounds
+    deal as soon as the others have decided, until the player bets or passes again."""
+    played = play(
+        "atlantic-city-multi",
+        [
+            {"do": "PlaceBet", "box": 0, "amount": 1000, "at": 0},
+            {"do": "Deal", "at": 1},
+            {"do": "ExpireTimers", "at": 15},  # bob did nothing: left out, the round deals
+            {"do": "Stand", "box": 0, "at": 16},
+            # round 2: alice alone decides, and the round deals at once
+            {"do": "PlaceBet", "box": 0, "amount": 1000, "at": 20},
+            {"do": "Deal", "at": 21},
+            {"do": "Stand", "box": 0, "at": 22},
+            # round 3: bob bets again, and is waited for
+            {"do": "PlaceBet", "player": "bob", "box": 1, "amount": 1000, "at": 30},
+            {"do": "PlaceBet", "box": 0, "amount": 1000, "at": 31},
+            {"do": "Deal", "at": 32},
+            {"do": "Stand", "box": 0, "reject": "not_your_turn", "at": 32},  # not dealt yet
+            {"do": "Deal", "player": "bob", "at": 33},
+        ],
+        seed=S002,
+        players=[("alice", 0, 10_000), ("bob", 1, 10_000)],
+        shoe=["TS", "7S", "9S", "8S"],
+        shoes=[["TS", "7S", "9S", "8S"], ["TH", "7H", "9H", "8H"], ["TD", "TC", "7D", "8D"]],
+    )
+    assert played.failures == []
+    left_out = [(e["player_id"], e["action"]) for e in played.of_type("PlayerTimedOut")]
+    assert left_out == [("bob", "left_out")]
+    assert [e["round"] for e in played.of_type("DealStarted")] == [1, 2, 3]
+    assert [e["boxes"] for e in played.of_type("DealStarted")] == [[0], [0], [0, 1]]
+
+
 # ---- 003: surrender -----------------------------------------------------------------------
 
 

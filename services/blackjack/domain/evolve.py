@@ -159,6 +159,8 @@ def _round_opened(draft: TableState, e: ev.RoundOpened) -> None:
 
 def _bet_placed(draft: TableState, e: ev.BetPlaced) -> None:
     _set_balance(draft, e.player_id, e.balance_after)
+    if draft.players[e.player_id].sitting_out:
+        _set_player(draft, draft.players[e.player_id].changed(sitting_out=False))
     _set_box(draft, e.box, Box(player_id=e.player_id, bet=e.box_total))
 
 
@@ -173,7 +175,7 @@ def _deal_requested(draft: TableState, e: ev.DealRequested) -> None:
 
 
 def _player_passed(draft: TableState, e: ev.PlayerPassed) -> None:
-    _set_player(draft, draft.players[e.player_id].changed(passed=True))
+    _set_player(draft, draft.players[e.player_id].changed(passed=True, sitting_out=False))
 
 
 def _close_round(draft: TableState) -> None:
@@ -305,7 +307,10 @@ def _hand_surrendered(draft: TableState, e: ev.HandSurrendered) -> None:
 
 
 def _player_timed_out(draft: TableState, e: ev.PlayerTimedOut) -> None:
-    return None  # what the server did for the player follows as its own events
+    # What the server did for the player follows as its own events. Left out of a round, the
+    # player sits out: later rounds deal without waiting for one who bets or passes no more.
+    if e.action == "left_out":
+        _set_player(draft, draft.players[e.player_id].changed(sitting_out=True))
 
 
 def _hole_card_revealed(draft: TableState, e: ev.DealerHoleCardRevealed) -> None:

@@ -178,7 +178,16 @@ EMPTY_BOX: Final = Box()
 class Player(_Value):
     """A seated player and the money at the table. Never changed in place."""
 
-    _FIELDS = ("player_id", "seat", "balance", "ready", "passed", "connected", "last_bets")
+    _FIELDS = (
+        "player_id",
+        "seat",
+        "balance",
+        "ready",
+        "passed",
+        "connected",
+        "last_bets",
+        "sitting_out",
+    )
 
     def __init__(
         self,
@@ -190,6 +199,7 @@ class Player(_Value):
         passed: bool = False,
         connected: bool = True,
         last_bets: tuple[tuple[int, int], ...] = (),  # (box within the seat, amount) last dealt
+        sitting_out: bool = False,  # left out by the clock, no bet or Pass since: not waited for
     ) -> None:
         self.player_id: Final = player_id
         self.seat: Final = seat
@@ -198,6 +208,7 @@ class Player(_Value):
         self.passed: Final = passed
         self.connected: Final = connected
         self.last_bets: Final = last_bets
+        self.sitting_out: Final = sitting_out
 
     def changed(
         self,
@@ -208,6 +219,7 @@ class Player(_Value):
         passed: bool | None = None,
         connected: bool | None = None,
         last_bets: tuple[tuple[int, int], ...] | None = None,
+        sitting_out: bool | None = None,
     ) -> Player:
         """A copy with the given fields changed (a player changes in many small ways)."""
         return Player(
@@ -218,6 +230,7 @@ class Player(_Value):
             passed=self.passed if passed is None else passed,
             connected=self.connected if connected is None else connected,
             last_bets=self.last_bets if last_bets is None else last_bets,
+            sitting_out=self.sitting_out if sitting_out is None else sitting_out,
         )
 
     @staticmethod
@@ -230,6 +243,7 @@ class Player(_Value):
             passed=doc["passed"],
             connected=doc["connected"],
             last_bets=tuple((offset, amount) for offset, amount in doc["last_bets"]),
+            sitting_out=doc.get("sitting_out", False),  # not in older snapshots
         )
 
 

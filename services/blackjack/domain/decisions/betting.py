@@ -159,11 +159,13 @@ def pass_round(r: Draft, c: cmd.Pass) -> None:
 
 
 def deal_when_all_decided(r: Draft) -> None:
-    """Deal once every seated player has pressed Deal or Pass."""
+    """Deal once every seated player has pressed Deal or Pass. One the clock left out of a
+    round and who has not bet or passed since sits out: not waited for (one who never acts
+    would hold every round up for the whole clock), yet may still bet while betting is open."""
     state = r.state
     if not state.round_open or state.phase != "betting":
         return
-    if all(p.ready or p.passed for p in state.players.values()):
+    if all(p.ready or p.passed or p.sitting_out for p in state.players.values()):
         close_betting(r)
 
 
