@@ -271,6 +271,8 @@ def test_a_seat_someone_holds() -> None:
     state = given("atlantic-city-multi", *seated("ann", 2), *seated("bob", 0))
     then_rejected(state, cmd.SitDown(player_id="cat", seat=2), "seat_taken")
     then_rejected(state, cmd.MoveSeat(player_id="bob", seat=2), "seat_taken")
+    own = then_rejected(state, cmd.MoveSeat(player_id="bob", seat=0), "seat_taken")
+    assert own.message == "bob is at seat 0 already"  # not "seat 0 is taken"
 
 
 @rejects("box_out_of_range")
