@@ -36,6 +36,7 @@ import blackjack.projections.worker
 from blackjack.cli import build_parser
 from blackjack.command_handler import service
 from blackjack.command_handler.config import HandlerConfig
+from blackjack.command_handler.keys import load_audit_key
 from blackjack.domain.rejections import RejectionCode
 from blackjack.messages.envelope import CommandResult
 from blackjack.messages.sealing import ShoeSeal
@@ -538,6 +539,7 @@ def config_map() -> dict[str, str]:
 SHOE_KEY = ShoeSeal.new_key_hex()
 PLACEHOLDERS = {  # what the Secret holds in production, in a form the settings accept
     "BLACKJACK_SHOE_KEY": SHOE_KEY,
+    "BLACKJACK_AUDIT_KEY": ShoeSeal.from_hex(SHOE_KEY).audit_key_hex(),
     "BLACKJACK_DB_URL": "postgresql+asyncpg://blackjack:secret@db.internal:5432/blackjack",
     "BLACKJACK_KAFKA_SASL_PASSWORD_HANDLER": "the handlers' principal's password",
     "BLACKJACK_KAFKA_SASL_PASSWORD_PROJECTIONS": "the workers' principal's password",
@@ -757,7 +759,7 @@ def test_services_and_monitors_select_the_pods() -> None:
         assert re.fullmatch(keep["regex"], value)
 
 
-def test_the_audit_job_runs_the_audit_with_both_secrets(parsed_args: Any) -> None:
+def test_the_audit_job_runs_the_audit_with_its_key_and_the_database(parsed_args: Any) -> None:
     job = yaml.safe_load((K8S / "audit-job.yaml").read_text())
     kustomization = yaml.safe_load((K8S / "kustomization.yaml").read_text())
     assert job["kind"] == "Job" and "audit-job.yaml" not in kustomization["resources"]
@@ -765,7 +767,9 @@ def test_the_audit_job_runs_the_audit_with_both_secrets(parsed_args: Any) -> Non
     container = the_container(job)
     args, env = parsed_args(container)
     assert args.command == "audit"
-    HandlerConfig.from_env(env)  # the shoe key opens the committed shoes
+    assert "BLACKJACK_SHOE_KEY" not in env  # the master key yields the money steps' signing key
+    key = load_audit_key(env)  # the auditor's key opens the committed shoes
+    assert key is not None and ShoeSeal.for_auditor(key).audit_key_hex() == key
     ProjectionSettings.from_env(env)
     secrets = {
         e["valueFrom"]["secretKeyRef"]["key"]
@@ -774,7 +778,7 @@ def test_the_audit_job_runs_the_audit_with_both_secrets(parsed_args: Any) -> Non
     }
     # it serves no query API, and has a principal of its own
     assert secrets == {
-        "BLACKJACK_SHOE_KEY",
+        "BLACKJACK_AUDIT_KEY",
         "BLACKJACK_DB_URL",
         "BLACKJACK_KAFKA_SASL_PASSWORD_AUDIT",
     }

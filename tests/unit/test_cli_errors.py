@@ -10,6 +10,7 @@ import pytest
 import structlog
 
 from blackjack.cli import main
+from blackjack.messages.sealing import ShoeSeal
 
 KEY = "ab" * 32
 
@@ -83,6 +84,23 @@ def test_the_math_commands_refuse_what_no_table_plays(
     assert code == 2
     error = capsys.readouterr().err
     assert named in error and "Traceback" not in error
+
+
+def test_the_auditor_s_key_is_printed_from_the_master_key(
+    monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    monkeypatch.delenv("BLACKJACK_SHOE_KEY_FILE", raising=False)
+    monkeypatch.setenv("BLACKJACK_SHOE_KEY", KEY)
+    assert main(["audit-key"]) == 0
+    printed = capsys.readouterr().out.strip()
+    assert printed == ShoeSeal.from_hex(KEY).audit_key_hex() and printed != KEY
+    monkeypatch.delenv("BLACKJACK_SHOE_KEY")
+    assert main(["audit-key"]) == 2
+    assert "set BLACKJACK_SHOE_KEY" in capsys.readouterr().err
+    # a malformed auditor's key is named in one line by the commands that read it
+    monkeypatch.setenv("BLACKJACK_AUDIT_KEY", "abc")
+    assert main(["replay", "table-1:1"]) == 2
+    assert "BLACKJACK_AUDIT_KEY is not a 64-digit hex key" in capsys.readouterr().err
 
 
 @pytest.fixture(autouse=True)

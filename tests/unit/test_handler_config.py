@@ -5,6 +5,8 @@ from __future__ import annotations
 import pytest
 
 from blackjack.command_handler.config import HandlerConfig
+from blackjack.command_handler.service import CommandHandler
+from blackjack.configuration import ConfigurationError
 from blackjack.messages.sealing import ShoeSeal
 
 KEY = ShoeSeal.new_key_hex()
@@ -22,3 +24,17 @@ def test_a_quiet_checkpoint_must_come_before_the_results_expire(seconds: float) 
     rebuild without the answers of the commands after the one before it."""
     with pytest.raises(ValueError, match="checkpoint_after_s"):
         HandlerConfig(shoe_key_hex=KEY, checkpoint_after_s=seconds)
+
+
+def test_the_shoe_seal_version_is_two_unless_a_rolling_upgrade_asks_for_one() -> None:
+    """During the rolling upgrade to handlers that seal with the derived shoe key, the new
+    ones seal as before (BLACKJACK_SHOE_SEAL_VERSION=1), so an older handler that takes a
+    partition over can still open its shoe; then the setting goes."""
+    assert HandlerConfig.from_env({"BLACKJACK_SHOE_KEY": KEY}).shoe_seal_version == 2
+    during = HandlerConfig.from_env({"BLACKJACK_SHOE_KEY": KEY, "BLACKJACK_SHOE_SEAL_VERSION": "1"})
+    assert during.shoe_seal_version == 1
+    sealed = CommandHandler(during)._seal.seal("t", 1, ("AS",), "salt")
+    assert not sealed.startswith("2.")
+    assert ShoeSeal.from_hex(KEY).unseal("t", 1, sealed) == (("AS",), "salt")
+    with pytest.raises(ConfigurationError, match="BLACKJACK_SHOE_SEAL_VERSION"):
+        HandlerConfig.from_env({"BLACKJACK_SHOE_KEY": KEY, "BLACKJACK_SHOE_SEAL_VERSION": "3"})

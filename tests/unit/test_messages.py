@@ -10,13 +10,14 @@ from pathlib import Path
 import pytest
 from pydantic import ValidationError
 
+from blackjack.command_handler.keys import derive_key
 from blackjack.domain import events as ev
 from blackjack.domain.cards import fresh_shoe
 from blackjack.domain.shoe import commitment
 from blackjack.messages import wire
 from blackjack.messages.envelope import EventEnvelope
 from blackjack.messages.schemas import drift
-from blackjack.messages.sealing import SealError, ShoeSeal
+from blackjack.messages.sealing import SealedForOthers, SealError, ShoeSeal
 
 SCHEMAS = Path(__file__).parents[2] / "schemas"
 KEY = ShoeSeal.new_key_hex()
@@ -67,6 +68,49 @@ def test_a_sealed_shoe_does_not_open_with_another_key_or_on_another_table() -> N
     moved = sealed.model_copy(update={"stream_id": "table-2"})
     with pytest.raises(SealError):
         wire.from_wire(moved, seal)
+
+
+def _sealed_data(envelope: wire.WireEnvelope) -> str:
+    data = envelope.data
+    assert isinstance(data, wire.SealedShoeShuffled)
+    return data.sealed
+
+
+def test_the_auditor_s_key_opens_the_shoes_and_yields_no_other_key() -> None:
+    """The fairness review: the audit Job held the master key, from which the key that signs
+    money steps is derived. Its own key opens the shoes, and nothing else derives from it."""
+    handlers = ShoeSeal.from_hex(KEY)
+    auditor = ShoeSeal.for_auditor(handlers.audit_key_hex())
+    envelope = _envelope(_shuffled())
+    sealed = wire.to_wire(envelope, handlers)
+    assert _sealed_data(sealed).startswith("2.")
+    assert wire.from_wire(sealed, auditor) == envelope
+    assert wire.from_wire(sealed, handlers) == envelope
+    # the auditor's key is neither the master key nor any key derived from it for another use
+    derived = {derive_key(KEY, p) for p in ("blackjack/commands/v1", "blackjack/snapshots/v1")}
+    assert (
+        handlers.audit_key_hex() != KEY and bytes.fromhex(handlers.audit_key_hex()) not in derived
+    )
+    # and a tampered shoe does not open with it
+    text = _sealed_data(sealed)
+    forged = sealed.model_copy(
+        update={"data": sealed.data.model_copy(update={"sealed": text[:-4] + "AAA="})}
+    )
+    with pytest.raises(SealError):
+        wire.from_wire(forged, auditor)
+
+
+def test_a_shoe_sealed_before_the_auditor_s_key_opens_with_the_master_key_only() -> None:
+    """Shoes sealed by older handlers (and during the rolling upgrade, with
+    BLACKJACK_SHOE_SEAL_VERSION=1) are plain base64 under the master key."""
+    before = ShoeSeal.from_hex(KEY, writes=1)
+    envelope = _envelope(_shuffled())
+    sealed = wire.to_wire(envelope, before)
+    assert not _sealed_data(sealed).startswith("2.")
+    assert wire.from_wire(sealed, ShoeSeal.from_hex(KEY)) == envelope  # the new handlers
+    auditor = ShoeSeal.for_auditor(ShoeSeal.from_hex(KEY).audit_key_hex())
+    with pytest.raises(SealedForOthers):  # not a forgery: its reveal opens it
+        wire.from_wire(sealed, auditor)
 
 
 def test_cloudevents_headers() -> None:

@@ -301,6 +301,20 @@ def test_a_round_in_play_from_a_sealed_shoe_needs_the_key() -> None:
     assert "QD" not in text  # a round in play keeps its hole card hidden
 
 
+def test_the_auditor_s_key_replays_a_round_in_play_and_leaves_older_shoes_to_their_reveal() -> None:
+    script = Script("mini-h17", [["TH", "7S", "9H", "QD"]])  # the shoe lasts many rounds
+    script.do(cmd.PlaceBet(player_id=A, box=0, amount=1000), cmd.Deal(player_id=A))
+    auditor = ShoeSeal.for_auditor(SEAL.audit_key_hex())
+    keyed = replay_round(wires(script), 1, auditor, "table-1")
+    assert keyed.ok and keyed.shoe is not None and keyed.shoe.source == "key"
+    # a shoe the handlers sealed before the auditor's key: not a finding, only not yet open
+    master = ShoeSeal(bytes(32), master=bytes(32), writes=1)
+    older = [to_wire(e, master) for e in script.envelopes]
+    blind = replay_stream(older, ShoeSeal(bytes(32)))
+    assert blind.findings == [] and blind.stopped is not None
+    assert "BLACKJACK_AUDIT_KEY" in blind.stopped
+
+
 def test_a_mini_s17_round_in_play_shows_the_upcard_dealt_second_and_hides_the_first() -> None:
     script = Script("mini-s17", [["TH", "QD", "9H", "7S"]])
     script.do(cmd.PlaceBet(player_id=A, box=0, amount=1000), cmd.Deal(player_id=A))

@@ -2,7 +2,8 @@
 
 Exit codes: 0 everything checked out; 1 a mismatch (a finding, a difference, a violation);
 2 bad input or an unknown round; 3 nothing wrong found, but not everything could be verified
-(a shoe still sealed: no ``BLACKJACK_SHOE_KEY`` or ``BLACKJACK_SHOE_KEY_FILE`` was given).
+(a shoe still sealed: no ``BLACKJACK_AUDIT_KEY``, ``BLACKJACK_SHOE_KEY`` or
+``BLACKJACK_SHOE_KEY_FILE`` was given, or only the audit key for a shoe sealed before it).
 """
 
 from __future__ import annotations
@@ -14,7 +15,7 @@ import sys
 import tempfile
 from pathlib import Path
 
-from blackjack.command_handler.keys import load_shoe_key
+from blackjack.command_handler.keys import load_audit_key, load_shoe_key
 from blackjack.configuration import ConfigurationError
 from blackjack.messages.sealing import ShoeSeal
 from blackjack.messages.wire import WireEnvelope, decode
@@ -30,12 +31,16 @@ class _BadInput(Exception):
 
 
 def _seal() -> ShoeSeal | None:
-    """The handlers' shoe key, read as they read it (``BLACKJACK_SHOE_KEY``, else the file
+    """The auditor's shoe key (``BLACKJACK_AUDIT_KEY``: it opens the shoes and nothing else),
+    else the handlers' master key, read as they read it (``BLACKJACK_SHOE_KEY``, else the file
     that ``BLACKJACK_SHOE_KEY_FILE`` names, as ``make run`` keeps it), but never a new file;
-    None without either."""
-    if not any(os.environ.get(name, "").strip() for name in SHOE_KEY_SETTINGS):
-        return None
+    None without any."""
     try:
+        audit_key = load_audit_key(os.environ)
+        if audit_key is not None:
+            return ShoeSeal.for_auditor(audit_key)
+        if not any(os.environ.get(name, "").strip() for name in SHOE_KEY_SETTINGS):
+            return None
         return ShoeSeal.from_hex(load_shoe_key(os.environ, create=False))
     except ConfigurationError as error:
         raise _BadInput(str(error)) from None
@@ -152,3 +157,27 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     add_store_options(audit)
     audit.add_argument("--scratch-url", help="where to rebuild (default: a temporary SQLite)")
     audit.set_defaults(handler=_audit)
+    audit_key = sub.add_parser(
+        "audit-key",
+        help="print the auditor's key (BLACKJACK_AUDIT_KEY) derived from the handlers' shoe key",
+    )
+    audit_key.set_defaults(handler=_audit_key)
+
+
+def _audit_key(args: argparse.Namespace) -> int:
+    """The key that opens every shoe sealed since it was derived, and nothing else: what an
+    auditor holds instead of the master key (which also yields the signing key of money
+    steps)."""
+    if not any(os.environ.get(name, "").strip() for name in SHOE_KEY_SETTINGS):
+        print(
+            "blackjack audit-key: set BLACKJACK_SHOE_KEY or BLACKJACK_SHOE_KEY_FILE",
+            file=sys.stderr,
+        )
+        return BAD_INPUT
+    try:
+        master = load_shoe_key(os.environ, create=False)
+    except ConfigurationError as error:
+        print(f"blackjack audit-key: {error}", file=sys.stderr)
+        return BAD_INPUT
+    print(ShoeSeal.from_hex(master).audit_key_hex())
+    return OK

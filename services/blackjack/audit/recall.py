@@ -106,7 +106,7 @@ def _shoe_line(number: int | None, check: ShoeCheck | None) -> str:
     if number is None:
         return "Shoe: none (no cards dealt)"
     if check is None or check.source == "sealed":
-        return f"Shoe {number}: still sealed, not verified (set BLACKJACK_SHOE_KEY)"
+        return f"Shoe {number}: still sealed, not verified (set BLACKJACK_AUDIT_KEY)"
     how = {
         "revealed": "its order, revealed at retirement,",
         "key": "its order, opened with the shoe key (not yet retired),",

@@ -43,7 +43,7 @@ from blackjack.domain.payouts import insurance_stake
 from blackjack.domain.shoe import commitment
 from blackjack.domain.state import INITIAL_STATE, Hand, TableState
 from blackjack.domain.wallet import is_wallet_stream
-from blackjack.messages.sealing import SealError, ShoeSeal
+from blackjack.messages.sealing import SealedForOthers, SealError, ShoeSeal
 from blackjack.messages.wire import SealedShoeShuffled, WireEnvelope, WireEvent
 
 
@@ -242,7 +242,8 @@ class _Replayer:
                     raise _Unfoldable(f"{type(event).__name__} is a wallet's event, not a table's")
                 if isinstance(event, ev.DealStarted) and event.shoe == self.sealed:
                     raise _Stop(
-                        f"shoe {event.shoe} is still sealed: set BLACKJACK_SHOE_KEY to replay "
+                        f"shoe {event.shoe} is still sealed: set BLACKJACK_AUDIT_KEY (or "
+                        f"BLACKJACK_SHOE_KEY, for a shoe sealed before the audit key) to replay "
                         f"round {event.round} and what follows it"
                     )
                 self._check(event)
@@ -273,6 +274,8 @@ class _Replayer:
             try:
                 order, salt = self.seal.unseal(self.out.stream_id, shoe, data.sealed)
                 sources.append(("key", order, salt))
+            except SealedForOthers:
+                pass  # sealed under the master key (before the shoe key): open by its reveal
             except SealError:
                 self._find(f"shoe {shoe} does not open with the shoe key")
         if not sources:

@@ -12,6 +12,9 @@
     BLACKJACK_MAX_BATCH             commands per transaction at most; 100
     BLACKJACK_CHECKPOINT_AFTER_S    at most this long between a partition's command and its
                                     next checkpoint (under the results topic's 7 days); 3600
+    BLACKJACK_SHOE_SEAL_VERSION     2 seals new shoes with the shoe key derived for it (the
+                                    auditor's key opens them); 1 with the master key, as
+                                    handlers before it did, for the rolling upgrade to it; 2
 
 plus the Kafka settings (``blackjack.bus.settings``) and the shoe key (``keys``).
 """
@@ -27,6 +30,7 @@ from blackjack.bus.settings import KafkaSettings
 from blackjack.bus.topics import REQUESTS_KEPT_MS, Topics
 from blackjack.command_handler.keys import load_shoe_key
 from blackjack.configuration import ConfigurationError, env_value
+from blackjack.messages.sealing import SealVersion
 
 
 @dataclass(frozen=True)
@@ -45,12 +49,15 @@ class HandlerConfig:
     timer_tick_s: float = 0.25
     session_timeout_ms: int = 10_000
     max_batch: int = 100
+    shoe_seal_version: SealVersion = 2
 
     def __post_init__(self) -> None:
         if not self.group_id:
             object.__setattr__(
                 self, "group_id", f"{self.kafka.topic_prefix}blackjack-command-handler"
             )
+        if self.shoe_seal_version not in (1, 2):
+            raise ValueError("BLACKJACK_SHOE_SEAL_VERSION is 1 or 2")
         if self.snapshot_every < 1 or self.dedup_window < 1 or self.max_batch < 1:
             raise ValueError("snapshot_every, dedup_window and max_batch must be positive")
         if not 0 < self.checkpoint_after_s * 1000 < REQUESTS_KEPT_MS:
@@ -81,6 +88,7 @@ class HandlerConfig:
             "BLACKJACK_TIMER_TICK_MS": lambda ms: float(ms) / 1000,
             "BLACKJACK_SESSION_TIMEOUT_MS": int,
             "BLACKJACK_MAX_BATCH": int,
+            "BLACKJACK_SHOE_SEAL_VERSION": int,
         }
         fields = {
             "BLACKJACK_TIMER_TICK_MS": "timer_tick_s",

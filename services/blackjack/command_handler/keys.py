@@ -5,20 +5,20 @@
                              missing (``make run`` points it at the git-ignored ``var/``)
 
 Every handler instance of a deployment must hold the same key: a handler that takes a
-partition over unseals the shoes and snapshots the previous owner sealed. Two keys are derived
-from it, one per purpose, so a snapshot key can never open a shoe and vice versa.
+partition over unseals the shoes and snapshots the previous owner sealed. A key is derived
+from it per purpose (sealing shoes, sealing snapshots, signing money steps), so no key opens
+what another seals, and the shoe key can be given to an auditor (``BLACKJACK_AUDIT_KEY``,
+``blackjack audit-key`` prints it) without the rest.
 """
 
 from __future__ import annotations
 
-import hashlib
-import hmac
 import os
 from collections.abc import Mapping
 from pathlib import Path
 
 from blackjack.configuration import ConfigurationError
-from blackjack.messages.sealing import ShoeSeal
+from blackjack.messages.sealing import ShoeSeal, derive
 
 
 class MissingShoeKey(ConfigurationError):
@@ -61,5 +61,20 @@ def _key_file(path: Path, create: bool) -> str:
 
 
 def derive_key(shoe_key_hex: str, purpose: str) -> bytes:
-    """A 32-byte key for one purpose (HMAC-SHA256 of the purpose under the shoe key)."""
-    return hmac.new(bytes.fromhex(shoe_key_hex), purpose.encode(), hashlib.sha256).digest()
+    """A 32-byte key for one purpose (HMAC-SHA256 of the purpose under the master key)."""
+    return derive(bytes.fromhex(shoe_key_hex), purpose)
+
+
+def load_audit_key(env: Mapping[str, str] = os.environ) -> str | None:
+    """``BLACKJACK_AUDIT_KEY``, the shoe key derived from the handlers' (64 hex digits), or
+    None when it is not set."""
+    key = env.get("BLACKJACK_AUDIT_KEY", "").strip()
+    if not key:
+        return None
+    try:
+        ShoeSeal.for_auditor(key)  # validates length and hex
+    except ValueError as error:
+        raise ConfigurationError(
+            f"BLACKJACK_AUDIT_KEY is not a 64-digit hex key: {error}"
+        ) from None
+    return key

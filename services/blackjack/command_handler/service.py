@@ -138,7 +138,7 @@ class CommandHandler:
         self.config = config
         self.topics = config.topics
         self._now = clock
-        self._seal = ShoeSeal.from_hex(config.shoe_key_hex)
+        self._seal = ShoeSeal.from_hex(config.shoe_key_hex, writes=config.shoe_seal_version)
         self._codec = SnapshotCodec(derive_key(config.shoe_key_hex, "blackjack/snapshots/v1"))
         self.processor = Processor(
             topics=self.topics,

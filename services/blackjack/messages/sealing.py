@@ -1,52 +1,107 @@
-"""Sealing a shoe's order: AES-256-GCM with a key only the command handlers hold.
+"""Sealing a shoe's order: AES-256-GCM with a key only the command handlers and the auditor hold.
 
 The event topic carries the commitment in clear and the order only sealed, bound to its table
 and shoe number (the associated data), so no reader of the topic can see an upcoming card or
 the hole card, while a handler taking over a table can still resume its shoe.
+
+The handlers hold the master key (``BLACKJACK_SHOE_KEY``); every key they use is derived from
+it, one per purpose. A shoe is sealed with the *shoe key* derived for sealing, and written
+``2.<base64>``, so that an auditor can be given that key alone (``BLACKJACK_AUDIT_KEY``): it
+opens the shoes, and no other key can be derived from it (the master key also yields the key
+that signs money steps between wallets and tables). Shoes sealed before (plain ``<base64>``,
+under the master key itself) open with the master key only.
 """
 
 from __future__ import annotations
 
 import base64
+import hashlib
+import hmac
 import json
 import os
+from typing import Literal
 
 from cryptography.exceptions import InvalidTag
 from cryptography.hazmat.primitives.ciphers.aead import AESGCM
 
 NONCE_BYTES = 12
+SEALING_PURPOSE = "blackjack/shoes/v2"
+SEALED_V2 = "2."
+"""Shoes sealed with the derived shoe key start with this ("." is not a base64 character)."""
+SealVersion = Literal[1, 2]
 
 
 class SealError(ValueError):
     """A sealed shoe could not be opened: wrong key, or tampered or misplaced ciphertext."""
 
 
+class SealedForOthers(SealError):
+    """A shoe sealed before the shoe key was derived, held by an auditor's key: only the
+    handlers' master key opens it (it is revealed when the shoe is retired)."""
+
+
+def derive(master: bytes, purpose: str) -> bytes:
+    """A 32-byte key for one purpose (HMAC-SHA256 of the purpose under the master key)."""
+    return hmac.new(master, purpose.encode(), hashlib.sha256).digest()
+
+
 class ShoeSeal:
-    def __init__(self, key: bytes) -> None:
-        if len(key) != 32:
-            raise ValueError("the shoe key must be 32 bytes (AES-256)")
+    def __init__(self, key: bytes, *, master: bytes | None = None, writes: SealVersion = 2) -> None:
+        """``key`` opens (and seals) ``2.`` shoes; ``master``, when given, opens the older
+        ones, and seals new ones too with ``writes=1`` (for a rolling upgrade: an older
+        handler opens only those)."""
+        for given in (key, master):
+            if given is not None and len(given) != 32:
+                raise ValueError("the shoe key must be 32 bytes (AES-256)")
+        if writes == 1 and master is None:
+            raise ValueError("sealing as before needs the master key")
         self._aead = AESGCM(key)
+        self._legacy = None if master is None else AESGCM(master)
+        self._writes = writes
+        self._key = key
 
     @classmethod
-    def from_hex(cls, key_hex: str) -> ShoeSeal:
-        return cls(bytes.fromhex(key_hex))
+    def from_hex(cls, master_hex: str, *, writes: SealVersion = 2) -> ShoeSeal:
+        """The handlers' seal, from the master key."""
+        master = bytes.fromhex(master_hex)
+        return cls(derive(master, SEALING_PURPOSE), master=master, writes=writes)
+
+    @classmethod
+    def for_auditor(cls, shoe_key_hex: str) -> ShoeSeal:
+        """An auditor's: the derived shoe key alone (``audit_key_hex`` of the handlers')."""
+        return cls(bytes.fromhex(shoe_key_hex))
 
     @staticmethod
     def new_key_hex() -> str:
         return AESGCM.generate_key(bit_length=256).hex()
 
+    def audit_key_hex(self) -> str:
+        """The key to give an auditor: it opens every shoe sealed ``2.``, and nothing else."""
+        return self._key.hex()
+
+    def __repr__(self) -> str:
+        return f"ShoeSeal(writes={self._writes}, master={self._legacy is not None})"
+
     def seal(self, stream_id: str, shoe: int, order: tuple[str, ...], salt: str) -> str:
         nonce = os.urandom(NONCE_BYTES)
         plain = json.dumps({"order": list(order), "salt": salt}).encode()
-        sealed = self._aead.encrypt(nonce, plain, _associated(stream_id, shoe))
-        return base64.b64encode(nonce + sealed).decode()
+        associated = _associated(stream_id, shoe)
+        if self._writes == 1:
+            assert self._legacy is not None
+            return base64.b64encode(nonce + self._legacy.encrypt(nonce, plain, associated)).decode()
+        sealed = self._aead.encrypt(nonce, plain, associated)
+        return SEALED_V2 + base64.b64encode(nonce + sealed).decode()
 
     def unseal(self, stream_id: str, shoe: int, sealed: str) -> tuple[tuple[str, ...], str]:
+        aead = self._aead
+        text = sealed.removeprefix(SEALED_V2)
+        if text == sealed:  # sealed before the shoe key was derived
+            if self._legacy is None:
+                raise SealedForOthers(f"shoe {shoe} of {stream_id} opens with the master key")
+            aead = self._legacy
         try:
-            raw = base64.b64decode(sealed, validate=True)
-            plain = self._aead.decrypt(
-                raw[:NONCE_BYTES], raw[NONCE_BYTES:], _associated(stream_id, shoe)
-            )
+            raw = base64.b64decode(text, validate=True)
+            plain = aead.decrypt(raw[:NONCE_BYTES], raw[NONCE_BYTES:], _associated(stream_id, shoe))
         # InvalidTag (another key, another table or shoe, a changed byte) carries no message;
         # ValueError: not base64, or too short to hold a nonce
         except (InvalidTag, ValueError) as error:
