@@ -3,11 +3,14 @@ clear, and old event versions are upcast on read."""
 
 from __future__ import annotations
 
+import base64
 import json
 from datetime import UTC, datetime
 from pathlib import Path
 
 import pytest
+from cryptography.exceptions import InvalidTag
+from cryptography.hazmat.primitives.ciphers.aead import AESGCM
 from pydantic import ValidationError
 
 from blackjack.command_handler.keys import derive_key
@@ -17,7 +20,7 @@ from blackjack.domain.shoe import commitment
 from blackjack.messages import wire
 from blackjack.messages.envelope import EventEnvelope
 from blackjack.messages.schemas import drift
-from blackjack.messages.sealing import SealedForOthers, SealError, ShoeSeal
+from blackjack.messages.sealing import SealedForOthers, SealError, ShoeSeal, derive
 
 SCHEMAS = Path(__file__).parents[2] / "schemas"
 KEY = ShoeSeal.new_key_hex()
@@ -91,6 +94,14 @@ def test_the_auditor_s_key_opens_the_shoes_and_yields_no_other_key() -> None:
     assert (
         handlers.audit_key_hex() != KEY and bytes.fromhex(handlers.audit_key_hex()) not in derived
     )
+    # each table's shoes are sealed under a key of that table (derived from the shoe key), so
+    # the random nonces of one key never come near GCM's bound, however many tables there are
+    raw = base64.b64decode(_sealed_data(sealed).removeprefix("2."))
+    associated = b"table-1/shoe/3"
+    with pytest.raises(InvalidTag):
+        AESGCM(bytes.fromhex(handlers.audit_key_hex())).decrypt(raw[:12], raw[12:], associated)
+    table_key = derive(bytes.fromhex(handlers.audit_key_hex()), "table/table-1")
+    assert AESGCM(table_key).decrypt(raw[:12], raw[12:], associated)
     # and a tampered shoe does not open with it
     text = _sealed_data(sealed)
     forged = sealed.model_copy(

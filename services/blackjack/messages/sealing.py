@@ -5,8 +5,11 @@ and shoe number (the associated data), so no reader of the topic can see an upco
 the hole card, while a handler taking over a table can still resume its shoe.
 
 The handlers hold the master key (``BLACKJACK_SHOE_KEY``); every key they use is derived from
-it, one per purpose. A shoe is sealed with the *shoe key* derived for sealing, and written
-``2.<base64>``, so that an auditor can be given that key alone (``BLACKJACK_AUDIT_KEY``): it
+it, one per purpose. A shoe is sealed with a key of its table, derived from the *shoe key*
+(itself derived for sealing), and written ``2.<base64>``: the nonces are random, and a key per
+table keeps the number of shoes sealed under one key far below where two random 96-bit nonces
+could meet (GCM's bound of 2^32 is about 50 days of one shoe a round at 1,000 rounds a second,
+across all tables). So that an auditor can be given that key alone (``BLACKJACK_AUDIT_KEY``): it
 opens the shoes, and no other key can be derived from it (the master key also yields the key
 that signs money steps between wallets and tables). Shoes sealed before (plain ``<base64>``,
 under the master key itself) open with the master key only.
@@ -55,7 +58,6 @@ class ShoeSeal:
                 raise ValueError("the shoe key must be 32 bytes (AES-256)")
         if writes == 1 and master is None:
             raise ValueError("sealing as before needs the master key")
-        self._aead = AESGCM(key)
         self._legacy = None if master is None else AESGCM(master)
         self._writes = writes
         self._key = key
@@ -82,6 +84,9 @@ class ShoeSeal:
     def __repr__(self) -> str:
         return f"ShoeSeal(writes={self._writes}, master={self._legacy is not None})"
 
+    def _table_aead(self, stream_id: str) -> AESGCM:
+        return AESGCM(derive(self._key, f"table/{stream_id}"))
+
     def seal(self, stream_id: str, shoe: int, order: tuple[str, ...], salt: str) -> str:
         nonce = os.urandom(NONCE_BYTES)
         plain = json.dumps({"order": list(order), "salt": salt}).encode()
@@ -89,15 +94,16 @@ class ShoeSeal:
         if self._writes == 1:
             assert self._legacy is not None
             return base64.b64encode(nonce + self._legacy.encrypt(nonce, plain, associated)).decode()
-        sealed = self._aead.encrypt(nonce, plain, associated)
+        sealed = self._table_aead(stream_id).encrypt(nonce, plain, associated)
         return SEALED_V2 + base64.b64encode(nonce + sealed).decode()
 
     def unseal(self, stream_id: str, shoe: int, sealed: str) -> tuple[tuple[str, ...], str]:
-        aead = self._aead
         text = sealed.removeprefix(SEALED_V2)
-        if text == sealed:  # sealed before the shoe key was derived
-            if self._legacy is None:
-                raise SealedForOthers(f"shoe {shoe} of {stream_id} opens with the master key")
+        if text != sealed:
+            aead = self._table_aead(stream_id)
+        elif self._legacy is None:  # sealed before the shoe key was derived
+            raise SealedForOthers(f"shoe {shoe} of {stream_id} opens with the master key")
+        else:
             aead = self._legacy
         try:
             raw = base64.b64decode(text, validate=True)
