@@ -11,7 +11,7 @@ from blackjack import client_cli
 from blackjack.audit import cli as audit_cli
 from blackjack.command_handler.cli import register as register_service
 from blackjack.configuration import ConfigurationError
-from blackjack.loadtest import register as register_loadtest
+from blackjack.loadtest.cli import register as register_loadtest
 from blackjack.projections import cli as projections_cli
 from blackjack.simulation.commands import register as register_math
 

@@ -16,15 +16,12 @@ from blackjack.domain import commands as cmd
 from blackjack.domain import events as ev
 from blackjack.domain.evolve import evolve
 from blackjack.domain.state import INITIAL_STATE, TableState
-from blackjack.loadtest import (
-    LoadConfig,
-    Sent,
-    echo_value,
-    money_of,
-    percentile,
-    prove,
-    run_loadtest,
-)
+from blackjack.loadtest.config import LoadConfig
+from blackjack.loadtest.echo import echo_value
+from blackjack.loadtest.figures import percentile
+from blackjack.loadtest.players import Sent
+from blackjack.loadtest.proof import money_of, prove
+from blackjack.loadtest.run import run_loadtest
 from blackjack.messages.envelope import CommandResult, EventEnvelope
 
 pytestmark = pytest.mark.integration

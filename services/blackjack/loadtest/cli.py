@@ -1,0 +1,88 @@
+"""``blackjack loadtest`` on the command line."""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import json
+import os
+import sys
+from typing import Any, TextIO
+
+from blackjack.bus.settings import KafkaSettings
+from blackjack.loadtest.config import SINGLE_PLAYER_PRESETS, LoadConfig
+from blackjack.loadtest.run import run_loadtest
+
+
+def _emit_line(line: dict[str, Any]) -> None:
+    print(json.dumps(line), flush=True)
+
+
+def _quiet_logs(sink: TextIO) -> None:
+    """The handler logs each command as it does in service (INFO, JSON), into ``sink``
+    rather than among the JSON lines of the report; library warnings go to stderr."""
+    import logging
+
+    import structlog
+
+    from blackjack.observability.logging import configure_logging
+
+    configure_logging("INFO")
+    structlog.configure(logger_factory=structlog.PrintLoggerFactory(sink))
+    root = logging.getLogger()
+    for handler in root.handlers:
+        if isinstance(handler, logging.StreamHandler):
+            handler.setStream(sys.stderr)
+    root.setLevel(logging.WARNING)
+
+
+def _loadtest(args: argparse.Namespace) -> int:
+    from blackjack.simulation.commands import money
+
+    config = LoadConfig(
+        bootstrap=args.bootstrap,
+        tables=args.tables,
+        rounds=args.rounds,
+        variant=args.variant,
+        bet=money(args.bet) if args.bet else None,
+        partitions=args.partitions,
+        baseline=not args.no_baseline,
+        timeout_s=args.timeout,
+        keep_topics=args.keep_topics,
+    )
+    with open(args.handler_log or os.devnull, "a") as sink:
+        _quiet_logs(sink)
+        summary = asyncio.run(run_loadtest(config, _emit_line))
+    return 0 if summary["ok"] else 1
+
+
+def _positive(text: str) -> int:
+    value = int(text)
+    if value < 1:
+        raise argparse.ArgumentTypeError(f"must be positive: {text}")
+    return value
+
+
+def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
+    load = sub.add_parser(
+        "loadtest",
+        help="the command handler under load on a real broker, against a bare transactional "
+        "echo, and a proof that nothing was lost or done twice",
+    )
+    load.add_argument(
+        "--bootstrap",
+        default=KafkaSettings.from_env().bootstrap,
+        help="Kafka bootstrap servers (default: BLACKJACK_KAFKA_BOOTSTRAP or 127.0.0.1:9092)",
+    )
+    load.add_argument("--tables", type=_positive, default=40, help="concurrent tables")
+    load.add_argument("--rounds", type=_positive, default=50, help="rounds per table")
+    load.add_argument("--variant", choices=SINGLE_PLAYER_PRESETS, default="mini-h17")
+    load.add_argument("--bet", default=None, help="bet per round, e.g. 5.00 (default: minimum)")
+    load.add_argument("--partitions", type=_positive, default=6, help="partitions per topic")
+    load.add_argument("--timeout", type=float, default=30.0, help="seconds to wait for a result")
+    load.add_argument("--no-baseline", action="store_true", help="skip the transactional echo")
+    load.add_argument("--keep-topics", action="store_true", help="do not delete the topics")
+    load.add_argument(
+        "--handler-log", default=None, help="file for the handler's JSON log (default: discarded)"
+    )
+    load.set_defaults(handler=_loadtest)

@@ -1,0 +1,48 @@
+"""What a load test run plays, and the limits it reads the broker with."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Any
+
+from blackjack.bus.settings import DEFAULT_BOOTSTRAP
+from blackjack.domain.rules import PRESETS, Rules, preset
+
+Emit = Callable[[dict[str, Any]], None]
+
+
+SINGLE_PLAYER_PRESETS = sorted(name for name, rules in PRESETS.items() if rules.seats == 1)
+
+
+MAX_BATCH = 100  # records per fetch at most, as the handler's default BLACKJACK_MAX_BATCH
+
+
+POLL_MS = 200
+
+
+READ_TIMEOUT_S = 60.0
+
+
+DELETE_TIMEOUT_S = 30.0
+
+
+@dataclass(frozen=True)
+class LoadConfig:
+    bootstrap: str = DEFAULT_BOOTSTRAP
+    tables: int = 40
+    rounds: int = 50
+    variant: str = "mini-h17"
+    bet: int | None = None
+    """Minor units per round; the variant's minimum bet when not given."""
+    partitions: int = 6
+    baseline: bool = True
+    timeout_s: float = 30.0
+    """How long one command may wait for its result before the run fails."""
+    keep_topics: bool = False
+
+    def rules(self) -> Rules:
+        return preset(self.variant)
+
+    def stake(self) -> int:
+        return self.bet if self.bet is not None else self.rules().min_bet

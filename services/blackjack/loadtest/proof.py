@@ -1,0 +1,251 @@
+"""The proof, read back from offset 0: every command once, one result each, every event
+accounted for, the handler's state what the events fold to, money conserved."""
+
+from __future__ import annotations
+
+from collections import Counter, defaultdict
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+from blackjack.bus.settings import KafkaSettings
+from blackjack.bus.topics import Topics
+from blackjack.domain import events as ev
+from blackjack.domain.evolve import evolve
+from blackjack.domain.state import INITIAL_STATE, TableState
+from blackjack.loadtest.config import READ_TIMEOUT_S
+from blackjack.loadtest.players import Sent, table_event
+from blackjack.messages.envelope import CommandEnvelope, CommandResult, EventEnvelope
+from blackjack.messages.sealing import ShoeSeal
+from blackjack.messages.wire import decode, from_wire
+from blackjack.projections.rebuild import read_topic as read_committed
+from blackjack.projections.writer import Record
+
+
+async def read_topic(bootstrap: str, topic: str) -> list[Record]:
+    """Every committed record of a topic, from offset 0 to its end offsets as of now."""
+    records: list[Record] = []
+    await read_committed(bootstrap, topic, records.extend, timeout=READ_TIMEOUT_S)
+    return records
+
+
+@dataclass
+class Proof:
+    commands_sent: int = 0
+    commands_in_topic_once: int = 0
+    results: int = 0
+    missing_results: list[str] = field(default_factory=list)
+    duplicated_results: list[str] = field(default_factory=list)
+    results_for_unknown_ids: list[str] = field(default_factory=list)
+    rejections: dict[str, int] = field(default_factory=dict)
+    tables: int = 0
+    events: int = 0
+    fold_equal: int = 0
+    conserved: int = 0
+    problems: list[str] = field(default_factory=list)
+
+    @property
+    def ok(self) -> bool:
+        return (
+            not self.problems
+            and not self.missing_results
+            and not self.duplicated_results
+            and not self.results_for_unknown_ids
+            and not self.rejections
+            and self.commands_in_topic_once == self.commands_sent
+            and self.fold_equal == self.tables
+            and self.conserved == self.tables
+        )
+
+    def line(self) -> dict[str, Any]:
+        return {
+            "kind": "proof",
+            "ok": self.ok,
+            "commands_sent": self.commands_sent,
+            "commands_in_topic_once": self.commands_in_topic_once,
+            "results": self.results,
+            "missing_results": len(self.missing_results),
+            "duplicated_results": len(self.duplicated_results),
+            "results_for_unknown_ids": len(self.results_for_unknown_ids),
+            "rejections": self.rejections,
+            "tables": self.tables,
+            "events": self.events,
+            "tables_fold_equal": self.fold_equal,
+            "tables_money_conserved": self.conserved,
+            "problems": self.problems[:20],
+        }
+
+
+@dataclass(frozen=True)
+class Money:
+    """A table's money, from its events alone (minor units)."""
+
+    deposits: int
+    withdrawals: int
+    staked: int
+    paid_back: int
+    settled_net: int
+    rounds_settled: int
+
+    @property
+    def house_result(self) -> int:
+        """What the house won (negative: lost), from the stakes and what was paid back."""
+        return self.staked - self.paid_back
+
+
+def money_of(events: Iterable[ev.Event]) -> Money:
+    deposits = withdrawals = staked = paid = net = rounds = 0
+    for event in events:
+        if isinstance(event, ev.FundsDeposited):
+            deposits += event.amount
+        elif isinstance(event, ev.FundsWithdrawn):
+            withdrawals += event.amount
+        elif isinstance(event, ev.BetPlaced | ev.HandDoubled | ev.HandSplit | ev.InsuranceTaken):
+            staked += event.amount
+        elif isinstance(event, ev.BetRefunded):
+            paid += event.amount
+        elif isinstance(event, ev.HandSettled | ev.InsuranceSettled):
+            paid += event.payout
+        elif isinstance(event, ev.RoundSettled):
+            net += sum(result.net for result in event.results)
+            rounds += 1
+    return Money(deposits, withdrawals, staked, paid, net, rounds)
+
+
+def prove(
+    sent: Sequence[Sent],
+    *,
+    command_records: Iterable[CommandEnvelope],
+    results: Iterable[CommandResult],
+    events: Iterable[EventEnvelope],
+    handler_states: dict[str, tuple[int, TableState]],
+    views: dict[str, tuple[int, TableState]],
+    rounds: int,
+) -> Proof:
+    """Check, from what was read back from Kafka, that nothing was lost or done twice."""
+    proof = Proof(commands_sent=len(sent))
+    sent_ids = {one.command_id for one in sent}
+    if len(sent_ids) != len(sent):
+        proof.problems.append("a command id was sent twice")
+    in_topic = Counter(envelope.command_id for envelope in command_records)
+    proof.commands_in_topic_once = sum(1 for i in sent_ids if in_topic[i] == 1)
+    by_id: defaultdict[str, list[CommandResult]] = defaultdict(list)
+    for result in results:
+        by_id[result.command_id].append(result)
+        proof.results += 1
+    proof.missing_results = [i for i in sent_ids if not by_id.get(i)]
+    proof.duplicated_results = [i for i in sent_ids if len(by_id.get(i, ())) > 1]
+    proof.results_for_unknown_ids = sorted(set(by_id) - sent_ids)
+    codes = Counter(
+        r.rejection.code if r.rejection else "rejected"
+        for answers in by_id.values()
+        for r in answers
+        if r.status != "accepted"
+    )
+    proof.rejections = dict(codes)
+
+    streams: defaultdict[str, list[EventEnvelope]] = defaultdict(list)
+    for envelope in events:
+        streams[envelope.stream_id].append(envelope)
+    tables = sorted({one.stream_id for one in sent})
+    proof.tables = len(tables)
+    for stream_id in sorted(set(streams) - set(tables)):
+        proof.problems.append(f"events of a stream nobody played: {stream_id}")
+    for stream_id in tables:
+        envelopes = sorted(streams.get(stream_id, []), key=lambda e: e.sequence)
+        proof.events += len(envelopes)
+        problems = _check_table(
+            stream_id,
+            envelopes,
+            sent=sent,
+            by_id=by_id,
+            handler_states=handler_states,
+            views=views,
+            rounds=rounds,
+        )
+        if not problems.get("fold"):
+            proof.fold_equal += 1
+        if not problems.get("money"):
+            proof.conserved += 1
+        proof.problems += problems.get("fold", []) + problems.get("money", [])
+    return proof
+
+
+def _check_table(
+    stream_id: str,
+    envelopes: list[EventEnvelope],
+    *,
+    sent: Sequence[Sent],
+    by_id: dict[str, list[CommandResult]],
+    handler_states: dict[str, tuple[int, TableState]],
+    views: dict[str, tuple[int, TableState]],
+    rounds: int,
+) -> dict[str, list[str]]:
+    fold: list[str] = []
+    sequences = [e.sequence for e in envelopes]
+    if sequences != list(range(1, len(envelopes) + 1)):
+        fold.append(f"{stream_id}: sequences are not 1..{len(envelopes)} (gap or duplicate)")
+    if len({e.event_id for e in envelopes}) != len(envelopes):
+        fold.append(f"{stream_id}: an event id appears twice")
+    caused: defaultdict[str, list[int]] = defaultdict(list)
+    for envelope in envelopes:
+        caused[envelope.causation_id or ""].append(envelope.sequence)
+    last_reported = 0
+    for one in (s for s in sent if s.stream_id == stream_id):
+        answers = by_id.get(one.command_id, [])
+        if not answers or answers[0].status != "accepted":
+            continue
+        first, last = answers[0].first_sequence, answers[0].last_sequence
+        expected = list(range(first, last + 1)) if first is not None and last is not None else []
+        if caused.pop(one.command_id, []) != expected:
+            fold.append(f"{stream_id}: the events of {one.command_id} are not {first}..{last}")
+        last_reported = max(last_reported, last or 0)
+    if caused:
+        fold.append(f"{stream_id}: {sum(map(len, caused.values()))} events with no command sent")
+    state: TableState = INITIAL_STATE
+    for envelope in envelopes:
+        state = evolve(state, table_event(envelope))
+    folded = (len(envelopes), state)
+    if last_reported != len(envelopes):
+        fold.append(f"{stream_id}: results reach sequence {last_reported}, events {len(envelopes)}")
+    if handler_states.get(stream_id) != folded:
+        fold.append(f"{stream_id}: the fold differs from the handler's state")
+    if views.get(stream_id) != folded:
+        fold.append(f"{stream_id}: the fold differs from the state the player saw")
+
+    money: list[str] = []
+    counted = money_of(table_event(e) for e in envelopes)
+    balance = sum(player.balance for player in state.players.values())
+    if state.round_open:
+        money.append(f"{stream_id}: a round is still open")
+    if counted.rounds_settled != rounds:
+        money.append(f"{stream_id}: {counted.rounds_settled} rounds settled, not {rounds}")
+    if counted.house_result != -counted.settled_net:
+        money.append(
+            f"{stream_id}: stakes - payouts = {counted.house_result}, "
+            f"the settlements say {-counted.settled_net}"
+        )
+    if counted.deposits - counted.withdrawals != balance + counted.house_result:
+        money.append(
+            f"{stream_id}: deposits {counted.deposits} - withdrawals {counted.withdrawals} != "
+            f"balance {balance} + house {counted.house_result}"
+        )
+    return {"fold": fold, "money": money}
+
+
+async def read_back(
+    settings: KafkaSettings, shoe_key: str
+) -> tuple[list[CommandEnvelope], list[CommandResult], list[EventEnvelope]]:
+    topics = Topics(settings.topic_prefix)
+    seal = ShoeSeal.from_hex(shoe_key)
+    bootstrap = settings.bootstrap
+    commands = [
+        CommandEnvelope.model_validate_json(r.value)
+        for r in await read_topic(bootstrap, topics.commands)
+    ]
+    results = [
+        CommandResult.model_validate_json(r.value)
+        for r in await read_topic(bootstrap, topics.results)
+    ]
+    events = [from_wire(decode(r.value), seal) for r in await read_topic(bootstrap, topics.events)]
+    return commands, results, events
