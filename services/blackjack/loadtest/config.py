@@ -11,19 +11,10 @@ from blackjack.domain.rules import PRESETS, Rules, preset
 
 Emit = Callable[[dict[str, Any]], None]
 
-
 SINGLE_PLAYER_PRESETS = sorted(name for name, rules in PRESETS.items() if rules.seats == 1)
-
-
 MAX_BATCH = 100  # records per fetch at most, as the handler's default BLACKJACK_MAX_BATCH
-
-
 POLL_MS = 200
-
-
 READ_TIMEOUT_S = 60.0
-
-
 DELETE_TIMEOUT_S = 30.0
 
 
