@@ -9,6 +9,7 @@ from pathlib import Path
 import pytest
 import structlog
 
+from blackjack.audit import cli as audit_cli
 from blackjack.cli import main
 from blackjack.messages.sealing import ShoeSeal
 
@@ -97,6 +98,13 @@ def test_the_auditor_s_key_is_printed_from_the_master_key(
     monkeypatch.delenv("BLACKJACK_SHOE_KEY")
     assert main(["audit-key"]) == 2
     assert "set BLACKJACK_SHOE_KEY" in capsys.readouterr().err
+    # with both keys set the master key opens every shoe, older ones too (diff review: the
+    # auditor's key won, and a shoe sealed before it stayed unverified)
+    monkeypatch.setenv("BLACKJACK_SHOE_KEY", KEY)
+    monkeypatch.setenv("BLACKJACK_AUDIT_KEY", printed)
+    assert repr(audit_cli._seal()) == "ShoeSeal(writes=2, master=True)"
+    monkeypatch.delenv("BLACKJACK_SHOE_KEY")
+    assert repr(audit_cli._seal()) == "ShoeSeal(writes=2, master=False)"
     # a malformed auditor's key is named in one line by the commands that read it
     monkeypatch.setenv("BLACKJACK_AUDIT_KEY", "abc")
     assert main(["replay", "table-1:1"]) == 2

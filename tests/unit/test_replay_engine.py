@@ -236,7 +236,7 @@ def test_a_shoe_that_is_not_whole_decks_is_found_from_its_reveal(
         "KC 16 times, KD 16 times, KH 16 times, KS 16 times" in found
     )
     miscounted = tamper(wires(won_round()), SealedShoeShuffled, lambda e: {"cards": 207})
-    assert "shoe 1 cards: recorded 207, the rules give 416" in messages(miscounted)
+    assert "shoe 1 cards: recorded 207, the order holds 416" in messages(miscounted)
     short = build_shoe(8, [])[:60]
     found = messages(_played_from(short), SEAL)
     assert any(m.startswith("shoe 2 is not 8 whole deck(s): 2C 1 times, ") for m in found), found

@@ -31,17 +31,15 @@ class _BadInput(Exception):
 
 
 def _seal() -> ShoeSeal | None:
-    """The auditor's shoe key (``BLACKJACK_AUDIT_KEY``: it opens the shoes and nothing else),
-    else the handlers' master key, read as they read it (``BLACKJACK_SHOE_KEY``, else the file
-    that ``BLACKJACK_SHOE_KEY_FILE`` names, as ``make run`` keeps it), but never a new file;
-    None without any."""
+    """The handlers' master key, read as they read it (``BLACKJACK_SHOE_KEY``, else the file
+    that ``BLACKJACK_SHOE_KEY_FILE`` names, as ``make run`` keeps it, but never a new file): it
+    opens every shoe; else the auditor's key (``BLACKJACK_AUDIT_KEY``: it opens the shoes sealed
+    since it was derived, and nothing else); None without either."""
     try:
         audit_key = load_audit_key(os.environ)
-        if audit_key is not None:
-            return ShoeSeal.for_auditor(audit_key)
-        if not any(os.environ.get(name, "").strip() for name in SHOE_KEY_SETTINGS):
-            return None
-        return ShoeSeal.from_hex(load_shoe_key(os.environ, create=False))
+        if any(os.environ.get(name, "").strip() for name in SHOE_KEY_SETTINGS):
+            return ShoeSeal.from_hex(load_shoe_key(os.environ, create=False))
+        return None if audit_key is None else ShoeSeal.for_auditor(audit_key)
     except ConfigurationError as error:
         raise _BadInput(str(error)) from None
 

@@ -317,14 +317,23 @@ class HandSurrendered(RoundEvent):
 
 
 class PlayerTimedOut(RoundEvent):
-    """The clock ran out on a player; ``action`` is what the server did in their place."""
+    """The clock ran out on a player; ``action`` is what the server did in their place.
 
+    Version 2 added ``sits_out``: a player left out of a round sits out from then on (later
+    rounds deal without waiting for them) until they bet or pass. A version 1 event was written
+    before sitting out existed, and is upcast on read with ``sits_out: false``, so a table's
+    log folds to the state its handler had then."""
+
+    version: int = 2
     type: Literal["PlayerTimedOut"] = "PlayerTimedOut"
     player_id: str
     phase: Literal["betting", "insurance", "playing"]
     action: Literal["left_out", "dealt_in", "declined_insurance", "stood"]
     box: int | None = None
     hand: int | None = None
+    sits_out: bool = Field(
+        False, description="the player sits out from now on, until they bet or pass"
+    )
 
 
 class DealerHoleCardRevealed(RoundEvent):

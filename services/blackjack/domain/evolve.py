@@ -309,7 +309,7 @@ def _hand_surrendered(draft: TableState, e: ev.HandSurrendered) -> None:
 def _player_timed_out(draft: TableState, e: ev.PlayerTimedOut) -> None:
     # What the server did for the player follows as its own events. Left out of a round, the
     # player sits out: later rounds deal without waiting for one who bets or passes no more.
-    if e.action == "left_out":
+    if e.sits_out:
         _set_player(draft, draft.players[e.player_id].changed(sitting_out=True))
 
 

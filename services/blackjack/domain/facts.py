@@ -128,6 +128,7 @@ _PLAYER_TIMED_OUT: Final = {
     "action",
     "box",
     "hand",
+    "sits_out",
 }
 _DEALER_HOLE_CARD_REVEALED: Final = {"version", "round", "type", "card"}
 _HAND_SETTLED: Final = {
@@ -759,11 +760,12 @@ def player_timed_out(
     action: Literal["left_out", "dealt_in", "declined_insurance", "stood"],
     box: int | None = None,
     hand: int | None = None,
+    sits_out: bool = False,
 ) -> ev.PlayerTimedOut:
     return made(
         ev.PlayerTimedOut,
         {
-            "version": 1,
+            "version": 2,
             "round": round,
             "type": "PlayerTimedOut",
             "player_id": player_id,
@@ -771,6 +773,7 @@ def player_timed_out(
             "action": action,
             "box": box,
             "hand": hand,
+            "sits_out": sits_out,
         },
         _PLAYER_TIMED_OUT,
     )

@@ -64,10 +64,16 @@ def _turn_started_v1_to_v2(data: dict[str, Any]) -> dict[str, Any]:
     return {**data, "version": 2, "actions": None}
 
 
+def _player_timed_out_v1_to_v2(data: dict[str, Any]) -> dict[str, Any]:
+    """Version 1 was written before a player left out sat out: that player did not."""
+    return {**data, "version": 2, "sits_out": False}
+
+
 UPCASTERS: dict[tuple[str, int], Upcaster] = {
     ("BetRefunded", 1): _bet_refunded_v1_to_v2,
     ("CashOutReceived", 1): _cash_out_received_v1_to_v2,
     ("TurnStarted", 1): _turn_started_v1_to_v2,
+    ("PlayerTimedOut", 1): _player_timed_out_v1_to_v2,
 }
 """(event type, stored version) -> function returning the event one version newer."""
 

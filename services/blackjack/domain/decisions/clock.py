@@ -70,6 +70,7 @@ def expire_timers(r: Draft, c: cmd.ExpireTimers) -> None:
                     player_id=pid,
                     phase="betting",
                     action="dealt_in" if dealt_in else "left_out",
+                    sits_out=not dealt_in,
                 )
             )
             for index in short:

@@ -57,7 +57,7 @@ def sit_down(r: Draft, c: cmd.SitDown) -> None:
 def move_seat(r: Draft, c: cmd.MoveSeat) -> None:
     player = seated(r.state, c.player_id)
     if c.seat == player.seat:
-        raise refuse("seat_taken", f"{c.player_id} is at seat {c.seat} already")
+        raise refuse("already_seated", f"{c.player_id} is at seat {c.seat} already")
     _check_free_seat(r.state, c.seat)
     # The multi-player page: "You may change your position on the table by clicking on the
     # desired spot between hands": not while any hand is played, nor with a bet of one's own out.
