@@ -368,13 +368,6 @@ class StreamProjection:
         self.players_dirty.add((number, player_id))
         return player
 
-    def staked(self, e: ev.RoundEvent, player_id: str, amount: int, balance_after: int) -> None:
-        """A wager taken (``amount`` > 0: a bet, a double, a split, insurance) or given back:
-        in play at the table, and in the round's line so far (the settlement's total
-        replaces it)."""
-        self.money_moved(e, player_id, balance_after).in_play += amount
-        self.round_player(e.round, player_id).wagered += amount
-
     def money_moved(self, e: ev.RoundEvent, player_id: str, balance_after: int) -> Account:
         """The account after a money event of a round, and that round's balance after."""
         account = self.account(player_id)
@@ -506,7 +499,7 @@ def _bet_placed(p: StreamProjection, e: ev.BetPlaced, at: datetime) -> None:
             balance_before=account.available,
             balance_after=account.available,
         )
-    p.staked(e, e.player_id, e.amount, e.balance_after)
+    p.money_moved(e, e.player_id, e.balance_after).in_play += e.amount
     record = p.round(e.round)
     boxes = [b for b in record.boxes if b.box != e.box]
     boxes.append(BoxView(box=e.box, player_id=e.player_id, bet=e.box_total))
@@ -514,7 +507,7 @@ def _bet_placed(p: StreamProjection, e: ev.BetPlaced, at: datetime) -> None:
 
 
 def _bet_refunded(p: StreamProjection, e: ev.BetRefunded, at: datetime) -> None:
-    p.staked(e, e.player_id, -e.amount, e.balance_after)
+    p.money_moved(e, e.player_id, e.balance_after).in_play -= e.amount
     record = p.round(e.round)
     boxes = [b for b in record.boxes if b.box != e.box]
     if e.box_total:  # RemoveBet took back part of the bet: the rest stays on the box
@@ -576,7 +569,7 @@ def _insurance_offered(p: StreamProjection, e: ev.InsuranceOffered, at: datetime
 
 
 def _insurance_taken(p: StreamProjection, e: ev.InsuranceTaken, at: datetime) -> None:
-    p.staked(e, e.player_id, e.amount, e.balance_after)
+    p.money_moved(e, e.player_id, e.balance_after).in_play += e.amount
     p.round(e.round).box(e.box).insurance = InsuranceView(status="taken", stake=e.amount)
 
 
@@ -612,14 +605,14 @@ def _player_stood(p: StreamProjection, e: ev.PlayerStood, at: datetime) -> None:
 
 
 def _hand_doubled(p: StreamProjection, e: ev.HandDoubled, at: datetime) -> None:
-    p.staked(e, e.player_id, e.amount, e.balance_after)
+    p.money_moved(e, e.player_id, e.balance_after).in_play += e.amount
     hand = p.round(e.round).hand(e.box, e.hand)
     hand.stake += e.amount
     hand.doubled = True
 
 
 def _hand_split(p: StreamProjection, e: ev.HandSplit, at: datetime) -> None:
-    p.staked(e, e.player_id, e.amount, e.balance_after)
+    p.money_moved(e, e.player_id, e.balance_after).in_play += e.amount
     box = p.round(e.round).box(e.box)
     hand = box.hands[e.hand] if 0 <= e.hand < len(box.hands) else None
     if hand is None or len(hand.cards) != 2:
