@@ -294,6 +294,10 @@ def test_a_round_in_play_from_a_sealed_shoe_needs_the_key() -> None:
     blind = replay_round(log, 1, None, "table-1")
     assert blind.found and not blind.ok
     assert blind.stopped is not None and "BLACKJACK_SHOE_KEY" in blind.stopped
+    # nothing wrong found, only not checked to its end: not "FAILED" (the upgrade drill)
+    shown = render(blind)
+    assert "REPLAY NOT VERIFIED" in shown and "REPLAY FAILED" not in shown
+    assert "as far as replayed" in shown
     keyed = replay_round(log, 1, SEAL, "table-1")
     assert keyed.ok and keyed.shoe is not None and keyed.shoe.source == "key"
     text = render(keyed)

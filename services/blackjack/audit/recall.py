@@ -78,9 +78,8 @@ def render(verdict: RoundVerdict) -> str:
         lines.append(f"Round {verdict.round_id}: not replayed ({verdict.stopped})")
         lines += [f"  ! {f}" for f in verdict.findings]
         return "\n".join(lines)
-    lines.append(
-        f"Round {verdict.round_id} - {replay.variant} - {replay.currency} - {replay.status}"
-    )
+    status = replay.status if not verdict.stopped else f"{replay.status} as far as replayed"
+    lines.append(f"Round {verdict.round_id} - {replay.variant} - {replay.currency} - {status}")
     lines.append(_shoe_line(replay.shoe, verdict.shoe))
     lines.append("")
     for line in replay.lines:
@@ -94,7 +93,12 @@ def render(verdict: RoundVerdict) -> str:
     lines += [f"  ! {f}" for f in verdict.findings]
     if verdict.stopped:
         lines.append(f"  ! replay stopped: {verdict.stopped}")
-    lines.append("REPLAY OK" if verdict.ok else "REPLAY FAILED")
+    if verdict.ok:
+        lines.append("REPLAY OK")
+    elif verdict.findings:
+        lines.append("REPLAY FAILED")
+    else:  # nothing wrong found, but not checked to its end (a shoe still sealed): exit 3
+        lines.append("REPLAY NOT VERIFIED")
     return "\n".join(lines)
 
 
