@@ -96,12 +96,18 @@ def test_the_auditor_s_key_opens_the_shoes_and_yields_no_other_key() -> None:
     )
     # each table's shoes are sealed under a key of that table (derived from the shoe key), so
     # the random nonces of one key never come near GCM's bound, however many tables there are
-    raw = base64.b64decode(_sealed_data(sealed).removeprefix("2."))
+    key_id, _, text = _sealed_data(sealed).removeprefix("2.").partition(".")
+    raw = base64.b64decode(text)
     associated = b"table-1/shoe/3"
     with pytest.raises(InvalidTag):
         AESGCM(bytes.fromhex(handlers.audit_key_hex())).decrypt(raw[:12], raw[12:], associated)
     table_key = derive(bytes.fromhex(handlers.audit_key_hex()), "table/table-1")
     assert AESGCM(table_key).decrypt(raw[:12], raw[12:], associated)
+    # another deployment's key (or the master key pasted as the auditor's) is told apart by the
+    # key's id: not a changed shoe (the upgrade drill: 147 "does not open" findings)
+    assert len(key_id) == 8
+    with pytest.raises(SealedForOthers, match="sealed under another key"):
+        wire.from_wire(sealed, ShoeSeal.for_auditor(KEY))
     # and a tampered shoe does not open with it
     text = _sealed_data(sealed)
     forged = sealed.model_copy(

@@ -43,7 +43,7 @@ from blackjack.domain.payouts import insurance_stake
 from blackjack.domain.shoe import commitment
 from blackjack.domain.state import INITIAL_STATE, Hand, TableState
 from blackjack.domain.wallet import is_wallet_stream
-from blackjack.messages.sealing import SealedForOthers, SealError, ShoeSeal
+from blackjack.messages.sealing import SEALED_V2, SealedForOthers, SealError, ShoeSeal
 from blackjack.messages.wire import SealedShoeShuffled, WireEnvelope, WireEvent
 
 
@@ -219,6 +219,10 @@ class _Replayer:
         self.envelope: WireEnvelope | None = None
         self.sealed: int | None = None
         """a shoe that neither the key nor a reveal opens: nothing can be dealt from it"""
+        self.sealed_because: str | None = None
+        """why the key did not open the last shoe it could not open"""
+        self.opened_v2 = False
+        """the key opened a shoe sealed under the shoe key (``2.``) at this table"""
         self.commitments: dict[str, int] = {}
         """each shoe's commitment -> the shoe that first had it"""
 
@@ -242,9 +246,9 @@ class _Replayer:
                     raise _Unfoldable(f"{type(event).__name__} is a wallet's event, not a table's")
                 if isinstance(event, ev.DealStarted) and event.shoe == self.sealed:
                     raise _Stop(
-                        f"shoe {event.shoe} is still sealed: set BLACKJACK_AUDIT_KEY (or "
-                        f"BLACKJACK_SHOE_KEY, for a shoe sealed before the audit key) to replay "
-                        f"round {event.round} and what follows it"
+                        f"shoe {event.shoe} is still sealed{self._why_sealed()}: set "
+                        f"BLACKJACK_AUDIT_KEY (or BLACKJACK_SHOE_KEY, for a shoe sealed before "
+                        f"the audit key) to replay round {event.round} and what follows it"
                     )
                 self._check(event)
                 self.state = evolve(self.state, event)
@@ -258,6 +262,9 @@ class _Replayer:
             self.out.events += 1
         self.out.state = self.state
         return self.out
+
+    def _why_sealed(self) -> str:
+        return "" if self.sealed_because is None else f" ({self.sealed_because})"
 
     def _opened(self, data: WireEvent) -> ev.Event | wl.WalletEvent | _Sealed:
         """The event in the clear: a sealed shoe opened with the key or by its reveal."""
@@ -274,8 +281,14 @@ class _Replayer:
             try:
                 order, salt = self.seal.unseal(self.out.stream_id, shoe, data.sealed)
                 sources.append(("key", order, salt))
-            except SealedForOthers:
-                pass  # sealed under the master key (before the shoe key): open by its reveal
+                self.opened_v2 = self.opened_v2 or data.sealed.startswith(SEALED_V2)
+            except SealedForOthers as other:
+                # sealed under the master key (before the shoe key) or under another shoe key
+                # (a key of another deployment given?): opened by its reveal, a finding only
+                # where this key opened the table's shoes sealed the same way before
+                self.sealed_because = str(other)
+                if self.opened_v2 and data.sealed.startswith(SEALED_V2):
+                    self._find(f"shoe {shoe} is sealed under another key than the shoes before")
             except SealError:
                 self._find(f"shoe {shoe} does not open with the shoe key")
         if not sources:

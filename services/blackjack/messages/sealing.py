@@ -6,13 +6,14 @@ the hole card, while a handler taking over a table can still resume its shoe.
 
 The handlers hold the master key (``BLACKJACK_SHOE_KEY``); every key they use is derived from
 it, one per purpose. A shoe is sealed with a key of its table, derived from the *shoe key*
-(itself derived for sealing), and written ``2.<base64>``: the nonces are random, and a key per
-table keeps the number of shoes sealed under one key far below where two random 96-bit nonces
+(itself derived for sealing), and written ``2.<key id>.<base64>``. The nonces are random, and
+a key per table keeps the shoes sealed under one key far below where two random 96-bit nonces
 could meet (GCM's bound of 2^32 is about 50 days of one shoe a round at 1,000 rounds a second,
-across all tables). So that an auditor can be given that key alone (``BLACKJACK_AUDIT_KEY``): it
-opens the shoes, and no other key can be derived from it (the master key also yields the key
-that signs money steps between wallets and tables). Shoes sealed before (plain ``<base64>``,
-under the master key itself) open with the master key only.
+across all tables); the key id tells a wrong key from a changed shoe. An auditor can be given
+the shoe key alone (``BLACKJACK_AUDIT_KEY``): it opens the shoes, and no other key can be
+derived from it (the master key also yields the key that signs money steps between wallets and
+tables). Shoes sealed before (plain ``<base64>``, under the master key itself) open with the
+master key only.
 """
 
 from __future__ import annotations
@@ -30,7 +31,8 @@ from cryptography.hazmat.primitives.ciphers.aead import AESGCM
 NONCE_BYTES = 12
 SEALING_PURPOSE = "blackjack/shoes/v2"
 SEALED_V2 = "2."
-"""Shoes sealed with the derived shoe key start with this ("." is not a base64 character)."""
+"""Shoes sealed with the derived shoe key start with this ("." is not a base64 character),
+then the key's id (8 hex digits, so a wrong key is told apart from a changed shoe) and "."."""
 SealVersion = Literal[1, 2]
 
 
@@ -39,8 +41,10 @@ class SealError(ValueError):
 
 
 class SealedForOthers(SealError):
-    """A shoe sealed before the shoe key was derived, held by an auditor's key: only the
-    handlers' master key opens it (it is revealed when the shoe is retired)."""
+    """A shoe sealed under another key than the one held: one sealed before the shoe key was
+    derived, held by an auditor's key (only the handlers' master key opens it), or one whose
+    key id is not this key's (another deployment's key given?). Its reveal opens it when the
+    shoe is retired."""
 
 
 def derive(master: bytes, purpose: str) -> bytes:
@@ -61,6 +65,7 @@ class ShoeSeal:
         self._legacy = None if master is None else AESGCM(master)
         self._writes = writes
         self._key = key
+        self._key_id = derive(key, "key-id").hex()[:8]
 
     @classmethod
     def from_hex(cls, master_hex: str, *, writes: SealVersion = 2) -> ShoeSeal:
@@ -95,11 +100,14 @@ class ShoeSeal:
             assert self._legacy is not None
             return base64.b64encode(nonce + self._legacy.encrypt(nonce, plain, associated)).decode()
         sealed = self._table_aead(stream_id).encrypt(nonce, plain, associated)
-        return SEALED_V2 + base64.b64encode(nonce + sealed).decode()
+        return f"{SEALED_V2}{self._key_id}.{base64.b64encode(nonce + sealed).decode()}"
 
     def unseal(self, stream_id: str, shoe: int, sealed: str) -> tuple[tuple[str, ...], str]:
         text = sealed.removeprefix(SEALED_V2)
         if text != sealed:
+            key_id, _, text = text.partition(".")
+            if key_id != self._key_id:
+                raise SealedForOthers(f"shoe {shoe} of {stream_id} is sealed under another key")
             aead = self._table_aead(stream_id)
         elif self._legacy is None:  # sealed before the shoe key was derived
             raise SealedForOthers(f"shoe {shoe} of {stream_id} opens with the master key")
