@@ -7,6 +7,7 @@ from datetime import timedelta
 
 from pydantic import TypeAdapter
 
+from blackjack.audit.replay import describe
 from blackjack.domain import commands as cmd
 from blackjack.domain import events as ev
 from blackjack.domain.evolve import fold
@@ -34,6 +35,8 @@ def test_a_player_left_out_sits_out_and_is_back_with_a_bet() -> None:
     [timed_out] = [e for e in t.events if isinstance(e, ev.PlayerTimedOut)]
     assert (timed_out.action, timed_out.sits_out, timed_out.version) == ("left_out", True, 2)
     assert t.state.players["ben"].sitting_out
+    recalled = describe(t.state, timed_out)
+    assert recalled.endswith("the server left out; sits out until they bet or pass")
     t.do(cmd.Stand(player_id="ann", box=0))
     t.now += timedelta(seconds=1)
     t.do(cmd.PlaceBet(player_id="ben", box=1, amount=1000))

@@ -729,8 +729,9 @@ def describe(state: TableState, event: ev.Event) -> str:
             return f"{p} splits box {b} hand {h} for {money(a, cur)}"
         case ev.HandSurrendered(player_id=p, box=b, hand=h):
             return f"{p} surrenders box {b} hand {h}"
-        case ev.PlayerTimedOut(player_id=p, phase=phase, action=action):
-            return f"{p}'s time ran out ({phase}): the server {action.replace('_', ' ')}"
+        case ev.PlayerTimedOut(player_id=p, phase=phase, action=action, sits_out=out):
+            later = "; sits out until they bet or pass" if out else ""
+            return f"{p}'s time ran out ({phase}): the server {action.replace('_', ' ')}{later}"
         case ev.DealerHoleCardRevealed(card=card):
             return f"dealer turns the hole card: {card}  ->  {cards_text(state.dealer)}"
         case ev.HandSettled(player_id=p, box=b, hand=h, outcome=o, stake=s, payout=pay):
