@@ -10,17 +10,19 @@ from typing import Any
 
 import pytest
 
-from blackjack.audit.audit import shoes_on_two_tables
+from blackjack.audit.audit import AuditReport, shoes_on_two_tables
 from blackjack.audit.recall import render, replay_round
 from blackjack.audit.replay import describe, in_sequence, money, replay_stream
 from blackjack.audit.settlement import dealer_play_problem, hand_result
 from blackjack.domain import commands as cmd
 from blackjack.domain import events as ev
+from blackjack.domain.decide import decide
 from blackjack.domain.decisions import shuffle as shuffle_decision
 from blackjack.domain.rejections import Rejection
 from blackjack.domain.rules import PRESETS
 from blackjack.domain.state import INITIAL_STATE, Hand
 from blackjack.domain.wallet import BuyInCompleted
+from blackjack.messages.envelope import EventEnvelope
 from blackjack.messages.sealing import ShoeSeal
 from blackjack.messages.wire import SealedShoeShuffled, WireEnvelope, to_wire
 from blackjack.projections.projector import StreamProjection
@@ -613,3 +615,32 @@ def test_the_replay_tells_a_player_without_a_result_whose_balance_moved() -> Non
     text = render(replay_round(wires(script), 1, SEAL, script.stream_id))
     assert "ben: taken out 40.00 at the table; balance 100.00 -> 60.00" in text, text
     assert "REPLAY OK" in text
+
+
+def test_the_audit_counts_a_stream_no_table_was_opened_under_apart() -> None:
+    """The newcomer review: a wallet's buy-in to a mistyped table id left a declined transfer
+    in a stream of that name, and the audit counted it as a fifth table."""
+    script = Script("atlantic-city-multi", [[]], players={A: 5000})
+    streams = {e.stream_id for e in script.envelopes}
+    report = AuditReport("events")
+    for stream_id in sorted(streams):
+        log = [to_wire(e, SEAL) for e in script.envelopes if e.stream_id == stream_id]
+        report.replays.append(replay_stream(log, SEAL))
+    declined = decide(
+        INITIAL_STATE, cmd.Deposit(player_id=A, amount=500, transfer="wallet:alice/9"), NOW
+    )
+    assert isinstance(declined, list)
+    typo = EventEnvelope(
+        event_id="typo-1",
+        type="TransferDeclined",
+        schema_version=1,
+        stream_id="table-typo",
+        sequence=1,
+        occurred_at=NOW,
+        data=declined[0],
+    )
+    report.replays.append(replay_stream([to_wire(typo, SEAL)], SEAL))
+    first = report.render().splitlines()[0]
+    assert first.endswith(
+        "1 tables, 1 wallets, 1 streams with no table (declined buy-ins), 0 rounds replayed"
+    ), first

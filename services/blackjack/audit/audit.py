@@ -98,9 +98,14 @@ class AuditReport:
         rounds = sum(len(r.rounds) for r in self.replays)
         checks = sum(r.checks for r in self.replays)
         wallets = sum(1 for r in self.replays if is_wallet_stream(r.stream_id))
+        tables = sum(1 for r in self.replays if r.state.opened)
+        # a stream no table was opened under holds at most a buy-in it declined
+        others = len(self.replays) - wallets - tables
         lines = [
-            f"Audit of {self.topic}: {self.events} events, {len(self.replays) - wallets} tables, "
-            f"{wallets} wallets, {rounds} rounds replayed",
+            f"Audit of {self.topic}: {self.events} events, {tables} tables, "
+            f"{wallets} wallets"
+            + (f", {others} streams with no table (declined buy-ins)" if others else "")
+            + f", {rounds} rounds replayed",
             "Positions (live = rebuilt up to): "
             + (", ".join(f"{p}:{o}" for (_, p), o in sorted(self.positions.items())) or "none"),
         ]
