@@ -23,6 +23,7 @@ class _Record:
     offset: int
     key: bytes
     value: bytes
+    headers: tuple[tuple[str, bytes], ...] = ()
 
 
 class CommittedLog:

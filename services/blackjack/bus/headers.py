@@ -3,6 +3,8 @@ service and its clients write; the events' headers come from ``blackjack.message
 
 from __future__ import annotations
 
+from collections.abc import Sequence
+
 from blackjack.messages.envelope import CommandEnvelope, CommandResult
 from blackjack.messages.wire import SPEC_VERSION
 
@@ -42,3 +44,18 @@ def result_headers(result: CommandResult, source: str) -> list[tuple[str, bytes]
     if result.correlation_id:
         headers["ce_correlationid"] = result.correlation_id
     return [(name, value.encode()) for name, value in headers.items()]
+
+
+COMMAND_OFFSET_HEADER = "bj_command_offset"
+"""On a command result: the offset of the command it answers, in the commands partition."""
+COMMANDS_TO_HEADER = "bj_commands_to"
+"""On a checkpoint: the commands partition's offset every command below was answered by."""
+
+
+def offset_header(headers: Sequence[tuple[str, bytes | None]] | None, name: str) -> int | None:
+    """The offset a header of the service carries, if the record has it (records written
+    before it do not)."""
+    for key, value in headers or ():
+        if key == name and value is not None and value.isdigit():
+            return int(value)
+    return None

@@ -20,6 +20,7 @@ from datetime import datetime
 
 from aiokafka import AIOKafkaConsumer, ConsumerRecord, TopicPartition
 
+from blackjack.bus.headers import COMMAND_OFFSET_HEADER, COMMANDS_TO_HEADER, offset_header
 from blackjack.bus.topics import Topics
 from blackjack.command_handler.processor import remembered
 from blackjack.command_handler.snapshots import (
@@ -106,11 +107,13 @@ async def rebuild(
 
     # 1. The newest checkpoint and the newest snapshot of each stream.
     checkpoint: Checkpoint | None = None
+    commands_to: int | None = None
     snapshots: dict[str, bytes] = {}
     async for record in read_to_end(reader, snapshots_tp, 0, ends[snapshots_tp], deadline):
         key = (record.key or b"").decode()
         if key == checkpoint_key(partition) and record.value is not None:
             checkpoint = Checkpoint.decode(record.value)
+            commands_to = offset_header(record.headers, COMMANDS_TO_HEADER)
         elif key.startswith(CHECKPOINT_PREFIX):
             continue
         elif record.value is None:
@@ -123,6 +126,8 @@ async def rebuild(
             store.streams[stream.stream_id] = stream
             store.snapshot_bytes[stream.stream_id] = len(raw)
     events_from = checkpoint.events_from if checkpoint else 0
+    if checkpoint is not None and commands_to is not None:
+        store.answered_to = commands_to
     results_from = checkpoint.results_from if checkpoint else 0
 
     # 1b. Snapshots written before they carried the signed step ids kept by id: those come
@@ -169,6 +174,9 @@ async def rebuild(
     answers: list[CommandResult] = []
     async for record in read_to_end(reader, results_tp, results_from, ends[results_tp], deadline):
         result = CommandResult.model_validate_json(record.value or b"{}")
+        command_offset = offset_header(record.headers, COMMAND_OFFSET_HEADER)
+        if command_offset is not None:
+            store.answered_to = max(store.answered_to, command_offset + 1)
         if not remembered(result):
             continue
         answers.append(result)

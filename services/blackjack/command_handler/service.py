@@ -36,6 +36,7 @@ from aiokafka.abc import ConsumerRebalanceListener
 from aiokafka.errors import KafkaError, ProducerFenced
 from aiokafka.structs import RecordMetadata
 
+from blackjack.bus.headers import COMMAND_OFFSET_HEADER, COMMANDS_TO_HEADER
 from blackjack.bus.settings import TRANSACTION_RETRY_BACKOFF_MS
 from blackjack.bus.topics import SNAPSHOT_MAX_BYTES, ensure_topics
 from blackjack.command_handler.config import HandlerConfig
@@ -73,6 +74,10 @@ RETRY_AFTER_FENCING_S = 30.0
 """A fenced instance waits for the rebalance that takes the partition away; if none comes
 (the broker aborted a transaction that ran too long), it takes the partition back."""
 POLL_MS = 200
+
+
+class AnsweredElsewhere(RuntimeError):
+    """A partition whose commands the log shows answered past this group's position."""
 
 
 def utc_now() -> datetime:
@@ -388,6 +393,15 @@ class CommandHandler:
                 metrics.REBUILDS.labels(kind).inc()
                 metrics.REBUILD_SECONDS.observe(time.monotonic() - started)
                 committed = await self._consumer.committed(partition.tp)
+                if store.answered_to > (committed or 0):
+                    raise AnsweredElsewhere(
+                        f"the log answers this partition's commands up to offset "
+                        f"{store.answered_to}, but the group {self.config.group_id} has "
+                        f"consumed only to {committed}: another consumer group handles these "
+                        "topics (one group per deployment, BLACKJACK_GROUP_ID), or this "
+                        "group's offsets expired; not taken, so no command is decided twice"
+                    )
+                store.answered_to = max(store.answered_to, committed or 0)
         except Exception:
             log.exception("taking the partition failed; will retry")
             with contextlib.suppress(Exception):
@@ -488,15 +502,20 @@ class CommandHandler:
                     with structlog.contextvars.bound_contextvars(kafka_offset=record.offset):
                         outcome = self.processor.handle(store, inbound, self._now())
                     handled.append(outcome)
+                    answered = (COMMAND_OFFSET_HEADER, str(record.offset).encode())
                     for out in outcome.outgoing:
+                        headers = out.headers
+                        if out.topic == self.topics.results:  # which command it answers
+                            headers = [*headers, answered]
                         future = await producer.send(
                             out.topic,
                             out.value,
                             key=out.key,
-                            headers=out.headers,
+                            headers=headers,
                             partition=out.partition,
                         )
                         sent.append((out.topic, future))
+                store.answered_to = records[-1].offset + 1
                 if store.since_checkpoint >= self.config.snapshot_every:
                     await self._checkpoint(partition, store, producer, sent)
                 await producer.send_offsets_to_transaction(
@@ -631,6 +650,8 @@ class CommandHandler:
             checkpoint.encode(),
             key=checkpoint_key(store.partition).encode(),
             partition=store.partition,
+            # in a header, which older handlers ignore (the checkpoint's fields they refuse)
+            headers=[(COMMANDS_TO_HEADER, str(store.answered_to).encode())],
         )
         sent.append((topic, future))
         metrics.SNAPSHOTS.inc(len(store.dirty))

@@ -126,6 +126,10 @@ class PartitionStore:
     events_next: int = 0
     """An offset of the events partition that every folded event lies below."""
     results_next: int = 0
+    answered_to: int = 0
+    """The commands partition's offset below which the log shows every command answered (the
+    offsets results and checkpoints carry): the group's committed offset is never behind it,
+    unless another group answers this partition's commands."""
     snapshot_bytes: dict[str, int] = field(default_factory=dict)
     """The size of each stream's newest snapshot, sealed (its topic has a size limit)."""
 
