@@ -32,6 +32,7 @@ MODULES=(
   blackjack/domain/decisions/funds.py
   blackjack/domain/decisions/shuffle.py
   blackjack/domain/decisions/clock.py
+  blackjack/domain/decisions/interruption.py
   blackjack/domain/decide.py
   blackjack/table.py
   blackjack/simulation/player.py

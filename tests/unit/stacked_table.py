@@ -19,7 +19,9 @@ START = datetime(2026, 1, 1, tzinfo=UTC)
 
 
 class StackedTable:
-    def __init__(self, variant: str, cards: Sequence[str]) -> None:
+    def __init__(
+        self, variant: str, cards: Sequence[str], overrides: dict[str, object] | None = None
+    ) -> None:
         def shuffler(rules: Rules) -> cmd.ShuffleShoe:
             order = build_shoe(rules.decks, list(cards))
             return cmd.ShuffleShoe(order=order, salt="stacked-salt-0000")
@@ -28,7 +30,7 @@ class StackedTable:
         self.state = TableState()
         self.now = START
         self.events: list[ev.Event] = []
-        self.do(cmd.OpenTable(variant=variant))
+        self.do(cmd.OpenTable(variant=variant, overrides=overrides or {}))
 
     def send(self, command: cmd.Command) -> list[ev.Event] | Rejection:
         """The command's events, or its rejection (which changes nothing)."""

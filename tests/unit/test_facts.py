@@ -6,6 +6,7 @@ generated module must be what the models generate now."""
 from __future__ import annotations
 
 import inspect
+from datetime import timedelta
 from pathlib import Path
 from typing import Any, TypeVar
 
@@ -30,8 +31,8 @@ SCENARIOS = sorted((Path(__file__).parents[1] / "scenarios").glob("*.yaml"))
 
 
 def _play_everything() -> None:
-    """The scenarios, simulated rounds of every preset, and a player who leaves with a bet out
-    while the other passes (SeatLeft, RoundCancelled)."""
+    """The scenarios, simulated rounds of every preset, a player who leaves with a bet out
+    while the other passes (SeatLeft, RoundCancelled), and an interrupted round closed."""
     for path in SCENARIOS:
         run(load(path), emit=lambda line: None)
     for rules in PRESETS.values():
@@ -49,6 +50,18 @@ def _play_everything() -> None:
         cmd.Pass(player_id="b"),
     ):
         result = apply(state, command, CLOCK, SeededShuffler(1))
+        assert isinstance(result, Applied), result
+        state = result.state
+    # a bet left 30 days at the surrender table, returned when the operator closes the round
+    state = INITIAL_STATE
+    for command, at in (
+        (cmd.OpenTable(variant="surrender"), CLOCK),
+        (cmd.SitDown(player_id="a", seat=0), CLOCK),
+        (cmd.Deposit(player_id="a", amount=1000), CLOCK),
+        (cmd.PlaceBet(player_id="a", box=0, amount=100), CLOCK),
+        (cmd.CloseInterruptedRound(operator="o", idle_since=CLOCK), CLOCK + timedelta(days=30)),
+    ):
+        result = apply(state, command, at, SeededShuffler(1))
         assert isinstance(result, Applied), result
         state = result.state
 

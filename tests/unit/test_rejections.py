@@ -546,3 +546,19 @@ def test_the_clock_before_a_deadline_is_not_a_refusal() -> None:
         cmd.PlaceBet(player_id="ann", box=0, amount=100),
     )
     assert decide(state, cmd.ExpireTimers(), NOW + timedelta(seconds=14)) == []
+
+
+@rejects("closing_not_allowed")
+def test_closing_an_interrupted_round_where_the_rules_say_nothing_of_it() -> None:
+    state = given("mini-h17", *seated(), *dealt(), cards=["TS", "6H", "5S", "TD"])
+    close = cmd.CloseInterruptedRound(operator="ops", idle_since=NOW)
+    then_rejected(state, close, "closing_not_allowed", NOW + timedelta(days=365))
+
+
+@rejects("round_not_interrupted")
+def test_closing_a_round_before_it_has_waited_the_rules_days() -> None:
+    state = given("surrender", *seated(), *dealt(), cards=["TS", "6H", "5S", "TD"])
+    close = cmd.CloseInterruptedRound(operator="ops", idle_since=NOW)
+    then_rejected(state, close, "round_not_interrupted", NOW + timedelta(days=29, hours=23))
+    settled = given("surrender", *seated())
+    then_rejected(settled, close, "round_not_interrupted", NOW + timedelta(days=31))

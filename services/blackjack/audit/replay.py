@@ -21,7 +21,7 @@ from __future__ import annotations
 from collections import Counter
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
-from datetime import datetime
+from datetime import datetime, timedelta
 from typing import Any
 
 from blackjack.audit.settlement import (
@@ -225,6 +225,8 @@ class _Replayer:
         """the key opened a shoe sealed under the shoe key (``2.``) at this table"""
         self.commitments: dict[str, int] = {}
         """each shoe's commitment -> the shoe that first had it"""
+        self.previous_at: datetime | None = None
+        """when the event before this one was written"""
 
     # ---- the fold -----------------------------------------------------------------------
 
@@ -260,6 +262,7 @@ class _Replayer:
                 self.out.stopped = f"corrupt log at event {envelope.sequence}"
                 break
             self.out.events += 1
+            self.previous_at = envelope.occurred_at
         self.out.state = self.state
         return self.out
 
@@ -387,6 +390,25 @@ class _Replayer:
             checker(self, event)
         if current is not None and isinstance(event, ev.RoundSettled | ev.RoundCancelled):
             current.status = "settled" if isinstance(event, ev.RoundSettled) else "cancelled"
+
+    def interrupted_round_closed(self, e: ev.InterruptedRoundClosed) -> None:
+        """Closed only as the table's rules allow: after their days of waiting, counted from
+        no earlier than the table's last event."""
+        days = self.state.rules.interrupted_round_days
+        if days is None:
+            self._find("a round closed as interrupted at a table whose rules allow no such closing")
+            return
+        self._expect("the days a round may wait", e.after_days, days)
+        previous = self.previous_at
+        if previous is not None and e.idle_since < previous:
+            self._find(
+                f"a round closed as idle since {e.idle_since.isoformat()}, before the table's "
+                f"last event at {previous.isoformat()}"
+            )
+        assert self.envelope is not None
+        waited = self.envelope.occurred_at - max(e.idle_since, previous or e.idle_since)
+        if waited < timedelta(days=days):
+            self._find(f"a round closed as interrupted after {waited} of waiting ({days} days due)")
 
     def funds(self, e: ev.FundsDeposited | ev.FundsWithdrawn) -> None:
         sign = 1 if isinstance(e, ev.FundsDeposited) else -1
@@ -625,6 +647,7 @@ _OPEN = ("betting", "playing")
 _IN_RECALL = ev.IN_A_ROUND_S_RECALL
 
 _CHECKS: dict[type[ev.Event], Any] = {
+    ev.InterruptedRoundClosed: _Replayer.interrupted_round_closed,
     ev.FundsDeposited: _Replayer.funds,
     ev.FundsWithdrawn: _Replayer.funds,
     ev.SeatLeft: _Replayer.seat_left,
@@ -694,6 +717,9 @@ def describe(state: TableState, event: ev.Event) -> str:
             return f"{p} passes"
         case ev.RoundCancelled():
             return "the round is cancelled: no bet to deal"
+        case ev.InterruptedRoundClosed(operator=who, idle_since=since, after_days=days):
+            waited = f"it waited on its players since {since.isoformat(timespec='seconds')}"
+            return f"{who} closes the round: {waited} (the table's rules: {days} days)"
         case ev.DealStarted(shoe=shoe, boxes=boxes):
             return f"deal from shoe {shoe} to box(es) {', '.join(map(str, boxes))}"
         case ev.CardDealt(to="dealer", face_up=False):

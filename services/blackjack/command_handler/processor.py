@@ -343,6 +343,10 @@ class Processor:
         rejection = self._authorize(command, stream, signed) or _overtaken_disconnect(
             envelope, stream
         )
+        if rejection is None and isinstance(command, cmd.CloseInterruptedRound):
+            # How long the round has waited comes from the log, never from the body.
+            command = command.model_copy(update={"idle_since": stream.touched_at})
+            envelope = envelope.model_copy(update={"command": command})
         if rejection is None:
             rejection = self._decide(
                 envelope, stream, now, events, outgoing, received_at=inbound.received_at
@@ -518,6 +522,8 @@ class Processor:
                 )
             if signed and not state.rules.funded_by_wallet and command.transfer is None:
                 return refuse("a single-player table is funded by the platform's Deposit")
+        if isinstance(command, cmd.CloseInterruptedRound) and command.idle_since is not None:
+            return refuse("a CloseInterruptedRound's idle_since is set by the service only")
         if isinstance(command, cmd.Deposit) and signed and command.transfer is None:
             # The service signs a Deposit only as a buy-in's, which names its transfer.
             return refuse("a signed Deposit is a buy-in's and names its transfer (bj_transfer)")
@@ -577,6 +583,8 @@ class Processor:
             )
         stream.sequence += len(built)
         stream.state = state
+        if built:
+            stream.touched_at = now
         events.extend(built)
         outgoing.extend(records)
         return None

@@ -22,7 +22,7 @@ import json
 import os
 import zlib
 from datetime import datetime
-from typing import Literal
+from typing import Any, Literal
 
 from cryptography.exceptions import InvalidTag
 from cryptography.hazmat.primitives.ciphers.aead import AESGCM
@@ -38,6 +38,7 @@ _NONCE = 12
 _RESULTS = TypeAdapter(list[CommandResult])
 _SIGNED = TypeAdapter(list[str])
 _LAST_SEEN = TypeAdapter(dict[str, datetime])
+_MOMENT = TypeAdapter(datetime | None)
 
 
 class SnapshotError(ValueError):
@@ -96,6 +97,7 @@ class SnapshotCodec:
                 for player, seen in stream.last_seen.items()
                 if isinstance(stream.state, TableState) and player in stream.state.players
             },
+            "touched_at": None if stream.touched_at is None else stream.touched_at.isoformat(),
         }
         plain = zlib.compress(json.dumps(body, separators=(",", ":")).encode())
         nonce = os.urandom(_NONCE)
@@ -136,7 +138,18 @@ class SnapshotCodec:
             stream.signed_incomplete = True
         # Absent from older snapshots: the rebuild then gives those players a fresh grace period.
         stream.last_seen = _LAST_SEEN.validate_python(body.get("last_seen", {}))
+        stream.touched_at = _touched_at(body, stream)
         return stream
+
+
+def _touched_at(body: dict[str, Any], stream: Stream) -> datetime | None:
+    """When the stream's last event was written. An older snapshot did not say: the newest
+    answer it remembers was given then or later (the accepted command that wrote the last
+    event, or one refused since), so an interrupted round is never taken to have waited
+    longer than it has."""
+    if "touched_at" in body:
+        return _MOMENT.validate_python(body["touched_at"])
+    return max((result.handled_at for result in stream.results.values()), default=None)
 
 
 def _state_doc(state: WalletState | TableState) -> dict[str, object]:

@@ -61,6 +61,10 @@ class Stream:
     signed_incomplete: bool = False
     """Opened from a snapshot written before ``signed`` was kept: the rebuild completes it
     from the stream's events before the checkpoint."""
+    touched_at: datetime | None = None
+    """When the stream's last event was written: how long a round has waited on its players
+    (``CloseInterruptedRound``). Carried in the snapshot and brought up to date by the events
+    after it."""
 
     def fold(self, envelope: EventEnvelope) -> None:
         """Apply one of the stream's events; its sequence must follow the last one."""
@@ -76,6 +80,7 @@ class Stream:
                 raise CorruptLog(f"{self.stream_id}: {envelope.type} in a table stream")
             self.state = evolve(self.state, event)
         self.sequence = envelope.sequence
+        self.touched_at = envelope.occurred_at
 
     def saw(self, player_id: str, when: datetime) -> None:
         """``player_id`` sent a command at ``when`` (live, or read back on replay). Only seated

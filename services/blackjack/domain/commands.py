@@ -5,6 +5,7 @@ Amounts are ``StrictInt`` minor units: ``10.5`` or ``"10"`` is malformed, never 
 
 from __future__ import annotations
 
+from datetime import datetime
 from typing import Annotated, Any, Literal, get_args
 
 from pydantic import BaseModel, ConfigDict, Field, StrictInt
@@ -84,6 +85,21 @@ class Disconnect(PlayerCommand):
 
 class Reconnect(PlayerCommand):
     type: Literal["Reconnect"] = "Reconnect"
+
+
+class CloseInterruptedRound(Command):
+    """The operator closes a round that has waited on its players longer than the table's
+    ``interrupted_round_days`` (page 003: "After a 30 days period we reserve the right to
+    manage all interrupted games"). The server finishes it under the rules, as the clock of a
+    shared table would: bets not dealt go back, insurance is declined, every hand left is
+    stood, the dealer plays and the round settles."""
+
+    type: Literal["CloseInterruptedRound"] = "CloseInterruptedRound"
+    operator: str = Field(min_length=1, max_length=128, description="who closes it, for the record")
+    idle_since: datetime | None = Field(
+        None,
+        description="set by the service only: when the table's last event was written",
+    )
 
 
 # ---- the service itself -------------------------------------------------------------------
@@ -194,6 +210,7 @@ TableCommand = (
     | Reconnect
     | ShuffleShoe
     | ExpireTimers
+    | CloseInterruptedRound
     | PlaceBet
     | ClearBets
     | RemoveBet

@@ -20,7 +20,16 @@ from typing import Any, Final
 from blackjack.domain import commands as cmd
 from blackjack.domain import events as ev
 from blackjack.domain import facts
-from blackjack.domain.decisions import betting, clock, funds, insurance, play, seats, shuffle
+from blackjack.domain.decisions import (
+    betting,
+    clock,
+    funds,
+    insurance,
+    interruption,
+    play,
+    seats,
+    shuffle,
+)
 from blackjack.domain.decisions.clock import ON_THE_CLOCK, too_late
 from blackjack.domain.decisions.draft import Draft, Refused
 from blackjack.domain.decisions.funds import is_transfer
@@ -103,6 +112,7 @@ _DECIDERS: Final[dict[type[cmd.Command], Callable[[Draft, Any], None]]] = {
     cmd.Reconnect: seats.reconnect,
     cmd.ShuffleShoe: shuffle.shuffle_shoe,
     cmd.ExpireTimers: clock.expire_timers,
+    cmd.CloseInterruptedRound: interruption.close_interrupted_round,
     cmd.PlaceBet: betting.place_bet,
     cmd.ClearBets: betting.clear_bets,
     cmd.RemoveBet: betting.remove_bet,

@@ -336,6 +336,17 @@ class PlayerTimedOut(RoundEvent):
     )
 
 
+class InterruptedRoundClosed(RoundEvent):
+    """The operator closed a round its players left waiting longer than the table's rules
+    allow (``interrupted_round_days``). The events after it are what the server did in the
+    players' place (``PlayerTimedOut``, then the round's own end)."""
+
+    type: Literal["InterruptedRoundClosed"] = "InterruptedRoundClosed"
+    operator: str
+    idle_since: datetime = Field(description="when the table's last event before it was written")
+    after_days: int = Field(ge=1, description="the table's interrupted_round_days")
+
+
 class DealerHoleCardRevealed(RoundEvent):
     type: Literal["DealerHoleCardRevealed"] = "DealerHoleCardRevealed"
     card: Card
@@ -398,6 +409,7 @@ PublicTableEvent = (
     | DealRequested
     | PlayerPassed
     | RoundCancelled
+    | InterruptedRoundClosed
     | DealStarted
     | CardDealt
     | InsuranceOffered

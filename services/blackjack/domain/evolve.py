@@ -313,6 +313,10 @@ def _player_timed_out(draft: TableState, e: ev.PlayerTimedOut) -> None:
         _set_player(draft, draft.players[e.player_id].changed(sitting_out=True))
 
 
+def _interrupted_round_closed(draft: TableState, e: ev.InterruptedRoundClosed) -> None:
+    """Nothing changes yet: what the server does in the players' place follows as events."""
+
+
 def _hole_card_revealed(draft: TableState, e: ev.DealerHoleCardRevealed) -> None:
     if draft.hole_card != e.card:
         raise CorruptLog(f"hole card revealed as {e.card}, dealt as {draft.hole_card}")
@@ -363,6 +367,7 @@ _HANDLERS: Final[dict[type[ev.Event], Callable[[TableState, Any], None]]] = {
     ev.HandSplit: _hand_split,
     ev.HandSurrendered: _hand_surrendered,
     ev.PlayerTimedOut: _player_timed_out,
+    ev.InterruptedRoundClosed: _interrupted_round_closed,
     ev.DealerHoleCardRevealed: _hole_card_revealed,
     ev.HandSettled: _hand_settled,
     ev.RoundSettled: _round_settled,

@@ -61,6 +61,14 @@ _BET_REFUNDED: Final = {
 _DEAL_REQUESTED: Final = {"version", "round", "type", "player_id"}
 _PLAYER_PASSED: Final = {"version", "round", "type", "player_id"}
 _ROUND_CANCELLED: Final = {"version", "round", "type"}
+_INTERRUPTED_ROUND_CLOSED: Final = {
+    "version",
+    "round",
+    "type",
+    "operator",
+    "idle_since",
+    "after_days",
+}
 _DEAL_STARTED: Final = {"version", "round", "type", "shoe", "boxes"}
 _CARD_DEALT: Final = {"version", "round", "type", "to", "box", "hand", "card", "face_up"}
 _INSURANCE_OFFERED: Final = {"version", "round", "type", "boxes", "deadline"}
@@ -460,6 +468,27 @@ def round_cancelled(
             "type": "RoundCancelled",
         },
         _ROUND_CANCELLED,
+    )
+
+
+def interrupted_round_closed(
+    *,
+    round: int,
+    operator: str,
+    idle_since: datetime,
+    after_days: int,
+) -> ev.InterruptedRoundClosed:
+    return made(
+        ev.InterruptedRoundClosed,
+        {
+            "version": 1,
+            "round": round,
+            "type": "InterruptedRoundClosed",
+            "operator": operator,
+            "idle_since": idle_since,
+            "after_days": after_days,
+        },
+        _INTERRUPTED_ROUND_CLOSED,
     )
 
 

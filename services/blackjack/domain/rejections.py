@@ -27,6 +27,9 @@ RejectionCode = Literal[
     "box_out_of_range",
     "not_your_box",
     "round_in_progress",
+    # an interrupted round (CloseInterruptedRound)
+    "closing_not_allowed",  # the table's rules let no one close an interrupted round
+    "round_not_interrupted",  # no round open, or it has not waited the rules' days yet
     # money
     "invalid_amount",
     "bet_below_minimum",

@@ -114,6 +114,17 @@ class Rules(BaseModel):
     seats: int = Field(1, ge=1, le=7)
     turn_seconds: int | None = Field(None, ge=1, le=600)
     refund_bets_on_disconnect: bool = False
+    interrupted_round_days: int | None = Field(
+        None,
+        ge=1,
+        le=3650,
+        description=(
+            "days a round may wait on its players before the operator may close it "
+            "(CloseInterruptedRound: bets not dealt go back, the server stands every hand "
+            "left, the dealer plays); page 003: 'After a 30 days period we reserve the right "
+            "to manage all interrupted games'. None: never"
+        ),
+    )
 
     # Messages
     break_even_message: bool = False
@@ -239,7 +250,8 @@ PRESETS: dict[str, Rules] = {
     # 003: "4 decks", "shuffled after every round", "up to three hands", "The Dealer stands on
     # 17", peek on 10/A with insurance first, late surrender, split once by value, Repeat
     # places (does not deal), bets returned on a disconnection before Deal, "If you are dealt
-    # Blackjack, you are immediately paid 1.5 times the placed bet".
+    # Blackjack, you are immediately paid 1.5 times the placed bet", "After a 30 days period we
+    # reserve the right to manage all interrupted games".
     "surrender": Rules(
         name="surrender",
         decks=4,
@@ -250,6 +262,7 @@ PRESETS: dict[str, Rules] = {
         boxes_per_seat=3,
         refund_bets_on_disconnect=True,
         blackjack_paid_at_once=True,
+        interrupted_round_days=30,
     ),
 }
 

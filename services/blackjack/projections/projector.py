@@ -688,6 +688,7 @@ _HANDLERS: dict[type[BaseModel], Handler] = {
     ev.BetRefunded: _bet_refunded,
     ev.DealRequested: _logged_only,
     ev.PlayerPassed: _logged_only,
+    ev.InterruptedRoundClosed: _logged_only,
     ev.RoundCancelled: _round_cancelled,
     ev.DealStarted: _deal_started,
     ev.CardDealt: _card_dealt,
