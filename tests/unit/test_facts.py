@@ -6,7 +6,7 @@ generated module must be what the models generate now."""
 from __future__ import annotations
 
 import inspect
-from datetime import timedelta
+from datetime import datetime, timedelta
 from pathlib import Path
 from typing import Any, TypeVar
 
@@ -54,14 +54,15 @@ def _play_everything() -> None:
         state = result.state
     # a bet left 30 days at the surrender table, returned when the operator closes the round
     state = INITIAL_STATE
-    for command, at in (
+    closing: list[tuple[cmd.Command, datetime]] = [
         (cmd.OpenTable(variant="surrender"), CLOCK),
         (cmd.SitDown(player_id="a", seat=0), CLOCK),
         (cmd.Deposit(player_id="a", amount=1000), CLOCK),
         (cmd.PlaceBet(player_id="a", box=0, amount=100), CLOCK),
         (cmd.CloseInterruptedRound(operator="o", idle_since=CLOCK), CLOCK + timedelta(days=30)),
-    ):
-        result = apply(state, command, at, SeededShuffler(1))
+    ]
+    for closing_command, at in closing:
+        result = apply(state, closing_command, at, SeededShuffler(1))
         assert isinstance(result, Applied), result
         state = result.state
 

@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import os
 from datetime import timedelta
+from typing import Any
 
 import pytest
 
@@ -15,6 +16,7 @@ from blackjack.command_handler.snapshots import SnapshotCodec, _touched_at
 from blackjack.domain import commands as cmd
 from blackjack.domain import events as ev
 from blackjack.domain.rejections import Rejection
+from blackjack.domain.state import TableState
 from blackjack.messages.wire import WireEnvelope
 from blackjack.scenario import build_shoe
 from tests.integration.conftest_projections import Script
@@ -226,7 +228,8 @@ def test_an_idle_time_in_the_command_is_refused() -> None:
     handled = table.send(forged, T0 + timedelta(days=1))
     assert handled.result.rejection is not None
     assert handled.result.rejection.code == "unauthorized"
-    assert handled.events == [] and table.store.streams[TABLE].state.round_open
+    state = table.store.streams[TABLE].state
+    assert handled.events == [] and isinstance(state, TableState) and state.round_open
 
 
 def test_the_idle_time_survives_a_snapshot_and_older_snapshots_count_from_their_answers() -> None:
@@ -237,7 +240,7 @@ def test_the_idle_time_survives_a_snapshot_and_older_snapshots_count_from_their_
     # a snapshot from before the field: from the newest answer it remembers (a refused
     # command two days later), so the round is never taken to have waited longer than it has
     table.send(cmd.Hit(player_id="nobody", box=0), T0 + timedelta(days=2))
-    older_body = {"results": [], "last_seen": {}}
+    older_body: dict[str, Any] = {"results": [], "last_seen": {}}
     assert _touched_at(older_body, stream) == T0 + timedelta(days=2)
 
 
