@@ -394,6 +394,7 @@ async def verify_stream(
         by_cause.setdefault(recorded.causation_id or "", []).append(recorded)
     seen: set[str] = set()
     resent = set(resent)
+    touched_at: datetime | None = None  # when the stream's last event was written
     copies: dict[str, int] = {}
     for envelope, received_at in commands:
         cid = envelope.command_id
@@ -433,14 +434,17 @@ async def verify_stream(
             for event in expected:
                 state = evolve_wallet(state, event)
         else:
-            applied = apply(
-                state, table_command(envelope), result.handled_at, replayed_shoe, received_at
-            )
+            command = table_command(envelope)
+            if isinstance(command, cmd.CloseInterruptedRound):  # the handler fills it in
+                command = command.model_copy(update={"idle_since": touched_at})
+            applied = apply(state, command, result.handled_at, replayed_shoe, received_at)
             if isinstance(applied, Rejection):
                 rejection, expected = applied, []
             else:
                 rejection, expected = None, applied.events
                 state = applied.state
+        if expected:
+            touched_at = result.handled_at
         if result.status == "rejected":
             assert rejection is not None and result.rejection is not None, cid
             assert rejection.code == result.rejection.code, cid
