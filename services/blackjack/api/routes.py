@@ -4,6 +4,7 @@
     GET /v1/players/{player_id}/rounds?limit=20&cursor=...   newest first
     GET /v1/rounds/{stream_id}:{round}                        one game cycle in full
     GET /v1/tables/{stream_id}                                a table, for a client reconnecting
+    GET /v1/interrupted-rounds?idle_days=30&limit=100         open rounds left waiting that long
 
 With ``BLACKJACK_API_TOKENS`` set (``api.tokens``), a request without one of its bearer tokens
 gets 401 ``unauthenticated``. Answers are JSON; every error is a 4xx with
@@ -19,6 +20,7 @@ from __future__ import annotations
 
 import json
 from collections.abc import Awaitable, Callable, MutableMapping
+from datetime import UTC, datetime, timedelta
 from typing import Any
 from urllib.parse import parse_qs, unquote
 
@@ -49,6 +51,7 @@ STORE_UNREACHABLE = (
 )
 """What the database (or the way to it) raises when it is down, not when a query is wrong."""
 DEFAULT_PAGE = 20
+MAX_IDLE_DAYS = 3650
 
 
 class ApiError(Exception):
@@ -115,6 +118,8 @@ class QueryApi:
                     return await _round(connection, text)
                 case ["tables", stream_id] if stream_id:
                     return await _table(connection, stream_id)
+                case ["interrupted-rounds"]:
+                    return await _interrupted(connection, params)
         raise ApiError(404, "not_found", f"no such resource: {scope['path']}")
 
 
@@ -160,6 +165,21 @@ async def _table(connection: AsyncConnection, stream_id: str) -> dict[str, Any]:
     if found is None or not found.get("opened"):
         raise ApiError(404, "unknown_table", f"no table {stream_id!r}")
     return found
+
+
+async def _interrupted(connection: AsyncConnection, params: dict[str, str]) -> dict[str, Any]:
+    days = parse_count(params.get("idle_days", "30"), MAX_IDLE_DAYS)
+    limit = parse_count(params.get("limit", str(queries.MAX_PAGE)), queries.MAX_PAGE)
+    if days is None or limit is None:
+        raise ApiError(
+            400,
+            "bad_parameter",
+            f"idle_days must be a whole number from 1 to {MAX_IDLE_DAYS}, "
+            f"limit from 1 to {queries.MAX_PAGE}",
+        )
+    idle_before = datetime.now(UTC) - timedelta(days=days)
+    rounds = await queries.interrupted_rounds(connection, idle_before, limit)
+    return {"idle_before": queries.iso(idle_before), "rounds": rounds}
 
 
 def _segments(scope: Scope) -> list[str]:

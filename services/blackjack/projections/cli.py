@@ -1,4 +1,5 @@
-"""``blackjack projections run|migrate|rebuild|dump``: the projection worker and its store."""
+"""``blackjack projections run|migrate|rebuild|dump|interrupted``: the projection worker and
+its store."""
 
 from __future__ import annotations
 
@@ -7,6 +8,8 @@ import asyncio
 import os
 import sys
 from dataclasses import replace
+from datetime import UTC, datetime, timedelta
+from typing import Any
 
 from blackjack.projections.settings import ProjectionSettings
 
@@ -104,6 +107,38 @@ def _dump(args: argparse.Namespace) -> int:
     return 0
 
 
+def _interrupted(args: argparse.Namespace) -> int:
+    from blackjack.projections.queries import MAX_PAGE, interrupted_rounds
+    from blackjack.projections.store import ProjectionStore
+
+    if not 1 <= args.idle_days <= 3650 or not 1 <= args.limit <= MAX_PAGE:
+        print(
+            f"blackjack projections interrupted: --idle-days is from 1 to 3650, --limit from 1 "
+            f"to {MAX_PAGE}",
+            file=sys.stderr,
+        )
+        return 2
+    idle_before = datetime.now(UTC) - timedelta(days=args.idle_days)
+
+    async def run() -> list[dict[str, Any]]:
+        store = ProjectionStore(settings_from(args).db_url)
+        try:
+            async with store.reading() as connection:
+                return await interrupted_rounds(connection, idle_before, args.limit)
+        finally:
+            await store.close()
+
+    rounds = asyncio.run(run())
+    for found in rounds:
+        held = ", ".join(f"{player} {amount}" for player, amount in found["in_play"].items())
+        print(
+            f"{found['round_id']}  {found['variant']}  {found['status']}  "
+            f"idle since {found['idle_since']}  in play: {held or 'nothing'}"
+        )
+    print(f"{len(rounds)} round(s) open with no event since {idle_before.isoformat()}")
+    return 0
+
+
 def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     parser = sub.add_parser("projections", help="the read-model worker and store")
     commands = parser.add_subparsers(dest="projections_command", required=True)
@@ -128,3 +163,12 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     add_store_options(dump)
     dump.add_argument("--digest", action="store_true", help="only its sha256")
     dump.set_defaults(handler=_dump)
+    interrupted = commands.add_parser(
+        "interrupted",
+        help="the open rounds whose table has had no event for --idle-days (to review before "
+        "CloseInterruptedRound)",
+    )
+    add_store_options(interrupted)
+    interrupted.add_argument("--idle-days", type=int, default=30)
+    interrupted.add_argument("--limit", type=int, default=100)
+    interrupted.set_defaults(handler=_interrupted)

@@ -219,3 +219,39 @@ async def stream_ids(connection: AsyncConnection) -> list[str]:
         query = select(table.c.stream_id).order_by(table.c.stream_id)
         found += list((await connection.execute(query)).scalars())
     return found
+
+
+async def interrupted_rounds(
+    connection: AsyncConnection, idle_before: datetime, limit: int
+) -> list[dict[str, Any]]:
+    """The rounds still open at tables whose last event is no later than ``idle_before``, the
+    longest waiting first, with the money each player has in them: what an operator reviews
+    before closing rounds as interrupted (``CloseInterruptedRound``)."""
+    r, t, a = schema.rounds, schema.table_views, schema.accounts
+    query = (
+        select(r.c.stream_id, r.c.round, r.c.round_id, r.c.variant, r.c.status, r.c.opened_at)
+        .add_columns(t.c.updated_at)
+        .join(t, t.c.stream_id == r.c.stream_id)
+        .where(r.c.status.in_(("betting", "playing")), t.c.updated_at <= idle_before)
+        .order_by(t.c.updated_at, r.c.stream_id, r.c.round)
+        .limit(limit)
+    )
+    found = []
+    for row in (await connection.execute(query)).all():
+        held = select(a.c.player_id, a.c.in_play).where(
+            a.c.stream_id == row.stream_id, a.c.in_play > 0
+        )
+        players = await connection.execute(held.order_by(a.c.player_id))
+        found.append(
+            {
+                "round_id": row.round_id,
+                "table": row.stream_id,
+                "round": row.round,
+                "variant": row.variant,
+                "status": row.status,
+                "opened_at": iso(row.opened_at),
+                "idle_since": iso(row.updated_at),
+                "in_play": {player: amount for player, amount in players.all()},
+            }
+        )
+    return found
