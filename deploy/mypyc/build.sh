@@ -47,7 +47,7 @@ mkdir -p "$OUT"
 cp -r services/blackjack "$OUT/"
 find "$OUT" -name __pycache__ -prune -exec rm -rf {} +
 printf '[mypy]\nplugins = pydantic.mypy\nignore_missing_imports = True\n' > "$OUT/mypy.ini"
-echo "mypyc: compiling ${#MODULES[@]} modules into $OUT (about a minute)" >&2
+echo "mypyc: compiling ${#MODULES[@]} modules into $OUT (under a minute)" >&2
 MYPYC="$(cd "$(dirname "$PY")" && pwd)/mypyc"
 (cd "$OUT" && MYPYC_OPT_LEVEL=3 "$MYPYC" "${MODULES[@]}" > build.log 2>&1) || {
   tail -30 "$OUT/build.log" >&2

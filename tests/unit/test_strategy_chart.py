@@ -13,7 +13,7 @@ import pytest
 
 from blackjack.domain.rules import PRESETS, preset
 from blackjack.strategy import UPCARDS, Strategy, compute_strategy, render_chart
-from tests.unit.rule_sets import EIGHT_DECKS_H17_DAS_LS, EIGHT_DECKS_S17_DAS_LS
+from blackjack.strategy.anchors import EIGHT_DECKS_H17_DAS_LS, EIGHT_DECKS_S17_DAS_LS
 
 # Wizard of Odds, 4-8 decks, S17, DAS, late surrender. Columns: dealer 2 3 4 5 6 7 8 9 T A.
 # D = double else hit, Ds = double else stand, Rh = surrender else hit, P = split.

@@ -1,10 +1,5 @@
-"""House edge computed from the rules, pinned against published figures.
-
-Anchors: the Wizard of Odds blackjack house edge calculator (8 decks, basic strategy, a fresh
-shuffle every hand). Base game: dealer hits soft 17, double any two cards, double after split,
-split to 4 hands, no resplitting aces, one card to split aces, late surrender, peek, blackjack
-3:2 -> 0.555 %; each other anchor changes one rule from the base.
-"""
+"""House edge computed from the rules, pinned against published figures (the Wizard of Odds
+anchors of ``strategy.anchors``)."""
 
 from __future__ import annotations
 
@@ -15,6 +10,7 @@ import pytest
 
 from blackjack.domain.rules import PRESETS, preset
 from blackjack.strategy import compute_rtp
+from blackjack.strategy.anchors import EIGHT_DECKS_H17_DAS_LS, TOLERANCE, WIZARD_OF_ODDS, Anchor
 from blackjack.strategy.dealer import (
     ACE,
     CARD_VALUES,
@@ -25,28 +21,14 @@ from blackjack.strategy.dealer import (
     full_shoe,
 )
 from blackjack.strategy.solver import solve, split_scenarios
-from tests.unit.rule_sets import EIGHT_DECKS_H17_DAS_LS
-
-TOLERANCE = 0.02  # percentage points
 
 WIZARD_BASE = EIGHT_DECKS_H17_DAS_LS.with_overrides({"name": "wizard-base"})
 
-WIZARD_ANCHORS: dict[str, tuple[dict[str, object], float]] = {
-    "base": ({}, 0.555),
-    "dealer stands on soft 17": ({"dealer_hits_soft_17": False}, 0.357),
-    "no double after split": ({"double_after_split": False}, 0.699),
-    "double on 10-11 only": ({"double_on": "totals", "double_totals": frozenset({10, 11})}, 0.752),
-    "split to 2 hands": ({"max_splits": 1}, 0.610),
-    "no surrender": ({"late_surrender": False}, 0.647),
-}
 
-
-@pytest.mark.parametrize("change", list(WIZARD_ANCHORS))
-def test_house_edge_matches_the_wizard_of_odds_calculator(change: str) -> None:
-    overrides, published = WIZARD_ANCHORS[change]
-    rules = WIZARD_BASE.with_overrides({**overrides, "name": change})
-    report = compute_rtp(rules)
-    assert report.house_edge_percent == pytest.approx(published, abs=TOLERANCE)
+@pytest.mark.parametrize("anchor", WIZARD_OF_ODDS, ids=lambda anchor: anchor.change)
+def test_house_edge_matches_the_wizard_of_odds_calculator(anchor: Anchor) -> None:
+    report = compute_rtp(anchor.rules)
+    assert report.house_edge_percent == pytest.approx(anchor.house_edge_percent, abs=TOLERANCE)
     assert report.rtp_percent == pytest.approx(100 - report.house_edge_percent)
 
 
@@ -217,3 +199,15 @@ def test_split_scenarios_count_hands() -> None:
     # Up to two resplits happen; a pair is left unsplit only once four hands exist.
     assert set(four) == {0, 1, 2}
     assert four[0][1] == 0 and four[1][1] == 0
+
+
+def test_the_anchors_command_prints_every_published_figure_and_the_largest_gap(
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    from blackjack.cli import main
+
+    assert main(["anchors"]) == 0
+    lines = capsys.readouterr().out.splitlines()
+    assert len(lines) == len(WIZARD_OF_ODDS) + 2
+    assert lines[-2].startswith("largest gap 0.00") and lines[-2].endswith("(tolerance 0.02)")
+    assert lines[-1].startswith("depths 6/3 against 8/5 on the base: ")

@@ -1,4 +1,4 @@
-"""``blackjack strategy|rtp|simulate``: the math of a variant from the command line."""
+"""``blackjack strategy|rtp|anchors|simulate``: the math of a variant from the command line."""
 
 from __future__ import annotations
 
@@ -84,6 +84,36 @@ def _rtp(args: argparse.Namespace) -> int:
     return 0
 
 
+def _anchors(args: argparse.Namespace) -> int:
+    """Each published house edge against the computed one; exit 1 if one is off by more than
+    the tolerance."""
+    from blackjack.strategy import compute_rtp
+    from blackjack.strategy.anchors import TOLERANCE, WIZARD_OF_ODDS
+    from blackjack.strategy.dealer import DEFAULT_EXACT_REMOVED
+    from blackjack.strategy.solver import DEFAULT_DEPTH
+
+    worst = 0.0
+    for anchor in WIZARD_OF_ODDS:
+        computed = compute_rtp(anchor.rules).house_edge_percent
+        gap = computed - anchor.house_edge_percent
+        worst = max(worst, abs(gap))
+        print(
+            f"{anchor.change:<26} published {anchor.house_edge_percent:.3f} %  "
+            f"computed {computed:.4f} %  gap {gap:+.4f}"
+        )
+    print(f"largest gap {worst:.4f} percentage points (tolerance {TOLERANCE})")
+    # The solver's depths (removed cards tracked exactly, for the player and the dealer)
+    # against two more of each: how much its truncation moves the base figure.
+    base = WIZARD_OF_ODDS[0].rules
+    deeper = compute_rtp(base, depth=DEFAULT_DEPTH + 2, dealer_depth=DEFAULT_EXACT_REMOVED + 2)
+    moved = compute_rtp(base).house_edge_percent - deeper.house_edge_percent
+    print(
+        f"depths {DEFAULT_DEPTH}/{DEFAULT_EXACT_REMOVED} against "
+        f"{DEFAULT_DEPTH + 2}/{DEFAULT_EXACT_REMOVED + 2} on the base: {moved:+.1e} points"
+    )
+    return 0 if worst <= TOLERANCE else 1
+
+
 def _simulate(args: argparse.Namespace) -> int:
     from rich.progress import BarColumn, MofNCompleteColumn, Progress, TimeRemainingColumn
 
@@ -139,6 +169,11 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     rtp.add_argument("--bet", type=money, default=None, help="bet level, e.g. 5.00")
     rtp.add_argument("--all-bets", action="store_true", help="also the lowest RTP at any bet")
     rtp.set_defaults(handler=_rtp)
+
+    anchors = sub.add_parser(
+        "anchors", help="the exact house edge against the published Wizard of Odds figures"
+    )
+    anchors.set_defaults(handler=_anchors)
 
     sim = sub.add_parser("simulate", help="play the real engine with basic strategy")
     sim.add_argument("variant", choices=variants)

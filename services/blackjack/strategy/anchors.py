@@ -1,0 +1,61 @@
+"""The published house edges the exact calculator is checked against.
+
+Source: the Wizard of Odds blackjack house edge calculator (8 decks, basic strategy, a fresh
+shuffle every hand), as the product issue quotes it. Base game: dealer hits soft 17, double
+any two cards, double after split, split to 4 hands, no resplitting aces, one card to split
+aces, late surrender, peek, blackjack 3:2 -> 0.555 %; each other anchor changes one rule from
+the base. ``blackjack anchors`` prints each against the computed figure;
+``tests/unit/test_strategy_exact.py`` holds them to ``TOLERANCE``.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from fractions import Fraction
+from typing import Final
+
+from blackjack.domain.rules import Rules
+
+TOLERANCE: Final = 0.02
+"""Percentage points: the product issue's bound on the gap to a published figure."""
+
+EIGHT_DECKS_S17_DAS_LS: Final = Rules(
+    name="8D S17 DAS LS",
+    decks=8,
+    dealer_hits_soft_17=False,
+    peek_on_ace=True,
+    peek_on_ten=True,
+    double_on="any_two",
+    double_after_split=True,
+    max_splits=3,
+    split_by="value",
+    split_aces_one_card=True,
+    late_surrender=True,
+    blackjack_pays=Fraction(3, 2),
+)
+EIGHT_DECKS_H17_DAS_LS: Final = EIGHT_DECKS_S17_DAS_LS.with_overrides(
+    {"name": "8D H17 DAS LS", "dealer_hits_soft_17": True}
+)
+
+
+@dataclass(frozen=True)
+class Anchor:
+    change: str
+    overrides: dict[str, object]
+    house_edge_percent: float
+
+    @property
+    def rules(self) -> Rules:
+        return EIGHT_DECKS_H17_DAS_LS.with_overrides({**self.overrides, "name": self.change})
+
+
+WIZARD_OF_ODDS: Final = (
+    Anchor("base", {}, 0.555),
+    Anchor("dealer stands on soft 17", {"dealer_hits_soft_17": False}, 0.357),
+    Anchor("no double after split", {"double_after_split": False}, 0.699),
+    Anchor(
+        "double on 10-11 only", {"double_on": "totals", "double_totals": frozenset({10, 11})}, 0.752
+    ),
+    Anchor("split to 2 hands", {"max_splits": 1}, 0.610),
+    Anchor("no surrender", {"late_surrender": False}, 0.647),
+)
