@@ -25,8 +25,9 @@ from tests.integration.conftest_projections import Script
 SEAL = ShoeSeal.from_hex(ShoeSeal.new_key_hex())
 
 
-def tables() -> tuple[Script, Script]:
-    """surrender-1: alice's hand left waiting mid-round; ac-1: a round played to its end."""
+def tables() -> tuple[Script, Script, Script]:
+    """surrender-1: alice's hand left waiting mid-round; ac-1: a round played to its end;
+    mini-1: a round left waiting at a table whose rules let no one close it (not listed)."""
     waiting = Script("surrender", [["TS", "6H", "5S", "TD", "9C"]], stream_id="surrender-1")
     waiting.do(cmd.PlaceBet(player_id="alice", box=0, amount=1_000), cmd.Deal(player_id="alice"))
     done = Script("atlantic-city", [["TH", "7S", "9H", "QD"]], stream_id="ac-1")
@@ -35,7 +36,10 @@ def tables() -> tuple[Script, Script]:
         cmd.Deal(player_id="alice"),
         cmd.Stand(player_id="alice", box=0),
     )
-    return waiting, done
+    forever = Script("mini-h17", [["TS", "6H", "5S", "TD", "9C"]], stream_id="mini-1")
+    forever.now -= timedelta(days=1)  # the longest waiting: it would come first
+    forever.do(cmd.PlaceBet(player_id="alice", box=0, amount=500), cmd.Deal(player_id="alice"))
+    return waiting, done, forever
 
 
 async def fold(store: ProjectionStore, *scripts: Script) -> None:
@@ -55,11 +59,11 @@ async def store(tmp_path: Path) -> AsyncIterator[ProjectionStore]:
 async def test_the_open_rounds_of_idle_tables_are_listed_with_the_money_in_them(
     store: ProjectionStore,
 ) -> None:
-    waiting, done = tables()
-    await fold(store, waiting, done)
+    waiting, done, forever = tables()
+    await fold(store, waiting, done, forever)
     last_event = waiting.envelopes[-1].occurred_at
     async with store.reading() as connection:
-        [found] = await interrupted_rounds(connection, last_event, 100)
+        [found] = await interrupted_rounds(connection, last_event, 1)
         assert await interrupted_rounds(connection, last_event - timedelta(seconds=1), 100) == []
     assert found == {
         "round_id": "surrender-1:1",
@@ -69,12 +73,13 @@ async def test_the_open_rounds_of_idle_tables_are_listed_with_the_money_in_them(
         "status": "playing",
         "opened_at": found["opened_at"],
         "idle_since": last_event.isoformat().replace("+00:00", "Z"),
+        "closable_from": (last_event + timedelta(days=30)).isoformat().replace("+00:00", "Z"),
         "in_play": {"alice": 1_000},
     }
 
 
 async def test_a_round_the_operator_closed_is_no_longer_listed(store: ProjectionStore) -> None:
-    waiting, _ = tables()
+    waiting, _, _ = tables()
     idle_since = waiting.now
     waiting.now += timedelta(days=30)
     waiting.do(cmd.CloseInterruptedRound(operator="ops", idle_since=idle_since))
@@ -84,8 +89,7 @@ async def test_a_round_the_operator_closed_is_no_longer_listed(store: Projection
 
 
 async def test_the_api_lists_them(store: ProjectionStore) -> None:
-    waiting, done = tables()  # played in March 2026: more than 30 days ago
-    await fold(store, waiting, done)
+    await fold(store, *tables())  # played in March 2026: more than 30 days ago
     transport = httpx.ASGITransport(app=query_api(store))
     async with httpx.AsyncClient(transport=transport, base_url="http://api") as http:
         answer = await http.get("/v1/interrupted-rounds?idle_days=30")

@@ -10,13 +10,17 @@ from datetime import timedelta
 from typing import Any
 
 import pytest
+from pydantic import TypeAdapter
 
 from blackjack.audit.replay import describe, replay_stream
 from blackjack.command_handler.snapshots import SnapshotCodec, _touched_at
 from blackjack.domain import commands as cmd
 from blackjack.domain import events as ev
+from blackjack.domain.evolve import fold
 from blackjack.domain.rejections import Rejection
+from blackjack.domain.rules import PRESETS
 from blackjack.domain.state import TableState
+from blackjack.messages import wire
 from blackjack.messages.wire import WireEnvelope
 from blackjack.scenario import build_shoe
 from tests.integration.conftest_projections import Script
@@ -26,6 +30,7 @@ from tests.unit.test_presence import T0, TABLE, Table
 from tests.unit.test_replay_engine import SEAL, messages, tamper, wires
 
 DAYS_30 = timedelta(days=30)
+EVENT: TypeAdapter[ev.TableEvent] = TypeAdapter(ev.AnyEvent)
 
 
 def ann_at(
@@ -282,3 +287,72 @@ def test_the_audit_finds_a_round_closed_before_its_time_or_against_the_rules() -
     assert any("after 1 day, 0:00:00 of waiting (30 days due)" in m for m in messages(later, SEAL))
     other_days = tamper(log, ev.InterruptedRoundClosed, lambda e: {"after_days": 1})
     assert any("the days a round may wait" in m for m in messages(other_days, SEAL))
+
+
+# ---- tables an earlier release opened -----------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    ("name", "days"), [("surrender", 30), ("mini-h17", None), ("house-special", None)]
+)
+def test_a_table_opened_before_the_option_reads_with_its_presets_value(
+    name: str, days: int | None
+) -> None:
+    """The diff review: surrender tables opened by the earlier release read the option as
+    none, so the rounds waiting 30 days at the release (all on such tables) could never be
+    closed. Page 003's term was there from the start: an older document reads with it, as an
+    event and as a snapshot."""
+    rules = PRESETS["surrender"].model_dump(mode="json")
+    del rules["interrupted_round_days"]
+    rules["name"] = name
+    old_event = {"type": "TableOpened", "version": 1, "rules": rules}
+    opened = EVENT.validate_python(wire.upcast(old_event))
+    assert isinstance(opened, ev.TableOpened) and opened.version == 2
+    assert opened.rules.interrupted_round_days == days
+    snapshot = fold([opened]).to_doc()
+    del snapshot["rules"]["interrupted_round_days"]
+    assert TableState.from_doc(snapshot).rules.interrupted_round_days == days
+
+
+def test_an_older_surrender_table_can_have_its_round_closed() -> None:
+    rules = PRESETS["surrender"].model_dump(mode="json")
+    del rules["interrupted_round_days"]
+    opened = EVENT.validate_python(wire.upcast({"type": "TableOpened", "rules": rules}))
+    t = ann_at("surrender", ["TS", "6H", "5S", "TD", "9C"])
+    t.state = fold([opened])
+    t.do(cmd.SitDown(player_id="ann", seat=0), cmd.Deposit(player_id="ann", amount=10_000))
+    t.do(cmd.PlaceBet(player_id="ann", box=0, amount=1_000), cmd.Deal(player_id="ann"))
+    assert not isinstance(close(t, DAYS_30), Rejection) and not t.state.round_open
+
+
+# ---- what the audit refuses besides the closing's own event -------------------------------
+
+
+def test_the_audit_finds_a_player_timed_out_with_no_clock_and_no_closing() -> None:
+    """The diff review: without its InterruptedRoundClosed, a closing a minute after the deal
+    passed the audit."""
+    log = closed_log()
+    index = next(i for i, w in enumerate(log) if isinstance(w.data, ev.InterruptedRoundClosed))
+    deal_at = log[index - 1].occurred_at
+    forged = [
+        w.model_copy(update={"sequence": w.sequence - 1, "occurred_at": deal_at})
+        if i > index
+        else w
+        for i, w in enumerate(log)
+        if i != index
+    ]
+    found = messages(forged, SEAL)
+    assert any("timed out (playing) with no deadline running" in m for m in found), found
+
+
+def test_the_audit_finds_a_closing_that_plays_for_the_player() -> None:
+    log = closed_log()
+    hit = tamper(log, ev.PlayerStood, lambda e: {})  # the stand, unchanged: no finding
+    assert messages(hit, SEAL) == []
+    index = next(i for i, w in enumerate(log) if isinstance(w.data, ev.PlayerStood))
+    stood = log[index]
+    assert isinstance(stood.data, ev.PlayerStood)
+    as_hit = ev.PlayerHit(round=stood.data.round, player_id="alice", box=0, hand=0)
+    forged = [*log[:index], stood.model_copy(update={"data": as_hit}), *log[index + 1 :]]
+    found = messages(forged, SEAL)
+    assert any("PlayerHit while closing an interrupted round" in m for m in found), found

@@ -227,6 +227,8 @@ class _Replayer:
         """each shoe's commitment -> the shoe that first had it"""
         self.previous_at: datetime | None = None
         """when the event before this one was written"""
+        self.closing: tuple[int, str | None] | None = None
+        """the round an operator's CloseInterruptedRound is closing, and that command's id"""
 
     # ---- the fold -----------------------------------------------------------------------
 
@@ -385,6 +387,16 @@ class _Replayer:
             current.lines.append(
                 Line(self.envelope.sequence, self.envelope.occurred_at, describe(self.state, event))
             )
+        closing = self.closing
+        if closing is not None and (
+            not isinstance(event, ev.RoundEvent)
+            or (event.round, self.envelope and self.envelope.causation_id) != closing
+        ):
+            self.closing = None  # the closing command's events are over
+        if self.closing is not None and isinstance(event, _NEVER_WHEN_CLOSING):
+            self._find(
+                f"{type(event).__name__} while closing an interrupted round, which only stands"
+            )
         checker = _CHECKS.get(type(event))
         if checker is not None:
             checker(self, event)
@@ -394,6 +406,10 @@ class _Replayer:
     def interrupted_round_closed(self, e: ev.InterruptedRoundClosed) -> None:
         """Closed only as the table's rules allow: after their days of waiting, counted from
         no earlier than the table's last event."""
+        assert self.envelope is not None
+        self.closing = (e.round, self.envelope.causation_id)
+        if not self.state.round_open:
+            self._find(f"round {e.round} closed as interrupted when it was not open")
         days = self.state.rules.interrupted_round_days
         if days is None:
             self._find("a round closed as interrupted at a table whose rules allow no such closing")
@@ -409,6 +425,21 @@ class _Replayer:
         waited = self.envelope.occurred_at - max(e.idle_since, previous or e.idle_since)
         if waited < timedelta(days=days):
             self._find(f"a round closed as interrupted after {waited} of waiting ({days} days due)")
+
+    def player_timed_out(self, e: ev.PlayerTimedOut) -> None:
+        """The server decides for a player only when a deadline of the table's clock has
+        passed, or while closing an interrupted round."""
+        if self.closing is not None:
+            return
+        deadline = self.state.deadline
+        assert self.envelope is not None
+        if deadline is None:
+            self._find(f"{e.player_id} timed out ({e.phase}) with no deadline running")
+        elif self.envelope.occurred_at < deadline:
+            self._find(
+                f"{e.player_id} timed out ({e.phase}) at {self.envelope.occurred_at.isoformat()}, "
+                f"before the deadline {deadline.isoformat()}"
+            )
 
     def funds(self, e: ev.FundsDeposited | ev.FundsWithdrawn) -> None:
         sign = 1 if isinstance(e, ev.FundsDeposited) else -1
@@ -646,8 +677,20 @@ class _Unfoldable(Exception):
 _OPEN = ("betting", "playing")
 _IN_RECALL = ev.IN_A_ROUND_S_RECALL
 
+_NEVER_WHEN_CLOSING = (
+    ev.PlayerHit,
+    ev.HandDoubled,
+    ev.HandSplit,
+    ev.HandSurrendered,
+    ev.InsuranceTaken,
+    ev.BetPlaced,
+    ev.DealRequested,
+)
+"""What closing an interrupted round never does for a player."""
+
 _CHECKS: dict[type[ev.Event], Any] = {
     ev.InterruptedRoundClosed: _Replayer.interrupted_round_closed,
+    ev.PlayerTimedOut: _Replayer.player_timed_out,
     ev.FundsDeposited: _Replayer.funds,
     ev.FundsWithdrawn: _Replayer.funds,
     ev.SeatLeft: _Replayer.seat_left,

@@ -25,6 +25,11 @@ class RoundEvent(Event):
 
 
 class TableOpened(Event):
+    """Version 2: its rules carry ``interrupted_round_days``. A version 1 was written before
+    the option existed, and is upcast on read with its preset's value (``rules.
+    with_interrupted_round_days``), as a snapshot of that time is read."""
+
+    version: int = 2
     type: Literal["TableOpened"] = "TableOpened"
     rules: Rules
 

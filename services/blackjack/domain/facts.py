@@ -174,7 +174,7 @@ def table_opened(
     return made(
         ev.TableOpened,
         {
-            "version": 1,
+            "version": 2,
             "type": "TableOpened",
             "rules": rules,
         },

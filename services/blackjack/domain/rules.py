@@ -7,7 +7,7 @@ ambiguous the chosen default is written next to the field and in the README's ru
 from __future__ import annotations
 
 from fractions import Fraction
-from typing import Annotated, Final, Literal
+from typing import Annotated, Any, Final, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, model_validator
 
@@ -265,6 +265,18 @@ PRESETS: dict[str, Rules] = {
         interrupted_round_days=30,
     ),
 }
+
+
+def with_interrupted_round_days(doc: dict[str, Any]) -> dict[str, Any]:
+    """A rules document written before ``interrupted_round_days`` existed (a table an earlier
+    release opened) reads with its preset's value: the term was on the preset's page from the
+    start (page 003's 30 days), only the earlier release did not carry it. A table not opened
+    from a preset reads with none. A document that names the option keeps it."""
+    if "interrupted_round_days" in doc:
+        return doc
+    opened_from = PRESETS.get(doc.get("name", ""))
+    days = None if opened_from is None else opened_from.interrupted_round_days
+    return {**doc, "interrupted_round_days": days}
 
 
 def preset(name: str) -> Rules:

@@ -133,9 +133,13 @@ def _interrupted(args: argparse.Namespace) -> int:
         held = ", ".join(f"{player} {amount}" for player, amount in found["in_play"].items())
         print(
             f"{found['round_id']}  {found['variant']}  {found['status']}  "
-            f"idle since {found['idle_since']}  in play: {held or 'nothing'}"
+            f"idle since {found['idle_since']}  may be closed from {found['closable_from']}  "
+            f"in play: {held or 'nothing'}"
         )
-    print(f"{len(rounds)} round(s) open with no event since {idle_before.isoformat()}")
+    print(
+        f"{len(rounds)} round(s) open with no event since {idle_before.isoformat()} at tables "
+        "whose rules let the operator close them"
+    )
     return 0
 
 
@@ -165,8 +169,8 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     dump.set_defaults(handler=_dump)
     interrupted = commands.add_parser(
         "interrupted",
-        help="the open rounds whose table has had no event for --idle-days (to review before "
-        "CloseInterruptedRound)",
+        help="the open rounds an operator may close (CloseInterruptedRound) whose table has had "
+        "no event for --idle-days",
     )
     add_store_options(interrupted)
     interrupted.add_argument("--idle-days", type=int, default=30)

@@ -5,12 +5,13 @@ from __future__ import annotations
 import base64
 import binascii
 import json
-from datetime import datetime
+from datetime import datetime, timedelta
 from typing import Any
 
 from sqlalchemy import func, select, tuple_
 from sqlalchemy.ext.asyncio import AsyncConnection
 
+from blackjack.domain.rules import with_interrupted_round_days
 from blackjack.messages import wire
 from blackjack.projections import schema
 from blackjack.projections.projector import MAX_ROUND, utc
@@ -224,24 +225,31 @@ async def stream_ids(connection: AsyncConnection) -> list[str]:
 async def interrupted_rounds(
     connection: AsyncConnection, idle_before: datetime, limit: int
 ) -> list[dict[str, Any]]:
-    """The rounds still open at tables whose last event is no later than ``idle_before``, the
-    longest waiting first, with the money each player has in them: what an operator reviews
-    before closing rounds as interrupted (``CloseInterruptedRound``)."""
+    """The rounds an operator may close as interrupted, or soon: open rounds at tables whose
+    rules set ``interrupted_round_days`` and whose last event is no later than
+    ``idle_before``, the longest waiting first, with the money each player has in them and
+    the moment from which the table's rules let the round be closed. Rounds that wait at
+    tables without the option (single-player rounds wait for their player for good) are left
+    out: they are not for the operator to close."""
     r, t, a = schema.rounds, schema.table_views, schema.accounts
     query = (
         select(r.c.stream_id, r.c.round, r.c.round_id, r.c.variant, r.c.status, r.c.opened_at)
-        .add_columns(t.c.updated_at)
+        .add_columns(t.c.updated_at, t.c.view["rules"].label("rules"))
         .join(t, t.c.stream_id == r.c.stream_id)
         .where(r.c.status.in_(("betting", "playing")), t.c.updated_at <= idle_before)
         .order_by(t.c.updated_at, r.c.stream_id, r.c.round)
-        .limit(limit)
     )
-    found = []
+    found: list[dict[str, Any]] = []
     for row in (await connection.execute(query)).all():
+        # A view folded by an older worker may lack the option: read as a snapshot is.
+        days = with_interrupted_round_days(row.rules or {})["interrupted_round_days"]
+        if days is None:
+            continue
         held = select(a.c.player_id, a.c.in_play).where(
             a.c.stream_id == row.stream_id, a.c.in_play > 0
         )
         players = await connection.execute(held.order_by(a.c.player_id))
+        idle_since = utc(row.updated_at)
         found.append(
             {
                 "round_id": row.round_id,
@@ -250,8 +258,11 @@ async def interrupted_rounds(
                 "variant": row.variant,
                 "status": row.status,
                 "opened_at": iso(row.opened_at),
-                "idle_since": iso(row.updated_at),
+                "idle_since": iso(idle_since),
+                "closable_from": iso(idle_since + timedelta(days=days)),
                 "in_play": {player: amount for player, amount in players.all()},
             }
         )
+        if len(found) == limit:
+            break
     return found
