@@ -84,7 +84,7 @@ def build_app(
     store = None
     if projections is not None:
         # Imported here: a handler-only process must not export the worker's metrics.
-        from blackjack.projections.worker import build_broker
+        from blackjack.projections.worker import build_broker, migrated
 
         store = ProjectionStore(projections.db_url)
         worker = build_broker(projections, ProjectionWriter(store), health)
@@ -97,7 +97,11 @@ def build_app(
             # stop(exc_type, exc_val, exc_tb) cannot be resolved, which failed the shutdown
             await worker.stop()
 
-        on_startup += [ensure_events_topic, store.migrate]
+        async def migrate() -> None:  # waits for a database that is starting or down
+            assert store is not None
+            await migrated(store)
+
+        on_startup += [ensure_events_topic, migrate]
         after_startup.append(worker.start)
         on_shutdown += [stop_worker, store.close]
 

@@ -11,7 +11,7 @@ from aiokafka import TopicPartition
 from prometheus_client import REGISTRY
 from structlog.testing import capture_logs
 
-from blackjack.projections import worker
+from blackjack.projections import health, worker
 from blackjack.projections.health import FoldHealth
 from blackjack.projections.settings import ProjectionSettings
 from blackjack.projections.worker import SeekToStoredPositions
@@ -92,12 +92,12 @@ def test_a_partition_failing_again_and_again_logs_its_trace_once_then_a_line_a_m
     filled the log by hundreds of megabytes a day."""
     error = ValueError("cannot fold")
     with capture_logs() as logs:
-        for failures in range(1, 2 * worker.REPEAT_LOG_EVERY + 1):
+        for failures in range(1, 2 * health.REPEAT_LOG_EVERY + 1):
             worker._log_rollback(failures, 3, error)
     assert [(e["log_level"], e.get("failures")) for e in logs] == [
         ("error", None),
-        ("warning", worker.REPEAT_LOG_EVERY),
-        ("warning", 2 * worker.REPEAT_LOG_EVERY),
+        ("warning", health.REPEAT_LOG_EVERY),
+        ("warning", 2 * health.REPEAT_LOG_EVERY),
     ]
     assert logs[0]["exc_info"] is error
     assert logs[1]["error"] == "ValueError: cannot fold"

@@ -25,13 +25,12 @@ from typing import Any
 from urllib.parse import parse_qs, unquote
 
 import structlog
-from sqlalchemy import exc as sql_errors
 from sqlalchemy.ext.asyncio import AsyncConnection
 
 from blackjack.api.tokens import OPEN, ApiTokens
 from blackjack.projections import queries
 from blackjack.projections.projector import parse_count, parse_round_id
-from blackjack.projections.store import ProjectionStore
+from blackjack.projections.store import ProjectionStore, is_store_outage
 
 Scope = MutableMapping[str, Any]
 Message = MutableMapping[str, Any]
@@ -42,14 +41,6 @@ ASGIApp = Callable[[Scope, Receive, Send], Awaitable[None]]
 log = structlog.get_logger("blackjack.api")
 
 PREFIX = "/v1/"
-STORE_UNREACHABLE = (
-    OSError,
-    TimeoutError,
-    sql_errors.OperationalError,
-    sql_errors.InterfaceError,
-    sql_errors.TimeoutError,
-)
-"""What the database (or the way to it) raises when it is down, not when a query is wrong."""
 DEFAULT_PAGE = 20
 MAX_IDLE_DAYS = 3650
 
@@ -94,15 +85,18 @@ class QueryApi:
             status, body = 200, await self._route(scope)
         except ApiError as error:
             status, body = error.status, _error(error.code, error.message)
-        except STORE_UNREACHABLE as error:
-            log.warning(
-                "query failed: the store is unreachable", path=scope["path"], error=repr(error)
-            )
-            status = 503
-            body = _error("store_unavailable", "the read model cannot be reached; try again")
-        except Exception:
-            log.exception("query failed", path=scope["path"])
-            status, body = 500, _error("internal_error", "the query failed")
+        except Exception as error:
+            if is_store_outage(error):
+                log.warning(
+                    "query failed: the store is unreachable",
+                    path=scope["path"],
+                    error=repr(error)[:500],
+                )
+                status = 503
+                body = _error("store_unavailable", "the read model cannot be reached; try again")
+            else:
+                log.exception("query failed", path=scope["path"])
+                status, body = 500, _error("internal_error", "the query failed")
         await _respond(send, scope, status, body)
 
     async def _route(self, scope: Scope) -> dict[str, Any]:

@@ -44,6 +44,21 @@ STUCK_OFFSET = Gauge(
 )
 
 ERROR_CHARS = 500  # enough to recognise the error; the log has the traceback
+REPEAT_LOG_EVERY = 30
+"""A failure retried every ``RETRY_SECONDS`` logs its first occurrence with the trace, then
+one short line every this many in a row (once a minute), not a trace every 2 s."""
+
+
+@dataclass(frozen=True, slots=True)
+class StoreOutage:
+    """The read model's database stopped answering this worker."""
+
+    since: datetime
+    failures: int
+    error: str
+
+    def describe(self) -> dict[str, Any]:
+        return {**asdict(self), "since": self.since.isoformat()}
 
 
 @dataclass(frozen=True, slots=True)
@@ -68,6 +83,27 @@ class FoldHealth:
         self.stuck_after = stuck_after
         self._failing: dict[Position, Failure] = {}
         self._change = asyncio.Event()
+        self.store_outage: StoreOutage | None = None
+
+    def store_failed(self, error: BaseException) -> None:
+        """The database failed this worker (not a record: ``failed`` is for those). Logged with
+        its trace the first time, then a short line every ``REPEAT_LOG_EVERY`` failures."""
+        reason = f"{type(error).__name__}: {error}"[:ERROR_CHARS]
+        last = self.store_outage
+        if last is None:
+            self.store_outage = StoreOutage(_now(), 1, reason)
+            log.error("read model unreachable; folding waits for it", exc_info=error)
+        else:
+            self.store_outage = replace(last, failures=last.failures + 1, error=reason)
+            if self.store_outage.failures % REPEAT_LOG_EVERY == 0:
+                log.warning("read model still unreachable", **self.store_outage.describe())
+        self._changed()
+
+    def store_answered(self) -> None:
+        if self.store_outage is not None:
+            log.info("read model reachable again", **self.store_outage.describe())
+            self.store_outage = None
+            self._changed()
 
     def failed(self, records: Sequence[Record], at: Record | None, error: BaseException) -> None:
         """A batch of ``records`` was rolled back. ``at`` is the record whose fold raised; when
@@ -137,8 +173,12 @@ class FoldHealth:
         return not self.stuck
 
     def status(self) -> dict[str, Any]:
+        outage = self.store_outage
         return {
             "status": "folding" if self.folding else "stuck",
+            "store": {"status": "ok"}
+            if outage is None
+            else {"status": "unreachable", **outage.describe()},
             "stuck_after": self.stuck_after,
             "stuck": [f.describe() for f in self.stuck],
             "failing": [f.describe() for f in self.failing],

@@ -12,12 +12,13 @@ from __future__ import annotations
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 from pathlib import Path
-from typing import Any
+from typing import Any, Final
 
 from alembic import command
 from alembic.config import Config
 from alembic.util.exc import CommandError
 from sqlalchemy import event, text
+from sqlalchemy import exc as sql_errors
 from sqlalchemy.engine import Connection, make_url
 from sqlalchemy.ext.asyncio import AsyncConnection, AsyncEngine, create_async_engine
 from sqlalchemy.pool import StaticPool
@@ -25,6 +26,44 @@ from sqlalchemy.pool import StaticPool
 from blackjack.configuration import ConfigurationError
 
 MIGRATIONS = Path(__file__).with_name("migrations")
+STATEMENT_TIMEOUT_MS: Final = 30_000
+LOCK_TIMEOUT_MS: Final = 10_000
+POOL_TIMEOUT_S: Final = 10
+"""On PostgreSQL no statement runs longer, no lock is waited for longer and no connection is
+waited for longer than these: a table locked by hand or a database that no longer answers is
+then an error the worker retries and reports, and the query API answers 503, instead of a
+fold or a request that hangs without a trace (a fault drill held a lock for 60 s: every query
+hung 60 s, the worker stopped folding and nothing said so)."""
+
+_OUTAGE_SQLSTATE_CLASSES: Final = frozenset({"08", "53", "57"})
+"""connection exceptions, insufficient resources (too many connections), operator intervention
+(starting up, shutting down, a statement cancelled by its timeout)"""
+_OUTAGE_SQLSTATES: Final = frozenset({"55P03", "25006"})
+"""lock_not_available (the lock timeout), read_only_sql_transaction (a read-only database)"""
+STORE_UNREACHABLE: Final = (
+    OSError,
+    TimeoutError,
+    sql_errors.OperationalError,
+    sql_errors.InterfaceError,
+    sql_errors.TimeoutError,
+)
+
+
+def is_store_outage(error: BaseException) -> bool:
+    """Whether ``error`` says the database cannot serve now (down, starting, refusing
+    connections, read-only, timing out), not that a query or a record is wrong: what the
+    query API answers 503 for and what the worker retries without blaming a record."""
+    if isinstance(error, STORE_UNREACHABLE):
+        return True
+    if isinstance(error, sql_errors.DBAPIError):
+        if error.connection_invalidated:
+            return True
+        state = getattr(error.orig, "sqlstate", None) or getattr(error.orig, "pgcode", None)
+        if isinstance(state, str):
+            return state[:2] in _OUTAGE_SQLSTATE_CLASSES or state in _OUTAGE_SQLSTATES
+    return False
+
+
 _MIGRATION_LOCK = 0x626A_7072  # "bjpr": one migrating process at a time on PostgreSQL
 _SQLITE_BUSY_MS = 30_000
 
@@ -43,6 +82,14 @@ class ProjectionStore:
                 options["poolclass"] = StaticPool  # one connection, or each would be empty
             else:
                 Path(database).parent.mkdir(parents=True, exist_ok=True)
+        else:
+            settings = {
+                "statement_timeout": str(STATEMENT_TIMEOUT_MS),
+                "lock_timeout": str(LOCK_TIMEOUT_MS),
+            }
+            options["connect_args"] = {"server_settings": settings}
+            options["pool_timeout"] = POOL_TIMEOUT_S
+            options["pool_pre_ping"] = True  # a connection the restart broke is replaced
         self.engine: AsyncEngine = create_async_engine(url, **options)
         if self.dialect == "sqlite":
             _take_over_sqlite_transactions(self.engine)
@@ -55,6 +102,10 @@ class ProjectionStore:
         """Bring the schema to the newest migration (safe to call from several workers)."""
         async with self.writing() as connection:
             if not self.is_sqlite:
+                # A migration may take longer than a fold's statement, and another worker's
+                # may hold the lock meanwhile: no timeouts for this one transaction.
+                await connection.execute(text("SET LOCAL statement_timeout = 0"))
+                await connection.execute(text("SET LOCAL lock_timeout = 0"))
                 await connection.execute(text(f"SELECT pg_advisory_xact_lock({_MIGRATION_LOCK})"))
             await connection.run_sync(_upgrade)
 

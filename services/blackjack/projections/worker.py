@@ -30,9 +30,9 @@ from prometheus_client import Counter, Gauge
 from blackjack.api.tokens import OPEN, ApiTokens
 from blackjack.observability.logging import faststream_logger
 from blackjack.observability.roles import declare_role
-from blackjack.projections.health import FoldHealth, probes
+from blackjack.projections.health import REPEAT_LOG_EVERY, FoldHealth, probes
 from blackjack.projections.settings import ProjectionSettings
-from blackjack.projections.store import ProjectionStore
+from blackjack.projections.store import ProjectionStore, is_store_outage
 from blackjack.projections.writer import BatchResult, ProjectionWriter, Record
 
 if TYPE_CHECKING:
@@ -71,6 +71,12 @@ LAG = Gauge(
     ["topic", "partition"],
 )
 
+STORE_UP = Gauge(
+    "blackjack_projection_store_up",
+    "1 while the read model's database answers this worker; 0 from a failure to reach it "
+    "(down, starting, refusing connections, read-only, timing out) until it answers again",
+)
+
 RETRY_SECONDS = 2.0
 LAG_EVERY_SECONDS = 15.0
 
@@ -97,6 +103,10 @@ class SeekToStoredPositions(ConsumerRebalanceListener):  # type: ignore[misc]
         self.health = health
         self.unsynced: set[TopicPartition] = set()
         self._put_back: set[TopicPartition] = set()
+        self._sync_failures = 0
+        self.known: dict[tuple[str, int], int] = {}
+        """The last positions read from or written to the store: the lag goes on growing from
+        them while the store cannot be read."""
         self._syncing = asyncio.Lock()
         self._lag_watch: asyncio.Task[None] | None = None
         self.assigned: set[TopicPartition] = set()
@@ -148,14 +158,17 @@ class SeekToStoredPositions(ConsumerRebalanceListener):  # type: ignore[misc]
                 continue
             try:
                 ends = await consumer.end_offsets(sorted(self.assigned))
-                stored = await self.writer.stored_positions()
-            except Exception as error:  # one round failed (the broker, the store): next time
+            except Exception as error:  # the broker: next time
                 log.info("lag not measured", error=f"{type(error).__name__}: {error}")
                 continue
+            try:
+                self.known.update(await self.writer.stored_positions())
+            except Exception as error:  # the store: the lag grows from the last positions known
+                log.info("positions not read", error=f"{type(error).__name__}: {error}"[:300])
             for tp, end in ends.items():
-                if tp in self.assigned:  # revoked meanwhile: its new owner reports it
-                    lag = max(end - stored.get((tp.topic, tp.partition), 0), 0)
-                    LAG.labels(tp.topic, str(tp.partition)).set(lag)
+                position = self.known.get((tp.topic, tp.partition))
+                if tp in self.assigned and position is not None:  # revoked: its owner reports
+                    LAG.labels(tp.topic, str(tp.partition)).set(max(end - position, 0))
 
     async def sync(self) -> bool:
         """Seek every unsynced partition to its stored position (the beginning when the
@@ -167,9 +180,19 @@ class SeekToStoredPositions(ConsumerRebalanceListener):  # type: ignore[misc]
             pending, self._put_back = set(self.unsynced), set()
             try:
                 stored = await self.writer.stored_positions()
-            except Exception:
-                log.exception("positions unreadable; partitions wait", count=len(pending))
+            except Exception as error:
+                self._sync_failures += 1
+                STORE_UP.set(0)
+                if self.health is not None:
+                    self.health.store_failed(error)
+                elif self._sync_failures % REPEAT_LOG_EVERY == 1:
+                    log.error("positions unreadable; partitions wait", exc_info=error)
                 return False
+            self._sync_failures = 0
+            self.known.update(stored)
+            STORE_UP.set(1)
+            if self.health is not None:
+                self.health.store_answered()
             sought = {}
             for tp in sorted(pending):
                 offset = stored.get((tp.topic, tp.partition))
@@ -198,9 +221,14 @@ class SeekToStoredPositions(ConsumerRebalanceListener):  # type: ignore[misc]
         self._put_back |= partitions
         if await self.sync():
             return
+        # The store does not answer: read these records again, after a pause, not at once
+        # (a fault drill saw a worker fetch, fail and log a trace 11 times a second).
+        FAILED_BATCHES.inc()
         consumer = self.consumer()
         if consumer is not None:
             _rewind(consumer, records)
+            for tp in sorted(partitions):
+                _pause(consumer, tp, RETRY_SECONDS)
 
 
 def register_projection(
@@ -294,6 +322,9 @@ class _Folder:
 
     async def _folded(self, result: BatchResult) -> None:
         _count(result)
+        STORE_UP.set(1)
+        self.health.store_answered()
+        self.positions.known.update(result.positions)
         # the partitions revoked meanwhile: their new owner reports them
         owned = self.positions.still_assigned(result.positions)
         for (name, partition), offset in owned.items():
@@ -309,7 +340,10 @@ class _Folder:
         from its stored position after ``RETRY_SECONDS``, by pausing it rather than sleeping
         here, which would hold back the worker's other partitions too."""
         tp = TopicPartition(part[0].topic, part[0].partition)
-        if tp in self.positions.assigned:
+        if is_store_outage(error):  # the database, not this record: nothing is stuck on it
+            STORE_UP.set(0)
+            self.health.store_failed(error)
+        elif tp in self.positions.assigned:
             self.health.failed(part, self.writer.failed_at, error)
             _log_rollback(self.health.failures_of(part[0].position), len(part), error)
         else:  # revoked meanwhile: its new owner folds it, and reports how that goes
@@ -338,11 +372,6 @@ class _Folder:
         await self._folded(result)
         self.writer.failed_at = at  # the record that failed, for ``health``
         await self._hold_back([r for r in part if r.offset >= at.offset], error)
-
-
-REPEAT_LOG_EVERY = 30
-"""A partition retried every ``RETRY_SECONDS`` logs its first failure with the trace, then one
-short line every this many failures in a row (once a minute), not a trace every 2 s."""
 
 
 def _log_rollback(failures: int, records: int, error: Exception) -> None:
@@ -443,7 +472,7 @@ def build_broker(
 async def run_worker(settings: ProjectionSettings, http: tuple[str, int] | None = None) -> None:
     """Fold events until SIGINT or SIGTERM; with ``http``, serve the query API there too."""
     store = ProjectionStore(settings.db_url)
-    await store.migrate()
+    await migrated(store)
     writer = ProjectionWriter(store)
     health = FoldHealth(settings.stuck_after)
     broker = build_broker(settings, writer, health)
@@ -457,6 +486,34 @@ async def run_worker(settings: ProjectionSettings, http: tuple[str, int] | None 
     finally:
         await broker.stop()
         await store.close()
+
+
+STORE_WAIT_SECONDS = 5.0
+
+
+async def migrated(store: ProjectionStore, wait: float = STORE_WAIT_SECONDS) -> None:
+    """Migrate the store, waiting for its database to answer: a worker started while it is
+    down or starting (a fault drill) waits with a line every ``wait`` seconds instead of
+    exiting with a trace (its startup probe gives it three minutes). Any other failure (a
+    store a newer version migrated) ends the worker."""
+    attempts = 0
+    while True:
+        try:
+            await store.migrate()
+        except Exception as error:
+            if not is_store_outage(error):
+                raise
+            STORE_UP.set(0)
+            attempts += 1
+            log.warning(
+                "read model not reachable yet; the worker waits for it",
+                attempts=attempts,
+                error=f"{type(error).__name__}: {error}"[:300],
+            )
+            await asyncio.sleep(wait)
+        else:
+            STORE_UP.set(1)
+            return
 
 
 async def _until_signalled() -> None:

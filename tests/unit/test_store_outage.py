@@ -1,0 +1,212 @@
+"""The read model's database failing (a fault drill on PostgreSQL): told from a broken query or
+a poison record, answered 503 by the query API, waited for (not spun on) by the worker, shown
+on /readyz and blackjack_projection_store_up, never reported as a record it is stuck at."""
+
+from __future__ import annotations
+
+import asyncio
+from pathlib import Path
+from typing import Any
+
+import httpx
+import pytest
+from aiokafka import TopicPartition
+from prometheus_client import REGISTRY
+from sqlalchemy import exc as sql_errors
+from structlog.testing import capture_logs
+
+from blackjack.api.routes import query_api
+from blackjack.projections import queries, worker
+from blackjack.projections.health import REPEAT_LOG_EVERY, FoldHealth
+from blackjack.projections.store import ProjectionStore, is_store_outage
+from blackjack.projections.writer import Record
+from tests.unit.test_projection_worker import TOPIC, Consumer, Store
+
+P0 = TopicPartition(TOPIC, 0)
+
+
+class _PgError(Exception):
+    """What SQLAlchemy's asyncpg adapter wraps: the server's SQLSTATE on ``sqlstate``."""
+
+    def __init__(self, sqlstate: str) -> None:
+        super().__init__(f"SQLSTATE {sqlstate}")
+        self.sqlstate = sqlstate
+
+
+def pg_error(sqlstate: str) -> sql_errors.DBAPIError:
+    return sql_errors.DBAPIError("SELECT 1", None, _PgError(sqlstate))
+
+
+@pytest.mark.parametrize(
+    ("sqlstate", "outage"),
+    [
+        ("57P03", True),  # the database system is starting up / not yet accepting connections
+        ("57P01", True),  # terminating connection due to administrator command
+        ("53300", True),  # too many connections for role
+        ("57014", True),  # canceling statement due to statement timeout
+        ("55P03", True),  # lock timeout
+        ("25006", True),  # cannot execute INSERT in a read-only transaction
+        ("08006", True),  # connection failure
+        ("42P01", False),  # undefined table: a wrong query, not an outage
+        ("23505", False),  # unique violation: a record the fold refuses
+    ],
+)
+def test_outages_are_told_from_wrong_queries_by_their_sqlstate(sqlstate: str, outage: bool) -> None:
+    assert is_store_outage(pg_error(sqlstate)) is outage
+
+
+def test_unreachable_hosts_and_timeouts_are_outages() -> None:
+    assert is_store_outage(ConnectionRefusedError())
+    assert is_store_outage(TimeoutError())
+    assert not is_store_outage(ValueError("a bug"))
+
+
+@pytest.mark.parametrize(("sqlstate", "status"), [("57P03", 503), ("53300", 503), ("42P01", 500)])
+async def test_the_query_api_answers_503_while_the_database_cannot_serve(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, sqlstate: str, status: int
+) -> None:
+    """The drill: a PostgreSQL starting, at its connection limit or timing out answered 500
+    internal_error with a logged trace, as if the query were wrong."""
+
+    async def failing(*_: object) -> None:
+        raise pg_error(sqlstate)
+
+    monkeypatch.setattr(queries, "wallet", failing)
+    store = ProjectionStore(f"sqlite+aiosqlite:///{tmp_path}/read.db")
+    transport = httpx.ASGITransport(app=query_api(store))
+    try:
+        async with httpx.AsyncClient(transport=transport, base_url="http://api") as http:
+            answer = await http.get("/v1/players/alice/wallet")
+    finally:
+        await store.close()
+    assert answer.status_code == status
+    code = "store_unavailable" if status == 503 else "internal_error"
+    assert answer.json()["error"]["code"] == code
+
+
+def store_up() -> float | None:
+    return REGISTRY.get_sample_value("blackjack_projection_store_up")
+
+
+class Paused(Consumer):
+    def __init__(self) -> None:
+        super().__init__()
+        self.paused: list[TopicPartition] = []
+
+    def pause(self, *partitions: TopicPartition) -> None:
+        self.paused += partitions
+
+    def resume(self, *partitions: TopicPartition) -> None:
+        pass
+
+    def last_stable_offset(self, tp: TopicPartition) -> int | None:
+        return None
+
+
+async def test_a_batch_the_store_cannot_place_waits_before_it_is_read_again() -> None:
+    """The drill: with the positions unreadable, each batch was put back and fetched again at
+    once, 11 traces a second (14 MB in 3 minutes), and the outage counted as one failure."""
+    consumer, store, health = Paused(), Store({(TOPIC, 0): 40}), FoldHealth()
+    store.down = True
+    positions = worker.SeekToStoredPositions(
+        store,  # type: ignore[arg-type]
+        lambda: consumer,
+        health,
+        lag_every=None,
+    )
+    batch: list[Any] = [Record(TOPIC, 0, 50, b"{}")]
+    failed = REGISTRY.get_sample_value("blackjack_projection_failed_batches_total") or 0.0
+    with capture_logs() as logs:
+        await positions.on_partitions_assigned({P0})  # the first failure
+        for _ in range(2 * REPEAT_LOG_EVERY - 1):
+            await positions.put_back(batch)
+    assert consumer.paused == [P0] * (2 * REPEAT_LOG_EVERY - 1)  # a pause each, not a spin
+    failed_now = REGISTRY.get_sample_value("blackjack_projection_failed_batches_total")
+    assert failed_now == failed + 2 * REPEAT_LOG_EVERY - 1
+    levels = [entry["log_level"] for entry in logs]
+    assert levels == ["error", "warning", "warning"]  # one trace, then a line a minute
+    assert store_up() == 0
+    status = health.status()
+    assert status["store"]["status"] == "unreachable" and status["status"] == "folding"
+    assert health.stuck == []
+
+    store.down = False
+    await positions.put_back(batch)
+    assert consumer.sought[P0] == 40 and store_up() == 1
+    assert health.status()["store"] == {"status": "ok"}
+
+
+class Failing:
+    """A writer whose database refuses every write (read-only, say)."""
+
+    def __init__(self, error: Exception) -> None:
+        self.error = error
+        self.failed_at = None
+
+    async def apply(self, records: list[Record]) -> None:
+        raise self.error
+
+    async def stored_positions(self) -> dict[tuple[str, int], int]:
+        raise self.error
+
+
+async def test_a_database_that_refuses_writes_is_no_record_the_worker_is_stuck_at() -> None:
+    """The drill: a read-only database made every partition 'stuck' on an innocent record
+    within 20 s, the critical alert that sends on-call to read that Kafka record."""
+    consumer, health = Paused(), FoldHealth(stuck_after=3)
+    writer = Failing(pg_error("25006"))
+    positions = worker.SeekToStoredPositions(
+        writer,  # type: ignore[arg-type]
+        lambda: consumer,
+        health,
+        lag_every=None,
+    )
+    positions.assigned = {P0}
+    folder = worker._Folder(writer, positions, health, lambda: consumer)  # type: ignore[arg-type]
+    for offset in range(10):
+        await folder.fold([Record(TOPIC, 0, 100 + offset, b"{}")])
+    assert health.stuck == [] and health.failing == []
+    assert health.store_outage is not None and store_up() == 0
+    # a record the fold refuses is still one, once the store answers
+    refusing = Refusing(ValueError("not an event"))
+    positions = worker.SeekToStoredPositions(
+        refusing,  # type: ignore[arg-type]
+        lambda: consumer,
+        health,
+        lag_every=None,
+    )
+    await positions.on_partitions_assigned({P0})
+    folder = worker._Folder(refusing, positions, health, lambda: consumer)  # type: ignore[arg-type]
+    for _ in range(3):
+        await folder.fold([Record(TOPIC, 0, 100, b"{}")])
+    assert [f.offset for f in health.stuck] == [100] and health.store_outage is None
+    health.forget([(TOPIC, 0)])  # the gauges are the process's: leave none behind
+
+
+class Refusing(Failing):
+    async def stored_positions(self) -> dict[tuple[str, int], int]:
+        return {}
+
+
+async def test_a_worker_started_while_the_database_is_down_waits_for_it() -> None:
+    class Starting:
+        def __init__(self) -> None:
+            self.attempts = 0
+
+        async def migrate(self) -> None:
+            self.attempts += 1
+            if self.attempts < 3:
+                raise pg_error("57P03")
+
+    store = Starting()
+    with capture_logs() as logs:
+        await worker.migrated(store, wait=0)  # type: ignore[arg-type]
+    assert store.attempts == 3 and store_up() == 1
+    assert [e["attempts"] for e in logs] == [1, 2]
+
+    class Newer(Starting):
+        async def migrate(self) -> None:
+            raise RuntimeError("Can't locate revision 0009")
+
+    with pytest.raises(RuntimeError):
+        await asyncio.wait_for(worker.migrated(Newer(), wait=0), 5)  # type: ignore[arg-type]
