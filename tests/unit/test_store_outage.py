@@ -72,6 +72,8 @@ async def test_the_query_api_answers_503_while_the_database_cannot_serve(
         raise pg_error(sqlstate)
 
     monkeypatch.setattr(queries, "wallet", failing)
+    counted = {"status": str(status)}
+    before = REGISTRY.get_sample_value("blackjack_projection_api_requests_total", counted) or 0
     store = ProjectionStore(f"sqlite+aiosqlite:///{tmp_path}/read.db")
     transport = httpx.ASGITransport(app=query_api(store))
     try:
@@ -82,6 +84,8 @@ async def test_the_query_api_answers_503_while_the_database_cannot_serve(
     assert answer.status_code == status
     code = "store_unavailable" if status == 503 else "internal_error"
     assert answer.json()["error"]["code"] == code
+    after = REGISTRY.get_sample_value("blackjack_projection_api_requests_total", counted)
+    assert after == before + 1  # what BlackjackQueryApiFailing alerts on
 
 
 def store_up() -> float | None:

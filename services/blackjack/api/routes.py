@@ -25,6 +25,7 @@ from typing import Any
 from urllib.parse import parse_qs, unquote
 
 import structlog
+from prometheus_client import Counter
 from sqlalchemy.ext.asyncio import AsyncConnection
 
 from blackjack.api.tokens import OPEN, ApiTokens
@@ -41,6 +42,12 @@ ASGIApp = Callable[[Scope, Receive, Send], Awaitable[None]]
 log = structlog.get_logger("blackjack.api")
 
 PREFIX = "/v1/"
+REQUESTS = Counter(
+    "blackjack_projection_api_requests_total",
+    "Query API requests answered (/v1/...), by HTTP status: 503 while the read model's "
+    "database cannot serve, 500 for a query that failed unforeseen",
+    ["status"],
+)
 DEFAULT_PAGE = 20
 MAX_IDLE_DAYS = 3650
 
@@ -77,6 +84,7 @@ class QueryApi:
             return
         if not self.tokens.admits(_header(scope, b"authorization")):
             body = _error("unauthenticated", "send one of the API's tokens: Bearer <token>")
+            REQUESTS.labels("401").inc()
             await _respond(send, scope, 401, body, [(b"www-authenticate", b"Bearer")])
             return
         try:
@@ -97,6 +105,7 @@ class QueryApi:
             else:
                 log.exception("query failed", path=scope["path"])
                 status, body = 500, _error("internal_error", "the query failed")
+        REQUESTS.labels(str(status)).inc()
         await _respond(send, scope, status, body)
 
     async def _route(self, scope: Scope) -> dict[str, Any]:
