@@ -86,7 +86,7 @@ def build_app(
         # Imported here: a handler-only process must not export the worker's metrics.
         from blackjack.projections.worker import build_broker, migrated
 
-        store = ProjectionStore(projections.db_url)
+        store = ProjectionStore(projections.db_url, bounded=True)
         worker = build_broker(projections, ProjectionWriter(store), health)
 
         async def ensure_events_topic() -> None:  # the worker subscribes before the handler runs

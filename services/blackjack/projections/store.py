@@ -69,7 +69,11 @@ _SQLITE_BUSY_MS = 30_000
 
 
 class ProjectionStore:
-    def __init__(self, url: str) -> None:
+    def __init__(self, url: str, *, bounded: bool = False) -> None:
+        """``bounded``: the long-running worker's and query API's store, whose statements,
+        lock waits and pool waits are bounded on PostgreSQL (``STATEMENT_TIMEOUT_MS``...). The
+        tools (audit, dump, rebuild) may read the whole read model in one statement: not
+        bounded."""
         parsed = make_url(url)
         self.url = url
         self.dialect = parsed.get_backend_name()
@@ -82,7 +86,7 @@ class ProjectionStore:
                 options["poolclass"] = StaticPool  # one connection, or each would be empty
             else:
                 Path(database).parent.mkdir(parents=True, exist_ok=True)
-        else:
+        elif bounded:
             settings = {
                 "statement_timeout": str(STATEMENT_TIMEOUT_MS),
                 "lock_timeout": str(LOCK_TIMEOUT_MS),

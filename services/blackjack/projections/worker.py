@@ -471,7 +471,7 @@ def build_broker(
 
 async def run_worker(settings: ProjectionSettings, http: tuple[str, int] | None = None) -> None:
     """Fold events until SIGINT or SIGTERM; with ``http``, serve the query API there too."""
-    store = ProjectionStore(settings.db_url)
+    store = ProjectionStore(settings.db_url, bounded=True)
     await migrated(store)
     writer = ProjectionWriter(store)
     health = FoldHealth(settings.stuck_after)

@@ -1,0 +1,60 @@
+"""On PostgreSQL the worker's and query API's store bounds statements and lock waits; the
+tools' store (audit, dump, rebuild), which may read the whole read model in one statement,
+does not. A lock held by hand makes the bounded store fail in seconds, as an outage."""
+
+from __future__ import annotations
+
+import asyncio
+
+import asyncpg
+import pytest
+from sqlalchemy import text
+from sqlalchemy.engine import make_url
+
+from blackjack.projections.store import LOCK_TIMEOUT_MS, ProjectionStore, is_store_outage
+
+pytest_plugins = ["tests.integration.conftest_projections"]
+pytestmark = pytest.mark.integration
+
+
+async def test_the_workers_store_bounds_statements_and_locks_and_the_tools_do_not(
+    postgres_server_url: str,
+) -> None:
+    bounded = ProjectionStore(postgres_server_url, bounded=True)
+    tools = ProjectionStore(postgres_server_url)
+    try:
+        await bounded.migrate()  # a migration is not bounded: it may wait for another's lock
+        async with bounded.reading() as connection:
+            shown = [
+                (await connection.execute(text(f"SHOW {name}"))).scalar_one()
+                for name in ("statement_timeout", "lock_timeout")
+            ]
+        assert shown == ["30s", "10s"]
+        async with tools.reading() as connection:
+            assert (await connection.execute(text("SHOW statement_timeout"))).scalar_one() == "0"
+
+        url = make_url(postgres_server_url)
+        holder = await asyncpg.connect(
+            user=url.username,
+            password=url.password,
+            host=url.host,
+            port=url.port,
+            database=url.database,
+        )
+        try:
+            locked = holder.transaction()
+            await locked.start()
+            await holder.execute("LOCK TABLE accounts IN ACCESS EXCLUSIVE MODE")
+            started = asyncio.get_running_loop().time()
+            with pytest.raises(Exception) as failed:
+                async with bounded.reading() as connection:
+                    await connection.execute(text("SELECT count(*) FROM accounts"))
+            waited = asyncio.get_running_loop().time() - started
+            await locked.rollback()
+        finally:
+            await holder.close()
+        assert is_store_outage(failed.value), repr(failed.value)
+        assert LOCK_TIMEOUT_MS / 1000 - 1 < waited < LOCK_TIMEOUT_MS / 1000 + 10
+    finally:
+        await bounded.close()
+        await tools.close()
