@@ -134,7 +134,7 @@ def _table(
         EventEnvelope(
             event_id=f"e{n}",
             type=type(event).__name__,
-            schema_version=1,
+            schema_version=event.version,
             stream_id=stream,
             sequence=n,
             occurred_at="2026-01-01T00:00:00Z",
