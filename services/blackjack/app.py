@@ -101,9 +101,12 @@ def build_app(
             assert store is not None
             await migrated(store)
 
+        queries = store.for_queries()
         on_startup += [ensure_events_topic, migrate]
         after_startup.append(worker.start)
         on_shutdown += [stop_worker, store.close]
+        if queries is not store:
+            on_shutdown.append(queries.close)
 
     app = AsgiFastStream(
         broker,
@@ -117,7 +120,7 @@ def build_app(
     )
     if store is None or projections is None:
         return app, handler
-    return query_api(store, fallback=app, tokens=projections.api_tokens), handler
+    return query_api(queries, fallback=app, tokens=projections.api_tokens), handler
 
 
 def projection_settings(config: HandlerConfig) -> ProjectionSettings:

@@ -37,7 +37,7 @@ async def test_an_unreachable_database_is_a_typed_503() -> None:
     assert answer.status_code == 503
     assert answer.json()["error"]["code"] == "store_unavailable"
     [warned] = [entry for entry in logs if entry["log_level"] == "warning"]
-    assert warned["event"] == "query failed: the store is unreachable"
+    assert warned["event"] == "query failed: the store cannot serve now"
 
 
 async def test_a_query_that_breaks_is_a_logged_500_in_json(

@@ -5,6 +5,8 @@ on /readyz and blackjack_projection_store_up, never reported as a record it is s
 from __future__ import annotations
 
 import asyncio
+from dataclasses import replace
+from datetime import timedelta
 from pathlib import Path
 from typing import Any
 
@@ -107,10 +109,24 @@ class Paused(Consumer):
         return None
 
 
+class Probed(Store):
+    def __init__(self, positions: dict[tuple[str, int], int]) -> None:
+        super().__init__(positions)
+        self.probes = 0
+
+    async def probe(self) -> None:
+        if self.down:
+            raise ConnectionError("the database is not answering")
+        self.probes += 1
+
+
+LONG_AGO = timedelta(seconds=worker.PROBE_AFTER_SECONDS + 1)
+
+
 async def test_a_batch_the_store_cannot_place_waits_before_it_is_read_again() -> None:
     """The drill: with the positions unreadable, each batch was put back and fetched again at
     once, 11 traces a second (14 MB in 3 minutes), and the outage counted as one failure."""
-    consumer, store, health = Paused(), Store({(TOPIC, 0): 40}), FoldHealth()
+    consumer, store, health = Paused(), Probed({(TOPIC, 0): 40}), FoldHealth()
     store.down = True
     positions = worker.SeekToStoredPositions(
         store,  # type: ignore[arg-type]
@@ -131,13 +147,23 @@ async def test_a_batch_the_store_cannot_place_waits_before_it_is_read_again() ->
     assert levels == ["error", "warning", "warning"]  # one trace, then a line a minute
     assert store_up() == 0
     status = health.status()
-    assert status["store"]["status"] == "unreachable" and status["status"] == "folding"
+    assert status["store"]["status"] == "unreachable"
     assert health.stuck == []
+
+    assert health.status()["status"] == "waiting_for_store"
 
     store.down = False
     await positions.put_back(batch)
-    assert consumer.sought[P0] == 40 and store_up() == 1
+    assert consumer.sought[P0] == 40
+    # a read is no recovery (a read-only database answers reads): a write that commits is
+    assert store_up() == 0 and health.store_outage is not None
+    await positions._probe_if_quiet()  # a failure a moment ago: not quiet yet
+    assert store.probes == 0
+    health.store_outage = replace(health.store_outage, last=health.store_outage.last - LONG_AGO)
+    await positions._probe_if_quiet()
+    assert store.probes == 1 and store_up() == 1
     assert health.status()["store"] == {"status": "ok"}
+    assert health.status()["status"] == "folding"
 
 
 class Failing:
@@ -152,6 +178,38 @@ class Failing:
 
     async def stored_positions(self) -> dict[tuple[str, int], int]:
         raise self.error
+
+
+class ReadOnly(Failing):
+    """Reads answer, writes fail: what ``default_transaction_read_only`` does."""
+
+    async def stored_positions(self) -> dict[tuple[str, int], int]:
+        return {(TOPIC, 0): 100}
+
+
+async def test_a_read_only_database_stays_an_outage_while_batches_fail() -> None:
+    """The second drill: after each failed write the worker read the positions, took the
+    answer for the store's recovery and logged 'reachable again', so the outage never showed
+    (store_up 1 in 47 of 48 samples) and a trace came every 2 s."""
+    consumer, health = Paused(), FoldHealth()
+    writer = ReadOnly(pg_error("25006"))
+    positions = worker.SeekToStoredPositions(
+        writer,  # type: ignore[arg-type]
+        lambda: consumer,
+        health,
+        lag_every=None,
+    )
+    await positions.on_partitions_assigned({P0})
+    folder = worker._Folder(writer, positions, health, lambda: consumer)  # type: ignore[arg-type]
+    with capture_logs() as logs:
+        for _ in range(20):
+            await folder.fold([Record(TOPIC, 0, 100, b"{}")])
+    assert [e["log_level"] for e in logs if e["log_level"] != "info"] == ["error"]
+    assert not [e for e in logs if e["event"] == "read model reachable again"]
+    assert store_up() == 0 and health.status()["status"] == "waiting_for_store"
+    assert health.stuck == []
+    health.store_answered()  # leave the process's gauges as found
+    worker.STORE_UP.set(1)
 
 
 async def test_a_database_that_refuses_writes_is_no_record_the_worker_is_stuck_at() -> None:
@@ -183,8 +241,9 @@ async def test_a_database_that_refuses_writes_is_no_record_the_worker_is_stuck_a
     folder = worker._Folder(refusing, positions, health, lambda: consumer)  # type: ignore[arg-type]
     for _ in range(3):
         await folder.fold([Record(TOPIC, 0, 100, b"{}")])
-    assert [f.offset for f in health.stuck] == [100] and health.store_outage is None
+    assert [f.offset for f in health.stuck] == [100]
     health.forget([(TOPIC, 0)])  # the gauges are the process's: leave none behind
+    worker.store_answered(health)
 
 
 class Refusing(Failing):
@@ -214,3 +273,30 @@ async def test_a_worker_started_while_the_database_is_down_waits_for_it() -> Non
 
     with pytest.raises(RuntimeError):
         await asyncio.wait_for(worker.migrated(Newer(), wait=0), 5)  # type: ignore[arg-type]
+
+
+async def test_the_query_api_logs_an_outage_once_in_a_while_not_per_request(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    async def failing(*_: object) -> None:
+        raise pg_error("57P01")
+
+    monkeypatch.setattr(queries, "wallet", failing)
+    store = ProjectionStore(f"sqlite+aiosqlite:///{tmp_path}/read.db")
+    transport = httpx.ASGITransport(app=query_api(store))
+    try:
+        with capture_logs() as logs:
+            async with httpx.AsyncClient(transport=transport, base_url="http://api") as http:
+                for _ in range(50):
+                    assert (await http.get("/v1/players/a/wallet")).status_code == 503
+    finally:
+        await store.close()
+    warned = [e for e in logs if e["log_level"] == "warning"]
+    assert len(warned) == 1 and warned[0]["event"] == "query failed: the store cannot serve now"
+
+
+def test_the_query_api_has_a_pool_of_its_own_on_postgresql(tmp_path: Path) -> None:
+    pg = ProjectionStore("postgresql+asyncpg://u:p@127.0.0.1:9/db", bounded=True)
+    assert pg.for_queries() is not pg and pg.for_queries().bounded
+    sqlite = ProjectionStore(f"sqlite+aiosqlite:///{tmp_path}/read.db")
+    assert sqlite.for_queries() is sqlite

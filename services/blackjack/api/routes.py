@@ -9,7 +9,7 @@
 With ``BLACKJACK_API_TOKENS`` set (``api.tokens``), a request without one of its bearer tokens
 gets 401 ``unauthenticated``. Answers are JSON; every error is a 4xx with
 ``{"error": {"code": ..., "message": ...}}``, or a
-503 ``store_unavailable`` while the read model's database cannot be reached (500
+503 ``store_unavailable`` while the read model's database cannot serve (500
 ``internal_error`` for anything else unforeseen, logged with its trace).
 ``QueryApi(store, fallback=app)`` hands every other request (and the ASGI lifespan) to
 ``fallback``, so the service's own app (FastStream's ``AsgiFastStream``, health, metrics) can
@@ -19,6 +19,7 @@ sit behind it.
 from __future__ import annotations
 
 import json
+import time
 from collections.abc import Awaitable, Callable, MutableMapping
 from datetime import UTC, datetime, timedelta
 from typing import Any
@@ -48,6 +49,7 @@ REQUESTS = Counter(
     "database cannot serve, 500 for a query that failed unforeseen",
     ["status"],
 )
+OUTAGE_LOG_EVERY_S = 10.0
 DEFAULT_PAGE = 20
 MAX_IDLE_DAYS = 3650
 
@@ -70,6 +72,23 @@ class QueryApi:
         self.store = store
         self.fallback = fallback
         self.tokens = tokens
+        self._outage_log_at = -OUTAGE_LOG_EVERY_S
+        self._outages_unlogged = 0
+
+    def _outage_logged(self, path: str, error: BaseException) -> None:
+        """One line per ``OUTAGE_LOG_EVERY_S`` with how many were not logged: a database
+        outage under load fails every request (a drill: 730 lines a minute per worker)."""
+        now = time.monotonic()
+        if now - self._outage_log_at < OUTAGE_LOG_EVERY_S:
+            self._outages_unlogged += 1
+            return
+        log.warning(
+            "query failed: the store cannot serve now",
+            path=path,
+            error=repr(error)[:500],
+            not_logged_since_last=self._outages_unlogged,
+        )
+        self._outage_log_at, self._outages_unlogged = now, 0
 
     @staticmethod
     def handles(scope: Scope) -> bool:
@@ -95,13 +114,9 @@ class QueryApi:
             status, body = error.status, _error(error.code, error.message)
         except Exception as error:
             if is_store_outage(error):
-                log.warning(
-                    "query failed: the store is unreachable",
-                    path=scope["path"],
-                    error=repr(error)[:500],
-                )
+                self._outage_logged(scope["path"], error)
                 status = 503
-                body = _error("store_unavailable", "the read model cannot be reached; try again")
+                body = _error("store_unavailable", "the read model cannot serve now; try again")
             else:
                 log.exception("query failed", path=scope["path"])
                 status, body = 500, _error("internal_error", "the query failed")

@@ -56,6 +56,8 @@ class StoreOutage:
     since: datetime
     failures: int
     error: str
+    last: datetime
+    """the newest failure: while batches keep failing it stays recent"""
 
     def describe(self) -> dict[str, Any]:
         return {**asdict(self), "since": self.since.isoformat()}
@@ -91,15 +93,25 @@ class FoldHealth:
         reason = f"{type(error).__name__}: {error}"[:ERROR_CHARS]
         last = self.store_outage
         if last is None:
-            self.store_outage = StoreOutage(_now(), 1, reason)
+            self.store_outage = StoreOutage(_now(), 1, reason, _now())
             log.error("read model unreachable; folding waits for it", exc_info=error)
         else:
-            self.store_outage = replace(last, failures=last.failures + 1, error=reason)
+            self.store_outage = replace(
+                last, failures=last.failures + 1, error=reason, last=_now()
+            )
             if self.store_outage.failures % REPEAT_LOG_EVERY == 0:
                 log.warning("read model still unreachable", **self.store_outage.describe())
         self._changed()
 
+    def store_quiet_for(self, seconds: float) -> bool:
+        """An outage whose last failure is older than ``seconds``: nothing has tried the
+        store since (no batch came), so only a probe can tell whether it is back."""
+        outage = self.store_outage
+        return outage is not None and (_now() - outage.last).total_seconds() >= seconds
+
     def store_answered(self) -> None:
+        """A batch committed (or a probe wrote): the database takes writes again. A read that
+        succeeds says nothing: a read-only database answers reads."""
         if self.store_outage is not None:
             log.info("read model reachable again", **self.store_outage.describe())
             self.store_outage = None
@@ -174,8 +186,9 @@ class FoldHealth:
 
     def status(self) -> dict[str, Any]:
         outage = self.store_outage
+        status = "stuck" if self.stuck else "waiting_for_store" if outage else "folding"
         return {
-            "status": "folding" if self.folding else "stuck",
+            "status": status,
             "store": {"status": "ok"}
             if outage is None
             else {"status": "unreachable", **outage.describe()},

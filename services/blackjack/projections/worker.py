@@ -78,6 +78,17 @@ STORE_UP = Gauge(
 )
 
 RETRY_SECONDS = 2.0
+PROBE_AFTER_SECONDS = 30.0
+
+
+def store_failed(health: FoldHealth, error: BaseException) -> None:
+    STORE_UP.set(0)
+    health.store_failed(error)
+
+
+def store_answered(health: FoldHealth) -> None:
+    STORE_UP.set(1)
+    health.store_answered()
 LAG_EVERY_SECONDS = 15.0
 
 
@@ -164,11 +175,29 @@ class SeekToStoredPositions(ConsumerRebalanceListener):  # type: ignore[misc]
             try:
                 self.known.update(await self.writer.stored_positions())
             except Exception as error:  # the store: the lag grows from the last positions known
-                log.info("positions not read", error=f"{type(error).__name__}: {error}"[:300])
+                if self.health is not None and is_store_outage(error):
+                    store_failed(self.health, error)
+                else:
+                    log.info("positions not read", error=f"{type(error).__name__}: {error}"[:300])
+            await self._probe_if_quiet()
             for tp, end in ends.items():
                 position = self.known.get((tp.topic, tp.partition))
                 if tp in self.assigned and position is not None:  # revoked: its owner reports
                     LAG.labels(tp.topic, str(tp.partition)).set(max(end - position, 0))
+
+    async def _probe_if_quiet(self) -> None:
+        """No batch has tried the store for a while during an outage (no events came): write
+        nothing to learn whether it is back, so that an idle worker does not report an outage
+        that is over."""
+        health = self.health
+        if health is None or not health.store_quiet_for(PROBE_AFTER_SECONDS):
+            return
+        try:
+            await self.writer.probe()
+        except Exception as error:
+            store_failed(health, error)
+        else:
+            store_answered(health)
 
     async def sync(self) -> bool:
         """Seek every unsynced partition to its stored position (the beginning when the
@@ -182,17 +211,15 @@ class SeekToStoredPositions(ConsumerRebalanceListener):  # type: ignore[misc]
                 stored = await self.writer.stored_positions()
             except Exception as error:
                 self._sync_failures += 1
-                STORE_UP.set(0)
                 if self.health is not None:
-                    self.health.store_failed(error)
+                    store_failed(self.health, error)
                 elif self._sync_failures % REPEAT_LOG_EVERY == 1:
                     log.error("positions unreadable; partitions wait", exc_info=error)
                 return False
+            # Not the store's recovery: a read-only database answers reads (a batch that
+            # commits, or a probe's write, says it is back).
             self._sync_failures = 0
             self.known.update(stored)
-            STORE_UP.set(1)
-            if self.health is not None:
-                self.health.store_answered()
             sought = {}
             for tp in sorted(pending):
                 offset = stored.get((tp.topic, tp.partition))
@@ -322,8 +349,7 @@ class _Folder:
 
     async def _folded(self, result: BatchResult) -> None:
         _count(result)
-        STORE_UP.set(1)
-        self.health.store_answered()
+        store_answered(self.health)
         self.positions.known.update(result.positions)
         # the partitions revoked meanwhile: their new owner reports them
         owned = self.positions.still_assigned(result.positions)
@@ -341,8 +367,7 @@ class _Folder:
         here, which would hold back the worker's other partitions too."""
         tp = TopicPartition(part[0].topic, part[0].partition)
         if is_store_outage(error):  # the database, not this record: nothing is stuck on it
-            STORE_UP.set(0)
-            self.health.store_failed(error)
+            store_failed(self.health, error)
         elif tp in self.positions.assigned:
             self.health.failed(part, self.writer.failed_at, error)
             _log_rollback(self.health.failures_of(part[0].position), len(part), error)
@@ -482,7 +507,12 @@ async def run_worker(settings: ProjectionSettings, http: tuple[str, int] | None 
         if http is None:
             await _until_signalled()
         else:
-            await _serve_http(store, health, settings.api_tokens, *http)
+            queries = store.for_queries()
+            try:
+                await _serve_http(queries, health, settings.api_tokens, *http)
+            finally:
+                if queries is not store:
+                    await queries.close()
     finally:
         await broker.stop()
         await store.close()

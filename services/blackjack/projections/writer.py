@@ -89,6 +89,17 @@ class ProjectionWriter:
         async with self.store.reading() as connection:
             return await read_positions(connection, topic)
 
+    async def probe(self) -> None:
+        """A write that changes nothing, to learn whether the database takes writes again
+        (a read alone succeeds on a read-only database)."""
+        positions = schema.positions
+        async with self.store.writing() as connection:
+            await connection.execute(
+                positions.update()
+                .where(positions.c.next_offset < 0)
+                .values(next_offset=positions.c.next_offset)
+            )
+
     async def apply(self, records: Sequence[Record]) -> BatchResult:
         result = BatchResult()
         self.failed_at = None
