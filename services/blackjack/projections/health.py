@@ -96,9 +96,7 @@ class FoldHealth:
             self.store_outage = StoreOutage(_now(), 1, reason, _now())
             log.error("read model unreachable; folding waits for it", exc_info=error)
         else:
-            self.store_outage = replace(
-                last, failures=last.failures + 1, error=reason, last=_now()
-            )
+            self.store_outage = replace(last, failures=last.failures + 1, error=reason, last=_now())
             if self.store_outage.failures % REPEAT_LOG_EVERY == 0:
                 log.warning("read model still unreachable", **self.store_outage.describe())
         self._changed()

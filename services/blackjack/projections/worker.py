@@ -89,6 +89,8 @@ def store_failed(health: FoldHealth, error: BaseException) -> None:
 def store_answered(health: FoldHealth) -> None:
     STORE_UP.set(1)
     health.store_answered()
+
+
 LAG_EVERY_SECONDS = 15.0
 
 
