@@ -79,33 +79,47 @@ def expire_timers(r: Draft, c: cmd.ExpireTimers) -> None:
                 r.emit(facts.deal_requested(round=state.round, player_id=pid))
         close_betting(r)
     elif state.phase == "insurance":
-        for index, box in enumerate(state.boxes):
-            if box.insurance != "offered" or box.player_id is None:
-                continue
-            r.emit(
-                facts.player_timed_out(
-                    round=state.round,
-                    player_id=box.player_id,
-                    phase="insurance",
-                    action="declined_insurance",
-                    box=index,
-                )
-            )
-            r.emit(facts.insurance_declined(round=state.round, player_id=box.player_id, box=index))
-        peek_then_play(r)
+        decline_insurance_for_players(r)
     elif state.phase == "playing" and state.active is not None:
-        box_index, hand_index = state.active
-        box = state.boxes[box_index]
-        assert box.player_id is not None
+        stand_for_player(r)
+
+
+def decline_insurance_for_players(r: Draft) -> None:
+    """The server declines every insurance still offered, records it for each player, and
+    the round goes on to the peek."""
+    for index, box in enumerate(r.state.boxes):
+        if box.insurance != "offered" or box.player_id is None:
+            continue
         r.emit(
             facts.player_timed_out(
-                round=state.round,
+                round=r.state.round,
                 player_id=box.player_id,
-                phase="playing",
-                action="stood",
-                box=box_index,
-                hand=hand_index,
+                phase="insurance",
+                action="declined_insurance",
+                box=index,
             )
         )
-        stand_hand(r, box.player_id, box_index, hand_index, box.hands[hand_index])
-        next_turn(r)
+        r.emit(facts.insurance_declined(round=r.state.round, player_id=box.player_id, box=index))
+    peek_then_play(r)
+
+
+def stand_for_player(r: Draft) -> None:
+    """The server stands the hand whose turn it is, records it for its player, and the turn
+    moves on (the dealer plays after the last hand)."""
+    state = r.state
+    assert state.active is not None
+    box_index, hand_index = state.active
+    box = state.boxes[box_index]
+    assert box.player_id is not None
+    r.emit(
+        facts.player_timed_out(
+            round=state.round,
+            player_id=box.player_id,
+            phase="playing",
+            action="stood",
+            box=box_index,
+            hand=hand_index,
+        )
+    )
+    stand_hand(r, box.player_id, box_index, hand_index, box.hands[hand_index])
+    next_turn(r)

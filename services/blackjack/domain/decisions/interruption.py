@@ -16,9 +16,8 @@ from datetime import datetime, timedelta
 from blackjack.domain import commands as cmd
 from blackjack.domain import facts
 from blackjack.domain.decisions.betting import refund_box
+from blackjack.domain.decisions.clock import decline_insurance_for_players, stand_for_player
 from blackjack.domain.decisions.draft import Draft, refuse
-from blackjack.domain.decisions.insurance import peek_then_play
-from blackjack.domain.decisions.play import next_turn, stand_hand
 
 
 def close_interrupted_round(r: Draft, c: cmd.CloseInterruptedRound) -> None:
@@ -49,10 +48,10 @@ def close_interrupted_round(r: Draft, c: cmd.CloseInterruptedRound) -> None:
     if state.phase == "betting":
         _return_bets(r)
     elif state.phase == "insurance":
-        _decline_insurance(r)
+        decline_insurance_for_players(r)
     # The dealer's play and the settlement follow the last hand stood (``next_turn``).
     while r.state.phase == "playing" and r.state.active is not None:
-        _stand_for_player(r)
+        stand_for_player(r)
     assert not r.state.round_open, f"round {r.state.round} still open in {r.state.phase}"
 
 
@@ -72,43 +71,6 @@ def _return_bets(r: Draft) -> None:
         for index in indexes:
             refund_box(r, player_id, index, "cancelled")
     r.emit(facts.round_cancelled(round=r.state.round))
-
-
-def _decline_insurance(r: Draft) -> None:
-    for index, box in enumerate(r.state.boxes):
-        if box.insurance != "offered" or box.player_id is None:
-            continue
-        r.emit(
-            facts.player_timed_out(
-                round=r.state.round,
-                player_id=box.player_id,
-                phase="insurance",
-                action="declined_insurance",
-                box=index,
-            )
-        )
-        r.emit(facts.insurance_declined(round=r.state.round, player_id=box.player_id, box=index))
-    peek_then_play(r)
-
-
-def _stand_for_player(r: Draft) -> None:
-    state = r.state
-    assert state.active is not None
-    box_index, hand_index = state.active
-    box = state.boxes[box_index]
-    assert box.player_id is not None
-    r.emit(
-        facts.player_timed_out(
-            round=state.round,
-            player_id=box.player_id,
-            phase="playing",
-            action="stood",
-            box=box_index,
-            hand=hand_index,
-        )
-    )
-    stand_hand(r, box.player_id, box_index, hand_index, box.hands[hand_index])
-    next_turn(r)
 
 
 def _days(waited: timedelta) -> str:
