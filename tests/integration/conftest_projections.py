@@ -473,18 +473,24 @@ def postgres_server_url() -> str:
     return url
 
 
-async def _on_server(server_url: str, statement: str) -> None:
-    """Run one statement (CREATE/DROP DATABASE: outside a transaction) on the server."""
+async def connect_directly(server_url: str) -> Any:
+    """A plain asyncpg connection to the database a SQLAlchemy URL names (no pool, no
+    timeouts): what a test uses to act on the server beside the store."""
     import asyncpg
 
     url = make_url(server_url)
-    connection = await asyncpg.connect(
+    return await asyncpg.connect(
         user=url.username,
         password=url.password,
         host=url.host,
         port=url.port,
         database=url.database,
     )
+
+
+async def _on_server(server_url: str, statement: str) -> None:
+    """Run one statement (CREATE/DROP DATABASE: outside a transaction) on the server."""
+    connection = await connect_directly(server_url)
     try:
         await connection.execute(statement)
     finally:

@@ -6,12 +6,11 @@ from __future__ import annotations
 
 import asyncio
 
-import asyncpg
 import pytest
 from sqlalchemy import text
-from sqlalchemy.engine import make_url
 
 from blackjack.projections.store import LOCK_TIMEOUT_MS, ProjectionStore, is_store_outage
+from tests.integration.conftest_projections import connect_directly
 
 pytest_plugins = ["tests.integration.conftest_projections"]
 pytestmark = pytest.mark.integration
@@ -33,14 +32,7 @@ async def test_the_workers_store_bounds_statements_and_locks_and_the_tools_do_no
         async with tools.reading() as connection:
             assert (await connection.execute(text("SHOW statement_timeout"))).scalar_one() == "0"
 
-        url = make_url(postgres_server_url)
-        holder = await asyncpg.connect(
-            user=url.username,
-            password=url.password,
-            host=url.host,
-            port=url.port,
-            database=url.database,
-        )
+        holder = await connect_directly(postgres_server_url)
         try:
             locked = holder.transaction()
             await locked.start()

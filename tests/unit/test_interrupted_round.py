@@ -22,11 +22,9 @@ from blackjack.domain.rules import PRESETS
 from blackjack.domain.state import TableState
 from blackjack.messages import wire
 from blackjack.messages.wire import WireEnvelope
-from blackjack.scenario import build_shoe
 from tests.integration.conftest_projections import Script
-from tests.unit.processor_harness import new_processor
 from tests.unit.stacked_table import START, StackedTable
-from tests.unit.test_presence import T0, TABLE, Table
+from tests.unit.test_presence import T0, TABLE, Table, dealt_at_surrender
 from tests.unit.test_replay_engine import SEAL, messages, tamper, wires
 
 DAYS_30 = timedelta(days=30)
@@ -196,20 +194,7 @@ def test_no_round_open_or_no_known_idle_time_is_refused() -> None:
 
 
 def interrupted_at_surrender() -> Table:
-    table = Table()
-    shoe = build_shoe(4, ["TS", "6H", "5S", "TD", "9C"])
-    table.processor = new_processor(
-        shuffler=lambda rules: cmd.ShuffleShoe(order=shoe, salt="interrupted-salt-01")
-    )
-    for command in (
-        cmd.OpenTable(variant="surrender"),
-        cmd.SitDown(player_id="sam", seat=0),
-        cmd.Deposit(player_id="sam", amount=2_000),
-        cmd.PlaceBet(player_id="sam", box=0, amount=700),
-        cmd.Deal(player_id="sam"),
-    ):
-        assert table.send(command, T0).result.status == "accepted"
-    return table
+    return dealt_at_surrender(["TS", "6H", "5S", "TD", "9C"])  # sam's 15 against a 6
 
 
 def test_the_handler_counts_the_wait_from_the_tables_last_event() -> None:

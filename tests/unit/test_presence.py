@@ -109,13 +109,11 @@ def test_the_services_signed_steps_do_not_count_as_presence() -> None:
     assert results(player_sent)[0].player_id == PLAYER
 
 
-def test_a_player_the_clock_disconnected_who_plays_on_is_watched_again() -> None:
-    """The multi-seat review: a slow player the clock disconnected during a hand played on
-    without a Reconnect; he stayed disconnected, the clock skipped him for good, and a bet he
-    left before a real drop the next round was never returned."""
+def dealt_at_surrender(cards: list[str | int]) -> Table:
+    """sam's 700 dealt at T0 from a shoe starting with ``cards`` (his card, the upcard, his
+    card, the hole card, then the next ones); the hand waits for his decision."""
     table = Table()
-    # 9-2 against the dealer's 7 (no peek, no blackjack): the hand waits for sam's decision
-    shoe = build_shoe(4, ["9S", "7S", "2S", "TS", "9H"])
+    shoe = build_shoe(4, cards)
     table.processor = new_processor(
         shuffler=lambda rules: cmd.ShuffleShoe(order=shoe, salt="presence-salt-0001")
     )
@@ -127,6 +125,15 @@ def test_a_player_the_clock_disconnected_who_plays_on_is_watched_again() -> None
         cmd.Deal(player_id="sam"),
     ):
         assert table.send(command, T0).result.status == "accepted"
+    return table
+
+
+def test_a_player_the_clock_disconnected_who_plays_on_is_watched_again() -> None:
+    """The multi-seat review: a slow player the clock disconnected during a hand played on
+    without a Reconnect; he stayed disconnected, the clock skipped him for good, and a bet he
+    left before a real drop the next round was never returned."""
+    # 9-2 against the dealer's 7 (no peek, no blackjack): the hand waits for sam's decision
+    table = dealt_at_surrender(["9S", "7S", "2S", "TS", "9H"])
     [due] = table.due(T0 + timedelta(seconds=31))
     assert isinstance(due.command, cmd.Disconnect)
     assert table.send(due.command, T0 + timedelta(seconds=31), due.command_id).events
