@@ -5,6 +5,7 @@ on /readyz and blackjack_projection_store_up, never reported as a record it is s
 from __future__ import annotations
 
 import asyncio
+import sqlite3
 from dataclasses import replace
 from datetime import timedelta
 from pathlib import Path
@@ -300,3 +301,64 @@ def test_the_query_api_has_a_pool_of_its_own_on_postgresql(tmp_path: Path) -> No
     assert pg.for_queries() is not pg and pg.for_queries().bounded
     sqlite = ProjectionStore(f"sqlite+aiosqlite:///{tmp_path}/read.db")
     assert sqlite.for_queries() is sqlite
+
+
+@pytest.mark.parametrize(
+    ("message", "outage"),
+    [
+        ("database is locked", True),
+        ("unable to open database file", True),
+        ("attempt to write a readonly database", True),
+        ("no such table: accounts", False),  # the code's, not the file's: retried for ever else
+        ('near "SELEC": syntax error', False),
+    ],
+)
+def test_sqlite_failures_are_told_apart_by_what_sqlite_says(message: str, outage: bool) -> None:
+    """The review: every SQLite OperationalError counted as an outage, so a broken migration
+    looped for ever 'waiting for the database' and a code bug answered 503 without a trace."""
+    error = sql_errors.OperationalError("SELECT 1", None, sqlite3.OperationalError(message))
+    assert is_store_outage(error) is outage
+
+
+async def test_one_failed_batch_is_one_failure_and_one_pause() -> None:
+    """The review: a batch failing on the database was counted (and paused) twice, once by
+    the fold and once by the re-read of the positions that followed it."""
+    consumer, health = Paused(), FoldHealth()
+    writer = Failing(pg_error("57P01"))
+    positions = worker.SeekToStoredPositions(
+        writer,  # type: ignore[arg-type]
+        lambda: consumer,
+        health,
+        lag_every=None,
+    )
+    positions.assigned = {P0}
+    folder = worker._Folder(writer, positions, health, lambda: consumer)  # type: ignore[arg-type]
+    failed = REGISTRY.get_sample_value("blackjack_projection_failed_batches_total") or 0.0
+    await folder.fold([Record(TOPIC, 0, 100, b"{}")])
+    assert REGISTRY.get_sample_value("blackjack_projection_failed_batches_total") == failed + 1
+    assert health.store_outage is not None and health.store_outage.failures == 1
+    assert consumer.paused == [P0]
+    worker.store_answered(health)
+
+
+async def test_a_worker_left_without_partitions_still_sees_its_store_come_back() -> None:
+    """The review: the probe ran only for a worker with partitions, so one that a rebalance
+    left with none kept store_up at 0 (and the critical alert firing) after the recovery."""
+    consumer, store, health = Paused(), Probed({}), FoldHealth()
+    consumer._closed = False  # type: ignore[attr-defined]
+    positions = worker.SeekToStoredPositions(
+        store,  # type: ignore[arg-type]
+        lambda: consumer,
+        health,
+        lag_every=None,
+    )
+    worker.store_failed(health, pg_error("57P01"))
+    assert health.store_outage is not None
+    health.store_outage = replace(health.store_outage, last=health.store_outage.last - LONG_AGO)
+    assert positions.assigned == set()
+    watch = asyncio.create_task(positions.watch_lag(0.01))
+    try:
+        await health.wait_until(lambda: health.store_outage is None, timeout=5)
+    finally:
+        watch.cancel()
+    assert store.probes >= 1 and store_up() == 1

@@ -9,6 +9,7 @@ driver would otherwise run each SELECT on its own) and ``REPEATABLE READ`` on Po
 
 from __future__ import annotations
 
+import sqlite3
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 from pathlib import Path
@@ -41,10 +42,18 @@ _OUTAGE_SQLSTATE_CLASSES: Final = frozenset({"08", "53", "57"})
 (starting up, shutting down, a statement cancelled by its timeout)"""
 _OUTAGE_SQLSTATES: Final = frozenset({"55P03", "25006"})
 """lock_not_available (the lock timeout), read_only_sql_transaction (a read-only database)"""
+_SQLITE_OUTAGES: Final = (
+    "database is locked",
+    "unable to open database",
+    "disk i/o error",
+    "readonly database",
+    "database or disk is full",
+)
+"""What SQLite says (it has no SQLSTATE) when the file cannot serve, as against "no such
+table" or a syntax error, which are the code's."""
 STORE_UNREACHABLE: Final = (
     OSError,
     TimeoutError,
-    sql_errors.OperationalError,
     sql_errors.InterfaceError,
     sql_errors.TimeoutError,
 )
@@ -56,13 +65,18 @@ def is_store_outage(error: BaseException) -> bool:
     query API answers 503 for and what the worker retries without blaming a record."""
     if isinstance(error, STORE_UNREACHABLE):
         return True
-    if isinstance(error, sql_errors.DBAPIError):
-        if error.connection_invalidated:
-            return True
-        state = getattr(error.orig, "sqlstate", None) or getattr(error.orig, "pgcode", None)
-        if isinstance(state, str):
-            return state[:2] in _OUTAGE_SQLSTATE_CLASSES or state in _OUTAGE_SQLSTATES
-    return False
+    if not isinstance(error, sql_errors.DBAPIError):
+        return False
+    if error.connection_invalidated:
+        return True
+    orig = error.orig
+    if isinstance(orig, sqlite3.Error):
+        return any(text in str(orig).lower() for text in _SQLITE_OUTAGES)
+    state = getattr(orig, "sqlstate", None) or getattr(orig, "pgcode", None)
+    if isinstance(state, str):
+        return state[:2] in _OUTAGE_SQLSTATE_CLASSES or state in _OUTAGE_SQLSTATES
+    # a driver's own failure to reach the server, with no answer from it
+    return isinstance(error, sql_errors.OperationalError)
 
 
 _MIGRATION_LOCK = 0x626A_7072  # "bjpr": one migrating process at a time on PostgreSQL
@@ -93,7 +107,13 @@ class ProjectionStore:
                 "statement_timeout": str(STATEMENT_TIMEOUT_MS),
                 "lock_timeout": str(LOCK_TIMEOUT_MS),
             }
-            options["connect_args"] = {"server_settings": settings}
+            # The server's timeouts need a server that answers; a host gone silent is bounded
+            # on this side (a statement's limit and a little more, a connection's 10 s).
+            options["connect_args"] = {
+                "server_settings": settings,
+                "command_timeout": STATEMENT_TIMEOUT_MS / 1000 + 5,
+                "timeout": POOL_TIMEOUT_S,
+            }
             options["pool_timeout"] = POOL_TIMEOUT_S
             options["pool_pre_ping"] = True  # a connection the restart broke is replaced
         self.engine: AsyncEngine = create_async_engine(url, **options)

@@ -132,6 +132,7 @@ class SeekToStoredPositions(ConsumerRebalanceListener):  # type: ignore[misc]
         if self.health is not None:
             self.health.forget((tp.topic, tp.partition) for tp in revoked)
         for tp in revoked:  # its new owner exports them; a stale copy here would mislead
+            self.known.pop((tp.topic, tp.partition), None)
             for gauge in (POSITION, LAG):
                 with contextlib.suppress(KeyError):
                     gauge.remove(tp.topic, str(tp.partition))
@@ -167,6 +168,9 @@ class SeekToStoredPositions(ConsumerRebalanceListener):  # type: ignore[misc]
             consumer = self.consumer()
             if consumer is None or getattr(consumer, "_closed", False):
                 return  # stopped: a new consumer's assignment starts a new watch
+            # first: a worker left without partitions (or without the broker) must still see
+            # its store come back
+            await self._probe_if_quiet()
             if not self.assigned:
                 continue
             try:
@@ -181,7 +185,6 @@ class SeekToStoredPositions(ConsumerRebalanceListener):  # type: ignore[misc]
                     store_failed(self.health, error)
                 else:
                     log.info("positions not read", error=f"{type(error).__name__}: {error}"[:300])
-            await self._probe_if_quiet()
             for tp, end in ends.items():
                 position = self.known.get((tp.topic, tp.partition))
                 if tp in self.assigned and position is not None:  # revoked: its owner reports
@@ -201,9 +204,10 @@ class SeekToStoredPositions(ConsumerRebalanceListener):  # type: ignore[misc]
         else:
             store_answered(health)
 
-    async def sync(self) -> bool:
+    async def sync(self, failure_recorded: bool = False) -> bool:
         """Seek every unsynced partition to its stored position (the beginning when the
-        store has none); False when the store could not be read."""
+        store has none); False when the store could not be read (recorded, unless the caller
+        has recorded the failure that brought it here)."""
         async with self._syncing:  # the rebalance callback and the handler may both call it
             consumer = self.consumer()
             if consumer is None or not self.unsynced:
@@ -213,7 +217,9 @@ class SeekToStoredPositions(ConsumerRebalanceListener):  # type: ignore[misc]
                 stored = await self.writer.stored_positions()
             except Exception as error:
                 self._sync_failures += 1
-                if self.health is not None:
+                if failure_recorded:
+                    return False
+                if self.health is not None and is_store_outage(error):
                     store_failed(self.health, error)
                 elif self._sync_failures % REPEAT_LOG_EVERY == 1:
                     log.error("positions unreadable; partitions wait", exc_info=error)
@@ -242,20 +248,24 @@ class SeekToStoredPositions(ConsumerRebalanceListener):  # type: ignore[misc]
             log.info("partitions sought to the stored positions", positions=sought)
             return True
 
-    async def put_back(self, records: list[Record]) -> None:
+    async def put_back(self, records: list[Record], failure_recorded: bool = False) -> None:
         """Nothing of this batch was folded: have its partitions read again from the store's
-        positions, or at least from the batch's first records until the store answers."""
+        positions, or at least from the batch's first records until the store answers.
+        ``failure_recorded``: the caller has counted the failure and paused the partitions."""
         partitions = {TopicPartition(t, p) for t, p in {r.position for r in records}}
         self.unsynced |= partitions
         self._put_back |= partitions
-        if await self.sync():
+        if await self.sync(failure_recorded):
+            return
+        consumer = self.consumer()
+        if consumer is not None:
+            _rewind(consumer, records)
+        if failure_recorded:
             return
         # The store does not answer: read these records again, after a pause, not at once
         # (a fault drill saw a worker fetch, fail and log a trace 11 times a second).
         FAILED_BATCHES.inc()
-        consumer = self.consumer()
         if consumer is not None:
-            _rewind(consumer, records)
             for tp in sorted(partitions):
                 _pause(consumer, tp, RETRY_SECONDS)
 
@@ -377,7 +387,7 @@ class _Folder:
             log.info("not folded; partition revoked meanwhile", error=str(error)[:300])
         kafka = self.consumer()
         _lag(kafka, self.positions.still_assigned(_first_offsets(part)))
-        await self.positions.put_back(part)
+        await self.positions.put_back(part, failure_recorded=True)
         if kafka is not None:
             _pause(kafka, tp, RETRY_SECONDS)
 
