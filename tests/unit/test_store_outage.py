@@ -95,6 +95,18 @@ def store_up() -> float | None:
     return REGISTRY.get_sample_value("blackjack_projection_store_up")
 
 
+def listening(
+    writer: object, consumer: Consumer, health: FoldHealth
+) -> worker.SeekToStoredPositions:
+    """The worker's rebalance listener over a fake writer and consumer, lag measured by hand."""
+    return worker.SeekToStoredPositions(
+        writer,  # type: ignore[arg-type]
+        lambda: consumer,
+        health,
+        lag_every=None,
+    )
+
+
 class Paused(Consumer):
     def __init__(self) -> None:
         super().__init__()
@@ -129,12 +141,7 @@ async def test_a_batch_the_store_cannot_place_waits_before_it_is_read_again() ->
     once, 11 traces a second (14 MB in 3 minutes), and the outage counted as one failure."""
     consumer, store, health = Paused(), Probed({(TOPIC, 0): 40}), FoldHealth()
     store.down = True
-    positions = worker.SeekToStoredPositions(
-        store,  # type: ignore[arg-type]
-        lambda: consumer,
-        health,
-        lag_every=None,
-    )
+    positions = listening(store, consumer, health)
     batch: list[Any] = [Record(TOPIC, 0, 50, b"{}")]
     failed = REGISTRY.get_sample_value("blackjack_projection_failed_batches_total") or 0.0
     with capture_logs() as logs:
@@ -194,12 +201,7 @@ async def test_a_read_only_database_stays_an_outage_while_batches_fail() -> None
     (store_up 1 in 47 of 48 samples) and a trace came every 2 s."""
     consumer, health = Paused(), FoldHealth()
     writer = ReadOnly(pg_error("25006"))
-    positions = worker.SeekToStoredPositions(
-        writer,  # type: ignore[arg-type]
-        lambda: consumer,
-        health,
-        lag_every=None,
-    )
+    positions = listening(writer, consumer, health)
     await positions.on_partitions_assigned({P0})
     folder = worker._Folder(writer, positions, health, lambda: consumer)  # type: ignore[arg-type]
     with capture_logs() as logs:
@@ -218,12 +220,7 @@ async def test_a_database_that_refuses_writes_is_no_record_the_worker_is_stuck_a
     within 20 s, the critical alert that sends on-call to read that Kafka record."""
     consumer, health = Paused(), FoldHealth(stuck_after=3)
     writer = Failing(pg_error("25006"))
-    positions = worker.SeekToStoredPositions(
-        writer,  # type: ignore[arg-type]
-        lambda: consumer,
-        health,
-        lag_every=None,
-    )
+    positions = listening(writer, consumer, health)
     positions.assigned = {P0}
     folder = worker._Folder(writer, positions, health, lambda: consumer)  # type: ignore[arg-type]
     for offset in range(10):
@@ -232,12 +229,7 @@ async def test_a_database_that_refuses_writes_is_no_record_the_worker_is_stuck_a
     assert health.store_outage is not None and store_up() == 0
     # a record the fold refuses is still one, once the store answers
     refusing = Refusing(ValueError("not an event"))
-    positions = worker.SeekToStoredPositions(
-        refusing,  # type: ignore[arg-type]
-        lambda: consumer,
-        health,
-        lag_every=None,
-    )
+    positions = listening(refusing, consumer, health)
     await positions.on_partitions_assigned({P0})
     folder = worker._Folder(refusing, positions, health, lambda: consumer)  # type: ignore[arg-type]
     for _ in range(3):
@@ -325,12 +317,7 @@ async def test_one_failed_batch_is_one_failure_and_one_pause() -> None:
     the fold and once by the re-read of the positions that followed it."""
     consumer, health = Paused(), FoldHealth()
     writer = Failing(pg_error("57P01"))
-    positions = worker.SeekToStoredPositions(
-        writer,  # type: ignore[arg-type]
-        lambda: consumer,
-        health,
-        lag_every=None,
-    )
+    positions = listening(writer, consumer, health)
     positions.assigned = {P0}
     folder = worker._Folder(writer, positions, health, lambda: consumer)  # type: ignore[arg-type]
     failed = REGISTRY.get_sample_value("blackjack_projection_failed_batches_total") or 0.0
@@ -346,12 +333,7 @@ async def test_a_worker_left_without_partitions_still_sees_its_store_come_back()
     left with none kept store_up at 0 (and the critical alert firing) after the recovery."""
     consumer, store, health = Paused(), Probed({}), FoldHealth()
     consumer._closed = False  # type: ignore[attr-defined]
-    positions = worker.SeekToStoredPositions(
-        store,  # type: ignore[arg-type]
-        lambda: consumer,
-        health,
-        lag_every=None,
-    )
+    positions = listening(store, consumer, health)
     worker.store_failed(health, pg_error("57P01"))
     assert health.store_outage is not None
     health.store_outage = replace(health.store_outage, last=health.store_outage.last - LONG_AGO)
