@@ -5,6 +5,7 @@ on /readyz and blackjack_projection_store_up, never reported as a record it is s
 from __future__ import annotations
 
 import asyncio
+import json
 import sqlite3
 from dataclasses import replace
 from datetime import timedelta
@@ -156,6 +157,7 @@ async def test_a_batch_the_store_cannot_place_waits_before_it_is_read_again() ->
     assert store_up() == 0
     status = health.status()
     assert status["store"]["status"] == "unreachable"
+    assert json.loads(json.dumps(status))["store"]["last"]  # what /readyz serves
     assert health.stuck == []
 
     assert health.status()["status"] == "waiting_for_store"

@@ -60,7 +60,7 @@ class StoreOutage:
     """the newest failure: while batches keep failing it stays recent"""
 
     def describe(self) -> dict[str, Any]:
-        return {**asdict(self), "since": self.since.isoformat()}
+        return {**asdict(self), "since": self.since.isoformat(), "last": self.last.isoformat()}
 
 
 @dataclass(frozen=True, slots=True)
