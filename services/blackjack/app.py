@@ -98,8 +98,8 @@ def build_app(
             await worker.stop()
 
         async def migrate() -> None:  # waits for a database that is starting or down
-            assert store is not None
-            await migrated(store)
+            assert store is not None and health is not None
+            await migrated(store, health)
 
         queries = store.for_queries()
         on_startup += [ensure_events_topic, migrate]

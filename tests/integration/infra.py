@@ -45,6 +45,14 @@ def port_open(host: str, port: int, timeout: float = 1.0) -> bool:
         return False
 
 
+def free_port() -> int:
+    """A port nothing listens on now (the OS's pick)."""
+    with socket.socket() as probe:
+        probe.bind((LOOPBACK, 0))
+        port: int = probe.getsockname()[1]
+        return port
+
+
 def wait_for_port(host: str, port: int, timeout: float = 30.0, interval: float = 0.25) -> None:
     """Poll until host:port accepts a connection; raise TimeoutError after ``timeout`` s."""
     deadline = time.monotonic() + timeout

@@ -256,18 +256,27 @@ async def test_a_worker_started_while_the_database_is_down_waits_for_it() -> Non
             if self.attempts < 3:
                 raise pg_error("57P03")
 
-    store = Starting()
+    store, health = Starting(), FoldHealth(starting=True)
     with capture_logs() as logs:
-        await worker.migrated(store, wait=0)  # type: ignore[arg-type]
-    assert store.attempts == 3 and store_up() == 1
-    assert [e["attempts"] for e in logs] == [1, 2]
+        waiting = asyncio.create_task(worker.migrated(store, health, wait=0.05))  # type: ignore[arg-type]
+        await health.wait_until(lambda: health.store_outage is not None, 5)
+        assert health.status()["status"] == "starting"  # /readyz: 503 with the error
+        assert "57P03" in health.status()["store"]["error"]
+        assert store_up() == 0
+        await waiting
+    assert store.attempts == 3 and store_up() == 1 and health.store_outage is None
+    # the trace once, then a line every REPEAT_LOG_EVERY attempts; and one when it answers
+    assert [e["event"] for e in logs] == [
+        "read model unreachable; folding waits for it",
+        "read model reachable again",
+    ]
 
     class Newer(Starting):
         async def migrate(self) -> None:
             raise RuntimeError("Can't locate revision 0009")
 
     with pytest.raises(RuntimeError):
-        await asyncio.wait_for(worker.migrated(Newer(), wait=0), 5)  # type: ignore[arg-type]
+        await asyncio.wait_for(worker.migrated(Newer(), FoldHealth(), wait=0), 5)  # type: ignore[arg-type]
 
 
 async def test_the_query_api_logs_an_outage_once_in_a_while_not_per_request(
@@ -288,6 +297,30 @@ async def test_the_query_api_logs_an_outage_once_in_a_while_not_per_request(
         await store.close()
     warned = [e for e in logs if e["log_level"] == "warning"]
     assert len(warned) == 1 and warned[0]["event"] == "query failed: the store cannot serve now"
+
+
+async def test_a_starting_worker_is_alive_but_not_ready_and_its_query_api_waits(
+    tmp_path: Path,
+) -> None:
+    """Served before the store is migrated (the database may be down): the probes answer,
+    the query API does not read tables that may not exist yet."""
+    store = ProjectionStore(f"sqlite+aiosqlite:///{tmp_path}/read.db")  # not migrated
+    health = FoldHealth(starting=True)
+    transport = httpx.ASGITransport(app=worker.http_app(store, health))
+    try:
+        async with httpx.AsyncClient(transport=transport, base_url="http://worker") as http:
+            assert (await http.get("/healthz")).status_code == 200
+            starting = await http.get("/readyz")
+            assert starting.status_code == 503 and starting.json()["status"] == "starting"
+            query = await http.get("/v1/players/a/wallet")
+            assert query.status_code == 503
+            assert query.json()["error"]["code"] == "store_unavailable"
+            await store.migrate()
+            health.started()
+            assert (await http.get("/readyz")).json()["status"] == "ready"
+            assert (await http.get("/v1/players/a/wallet")).status_code == 404
+    finally:
+        await store.close()
 
 
 def test_the_query_api_has_a_pool_of_its_own_on_postgresql(tmp_path: Path) -> None:

@@ -68,10 +68,13 @@ class QueryApi:
         store: ProjectionStore,
         fallback: ASGIApp | None = None,
         tokens: ApiTokens = OPEN,
+        ready: Callable[[], bool] | None = None,
     ) -> None:
         self.store = store
         self.fallback = fallback
         self.tokens = tokens
+        self.ready = ready
+        """false while the store may not be migrated yet (a worker waiting for its database)"""
         self._outage_log_at = -OUTAGE_LOG_EVERY_S
         self._outages_unlogged = 0
 
@@ -109,6 +112,8 @@ class QueryApi:
         try:
             if scope["method"] not in ("GET", "HEAD"):
                 raise ApiError(405, "method_not_allowed", "the query API only answers GET")
+            if self.ready is not None and not self.ready():
+                raise ApiError(503, "store_unavailable", "the read model is starting; try again")
             status, body = 200, await self._route(scope)
         except ApiError as error:
             status, body = error.status, _error(error.code, error.message)
@@ -250,7 +255,10 @@ async def _respond(
 
 
 def query_api(
-    store: ProjectionStore, fallback: ASGIApp | None = None, tokens: ApiTokens = OPEN
+    store: ProjectionStore,
+    fallback: ASGIApp | None = None,
+    tokens: ApiTokens = OPEN,
+    ready: Callable[[], bool] | None = None,
 ) -> QueryApi:
     """The query API as one ASGI app; ``fallback`` answers everything outside ``/v1/``."""
     log.info(
@@ -259,4 +267,4 @@ def query_api(
         if tokens.required
         else "open: no BLACKJACK_API_TOKENS (behind the platform's gateway)",
     )
-    return QueryApi(store, fallback, tokens)
+    return QueryApi(store, fallback, tokens, ready)

@@ -50,6 +50,7 @@ def _serve(args: argparse.Namespace) -> int:
 
     from blackjack.app import build_app, projection_settings
     from blackjack.command_handler.config import HandlerConfig
+    from blackjack.http_server import Server
     from blackjack.observability.logging import configure_logging
 
     handler_config = HandlerConfig.from_env()
@@ -59,7 +60,7 @@ def _serve(args: argparse.Namespace) -> int:
     config = uvicorn.Config(
         app, host=args.host, port=args.port, log_config=None, lifespan="on", access_log=False
     )
-    return asyncio.run(serve_while_the_handler_lives(uvicorn.Server(config), handler))
+    return asyncio.run(serve_while_the_handler_lives(Server(config), handler))
 
 
 class _Server(Protocol):

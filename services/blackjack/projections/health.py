@@ -79,10 +79,12 @@ class Failure:
 
 
 class FoldHealth:
-    def __init__(self, stuck_after: int = DEFAULT_STUCK_AFTER) -> None:
+    def __init__(self, stuck_after: int = DEFAULT_STUCK_AFTER, starting: bool = False) -> None:
         if stuck_after < 1:
             raise ValueError("stuck_after must be at least 1")
         self.stuck_after = stuck_after
+        self.starting = starting
+        """the worker has not migrated its store and joined its group yet"""
         self._failing: dict[Position, Failure] = {}
         self._change = asyncio.Event()
         self.store_outage: StoreOutage | None = None
@@ -106,6 +108,10 @@ class FoldHealth:
         store since (no batch came), so only a probe can tell whether it is back."""
         outage = self.store_outage
         return outage is not None and (_now() - outage.last).total_seconds() >= seconds
+
+    def started(self) -> None:
+        self.starting = False
+        self._changed()
 
     def store_answered(self) -> None:
         """A batch committed (or a probe wrote): the database takes writes again. A read that
@@ -184,7 +190,15 @@ class FoldHealth:
 
     def status(self) -> dict[str, Any]:
         outage = self.store_outage
-        status = "stuck" if self.stuck else "waiting_for_store" if outage else "folding"
+        status = (
+            "starting"
+            if self.starting
+            else "stuck"
+            if self.stuck
+            else "waiting_for_store"
+            if outage
+            else "folding"
+        )
         return {
             "status": status,
             "store": {"status": "ok"}
@@ -237,14 +251,17 @@ READY_PATH = "/readyz"
 
 def probes(health: FoldHealth, fallback: ASGIApp) -> ASGIApp:
     """``/healthz`` (200 while the process answers) and ``/readyz`` (200 once serving, with
-    the records it is failing or stuck at); every other request goes to ``fallback``."""
+    the records it is failing or stuck at; 503 while the worker is starting: its store not
+    migrated yet, say because the database is down); every other request goes to
+    ``fallback``."""
 
     async def app(scope: Scope, receive: Receive, send: Send) -> None:
         path = scope.get("path") if scope["type"] == "http" else None
         if path == HEALTH_PATH:
             await _json(send, 200, {"status": "ok"})
         elif path == READY_PATH:
-            await _json(send, 200, {"status": "ready", "projections": health.status()})
+            status, code = ("starting", 503) if health.starting else ("ready", 200)
+            await _json(send, code, {"status": status, "projections": health.status()})
         else:
             await fallback(scope, receive, send)
 

@@ -39,6 +39,7 @@ if TYPE_CHECKING:
     from aiokafka import AIOKafkaConsumer
 
     from blackjack.api.routes import QueryApi
+    from blackjack.http_server import Server
 
 log = structlog.get_logger("blackjack.projections")
 
@@ -507,54 +508,69 @@ def build_broker(
 
 
 async def run_worker(settings: ProjectionSettings, http: tuple[str, int] | None = None) -> None:
-    """Fold events until SIGINT or SIGTERM; with ``http``, serve the query API there too."""
+    """Fold events until SIGINT or SIGTERM; with ``http``, serve the query API there too.
+
+    HTTP is served from the start: a worker waiting for its database is alive (``/healthz``
+    200) but not ready (``/readyz`` 503 ``starting``, the query API 503), so that a
+    database outage at start-up does not get it restarted over and over by its probes."""
     store = ProjectionStore(settings.db_url, bounded=True)
-    await migrated(store)
-    writer = ProjectionWriter(store)
-    health = FoldHealth(settings.stuck_after)
-    broker = build_broker(settings, writer, health)
-    await broker.start()
-    log.info("projection worker started", topic=settings.events_topic, group=settings.group_id)
+    health = FoldHealth(settings.stuck_after, starting=True)
+    queries = server = None
+    if http is not None:
+        queries = store.for_queries()
+        server = _http_server(queries, health, settings, *http)
+    serving = asyncio.create_task(_until_signalled() if server is None else server.serve())
+    broker = None
     try:
-        if http is None:
-            await _until_signalled()
-        else:
-            queries = store.for_queries()
-            try:
-                await _serve_http(queries, health, settings.api_tokens, *http)
-            finally:
-                if queries is not store:
-                    await queries.close()
+        migrating = asyncio.create_task(migrated(store, health))
+        await asyncio.wait({serving, migrating}, return_when=asyncio.FIRST_COMPLETED)
+        if not migrating.done():  # stopped while waiting for the database
+            migrating.cancel()
+            with contextlib.suppress(asyncio.CancelledError):
+                await migrating
+            return
+        migrating.result()  # a store migrated by a newer version ends the worker
+        broker = build_broker(settings, ProjectionWriter(store), health)
+        await broker.start()
+        health.started()
+        log.info("projection worker started", topic=settings.events_topic, group=settings.group_id)
+        await serving
     finally:
-        await broker.stop()
+        if not serving.done():
+            if server is None:
+                serving.cancel()
+            else:
+                server.should_exit = True
+            with contextlib.suppress(asyncio.CancelledError):
+                await serving
+        if broker is not None:
+            await broker.stop()
+            log.info("projection worker stopped")
+        if queries is not None and queries is not store:
+            await queries.close()
         await store.close()
 
 
 STORE_WAIT_SECONDS = 5.0
 
 
-async def migrated(store: ProjectionStore, wait: float = STORE_WAIT_SECONDS) -> None:
+async def migrated(
+    store: ProjectionStore, health: FoldHealth, wait: float = STORE_WAIT_SECONDS
+) -> None:
     """Migrate the store, waiting for its database to answer: a worker started while it is
-    down or starting (a fault drill) waits with a line every ``wait`` seconds instead of
-    exiting with a trace (its startup probe gives it three minutes). Any other failure (a
-    store a newer version migrated) ends the worker."""
-    attempts = 0
+    down or starting (a fault drill) waits, with the error on ``/readyz`` and in its log (the
+    trace once, then a line every ``REPEAT_LOG_EVERY`` attempts), instead of exiting with a
+    trace. Any other failure (a store a newer version migrated) ends the worker."""
     while True:
         try:
             await store.migrate()
         except Exception as error:
             if not is_store_outage(error):
                 raise
-            STORE_UP.set(0)
-            attempts += 1
-            log.warning(
-                "read model not reachable yet; the worker waits for it",
-                attempts=attempts,
-                error=f"{type(error).__name__}: {error}"[:300],
-            )
+            store_failed(health, error)
             await asyncio.sleep(wait)
         else:
-            STORE_UP.set(1)
+            store_answered(health)
             return
 
 
@@ -566,14 +582,20 @@ async def _until_signalled() -> None:
     await stop.wait()
 
 
-async def _serve_http(
-    store: ProjectionStore, health: FoldHealth, tokens: ApiTokens, host: str, port: int
-) -> None:
+def _http_server(
+    store: ProjectionStore,
+    health: FoldHealth,
+    settings: ProjectionSettings,
+    host: str,
+    port: int,
+) -> Server:
     import uvicorn
 
-    app = http_app(store, health, tokens)
+    from blackjack.http_server import Server
+
+    app = http_app(store, health, settings.api_tokens)
     config = uvicorn.Config(app, host=host, port=port, lifespan="off", log_level="warning")
-    await uvicorn.Server(config).serve()
+    return Server(config)
 
 
 def http_app(store: ProjectionStore, health: FoldHealth, tokens: ApiTokens = OPEN) -> QueryApi:
@@ -583,4 +605,9 @@ def http_app(store: ProjectionStore, health: FoldHealth, tokens: ApiTokens = OPE
 
     from blackjack.api.routes import query_api
 
-    return query_api(store, fallback=probes(health, make_asgi_app()), tokens=tokens)
+    return query_api(
+        store,
+        fallback=probes(health, make_asgi_app()),
+        tokens=tokens,
+        ready=lambda: not health.starting,
+    )

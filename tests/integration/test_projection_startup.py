@@ -1,0 +1,192 @@
+"""A projection worker started while its database is down (a fault drill, a cluster coming
+up in the wrong order) serves its probes from the start: alive, not ready, the query API 503,
+until the database answers; then it migrates, joins its group and folds. SIGTERM stops it
+cleanly at any point: it leaves its group and exits 0."""
+
+from __future__ import annotations
+
+import asyncio
+import signal
+import subprocess
+import sys
+from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager
+from pathlib import Path
+
+import httpx
+import pytest
+from sqlalchemy.engine import make_url
+
+from blackjack.messages.sealing import ShoeSeal
+from blackjack.projections.store import ProjectionStore
+from blackjack.projections.writer import Position, read_positions
+from tests.integration.conftest_projections import (
+    EventsTopic,
+    StoreFactory,
+    play_tables,
+    publish,
+    to_wire,
+    worker_env,
+)
+from tests.integration.infra import free_port
+
+pytest_plugins = ["tests.integration.conftest_projections"]
+pytestmark = pytest.mark.integration
+
+WAIT_S = 60.0
+LOG = play_tables([("startup-table", "mini-h17")], rounds=5, seed=7)
+
+
+class DatabaseGate:
+    """A port where the database is down (connections refused) until ``open`` forwards it
+    to the real server."""
+
+    def __init__(self, server_port: int) -> None:
+        self.server_port = server_port
+        self.port = free_port()
+        self._server: asyncio.Server | None = None
+
+    async def open(self) -> None:
+        self._server = await asyncio.start_server(self._forward, "127.0.0.1", self.port)
+
+    async def _forward(
+        self, client_in: asyncio.StreamReader, client_out: asyncio.StreamWriter
+    ) -> None:
+        server_in, server_out = await asyncio.open_connection("127.0.0.1", self.server_port)
+        await asyncio.gather(_pipe(client_in, server_out), _pipe(server_in, client_out))
+
+    async def close(self) -> None:
+        if self._server is not None:
+            self._server.close()
+
+
+async def _pipe(source: asyncio.StreamReader, sink: asyncio.StreamWriter) -> None:
+    try:
+        while chunk := await source.read(65536):
+            sink.write(chunk)
+            await sink.drain()
+    except ConnectionError:
+        pass
+    finally:
+        sink.close()
+
+
+@asynccontextmanager
+async def gated_database(
+    server_url: str, tmp_path: Path
+) -> AsyncIterator[tuple[str, str, DatabaseGate]]:
+    """A new database: its real URL, the URL through a closed gate, and the gate."""
+    stores = StoreFactory("postgresql", tmp_path, server_url)
+    try:
+        url = await stores.url()
+        parsed = make_url(url)
+        assert parsed.port is not None
+        gate = DatabaseGate(parsed.port)
+        gated = parsed.set(port=gate.port).render_as_string(hide_password=False)
+        try:
+            yield url, gated, gate
+        finally:
+            await gate.close()
+    finally:
+        await stores.close()
+
+
+def start_worker(env: dict[str, str], port: int, log: Path) -> subprocess.Popen[bytes]:
+    return subprocess.Popen(
+        [
+            sys.executable,
+            "-m",
+            "blackjack.cli",
+            "projections",
+            "run",
+            "--http",
+            f"127.0.0.1:{port}",
+        ],
+        env=env,
+        stdout=log.open("ab"),
+        stderr=subprocess.STDOUT,
+    )
+
+
+async def answer(http: httpx.AsyncClient, path: str, status: int) -> httpx.Response:
+    """Poll another process's HTTP endpoint until it answers ``status`` (nothing to await)."""
+    async with asyncio.timeout(WAIT_S):
+        while True:
+            try:
+                response = await http.get(path)
+            except httpx.TransportError:  # not listening yet
+                response = None
+            if response is not None and response.status_code == status:
+                return response
+            await asyncio.sleep(0.1)
+
+
+async def folded_up_to(url: str, ends: dict[Position, int]) -> None:
+    """Poll the other process's stored positions until they reach ``ends``."""
+    store = ProjectionStore(url)
+    try:
+        async with asyncio.timeout(WAIT_S):
+            while True:
+                async with store.reading() as connection:
+                    positions = await read_positions(connection)
+                if all(positions.get(key, 0) >= end for key, end in ends.items()):
+                    return
+                await asyncio.sleep(0.1)
+    finally:
+        await store.close()
+
+
+async def stopped_cleanly(process: subprocess.Popen[bytes], log: Path) -> str:
+    process.send_signal(signal.SIGTERM)
+    # waited for off the loop: the gate's connections run on it until the process is gone
+    status = await asyncio.to_thread(process.wait, WAIT_S)
+    assert status == 0, log.read_text()[-3000:]
+    return log.read_text()
+
+
+async def test_a_worker_started_before_its_database_waits_ready_for_nothing_then_folds(
+    events_topic: EventsTopic, postgres_server_url: str, shoe_seal: ShoeSeal, tmp_path: Path
+) -> None:
+    ends = await publish(events_topic, to_wire(LOG.envelopes, shoe_seal))
+    port, log = free_port(), tmp_path / "worker.log"
+    async with gated_database(postgres_server_url, tmp_path) as (url, gated, gate):
+        process = start_worker(worker_env(events_topic, gated), port, log)
+        try:
+            async with httpx.AsyncClient(base_url=f"http://127.0.0.1:{port}", timeout=10) as http:
+                assert (await answer(http, "/healthz", 200)).json() == {"status": "ok"}
+                waiting = (await answer(http, "/readyz", 503)).json()
+                assert waiting["status"] == "starting"
+                assert waiting["projections"]["store"]["status"] == "unreachable"
+                query = await http.get("/v1/tables/startup-table")
+                assert query.status_code == 503
+                assert query.json()["error"]["code"] == "store_unavailable"
+                metrics = (await http.get("/metrics")).text
+                assert "blackjack_projection_store_up 0.0" in metrics
+
+                await gate.open()  # the database comes up
+                ready = (await answer(http, "/readyz", 200)).json()
+                assert ready["status"] == "ready"
+                await answer(http, "/v1/tables/startup-table", 200)
+                await folded_up_to(url, ends)
+            text = await stopped_cleanly(process, log)
+        finally:
+            if process.poll() is None:
+                process.kill()
+                process.wait()
+    assert "LeaveGroup request succeeded" in text and '"projection worker stopped"' in text
+
+
+async def test_a_worker_waiting_for_its_database_stops_at_once_on_sigterm(
+    events_topic: EventsTopic, postgres_server_url: str, tmp_path: Path
+) -> None:
+    port, log = free_port(), tmp_path / "worker.log"
+    async with gated_database(postgres_server_url, tmp_path) as (_, gated, _gate):
+        process = start_worker(worker_env(events_topic, gated), port, log)
+        try:
+            async with httpx.AsyncClient(base_url=f"http://127.0.0.1:{port}", timeout=10) as http:
+                await answer(http, "/readyz", 503)
+            await stopped_cleanly(process, log)
+        finally:
+            if process.poll() is None:
+                process.kill()
+                process.wait()
