@@ -1,16 +1,19 @@
 """On PostgreSQL the worker's and query API's store bounds statements and lock waits; the
 tools' store (audit, dump, rebuild), which may read the whole read model in one statement,
-does not. A lock held by hand makes the bounded store fail in seconds, as an outage."""
+does not. A lock held by hand makes the bounded store fail in seconds, as an outage. And the
+migrations build on PostgreSQL exactly the tables the code declares."""
 
 from __future__ import annotations
 
 import asyncio
+from pathlib import Path
 
 import pytest
 from sqlalchemy import text
 
 from blackjack.projections.store import LOCK_TIMEOUT_MS, ProjectionStore, is_store_outage
-from tests.integration.conftest_projections import connect_directly
+from tests.integration.conftest_projections import StoreFactory, connect_directly
+from tests.unit.test_projection_store import schema_drift
 
 pytest_plugins = ["tests.integration.conftest_projections"]
 pytestmark = pytest.mark.integration
@@ -50,3 +53,16 @@ async def test_the_workers_store_bounds_statements_and_locks_and_the_tools_do_no
     finally:
         await bounded.close()
         await tools.close()
+
+
+async def test_the_migrations_create_exactly_the_declared_tables_on_postgresql(
+    postgres_server_url: str, tmp_path: Path
+) -> None:
+    """As the unit test checks on SQLite: partial indexes and server defaults included."""
+    stores = StoreFactory("postgresql", tmp_path, postgres_server_url)
+    try:
+        store = await stores.store()
+        async with store.reading() as connection:
+            assert await connection.run_sync(schema_drift) == []
+    finally:
+        await stores.close()

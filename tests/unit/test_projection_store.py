@@ -46,14 +46,14 @@ async def snapshot(store: ProjectionStore) -> Dump:
         return await dump(connection)
 
 
-def _schema_drift(connection: Connection) -> list[object]:
+def schema_drift(connection: Connection) -> list[object]:
     found = compare_metadata(MigrationContext.configure(connection), schema.metadata)
     return [d for d in found if "alembic_version" not in str(d)]
 
 
 async def test_the_migrations_create_exactly_the_declared_tables(store: ProjectionStore) -> None:
     async with store.reading() as connection:
-        assert await connection.run_sync(_schema_drift) == []
+        assert await connection.run_sync(schema_drift) == []
 
 
 async def test_a_redelivered_batch_is_skipped_by_its_stored_position(

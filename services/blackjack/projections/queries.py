@@ -236,7 +236,7 @@ async def interrupted_rounds(
         select(r.c.stream_id, r.c.round, r.c.round_id, r.c.variant, r.c.status, r.c.opened_at)
         .add_columns(t.c.updated_at, t.c.view["rules"].label("rules"))
         .join(t, t.c.stream_id == r.c.stream_id)
-        .where(r.c.status.in_(("betting", "playing")), t.c.updated_at <= idle_before)
+        .where(schema.OPEN_ROUND, t.c.updated_at <= idle_before)
         .order_by(t.c.updated_at, r.c.stream_id, r.c.round)
     )
     found: list[dict[str, Any]] = []

@@ -19,6 +19,7 @@ from sqlalchemy import (
     String,
     Table,
     Text,
+    literal_column,
 )
 from sqlalchemy.dialects.postgresql import JSONB
 
@@ -127,6 +128,13 @@ rounds = Table(
     Column("first_sequence", BigInteger, nullable=False),
     Column("last_sequence", BigInteger, nullable=False),
     Column("record", Document, nullable=False, comment="the full game cycle (RoundRecord)"),
+)
+
+# Literal values, not parameters: a prepared statement's generic plan cannot use a partial
+# index whose condition it cannot prove from parameters.
+OPEN_ROUND = rounds.c.status.in_([literal_column("'betting'"), literal_column("'playing'")])
+Index(  # the few open rounds among all settled ones (operators' interrupted-rounds list)
+    "ix_rounds_open", rounds.c.stream_id, sqlite_where=OPEN_ROUND, postgresql_where=OPEN_ROUND
 )
 
 round_players = Table(
