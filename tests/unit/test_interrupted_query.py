@@ -15,6 +15,7 @@ import pytest
 from blackjack.api.routes import query_api
 from blackjack.cli import main
 from blackjack.domain import commands as cmd
+from blackjack.messages.envelope import EventEnvelope
 from blackjack.messages.sealing import ShoeSeal
 from blackjack.messages.wire import encode, to_wire
 from blackjack.projections.queries import interrupted_rounds
@@ -43,8 +44,16 @@ def tables() -> tuple[Script, Script, Script]:
 
 
 async def fold(store: ProjectionStore, *scripts: Script) -> None:
-    envelopes = [e for script in scripts for e in script.envelopes]
-    records = [Record("events", 0, i, encode(to_wire(e, SEAL))) for i, e in enumerate(envelopes)]
+    await fold_envelopes(store, [e for script in scripts for e in script.envelopes])
+
+
+async def fold_envelopes(
+    store: ProjectionStore, envelopes: list[EventEnvelope], first_offset: int = 0
+) -> None:
+    records = [
+        Record("events", 0, first_offset + i, encode(to_wire(e, SEAL)))
+        for i, e in enumerate(envelopes)
+    ]
     await ProjectionWriter(store).apply(records)
 
 

@@ -8,7 +8,7 @@ import json
 from datetime import datetime, timedelta
 from typing import Any
 
-from sqlalchemy import func, select, tuple_
+from sqlalchemy import exists, or_, select, tuple_
 from sqlalchemy.ext.asyncio import AsyncConnection
 
 from blackjack.domain.rules import with_interrupted_round_days
@@ -90,13 +90,11 @@ async def player_rounds(
 ) -> dict[str, Any] | None:
     """A player's rounds, newest first, ``limit`` at a time; ``next`` continues the list."""
     rp, r = schema.round_players, schema.rounds
-    known = (
-        select(func.count())
-        .select_from(schema.accounts)
-        .where(schema.accounts.c.player_id == player_id)
-    )
-    if not (await connection.execute(known)).scalar_one():
-        return None
+    a, w = schema.accounts, schema.wallets
+    seated = exists().where(a.c.player_id == player_id)
+    funded = exists().where(w.c.player_id == player_id)
+    if not (await connection.execute(select(or_(seated, funded)))).scalar_one():
+        return None  # no seat and no wallet: an id the platform never used
     key = tuple_(rp.c.started_at, rp.c.stream_id, rp.c.round)
     query = (
         select(rp, r.c.round_id, r.c.variant, r.c.currency, r.c.status, r.c.closed_at)
