@@ -12,6 +12,7 @@ from typing import Any
 import pytest
 from pydantic import TypeAdapter
 
+from blackjack.audit.recall import render, replay_round
 from blackjack.audit.replay import describe, replay_stream
 from blackjack.command_handler.snapshots import SnapshotCodec, _touched_at
 from blackjack.domain import commands as cmd
@@ -252,6 +253,32 @@ def test_the_audit_passes_a_round_closed_as_the_rules_allow() -> None:
     replayed = replay_stream(log, SEAL)
     [round_replay] = replayed.rounds.values()
     assert any("ops-1 closes the round" in line.text for line in round_replay.lines)
+
+
+def test_the_replay_dates_each_line_and_marks_the_servers_decisions() -> None:
+    """The recall review: the replay showed times of day only (a closing 30 days later read
+    as the same minute), and "alice stands" for the stand the server made in her place."""
+    log = closed_log()
+    text = render(replay_round(log, 1, SEAL, "table-1"))
+    dealt = next(w for w in log if isinstance(w.data, ev.DealStarted)).occurred_at
+    closed = next(w for w in log if isinstance(w.data, ev.InterruptedRoundClosed)).occurred_at
+    assert f"  {dealt:%Y-%m-%d %H:%M:%S}Z  #" in text
+    assert f"  {closed:%Y-%m-%d %H:%M:%S}Z  #" in text
+    stood = [line for line in text.splitlines() if "alice stands" in line]
+    assert len(stood) == 1 and stood[0].endswith("[decided by the server]")
+    assert "REPLAY OK" in text
+
+
+def test_the_replay_marks_only_the_decision_the_server_made() -> None:
+    script = Script("surrender", [["TS", "6H", "5S", "TD", "9C"]])
+    script.do(cmd.PlaceBet(player_id="alice", box=0, amount=1_000), cmd.Deal(player_id="alice"))
+    script.do(cmd.Stand(player_id="alice", box=0))
+    text = render(replay_round(wires(script), 1, SEAL, "table-1"))
+    assert "alice stands" in text and "decided by the server" not in text
+    waiting = Script("surrender", [])
+    waiting.do(cmd.PlaceBet(player_id="alice", box=0, amount=1_000))
+    betting = render(replay_round(wires(waiting), 1, SEAL, "table-1"))
+    assert "Dealer: no cards yet" in betting and "hole card" not in betting
 
 
 def test_the_audit_finds_a_round_closed_before_its_time_or_against_the_rules() -> None:

@@ -8,7 +8,7 @@ round's shoe (its reveal may come later), so a later round's trouble does not fa
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from datetime import datetime
+from datetime import UTC, datetime
 
 from blackjack.audit.replay import (
     Finding,
@@ -83,8 +83,9 @@ def render(verdict: RoundVerdict) -> str:
     lines.append(_shoe_line(replay.shoe, verdict.shoe))
     lines.append("")
     for line in replay.lines:
-        lines.append(f"  {_clock(line.at)}  #{line.sequence:<5} {line.text}")
-        lines += [f"{'':22}! {problem}" for problem in line.problems]
+        at = _clock(line.at)
+        lines.append(f"  {at}  #{line.sequence:<5} {line.text}")
+        lines += [f"{'':{len(at) + 14}}! {problem}" for problem in line.problems]
     lines.append("")
     lines += _table(replay, verdict.state)
     lines.append("")
@@ -103,7 +104,8 @@ def render(verdict: RoundVerdict) -> str:
 
 
 def _clock(moment: datetime) -> str:
-    return moment.strftime("%H:%M:%S")
+    """The date too: a round may span days (a disconnection, an operator's closing)."""
+    return moment.astimezone(UTC).strftime("%Y-%m-%d %H:%M:%SZ")
 
 
 def _shoe_line(number: int | None, check: ShoeCheck | None) -> str:
@@ -127,8 +129,11 @@ def _table(replay: RoundReplay, state: TableState | None) -> list[str]:
     dealer = replay.dealer
     in_flight = replay.status in ("betting", "playing") and state is not None
     if in_flight and state is not None and state.round == replay.round:
-        hidden = "" if state.phase == "dealer" else " (+ hole card)"  # revealed: the dealer's turn
-        lines.append(f"Dealer: {cards_text(state.dealer_shown)}{hidden}")
+        if not state.dealer_shown:
+            lines.append("Dealer: no cards yet")
+        else:  # the hole card is revealed on the dealer's turn
+            hidden = "" if state.phase == "dealer" else " (+ hole card)"
+            lines.append(f"Dealer: {cards_text(state.dealer_shown)}{hidden}")
         for index, box in enumerate(state.boxes):
             for number, hand in enumerate(box.hands):
                 lines.append(

@@ -229,6 +229,9 @@ class _Replayer:
         """when the event before this one was written"""
         self.closing: tuple[int, str | None] | None = None
         """the round an operator's CloseInterruptedRound is closing, and that command's id"""
+        self.for_the_server: set[tuple[str | None, str]] = set()
+        """(command id, player) of a PlayerTimedOut whose decision, the next of that player's
+        in the same command, the server made"""
 
     # ---- the fold -----------------------------------------------------------------------
 
@@ -373,6 +376,21 @@ class _Replayer:
 
     # ---- the checks ---------------------------------------------------------------------
 
+    def _decided_by_the_server(self, event: ev.Event) -> str:
+        """The events carry no actor: a decision the clock or an operator's closing made for a
+        player is the one right after its PlayerTimedOut, in the same command."""
+        command = self.envelope.causation_id if self.envelope is not None else None
+        if not any(key[0] == command for key in self.for_the_server):
+            self.for_the_server.clear()  # a command's events are over
+        if isinstance(event, ev.PlayerTimedOut):
+            self.for_the_server.add((command, event.player_id))
+        elif isinstance(event, _SERVER_DECISIONS):
+            key = (command, event.player_id)
+            if key in self.for_the_server:
+                self.for_the_server.discard(key)
+                return "  [decided by the server]"
+        return ""
+
     def _check(self, event: ev.Event) -> None:
         if isinstance(event, ev.RoundOpened):
             rules = self.state.rules
@@ -384,9 +402,8 @@ class _Replayer:
         during = current is not None and current.status in _OPEN
         if isinstance(event, ev.RoundEvent) or (during and isinstance(event, _IN_RECALL)):
             assert self.envelope is not None and current is not None
-            current.lines.append(
-                Line(self.envelope.sequence, self.envelope.occurred_at, describe(self.state, event))
-            )
+            text = describe(self.state, event) + self._decided_by_the_server(event)
+            current.lines.append(Line(self.envelope.sequence, self.envelope.occurred_at, text))
         closing = self.closing
         if closing is not None and (
             not isinstance(event, ev.RoundEvent)
@@ -687,6 +704,9 @@ _NEVER_WHEN_CLOSING = (
     ev.DealRequested,
 )
 """What closing an interrupted round never does for a player."""
+
+_SERVER_DECISIONS = (ev.DealRequested, ev.InsuranceDeclined, ev.PlayerStood)
+"""What a PlayerTimedOut's action (dealt_in, declined_insurance, stood) writes next."""
 
 _CHECKS: dict[type[ev.Event], Any] = {
     ev.InterruptedRoundClosed: _Replayer.interrupted_round_closed,
