@@ -18,7 +18,7 @@ from blackjack.domain import events as ev
 from blackjack.domain.cards import fresh_shoe
 from blackjack.domain.shoe import commitment
 from blackjack.messages import wire
-from blackjack.messages.envelope import EventEnvelope
+from blackjack.messages.envelope import CommandEnvelope, EventEnvelope
 from blackjack.messages.schemas import drift
 from blackjack.messages.sealing import SealedForOthers, SealError, ShoeSeal, derive
 
@@ -52,6 +52,36 @@ def _shuffled() -> ev.ShoeShuffled:
 
 def test_committed_schemas_match_the_models() -> None:
     assert drift(SCHEMAS) == [], "run `make schemas` and commit the result"
+
+
+@pytest.mark.parametrize(
+    ("sent_at", "accepted"),
+    [
+        ("2026-05-01T12:00:00Z", True),
+        ("2026-05-01T14:00:00+02:00", True),
+        (None, True),
+        ("2026-05-01T12:00:00", False),  # no offset: which time is it?
+        ("2026-05-01", False),
+        (1_777_636_800, False),  # pydantic would read a number as Unix time
+    ],
+)
+def test_a_command_s_sent_at_is_the_schemas_date_time(sent_at: object, accepted: bool) -> None:
+    """The integrator review: what the schema forbids was accepted."""
+    document = {"command_id": "c-1", "stream_id": "t-1", "sent_at": sent_at}
+    document["command"] = {"type": "Reconnect", "player_id": "p"}
+    if accepted:
+        CommandEnvelope.model_validate(document)
+    else:
+        with pytest.raises(ValidationError, match="sent_at"):
+            CommandEnvelope.model_validate(document)
+
+
+def test_every_command_and_event_schema_requires_its_type() -> None:
+    """The models default ``type``; the server needs it to tell the message (review)."""
+    for path in [*SCHEMAS.glob("commands/*.json"), *SCHEMAS.glob("events/*.json")]:
+        schema = json.loads(path.read_text())
+        assert schema["required"][0] == "type", path.name
+        assert "default" not in schema["properties"]["type"], path.name
 
 
 def test_the_shoe_order_is_sealed_on_the_wire_and_opens_with_the_key() -> None:

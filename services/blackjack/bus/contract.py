@@ -22,7 +22,9 @@ from faststream.specification.base import Specification
 from blackjack.bus.settings import DEFAULT_BOOTSTRAP
 from blackjack.bus.topics import Topics
 from blackjack.command_handler.snapshots import Checkpoint, SealedSnapshot
+from blackjack.domain.wallet import STREAM_ID_PATTERN
 from blackjack.messages.envelope import CommandEnvelope, CommandResult
+from blackjack.messages.schemas import require_the_type
 from blackjack.messages.wire import WireEnvelope
 
 TITLE = "Blackjack game server"
@@ -32,9 +34,11 @@ to the commands topic and receive one result per command on the results topic. T
 handler consumes the commands (consumer group `blackjack-command-handler`, read_committed) and
 writes, in one Kafka transaction per batch, the events, the result and the consumed offset.
 
-Every record is keyed by its stream id; every record carries the CloudEvents Kafka binding
-headers (binary mode): `ce_specversion`, `ce_id`, `ce_source`, `ce_type`, `ce_time`,
-`ce_subject` (the stream id), and `ce_correlationid` / `ce_causationid` where they apply.
+Every record is keyed by its stream id; every command, event and result the service writes
+carries the CloudEvents Kafka binding headers (binary mode): `ce_specversion`, `ce_id`,
+`ce_source`, `ce_type`, `ce_time`, `ce_subject` (the stream id), `ce_sequence` on events, and
+`ce_correlationid` / `ce_causationid` where they apply (each message's `headers`). The
+snapshots topic is the handlers' own and carries none.
 """
 
 COMMANDS = """\
@@ -107,23 +111,109 @@ def documentation_broker(topics: Topics, bootstrap: str = DEFAULT_BOOTSTRAP) -> 
     return broker
 
 
+def _text(description: str, pattern: str | None = None) -> dict[str, Any]:
+    schema = {"type": "string", "description": description}
+    return schema if pattern is None else {**schema, "pattern": pattern}
+
+
+_CLOUDEVENTS = {
+    "ce_specversion": _text("CloudEvents version", "^1\\.0$"),
+    "ce_id": _text("the record's id"),
+    "ce_source": _text("BLACKJACK_SOURCE, /blackjack/command-handler by default"),
+    "ce_type": _text(
+        "blackjack.<EventType>.v<version>, blackjack.CommandResult.v1 or "
+        "blackjack.command.<CommandType>"
+    ),
+    "ce_time": _text("RFC 3339: when the command was handled (a command: when sent)"),
+    "ce_subject": _text("the stream id"),
+    "ce_causationid": _text("the command (or for a money step, the event) that caused it"),
+    "ce_correlationid": _text("the correlation id of the command the record comes from"),
+    "content-type": _text("application/json"),
+}
+_ALWAYS = ["ce_specversion", "ce_id", "ce_source", "ce_type", "ce_subject", "content-type"]
+_OFFSET = "^[0-9]+$"
+
+
+def _headers(required: list[str], **extra: dict[str, Any]) -> dict[str, Any]:
+    properties = {**_CLOUDEVENTS, **extra}
+    return {"type": "object", "properties": properties, "required": required}
+
+
+HEADERS: dict[str, dict[str, Any]] = {
+    # a platform may send the CloudEvents headers; the handler needs none of them
+    "commands": _headers([]),
+    "service-commands": _headers(
+        _ALWAYS,
+        bj_signature=_text("HMAC-SHA256 of key, value and bj_transfer (hex)"),
+        bj_transfer=_text("the wallet's transfer number of a buy-in's Deposit", _OFFSET),
+    ),
+    "events": _headers(
+        [*_ALWAYS, "ce_time", "ce_sequence", "ce_causationid", "ce_correlationid"],
+        ce_sequence=_text("the event's sequence in its stream", _OFFSET),
+    ),
+    "command-results": _headers(
+        [*_ALWAYS, "ce_time", "ce_causationid"],
+        bj_command_offset=_text("the offset of the command it answers", _OFFSET),
+    ),
+    # internal to the handlers: no CloudEvents headers
+    "snapshots": {
+        "type": "object",
+        "properties": {
+            "bj_commands_to": _text("a checkpoint: every command below was answered", _OFFSET)
+        },
+    },
+}
+"""Each channel's record headers (Kafka header values are bytes: UTF-8 text here)."""
+
+_STREAM_KEY = {
+    "type": "string",
+    "pattern": STREAM_ID_PATTERN,
+    "maxLength": 128,
+    "description": "the stream id: a table, or wallet:<player>",
+}
+KEYS: dict[str, dict[str, Any]] = {
+    "commands": _STREAM_KEY,
+    "service-commands": _STREAM_KEY,
+    "events": _STREAM_KEY,
+    "command-results": {
+        **_STREAM_KEY,
+        "description": "the command's stream id; an unreadable command is answered under the "
+        "key it came with (empty if it had none)",
+        "pattern": ".*",
+    },
+    "snapshots": {
+        "type": "string",
+        "description": "a stream id (its snapshot), or #checkpoint/<partition>",
+    },
+}
+"""Each channel's record key."""
+
+
 class _Document(AsyncAPI):
-    """FastStream's document, with each message's correlation id where this service carries
-    it: the CloudEvents ``ce_correlationid`` header (FastStream's generator names its own
-    ``correlation_id`` header, which no record here has). Snapshots carry none."""
+    """FastStream's document, with what its generator leaves out of each message: the
+    correlation id where this service carries it (the CloudEvents ``ce_correlationid``
+    header; FastStream names its own ``correlation_id`` header, which no record here has;
+    snapshots carry none), the headers, the Kafka key, and ``type`` required in every
+    command and event schema."""
 
     def to_specification(self) -> Specification:
         document = super().to_specification()
         components = getattr(document, "components", None)
         for name, message in (getattr(components, "messages", None) or {}).items():
+            channel = name.split(":")[0]
             message.correlationId = (
                 None
-                if name.startswith("snapshots:")
+                if channel == "snapshots"
                 else CorrelationId(
                     location="$message.header#/ce_correlationid",
                     description="the correlation id of the command the record comes from",
                 )
             )
+            message.headers = HEADERS[channel]
+            message.bindings = {"kafka": {"key": KEYS[channel], "bindingVersion": "0.4.0"}}
+        for schema in (getattr(components, "schemas", None) or {}).values():
+            if isinstance(schema, dict):
+                require_the_type(schema)
         return document
 
 

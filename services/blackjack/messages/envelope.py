@@ -5,7 +5,7 @@ from __future__ import annotations
 from datetime import datetime
 from typing import Annotated, Literal, Self
 
-from pydantic import BaseModel, ConfigDict, Field, model_validator
+from pydantic import AwareDatetime, BaseModel, ConfigDict, Field, field_validator, model_validator
 
 from blackjack.domain.commands import TableCommand
 from blackjack.domain.events import TableEvent
@@ -28,8 +28,19 @@ class CommandEnvelope(BaseModel):
     stream_id: str = Id
     # bounded: every event and result of the command carries it, in its body and a header
     correlation_id: str | None = Field(None, max_length=1024)
-    sent_at: datetime | None = None
+    sent_at: AwareDatetime | None = Field(
+        None, description="when the sender sent it: RFC 3339, with its offset (informational)"
+    )
     command: StreamCommand
+
+    @field_validator("sent_at", mode="before")
+    @classmethod
+    def _a_date_time_text(cls, value: object) -> object:
+        """The schema's date-time, not pydantic's lax reading of a number as Unix time (a
+        naive or date-only text is refused by ``AwareDatetime``)."""
+        if isinstance(value, int | float):
+            raise ValueError("an RFC 3339 date-time text, not a number")
+        return value
 
 
 def type_name(kind: type[BaseModel]) -> str:

@@ -32,7 +32,22 @@ def schema_documents() -> dict[str, dict[str, Any]]:
         documents[f"commands/{_name(command)}.json"] = command.model_json_schema()
     for event in WIRE_EVENT_TYPES:
         documents[f"events/{_name(event)}.json"] = event.model_json_schema()
+    for document in documents.values():
+        require_the_type(document)
     return documents
+
+
+def require_the_type(schema: dict[str, Any]) -> None:
+    """Mark ``type`` required in every command and event schema (and their ``$defs``): the
+    models give it a default, for building them in Python, but on the wire it names the
+    message, and the server refuses a command without it (an integrator review)."""
+    for part in (schema, *schema.get("$defs", {}).values()):
+        kind = part.get("properties", {}).get("type", {})
+        if "const" in kind:
+            kind.pop("default", None)
+            required = part.setdefault("required", [])
+            if "type" not in required:
+                required.insert(0, "type")
 
 
 def render(document: dict[str, Any]) -> str:
