@@ -22,6 +22,7 @@ from blackjack.command_handler.snapshots import (
 )
 from blackjack.domain import commands as cmd
 from blackjack.domain.evolve import fold
+from blackjack.domain.state import TableState
 from blackjack.messages.sealing import ShoeSeal
 from tests.integration.conftest import (
     KafkaSpace,
@@ -43,6 +44,10 @@ def rebuilds(kind: str) -> float:
 
 def replayed_events() -> float:
     return REGISTRY.get_sample_value("blackjack_rebuild_events_total") or 0.0
+
+
+def cold_streams() -> float:
+    return REGISTRY.get_sample_value("blackjack_streams_cold") or 0.0
 
 
 async def test_a_restart_resumes_from_the_checkpoint_with_a_round_in_flight(
@@ -96,6 +101,9 @@ async def test_a_restart_resumes_from_the_checkpoint_with_a_round_in_flight(
     kept, replayed = rebuilds("checkpoint"), replayed_events()
     async with running_handler(config) as handler, space.client() as client:
         assert rebuilds("checkpoint") == kept + 1
+        # snap-a (no timer can wake it) is read back cold; snap-b's answers after the last
+        # checkpoint (its last 9 commands) bring it back into memory
+        assert cold_streams() == 1
         assert replayed_events() - replayed < len(await stream_events(space))
         # The rejected id is remembered from before the checkpoint, through the snapshot.
         again = await client.execute(
@@ -179,3 +187,32 @@ async def test_a_quiet_partition_checkpoints_after_checkpoint_after_s(kafka_spac
     [snapshot] = [r for r in await read_topic(space, space.topics.snapshots) if r.key == b"quiet"]
     codec = SnapshotCodec(derive_key(space.shoe_key, "blackjack/snapshots/v1"))
     assert "refused-once" in codec.decode(snapshot.value).results
+
+
+async def test_an_idle_table_goes_cold_and_the_next_command_thaws_it(kafka_space: Any) -> None:
+    """A soak test: a handler kept every table it ever had in memory, about 100 KiB each. An
+    idle one is now kept as its sealed snapshot until a command needs it."""
+    space: KafkaSpace = await kafka_space(partitions=1)
+    async with (
+        running_handler(space.config(cold_after_s=0.2)) as handler,
+        space.client() as client,
+    ):
+        for setup in (
+            cmd.OpenTable(variant="mini-h17"),
+            cmd.SitDown(player_id="p"),
+        ):
+            assert (await client.execute("sleepy", setup)).status == "accepted"
+        paid = await client.execute(
+            "sleepy", cmd.Deposit(player_id="p", amount=5_000), command_id="pay-once"
+        )
+        await handler.wait_until(lambda: cold_streams() == 1, 30)
+        # a resend finds its answer in the cold stream; a new command is decided as ever
+        again = await client.execute(
+            "sleepy", cmd.Deposit(player_id="p", amount=5_000), command_id="pay-once"
+        )
+        assert again == paid
+        bet = await client.execute("sleepy", cmd.PlaceBet(player_id="p", box=0, amount=500))
+        assert bet.status == "accepted"
+        (_, state) = handler.streams()["sleepy"]
+        assert isinstance(state, TableState) and state.players["p"].balance == 4_500
+    await verify_stream(space, "sleepy", resent=["pay-once"])

@@ -26,7 +26,7 @@ import hashlib
 from collections.abc import Iterator
 from datetime import datetime, timedelta
 
-from blackjack.command_handler.streams import PartitionStore
+from blackjack.command_handler.streams import PartitionStore, Stream
 from blackjack.domain import commands as cmd
 from blackjack.domain.state import TableState
 from blackjack.messages.envelope import CommandEnvelope, CommandResult
@@ -67,13 +67,29 @@ def disconnect_command_id(stream_id: str, player_id: str, seen: datetime) -> str
     return f"{DISCONNECT_PREFIX}{_digest(stream_id, player_id, seen.isoformat())}"
 
 
+def may_come_due(stream: Stream) -> bool:
+    """Whether the clock may ever owe the stream a command without another command for it
+    first: a table's running deadline, or a connected player with a bet out at a table with
+    the disconnection policy. A stream for which this is false may be kept cold."""
+    state = stream.state
+    if not isinstance(state, TableState) or not state.opened:
+        return False
+    if state.deadline is not None:
+        return True
+    return state.rules.refund_bets_on_disconnect and any(
+        player.connected and state.boxes_of(player.player_id) for player in state.players.values()
+    )
+
+
 def due_commands(
     store: PartitionStore, now: datetime, presence_timeout: timedelta
 ) -> Iterator[CommandEnvelope]:
+    """The commands the hot streams are due at ``now`` (a cold stream is never due)."""
     for stream in store.streams.values():
-        state = stream.state
-        if not isinstance(state, TableState) or not state.opened:
+        if not may_come_due(stream):
             continue
+        state = stream.state
+        assert isinstance(state, TableState)
         if state.deadline is not None and now >= state.deadline:
             yield CommandEnvelope(
                 command_id=expire_command_id(stream.stream_id, state.deadline),

@@ -8,6 +8,8 @@
     BLACKJACK_PRESENCE_TIMEOUT_S    silence after which the service disconnects a player who has
                                     a bet out, at tables with the disconnection policy; 30
     BLACKJACK_TIMER_TICK_MS         how often the clock looks for expired timers; 250
+    BLACKJACK_COLD_AFTER_S          idle seconds after which a stream no timer can wake is
+                                    kept as its sealed snapshot until a command needs it; 600
     BLACKJACK_SESSION_TIMEOUT_MS    consumer group session timeout; 10000
     BLACKJACK_MAX_BATCH             commands per transaction at most; 100
     BLACKJACK_CHECKPOINT_AFTER_S    at most this long between a partition's command and its
@@ -47,6 +49,7 @@ class HandlerConfig:
     dedup_window: int = 1000
     presence_timeout_s: float = 30.0
     timer_tick_s: float = 0.25
+    cold_after_s: float = 600.0
     session_timeout_ms: int = 10_000
     max_batch: int = 100
     shoe_seal_version: SealVersion = 2
@@ -58,6 +61,8 @@ class HandlerConfig:
             )
         if self.shoe_seal_version not in (1, 2):
             raise ValueError("BLACKJACK_SHOE_SEAL_VERSION is 1 or 2")
+        if not self.cold_after_s > 0:
+            raise ValueError("cold_after_s must be positive")
         if self.snapshot_every < 1 or self.dedup_window < 1 or self.max_batch < 1:
             raise ValueError("snapshot_every, dedup_window and max_batch must be positive")
         if not 0 < self.checkpoint_after_s * 1000 < REQUESTS_KEPT_MS:
@@ -86,6 +91,7 @@ class HandlerConfig:
             "BLACKJACK_DEDUP_WINDOW": int,
             "BLACKJACK_PRESENCE_TIMEOUT_S": float,
             "BLACKJACK_TIMER_TICK_MS": lambda ms: float(ms) / 1000,
+            "BLACKJACK_COLD_AFTER_S": float,
             "BLACKJACK_SESSION_TIMEOUT_MS": int,
             "BLACKJACK_MAX_BATCH": int,
             "BLACKJACK_SHOE_SEAL_VERSION": int,

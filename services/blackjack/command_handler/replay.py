@@ -22,6 +22,7 @@ from aiokafka import AIOKafkaConsumer, ConsumerRecord, TopicPartition
 
 from blackjack.bus.headers import COMMAND_OFFSET_HEADER, COMMANDS_TO_HEADER, offset_header
 from blackjack.bus.topics import Topics
+from blackjack.command_handler.clock import may_come_due
 from blackjack.command_handler.processor import remembered
 from blackjack.command_handler.snapshots import (
     CHECKPOINT_PREFIX,
@@ -98,7 +99,7 @@ async def rebuild(
 ) -> tuple[PartitionStore, RebuildStats]:
     started = time.monotonic()
     deadline = started + timeout
-    store = PartitionStore(partition)
+    store = PartitionStore(partition, codec=codec)
     snapshots_tp, events_tp, results_tp = (
         TopicPartition(topic, partition)
         for topic in (topics.snapshots, topics.events, topics.results)
@@ -123,7 +124,11 @@ async def rebuild(
     if checkpoint is not None:
         for raw in snapshots.values():
             stream = codec.decode(raw)
-            store.streams[stream.stream_id] = stream
+            if stream.signed_incomplete or may_come_due(stream):
+                store.streams[stream.stream_id] = stream
+            else:  # kept cold from the start, as the live handler keeps an idle stream; the
+                # events and results after the checkpoint thaw the streams they concern
+                store.cold[stream.stream_id] = raw
             store.snapshot_bytes[stream.stream_id] = len(raw)
     events_from = checkpoint.events_from if checkpoint else 0
     if checkpoint is not None and commands_to is not None:
@@ -201,7 +206,9 @@ async def rebuild(
     store.since_checkpoint = results
 
     # Presence comes from the snapshot and the results since, for the players seated now; one
-    # the retained log says nothing of (their results expired) gets a fresh grace period.
+    # the retained log says nothing of (their results expired) gets a fresh grace period. (A
+    # cold stream has no player with a bet out whom the clock could disconnect; a player who
+    # bets after it thaws is seen by that command.)
     for stream in store.streams.values():
         if isinstance(stream.state, TableState):
             seen = stream.last_seen

@@ -39,6 +39,7 @@ from aiokafka.structs import RecordMetadata
 from blackjack.bus.headers import COMMAND_OFFSET_HEADER, COMMANDS_TO_HEADER
 from blackjack.bus.settings import TRANSACTION_RETRY_BACKOFF_MS
 from blackjack.bus.topics import SNAPSHOT_MAX_BYTES, ensure_topics
+from blackjack.command_handler.clock import may_come_due
 from blackjack.command_handler.config import HandlerConfig
 from blackjack.command_handler.keys import derive_key
 from blackjack.command_handler.processor import Handled, Inbound, Processor
@@ -59,6 +60,7 @@ Status = Literal["pending", "ready", "failed", "fenced", "revoked"]
 
 REBUILD_TIMEOUT_S = 300.0
 BACKLOG_EVERY_S = 15.0
+COLD_SWEEP_EVERY_S = 30.0
 BACKLOG_TIMEOUT_S = 2.0
 TAKEOVER_TIMEOUT_S = REBUILD_TIMEOUT_S + 60
 """One partition's whole takeover: its producer's start (fencing the last owner), the
@@ -281,10 +283,10 @@ class CommandHandler:
         """The sequence and state of every stream of the ready partitions, as held in memory
         (states are never changed in place: a caller may keep them)."""
         return {
-            stream_id: (stream.sequence, stream.state)
+            stream.stream_id: (stream.sequence, stream.state)
             for partition in self._partitions.values()
             if partition.status == "ready" and partition.store is not None
-            for stream_id, stream in partition.store.streams.items()
+            for stream in partition.store.all_streams()
         }
 
     async def wait_ready(self, timeout: float) -> None:
@@ -387,7 +389,7 @@ class CommandHandler:
                         snapshots=stats.snapshots,
                         events=stats.events,
                         results=stats.results,
-                        streams=len(store.streams),
+                        streams=store.count(),
                         seconds=round(stats.seconds, 3),
                     )
                 metrics.REBUILDS.labels(kind).inc()
@@ -420,7 +422,7 @@ class CommandHandler:
         self._timers.forget(partition.number)
         partition.checkpointed_at = time.monotonic()
         self._consumer.resume(partition.tp)
-        log.info("partition ready", committed_offset=committed, streams=len(store.streams))
+        log.info("partition ready", committed_offset=committed, streams=store.count())
         self._changed()
 
     async def _prepare_due(self) -> bool:
@@ -622,7 +624,7 @@ class CommandHandler:
         await self._advance(store, sent)
         topic = self.topics.snapshots
         for stream_id in sorted(store.dirty):
-            sealed = self._codec.encode(store.streams[stream_id])
+            sealed = store.sealed(stream_id)
             store.snapshot_bytes[stream_id] = len(sealed)
             future = await producer.send(
                 topic, sealed, key=stream_id.encode(), partition=store.partition
@@ -718,7 +720,7 @@ class CommandHandler:
         self._backlog_shown = set(backlog)
 
     async def _tick(self) -> None:
-        measured_at = time.monotonic()
+        measured_at = swept_at = time.monotonic()
         while not self._stopping.is_set():
             await asyncio.sleep(self.config.timer_tick_s)
             if time.monotonic() - measured_at >= BACKLOG_EVERY_S:
@@ -740,6 +742,19 @@ class CommandHandler:
                     if partition.status != "ready" or store is None:
                         continue
                 await self._timers.send_due(partition.number, store, now, mono)
+            if mono - swept_at >= min(COLD_SWEEP_EVERY_S, self.config.cold_after_s):
+                self._freeze_idle_streams()
+                swept_at = mono
+
+    def _freeze_idle_streams(self) -> None:
+        """Keep cold the streams idle for ``cold_after_s`` that no timer can wake."""
+        frozen = 0
+        for partition in self._partitions.values():
+            if partition.status == "ready" and partition.store is not None:
+                frozen += partition.store.freeze_idle(self.config.cold_after_s, may_come_due)
+        if frozen:
+            self.log.info("idle streams kept cold", streams=frozen)
+            self._changed()
 
     def _changed(self) -> None:
         """Partitions changed hands or state: publish the gauges, wake ``wait_until``."""
@@ -749,17 +764,19 @@ class CommandHandler:
 
     def _publish_gauges(self) -> None:
         counts: dict[str, int] = dict.fromkeys(("pending", "ready", "failed", "fenced"), 0)
-        streams = largest_snapshot = 0
+        streams = cold = largest_snapshot = 0
         for partition in self._partitions.values():
             if partition.status in counts:
                 counts[partition.status] += 1
             if partition.store is not None:
-                streams += len(partition.store.streams)
+                streams += partition.store.count()
+                cold += len(partition.store.cold)
                 sizes = partition.store.snapshot_bytes.values()
                 largest_snapshot = max([largest_snapshot, *sizes])
         for status, count in counts.items():
             metrics.PARTITIONS.labels(status).set(count)
         metrics.STREAMS.set(streams)
+        metrics.COLD_STREAMS.set(cold)
         metrics.SNAPSHOT_LARGEST_BYTES.set(largest_snapshot)
 
 

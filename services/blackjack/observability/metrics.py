@@ -69,6 +69,11 @@ COMMAND_BACKLOG = Gauge(
     ["partition"],
 )
 STREAMS = Gauge("blackjack_streams", "Streams held in memory by this instance")
+COLD_STREAMS = Gauge(
+    "blackjack_streams_cold",
+    "Of those, streams idle for BLACKJACK_COLD_AFTER_S and kept as their sealed snapshot "
+    "until a command needs them",
+)
 
 
 TRANSACTION_OUTCOMES = ("committed", "aborted", "fenced")

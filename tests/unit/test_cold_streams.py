@@ -1,0 +1,209 @@
+"""Idle streams kept cold (as their sealed snapshot) change nothing a handler decides: the
+same commands give the same answers and events whether every idle stream is frozen after
+each command or all stay in memory; the clock never owes a cold stream anything; a resent
+command finds its answer in a cold stream; a checkpoint writes a cold stream as it is kept.
+(A soak test: a handler kept 100 KiB per table for every table it ever had.)"""
+
+from __future__ import annotations
+
+import itertools
+import os
+import random
+import tracemalloc
+from datetime import UTC, datetime, timedelta
+from typing import Any
+
+import pytest
+from pydantic import BaseModel
+
+from blackjack.command_handler.clock import due_commands, may_come_due
+from blackjack.command_handler.processor import Inbound, Processor
+from blackjack.command_handler.snapshots import SnapshotCodec
+from blackjack.command_handler.streams import PartitionStore
+from blackjack.domain import commands as cmd
+from blackjack.domain.cards import fresh_shoe
+from blackjack.domain.rules import Rules
+from blackjack.domain.state import TableState
+from blackjack.messages.envelope import CommandEnvelope
+from tests.unit.processor_harness import new_processor
+
+T0 = datetime(2026, 5, 1, tzinfo=UTC)
+PRESENCE = timedelta(seconds=30)
+# "timed": a single-player table with the shared tables' clock (a shared table's money comes
+# through the wallets' signed steps, which this processor-only test does not carry)
+TABLES = {"solo": "mini-h17", "boxes": "surrender", "timed": "atlantic-city"}
+PLAYERS = {"solo": ["ann"], "boxes": ["bo"], "timed": ["cy"]}
+CLOCKED = {"turn_seconds": 15}
+MOVES = ["Hit", "Stand", "Double", "Split", "Surrender", "TakeInsurance", "DeclineInsurance"]
+
+
+def seeded_shuffler(seed: int) -> Any:
+    draw, salts = random.Random(seed), itertools.count()
+
+    def shuffle(rules: Rules) -> cmd.ShuffleShoe:
+        order = list(fresh_shoe(rules.decks))
+        draw.shuffle(order)
+        return cmd.ShuffleShoe(order=tuple(order), salt=f"cold-salt-{next(salts):08d}")
+
+    return shuffle
+
+
+def script(seed: int, length: int) -> list[tuple[str, cmd.Command | None]]:
+    """Commands for three tables, moves chosen at random whether offered or not (a refusal
+    must be the same too), with pauses (``None``) in which only the clock acts, and resends
+    of earlier command ids."""
+    draw = random.Random(seed)
+    steps: list[tuple[str, cmd.Command | None]] = []
+    for table, variant in TABLES.items():
+        overrides = CLOCKED if table == "timed" else {}
+        steps.append((table, cmd.OpenTable(variant=variant, overrides=overrides)))
+        for seat, player in enumerate(PLAYERS[table]):
+            steps += [
+                (table, cmd.SitDown(player_id=player, seat=seat)),
+                (table, cmd.Deposit(player_id=player, amount=50_000)),
+            ]
+    for _ in range(length):
+        table = draw.choice(list(TABLES))
+        player = draw.choice(PLAYERS[table])
+        kind = draw.choice(["PlaceBet", "Deal", *MOVES, *MOVES, "pause"])
+        if kind == "pause":
+            steps.append((table, None))
+        elif kind == "PlaceBet":
+            steps.append((table, cmd.PlaceBet(player_id=player, box=0, amount=500)))
+        elif kind == "Deal":
+            steps.append((table, cmd.Deal(player_id=player)))
+        else:
+            steps.append((table, getattr(cmd, kind)(player_id=player, box=0)))
+    return steps
+
+
+class Handler:
+    """A processor and one partition's store, driven like the service: the clock's due
+    commands first at each step, then the step's command."""
+
+    def __init__(self, seed: int, freeze: bool) -> None:
+        self.processor: Processor = new_processor(shuffler=seeded_shuffler(seed))
+        codec = SnapshotCodec(os.urandom(32))
+        self.store = PartitionStore(0, codec=codec)
+        self.freeze = freeze
+        self.offset = 0
+        self.frozen = 0
+
+    def send(self, table: str, command: BaseModel, now: datetime, cid: str) -> Any:
+        self.offset += 1
+        envelope = CommandEnvelope(command_id=cid, stream_id=table, command=command)
+        inbound = Inbound(table.encode(), envelope.model_dump_json().encode(), [], 0, self.offset)
+        handled = self.processor.handle(self.store, inbound, now)
+        if self.freeze:  # every stream no timer can wake, however briefly idle
+            self.frozen += self.store.freeze_idle(0, may_come_due)
+        events = [(e.stream_id, e.sequence, e.data.model_dump()) for e in handled.events]
+        return handled.result.model_dump(exclude={"handled_at"}), events
+
+    def run(self, steps: list[tuple[str, cmd.Command | None]]) -> list[Any]:
+        seen, now = [], T0
+        for number, (table, command) in enumerate(steps):
+            now += timedelta(seconds=7)
+            for due in list(due_commands(self.store, now, PRESENCE)):
+                seen.append(self.send(due.stream_id, due.command, now, due.command_id))
+            if command is not None:
+                resend = number % 17 == 0 and number > 0
+                cid = f"c-{number - 1 if resend else number}"
+                seen.append(self.send(table, command, now, cid))
+        return seen
+
+
+def test_freezing_idle_streams_changes_no_answer_and_no_event() -> None:
+    for seed in range(6):
+        steps = script(seed, 400)
+        hot, cold = Handler(seed, freeze=False), Handler(seed, freeze=True)
+        assert cold.run(steps) == hot.run(steps), seed
+        assert cold.frozen > 100  # streams went cold and came back many times
+        assert hot.store.cold == {}
+        states = {s.stream_id: s.state for s in cold.store.all_streams()}
+        assert states == {s.stream_id: s.state for s in hot.store.all_streams()}
+
+
+def test_only_a_stream_no_timer_can_wake_goes_cold() -> None:
+    handler = Handler(1, freeze=False)
+    for command in (
+        cmd.OpenTable(variant="atlantic-city", overrides=CLOCKED),
+        cmd.SitDown(player_id="cy", seat=0),
+        cmd.Deposit(player_id="cy", amount=5_000),
+        cmd.PlaceBet(player_id="cy", box=0, amount=500),
+        cmd.Deal(player_id="cy"),  # the turn clock runs
+    ):
+        handler.send("timed", command, T0, f"c-{handler.offset}")
+    state = handler.store.streams["timed"].state
+    assert isinstance(state, TableState) and state.deadline is not None
+    assert handler.store.freeze_idle(0, may_come_due) == 0
+    # a connected player with a bet out where the disconnection policy holds: the presence
+    # clock may owe the table a Disconnect
+    for command in (
+        cmd.OpenTable(variant="surrender"),
+        cmd.SitDown(player_id="bo", seat=0),
+        cmd.Deposit(player_id="bo", amount=5_000),
+        cmd.PlaceBet(player_id="bo", box=0, amount=500),
+    ):
+        handler.send("boxes", command, T0, f"c-{handler.offset}")
+    assert handler.store.freeze_idle(0, may_come_due) == 0
+    handler.send("solo", cmd.OpenTable(variant="mini-h17"), T0, "solo-1")
+    # idle for less than asked: stays hot
+    assert handler.store.freeze_idle(3600, may_come_due) == 0
+    assert handler.store.freeze_idle(0, may_come_due) == 1
+    assert set(handler.store.cold) == {"solo"} and handler.store.count() == 3
+    # a checkpoint writes the cold stream as it is kept
+    assert handler.store.sealed("solo") == handler.store.cold["solo"]
+    # the clock looks at hot streams only, and owes the cold one nothing
+    later = T0 + timedelta(minutes=5)
+    due = {d.stream_id for d in due_commands(handler.store, later, PRESENCE)}
+    assert due == {"timed", "boxes"}
+
+
+def test_a_resent_command_gets_its_answer_from_a_cold_stream() -> None:
+    handler = Handler(2, freeze=False)
+    first = handler.send("solo", cmd.OpenTable(variant="mini-h17"), T0, "open-1")
+    assert handler.store.freeze_idle(0, may_come_due) == 1
+    again = handler.send("solo", cmd.OpenTable(variant="mini-h17"), T0, "open-1")
+    assert again == (first[0], [])  # the original answer, no event written again
+    assert "solo" in handler.store.streams and handler.store.cold == {}
+
+
+def test_an_idle_table_kept_cold_takes_a_tenth_of_its_memory_or_less(
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    """Tables played as in the soak test (65 commands each: 12 rounds, then the player
+    leaves), measured with tracemalloc hot and then cold; ``-s`` prints the figures
+    (docs/operations.md: about 100 KiB against 5 KiB a table)."""
+    handler, tables, now = Handler(5, freeze=False), 50, T0
+
+    def send(table: str, command: BaseModel) -> None:
+        nonlocal now
+        now += timedelta(seconds=1)
+        handler.send(table, command, now, f"c-{handler.offset}")
+
+    tracemalloc.start()
+    try:
+        start = tracemalloc.get_traced_memory()[0]
+        for number in range(tables):
+            table = f"t{number}"
+            send(table, cmd.OpenTable(variant="mini-h17"))
+            send(table, cmd.SitDown(player_id="p", seat=0))
+            send(table, cmd.Deposit(player_id="p", amount=100_000))
+            for _ in range(12):  # whatever the cards: Stand ends a hand, a refusal is answered
+                send(table, cmd.PlaceBet(player_id="p", box=0, amount=500))
+                send(table, cmd.Deal(player_id="p"))
+                send(table, cmd.DeclineInsurance(player_id="p", box=0))
+                send(table, cmd.Stand(player_id="p", box=0))
+                send(table, cmd.Stand(player_id="p", box=0))
+            send(table, cmd.Withdraw(player_id="p", amount=1))
+            send(table, cmd.LeaveTable(player_id="p"))
+        hot = tracemalloc.get_traced_memory()[0] - start
+        assert handler.store.freeze_idle(0, may_come_due) == tables
+        cold = tracemalloc.get_traced_memory()[0] - start
+    finally:
+        tracemalloc.stop()
+    with capsys.disabled():
+        print(
+            f"\nper table: hot {hot / tables / 1024:.1f} KiB, cold {cold / tables / 1024:.1f} KiB"
+        )
+    assert cold * 10 < hot
