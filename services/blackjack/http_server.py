@@ -12,6 +12,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import signal
+import threading
 from collections.abc import Iterator
 
 import uvicorn
@@ -22,12 +23,16 @@ STOP_SIGNALS = (signal.SIGINT, signal.SIGTERM)
 class Server(uvicorn.Server):
     @contextlib.contextmanager
     def capture_signals(self) -> Iterator[None]:
+        if threading.current_thread() is not threading.main_thread():
+            yield  # signals reach the main thread only (as uvicorn's own)
+            return
         loop = asyncio.get_running_loop()
         for signum in STOP_SIGNALS:
-            # a second SIGINT forces the exit, as uvicorn's own handler does
             loop.add_signal_handler(signum, self.handle_exit, signum, None)
         try:
             yield
         finally:
+            # back to the default actions: a second signal during the caller's shutdown
+            # ends the process at once
             for signum in STOP_SIGNALS:
                 loop.remove_signal_handler(signum)

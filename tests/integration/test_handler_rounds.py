@@ -224,10 +224,12 @@ async def test_events_carry_cloudevents_headers_and_a_sealed_shoe(
 async def test_every_record_on_the_wire_is_what_the_published_contract_says(
     space: KafkaSpace, shuffler: QueuedShuffler, client: BlackjackClient
 ) -> None:
-    """Every command, event and result this module's rounds wrote (bets, doubles, splits,
-    surrender, insurance, buy-ins and cash-outs through the wallets, rejections): its body
-    against the JSON Schema in ``schemas/``, its headers and key against the AsyncAPI
-    document's (an integrator's review validated a capture by hand; this keeps it so)."""
+    """Every command, event and result on the module's topics (with the module's other tests:
+    doubles, surrender, blackjacks, buy-ins and cash-outs through the wallets; and this test's
+    own split, a hand the clock stands, a refusal, an unsigned service-only command and a
+    keyless malformed message): its body against the JSON Schema in ``schemas/`` (formats
+    included), its headers and key against the AsyncAPI document's (an integrator's review
+    validated a capture by hand; this keeps it so)."""
     shuffler.queue(["8S", "TS", "8H", "TD", "3C", "9D"])  # 8 8 against a ten: a split
     await table_with_player(client, "contract-1", "mini-h17", 5_000)
     await accept(
@@ -237,8 +239,31 @@ async def test_every_record_on_the_wire_is_what_the_published_contract_says(
         cmd.Deal(player_id="p"),
         cmd.Split(player_id="p", box=0),
     )
-    rejected = await client.execute("contract-1", cmd.Hit(player_id="nobody", box=0))
-    assert rejected.status == "rejected"
+    refusals = [
+        await client.execute("contract-1", cmd.Hit(player_id="nobody", box=0)),
+        await client.execute("contract-1", cmd.ShuffleShoe(order=("AS",), salt="s" * 16)),
+    ]
+    assert [r.rejection.code for r in refusals if r.rejection] == ["not_seated", "unauthorized"]
+    bad = {"command_id": "keyless-1", "stream_id": "contract-1", "command": {"type": "Hit"}}
+    await client.send_raw(None, json.dumps(bad).encode())
+    assert (await client.result("keyless-1")).status == "rejected"
+    # the clock: a one-second turn left to run out
+    shuffler.queue(["9S", "7S", "8H", "TD"])
+    await accept(
+        client, "contract-2", cmd.OpenTable(variant="atlantic-city", overrides={"turn_seconds": 1})
+    )
+    await accept(
+        client,
+        "contract-2",
+        cmd.SitDown(player_id="p"),
+        cmd.Deposit(player_id="p", amount=5_000),
+        cmd.PlaceBet(player_id="p", box=0, amount=1000),
+        cmd.Deal(player_id="p"),
+    )
+    await wait_for_events(
+        space, "contract-2", lambda seen: any(isinstance(e.data, ev.RoundSettled) for e in seen)
+    )
+
     document = json.loads((SCHEMAS / "asyncapi.json").read_text())
     messages = document["components"]["messages"]
     checked: dict[str, int] = {}
@@ -247,22 +272,38 @@ async def test_every_record_on_the_wire_is_what_the_published_contract_says(
         (space.topics.events, "event-envelope.json", "events:Message"),
         (space.topics.results, "command-result.json", "command-results:Message"),
     ):
-        body = Draft202012Validator(json.loads((SCHEMAS / body_schema).read_text()))
-        headers = Draft202012Validator(messages[message]["headers"])
-        signed = Draft202012Validator(messages["service-commands:Message"]["headers"])
-        key = Draft202012Validator(messages[message]["bindings"]["kafka"]["key"])
+        body = validator(json.loads((SCHEMAS / body_schema).read_text()))
+        headers = validator(messages[message]["headers"])
+        services = validator(messages["service-commands:Message"]["headers"])
+        key = validator(messages[message]["bindings"]["kafka"]["key"])
         for record in await read_topic(space, topic):
             where = f"{topic}[{record.partition}]@{record.offset}"
             texts = {name: value.decode() for name, value in record.headers}
-            for validator, value in (
-                (body, json.loads(record.value)),
+            document = json.loads(record.value)
+            if topic == space.topics.commands and document.get("command_id") == "keyless-1":
+                continue  # the malformed message itself (its answer is checked)
+            for check, value in (
+                (body, document),
                 (headers, texts),
-                (key, record.key.decode()),
+                (key, (record.key or b"").decode()),
             ):
-                problems = [e.message for e in validator.iter_errors(value)]
+                problems = [e.message for e in check.iter_errors(value)]
                 assert problems == [], (where, problems)
-            if "bj_signature" in texts or "ce_causationid" in texts:  # the service's own
-                assert [e.message for e in signed.iter_errors(texts)] == [], where
+            if (
+                topic == space.topics.commands
+                and texts.get("ce_source") == "/blackjack/command-handler"
+            ):
+                assert [e.message for e in services.iter_errors(texts)] == [], where
             kind = texts.get("ce_type", "?")
             checked[kind] = checked.get(kind, 0) + 1
-    assert checked["blackjack.HandSplit.v1"] and checked["blackjack.CommandResult.v1"]
+    for kind in (
+        "blackjack.HandSplit.v1",
+        "blackjack.PlayerTimedOut.v2",
+        "blackjack.command.ExpireTimers",
+        "blackjack.CommandResult.v1",
+    ):
+        assert checked.get(kind), (kind, sorted(checked))
+
+
+def validator(schema: dict[str, Any]) -> Draft202012Validator:
+    return Draft202012Validator(schema, format_checker=Draft202012Validator.FORMAT_CHECKER)

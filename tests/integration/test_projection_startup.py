@@ -190,3 +190,23 @@ async def test_a_worker_waiting_for_its_database_stops_at_once_on_sigterm(
             if process.poll() is None:
                 process.kill()
                 process.wait()
+
+
+async def test_a_worker_joining_a_topic_not_there_yet_stops_at_once_on_sigterm(
+    projection_bootstrap: str, tmp_path: Path
+) -> None:
+    """The diff review: the consumer's start (aiokafka waits about 40 s for a missing topic)
+    was not given way to a stop, so Kubernetes would have killed the pod."""
+    port, log = free_port(), tmp_path / "worker.log"
+    missing = EventsTopic(projection_bootstrap, f"missing-{port}.")
+    store = f"sqlite+aiosqlite:///{tmp_path / 'read.db'}"
+    process = start_worker(worker_env(missing, store), port, log)
+    try:
+        async with httpx.AsyncClient(base_url=f"http://127.0.0.1:{port}", timeout=10) as http:
+            starting = (await answer(http, "/readyz", 503)).json()
+            assert starting["projections"]["store"]["status"] == "ok"  # migrated: joining
+        await stopped_cleanly(process, log)
+    finally:
+        if process.poll() is None:
+            process.kill()
+            process.wait()

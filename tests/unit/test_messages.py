@@ -63,6 +63,9 @@ def test_committed_schemas_match_the_models() -> None:
         ("2026-05-01T12:00:00", False),  # no offset: which time is it?
         ("2026-05-01", False),
         (1_777_636_800, False),  # pydantic would read a number as Unix time
+        ("1777636800", False),  # and digits too
+        ("2026-05-01T12:00Z", False),  # no seconds
+        ("2026-05-01 12:00:00Z", False),  # JSON Schema's date-time has the T
     ],
 )
 def test_a_command_s_sent_at_is_the_schemas_date_time(sent_at: object, accepted: bool) -> None:

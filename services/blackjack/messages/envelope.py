@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import re
 from datetime import datetime
 from typing import Annotated, Literal, Self
 
@@ -13,6 +14,7 @@ from blackjack.domain.rejections import Rejection
 from blackjack.domain.wallet import STREAM_ID_PATTERN, AnyWalletCommand, AnyWalletEvent
 
 Id = Field(min_length=1, max_length=128, pattern=STREAM_ID_PATTERN)
+RFC_3339 = re.compile(r"\d{4}-\d\d-\d\d[Tt]\d\d:\d\d:\d\d(\.\d+)?([Zz]|[+-]\d\d:\d\d)")
 
 StreamCommand = Annotated[TableCommand | AnyWalletCommand, Field(discriminator="type")]
 """A command for a table stream or for a player's wallet stream (``wallet:<player id>``)."""
@@ -36,8 +38,10 @@ class CommandEnvelope(BaseModel):
     @field_validator("sent_at", mode="before")
     @classmethod
     def _a_date_time_text(cls, value: object) -> object:
-        """The schema's date-time, not pydantic's lax reading of a number as Unix time (a
-        naive or date-only text is refused by ``AwareDatetime``)."""
+        """The schema's RFC 3339 date-time, not pydantic's lax readings (a number, or digits,
+        as Unix time; a time without seconds or with a space)."""
+        if isinstance(value, str) and not RFC_3339.fullmatch(value):
+            raise ValueError("an RFC 3339 date-time, such as 2026-05-01T12:00:00Z")
         if isinstance(value, int | float):
             raise ValueError("an RFC 3339 date-time text, not a number")
         return value

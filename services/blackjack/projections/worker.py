@@ -16,8 +16,8 @@ import asyncio
 import contextlib
 import logging
 import signal
-from collections.abc import Callable
-from typing import TYPE_CHECKING
+from collections.abc import Callable, Coroutine
+from typing import TYPE_CHECKING, Any
 
 import structlog
 from aiokafka import ConsumerRebalanceListener, TopicPartition
@@ -522,16 +522,12 @@ async def run_worker(settings: ProjectionSettings, http: tuple[str, int] | None 
     serving = asyncio.create_task(_until_signalled() if server is None else server.serve())
     broker = None
     try:
-        migrating = asyncio.create_task(migrated(store, health))
-        await asyncio.wait({serving, migrating}, return_when=asyncio.FIRST_COMPLETED)
-        if not migrating.done():  # stopped while waiting for the database
-            migrating.cancel()
-            with contextlib.suppress(asyncio.CancelledError):
-                await migrating
+        # each start-up step gives way to a stop (or a server that failed), at any point
+        if not await _unless_stopped(migrated(store, health), serving):
             return
-        migrating.result()  # a store migrated by a newer version ends the worker
         broker = build_broker(settings, ProjectionWriter(store), health)
-        await broker.start()
+        if not await _unless_stopped(broker.start(), serving):
+            return
         health.started()
         log.info("projection worker started", topic=settings.events_topic, group=settings.group_id)
         await serving
@@ -549,6 +545,21 @@ async def run_worker(settings: ProjectionSettings, http: tuple[str, int] | None 
         if queries is not None and queries is not store:
             await queries.close()
         await store.close()
+
+
+async def _unless_stopped(step: Coroutine[Any, Any, None], stopped: asyncio.Task[None]) -> bool:
+    """Run ``step`` unless ``stopped`` ends first (a signal, or the HTTP server failing, whose
+    error is raised here): whether the step ran to its end (its own error is raised)."""
+    running = asyncio.ensure_future(step)
+    await asyncio.wait({running, stopped}, return_when=asyncio.FIRST_COMPLETED)
+    if running.done():
+        running.result()
+        return True
+    running.cancel()
+    with contextlib.suppress(asyncio.CancelledError):
+        await running
+    stopped.result()
+    return False
 
 
 STORE_WAIT_SECONDS = 5.0
