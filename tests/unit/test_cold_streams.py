@@ -207,3 +207,14 @@ def test_an_idle_table_kept_cold_takes_a_tenth_of_its_memory_or_less(
             f"\nper table: hot {hot / tables / 1024:.1f} KiB, cold {cold / tables / 1024:.1f} KiB"
         )
     assert cold * 10 < hot
+
+
+def test_a_sweep_seals_at_most_its_limit_at_once() -> None:
+    """The review: a sweep that found thousands of idle tables (all those a rebuild used at
+    once) sealed them in one go, holding up the event loop for seconds."""
+    handler = Handler(3, freeze=False)
+    for table in ("a", "b", "c"):
+        handler.send(table, cmd.OpenTable(variant="mini-h17"), T0, f"open-{table}")
+    assert handler.store.freeze_idle(0, may_come_due, limit=2) == 2
+    assert handler.store.freeze_idle(0, may_come_due, limit=2) == 1
+    assert len(handler.store.cold) == 3 and handler.store.streams == {}

@@ -61,6 +61,8 @@ Status = Literal["pending", "ready", "failed", "fenced", "revoked"]
 REBUILD_TIMEOUT_S = 300.0
 BACKLOG_EVERY_S = 15.0
 COLD_SWEEP_EVERY_S = 30.0
+FREEZE_AT_ONCE = 10
+"""Streams a sweep seals before it lets the rest of the event loop run."""
 BACKLOG_TIMEOUT_S = 2.0
 TAKEOVER_TIMEOUT_S = REBUILD_TIMEOUT_S + 60
 """One partition's whole takeover: its producer's start (fencing the last owner), the
@@ -743,15 +745,24 @@ class CommandHandler:
                         continue
                 await self._timers.send_due(partition.number, store, now, mono)
             if mono - swept_at >= min(COLD_SWEEP_EVERY_S, self.config.cold_after_s):
-                self._freeze_idle_streams()
+                await self._freeze_idle_streams()
                 swept_at = mono
 
-    def _freeze_idle_streams(self) -> None:
-        """Keep cold the streams idle for ``cold_after_s`` that no timer can wake."""
+    async def _freeze_idle_streams(self) -> None:
+        """Keep cold the streams idle for ``cold_after_s`` that no timer can wake, a few at a
+        time: sealing a table with a full window of answers takes milliseconds, and a sweep
+        may find thousands (all those a rebuild or a burst used at once), which in one go
+        would hold up the consumer's heartbeats and the clock."""
         frozen = 0
-        for partition in self._partitions.values():
-            if partition.status == "ready" and partition.store is not None:
-                frozen += partition.store.freeze_idle(self.config.cold_after_s, may_come_due)
+        for partition in list(self._partitions.values()):
+            while partition.status == "ready" and (store := partition.store) is not None:
+                done = store.freeze_idle(
+                    self.config.cold_after_s, may_come_due, limit=FREEZE_AT_ONCE
+                )
+                frozen += done
+                if done < FREEZE_AT_ONCE:
+                    break
+                await asyncio.sleep(0)  # the rest of the loop first
         if frozen:
             self.log.info("idle streams kept cold", streams=frozen)
             self._changed()

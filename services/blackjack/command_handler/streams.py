@@ -197,10 +197,15 @@ class PartitionStore:
         return self.codec.encode(self.streams[stream_id])
 
     def freeze_idle(
-        self, idle_s: float, may_come_due: Callable[[Stream], bool], now: float | None = None
+        self,
+        idle_s: float,
+        may_come_due: Callable[[Stream], bool],
+        now: float | None = None,
+        limit: int | None = None,
     ) -> int:
         """Make cold the streams unused for ``idle_s`` seconds that no timer can wake
-        (``may_come_due`` false: the clock never looks at cold streams); how many."""
+        (``may_come_due`` false: the clock never looks at cold streams), at most ``limit`` of
+        them; how many."""
         if self.codec is None:
             return 0
         now = time.monotonic() if now is None else now
@@ -208,7 +213,7 @@ class PartitionStore:
             stream
             for stream in self.streams.values()
             if now - stream.used_at >= idle_s and not may_come_due(stream)
-        ]
+        ][:limit]
         for stream in idle:
             self.cold[stream.stream_id] = self.codec.encode(stream)
             del self.streams[stream.stream_id]
