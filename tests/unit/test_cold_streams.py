@@ -209,12 +209,16 @@ def test_an_idle_table_kept_cold_takes_a_tenth_of_its_memory_or_less(
     assert cold * 10 < hot
 
 
-def test_a_sweep_seals_at_most_its_limit_at_once() -> None:
-    """The review: a sweep that found thousands of idle tables (all those a rebuild used at
-    once) sealed them in one go, holding up the event loop for seconds."""
+def test_a_stream_used_since_the_sweep_found_it_idle_stays_hot() -> None:
+    """The service seals a sweep's idle streams a few at a time, letting the event loop run
+    between them (the review: thousands sealed in one go held it up for seconds): each is
+    checked again when its turn comes."""
     handler = Handler(3, freeze=False)
     for table in ("a", "b", "c"):
         handler.send(table, cmd.OpenTable(variant="mini-h17"), T0, f"open-{table}")
-    assert handler.store.freeze_idle(0, may_come_due, limit=2) == 2
-    assert handler.store.freeze_idle(0, may_come_due, limit=2) == 1
-    assert len(handler.store.cold) == 3 and handler.store.streams == {}
+        handler.store.streams[table].used_at = 0.0
+    found = handler.store.idle(50, may_come_due, now=100.0)
+    assert found == ["a", "b", "c"]
+    handler.store.streams["b"].used_at = 90.0  # a command for it came meanwhile
+    frozen = [s for s in found if handler.store.freeze(s, 50, may_come_due, now=100.0)]
+    assert frozen == ["a", "c"] and set(handler.store.streams) == {"b"}

@@ -753,16 +753,20 @@ class CommandHandler:
         time: sealing a table with a full window of answers takes milliseconds, and a sweep
         may find thousands (all those a rebuild or a burst used at once), which in one go
         would hold up the consumer's heartbeats and the clock."""
-        frozen = 0
+        frozen, idle_s = 0, self.config.cold_after_s
         for partition in list(self._partitions.values()):
-            while partition.status == "ready" and (store := partition.store) is not None:
-                done = store.freeze_idle(
-                    self.config.cold_after_s, may_come_due, limit=FREEZE_AT_ONCE
-                )
-                frozen += done
-                if done < FREEZE_AT_ONCE:
-                    break
-                await asyncio.sleep(0)  # the rest of the loop first
+            store = partition.store
+            if partition.status != "ready" or store is None or store.codec is None:
+                continue
+            found = store.idle(idle_s, may_come_due)
+            for start in range(0, len(found), FREEZE_AT_ONCE):
+                if start:
+                    await asyncio.sleep(0)  # the rest of the loop first
+                if partition.store is not store:
+                    break  # rebuilt or given away meanwhile
+                # each checked again: a command may have used it meanwhile
+                chunk = found[start : start + FREEZE_AT_ONCE]
+                frozen += sum(store.freeze(s, idle_s, may_come_due) for s in chunk)
         if frozen:
             self.log.info("idle streams kept cold", streams=frozen)
             self._changed()

@@ -196,25 +196,37 @@ class PartitionStore:
         assert self.codec is not None
         return self.codec.encode(self.streams[stream_id])
 
-    def freeze_idle(
+    def idle(
+        self, idle_s: float, may_come_due: Callable[[Stream], bool], now: float | None = None
+    ) -> list[str]:
+        """The hot streams unused for ``idle_s`` seconds that no timer can wake
+        (``may_come_due`` false: the clock never looks at cold streams)."""
+        now = time.monotonic() if now is None else now
+        return [
+            stream.stream_id
+            for stream in self.streams.values()
+            if now - stream.used_at >= idle_s and not may_come_due(stream)
+        ]
+
+    def freeze(
         self,
+        stream_id: str,
         idle_s: float,
         may_come_due: Callable[[Stream], bool],
         now: float | None = None,
-        limit: int | None = None,
-    ) -> int:
-        """Make cold the streams unused for ``idle_s`` seconds that no timer can wake
-        (``may_come_due`` false: the clock never looks at cold streams), at most ``limit`` of
-        them; how many."""
+    ) -> bool:
+        """Make the stream cold if it is still hot, idle and no timer can wake it."""
+        stream = self.streams.get(stream_id)
+        now = time.monotonic() if now is None else now
+        if stream is None or now - stream.used_at < idle_s or may_come_due(stream):
+            return False
+        assert self.codec is not None
+        self.cold[stream_id] = self.codec.encode(stream)
+        del self.streams[stream_id]
+        return True
+
+    def freeze_idle(self, idle_s: float, may_come_due: Callable[[Stream], bool]) -> int:
+        """Make cold every idle stream no timer can wake, at once; how many."""
         if self.codec is None:
             return 0
-        now = time.monotonic() if now is None else now
-        idle = [
-            stream
-            for stream in self.streams.values()
-            if now - stream.used_at >= idle_s and not may_come_due(stream)
-        ][:limit]
-        for stream in idle:
-            self.cold[stream.stream_id] = self.codec.encode(stream)
-            del self.streams[stream.stream_id]
-        return len(idle)
+        return sum(self.freeze(s, idle_s, may_come_due) for s in self.idle(idle_s, may_come_due))
