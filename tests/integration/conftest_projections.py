@@ -14,6 +14,7 @@ from __future__ import annotations
 import asyncio
 import os
 import random
+import time
 import uuid
 from collections.abc import AsyncIterator, Iterable, Sequence
 from contextlib import asynccontextmanager
@@ -43,7 +44,7 @@ from blackjack.projections.rebuild import read_topic
 from blackjack.projections.settings import ProjectionSettings
 from blackjack.projections.store import ProjectionStore
 from blackjack.projections.worker import build_broker
-from blackjack.projections.writer import ProjectionWriter, Record
+from blackjack.projections.writer import Position, ProjectionWriter, Record
 from blackjack.scenario import build_shoe
 from blackjack.simulation.player import SeededShuffler
 from blackjack.table import apply
@@ -610,3 +611,21 @@ def expected_balances(log: GameLog) -> dict[tuple[str, str], int]:
 def describe(log: GameLog) -> dict[str, Any]:
     kinds = ("RoundSettled", "HandSplit", "HandDoubled", "InsuranceTaken", "HandSurrendered")
     return {"events": len(log.envelopes), **{k: log.count(k) for k in kinds}}
+
+
+# ---- another process's progress ----------------------------------------------------------
+
+
+async def wait_until(condition: Any, what: str, timeout: float = 60.0) -> None:
+    """Poll another process's progress through the store (nothing to await across it)."""
+    deadline = time.monotonic() + timeout
+    while not await condition():
+        if time.monotonic() > deadline:
+            raise TimeoutError(what)
+        await asyncio.sleep(0.02)
+
+
+async def reached(store: ProjectionStore, ends: dict[Position, int]) -> bool:
+    """Whether the store's positions have reached ``ends`` (per partition)."""
+    positions = await ProjectionWriter(store).stored_positions()
+    return all(positions.get(key, 0) >= offset for key, offset in ends.items())

@@ -19,13 +19,15 @@ from sqlalchemy.engine import make_url
 
 from blackjack.messages.sealing import ShoeSeal
 from blackjack.projections.store import ProjectionStore
-from blackjack.projections.writer import Position, read_positions
+from blackjack.projections.writer import Position
 from tests.integration.conftest_projections import (
     EventsTopic,
     StoreFactory,
     play_tables,
     publish,
+    reached,
     to_wire,
+    wait_until,
     worker_env,
 )
 from tests.integration.infra import free_port
@@ -122,16 +124,9 @@ async def answer(http: httpx.AsyncClient, path: str, status: int) -> httpx.Respo
 
 
 async def folded_up_to(url: str, ends: dict[Position, int]) -> None:
-    """Poll the other process's stored positions until they reach ``ends``."""
     store = ProjectionStore(url)
     try:
-        async with asyncio.timeout(WAIT_S):
-            while True:
-                async with store.reading() as connection:
-                    positions = await read_positions(connection)
-                if all(positions.get(key, 0) >= end for key, end in ends.items()):
-                    return
-                await asyncio.sleep(0.1)
+        await wait_until(lambda: reached(store, ends), "the end of the topic", WAIT_S)
     finally:
         await store.close()
 

@@ -6,11 +6,9 @@ test shoe key and produced in a Kafka transaction to a topic of this test's own.
 
 from __future__ import annotations
 
-import asyncio
 import signal
 import subprocess
 import sys
-import time
 from contextlib import AbstractAsyncContextManager
 from pathlib import Path
 
@@ -23,7 +21,7 @@ from blackjack.projections import schema
 from blackjack.projections.dump import dump
 from blackjack.projections.rebuild import rebuild
 from blackjack.projections.store import ProjectionStore
-from blackjack.projections.writer import Position, ProjectionWriter
+from blackjack.projections.writer import ProjectionWriter
 
 pytest.register_assert_rewrite("tests.integration.conftest_projections")
 from tests.integration.conftest_projections import (  # noqa: E402
@@ -33,7 +31,9 @@ from tests.integration.conftest_projections import (  # noqa: E402
     play_tables,
     projection_worker,
     publish,
+    reached,
     to_wire,
+    wait_until,
     worker_env,
 )
 
@@ -108,15 +108,6 @@ async def test_the_worker_folds_the_log_as_the_engine_does_and_as_a_rebuild_from
     assert await rebuilt_from_zero(stores, events_topic) == await text_of(live)
 
 
-async def wait_until(condition: object, what: str, timeout: float = WAIT_S) -> None:
-    """Poll another process's progress through the store (nothing to await across it)."""
-    deadline = time.monotonic() + timeout
-    while not await condition():  # type: ignore[operator]
-        if time.monotonic() > deadline:
-            raise TimeoutError(what)
-        await asyncio.sleep(0.02)
-
-
 def start_worker(env: dict[str, str], log: Path) -> subprocess.Popen[bytes]:
     return subprocess.Popen(
         [sys.executable, "-m", "blackjack.cli", "projections", "run"],
@@ -157,7 +148,7 @@ async def test_a_worker_killed_mid_stream_resumes_without_counting_anything_twic
     restart = worker_env(events_topic, url, BLACKJACK_PROJECTION_GROUP=f"{events_topic.prefix}new")
     process = start_worker(restart, output)
     try:
-        await wait_until(lambda: _reached(store, ends), "the end of the topic")
+        await wait_until(lambda: reached(store, ends), "the end of the topic")
     finally:
         process.send_signal(signal.SIGTERM)
         assert process.wait(timeout=WAIT_S) == 0, output.read_text()[-3000:]
@@ -169,11 +160,6 @@ async def test_a_worker_killed_mid_stream_resumes_without_counting_anything_twic
 
 async def _at_least(store: ProjectionStore, count: int) -> bool:
     return await folded(store) >= count
-
-
-async def _reached(store: ProjectionStore, ends: dict[Position, int]) -> bool:
-    positions = await ProjectionWriter(store).stored_positions()
-    return all(positions.get(key, 0) >= offset for key, offset in ends.items())
 
 
 async def test_a_fresh_store_is_folded_from_zero_whatever_the_group_committed(
@@ -201,7 +187,7 @@ async def test_a_second_worker_joining_mid_stream_takes_partitions_without_doubl
         await wait_until(lambda: _at_least(store, total // 10), "the first worker to start")
         async with worker(events_topic, store) as second:
             # the group rebalances while batches are in flight; partitions change hands
-            await wait_until(lambda: _reached(store, ends), "both workers to finish")
+            await wait_until(lambda: reached(store, ends), "both workers to finish")
     assert len(set(first.positions) | set(second.positions)) == len(ends)
     assert await folded(store) == total
     assert_is_the_engines_fold(await balances(store))
