@@ -190,15 +190,12 @@ class FoldHealth:
 
     def status(self) -> dict[str, Any]:
         outage = self.store_outage
-        status = (
-            "starting"
-            if self.starting
-            else "stuck"
-            if self.stuck
-            else "waiting_for_store"
-            if outage
-            else "folding"
-        )
+        if self.starting:
+            status = "starting"
+        elif self.stuck:
+            status = "stuck"
+        else:
+            status = "waiting_for_store" if outage else "folding"
         return {
             "status": status,
             "store": {"status": "ok"}
