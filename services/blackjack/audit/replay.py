@@ -37,6 +37,7 @@ from blackjack.audit.settlement import (
 from blackjack.domain import events as ev
 from blackjack.domain import wallet as wl
 from blackjack.domain.cards import fresh_shoe
+from blackjack.domain.decided_by import decided_by
 from blackjack.domain.evolve import evolve
 from blackjack.domain.hand import is_natural, total
 from blackjack.domain.payouts import insurance_stake
@@ -229,9 +230,8 @@ class _Replayer:
         """when the event before this one was written"""
         self.closing: tuple[int, str | None] | None = None
         """the round an operator's CloseInterruptedRound is closing, and that command's id"""
-        self.for_the_server: set[tuple[str | None, str]] = set()
-        """(command id, player) of a PlayerTimedOut whose decision, the next of that player's
-        in the same command, the server made"""
+        self.this_command: tuple[str | None, list[tuple[str, str | None]]] = (None, [])
+        """the command whose events are being read, and the (type, player) of each so far"""
 
     # ---- the fold -----------------------------------------------------------------------
 
@@ -376,20 +376,15 @@ class _Replayer:
 
     # ---- the checks ---------------------------------------------------------------------
 
-    def _decided_by_the_server(self, event: ev.Event) -> str:
-        """The events carry no actor: a decision the clock or an operator's closing made for a
-        player is the one right after its PlayerTimedOut, in the same command."""
-        command = self.envelope.causation_id if self.envelope is not None else None
-        if not any(key[0] == command for key in self.for_the_server):
-            self.for_the_server.clear()  # a command's events are over
-        if isinstance(event, ev.PlayerTimedOut):
-            self.for_the_server.add((command, event.player_id))
-        elif isinstance(event, _SERVER_DECISIONS):
-            key = (command, event.player_id)
-            if key in self.for_the_server:
-                self.for_the_server.discard(key)
-                return "  [decided by the server]"
-        return ""
+    def _decided_by_the_server(self, envelope: WireEnvelope, event: ev.Event) -> str:
+        command = envelope.causation_id
+        if self.this_command[0] != command or command is None:
+            self.this_command = (command, [])  # a command's events are over
+        earlier = self.this_command[1]
+        player_id: str | None = getattr(event, "player_id", None)
+        by = decided_by(envelope.type, player_id, earlier)
+        earlier.append((envelope.type, player_id))
+        return "  [decided by the server]" if by == "server" else ""
 
     def _check(self, event: ev.Event) -> None:
         if isinstance(event, ev.RoundOpened):
@@ -402,7 +397,7 @@ class _Replayer:
         during = current is not None and current.status in _OPEN
         if isinstance(event, ev.RoundEvent) or (during and isinstance(event, _IN_RECALL)):
             assert self.envelope is not None and current is not None
-            text = describe(self.state, event) + self._decided_by_the_server(event)
+            text = describe(self.state, event) + self._decided_by_the_server(self.envelope, event)
             current.lines.append(Line(self.envelope.sequence, self.envelope.occurred_at, text))
         closing = self.closing
         if closing is not None and (
@@ -704,9 +699,6 @@ _NEVER_WHEN_CLOSING = (
     ev.DealRequested,
 )
 """What closing an interrupted round never does for a player."""
-
-_SERVER_DECISIONS = (ev.DealRequested, ev.InsuranceDeclined, ev.PlayerStood)
-"""What a PlayerTimedOut's action (dealt_in, declined_insurance, stood) writes next."""
 
 _CHECKS: dict[type[ev.Event], Any] = {
     ev.InterruptedRoundClosed: _Replayer.interrupted_round_closed,

@@ -11,6 +11,7 @@ from typing import Any
 from sqlalchemy import exists, or_, select, tuple_
 from sqlalchemy.ext.asyncio import AsyncConnection
 
+from blackjack.domain.decided_by import decided_by
 from blackjack.domain.rules import with_interrupted_round_days
 from blackjack.messages import wire
 from blackjack.projections import schema
@@ -161,7 +162,40 @@ async def round_detail(
         }
         for row in (await connection.execute(query)).all()
     ]
-    return {**dict(record), "players": players}
+    log = await _who_decided(connection, stream_id, record["log"])
+    return {**dict(record), "log": log, "players": players}
+
+
+async def _who_decided(
+    connection: AsyncConnection, stream_id: str, log: list[dict[str, Any]]
+) -> list[dict[str, Any]]:
+    """Each entry of a round's log with the command that wrote it (``command_id``) and, for a
+    player's decision, who made it (``decided_by``: ``server`` when the clock or an operator's
+    closing decided in the player's place, GLI-19). Read from the stored envelopes, so the
+    rounds folded before these fields existed have them too."""
+    if not log:
+        return log
+    e = schema.events
+    sequences = [entry["sequence"] for entry in log]
+    query = select(e.c.sequence, e.c.envelope).where(
+        e.c.stream_id == stream_id, e.c.sequence.between(min(sequences), max(sequences))
+    )
+    causes = {
+        sequence: json.loads(text).get("causation_id")
+        for sequence, text in (await connection.execute(query)).all()
+    }
+    command: str | None = None
+    earlier: list[tuple[str, str | None]] = []  # (type, player) of the command's events so far
+    annotated = []
+    for entry in log:
+        cause = causes.get(entry["sequence"])
+        if cause is None or cause != command:
+            command, earlier = cause, []
+        player_id = entry["data"].get("player_id")
+        by = decided_by(entry["event"], player_id, earlier)
+        earlier.append((entry["event"], player_id))
+        annotated.append({**entry, "command_id": cause, "decided_by": by})
+    return annotated
 
 
 async def table_state(connection: AsyncConnection, stream_id: str) -> dict[str, Any] | None:

@@ -1,0 +1,74 @@
+"""Who made a player's decision: the player, or the server in the player's place.
+
+GLI-19 game recall must show which decisions the server made for a player (a turn timer run
+out, an operator closing an interrupted round). The events carry no actor: the server's
+decision is the one that comes right after its ``PlayerTimedOut`` for that player, in the
+same command. Game recall (the query API) and ``blackjack replay`` both read it here.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import Literal
+
+from blackjack.domain import events as ev
+
+DecidedBy = Literal["player", "server"]
+
+
+def _type(event: type[ev.Event]) -> str:
+    return str(event.model_fields["type"].default)
+
+
+TIMED_OUT = _type(ev.PlayerTimedOut)
+"""The event type of a decision the clock or a closing takes over."""
+
+WRITTEN_FOR_THE_PLAYER: dict[str, str | None] = {
+    "left_out": None,  # no decision: the player sits this round out
+    "dealt_in": _type(ev.DealRequested),
+    "declined_insurance": _type(ev.InsuranceDeclined),
+    "stood": _type(ev.PlayerStood),
+}
+"""What each ``PlayerTimedOut.action`` writes next, in the player's place."""
+
+PLAYER_DECISIONS: frozenset[str] = frozenset(
+    _type(event)
+    for event in (
+        ev.BetPlaced,
+        ev.PlayerPassed,
+        ev.DealRequested,
+        ev.InsuranceTaken,
+        ev.InsuranceDeclined,
+        ev.PlayerHit,
+        ev.PlayerStood,
+        ev.HandDoubled,
+        ev.HandSplit,
+        ev.HandSurrendered,
+    )
+)
+"""The events that record a choice a player makes (every one a player's command can write)."""
+
+_MADE_FOR_THE_PLAYER = frozenset(t for t in WRITTEN_FOR_THE_PLAYER.values() if t is not None)
+
+def decided_by(
+    event_type: str, player_id: str | None, earlier: Sequence[tuple[str, str | None]]
+) -> DecidedBy | None:
+    """Who decided the event ``event_type`` of ``player_id``; ``None`` for an event that is not
+    a decision (a card, a peek, a settlement).
+
+    ``earlier`` lists the (type, player id) of the events the same command wrote before this
+    one, oldest first. A ``PlayerTimedOut`` hands the player's next such decision to the
+    server; a decision after it in the same command that is not the one it wrote is the
+    player's again (there is none today: the clock's and the closing's commands write only
+    their own)."""
+    if event_type not in PLAYER_DECISIONS:
+        return None
+    if event_type in _MADE_FOR_THE_PLAYER:
+        for earlier_type, earlier_player in reversed(earlier):
+            if earlier_player != player_id:
+                continue
+            if earlier_type == TIMED_OUT:
+                return "server"
+            if earlier_type in _MADE_FOR_THE_PLAYER:
+                break  # that decision took the timeout's place
+    return "player"
