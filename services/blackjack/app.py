@@ -14,6 +14,7 @@ subscribers to ``broker`` (a ``KafkaRouter`` included before start-up).
 
 from __future__ import annotations
 
+import asyncio
 import dataclasses
 import json
 import os
@@ -42,10 +43,16 @@ def _json(status: int, body: str) -> AsgiResponse:
 
 
 def build_app(
-    config: HandlerConfig, projections: ProjectionSettings | None = None
+    config: HandlerConfig,
+    projections: ProjectionSettings | None = None,
+    exit_requested: asyncio.Event | None = None,
 ) -> tuple[ASGIApp, CommandHandler]:
     """The handler's app; with ``projections``, also the projection worker (its own consumer
-    group and broker) and the query API over its store, as ``make run`` serves them."""
+    group and broker) and the query API over its store, as ``make run`` serves them.
+
+    ``exit_requested`` (a signal, set by the server) ends the wait for the read model's
+    database at start: nothing more is started, and the server stops as it would have."""
+    exit_requested = exit_requested or asyncio.Event()
     logger = faststream_logger()  # JSON lines like every other log
     broker = KafkaBroker(
         config.kafka.bootstrap,
@@ -78,13 +85,20 @@ def build_app(
     async def prometheus(scope: Scope) -> AsgiResponse:
         return AsgiResponse(generate_latest(), 200, {"content-type": CONTENT_TYPE_LATEST})
 
+    def unless_exiting(start: Callable[[], Awaitable[Any]]) -> Callable[[], Awaitable[None]]:
+        async def started() -> None:
+            if not exit_requested.is_set():
+                await start()
+
+        return started
+
     on_startup: list[Callable[[], Awaitable[Any]]] = []
-    after_startup: list[Callable[[], Awaitable[Any]]] = [handler.start]
+    after_startup: list[Callable[[], Awaitable[Any]]] = [unless_exiting(handler.start)]
     on_shutdown: list[Callable[[], Awaitable[Any]]] = [handler.stop]
     store = None
     if projections is not None:
         # Imported here: a handler-only process must not export the worker's metrics.
-        from blackjack.projections.worker import build_broker, migrated
+        from blackjack.projections.worker import build_broker, migrated, unless_stopped
 
         store = ProjectionStore(projections.db_url, bounded=True)
         worker = build_broker(projections, ProjectionWriter(store), health)
@@ -99,11 +113,15 @@ def build_app(
 
         async def migrate() -> None:  # waits for a database that is starting or down
             assert store is not None and health is not None
-            await migrated(store, health)
+            exiting = asyncio.ensure_future(exit_requested.wait())
+            try:
+                await unless_stopped(migrated(store, health), exiting)
+            finally:
+                exiting.cancel()
 
         queries = store.for_queries()
         on_startup += [ensure_events_topic, migrate]
-        after_startup.append(worker.start)
+        after_startup.append(unless_exiting(worker.start))
         on_shutdown += [stop_worker, store.close]
         if queries is not store:
             on_shutdown.append(queries.close)

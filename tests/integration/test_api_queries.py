@@ -185,6 +185,7 @@ async def test_one_round_in_full_with_every_card_action_and_payout(api: httpx.As
     ]
     assert [entry["sequence"] for entry in found["log"]] == [e.sequence for e in events]
     assert [entry["event"] for entry in found["log"]] == [e.type for e in events]
+    assert [entry["command_id"] for entry in found["log"]] == [e.causation_id for e in events]
     assert all(entry["at"].endswith("Z") for entry in found["log"])
     box = next(b for b in found["boxes"] if b["box"] == split.data.box)
     assert len(box["hands"]) >= 2 and all(h["split"] for h in box["hands"])

@@ -123,3 +123,34 @@ async def test_blackjack_serve_answers_health_readiness_metrics_and_docs(
         if process.returncode is None:
             process.kill()
             await process.wait()
+
+
+@pytest.mark.integration
+async def test_blackjack_serve_waiting_for_its_database_stops_at_once_on_sigterm(
+    kafka_space: Any,
+) -> None:
+    """uvicorn waits for the app's start-up before it looks at a signal: `serve` started
+    while its read model's database was down answered SIGTERM only once the database did."""
+    space: KafkaSpace = await kafka_space(partitions=1)
+    nothing_listens = f"postgresql+asyncpg://blackjack:x@127.0.0.1:{free_port()}/blackjack"
+    process = await asyncio.create_subprocess_exec(
+        str(BLACKJACK),
+        "serve",
+        "--port",
+        str(free_port()),
+        env={**os.environ, **space.env(), "BLACKJACK_DB_URL": nothing_listens},
+        stdout=asyncio.subprocess.PIPE,
+        stderr=asyncio.subprocess.STDOUT,
+    )
+    assert process.stdout is not None
+    try:
+        await lines_until(process.stdout, '"read model unreachable; folding waits for it"', 1)
+        process.send_signal(signal.SIGTERM)
+        status = await asyncio.wait_for(process.wait(), 10)
+        rest = (await process.stdout.read()).decode()
+        assert status == 0, rest[-3000:]
+        assert "Traceback" not in rest, rest[-3000:]
+    finally:
+        if process.returncode is None:
+            process.kill()
+            await process.wait()

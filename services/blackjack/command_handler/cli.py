@@ -56,11 +56,13 @@ def _serve(args: argparse.Namespace) -> int:
     handler_config = HandlerConfig.from_env()
     projections = None if args.no_projections else projection_settings(handler_config)
     configure_logging(args.log_level)
-    app, handler = build_app(handler_config, projections)
+    exit_requested = asyncio.Event()
+    app, handler = build_app(handler_config, projections, exit_requested)
     config = uvicorn.Config(
         app, host=args.host, port=args.port, log_config=None, lifespan="on", access_log=False
     )
-    return asyncio.run(serve_while_the_handler_lives(Server(config), handler))
+    server = Server(config, exit_requested)
+    return asyncio.run(serve_while_the_handler_lives(server, handler))
 
 
 class _Server(Protocol):

@@ -50,6 +50,7 @@ PLAYER_DECISIONS: frozenset[str] = frozenset(
 
 _MADE_FOR_THE_PLAYER = frozenset(t for t in WRITTEN_FOR_THE_PLAYER.values() if t is not None)
 
+
 def decided_by(
     event_type: str, player_id: str | None, earlier: Sequence[tuple[str, str | None]]
 ) -> DecidedBy | None:

@@ -523,10 +523,10 @@ async def run_worker(settings: ProjectionSettings, http: tuple[str, int] | None 
     broker = None
     try:
         # each start-up step gives way to a stop (or a server that failed), at any point
-        if not await _unless_stopped(migrated(store, health), serving):
+        if not await unless_stopped(migrated(store, health), serving):
             return
         broker = build_broker(settings, ProjectionWriter(store), health)
-        if not await _unless_stopped(broker.start(), serving):
+        if not await unless_stopped(broker.start(), serving):
             return
         health.started()
         log.info("projection worker started", topic=settings.events_topic, group=settings.group_id)
@@ -547,7 +547,7 @@ async def run_worker(settings: ProjectionSettings, http: tuple[str, int] | None 
         await store.close()
 
 
-async def _unless_stopped(step: Coroutine[Any, Any, None], stopped: asyncio.Task[None]) -> bool:
+async def unless_stopped(step: Coroutine[Any, Any, None], stopped: asyncio.Future[Any]) -> bool:
     """Run ``step`` unless ``stopped`` ends first (a signal, or the HTTP server failing, whose
     error is raised here): whether the step ran to its end (its own error is raised)."""
     running = asyncio.ensure_future(step)
