@@ -11,7 +11,12 @@ import pytest
 import structlog
 from faststream.kafka import KafkaBroker
 
-from blackjack.observability.logging import LibraryRepeats, configure_logging, faststream_logger
+from blackjack.observability.logging import (
+    ExplainedRetries,
+    LibraryRepeats,
+    configure_logging,
+    faststream_logger,
+)
 from blackjack.projections import worker
 from blackjack.projections.settings import ProjectionSettings
 from blackjack.projections.store import ProjectionStore
@@ -68,3 +73,20 @@ def test_a_library_repeating_itself_is_let_through_once_every_ten_seconds() -> N
     assert repeats.filter(passed)
     assert passed.getMessage() == "Unable connect to 1 (350 more like it left out since the last)"
     assert not repeats.filter(attempt())
+
+
+def test_a_transaction_verification_retry_says_it_is_not_lost_replicas() -> None:
+    template = "Got error produce response on topic-partition %s, retrying. Error: %s"
+
+    def retry(error: str) -> logging.LogRecord:
+        args = ("TopicPartition(topic='blackjack.events', partition=2)", error)
+        return logging.LogRecord(
+            "aiokafka.producer.sender", logging.WARNING, "x", 1, template, args, None
+        )
+
+    explained = retry("<class 'aiokafka.errors.NotEnoughReplicasError'>")
+    assert ExplainedRetries().filter(explained)
+    assert "transaction verification" in explained.getMessage()
+    assert "partition=2" in explained.getMessage()
+    other = retry("<class 'aiokafka.errors.NotLeaderForPartitionError'>")
+    assert ExplainedRetries().filter(other) and other.getMessage().endswith("Error'>")

@@ -117,5 +117,5 @@ def test_every_timeout_action_names_the_decision_it_writes() -> None:
     names = {e.__name__ for e in ev.Event.__subclasses__()} | {
         e.__name__ for e in ev.RoundEvent.__subclasses__()
     }
-    assert PLAYER_DECISIONS <= names
+    assert names >= PLAYER_DECISIONS
     assert {t for t in WRITTEN_FOR_THE_PLAYER.values() if t} <= PLAYER_DECISIONS

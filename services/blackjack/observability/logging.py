@@ -50,6 +50,26 @@ class LibraryRepeats(logging.Filter):
         return True
 
 
+class ExplainedRetries(logging.Filter):
+    """aiokafka's ``NotEnoughReplicasError, retrying`` reads as lost replicas. A transactional
+    producer gets it on every Kafka since 3.6 when the broker verifies a write while the
+    producer's previous transaction is still being completed (KAFKA-15459); the line says so,
+    and where to tell the two apart (docs/operations.md)."""
+
+    HINT = (
+        " [usually not replication: the broker's transaction verification met the previous"
+        " transaction still completing; retried. Under-replication shows in the brokers'"
+        " UnderMinIsrPartitionCount: docs/operations.md]"
+    )
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        if record.name.startswith("aiokafka.producer") and "NotEnoughReplicas" in (
+            record.getMessage()
+        ):
+            record.msg = f"{record.msg}{self.HINT}"
+        return True
+
+
 def faststream_logger() -> logging.Logger:
     """The logger FastStream's brokers write to: through the root's JSON handler."""
     logger = logging.getLogger(FASTSTREAM_LOGGER)
@@ -92,6 +112,7 @@ def configure_logging(level: str = "INFO") -> None:
         )
     )
     handler.addFilter(LibraryRepeats())
+    handler.addFilter(ExplainedRetries())  # on the lines let through only
     root = logging.getLogger()
     root.handlers[:] = [handler]
     root.setLevel(numeric)
