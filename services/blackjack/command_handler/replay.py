@@ -69,14 +69,20 @@ async def read_to_end(
     reader.pause(*reader.assignment())
     reader.resume(tp)
     reader.seek(tp, start)
-    while await reader.position(tp) < end:
-        remaining = deadline - time.monotonic()
-        if remaining <= 0:
-            raise TimeoutError(f"reading {tp.topic}[{tp.partition}] did not reach offset {end}")
-        batch = await reader.getmany(tp, timeout_ms=int(min(remaining, 1.0) * 1000))
-        for record in batch.get(tp, ()):
-            if record.offset < end:
-                yield record
+    try:
+        while await reader.position(tp) < end:
+            remaining = deadline - time.monotonic()
+            if remaining <= 0:
+                raise TimeoutError(f"reading {tp.topic}[{tp.partition}] did not reach offset {end}")
+            batch = await reader.getmany(tp, timeout_ms=int(min(remaining, 1.0) * 1000))
+            for record in batch.get(tp, ()):
+                if record.offset < end:
+                    yield record
+    finally:
+        # Paused again once read: a resumed partition at its end keeps a fetch waiting on
+        # the broker, and the reader's next request (another partition's read, the end
+        # offsets of a partition being taken) queued behind it for up to fetch_max_wait_ms.
+        reader.pause(tp)
 
 
 async def end_offsets(reader: AIOKafkaConsumer, topics: Topics, partition: int) -> tuple[int, ...]:

@@ -78,6 +78,17 @@ RETRY_AFTER_FENCING_S = 30.0
 """A fenced instance waits for the rebalance that takes the partition away; if none comes
 (the broker aborted a transaction that ran too long), it takes the partition back."""
 POLL_MS = 200
+READER_FETCH_WAIT_MS = 20
+
+
+HEARTBEAT_AT_MOST_MS = 1000
+
+
+def heartbeat_ms(session_timeout_ms: int) -> int:
+    """A member learns of a rebalance at its next heartbeat: when another instance leaves or
+    joins, every partition of the group waits up to this long (a quarter of the session
+    timeout was 2.5 s by default), so at most a second, and well inside the session."""
+    return max(min(session_timeout_ms // 4, HEARTBEAT_AT_MOST_MS), 100)
 
 
 class AnsweredElsewhere(RuntimeError):
@@ -191,6 +202,9 @@ class CommandHandler:
             isolation_level="read_committed",
             enable_auto_commit=False,
             auto_offset_reset="earliest",
+            # It reads up to known ends, never waits for new records: a fetch in flight when
+            # it moves to another partition delays that read by at most this (500 by default)
+            fetch_max_wait_ms=READER_FETCH_WAIT_MS,
         )
         await self._reader.start()
         assign_reader(self._reader, self.topics, kafka.partitions)
@@ -203,7 +217,7 @@ class CommandHandler:
             enable_auto_commit=False,
             auto_offset_reset="earliest",
             session_timeout_ms=self.config.session_timeout_ms,
-            heartbeat_interval_ms=max(self.config.session_timeout_ms // 4, 100),
+            heartbeat_interval_ms=heartbeat_ms(self.config.session_timeout_ms),
             max_poll_interval_ms=MAX_POLL_INTERVAL_MS,
         )
         await self._consumer.start()
