@@ -101,6 +101,11 @@ async def test_a_restart_resumes_from_the_checkpoint_with_a_round_in_flight(
     kept, replayed = rebuilds("checkpoint"), replayed_events()
     async with running_handler(config) as handler, space.client() as client:
         assert rebuilds("checkpoint") == kept + 1
+        # The replay reader is left with nothing to fetch: a partition it read to the end
+        # and left resumed kept a fetch waiting on the broker, which delayed the next
+        # takeover's reads and end offsets by up to fetch_max_wait_ms each.
+        reader = handler._reader
+        assert reader is not None and reader.paused() == reader.assignment()
         # snap-a (no timer can wake it) is read back cold; snap-b's answers after the last
         # checkpoint (its last 9 commands) bring it back into memory
         assert cold_streams() == 1

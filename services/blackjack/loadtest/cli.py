@@ -56,6 +56,23 @@ def _loadtest(args: argparse.Namespace) -> int:
     return 0 if summary["ok"] else 1
 
 
+def _takeover(args: argparse.Namespace) -> int:
+    from blackjack.loadtest.takeover import TakeoverConfig, run_takeover
+
+    config = TakeoverConfig(
+        bootstrap=args.bootstrap,
+        tables=args.tables,
+        partitions=args.partitions,
+        restarts=args.restarts,
+        settle_s=args.settle,
+        keep_topics=args.keep_topics,
+    )
+    with open(args.handler_log or os.devnull, "a") as sink:
+        _quiet_logs(sink)
+        summary = asyncio.run(run_takeover(config, _emit_line))
+    return 0 if summary["ok"] else 1
+
+
 def _positive(text: str) -> int:
     value = int(text)
     if value < 1:
@@ -86,3 +103,24 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
         "--handler-log", default=None, help="file for the handler's JSON log (default: discarded)"
     )
     load.set_defaults(handler=_loadtest)
+    takeover = sub.add_parser(
+        "takeover",
+        help="a rolling restart of two handlers under load: how long tables wait while one "
+        "leaves and comes back, and a proof that nothing was lost or done twice",
+    )
+    takeover.add_argument(
+        "--bootstrap",
+        default=KafkaSettings.from_env().bootstrap,
+        help="Kafka bootstrap servers (default: BLACKJACK_KAFKA_BOOTSTRAP or 127.0.0.1:9092)",
+    )
+    takeover.add_argument("--tables", type=_positive, default=24, help="tables played at once")
+    takeover.add_argument("--partitions", type=_positive, default=6, help="partitions per topic")
+    takeover.add_argument("--restarts", type=_positive, default=4, help="handler restarts")
+    takeover.add_argument(
+        "--settle", type=float, default=5.0, help="seconds played before and between restarts"
+    )
+    takeover.add_argument("--keep-topics", action="store_true", help="do not delete the topics")
+    takeover.add_argument(
+        "--handler-log", default=None, help="file for the handlers' JSON log (default: discarded)"
+    )
+    takeover.set_defaults(handler=_takeover)

@@ -4,7 +4,7 @@ accounted for, the handler's state what the events fold to, money conserved."""
 from __future__ import annotations
 
 from collections import Counter, defaultdict
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -120,7 +120,7 @@ def prove(
     events: Iterable[EventEnvelope],
     handler_states: dict[str, tuple[int, TableState]],
     views: dict[str, tuple[int, TableState]],
-    rounds: int,
+    rounds: int | Mapping[str, int],
 ) -> Proof:
     """Check, from what was read back from Kafka, that nothing was lost or done twice."""
     proof = Proof(commands_sent=len(sent))
@@ -161,7 +161,7 @@ def prove(
             by_id=by_id,
             handler_states=handler_states,
             views=views,
-            rounds=rounds,
+            rounds=rounds if isinstance(rounds, int) else rounds.get(stream_id, 0),
         )
         if not problems.get("fold"):
             proof.fold_equal += 1

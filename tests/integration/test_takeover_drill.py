@@ -1,0 +1,37 @@
+"""``blackjack takeover`` at a small size on the real broker: two handlers in one group,
+players playing without pause, each handler stopped and replaced in turn. Every command has
+exactly one result, every table's log folds to what the handlers and the players hold, and
+after each restart the two share the partitions again.
+
+No timing threshold (the figures depend on the machine): only that they are measured."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pytest
+
+from blackjack.cli import build_parser
+from blackjack.loadtest.takeover import TakeoverConfig, run_takeover
+
+pytestmark = pytest.mark.integration
+
+
+async def test_restarts_under_load_lose_nothing_and_do_nothing_twice(bootstrap: str) -> None:
+    lines: list[dict[str, Any]] = []
+    config = TakeoverConfig(bootstrap=bootstrap, tables=4, partitions=3, restarts=2, settle_s=1.0)
+    summary = await run_takeover(config, lines.append)
+    [proof] = [one for one in lines if one["kind"] == "proof"]
+    assert proof["ok"], proof["problems"]
+    assert proof["missing_results"] == proof["duplicated_results"] == 0
+    assert proof["results"] == proof["commands_sent"] == summary["commands"]
+    assert proof["tables_fold_equal"] == proof["tables_money_conserved"] == 4
+    restarts = [one for one in lines if one["kind"] == "restart"]
+    assert [r["stopped"] for r in restarts] == ["a", "b"]
+    assert all(r["other_serves_all_s"] > 0 and r["shared_again_s"] > 0 for r in restarts)
+    assert summary["ok"] and summary["rounds"] > 0 and summary["latency_ms"]["max"] > 0
+
+
+def test_the_command_line_takes_the_drills_options() -> None:
+    args = build_parser().parse_args(["takeover", "--tables", "3", "--restarts", "1"])
+    assert (args.tables, args.restarts, args.partitions) == (3, 1, 6)
