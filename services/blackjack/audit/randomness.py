@@ -1,0 +1,281 @@
+"""Statistical tests of shoe orders: is the shuffle unbiased? (GLI-19 asks a lab to check.)
+
+Pure: a list of shoe orders in, a report out. Counting is exact (integers, and the chi-square
+sums in fractions); floats appear only for the statistics handed to ``scipy.stats``.
+
+Every order is a uniformly random permutation of ``fresh_shoe(decks)`` under the null
+hypothesis. The cards within one shoe are drawn without replacement, so the counts of one
+shoe are hypergeometric rather than multinomial: their covariance is the multinomial one
+(with both margins of the table fixed) times ``N / (N - 1)`` for a shoe of ``N`` cards. The
+Pearson statistics are scaled back by ``(N - 1) / N`` (the tracked card: ``(N - 1) / (N - D)``)
+so that they follow their chi-square distributions; without it a perfect shuffle of one deck
+would fail about twice as often as ``alpha`` says.
+
+The tests, each aimed at a kind of broken shuffle:
+
+* rank at position: positions in bins of consecutive places x 13 ranks (a shuffle whose
+  permutation is biased, such as swapping each card with any position instead of Fisher-Yates);
+* adjacent ranks: the rank of each card against the next one's (a cut or a riffle that leaves
+  runs of the fresh order together);
+* tracked card: where the last card of the fresh order ends up (the naive swap's bias is
+  largest for it; the first card ends up exactly uniform there);
+* ten-values at the front: how many of the first cards dealt are worth ten (a shoe stacked for
+  or against the dealer where it matters).
+"""
+
+from __future__ import annotations
+
+from collections import Counter
+from collections.abc import Sequence
+from dataclasses import dataclass
+from fractions import Fraction
+from math import ceil
+
+from scipy import stats
+
+from blackjack.domain.cards import RANKS, fresh_shoe, is_ten_value
+
+DEFAULT_ALPHA = 0.001
+"""Per test. A lab runs this again and again (every new batch of production shoes); at 0.001
+four tests a run fail by chance about once in 250 runs, rather than one run in 13 at 0.05,
+and a real bias still fails by many orders of magnitude once there are enough shoes."""
+
+MIN_EXPECTED = 5
+"""The usual floor for a chi-square approximation: bins are merged until every cell's expected
+count reaches it."""
+
+FRONT_CARDS = 26
+"""The first half-deck: the cards of the first two or three rounds at a full table, dealt
+from every shoe whatever its penetration."""
+
+POSITION_BINS = 52
+"""At most one bin a place of a one-deck shoe: more, narrower bins of a bigger shoe add cells
+with small expected counts, whose heavy tail fails a perfect shuffle more often than alpha."""
+
+TRACKED_BINS = 13
+"""At most this many position bins for the tracked card: a biased shuffle moves a card by a
+drift over the shoe, which a few wide bins catch with fewer degrees of freedom."""
+
+_RANK_INDEX = {rank: index for index, rank in enumerate(RANKS)}
+_KINDS = len(RANKS)
+
+
+class NotAShoe(ValueError):
+    """An order that is not a permutation of the decks' cards: nothing to test."""
+
+
+@dataclass(frozen=True)
+class TestResult:
+    name: str
+    how: str
+    """the binning or the counted cards, in a few words"""
+    statistic: float
+    df: int
+    p_value: float
+    alpha: float
+
+    @property
+    def passed(self) -> bool:
+        return self.p_value >= self.alpha
+
+
+@dataclass(frozen=True)
+class RandomnessReport:
+    decks: int
+    shoes: int
+    alpha: float
+    tests: tuple[TestResult, ...]
+
+    @property
+    def passed(self) -> bool:
+        return all(test.passed for test in self.tests)
+
+
+def minimum_shoes(decks: int) -> int:
+    """The fewest shoes every test can be run on with its expected counts at the floor."""
+    size, copies = 52 * decks, 4 * decks
+    fewest = 1
+    # adjacent ranks: the smallest cell, a rank followed by the same rank
+    while fewest * copies * (copies - 1) < MIN_EXPECTED * (size - 1):
+        fewest += 1
+    # rank at position and tracked card: at least two bins each
+    while fewest * (size // 2) < MIN_EXPECTED * _KINDS or fewest * decks < 2 * MIN_EXPECTED:
+        fewest += 1
+    return fewest
+
+
+def evaluate(
+    orders: Sequence[Sequence[str]], decks: int, alpha: float = DEFAULT_ALPHA
+) -> RandomnessReport:
+    """Every test on ``orders``, each a permutation of ``fresh_shoe(decks)``; raises
+    ``NotAShoe`` on an order that is not one, ``ValueError`` on too few orders."""
+    if decks < 1:
+        raise ValueError(f"decks must be at least 1, not {decks}")
+    if not 0 < alpha < 1:
+        raise ValueError(f"alpha must be between 0 and 1, not {alpha}")
+    check_orders(orders, decks)
+    if len(orders) < minimum_shoes(decks):
+        raise ValueError(
+            f"{len(orders)} shoe(s) of {decks} deck(s) are too few: the tests need at least "
+            f"{minimum_shoes(decks)}"
+        )
+    ranks = [[_RANK_INDEX[card[0]] for card in order] for order in orders]
+    return RandomnessReport(
+        decks=decks,
+        shoes=len(orders),
+        alpha=alpha,
+        tests=(
+            rank_at_position(ranks, alpha),
+            adjacent_ranks(ranks, alpha),
+            tracked_card(orders, decks, alpha),
+            front_ten_values(orders, decks, alpha),
+        ),
+    )
+
+
+def check_orders(orders: Sequence[Sequence[str]], decks: int) -> None:
+    expected = Counter(fresh_shoe(decks))
+    for index, order in enumerate(orders):
+        if len(order) != len(fresh_shoe(decks)) or Counter(order) != expected:
+            raise NotAShoe(
+                f"order {index} is not a permutation of {decks} deck(s): {_diff(order, expected)}"
+            )
+
+
+def _diff(order: Sequence[str], expected: Counter[str]) -> str:
+    found = Counter(order)
+    extra, missing = sorted((found - expected).elements()), sorted((expected - found).elements())
+    return f"{len(order)} cards; extra {extra[:5] or 'none'}, missing {missing[:5] or 'none'}"
+
+
+def rank_at_position(ranks: Sequence[Sequence[int]], alpha: float) -> TestResult:
+    """Positions grouped in consecutive bins x 13 ranks; every rank is 1/13 of each bin."""
+    shoes, size = len(ranks), len(ranks[0])
+    widest = ceil(MIN_EXPECTED * _KINDS / shoes)  # expected shoes * width / 13 >= 5
+    bins = _bins(size, min(POSITION_BINS, size // widest))
+    counts = [[0] * _KINDS for _ in range(len(bins))]
+    where = [b for b, width in enumerate(bins) for _ in range(width)]
+    for shoe in ranks:
+        for position, rank in enumerate(shoe):
+            counts[where[position]][rank] += 1
+    statistic = sum(
+        (
+            _pearson(row, [Fraction(shoes * width, _KINDS)] * _KINDS)
+            for row, width in zip(counts, bins, strict=True)
+        ),
+        Fraction(0),
+    )
+    return _result(
+        "rank at position",
+        f"{len(bins)} bins of {_widths(bins)} place(s) x 13 ranks",
+        statistic * Fraction(size - 1, size),
+        (len(bins) - 1) * (_KINDS - 1),
+        alpha,
+    )
+
+
+def adjacent_ranks(ranks: Sequence[Sequence[int]], alpha: float) -> TestResult:
+    """Rank of each card x rank of the next, the last card followed by the first (so each
+    shoe's table has both margins fixed). Not a test of independence: drawn without
+    replacement, a rank follows itself less often than it follows another, and the expected
+    counts say so exactly. Degrees of freedom (13 - 1)^2, as for a table with fixed margins;
+    simulation of perfect shuffles (1, 2 and 8 decks) confirms the mean 144 N/(N-1)."""
+    shoes, size = len(ranks), len(ranks[0])
+    copies = size // _KINDS
+    counts = [[0] * _KINDS for _ in range(_KINDS)]
+    for shoe in ranks:
+        previous = shoe[-1]
+        for rank in shoe:
+            counts[previous][rank] += 1
+            previous = rank
+    # per shoe: size pairs, each (a, b) with probability copies * (copies - [a == b]) / (N (N-1))
+    other = Fraction(shoes * copies * copies, size - 1)
+    same = Fraction(shoes * copies * (copies - 1), size - 1)
+    statistic = sum(
+        (
+            _pearson(row, [same if a == b else other for b in range(_KINDS)])
+            for a, row in enumerate(counts)
+        ),
+        Fraction(0),
+    )
+    return _result(
+        "adjacent ranks",
+        "13 x 13 ranks of each card and the next, circular",
+        statistic * Fraction(size - 1, size),
+        (_KINDS - 1) ** 2,
+        alpha,
+    )
+
+
+def tracked_card(orders: Sequence[Sequence[str]], decks: int, alpha: float) -> TestResult:
+    """Where the copies of the fresh order's last card end up: uniform over the places."""
+    card = fresh_shoe(decks)[-1]
+    shoes, size = len(orders), len(orders[0])
+    widest = ceil(MIN_EXPECTED * size / (shoes * decks))  # expected shoes*decks*width/N >= 5
+    bins = _bins(size, min(TRACKED_BINS, size // widest))
+    where = [b for b, width in enumerate(bins) for _ in range(width)]
+    counts = [0] * len(bins)
+    for order in orders:
+        for position, code in enumerate(order):
+            if code == card:
+                counts[where[position]] += 1
+    expected = [Fraction(shoes * decks * width, size) for width in bins]
+    return _result(
+        f"tracked card {card}",
+        f"{len(bins)} bins of {_widths(bins)} place(s), {decks} cop{'y' if decks == 1 else 'ies'}",
+        _pearson(counts, expected) * Fraction(size - 1, size - decks),
+        len(bins) - 1,
+        alpha,
+    )
+
+
+def front_ten_values(orders: Sequence[Sequence[str]], decks: int, alpha: float) -> TestResult:
+    """Ten-values among the first cards of every shoe against the hypergeometric mean and
+    variance: (sum - mean)^2 / variance, chi-square with one degree of freedom (two-sided)."""
+    shoes, size = len(orders), len(orders[0])
+    tens, front = 16 * decks, min(FRONT_CARDS, size // 2)
+    found = sum(1 for order in orders for card in order[:front] if is_ten_value(card))
+    mean = Fraction(shoes * front * tens, size)
+    variance = mean * Fraction(size - tens, size) * Fraction(size - front, size - 1)
+    return _result(
+        "ten-values at the front",
+        f"{found} in the first {front} cards of {shoes} shoes, expected {float(mean):.1f}",
+        (found - mean) ** 2 / variance,
+        1,
+        alpha,
+    )
+
+
+def _bins(size: int, count: int) -> list[int]:
+    """``size`` consecutive places in ``count`` bins as even as can be."""
+    count = max(1, min(count, size))
+    return [size // count + (1 if b < size % count else 0) for b in range(count)]
+
+
+def _widths(bins: Sequence[int]) -> str:
+    return str(bins[0]) if min(bins) == max(bins) else f"{min(bins)}-{max(bins)}"
+
+
+def _pearson(observed: Sequence[int], expected: Sequence[Fraction]) -> Fraction:
+    return sum(((o - e) ** 2 / e for o, e in zip(observed, expected, strict=True)), Fraction(0))
+
+
+def _result(name: str, how: str, statistic: Fraction, df: int, alpha: float) -> TestResult:
+    value = float(statistic)
+    return TestResult(name, how, value, df, float(stats.chi2.sf(value, df)), alpha)
+
+
+def render(report: RandomnessReport) -> str:
+    """A readable table, one test a line."""
+    lines = [
+        f"{report.shoes} shoes of {report.decks} deck(s) ({52 * report.decks} cards), "
+        f"alpha {report.alpha:g} per test",
+        f"  {'test':<24} {'statistic':>10} {'df':>5} {'p-value':>10}  result  binning",
+    ]
+    for test in report.tests:
+        verdict = "pass" if test.passed else "FAIL"
+        lines.append(
+            f"  {test.name:<24} {test.statistic:>10.2f} {test.df:>5} {test.p_value:>10.3g}  "
+            f"{verdict:<6}  {test.how}"
+        )
+    return "\n".join(lines)
