@@ -15,6 +15,7 @@ import sys
 import tempfile
 from pathlib import Path
 
+from blackjack.audit import randomness_cli
 from blackjack.command_handler.keys import load_audit_key, load_shoe_key
 from blackjack.configuration import ConfigurationError
 from blackjack.messages.sealing import ShoeSeal
@@ -160,6 +161,7 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
         help="print the auditor's key (BLACKJACK_AUDIT_KEY) derived from the handlers' shoe key",
     )
     audit_key.set_defaults(handler=_audit_key)
+    randomness_cli.register(sub)
 
 
 def _audit_key(args: argparse.Namespace) -> int:

@@ -1,0 +1,201 @@
+"""``blackjack randomness``: the statistical tests of ``audit.randomness`` on shoes drawn now
+from the production shuffler, or on the orders that ``ShoeRetired`` revealed in the log.
+
+Exit codes, as ``replay`` and ``audit``: 0 every test passed; 1 a test failed; 2 bad input
+(a bad option, an order that is not a shoe); 3 nothing failed but not everything could be
+tested (a deck count with too few shoes, or no shoes at all).
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import sys
+import time
+from collections import defaultdict
+from collections.abc import Sequence
+
+from blackjack.audit.randomness import (
+    DEFAULT_ALPHA,
+    NotAShoe,
+    evaluate,
+    minimum_shoes,
+    render,
+)
+from blackjack.projections.cli import add_store_options, settings_from
+from blackjack.projections.settings import ProjectionSettings
+
+OK, FAILED, BAD_INPUT, UNTESTED = 0, 1, 2, 3
+MAX_DECKS = 8  # as the rules allow
+Order = tuple[str, ...]
+
+
+def draw(shoes: int, decks: int) -> list[Order]:
+    """``shoes`` orders from the production shuffler, exactly as a table draws them."""
+    from blackjack.domain.rules import Rules
+    from blackjack.rng import csprng_shuffle
+
+    # The shuffler reads only the deck count. model_copy skips the rules' check that a round
+    # cannot run out of cards (about dealing, not shuffling), which one deck would fail.
+    rules = Rules().model_copy(update={"decks": decks})
+    return [csprng_shuffle(rules).order for _ in range(shoes)]
+
+
+async def revealed_in_store(settings: ProjectionSettings) -> list[Order]:
+    """The orders of every retired shoe in the read model's events table."""
+    from sqlalchemy import select
+
+    from blackjack.domain.events import ShoeRetired
+    from blackjack.messages.wire import decode
+    from blackjack.projections import schema
+    from blackjack.projections.store import ProjectionStore
+
+    e = schema.events
+    query = (
+        select(e.c.envelope).where(e.c.type == "ShoeRetired").order_by(e.c.stream_id, e.c.sequence)
+    )
+    store = ProjectionStore(settings.db_url)
+    try:
+        async with store.reading() as connection:
+            texts = list((await connection.execute(query)).scalars())
+    finally:
+        await store.close()
+    events = [decode(text.encode()).data for text in texts]
+    return [event.order for event in events if isinstance(event, ShoeRetired)]
+
+
+async def revealed_in_topic(settings: ProjectionSettings) -> list[Order]:
+    """The orders of every retired shoe on the events topic, each event once."""
+    from blackjack.domain.events import ShoeRetired
+    from blackjack.messages.wire import decode
+    from blackjack.projections.rebuild import read_topic
+    from blackjack.projections.writer import Record
+
+    found: dict[tuple[str, int], Order] = {}
+
+    def keep(records: list[Record]) -> None:
+        for record in records:
+            if b"ShoeRetired" not in record.value:  # decode only the few that can be one
+                continue
+            wire = decode(record.value)
+            if isinstance(wire.data, ShoeRetired):
+                found[(wire.stream_id, wire.sequence)] = wire.data.order
+
+    await read_topic(settings.bootstrap, settings.events_topic, keep, security=settings.security)
+    return [found[key] for key in sorted(found)]
+
+
+def by_decks(orders: Sequence[Order]) -> dict[int, list[Order]]:
+    """Orders grouped by deck count; a length that is no whole number of decks is refused."""
+    groups: dict[int, list[Order]] = defaultdict(list)
+    for order in orders:
+        decks, rest = divmod(len(order), 52)
+        if rest or not decks:
+            raise NotAShoe(f"an order of {len(order)} cards is no whole number of decks")
+        groups[decks].append(order)
+    return dict(sorted(groups.items()))
+
+
+def _bad(message: str) -> int:
+    print(f"blackjack randomness: {message}", file=sys.stderr)
+    return BAD_INPUT
+
+
+def _check_options(args: argparse.Namespace) -> str | None:
+    """What is wrong with the options, or None."""
+    if not 0 < args.alpha < 0.5:
+        return f"--alpha must be between 0 and 0.5, not {args.alpha}"
+    if args.decks is not None and not 1 <= args.decks <= MAX_DECKS:
+        return f"--decks must be 1 to {MAX_DECKS}, not {args.decks}"
+    if args.source != "shuffler":
+        return None if args.shoes is None else "--shoes is for --source shuffler only"
+    decks = args.decks or MAX_DECKS
+    if args.shoes is None:
+        return "--shoes N is needed to draw shoes from the shuffler"
+    if args.shoes < minimum_shoes(decks):
+        return (
+            f"--shoes must be at least {minimum_shoes(decks)} for {decks} deck(s), not {args.shoes}"
+        )
+    return None
+
+
+def _orders(args: argparse.Namespace) -> list[Order]:
+    if args.source == "shuffler":
+        return draw(args.shoes, args.decks or MAX_DECKS)
+    settings = settings_from(args)
+    source = revealed_in_topic if args.source == "kafka" else revealed_in_store
+    return asyncio.run(source(settings))
+
+
+def _randomness(args: argparse.Namespace) -> int:
+    problem = _check_options(args)
+    if problem:
+        return _bad(problem)
+    started = time.monotonic()
+    orders = _orders(args)
+    try:
+        groups = by_decks(orders)
+    except NotAShoe as error:
+        return _bad(str(error))
+    if args.decks is not None:
+        groups = {d: found for d, found in groups.items() if d == args.decks}
+    origin = (
+        "drawn from blackjack.rng.csprng_shuffle"
+        if args.source == "shuffler"
+        else (f"revealed by ShoeRetired ({args.source})")
+    )
+    found = ", ".join(f"{len(g)} of {d} deck(s)" for d, g in groups.items()) or "none"
+    print(f"Shoes {origin}: {found}")
+    codes = [_test_group(group, decks, args.alpha) for decks, group in groups.items()]
+    if not codes:
+        codes = [UNTESTED]
+    code = BAD_INPUT if BAD_INPUT in codes else FAILED if FAILED in codes else max(codes)
+    verdict = {OK: "RANDOMNESS OK", FAILED: "RANDOMNESS FAILED", UNTESTED: "RANDOMNESS NOT TESTED"}
+    print(f"{verdict.get(code, 'RANDOMNESS NOT TESTED')} ({time.monotonic() - started:.1f} s)")
+    return code
+
+
+def _test_group(orders: list[Order], decks: int, alpha: float) -> int:
+    print()
+    if len(orders) < minimum_shoes(decks):
+        print(
+            f"{len(orders)} shoe(s) of {decks} deck(s): too few, at least "
+            f"{minimum_shoes(decks)} are needed: not tested"
+        )
+        return UNTESTED
+    try:
+        report = evaluate(orders, decks, alpha)
+    except NotAShoe as error:
+        return _bad(str(error))
+    print(render(report))
+    return OK if report.passed else FAILED
+
+
+def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
+    parser = sub.add_parser(
+        "randomness",
+        help="statistical tests of the shuffle (rank by position, adjacent ranks, a tracked "
+        "card, ten-values at the front) on fresh shoes or the revealed ones",
+    )
+    parser.add_argument(
+        "--source",
+        choices=("shuffler", "store", "kafka"),
+        default="shuffler",
+        help="draw --shoes from the production shuffler (default), or test the orders "
+        "revealed by ShoeRetired in the read-model store or on the events topic",
+    )
+    parser.add_argument("--shoes", type=int, help="how many shoes to draw (--source shuffler)")
+    parser.add_argument(
+        "--decks",
+        type=int,
+        help=f"decks per shoe (default {MAX_DECKS}; with store or kafka: test only this count)",
+    )
+    parser.add_argument(
+        "--alpha",
+        type=float,
+        default=DEFAULT_ALPHA,
+        help=f"significance level of each test (default {DEFAULT_ALPHA}: run on batch after "
+        "batch, four tests at 0.05 would fail a perfect shuffle one run in 13)",
+    )
+    add_store_options(parser)
+    parser.set_defaults(handler=_randomness)
