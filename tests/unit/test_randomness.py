@@ -1,0 +1,247 @@
+"""The shuffle's statistical tests (``blackjack randomness``): perfect shuffles pass, each kind
+of broken shuffle is caught by the test aimed at it, bad input is refused. Every shoe here
+comes from a seeded ``random.Random`` (deterministic), except the production shuffler's,
+which is held to an alpha of 1e-9 so that it cannot fail by chance."""
+
+from __future__ import annotations
+
+import asyncio
+import random
+from collections.abc import Callable
+from datetime import UTC, datetime
+from pathlib import Path
+
+import pytest
+from sqlalchemy import insert
+
+from blackjack.audit import randomness_cli
+from blackjack.audit.randomness import (
+    DEFAULT_ALPHA,
+    NotAShoe,
+    RandomnessReport,
+    evaluate,
+    minimum_shoes,
+    render,
+)
+from blackjack.cli import main
+from blackjack.domain import events as ev
+from blackjack.domain.cards import fresh_shoe, is_ten_value
+from blackjack.messages.wire import WireEnvelope, encode
+from blackjack.projections import schema
+from blackjack.projections.store import ProjectionStore
+
+Shuffler = Callable[[random.Random, int], tuple[str, ...]]
+STRICT = 1e-9
+
+
+def fair(rng: random.Random, decks: int) -> tuple[str, ...]:
+    order = list(fresh_shoe(decks))
+    rng.shuffle(order)  # Fisher-Yates, as the production shuffler
+    return tuple(order)
+
+
+def naive(rng: random.Random, decks: int) -> tuple[str, ...]:
+    """Swap each place with any place (not only a later one): n^n ways onto n! orders."""
+    order = list(fresh_shoe(decks))
+    for i in range(len(order)):
+        j = rng.randrange(len(order))
+        order[i], order[j] = order[j], order[i]
+    return tuple(order)
+
+
+def cut(rng: random.Random, decks: int) -> tuple[str, ...]:
+    """The fresh order cut at a random place, never shuffled."""
+    order = fresh_shoe(decks)
+    at = rng.randrange(len(order))
+    return order[at:] + order[:at]
+
+
+def tens_to_the_back(rng: random.Random, decks: int) -> tuple[str, ...]:
+    """A fair shuffle, then each ten-value among the first five cards swapped with a card
+    of the second half."""
+    order = list(fair(rng, decks))
+    for i in range(5):
+        if is_ten_value(order[i]):
+            j = rng.randrange(len(order) // 2, len(order))
+            order[i], order[j] = order[j], order[i]
+    return tuple(order)
+
+
+def shoes(shuffle: Shuffler, count: int, decks: int, seed: int) -> list[tuple[str, ...]]:
+    rng = random.Random(seed)
+    return [shuffle(rng, decks) for _ in range(count)]
+
+
+def p_values(report: RandomnessReport) -> dict[str, float]:
+    return {test.name.split(" ")[0]: test.p_value for test in report.tests}
+
+
+@pytest.mark.parametrize(("decks", "count"), [(1, 22), (1, 3000), (2, 500), (6, 300), (8, 200)])
+def test_fair_shuffles_pass_every_test(decks: int, count: int) -> None:
+    report = evaluate(shoes(fair, count, decks, seed=decks * 7919 + count), decks)
+    assert report.passed, render(report)
+    assert [t.name for t in report.tests] == [
+        "rank at position",
+        "adjacent ranks",
+        f"tracked card {fresh_shoe(decks)[-1]}",
+        "ten-values at the front",
+    ]
+
+
+def test_the_production_shuffler_passes() -> None:
+    for decks, count in ((1, 2000), (8, 300)):
+        report = evaluate(randomness_cli.draw(count, decks), decks, STRICT)
+        assert report.passed, render(report)
+
+
+def test_the_naive_swap_is_caught_by_where_cards_end_up() -> None:
+    """Its bias is a drift of a few tens of percent in where a card lands: visible with one
+    deck and 5000 shoes, and largest for the fresh order's last card."""
+    found = p_values(evaluate(shoes(naive, 5000, 1, seed=1), 1))
+    assert found["tracked"] < 1e-12, found
+    assert found["rank"] < DEFAULT_ALPHA, found
+
+
+def test_a_cut_instead_of_a_shuffle_is_caught_by_adjacent_ranks() -> None:
+    report = evaluate(shoes(cut, 100, 6, seed=2), 6)
+    found = p_values(report)
+    assert found["adjacent"] < 1e-100, render(report)
+    assert not report.passed
+
+
+def test_tens_kept_from_the_front_are_caught_by_the_front_count() -> None:
+    report = evaluate(shoes(tens_to_the_back, 500, 6, seed=3), 6)
+    found = p_values(report)
+    assert found["ten-values"] < 1e-9, render(report)
+    assert not report.passed
+
+
+@pytest.mark.parametrize(
+    ("spoil", "named"),
+    [
+        (lambda o: tuple("AH" if c == "AS" else c for c in o), "extra ['AH'], missing ['AS']"),
+        (lambda o: o[:-1], "51 cards"),
+        (lambda o: (*o, "AS"), "53 cards; extra ['AS']"),
+    ],
+)
+def test_an_order_that_is_not_a_shoe_is_refused(
+    spoil: Callable[[tuple[str, ...]], tuple[str, ...]], named: str
+) -> None:
+    orders = shoes(fair, 30, 1, seed=4)
+    orders[17] = spoil(orders[17])
+    with pytest.raises(NotAShoe, match=r"order 17 is not a permutation of 1 deck") as error:
+        evaluate(orders, 1)
+    assert named in str(error.value)
+
+
+def test_too_few_shoes_or_a_bad_alpha_are_refused() -> None:
+    assert minimum_shoes(1) == 22 and minimum_shoes(8) == 3
+    with pytest.raises(ValueError, match="too few: the tests need at least 22"):
+        evaluate(shoes(fair, 21, 1, seed=5), 1)
+    with pytest.raises(ValueError, match="alpha"):
+        evaluate(shoes(fair, 30, 1, seed=5), 1, alpha=0)
+
+
+# ---- the command ------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    "argv",
+    [
+        ["--shoes", "0", "--decks", "1"],
+        ["--shoes", "-5"],
+        ["--shoes", "21", "--decks", "1"],
+        ["--decks", "1"],
+        ["--shoes", "100", "--decks", "9"],
+        ["--shoes", "100", "--decks", "0"],
+        ["--shoes", "100", "--alpha", "0"],
+        ["--shoes", "100", "--alpha", "0.7"],
+        ["--source", "store", "--shoes", "100"],
+    ],
+)
+def test_the_command_refuses_bad_options(
+    argv: list[str], capsys: pytest.CaptureFixture[str]
+) -> None:
+    assert main(["randomness", *argv]) == 2
+    assert capsys.readouterr().err.startswith("blackjack randomness: --")
+
+
+def test_the_command_passes_the_production_shuffler(capsys: pytest.CaptureFixture[str]) -> None:
+    assert main(["randomness", "--shoes", "200", "--decks", "2", "--alpha", "1e-9"]) == 0
+    out = capsys.readouterr().out
+    assert "200 of 2 deck(s)" in out and out.splitlines()[-1].startswith("RANDOMNESS OK")
+
+
+def test_the_command_fails_a_broken_shuffler(
+    monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    monkeypatch.setattr(randomness_cli, "draw", lambda n, d: shoes(cut, n, d, seed=6))
+    assert main(["randomness", "--shoes", "50", "--decks", "4"]) == 1
+    out = capsys.readouterr().out
+    assert "adjacent ranks" in out and "FAIL" in out and "RANDOMNESS FAILED" in out
+
+
+def _retired(stream_id: str, shoe: int, order: tuple[str, ...]) -> dict[str, object]:
+    """A row of the read model's events table holding a ShoeRetired."""
+    event = ev.ShoeRetired(shoe=shoe, commitment="c" * 64, cards_dealt=20, order=order, salt="s")
+    wire = WireEnvelope(
+        event_id=f"{stream_id}-{shoe}",
+        type=event.type,
+        schema_version=event.version,
+        stream_id=stream_id,
+        sequence=shoe,
+        occurred_at=datetime(2026, 5, 2, tzinfo=UTC),
+        data=event,
+    )
+    return {
+        "stream_id": stream_id,
+        "sequence": shoe,
+        "event_id": wire.event_id,
+        "type": event.type,
+        "round": None,
+        "occurred_at": wire.occurred_at,
+        "topic": "blackjack.events",
+        "kafka_partition": 0,
+        "kafka_offset": shoe,
+        "envelope": encode(wire).decode(),
+    }
+
+
+def _store_with(tmp_path: Path, orders: list[tuple[str, ...]]) -> str:
+    url = f"sqlite+aiosqlite:///{tmp_path / 'read.db'}"
+
+    async def fill() -> None:
+        store = ProjectionStore(url)
+        await store.migrate()
+        rows = [_retired(f"table-{i % 3}", i + 1, order) for i, order in enumerate(orders)]
+        async with store.engine.begin() as connection:
+            await connection.execute(insert(schema.events), rows)
+        await store.close()
+
+    asyncio.run(fill())
+    return url
+
+
+def test_the_command_tests_the_shoes_revealed_in_the_store(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """Grouped by deck count; a count with too few shoes is reported as not tested (exit 3),
+    or left out with --decks."""
+    url = _store_with(tmp_path, shoes(fair, 40, 2, seed=7) + shoes(fair, 5, 1, seed=8))
+    assert main(["randomness", "--source", "store", "--db-url", url]) == 3
+    out = capsys.readouterr().out
+    assert "Shoes revealed by ShoeRetired (store): 5 of 1 deck(s), 40 of 2 deck(s)" in out
+    assert "5 shoe(s) of 1 deck(s): too few, at least 22 are needed: not tested" in out
+    assert "40 shoes of 2 deck(s) (104 cards)" in out
+    argv = ["randomness", "--source", "store", "--db-url", url, "--decks", "2", "--alpha", "1e-9"]
+    assert main(argv) == 0
+
+
+def test_the_command_refuses_a_revealed_order_that_is_not_a_shoe(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    orders = shoes(fair, 30, 1, seed=9)
+    orders[3] = ("AS", *orders[3][1:]) if orders[3][0] != "AS" else ("KC", *orders[3][1:])
+    url = _store_with(tmp_path, orders)
+    assert main(["randomness", "--source", "store", "--db-url", url]) == 2
+    assert "is not a permutation of 1 deck(s)" in capsys.readouterr().err
