@@ -245,3 +245,38 @@ def test_the_command_refuses_a_revealed_order_that_is_not_a_shoe(
     url = _store_with(tmp_path, orders)
     assert main(["randomness", "--source", "store", "--db-url", url]) == 2
     assert "is not a permutation of 1 deck(s)" in capsys.readouterr().err
+
+
+def test_the_command_reads_each_revealed_shoe_on_the_topic_once(
+    monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """What --source kafka hands to the tests, without a broker: every ShoeRetired on the
+    events topic once (a record read twice is one shoe), nothing else."""
+    from blackjack.domain.wallet import WalletDeposited, wallet_stream
+    from blackjack.projections import rebuild
+    from blackjack.projections.writer import Record
+
+    deposited = WalletDeposited(player_id="wendy", amount=500, balance_after=500)
+    other = WireEnvelope(
+        event_id="w-1",
+        type=deposited.type,
+        schema_version=deposited.version,
+        stream_id=wallet_stream("wendy"),
+        sequence=1,
+        occurred_at=datetime(2026, 5, 2, tzinfo=UTC),
+        data=deposited,
+    )
+    values = [encode(other)]
+    for i, order in enumerate(shoes(fair, 30, 3, seed=10)):
+        values.append(str(_retired("table-1", i + 1, order)["envelope"]).encode())
+    values.append(values[5])  # delivered again
+
+    async def read_topic(
+        bootstrap: str, topic: str, keep: Callable[..., object], **_: object
+    ) -> None:
+        keep([Record(topic, 0, offset, value) for offset, value in enumerate(values)])
+
+    monkeypatch.setattr(rebuild, "read_topic", read_topic)
+    assert main(["randomness", "--source", "kafka", "--alpha", "1e-9"]) == 0
+    out = capsys.readouterr().out
+    assert "Shoes revealed by ShoeRetired (kafka): 30 of 3 deck(s)" in out
