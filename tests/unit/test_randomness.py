@@ -280,3 +280,12 @@ def test_the_command_reads_each_revealed_shoe_on_the_topic_once(
     assert main(["randomness", "--source", "kafka", "--alpha", "1e-9"]) == 0
     out = capsys.readouterr().out
     assert "Shoes revealed by ShoeRetired (kafka): 30 of 3 deck(s)" in out
+
+
+def test_a_perfect_shuffle_fails_each_test_about_as_often_as_alpha_says() -> None:
+    """The without-replacement corrections keep the tests honest: 200 seeded runs of 40
+    one-deck shoes, each test rejected at 5 % in 2-9 % of them (10 of 200 expected)."""
+    runs = [evaluate(shoes(fair, 40, 1, seed), 1, alpha=0.05) for seed in range(200)]
+    for name in [test.name for test in runs[0].tests]:
+        rejected = sum(not t.passed for run in runs for t in run.tests if t.name == name)
+        assert 4 <= rejected <= 18, (name, rejected)

@@ -31,8 +31,6 @@ from dataclasses import dataclass
 from fractions import Fraction
 from math import ceil
 
-from scipy import stats
-
 from blackjack.domain.cards import RANKS, fresh_shoe, is_ten_value
 
 DEFAULT_ALPHA = 0.001
@@ -261,6 +259,10 @@ def _pearson(observed: Sequence[int], expected: Sequence[Fraction]) -> Fraction:
 
 
 def _result(name: str, how: str, statistic: Fraction, df: int, alpha: float) -> TestResult:
+    # Imported here: scipy takes about a second to import, which every `blackjack` process
+    # (a handler's restart included) would pay for a command it does not run.
+    from scipy import stats
+
     value = float(statistic)
     return TestResult(name, how, value, df, float(stats.chi2.sf(value, df)), alpha)
 
