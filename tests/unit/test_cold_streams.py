@@ -9,6 +9,8 @@ from __future__ import annotations
 import itertools
 import os
 import random
+import statistics
+import time
 import tracemalloc
 from datetime import UTC, datetime, timedelta
 from typing import Any
@@ -222,3 +224,56 @@ def test_a_stream_used_since_the_sweep_found_it_idle_stays_hot() -> None:
     handler.store.streams["b"].used_at = 90.0  # a command for it came meanwhile
     frozen = [s for s in found if handler.store.freeze(s, 50, may_come_due, now=100.0)]
     assert frozen == ["a", "c"] and set(handler.store.streams) == {"b"}
+
+
+def test_a_thawed_streams_answers_are_read_only_when_asked_for(
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    """A thaw or a rebuild read every remembered answer into a result though almost none is
+    asked for again: they stay as stored, each read when a resend asks for it, and a
+    snapshot of the thawed stream stores them as it found them. ``-s`` prints the time a
+    full window's thaw takes, and with every answer read (docs/kafka.md)."""
+    window = 1_000  # the production window
+    handler = Handler(5, freeze=False)
+    handler.processor = new_processor(dedup_window=window, shuffler=seeded_shuffler(5))
+    setup: list[BaseModel] = [cmd.OpenTable(variant="mini-h17"), cmd.SitDown(player_id="p")]
+    setup.append(cmd.Deposit(player_id="p", amount=10_000_000))
+    rounds: list[BaseModel] = [cmd.PlaceBet(player_id="p", box=0, amount=500)]
+    rounds += [cmd.Deal(player_id="p"), cmd.DeclineInsurance(player_id="p", box=0)]
+    rounds.append(cmd.Stand(player_id="p", box=0))
+    for number, command in enumerate(setup + rounds * 260):  # refusals are answers too
+        handler.send("t0", command, T0 + timedelta(seconds=number), f"c-{number}")
+    stream = handler.store.streams["t0"]
+    codec = handler.store.codec
+    assert codec is not None and len(stream.results) == window
+    ids = list(stream.results)
+    raw = codec.encode(stream)
+    thawed = codec.decode(raw)
+    assert thawed == stream and list(thawed.results) == ids
+    assert thawed.results.get(ids[3]) == stream.results.get(ids[3])
+    assert codec.decode(codec.encode(thawed)) == stream  # one read, the rest as stored
+    # a stored answer no longer readable as a result fails its own lookup, not the thaw
+    broken = codec.decode(raw)
+    broken.results.add_stored({"command_id": ids[0], "status": "maybe"})
+    with pytest.raises(ValueError):
+        broken.results.get(ids[0])
+    assert broken.results.get(ids[1]) == stream.results.get(ids[1])
+    # the window still lets the oldest go first
+    newest = stream.results.get(ids[-1])
+    assert newest is not None
+    thawed.remember(newest.model_copy(update={"command_id": "new"}), window)
+    assert list(thawed.results) == [*ids[1:], "new"]
+
+    lazy, every = [], []
+    for _ in range(9):  # alternated, medians: the machine is shared
+        started = time.perf_counter()
+        codec.decode(raw)
+        lazy.append(time.perf_counter() - started)
+        started = time.perf_counter()
+        list(codec.decode(raw).results.answers())
+        every.append(time.perf_counter() - started)
+    with capsys.disabled():
+        print(
+            f"\nthaw of {window} answers: {1000 * statistics.median(lazy):.1f} ms, "
+            f"{1000 * statistics.median(every):.1f} ms with every answer read"
+        )

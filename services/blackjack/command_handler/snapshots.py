@@ -31,11 +31,10 @@ from pydantic import BaseModel, ConfigDict, Field, TypeAdapter, ValidationError
 from blackjack.command_handler.streams import Stream
 from blackjack.domain.state import TableState
 from blackjack.domain.wallet import WalletState, is_wallet_stream
-from blackjack.messages.envelope import CommandResult
 
 CHECKPOINT_PREFIX = "#checkpoint/"
 _NONCE = 12
-_RESULTS = TypeAdapter(list[CommandResult])
+_STORED_ANSWERS = TypeAdapter(list[dict[str, Any]])
 _SIGNED = TypeAdapter(list[str])
 _LAST_SEEN = TypeAdapter(dict[str, datetime])
 _MOMENT = TypeAdapter(datetime | None)
@@ -90,7 +89,7 @@ class SnapshotCodec:
     def encode(self, stream: Stream) -> bytes:
         body = {
             "state": _state_doc(stream.state),
-            "results": [r.model_dump(mode="json") for r in stream.results.values()],
+            "results": stream.results.stored(),
             "signed": sorted(stream.signed),
             "last_seen": {
                 player: seen.isoformat()
@@ -129,8 +128,8 @@ class SnapshotCodec:
         else:
             state = TableState.from_doc(body["state"])
         stream = Stream(stream_id=stream_id, state=state, sequence=sequence)
-        for result in _RESULTS.validate_python(body["results"]):
-            stream.results[result.command_id] = result
+        for answer in _STORED_ANSWERS.validate_python(body["results"]):
+            stream.results.add_stored(answer)  # read as a result when a resend asks for it
         if "signed" in body:
             # Older handlers kept every signed step's id; kept as they are (no new one joins).
             stream.signed = set(_SIGNED.validate_python(body["signed"]))
@@ -149,7 +148,7 @@ def _touched_at(body: dict[str, Any], stream: Stream) -> datetime | None:
     longer than it has."""
     if "touched_at" in body:
         return _MOMENT.validate_python(body["touched_at"])
-    return max((result.handled_at for result in stream.results.values()), default=None)
+    return max((result.handled_at for result in stream.results.answers()), default=None)
 
 
 def _state_doc(state: WalletState | TableState) -> dict[str, object]:

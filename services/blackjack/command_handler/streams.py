@@ -17,7 +17,7 @@ from collections import OrderedDict
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from datetime import datetime
-from typing import Protocol
+from typing import Any, Protocol
 
 from blackjack.domain import events as ev
 from blackjack.domain.errors import CorruptLog
@@ -43,6 +43,69 @@ def kept_by_id(command: object) -> bool:
     return isinstance(command, CashOut) and command.table_sequence is None
 
 
+class AnswerWindow:
+    """A stream's remembered answers (command id -> result), oldest first: the idempotency
+    window. Answers read back from a snapshot stay the JSON documents they were stored as
+    until one is asked for again (a resent command): a table thawed or rebuilt with a full
+    window of 1,000 answers spent about 70 % of its 9 ms decoding them into results it
+    would almost never read."""
+
+    def __init__(self) -> None:
+        self._answers: OrderedDict[str, CommandResult | dict[str, Any]] = OrderedDict()
+
+    def get(self, command_id: str) -> CommandResult | None:
+        answer = self._answers.get(command_id)
+        if isinstance(answer, dict):
+            answer = CommandResult.model_validate(answer)
+            self._answers[command_id] = answer  # in its place: an existing key keeps its order
+        return answer
+
+    def remember(self, result: CommandResult, window: int) -> None:
+        """``result`` as the newest answer; the oldest let go beyond ``window``."""
+        self._answers[result.command_id] = result
+        self._answers.move_to_end(result.command_id)
+        while len(self._answers) > window:
+            self._answers.popitem(last=False)
+
+    def add_stored(self, document: dict[str, Any]) -> None:
+        """An answer as a snapshot stored it (``CommandResult`` as JSON), as the newest."""
+        command_id = document.get("command_id")
+        if not isinstance(command_id, str):
+            raise ValueError("a stored answer without its command id")
+        self._answers[command_id] = document
+        self._answers.move_to_end(command_id)
+
+    def stored(self) -> list[dict[str, Any]]:
+        """Every answer as a snapshot stores it, oldest first."""
+        return [
+            answer if isinstance(answer, dict) else answer.model_dump(mode="json")
+            for answer in self._answers.values()
+        ]
+
+    def answers(self) -> Iterator[CommandResult]:
+        """Every answer, oldest first."""
+        for command_id in list(self._answers):
+            answer = self.get(command_id)
+            assert answer is not None
+            yield answer
+
+    def __contains__(self, command_id: object) -> bool:
+        return command_id in self._answers
+
+    def __iter__(self) -> Iterator[str]:
+        return iter(list(self._answers))
+
+    def __len__(self) -> int:
+        return len(self._answers)
+
+    def __eq__(self, other: object) -> bool:
+        if not isinstance(other, AnswerWindow):
+            return NotImplemented
+        return list(self._answers) == list(other._answers) and self.stored() == other.stored()
+
+    __hash__ = None  # type: ignore[assignment]  # mutable
+
+
 def initial_state(stream_id: str) -> StreamState:
     return INITIAL_WALLET if is_wallet_stream(stream_id) else INITIAL_STATE
 
@@ -52,7 +115,7 @@ class Stream:
     stream_id: str
     state: StreamState
     sequence: int = 0
-    results: OrderedDict[str, CommandResult] = field(default_factory=OrderedDict)
+    results: AnswerWindow = field(default_factory=AnswerWindow)
     last_seen: dict[str, datetime] = field(default_factory=dict)
     """When each player last sent a command: carried in the snapshot and brought up to date
     from the results after it (``CommandResult.player_id``), so the presence clock of a
@@ -119,10 +182,7 @@ class Stream:
             self.signed.add(envelope.causation_id)
 
     def remember(self, result: CommandResult, window: int) -> None:
-        self.results[result.command_id] = result
-        self.results.move_to_end(result.command_id)
-        while len(self.results) > window:
-            self.results.popitem(last=False)
+        self.results.remember(result, window)
 
 
 class StreamCodec(Protocol):
