@@ -15,12 +15,16 @@ The tests, each aimed at a kind of broken shuffle:
 
 * rank at position: positions in bins of consecutive places x 13 ranks (a shuffle whose
   permutation is biased, such as swapping each card with any position instead of Fisher-Yates);
+* origin x destination: where each card started in the fresh order against where it ended
+  up (the most sensitive to a permutation biased by position: the naive swap, an off-by-one
+  Fisher-Yates);
 * adjacent ranks: the rank of each card against the next one's (a cut or a riffle that leaves
   runs of the fresh order together);
 * tracked card: where the last card of the fresh order ends up (the naive swap's bias is
   largest for it; the first card ends up exactly uniform there);
 * ten-values at the front: how many of the first cards dealt are worth ten (a shoe stacked for
-  or against the dealer where it matters).
+  or against the dealer where it matters);
+* repeated shoes: the same order twice (a generator seeded again the same way).
 """
 
 from __future__ import annotations
@@ -29,13 +33,13 @@ from collections import Counter
 from collections.abc import Sequence
 from dataclasses import dataclass
 from fractions import Fraction
-from math import ceil
+from math import ceil, exp, expm1, lgamma
 
 from blackjack.domain.cards import RANKS, fresh_shoe, is_ten_value
 
 DEFAULT_ALPHA = 0.001
 """Per test. A lab runs this again and again (every new batch of production shoes); at 0.001
-four tests a run fail by chance about once in 250 runs, rather than one run in 13 at 0.05,
+five tests a run fail by chance about once in 200 runs, rather than one run in 4 at 0.05,
 and a real bias still fails by many orders of magnitude once there are enough shoes."""
 
 MIN_EXPECTED = 5
@@ -53,6 +57,10 @@ with small expected counts, whose heavy tail fails a perfect shuffle more often 
 TRACKED_BINS = 13
 """At most this many position bins for the tracked card: a biased shuffle moves a card by a
 drift over the shoe, which a few wide bins catch with fewer degrees of freedom."""
+
+ORIGIN_BINS = 13
+"""Bins of where a card started (4 places of a deck each) and where it ended up: 144
+degrees of freedom, every cell expecting 4 x decks per shoe."""
 
 _RANK_INDEX = {rank: index for index, rank in enumerate(RANKS)}
 _KINDS = len(RANKS)
@@ -96,6 +104,9 @@ def minimum_shoes(decks: int) -> int:
     # adjacent ranks: the smallest cell, a rank followed by the same rank
     while fewest * copies * (copies - 1) < MIN_EXPECTED * (size - 1):
         fewest += 1
+    # origin x destination: 4 x decks cards of a starting bin, 4 x decks places of a bin
+    while fewest * 16 * decks * decks < MIN_EXPECTED * size:
+        fewest += 1
     # rank at position and tracked card: at least two bins each
     while fewest * (size // 2) < MIN_EXPECTED * _KINDS or fewest * decks < 2 * MIN_EXPECTED:
         fewest += 1
@@ -118,17 +129,28 @@ def evaluate(
             f"{minimum_shoes(decks)}"
         )
     ranks = [[_RANK_INDEX[card[0]] for card in order] for order in orders]
+    origin = _origins(decks)
+    origins = [[origin[card] for card in order] for order in orders]
     return RandomnessReport(
         decks=decks,
         shoes=len(orders),
         alpha=alpha,
         tests=(
             rank_at_position(ranks, alpha),
+            origin_destination(origins, alpha),
             adjacent_ranks(ranks, alpha),
             tracked_card(orders, decks, alpha),
             front_ten_values(orders, decks, alpha),
+            repeated_shoes(orders, decks, alpha),
         ),
     )
+
+
+def _origins(decks: int) -> dict[str, int]:
+    """Each card's origin bin: its place in a deck of the fresh order (every deck of
+    ``fresh_shoe`` is in the same order), in 13 bins of 4."""
+    one_deck = fresh_shoe(decks)[:52]
+    return {card: place * ORIGIN_BINS // 52 for place, card in enumerate(one_deck)}
 
 
 def check_orders(orders: Sequence[Sequence[str]], decks: int) -> None:
@@ -151,33 +173,62 @@ def rank_at_position(ranks: Sequence[Sequence[int]], alpha: float) -> TestResult
     shoes, size = len(ranks), len(ranks[0])
     widest = ceil(MIN_EXPECTED * _KINDS / shoes)  # expected shoes * width / 13 >= 5
     bins = _bins(size, min(POSITION_BINS, size // widest))
-    counts = [[0] * _KINDS for _ in range(len(bins))]
+    statistic = _groups_by_place(ranks, _KINDS, bins)
+    return _result(
+        "rank at position",
+        f"{len(bins)} bins of {_widths(bins)} place(s) x 13 ranks",
+        statistic,
+        (len(bins) - 1) * (_KINDS - 1),
+        alpha,
+    )
+
+
+def origin_destination(origins: Sequence[Sequence[int]], alpha: float) -> TestResult:
+    """Where each card started in the fresh order (its place in its deck, 13 bins of 4)
+    against where it ended up (13 bins of consecutive places). A permutation biased by
+    position (the naive swap, an off-by-one Fisher-Yates) moves cards from where they were:
+    with one deck this needs about 170 shoes to catch the naive swap where the tracked
+    card needs about 1,300 (the copies of a card in a bigger shoe start in different places
+    and their drifts partly cancel, as for the tracked card)."""
+    size = len(origins[0])
+    statistic = _groups_by_place(origins, ORIGIN_BINS, _bins(size, ORIGIN_BINS))
+    return _result(
+        "origin x destination",
+        f"13 bins of 4 places in a deck x 13 bins of {size // ORIGIN_BINS} places",
+        statistic,
+        (ORIGIN_BINS - 1) ** 2,
+        alpha,
+    )
+
+
+def _groups_by_place(groups: Sequence[Sequence[int]], kinds: int, bins: list[int]) -> Fraction:
+    """Pearson's statistic of (bin of the place) x (group of the card in it), ``kinds`` groups
+    of equal size, scaled by (N - 1) / N: within a shoe both margins are fixed and the
+    counts are hypergeometric (a random bijection of cards to places)."""
+    shoes, size = len(groups), len(groups[0])
+    counts = [[0] * kinds for _ in range(len(bins))]
     where = [b for b, width in enumerate(bins) for _ in range(width)]
-    for shoe in ranks:
-        for position, rank in enumerate(shoe):
-            counts[where[position]][rank] += 1
+    for shoe in groups:
+        for position, group in enumerate(shoe):
+            counts[where[position]][group] += 1
     statistic = sum(
         (
-            _pearson(row, [Fraction(shoes * width, _KINDS)] * _KINDS)
+            _pearson(row, [Fraction(shoes * width, kinds)] * kinds)
             for row, width in zip(counts, bins, strict=True)
         ),
         Fraction(0),
     )
-    return _result(
-        "rank at position",
-        f"{len(bins)} bins of {_widths(bins)} place(s) x 13 ranks",
-        statistic * Fraction(size - 1, size),
-        (len(bins) - 1) * (_KINDS - 1),
-        alpha,
-    )
+    return statistic * Fraction(size - 1, size)
 
 
 def adjacent_ranks(ranks: Sequence[Sequence[int]], alpha: float) -> TestResult:
     """Rank of each card x rank of the next, the last card followed by the first (so each
     shoe's table has both margins fixed). Not a test of independence: drawn without
     replacement, a rank follows itself less often than it follows another, and the expected
-    counts say so exactly. Degrees of freedom (13 - 1)^2, as for a table with fixed margins;
-    simulation of perfect shuffles (1, 2 and 8 decks) confirms the mean 144 N/(N-1)."""
+    counts say so exactly. Within a shoe the table's symmetric part (a then b, plus b then a)
+    has the covariance of a multinomial, its antisymmetric part N/(N-2) times it; weighting
+    each part by its own variance gives a statistic with 144 degrees of freedom exactly
+    (Pearson's sum, even scaled, would be 78 + 66 N/(N-2) on average: 146.6 for one deck)."""
     shoes, size = len(ranks), len(ranks[0])
     copies = size // _KINDS
     counts = [[0] * _KINDS for _ in range(_KINDS)]
@@ -189,17 +240,20 @@ def adjacent_ranks(ranks: Sequence[Sequence[int]], alpha: float) -> TestResult:
     # per shoe: size pairs, each (a, b) with probability copies * (copies - [a == b]) / (N (N-1))
     other = Fraction(shoes * copies * copies, size - 1)
     same = Fraction(shoes * copies * (copies - 1), size - 1)
-    statistic = sum(
+    d = [[counts[a][b] - (same if a == b else other) for b in range(_KINDS)] for a in range(_KINDS)]
+    antisymmetric = Fraction(size - 2, size)
+    statistic = sum((d[a][a] ** 2 / same for a in range(_KINDS)), Fraction(0)) + sum(
         (
-            _pearson(row, [same if a == b else other for b in range(_KINDS)])
-            for a, row in enumerate(counts)
+            ((d[a][b] + d[b][a]) ** 2 + antisymmetric * (d[a][b] - d[b][a]) ** 2) / (2 * other)
+            for a in range(_KINDS)
+            for b in range(a + 1, _KINDS)
         ),
         Fraction(0),
     )
     return _result(
         "adjacent ranks",
         "13 x 13 ranks of each card and the next, circular",
-        statistic * Fraction(size - 1, size),
+        statistic,
         (_KINDS - 1) ** 2,
         alpha,
     )
@@ -241,6 +295,20 @@ def front_ten_values(orders: Sequence[Sequence[str]], decks: int, alpha: float) 
         (found - mean) ** 2 / variance,
         1,
         alpha,
+    )
+
+
+def repeated_shoes(orders: Sequence[Sequence[str]], decks: int, alpha: float) -> TestResult:
+    """The same order twice: a generator reseeded the same way (a restart, a copied seed).
+    Among the N! / (D!)^52 orders of a shoe a fair shuffle repeats one with a probability
+    of about shoes^2 / 2 divided by that number, nil in practice: any repeat fails."""
+    repeats = len(orders) - len({tuple(order) for order in orders})
+    pairs = len(orders) * (len(orders) - 1) / 2
+    log_orders = lgamma(52 * decks + 1) - 52 * lgamma(decks + 1)
+    # P(at least one repeat) ~ 1 - exp(-pairs / orders), as a float: 0 once it underflows
+    chance = -expm1(-pairs * exp(-log_orders)) if repeats else 1.0
+    return TestResult(
+        "repeated shoes", f"{repeats} order(s) seen before", float(repeats), 0, chance, alpha
     )
 
 

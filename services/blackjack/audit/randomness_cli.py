@@ -174,8 +174,9 @@ def _test_group(orders: list[Order], decks: int, alpha: float) -> int:
 def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     parser = sub.add_parser(
         "randomness",
-        help="statistical tests of the shuffle (rank by position, adjacent ranks, a tracked "
-        "card, ten-values at the front) on fresh shoes or the revealed ones",
+        help="statistical tests of the shuffle (rank by position, origin x destination, "
+        "adjacent ranks, a tracked card, ten-values at the front, repeated shoes) on fresh "
+        "shoes or the revealed ones",
     )
     parser.add_argument(
         "--source",
@@ -195,7 +196,7 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
         type=float,
         default=DEFAULT_ALPHA,
         help=f"significance level of each test (default {DEFAULT_ALPHA}: run on batch after "
-        "batch, four tests at 0.05 would fail a perfect shuffle one run in 13)",
+        "batch, five tests at 0.05 would fail a perfect shuffle one run in 4)",
     )
     add_store_options(parser)
     parser.set_defaults(handler=_randomness)
