@@ -90,3 +90,24 @@ def test_a_transaction_verification_retry_says_it_is_not_lost_replicas() -> None
     assert "partition=2" in explained.getMessage()
     other = retry("<class 'aiokafka.errors.NotLeaderForPartitionError'>")
     assert ExplainedRetries().filter(other) and other.getMessage().endswith("Error'>")
+
+
+def test_one_kind_of_produce_retry_does_not_hide_another() -> None:
+    """The diff review: every produce retry shares aiokafka's template, so the steady
+    verification retries used the one line let through every 10 s and real errors in
+    between were only counted on that line (and explained as verification)."""
+    from aiokafka.errors import NotEnoughReplicasError, NotLeaderForPartitionError
+
+    now = [0.0]
+    repeats = LibraryRepeats(every=10.0, clock=lambda: now[0])
+    template = "Got error produce response on topic-partition %s, retrying. Error: %s"
+
+    def retry(error: type) -> logging.LogRecord:
+        return logging.LogRecord(
+            "aiokafka.producer.sender", logging.WARNING, "x", 1, template, ("tp", error), None
+        )
+
+    assert repeats.filter(retry(NotEnoughReplicasError))
+    assert repeats.filter(retry(NotLeaderForPartitionError))  # another kind: let through
+    assert not repeats.filter(retry(NotLeaderForPartitionError))
+    assert not repeats.filter(retry(NotEnoughReplicasError))

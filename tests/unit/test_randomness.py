@@ -254,6 +254,19 @@ def test_the_command_tests_the_shoes_revealed_in_the_store(
     assert main(argv) == 0
 
 
+def test_a_store_it_cannot_read_is_no_failed_test(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """The diff review: an unreachable or unmigrated store exited 1, which says that a test
+    of the shuffle failed."""
+    for url in (
+        f"sqlite+aiosqlite:///{tmp_path / 'empty.db'}",  # never migrated: no events table
+        "postgresql+asyncpg://nobody:x@127.0.0.1:1/none",  # nothing listens
+    ):
+        assert main(["randomness", "--source", "store", "--db-url", url]) == 2
+        assert "cannot read the shoes from the store" in capsys.readouterr().err
+
+
 def test_the_command_refuses_a_revealed_order_that_is_not_a_shoe(
     tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:

@@ -2,8 +2,8 @@
 from the production shuffler, or on the orders that ``ShoeRetired`` revealed in the log.
 
 Exit codes, as ``replay`` and ``audit``: 0 every test passed; 1 a test failed; 2 bad input
-(a bad option, an order that is not a shoe); 3 nothing failed but not everything could be
-tested (a deck count with too few shoes, or no shoes at all).
+(a bad option, an order that is not a shoe, a store or topic it cannot read); 3 nothing
+failed but not everything could be tested (a deck count with too few shoes, or no shoes).
 """
 
 from __future__ import annotations
@@ -14,6 +14,9 @@ import sys
 import time
 from collections import defaultdict
 from collections.abc import Sequence
+
+from aiokafka.errors import KafkaError
+from sqlalchemy.exc import SQLAlchemyError
 
 from blackjack.audit.randomness import (
     DEFAULT_ALPHA,
@@ -27,6 +30,7 @@ from blackjack.projections.settings import ProjectionSettings
 
 OK, FAILED, BAD_INPUT, UNTESTED = 0, 1, 2, 3
 MAX_DECKS = 8  # as the rules allow
+READ_TOPIC_TIMEOUT_S = 3600.0  # the whole events topic, from its start
 Order = tuple[str, ...]
 
 
@@ -81,7 +85,13 @@ async def revealed_in_topic(settings: ProjectionSettings) -> list[Order]:
             if isinstance(wire.data, ShoeRetired):
                 found[(wire.stream_id, wire.sequence)] = wire.data.order
 
-    await read_topic(settings.bootstrap, settings.events_topic, keep, security=settings.security)
+    await read_topic(
+        settings.bootstrap,
+        settings.events_topic,
+        keep,
+        security=settings.security,
+        timeout=READ_TOPIC_TIMEOUT_S,
+    )
     return [found[key] for key in sorted(found)]
 
 
@@ -132,7 +142,12 @@ def _randomness(args: argparse.Namespace) -> int:
     if problem:
         return _bad(problem)
     started = time.monotonic()
-    orders = _orders(args)
+    try:
+        orders = _orders(args)
+    except (OSError, TimeoutError, SQLAlchemyError, KafkaError) as error:
+        # not a verdict on the shuffle: exit 1 must mean that a test failed
+        problem = f"{type(error).__name__}: {error}"
+        return _bad(f"cannot read the shoes from the {args.source}: {problem}")
     try:
         groups = by_decks(orders)
     except NotAShoe as error:
@@ -149,7 +164,8 @@ def _randomness(args: argparse.Namespace) -> int:
     codes = [_test_group(group, decks, args.alpha) for decks, group in groups.items()]
     if not codes:
         codes = [UNTESTED]
-    code = BAD_INPUT if BAD_INPUT in codes else FAILED if FAILED in codes else max(codes)
+    # a failed test first: a bad order in one deck count must not hide it in another
+    code = FAILED if FAILED in codes else BAD_INPUT if BAD_INPUT in codes else max(codes)
     verdict = {OK: "RANDOMNESS OK", FAILED: "RANDOMNESS FAILED", UNTESTED: "RANDOMNESS NOT TESTED"}
     print(f"{verdict.get(code, 'RANDOMNESS NOT TESTED')} ({time.monotonic() - started:.1f} s)")
     return code

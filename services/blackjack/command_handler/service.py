@@ -235,7 +235,9 @@ class CommandHandler:
 
     async def stop(self, timeout: float = 10.0) -> None:
         """Let the transactions in progress finish (those still running after ``timeout`` are
-        aborted), hand the partitions over, close everything."""
+        aborted), hand the partitions over, close everything. Once: a second call returns."""
+        if self._stopping.is_set():
+            return
         self._stopping.set()
         for task in self._tasks[1:]:
             task.cancel()

@@ -19,6 +19,8 @@ from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any, Protocol
 
+from pydantic import ValidationError
+
 from blackjack.domain import events as ev
 from blackjack.domain.errors import CorruptLog
 from blackjack.domain.evolve import evolve
@@ -56,7 +58,14 @@ class AnswerWindow:
     def get(self, command_id: str) -> CommandResult | None:
         answer = self._answers.get(command_id)
         if isinstance(answer, dict):
-            answer = CommandResult.model_validate(answer)
+            try:
+                answer = CommandResult.model_validate(answer)
+            except ValidationError as error:
+                # Sealed by a handler, so never a client's doing: the partition fails and is
+                # rebuilt (read from the results topic) rather than decide the command again.
+                raise CorruptLog(
+                    f"the remembered answer to command {command_id} cannot be read: {error}"
+                ) from error
             self._answers[command_id] = answer  # in its place: an existing key keeps its order
         return answer
 

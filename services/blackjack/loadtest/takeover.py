@@ -82,6 +82,7 @@ async def run_takeover(config: TakeoverConfig, emit: Emit) -> dict[str, Any]:
 
     await ensure_topics(settings, topics)
     handlers = {"a": handler("a"), "b": handler("b")}
+    created = list(handlers.values())
     seal = ShoeSeal.from_hex(shoe_key)
     follower = EventFollower(config.bootstrap, topics, config.partitions, seal)
     client = BlackjackClient(config.bootstrap, topics, client_id=f"{prefix}client")
@@ -111,9 +112,10 @@ async def run_takeover(config: TakeoverConfig, emit: Emit) -> dict[str, Any]:
             await _or_failed(asyncio.sleep(config.settle_s), playing)
             for number in range(config.restarts):
                 name, other = "ab"[number % 2], "ab"[1 - number % 2]
-                handlers[name], restart = await _restart(
-                    handlers[name], handlers[other], handler(f"{name}{number}"), until
-                )
+                leaving, back = handlers[name], handler(f"{name}{number}")
+                created.append(back)  # stopped at the end whatever happens
+                handlers[name] = back
+                restart = await _restart(leaving, handlers[other], back, everything, until)
                 restarts.append(
                     {"kind": "restart", "number": number + 1, "stopped": name, **restart}
                 )
@@ -135,8 +137,8 @@ async def run_takeover(config: TakeoverConfig, emit: Emit) -> dict[str, Any]:
     finally:
         await client.stop()
         await follower.stop()
-        for one in handlers.values():
-            await one.stop()
+        for one in created:
+            await one.stop()  # once each: a stopped one returns at once
     try:
         commands, results, events = await read_back(settings, shoe_key)
         proof = prove(
@@ -174,12 +176,12 @@ async def _restart(
     leaving: CommandHandler,
     staying: CommandHandler,
     back: CommandHandler,
+    everything: set[int],
     until: Callable[[Callable[[], bool]], Awaitable[float]],
-) -> tuple[CommandHandler, dict[str, Any]]:
-    """Stop ``leaving`` (it leaves the group), wait for ``staying`` to serve everything, start
-    ``back`` (not started yet) in its place, wait for the two to share the partitions again;
-    ``back`` and the times."""
-    everything = staying.owned_partitions() | leaving.owned_partitions()
+) -> dict[str, Any]:
+    """Stop ``leaving`` (it leaves the group), wait for ``staying`` to serve ``everything``,
+    start ``back`` (not started yet) in its place, wait for the two to share the partitions
+    again; the times."""
     started = time.monotonic()
     await leaving.stop()
     stopped = time.monotonic() - started
@@ -187,7 +189,7 @@ async def _restart(
     alone = time.monotonic() - started
     await back.start()
     shared = await until(lambda: _share(back, staying, everything))
-    return back, {
+    return {
         "stop_s": round(stopped, 3),
         "other_serves_all_s": round(alone, 3),
         "shared_again_s": round(shared, 3),

@@ -10,7 +10,8 @@ warns and sends again after ``retry_backoff_ms``. Nothing is under-replicated.
 This probe plays the handler's shape of transaction (records to two topics and the consumed
 offsets, one transactional producer per partition, back to back) with the broker's
 verification on, then off, and counts the warnings. It changes a broker setting while it
-runs (and sets it back to on): point it at a development broker only.
+runs and puts the broker's settings back as they were; it runs on a single-broker
+(development) cluster only.
 
     python -m blackjack.loadtest.verification --bootstrap 127.0.0.1:9092 --transactions 1000
 """
@@ -97,30 +98,64 @@ async def _run(bootstrap: str, topic: str, verification: bool, n: int) -> Run:
     return Run(verification, len(times), retries.count, statistics.median(times), p99)
 
 
+class ProbeRefused(RuntimeError):
+    """A broker this probe must not change (not the only one, or a secret it cannot keep)."""
+
+
+DYNAMIC_BROKER_CONFIG = 2  # DescribeConfigs' source of a setting made for this broker
+
+
+async def _dynamic_settings(admin: AIOKafkaAdminClient, broker_id: int) -> dict[str, str]:
+    """The broker's own dynamic settings. Kafka's AlterConfigs (the only form aiokafka
+    sends) replaces all of them, so a change sends them all again, and so does the restore."""
+    [response] = await admin.describe_configs(
+        [ConfigResource(ConfigResourceType.BROKER, str(broker_id))]
+    )
+    error_code, error_message, _, _, entries = response.resources[0]
+    if error_code:
+        raise ProbeRefused(f"broker {broker_id}: {error_message} (error {error_code})")
+    settings = {}
+    for name, value, _read_only, source, sensitive, *_ in entries:
+        if source != DYNAMIC_BROKER_CONFIG:
+            continue
+        if sensitive or value is None:
+            raise ProbeRefused(f"broker {broker_id} has a secret setting ({name}) to keep")
+        settings[name] = value
+    return settings
+
+
+async def _set(admin: AIOKafkaAdminClient, broker_id: int, settings: dict[str, str]) -> None:
+    resource = ConfigResource(ConfigResourceType.BROKER, str(broker_id), settings)
+    for response in await admin.alter_configs([resource]):
+        for error_code, error_message, *_ in response.resources:
+            if error_code:
+                raise ProbeRefused(f"broker {broker_id}: {error_message} (error {error_code})")
+
+
 async def probe(bootstrap: str, n: int, broker_id: int, rounds: int) -> list[Run]:
     admin = AIOKafkaAdminClient(bootstrap_servers=bootstrap, client_id="verification-probe")
     await admin.start()
-    topic = f"verification-probe-{uuid.uuid4().hex[:8]}"
-    names = (topic, f"{topic}-results", f"{topic}-commands")
-    await admin.create_topics([NewTopic(name, PRODUCERS, 1) for name in names])
-
-    async def verification(on: bool) -> None:
-        value = "true" if on else "false"
-        resource = ConfigResource(ConfigResourceType.BROKER, str(broker_id), {SETTING: value})
-        await admin.alter_configs([resource])
-
-    runs = []
     try:
-        for _ in range(rounds):
-            for on in (True, False):
-                await verification(on)
-                await asyncio.sleep(2)  # a dynamic setting reaches the broker's threads
-                runs.append(await _run(bootstrap, topic, on, n))
+        brokers = (await admin.describe_cluster())["brokers"]
+        if [broker["node_id"] for broker in brokers] != [broker_id]:
+            raise ProbeRefused(f"a development broker only, alone: this cluster has {brokers}")
+        before = await _dynamic_settings(admin, broker_id)
+        topic = f"verification-probe-{uuid.uuid4().hex[:8]}"
+        names = (topic, f"{topic}-results", f"{topic}-commands")
+        await admin.create_topics([NewTopic(name, PRODUCERS, 1) for name in names])
+        runs = []
+        try:
+            for _ in range(rounds):
+                for on in (True, False):
+                    await _set(admin, broker_id, {**before, SETTING: "true" if on else "false"})
+                    await asyncio.sleep(2)  # a dynamic setting reaches the broker's threads
+                    runs.append(await _run(bootstrap, topic, on, n))
+        finally:
+            await _set(admin, broker_id, before)  # as it was, whatever it was
+            await admin.delete_topics(list(names))
+        return runs
     finally:
-        await verification(True)
-        await admin.delete_topics(list(names))
         await admin.close()
-    return runs
 
 
 def main() -> None:

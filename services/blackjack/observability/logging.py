@@ -33,12 +33,17 @@ class LibraryRepeats(logging.Filter):
         super().__init__()
         self.every = every
         self.clock = clock
-        self._seen: dict[tuple[str, str], tuple[float, int]] = {}
+        self._seen: dict[tuple[str, str, str], tuple[float, int]] = {}
 
     def filter(self, record: logging.LogRecord) -> bool:
         if not record.name.startswith(self.LIBRARIES):
             return True
-        key = (record.name, str(record.msg))  # the template: every node's attempt is one
+        # the template: every node's attempt is one; and the error it names, when its last
+        # argument is an error class (aiokafka's produce retries share one template, and a
+        # steady kind must not hide another)
+        final = record.args[-1] if isinstance(record.args, tuple) and record.args else None
+        kind = final.__name__ if isinstance(final, type) else ""
+        key = (record.name, str(record.msg), kind)
         now = self.clock()
         last = self._seen.get(key)
         if last is not None and now - last[0] < self.every:
