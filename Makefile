@@ -49,6 +49,7 @@ constraints: install
 schemas: install
 	$(VENV)/bin/blackjack schemas --write
 	$(VENV)/bin/blackjack asyncapi --write
+	$(VENV)/bin/blackjack openapi --write
 
 # The decider's typed event constructors, generated from the event models
 # (services/blackjack/domain/facts.py; a unit test fails when they drift).

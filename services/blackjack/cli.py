@@ -50,6 +50,21 @@ def _schemas(args: argparse.Namespace) -> int:
     return 1 if problems else 0
 
 
+def _openapi(args: argparse.Namespace) -> int:
+    from blackjack.api.contract import drifted, write
+
+    path = Path(args.path)
+    if args.write:
+        write(path)
+        print(path)
+        return 0
+    if drifted(path):
+        print(f"out of date: {path} (run `blackjack openapi --write`)")
+        return 1
+    print(f"{path}: up to date")
+    return 0
+
+
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="blackjack", description=__doc__)
     sub = parser.add_subparsers(dest="command", required=True)
@@ -60,6 +75,12 @@ def build_parser() -> argparse.ArgumentParser:
     schemas.add_argument("--write", action="store_true")
     schemas.add_argument("--dir", default="schemas")
     schemas.set_defaults(handler=_schemas)
+    openapi = sub.add_parser(
+        "openapi", help="check (or --write) the query API's schemas/query-api.openapi.json"
+    )
+    openapi.add_argument("--write", action="store_true")
+    openapi.add_argument("--path", default="schemas/query-api.openapi.json")
+    openapi.set_defaults(handler=_openapi)
     projections_cli.register(sub)
     audit_cli.register(sub)
     client_cli.register(sub)

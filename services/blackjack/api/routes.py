@@ -5,6 +5,7 @@
     GET /v1/rounds/{stream_id}:{round}                        one game cycle in full
     GET /v1/tables/{stream_id}                                a table, for a client reconnecting
     GET /v1/interrupted-rounds?idle_days=30&limit=100         open rounds left waiting that long
+    GET /v1/openapi.json                                      this API's OpenAPI document
 
 With ``BLACKJACK_API_TOKENS`` set (``api.tokens``), a request without one of its bearer tokens
 gets 401 ``unauthenticated``. Answers are JSON; every error is a 4xx with
@@ -29,6 +30,7 @@ import structlog
 from prometheus_client import Counter
 from sqlalchemy.ext.asyncio import AsyncConnection
 
+from blackjack.api.contract import openapi_document
 from blackjack.api.tokens import OPEN, ApiTokens
 from blackjack.projections import queries
 from blackjack.projections.projector import parse_count, parse_round_id
@@ -131,6 +133,8 @@ class QueryApi:
     async def _route(self, scope: Scope) -> dict[str, Any]:
         parts = _segments(scope)
         params = _params(scope)
+        if parts == ["openapi.json"]:
+            return openapi_document()  # the contract of every answer below
         async with self.store.reading() as connection:
             match parts:
                 case ["players", player_id, "wallet"] if player_id:

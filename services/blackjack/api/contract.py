@@ -1,0 +1,365 @@
+"""The query API's contract: a model of every answer, and the OpenAPI document built from them
+(``schemas/query-api.openapi.json``, served at ``/v1/openapi.json``).
+
+The answers are built as plain JSON by ``projections.queries``; these models say what they
+hold, and the tests read every answer of a played log back through them (``extra="forbid"``),
+so an answer and its documentation cannot drift apart.
+"""
+
+from __future__ import annotations
+
+import json
+from functools import cache
+from pathlib import Path
+from typing import Any, Literal
+
+from pydantic import BaseModel, ConfigDict, Field
+from pydantic.json_schema import models_json_schema
+
+from blackjack.domain.decided_by import DecidedBy
+from blackjack.projections.projector import LogEntry, RoundRecord, TableView
+from blackjack.projections.wallets import Transfer
+
+PATH = Path("schemas/query-api.openapi.json")
+
+
+class _Answer(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+
+
+# ---- errors --------------------------------------------------------------------------------
+
+ErrorCode = Literal[
+    "bad_parameter",
+    "bad_round_id",
+    "unknown_player",
+    "unknown_round",
+    "unknown_table",
+    "not_found",
+    "method_not_allowed",
+    "unauthenticated",
+    "store_unavailable",
+    "internal_error",
+]
+
+
+class ErrorBody(_Answer):
+    code: ErrorCode
+    message: str
+
+
+class ErrorAnswer(_Answer):
+    """Every error: 400 a bad parameter or round id, 401 no valid bearer token, 404 unknown,
+    405 not a GET, 503 the read model cannot serve now (try again), 500 unforeseen."""
+
+    error: ErrorBody
+
+
+# ---- a player's money ------------------------------------------------------------------------
+
+
+class TableAccount(_Answer):
+    """The player's money at one table (minor units of ``currency``)."""
+
+    stream_id: str
+    currency: str
+    funded_by_wallet: bool = Field(description="a multi-seat table, paid from the wallet")
+    seat: int | None
+    seated: bool
+    connected: bool
+    available: int
+    in_play: int
+    deposited: int
+    withdrawn: int
+    cashed_out: int = Field(description="paid back to the wallet when the player left")
+    wagered: int
+    won: int
+    lost: int
+    rounds: int
+
+
+class WalletStream(_Answer):
+    """The player's wallet stream: money between tables, and buy-ins on their way."""
+
+    stream_id: str
+    balance: int
+    in_transit: int = Field(description="buy-ins sent, not yet confirmed by their table")
+    deposited: int
+    withdrawn: int
+    bought_in: int
+    refunded: int = Field(description="buy-ins a table refused")
+    cashed_in: int = Field(description="money tables paid back")
+    last_sequence: int
+    updated_at: str
+    pending: list[Transfer]
+    currency: str | None = Field(description="set by the first deposit")
+
+
+class Totals(_Answer):
+    currency: str
+    available: int
+    in_play: int
+    deposited: int
+    withdrawn: int
+    cashed_out: int
+    wagered: int
+    won: int
+    lost: int
+    rounds: int
+
+
+class WalletAnswer(_Answer):
+    """``GET /v1/players/{player_id}/wallet``"""
+
+    player_id: str
+    wallet: WalletStream | None = Field(description="null: the player never had a wallet")
+    tables: list[TableAccount]
+    totals: list[Totals] = Field(description="the tables' accounts summed per currency")
+
+
+# ---- a player's rounds -----------------------------------------------------------------------
+
+
+class RoundLine(_Answer):
+    """One round of the player's betting history."""
+
+    round_id: str
+    stream_id: str
+    round: int
+    variant: str
+    currency: str
+    status: Literal["betting", "playing", "settled", "cancelled"]
+    started_at: str = Field(description="the player's first wager in the round")
+    closed_at: str | None
+    balance_before: int
+    balance_after: int
+    wagered: int
+    paid: int
+    net: int
+    deposited: int = Field(description="paid in at the table during the round")
+    withdrawn: int = Field(description="taken out at the table during the round")
+
+
+class PlayerRoundsAnswer(_Answer):
+    """``GET /v1/players/{player_id}/rounds``: newest first."""
+
+    player_id: str
+    rounds: list[RoundLine]
+    next: str | None = Field(description="the cursor of the next page; null on the last")
+
+
+# ---- one round -------------------------------------------------------------------------------
+
+
+class RecalledEntry(LogEntry):
+    """An event of the round's log, with the command that wrote it and who decided it."""
+
+    command_id: str | None
+    decided_by: DecidedBy | None = Field(
+        description="for a player's decision: the player, or the server in the player's "
+        "place (a turn clock ran out, an operator closed an interrupted round); null for an "
+        "event that is not a decision"
+    )
+
+
+class PlayerInRound(_Answer):
+    player_id: str
+    started_at: str
+    balance_before: int
+    balance_after: int
+    wagered: int
+    paid: int
+    net: int
+    deposited: int
+    withdrawn: int
+
+
+class RoundAnswer(RoundRecord):
+    """``GET /v1/rounds/{stream_id}:{round}``: one game cycle in full."""
+
+    log: list[RecalledEntry] = []  # type: ignore[assignment]
+    players: list[PlayerInRound]
+
+
+# ---- a table and the rounds left waiting -----------------------------------------------------
+
+
+class SeatedPlayer(_Answer):
+    player_id: str
+    seat: int | None
+    connected: bool
+    available: int
+    in_play: int
+
+
+class TableAnswer(TableView):
+    """``GET /v1/tables/{stream_id}``: what a client that reconnects needs."""
+
+    players: list[SeatedPlayer]
+    current_round: RoundAnswer | None = Field(description="the round in play; null between")
+    last_round_id: str | None
+
+
+class InterruptedRound(_Answer):
+    round_id: str
+    table: str
+    round: int
+    variant: str
+    status: Literal["betting", "playing"]
+    opened_at: str
+    idle_since: str = Field(description="the table's last event")
+    closable_from: str = Field(description="from when the rules let an operator close it")
+    in_play: dict[str, int] = Field(description="each player's money in the round")
+
+
+class InterruptedAnswer(_Answer):
+    """``GET /v1/interrupted-rounds``: the longest waiting first."""
+
+    idle_before: str
+    rounds: list[InterruptedRound]
+
+
+# ---- the document ----------------------------------------------------------------------------
+
+ANSWERS: tuple[type[BaseModel], ...] = (
+    WalletAnswer,
+    PlayerRoundsAnswer,
+    RoundAnswer,
+    TableAnswer,
+    InterruptedAnswer,
+    ErrorAnswer,
+)
+
+
+def _parameter(name: str, where: str, description: str, schema: dict[str, Any]) -> dict[str, Any]:
+    return {
+        "name": name,
+        "in": where,
+        "required": where == "path",
+        "description": description,
+        "schema": schema,
+    }
+
+
+PLAYER_ID = _parameter("player_id", "path", "the platform's player id", {"type": "string"})
+PAGE = _parameter(
+    "limit",
+    "query",
+    "rounds per page",
+    {"type": "integer", "minimum": 1, "maximum": 100, "default": 20},
+)
+CURSOR = _parameter("cursor", "query", "the `next` of the previous page", {"type": "string"})
+ROUND_ID = _parameter(
+    "round_id", "path", "`{stream_id}:{round}`, e.g. `table-7:3`", {"type": "string"}
+)
+STREAM_ID = _parameter("stream_id", "path", "the table's stream id", {"type": "string"})
+IDLE_DAYS = _parameter(
+    "idle_days",
+    "query",
+    "tables with no event for this many days",
+    {"type": "integer", "minimum": 1, "maximum": 3650, "default": 30},
+)
+LIMIT = _parameter(
+    "limit",
+    "query",
+    "rounds at most",
+    {"type": "integer", "minimum": 1, "maximum": 100, "default": 100},
+)
+
+OPERATIONS: dict[str, tuple[str, type[BaseModel], list[dict[str, Any]], tuple[int, ...]]] = {
+    "/v1/players/{player_id}/wallet": (
+        "The player's money: the wallet, each table's account, totals per currency",
+        WalletAnswer,
+        [PLAYER_ID],
+        (404,),
+    ),
+    "/v1/players/{player_id}/rounds": (
+        "The player's betting history, newest first",
+        PlayerRoundsAnswer,
+        [PLAYER_ID, PAGE, CURSOR],
+        (400, 404),
+    ),
+    "/v1/rounds/{round_id}": (
+        "One game cycle in full: every card, decision, wager and payout (GLI-19 recall)",
+        RoundAnswer,
+        [ROUND_ID],
+        (400, 404),
+    ),
+    "/v1/tables/{stream_id}": (
+        "A table as a reconnecting client sees it, with the round in play",
+        TableAnswer,
+        [STREAM_ID],
+        (404,),
+    ),
+    "/v1/interrupted-rounds": (
+        "Open rounds at tables whose rules let an operator close them, left waiting",
+        InterruptedAnswer,
+        [IDLE_DAYS, LIMIT],
+        (400,),
+    ),
+}
+
+
+@cache
+def openapi_document() -> dict[str, Any]:
+    _, schemas = models_json_schema(
+        [(model, "serialization") for model in ANSWERS],
+        ref_template="#/components/schemas/{model}",
+    )
+    paths = {
+        path: {"get": _operation(summary, model, parameters, errors)}
+        for path, (summary, model, parameters, errors) in OPERATIONS.items()
+    }
+    return {
+        "openapi": "3.1.0",
+        "info": {
+            "title": "Blackjack query API",
+            "version": "1",
+            "description": (
+                "The read model's answers: a player's money and betting history, a round in "
+                "full, a table, the interrupted rounds. Money is in minor units of the "
+                "currency; times are RFC 3339 in UTC. docs/projections.md"
+            ),
+        },
+        "paths": paths,
+        "components": {
+            "schemas": schemas.get("$defs", {}),
+            "securitySchemes": {"bearer": {"type": "http", "scheme": "bearer"}},
+        },
+        "security": [{"bearer": []}],
+    }
+
+
+def _answer(description: str, schema: dict[str, Any]) -> dict[str, Any]:
+    return {"description": description, "content": {"application/json": {"schema": schema}}}
+
+
+def _operation(
+    summary: str, model: type[BaseModel], parameters: list[dict[str, Any]], errors: tuple[int, ...]
+) -> dict[str, Any]:
+    error = {"$ref": "#/components/schemas/ErrorAnswer"}
+    responses: dict[str, Any] = {
+        "200": _answer(summary, {"$ref": f"#/components/schemas/{model.__name__}"})
+    }
+    for status in errors:
+        responses[str(status)] = _answer("see the error's code", error)
+    responses["401"] = _answer("no valid bearer token (when the API has tokens)", error)
+    responses["503"] = _answer("the read model cannot serve now; try again", error)
+    return {
+        "summary": summary,
+        "operationId": model.__name__.removesuffix("Answer").lower(),
+        "parameters": parameters,
+        "responses": responses,
+    }
+
+
+def render() -> str:
+    return json.dumps(openapi_document(), indent=2, sort_keys=True) + "\n"
+
+
+def write(path: Path = PATH) -> None:
+    path.write_text(render())
+
+
+def drifted(path: Path = PATH) -> bool:
+    return not path.is_file() or path.read_text() != render()

@@ -1,0 +1,62 @@
+"""The query API's OpenAPI document (schemas/query-api.openapi.json): generated from the
+models of its answers, kept up to date, served at /v1/openapi.json. That every answer is what
+it says is checked on played logs (tests/integration/test_api_queries.py, SQLite and
+PostgreSQL)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import httpx
+import pytest
+
+from blackjack.api.contract import PATH, drifted, openapi_document
+from blackjack.api.routes import query_api
+from blackjack.cli import main
+from blackjack.projections.store import ProjectionStore
+
+
+def test_the_document_in_the_repository_is_up_to_date() -> None:
+    assert not drifted(PATH), "run `blackjack openapi --write`"
+
+
+def test_the_document_names_every_route_and_its_answers() -> None:
+    document = openapi_document()
+    assert set(document["paths"]) == {
+        "/v1/players/{player_id}/wallet",
+        "/v1/players/{player_id}/rounds",
+        "/v1/rounds/{round_id}",
+        "/v1/tables/{stream_id}",
+        "/v1/interrupted-rounds",
+    }
+    schemas = document["components"]["schemas"]
+    entry = schemas["RecalledEntry"]["properties"]
+    assert set(entry) >= {"sequence", "at", "event", "data", "command_id", "decided_by"}
+    for path in document["paths"].values():
+        answers = path["get"]["responses"]
+        assert {"200", "401", "503"} <= set(answers)
+        for answer in answers.values():
+            ref = answer["content"]["application/json"]["schema"]["$ref"]
+            assert ref.removeprefix("#/components/schemas/") in schemas
+
+
+async def test_the_api_serves_its_document(tmp_path: Path) -> None:
+    store = ProjectionStore(f"sqlite+aiosqlite:///{tmp_path / 'read.db'}")
+    await store.migrate()
+    try:
+        transport = httpx.ASGITransport(app=query_api(store))
+        async with httpx.AsyncClient(transport=transport, base_url="http://api") as http:
+            served = await http.get("/v1/openapi.json")
+        assert served.status_code == 200 and served.json() == openapi_document()
+    finally:
+        await store.close()
+
+
+def test_the_command_checks_and_writes_it(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    path = tmp_path / "api.json"
+    assert main(["openapi", "--path", str(path)]) == 1
+    assert "out of date" in capsys.readouterr().out
+    assert main(["openapi", "--path", str(path), "--write"]) == 0
+    assert main(["openapi", "--path", str(path)]) == 0
