@@ -9,6 +9,7 @@ from pathlib import Path
 
 import httpx
 import pytest
+from openapi_spec_validator import validate
 
 from blackjack.api.contract import PATH, drifted, openapi_document
 from blackjack.api.routes import query_api
@@ -18,6 +19,10 @@ from blackjack.projections.store import ProjectionStore
 
 def test_the_document_in_the_repository_is_up_to_date() -> None:
     assert not drifted(PATH), "run `blackjack openapi --write`"
+
+
+def test_the_document_is_valid_openapi() -> None:
+    validate(openapi_document())  # raises on anything an OpenAPI 3.1 tool would refuse
 
 
 def test_the_document_names_every_route_and_its_answers() -> None:
