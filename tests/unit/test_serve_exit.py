@@ -51,3 +51,21 @@ async def test_a_stopped_service_exits_0() -> None:
     await asyncio.wait_for(server.serving.wait(), 5)
     server.should_exit = True  # SIGTERM
     assert await asyncio.wait_for(serving, 5) == 0
+
+
+async def test_a_second_stop_waits_for_the_first_to_end() -> None:
+    """Callers stop a handler more than once (the takeover drill's clean-up after a restart
+    that stopped it): the second call must not return while the first still closes."""
+    stopping, closing = handler(), asyncio.Event()
+
+    async def slow_close() -> None:
+        await closing.wait()
+
+    stopping._timers.stop = slow_close  # type: ignore[method-assign]
+    first = asyncio.create_task(stopping.stop())
+    second = asyncio.create_task(stopping.stop())
+    await asyncio.sleep(0)  # both are waiting now (nothing to await: the close is held)
+    await asyncio.sleep(0)
+    assert not first.done() and not second.done()
+    closing.set()
+    await asyncio.wait_for(asyncio.gather(first, second), 5)

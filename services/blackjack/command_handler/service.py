@@ -174,6 +174,7 @@ class CommandHandler:
         self._assigned_once = asyncio.Event()
         self._change = asyncio.Event()
         self._stopping = asyncio.Event()
+        self._stopped = asyncio.Event()
         self._tasks: list[asyncio.Task[None]] = []
         self._backlog_shown: set[int] = set()
         self._consumer: AIOKafkaConsumer | None = None
@@ -235,10 +236,18 @@ class CommandHandler:
 
     async def stop(self, timeout: float = 10.0) -> None:
         """Let the transactions in progress finish (those still running after ``timeout`` are
-        aborted), hand the partitions over, close everything. Once: a second call returns."""
+        aborted), hand the partitions over, close everything. Once: a second call waits for
+        the first to end."""
         if self._stopping.is_set():
+            await self._stopped.wait()
             return
         self._stopping.set()
+        try:
+            await self._stop(timeout)
+        finally:
+            self._stopped.set()
+
+    async def _stop(self, timeout: float) -> None:
         for task in self._tasks[1:]:
             task.cancel()
         if self._tasks:
