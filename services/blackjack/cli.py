@@ -52,17 +52,9 @@ def _schemas(args: argparse.Namespace) -> int:
 
 def _openapi(args: argparse.Namespace) -> int:
     from blackjack.api.contract import drifted, write
+    from blackjack.documents import check_or_write
 
-    path = Path(args.path)
-    if args.write:
-        write(path)
-        print(path)
-        return 0
-    if drifted(path):
-        print(f"out of date: {path} (run `blackjack openapi --write`)")
-        return 1
-    print(f"{path}: up to date")
-    return 0
+    return check_or_write(Path(args.path), args.write, drifted, write)
 
 
 def build_parser() -> argparse.ArgumentParser:

@@ -111,3 +111,20 @@ def test_one_kind_of_produce_retry_does_not_hide_another() -> None:
     assert repeats.filter(retry(NotLeaderForPartitionError))  # another kind: let through
     assert not repeats.filter(retry(NotLeaderForPartitionError))
     assert not repeats.filter(retry(NotEnoughReplicasError))
+
+
+def test_errors_given_as_instances_or_messages_are_told_apart_too() -> None:
+    """aiokafka names most errors by an instance, and a produce retry by the broker's message
+    when it sends one (``global_error or error``)."""
+    repeats = LibraryRepeats(every=10.0, clock=lambda: 0.0)
+
+    def line(error: object) -> logging.LogRecord:
+        return logging.LogRecord(
+            "aiokafka.consumer", logging.ERROR, "x", 1, "Error: %s", (error,), None
+        )
+
+    assert repeats.filter(line(ConnectionError("down")))
+    assert repeats.filter(line(TimeoutError("slow")))  # another kind
+    assert not repeats.filter(line(TimeoutError("slower")))  # the same kind
+    assert repeats.filter(line("Unable to verify the partition"))
+    assert not repeats.filter(line("Unable to verify the partition"))

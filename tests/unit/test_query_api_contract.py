@@ -5,13 +5,16 @@ PostgreSQL)."""
 
 from __future__ import annotations
 
+import re
 from pathlib import Path
+from typing import get_args
 
 import httpx
 import pytest
 from openapi_spec_validator import validate
 
-from blackjack.api.contract import PATH, drifted, openapi_document
+from blackjack.api import routes
+from blackjack.api.contract import PATH, ErrorCode, drifted, openapi_document
 from blackjack.api.routes import query_api
 from blackjack.cli import main
 from blackjack.projections.store import ProjectionStore
@@ -65,3 +68,13 @@ def test_the_command_checks_and_writes_it(
     assert "out of date" in capsys.readouterr().out
     assert main(["openapi", "--path", str(path), "--write"]) == 0
     assert main(["openapi", "--path", str(path)]) == 0
+
+
+def test_every_error_code_the_api_gives_is_in_the_document() -> None:
+    """The second review: a bad escape in a path answered ``bad_path``, which the document's
+    list of codes did not have (a client decoding by the document would fail on it)."""
+    source = Path(routes.__file__).read_text()
+    given = set(re.findall(r'ApiError\(\s*\d+,\s*"([a-z_]+)"', source))
+    given |= set(re.findall(r'_error\("([a-z_]+)"', source))
+    assert "bad_path" in given and len(given) >= 8
+    assert given <= set(get_args(ErrorCode)), given - set(get_args(ErrorCode))

@@ -319,3 +319,18 @@ def test_a_perfect_shuffle_fails_each_test_about_as_often_as_alpha_says() -> Non
     for name in [test.name for test in runs[0].tests if test.df]:  # not the repeats
         rejected = sum(not t.passed for run in runs for t in run.tests if t.name == name)
         assert 4 <= rejected <= 18, (name, rejected)
+
+
+def test_a_topic_that_is_not_there_is_no_failed_test(
+    monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """The second review: a missing events topic (``UnknownTopic``, a LookupError) still
+    ended in a traceback and exit 1, which says that a test of the shuffle failed."""
+    from blackjack.projections import rebuild
+
+    async def read_topic(bootstrap: str, topic: str, *_: object, **__: object) -> None:
+        raise rebuild.UnknownTopic(f"no topic {topic} on {bootstrap}")
+
+    monkeypatch.setattr(rebuild, "read_topic", read_topic)
+    assert main(["randomness", "--source", "kafka"]) == 2
+    assert "cannot read the shoes from the kafka: UnknownTopic" in capsys.readouterr().err

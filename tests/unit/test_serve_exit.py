@@ -6,6 +6,8 @@ from __future__ import annotations
 
 import asyncio
 
+import pytest
+
 from blackjack.command_handler.cli import serve_while_the_handler_lives
 from blackjack.command_handler.config import HandlerConfig
 from blackjack.command_handler.service import CommandHandler
@@ -69,3 +71,36 @@ async def test_a_second_stop_waits_for_the_first_to_end() -> None:
     assert not first.done() and not second.done()
     closing.set()
     await asyncio.wait_for(asyncio.gather(first, second), 5)
+
+
+async def test_a_stop_goes_on_when_its_caller_is_cancelled_and_past_a_failing_close() -> None:
+    """The second review: a cancelled stop (Ctrl-C, an outer timeout) or one whose consumer
+    failed to close left the reader and the clock's producer open for good, and every later
+    stop did nothing."""
+    stopping, closing = handler(), asyncio.Event()
+    closed: list[str] = []
+
+    class Client:
+        def __init__(self, name: str, fails: bool = False) -> None:
+            self.name, self.fails = name, fails
+
+        async def stop(self) -> None:
+            await closing.wait()
+            closed.append(self.name)
+            if self.fails:
+                raise RuntimeError(f"{self.name} could not leave the group")
+
+    async def timers_stop() -> None:
+        closed.append("clock")
+
+    stopping._consumer = Client("consumer", fails=True)
+    stopping._reader = Client("reader")
+    stopping._timers.stop = timers_stop  # type: ignore[method-assign]
+    cancelled = asyncio.create_task(stopping.stop())
+    await asyncio.sleep(0)
+    cancelled.cancel()
+    closing.set()
+    with pytest.raises(RuntimeError, match="could not leave the group"):
+        await asyncio.wait_for(stopping.stop(), 5)  # the same stop, seen through
+    assert closed == ["consumer", "reader", "clock"]
+    assert cancelled.cancelled()

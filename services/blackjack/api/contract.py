@@ -8,12 +8,13 @@ so an answer and its documentation cannot drift apart.
 
 from __future__ import annotations
 
+import copy
 import json
 from functools import cache
 from pathlib import Path
-from typing import Any, Literal
+from typing import Annotated, Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import BaseModel, ConfigDict, Field, WithJsonSchema
 from pydantic.json_schema import models_json_schema
 
 from blackjack.domain.decided_by import DecidedBy
@@ -21,6 +22,9 @@ from blackjack.projections.projector import LogEntry, RoundRecord, TableView
 from blackjack.projections.wallets import Transfer
 
 PATH = Path("schemas/query-api.openapi.json")
+
+Moment = Annotated[str, WithJsonSchema({"type": "string", "format": "date-time"})]
+"""A time as the answers give it: RFC 3339, in UTC (``Z``)."""
 
 
 class _Answer(BaseModel):
@@ -30,6 +34,7 @@ class _Answer(BaseModel):
 # ---- errors --------------------------------------------------------------------------------
 
 ErrorCode = Literal[
+    "bad_path",
     "bad_parameter",
     "bad_round_id",
     "unknown_player",
@@ -90,7 +95,7 @@ class WalletStream(_Answer):
     refunded: int = Field(description="buy-ins a table refused")
     cashed_in: int = Field(description="money tables paid back")
     last_sequence: int
-    updated_at: str
+    updated_at: Moment
     pending: list[Transfer]
     currency: str | None = Field(description="set by the first deposit")
 
@@ -129,8 +134,8 @@ class RoundLine(_Answer):
     variant: str
     currency: str
     status: Literal["betting", "playing", "settled", "cancelled"]
-    started_at: str = Field(description="the player's first wager in the round")
-    closed_at: str | None
+    started_at: Moment = Field(description="the player's first wager in the round")
+    closed_at: Moment | None
     balance_before: int
     balance_after: int
     wagered: int
@@ -164,7 +169,7 @@ class RecalledEntry(LogEntry):
 
 class PlayerInRound(_Answer):
     player_id: str
-    started_at: str
+    started_at: Moment
     balance_before: int
     balance_after: int
     wagered: int
@@ -206,16 +211,16 @@ class InterruptedRound(_Answer):
     round: int
     variant: str
     status: Literal["betting", "playing"]
-    opened_at: str
-    idle_since: str = Field(description="the table's last event")
-    closable_from: str = Field(description="from when the rules let an operator close it")
+    opened_at: Moment
+    idle_since: Moment = Field(description="the table's last event")
+    closable_from: Moment = Field(description="from when the rules let an operator close it")
     in_play: dict[str, int] = Field(description="each player's money in the round")
 
 
 class InterruptedAnswer(_Answer):
     """``GET /v1/interrupted-rounds``: the longest waiting first."""
 
-    idle_before: str
+    idle_before: Moment
     rounds: list[InterruptedRound]
 
 
@@ -300,8 +305,13 @@ OPERATIONS: dict[str, tuple[str, type[BaseModel], list[dict[str, Any]], tuple[in
 }
 
 
-@cache
 def openapi_document() -> dict[str, Any]:
+    """The document (a copy: the one built is kept, for every request to be served)."""
+    return copy.deepcopy(_document())
+
+
+@cache
+def _document() -> dict[str, Any]:
     _, schemas = models_json_schema(
         [(model, "serialization") for model in ANSWERS],
         ref_template="#/components/schemas/{model}",
@@ -345,6 +355,9 @@ def _operation(
         responses[str(status)] = _answer("see the error's code", error)
     responses["401"] = _answer("no valid bearer token (when the API has tokens)", error)
     responses["503"] = _answer("the read model cannot serve now; try again", error)
+    responses["default"] = _answer(
+        "any other error (400 a bad path or a parameter given twice, 405 not a GET, 500)", error
+    )
     return {
         "summary": summary,
         "operationId": model.__name__.removesuffix("Answer").lower(),

@@ -144,7 +144,16 @@ def _randomness(args: argparse.Namespace) -> int:
     started = time.monotonic()
     try:
         orders = _orders(args)
-    except (OSError, TimeoutError, SQLAlchemyError, KafkaError) as error:
+    # a store or topic missing or down, unmigrated, an envelope it cannot decode, no driver
+    except (
+        OSError,
+        TimeoutError,
+        LookupError,
+        ValueError,
+        ImportError,
+        SQLAlchemyError,
+        KafkaError,
+    ) as error:
         # not a verdict on the shuffle: exit 1 must mean that a test failed
         problem = f"{type(error).__name__}: {error}"
         return _bad(f"cannot read the shoes from the {args.source}: {problem}")

@@ -117,14 +117,6 @@ def _handler(args: argparse.Namespace) -> int:
 
 def _asyncapi(args: argparse.Namespace) -> int:
     from blackjack.bus.contract import drifted, write
+    from blackjack.documents import check_or_write
 
-    path = Path(args.path)
-    if args.write:
-        write(path)
-        print(path)
-        return 0
-    if drifted(path):
-        print(f"out of date: {path} (run `blackjack asyncapi --write`)")
-        return 1
-    print(f"{path}: up to date")
-    return 0
+    return check_or_write(Path(args.path), args.write, drifted, write)

@@ -174,7 +174,7 @@ class CommandHandler:
         self._assigned_once = asyncio.Event()
         self._change = asyncio.Event()
         self._stopping = asyncio.Event()
-        self._stopped = asyncio.Event()
+        self._stop_task: asyncio.Future[None] | None = None
         self._tasks: list[asyncio.Task[None]] = []
         self._backlog_shown: set[int] = set()
         self._consumer: AIOKafkaConsumer | None = None
@@ -236,16 +236,12 @@ class CommandHandler:
 
     async def stop(self, timeout: float = 10.0) -> None:
         """Let the transactions in progress finish (those still running after ``timeout`` are
-        aborted), hand the partitions over, close everything. Once: a second call waits for
-        the first to end."""
-        if self._stopping.is_set():
-            await self._stopped.wait()
-            return
-        self._stopping.set()
-        try:
-            await self._stop(timeout)
-        finally:
-            self._stopped.set()
+        aborted), hand the partitions over, close everything. One stop: every call waits for
+        it, and a caller cancelled while waiting does not cut it short."""
+        if self._stop_task is None:
+            self._stopping.set()
+            self._stop_task = asyncio.ensure_future(self._stop(timeout))
+        await asyncio.shield(self._stop_task)
 
     async def _stop(self, timeout: float) -> None:
         for task in self._tasks[1:]:
@@ -261,13 +257,22 @@ class CommandHandler:
         for partition in list(self._partitions.values()):
             async with partition.lock:
                 await self._close_producer(partition)
-        if self._consumer is not None:
-            await self._consumer.stop()  # leaves the group: the others take the partitions
-        if self._reader is not None:
-            await self._reader.stop()
-        await self._timers.stop()
+        closing = [
+            client.stop  # the consumer first: it leaves the group, the others take over
+            for client in (self._consumer, self._reader)
+            if client is not None
+        ]
+        failures = []
+        for close in [*closing, self._timers.stop]:
+            try:  # each one, whatever the one before did
+                await close()
+            except Exception as error:
+                failures.append(error)
+                self.log.exception("closing failed while stopping")
         self._changed()
         self.log.info("handler stopped")
+        if failures:
+            raise failures[0]
 
     async def join(self) -> None:
         """Return when one of the handler's tasks has ended (it failed, or it was stopped)."""

@@ -86,41 +86,37 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
         help="the command handler under load on a real broker, against a bare transactional "
         "echo, and a proof that nothing was lost or done twice",
     )
-    load.add_argument(
-        "--bootstrap",
-        default=KafkaSettings.from_env().bootstrap,
-        help="Kafka bootstrap servers (default: BLACKJACK_KAFKA_BOOTSTRAP or 127.0.0.1:9092)",
-    )
     load.add_argument("--tables", type=_positive, default=40, help="concurrent tables")
     load.add_argument("--rounds", type=_positive, default=50, help="rounds per table")
     load.add_argument("--variant", choices=SINGLE_PLAYER_PRESETS, default="mini-h17")
     load.add_argument("--bet", default=None, help="bet per round, e.g. 5.00 (default: minimum)")
-    load.add_argument("--partitions", type=_positive, default=6, help="partitions per topic")
     load.add_argument("--timeout", type=float, default=30.0, help="seconds to wait for a result")
     load.add_argument("--no-baseline", action="store_true", help="skip the transactional echo")
-    load.add_argument("--keep-topics", action="store_true", help="do not delete the topics")
-    load.add_argument(
-        "--handler-log", default=None, help="file for the handler's JSON log (default: discarded)"
-    )
+    _on_a_broker(load)
     load.set_defaults(handler=_loadtest)
     takeover = sub.add_parser(
         "takeover",
         help="a rolling restart of two handlers under load: how long tables wait while one "
         "leaves and comes back, and a proof that nothing was lost or done twice",
     )
-    takeover.add_argument(
-        "--bootstrap",
-        default=KafkaSettings.from_env().bootstrap,
-        help="Kafka bootstrap servers (default: BLACKJACK_KAFKA_BOOTSTRAP or 127.0.0.1:9092)",
-    )
     takeover.add_argument("--tables", type=_positive, default=24, help="tables played at once")
-    takeover.add_argument("--partitions", type=_positive, default=6, help="partitions per topic")
     takeover.add_argument("--restarts", type=_positive, default=4, help="handler restarts")
     takeover.add_argument(
         "--settle", type=float, default=5.0, help="seconds played before and between restarts"
     )
-    takeover.add_argument("--keep-topics", action="store_true", help="do not delete the topics")
-    takeover.add_argument(
+    _on_a_broker(takeover)
+    takeover.set_defaults(handler=_takeover)
+
+
+def _on_a_broker(parser: argparse.ArgumentParser) -> None:
+    """The options of a run in fresh topics of a real broker."""
+    parser.add_argument(
+        "--bootstrap",
+        default=KafkaSettings.from_env().bootstrap,
+        help="Kafka bootstrap servers (default: BLACKJACK_KAFKA_BOOTSTRAP or 127.0.0.1:9092)",
+    )
+    parser.add_argument("--partitions", type=_positive, default=6, help="partitions per topic")
+    parser.add_argument("--keep-topics", action="store_true", help="do not delete the topics")
+    parser.add_argument(
         "--handler-log", default=None, help="file for the handlers' JSON log (default: discarded)"
     )
-    takeover.set_defaults(handler=_takeover)

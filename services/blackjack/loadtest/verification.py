@@ -151,8 +151,10 @@ async def probe(bootstrap: str, n: int, broker_id: int, rounds: int) -> list[Run
                     await asyncio.sleep(2)  # a dynamic setting reaches the broker's threads
                     runs.append(await _run(bootstrap, topic, on, n))
         finally:
-            await _set(admin, broker_id, before)  # as it was, whatever it was
-            await admin.delete_topics(list(names))
+            try:
+                await _set(admin, broker_id, before)  # as it was, whatever it was
+            finally:
+                await admin.delete_topics(list(names))
         return runs
     finally:
         await admin.close()

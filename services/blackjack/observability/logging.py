@@ -42,7 +42,7 @@ class LibraryRepeats(logging.Filter):
         # argument is an error class (aiokafka's produce retries share one template, and a
         # steady kind must not hide another)
         final = record.args[-1] if isinstance(record.args, tuple) and record.args else None
-        kind = final.__name__ if isinstance(final, type) else ""
+        kind = _kind(final)
         key = (record.name, str(record.msg), kind)
         now = self.clock()
         last = self._seen.get(key)
@@ -53,6 +53,18 @@ class LibraryRepeats(logging.Filter):
         if last is not None and last[1]:
             record.msg = f"{record.msg} ({last[1]} more like it left out since the last)"
         return True
+
+
+def _kind(argument: object) -> str:
+    """What error a library's line names in its last argument: a class, an exception, or
+    the broker's message (aiokafka logs ``global_error or error``)."""
+    if isinstance(argument, type):
+        return argument.__name__
+    if isinstance(argument, BaseException):
+        return type(argument).__name__
+    if isinstance(argument, str):
+        return argument[:80]
+    return ""
 
 
 class ExplainedRetries(logging.Filter):
