@@ -7,10 +7,11 @@ import asyncio
 import json
 import os
 import sys
+from collections.abc import Callable, Coroutine
 from typing import Any, TextIO
 
 from blackjack.bus.settings import KafkaSettings
-from blackjack.loadtest.config import SINGLE_PLAYER_PRESETS, LoadConfig
+from blackjack.loadtest.config import SINGLE_PLAYER_PRESETS, Emit, LoadConfig
 from blackjack.loadtest.run import run_loadtest
 
 
@@ -50,9 +51,17 @@ def _loadtest(args: argparse.Namespace) -> int:
         timeout_s=args.timeout,
         keep_topics=args.keep_topics,
     )
+    return _reported(args, lambda emit: run_loadtest(config, emit))
+
+
+def _reported(
+    args: argparse.Namespace, run: Callable[[Emit], Coroutine[Any, Any, dict[str, Any]]]
+) -> int:
+    """Run with the handlers' log in ``--handler-log`` and the JSON lines on stdout; 0 when
+    the summary is ok."""
     with open(args.handler_log or os.devnull, "a") as sink:
         _quiet_logs(sink)
-        summary = asyncio.run(run_loadtest(config, _emit_line))
+        summary = asyncio.run(run(_emit_line))
     return 0 if summary["ok"] else 1
 
 
@@ -67,10 +76,7 @@ def _takeover(args: argparse.Namespace) -> int:
         settle_s=args.settle,
         keep_topics=args.keep_topics,
     )
-    with open(args.handler_log or os.devnull, "a") as sink:
-        _quiet_logs(sink)
-        summary = asyncio.run(run_takeover(config, _emit_line))
-    return 0 if summary["ok"] else 1
+    return _reported(args, lambda emit: run_takeover(config, emit))
 
 
 def _positive(text: str) -> int:
