@@ -79,8 +79,6 @@ RETRY_AFTER_FENCING_S = 30.0
 (the broker aborted a transaction that ran too long), it takes the partition back."""
 POLL_MS = 200
 READER_FETCH_WAIT_MS = 20
-
-
 HEARTBEAT_AT_MOST_MS = 1000
 
 
