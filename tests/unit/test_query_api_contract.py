@@ -15,7 +15,7 @@ from openapi_spec_validator import validate
 
 from blackjack.api import routes
 from blackjack.api.contract import PATH, ErrorCode, drifted, openapi_document
-from blackjack.api.routes import query_api
+from blackjack.api.routes import QueryApi, query_api
 from blackjack.cli import main
 from blackjack.projections.store import ProjectionStore
 
@@ -56,6 +56,11 @@ async def test_the_api_serves_its_document(tmp_path: Path) -> None:
         async with httpx.AsyncClient(transport=transport, base_url="http://api") as http:
             served = await http.get("/v1/openapi.json")
         assert served.status_code == 200 and served.json() == openapi_document()
+        # a worker still waiting for its database serves it too (it needs no store)
+        starting = httpx.ASGITransport(app=QueryApi(store, ready=lambda: False))
+        async with httpx.AsyncClient(transport=starting, base_url="http://api") as http:
+            assert (await http.get("/v1/openapi.json")).status_code == 200
+            assert (await http.get("/v1/tables/t")).status_code == 503
     finally:
         await store.close()
 

@@ -114,8 +114,6 @@ class QueryApi:
         try:
             if scope["method"] not in ("GET", "HEAD"):
                 raise ApiError(405, "method_not_allowed", "the query API only answers GET")
-            if self.ready is not None and not self.ready():
-                raise ApiError(503, "store_unavailable", "the read model is starting; try again")
             status, body = 200, await self._route(scope)
         except ApiError as error:
             status, body = error.status, _error(error.code, error.message)
@@ -134,7 +132,9 @@ class QueryApi:
         parts = _segments(scope)
         params = _params(scope)
         if parts == ["openapi.json"]:
-            return openapi_document()  # the contract of every answer below
+            return openapi_document()  # the contract of every answer below: no store needed
+        if self.ready is not None and not self.ready():
+            raise ApiError(503, "store_unavailable", "the read model is starting; try again")
         async with self.store.reading() as connection:
             match parts:
                 case ["players", player_id, "wallet"] if player_id:
