@@ -228,7 +228,8 @@ def adjacent_ranks(ranks: Sequence[Sequence[int]], alpha: float) -> TestResult:
     counts say so exactly. Within a shoe the table's symmetric part (a then b, plus b then a)
     has the covariance of a multinomial, its antisymmetric part N/(N-2) times it; weighting
     each part by its own variance gives a statistic with 144 degrees of freedom exactly
-    (Pearson's sum, even scaled, would be 78 + 66 N/(N-2) on average: 146.6 for one deck)."""
+    (Pearson's sum averages 78 + 66 N/(N-2), 146.6 for one deck: no single factor makes
+    both parts right)."""
     shoes, size = len(ranks), len(ranks[0])
     copies = size // _KINDS
     counts = [[0] * _KINDS for _ in range(_KINDS)]
