@@ -37,7 +37,7 @@ from blackjack.audit.settlement import (
 from blackjack.domain import events as ev
 from blackjack.domain import wallet as wl
 from blackjack.domain.cards import fresh_shoe
-from blackjack.domain.decided_by import decided_by
+from blackjack.domain.decided_by import DecisionsInOrder
 from blackjack.domain.evolve import evolve
 from blackjack.domain.hand import is_natural, total
 from blackjack.domain.payouts import insurance_stake
@@ -230,8 +230,8 @@ class _Replayer:
         """when the event before this one was written"""
         self.closing: tuple[int, str | None] | None = None
         """the round an operator's CloseInterruptedRound is closing, and that command's id"""
-        self.this_command: tuple[str | None, list[tuple[str, str | None]]] = (None, [])
-        """the command whose events are being read, and the (type, player) of each so far"""
+        self.decisions = DecisionsInOrder()
+        """who decided each event of the round's recall"""
 
     # ---- the fold -----------------------------------------------------------------------
 
@@ -377,13 +377,8 @@ class _Replayer:
     # ---- the checks ---------------------------------------------------------------------
 
     def _decided_by_the_server(self, envelope: WireEnvelope, event: ev.Event) -> str:
-        command = envelope.causation_id
-        if self.this_command[0] != command or command is None:
-            self.this_command = (command, [])  # a command's events are over
-        earlier = self.this_command[1]
         player_id: str | None = getattr(event, "player_id", None)
-        by = decided_by(envelope.type, player_id, earlier)
-        earlier.append((envelope.type, player_id))
+        by = self.decisions.decided_by(envelope.causation_id, envelope.type, player_id)
         return "  [decided by the server]" if by == "server" else ""
 
     def _check(self, event: ev.Event) -> None:

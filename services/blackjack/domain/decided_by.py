@@ -73,3 +73,21 @@ def decided_by(
             if earlier_type in _MADE_FOR_THE_PLAYER:
                 break  # that decision took the timeout's place
     return "player"
+
+
+class DecisionsInOrder:
+    """Who decided each event of a log read in order: the events of one command are read
+    together, and a new command (or an event without one) starts afresh."""
+
+    def __init__(self) -> None:
+        self._command: str | None = None
+        self._earlier: list[tuple[str, str | None]] = []
+
+    def decided_by(
+        self, command_id: str | None, event_type: str, player_id: str | None
+    ) -> DecidedBy | None:
+        if command_id is None or command_id != self._command:
+            self._command, self._earlier = command_id, []
+        by = decided_by(event_type, player_id, self._earlier)
+        self._earlier.append((event_type, player_id))
+        return by

@@ -11,7 +11,7 @@ from typing import Any
 from sqlalchemy import exists, or_, select, tuple_
 from sqlalchemy.ext.asyncio import AsyncConnection
 
-from blackjack.domain.decided_by import decided_by
+from blackjack.domain.decided_by import DecisionsInOrder
 from blackjack.domain.rules import with_interrupted_round_days
 from blackjack.messages import wire
 from blackjack.projections import schema
@@ -184,16 +184,11 @@ async def _who_decided(
         sequence: json.loads(text).get("causation_id")
         for sequence, text in (await connection.execute(query)).all()
     }
-    command: str | None = None
-    earlier: list[tuple[str, str | None]] = []  # (type, player) of the command's events so far
+    decisions = DecisionsInOrder()
     annotated = []
     for entry in log:
         cause = causes.get(entry["sequence"])
-        if cause is None or cause != command:
-            command, earlier = cause, []
-        player_id = entry["data"].get("player_id")
-        by = decided_by(entry["event"], player_id, earlier)
-        earlier.append((entry["event"], player_id))
+        by = decisions.decided_by(cause, entry["event"], entry["data"].get("player_id"))
         annotated.append({**entry, "command_id": cause, "decided_by": by})
     return annotated
 
