@@ -13,13 +13,14 @@ from contextlib import AbstractAsyncContextManager
 from pathlib import Path
 
 import pytest
+from prometheus_client import REGISTRY
 from sqlalchemy import func, select
 
 from blackjack.audit.audit import conservation
 from blackjack.messages.sealing import ShoeSeal
 from blackjack.projections import schema
 from blackjack.projections.dump import dump
-from blackjack.projections.rebuild import rebuild
+from blackjack.projections.rebuild import read_topic, rebuild
 from blackjack.projections.store import ProjectionStore
 from blackjack.projections.writer import ProjectionWriter
 
@@ -106,6 +107,32 @@ async def test_the_worker_folds_the_log_as_the_engine_does_and_as_a_rebuild_from
         violations, totals = await conservation(connection)
     assert violations == [] and all(t.balanced for t in totals)
     assert await rebuilt_from_zero(stores, events_topic) == await text_of(live)
+
+
+async def test_a_caught_up_partition_shows_no_lag(
+    events_topic: EventsTopic, stores: StoreFactory, shoe_seal: ShoeSeal
+) -> None:
+    """A transaction's commit marker takes an offset after its records: measured from its
+    stored position (last record + 1), a caught-up partition showed a lag of 1 for ever."""
+    small = play_tables([("table-a", "mini-h17"), ("table-b", "surrender")], rounds=1, seed=3)
+    past_records = await publish(events_topic, to_wire(small.envelopes, shoe_seal))
+    store = await stores.store()
+    async with worker(events_topic, store) as writer:
+        await writer.wait_for(past_records, WAIT_S)
+        ends = await read_topic(events_topic.bootstrap, events_topic.name, lambda _: None)
+        written = {key: end for key, end in ends.items() if end}
+        assert written == {key: offset + 1 for key, offset in past_records.items()}  # markers
+        assert await writer.stored_positions() == past_records
+
+        def lag(key: tuple[str, int]) -> float | None:
+            labels = {"topic": key[0], "partition": str(key[1])}
+            return REGISTRY.get_sample_value("blackjack_projection_lag", labels)
+
+        async def measured() -> bool:
+            return all(lag(key) is not None for key in written)
+
+        await wait_until(measured, "the lag of every partition measured")
+        assert {key: lag(key) for key in written} == dict.fromkeys(written, 0.0)
 
 
 def start_worker(env: dict[str, str], log: Path) -> subprocess.Popen[bytes]:

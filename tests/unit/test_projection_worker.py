@@ -150,6 +150,41 @@ async def test_the_lag_is_measured_from_the_broker_even_when_no_batch_comes() ->
     await asyncio.wait_for(positions._lag_watch, 5)
 
 
+class Reading(Watched):
+    """A consumer that has read up to ``read``: past the last record it handed out and past
+    the transaction markers after it."""
+
+    def __init__(self, read: int) -> None:
+        super().__init__()
+        self.read = read
+
+    async def position(self, tp: TopicPartition) -> int:
+        return self.read
+
+
+async def test_the_lag_counts_from_where_the_consumer_reads_on_past_the_markers() -> None:
+    """The last record of a transaction at offset 98, its commit marker at 99: the store
+    holds 99 and the end is 100. A consumer that has read the marker (alone in a fetch, so no
+    batch came) is caught up: lag 0, not 1 for ever. While the partition is being sought to
+    its stored position, where the consumer stands is no news (the group's committed offset
+    may be ahead of the store)."""
+    consumer, store = Reading(read=100), AskedStore({(TOPIC, 0): 99})
+    positions = SeekToStoredPositions(store, lambda: consumer, lag_every=0.01)  # type: ignore[arg-type]
+    await positions.on_partitions_assigned({P0})
+    store.asked.clear()  # the assignment's own read
+    await asyncio.wait_for(store.asked.wait(), 5)
+    assert lag(P0) == 0
+
+    positions.unsynced.add(P0)
+    consumer.ends[P0], consumer.read = 150, 150
+    store.asked.clear()
+    await asyncio.wait_for(store.asked.wait(), 5)
+    assert lag(P0) == 150 - 99
+    consumer._closed = True
+    assert positions._lag_watch is not None
+    await asyncio.wait_for(positions._lag_watch, 5)
+
+
 def lag(tp: TopicPartition) -> float:
     return (
         REGISTRY.get_sample_value(

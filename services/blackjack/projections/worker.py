@@ -66,9 +66,10 @@ POSITION = Gauge(
 )
 LAG = Gauge(
     "blackjack_projection_lag",
-    "Offsets from the next one to fold in (as stored) to the partition's last stable offset, "
-    "after every batch and every LAG_EVERY_SECONDS from the broker, so that it grows while "
-    "nothing is fetched (transaction markers count: a caught-up partition shows about 1)",
+    "Offsets from where the worker reads on (past what it has folded or is folding, and the "
+    "transaction markers after it) to the partition's last stable offset, after every batch "
+    "and every LAG_EVERY_SECONDS from the broker, so that it grows while nothing is fetched "
+    "(0 when caught up)",
     ["topic", "partition"],
 )
 
@@ -80,6 +81,9 @@ STORE_UP = Gauge(
 
 RETRY_SECONDS = 2.0
 PROBE_AFTER_SECONDS = 30.0
+READ_ON_TIMEOUT_S = 1.0
+"""How long the lag waits for a partition's consumer position: at once unless the partition
+was sought meanwhile."""
 
 
 def store_failed(health: FoldHealth, error: BaseException) -> None:
@@ -189,7 +193,25 @@ class SeekToStoredPositions(ConsumerRebalanceListener):  # type: ignore[misc]
             for tp, end in ends.items():
                 position = self.known.get((tp.topic, tp.partition))
                 if tp in self.assigned and position is not None:  # revoked: its owner reports
+                    position = max(position, await self.handed_out(consumer, tp))
                     LAG.labels(tp.topic, str(tp.partition)).set(max(end - position, 0))
+
+    async def handed_out(self, consumer: AIOKafkaConsumer, tp: TopicPartition) -> int:
+        """Where ``consumer`` reads on in ``tp``: past the records it has handed out to be
+        folded, and past the transaction markers and aborted records it read after them,
+        which take offsets but are never handed out. A caught-up partition's stored position
+        is its last record + 1, and its end offset one more (the commit marker): measured
+        from the stored position alone, its lag stayed at 1 for ever. Counts the batch being
+        folded as read (at most one batch less lag while it folds); 0 (no news) while the
+        partition is being sought to its stored position, whose consumer position may be the
+        group's committed offset, or when it has none yet."""
+        if tp in self.unsynced or tp not in self.assigned:
+            return 0
+        try:  # at once, unless the partition was sought or revoked meanwhile
+            async with asyncio.timeout(READ_ON_TIMEOUT_S):
+                return int(await consumer.position(tp))
+        except Exception:  # revoked, stopped, or no position yet
+            return 0
 
     async def _probe_if_quiet(self) -> None:
         """No batch has tried the store for a while during an outage (no events came): write
@@ -370,7 +392,7 @@ class _Folder:
             POSITION.labels(name, str(partition)).set(offset)
         self.health.folded(owned)
         kafka = self.consumer()
-        _lag(kafka, owned)
+        await _lag(kafka, owned, self.positions)
         if kafka is not None:
             await _commit_for_dashboards(kafka, result)
 
@@ -387,7 +409,7 @@ class _Folder:
         else:  # revoked meanwhile: its new owner folds it, and reports how that goes
             log.info("not folded; partition revoked meanwhile", error=str(error)[:300])
         kafka = self.consumer()
-        _lag(kafka, self.positions.still_assigned(_first_offsets(part)))
+        await _lag(kafka, self.positions.still_assigned(_first_offsets(part)))
         await self.positions.put_back(part, failure_recorded=True)
         if kafka is not None:
             _pause(kafka, tp, RETRY_SECONDS)
@@ -456,16 +478,24 @@ def _first_offsets(records: list[Record]) -> dict[tuple[str, int], int]:
     return first
 
 
-def _lag(consumer: AIOKafkaConsumer | None, positions: dict[tuple[str, int], int]) -> None:
+async def _lag(
+    consumer: AIOKafkaConsumer | None,
+    positions: dict[tuple[str, int], int],
+    reading: SeekToStoredPositions | None = None,
+) -> None:
+    """The lag from ``positions``, or from where the consumer reads on when ``reading`` is
+    given and that is further (past the commit markers of a folded batch)."""
     if consumer is None:
         return
-    for (topic, partition), offset in positions.items():
+    for (topic, partition), stored in positions.items():
+        tp = TopicPartition(topic, partition)
         try:
-            end = consumer.last_stable_offset(TopicPartition(topic, partition))
+            end = consumer.last_stable_offset(tp)
         except AssertionError:  # revoked meanwhile: its new owner reports it
             continue
+        read = 0 if reading is None else await reading.handed_out(consumer, tp)
         if end is not None:
-            LAG.labels(topic, str(partition)).set(max(end - offset, 0))
+            LAG.labels(topic, str(partition)).set(max(end - max(stored, read), 0))
 
 
 def _rewind(consumer: AIOKafkaConsumer, records: list[Record]) -> None:
