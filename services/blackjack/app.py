@@ -28,6 +28,7 @@ from prometheus_client import CONTENT_TYPE_LATEST, generate_latest
 
 from blackjack.api.routes import query_api
 from blackjack.bus.contract import documentation_broker, specification
+from blackjack.bus.reachable import wait_for_brokers
 from blackjack.bus.topics import ensure_topics
 from blackjack.command_handler.config import HandlerConfig
 from blackjack.command_handler.service import CommandHandler
@@ -36,6 +37,20 @@ from blackjack.projections.health import FoldHealth
 from blackjack.projections.settings import ProjectionSettings
 from blackjack.projections.store import ProjectionStore
 from blackjack.projections.writer import ProjectionWriter
+from blackjack.stopping import unless_stopped
+
+
+class _AppBroker(KafkaBroker):
+    """The broker FastStream's app needs (the handler and the projection worker have clients
+    of their own): not started once the server was asked to exit during the start-up hooks,
+    which it runs right after them (its connection would fail against brokers that never
+    came, with a trace)."""
+
+    exit_requested: asyncio.Event | None = None
+
+    async def start(self) -> None:
+        if self.exit_requested is None or not self.exit_requested.is_set():
+            await super().start()
 
 
 def _json(status: int, body: str) -> AsgiResponse:
@@ -54,12 +69,13 @@ def build_app(
     database at start: nothing more is started, and the server stops as it would have."""
     exit_requested = exit_requested or asyncio.Event()
     logger = faststream_logger()  # JSON lines like every other log
-    broker = KafkaBroker(
+    broker = _AppBroker(
         config.kafka.bootstrap,
         client_id=f"{config.instance_id}-faststream",
         security=config.kafka.security.faststream(),
         logger=logger,
     )
+    broker.exit_requested = exit_requested
     handler = CommandHandler(config)
     health = None if projections is None else FoldHealth(projections.stuck_after)
 
@@ -86,19 +102,31 @@ def build_app(
         return AsgiResponse(generate_latest(), 200, {"content-type": CONTENT_TYPE_LATEST})
 
     def unless_exiting(start: Callable[[], Awaitable[Any]]) -> Callable[[], Awaitable[None]]:
+        """``start``, unless the server is asked to exit first or meanwhile (a start that
+        waits for the brokers or the database gives way to a SIGTERM)."""
+
         async def started() -> None:
-            if not exit_requested.is_set():
-                await start()
+            if exit_requested.is_set():
+                return
+            exiting = asyncio.ensure_future(exit_requested.wait())
+            try:
+                await unless_stopped(start(), exiting)
+            finally:
+                exiting.cancel()
 
         return started
 
-    on_startup: list[Callable[[], Awaitable[Any]]] = []
+    async def brokers_reachable() -> None:  # started before them: waits (the app's broker
+        # connects as soon as the start-up hooks have run)
+        await wait_for_brokers(config.kafka.bootstrap, config.kafka.security)
+
+    on_startup: list[Callable[[], Awaitable[Any]]] = [unless_exiting(brokers_reachable)]
     after_startup: list[Callable[[], Awaitable[Any]]] = [unless_exiting(handler.start)]
     on_shutdown: list[Callable[[], Awaitable[Any]]] = [handler.stop]
     store = None
     if projections is not None:
         # Imported here: a handler-only process must not export the worker's metrics.
-        from blackjack.projections.worker import build_broker, migrated, unless_stopped
+        from blackjack.projections.worker import build_broker, migrated
 
         store = ProjectionStore(projections.db_url, bounded=True)
         worker = build_broker(projections, ProjectionWriter(store), health)
@@ -113,14 +141,10 @@ def build_app(
 
         async def migrate() -> None:  # waits for a database that is starting or down
             assert store is not None and health is not None
-            exiting = asyncio.ensure_future(exit_requested.wait())
-            try:
-                await unless_stopped(migrated(store, health), exiting)
-            finally:
-                exiting.cancel()
+            await migrated(store, health)
 
         queries = store.for_queries()
-        on_startup += [ensure_events_topic, migrate]
+        on_startup += [unless_exiting(ensure_events_topic), unless_exiting(migrate)]
         after_startup.append(unless_exiting(worker.start))
         on_shutdown += [stop_worker, store.close]
         if queries is not store:

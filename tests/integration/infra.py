@@ -16,6 +16,7 @@ and waits until the server is ready.
 
 from __future__ import annotations
 
+import asyncio
 import os
 import socket
 import subprocess
@@ -132,3 +133,37 @@ def kafka_sasl() -> SaslListener:
             "(deploy/kafka/kafka.sh down; deploy/kafka/kafka.sh up) to add it"
         )
     return SaslListener(bootstrap, cafile)
+
+
+class TcpGate:
+    """A port where a server is down (connections refused) until ``open`` forwards it to
+    the real one on ``server_port``: a database or a broker that comes up late."""
+
+    def __init__(self, server_port: int) -> None:
+        self.server_port = server_port
+        self.port = free_port()
+        self._server: asyncio.Server | None = None
+
+    async def open(self) -> None:
+        self._server = await asyncio.start_server(self._forward, "127.0.0.1", self.port)
+
+    async def _forward(
+        self, client_in: asyncio.StreamReader, client_out: asyncio.StreamWriter
+    ) -> None:
+        server_in, server_out = await asyncio.open_connection("127.0.0.1", self.server_port)
+        await asyncio.gather(_pipe(client_in, server_out), _pipe(server_in, client_out))
+
+    async def close(self) -> None:
+        if self._server is not None:
+            self._server.close()
+
+
+async def _pipe(source: asyncio.StreamReader, sink: asyncio.StreamWriter) -> None:
+    try:
+        while chunk := await source.read(65536):
+            sink.write(chunk)
+            await sink.drain()
+    except ConnectionError:
+        pass
+    finally:
+        sink.close()

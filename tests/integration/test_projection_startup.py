@@ -30,7 +30,7 @@ from tests.integration.conftest_projections import (
     wait_until,
     worker_env,
 )
-from tests.integration.infra import free_port
+from tests.integration.infra import TcpGate, free_port
 
 pytest_plugins = ["tests.integration.conftest_projections"]
 pytestmark = pytest.mark.integration
@@ -39,51 +39,17 @@ WAIT_S = 60.0
 LOG = play_tables([("startup-table", "mini-h17")], rounds=5, seed=7)
 
 
-class DatabaseGate:
-    """A port where the database is down (connections refused) until ``open`` forwards it
-    to the real server."""
-
-    def __init__(self, server_port: int) -> None:
-        self.server_port = server_port
-        self.port = free_port()
-        self._server: asyncio.Server | None = None
-
-    async def open(self) -> None:
-        self._server = await asyncio.start_server(self._forward, "127.0.0.1", self.port)
-
-    async def _forward(
-        self, client_in: asyncio.StreamReader, client_out: asyncio.StreamWriter
-    ) -> None:
-        server_in, server_out = await asyncio.open_connection("127.0.0.1", self.server_port)
-        await asyncio.gather(_pipe(client_in, server_out), _pipe(server_in, client_out))
-
-    async def close(self) -> None:
-        if self._server is not None:
-            self._server.close()
-
-
-async def _pipe(source: asyncio.StreamReader, sink: asyncio.StreamWriter) -> None:
-    try:
-        while chunk := await source.read(65536):
-            sink.write(chunk)
-            await sink.drain()
-    except ConnectionError:
-        pass
-    finally:
-        sink.close()
-
-
 @asynccontextmanager
 async def gated_database(
     server_url: str, tmp_path: Path
-) -> AsyncIterator[tuple[str, str, DatabaseGate]]:
+) -> AsyncIterator[tuple[str, str, TcpGate]]:
     """A new database: its real URL, the URL through a closed gate, and the gate."""
     stores = StoreFactory("postgresql", tmp_path, server_url)
     try:
         url = await stores.url()
         parsed = make_url(url)
         assert parsed.port is not None
-        gate = DatabaseGate(parsed.port)
+        gate = TcpGate(parsed.port)
         gated = parsed.set(port=gate.port).render_as_string(hide_password=False)
         try:
             yield url, gated, gate

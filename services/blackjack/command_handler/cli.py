@@ -93,6 +93,7 @@ def _handler(args: argparse.Namespace) -> int:
     from blackjack.command_handler.config import HandlerConfig
     from blackjack.command_handler.service import CommandHandler
     from blackjack.observability.logging import configure_logging
+    from blackjack.stopping import unless_stopped
 
     config = HandlerConfig.from_env()  # a wrong setting is named before anything starts
     configure_logging(args.log_level)
@@ -103,13 +104,16 @@ def _handler(args: argparse.Namespace) -> int:
         loop = asyncio.get_running_loop()
         for signum in (signal.SIGTERM, signal.SIGINT):
             loop.add_signal_handler(signum, stop.set)
-        await handler.start()
-        died = asyncio.create_task(handler.join())
         stopped = asyncio.create_task(stop.wait())
-        await asyncio.wait({died, stopped}, return_when=asyncio.FIRST_COMPLETED)
-        died.cancel()
-        stopped.cancel()
-        await handler.stop()
+        try:
+            # a start that waits for the brokers gives way to a signal
+            if await unless_stopped(handler.start(), stopped):
+                died = asyncio.create_task(handler.join())
+                await asyncio.wait({died, stopped}, return_when=asyncio.FIRST_COMPLETED)
+                died.cancel()
+        finally:
+            stopped.cancel()
+            await handler.stop()
         return 1 if handler.failure is not None else 0
 
     return asyncio.run(run())

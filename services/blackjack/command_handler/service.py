@@ -37,6 +37,7 @@ from aiokafka.errors import KafkaError, ProducerFenced
 from aiokafka.structs import RecordMetadata
 
 from blackjack.bus.headers import COMMAND_OFFSET_HEADER, COMMANDS_TO_HEADER
+from blackjack.bus.reachable import wait_for_brokers
 from blackjack.bus.settings import TRANSACTION_RETRY_BACKOFF_MS
 from blackjack.bus.topics import SNAPSHOT_MAX_BYTES, ensure_topics
 from blackjack.command_handler.clock import may_come_due
@@ -192,6 +193,7 @@ class CommandHandler:
         metrics.SNAPSHOT_LIMIT_BYTES.set(SNAPSHOT_MAX_BYTES)
         metrics.COMMAND_PARTITIONS.set(kafka.partitions)
         self._publish_gauges()  # 0 partitions ready until the group assigns some
+        await wait_for_brokers(kafka.bootstrap, kafka.security)  # started before them: waits
         await ensure_topics(kafka, self.topics)
         client = f"{self.config.instance_id}"
         self._reader = AIOKafkaConsumer(

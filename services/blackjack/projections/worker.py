@@ -16,8 +16,8 @@ import asyncio
 import contextlib
 import logging
 import signal
-from collections.abc import Callable, Coroutine
-from typing import TYPE_CHECKING, Any
+from collections.abc import Callable
+from typing import TYPE_CHECKING
 
 import structlog
 from aiokafka import ConsumerRebalanceListener, TopicPartition
@@ -28,12 +28,14 @@ from faststream.kafka.annotations import KafkaMessage
 from prometheus_client import Counter, Gauge
 
 from blackjack.api.tokens import OPEN, ApiTokens
+from blackjack.bus.reachable import wait_for_brokers
 from blackjack.observability.logging import faststream_logger
 from blackjack.observability.roles import declare_role
 from blackjack.projections.health import REPEAT_LOG_EVERY, FoldHealth, probes
 from blackjack.projections.settings import ProjectionSettings
 from blackjack.projections.store import ProjectionStore, is_store_outage
 from blackjack.projections.writer import BatchResult, ProjectionWriter, Record
+from blackjack.stopping import unless_stopped
 
 if TYPE_CHECKING:
     from aiokafka import AIOKafkaConsumer
@@ -556,7 +558,10 @@ async def run_worker(settings: ProjectionSettings, http: tuple[str, int] | None 
         if not await unless_stopped(migrated(store, health), serving):
             return
         broker = build_broker(settings, ProjectionWriter(store), health)
-        if not await unless_stopped(broker.start(), serving):
+        brokers = wait_for_brokers(settings.bootstrap, settings.security)  # started before them
+        if not await unless_stopped(brokers, serving) or not await unless_stopped(
+            broker.start(), serving
+        ):
             return
         health.started()
         log.info("projection worker started", topic=settings.events_topic, group=settings.group_id)
@@ -575,21 +580,6 @@ async def run_worker(settings: ProjectionSettings, http: tuple[str, int] | None 
         if queries is not None and queries is not store:
             await queries.close()
         await store.close()
-
-
-async def unless_stopped(step: Coroutine[Any, Any, None], stopped: asyncio.Future[Any]) -> bool:
-    """Run ``step`` unless ``stopped`` ends first (a signal, or the HTTP server failing, whose
-    error is raised here): whether the step ran to its end (its own error is raised)."""
-    running = asyncio.ensure_future(step)
-    await asyncio.wait({running, stopped}, return_when=asyncio.FIRST_COMPLETED)
-    if running.done():
-        running.result()
-        return True
-    running.cancel()
-    with contextlib.suppress(asyncio.CancelledError):
-        await running
-    stopped.result()
-    return False
 
 
 STORE_WAIT_SECONDS = 5.0

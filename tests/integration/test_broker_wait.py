@@ -1,0 +1,110 @@
+"""A process started before its brokers answer waits for them, and a SIGTERM ends that wait.
+
+Each of them (``serve``, ``serve --no-projections``, ``handler``, ``projections run``) exited
+with a trace within two seconds when no broker answered at its start (a cluster coming up in
+another order, a broker restarting), and was restarted again and again by whatever
+supervises it. Now each logs that it waits, waits, and stops at once and cleanly (exit 0)
+on SIGTERM; a handler whose broker comes up later takes commands as usual.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import os
+import signal
+import sys
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from blackjack.domain import commands as cmd
+from tests.integration.conftest import WAIT_S, KafkaSpace
+from tests.integration.infra import TcpGate, free_port
+
+pytestmark = pytest.mark.integration
+
+BLACKJACK = Path(sys.executable).parent / "blackjack"
+WAITING = '"Kafka unreachable; waiting for it"'
+
+
+async def start(args: list[str], env: dict[str, str]) -> asyncio.subprocess.Process:
+    return await asyncio.create_subprocess_exec(
+        str(BLACKJACK),
+        *args,
+        env={**os.environ, **env},
+        stdout=asyncio.subprocess.PIPE,
+        stderr=asyncio.subprocess.STDOUT,
+    )
+
+
+async def lines_until(process: asyncio.subprocess.Process, wanted: str) -> list[str]:
+    """The process's log lines up to the first one with ``wanted``."""
+    assert process.stdout is not None
+    seen: list[str] = []
+    async with asyncio.timeout(WAIT_S):
+        while not seen or wanted not in seen[-1]:
+            line = (await process.stdout.readline()).decode()
+            assert line, "the process ended:\n" + "".join(seen[-20:])
+            seen.append(line)
+    return seen
+
+
+async def stopped_cleanly(process: asyncio.subprocess.Process) -> str:
+    """SIGTERM: exit 0 within 10 s, no trace; the rest of its log."""
+    assert process.stdout is not None
+    process.send_signal(signal.SIGTERM)
+    status = await asyncio.wait_for(process.wait(), 10)
+    rest = (await process.stdout.read()).decode()
+    assert status == 0, rest[-3000:]
+    assert "Traceback" not in rest and "Unclosed" not in rest, rest[-3000:]
+    return rest
+
+
+@pytest.mark.parametrize(
+    "args",
+    [["serve"], ["serve", "--no-projections"], ["handler"], ["projections", "run"]],
+    ids=["serve", "serve-no-projections", "handler", "projections"],
+)
+async def test_a_process_waiting_for_its_brokers_stops_at_once_on_sigterm(
+    args: list[str], kafka_space: Any, tmp_path: Path
+) -> None:
+    space: KafkaSpace = await kafka_space(partitions=1)
+    nothing_listens = f"127.0.0.1:{free_port()}"
+    port = ["--port", str(free_port())] if args[0] == "serve" else []
+    env = space.env(
+        BLACKJACK_KAFKA_BOOTSTRAP=nothing_listens,
+        BLACKJACK_DB_URL=f"sqlite+aiosqlite:///{tmp_path / 'read.db'}",
+    )
+    process = await start([*args, *port], env)
+    try:
+        waiting = await lines_until(process, WAITING)
+        assert nothing_listens in waiting[-1]
+        await stopped_cleanly(process)
+    finally:
+        if process.returncode is None:
+            process.kill()
+            await process.wait()
+
+
+async def test_a_handler_started_before_its_broker_takes_commands_once_it_answers(
+    kafka_space: Any,
+) -> None:
+    space: KafkaSpace = await kafka_space(partitions=1)
+    gate = TcpGate(int(space.bootstrap.rsplit(":", 1)[1]))  # the broker, down until opened
+    gated = space.env(BLACKJACK_KAFKA_BOOTSTRAP=f"127.0.0.1:{gate.port}")
+    process = await start(["handler"], gated)
+    try:
+        await lines_until(process, WAITING)
+        await gate.open()
+        started = await lines_until(process, '"partition ready"')
+        assert any('"Kafka reachable"' in line for line in started)
+        async with space.client() as client:
+            result = await client.execute("late-broker", cmd.OpenTable(variant="mini-h17"))
+        assert result.status == "accepted"
+        await stopped_cleanly(process)
+    finally:
+        await gate.close()
+        if process.returncode is None:
+            process.kill()
+            await process.wait()
