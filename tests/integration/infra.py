@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import asyncio
 import os
+import shlex
 import socket
 import subprocess
 import time
@@ -167,3 +168,39 @@ async def _pipe(source: asyncio.StreamReader, sink: asyncio.StreamWriter) -> Non
         pass
     finally:
         sink.close()
+
+
+class PrivateBroker:
+    """A broker of a test's own (its ports, its data directory), which the test may stop and
+    start: the shared broker must stay up for the other tests. It takes the Kafka jars of the
+    local broker's cache when there are some (else ``kafka.sh`` fetches them)."""
+
+    def __init__(self, directory: Path) -> None:
+        ports = [free_port() for _ in range(3)]
+        self.bootstrap = f"{LOOPBACK}:{ports[0]}"
+        self.directory = directory
+        self.env = {
+            "KAFKA_PORT": str(ports[0]),
+            "KAFKA_CONTROLLER_PORT": str(ports[1]),
+            "KAFKA_SASL_PORT": str(ports[2]),
+            "KAFKA_CACHE_DIR": str(directory),
+        }
+
+    def command(self, action: str) -> str:
+        """The shell command that runs ``kafka.sh ACTION`` on this broker."""
+        settings = " ".join(f"{name}={shlex.quote(value)}" for name, value in self.env.items())
+        return f"{settings} bash {shlex.quote(str(KAFKA_SCRIPT))} {action}"
+
+    def kill_command(self) -> str:
+        """The shell command that kills the broker's process (SIGKILL: a crash)."""
+        return f"kill -9 $(cat {shlex.quote(str(self.directory / 'kafka.pid'))})"
+
+    def up(self) -> None:
+        shared = Path(os.environ.get("KAFKA_CACHE_DIR", "").strip() or REPO_ROOT / ".cache/kafka")
+        self.directory.mkdir(parents=True, exist_ok=True)
+        if (shared / "libs").is_dir() and not (self.directory / "libs").exists():
+            (self.directory / "libs").symlink_to((shared / "libs").resolve())
+        subprocess.run(self.command("up"), shell=True, check=True, timeout=_START_TIMEOUT_S)
+
+    def down(self) -> None:
+        subprocess.run(self.command("down"), shell=True, check=True, timeout=_START_TIMEOUT_S)

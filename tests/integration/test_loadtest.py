@@ -22,7 +22,7 @@ from blackjack.loadtest.figures import percentile
 from blackjack.loadtest.players import Sent
 from blackjack.loadtest.proof import money_of, prove
 from blackjack.loadtest.run import run_loadtest
-from blackjack.messages.envelope import CommandResult, EventEnvelope
+from blackjack.messages.envelope import CommandEnvelope, CommandResult, EventEnvelope
 
 pytestmark = pytest.mark.integration
 
@@ -183,6 +183,25 @@ def test_a_lost_or_doubled_result_or_event_fails_the_proof() -> None:
     assert not _prove(sent, results, events[:2], state).ok  # an event lost
     other = events[2].model_copy(update={"causation_id": "nobody"})
     assert not _prove(sent, results, [*events[:2], other], state).ok
+
+
+def test_a_command_sent_again_through_an_outage_passes_only_if_answered_the_same() -> None:
+    """A player sends a command again under its id when no result came (the broker was
+    away): the copy may be in the topic and is answered again, with the same result, and its
+    events are written once. A copy nobody sent, or answered otherwise, fails the proof."""
+    sent, results, events, state = _table()
+    records = [
+        CommandEnvelope(command_id=one.command_id, stream_id="t1", command=one.command)
+        for one in (*sent, sent[1])
+    ]
+    again = _prove(sent, [*results, results[1]], events, state, command_records=records, resent=1)
+    assert again.ok, again.line()
+    assert (again.resent_in_topic, again.copies_in_topic) == (1, 1)
+    assert not _prove(sent, [*results, results[1]], events, state, command_records=records).ok
+    otherwise = results[1].model_copy(update={"last_sequence": 4})
+    assert _prove(
+        sent, [*results, otherwise], events, state, command_records=records, resent=1
+    ).duplicated_results == ["c2"]
 
 
 def test_a_state_other_than_the_fold_fails_the_proof() -> None:

@@ -6,13 +6,20 @@ import argparse
 import asyncio
 import json
 import os
+import shlex
 import sys
 from collections.abc import Callable, Coroutine
+from pathlib import Path
 from typing import Any, TextIO
 
 from blackjack.bus.settings import KafkaSettings
 from blackjack.loadtest.config import SINGLE_PLAYER_PRESETS, Emit, LoadConfig
 from blackjack.loadtest.run import run_loadtest
+
+LOCAL_BROKER = shlex.quote(
+    str(Path(__file__).resolve().parents[3] / "deploy" / "kafka" / "kafka.sh")
+)
+"""The script that runs the local broker (KAFKA_PORT and the rest from the environment)."""
 
 
 def _emit_line(line: dict[str, Any]) -> None:
@@ -79,6 +86,23 @@ def _takeover(args: argparse.Namespace) -> int:
     return _reported(args, lambda emit: run_takeover(config, emit))
 
 
+def _outage(args: argparse.Namespace) -> int:
+    from blackjack.loadtest.outage import OutageConfig, run_outage
+
+    config = OutageConfig(
+        bootstrap=args.bootstrap,
+        stop_broker=args.stop_broker,
+        start_broker=args.start_broker,
+        tables=args.tables,
+        partitions=args.partitions,
+        outages=args.outages,
+        down_s=args.down,
+        settle_s=args.settle,
+        keep_topics=args.keep_topics,
+    )
+    return _reported(args, lambda emit: run_outage(config, emit))
+
+
 def _positive(text: str) -> int:
     value = int(text)
     if value < 1:
@@ -112,16 +136,41 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     )
     _on_a_broker(takeover)
     takeover.set_defaults(handler=_takeover)
+    outage = sub.add_parser(
+        "outage",
+        help="the broker stopped and started again under load: how long tables wait, and a "
+        "proof that nothing was lost or done twice (on a broker the given commands control)",
+    )
+    outage.add_argument("--tables", type=_positive, default=12, help="tables played at once")
+    outage.add_argument("--outages", type=_positive, default=1, help="broker stops")
+    outage.add_argument("--down", type=float, default=15.0, help="seconds the broker stays down")
+    outage.add_argument(
+        "--settle", type=float, default=5.0, help="seconds played before and after each outage"
+    )
+    outage.add_argument(
+        "--stop-broker",
+        default=f"{LOCAL_BROKER} down",
+        help="shell command that stops the broker at --bootstrap (default: the local one)",
+    )
+    outage.add_argument(
+        "--start-broker",
+        default=f"{LOCAL_BROKER} up",
+        help="shell command that starts it again and returns once it serves",
+    )
+    _on_a_broker(outage, partitions=3)
+    outage.set_defaults(handler=_outage)
 
 
-def _on_a_broker(parser: argparse.ArgumentParser) -> None:
+def _on_a_broker(parser: argparse.ArgumentParser, partitions: int = 6) -> None:
     """The options of a run in fresh topics of a real broker."""
     parser.add_argument(
         "--bootstrap",
         default=KafkaSettings.from_env().bootstrap,
         help="Kafka bootstrap servers (default: BLACKJACK_KAFKA_BOOTSTRAP or 127.0.0.1:9092)",
     )
-    parser.add_argument("--partitions", type=_positive, default=6, help="partitions per topic")
+    parser.add_argument(
+        "--partitions", type=_positive, default=partitions, help="partitions per topic"
+    )
     parser.add_argument("--keep-topics", action="store_true", help="do not delete the topics")
     parser.add_argument(
         "--handler-log", default=None, help="file for the handlers' JSON log (default: discarded)"

@@ -6,12 +6,14 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import time
+import uuid
 from collections import defaultdict
 from collections.abc import Awaitable, Iterable
 from dataclasses import dataclass
 from typing import Any
 
 from aiokafka import AIOKafkaConsumer, TopicPartition
+from aiokafka.errors import KafkaError
 
 from blackjack.bus.topics import Topics
 from blackjack.client import BlackjackClient
@@ -22,7 +24,7 @@ from blackjack.domain.evolve import evolve
 from blackjack.domain.rules import Rules
 from blackjack.domain.state import INITIAL_STATE, TableState
 from blackjack.loadtest.figures import Phase
-from blackjack.messages.envelope import EventEnvelope
+from blackjack.messages.envelope import CommandResult, EventEnvelope
 from blackjack.messages.sealing import ShoeSeal
 from blackjack.messages.wire import decode, from_wire
 from blackjack.strategy import compute_strategy
@@ -142,7 +144,11 @@ class Player:
         follower: EventFollower,
         log: list[Sent],
         timeout: float,
+        resend_after: float | None = None,
     ) -> None:
+        """``resend_after``: send a command again under its id when it has had no result for
+        that long (or its sending failed), as a platform's client does through an outage;
+        ``None``: never (a result missing after ``timeout`` fails the run)."""
         self.stream_id = f"load-{index:04d}"
         self.player_id = f"player-{index:04d}"
         self.rules = rules
@@ -151,18 +157,23 @@ class Player:
         self.follower = follower
         self.log = log
         self.timeout = timeout
+        self.resend_after = resend_after
         self.latencies: list[float] = []
+        self.answered_at: list[float] = []
+        """``time.perf_counter()`` of each result, in order"""
+        self.resent = 0
         self.rejections: list[tuple[str, str, str]] = []
         self.rounds = 0
 
     async def execute(self, command: cmd.TableCommand, *, measure: bool) -> TableState:
         """Send, await the result, then the table as of the command's last event."""
         started = time.perf_counter()
-        command_id = await self.client.send(self.stream_id, command)
+        command_id = str(uuid.uuid4())
         self.log.append(Sent(self.stream_id, command_id, command))
-        result = await self.client.result(command_id, self.timeout)
+        result = await self._answer(command_id, command)
+        self.answered_at.append(time.perf_counter())
         if measure:
-            self.latencies.append(time.perf_counter() - started)
+            self.latencies.append(self.answered_at[-1] - started)
         view = self.follower.views[self.stream_id]
         if result.status != "accepted":
             assert result.rejection is not None
@@ -173,6 +184,24 @@ class Player:
                 f"({result.rejection.message})"
             )
         return await view.reach(result.last_sequence or view.sequence, self.timeout)
+
+    async def _answer(self, command_id: str, command: cmd.TableCommand) -> CommandResult:
+        """Send the command and await its result, sending it again under the same id every
+        ``resend_after`` seconds without one (the handler answers a copy with the original
+        result and writes its events once)."""
+        if self.resend_after is None:
+            await self.client.send(self.stream_id, command, command_id=command_id)
+            return await self.client.result(command_id, self.timeout)
+        deadline = time.monotonic() + self.timeout
+        while True:
+            with contextlib.suppress(KafkaError):  # the broker is away: try again
+                await self.client.send(self.stream_id, command, command_id=command_id)
+            wait = min(self.resend_after, deadline - time.monotonic())
+            with contextlib.suppress(TimeoutError):
+                return await self.client.result(command_id, max(wait, 0.0))
+            if time.monotonic() >= deadline:
+                raise TimeoutError(f"{self.stream_id}: no result for {command_id}")
+            self.resent += 1
 
     async def set_up(self, deposit: int) -> None:
         for command in (

@@ -33,9 +33,15 @@ async def read_topic(bootstrap: str, topic: str) -> list[Record]:
 class Proof:
     commands_sent: int = 0
     commands_in_topic_once: int = 0
+    resent: int = 0
+    """Copies the players sent again under the same id (through an outage): each may be in
+    the topic, and is answered again with the same result."""
+    copies_in_topic: int = 0
+    """Records of the commands topic beyond the first of each id."""
     results: int = 0
     missing_results: list[str] = field(default_factory=list)
     duplicated_results: list[str] = field(default_factory=list)
+    """Answered more often than they are in the topic, or differently."""
     results_for_unknown_ids: list[str] = field(default_factory=list)
     rejections: dict[str, int] = field(default_factory=dict)
     tables: int = 0
@@ -52,10 +58,14 @@ class Proof:
             and not self.duplicated_results
             and not self.results_for_unknown_ids
             and not self.rejections
-            and self.commands_in_topic_once == self.commands_sent
+            and self.commands_in_topic_once + self.resent_in_topic == self.commands_sent
+            and self.copies_in_topic <= self.resent
             and self.fold_equal == self.tables
             and self.conserved == self.tables
         )
+
+    resent_in_topic: int = 0
+    """Commands in the topic more than once (each sent again)."""
 
     def line(self) -> dict[str, Any]:
         return {
@@ -63,6 +73,9 @@ class Proof:
             "ok": self.ok,
             "commands_sent": self.commands_sent,
             "commands_in_topic_once": self.commands_in_topic_once,
+            "commands_resent": self.resent,
+            "commands_in_topic_again": self.resent_in_topic,
+            "copies_in_topic": self.copies_in_topic,
             "results": self.results,
             "missing_results": len(self.missing_results),
             "duplicated_results": len(self.duplicated_results),
@@ -121,20 +134,29 @@ def prove(
     handler_states: dict[str, tuple[int, TableState]],
     views: dict[str, tuple[int, TableState]],
     rounds: int | Mapping[str, int],
+    resent: int = 0,
 ) -> Proof:
-    """Check, from what was read back from Kafka, that nothing was lost or done twice."""
-    proof = Proof(commands_sent=len(sent))
+    """Check, from what was read back from Kafka, that nothing was lost or done twice.
+    ``resent``: how many copies the players sent again under a command's id; none may be
+    in the topic otherwise."""
+    proof = Proof(commands_sent=len(sent), resent=resent)
     sent_ids = {one.command_id for one in sent}
     if len(sent_ids) != len(sent):
         proof.problems.append("a command id was sent twice")
     in_topic = Counter(envelope.command_id for envelope in command_records)
     proof.commands_in_topic_once = sum(1 for i in sent_ids if in_topic[i] == 1)
+    proof.resent_in_topic = sum(1 for i in sent_ids if in_topic[i] > 1)
+    proof.copies_in_topic = sum(in_topic[i] - 1 for i in sent_ids if in_topic[i] > 1)
     by_id: defaultdict[str, list[CommandResult]] = defaultdict(list)
     for result in results:
         by_id[result.command_id].append(result)
         proof.results += 1
     proof.missing_results = [i for i in sent_ids if not by_id.get(i)]
-    proof.duplicated_results = [i for i in sent_ids if len(by_id.get(i, ())) > 1]
+    proof.duplicated_results = [
+        i
+        for i in sent_ids
+        if len(by_id.get(i, ())) > max(in_topic[i], 1) or not _same(by_id.get(i, []))
+    ]
     proof.results_for_unknown_ids = sorted(set(by_id) - sent_ids)
     codes = Counter(
         r.rejection.code if r.rejection else "rejected"
@@ -169,6 +191,16 @@ def prove(
             proof.conserved += 1
         proof.problems += problems.get("fold", []) + problems.get("money", [])
     return proof
+
+
+def _same(answers: Sequence[CommandResult]) -> bool:
+    """Every answer to one command id says what the first says (a copy of a command is
+    answered with its original result)."""
+    said = {
+        (a.status, a.first_sequence, a.last_sequence, a.rejection and a.rejection.code)
+        for a in answers
+    }
+    return len(said) <= 1
 
 
 def _check_table(

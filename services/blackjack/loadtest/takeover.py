@@ -109,7 +109,7 @@ async def run_takeover(config: TakeoverConfig, emit: Emit) -> dict[str, Any]:
 
         playing = [asyncio.create_task(play(p)) for p in players]
         try:
-            await _or_failed(asyncio.sleep(config.settle_s), playing)
+            await or_failed(asyncio.sleep(config.settle_s), playing)
             for number in range(config.restarts):
                 name, other = "ab"[number % 2], "ab"[1 - number % 2]
                 leaving, back = handlers[name], handler(f"{name}{number}")
@@ -120,7 +120,7 @@ async def run_takeover(config: TakeoverConfig, emit: Emit) -> dict[str, Any]:
                     {"kind": "restart", "number": number + 1, "stopped": name, **restart}
                 )
                 emit(restarts[-1])
-                await _or_failed(asyncio.sleep(config.settle_s), playing)
+                await or_failed(asyncio.sleep(config.settle_s), playing)
         finally:
             stop_playing.set()
             outcomes = await asyncio.gather(*playing, return_exceptions=True)
@@ -202,7 +202,7 @@ def _share(one: CommandHandler, other: CommandHandler, everything: set[int]) -> 
     return bool(mine and theirs) and mine | theirs == everything and one.ready and other.ready
 
 
-async def _or_failed(work: Awaitable[T], playing: list[asyncio.Task[None]]) -> T:
+async def or_failed(work: Awaitable[T], playing: list[asyncio.Task[None]]) -> T:
     """``work``'s result, unless a player fails first (its error is raised)."""
     task = asyncio.ensure_future(work)
     waiting: set[asyncio.Future[Any]] = {task, *playing}

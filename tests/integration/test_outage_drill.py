@@ -1,0 +1,83 @@
+"""``blackjack outage`` at a small size on a broker of the test's own: two handlers in one
+group, players playing without pause, the broker killed (SIGKILL: a crash, with transactions
+open) and started again. Every command is answered, the same each time it was sent; every
+table's log folds to what the handlers and the players hold, money conserved; every table is
+answered again once the broker is back.
+
+No timing threshold (the figures depend on the machine): only that they are measured."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from blackjack.cli import build_parser
+from blackjack.loadtest.outage import BrokerCommandFailed, OutageConfig, run_outage
+from tests.integration.infra import PrivateBroker
+
+pytestmark = pytest.mark.integration
+
+
+@pytest.fixture
+def private_broker(tmp_path: Path) -> Iterator[PrivateBroker]:
+    broker = PrivateBroker(tmp_path / "kafka")
+    broker.up()
+    try:
+        yield broker
+    finally:
+        broker.down()
+
+
+async def test_a_broker_crash_under_load_loses_nothing_and_does_nothing_twice(
+    private_broker: PrivateBroker,
+) -> None:
+    lines: list[dict[str, Any]] = []
+    config = OutageConfig(
+        bootstrap=private_broker.bootstrap,
+        stop_broker=private_broker.kill_command(),
+        start_broker=private_broker.command("up"),
+        tables=4,
+        partitions=2,
+        down_s=2.0,
+        settle_s=2.0,
+        resend_after_s=5.0,
+        timeout_s=120.0,
+    )
+    summary = await run_outage(config, lines.append)
+    [proof] = [one for one in lines if one["kind"] == "proof"]
+    assert proof["ok"], proof
+    assert proof["missing_results"] == proof["duplicated_results"] == 0
+    assert proof["commands_sent"] == summary["commands"]
+    assert proof["copies_in_topic"] <= summary["commands_resent"]
+    assert proof["tables_fold_equal"] == proof["tables_money_conserved"] == 4
+    [outage] = [one for one in lines if one["kind"] == "outage"]
+    assert 0 < outage["first_answer_after_up_s"] <= outage["all_answered_after_up_s"]
+    assert summary["ok"] and summary["rounds"] > 0
+    assert summary["latency_ms"]["max"] >= 1000 * config.down_s  # a command waited it out
+
+
+async def test_a_broker_command_that_fails_ends_the_drill_with_its_error(
+    private_broker: PrivateBroker,
+) -> None:
+    config = OutageConfig(
+        bootstrap=private_broker.bootstrap,
+        stop_broker="echo no such broker >&2; exit 3",
+        start_broker=private_broker.command("up"),
+        tables=1,
+        partitions=1,
+        settle_s=0.5,
+    )
+    with pytest.raises(BrokerCommandFailed, match="exited 3: no such broker"):
+        await run_outage(config, lambda _: None)
+
+
+def test_the_command_line_takes_the_drills_options() -> None:
+    args = build_parser().parse_args(
+        ["outage", "--tables", "3", "--down", "5", "--stop-broker", "systemctl stop kafka"]
+    )
+    assert (args.tables, args.down, args.partitions) == (3, 5.0, 3)
+    assert args.stop_broker == "systemctl stop kafka"
+    assert args.start_broker.endswith("deploy/kafka/kafka.sh up")
