@@ -129,3 +129,22 @@ def test_a_short_or_spaced_token_is_refused_and_none_is_shown() -> None:
     assert TOKEN not in repr(ApiTokens.from_env({"BLACKJACK_API_TOKENS": TOKEN}))
     settings = ProjectionSettings.from_env({"BLACKJACK_API_TOKENS": TOKEN})
     assert settings.api_tokens.required and TOKEN not in repr(settings)
+
+
+# ---- found by fuzzing the API against its document (tests/unit/test_query_api_fuzz.py) ----
+
+
+async def test_a_method_other_than_get_is_a_405_that_says_what_is_allowed(
+    tmp_path: Path,
+) -> None:
+    """RFC 9110: a 405 must carry ``Allow`` (it had none)."""
+    store = ProjectionStore(f"sqlite+aiosqlite:///{tmp_path}/read.db")
+    transport = httpx.ASGITransport(app=query_api(store))
+    try:
+        async with httpx.AsyncClient(transport=transport, base_url="http://api") as http:
+            for method in ("POST", "PUT", "DELETE", "TRACE", "OPTIONS"):
+                answer = await http.request(method, "/v1/players/alice/wallet")
+                assert answer.status_code == 405 and answer.headers["allow"] == "GET, HEAD"
+                assert answer.json()["error"]["code"] == "method_not_allowed"
+    finally:
+        await store.close()

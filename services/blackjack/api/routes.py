@@ -52,6 +52,8 @@ REQUESTS = Counter(
     ["status"],
 )
 OUTAGE_LOG_EVERY_S = 10.0
+ALLOW = [(b"allow", b"GET, HEAD")]
+"""A 405's ``Allow``: RFC 9110 requires it, and a client learns what to send instead."""
 DEFAULT_PAGE = 20
 MAX_IDLE_DAYS = 3650
 
@@ -111,9 +113,12 @@ class QueryApi:
             REQUESTS.labels("401").inc()
             await _respond(send, scope, 401, body, [(b"www-authenticate", b"Bearer")])
             return
+        if scope["method"] not in ("GET", "HEAD"):
+            body = _error("method_not_allowed", "the query API only answers GET")
+            REQUESTS.labels("405").inc()
+            await _respond(send, scope, 405, body, ALLOW)
+            return
         try:
-            if scope["method"] not in ("GET", "HEAD"):
-                raise ApiError(405, "method_not_allowed", "the query API only answers GET")
             status, body = 200, await self._route(scope)
         except ApiError as error:
             status, body = error.status, _error(error.code, error.message)
