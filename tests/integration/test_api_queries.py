@@ -297,8 +297,9 @@ def _secret_keys(value: Any) -> list[str]:
             "bad_parameter",
         ),
         (f"/v1/players/{PLAYER}/rounds?cursor={_cursor(True)}", 400, "bad_parameter"),
-        ("/v1/rounds/table-mini-h17:" + "9" * 20, 400, "bad_round_id"),
-        ("/v1/rounds/table-mini-h17:" + "9" * 5000, 400, "bad_round_id"),
+        # well formed, past any round a store holds (the document's pattern: not a 400)
+        ("/v1/rounds/table-mini-h17:" + "9" * 20, 404, "unknown_round"),
+        ("/v1/rounds/table-mini-h17:" + "9" * 5000, 404, "unknown_round"),
         ("/v1/rounds/table-mini-h17:%D9%A1", 400, "bad_round_id"),
         ("/v1/rounds/table-mini-h17", 400, "bad_round_id"),
         ("/v1/rounds/table-mini-h17:0", 400, "bad_round_id"),

@@ -3,14 +3,18 @@ a player whose id holds characters a URL must escape."""
 
 from __future__ import annotations
 
+import json
+import re
 from collections.abc import MutableMapping
 from pathlib import Path
 from typing import Any
+from urllib.parse import quote
 
 import httpx
 import pytest
 from structlog.testing import capture_logs
 
+from blackjack.api.contract import openapi_document
 from blackjack.api.routes import query_api
 from blackjack.api.tokens import ApiTokens
 from blackjack.projections import queries
@@ -148,3 +152,62 @@ async def test_a_method_other_than_get_is_a_405_that_says_what_is_allowed(
                 assert answer.json()["error"]["code"] == "method_not_allowed"
     finally:
         await store.close()
+
+
+async def asgi_get(
+    tmp_path: Path, raw_path: bytes, query: bytes = b""
+) -> tuple[int, dict[str, Any]]:
+    """A GET as a server hands it over: ``raw_path`` as the bytes the client sent (a client
+    may send UTF-8 unescaped; httpx would escape it)."""
+    store = ProjectionStore(f"sqlite+aiosqlite:///{tmp_path}/read.db")
+    await store.migrate()
+    sent: list[MutableMapping[str, Any]] = []
+
+    async def receive() -> dict[str, Any]:
+        return {"type": "http.request", "body": b""}
+
+    async def send(message: MutableMapping[str, Any]) -> None:
+        sent.append(message)
+
+    scope = {
+        "type": "http",
+        "method": "GET",
+        "path": raw_path.decode(errors="replace"),
+        "raw_path": raw_path,
+        "query_string": query,
+        "headers": [],
+    }
+    try:
+        await query_api(store)(scope, receive, send)
+    finally:
+        await store.close()
+    return sent[0]["status"], json.loads(sent[1]["body"])
+
+
+@pytest.mark.parametrize(
+    ("round_id", "well_formed"),
+    [
+        ("t:1", True),
+        ("t:0007", True),
+        ("vip:t:3", True),
+        ("t\nx:1", True),
+        ("t:" + "9" * 30, True),  # past any round held: a 404, not a 400
+        ("t:0", False),
+        ("t:", False),
+        (":1", False),
+        ("t", False),
+        ("t:1x", False),
+        ("t:-1", False),
+        ("t:\u0661", False),  # an Arabic-Indic one
+    ],
+)
+async def test_a_round_id_is_a_400_exactly_when_the_document_says_it_is_malformed(
+    tmp_path: Path, round_id: str, well_formed: bool
+) -> None:
+    """The document said any string; a round id off ``STREAM_ID:ROUND`` is a 400, and now
+    its pattern says which."""
+    [parameter] = openapi_document()["paths"]["/v1/rounds/{round_id}"]["get"]["parameters"]
+    assert bool(re.search(parameter["schema"]["pattern"], round_id)) is well_formed
+    status, body = await asgi_get(tmp_path, b"/v1/rounds/" + quote(round_id, safe="").encode())
+    assert (status == 400) is not well_formed, body
+    assert status in (400, 404) and body["error"]["code"] in ("bad_round_id", "unknown_round")

@@ -255,7 +255,11 @@ PAGE = _parameter(
 )
 CURSOR = _parameter("cursor", "query", "the `next` of the previous page", {"type": "string"})
 ROUND_ID = _parameter(
-    "round_id", "path", "`{stream_id}:{round}`, e.g. `table-7:3`", {"type": "string"}
+    "round_id",
+    "path",
+    "`{stream_id}:{round}`, e.g. `table-7:3` (the stream id may hold `:` itself); any other "
+    "form is a 400 `bad_round_id`, a round number past any round held a 404",
+    {"type": "string", "pattern": r"^[\s\S]+:0*[1-9][0-9]*$"},
 )
 STREAM_ID = _parameter("stream_id", "path", "the table's stream id", {"type": "string"})
 IDLE_DAYS = _parameter(

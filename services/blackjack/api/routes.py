@@ -155,8 +155,14 @@ class QueryApi:
         raise ApiError(404, "not_found", f"no such resource: {scope['path']}")
 
 
+def _storable(identifier: str) -> bool:
+    """Whether a store can hold ``identifier``: PostgreSQL's text has no NUL character (asked
+    for one, the driver fails the query), so an id with one names nothing, in either store."""
+    return "\x00" not in identifier
+
+
 async def _wallet(connection: AsyncConnection, player_id: str) -> dict[str, Any]:
-    found = await queries.wallet(connection, player_id)
+    found = await queries.wallet(connection, player_id) if _storable(player_id) else None
     if found is None:
         raise ApiError(404, "unknown_player", f"no player {player_id!r}: no wallet, no seat")
     return found
@@ -171,7 +177,9 @@ async def _rounds(
             400, "bad_parameter", f"limit must be a whole number from 1 to {queries.MAX_PAGE}"
         )
     try:
-        found = await queries.player_rounds(connection, player_id, limit, params.get("cursor"))
+        found = None
+        if _storable(player_id):
+            found = await queries.player_rounds(connection, player_id, limit, params.get("cursor"))
     except ValueError as error:
         raise ApiError(400, "bad_parameter", str(error)) from None
     if found is None:
@@ -180,18 +188,28 @@ async def _rounds(
 
 
 async def _round(connection: AsyncConnection, text: str) -> dict[str, Any]:
+    stream_id, _, number = text.rpartition(":")
+    if not (stream_id and number.isascii() and number.isdigit() and number.strip("0")):
+        # off the pattern of the document (contract.ROUND_ID): a 400; on it, a 404 or the round
+        raise ApiError(
+            400,
+            "bad_round_id",
+            f"a round id is STREAM_ID:ROUND with ROUND from 1, not {text[:80]!r}",
+        )
     try:
-        stream_id, number = parse_round_id(text)
-    except ValueError as error:
-        raise ApiError(400, "bad_round_id", str(error)) from None
-    found = await queries.round_detail(connection, stream_id, number)
+        stream_id, round_number = parse_round_id(text)
+    except ValueError:  # well formed, past any round a store holds (MAX_ROUND)
+        raise ApiError(404, "unknown_round", f"no round {text[:200]!r}") from None
+    found = None
+    if _storable(stream_id):
+        found = await queries.round_detail(connection, stream_id, round_number)
     if found is None:
-        raise ApiError(404, "unknown_round", f"no round {text!r}")
+        raise ApiError(404, "unknown_round", f"no round {text[:200]!r}")
     return found
 
 
 async def _table(connection: AsyncConnection, stream_id: str) -> dict[str, Any]:
-    found = await queries.table_state(connection, stream_id)
+    found = await queries.table_state(connection, stream_id) if _storable(stream_id) else None
     # A stream that never opened holds at most a declined buy-in (a wallet's BuyIn to an id
     # with no table): no table a client could sit at.
     if found is None or not found.get("opened"):

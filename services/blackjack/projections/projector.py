@@ -47,8 +47,9 @@ def round_id(stream_id: str, number: int) -> str:
     return f"{stream_id}:{number}"
 
 
-MAX_ROUND = 2**63 - 1
-"""The largest round number a store holds (a 64-bit integer column)."""
+MAX_ROUND = 2**31 - 1
+"""The largest round number a store holds: the ``round`` columns are ``INTEGER``, 32 bits on
+PostgreSQL (a larger number in a query is the driver's error, not an empty answer)."""
 
 
 def parse_count(text: str, most: int) -> int | None:

@@ -79,6 +79,8 @@ def decode_cursor(cursor: str) -> tuple[datetime, str, int]:
         when, stream_id, number = json.loads(raw)
         if not isinstance(stream_id, str) or type(number) is not int:
             raise TypeError
+        if "\x00" in stream_id:  # no store holds one (PostgreSQL's text cannot)
+            raise ValueError
         if not 1 <= number <= MAX_ROUND:
             raise ValueError
         return utc(datetime.fromisoformat(when)), stream_id, number
