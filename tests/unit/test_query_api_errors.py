@@ -211,3 +211,37 @@ async def test_a_round_id_is_a_400_exactly_when_the_document_says_it_is_malforme
     status, body = await asgi_get(tmp_path, b"/v1/rounds/" + quote(round_id, safe="").encode())
     assert (status == 400) is not well_formed, body
     assert status in (400, 404) and body["error"]["code"] in ("bad_round_id", "unknown_round")
+
+
+async def test_a_player_id_sent_unescaped_in_utf8_is_that_id(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The raw path was read as latin-1: "café" sent as its UTF-8 bytes was asked as
+    "cafÃ©" (a 404 for a player who exists)."""
+    asked: list[str] = []
+
+    async def wallet(_: object, who: str) -> dict[str, Any]:
+        asked.append(who)
+        return {"player_id": who}
+
+    monkeypatch.setattr(queries, "wallet", wallet)
+    for raw in ("/v1/players/café/wallet".encode(), b"/v1/players/caf%C3%A9/wallet"):
+        status, _ = await asgi_get(tmp_path, raw)
+        assert status == 200
+    assert asked == ["café", "café"]
+
+
+async def test_a_query_that_is_not_utf8_is_a_400(tmp_path: Path) -> None:
+    for query in (b"limit=%FF", b"limit=\xff"):
+        status, body = await asgi_get(tmp_path, b"/v1/interrupted-rounds", query)
+        assert status == 400 and body["error"]["code"] == "bad_parameter", query
+
+
+async def test_only_a_parameter_the_route_reads_may_not_be_repeated(tmp_path: Path) -> None:
+    """``?x=1&x=2`` was a 400 on every route, though ``?x=1`` is ignored."""
+    status, _ = await asgi_get(tmp_path, b"/v1/interrupted-rounds", b"x=1&x=2&limit=5")
+    assert status == 200
+    status, body = await asgi_get(tmp_path, b"/v1/interrupted-rounds", b"limit=5&limit=5")
+    assert status == 400 and body["error"]["message"] == "limit is given more than once"
+    status, _ = await asgi_get(tmp_path, b"/v1/openapi.json", b"v=1&v=2")
+    assert status == 200

@@ -23,8 +23,8 @@ import json
 import time
 from collections.abc import Awaitable, Callable, MutableMapping
 from datetime import UTC, datetime, timedelta
-from typing import Any
-from urllib.parse import parse_qs, unquote
+from typing import Any, overload
+from urllib.parse import parse_qs, unquote_to_bytes
 
 import structlog
 from prometheus_client import Counter
@@ -168,9 +168,7 @@ async def _wallet(connection: AsyncConnection, player_id: str) -> dict[str, Any]
     return found
 
 
-async def _rounds(
-    connection: AsyncConnection, player_id: str, params: dict[str, str]
-) -> dict[str, Any]:
+async def _rounds(connection: AsyncConnection, player_id: str, params: Params) -> dict[str, Any]:
     limit = parse_count(params.get("limit", str(DEFAULT_PAGE)), queries.MAX_PAGE)
     if limit is None:
         raise ApiError(
@@ -217,7 +215,7 @@ async def _table(connection: AsyncConnection, stream_id: str) -> dict[str, Any]:
     return found
 
 
-async def _interrupted(connection: AsyncConnection, params: dict[str, str]) -> dict[str, Any]:
+async def _interrupted(connection: AsyncConnection, params: Params) -> dict[str, Any]:
     days = parse_count(params.get("idle_days", "30"), MAX_IDLE_DAYS)
     limit = parse_count(params.get("limit", str(queries.MAX_PAGE)), queries.MAX_PAGE)
     if days is None or limit is None:
@@ -235,22 +233,41 @@ async def _interrupted(connection: AsyncConnection, params: dict[str, str]) -> d
 def _segments(scope: Scope) -> list[str]:
     """The path after ``/v1/``, split before it is percent-decoded, so an id that holds a "/"
     (sent as ``%2F``; any id of 1-128 characters is a valid player id) stays one segment."""
-    raw = bytes(scope.get("raw_path") or b"").partition(b"?")[0].decode("latin-1")
-    if not raw.startswith(PREFIX):  # no raw path, or the prefix itself percent-encoded
+    raw = bytes(scope.get("raw_path") or b"").partition(b"?")[0]
+    if not raw.startswith(PREFIX.encode()):  # no raw path, or the prefix itself escaped
         return str(scope["path"])[len(PREFIX) :].split("/")
     try:
-        return [unquote(part, errors="strict") for part in raw[len(PREFIX) :].split("/")]
+        # the bytes after unescaping are UTF-8, whether a character came escaped or as sent
+        # (a client that does not escape "é" sends its two bytes: not two latin-1 letters)
+        return [unquote_to_bytes(part).decode() for part in raw[len(PREFIX) :].split(b"/")]
     except UnicodeDecodeError:
         raise ApiError(400, "bad_path", "the path's escapes are not UTF-8") from None
 
 
-def _params(scope: Scope) -> dict[str, str]:
-    query = scope.get("query_string", b"").decode("latin-1")
-    parsed = parse_qs(query, keep_blank_values=True)
-    for name, values in parsed.items():
+class Params:
+    """The query's parameters. One the route reads given twice is a 400 (which one would it
+    be?); one it does not read is ignored, once or repeated."""
+
+    def __init__(self, parsed: dict[str, list[str]]) -> None:
+        self.parsed = parsed
+
+    @overload
+    def get(self, name: str) -> str | None: ...
+    @overload
+    def get(self, name: str, default: str) -> str: ...
+    def get(self, name: str, default: str | None = None) -> str | None:
+        values = self.parsed.get(name, [])
         if len(values) > 1:
             raise ApiError(400, "bad_parameter", f"{name} is given more than once")
-    return {name: values[0] for name, values in parsed.items()}
+        return values[0] if values else default
+
+
+def _params(scope: Scope) -> Params:
+    query = bytes(scope.get("query_string", b""))
+    try:
+        return Params(parse_qs(query.decode(), keep_blank_values=True, errors="strict"))
+    except UnicodeDecodeError:
+        raise ApiError(400, "bad_parameter", "the query is not UTF-8, as sent or escaped") from None
 
 
 def _error(code: str, message: str) -> dict[str, Any]:
