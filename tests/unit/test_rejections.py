@@ -287,6 +287,18 @@ def test_a_box_the_table_does_not_have() -> None:
 def test_a_bet_on_another_seats_box() -> None:
     state = given("atlantic-city-multi", *seated("ann", 0), *seated("bob", 1))
     then_rejected(state, cmd.PlaceBet(player_id="ann", box=1, amount=100), "not_your_box")
+    # A box is numbered across the table (seat x boxes_per_seat + i): the refusal says which
+    # box the player's seat has, since nothing else tells a client that bob's is not box 0.
+    refused = then_rejected(state, cmd.PlaceBet(player_id="bob", box=0, amount=100), "not_your_box")
+    assert refused.message == "box 0 belongs to seat 0; seat 1 bets on box 1"
+    three = given(
+        "atlantic-city-multi",
+        *seated("ann", 0),
+        *seated("bob", 1),
+        overrides={"boxes_per_seat": 3, "seats": 2},
+    )
+    refused = then_rejected(three, cmd.PlaceBet(player_id="bob", box=2, amount=100), "not_your_box")
+    assert refused.message == "box 2 belongs to seat 0; seat 1 bets on boxes 3-5"
 
 
 @rejects("round_in_progress")

@@ -23,7 +23,14 @@ def own_box(state: TableState, player: Player, box: int) -> None:
     if not 0 <= box < len(state.boxes):
         raise refuse("box_out_of_range", f"box {box} does not exist (0-{len(state.boxes) - 1})")
     if state.seat_of_box(box) != player.seat:
-        raise refuse("not_your_box", f"box {box} belongs to another seat")
+        per_seat = state.rules.boxes_per_seat
+        first = player.seat * per_seat
+        yours = f"box {first}" if per_seat == 1 else f"boxes {first}-{first + per_seat - 1}"
+        raise refuse(
+            "not_your_box",
+            f"box {box} belongs to seat {state.seat_of_box(box)}; "
+            f"seat {player.seat} bets on {yours}",
+        )
 
 
 def check_amount(amount: int) -> None:
