@@ -15,6 +15,7 @@ import argparse
 import asyncio
 import json
 import logging
+import os
 import sys
 import uuid
 
@@ -87,11 +88,19 @@ def _send(args: argparse.Namespace) -> int:
             file=sys.stderr,
         )
         return 2
-    print(result.model_dump_json())
-    for envelope in events:  # after the result line, so a script can read that one first
-        data = envelope.data.model_dump(mode="json", exclude={"type", "version"})
-        shown = {name: _short(value) for name, value in data.items()}
-        print(f"  {envelope.sequence} {envelope.type} {json.dumps(shown, separators=(',', ':'))}")
+    try:
+        print(result.model_dump_json())
+        for envelope in events:  # after the result line, so a script can read that one first
+            data = envelope.data.model_dump(mode="json", exclude={"type", "version"})
+            shown = {name: _short(value) for name, value in data.items()}
+            line = json.dumps(shown, separators=(",", ":"))
+            print(f"  {envelope.sequence} {envelope.type} {line}")
+        sys.stdout.flush()
+    except BrokenPipeError:
+        # `blackjack send ... | head -1`: the reader has what it wanted. The command was
+        # handled all the same, so the exit code still says how, not a traceback's 1
+        # ("rejected"); stdout goes to /dev/null so the interpreter's last flush is quiet.
+        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
     return 0 if result.status == "accepted" else 1
 
 

@@ -5,6 +5,8 @@ failure that invites sending it again."""
 from __future__ import annotations
 
 import argparse
+import io
+import sys
 from datetime import UTC, datetime
 from typing import Any
 
@@ -56,6 +58,47 @@ def test_an_accepted_command_whose_events_cannot_be_read_is_still_accepted(
     out, err = capsys.readouterr()
     assert '"command_id":"deposit-1"' in out and '"status":"accepted"' in out
     assert "its events were not read: KafkaTimeoutError" in err
+
+
+async def no_events(self: BlackjackClient, result: CommandResult, timeout: float = 10.0) -> Any:
+    return []
+
+
+class ClosedPipe(io.StringIO):
+    """The stdout of `blackjack send ... | head -1` once head has exited."""
+
+    def write(self, text: str) -> int:
+        raise BrokenPipeError(32, "Broken pipe")
+
+    def fileno(self) -> int:
+        return self.fd
+
+    def __init__(self, fd: int) -> None:
+        super().__init__()
+        self.fd = fd
+
+
+def test_a_closed_output_pipe_leaves_the_exit_code_saying_accepted(
+    monkeypatch: pytest.MonkeyPatch, tmp_path: Any
+) -> None:
+    """`send ... | head -1` once printed a traceback and exited 1, which means rejected."""
+    for name, stand_in in (
+        ("start", nothing),
+        ("stop", nothing),
+        ("execute", accepted),
+        ("events", no_events),
+    ):
+        monkeypatch.setattr(BlackjackClient, name, stand_in)
+    with open(tmp_path / "stdout", "w") as stand_in_fd:  # dup2 lands on this, not the real one
+        monkeypatch.setattr(sys, "stdout", ClosedPipe(stand_in_fd.fileno()))
+        args = argparse.Namespace(
+            stream_id="t-1",
+            command='{"type": "Deposit", "player_id": "ann", "amount": 500}',
+            command_id="deposit-2",
+            timeout=2.0,
+            events=True,
+        )
+        assert client_cli._send(args) == 0
 
 
 def test_a_sealed_shoe_is_shown_by_its_start_and_length() -> None:
