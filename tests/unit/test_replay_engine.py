@@ -12,7 +12,7 @@ import pytest
 
 from blackjack.audit.audit import AuditReport, shoes_on_two_tables
 from blackjack.audit.recall import render, replay_round
-from blackjack.audit.replay import describe, in_sequence, money, replay_stream
+from blackjack.audit.replay import StreamReplay, describe, in_sequence, money, replay_stream
 from blackjack.audit.settlement import dealer_play_problem, hand_result
 from blackjack.domain import commands as cmd
 from blackjack.domain import events as ev
@@ -644,3 +644,13 @@ def test_the_audit_counts_a_stream_no_table_was_opened_under_apart() -> None:
     assert first.endswith(
         "1 tables, 1 wallets, 1 streams with no table (declined buy-ins), 0 rounds replayed"
     ), first
+
+
+def test_an_incomplete_audit_asks_for_the_auditors_key() -> None:
+    """The newcomer review: the stream lines asked for BLACKJACK_AUDIT_KEY, the verdict under
+    them for the handlers' master key, which an auditor is not meant to hold."""
+    report = AuditReport("events")
+    report.replays.append(StreamReplay("table-1", stopped="shoe 1 is still sealed"))
+    last = report.render().splitlines()[-1]
+    assert last.startswith("AUDIT INCOMPLETE"), last
+    assert "set BLACKJACK_AUDIT_KEY, which `blackjack audit-key` prints" in last, last

@@ -140,7 +140,8 @@ class AuditReport:
         elif not self.complete:
             lines.append(
                 "\nAUDIT INCOMPLETE: nothing wrong found, but the tables above were not verified "
-                "to their end (set BLACKJACK_SHOE_KEY or BLACKJACK_SHOE_KEY_FILE)"
+                "to their end (set BLACKJACK_AUDIT_KEY, which `blackjack audit-key` prints; "
+                "BLACKJACK_SHOE_KEY for a shoe sealed before the audit key)"
             )
         else:
             lines.append("\nAUDIT PASSED")
