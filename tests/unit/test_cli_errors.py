@@ -10,7 +10,7 @@ import pytest
 import structlog
 
 from blackjack.audit import cli as audit_cli
-from blackjack.cli import main
+from blackjack.cli import build_parser, main
 from blackjack.messages.sealing import ShoeSeal
 
 KEY = "ab" * 32
@@ -46,6 +46,35 @@ def test_a_bad_setting_is_named_in_one_line(
     error = capsys.readouterr().err
     assert named in error and "Traceback" not in error
     assert error.count("\n") == 1
+
+
+@pytest.mark.parametrize("port", ["abc", "0", "70000"])
+def test_a_wrong_http_port_stops_only_serve_in_one_line(
+    port: str, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """The newcomer review: BLACKJACK_HTTP_PORT=abc made every command, `blackjack strategy`
+    and `audit-key` included, end in a ValueError traceback (exit 1) while building the
+    parser; now `serve` alone refuses it, naming it."""
+    monkeypatch.setenv("BLACKJACK_HTTP_PORT", port)
+    monkeypatch.setenv("BLACKJACK_SHOE_KEY", KEY)
+    assert main(["audit-key"]) == 0
+    capsys.readouterr()
+    with pytest.raises(SystemExit) as exit_:
+        main(["serve"])
+    assert exit_.value.code == 2
+    error = capsys.readouterr().err
+    assert f"{port!r} is not a TCP port" in error and "BLACKJACK_HTTP_PORT" in error
+    assert "Traceback" not in error
+
+
+def test_the_http_port_comes_from_the_environment_unless_given(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    monkeypatch.setenv("BLACKJACK_HTTP_PORT", "28080")
+    assert build_parser().parse_args(["serve"]).port == 28080
+    assert build_parser().parse_args(["serve", "--port", "28081"]).port == 28081
+    monkeypatch.setenv("BLACKJACK_HTTP_PORT", "")  # set but blank: the default
+    assert build_parser().parse_args(["serve"]).port == 8080
 
 
 def test_a_scenario_file_that_is_missing_or_not_a_scenario(

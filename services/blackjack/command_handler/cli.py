@@ -24,9 +24,19 @@ if TYPE_CHECKING:
 
 def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     serve = sub.add_parser("serve", help="run the command handler and its HTTP endpoints")
-    serve.add_argument("--host", default=os.environ.get("BLACKJACK_HTTP_HOST", "127.0.0.1"))
     serve.add_argument(
-        "--port", type=int, default=int(os.environ.get("BLACKJACK_HTTP_PORT", "8080"))
+        "--host",
+        default=os.environ.get("BLACKJACK_HTTP_HOST", "127.0.0.1"),
+        help="HTTP address (default: BLACKJACK_HTTP_HOST, else 127.0.0.1)",
+    )
+    # A string default is converted by ``type`` only when ``serve`` is parsed, so a wrong
+    # BLACKJACK_HTTP_PORT is one line from ``blackjack serve``, not a traceback from every
+    # other command (the parser of each is built for all).
+    serve.add_argument(
+        "--port",
+        type=tcp_port,
+        default=os.environ.get("BLACKJACK_HTTP_PORT", "").strip() or "8080",
+        help="HTTP port (default: BLACKJACK_HTTP_PORT, else 8080)",
     )
     serve.add_argument("--log-level", default=os.environ.get("BLACKJACK_LOG_LEVEL", "INFO"))
     serve.add_argument(
@@ -43,6 +53,19 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     asyncapi.add_argument("--write", action="store_true")
     asyncapi.add_argument("--path", default="schemas/asyncapi.json")
     asyncapi.set_defaults(handler=_asyncapi)
+
+
+def tcp_port(text: str) -> int:
+    """``--port`` or ``BLACKJACK_HTTP_PORT``: a whole number from 1 to 65535."""
+    try:
+        port = int(text)
+    except ValueError:
+        port = 0
+    if not 1 <= port <= 65535:
+        raise argparse.ArgumentTypeError(
+            f"{text!r} is not a TCP port (1-65535; from --port or BLACKJACK_HTTP_PORT)"
+        )
+    return port
 
 
 def _serve(args: argparse.Namespace) -> int:
