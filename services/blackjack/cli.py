@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import argparse
+import os
 import sys
 from collections.abc import Sequence
 from pathlib import Path
@@ -14,6 +15,8 @@ from blackjack.configuration import ConfigurationError
 from blackjack.loadtest.cli import register as register_loadtest
 from blackjack.projections import cli as projections_cli
 from blackjack.simulation.commands import register as register_math
+
+EXIT_BROKEN_PIPE = 128 + 13  # as a shell reports a process that SIGPIPE ended
 
 
 def _scenario(args: argparse.Namespace) -> int:
@@ -89,6 +92,13 @@ def main(argv: Sequence[str] | None = None) -> int:
     except ConfigurationError as error:
         print(f"blackjack: {error}", file=sys.stderr)
         return 2
+    except BrokenPipeError:
+        # `blackjack scenario FILE | head`: the reader stopped reading. Exit as a program that
+        # SIGPIPE ended does (128 + 13), not with a traceback and 1, which for scenario, replay
+        # and audit means that something failed; stdout goes to /dev/null so the
+        # interpreter's last flush is quiet.
+        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
+        return EXIT_BROKEN_PIPE
     return code
 
 

@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
+import io
 import logging
+import sys
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -10,7 +12,7 @@ import pytest
 import structlog
 
 from blackjack.audit import cli as audit_cli
-from blackjack.cli import build_parser, main
+from blackjack.cli import EXIT_BROKEN_PIPE, build_parser, main
 from blackjack.messages.sealing import ShoeSeal
 
 KEY = "ab" * 32
@@ -75,6 +77,31 @@ def test_the_http_port_comes_from_the_environment_unless_given(
     assert build_parser().parse_args(["serve", "--port", "28081"]).port == 28081
     monkeypatch.setenv("BLACKJACK_HTTP_PORT", "")  # set but blank: the default
     assert build_parser().parse_args(["serve"]).port == 8080
+
+
+class ClosedPipe(io.StringIO):
+    """The stdout of `blackjack ... | head -1` once head has exited."""
+
+    def __init__(self, fd: int) -> None:
+        super().__init__()
+        self.fd = fd
+
+    def write(self, text: str) -> int:
+        raise BrokenPipeError(32, "Broken pipe")
+
+    def fileno(self) -> int:
+        return self.fd
+
+
+def test_a_closed_output_pipe_is_no_traceback_and_no_failure_exit(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The newcomer review: `blackjack scenario FILE | head -1` printed a BrokenPipeError
+    traceback and exited 1, which says that an expectation failed."""
+    scenario = Path(__file__).parents[1] / "scenarios" / "mini-h17-surrender-after-peek.yaml"
+    with open(tmp_path / "stdout", "w") as stand_in:  # dup2 lands on this, not the real one
+        monkeypatch.setattr(sys, "stdout", ClosedPipe(stand_in.fileno()))
+        assert main(["scenario", str(scenario)]) == EXIT_BROKEN_PIPE == 141
 
 
 def test_a_scenario_file_that_is_missing_or_not_a_scenario(
