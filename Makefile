@@ -4,7 +4,7 @@ VENV ?= .venv
 PY := $(VENV)/bin/python
 export PYTHONDONTWRITEBYTECODE := 1
 
-.PHONY: install run test lint typecheck unit integration schemas facts kafka-up kafka-down postgres-up postgres-down bench load compiled bench-compiled constraints clean
+.PHONY: install run test lint typecheck unit integration schemas facts kafka-up kafka-down postgres-up postgres-down bench load compiled bench-compiled constraints rules-test clean
 
 $(VENV)/.installed: pyproject.toml
 	python3 -m venv $(VENV)
@@ -55,6 +55,13 @@ schemas: install
 # (services/blackjack/domain/facts.py; a unit test fails when they drift).
 facts: install
 	$(PY) -m blackjack.codegen.facts --write
+
+# The Prometheus rules through Prometheus's own engine: promtool (built from the Go module
+# proxy into .cache/tools/ on first use) checks them and runs their unit tests
+# (deploy/prometheus/rules.test.yml); `make test` runs the same in tests/deploy.
+rules-test:
+	deploy/prometheus/promtool.sh check rules deploy/prometheus/rules.yml
+	deploy/prometheus/promtool.sh test rules deploy/prometheus/rules.test.yml
 
 kafka-up:
 	deploy/kafka/kafka.sh up

@@ -8,8 +8,12 @@
   probes, Services and scrape annotations point, the probe paths answer on the real ASGI apps,
   every environment variable is one the settings read and its value parses.
 
-There is no promtool or kubeconform here: these checks are the validation. A checker that
-cannot fail proves nothing, so the checkers are also fed a misspelled copy.
+The rules also go through Prometheus's own engine in ``test_prometheus_rules.py`` (promtool,
+built on first use: ``promtool check rules`` and the unit tests of
+``deploy/prometheus/rules.test.yml``); what promtool cannot know is checked here, that every
+name is one the code exports. There is no kubeconform here: for the manifests these checks are
+the validation. A checker that cannot fail proves nothing, so the checkers are also fed a
+misspelled copy.
 """
 
 from __future__ import annotations
