@@ -115,7 +115,7 @@ def _shoe_line(number: int | None, check: ShoeCheck | None) -> str:
         return f"Shoe {number}: still sealed, not verified (set BLACKJACK_AUDIT_KEY)"
     how = {
         "revealed": "its order, revealed at retirement,",
-        "key": "its order, opened with the shoe key (not yet retired),",
+        "key": "its order, opened with the key (not yet retired),",
         "revealed+key": "its revealed order and the sealed one",
         "key+revealed": "its revealed order and the sealed one",
     }.get(check.source, check.source)
