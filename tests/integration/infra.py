@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import asyncio
 import os
+import random
 import shlex
 import socket
 import subprocess
@@ -170,13 +171,34 @@ async def _pipe(source: asyncio.StreamReader, sink: asyncio.StreamWriter) -> Non
         sink.close()
 
 
+def below_ephemeral_ports(count: int) -> list[int]:
+    """Ports nothing listens on, below the range the OS picks clients' ports from. A broker
+    on a port of that range cannot always be started again: a client retrying to connect
+    while it is down may be given that very port as its own and connect to itself (TCP's
+    simultaneous open), holding the port; the outage drill met it twice in four runs."""
+    low, _ = (int(n) for n in Path("/proc/sys/net/ipv4/ip_local_port_range").read_text().split())
+    found: list[int] = []
+    candidates = list(range(max(low - 10_000, 1024), low))
+    random.shuffle(candidates)
+    for port in candidates:
+        with socket.socket() as probe:
+            try:
+                probe.bind((LOOPBACK, port))
+            except OSError:
+                continue
+        found.append(port)
+        if len(found) == count:
+            return found
+    raise RuntimeError(f"no {count} free ports below {low}")
+
+
 class PrivateBroker:
     """A broker of a test's own (its ports, its data directory), which the test may stop and
     start: the shared broker must stay up for the other tests. It takes the Kafka jars of the
     local broker's cache when there are some (else ``kafka.sh`` fetches them)."""
 
     def __init__(self, directory: Path) -> None:
-        ports = [free_port() for _ in range(3)]
+        ports = below_ephemeral_ports(3)
         self.bootstrap = f"{LOOPBACK}:{ports[0]}"
         self.directory = directory
         self.env = {

@@ -183,9 +183,11 @@ async def _outage(
     began = time.perf_counter()
     await or_failed(_shell(config.stop_broker), playing)
     down = time.perf_counter()
-    await or_failed(asyncio.sleep(config.down_s), playing)  # the outage itself: its length
-    restarting = time.perf_counter()
-    await or_failed(_shell(config.start_broker), playing)
+    try:
+        await or_failed(asyncio.sleep(config.down_s), playing)  # the outage itself: its length
+    finally:  # a player failed meanwhile: the broker comes back all the same
+        restarting = time.perf_counter()
+        await _shell(config.start_broker)
     up = time.perf_counter()
 
     async def every_table_answered() -> None:
