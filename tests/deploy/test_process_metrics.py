@@ -32,6 +32,8 @@ import asyncio, json, sys
 import structlog
 from prometheus_client import REGISTRY
 
+structlog.configure(logger_factory=structlog.PrintLoggerFactory(sys.stderr))  # stdout: the JSON
+
 if sys.argv[1] == "handler":
     from blackjack.app import build_app
     from blackjack.command_handler.config import HandlerConfig
@@ -39,8 +41,6 @@ if sys.argv[1] == "handler":
     env = {"BLACKJACK_SHOE_KEY": "ab" * 32, "BLACKJACK_KAFKA_BOOTSTRAP": "127.0.0.1:9",
            "BLACKJACK_PARTITIONS": "7"}
     app, handler = build_app(HandlerConfig.from_env(env))  # what `serve --no-projections` runs
-
-    structlog.configure(logger_factory=structlog.PrintLoggerFactory(sys.stderr))
 
     async def start() -> None:
         try:  # no broker there: the start waits for one, the metrics are there meanwhile
@@ -50,13 +50,15 @@ if sys.argv[1] == "handler":
 
     asyncio.run(start())
 else:
+    from blackjack.projections.health import FoldHealth
     from blackjack.projections.settings import ProjectionSettings
     from blackjack.projections.store import ProjectionStore
-    from blackjack.projections.worker import build_broker
+    from blackjack.projections.worker import build_broker, http_app
     from blackjack.projections.writer import ProjectionWriter
 
     store = ProjectionStore("sqlite+aiosqlite://")
     build_broker(ProjectionSettings(), ProjectionWriter(store))  # what `projections run` runs
+    http_app(store, FoldHealth(10))  # and with --http
 samples = [
     (s.name, s.labels, s.value)
     for family in REGISTRY.collect()
@@ -152,3 +154,6 @@ def test_a_projection_worker_exports_its_role_and_not_the_handlers_metrics() -> 
     ]
     assert foreign == []
     assert value_of(samples, "blackjack_projection_failed_batches_total") == 0
+    # BlackjackQueryApiFailing's first failure: an increase from 0, not a series born at 1
+    for status in ("500", "503"):
+        assert value_of(samples, "blackjack_projection_api_requests_total", status=status) == 0

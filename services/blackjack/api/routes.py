@@ -51,6 +51,10 @@ REQUESTS = Counter(
     "database cannot serve, 500 for a query that failed unforeseen",
     ["status"],
 )
+FAILURES_ALERTED = ("500", "503")
+"""The statuses BlackjackQueryApiFailing watches: their series exist from the start, at 0, so
+that the first failure is a rate Prometheus sees (a series born at 1 has none: the promtool
+tests found a lone 500 never alerted)."""
 OUTAGE_LOG_EVERY_S = 10.0
 ALLOW = [(b"allow", b"GET, HEAD")]
 """A 405's ``Allow``: RFC 9110 requires it, and a client learns what to send instead."""
@@ -81,6 +85,8 @@ class QueryApi:
         """false while the store may not be migrated yet (a worker waiting for its database)"""
         self._outage_log_at = -OUTAGE_LOG_EVERY_S
         self._outages_unlogged = 0
+        for status in FAILURES_ALERTED:  # at 0 from the start: the first failure is an increase
+            REQUESTS.labels(status)
 
     def _outage_logged(self, path: str, error: BaseException) -> None:
         """One line per ``OUTAGE_LOG_EVERY_S`` with how many were not logged: a database
