@@ -13,7 +13,13 @@ from typing import Any
 
 import pytest
 from aiokafka import ConsumerRecord, TopicPartition
-from aiokafka.errors import KafkaConnectionError, KafkaTimeoutError, LeaderNotAvailableError
+from aiokafka.errors import (
+    KafkaConnectionError,
+    KafkaTimeoutError,
+    LeaderNotAvailableError,
+    NotEnoughReplicasError,
+    UnknownTopicOrPartitionError,
+)
 from prometheus_client import REGISTRY
 from structlog.testing import capture_logs
 
@@ -297,3 +303,52 @@ async def test_a_takeover_failing_while_the_broker_is_away_is_retried_every_seco
             seen.append(round(partition.retry_at - before))
     assert seen == pauses and partition.status == "failed"
     assert sum(1 for entry in logs if "exc_info" in entry) == traces
+
+
+async def test_a_failure_after_a_long_outage_starts_its_own_doubling_and_keeps_the_loop(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """The review: every second of a broker away counted as a failure, so after about 17
+    minutes the next real failure's pause (1 s x 2^failures) overflowed a float and killed
+    the handler's loop; after five, it waited 30 s. Its pauses now start at 1 s."""
+    monkeypatch.setattr(service, "AIOKafkaProducer", _Unstartable)
+    handler = CommandHandler(HandlerConfig(shoe_key_hex=ShoeSeal.new_key_hex(), group_id="g"))
+    handler._consumer = FakeConsumer({})
+    handler._reader = FakeConsumer({})
+    partition = _Partition(0, TopicPartition(TOPIC, 0))
+    _Unstartable.error = KafkaConnectionError("Unable to bootstrap")
+    with capture_logs() as logs:
+        for _ in range(1100):  # about 18 minutes of a broker away
+            await handler._prepare(partition)
+    assert [e["attempts"] for e in logs if "attempts" in e] == list(range(60, 1100, 60))
+    _Unstartable.error = RuntimeError("the broker is back; this takeover fails otherwise")
+    before = time.monotonic()
+    with capture_logs():
+        await handler._prepare(partition)
+    assert round(partition.retry_at - before) == 1 and partition.status == "failed"
+    with capture_logs():  # a partition that never reads: the pause stays at its cap
+        for _ in range(40):
+            await handler._prepare(partition)
+    assert round(partition.retry_at - time.monotonic()) == 30 and partition.failures == 41
+
+
+async def test_a_lasting_kafka_fault_is_not_taken_for_the_broker_away(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """aiokafka calls a deleted topic or an unmet min.insync.replicas ``retriable``, but they
+    do not pass by themselves: their takeovers keep doubling their pause, each traced."""
+    monkeypatch.setattr(service, "AIOKafkaProducer", _Unstartable)
+    handler = CommandHandler(HandlerConfig(shoe_key_hex=ShoeSeal.new_key_hex(), group_id="g"))
+    handler._consumer = FakeConsumer({})
+    handler._reader = FakeConsumer({})
+    partition = _Partition(0, TopicPartition(TOPIC, 0))
+    for error in (UnknownTopicOrPartitionError(), NotEnoughReplicasError()):
+        assert error.retriable and not service.broker_away(error)
+    _Unstartable.error = UnknownTopicOrPartitionError()
+    pauses = []
+    with capture_logs():
+        for _ in range(4):
+            before = time.monotonic()
+            await handler._prepare(partition)
+            pauses.append(round(partition.retry_at - before))
+    assert pauses == [1, 2, 4, 8]

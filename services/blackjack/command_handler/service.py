@@ -28,12 +28,24 @@ import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
-from typing import Any, Literal
+from typing import Any, Final, Literal
 
 import structlog
 from aiokafka import AIOKafkaConsumer, AIOKafkaProducer, ConsumerRecord, TopicPartition
 from aiokafka.abc import ConsumerRebalanceListener
-from aiokafka.errors import KafkaError, KafkaTimeoutError, ProducerFenced
+from aiokafka.errors import (
+    CoordinatorLoadInProgressError,
+    CoordinatorNotAvailableError,
+    KafkaConnectionError,
+    KafkaError,
+    KafkaTimeoutError,
+    LeaderNotAvailableError,
+    NodeNotReadyError,
+    NotCoordinatorError,
+    NotLeaderForPartitionError,
+    ProducerFenced,
+    RequestTimedOutError,
+)
 from aiokafka.structs import RecordMetadata
 
 from blackjack.bus.headers import COMMAND_OFFSET_HEADER, COMMANDS_TO_HEADER
@@ -73,6 +85,7 @@ MAX_POLL_INTERVAL_MS = int((TAKEOVER_TIMEOUT_S + 60) * 1000)
 takeover at most, since the loop polls between two."""
 RETRY_AFTER_FAILURE_S = 1.0
 RETRY_AT_MOST_S = 30.0
+MAX_DOUBLINGS = 16  # past RETRY_AT_MOST_S long before; keeps 2**n a small number
 """A partition that keeps failing (a corrupt log, a foreign shoe key) is retried with a
 doubling pause up to this, and stays out of service (``/readyz`` says so) meanwhile."""
 AWAY_LOG_EVERY = 60
@@ -86,15 +99,30 @@ READER_FETCH_WAIT_MS = 20
 HEARTBEAT_AT_MOST_MS = 1000
 
 
+BROKER_AWAY_ERRORS: Final = (
+    KafkaConnectionError,
+    NodeNotReadyError,
+    RequestTimedOutError,
+    KafkaTimeoutError,
+    CoordinatorNotAvailableError,
+    NotCoordinatorError,
+    CoordinatorLoadInProgressError,
+    LeaderNotAvailableError,
+    NotLeaderForPartitionError,
+)
+"""A broker that cannot be reached, does not answer in time, or is still electing leaders
+and loading coordinators: what a restart or an outage looks like. Not aiokafka's whole
+``retriable`` set: a deleted topic, a failed disk or unmet min.insync.replicas are retriable
+there too, but do not pass by themselves, and are not the broker being away."""
+
+
 def broker_away(error: BaseException) -> bool:
-    """Whether a takeover failed because the broker is away or busy (it cannot be reached, a
-    request timed out, its coordinator is loading): that passes by itself, so the partition
-    is tried again every ``RETRY_AFTER_FAILURE_S``, not after a pause doubled at each failure
-    up to ``RETRY_AT_MOST_S``: a fault drill measured tables still unanswered 6.4 s after a
-    broker stopped for 25 s was back (up to 30 s after a longer outage)."""
-    return isinstance(error, KafkaTimeoutError) or (
-        isinstance(error, KafkaError) and bool(getattr(error, "retriable", False))
-    )
+    """Whether a takeover failed because the broker is away (``BROKER_AWAY_ERRORS``): that
+    passes by itself, so the partition is tried again every ``RETRY_AFTER_FAILURE_S``, not
+    after a pause doubled at each failure up to ``RETRY_AT_MOST_S``: a fault drill measured
+    tables still unanswered 6.4 s after a broker stopped for 25 s was back (up to 30 s after a
+    longer outage)."""
+    return isinstance(error, BROKER_AWAY_ERRORS)
 
 
 def heartbeat_ms(session_timeout_ms: int) -> int:
@@ -138,6 +166,9 @@ class _Partition:
     producer: AIOKafkaProducer | None = None
     retry_at: float = 0.0
     failures: int = 0
+    """Failures in a row that double the pause before the next try."""
+    away: int = 0
+    """Takeovers in a row that failed on the broker being away (tried every second)."""
     lock: asyncio.Lock = field(default_factory=asyncio.Lock)
     checkpointed_at: float = 0.0
     """``time.monotonic()`` of the last checkpoint, or of the partition becoming ready."""
@@ -452,13 +483,13 @@ class CommandHandler:
                 store.answered_to = max(store.answered_to, committed or 0)
         except Exception as error:
             away = broker_away(error)
-            if not away or partition.failures == 0:
+            if not away or partition.away == 0:
                 log.exception("taking the partition failed; will retry")
-            elif partition.failures % AWAY_LOG_EVERY == 0:
+            elif partition.away % AWAY_LOG_EVERY == 0:
                 log.warning(
                     "taking the partition still fails: the broker is away; will retry",
-                    failures=partition.failures,
-                    error=f"{type(error).__name__}: {error}"[:300],
+                    attempts=partition.away,
+                    error=str(error)[:300],
                 )
             with contextlib.suppress(Exception):
                 await producer.stop()
@@ -472,7 +503,7 @@ class CommandHandler:
         partition.producer = producer
         partition.store = store
         partition.status = "ready"
-        partition.failures = 0
+        partition.failures = partition.away = 0
         self._timers.forget(partition.number)
         partition.checkpointed_at = time.monotonic()
         self._consumer.resume(partition.tp)
@@ -651,10 +682,13 @@ class CommandHandler:
         assert self._consumer is not None
         partition.status = status
         partition.store = None
-        pause = retry_after
         if doubling:
-            pause = min(retry_after * 2**partition.failures, max(retry_after, RETRY_AT_MOST_S))
-        partition.failures += 1
+            doubled = retry_after * 2 ** min(partition.failures, MAX_DOUBLINGS)
+            pause = min(doubled, max(retry_after, RETRY_AT_MOST_S))
+            partition.failures += 1
+        else:  # the broker away: the count of real failures is not touched
+            pause = retry_after
+            partition.away += 1
         partition.retry_at = time.monotonic() + pause
         self._consumer.pause(partition.tp)
         self._changed()
