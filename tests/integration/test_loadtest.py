@@ -194,13 +194,20 @@ def test_a_command_sent_again_through_an_outage_passes_only_if_answered_the_same
         CommandEnvelope(command_id=one.command_id, stream_id="t1", command=one.command)
         for one in (*sent, sent[1])
     ]
-    again = _prove(sent, [*results, results[1]], events, state, command_records=records, resent=1)
+    twice = [*results, results[1]]
+    again = _prove(sent, twice, events, state, command_records=records, resent={"c2": 1})
     assert again.ok, again.line()
     assert (again.resent_in_topic, again.copies_in_topic) == (1, 1)
-    assert not _prove(sent, [*results, results[1]], events, state, command_records=records).ok
+    nobody = _prove(sent, twice, events, state, command_records=records)
+    assert nobody.copies_nobody_sent == ["c2"] and not nobody.ok
+    # the review: another command's resend made room for c2's copy
+    other = _prove(sent, twice, events, state, command_records=records, resent={"c1": 1})
+    assert other.copies_nobody_sent == ["c2"] and not other.ok
+    unanswered = _prove(sent, results, events, state, command_records=records, resent={"c2": 1})
+    assert unanswered.copies_unanswered == ["c2"] and not unanswered.ok
     otherwise = results[1].model_copy(update={"last_sequence": 4})
     assert _prove(
-        sent, [*results, otherwise], events, state, command_records=records, resent=1
+        sent, [*results, otherwise], events, state, command_records=records, resent={"c2": 1}
     ).duplicated_results == ["c2"]
 
 

@@ -14,7 +14,7 @@ from typing import Any
 
 import pytest
 
-from blackjack.cli import build_parser
+from blackjack.cli import build_parser, main
 from blackjack.loadtest.outage import BrokerCommandFailed, OutageConfig, run_outage
 from tests.integration.infra import PrivateBroker
 
@@ -52,6 +52,7 @@ async def test_a_broker_crash_under_load_loses_nothing_and_does_nothing_twice(
     assert proof["missing_results"] == proof["duplicated_results"] == 0
     assert proof["commands_sent"] == summary["commands"]
     assert proof["copies_in_topic"] <= summary["commands_resent"]
+    assert proof["copies_nobody_sent"] == proof["copies_unanswered"] == 0
     assert proof["tables_fold_equal"] == proof["tables_money_conserved"] == 4
     [outage] = [one for one in lines if one["kind"] == "outage"]
     assert 0 < outage["first_answer_after_up_s"] <= outage["all_answered_after_up_s"]
@@ -72,6 +73,16 @@ async def test_a_broker_command_that_fails_ends_the_drill_with_its_error(
     )
     with pytest.raises(BrokerCommandFailed, match="exited 3: no such broker"):
         await run_outage(config, lambda _: None)
+
+
+def test_the_default_commands_stop_only_the_local_broker(
+    monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """The review: with the defaults, ``--bootstrap`` naming another broker would have
+    stopped the local one while measuring the other."""
+    monkeypatch.setenv("KAFKA_PORT", "9092")
+    assert main(["outage", "--bootstrap", "kafka.example:9092"]) == 2
+    assert "give --stop-broker and --start-broker" in capsys.readouterr().err
 
 
 def test_the_command_line_takes_the_drills_options() -> None:

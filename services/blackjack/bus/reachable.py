@@ -1,10 +1,12 @@
 """Waiting for the brokers at start-up.
 
 A process started before its brokers answer (a cluster coming up in another order, a broker
-restarting) waits for them with its probes up (alive, not ready) instead of exiting with a
-trace, to be restarted again and again. The wait never ends by itself: the caller runs it
-under its stop (SIGTERM), which ends it at once. A misconfigured address or security setting
-looks the same as a broker that is down, so every line of the wait names the error.
+restarting) waits for them instead of exiting with a trace, to be restarted again and again
+(a projection worker serves its probes meanwhile, alive and not ready; ``serve`` serves HTTP
+only once started). The wait never ends by itself: the caller runs it under its stop
+(SIGTERM), which ends it at once. A wrong address, and for aiokafka a TLS or SASL failure at
+bootstrap too, look the same as a broker that is down ("Unable to bootstrap"): the lines of
+the wait say which address is tried.
 """
 
 from __future__ import annotations
@@ -42,7 +44,7 @@ async def wait_for_brokers(
                     "Kafka unreachable; waiting for it",
                     bootstrap=bootstrap,
                     attempts=attempts,
-                    error=f"{type(error).__name__}: {error}"[:300],
+                    error=str(error)[:300],
                 )
         else:
             if attempts:

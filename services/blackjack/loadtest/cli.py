@@ -89,6 +89,18 @@ def _takeover(args: argparse.Namespace) -> int:
 def _outage(args: argparse.Namespace) -> int:
     from blackjack.loadtest.outage import OutageConfig, run_outage
 
+    local = f"127.0.0.1:{os.environ.get('KAFKA_PORT', '9092')}"
+    defaults = args.stop_broker.startswith(LOCAL_BROKER) or args.start_broker.startswith(
+        LOCAL_BROKER
+    )
+    if defaults and args.bootstrap != local:
+        print(
+            f"blackjack outage: --bootstrap {args.bootstrap} is not the local broker ({local}, "
+            "KAFKA_PORT), which the default commands stop and start: give --stop-broker and "
+            "--start-broker for it",
+            file=sys.stderr,
+        )
+        return 2
     config = OutageConfig(
         bootstrap=args.bootstrap,
         stop_broker=args.stop_broker,

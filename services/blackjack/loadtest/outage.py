@@ -17,6 +17,7 @@ import asyncio
 import os
 import time
 import uuid
+from collections import Counter
 from dataclasses import dataclass
 from typing import Any
 
@@ -139,7 +140,9 @@ async def run_outage(config: OutageConfig, emit: Emit) -> dict[str, Any]:
         await follower.stop()
         for one in handlers:
             await one.stop()
-    resent = sum(p.resent for p in players)
+    resent: Counter[str] = Counter()
+    for player in players:
+        resent.update(player.resent)
     try:
         commands, results, events = await read_back(settings, shoe_key)
         proof = prove(
@@ -162,7 +165,7 @@ async def run_outage(config: OutageConfig, emit: Emit) -> dict[str, Any]:
         "ok": proof.ok,
         "outages": len(outages),
         "commands": len(sent),
-        "commands_resent": resent,
+        "commands_resent": sum(resent.values()),
         "rounds": sum(p.rounds for p in players),
         "first_answer_after_up_s_max": max(o["first_answer_after_up_s"] for o in outages),
         "all_answered_after_up_s_max": max(o["all_answered_after_up_s"] for o in outages),
@@ -181,11 +184,12 @@ async def _outage(
     """Stop the broker, keep it down ``down_s``, start it, wait until every table has had
     an answer since; the times."""
     began = time.perf_counter()
-    await or_failed(_shell(config.stop_broker), playing)
-    down = time.perf_counter()
     try:
+        # not given way to a failing player: a stop half done would race the start below
+        await _shell(config.stop_broker)
+        down = time.perf_counter()
         await or_failed(asyncio.sleep(config.down_s), playing)  # the outage itself: its length
-    finally:  # a player failed meanwhile: the broker comes back all the same
+    finally:  # a player failed meanwhile, or the stop did: the broker comes back all the same
         restarting = time.perf_counter()
         await _shell(config.start_broker)
     up = time.perf_counter()

@@ -7,7 +7,7 @@ import asyncio
 import contextlib
 import time
 import uuid
-from collections import defaultdict
+from collections import Counter, defaultdict
 from collections.abc import Awaitable, Iterable
 from dataclasses import dataclass
 from typing import Any
@@ -161,7 +161,9 @@ class Player:
         self.latencies: list[float] = []
         self.answered_at: list[float] = []
         """``time.perf_counter()`` of each result, in order"""
-        self.resent = 0
+        self.resent: Counter[str] = Counter()
+        """Copies sent again, per command id (tried: a copy whose sending failed may still
+        have reached the topic)."""
         self.rejections: list[tuple[str, str, str]] = []
         self.rounds = 0
 
@@ -201,7 +203,7 @@ class Player:
                 return await self.client.result(command_id, max(wait, 0.0))
             if time.monotonic() >= deadline:
                 raise TimeoutError(f"{self.stream_id}: no result for {command_id}")
-            self.resent += 1
+            self.resent[command_id] += 1
 
     async def set_up(self, deposit: int) -> None:
         for command in (

@@ -38,10 +38,14 @@ class Proof:
     the topic, and is answered again with the same result."""
     copies_in_topic: int = 0
     """Records of the commands topic beyond the first of each id."""
+    copies_nobody_sent: list[str] = field(default_factory=list)
+    """Ids in the topic more often than their player sent them."""
     results: int = 0
     missing_results: list[str] = field(default_factory=list)
     duplicated_results: list[str] = field(default_factory=list)
     """Answered more often than they are in the topic, or differently."""
+    copies_unanswered: list[str] = field(default_factory=list)
+    """Ids in the topic more often than they were answered (every record is answered)."""
     results_for_unknown_ids: list[str] = field(default_factory=list)
     rejections: dict[str, int] = field(default_factory=dict)
     tables: int = 0
@@ -59,7 +63,8 @@ class Proof:
             and not self.results_for_unknown_ids
             and not self.rejections
             and self.commands_in_topic_once + self.resent_in_topic == self.commands_sent
-            and self.copies_in_topic <= self.resent
+            and not self.copies_nobody_sent
+            and not self.copies_unanswered
             and self.fold_equal == self.tables
             and self.conserved == self.tables
         )
@@ -76,6 +81,8 @@ class Proof:
             "commands_resent": self.resent,
             "commands_in_topic_again": self.resent_in_topic,
             "copies_in_topic": self.copies_in_topic,
+            "copies_nobody_sent": len(self.copies_nobody_sent),
+            "copies_unanswered": len(self.copies_unanswered),
             "results": self.results,
             "missing_results": len(self.missing_results),
             "duplicated_results": len(self.duplicated_results),
@@ -134,12 +141,13 @@ def prove(
     handler_states: dict[str, tuple[int, TableState]],
     views: dict[str, tuple[int, TableState]],
     rounds: int | Mapping[str, int],
-    resent: int = 0,
+    resent: Mapping[str, int] | None = None,
 ) -> Proof:
     """Check, from what was read back from Kafka, that nothing was lost or done twice.
-    ``resent``: how many copies the players sent again under a command's id; none may be
-    in the topic otherwise."""
-    proof = Proof(commands_sent=len(sent), resent=resent)
+    ``resent``: per command id, how many copies its player sent again; no other copy may be
+    in the topic, and each copy is answered, the same."""
+    resent = resent or {}
+    proof = Proof(commands_sent=len(sent), resent=sum(resent.values()))
     sent_ids = {one.command_id for one in sent}
     if len(sent_ids) != len(sent):
         proof.problems.append("a command id was sent twice")
@@ -151,12 +159,14 @@ def prove(
     for result in results:
         by_id[result.command_id].append(result)
         proof.results += 1
+    proof.copies_nobody_sent = sorted(i for i in sent_ids if in_topic[i] > 1 + resent.get(i, 0))
     proof.missing_results = [i for i in sent_ids if not by_id.get(i)]
     proof.duplicated_results = [
         i
         for i in sent_ids
         if len(by_id.get(i, ())) > max(in_topic[i], 1) or not _same(by_id.get(i, []))
     ]
+    proof.copies_unanswered = sorted(i for i in sent_ids if 0 < len(by_id.get(i, ())) < in_topic[i])
     proof.results_for_unknown_ids = sorted(set(by_id) - sent_ids)
     codes = Counter(
         r.rejection.code if r.rejection else "rejected"
