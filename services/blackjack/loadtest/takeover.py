@@ -13,31 +13,14 @@ connections) comes on top in production.
 from __future__ import annotations
 
 import asyncio
-import os
 import time
-import uuid
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
-from typing import Any, TypeVar
+from typing import Any
 
-from blackjack.bus.settings import KafkaSettings
-from blackjack.bus.topics import Topics, ensure_topics
-from blackjack.client import BlackjackClient
-from blackjack.command_handler.config import HandlerConfig
 from blackjack.command_handler.service import CommandHandler
-from blackjack.domain.rules import preset
-from blackjack.domain.state import TableState
 from blackjack.loadtest.config import Emit
-from blackjack.loadtest.figures import percentile
-from blackjack.loadtest.players import EventFollower, Player, Sent
-from blackjack.loadtest.proof import prove, read_back
-from blackjack.loadtest.run import remove_topics
-from blackjack.messages.sealing import ShoeSeal
-from blackjack.strategy import compute_strategy
-
-T = TypeVar("T")
-POLL_S = 0.01  # how finely the handlers' partitions are watched (two handlers: no one event)
-MOST_ROUNDS = 10_000  # a table's deposit covers this many rounds of splits and doubles
+from blackjack.loadtest.drill import POLL_S, Drill
 
 
 @dataclass(frozen=True)
@@ -55,23 +38,16 @@ class TakeoverConfig:
 
 
 async def run_takeover(config: TakeoverConfig, emit: Emit) -> dict[str, Any]:
-    prefix = f"takeover{uuid.uuid4().hex[:10]}."
-    settings = KafkaSettings(
-        bootstrap=config.bootstrap, topic_prefix=prefix, partitions=config.partitions
+    drill = Drill(
+        "takeover",
+        config.bootstrap,
+        partitions=config.partitions,
+        tables=config.tables,
+        variant=config.variant,
+        timeout_s=config.timeout_s,
     )
-    topics = Topics(prefix)
-    shoe_key = ShoeSeal.new_key_hex()
-    rules = preset(config.variant)
-    compute_strategy(rules)  # before any clock starts
     everything = set(range(config.partitions))
-    emit({"kind": "setup", **_public(config), "topic_prefix": prefix, "handlers": 2})
-
-    def handler(name: str) -> CommandHandler:
-        return CommandHandler(
-            HandlerConfig(
-                shoe_key_hex=shoe_key, kafka=settings, instance_id=f"{name}-{os.getpid()}"
-            )
-        )
+    emit({"kind": "setup", **_public(config), "topic_prefix": drill.prefix, "handlers": 2})
 
     async def until(condition: Callable[[], bool]) -> float:
         started = time.monotonic()
@@ -80,93 +56,37 @@ async def run_takeover(config: TakeoverConfig, emit: Emit) -> dict[str, Any]:
                 await asyncio.sleep(POLL_S)
         return time.monotonic() - started
 
-    await ensure_topics(settings, topics)
-    handlers = {"a": handler("a"), "b": handler("b")}
-    created = list(handlers.values())
-    seal = ShoeSeal.from_hex(shoe_key)
-    follower = EventFollower(config.bootstrap, topics, config.partitions, seal)
-    client = BlackjackClient(config.bootstrap, topics, client_id=f"{prefix}client")
-    sent: list[Sent] = []
+    await drill.create_topics()
     restarts: list[dict[str, Any]] = []
-    stop_playing = asyncio.Event()
     try:
+        handlers = {"a": drill.handler("a"), "b": drill.handler("b")}
         await handlers["a"].start()
         await handlers["a"].wait_ready(config.timeout_s)
         await handlers["b"].start()
         await until(lambda: _share(handlers["b"], handlers["a"], everything))
-        await follower.start()
-        await client.start()
-        players = [
-            Player(i, rules, client=client, follower=follower, log=sent, timeout=config.timeout_s)
-            for i in range(config.tables)
-        ]
-        for player in players:
-            await player.set_up(4 * rules.min_bet * (MOST_ROUNDS + 1))
-
-        async def play(player: Player) -> None:
-            while not stop_playing.is_set() and player.rounds < MOST_ROUNDS:
-                await player.play(1, rules.min_bet)
-
-        playing = [asyncio.create_task(play(p)) for p in players]
-        try:
-            await or_failed(asyncio.sleep(config.settle_s), playing)
-            for number in range(config.restarts):
-                name, other = "ab"[number % 2], "ab"[1 - number % 2]
-                leaving, back = handlers[name], handler(f"{name}{number}")
-                created.append(back)  # stopped at the end whatever happens
-                handlers[name] = back
-                restart = await _restart(leaving, handlers[other], back, everything, until)
-                restarts.append(
-                    {"kind": "restart", "number": number + 1, "stopped": name, **restart}
-                )
-                emit(restarts[-1])
-                await or_failed(asyncio.sleep(config.settle_s), playing)
-        finally:
-            stop_playing.set()
-            outcomes = await asyncio.gather(*playing, return_exceptions=True)
-        failures = [o for o in outcomes if isinstance(o, BaseException)]
-        if failures:
-            raise failures[0]
-        states = {
-            stream_id: (sequence, state)
-            for one in handlers.values()
-            for stream_id, (sequence, state) in one.streams().items()
-            if isinstance(state, TableState)
-        }
-        views = {sid: (view.sequence, view.state) for sid, view in follower.views.items()}
+        await drill.play()
+        await drill.meanwhile(asyncio.sleep(config.settle_s))
+        for number in range(config.restarts):
+            name, other = "ab"[number % 2], "ab"[1 - number % 2]
+            leaving, back = handlers[name], drill.handler(f"{name}{number}")
+            handlers[name] = back
+            restart = await drill.meanwhile(
+                _restart(leaving, handlers[other], back, everything, until)
+            )
+            restarts.append({"kind": "restart", "number": number + 1, "stopped": name, **restart})
+            emit(restarts[-1])
+            await drill.meanwhile(asyncio.sleep(config.settle_s))
+        await drill.stop_playing(handlers.values())
     finally:
-        await client.stop()
-        await follower.stop()
-        for one in created:
-            await one.stop()  # once each: a stopped one returns at once
-    try:
-        commands, results, events = await read_back(settings, shoe_key)
-        proof = prove(
-            sent,
-            command_records=commands,
-            results=results,
-            events=events,
-            handler_states=states,
-            views=views,
-            rounds={p.stream_id: p.rounds for p in players},
-        )
-        emit(proof.line())
-    finally:
-        if not config.keep_topics:
-            await remove_topics(config.bootstrap, [settings])
-    latencies = [latency for p in players for latency in p.latencies]
+        await drill.close()
+    proof = await drill.prove(emit, keep_topics=config.keep_topics)
     summary = {
         "kind": "summary",
         "ok": proof.ok,
         "restarts": len(restarts),
-        "commands": len(sent),
-        "rounds": sum(p.rounds for p in players),
+        **drill.figures(),
         "other_serves_all_s_max": max(r["other_serves_all_s"] for r in restarts),
         "shared_again_s_max": max(r["shared_again_s"] for r in restarts),
-        "latency_ms": {
-            name: round(1000 * percentile(latencies, q), 1)
-            for name, q in (("p50", 0.5), ("p99", 0.99), ("p99.9", 0.999), ("max", 1.0))
-        },
     }
     emit(summary)
     return summary
@@ -200,22 +120,6 @@ def _share(one: CommandHandler, other: CommandHandler, everything: set[int]) -> 
     """Both serve some partitions, all of them between them, and neither waits on one."""
     mine, theirs = one.owned_partitions(), other.owned_partitions()
     return bool(mine and theirs) and mine | theirs == everything and one.ready and other.ready
-
-
-async def or_failed(work: Awaitable[T], playing: list[asyncio.Task[None]]) -> T:
-    """``work``'s result, unless a player fails first (its error is raised)."""
-    task = asyncio.ensure_future(work)
-    waiting: set[asyncio.Future[Any]] = {task, *playing}
-    while True:
-        done, _ = await asyncio.wait(waiting, return_when=asyncio.FIRST_COMPLETED)
-        if task in done:
-            return task.result()
-        for finished in done:
-            waiting.discard(finished)
-            error = finished.exception()
-            if error is not None:
-                task.cancel()
-                raise error
 
 
 def _public(config: TakeoverConfig) -> dict[str, Any]:

@@ -1,0 +1,210 @@
+"""What the fault drills (``blackjack takeover``, ``blackjack outage``) share: fresh topics,
+``CommandHandler`` instances in one group in this process, single-player tables played
+without pause, and at the end the proof read back from offset 0.
+
+    drill = Drill("outage", bootstrap, partitions=3, tables=12, ...)
+    await drill.create_topics()
+    try:
+        a, b = drill.handler("a"), drill.handler("b")
+        ...start them...
+        await drill.play()
+        await drill.meanwhile(asyncio.sleep(5))     # a player's failure is raised here
+        ...the fault...
+        await drill.stop_playing([a, b])            # the handlers' and the players' states
+    finally:
+        await drill.close()
+    proof = await drill.prove(emit, keep_topics=False)
+"""
+
+from __future__ import annotations
+
+import asyncio
+import os
+import uuid
+from collections import Counter
+from collections.abc import Awaitable, Iterable
+from typing import Any, TypeVar
+
+from blackjack.bus.settings import KafkaSettings
+from blackjack.bus.topics import Topics, ensure_topics
+from blackjack.client import BlackjackClient
+from blackjack.command_handler.config import HandlerConfig
+from blackjack.command_handler.service import CommandHandler
+from blackjack.domain.rules import preset
+from blackjack.domain.state import TableState
+from blackjack.loadtest.config import Emit
+from blackjack.loadtest.figures import percentile
+from blackjack.loadtest.players import EventFollower, Player, Sent
+from blackjack.loadtest.proof import Proof, prove, read_back
+from blackjack.loadtest.run import remove_topics
+from blackjack.messages.sealing import ShoeSeal
+from blackjack.strategy import compute_strategy
+
+T = TypeVar("T")
+MOST_ROUNDS = 10_000  # a table's deposit covers this many rounds of splits and doubles
+POLL_S = 0.01
+"""How finely the drills watch the handlers' partitions and the players' progress (several
+of them: no one event to await)."""
+
+
+class Drill:
+    def __init__(
+        self,
+        name: str,
+        bootstrap: str,
+        *,
+        partitions: int,
+        tables: int,
+        variant: str,
+        timeout_s: float,
+        resend_after_s: float | None = None,
+    ) -> None:
+        self.prefix = f"{name}{uuid.uuid4().hex[:10]}."
+        self.settings = KafkaSettings(
+            bootstrap=bootstrap, topic_prefix=self.prefix, partitions=partitions
+        )
+        self.topics = Topics(self.prefix)
+        self.shoe_key = ShoeSeal.new_key_hex()
+        self.rules = preset(variant)
+        compute_strategy(self.rules)  # before any clock starts
+        self.tables = tables
+        self.timeout_s = timeout_s
+        self.resend_after_s = resend_after_s
+        self.created: list[CommandHandler] = []
+        self.sent: list[Sent] = []
+        self.players: list[Player] = []
+        self.playing: list[asyncio.Task[None]] = []
+        self.states: dict[str, tuple[int, TableState]] = {}
+        self.views: dict[str, tuple[int, TableState]] = {}
+        self._stop = asyncio.Event()
+        self._follower = EventFollower(
+            bootstrap, self.topics, partitions, ShoeSeal.from_hex(self.shoe_key)
+        )
+        self._client = BlackjackClient(bootstrap, self.topics, client_id=f"{self.prefix}client")
+
+    async def create_topics(self) -> None:
+        await ensure_topics(self.settings, self.topics)
+
+    def handler(self, name: str) -> CommandHandler:
+        """A new instance (not started), stopped by ``close`` whatever happens."""
+        handler = CommandHandler(
+            HandlerConfig(
+                shoe_key_hex=self.shoe_key,
+                kafka=self.settings,
+                instance_id=f"{name}-{os.getpid()}",
+            )
+        )
+        self.created.append(handler)
+        return handler
+
+    async def play(self) -> None:
+        """Open and fund every table, then play them all without pause."""
+        await self._follower.start()
+        await self._client.start()
+        self.players = [
+            Player(
+                i,
+                self.rules,
+                client=self._client,
+                follower=self._follower,
+                log=self.sent,
+                timeout=self.timeout_s,
+                resend_after=self.resend_after_s,
+            )
+            for i in range(self.tables)
+        ]
+        for player in self.players:
+            await player.set_up(4 * self.rules.min_bet * (MOST_ROUNDS + 1))
+        self.playing = [asyncio.create_task(self._play(p)) for p in self.players]
+
+    async def _play(self, player: Player) -> None:
+        while not self._stop.is_set() and player.rounds < MOST_ROUNDS:
+            await player.play(1, self.rules.min_bet)
+
+    async def meanwhile(self, work: Awaitable[T]) -> T:
+        """``work``'s result, unless a player fails first (its error is raised)."""
+        return await or_failed(work, self.playing)
+
+    async def stop_playing(self, live: Iterable[CommandHandler]) -> None:
+        """Let each player finish its round; raise the first player's failure; note what the
+        ``live`` handlers and the players hold."""
+        self._stop.set()
+        outcomes = await asyncio.gather(*self.playing, return_exceptions=True)
+        failures = [o for o in outcomes if isinstance(o, BaseException)]
+        if failures:
+            raise failures[0]
+        self.states = {
+            stream_id: (sequence, state)
+            for one in live
+            for stream_id, (sequence, state) in one.streams().items()
+            if isinstance(state, TableState)
+        }
+        self.views = {
+            stream_id: (view.sequence, view.state)
+            for stream_id, view in self._follower.views.items()
+        }
+
+    async def close(self) -> None:
+        """Stop the players (if still playing), the clients and every handler created."""
+        self._stop.set()
+        for task in self.playing:
+            task.cancel()
+        await asyncio.gather(*self.playing, return_exceptions=True)
+        await self._client.stop()
+        await self._follower.stop()
+        for one in self.created:
+            await one.stop()  # once each: a stopped one returns at once
+
+    def resent(self) -> Counter[str]:
+        resent: Counter[str] = Counter()
+        for player in self.players:
+            resent.update(player.resent)
+        return resent
+
+    async def prove(self, emit: Emit, *, keep_topics: bool) -> Proof:
+        """The proof read back from the topics (then deleted unless ``keep_topics``)."""
+        try:
+            commands, results, events = await read_back(self.settings, self.shoe_key)
+            proof = prove(
+                self.sent,
+                command_records=commands,
+                results=results,
+                events=events,
+                handler_states=self.states,
+                views=self.views,
+                rounds={p.stream_id: p.rounds for p in self.players},
+                resent=self.resent(),
+            )
+            emit(proof.line())
+        finally:
+            if not keep_topics:
+                await remove_topics(self.settings.bootstrap, [self.settings])
+        return proof
+
+    def figures(self) -> dict[str, Any]:
+        """The commands, rounds and command latencies of the run."""
+        latencies = [latency for p in self.players for latency in p.latencies]
+        return {
+            "commands": len(self.sent),
+            "rounds": sum(p.rounds for p in self.players),
+            "latency_ms": {
+                name: round(1000 * percentile(latencies, q), 1)
+                for name, q in (("p50", 0.5), ("p99", 0.99), ("p99.9", 0.999), ("max", 1.0))
+            },
+        }
+
+
+async def or_failed(work: Awaitable[T], playing: list[asyncio.Task[None]]) -> T:
+    """``work``'s result, unless a player fails first (its error is raised)."""
+    task = asyncio.ensure_future(work)
+    waiting: set[asyncio.Future[Any]] = {task, *playing}
+    while True:
+        done, _ = await asyncio.wait(waiting, return_when=asyncio.FIRST_COMPLETED)
+        if task in done:
+            return task.result()
+        for finished in done:
+            waiting.discard(finished)
+            error = finished.exception()
+            if error is not None:
+                task.cancel()
+                raise error
