@@ -6,20 +6,25 @@ serve fresh topics while players play without pause. Each player sends a command
 its id when it has had no result for ``resend_after_s`` (as a platform's client does: the
 handler answers a copy with the original result). The broker is stopped and started by the
 shell commands given, so the drill runs only against a broker it controls (by default the
-local one, through ``deploy/kafka/kafka.sh``). Measured after each outage: how long after the
+local one, through ``deploy/kafka/kafka.sh``). A projection worker folds the events through
+the outage into a read model of its own. Measured after each outage: how long after the
 broker is back the first table, and every table, has an answer; then, over the run, the
-slowest command, the copies sent, and the proof read back from offset 0.
+slowest command, the copies sent, the proof read back from offset 0, and the read model
+against one rebuilt from offset 0 (``read_model.py``).
 """
 
 from __future__ import annotations
 
 import asyncio
+import tempfile
 import time
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Any
 
 from blackjack.loadtest.config import Emit
 from blackjack.loadtest.drill import POLL_S, Drill
+from blackjack.loadtest.read_model import LiveReadModel
 
 
 @dataclass(frozen=True)
@@ -60,7 +65,10 @@ async def run_outage(config: OutageConfig, emit: Emit) -> dict[str, Any]:
     emit({"kind": "setup", **_public(config), "topic_prefix": drill.prefix, "handlers": 2})
     await drill.create_topics()
     outages: list[dict[str, Any]] = []
+    scratch = tempfile.TemporaryDirectory(prefix="blackjack-outage-")
+    read_model = LiveReadModel(config.bootstrap, drill.prefix, Path(scratch.name))
     try:
+        await read_model.start()  # a projection worker folds through the outage too
         handlers = [drill.handler("a"), drill.handler("b")]
         for one in handlers:
             await one.start()
@@ -72,12 +80,16 @@ async def run_outage(config: OutageConfig, emit: Emit) -> dict[str, Any]:
             emit(outages[-1])
             await drill.meanwhile(asyncio.sleep(config.settle_s))
         await drill.stop_playing(handlers)
+        folded = await read_model.check(config.timeout_s)
+        emit(folded)
     finally:
         await drill.close()
+        await read_model.stop()
+        scratch.cleanup()
     proof = await drill.prove(emit, keep_topics=config.keep_topics)
     summary = {
         "kind": "summary",
-        "ok": proof.ok,
+        "ok": proof.ok and folded["ok"],
         "outages": len(outages),
         **drill.figures(),
         "commands_resent": sum(drill.resent().values()),
