@@ -17,6 +17,7 @@ from blackjack.domain import events as ev
 from blackjack.domain.evolve import evolve
 from blackjack.domain.state import INITIAL_STATE, TableState
 from blackjack.loadtest.config import LoadConfig
+from blackjack.loadtest.drill import stop_all
 from blackjack.loadtest.echo import echo_value
 from blackjack.loadtest.figures import percentile
 from blackjack.loadtest.players import Sent
@@ -211,6 +212,36 @@ def test_a_command_sent_again_through_an_outage_passes_only_if_answered_the_same
     ).duplicated_results == ["c2"]
 
 
+def test_every_command_record_is_answered_exactly_once() -> None:
+    """The second review: counted per command id, a copy answered twice plus a copy never
+    answered looked like two copies answered once each, and a record nobody sent nor
+    answered went unseen. Each record (partition, offset) must have one result."""
+    sent, results, events, state = _table()
+    records = [
+        CommandEnvelope(command_id=one.command_id, stream_id="t1", command=one.command)
+        for one in (*sent, sent[1])
+    ]
+    twice = [*results, results[1]]
+
+    def proved(answers: dict[tuple[int, int], int]) -> Any:
+        return _prove(
+            sent,
+            twice,
+            events,
+            state,
+            command_records=records,
+            resent={"c2": 1},
+            answers_per_record=answers,
+        )
+
+    assert proved({(0, 0): 1, (0, 1): 1, (0, 2): 1}).ok
+    doubled_and_lost = proved({(0, 0): 1, (0, 1): 2, (0, 2): 0})
+    assert doubled_and_lost.records_not_answered_once == [(0, 1), (0, 2)]
+    assert not doubled_and_lost.ok
+    phantom = proved({(0, 0): 1, (0, 1): 1, (0, 2): 1, (0, 3): 0})
+    assert phantom.records_not_answered_once == [(0, 3)] and not phantom.ok
+
+
 def test_a_state_other_than_the_fold_fails_the_proof() -> None:
     sent, results, events, state = _table()
     stale = (2, INITIAL_STATE)
@@ -265,3 +296,20 @@ def test_percentiles_are_nearest_rank() -> None:
         95.0,
         99.0,
     )
+
+
+async def test_a_drill_stops_every_part_whatever_one_raises() -> None:
+    """The second review: the events' follower raises the error it died of (a doubled or
+    lost event among them) when stopped, and that left every handler of the drill running."""
+    stopped: list[str] = []
+
+    async def follower() -> None:
+        stopped.append("follower")
+        raise RuntimeError("load-0001: event 5 after 3")
+
+    async def handler() -> None:
+        stopped.append("handler")
+
+    with pytest.raises(RuntimeError, match="event 5 after 3"):
+        await stop_all([follower, handler, handler])
+    assert stopped == ["follower", "handler", "handler"]

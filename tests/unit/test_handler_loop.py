@@ -9,6 +9,7 @@ import asyncio
 import contextlib
 import time
 from datetime import UTC, datetime
+from types import SimpleNamespace
 from typing import Any
 
 import pytest
@@ -352,3 +353,91 @@ async def test_a_lasting_kafka_fault_is_not_taken_for_the_broker_away(
             await handler._prepare(partition)
             pauses.append(round(partition.retry_at - before))
     assert pauses == [1, 2, 4, 8]
+
+
+class _RefusingWrites(_Unstartable):
+    """A producer that starts and fences, but whose every record the brokers refuse
+    (min.insync.replicas unmet: only a produce meets it)."""
+
+    async def start(self) -> None:
+        pass
+
+    async def begin_transaction(self) -> None:
+        pass
+
+    async def commit_transaction(self) -> None:
+        pass
+
+    async def abort_transaction(self) -> None:
+        pass
+
+    async def send_offsets_to_transaction(self, offsets: Any, group_id: str) -> None:
+        pass
+
+    async def send(self, topic: str, value: bytes, **_: Any) -> asyncio.Future[Any]:
+        refused: asyncio.Future[Any] = asyncio.get_running_loop().create_future()
+        refused.set_exception(NotEnoughReplicasError())
+        return refused
+
+
+async def test_a_partition_whose_writes_fail_after_each_takeover_backs_off(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """The second review: every takeover succeeded (it only fences and reads), so its
+    success reset the failures and each failing transaction was retried after 1 s, a rebuild
+    and a trace every second for ever. The failures now end with a commit."""
+
+    class Reader(FakeConsumer):
+        def resume(self, *_: Any) -> None:
+            pass
+
+        def seek(self, *_: Any) -> None:
+            pass
+
+        async def committed(self, tp: Any) -> int:
+            return 0
+
+    async def no_ends(*_: Any) -> dict[Any, int]:
+        return {}
+
+    async def rebuilt(reader: Any, topics: Any, number: int, **_: Any) -> Any:
+        stats = SimpleNamespace(checkpoint=None, snapshots=0, events=0, results=0, seconds=0.0)
+        return PartitionStore(number), stats
+
+    monkeypatch.setattr(service, "AIOKafkaProducer", _RefusingWrites)
+    monkeypatch.setattr(service, "end_offsets", no_ends)
+    monkeypatch.setattr(service, "rebuild", rebuilt)
+    handler = CommandHandler(HandlerConfig(shoe_key_hex=ShoeSeal.new_key_hex(), group_id="g"))
+    handler._consumer = Reader({})
+    handler._reader = Reader({})
+    partition = _Partition(0, TopicPartition(TOPIC, 0))
+    handler._partitions[0] = partition
+    record = ConsumerRecord(TOPIC, 0, 0, 0, 0, b"t", b"not json", None, 0, 8, [])
+    pauses: list[int] = []
+    statuses: list[str] = []
+    with capture_logs():
+        for _ in range(7):
+            await handler._prepare(partition)
+            statuses.append(partition.status)
+            before = time.monotonic()
+            await handler._transaction(partition, [record])
+            statuses.append(partition.status)
+            pauses.append(round(partition.retry_at - before))
+    assert statuses == ["ready", "failed"] * 7
+    assert pauses == [1, 2, 4, 8, 16, 30, 30]
+
+
+async def test_the_doubling_is_capped_however_many_failures(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """2**failures overflowed a float past about 1,024 failures in a row (the loop died)."""
+    monkeypatch.setattr(service, "AIOKafkaProducer", _Unstartable)
+    _Unstartable.error = RuntimeError("a corrupt log")
+    handler = CommandHandler(HandlerConfig(shoe_key_hex=ShoeSeal.new_key_hex(), group_id="g"))
+    handler._consumer = FakeConsumer({})
+    handler._reader = FakeConsumer({})
+    partition = _Partition(0, TopicPartition(TOPIC, 0), failures=5000)
+    before = time.monotonic()
+    with capture_logs():
+        await handler._prepare(partition)
+    assert round(partition.retry_at - before) == 30 and partition.failures == 5001

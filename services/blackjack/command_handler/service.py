@@ -85,9 +85,10 @@ MAX_POLL_INTERVAL_MS = int((TAKEOVER_TIMEOUT_S + 60) * 1000)
 takeover at most, since the loop polls between two."""
 RETRY_AFTER_FAILURE_S = 1.0
 RETRY_AT_MOST_S = 30.0
+"""A partition that keeps failing (a corrupt log, a foreign shoe key, a write the brokers
+refuse) is retried with a doubling pause up to this, and stays out of service (``/readyz``
+says so) meanwhile."""
 MAX_DOUBLINGS = 16  # past RETRY_AT_MOST_S long before; keeps 2**n a small number
-"""A partition that keeps failing (a corrupt log, a foreign shoe key) is retried with a
-doubling pause up to this, and stays out of service (``/readyz`` says so) meanwhile."""
 AWAY_LOG_EVERY = 60
 """A takeover failing because the broker is away logs its trace once, then a line every this
 many attempts in a row (once a minute)."""
@@ -166,9 +167,10 @@ class _Partition:
     producer: AIOKafkaProducer | None = None
     retry_at: float = 0.0
     failures: int = 0
-    """Failures in a row that double the pause before the next try."""
+    """Failures since the last commit: each doubles the pause before the next try."""
     away: int = 0
-    """Takeovers in a row that failed on the broker being away (tried every second)."""
+    """Takeovers that failed on the broker being away since the last one that succeeded
+    (tried every second; counted for the log only)."""
     lock: asyncio.Lock = field(default_factory=asyncio.Lock)
     checkpointed_at: float = 0.0
     """``time.monotonic()`` of the last checkpoint, or of the partition becoming ready."""
@@ -503,7 +505,10 @@ class CommandHandler:
         partition.producer = producer
         partition.store = store
         partition.status = "ready"
-        partition.failures = partition.away = 0
+        # Its failures in a row end with its first commit, not here: a fault met only when
+        # writing (min.insync.replicas unmet) let every takeover succeed, and rebuilt the
+        # partition every second with a trace each time.
+        partition.away = 0
         self._timers.forget(partition.number)
         partition.checkpointed_at = time.monotonic()
         self._consumer.resume(partition.tp)
@@ -627,6 +632,7 @@ class CommandHandler:
                 raise
             metrics.TRANSACTIONS.labels("committed").inc()
             metrics.TRANSACTION_SECONDS.observe(time.monotonic() - started)
+            partition.failures = 0
             self._report(handled, records)
 
     async def _failed(
@@ -673,6 +679,7 @@ class CommandHandler:
                 await self._failed(partition, producer, error)
                 return
             metrics.TRANSACTIONS.labels("committed").inc()
+            partition.failures = 0
 
     def _drop(
         self, partition: _Partition, status: Status, retry_after: float, doubling: bool = True

@@ -22,7 +22,7 @@ import asyncio
 import os
 import uuid
 from collections import Counter
-from collections.abc import Awaitable, Iterable
+from collections.abc import Awaitable, Callable, Iterable
 from typing import Any, TypeVar
 
 from blackjack.bus.settings import KafkaSettings
@@ -145,15 +145,14 @@ class Drill:
         }
 
     async def close(self) -> None:
-        """Stop the players (if still playing), the clients and every handler created."""
+        """Stop the players (if still playing), the clients and every handler created, each
+        whatever the one before did (the events' follower raises the error it died of, a
+        doubled or lost event among them); then the first error, if any."""
         self._stop.set()
         for task in self.playing:
             task.cancel()
         await asyncio.gather(*self.playing, return_exceptions=True)
-        await self._client.stop()
-        await self._follower.stop()
-        for one in self.created:
-            await one.stop()  # once each: a stopped one returns at once
+        await stop_all([self._client.stop, self._follower.stop, *(h.stop for h in self.created)])
 
     def resent(self) -> Counter[str]:
         resent: Counter[str] = Counter()
@@ -164,16 +163,17 @@ class Drill:
     async def prove(self, emit: Emit, *, keep_topics: bool) -> Proof:
         """The proof read back from the topics (then deleted unless ``keep_topics``)."""
         try:
-            commands, results, events = await read_back(self.settings, self.shoe_key)
+            back = await read_back(self.settings, self.shoe_key)
             proof = prove(
                 self.sent,
-                command_records=commands,
-                results=results,
-                events=events,
+                command_records=back.commands,
+                results=back.results,
+                events=back.events,
                 handler_states=self.states,
                 views=self.views,
                 rounds={p.stream_id: p.rounds for p in self.players},
                 resent=self.resent(),
+                answers_per_record=back.answers_per_record,
             )
             emit(proof.line())
         finally:
@@ -192,6 +192,18 @@ class Drill:
                 for name, q in (("p50", 0.5), ("p99", 0.99), ("p99.9", 0.999), ("max", 1.0))
             },
         }
+
+
+async def stop_all(steps: Iterable[Callable[[], Awaitable[object]]]) -> None:
+    """Every step, whatever the ones before raised; then the first error."""
+    errors: list[BaseException] = []
+    for step in steps:
+        try:
+            await step()
+        except Exception as error:
+            errors.append(error)
+    if errors:
+        raise errors[0]
 
 
 async def or_failed(work: Awaitable[T], playing: list[asyncio.Task[None]]) -> T:

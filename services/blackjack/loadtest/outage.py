@@ -23,7 +23,7 @@ from pathlib import Path
 from typing import Any
 
 from blackjack.loadtest.config import Emit
-from blackjack.loadtest.drill import POLL_S, Drill
+from blackjack.loadtest.drill import POLL_S, Drill, stop_all
 from blackjack.loadtest.read_model import LiveReadModel
 
 
@@ -66,9 +66,11 @@ async def run_outage(config: OutageConfig, emit: Emit) -> dict[str, Any]:
     await drill.create_topics()
     outages: list[dict[str, Any]] = []
     scratch = tempfile.TemporaryDirectory(prefix="blackjack-outage-")
-    read_model = LiveReadModel(config.bootstrap, drill.prefix, Path(scratch.name))
+    read_model = None
     try:
-        await read_model.start()  # a projection worker folds through the outage too
+        # a projection worker folds through the outage too
+        read_model = LiveReadModel(config.bootstrap, drill.prefix, Path(scratch.name))
+        await read_model.start()
         handlers = [drill.handler("a"), drill.handler("b")]
         for one in handlers:
             await one.start()
@@ -83,9 +85,11 @@ async def run_outage(config: OutageConfig, emit: Emit) -> dict[str, Any]:
         folded = await read_model.check(config.timeout_s)
         emit(folded)
     finally:
-        await drill.close()
-        await read_model.stop()
-        scratch.cleanup()
+        steps = [drill.close] if read_model is None else [drill.close, read_model.stop]
+        try:
+            await stop_all(steps)
+        finally:
+            scratch.cleanup()
     proof = await drill.prove(emit, keep_topics=config.keep_topics)
     summary = {
         "kind": "summary",

@@ -3,11 +3,15 @@ accounted for, the handler's state what the events fold to, money conserved."""
 
 from __future__ import annotations
 
+import asyncio
 from collections import Counter, defaultdict
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
+from aiokafka import AIOKafkaConsumer
+
+from blackjack.bus.headers import COMMAND_OFFSET_HEADER, offset_header
 from blackjack.bus.settings import KafkaSettings
 from blackjack.bus.topics import Topics
 from blackjack.domain import events as ev
@@ -19,6 +23,7 @@ from blackjack.messages.envelope import CommandEnvelope, CommandResult, EventEnv
 from blackjack.messages.sealing import ShoeSeal
 from blackjack.messages.wire import decode, from_wire
 from blackjack.projections.rebuild import read_topic as read_committed
+from blackjack.projections.rebuild import topic_partitions
 from blackjack.projections.writer import Record
 
 
@@ -46,6 +51,10 @@ class Proof:
     """Answered more often than they are in the topic, or differently."""
     copies_unanswered: list[str] = field(default_factory=list)
     """Ids in the topic more often than they were answered (every record is answered)."""
+    records_not_answered_once: list[tuple[int, int]] = field(default_factory=list)
+    """Command records (partition, offset) with no result or several: each record of the
+    topic, a copy or one nobody sent, is answered exactly once, in the transaction that
+    consumes it (the results name it in their ``bj_command_offset`` header)."""
     results_for_unknown_ids: list[str] = field(default_factory=list)
     rejections: dict[str, int] = field(default_factory=dict)
     tables: int = 0
@@ -65,6 +74,7 @@ class Proof:
             and self.commands_in_topic_once + self.resent_in_topic == self.commands_sent
             and not self.copies_nobody_sent
             and not self.copies_unanswered
+            and not self.records_not_answered_once
             and self.fold_equal == self.tables
             and self.conserved == self.tables
         )
@@ -83,6 +93,7 @@ class Proof:
             "copies_in_topic": self.copies_in_topic,
             "copies_nobody_sent": len(self.copies_nobody_sent),
             "copies_unanswered": len(self.copies_unanswered),
+            "records_not_answered_once": len(self.records_not_answered_once),
             "results": self.results,
             "missing_results": len(self.missing_results),
             "duplicated_results": len(self.duplicated_results),
@@ -142,12 +153,17 @@ def prove(
     views: dict[str, tuple[int, TableState]],
     rounds: int | Mapping[str, int],
     resent: Mapping[str, int] | None = None,
+    answers_per_record: Mapping[tuple[int, int], int] | None = None,
 ) -> Proof:
     """Check, from what was read back from Kafka, that nothing was lost or done twice.
     ``resent``: per command id, how many copies its player sent again; no other copy may be
-    in the topic, and each copy is answered, the same."""
+    in the topic, and each copy is answered, the same. ``answers_per_record``: per command
+    record (partition, offset), how many results answer it (``read_back``)."""
     resent = resent or {}
     proof = Proof(commands_sent=len(sent), resent=sum(resent.values()))
+    proof.records_not_answered_once = sorted(
+        at for at, answers in (answers_per_record or {}).items() if answers != 1
+    )
     sent_ids = {one.command_id for one in sent}
     if len(sent_ids) != len(sent):
         proof.problems.append("a command id was sent twice")
@@ -275,19 +291,67 @@ def _check_table(
     return {"fold": fold, "money": money}
 
 
-async def read_back(
-    settings: KafkaSettings, shoe_key: str
-) -> tuple[list[CommandEnvelope], list[CommandResult], list[EventEnvelope]]:
+@dataclass(frozen=True)
+class ReadBack:
+    """The three topics of a run, read back from offset 0."""
+
+    commands: list[CommandEnvelope]
+    results: list[CommandResult]
+    events: list[EventEnvelope]
+    answers_per_record: dict[tuple[int, int], int]
+    """Per command record (partition, offset): how many results answer it."""
+
+
+async def read_back(settings: KafkaSettings, shoe_key: str) -> ReadBack:
     topics = Topics(settings.topic_prefix)
     seal = ShoeSeal.from_hex(shoe_key)
     bootstrap = settings.bootstrap
-    commands = [
-        CommandEnvelope.model_validate_json(r.value)
-        for r in await read_topic(bootstrap, topics.commands)
-    ]
-    results = [
-        CommandResult.model_validate_json(r.value)
-        for r in await read_topic(bootstrap, topics.results)
-    ]
-    events = [from_wire(decode(r.value), seal) for r in await read_topic(bootstrap, topics.events)]
-    return commands, results, events
+    records = await read_topic(bootstrap, topics.commands)
+    events = await read_topic(bootstrap, topics.events)
+    answers = {(r.partition, r.offset): 0 for r in records}
+    results: list[CommandResult] = []
+    for partition, headers, value in await _with_headers(bootstrap, topics.results):
+        results.append(CommandResult.model_validate_json(value))
+        offset = offset_header(headers, COMMAND_OFFSET_HEADER)
+        at = (partition, -1 if offset is None else offset)
+        answers[at] = answers.get(at, 0) + 1  # a result naming no record of the topic counts
+    return ReadBack(
+        commands=[CommandEnvelope.model_validate_json(r.value) for r in records],
+        results=results,
+        events=[from_wire(decode(r.value), seal) for r in events],
+        answers_per_record=answers,
+    )
+
+
+async def _with_headers(bootstrap: str, topic: str) -> list[tuple[int, list[Any], bytes]]:
+    """Every committed record of ``topic`` as (partition, headers, value), up to its end
+    offsets as of now (``read_topic`` keeps no headers)."""
+    consumer = AIOKafkaConsumer(
+        bootstrap_servers=bootstrap,
+        group_id=None,
+        isolation_level="read_committed",
+        enable_auto_commit=False,
+        auto_offset_reset="earliest",
+    )
+    await consumer.start()
+    try:
+        async with asyncio.timeout(READ_TIMEOUT_S):
+            partitions = await topic_partitions(bootstrap, topic)
+            consumer.assign(partitions)
+            ends = await consumer.end_offsets(partitions)
+            await consumer.seek_to_beginning(*partitions)
+            found: list[tuple[int, list[Any], bytes]] = []
+            remaining = {tp for tp in partitions if ends[tp] > 0}
+            while remaining:
+                for tp, batch in (await consumer.getmany(*remaining, timeout_ms=200)).items():
+                    found += [
+                        (tp.partition, list(r.headers), r.value or b"")
+                        for r in batch
+                        if r.offset < ends[tp]
+                    ]
+                for tp in list(remaining):
+                    if await consumer.position(tp) >= ends[tp]:
+                        remaining.discard(tp)
+            return found
+    finally:
+        await consumer.stop()

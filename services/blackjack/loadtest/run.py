@@ -69,15 +69,16 @@ async def run_loadtest(config: LoadConfig, emit: Emit) -> dict[str, Any]:
                 config, base_settings, ours.sent, measured_from
             )
             emit({"kind": "baseline", **baseline.figures(), "echo": echo_check})
-        commands, results, events = await read_back(ours_settings, shoe_key)
+        back = await read_back(ours_settings, shoe_key)
         proof = prove(
             ours.sent,
-            command_records=commands,
-            results=results,
-            events=events,
+            command_records=back.commands,
+            results=back.results,
+            events=back.events,
             handler_states=ours.handler_states,
             views=ours.views,
             rounds=config.rounds,
+            answers_per_record=back.answers_per_record,
         )
         emit(proof.line())
     finally:

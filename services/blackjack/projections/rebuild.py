@@ -41,7 +41,7 @@ async def read_topic(
     await consumer.start()
     try:
         async with asyncio.timeout(timeout):
-            partitions = await _partitions(bootstrap, topic, security)
+            partitions = await topic_partitions(bootstrap, topic, security)
             consumer.assign(partitions)
             ends = await consumer.end_offsets(partitions)
             targets = {
@@ -82,7 +82,9 @@ class UnknownTopic(LookupError):
     pass
 
 
-async def _partitions(bootstrap: str, topic: str, security: KafkaSecurity) -> list[TopicPartition]:
+async def topic_partitions(
+    bootstrap: str, topic: str, security: KafkaSecurity = PLAINTEXT
+) -> list[TopicPartition]:
     admin = AIOKafkaAdminClient(
         bootstrap_servers=bootstrap, client_id="blackjack-rebuild", **security.client_options()
     )
