@@ -3,13 +3,12 @@ accounted for, the handler's state what the events fold to, money conserved."""
 
 from __future__ import annotations
 
-import asyncio
 from collections import Counter, defaultdict
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from aiokafka import AIOKafkaConsumer
+from aiokafka import ConsumerRecord
 
 from blackjack.bus.headers import COMMAND_OFFSET_HEADER, offset_header
 from blackjack.bus.settings import KafkaSettings
@@ -22,8 +21,8 @@ from blackjack.loadtest.players import Sent, table_event
 from blackjack.messages.envelope import CommandEnvelope, CommandResult, EventEnvelope
 from blackjack.messages.sealing import ShoeSeal
 from blackjack.messages.wire import decode, from_wire
+from blackjack.projections.rebuild import read_consumer_records
 from blackjack.projections.rebuild import read_topic as read_committed
-from blackjack.projections.rebuild import topic_partitions
 from blackjack.projections.writer import Record
 
 
@@ -326,32 +325,10 @@ async def read_back(settings: KafkaSettings, shoe_key: str) -> ReadBack:
 async def _with_headers(bootstrap: str, topic: str) -> list[tuple[int, list[Any], bytes]]:
     """Every committed record of ``topic`` as (partition, headers, value), up to its end
     offsets as of now (``read_topic`` keeps no headers)."""
-    consumer = AIOKafkaConsumer(
-        bootstrap_servers=bootstrap,
-        group_id=None,
-        isolation_level="read_committed",
-        enable_auto_commit=False,
-        auto_offset_reset="earliest",
-    )
-    await consumer.start()
-    try:
-        async with asyncio.timeout(READ_TIMEOUT_S):
-            partitions = await topic_partitions(bootstrap, topic)
-            consumer.assign(partitions)
-            ends = await consumer.end_offsets(partitions)
-            await consumer.seek_to_beginning(*partitions)
-            found: list[tuple[int, list[Any], bytes]] = []
-            remaining = {tp for tp in partitions if ends[tp] > 0}
-            while remaining:
-                for tp, batch in (await consumer.getmany(*remaining, timeout_ms=200)).items():
-                    found += [
-                        (tp.partition, list(r.headers), r.value or b"")
-                        for r in batch
-                        if r.offset < ends[tp]
-                    ]
-                for tp in list(remaining):
-                    if await consumer.position(tp) >= ends[tp]:
-                        remaining.discard(tp)
-            return found
-    finally:
-        await consumer.stop()
+    found: list[tuple[int, list[Any], bytes]] = []
+
+    def keep(records: list[ConsumerRecord]) -> None:
+        found.extend((r.partition, list(r.headers), r.value or b"") for r in records)
+
+    await read_consumer_records(bootstrap, topic, keep, timeout=READ_TIMEOUT_S)
+    return found

@@ -30,6 +30,30 @@ async def read_topic(
     """Hand every committed record of ``topic`` from ``start`` (partition -> offset, default
     the beginning) up to ``stop`` (exclusive; default the end as of now) to ``on_records``,
     in order within each partition. Returns the end offsets of the topic."""
+    return await read_consumer_records(
+        bootstrap,
+        topic,
+        lambda records: on_records([Record.of(record) for record in records]),
+        start=start,
+        stop=stop,
+        batch=batch,
+        timeout=timeout,
+        security=security,
+    )
+
+
+async def read_consumer_records(
+    bootstrap: str,
+    topic: str,
+    on_records: Callable[[list[ConsumerRecord]], object],
+    *,
+    start: Mapping[int, int] | None = None,
+    stop: Mapping[int, int] | None = None,
+    batch: int = 500,
+    timeout: float = 120.0,
+    security: KafkaSecurity = PLAINTEXT,
+) -> dict[Position, int]:
+    """``read_topic``, handing aiokafka's records as fetched (their headers too)."""
     consumer = AIOKafkaConsumer(
         bootstrap_servers=bootstrap,
         **security.client_options(),
@@ -41,7 +65,7 @@ async def read_topic(
     await consumer.start()
     try:
         async with asyncio.timeout(timeout):
-            partitions = await topic_partitions(bootstrap, topic, security)
+            partitions = await _partitions(bootstrap, topic, security)
             consumer.assign(partitions)
             ends = await consumer.end_offsets(partitions)
             targets = {
@@ -57,7 +81,7 @@ async def read_topic(
             while remaining:
                 fetched = await consumer.getmany(*remaining, timeout_ms=FETCH_MS, max_records=batch)
                 records = [
-                    Record.of(record)
+                    record
                     for tp, batch_records in fetched.items()
                     for record in _below(batch_records, targets[tp])
                 ]
@@ -82,9 +106,7 @@ class UnknownTopic(LookupError):
     pass
 
 
-async def topic_partitions(
-    bootstrap: str, topic: str, security: KafkaSecurity = PLAINTEXT
-) -> list[TopicPartition]:
+async def _partitions(bootstrap: str, topic: str, security: KafkaSecurity) -> list[TopicPartition]:
     admin = AIOKafkaAdminClient(
         bootstrap_servers=bootstrap, client_id="blackjack-rebuild", **security.client_options()
     )
