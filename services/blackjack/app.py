@@ -1,26 +1,29 @@
 """The service as one ASGI app: FastStream's Kafka broker and AsyncAPI docs, the command
 handler, and the operational endpoints.
 
-    /healthz          200 while the handler's tasks run (liveness)
+    /healthz          200 while the handler's tasks run or the service still starts (liveness;
+                      ``waiting_for`` names what the start waits for: Kafka, the database)
     /readyz           200 once the handler has joined its group and rebuilt every partition
                       (with the projection worker's progress: records it is stuck at)
     /metrics          Prometheus text format
     /docs/asyncapi    the AsyncAPI document rendered (``/docs/asyncapi.json`` as JSON)
     /v1/...           the query API over the projections (wallets, game history, tables)
 
-``blackjack serve`` runs it under uvicorn. Other parts of the service add their FastStream
-subscribers to ``broker`` (a ``KafkaRouter`` included before start-up).
+``blackjack serve`` runs it under uvicorn; the HTTP endpoints answer from the first moment,
+while the service starts beside them (``ServiceStart``).
 """
 
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import dataclasses
 import json
 import os
 from collections.abc import Awaitable, Callable
 from typing import Any
 
+import structlog
 from faststream.asgi import AsgiFastStream, AsgiResponse, AsyncAPIRoute, get
 from faststream.asgi.types import ASGIApp, Scope
 from faststream.kafka import KafkaBroker
@@ -37,37 +40,88 @@ from blackjack.projections.health import FoldHealth
 from blackjack.projections.settings import ProjectionSettings
 from blackjack.projections.store import ProjectionStore
 from blackjack.projections.writer import ProjectionWriter
-from blackjack.stopping import unless_stopped
+
+log = structlog.get_logger("blackjack.app")
 
 
 class _AppBroker(KafkaBroker):
     """The broker FastStream's app needs (the handler and the projection worker have clients
-    of their own): not started once the server was asked to exit during the start-up hooks,
-    which it runs right after them (its connection would fail against brokers that never
-    came, with a trace)."""
+    of their own). FastStream starts it right after the start-up hooks, which return at once
+    here; it connects in the service's start instead, once the brokers answer."""
 
-    exit_requested: asyncio.Event | None = None
+    _may_start = False
 
     async def start(self) -> None:
-        if self.exit_requested is None or not self.exit_requested.is_set():
+        if self._may_start:
             await super().start()
+
+    async def start_now(self) -> None:
+        self._may_start = True
+        await self.start()
+
+
+class ServiceStart:
+    """The service's start (brokers, topics, the read model's database, the handler, the
+    projection worker), run beside the HTTP server: a process started before Kafka or its
+    database answers its probes and ``/metrics`` while it waits (alive, not ready, and what
+    it waits for) instead of serving nothing until then. A step that fails (not a wait: a
+    store a newer version migrated, topics that cannot be made) ends the start; ``failed`` is
+    set and the process should exit."""
+
+    def __init__(self, steps: list[tuple[str, Callable[[], Awaitable[Any]]]]) -> None:
+        self.steps = steps
+        self.step: str | None = None
+        """The step running now (``None`` before and after)."""
+        self.done = False
+        self.failure: BaseException | None = None
+        self.failed = asyncio.Event()
+        self._task: asyncio.Task[None] | None = None
+        self._passed: set[str] = set()
+
+    def launch(self) -> None:
+        self._task = asyncio.create_task(self._run(), name="service-start")
+
+    def passed(self, step: str) -> bool:
+        return step in self._passed
+
+    async def cancel(self) -> None:
+        """Stop a start still running (the server is stopping): its step is cancelled."""
+        if self._task is not None and not self._task.done():
+            self._task.cancel()
+            with contextlib.suppress(asyncio.CancelledError):
+                await self._task
+
+    async def _run(self) -> None:
+        try:
+            for name, step in self.steps:
+                self.step = name
+                await step()
+                self._passed.add(name)
+        except Exception as error:
+            self.failure = error
+            log.exception("start failed", step=self.step)
+            self.failed.set()
+        else:
+            self.done = True
+            self.step = None
+
+
+@dataclasses.dataclass(frozen=True)
+class Service:
+    """What ``blackjack serve`` runs: the ASGI app, the handler, and the start in progress."""
+
+    app: ASGIApp
+    handler: CommandHandler
+    start: ServiceStart
 
 
 def _json(status: int, body: str) -> AsgiResponse:
     return AsgiResponse(body.encode(), status, {"content-type": "application/json"})
 
 
-def build_app(
-    config: HandlerConfig,
-    projections: ProjectionSettings | None = None,
-    exit_requested: asyncio.Event | None = None,
-) -> tuple[ASGIApp, CommandHandler]:
+def build_app(config: HandlerConfig, projections: ProjectionSettings | None = None) -> Service:
     """The handler's app; with ``projections``, also the projection worker (its own consumer
-    group and broker) and the query API over its store, as ``make run`` serves them.
-
-    ``exit_requested`` (a signal, set by the server) ends the wait for the read model's
-    database at start: nothing more is started, and the server stops as it would have."""
-    exit_requested = exit_requested or asyncio.Event()
+    group and broker) and the query API over its store, as ``make run`` serves them."""
     logger = faststream_logger()  # JSON lines like every other log
     broker = _AppBroker(
         config.kafka.bootstrap,
@@ -75,53 +129,13 @@ def build_app(
         security=config.kafka.security.faststream(),
         logger=logger,
     )
-    broker.exit_requested = exit_requested
     handler = CommandHandler(config)
     health = None if projections is None else FoldHealth(projections.stuck_after)
 
-    @get(include_in_schema=False)
-    async def healthz(scope: Scope) -> AsgiResponse:
-        if handler.alive:
-            return _json(200, '{"status": "ok"}')
-        return _json(503, '{"status": "failed"}')
-
-    @get(include_in_schema=False)
-    async def readyz(scope: Scope) -> AsgiResponse:
-        ready = handler.ready  # a stuck projection is reported, not a reason to stop serving
-        body: dict[str, Any] = {
-            "status": "ready" if ready else "not ready",
-            "partitions": sorted(handler.owned_partitions()),
-            "states": {str(n): state for n, state in handler.partition_states().items()},
-        }
-        if health is not None:
-            body["projections"] = health.status()
-        return _json(200 if ready else 503, json.dumps(body))
-
-    @get(include_in_schema=False)
-    async def prometheus(scope: Scope) -> AsgiResponse:
-        return AsgiResponse(generate_latest(), 200, {"content-type": CONTENT_TYPE_LATEST})
-
-    def unless_exiting(start: Callable[[], Awaitable[Any]]) -> Callable[[], Awaitable[None]]:
-        """``start``, unless the server is asked to exit first or meanwhile (a start that
-        waits for the brokers or the database gives way to a SIGTERM)."""
-
-        async def started() -> None:
-            if exit_requested.is_set():
-                return
-            exiting = asyncio.ensure_future(exit_requested.wait())
-            try:
-                await unless_stopped(start(), exiting)
-            finally:
-                exiting.cancel()
-
-        return started
-
-    async def brokers_reachable() -> None:  # started before them: waits (the app's broker
-        # connects as soon as the start-up hooks have run)
+    async def brokers_reachable() -> None:  # started before them: waits
         await wait_for_brokers(config.kafka.bootstrap, config.kafka.security)
 
-    on_startup: list[Callable[[], Awaitable[Any]]] = [unless_exiting(brokers_reachable)]
-    after_startup: list[Callable[[], Awaitable[Any]]] = [unless_exiting(handler.start)]
+    steps: list[tuple[str, Callable[[], Awaitable[Any]]]] = [("kafka", brokers_reachable)]
     on_shutdown: list[Callable[[], Awaitable[Any]]] = [handler.stop]
     store = None
     if projections is not None:
@@ -144,11 +158,44 @@ def build_app(
             await migrated(store, health)
 
         queries = store.for_queries()
-        on_startup += [unless_exiting(ensure_events_topic), unless_exiting(migrate)]
-        after_startup.append(unless_exiting(worker.start))
+        steps += [("topics", ensure_events_topic), ("read model", migrate)]
         on_shutdown += [stop_worker, store.close]
         if queries is not store:
             on_shutdown.append(queries.close)
+    steps += [("app broker", broker.start_now), ("handler", handler.start)]
+    if projections is not None:
+        steps.append(("projections", worker.start))
+    start = ServiceStart(steps)
+
+    @get(include_in_schema=False)
+    async def healthz(scope: Scope) -> AsgiResponse:
+        if start.failure is not None or not handler.alive:
+            return _json(503, '{"status": "failed"}')
+        if not start.done:
+            return _json(200, json.dumps({"status": "starting", "waiting_for": start.step}))
+        return _json(200, '{"status": "ok"}')
+
+    @get(include_in_schema=False)
+    async def readyz(scope: Scope) -> AsgiResponse:
+        ready = start.done and handler.ready  # a stuck projection is reported, not a reason
+        body: dict[str, Any] = {
+            "status": "ready" if ready else "not ready",
+            "partitions": sorted(handler.owned_partitions()),
+            "states": {str(n): state for n, state in handler.partition_states().items()},
+        }
+        if not start.done:
+            body["starting"] = {"waiting_for": start.step, "failed": start.failure is not None}
+        if health is not None:
+            body["projections"] = health.status()
+        return _json(200 if ready else 503, json.dumps(body))
+
+    @get(include_in_schema=False)
+    async def prometheus(scope: Scope) -> AsgiResponse:
+        return AsgiResponse(generate_latest(), 200, {"content-type": CONTENT_TYPE_LATEST})
+
+    async def launch() -> None:
+        handler.export_metrics()
+        start.launch()
 
     app = AsgiFastStream(
         broker,
@@ -156,13 +203,18 @@ def build_app(
         asyncapi_path=AsyncAPIRoute("/docs/asyncapi", try_it_out_path=None),
         logger=logger,
         specification=specification(documentation_broker(config.topics, config.kafka.bootstrap)),
-        on_startup=on_startup,
-        after_startup=after_startup,
-        on_shutdown=on_shutdown,
+        on_startup=[launch],
+        # a start still running is cancelled before anything it started is stopped
+        on_shutdown=[start.cancel, *on_shutdown],
     )
     if store is None or projections is None:
-        return app, handler
-    return query_api(queries, fallback=app, tokens=projections.api_tokens), handler
+        return Service(app, handler, start)
+
+    def migrated_already() -> bool:  # the queries answer 503 "starting" until then
+        return start.passed("read model")
+
+    served = query_api(queries, fallback=app, tokens=projections.api_tokens, ready=migrated_already)
+    return Service(served, handler, start)
 
 
 def projection_settings(config: HandlerConfig) -> ProjectionSettings:

@@ -5,9 +5,6 @@ and with the default handler back in place that kills the process there: whateve
 caller does after ``serve()`` returns (a projection worker leaving its consumer group and
 closing its store) never ran, and the process ended with status 143 after a clean stop.
 Here the signal only asks the server to stop, and the caller decides the exit status.
-
-uvicorn looks at a signal only once the application has started; ``exit_requested`` tells the
-application's own start-up (``serve`` waiting for its read model's database) at once.
 """
 
 from __future__ import annotations
@@ -17,7 +14,6 @@ import contextlib
 import signal
 import threading
 from collections.abc import Iterator
-from types import FrameType
 
 import uvicorn
 
@@ -25,14 +21,6 @@ STOP_SIGNALS = (signal.SIGINT, signal.SIGTERM)
 
 
 class Server(uvicorn.Server):
-    def __init__(self, config: uvicorn.Config, exit_requested: asyncio.Event | None = None):
-        super().__init__(config)
-        self.exit_requested = exit_requested or asyncio.Event()
-
-    def handle_exit(self, sig: int, frame: FrameType | None) -> None:
-        super().handle_exit(sig, frame)
-        self.exit_requested.set()
-
     @contextlib.contextmanager
     def capture_signals(self) -> Iterator[None]:
         if threading.current_thread() is not threading.main_thread():

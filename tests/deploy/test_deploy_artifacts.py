@@ -616,8 +616,7 @@ def served_app(args: Any, env: dict[str, str]) -> Any:
     if args.command == "serve":
         config = HandlerConfig.from_env(env)
         projections = None if args.no_projections else blackjack.app.projection_settings(config)
-        app, _ = blackjack.app.build_app(config, projections)
-        return app
+        return blackjack.app.build_app(config, projections).app
     settings = ProjectionSettings.from_env(env)
     return blackjack.projections.worker.http_app(
         ProjectionStore(settings.db_url), FoldHealth(settings.stuck_after), settings.api_tokens

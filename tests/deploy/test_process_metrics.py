@@ -40,7 +40,7 @@ if sys.argv[1] == "handler":
 
     env = {"BLACKJACK_SHOE_KEY": "ab" * 32, "BLACKJACK_KAFKA_BOOTSTRAP": "127.0.0.1:9",
            "BLACKJACK_PARTITIONS": "7"}
-    app, handler = build_app(HandlerConfig.from_env(env))  # what `serve --no-projections` runs
+    handler = build_app(HandlerConfig.from_env(env)).handler  # `serve --no-projections`
 
     async def start() -> None:
         try:  # no broker there: the start waits for one, the metrics are there meanwhile

@@ -4,7 +4,8 @@ Each of them (``serve``, ``serve --no-projections``, ``handler``, ``projections 
 with a trace within two seconds when no broker answered at its start (a cluster coming up in
 another order, a broker restarting), and was restarted again and again by whatever
 supervises it. Now each logs that it waits, waits, and stops at once and cleanly (exit 0)
-on SIGTERM; a handler whose broker comes up later takes commands as usual.
+on SIGTERM; a handler whose broker comes up later takes commands as usual. ``serve`` answers
+HTTP meanwhile: alive and starting, not ready, what it waits for, its metrics.
 """
 
 from __future__ import annotations
@@ -16,6 +17,7 @@ import sys
 from pathlib import Path
 from typing import Any
 
+import httpx
 import pytest
 
 from blackjack.domain import commands as cmd
@@ -80,11 +82,35 @@ async def test_a_process_waiting_for_its_brokers_stops_at_once_on_sigterm(
     try:
         waiting = await lines_until(process, WAITING)
         assert nothing_listens in waiting[-1]
+        if port:
+            await answers_while_waiting(f"http://127.0.0.1:{port[1]}")
         await stopped_cleanly(process)
     finally:
         if process.returncode is None:
             process.kill()
             await process.wait()
+
+
+async def answers_while_waiting(base: str) -> None:
+    """Liveness 200 (a restart would not help: Kafka is away), readiness 503 naming what the
+    start waits for, the metrics served (the handler's gauges, 0 partitions ready)."""
+    async with httpx.AsyncClient(base_url=base, timeout=5) as http:
+        async with asyncio.timeout(WAIT_S):
+            while True:  # the log line may come before the server listens
+                try:
+                    alive = await http.get("/healthz")
+                    break
+                except httpx.ConnectError:
+                    await asyncio.sleep(0.05)
+        assert alive.status_code == 200, alive.text
+        assert alive.json() == {"status": "starting", "waiting_for": "kafka"}
+        ready = await http.get("/readyz")
+        assert ready.status_code == 503
+        assert ready.json()["starting"] == {"waiting_for": "kafka", "failed": False}
+        metrics = await http.get("/metrics")
+        assert metrics.status_code == 200
+        assert "blackjack_command_partitions 1.0" in metrics.text
+        assert 'blackjack_partitions{status="ready"} 0.0' in metrics.text
 
 
 async def test_a_handler_started_before_its_broker_takes_commands_once_it_answers(

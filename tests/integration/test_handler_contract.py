@@ -130,14 +130,16 @@ async def test_blackjack_serve_waiting_for_its_database_stops_at_once_on_sigterm
     kafka_space: Any,
 ) -> None:
     """uvicorn waits for the app's start-up before it looks at a signal: `serve` started
-    while its read model's database was down answered SIGTERM only once the database did."""
+    while its read model's database was down answered SIGTERM only once the database did.
+    Its HTTP endpoints answer meanwhile: alive and starting, the query API 503."""
     space: KafkaSpace = await kafka_space(partitions=1)
     nothing_listens = f"postgresql+asyncpg://blackjack:x@127.0.0.1:{free_port()}/blackjack"
+    port = free_port()
     process = await asyncio.create_subprocess_exec(
         str(BLACKJACK),
         "serve",
         "--port",
-        str(free_port()),
+        str(port),
         env={**os.environ, **space.env(), "BLACKJACK_DB_URL": nothing_listens},
         stdout=asyncio.subprocess.PIPE,
         stderr=asyncio.subprocess.STDOUT,
@@ -145,6 +147,13 @@ async def test_blackjack_serve_waiting_for_its_database_stops_at_once_on_sigterm
     assert process.stdout is not None
     try:
         await lines_until(process.stdout, '"read model unreachable; folding waits for it"', 1)
+        async with httpx.AsyncClient(base_url=f"http://127.0.0.1:{port}", timeout=10) as http:
+            alive = await http.get("/healthz")
+            assert alive.json() == {"status": "starting", "waiting_for": "read model"}
+            assert (await http.get("/readyz")).status_code == 503
+            table = await http.get("/v1/tables/any")
+            assert table.status_code == 503
+            assert table.json()["error"]["code"] == "store_unavailable"
         process.send_signal(signal.SIGTERM)
         status = await asyncio.wait_for(process.wait(), 10)
         rest = (await process.stdout.read()).decode()

@@ -74,6 +74,6 @@ def test_serve_s_query_api_requires_the_tokens_it_is_given(monkeypatch: pytest.M
     token = "t" * 32
     monkeypatch.setenv("BLACKJACK_API_TOKENS", token)
     config = HandlerConfig.from_env({"BLACKJACK_SHOE_KEY": "cd" * 32})
-    app, _ = build_app(config, projection_settings(config))
+    app = build_app(config, projection_settings(config)).app
     assert isinstance(app, QueryApi) and app.tokens.admits(f"Bearer {token}".encode())
     assert not app.tokens.admits(None)

@@ -1,14 +1,16 @@
-"""``blackjack serve`` ends when its command handler's loop dies (exit 1), so that the
-partitions it holds go to another instance and a supervisor starts it again; a normal stop
-exits 0."""
+"""``blackjack serve`` ends when its command handler's loop dies or its start fails (exit 1),
+so that the partitions it holds go to another instance and a supervisor starts it again; a
+normal stop exits 0."""
 
 from __future__ import annotations
 
 import asyncio
 
 import pytest
+from structlog.testing import capture_logs
 
-from blackjack.command_handler.cli import serve_while_the_handler_lives
+from blackjack.app import Service, build_app
+from blackjack.command_handler.cli import serve_while_the_service_lives
 from blackjack.command_handler.config import HandlerConfig
 from blackjack.command_handler.service import CommandHandler
 from blackjack.messages.sealing import ShoeSeal
@@ -29,13 +31,22 @@ class Server:
             await asyncio.sleep(0.01)  # uvicorn's main loop checks the flag every 0.1 s
 
 
+def config() -> HandlerConfig:
+    return HandlerConfig(shoe_key_hex=ShoeSeal.new_key_hex(), group_id="g")
+
+
 def handler() -> CommandHandler:
-    return CommandHandler(HandlerConfig(shoe_key_hex=ShoeSeal.new_key_hex(), group_id="g"))
+    return CommandHandler(config())
+
+
+def service() -> Service:
+    return build_app(config())  # nothing connects until its start is launched
 
 
 async def test_the_service_exits_1_when_the_handlers_loop_dies() -> None:
-    server, dying = Server(), handler()
-    serving = asyncio.create_task(serve_while_the_handler_lives(server, dying))
+    server, serving_service = Server(), service()
+    dying = serving_service.handler
+    serving = asyncio.create_task(serve_while_the_service_lives(server, serving_service))
     await asyncio.wait_for(server.serving.wait(), 5)
 
     async def broken() -> None:
@@ -47,12 +58,52 @@ async def test_the_service_exits_1_when_the_handlers_loop_dies() -> None:
     assert loop.done()
 
 
+async def test_the_service_exits_1_when_its_start_fails() -> None:
+    """A step that fails rather than waits (a read model a newer version migrated): the
+    process ends, as it did when the start ran before the server answered anything."""
+    server, failing = Server(), service()
+    passed: list[str] = []
+
+    async def ok() -> None:
+        passed.append("kafka")
+
+    async def broken() -> None:
+        raise RuntimeError("the store is newer than this code")
+
+    failing.start.steps = [("kafka", ok), ("read model", broken), ("handler", ok)]
+    serving = asyncio.create_task(serve_while_the_service_lives(server, failing))
+    await asyncio.wait_for(server.serving.wait(), 5)
+    with capture_logs() as logs:
+        failing.start.launch()
+        assert await asyncio.wait_for(serving, 5) == 1
+    assert server.should_exit and passed == ["kafka"]
+    assert failing.start.passed("kafka") and not failing.start.passed("read model")
+    assert not failing.start.done and isinstance(failing.start.failure, RuntimeError)
+    assert [e["step"] for e in logs if e["event"] == "start failed"] == ["read model"]
+
+
 async def test_a_stopped_service_exits_0() -> None:
     server = Server()
-    serving = asyncio.create_task(serve_while_the_handler_lives(server, handler()))
+    serving = asyncio.create_task(serve_while_the_service_lives(server, service()))
     await asyncio.wait_for(server.serving.wait(), 5)
     server.should_exit = True  # SIGTERM
     assert await asyncio.wait_for(serving, 5) == 0
+
+
+async def test_a_stop_cancels_a_start_still_waiting() -> None:
+    waiting = service()
+    entered, never = asyncio.Event(), asyncio.Event()
+
+    async def kafka_down() -> None:
+        entered.set()
+        await never.wait()
+
+    waiting.start.steps = [("kafka", kafka_down)]
+    waiting.start.launch()
+    await asyncio.wait_for(entered.wait(), 5)
+    assert waiting.start.step == "kafka" and not waiting.start.done
+    await asyncio.wait_for(waiting.start.cancel(), 5)
+    assert waiting.start.failure is None and not waiting.start.failed.is_set()
 
 
 async def test_a_second_stop_waits_for_the_first_to_end() -> None:

@@ -2,11 +2,10 @@
 
 A process started before its brokers answer (a cluster coming up in another order, a broker
 restarting) waits for them instead of exiting with a trace, to be restarted again and again
-(a projection worker serves its probes meanwhile, alive and not ready; ``serve`` serves HTTP
-only once started). The wait never ends by itself: the caller runs it under its stop
-(SIGTERM), which ends it at once. A wrong address, and for aiokafka a TLS or SASL failure at
-bootstrap too, look the same as a broker that is down ("Unable to bootstrap"): the lines of
-the wait say which address is tried.
+(its HTTP probes answer meanwhile, alive and not ready). The wait never ends by itself: the
+caller runs it under its stop (SIGTERM), which ends it at once. A wrong address, and for
+aiokafka a TLS or SASL failure at bootstrap too, look the same as a broker that is down
+("Unable to bootstrap"): the lines of the wait say which address is tried.
 """
 
 from __future__ import annotations

@@ -19,7 +19,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Protocol
 
 if TYPE_CHECKING:
-    from blackjack.command_handler.service import CommandHandler
+    from blackjack.app import Service
 
 
 def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
@@ -79,13 +79,16 @@ def _serve(args: argparse.Namespace) -> int:
     handler_config = HandlerConfig.from_env()
     projections = None if args.no_projections else projection_settings(handler_config)
     configure_logging(args.log_level)
-    exit_requested = asyncio.Event()
-    app, handler = build_app(handler_config, projections, exit_requested)
+    service = build_app(handler_config, projections)
     config = uvicorn.Config(
-        app, host=args.host, port=args.port, log_config=None, lifespan="on", access_log=False
+        service.app,
+        host=args.host,
+        port=args.port,
+        log_config=None,
+        lifespan="on",
+        access_log=False,
     )
-    server = Server(config, exit_requested)
-    return asyncio.run(serve_while_the_handler_lives(server, handler))
+    return asyncio.run(serve_while_the_service_lives(Server(config), service))
 
 
 class _Server(Protocol):
@@ -95,21 +98,29 @@ class _Server(Protocol):
     async def serve(self) -> None: ...
 
 
-async def serve_while_the_handler_lives(server: _Server, handler: CommandHandler) -> int:
-    """Serve until stopped, or until the handler's loop dies: such a handler would hold its
-    partitions in the group without serving them, so the process stops (leaving the group,
-    the others take them) and exits 1, for whatever supervises it to start it again."""
+async def serve_while_the_service_lives(server: _Server, service: Service) -> int:
+    """Serve until stopped, or until the service's start fails or its handler's loop dies:
+    such a handler would hold its partitions in the group without serving them, so the
+    process stops (leaving the group, the others take them) and exits 1, for whatever
+    supervises it to start it again."""
 
-    async def stop_when_the_handler_dies() -> None:
-        await handler.died.wait()
+    async def stop_when_the_service_fails() -> None:
+        died = asyncio.ensure_future(service.handler.died.wait())
+        failed = asyncio.ensure_future(service.start.failed.wait())
+        try:
+            await asyncio.wait({died, failed}, return_when=asyncio.FIRST_COMPLETED)
+        finally:
+            died.cancel()
+            failed.cancel()
         server.should_exit = True
 
-    watch = asyncio.create_task(stop_when_the_handler_dies())
+    watch = asyncio.create_task(stop_when_the_service_fails())
     try:
         await server.serve()
     finally:
         watch.cancel()
-    return 0 if server.started and handler.failure is None else 1
+    failed = service.handler.failure is not None or service.start.failure is not None
+    return 0 if server.started and not failed else 1
 
 
 def _handler(args: argparse.Namespace) -> int:

@@ -234,12 +234,17 @@ class CommandHandler:
 
     # ---- life cycle -----------------------------------------------------------------
 
-    async def start(self) -> None:
-        kafka = self.config.kafka
+    def export_metrics(self) -> None:
+        """The handler's series, there from the start (0 partitions ready until the group
+        assigns some): a process waiting for its brokers is seen waiting."""
         declare_metrics()
         metrics.SNAPSHOT_LIMIT_BYTES.set(SNAPSHOT_MAX_BYTES)
-        metrics.COMMAND_PARTITIONS.set(kafka.partitions)
-        self._publish_gauges()  # 0 partitions ready until the group assigns some
+        metrics.COMMAND_PARTITIONS.set(self.config.kafka.partitions)
+        self._publish_gauges()
+
+    async def start(self) -> None:
+        kafka = self.config.kafka
+        self.export_metrics()
         await wait_for_brokers(kafka.bootstrap, kafka.security)  # started before them: waits
         await ensure_topics(kafka, self.topics)
         client = f"{self.config.instance_id}"
