@@ -13,6 +13,7 @@ from blackjack.audit import cli as audit_cli
 from blackjack.command_handler.cli import register as register_service
 from blackjack.configuration import ConfigurationError
 from blackjack.loadtest.cli import register as register_loadtest
+from blackjack.play.cli import register as register_play
 from blackjack.projections import cli as projections_cli
 from blackjack.simulation.commands import register as register_math
 
@@ -82,6 +83,7 @@ def build_parser() -> argparse.ArgumentParser:
     register_math(sub)
     register_service(sub)
     register_loadtest(sub)
+    register_play(sub)
     return parser
 
 

@@ -65,7 +65,7 @@ async def read_consumer_records(
     await consumer.start()
     try:
         async with asyncio.timeout(timeout):
-            partitions = await _partitions(bootstrap, topic, security)
+            partitions = await topic_partitions(bootstrap, topic, security)
             consumer.assign(partitions)
             ends = await consumer.end_offsets(partitions)
             targets = {
@@ -106,7 +106,10 @@ class UnknownTopic(LookupError):
     pass
 
 
-async def _partitions(bootstrap: str, topic: str, security: KafkaSecurity) -> list[TopicPartition]:
+async def topic_partitions(
+    bootstrap: str, topic: str, security: KafkaSecurity
+) -> list[TopicPartition]:
+    """The partitions of ``topic``; ``UnknownTopic`` when it does not exist."""
     admin = AIOKafkaAdminClient(
         bootstrap_servers=bootstrap, client_id="blackjack-rebuild", **security.client_options()
     )

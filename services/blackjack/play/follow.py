@@ -1,0 +1,130 @@
+"""Following one table's public events, folded into the view a reconnecting client gets.
+
+The table's partition of ``blackjack.events`` is read ``read_committed`` from its beginning
+(a table's history, whoever wrote it: the player's commands, the service's clock, another
+player at a shared table), and every event of the table is folded in order by the read
+model's own fold. ``until(sequence)`` waits until the events of a command are in.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+
+from aiokafka import AIOKafkaConsumer, TopicPartition
+
+from blackjack.bus.settings import PLAINTEXT, KafkaSecurity
+from blackjack.bus.topics import Topics, partition_for
+from blackjack.messages.wire import decode
+from blackjack.projections.projector import StreamProjection
+from blackjack.projections.rebuild import topic_partitions
+
+
+class TableFollower:
+    def __init__(
+        self,
+        bootstrap: str,
+        stream_id: str,
+        topics: Topics | None = None,
+        *,
+        security: KafkaSecurity = PLAINTEXT,
+        client_id: str = "blackjack-play",
+    ) -> None:
+        self.bootstrap = bootstrap
+        self.stream_id = stream_id
+        self.topics = topics or Topics()
+        self.security = security
+        self.client_id = client_id
+        self.table = StreamProjection.new(stream_id)
+        self.failure: BaseException | None = None
+        self._key = stream_id.encode()
+        self._changed = asyncio.Condition()
+        self._consumer: AIOKafkaConsumer | None = None
+        self._task: asyncio.Task[None] | None = None
+        self._tp: TopicPartition | None = None
+        self._history_end = 0
+        self._read_to = 0
+
+    async def start(self) -> None:
+        self._consumer = AIOKafkaConsumer(
+            bootstrap_servers=self.bootstrap,
+            **self.security.client_options(),
+            group_id=None,
+            client_id=self.client_id,
+            isolation_level="read_committed",
+            enable_auto_commit=False,
+            auto_offset_reset="earliest",
+        )
+        partitions = await topic_partitions(self.bootstrap, self.topics.events, self.security)
+        tp = TopicPartition(self.topics.events, partition_for(self.stream_id, len(partitions)))
+        await self._consumer.start()
+        self._consumer.assign([tp])
+        await self._consumer.seek_to_beginning(tp)
+        self._tp = tp
+        self._history_end = (await self._consumer.end_offsets([tp]))[tp]
+        self._task = asyncio.create_task(self._follow(), name="follow-table")
+
+    async def stop(self) -> None:
+        if self._task is not None:
+            self._task.cancel()
+            with contextlib.suppress(asyncio.CancelledError):
+                await self._task
+        if self._consumer is not None:
+            await self._consumer.stop()
+
+    async def __aenter__(self) -> TableFollower:
+        await self.start()
+        return self
+
+    async def __aexit__(self, *exc: object) -> None:
+        await self.stop()
+
+    @property
+    def failed(self) -> bool:
+        return self.failure is not None
+
+    @property
+    def sequence(self) -> int:
+        """The last event of the table folded in."""
+        return self.table.view.last_sequence
+
+    async def until(self, sequence: int, timeout: float = 10.0) -> None:
+        """Return once the table's events up to ``sequence`` are folded in."""
+        async with asyncio.timeout(timeout), self._changed:
+            await self._changed.wait_for(lambda: self.failed or self.sequence >= sequence)
+        if self.failure is not None:
+            raise self.failure
+
+    async def caught_up(self, timeout: float = 30.0) -> None:
+        """Return once the table's history, as it was at ``start``, is folded in."""
+        async with asyncio.timeout(timeout), self._changed:
+            await self._changed.wait_for(lambda: self.failed or self._read_to >= self._history_end)
+        if self.failure is not None:
+            raise self.failure
+
+    async def changed(self, timeout: float) -> bool:
+        """Wait up to ``timeout`` for the next event (the clock's, another player's)."""
+        with contextlib.suppress(TimeoutError):
+            async with asyncio.timeout(timeout), self._changed:
+                await self._changed.wait()
+                return True
+        return False
+
+    async def _follow(self) -> None:
+        assert self._consumer is not None and self._tp is not None
+        try:
+            while True:
+                batches = await self._consumer.getmany(timeout_ms=1000)
+                for records in batches.values():
+                    for record in records:
+                        if record.key == self._key:
+                            self.table.apply(decode(record.value or b""))
+                # past the records read, and past transaction markers
+                self._read_to = await self._consumer.position(self._tp)
+                async with self._changed:
+                    self._changed.notify_all()
+        except Exception as error:  # an event this version cannot fold: said, not hidden
+            self.failure = error
+            async with self._changed:
+                self._changed.notify_all()
+            raise

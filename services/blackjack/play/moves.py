@@ -1,0 +1,154 @@
+"""What the player types, as the table's commands: pure, no I/O.
+
+    bet 5 [box N]   PlaceBet (amounts in the currency's units: 5 is 5.00 USD, 500 cents)
+    rebet, rebet2   Rebet (the last round's bets, or twice them)
+    clear           ClearBets          deal     Deal            pass    Pass
+    h / hit         Hit                s / stand  Stand         d / double  Double
+    p / split       Split              r / surrender  Surrender
+    i / insure      TakeInsurance      n / no   DeclineInsurance (on the player's first box
+                                                still offered insurance)
+    deposit 100     Deposit            withdraw 20  Withdraw    leave   LeaveTable
+    ?  help         q / quit
+
+A hand's decision goes to the hand whose turn it is; typed when it is not the player's turn,
+it is sent all the same and the table refuses it (``not_your_turn``): the table decides.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass
+from decimal import Decimal, InvalidOperation
+
+from blackjack.audit.replay import MINOR_UNITS
+from blackjack.domain import commands as cmd
+from blackjack.projections.projector import StreamProjection
+
+HELP = __doc__.split("\n\n")[1] if __doc__ else ""
+
+
+class NotAMove(ValueError):
+    """What was typed is not a move: said to the player, nothing is sent."""
+
+
+@dataclass(frozen=True)
+class Quit:
+    pass
+
+
+@dataclass(frozen=True)
+class Help:
+    text: str = HELP
+
+
+Move = cmd.TableCommand | Quit | Help
+
+_HAND_COMMANDS: dict[str, Callable[..., cmd.TableCommand]] = {
+    "h": cmd.Hit,
+    "hit": cmd.Hit,
+    "s": cmd.Stand,
+    "stand": cmd.Stand,
+    "d": cmd.Double,
+    "double": cmd.Double,
+    "p": cmd.Split,
+    "split": cmd.Split,
+    "r": cmd.Surrender,
+    "surrender": cmd.Surrender,
+}
+
+
+def amount_in_minor_units(text: str, currency: str) -> int:
+    """``"5"`` or ``"5.50"`` in ``currency`` as its minor units (550 for USD); no rounding:
+    more decimals than the currency has are refused."""
+    places = MINOR_UNITS.get(currency, 2)
+    try:
+        value = Decimal(text)
+    except InvalidOperation:
+        raise NotAMove(f"{text!r} is not an amount") from None
+    if not value.is_finite() or value <= 0:
+        raise NotAMove(f"{text!r} is not an amount above 0")
+    minor = value.scaleb(places)
+    if minor != minor.to_integral_value():
+        raise NotAMove(f"{text} {currency} has more than {places} decimals")
+    return int(minor)
+
+
+def move(line: str, table: StreamProjection, player_id: str) -> Move:
+    """The move ``line`` names for ``player_id`` at ``table`` (its public view)."""
+    words = line.strip().lower().split()
+    if not words:
+        raise NotAMove("type a move, ? for the list")
+    word, rest = words[0], words[1:]
+    if word in ("q", "quit", "exit"):
+        return Quit()
+    if word in ("?", "help"):
+        return Help()
+    if word in _HAND_COMMANDS:
+        _no_more(rest, word)
+        turn = table.view.active
+        if turn is None or turn.player_id != player_id:
+            box = _boxes(table, player_id)[0]
+            return _HAND_COMMANDS[word](player_id=player_id, box=box)  # the table says why not
+        return _HAND_COMMANDS[word](player_id=player_id, box=turn.box, hand=turn.hand)
+    currency = table.view.currency or "USD"
+    match word, rest:
+        case (("bet" | "b"), [amount]):
+            return cmd.PlaceBet(
+                player_id=player_id,
+                box=_boxes(table, player_id)[0],
+                amount=amount_in_minor_units(amount, currency),
+            )
+        case (("bet" | "b"), [amount, "box", box_text]):
+            chips = amount_in_minor_units(amount, currency)
+            return cmd.PlaceBet(player_id=player_id, box=_number(box_text), amount=chips)
+        case (("deposit" | "dep"), [amount]):
+            return cmd.Deposit(player_id=player_id, amount=amount_in_minor_units(amount, currency))
+        case (("withdraw" | "w"), [amount]):
+            return cmd.Withdraw(player_id=player_id, amount=amount_in_minor_units(amount, currency))
+        case (("i" | "insure" | "insurance"), []):
+            return cmd.TakeInsurance(player_id=player_id, box=_insurance_box(table, player_id))
+        case (("n" | "no"), []):
+            return cmd.DeclineInsurance(player_id=player_id, box=_insurance_box(table, player_id))
+        case "rebet", []:
+            return cmd.Rebet(player_id=player_id)
+        case "rebet2", []:
+            return cmd.Rebet(player_id=player_id, multiplier=2)
+        case "clear", []:
+            return cmd.ClearBets(player_id=player_id)
+        case "deal", []:
+            return cmd.Deal(player_id=player_id)
+        case "pass", []:
+            return cmd.Pass(player_id=player_id)
+        case "leave", []:
+            return cmd.LeaveTable(player_id=player_id)
+    raise NotAMove(f"{line.strip()!r} is not a move, ? for the list")
+
+
+def _no_more(rest: list[str], word: str) -> None:
+    if rest:
+        raise NotAMove(f"{word} takes nothing after it")
+
+
+def _number(text: str) -> int:
+    if not (text.isascii() and text.isdigit()):
+        raise NotAMove(f"{text!r} is not a box number")
+    return int(text)
+
+
+def _boxes(table: StreamProjection, player_id: str) -> list[int]:
+    """The player's boxes: those of the seat, by the table's rules (box 0 before sitting)."""
+    account = table.accounts.get(player_id)
+    rules = table.view.rules or {}
+    per_seat = int(rules.get("boxes_per_seat", 1))
+    seat = account.seat if account is not None and account.seat is not None else 0
+    return [seat * per_seat + k for k in range(per_seat)]
+
+
+def _insurance_box(table: StreamProjection, player_id: str) -> int:
+    """The player's first box still offered insurance in the round (else the first box)."""
+    record = table.rounds.get(table.view.round)
+    if record is not None:
+        for box in record.boxes:
+            if box.player_id == player_id and box.insurance and box.insurance.status == "offered":
+                return box.box
+    return _boxes(table, player_id)[0]

@@ -1,0 +1,147 @@
+"""The table as one player sees it, drawn with rich: pure, no I/O (the caller prints it).
+
+Everything comes from the table's public view (the read model's fold): the dealer's hole card
+is face down until revealed, the shoe is a count of cards dealt.
+"""
+
+from __future__ import annotations
+
+from rich.console import Group, RenderableType
+from rich.panel import Panel
+from rich.table import Table
+from rich.text import Text
+
+from blackjack.audit.replay import money
+from blackjack.messages.envelope import CommandResult
+from blackjack.projections.projector import HandView, RoundRecord, StreamProjection
+
+SUITS = {"S": "♠", "H": "♥", "D": "♦", "C": "♣"}
+RED = {"H", "D"}
+
+
+def card(code: str | None) -> Text:
+    if code is None:
+        return Text("▒▒", style="bold blue")
+    rank = "10" if code[0] == "T" else code[0]
+    return Text(f"{rank}{SUITS[code[1]]}", style="bold red" if code[1] in RED else "bold")
+
+
+def cards(codes: list[str] | list[str | None]) -> Text:
+    return Text(" ").join(card(code) for code in codes) if codes else Text("-")
+
+
+def _total(total: int, soft: bool) -> str:
+    return f"{'soft ' if soft and total <= 21 else ''}{total}" if total else ""
+
+
+def _hand_line(hand: HandView, currency: str) -> Text:
+    line = Text.assemble(cards(hand.cards), "  ", (_total(hand.total, hand.soft), "bold"))
+    marks = [
+        word for word, on in (("doubled", hand.doubled), ("surrendered", hand.surrendered)) if on
+    ]
+    if marks:
+        line.append(f"  ({', '.join(marks)})", style="dim")
+    if hand.outcome is not None:
+        paid = f" pays {money(hand.payout, currency)}" if hand.payout else ""
+        line.append(f"  {hand.outcome}{paid}", style="green" if hand.payout else "yellow")
+    return line
+
+
+def table_screen(table: StreamProjection, player_id: str) -> RenderableType:
+    view = table.view
+    currency = view.currency or "USD"
+    title = f"{view.stream_id} · {view.variant or 'not open'} · round {view.round}"
+    if view.round_open:
+        title += f" · {view.phase}"
+    grid = Table.grid(padding=(0, 2))
+    grid.add_column(style="bold cyan", no_wrap=True)
+    grid.add_column()
+    record = table.rounds.get(view.round)
+    if record is not None and record.status != "betting":
+        _dealt(grid, record, table, player_id, currency)
+    elif record is not None:
+        for box in record.boxes:
+            who = "you" if box.player_id == player_id else box.player_id
+            grid.add_row(f"Box {box.box}", f"bet {money(box.bet, currency)} ({who})")
+    account = table.accounts.get(player_id)
+    if account is not None:
+        grid.add_row(
+            "You",
+            f"balance {money(account.available, currency)} {currency}"
+            + (f" · in play {money(account.in_play, currency)}" if account.in_play else ""),
+        )
+    else:
+        grid.add_row("You", "not seated: deposit or sit down first")
+    parts: list[RenderableType] = [grid]
+    if view.shoe is not None:
+        parts.append(
+            Text(
+                f"shoe {view.shoe.shoe}: {view.shoe.cards_dealt} of {view.shoe.cards} cards dealt",
+                style="dim",
+            )
+        )
+    parts.append(Text(prompt_for(table, player_id), style="bold magenta"))
+    return Panel(Group(*parts), title=title, title_align="left")
+
+
+def _dealt(
+    grid: Table, record: RoundRecord, table: StreamProjection, player_id: str, currency: str
+) -> None:
+    dealer = record.dealer
+    if None in dealer.cards:  # the hole card face down: what the dealer shows
+        total = f"shows {dealer.upcard[0] if dealer.upcard else '?'}".replace("T", "10")
+    elif dealer.blackjack:
+        total = "blackjack"
+    else:
+        total = _total(dealer.total, dealer.soft)
+    grid.add_row("Dealer", Text.assemble(cards(dealer.cards), "  ", (total, "bold")))
+    turn = table.view.active
+    for box in record.boxes:
+        who = "" if box.player_id == player_id else f" ({box.player_id})"
+        grid.add_row(f"Box {box.box}{who}", f"bet {money(box.bet, currency)}")
+        for index, hand in enumerate(box.hands):
+            line = _hand_line(hand, currency)
+            if (
+                table.view.phase == "playing"
+                and turn is not None
+                and (turn.box, turn.hand) == (box.box, index)
+            ):
+                line.append(
+                    "  ◀ " + ("your turn" if turn.player_id == player_id else "turn"),
+                    style="bold magenta",
+                )
+            grid.add_row(f"  hand {index + 1}" if len(box.hands) > 1 else "", line)
+        if box.insurance is not None and box.insurance.status != "offered":
+            grid.add_row("", Text(f"insurance {box.insurance.status}", style="dim"))
+    for message in record.messages:
+        grid.add_row(f"Box {message.box}", Text(message.message, style="italic"))
+
+
+_WORDS = {"hit": "h", "stand": "s", "double": "d", "split": "p", "surrender": "r"}
+
+
+def prompt_for(table: StreamProjection, player_id: str) -> str:
+    """What the player may type now, from the table's view."""
+    view = table.view
+    if not view.opened:
+        return "the table is not open"
+    turn = view.active
+    if view.round_open and view.phase == "playing" and turn is not None:
+        if turn.player_id != player_id:
+            return f"waiting for {turn.player_id}"
+        actions = turn.actions or list(_WORDS)
+        return "your move: " + "  ".join(f"{action} ({_WORDS[action]})" for action in actions)
+    if view.round_open and view.phase == "insurance":
+        return "insurance? i (take) / n (no)"
+    if view.round_open and view.phase == "dealer":
+        return "the dealer plays"
+    return "bet AMOUNT, rebet, deal · deposit AMOUNT, withdraw AMOUNT · ? help, q quit"
+
+
+def result_line(command: str, result: CommandResult) -> Text:
+    if result.status == "accepted":
+        return Text(f"{command}: accepted", style="green")
+    reason = result.rejection
+    code = reason.code if reason is not None else "rejected"
+    message = reason.message if reason is not None else ""
+    return Text(f"{command} refused ({code}): {message}", style="bold red")

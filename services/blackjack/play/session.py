@@ -1,0 +1,55 @@
+"""One player's session at a table: a typed line in, what to show out. The Kafka clients
+are the caller's (``cli``); the tests drive a session the same way."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+from rich.console import RenderableType
+from rich.text import Text
+
+from blackjack.client import BlackjackClient
+from blackjack.domain import commands as cmd
+from blackjack.messages.envelope import CommandResult
+from blackjack.play.follow import TableFollower
+from blackjack.play.moves import Help, NotAMove, Quit, move
+from blackjack.play.screen import result_line, table_screen
+
+
+@dataclass
+class PlaySession:
+    client: BlackjackClient
+    follower: TableFollower
+    player_id: str
+    timeout: float = 10.0
+    over: bool = False
+    results: list[CommandResult] = field(default_factory=list)
+
+    @property
+    def stream_id(self) -> str:
+        return self.follower.stream_id
+
+    async def send(self, command: cmd.TableCommand) -> CommandResult:
+        """The command, its result, and once accepted its events folded into the view."""
+        result = await self.client.execute(self.stream_id, command, timeout=self.timeout)
+        self.results.append(result)
+        if result.last_sequence is not None:
+            await self.follower.until(result.last_sequence, self.timeout)
+        return result
+
+    async def handle(self, line: str) -> list[RenderableType]:
+        """What to show after the player typed ``line``."""
+        try:
+            chosen = move(line, self.follower.table, self.player_id)
+        except NotAMove as error:
+            return [Text(str(error), style="yellow")]
+        if isinstance(chosen, Quit):
+            self.over = True
+            return []
+        if isinstance(chosen, Help):
+            return [Text(chosen.text)]
+        result = await self.send(chosen)
+        return [result_line(type(chosen).__name__, result), self.screen()]
+
+    def screen(self) -> RenderableType:
+        return table_screen(self.follower.table, self.player_id)

@@ -1,0 +1,177 @@
+"""``blackjack play`` against the real handler on the real broker: a session plays rounds by
+what its screen offers, its view is the one a newcomer to the table folds from the topic, the
+money adds up; the command line plays a stacked round from standard input."""
+
+from __future__ import annotations
+
+import asyncio
+import os
+import sys
+from pathlib import Path
+
+import pytest
+
+from blackjack.client import BlackjackClient
+from blackjack.command_handler.service import CommandHandler
+from blackjack.domain import commands as cmd
+from blackjack.domain.wallet import BuyIn, WalletDeposit
+from blackjack.play.follow import TableFollower
+from blackjack.play.session import PlaySession
+from blackjack.projections.projector import StreamProjection
+from tests.integration.conftest import WAIT_S, KafkaSpace, QueuedShuffler, accept
+
+pytestmark = pytest.mark.integration
+
+BLACKJACK = Path(sys.executable).parent / "blackjack"
+A = "alice"
+
+
+def follower(space: KafkaSpace, table: str) -> TableFollower:
+    return TableFollower(space.bootstrap, table, space.topics)
+
+
+def next_line(table: StreamProjection, player_id: str) -> str:
+    """A simple player: bet 5, deal, no insurance, hit below 12, stand."""
+    view = table.view
+    record = table.rounds.get(view.round)
+    if view.round_open and view.phase == "insurance":
+        return "n"
+    turn = view.active
+    if view.round_open and view.phase == "playing" and turn is not None:
+        assert record is not None and turn.player_id == player_id
+        return "h" if record.hand(turn.box, turn.hand).total < 12 else "s"
+    if view.round_open and record is not None and record.status == "betting" and record.boxes:
+        return "deal"
+    return "bet 5"
+
+
+async def test_a_session_plays_rounds_and_sees_what_a_newcomer_to_the_table_folds(
+    space: KafkaSpace, handler: CommandHandler, client: BlackjackClient
+) -> None:
+    table = "play-session-1"
+    async with follower(space, table) as following:
+        await following.caught_up()
+        session = PlaySession(client, following, A)
+        for command in (
+            cmd.OpenTable(variant="mini-h17"),
+            cmd.SitDown(player_id=A),
+            cmd.Deposit(player_id=A, amount=10_000),
+        ):
+            assert (await session.send(command)).status == "accepted"
+        settled = 0
+        for _ in range(200):
+            before = following.table.view.round_open
+            await session.handle(next_line(following.table, A))
+            assert session.results[-1].status == "accepted", session.results[-1].rejection
+            if before and not following.table.view.round_open:
+                settled += 1
+            if settled == 5:
+                break
+        assert settled == 5
+        seen = following.table
+    async with follower(space, table) as newcomer:
+        await newcomer.caught_up()
+        assert newcomer.table.view == seen.view
+        assert newcomer.table.accounts == seen.accounts
+    account = seen.accounts[A]
+    assert account.rounds == 5 and account.in_play == 0
+    assert account.deposited == 10_000
+    assert account.available == 10_000 + account.won - account.lost
+
+
+async def test_the_command_line_plays_a_round_from_standard_input(
+    space: KafkaSpace, handler: CommandHandler, shuffler: QueuedShuffler
+) -> None:
+    shuffler.queue(["TH", "7S", "9H", "QD"])  # 19 against the dealer's 17
+    process = await asyncio.create_subprocess_exec(
+        str(BLACKJACK),
+        "play",
+        "play-cli-1",
+        "--player",
+        A,
+        "--open",
+        "atlantic-city",
+        "--deposit",
+        "50",
+        env={**os.environ, **space.env(), "COLUMNS": "100"},
+        stdin=asyncio.subprocess.PIPE,
+        stdout=asyncio.subprocess.PIPE,
+        stderr=asyncio.subprocess.STDOUT,
+    )
+    typed = b"bet 5\ndeal\nfold\nhit me\ns\nwithdraw 1000\nwithdraw 10.50\nq\n"
+    output, _ = await asyncio.wait_for(process.communicate(typed), WAIT_S)
+    text = output.decode()
+    assert process.returncode == 0, text[-3000:]
+    for line in (
+        "OpenTable: accepted",
+        "SitDown: accepted",
+        "Deposit: accepted",
+        "PlaceBet: accepted",
+        "Deal: accepted",
+        "'fold' is not a move",
+        "hit takes nothing after it",
+        "Stand: accepted",
+        "10♥ 9♥  19  win pays 10.00",
+        "Dealer  7♠ Q♦  17",
+        "Withdraw refused (",
+        "Withdraw: accepted",
+        "balance 44.50 USD",
+    ):
+        assert line in text, (line, text[-3000:])
+    assert "Traceback" not in text
+
+
+async def test_a_player_at_a_shared_table_sees_the_others_move_without_typing(
+    space: KafkaSpace, handler: CommandHandler, client: BlackjackClient
+) -> None:
+    table = "play-shared-1"
+    await accept(
+        client,
+        table,
+        cmd.OpenTable(variant="atlantic-city-multi"),
+        cmd.SitDown(player_id="bob", seat=1),
+    )
+    async with follower(space, table) as watching:  # bob's money reaches the table
+        await accept(
+            client,
+            "wallet:bob",
+            WalletDeposit(player_id="bob", amount=10_000),
+            BuyIn(player_id="bob", table_id=table, amount=5_000),
+        )
+        async with asyncio.timeout(WAIT_S):
+            while (bob := watching.table.accounts.get("bob")) is None or not bob.available:
+                await watching.changed(1.0)
+    process = await asyncio.create_subprocess_exec(
+        str(BLACKJACK),
+        "play",
+        table,
+        "--player",
+        A,
+        env={**os.environ, **space.env(), "COLUMNS": "100"},
+        stdin=asyncio.subprocess.PIPE,
+        stdout=asyncio.subprocess.PIPE,
+        stderr=asyncio.subprocess.STDOUT,
+    )
+    assert process.stdin is not None and process.stdout is not None
+    try:
+        seen = await lines_until(process.stdout, "SitDown: accepted")
+        await lines_until(process.stdout, "? help, q quit")  # the table drawn, then the help
+        await accept(client, table, cmd.PlaceBet(player_id="bob", box=1, amount=500))
+        seen = await lines_until(process.stdout, "bet 5.00 (bob)")  # nothing typed
+        assert any("round 1 · betting" in line for line in seen), "".join(seen)
+        process.stdin.close()  # end of input: the session ends
+        assert await asyncio.wait_for(process.wait(), WAIT_S) == 0
+    finally:
+        if process.returncode is None:
+            process.kill()
+            await process.wait()
+
+
+async def lines_until(stream: asyncio.StreamReader, wanted: str) -> list[str]:
+    seen: list[str] = []
+    async with asyncio.timeout(WAIT_S):
+        while not seen or wanted not in seen[-1]:
+            line = (await stream.readline()).decode()
+            assert line, "the process ended:\n" + "".join(seen[-30:])
+            seen.append(line)
+    return seen

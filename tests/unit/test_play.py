@@ -1,0 +1,131 @@
+"""``blackjack play``: what the player types becomes the table's command, and the screen shows
+the table as the read model folds it (cards, totals, whose turn, the buttons, the money)."""
+
+from __future__ import annotations
+
+import pytest
+from rich.console import Console
+
+from blackjack.domain import commands as cmd
+from blackjack.messages.sealing import ShoeSeal
+from blackjack.messages.wire import to_wire
+from blackjack.play.moves import Help, NotAMove, Quit, amount_in_minor_units, move
+from blackjack.play.screen import prompt_for, table_screen
+from blackjack.projections.projector import StreamProjection
+from tests.integration.conftest_projections import Script
+
+SEAL = ShoeSeal.from_hex(ShoeSeal.new_key_hex())
+A = "alice"
+
+
+def folded(script: Script) -> StreamProjection:
+    table = StreamProjection.new(script.stream_id)
+    for envelope in script.envelopes:
+        table.apply(to_wire(envelope, SEAL))
+    return table
+
+
+def shown(table: StreamProjection, player_id: str = A) -> str:
+    console = Console(width=100, record=True, color_system=None)
+    console.print(table_screen(table, player_id))
+    return console.export_text()
+
+
+@pytest.mark.parametrize(
+    ("text", "currency", "minor"),
+    [
+        ("5", "USD", 500),
+        ("5.5", "USD", 550),
+        ("0.01", "EUR", 1),
+        ("1e2", "USD", 10_000),
+        ("700", "JPY", 700),
+        ("1.234", "KWD", 1234),
+    ],
+)
+def test_amounts_are_typed_in_the_currency_s_units(text: str, currency: str, minor: int) -> None:
+    assert amount_in_minor_units(text, currency) == minor
+
+
+@pytest.mark.parametrize(
+    ("text", "currency"),
+    [
+        ("5.555", "USD"),
+        ("5.5", "JPY"),
+        ("0", "USD"),
+        ("-1", "USD"),
+        ("nan", "USD"),
+        ("inf", "USD"),
+        ("five", "USD"),
+        ("", "USD"),
+    ],
+)
+def test_an_amount_that_is_not_exact_money_is_refused_not_rounded(text: str, currency: str) -> None:
+    with pytest.raises(NotAMove):
+        amount_in_minor_units(text, currency)
+
+
+def test_a_decision_goes_to_the_hand_whose_turn_it_is() -> None:
+    script = Script("atlantic-city", [["8H", "7S", "8D", "QD", "5C", "2C"]])
+    script.do(cmd.PlaceBet(player_id=A, box=0, amount=1000), cmd.Deal(player_id=A))
+    script.do(cmd.Split(player_id=A, box=0, hand=0), cmd.Stand(player_id=A, box=0, hand=0))
+    table = folded(script)
+    assert move("h", table, A) == cmd.Hit(player_id=A, box=0, hand=1)
+    assert move(" STAND ", table, A) == cmd.Stand(player_id=A, box=0, hand=1)
+    assert move("d", table, A) == cmd.Double(player_id=A, box=0, hand=1)
+    text = shown(table)
+    assert "hand 1" in text and "hand 2" in text
+    assert "◀ your turn" in text.split("hand 2")[1]  # the second hand's line
+    assert "your move: hit (h)  stand (s)  double (d)" in text
+
+
+def test_bets_money_and_the_table_s_other_commands() -> None:
+    table = folded(Script("surrender", [], players={A: 10_000}))  # three boxes a seat
+    assert move("bet 2.50", table, A) == cmd.PlaceBet(player_id=A, box=0, amount=250)
+    assert move("b 5 box 2", table, A) == cmd.PlaceBet(player_id=A, box=2, amount=500)
+    assert move("deposit 20", table, A) == cmd.Deposit(player_id=A, amount=2000)
+    assert move("w 1.05", table, A) == cmd.Withdraw(player_id=A, amount=105)
+    assert move("rebet2", table, A) == cmd.Rebet(player_id=A, multiplier=2)
+    assert move("deal", table, A) == cmd.Deal(player_id=A)
+    assert move("leave", table, A) == cmd.LeaveTable(player_id=A)
+    assert isinstance(move("q", table, A), Quit) and isinstance(move("?", table, A), Help)
+    for wrong in ("", "bet", "bet 5 box two", "hit me", "fold", "bet 5.001"):
+        with pytest.raises(NotAMove):
+            move(wrong, table, A)
+
+
+def test_a_seat_s_boxes_follow_the_rules() -> None:
+    script = Script("atlantic-city-multi", [], players={A: 0, "bob": 0})
+    table = folded(script)
+    assert move("bet 5", table, "bob") == cmd.PlaceBet(player_id="bob", box=1, amount=500)
+
+
+def test_insurance_goes_to_the_box_offered_it_and_the_hole_card_stays_face_down() -> None:
+    script = Script("mini-h17", [["TH", "AS", "9D", "7C"]])
+    script.do(cmd.PlaceBet(player_id=A, box=0, amount=1000), cmd.Deal(player_id=A))
+    table = folded(script)
+    assert table.view.phase == "insurance"
+    assert move("i", table, A) == cmd.TakeInsurance(player_id=A, box=0)
+    assert move("n", table, A) == cmd.DeclineInsurance(player_id=A, box=0)
+    assert prompt_for(table, A) == "insurance? i (take) / n (no)"
+    text = shown(table)
+    assert "A♠ ▒▒  shows A" in text and "7♣" not in text  # the hole card stays face down
+    assert "balance 90.00 USD · in play 10.00" in text
+
+
+def test_a_settled_round_shows_the_outcome_and_the_money() -> None:
+    script = Script("atlantic-city", [["TH", "7S", "AH", "QD"]])  # blackjack: 3:2, cents dropped
+    script.do(cmd.PlaceBet(player_id=A, box=0, amount=500), cmd.Deal(player_id=A))
+    text = shown(folded(script))
+    assert "A♥ 10♥" in text or "10♥ A♥" in text
+    assert "blackjack pays 12.00" in text  # 5.00 + 7.50 paid as 7.00
+    assert "balance 107.00 USD" in text
+    assert "bet AMOUNT, rebet, deal" in text
+
+
+def test_a_lost_hand_is_not_said_to_pay() -> None:
+    script = Script("atlantic-city", [["TH", "TS", "7H", "QD"]])
+    script.do(cmd.PlaceBet(player_id=A, box=0, amount=500), cmd.Deal(player_id=A))
+    script.do(cmd.Stand(player_id=A, box=0, hand=0))
+    text = shown(folded(script))
+    assert "10♥ 7♥  17  lose" in text and "pays" not in text
+    assert "10♠ Q♦  20" in text
