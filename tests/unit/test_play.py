@@ -3,6 +3,8 @@ the table as the read model folds it (cards, totals, whose turn, the buttons, th
 
 from __future__ import annotations
 
+from datetime import timedelta
+
 import pytest
 from rich.console import Console
 
@@ -21,7 +23,8 @@ A = "alice"
 def folded(script: Script) -> StreamProjection:
     table = StreamProjection.new(script.stream_id)
     for envelope in script.envelopes:
-        table.apply(to_wire(envelope, SEAL))
+        if envelope.stream_id == script.stream_id:  # not the wallets funding a shared table
+            table.apply(to_wire(envelope, SEAL))
     return table
 
 
@@ -93,10 +96,17 @@ def test_bets_money_and_the_table_s_other_commands() -> None:
             move(wrong, table, A)
 
 
-def test_a_seat_s_boxes_follow_the_rules() -> None:
-    script = Script("atlantic-city-multi", [], players={A: 0, "bob": 0})
+def test_a_seat_s_boxes_follow_the_rules_and_the_clock_is_shown() -> None:
+    script = Script("atlantic-city-multi", [], players={A: 10_000, "bob": 10_000})
+    script.do(cmd.PlaceBet(player_id=A, box=0, amount=500))
     table = folded(script)
     assert move("bet 5", table, "bob") == cmd.PlaceBet(player_id="bob", box=1, amount=500)
+    deadline = table.view.deadline
+    assert deadline is not None
+    console = Console(width=100, record=True, color_system=None)
+    console.print(table_screen(table, "bob", deadline - timedelta(seconds=9.2)))
+    text = console.export_text()
+    assert "round 1 · betting · 10 s left" in text and "bet 5.00 (alice)" in text
 
 
 def test_insurance_goes_to_the_box_offered_it_and_the_hole_card_stays_face_down() -> None:

@@ -6,6 +6,9 @@ is face down until revealed, the shoe is a count of cards dealt.
 
 from __future__ import annotations
 
+import math
+from datetime import datetime
+
 from rich.console import Group, RenderableType
 from rich.panel import Panel
 from rich.table import Table
@@ -47,12 +50,18 @@ def _hand_line(hand: HandView, currency: str) -> Text:
     return line
 
 
-def table_screen(table: StreamProjection, player_id: str) -> RenderableType:
+def table_screen(
+    table: StreamProjection, player_id: str, now: datetime | None = None
+) -> RenderableType:
+    """The table for ``player_id``; with ``now``, the seconds left on the table's clock."""
     view = table.view
     currency = view.currency or "USD"
     title = f"{view.stream_id} · {view.variant or 'not open'} · round {view.round}"
     if view.round_open:
         title += f" · {view.phase}"
+        if view.deadline is not None and now is not None:
+            left = max(0, math.ceil((view.deadline - now).total_seconds()))
+            title += f" · {left} s left"
     grid = Table.grid(padding=(0, 2))
     grid.add_column(style="bold cyan", no_wrap=True)
     grid.add_column()

@@ -4,6 +4,7 @@ are the caller's (``cli``); the tests drive a session the same way."""
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from datetime import UTC, datetime
 
 from rich.console import RenderableType
 from rich.text import Text
@@ -52,4 +53,4 @@ class PlaySession:
         return [result_line(type(chosen).__name__, result), self.screen()]
 
     def screen(self) -> RenderableType:
-        return table_screen(self.follower.table, self.player_id)
+        return table_screen(self.follower.table, self.player_id, datetime.now(UTC))
