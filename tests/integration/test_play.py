@@ -121,32 +121,20 @@ async def test_the_command_line_plays_a_round_from_standard_input(
     assert "Traceback" not in text
 
 
-async def test_a_player_at_a_shared_table_sees_the_others_move_without_typing(
+async def test_a_player_at_a_shared_table_buys_in_and_sees_the_others_move_without_typing(
     space: KafkaSpace, handler: CommandHandler, client: BlackjackClient
 ) -> None:
     table = "play-shared-1"
-    await accept(
-        client,
-        table,
-        cmd.OpenTable(variant="atlantic-city-multi"),
-        cmd.SitDown(player_id="bob", seat=1),
-    )
-    async with follower(space, table) as watching:  # bob's money reaches the table
-        await accept(
-            client,
-            "wallet:bob",
-            WalletDeposit(player_id="bob", amount=10_000),
-            BuyIn(player_id="bob", table_id=table, amount=5_000),
-        )
-        async with asyncio.timeout(WAIT_S):
-            while (bob := watching.table.accounts.get("bob")) is None or not bob.available:
-                await watching.changed(1.0)
     process = await asyncio.create_subprocess_exec(
         str(BLACKJACK),
         "play",
         table,
         "--player",
         A,
+        "--open",
+        "atlantic-city-multi",
+        "--deposit",
+        "50",
         env={**os.environ, **space.env(), "COLUMNS": "100"},
         stdin=asyncio.subprocess.PIPE,
         stdout=asyncio.subprocess.PIPE,
@@ -154,11 +142,27 @@ async def test_a_player_at_a_shared_table_sees_the_others_move_without_typing(
     )
     assert process.stdin is not None and process.stdout is not None
     try:
-        seen = await lines_until(process.stdout, "SitDown: accepted")
-        await lines_until(process.stdout, "? help, q quit")  # the table drawn, then the help
+        seen = await lines_until(process.stdout, "? help, q quit")  # drawn, then the help
+        for line in ("OpenTable: accepted", "WalletDeposit: accepted", "BuyIn: accepted"):
+            assert any(line in shown for shown in seen), (line, "".join(seen))
+        assert any("balance 50.00 USD" in shown for shown in seen), "".join(seen)
+        await accept(client, table, cmd.SitDown(player_id="bob", seat=1))
+        async with follower(space, table) as watching:  # bob's money reaches the table
+            await accept(
+                client,
+                "wallet:bob",
+                WalletDeposit(player_id="bob", amount=10_000),
+                BuyIn(player_id="bob", table_id=table, amount=5_000),
+            )
+            async with asyncio.timeout(WAIT_S):
+                while (bob := watching.table.accounts.get("bob")) is None or not bob.available:
+                    await watching.changed(1.0)
         await accept(client, table, cmd.PlaceBet(player_id="bob", box=1, amount=500))
         seen = await lines_until(process.stdout, "bet 5.00 (bob)")  # nothing typed
         assert any("round 1 · betting" in line for line in seen), "".join(seen)
+        await accept(client, "wallet:alice", WalletDeposit(player_id=A, amount=1_000))
+        process.stdin.write(b"buyin 10\n")  # credited by the table after the wallet's answer
+        await lines_until(process.stdout, "balance 60.00 USD")
         process.stdin.close()  # end of input: the session ends
         assert await asyncio.wait_for(process.wait(), WAIT_S) == 0
     finally:
@@ -169,9 +173,12 @@ async def test_a_player_at_a_shared_table_sees_the_others_move_without_typing(
 
 async def lines_until(stream: asyncio.StreamReader, wanted: str) -> list[str]:
     seen: list[str] = []
-    async with asyncio.timeout(WAIT_S):
-        while not seen or wanted not in seen[-1]:
-            line = (await stream.readline()).decode()
-            assert line, "the process ended:\n" + "".join(seen[-30:])
-            seen.append(line)
+    try:
+        async with asyncio.timeout(WAIT_S):
+            while not seen or wanted not in seen[-1]:
+                line = (await stream.readline()).decode()
+                assert line, "the process ended:\n" + "".join(seen[-30:])
+                seen.append(line)
+    except TimeoutError:
+        raise AssertionError(f"no {wanted!r} in:\n" + "".join(seen[-40:])) from None
     return seen

@@ -114,12 +114,13 @@ async def _next_line(session: PlaySession, console: Console) -> str | None:
 async def _prepare(args: argparse.Namespace, session: PlaySession, console: Console) -> None:
     """Open the table, sit down and deposit, as asked and as needed, one after the other."""
     from blackjack.domain import commands as cmd
+    from blackjack.domain import wallet as wl
     from blackjack.play.moves import amount_in_minor_units
     from blackjack.play.screen import result_line
 
     table = session.follower.table
 
-    async def send(command: cmd.TableCommand) -> None:
+    async def send(command: cmd.TableCommand | wl.AnyWalletCommand) -> None:
         result = await session.send(command)
         console.print(result_line(type(command).__name__, result))
 
@@ -129,8 +130,17 @@ async def _prepare(args: argparse.Namespace, session: PlaySession, console: Cons
     if account is None or not account.seated:
         await send(cmd.SitDown(player_id=args.player, seat=args.seat))
     if args.deposit:
-        amount = amount_in_minor_units(args.deposit, table.view.currency or "USD")
-        await send(cmd.Deposit(player_id=args.player, amount=amount))
+        currency = table.view.currency or "USD"
+        amount = amount_in_minor_units(args.deposit, currency)
+        rules = table.view.rules or {}
+        if int(rules.get("seats", 1)) > 1:  # funded by the wallet: the cashier, then a buy-in
+            await send(wl.WalletDeposit(player_id=args.player, amount=amount, currency=currency))
+            before = session.available()
+            await send(wl.BuyIn(player_id=args.player, table_id=args.table, amount=amount))
+            if not await session.funded(before):
+                console.print("the table has not credited the buy-in yet", style="yellow")
+        else:
+            await send(cmd.Deposit(player_id=args.player, amount=amount))
 
 
 def _read_line() -> str | None:

@@ -8,6 +8,7 @@
     i / insure      TakeInsurance      n / no   DeclineInsurance (on the player's first box
                                                 still offered insurance)
     deposit 100     Deposit            withdraw 20  Withdraw    leave   LeaveTable
+    buyin 50        BuyIn from the player's wallet (a shared table: its money comes from there)
     ?  help         q / quit
 
 A hand's decision goes to the hand whose turn it is; typed when it is not the player's turn,
@@ -22,6 +23,7 @@ from decimal import Decimal, InvalidOperation
 
 from blackjack.audit.replay import MINOR_UNITS
 from blackjack.domain import commands as cmd
+from blackjack.domain import wallet as wl
 from blackjack.projections.projector import StreamProjection
 
 HELP = __doc__.split("\n\n")[1] if __doc__ else ""
@@ -41,7 +43,7 @@ class Help:
     text: str = HELP
 
 
-Move = cmd.TableCommand | Quit | Help
+Move = cmd.TableCommand | wl.BuyIn | Quit | Help
 
 _HAND_COMMANDS: dict[str, Callable[..., cmd.TableCommand]] = {
     "h": cmd.Hit,
@@ -103,6 +105,9 @@ def move(line: str, table: StreamProjection, player_id: str) -> Move:
             return cmd.PlaceBet(player_id=player_id, box=_number(box_text), amount=chips)
         case (("deposit" | "dep"), [amount]):
             return cmd.Deposit(player_id=player_id, amount=amount_in_minor_units(amount, currency))
+        case (("buyin" | "buy-in"), [amount]):
+            chips = amount_in_minor_units(amount, currency)
+            return wl.BuyIn(player_id=player_id, table_id=table.view.stream_id, amount=chips)
         case (("withdraw" | "w"), [amount]):
             return cmd.Withdraw(player_id=player_id, amount=amount_in_minor_units(amount, currency))
         case (("i" | "insure" | "insurance"), []):

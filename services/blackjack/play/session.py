@@ -3,6 +3,8 @@ are the caller's (``cli``); the tests drive a session the same way."""
 
 from __future__ import annotations
 
+import asyncio
+import contextlib
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 
@@ -11,6 +13,7 @@ from rich.text import Text
 
 from blackjack.client import BlackjackClient
 from blackjack.domain import commands as cmd
+from blackjack.domain import wallet as wl
 from blackjack.messages.envelope import CommandResult
 from blackjack.play.follow import TableFollower
 from blackjack.play.moves import Help, NotAMove, Quit, move
@@ -30,13 +33,33 @@ class PlaySession:
     def stream_id(self) -> str:
         return self.follower.stream_id
 
-    async def send(self, command: cmd.TableCommand) -> CommandResult:
-        """The command, its result, and once accepted its events folded into the view."""
-        result = await self.client.execute(self.stream_id, command, timeout=self.timeout)
+    async def send(self, command: cmd.TableCommand | wl.AnyWalletCommand) -> CommandResult:
+        """The command, its result, and once accepted its events folded into the view (a
+        wallet's command goes to the player's wallet: what it does at the table, a buy-in
+        credited or declined, follows in the background and is drawn when it comes)."""
+        if isinstance(command, wl.WALLET_COMMAND_TYPES):
+            stream_id = wl.wallet_stream(self.player_id)
+        else:
+            stream_id = self.stream_id
+        result = await self.client.execute(stream_id, command, timeout=self.timeout)
         self.results.append(result)
-        if result.last_sequence is not None:
+        if stream_id == self.stream_id and result.last_sequence is not None:
             await self.follower.until(result.last_sequence, self.timeout)
         return result
+
+    async def funded(self, before: int) -> bool:
+        """Wait (up to the timeout) for the player's money at the table to move from
+        ``before``: a buy-in credited. False when it did not (declined, or late)."""
+        with contextlib.suppress(TimeoutError):
+            async with asyncio.timeout(self.timeout):
+                while self.available() == before:
+                    await self.follower.changed(self.timeout)
+                return True
+        return False
+
+    def available(self) -> int:
+        account = self.follower.table.accounts.get(self.player_id)
+        return 0 if account is None else account.available
 
     async def handle(self, line: str) -> list[RenderableType]:
         """What to show after the player typed ``line``."""
