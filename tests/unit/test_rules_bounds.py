@@ -3,12 +3,16 @@
 from __future__ import annotations
 
 from datetime import UTC, datetime
+from fractions import Fraction
 
 import pytest
 
 from blackjack.domain import commands as cmd
+from blackjack.domain import events as ev
 from blackjack.domain.decide import decide
+from blackjack.domain.payouts import blackjack_winnings
 from blackjack.domain.rejections import Rejection
+from blackjack.domain.rules import PRESETS
 from blackjack.domain.state import INITIAL_STATE
 
 NOW = datetime(2026, 1, 1, tzinfo=UTC)
@@ -65,3 +69,24 @@ def test_a_shared_table_without_a_clock_is_refused(
     assert not isinstance(
         decide(INITIAL_STATE, cmd.OpenTable(variant=variant, overrides=with_clock), NOW), Rejection
     )
+
+
+@pytest.mark.parametrize(("written", "ratio"), [(1.15, Fraction(23, 20)), (1.2, Fraction(6, 5))])
+def test_a_payout_written_as_a_float_is_the_decimal_written_not_the_binary_float(
+    written: float, ratio: Fraction
+) -> None:
+    """Fraction(1.15) is 1.149999999999999911...: floored to the cent, a $20.00 blackjack at a
+    table opened with ``blackjack_pays: 1.15`` paid 22.99."""
+    rules = PRESETS["mini-h17"].model_validate(
+        {**PRESETS["mini-h17"].model_dump(), "blackjack_pays": written}
+    )
+    assert rules.blackjack_pays == ratio
+    assert blackjack_winnings(rules, 2000) == 2000 * ratio
+    table = decide(
+        INITIAL_STATE,
+        cmd.OpenTable(variant="mini-h17", overrides={"blackjack_pays": written}),
+        NOW,
+    )
+    assert not isinstance(table, Rejection)
+    opened = table[0]
+    assert isinstance(opened, ev.TableOpened) and opened.rules.blackjack_pays == ratio

@@ -9,9 +9,22 @@ from __future__ import annotations
 from fractions import Fraction
 from typing import Annotated, Any, Final, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, model_validator
+from pydantic import BaseModel, BeforeValidator, ConfigDict, Field, model_validator
 
 CARDS_PER_DECK = 52
+
+
+def _as_written(value: object) -> object:
+    """A float is read as the decimal it was written as: an override of ``1.15`` is 23/20, not
+    the binary float just under it, whose winnings floored to the cent would pay a $20.00
+    blackjack 22.99 instead of 23.00. Integers, ``"6/5"`` and ``"1.2"`` are exact already."""
+    if isinstance(value, float):
+        return Fraction(repr(value))
+    return value
+
+
+ExactFraction = Annotated[Fraction, BeforeValidator(_as_written)]
+"""A ratio of the rules: never a binary float (money is floored to the cent with it)."""
 MAX_CARDS_PER_HAND = 21  # twenty-one aces is the longest hand that has not bust
 
 
@@ -27,7 +40,7 @@ class ReshuffleAtPenetration(BaseModel):
 
     model_config = ConfigDict(frozen=True, extra="forbid")
     kind: Literal["penetration"] = "penetration"
-    used: Fraction = Field(description="fraction of the shoe dealt that triggers a reshuffle")
+    used: ExactFraction = Field(description="fraction of the shoe dealt that triggers a reshuffle")
 
 
 ReshufflePolicy = Annotated[
@@ -87,7 +100,7 @@ class Rules(BaseModel):
     split_aces_one_card: bool = True
 
     # Payouts, in whole minor units
-    blackjack_pays: Fraction = Field(
+    blackjack_pays: ExactFraction = Field(
         Fraction(3, 2), description="what a natural wins per unit bet: from 1 (even) to 2"
     )
     blackjack_win_rounded_down_to: int = Field(
