@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import asyncio
 import os
+import signal
 import sys
 from pathlib import Path
 
@@ -182,3 +183,34 @@ async def lines_until(stream: asyncio.StreamReader, wanted: str) -> list[str]:
     except TimeoutError:
         raise AssertionError(f"no {wanted!r} in:\n" + "".join(seen[-40:])) from None
     return seen
+
+
+async def test_ctrl_c_ends_a_session_waiting_for_a_line(
+    space: KafkaSpace, handler: CommandHandler
+) -> None:
+    """It waited for one more Enter: the line was read by one of asyncio's worker threads,
+    which the interpreter joins at exit."""
+    process = await asyncio.create_subprocess_exec(
+        str(BLACKJACK),
+        "play",
+        "play-ctrl-c",
+        "--player",
+        A,
+        "--open",
+        "mini-h17",
+        env={**os.environ, **space.env(), "COLUMNS": "100"},
+        stdin=asyncio.subprocess.PIPE,  # open, nothing typed
+        stdout=asyncio.subprocess.PIPE,
+        stderr=asyncio.subprocess.STDOUT,
+    )
+    assert process.stdout is not None
+    try:
+        await lines_until(process.stdout, "? help, q quit")
+        process.send_signal(signal.SIGINT)
+        assert await asyncio.wait_for(process.wait(), 10) == 130
+        rest = (await process.stdout.read()).decode()
+        assert "Traceback" not in rest and "Unclosed" not in rest, rest[-3000:]
+    finally:
+        if process.returncode is None:
+            process.kill()
+            await process.wait()

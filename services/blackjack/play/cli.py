@@ -13,6 +13,7 @@ import argparse
 import asyncio
 import logging
 import sys
+import threading
 import uuid
 from typing import TYPE_CHECKING
 
@@ -83,8 +84,9 @@ async def _session(args: argparse.Namespace, settings: KafkaSettings, console: C
             return 2
         console.print(session.screen())
         console.print(HELP, style="dim")
+        keyboard = Keyboard.reading()
         while not session.over:
-            line = await _next_line(session, console)
+            line = await _next_line(session, console, keyboard)
             if line is None:
                 break
             for shown in await session.handle(line):
@@ -92,10 +94,11 @@ async def _session(args: argparse.Namespace, settings: KafkaSettings, console: C
     return 0
 
 
-async def _next_line(session: PlaySession, console: Console) -> str | None:
+async def _next_line(session: PlaySession, console: Console, keyboard: Keyboard) -> str | None:
     """The player's next line; meanwhile the table is drawn again whenever someone else
     changes it (another player, the service's clock), so a turn that comes is seen."""
-    reading = asyncio.ensure_future(asyncio.to_thread(_read_line))
+    console.print("> ", end="")
+    reading = asyncio.ensure_future(keyboard.lines.get())
     follower = session.follower
     shown = follower.sequence
     while not reading.done():
@@ -143,8 +146,28 @@ async def _prepare(args: argparse.Namespace, session: PlaySession, console: Cons
             await send(cmd.Deposit(player_id=args.player, amount=amount))
 
 
-def _read_line() -> str | None:
-    try:
-        return input("> ")
-    except EOFError:
-        return None
+class Keyboard:
+    """Standard input's lines, read by a daemon thread: a thread blocked reading a terminal
+    must not keep the process alive after Ctrl-C (asyncio's own worker threads are joined at
+    exit, so ``asyncio.to_thread(input)`` waited for one more Enter). ``None`` ends them."""
+
+    def __init__(self, loop: asyncio.AbstractEventLoop) -> None:
+        self.lines: asyncio.Queue[str | None] = asyncio.Queue()
+        self._loop = loop
+
+    @classmethod
+    def reading(cls) -> Keyboard:
+        keyboard = cls(asyncio.get_running_loop())
+        threading.Thread(target=keyboard._read, name="keyboard", daemon=True).start()
+        return keyboard
+
+    def _read(self) -> None:
+        while True:
+            line = sys.stdin.readline()
+            typed = line.rstrip("\n") if line else None  # "" is the end of input
+            try:
+                self._loop.call_soon_threadsafe(self.lines.put_nowait, typed)
+            except RuntimeError:  # the loop has closed: the session is over
+                return
+            if not line:
+                return
