@@ -6,8 +6,10 @@ from __future__ import annotations
 
 import json
 from datetime import UTC, datetime
+from pathlib import Path
 from typing import Any
 
+import jsonschema
 import pytest
 from structlog.testing import capture_logs
 
@@ -181,3 +183,26 @@ def test_a_made_up_command_type_is_no_metrics_label(kind: object) -> None:
     handled = processor.handle(store, Inbound(TABLE.encode(), value.encode(), [], 0, 3), NOW)
     assert handled.result.rejection is not None
     assert handled.result.rejection.code == "malformed" and handled.command_type == "-"
+
+
+# The AsyncAPI document promises the results' Kafka key: every key the processor answers an
+# unreadable message under must fit it, or a platform validating the results against the
+# document refuses the very answer meant for it.
+ASYNCAPI = Path(__file__).parents[2] / "schemas" / "asyncapi.json"
+
+
+@pytest.mark.parametrize("length", [0, 9, 128, 129, 512, 513, 600_000])
+def test_the_key_of_an_unreadable_message_s_answer_is_what_the_asyncapi_document_allows(
+    length: int,
+) -> None:
+    document = json.loads(ASYNCAPI.read_text())
+    schema = document["components"]["messages"]["command-results:Message"]["bindings"]["kafka"][
+        "key"
+    ]
+    processor, store = new_processor(), PartitionStore(0)
+    key = b"k" * length
+    value = json.dumps({"command_id": "c", "stream_id": "s" * length, "command": {}}).encode()
+    handled = processor.handle(store, Inbound(key, value, [], 0, 9), NOW)
+    [answer] = handled.outgoing
+    assert answer.key == (key if length <= 512 else b"s" * 128 + b"...")
+    jsonschema.validate(answer.key.decode(), schema)

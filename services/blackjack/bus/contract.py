@@ -21,6 +21,7 @@ from faststream.specification.base import Specification
 
 from blackjack.bus.settings import DEFAULT_BOOTSTRAP
 from blackjack.bus.topics import Topics
+from blackjack.command_handler.processor import ANSWER_KEY_MAX_BYTES
 from blackjack.command_handler.snapshots import Checkpoint, SealedSnapshot
 from blackjack.domain.wallet import STREAM_ID_PATTERN
 from blackjack.messages.envelope import CommandEnvelope, CommandResult
@@ -178,8 +179,10 @@ KEYS: dict[str, dict[str, Any]] = {
     "command-results": {
         **_STREAM_KEY,
         "description": "the command's stream id; an unreadable command is answered under the "
-        "key it came with (empty if it had none)",
+        "key it came with (empty if it had none), up to 512 bytes; a longer key is replaced by "
+        "the stream id the message names (else the key), cut to 128 characters and '...'",
         "pattern": ".*",
+        "maxLength": ANSWER_KEY_MAX_BYTES,
     },
     "snapshots": {
         "type": "string",

@@ -253,6 +253,11 @@ ID_MAX_CHARS = 128
 read is cut to it, so that the answer stays small whatever the message held."""
 
 
+ANSWER_KEY_MAX_BYTES = 4 * ID_MAX_CHARS
+"""The longest key an unreadable message is answered under as it came (so its sender, who chose
+it, finds the answer); past it, the answer's key is the quoted stream id (or key)."""
+
+
 def _quoted(text: str) -> str:
     return text if len(text) <= ID_MAX_CHARS else f"{text[:ID_MAX_CHARS]}..."
 
@@ -291,7 +296,7 @@ class Processor:
                 handled_at=now,
             )
             # answered under the key it came with, unless that is longer than any stream id
-            answer_key = key if len(key) <= 4 * ID_MAX_CHARS else parsed.stream_id.encode()
+            answer_key = key if len(key) <= ANSWER_KEY_MAX_BYTES else parsed.stream_id.encode()
             return Handled(
                 result=result,
                 command_type=parsed.command_type,
