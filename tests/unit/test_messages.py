@@ -8,6 +8,7 @@ import json
 from datetime import UTC, datetime
 from pathlib import Path
 
+import jsonschema
 import pytest
 from cryptography.exceptions import InvalidTag
 from cryptography.hazmat.primitives.ciphers.aead import AESGCM
@@ -76,6 +77,29 @@ def test_a_command_s_sent_at_is_the_schemas_date_time(sent_at: object, accepted:
         CommandEnvelope.model_validate(document)
     else:
         with pytest.raises(ValidationError, match="sent_at"):
+            CommandEnvelope.model_validate(document)
+
+
+@pytest.mark.parametrize(
+    ("table_id", "accepted"),
+    [("mt-1", True), ("wallet-ish", True), ("wallet:bob", False), ("wallet:", False)],
+)
+def test_a_buy_in_s_table_is_never_a_wallet_in_the_schema_as_in_the_model(
+    table_id: str, accepted: bool
+) -> None:
+    """The integrator review: `BuyIn` to `wallet:...` validated against schemas/ but was
+    answered `malformed`; a platform that checks its commands against the schema must learn
+    it there."""
+    command = {"type": "BuyIn", "player_id": "ann", "table_id": table_id, "amount": 100}
+    schema = json.loads((SCHEMAS / "commands" / "BuyIn.json").read_text())
+    assert jsonschema.Draft202012Validator(schema).is_valid(command) is accepted
+    document = {"command_id": "c-1", "stream_id": "wallet:ann", "command": command}
+    envelope_schema = json.loads((SCHEMAS / "command-envelope.json").read_text())
+    assert jsonschema.Draft202012Validator(envelope_schema).is_valid(document) is accepted
+    if accepted:
+        CommandEnvelope.model_validate(document)
+    else:
+        with pytest.raises(ValidationError, match="not to a wallet"):
             CommandEnvelope.model_validate(document)
 
 

@@ -69,7 +69,14 @@ class BuyIn(WalletCommand):
     """Move money from the wallet to the player's seat at a table."""
 
     type: Literal["BuyIn"] = "BuyIn"
-    table_id: str = Field(min_length=1, max_length=128, pattern=STREAM_ID_PATTERN)
+    table_id: str = Field(
+        min_length=1,
+        max_length=128,
+        pattern=STREAM_ID_PATTERN,
+        description="the table's stream id: never a wallet's (`wallet:...`)",
+        # the validator below, said in the schema too
+        json_schema_extra={"not": {"pattern": f"^{WALLET_STREAM_PREFIX}"}},
+    )
     amount: StrictInt
 
     @field_validator("table_id")
