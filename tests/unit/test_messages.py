@@ -257,3 +257,15 @@ def test_only_a_version_an_event_was_upcast_from_is_renamed() -> None:
     for named in (0, -7, 2):
         with pytest.raises(ValidationError, match="the envelope names"):
             wire.decode(json.dumps(stored | {"schema_version": named}).encode())
+
+
+def test_every_schema_names_its_dialect_and_is_valid_in_it() -> None:
+    """A validator picks its rules from ``$schema``: without it, some default to draft 4 or 7,
+    where 2020-12's keywords (``$defs``, ``prefixItems``) are not checked."""
+    from blackjack.messages.schemas import schema_documents
+
+    for path, document in schema_documents().items():
+        assert document["$schema"] == "https://json-schema.org/draft/2020-12/schema", path
+        validator = jsonschema.validators.validator_for(document)
+        assert validator is jsonschema.Draft202012Validator, path
+        validator.check_schema(document)
