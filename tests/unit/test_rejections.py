@@ -269,6 +269,25 @@ def test_a_seat_the_table_does_not_have() -> None:
     then_rejected(given("mini-h17"), cmd.SitDown(player_id="ann", seat=1), "seat_out_of_range")
 
 
+@rejects("no_wallet")
+def test_a_player_no_wallet_can_fund_cannot_sit_at_a_table_funded_from_wallets() -> None:
+    """``wallet:ann lee`` is no stream id: such a player sat down, and no BuyIn could ever
+    reach the seat (an integrator review). A single-player table, funded by Deposit, takes
+    any player id."""
+    for player_id in ("ann lee", "a" * 122, "ann/lee"):
+        refused = then_rejected(
+            given("atlantic-city-multi"), cmd.SitDown(player_id=player_id, seat=0), "no_wallet"
+        )
+        assert "wallet:<player id>" in refused.message
+    assert not isinstance(
+        decide(given("atlantic-city-multi"), cmd.SitDown(player_id="a" * 121, seat=0), NOW),
+        Rejection,
+    )
+    assert not isinstance(
+        decide(given("mini-h17"), cmd.SitDown(player_id="ann lee", seat=0), NOW), Rejection
+    )
+
+
 @rejects("seat_taken")
 def test_a_seat_someone_holds() -> None:
     state = given("atlantic-city-multi", *seated("ann", 2), *seated("bob", 0))

@@ -24,6 +24,7 @@ RejectionCode = Literal[
     "already_seated",
     "seat_out_of_range",
     "seat_taken",
+    "no_wallet",  # a table funded by wallets, and no wallet stream can be named for the player
     "box_out_of_range",
     "not_your_box",
     "round_in_progress",

@@ -16,6 +16,7 @@ streams; ``ConfirmBuyIn``, ``RefundBuyIn`` and ``CashOut`` are issued by the ser
 
 from __future__ import annotations
 
+import re
 from collections.abc import Callable, Iterable
 from typing import Any, Literal, get_args
 
@@ -33,6 +34,19 @@ STREAM_ID_PATTERN = r"^[A-Za-z0-9._:@\-]+$"
 def wallet_stream(player_id: str) -> str:
     """The id of the player's wallet stream (the Kafka key of its commands and events)."""
     return f"{WALLET_STREAM_PREFIX}{player_id}"
+
+
+MAX_STREAM_ID = 128
+"""The longest stream id (the commands' envelopes refuse longer ones)."""
+
+
+def has_wallet_stream(player_id: str) -> bool:
+    """Whether ``wallet:<player_id>`` is a stream id commands can be sent to: a player id with
+    a space, or longer than 121 characters, names none, so no money can reach such a player
+    at a table funded from wallets."""
+    stream_id = wallet_stream(player_id)
+    fits = len(stream_id) <= MAX_STREAM_ID
+    return fits and re.fullmatch(STREAM_ID_PATTERN, stream_id) is not None
 
 
 def is_wallet_stream(stream_id: str) -> bool:

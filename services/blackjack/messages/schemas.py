@@ -14,7 +14,6 @@ from blackjack.domain.wallet import WALLET_COMMAND_TYPES
 from blackjack.messages.envelope import CommandEnvelope, CommandResult
 from blackjack.messages.wire import WIRE_EVENT_TYPES, WireEnvelope
 
-
 DIALECT = "https://json-schema.org/draft/2020-12/schema"
 """pydantic writes JSON Schema 2020-12; saying so lets a validator pick its rules without
 being told (an integrator review: the documents did not name their dialect)."""

@@ -13,6 +13,7 @@ from blackjack.domain.decisions.draft import Draft, refuse
 from blackjack.domain.rejections import in_one_line
 from blackjack.domain.rules import MAX_BET, PRESETS
 from blackjack.domain.state import TableState
+from blackjack.domain.wallet import MAX_STREAM_ID, WALLET_STREAM_PREFIX, has_wallet_stream
 
 
 def open_table(r: Draft, c: cmd.OpenTable) -> None:
@@ -51,6 +52,13 @@ def sit_down(r: Draft, c: cmd.SitDown) -> None:
     if c.player_id in r.state.players:
         raise refuse("already_seated", f"{c.player_id} is already seated")
     _check_free_seat(r.state, c.seat)
+    if r.state.rules.funded_by_wallet and not has_wallet_stream(c.player_id):
+        raise refuse(
+            "no_wallet",
+            f"money comes to this table from wallet:<player id>, and {c.player_id[:40]!r} "
+            f"names none (letters, digits and . _ : @ - only, at most "
+            f"{MAX_STREAM_ID - len(WALLET_STREAM_PREFIX)} characters)",
+        )
     r.emit(facts.seat_taken(player_id=c.player_id, seat=c.seat))
 
 
