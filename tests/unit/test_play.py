@@ -43,6 +43,8 @@ def shown(table: StreamProjection, player_id: str = A) -> str:
         ("1e2", "USD", 10_000),
         ("700", "JPY", 700),
         ("1.234", "KWD", 1234),
+        ("5.000000000000000000000000000000000", "USD", 500),
+        ("12345678901234567.89", "USD", 1234567890123456789),
     ],
 )
 def test_amounts_are_typed_in_the_currency_s_units(text: str, currency: str, minor: int) -> None:
@@ -60,6 +62,14 @@ def test_amounts_are_typed_in_the_currency_s_units(text: str, currency: str, min
         ("inf", "USD"),
         ("five", "USD"),
         ("", "USD"),
+        # past decimal's 28 digits of precision: was rounded to 1.00 (100 cents) and sent
+        ("1.000000000000000000000000000001", "USD"),
+        ("5.0000000000000000000000000000000001", "USD"),
+        ("1e1000000", "USD"),  # was decimal.Overflow: a traceback ended the session
+        ("1e999", "USD"),
+        ("5_0", "USD"),  # Decimal's underscores, other scripts' digits, signs
+        ("\u0661\u0662", "USD"),
+        ("+5", "USD"),
     ],
 )
 def test_an_amount_that_is_not_exact_money_is_refused_not_rounded(text: str, currency: str) -> None:

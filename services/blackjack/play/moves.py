@@ -17,9 +17,10 @@ it is sent all the same and the table refuses it (``not_your_turn``): the table 
 
 from __future__ import annotations
 
+import re
 from collections.abc import Callable
 from dataclasses import dataclass
-from decimal import Decimal, InvalidOperation
+from decimal import Decimal
 
 from blackjack.audit.replay import MINOR_UNITS
 from blackjack.domain import commands as cmd
@@ -59,20 +60,32 @@ _HAND_COMMANDS: dict[str, Callable[..., cmd.TableCommand]] = {
 }
 
 
+_AMOUNT = re.compile(r"(?:[0-9]+(?:\.[0-9]*)?|\.[0-9]+)(?:e[+-]?[0-9]{1,3})?", re.ASCII | re.I)
+MOST_DIGITS = 20
+"""Past this many digits of minor units an amount is no bet or balance any table takes
+(a balance stops at 10^15): refused here, never sent as a number of a thousand digits."""
+
+
 def amount_in_minor_units(text: str, currency: str) -> int:
     """``"5"`` or ``"5.50"`` in ``currency`` as its minor units (550 for USD); no rounding:
-    more decimals than the currency has are refused."""
+    more decimals than the currency has are refused. Exact whatever the number of digits
+    (``decimal``'s context would round past 28 of them), ASCII digits only."""
     places = MINOR_UNITS.get(currency, 2)
-    try:
-        value = Decimal(text)
-    except InvalidOperation:
-        raise NotAMove(f"{text!r} is not an amount") from None
-    if not value.is_finite() or value <= 0:
+    if not _AMOUNT.fullmatch(text):
+        raise NotAMove(f"{text!r} is not an amount")
+    sign, digits, exponent = Decimal(text).as_tuple()  # exact: no context applies
+    assert isinstance(exponent, int) and sign == 0  # finite and not negative, by _AMOUNT
+    coefficient = int("".join(map(str, digits)))
+    shift = exponent + places
+    if coefficient == 0:
         raise NotAMove(f"{text!r} is not an amount above 0")
-    minor = value.scaleb(places)
-    if minor != minor.to_integral_value():
+    scaled: int = coefficient * 10 ** max(shift, 0)
+    minor, dropped = divmod(scaled, int(10 ** max(-shift, 0)))
+    if dropped:  # an exponent has three digits at most: these powers are small
         raise NotAMove(f"{text} {currency} has more than {places} decimals")
-    return int(minor)
+    if len(str(minor)) > MOST_DIGITS:
+        raise NotAMove(f"{text} {currency} is more than any table takes")
+    return minor
 
 
 def move(line: str, table: StreamProjection, player_id: str) -> Move:
