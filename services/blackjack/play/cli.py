@@ -11,7 +11,10 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import contextlib
 import logging
+import os
+import re
 import sys
 import threading
 import uuid
@@ -28,13 +31,33 @@ VARIANTS = ("atlantic-city", "atlantic-city-multi", "mini-h17", "mini-s17", "sur
 
 def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     play = sub.add_parser("play", help="play a table of the running service at the terminal")
-    play.add_argument("table", help="the table's stream id")
-    play.add_argument("--player", required=True, help="your player id")
+    play.add_argument("table", type=table_id, help="the table's stream id")
+    play.add_argument("--player", type=player_id, required=True, help="your player id")
     play.add_argument("--open", metavar="VARIANT", choices=VARIANTS, help="open it first")
     play.add_argument("--seat", type=int, default=0, help="the seat to sit at (default 0)")
     play.add_argument("--deposit", metavar="AMOUNT", help="deposit this much first (e.g. 100)")
     play.add_argument("--timeout", type=float, default=10.0, help="seconds to wait for a result")
     play.set_defaults(handler=_play)
+
+
+def table_id(text: str) -> str:
+    """A table's stream id, as a command's envelope takes it (checked before connecting: a
+    wrong one was a pydantic traceback at the first command)."""
+    from blackjack.domain.wallet import STREAM_ID_PATTERN, is_wallet_stream
+
+    if not (1 <= len(text) <= 128 and re.fullmatch(STREAM_ID_PATTERN, text)):
+        raise argparse.ArgumentTypeError(
+            f"{text!r} is not a stream id (1 to 128 of A-Z a-z 0-9 . _ : @ -)"
+        )
+    if is_wallet_stream(text):
+        raise argparse.ArgumentTypeError(f"{text!r} is a wallet, not a table")
+    return text
+
+
+def player_id(text: str) -> str:
+    if not 1 <= len(text) <= 128:
+        raise argparse.ArgumentTypeError("a player id has 1 to 128 characters")
+    return text
 
 
 def _play(args: argparse.Namespace) -> int:
@@ -59,6 +82,10 @@ def _play(args: argparse.Namespace) -> int:
         return 2
     except KeyboardInterrupt:
         return 130
+    except Exception as error:  # a fold that fails, an answer that cannot be read: one line
+        said = "; ".join(str(error).splitlines())
+        print(f"blackjack play: {type(error).__name__}: {said}", file=sys.stderr)
+        return 1
 
 
 async def _session(args: argparse.Namespace, settings: KafkaSettings, console: Console) -> int:
@@ -84,9 +111,8 @@ async def _session(args: argparse.Namespace, settings: KafkaSettings, console: C
             return 2
         console.print(session.screen())
         console.print(HELP, style="dim")
-        keyboard = Keyboard.reading()
         while not session.over:
-            line = await _next_line(session, console, keyboard)
+            line = await _next_line(session, console)
             if line is None:
                 break
             for shown in await session.handle(line):
@@ -94,24 +120,57 @@ async def _session(args: argparse.Namespace, settings: KafkaSettings, console: C
     return 0
 
 
-async def _next_line(session: PlaySession, console: Console, keyboard: Keyboard) -> str | None:
+async def _next_line(session: PlaySession, console: Console) -> str | None:
     """The player's next line; meanwhile the table is drawn again whenever someone else
     changes it (another player, the service's clock), so a turn that comes is seen."""
     console.print("> ", end="")
-    reading = asyncio.ensure_future(keyboard.lines.get())
+    reading = asyncio.ensure_future(_line_aside())
     follower = session.follower
     shown = follower.sequence
-    while not reading.done():
-        changed = asyncio.ensure_future(follower.changed(timeout=60))
-        await asyncio.wait({reading, changed}, return_when=asyncio.FIRST_COMPLETED)
-        changed.cancel()
-        if follower.failure is not None:
-            raise follower.failure
-        if follower.sequence > shown and not reading.done():
-            shown = follower.sequence
-            console.print(session.screen())
-            console.print("> ", end="")  # the prompt the screen pushed up
+    try:
+        while not reading.done():
+            changed = asyncio.ensure_future(follower.changed(timeout=60))
+            await asyncio.wait({reading, changed}, return_when=asyncio.FIRST_COMPLETED)
+            changed.cancel()
+            if follower.failure is not None:
+                raise follower.failure
+            if follower.sequence > shown and not reading.done():
+                shown = follower.sequence
+                console.print(session.screen())
+                console.print("> ", end="")  # the prompt the screen pushed up
+    finally:
+        reading.cancel()  # the thread reading stays blocked, a daemon: the process may end
     return reading.result()
+
+
+async def _line_aside() -> str | None:
+    """The next line of standard input, read by a daemon thread of its own.
+
+    Not ``asyncio.to_thread(input)``: a thread of asyncio's executor blocked in ``input()``
+    held the process's end (``asyncio.run`` and then the interpreter join it) until a line
+    was typed, after Ctrl-C or a failure. ``os.read`` holds no lock of ``sys.stdin`` either,
+    which the interpreter takes at exit."""
+    loop = asyncio.get_running_loop()
+    line: asyncio.Future[str | None] = loop.create_future()
+
+    def deliver(text: str | None, error: Exception | None) -> None:
+        if line.done():
+            return
+        if error is not None:
+            line.set_exception(error)
+        else:
+            line.set_result(text)
+
+    def read() -> None:
+        try:
+            text, error = _read_line(), None
+        except Exception as failed:  # an input that cannot be read: said as one line
+            text, error = None, failed
+        with contextlib.suppress(RuntimeError):  # the loop closed meanwhile
+            loop.call_soon_threadsafe(deliver, text, error)
+
+    threading.Thread(target=read, name="blackjack-play-input", daemon=True).start()
+    return await line
 
 
 async def _prepare(args: argparse.Namespace, session: PlaySession, console: Console) -> None:
@@ -146,28 +205,12 @@ async def _prepare(args: argparse.Namespace, session: PlaySession, console: Cons
             await send(cmd.Deposit(player_id=args.player, amount=amount))
 
 
-class Keyboard:
-    """Standard input's lines, read by a daemon thread: a thread blocked reading a terminal
-    must not keep the process alive after Ctrl-C (asyncio's own worker threads are joined at
-    exit, so ``asyncio.to_thread(input)`` waited for one more Enter). ``None`` ends them."""
-
-    def __init__(self, loop: asyncio.AbstractEventLoop) -> None:
-        self.lines: asyncio.Queue[str | None] = asyncio.Queue()
-        self._loop = loop
-
-    @classmethod
-    def reading(cls) -> Keyboard:
-        keyboard = cls(asyncio.get_running_loop())
-        threading.Thread(target=keyboard._read, name="keyboard", daemon=True).start()
-        return keyboard
-
-    def _read(self) -> None:
-        while True:
-            line = sys.stdin.readline()
-            typed = line.rstrip("\n") if line else None  # "" is the end of input
-            try:
-                self._loop.call_soon_threadsafe(self.lines.put_nowait, typed)
-            except RuntimeError:  # the loop has closed: the session is over
-                return
-            if not line:
-                return
+def _read_line(fd: int = 0) -> str | None:
+    """One line of ``fd`` (standard input) without its end, ``None`` at its end: byte by byte,
+    so that nothing past the line is read (a line at a time from a terminal anyway)."""
+    data = bytearray()
+    while (byte := os.read(fd, 1)) and byte != b"\n":
+        data += byte
+    if not byte and not data:
+        return None
+    return data.decode(errors="replace").rstrip("\r")

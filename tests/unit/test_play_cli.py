@@ -1,0 +1,107 @@
+"""``blackjack play``'s command line: a session that ends while a line is awaited (Ctrl-C,
+the table's follower failed) ends the process at once (a thread of asyncio's default executor
+blocked in ``input()`` held the exit, ``asyncio.run`` and then the interpreter join it, until
+the player pressed Enter); what goes wrong is one line, not a traceback."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+import textwrap
+import time
+from pathlib import Path
+
+import pytest
+
+from blackjack.cli import build_parser
+from blackjack.play import cli
+from blackjack.projections.projector import ProjectionError
+
+SERVICES = str(Path(__file__).resolve().parents[2] / "services")
+
+SESSION_THAT_FAILS_WHILE_READING = textwrap.dedent(
+    """
+    import asyncio
+
+    from rich.console import Console
+
+    from blackjack.play import cli
+
+
+    class Follower:
+        sequence = 0
+        failure = None
+
+        async def changed(self, timeout):
+            await asyncio.sleep(0.2)
+            self.failure = RuntimeError("the table's follower failed")
+            return True
+
+
+    class Session:
+        follower = Follower()
+
+
+    asyncio.run(cli._next_line(Session(), Console()))
+    """
+)
+
+
+def test_a_session_that_ends_while_a_line_is_awaited_exits_at_once(tmp_path: Path) -> None:
+    env = {**os.environ, "PYTHONPATH": SERVICES}
+    errors = tmp_path / "stderr"
+    started = time.monotonic()
+    with (
+        errors.open("wb") as stderr,
+        subprocess.Popen(
+            [sys.executable, "-c", SESSION_THAT_FAILS_WHILE_READING],
+            stdin=subprocess.PIPE,  # held open, nothing typed
+            stdout=subprocess.DEVNULL,
+            stderr=stderr,
+            env=env,
+        ) as process,
+    ):
+        try:
+            process.wait(timeout=15)
+        except subprocess.TimeoutExpired:
+            process.kill()
+            raise AssertionError("the process waited for a line after its session ended") from None
+        finally:
+            assert process.stdin is not None
+            process.stdin.close()
+    assert process.returncode == 1, errors.read_text()
+    assert "the table's follower failed" in errors.read_text()
+    assert time.monotonic() - started < 15
+
+
+@pytest.mark.parametrize(
+    "argv",
+    [
+        ["play", "my table", "--player", "alice"],  # a pydantic traceback at the first command
+        ["play", "t" * 129, "--player", "alice"],
+        ["play", "wallet:alice", "--player", "alice"],  # a wallet's events, folded as a table's
+        ["play", "my-table", "--player", ""],
+        ["play", "my-table", "--player", "a" * 129],
+    ],
+)
+def test_a_wrong_table_or_player_is_refused_before_connecting(
+    argv: list[str], capsys: pytest.CaptureFixture[str]
+) -> None:
+    with pytest.raises(SystemExit) as exit_:
+        build_parser().parse_args(argv)
+    assert exit_.value.code == 2
+    assert "blackjack play: error: argument" in capsys.readouterr().err
+
+
+def test_a_failure_during_the_session_is_one_line(
+    monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    async def failing(*_: object) -> int:
+        raise ProjectionError("my-table: event 7 follows 5")
+
+    monkeypatch.setattr(cli, "_session", failing)
+    args = build_parser().parse_args(["play", "my-table", "--player", "alice"])
+    assert cli._play(args) == 1
+    err = capsys.readouterr().err
+    assert err == "blackjack play: ProjectionError: my-table: event 7 follows 5\n"
