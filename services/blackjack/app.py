@@ -130,7 +130,9 @@ def build_app(config: HandlerConfig, projections: ProjectionSettings | None = No
         logger=logger,
     )
     handler = CommandHandler(config)
-    health = None if projections is None else FoldHealth(projections.stuck_after)
+    # "starting" until the worker has started: /readyz answers during the start, and the
+    # worker's part said "folding" (store "ok") while the start still waited for Kafka
+    health = None if projections is None else FoldHealth(projections.stuck_after, starting=True)
 
     async def brokers_reachable() -> None:  # started before them: waits
         await wait_for_brokers(config.kafka.bootstrap, config.kafka.security)
@@ -164,7 +166,13 @@ def build_app(config: HandlerConfig, projections: ProjectionSettings | None = No
             on_shutdown.append(queries.close)
     steps += [("app broker", broker.start_now), ("handler", handler.start)]
     if projections is not None:
-        steps.append(("projections", worker.start))
+
+        async def start_worker() -> None:
+            assert health is not None
+            await worker.start()
+            health.started()
+
+        steps.append(("projections", start_worker))
     start = ServiceStart(steps)
 
     @get(include_in_schema=False)

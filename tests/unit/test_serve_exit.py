@@ -5,8 +5,13 @@ normal stop exits 0."""
 from __future__ import annotations
 
 import asyncio
+from collections.abc import Callable
+from pathlib import Path
+from unittest.mock import patch
 
+import httpx
 import pytest
+from faststream.kafka import KafkaBroker
 from structlog.testing import capture_logs
 
 from blackjack.app import Service, build_app
@@ -14,6 +19,7 @@ from blackjack.command_handler.cli import serve_while_the_service_lives
 from blackjack.command_handler.config import HandlerConfig
 from blackjack.command_handler.service import CommandHandler
 from blackjack.messages.sealing import ShoeSeal
+from blackjack.projections.settings import ProjectionSettings
 
 
 class Server:
@@ -155,3 +161,38 @@ async def test_a_stop_goes_on_when_its_caller_is_cancelled_and_past_a_failing_cl
         await asyncio.wait_for(stopping.stop(), 5)  # the same stop, seen through
     assert closed == ["consumer", "reader", "clock"]
     assert cancelled.cancelled()
+
+
+async def test_readiness_says_the_projection_worker_starts_until_it_has_started(
+    tmp_path: Path,
+) -> None:
+    """/readyz answers during the start now: the worker's part said "folding" with its store
+    "ok" while the start still waited for Kafka (nothing folded, the store not even asked)."""
+    projections = ProjectionSettings(db_url=f"sqlite+aiosqlite:///{tmp_path / 'read.db'}")
+    served = build_app(config(), projections)
+    started: list[str] = []
+
+    async def step() -> None:
+        started.append("step")
+
+    worker_started = served.start.steps[-1][1]
+    served.start.steps = [("kafka", step), ("projections", worker_started)]
+    transport = httpx.ASGITransport(app=served.app)
+    async with httpx.AsyncClient(transport=transport, base_url="http://serve") as http:
+        waiting = (await http.get("/readyz")).json()
+        assert waiting["starting"] == {"waiting_for": None, "failed": False}
+        assert waiting["projections"]["status"] == "starting"
+        with patch.object(KafkaBroker, "start", _nothing):
+            served.start.launch()
+            await asyncio.wait_for(_until(lambda: served.start.done), 5)
+        assert (await http.get("/readyz")).json()["projections"]["status"] == "folding"
+    assert started == ["step"]
+
+
+async def _nothing(*_: object) -> None:
+    return None
+
+
+async def _until(condition: Callable[[], bool]) -> None:
+    while not condition():
+        await asyncio.sleep(0.01)
