@@ -11,12 +11,14 @@ import sys
 import textwrap
 import time
 from pathlib import Path
+from types import SimpleNamespace
 
 import pytest
+from rich.console import Console
 
 from blackjack.cli import build_parser
 from blackjack.play import cli
-from blackjack.projections.projector import ProjectionError
+from blackjack.projections.projector import ProjectionError, StreamProjection
 
 SERVICES = str(Path(__file__).resolve().parents[2] / "services")
 
@@ -105,3 +107,26 @@ def test_a_failure_during_the_session_is_one_line(
     assert cli._play(args) == 1
     err = capsys.readouterr().err
     assert err == "blackjack play: ProjectionError: my-table: event 7 follows 5\n"
+
+
+async def test_a_wrong_deposit_is_refused_before_anything_is_sent() -> None:
+    """``--open mini-h17 --deposit 5.555``: the table was opened and the player seated before
+    the amount was read and refused."""
+    from blackjack.play.moves import NotAMove
+
+    sent: list[object] = []
+
+    class Session:
+        class follower:  # noqa: N801
+            table = StreamProjection.new("my-table")
+
+        async def send(self, command: object) -> SimpleNamespace:
+            sent.append(command)
+            return SimpleNamespace(status="accepted", rejection=None)
+
+    args = build_parser().parse_args(
+        ["play", "my-table", "--player", "alice", "--open", "mini-h17", "--deposit", "5.555"]
+    )
+    with pytest.raises(NotAMove, match="more than 2 decimals"):
+        await cli._prepare(args, Session(), Console())  # type: ignore[arg-type]
+    assert sent == []

@@ -177,6 +177,7 @@ async def _prepare(args: argparse.Namespace, session: PlaySession, console: Cons
     """Open the table, sit down and deposit, as asked and as needed, one after the other."""
     from blackjack.domain import commands as cmd
     from blackjack.domain import wallet as wl
+    from blackjack.domain.rules import preset
     from blackjack.play.moves import amount_in_minor_units
     from blackjack.play.screen import result_line
 
@@ -186,14 +187,19 @@ async def _prepare(args: argparse.Namespace, session: PlaySession, console: Cons
         result = await session.send(command)
         console.print(result_line(type(command).__name__, result))
 
+    amount = None
+    if args.deposit:  # read first: a wrong amount opens nothing and sits nobody down
+        currency = table.view.currency
+        if currency is None and args.open:
+            currency = preset(args.open).currency
+        amount = amount_in_minor_units(args.deposit, currency or "USD")
     if args.open and not table.view.opened:
         await send(cmd.OpenTable(variant=args.open))
     account = table.accounts.get(args.player)
     if account is None or not account.seated:
         await send(cmd.SitDown(player_id=args.player, seat=args.seat))
-    if args.deposit:
+    if amount is not None:
         currency = table.view.currency or "USD"
-        amount = amount_in_minor_units(args.deposit, currency)
         rules = table.view.rules or {}
         if int(rules.get("seats", 1)) > 1:  # funded by the wallet: the cashier, then a buy-in
             await send(wl.WalletDeposit(player_id=args.player, amount=amount, currency=currency))
