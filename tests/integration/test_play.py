@@ -11,11 +11,14 @@ import sys
 from pathlib import Path
 
 import pytest
+from aiokafka import AIOKafkaProducer
 
+from blackjack.bus.topics import partition_for
 from blackjack.client import BlackjackClient
 from blackjack.command_handler.service import CommandHandler
 from blackjack.domain import commands as cmd
 from blackjack.domain.wallet import BuyIn, WalletDeposit
+from blackjack.messages.wire import encode
 from blackjack.play.follow import TableFollower
 from blackjack.play.session import PlaySession
 from blackjack.projections.projector import StreamProjection
@@ -214,3 +217,34 @@ async def test_ctrl_c_ends_a_session_waiting_for_a_line(
         if process.returncode is None:
             process.kill()
             await process.wait()
+
+
+async def test_the_follower_passes_an_event_the_log_holds_twice(
+    space: KafkaSpace, handler: CommandHandler, client: BlackjackClient
+) -> None:
+    """The read model skips the same event again at a later offset (and counts it, alert
+    ``BlackjackProjectionDuplicateEvents``); the follower, folding with the same fold, failed
+    on it ("event 1 follows 3"), and every later ``blackjack play`` at that table with it."""
+    table = "play-duplicate-1"
+    results = await accept(
+        client, table, cmd.OpenTable(variant="mini-h17"), cmd.SitDown(player_id=A)
+    )
+    events = [e for result in results for e in await client.events(result)]
+    assert [e.sequence for e in events] == list(range(1, len(events) + 1))
+    producer = AIOKafkaProducer(bootstrap_servers=space.bootstrap)
+    await producer.start()
+    try:
+        await producer.send_and_wait(
+            space.topics.events,
+            encode(events[0]),
+            key=table.encode(),
+            partition=partition_for(table, space.partitions),
+        )
+    finally:
+        await producer.stop()
+    await accept(client, table, cmd.Deposit(player_id=A, amount=1_000))
+    async with follower(space, table) as newcomer:
+        await newcomer.caught_up()
+        assert newcomer.failure is None
+        assert newcomer.table.accounts[A].available == 1_000
+        assert newcomer.sequence == len(events) + 1

@@ -15,8 +15,8 @@ from aiokafka import AIOKafkaConsumer, TopicPartition
 
 from blackjack.bus.settings import PLAINTEXT, KafkaSecurity
 from blackjack.bus.topics import Topics, partition_for
-from blackjack.messages.wire import decode
-from blackjack.projections.projector import StreamProjection
+from blackjack.messages.wire import WireEnvelope, decode
+from blackjack.projections.projector import ProjectionError, StreamProjection
 from blackjack.projections.rebuild import topic_partitions
 
 
@@ -44,6 +44,7 @@ class TableFollower:
         self._tp: TopicPartition | None = None
         self._history_end = 0
         self._read_to = 0
+        self._folded: dict[int, WireEnvelope] = {}
 
     async def start(self) -> None:
         self._consumer = AIOKafkaConsumer(
@@ -110,6 +111,21 @@ class TableFollower:
                 return True
         return False
 
+    def _fold(self, envelope: WireEnvelope) -> None:
+        """The next event folded in; the very event folded in at its place, met again at a
+        later offset, passed over, as the read model's writer does (``check_next`` failed
+        on it: the table could not be played from this client again)."""
+        if 0 < envelope.sequence <= self.sequence:
+            if self._folded.get(envelope.sequence) == envelope:
+                return
+            folded = self._folded.get(envelope.sequence)
+            raise ProjectionError(
+                f"{self.stream_id} event {envelope.sequence} is {envelope.event_id}, but "
+                f"{folded.event_id if folded else 'another'} was folded in at that place"
+            )
+        self.table.apply(envelope)
+        self._folded[envelope.sequence] = envelope
+
     async def _follow(self) -> None:
         assert self._consumer is not None and self._tp is not None
         try:
@@ -118,7 +134,7 @@ class TableFollower:
                 for records in batches.values():
                     for record in records:
                         if record.key == self._key:
-                            self.table.apply(decode(record.value or b""))
+                            self._fold(decode(record.value or b""))
                 # past the records read, and past transaction markers
                 self._read_to = await self._consumer.position(self._tp)
                 async with self._changed:
