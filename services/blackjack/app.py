@@ -77,6 +77,7 @@ class ServiceStart:
         self.failed = asyncio.Event()
         self._task: asyncio.Task[None] | None = None
         self._passed: set[str] = set()
+        self._halted = False
 
     def launch(self) -> None:
         self._task = asyncio.create_task(self._run(), name="service-start")
@@ -84,16 +85,26 @@ class ServiceStart:
     def passed(self, step: str) -> bool:
         return step in self._passed
 
-    async def cancel(self) -> None:
-        """Stop a start still running (the server is stopping): its step is cancelled."""
+    def halt(self) -> None:
+        """Start nothing more (SIGTERM, from the server's signal handler): the step running is
+        cancelled now, not when the app's shutdown comes (uvicorn closes its connections
+        first), and no later step begins. What was started is stopped by the shutdown."""
+        self._halted = True
         if self._task is not None and not self._task.done():
             self._task.cancel()
+
+    async def cancel(self) -> None:
+        """Stop a start still running (the server is stopping): its step is cancelled."""
+        self.halt()
+        if self._task is not None:
             with contextlib.suppress(asyncio.CancelledError):
                 await self._task
 
     async def _run(self) -> None:
         try:
             for name, step in self.steps:
+                if self._halted:
+                    return
                 self.step = name
                 await step()
                 self._passed.add(name)

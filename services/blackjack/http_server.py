@@ -13,7 +13,8 @@ import asyncio
 import contextlib
 import signal
 import threading
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
+from types import FrameType
 
 import uvicorn
 
@@ -21,6 +22,17 @@ STOP_SIGNALS = (signal.SIGINT, signal.SIGTERM)
 
 
 class Server(uvicorn.Server):
+    def __init__(self, config: uvicorn.Config, on_exit: Callable[[], None] | None = None):
+        """``on_exit``: told at once when a signal asks the server to stop (``serve`` halts
+        its start there: uvicorn's shutdown of the app comes only after its connections)."""
+        super().__init__(config)
+        self.on_exit = on_exit
+
+    def handle_exit(self, sig: int, frame: FrameType | None) -> None:
+        super().handle_exit(sig, frame)
+        if self.on_exit is not None:
+            self.on_exit()
+
     @contextlib.contextmanager
     def capture_signals(self) -> Iterator[None]:
         if threading.current_thread() is not threading.main_thread():

@@ -5,12 +5,14 @@ normal stop exits 0."""
 from __future__ import annotations
 
 import asyncio
+import signal
 from collections.abc import Callable
 from pathlib import Path
 from unittest.mock import patch
 
 import httpx
 import pytest
+import uvicorn
 from faststream.kafka import KafkaBroker
 from structlog.testing import capture_logs
 
@@ -18,6 +20,7 @@ from blackjack.app import Service, build_app
 from blackjack.command_handler.cli import serve_while_the_service_lives
 from blackjack.command_handler.config import HandlerConfig
 from blackjack.command_handler.service import CommandHandler
+from blackjack.http_server import Server as HttpServer
 from blackjack.messages.sealing import ShoeSeal
 from blackjack.projections.settings import ProjectionSettings
 
@@ -196,3 +199,30 @@ async def _nothing(*_: object) -> None:
 async def _until(condition: Callable[[], bool]) -> None:
     while not condition():
         await asyncio.sleep(0.01)
+
+
+async def test_a_sigterm_during_a_step_starts_nothing_more() -> None:
+    """uvicorn runs the app's shutdown (which cancels the start) only after it has closed its
+    connections: meanwhile a step that ended (the database came back) went on to the next,
+    and a pod told to stop joined the handler's and the projections' groups to leave them
+    again at once. The signal itself halts the start."""
+    served = service()
+    server = HttpServer(uvicorn.Config(served.app), on_exit=served.start.halt)
+    gate, entered, later = asyncio.Event(), asyncio.Event(), []
+
+    async def read_model() -> None:
+        entered.set()
+        await gate.wait()
+
+    async def handler_start() -> None:
+        later.append("handler")
+
+    served.start.steps = [("read model", read_model), ("handler", handler_start)]
+    served.start.launch()
+    await asyncio.wait_for(entered.wait(), 5)
+    server.handle_exit(signal.SIGTERM, None)
+    gate.set()  # the database answers right after the signal
+    await asyncio.sleep(0.2)  # uvicorn still closing its connections
+    assert server.should_exit and later == []
+    assert served.start.failure is None and not served.start.done
+    await asyncio.wait_for(served.start.cancel(), 5)  # the shutdown's hook: nothing left

@@ -88,7 +88,8 @@ def _serve(args: argparse.Namespace) -> int:
         lifespan="on",
         access_log=False,
     )
-    return asyncio.run(serve_while_the_service_lives(Server(config), service))
+    server = Server(config, on_exit=service.start.halt)  # a SIGTERM starts nothing more
+    return asyncio.run(serve_while_the_service_lives(server, service))
 
 
 class _Server(Protocol):
