@@ -126,6 +126,21 @@ class Service:
     start: ServiceStart
 
 
+def each_in_turn(stops: list[Callable[[], Awaitable[Any]]]) -> Callable[[], Awaitable[None]]:
+    """One shutdown hook running every stop, whatever the one before did: FastStream skips the
+    hooks after one that raises, so a handler whose consumer failed to leave its group kept
+    the projection worker in its group and the read model's store open."""
+
+    async def stop_each() -> None:
+        for stop in stops:
+            try:
+                await stop()
+            except Exception:
+                log.exception("stopping failed", part=getattr(stop, "__qualname__", repr(stop)))
+
+    return stop_each
+
+
 def _json(status: int, body: str) -> AsgiResponse:
     return AsgiResponse(body.encode(), status, {"content-type": "application/json"})
 
@@ -224,7 +239,7 @@ def build_app(config: HandlerConfig, projections: ProjectionSettings | None = No
         specification=specification(documentation_broker(config.topics, config.kafka.bootstrap)),
         on_startup=[launch],
         # a start still running is cancelled before anything it started is stopped
-        on_shutdown=[start.cancel, *on_shutdown],
+        on_shutdown=[each_in_turn([start.cancel, *on_shutdown])],
     )
     if store is None or projections is None:
         return Service(app, handler, start)

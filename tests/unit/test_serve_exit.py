@@ -6,8 +6,9 @@ from __future__ import annotations
 
 import asyncio
 import signal
-from collections.abc import Callable
+from collections.abc import Callable, MutableMapping
 from pathlib import Path
+from typing import Any
 from unittest.mock import patch
 
 import httpx
@@ -226,3 +227,41 @@ async def test_a_sigterm_during_a_step_starts_nothing_more() -> None:
     assert server.should_exit and later == []
     assert served.start.failure is None and not served.start.done
     await asyncio.wait_for(served.start.cancel(), 5)  # the shutdown's hook: nothing left
+
+
+async def test_a_stop_that_fails_does_not_skip_the_ones_after_it(tmp_path: Path) -> None:
+    """FastStream runs the shutdown hooks one after the other and gives up at the first that
+    raises: a handler whose consumer could not leave its group left the projection worker in
+    its group and the read model's store open."""
+    settings = ProjectionSettings(db_url=f"sqlite+aiosqlite:///{tmp_path / 'read.db'}")
+    stopped: list[str] = []
+
+    async def failing_stop(handler: CommandHandler, timeout: float = 10.0) -> None:
+        stopped.append("handler")
+        raise RuntimeError("the consumer could not leave the group")
+
+    async def close(store: object) -> None:
+        stopped.append("store")
+
+    received: asyncio.Queue[dict[str, str]] = asyncio.Queue()
+    sent: list[MutableMapping[str, Any]] = []
+
+    async def send(message: MutableMapping[str, Any]) -> None:
+        sent.append(message)
+
+    with (
+        patch.object(CommandHandler, "stop", failing_stop),
+        patch("blackjack.projections.store.ProjectionStore.close", close),
+        capture_logs() as logs,
+    ):
+        serving = build_app(config(), settings)
+        serving.start.steps = []  # nothing to start: the shutdown alone is under test
+        scope = {"type": "lifespan", "asgi": {"version": "3.0"}}
+        lifespan = asyncio.ensure_future(serving.app(scope, received.get, send))
+        await received.put({"type": "lifespan.startup"})
+        await received.put({"type": "lifespan.shutdown"})
+        await asyncio.wait_for(lifespan, 10)
+    assert stopped == ["handler", "store"]
+    assert [m["type"] for m in sent] == ["lifespan.startup.complete", "lifespan.shutdown.complete"]
+    failed = [e for e in logs if e["event"] == "stopping failed"]
+    assert len(failed) == 1 and failed[0]["part"].endswith("failing_stop")
