@@ -30,6 +30,19 @@ BLACKJACK = Path(sys.executable).parent / "blackjack"
 A = "alice"
 
 
+async def play(space: KafkaSpace, *args: str) -> asyncio.subprocess.Process:
+    """``blackjack play ARGS`` on the space's topics, its standard input a pipe held open."""
+    return await asyncio.create_subprocess_exec(
+        str(BLACKJACK),
+        "play",
+        *args,
+        env={**os.environ, **space.env(), "COLUMNS": "100"},
+        stdin=asyncio.subprocess.PIPE,
+        stdout=asyncio.subprocess.PIPE,
+        stderr=asyncio.subprocess.STDOUT,
+    )
+
+
 def follower(space: KafkaSpace, table: str) -> TableFollower:
     return TableFollower(space.bootstrap, table, space.topics)
 
@@ -87,21 +100,8 @@ async def test_the_command_line_plays_a_round_from_standard_input(
     space: KafkaSpace, handler: CommandHandler, shuffler: QueuedShuffler
 ) -> None:
     shuffler.queue(["TH", "7S", "9H", "QD"])  # 19 against the dealer's 17
-    process = await asyncio.create_subprocess_exec(
-        str(BLACKJACK),
-        "play",
-        "play-cli-1",
-        "--player",
-        A,
-        "--open",
-        "atlantic-city",
-        "--deposit",
-        "50",
-        env={**os.environ, **space.env(), "COLUMNS": "100"},
-        stdin=asyncio.subprocess.PIPE,
-        stdout=asyncio.subprocess.PIPE,
-        stderr=asyncio.subprocess.STDOUT,
-    )
+    opening = ["--open", "atlantic-city", "--deposit", "50"]
+    process = await play(space, "play-cli-1", "--player", A, *opening)
     typed = b"bet 5\ndeal\nfold\nhit me\ns\nwithdraw 1000\nwithdraw 10.50\nq\n"
     output, _ = await asyncio.wait_for(process.communicate(typed), WAIT_S)
     text = output.decode()
@@ -129,21 +129,8 @@ async def test_a_player_at_a_shared_table_buys_in_and_sees_the_others_move_witho
     space: KafkaSpace, handler: CommandHandler, client: BlackjackClient
 ) -> None:
     table = "play-shared-1"
-    process = await asyncio.create_subprocess_exec(
-        str(BLACKJACK),
-        "play",
-        table,
-        "--player",
-        A,
-        "--open",
-        "atlantic-city-multi",
-        "--deposit",
-        "50",
-        env={**os.environ, **space.env(), "COLUMNS": "100"},
-        stdin=asyncio.subprocess.PIPE,
-        stdout=asyncio.subprocess.PIPE,
-        stderr=asyncio.subprocess.STDOUT,
-    )
+    opening = ["--open", "atlantic-city-multi", "--deposit", "50"]
+    process = await play(space, table, "--player", A, *opening)
     assert process.stdin is not None and process.stdout is not None
     try:
         seen = await lines_until(process.stdout, "? help, q quit")  # drawn, then the help
@@ -193,19 +180,7 @@ async def test_ctrl_c_ends_a_session_waiting_for_a_line(
 ) -> None:
     """It waited for one more Enter: the line was read by one of asyncio's worker threads,
     which the interpreter joins at exit."""
-    process = await asyncio.create_subprocess_exec(
-        str(BLACKJACK),
-        "play",
-        "play-ctrl-c",
-        "--player",
-        A,
-        "--open",
-        "mini-h17",
-        env={**os.environ, **space.env(), "COLUMNS": "100"},
-        stdin=asyncio.subprocess.PIPE,  # open, nothing typed
-        stdout=asyncio.subprocess.PIPE,
-        stderr=asyncio.subprocess.STDOUT,
-    )
+    process = await play(space, "play-ctrl-c", "--player", A, "--open", "mini-h17")
     assert process.stdout is not None
     try:
         await lines_until(process.stdout, "? help, q quit")
