@@ -21,9 +21,11 @@ from aiokafka.errors import (
     NotEnoughReplicasError,
     UnknownTopicOrPartitionError,
 )
+from aiokafka.record.default_records import DefaultRecordBatchBuilder
 from prometheus_client import REGISTRY
 from structlog.testing import capture_logs
 
+from blackjack.bus.topics import RECORD_MAX_BYTES
 from blackjack.command_handler import service
 from blackjack.command_handler.config import HandlerConfig
 from blackjack.command_handler.service import CommandHandler, _Partition, receipt_time
@@ -441,3 +443,46 @@ async def test_the_doubling_is_capped_however_many_failures(
     with capture_logs():
         await handler._prepare(partition)
     assert round(partition.retry_at - before) == 30 and partition.failures == 5001
+
+
+async def test_a_partition_producer_gathers_a_transaction_in_one_batch_under_the_topic_limit(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """aiokafka's 16 KiB batches split a fetch's events and results into several produce
+    requests, and a send that found its batch full waited for the one before to be sent (a
+    round trip in the middle of deciding a fetch). The partition's producer batches up to a
+    record's limit; a batch of several records never grows past it (aiokafka's builder
+    refuses the record that would), so it stays under the broker's default
+    max.message.bytes as a single record does."""
+    options: dict[str, Any] = {}
+
+    class Recorded(_Unstartable):
+        def __init__(self, **given: Any) -> None:
+            options.update(given)
+
+    monkeypatch.setattr(service, "AIOKafkaProducer", Recorded)
+    Recorded.error = KafkaConnectionError("not needed")
+    handler = CommandHandler(HandlerConfig(shoe_key_hex=ShoeSeal.new_key_hex(), group_id="g"))
+    handler._consumer = FakeConsumer({})
+    handler._reader = FakeConsumer({})
+    with capture_logs():
+        await handler._prepare(_Partition(0, TopicPartition(TOPIC, 0)))
+    assert options["max_batch_size"] == service.TRANSACTION_BATCH_BYTES == RECORD_MAX_BYTES
+    assert options["transactional_id"] and options["max_request_size"] > RECORD_MAX_BYTES
+
+    builder = DefaultRecordBatchBuilder(
+        magic=2, compression_type=0, is_transactional=1, producer_id=1,
+        producer_epoch=0, base_sequence=0, batch_size=service.TRANSACTION_BATCH_BYTES,
+    )  # fmt: skip
+    record = b"e" * 9_000  # an event with its headers, more or less
+    taken = 0
+    while taken < 1000 and builder.append(
+        taken, timestamp=None, key=b"table-1", value=record, headers=[]
+    ):
+        taken += 1
+    assert 100 < taken < 1000  # refused the record that would have gone past the size
+    assert builder.size() <= service.TRANSACTION_BATCH_BYTES < BROKER_MAX_MESSAGE_BYTES
+
+
+BROKER_MAX_MESSAGE_BYTES = 1_048_588
+"""Kafka's default ``message.max.bytes``: what the events, results and commands topics take."""

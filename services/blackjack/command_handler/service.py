@@ -51,7 +51,7 @@ from aiokafka.structs import RecordMetadata
 from blackjack.bus.headers import COMMAND_OFFSET_HEADER, COMMANDS_TO_HEADER
 from blackjack.bus.reachable import wait_for_brokers
 from blackjack.bus.settings import TRANSACTION_RETRY_BACKOFF_MS
-from blackjack.bus.topics import SNAPSHOT_MAX_BYTES, ensure_topics
+from blackjack.bus.topics import RECORD_MAX_BYTES, SNAPSHOT_MAX_BYTES, ensure_topics
 from blackjack.command_handler.clock import may_come_due
 from blackjack.command_handler.config import HandlerConfig
 from blackjack.command_handler.keys import derive_key
@@ -96,6 +96,12 @@ RETRY_AFTER_FENCING_S = 30.0
 """A fenced instance waits for the rebalance that takes the partition away; if none comes
 (the broker aborted a transaction that ran too long), it takes the partition back."""
 POLL_MS = 200
+TRANSACTION_BATCH_BYTES = RECORD_MAX_BYTES
+"""How many bytes of records a partition's producer gathers in one batch per topic partition
+(aiokafka's default is 16 KiB): a transaction's events and results each fit one batch, and
+one produce request, instead of a new batch every 16 KiB whose ``send`` waited for the one
+before to be sent (a round trip in the middle of handling a fetch). A batch of several records
+never grows past it, so it stays under the topics' max.message.bytes, as a record does."""
 READER_FETCH_WAIT_MS = 20
 HEARTBEAT_AT_MOST_MS = 1000
 
@@ -440,6 +446,7 @@ class CommandHandler:
             enable_idempotence=True,
             acks="all",
             max_request_size=SNAPSHOT_MAX_BYTES + 64 * 1024,
+            max_batch_size=TRANSACTION_BATCH_BYTES,
             retry_backoff_ms=TRANSACTION_RETRY_BACKOFF_MS,
         )
         try:
