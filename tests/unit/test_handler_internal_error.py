@@ -114,12 +114,12 @@ def test_a_failure_writing_the_decided_events_is_answered_and_changes_nothing(
     stream = table.store.get(TABLE)
     state, sequence = stream.state, stream.sequence
 
-    def to_wire(envelope: Any, seal: Any) -> Any:
+    def encode_event(envelope: Any, seal: Any) -> bytes:
         if envelope.type == "CardDealt":  # the Hit's second event
             raise ValueError("an event that cannot be serialized")
-        return wire.to_wire(envelope, seal)
+        return wire.encode_event(envelope, seal)
 
-    monkeypatch.setattr(processor_module, "to_wire", to_wire)
+    monkeypatch.setattr(processor_module, "encode_event", encode_event)
     records = table.send(cmd.Hit(player_id="ann", box=0))
     result = result_of(records)
     assert result.rejection is not None and result.rejection.code == "internal_error"

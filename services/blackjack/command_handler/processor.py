@@ -27,6 +27,7 @@ Order of the checks, each a typed rejection on the results topic:
 
 from __future__ import annotations
 
+import hashlib
 import json
 import uuid
 from collections.abc import Sequence
@@ -77,7 +78,7 @@ from blackjack.messages.envelope import (
     type_name,
 )
 from blackjack.messages.sealing import ShoeSeal
-from blackjack.messages.wire import cloudevents_headers, encode, to_wire
+from blackjack.messages.wire import cloudevents_headers, encode_event
 from blackjack.table import Shuffler, apply
 
 log = structlog.get_logger("blackjack.command_handler")
@@ -86,10 +87,22 @@ KNOWN_COMMANDS = frozenset(type_name(t) for t in (*COMMAND_TYPES, *WALLET_COMMAN
 EVENT_ID_NAMESPACE = uuid.UUID("6f1d6c8e-4b0a-5b8e-9d1e-2a7c3f0b9e41")
 
 
+_EVENT_ID_PREFIX = EVENT_ID_NAMESPACE.bytes
+
+
 def event_id(stream_id: str, sequence: int) -> str:
     """Deterministic: the same stream position always has the same id, so a step derived from
-    an event (a buy-in's deposit) gets the same command id however often it is retried."""
-    return str(uuid.uuid5(EVENT_ID_NAMESPACE, f"{stream_id}/{sequence}"))
+    an event (a buy-in's deposit) gets the same command id however often it is retried.
+
+    ``str(uuid.uuid5(EVENT_ID_NAMESPACE, f"{stream_id}/{sequence}"))``, spelled out: the
+    same SHA-1, version and variant bits, at a third of the cost (``uuid.UUID``'s checks and
+    integer arithmetic were about a tenth of the handler's time per command)."""
+    name = f"{stream_id}/{sequence}".encode()
+    raw = bytearray(hashlib.sha1(_EVENT_ID_PREFIX + name, usedforsecurity=False).digest()[:16])
+    raw[6] = (raw[6] & 0x0F) | 0x50  # version 5
+    raw[8] = (raw[8] & 0x3F) | 0x80  # the RFC 4122 variant
+    h = raw.hex()
+    return f"{h[:8]}-{h[8:12]}-{h[12:16]}-{h[16:20]}-{h[20:]}"
 
 
 def transfer_ref(player_id: str, transfer: int) -> str:
@@ -227,7 +240,7 @@ def _integer(digits: str) -> int | str:
 def _size(record: Outgoing) -> int:
     """About what the record weighs against the broker's limit (its framing is a few dozen
     bytes more)."""
-    headers = sum(len(name) + len(value or b"") for name, value in record.headers)
+    headers = sum([len(name) + len(value or b"") for name, value in record.headers])
     return len(record.key) + len(record.value) + headers
 
 
@@ -621,13 +634,13 @@ class Processor:
         partition = partition_for(stream.stream_id, self.partitions)
         records: list[Outgoing] = []
         for event_envelope in built:
-            wire = to_wire(event_envelope, self.seal)
             records.append(
                 Outgoing(
                     topic=self.topics.events,
                     key=stream.stream_id.encode(),
-                    value=encode(wire),
-                    headers=cloudevents_headers(wire, self.source),
+                    value=encode_event(event_envelope, self.seal),
+                    # the wire envelope's meta is the envelope's: only the data is sealed
+                    headers=cloudevents_headers(event_envelope, self.source),
                     partition=partition,
                 )
             )

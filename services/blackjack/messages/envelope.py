@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import functools
 import re
 from datetime import datetime
 from typing import Annotated, Literal, Self
@@ -47,6 +48,7 @@ class CommandEnvelope(BaseModel):
         return value
 
 
+@functools.cache  # a model's fields never change: looked up once per model, not per event
 def type_name(kind: type[BaseModel]) -> str:
     """The name a command or event model goes by on the wire: its ``type`` field's one value."""
     return str(kind.model_fields["type"].default)
