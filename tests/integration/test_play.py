@@ -43,6 +43,11 @@ async def play(space: KafkaSpace, *args: str) -> asyncio.subprocess.Process:
     )
 
 
+def bob_s_money(watching: TableFollower) -> int:
+    account = watching.table.accounts.get("bob")
+    return 0 if account is None else account.available
+
+
 def follower(space: KafkaSpace, table: str) -> TableFollower:
     return TableFollower(space.bootstrap, table, space.topics)
 
@@ -145,9 +150,7 @@ async def test_a_player_at_a_shared_table_buys_in_and_sees_the_others_move_witho
                 WalletDeposit(player_id="bob", amount=10_000),
                 BuyIn(player_id="bob", table_id=table, amount=5_000),
             )
-            async with asyncio.timeout(WAIT_S):
-                while (bob := watching.table.accounts.get("bob")) is None or not bob.available:
-                    await watching.changed(1.0)
+            await watching.wait_until(lambda: bob_s_money(watching) > 0, WAIT_S)
         await accept(client, table, cmd.PlaceBet(player_id="bob", box=1, amount=500))
         seen = await lines_until(process.stdout, "bet 5.00 (bob)")  # nothing typed
         assert any("round 1 · betting" in line for line in seen), "".join(seen)

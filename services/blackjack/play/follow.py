@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+from collections.abc import Callable
 
 from aiokafka import AIOKafkaConsumer, TopicPartition
 
@@ -89,19 +90,21 @@ class TableFollower:
         """The last event of the table folded in."""
         return self.table.view.last_sequence
 
-    async def until(self, sequence: int, timeout: float = 10.0) -> None:
-        """Return once the table's events up to ``sequence`` are folded in."""
+    async def wait_until(self, condition: Callable[[], bool], timeout: float) -> None:
+        """Return once ``condition`` holds of what is folded in (checked after every fetch);
+        ``TimeoutError`` after ``timeout``, the follower's own failure if it failed."""
         async with asyncio.timeout(timeout), self._changed:
-            await self._changed.wait_for(lambda: self.failed or self.sequence >= sequence)
+            await self._changed.wait_for(lambda: self.failed or condition())
         if self.failure is not None:
             raise self.failure
 
+    async def until(self, sequence: int, timeout: float = 10.0) -> None:
+        """Return once the table's events up to ``sequence`` are folded in."""
+        await self.wait_until(lambda: self.sequence >= sequence, timeout)
+
     async def caught_up(self, timeout: float = 30.0) -> None:
         """Return once the table's history, as it was at ``start``, is folded in."""
-        async with asyncio.timeout(timeout), self._changed:
-            await self._changed.wait_for(lambda: self.failed or self._read_to >= self._history_end)
-        if self.failure is not None:
-            raise self.failure
+        await self.wait_until(lambda: self._read_to >= self._history_end, timeout)
 
     async def changed(self, timeout: float) -> bool:
         """Wait up to ``timeout`` for the next event (the clock's, another player's)."""

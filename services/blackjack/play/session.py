@@ -3,8 +3,6 @@ are the caller's (``cli``); the tests drive a session the same way."""
 
 from __future__ import annotations
 
-import asyncio
-import contextlib
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 
@@ -50,12 +48,11 @@ class PlaySession:
     async def funded(self, before: int) -> bool:
         """Wait (up to the timeout) for the player's money at the table to move from
         ``before``: a buy-in credited. False when it did not (declined, or late)."""
-        with contextlib.suppress(TimeoutError):
-            async with asyncio.timeout(self.timeout):
-                while self.available() == before:
-                    await self.follower.changed(self.timeout)
-                return True
-        return False
+        try:
+            await self.follower.wait_until(lambda: self.available() != before, self.timeout)
+        except TimeoutError:
+            return False
+        return True
 
     def available(self) -> int:
         account = self.follower.table.accounts.get(self.player_id)
