@@ -135,6 +135,13 @@ def each_in_turn(stops: list[Callable[[], Awaitable[Any]]]) -> Callable[[], Awai
         for stop in stops:
             try:
                 await stop()
+            except asyncio.CancelledError:
+                # the shutdown itself cancelled ends here; a stop that ended in a cancellation
+                # of its own (a task it awaited was cancelled) is a stop that failed
+                current = asyncio.current_task()
+                if current is not None and current.cancelling():
+                    raise
+                log.exception("stopping failed", part=getattr(stop, "__qualname__", repr(stop)))
             except Exception:
                 log.exception("stopping failed", part=getattr(stop, "__qualname__", repr(stop)))
 

@@ -17,7 +17,7 @@ import uvicorn
 from faststream.kafka import KafkaBroker
 from structlog.testing import capture_logs
 
-from blackjack.app import Service, build_app
+from blackjack.app import Service, build_app, each_in_turn
 from blackjack.command_handler.cli import serve_while_the_service_lives
 from blackjack.command_handler.config import HandlerConfig
 from blackjack.command_handler.service import CommandHandler
@@ -265,3 +265,45 @@ async def test_a_stop_that_fails_does_not_skip_the_ones_after_it(tmp_path: Path)
     assert [m["type"] for m in sent] == ["lifespan.startup.complete", "lifespan.shutdown.complete"]
     failed = [e for e in logs if e["event"] == "stopping failed"]
     assert len(failed) == 1 and failed[0]["part"].endswith("failing_stop")
+
+
+async def test_a_stop_that_ends_cancelled_does_not_skip_the_ones_after_it() -> None:
+    """A stop may end in a ``CancelledError`` that is not the shutdown's own cancellation (the
+    handler's stop awaits its commands task, which ends cancelled if a cancellation escaped
+    the client it awaited): ``except Exception`` let it through, and the projection worker
+    stayed in its group and the store open, as before the hook ran every stop."""
+    stopped: list[str] = []
+
+    async def ends_cancelled() -> None:
+        stopped.append("handler")
+        task = asyncio.ensure_future(asyncio.sleep(10))
+        task.cancel()
+        await task  # a task of its own, cancelled: not the shutdown being cancelled
+
+    async def close() -> None:
+        stopped.append("store")
+
+    with capture_logs() as logs:
+        await asyncio.wait_for(each_in_turn([ends_cancelled, close])(), 5)
+    assert stopped == ["handler", "store"]
+    assert [e["event"] for e in logs] == ["stopping failed"]
+
+
+async def test_the_shutdown_cancelled_is_cancelled_not_continued() -> None:
+    """The shutdown's own cancellation still ends it: the stops after it do not run."""
+    stopped: list[str] = []
+    entered = asyncio.Event()
+
+    async def slow() -> None:
+        entered.set()
+        await asyncio.sleep(10)
+
+    async def close() -> None:
+        stopped.append("store")
+
+    shutdown = asyncio.ensure_future(each_in_turn([slow, close])())
+    await entered.wait()
+    shutdown.cancel()
+    with pytest.raises(asyncio.CancelledError):
+        await shutdown
+    assert stopped == []
