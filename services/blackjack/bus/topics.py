@@ -32,6 +32,10 @@ RECORD_MAX_BYTES = 1_000_000
 """The largest record the handler writes to the events, results and commands topics: under
 the broker's default max.message.bytes (1,048,588), with room for the batch's own header. A
 record the broker refuses would fail its transaction on every retry and stop the partition."""
+MESSAGE_MAX_BYTES = 1_048_588
+"""Those topics' ``max.message.bytes``, set when the service creates them (Kafka's default,
+stated): a transaction's records go out in one batch of up to ``RECORD_MAX_BYTES``, which
+then fits whatever a cluster's own ``message.max.bytes`` default is set to."""
 
 _UNKNOWN_TOPIC = 3
 _TOPIC_EXISTS = 36
@@ -71,6 +75,7 @@ def topic_configs(topics: Topics, settings: KafkaSettings) -> dict[str, dict[str
         "min.insync.replicas": str(settings.min_insync_replicas),
         "unclean.leader.election.enable": "false",
         "message.timestamp.type": "CreateTime",
+        "max.message.bytes": str(MESSAGE_MAX_BYTES),
     }
     kept = str(REQUESTS_KEPT_MS)
     return {
