@@ -11,8 +11,8 @@ from rich.console import Console
 from blackjack.domain import commands as cmd
 from blackjack.messages.sealing import ShoeSeal
 from blackjack.messages.wire import to_wire
-from blackjack.play.moves import Help, NotAMove, Quit, amount_in_minor_units, move
-from blackjack.play.screen import prompt_for, table_screen
+from blackjack.play.moves import Help, History, NotAMove, Quit, amount_in_minor_units, move
+from blackjack.play.screen import history_screen, prompt_for, table_screen
 from blackjack.projections.projector import StreamProjection
 from tests.integration.conftest_projections import Script
 
@@ -149,3 +149,21 @@ def test_a_lost_hand_is_not_said_to_pay() -> None:
     text = shown(folded(script))
     assert "10♥ 7♥  17  lose" in text and "pays" not in text
     assert "10♠ Q♦  20" in text
+
+
+def test_history_recalls_the_player_s_rounds_newest_first_with_the_money() -> None:
+    script = Script("atlantic-city", [["TH", "7S", "AH", "QD"], ["TH", "TS", "7H", "QD"]])
+    script.do(cmd.PlaceBet(player_id=A, box=0, amount=500), cmd.Deal(player_id=A))  # blackjack
+    script.do(cmd.PlaceBet(player_id=A, box=0, amount=1000), cmd.Deal(player_id=A))
+    script.do(cmd.Stand(player_id=A, box=0, hand=0))  # 17 against 20
+    table = folded(script)
+    assert move("history", table, A) == History()
+    console = Console(width=120, record=True, color_system=None)
+    console.print(history_screen(table, A, 10))
+    text = console.export_text()
+    assert text.index("│     2 │") < text.index("│     1 │")  # newest first
+    assert "10♥ 7♥  17  lose" in text and "blackjack pays 12.00" in text
+    assert "107.00 -> 97.00" in text and "100.00 -> 107.00" in text
+    console = Console(width=120, record=True, color_system=None)
+    console.print(history_screen(table, "nobody", 10))
+    assert "no rounds played here yet" in console.export_text()

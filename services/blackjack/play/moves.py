@@ -9,6 +9,7 @@
                                                 still offered insurance)
     deposit 100     Deposit            withdraw 20  Withdraw    leave   LeaveTable
     buyin 50        BuyIn from the player's wallet (a shared table: its money comes from there)
+    history         the player's last rounds here: wagered, paid, balance before and after
     ?  help         q / quit
 
 A hand's decision goes to the hand whose turn it is; typed when it is not the player's turn,
@@ -44,7 +45,12 @@ class Help:
     text: str = HELP
 
 
-Move = cmd.TableCommand | wl.BuyIn | Quit | Help
+@dataclass(frozen=True)
+class History:
+    rounds: int = 10
+
+
+Move = cmd.TableCommand | wl.BuyIn | Quit | Help | History
 
 _HAND_COMMANDS: dict[str, Callable[..., cmd.TableCommand]] = {
     "h": cmd.Hit,
@@ -98,6 +104,9 @@ def move(line: str, table: StreamProjection, player_id: str) -> Move:
         return Quit()
     if word in ("?", "help"):
         return Help()
+    if word in ("history", "recall"):
+        _no_more(rest, word)
+        return History()
     if word in _HAND_COMMANDS:
         _no_more(rest, word)
         turn = table.view.active

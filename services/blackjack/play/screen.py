@@ -147,6 +147,45 @@ def prompt_for(table: StreamProjection, player_id: str) -> str:
     return "bet AMOUNT, rebet, deal · deposit AMOUNT, withdraw AMOUNT · ? help, q quit"
 
 
+def history_screen(table: StreamProjection, player_id: str, rounds: int) -> RenderableType:
+    """The player's last ``rounds`` rounds at this table, newest first (game recall, as the
+    query API's betting history has them): the cards of each of the player's hands and the
+    dealer's, what was wagered and paid, the balance before and after."""
+    currency = table.view.currency or "USD"
+    mine = sorted(
+        (line for (_, player), line in table.players.items() if player == player_id),
+        key=lambda line: line.round,
+        reverse=True,
+    )[:rounds]
+    if not mine:
+        return Text("no rounds played here yet", style="dim")
+    grid = Table(title=f"{player_id} at {table.view.stream_id}, last {len(mine)} rounds")
+    grid.add_column("round", justify="right")
+    grid.add_column("your hands")
+    grid.add_column("dealer")
+    grid.add_column("wagered", justify="right")
+    grid.add_column("paid", justify="right")
+    grid.add_column("balance")
+    for line in mine:
+        record = table.rounds.get(line.round)
+        hands = Text("\n").join(
+            _hand_line(hand, currency)
+            for box in (record.boxes if record else [])
+            if box.player_id == player_id
+            for hand in box.hands
+        )
+        dealer = cards(record.dealer.cards) if record else Text("-")
+        grid.add_row(
+            str(line.round),
+            hands or Text("no hand dealt", style="dim"),
+            dealer,
+            money(line.wagered, currency),
+            money(line.paid, currency),
+            f"{money(line.balance_before, currency)} -> {money(line.balance_after, currency)}",
+        )
+    return grid
+
+
 def result_line(command: str, result: CommandResult) -> Text:
     if result.status == "accepted":
         return Text(f"{command}: accepted", style="green")

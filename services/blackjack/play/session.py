@@ -14,8 +14,8 @@ from blackjack.domain import commands as cmd
 from blackjack.domain import wallet as wl
 from blackjack.messages.envelope import CommandResult
 from blackjack.play.follow import TableFollower
-from blackjack.play.moves import Help, NotAMove, Quit, move
-from blackjack.play.screen import result_line, table_screen
+from blackjack.play.moves import Help, History, NotAMove, Quit, move
+from blackjack.play.screen import history_screen, result_line, table_screen
 
 
 @dataclass
@@ -69,6 +69,8 @@ class PlaySession:
             return []
         if isinstance(chosen, Help):
             return [Text(chosen.text)]
+        if isinstance(chosen, History):
+            return [history_screen(self.follower.table, self.player_id, chosen.rounds)]
         result = await self.send(chosen)
         return [result_line(type(chosen).__name__, result), self.screen()]
 
