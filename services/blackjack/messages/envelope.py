@@ -12,9 +12,14 @@ from pydantic import AwareDatetime, BaseModel, ConfigDict, Field, field_validato
 from blackjack.domain.commands import TableCommand
 from blackjack.domain.events import TableEvent
 from blackjack.domain.rejections import Rejection
-from blackjack.domain.wallet import STREAM_ID_PATTERN, AnyWalletCommand, AnyWalletEvent
+from blackjack.domain.wallet import (
+    MAX_STREAM_ID,
+    STREAM_ID_PATTERN,
+    AnyWalletCommand,
+    AnyWalletEvent,
+)
 
-Id = Field(min_length=1, max_length=128, pattern=STREAM_ID_PATTERN)
+Id = Field(min_length=1, max_length=MAX_STREAM_ID, pattern=STREAM_ID_PATTERN)
 RFC_3339 = re.compile(r"\d{4}-\d\d-\d\d[Tt]\d\d:\d\d:\d\d(\.\d+)?([Zz]|[+-]\d\d:\d\d)")
 
 StreamCommand = Annotated[TableCommand | AnyWalletCommand, Field(discriminator="type")]

@@ -43,11 +43,11 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
 def table_id(text: str) -> str:
     """A table's stream id, as a command's envelope takes it (checked before connecting: a
     wrong one was a pydantic traceback at the first command)."""
-    from blackjack.domain.wallet import STREAM_ID_PATTERN, is_wallet_stream
+    from blackjack.domain.wallet import MAX_STREAM_ID, STREAM_ID_PATTERN, is_wallet_stream
 
-    if not (1 <= len(text) <= 128 and re.fullmatch(STREAM_ID_PATTERN, text)):
+    if not (1 <= len(text) <= MAX_STREAM_ID and re.fullmatch(STREAM_ID_PATTERN, text)):
         raise argparse.ArgumentTypeError(
-            f"{text!r} is not a stream id (1 to 128 of A-Z a-z 0-9 . _ : @ -)"
+            f"{text!r} is not a stream id (1 to {MAX_STREAM_ID} of A-Z a-z 0-9 . _ : @ -)"
         )
     if is_wallet_stream(text):
         raise argparse.ArgumentTypeError(f"{text!r} is a wallet, not a table")
