@@ -12,6 +12,8 @@ from typing import Any
 
 import httpx
 import pytest
+from jsonschema import Draft202012Validator, FormatChecker
+from pydantic import BaseModel
 
 from blackjack.api.contract import (
     ErrorAnswer,
@@ -352,23 +354,31 @@ async def test_other_paths_go_to_the_app_behind() -> None:
 
 async def test_every_answer_is_what_the_openapi_document_says(api: httpx.AsyncClient) -> None:
     """Every player's wallet and history, every round and table of the log, the interrupted
-    rounds and the errors, read back through the contract's models (extra fields refused): an
-    answer and its documentation cannot drift apart."""
+    rounds and the errors, read back through the contract's models (extra fields refused) and
+    checked against the document's JSON Schema (every field it says is required present, every
+    date-time one): an answer and its documentation cannot drift apart."""
+    document = openapi_document()
+
+    def conforms(model: type[BaseModel], answer: Any) -> None:
+        model.model_validate(answer)
+        schema = {"$ref": f"#/components/schemas/{model.__name__}", **document}
+        Draft202012Validator(schema, format_checker=FormatChecker()).validate(answer)
+
     players = {p for state in LOG.states.values() for p in state.players}
     for player_id in sorted(players):
-        WalletAnswer.model_validate(await get(api, f"/v1/players/{player_id}/wallet"))
+        conforms(WalletAnswer, await get(api, f"/v1/players/{player_id}/wallet"))
         page = await get(api, f"/v1/players/{player_id}/rounds?limit=100")
-        PlayerRoundsAnswer.model_validate(page)
+        conforms(PlayerRoundsAnswer, page)
         for line in page["rounds"]:
-            RoundAnswer.model_validate(await get(api, f"/v1/rounds/{line['round_id']}"))
+            conforms(RoundAnswer, await get(api, f"/v1/rounds/{line['round_id']}"))
     for stream_id in LOG.states:
-        TableAnswer.model_validate(await get(api, f"/v1/tables/{stream_id}"))
-    InterruptedAnswer.model_validate(await get(api, "/v1/interrupted-rounds?idle_days=1"))
+        conforms(TableAnswer, await get(api, f"/v1/tables/{stream_id}"))
+    conforms(InterruptedAnswer, await get(api, "/v1/interrupted-rounds?idle_days=1"))
     for path, status in (
         ("/v1/players/nobody/wallet", 404),
         ("/v1/players/nobody/rounds?limit=0", 400),
         ("/v1/rounds/table-mini-h17:x", 400),
         ("/v1/tables/nowhere", 404),
     ):
-        ErrorAnswer.model_validate(await get(api, path, status))
-    assert await get(api, "/v1/openapi.json") == openapi_document()
+        conforms(ErrorAnswer, await get(api, path, status))
+    assert await get(api, "/v1/openapi.json") == document

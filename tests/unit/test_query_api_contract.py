@@ -48,6 +48,15 @@ def test_the_document_names_every_route_and_its_answers() -> None:
             assert ref.removeprefix("#/components/schemas/") in schemas
 
 
+def test_every_field_of_every_answer_is_required() -> None:
+    """Answers carry every field of their models, defaults included, so the document marks
+    each required: a client generated from it may rely on every one being present (the played
+    logs' answers are validated against these schemas in tests/integration)."""
+    for name, schema in openapi_document()["components"]["schemas"].items():
+        if "properties" in schema:
+            assert set(schema.get("required", ())) == set(schema["properties"]), name
+
+
 async def test_the_api_serves_its_document(tmp_path: Path) -> None:
     store = ProjectionStore(f"sqlite+aiosqlite:///{tmp_path / 'read.db'}")
     await store.migrate()

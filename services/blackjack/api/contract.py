@@ -28,7 +28,8 @@ Moment = Annotated[str, WithJsonSchema({"type": "string", "format": "date-time"}
 
 
 class _Answer(BaseModel):
-    model_config = ConfigDict(extra="forbid")
+    # Answers carry every field, defaults included: the OpenAPI document says so (required).
+    model_config = ConfigDict(extra="forbid", json_schema_serialization_defaults_required=True)
 
 
 # ---- errors --------------------------------------------------------------------------------

@@ -84,7 +84,8 @@ def check_next(stream_id: str, last_sequence: int, envelope: WireEnvelope) -> No
 
 
 class _Model(BaseModel):
-    model_config = ConfigDict(extra="forbid")
+    # Answers carry every field, defaults included: the OpenAPI document says so (required).
+    model_config = ConfigDict(extra="forbid", json_schema_serialization_defaults_required=True)
 
 
 # ---- the table ----------------------------------------------------------------------------

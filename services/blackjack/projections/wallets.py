@@ -15,7 +15,8 @@ from blackjack.projections.projector import ProjectionError, check_next, utc
 
 
 class _Model(BaseModel):
-    model_config = ConfigDict(extra="forbid")
+    # Answers carry every field, defaults included: the OpenAPI document says so (required).
+    model_config = ConfigDict(extra="forbid", json_schema_serialization_defaults_required=True)
 
 
 class Transfer(_Model):
