@@ -10,8 +10,10 @@ from __future__ import annotations
 from typing import Any
 
 import pytest
+from aiokafka.admin import AIOKafkaAdminClient
 
 from blackjack.cli import build_parser
+from blackjack.loadtest.drill import Drill
 from blackjack.loadtest.takeover import TakeoverConfig, run_takeover
 
 pytestmark = pytest.mark.integration
@@ -35,3 +37,29 @@ async def test_restarts_under_load_lose_nothing_and_do_nothing_twice(bootstrap: 
 def test_the_command_line_takes_the_drills_options() -> None:
     args = build_parser().parse_args(["takeover", "--tables", "3", "--restarts", "1"])
     assert (args.tables, args.restarts, args.partitions) == (3, 1, 6)
+
+
+async def test_a_drill_that_fails_deletes_its_topics(
+    bootstrap: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Drills run against shared clusters: one that fails after creating its topics (here its
+    players fail to start) deletes them all the same, and its caller sees its own error."""
+
+    async def players_fail(self: Drill) -> None:
+        raise RuntimeError("the players could not start")
+
+    monkeypatch.setattr(Drill, "play", players_fail)
+    lines: list[dict[str, Any]] = []
+    config = TakeoverConfig(bootstrap=bootstrap, tables=1, partitions=2, restarts=1)
+    with pytest.raises(RuntimeError, match="the players could not start"):
+        await run_takeover(config, lines.append)
+    [setup] = [one for one in lines if one["kind"] == "setup"]
+    admin = AIOKafkaAdminClient(bootstrap_servers=bootstrap)
+    await admin.start()
+    try:
+        left = [
+            name for name in await admin.list_topics() if name.startswith(setup["topic_prefix"])
+        ]
+    finally:
+        await admin.close()
+    assert left == []

@@ -3,26 +3,28 @@
 without pause, and at the end the proof read back from offset 0.
 
     drill = Drill("outage", bootstrap, partitions=3, tables=12, ...)
-    await drill.create_topics()
-    try:
-        a, b = drill.handler("a"), drill.handler("b")
-        ...start them...
-        await drill.play()
-        await drill.meanwhile(asyncio.sleep(5))     # a player's failure is raised here
-        ...the fault...
-        await drill.stop_playing([a, b])            # the handlers' and the players' states
-    finally:
-        await drill.close()
-    proof = await drill.prove(emit, keep_topics=False)
+    async with drill.topics_in_use(keep=False):     # deleted at the end, whatever happens
+        try:
+            a, b = drill.handler("a"), drill.handler("b")
+            ...start them...
+            await drill.play()
+            await drill.meanwhile(asyncio.sleep(5))     # a player's failure is raised here
+            ...the fault...
+            await drill.stop_playing([a, b])            # the handlers' and the players' states
+        finally:
+            await drill.close()
+        proof = await drill.prove(emit)
 """
 
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import os
+import sys
 import uuid
 from collections import Counter
-from collections.abc import Awaitable, Callable, Iterable
+from collections.abc import AsyncIterator, Awaitable, Callable, Iterable
 from typing import Any, TypeVar
 
 from blackjack.bus.settings import KafkaSettings
@@ -82,8 +84,22 @@ class Drill:
         )
         self._client = BlackjackClient(bootstrap, self.topics, client_id=f"{self.prefix}client")
 
-    async def create_topics(self) -> None:
+    @contextlib.asynccontextmanager
+    async def topics_in_use(self, *, keep: bool) -> AsyncIterator[None]:
+        """The drill's topics, created; deleted when the drill ends unless ``keep``, and
+        also when it fails or is interrupted: a failed drill leaves nothing on the cluster."""
         await ensure_topics(self.settings, self.topics)
+        try:
+            yield
+        finally:
+            if not keep:
+                await self._remove_topics()
+
+    async def _remove_topics(self) -> None:
+        try:
+            await remove_topics(self.settings.bootstrap, [self.settings])
+        except Exception as error:  # the drill's own outcome is what its caller must see
+            print(f"the drill's topics {self.prefix}* were not deleted: {error}", file=sys.stderr)
 
     def handler(self, name: str) -> CommandHandler:
         """A new instance (not started), stopped by ``close`` whatever happens."""
@@ -160,25 +176,21 @@ class Drill:
             resent.update(player.resent)
         return resent
 
-    async def prove(self, emit: Emit, *, keep_topics: bool) -> Proof:
-        """The proof read back from the topics (then deleted unless ``keep_topics``)."""
-        try:
-            back = await read_back(self.settings, self.shoe_key)
-            proof = prove(
-                self.sent,
-                command_records=back.commands,
-                results=back.results,
-                events=back.events,
-                handler_states=self.states,
-                views=self.views,
-                rounds={p.stream_id: p.rounds for p in self.players},
-                resent=self.resent(),
-                answers_per_record=back.answers_per_record,
-            )
-            emit(proof.line())
-        finally:
-            if not keep_topics:
-                await remove_topics(self.settings.bootstrap, [self.settings])
+    async def prove(self, emit: Emit) -> Proof:
+        """The proof read back from the topics."""
+        back = await read_back(self.settings, self.shoe_key)
+        proof = prove(
+            self.sent,
+            command_records=back.commands,
+            results=back.results,
+            events=back.events,
+            handler_states=self.states,
+            views=self.views,
+            rounds={p.stream_id: p.rounds for p in self.players},
+            resent=self.resent(),
+            answers_per_record=back.answers_per_record,
+        )
+        emit(proof.line())
         return proof
 
     def figures(self) -> dict[str, Any]:

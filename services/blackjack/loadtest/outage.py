@@ -63,34 +63,34 @@ async def run_outage(config: OutageConfig, emit: Emit) -> dict[str, Any]:
         resend_after_s=config.resend_after_s,
     )
     emit({"kind": "setup", **_public(config), "topic_prefix": drill.prefix, "handlers": 2})
-    await drill.create_topics()
     outages: list[dict[str, Any]] = []
-    scratch = tempfile.TemporaryDirectory(prefix="blackjack-outage-")
-    read_model = None
-    try:
-        # a projection worker folds through the outage too
-        read_model = LiveReadModel(config.bootstrap, drill.prefix, Path(scratch.name))
-        await read_model.start()
-        handlers = [drill.handler("a"), drill.handler("b")]
-        for one in handlers:
-            await one.start()
-        await drill.play()
-        await drill.meanwhile(asyncio.sleep(config.settle_s))
-        for number in range(config.outages):
-            outage = await _outage(config, drill)
-            outages.append({"kind": "outage", "number": number + 1, **outage})
-            emit(outages[-1])
-            await drill.meanwhile(asyncio.sleep(config.settle_s))
-        await drill.stop_playing(handlers)
-        folded = await read_model.check(config.timeout_s)
-        emit(folded)
-    finally:
-        steps = [drill.close] if read_model is None else [drill.close, read_model.stop]
+    async with drill.topics_in_use(keep=config.keep_topics):
+        scratch = tempfile.TemporaryDirectory(prefix="blackjack-outage-")
+        read_model = None
         try:
-            await stop_all(steps)
+            # a projection worker folds through the outage too
+            read_model = LiveReadModel(config.bootstrap, drill.prefix, Path(scratch.name))
+            await read_model.start()
+            handlers = [drill.handler("a"), drill.handler("b")]
+            for one in handlers:
+                await one.start()
+            await drill.play()
+            await drill.meanwhile(asyncio.sleep(config.settle_s))
+            for number in range(config.outages):
+                outage = await _outage(config, drill)
+                outages.append({"kind": "outage", "number": number + 1, **outage})
+                emit(outages[-1])
+                await drill.meanwhile(asyncio.sleep(config.settle_s))
+            await drill.stop_playing(handlers)
+            folded = await read_model.check(config.timeout_s)
+            emit(folded)
         finally:
-            scratch.cleanup()
-    proof = await drill.prove(emit, keep_topics=config.keep_topics)
+            steps = [drill.close] if read_model is None else [drill.close, read_model.stop]
+            try:
+                await stop_all(steps)
+            finally:
+                scratch.cleanup()
+        proof = await drill.prove(emit)
     summary = {
         "kind": "summary",
         "ok": proof.ok and folded["ok"],

@@ -56,30 +56,32 @@ async def run_takeover(config: TakeoverConfig, emit: Emit) -> dict[str, Any]:
                 await asyncio.sleep(POLL_S)
         return time.monotonic() - started
 
-    await drill.create_topics()
     restarts: list[dict[str, Any]] = []
-    try:
-        handlers = {"a": drill.handler("a"), "b": drill.handler("b")}
-        await handlers["a"].start()
-        await handlers["a"].wait_ready(config.timeout_s)
-        await handlers["b"].start()
-        await until(lambda: _share(handlers["b"], handlers["a"], everything))
-        await drill.play()
-        await drill.meanwhile(asyncio.sleep(config.settle_s))
-        for number in range(config.restarts):
-            name, other = "ab"[number % 2], "ab"[1 - number % 2]
-            leaving, back = handlers[name], drill.handler(f"{name}{number}")
-            handlers[name] = back
-            restart = await drill.meanwhile(
-                _restart(leaving, handlers[other], back, everything, until)
-            )
-            restarts.append({"kind": "restart", "number": number + 1, "stopped": name, **restart})
-            emit(restarts[-1])
+    async with drill.topics_in_use(keep=config.keep_topics):
+        try:
+            handlers = {"a": drill.handler("a"), "b": drill.handler("b")}
+            await handlers["a"].start()
+            await handlers["a"].wait_ready(config.timeout_s)
+            await handlers["b"].start()
+            await until(lambda: _share(handlers["b"], handlers["a"], everything))
+            await drill.play()
             await drill.meanwhile(asyncio.sleep(config.settle_s))
-        await drill.stop_playing(handlers.values())
-    finally:
-        await drill.close()
-    proof = await drill.prove(emit, keep_topics=config.keep_topics)
+            for number in range(config.restarts):
+                name, other = "ab"[number % 2], "ab"[1 - number % 2]
+                leaving, back = handlers[name], drill.handler(f"{name}{number}")
+                handlers[name] = back
+                restart = await drill.meanwhile(
+                    _restart(leaving, handlers[other], back, everything, until)
+                )
+                restarts.append(
+                    {"kind": "restart", "number": number + 1, "stopped": name, **restart}
+                )
+                emit(restarts[-1])
+                await drill.meanwhile(asyncio.sleep(config.settle_s))
+            await drill.stop_playing(handlers.values())
+        finally:
+            await drill.close()
+        proof = await drill.prove(emit)
     summary = {
         "kind": "summary",
         "ok": proof.ok,
