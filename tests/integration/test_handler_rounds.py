@@ -124,6 +124,36 @@ async def test_atlantic_city_five_dollar_blackjack_pays_seven(
     assert hand.balance_after == 5_700
 
 
+async def test_a_suspended_table_completes_its_round_and_refuses_new_bets_until_resumed(
+    space: KafkaSpace, shuffler: QueuedShuffler, client: BlackjackClient
+) -> None:
+    shuffler.queue(["TS", "7S", "9S", "TD"])  # 19 against 17
+    await table_with_player(client, "ac-s", "atlantic-city", 5_000)
+    await accept(
+        client,
+        "ac-s",
+        cmd.PlaceBet(player_id="p", box=0, amount=500),
+        cmd.SuspendTable(operator="ops-1", reason="maintenance"),
+        cmd.Deal(player_id="p"),
+        cmd.Stand(player_id="p", box=0),
+    )
+    refused = await client.execute("ac-s", cmd.PlaceBet(player_id="p", box=0, amount=500))
+    assert refused.status == "rejected" and refused.rejection is not None
+    assert refused.rejection.code == "table_suspended"
+    await accept(
+        client,
+        "ac-s",
+        cmd.ResumeTable(operator="ops-1"),
+        cmd.PlaceBet(player_id="p", box=0, amount=500),
+    )
+    check = await verify_stream(space, "ac-s")
+    [hand] = settled(check.events)
+    assert (hand.outcome, hand.balance_after) == ("win", 5_500)
+    kinds = types_of(check.events)
+    assert kinds.index("TableSuspended") < kinds.index("DealStarted")
+    assert kinds[-3:] == ["TableResumed", "RoundOpened", "BetPlaced"]
+
+
 async def test_surrender_two_boxes_one_surrendered_after_the_peek(
     space: KafkaSpace, shuffler: QueuedShuffler, client: BlackjackClient
 ) -> None:

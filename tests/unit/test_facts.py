@@ -27,7 +27,7 @@ from blackjack.strategy import compute_strategy
 from blackjack.table import Applied, apply
 
 Model = TypeVar("Model", bound=BaseModel)
-SCENARIOS = sorted((Path(__file__).parents[1] / "scenarios").glob("*.yaml"))
+SCENARIOS = sorted((Path(__file__).parents[1] / "scenarios").glob("**/*.yaml"))
 
 
 def _play_everything() -> None:

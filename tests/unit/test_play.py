@@ -151,6 +151,17 @@ def test_a_lost_hand_is_not_said_to_pay() -> None:
     assert "10♠ Q♦  20" in text
 
 
+def test_a_suspended_table_says_so_and_offers_no_bet_until_it_is_resumed() -> None:
+    script = Script("atlantic-city", [])
+    script.do(cmd.SuspendTable(operator="ops-1", reason="maintenance until 04:00"))
+    text = shown(folded(script))
+    assert "suspended by the operator: maintenance until 04:00" in text
+    assert "bet AMOUNT" not in text and "withdraw AMOUNT" in text
+    script.do(cmd.ResumeTable(operator="ops-1"))
+    text = shown(folded(script))
+    assert "suspended" not in text and "bet AMOUNT, rebet, deal" in text
+
+
 def test_history_recalls_the_player_s_rounds_newest_first_with_the_money() -> None:
     script = Script("atlantic-city", [["TH", "7S", "AH", "QD"], ["TH", "TS", "7H", "QD"]])
     script.do(cmd.PlaceBet(player_id=A, box=0, amount=500), cmd.Deal(player_id=A))  # blackjack

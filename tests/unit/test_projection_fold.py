@@ -296,6 +296,22 @@ def test_a_disconnection_during_a_round_is_in_its_recall() -> None:
     assert events.index("PlayerReconnected") < events.index("PlayerStood")
 
 
+def test_a_suspended_table_shows_why_and_since_when_and_the_round_s_recall_has_it() -> None:
+    script = Script("atlantic-city", [["TH", "7S", "9H", "QD"]])
+    script.do(cmd.PlaceBet(player_id=A, box=0, amount=1000), cmd.Deal(player_id=A))
+    script.do(cmd.SuspendTable(operator="ops-1", reason="maintenance at 03:00"))
+    suspended = table(script)
+    assert suspended.view.suspended is not None
+    assert suspended.view.suspended.reason == "maintenance at 03:00"
+    assert suspended.view.suspended.since == script.envelopes[-1].occurred_at
+    script.do(cmd.Stand(player_id=A, box=0))  # the round under way completes
+    done = table(script)
+    assert done.rounds[1].status == "settled" and done.accounts[A].available == 11_000
+    assert "TableSuspended" in [entry.event for entry in done.rounds[1].log]
+    script.do(cmd.ResumeTable(operator="ops-2"))
+    assert table(script).view.suspended is None
+
+
 def test_over_a_long_random_log_money_is_conserved_and_matches_the_engine() -> None:
     variants = ["mini-h17", "mini-s17", "atlantic-city", "atlantic-city-multi", "surrender"]
     log = play_tables([(f"t-{v}", v) for v in variants], rounds=60, seed=11)

@@ -72,6 +72,14 @@ def given(
     return state
 
 
+def given_more(state: TableState, *commands: cmd.Command) -> TableState:
+    for command in commands:
+        result = apply(state, command, NOW, shoe_starting())
+        assert not isinstance(result, Rejection), f"given {command!r}: {result}"
+        state = result.state
+    return state
+
+
 def seated(pid: str = "ann", seat: int = 0, balance: int = 10_000) -> list[cmd.Command]:
     return [cmd.SitDown(player_id=pid, seat=seat), cmd.Deposit(player_id=pid, amount=balance)]
 
@@ -221,6 +229,63 @@ def test_a_table_opens_once() -> None:
 @rejects("unknown_variant")
 def test_an_unknown_variant() -> None:
     then_rejected(INITIAL_STATE, cmd.OpenTable(variant="spanish-21"), "unknown_variant")
+
+
+def _suspended(*commands: cmd.Command) -> TableState:
+    suspend = cmd.SuspendTable(operator="ops", reason="maintenance")
+    return given("mini-h17", *seated(), *commands, suspend)
+
+
+@rejects("table_suspended")
+def test_no_new_wager_or_player_at_a_suspended_table() -> None:
+    state = _suspended()
+    assert state.suspended
+    for command in (
+        cmd.PlaceBet(player_id="ann", box=0, amount=1000),
+        cmd.Rebet(player_id="ann"),
+        cmd.SitDown(player_id="bo", seat=0),
+    ):
+        rejection = then_rejected(state, command, "table_suspended")
+        assert "suspended" in rejection.message
+    # a snapshot keeps it: a restarted handler refuses the same
+    then_rejected(
+        TableState.from_doc(state.to_doc()), cmd.Rebet(player_id="ann"), "table_suspended"
+    )
+
+
+def test_a_suspended_table_completes_the_round_under_way_and_lets_money_out() -> None:
+    """The bet on the layout is dealt and settled (TS 9S = 19 against 7S TD = 17: a win);
+    the balance can be withdrawn."""
+    state = given(
+        "mini-h17",
+        *seated(),
+        cmd.PlaceBet(player_id="ann", box=0, amount=1000),
+        cmd.SuspendTable(operator="ops", reason="maintenance"),
+        cmd.Deal(player_id="ann"),
+        cmd.Stand(player_id="ann", box=0),
+        cards=["TS", "7S", "9S", "TD"],
+    )
+    assert not state.round_open and state.suspended
+    assert state.players["ann"].balance == 11_000
+    state = given_more(state, cmd.Withdraw(player_id="ann", amount=11_000))
+    assert state.players["ann"].balance == 0
+
+
+@rejects("already_suspended")
+def test_a_table_is_suspended_once() -> None:
+    then_rejected(
+        _suspended(), cmd.SuspendTable(operator="ops", reason="again"), "already_suspended"
+    )
+
+
+@rejects("not_suspended")
+def test_only_a_suspended_table_resumes() -> None:
+    state = given("mini-h17", *seated())
+    then_rejected(state, cmd.ResumeTable(operator="ops"), "not_suspended")
+    resumed = given_more(_suspended(), cmd.ResumeTable(operator="ops"))
+    assert not resumed.suspended
+    assert resumed.to_doc() == state.to_doc()  # as if it had never been suspended
+    given_more(resumed, cmd.PlaceBet(player_id="ann", box=0, amount=1000))
 
 
 @rejects("invalid_rules")

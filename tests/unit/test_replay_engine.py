@@ -458,6 +458,42 @@ def test_a_partial_refund_must_be_a_players_removal() -> None:
     ]
 
 
+def test_a_bet_or_a_seat_taken_at_a_suspended_table_is_found() -> None:
+    script = Script("atlantic-city-multi", [["TH", "7S", "9H", "QD"]])
+    script.do(
+        cmd.SuspendTable(operator="ops-1", reason="maintenance"),
+        cmd.ResumeTable(operator="ops-1"),
+        cmd.SitDown(player_id="bo", seat=1),
+        cmd.PlaceBet(player_id=A, box=0, amount=1000),
+        cmd.Deal(player_id=A),
+        cmd.Pass(player_id="bo"),
+        cmd.Stand(player_id=A, box=0),
+    )
+    log = wires(script)
+    assert messages(log) == []
+    replayed = replay_stream(log, SEAL)
+    [record] = replayed.rounds.values()
+    assert record.status == "settled"
+    told = [
+        describe(INITIAL_STATE, w.data)
+        for w in log
+        if isinstance(w.data, ev.TableSuspended | ev.TableResumed)
+    ]
+    assert "ops-1 suspends the table (maintenance): no new bet or player" in told
+    assert "ops-1 resumes the table" in told
+    # the same log without the resumption: the seat and the bet came while suspended
+    index = next(i for i, w in enumerate(log) if isinstance(w.data, ev.TableResumed))
+    forged = [
+        w.model_copy(update={"sequence": w.sequence - 1}) if i > index else w
+        for i, w in enumerate(log)
+        if i != index
+    ]
+    assert messages(forged) == [
+        "bo sits down at a suspended table",
+        "alice bets 1000 on box 0 at a suspended table",
+    ]
+
+
 # ---- moves the rules did not allow ----------------------------------------------------------
 
 

@@ -1,5 +1,7 @@
 """Every scenario file in tests/scenarios plays through the real decider with no failed
-expectation; each file cites the sentence of the seed it checks."""
+expectation; each file cites the sentence of the seed it checks. The operator's scenarios
+(tests/scenarios/operations: rules no seed page states, such as suspending a table) say what
+they check instead."""
 
 from __future__ import annotations
 
@@ -10,6 +12,7 @@ import pytest
 from blackjack.scenario import load, run
 
 SCENARIOS = sorted((Path(__file__).parents[1] / "scenarios").glob("*.yaml"))
+OPERATIONS = sorted((Path(__file__).parents[1] / "scenarios" / "operations").glob("*.yaml"))
 
 
 def test_there_is_a_scenario_for_every_preset() -> None:
@@ -25,6 +28,13 @@ def test_scenario(path: Path) -> None:
     summary = run(scenario, emit=lines.append)
     assert summary["failures"] == []
     assert lines[-1].startswith('{"summary"')
+
+
+@pytest.mark.parametrize("path", OPERATIONS, ids=[p.stem for p in OPERATIONS])
+def test_operations_scenario(path: Path) -> None:
+    scenario = load(path)
+    assert scenario.seed is None and scenario.cites, "it says what it checks, and no seed"
+    assert run(scenario, emit=lambda line: None)["failures"] == []
 
 
 def test_a_step_the_service_would_not_know_is_answered_as_the_service_answers_it(

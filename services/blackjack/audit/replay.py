@@ -496,6 +496,8 @@ class _Replayer:
 
     def bet_placed(self, e: ev.BetPlaced) -> None:
         box = self.state.boxes[e.box]
+        if self.state.suspended:
+            self._find(f"{e.player_id} bets {e.amount} on box {e.box} at a suspended table")
         self._expect(f"box {e.box} total", e.box_total, box.bet + e.amount)
         if e.amount <= 0:
             self._find(f"a chip of {e.amount} on box {e.box}")
@@ -504,6 +506,10 @@ class _Replayer:
                 f"box {e.box} bet {e.box_total} is over the maximum {self.state.rules.max_bet}"
             )
         self._moves(e.player_id, -e.amount, e.balance_after)
+
+    def seat_taken(self, e: ev.SeatTaken) -> None:
+        if self.state.suspended:
+            self._find(f"{e.player_id} sits down at a suspended table")
 
     def bet_refunded(self, e: ev.BetRefunded) -> None:
         box = self.state.boxes[e.box]
@@ -701,6 +707,7 @@ _CHECKS: dict[type[ev.Event], Any] = {
     ev.FundsDeposited: _Replayer.funds,
     ev.FundsWithdrawn: _Replayer.funds,
     ev.SeatLeft: _Replayer.seat_left,
+    ev.SeatTaken: _Replayer.seat_taken,
     ev.ShoeShuffled: _Replayer.shoe_shuffled,
     ev.ShoeRetired: _Replayer.shoe_retired,
     ev.BetPlaced: _Replayer.bet_placed,
@@ -830,4 +837,8 @@ def describe(state: TableState, event: ev.Event) -> str:
             return f"{p} moves from seat {old} to seat {new}"
         case ev.SeatLeft(player_id=p, balance_returned=back):
             return f"{p} leaves the table, {money(back, cur)} paid out"
+        case ev.TableSuspended(operator=who, reason=why):
+            return f"{who} suspends the table ({why}): no new bet or player"
+        case ev.TableResumed(operator=who):
+            return f"{who} resumes the table"
     return type(event).__name__

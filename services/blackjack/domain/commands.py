@@ -102,6 +102,31 @@ class CloseInterruptedRound(Command):
     )
 
 
+class SuspendTable(Command):
+    """The operator disables the game at this table (maintenance, an incident, a regulator's
+    order): no new wager and no new player from now on, while the game cycle already under
+    way completes under the rules (bets on the layout may still be dealt, hands are played
+    and settled). Players may still leave, take their money out, or take bets back before the
+    deal. ``ResumeTable`` enables it again."""
+
+    type: Literal["SuspendTable"] = "SuspendTable"
+    operator: str = Field(
+        min_length=1, max_length=128, description="who suspends it, for the record"
+    )
+    reason: str = Field(
+        min_length=1, max_length=200, description="why, as the players and the record show it"
+    )
+
+
+class ResumeTable(Command):
+    """The operator enables a suspended table again."""
+
+    type: Literal["ResumeTable"] = "ResumeTable"
+    operator: str = Field(
+        min_length=1, max_length=128, description="who resumes it, for the record"
+    )
+
+
 # ---- the service itself -------------------------------------------------------------------
 
 
@@ -211,6 +236,8 @@ TableCommand = (
     | ShuffleShoe
     | ExpireTimers
     | CloseInterruptedRound
+    | SuspendTable
+    | ResumeTable
     | PlaceBet
     | ClearBets
     | RemoveBet

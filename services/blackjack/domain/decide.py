@@ -113,6 +113,8 @@ _DECIDERS: Final[dict[type[cmd.Command], Callable[[Draft, Any], None]]] = {
     cmd.ShuffleShoe: shuffle.shuffle_shoe,
     cmd.ExpireTimers: clock.expire_timers,
     cmd.CloseInterruptedRound: interruption.close_interrupted_round,
+    cmd.SuspendTable: seats.suspend_table,
+    cmd.ResumeTable: seats.resume_table,
     cmd.PlaceBet: betting.place_bet,
     cmd.ClearBets: betting.clear_bets,
     cmd.RemoveBet: betting.remove_bet,

@@ -94,6 +94,20 @@ class PlayerReconnected(Event):
     player_id: str
 
 
+class TableSuspended(Event):
+    """The operator disabled the game here: no new wager or player until ``TableResumed``;
+    a round under way completes."""
+
+    type: Literal["TableSuspended"] = "TableSuspended"
+    operator: str
+    reason: str
+
+
+class TableResumed(Event):
+    type: Literal["TableResumed"] = "TableResumed"
+    operator: str
+
+
 IN_A_ROUND_S_RECALL: tuple[type[Event], ...] = (
     SeatTaken,
     SeatChanged,
@@ -103,10 +117,12 @@ IN_A_ROUND_S_RECALL: tuple[type[Event], ...] = (
     FundsWithdrawn,
     PlayerDisconnected,
     PlayerReconnected,
+    TableSuspended,
+    TableResumed,
 )
 """Events of the table, not of a round, that belong in the recall of the round open when they
 happen (GLI-19 game recall): money paid in or taken out during the game cycle, a disconnection
-that interrupts it, a seat taken or left while it plays."""
+that interrupts it, a seat taken or left while it plays, the table suspended or resumed."""
 
 
 # ---- the shoe -----------------------------------------------------------------------------
@@ -407,6 +423,8 @@ PublicTableEvent = (
     | FundsWithdrawn
     | PlayerDisconnected
     | PlayerReconnected
+    | TableSuspended
+    | TableResumed
     | ShoeRetired
     | RoundOpened
     | BetPlaced

@@ -317,6 +317,14 @@ def _interrupted_round_closed(draft: TableState, e: ev.InterruptedRoundClosed) -
     """Nothing changes yet: what the server does in the players' place follows as events."""
 
 
+def _table_suspended(draft: TableState, e: ev.TableSuspended) -> None:
+    draft.suspended = True
+
+
+def _table_resumed(draft: TableState, e: ev.TableResumed) -> None:
+    draft.suspended = False
+
+
 def _hole_card_revealed(draft: TableState, e: ev.DealerHoleCardRevealed) -> None:
     if draft.hole_card != e.card:
         raise CorruptLog(f"hole card revealed as {e.card}, dealt as {draft.hole_card}")
@@ -345,6 +353,8 @@ _HANDLERS: Final[dict[type[ev.Event], Callable[[TableState, Any], None]]] = {
     ev.FundsWithdrawn: _funds_withdrawn,
     ev.PlayerDisconnected: _connection,
     ev.PlayerReconnected: _connection,
+    ev.TableSuspended: _table_suspended,
+    ev.TableResumed: _table_resumed,
     ev.ShoeShuffled: _shoe_shuffled,
     ev.ShoeRetired: _shoe_retired,
     ev.RoundOpened: _round_opened,

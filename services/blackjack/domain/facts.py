@@ -35,6 +35,8 @@ _TRANSFER_DECLINED: Final = {
 _FUNDS_WITHDRAWN: Final = {"version", "type", "player_id", "amount", "balance_after"}
 _PLAYER_DISCONNECTED: Final = {"version", "type", "player_id"}
 _PLAYER_RECONNECTED: Final = {"version", "type", "player_id"}
+_TABLE_SUSPENDED: Final = {"version", "type", "operator", "reason"}
+_TABLE_RESUMED: Final = {"version", "type", "operator"}
 _SHOE_RETIRED: Final = {"version", "type", "shoe", "commitment", "cards_dealt", "order", "salt"}
 _ROUND_OPENED: Final = {"version", "round", "type", "betting_deadline"}
 _BET_PLACED: Final = {
@@ -327,6 +329,38 @@ def player_reconnected(
             "player_id": player_id,
         },
         _PLAYER_RECONNECTED,
+    )
+
+
+def table_suspended(
+    *,
+    operator: str,
+    reason: str,
+) -> ev.TableSuspended:
+    return made(
+        ev.TableSuspended,
+        {
+            "version": 1,
+            "type": "TableSuspended",
+            "operator": operator,
+            "reason": reason,
+        },
+        _TABLE_SUSPENDED,
+    )
+
+
+def table_resumed(
+    *,
+    operator: str,
+) -> ev.TableResumed:
+    return made(
+        ev.TableResumed,
+        {
+            "version": 1,
+            "type": "TableResumed",
+            "operator": operator,
+        },
+        _TABLE_RESUMED,
     )
 
 

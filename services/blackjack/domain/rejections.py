@@ -19,6 +19,9 @@ RejectionCode = Literal[
     "table_already_open",
     "unknown_variant",
     "invalid_rules",
+    "table_suspended",  # the operator disabled the game here: no new wager or player
+    "already_suspended",
+    "not_suspended",
     # seats and ownership
     "not_seated",
     "already_seated",

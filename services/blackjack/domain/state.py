@@ -304,6 +304,7 @@ class TableState(_Value):
         "active",
         "deadline",
         "buy_ins",
+        "suspended",
     )
 
     def __init__(
@@ -322,6 +323,7 @@ class TableState(_Value):
         active: tuple[int, int] | None = None,  # (box, hand) whose turn it is
         deadline: datetime | None = None,
         buy_ins: dict[str, int] | None = None,
+        suspended: bool = False,  # the operator disabled the game: no new wager or player
     ) -> None:
         self.opened = opened
         self.rules = rules
@@ -338,6 +340,7 @@ class TableState(_Value):
         # Per wallet stream, the number of the last buy-in this table took or declined: a
         # deposit at or below it is never taken (see ``domain.transfers``). Replaced whole.
         self.buy_ins: dict[str, int] = {} if buy_ins is None else buy_ins
+        self.suspended = suspended
 
     def copy(self) -> TableState:
         """The draft ``evolve`` works on: a shallow copy, since no field value is changed in
@@ -356,7 +359,14 @@ class TableState(_Value):
             active=self.active,
             deadline=self.deadline,
             buy_ins=self.buy_ins,
+            suspended=self.suspended,
         )
+
+    def to_doc(self) -> dict[str, Any]:
+        doc = super().to_doc()
+        if not self.suspended:  # a snapshot of a table never suspended reads as it did before
+            del doc["suspended"]
+        return doc
 
     def player_at(self, seat: int) -> Player | None:
         for player in self.players.values():
@@ -421,6 +431,7 @@ class TableState(_Value):
             active=None if active is None else (active[0], active[1]),
             deadline=None if deadline is None else datetime.fromisoformat(deadline),
             buy_ins=_buy_ins_of(doc),
+            suspended=doc.get("suspended", False),
         )
 
 

@@ -82,6 +82,14 @@ def table_screen(
     else:
         grid.add_row("You", "not seated: deposit or sit down first")
     parts: list[RenderableType] = [grid]
+    if view.suspended is not None:
+        parts.append(
+            Text(
+                f"suspended by the operator: {view.suspended.reason} · no new bets until it "
+                "reopens; a round under way is played to the end",
+                style="bold red",
+            )
+        )
     if view.shoe is not None:
         parts.append(
             Text(
@@ -144,6 +152,8 @@ def prompt_for(table: StreamProjection, player_id: str) -> str:
         return "insurance? i (take) / n (no)"
     if view.round_open and view.phase == "dealer":
         return "the dealer plays"
+    if view.suspended is not None:
+        return "the table is suspended · withdraw AMOUNT, leave · ? help, q quit"
     return "bet AMOUNT, rebet, deal · deposit AMOUNT, withdraw AMOUNT · ? help, q quit"
 
 

@@ -107,6 +107,13 @@ class Turn(_Model):
     actions: list[str] | None = None  # None when the event did not list them (version 1)
 
 
+class Suspension(_Model):
+    """The operator has disabled the game at the table: no new bet or player until resumed."""
+
+    reason: str
+    since: datetime
+
+
 class TableView(_Model):
     """What anyone at the table may see of it between and during rounds."""
 
@@ -123,6 +130,7 @@ class TableView(_Model):
     phase: Literal["betting", "insurance", "playing", "dealer"] = "betting"
     active: Turn | None = None
     deadline: datetime | None = None
+    suspended: Suspension | None = None
 
 
 class Account(_Model):
@@ -469,6 +477,14 @@ def _connection(
     p.account(e.player_id).connected = isinstance(e, ev.PlayerReconnected)
 
 
+def _table_suspended(p: StreamProjection, e: ev.TableSuspended, at: datetime) -> None:
+    p.view.suspended = Suspension(reason=e.reason, since=at)
+
+
+def _table_resumed(p: StreamProjection, e: ev.TableResumed, at: datetime) -> None:
+    p.view.suspended = None
+
+
 def _shoe_shuffled(p: StreamProjection, e: SealedShoeShuffled, at: datetime) -> None:
     p.view.shoe = ShoeView(shoe=e.shoe, commitment=e.commitment, cards=e.cards)
 
@@ -683,6 +699,8 @@ _HANDLERS: dict[type[BaseModel], Handler] = {
     ev.FundsWithdrawn: _funds_withdrawn,
     ev.PlayerDisconnected: _connection,
     ev.PlayerReconnected: _connection,
+    ev.TableSuspended: _table_suspended,
+    ev.TableResumed: _table_resumed,
     SealedShoeShuffled: _shoe_shuffled,
     ev.ShoeRetired: _shoe_retired,
     ev.RoundOpened: _round_opened,

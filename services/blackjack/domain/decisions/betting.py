@@ -12,6 +12,7 @@ from blackjack.domain.decisions.checks import (
     check_bet_maximum,
     check_bet_minimum,
     check_betting,
+    check_not_suspended,
     check_shoe,
     own_box,
     seated,
@@ -47,6 +48,7 @@ def _add_to_box(r: Draft, player_id: str, box: int, amount: int) -> None:
 
 def place_bet(r: Draft, c: cmd.PlaceBet) -> None:
     player = seated(r.state, c.player_id)
+    check_not_suspended(r.state, "no new bets")
     own_box(r.state, player, c.box)
     check_betting(r.state, player)
     check_amount(c.amount)
@@ -130,6 +132,7 @@ def deal(r: Draft, c: cmd.Deal) -> None:
 def rebet(r: Draft, c: cmd.Rebet) -> None:
     state = r.state
     player = seated(state, c.player_id)
+    check_not_suspended(state, "no new bets")
     if c.multiplier not in state.rules.rebet_multipliers:
         raise refuse("rebet_not_offered", f"no rebet x{c.multiplier} at this table")
     check_betting(state, player)

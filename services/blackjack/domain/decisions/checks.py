@@ -19,6 +19,12 @@ def seated(state: TableState, player_id: str) -> Player:
     return player
 
 
+def check_not_suspended(state: TableState, what: str) -> None:
+    """No new wager and no new player while the operator has the game disabled."""
+    if state.suspended:
+        raise refuse("table_suspended", f"the operator has suspended this table: {what}")
+
+
 def own_box(state: TableState, player: Player, box: int) -> None:
     if not 0 <= box < len(state.boxes):
         raise refuse("box_out_of_range", f"box {box} does not exist (0-{len(state.boxes) - 1})")

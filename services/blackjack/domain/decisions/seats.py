@@ -1,5 +1,5 @@
-"""The table itself: opening it, taking, changing and leaving seats, disconnecting and
-reconnecting."""
+"""The table itself: opening it, suspending and resuming it, taking, changing and leaving
+seats, disconnecting and reconnecting."""
 
 from __future__ import annotations
 
@@ -8,7 +8,7 @@ from pydantic import ValidationError
 from blackjack.domain import commands as cmd
 from blackjack.domain import facts
 from blackjack.domain.decisions.betting import deal_when_all_decided, refund_bets
-from blackjack.domain.decisions.checks import seated
+from blackjack.domain.decisions.checks import check_not_suspended, seated
 from blackjack.domain.decisions.draft import Draft, refuse
 from blackjack.domain.rejections import in_one_line
 from blackjack.domain.rules import MAX_BET, PRESETS
@@ -41,6 +41,21 @@ def open_table(r: Draft, c: cmd.OpenTable) -> None:
     r.emit(facts.table_opened(rules=rules))
 
 
+def suspend_table(r: Draft, c: cmd.SuspendTable) -> None:
+    """The game is disabled from now on for new wagers and new players; a round under way
+    completes under the rules (its bets are dealt, its hands played and settled), since the
+    money it holds is settled by the cards, never kept or returned half-played."""
+    if r.state.suspended:
+        raise refuse("already_suspended", "the table is already suspended")
+    r.emit(facts.table_suspended(operator=c.operator, reason=c.reason))
+
+
+def resume_table(r: Draft, c: cmd.ResumeTable) -> None:
+    if not r.state.suspended:
+        raise refuse("not_suspended", "the table is not suspended")
+    r.emit(facts.table_resumed(operator=c.operator))
+
+
 def _check_free_seat(state: TableState, seat: int) -> None:
     if not 0 <= seat < state.rules.seats:
         raise refuse("seat_out_of_range", f"seats are 0-{state.rules.seats - 1}")
@@ -51,6 +66,7 @@ def _check_free_seat(state: TableState, seat: int) -> None:
 def sit_down(r: Draft, c: cmd.SitDown) -> None:
     if c.player_id in r.state.players:
         raise refuse("already_seated", f"{c.player_id} is already seated")
+    check_not_suspended(r.state, "no new players")
     _check_free_seat(r.state, c.seat)
     if r.state.rules.funded_by_wallet and not has_wallet_stream(c.player_id):
         raise refuse(
