@@ -12,6 +12,7 @@ from pathlib import Path
 
 import pytest
 from aiokafka import AIOKafkaProducer
+from rich.console import Console
 
 from blackjack.bus.topics import partition_for
 from blackjack.client import BlackjackClient
@@ -91,6 +92,12 @@ async def test_a_session_plays_rounds_and_sees_what_a_newcomer_to_the_table_fold
                 break
         assert settled == 5
         seen = following.table
+        [sheet] = await session.handle("rules")  # the table's own rules, and their return
+        console = Console(width=200, record=True, color_system=None)
+        console.print(sheet)
+        text = console.export_text()
+        assert "mini-h17: the rules" in text and "hits a soft 17" in text
+        assert "Theoretical return to player with the best play: 99.39 %" in text
     async with follower(space, table) as newcomer:
         await newcomer.caught_up()
         assert newcomer.table.view == seen.view

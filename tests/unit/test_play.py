@@ -9,11 +9,21 @@ import pytest
 from rich.console import Console
 
 from blackjack.domain import commands as cmd
+from blackjack.domain.rules import Rules
 from blackjack.messages.sealing import ShoeSeal
 from blackjack.messages.wire import to_wire
-from blackjack.play.moves import Help, History, NotAMove, Quit, amount_in_minor_units, move
-from blackjack.play.screen import history_screen, prompt_for, table_screen
+from blackjack.play.moves import (
+    Help,
+    History,
+    NotAMove,
+    Quit,
+    ShowRules,
+    amount_in_minor_units,
+    move,
+)
+from blackjack.play.screen import history_screen, prompt_for, rules_screen, table_screen
 from blackjack.projections.projector import StreamProjection
+from blackjack.rules_sheet import Returns
 from tests.integration.conftest_projections import Script
 
 SEAL = ShoeSeal.from_hex(ShoeSeal.new_key_hex())
@@ -160,6 +170,19 @@ def test_a_suspended_table_says_so_and_offers_no_bet_until_it_is_resumed() -> No
     script.do(cmd.ResumeTable(operator="ops-1"))
     text = shown(folded(script))
     assert "suspended" not in text and "bet AMOUNT, rebet, deal" in text
+
+
+def test_rules_shows_the_table_s_own_rules_overrides_included() -> None:
+    script = Script("atlantic-city", [])
+    assert move("rules", folded(script), A) == ShowRules()
+    with pytest.raises(NotAMove):
+        move("rules please", folded(script), A)
+    opened = Rules.model_validate(folded(script).view.rules)
+    paying = opened.with_overrides({"blackjack_pays": "6/5"})
+    console = Console(width=200, record=True, color_system=None)
+    console.print(rules_screen(paying, Returns(98.1, 98.1, 100)))
+    text = console.export_text()
+    assert "atlantic-city: the rules" in text and "pays 6 to 5" in text and "98.10 %" in text
 
 
 def test_history_recalls_the_player_s_rounds_newest_first_with_the_money() -> None:

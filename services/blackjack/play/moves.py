@@ -10,6 +10,7 @@
     deposit 100     Deposit            withdraw 20  Withdraw    leave   LeaveTable
     buyin 50        BuyIn from the player's wallet (a shared table: its money comes from there)
     history         the player's last rounds here: wagered, paid, balance before and after
+    rules           this table's rules and its theoretical return to player
     ?  help         q / quit
 
 A hand's decision goes to the hand whose turn it is; typed when it is not the player's turn,
@@ -50,7 +51,12 @@ class History:
     rounds: int = 10
 
 
-Move = cmd.TableCommand | wl.BuyIn | Quit | Help | History
+@dataclass(frozen=True)
+class ShowRules:
+    pass
+
+
+Move = cmd.TableCommand | wl.BuyIn | Quit | Help | History | ShowRules
 
 _HAND_COMMANDS: dict[str, Callable[..., cmd.TableCommand]] = {
     "h": cmd.Hit,
@@ -107,6 +113,9 @@ def move(line: str, table: StreamProjection, player_id: str) -> Move:
     if word in ("history", "recall"):
         _no_more(rest, word)
         return History()
+    if word == "rules":
+        _no_more(rest, word)
+        return ShowRules()
     if word in _HAND_COMMANDS:
         _no_more(rest, word)
         turn = table.view.active

@@ -15,8 +15,10 @@ from rich.table import Table
 from rich.text import Text
 
 from blackjack.audit.replay import money
+from blackjack.domain.rules import Rules
 from blackjack.messages.envelope import CommandResult
 from blackjack.projections.projector import HandView, RoundRecord, StreamProjection
+from blackjack.rules_sheet import Returns, rules_sheet
 
 SUITS = {"S": "♠", "H": "♥", "D": "♦", "C": "♣"}
 RED = {"H", "D"}
@@ -155,6 +157,12 @@ def prompt_for(table: StreamProjection, player_id: str) -> str:
     if view.suspended is not None:
         return "the table is suspended · withdraw AMOUNT, leave · ? help, q quit"
     return "bet AMOUNT, rebet, deal · deposit AMOUNT, withdraw AMOUNT · ? help, q quit"
+
+
+def rules_screen(rules: Rules, returns: Returns) -> RenderableType:
+    """The table's rules as its players read them (``rules_sheet``)."""
+    sheet = Text("\n").join(Text(f"- {line}") for line in rules_sheet(rules, returns))
+    return Panel(sheet, title=f"{rules.name}: the rules", title_align="left")
 
 
 def history_screen(table: StreamProjection, player_id: str, rounds: int) -> RenderableType:

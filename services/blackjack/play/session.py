@@ -3,6 +3,7 @@ are the caller's (``cli``); the tests drive a session the same way."""
 
 from __future__ import annotations
 
+import asyncio
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 
@@ -12,10 +13,12 @@ from rich.text import Text
 from blackjack.client import BlackjackClient
 from blackjack.domain import commands as cmd
 from blackjack.domain import wallet as wl
+from blackjack.domain.rules import Rules
 from blackjack.messages.envelope import CommandResult
 from blackjack.play.follow import TableFollower
-from blackjack.play.moves import Help, History, NotAMove, Quit, move
-from blackjack.play.screen import history_screen, result_line, table_screen
+from blackjack.play.moves import Help, History, NotAMove, Quit, ShowRules, move
+from blackjack.play.screen import history_screen, result_line, rules_screen, table_screen
+from blackjack.rules_sheet import Returns, table_returns
 
 
 @dataclass
@@ -26,6 +29,7 @@ class PlaySession:
     timeout: float = 10.0
     over: bool = False
     results: list[CommandResult] = field(default_factory=list)
+    _returns: dict[Rules, Returns] = field(default_factory=dict)
 
     @property
     def stream_id(self) -> str:
@@ -71,8 +75,21 @@ class PlaySession:
             return [Text(chosen.text)]
         if isinstance(chosen, History):
             return [history_screen(self.follower.table, self.player_id, chosen.rounds)]
+        if isinstance(chosen, ShowRules):
+            return [await self.rules()]
         result = await self.send(chosen)
         return [result_line(type(chosen).__name__, result), self.screen()]
+
+    async def rules(self) -> RenderableType:
+        """The table's own rules (overrides included) and their return, computed once (a few
+        seconds, in a thread: the table is still followed meanwhile)."""
+        opened = self.follower.table.view.rules
+        if opened is None:
+            return Text("the table is not open", style="yellow")
+        rules = Rules.model_validate(opened)
+        if rules not in self._returns:
+            self._returns[rules] = await asyncio.to_thread(table_returns, rules)
+        return rules_screen(rules, self._returns[rules])
 
     def screen(self) -> RenderableType:
         return table_screen(self.follower.table, self.player_id, datetime.now(UTC))

@@ -1,4 +1,5 @@
-"""``blackjack strategy|rtp|anchors|simulate``: the math of a variant from the command line."""
+"""``blackjack rules|strategy|rtp|anchors|simulate``: a variant's rules and math from the
+command line."""
 
 from __future__ import annotations
 
@@ -47,6 +48,17 @@ def _bet_refused(args: argparse.Namespace, rules: Rules) -> bool:
         file=sys.stderr,
     )
     return True
+
+
+def _rules_sheet(args: argparse.Namespace) -> int:
+    from blackjack.rules_sheet import rules_sheet, table_returns
+
+    rules = _rules(args)
+    returns = None if args.no_return else table_returns(rules)
+    print(f"{rules.name}: the rules")
+    for line in rules_sheet(rules, returns):
+        print(f"- {line}")
+    return 0
 
 
 def _strategy(args: argparse.Namespace) -> int:
@@ -160,6 +172,15 @@ def _simulate(args: argparse.Namespace) -> int:
 
 def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     variants = sorted(PRESETS)
+    rules = sub.add_parser(
+        "rules", help="a variant's rules in a player's words, with its theoretical return"
+    )
+    rules.add_argument("variant", choices=variants)
+    rules.add_argument(
+        "--no-return", action="store_true", help="leave out the return (computed: seconds)"
+    )
+    rules.set_defaults(handler=_rules_sheet)
+
     strategy = sub.add_parser("strategy", help="the computed basic strategy chart of a variant")
     strategy.add_argument("variant", choices=variants)
     strategy.set_defaults(handler=_strategy)

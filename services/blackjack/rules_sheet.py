@@ -1,0 +1,224 @@
+"""A table's rules in a player's words, written from its ``Rules`` (never typed per casino):
+the game's help page a player reads before betting, with its theoretical return when the
+caller has computed it (``strategy.compute_rtp``). ``blackjack rules VARIANT`` prints it and
+``blackjack play`` shows it for the table's own rules, overrides included.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from fractions import Fraction
+
+from blackjack.audit.replay import money
+from blackjack.domain.rules import ReshuffleAtPenetration, Rules
+
+
+@dataclass(frozen=True)
+class Returns:
+    """The theoretical return to player under basic strategy: at large bets, and the lowest
+    at any bet the table takes (payouts cut to whole minor units, or to whole units where a
+    blackjack's cents are not paid, lower it at some bets)."""
+
+    rtp_percent: float
+    lowest_percent: float
+    lowest_at_bet: int
+
+
+def table_returns(rules: Rules) -> Returns:
+    """Computed exactly (``strategy.compute_rtp``): a few seconds the first time per rule set."""
+    from blackjack.strategy import compute_rtp
+
+    lowest, at = min(
+        (compute_rtp(rules, bet).rtp_percent, bet)
+        for bet in range(rules.min_bet, rules.max_bet + 1)
+    )
+    return Returns(compute_rtp(rules).rtp_percent, lowest, at)
+
+
+def rules_sheet(rules: Rules, returns: Returns | None = None) -> list[str]:
+    """One sentence per rule, in the order a player meets them: shoe, bets, dealer, payouts,
+    decisions, the table's clock and interruptions, then the return."""
+    lines = [_shoe(rules), _limits(rules), _rebet(rules), *_dealer(rules), *_peek(rules)]
+    lines += [_blackjack(rules), *_insurance(rules), _double(rules), *_split(rules)]
+    lines += [
+        _surrender(rules),
+        "Double, split and insurance are offered only when your balance covers them.",
+        "You cannot draw a card to a total of 21.",
+    ]
+    lines += [*_clock(rules), *_interruptions(rules)]
+    if rules.break_even_message:
+        lines.append(
+            "A split box that wins one hand and loses the other, for nothing won or lost, is "
+            'shown as "Break Even".'
+        )
+    if returns is not None:
+        lines.append(_returns(returns, rules.currency))
+    return lines
+
+
+def _returns(returns: Returns, currency: str) -> str:
+    line = (
+        f"Theoretical return to player with the best play: {returns.rtp_percent:.2f} % "
+        "(over many rounds; any one round may win or lose)"
+    )
+    if round(returns.lowest_percent, 2) < round(returns.rtp_percent, 2):
+        bet = money(returns.lowest_at_bet, currency)
+        line += (
+            "; less at some bets, as payouts are paid in whole units: the lowest is "
+            f"{returns.lowest_percent:.2f} %, at a bet of {bet} {currency}"
+        )
+    return line + "."
+
+
+def _ratio(value: Fraction) -> str:
+    return f"{value.numerator} to {value.denominator}"
+
+
+def _shoe(rules: Rules) -> str:
+    decks = f"{rules.decks} deck{'s' if rules.decks > 1 else ''} of 52 cards"
+    policy = rules.reshuffle
+    if isinstance(policy, ReshuffleAtPenetration):
+        used = f"{policy.used.numerator}/{policy.used.denominator}"
+        return f"{decks}, shuffled again once {used} of the shoe has been dealt."
+    return f"{decks}, shuffled before every round."
+
+
+def _limits(rules: Rules) -> str:
+    cur = rules.currency
+    limits = f"Bets from {money(rules.min_bet, cur)} to {money(rules.max_bet, cur)} {cur} a box"
+    if rules.boxes_per_seat > 1:
+        limits += f", on up to {rules.boxes_per_seat} boxes"
+    return limits + " (a double or a split may take a box's stake past the maximum)."
+
+
+def _rebet(rules: Rules) -> str:
+    times = [m for m in sorted(rules.rebet_multipliers) if m > 1]
+    more = "".join(f", or {m} times them (x{m})" for m in times)
+    then = ", and deals at once" if rules.rebet_deals else ""
+    return f"Rebet places your previous round's bets again{more}{then}."
+
+
+def _dealer(rules: Rules) -> list[str]:
+    lines = [
+        "The dealer draws to 16 and hits a soft 17 (a 17 counting an ace as 11)."
+        if rules.dealer_hits_soft_17
+        else "The dealer draws to 16 and stands on every 17, soft 17 included."
+    ]
+    if rules.hole_card_first:
+        lines.append("The dealer's first card is dealt face down, the second face up.")
+    return lines
+
+
+def _peek(rules: Rules) -> list[str]:
+    peeks = [
+        name for name, on in (("an ace", rules.peek_on_ace), ("a ten", rules.peek_on_ten)) if on
+    ]
+    no_peek = (
+        "a dealer blackjack turned over at the end takes every bet on the box, doubles and "
+        "splits included."
+    )
+    if not peeks:
+        return [f"The dealer does not check for blackjack: {no_peek}"]
+    lines = [
+        f"The dealer checks for blackjack when showing {' or '.join(peeks)}: if it is there, "
+        "the round ends before you play."
+    ]
+    if not rules.peek_on_ten:
+        lines.append(f"Against a ten the dealer does not check: {no_peek}")
+    if not rules.peek_on_ace:
+        lines.append(f"Against an ace the dealer does not check: {no_peek}")
+    return lines
+
+
+def _blackjack(rules: Rules) -> str:
+    line = "Blackjack (an ace and a ten-value card as your first two cards) pays "
+    line += _ratio(rules.blackjack_pays)
+    step = rules.blackjack_win_rounded_down_to
+    if step > 1:
+        line += (
+            f"; the winnings are paid in whole multiples of {money(step, rules.currency)} "
+            f"{rules.currency}, the rest is not paid"
+        )
+    if rules.blackjack_paid_at_once:
+        line += "; it is paid as soon as the dealer is known not to have one"
+    tie = "Against a dealer blackjack it is a tie. Other wins pay 1 to 1; a tie returns the bet."
+    return f"{line}. {tie}"
+
+
+def _insurance(rules: Rules) -> list[str]:
+    if not rules.insurance:
+        return []
+    return [
+        f"When the dealer shows an ace you may insure a box for half its bet; insurance "
+        f"pays {rules.insurance_pays} to 1 if the dealer has blackjack. It is not offered "
+        "on a blackjack, nor when your balance cannot cover it."
+    ]
+
+
+def _double(rules: Rules) -> str:
+    if rules.double_on == "totals":
+        totals = sorted(rules.double_totals)
+        on = f"on a first-two-card total of {', '.join(map(str, totals[:-1]))} or {totals[-1]}"
+        if len(totals) == 1:
+            on = f"on a first-two-card total of {totals[0]}"
+    else:
+        on = "on any first two cards"
+    after = "also after a split" if rules.double_after_split else "not after a split"
+    return f"Double {on}, {after}: the bet is doubled and you take exactly one more card."
+
+
+def _split(rules: Rules) -> list[str]:
+    if rules.max_splits == 0:
+        return ["Pairs cannot be split."]
+    same = (
+        "the same rank (K-K, not K-Q)" if rules.split_by == "rank" else "the same value (K-Q too)"
+    )
+    times = (
+        "once (two hands)"
+        if rules.max_splits == 1
+        else f"up to {rules.max_splits} times ({rules.max_splits + 1} hands)"
+    )
+    lines = [f"Split two cards of {same} {times}, for a second bet equal to the first."]
+    if rules.split_aces_one_card:
+        lines.append("Split aces take one card each.")
+    lines.append("A 21 on a split hand counts as 21, not as a blackjack.")
+    return lines
+
+
+def _surrender(rules: Rules) -> str:
+    if rules.late_surrender:
+        return (
+            "Surrender: after the dealer has checked for blackjack you may give up a "
+            "two-card hand and get half its bet back."
+        )
+    return "Surrender is not offered."
+
+
+def _clock(rules: Rules) -> list[str]:
+    if rules.turn_seconds is None:
+        return []
+    s = rules.turn_seconds
+    return [
+        f"A table of {rules.seats} seats: from the first bet of a round every player has "
+        f"{s} seconds to bet and deal, or pass, or is left out of the round; each decision "
+        f"has {s} seconds, after which the server stands the hand (and declines insurance). "
+        "A player who sits down during a round waits for the next; seats change between rounds."
+    ]
+
+
+def _interruptions(rules: Rules) -> list[str]:
+    lines: list[str] = []
+    if rules.refund_bets_on_disconnect:
+        lines.append(
+            "If you disconnect before the cards are dealt, your bet is returned; a "
+            "hand already dealt waits for you, exactly as you left it."
+        )
+    elif rules.seats == 1:
+        lines.append("If you disconnect, your round waits for you exactly as you left it.")
+    if rules.interrupted_round_days is not None:
+        lines.append(
+            f"A round left unfinished for {rules.interrupted_round_days} days may be "
+            "closed by the operator: bets not dealt are returned, every hand left "
+            "stands, and the dealer plays."
+        )
+    return lines
