@@ -26,6 +26,7 @@ from blackjack.audit.randomness import (
 from blackjack.cli import main
 from blackjack.domain import events as ev
 from blackjack.domain.cards import fresh_shoe, is_ten_value
+from blackjack.domain.shoe import commitment
 from blackjack.messages.wire import WireEnvelope, encode
 from blackjack.projections import schema
 from blackjack.projections.store import ProjectionStore
@@ -198,9 +199,13 @@ def test_the_command_fails_a_broken_shuffler(
     assert "adjacent ranks" in out and "FAIL" in out and "RANDOMNESS FAILED" in out
 
 
-def _retired(stream_id: str, shoe: int, order: tuple[str, ...]) -> dict[str, object]:
-    """A row of the read model's events table holding a ShoeRetired."""
-    event = ev.ShoeRetired(shoe=shoe, commitment="c" * 64, cards_dealt=20, order=order, salt="s")
+def _retired(
+    stream_id: str, shoe: int, order: tuple[str, ...], committed: tuple[str, ...] | None = None
+) -> dict[str, object]:
+    """A row of the read model's events table holding a ShoeRetired, committed to ``order``
+    (or to ``committed``: a reveal that does not match its commitment)."""
+    promised = commitment(order if committed is None else committed, "s")
+    event = ev.ShoeRetired(shoe=shoe, commitment=promised, cards_dealt=20, order=order, salt="s")
     wire = WireEnvelope(
         event_id=f"{stream_id}-{shoe}",
         type=event.type,
@@ -224,19 +229,40 @@ def _retired(stream_id: str, shoe: int, order: tuple[str, ...]) -> dict[str, obj
     }
 
 
-def _store_with(tmp_path: Path, orders: list[tuple[str, ...]]) -> str:
+def _store_with(
+    tmp_path: Path, orders: list[tuple[str, ...]], more: list[dict[str, object]] | None = None
+) -> str:
     url = f"sqlite+aiosqlite:///{tmp_path / 'read.db'}"
 
     async def fill() -> None:
         store = ProjectionStore(url)
         await store.migrate()
         rows = [_retired(f"table-{i % 3}", i + 1, order) for i, order in enumerate(orders)]
+        rows += more or []
         async with store.engine.begin() as connection:
             await connection.execute(insert(schema.events), rows)
         await store.close()
 
     asyncio.run(fill())
     return url
+
+
+def test_a_revealed_order_that_is_not_the_one_committed_to_fails_and_is_left_out(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """A reveal proves the cards dealt only if it matches the commitment published at the
+    shuffle: one that does not is named, left out of the statistics, and fails the verdict,
+    even though the orders tested pass."""
+    orders = shoes(fair, 40, 2, seed=7)
+    swapped = (orders[0][1], orders[0][0], *orders[0][2:])
+    forged = _retired("table-9", 99, swapped, committed=orders[0])
+    url = _store_with(tmp_path, orders, [forged])
+    argv = ["randomness", "--source", "store", "--db-url", url, "--alpha", "1e-9"]
+    assert main(argv) == 1
+    out = capsys.readouterr().out
+    assert "Shoes revealed by ShoeRetired (store): 40 of 2 deck(s)" in out
+    assert "1 revealed order(s) do not match the commitment" in out and "table-9 shoe 99" in out
+    assert "RANDOMNESS FAILED" in out
 
 
 def test_the_command_tests_the_shoes_revealed_in_the_store(

@@ -1,9 +1,15 @@
 """``blackjack randomness``: the statistical tests of ``audit.randomness`` on shoes drawn now
 from the production shuffler, or on the orders that ``ShoeRetired`` revealed in the log.
 
-Exit codes, as ``replay`` and ``audit``: 0 every test passed; 1 a test failed; 2 bad input
-(a bad option, an order that is not a shoe, a store or topic it cannot read); 3 nothing
-failed but not everything could be tested (a deck count with too few shoes, or no shoes).
+A revealed order is tested only if it is the one committed to when the shoe was shuffled
+(``sha256(salt:order)`` equals the ``commitment`` its ``ShoeRetired`` repeats, as the audit
+checks against the ``ShoeShuffled``): an order that does not match proves nothing about the
+cards dealt, so it is counted, named and left out, and the verdict is a failure.
+
+Exit codes, as ``replay`` and ``audit``: 0 every test passed; 1 a test failed, or a revealed
+order does not match its commitment; 2 bad input (a bad option, an order that is not a shoe, a
+store or topic it cannot read); 3 nothing failed but not everything could be tested (a deck
+count with too few shoes, or no shoes).
 """
 
 from __future__ import annotations
@@ -25,6 +31,8 @@ from blackjack.audit.randomness import (
     minimum_shoes,
     render,
 )
+from blackjack.domain.events import ShoeRetired
+from blackjack.domain.shoe import commitment
 from blackjack.projections.cli import add_store_options, settings_from
 from blackjack.projections.settings import ProjectionSettings
 
@@ -32,6 +40,7 @@ OK, FAILED, BAD_INPUT, UNTESTED = 0, 1, 2, 3
 MAX_DECKS = 8  # as the rules allow
 READ_TOPIC_TIMEOUT_S = 3600.0  # the whole events topic, from its start
 Order = tuple[str, ...]
+Retired = tuple[str, ShoeRetired]  # the table's stream id, and its shoe's reveal
 
 
 def draw(shoes: int, decks: int) -> list[Order]:
@@ -45,11 +54,10 @@ def draw(shoes: int, decks: int) -> list[Order]:
     return [csprng_shuffle(rules).order for _ in range(shoes)]
 
 
-async def revealed_in_store(settings: ProjectionSettings) -> list[Order]:
-    """The orders of every retired shoe in the read model's events table."""
+async def revealed_in_store(settings: ProjectionSettings) -> list[Retired]:
+    """Every retired shoe in the read model's events table."""
     from sqlalchemy import select
 
-    from blackjack.domain.events import ShoeRetired
     from blackjack.messages.wire import decode
     from blackjack.projections import schema
     from blackjack.projections.store import ProjectionStore
@@ -64,18 +72,17 @@ async def revealed_in_store(settings: ProjectionSettings) -> list[Order]:
             texts = list((await connection.execute(query)).scalars())
     finally:
         await store.close()
-    events = [decode(text.encode()).data for text in texts]
-    return [event.order for event in events if isinstance(event, ShoeRetired)]
+    wires = [decode(text.encode()) for text in texts]
+    return [(wire.stream_id, wire.data) for wire in wires if isinstance(wire.data, ShoeRetired)]
 
 
-async def revealed_in_topic(settings: ProjectionSettings) -> list[Order]:
-    """The orders of every retired shoe on the events topic, each event once."""
-    from blackjack.domain.events import ShoeRetired
+async def revealed_in_topic(settings: ProjectionSettings) -> list[Retired]:
+    """Every retired shoe on the events topic, each event once."""
     from blackjack.messages.wire import decode
     from blackjack.projections.rebuild import read_topic
     from blackjack.projections.writer import Record
 
-    found: dict[tuple[str, int], Order] = {}
+    found: dict[tuple[str, int], Retired] = {}
 
     def keep(records: list[Record]) -> None:
         for record in records:
@@ -83,7 +90,7 @@ async def revealed_in_topic(settings: ProjectionSettings) -> list[Order]:
                 continue
             wire = decode(record.value)
             if isinstance(wire.data, ShoeRetired):
-                found[(wire.stream_id, wire.sequence)] = wire.data.order
+                found[(wire.stream_id, wire.sequence)] = (wire.stream_id, wire.data)
 
     await read_topic(
         settings.bootstrap,
@@ -129,12 +136,25 @@ def _check_options(args: argparse.Namespace) -> str | None:
     return None
 
 
-def _orders(args: argparse.Namespace) -> list[Order]:
+def _orders(args: argparse.Namespace) -> tuple[list[Order], list[str]]:
+    """The orders to test, and the shoes left out as not matching their commitment."""
     if args.source == "shuffler":
-        return draw(args.shoes, args.decks or MAX_DECKS)
+        return draw(args.shoes, args.decks or MAX_DECKS), []
     settings = settings_from(args)
     source = revealed_in_topic if args.source == "kafka" else revealed_in_store
-    return asyncio.run(source(settings))
+    return committed(asyncio.run(source(settings)))
+
+
+def committed(revealed: Sequence[Retired]) -> tuple[list[Order], list[str]]:
+    """The orders that match their commitment, and the shoes (``stream shoe N``) that do not."""
+    orders: list[Order] = []
+    unmatched: list[str] = []
+    for stream_id, shoe in revealed:
+        if commitment(shoe.order, shoe.salt) == shoe.commitment:
+            orders.append(shoe.order)
+        else:
+            unmatched.append(f"{stream_id} shoe {shoe.shoe}")
+    return orders, unmatched
 
 
 def _randomness(args: argparse.Namespace) -> int:
@@ -143,7 +163,7 @@ def _randomness(args: argparse.Namespace) -> int:
         return _bad(problem)
     started = time.monotonic()
     try:
-        orders = _orders(args)
+        orders, unmatched = _orders(args)
     # a store or topic missing or down, unmigrated, an envelope it cannot decode, no driver
     except (
         OSError,
@@ -170,9 +190,18 @@ def _randomness(args: argparse.Namespace) -> int:
     )
     found = ", ".join(f"{len(g)} of {d} deck(s)" for d, g in groups.items()) or "none"
     print(f"Shoes {origin}: {found}")
+    if unmatched:
+        named = ", ".join(unmatched[:10]) + (", ..." if len(unmatched) > 10 else "")
+        print(
+            f"{len(unmatched)} revealed order(s) do not match the commitment published when "
+            f"the shoe was shuffled, left out (they prove nothing of the cards dealt; "
+            f"`blackjack audit` reports them): {named}"
+        )
     codes = [_test_group(group, decks, args.alpha) for decks, group in groups.items()]
     if not codes:
         codes = [UNTESTED]
+    if unmatched:
+        codes.append(FAILED)
     # a failed test first: a bad order in one deck count must not hide it in another
     code = FAILED if FAILED in codes else BAD_INPUT if BAD_INPUT in codes else max(codes)
     verdict = {OK: "RANDOMNESS OK", FAILED: "RANDOMNESS FAILED", UNTESTED: "RANDOMNESS NOT TESTED"}
