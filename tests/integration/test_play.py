@@ -31,13 +31,15 @@ BLACKJACK = Path(sys.executable).parent / "blackjack"
 A = "alice"
 
 
-async def play(space: KafkaSpace, *args: str) -> asyncio.subprocess.Process:
+async def play(
+    space: KafkaSpace, *args: str, env: dict[str, str] | None = None
+) -> asyncio.subprocess.Process:
     """``blackjack play ARGS`` on the space's topics, its standard input a pipe held open."""
     return await asyncio.create_subprocess_exec(
         str(BLACKJACK),
         "play",
         *args,
-        env={**os.environ, **space.env(), "COLUMNS": "100"},
+        env={**os.environ, **space.env(), "COLUMNS": "100", **(env or {})},
         stdin=asyncio.subprocess.PIPE,
         stdout=asyncio.subprocess.PIPE,
         stderr=asyncio.subprocess.STDOUT,
@@ -162,8 +164,10 @@ async def test_a_player_at_a_shared_table_buys_in_and_sees_the_others_move_witho
         seen = await lines_until(process.stdout, "bet 5.00 (bob)")  # nothing typed
         assert any("round 1 · betting" in line for line in seen), "".join(seen)
         await accept(client, "wallet:alice", WalletDeposit(player_id=A, amount=1_000))
+        await lines_until(process.stdout, "Wallet  10.00 USD")  # the cashier's deposit, drawn
         process.stdin.write(b"buyin 10\n")  # credited by the table after the wallet's answer
         await lines_until(process.stdout, "balance 60.00 USD")
+        await lines_until(process.stdout, "Wallet  0.00 USD")
         process.stdin.close()  # end of input: the session ends
         assert await asyncio.wait_for(process.wait(), WAIT_S) == 0
     finally:
@@ -233,3 +237,30 @@ async def test_the_follower_passes_an_event_the_log_holds_twice(
         assert newcomer.failure is None
         assert newcomer.table.accounts[A].available == 1_000
         assert newcomer.sequence == len(events) + 1
+
+
+async def test_a_buy_in_the_table_declines_is_shown_declined_not_accepted(
+    space: KafkaSpace, handler: CommandHandler, client: BlackjackClient
+) -> None:
+    """The wallet accepts a buy-in before the table takes or declines it: the session showed
+    "BuyIn: accepted" for a buy-in the table declined (the player not seated), the money on
+    its way back to the wallet."""
+    table = "play-buyin-declined-1"
+    await accept(client, table, cmd.OpenTable(variant="atlantic-city-multi"))
+    await accept(client, "wallet:carl", WalletDeposit(player_id="carl", amount=5_000))
+    async with follower(space, table) as following:
+        await following.caught_up()
+        session = PlaySession(client, following, "carl")
+        said = "".join(text_of(line) for line in await session.handle("buyin 10"))
+        assert "BuyIn declined by the table (not_seated)" in said, said
+        assert "10.00 goes back to your wallet" in said and "accepted" not in said, said
+        await session.handle("sit 2")
+        said = "".join(text_of(line) for line in await session.handle("buyin 10"))
+        assert "BuyIn: accepted, 10.00 USD credited at the table" in said, said
+        assert session.available() == 1_000
+
+
+def text_of(renderable: object) -> str:
+    console = Console(width=200, record=True, color_system=None)
+    console.print(renderable)
+    return console.export_text()

@@ -4,12 +4,14 @@ the table as the read model folds it (cards, totals, whose turn, the buttons, th
 from __future__ import annotations
 
 from datetime import timedelta
+from types import SimpleNamespace
 
 import pytest
 from rich.console import Console
 
 from blackjack.domain import commands as cmd
 from blackjack.domain.rules import Rules
+from blackjack.domain.wallet import WalletDeposit
 from blackjack.messages.sealing import ShoeSeal
 from blackjack.messages.wire import to_wire
 from blackjack.play.moves import (
@@ -21,8 +23,16 @@ from blackjack.play.moves import (
     amount_in_minor_units,
     move,
 )
-from blackjack.play.screen import history_screen, prompt_for, rules_screen, table_screen
+from blackjack.play.screen import (
+    clock_reminder,
+    history_screen,
+    prompt_for,
+    rules_screen,
+    table_screen,
+)
+from blackjack.play.session import PlaySession
 from blackjack.projections.projector import StreamProjection
+from blackjack.projections.wallets import Transfer, WalletView
 from blackjack.rules_sheet import Returns
 from tests.integration.conftest_projections import Script
 
@@ -201,3 +211,234 @@ def test_history_recalls_the_player_s_rounds_newest_first_with_the_money() -> No
     console = Console(width=120, record=True, color_system=None)
     console.print(history_screen(table, "nobody", 10))
     assert "no rounds played here yet" in console.export_text()
+
+
+def test_the_screens_show_what_the_server_decided_for_players_out_of_time() -> None:
+    """The multi-player page's clock (dealt in, left out, a hand stood at its deadline) and
+    the interrupted-games rule (the server records the decisions it made for the player):
+    the screens showed a stood 16 as if the player had stood it, and nothing of being left
+    out; only the query API's ``decided_by`` said so."""
+    players = {A: 10_000, "bob": 10_000, "carol": 10_000}
+    script = Script("atlantic-city-multi", [["TH", "TS", "9D", "8H", "6C", "8S"]], players)
+    script.do(cmd.PlaceBet(player_id=A, box=0, amount=1000))
+    script.do(cmd.PlaceBet(player_id="bob", box=1, amount=1000), cmd.Deal(player_id=A))
+    script.tick(16)
+    script.do(cmd.ExpireTimers())  # bob bet and pressed nothing, carol did not bet
+    script.do(cmd.Stand(player_id=A, box=0, hand=0))
+    script.tick(16)
+    script.do(cmd.ExpireTimers())  # bob's 16 stood for him
+    table = folded(script)
+    assert not table.view.round_open
+    bob = shown(table, "bob")
+    assert "10♠ 6♣  16  (stood by the server: no move in time)  lose" in bob
+    assert "dealt in by the server at the deadline" in bob
+    assert "carol left out of the round by the server: no bet or pass in time" in " ".join(
+        bob.split()
+    )
+    alice = shown(table)
+    assert "10♥ 8♥  18  win pays 20.00" in alice and "(stood" not in alice.split("Box 1")[0]
+    assert "16  (stood by the server: no move in time)  lose" in alice
+    console = Console(width=140, record=True, color_system=None)
+    console.print(history_screen(table, "bob", 10))
+    assert "16  (stood by the server: no move in time)  lose" in console.export_text()
+
+
+def test_the_screen_says_why_a_bet_was_given_back() -> None:
+    """The surrender page's disconnection policy returns a bet not dealt: the screen showed
+    the balance back and the bet gone, and the player's Deal refused (no_bets), unexplained."""
+    script = Script("surrender", [], players={A: 10_000})
+    script.do(cmd.PlaceBet(player_id=A, box=0, amount=1000), cmd.Disconnect(player_id=A))
+    text = shown(folded(script))
+    assert "your bet of 10.00 returned: disconnected before Deal" in text
+    assert "balance 100.00 USD" in text
+
+
+def test_only_a_player_offered_insurance_is_asked_for_it_and_its_result_is_shown() -> None:
+    """At a shared table every screen said "insurance? i (take) / n (no)" in the insurance
+    phase: to a player with a blackjack (never offered it), one who passed, one who had
+    answered; each ``i`` or ``n`` typed was refused (insurance_not_offered). A settled
+    insurance showed as "insurance settled", not what it cost or paid."""
+    players = {A: 10_000, "bob": 10_000, "carol": 10_000}
+    script = Script("atlantic-city-multi", [["TH", "AS", "AD", "9H", "KS", "7C"]], players)
+    script.do(cmd.PlaceBet(player_id=A, box=0, amount=1000))
+    script.do(cmd.PlaceBet(player_id="bob", box=1, amount=1000), cmd.Pass(player_id="carol"))
+    script.do(cmd.Deal(player_id=A), cmd.Deal(player_id="bob"))
+    table = folded(script)
+    assert table.view.phase == "insurance"
+    assert prompt_for(table, A) == "insurance? i (take) / n (no)"
+    for other in ("bob", "carol"):  # a blackjack, no box
+        assert prompt_for(table, other) == "waiting for the insurance answers"
+    assert "A♠ K♠  blackjack" in shown(table, "bob")
+    script.do(cmd.TakeInsurance(player_id=A, box=0), cmd.Stand(player_id=A, box=0, hand=0))
+    text = shown(folded(script))
+    assert "insurance 5.00 lost" in text and "10♥ 9♥  19  win pays 20.00" in text
+    assert "A♠ K♠  blackjack pays 25.00" in text
+    assert "balance 105.00 USD" in text  # 100 - 10 - 5 + 20
+    console = Console(width=140, record=True, color_system=None)
+    console.print(history_screen(folded(script), A, 10))
+    recall = console.export_text()  # the wager of 15.00 is the bet and its insurance
+    assert "insurance 5.00 lost" in recall and "15.00" in recall, recall
+
+
+def test_a_player_changes_seats_between_rounds_and_then_bets_at_the_new_seat() -> None:
+    """The multi-player page: "You may change your position on the table by clicking on the
+    desired spot between hands". ``blackjack play`` had no move for it (MoveSeat)."""
+    script = Script("atlantic-city-multi", [], players={A: 10_000, "bob": 10_000})
+    table = folded(script)
+    assert "seat 0 · balance 100.00 USD" in shown(table)
+    assert move("seat 3", table, A) == cmd.MoveSeat(player_id=A, seat=3)
+    for wrong in ("seat", "seat two", "seat -1", "seat 1 2"):
+        with pytest.raises(NotAMove):
+            move(wrong, table, A)
+    script.do(cmd.MoveSeat(player_id=A, seat=3))
+    table = folded(script)
+    assert "seat 3 · balance 100.00 USD" in shown(table)
+    assert move("bet 5", table, A) == cmd.PlaceBet(player_id=A, box=3, amount=500)
+
+
+def test_a_player_who_left_is_told_so_and_can_sit_down_again() -> None:
+    """After ``leave`` the screen said "balance 0.00 USD" and offered "bet AMOUNT, rebet,
+    deal", every one of them refused (not_seated), and the session had no move to sit again."""
+    script = Script("atlantic-city-multi", [], players={A: 5_000, "bob": 5_000})
+    script.do(cmd.PlaceBet(player_id=A, box=0, amount=1000), cmd.LeaveTable(player_id=A))
+    table = folded(script)
+    text = " ".join(shown(table).split())
+    assert "your bet of 10.00 returned: left the table" in text
+    assert "You not seated: sit N to sit down · cashed out to your wallet: 50.00 USD" in text
+    assert prompt_for(table, A) == "sit N to sit down at seat N · ? help, q quit"
+    assert "bet AMOUNT" not in text and "balance" not in text
+    assert move("sit 2", table, A) == cmd.SitDown(player_id=A, seat=2)
+    script.do(cmd.SitDown(player_id=A, seat=2))
+    assert "seat 2 · balance 0.00 USD" in shown(folded(script))
+
+
+class _Unanswered:
+    """A client whose commands reach the topic but get no answer in time (the service
+    restarting, a partition changing hands)."""
+
+    def __init__(self) -> None:
+        self.sent: list[cmd.Command] = []
+
+    async def execute(self, stream_id: str, command: cmd.Command, timeout: float) -> None:
+        self.sent.append(command)
+        raise TimeoutError
+
+
+async def test_a_move_without_an_answer_in_time_is_said_and_the_session_goes_on() -> None:
+    """The session ended ("blackjack play: TimeoutError", exit 2) when the service was away
+    for longer than the timeout, and the bet it had sent was taken when the service came
+    back: money moved with no client left to show it."""
+    table = folded(Script("mini-h17", []))
+    client = _Unanswered()
+    follower = SimpleNamespace(table=table, stream_id=table.view.stream_id)
+    session = PlaySession(client, follower, A, timeout=2.5)  # type: ignore[arg-type]
+    shown_lines = await session.handle("bet 7")
+    assert client.sent == [cmd.PlaceBet(player_id=A, box=0, amount=700)]
+    assert not session.over
+    console = Console(width=200, record=True, color_system=None)
+    for line in shown_lines:
+        console.print(line)
+    text = console.export_text()
+    assert "PlaceBet: no answer from the table in 2.5 s; it was sent, and the table may" in text
+    assert "balance 100.00 USD" in text  # the screen as folded so far
+
+
+def test_a_shared_table_s_screen_shows_the_wallet_it_is_funded_from() -> None:
+    """Money at a shared table comes from the player's wallet and goes back to it: the screen
+    showed the table's balance alone, never the wallet a buy-in drew on or a leave paid."""
+    table = folded(Script("atlantic-city-multi", [], players={A: 5_000}))
+    wallet = WalletView(stream_id="wallet:alice", player_id=A, balance=15_001, currency="USD")
+    wallet.pending = [Transfer(transfer=2, table_id="table-1", amount=1_000)]
+    console = Console(width=120, record=True, color_system=None)
+    console.print(table_screen(table, A, None, wallet))
+    text = " ".join(console.export_text().split())
+    assert "Wallet 150.01 USD · 10.00 on its way to a table" in text
+    assert "seat 0 · balance 50.00 USD" in text
+
+
+async def test_quitting_says_the_seat_and_its_money_stay_at_the_table() -> None:
+    """``q`` ended the session without a word: at a shared table the money stays at the
+    table (only ``leave`` cashes out to the wallet) and nothing says so."""
+    script = Script("atlantic-city-multi", [], players={A: 5_000})
+    script.do(cmd.PlaceBet(player_id=A, box=0, amount=1000))
+    table = folded(script)
+    follower = SimpleNamespace(table=table, stream_id=table.view.stream_id)
+    session = PlaySession(_Unanswered(), follower, A)  # type: ignore[arg-type]
+    said = " ".join(str(line) for line in await session.handle("q"))
+    assert session.over
+    assert "still seated at table-1 with 50.00 USD" in said and "leave" in said
+
+
+def test_a_shared_table_offers_its_own_moves_not_a_deposit() -> None:
+    """A shared table is funded from the wallet (a table ``Deposit`` there is refused): the
+    prompt offered "deposit AMOUNT" and neither buyin, pass nor a seat change."""
+    table = folded(Script("atlantic-city-multi", [], players={A: 5_000}))
+    prompt = prompt_for(table, A)
+    assert "deposit" not in prompt
+    for offered in ("bet AMOUNT", "pass", "buyin AMOUNT", "withdraw AMOUNT", "seat N", "leave"):
+        assert offered in prompt, prompt
+    assert "deposit AMOUNT" in prompt_for(folded(Script("mini-h17", [])), A)
+
+
+def test_a_player_the_clock_waits_on_is_reminded_of_the_time_left() -> None:
+    """The screen's "15 s left" is the time when it was drawn, and it is drawn again only
+    when the table changes: 2 s before being left out, a player still read "15 s left"."""
+    players = {A: 10_000, "bob": 10_000}
+    script = Script("atlantic-city-multi", [["TH", "TS", "9D", "8H", "6C", "8S"]], players)
+    script.do(cmd.PlaceBet(player_id=A, box=0, amount=1000))
+    table = folded(script)
+    deadline = table.view.deadline
+    assert deadline is not None
+    soon = deadline - timedelta(seconds=3.5)
+    said = clock_reminder(table, A, soon)  # she bet, and pressed neither Deal nor Pass
+    assert said == "4 s left to deal or pass: then you are dealt in"
+    said = clock_reminder(table, "bob", soon)
+    assert said == "4 s left to bet: then you are left out of this round"
+    assert clock_reminder(table, A, deadline) is None  # the clock's own turn now
+    script.do(cmd.PlaceBet(player_id="bob", box=1, amount=1000), cmd.Deal(player_id=A))
+    assert clock_reminder(folded(script), A, soon) is None  # A has pressed Deal
+    script.do(cmd.Deal(player_id="bob"))
+    table = folded(script)
+    deadline = table.view.deadline
+    assert deadline is not None and table.view.phase == "playing"
+    soon = deadline - timedelta(seconds=2)
+    assert (
+        clock_reminder(table, A, soon) == "2 s left for your move: then the server stands the hand"
+    )
+    assert clock_reminder(table, "bob", soon) is None  # not bob's turn
+
+
+def test_a_round_the_operator_closed_shows_who_decided_for_the_player() -> None:
+    """The surrender page's 30 days: the operator closes an interrupted round and the server
+    stands the hand (PlayerTimedOut after InterruptedRoundClosed); the player coming back
+    reads it as the operator's closing, not as a move of their own."""
+    script = Script("surrender", [["TS", "6H", "5S", "TD", "9C"]])
+    script.do(cmd.PlaceBet(player_id=A, box=0, amount=1000), cmd.Deal(player_id=A))
+    idle_since = script.now
+    script.tick(30 * 24 * 3600)
+    script.do(cmd.CloseInterruptedRound(operator="ops-1", idle_since=idle_since))
+    table = folded(script)
+    assert not table.view.round_open
+    text = shown(table)
+    assert "10♠ 5♠  15  (stood by the server: ops-1 closed the round after 30 days)" in text
+    script.do(cmd.LeaveTable(player_id=A))
+    text = " ".join(shown(folded(script)).split())
+    assert "not seated: sit N to sit down · paid out:" in text and "wallet" not in text
+
+
+class _Answering:
+    async def execute(self, stream_id: str, command: cmd.Command, timeout: float) -> object:
+        return SimpleNamespace(status="accepted", rejection=None, last_sequence=None)
+
+
+async def test_only_the_table_s_own_commands_count_as_presence_there() -> None:
+    """The presence clock counts the commands a table handles: a wallet's (a buy-in) said
+    nothing to it, and put off the session's next Reconnect as if it had."""
+    table = folded(Script("surrender", []))
+    follower = SimpleNamespace(table=table, stream_id=table.view.stream_id)
+    session = PlaySession(_Answering(), follower, A)  # type: ignore[arg-type]
+    session.last_sent = 0.0
+    await session.send(WalletDeposit(player_id=A, amount=100))
+    assert session.last_sent == 0.0
+    await session.send(cmd.Reconnect(player_id=A))
+    assert session.last_sent > 0.0

@@ -35,6 +35,10 @@ SESSION_THAT_FAILS_WHILE_READING = textwrap.dedent(
         sequence = 0
         failure = None
 
+        class table:
+            class view:
+                deadline = None
+
         async def changed(self, timeout):
             await asyncio.sleep(0.2)
             self.failure = RuntimeError("the table's follower failed")
@@ -43,6 +47,7 @@ SESSION_THAT_FAILS_WHILE_READING = textwrap.dedent(
 
     class Session:
         follower = Follower()
+        wallet = None
 
 
     asyncio.run(cli._next_line(Session(), Console()))
@@ -130,3 +135,33 @@ async def test_a_wrong_deposit_is_refused_before_anything_is_sent() -> None:
     with pytest.raises(NotAMove, match="more than 2 decimals"):
         await cli._prepare(args, Session(), Console())  # type: ignore[arg-type]
     assert sent == []
+
+
+async def test_a_seated_player_started_with_another_seat_moves_there() -> None:
+    """``--seat 3`` for a player seated at seat 1 was ignored without a word."""
+    from blackjack.domain import commands as cmd
+    from blackjack.messages.sealing import ShoeSeal
+    from blackjack.messages.wire import to_wire
+    from tests.integration.conftest_projections import Script
+
+    script = Script("atlantic-city-multi", [], players={"bob": 0, "alice": 0})
+    table = StreamProjection.new(script.stream_id)
+    seal = ShoeSeal.from_hex(ShoeSeal.new_key_hex())
+    for envelope in script.envelopes:
+        table.apply(to_wire(envelope, seal))
+    sent: list[object] = []
+
+    class Session:
+        class follower:  # noqa: N801
+            pass
+
+        async def send(self, command: object) -> SimpleNamespace:
+            sent.append(command)
+            return SimpleNamespace(status="accepted", rejection=None)
+
+    Session.follower.table = table  # type: ignore[attr-defined]
+    for seat, expected in ((["--seat", "3"], [cmd.MoveSeat(player_id="alice", seat=3)]), ([], [])):
+        sent.clear()
+        args = build_parser().parse_args(["play", "table-1", "--player", "alice", *seat])
+        await cli._prepare(args, Session(), Console())  # type: ignore[arg-type]
+        assert sent == expected

@@ -18,6 +18,8 @@ import re
 import sys
 import threading
 import uuid
+from collections.abc import Mapping
+from datetime import UTC, datetime
 from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:  # imported when a game starts: every other command starts without them
@@ -34,7 +36,9 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     play.add_argument("table", type=table_id, help="the table's stream id")
     play.add_argument("--player", type=player_id, required=True, help="your player id")
     play.add_argument("--open", metavar="VARIANT", choices=VARIANTS, help="open it first")
-    play.add_argument("--seat", type=int, default=0, help="the seat to sit at (default 0)")
+    play.add_argument(
+        "--seat", type=int, help="the seat to sit at (default 0), or to move to if seated"
+    )
     play.add_argument("--deposit", metavar="AMOUNT", help="deposit this much first (e.g. 100)")
     play.add_argument("--timeout", type=float, default=10.0, help="seconds to wait for a result")
     play.set_defaults(handler=_play)
@@ -78,7 +82,8 @@ def _play(args: argparse.Namespace) -> int:
         )
         return 2
     except (TimeoutError, LookupError) as error:
-        print(f"blackjack play: {type(error).__name__} {error}", file=sys.stderr)
+        said = str(error) or f"no answer from the service in {args.timeout:g} s"
+        print(f"blackjack play: {type(error).__name__} {said}", file=sys.stderr)
         return 2
     except KeyboardInterrupt:
         return 130
@@ -91,7 +96,8 @@ def _play(args: argparse.Namespace) -> int:
 async def _session(args: argparse.Namespace, settings: KafkaSettings, console: Console) -> int:
     from blackjack.bus.topics import Topics
     from blackjack.client import BlackjackClient
-    from blackjack.play.follow import TableFollower
+    from blackjack.domain.wallet import has_wallet_stream
+    from blackjack.play.follow import TableFollower, WalletFollower
     from blackjack.play.moves import HELP, NotAMove
     from blackjack.play.session import PlaySession
 
@@ -109,33 +115,84 @@ async def _session(args: argparse.Namespace, settings: KafkaSettings, console: C
         except NotAMove as error:
             print(f"blackjack play: --deposit: {error}", file=sys.stderr)
             return 2
+        rules = follower.table.view.rules or {}
+        if int(rules.get("seats", 1)) > 1 and has_wallet_stream(args.player):  # wallet-funded
+            session.wallet = WalletFollower(
+                settings.bootstrap, args.player, topics, security=settings.security, client_id=name
+            )
+            await session.wallet.start()
+            await session.wallet.caught_up()
         console.print(session.screen())
         console.print(HELP, style="dim")
-        while not session.over:
-            line = await _next_line(session, console)
-            if line is None:
-                break
-            for shown in await session.handle(line):
-                console.print(shown)
+        present = asyncio.create_task(session.keep_present(heartbeat_every()))
+        try:
+            while not session.over:
+                line = await _next_line(session, console)
+                if line is None:
+                    break
+                for shown in await session.handle(line):
+                    console.print(shown)
+        finally:
+            present.cancel()
+            with contextlib.suppress(asyncio.CancelledError):
+                await present
+            if session.wallet is not None:
+                await session.wallet.stop()
     return 0
+
+
+def heartbeat_every(env: Mapping[str, str] = os.environ) -> float:
+    """How often a session says its player is still here: a third of the service's presence
+    timeout (``BLACKJACK_PRESENCE_TIMEOUT_S``, the service's own setting; 30 s by default)."""
+    text = env.get("BLACKJACK_PRESENCE_TIMEOUT_S", "").strip()
+    try:
+        timeout = float(text) if text else 30.0
+    except ValueError:
+        timeout = 30.0
+    return max(timeout, 0.3) / 3
+
+
+REMIND_S = 5.0
+"""Seconds before a deadline the clock waits on the player for, when they are reminded."""
 
 
 async def _next_line(session: PlaySession, console: Console) -> str | None:
     """The player's next line; meanwhile the table is drawn again whenever someone else
-    changes it (another player, the service's clock), so a turn that comes is seen."""
+    changes it (another player, the service's clock), so a turn that comes is seen, and a
+    player the clock waits on is told when ``REMIND_S`` seconds are left."""
+    from blackjack.play.screen import clock_reminder
+
     console.print("> ", end="")
     reading = asyncio.ensure_future(_line_aside())
-    follower = session.follower
-    shown = follower.sequence
+    followers = [session.follower] + ([session.wallet] if session.wallet is not None else [])
+    shown = [follower.sequence for follower in followers]
+    reminded: set[object] = set()  # the deadlines reminded of
     try:
         while not reading.done():
-            changed = asyncio.ensure_future(follower.changed(timeout=60))
-            await asyncio.wait({reading, changed}, return_when=asyncio.FIRST_COMPLETED)
-            changed.cancel()
-            if follower.failure is not None:
-                raise follower.failure
-            if follower.sequence > shown and not reading.done():
-                shown = follower.sequence
+            changes = {asyncio.ensure_future(f.changed(timeout=60)) for f in followers}
+            wait = None
+            deadline = session.follower.table.view.deadline
+            if deadline is not None and deadline not in reminded:
+                wait = max(0.0, (deadline - datetime.now(UTC)).total_seconds() - REMIND_S)
+            await asyncio.wait(
+                {reading, *changes}, timeout=wait, return_when=asyncio.FIRST_COMPLETED
+            )
+            for change in changes:
+                change.cancel()
+            now = datetime.now(UTC)
+            due = deadline is not None and (deadline - now).total_seconds() <= REMIND_S
+            if due and deadline not in reminded and not reading.done():
+                reminded.add(deadline)
+                said = clock_reminder(session.follower.table, session.player_id, now)
+                if said is not None:
+                    console.print(said, style="bold yellow")
+                    console.print("> ", end="")
+            for follower in followers:
+                if follower.failure is not None:
+                    raise follower.failure
+            folded = [follower.sequence for follower in followers]
+            if folded != shown and not reading.done():
+                shown = folded
                 console.print(session.screen())
                 console.print("> ", end="")  # the prompt the screen pushed up
     finally:
@@ -197,16 +254,20 @@ async def _prepare(args: argparse.Namespace, session: PlaySession, console: Cons
         await send(cmd.OpenTable(variant=args.open))
     account = table.accounts.get(args.player)
     if account is None or not account.seated:
-        await send(cmd.SitDown(player_id=args.player, seat=args.seat))
+        await send(cmd.SitDown(player_id=args.player, seat=args.seat or 0))
+    else:
+        if not account.connected:  # back after a disconnection: the table sees it at once
+            await send(cmd.Reconnect(player_id=args.player))
+        if args.seat is not None and args.seat != account.seat:  # was ignored without a word
+            await send(cmd.MoveSeat(player_id=args.player, seat=args.seat))
     if amount is not None:
         currency = table.view.currency or "USD"
         rules = table.view.rules or {}
         if int(rules.get("seats", 1)) > 1:  # funded by the wallet: the cashier, then a buy-in
             await send(wl.WalletDeposit(player_id=args.player, amount=amount, currency=currency))
-            before = session.available()
-            await send(wl.BuyIn(player_id=args.player, table_id=args.table, amount=amount))
-            if not await session.funded(before):
-                console.print("the table has not credited the buy-in yet", style="yellow")
+            buy_in = wl.BuyIn(player_id=args.player, table_id=args.table, amount=amount)
+            for line in await session.buy_in(buy_in):
+                console.print(line)
         else:
             await send(cmd.Deposit(player_id=args.player, amount=amount))
 

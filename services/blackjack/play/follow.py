@@ -16,9 +16,11 @@ from aiokafka import AIOKafkaConsumer, TopicPartition
 
 from blackjack.bus.settings import PLAINTEXT, KafkaSecurity
 from blackjack.bus.topics import Topics, partition_for
+from blackjack.domain.wallet import wallet_stream
 from blackjack.messages.wire import WireEnvelope, decode
 from blackjack.projections.projector import ProjectionError, StreamProjection
 from blackjack.projections.rebuild import topic_partitions
+from blackjack.projections.wallets import WalletProjection
 
 
 class TableFollower:
@@ -90,6 +92,15 @@ class TableFollower:
         """The last event of the table folded in."""
         return self.table.view.last_sequence
 
+    def _apply(self, envelope: WireEnvelope) -> None:
+        self.table.apply(envelope)
+
+    def folded_since(self, sequence: int) -> list[WireEnvelope]:
+        """The events folded in after ``sequence``, in order."""
+        return [
+            self._folded[n] for n in range(sequence + 1, self.sequence + 1) if n in self._folded
+        ]
+
     async def wait_until(self, condition: Callable[[], bool], timeout: float) -> None:
         """Return once ``condition`` holds of what is folded in (checked after every fetch);
         ``TimeoutError`` after ``timeout``, the follower's own failure if it failed."""
@@ -126,7 +137,7 @@ class TableFollower:
                 f"{self.stream_id} event {envelope.sequence} is {envelope.event_id}, but "
                 f"{folded.event_id if folded else 'another'} was folded in at that place"
             )
-        self.table.apply(envelope)
+        self._apply(envelope)
         self._folded[envelope.sequence] = envelope
 
     async def _follow(self) -> None:
@@ -147,3 +158,28 @@ class TableFollower:
             async with self._changed:
                 self._changed.notify_all()
             raise
+
+
+class WalletFollower(TableFollower):
+    """The player's wallet stream (``wallet:<player>``), folded by the read model's wallet
+    fold: the money a shared table's player has between tables, buy-ins on their way."""
+
+    def __init__(
+        self,
+        bootstrap: str,
+        player_id: str,
+        topics: Topics | None = None,
+        *,
+        security: KafkaSecurity = PLAINTEXT,
+        client_id: str = "blackjack-play",
+    ) -> None:
+        stream_id = wallet_stream(player_id)
+        super().__init__(bootstrap, stream_id, topics, security=security, client_id=client_id)
+        self.wallet = WalletProjection.new(stream_id)
+
+    @property
+    def sequence(self) -> int:
+        return self.wallet.view.last_sequence
+
+    def _apply(self, envelope: WireEnvelope) -> None:
+        self.wallet.apply(envelope)

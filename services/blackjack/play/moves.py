@@ -8,6 +8,7 @@
     i / insure      TakeInsurance      n / no   DeclineInsurance (on the player's first box
                                                 still offered insurance)
     deposit 100     Deposit            withdraw 20  Withdraw    leave   LeaveTable
+    sit 1           SitDown at seat 1   seat 2   MoveSeat (a shared table, between rounds)
     buyin 50        BuyIn from the player's wallet (a shared table: its money comes from there)
     history         the player's last rounds here: wagered, paid, balance before and after
     rules           this table's rules and its theoretical return to player
@@ -157,6 +158,10 @@ def move(line: str, table: StreamProjection, player_id: str) -> Move:
             return cmd.Pass(player_id=player_id)
         case "leave", []:
             return cmd.LeaveTable(player_id=player_id)
+        case "sit", [seat]:
+            return cmd.SitDown(player_id=player_id, seat=_number(seat, "seat"))
+        case "seat", [seat]:
+            return cmd.MoveSeat(player_id=player_id, seat=_number(seat, "seat"))
     raise NotAMove(f"{line.strip()!r} is not a move, ? for the list")
 
 
@@ -165,9 +170,9 @@ def _no_more(rest: list[str], word: str) -> None:
         raise NotAMove(f"{word} takes nothing after it")
 
 
-def _number(text: str) -> int:
+def _number(text: str, what: str = "box") -> int:
     if not (text.isascii() and text.isdigit()):
-        raise NotAMove(f"{text!r} is not a box number")
+        raise NotAMove(f"{text!r} is not a {what} number")
     return int(text)
 
 

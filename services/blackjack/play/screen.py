@@ -17,8 +17,27 @@ from rich.text import Text
 from blackjack.audit.replay import money
 from blackjack.domain.rules import Rules
 from blackjack.messages.envelope import CommandResult
-from blackjack.projections.projector import HandView, RoundRecord, StreamProjection
+from blackjack.projections.projector import (
+    HandView,
+    InsuranceView,
+    RoundRecord,
+    StreamProjection,
+)
+from blackjack.projections.wallets import WalletView
 from blackjack.rules_sheet import Returns, rules_sheet
+
+_SERVER_DID = {
+    "stood": "stood by the server: no move in time",
+    "declined_insurance": "insurance declined by the server: no answer in time",
+    "dealt_in": "dealt in by the server at the deadline: no Deal or Pass in time",
+    "left_out": "left out of the round by the server: no bet or pass in time",
+}
+_RETURNED_BECAUSE = {
+    "timed_out": "under the minimum at the deadline",
+    "disconnected": "disconnected before Deal",
+    "left": "left the table",
+    "cancelled": "the round was cancelled or closed",
+}
 
 SUITS = {"S": "♠", "H": "♥", "D": "♦", "C": "♣"}
 RED = {"H", "D"}
@@ -39,23 +58,76 @@ def _total(total: int, soft: bool) -> str:
     return f"{'soft ' if soft and total <= 21 else ''}{total}" if total else ""
 
 
-def _hand_line(hand: HandView, currency: str) -> Text:
-    line = Text.assemble(cards(hand.cards), "  ", (_total(hand.total, hand.soft), "bold"))
+def _hand_line(hand: HandView, currency: str, server: str | None = None) -> Text:
+    natural = len(hand.cards) == 2 and hand.total == 21 and not hand.split
+    paid_as_one = natural and hand.outcome == "blackjack"  # said once: "blackjack pays ..."
+    total = "" if paid_as_one else "blackjack" if natural else _total(hand.total, hand.soft)
+    line = Text.assemble(cards(hand.cards), "  ", (total, "bold"))
     marks = [
         word for word, on in (("doubled", hand.doubled), ("surrendered", hand.surrendered)) if on
     ]
     if marks:
         line.append(f"  ({', '.join(marks)})", style="dim")
+    if server is not None:
+        line.append(f"  ({server})", style="bold yellow")
     if hand.outcome is not None:
         paid = f" pays {money(hand.payout, currency)}" if hand.payout else ""
-        line.append(f"  {hand.outcome}{paid}", style="green" if hand.payout else "yellow")
+        gap = "" if paid_as_one else "  "
+        line.append(f"{gap}{hand.outcome}{paid}", style="green" if hand.payout else "yellow")
     return line
 
 
+def server_decisions(record: RoundRecord) -> dict[tuple[str, int | None, int | None], str]:
+    """What the server decided in a player's place in the round (its clock, or an operator
+    closing an interrupted round: ``PlayerTimedOut``), by (player, box, hand): a hand it
+    stood, a box whose insurance it declined, a player it dealt in or left out."""
+    decided: dict[tuple[str, int | None, int | None], str] = {}
+    closed_by = None
+    for entry in record.log:
+        data = entry.data
+        if entry.event == "InterruptedRoundClosed":
+            closed_by = (
+                f"{data.get('operator')} closed the round after {data.get('after_days')} days"
+            )
+        if entry.event != "PlayerTimedOut":
+            continue
+        action = str(data.get("action"))
+        said = _SERVER_DID.get(action, f"{action} by the server")
+        if closed_by is not None:  # not the clock: the operator's closing of the round
+            said = f"{said.split(':')[0]}: {closed_by}"
+        decided[(str(data.get("player_id")), data.get("box"), data.get("hand"))] = said
+    return decided
+
+
+def round_notes(record: RoundRecord, player_id: str, currency: str) -> list[tuple[str, Text]]:
+    """The lines a player needs to know what happened to their bets outside their own moves:
+    what the server decided for whoever was not at the table in time (their own named as
+    theirs), and the bets given back and why."""
+    notes: list[tuple[str, Text]] = []
+    for (player, box, _), said in server_decisions(record).items():
+        if box is None:  # a box's own (a hand stood, insurance declined) is shown with it
+            notes.append(("You" if player == player_id else player, Text(said, "bold yellow")))
+    for entry in record.log:
+        data = entry.data
+        if entry.event != "BetRefunded" or data.get("reason") not in _RETURNED_BECAUSE:
+            continue
+        who = "your" if data.get("player_id") == player_id else f"{data.get('player_id')}'s"
+        amount = money(int(data.get("amount", 0)), currency)
+        reason = _RETURNED_BECAUSE[str(data.get("reason"))]
+        notes.append(
+            (f"Box {data.get('box')}", Text(f"{who} bet of {amount} returned: {reason}", "yellow"))
+        )
+    return notes
+
+
 def table_screen(
-    table: StreamProjection, player_id: str, now: datetime | None = None
+    table: StreamProjection,
+    player_id: str,
+    now: datetime | None = None,
+    wallet: WalletView | None = None,
 ) -> RenderableType:
-    """The table for ``player_id``; with ``now``, the seconds left on the table's clock."""
+    """The table for ``player_id``; with ``now``, the seconds left on the table's clock;
+    with ``wallet``, the player's wallet (a table funded from it)."""
     view = table.view
     currency = view.currency or "USD"
     title = f"{view.stream_id} · {view.variant or 'not open'} · round {view.round}"
@@ -74,15 +146,37 @@ def table_screen(
         for box in record.boxes:
             who = "you" if box.player_id == player_id else box.player_id
             grid.add_row(f"Box {box.box}", f"bet {money(box.bet, currency)} ({who})")
+    if record is not None:
+        for where, note in round_notes(record, player_id, currency):
+            grid.add_row(where, note)
     account = table.accounts.get(player_id)
-    if account is not None:
+    if account is not None and not account.seated:
+        back = money(account.cashed_out, currency)
+        to = "cashed out to your wallet" if account.funded_by_wallet else "paid out"
         grid.add_row(
             "You",
-            f"balance {money(account.available, currency)} {currency}"
+            "not seated: sit N to sit down"
+            + (f" · {to}: {back} {currency}" if account.cashed_out else ""),
+        )
+    elif account is not None:
+        seats = int((view.rules or {}).get("seats", 1))
+        grid.add_row(
+            "You",
+            (f"seat {account.seat} · " if seats > 1 and account.seat is not None else "")
+            + f"balance {money(account.available, currency)} {currency}"
             + (f" · in play {money(account.in_play, currency)}" if account.in_play else ""),
         )
     else:
-        grid.add_row("You", "not seated: deposit or sit down first")
+        grid.add_row("You", "not seated: sit N to sit down")
+    if wallet is not None and wallet.currency is not None:
+        on_its_way = (
+            f" · {money(wallet.in_transit, wallet.currency)} on its way to a table"
+            if wallet.in_transit
+            else ""
+        )
+        grid.add_row(
+            "Wallet", f"{money(wallet.balance, wallet.currency)} {wallet.currency}{on_its_way}"
+        )
     parts: list[RenderableType] = [grid]
     if view.suspended is not None:
         parts.append(
@@ -115,11 +209,12 @@ def _dealt(
         total = _total(dealer.total, dealer.soft)
     grid.add_row("Dealer", Text.assemble(cards(dealer.cards), "  ", (total, "bold")))
     turn = table.view.active
+    decided = server_decisions(record)
     for box in record.boxes:
         who = "" if box.player_id == player_id else f" ({box.player_id})"
         grid.add_row(f"Box {box.box}{who}", f"bet {money(box.bet, currency)}")
         for index, hand in enumerate(box.hands):
-            line = _hand_line(hand, currency)
+            line = _hand_line(hand, currency, decided.get((box.player_id, box.box, index)))
             if (
                 table.view.phase == "playing"
                 and turn is not None
@@ -130,10 +225,71 @@ def _dealt(
                     style="bold magenta",
                 )
             grid.add_row(f"  hand {index + 1}" if len(box.hands) > 1 else "", line)
-        if box.insurance is not None and box.insurance.status != "offered":
-            grid.add_row("", Text(f"insurance {box.insurance.status}", style="dim"))
+        declined = decided.get((box.player_id, box.box, None))
+        if declined is not None:
+            grid.add_row("", Text(declined, style="bold yellow"))
+        elif box.insurance is not None:
+            grid.add_row("", _insurance_line(box.insurance, box.player_id == player_id, currency))
     for message in record.messages:
         grid.add_row(f"Box {message.box}", Text(message.message, style="italic"))
+
+
+def _insurance_line(insurance: InsuranceView, mine: bool, currency: str) -> Text:
+    stake = money(insurance.stake, currency)
+    if insurance.status == "offered":
+        return Text("insurance offered" + (": i (take) / n (no)" if mine else ""), "bold magenta")
+    if insurance.status == "settled" and insurance.won:
+        return Text(
+            f"insurance {stake} won, pays {money(insurance.payout or 0, currency)}", "green"
+        )
+    if insurance.status == "settled":
+        return Text(f"insurance {stake} lost", style="yellow")
+    return Text(f"insurance {insurance.status}" + (f" {stake}" if insurance.stake else ""), "dim")
+
+
+def _insurance_open(table: StreamProjection, player_id: str) -> bool:
+    record = table.rounds.get(table.view.round)
+    return record is not None and any(
+        box.player_id == player_id and box.insurance and box.insurance.status == "offered"
+        for box in record.boxes
+    )
+
+
+def waits_on(table: StreamProjection, player_id: str) -> str | None:
+    """What the table's running clock waits for from ``player_id``, and what the server
+    does at the deadline in their place (``None``: it waits for nothing of theirs)."""
+    view = table.view
+    account = table.accounts.get(player_id)
+    if not view.round_open or view.deadline is None or account is None or not account.seated:
+        return None
+    record = table.rounds.get(view.round)
+    if view.phase == "betting" and record is not None:
+        decided = any(
+            entry.event in ("DealRequested", "PlayerPassed")
+            and entry.data.get("player_id") == player_id
+            for entry in record.log
+        )
+        if decided:
+            return None
+        if any(box.player_id == player_id for box in record.boxes):
+            return "to deal or pass: then you are dealt in"
+        return "to bet: then you are left out of this round"
+    if view.phase == "insurance" and _insurance_open(table, player_id):
+        return "to answer insurance: then it is declined for you"
+    turn = view.active
+    if view.phase == "playing" and turn is not None and turn.player_id == player_id:
+        return "for your move: then the server stands the hand"
+    return None
+
+
+def clock_reminder(table: StreamProjection, player_id: str, now: datetime) -> str | None:
+    """One line for a player the clock waits on: the screen's "15 s left" is the time when
+    it was drawn, and it is drawn again only when the table changes."""
+    wanted = waits_on(table, player_id)
+    deadline = table.view.deadline
+    if wanted is None or deadline is None or now >= deadline:
+        return None
+    return f"{math.ceil((deadline - now).total_seconds())} s left {wanted}"
 
 
 _WORDS = {"hit": "h", "stand": "s", "double": "d", "split": "p", "surrender": "r"}
@@ -144,6 +300,11 @@ def prompt_for(table: StreamProjection, player_id: str) -> str:
     view = table.view
     if not view.opened:
         return "the table is not open"
+    account = table.accounts.get(player_id)
+    if account is None or not account.seated:
+        if view.suspended is not None:
+            return "the table is suspended: no new players · ? help, q quit"
+        return "sit N to sit down at seat N · ? help, q quit"
     turn = view.active
     if view.round_open and view.phase == "playing" and turn is not None:
         if turn.player_id != player_id:
@@ -151,11 +312,18 @@ def prompt_for(table: StreamProjection, player_id: str) -> str:
         actions = turn.actions or list(_WORDS)
         return "your move: " + "  ".join(f"{action} ({_WORDS[action]})" for action in actions)
     if view.round_open and view.phase == "insurance":
-        return "insurance? i (take) / n (no)"
+        if _insurance_open(table, player_id):
+            return "insurance? i (take) / n (no)"
+        return "waiting for the insurance answers"  # answered, none offered, or no bet
     if view.round_open and view.phase == "dealer":
         return "the dealer plays"
     if view.suspended is not None:
         return "the table is suspended · withdraw AMOUNT, leave · ? help, q quit"
+    if int((view.rules or {}).get("seats", 1)) > 1:  # funded from the wallet: no Deposit here
+        return (
+            "bet AMOUNT, rebet, deal, pass · buyin AMOUNT, withdraw AMOUNT · seat N, leave · "
+            "? help, q quit"
+        )
     return "bet AMOUNT, rebet, deal · deposit AMOUNT, withdraw AMOUNT · ? help, q quit"
 
 
@@ -186,12 +354,19 @@ def history_screen(table: StreamProjection, player_id: str, rounds: int) -> Rend
     grid.add_column("balance")
     for line in mine:
         record = table.rounds.get(line.round)
-        hands = Text("\n").join(
-            _hand_line(hand, currency)
-            for box in (record.boxes if record else [])
-            if box.player_id == player_id
-            for hand in box.hands
-        )
+        decided = server_decisions(record) if record else {}
+        lines: list[Text] = []
+        for box in record.boxes if record else []:
+            if box.player_id != player_id:
+                continue
+            for index, hand in enumerate(box.hands):
+                lines.append(_hand_line(hand, currency, decided.get((player_id, box.box, index))))
+            declined = decided.get((player_id, box.box, None))
+            if declined is not None:
+                lines.append(Text(declined, style="bold yellow"))
+            elif box.insurance is not None and box.insurance.status != "offered":
+                lines.append(_insurance_line(box.insurance, True, currency))
+        hands = Text("\n").join(lines)
         dealer = cards(record.dealer.cards) if record else Text("-")
         grid.add_row(
             str(line.round),

@@ -4,21 +4,38 @@ are the caller's (``cli``); the tests drive a session the same way."""
 from __future__ import annotations
 
 import asyncio
+import contextlib
+import time
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 
+from aiokafka.errors import KafkaError
 from rich.console import RenderableType
 from rich.text import Text
 
+from blackjack.audit.replay import money
 from blackjack.client import BlackjackClient
 from blackjack.domain import commands as cmd
+from blackjack.domain import events as ev
 from blackjack.domain import wallet as wl
 from blackjack.domain.rules import Rules
 from blackjack.messages.envelope import CommandResult
-from blackjack.play.follow import TableFollower
+from blackjack.play.follow import TableFollower, WalletFollower
 from blackjack.play.moves import Help, History, NotAMove, Quit, ShowRules, move
 from blackjack.play.screen import history_screen, result_line, rules_screen, table_screen
 from blackjack.rules_sheet import Returns, table_returns
+
+
+def unanswered(command: str, timeout: float) -> str:
+    """What a move without an answer in time means: it is on the commands topic, and the
+    table takes or refuses it when its handler runs again (a restart, a partition changing
+    hands); the session goes on, and the screen shows the move's events when they come. The
+    session ended on it ("blackjack play: TimeoutError"), and the move was taken later, the
+    player's money moved, with no client left to show it."""
+    return (
+        f"{command}: no answer from the table in {timeout:g} s; it was sent, and the table "
+        "may still take it: the screen shows it when it does"
+    )
 
 
 @dataclass
@@ -29,6 +46,10 @@ class PlaySession:
     timeout: float = 10.0
     over: bool = False
     results: list[CommandResult] = field(default_factory=list)
+    wallet: WalletFollower | None = None
+    """The player's wallet, followed at a table funded from it (shown with the table)."""
+    last_sent: float = field(default_factory=time.monotonic)
+    """When this session last sent the table a command (``time.monotonic``)."""
     _returns: dict[Rules, Returns] = field(default_factory=dict)
 
     @property
@@ -43,20 +64,82 @@ class PlaySession:
             stream_id = wl.wallet_stream(self.player_id)
         else:
             stream_id = self.stream_id
+        if stream_id == self.stream_id:  # the table's presence clock counts its own commands
+            self.last_sent = time.monotonic()
         result = await self.client.execute(stream_id, command, timeout=self.timeout)
         self.results.append(result)
         if stream_id == self.stream_id and result.last_sequence is not None:
             await self.follower.until(result.last_sequence, self.timeout)
         return result
 
-    async def funded(self, before: int) -> bool:
-        """Wait (up to the timeout) for the player's money at the table to move from
-        ``before``: a buy-in credited. False when it did not (declined, or late)."""
+    def _table_answer(self, after: int) -> ev.FundsDeposited | ev.TransferDeclined | None:
+        for envelope in self.follower.folded_since(after):
+            event = envelope.data
+            if isinstance(event, ev.TransferDeclined) and event.player_id == self.player_id:
+                return event
+            if (
+                isinstance(event, ev.FundsDeposited)
+                and event.player_id == self.player_id
+                and event.transfer is not None
+            ):
+                return event
+        return None
+
+    async def buy_in(self, command: wl.BuyIn) -> list[RenderableType]:
+        """A buy-in, and the table's answer to it: the wallet accepts it (``BuyInSent``),
+        then the table credits the seat or declines it (not seated, ...) and the money goes
+        back to the wallet. "BuyIn: accepted" alone read as money at the table when the
+        table had declined it."""
+        after = self.follower.sequence
+        result = await self.send(command)
+        if result.status != "accepted":
+            return [result_line("BuyIn", result)]
+        currency = self.follower.table.view.currency or "USD"
+        amount = money(command.amount, currency)
         try:
-            await self.follower.wait_until(lambda: self.available() != before, self.timeout)
+            await self.follower.wait_until(
+                lambda: self._table_answer(after) is not None, self.timeout
+            )
         except TimeoutError:
+            said = f"BuyIn: {amount} sent by your wallet; the table has not credited it yet"
+            return [Text(said, style="bold yellow")]
+        answer = self._table_answer(after)
+        if isinstance(answer, ev.TransferDeclined):
+            said = (
+                f"BuyIn declined by the table ({answer.reason_code}): {answer.message}; "
+                f"{amount} goes back to your wallet"
+            )
+            return [Text(said, style="bold red")]
+        return [Text(f"BuyIn: accepted, {amount} {currency} credited at the table", "green")]
+
+    def watched_for_presence(self) -> bool:
+        """The table's presence clock watches this player now: a table with the
+        disconnection policy, and a bet or a hand of the player's in the open round."""
+        table = self.follower.table
+        view = table.view
+        if not view.round_open or not (view.rules or {}).get("refund_bets_on_disconnect"):
             return False
-        return True
+        record = table.rounds.get(view.round)
+        return record is not None and any(b.player_id == self.player_id for b in record.boxes)
+
+    async def keep_present(self, every: float) -> None:
+        """Run for the session's life: while the presence clock watches the player, say at
+        least every ``every`` seconds that they are still here (``Reconnect``, which changes
+        nothing for a connected player). The service takes a player silent for its presence
+        timeout (30 s by default) for gone: a bet not dealt is returned, a connected player
+        thinking over a bet lost it and had the Deal refused (``no_bets``). Without this
+        session (the process ended or killed) the silence, and the policy, are real."""
+        while True:
+            now = time.monotonic()
+            if now < self.last_sent + every:  # a move was sent meanwhile: it said so
+                await asyncio.sleep(self.last_sent + every - now)
+            elif not self.watched_for_presence():
+                await asyncio.sleep(every)  # watched only from the player's own bet, a send
+            else:
+                self.last_sent = now
+                present = cmd.Reconnect(player_id=self.player_id)
+                with contextlib.suppress(TimeoutError, OSError, KafkaError):  # next beat's turn
+                    await self.client.execute(self.stream_id, present, timeout=self.timeout)
 
     def available(self) -> int:
         account = self.follower.table.accounts.get(self.player_id)
@@ -70,15 +153,40 @@ class PlaySession:
             return [Text(str(error), style="yellow")]
         if isinstance(chosen, Quit):
             self.over = True
-            return []
+            return self._still_seated()
         if isinstance(chosen, Help):
             return [Text(chosen.text)]
         if isinstance(chosen, History):
             return [history_screen(self.follower.table, self.player_id, chosen.rounds)]
         if isinstance(chosen, ShowRules):
             return [await self.rules()]
-        result = await self.send(chosen)
+        try:
+            if isinstance(chosen, wl.BuyIn):
+                return [*await self.buy_in(chosen), self.screen()]
+            result = await self.send(chosen)
+        except TimeoutError:  # the service restarting, a partition changing hands
+            return [
+                Text(unanswered(type(chosen).__name__, self.timeout), "bold yellow"),
+                self.screen(),
+            ]
         return [result_line(type(chosen).__name__, result), self.screen()]
+
+    def _still_seated(self) -> list[RenderableType]:
+        """Said on quitting: the seat and its money stay at the table (only ``leave`` cashes
+        out), and a hand in play is finished by the table's clock, not by the player."""
+        table = self.follower.table
+        account = table.accounts.get(self.player_id)
+        if account is None or not account.seated:
+            return []
+        currency = table.view.currency or "USD"
+        held = money(account.available + account.in_play, currency)
+        return [
+            Text(
+                f"you are still seated at {table.view.stream_id} with {held} {currency}: "
+                "start blackjack play again and type leave to cash out",
+                style="yellow",
+            )
+        ]
 
     async def rules(self) -> RenderableType:
         """The table's own rules (overrides included) and their return, computed once (a few
@@ -92,4 +200,5 @@ class PlaySession:
         return rules_screen(rules, self._returns[rules])
 
     def screen(self) -> RenderableType:
-        return table_screen(self.follower.table, self.player_id, datetime.now(UTC))
+        wallet = None if self.wallet is None else self.wallet.wallet.view
+        return table_screen(self.follower.table, self.player_id, datetime.now(UTC), wallet)
