@@ -206,3 +206,41 @@ def test_the_key_of_an_unreadable_message_s_answer_is_what_the_asyncapi_document
     [answer] = handled.outgoing
     assert answer.key == (key if length <= 512 else b"s" * 128 + b"...")
     jsonschema.validate(answer.key.decode(), schema)
+
+
+UNREADABLE = {
+    "a fractional amount": '{"type": "WalletDeposit", "player_id": "ann", "amount": 10.5}',
+    "an unknown type": '{"type": "Teleport", "player_id": "ann"}',
+    "a table command at a wallet": '{"type": "Deal", "player_id": "ann"}',
+}
+
+
+@pytest.mark.parametrize("body", UNREADABLE.values(), ids=UNREADABLE.keys())
+def test_an_unreadable_command_s_answer_keeps_its_correlation_id(body: str) -> None:
+    """docs/kafka.md: the correlation id "is copied onto every event and result the command
+    causes". A Java platform routing answers by it got `malformed` and `unknown_command`
+    answers with none (result and ce_correlationid header), though the command id was kept."""
+    processor, store = new_processor(), PartitionStore(0)
+    value = (
+        f'{{"command_id": "p-9", "stream_id": "{WALLET}", "correlation_id": "session-42", '
+        f'"command": {body}}}'
+    )
+    handled = processor.handle(store, Inbound(WALLET.encode(), value.encode(), [], 0, 9), NOW)
+    assert handled.result.status == "rejected" and handled.result.command_id == "p-9"
+    assert handled.result.correlation_id == "session-42"
+    [record] = handled.outgoing
+    assert dict(record.headers)["ce_correlationid"] == b"session-42"
+
+
+def test_an_unreadable_command_s_correlation_id_is_kept_only_when_it_is_one() -> None:
+    processor, store = new_processor(), PartitionStore(0)
+    for correlation in ("x" * 1025, 42, ["session-42"]):
+        envelope = {
+            "command_id": "p-8",
+            "stream_id": WALLET,
+            "correlation_id": correlation,
+            "command": {"type": "Teleport"},
+        }
+        inbound = Inbound(WALLET.encode(), json.dumps(envelope).encode(), [], 0, 8)
+        handled = processor.handle(store, inbound, NOW)
+        assert handled.result.correlation_id is None, correlation

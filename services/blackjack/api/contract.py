@@ -18,6 +18,7 @@ from pydantic import BaseModel, ConfigDict, Field, WithJsonSchema
 from pydantic.json_schema import models_json_schema
 
 from blackjack.domain.decided_by import DecidedBy
+from blackjack.messages.schemas import int64_integers
 from blackjack.projections.projector import LogEntry, RoundRecord, TableView
 from blackjack.projections.wallets import Transfer
 
@@ -325,7 +326,7 @@ def _document() -> dict[str, Any]:
         path: {"get": _operation(summary, model, parameters, errors)}
         for path, (summary, model, parameters, errors) in OPERATIONS.items()
     }
-    return {
+    document: dict[str, Any] = {
         "openapi": "3.1.0",
         "info": {
             "title": "Blackjack query API",
@@ -343,6 +344,8 @@ def _document() -> dict[str, Any]:
         },
         "security": [{"bearer": []}],
     }
+    int64_integers(document)
+    return document
 
 
 def _answer(description: str, schema: dict[str, Any]) -> dict[str, Any]:

@@ -25,7 +25,7 @@ from blackjack.command_handler.processor import ANSWER_KEY_MAX_BYTES
 from blackjack.command_handler.snapshots import Checkpoint, SealedSnapshot
 from blackjack.domain.wallet import STREAM_ID_PATTERN
 from blackjack.messages.envelope import CommandEnvelope, CommandResult
-from blackjack.messages.schemas import require_the_type
+from blackjack.messages.schemas import int64_integers, require_the_type, stored_versions_valid
 from blackjack.messages.wire import WireEnvelope
 
 TITLE = "Blackjack game server"
@@ -58,13 +58,19 @@ these signed steps: unsigned, they are rejected."""
 EVENTS = """\
 Events, keyed by stream id; JSON of the event envelope (`sequence` 1, 2, 3... per stream,
 `causation_id` = the command id). `ShoeShuffled` carries the shoe's commitment in clear and its
-order sealed (AES-256-GCM); `ShoeRetired` reveals it. Never deleted: the source of truth."""
+order sealed (AES-256-GCM); `ShoeRetired` reveals it. Never deleted: the source of truth.
+Read it with isolation.level=read_committed (Java's and librdkafka's consumers default to
+read_uncommitted): a handler killed or fenced mid-transaction leaves records that are then
+aborted, and the same stream and sequence are written again, with other content where the
+decision drew a new shoe."""
 
 RESULTS = """\
 One result per command (accepted, or rejected with a typed reason code and a message), keyed
 by stream id, written in the same transaction as the command's events. A message that is not
 a command envelope gets `malformed` (or `unknown_command`) with `command_id` taken from the
-message, or `unparsed-<partition>-<offset>` when it has none."""
+message, or `unparsed-<partition>-<offset>` when it has none. Read it with
+isolation.level=read_committed, like the events (not the read_uncommitted default of Java's
+and librdkafka's consumers): an aborted transaction's result is answered again."""
 
 SNAPSHOTS = """\
 Compacted. Per stream (key: stream id) its newest snapshot, sealed with a key derived from the
@@ -196,8 +202,9 @@ class _Document(AsyncAPI):
     """FastStream's document, with what its generator leaves out of each message: the
     correlation id where this service carries it (the CloudEvents ``ce_correlationid``
     header; FastStream names its own ``correlation_id`` header, which no record here has;
-    snapshots carry none), the headers, the Kafka key, and ``type`` required in every
-    command and event schema."""
+    snapshots carry none), the headers, the Kafka key, ``type`` required in every
+    command and event schema, every integer's ``format: int64``, and no field required
+    that a stored older version of an event lacks."""
 
     def to_specification(self) -> Specification:
         document = super().to_specification()
@@ -217,6 +224,8 @@ class _Document(AsyncAPI):
         for schema in (getattr(components, "schemas", None) or {}).values():
             if isinstance(schema, dict):
                 require_the_type(schema)
+                int64_integers(schema)
+                stored_versions_valid(schema)
         return document
 
 

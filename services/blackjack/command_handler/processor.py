@@ -71,6 +71,7 @@ from blackjack.domain.wallet import (
     wallet_stream,
 )
 from blackjack.messages.envelope import (
+    CORRELATION_ID_MAX_CHARS,
     CommandEnvelope,
     CommandResult,
     EventEnvelope,
@@ -259,6 +260,7 @@ class _Unparsed:
     stream_id: str
     rejection: Rejection
     command_type: str
+    correlation_id: str | None = None
 
 
 ID_MAX_CHARS = 128
@@ -304,6 +306,7 @@ class Processor:
             result = CommandResult(
                 command_id=parsed.command_id,
                 stream_id=parsed.stream_id,
+                correlation_id=parsed.correlation_id,
                 status="rejected",
                 rejection=parsed.rejection,
                 handled_at=now,
@@ -460,10 +463,12 @@ class Processor:
         def refuse(
             code: RejectionCode, message: str, doc: object = None, kind: str = "-"
         ) -> _Unparsed:
-            command_id = stream_id = None
+            command_id = stream_id = correlation_id = None
             if isinstance(doc, dict):
                 command_id = doc.get("command_id")
                 stream_id = doc.get("stream_id")
+                # copied onto the answer as onto any other (docs/kafka.md), when it is one
+                correlation_id = doc.get("correlation_id")
             return _Unparsed(
                 command_id=command_id
                 if isinstance(command_id, str) and 0 < len(command_id) <= ID_MAX_CHARS
@@ -471,6 +476,10 @@ class Processor:
                 stream_id=_quoted(stream_id if isinstance(stream_id, str) else key_text),
                 rejection=Rejection(code=code, message=message),
                 command_type=kind,
+                correlation_id=correlation_id
+                if isinstance(correlation_id, str)
+                and len(correlation_id) <= CORRELATION_ID_MAX_CHARS
+                else None,
             )
 
         if not inbound.value:

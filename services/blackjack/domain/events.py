@@ -290,7 +290,8 @@ class TurnStarted(RoundEvent):
     hand: int
     actions: tuple[TurnAction, ...] | None = Field(
         description="the decisions open on this hand now, in the order hit, stand, double, "
-        "split, surrender (balance, rules and the hand's cards applied); null in version 1"
+        "split, surrender (balance, rules and the hand's cards applied); absent from a stored "
+        "version 1, which is read as null"
     )
     deadline: datetime | None = None
 

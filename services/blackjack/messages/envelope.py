@@ -28,6 +28,10 @@ StreamCommand = Annotated[TableCommand | AnyWalletCommand, Field(discriminator="
 StreamEvent = Annotated[TableEvent | AnyWalletEvent, Field(discriminator="type")]
 
 
+CORRELATION_ID_MAX_CHARS = 1024
+"""The longest correlation id a command may carry (copied onto its events and result)."""
+
+
 class CommandEnvelope(BaseModel):
     """A command for one stream (a table; a single-player table is the player's own)."""
 
@@ -35,7 +39,7 @@ class CommandEnvelope(BaseModel):
     command_id: str = Id
     stream_id: str = Id
     # bounded: every event and result of the command carries it, in its body and a header
-    correlation_id: str | None = Field(None, max_length=1024)
+    correlation_id: str | None = Field(None, max_length=CORRELATION_ID_MAX_CHARS)
     sent_at: AwareDatetime | None = Field(
         None, description="when the sender sent it: RFC 3339, with its offset (informational)"
     )

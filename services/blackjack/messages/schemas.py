@@ -12,7 +12,7 @@ from blackjack.domain.commands import COMMAND_TYPES
 from blackjack.domain.rules import Rules
 from blackjack.domain.wallet import WALLET_COMMAND_TYPES
 from blackjack.messages.envelope import CommandEnvelope, CommandResult
-from blackjack.messages.wire import WIRE_EVENT_TYPES, WireEnvelope
+from blackjack.messages.wire import ABSENT_FROM_OLDER_VERSIONS, WIRE_EVENT_TYPES, WireEnvelope
 
 DIALECT = "https://json-schema.org/draft/2020-12/schema"
 """pydantic writes JSON Schema 2020-12; saying so lets a validator pick its rules without
@@ -38,6 +38,8 @@ def schema_documents() -> dict[str, dict[str, Any]]:
         documents[f"events/{_name(event)}.json"] = event.model_json_schema()
     for document in documents.values():
         require_the_type(document)
+        int64_integers(document)
+        stored_versions_valid(document)
     return {path: {"$schema": DIALECT, **document} for path, document in documents.items()}
 
 
@@ -52,6 +54,32 @@ def require_the_type(schema: dict[str, Any]) -> None:
             required = part.setdefault("required", [])
             if "type" not in required:
                 required.insert(0, "type")
+
+
+def stored_versions_valid(schema: dict[str, Any]) -> None:
+    """Do not require, in an event's schema (and its ``$defs``), a field that a stored older
+    version of the event lacks (``wire.ABSENT_FROM_OLDER_VERSIONS``): the events topic holds
+    those records for ever, and they are read with the upcaster's value."""
+    for part in (schema, *schema.get("$defs", {}).values()):
+        kind = part.get("properties", {}).get("type", {}).get("const")
+        for field in ABSENT_FROM_OLDER_VERSIONS.get(kind, ()):
+            if field in part.get("required", []):
+                part["required"].remove(field)
+
+
+def int64_integers(schema: Any) -> None:
+    """Give every ``type: integer`` of a schema ``format: int64``. Python's int has no size,
+    but a format-less integer is a 32-bit ``Integer`` to the JVM's code generators
+    (openapi-generator, jsonschema2pojo), and money here goes past 2^31 (balances up to 10^15
+    minor units); every integer of the contract fits 64 bits (a JVM client's finding)."""
+    if isinstance(schema, dict):
+        if schema.get("type") == "integer":
+            schema.setdefault("format", "int64")
+        for value in schema.values():
+            int64_integers(value)
+    elif isinstance(schema, list):
+        for value in schema:
+            int64_integers(value)
 
 
 def render(document: dict[str, Any]) -> str:
