@@ -25,13 +25,32 @@ class Returns:
 
 
 def table_returns(rules: Rules) -> Returns:
-    """Computed exactly (``strategy.compute_rtp``): a few seconds the first time per rule set."""
-    from blackjack.strategy import compute_rtp
+    """Computed exactly (``strategy.compute_rtp``): a few seconds the first time per rule set.
 
-    lowest, at = min(
-        (compute_rtp(rules, bet).rtp_percent, bet)
-        for bet in range(rules.min_bet, rules.max_bet + 1)
-    )
+    The lowest return is searched from the minimum bet up, and the search stops at the first
+    bet from which no larger bet can return less: whatever the rounding, a bet of ``b`` or
+    more wins at least ``pays - ((q - 1) / q + unit - 1) / b`` per unit on a blackjack (``pays
+    = p / q``, floored to the minor unit and then to ``blackjack_win_rounded_down_to``) and
+    loses at most ``1/2 + 1 / (2 b)`` on a surrender, and the return grows with the first and
+    falls with the second. Trying every bet up to the maximum (33 us each) took hours at a
+    table whose maximum is 10^9 minor units."""
+    from blackjack.strategy import compute_rtp
+    from blackjack.strategy.dealer import DEFAULT_EXACT_REMOVED
+    from blackjack.strategy.solver import DEFAULT_DEPTH, solve
+
+    solution = solve(rules, DEFAULT_DEPTH, DEFAULT_EXACT_REMOVED)
+    pays = Fraction(rules.blackjack_pays)
+    cut = Fraction(pays.denominator - 1, pays.denominator) + rules.blackjack_win_rounded_down_to - 1
+    lowest, at = compute_rtp(rules, rules.min_bet).rtp_percent, rules.min_bet
+    for bet in range(rules.min_bet + 1, rules.max_bet + 1):
+        floor = 100.0 + 100.0 * solution.expected_value(
+            pays - cut / bet, Fraction(1, 2) + Fraction(1, 2 * bet)
+        )
+        if floor > lowest:
+            break
+        rtp = compute_rtp(rules, bet).rtp_percent
+        if rtp < lowest:
+            lowest, at = rtp, bet
     return Returns(compute_rtp(rules).rtp_percent, lowest, at)
 
 
@@ -115,8 +134,10 @@ def _peek(rules: Rules) -> list[str]:
     ]
     no_peek = (
         "a dealer blackjack turned over at the end takes every bet on the box, doubles and "
-        "splits included."
+        "splits included"
     )
+    # A surrendered hand is settled as surrendered whatever the dealer turns over (settlement)
+    no_peek += ", but half of a surrendered hand comes back." if rules.late_surrender else "."
     if not peeks:
         return [f"The dealer does not check for blackjack: {no_peek}"]
     lines = [
@@ -134,7 +155,7 @@ def _blackjack(rules: Rules) -> str:
     line = "Blackjack (an ace and a ten-value card as your first two cards) pays "
     line += _ratio(rules.blackjack_pays)
     step = rules.blackjack_win_rounded_down_to
-    if step > 1:
+    if step > 1 or Fraction(rules.blackjack_pays).denominator > 1:  # 3 to 2 on 1.01 wins 1.51
         line += (
             f"; the winnings are paid in whole multiples of {money(step, rules.currency)} "
             f"{rules.currency}, the rest is not paid"
@@ -149,9 +170,9 @@ def _insurance(rules: Rules) -> list[str]:
     if not rules.insurance:
         return []
     return [
-        f"When the dealer shows an ace you may insure a box for half its bet; insurance "
-        f"pays {rules.insurance_pays} to 1 if the dealer has blackjack. It is not offered "
-        "on a blackjack, nor when your balance cannot cover it."
+        f"When the dealer shows an ace you may insure a box for half its bet (an odd cent "
+        f"is not charged); insurance pays {rules.insurance_pays} to 1 if the dealer has "
+        "blackjack. It is not offered on a blackjack, nor when your balance cannot cover it."
     ]
 
 
@@ -180,29 +201,50 @@ def _split(rules: Rules) -> list[str]:
     )
     lines = [f"Split two cards of {same} {times}, for a second bet equal to the first."]
     if rules.split_aces_one_card:
-        lines.append("Split aces take one card each.")
+        # a split ace's hand stands on its second card (evolve): a pair of aces again is not split
+        again = ", and a pair of aces is split once only" if rules.max_splits > 1 else ""
+        lines.append(f"Split aces take one card each{again}.")
     lines.append("A 21 on a split hand counts as 21, not as a blackjack.")
     return lines
 
 
 def _surrender(rules: Rules) -> str:
-    if rules.late_surrender:
-        return (
-            "Surrender: after the dealer has checked for blackjack you may give up a "
-            "two-card hand and get half its bet back."
+    if not rules.late_surrender:
+        return "Surrender is not offered."
+    unchecked = [
+        card
+        for card, peeks in (("an ace", rules.peek_on_ace), ("a ten", rules.peek_on_ten))
+        if not peeks
+    ]
+    when = "after the dealer has checked for blackjack"
+    if unchecked:  # the turn starts with no peek there: surrender is open before any check
+        when += (
+            f" (against {' or '.join(unchecked)}, which she does not check, before she "
+            "turns her hole card over)"
         )
-    return "Surrender is not offered."
+    return (
+        f"Surrender: {when} you may give up your hand on its first two cards, not after a "
+        "split, and get half its bet back (an odd cent stays with the house)."
+    )
 
 
 def _clock(rules: Rules) -> list[str]:
     if rules.turn_seconds is None:
         return []
     s = rules.turn_seconds
+    # What ``clock.expire_timers`` does: a bet on the layout when the time runs out is dealt
+    # (one still under the minimum goes back), and a hand has one clock for all its decisions
+    # (``play.next_turn``: a hit does not restart it; each hand of a split gets its own).
     return [
         f"A table of {rules.seats} seats: from the first bet of a round every player has "
-        f"{s} seconds to bet and deal, or pass, or is left out of the round; each decision "
-        f"has {s} seconds, after which the server stands the hand (and declines insurance). "
-        "A player who sits down during a round waits for the next; seats change between rounds."
+        f"{s} seconds to bet and deal, or pass. When the time runs out, a bet on the table "
+        "is dealt as if you had pressed Deal (a bet under the minimum is returned); with no "
+        "bet you are left out of the round and sit out: later rounds are dealt without "
+        "waiting for you until you bet or pass again.",
+        f"Each hand has {s} seconds for all its decisions (a hit does not restart the clock; "
+        "each hand of a split has its own), after which the server stands it; insurance not "
+        f"taken within {s} seconds is declined. A player who sits down after the cards are "
+        "dealt waits for the next round; seats change between rounds.",
     ]
 
 

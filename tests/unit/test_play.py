@@ -442,3 +442,13 @@ async def test_only_the_table_s_own_commands_count_as_presence_there() -> None:
     assert session.last_sent == 0.0
     await session.send(cmd.Reconnect(player_id=A))
     assert session.last_sent > 0.0
+
+
+def test_a_bet_on_the_layout_at_a_suspended_table_is_offered_the_deal() -> None:
+    """The bet placed before the suspension is dealt if its player deals (the decider takes
+    Deal and ClearBets): the prompt offered only a withdrawal and leaving."""
+    script = Script("atlantic-city", [])
+    script.do(cmd.PlaceBet(player_id=A, box=0, amount=1000))
+    script.do(cmd.SuspendTable(operator="ops-1", reason="maintenance"))
+    prompt = prompt_for(folded(script), A)
+    assert prompt.startswith("the table is suspended") and "deal, clear" in prompt

@@ -6,17 +6,21 @@ PostgreSQL)."""
 from __future__ import annotations
 
 import re
+from datetime import UTC, datetime
 from pathlib import Path
 from typing import get_args
 
 import httpx
 import pytest
+from jsonschema import Draft202012Validator, FormatChecker
 from openapi_spec_validator import validate
 
 from blackjack.api import routes
 from blackjack.api.contract import PATH, ErrorCode, drifted, openapi_document
 from blackjack.api.routes import QueryApi, query_api
 from blackjack.cli import main
+from blackjack.projections.projector import RoundRecord, TableView
+from blackjack.projections.schema import rounds, table_views
 from blackjack.projections.store import ProjectionStore
 
 
@@ -92,3 +96,84 @@ def test_every_error_code_the_api_gives_is_in_the_document() -> None:
     given |= set(re.findall(r'_error\("([a-z_]+)"', source))
     assert "bad_path" in given and len(given) >= 8
     assert given <= set(get_args(ErrorCode)), given - set(get_args(ErrorCode))
+
+
+async def test_a_table_view_stored_before_suspending_existed_answers_every_field(
+    tmp_path: Path,
+) -> None:
+    """A table the previous release folded and nothing has touched since has no
+    ``suspended`` in its stored view: the answer, which the document says always carries it,
+    carried none (it was the stored document as it is)."""
+    stored = TableView(stream_id="old-t", opened=True, variant="mini-h17").model_dump(mode="json")
+    del stored["suspended"]
+    store = ProjectionStore(f"sqlite+aiosqlite:///{tmp_path / 'read.db'}")
+    await store.migrate()
+    try:
+        async with store.engine.begin() as connection:
+            await connection.execute(
+                table_views.insert().values(
+                    stream_id="old-t",
+                    variant="mini-h17",
+                    currency="USD",
+                    last_sequence=1,
+                    updated_at=datetime(2026, 1, 1, tzinfo=UTC),
+                    view=stored,
+                )
+            )
+        transport = httpx.ASGITransport(app=query_api(store))
+        async with httpx.AsyncClient(transport=transport, base_url="http://api") as http:
+            answer = (await http.get("/v1/tables/old-t")).json()
+    finally:
+        await store.close()
+    assert answer["suspended"] is None and answer["opened"] is True
+    document = openapi_document()
+    table_answer = {"$ref": "#/components/schemas/TableAnswer", **document}
+    Draft202012Validator(table_answer, format_checker=FormatChecker()).validate(answer)
+
+
+async def test_a_round_stored_before_the_upcard_was_recorded_answers_every_field(
+    tmp_path: Path,
+) -> None:
+    """Round records folded before ``dealer.upcard`` existed have none: the answer, the
+    stored document as it was, lacked a field the document says is always there."""
+    opened = datetime(2026, 1, 1, tzinfo=UTC)
+    stored = RoundRecord(
+        round_id="old-t:1",
+        stream_id="old-t",
+        round=1,
+        variant="mini-h17",
+        currency="USD",
+        status="settled",
+        opened_at=opened,
+        first_sequence=1,
+        last_sequence=1,
+    ).model_dump(mode="json")
+    del stored["dealer"]["upcard"]
+    store = ProjectionStore(f"sqlite+aiosqlite:///{tmp_path / 'read.db'}")
+    await store.migrate()
+    try:
+        async with store.engine.begin() as connection:
+            await connection.execute(
+                rounds.insert().values(
+                    stream_id="old-t",
+                    round=1,
+                    round_id="old-t:1",
+                    variant="mini-h17",
+                    currency="USD",
+                    status="settled",
+                    opened_at=opened,
+                    closed_at=opened,
+                    first_sequence=1,
+                    last_sequence=1,
+                    record=stored,
+                )
+            )
+        transport = httpx.ASGITransport(app=query_api(store))
+        async with httpx.AsyncClient(transport=transport, base_url="http://api") as http:
+            answer = (await http.get("/v1/rounds/old-t:1")).json()
+    finally:
+        await store.close()
+    assert answer["dealer"]["upcard"] is None and answer["round_id"] == "old-t:1"
+    document = openapi_document()
+    round_answer = {"$ref": "#/components/schemas/RoundAnswer", **document}
+    Draft202012Validator(round_answer, format_checker=FormatChecker()).validate(answer)

@@ -4,13 +4,16 @@ changes it."""
 
 from __future__ import annotations
 
+import threading
+from pathlib import Path
 from typing import Any
 
 import pytest
 
 from blackjack.cli import main
-from blackjack.domain.rules import PRESETS, Rules, preset
-from blackjack.rules_sheet import Returns, rules_sheet
+from blackjack.domain.rules import MAX_BET, PRESETS, Rules, preset
+from blackjack.rules_sheet import Returns, rules_sheet, table_returns
+from blackjack.scenario import Scenario, load, run
 
 NOT_A_PLAYER_RULE = {"name", "insurance_pays"}
 """The variant's label, and insurance's payout that no table may change (always 2 to 1)."""
@@ -103,8 +106,8 @@ def test_an_override_of_any_rule_changes_the_sheet(field: str) -> None:
             [
                 "shuffled again once 1/3 of the shoe has been dealt",
                 "A table of 5 seats",
-                "15 seconds to bet and deal, or pass, or is left out of the round",
-                "waits for the next; seats change between rounds",
+                "15 seconds to bet and deal, or pass",
+                "waits for the next round; seats change between rounds",
             ],
         ),
         (
@@ -141,3 +144,214 @@ def test_the_command_prints_the_surrender_page_s_stated_return(
     out = capsys.readouterr().out
     assert out.startswith("surrender: the rules\n- 4 decks")
     assert "Theoretical return to player with the best play: 99.66 %" in out
+
+
+def test_the_shared_table_s_clock_is_described_as_the_engine_runs_it() -> None:
+    """The sheet once told a player who bet but did not press Deal that he is left out (the
+    clock deals his bet), and gave each decision 15 seconds (a hand has 15 seconds for all
+    of them: a hit does not restart its clock). Bob bets at t=2 and never deals: at t=15 he
+    is dealt in, carol (no bet) left out. Alice (5S 4S) hits at t=29: at t=30 her hand's
+    clock, started at t=15, has run out and the server stands her 11."""
+    played = run(
+        Scenario.model_validate(
+            {
+                "variant": "atlantic-city-multi",
+                "players": [
+                    {"id": "alice", "seat": 0, "balance": 10_000},
+                    {"id": "bob", "seat": 1, "balance": 10_000},
+                    {"id": "carol", "seat": 2, "balance": 10_000},
+                ],
+                "shoe": ["5S", "TH", "7S", "4S", "9S", "TD", "2H"],
+                "commands": [
+                    {"do": "PlaceBet", "box": 0, "amount": 1000, "at": 0},
+                    {"do": "Deal", "at": 1},
+                    {"do": "PlaceBet", "player": "bob", "box": 1, "amount": 1000, "at": 2},
+                    {"do": "ExpireTimers", "at": 15},
+                    {"do": "Hit", "box": 0, "at": 29},
+                    {"do": "ExpireTimers", "at": 30},
+                    {"do": "Stand", "player": "bob", "box": 1, "at": 31},
+                ],
+                "expect": {
+                    "events": [
+                        {"type": "PlayerTimedOut", "player_id": "bob", "action": "dealt_in"},
+                        {"type": "PlayerTimedOut", "player_id": "carol", "action": "left_out"},
+                        {"type": "DealStarted", "boxes": [0, 1]},
+                        {"type": "PlayerHit", "player_id": "alice"},
+                        {"type": "PlayerTimedOut", "player_id": "alice", "action": "stood"},
+                    ],
+                    "hands": [
+                        {"round": 1, "box": 0, "outcome": "lose", "stake": 1000},
+                        {"round": 1, "box": 1, "outcome": "win", "stake": 1000},
+                    ],
+                },
+            }
+        ),
+        emit=lambda line: None,
+    )
+    assert played["failures"] == []
+    text = sheet(PRESETS["atlantic-city-multi"])
+    assert "a bet on the table is dealt as if you had pressed Deal" in text
+    assert "with no bet you are left out of the round" in text
+    assert "Each hand has 15 seconds for all its decisions (a hit does not restart" in text
+    assert "or is left out of the round" not in text and "each decision has" not in text
+
+
+@pytest.mark.parametrize(
+    ("scenario", "phrases"),
+    [
+        ("mini-h17-no-surrender-after-split", ["on its first two cards, not after a split"]),
+        (
+            "mini-h17-odd-cents-insurance-and-surrender",
+            ["half its bet (an odd cent is not charged)", "(an odd cent stays with the house)"],
+        ),
+    ],
+)
+def test_surrender_and_insurance_are_described_as_the_engine_plays_them(
+    scenario: str, phrases: list[str]
+) -> None:
+    """The sheet once offered surrender on any two-card hand (a split hand's is refused) and
+    half the bet back (10.01 surrendered returns 5.00): the scenario plays what it says."""
+    path = Path(__file__).parents[1] / "scenarios" / f"{scenario}.yaml"
+    loaded = load(path)
+    assert run(loaded, emit=lambda line: None)["failures"] == []
+    text = sheet(PRESETS[loaded.variant])
+    for phrase in phrases:
+        assert phrase in text, phrase
+
+
+def test_the_lowest_return_is_found_without_trying_every_bet_up_to_the_maximum() -> None:
+    """``rules`` in ``blackjack play`` computes the return of the table's own rules: it tried
+    every bet from the minimum to the maximum (33 us each), so a table opened with a maximum
+    of 10^9 minor units took some nine hours, and 10^12 (``MAX_BET``) a year, in a thread the
+    session waits on. The answer is the one trying every bet gives (at 1.33 USD), at any
+    maximum, in seconds."""
+    small = preset("atlantic-city").with_overrides({"max_bet": 2_000})
+    from blackjack.strategy import compute_rtp
+
+    every = min((compute_rtp(small, bet).rtp_percent, bet) for bet in range(100, 2_001))
+    assert every[1] == 133
+    found = table_returns(small)
+    assert (found.lowest_percent, found.lowest_at_bet) == every
+    answers: list[Returns] = []
+    largest = preset("atlantic-city").with_overrides({"max_bet": MAX_BET})
+    worker = threading.Thread(target=lambda: answers.append(table_returns(largest)), daemon=True)
+    worker.start()
+    worker.join(timeout=60)
+    assert answers, "no answer within 60 s"
+    assert (answers[0].lowest_percent, answers[0].lowest_at_bet) == every
+    assert answers[0].rtp_percent == found.rtp_percent
+
+
+def test_a_blackjack_s_odd_cent_not_paid_is_said() -> None:
+    """3 to 2 on 1.01 wins 1.51 (``payouts.blackjack_winnings`` floors the cent): a sheet
+    that says only "pays 3 to 2" promises 1.515. Even money and 2 to 1 have no cent to cut."""
+    from blackjack.domain.payouts import blackjack_winnings
+
+    rules = preset("mini-h17")
+    assert blackjack_winnings(rules, 101) == 151
+    assert "pays 3 to 2; the winnings are paid in whole multiples of 0.01 USD" in sheet(rules)
+    assert "whole multiples" not in sheet(rules.with_overrides({"blackjack_pays": 2}))
+
+
+def test_surrender_where_the_dealer_does_not_check_is_described_as_played() -> None:
+    """At a table whose dealer does not check a ten (mini-s17) opened with surrender, a hand
+    surrendered against a ten gets half back even when the hole card makes a blackjack: the
+    sheet said surrender came after the check and that such a blackjack takes every bet."""
+    played = run(
+        Scenario.model_validate(
+            {
+                "variant": "mini-s17",
+                "rules": {"late_surrender": True},
+                "balance": 10_000,
+                # the hole card first at mini-s17: T 6 for the player, AS down, KS up
+                "shoe": ["TS", "AS", "6S", "KS"],
+                "commands": [
+                    {"do": "PlaceBet", "box": 0, "amount": 1000},
+                    "Deal",
+                    {"do": "Surrender", "box": 0},
+                ],
+                "expect": {
+                    "hands": [{"outcome": "surrender", "stake": 1000, "payout": 500}],
+                    "events": [{"type": "DealerHoleCardRevealed", "card": "AS"}],
+                },
+            }
+        ),
+        emit=lambda line: None,
+    )
+    assert played["failures"] == []
+    text = sheet(preset("mini-s17").with_overrides({"late_surrender": True}))
+    assert "splits included, but half of a surrendered hand comes back." in text
+    assert "(against a ten, which she does not check, before she turns her hole card" in text
+
+
+def test_a_player_left_out_is_told_the_next_rounds_do_not_wait_for_him() -> None:
+    """The sheet gave every player the clock's 15 seconds to bet; one the clock left out sits
+    out (``betting.deal_when_all_decided``): round 2 is dealt the moment alice deals, carol
+    given no time at all."""
+    played = run(
+        Scenario.model_validate(
+            {
+                "variant": "atlantic-city-multi",
+                "players": [
+                    {"id": "alice", "seat": 0, "balance": 10_000},
+                    {"id": "carol", "seat": 1, "balance": 10_000},
+                ],
+                "shoe": ["TS", "7S", "9S", "TD", "TH", "7H", "9H", "TC"],
+                "commands": [
+                    {"do": "PlaceBet", "box": 0, "amount": 1000, "at": 0},
+                    {"do": "Deal", "at": 1},
+                    {"do": "ExpireTimers", "at": 15},
+                    {"do": "Stand", "box": 0, "at": 16},
+                    {"do": "PlaceBet", "box": 0, "amount": 1000, "at": 20},
+                    {"do": "Deal", "at": 21},
+                    {
+                        "do": "PlaceBet",
+                        "player": "carol",
+                        "box": 1,
+                        "amount": 1000,
+                        "at": 22,
+                        "reject": "not_betting_time",
+                    },
+                ],
+                "expect": {
+                    "events": [
+                        {"type": "PlayerTimedOut", "player_id": "carol", "sits_out": True},
+                        {"type": "DealStarted", "round": 2, "boxes": [0]},
+                    ],
+                },
+            }
+        ),
+        emit=lambda line: None,
+    )
+    assert played["failures"] == []
+    text = sheet(PRESETS["atlantic-city-multi"])
+    assert "sit out: later rounds are dealt without waiting for you until you bet" in text
+
+
+def test_split_aces_are_not_split_again_where_other_pairs_may_be() -> None:
+    """With three splits allowed, aces split take one card each and stand: A A dealt to a
+    split ace is not split again (the table finishes the round), which the sheet's "up to
+    3 times" did not except."""
+    played = run(
+        Scenario.model_validate(
+            {
+                "variant": "atlantic-city",
+                "rules": {"max_splits": 3},
+                "balance": 10_000,
+                "shoe": ["AS", "7S", "AH", "TD", "AD", "9C"],
+                "commands": [
+                    {"do": "PlaceBet", "box": 0, "amount": 1000},
+                    "Deal",
+                    {"do": "Split", "box": 0},
+                    {"do": "Split", "box": 0, "hand": 0, "reject": "not_your_turn"},
+                ],
+                "expect": {"hands": [{"hand": 0, "outcome": "lose"}, {"hand": 1}]},
+            }
+        ),
+        emit=lambda line: None,
+    )
+    assert played["failures"] == []
+    text = sheet(preset("atlantic-city").with_overrides({"max_splits": 3}))
+    assert "up to 3 times (4 hands)" in text
+    assert "Split aces take one card each, and a pair of aces is split once only." in text
+    assert "Split aces take one card each." in sheet(preset("atlantic-city"))

@@ -318,6 +318,8 @@ def prompt_for(table: StreamProjection, player_id: str) -> str:
     if view.round_open and view.phase == "dealer":
         return "the dealer plays"
     if view.suspended is not None:
+        if view.round_open:  # bets already on the layout may still be dealt or taken back
+            return "the table is suspended · deal, clear · withdraw AMOUNT · ? help, q quit"
         return "the table is suspended · withdraw AMOUNT, leave · ? help, q quit"
     if int((view.rules or {}).get("seats", 1)) > 1:  # funded from the wallet: no Deposit here
         return (

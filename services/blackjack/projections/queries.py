@@ -15,7 +15,7 @@ from blackjack.domain.decided_by import DecisionsInOrder
 from blackjack.domain.rules import with_interrupted_round_days
 from blackjack.messages import wire
 from blackjack.projections import schema
-from blackjack.projections.projector import MAX_ROUND, utc
+from blackjack.projections.projector import MAX_ROUND, RoundRecord, TableView, utc
 
 MAX_PAGE = 100
 MONEY_FIELDS = (
@@ -164,8 +164,11 @@ async def round_detail(
         }
         for row in (await connection.execute(query)).all()
     ]
+    # Through the model, as a table's view: a record stored by an older release lacks the
+    # fields added since (``dealer.upcard``), which the answer's document says are there.
+    record = RoundRecord.model_validate(record).model_dump(mode="json")
     log = await _who_decided(connection, stream_id, record["log"])
-    return {**dict(record), "log": log, "players": players}
+    return {**record, "log": log, "players": players}
 
 
 async def _who_decided(
@@ -224,7 +227,9 @@ async def table_state(connection: AsyncConnection, stream_id: str) -> dict[str, 
     if number and view.get("round_open"):
         current = await round_detail(connection, stream_id, number)
     return {
-        **dict(view),
+        # Through the model: a view stored by an older release lacks the fields added since
+        # (``suspended``), which the answer's document says are always there.
+        **TableView.model_validate(view).model_dump(mode="json"),
         "players": players,
         "current_round": current,
         "last_round_id": f"{stream_id}:{number}" if number else None,
