@@ -77,7 +77,8 @@ def rules_sheet(rules: Rules, returns: Returns | None = None) -> list[str]:
 
 def _returns(returns: Returns, currency: str) -> str:
     line = (
-        f"Theoretical return to player with the best play: {returns.rtp_percent:.2f} % "
+        "Theoretical return to player with basic strategy, from a full shoe: "
+        f"{returns.rtp_percent:.2f} % "
         "(over many rounds; any one round may win or lose)"
     )
     if round(returns.lowest_percent, 2) < round(returns.rtp_percent, 2):

@@ -143,7 +143,7 @@ def test_the_command_prints_the_surrender_page_s_stated_return(
     assert main(["rules", "surrender"]) == 0
     out = capsys.readouterr().out
     assert out.startswith("surrender: the rules\n- 4 decks")
-    assert "Theoretical return to player with the best play: 99.66 %" in out
+    assert "Theoretical return to player with basic strategy, from a full shoe: 99.66 %" in out
 
 
 def test_the_shared_table_s_clock_is_described_as_the_engine_runs_it() -> None:

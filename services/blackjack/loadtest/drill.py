@@ -88,8 +88,8 @@ class Drill:
     async def topics_in_use(self, *, keep: bool) -> AsyncIterator[None]:
         """The drill's topics, created; deleted when the drill ends unless ``keep``, and
         also when it fails or is interrupted: a failed drill leaves nothing on the cluster."""
-        await ensure_topics(self.settings, self.topics)
         try:
+            await ensure_topics(self.settings, self.topics)  # some may exist if it fails
             yield
         finally:
             if not keep:
