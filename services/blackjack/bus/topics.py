@@ -28,6 +28,14 @@ DAY_MS = 24 * 60 * 60 * 1000
 REQUESTS_KEPT_MS = 7 * DAY_MS
 """How long the commands and results topics keep a record."""
 SNAPSHOT_MAX_BYTES = 4 * 1024 * 1024
+SNAPSHOT_SEGMENT_BYTES = 4 * SNAPSHOT_MAX_BYTES
+SNAPSHOT_SEGMENT_MS = 60 * 60 * 1000
+"""The snapshots topic's segments: at most 16 MiB and an hour. Compaction never touches the
+segment being written, and a takeover reads the whole partition of snapshots (the newest of
+each stream is wherever the stream last changed), so the active segment is what bounds a
+rebuild's read. With the broker's defaults (1 GiB, 7 days) a busy partition's snapshots
+were read in full, every checkpoint since the last roll: 30 MB after four minutes of a
+soak, on the way to a gigabyte a partition (docs/operations.md, "What grows")."""
 RECORD_MAX_BYTES = 1_000_000
 """The largest record the handler writes to the events, results and commands topics: under
 the broker's default max.message.bytes (1,048,588), with room for the batch's own header. A
@@ -102,6 +110,8 @@ def topic_configs(topics: Topics, settings: KafkaSettings) -> dict[str, dict[str
             "cleanup.policy": "compact",
             "max.message.bytes": str(SNAPSHOT_MAX_BYTES),
             "min.cleanable.dirty.ratio": "0.1",
+            "segment.bytes": str(SNAPSHOT_SEGMENT_BYTES),
+            "segment.ms": str(SNAPSHOT_SEGMENT_MS),
         },
     }
 
