@@ -200,6 +200,8 @@ async def test_the_backlog_of_each_ready_partition_is_measured_from_the_broker()
     handler._partitions[0].status = "failed"  # no longer served here: no stale figure
     await handler._measure_backlog()
     assert backlog("0") is None and backlog("1") == 0
+    await handler.stop()  # nor once the handler has stopped (another may serve it now)
+    assert backlog("1") is None
 
 
 def backlog(partition: str) -> float | None:

@@ -315,6 +315,10 @@ class CommandHandler:
         for partition in list(self._partitions.values()):
             async with partition.lock:
                 await self._close_producer(partition)
+        for number in self._backlog_shown:  # served here no more: no figure left standing
+            with contextlib.suppress(KeyError):  # another instance in this process removed it
+                metrics.COMMAND_BACKLOG.remove(str(number))
+        self._backlog_shown = set()
         closing = [
             client.stop  # the consumer first: it leaves the group, the others take over
             for client in (self._consumer, self._reader)
