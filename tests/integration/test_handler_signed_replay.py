@@ -58,7 +58,9 @@ async def resend(space: KafkaSpace, record: Any) -> CommandResult:
 async def push_past_the_window(space: KafkaSpace) -> None:
     async with space.client() as client:
         for _ in range(WINDOW + 3):
-            await accept(client, TABLE, cmd.Reconnect(player_id=PLAYER))
+            # refused, remembered (a Reconnect that changes nothing is kept apart: streams.py)
+            withdraw = cmd.Withdraw(player_id=PLAYER, amount=1_000_000)
+            assert (await client.execute(TABLE, withdraw)).rejection is not None
             refused = await client.execute(
                 WALLET, WalletWithdraw(player_id=PLAYER, amount=1_000_000)
             )

@@ -244,3 +244,25 @@ def test_an_unreadable_command_s_correlation_id_is_kept_only_when_it_is_one() ->
         inbound = Inbound(WALLET.encode(), json.dumps(envelope).encode(), [], 0, 8)
         handled = processor.handle(store, inbound, NOW)
         assert handled.result.correlation_id is None, correlation
+
+
+@pytest.mark.parametrize("field", ["correlation_id", "command_id", "stream_id"])
+@pytest.mark.parametrize("body", UNREADABLE.values(), ids=UNREADABLE.keys())
+def test_an_unreadable_command_with_a_lone_surrogate_is_answered(field: str, body: str) -> None:
+    """JSON may escape a lone surrogate ("\\ud800"), which UTF-8 cannot encode. Quoted onto
+    the answer, it made writing the answer raise (PydanticSerializationError), which aborts
+    the transaction: the partition stopped on that record at every retry. The correlation id
+    began to be quoted with the malformed and unknown_command answers; a readable command
+    with such a correlation id was already refused malformed, with none."""
+    processor, store = new_processor(), PartitionStore(0)
+    ids = {"command_id": "p-7", "stream_id": WALLET, "correlation_id": "session-42"}
+    ids[field] = "a\\ud800b"
+    fields = ", ".join(f'"{name}": "{value}"' for name, value in ids.items())
+    value = f'{{{fields}, "command": {body}}}'
+    handled = processor.handle(store, Inbound(WALLET.encode(), value.encode(), [], 0, 7), NOW)
+    assert handled.result.status == "rejected"
+    [record] = handled.outgoing
+    answer = json.loads(record.value)
+    assert answer["command_id"] == ("unparsed-0-7" if field == "command_id" else "p-7")
+    assert answer["correlation_id"] == (None if field == "correlation_id" else "session-42")
+    assert "\ud800" not in answer["stream_id"]

@@ -229,3 +229,39 @@ def test_which_answers_a_window_keeps_is_one_rule() -> None:
     }
     assert [name for name, a in kept.items() if not remembered(a)] == []
     assert [name for name, a in dropped.items() if remembered(a)] == []
+
+
+async def test_heartbeats_do_not_push_a_bet_out_of_the_window() -> None:
+    """``blackjack play`` says a player with a bet out is still there with a ``Reconnect``
+    every 10 s, which changes nothing for a connected player (no event) but was remembered
+    like any answer: a window of 4 let go of the bet's answer after 4 heartbeats, and the
+    bet resent was placed a second time. Live and after a takeover, the bet's resend gets
+    its original answer, the same bytes and headers, and so does the last heartbeat's."""
+    handler = Handler(window=4)
+    solo = "solo-1"
+    setup: tuple[cmd.TableCommand, ...] = (
+        cmd.OpenTable(variant="surrender"),
+        cmd.SitDown(player_id="ann"),
+        cmd.Deposit(player_id="ann", amount=10_000),
+    )
+    for number, command in enumerate(setup):
+        handler.send(solo, command, f"setup-{number}", T0)
+    bet = cmd.PlaceBet(player_id="ann", box=0, amount=100)
+    placed = handler.send(solo, bet, "bet", T0)
+    assert placed.result.status == "accepted" and placed.events
+    for beat in range(10):
+        at = T0 + timedelta(seconds=10 * (beat + 1))
+        heartbeat = handler.send(solo, cmd.Reconnect(player_id="ann"), f"beat-{beat}", at)
+        assert heartbeat.result.status == "accepted" and heartbeat.events == []
+    for takeover in (False, True):
+        if takeover:
+            await handler.take_over()
+        for command_id, original, command in (
+            ("bet", placed, bet),
+            ("beat-9", heartbeat, cmd.Reconnect(player_id="ann")),
+        ):
+            again = handler.send(solo, command, command_id, T0 + timedelta(minutes=5))
+            assert again.duplicate and again.events == [], (takeover, command_id)
+            [answer] = [r for r in again.outgoing if r.topic.endswith("command-results")]
+            [first] = [r for r in original.outgoing if r.topic.endswith("command-results")]
+            assert (answer.value, answer.headers) == (first.value, first.headers)

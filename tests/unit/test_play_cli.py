@@ -165,3 +165,113 @@ async def test_a_seated_player_started_with_another_seat_moves_there() -> None:
         args = build_parser().parse_args(["play", "table-1", "--player", "alice", *seat])
         await cli._prepare(args, Session(), Console())  # type: ignore[arg-type]
         assert sent == expected
+
+
+async def test_the_wallet_follower_is_stopped_when_catching_up_fails(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """At a shared table the session follows the player's wallet too. It was started before
+    the ``try`` that stops it: a wallet that did not catch up in time (TimeoutError), or a
+    Ctrl-C meanwhile, left its consumer connected and its task running."""
+    import blackjack.client
+    import blackjack.play.follow
+
+    table = StreamProjection.new("table-1")
+    table.view.rules = {"seats": 7}  # funded from the wallet
+    stopped: list[str] = []
+
+    class Client:
+        def __init__(self, *_: object, **__: object) -> None:
+            pass
+
+        async def __aenter__(self) -> Client:
+            return self
+
+        async def __aexit__(self, *_: object) -> None:
+            pass
+
+    class Follower(Client):
+        sequence = 0
+        failure = None
+
+        def __init__(self, *_: object, **__: object) -> None:
+            self.table = table
+
+        async def caught_up(self) -> None:
+            pass
+
+    class Wallet(Follower):
+        async def start(self) -> None:
+            pass
+
+        async def caught_up(self) -> None:
+            raise TimeoutError
+
+        async def stop(self) -> None:
+            stopped.append("wallet")
+
+    async def prepare(*_: object) -> None:
+        pass
+
+    monkeypatch.setattr(blackjack.client, "BlackjackClient", Client)
+    monkeypatch.setattr(blackjack.play.follow, "TableFollower", Follower)
+    monkeypatch.setattr(blackjack.play.follow, "WalletFollower", Wallet)
+    monkeypatch.setattr(cli, "_prepare", prepare)
+    args = build_parser().parse_args(["play", "table-1", "--player", "alice"])
+    settings = SimpleNamespace(topic_prefix="", bootstrap="-", security=None)
+    with pytest.raises(TimeoutError):
+        await cli._session(args, settings, Console())  # type: ignore[arg-type]
+    assert stopped == ["wallet"]
+
+
+@pytest.mark.parametrize("text", ["nan", "inf", "-inf", "", "thirty"])
+def test_a_presence_timeout_that_is_no_number_of_seconds_beats_every_10_s(text: str) -> None:
+    """``BLACKJACK_PRESENCE_TIMEOUT_S=nan`` gave a nan interval: the heartbeat never slept
+    and sent a Reconnect as fast as the table answered; ``inf`` never sent one."""
+    assert cli.heartbeat_every({"BLACKJACK_PRESENCE_TIMEOUT_S": text}) == 10.0
+
+
+async def test_the_clock_s_reminder_is_said_once_a_deadline(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """A player told the 5 s reminder who then typed a line that is not a move (help,
+    history, a typo) was told it again at each line, the same deadline: the deadlines
+    reminded of were forgotten with each line read."""
+    import asyncio
+    from datetime import UTC, datetime, timedelta
+
+    import blackjack.play.screen
+
+    deadline = datetime.now(UTC) + timedelta(seconds=3)
+
+    class Follower:
+        sequence = 0
+        failure = None
+
+        class table:  # noqa: N801
+            class view:  # noqa: N801
+                pass
+
+        async def changed(self, timeout: float) -> bool:
+            await asyncio.sleep(timeout)
+            return False
+
+    Follower.table.view.deadline = deadline  # type: ignore[attr-defined]
+
+    class Session:
+        follower = Follower()
+        wallet = None
+        player_id = "ann"
+        reminded: set[datetime] = set()
+
+    async def a_line() -> str:
+        await asyncio.sleep(0.05)
+        return "help"
+
+    monkeypatch.setattr(cli, "_line_aside", a_line)
+    monkeypatch.setattr(blackjack.play.screen, "clock_reminder", lambda *_: "5 s left")
+    console = Console(record=True, width=200)
+    session = Session()
+    for _ in range(3):
+        assert await cli._next_line(session, console) == "help"  # type: ignore[arg-type]
+    assert console.export_text().count("5 s left") == 1

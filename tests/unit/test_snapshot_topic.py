@@ -8,6 +8,9 @@ stream, but never cleans the segment being written: with the broker's defaults (
 
 from __future__ import annotations
 
+import re
+from pathlib import Path
+
 from blackjack.bus.settings import KafkaSettings
 from blackjack.bus.topics import SNAPSHOT_MAX_BYTES, Topics, topic_configs
 
@@ -36,3 +39,22 @@ def test_the_largest_snapshot_fits_in_a_segment() -> None:
     config = _snapshots()
     assert int(config["max.message.bytes"]) == SNAPSHOT_MAX_BYTES
     assert int(config["segment.bytes"]) >= 2 * SNAPSHOT_MAX_BYTES
+
+
+def _alter_commands() -> list[str]:
+    text = (Path(__file__).parents[2] / "docs" / "kafka.md").read_text()
+    return [" ".join(c.split()) for c in re.findall(r"`(kafka-configs\.sh [^`]*)`", text)]
+
+
+def test_the_docs_alter_existing_topics_with_a_command_that_runs() -> None:
+    """Topics created before a release keep their configs; docs/kafka.md gives the command.
+    Without --bootstrap-server, Kafka 3.9's kafka-configs (the broker deploy/kafka runs)
+    takes the ZooKeeper mode and refuses: "Invalid entity type topics, the entity type must
+    be one of users, brokers with a --zookeeper argument" (exit 1)."""
+    commands = _alter_commands()
+    assert commands
+    for command in commands:
+        assert "--bootstrap-server " in command, command
+    configs = _snapshots()
+    wanted = f"segment.bytes={configs['segment.bytes']},segment.ms={configs['segment.ms']}"
+    assert any("blackjack.snapshots" in c and wanted in c for c in commands), commands

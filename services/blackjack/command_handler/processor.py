@@ -273,6 +273,17 @@ ANSWER_KEY_MAX_BYTES = 4 * ID_MAX_CHARS
 it, finds the answer); past it, the answer's key is the quoted stream id (or key)."""
 
 
+def _utf8(value: object) -> str | None:
+    """``value`` if it is a string an answer can carry (encodable as UTF-8), else None."""
+    if not isinstance(value, str):
+        return None
+    try:
+        value.encode()
+    except UnicodeEncodeError:
+        return None
+    return value
+
+
 def _quoted(text: str) -> str:
     return text if len(text) <= ID_MAX_CHARS else f"{text[:ID_MAX_CHARS]}..."
 
@@ -465,10 +476,12 @@ class Processor:
         ) -> _Unparsed:
             command_id = stream_id = correlation_id = None
             if isinstance(doc, dict):
-                command_id = doc.get("command_id")
-                stream_id = doc.get("stream_id")
+                # JSON may hold lone surrogates ("\\ud800"), which no answer can carry in
+                # UTF-8: quoting one raised, and the partition stopped on the record
+                command_id = _utf8(doc.get("command_id"))
+                stream_id = _utf8(doc.get("stream_id"))
                 # copied onto the answer as onto any other (docs/kafka.md), when it is one
-                correlation_id = doc.get("correlation_id")
+                correlation_id = _utf8(doc.get("correlation_id"))
             return _Unparsed(
                 command_id=command_id
                 if isinstance(command_id, str) and 0 < len(command_id) <= ID_MAX_CHARS

@@ -45,18 +45,37 @@ def kept_by_id(command: object) -> bool:
     return isinstance(command, CashOut) and command.table_sequence is None
 
 
+def changed_nothing(answer: CommandResult | dict[str, Any]) -> bool:
+    """An answer that accepted a command which wrote no event: a ``Reconnect`` from a player
+    who is connected (the heartbeat ``blackjack play`` and platforms send), say. Told from the
+    answer alone, so a rebuild from the results topic sorts it as the live handler did."""
+    if isinstance(answer, dict):
+        return answer.get("status") == "accepted" and answer.get("first_sequence") is None
+    return answer.status == "accepted" and answer.first_sequence is None
+
+
 class AnswerWindow:
     """A stream's remembered answers (command id -> result), oldest first: the idempotency
     window. Answers read back from a snapshot stay the JSON documents they were stored as
     until one is asked for again (a resent command): a table thawed or rebuilt with a full
     window of 1,000 answers spent about 70 % of its 9 ms decoding them into results it
-    would almost never read."""
+    would almost never read.
+
+    Answers that changed nothing (``changed_nothing``) are kept apart, ``window`` of them:
+    a heartbeat every 10 s from each player with a bet out took a place in the window each
+    and let go of the answers to bets and moves a platform may still resend (a command the
+    stream then decided again). Each kind lets go of its own oldest only."""
 
     def __init__(self) -> None:
         self._answers: OrderedDict[str, CommandResult | dict[str, Any]] = OrderedDict()
+        self._no_ops: OrderedDict[str, CommandResult | dict[str, Any]] = OrderedDict()
+
+    def _kept(self, answer: CommandResult | dict[str, Any]) -> OrderedDict[str, Any]:
+        return self._no_ops if changed_nothing(answer) else self._answers
 
     def get(self, command_id: str) -> CommandResult | None:
-        answer = self._answers.get(command_id)
+        kept = self._no_ops if command_id in self._no_ops else self._answers
+        answer = kept.get(command_id)
         if isinstance(answer, dict):
             try:
                 answer = CommandResult.model_validate(answer)
@@ -66,50 +85,54 @@ class AnswerWindow:
                 raise CorruptLog(
                     f"the remembered answer to command {command_id} cannot be read: {error}"
                 ) from error
-            self._answers[command_id] = answer  # in its place: an existing key keeps its order
+            kept[command_id] = answer  # in its place: an existing key keeps its order
         return answer
 
     def remember(self, result: CommandResult, window: int) -> None:
-        """``result`` as the newest answer; the oldest let go beyond ``window``. Kept as the
-        document a snapshot stores (read back as a result when a resend asks for it): a
-        ``CommandResult`` took about 1.2 KB and its document 0.44 KB, and a window is 1,000 of
-        them a table (a soak measured 1.6 KB an answer, 1.56 MiB a table in use), which also
-        spares a checkpoint dumping every answer of every table it snapshots again."""
-        self._answers[result.command_id] = result.model_dump(mode="json")
-        self._answers.move_to_end(result.command_id)
-        while len(self._answers) > window:
-            self._answers.popitem(last=False)
+        """``result`` as the newest answer; the oldest of its kind let go beyond ``window``.
+        Kept as the document a snapshot stores (read back as a result when a resend asks for
+        it): a ``CommandResult`` took about 1.2 KB and its document 0.44 KB, and a window is
+        1,000 of them a table (a soak measured 1.6 KB an answer, 1.56 MiB a table in use),
+        which also spares a checkpoint dumping every answer of every table it snapshots
+        again."""
+        kept = self._kept(result)
+        kept[result.command_id] = result.model_dump(mode="json")
+        kept.move_to_end(result.command_id)
+        while len(kept) > window:
+            kept.popitem(last=False)
 
     def add_stored(self, document: dict[str, Any]) -> None:
         """An answer as a snapshot stored it (``CommandResult`` as JSON), as the newest."""
         command_id = document.get("command_id")
         if not isinstance(command_id, str):
             raise ValueError("a stored answer without its command id")
-        self._answers[command_id] = document
-        self._answers.move_to_end(command_id)
+        kept = self._kept(document)
+        kept[command_id] = document
+        kept.move_to_end(command_id)
 
     def stored(self) -> list[dict[str, Any]]:
-        """Every answer as a snapshot stores it, oldest first."""
+        """Every answer as a snapshot stores it, oldest first (those that changed nothing
+        after the others)."""
         return [
             answer if isinstance(answer, dict) else answer.model_dump(mode="json")
-            for answer in self._answers.values()
+            for answer in (*self._answers.values(), *self._no_ops.values())
         ]
 
     def answers(self) -> Iterator[CommandResult]:
-        """Every answer, oldest first."""
-        for command_id in list(self._answers):
+        """Every answer, oldest first (those that changed nothing after the others)."""
+        for command_id in self:
             answer = self.get(command_id)
             assert answer is not None
             yield answer
 
     def __contains__(self, command_id: object) -> bool:
-        return command_id in self._answers
+        return command_id in self._answers or command_id in self._no_ops
 
     def __iter__(self) -> Iterator[str]:
-        return iter(list(self._answers))
+        return iter([*self._answers, *self._no_ops])
 
     def __len__(self) -> int:
-        return len(self._answers)
+        return len(self._answers) + len(self._no_ops)
 
     def __eq__(self, other: object) -> bool:
         if not isinstance(other, AnswerWindow):

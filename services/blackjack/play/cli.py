@@ -13,6 +13,7 @@ import argparse
 import asyncio
 import contextlib
 import logging
+import math
 import os
 import re
 import sys
@@ -116,16 +117,21 @@ async def _session(args: argparse.Namespace, settings: KafkaSettings, console: C
             print(f"blackjack play: --deposit: {error}", file=sys.stderr)
             return 2
         rules = follower.table.view.rules or {}
-        if int(rules.get("seats", 1)) > 1 and has_wallet_stream(args.player):  # wallet-funded
-            session.wallet = WalletFollower(
-                settings.bootstrap, args.player, topics, security=settings.security, client_id=name
-            )
-            await session.wallet.start()
-            await session.wallet.caught_up()
-        console.print(session.screen())
-        console.print(HELP, style="dim")
-        present = asyncio.create_task(session.keep_present(heartbeat_every()))
-        try:
+        present: asyncio.Task[None] | None = None
+        try:  # the wallet's follower too is stopped on every way out (a failed catch-up, ^C)
+            if int(rules.get("seats", 1)) > 1 and has_wallet_stream(args.player):  # by wallet
+                session.wallet = WalletFollower(
+                    settings.bootstrap,
+                    args.player,
+                    topics,
+                    security=settings.security,
+                    client_id=name,
+                )
+                await session.wallet.start()
+                await session.wallet.caught_up()
+            console.print(session.screen())
+            console.print(HELP, style="dim")
+            present = asyncio.create_task(session.keep_present(heartbeat_every()))
             while not session.over:
                 line = await _next_line(session, console)
                 if line is None:
@@ -133,9 +139,10 @@ async def _session(args: argparse.Namespace, settings: KafkaSettings, console: C
                 for shown in await session.handle(line):
                     console.print(shown)
         finally:
-            present.cancel()
-            with contextlib.suppress(asyncio.CancelledError):
-                await present
+            if present is not None:
+                present.cancel()
+                with contextlib.suppress(asyncio.CancelledError):
+                    await present
             if session.wallet is not None:
                 await session.wallet.stop()
     return 0
@@ -148,6 +155,8 @@ def heartbeat_every(env: Mapping[str, str] = os.environ) -> float:
     try:
         timeout = float(text) if text else 30.0
     except ValueError:
+        timeout = 30.0
+    if not math.isfinite(timeout):  # nan slept no time: a Reconnect as fast as answered
         timeout = 30.0
     return max(timeout, 0.3) / 3
 
@@ -166,13 +175,12 @@ async def _next_line(session: PlaySession, console: Console) -> str | None:
     reading = asyncio.ensure_future(_line_aside())
     followers = [session.follower] + ([session.wallet] if session.wallet is not None else [])
     shown = [follower.sequence for follower in followers]
-    reminded: set[object] = set()  # the deadlines reminded of
     try:
         while not reading.done():
             changes = {asyncio.ensure_future(f.changed(timeout=60)) for f in followers}
             wait = None
             deadline = session.follower.table.view.deadline
-            if deadline is not None and deadline not in reminded:
+            if deadline is not None and deadline not in session.reminded:
                 wait = max(0.0, (deadline - datetime.now(UTC)).total_seconds() - REMIND_S)
             await asyncio.wait(
                 {reading, *changes}, timeout=wait, return_when=asyncio.FIRST_COMPLETED
@@ -181,8 +189,13 @@ async def _next_line(session: PlaySession, console: Console) -> str | None:
                 change.cancel()
             now = datetime.now(UTC)
             due = deadline is not None and (deadline - now).total_seconds() <= REMIND_S
-            if due and deadline not in reminded and not reading.done():
-                reminded.add(deadline)
+            if (
+                deadline is not None
+                and due
+                and deadline not in session.reminded
+                and not reading.done()
+            ):
+                session.reminded.add(deadline)
                 said = clock_reminder(session.follower.table, session.player_id, now)
                 if said is not None:
                     console.print(said, style="bold yellow")

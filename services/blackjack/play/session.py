@@ -50,6 +50,8 @@ class PlaySession:
     """The player's wallet, followed at a table funded from it (shown with the table)."""
     last_sent: float = field(default_factory=time.monotonic)
     """When this session last sent the table a command (``time.monotonic``)."""
+    reminded: set[datetime] = field(default_factory=set)
+    """The clock's deadlines the player was reminded of (once each, whatever lines follow)."""
     _returns: dict[Rules, Returns] = field(default_factory=dict)
 
     @property
