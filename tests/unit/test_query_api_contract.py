@@ -8,12 +8,13 @@ from __future__ import annotations
 import re
 from datetime import UTC, datetime
 from pathlib import Path
-from typing import get_args
+from typing import Any, get_args
 
 import httpx
 import pytest
 from jsonschema import Draft202012Validator, FormatChecker
 from openapi_spec_validator import validate
+from sqlalchemy import Insert
 
 from blackjack.api import routes
 from blackjack.api.contract import PATH, ErrorCode, drifted, openapi_document
@@ -106,29 +107,16 @@ async def test_a_table_view_stored_before_suspending_existed_answers_every_field
     carried none (it was the stored document as it is)."""
     stored = TableView(stream_id="old-t", opened=True, variant="mini-h17").model_dump(mode="json")
     del stored["suspended"]
-    store = ProjectionStore(f"sqlite+aiosqlite:///{tmp_path / 'read.db'}")
-    await store.migrate()
-    try:
-        async with store.engine.begin() as connection:
-            await connection.execute(
-                table_views.insert().values(
-                    stream_id="old-t",
-                    variant="mini-h17",
-                    currency="USD",
-                    last_sequence=1,
-                    updated_at=datetime(2026, 1, 1, tzinfo=UTC),
-                    view=stored,
-                )
-            )
-        transport = httpx.ASGITransport(app=query_api(store))
-        async with httpx.AsyncClient(transport=transport, base_url="http://api") as http:
-            answer = (await http.get("/v1/tables/old-t")).json()
-    finally:
-        await store.close()
+    row = table_views.insert().values(
+        stream_id="old-t",
+        variant="mini-h17",
+        currency="USD",
+        last_sequence=1,
+        updated_at=datetime(2026, 1, 1, tzinfo=UTC),
+        view=stored,
+    )
+    answer = await _answer_from(tmp_path, row, "/v1/tables/old-t", "TableAnswer")
     assert answer["suspended"] is None and answer["opened"] is True
-    document = openapi_document()
-    table_answer = {"$ref": "#/components/schemas/TableAnswer", **document}
-    Draft202012Validator(table_answer, format_checker=FormatChecker()).validate(answer)
 
 
 async def test_a_round_stored_before_the_upcard_was_recorded_answers_every_field(
@@ -149,31 +137,36 @@ async def test_a_round_stored_before_the_upcard_was_recorded_answers_every_field
         last_sequence=1,
     ).model_dump(mode="json")
     del stored["dealer"]["upcard"]
+    row = rounds.insert().values(
+        stream_id="old-t",
+        round=1,
+        round_id="old-t:1",
+        variant="mini-h17",
+        currency="USD",
+        status="settled",
+        opened_at=opened,
+        closed_at=opened,
+        first_sequence=1,
+        last_sequence=1,
+        record=stored,
+    )
+    answer = await _answer_from(tmp_path, row, "/v1/rounds/old-t:1", "RoundAnswer")
+    assert answer["dealer"]["upcard"] is None and answer["round_id"] == "old-t:1"
+
+
+async def _answer_from(tmp_path: Path, row: Insert, path: str, schema: str) -> Any:
+    """The API's answer at ``path`` from a read model holding ``row`` as an older release
+    stored it, checked against the OpenAPI document's ``schema``."""
     store = ProjectionStore(f"sqlite+aiosqlite:///{tmp_path / 'read.db'}")
     await store.migrate()
     try:
         async with store.engine.begin() as connection:
-            await connection.execute(
-                rounds.insert().values(
-                    stream_id="old-t",
-                    round=1,
-                    round_id="old-t:1",
-                    variant="mini-h17",
-                    currency="USD",
-                    status="settled",
-                    opened_at=opened,
-                    closed_at=opened,
-                    first_sequence=1,
-                    last_sequence=1,
-                    record=stored,
-                )
-            )
+            await connection.execute(row)
         transport = httpx.ASGITransport(app=query_api(store))
         async with httpx.AsyncClient(transport=transport, base_url="http://api") as http:
-            answer = (await http.get("/v1/rounds/old-t:1")).json()
+            answer = (await http.get(path)).json()
     finally:
         await store.close()
-    assert answer["dealer"]["upcard"] is None and answer["round_id"] == "old-t:1"
-    document = openapi_document()
-    round_answer = {"$ref": "#/components/schemas/RoundAnswer", **document}
-    Draft202012Validator(round_answer, format_checker=FormatChecker()).validate(answer)
+    document = {"$ref": f"#/components/schemas/{schema}", **openapi_document()}
+    Draft202012Validator(document, format_checker=FormatChecker()).validate(answer)
+    return answer
