@@ -211,3 +211,17 @@ def test_the_anchors_command_prints_every_published_figure_and_the_largest_gap(
     assert len(lines) == len(WIZARD_OF_ODDS) + 2
     assert lines[-2].startswith("largest gap 0.00") and lines[-2].endswith("(tolerance 0.02)")
     assert lines[-1].startswith("depths 6/3 against 8/5 on the base: ")
+
+
+def test_the_command_s_lowest_return_at_any_bet_is_the_readme_s(
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    """``blackjack rtp --all-bets`` (the README's table: 96.1259 % at $1.33 for atlantic-city,
+    found by trying every bet) searches up to a proven bound, as the rules sheet does."""
+    import json
+
+    from blackjack.cli import main
+
+    assert main(["rtp", "atlantic-city", "--all-bets"]) == 0
+    line = json.loads(capsys.readouterr().out)
+    assert (line["lowest_rtp_percent"], line["lowest_rtp_at_bet"]) == (96.1259, 133)

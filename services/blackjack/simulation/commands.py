@@ -84,13 +84,13 @@ def _rtp(args: argparse.Namespace) -> int:
         "blackjack_pays_per_unit": str(report.blackjack_win_ratio),
     }
     if args.all_bets:
-        # A regulator checks the lowest return at any bet level the table accepts.
-        worst = min(
-            (compute_rtp(rules, bet).rtp_percent, bet)
-            for bet in range(rules.min_bet, rules.max_bet + 1)
-        )
-        line["lowest_rtp_percent"] = round(worst[0], 4)
-        line["lowest_rtp_at_bet"] = worst[1]
+        # A regulator checks the lowest return at any bet level the table accepts: searched
+        # up to a proven bound, not every bet to the maximum (rules_sheet.table_returns).
+        from blackjack.rules_sheet import table_returns
+
+        returns = table_returns(rules)
+        line["lowest_rtp_percent"] = round(returns.lowest_percent, 4)
+        line["lowest_rtp_at_bet"] = returns.lowest_at_bet
     line["seconds"] = round(time.perf_counter() - started, 2)
     print(json.dumps(line))
     return 0
