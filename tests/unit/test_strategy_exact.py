@@ -3,11 +3,13 @@ anchors of ``strategy.anchors``)."""
 
 from __future__ import annotations
 
+import json
 from fractions import Fraction
 from functools import cache
 
 import pytest
 
+from blackjack.cli import main
 from blackjack.domain.rules import PRESETS, preset
 from blackjack.strategy import compute_rtp
 from blackjack.strategy.anchors import EIGHT_DECKS_H17_DAS_LS, TOLERANCE, WIZARD_OF_ODDS, Anchor
@@ -218,10 +220,6 @@ def test_the_command_s_lowest_return_at_any_bet_is_the_readme_s(
 ) -> None:
     """``blackjack rtp --all-bets`` (the README's table: 96.1259 % at $1.33 for atlantic-city,
     found by trying every bet) searches up to a proven bound, as the rules sheet does."""
-    import json
-
-    from blackjack.cli import main
-
     assert main(["rtp", "atlantic-city", "--all-bets"]) == 0
     line = json.loads(capsys.readouterr().out)
     assert (line["lowest_rtp_percent"], line["lowest_rtp_at_bet"]) == (96.1259, 133)
