@@ -71,12 +71,12 @@ class GameLog:
 class _Table:
     """One table played by random but always legal moves."""
 
-    def __init__(self, stream_id: str, variant: str, seed: int) -> None:
+    def __init__(self, stream_id: str, variant: str, seed: int, start: datetime = START) -> None:
         self.stream_id = stream_id
         self.random = random.Random(f"{seed}/{stream_id}")
         self.shuffler = SeededShuffler(self.random.randrange(2**32))
         self.state: TableState = INITIAL_STATE
-        self.now = START + timedelta(seconds=self.random.randrange(60))
+        self.now = start + timedelta(seconds=self.random.randrange(60))
         self.envelopes: list[EventEnvelope] = []
         self.sequences: dict[str, int] = {}
         self.rejection: Rejection | None = None
@@ -325,14 +325,18 @@ class Script(_Table):
 
 
 def play_tables(
-    tables: Sequence[tuple[str, str]], rounds: int, seed: int = 1, max_steps: int = 100_000
+    tables: Sequence[tuple[str, str]],
+    rounds: int,
+    seed: int = 1,
+    max_steps: int = 100_000,
+    start: datetime = START,
 ) -> GameLog:
-    """Play ``rounds`` settled rounds at each (stream id, variant) table; the events of all
-    tables interleaved by time, each table's own in order."""
+    """Play ``rounds`` settled rounds at each (stream id, variant) table, from about
+    ``start``; the events of all tables interleaved by time, each table's own in order."""
     log = GameLog()
     played = []
     for stream_id, variant in tables:
-        table = _Table(stream_id, variant, seed)
+        table = _Table(stream_id, variant, seed, start)
         table.open()
         steps = 0
         while table.settled < rounds:

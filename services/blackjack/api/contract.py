@@ -20,6 +20,7 @@ from pydantic.json_schema import models_json_schema
 from blackjack.domain.decided_by import DecidedBy
 from blackjack.messages.schemas import int64_integers
 from blackjack.projections.projector import LogEntry, RoundRecord, TableView
+from blackjack.projections.reports import DAY_PATTERN, MAX_DAYS
 from blackjack.projections.wallets import Transfer
 
 PATH = Path("schemas/query-api.openapi.json")
@@ -226,6 +227,54 @@ class InterruptedAnswer(_Answer):
     rounds: list[InterruptedRound]
 
 
+# ---- the game performance report -------------------------------------------------------------
+
+Percent = Annotated[
+    str | None,
+    WithJsonSchema(
+        {
+            "type": ["string", "null"],
+            "pattern": r"^-?[0-9]+\.[0-9]{4}$",
+            "description": "a percent with four decimals, rounded half to even (exact "
+            "ratio, as text); null when there is nothing to divide by",
+        }
+    ),
+]
+
+
+class GameLine(_Answer):
+    """One game (variant) in one currency over the report's days. Money in minor units; a
+    return is a percent with four decimals, rounded half to even from the exact ratio, as text
+    (null when there is nothing to divide by)."""
+
+    variant: str
+    currency: str
+    tables: int = Field(description="tables that closed a round of it in the range")
+    rounds: int = Field(description="rounds settled")
+    cancelled: int = Field(description="rounds cancelled by an operator, every wager returned")
+    player_rounds: int = Field(description="players dealt in, summed over the rounds")
+    initial_bets: int = Field(description="the bets dealt, before doubles, splits, insurance")
+    wagered: int = Field(description="every stake: initial bets, doubles, splits, insurance")
+    paid: int = Field(description="every payout, the stakes returned with wins and pushes")
+    hold: int = Field(description="wagered - paid: the house's gross gaming revenue")
+    rtp_percent: Percent = Field(description="paid / wagered")
+    return_per_initial_bet_percent: Percent = Field(
+        description="(initial_bets + paid - wagered) / initial_bets: the unit of the "
+        "theoretical return (`blackjack rtp`, `blackjack rules`), which assumes basic "
+        "strategy and never insurance"
+    )
+
+
+class GamesAnswer(_Answer):
+    """``GET /v1/reports/games``: the rounds that closed on the UTC days from ``from`` to
+    ``to`` (both included; ``days`` days), by the day each closed; games in variant, currency
+    order."""
+
+    from_: str = Field(alias="from", json_schema_extra={"format": "date"})
+    to: str = Field(json_schema_extra={"format": "date"})
+    games: list[GameLine]
+
+
 # ---- the document ----------------------------------------------------------------------------
 
 ANSWERS: tuple[type[BaseModel], ...] = (
@@ -234,6 +283,7 @@ ANSWERS: tuple[type[BaseModel], ...] = (
     RoundAnswer,
     TableAnswer,
     InterruptedAnswer,
+    GamesAnswer,
     ErrorAnswer,
 )
 
@@ -277,6 +327,19 @@ LIMIT = _parameter(
     {"type": "integer", "minimum": 1, "maximum": 100, "default": 100},
 )
 
+REPORT_FROM = _parameter(
+    "from",
+    "query",
+    "the first UTC day, YYYY-MM-DD (default: today)",
+    {"type": "string", "format": "date", "pattern": DAY_PATTERN},
+)
+REPORT_DAYS = _parameter(
+    "days",
+    "query",
+    "how many UTC days from `from`, `from` included (up to the calendar's last day)",
+    {"type": "integer", "minimum": 1, "maximum": MAX_DAYS, "default": 1},
+)
+
 OPERATIONS: dict[str, tuple[str, type[BaseModel], list[dict[str, Any]], tuple[int, ...]]] = {
     "/v1/players/{player_id}/wallet": (
         "The player's money: the wallet, each table's account, totals per currency",
@@ -306,6 +369,12 @@ OPERATIONS: dict[str, tuple[str, type[BaseModel], list[dict[str, Any]], tuple[in
         "Open rounds at tables whose rules let an operator close them, left waiting",
         InterruptedAnswer,
         [IDLE_DAYS, LIMIT],
+        (400,),
+    ),
+    "/v1/reports/games": (
+        "Game performance: each game's rounds, wagers, payouts, hold and return over UTC days",
+        GamesAnswer,
+        [REPORT_FROM, REPORT_DAYS],
         (400,),
     ),
 }

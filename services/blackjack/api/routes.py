@@ -5,6 +5,7 @@
     GET /v1/rounds/{stream_id}:{round}                        one game cycle in full
     GET /v1/tables/{stream_id}                                a table, for a client reconnecting
     GET /v1/interrupted-rounds?idle_days=30&limit=100         open rounds left waiting that long
+    GET /v1/reports/games?from=2026-12-01&days=31           each game's rounds, wagers, payouts
     GET /v1/openapi.json                                      this API's OpenAPI document
 
 With ``BLACKJACK_API_TOKENS`` set (``api.tokens``), a request without one of its bearer tokens
@@ -22,7 +23,7 @@ from __future__ import annotations
 import json
 import time
 from collections.abc import Awaitable, Callable, MutableMapping
-from datetime import UTC, datetime, timedelta
+from datetime import UTC, date, datetime, timedelta
 from typing import Any, overload
 from urllib.parse import parse_qs, unquote_to_bytes
 
@@ -32,7 +33,7 @@ from sqlalchemy.ext.asyncio import AsyncConnection
 
 from blackjack.api.contract import openapi_document
 from blackjack.api.tokens import OPEN, ApiTokens
-from blackjack.projections import queries
+from blackjack.projections import queries, reports
 from blackjack.projections.projector import parse_count, parse_round_id
 from blackjack.projections.store import ProjectionStore, is_store_outage
 
@@ -158,6 +159,8 @@ class QueryApi:
                     return await _table(connection, stream_id)
                 case ["interrupted-rounds"]:
                     return await _interrupted(connection, params)
+                case ["reports", "games"]:
+                    return await _games(connection, params)
         raise ApiError(404, "not_found", f"no such resource: {scope['path']}")
 
 
@@ -234,6 +237,28 @@ async def _interrupted(connection: AsyncConnection, params: Params) -> dict[str,
     idle_before = datetime.now(UTC) - timedelta(days=days)
     rounds = await queries.interrupted_rounds(connection, idle_before, limit)
     return {"idle_before": queries.iso(idle_before), "rounds": rounds}
+
+
+def _day(params: Params, name: str, default: date) -> date:
+    text = params.get(name)
+    if text is None:
+        return default
+    day = reports.parse_day(text)
+    if day is None:
+        raise ApiError(
+            400, "bad_parameter", f"{name} must be a day as YYYY-MM-DD, not {text[:40]!r}"
+        )
+    return day
+
+
+async def _games(connection: AsyncConnection, params: Params) -> dict[str, Any]:
+    first = _day(params, "from", datetime.now(UTC).date())  # UTC days, as game_days has
+    days = parse_count(params.get("days", "1"), reports.MAX_DAYS)
+    if days is None:
+        raise ApiError(
+            400, "bad_parameter", f"days must be a whole number from 1 to {reports.MAX_DAYS}"
+        )
+    return await reports.game_performance(connection, first, days)
 
 
 def _segments(scope: Scope) -> list[str]:

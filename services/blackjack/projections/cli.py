@@ -1,14 +1,15 @@
-"""``blackjack projections run|migrate|rebuild|dump|interrupted``: the projection worker and
+"""``blackjack projections run|migrate|rebuild|dump|interrupted|report``: the projection worker and
 its store."""
 
 from __future__ import annotations
 
 import argparse
 import asyncio
+import json
 import os
 import sys
 from dataclasses import replace
-from datetime import UTC, datetime, timedelta
+from datetime import UTC, date, datetime, timedelta
 from typing import Any
 
 from blackjack.projections.settings import ProjectionSettings
@@ -143,6 +144,67 @@ def _interrupted(args: argparse.Namespace) -> int:
     return 0
 
 
+def _report(args: argparse.Namespace) -> int:
+    from blackjack.projections.reports import MAX_DAYS, game_performance, last_day
+    from blackjack.projections.store import ProjectionStore
+
+    first = args.first or datetime.now(UTC).date()
+    if not 1 <= args.days <= MAX_DAYS:
+        print(f"blackjack projections report: --days is from 1 to {MAX_DAYS}", file=sys.stderr)
+        return 2
+
+    async def run() -> dict[str, Any]:
+        store = ProjectionStore(settings_from(args).db_url)
+        try:
+            async with store.reading() as connection:
+                return await game_performance(connection, first, args.days)
+        finally:
+            await store.close()
+
+    report = asyncio.run(run())
+    if args.json:
+        print(json.dumps(report, indent=2))
+        return 0
+    print(
+        f"Game performance, UTC days {first} to {last_day(first, args.days)} (money in minor units)"
+    )
+    for line in report["games"]:
+        print(
+            f"{line['variant']} {line['currency']}: {line['rounds']} rounds settled "
+            f"({line['cancelled']} cancelled) at {line['tables']} table(s), "
+            f"{line['player_rounds']} player rounds; initial bets {line['initial_bets']}, "
+            f"wagered {line['wagered']}, paid {line['paid']}, hold {line['hold']}; "
+            f"RTP {line['rtp_percent'] or '-'} % of wagers, "
+            f"{line['return_per_initial_bet_percent'] or '-'} % per initial bet"
+            + _theoretical(line["variant"], args.theoretical)
+        )
+    if not report["games"]:
+        print("no round closed on those days")
+    return 0
+
+
+def _theoretical(variant: str, wanted: bool) -> str:
+    """The preset's exact return per initial bet under basic strategy (``blackjack rtp``):
+    what the line's return per initial bet tends to with many rounds of basic strategy
+    without insurance (tables opened with rule overrides have their own)."""
+    from blackjack.domain.rules import PRESETS
+    from blackjack.strategy import compute_rtp
+
+    rules = PRESETS.get(variant)
+    if not wanted or rules is None:
+        return ""
+    return f" (theoretical {compute_rtp(rules).rtp_percent:.4f} % under basic strategy)"
+
+
+def _day(text: str) -> date:
+    from blackjack.projections.reports import parse_day
+
+    day = parse_day(text)
+    if day is None:
+        raise argparse.ArgumentTypeError(f"a day as YYYY-MM-DD, not {text!r}")
+    return day
+
+
 def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     parser = sub.add_parser("projections", help="the read-model worker and store")
     commands = parser.add_subparsers(dest="projections_command", required=True)
@@ -176,3 +238,18 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     interrupted.add_argument("--idle-days", type=int, default=30)
     interrupted.add_argument("--limit", type=int, default=100)
     interrupted.set_defaults(handler=_interrupted)
+    report = commands.add_parser(
+        "report",
+        help="game performance: each game's rounds, wagers, payouts, hold and return over "
+        "UTC days (the query API's /v1/reports/games)",
+    )
+    add_store_options(report)
+    report.add_argument("--from", dest="first", type=_day, help="first UTC day (default: today)")
+    report.add_argument("--days", type=int, default=1, help="how many days from --from (1)")
+    report.add_argument(
+        "--theoretical",
+        action="store_true",
+        help="also each preset's exact return under basic strategy (seconds per game)",
+    )
+    report.add_argument("--json", action="store_true", help="the query API's answer as JSON")
+    report.set_defaults(handler=_report)

@@ -11,7 +11,7 @@ from __future__ import annotations
 import hashlib
 import json
 from dataclasses import dataclass
-from datetime import datetime
+from datetime import date, datetime
 from typing import Any
 
 from sqlalchemy import String, Table, select
@@ -74,6 +74,8 @@ def canonical_json(value: Any) -> str:
 def _canonical(value: Any) -> Any:
     if isinstance(value, datetime):
         return utc(value).strftime("%Y-%m-%dT%H:%M:%S.%fZ")
+    if isinstance(value, date):
+        return value.isoformat()
     return value
 
 

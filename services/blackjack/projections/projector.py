@@ -20,7 +20,8 @@ conservation that the audit checks.
 from __future__ import annotations
 
 from collections.abc import Callable
-from datetime import UTC, datetime
+from dataclasses import dataclass
+from datetime import UTC, date, datetime
 from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field
@@ -282,6 +283,21 @@ class RoundPlayer(_Model):
     withdrawn: int = 0
 
 
+@dataclass
+class GameDay:
+    """What one table's game cycles closed on one UTC day add to the game performance report
+    (``game_days``): summed by the writer into the day's row, so only sums belong here."""
+
+    rounds: int = 0
+    cancelled: int = 0
+    player_rounds: int = 0
+    initial_bets: int = 0
+    """the bets dealt in, before any double, split or insurance: the unit the theoretical
+    return is stated per"""
+    wagered: int = 0
+    paid: int = 0
+
+
 # ---- the fold -----------------------------------------------------------------------------
 
 _LOG_EXCLUDE = {"type", "version", "round"}
@@ -307,6 +323,9 @@ class StreamProjection:
         self.accounts_dirty: set[str] = set()
         self.rounds_dirty: set[int] = set()
         self.players_dirty: set[tuple[int, str]] = set()
+        self.days: dict[date, GameDay] = {}
+        """the game cycles closed since this projection was made, by UTC day: what the
+        writer adds to ``game_days``"""
 
     @classmethod
     def new(cls, stream_id: str) -> StreamProjection:
@@ -398,6 +417,9 @@ class StreamProjection:
             player.withdrawn -= amount
         player.balance_after = balance_after
         self.players_dirty.add(key)
+
+    def day(self, at: datetime) -> GameDay:
+        return self.days.setdefault(utc(at).date(), GameDay())
 
     def close_round(self) -> None:
         view = self.view
@@ -541,6 +563,7 @@ def _round_cancelled(p: StreamProjection, e: ev.RoundCancelled, at: datetime) ->
     record = p.round(e.round)
     record.status = "cancelled"
     record.closed_at = at
+    p.day(at).cancelled += 1
     p.close_round()
 
 
@@ -679,6 +702,12 @@ def _round_settled(p: StreamProjection, e: ev.RoundSettled, at: datetime) -> Non
     record.closed_at = at
     record.dealer.blackjack = e.dealer_blackjack
     record.messages = [BoxMessageView(box=m.box, message=m.message) for m in e.messages]
+    day = p.day(at)
+    day.rounds += 1
+    day.player_rounds += len(e.results)
+    day.initial_bets += sum(box.bet for box in record.boxes if box.hands)
+    day.wagered += sum(result.wagered for result in e.results)
+    day.paid += sum(result.paid for result in e.results)
     for result in e.results:
         player = p.round_player(e.round, result.player_id)
         player.wagered = result.wagered

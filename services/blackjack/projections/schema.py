@@ -12,6 +12,7 @@ from sqlalchemy import (
     BigInteger,
     Boolean,
     Column,
+    Date,
     DateTime,
     Index,
     Integer,
@@ -161,5 +162,31 @@ Index(
     round_players.c.round,
 )
 
-READ_MODEL = (positions, events, table_views, accounts, wallets, rounds, round_players)
+game_days = Table(
+    "game_days",
+    metadata,
+    Column("stream_id", String(ID), primary_key=True),
+    Column("day", Date, primary_key=True, comment="the UTC day the rounds closed on"),
+    Column("variant", String(64), nullable=False),
+    Column("currency", String(8), nullable=False),
+    Column("rounds", BigInteger, nullable=False, comment="rounds settled"),
+    Column("cancelled", BigInteger, nullable=False, comment="rounds cancelled, wagers returned"),
+    Column("player_rounds", BigInteger, nullable=False, comment="players dealt in, summed"),
+    Column("initial_bets", Money, nullable=False, comment="the bets dealt, before any double"),
+    Column("wagered", Money, nullable=False, comment="every stake: doubles, splits, insurance"),
+    Column("paid", Money, nullable=False, comment="every payout, stakes returned included"),
+    comment="a table's game cycles of one day, summed: the game performance report",
+)
+Index("ix_game_days_day", game_days.c.day)  # a report reads a range of days, every table
+
+READ_MODEL = (
+    positions,
+    events,
+    table_views,
+    accounts,
+    wallets,
+    rounds,
+    round_players,
+    game_days,
+)
 """Every table of the read model, in the order of the canonical dump."""

@@ -61,6 +61,24 @@ FAILED_BATCHES = Counter(
     "Batches rolled back (then folded again partition by partition; a failing one is rewound "
     "to retry)",
 )
+ROUNDS_CLOSED = Counter(
+    "blackjack_rounds_closed_total",
+    "Rounds settled (or cancelled by an operator, every wager returned) as folded into the read "
+    "model, by game and currency",
+    ["variant", "currency", "outcome"],
+)
+WAGERED = Counter(
+    "blackjack_wagered_minor_units_total",
+    "Money staked in the rounds settled (initial bets, doubles, splits, insurance), in minor "
+    "units of the currency (exact up to 2^53 per series, as Prometheus keeps floats)",
+    ["variant", "currency"],
+)
+PAID = Counter(
+    "blackjack_paid_minor_units_total",
+    "Money paid out in the rounds settled (stakes returned with wins and pushes included), "
+    "in minor units; 1 - paid / wagered over a window is the hold",
+    ["variant", "currency"],
+)
 POSITION = Gauge(
     "blackjack_projection_position",
     "Next offset to fold in, as stored with the read model",
@@ -385,7 +403,7 @@ class _Folder:
         await self._folded(result)
 
     async def _folded(self, result: BatchResult) -> None:
-        _count(result)
+        count_folded(result)
         store_answered(self.health)
         self.positions.known.update(result.positions)
         # the partitions revoked meanwhile: their new owner reports them
@@ -508,11 +526,17 @@ def _rewind(consumer: AIOKafkaConsumer, records: list[Record]) -> None:
             log.info("not rewound: partition no longer assigned", topic=topic, partition=partition)
 
 
-def _count(result: BatchResult) -> None:
+def count_folded(result: BatchResult) -> None:
+    """The batch's figures, once its transaction has committed."""
     for kind, count in result.types.items():
         EVENTS_FOLDED.labels(kind).inc(count)
     REDELIVERED.inc(result.skipped)
     DUPLICATES.inc(result.duplicates)
+    for (variant, currency), game in result.games.items():
+        ROUNDS_CLOSED.labels(variant, currency, "settled").inc(game.rounds)
+        ROUNDS_CLOSED.labels(variant, currency, "cancelled").inc(game.cancelled)
+        WAGERED.labels(variant, currency).inc(game.wagered)
+        PAID.labels(variant, currency).inc(game.paid)
 
 
 async def _commit_for_dashboards(consumer: AIOKafkaConsumer, result: BatchResult) -> None:

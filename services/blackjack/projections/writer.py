@@ -11,7 +11,8 @@ from __future__ import annotations
 
 import asyncio
 from collections.abc import Iterable, Mapping, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, fields
+from datetime import date
 from typing import Any, Protocol
 
 from sqlalchemy import Table, and_, insert, select, update
@@ -26,6 +27,7 @@ from blackjack.messages.wire import WireEnvelope
 from blackjack.projections import schema
 from blackjack.projections.projector import (
     Account,
+    GameDay,
     ProjectionError,
     RoundPlayer,
     RoundRecord,
@@ -74,6 +76,8 @@ class BatchResult:
     """the same event (stream, sequence, event id) again at a later offset"""
     positions: dict[Position, int] = field(default_factory=dict)
     types: dict[str, int] = field(default_factory=dict)
+    games: dict[tuple[str, str], GameDay] = field(default_factory=dict)
+    """the game cycles the batch closed, summed by (variant, currency)"""
 
 
 class ProjectionWriter:
@@ -125,6 +129,7 @@ class ProjectionWriter:
                     result.types[kind] = result.types.get(kind, 0) + 1
                 current[record.position] = record.offset + 1
             await batch.flush()
+            result.games = batch.games()
             for key in keys:
                 await connection.execute(
                     update(schema.positions)
@@ -340,6 +345,14 @@ class _Batch:
         if self.events:
             await self.connection.execute(insert(schema.events), self.events)
 
+    def games(self) -> dict[tuple[str, str], GameDay]:
+        summed: dict[tuple[str, str], GameDay] = {}
+        for loaded in self.streams.values():
+            view = loaded.projection.view
+            for day in loaded.projection.days.values():
+                _add(summed.setdefault((view.variant or "", view.currency or ""), GameDay()), day)
+        return summed
+
     async def _save(self, loaded: _Loaded) -> None:
         projection = loaded.projection
         view = projection.view
@@ -383,6 +396,28 @@ class _Batch:
             key = {k: values.pop(k) for k in ("stream_id", "round", "player_id")}
             exists = (number, player_id) in loaded.players
             await self._put(schema.round_players, key, values, exists=exists)
+        for day, totals in sorted(projection.days.items()):
+            await self._add_day(stream_id, view.variant or "", view.currency or "", day, totals)
+
+    async def _add_day(
+        self, stream_id: str, variant: str, currency: str, day: date, totals: GameDay
+    ) -> None:
+        """Adds the batch's figures to the table's row of that day. A sum, so the row is the
+        same whatever the batches were (a rebuild from offset 0 compares equal)."""
+        sums = {f.name: getattr(totals, f.name) for f in fields(GameDay)}
+        table = schema.game_days
+        make_insert = (
+            postgresql_insert if self.connection.dialect.name == "postgresql" else sqlite_insert
+        )
+        statement = make_insert(table).values(
+            stream_id=stream_id, day=day, variant=variant, currency=currency, **sums
+        )
+        await self.connection.execute(
+            statement.on_conflict_do_update(
+                index_elements=[table.c.stream_id, table.c.day],
+                set_={name: table.c[name] + statement.excluded[name] for name in sums},
+            )
+        )
 
     async def _put(
         self, table: Table, key: dict[str, Any], values: dict[str, Any], *, exists: bool
@@ -392,3 +427,8 @@ class _Batch:
             await self.connection.execute(update(table).where(*where).values(**values))
         else:
             await self.connection.execute(insert(table).values(**key, **values))
+
+
+def _add(total: GameDay, more: GameDay) -> None:
+    for f in fields(GameDay):
+        setattr(total, f.name, getattr(total, f.name) + getattr(more, f.name))

@@ -1,0 +1,292 @@
+"""The game performance report (``game_days``, ``GET /v1/reports/games``, ``blackjack
+projections report``) on SQLite and PostgreSQL: each table's rounds summed per UTC day as
+they close, checked against sums taken from the events themselves, the same after a rebuild
+and after migration 0005 summed the rounds already folded, and the answer as documented."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+from collections import defaultdict
+from collections.abc import AsyncIterator
+from datetime import UTC, date, datetime, timedelta
+from pathlib import Path
+from typing import Any
+
+import httpx
+import pytest
+from alembic import command
+from alembic.config import Config
+from jsonschema import Draft202012Validator, FormatChecker
+from prometheus_client import REGISTRY
+from sqlalchemy import func, select
+from sqlalchemy.engine import Connection
+
+from blackjack.api.contract import openapi_document
+from blackjack.api.routes import query_api
+from blackjack.cli import main
+from blackjack.domain import events as ev
+from blackjack.messages.sealing import ShoeSeal
+from blackjack.messages.wire import encode, to_wire
+from blackjack.projections import schema
+from blackjack.projections.dump import dump
+from blackjack.projections.reports import MAX_DAYS, percent
+from blackjack.projections.store import MIGRATIONS, ProjectionStore
+from blackjack.projections.worker import count_folded
+from blackjack.projections.writer import ProjectionWriter, Record
+
+pytest.register_assert_rewrite("tests.integration.conftest_projections")
+from tests.integration.conftest_projections import (  # noqa: E402
+    StoreFactory,
+    play_tables,
+)
+
+pytest_plugins = ["tests.integration.conftest_projections"]
+pytestmark = pytest.mark.integration
+
+SEAL = ShoeSeal.from_hex(ShoeSeal.new_key_hex())
+TABLES = [
+    ("r-mini-h17", "mini-h17"),
+    ("r-multi", "atlantic-city-multi"),
+    ("r-surrender", "surrender"),
+    ("r-atlantic", "atlantic-city"),
+]
+# from four minutes before midnight: the rounds close on two UTC days
+LOG = play_tables(TABLES, rounds=40, seed=11, start=datetime(2026, 2, 28, 23, 56, tzinfo=UTC))
+RECORDS = [
+    Record("blackjack.events", 0, offset, encode(to_wire(envelope, SEAL)))
+    for offset, envelope in enumerate(LOG.envelopes)
+]
+SUMS = ("rounds", "cancelled", "player_rounds", "initial_bets", "wagered", "paid")
+
+
+def days_from_the_events() -> dict[tuple[str, date], dict[str, int]]:
+    """The report's figures taken from the events alone, another way than the fold: each
+    box's bet followed through BetPlaced and BetRefunded to the boxes DealStarted deals."""
+    days: dict[tuple[str, date], dict[str, int]] = defaultdict(lambda: dict.fromkeys(SUMS, 0))
+    bets: dict[tuple[str, int], dict[int, int]] = defaultdict(dict)
+    for envelope in LOG.envelopes:
+        e, key = envelope.data, envelope.stream_id
+        if isinstance(e, ev.BetPlaced | ev.BetRefunded):
+            on_the_box = bets[(key, e.round)]
+            on_the_box[e.box] = e.box_total
+        elif isinstance(e, ev.DealStarted):
+            placed = bets[(key, e.round)]
+            bets[(key, e.round)] = {box: placed[box] for box in e.boxes}
+        elif isinstance(e, ev.RoundSettled):
+            day = days[(key, envelope.occurred_at.date())]
+            day["rounds"] += 1
+            day["player_rounds"] += len(e.results)
+            day["initial_bets"] += sum(bets[(key, e.round)].values())
+            day["wagered"] += sum(r.wagered for r in e.results)
+            day["paid"] += sum(r.paid for r in e.results)
+        elif isinstance(e, ev.RoundCancelled):
+            days[(key, envelope.occurred_at.date())]["cancelled"] += 1
+    return dict(days)
+
+
+EXPECTED = days_from_the_events()
+VARIANT = dict(TABLES)
+
+
+@pytest.fixture
+async def folded(stores: StoreFactory) -> AsyncIterator[ProjectionStore]:
+    store = await stores.store()
+    await ProjectionWriter(store).apply(RECORDS)
+    yield store
+
+
+async def stored_days(store: ProjectionStore) -> dict[tuple[str, date], dict[str, int]]:
+    async with store.reading() as connection:
+        rows = (await connection.execute(select(schema.game_days))).mappings().all()
+    found = {}
+    for row in rows:
+        assert row["variant"] == VARIANT[row["stream_id"]] and row["currency"] == "USD"
+        found[(row["stream_id"], row["day"])] = {name: row[name] for name in SUMS}
+    return found
+
+
+def test_the_log_has_what_the_report_must_sum() -> None:
+    """Rounds at every table over more than one UTC day, doubled and split hands, insurance,
+    a box's bet taken back: so the sums below could be wrong in each of those ways."""
+    types = {e.type for e in LOG.envelopes}
+    assert {"HandDoubled", "HandSplit", "InsuranceTaken", "BetRefunded"} <= types
+    assert len({day for _, day in EXPECTED}) >= 2
+    assert {stream for stream, _ in EXPECTED} == {stream for stream, _ in TABLES}
+
+
+async def test_each_table_s_day_sums_its_rounds_as_the_events_tell(
+    folded: ProjectionStore,
+) -> None:
+    assert await stored_days(folded) == EXPECTED
+    # and the hold is what the accounts' own fold says the players lost, wager by wager
+    async with folded.reading() as connection:
+        a = schema.accounts
+        won, lost = (await connection.execute(select(func.sum(a.c.won), func.sum(a.c.lost)))).one()
+    totals = [sum(day[name] for day in EXPECTED.values()) for name in ("wagered", "paid")]
+    assert totals[0] - totals[1] == int(lost) - int(won)
+
+
+async def test_folding_event_by_event_gives_the_same_days(stores: StoreFactory) -> None:
+    """A day's row is a sum over batches: one record a batch adds up to the same."""
+    store = await stores.store()
+    writer = ProjectionWriter(store)
+    for record in RECORDS:
+        await writer.apply([record])
+    assert await stored_days(store) == EXPECTED
+
+
+def _migrate(connection: Connection, revision: str, down: bool) -> None:
+    config = Config()
+    config.set_main_option("script_location", str(MIGRATIONS))
+    config.attributes["connection"] = connection
+    (command.downgrade if down else command.upgrade)(config, revision)
+
+
+async def test_migration_0005_sums_the_rounds_folded_before_it(folded: ProjectionStore) -> None:
+    async with folded.reading() as connection:
+        before = await dump(connection)
+    async with folded.writing() as connection:
+        await connection.run_sync(_migrate, "0004", True)
+    async with folded.reading() as connection:
+        tables = await connection.run_sync(lambda c: c.dialect.get_table_names(c))
+    assert "game_days" not in tables
+    await folded.migrate()  # 0005 again, on the rounds 0004 holds
+    async with folded.reading() as connection:
+        after = await dump(connection)
+    assert after.text() == before.text()
+    assert len(after.table("game_days").rows) == len(EXPECTED)
+
+
+def _by_game(first: date, last: date) -> dict[str, dict[str, int]]:
+    games: dict[str, dict[str, Any]] = defaultdict(lambda: dict.fromkeys(SUMS, 0))
+    tables: dict[str, set[str]] = defaultdict(set)
+    for (stream, day), sums in EXPECTED.items():
+        if first <= day <= last:
+            tables[VARIANT[stream]].add(stream)
+            for name in SUMS:
+                games[VARIANT[stream]][name] += sums[name]
+    return {variant: {**sums, "tables": len(tables[variant])} for variant, sums in games.items()}
+
+
+async def test_the_report_sums_each_game_over_the_days_asked(folded: ProjectionStore) -> None:
+    days = sorted({day for _, day in EXPECTED})
+    validator = Draft202012Validator(
+        {**openapi_document(), "$ref": "#/components/schemas/GamesAnswer"},
+        format_checker=FormatChecker(),
+    )
+    transport = httpx.ASGITransport(app=query_api(folded))
+    async with httpx.AsyncClient(transport=transport, base_url="http://api") as api:
+        for first, last in [(days[0], days[-1]), (days[1], days[1]), (days[0], days[0])]:
+            span = (last - first).days + 1
+            query = f"from={first}" + ("" if span == 1 else f"&days={span}")
+            response = await api.get(f"/v1/reports/games?{query}")
+            assert response.status_code == 200, response.text
+            answer = response.json()
+            validator.validate(answer)
+            assert (answer["from"], answer["to"]) == (str(first), str(last))
+            lines = {line["variant"]: line for line in answer["games"]}
+            assert [line["variant"] for line in answer["games"]] == sorted(lines)
+            expected = _by_game(first, last)
+            assert {v: {k: line[k] for k in (*SUMS, "tables")} for v, line in lines.items()} == (
+                expected
+            )
+            for line in lines.values():
+                assert line["currency"] == "USD"
+                assert line["hold"] == line["wagered"] - line["paid"]
+                assert line["rtp_percent"] == percent(line["paid"], line["wagered"])
+        # a day with no round closed: nothing to report, an empty list
+        empty = (await api.get(f"/v1/reports/games?from={days[-1] + timedelta(days=1)}")).json()
+        assert empty["games"] == [] and empty["to"] == empty["from"]
+        # the range ends at the calendar's last day
+        last = (await api.get("/v1/reports/games?from=9999-12-30&days=366")).json()
+        assert (last["from"], last["to"], last["games"]) == ("9999-12-30", "9999-12-31", [])
+
+
+@pytest.mark.parametrize(
+    "query",
+    [
+        "from=2026-3-1",
+        "from=2026-W09-1",
+        "from=20260301",
+        "from=2026-02-30",
+        "from=0000-01-01",
+        "from=2026-03-01%0A",
+        f"days={MAX_DAYS + 1}",
+        "days=0",
+        "days=-1",
+        "days=",
+        "from=2026-03-01&from=2026-03-02",
+        "from=",
+    ],
+)
+async def test_a_bad_range_is_a_400_naming_it(folded: ProjectionStore, query: str) -> None:
+    transport = httpx.ASGITransport(app=query_api(folded))
+    async with httpx.AsyncClient(transport=transport, base_url="http://api") as api:
+        response = await api.get(f"/v1/reports/games?{query}")
+    assert response.status_code == 400, response.text
+    assert response.json()["error"]["code"] == "bad_parameter"
+
+
+async def cli(argv: list[str]) -> int:
+    """The command line, on a thread of its own: it runs its own event loop."""
+    return await asyncio.to_thread(main, argv)
+
+
+async def test_the_command_line_prints_the_api_s_answer(
+    folded: ProjectionStore, capsys: pytest.CaptureFixture[str], tmp_path: Path
+) -> None:
+    days = sorted({day for _, day in EXPECTED})
+    span = ["--from", str(days[0]), "--days", str(len(days))]
+    assert await cli(["projections", "report", "--db-url", folded.url, *span, "--json"]) == 0
+    printed = json.loads(capsys.readouterr().out)
+    transport = httpx.ASGITransport(app=query_api(folded))
+    async with httpx.AsyncClient(transport=transport, base_url="http://api") as api:
+        served = await api.get(f"/v1/reports/games?from={days[0]}&days={len(days)}")
+    assert printed == served.json()
+    assert await cli(["projections", "report", "--db-url", folded.url, *span]) == 0
+    text = capsys.readouterr().out
+    for line in printed["games"]:
+        assert f"{line['variant']} USD: {line['rounds']} rounds settled" in text
+        assert f"hold {line['hold']};" in text
+    with pytest.raises(SystemExit):  # argparse: exit 2 with the usage
+        await cli(["projections", "report", "--db-url", folded.url, "--from", "2026-W09-1"])
+    too_long = ["--days", str(MAX_DAYS + 1)]
+    assert await cli(["projections", "report", "--db-url", folded.url, *too_long]) == 2
+
+
+async def test_the_worker_counts_each_game_s_money_once_folded(stores: StoreFactory) -> None:
+    """The batch's closed rounds by game, as the worker exports them after the commit."""
+    store = await stores.store()
+    result = await ProjectionWriter(store).apply(RECORDS)
+    first, last = min(d for _, d in EXPECTED), max(d for _, d in EXPECTED)
+    expected = _by_game(first, last)
+    assert {
+        (variant, currency): {name: getattr(game, name) for name in SUMS}
+        for (variant, currency), game in result.games.items()
+    } == {(v, "USD"): {name: sums[name] for name in SUMS} for v, sums in expected.items()}
+
+    def sample(name: str, **labels: str) -> float:
+        return REGISTRY.get_sample_value(name, labels) or 0.0
+
+    before = {
+        v: sample("blackjack_wagered_minor_units_total", variant=v, currency="USD")
+        for v in expected
+    }
+    paid = {
+        v: sample("blackjack_paid_minor_units_total", variant=v, currency="USD") for v in expected
+    }
+    settled = {
+        v: sample("blackjack_rounds_closed_total", variant=v, currency="USD", outcome="settled")
+        for v in expected
+    }
+    count_folded(result)
+    for variant, sums in expected.items():
+        labels = {"variant": variant, "currency": "USD"}
+        assert sample("blackjack_wagered_minor_units_total", **labels) == (
+            before[variant] + sums["wagered"]
+        )
+        assert sample("blackjack_paid_minor_units_total", **labels) == paid[variant] + sums["paid"]
+        assert sample("blackjack_rounds_closed_total", **labels, outcome="settled") == (
+            settled[variant] + sums["rounds"]
+        )
