@@ -246,6 +246,21 @@ def _clock(rules: Rules) -> list[str]:
         "each hand of a split has its own), after which the server stands it; insurance not "
         f"taken within {s} seconds is declined. A player who sits down after the cards are "
         "dealt waits for the next round; seats change between rounds.",
+        *_seat_released(rules),
+    ]
+
+
+def _seat_released(rules: Rules) -> list[str]:
+    # What ``settlement.stand_up_players_sat_out`` does, counted by ``evolve`` at each deal.
+    rounds = rules.seat_released_after_rounds_sat_out
+    if rounds is None:
+        return []
+    many = "round" if rounds == 1 else f"{rounds} rounds in a row"
+    return [
+        f"If you sit out {many}, the server stands you up when the last of them ends: your "
+        "seat is freed and your money at the table goes back to your wallet, as if you had "
+        "left. A bet or a pass starts the count again; rounds dealt while the table is "
+        "suspended do not count."
     ]
 
 

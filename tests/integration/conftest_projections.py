@@ -304,10 +304,11 @@ class Script(_Table):
         shoes: Sequence[Sequence[str]],
         players: dict[str, int] | None = None,
         stream_id: str = "table-1",
+        overrides: dict[str, object] | None = None,
     ) -> None:
         super().__init__(stream_id, variant, seed=0)
         self.shuffler = _ScriptedShoes(shoes)  # type: ignore[assignment]
-        self.must(cmd.OpenTable(variant=variant))
+        self.must(cmd.OpenTable(variant=variant, overrides=overrides or {}))
         for seat, (player_id, balance) in enumerate((players or {"alice": 10_000}).items()):
             self.must(cmd.SitDown(player_id=player_id, seat=seat))
             if balance:

@@ -12,7 +12,8 @@ from blackjack.client import BlackjackClient
 from blackjack.command_handler.clock import disconnect_command_id, expire_command_id
 from blackjack.domain import commands as cmd
 from blackjack.domain import events as ev
-from blackjack.domain.wallet import BuyIn, WalletDeposit, wallet_stream
+from blackjack.domain.wallet import BuyIn, CashOutReceived, WalletDeposit, wallet_stream
+from blackjack.messages.envelope import EventEnvelope
 from tests.integration.conftest import (
     KafkaSpace,
     QueuedShuffler,
@@ -31,10 +32,15 @@ HANDLER = {"presence_timeout_s": 1.0}
 
 
 async def _ann_and_ben_bought_in(
-    space: KafkaSpace, client: BlackjackClient, table: str, turn_seconds: int
+    space: KafkaSpace,
+    client: BlackjackClient,
+    table: str,
+    turn_seconds: int,
+    **rules: object,
 ) -> None:
-    """An atlantic-city-multi table with this clock, ann and ben seated with 1,000 each."""
-    overrides = {"turn_seconds": turn_seconds}
+    """An atlantic-city-multi table with this clock (and these other rules), ann and ben
+    seated with 1,000 each, bought in from their wallets."""
+    overrides = {"turn_seconds": turn_seconds, **rules}
     await accept(client, table, cmd.OpenTable(variant="atlantic-city-multi", overrides=overrides))
     for seat, player in enumerate(("ann", "ben")):
         await accept(client, table, cmd.SitDown(player_id=player, seat=seat))
@@ -68,6 +74,59 @@ async def test_the_multi_seat_clock_leaves_out_a_silent_player_and_stands_a_sile
     check = await verify_stream(space, table)
     [hand] = [e.data for e in check.events if isinstance(e.data, ev.HandSettled)]
     assert (hand.player_id, hand.total, hand.outcome) == ("ann", 16, "lose")
+
+
+async def test_a_player_who_sits_out_is_stood_up_and_the_money_lands_in_the_wallet(
+    space: KafkaSpace, shuffler: QueuedShuffler, client: BlackjackClient
+) -> None:
+    """seat_released_after_rounds_sat_out 2: ben never acts; the clock leaves him out of
+    round 1, round 2 deals without him, and when its clock stands ann's hand and settles it
+    the server stands ben up: his 1,000 go back to wallet:ben, once."""
+    table = "clock-seat-freed"
+    shuffler.queue(["TS", "7S", "9S", "TD", "TH", "7H", "9H", "TC"])  # ann 19 v 17, twice
+    await _ann_and_ben_bought_in(
+        space, client, table, turn_seconds=1, seat_released_after_rounds_sat_out=2
+    )
+    for played in (1, 2):
+        await accept(
+            client,
+            table,
+            cmd.PlaceBet(player_id="ann", box=0, amount=500),
+            cmd.Deal(player_id="ann"),
+        )
+
+        def done(es: list[EventEnvelope], rounds: int = played) -> bool:
+            return types_of(es).count("RoundSettled") == rounds
+
+        await wait_for_events(space, table, done)
+    events = await wait_for_events(space, table, lambda es: "SeatLeft" in types_of(es))
+    [left] = [e for e in events if isinstance(e.data, ev.SeatLeft)]
+    assert isinstance(left.data, ev.SeatLeft)
+    assert (left.data.player_id, left.data.reason, left.data.rounds_sat_out) == (
+        "ben",
+        "sat_out",
+        2,
+    )
+    assert left.data.balance_returned == 1_000
+    settled = [e for e in events if isinstance(e.data, ev.RoundSettled)][-1]
+    assert (left.sequence, left.causation_id) == (settled.sequence + 1, settled.causation_id)
+    assert left.causation_id is not None and left.causation_id.startswith("expire-")
+    wallet = wallet_stream("ben")
+    received = await wait_for_events(space, wallet, lambda es: "CashOutReceived" in types_of(es))
+    [cash_out] = [e.data for e in received if isinstance(e.data, CashOutReceived)]
+    assert (cash_out.amount, cash_out.table_id, cash_out.table_sequence) == (
+        1_000,
+        table,
+        left.sequence,
+    )
+    # Replayed through the engine: the table stood ben up, the wallet took the money once.
+    check = await verify_stream(space, table)
+    assert "ben" not in check.state.players and "ann" in check.state.players
+    paid = await verify_stream(space, wallet)
+    assert paid.state.balance == 1_000
+    assert sum(isinstance(e.data, CashOutReceived) for e in paid.events) == 1
+    # The seat is free: someone else sits there.
+    await accept(client, table, cmd.SitDown(player_id="cy", seat=1))
 
 
 async def test_an_early_copy_of_the_clocks_command_does_not_stop_the_clock(

@@ -93,6 +93,8 @@ STORED_OLD_VERSIONS = {
                         "table_id": "t", "amount": 500, "balance_after": 1000},
     "PlayerTimedOut": {"type": "PlayerTimedOut", "version": 1, "round": 1, "player_id": "p",
                        "phase": "playing", "action": "stood", "box": 0, "hand": 0},
+    "SeatLeft": {"type": "SeatLeft", "version": 1, "player_id": "p", "seat": 0,
+                 "balance_returned": 500},
 }  # fmt: skip
 
 

@@ -363,9 +363,11 @@ def random_command(draw: Any, rules: Rules) -> cmd.Command:
 # ---- the run ------------------------------------------------------------------------------
 
 
-def play_table(variant: str, data: st.DataObject, seed: int) -> None:
+def play_table(
+    variant: str, data: st.DataObject, seed: int, overrides: dict[str, object] | None = None
+) -> list[ev.Event]:
     shuffler = SeededShuffler(seed)
-    rules = PRESETS[variant]
+    rules = PRESETS[variant].with_overrides(overrides or {})
     multi = rules.seats > 1
     now = START
     state: TableState = INITIAL_STATE
@@ -398,7 +400,7 @@ def play_table(variant: str, data: st.DataObject, seed: int) -> None:
         check_turn_announced(state, events)
         return True
 
-    assert submit(cmd.OpenTable(variant=variant))
+    assert submit(cmd.OpenTable(variant=variant, overrides=overrides or {}))
     count = data.draw(st.integers(2, 3), label="players") if multi else 1
     seats = data.draw(st.permutations(range(rules.seats)), label="seats")[:count]
     for pid, seat in zip(PLAYERS, seats, strict=False):
@@ -465,6 +467,7 @@ def play_table(variant: str, data: st.DataObject, seed: int) -> None:
     # (d) replay from the JSON of every event
     replayed = fold(EVENT.validate_json(e.model_dump_json()) for e in events)
     assert replayed == state
+    return events
 
 
 def check_turn_announced(state: TableState, events: list[ev.Event]) -> None:
@@ -488,3 +491,22 @@ def check_turn_announced(state: TableState, events: list[ev.Event]) -> None:
 @given(data=st.data(), seed=st.integers(0, 2**32 - 1))
 def test_random_play_keeps_the_invariants(variant: str, data: st.DataObject, seed: int) -> None:
     play_table(variant, data, seed)
+
+
+@settings(
+    max_examples=60,
+    deadline=None,
+    suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large],
+)
+@given(data=st.data(), seed=st.integers(0, 2**32 - 1))
+def test_random_play_keeps_the_invariants_where_seats_sat_out_are_freed(
+    data: st.DataObject, seed: int
+) -> None:
+    """The same invariants at a shared table that stands up a player after one round sat
+    out: the money paid out is each one's balance (conservation), the log replays."""
+    rules: dict[str, object] = {"seat_released_after_rounds_sat_out": 1}
+    events = play_table("atlantic-city-multi", data, seed, rules)
+    for index, event in enumerate(events):
+        if isinstance(event, ev.SeatLeft) and event.reason == "sat_out":
+            # at the end of a round: right after its settlement, or another stand-up
+            assert isinstance(events[index - 1], ev.RoundSettled | ev.SeatLeft)

@@ -47,6 +47,11 @@ OVERRIDES: dict[str, dict[str, Any]] = {
     "refund_bets_on_disconnect": {"refund_bets_on_disconnect": True},
     "interrupted_round_days": {"interrupted_round_days": 7},
     "break_even_message": {"break_even_message": True},
+    "seat_released_after_rounds_sat_out": {
+        "seats": 3,
+        "turn_seconds": 15,
+        "seat_released_after_rounds_sat_out": 10,
+    },
 }
 
 
@@ -63,7 +68,7 @@ def test_every_rule_a_player_meets_has_an_override_below() -> None:
 def test_an_override_of_any_rule_changes_the_sheet(field: str) -> None:
     base = preset("atlantic-city")
     changed = base.with_overrides(OVERRIDES[field])
-    if field == "turn_seconds":
+    if field in ("turn_seconds", "seat_released_after_rounds_sat_out"):
         base = base.with_overrides(OVERRIDES["seats"])
     assert sheet(changed) != sheet(base)
 

@@ -165,8 +165,9 @@ class RecalledEntry(LogEntry):
     command_id: str | None
     decided_by: DecidedBy | None = Field(
         description="for a player's decision: the player, or the server in the player's "
-        "place (a turn clock ran out, an operator closed an interrupted round); null for an "
-        "event that is not a decision"
+        "place (a turn clock ran out, an operator closed an interrupted round, the player was "
+        "stood up after the rounds the table's rules let them sit out); null for an event "
+        "that is not a decision"
     )
 
 

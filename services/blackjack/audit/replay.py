@@ -232,6 +232,9 @@ class _Replayer:
         """the round an operator's CloseInterruptedRound is closing, and that command's id"""
         self.decisions = DecisionsInOrder()
         """who decided each event of the round's recall"""
+        self.due_to_stand_up: dict[str, int] = {}
+        """players the table's rules stand up at the end of the round just settled (their
+        rounds sat out): each one's ``SeatLeft`` (reason ``sat_out``) must follow at once"""
 
     # ---- the fold -----------------------------------------------------------------------
 
@@ -258,7 +261,10 @@ class _Replayer:
                         f"the audit key) to replay round {event.round} and what follows it"
                     )
                 self._check(event)
+                self._stood_up_when_due(event)
                 self.state = evolve(self.state, event)
+                if isinstance(event, ev.RoundSettled):
+                    self._due_to_stand_up()
             except _Stop as stop:
                 self.out.stopped = str(stop)
                 break
@@ -268,6 +274,8 @@ class _Replayer:
                 break
             self.out.events += 1
             self.previous_at = envelope.occurred_at
+        if self.due_to_stand_up and not self.out.stopped:
+            self._stood_up_when_due(None)
         self.out.state = self.state
         return self.out
 
@@ -378,7 +386,8 @@ class _Replayer:
 
     def _decided_by_the_server(self, envelope: WireEnvelope, event: ev.Event) -> str:
         player_id: str | None = getattr(event, "player_id", None)
-        by = self.decisions.decided_by(envelope.causation_id, envelope.type, player_id)
+        said = {"reason": getattr(event, "reason", None)}  # SeatLeft's (SAYS_THE_SERVER_DECIDED)
+        by = self.decisions.decided_by(envelope.causation_id, envelope.type, player_id, said)
         return "  [decided by the server]" if by == "server" else ""
 
     def _check(self, event: ev.Event) -> None:
@@ -390,7 +399,10 @@ class _Replayer:
         if isinstance(event, ev.RoundEvent) and (current is None or current.round != event.round):
             raise _Unfoldable(f"round {event.round} was never opened")
         during = current is not None and current.status in _OPEN
-        if isinstance(event, ev.RoundEvent) or (during and isinstance(event, _IN_RECALL)):
+        stood_up = isinstance(event, ev.SeatLeft) and event.reason == "sat_out"
+        if isinstance(event, ev.RoundEvent) or (
+            current is not None and (stood_up or (during and isinstance(event, _IN_RECALL)))
+        ):
             assert self.envelope is not None and current is not None
             text = describe(self.state, event) + self._decided_by_the_server(self.envelope, event)
             current.lines.append(Line(self.envelope.sequence, self.envelope.occurred_at, text))
@@ -458,6 +470,50 @@ class _Replayer:
         balance = self._balance(e.player_id)
         self._expect(f"{e.player_id}'s money paid out", e.balance_returned, balance)
         self._round_balance(e.player_id, balance, -balance, 0)
+        if e.reason != "sat_out":
+            if e.rounds_sat_out is not None:
+                self._find(f"{e.player_id} left with a count of rounds sat out")
+            return
+        # The server stood the player up: only as the table's rules say, when the count of
+        # rounds sat out (folded from the log) reaches them, at the end of a round.
+        limit = self.state.rules.seat_released_after_rounds_sat_out
+        sat_out = self.state.players[e.player_id].rounds_sat_out
+        if limit is None:
+            self._find(f"{e.player_id} stood up by the server at a table whose rules free no seat")
+            return
+        self._expect(f"rounds {e.player_id} sat out", e.rounds_sat_out, sat_out)
+        if sat_out < limit:
+            self._find(f"{e.player_id} stood up after {sat_out} rounds sat out ({limit} due)")
+        if self.state.round_open or self.state.hands_in_play or self.state.boxes_of(e.player_id):
+            self._find(f"{e.player_id} stood up by the server during round {self.state.round}")
+
+    def _due_to_stand_up(self) -> None:
+        limit = self.state.rules.seat_released_after_rounds_sat_out
+        if limit is not None:
+            self.due_to_stand_up = {
+                p.player_id: p.rounds_sat_out
+                for p in self.state.players.values()
+                if p.rounds_sat_out >= limit
+            }
+
+    def _stood_up_when_due(self, event: ev.Event | None) -> None:
+        """A player due to be stood up at the end of a round is, by the same decision: the
+        events right after its ``RoundSettled`` are their ``SeatLeft``s."""
+        if not self.due_to_stand_up:
+            return
+        if (
+            isinstance(event, ev.SeatLeft)
+            and event.reason == "sat_out"
+            and event.player_id in self.due_to_stand_up
+        ):
+            del self.due_to_stand_up[event.player_id]
+            return
+        for player, rounds in sorted(self.due_to_stand_up.items()):
+            self._find(
+                f"{player} sat out {rounds} rounds in a row and was not stood up at the end "
+                f"of round {self.state.round}"
+            )
+        self.due_to_stand_up = {}
 
     def _shuffled(self, shoe: int, commitment: str) -> None:
         """A new shoe is committed to before anyone wagers on it, and is new: checked on the
@@ -835,6 +891,10 @@ def describe(state: TableState, event: ev.Event) -> str:
             return f"{p} sits down at seat {seat}"
         case ev.SeatChanged(player_id=p, from_seat=old, to_seat=new):
             return f"{p} moves from seat {old} to seat {new}"
+        case ev.SeatLeft(player_id=p, balance_returned=back, reason="sat_out", rounds_sat_out=n):
+            return (
+                f"{p} stood up by the server after {n} rounds sat out, {money(back, cur)} paid out"
+            )
         case ev.SeatLeft(player_id=p, balance_returned=back):
             return f"{p} leaves the table, {money(back, cur)} paid out"
         case ev.TableSuspended(operator=who, reason=why):

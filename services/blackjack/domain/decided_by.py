@@ -8,7 +8,7 @@ same command. Game recall (the query API) and ``blackjack replay`` both read it 
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from typing import Literal
 
 from blackjack.domain import events as ev
@@ -50,9 +50,19 @@ PLAYER_DECISIONS: frozenset[str] = frozenset(
 
 _MADE_FOR_THE_PLAYER = frozenset(t for t in WRITTEN_FOR_THE_PLAYER.values() if t is not None)
 
+SAYS_THE_SERVER_DECIDED: dict[str, tuple[str, object]] = {
+    _type(ev.SeatLeft): ("reason", "sat_out"),
+}
+"""Events that say themselves when the server decided them for the player, by the value of
+one of their fields: a player stood up after the rounds they sat out (a ``SeatLeft`` with
+reason ``sat_out``) left by the server's decision, not their own ``LeaveTable``."""
+
 
 def decided_by(
-    event_type: str, player_id: str | None, earlier: Sequence[tuple[str, str | None]]
+    event_type: str,
+    player_id: str | None,
+    earlier: Sequence[tuple[str, str | None]],
+    data: Mapping[str, object] | None = None,
 ) -> DecidedBy | None:
     """Who decided the event ``event_type`` of ``player_id``; ``None`` for an event that is not
     a decision (a card, a peek, a settlement).
@@ -61,7 +71,11 @@ def decided_by(
     one, oldest first. A ``PlayerTimedOut`` hands the player's next such decision to the
     server; a decision after it in the same command that is not the one it wrote is the
     player's again (there is none today: the clock's and the closing's commands write only
-    their own)."""
+    their own). ``data``, the event's fields, tells the events that say it themselves
+    (``SAYS_THE_SERVER_DECIDED``)."""
+    says = SAYS_THE_SERVER_DECIDED.get(event_type)
+    if says is not None and data is not None and data.get(says[0]) == says[1]:
+        return "server"
     if event_type not in PLAYER_DECISIONS:
         return None
     if event_type in _MADE_FOR_THE_PLAYER:
@@ -84,10 +98,14 @@ class DecisionsInOrder:
         self._earlier: list[tuple[str, str | None]] = []
 
     def decided_by(
-        self, command_id: str | None, event_type: str, player_id: str | None
+        self,
+        command_id: str | None,
+        event_type: str,
+        player_id: str | None,
+        data: Mapping[str, object] | None = None,
     ) -> DecidedBy | None:
         if command_id is None or command_id != self._command:
             self._command, self._earlier = command_id, []
-        by = decided_by(event_type, player_id, self._earlier)
+        by = decided_by(event_type, player_id, self._earlier, data)
         self._earlier.append((event_type, player_id))
         return by

@@ -47,11 +47,33 @@ class SeatChanged(Event):
     to_seat: int
 
 
+LeaveReason = Literal["left", "sat_out"]
+
+
 class SeatLeft(Event):
+    """A player leaves the table and their money is paid out (at a shared table, back to
+    their wallet).
+
+    Version 2 added ``reason``: ``left`` when the player left (``LeaveTable``), ``sat_out``
+    when the server stood them up at the end of a round after ``rounds_sat_out`` rounds in a
+    row sat out (the table's ``seat_released_after_rounds_sat_out``): a decision the server
+    made for the player, recorded as such. A version 1 event was written before the server
+    could stand anyone up, and is upcast on read with ``reason: left``."""
+
+    version: int = 2
     type: Literal["SeatLeft"] = "SeatLeft"
     player_id: str
     seat: int
     balance_returned: int = Field(ge=0, description="the player's money at the table, paid out")
+    reason: LeaveReason = Field(
+        "left",
+        description="left: the player left; sat_out: the server stood them up after "
+        "rounds_sat_out rounds in a row sat out (the table's "
+        "seat_released_after_rounds_sat_out)",
+    )
+    rounds_sat_out: int | None = Field(
+        None, ge=1, description="with reason sat_out: the rounds sat out in a row; else null"
+    )
 
 
 class FundsDeposited(Event):

@@ -159,8 +159,9 @@ def _round_opened(draft: TableState, e: ev.RoundOpened) -> None:
 
 def _bet_placed(draft: TableState, e: ev.BetPlaced) -> None:
     _set_balance(draft, e.player_id, e.balance_after)
-    if draft.players[e.player_id].sitting_out:
-        _set_player(draft, draft.players[e.player_id].changed(sitting_out=False))
+    player = draft.players[e.player_id]
+    if player.sitting_out or player.rounds_sat_out:
+        _set_player(draft, player.changed(sitting_out=False, rounds_sat_out=0))
     _set_box(draft, e.box, Box(player_id=e.player_id, bet=e.box_total))
 
 
@@ -175,7 +176,8 @@ def _deal_requested(draft: TableState, e: ev.DealRequested) -> None:
 
 
 def _player_passed(draft: TableState, e: ev.PlayerPassed) -> None:
-    _set_player(draft, draft.players[e.player_id].changed(passed=True, sitting_out=False))
+    player = draft.players[e.player_id].changed(passed=True, sitting_out=False, rounds_sat_out=0)
+    _set_player(draft, player)
 
 
 def _close_round(draft: TableState) -> None:
@@ -208,6 +210,12 @@ def _deal_started(draft: TableState, e: ev.DealStarted) -> None:
     players = dict(draft.players)
     for pid, bets in last.items():
         players[pid] = players[pid].changed(last_bets=tuple(bets))
+    # A round dealt without a player who sits out is one more sat out in a row, where the
+    # rules stand such a player up; not while the table is suspended (no one could bet).
+    if draft.rules.seat_released_after_rounds_sat_out is not None and not draft.suspended:
+        for pid, player in list(players.items()):
+            if player.sitting_out:
+                players[pid] = player.changed(rounds_sat_out=player.rounds_sat_out + 1)
     draft.boxes = tuple(boxes)
     draft.players = players
     draft.phase = "playing"

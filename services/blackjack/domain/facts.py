@@ -21,7 +21,15 @@ from blackjack.domain.rules import Rules
 _TABLE_OPENED: Final = {"version", "type", "rules"}
 _SEAT_TAKEN: Final = {"version", "type", "player_id", "seat"}
 _SEAT_CHANGED: Final = {"version", "type", "player_id", "from_seat", "to_seat"}
-_SEAT_LEFT: Final = {"version", "type", "player_id", "seat", "balance_returned"}
+_SEAT_LEFT: Final = {
+    "version",
+    "type",
+    "player_id",
+    "seat",
+    "balance_returned",
+    "reason",
+    "rounds_sat_out",
+}
 _FUNDS_DEPOSITED: Final = {"version", "type", "player_id", "amount", "balance_after", "transfer"}
 _TRANSFER_DECLINED: Final = {
     "version",
@@ -225,15 +233,19 @@ def seat_left(
     player_id: str,
     seat: int,
     balance_returned: int,
+    reason: ev.LeaveReason = "left",
+    rounds_sat_out: int | None = None,
 ) -> ev.SeatLeft:
     return made(
         ev.SeatLeft,
         {
-            "version": 1,
+            "version": 2,
             "type": "SeatLeft",
             "player_id": player_id,
             "seat": seat,
             "balance_returned": balance_returned,
+            "reason": reason,
+            "rounds_sat_out": rounds_sat_out,
         },
         _SEAT_LEFT,
     )

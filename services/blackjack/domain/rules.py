@@ -60,6 +60,11 @@ columns (a table opened with a maximum of 10^30 once won its player past 2^63 in
 no read model could fold the payout). Checked when a table is opened, not in ``Rules``: a table
 an older version opened with more still reads."""
 
+MAX_ROUNDS_SAT_OUT: Final = 1000
+"""The most rounds a player may sit out before a ``seat_released_after_rounds_sat_out`` table
+stands them up: at the pace of a shared table's clock a thousand rounds are hours; an operator
+who wants a seat never freed says None."""
+
 Currency = Annotated[str, Field(pattern=r"^[A-Z]{3}$", description="an ISO 4217 code")]
 """The currency of a table's or a wallet's money (amounts are its minor units)."""
 
@@ -136,6 +141,20 @@ class Rules(BaseModel):
             "(CloseInterruptedRound: bets not dealt go back, the server stands every hand "
             "left, the dealer plays); page 003: 'After a 30 days period we reserve the right "
             "to manage all interrupted games'. None: never"
+        ),
+    )
+
+    seat_released_after_rounds_sat_out: int | None = Field(
+        None,
+        ge=1,
+        le=MAX_ROUNDS_SAT_OUT,
+        exclude_if=lambda rounds: rounds is None,
+        description=(
+            "a shared table stands up a player who has sat out this many rounds in a row "
+            "(left out by the betting clock, no bet or Pass since) at the end of the last of "
+            "them, as LeaveTable would: their money goes back to their wallet and the seat is "
+            "free. None: never (every preset: the pages are silent). Only a table of several "
+            "seats sits a player out; a single-seat table refuses it"
         ),
     )
 

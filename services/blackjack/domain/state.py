@@ -187,6 +187,7 @@ class Player(_Value):
         "connected",
         "last_bets",
         "sitting_out",
+        "rounds_sat_out",
     )
 
     def __init__(
@@ -200,6 +201,8 @@ class Player(_Value):
         connected: bool = True,
         last_bets: tuple[tuple[int, int], ...] = (),  # (box within the seat, amount) last dealt
         sitting_out: bool = False,  # left out by the clock, no bet or Pass since: not waited for
+        rounds_sat_out: int = 0,  # rounds dealt in a row while sitting out (counted only where
+        # the rules stand such a player up: ``seat_released_after_rounds_sat_out``)
     ) -> None:
         self.player_id: Final = player_id
         self.seat: Final = seat
@@ -209,6 +212,7 @@ class Player(_Value):
         self.connected: Final = connected
         self.last_bets: Final = last_bets
         self.sitting_out: Final = sitting_out
+        self.rounds_sat_out: Final = rounds_sat_out
 
     def changed(
         self,
@@ -220,6 +224,7 @@ class Player(_Value):
         connected: bool | None = None,
         last_bets: tuple[tuple[int, int], ...] | None = None,
         sitting_out: bool | None = None,
+        rounds_sat_out: int | None = None,
     ) -> Player:
         """A copy with the given fields changed (a player changes in many small ways)."""
         return Player(
@@ -231,7 +236,14 @@ class Player(_Value):
             connected=self.connected if connected is None else connected,
             last_bets=self.last_bets if last_bets is None else last_bets,
             sitting_out=self.sitting_out if sitting_out is None else sitting_out,
+            rounds_sat_out=self.rounds_sat_out if rounds_sat_out is None else rounds_sat_out,
         )
+
+    def to_doc(self) -> dict[str, Any]:
+        doc = super().to_doc()
+        if not self.rounds_sat_out:  # a player who has sat out no round reads as before
+            del doc["rounds_sat_out"]
+        return doc
 
     @staticmethod
     def from_doc(doc: dict[str, Any]) -> Player:
@@ -244,6 +256,7 @@ class Player(_Value):
             connected=doc["connected"],
             last_bets=tuple((offset, amount) for offset, amount in doc["last_bets"]),
             sitting_out=doc.get("sitting_out", False),  # not in older snapshots
+            rounds_sat_out=doc.get("rounds_sat_out", 0),  # nor this, nor when it is 0
         )
 
 

@@ -70,6 +70,11 @@ def _player_timed_out_v1_to_v2(data: dict[str, Any]) -> dict[str, Any]:
     return {**data, "version": 2, "sits_out": False}
 
 
+def _seat_left_v1_to_v2(data: dict[str, Any]) -> dict[str, Any]:
+    """Version 1 was written before the server stood anyone up: the player left."""
+    return {**data, "version": 2, "reason": "left", "rounds_sat_out": None}
+
+
 def _table_opened_v1_to_v2(data: dict[str, Any]) -> dict[str, Any]:
     """Version 1 was written before the rules carried ``interrupted_round_days``."""
     return {**data, "version": 2, "rules": with_interrupted_round_days(data["rules"])}
@@ -81,6 +86,7 @@ UPCASTERS: dict[tuple[str, int], Upcaster] = {
     ("CashOutReceived", 1): _cash_out_received_v1_to_v2,
     ("TurnStarted", 1): _turn_started_v1_to_v2,
     ("PlayerTimedOut", 1): _player_timed_out_v1_to_v2,
+    ("SeatLeft", 1): _seat_left_v1_to_v2,
 }
 """(event type, stored version) -> function returning the event one version newer."""
 
@@ -90,6 +96,7 @@ ABSENT_FROM_OLDER_VERSIONS: dict[str, tuple[str, ...]] = {
     "CashOutReceived": ("table_sequence",),
     "TurnStarted": ("actions",),
     "PlayerTimedOut": ("sits_out",),
+    "SeatLeft": ("reason", "rounds_sat_out"),
 }
 """The fields of an event's current version that a stored older version lacks (its upcaster
 fills them in). The log keeps every version for ever, so the published schemas do not

@@ -339,8 +339,8 @@ class StreamProjection:
         record: RoundRecord | None = None
         if isinstance(event, ev.RoundEvent):
             record = self._round_for(event, at, envelope.sequence)
-        elif isinstance(event, ev.IN_A_ROUND_S_RECALL) and view.round_open:
-            record = self.round(view.round)  # a deposit or a disconnection during the round
+        elif (number := recalled_in(view, event)) is not None:
+            record = self.round(number)  # a deposit or a disconnection during the round...
         if record is not None:
             entry = LogEntry(
                 sequence=envelope.sequence,
@@ -430,6 +430,18 @@ class StreamProjection:
 
 
 Handler = Callable[[StreamProjection, Any, datetime], None]
+
+
+def recalled_in(view: TableView, event: object) -> int | None:
+    """The round whose recall holds ``event``, a table's event that is not a round's own:
+    the open round's, for a deposit, a disconnection, a seat taken or left while it plays;
+    the round just settled, for a player the server stood up as it ended (``SeatLeft``,
+    reason ``sat_out``: a decision the server made for the player, and why)."""
+    if isinstance(event, ev.SeatLeft) and event.reason == "sat_out" and view.round:
+        return view.round
+    if isinstance(event, ev.IN_A_ROUND_S_RECALL) and view.round_open:
+        return view.round
+    return None
 
 
 # ---- the table ----------------------------------------------------------------------------

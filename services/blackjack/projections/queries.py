@@ -193,7 +193,8 @@ async def _who_decided(
     annotated = []
     for entry in log:
         cause = causes.get(entry["sequence"])
-        by = decisions.decided_by(cause, entry["event"], entry["data"].get("player_id"))
+        data = entry["data"]
+        by = decisions.decided_by(cause, entry["event"], data.get("player_id"), data)
         annotated.append({**entry, "command_id": cause, "decided_by": by})
     return annotated
 

@@ -33,6 +33,7 @@ from blackjack.projections.projector import (
     RoundRecord,
     StreamProjection,
     TableView,
+    recalled_in,
     utc,
 )
 from blackjack.projections.store import ProjectionStore
@@ -239,10 +240,11 @@ class _Batch:
         event = envelope.data
         if isinstance(event, ev.RoundEvent) and not isinstance(event, ev.RoundOpened):
             await self._load_round(self.streams[envelope.stream_id], event.round)
-        elif isinstance(event, ev.IN_A_ROUND_S_RECALL) and isinstance(projection, StreamProjection):
-            view = projection.view
-            if view.round_open:  # a deposit or a disconnection during it goes in its record
-                await self._load_round(self.streams[envelope.stream_id], view.round)
+        elif isinstance(projection, StreamProjection):
+            # a deposit or a disconnection during a round goes in its record (``recalled_in``)
+            number = recalled_in(projection.view, event)
+            if number is not None:
+                await self._load_round(self.streams[envelope.stream_id], number)
         projection.apply(envelope)
         self.events.append(
             {

@@ -38,6 +38,12 @@ def open_table(r: Draft, c: cmd.OpenTable) -> None:
             "turn_seconds: a table of several seats needs its clock, or one player who does "
             "not act holds everyone up for good",
         )
+    if rules.seats == 1 and rules.seat_released_after_rounds_sat_out is not None:
+        raise refuse(
+            "invalid_rules",
+            "seat_released_after_rounds_sat_out: only a table of several seats sits a player "
+            "out; a single-player table is the player's own",
+        )
     r.emit(facts.table_opened(rules=rules))
 
 

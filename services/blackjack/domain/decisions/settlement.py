@@ -150,3 +150,26 @@ def _settle_round(r: Draft) -> None:
             messages=tuple(messages),
         )
     )
+    stand_up_players_sat_out(r)
+
+
+def stand_up_players_sat_out(r: Draft) -> None:
+    """At the end of a game cycle, the server stands up each player who has sat out the
+    table's ``seat_released_after_rounds_sat_out`` rounds in a row, as ``LeaveTable`` would:
+    the seat is free and the player's money is paid out (at a shared table, to the wallet).
+    Called once the round is settled, so no bet or hand of theirs is out (one who bet or
+    passed since has a count of 0)."""
+    limit = r.state.rules.seat_released_after_rounds_sat_out
+    if limit is None:
+        return
+    due = [p for p in r.state.players.values() if p.rounds_sat_out >= limit]
+    for player in sorted(due, key=lambda p: p.seat):
+        r.emit(
+            facts.seat_left(
+                player_id=player.player_id,
+                seat=player.seat,
+                balance_returned=player.balance,
+                reason="sat_out",
+                rounds_sat_out=player.rounds_sat_out,
+            )
+        )

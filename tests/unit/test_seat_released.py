@@ -1,0 +1,251 @@
+"""A shared table whose rules say so (``seat_released_after_rounds_sat_out``) stands up a
+player who has sat out that many rounds in a row, at the end of the last of them, as
+``LeaveTable`` would: ``SeatLeft`` version 2 with ``reason: sat_out`` and the count, the
+money paid out to the cent, the seat free. Rounds dealt while the table is suspended are not
+counted (no one could bet in them)."""
+
+from __future__ import annotations
+
+from datetime import timedelta
+
+import pytest
+from pydantic import TypeAdapter
+
+from blackjack.audit.replay import describe
+from blackjack.domain import commands as cmd
+from blackjack.domain import events as ev
+from blackjack.domain.evolve import fold
+from blackjack.domain.rejections import Rejection
+from blackjack.domain.rules import MAX_ROUNDS_SAT_OUT, PRESETS
+from blackjack.domain.state import TableState
+from blackjack.messages import wire
+from tests.unit.stacked_table import StackedTable
+
+EVENT: TypeAdapter[ev.TableEvent] = TypeAdapter(ev.AnyEvent)
+OPTION = "seat_released_after_rounds_sat_out"
+
+
+def table(rounds: int | None = 3) -> StackedTable:
+    """atlantic-city-multi, ann and ben seated with 100.00 each (as their wallets' buy-ins
+    would leave them; ``Deposit`` stands in for the buy-in)."""
+    overrides: dict[str, object] = {} if rounds is None else {OPTION: rounds}
+    t = StackedTable("atlantic-city-multi", ["TS", "7S", "9S", "8S"], overrides)
+    for pid, seat in (("ann", 0), ("ben", 1)):
+        t.do(cmd.SitDown(player_id=pid, seat=seat), cmd.Deposit(player_id=pid, amount=10_000))
+    return t
+
+
+def finish_round(t: StackedTable) -> list[ev.Event]:
+    """Plays the dealt round to its end for whoever's turn it is (insurance declined, every
+    hand stood); the events of the command that settled it."""
+    last: list[ev.Event] = []
+    while t.state.round_open or t.state.hands_in_play:
+        state = t.state
+        if state.phase == "betting":
+            assert state.deadline is not None
+            t.now = state.deadline
+            last = t.do(cmd.ExpireTimers())
+        elif state.phase == "insurance":
+            index = next(i for i, b in enumerate(state.boxes) if b.insurance == "offered")
+            player = state.boxes[index].player_id
+            assert player is not None
+            last = t.do(cmd.DeclineInsurance(player_id=player, box=index))
+        else:
+            assert state.active is not None
+            box = state.active[0]
+            player = state.boxes[box].player_id
+            assert player is not None
+            last = t.do(cmd.Stand(player_id=player, box=box))
+    t.now += timedelta(seconds=1)
+    return last
+
+
+def ann_plays_a_round(t: StackedTable) -> list[ev.Event]:
+    """ann bets 10.00 and deals; ben does nothing (the clock leaves him out when it is the
+    first time, else the round deals without waiting for him)."""
+    t.do(cmd.PlaceBet(player_id="ann", box=0, amount=1000), cmd.Deal(player_id="ann"))
+    return finish_round(t)
+
+
+def test_the_player_is_stood_up_at_the_end_of_the_round_that_makes_the_count() -> None:
+    t = table(3)
+    ann_plays_a_round(t)
+    assert (t.state.players["ben"].sitting_out, t.state.players["ben"].rounds_sat_out) == (True, 1)
+    ann_plays_a_round(t)
+    assert t.state.players["ben"].rounds_sat_out == 2
+    last = ann_plays_a_round(t)
+    # The command that settled the third round stood ben up right after its RoundSettled.
+    types = [type(e).__name__ for e in last]
+    assert types[-2:] == ["RoundSettled", "SeatLeft"]
+    left = last[-1]
+    assert isinstance(left, ev.SeatLeft)
+    assert (left.player_id, left.seat, left.version) == ("ben", 1, 2)
+    assert (left.reason, left.rounds_sat_out, left.balance_returned) == ("sat_out", 3, 10_000)
+    assert "ben" not in t.state.players
+    assert t.state.player_at(1) is None
+    assert "ann" in t.state.players
+    assert describe(t.state, left) == (
+        "ben stood up by the server after 3 rounds sat out, 100.00 paid out"
+    )
+    # The seat is free for someone else, and ann's rounds go on.
+    t.do(cmd.SitDown(player_id="cy", seat=1))
+    ann_plays_a_round(t)
+
+
+def test_the_count_is_not_reached_mid_round_the_release_waits_for_the_settlement() -> None:
+    t = table(2)
+    ann_plays_a_round(t)
+    t.do(cmd.PlaceBet(player_id="ann", box=0, amount=1000), cmd.Deal(player_id="ann"))
+    assert t.state.hands_in_play
+    # ben's count is 2 from this round's deal on, but the round is not over: still seated.
+    assert t.state.players["ben"].rounds_sat_out == 2
+    finished = finish_round(t)
+    assert [e.reason for e in finished if isinstance(e, ev.SeatLeft)] == ["sat_out"]
+
+
+def test_a_bet_or_a_pass_starts_the_count_again_and_a_player_who_bets_is_not_stood_up() -> None:
+    t = table(3)
+    ann_plays_a_round(t)
+    ann_plays_a_round(t)
+    assert t.state.players["ben"].rounds_sat_out == 2
+    # ben is back: bets 5.00 in the third round, which deals him in and settles.
+    t.do(cmd.PlaceBet(player_id="ann", box=0, amount=1000))
+    t.do(cmd.PlaceBet(player_id="ben", box=1, amount=500))
+    assert t.state.players["ben"].rounds_sat_out == 0
+    t.do(cmd.Deal(player_id="ben"), cmd.Deal(player_id="ann"))
+    finished = finish_round(t)
+    assert not [e for e in t.events if isinstance(e, ev.SeatLeft)]
+    assert "ben" in t.state.players and not t.state.players["ben"].sitting_out
+    assert isinstance(finished[-1], ev.RoundSettled)
+    # Left out again, he starts from one; a Pass starts the count again as a bet does.
+    ann_plays_a_round(t)
+    ann_plays_a_round(t)
+    assert t.state.players["ben"].rounds_sat_out == 2
+    t.do(cmd.PlaceBet(player_id="ann", box=0, amount=1000))
+    t.do(cmd.Pass(player_id="ben"))
+    assert t.state.players["ben"].rounds_sat_out == 0
+    t.do(cmd.Deal(player_id="ann"))
+    finish_round(t)
+    assert "ben" in t.state.players
+
+
+def test_the_money_returned_is_the_balance_to_the_cent_after_rounds_he_played() -> None:
+    """ben plays and settles one round (his balance moves by its result), then sits out: what
+    is paid out is his balance at the table, to the cent."""
+    t = table(1)
+    t.do(cmd.PlaceBet(player_id="ann", box=0, amount=1000), cmd.Deal(player_id="ann"))
+    t.do(cmd.PlaceBet(player_id="ben", box=1, amount=1001), cmd.Deal(player_id="ben"))
+    finish_round(t)
+    [settled] = [e for e in t.events if isinstance(e, ev.HandSettled) and e.player_id == "ben"]
+    balance = t.state.players["ben"].balance
+    assert balance == 10_000 - 1001 + settled.payout
+    finished = ann_plays_a_round(t)
+    [left] = [e for e in finished if isinstance(e, ev.SeatLeft)]
+    assert (left.balance_returned, left.rounds_sat_out) == (balance, 1)
+
+
+def test_rounds_dealt_while_the_table_is_suspended_are_not_counted() -> None:
+    t = table(2)
+    ann_plays_a_round(t)
+    assert t.state.players["ben"].rounds_sat_out == 1
+    t.do(cmd.PlaceBet(player_id="ann", box=0, amount=1000))
+    t.do(cmd.SuspendTable(operator="op", reason="maintenance"))
+    # The round under way is dealt and settled; ben could not have bet in it.
+    t.do(cmd.Deal(player_id="ann"))
+    finish_round(t)
+    assert t.state.players["ben"].rounds_sat_out == 1
+    assert "ben" in t.state.players
+    t.do(cmd.ResumeTable(operator="op"))
+    finished = ann_plays_a_round(t)
+    assert [e.rounds_sat_out for e in finished if isinstance(e, ev.SeatLeft)] == [2]
+
+
+def test_without_the_option_nobody_is_counted_or_stood_up() -> None:
+    t = table(None)
+    for _ in range(5):
+        ann_plays_a_round(t)
+    assert t.state.players["ben"].sitting_out
+    assert t.state.players["ben"].rounds_sat_out == 0
+    assert not [e for e in t.events if isinstance(e, ev.SeatLeft)]
+    # Its snapshot and its rules read as before the option existed.
+    doc = t.state.to_doc()
+    assert "rounds_sat_out" not in doc["players"]["ben"]
+    assert OPTION not in doc["rules"]
+
+
+def test_every_preset_leaves_the_option_off() -> None:
+    assert {name: r.seat_released_after_rounds_sat_out for name, r in PRESETS.items()} == {
+        name: None for name in PRESETS
+    }
+
+
+@pytest.mark.parametrize(
+    ("variant", "rounds", "says"),
+    [
+        ("atlantic-city", 3, "only a table of several seats"),
+        ("surrender", 3, "only a table of several seats"),
+        ("atlantic-city-multi", 0, OPTION),
+        ("atlantic-city-multi", MAX_ROUNDS_SAT_OUT + 1, OPTION),
+        ("atlantic-city-multi", 2.5, OPTION),
+    ],
+)
+def test_the_option_is_refused_where_it_cannot_apply_or_out_of_bounds(
+    variant: str, rounds: object, says: str
+) -> None:
+    from blackjack.domain.decide import decide
+    from tests.unit.stacked_table import START
+
+    refused = decide(
+        TableState(), cmd.OpenTable(variant=variant, overrides={OPTION: rounds}), START
+    )
+    assert isinstance(refused, Rejection)
+    assert refused.code == "invalid_rules"
+    assert says in refused.message
+
+
+def test_the_count_travels_in_snapshots_and_an_older_snapshot_reads_as_zero() -> None:
+    t = table(3)
+    ann_plays_a_round(t)
+    ann_plays_a_round(t)
+    doc = t.state.to_doc()
+    assert doc["players"]["ben"]["rounds_sat_out"] == 2
+    assert doc["rules"][OPTION] == 3
+    assert TableState.from_doc(doc) == t.state
+    assert TableState.from_doc(doc).players["ben"].rounds_sat_out == 2
+    del doc["players"]["ben"]["rounds_sat_out"]  # as an older handler wrote it
+    assert TableState.from_doc(doc).players["ben"].rounds_sat_out == 0
+    # The table restored from its snapshot stands ben up on the same round.
+    restored = table(3)
+    restored.state = TableState.from_doc(t.state.to_doc())
+    restored.now = t.now
+    finished = ann_plays_a_round(restored)
+    assert [e.player_id for e in finished if isinstance(e, ev.SeatLeft)] == ["ben"]
+
+
+def test_the_log_folds_to_the_same_state_and_a_version_1_seat_left_reads_as_left() -> None:
+    t = table(1)
+    ann_plays_a_round(t)
+    assert fold(t.events) == t.state
+    through_the_wire = [
+        EVENT.validate_python(wire.upcast(e.model_dump(mode="json"))) for e in t.events
+    ]
+    assert through_the_wire == t.events
+    old = {"type": "SeatLeft", "version": 1, "player_id": "ben", "seat": 1, "balance_returned": 5}
+    read = EVENT.validate_python(wire.upcast(old))
+    assert isinstance(read, ev.SeatLeft)
+    assert (read.version, read.reason, read.rounds_sat_out) == (2, "left", None)
+
+
+def test_players_due_together_are_stood_up_together_in_seat_order() -> None:
+    t = StackedTable("atlantic-city-multi", ["TS", "7S", "9S", "8S"], {OPTION: 1})
+    for pid, seat, balance in (("ann", 0, 10_000), ("ben", 3, 2_550), ("cy", 1, 0)):
+        t.do(cmd.SitDown(player_id=pid, seat=seat))
+        if balance:
+            t.do(cmd.Deposit(player_id=pid, amount=balance))
+    t.do(cmd.Disconnect(player_id="ben"))  # a disconnected player sits out like any other
+    finished = ann_plays_a_round(t)
+    left = [
+        (e.player_id, e.seat, e.balance_returned) for e in finished if isinstance(e, ev.SeatLeft)
+    ]
+    assert left == [("cy", 1, 0), ("ben", 3, 2_550)]
+    assert sorted(t.state.players) == ["ann"]
