@@ -470,9 +470,15 @@ class _Replayer:
         balance = self._balance(e.player_id)
         self._expect(f"{e.player_id}'s money paid out", e.balance_returned, balance)
         self._round_balance(e.player_id, balance, -balance, 0)
+        if (e.reason == "operator") != (e.operator is not None and e.operator_reason is not None):
+            self._find(f"{e.player_id} stood up by the operator without naming who and why")
         if e.reason != "sat_out":
             if e.rounds_sat_out is not None:
                 self._find(f"{e.player_id} left with a count of rounds sat out")
+            if self.state.hands_in_play and any(
+                self.state.boxes[i].hands for i in self.state.boxes_of(e.player_id)
+            ):
+                self._find(f"{e.player_id} left the table with a hand in play")
             return
         # The server stood the player up: only as the table's rules say, when the count of
         # rounds sat out (folded from the log) reaches them, at the end of a round.
@@ -895,6 +901,10 @@ def describe(state: TableState, event: ev.Event) -> str:
             return (
                 f"{p} stood up by the server after {n} rounds sat out, {money(back, cur)} paid out"
             )
+        case ev.SeatLeft(
+            player_id=p, balance_returned=back, reason="operator", operator=who, operator_reason=why
+        ):
+            return f"{who} stands {p} up ({why}), {money(back, cur)} paid out"
         case ev.SeatLeft(player_id=p, balance_returned=back):
             return f"{p} leaves the table, {money(back, cur)} paid out"
         case ev.TableSuspended(operator=who, reason=why):

@@ -118,6 +118,22 @@ class SuspendTable(Command):
     )
 
 
+class StandUpPlayer(Command):
+    """The operator stands a player up: the seat is freed and the player's money at the table
+    is paid out as on ``LeaveTable`` (at a shared table, back to the wallet), bets not yet
+    dealt returned first. For a player the platform has excluded (self-exclusion, a closed
+    account), or one who holds a seat at a table where nobody plays any more. Refused while a
+    hand of the player is in play: the game cycle completes under the rules, then the
+    operator stands them up (the platform stops forwarding the player's own commands)."""
+
+    type: Literal["StandUpPlayer"] = "StandUpPlayer"
+    player_id: str = Field(min_length=1, max_length=128, description="the player to stand up")
+    operator: str = Field(
+        min_length=1, max_length=128, description="who stands them up, for the record"
+    )
+    reason: str = Field(min_length=1, max_length=200, description="why, for the record")
+
+
 class ResumeTable(Command):
     """The operator enables a suspended table again."""
 
@@ -229,6 +245,7 @@ TableCommand = (
     | SitDown
     | MoveSeat
     | LeaveTable
+    | StandUpPlayer
     | Deposit
     | Withdraw
     | Disconnect

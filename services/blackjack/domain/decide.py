@@ -106,6 +106,7 @@ _DECIDERS: Final[dict[type[cmd.Command], Callable[[Draft, Any], None]]] = {
     cmd.SitDown: seats.sit_down,
     cmd.MoveSeat: seats.move_seat,
     cmd.LeaveTable: seats.leave_table,
+    cmd.StandUpPlayer: seats.stand_up_player,
     cmd.Deposit: funds.deposit,
     cmd.Withdraw: funds.withdraw,
     cmd.Disconnect: seats.disconnect,

@@ -50,12 +50,12 @@ PLAYER_DECISIONS: frozenset[str] = frozenset(
 
 _MADE_FOR_THE_PLAYER = frozenset(t for t in WRITTEN_FOR_THE_PLAYER.values() if t is not None)
 
-SAYS_THE_SERVER_DECIDED: dict[str, tuple[str, object]] = {
-    _type(ev.SeatLeft): ("reason", "sat_out"),
+SAYS_THE_SERVER_DECIDED: dict[str, tuple[str, frozenset[object]]] = {
+    _type(ev.SeatLeft): ("reason", frozenset({"sat_out", "operator"})),
 }
 """Events that say themselves when the server decided them for the player, by the value of
-one of their fields: a player stood up after the rounds they sat out (a ``SeatLeft`` with
-reason ``sat_out``) left by the server's decision, not their own ``LeaveTable``."""
+one of their fields: a player stood up after the rounds they sat out, or by the operator (a
+``SeatLeft`` with reason ``sat_out`` or ``operator``), left by a decision not their own."""
 
 
 def decided_by(
@@ -74,7 +74,7 @@ def decided_by(
     their own). ``data``, the event's fields, tells the events that say it themselves
     (``SAYS_THE_SERVER_DECIDED``)."""
     says = SAYS_THE_SERVER_DECIDED.get(event_type)
-    if says is not None and data is not None and data.get(says[0]) == says[1]:
+    if says is not None and data is not None and data.get(says[0]) in says[1]:
         return "server"
     if event_type not in PLAYER_DECISIONS:
         return None

@@ -47,7 +47,7 @@ class SeatChanged(Event):
     to_seat: int
 
 
-LeaveReason = Literal["left", "sat_out"]
+LeaveReason = Literal["left", "sat_out", "operator"]
 
 
 class SeatLeft(Event):
@@ -56,9 +56,10 @@ class SeatLeft(Event):
 
     Version 2 added ``reason``: ``left`` when the player left (``LeaveTable``), ``sat_out``
     when the server stood them up at the end of a round after ``rounds_sat_out`` rounds in a
-    row sat out (the table's ``seat_released_after_rounds_sat_out``): a decision the server
-    made for the player, recorded as such. A version 1 event was written before the server
-    could stand anyone up, and is upcast on read with ``reason: left``."""
+    row sat out (the table's ``seat_released_after_rounds_sat_out``), ``operator`` when
+    ``operator`` stood them up (``StandUpPlayer``, why in ``operator_reason``): decisions made
+    for the player, recorded as such. A version 1 event was written before anyone but the
+    player could stand them up, and is upcast on read with ``reason: left``."""
 
     version: int = 2
     type: Literal["SeatLeft"] = "SeatLeft"
@@ -69,10 +70,17 @@ class SeatLeft(Event):
         "left",
         description="left: the player left; sat_out: the server stood them up after "
         "rounds_sat_out rounds in a row sat out (the table's "
-        "seat_released_after_rounds_sat_out)",
+        "seat_released_after_rounds_sat_out); operator: the operator stood them up "
+        "(StandUpPlayer)",
     )
     rounds_sat_out: int | None = Field(
         None, ge=1, description="with reason sat_out: the rounds sat out in a row; else null"
+    )
+    operator: str | None = Field(
+        None, max_length=128, description="with reason operator: who stood them up; else null"
+    )
+    operator_reason: str | None = Field(
+        None, max_length=200, description="with reason operator: why; else null"
     )
 
 

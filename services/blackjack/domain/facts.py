@@ -29,6 +29,8 @@ _SEAT_LEFT: Final = {
     "balance_returned",
     "reason",
     "rounds_sat_out",
+    "operator",
+    "operator_reason",
 }
 _FUNDS_DEPOSITED: Final = {"version", "type", "player_id", "amount", "balance_after", "transfer"}
 _TRANSFER_DECLINED: Final = {
@@ -235,6 +237,8 @@ def seat_left(
     balance_returned: int,
     reason: ev.LeaveReason = "left",
     rounds_sat_out: int | None = None,
+    operator: str | None = None,
+    operator_reason: str | None = None,
 ) -> ev.SeatLeft:
     return made(
         ev.SeatLeft,
@@ -246,6 +250,8 @@ def seat_left(
             "balance_returned": balance_returned,
             "reason": reason,
             "rounds_sat_out": rounds_sat_out,
+            "operator": operator,
+            "operator_reason": operator_reason,
         },
         _SEAT_LEFT,
     )

@@ -71,8 +71,15 @@ def _player_timed_out_v1_to_v2(data: dict[str, Any]) -> dict[str, Any]:
 
 
 def _seat_left_v1_to_v2(data: dict[str, Any]) -> dict[str, Any]:
-    """Version 1 was written before the server stood anyone up: the player left."""
-    return {**data, "version": 2, "reason": "left", "rounds_sat_out": None}
+    """Version 1 was written before anyone but the player stood them up: the player left."""
+    return {
+        **data,
+        "version": 2,
+        "reason": "left",
+        "rounds_sat_out": None,
+        "operator": None,
+        "operator_reason": None,
+    }
 
 
 def _table_opened_v1_to_v2(data: dict[str, Any]) -> dict[str, Any]:
@@ -96,7 +103,7 @@ ABSENT_FROM_OLDER_VERSIONS: dict[str, tuple[str, ...]] = {
     "CashOutReceived": ("table_sequence",),
     "TurnStarted": ("actions",),
     "PlayerTimedOut": ("sits_out",),
-    "SeatLeft": ("reason", "rounds_sat_out"),
+    "SeatLeft": ("reason", "rounds_sat_out", "operator", "operator_reason"),
 }
 """The fields of an event's current version that a stored older version lacks (its upcaster
 fills them in). The log keeps every version for ever, so the published schemas do not

@@ -110,7 +110,7 @@ def round_notes(record: RoundRecord, player_id: str, currency: str) -> list[tupl
             notes.append(("You" if player == player_id else player, Text(said, "bold yellow")))
     for entry in record.log:
         data = entry.data
-        if entry.event == "SeatLeft" and data.get("reason") == "sat_out":
+        if entry.event == "SeatLeft" and data.get("reason") in ("sat_out", "operator"):
             notes.append(_stood_up(data, player_id, currency))
             continue
         if entry.event != "BetRefunded" or data.get("reason") not in _RETURNED_BECAUSE:
@@ -126,14 +126,16 @@ def round_notes(record: RoundRecord, player_id: str, currency: str) -> list[tupl
 
 def _stood_up(data: dict[str, Any], player_id: str, currency: str) -> tuple[str, Text]:
     """A player the server stood up as the round ended, after the rounds they sat out in a
-    row (the table's ``seat_released_after_rounds_sat_out``), said to them and to the others."""
+    row (the table's ``seat_released_after_rounds_sat_out``), or the operator stood up during
+    its betting (``StandUpPlayer``), said to them and to the others."""
     mine = data.get("player_id") == player_id
-    rounds = data.get("rounds_sat_out")
     back = money(int(data.get("balance_returned", 0)), currency)
-    said = (
-        f"stood up by the server after {rounds} rounds sat out: seat {data.get('seat')} "
-        f"is free, {back} {currency} "
-        + ("back in your wallet · sit N to play again" if mine else "back in their wallet")
+    if data.get("reason") == "operator":
+        by = f"stood up by the operator ({data.get('operator_reason')})"
+    else:
+        by = f"stood up by the server after {data.get('rounds_sat_out')} rounds sat out"
+    said = f"{by}: seat {data.get('seat')} is free, {back} {currency} " + (
+        "back in your wallet · sit N to play again" if mine else "back in their wallet"
     )
     return ("You" if mine else str(data.get("player_id")), Text(said, "bold yellow"))
 

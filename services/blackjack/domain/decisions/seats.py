@@ -97,12 +97,39 @@ def move_seat(r: Draft, c: cmd.MoveSeat) -> None:
 
 
 def leave_table(r: Draft, c: cmd.LeaveTable) -> None:
-    player = seated(r.state, c.player_id)
-    if any(r.state.boxes[i].hands for i in r.state.boxes_of(c.player_id)):
-        raise refuse("round_in_progress", "a hand in play must be finished first")
-    refund_bets(r, c.player_id, "left")
-    balance = r.state.players[c.player_id].balance
-    r.emit(facts.seat_left(player_id=c.player_id, seat=player.seat, balance_returned=balance))
+    _stand_up(r, c.player_id, "a hand in play must be finished first")
+
+
+def stand_up_player(r: Draft, c: cmd.StandUpPlayer) -> None:
+    _stand_up(
+        r,
+        c.player_id,
+        f"{c.player_id[:40]} has a hand in play: stand them up once the round is settled",
+        operator=c.operator,
+        why=c.reason,
+    )
+
+
+def _stand_up(
+    r: Draft, player_id: str, in_play: str, operator: str | None = None, why: str | None = None
+) -> None:
+    """The player leaves (or is stood up by ``operator``): bets not dealt come back, the
+    money at the table is paid out, and a round waiting only for them is dealt."""
+    player = seated(r.state, player_id)
+    if any(r.state.boxes[i].hands for i in r.state.boxes_of(player_id)):
+        raise refuse("round_in_progress", in_play)
+    refund_bets(r, player_id, "left")
+    balance = r.state.players[player_id].balance
+    r.emit(
+        facts.seat_left(
+            player_id=player_id,
+            seat=player.seat,
+            balance_returned=balance,
+            reason="left" if operator is None else "operator",
+            operator=operator,
+            operator_reason=why,
+        )
+    )
     deal_when_all_decided(r)
 
 

@@ -1,0 +1,148 @@
+"""The operator stands a player up (``StandUpPlayer``): for a player the platform excluded,
+or one holding a seat at a table nobody plays at any more (where no round is dealt, so the
+rounds-sat-out rule never counts). Bets not dealt come back, the money at the table is paid
+out to the cent as on ``LeaveTable``, ``SeatLeft`` says who and why; refused, changing
+nothing, while a hand of the player is in play."""
+
+from __future__ import annotations
+
+from rich.console import Console
+
+from blackjack.audit.replay import replay_stream
+from blackjack.audit.transfers import reconcile
+from blackjack.domain import commands as cmd
+from blackjack.domain import events as ev
+from blackjack.domain import wallet as wl
+from blackjack.domain.decide import decide
+from blackjack.domain.decided_by import decided_by
+from blackjack.domain.rejections import Rejection
+from blackjack.messages.sealing import ShoeSeal
+from blackjack.messages.wire import WireEnvelope, to_wire
+from blackjack.play.screen import table_screen
+from blackjack.projections.projector import StreamProjection
+from tests.integration.conftest_projections import Script
+from tests.unit.stacked_table import StackedTable
+
+SEAL = ShoeSeal.from_hex(ShoeSeal.new_key_hex())
+
+
+def stand_up(player: str = "ben") -> cmd.StandUpPlayer:
+    return cmd.StandUpPlayer(player_id=player, operator="ops-7", reason="self-excluded")
+
+
+def shared_table() -> StackedTable:
+    t = StackedTable("atlantic-city-multi", ["TS", "7S", "9S", "8S", "TD", "6D"])
+    for pid, seat in (("ann", 0), ("ben", 1)):
+        t.do(cmd.SitDown(player_id=pid, seat=seat), cmd.Deposit(player_id=pid, amount=10_000))
+    return t
+
+
+def test_a_player_between_rounds_is_stood_up_with_the_money_to_the_cent() -> None:
+    t = shared_table()
+    t.do(cmd.Withdraw(player_id="ben", amount=1))
+    events = t.do(stand_up())
+    assert events == [
+        ev.SeatLeft(
+            player_id="ben",
+            seat=1,
+            balance_returned=9_999,
+            reason="operator",
+            operator="ops-7",
+            operator_reason="self-excluded",
+        )
+    ]
+    assert "ben" not in t.state.players and t.state.player_at(1) is None
+    # the seat is free for another player
+    t.do(cmd.SitDown(player_id="cy", seat=1))
+
+
+def test_a_bet_not_dealt_comes_back_first_and_the_round_deals_for_the_others() -> None:
+    t = shared_table()
+    t.do(cmd.PlaceBet(player_id="ann", box=0, amount=1000), cmd.Deal(player_id="ann"))
+    t.do(cmd.PlaceBet(player_id="ben", box=1, amount=2500))
+    events = t.do(stand_up())
+    refund, left = events[0], events[1]
+    assert isinstance(refund, ev.BetRefunded) and (refund.amount, refund.reason) == (2500, "left")
+    assert isinstance(left, ev.SeatLeft) and left.balance_returned == 10_000
+    # ann had pressed Deal and waited only for ben: the round is dealt at once
+    assert any(isinstance(e, ev.DealStarted) for e in events[2:])
+    assert t.state.hands_in_play and "ben" not in t.state.players
+
+
+def test_a_player_with_a_hand_in_play_is_refused_and_nothing_changes() -> None:
+    t = shared_table()
+    t.do(cmd.PlaceBet(player_id="ben", box=1, amount=1000), cmd.Pass(player_id="ann"))
+    t.do(cmd.Deal(player_id="ben"))
+    assert t.state.boxes[1].hands
+    before = t.state
+    refused = decide(before, stand_up(), t.now)
+    assert isinstance(refused, Rejection) and refused.code == "round_in_progress"
+    assert "once the round is settled" in refused.message
+
+
+def test_an_unknown_player_is_refused() -> None:
+    refused = decide(shared_table().state, stand_up("zed"), shared_table().now)
+    assert isinstance(refused, Rejection) and refused.code == "not_seated"
+
+
+def test_a_suspended_table_stands_players_up_too() -> None:
+    t = shared_table()
+    t.do(cmd.SuspendTable(operator="ops-7", reason="maintenance"))
+    assert isinstance(t.do(stand_up())[0], ev.SeatLeft)
+
+
+def test_the_recall_says_the_operator_decided_it() -> None:
+    left = {"reason": "operator", "operator": "ops-7", "operator_reason": "x"}
+    assert decided_by("SeatLeft", "ben", [], left) == "server"
+    assert decided_by("SeatLeft", "ben", [], {"reason": "left"}) is None
+
+
+def _stood_up_during_betting() -> Script:
+    """ben (100.00 from his wallet) bets 25.00; the operator stands him up before the deal."""
+    script = Script(
+        "atlantic-city-multi",
+        [["TS", "7S", "9S", "TD"]],
+        players={"ann": 10_000, "ben": 10_000},
+    )
+    script.do(cmd.PlaceBet(player_id="ben", box=1, amount=2500))
+    script.do(stand_up())
+    return script
+
+
+def _table_log(script: Script) -> list[WireEnvelope]:
+    return [to_wire(e, SEAL) for e in script.envelopes if e.stream_id == "table-1"]
+
+
+def test_readers_free_the_seat_pay_out_once_and_replay_it_without_a_finding() -> None:
+    script = _stood_up_during_betting()
+    log = _table_log(script)
+    projection = StreamProjection.new("table-1")
+    for envelope in log:
+        projection.apply(envelope)
+    ben = projection.accounts["ben"]
+    assert (ben.seated, ben.available, ben.cashed_out) == (False, 0, 10_000)
+    replayed = replay_stream(log, SEAL)
+    assert replayed.findings == []
+    said = [line.text for r in replayed.rounds.values() for line in r.lines]
+    assert "ops-7 stands ben up (self-excluded), 100.00 paid out  [decided by the server]" in said
+    streams: dict[str, list[WireEnvelope]] = {}
+    for e in script.envelopes:
+        streams.setdefault(e.stream_id, []).append(to_wire(e, SEAL))
+    assert reconcile(streams).findings == []
+    received = [
+        w.data for w in streams[wl.wallet_stream("ben")] if isinstance(w.data, wl.CashOutReceived)
+    ]
+    assert [r.amount for r in received] == [10_000]
+    console = Console(width=160, record=True, color_system=None)
+    console.print(table_screen(projection, "ann"))
+    shown = " ".join(console.export_text().split())
+    assert "ben stood up by the operator (self-excluded): seat 1 is free, 100.00 USD back" in shown
+
+
+def test_a_forged_operator_stand_up_is_found() -> None:
+    log = _table_log(_stood_up_during_betting())
+    index = next(i for i, w in enumerate(log) if isinstance(w.data, ev.SeatLeft))
+    unnamed = log[index].data.model_copy(update={"operator": None})
+    forged = [*log[:index], log[index].model_copy(update={"data": unnamed}), *log[index + 1 :]]
+    messages = [f.message for f in replay_stream(forged, SEAL).findings]
+    assert "ben stood up by the operator without naming who and why" in messages
