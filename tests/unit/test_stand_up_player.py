@@ -146,3 +146,31 @@ def test_a_forged_operator_stand_up_is_found() -> None:
     forged = [*log[:index], log[index].model_copy(update={"data": unnamed}), *log[index + 1 :]]
     messages = [f.message for f in replay_stream(forged, SEAL).findings]
     assert "ben stood up by the operator without naming who and why" in messages
+
+
+def test_a_player_leaving_with_a_hand_in_play_is_found() -> None:
+    """Neither LeaveTable nor StandUpPlayer takes a player away from a hand in play: a log
+    where one does is a finding, not a table that folds on."""
+    script = Script(
+        "atlantic-city-multi",
+        [["TS", "7S", "9S", "TD", "5C", "5D"]],
+        players={"ann": 10_000, "ben": 10_000},
+    )
+    script.do(
+        cmd.PlaceBet(player_id="ben", box=1, amount=1000),
+        cmd.Pass(player_id="ann"),
+        cmd.Deal(player_id="ben"),
+    )
+    log = _table_log(script)
+    assert script.state.boxes[1].hands
+    left = ev.SeatLeft(player_id="ben", seat=1, balance_returned=9_000)
+    forged = log[-1].model_copy(
+        update={
+            "sequence": log[-1].sequence + 1,
+            "event_id": "forged",
+            "type": "SeatLeft",
+            "data": left,
+        }
+    )
+    messages = [f.message for f in replay_stream([*log, forged], SEAL).findings]
+    assert "ben left the table with a hand in play" in messages
