@@ -116,7 +116,7 @@ def _backfill(connection: sa.Connection) -> None:
         day["player_rounds"] += row.player_rounds
         day["wagered"] += row.wagered
         day["paid"] += row.paid
-        day["initial_bets"] += sum(b["bet"] for b in row.record.get("boxes", []) if b["hands"])
+        day["initial_bets"] += sum(b["bet"] for b in row.record.get("boxes", []) if b.get("hands"))
     if days:
         rows = [{"stream_id": s, "day": d, **sums} for (s, d), sums in days.items()]
         game_days = sa.table(
