@@ -13,6 +13,7 @@ import pytest
 
 from blackjack.bus.headers import COMMAND_OFFSET_HEADER, COMMANDS_TO_HEADER, offset_header
 from blackjack.bus.topics import partition_for
+from blackjack.command_handler import service
 from blackjack.command_handler.service import CommandHandler
 from blackjack.domain import commands as cmd
 from tests.integration.conftest import WAIT_S, KafkaSpace, accept, read_topic, running_handler
@@ -78,3 +79,33 @@ async def test_a_checkpoint_tells_how_far_the_commands_were_answered(kafka_space
         r for r in await read_topic(space, space.topics.snapshots) if r.key == b"#checkpoint/0"
     ]
     assert checkpoints and offset_header(checkpoints[-1].headers, COMMANDS_TO_HEADER) == 1
+
+
+async def test_the_refusal_says_the_group_has_no_offset_and_where_to_set_it(
+    kafka_space: Any, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The log line the runbook (docs/operations.md, BlackjackPartitionsNotServing) tells the
+    operator to read: a group with no committed offset there (another group, or its offsets
+    expired) read "has consumed only to None"; it says it has none."""
+    refusals: list[str] = []
+
+    class Recorded(service.AnsweredElsewhere):
+        def __init__(self, message: str) -> None:
+            refusals.append(message)
+            super().__init__(message)
+
+    monkeypatch.setattr(service, "AnsweredElsewhere", Recorded)
+    space: KafkaSpace = await kafka_space(partitions=1)
+    async with running_handler(space.config()), space.client() as client:
+        await accept(client, "t", cmd.OpenTable(variant="mini-h17"))
+    stray = CommandHandler(space.config(group_id=f"{space.prefix}another-group"))
+    await stray.start()
+    try:
+        await stray.wait_until(lambda: stray.partition_states() == {0: "failed"}, WAIT_S)
+    finally:
+        await stray.stop()
+    assert refusals
+    message = refusals[0]
+    assert "None" not in message
+    assert "answers this partition's commands up to offset 1" in message
+    assert f"the group {space.prefix}another-group has no committed offset there" in message

@@ -8,6 +8,7 @@ import asyncio
 from typing import Any
 
 import pytest
+from aiokafka import AIOKafkaProducer
 from prometheus_client import REGISTRY
 
 from blackjack.bus.topics import TopicMismatch, partition_for
@@ -221,3 +222,36 @@ async def test_an_idle_table_goes_cold_and_the_next_command_thaws_it(kafka_space
         (_, state) = handler.streams()["sleepy"]
         assert isinstance(state, TableState) and state.players["p"].balance == 4_500
     await verify_stream(space, "sleepy", resent=["pay-once"])
+
+
+async def test_a_record_on_the_events_topic_that_is_not_the_service_s_does_not_stop_a_takeover(
+    kafka_space: Any,
+) -> None:
+    """Junk on the events topic (no ``ce_*`` headers, not an envelope: docs/operations.md, "A
+    stuck projection worker", which ACLs should prevent) made every rebuild of its partition
+    fail ("taking the partition failed; will retry" for ever: a drill's wallet on that
+    partition could no longer be played once its handler was killed). The rebuild steps over
+    it: it is no event of any stream, whose sequences still show a gap."""
+    space: KafkaSpace = await kafka_space(partitions=1)
+    async with running_handler(space.config()), space.client() as client:
+        for setup in (
+            cmd.OpenTable(variant="mini-h17"),
+            cmd.SitDown(player_id="p"),
+            cmd.Deposit(player_id="p", amount=5_000),
+        ):
+            assert (await client.execute("junked", setup)).status == "accepted"
+    producer = AIOKafkaProducer(bootstrap_servers=space.bootstrap)
+    await producer.start()
+    try:
+        await producer.send_and_wait(space.topics.events, b"not an envelope", partition=0)
+    finally:
+        await producer.stop()
+    taker = CommandHandler(space.config())
+    await taker.start()
+    try:
+        await taker.wait_until(lambda: taker.partition_states() == {0: "ready"}, 30)
+        async with space.client() as client:
+            bet = await client.execute("junked", cmd.PlaceBet(player_id="p", box=0, amount=500))
+        assert bet.status == "accepted" and bet.first_sequence == 5  # after the deposit
+    finally:
+        await taker.stop()

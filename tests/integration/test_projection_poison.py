@@ -27,11 +27,15 @@ from aiokafka import AIOKafkaProducer
 from prometheus_client import REGISTRY
 from sqlalchemy import update
 
+from blackjack.audit.audit import run_audit
 from blackjack.messages import wire
 from blackjack.messages.sealing import ShoeSeal
 from blackjack.projections import schema
 from blackjack.projections import worker as worker_module
+from blackjack.projections.dump import dump
 from blackjack.projections.health import FoldHealth, probes
+from blackjack.projections.projector import ProjectionError
+from blackjack.projections.rebuild import rebuild
 from blackjack.projections.settings import ProjectionSettings
 from blackjack.projections.store import ProjectionStore
 from blackjack.projections.worker import build_broker
@@ -374,10 +378,11 @@ async def test_blackjack_serve_reports_its_stuck_projections_on_readyz(
         async with httpx.AsyncClient(base_url=f"http://127.0.0.1:{port}", timeout=10) as http:
             ready = await http.get("/readyz")
             body = ready.json()
-            # Not ready, but for the handler's sake: the junk sits on the events topic its
-            # partition 1 is rebuilt from. A stuck projection alone leaves readiness alone.
-            assert ready.status_code == 503, ready.text
-            assert body["status"] == "not ready" and body["states"]["1"] != "ready"
+            # Ready: a stuck projection alone leaves readiness alone, and the handler's
+            # partition 1, rebuilt from the events topic the junk sits on, steps over it (a
+            # record the service did not write: no ce_type, not an event).
+            assert ready.status_code == 200, ready.text
+            assert body["status"] == "ready" and body["states"]["1"] == "ready"
             assert body["projections"]["status"] == "stuck"
             [stuck] = body["projections"]["stuck"]
             assert line_key(stuck) == (space.topics.events, 1, offset)
@@ -422,3 +427,69 @@ def test_revoked_partitions_are_forgotten() -> None:
     assert health.folding and sample("blackjack_projection_stuck_offset", T, 0) is None
     with pytest.raises(ValueError, match="at least 1"):
         FoldHealth(stuck_after=0)
+
+
+# ---- after the operator's step over a record that is not the service's ------------------------
+
+
+@pytest.mark.integration
+async def test_the_audit_and_a_rebuild_step_over_a_record_that_is_not_the_service_s(
+    events_topic: EventsTopic, stores: StoreFactory, shoe_seal: ShoeSeal
+) -> None:
+    """docs/operations.md: junk with no ``ce_*`` headers is skipped by moving the stored
+    position past it, "then ``blackjack audit`` confirms the read model against the log". The
+    audit's rebuild from offset 0 (and ``blackjack projections rebuild`` into an empty store,
+    the re-fold of "Upgrading the read model") met the same junk and stopped with a trace, so
+    no audit could pass again. They now step over such a record, and only such a one, and
+    name it; a record the service wrote (its ``ce_type`` header) that cannot be folded still
+    stops them."""
+    envelopes = to_wire(LOG.envelopes, shoe_seal)
+    half = len(envelopes) // 2
+    before = await publish(events_topic, envelopes[:half])
+    [(name, partition)] = before
+    key: Position = (name, partition)
+    offset = await produce(name, events_topic.bootstrap, partition, [POISON])
+    await publish(events_topic, envelopes[half:])
+
+    # the live store, as a worker left it: folded up to the junk, the operator's step, the rest
+    live = await stores.store()
+    writer = ProjectionWriter(live)
+    await rebuild(writer, events_topic.bootstrap, name, stop={key: offset})
+    async with live.writing() as connection:
+        await connection.execute(
+            update(schema.positions)
+            .where(
+                schema.positions.c.topic == name,
+                schema.positions.c.kafka_partition == partition,
+                schema.positions.c.next_offset <= offset,
+            )
+            .values(next_offset=offset + 1)
+        )
+    await rebuild(writer, events_topic.bootstrap, name)
+
+    report = await run_audit(live, await stores.store(), events_topic.bootstrap, name, shoe_seal)
+    assert report.ok, report.render()
+    assert report.events == len(envelopes)
+    assert report.foreign == [(name, partition, offset)]
+    assert f"{name}[{partition}] offset {offset}" in report.render()
+
+    refolded = await stores.store()
+    skipped: list[Record] = []
+    await rebuild(ProjectionWriter(refolded), events_topic.bootstrap, name, foreign=skipped)
+    assert [(r.topic, r.partition, r.offset) for r in skipped] == [(name, partition, offset)]
+    async with live.reading() as connection:
+        expected = await dump(connection)
+    async with refolded.reading() as connection:
+        assert await dump(connection) == expected
+
+    # a record with the service's header is the service's: never stepped over
+    producer = AIOKafkaProducer(bootstrap_servers=events_topic.bootstrap)
+    await producer.start()
+    try:
+        await producer.send_and_wait(
+            name, POISON, partition=partition, headers=[("ce_type", b"blackjack.BetPlaced.v1")]
+        )
+    finally:
+        await producer.stop()
+    with pytest.raises(ProjectionError, match="is not an event envelope"):
+        await rebuild(ProjectionWriter(refolded), events_topic.bootstrap, name, foreign=[])

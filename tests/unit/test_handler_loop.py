@@ -405,7 +405,9 @@ async def test_a_partition_whose_writes_fail_after_each_takeover_backs_off(
         return {}
 
     async def rebuilt(reader: Any, topics: Any, number: int, **_: Any) -> Any:
-        stats = SimpleNamespace(checkpoint=None, snapshots=0, events=0, results=0, seconds=0.0)
+        stats = SimpleNamespace(
+            checkpoint=None, snapshots=0, events=0, results=0, seconds=0.0, foreign=()
+        )
         return PartitionStore(number), stats
 
     monkeypatch.setattr(service, "AIOKafkaProducer", _RefusingWrites)

@@ -73,6 +73,9 @@ class AuditReport:
     positions: dict[Position, int] = field(default_factory=dict)
     pending: dict[Position, int] = field(default_factory=dict)
     """committed records past the live positions (the projection's lag, not a failure)"""
+    foreign: list[tuple[str, int, int]] = field(default_factory=list)
+    """records the service did not write (topic, partition, offset), stepped over by the
+    rebuild as the live store was (docs/operations.md, "A stuck projection worker")"""
     events: int = 0
     differences: list[Difference] = field(default_factory=list)
     violations: list[str] = field(default_factory=list)
@@ -112,6 +115,12 @@ class AuditReport:
         if any(self.pending.values()):
             behind = ", ".join(f"{p}:{n}" for (_, p), n in sorted(self.pending.items()) if n)
             lines.append(f"Note: events not yet folded into the live store (lag): {behind}")
+        if self.foreign:
+            where = ", ".join(f"{t}[{p}] offset {o}" for t, p, o in self.foreign)
+            lines.append(
+                f"Note: {len(self.foreign)} record(s) not written by the service (no ce_type "
+                f"header, not an event), stepped over as in the live store: {where}"
+            )
         lines.append(f"\nRebuild from offset 0 vs live: {len(self.differences)} difference(s)")
         lines += [f"  {d}" for d in self.differences]
         lines.append(f"\nMoney conservation: {len(self.violations)} violation(s)")
@@ -163,7 +172,13 @@ async def run_audit(
         expected_live = await dump(connection)
         report.violations, report.totals = await conservation(connection)
     writer = ProjectionWriter(scratch)
-    await rebuild(writer, bootstrap, topic, stop=report.positions, security=security)
+    # A record the service did not write can lie below the live positions only if an operator
+    # stepped the live store over it; the scratch store steps over it too (and it is named).
+    foreign: list[Record] = []
+    await rebuild(
+        writer, bootstrap, topic, stop=report.positions, security=security, foreign=foreign
+    )
+    report.foreign = [(r.topic, r.partition, r.offset) for r in foreign]
     report.pending, partitions = await _pending(bootstrap, topic, report.positions, security)
     async with scratch.reading() as connection:
         rebuilt = await dump(connection)

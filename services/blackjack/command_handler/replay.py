@@ -34,7 +34,7 @@ from blackjack.command_handler.streams import PartitionStore
 from blackjack.domain.state import TableState
 from blackjack.messages.envelope import CommandResult
 from blackjack.messages.sealing import ShoeSeal
-from blackjack.messages.wire import decode, from_wire
+from blackjack.messages.wire import decode, from_wire, not_the_service_s
 
 
 @dataclass(frozen=True)
@@ -45,6 +45,8 @@ class RebuildStats:
     events: int
     results: int
     seconds: float
+    foreign: tuple[int, ...] = ()
+    """offsets of events-topic records the service did not write, stepped over"""
 
 
 def assign_reader(reader: AIOKafkaConsumer, topics: Topics, partitions: int) -> None:
@@ -146,6 +148,8 @@ async def rebuild(
     legacy = {s.stream_id: s for s in store.streams.values() if s.signed_incomplete}
     if legacy:
         async for record in read_to_end(reader, events_tp, 0, events_from, deadline):
+            if not_the_service_s(record.value, record.headers):
+                continue
             envelope = from_wire(decode(record.value or b"{}"), seal)
             old = legacy.get(envelope.stream_id)
             if old is not None and envelope.sequence <= old.sequence:
@@ -157,7 +161,11 @@ async def rebuild(
     # 2. The events after it: the states, and the commands they prove were accepted.
     accepted: dict[tuple[str, str], CommandResult] = {}
     events = 0
+    foreign: list[int] = []
     async for record in read_to_end(reader, events_tp, events_from, ends[events_tp], deadline):
+        if not_the_service_s(record.value, record.headers):
+            foreign.append(record.offset)  # junk, no event of any stream (wire.not_the_service_s)
+            continue
         envelope = from_wire(decode(record.value or b"{}"), seal)
         stream = store.get(envelope.stream_id)
         if envelope.sequence <= stream.sequence:
@@ -226,4 +234,5 @@ async def rebuild(
         events=events,
         results=results,
         seconds=time.monotonic() - started,
+        foreign=tuple(foreign),
     )

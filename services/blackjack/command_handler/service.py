@@ -487,16 +487,27 @@ class CommandHandler:
                         streams=store.count(),
                         seconds=round(stats.seconds, 3),
                     )
+                    if stats.foreign:
+                        log.warning(
+                            "records not written by the service stepped over on the events "
+                            "topic (no ce_type header, not an event; who may write to it?)",
+                            offsets=list(stats.foreign),
+                        )
                 metrics.REBUILDS.labels(kind).inc()
                 metrics.REBUILD_SECONDS.observe(time.monotonic() - started)
                 committed = await self._consumer.committed(partition.tp)
                 if store.answered_to > (committed or 0):
+                    consumed = (
+                        "has no committed offset there"
+                        if committed is None
+                        else f"has consumed only to {committed}"
+                    )
                     raise AnsweredElsewhere(
                         f"the log answers this partition's commands up to offset "
-                        f"{store.answered_to}, but the group {self.config.group_id} has "
-                        f"consumed only to {committed}: another consumer group handles these "
-                        "topics (one group per deployment, BLACKJACK_GROUP_ID), or this "
-                        "group's offsets expired; not taken, so no command is decided twice"
+                        f"{store.answered_to}, but the group {self.config.group_id} {consumed}: "
+                        "another consumer group handles these topics (one group per "
+                        "deployment, BLACKJACK_GROUP_ID), or this group's offsets expired; not "
+                        "taken, so no command is decided twice"
                     )
                 store.answered_to = max(store.answered_to, committed or 0)
         except Exception as error:

@@ -4,7 +4,7 @@ upcasting of old event versions on read (stored events are never rewritten)."""
 from __future__ import annotations
 
 import json
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
 from typing import Annotated, Any, Literal, Self, get_args
 
 from pydantic import BaseModel, Field, TypeAdapter, model_validator
@@ -175,6 +175,20 @@ def decode(raw: bytes) -> WireEnvelope:
         document["schema_version"] = current.get("version", 1)
     document["data"] = current
     return _WIRE.validate_python(document)
+
+
+def not_the_service_s(value: bytes | None, headers: Iterable[tuple[str, bytes]] | None) -> bool:
+    """A record of the events topic that the service did not write: no CloudEvents type header
+    (every event the service writes carries ``ce_type``) and not an event envelope. Junk that
+    ACLs should have kept out (docs/operations.md, "A stuck projection worker"): no event of
+    any stream, so stepping over it loses none (a missing event shows as a sequence gap)."""
+    if any(name == "ce_type" for name, _ in headers or ()):
+        return False
+    try:
+        decode(value or b"")
+    except (ValueError, KeyError, TypeError):
+        return True
+    return False
 
 
 def cloudevents_headers(wire: EventMeta, source: str) -> list[tuple[str, bytes]]:

@@ -65,7 +65,7 @@ def _migrate(args: argparse.Namespace) -> int:
 def _rebuild(args: argparse.Namespace) -> int:
     from blackjack.projections.rebuild import rebuild
     from blackjack.projections.store import ProjectionStore
-    from blackjack.projections.writer import ProjectionWriter
+    from blackjack.projections.writer import ProjectionWriter, Record
 
     settings = settings_from(args)
 
@@ -74,13 +74,20 @@ def _rebuild(args: argparse.Namespace) -> int:
         try:
             await store.migrate()
             writer = ProjectionWriter(store)
+            foreign: list[Record] = []
             await rebuild(
                 writer,
                 settings.bootstrap,
                 settings.events_topic,
                 batch=settings.batch,
                 security=settings.security,
+                foreign=foreign,
             )
+            for record in foreign:
+                print(
+                    f"{record.topic}[{record.partition}] offset {record.offset} stepped over: "
+                    "not written by the service (no ce_type header, not an event)"
+                )
             positions = await writer.stored_positions(settings.events_topic)
             for (topic, partition), offset in sorted(positions.items()):
                 print(f"{topic}[{partition}] folded in up to offset {offset}")

@@ -5,12 +5,14 @@ collect one table's events for ``blackjack replay --source kafka``."""
 from __future__ import annotations
 
 import asyncio
+import dataclasses
 from collections.abc import Callable, Mapping
 
 from aiokafka import AIOKafkaConsumer, ConsumerRecord, TopicPartition
 from aiokafka.admin import AIOKafkaAdminClient
 
 from blackjack.bus.settings import PLAINTEXT, KafkaSecurity
+from blackjack.messages import wire
 from blackjack.projections.writer import Position, ProjectionWriter, Record
 
 FETCH_MS = 500
@@ -136,16 +138,35 @@ async def rebuild(
     batch: int = 500,
     timeout: float = 600.0,
     security: KafkaSecurity = PLAINTEXT,
+    foreign: list[Record] | None = None,
 ) -> dict[Position, int]:
     """Fold ``topic`` into the writer's store, from its stored positions (offset 0 for a fresh
-    store) up to ``stop`` or the end of the topic. Returns the topic's end offsets."""
+    store) up to ``stop`` or the end of the topic. Returns the topic's end offsets.
+
+    With a ``foreign`` list, a record the service did not write (``wire.not_the_service_s``)
+    is stepped over, as the operator steps a stuck worker over it (docs/operations.md, "A
+    stuck projection worker"), and added to the list; without one it stops the rebuild, as it
+    stops a worker. A record of the service's that cannot be folded stops it either way."""
     stored = await writer.stored_positions(topic)
     start = {partition: offset for (_, partition), offset in stored.items()}
     until = None if stop is None else {p: o for (t, p), o in stop.items() if t == topic}
-    return await read_topic(
+
+    def records(fetched: list[ConsumerRecord]) -> object:
+        batch = [Record.of(r) for r in fetched]
+        if foreign is not None:
+            batch = [
+                dataclasses.replace(record, foreign=True)
+                if wire.not_the_service_s(raw.value, raw.headers)
+                else record
+                for raw, record in zip(fetched, batch, strict=True)
+            ]
+            foreign.extend(r for r in batch if r.foreign)
+        return writer.apply(batch)
+
+    return await read_consumer_records(
         bootstrap,
         topic,
-        writer.apply,
+        records,
         start=start,
         stop=until,
         batch=batch,

@@ -58,6 +58,9 @@ class Record:
     offset: int
     value: bytes
     key: bytes | None = None
+    foreign: bool = False
+    """not written by the service (``wire.not_the_service_s``): stepped over, never folded;
+    only a rebuild asked to (the audit's, ``projections rebuild``) marks one"""
 
     @classmethod
     def of(cls, record: KafkaRecord) -> Record:
@@ -117,6 +120,9 @@ class ProjectionWriter:
             for record in records:
                 if record.offset < current[record.position]:
                     result.skipped += 1
+                    continue
+                if record.foreign:  # as the operator's step over it (docs/operations.md)
+                    current[record.position] = record.offset + 1
                     continue
                 try:
                     kind = await batch.fold(record)
