@@ -5,6 +5,8 @@ topic shows a card. A topic with another partition count stops the handler from 
 from __future__ import annotations
 
 import asyncio
+import os
+import sys
 from typing import Any
 
 import pytest
@@ -160,6 +162,23 @@ async def test_the_handler_refuses_topics_with_another_partition_count(kafka_spa
     handler = CommandHandler(wrong)
     with pytest.raises(TopicMismatch, match="has 2 partitions, the service is configured for 3"):
         await handler.start()
+    # The command line says it in one line, exit 2, as for any setting it cannot use (the
+    # runbook drill: a 32-line trace and exit 1).
+    env = {**os.environ, **space.env(BLACKJACK_PARTITIONS="3")}
+    ran = await asyncio.create_subprocess_exec(
+        sys.executable,
+        "-m",
+        "blackjack.cli",
+        "handler",
+        env=env,
+        stdout=asyncio.subprocess.PIPE,
+        stderr=asyncio.subprocess.PIPE,
+    )
+    async with asyncio.timeout(60):
+        _, err = await ran.communicate()
+    assert ran.returncode == 2, err.decode()
+    [said] = err.decode().strip().splitlines()
+    assert said.startswith("blackjack: ") and "has 2 partitions" in said, said
 
 
 async def _first_checkpoint(space: KafkaSpace, partition: int) -> Checkpoint:

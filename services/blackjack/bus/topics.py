@@ -23,6 +23,7 @@ from aiokafka.admin import AIOKafkaAdminClient, NewTopic
 from aiokafka.partitioner import murmur2
 
 from blackjack.bus.settings import KafkaSettings
+from blackjack.configuration import ConfigurationError
 
 DAY_MS = 24 * 60 * 60 * 1000
 REQUESTS_KEPT_MS = 7 * DAY_MS
@@ -49,8 +50,9 @@ _UNKNOWN_TOPIC = 3
 _TOPIC_EXISTS = 36
 
 
-class TopicMismatch(RuntimeError):
-    """A topic exists with a shape the service must not run against."""
+class TopicMismatch(ConfigurationError):
+    """A topic exists with a shape the service must not run against: a deployment's
+    settings and its topics disagree (said in one line, exit 2, as any setting it cannot use)."""
 
 
 @dataclass(frozen=True)
