@@ -255,9 +255,10 @@ def _seat_released(rules: Rules) -> list[str]:
     rounds = rules.seat_released_after_rounds_sat_out
     if rounds is None:
         return []
-    many = "round" if rounds == 1 else f"{rounds} rounds in a row"
+    many = "a round" if rounds == 1 else f"{rounds} rounds in a row"
+    ends = "it ends" if rounds == 1 else "the last of them ends"
     return [
-        f"If you sit out {many}, the server stands you up when the last of them ends: your "
+        f"If you sit out {many}, the server stands you up when {ends}: your "
         "seat is freed and your money at the table goes back to your wallet, as if you had "
         "left. A bet or a pass starts the count again; rounds dealt while the table is "
         "suspended do not count."

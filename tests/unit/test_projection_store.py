@@ -263,3 +263,38 @@ async def test_a_store_a_newer_version_migrated_is_named_in_one_line(
         await connection.execute(text("UPDATE alembic_version SET version_num = '0099'"))
     with pytest.raises(ConfigurationError, match="migrated by a newer version"):
         await store.migrate()
+
+
+async def test_a_round_s_recall_folded_by_an_older_release_dumps_as_a_rebuild_folds_it(
+    store: ProjectionStore,
+) -> None:
+    """A player who leaves a shared table while a round is open is in that round's recall.
+    The release before ``SeatLeft`` version 2 folded the entry without ``reason`` and
+    ``rounds_sat_out``; a rebuild now folds the upcast event, with them. The audit compares
+    dumps: the same round, or every such round after an upgrade fails the audit."""
+    from blackjack.domain import commands as cmd
+    from tests.integration.conftest_projections import Script
+
+    script = Script("atlantic-city-multi", [["TS", "7S", "9S", "TD"]], {"ann": 10_000, "ben": 0})
+    script.do(
+        cmd.PlaceBet(player_id="ann", box=0, amount=1000),
+        cmd.LeaveTable(player_id="ben"),
+        cmd.Deal(player_id="ann"),
+        cmd.Stand(player_id="ann", box=0),
+    )
+    records = [
+        Record(TOPIC, 0, offset, encode(to_wire(envelope, SEAL)))
+        for offset, envelope in enumerate(script.envelopes)
+    ]
+    await ProjectionWriter(store).apply(records)
+    before = await snapshot(store)
+    rounds = schema.rounds
+    async with store.reading() as connection:
+        record = (await connection.execute(select(rounds.c.record))).scalar_one()
+    (left,) = [entry for entry in record["log"] if entry["event"] == "SeatLeft"]
+    assert left["data"]["reason"] == "left"
+    for name in ("reason", "rounds_sat_out"):
+        del left["data"][name]  # as the release before folded it
+    async with store.writing() as connection:
+        await connection.execute(update(rounds).values(record=record))
+    assert (await snapshot(store)).text() == before.text()

@@ -360,3 +360,17 @@ def test_split_aces_are_not_split_again_where_other_pairs_may_be() -> None:
     assert "up to 3 times (4 hands)" in text
     assert "Split aces take one card each, and a pair of aces is split once only." in text
     assert "Split aces take one card each." in sheet(preset("atlantic-city"))
+
+
+def test_a_seat_freed_after_one_round_sat_out_is_said_in_a_sentence() -> None:
+    """The sheet's sentence for a count of 1 read "If you sit out round, ... when the last of
+    them ends"."""
+    rules = preset("atlantic-city").with_overrides(
+        {"seats": 3, "turn_seconds": 15, "seat_released_after_rounds_sat_out": 1}
+    )
+    assert "If you sit out a round, the server stands you up when it ends:" in sheet(rules)
+    rules = rules.with_overrides({"seat_released_after_rounds_sat_out": 2})
+    assert (
+        "If you sit out 2 rounds in a row, the server stands you up when the last of them ends:"
+        in sheet(rules)
+    )

@@ -252,7 +252,11 @@ class GameLine(_Answer):
     currency: str
     tables: int = Field(description="tables that closed a round of it in the range")
     rounds: int = Field(description="rounds settled")
-    cancelled: int = Field(description="rounds cancelled by an operator, every wager returned")
+    cancelled: int = Field(
+        description="rounds closed with no box dealt, every bet returned: no player was ready "
+        "when betting closed (bets taken back, every player passing, leaving or left out by the "
+        "clock), or an operator closed an interrupted round before its deal"
+    )
     player_rounds: int = Field(description="players dealt in, summed over the rounds")
     initial_bets: int = Field(description="the bets dealt, before doubles, splits, insurance")
     wagered: int = Field(description="every stake: initial bets, doubles, splits, insurance")

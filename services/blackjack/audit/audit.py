@@ -180,20 +180,23 @@ async def run_audit(
     )
     report.foreign = [(r.topic, r.partition, r.offset) for r in foreign]
     report.pending, partitions = await _pending(bootstrap, topic, report.positions, security)
+    # Events past the live positions: a movement's cause may be among them (lag, not a finding).
+    behind = {partition for (_, partition), count in report.pending.items() if count}
+
+    def lagging(stream_id: str) -> bool:
+        return partition_for(stream_id, partitions) in behind
+
     async with scratch.reading() as connection:
         rebuilt = await dump(connection)
         logs = {}
         for stream_id in await queries.stream_ids(connection):
             wires = logs[stream_id] = await queries.stream_envelopes(connection, stream_id)
             report.events += len(wires)
-            report.replays.append(replay_stream(wires, seal, stream_id))
+            complete = not lagging(stream_id)  # else the next events may end a decision
+            report.replays.append(replay_stream(wires, seal, stream_id, complete=complete))
     shoes_on_two_tables(report.replays)
     report.differences = differences(rebuilt, expected_live)
-    # Events past the live positions: a movement's cause may be among them (lag, not a finding).
-    behind = {partition for (_, partition), count in report.pending.items() if count}
-    report.transfers = reconcile(
-        logs, lagging=lambda stream_id: partition_for(stream_id, partitions) in behind
-    )
+    report.transfers = reconcile(logs, lagging=lagging)
     return report
 
 

@@ -85,7 +85,7 @@ def _replay(args: argparse.Namespace) -> int:
     settings = settings_from(args)
     source = _from_kafka if args.source == "kafka" else _from_store
     wires = asyncio.run(source(settings, stream_id))
-    verdict = replay_round(wires, number, seal, stream_id)
+    verdict = replay_round(wires, number, seal, stream_id, complete=args.source == "kafka")
     print(render(verdict))
     if not verdict.found:
         if args.source == "store":

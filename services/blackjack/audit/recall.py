@@ -42,9 +42,15 @@ class RoundVerdict:
 
 
 def replay_round(
-    wires: list[WireEnvelope], number: int, seal: ShoeSeal | None, stream_id: str
+    wires: list[WireEnvelope],
+    number: int,
+    seal: ShoeSeal | None,
+    stream_id: str,
+    *,
+    complete: bool = True,
 ) -> RoundVerdict:
-    stream: StreamReplay = replay_stream(wires, seal, stream_id)
+    """``complete``: ``wires`` is the log itself, not a read model that may lag it."""
+    stream: StreamReplay = replay_stream(wires, seal, stream_id, complete=complete)
     verdict = RoundVerdict(f"{stream_id}:{number}", found=False, state=stream.state)
     sequences = [
         w.sequence for w in wires if isinstance(w.data, ev.RoundEvent) and w.data.round == number

@@ -156,13 +156,19 @@ def in_sequence(records: Iterable[WireEnvelope]) -> list[WireEnvelope]:
 
 
 def replay_stream(
-    wires: Sequence[WireEnvelope], seal: ShoeSeal | None = None, stream_id: str | None = None
+    wires: Sequence[WireEnvelope],
+    seal: ShoeSeal | None = None,
+    stream_id: str | None = None,
+    *,
+    complete: bool = True,
 ) -> StreamReplay:
-    """Fold and check one stream's events (in sequence order)."""
+    """Fold and check one stream's events (in sequence order). ``complete``: ``wires`` is the
+    whole log so far, not a read model that may lag it (where a decision's events may be
+    folded only in part: a stand-up due at the end is then not missing, only not yet read)."""
     name = stream_id or (wires[0].stream_id if wires else "?")
     if is_wallet_stream(name):
         return _replay_wallet(name, wires)
-    return _Replayer(name, list(wires), seal).run()
+    return _Replayer(name, list(wires), seal, complete).run()
 
 
 def _replay_wallet(stream_id: str, wires: Sequence[WireEnvelope]) -> StreamReplay:
@@ -210,10 +216,13 @@ def _replay_wallet(stream_id: str, wires: Sequence[WireEnvelope]) -> StreamRepla
 
 
 class _Replayer:
-    def __init__(self, stream_id: str, wires: list[WireEnvelope], seal: ShoeSeal | None) -> None:
+    def __init__(
+        self, stream_id: str, wires: list[WireEnvelope], seal: ShoeSeal | None, complete: bool
+    ) -> None:
         self.out = StreamReplay(stream_id)
         self.wires = wires
         self.seal = seal
+        self.complete = complete
         self.reveals = {w.data.shoe: w.data for w in wires if isinstance(w.data, ev.ShoeRetired)}
         self.state = INITIAL_STATE
         self.current: RoundReplay | None = None
@@ -274,8 +283,8 @@ class _Replayer:
                 break
             self.out.events += 1
             self.previous_at = envelope.occurred_at
-        if self.due_to_stand_up and not self.out.stopped:
-            self._stood_up_when_due(None)
+        if self.due_to_stand_up and not self.out.stopped and self.complete:
+            self._stood_up_when_due(None)  # the log ends without them
         self.out.state = self.state
         return self.out
 
@@ -898,9 +907,8 @@ def describe(state: TableState, event: ev.Event) -> str:
         case ev.SeatChanged(player_id=p, from_seat=old, to_seat=new):
             return f"{p} moves from seat {old} to seat {new}"
         case ev.SeatLeft(player_id=p, balance_returned=back, reason="sat_out", rounds_sat_out=n):
-            return (
-                f"{p} stood up by the server after {n} rounds sat out, {money(back, cur)} paid out"
-            )
+            rounds = "1 round" if n == 1 else f"{n} rounds"
+            return f"{p} stood up by the server after {rounds} sat out, {money(back, cur)} paid out"
         case ev.SeatLeft(
             player_id=p, balance_returned=back, reason="operator", operator=who, operator_reason=why
         ):

@@ -133,7 +133,8 @@ def _stood_up(data: dict[str, Any], player_id: str, currency: str) -> tuple[str,
     if data.get("reason") == "operator":
         by = f"stood up by the operator ({data.get('operator_reason')})"
     else:
-        by = f"stood up by the server after {data.get('rounds_sat_out')} rounds sat out"
+        rounds = data.get("rounds_sat_out")
+        by = f"stood up by the server after {rounds} {'round' if rounds == 1 else 'rounds'} sat out"
     said = f"{by}: seat {data.get('seat')} is free, {back} {currency} " + (
         "back in your wallet · sit N to play again" if mine else "back in their wallet"
     )

@@ -17,7 +17,7 @@ from typing import Any
 from sqlalchemy import String, Table, select
 from sqlalchemy.ext.asyncio import AsyncConnection
 
-from blackjack.messages.wire import decode, encode
+from blackjack.messages.wire import ABSENT_FROM_OLDER_VERSIONS, decode, encode, upcast
 from blackjack.projections.projector import utc
 from blackjack.projections.schema import READ_MODEL
 
@@ -94,6 +94,8 @@ async def _dump_table(connection: AsyncConnection, table: Table, postgres: bool)
         values = {name: _canonical(value) for name, value in row.items()}
         if table.name == "events":
             values["envelope"] = _event_as_read(values["envelope"])
+        elif table.name == "rounds":
+            values["record"] = _recall_as_read(values["record"])
         rows[tuple(values[c.name] for c in key_columns)] = values
     return TableDump(table.name, rows)
 
@@ -105,6 +107,25 @@ def _event_as_read(stored: str) -> str:
         return encode(decode(stored.encode())).decode()
     except (ValueError, KeyError, TypeError):  # unreadable: compared as it is stored
         return stored
+
+
+def _recall_as_read(record: Any) -> Any:
+    """A round's record with each entry of its recall as a reader reads the event now: an
+    older release folded an event of an older version without the fields its upcaster adds
+    (``ABSENT_FROM_OLDER_VERSIONS``), the same event a rebuild folds upcast."""
+    if not isinstance(record, dict) or not isinstance(record.get("log"), list):
+        return record
+    log = []
+    for entry in record["log"]:
+        added = ABSENT_FROM_OLDER_VERSIONS.get(entry.get("event"), ())
+        data = entry.get("data")
+        if added and isinstance(data, dict) and any(name not in data for name in added):
+            newer = upcast({**data, "type": entry["event"], "version": 1})
+            data = {k: v for k, v in newer.items() if k in data or k in added}
+            log.append({**entry, "data": data})
+        else:
+            log.append(entry)
+    return {**record, "log": log}
 
 
 def differences(expected: Dump, actual: Dump) -> list[Difference]:

@@ -63,8 +63,9 @@ FAILED_BATCHES = Counter(
 )
 ROUNDS_CLOSED = Counter(
     "blackjack_rounds_closed_total",
-    "Rounds settled (or cancelled by an operator, every wager returned) as folded into the read "
-    "model, by game and currency",
+    "Rounds settled, or cancelled (closed with no box dealt, every bet returned: no player "
+    "ready when betting closed, or an operator closing an interrupted round before its deal), "
+    "as folded into the read model, by game and currency",
     ["variant", "currency", "outcome"],
 )
 WAGERED = Counter(
