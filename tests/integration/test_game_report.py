@@ -290,3 +290,31 @@ async def test_the_worker_counts_each_game_s_money_once_folded(stores: StoreFact
         assert sample("blackjack_rounds_closed_total", **labels, outcome="settled") == (
             settled[variant] + sums["rounds"]
         )
+
+
+async def test_the_report_counts_the_tables_opened_with_their_own_rules(
+    folded: ProjectionStore,
+) -> None:
+    """The preset's theoretical return is not that of a table opened with overrides: the
+    report says how many of a game's tables are such (a review's point: they were counted in
+    their preset's line, unmarked)."""
+    days = sorted({day for _, day in EXPECTED})
+    query = f"/v1/reports/games?from={days[0]}&days={len(days)}"
+    transport = httpx.ASGITransport(app=query_api(folded))
+    async with httpx.AsyncClient(transport=transport, base_url="http://api") as api:
+        before = {line["variant"]: line for line in (await api.get(query)).json()["games"]}
+        assert {v: line["tables_with_own_rules"] for v, line in before.items()} == dict.fromkeys(
+            before, 0
+        )
+        t = schema.table_views
+        async with folded.writing() as connection:
+            view = (
+                await connection.execute(select(t.c.view).where(t.c.stream_id == "r-surrender"))
+            ).scalar_one()
+            view["rules"]["min_bet"] = view["rules"]["min_bet"] + 100
+            await connection.execute(
+                t.update().where(t.c.stream_id == "r-surrender").values(view=view)
+            )
+        after = {line["variant"]: line for line in (await api.get(query)).json()["games"]}
+    assert after["surrender"]["tables_with_own_rules"] == 1
+    assert all(line["tables_with_own_rules"] == 0 for v, line in after.items() if v != "surrender")

@@ -251,6 +251,10 @@ class GameLine(_Answer):
     variant: str
     currency: str
     tables: int = Field(description="tables that closed a round of it in the range")
+    tables_with_own_rules: int = Field(
+        description="of those, tables opened with rules other than the preset's (overrides): "
+        "the preset's theoretical return is not theirs"
+    )
     rounds: int = Field(description="rounds settled")
     cancelled: int = Field(
         description="rounds closed with no box dealt, every bet returned: no player was ready "

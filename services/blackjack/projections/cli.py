@@ -184,6 +184,11 @@ def _report(args: argparse.Namespace) -> int:
             f"RTP {line['rtp_percent'] or '-'} % of wagers, "
             f"{line['return_per_initial_bet_percent'] or '-'} % per initial bet"
             + _theoretical(line["variant"], args.theoretical)
+            + (
+                f" ({line['tables_with_own_rules']} of the tables opened with their own rules)"
+                if line["tables_with_own_rules"]
+                else ""
+            )
         )
     if not report["games"]:
         print("no round closed on those days")

@@ -13,9 +13,11 @@ from datetime import date, timedelta
 from fractions import Fraction
 from typing import Any, Final
 
+from pydantic import ValidationError
 from sqlalchemy import distinct, func, select
 from sqlalchemy.ext.asyncio import AsyncConnection
 
+from blackjack.domain.rules import PRESETS, Rules, with_interrupted_round_days
 from blackjack.projections import schema
 
 MAX_DAYS: Final = 366
@@ -72,9 +74,44 @@ async def game_performance(connection: AsyncConnection, first: date, days: int) 
         .where(g.c.day >= first, g.c.day <= last)
         .group_by(g.c.variant, g.c.currency)
     )
+    own = await _tables_with_own_rules(connection, first, last)
     lines = [_line(row._asdict()) for row in (await connection.execute(query)).all()]
+    for line in lines:
+        line["tables_with_own_rules"] = own.get((line["variant"], line["currency"]), 0)
     lines.sort(key=lambda line: (line["variant"], line["currency"]))
     return {"from": first.isoformat(), "to": last.isoformat(), "games": lines}
+
+
+async def _tables_with_own_rules(
+    connection: AsyncConnection, first: date, last: date
+) -> dict[tuple[str, str], int]:
+    """Per game and currency, the tables of the range opened with rules other than their
+    preset's (overrides at ``OpenTable``): their return is not the preset's theoretical one."""
+    g, t = schema.game_days, schema.table_views
+    streams = (
+        select(g.c.stream_id, g.c.variant, g.c.currency)
+        .where(g.c.day >= first, g.c.day <= last)
+        .distinct()
+        .subquery()
+    )
+    query = select(streams.c.variant, streams.c.currency, t.c.view["rules"].label("rules")).join(
+        t, t.c.stream_id == streams.c.stream_id
+    )
+    counted: dict[tuple[str, str], int] = {}
+    for variant, currency, rules in (await connection.execute(query)).all():
+        if _own_rules(variant, rules):
+            counted[(variant, currency)] = counted.get((variant, currency), 0) + 1
+    return counted
+
+
+def _own_rules(variant: str, rules: Any) -> bool:
+    preset = PRESETS.get(variant)
+    if preset is None or not isinstance(rules, dict):
+        return True
+    try:  # as a snapshot or the log reads a table an earlier release opened
+        return Rules.model_validate(with_interrupted_round_days(rules)) != preset
+    except ValidationError:
+        return True
 
 
 SUMMED: Final = ("rounds", "cancelled", "player_rounds", "initial_bets", "wagered", "paid")
