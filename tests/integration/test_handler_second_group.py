@@ -62,6 +62,17 @@ async def test_a_handler_of_another_group_takes_no_partition_the_log_has_answere
     assert len(after) == len(results) + 1  # nothing answered twice
 
 
+async def stray_refused_its_one_partition(space: KafkaSpace) -> None:
+    """A handler of another group on the space's one-partition topics: it refuses the
+    partition (failed), and stops."""
+    stray = CommandHandler(space.config(group_id=f"{space.prefix}another-group"))
+    await stray.start()
+    try:
+        await stray.wait_until(lambda: stray.partition_states() == {0: "failed"}, WAIT_S)
+    finally:
+        await stray.stop()
+
+
 async def test_a_checkpoint_tells_how_far_the_commands_were_answered(kafka_space: Any) -> None:
     """A checkpoint after every batch: the rebuild reads no results after it, and the position
     the checkpoint carries is what the stray handler is refused by."""
@@ -69,12 +80,7 @@ async def test_a_checkpoint_tells_how_far_the_commands_were_answered(kafka_space
     async with running_handler(space.config(snapshot_every=1)):
         async with space.client() as client:
             await accept(client, "t", cmd.OpenTable(variant="mini-h17"))
-        stray = CommandHandler(space.config(group_id=f"{space.prefix}another-group"))
-        await stray.start()
-        try:
-            await stray.wait_until(lambda: stray.partition_states() == {0: "failed"}, WAIT_S)
-        finally:
-            await stray.stop()
+        await stray_refused_its_one_partition(space)
     checkpoints = [
         r for r in await read_topic(space, space.topics.snapshots) if r.key == b"#checkpoint/0"
     ]
@@ -98,12 +104,7 @@ async def test_the_refusal_says_the_group_has_no_offset_and_where_to_set_it(
     space: KafkaSpace = await kafka_space(partitions=1)
     async with running_handler(space.config()), space.client() as client:
         await accept(client, "t", cmd.OpenTable(variant="mini-h17"))
-    stray = CommandHandler(space.config(group_id=f"{space.prefix}another-group"))
-    await stray.start()
-    try:
-        await stray.wait_until(lambda: stray.partition_states() == {0: "failed"}, WAIT_S)
-    finally:
-        await stray.stop()
+    await stray_refused_its_one_partition(space)
     assert refusals
     message = refusals[0]
     assert "None" not in message

@@ -8,11 +8,17 @@ import asyncio
 import json
 import os
 import sys
+from collections.abc import Awaitable, Callable
 from dataclasses import replace
 from datetime import UTC, date, datetime, timedelta
-from typing import Any
+from typing import TYPE_CHECKING, TypeVar
 
 from blackjack.projections.settings import ProjectionSettings
+
+if TYPE_CHECKING:  # the command line starts without SQLAlchemy until a command needs it
+    from sqlalchemy.ext.asyncio import AsyncConnection
+
+T = TypeVar("T")
 
 
 def add_store_options(parser: argparse.ArgumentParser) -> None:
@@ -29,6 +35,21 @@ def settings_from(args: argparse.Namespace) -> ProjectionSettings:
         "topic_prefix": args.topic_prefix,
     }
     return replace(settings, **{k: v for k, v in changes.items() if v is not None})
+
+
+def read_store(args: argparse.Namespace, read: Callable[[AsyncConnection], Awaitable[T]]) -> T:
+    """``read`` on a connection to the store the options name, the store closed after."""
+    from blackjack.projections.store import ProjectionStore
+
+    async def run() -> T:
+        store = ProjectionStore(settings_from(args).db_url)
+        try:
+            async with store.reading() as connection:
+                return await read(connection)
+        finally:
+            await store.close()
+
+    return asyncio.run(run())
 
 
 def _run(args: argparse.Namespace) -> int:
@@ -100,24 +121,14 @@ def _rebuild(args: argparse.Namespace) -> int:
 
 def _dump(args: argparse.Namespace) -> int:
     from blackjack.projections.dump import dump
-    from blackjack.projections.store import ProjectionStore
 
-    async def run() -> str:
-        store = ProjectionStore(settings_from(args).db_url)
-        try:
-            async with store.reading() as connection:
-                found = await dump(connection)
-        finally:
-            await store.close()
-        return found.digest() if args.digest else found.text()
-
-    sys.stdout.write(asyncio.run(run()) + ("\n" if args.digest else ""))
+    found = read_store(args, dump)
+    sys.stdout.write(found.digest() + "\n" if args.digest else found.text())
     return 0
 
 
 def _interrupted(args: argparse.Namespace) -> int:
     from blackjack.projections.queries import MAX_PAGE, interrupted_rounds
-    from blackjack.projections.store import ProjectionStore
 
     if not 1 <= args.idle_days <= 3650 or not 1 <= args.limit <= MAX_PAGE:
         print(
@@ -128,15 +139,7 @@ def _interrupted(args: argparse.Namespace) -> int:
         return 2
     idle_before = datetime.now(UTC) - timedelta(days=args.idle_days)
 
-    async def run() -> list[dict[str, Any]]:
-        store = ProjectionStore(settings_from(args).db_url)
-        try:
-            async with store.reading() as connection:
-                return await interrupted_rounds(connection, idle_before, args.limit)
-        finally:
-            await store.close()
-
-    rounds = asyncio.run(run())
+    rounds = read_store(args, lambda c: interrupted_rounds(c, idle_before, args.limit))
     for found in rounds:
         held = ", ".join(f"{player} {amount}" for player, amount in found["in_play"].items())
         print(
@@ -153,22 +156,13 @@ def _interrupted(args: argparse.Namespace) -> int:
 
 def _report(args: argparse.Namespace) -> int:
     from blackjack.projections.reports import MAX_DAYS, game_performance, last_day
-    from blackjack.projections.store import ProjectionStore
 
     first = args.first or datetime.now(UTC).date()
     if not 1 <= args.days <= MAX_DAYS:
         print(f"blackjack projections report: --days is from 1 to {MAX_DAYS}", file=sys.stderr)
         return 2
 
-    async def run() -> dict[str, Any]:
-        store = ProjectionStore(settings_from(args).db_url)
-        try:
-            async with store.reading() as connection:
-                return await game_performance(connection, first, args.days)
-        finally:
-            await store.close()
-
-    report = asyncio.run(run())
+    report = read_store(args, lambda c: game_performance(c, first, args.days))
     if args.json:
         print(json.dumps(report, indent=2))
         return 0
