@@ -9,6 +9,7 @@ four decimals of a percent, as text (never a float).
 from __future__ import annotations
 
 import re
+from dataclasses import fields
 from datetime import date, timedelta
 from fractions import Fraction
 from typing import Any, Final
@@ -19,6 +20,7 @@ from sqlalchemy.ext.asyncio import AsyncConnection
 
 from blackjack.domain.rules import PRESETS, Rules, with_interrupted_round_days
 from blackjack.projections import schema
+from blackjack.projections.projector import GameDay
 
 MAX_DAYS: Final = 366
 """the longest range one report covers (a year, leap day included)"""
@@ -114,7 +116,8 @@ def _own_rules(variant: str, rules: Any) -> bool:
         return True
 
 
-SUMMED: Final = ("rounds", "cancelled", "player_rounds", "initial_bets", "wagered", "paid")
+SUMMED: Final = tuple(f.name for f in fields(GameDay))
+"""the columns of ``game_days`` a report sums: what the fold adds up per table and day"""
 
 
 def _line(row: dict[str, Any]) -> dict[str, Any]:
