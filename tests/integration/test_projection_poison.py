@@ -353,6 +353,15 @@ async def test_blackjack_projections_run_reports_the_poison_on_readyz_and_metric
                 f'blackjack_projection_stuck_offset{{partition="2",topic="{events_topic.name}"}}'
             )
             assert f"{series} {float(offset)}" in metrics
+            # each preset's game series are there at 0 before any round is folded, so the
+            # first round of a game after a start is an increase the dashboard sees
+            for variant in ("mini-h17", "atlantic-city-multi", "surrender"):
+                labels = f'currency="USD",variant="{variant}"'
+                assert f"blackjack_wagered_minor_units_total{{{labels}}} 0.0" in metrics
+                assert (
+                    f'blackjack_rounds_closed_total{{currency="USD",outcome="settled",'
+                    f'variant="{variant}"}} 0.0'
+                ) in metrics
 
 
 def line_key(line: dict[str, Any]) -> tuple[str, int, int]:
