@@ -7,12 +7,8 @@ Create Date: 2026-12-02
 
 from __future__ import annotations
 
-from datetime import UTC, date, datetime
-from typing import Any
-
 import sqlalchemy as sa
 from alembic import op
-from sqlalchemy.dialects.postgresql import JSONB
 
 revision = "0005"
 down_revision = "0004"
@@ -20,25 +16,6 @@ branch_labels = None
 depends_on = None
 
 _SUMS = ("rounds", "cancelled", "player_rounds", "initial_bets", "wagered", "paid")
-
-# The tables as revision 0004 left them (not the live schema, which later revisions change).
-_rounds = sa.table(
-    "rounds",
-    sa.column("stream_id", sa.String),
-    sa.column("round", sa.Integer),
-    sa.column("variant", sa.String),
-    sa.column("currency", sa.String),
-    sa.column("status", sa.String),
-    sa.column("closed_at", sa.DateTime(timezone=True)),
-    sa.column("record", sa.JSON().with_variant(JSONB(), "postgresql")),
-)
-_players = sa.table(
-    "round_players",
-    sa.column("stream_id", sa.String),
-    sa.column("round", sa.Integer),
-    sa.column("wagered", sa.BigInteger),
-    sa.column("paid", sa.BigInteger),
-)
 
 
 def upgrade() -> None:
@@ -76,58 +53,57 @@ def upgrade() -> None:
     _backfill(op.get_bind())
 
 
+# The day a round closed on (UTC) and the bets of its boxes dealt (those with hands), per
+# dialect: PostgreSQL keeps times with their zone and records as JSONB; SQLite keeps the UTC
+# time as text (YYYY-MM-DD ...) and records as JSON text.
+_DAY = {
+    "postgresql": "(r.closed_at AT TIME ZONE 'UTC')::date",
+    "sqlite": "substr(r.closed_at, 1, 10)",
+}
+_INITIAL_BETS = {
+    "postgresql": (
+        "SELECT coalesce(sum((b->>'bet')::bigint), 0) FROM jsonb_array_elements("
+        "coalesce(r.record->'boxes', '[]'::jsonb)) AS b "
+        "WHERE jsonb_array_length(coalesce(b->'hands', '[]'::jsonb)) > 0"
+    ),
+    "sqlite": (
+        "SELECT coalesce(sum(json_extract(b.value, '$.bet')), 0) FROM json_each(r.record, "
+        "'$.boxes') AS b WHERE json_array_length(json_extract(b.value, '$.hands')) > 0"
+    ),
+}
+
+
 def _backfill(connection: sa.Connection) -> None:
     """The rounds folded before this revision, summed as the fold sums them from the events
     (``projector._round_settled``): a settled round's players are those it settled (a wager
-    is at least 1), its initial bets the boxes dealt. So the audit's rebuild compares equal."""
-
-    def players(column: Any) -> Any:
-        return (
-            sa.select(column)
-            .where(
-                _players.c.stream_id == _rounds.c.stream_id,
-                _players.c.round == _rounds.c.round,
-                _players.c.wagered > 0,
-            )
-            .scalar_subquery()
-        )
-
-    query = sa.select(
-        _rounds.c.stream_id,
-        _rounds.c.variant,
-        _rounds.c.currency,
-        _rounds.c.status,
-        _rounds.c.closed_at,
-        _rounds.c.record,
-        players(sa.func.count()).label("player_rounds"),
-        players(sa.func.coalesce(sa.func.sum(_players.c.wagered), 0)).label("wagered"),
-        players(sa.func.coalesce(sa.func.sum(_players.c.paid), 0)).label("paid"),
-    ).where(_rounds.c.status.in_(["settled", "cancelled"]))
-    days: dict[tuple[str, date], dict[str, Any]] = {}
-    for row in connection.execute(query.execution_options(yield_per=1000)):
-        day = days.setdefault(
-            (row.stream_id, _utc(row.closed_at).date()),
-            {"variant": row.variant, "currency": row.currency, **dict.fromkeys(_SUMS, 0)},
-        )
-        if row.status == "cancelled":
-            day["cancelled"] += 1
-            continue
-        day["rounds"] += 1
-        day["player_rounds"] += row.player_rounds
-        day["wagered"] += row.wagered
-        day["paid"] += row.paid
-        day["initial_bets"] += sum(b["bet"] for b in row.record.get("boxes", []) if b.get("hands"))
-    if days:
-        rows = [{"stream_id": s, "day": d, **sums} for (s, d), sums in days.items()]
-        game_days = sa.table(
-            "game_days",
-            *(sa.column(name) for name in ("stream_id", "day", "variant", "currency", *_SUMS)),
-        )
-        connection.execute(sa.insert(game_days), rows)
-
-
-def _utc(moment: datetime) -> datetime:
-    return moment.replace(tzinfo=UTC) if moment.tzinfo is None else moment.astimezone(UTC)
+    is at least 1), its initial bets the boxes dealt. So the audit's rebuild compares equal.
+    In one statement: the database reads each record's boxes, not Python the whole record (a
+    PostgreSQL store of 340,000 rounds took 108 s read row by row)."""
+    dialect = connection.dialect.name
+    settled = "r.status = 'settled'"
+    players = (
+        "FROM round_players p WHERE p.stream_id = r.stream_id AND p.round = r.round "
+        "AND p.wagered > 0"
+    )
+    per_round = f"""
+        SELECT r.stream_id, {_DAY[dialect]} AS day, r.variant, r.currency,
+               CASE WHEN {settled} THEN 1 ELSE 0 END AS settled,
+               CASE WHEN {settled} THEN 0 ELSE 1 END AS cancelled,
+               CASE WHEN {settled} THEN (SELECT count(*) {players}) ELSE 0 END AS players,
+               CASE WHEN {settled} THEN ({_INITIAL_BETS[dialect]}) ELSE 0 END AS initial_bets,
+               CASE WHEN {settled} THEN (SELECT coalesce(sum(p.wagered), 0) {players}) ELSE 0
+                    END AS wagered,
+               CASE WHEN {settled} THEN (SELECT coalesce(sum(p.paid), 0) {players}) ELSE 0
+                    END AS paid
+        FROM rounds r WHERE r.status IN ('settled', 'cancelled')"""
+    connection.execute(
+        sa.text(f"""
+        INSERT INTO game_days (stream_id, day, variant, currency, {", ".join(_SUMS)})
+        SELECT stream_id, day, min(variant), min(currency), sum(settled), sum(cancelled),
+               sum(players), sum(initial_bets), sum(wagered), sum(paid)
+        FROM ({per_round}) AS closed
+        GROUP BY stream_id, day""")
+    )
 
 
 def downgrade() -> None:
