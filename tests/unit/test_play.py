@@ -48,6 +48,13 @@ def folded(script: Script) -> StreamProjection:
     return table
 
 
+def without_a_broker(table: StreamProjection) -> SimpleNamespace:
+    """A session's follower, its table folded so far and no event of it kept."""
+    return SimpleNamespace(
+        table=table, stream_id=table.view.stream_id, folded_since=lambda sequence: []
+    )
+
+
 def shown(table: StreamProjection, player_id: str = A) -> str:
     console = Console(width=100, record=True, color_system=None)
     console.print(table_screen(table, player_id))
@@ -304,7 +311,10 @@ def test_a_player_who_left_is_told_so_and_can_sit_down_again() -> None:
     table = folded(script)
     text = " ".join(shown(table).split())
     assert "your bet of 10.00 returned: left the table" in text
-    assert "You not seated: sit N to sit down · cashed out to your wallet: 50.00 USD" in text
+    assert (
+        "You not seated: sit N to sit down · cashed out to your wallet at this table in all: "
+        "50.00 USD" in text
+    )
     assert prompt_for(table, A) == "sit N to sit down at seat N · ? help, q quit"
     assert "bet AMOUNT" not in text and "balance" not in text
     assert move("sit 2", table, A) == cmd.SitDown(player_id=A, seat=2)
@@ -330,7 +340,7 @@ async def test_a_move_without_an_answer_in_time_is_said_and_the_session_goes_on(
     back: money moved with no client left to show it."""
     table = folded(Script("mini-h17", []))
     client = _Unanswered()
-    follower = SimpleNamespace(table=table, stream_id=table.view.stream_id)
+    follower = without_a_broker(table)
     session = PlaySession(client, follower, A, timeout=2.5)  # type: ignore[arg-type]
     shown_lines = await session.handle("bet 7")
     assert client.sent == [cmd.PlaceBet(player_id=A, box=0, amount=700)]
@@ -362,7 +372,7 @@ async def test_quitting_says_the_seat_and_its_money_stay_at_the_table() -> None:
     script = Script("atlantic-city-multi", [], players={A: 5_000})
     script.do(cmd.PlaceBet(player_id=A, box=0, amount=1000))
     table = folded(script)
-    follower = SimpleNamespace(table=table, stream_id=table.view.stream_id)
+    follower = without_a_broker(table)
     session = PlaySession(_Unanswered(), follower, A)  # type: ignore[arg-type]
     said = " ".join(str(line) for line in await session.handle("q"))
     assert session.over
@@ -423,7 +433,10 @@ def test_a_round_the_operator_closed_shows_who_decided_for_the_player() -> None:
     assert "10♠ 5♠  15  (stood by the server: ops-1 closed the round after 30 days)" in text
     script.do(cmd.LeaveTable(player_id=A))
     text = " ".join(shown(folded(script)).split())
-    assert "not seated: sit N to sit down · paid out:" in text and "wallet" not in text
+    assert (
+        "not seated: sit N to sit down · paid out at this table in all:" in text
+        and "wallet" not in text
+    )
 
 
 class _Answering:
@@ -435,7 +448,7 @@ async def test_only_the_table_s_own_commands_count_as_presence_there() -> None:
     """The presence clock counts the commands a table handles: a wallet's (a buy-in) said
     nothing to it, and put off the session's next Reconnect as if it had."""
     table = folded(Script("surrender", []))
-    follower = SimpleNamespace(table=table, stream_id=table.view.stream_id)
+    follower = without_a_broker(table)
     session = PlaySession(_Answering(), follower, A)  # type: ignore[arg-type]
     session.last_sent = 0.0
     await session.send(WalletDeposit(player_id=A, amount=100))

@@ -220,7 +220,10 @@ def test_blackjack_play_tells_the_player_and_the_others() -> None:
         "You stood up by the server after 2 rounds sat out: seat 1 is free, 100.00 USD back "
         "in your wallet · sit N to play again" in ben
     )
-    assert "not seated: sit N to sit down · cashed out to your wallet: 100.00 USD" in ben
+    assert (
+        "not seated: sit N to sit down · cashed out to your wallet at this table in all: 100.00 USD"
+        in ben
+    )
     ann = shown("ann")
     assert (
         "ben stood up by the server after 2 rounds sat out: seat 1 is free, 100.00 USD back "

@@ -18,12 +18,15 @@ from blackjack.domain.decided_by import decided_by
 from blackjack.domain.rejections import Rejection
 from blackjack.messages.sealing import ShoeSeal
 from blackjack.messages.wire import WireEnvelope, to_wire
+from blackjack.play.follow import TableFollower
 from blackjack.play.screen import table_screen
+from blackjack.play.session import PlaySession
 from blackjack.projections.projector import StreamProjection
 from tests.integration.conftest_projections import Script
 from tests.unit.stacked_table import StackedTable
 
 SEAL = ShoeSeal.from_hex(ShoeSeal.new_key_hex())
+FUNDED = {"ann": 10_000, "ben": 10_000}
 
 
 def stand_up(player: str = "ben") -> cmd.StandUpPlayer:
@@ -174,3 +177,74 @@ def test_a_player_leaving_with_a_hand_in_play_is_found() -> None:
     )
     messages = [f.message for f in replay_stream([*log, forged], SEAL).findings]
     assert "ben left the table with a hand in play" in messages
+
+
+def test_a_player_stood_up_between_rounds_is_told_who_and_why() -> None:
+    """Stood up by the operator with no round open (at a table nobody plays at, the case the
+    command is for), a ``SeatLeft`` in no round's recall: the player's screen said only "not
+    seated: sit N to sit down · cashed out to your wallet: 100.00 USD", as if they had left,
+    and the others' screens said nothing (a real session on a real broker, the QA session)."""
+    script = Script("atlantic-city-multi", [["TS", "7S", "9S", "TD"]], players=FUNDED)
+    script.do(
+        cmd.PlaceBet(player_id="ann", box=0, amount=1000),
+        cmd.Pass(player_id="ben"),
+        cmd.Deal(player_id="ann"),
+        cmd.Stand(player_id="ann", box=0),
+        stand_up(),
+    )
+    follower = TableFollower("127.0.0.1:1", "table-1")
+    for envelope in _table_log(script):
+        follower._fold(envelope)
+    for player, said in (
+        ("ben", "You stood up by the operator (self-excluded): seat 1 is free, 100.00 USD back"),
+        ("ann", "ben stood up by the operator (self-excluded): seat 1 is free, 100.00 USD back"),
+    ):
+        session = PlaySession(None, follower, player)  # type: ignore[arg-type]
+        console = Console(width=160, record=True, color_system=None)
+        console.print(session.screen())
+        assert said in " ".join(console.export_text().split())
+    script.do(cmd.PlaceBet(player_id="ann", box=0, amount=1000))  # a new round: its own notes
+    for envelope in _table_log(script)[follower.sequence :]:
+        follower._fold(envelope)
+    console = Console(width=160, record=True, color_system=None)
+    console.print(PlaySession(None, follower, "ann").screen())  # type: ignore[arg-type]
+    assert "stood up" not in console.export_text()
+
+
+def test_a_single_player_table_s_player_is_told_the_money_was_paid_out() -> None:
+    """At a single-player table (funded by the platform's Deposit, no wallet) the note said
+    "100.00 USD back in your wallet", next to the screen's own "paid out: 100.00 USD"."""
+    script = Script("mini-h17", [["TS", "7S", "9S", "TD"]])
+    player = script.state.player_at(0)
+    assert player is not None
+    script.do(
+        cmd.PlaceBet(player_id=player.player_id, box=0, amount=1000),
+        stand_up(player.player_id),
+    )
+    table = StreamProjection.new("table-1")
+    for envelope in _table_log(script):
+        table.apply(envelope)
+    console = Console(width=160, record=True, color_system=None)
+    console.print(table_screen(table, player.player_id))
+    shown = " ".join(console.export_text().split())
+    assert "stood up by the operator (self-excluded): seat 0 is free, 100.00 USD paid out" in shown
+    assert "wallet" not in shown
+
+
+def test_a_player_stood_up_who_sat_again_and_left_is_not_told_of_money_never_paid() -> None:
+    """Stood up with 100.00, seated again with 30.00 and gone with it, the screen said
+    "cashed out to your wallet: 130.00 USD" (every cash-out at the table summed) while 30.00
+    had come back: the wallet held 100.00 + 30.00 (the QA session's carol: 95.00 stood up,
+    45.00 left, "140.00 USD")."""
+    script = Script("atlantic-city-multi", [["TS", "7S", "9S", "TD"]], players=FUNDED)
+    script.do(stand_up(), cmd.SitDown(player_id="ben", seat=1))
+    script.fund("ben", 3_000)
+    script.do(cmd.LeaveTable(player_id="ben"))
+    table = StreamProjection.new("table-1")
+    for envelope in _table_log(script):
+        table.apply(envelope)
+    console = Console(width=160, record=True, color_system=None)
+    console.print(table_screen(table, "ben"))
+    shown = " ".join(console.export_text().split())
+    assert "cashed out to your wallet: 130.00 USD" not in shown
+    assert "cashed out to your wallet at this table in all: 130.00 USD" in shown

@@ -7,6 +7,7 @@ is face down until revealed, the shoe is a count of cards dealt.
 from __future__ import annotations
 
 import math
+from collections.abc import Mapping, Sequence
 from datetime import datetime
 from typing import Any
 
@@ -100,7 +101,9 @@ def server_decisions(record: RoundRecord) -> dict[tuple[str, int | None, int | N
     return decided
 
 
-def round_notes(record: RoundRecord, player_id: str, currency: str) -> list[tuple[str, Text]]:
+def round_notes(
+    record: RoundRecord, player_id: str, currency: str, by_wallet: bool
+) -> list[tuple[str, Text]]:
     """The lines a player needs to know what happened to their bets outside their own moves:
     what the server decided for whoever was not at the table in time (their own named as
     theirs), and the bets given back and why."""
@@ -111,7 +114,7 @@ def round_notes(record: RoundRecord, player_id: str, currency: str) -> list[tupl
     for entry in record.log:
         data = entry.data
         if entry.event == "SeatLeft" and data.get("reason") in ("sat_out", "operator"):
-            notes.append(_stood_up(data, player_id, currency))
+            notes.append(_stood_up(data, player_id, currency, by_wallet))
             continue
         if entry.event != "BetRefunded" or data.get("reason") not in _RETURNED_BECAUSE:
             continue
@@ -124,10 +127,12 @@ def round_notes(record: RoundRecord, player_id: str, currency: str) -> list[tupl
     return notes
 
 
-def _stood_up(data: dict[str, Any], player_id: str, currency: str) -> tuple[str, Text]:
+def _stood_up(
+    data: Mapping[str, Any], player_id: str, currency: str, by_wallet: bool
+) -> tuple[str, Text]:
     """A player the server stood up as the round ended, after the rounds they sat out in a
-    row (the table's ``seat_released_after_rounds_sat_out``), or the operator stood up during
-    its betting (``StandUpPlayer``), said to them and to the others."""
+    row (the table's ``seat_released_after_rounds_sat_out``), or the operator stood up
+    (``StandUpPlayer``, in a round or between rounds), said to them and to the others."""
     mine = data.get("player_id") == player_id
     back = money(int(data.get("balance_returned", 0)), currency)
     if data.get("reason") == "operator":
@@ -135,8 +140,11 @@ def _stood_up(data: dict[str, Any], player_id: str, currency: str) -> tuple[str,
     else:
         rounds = data.get("rounds_sat_out")
         by = f"stood up by the server after {rounds} {'round' if rounds == 1 else 'rounds'} sat out"
-    said = f"{by}: seat {data.get('seat')} is free, {back} {currency} " + (
-        "back in your wallet · sit N to play again" if mine else "back in their wallet"
+    # At a table funded by the wallets the money goes back there; a single-player table's
+    # is paid out (the platform's Withdraw), as the screen's own line says.
+    to = ("back in your wallet" if mine else "back in their wallet") if by_wallet else "paid out"
+    said = f"{by}: seat {data.get('seat')} is free, {back} {currency} {to}" + (
+        " · sit N to play again" if mine else ""
     )
     return ("You" if mine else str(data.get("player_id")), Text(said, "bold yellow"))
 
@@ -146,9 +154,12 @@ def table_screen(
     player_id: str,
     now: datetime | None = None,
     wallet: WalletView | None = None,
+    stood_up: Sequence[Mapping[str, Any]] = (),
 ) -> RenderableType:
     """The table for ``player_id``; with ``now``, the seconds left on the table's clock;
-    with ``wallet``, the player's wallet (a table funded from it)."""
+    with ``wallet``, the player's wallet (a table funded from it); ``stood_up``, the
+    ``SeatLeft``s of players the operator stood up since the last round closed (in no round's
+    recall, so not among the round's notes)."""
     view = table.view
     currency = view.currency or "USD"
     title = f"{view.stream_id} · {view.variant or 'not open'} · round {view.round}"
@@ -157,6 +168,7 @@ def table_screen(
         if view.deadline is not None and now is not None:
             left = max(0, math.ceil((view.deadline - now).total_seconds()))
             title += f" · {left} s left"
+    by_wallet = int((view.rules or {}).get("seats", 1)) > 1  # ``Rules.funded_by_wallet``
     grid = Table.grid(padding=(0, 2))
     grid.add_column(style="bold cyan", no_wrap=True)
     grid.add_column()
@@ -168,12 +180,15 @@ def table_screen(
             who = "you" if box.player_id == player_id else box.player_id
             grid.add_row(f"Box {box.box}", f"bet {money(box.bet, currency)} ({who})")
     if record is not None:
-        for where, note in round_notes(record, player_id, currency):
+        for where, note in round_notes(record, player_id, currency, by_wallet):
             grid.add_row(where, note)
+    for data in stood_up:
+        grid.add_row(*_stood_up(data, player_id, currency, by_wallet))
     account = table.accounts.get(player_id)
     if account is not None and not account.seated:
-        back = money(account.cashed_out, currency)
+        back = money(account.cashed_out, currency)  # every seat's, sat again after a leave
         to = "cashed out to your wallet" if account.funded_by_wallet else "paid out"
+        to += " at this table in all"
         grid.add_row(
             "You",
             "not seated: sit N to sit down"

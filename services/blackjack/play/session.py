@@ -8,6 +8,7 @@ import contextlib
 import time
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
+from typing import Any
 
 from aiokafka.errors import KafkaError
 from rich.console import RenderableType
@@ -201,6 +202,28 @@ class PlaySession:
             self._returns[rules] = await asyncio.to_thread(table_returns, rules)
         return rules_screen(rules, self._returns[rules])
 
+    def stood_up_between_rounds(self) -> list[dict[str, Any]]:
+        """The players the operator stood up since the table's last round closed: such a
+        ``SeatLeft`` is in no round's recall, so the round's notes did not say it (the player
+        read only "not seated", as if they had left, and the others nothing)."""
+        table = self.follower.table
+        if table.view.round_open:
+            return []  # the open round's recall holds them
+        record = table.rounds.get(table.view.round)
+        return [
+            envelope.data.model_dump(mode="json")
+            for envelope in self.follower.folded_since(
+                0 if record is None else record.last_sequence
+            )
+            if isinstance(envelope.data, ev.SeatLeft) and envelope.data.reason == "operator"
+        ]
+
     def screen(self) -> RenderableType:
         wallet = None if self.wallet is None else self.wallet.wallet.view
-        return table_screen(self.follower.table, self.player_id, datetime.now(UTC), wallet)
+        return table_screen(
+            self.follower.table,
+            self.player_id,
+            datetime.now(UTC),
+            wallet,
+            self.stood_up_between_rounds(),
+        )
