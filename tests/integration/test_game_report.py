@@ -247,7 +247,10 @@ async def test_the_command_line_prints_the_api_s_answer(
     assert await cli(["projections", "report", "--db-url", folded.url, *span]) == 0
     text = capsys.readouterr().out
     for line in printed["games"]:
-        assert f"{line['variant']} USD: {line['rounds']} rounds settled" in text
+        assert (
+            f"{line['variant']} USD: {line['rounds']} rounds settled and {line['cancelled']} "
+            "cancelled"
+        ) in text
         assert f"hold {line['hold']};" in text
     with pytest.raises(SystemExit):  # argparse: exit 2 with the usage
         await cli(["projections", "report", "--db-url", folded.url, "--from", "2026-W09-1"])

@@ -215,6 +215,10 @@ def test_history_recalls_the_player_s_rounds_newest_first_with_the_money() -> No
     assert text.index("│     2 │") < text.index("│     1 │")  # newest first
     assert "10♥ 7♥  17  lose" in text and "blackjack pays 12.00" in text
     assert "107.00 -> 97.00" in text and "100.00 -> 107.00" in text
+    assert f"{A} at {table.view.stream_id}, last 2 rounds" in text
+    console = Console(width=120, record=True, color_system=None)
+    console.print(history_screen(table, A, 1))
+    assert f"{A} at {table.view.stream_id}, last round" in console.export_text()  # not "1 rounds"
     console = Console(width=120, record=True, color_system=None)
     console.print(history_screen(table, "nobody", 10))
     assert "no rounds played here yet" in console.export_text()

@@ -383,7 +383,8 @@ def history_screen(table: StreamProjection, player_id: str, rounds: int) -> Rend
     )[:rounds]
     if not mine:
         return Text("no rounds played here yet", style="dim")
-    grid = Table(title=f"{player_id} at {table.view.stream_id}, last {len(mine)} rounds")
+    count = "round" if len(mine) == 1 else f"{len(mine)} rounds"
+    grid = Table(title=f"{player_id} at {table.view.stream_id}, last {count}")
     grid.add_column("round", justify="right")
     grid.add_column("your hands")
     grid.add_column("dealer")

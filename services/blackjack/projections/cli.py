@@ -171,8 +171,8 @@ def _report(args: argparse.Namespace) -> int:
     )
     for line in report["games"]:
         print(
-            f"{line['variant']} {line['currency']}: {line['rounds']} rounds settled "
-            f"({line['cancelled']} cancelled) at {line['tables']} table(s), "
+            f"{line['variant']} {line['currency']}: {line['rounds']} rounds settled and "
+            f"{line['cancelled']} cancelled at {line['tables']} table(s), "
             f"{line['player_rounds']} player rounds; initial bets {line['initial_bets']}, "
             f"wagered {line['wagered']}, paid {line['paid']}, hold {line['hold']}; "
             f"RTP {line['rtp_percent'] or '-'} % of wagers, "
