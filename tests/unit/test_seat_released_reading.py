@@ -231,6 +231,21 @@ def test_blackjack_play_tells_the_player_and_the_others() -> None:
     )
 
 
+def test_a_player_seated_again_is_not_told_to_sit_down() -> None:
+    """The QA session: ben stood up, then `blackjack play --seat 1` sat him again; the note
+    of the stand-up still said "sit N to play again" to a seated player."""
+    script = stood_up()
+    script.do(cmd.SitDown(player_id="ben", seat=1))
+    table = StreamProjection.new(TABLE)
+    for wire in logs(script)[TABLE]:
+        table.apply(wire)
+    console = Console(width=160, record=True, color_system=None)
+    console.print(table_screen(table, "ben"))
+    shown = " ".join(console.export_text().split())
+    assert "You stood up by the server after 2 rounds sat out" in shown
+    assert "sit N" not in shown
+
+
 def test_a_replay_from_a_store_that_stops_before_the_stand_up_finds_nothing_missing() -> None:
     """``blackjack replay --source store`` reads a read model that may lag the log, maybe
     folded up to the settlement and not the stand-up after it; from the log itself

@@ -102,7 +102,7 @@ def server_decisions(record: RoundRecord) -> dict[tuple[str, int | None, int | N
 
 
 def round_notes(
-    record: RoundRecord, player_id: str, currency: str, by_wallet: bool
+    record: RoundRecord, player_id: str, currency: str, by_wallet: bool, seated: bool = False
 ) -> list[tuple[str, Text]]:
     """The lines a player needs to know what happened to their bets outside their own moves:
     what the server decided for whoever was not at the table in time (their own named as
@@ -114,7 +114,7 @@ def round_notes(
     for entry in record.log:
         data = entry.data
         if entry.event == "SeatLeft" and data.get("reason") in ("sat_out", "operator"):
-            notes.append(_stood_up(data, player_id, currency, by_wallet))
+            notes.append(_stood_up(data, player_id, currency, by_wallet, seated))
             continue
         if entry.event != "BetRefunded" or data.get("reason") not in _RETURNED_BECAUSE:
             continue
@@ -128,7 +128,7 @@ def round_notes(
 
 
 def _stood_up(
-    data: Mapping[str, Any], player_id: str, currency: str, by_wallet: bool
+    data: Mapping[str, Any], player_id: str, currency: str, by_wallet: bool, seated: bool
 ) -> tuple[str, Text]:
     """A player the server stood up as the round ended, after the rounds they sat out in a
     row (the table's ``seat_released_after_rounds_sat_out``), or the operator stood up
@@ -144,7 +144,7 @@ def _stood_up(
     # is paid out (the platform's Withdraw), as the screen's own line says.
     to = ("back in your wallet" if mine else "back in their wallet") if by_wallet else "paid out"
     said = f"{by}: seat {data.get('seat')} is free, {back} {currency} {to}" + (
-        " · sit N to play again" if mine else ""
+        " · sit N to play again" if mine and not seated else ""  # not once seated again
     )
     return ("You" if mine else str(data.get("player_id")), Text(said, "bold yellow"))
 
@@ -179,12 +179,13 @@ def table_screen(
         for box in record.boxes:
             who = "you" if box.player_id == player_id else box.player_id
             grid.add_row(f"Box {box.box}", f"bet {money(box.bet, currency)} ({who})")
+    account = table.accounts.get(player_id)
+    seated = account is not None and account.seated
     if record is not None:
-        for where, note in round_notes(record, player_id, currency, by_wallet):
+        for where, note in round_notes(record, player_id, currency, by_wallet, seated):
             grid.add_row(where, note)
     for data in stood_up:
-        grid.add_row(*_stood_up(data, player_id, currency, by_wallet))
-    account = table.accounts.get(player_id)
+        grid.add_row(*_stood_up(data, player_id, currency, by_wallet, seated))
     if account is not None and not account.seated:
         back = money(account.cashed_out, currency)  # every seat's, sat again after a leave
         to = "cashed out to your wallet" if account.funded_by_wallet else "paid out"
