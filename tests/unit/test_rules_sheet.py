@@ -4,6 +4,7 @@ changes it."""
 
 from __future__ import annotations
 
+import asyncio
 import threading
 from pathlib import Path
 from typing import Any
@@ -11,9 +12,15 @@ from typing import Any
 import pytest
 
 from blackjack.cli import main
+from blackjack.domain import commands as cmd
 from blackjack.domain.rules import MAX_BET, PRESETS, Rules, preset
+from blackjack.messages.sealing import ShoeSeal
+from blackjack.messages.wire import encode, to_wire
+from blackjack.projections.store import ProjectionStore
+from blackjack.projections.writer import ProjectionWriter, Record
 from blackjack.rules_sheet import Returns, rules_sheet, table_returns
 from blackjack.scenario import Scenario, load, run
+from tests.integration.conftest_projections import Script
 
 NOT_A_PLAYER_RULE = {"name", "insurance_pays"}
 """The variant's label, and insurance's payout that no table may change (always 2 to 1)."""
@@ -149,6 +156,45 @@ def test_the_command_prints_the_surrender_page_s_stated_return(
     out = capsys.readouterr().out
     assert out.startswith("surrender: the rules\n- 4 decks")
     assert "Theoretical return to player with basic strategy, from a full shoe: 99.66 %" in out
+
+
+def test_the_command_prints_a_table_s_own_rules_from_the_read_model(
+    capsys: pytest.CaptureFixture[str], tmp_path: Path
+) -> None:
+    """A table opened with overrides plays its own rules, which ``blackjack rules VARIANT``
+    does not show (a QA session had no way outside ``blackjack play`` to see them)."""
+    script = Script(
+        "atlantic-city-multi",
+        [["TS", "7S"]],
+        players={"ann": 10_000},
+        overrides={"seat_released_after_rounds_sat_out": 2, "min_bet": 500},
+        stream_id="mt-1",
+    )
+    script.do(cmd.Withdraw(player_id="ann", amount=1))
+    seal = ShoeSeal.from_hex(ShoeSeal.new_key_hex())
+    records = [
+        Record("blackjack.events", 0, offset, encode(to_wire(envelope, seal)))
+        for offset, envelope in enumerate(script.envelopes)
+    ]
+    url = f"sqlite+aiosqlite:///{tmp_path / 'read.db'}"
+
+    async def fold() -> None:
+        store = ProjectionStore(url)
+        try:
+            await store.migrate()
+            await ProjectionWriter(store).apply(records)
+        finally:
+            await store.close()
+
+    asyncio.run(fold())
+    assert main(["rules", "--table", "mt-1", "--db-url", url, "--no-return"]) == 0
+    out = capsys.readouterr().out
+    assert out.startswith("mt-1 (atlantic-city-multi, with its own rules): the rules\n")
+    assert "Bets from 5.00 to" in out
+    assert "If you sit out 2 rounds in a row" in out
+    assert main(["rules", "--table", "nope", "--db-url", url, "--no-return"]) == 2
+    assert "no table 'nope'" in capsys.readouterr().err
+    assert main(["rules", "--no-return"]) == 2
 
 
 def test_the_shared_table_s_clock_is_described_as_the_engine_runs_it() -> None:

@@ -11,6 +11,7 @@ from decimal import Decimal, InvalidOperation
 from typing import Any
 
 from blackjack.domain.rules import PRESETS, Rules, preset
+from blackjack.projections.cli import add_store_options
 
 
 def money(text: str) -> int:
@@ -53,12 +54,44 @@ def _bet_refused(args: argparse.Namespace, rules: Rules) -> bool:
 def _rules_sheet(args: argparse.Namespace) -> int:
     from blackjack.rules_sheet import rules_sheet, table_returns
 
-    rules = _rules(args)
+    if (args.variant is None) == (args.table is None):
+        print("blackjack rules: name a variant or a --table, one of them", file=sys.stderr)
+        return 2
+    if args.table is None:
+        rules, title = _rules(args), args.variant
+    else:
+        found = _table_rules(args)
+        if found is None:
+            print(f"blackjack rules: no table {args.table!r} in the read model", file=sys.stderr)
+            return 2
+        rules = found
+        own = "" if rules == PRESETS.get(rules.name) else ", with its own rules"
+        title = f"{args.table} ({rules.name}{own})"
     returns = None if args.no_return else table_returns(rules)
-    print(f"{rules.name}: the rules")
+    print(f"{title}: the rules")
     for line in rules_sheet(rules, returns):
         print(f"- {line}")
     return 0
+
+
+def _table_rules(args: argparse.Namespace) -> Rules | None:
+    """The rules a table was opened with (overrides included), as the read model has them."""
+    from sqlalchemy import select
+    from sqlalchemy.ext.asyncio import AsyncConnection
+
+    from blackjack.domain.rules import with_interrupted_round_days
+    from blackjack.projections import schema
+    from blackjack.projections.cli import read_store
+
+    async def read(connection: AsyncConnection) -> Any:
+        t = schema.table_views
+        query = select(t.c.view["rules"]).where(t.c.stream_id == args.table)
+        return (await connection.execute(query)).scalar_one_or_none()
+
+    found = read_store(args, read)
+    if not isinstance(found, dict):  # no such stream, or one no table was opened under
+        return None
+    return Rules.model_validate(with_interrupted_round_days(found))
 
 
 def _strategy(args: argparse.Namespace) -> int:
@@ -175,10 +208,17 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     rules = sub.add_parser(
         "rules", help="a variant's rules in a player's words, with its theoretical return"
     )
-    rules.add_argument("variant", choices=variants)
+    rules.add_argument("variant", nargs="?", choices=variants)
+    rules.add_argument(
+        "--table",
+        metavar="STREAM_ID",
+        help="instead of a variant, the rules a table was opened with, overrides included "
+        "(from the read model: --db-url or BLACKJACK_DB_URL)",
+    )
     rules.add_argument(
         "--no-return", action="store_true", help="leave out the return (computed: seconds)"
     )
+    add_store_options(rules)
     rules.set_defaults(handler=_rules_sheet)
 
     strategy = sub.add_parser("strategy", help="the computed basic strategy chart of a variant")
