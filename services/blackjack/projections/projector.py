@@ -20,7 +20,7 @@ conservation that the audit checks.
 from __future__ import annotations
 
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, fields
 from datetime import UTC, date, datetime
 from typing import Any, Literal
 
@@ -296,6 +296,10 @@ class GameDay:
     return is stated per"""
     wagered: int = 0
     paid: int = 0
+
+    def add(self, more: GameDay) -> None:
+        for name in fields(self):
+            setattr(self, name.name, getattr(self, name.name) + getattr(more, name.name))
 
 
 # ---- the fold -----------------------------------------------------------------------------

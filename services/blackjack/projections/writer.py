@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import asyncio
 from collections.abc import Iterable, Mapping, Sequence
-from dataclasses import dataclass, field, fields
+from dataclasses import asdict, dataclass, field
 from datetime import date
 from typing import Any, Protocol
 
@@ -173,13 +173,17 @@ def _position_is(key: Position) -> Any:
     return and_(schema.positions.c.topic == key[0], schema.positions.c.kafka_partition == key[1])
 
 
+def _upsert(dialect: str, table: Table) -> Any:
+    """An INSERT that can say what to do on a conflict: each dialect has its own."""
+    return (postgresql_insert if dialect == "postgresql" else sqlite_insert)(table)
+
+
 async def _lock_positions(
     connection: AsyncConnection, dialect: str, keys: Iterable[Position]
 ) -> dict[Position, int]:
     """The stored positions of these partitions, their rows created if new and locked."""
     rows = [{"topic": t, "kafka_partition": p, "next_offset": 0} for t, p in keys]
-    make_insert = postgresql_insert if dialect == "postgresql" else sqlite_insert
-    await connection.execute(make_insert(schema.positions).on_conflict_do_nothing(), rows)
+    await connection.execute(_upsert(dialect, schema.positions).on_conflict_do_nothing(), rows)
     current = {}
     for key in keys:
         query = select(schema.positions.c.next_offset).where(_position_is(key)).with_for_update()
@@ -358,7 +362,7 @@ class _Batch:
         for loaded in self.streams.values():
             view = loaded.projection.view
             for day in loaded.projection.days.values():
-                _add(summed.setdefault((view.variant or "", view.currency or ""), GameDay()), day)
+                summed.setdefault((view.variant or "", view.currency or ""), GameDay()).add(day)
         return summed
 
     async def _save(self, loaded: _Loaded) -> None:
@@ -412,12 +416,9 @@ class _Batch:
     ) -> None:
         """Adds the batch's figures to the table's row of that day. A sum, so the row is the
         same whatever the batches were (a rebuild from offset 0 compares equal)."""
-        sums = {f.name: getattr(totals, f.name) for f in fields(GameDay)}
+        sums = asdict(totals)
         table = schema.game_days
-        make_insert = (
-            postgresql_insert if self.connection.dialect.name == "postgresql" else sqlite_insert
-        )
-        statement = make_insert(table).values(
+        statement = _upsert(self.connection.dialect.name, table).values(
             stream_id=stream_id, day=day, variant=variant, currency=currency, **sums
         )
         await self.connection.execute(
@@ -435,8 +436,3 @@ class _Batch:
             await self.connection.execute(update(table).where(*where).values(**values))
         else:
             await self.connection.execute(insert(table).values(**key, **values))
-
-
-def _add(total: GameDay, more: GameDay) -> None:
-    for f in fields(GameDay):
-        setattr(total, f.name, getattr(total, f.name) + getattr(more, f.name))
