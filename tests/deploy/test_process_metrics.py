@@ -147,13 +147,19 @@ def test_a_projection_worker_exports_its_role_and_not_the_handlers_metrics() -> 
     samples = exports("projections")
     assert value_of(samples, "blackjack_process_role", role="projections") == 1
     assert value_of(samples, "blackjack_process_role", role="handler") is None
+    # its own series, and the game performance it folds (docs/operations.md)
+    games = ("blackjack_rounds_closed_", "blackjack_wagered_", "blackjack_paid_")
     foreign = [
         name
         for name, _, _ in samples
-        if not name.startswith(("blackjack_projection_", "blackjack_process_role"))
+        if not name.startswith(("blackjack_projection_", "blackjack_process_role", *games))
     ]
     assert foreign == []
     assert value_of(samples, "blackjack_projection_failed_batches_total") == 0
+    # each preset's game series at 0 before any round: a restart's first round is an increase
+    labels = {"variant": "surrender", "currency": "USD"}
+    assert value_of(samples, "blackjack_wagered_minor_units_total", **labels) == 0
+    assert value_of(samples, "blackjack_rounds_closed_total", **labels, outcome="settled") == 0
     # BlackjackQueryApiFailing's first failure: an increase from 0, not a series born at 1
     for status in ("500", "503"):
         assert value_of(samples, "blackjack_projection_api_requests_total", status=status) == 0
