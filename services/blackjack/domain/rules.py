@@ -311,6 +311,11 @@ def with_interrupted_round_days(doc: dict[str, Any]) -> dict[str, Any]:
     return {**doc, "interrupted_round_days": days}
 
 
+def stored_rules(doc: dict[str, Any]) -> Rules:
+    """A table's rules as a snapshot, the read model or an older release stored them."""
+    return Rules.model_validate(with_interrupted_round_days(doc))
+
+
 def preset(name: str) -> Rules:
     try:
         return PRESETS[name]

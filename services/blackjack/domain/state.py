@@ -7,7 +7,7 @@ from datetime import datetime
 from typing import Any, ClassVar, Final, Literal
 
 from blackjack.domain.hand import Total, total
-from blackjack.domain.rules import Rules, with_interrupted_round_days
+from blackjack.domain.rules import Rules, stored_rules
 from blackjack.domain.transfers import highest_per_wallet
 
 HandStatus = Literal["open", "standing", "bust", "blackjack", "surrendered"]
@@ -432,7 +432,7 @@ class TableState(_Value):
         deadline = doc["deadline"]
         return TableState(
             opened=doc["opened"],
-            rules=Rules.model_validate(with_interrupted_round_days(doc["rules"])),
+            rules=stored_rules(doc["rules"]),
             players={pid: Player.from_doc(p) for pid, p in doc["players"].items()},
             shoe=None if doc["shoe"] is None else Shoe.from_doc(doc["shoe"]),
             shoes_used=doc["shoes_used"],

@@ -18,7 +18,7 @@ from pydantic import ValidationError
 from sqlalchemy import distinct, func, select
 from sqlalchemy.ext.asyncio import AsyncConnection
 
-from blackjack.domain.rules import PRESETS, Rules, with_interrupted_round_days
+from blackjack.domain.rules import PRESETS, stored_rules
 from blackjack.projections import schema
 from blackjack.projections.projector import GameDay
 
@@ -111,7 +111,7 @@ def _own_rules(variant: str, rules: Any) -> bool:
     if preset is None or not isinstance(rules, dict):
         return True
     try:  # as a snapshot or the log reads a table an earlier release opened
-        return Rules.model_validate(with_interrupted_round_days(rules)) != preset
+        return stored_rules(rules) != preset
     except ValidationError:
         return True
 

@@ -79,7 +79,7 @@ def _table_rules(args: argparse.Namespace) -> Rules | None:
     from sqlalchemy import select
     from sqlalchemy.ext.asyncio import AsyncConnection
 
-    from blackjack.domain.rules import with_interrupted_round_days
+    from blackjack.domain.rules import stored_rules
     from blackjack.projections import schema
     from blackjack.projections.cli import read_store
 
@@ -91,7 +91,7 @@ def _table_rules(args: argparse.Namespace) -> Rules | None:
     found = read_store(args, read)
     if not isinstance(found, dict):  # no such stream, or one no table was opened under
         return None
-    return Rules.model_validate(with_interrupted_round_days(found))
+    return stored_rules(found)
 
 
 def _strategy(args: argparse.Namespace) -> int:
