@@ -119,3 +119,52 @@ def test_every_timeout_action_names_the_decision_it_writes() -> None:
     }
     assert names >= PLAYER_DECISIONS
     assert {t for t in WRITTEN_FOR_THE_PLAYER.values() if t} <= PLAYER_DECISIONS
+
+
+async def test_a_bet_given_back_says_who_gave_it_back(
+    api: tuple[ProjectionStore, httpx.AsyncClient],
+) -> None:
+    """A bet taken back by its player (RemoveBet, ClearBets) is the player's decision; one the
+    server returns in the player's place (a disconnection before Deal, page 003) is the
+    server's. The lab's recall of a cancelled round showed the refund with no one deciding."""
+    table = Script("surrender", [["TS", "6H", "5S", "TD", "9C"]])
+    table.do(
+        cmd.PlaceBet(player_id="alice", box=0, amount=1_000),
+        cmd.PlaceBet(player_id="alice", box=1, amount=1_000),
+        cmd.RemoveBet(player_id="alice", box=1),
+        cmd.ClearBets(player_id="alice"),
+        cmd.PlaceBet(player_id="alice", box=0, amount=1_000),
+        cmd.Disconnect(player_id="alice"),
+    )
+    log = await recalled_log(api, table, "table-1:1")
+    refunds = [(e["data"]["reason"], e["decided_by"]) for e in log if e["event"] == "BetRefunded"]
+    assert refunds == [("removed", "player"), ("cleared", "player"), ("disconnected", "server")]
+
+
+async def test_bets_returned_by_an_operators_closing_are_the_servers(
+    api: tuple[ProjectionStore, httpx.AsyncClient],
+) -> None:
+    table = Script("surrender", [["TS", "6H", "5S", "TD", "9C"]])
+    table.do(cmd.PlaceBet(player_id="alice", box=0, amount=1_000))
+    idle_since = table.now
+    table.now += timedelta(days=30)
+    table.do(cmd.CloseInterruptedRound(operator="ops", idle_since=idle_since))
+    log = await recalled_log(api, table, "table-1:1")
+    assert [(e["data"]["reason"], e["decided_by"]) for e in log if e["event"] == "BetRefunded"] == [
+        ("cancelled", "server")
+    ]
+    assert log[-1]["event"] == "RoundCancelled"
+
+
+def test_every_refund_reason_says_who_decided_it() -> None:
+    reasons = get_args(ev.RefundReason)
+    by = {reason: decided_by("BetRefunded", "ann", [], {"reason": reason}) for reason in reasons}
+    assert by == {
+        "cleared": "player",
+        "removed": "player",
+        "passed": "player",
+        "left": "player",
+        "timed_out": "server",
+        "disconnected": "server",
+        "cancelled": "server",
+    }

@@ -35,6 +35,7 @@ PLAYER_DECISIONS: frozenset[str] = frozenset(
     _type(event)
     for event in (
         ev.BetPlaced,
+        ev.BetRefunded,  # taken back (RemoveBet, ClearBets), passed, left: the server's below
         ev.PlayerPassed,
         ev.DealRequested,
         ev.InsuranceTaken,
@@ -52,10 +53,14 @@ _MADE_FOR_THE_PLAYER = frozenset(t for t in WRITTEN_FOR_THE_PLAYER.values() if t
 
 SAYS_THE_SERVER_DECIDED: dict[str, tuple[str, frozenset[object]]] = {
     _type(ev.SeatLeft): ("reason", frozenset({"sat_out", "operator"})),
+    _type(ev.BetRefunded): ("reason", frozenset({"timed_out", "disconnected", "cancelled"})),
 }
 """Events that say themselves when the server decided them for the player, by the value of
 one of their fields: a player stood up after the rounds they sat out, or by the operator (a
-``SeatLeft`` with reason ``sat_out`` or ``operator``), left by a decision not their own."""
+``SeatLeft`` with reason ``sat_out`` or ``operator``), left by a decision not their own; a
+bet the server gave back in the player's place (``BetRefunded`` at the betting deadline, on a
+disconnection before Deal, or at an operator's closing of an interrupted round), where one
+the player took back, passed or left with is the player's."""
 
 
 def decided_by(
