@@ -253,6 +253,50 @@ def test_no_new_wager_or_player_at_a_suspended_table() -> None:
     )
 
 
+def test_no_money_comes_in_at_a_suspended_table() -> None:
+    """Game disable (GLI-19): a disabled game takes no new money, only lets it out. The lab
+    saw a platform's Deposit at a suspended single-player table and a BuyIn from the wallet
+    into a suspended shared table both taken; a buy-in is declined (its money goes back to the
+    wallet), never simply refused."""
+    state = _suspended()
+    rejection = then_rejected(state, cmd.Deposit(player_id="ann", amount=500), "table_suspended")
+    assert "suspended" in rejection.message
+    assert not isinstance(decide(state, cmd.Withdraw(player_id="ann", amount=500), NOW), Rejection)
+    shared = given(
+        "atlantic-city-multi",
+        cmd.SitDown(player_id="ann"),
+        cmd.Deposit(player_id="ann", amount=300, transfer="wallet:ann/1"),
+        cmd.SuspendTable(operator="ops", reason="maintenance"),
+    )
+    buy_in = cmd.Deposit(player_id="ann", amount=300, transfer="wallet:ann/2")
+    [declined] = decide(shared, buy_in, NOW)
+    assert isinstance(declined, ev.TransferDeclined)
+    assert (declined.reason_code, declined.amount) == ("table_suspended", 300)
+    resumed = given_more(shared, cmd.ResumeTable(operator="ops"))
+    [taken] = decide(resumed, buy_in, NOW)
+    assert isinstance(taken, ev.FundsDeposited) and taken.balance_after == 600
+
+
+def test_a_suspended_table_takes_the_wagers_of_the_cycle_under_way() -> None:
+    """The cycle already dealt completes under the rules: insurance, a split and a double
+    are part of it (refusing them would change the game in the middle of a round)."""
+    state = given(
+        "mini-h17",
+        *seated(),
+        *dealt(),
+        cards=["8S", "AS", "8H", "9D", "3C", "2D", "TC"],
+    )
+    state = given_more(state, cmd.SuspendTable(operator="ops", reason="maintenance"))
+    state = given_more(
+        state,
+        cmd.TakeInsurance(player_id="ann", box=0),
+        cmd.Split(player_id="ann", box=0),
+        cmd.Double(player_id="ann", box=0, hand=0),
+    )
+    assert state.suspended
+    assert [hand.stake for hand in state.boxes[0].hands] == [2000, 1000]
+
+
 def test_a_suspended_table_completes_the_round_under_way_and_lets_money_out() -> None:
     """The bet on the layout is dealt and settled (TS 9S = 19 against 7S TD = 17: a win);
     the balance can be withdrawn."""

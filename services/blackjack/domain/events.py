@@ -125,8 +125,8 @@ class PlayerReconnected(Event):
 
 
 class TableSuspended(Event):
-    """The operator disabled the game here: no new wager or player until ``TableResumed``;
-    a round under way completes."""
+    """The operator disabled the game here: no new wager, player or money in until
+    ``TableResumed``; a round under way completes."""
 
     type: Literal["TableSuspended"] = "TableSuspended"
     operator: str

@@ -19,7 +19,7 @@ RejectionCode = Literal[
     "table_already_open",
     "unknown_variant",
     "invalid_rules",
-    "table_suspended",  # the operator disabled the game here: no new wager or player
+    "table_suspended",  # the operator disabled the game here: no new wager, player or money
     "already_suspended",
     "not_suspended",
     # seats and ownership

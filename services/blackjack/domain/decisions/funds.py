@@ -1,5 +1,6 @@
 """Money into and out of a table: a platform's deposit, a buy-in from the player's wallet
-(taken or declined, never simply refused) and a withdrawal."""
+(taken or declined, never simply refused) and a withdrawal. A suspended table takes no money
+in (``table_suspended``) and always lets it out."""
 
 from __future__ import annotations
 
@@ -10,10 +11,15 @@ from blackjack.domain.decisions.checks import (
     check_amount,
     check_balance_limit,
     check_currency,
+    check_not_suspended,
     seated,
 )
 from blackjack.domain.decisions.draft import Draft, Refused, refuse
 from blackjack.domain.transfers import transfer_origin
+
+NO_MONEY_IN = "no money comes in until it reopens (withdrawing and leaving still pay out)"
+"""Game disable: a suspended table takes no deposit or buy-in, as it takes no new wager or
+player; the money already there can always be taken out."""
 
 
 def is_transfer(command: cmd.Command) -> bool:
@@ -26,6 +32,7 @@ def deposit(r: Draft, c: cmd.Deposit) -> None:
         _transfer_deposit(r, c, c.transfer)
         return
     player = seated(r.state, c.player_id)
+    check_not_suspended(r.state, NO_MONEY_IN)
     check_amount(c.amount)
     check_currency(r.state, c.currency)
     check_balance_limit(player, c.amount)
@@ -59,6 +66,7 @@ def _transfer_deposit(r: Draft, c: cmd.Deposit, transfer: str) -> None:
                 "unauthorized", "a single-player table is funded by the platform's Deposit"
             )
         player = seated(state, c.player_id)
+        check_not_suspended(state, NO_MONEY_IN)
         check_amount(c.amount)
         check_currency(state, c.currency)
         check_balance_limit(player, c.amount)
