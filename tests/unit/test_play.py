@@ -212,7 +212,7 @@ def test_history_recalls_the_player_s_rounds_newest_first_with_the_money() -> No
     console = Console(width=120, record=True, color_system=None)
     console.print(history_screen(table, A, 10))
     text = console.export_text()
-    assert text.index("│     2 │") < text.index("│     1 │")  # newest first
+    assert text.index("│  table-1:2 │") < text.index("│  table-1:1 │")  # newest first
     assert "10♥ 7♥  17  lose" in text and "blackjack pays 12.00" in text
     assert "107.00 -> 97.00" in text and "100.00 -> 107.00" in text
     assert f"{A} at {table.view.stream_id}, last 2 rounds" in text
@@ -222,6 +222,40 @@ def test_history_recalls_the_player_s_rounds_newest_first_with_the_money() -> No
     console = Console(width=120, record=True, color_system=None)
     console.print(history_screen(table, "nobody", 10))
     assert "no rounds played here yet" in console.export_text()
+
+
+def test_history_says_when_each_game_cycle_was_played_its_id_its_boxes_and_splits() -> None:
+    """GLI-19's game recall: the date and time of each game cycle and its unique id, each
+    wager (a split's too) on the box it was made on, and a round still under way shown as such
+    with the money it holds. The lab's recall at a three-box surrender table showed four hand
+    lines and no box, no split, no time, and a round in play as "wagered 0.00"."""
+    script = Script("surrender", [["8S", "TD", "7C", "8H", "9D", "2C", "3S"], ["TH", "9C", "7S"]])
+    script.do(
+        cmd.PlaceBet(player_id=A, box=0, amount=1000),
+        cmd.PlaceBet(player_id=A, box=1, amount=1000),
+        cmd.Deal(player_id=A),
+        cmd.Split(player_id=A, box=0, hand=0),
+        cmd.Stand(player_id=A, box=0, hand=0),
+        cmd.Stand(player_id=A, box=0, hand=1),
+    )
+    script.tick(60)
+    script.do(cmd.Stand(player_id=A, box=1, hand=0))  # 17 against 19
+    script.tick(3600)
+    script.do(cmd.PlaceBet(player_id=A, box=0, amount=500), cmd.Deal(player_id=A))
+    table = folded(script)
+    first, second = table.rounds[1], table.rounds[2]
+    assert first.status == "settled" and second.status == "playing"
+    console = Console(width=160, record=True, color_system=None)
+    console.print(history_screen(table, A, 10))
+    text = console.export_text()
+    assert "table-1:1" in text and "table-1:2" in text
+    assert f"{first.opened_at:%Y-%m-%d %H:%M:%S}" in text
+    assert first.closed_at is not None and f"to {first.closed_at:%H:%M:%S}" in text
+    assert f"{second.opened_at:%Y-%m-%d %H:%M:%S}" in text and "not finished" in text
+    assert "box 0  8♠ 3♠  11  (split)  lose" in text
+    assert "box 0  8♥ A♠  soft 19  (split)  win pays 20.00" in text
+    assert "box 1  10♦ 9♦  19  win pays 20.00" in text
+    assert "in play 5.00" in text  # not "wagered 0.00" for the round under way
 
 
 def test_the_screens_show_what_the_server_decided_for_players_out_of_time() -> None:

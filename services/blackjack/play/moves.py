@@ -10,7 +10,7 @@
     deposit 100     Deposit            withdraw 20  Withdraw    leave   LeaveTable
     sit 1           SitDown at seat 1   seat 2   MoveSeat (a shared table, between rounds)
     buyin 50        BuyIn from the player's wallet (a shared table: its money comes from there)
-    history         the player's last rounds here: wagered, paid, balance before and after
+    history         the player's last rounds here: id, time, hands, wagered, paid, balance
     rules           this table's rules and its theoretical return to player
     ?  help         q / quit
 

@@ -20,6 +20,7 @@ from blackjack.audit.replay import money
 from blackjack.domain.rules import Rules
 from blackjack.messages.envelope import CommandResult
 from blackjack.projections.projector import (
+    BoxView,
     HandView,
     InsuranceView,
     RoundRecord,
@@ -60,13 +61,21 @@ def _total(total: int, soft: bool) -> str:
     return f"{'soft ' if soft and total <= 21 else ''}{total}" if total else ""
 
 
-def _hand_line(hand: HandView, currency: str, server: str | None = None) -> Text:
+def _hand_line(
+    hand: HandView, currency: str, server: str | None = None, *, split_marked: bool = False
+) -> Text:
     natural = len(hand.cards) == 2 and hand.total == 21 and not hand.split
     paid_as_one = natural and hand.outcome == "blackjack"  # said once: "blackjack pays ..."
     total = "" if paid_as_one else "blackjack" if natural else _total(hand.total, hand.soft)
     line = Text.assemble(cards(hand.cards), "  ", (total, "bold"))
     marks = [
-        word for word, on in (("doubled", hand.doubled), ("surrendered", hand.surrendered)) if on
+        word
+        for word, on in (
+            ("split", hand.split and split_marked),
+            ("doubled", hand.doubled),
+            ("surrendered", hand.surrendered),
+        )
+        if on
     ]
     if marks:
         line.append(f"  ({', '.join(marks)})", style="dim")
@@ -374,8 +383,10 @@ def rules_screen(rules: Rules, returns: Returns) -> RenderableType:
 
 def history_screen(table: StreamProjection, player_id: str, rounds: int) -> RenderableType:
     """The player's last ``rounds`` rounds at this table, newest first (game recall, as the
-    query API's betting history has them): the cards of each of the player's hands and the
-    dealer's, what was wagered and paid, the balance before and after."""
+    query API's betting history has them): each game cycle's id and time, the cards of each of
+    the player's hands (by box when there are several; splits, doubles, surrenders, insurance
+    and the server's decisions marked) and the dealer's, what was wagered and paid, the balance
+    before and after; a round not finished says so, with the money it holds."""
     currency = table.view.currency or "USD"
     mine = sorted(
         (line for (_, player), line in table.players.items() if player == player_id),
@@ -386,7 +397,8 @@ def history_screen(table: StreamProjection, player_id: str, rounds: int) -> Rend
         return Text("no rounds played here yet", style="dim")
     count = "round" if len(mine) == 1 else f"{len(mine)} rounds"
     grid = Table(title=f"{player_id} at {table.view.stream_id}, last {count}")
-    grid.add_column("round", justify="right")
+    grid.add_column("game cycle", justify="right")
+    grid.add_column("when (UTC)")
     grid.add_column("your hands")
     grid.add_column("dealer")
     grid.add_column("wagered", justify="right")
@@ -395,28 +407,63 @@ def history_screen(table: StreamProjection, player_id: str, rounds: int) -> Rend
     for line in mine:
         record = table.rounds.get(line.round)
         decided = server_decisions(record) if record else {}
+        boxes = [box for box in record.boxes if box.player_id == player_id] if record else []
         lines: list[Text] = []
-        for box in record.boxes if record else []:
-            if box.player_id != player_id:
-                continue
+        for box in boxes:
+            label = f"box {box.box}  " if len(boxes) > 1 else ""
             for index, hand in enumerate(box.hands):
-                lines.append(_hand_line(hand, currency, decided.get((player_id, box.box, index))))
+                server = decided.get((player_id, box.box, index))
+                lines.append(Text(label) + _hand_line(hand, currency, server, split_marked=True))
             declined = decided.get((player_id, box.box, None))
             if declined is not None:
-                lines.append(Text(declined, style="bold yellow"))
+                lines.append(Text(label) + Text(declined, style="bold yellow"))
             elif box.insurance is not None and box.insurance.status != "offered":
-                lines.append(_insurance_line(box.insurance, True, currency))
+                lines.append(Text(label) + _insurance_line(box.insurance, True, currency))
         hands = Text("\n").join(lines)
         dealer = cards(record.dealer.cards) if record else Text("-")
+        finished = record is None or record.status in ("settled", "cancelled")
         grid.add_row(
-            str(line.round),
+            f"{table.view.stream_id}:{line.round}",
+            _when(line.started_at, record),
             hands or Text("no hand dealt", style="dim"),
             dealer,
-            money(line.wagered, currency),
-            money(line.paid, currency),
+            money(line.wagered, currency) if finished else f"in play {_held(boxes, currency)}",
+            money(line.paid, currency) if finished else "-",
             f"{money(line.balance_before, currency)} -> {money(line.balance_after, currency)}",
         )
     return grid
+
+
+def _when(started_at: datetime, record: RoundRecord | None) -> Text:
+    """When the game cycle started and ended (UTC), or that it has not ended: GLI-19's recall
+    gives each game's date and time."""
+    started = record.opened_at if record is not None else started_at
+    text = Text(f"{started:%Y-%m-%d %H:%M:%S}")
+    if record is None:
+        return text
+    if record.closed_at is not None:
+        ended = record.closed_at
+        same_day = ended.date() == started.date()
+        text.append(f"\nto {ended:%H:%M:%S}" if same_day else f"\nto {ended:%Y-%m-%d %H:%M:%S}")
+        if record.status == "cancelled":
+            text.append(" (cancelled)", style="dim")
+    else:
+        text.append(f"\nnot finished ({record.status})", style="bold yellow")
+    return text
+
+
+def _held(boxes: list[BoxView], currency: str) -> str:
+    """The money a round under way holds of the player's, still theirs: the bets on the layout,
+    the stake of every hand not yet settled (doubles and splits included) and an insurance
+    taken and not yet settled."""
+    held = 0
+    for box in boxes:
+        if not box.hands:
+            held += box.bet
+        held += sum(hand.stake for hand in box.hands if hand.outcome is None)
+        if box.insurance is not None and box.insurance.status == "taken":
+            held += box.insurance.stake
+    return money(held, currency)
 
 
 def result_line(command: str, result: CommandResult) -> Text:
