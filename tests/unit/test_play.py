@@ -258,6 +258,38 @@ def test_history_says_when_each_game_cycle_was_played_its_id_its_boxes_and_split
     assert "in play 5.00" in text  # not "wagered 0.00" for the round under way
 
 
+def test_history_shows_an_interrupted_round_and_how_it_was_completed() -> None:
+    """GLI-19's interrupted games, as the lab recalled one at the surrender table: a bet the
+    server gave back on a disconnection before Deal, then a dealt hand left when the player
+    disconnected and finished on their return. The query API's log had every step; the
+    player's history showed only the cards, as if nothing had happened."""
+    script = Script("surrender", [["6C", "7S", "JH", "7C", "5C"]])
+    script.do(cmd.PlaceBet(player_id=A, box=0, amount=500), cmd.Disconnect(player_id=A))
+    script.tick(10)
+    script.do(
+        cmd.Reconnect(player_id=A),
+        cmd.PlaceBet(player_id=A, box=0, amount=500),
+        cmd.Deal(player_id=A),
+    )
+    script.tick(5)
+    script.do(cmd.Disconnect(player_id=A))
+    script.tick(600)
+    script.do(cmd.Reconnect(player_id=A), cmd.Stand(player_id=A, box=0, hand=0))
+    table = folded(script)
+    record = table.rounds[1]
+    assert record.status == "settled"
+    [first_off, second_off] = [e.at for e in record.log if e.event == "PlayerDisconnected"]
+    [first_back, second_back] = [e.at for e in record.log if e.event == "PlayerReconnected"]
+    console = Console(width=200, record=True, color_system=None)
+    console.print(history_screen(table, A, 10))
+    text = " ".join(console.export_text().split())
+    assert f"disconnected at {first_off:%H:%M:%S}" in text
+    assert "bet of 5.00 returned by the server: disconnected before Deal" in text
+    assert f"disconnected at {second_off:%H:%M:%S}" in text
+    assert f"back at {second_back:%H:%M:%S}: the round went on as it was left" in text
+    assert text.index(f"back at {first_back:%H:%M:%S}") < text.index("6♣ J♥")
+
+
 def test_the_screens_show_what_the_server_decided_for_players_out_of_time() -> None:
     """The multi-player page's clock (dealt in, left out, a hand stood at its deadline) and
     the interrupted-games rule (the server records the decisions it made for the player):

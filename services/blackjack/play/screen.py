@@ -408,7 +408,7 @@ def history_screen(table: StreamProjection, player_id: str, rounds: int) -> Rend
         record = table.rounds.get(line.round)
         decided = server_decisions(record) if record else {}
         boxes = [box for box in record.boxes if box.player_id == player_id] if record else []
-        lines: list[Text] = []
+        lines: list[Text] = _interruptions(record, player_id, currency) if record else []
         for box in boxes:
             label = f"box {box.box}  " if len(boxes) > 1 else ""
             for index, hand in enumerate(box.hands):
@@ -432,6 +432,30 @@ def history_screen(table: StreamProjection, player_id: str, rounds: int) -> Rend
             f"{money(line.balance_before, currency)} -> {money(line.balance_after, currency)}",
         )
     return grid
+
+
+def _interruptions(record: RoundRecord, player_id: str, currency: str) -> list[Text]:
+    """GLI-19's interrupted games in the player's recall: when the player was disconnected
+    during the round and came back, and what the server did meanwhile (a bet given back)."""
+    lines: list[Text] = []
+    for entry in record.log:
+        data = entry.data
+        if data.get("player_id") != player_id:
+            continue
+        if entry.event == "PlayerDisconnected":
+            lines.append(Text(f"disconnected at {entry.at:%H:%M:%S}", "bold yellow"))
+        elif entry.event == "PlayerReconnected":
+            lines.append(
+                Text(f"back at {entry.at:%H:%M:%S}: the round went on as it was left", "yellow")
+            )
+        elif entry.event == "BetRefunded" and data.get("reason") in _RETURNED_BECAUSE:
+            amount = money(int(data.get("amount", 0)), currency)
+            reason = str(data.get("reason"))
+            by = " by the server" if reason != "left" else ""  # leaving is the player's own
+            lines.append(
+                Text(f"bet of {amount} returned{by}: {_RETURNED_BECAUSE[reason]}", "yellow")
+            )
+    return lines
 
 
 def _when(started_at: datetime, record: RoundRecord | None) -> Text:
