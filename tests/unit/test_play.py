@@ -209,11 +209,12 @@ def test_history_recalls_the_player_s_rounds_newest_first_with_the_money() -> No
     script.do(cmd.Stand(player_id=A, box=0, hand=0))  # 17 against 20
     table = folded(script)
     assert move("history", table, A) == History()
-    console = Console(width=120, record=True, color_system=None)
+    console = Console(width=160, record=True, color_system=None)
     console.print(history_screen(table, A, 10))
     text = console.export_text()
     assert text.index("│  table-1:2 │") < text.index("│  table-1:1 │")  # newest first
-    assert "10♥ 7♥  17  lose" in text and "blackjack pays 12.00" in text
+    assert "stake 10.00  10♥ 7♥  17  lose" in text and "stake 5.00  10♥ A♥" in text
+    assert "blackjack pays 12.00" in text
     assert "107.00 -> 97.00" in text and "100.00 -> 107.00" in text
     assert f"{A} at {table.view.stream_id}, last 2 rounds" in text
     console = Console(width=120, record=True, color_system=None)
@@ -252,9 +253,9 @@ def test_history_says_when_each_game_cycle_was_played_its_id_its_boxes_and_split
     assert f"{first.opened_at:%Y-%m-%d %H:%M:%S}" in text
     assert first.closed_at is not None and f"to {first.closed_at:%H:%M:%S}" in text
     assert f"{second.opened_at:%Y-%m-%d %H:%M:%S}" in text and "not finished" in text
-    assert "box 0  8♠ 3♠  11  (split)  lose" in text
-    assert "box 0  8♥ A♠  soft 19  (split)  win pays 20.00" in text
-    assert "box 1  10♦ 9♦  19  win pays 20.00" in text
+    assert "box 0  stake 10.00  8♠ 3♠  11  (split)  lose" in text
+    assert "box 0  stake 10.00  8♥ A♠  soft 19  (split)  win pays 20.00" in text
+    assert "box 1  stake 10.00  10♦ 9♦  19  win pays 20.00" in text
     assert "in play 5.00" in text  # not "wagered 0.00" for the round under way
 
 
@@ -315,7 +316,7 @@ def test_the_screens_show_what_the_server_decided_for_players_out_of_time() -> N
     alice = shown(table)
     assert "10♥ 8♥  18  win pays 20.00" in alice and "(stood" not in alice.split("Box 1")[0]
     assert "16  (stood by the server: no move in time)  lose" in alice
-    console = Console(width=140, record=True, color_system=None)
+    console = Console(width=180, record=True, color_system=None)
     console.print(history_screen(table, "bob", 10))
     assert "16  (stood by the server: no move in time)  lose" in console.export_text()
 

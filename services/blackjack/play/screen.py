@@ -413,7 +413,9 @@ def history_screen(table: StreamProjection, player_id: str, rounds: int) -> Rend
             label = f"box {box.box}  " if len(boxes) > 1 else ""
             for index, hand in enumerate(box.hands):
                 server = decided.get((player_id, box.box, index))
-                lines.append(Text(label) + _hand_line(hand, currency, server, split_marked=True))
+                stake = Text(f"stake {money(hand.stake, currency)}  ", "dim")
+                shown = _hand_line(hand, currency, server, split_marked=True)
+                lines.append(Text(label) + stake + shown)
             declined = decided.get((player_id, box.box, None))
             if declined is not None:
                 lines.append(Text(label) + Text(declined, style="bold yellow"))
