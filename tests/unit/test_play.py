@@ -291,6 +291,23 @@ def test_history_shows_an_interrupted_round_and_how_it_was_completed() -> None:
     assert text.index(f"back at {first_back:%H:%M:%S}") < text.index("6♣ J♥")
 
 
+def test_history_shows_the_operator_suspending_the_table_during_a_round() -> None:
+    """Game disable during a cycle: the round completes, and the player's recall says the
+    table was suspended while it played (the query API's log had the TableSuspended)."""
+    script = Script("mini-h17", [["TS", "7S", "9S", "TD"]])
+    script.do(cmd.PlaceBet(player_id=A, box=0, amount=1000), cmd.Deal(player_id=A))
+    script.tick(5)
+    script.do(cmd.SuspendTable(operator="ops-1", reason="dealer maintenance"))
+    script.do(cmd.Stand(player_id=A, box=0, hand=0))
+    table = folded(script)
+    [suspended] = [e.at for e in table.rounds[1].log if e.event == "TableSuspended"]
+    console = Console(width=200, record=True, color_system=None)
+    console.print(history_screen(table, A, 10))
+    text = " ".join(console.export_text().split())
+    assert f"table suspended at {suspended:%H:%M:%S} by ops-1: dealer maintenance" in text
+    assert "10♠ 9♠ 19 win pays 20.00" in text
+
+
 def test_the_screens_show_what_the_server_decided_for_players_out_of_time() -> None:
     """The multi-player page's clock (dealt in, left out, a hand stood at its deadline) and
     the interrupted-games rule (the server records the decisions it made for the player):

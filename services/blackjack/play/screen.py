@@ -438,10 +438,18 @@ def history_screen(table: StreamProjection, player_id: str, rounds: int) -> Rend
 
 def _interruptions(record: RoundRecord, player_id: str, currency: str) -> list[Text]:
     """GLI-19's interrupted games in the player's recall: when the player was disconnected
-    during the round and came back, and what the server did meanwhile (a bet given back)."""
+    during the round and came back, and what the server did meanwhile (a bet given back);
+    and the operator suspending or resuming the table while the round played."""
     lines: list[Text] = []
     for entry in record.log:
         data = entry.data
+        if entry.event in ("TableSuspended", "TableResumed"):
+            what = "suspended" if entry.event == "TableSuspended" else "resumed"
+            why = f": {data['reason']}" if data.get("reason") else ""
+            lines.append(
+                Text(f"table {what} at {entry.at:%H:%M:%S} by {data.get('operator')}{why}", "red")
+            )
+            continue
         if data.get("player_id") != player_id:
             continue
         if entry.event == "PlayerDisconnected":
