@@ -243,7 +243,16 @@ async def test_a_reconnecting_client_sees_the_table_without_the_hole_card(
         "actions": ["hit", "stand", "double", "surrender"],
     }
     assert table["players"] == [
-        {"player_id": "zoe", "seat": 0, "connected": True, "available": 9000, "in_play": 1000}
+        {
+            "player_id": "zoe",
+            "seat": 0,
+            "connected": True,
+            "available": 9000,
+            "in_play": 1000,
+            "sitting_out": False,
+            "rounds_sat_out": None,  # a single-player table: no seat is freed
+            "rounds_before_seat_freed": None,
+        }
     ]
     current = table["current_round"]
     assert current["dealer"]["cards"] == ["7S", None]

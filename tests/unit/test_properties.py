@@ -364,8 +364,14 @@ def random_command(draw: Any, rules: Rules) -> cmd.Command:
 
 
 def play_table(
-    variant: str, data: st.DataObject, seed: int, overrides: dict[str, object] | None = None
+    variant: str,
+    data: st.DataObject,
+    seed: int,
+    overrides: dict[str, object] | None = None,
+    operator: bool = False,
 ) -> list[ev.Event]:
+    """``operator``: the operator also suspends and resumes the table and stands players up
+    now and then."""
     shuffler = SeededShuffler(seed)
     rules = PRESETS[variant].with_overrides(overrides or {})
     multi = rules.seats > 1
@@ -415,6 +421,9 @@ def play_table(
         if multi and roll < 8:
             now += timedelta(seconds=data.draw(st.integers(0, 20), label="wait"))
             submit(cmd.ExpireTimers())
+            continue
+        if operator and roll < 12:
+            submit(data.draw(st.sampled_from(operator_commands(state)), label="operator"))
             continue
         if roll < 25:
             command = random_command(data.draw, state.rules)
@@ -468,6 +477,16 @@ def play_table(
     replayed = fold(EVENT.validate_json(e.model_dump_json()) for e in events)
     assert replayed == state
     return events
+
+
+def operator_commands(state: TableState) -> list[cmd.Command]:
+    commands: list[cmd.Command] = [
+        cmd.SuspendTable(operator="ops", reason="drill"),
+        cmd.ResumeTable(operator="ops"),
+    ]
+    for pid in sorted(state.players):
+        commands.append(cmd.StandUpPlayer(player_id=pid, operator="ops", reason="drill"))
+    return commands
 
 
 def check_turn_announced(state: TableState, events: list[ev.Event]) -> None:

@@ -199,6 +199,23 @@ class SeatedPlayer(_Answer):
     connected: bool
     available: int
     in_play: int
+    sitting_out: bool | None = Field(
+        description="left out of a round by the betting clock, and no bet or pass since: "
+        "rounds are dealt without waiting for the player (a bet or a pass brings them back); "
+        "null: not known (folded before this field existed, and the player has not bet, "
+        "passed nor been left out since)"
+    )
+    rounds_sat_out: int | None = Field(
+        description="where the table's rules free the seat of a player who sits out "
+        "(seat_released_after_rounds_sat_out): the rounds dealt in a row while the player "
+        "sat out (0 when they do not sit out); null at a table whose rules free no seat, or "
+        "not known"
+    )
+    rounds_before_seat_freed: int | None = Field(
+        description="while the player sits out at a table whose rules free the seat: how "
+        "many more rounds dealt without them free it (0: at the end of the round in play); "
+        "null otherwise, or not known"
+    )
 
 
 class TableAnswer(TableView):

@@ -154,6 +154,14 @@ class Account(_Model):
     won: int = 0
     lost: int = 0
     rounds: int = 0
+    sitting_out: bool | None = False
+    """left out of a round by the betting clock and no bet or pass since (the decider's
+    ``Player.sitting_out``); None: not known (folded before migration 0006, and the player has
+    neither bet, passed nor been left out since: docs/projections.md)"""
+    rounds_sat_out: int | None = 0
+    """rounds dealt in a row while sitting out, counted where the table's rules free such a
+    seat (``seat_released_after_rounds_sat_out``; else 0), as the decider counts; None: not
+    known, as above"""
 
     def settle(self, stake: int, payout: int, balance_after: int) -> None:
         self.in_play -= stake
@@ -422,6 +430,12 @@ class StreamProjection:
         player.balance_after = balance_after
         self.players_dirty.add(key)
 
+    def seat_release(self) -> int | None:
+        """The table's ``seat_released_after_rounds_sat_out``: None where its rules free no
+        seat (or a view folded before the option existed, whose rules had none)."""
+        limit = (self.view.rules or {}).get("seat_released_after_rounds_sat_out")
+        return limit if isinstance(limit, int) else None
+
     def day(self, at: datetime) -> GameDay:
         return self.days.setdefault(utc(at).date(), GameDay())
 
@@ -476,6 +490,13 @@ def _seat_taken(p: StreamProjection, e: ev.SeatTaken, at: datetime) -> None:
     account.seat = e.seat
     account.seated = True
     account.connected = True
+    _back_in(account)
+
+
+def _back_in(account: Account) -> None:
+    """Seated again, or a bet or a pass: the player does not sit out (and is known not to)."""
+    account.sitting_out = False
+    account.rounds_sat_out = 0
 
 
 def _seat_changed(p: StreamProjection, e: ev.SeatChanged, at: datetime) -> None:
@@ -489,6 +510,7 @@ def _seat_left(p: StreamProjection, e: ev.SeatLeft, at: datetime) -> None:
     p.moved_at_the_table(e.player_id, -e.balance_returned, 0)
     account.seat = None
     account.seated = False
+    _back_in(account)  # the decider forgets the player; seated again, they start afresh
 
 
 def _funds_deposited(p: StreamProjection, e: ev.FundsDeposited, at: datetime) -> None:
@@ -556,6 +578,7 @@ def _bet_placed(p: StreamProjection, e: ev.BetPlaced, at: datetime) -> None:
             balance_after=account.available,
         )
     p.money_moved(e, e.player_id, e.balance_after).in_play += e.amount
+    _back_in(account)
     record = p.round(e.round)
     boxes = [b for b in record.boxes if b.box != e.box]
     boxes.append(BoxView(box=e.box, player_id=e.player_id, bet=e.box_total))
@@ -572,7 +595,22 @@ def _bet_refunded(p: StreamProjection, e: ev.BetRefunded, at: datetime) -> None:
 
 
 def _logged_only(p: StreamProjection, e: ev.RoundEvent, at: datetime) -> None:
-    """DealRequested, PlayerPassed, PlayerHit, PlayerTimedOut: the round's log has them."""
+    """DealRequested, PlayerHit, InterruptedRoundClosed: the round's log has them."""
+
+
+def _player_passed(p: StreamProjection, e: ev.PlayerPassed, at: datetime) -> None:
+    _back_in(p.account(e.player_id))
+
+
+def _player_timed_out(p: StreamProjection, e: ev.PlayerTimedOut, at: datetime) -> None:
+    """Left out of a round by the clock, the player sits out. The rounds already sat out
+    stay as they were: a player who sits out is left out again when the clock runs out on
+    others, and one not known to sit out (folded before 0006) may have sat out some."""
+    if e.sits_out:
+        account = p.account(e.player_id)
+        account.sitting_out = True
+        if p.seat_release() is None:
+            account.rounds_sat_out = 0  # not counted at this table: the decider's 0
 
 
 def _round_cancelled(p: StreamProjection, e: ev.RoundCancelled, at: datetime) -> None:
@@ -599,6 +637,13 @@ def _deal_started(p: StreamProjection, e: ev.DealStarted, at: datetime) -> None:
             box.hands = [HandView(stake=box.bet)]
     p.view.phase = "playing"
     p.view.deadline = None
+    # A round dealt without a player who sits out is one more sat out in a row, where the
+    # rules free such a seat; not while the table is suspended (as ``evolve`` counts).
+    if p.seat_release() is not None and p.view.suspended is None:
+        for account in p.accounts.values():
+            if account.seated and account.sitting_out:
+                count = account.rounds_sat_out
+                p.account(account.player_id).rounds_sat_out = None if count is None else count + 1
 
 
 def _card_dealt(p: StreamProjection, e: ev.CardDealt, at: datetime) -> None:
@@ -752,7 +797,7 @@ _HANDLERS: dict[type[BaseModel], Handler] = {
     ev.BetPlaced: _bet_placed,
     ev.BetRefunded: _bet_refunded,
     ev.DealRequested: _logged_only,
-    ev.PlayerPassed: _logged_only,
+    ev.PlayerPassed: _player_passed,
     ev.InterruptedRoundClosed: _logged_only,
     ev.RoundCancelled: _round_cancelled,
     ev.DealStarted: _deal_started,
@@ -768,7 +813,7 @@ _HANDLERS: dict[type[BaseModel], Handler] = {
     ev.HandDoubled: _hand_doubled,
     ev.HandSplit: _hand_split,
     ev.HandSurrendered: _hand_surrendered,
-    ev.PlayerTimedOut: _logged_only,
+    ev.PlayerTimedOut: _player_timed_out,
     ev.DealerHoleCardRevealed: _hole_card_revealed,
     ev.HandSettled: _hand_settled,
     ev.RoundSettled: _round_settled,

@@ -18,6 +18,7 @@ from blackjack.projections import schema
 from blackjack.projections.projector import MAX_ROUND, RoundRecord, TableView, utc
 
 MAX_PAGE = 100
+SIT_OUT_FIELDS = ("sitting_out", "rounds_sat_out")
 MONEY_FIELDS = (
     "available",
     "in_play",
@@ -53,7 +54,8 @@ async def wallet(connection: AsyncConnection, player_id: str) -> dict[str, Any] 
         for name in (*MONEY_FIELDS, "rounds"):
             total[name] += getattr(row, name)
         table = row._asdict()
-        del table["player_id"]
+        for name in ("player_id", *SIT_OUT_FIELDS):  # sitting out is the table answer's
+            del table[name]
         tables.append(table)
     wallet_stream = None
     if found is not None:
@@ -208,6 +210,10 @@ async def table_state(connection: AsyncConnection, stream_id: str) -> dict[str, 
     ).scalar_one_or_none()
     if view is None:
         return None
+    # Through the model: a view stored by an older release lacks the fields added since
+    # (``suspended``), which the answer's document says are always there.
+    table = TableView.model_validate(view)
+    limit = (table.rules or {}).get("seat_released_after_rounds_sat_out")
     query = (
         select(a)
         .where(a.c.stream_id == stream_id, a.c.seated.is_(True))
@@ -220,6 +226,7 @@ async def table_state(connection: AsyncConnection, stream_id: str) -> dict[str, 
             "connected": row.connected,
             "available": row.available,
             "in_play": row.in_play,
+            **sitting_out(row.sitting_out, row.rounds_sat_out, limit),
         }
         for row in (await connection.execute(query)).all()
     ]
@@ -228,13 +235,24 @@ async def table_state(connection: AsyncConnection, stream_id: str) -> dict[str, 
     if number and view.get("round_open"):
         current = await round_detail(connection, stream_id, number)
     return {
-        # Through the model: a view stored by an older release lacks the fields added since
-        # (``suspended``), which the answer's document says are always there.
-        **TableView.model_validate(view).model_dump(mode="json"),
+        **table.model_dump(mode="json"),
         "players": players,
         "current_round": current,
         "last_round_id": f"{stream_id}:{number}" if number else None,
     }
+
+
+def sitting_out(out: bool | None, rounds: int | None, limit: int | None) -> dict[str, Any]:
+    """A seated player's sitting out as the table answer says it: ``rounds_sat_out`` only
+    where the table's rules free a seat after ``limit`` rounds sat out, and then, while the
+    player sits out, the rounds still to be dealt without them before the seat is freed (0:
+    at the end of the round in play). None for what is not known (an account folded before
+    migration 0006 whose player has not bet, passed nor been left out since)."""
+    counted = rounds if limit is not None else None
+    left = None
+    if out and counted is not None and limit is not None:
+        left = max(limit - counted, 0)
+    return {"sitting_out": out, "rounds_sat_out": counted, "rounds_before_seat_freed": left}
 
 
 async def stream_envelopes(

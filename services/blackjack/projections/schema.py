@@ -34,6 +34,8 @@ Money = BigInteger
 
 ID = 128  # the envelope's id length limit
 
+_SITTING_OUT = "left out by the betting clock, no bet or pass since; null: not known (0006)"
+_ROUNDS_SAT_OUT = "rounds dealt in a row while sitting out, where counted; null: not known"
 _MOVED = "paid in / taken out at the table during the round (not wagers or payouts)"
 
 positions = Table(
@@ -92,6 +94,8 @@ accounts = Table(
     Column("won", Money, nullable=False),
     Column("lost", Money, nullable=False),
     Column("rounds", Integer, nullable=False),
+    Column("sitting_out", Boolean, nullable=True, comment=_SITTING_OUT),
+    Column("rounds_sat_out", Integer, nullable=True, comment=_ROUNDS_SAT_OUT),
     comment="a player's money at one table; a wallet is the sum over a player's tables",
 )
 Index("ix_accounts_player", accounts.c.player_id)
