@@ -520,7 +520,7 @@ def test_a_round_the_operator_closed_shows_who_decided_for_the_player() -> None:
     text = shown(table)
     assert "10♠ 5♠  15  (stood by the server: ops-1 closed the round after 30 days)" in text
     script.do(cmd.LeaveTable(player_id=A))
-    text = " ".join(shown(folded(script)).split())
+    text = wide(folded(script), A)
     assert (
         "not seated: sit N to sit down · paid out at this table in all:" in text
         and "wallet" not in text
@@ -553,3 +553,65 @@ def test_a_bet_on_the_layout_at_a_suspended_table_is_offered_the_deal() -> None:
     script.do(cmd.SuspendTable(operator="ops-1", reason="maintenance"))
     prompt = prompt_for(folded(script), A)
     assert prompt.startswith("the table is suspended") and "deal, clear" in prompt
+
+
+def wide(table: StreamProjection, player_id: str) -> str:
+    """The screen's text on one line per row, its words single-spaced."""
+    console = Console(width=200, record=True, color_system=None)
+    console.print(table_screen(table, player_id))
+    return " ".join(console.export_text().split())
+
+
+def left_out(overrides: dict[str, object]) -> Script:
+    """atlantic-city-multi: alice bets and deals, bob does nothing until the clock leaves
+    him out of the round."""
+    players = {A: 10_000, "bob": 10_000}
+    script = Script("atlantic-city-multi", [["TH", "9S", "7D", "8H"]], players, overrides=overrides)
+    script.do(cmd.PlaceBet(player_id=A, box=0, amount=1000), cmd.Deal(player_id=A))
+    script.tick(16)
+    script.do(cmd.ExpireTimers())
+    return script
+
+
+def test_a_player_left_out_is_told_they_sit_out_what_brings_them_back_and_when_the_seat_goes() -> (
+    None
+):
+    """A player the clock left out sat out without a word on their screen (only the round's
+    note 'left out of the round'), nor of the rounds a table's rules give them before their
+    seat is freed; the others saw nothing of it either."""
+    script = left_out({"seat_released_after_rounds_sat_out": 3})
+    bob = wide(folded(script), "bob")
+    assert (
+        "You sitting out: rounds are dealt without you · bet or pass to play again · "
+        "2 more rounds dealt without you free your seat" in bob
+    )
+    assert "Seats 0 alice · 1 you (sits out, seat freed after 2 more rounds)" in bob
+    alice = wide(folded(script), A)
+    assert "Seats 0 you · 1 bob (sits out, seat freed after 2 more rounds)" in alice
+    assert "sitting out" not in alice
+    script.do(cmd.Stand(player_id=A, box=0))
+    script.tick()
+    script.do(cmd.PlaceBet(player_id=A, box=0, amount=1000), cmd.Deal(player_id=A))
+    bob = wide(folded(script), "bob")
+    assert "1 more round dealt without you frees your seat" in bob
+    script.do(cmd.Stand(player_id=A, box=0))
+    script.tick()
+    script.do(cmd.PlaceBet(player_id=A, box=0, amount=1000), cmd.Deal(player_id=A))
+    bob = wide(folded(script), "bob")
+    assert "your seat is freed when this round ends" in bob
+    assert "1 you (sits out, seat freed as this round ends)" in bob
+    script.do(cmd.Stand(player_id=A, box=0))  # the third round sat out ends: bob stood up
+    bob = wide(folded(script), "bob")
+    assert "sitting out" not in bob and "stood up by the server after 3 rounds sat out" in bob
+
+
+def test_where_no_seat_is_freed_the_line_says_only_what_brings_the_player_back() -> None:
+    script = left_out({})
+    bob = wide(folded(script), "bob")
+    assert bob.count("sitting out: rounds are dealt without you · bet or pass to play again") == 1
+    assert "dealt without you free" not in bob and "1 you (sits out)" in bob
+    script.do(cmd.Stand(player_id=A, box=0))
+    script.tick()
+    script.do(cmd.PlaceBet(player_id=A, box=0, amount=1000), cmd.Pass(player_id="bob"))
+    bob = wide(folded(script), "bob")
+    assert "sitting out" not in bob and "sits out" not in bob and "Seats 0 alice · 1 you" in bob

@@ -195,6 +195,9 @@ def table_screen(
             grid.add_row(where, note)
     for data in stood_up:
         grid.add_row(*_stood_up(data, player_id, currency, by_wallet, seated))
+    taken = seats_line(table, player_id)
+    if taken is not None:
+        grid.add_row("Seats", taken)
     if account is not None and not account.seated:
         back = money(account.cashed_out, currency)  # every seat's, sat again after a leave
         to = "cashed out to your wallet" if account.funded_by_wallet else "paid out"
@@ -212,6 +215,8 @@ def table_screen(
             + f"balance {money(account.available, currency)} {currency}"
             + (f" · in play {money(account.in_play, currency)}" if account.in_play else ""),
         )
+        if account.sitting_out:
+            grid.add_row("You", Text(sitting_out_line(table, player_id), style="bold yellow"))
     else:
         grid.add_row("You", "not seated: sit N to sit down")
     if wallet is not None and wallet.currency is not None:
@@ -241,6 +246,59 @@ def table_screen(
         )
     parts.append(Text(prompt_for(table, player_id), style="bold magenta"))
     return Panel(Group(*parts), title=title, title_align="left")
+
+
+def rounds_before_seat_freed(table: StreamProjection, player_id: str) -> int | None:
+    """While ``player_id`` sits out at a table whose rules free such a seat, the rounds still
+    to be dealt without them before it is (0: when the round in play ends); else None."""
+    account = table.accounts.get(player_id)
+    limit = table.seat_release()
+    if account is None or not account.sitting_out or limit is None:
+        return None
+    if account.rounds_sat_out is None:
+        return None
+    return max(limit - account.rounds_sat_out, 0)
+
+
+def sitting_out_line(table: StreamProjection, player_id: str) -> str:
+    """What a player left out by the clock is told while they sit out: that rounds are dealt
+    without them, what brings them back and, where the rules free the seat of a player who
+    sits out, how many more rounds dealt without them free theirs."""
+    line = "sitting out: rounds are dealt without you · bet or pass to play again"
+    left = rounds_before_seat_freed(table, player_id)
+    if left == 0:
+        line += " · your seat is freed when this round ends"
+    elif left is not None:
+        rounds = "1 more round" if left == 1 else f"{left} more rounds"
+        line += f" · {rounds} dealt without you {'frees' if left == 1 else 'free'} your seat"
+    return line
+
+
+def seats_line(table: StreamProjection, player_id: str) -> Text | None:
+    """At a table of several seats, who sits where, each player who sits out marked (with
+    the rounds left before the seat is freed, where the rules free it)."""
+    if int((table.view.rules or {}).get("seats", 1)) <= 1:
+        return None
+    seated = sorted(
+        (a for a in table.accounts.values() if a.seated and a.seat is not None),
+        key=lambda a: (a.seat or 0, a.player_id),
+    )
+    if not seated:
+        return None
+    parts: list[Text] = []
+    for account in seated:
+        who = "you" if account.player_id == player_id else account.player_id
+        part = Text(f"{account.seat} {who}")
+        if account.sitting_out:
+            left = rounds_before_seat_freed(table, account.player_id)
+            mark = "sits out"
+            if left == 0:
+                mark += ", seat freed as this round ends"
+            elif left is not None:
+                mark += f", seat freed after {left} more {'round' if left == 1 else 'rounds'}"
+            part.append(f" ({mark})", style="yellow")
+        parts.append(part)
+    return Text(" · ").join(parts)
 
 
 def _dealt(
