@@ -18,6 +18,7 @@ from pydantic import BaseModel
 from blackjack.api.contract import (
     ErrorAnswer,
     InterruptedAnswer,
+    PlayerRoundAnswer,
     PlayerRoundsAnswer,
     RoundAnswer,
     TableAnswer,
@@ -380,6 +381,9 @@ async def test_every_answer_is_what_the_openapi_document_says(api: httpx.AsyncCl
         conforms(PlayerRoundsAnswer, page)
         for line in page["rounds"]:
             conforms(RoundAnswer, await get(api, f"/v1/rounds/{line['round_id']}"))
+            mine = await get(api, f"/v1/players/{player_id}/rounds/{line['round_id']}")
+            conforms(PlayerRoundAnswer, mine)
+            assert [p["player_id"] for p in mine["players"]] == [player_id]
     for stream_id in LOG.states:
         conforms(TableAnswer, await get(api, f"/v1/tables/{stream_id}"))
     conforms(InterruptedAnswer, await get(api, "/v1/interrupted-rounds?idle_days=1"))
@@ -387,6 +391,7 @@ async def test_every_answer_is_what_the_openapi_document_says(api: httpx.AsyncCl
         ("/v1/players/nobody/wallet", 404),
         ("/v1/players/nobody/rounds?limit=0", 400),
         ("/v1/rounds/table-mini-h17:x", 400),
+        ("/v1/players/nobody/rounds/table-mini-h17:1", 404),
         ("/v1/tables/nowhere", 404),
     ):
         conforms(ErrorAnswer, await get(api, path, status))

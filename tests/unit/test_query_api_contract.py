@@ -38,6 +38,7 @@ def test_the_document_names_every_route_and_its_answers() -> None:
     assert set(document["paths"]) == {
         "/v1/players/{player_id}/wallet",
         "/v1/players/{player_id}/rounds",
+        "/v1/players/{player_id}/rounds/{round_id}",
         "/v1/rounds/{round_id}",
         "/v1/tables/{stream_id}",
         "/v1/interrupted-rounds",

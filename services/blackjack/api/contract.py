@@ -190,6 +190,14 @@ class RoundAnswer(RoundRecord):
     players: list[PlayerInRound]
 
 
+class PlayerRoundAnswer(RoundAnswer):
+    """``GET /v1/players/{player_id}/rounds/{stream_id}:{round}``: one game cycle as the
+    player may be shown it. ``players`` holds the player alone; the other players' log
+    entries carry no ``balance_after``, ``balance_returned`` or ``actions`` and a null
+    ``command_id``, their money paid in or out is left out, and ``RoundSettled``'s
+    ``results`` holds the player's result alone."""
+
+
 # ---- a table and the rounds left waiting -----------------------------------------------------
 
 
@@ -307,6 +315,7 @@ ANSWERS: tuple[type[BaseModel], ...] = (
     WalletAnswer,
     PlayerRoundsAnswer,
     RoundAnswer,
+    PlayerRoundAnswer,
     TableAnswer,
     InterruptedAnswer,
     GamesAnswer,
@@ -377,6 +386,15 @@ OPERATIONS: dict[str, tuple[str, type[BaseModel], list[dict[str, Any]], tuple[in
         "The player's betting history, newest first",
         PlayerRoundsAnswer,
         [PLAYER_ID, PAGE, CURSOR],
+        (400, 404),
+    ),
+    "/v1/players/{player_id}/rounds/{round_id}": (
+        "One game cycle as the player may be shown it (GLI-19 recall to the player): every "
+        "card, box, bet, decision and payout at the table, and of the other players nothing "
+        "that was theirs alone (balances, the options their money allowed, money paid in or "
+        "out, command ids); a 404 for a round the player had no bet in",
+        PlayerRoundAnswer,
+        [PLAYER_ID, ROUND_ID],
         (400, 404),
     ),
     "/v1/rounds/{round_id}": (

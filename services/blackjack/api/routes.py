@@ -2,6 +2,7 @@
 
     GET /v1/players/{player_id}/wallet
     GET /v1/players/{player_id}/rounds?limit=20&cursor=...   newest first
+    GET /v1/players/{player_id}/rounds/{stream_id}:{round}    one game cycle, as the player sees it
     GET /v1/rounds/{stream_id}:{round}                        one game cycle in full
     GET /v1/tables/{stream_id}                                a table, for a client reconnecting
     GET /v1/interrupted-rounds?idle_days=30&limit=100         open rounds left waiting that long
@@ -153,6 +154,8 @@ class QueryApi:
                     return await _wallet(connection, player_id)
                 case ["players", player_id, "rounds"] if player_id:
                     return await _rounds(connection, player_id, params)
+                case ["players", player_id, "rounds", text] if player_id and text:
+                    return await _round(connection, text, player_id)
                 case ["rounds", text] if text:
                     return await _round(connection, text)
                 case ["tables", stream_id] if stream_id:
@@ -194,7 +197,10 @@ async def _rounds(connection: AsyncConnection, player_id: str, params: Params) -
     return found
 
 
-async def _round(connection: AsyncConnection, text: str) -> dict[str, Any]:
+async def _round(
+    connection: AsyncConnection, text: str, player_id: str | None = None
+) -> dict[str, Any]:
+    """The round in full, or (``player_id``) as that player may see it."""
     stream_id, _, number = text.rpartition(":")
     if not (stream_id and number.isascii() and number.isdigit() and number.strip("0")):
         # off the pattern of the document (contract.ROUND_ID): a 400; on it, a 404 or the round
@@ -208,10 +214,14 @@ async def _round(connection: AsyncConnection, text: str) -> dict[str, Any]:
     except ValueError:  # well formed, past any round a store holds (MAX_ROUND)
         raise ApiError(404, "unknown_round", f"no round {text[:200]!r}") from None
     found = None
-    if _storable(stream_id):
-        found = await queries.round_detail(connection, stream_id, round_number)
+    if player_id is None:
+        if _storable(stream_id):
+            found = await queries.round_detail(connection, stream_id, round_number)
+    elif _storable(stream_id) and _storable(player_id):
+        found = await queries.player_round(connection, player_id, stream_id, round_number)
     if found is None:
-        raise ApiError(404, "unknown_round", f"no round {text[:200]!r}")
+        played = "" if player_id is None else f" played by {player_id[:200]!r}"
+        raise ApiError(404, "unknown_round", f"no round {text[:200]!r}{played}")
     return found
 
 

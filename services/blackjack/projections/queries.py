@@ -173,6 +173,45 @@ async def round_detail(
     return {**record, "log": log, "players": players}
 
 
+OTHERS_MONEY_MOVES = frozenset({"FundsDeposited", "FundsWithdrawn"})
+"""Another player's money paid in or taken out at the table: no part of the game a player
+sees played, so left out of their view of a round."""
+
+
+async def player_round(
+    connection: AsyncConnection, player_id: str, stream_id: str, number: int
+) -> dict[str, Any] | None:
+    """One game cycle as one of its players may be shown it (a platform's game history page,
+    GLI-19 recall to the player): what ``round_detail`` answers, with what was the other
+    players' own left out (their balances, the options their money allowed, their money
+    paid in or out, their results' balance and their command ids). What all saw at the
+    table stays: every card, box, bet, decision and payout. None when there is no such
+    round or the player had no part in it (no bet in it)."""
+    found = await round_detail(connection, stream_id, number)
+    if found is None:
+        return None
+    mine = [p for p in found["players"] if p["player_id"] == player_id]
+    if not mine:
+        return None
+    log = [seen for entry in found["log"] if (seen := _seen_by(player_id, entry)) is not None]
+    return {**found, "log": log, "players": mine}
+
+
+def _seen_by(player_id: str, entry: dict[str, Any]) -> dict[str, Any] | None:
+    """A log entry as ``player_id`` may see it; None for one that is another's alone."""
+    data = entry["data"]
+    if "results" in data:  # RoundSettled: each player's result, one of them the player's
+        results = [r for r in data["results"] if r["player_id"] == player_id]
+        return {**entry, "data": {**data, "results": results}}
+    owner = data.get("player_id")
+    if owner is None or owner == player_id:
+        return entry
+    if entry["event"] in OTHERS_MONEY_MOVES:
+        return None
+    public = {k: v for k, v in data.items() if not k.startswith("balance") and k != "actions"}
+    return {**entry, "data": public, "command_id": None}
+
+
 async def _who_decided(
     connection: AsyncConnection, stream_id: str, log: list[dict[str, Any]]
 ) -> list[dict[str, Any]]:

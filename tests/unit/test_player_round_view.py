@@ -1,0 +1,110 @@
+"""``GET /v1/players/{player_id}/rounds/{round_id}``: a shared table's round as one of its
+players may be shown it. Every card, box, bet, decision and payout stays; of the other
+players, nothing that was theirs alone (balances, the options their money allowed, money paid
+in or out, command ids). The full round (``/v1/rounds/...``) is unchanged."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+import httpx
+from jsonschema import Draft202012Validator, FormatChecker
+
+from blackjack.api.contract import openapi_document
+from blackjack.api.routes import query_api
+from blackjack.domain import commands as cmd
+from tests.unit.test_seat_released import finish_round, table
+from tests.unit.test_sitting_out_answer import STREAM, Folder, _store
+
+VALIDATOR = Draft202012Validator(
+    {"$ref": "#/components/schemas/PlayerRoundAnswer", **openapi_document()},
+    format_checker=FormatChecker(),
+)
+PRIVATE = ("balance_after", "balance_returned", "actions")
+
+
+async def _get(folder: Folder, path: str) -> tuple[int, dict[str, Any]]:
+    transport = httpx.ASGITransport(app=query_api(folder.store))
+    async with httpx.AsyncClient(transport=transport, base_url="http://api") as http:
+        response = await http.get(path)
+    return response.status_code, response.json()
+
+
+def _of(answer: dict[str, Any], player: str) -> list[dict[str, Any]]:
+    return [e for e in answer["log"] if e["data"].get("player_id") == player]
+
+
+async def test_a_player_sees_the_round_without_what_was_the_others_alone(tmp_path: Path) -> None:
+    t = table(None)  # ann and ben at atlantic-city-multi, 100.00 each
+    t.do(
+        cmd.PlaceBet(player_id="ann", box=0, amount=1000),
+        cmd.PlaceBet(player_id="ben", box=1, amount=2000),
+        cmd.Deal(player_id="ann"),
+        cmd.Deal(player_id="ben"),
+        cmd.Deposit(player_id="ben", amount=500),  # ben's money paid in during the round
+    )
+    finish_round(t)
+    store = await _store(tmp_path)
+    try:
+        folder = Folder(store, t)
+        await folder.fold()
+        status, full = await _get(folder, f"/v1/rounds/{STREAM}:1")
+        assert status == 200
+        status, ann = await _get(folder, f"/v1/players/ann/rounds/{STREAM}:1")
+        assert status == 200, ann
+        VALIDATOR.validate(ann)
+
+        # The full round has what the player's view leaves out: the test could fail.
+        assert any(k in e["data"] for e in _of(full, "ben") for k in PRIVATE)
+        assert "FundsDeposited" in [e["event"] for e in _of(full, "ben")]
+        assert {p["player_id"] for p in full["players"]} == {"ann", "ben"}
+
+        assert [p["player_id"] for p in ann["players"]] == ["ann"]
+        assert ann["players"][0] == next(p for p in full["players"] if p["player_id"] == "ann")
+        bens = _of(ann, "ben")
+        assert [e["event"] for e in bens] == [
+            e["event"] for e in _of(full, "ben") if e["event"] != "FundsDeposited"
+        ]
+        assert not [k for e in bens for k in PRIVATE if k in e["data"]]
+        assert {e["command_id"] for e in bens} == {None}
+        placed = next(e for e in bens if e["event"] == "BetPlaced")
+        assert (placed["data"]["box"], placed["data"]["amount"]) == (1, 2000)  # seen at the table
+        # ann's own entries are whole, as in the full round.
+        assert _of(ann, "ann") == _of(full, "ann")
+        settled = next(e for e in ann["log"] if e["event"] == "RoundSettled")
+        assert [r["player_id"] for r in settled["data"]["results"]] == ["ann"]
+        # Every card and box is there, the same as in the full round.
+        assert (ann["boxes"], ann["dealer"]) == (full["boxes"], full["dealer"])
+        assert [e["sequence"] for e in ann["log"] if e["event"] == "CardDealt"] == [
+            e["sequence"] for e in full["log"] if e["event"] == "CardDealt"
+        ]
+
+        status, ben = await _get(folder, f"/v1/players/ben/rounds/{STREAM}:1")
+        assert status == 200
+        assert "FundsDeposited" in [e["event"] for e in _of(ben, "ben")]
+        assert not [k for e in _of(ben, "ann") for k in PRIVATE if k in e["data"]]
+    finally:
+        await store.close()
+
+
+async def test_a_round_the_player_had_no_bet_in_is_not_theirs_to_see(tmp_path: Path) -> None:
+    t = table(None)
+    t.do(cmd.PlaceBet(player_id="ann", box=0, amount=1000), cmd.Deal(player_id="ann"))
+    finish_round(t)  # ben, seated, is left out by the clock
+    store = await _store(tmp_path)
+    try:
+        folder = Folder(store, t)
+        await folder.fold()
+        assert (await _get(folder, f"/v1/players/ann/rounds/{STREAM}:1"))[0] == 200
+        for path in (
+            f"/v1/players/ben/rounds/{STREAM}:1",
+            f"/v1/players/nobody/rounds/{STREAM}:1",
+            f"/v1/players/ann/rounds/{STREAM}:2",
+        ):
+            status, answer = await _get(folder, path)
+            assert (status, answer["error"]["code"]) == (404, "unknown_round"), path
+        status, answer = await _get(folder, f"/v1/players/ann/rounds/{STREAM}:0")
+        assert (status, answer["error"]["code"]) == (400, "bad_round_id")
+    finally:
+        await store.close()
