@@ -20,6 +20,7 @@ from blackjack.api.contract import (
     InterruptedAnswer,
     PlayerRoundAnswer,
     PlayerRoundsAnswer,
+    PlayerTableAnswer,
     RoundAnswer,
     TableAnswer,
     WalletAnswer,
@@ -384,8 +385,12 @@ async def test_every_answer_is_what_the_openapi_document_says(api: httpx.AsyncCl
             mine = await get(api, f"/v1/players/{player_id}/rounds/{line['round_id']}")
             conforms(PlayerRoundAnswer, mine)
             assert [p["player_id"] for p in mine["players"]] == [player_id]
-    for stream_id in LOG.states:
+    for stream_id, state in LOG.states.items():
         conforms(TableAnswer, await get(api, f"/v1/tables/{stream_id}"))
+        for player_id in sorted(state.players):
+            seen = await get(api, f"/v1/players/{player_id}/tables/{stream_id}")
+            conforms(PlayerTableAnswer, seen)
+            assert seen["you"] is None or seen["you"]["player_id"] == player_id
     conforms(InterruptedAnswer, await get(api, "/v1/interrupted-rounds?idle_days=1"))
     for path, status in (
         ("/v1/players/nobody/wallet", 404),
@@ -393,6 +398,7 @@ async def test_every_answer_is_what_the_openapi_document_says(api: httpx.AsyncCl
         ("/v1/rounds/table-mini-h17:x", 400),
         ("/v1/players/nobody/rounds/table-mini-h17:1", 404),
         ("/v1/tables/nowhere", 404),
+        ("/v1/players/nobody/tables/nowhere", 404),
     ):
         conforms(ErrorAnswer, await get(api, path, status))
     assert await get(api, "/v1/openapi.json") == document

@@ -1,7 +1,8 @@
-"""``GET /v1/players/{player_id}/rounds/{round_id}``: a shared table's round as one of its
-players may be shown it. Every card, box, bet, decision and payout stays; of the other
-players, nothing that was theirs alone (balances, the options their money allowed, money paid
-in or out, command ids). The full round (``/v1/rounds/...``) is unchanged."""
+"""``GET /v1/players/{player_id}/rounds/{round_id}`` and ``.../tables/{stream_id}``: a shared
+table's round, and the table, as one of its players may be shown them. Every card, box, bet,
+decision and payout stays; of the other players, nothing that was theirs alone (balances, the
+options their money allowed, money paid in or out, command ids). The full answers
+(``/v1/rounds/...``, ``/v1/tables/...``) are unchanged."""
 
 from __future__ import annotations
 
@@ -19,6 +20,10 @@ from tests.unit.test_sitting_out_answer import STREAM, Folder, _store
 
 VALIDATOR = Draft202012Validator(
     {"$ref": "#/components/schemas/PlayerRoundAnswer", **openapi_document()},
+    format_checker=FormatChecker(),
+)
+TABLE = Draft202012Validator(
+    {"$ref": "#/components/schemas/PlayerTableAnswer", **openapi_document()},
     format_checker=FormatChecker(),
 )
 PRIVATE = ("balance_after", "balance_returned", "actions")
@@ -106,5 +111,59 @@ async def test_a_round_the_player_had_no_bet_in_is_not_theirs_to_see(tmp_path: P
             assert (status, answer["error"]["code"]) == (404, "unknown_round"), path
         status, answer = await _get(folder, f"/v1/players/ann/rounds/{STREAM}:0")
         assert (status, answer["error"]["code"]) == (400, "bad_round_id")
+    finally:
+        await store.close()
+
+
+async def test_a_player_sees_the_table_with_their_own_money_and_none_of_the_others(
+    tmp_path: Path,
+) -> None:
+    t = table(None)
+    t.do(
+        cmd.PlaceBet(player_id="ann", box=0, amount=1000),
+        cmd.PlaceBet(player_id="ben", box=1, amount=2000),
+        cmd.Deal(player_id="ann"),
+        cmd.Deal(player_id="ben"),
+    )
+    if t.state.phase == "insurance":
+        t.do(cmd.DeclineInsurance(player_id="ann", box=0))
+        t.do(cmd.DeclineInsurance(player_id="ben", box=1))
+    t.do(cmd.Stand(player_id="ann", box=0))  # ben's turn now
+    store = await _store(tmp_path)
+    try:
+        folder = Folder(store, t)
+        await folder.fold()
+        status, full = await _get(folder, f"/v1/tables/{STREAM}")
+        assert status == 200
+        assert full["active"]["player_id"] == "ben" and full["active"]["actions"]
+        status, ann = await _get(folder, f"/v1/players/ann/tables/{STREAM}")
+        assert status == 200, ann
+        TABLE.validate(ann)
+        seated = {p["player_id"]: p for p in full["players"]}
+        assert ann["you"] == seated["ann"]
+        assert ann["players"] == [
+            {k: v for k, v in seated["ben"].items() if k not in ("available", "in_play")}
+        ]
+        assert ann["active"] == {**full["active"], "actions": None}  # ben's options: his money
+        current = ann["current_round"]
+        assert [p["player_id"] for p in current["players"]] == ["ann"]
+        assert not [k for e in _of(current, "ben") for k in PRIVATE if k in e["data"]]
+        assert (current["boxes"], current["dealer"]) == (
+            full["current_round"]["boxes"],
+            full["current_round"]["dealer"],
+        )
+
+        status, ben = await _get(folder, f"/v1/players/ben/tables/{STREAM}")
+        assert ben["active"] == full["active"]  # his own turn: his options
+        status, watcher = await _get(folder, f"/v1/players/carol/tables/{STREAM}")
+        assert status == 200
+        TABLE.validate(watcher)
+        assert watcher["you"] is None and {p["player_id"] for p in watcher["players"]} == {
+            "ann",
+            "ben",
+        }
+        assert watcher["current_round"]["players"] == []
+        status, answer = await _get(folder, "/v1/players/ann/tables/nowhere")
+        assert (status, answer["error"]["code"]) == (404, "unknown_table")
     finally:
         await store.close()

@@ -201,12 +201,12 @@ class PlayerRoundAnswer(RoundAnswer):
 # ---- a table and the rounds left waiting -----------------------------------------------------
 
 
-class SeatedPlayer(_Answer):
+class PlayerAtTable(_Answer):
+    """A player at the table as anyone there sees them: no money of theirs."""
+
     player_id: str
     seat: int | None
     connected: bool
-    available: int
-    in_play: int
     sitting_out: bool | None = Field(
         description="left out of a round by the betting clock, and no bet or pass since: "
         "rounds are dealt without waiting for the player (a bet or a pass brings them back); "
@@ -226,11 +226,31 @@ class SeatedPlayer(_Answer):
     )
 
 
+class SeatedPlayer(PlayerAtTable):
+    available: int
+    in_play: int
+
+
 class TableAnswer(TableView):
     """``GET /v1/tables/{stream_id}``: what a client that reconnects needs."""
 
     players: list[SeatedPlayer]
     current_round: RoundAnswer | None = Field(description="the round in play; null between")
+    last_round_id: str | None
+
+
+class PlayerTableAnswer(TableView):
+    """``GET /v1/players/{player_id}/tables/{stream_id}``: the table as that player's client
+    may be shown it. ``you``: the player's own place (null when not seated); ``players``: the
+    others, without their money; ``active.actions`` null on another player's turn (their
+    money decides them); ``current_round`` as ``PlayerRoundAnswer`` has it (its ``players``
+    empty when the player has no bet in it)."""
+
+    you: SeatedPlayer | None
+    players: list[PlayerAtTable]
+    current_round: PlayerRoundAnswer | None = Field(
+        description="the round in play, as the player may see it; null between"
+    )
     last_round_id: str | None
 
 
@@ -317,6 +337,7 @@ ANSWERS: tuple[type[BaseModel], ...] = (
     RoundAnswer,
     PlayerRoundAnswer,
     TableAnswer,
+    PlayerTableAnswer,
     InterruptedAnswer,
     GamesAnswer,
     ErrorAnswer,
@@ -407,6 +428,14 @@ OPERATIONS: dict[str, tuple[str, type[BaseModel], list[dict[str, Any]], tuple[in
         "A table as a reconnecting client sees it, with the round in play",
         TableAnswer,
         [STREAM_ID],
+        (404,),
+    ),
+    "/v1/players/{player_id}/tables/{stream_id}": (
+        "A table as that player's client may be shown it, reconnecting or watching: the "
+        "player's own place, the others without their money, the round in play as the "
+        "player may see it",
+        PlayerTableAnswer,
+        [PLAYER_ID, STREAM_ID],
         (404,),
     ),
     "/v1/interrupted-rounds": (

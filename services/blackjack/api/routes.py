@@ -2,9 +2,10 @@
 
     GET /v1/players/{player_id}/wallet
     GET /v1/players/{player_id}/rounds?limit=20&cursor=...   newest first
-    GET /v1/players/{player_id}/rounds/{stream_id}:{round}    one game cycle, as the player sees it
     GET /v1/rounds/{stream_id}:{round}                        one game cycle in full
+    GET /v1/players/{player_id}/rounds/{stream_id}:{round}    the same, as that player sees it
     GET /v1/tables/{stream_id}                                a table, for a client reconnecting
+    GET /v1/players/{player_id}/tables/{stream_id}            the same, as that player sees it
     GET /v1/interrupted-rounds?idle_days=30&limit=100         open rounds left waiting that long
     GET /v1/reports/games?from=2026-12-01&days=31           each game's rounds, wagers, payouts
     GET /v1/openapi.json                                      this API's OpenAPI document
@@ -160,6 +161,8 @@ class QueryApi:
                     return await _round(connection, text)
                 case ["tables", stream_id] if stream_id:
                     return await _table(connection, stream_id)
+                case ["players", player_id, "tables", stream_id] if player_id and stream_id:
+                    return await _table(connection, stream_id, player_id)
                 case ["interrupted-rounds"]:
                     return await _interrupted(connection, params)
                 case ["reports", "games"]:
@@ -214,10 +217,11 @@ async def _round(
     except ValueError:  # well formed, past any round a store holds (MAX_ROUND)
         raise ApiError(404, "unknown_round", f"no round {text[:200]!r}") from None
     found = None
-    if player_id is None:
-        if _storable(stream_id):
-            found = await queries.round_detail(connection, stream_id, round_number)
-    elif _storable(stream_id) and _storable(player_id):
+    if not _storable(f"{stream_id}{player_id or ''}"):
+        pass
+    elif player_id is None:
+        found = await queries.round_detail(connection, stream_id, round_number)
+    else:
         found = await queries.player_round(connection, player_id, stream_id, round_number)
     if found is None:
         played = "" if player_id is None else f" played by {player_id[:200]!r}"
@@ -225,8 +229,17 @@ async def _round(
     return found
 
 
-async def _table(connection: AsyncConnection, stream_id: str) -> dict[str, Any]:
-    found = await queries.table_state(connection, stream_id) if _storable(stream_id) else None
+async def _table(
+    connection: AsyncConnection, stream_id: str, player_id: str | None = None
+) -> dict[str, Any]:
+    """The table, or (``player_id``) as that player's client may be shown it."""
+    found = None
+    if not _storable(f"{stream_id}{player_id or ''}"):
+        pass
+    elif player_id is None:
+        found = await queries.table_state(connection, stream_id)
+    else:
+        found = await queries.player_table(connection, player_id, stream_id)
     # A stream that never opened holds at most a declined buy-in (a wallet's BuyIn to an id
     # with no table): no table a client could sit at.
     if found is None or not found.get("opened"):

@@ -190,9 +190,13 @@ async def player_round(
     found = await round_detail(connection, stream_id, number)
     if found is None:
         return None
+    seen = round_seen_by(player_id, found)
+    return seen if seen["players"] else None
+
+
+def round_seen_by(player_id: str, found: dict[str, Any]) -> dict[str, Any]:
+    """``round_detail``'s answer with what was the other players' alone left out."""
     mine = [p for p in found["players"] if p["player_id"] == player_id]
-    if not mine:
-        return None
     log = [seen for entry in found["log"] if (seen := _seen_by(player_id, entry)) is not None]
     return {**found, "log": log, "players": mine}
 
@@ -279,6 +283,38 @@ async def table_state(connection: AsyncConnection, stream_id: str) -> dict[str, 
         "current_round": current,
         "last_round_id": f"{stream_id}:{number}" if number else None,
     }
+
+
+PUBLIC_AT_THE_TABLE = ("player_id", "seat", "connected")
+
+
+async def player_table(
+    connection: AsyncConnection, player_id: str, stream_id: str
+) -> dict[str, Any] | None:
+    """A table as one player's client may be shown it (reconnecting, or watching a shared
+    table): what ``table_state`` answers, with the player's own account as ``you`` (None when
+    not seated) and of the others only what anyone at the table sees (seat, connected,
+    sitting out), the options of another's turn left out and the round in play as
+    ``round_seen_by`` the player."""
+    found = await table_state(connection, stream_id)
+    if found is None:
+        return None
+    you = next((p for p in found["players"] if p["player_id"] == player_id), None)
+    others = [
+        {k: v for k, v in p.items() if k in PUBLIC_AT_THE_TABLE or k in SITTING_OUT}
+        for p in found["players"]
+        if p["player_id"] != player_id
+    ]
+    active = found["active"]
+    if active is not None and active.get("player_id") != player_id:
+        active = {**active, "actions": None}
+    current = found["current_round"]
+    if current is not None:
+        current = round_seen_by(player_id, current)
+    return {**found, "active": active, "players": others, "you": you, "current_round": current}
+
+
+SITTING_OUT = ("sitting_out", "rounds_sat_out", "rounds_before_seat_freed")
 
 
 def sitting_out(out: bool | None, rounds: int | None, limit: int | None) -> dict[str, Any]:
