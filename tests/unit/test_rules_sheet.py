@@ -13,7 +13,7 @@ import pytest
 
 from blackjack.cli import main
 from blackjack.domain import commands as cmd
-from blackjack.domain.rules import MAX_BET, PRESETS, Rules, preset
+from blackjack.domain.rules import MAX_BET, PRESETS, Rules, fingerprint, preset, stored_rules
 from blackjack.messages.sealing import ShoeSeal
 from blackjack.messages.wire import encode, to_wire
 from blackjack.projections.store import ProjectionStore
@@ -192,9 +192,34 @@ def test_the_command_prints_a_table_s_own_rules_from_the_read_model(
     assert out.startswith("mt-1 (atlantic-city-multi, with its own rules): the rules\n")
     assert "Bets from 5.00 to" in out
     assert "If you sit out 2 rounds in a row" in out
+    # the name of its rule set in the game report (rules=apart), not the preset's
+    own = PRESETS["atlantic-city-multi"].model_copy(
+        update={"seat_released_after_rounds_sat_out": 2, "min_bet": 500}
+    )
+    assert out.endswith(f"Fingerprint (the game report's rules=apart lines): {fingerprint(own)}\n")
+    assert fingerprint(own) != fingerprint(PRESETS["atlantic-city-multi"])
     assert main(["rules", "--table", "nope", "--db-url", url, "--no-return"]) == 2
     assert "no table 'nope'" in capsys.readouterr().err
     assert main(["rules", "--no-return"]) == 2
+
+
+def test_a_rule_set_s_fingerprint_is_that_of_its_rules_however_stored(
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    """Equal rules have one fingerprint whichever release stored them and in what order; any
+    rule changed, another; ``blackjack rules VARIANT`` prints the preset's."""
+    rules = PRESETS["surrender"]
+    doc = rules.model_dump(mode="json")
+    earlier = {k: doc[k] for k in reversed(doc) if k != "interrupted_round_days"}
+    assert fingerprint(stored_rules(earlier)) == fingerprint(rules) == "6e4064ec5ede9266"
+    assert fingerprint(earlier) != fingerprint(rules)  # the document as it is: another
+    for name, value in [("min_bet", 200), ("blackjack_pays", "6/5"), ("decks", 6)]:
+        other = stored_rules({**doc, name: value})
+        assert fingerprint(other) != fingerprint(rules), name
+    assert main(["rules", "surrender", "--no-return"]) == 0
+    assert capsys.readouterr().out.endswith(
+        "\nFingerprint (the game report's rules=apart lines): 6e4064ec5ede9266\n"
+    )
 
 
 def test_the_shared_table_s_clock_is_described_as_the_engine_runs_it() -> None:

@@ -6,6 +6,8 @@ ambiguous the chosen default is written next to the field and in the README's ru
 
 from __future__ import annotations
 
+import hashlib
+import json
 from fractions import Fraction
 from typing import Annotated, Any, Final, Literal
 
@@ -314,6 +316,19 @@ def with_interrupted_round_days(doc: dict[str, Any]) -> dict[str, Any]:
 def stored_rules(doc: dict[str, Any]) -> Rules:
     """A table's rules as a snapshot, the read model or an older release stored them."""
     return Rules.model_validate(with_interrupted_round_days(doc))
+
+
+FINGERPRINT_LENGTH: Final = 16
+
+
+def fingerprint(rules: Rules | dict[str, Any]) -> str:
+    """A rule set's name in the game report: the first 16 hex digits of the SHA-256 of its
+    document as canonical JSON (keys sorted, no spaces). Equal rules, equal fingerprint,
+    whichever release stored them and in what key order; a document that is not valid rules
+    (read as it is) has one too. It changes when ``Rules`` gains or renames a field."""
+    doc = rules.model_dump(mode="json") if isinstance(rules, Rules) else rules
+    text = json.dumps(doc, sort_keys=True, separators=(",", ":"), ensure_ascii=False)
+    return hashlib.sha256(text.encode()).hexdigest()[:FINGERPRINT_LENGTH]
 
 
 def preset(name: str) -> Rules:

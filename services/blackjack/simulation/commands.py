@@ -52,6 +52,7 @@ def _bet_refused(args: argparse.Namespace, rules: Rules) -> bool:
 
 
 def _rules_sheet(args: argparse.Namespace) -> int:
+    from blackjack.domain.rules import fingerprint
     from blackjack.rules_sheet import rules_sheet, table_returns
 
     if (args.variant is None) == (args.table is None):
@@ -71,6 +72,7 @@ def _rules_sheet(args: argparse.Namespace) -> int:
     print(f"{title}: the rules")
     for line in rules_sheet(rules, returns):
         print(f"- {line}")
+    print(f"Fingerprint (the game report's rules=apart lines): {fingerprint(rules)}")
     return 0
 
 
