@@ -26,6 +26,7 @@ from blackjack.api.contract import openapi_document
 from blackjack.api.routes import query_api
 from blackjack.cli import main
 from blackjack.domain import events as ev
+from blackjack.domain.rules import PRESETS, fingerprint, stored_rules
 from blackjack.messages.sealing import ShoeSeal
 from blackjack.messages.wire import encode, to_wire
 from blackjack.projections import schema
@@ -86,6 +87,10 @@ def days_from_the_events() -> dict[tuple[str, date], dict[str, int]]:
 
 
 EXPECTED = days_from_the_events()
+EXPECTED_ROUNDS = {
+    stream: sum(sums["rounds"] for (s, _), sums in EXPECTED.items() if s == stream)
+    for stream, _ in TABLES
+}
 VARIANT = dict(TABLES)
 
 
@@ -218,6 +223,13 @@ async def test_the_report_sums_each_game_over_the_days_asked(folded: ProjectionS
         "days=",
         "from=2026-03-01&from=2026-03-02",
         "from=",
+        "by=week",
+        "by=",
+        "by=DAY",
+        "by=day&by=day",
+        "rules=split",
+        "rules=",
+        "rules=apart&rules=together",
     ],
 )
 async def test_a_bad_range_is_a_400_naming_it(folded: ProjectionStore, query: str) -> None:
@@ -321,3 +333,209 @@ async def test_the_report_counts_the_tables_opened_with_their_own_rules(
         after = {line["variant"]: line for line in (await api.get(query)).json()["games"]}
     assert after["surrender"]["tables_with_own_rules"] == 1
     assert all(line["tables_with_own_rules"] == 0 for v, line in after.items() if v != "surrender")
+
+
+def answer_validator() -> Draft202012Validator:
+    """The schema of the report's 200 as the document has it: one of its answers."""
+    document = openapi_document()
+    answer = document["paths"]["/v1/reports/games"]["get"]["responses"]["200"]
+    schema_ = answer["content"]["application/json"]["schema"]
+    return Draft202012Validator({**document, **schema_}, format_checker=FormatChecker())
+
+
+def _summed(lines: list[dict[str, Any]]) -> dict[str, int]:
+    return {name: sum(line[name] for line in lines) for name in (*SUMS, "hold")}
+
+
+async def test_the_report_by_day_gives_each_day_s_lines_which_add_up_to_the_range_s(
+    folded: ProjectionStore,
+) -> None:
+    """A regulator's return is filed per day: ``by=day`` lists every day of the range (one
+    with no round closed with no line), each day's lines as the events say, adding up to the
+    range's lines; the answer without ``by`` stays what it was."""
+    played = sorted({day for _, day in EXPECTED})
+    first, last = played[0] - timedelta(days=1), played[-1] + timedelta(days=1)
+    span = (last - first).days + 1
+    validator = answer_validator()
+    transport = httpx.ASGITransport(app=query_api(folded))
+    async with httpx.AsyncClient(transport=transport, base_url="http://api") as api:
+        query = f"/v1/reports/games?from={first}&days={span}"
+        plain = (await api.get(query)).json()
+        assert (await api.get(f"{query}&by=game&rules=together")).json() == plain
+        response = await api.get(f"{query}&by=day")
+    assert response.status_code == 200, response.text
+    answer = response.json()
+    validator.validate(answer)
+    validator.validate(plain)
+    assert "days" not in plain and set(plain) == {"from", "to", "games"}
+    assert {k: answer[k] for k in ("from", "to", "games")} == plain
+    assert [day["day"] for day in answer["days"]] == [
+        str(first + timedelta(days=n)) for n in range(span)
+    ]
+    assert answer["days"][0]["games"] == [] and answer["days"][-1]["games"] == []
+    for day in answer["days"]:
+        expected = _by_game(date.fromisoformat(day["day"]), date.fromisoformat(day["day"]))
+        found = {line["variant"]: {k: line[k] for k in (*SUMS, "tables")} for line in day["games"]}
+        assert found == expected
+        for line in day["games"]:
+            assert line["hold"] == line["wagered"] - line["paid"]
+            assert line["rtp_percent"] == percent(line["paid"], line["wagered"])
+    assert len([day for day in answer["days"] if day["games"]]) == len(played) >= 2
+    for total in answer["games"]:
+        each = [
+            line
+            for day in answer["days"]
+            for line in day["games"]
+            if line["variant"] == total["variant"]
+        ]
+        assert _summed(each) == {k: total[k] for k in (*SUMS, "hold")}
+        assert (
+            max(line["tables"] for line in each)
+            <= total["tables"]
+            <= sum(line["tables"] for line in each)
+        )
+
+
+async def _table_like(
+    store: ProjectionStore, source: str, stream_id: str, rules: dict[str, Any] | None
+) -> None:
+    """Another table of ``source``'s game, with its rounds and ``rules`` (None: the same)."""
+    t, g = schema.table_views, schema.game_days
+    async with store.writing() as connection:
+        view = (await connection.execute(select(t).where(t.c.stream_id == source))).one()
+        values = {**view._asdict(), "stream_id": stream_id}
+        values["view"] = {**view.view, "stream_id": stream_id, "rules": rules or view.view["rules"]}
+        await connection.execute(t.insert().values(**values))
+        days = (await connection.execute(select(g).where(g.c.stream_id == source))).all()
+        for day in days:
+            await connection.execute(g.insert().values(**{**day._asdict(), "stream_id": stream_id}))
+
+
+def as_an_earlier_release(rules: dict[str, Any]) -> dict[str, Any]:
+    """The same rules as an earlier release stored them: another document (no
+    interrupted_round_days, the keys in another order)."""
+    return {k: rules[k] for k in reversed(rules) if k != "interrupted_round_days"}
+
+
+async def test_rules_apart_puts_each_own_rule_set_on_its_own_line(
+    folded: ProjectionStore, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """The preset's line holds only the tables of the preset's rules (the one to hold against
+    the preset's theoretical return), each rule set of their own a line with its fingerprint
+    (equal rules stored by two releases one line); the lines add up to the game's line
+    together, by range and by day."""
+    preset_doc = await _rules_of(folded, "r-surrender")
+    higher = {**preset_doc, "min_bet": preset_doc["min_bet"] + 100}
+    no_surrender = {**preset_doc, "late_surrender": False}
+    await _table_like(folded, "r-surrender", "r-surrender-b", higher)
+    await _table_like(folded, "r-surrender", "r-surrender-c", as_an_earlier_release(higher))
+    await _table_like(folded, "r-surrender", "r-surrender-a", no_surrender)
+    await _table_like(folded, "r-surrender", "r-surrender-p", as_an_earlier_release(preset_doc))
+    played = sorted({day for _, day in EXPECTED})
+    query = f"/v1/reports/games?from={played[0]}&days={len(played)}"
+    validator = answer_validator()
+    transport = httpx.ASGITransport(app=query_api(folded))
+    async with httpx.AsyncClient(transport=transport, base_url="http://api") as api:
+        together = (await api.get(f"{query}&by=day")).json()
+        apart = (await api.get(f"{query}&by=day&rules=apart")).json()
+    validator.validate(apart)
+    surrender = [line for line in apart["games"] if line["variant"] == "surrender"]
+    assert [
+        (line["own_rules"], line["rules_table"], line["tables"], line["tables_with_own_rules"])
+        for line in surrender
+    ] == [
+        (False, "r-surrender", 2, 0),
+        *sorted(
+            [(True, "r-surrender-a", 1, 1), (True, "r-surrender-b", 2, 2)],
+            key=lambda own: fingerprint(no_surrender if own[1] == "r-surrender-a" else higher),
+        ),
+    ]
+    assert surrender[0]["rules"] == fingerprint(PRESETS["surrender"])
+    assert {line["rules"] for line in surrender[1:]} == {
+        fingerprint(stored_rules(higher)),
+        fingerprint(stored_rules(no_surrender)),
+    }
+    one = _summed([line for line in together["games"] if line["variant"] == "surrender"])
+    assert one["rounds"] == 5 * EXPECTED_ROUNDS["r-surrender"]
+    # the other games have one table each, of the preset's rules: the same line, marked so
+    for line in apart["games"]:
+        if line["variant"] != "surrender":
+            assert (line["own_rules"], line["rules"]) == (
+                False,
+                fingerprint(PRESETS[line["variant"]]),
+            )
+    for split, combined in [(apart["games"], together["games"])] + [
+        (a["games"], b["games"]) for a, b in zip(apart["days"], together["days"], strict=True)
+    ]:
+        for line in combined:
+            mine = [other for other in split if other["variant"] == line["variant"]]
+            assert _summed(mine) == {k: line[k] for k in (*SUMS, "hold")}
+            for name in ("tables", "tables_with_own_rules"):
+                assert sum(other[name] for other in mine) == line[name]
+        assert len(split) == len(combined) + (2 if combined else 0)
+    assert (
+        next(line for line in together["games"] if line["variant"] == "surrender")[
+            "tables_with_own_rules"
+        ]
+        == 3
+    )
+    # the command line reads a line's rules by its table, with the same fingerprint
+    url = ["--db-url", folded.url, "--no-return"]
+    for line in surrender:
+        assert await cli(["rules", "--table", line["rules_table"], *url]) == 0
+        assert capsys.readouterr().out.endswith(
+            f"Fingerprint (the game report's rules=apart lines): {line['rules']}\n"
+        )
+
+
+async def test_the_command_line_prints_the_report_by_day_and_rules_apart(
+    folded: ProjectionStore, capsys: pytest.CaptureFixture[str]
+) -> None:
+    await _table_like(
+        folded,
+        "r-mini-h17",
+        "r-mini-h17-own",
+        {**(await _rules_of(folded, "r-mini-h17")), "min_bet": 900},
+    )
+    played = sorted({day for _, day in EXPECTED})
+    first = played[0] - timedelta(days=1)
+    span = ["--from", str(first), "--days", str(len(played) + 1)]
+    options = ["--by-day", "--rules-apart"]
+    store = ["--db-url", folded.url]
+    assert await cli(["projections", "report", *store, *span, *options, "--json"]) == 0
+    printed = json.loads(capsys.readouterr().out)
+    transport = httpx.ASGITransport(app=query_api(folded))
+    async with httpx.AsyncClient(transport=transport, base_url="http://api") as api:
+        query = f"from={first}&days={len(played) + 1}&by=day&rules=apart"
+        assert printed == (await api.get(f"/v1/reports/games?{query}")).json()
+    assert await cli(["projections", "report", *store, *span, *options]) == 0
+    out = capsys.readouterr().out
+    text = out[out.index("Game performance, UTC days") :].splitlines()
+    assert text[1] == f"{first}: no round closed"
+    for day in printed["days"][1:]:
+        at = text.index(f"{day['day']}:")
+        for n, line in enumerate(day["games"], start=1):
+            assert text[at + n].startswith(f"  {line['variant']} USD, ")
+            assert f"hold {line['hold']};" in text[at + n]
+    ranged = text.index(f"All {len(played) + 1} days:")
+    own = [line for line in printed["games"] if line["own_rules"]]
+    assert [line["rules_table"] for line in own] == ["r-mini-h17-own"]
+    assert text[ranged + 1 :] == [
+        line
+        for line in text[ranged + 1 :]
+        if line.startswith(("  mini-h17 USD, the preset's rules", "  mini-h17 USD, own rules"))
+        or not line.startswith("  mini-h17")
+    ]
+    assert any(
+        f"own rules {own[0]['rules']}: " in line
+        and line.endswith("(their rules: blackjack rules --table r-mini-h17-own)")
+        for line in text[ranged + 1 :]
+    )
+
+
+async def _rules_of(store: ProjectionStore, stream_id: str) -> dict[str, Any]:
+    t = schema.table_views
+    async with store.reading() as connection:
+        query = select(t.c.view).where(t.c.stream_id == stream_id)
+        rules: dict[str, Any] = (await connection.execute(query)).scalar_one()["rules"]
+    return rules

@@ -319,14 +319,54 @@ class GameLine(_Answer):
     )
 
 
+class RulesGameLine(GameLine):
+    """A game's line with ``rules=apart``: the tables of one rule set, the preset's (every
+    table opened without overrides) or a set of their own (``tables_with_own_rules`` is then
+    ``tables``), each on its own line, so the preset's line is the one to compare with the
+    preset's theoretical return."""
+
+    own_rules: bool = Field(description="the tables' own rules, not the preset's")
+    rules: str | None = Field(
+        description="the rule set's fingerprint (16 hex digits; `blackjack rules VARIANT` and "
+        "`blackjack rules --table STREAM_ID` print it); null for a game that is no preset",
+        json_schema_extra={"pattern": "^[0-9a-f]{16}$"},
+    )
+    rules_table: str = Field(
+        description="the first of the line's tables by id: `blackjack rules --table` prints "
+        "its rules and their theoretical return"
+    )
+
+
+Line = GameLine | RulesGameLine
+"""A line of the report: with ``rules=apart``, one of a rule set (``RulesGameLine``)."""
+
+
 class GamesAnswer(_Answer):
     """``GET /v1/reports/games``: the rounds that closed on the UTC days from ``from`` to
     ``to`` (both included; ``days`` days), by the day each closed; games in variant, currency
-    order."""
+    order (with ``rules=apart``, each game's preset line first, then its own rule sets in
+    fingerprint order)."""
 
     from_: str = Field(alias="from", json_schema_extra={"format": "date"})
     to: str = Field(json_schema_extra={"format": "date"})
-    games: list[GameLine]
+    games: list[Line]
+
+
+class DayGames(_Answer):
+    """One UTC day's lines: those of the games that closed a round on it (none: an empty
+    list, the day listed all the same)."""
+
+    day: str = Field(json_schema_extra={"format": "date"})
+    games: list[Line]
+
+
+class GamesByDayAnswer(GamesAnswer):
+    """``GET /v1/reports/games?by=day``: the range's lines (``games``, as without ``by``) and
+    each day's (``days``: every day of the range in order; a day on which no round closed has
+    no line). A day's sums add up to the range's; ``tables`` does not (a table that played on
+    two days is one table of the range)."""
+
+    days: list[DayGames]
 
 
 # ---- the document ----------------------------------------------------------------------------
@@ -340,6 +380,7 @@ ANSWERS: tuple[type[BaseModel], ...] = (
     PlayerTableAnswer,
     InterruptedAnswer,
     GamesAnswer,
+    GamesByDayAnswer,
     ErrorAnswer,
 )
 
@@ -395,8 +436,25 @@ REPORT_DAYS = _parameter(
     "how many UTC days from `from`, `from` included (up to the calendar's last day)",
     {"type": "integer", "minimum": 1, "maximum": MAX_DAYS, "default": 1},
 )
+REPORT_BY = _parameter(
+    "by",
+    "query",
+    "`game`: one line per game and currency over the range; `day`: the same, and each day's "
+    "lines (`days`, every day of the range)",
+    {"type": "string", "enum": ["game", "day"], "default": "game"},
+)
+REPORT_RULES = _parameter(
+    "rules",
+    "query",
+    "`together`: a game's tables on one line; `apart`: the tables opened with their own rules "
+    "on lines of their own, one per rule set, apart from the preset's",
+    {"type": "string", "enum": ["together", "apart"], "default": "together"},
+)
 
-OPERATIONS: dict[str, tuple[str, type[BaseModel], list[dict[str, Any]], tuple[int, ...]]] = {
+Answers = type[BaseModel] | tuple[type[BaseModel], ...]
+"""an operation's answer, or its answers one of which it gives (as its parameters ask)"""
+
+OPERATIONS: dict[str, tuple[str, Answers, list[dict[str, Any]], tuple[int, ...]]] = {
     "/v1/players/{player_id}/wallet": (
         "The player's money: the wallet, each table's account, totals per currency",
         WalletAnswer,
@@ -446,8 +504,8 @@ OPERATIONS: dict[str, tuple[str, type[BaseModel], list[dict[str, Any]], tuple[in
     ),
     "/v1/reports/games": (
         "Game performance: each game's rounds, wagers, payouts, hold and return over UTC days",
-        GamesAnswer,
-        [REPORT_FROM, REPORT_DAYS],
+        (GamesAnswer, GamesByDayAnswer),
+        [REPORT_FROM, REPORT_DAYS, REPORT_BY, REPORT_RULES],
         (400,),
     ),
 }
@@ -495,11 +553,13 @@ def _answer(description: str, schema: dict[str, Any]) -> dict[str, Any]:
 
 
 def _operation(
-    summary: str, model: type[BaseModel], parameters: list[dict[str, Any]], errors: tuple[int, ...]
+    summary: str, answers: Answers, parameters: list[dict[str, Any]], errors: tuple[int, ...]
 ) -> dict[str, Any]:
     error = {"$ref": "#/components/schemas/ErrorAnswer"}
+    models = answers if isinstance(answers, tuple) else (answers,)
+    refs = [{"$ref": f"#/components/schemas/{model.__name__}"} for model in models]
     responses: dict[str, Any] = {
-        "200": _answer(summary, {"$ref": f"#/components/schemas/{model.__name__}"})
+        "200": _answer(summary, refs[0] if len(refs) == 1 else {"oneOf": refs})
     }
     for status in errors:
         responses[str(status)] = _answer("see the error's code", error)
@@ -510,7 +570,7 @@ def _operation(
     )
     return {
         "summary": summary,
-        "operationId": model.__name__.removesuffix("Answer").lower(),
+        "operationId": models[0].__name__.removesuffix("Answer").lower(),
         "parameters": parameters,
         "responses": responses,
     }

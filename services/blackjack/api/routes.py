@@ -281,7 +281,19 @@ async def _games(connection: AsyncConnection, params: Params) -> dict[str, Any]:
         raise ApiError(
             400, "bad_parameter", f"days must be a whole number from 1 to {reports.MAX_DAYS}"
         )
-    return await reports.game_performance(connection, first, days)
+    by = _choice(params, "by", ("game", "day"))
+    rules = _choice(params, "rules", ("together", "apart"))
+    return await reports.game_performance(
+        connection, first, days, by_day=by == "day", rules_apart=rules == "apart"
+    )
+
+
+def _choice(params: Params, name: str, choices: tuple[str, ...]) -> str:
+    """The parameter, one of ``choices`` (the first when it is not given)."""
+    text = params.get(name, choices[0])
+    if text not in choices:
+        raise ApiError(400, "bad_parameter", f"{name} is {' or '.join(choices)}, not {text[:40]!r}")
+    return text
 
 
 def _segments(scope: Scope) -> list[str]:

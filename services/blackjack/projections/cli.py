@@ -11,7 +11,8 @@ import sys
 from collections.abc import Awaitable, Callable
 from dataclasses import replace
 from datetime import UTC, date, datetime, timedelta
-from typing import TYPE_CHECKING, TypeVar
+from functools import cache
+from typing import TYPE_CHECKING, Any, TypeVar
 
 from blackjack.projections.settings import ProjectionSettings
 
@@ -162,31 +163,55 @@ def _report(args: argparse.Namespace) -> int:
         print(f"blackjack projections report: --days is from 1 to {MAX_DAYS}", file=sys.stderr)
         return 2
 
-    report = read_store(args, lambda c: game_performance(c, first, args.days))
+    report = read_store(
+        args,
+        lambda c: game_performance(
+            c, first, args.days, by_day=args.by_day, rules_apart=args.rules_apart
+        ),
+    )
     if args.json:
         print(json.dumps(report, indent=2))
         return 0
     print(
         f"Game performance, UTC days {first} to {last_day(first, args.days)} (money in minor units)"
     )
+    if args.by_day:
+        for day in report["days"]:
+            print(f"{day['day']}:" + ("" if day["games"] else " no round closed"))
+            for line in day["games"]:
+                print(f"  {_report_line(line, args.theoretical)}")
+        print(f"All {len(report['days'])} days:" + ("" if report["games"] else " no round closed"))
     for line in report["games"]:
-        print(
-            f"{line['variant']} {line['currency']}: {line['rounds']} rounds settled and "
-            f"{line['cancelled']} cancelled at {line['tables']} table(s), "
-            f"{line['player_rounds']} player rounds; initial bets {line['initial_bets']}, "
-            f"wagered {line['wagered']}, paid {line['paid']}, hold {line['hold']}; "
-            f"RTP {line['rtp_percent'] or '-'} % of wagers, "
-            f"{line['return_per_initial_bet_percent'] or '-'} % per initial bet"
-            + _theoretical(line["variant"], args.theoretical)
-            + (
-                f" ({line['tables_with_own_rules']} of the tables opened with their own rules)"
-                if line["tables_with_own_rules"]
-                else ""
-            )
-        )
-    if not report["games"]:
+        print(("  " if args.by_day else "") + _report_line(line, args.theoretical))
+    if not report["games"] and not args.by_day:
         print("no round closed on those days")
     return 0
+
+
+def _report_line(line: dict[str, Any], theoretical: bool) -> str:
+    if "rules" not in line:  # the game's tables together
+        rules = ""
+        own = (
+            f" ({line['tables_with_own_rules']} of the tables opened with their own rules)"
+            if line["tables_with_own_rules"]
+            else ""
+        )
+    elif line["own_rules"]:
+        rules = f", own rules {line['rules']}"
+        own = f" (their rules: blackjack rules --table {line['rules_table']})"
+        theoretical = False  # the preset's return is not theirs
+    else:
+        rules, own = f", the preset's rules {line['rules'] or '-'}", ""
+    return (
+        f"{line['variant']} {line['currency']}{rules}: {line['rounds']} rounds settled and "
+        f"{line['cancelled']} cancelled at {line['tables']} table(s), "
+        f"{line['player_rounds']} player rounds; initial bets {line['initial_bets']}, "
+        f"wagered {line['wagered']}, paid {line['paid']}, hold {line['hold']}; "
+        f"RTP {line['rtp_percent'] or '-'} % of wagers, "
+        f"{line['return_per_initial_bet_percent'] or '-'} % per initial bet"
+        + _theoretical(line["variant"], theoretical)
+        + own
+    )
 
 
 def _theoretical(variant: str, wanted: bool) -> str:
@@ -194,12 +219,18 @@ def _theoretical(variant: str, wanted: bool) -> str:
     what the line's return per initial bet tends to with many rounds of basic strategy
     without insurance (tables opened with rule overrides have their own)."""
     from blackjack.domain.rules import PRESETS
+
+    if not wanted or variant not in PRESETS:
+        return ""
+    return f" (theoretical {_preset_return(variant):.4f} % under basic strategy)"
+
+
+@cache  # seconds each: once per preset, whatever the lines (a day's each)
+def _preset_return(variant: str) -> float:
+    from blackjack.domain.rules import PRESETS
     from blackjack.strategy import compute_rtp
 
-    rules = PRESETS.get(variant)
-    if not wanted or rules is None:
-        return ""
-    return f" (theoretical {compute_rtp(rules).rtp_percent:.4f} % under basic strategy)"
+    return compute_rtp(PRESETS[variant]).rtp_percent
 
 
 def _day(text: str) -> date:
@@ -256,6 +287,17 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
         "--theoretical",
         action="store_true",
         help="also each preset's exact return under basic strategy (seconds per game)",
+    )
+    report.add_argument(
+        "--by-day",
+        action="store_true",
+        help="each UTC day's lines too, every day of the range (the API's by=day)",
+    )
+    report.add_argument(
+        "--rules-apart",
+        action="store_true",
+        help="the tables opened with their own rules on lines of their own, one per rule set "
+        "(the API's rules=apart)",
     )
     report.add_argument("--json", action="store_true", help="the query API's answer as JSON")
     report.set_defaults(handler=_report)

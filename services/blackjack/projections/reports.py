@@ -9,16 +9,16 @@ four decimals of a percent, as text (never a float).
 from __future__ import annotations
 
 import re
-from dataclasses import fields
+from dataclasses import dataclass, field, fields
 from datetime import date, timedelta
 from fractions import Fraction
-from typing import Any, Final
+from typing import Any, Final, TypeVar
 
 from pydantic import ValidationError
 from sqlalchemy import distinct, func, select
 from sqlalchemy.ext.asyncio import AsyncConnection
 
-from blackjack.domain.rules import PRESETS, stored_rules
+from blackjack.domain.rules import PRESETS, fingerprint, stored_rules
 from blackjack.projections import schema
 from blackjack.projections.projector import GameDay
 
@@ -62,74 +62,171 @@ def last_day(first: date, days: int) -> date:
     return first + timedelta(days=min(days - 1, (date.max - first).days))
 
 
-async def game_performance(connection: AsyncConnection, first: date, days: int) -> dict[str, Any]:
+async def game_performance(
+    connection: AsyncConnection,
+    first: date,
+    days: int,
+    *,
+    by_day: bool = False,
+    rules_apart: bool = False,
+) -> dict[str, Any]:
     """Per game (variant) and currency, the rounds closed on the ``days`` UTC days from
     ``first``: how many, the money wagered and paid, the house's hold, and the return (paid
     per wagered; and per initial bet, the unit of ``blackjack rtp``'s theoretical figure, as
-    players' doubles, splits and insurance add to the wagers)."""
+    players' doubles, splits and insurance add to the wagers).
+
+    ``rules_apart``: the tables opened with their own rules (overrides) on lines of their own,
+    one per game, currency and rule set (``fingerprint``), apart from the preset's tables.
+    ``by_day``: the same lines for each day of the range too (``days``), every day listed, a
+    day with no round closed with none: a return filed per day cannot tell a day left out
+    from a day with nothing to report."""
     last = last_day(first, days)
-    g = schema.game_days
-    sums = [func.coalesce(func.sum(g.c[name]), 0).label(name) for name in SUMMED]
-    query = (
-        select(g.c.variant, g.c.currency, func.count(distinct(g.c.stream_id)).label("tables"))
-        .add_columns(*sums)
-        .where(g.c.day >= first, g.c.day <= last)
-        .group_by(g.c.variant, g.c.currency)
-    )
-    own = await _tables_with_own_rules(connection, first, last)
-    lines = [_line(row._asdict()) for row in (await connection.execute(query)).all()]
-    for line in lines:
-        line["tables_with_own_rules"] = own.get((line["variant"], line["currency"]), 0)
-    lines.sort(key=lambda line: (line["variant"], line["currency"]))
-    return {"from": first.isoformat(), "to": last.isoformat(), "games": lines}
-
-
-async def _tables_with_own_rules(
-    connection: AsyncConnection, first: date, last: date
-) -> dict[tuple[str, str], int]:
-    """Per game and currency, the tables of the range opened with rules other than their
-    preset's (overrides at ``OpenTable``): their return is not the preset's theoretical one."""
-    g, t = schema.game_days, schema.table_views
-    streams = (
-        select(g.c.stream_id, g.c.variant, g.c.currency)
-        .where(g.c.day >= first, g.c.day <= last)
-        .distinct()
-        .subquery()
-    )
-    query = select(streams.c.variant, streams.c.currency, t.c.view["rules"].label("rules")).join(
-        t, t.c.stream_id == streams.c.stream_id
-    )
-    counted: dict[tuple[str, str], int] = {}
-    for variant, currency, rules in (await connection.execute(query)).all():
-        if _own_rules(variant, rules):
-            counted[(variant, currency)] = counted.get((variant, currency), 0) + 1
-    return counted
-
-
-def _own_rules(variant: str, rules: Any) -> bool:
-    preset = PRESETS.get(variant)
-    if preset is None or not isinstance(rules, dict):
-        return True
-    try:  # as a snapshot or the log reads a table an earlier release opened
-        return stored_rules(rules) != preset
-    except ValidationError:
-        return True
+    # the range's on its own: a table that played on two days is one of its tables
+    totals = {key: sums for (_, key), sums in (await _summed(connection, first, last)).items()}
+    answer: dict[str, Any] = {
+        "from": first.isoformat(),
+        "to": last.isoformat(),
+        "games": _lines(totals, rules_apart),
+    }
+    if by_day:
+        each: dict[date, dict[_Key, _Sums]] = {}
+        for (day, key), sums in (await _summed(connection, first, last, by_day=True)).items():
+            assert day is not None
+            _add(each.setdefault(day, {}), key, sums)
+        answer["days"] = [
+            {"day": day.isoformat(), "games": _lines(each.get(day, {}), rules_apart)}
+            for day in (first + timedelta(days=n) for n in range((last - first).days + 1))
+        ]
+    return answer
 
 
 SUMMED: Final = tuple(f.name for f in fields(GameDay))
 """the columns of ``game_days`` a report sums: what the fold adds up per table and day"""
 
 
-def _line(row: dict[str, Any]) -> dict[str, Any]:
-    # PostgreSQL sums BIGINT as NUMERIC (read as Decimal): whole numbers either way
-    line: dict[str, Any] = {
-        "variant": row["variant"],
-        "currency": row["currency"],
-        "tables": int(row["tables"]),
-        **{name: int(row[name]) for name in SUMMED},
+K = TypeVar("K")
+_Key = tuple[str, str, str | None]
+"""a game, a currency, and the fingerprint of its tables' own rules (None: the preset's)"""
+
+
+@dataclass
+class _Sums:
+    tables: int = 0
+    first_table: str | None = None
+    sums: dict[str, int] = field(default_factory=lambda: dict.fromkeys(SUMMED, 0))
+
+    def add(self, more: _Sums) -> None:
+        # a table has one rule set: the groups added are of other tables, their counts add up
+        self.tables += more.tables
+        if more.first_table is not None:
+            self.first_table = min(filter(None, (self.first_table, more.first_table)))
+        for name, value in more.sums.items():
+            self.sums[name] += value
+
+
+def _add(into: dict[K, _Sums], key: K, sums: _Sums) -> None:
+    into.setdefault(key, _Sums()).add(sums)
+
+
+async def _summed(
+    connection: AsyncConnection, first: date, last: date, *, by_day: bool = False
+) -> dict[tuple[date | None, _Key], _Sums]:
+    """The ``game_days`` rows of the range summed per game, currency, rules document and,
+    ``by_day``, day.
+
+    The database sums. Each table of the range reads its rules document once, and is named
+    by its rule set: the first table by id of its game whose document is the same. The rows
+    are grouped by that name, never by the document (on PostgreSQL a table's view is a TOASTed
+    document, read anew for each row it is joined to: five times the time, docs/projections.md);
+    the few documents are then read again by name and folded into their fingerprints (equal
+    rules stored by two releases are one rule set). The statements read one snapshot
+    (``ProjectionStore.reading``): a day's lines add up to the range's while workers fold."""
+    g, t = schema.game_days, schema.table_views
+    in_range = (g.c.day >= first, g.c.day <= last)
+    documents = (
+        select(t.c.stream_id, t.c.variant, t.c.view["rules"].label("rules"))
+        .where(t.c.stream_id.in_(select(g.c.stream_id).where(*in_range)))
+        .subquery()
+    )
+    sets = select(
+        documents.c.stream_id,
+        func.min(documents.c.stream_id)
+        .over(partition_by=[documents.c.variant, documents.c.rules])
+        .label("rule_set"),
+    ).subquery()  # a window: computed once, a row per table, before the join
+    groups = [g.c.variant, g.c.currency, sets.c.rule_set, *([g.c.day] if by_day else [])]
+    query = (
+        select(
+            *groups,
+            # a table has one row a day: counted, not sorted to be made distinct
+            (func.count() if by_day else func.count(distinct(g.c.stream_id))).label("tables"),
+            func.min(g.c.stream_id).label("first_table"),
+            *(func.coalesce(func.sum(g.c[name]), 0).label(name) for name in SUMMED),
+        )
+        .select_from(g.outerjoin(sets, sets.c.stream_id == g.c.stream_id))
+        .where(*in_range)
+        .group_by(*groups)
+    )
+    rows = (await connection.execute(query)).mappings().all()
+    named = {row["rule_set"] for row in rows} - {None}
+    documents_named = select(t.c.stream_id, t.c.variant, t.c.view["rules"]).where(
+        t.c.stream_id.in_(named)
+    )
+    own = {  # each rule set read once, not once a day
+        stream_id: _own_rules(variant or "", document)
+        for stream_id, variant, document in (await connection.execute(documents_named)).all()
     }
-    wagered, paid, initial = line["wagered"], line["paid"], line["initial_bets"]
-    line["hold"] = wagered - paid
-    line["rtp_percent"] = percent(paid, wagered)
-    line["return_per_initial_bet_percent"] = percent(initial + paid - wagered, initial)
-    return line
+    summed: dict[tuple[date | None, _Key], _Sums] = {}
+    for row in rows:
+        rule_set = row["rule_set"]
+        key = (row["variant"], row["currency"], None if rule_set is None else own[rule_set])
+        # PostgreSQL sums BIGINT as NUMERIC (read as Decimal): whole numbers either way
+        sums = _Sums(int(row["tables"]), row["first_table"], {n: int(row[n]) for n in SUMMED})
+        _add(summed, (row["day"] if by_day else None, key), sums)
+    return summed
+
+
+def _own_rules(variant: str, rules: Any) -> str | None:
+    """The fingerprint of a table's rules when they are not its preset's, else None. A table
+    with no view (none the writer leaves) is counted with its preset's, as before."""
+    if rules is None:
+        return None
+    if not isinstance(rules, dict):
+        return fingerprint({"rules": rules})
+    try:  # as a snapshot or the log reads a table an earlier release opened
+        read = stored_rules(rules)
+    except ValidationError:
+        return fingerprint(rules)
+    return None if read == PRESETS.get(variant) else fingerprint(read)
+
+
+def _lines(summed: dict[_Key, _Sums], rules_apart: bool) -> list[dict[str, Any]]:
+    """One line per game and currency, or (``rules_apart``) per game, currency and rule set,
+    the preset's first: in variant, currency order."""
+    merged: dict[_Key, _Sums] = {}
+    own_tables: dict[_Key, int] = {}
+    for (variant, currency, own), sums in summed.items():
+        key = (variant, currency, own if rules_apart else None)
+        _add(merged, key, sums)
+        own_tables[key] = own_tables.get(key, 0) + (0 if own is None else sums.tables)
+    lines = []
+    for key in sorted(merged, key=lambda k: (k[0], k[1], k[2] or "")):
+        (variant, currency, own), sums = key, merged[key]
+        line: dict[str, Any] = {"variant": variant, "currency": currency, "tables": sums.tables}
+        line |= sums.sums
+        wagered, paid, initial = line["wagered"], line["paid"], line["initial_bets"]
+        line["hold"] = wagered - paid
+        line["rtp_percent"] = percent(paid, wagered)
+        line["return_per_initial_bet_percent"] = percent(initial + paid - wagered, initial)
+        line["tables_with_own_rules"] = own_tables[key]
+        if rules_apart:
+            line["own_rules"] = own is not None
+            line["rules"] = own if own is not None else _preset_fingerprint(variant)
+            line["rules_table"] = sums.first_table
+        lines.append(line)
+    return lines
+
+
+def _preset_fingerprint(variant: str) -> str | None:
+    rules = PRESETS.get(variant)
+    return None if rules is None else fingerprint(rules)
