@@ -30,9 +30,9 @@ from blackjack.domain import events as ev
 from blackjack.domain.rules import PRESETS, fingerprint, stored_rules
 from blackjack.messages.sealing import ShoeSeal
 from blackjack.messages.wire import encode, to_wire
-from blackjack.projections import schema
+from blackjack.projections import reports, schema
 from blackjack.projections.dump import dump
-from blackjack.projections.reports import MAX_DAYS, percent, summing
+from blackjack.projections.reports import MAX_DAYS, game_performance, percent, summing
 from blackjack.projections.store import MIGRATIONS, ProjectionStore
 from blackjack.projections.worker import count_folded
 from blackjack.projections.writer import ProjectionWriter, Record
@@ -591,3 +591,21 @@ async def test_a_table_with_no_view_is_summed_with_its_preset_s(folded: Projecti
                     False,
                     fingerprint(PRESETS["mini-h17"]),
                 )
+
+
+async def test_rule_sets_are_read_a_few_at_a_time(
+    folded: ProjectionStore, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Every table of a range may have rules of its own: their documents are read in
+    statements of at most RULE_SETS_A_STATEMENT (a statement's parameters are bounded)."""
+    doc = await _rules_of(folded, "r-surrender")
+    for n in range(5):
+        await _table_like(folded, "r-surrender", f"r-surrender-{n}", {**doc, "max_bet": 1000 + n})
+    played = sorted({day for _, day in EXPECTED})
+    async with folded.reading() as connection:
+        whole = await game_performance(connection, played[0], len(played), rules_apart=True)
+    monkeypatch.setattr(reports, "RULE_SETS_A_STATEMENT", 2)
+    async with folded.reading() as connection:
+        few = await game_performance(connection, played[0], len(played), rules_apart=True)
+    assert few == whole
+    assert len([line for line in few["games"] if line["own_rules"]]) == 5

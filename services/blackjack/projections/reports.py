@@ -104,6 +104,10 @@ SUMMED: Final = tuple(f.name for f in fields(GameDay))
 """the columns of ``game_days`` a report sums: what the fold adds up per table and day"""
 
 
+RULE_SETS_A_STATEMENT = 5_000
+"""rule sets read by one statement at most: a statement's parameters are bounded (32,767 with
+asyncpg and SQLite), and every table of a range could have rules of its own"""
+
 K = TypeVar("K")
 _Key = tuple[str, str, str | None]
 """a game, a currency, and the fingerprint of its tables' own rules (None: the preset's)"""
@@ -143,14 +147,13 @@ async def _summed(
     (``ProjectionStore.reading``): a day's lines add up to the range's while workers fold."""
     t = schema.table_views
     rows = (await connection.execute(summing(first, last, by_day))).mappings().all()
-    named = {row["rule_set"] for row in rows}
-    documents_named = select(t.c.stream_id, t.c.variant, t.c.view["rules"]).where(
-        t.c.stream_id.in_(named)
-    )
-    own = {  # each rule set read once, not once a day
-        stream_id: _own_rules(variant or "", document)
-        for stream_id, variant, document in (await connection.execute(documents_named)).all()
-    }
+    named = sorted({row["rule_set"] for row in rows})
+    own: dict[str, str | None] = {}  # each rule set read once, not once a day
+    for at in range(0, len(named), RULE_SETS_A_STATEMENT):
+        some = named[at : at + RULE_SETS_A_STATEMENT]
+        query = select(t.c.stream_id, t.c.variant, t.c.view["rules"]).where(t.c.stream_id.in_(some))
+        for stream_id, variant, document in (await connection.execute(query)).all():
+            own[stream_id] = _own_rules(variant or "", document)
     summed: dict[tuple[date | None, _Key], _Sums] = {}
     for row in rows:
         rule_set = row["rule_set"]
