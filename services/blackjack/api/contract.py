@@ -363,8 +363,8 @@ class DayGames(_Answer):
 class GamesByDayAnswer(GamesAnswer):
     """``GET /v1/reports/games?by=day``: the range's lines (``games``, as without ``by``) and
     each day's (``days``: every day of the range in order; a day on which no round closed has
-    no line). A day's sums add up to the range's; ``tables`` does not (a table that played on
-    two days is one table of the range)."""
+    no line). A day's sums add up to the range's; ``tables`` and ``tables_with_own_rules`` do
+    not (a table that played on two days is one table of the range)."""
 
     days: list[DayGames]
 
