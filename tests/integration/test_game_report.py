@@ -15,13 +15,10 @@ from typing import Any
 
 import httpx
 import pytest
-from alembic import command
-from alembic.config import Config
 from jsonschema import Draft202012Validator, FormatChecker
 from prometheus_client import REGISTRY
 from sqlalchemy import func, select, text
 from sqlalchemy.dialects import sqlite
-from sqlalchemy.engine import Connection
 
 from blackjack.api.contract import openapi_document
 from blackjack.api.routes import query_api
@@ -33,7 +30,7 @@ from blackjack.messages.wire import encode, to_wire
 from blackjack.projections import reports, schema
 from blackjack.projections.dump import dump
 from blackjack.projections.reports import MAX_DAYS, game_performance, percent, summing
-from blackjack.projections.store import MIGRATIONS, ProjectionStore
+from blackjack.projections.store import ProjectionStore
 from blackjack.projections.worker import count_folded
 from blackjack.projections.writer import ProjectionWriter, Record
 
@@ -42,6 +39,7 @@ from tests.integration.conftest_projections import (  # noqa: E402
     StoreFactory,
     play_tables,
 )
+from tests.unit.migrations import migrate  # noqa: E402
 
 pytest_plugins = ["tests.integration.conftest_projections"]
 pytestmark = pytest.mark.integration
@@ -142,18 +140,11 @@ async def test_folding_event_by_event_gives_the_same_days(stores: StoreFactory) 
     assert await stored_days(store) == EXPECTED
 
 
-def _migrate(connection: Connection, revision: str, down: bool) -> None:
-    config = Config()
-    config.set_main_option("script_location", str(MIGRATIONS))
-    config.attributes["connection"] = connection
-    (command.downgrade if down else command.upgrade)(config, revision)
-
-
 async def test_migration_0005_sums_the_rounds_folded_before_it(folded: ProjectionStore) -> None:
     async with folded.reading() as connection:
         before = await dump(connection)
     async with folded.writing() as connection:
-        await connection.run_sync(_migrate, "0004", True)
+        await connection.run_sync(migrate, "0004", True)
     async with folded.reading() as connection:
         tables = await connection.run_sync(lambda c: c.dialect.get_table_names(c))
     assert "game_days" not in tables

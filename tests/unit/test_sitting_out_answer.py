@@ -10,11 +10,8 @@ from pathlib import Path
 from typing import Any
 
 import httpx
-from alembic import command
-from alembic.config import Config
 from jsonschema import Draft202012Validator, FormatChecker
 from sqlalchemy import update
-from sqlalchemy.engine import Connection
 
 from blackjack.api.contract import openapi_document
 from blackjack.api.routes import query_api
@@ -25,8 +22,9 @@ from blackjack.messages.sealing import ShoeSeal
 from blackjack.messages.wire import encode, to_wire
 from blackjack.projections.dump import dump
 from blackjack.projections.schema import accounts
-from blackjack.projections.store import MIGRATIONS, ProjectionStore
+from blackjack.projections.store import ProjectionStore
 from blackjack.projections.writer import ProjectionWriter, Record
+from tests.unit.migrations import migrate
 from tests.unit.stacked_table import START, StackedTable
 from tests.unit.test_seat_released import ann_plays_a_round, finish_round, table
 
@@ -166,13 +164,6 @@ STEPS: list[Callable[[StackedTable], object]] = [
 ]
 
 
-def _migrate(connection: Connection, revision: str, down: bool) -> None:
-    config = Config()
-    config.set_main_option("script_location", str(MIGRATIONS))
-    config.attributes["connection"] = connection
-    (command.downgrade if down else command.upgrade)(config, revision)
-
-
 async def _dump(store: ProjectionStore) -> str:
     async with store.reading() as connection:
         return (await dump(connection)).text()
@@ -198,7 +189,7 @@ async def test_migration_0006_folds_the_accounts_from_the_events_already_folded(
                 await folder.fold()
                 expected = await _dump(store)
                 async with store.writing() as connection:
-                    await connection.run_sync(_migrate, "0005", True)
+                    await connection.run_sync(migrate, "0005", True)
                 await store.migrate()  # as the newer release's worker does at start
                 assert await _dump(store) == expected
                 ben = t.state.players["ben"]
