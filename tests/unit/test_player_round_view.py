@@ -6,6 +6,7 @@ options their money allowed, money paid in or out, command ids). The full answer
 
 from __future__ import annotations
 
+from datetime import timedelta
 from pathlib import Path
 from typing import Any
 
@@ -15,8 +16,14 @@ from jsonschema import Draft202012Validator, FormatChecker
 from blackjack.api.contract import openapi_document
 from blackjack.api.routes import query_api
 from blackjack.domain import commands as cmd
+from blackjack.domain import events as ev
+from blackjack.domain.rejections import Rejection
+from blackjack.messages.envelope import EventEnvelope
+from blackjack.messages.wire import encode, to_wire
+from blackjack.projections.writer import Record
+from tests.unit.stacked_table import START, StackedTable
 from tests.unit.test_seat_released import finish_round, table
-from tests.unit.test_sitting_out_answer import STREAM, Folder, _store
+from tests.unit.test_sitting_out_answer import SEAL, STREAM, Folder, _store
 
 VALIDATOR = Draft202012Validator(
     {"$ref": "#/components/schemas/PlayerRoundAnswer", **openapi_document()},
@@ -165,5 +172,99 @@ async def test_a_player_sees_the_table_with_their_own_money_and_none_of_the_othe
         assert watcher["current_round"]["players"] == []
         status, answer = await _get(folder, "/v1/players/ann/tables/nowhere")
         assert (status, answer["error"]["code"]) == (404, "unknown_table")
+    finally:
+        await store.close()
+
+
+class CommandFolder(Folder):
+    """Folds as ``Folder`` does, each event's envelope naming the command that wrote it (its
+    ``causation_id``: who sent it, as a platform's command ids tell), as the service's do."""
+
+    def __init__(self, store: Any, t: StackedTable) -> None:
+        super().__init__(store, t)
+        self.causes: list[str | None] = [None] * len(t.events)  # written before: no command
+        send = t.send
+
+        def sending(command: cmd.Command) -> list[ev.Event] | Rejection:
+            sent = send(command)
+            if not isinstance(sent, Rejection):
+                who = getattr(command, "player_id", None) or "server"
+                self.causes += [f"{who}-{type(command).__name__}-{len(t.events)}"] * len(sent)
+            return sent
+
+        t.send = sending  # type: ignore[method-assign]
+
+    async def fold(self) -> None:
+        records = []
+        for index, event in enumerate(self.t.events[self.folded :], start=self.folded):
+            envelope = EventEnvelope(
+                event_id=f"{STREAM}-{index + 1}",
+                type=type(event).__name__,
+                schema_version=event.version,
+                stream_id=STREAM,
+                sequence=index + 1,
+                occurred_at=START + timedelta(seconds=index),
+                causation_id=self.causes[index],
+                data=event,
+            )
+            records.append(Record("blackjack.events", 0, index, encode(to_wire(envelope, SEAL))))
+        self.folded = len(self.t.events)
+        await self.writer.apply(records)
+
+
+async def test_no_other_players_command_id_or_declined_buy_in_in_a_players_view(
+    tmp_path: Path,
+) -> None:
+    """Another player's command ids are theirs alone wherever they stand: on the cards dealt
+    for ben's Hit, the deal his Deal started, the round his Stand settled, ann's hand settled
+    by it. Ben's buy-in declined while the table was suspended (its amount, transfer id and
+    why) is his money moved, as a deposit is. Ann's own decisions keep their command ids."""
+    t = StackedTable("atlantic-city-multi", ["TS", "7S", "9S", "8S"])
+    store = await _store(tmp_path)
+    try:
+        folder = CommandFolder(store, t)
+        t.do(
+            cmd.SitDown(player_id="ann", seat=0),
+            cmd.Deposit(player_id="ann", amount=10_000),
+            cmd.SitDown(player_id="ben", seat=1),
+            cmd.Deposit(player_id="ben", amount=10_000),
+            cmd.PlaceBet(player_id="ann", box=0, amount=1000),
+            cmd.PlaceBet(player_id="ben", box=1, amount=2000),
+            cmd.Deal(player_id="ann"),
+            cmd.Deal(player_id="ben"),
+            cmd.SuspendTable(operator="ops", reason="maintenance"),
+            cmd.Deposit(player_id="ben", amount=500, transfer="wallet:ben/7"),
+            cmd.ResumeTable(operator="ops"),
+        )
+        finish_round(t)  # ann stands, then ben: ben's Stand settles the round
+        await folder.fold()
+        status, full = await _get(folder, f"/v1/rounds/{STREAM}:1")
+        assert status == 200
+        status, ann = await _get(folder, f"/v1/players/ann/rounds/{STREAM}:1")
+        assert status == 200, ann
+        VALIDATOR.validate(ann)
+
+        assert None not in {e["command_id"] for e in full["log"]}
+        bens = {e["command_id"] for e in full["log"] if e["command_id"].startswith("ben-")}
+        # The full round has them where no player or ann owns the entry: the test could fail.
+        assert {e["event"] for e in full["log"] if e["command_id"] in bens} >= {
+            "DealStarted",
+            "RoundSettled",
+            "HandSettled",
+            "TransferDeclined",
+        }
+        assert not [e for e in ann["log"] if e["command_id"] in bens], [
+            (e["event"], e["command_id"]) for e in ann["log"] if e["command_id"] in bens
+        ]
+        assert "TransferDeclined" not in [e["event"] for e in ann["log"]]
+        assert "wallet:ben/7" not in str(ann)
+        # ann's own decisions keep theirs; the server's are nobody's to hide.
+        mine = [e for e in _of(ann, "ann") if e["decided_by"] == "player"]
+        assert mine and all(e["command_id"].startswith("ann-") for e in mine)
+        assert {e["command_id"] for e in _of(ann, "ben")} == {None}
+
+        status, ben = await _get(folder, f"/v1/players/ben/rounds/{STREAM}:1")
+        assert "TransferDeclined" in [e["event"] for e in ben["log"]]
+        assert {e["command_id"] for e in _of(ben, "ben") if e["decided_by"] == "player"} <= bens
     finally:
         await store.close()

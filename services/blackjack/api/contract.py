@@ -193,9 +193,10 @@ class RoundAnswer(RoundRecord):
 class PlayerRoundAnswer(RoundAnswer):
     """``GET /v1/players/{player_id}/rounds/{stream_id}:{round}``: one game cycle as the
     player may be shown it. ``players`` holds the player alone; the other players' log
-    entries carry no ``balance_after``, ``balance_returned`` or ``actions`` and a null
-    ``command_id``, their money paid in or out is left out, and ``RoundSettled``'s
-    ``results`` holds the player's result alone."""
+    entries carry no ``balance_after``, ``balance_returned`` or ``actions``, no entry carries
+    another player's command id (``command_id`` null), their money paid in or out and their
+    buy-ins declined are left out, and ``RoundSettled``'s ``results`` holds the player's
+    result alone."""
 
 
 # ---- a table and the rounds left waiting -----------------------------------------------------

@@ -173,9 +173,10 @@ async def round_detail(
     return {**record, "log": log, "players": players}
 
 
-OTHERS_MONEY_MOVES = frozenset({"FundsDeposited", "FundsWithdrawn"})
-"""Another player's money paid in or taken out at the table: no part of the game a player
-sees played, so left out of their view of a round."""
+OTHERS_MONEY_MOVES = frozenset({"FundsDeposited", "TransferDeclined", "FundsWithdrawn"})
+"""Another player's money paid in or taken out at the table, or a buy-in of theirs declined
+(its amount, transfer id and why): no part of the game a player sees played, so left out of
+their view of a round."""
 
 
 async def player_round(
@@ -197,8 +198,36 @@ async def player_round(
 def round_seen_by(player_id: str, found: dict[str, Any]) -> dict[str, Any]:
     """``round_detail``'s answer with what was the other players' alone left out."""
     mine = [p for p in found["players"] if p["player_id"] == player_id]
-    log = [seen for entry in found["log"] if (seen := _seen_by(player_id, entry)) is not None]
+    others = _others_commands(player_id, found["log"])
+    log = [
+        seen
+        for entry in found["log"]
+        if (seen := _seen_by(player_id, _without_command(entry, others))) is not None
+    ]
     return {**found, "log": log, "players": mine}
+
+
+def _others_commands(player_id: str, log: list[dict[str, Any]]) -> set[str]:
+    """The ids of the other players' commands in a round's log: each entry of another player
+    was written by a command of theirs (or the server's, such as the clock's, left out as
+    well), and that command's id is also on the entries it wrote that are no one's (the
+    cards dealt, the round settled) or the player's (their hand settled by another's stand).
+    The player's own decisions' commands stay theirs."""
+    others: set[str] = set()
+    own: set[str] = set()
+    for entry in log:
+        owner, command = entry["data"].get("player_id"), entry.get("command_id")
+        if command is None or owner is None:
+            continue
+        if owner != player_id:
+            others.add(command)
+        elif entry.get("decided_by") == "player":
+            own.add(command)
+    return others - own
+
+
+def _without_command(entry: dict[str, Any], others: set[str]) -> dict[str, Any]:
+    return {**entry, "command_id": None} if entry.get("command_id") in others else entry
 
 
 def _seen_by(player_id: str, entry: dict[str, Any]) -> dict[str, Any] | None:
