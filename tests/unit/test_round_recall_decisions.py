@@ -167,4 +167,26 @@ def test_every_refund_reason_says_who_decided_it() -> None:
         "timed_out": "server",
         "disconnected": "server",
         "cancelled": "server",
+        "stood_up": "server",
     }
+
+
+async def test_bets_returned_by_an_operators_stand_up_are_the_servers(
+    api: tuple[ProjectionStore, httpx.AsyncClient],
+) -> None:
+    """The operator stands ann up (a platform's self-exclusion) with her bet on the layout:
+    the bet given back is no decision of hers, as her seat left is not (``operator``)."""
+    table = Script(
+        "atlantic-city-multi", [["TS", "9S", "7S", "8H"]], players={"ann": 10_000, "ben": 10_000}
+    )
+    table.do(
+        cmd.PlaceBet(player_id="ann", box=0, amount=1_000),
+        cmd.PlaceBet(player_id="ben", box=1, amount=1_000),
+        cmd.StandUpPlayer(player_id="ann", operator="ops", reason="self-excluded"),
+    )
+    log = await recalled_log(api, table, "table-1:1")
+    refunds = [(e["data"]["reason"], e["decided_by"]) for e in log if e["event"] == "BetRefunded"]
+    assert refunds == [("stood_up", "server")]
+    assert [(e["data"]["reason"], e["decided_by"]) for e in log if e["event"] == "SeatLeft"] == [
+        ("operator", "server")
+    ]

@@ -65,7 +65,10 @@ def test_a_bet_not_dealt_comes_back_first_and_the_round_deals_for_the_others() -
     t.do(cmd.PlaceBet(player_id="ben", box=1, amount=2500))
     events = t.do(stand_up())
     refund, left = events[0], events[1]
-    assert isinstance(refund, ev.BetRefunded) and (refund.amount, refund.reason) == (2500, "left")
+    assert isinstance(refund, ev.BetRefunded) and (refund.amount, refund.reason) == (
+        2500,
+        "stood_up",
+    )
     assert isinstance(left, ev.SeatLeft) and left.balance_returned == 10_000
     # ann had pressed Deal and waited only for ben: the round is dealt at once
     assert any(isinstance(e, ev.DealStarted) for e in events[2:])

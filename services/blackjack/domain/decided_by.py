@@ -53,13 +53,17 @@ _MADE_FOR_THE_PLAYER = frozenset(t for t in WRITTEN_FOR_THE_PLAYER.values() if t
 
 SAYS_THE_SERVER_DECIDED: dict[str, tuple[str, frozenset[object]]] = {
     _type(ev.SeatLeft): ("reason", frozenset({"sat_out", "operator"})),
-    _type(ev.BetRefunded): ("reason", frozenset({"timed_out", "disconnected", "cancelled"})),
+    _type(ev.BetRefunded): (
+        "reason",
+        frozenset({"timed_out", "disconnected", "cancelled", "stood_up"}),
+    ),
 }
 """Events that say themselves when the server decided them for the player, by the value of
 one of their fields: a player stood up after the rounds they sat out, or by the operator (a
 ``SeatLeft`` with reason ``sat_out`` or ``operator``), left by a decision not their own; a
 bet the server gave back in the player's place (``BetRefunded`` at the betting deadline, on a
-disconnection before Deal, or at an operator's closing of an interrupted round), where one
+disconnection before Deal, at an operator's closing of an interrupted round or when the
+operator stands the player up), where one
 the player took back, passed or left with is the player's."""
 
 

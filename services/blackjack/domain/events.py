@@ -194,6 +194,7 @@ RefundReason = Literal[
     "disconnected",
     "left",
     "cancelled",
+    "stood_up",  # StandUpPlayer: the operator stood the player up (LeaveTable's is ``left``)
 ]
 
 

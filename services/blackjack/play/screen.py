@@ -40,6 +40,7 @@ _RETURNED_BECAUSE = {
     "disconnected": "disconnected before Deal",
     "left": "left the table",
     "cancelled": "the round was cancelled or closed",
+    "stood_up": "stood up by the operator",
 }
 
 SUITS = {"S": "♠", "H": "♥", "D": "♦", "C": "♣"}

@@ -118,7 +118,7 @@ def _stand_up(
     player = seated(r.state, player_id)
     if any(r.state.boxes[i].hands for i in r.state.boxes_of(player_id)):
         raise refuse("round_in_progress", in_play)
-    refund_bets(r, player_id, "left")
+    refund_bets(r, player_id, "left" if operator is None else "stood_up")
     balance = r.state.players[player_id].balance
     r.emit(
         facts.seat_left(
