@@ -268,3 +268,46 @@ async def test_no_other_players_command_id_or_declined_buy_in_in_a_players_view(
         assert {e["command_id"] for e in _of(ben, "ben") if e["decided_by"] == "player"} <= bens
     finally:
         await store.close()
+
+
+async def test_why_the_operator_stood_another_player_up_is_not_in_a_players_view(
+    tmp_path: Path,
+) -> None:
+    """The operator stands ben up during the betting (StandUpPlayer: a platform's
+    self-exclusion, a closed account): ann sees him leave, not why, nor which operator did it
+    (``operator_reason``, ``operator``); ben's own view and the full round keep both."""
+    t = table(None)
+    t.do(
+        cmd.PlaceBet(player_id="ann", box=0, amount=1000),
+        cmd.PlaceBet(player_id="ben", box=1, amount=2000),
+        cmd.StandUpPlayer(player_id="ben", operator="ops-17", reason="self-excluded"),
+        cmd.Deal(player_id="ann"),
+    )
+    finish_round(t)
+    store = await _store(tmp_path)
+    try:
+        folder = Folder(store, t)
+        await folder.fold()
+        status, full = await _get(folder, f"/v1/rounds/{STREAM}:1")
+        assert status == 200
+        [left] = [e for e in full["log"] if e["event"] == "SeatLeft"]
+        assert (left["data"]["operator"], left["data"]["operator_reason"]) == (
+            "ops-17",
+            "self-excluded",
+        )
+        status, ann = await _get(folder, f"/v1/players/ann/rounds/{STREAM}:1")
+        assert status == 200, ann
+        VALIDATOR.validate(ann)
+        [seen] = [e for e in ann["log"] if e["event"] == "SeatLeft"]
+        assert seen["data"] == {
+            "player_id": "ben",
+            "seat": 1,
+            "reason": "operator",
+            **{k: v for k, v in left["data"].items() if k == "rounds_sat_out"},
+        }
+        assert "self-excluded" not in str(ann) and "ops-17" not in str(ann)
+        status, ben = await _get(folder, f"/v1/players/ben/rounds/{STREAM}:1")
+        assert status == 200
+        assert [e for e in ben["log"] if e["event"] == "SeatLeft"] == [left]
+    finally:
+        await store.close()

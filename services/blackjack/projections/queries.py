@@ -241,8 +241,14 @@ def _seen_by(player_id: str, entry: dict[str, Any]) -> dict[str, Any] | None:
         return entry
     if entry["event"] in OTHERS_MONEY_MOVES:
         return None
-    public = {k: v for k, v in data.items() if not k.startswith("balance") and k != "actions"}
+    public = {k: v for k, v in data.items() if not k.startswith("balance") and k not in OTHERS_OWN}
     return {**entry, "data": public, "command_id": None}
+
+
+OTHERS_OWN = frozenset({"actions", "operator", "operator_reason"})
+"""Fields of another player's entry that are theirs alone, besides their balances: the options
+their money allowed (``TurnStarted``), and who stood them up and why (``SeatLeft`` by the
+operator: a self-exclusion, a closed account); that they left is seen at the table."""
 
 
 async def _who_decided(
