@@ -6,7 +6,6 @@ options their money allowed, money paid in or out, command ids). The full answer
 
 from __future__ import annotations
 
-from datetime import timedelta
 from pathlib import Path
 from typing import Any
 
@@ -18,12 +17,9 @@ from blackjack.api.routes import query_api
 from blackjack.domain import commands as cmd
 from blackjack.domain import events as ev
 from blackjack.domain.rejections import Rejection
-from blackjack.messages.envelope import EventEnvelope
-from blackjack.messages.wire import encode, to_wire
-from blackjack.projections.writer import Record
-from tests.unit.stacked_table import START, StackedTable
+from tests.unit.stacked_table import StackedTable
 from tests.unit.test_seat_released import finish_round, table
-from tests.unit.test_sitting_out_answer import SEAL, STREAM, Folder, _store
+from tests.unit.test_sitting_out_answer import STREAM, Folder, _store
 
 VALIDATOR = Draft202012Validator(
     {"$ref": "#/components/schemas/PlayerRoundAnswer", **openapi_document()},
@@ -194,22 +190,8 @@ class CommandFolder(Folder):
 
         t.send = sending  # type: ignore[method-assign]
 
-    async def fold(self) -> None:
-        records = []
-        for index, event in enumerate(self.t.events[self.folded :], start=self.folded):
-            envelope = EventEnvelope(
-                event_id=f"{STREAM}-{index + 1}",
-                type=type(event).__name__,
-                schema_version=event.version,
-                stream_id=STREAM,
-                sequence=index + 1,
-                occurred_at=START + timedelta(seconds=index),
-                causation_id=self.causes[index],
-                data=event,
-            )
-            records.append(Record("blackjack.events", 0, index, encode(to_wire(envelope, SEAL))))
-        self.folded = len(self.t.events)
-        await self.writer.apply(records)
+    def cause(self, index: int) -> str | None:
+        return self.causes[index]
 
 
 async def test_no_other_players_command_id_or_declined_buy_in_in_a_players_view(

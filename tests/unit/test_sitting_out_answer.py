@@ -54,11 +54,16 @@ class Folder:
                 stream_id=STREAM,
                 sequence=index + 1,
                 occurred_at=START + timedelta(seconds=index),
+                causation_id=self.cause(index),
                 data=event,
             )
             records.append(Record("blackjack.events", 0, index, encode(to_wire(envelope, SEAL))))
         self.folded = len(self.t.events)
         await self.writer.apply(records)
+
+    def cause(self, index: int) -> str | None:
+        """The command that wrote the table's event ``index`` (none named here)."""
+        return None
 
     async def players(self) -> dict[str, dict[str, Any]]:
         """Each seated player's sitting out, from the answer (checked against the document)."""
