@@ -275,3 +275,45 @@ async def test_the_clock_s_reminder_is_said_once_a_deadline(
     for _ in range(3):
         assert await cli._next_line(session, console) == "help"  # type: ignore[arg-type]
     assert console.export_text().count("5 s left") == 1
+
+
+async def test_a_player_refused_a_seat_sends_no_deposit() -> None:
+    """``--deposit 50`` at a shared table whose seat is taken: the seat was refused, and the
+    cashier's deposit and a buy-in the table then declined went out anyway (refunded: money
+    moved out and back for nothing)."""
+    from blackjack.domain import commands as cmd
+    from blackjack.messages.sealing import ShoeSeal
+    from blackjack.messages.wire import to_wire
+    from tests.integration.conftest_projections import Script
+
+    script = Script("atlantic-city-multi", [], players={"bob": 0})
+    table = StreamProjection.new(script.stream_id)
+    seal = ShoeSeal.from_hex(ShoeSeal.new_key_hex())
+    for envelope in script.envelopes:
+        table.apply(to_wire(envelope, seal))
+    sent: list[object] = []
+
+    class Session:
+        class follower:  # noqa: N801
+            pass
+
+        async def send(self, command: object) -> SimpleNamespace:
+            sent.append(command)
+            if isinstance(command, cmd.SitDown):
+                return SimpleNamespace(
+                    status="rejected", rejection=SimpleNamespace(code="seat_taken", message="")
+                )
+            return SimpleNamespace(status="accepted", rejection=None)
+
+        async def buy_in(self, command: object) -> list[str]:
+            sent.append(command)
+            return []
+
+    Session.follower.table = table  # type: ignore[attr-defined]
+    args = build_parser().parse_args(
+        ["play", "table-1", "--player", "alice", "--seat", "0", "--deposit", "50"]
+    )
+    console = Console(record=True, width=120)
+    await cli._prepare(args, Session(), console)  # type: ignore[arg-type]
+    assert sent == [cmd.SitDown(player_id="alice", seat=0)]
+    assert "--deposit not made: you have no seat at this table" in console.export_text()

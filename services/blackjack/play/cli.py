@@ -245,6 +245,8 @@ async def _line_aside() -> str | None:
 
 async def _prepare(args: argparse.Namespace, session: PlaySession, console: Console) -> None:
     """Open the table, sit down and deposit, as asked and as needed, one after the other."""
+    from rich.text import Text
+
     from blackjack.domain import commands as cmd
     from blackjack.domain import wallet as wl
     from blackjack.domain.rules import preset
@@ -253,9 +255,10 @@ async def _prepare(args: argparse.Namespace, session: PlaySession, console: Cons
 
     table = session.follower.table
 
-    async def send(command: cmd.TableCommand | wl.AnyWalletCommand) -> None:
+    async def send(command: cmd.TableCommand | wl.AnyWalletCommand) -> bool:
         result = await session.send(command)
         console.print(result_line(type(command).__name__, result))
+        return result.status == "accepted"
 
     amount = None
     if args.deposit:  # read first: a wrong amount opens nothing and sits nobody down
@@ -267,7 +270,12 @@ async def _prepare(args: argparse.Namespace, session: PlaySession, console: Cons
         await send(cmd.OpenTable(variant=args.open))
     account = table.accounts.get(args.player)
     if account is None or not account.seated:
-        await send(cmd.SitDown(player_id=args.player, seat=args.seat or 0))
+        seated = await send(cmd.SitDown(player_id=args.player, seat=args.seat or 0))
+        if not seated and amount is not None:
+            # No seat, no money to the table: at a shared table the cashier's deposit and a
+            # buy-in the table declines would have gone out and come back for nothing.
+            console.print(Text("--deposit not made: you have no seat at this table", style="red"))
+            amount = None
     else:
         if not account.connected:  # back after a disconnection: the table sees it at once
             await send(cmd.Reconnect(player_id=args.player))
