@@ -170,10 +170,11 @@ class QueryApi:
         raise ApiError(404, "not_found", f"no such resource: {scope['path']}")
 
 
-def _storable(identifier: str) -> bool:
-    """Whether a store can hold ``identifier``: PostgreSQL's text has no NUL character (asked
-    for one, the driver fails the query), so an id with one names nothing, in either store."""
-    return "\x00" not in identifier
+def _storable(*identifiers: str | None) -> bool:
+    """Whether a store can hold each identifier given: PostgreSQL's text has no NUL character
+    (asked for one, the driver fails the query), so an id with one names nothing, in either
+    store."""
+    return not any("\x00" in identifier for identifier in identifiers if identifier is not None)
 
 
 async def _wallet(connection: AsyncConnection, player_id: str) -> dict[str, Any]:
@@ -217,12 +218,11 @@ async def _round(
     except ValueError:  # well formed, past any round a store holds (MAX_ROUND)
         raise ApiError(404, "unknown_round", f"no round {text[:200]!r}") from None
     found = None
-    if not _storable(f"{stream_id}{player_id or ''}"):
-        pass
-    elif player_id is None:
-        found = await queries.round_detail(connection, stream_id, round_number)
-    else:
-        found = await queries.player_round(connection, player_id, stream_id, round_number)
+    if _storable(stream_id, player_id):
+        if player_id is None:
+            found = await queries.round_detail(connection, stream_id, round_number)
+        else:
+            found = await queries.player_round(connection, player_id, stream_id, round_number)
     if found is None:
         played = "" if player_id is None else f" played by {player_id[:200]!r}"
         raise ApiError(404, "unknown_round", f"no round {text[:200]!r}{played}")
@@ -234,12 +234,11 @@ async def _table(
 ) -> dict[str, Any]:
     """The table, or (``player_id``) as that player's client may be shown it."""
     found = None
-    if not _storable(f"{stream_id}{player_id or ''}"):
-        pass
-    elif player_id is None:
-        found = await queries.table_state(connection, stream_id)
-    else:
-        found = await queries.player_table(connection, player_id, stream_id)
+    if _storable(stream_id, player_id):
+        if player_id is None:
+            found = await queries.table_state(connection, stream_id)
+        else:
+            found = await queries.player_table(connection, player_id, stream_id)
     # A stream that never opened holds at most a declined buy-in (a wallet's BuyIn to an id
     # with no table): no table a client could sit at.
     if found is None or not found.get("opened"):
