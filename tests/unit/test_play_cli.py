@@ -137,18 +137,25 @@ async def test_a_wrong_deposit_is_refused_before_anything_is_sent() -> None:
     assert sent == []
 
 
-async def test_a_seated_player_started_with_another_seat_moves_there() -> None:
-    """``--seat 3`` for a player seated at seat 1 was ignored without a word."""
-    from blackjack.domain import commands as cmd
+def shared_table(players: dict[str, int]) -> StreamProjection:
+    """An atlantic-city-multi table with these players seated, as a follower folds it."""
     from blackjack.messages.sealing import ShoeSeal
     from blackjack.messages.wire import to_wire
     from tests.integration.conftest_projections import Script
 
-    script = Script("atlantic-city-multi", [], players={"bob": 0, "alice": 0})
+    script = Script("atlantic-city-multi", [], players=players)
     table = StreamProjection.new(script.stream_id)
     seal = ShoeSeal.from_hex(ShoeSeal.new_key_hex())
     for envelope in script.envelopes:
         table.apply(to_wire(envelope, seal))
+    return table
+
+
+async def test_a_seated_player_started_with_another_seat_moves_there() -> None:
+    """``--seat 3`` for a player seated at seat 1 was ignored without a word."""
+    from blackjack.domain import commands as cmd
+
+    table = shared_table({"bob": 0, "alice": 0})
     sent: list[object] = []
 
     class Session:
@@ -282,15 +289,8 @@ async def test_a_player_refused_a_seat_sends_no_deposit() -> None:
     cashier's deposit and a buy-in the table then declined went out anyway (refunded: money
     moved out and back for nothing)."""
     from blackjack.domain import commands as cmd
-    from blackjack.messages.sealing import ShoeSeal
-    from blackjack.messages.wire import to_wire
-    from tests.integration.conftest_projections import Script
 
-    script = Script("atlantic-city-multi", [], players={"bob": 0})
-    table = StreamProjection.new(script.stream_id)
-    seal = ShoeSeal.from_hex(ShoeSeal.new_key_hex())
-    for envelope in script.envelopes:
-        table.apply(to_wire(envelope, seal))
+    table = shared_table({"bob": 0})
     sent: list[object] = []
 
     class Session:
