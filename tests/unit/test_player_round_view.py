@@ -6,10 +6,12 @@ options their money allowed, money paid in or out, command ids). The full answer
 
 from __future__ import annotations
 
+from collections.abc import AsyncIterator
 from pathlib import Path
 from typing import Any
 
 import httpx
+import pytest
 from jsonschema import Draft202012Validator, FormatChecker
 
 from blackjack.api.contract import openapi_document
@@ -17,6 +19,7 @@ from blackjack.api.routes import query_api
 from blackjack.domain import commands as cmd
 from blackjack.domain import events as ev
 from blackjack.domain.rejections import Rejection
+from blackjack.projections.store import ProjectionStore
 from tests.unit.stacked_table import StackedTable
 from tests.unit.test_seat_released import finish_round, table
 from tests.unit.test_sitting_out_answer import STREAM, Folder, _store
@@ -32,6 +35,16 @@ TABLE = Draft202012Validator(
 PRIVATE = ("balance_after", "balance_returned", "actions")
 
 
+@pytest.fixture
+async def store(tmp_path: Path) -> AsyncIterator[ProjectionStore]:
+    """A SQLite read model at the latest schema, closed after the test."""
+    read_model = await _store(tmp_path)
+    try:
+        yield read_model
+    finally:
+        await read_model.close()
+
+
 async def _get(folder: Folder, path: str) -> tuple[int, dict[str, Any]]:
     transport = httpx.ASGITransport(app=query_api(folder.store))
     async with httpx.AsyncClient(transport=transport, base_url="http://api") as http:
@@ -43,7 +56,9 @@ def _of(answer: dict[str, Any], player: str) -> list[dict[str, Any]]:
     return [e for e in answer["log"] if e["data"].get("player_id") == player]
 
 
-async def test_a_player_sees_the_round_without_what_was_the_others_alone(tmp_path: Path) -> None:
+async def test_a_player_sees_the_round_without_what_was_the_others_alone(
+    store: ProjectionStore,
+) -> None:
     t = table(None)  # ann and ben at atlantic-city-multi, 100.00 each
     t.do(
         cmd.PlaceBet(player_id="ann", box=0, amount=1000),
@@ -53,73 +68,67 @@ async def test_a_player_sees_the_round_without_what_was_the_others_alone(tmp_pat
         cmd.Deposit(player_id="ben", amount=500),  # ben's money paid in during the round
     )
     finish_round(t)
-    store = await _store(tmp_path)
-    try:
-        folder = Folder(store, t)
-        await folder.fold()
-        status, full = await _get(folder, f"/v1/rounds/{STREAM}:1")
-        assert status == 200
-        status, ann = await _get(folder, f"/v1/players/ann/rounds/{STREAM}:1")
-        assert status == 200, ann
-        VALIDATOR.validate(ann)
+    folder = Folder(store, t)
+    await folder.fold()
+    status, full = await _get(folder, f"/v1/rounds/{STREAM}:1")
+    assert status == 200
+    status, ann = await _get(folder, f"/v1/players/ann/rounds/{STREAM}:1")
+    assert status == 200, ann
+    VALIDATOR.validate(ann)
 
-        # The full round has what the player's view leaves out: the test could fail.
-        assert any(k in e["data"] for e in _of(full, "ben") for k in PRIVATE)
-        assert "FundsDeposited" in [e["event"] for e in _of(full, "ben")]
-        assert {p["player_id"] for p in full["players"]} == {"ann", "ben"}
+    # The full round has what the player's view leaves out: the test could fail.
+    assert any(k in e["data"] for e in _of(full, "ben") for k in PRIVATE)
+    assert "FundsDeposited" in [e["event"] for e in _of(full, "ben")]
+    assert {p["player_id"] for p in full["players"]} == {"ann", "ben"}
 
-        assert [p["player_id"] for p in ann["players"]] == ["ann"]
-        assert ann["players"][0] == next(p for p in full["players"] if p["player_id"] == "ann")
-        bens = _of(ann, "ben")
-        assert [e["event"] for e in bens] == [
-            e["event"] for e in _of(full, "ben") if e["event"] != "FundsDeposited"
-        ]
-        assert not [k for e in bens for k in PRIVATE if k in e["data"]]
-        assert {e["command_id"] for e in bens} == {None}
-        placed = next(e for e in bens if e["event"] == "BetPlaced")
-        assert (placed["data"]["box"], placed["data"]["amount"]) == (1, 2000)  # seen at the table
-        # ann's own entries are whole, as in the full round.
-        assert _of(ann, "ann") == _of(full, "ann")
-        settled = next(e for e in ann["log"] if e["event"] == "RoundSettled")
-        assert [r["player_id"] for r in settled["data"]["results"]] == ["ann"]
-        # Every card and box is there, the same as in the full round.
-        assert (ann["boxes"], ann["dealer"]) == (full["boxes"], full["dealer"])
-        assert [e["sequence"] for e in ann["log"] if e["event"] == "CardDealt"] == [
-            e["sequence"] for e in full["log"] if e["event"] == "CardDealt"
-        ]
+    assert [p["player_id"] for p in ann["players"]] == ["ann"]
+    assert ann["players"][0] == next(p for p in full["players"] if p["player_id"] == "ann")
+    bens = _of(ann, "ben")
+    assert [e["event"] for e in bens] == [
+        e["event"] for e in _of(full, "ben") if e["event"] != "FundsDeposited"
+    ]
+    assert not [k for e in bens for k in PRIVATE if k in e["data"]]
+    assert {e["command_id"] for e in bens} == {None}
+    placed = next(e for e in bens if e["event"] == "BetPlaced")
+    assert (placed["data"]["box"], placed["data"]["amount"]) == (1, 2000)  # seen at the table
+    # ann's own entries are whole, as in the full round.
+    assert _of(ann, "ann") == _of(full, "ann")
+    settled = next(e for e in ann["log"] if e["event"] == "RoundSettled")
+    assert [r["player_id"] for r in settled["data"]["results"]] == ["ann"]
+    # Every card and box is there, the same as in the full round.
+    assert (ann["boxes"], ann["dealer"]) == (full["boxes"], full["dealer"])
+    assert [e["sequence"] for e in ann["log"] if e["event"] == "CardDealt"] == [
+        e["sequence"] for e in full["log"] if e["event"] == "CardDealt"
+    ]
 
-        status, ben = await _get(folder, f"/v1/players/ben/rounds/{STREAM}:1")
-        assert status == 200
-        assert "FundsDeposited" in [e["event"] for e in _of(ben, "ben")]
-        assert not [k for e in _of(ben, "ann") for k in PRIVATE if k in e["data"]]
-    finally:
-        await store.close()
+    status, ben = await _get(folder, f"/v1/players/ben/rounds/{STREAM}:1")
+    assert status == 200
+    assert "FundsDeposited" in [e["event"] for e in _of(ben, "ben")]
+    assert not [k for e in _of(ben, "ann") for k in PRIVATE if k in e["data"]]
 
 
-async def test_a_round_the_player_had_no_bet_in_is_not_theirs_to_see(tmp_path: Path) -> None:
+async def test_a_round_the_player_had_no_bet_in_is_not_theirs_to_see(
+    store: ProjectionStore,
+) -> None:
     t = table(None)
     t.do(cmd.PlaceBet(player_id="ann", box=0, amount=1000), cmd.Deal(player_id="ann"))
     finish_round(t)  # ben, seated, is left out by the clock
-    store = await _store(tmp_path)
-    try:
-        folder = Folder(store, t)
-        await folder.fold()
-        assert (await _get(folder, f"/v1/players/ann/rounds/{STREAM}:1"))[0] == 200
-        for path in (
-            f"/v1/players/ben/rounds/{STREAM}:1",
-            f"/v1/players/nobody/rounds/{STREAM}:1",
-            f"/v1/players/ann/rounds/{STREAM}:2",
-        ):
-            status, answer = await _get(folder, path)
-            assert (status, answer["error"]["code"]) == (404, "unknown_round"), path
-        status, answer = await _get(folder, f"/v1/players/ann/rounds/{STREAM}:0")
-        assert (status, answer["error"]["code"]) == (400, "bad_round_id")
-    finally:
-        await store.close()
+    folder = Folder(store, t)
+    await folder.fold()
+    assert (await _get(folder, f"/v1/players/ann/rounds/{STREAM}:1"))[0] == 200
+    for path in (
+        f"/v1/players/ben/rounds/{STREAM}:1",
+        f"/v1/players/nobody/rounds/{STREAM}:1",
+        f"/v1/players/ann/rounds/{STREAM}:2",
+    ):
+        status, answer = await _get(folder, path)
+        assert (status, answer["error"]["code"]) == (404, "unknown_round"), path
+    status, answer = await _get(folder, f"/v1/players/ann/rounds/{STREAM}:0")
+    assert (status, answer["error"]["code"]) == (400, "bad_round_id")
 
 
 async def test_a_player_sees_the_table_with_their_own_money_and_none_of_the_others(
-    tmp_path: Path,
+    store: ProjectionStore,
 ) -> None:
     t = table(None)
     t.do(
@@ -132,44 +141,40 @@ async def test_a_player_sees_the_table_with_their_own_money_and_none_of_the_othe
         t.do(cmd.DeclineInsurance(player_id="ann", box=0))
         t.do(cmd.DeclineInsurance(player_id="ben", box=1))
     t.do(cmd.Stand(player_id="ann", box=0))  # ben's turn now
-    store = await _store(tmp_path)
-    try:
-        folder = Folder(store, t)
-        await folder.fold()
-        status, full = await _get(folder, f"/v1/tables/{STREAM}")
-        assert status == 200
-        assert full["active"]["player_id"] == "ben" and full["active"]["actions"]
-        status, ann = await _get(folder, f"/v1/players/ann/tables/{STREAM}")
-        assert status == 200, ann
-        TABLE.validate(ann)
-        seated = {p["player_id"]: p for p in full["players"]}
-        assert ann["you"] == seated["ann"]
-        assert ann["players"] == [
-            {k: v for k, v in seated["ben"].items() if k not in ("available", "in_play")}
-        ]
-        assert ann["active"] == {**full["active"], "actions": None}  # ben's options: his money
-        current = ann["current_round"]
-        assert [p["player_id"] for p in current["players"]] == ["ann"]
-        assert not [k for e in _of(current, "ben") for k in PRIVATE if k in e["data"]]
-        assert (current["boxes"], current["dealer"]) == (
-            full["current_round"]["boxes"],
-            full["current_round"]["dealer"],
-        )
+    folder = Folder(store, t)
+    await folder.fold()
+    status, full = await _get(folder, f"/v1/tables/{STREAM}")
+    assert status == 200
+    assert full["active"]["player_id"] == "ben" and full["active"]["actions"]
+    status, ann = await _get(folder, f"/v1/players/ann/tables/{STREAM}")
+    assert status == 200, ann
+    TABLE.validate(ann)
+    seated = {p["player_id"]: p for p in full["players"]}
+    assert ann["you"] == seated["ann"]
+    assert ann["players"] == [
+        {k: v for k, v in seated["ben"].items() if k not in ("available", "in_play")}
+    ]
+    assert ann["active"] == {**full["active"], "actions": None}  # ben's options: his money
+    current = ann["current_round"]
+    assert [p["player_id"] for p in current["players"]] == ["ann"]
+    assert not [k for e in _of(current, "ben") for k in PRIVATE if k in e["data"]]
+    assert (current["boxes"], current["dealer"]) == (
+        full["current_round"]["boxes"],
+        full["current_round"]["dealer"],
+    )
 
-        status, ben = await _get(folder, f"/v1/players/ben/tables/{STREAM}")
-        assert ben["active"] == full["active"]  # his own turn: his options
-        status, watcher = await _get(folder, f"/v1/players/carol/tables/{STREAM}")
-        assert status == 200
-        TABLE.validate(watcher)
-        assert watcher["you"] is None and {p["player_id"] for p in watcher["players"]} == {
-            "ann",
-            "ben",
-        }
-        assert watcher["current_round"]["players"] == []
-        status, answer = await _get(folder, "/v1/players/ann/tables/nowhere")
-        assert (status, answer["error"]["code"]) == (404, "unknown_table")
-    finally:
-        await store.close()
+    status, ben = await _get(folder, f"/v1/players/ben/tables/{STREAM}")
+    assert ben["active"] == full["active"]  # his own turn: his options
+    status, watcher = await _get(folder, f"/v1/players/carol/tables/{STREAM}")
+    assert status == 200
+    TABLE.validate(watcher)
+    assert watcher["you"] is None and {p["player_id"] for p in watcher["players"]} == {
+        "ann",
+        "ben",
+    }
+    assert watcher["current_round"]["players"] == []
+    status, answer = await _get(folder, "/v1/players/ann/tables/nowhere")
+    assert (status, answer["error"]["code"]) == (404, "unknown_table")
 
 
 class CommandFolder(Folder):
@@ -195,65 +200,61 @@ class CommandFolder(Folder):
 
 
 async def test_no_other_players_command_id_or_declined_buy_in_in_a_players_view(
-    tmp_path: Path,
+    store: ProjectionStore,
 ) -> None:
     """Another player's command ids are theirs alone wherever they stand: on the cards dealt
     for ben's Hit, the deal his Deal started, the round his Stand settled, ann's hand settled
     by it. Ben's buy-in declined while the table was suspended (its amount, transfer id and
     why) is his money moved, as a deposit is. Ann's own decisions keep their command ids."""
     t = StackedTable("atlantic-city-multi", ["TS", "7S", "9S", "8S"])
-    store = await _store(tmp_path)
-    try:
-        folder = CommandFolder(store, t)
-        t.do(
-            cmd.SitDown(player_id="ann", seat=0),
-            cmd.Deposit(player_id="ann", amount=10_000),
-            cmd.SitDown(player_id="ben", seat=1),
-            cmd.Deposit(player_id="ben", amount=10_000),
-            cmd.PlaceBet(player_id="ann", box=0, amount=1000),
-            cmd.PlaceBet(player_id="ben", box=1, amount=2000),
-            cmd.Deal(player_id="ann"),
-            cmd.Deal(player_id="ben"),
-            cmd.SuspendTable(operator="ops", reason="maintenance"),
-            cmd.Deposit(player_id="ben", amount=500, transfer="wallet:ben/7"),
-            cmd.ResumeTable(operator="ops"),
-        )
-        finish_round(t)  # ann stands, then ben: ben's Stand settles the round
-        await folder.fold()
-        status, full = await _get(folder, f"/v1/rounds/{STREAM}:1")
-        assert status == 200
-        status, ann = await _get(folder, f"/v1/players/ann/rounds/{STREAM}:1")
-        assert status == 200, ann
-        VALIDATOR.validate(ann)
+    folder = CommandFolder(store, t)
+    t.do(
+        cmd.SitDown(player_id="ann", seat=0),
+        cmd.Deposit(player_id="ann", amount=10_000),
+        cmd.SitDown(player_id="ben", seat=1),
+        cmd.Deposit(player_id="ben", amount=10_000),
+        cmd.PlaceBet(player_id="ann", box=0, amount=1000),
+        cmd.PlaceBet(player_id="ben", box=1, amount=2000),
+        cmd.Deal(player_id="ann"),
+        cmd.Deal(player_id="ben"),
+        cmd.SuspendTable(operator="ops", reason="maintenance"),
+        cmd.Deposit(player_id="ben", amount=500, transfer="wallet:ben/7"),
+        cmd.ResumeTable(operator="ops"),
+    )
+    finish_round(t)  # ann stands, then ben: ben's Stand settles the round
+    await folder.fold()
+    status, full = await _get(folder, f"/v1/rounds/{STREAM}:1")
+    assert status == 200
+    status, ann = await _get(folder, f"/v1/players/ann/rounds/{STREAM}:1")
+    assert status == 200, ann
+    VALIDATOR.validate(ann)
 
-        assert None not in {e["command_id"] for e in full["log"]}
-        bens = {e["command_id"] for e in full["log"] if e["command_id"].startswith("ben-")}
-        # The full round has them where no player or ann owns the entry: the test could fail.
-        assert {e["event"] for e in full["log"] if e["command_id"] in bens} >= {
-            "DealStarted",
-            "RoundSettled",
-            "HandSettled",
-            "TransferDeclined",
-        }
-        assert not [e for e in ann["log"] if e["command_id"] in bens], [
-            (e["event"], e["command_id"]) for e in ann["log"] if e["command_id"] in bens
-        ]
-        assert "TransferDeclined" not in [e["event"] for e in ann["log"]]
-        assert "wallet:ben/7" not in str(ann)
-        # ann's own decisions keep theirs; the server's are nobody's to hide.
-        mine = [e for e in _of(ann, "ann") if e["decided_by"] == "player"]
-        assert mine and all(e["command_id"].startswith("ann-") for e in mine)
-        assert {e["command_id"] for e in _of(ann, "ben")} == {None}
+    assert None not in {e["command_id"] for e in full["log"]}
+    bens = {e["command_id"] for e in full["log"] if e["command_id"].startswith("ben-")}
+    # The full round has them where no player or ann owns the entry: the test could fail.
+    assert {e["event"] for e in full["log"] if e["command_id"] in bens} >= {
+        "DealStarted",
+        "RoundSettled",
+        "HandSettled",
+        "TransferDeclined",
+    }
+    assert not [e for e in ann["log"] if e["command_id"] in bens], [
+        (e["event"], e["command_id"]) for e in ann["log"] if e["command_id"] in bens
+    ]
+    assert "TransferDeclined" not in [e["event"] for e in ann["log"]]
+    assert "wallet:ben/7" not in str(ann)
+    # ann's own decisions keep theirs; the server's are nobody's to hide.
+    mine = [e for e in _of(ann, "ann") if e["decided_by"] == "player"]
+    assert mine and all(e["command_id"].startswith("ann-") for e in mine)
+    assert {e["command_id"] for e in _of(ann, "ben")} == {None}
 
-        status, ben = await _get(folder, f"/v1/players/ben/rounds/{STREAM}:1")
-        assert "TransferDeclined" in [e["event"] for e in ben["log"]]
-        assert {e["command_id"] for e in _of(ben, "ben") if e["decided_by"] == "player"} <= bens
-    finally:
-        await store.close()
+    status, ben = await _get(folder, f"/v1/players/ben/rounds/{STREAM}:1")
+    assert "TransferDeclined" in [e["event"] for e in ben["log"]]
+    assert {e["command_id"] for e in _of(ben, "ben") if e["decided_by"] == "player"} <= bens
 
 
 async def test_why_the_operator_stood_another_player_up_is_not_in_a_players_view(
-    tmp_path: Path,
+    store: ProjectionStore,
 ) -> None:
     """The operator stands ben up during the betting (StandUpPlayer: a platform's
     self-exclusion, a closed account): ann sees him leave, not why, nor which operator did it
@@ -266,30 +267,26 @@ async def test_why_the_operator_stood_another_player_up_is_not_in_a_players_view
         cmd.Deal(player_id="ann"),
     )
     finish_round(t)
-    store = await _store(tmp_path)
-    try:
-        folder = Folder(store, t)
-        await folder.fold()
-        status, full = await _get(folder, f"/v1/rounds/{STREAM}:1")
-        assert status == 200
-        [left] = [e for e in full["log"] if e["event"] == "SeatLeft"]
-        assert (left["data"]["operator"], left["data"]["operator_reason"]) == (
-            "ops-17",
-            "self-excluded",
-        )
-        status, ann = await _get(folder, f"/v1/players/ann/rounds/{STREAM}:1")
-        assert status == 200, ann
-        VALIDATOR.validate(ann)
-        [seen] = [e for e in ann["log"] if e["event"] == "SeatLeft"]
-        assert seen["data"] == {
-            "player_id": "ben",
-            "seat": 1,
-            "reason": "operator",
-            **{k: v for k, v in left["data"].items() if k == "rounds_sat_out"},
-        }
-        assert "self-excluded" not in str(ann) and "ops-17" not in str(ann)
-        status, ben = await _get(folder, f"/v1/players/ben/rounds/{STREAM}:1")
-        assert status == 200
-        assert [e for e in ben["log"] if e["event"] == "SeatLeft"] == [left]
-    finally:
-        await store.close()
+    folder = Folder(store, t)
+    await folder.fold()
+    status, full = await _get(folder, f"/v1/rounds/{STREAM}:1")
+    assert status == 200
+    [left] = [e for e in full["log"] if e["event"] == "SeatLeft"]
+    assert (left["data"]["operator"], left["data"]["operator_reason"]) == (
+        "ops-17",
+        "self-excluded",
+    )
+    status, ann = await _get(folder, f"/v1/players/ann/rounds/{STREAM}:1")
+    assert status == 200, ann
+    VALIDATOR.validate(ann)
+    [seen] = [e for e in ann["log"] if e["event"] == "SeatLeft"]
+    assert seen["data"] == {
+        "player_id": "ben",
+        "seat": 1,
+        "reason": "operator",
+        **{k: v for k, v in left["data"].items() if k == "rounds_sat_out"},
+    }
+    assert "self-excluded" not in str(ann) and "ops-17" not in str(ann)
+    status, ben = await _get(folder, f"/v1/players/ben/rounds/{STREAM}:1")
+    assert status == 200
+    assert [e for e in ben["log"] if e["event"] == "SeatLeft"] == [left]
