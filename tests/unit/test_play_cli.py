@@ -114,27 +114,40 @@ def test_a_failure_during_the_session_is_one_line(
     assert err == "blackjack play: ProjectionError: my-table: event 7 follows 5\n"
 
 
+class RecordingSession:
+    """A play session for ``_prepare`` that records what it is sent (buy-ins too) and answers
+    accepted, or rejected with the code ``refused`` gives the command's type."""
+
+    def __init__(self, table: StreamProjection, refused: dict[type, str] | None = None) -> None:
+        self.follower = SimpleNamespace(table=table)
+        self.refused = refused or {}
+        self.sent: list[object] = []
+
+    async def send(self, command: object) -> SimpleNamespace:
+        self.sent.append(command)
+        code = self.refused.get(type(command))
+        if code is not None:
+            rejection = SimpleNamespace(code=code, message="")
+            return SimpleNamespace(status="rejected", rejection=rejection)
+        return SimpleNamespace(status="accepted", rejection=None)
+
+    async def buy_in(self, command: object) -> list[str]:
+        self.sent.append(command)
+        return []
+
+
 async def test_a_wrong_deposit_is_refused_before_anything_is_sent() -> None:
     """``--open mini-h17 --deposit 5.555``: the table was opened and the player seated before
     the amount was read and refused."""
     from blackjack.play.moves import NotAMove
 
-    sent: list[object] = []
-
-    class Session:
-        class follower:  # noqa: N801
-            table = StreamProjection.new("my-table")
-
-        async def send(self, command: object) -> SimpleNamespace:
-            sent.append(command)
-            return SimpleNamespace(status="accepted", rejection=None)
-
+    session = RecordingSession(StreamProjection.new("my-table"))
     args = build_parser().parse_args(
         ["play", "my-table", "--player", "alice", "--open", "mini-h17", "--deposit", "5.555"]
     )
     with pytest.raises(NotAMove, match="more than 2 decimals"):
-        await cli._prepare(args, Session(), Console())  # type: ignore[arg-type]
-    assert sent == []
+        await cli._prepare(args, session, Console())  # type: ignore[arg-type]
+    assert session.sent == []
 
 
 def shared_table(players: dict[str, int]) -> StreamProjection:
@@ -156,22 +169,11 @@ async def test_a_seated_player_started_with_another_seat_moves_there() -> None:
     from blackjack.domain import commands as cmd
 
     table = shared_table({"bob": 0, "alice": 0})
-    sent: list[object] = []
-
-    class Session:
-        class follower:  # noqa: N801
-            pass
-
-        async def send(self, command: object) -> SimpleNamespace:
-            sent.append(command)
-            return SimpleNamespace(status="accepted", rejection=None)
-
-    Session.follower.table = table  # type: ignore[attr-defined]
     for seat, expected in ((["--seat", "3"], [cmd.MoveSeat(player_id="alice", seat=3)]), ([], [])):
-        sent.clear()
+        session = RecordingSession(table)
         args = build_parser().parse_args(["play", "table-1", "--player", "alice", *seat])
-        await cli._prepare(args, Session(), Console())  # type: ignore[arg-type]
-        assert sent == expected
+        await cli._prepare(args, session, Console())  # type: ignore[arg-type]
+        assert session.sent == expected
 
 
 async def test_the_wallet_follower_is_stopped_when_catching_up_fails(
@@ -290,30 +292,11 @@ async def test_a_player_refused_a_seat_sends_no_deposit() -> None:
     moved out and back for nothing)."""
     from blackjack.domain import commands as cmd
 
-    table = shared_table({"bob": 0})
-    sent: list[object] = []
-
-    class Session:
-        class follower:  # noqa: N801
-            pass
-
-        async def send(self, command: object) -> SimpleNamespace:
-            sent.append(command)
-            if isinstance(command, cmd.SitDown):
-                return SimpleNamespace(
-                    status="rejected", rejection=SimpleNamespace(code="seat_taken", message="")
-                )
-            return SimpleNamespace(status="accepted", rejection=None)
-
-        async def buy_in(self, command: object) -> list[str]:
-            sent.append(command)
-            return []
-
-    Session.follower.table = table  # type: ignore[attr-defined]
+    session = RecordingSession(shared_table({"bob": 0}), refused={cmd.SitDown: "seat_taken"})
     args = build_parser().parse_args(
         ["play", "table-1", "--player", "alice", "--seat", "0", "--deposit", "50"]
     )
     console = Console(record=True, width=120)
-    await cli._prepare(args, Session(), console)  # type: ignore[arg-type]
-    assert sent == [cmd.SitDown(player_id="alice", seat=0)]
+    await cli._prepare(args, session, console)  # type: ignore[arg-type]
+    assert session.sent == [cmd.SitDown(player_id="alice", seat=0)]
     assert "--deposit not made: you have no seat at this table" in console.export_text()
