@@ -289,4 +289,42 @@ async def test_why_the_operator_stood_another_player_up_is_not_in_a_players_view
     assert "self-excluded" not in str(ann) and "ops-17" not in str(ann)
     status, ben = await _get(folder, f"/v1/players/ben/rounds/{STREAM}:1")
     assert status == 200
-    assert [e for e in ben["log"] if e["event"] == "SeatLeft"] == [left]
+    # Ben is told why; who on the operator's staff did it is the record's alone.
+    [own] = [e for e in ben["log"] if e["event"] == "SeatLeft"]
+    assert own["data"]["operator_reason"] == "self-excluded"
+    assert own == {**left, "data": {k: v for k, v in left["data"].items() if k != "operator"}}
+    assert "ops-17" not in str(ben)
+
+
+async def test_which_operator_suspended_the_table_is_in_no_players_view(
+    store: ProjectionStore,
+) -> None:
+    """The table suspended and resumed during the round: every player sees that it was and
+    why (the reason is written for them), none which member of the operator's staff did it;
+    the full round keeps who."""
+    t = table(None)
+    t.do(
+        cmd.PlaceBet(player_id="ann", box=0, amount=1000),
+        cmd.Deal(player_id="ann"),
+        cmd.SuspendTable(operator="ops-17", reason="dealer maintenance"),
+        cmd.ResumeTable(operator="ops-18"),
+    )
+    finish_round(t)
+    folder = Folder(store, t)
+    await folder.fold()
+    status, full = await _get(folder, f"/v1/rounds/{STREAM}:1")
+    assert status == 200
+    staff = {e["event"]: e["data"]["operator"] for e in full["log"] if "operator" in e["data"]}
+    assert staff == {"TableSuspended": "ops-17", "TableResumed": "ops-18"}
+    status, ann = await _get(folder, f"/v1/players/ann/rounds/{STREAM}:1")
+    assert status == 200, ann
+    VALIDATOR.validate(ann)
+    seen = [e for e in ann["log"] if e["event"] in staff]
+    assert [(e["event"], e["data"].get("reason")) for e in seen] == [
+        ("TableSuspended", "dealer maintenance"),
+        ("TableResumed", None),
+    ]
+    assert "ops-17" not in str(ann) and "ops-18" not in str(ann)
+    status, at_table = await _get(folder, f"/v1/players/ann/tables/{STREAM}")
+    assert status == 200
+    assert "ops-1" not in str(at_table)

@@ -193,11 +193,12 @@ class RoundAnswer(RoundRecord):
 class PlayerRoundAnswer(RoundAnswer):
     """``GET /v1/players/{player_id}/rounds/{stream_id}:{round}``: one game cycle as the
     player may be shown it. ``players`` holds the player alone; the other players' log
-    entries carry no ``balance_after``, ``balance_returned``, ``actions``, ``operator`` or
+    entries carry no ``balance_after``, ``balance_returned``, ``actions`` or
     ``operator_reason`` (why the operator stood them up), no entry carries
     another player's command id (``command_id`` null), their money paid in or out and their
     buy-ins declined are left out, and ``RoundSettled``'s ``results`` holds the player's
-    result alone."""
+    result alone. No entry names the member of the operator's staff who acted
+    (``operator``)."""
 
 
 # ---- a table and the rounds left waiting -----------------------------------------------------

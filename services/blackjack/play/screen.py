@@ -98,9 +98,7 @@ def server_decisions(record: RoundRecord) -> dict[tuple[str, int | None, int | N
     for entry in record.log:
         data = entry.data
         if entry.event == "InterruptedRoundClosed":
-            closed_by = (
-                f"{data.get('operator')} closed the round after {data.get('after_days')} days"
-            )
+            closed_by = f"the operator closed the round after {data.get('after_days')} days"
         if entry.event != "PlayerTimedOut":
             continue
         action = str(data.get("action"))
@@ -505,9 +503,7 @@ def _interruptions(record: RoundRecord, player_id: str, currency: str) -> list[T
         if entry.event in ("TableSuspended", "TableResumed"):
             what = "suspended" if entry.event == "TableSuspended" else "resumed"
             why = f": {data['reason']}" if data.get("reason") else ""
-            lines.append(
-                Text(f"table {what} at {entry.at:%H:%M:%S} by {data.get('operator')}{why}", "red")
-            )
+            lines.append(Text(f"table {what} at {entry.at:%H:%M:%S} by the operator{why}", "red"))
             continue
         if data.get("player_id") != player_id:
             continue

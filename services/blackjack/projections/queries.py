@@ -233,6 +233,9 @@ def _without_command(entry: dict[str, Any], others: set[str]) -> dict[str, Any]:
 def _seen_by(player_id: str, entry: dict[str, Any]) -> dict[str, Any] | None:
     """A log entry as ``player_id`` may see it; None for one that is another's alone."""
     data = entry["data"]
+    if STAFF in data:  # who on the operator's staff acted is the record's, no player's
+        data = {k: v for k, v in data.items() if k != STAFF}
+        entry = {**entry, "data": data}
     if "results" in data:  # RoundSettled: each player's result, one of them the player's
         results = [r for r in data["results"] if r["player_id"] == player_id]
         return {**entry, "data": {**data, "results": results}}
@@ -245,10 +248,16 @@ def _seen_by(player_id: str, entry: dict[str, Any]) -> dict[str, Any] | None:
     return {**entry, "data": public, "command_id": None}
 
 
-OTHERS_OWN = frozenset({"actions", "operator", "operator_reason"})
+OTHERS_OWN = frozenset({"actions", "operator_reason"})
 """Fields of another player's entry that are theirs alone, besides their balances: the options
-their money allowed (``TurnStarted``), and who stood them up and why (``SeatLeft`` by the
-operator: a self-exclusion, a closed account); that they left is seen at the table."""
+their money allowed (``TurnStarted``), and why the operator stood them up (``SeatLeft``: a
+self-exclusion, a closed account); that they left is seen at the table."""
+
+STAFF = "operator"
+"""Who on the operator's staff suspended or resumed the table, closed an interrupted round or
+stood a player up: for the record (the full answers, the audit), in no player's view. What
+was done stays, and why where it is told to the players (``TableSuspended.reason``) or to the
+player it was done to (``SeatLeft.operator_reason``)."""
 
 
 async def _who_decided(
