@@ -263,7 +263,9 @@ def test_history_shows_an_interrupted_round_and_how_it_was_completed() -> None:
     """GLI-19's interrupted games, as the lab recalled one at the surrender table: a bet the
     server gave back on a disconnection before Deal, then a dealt hand left when the player
     disconnected and finished on their return. The query API's log had every step; the
-    player's history showed only the cards, as if nothing had happened."""
+    player's history showed only the cards, as if nothing had happened. The bet given back
+    ends its game cycle (no bet left, no clock to close it): the hand dealt later is the next
+    cycle's, which starts with its own bet."""
     script = Script("surrender", [["6C", "7S", "JH", "7C", "5C"]])
     script.do(cmd.PlaceBet(player_id=A, box=0, amount=500), cmd.Disconnect(player_id=A))
     script.tick(10)
@@ -277,18 +279,21 @@ def test_history_shows_an_interrupted_round_and_how_it_was_completed() -> None:
     script.tick(600)
     script.do(cmd.Reconnect(player_id=A), cmd.Stand(player_id=A, box=0, hand=0))
     table = folded(script)
-    record = table.rounds[1]
-    assert record.status == "settled"
-    [first_off, second_off] = [e.at for e in record.log if e.event == "PlayerDisconnected"]
-    [first_back, second_back] = [e.at for e in record.log if e.event == "PlayerReconnected"]
+    given_back, played = table.rounds[1], table.rounds[2]
+    assert (given_back.status, played.status) == ("cancelled", "settled")
+    [first_off] = [e.at for e in given_back.log if e.event == "PlayerDisconnected"]
+    [second_off] = [e.at for e in played.log if e.event == "PlayerDisconnected"]
+    [second_back] = [e.at for e in played.log if e.event == "PlayerReconnected"]
+    [bet] = [e.at for e in played.log if e.event == "BetPlaced"]
+    assert played.opened_at == bet > first_off
     console = Console(width=200, record=True, color_system=None)
     console.print(history_screen(table, A, 10))
-    text = " ".join(console.export_text().split())
-    assert f"disconnected at {first_off:%H:%M:%S}" in text
+    text = " ".join(console.export_text().replace("│", " ").split())
+    assert f"table-1:1 {first_off:%Y-%m-%d %H:%M:%S} disconnected at {first_off:%H:%M:%S}" in text
     assert "bet of 5.00 returned by the server: disconnected before Deal" in text
-    assert f"disconnected at {second_off:%H:%M:%S}" in text
+    assert f"table-1:2 {bet:%Y-%m-%d %H:%M:%S} disconnected at {second_off:%H:%M:%S}" in text
     assert f"back at {second_back:%H:%M:%S}: the round went on as it was left" in text
-    assert text.index(f"back at {first_back:%H:%M:%S}") < text.index("6♣ J♥")
+    assert text.index(f"disconnected at {second_off:%H:%M:%S}") < text.index("6♣ J♥")
 
 
 def test_history_shows_the_operator_suspending_the_table_during_a_round() -> None:

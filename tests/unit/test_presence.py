@@ -77,7 +77,11 @@ def test_a_disconnect_still_due_is_taken() -> None:
     assert isinstance(due.command, cmd.Disconnect)
     handled = table.send(due.command, T0 + timedelta(seconds=46), due.command_id)
     assert handled.result.status == "accepted"
-    assert [type(e.data).__name__ for e in handled.events] == ["PlayerDisconnected", "BetRefunded"]
+    assert [type(e.data).__name__ for e in handled.events] == [
+        "PlayerDisconnected",
+        "BetRefunded",
+        "RoundCancelled",  # no bet left, no betting clock: the game cycle ends
+    ]
 
 
 def test_a_platforms_own_disconnect_is_not_checked_against_the_clock() -> None:
@@ -151,7 +155,11 @@ def test_a_player_the_clock_disconnected_who_plays_on_is_watched_again() -> None
     [due] = table.due(T0 + timedelta(seconds=81))
     assert isinstance(due.command, cmd.Disconnect)
     handled = table.send(due.command, T0 + timedelta(seconds=81), due.command_id)
-    assert [type(e.data).__name__ for e in handled.events] == ["PlayerDisconnected", "BetRefunded"]
+    assert [type(e.data).__name__ for e in handled.events] == [
+        "PlayerDisconnected",
+        "BetRefunded",
+        "RoundCancelled",  # no bet left, no betting clock: the game cycle ends
+    ]
 
 
 def _connected(table: Table, player_id: str) -> bool:

@@ -5,6 +5,7 @@ the public table view. No I/O."""
 from __future__ import annotations
 
 import json
+from datetime import timedelta
 
 import pytest
 
@@ -191,16 +192,37 @@ def test_late_surrender_returns_half_the_bet() -> None:
 
 
 def test_a_cleared_bet_comes_back_and_stays_in_the_log() -> None:
+    """Every bet taken back at a table with no betting clock ends the game cycle (cancelled:
+    nothing was dealt); the next bet opens the next one, with its own start."""
     script = Script("atlantic-city", [[]])
     script.do(cmd.PlaceBet(player_id=A, box=0, amount=700), cmd.ClearBets(player_id=A))
+    script.tick(3600)
+    script.do(cmd.PlaceBet(player_id=A, box=0, amount=500))
     projection = table(script)
     record = projection.rounds[1]
-    assert record.status == "betting" and record.boxes == []
-    assert [entry.event for entry in record.log] == ["RoundOpened", "BetPlaced", "BetRefunded"]
+    assert record.status == "cancelled" and record.boxes == []
+    assert [entry.event for entry in record.log] == [
+        "RoundOpened",
+        "BetPlaced",
+        "BetRefunded",
+        "RoundCancelled",
+    ]
     assert record.log[2].data["reason"] == "cleared"
-    assert (projection.accounts[A].available, projection.accounts[A].in_play) == (10_000, 0)
     player = projection.players[(1, A)]
     assert (player.balance_before, player.balance_after) == (10_000, 10_000)
+    later = projection.rounds[2]
+    assert later.status == "betting" and later.opened_at - record.opened_at >= timedelta(hours=1)
+    assert (projection.accounts[A].available, projection.accounts[A].in_play) == (9_500, 500)
+
+
+def test_a_bet_taken_back_at_a_shared_table_leaves_the_round_open_to_its_clock() -> None:
+    """Where a betting clock runs, the others may still bet until its deadline: the round
+    stays open (the clock cancels it if nobody deals)."""
+    script = Script("atlantic-city-multi", [[]])
+    script.do(cmd.PlaceBet(player_id=A, box=0, amount=700), cmd.ClearBets(player_id=A))
+    record = table(script).rounds[1]
+    assert record.status == "betting" and record.boxes == []
+    assert [entry.event for entry in record.log] == ["RoundOpened", "BetPlaced", "BetRefunded"]
 
 
 def test_chips_taken_back_leave_the_rest_on_the_box_and_in_play() -> None:

@@ -456,10 +456,12 @@ def test_no_new_shoe_once_a_round_has_bets() -> None:
     assert not state.hands_in_play and state.round_open
     shoe = cmd.ShuffleShoe(order=build_shoe(4, []), salt="a-shoe-chosen-after-the-bet")
     then_rejected(state, shoe, "round_in_progress")
-    # the bet taken back, the round stays open: still no new shoe until it is over
-    cleared = apply(state, cmd.ClearBets(player_id="ann"), NOW, shoe_starting())
-    assert not isinstance(cleared, Rejection)
-    then_rejected(cleared.state, shoe, "round_in_progress")
+    # a bet taken back while another stays: still no new shoe until the round is over
+    second = apply(state, cmd.PlaceBet(player_id="ann", box=1, amount=500), NOW, shoe_starting())
+    assert not isinstance(second, Rejection)
+    removed = apply(second.state, cmd.RemoveBet(player_id="ann", box=0), NOW, shoe_starting())
+    assert not isinstance(removed, Rejection) and removed.state.round_open
+    then_rejected(removed.state, shoe, "round_in_progress")
 
 
 # ---- money --------------------------------------------------------------------------------

@@ -185,6 +185,42 @@ def test_a_shared_table_taking_back_every_bet_leaves_the_player_out_at_the_deadl
     assert started.boxes == (1,)
 
 
+def test_taking_back_the_last_bet_where_no_clock_runs_ends_the_game_cycle() -> None:
+    """A single-player table has no betting clock to close a round left without a bet: the
+    last bet taken back (Clear, RemoveBet of the last box, a disconnection before Deal,
+    leaving) cancels it, so the next bet opens the next cycle (its own id and start time)
+    rather than one opened by a bet since taken back. A bet left on another box keeps it."""
+    state = three_bets()
+    events, state = when(state, cmd.RemoveBet(player_id="ann", box=1))
+    assert [type(e) for e in events] == [ev.BetRefunded] and state.round_open
+    events, state = when(state, cmd.RemoveBet(player_id="ann", box=0, amount=1000))
+    assert [type(e) for e in events] == [ev.BetRefunded] and state.round_open
+    events, state = when(state, cmd.RemoveBet(player_id="ann", box=2))
+    assert [type(e) for e in events] == [ev.BetRefunded, ev.RoundCancelled]
+    assert events[1] == ev.RoundCancelled(round=1) and not state.round_open
+    assert state.players["ann"].balance == 10_000
+    events, state = when(state, cmd.PlaceBet(player_id="ann", box=0, amount=100))
+    assert [type(e) for e in events] == [ev.RoundOpened, ev.BetPlaced] and state.round == 2
+
+
+@pytest.mark.parametrize(
+    "command",
+    [
+        cmd.ClearBets(player_id="ann"),
+        cmd.Disconnect(player_id="ann"),  # the surrender page returns the bet
+        cmd.LeaveTable(player_id="ann"),
+        cmd.StandUpPlayer(player_id="ann", operator="ops", reason="self-excluded"),
+    ],
+    ids=lambda c: c.type,
+)
+def test_every_way_the_last_bets_go_back_ends_a_single_player_cycle(command: cmd.Command) -> None:
+    events, state = when(three_bets(), command)
+    refunds = [e for e in events if isinstance(e, ev.BetRefunded)]
+    assert sum(e.amount for e in refunds) == 1750
+    assert isinstance(events[-1], ev.RoundCancelled) and not state.round_open
+    assert not any(box.bet for box in state.boxes)
+
+
 def test_a_partial_refund_replays_from_json_and_an_old_refund_is_upcast() -> None:
     state = three_bets()
     events, after = when(state, cmd.RemoveBet(player_id="ann", box=0, amount=300))

@@ -76,12 +76,28 @@ def refund_box(r: Draft, player_id: str, index: int, reason: ev.RefundReason) ->
     )
 
 
+def close_if_no_bet_left(r: Draft) -> None:
+    """A round whose every bet was taken back before the deal ends there where no betting
+    clock will close it (a single-player table's): the next bet opens the next game cycle,
+    with an id and a start of its own, instead of one opened by a bet since taken back. Where
+    a clock runs, the round stays open to its deadline for the others to bet."""
+    state = r.state
+    if (
+        state.round_open
+        and state.phase == "betting"
+        and state.deadline is None
+        and not any(box.bet for box in state.boxes)
+    ):
+        r.emit(facts.round_cancelled(round=state.round))
+
+
 def clear_bets(r: Draft, c: cmd.ClearBets) -> None:
     player = seated(r.state, c.player_id)
     check_betting(r.state, player)
     if not r.state.boxes_of(c.player_id):
         raise refuse("no_bets", "there is no bet to clear")
     refund_bets(r, c.player_id, "cleared")
+    close_if_no_bet_left(r)
 
 
 def remove_bet(r: Draft, c: cmd.RemoveBet) -> None:
@@ -112,6 +128,7 @@ def remove_bet(r: Draft, c: cmd.RemoveBet) -> None:
             balance_after=player.balance + amount,
         )
     )
+    close_if_no_bet_left(r)
 
 
 def _request_deal(r: Draft, player_id: str) -> None:

@@ -7,7 +7,11 @@ from pydantic import ValidationError
 
 from blackjack.domain import commands as cmd
 from blackjack.domain import facts
-from blackjack.domain.decisions.betting import deal_when_all_decided, refund_bets
+from blackjack.domain.decisions.betting import (
+    close_if_no_bet_left,
+    deal_when_all_decided,
+    refund_bets,
+)
 from blackjack.domain.decisions.checks import check_not_suspended, seated
 from blackjack.domain.decisions.draft import Draft, refuse
 from blackjack.domain.rejections import in_one_line
@@ -130,6 +134,7 @@ def _stand_up(
             operator_reason=why,
         )
     )
+    close_if_no_bet_left(r)
     deal_when_all_decided(r)
 
 
@@ -142,6 +147,7 @@ def disconnect(r: Draft, c: cmd.Disconnect) -> None:
     # pressing 'Deal' button the bet will be returned." A started hand waits for reconnection.
     if r.state.rules.refund_bets_on_disconnect and r.state.phase == "betting":
         refund_bets(r, c.player_id, "disconnected")
+        close_if_no_bet_left(r)
 
 
 def reconnect(r: Draft, c: cmd.Reconnect) -> None:
