@@ -8,11 +8,22 @@ import json
 from datetime import datetime, timedelta
 from typing import Any
 
-from sqlalchemy import exists, or_, select, tuple_
+from sqlalchemy import (
+    Boolean,
+    ColumnElement,
+    and_,
+    exists,
+    func,
+    literal,
+    not_,
+    or_,
+    select,
+    tuple_,
+)
 from sqlalchemy.ext.asyncio import AsyncConnection
 
 from blackjack.domain.decided_by import DecisionsInOrder
-from blackjack.domain.rules import with_interrupted_round_days
+from blackjack.domain.rules import PRESETS, with_interrupted_round_days
 from blackjack.messages import wire
 from blackjack.projections import schema
 from blackjack.projections.projector import MAX_ROUND, RoundRecord, TableView, utc
@@ -408,14 +419,14 @@ async def interrupted_rounds(
         select(r.c.stream_id, r.c.round, r.c.round_id, r.c.variant, r.c.status, r.c.opened_at)
         .add_columns(t.c.updated_at, t.c.view["rules"].label("rules"))
         .join(t, t.c.stream_id == r.c.stream_id)
-        .where(schema.OPEN_ROUND, t.c.updated_at <= idle_before)
+        .where(schema.OPEN_ROUND, t.c.updated_at <= idle_before, _closable(connection))
         .order_by(t.c.updated_at, r.c.stream_id, r.c.round)
+        .limit(limit)
     )
     found: list[dict[str, Any]] = []
     for row in (await connection.execute(query)).all():
-        # A view folded by an older worker may lack the option: read as a snapshot is.
         days = with_interrupted_round_days(row.rules or {})["interrupted_round_days"]
-        if days is None:
+        if days is None:  # _closable reads the rules as this does: never, but not a 500
             continue
         held = select(a.c.player_id, a.c.in_play).where(
             a.c.stream_id == row.stream_id, a.c.in_play > 0
@@ -435,6 +446,24 @@ async def interrupted_rounds(
                 "in_play": {player: amount for player, amount in players.all()},
             }
         )
-        if len(found) == limit:
-            break
     return found
+
+
+def _closable(connection: AsyncConnection) -> ColumnElement[bool]:
+    """The tables whose rules let an operator close an interrupted round, in SQL (so the
+    rounds that wait for their player for good, most of the open ones, are never read): the
+    option set, or, in a view an older worker folded before the option existed (the key
+    absent), a preset that has it, read as ``with_interrupted_round_days`` reads it. A key
+    present and null is an option turned off."""
+    view = schema.table_views.c.view
+    days = view[("rules", "interrupted_round_days")]
+    if connection.dialect.name == "postgresql":  # JSONB: ``?`` asks for the key itself
+        rules = view.op("->")(literal("rules"))
+        absent = not_(rules.op("?", return_type=Boolean)(literal("interrupted_round_days")))
+    else:  # SQLite's json_type: NULL for a key absent, 'null' for a JSON null
+        absent = func.json_type(view, "$.rules.interrupted_round_days").is_(None)
+    with_days = [name for name, rules in PRESETS.items() if rules.interrupted_round_days]
+    return or_(
+        days.as_integer().is_not(None),
+        and_(absent, view[("rules", "name")].as_string().in_(with_days)),
+    )
