@@ -6,12 +6,14 @@ command finds its answer in a cold stream; a checkpoint writes a cold stream as 
 
 from __future__ import annotations
 
+import gc
 import itertools
 import os
 import random
 import statistics
 import time
 import tracemalloc
+from collections.abc import MutableMapping
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
@@ -21,6 +23,7 @@ from pydantic import BaseModel
 from blackjack.command_handler.clock import due_commands, may_come_due
 from blackjack.command_handler.processor import Inbound, Processor
 from blackjack.command_handler.snapshots import SnapshotCodec
+from blackjack.command_handler.spill import SpilledStreams
 from blackjack.command_handler.streams import PartitionStore
 from blackjack.domain import commands as cmd
 from blackjack.domain.cards import fresh_shoe
@@ -84,10 +87,11 @@ class Handler:
     """A processor and one partition's store, driven like the service: the clock's due
     commands first at each step, then the step's command."""
 
-    def __init__(self, seed: int, freeze: bool) -> None:
+    def __init__(self, seed: int, freeze: bool, spill: bool = True) -> None:
         self.processor: Processor = new_processor(shuffler=seeded_shuffler(seed))
         codec = SnapshotCodec(os.urandom(32))
-        self.store = PartitionStore(0, codec=codec)
+        cold: MutableMapping[str, bytes] = SpilledStreams() if spill else {}  # live: on disk
+        self.store = PartitionStore(0, codec=codec, cold=cold)
         self.freeze = freeze
         self.offset = 0
         self.frozen = 0
@@ -115,10 +119,11 @@ class Handler:
         return seen
 
 
-def test_freezing_idle_streams_changes_no_answer_and_no_event() -> None:
+@pytest.mark.parametrize("spill", [True, False], ids=["on disk", "in memory"])
+def test_freezing_idle_streams_changes_no_answer_and_no_event(spill: bool) -> None:
     for seed in range(6):
         steps = script(seed, 400)
-        hot, cold = Handler(seed, freeze=False), Handler(seed, freeze=True)
+        hot, cold = Handler(seed, freeze=False), Handler(seed, freeze=True, spill=spill)
         assert cold.run(steps) == hot.run(steps), seed
         assert cold.frozen > 100  # streams went cold and came back many times
         assert hot.store.cold == {}
@@ -178,7 +183,7 @@ def test_an_idle_table_kept_cold_takes_a_quarter_of_its_memory_or_less(
     leaves), measured with tracemalloc hot and then cold; ``-s`` prints the figures (about
     49 KiB against 9.5 KiB a table; 106 KiB hot before the window kept its answers as
     documents. A full window of 1,000: about 720 KiB against 52 KiB, docs/operations.md)."""
-    handler, tables, now = Handler(5, freeze=False), 50, T0
+    handler, tables, now = Handler(5, freeze=False, spill=False), 50, T0
 
     def send(table: str, command: BaseModel) -> None:
         nonlocal now
@@ -280,3 +285,66 @@ def test_a_thawed_streams_answers_are_read_only_when_asked_for(
             f"\nthaw of {window} answers: {1000 * statistics.median(lazy):.1f} ms, "
             f"{1000 * statistics.median(every):.1f} ms with every answer read"
         )
+
+
+def test_cold_streams_on_disk_keep_only_their_ids_in_memory(
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    """A live handler keeps cold streams on local disk (``SpilledStreams``): the soak's
+    52 KiB a table with a full window, kept for every table ever had, grew a handler without
+    end. Python keeps their ids (tracemalloc; SQLite's page cache, 2 MiB at most, is C
+    memory); the sealed snapshots read back byte for byte; ``-s`` prints the figures."""
+    tables, sealed = 200, os.urandom(50 * 1024)
+    spilled: MutableMapping[str, bytes] = SpilledStreams()
+    in_memory: dict[str, bytes] = {}
+    tracemalloc.start()
+    try:
+        start = tracemalloc.get_traced_memory()[0]
+        for number in range(tables):
+            in_memory[f"table-{number:04}"] = sealed[number:] + sealed[:number]
+        held = tracemalloc.get_traced_memory()[0] - start
+        start = tracemalloc.get_traced_memory()[0]
+        spilled.update(in_memory)
+        on_disk = tracemalloc.get_traced_memory()[0] - start
+    finally:
+        tracemalloc.stop()
+    with capsys.disabled():
+        print(
+            f"\nper cold table: in memory {held / tables / 1024:.1f} KiB, "
+            f"on disk {on_disk / tables:.0f} B"
+        )
+    assert held > tables * 48 * 1024 and on_disk < tables * 1024
+    assert len(spilled) == tables and spilled == in_memory
+    assert spilled.pop("table-0007") == in_memory["table-0007"] and "table-0007" not in spilled
+    spilled["table-0008"] = b"newer"
+    assert spilled["table-0008"] == b"newer" and len(spilled) == tables - 1
+    with pytest.raises(KeyError):
+        spilled["table-0007"]
+    with pytest.raises(KeyError):
+        del spilled["table-0007"]
+
+
+def test_the_spill_file_leaves_nothing_behind() -> None:
+    """SQLite removes its temporary database from its directory as soon as it opens it, so
+    a handler killed with -9 leaves no file behind; the space goes back when the store is
+    collected (its file descriptor closed)."""
+
+    def spill_files() -> list[str]:  # SQLite names its temporary files etilqs_...
+        found = []
+        for fd in os.listdir("/proc/self/fd"):
+            try:
+                target = os.readlink(f"/proc/self/fd/{fd}")
+            except OSError:  # the listing's own descriptor, closed by now
+                continue
+            if "etilqs_" in target:
+                found.append(target)
+        return found
+
+    before = spill_files()
+    spilled = SpilledStreams()
+    spilled.update({f"t{n}": os.urandom(64 * 1024) for n in range(100)})  # past the cache
+    opened = [f for f in spill_files() if f not in before]
+    assert opened and all(f.endswith(" (deleted)") for f in opened), opened
+    del spilled
+    gc.collect()
+    assert not [f for f in spill_files() if f in opened]

@@ -28,8 +28,10 @@ from blackjack.command_handler.snapshots import (
     CHECKPOINT_PREFIX,
     Checkpoint,
     SnapshotCodec,
+    SnapshotError,
     checkpoint_key,
 )
+from blackjack.command_handler.spill import SpilledStreams
 from blackjack.command_handler.streams import PartitionStore
 from blackjack.domain.state import TableState
 from blackjack.messages.envelope import CommandResult
@@ -107,17 +109,18 @@ async def rebuild(
 ) -> tuple[PartitionStore, RebuildStats]:
     started = time.monotonic()
     deadline = started + timeout
-    store = PartitionStore(partition, codec=codec)
+    store = PartitionStore(partition, codec=codec, cold=SpilledStreams())
     snapshots_tp, events_tp, results_tp = (
         TopicPartition(topic, partition)
         for topic in (topics.snapshots, topics.events, topics.results)
     )
     ends = await reader.end_offsets([snapshots_tp, events_tp, results_tp])
 
-    # 1. The newest checkpoint and the newest snapshot of each stream.
+    # 1. The newest checkpoint and the newest snapshot of each stream, gathered where the
+    # cold streams are kept (on disk: every stream the partition ever had is there).
     checkpoint: Checkpoint | None = None
     commands_to: int | None = None
-    snapshots: dict[str, bytes] = {}
+    snapshots = store.cold
     async for record in read_to_end(reader, snapshots_tp, 0, ends[snapshots_tp], deadline):
         key = (record.key or b"").decode()
         if key == checkpoint_key(partition) and record.value is not None:
@@ -129,15 +132,19 @@ async def rebuild(
             snapshots.pop(key, None)
         else:
             snapshots[key] = record.value
-    if checkpoint is not None:
-        for raw in snapshots.values():
-            stream = codec.decode(raw)
-            if stream.signed_incomplete or may_come_due(stream):
-                store.streams[stream.stream_id] = stream
-            else:  # kept cold from the start, as the live handler keeps an idle stream; the
-                # events and results after the checkpoint thaw the streams they concern
-                store.cold[stream.stream_id] = raw
-            store.snapshot_bytes[stream.stream_id] = len(raw)
+    if checkpoint is None:
+        snapshots.clear()  # the events from the start make every stream
+    for stream_id in list(snapshots):
+        raw = snapshots[stream_id]
+        stream = codec.decode(raw)
+        if stream.stream_id != stream_id:  # sealed for another stream: no writer does that
+            raise SnapshotError(f"the snapshot of {stream.stream_id} is keyed {stream_id}")
+        # The others stay cold from the start, as the live handler keeps an idle stream; the
+        # events and results after the checkpoint thaw the streams they concern.
+        if stream.signed_incomplete or may_come_due(stream):
+            store.streams[stream_id] = stream
+            del snapshots[stream_id]
+        store.snapshot_bytes[stream_id] = len(raw)
     events_from = checkpoint.events_from if checkpoint else 0
     if checkpoint is not None and commands_to is not None:
         store.answered_to = commands_to

@@ -14,7 +14,7 @@ from __future__ import annotations
 
 import time
 from collections import OrderedDict
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, MutableMapping
 from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any, Protocol
@@ -240,13 +240,15 @@ class PartitionStore:
     (compressed), and thawed by the next command for it (``get``). A soak test measured
     100 KiB per table kept hot (65 answers), growing without end, and a clock that scanned
     them all four times a second; a later one 1.56 MiB hot and 52 KiB cold with a full
-    window of 1,000 (docs/operations.md, "What grows")."""
+    window of 1,000 (docs/operations.md, "What grows"), which a live handler now keeps on
+    local disk (``SpilledStreams``)."""
 
     partition: int
     streams: dict[str, Stream] = field(default_factory=dict)
     """The hot streams."""
-    cold: dict[str, bytes] = field(default_factory=dict)
-    """The cold streams, each as its sealed snapshot."""
+    cold: MutableMapping[str, bytes] = field(default_factory=dict)
+    """The cold streams, each as its sealed snapshot (a live handler's on disk:
+    ``SpilledStreams``)."""
     codec: StreamCodec | None = None
     """Freezes and thaws streams; without one, every stream stays hot."""
     dirty: set[str] = field(default_factory=set)
