@@ -241,6 +241,9 @@ class _Replayer:
         """the round an operator's CloseInterruptedRound is closing, and that command's id"""
         self.decisions = DecisionsInOrder()
         """who decided each event of the round's recall"""
+        self.resumed_by: str | None = None
+        """the command whose ``RoundResumed`` was the event just folded: its own events must
+        follow at once"""
         self.due_to_stand_up: dict[str, int] = {}
         """players the table's rules stand up at the end of the round just settled (their
         rounds sat out): each one's ``SeatLeft`` (reason ``sat_out``) must follow at once"""
@@ -285,6 +288,8 @@ class _Replayer:
             self.previous_at = envelope.occurred_at
         if self.due_to_stand_up and not self.out.stopped and self.complete:
             self._stood_up_when_due(None)  # the log ends without them
+        if self.resumed_by is not None and not self.out.stopped and self.complete:
+            self._find("the log ends with a RoundResumed and none of its command's events")
         self.out.state = self.state
         return self.out
 
@@ -400,6 +405,7 @@ class _Replayer:
         return "  [decided by the server]" if by == "server" else ""
 
     def _check(self, event: ev.Event) -> None:
+        self._after_resumed(event)
         if isinstance(event, ev.RoundOpened):
             rules = self.state.rules
             self.current = RoundReplay(self.out.stream_id, event.round, rules.name, rules.currency)
@@ -453,6 +459,29 @@ class _Replayer:
         waited = self.envelope.occurred_at - max(e.idle_since, previous or e.idle_since)
         if waited < timedelta(days=days):
             self._find(f"a round closed as interrupted after {waited} of waiting ({days} days due)")
+
+    def round_resumed(self, e: ev.RoundResumed) -> None:
+        """The service marks an interruption only inside a round in play (a bet placed or
+        cards dealt, not settled), naming the time of the table's last event before it."""
+        assert self.envelope is not None
+        self.resumed_by = self.envelope.causation_id
+        if not self.state.round_in_play:
+            self._find(f"round {e.round} marked as resumed when no round was in play")
+        previous = self.previous_at
+        if e.last_event_at is not None and previous is not None and e.last_event_at != previous:
+            self._find(
+                f"a round resumed after an event at {e.last_event_at.isoformat()}, but the "
+                f"table's last event was written at {previous.isoformat()}"
+            )
+
+    def _after_resumed(self, event: ev.Event) -> None:
+        """A ``RoundResumed`` comes first among its command's events, never alone."""
+        resumed_by, self.resumed_by = self.resumed_by, None
+        if resumed_by is None:
+            return
+        assert self.envelope is not None
+        if isinstance(event, ev.RoundResumed) or self.envelope.causation_id != resumed_by:
+            self._find("a RoundResumed not followed by an event of the command that wrote it")
 
     def player_timed_out(self, e: ev.PlayerTimedOut) -> None:
         """The server decides for a player only when a deadline of the table's clock has
@@ -775,6 +804,7 @@ _NEVER_WHEN_CLOSING = (
 _CHECKS: dict[type[ev.Event], Any] = {
     ev.InterruptedRoundClosed: _Replayer.interrupted_round_closed,
     ev.PlayerTimedOut: _Replayer.player_timed_out,
+    ev.RoundResumed: _Replayer.round_resumed,
     ev.FundsDeposited: _Replayer.funds,
     ev.FundsWithdrawn: _Replayer.funds,
     ev.SeatLeft: _Replayer.seat_left,
@@ -848,6 +878,9 @@ def describe(state: TableState, event: ev.Event) -> str:
         case ev.InterruptedRoundClosed(operator=who, idle_since=since, after_days=days):
             waited = f"it waited on its players since {since.isoformat(timespec='seconds')}"
             return f"{who} closes the round: {waited} (the table's rules: {days} days)"
+        case ev.RoundResumed(last_event_at=since):
+            stopped = "" if since is None else f" after {since.isoformat(timespec='seconds')}"
+            return f"the service was interrupted{stopped} and resumed: the round goes on as it was"
         case ev.DealStarted(shoe=shoe, boxes=boxes):
             return f"deal from shoe {shoe} to box(es) {', '.join(map(str, boxes))}"
         case ev.CardDealt(to="dealer", face_up=False):

@@ -33,9 +33,16 @@ _MODULE_ALIASES = {ev: "ev", cmd: "cmd"}
 _BUILTINS = {"int", "str", "bool", "float", "bytes", "tuple", "None"}
 
 
+WRITTEN_BY_THE_SHELL: tuple[type[BaseModel], ...] = (ev.RoundResumed,)
+"""Events the handler writes itself, never the decider: built validated, where they are
+written (``command_handler.streams``)."""
+
+
 def built_models() -> tuple[type[BaseModel], ...]:
-    """Every event, the values nested in them, and the simulator's shuffle command."""
-    return (*ev.EVENT_TYPES, ev.PlayerRoundResult, ev.BoxMessage, cmd.ShuffleShoe)
+    """Every event the decider builds, the values nested in them, and the simulator's shuffle
+    command."""
+    decided = (t for t in ev.EVENT_TYPES if t not in WRITTEN_BY_THE_SHELL)
+    return (*decided, ev.PlayerRoundResult, ev.BoxMessage, cmd.ShuffleShoe)
 
 
 def function_name(model: type[BaseModel]) -> str:

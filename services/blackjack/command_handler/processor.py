@@ -229,6 +229,16 @@ class Outgoing:
     partition: int
 
 
+def _after_marker(
+    resumed: ev.RoundResumed | None, decided: Sequence[ev.Event | WalletEvent]
+) -> Sequence[ev.Event | WalletEvent]:
+    """The decided events, after the marker of an interrupted round when there is one and the
+    decision wrote anything (a refusal or a heartbeat leaves the marker owed)."""
+    if resumed is None or not decided:
+        return decided
+    return [resumed, *decided]
+
+
 def _integer(digits: str) -> int | str:
     """A JSON integer; past Python's limit on digits, its digits as text, which the command's
     ``StrictInt`` refuses: the answer is then filed under the command's own id."""
@@ -381,8 +391,16 @@ class Processor:
             envelope = envelope.model_copy(update={"command": command})
         if rejection is None:
             rejection = self._decide(
-                envelope, stream, now, events, outgoing, received_at=inbound.received_at
+                envelope,
+                stream,
+                now,
+                events,
+                outgoing,
+                received_at=inbound.received_at,
+                resumed=store.resumed(stream),
             )
+        if events:
+            store.went_on(stream)
         if present is not None:
             stream.saw(present, now)
         result = CommandResult(
@@ -580,8 +598,11 @@ class Processor:
         outgoing: list[Outgoing],
         *,
         received_at: datetime | None = None,
+        resumed: ev.RoundResumed | None = None,
     ) -> Rejection | None:
-        """Run the decider; on acceptance append the events and the steps they cause.
+        """Run the decider; on acceptance append the events and the steps they cause, after
+        ``resumed`` (the marker of a round interrupted, ``PartitionStore.resumed``) when the
+        decision writes any.
 
         A bug in the decider, or in writing down what it decided, fails the same way on every
         retry, so raising would stop every table of the partition on this command. It is
@@ -592,6 +613,7 @@ class Processor:
             if isinstance(decided, Rejection):
                 return decided
             state, domain_events = decided
+            domain_events = _after_marker(resumed, domain_events)
             built, records = self._records_of(envelope, stream, domain_events, now)
             largest = max((_size(record) for record in records), default=0)
             if largest > RECORD_MAX_BYTES:

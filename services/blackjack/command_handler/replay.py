@@ -226,6 +226,9 @@ async def rebuild(
     results = len(answers)
     store.since_checkpoint = results
 
+    # Every round in play here was interrupted: its next events start with ``RoundResumed``.
+    store.mark_resuming()
+
     # Presence comes from the snapshot and the results since, for the players seated now; one
     # the retained log says nothing of (their results expired) gets a fresh grace period. (A
     # cold stream has no player with a bet out whom the clock could disconnect; a player who

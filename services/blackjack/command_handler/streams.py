@@ -142,6 +142,10 @@ class AnswerWindow:
     __hash__ = None  # type: ignore[assignment]  # mutable
 
 
+def _round_in_play(state: StreamState) -> bool:
+    return isinstance(state, TableState) and state.round_in_play
+
+
 def initial_state(stream_id: str) -> StreamState:
     return INITIAL_WALLET if is_wallet_stream(stream_id) else INITIAL_STATE
 
@@ -263,6 +267,13 @@ class PartitionStore:
     unless another group answers this partition's commands."""
     snapshot_bytes: dict[str, int] = field(default_factory=dict)
     """The size of each stream's newest snapshot, sealed (its topic has a size limit)."""
+    resuming: set[str] = field(default_factory=set, compare=False)
+    """The table streams rebuilt from the log (``replay.rebuild``: a takeover, a restart, a
+    transaction that did not commit) that have written no event since: the first command to
+    write events to one whose round is in play writes ``RoundResumed`` before them. Kept here,
+    not in the snapshot: a rebuild finds them again in the log (no marker since), so a second
+    crash or an aborted transaction before that command leaves one marker to write, never
+    two."""
 
     def get(self, stream_id: str) -> Stream:
         """The stream, thawed if it was cold, new if it never had anything; marked used."""
@@ -277,6 +288,28 @@ class PartitionStore:
             self.streams[stream_id] = stream
         stream.used_at = time.monotonic()
         return stream
+
+    def mark_resuming(self) -> None:
+        """Every table stream held now was rebuilt from the log: each with a round in play
+        owes its ``RoundResumed`` (a cold one is told when it thaws, see ``resumed``)."""
+        hot = (s.stream_id for s in self.streams.values() if _round_in_play(s.state))
+        cold = (stream_id for stream_id in self.cold if not is_wallet_stream(stream_id))
+        self.resuming = {*hot, *cold}
+
+    def resumed(self, stream: Stream) -> ev.RoundResumed | None:
+        """The marker ``stream``'s next events start with, if it was rebuilt from the log and
+        its round is still in play; taken (written with those events) by ``went_on``."""
+        state = stream.state
+        if stream.stream_id not in self.resuming or not isinstance(state, TableState):
+            return None
+        if not state.round_in_play:
+            return None
+        return ev.RoundResumed(round=state.round, last_event_at=stream.touched_at)
+
+    def went_on(self, stream: Stream) -> None:
+        """``stream`` wrote events: it owes no marker any more (its round went on, or it had
+        none in play)."""
+        self.resuming.discard(stream.stream_id)
 
     def count(self) -> int:
         return len(self.streams) + len(self.cold)

@@ -400,6 +400,24 @@ class InterruptedRoundClosed(RoundEvent):
     after_days: int = Field(ge=1, description="the table's interrupted_round_days")
 
 
+class RoundResumed(RoundEvent):
+    """The service was interrupted while this round was in play (bets placed or cards dealt,
+    not settled) and the round goes on as it was: a command handler that rebuilt the table
+    from the log (after taking its partition over from an instance that died or left, or
+    after a transaction of its own that did not commit) writes it once, with the first
+    command that writes the table's next events, in that command's transaction and before
+    its events (GLI-19 interrupted games). Written by the service, never decided by the
+    rules: it changes nothing at the table; the gap between ``last_event_at`` and its own
+    time is how long the round waited on the service (and its players)."""
+
+    type: Literal["RoundResumed"] = "RoundResumed"
+    last_event_at: datetime | None = Field(
+        description="when the table's last event before the interruption was written (null "
+        "only when the log no longer says: a snapshot from before this was kept, with no answer "
+        "in it)"
+    )
+
+
 class DealerHoleCardRevealed(RoundEvent):
     type: Literal["DealerHoleCardRevealed"] = "DealerHoleCardRevealed"
     card: Card
@@ -465,6 +483,7 @@ PublicTableEvent = (
     | PlayerPassed
     | RoundCancelled
     | InterruptedRoundClosed
+    | RoundResumed
     | DealStarted
     | CardDealt
     | InsuranceOffered

@@ -325,6 +325,10 @@ def _interrupted_round_closed(draft: TableState, e: ev.InterruptedRoundClosed) -
     """Nothing changes yet: what the server does in the players' place follows as events."""
 
 
+def _round_resumed(draft: TableState, e: ev.RoundResumed) -> None:
+    """Nothing changes: the round goes on exactly as the events before it left it."""
+
+
 def _table_suspended(draft: TableState, e: ev.TableSuspended) -> None:
     draft.suspended = True
 
@@ -386,6 +390,7 @@ _HANDLERS: Final[dict[type[ev.Event], Callable[[TableState, Any], None]]] = {
     ev.HandSurrendered: _hand_surrendered,
     ev.PlayerTimedOut: _player_timed_out,
     ev.InterruptedRoundClosed: _interrupted_round_closed,
+    ev.RoundResumed: _round_resumed,
     ev.DealerHoleCardRevealed: _hole_card_revealed,
     ev.HandSettled: _hand_settled,
     ev.RoundSettled: _round_settled,

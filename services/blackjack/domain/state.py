@@ -397,6 +397,12 @@ class TableState(_Value):
         return [i for i, b in enumerate(self.boxes) if b.hands]
 
     @property
+    def round_in_play(self) -> bool:
+        """A round is open with money in it: a bet placed or hands dealt, not yet settled
+        (what a service interruption interrupts: ``RoundResumed``)."""
+        return self.round_open and any(box.bet or box.hands for box in self.boxes)
+
+    @property
     def hands_in_play(self) -> bool:
         """A round's hands are dealt and not yet settled."""
         return any(box.hands for box in self.boxes)

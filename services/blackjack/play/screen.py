@@ -496,10 +496,14 @@ def history_screen(table: StreamProjection, player_id: str, rounds: int) -> Rend
 def _interruptions(record: RoundRecord, player_id: str, currency: str) -> list[Text]:
     """GLI-19's interrupted games in the player's recall: when the player was disconnected
     during the round and came back, and what the server did meanwhile (a bet given back);
-    and the operator suspending or resuming the table while the round played."""
+    the operator suspending or resuming the table while the round played; and the service
+    itself interrupted and resumed (``RoundResumed``), seen by every player of the round."""
     lines: list[Text] = []
     for entry in record.log:
         data = entry.data
+        if entry.event == "RoundResumed":
+            lines.append(Text(resumed_line(data.get("last_event_at"), entry.at), "red"))
+            continue
         if entry.event in ("TableSuspended", "TableResumed"):
             what = "suspended" if entry.event == "TableSuspended" else "resumed"
             why = f": {data['reason']}" if data.get("reason") else ""
@@ -521,6 +525,16 @@ def _interruptions(record: RoundRecord, player_id: str, currency: str) -> list[T
                 Text(f"bet of {amount} returned{by}: {_RETURNED_BECAUSE[reason]}", "yellow")
             )
     return lines
+
+
+def resumed_line(last_event_at: object, resumed_at: datetime) -> str:
+    """A ``RoundResumed`` in words: the service stopped after the table's last event and the
+    round went on when the next command was taken."""
+    resumed = f"resumed at {resumed_at:%Y-%m-%d %H:%M:%S}; the round continued as it was"
+    if not isinstance(last_event_at, str):
+        return f"the service was interrupted and {resumed}"
+    stopped = datetime.fromisoformat(last_event_at)
+    return f"the service was interrupted at {stopped:%Y-%m-%d %H:%M:%S} and {resumed}"
 
 
 def _when(started_at: datetime, record: RoundRecord | None) -> Text:

@@ -595,7 +595,8 @@ def _bet_refunded(p: StreamProjection, e: ev.BetRefunded, at: datetime) -> None:
 
 
 def _logged_only(p: StreamProjection, e: ev.RoundEvent, at: datetime) -> None:
-    """DealRequested, PlayerHit, InterruptedRoundClosed: the round's log has them."""
+    """DealRequested, PlayerHit, InterruptedRoundClosed, RoundResumed: the round's log has
+    them."""
 
 
 def _player_passed(p: StreamProjection, e: ev.PlayerPassed, at: datetime) -> None:
@@ -799,6 +800,7 @@ _HANDLERS: dict[type[BaseModel], Handler] = {
     ev.DealRequested: _logged_only,
     ev.PlayerPassed: _player_passed,
     ev.InterruptedRoundClosed: _logged_only,
+    ev.RoundResumed: _logged_only,
     ev.RoundCancelled: _round_cancelled,
     ev.DealStarted: _deal_started,
     ev.CardDealt: _card_dealt,
