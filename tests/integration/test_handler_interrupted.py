@@ -1,6 +1,7 @@
 """An interrupted round at the surrender table, closed by the operator 30 days later on the
 real broker: the wait counts from the table's last event (here the presence clock's
-disconnection), it survives a restart from a snapshot, and the server's decisions replay."""
+disconnection), it survives a restart from a snapshot (which the closing's events mark as the
+service interrupted, ``RoundResumed``), and the server's decisions replay."""
 
 from __future__ import annotations
 
@@ -67,7 +68,9 @@ async def test_a_round_left_30_days_is_closed_after_a_restart_and_replays(
         closed = await client.execute(TABLE, cmd.CloseInterruptedRound(operator="ops-7"))
         assert closed.status == "accepted", closed.rejection
     events = await stream_events(space, TABLE)
-    tail = [e.data for e in events if e.causation_id == closed.command_id]
+    resumed, *tail = [e.data for e in events if e.causation_id == closed.command_id]
+    # the restart interrupted the round: the closing's events start with the marker
+    assert resumed == ev.RoundResumed(round=1, last_event_at=left_at)
     first = tail[0]
     assert isinstance(first, ev.InterruptedRoundClosed)
     assert (first.operator, first.idle_since, first.after_days) == ("ops-7", left_at, 30)

@@ -59,10 +59,10 @@ class Table(Handler):
         return [to_wire(e, self.processor.seal) for e in self.events if e.stream_id == SOLO]
 
 
-def seated() -> Table:
+def seated(variant: str = "mini-h17") -> Table:
     table = Table()
     for command in (
-        cmd.OpenTable(variant="mini-h17"),
+        cmd.OpenTable(variant=variant),
         cmd.SitDown(player_id="ann", seat=0),
         cmd.Deposit(player_id="ann", amount=10_000),
     ):
@@ -259,3 +259,15 @@ async def test_the_player_s_history_says_the_service_was_interrupted_and_resumed
     assert stopped is not None
     assert f"the service was interrupted at {stopped:%Y-%m-%d %H:%M:%S} and resumed at" in text
     assert f"resumed at {LATER:%Y-%m-%d %H:%M:%S}; the round continued as it was" in text
+
+
+async def test_a_round_closed_by_the_operator_after_a_restart_passes_the_audit() -> None:
+    """The marker is written at the closing's own time: the wait the audit counts runs from
+    the table's last event before it, not from the marker."""
+    table = seated("surrender")
+    table.do(cmd.PlaceBet(player_id="ann", box=0, amount=500))
+    await table.take_over()
+    closing = table.do(cmd.CloseInterruptedRound(operator="ops-1"), T0 + timedelta(days=30))
+    assert types(closing)[:2] == ["RoundResumed", "InterruptedRoundClosed"]
+    replay = replay_stream(table.wires(), table.processor.seal)
+    assert replay.findings == [] and replay.stopped is None

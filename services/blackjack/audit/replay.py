@@ -236,7 +236,8 @@ class _Replayer:
         self.commitments: dict[str, int] = {}
         """each shoe's commitment -> the shoe that first had it"""
         self.previous_at: datetime | None = None
-        """when the event before this one was written"""
+        """when the event before this one was written (a ``RoundResumed`` aside: the table's
+        last event stays the one before it)"""
         self.closing: tuple[int, str | None] | None = None
         """the round an operator's CloseInterruptedRound is closing, and that command's id"""
         self.decisions = DecisionsInOrder()
@@ -285,7 +286,8 @@ class _Replayer:
                 self.out.stopped = f"corrupt log at event {envelope.sequence}"
                 break
             self.out.events += 1
-            self.previous_at = envelope.occurred_at
+            if not isinstance(event, ev.RoundResumed):  # written with the command after it
+                self.previous_at = envelope.occurred_at
         if self.due_to_stand_up and not self.out.stopped and self.complete:
             self._stood_up_when_due(None)  # the log ends without them
         if self.resumed_by is not None and not self.out.stopped and self.complete:
