@@ -100,6 +100,8 @@ async def test_a_handler_killed_mid_round_leaves_one_marker_the_recall_and_audit
         assert not isinstance(after.data, ev.RoundResumed)
         check = await verify_stream(space, TABLE)  # the engine's events, the marker apart
         assert check.resumed == 1 and not check.state.round_open
+        waited = (marker.occurred_at - before.occurred_at).total_seconds()
+        print(f"round {number} waited {waited:.1f}s between the kill and the marker")  # report
 
         url = f"sqlite+aiosqlite:///{tmp_path / 'projections.db'}"
         store = ProjectionStore(url)
