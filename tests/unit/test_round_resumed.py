@@ -8,21 +8,24 @@ from __future__ import annotations
 
 from datetime import datetime, timedelta
 
+from aiokafka import TopicPartition
 from rich.console import Console
 
 from blackjack.audit.replay import replay_stream
 from blackjack.command_handler.clock import may_come_due
-from blackjack.command_handler.processor import Handled, Inbound
+from blackjack.command_handler.processor import Handled, Inbound, Outgoing
+from blackjack.command_handler.snapshots import Checkpoint, SnapshotCodec, checkpoint_key
 from blackjack.domain import commands as cmd
 from blackjack.domain import events as ev
 from blackjack.domain.evolve import evolve
 from blackjack.domain.state import TableState
 from blackjack.domain.wallet import WalletDeposit, wallet_stream
-from blackjack.messages.envelope import CommandEnvelope, EventEnvelope
+from blackjack.messages.envelope import CommandEnvelope, CommandResult, EventEnvelope
 from blackjack.messages.wire import WireEnvelope, to_wire
 from blackjack.play.screen import history_screen
 from blackjack.projections.projector import StreamProjection
 from blackjack.projections.queries import round_seen_by
+from tests.unit.processor_harness import TOPICS
 from tests.unit.test_handler_windows import T0, Handler
 
 SOLO = "solo-1"
@@ -271,3 +274,32 @@ async def test_a_round_closed_by_the_operator_after_a_restart_passes_the_audit()
     assert types(closing)[:2] == ["RoundResumed", "InterruptedRoundClosed"]
     replay = replay_stream(table.wires(), table.processor.seal)
     assert replay.findings == [] and replay.stopped is None
+
+
+async def checkpoint(table: Table) -> None:
+    """A checkpoint as the handler writes one: the table's snapshot, then where the events and
+    results after it start."""
+    events, results = (TopicPartition(t, 0) for t in (TOPICS.events, TOPICS.results))
+    ends = await table.log.end_offsets([events, results])
+    snapshot = SnapshotCodec(b"s" * 32).encode(table.store.streams[SOLO])
+    mark = Checkpoint(
+        partition=0,
+        events_from=ends[events],
+        results_from=ends[results],
+        written_at=T0,
+        streams=1,
+    )
+    written = [(SOLO, snapshot), (checkpoint_key(0), mark.encode())]
+    records = [Outgoing(TOPICS.snapshots, key.encode(), value, [], 0) for key, value in written]
+    done = CommandResult(command_id="-", stream_id=SOLO, status="accepted", handled_at=T0)
+    table.log.commit(Handled(result=done, command_type="-", outgoing=records))
+
+
+async def test_a_table_rebuilt_cold_from_its_snapshot_owes_it_with_the_time_it_kept() -> None:
+    table = betting()
+    bet_at = table.events[-1].occurred_at
+    await checkpoint(table)
+    await table.take_over()
+    assert SOLO in table.store.cold and table.store.resuming == {SOLO}
+    dealt = table.do(cmd.Deal(player_id="ann"), LATER)
+    assert dealt.events[0].data == ev.RoundResumed(round=1, last_event_at=bet_at)
