@@ -22,7 +22,7 @@ from blackjack.domain.state import TableState
 from blackjack.domain.wallet import WalletDeposit, wallet_stream
 from blackjack.messages.envelope import CommandEnvelope, CommandResult, EventEnvelope
 from blackjack.messages.wire import WireEnvelope, to_wire
-from blackjack.play.screen import history_screen
+from blackjack.play.screen import history_screen, table_screen
 from blackjack.projections.projector import StreamProjection
 from blackjack.projections.queries import round_seen_by
 from tests.unit.processor_harness import TOPICS
@@ -262,6 +262,17 @@ async def test_the_player_s_history_says_the_service_was_interrupted_and_resumed
     assert stopped is not None
     assert f"the service was interrupted at {stopped:%Y-%m-%d %H:%M:%S} and resumed at" in text
     assert f"resumed at {LATER:%Y-%m-%d %H:%M:%S}; the round continued as it was" in text
+
+
+async def test_the_table_screen_says_so_while_the_round_plays() -> None:
+    table = await resumed_table()
+    folded = StreamProjection.new(SOLO)
+    for wire in table.wires():
+        folded.apply(wire)
+    console = Console(width=240, record=True, color_system=None)
+    console.print(table_screen(folded, "ann"))
+    text = " ".join(console.export_text().split())
+    assert f"Service the service was interrupted at {T0:%Y-%m-%d %H:%M:%S} and resumed" in text
 
 
 async def test_a_round_closed_by_the_operator_after_a_restart_passes_the_audit() -> None:

@@ -114,13 +114,18 @@ def round_notes(
 ) -> list[tuple[str, Text]]:
     """The lines a player needs to know what happened to their bets outside their own moves:
     what the server decided for whoever was not at the table in time (their own named as
-    theirs), and the bets given back and why."""
+    theirs), the bets given back and why, and the service interrupted and resumed."""
     notes: list[tuple[str, Text]] = []
     for (player, box, _), said in server_decisions(record).items():
         if box is None:  # a box's own (a hand stood, insurance declined) is shown with it
             notes.append(("You" if player == player_id else player, Text(said, "bold yellow")))
     for entry in record.log:
         data = entry.data
+        if entry.event == "RoundResumed":
+            notes.append(
+                ("Service", Text(resumed_line(data.get("last_event_at"), entry.at), "red"))
+            )
+            continue
         if entry.event == "SeatLeft" and data.get("reason") in ("sat_out", "operator"):
             notes.append(_stood_up(data, player_id, currency, by_wallet, seated))
             continue
