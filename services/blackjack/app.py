@@ -124,6 +124,9 @@ class Service:
     app: ASGIApp
     handler: CommandHandler
     start: ServiceStart
+    folding: FoldHealth | None = None
+    """the projection worker's health, when it runs: a store at another schema revision
+    stops the process (``FoldHealth.stopped``)"""
 
 
 def each_in_turn(stops: list[Callable[[], Awaitable[Any]]]) -> Callable[[], Awaitable[None]]:
@@ -255,7 +258,7 @@ def build_app(config: HandlerConfig, projections: ProjectionSettings | None = No
         return start.passed("read model")
 
     served = query_api(queries, fallback=app, tokens=projections.api_tokens, ready=migrated_already)
-    return Service(served, handler, start)
+    return Service(served, handler, start, health)
 
 
 def projection_settings(config: HandlerConfig) -> ProjectionSettings:

@@ -93,7 +93,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         code: int = args.handler(args)
     except ConfigurationError as error:
         print(f"blackjack: {error}", file=sys.stderr)
-        return 2
+        return error.exit_code
     except BrokenPipeError:
         # `blackjack scenario FILE | head`: the reader stopped reading. Exit as a program that
         # SIGPIPE ended does (128 + 13), not with a traceback and 1, which for scenario, replay

@@ -14,6 +14,9 @@ T = TypeVar("T")
 class ConfigurationError(ValueError):
     """A setting from the environment is missing or cannot be used."""
 
+    exit_code: int = 2
+    """what the command line exits with"""
+
 
 def env_value(env: Mapping[str, str], name: str, convert: Callable[[str], T], default: T) -> T:
     """``env[name]`` converted, ``default`` when unset or blank; naming ``name`` when wrong."""

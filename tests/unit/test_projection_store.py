@@ -14,12 +14,12 @@ from sqlalchemy import select, text, update
 from sqlalchemy.engine import Connection
 
 from blackjack.audit.audit import conservation
-from blackjack.configuration import ConfigurationError
 from blackjack.messages.sealing import ShoeSeal
 from blackjack.messages.wire import encode, to_wire
 from blackjack.projections import schema
 from blackjack.projections.dump import Dump, TableDump, differences, dump
 from blackjack.projections.projector import ProjectionError
+from blackjack.projections.revision import SchemaMismatch
 from blackjack.projections.store import ProjectionStore
 from blackjack.projections.writer import ProjectionWriter, Record
 from tests.integration.conftest_projections import play_tables
@@ -257,12 +257,13 @@ async def test_an_event_stored_under_its_older_envelope_dumps_as_a_rebuild_store
 async def test_a_store_a_newer_version_migrated_is_named_in_one_line(
     store: ProjectionStore,
 ) -> None:
-    """A rollback of the workers that kept the store: a ConfigurationError (one line, exit 2),
+    """A rollback of the workers that kept the store: a SchemaMismatch (one line, exit 3),
     not alembic's traceback."""
     async with store.writing() as connection:
         await connection.execute(text("UPDATE alembic_version SET version_num = '0099'"))
-    with pytest.raises(ConfigurationError, match="migrated by a newer version"):
+    with pytest.raises(SchemaMismatch, match="a newer release migrated this database") as raised:
         await store.migrate()
+    assert (raised.value.found, raised.value.newer, raised.value.exit_code) == (("0099",), True, 3)
 
 
 async def test_a_round_s_recall_folded_by_an_older_release_dumps_as_a_rebuild_folds_it(

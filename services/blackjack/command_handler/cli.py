@@ -16,7 +16,7 @@ import asyncio
 import os
 import signal
 from pathlib import Path
-from typing import TYPE_CHECKING, Protocol
+from typing import TYPE_CHECKING, Any, Protocol
 
 if TYPE_CHECKING:
     from blackjack.app import Service
@@ -108,11 +108,14 @@ async def serve_while_the_service_lives(server: _Server, service: Service) -> in
     async def stop_when_the_service_fails() -> None:
         died = asyncio.ensure_future(service.handler.died.wait())
         failed = asyncio.ensure_future(service.start.failed.wait())
+        watched: set[asyncio.Future[Any]] = {died, failed}
+        if service.folding is not None:  # its read model migrated by another release
+            watched.add(asyncio.ensure_future(service.folding.stopped()))
         try:
-            await asyncio.wait({died, failed}, return_when=asyncio.FIRST_COMPLETED)
+            await asyncio.wait(watched, return_when=asyncio.FIRST_COMPLETED)
         finally:
-            died.cancel()
-            failed.cancel()
+            for task in watched:
+                task.cancel()
         server.should_exit = True
 
     watch = asyncio.create_task(stop_when_the_service_fails())
@@ -120,7 +123,11 @@ async def serve_while_the_service_lives(server: _Server, service: Service) -> in
         await server.serve()
     finally:
         watch.cancel()
-    failed = service.handler.failure is not None or service.start.failure is not None
+    failed = (
+        service.handler.failure is not None
+        or service.start.failure is not None
+        or (service.folding is not None and service.folding.mismatch is not None)
+    )
     return 0 if server.started and not failed else 1
 
 

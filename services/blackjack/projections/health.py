@@ -26,6 +26,7 @@ from typing import Any
 import structlog
 from prometheus_client import Gauge
 
+from blackjack.projections.revision import SchemaMismatch
 from blackjack.projections.settings import DEFAULT_STUCK_AFTER
 from blackjack.projections.writer import Position, Record
 
@@ -41,6 +42,19 @@ STUCK_OFFSET = Gauge(
     "Offset of the record a partition has failed to fold stuck_after times in a row; "
     "present only while the worker is stuck there",
     ["topic", "partition"],
+)
+
+SCHEMA_MISMATCH = Gauge(
+    "blackjack_projection_schema_mismatch",
+    "1 from the moment this worker found the read model at another schema revision than its "
+    "code's (expected) until it exits (it stops folding at once: revision.py)",
+    ["expected", "found", "direction"],
+)
+SCHEMA_REVISION = Gauge(
+    "blackjack_projection_schema_revision_info",
+    "The read model's schema revision this worker's code folds into (its alembic head): two "
+    "values among a deployment's workers are two releases folding at once",
+    ["revision"],
 )
 
 ERROR_CHARS = 500  # enough to recognise the error; the log has the traceback
@@ -88,6 +102,32 @@ class FoldHealth:
         self._failing: dict[Position, Failure] = {}
         self._change = asyncio.Event()
         self.store_outage: StoreOutage | None = None
+        self.mismatch: SchemaMismatch | None = None
+        """the store is at another schema revision: the worker stops (``stopped``)"""
+        self._mismatched = asyncio.Event()
+
+    def schema_mismatched(self, error: SchemaMismatch) -> None:
+        """A fold found the store at another schema revision than this code's: nothing of it
+        was written; the worker folds nothing more and stops (``run_worker``)."""
+        if self.mismatch is None:
+            self.mismatch = error
+            found = ",".join(error.found) or "none"
+            SCHEMA_MISMATCH.labels(error.expected, found, error.direction).set(1)
+            log.critical(
+                "read model schema mismatch; the worker stops",
+                expected=error.expected,
+                found=found,
+                direction=error.direction,
+                error=str(error),
+            )
+        self._mismatched.set()
+        self._changed()
+
+    async def stopped(self) -> SchemaMismatch:
+        """Once a schema mismatch stops the worker: the error."""
+        await self._mismatched.wait()
+        assert self.mismatch is not None
+        return self.mismatch
 
     def store_failed(self, error: BaseException) -> None:
         """The database failed this worker (not a record: ``failed`` is for those). Logged with
@@ -190,7 +230,9 @@ class FoldHealth:
 
     def status(self) -> dict[str, Any]:
         outage = self.store_outage
-        if self.starting:
+        if self.mismatch is not None:
+            status = "schema_mismatch"
+        elif self.starting:
             status = "starting"
         elif self.stuck:
             status = "stuck"
@@ -198,6 +240,7 @@ class FoldHealth:
             status = "waiting_for_store" if outage else "folding"
         return {
             "status": status,
+            **({} if self.mismatch is None else {"schema_mismatch": str(self.mismatch)}),
             "store": {"status": "ok"}
             if outage is None
             else {"status": "unreachable", **outage.describe()},
@@ -257,7 +300,10 @@ def probes(health: FoldHealth, fallback: ASGIApp) -> ASGIApp:
         if path == HEALTH_PATH:
             await _json(send, 200, {"status": "ok"})
         elif path == READY_PATH:
-            status, code = ("starting", 503) if health.starting else ("ready", 200)
+            if health.mismatch is not None:  # stopping: another release's store
+                status, code = "schema_mismatch", 503
+            else:
+                status, code = ("starting", 503) if health.starting else ("ready", 200)
             await _json(send, code, {"status": status, "projections": health.status()})
         else:
             await fallback(scope, receive, send)

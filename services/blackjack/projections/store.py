@@ -24,7 +24,7 @@ from sqlalchemy.engine import Connection, make_url
 from sqlalchemy.ext.asyncio import AsyncConnection, AsyncEngine, create_async_engine
 from sqlalchemy.pool import StaticPool
 
-from blackjack.configuration import ConfigurationError
+from blackjack.projections.revision import SchemaMismatch, code_revision
 
 MIGRATIONS = Path(__file__).with_name("migrations")
 STATEMENT_TIMEOUT_MS: Final = 30_000
@@ -132,6 +132,14 @@ class ProjectionStore:
 
     async def migrate(self) -> None:
         """Bring the schema to the newest migration (safe to call from several workers)."""
+        async with self.migrating() as connection:
+            await connection.run_sync(_upgrade)
+
+    @asynccontextmanager
+    async def migrating(self) -> AsyncIterator[AsyncConnection]:
+        """The transaction a migration runs in, whoever runs it (``migrate``, the ``alembic``
+        command line): one migrating process at a time, and no fold in between
+        (``migrations/env.py`` locks ``alembic_version`` first: ``revision.py``)."""
         async with self.writing() as connection:
             if not self.is_sqlite:
                 # A migration may take longer than a fold's statement, and another worker's
@@ -142,7 +150,7 @@ class ProjectionStore:
                     text(f"SET LOCAL lock_timeout = '{MIGRATION_LOCK_TIMEOUT}'")
                 )
                 await connection.execute(text(f"SELECT pg_advisory_xact_lock({_MIGRATION_LOCK})"))
-            await connection.run_sync(_upgrade)
+            yield connection
 
     async def close(self) -> None:
         await self.engine.dispose()
@@ -174,11 +182,8 @@ def _upgrade(connection: Connection) -> None:
         if "Can't locate revision" not in str(error):
             raise
         # a rollback that kept the store a newer version migrated: say so in one line
-        raise ConfigurationError(
-            f"the read model was migrated by a newer version of the service ({error}): "
-            "downgrade it with that version (docs/projections.md, 'Rolling back'), or point "
-            "BLACKJACK_DB_URL at a store of this version"
-        ) from None
+        found = connection.execute(text("SELECT version_num FROM alembic_version")).scalars()
+        raise SchemaMismatch(code_revision(), list(found), newer=True) from None
 
 
 def _take_over_sqlite_transactions(engine: AsyncEngine) -> None:

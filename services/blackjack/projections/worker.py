@@ -32,7 +32,8 @@ from blackjack.bus.reachable import wait_for_brokers
 from blackjack.domain.rules import PRESETS
 from blackjack.observability.logging import faststream_logger
 from blackjack.observability.roles import declare_role
-from blackjack.projections.health import REPEAT_LOG_EVERY, FoldHealth, probes
+from blackjack.projections.health import REPEAT_LOG_EVERY, SCHEMA_REVISION, FoldHealth, probes
+from blackjack.projections.revision import SchemaMismatch, check_schema, code_revision
 from blackjack.projections.settings import ProjectionSettings
 from blackjack.projections.store import ProjectionStore, is_store_outage
 from blackjack.projections.writer import BatchResult, ProjectionWriter, Record
@@ -198,6 +199,7 @@ class SeekToStoredPositions(ConsumerRebalanceListener):  # type: ignore[misc]
             # first: a worker left without partitions (or without the broker) must still see
             # its store come back
             await self._probe_if_quiet()
+            await self._check_schema()
             if not self.assigned:
                 continue
             try:
@@ -234,6 +236,19 @@ class SeekToStoredPositions(ConsumerRebalanceListener):  # type: ignore[misc]
                 return int(await consumer.position(tp))
         except Exception:  # revoked, stopped, or no position yet
             return 0
+
+    async def _check_schema(self) -> None:
+        """A worker with nothing to fold stops too, within ``LAG_EVERY_SECONDS`` of a migration
+        by another release (a fold checks for itself: ``ProjectionWriter.apply``)."""
+        if self.health is None:
+            return
+        try:
+            async with self.writer.store.reading() as connection:
+                await check_schema(connection, lock=False)
+        except SchemaMismatch as error:
+            self.health.schema_mismatched(error)
+        except Exception as error:  # the store: the batches and the probe report on it
+            log.debug("schema revision not read", error=f"{type(error).__name__}: {error}")
 
     async def _probe_if_quiet(self) -> None:
         """No batch has tried the store for a while during an outage (no events came): write
@@ -326,6 +341,7 @@ def register_projection(
     it: without the prefix if the broker adds one itself); returns what reports its progress."""
     health = FoldHealth(settings.stuck_after) if health is None else health
     declare_role("projections")
+    SCHEMA_REVISION.labels(code_revision()).set(1)
     subscriber = None
 
     def consumer() -> AIOKafkaConsumer | None:
@@ -375,11 +391,23 @@ class _Folder:
         count_games_from_zero()
 
     async def fold(self, records: list[Record]) -> None:
+        """Fold a batch; a store at another schema revision stops the worker (``health``),
+        nothing of the batch written, nothing more folded."""
+        if self.health.mismatch is not None:  # stopping: nothing more is folded
+            return
+        try:
+            await self._fold(records)
+        except SchemaMismatch as error:
+            self.health.schema_mismatched(error)
+
+    async def _fold(self, records: list[Record]) -> None:
         if self.positions.unsynced:  # fetched before the partitions were sought: read again
             await self.positions.put_back(records)
             return
         try:
             result = await self.writer.apply(records)
+        except SchemaMismatch:
+            raise
         except Exception as error:
             FAILED_BATCHES.inc()
             parts = _by_partition(records)
@@ -398,6 +426,8 @@ class _Folder:
             for part in parts:
                 try:
                     result = await self.writer.apply(part)
+                except SchemaMismatch:
+                    raise
                 except Exception as failure:
                     await self._fold_up_to(part, failure)
                 else:
@@ -449,6 +479,8 @@ class _Folder:
             return
         try:
             result = await self.writer.apply(before)
+        except SchemaMismatch:
+            raise
         except Exception as failure:
             await self._hold_back(part, failure)
             return
@@ -593,6 +625,8 @@ async def run_worker(settings: ProjectionSettings, http: tuple[str, int] | None 
         queries = store.for_queries()
         server = _http_server(queries, health, settings, *http)
     serving = asyncio.create_task(_until_signalled() if server is None else server.serve())
+    # a fold that finds the store at another schema revision stops the worker
+    mismatch = asyncio.create_task(health.stopped())
     broker = None
     try:
         # each start-up step gives way to a stop (or a server that failed), at any point
@@ -606,8 +640,9 @@ async def run_worker(settings: ProjectionSettings, http: tuple[str, int] | None 
             return
         health.started()
         log.info("projection worker started", topic=settings.events_topic, group=settings.group_id)
-        await serving
+        await asyncio.wait({serving, mismatch}, return_when=asyncio.FIRST_COMPLETED)
     finally:
+        mismatch.cancel()
         if not serving.done():
             if server is None:
                 serving.cancel()
@@ -621,6 +656,8 @@ async def run_worker(settings: ProjectionSettings, http: tuple[str, int] | None 
         if queries is not None and queries is not store:
             await queries.close()
         await store.close()
+    if health.mismatch is not None:  # exit 3 (``revision.EXIT_SCHEMA_MISMATCH``)
+        raise health.mismatch
 
 
 STORE_WAIT_SECONDS = 5.0
@@ -636,6 +673,9 @@ async def migrated(
     while True:
         try:
             await store.migrate()
+        except SchemaMismatch as error:  # a newer release's store
+            health.schema_mismatched(error)
+            raise
         except Exception as error:
             if not is_store_outage(error):
                 raise

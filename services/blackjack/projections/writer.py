@@ -4,7 +4,9 @@ One batch of records is one database transaction. It begins by locking the track
 (``projection_positions``) of the partitions in the batch, skips every record below the stored
 position (already folded in by this or another worker), folds the rest, and moves the
 positions past them in the same transaction. A crash before the commit leaves nothing; a crash
-after it leaves the positions that say so. Kafka's own committed offsets play no part.
+after it leaves the positions that say so. Kafka's own committed offsets play no part. Before
+anything, the transaction checks that the store is at the schema revision this code folds into
+(``revision.py``): a store another release migrated gets nothing of the batch.
 """
 
 from __future__ import annotations
@@ -36,6 +38,7 @@ from blackjack.projections.projector import (
     recalled_in,
     utc,
 )
+from blackjack.projections.revision import check_schema
 from blackjack.projections.store import ProjectionStore
 from blackjack.projections.wallets import WalletProjection, WalletView
 
@@ -114,6 +117,8 @@ class ProjectionWriter:
         if not records:
             return result
         async with self.store.writing() as connection:
+            # first: a store another release migrated is not written (``revision.py``)
+            await self.check_schema(connection)
             keys = sorted({r.position for r in records})
             current = await _lock_positions(connection, self.store.dialect, keys)
             batch = _Batch(connection)
@@ -148,6 +153,11 @@ class ProjectionWriter:
             self.positions.update(result.positions)
             self._progress.notify_all()
         return result
+
+    async def check_schema(self, connection: AsyncConnection) -> None:
+        """``SchemaMismatch`` unless the store is at this code's revision; on PostgreSQL the
+        revision stays share-locked until the fold commits."""
+        await check_schema(connection)
 
     async def wait_for(self, targets: Mapping[Position, int], timeout: float) -> None:
         """Until every partition's position has reached its target (in this process)."""

@@ -11,10 +11,11 @@ import asyncio
 
 from alembic import context
 from sqlalchemy.engine import Connection
-from sqlalchemy.ext.asyncio import create_async_engine
 
+from blackjack.projections.revision import hold_folds
 from blackjack.projections.schema import metadata
 from blackjack.projections.settings import ProjectionSettings
+from blackjack.projections.store import ProjectionStore
 
 config = context.config
 
@@ -28,18 +29,21 @@ def _url() -> str:
 
 
 def _run(connection: Connection) -> None:
+    hold_folds(connection)  # before anything is read: no fold of the old schema in between
     context.configure(connection=connection, target_metadata=metadata, render_as_batch=True)
     with context.begin_transaction():
         context.run_migrations()
 
 
 async def _run_online(url: str) -> None:
-    engine = create_async_engine(url)
+    # the service's own migration transaction: the migration lock on PostgreSQL, BEGIN
+    # IMMEDIATE on SQLite (the driver would otherwise run the DDL outside any transaction)
+    store = ProjectionStore(url)
     try:
-        async with engine.begin() as connection:
+        async with store.migrating() as connection:
             await connection.run_sync(_run)
     finally:
-        await engine.dispose()
+        await store.close()
 
 
 if context.is_offline_mode():

@@ -1,0 +1,141 @@
+"""The read model's schema revision: the one this code folds into, and the check every writer
+makes inside its own transaction before it writes anything.
+
+A worker of one release folding into a store another release migrated writes rows the other
+schema does not expect: an older worker after migration 0005 folded rounds that were never
+summed into ``game_days`` (40 of 60 in a drill), after 0006 left a player marked as sitting
+out. Checking only at start is not enough: a worker started before the migration keeps
+folding after it. So every fold transaction (``ProjectionWriter.apply``: the worker, ``serve``,
+``projections rebuild``, the audit's rebuild) first reads ``alembic_version`` and stops with
+``SchemaMismatch`` when it is not this code's head; nothing of the batch is written and the
+stored positions do not move.
+
+The check and a migration are ordered by a lock, so a fold of the old schema cannot commit
+after a migration has read the data it transforms:
+
+- PostgreSQL: a fold reads the version ``FOR SHARE`` (holding the table's ROW SHARE lock to its
+  commit); every migration (``ProjectionStore.migrating``, the ``alembic`` command line too:
+  ``migrations/env.py``) first takes ``LOCK TABLE alembic_version IN EXCLUSIVE MODE``, which
+  waits for the folds in progress and makes the next ones wait for its commit. A fold that
+  waited reads the row as the migration left it (READ COMMITTED re-reads a locked row's newest
+  version), so it stops.
+- SQLite: there is one writer at a time. Folds and migrations both begin with ``BEGIN
+  IMMEDIATE`` (the database's write lock, taken before anything is read), so a fold runs
+  wholly before a migration (which then reads its rows) or wholly after it (and reads the new
+  revision).
+
+Releases before this check have none: their workers must still be stopped before a migration
+(docs/projections.md, "Upgrading the read model").
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from functools import cache
+from typing import TYPE_CHECKING, Final
+
+from blackjack.configuration import ConfigurationError
+
+if TYPE_CHECKING:
+    from sqlalchemy.engine import Connection
+    from sqlalchemy.ext.asyncio import AsyncConnection
+
+EXIT_SCHEMA_MISMATCH: Final = 3
+"""``blackjack projections run`` (and ``rebuild``, ``migrate``) exit with it on a mismatch."""
+
+MIGRATE_COMMAND: Final = "blackjack projections migrate"
+
+
+class SchemaMismatch(ConfigurationError):
+    """The store's schema revision is not the one this code was built for."""
+
+    exit_code = EXIT_SCHEMA_MISMATCH
+
+    def __init__(self, expected: str, found: Sequence[str], newer: bool) -> None:
+        self.expected = expected
+        self.found = tuple(found)
+        self.newer = newer
+        shown = ", ".join(self.found) or "none (not migrated)"
+        if newer:
+            message = (
+                f"a newer release migrated this database (schema revision {shown}; this "
+                f"release is built for {expected}): this worker must be replaced by one of "
+                "that release; or downgrade the store with it (docs/projections.md, 'Rolling "
+                "back'), or point BLACKJACK_DB_URL at a store of this release"
+            )
+        else:
+            message = (
+                f"the read model is at schema revision {shown}, older than this release's "
+                f"{expected}: run `{MIGRATE_COMMAND}` first (a worker of this release also "
+                "migrates the store when it starts)"
+            )
+        super().__init__(message)
+
+    @property
+    def direction(self) -> str:
+        return "newer" if self.newer else "older"
+
+
+@cache
+def _script() -> tuple[str, frozenset[str]]:
+    from alembic.config import Config
+    from alembic.script import ScriptDirectory
+
+    from blackjack.projections.store import MIGRATIONS
+
+    config = Config()
+    config.set_main_option("script_location", str(MIGRATIONS))
+    script = ScriptDirectory.from_config(config)
+    head = script.get_current_head()
+    assert head is not None, "the migrations have one head"
+    return head, frozenset(r.revision for r in script.walk_revisions())
+
+
+def code_revision() -> str:
+    """The alembic head of this code's migrations: the schema its fold writes."""
+    return _script()[0]
+
+
+def mismatch(found: Sequence[str]) -> SchemaMismatch | None:
+    """None when ``found`` (the store's ``alembic_version`` rows) is this code's head; else
+    the error, newer when a revision is one this code does not know."""
+    head, known = _script()
+    if tuple(found) == (head,):
+        return None
+    return SchemaMismatch(head, found, newer=any(r not in known for r in found))
+
+
+async def check_schema(connection: AsyncConnection, *, lock: bool = True) -> None:
+    """Raise ``SchemaMismatch`` unless the store is at this code's head; on PostgreSQL, with
+    ``lock``, the version row stays share-locked until the transaction ends (see the module's
+    docstring): the first statement of a fold's transaction. Without ``lock``, a look only (an
+    idle worker's, between batches)."""
+    from sqlalchemy import exc as sql_errors
+    from sqlalchemy import text
+
+    share = lock and connection.dialect.name == "postgresql"
+    query = "SELECT version_num FROM alembic_version" + (" FOR SHARE" if share else "")
+    try:
+        found = list((await connection.execute(text(query))).scalars())
+    except (sql_errors.ProgrammingError, sql_errors.OperationalError) as error:
+        if "alembic_version" not in str(error):
+            raise
+        found = []  # never migrated
+    wrong = mismatch(found)
+    if wrong is not None:
+        raise wrong
+
+
+def hold_folds(connection: Connection) -> None:
+    """A migration's first statement, before it reads anything (``migrations/env.py``): on
+    PostgreSQL wait for the folds in progress and hold the next ones until the migration
+    commits (each reads ``alembic_version`` FOR SHARE first, then finds the new revision and
+    stops). On SQLite the migration's ``BEGIN IMMEDIATE`` (``ProjectionStore.migrating``)
+    already holds every other writer."""
+    from sqlalchemy import text
+
+    if connection.dialect.name != "postgresql":
+        return
+    if connection.execute(text("SELECT to_regclass('alembic_version')")).scalar() is None:
+        return  # never migrated: no fold gets past its check meanwhile
+    connection.execute(text("LOCK TABLE alembic_version IN EXCLUSIVE MODE"))
