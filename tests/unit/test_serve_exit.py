@@ -23,6 +23,7 @@ from blackjack.command_handler.config import HandlerConfig
 from blackjack.command_handler.service import CommandHandler
 from blackjack.http_server import Server as HttpServer
 from blackjack.messages.sealing import ShoeSeal
+from blackjack.projections.revision import SchemaMismatch
 from blackjack.projections.settings import ProjectionSettings
 
 
@@ -90,6 +91,21 @@ async def test_the_service_exits_1_when_its_start_fails() -> None:
     assert failing.start.passed("kafka") and not failing.start.passed("read model")
     assert not failing.start.done and isinstance(failing.start.failure, RuntimeError)
     assert [e["step"] for e in logs if e["event"] == "start failed"] == ["read model"]
+
+
+async def test_the_service_exits_1_when_its_projection_worker_finds_another_schema(
+    tmp_path: Path,
+) -> None:
+    """``serve`` folds too: a newer release's migration must stop its worker, and so the
+    process (a worker left running would hold its partitions without folding them)."""
+    settings = ProjectionSettings(db_url=f"sqlite+aiosqlite:///{tmp_path / 'p.db'}")
+    server, folding = Server(), build_app(config(), settings)
+    assert folding.folding is not None
+    serving = asyncio.create_task(serve_while_the_service_lives(server, folding))
+    await asyncio.wait_for(server.serving.wait(), 5)
+    folding.folding.schema_mismatched(SchemaMismatch("0006", ["0007"], newer=True))
+    assert await asyncio.wait_for(serving, 5) == 1
+    assert server.should_exit
 
 
 async def test_a_stopped_service_exits_0() -> None:
