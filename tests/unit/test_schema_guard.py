@@ -165,3 +165,27 @@ async def test_the_command_line_exits_3_naming_the_mismatch(
     command = ["projections", "migrate", "--db-url", store.url]
     assert await asyncio.to_thread(main, command) == 3
     assert "a newer release migrated this database (schema revision 0099" in capsys.readouterr().err
+
+
+def test_a_dba_s_migration_script_holds_the_folds_before_its_first_statement() -> None:
+    """``alembic ... upgrade 0004:0005 --sql`` (docs/projections.md): the lock is taken right
+    after BEGIN, before 0005 reads the rounds."""
+    import argparse
+    import io
+
+    from alembic import command
+    from alembic.config import Config
+
+    from blackjack.projections.store import MIGRATIONS
+
+    script = io.StringIO()
+    config = Config(output_buffer=script)
+    config.set_main_option("script_location", str(MIGRATIONS))
+    config.cmd_opts = argparse.Namespace(x=["url=postgresql+asyncpg://u:p@db/blackjack"])
+    command.upgrade(config, "0004:0005", sql=True)  # 0006 reads rows: no script
+    statements = [line for line in script.getvalue().splitlines() if line.strip()]
+    assert statements[:3] == [
+        "BEGIN;",
+        "LOCK TABLE alembic_version IN EXCLUSIVE MODE;",
+        "-- Running upgrade 0004 -> 0005",
+    ]

@@ -44,6 +44,8 @@ EXIT_SCHEMA_MISMATCH: Final = 3
 """``blackjack projections run`` (and ``rebuild``, ``migrate``) exit with it on a mismatch."""
 
 MIGRATE_COMMAND: Final = "blackjack projections migrate"
+HOLD_FOLDS: Final = "LOCK TABLE alembic_version IN EXCLUSIVE MODE"
+"""a migration's first statement on PostgreSQL (``hold_folds``)"""
 
 
 class SchemaMismatch(ConfigurationError):
@@ -138,4 +140,4 @@ def hold_folds(connection: Connection) -> None:
         return
     if connection.execute(text("SELECT to_regclass('alembic_version')")).scalar() is None:
         return  # never migrated: no fold gets past its check meanwhile
-    connection.execute(text("LOCK TABLE alembic_version IN EXCLUSIVE MODE"))
+    connection.execute(text(HOLD_FOLDS))

@@ -10,9 +10,9 @@ from __future__ import annotations
 import asyncio
 
 from alembic import context
-from sqlalchemy.engine import Connection
+from sqlalchemy.engine import Connection, make_url
 
-from blackjack.projections.revision import hold_folds
+from blackjack.projections.revision import HOLD_FOLDS, hold_folds
 from blackjack.projections.schema import metadata
 from blackjack.projections.settings import ProjectionSettings
 from blackjack.projections.store import ProjectionStore
@@ -47,8 +47,14 @@ async def _run_online(url: str) -> None:
 
 
 if context.is_offline_mode():
-    context.configure(url=_url(), target_metadata=metadata, literal_binds=True)
+    url = _url()
+    context.configure(url=url, target_metadata=metadata, literal_binds=True)
     with context.begin_transaction():
+        # a DBA's script from a revision on (`upgrade 0005:head --sql`) holds the folds too;
+        # one from nothing creates alembic_version, which no fold gets past meanwhile
+        starting = context.get_starting_revision_argument()
+        if make_url(url).get_backend_name() == "postgresql" and starting not in (None, "base"):
+            context.execute(HOLD_FOLDS)
         context.run_migrations()
 elif (shared := config.attributes.get("connection")) is not None:
     _run(shared)
