@@ -5,13 +5,51 @@ Amounts are ``StrictInt`` minor units: ``10.5`` or ``"10"`` is malformed, never 
 
 from __future__ import annotations
 
+import re
 from datetime import datetime
 from typing import Annotated, Any, Literal, get_args
 
-from pydantic import BaseModel, ConfigDict, Field, StrictInt
+from pydantic import AfterValidator, BaseModel, ConfigDict, Field, StrictInt
 
 from blackjack.domain.cards import Card
 from blackjack.domain.rules import Currency
+
+UNPRINTABLE = r"\x00-\x1f\x7f-\x9f\u061c\u200e\u200f\u2028\u2029\u202a-\u202e\u2066-\u2069"
+"""The characters no player id, operator or reason may hold (a regular expression's class, in
+Python's and JSON Schema's syntax): the control characters (NUL, ESC, line breaks: C0, DEL and
+C1), the line and paragraph separators and the bidirectional formatting characters. A NUL
+cannot be stored by PostgreSQL (its text and JSONB refuse it): the projection worker stopped
+for good at the event that carried one, and every later event of its partition with it. The
+others rewrite a terminal's screen (``blackjack play`` shows reasons and other players' ids),
+break a log line or reorder what is read around them."""
+
+_UNPRINTABLE = re.compile(f"[{UNPRINTABLE}]")
+
+
+def _no_unprintable(text: str) -> str:
+    found = _UNPRINTABLE.search(text)
+    if found is not None:
+        raise ValueError(
+            f"a control, line-breaking or bidirectional formatting character "
+            f"(U+{ord(found.group()):04X}) at position {found.start()}"
+        )
+    return text
+
+
+def printable(max_length: int, description: str | None = None) -> Any:
+    """A text field a person reads (an id, a name, a reason): 1 to ``max_length`` characters,
+    none of them ``UNPRINTABLE``."""
+    return Field(
+        min_length=1,
+        max_length=max_length,
+        description=description,
+        # "not" one of them anywhere: an anchored "^[^...]*$" lets a trailing line feed through
+        # a validator whose "$" also matches before one (Python's re, as jsonschema's)
+        json_schema_extra={"not": {"pattern": f"[{UNPRINTABLE}]"}},
+    )
+
+
+PrintableText = Annotated[str, AfterValidator(_no_unprintable)]
 
 
 class Command(BaseModel):
@@ -19,7 +57,7 @@ class Command(BaseModel):
 
 
 class PlayerCommand(Command):
-    player_id: str = Field(min_length=1, max_length=128)
+    player_id: PrintableText = printable(128)
 
 
 class HandCommand(PlayerCommand):
@@ -95,7 +133,7 @@ class CloseInterruptedRound(Command):
     stood, the dealer plays and the round settles."""
 
     type: Literal["CloseInterruptedRound"] = "CloseInterruptedRound"
-    operator: str = Field(min_length=1, max_length=128, description="who closes it, for the record")
+    operator: PrintableText = printable(128, "who closes it, for the record")
     idle_since: datetime | None = Field(
         None,
         description="set by the service only: when the table's last event was written",
@@ -110,12 +148,8 @@ class SuspendTable(Command):
     deal. ``ResumeTable`` enables it again."""
 
     type: Literal["SuspendTable"] = "SuspendTable"
-    operator: str = Field(
-        min_length=1, max_length=128, description="who suspends it, for the record"
-    )
-    reason: str = Field(
-        min_length=1, max_length=200, description="why, as the players and the record show it"
-    )
+    operator: PrintableText = printable(128, "who suspends it, for the record")
+    reason: PrintableText = printable(200, "why, as the players and the record show it")
 
 
 class StandUpPlayer(Command):
@@ -127,20 +161,16 @@ class StandUpPlayer(Command):
     operator stands them up (the platform stops forwarding the player's own commands)."""
 
     type: Literal["StandUpPlayer"] = "StandUpPlayer"
-    player_id: str = Field(min_length=1, max_length=128, description="the player to stand up")
-    operator: str = Field(
-        min_length=1, max_length=128, description="who stands them up, for the record"
-    )
-    reason: str = Field(min_length=1, max_length=200, description="why, for the record")
+    player_id: PrintableText = printable(128, "the player to stand up")
+    operator: PrintableText = printable(128, "who stands them up, for the record")
+    reason: PrintableText = printable(200, "why, for the record")
 
 
 class ResumeTable(Command):
     """The operator enables a suspended table again."""
 
     type: Literal["ResumeTable"] = "ResumeTable"
-    operator: str = Field(
-        min_length=1, max_length=128, description="who resumes it, for the record"
-    )
+    operator: PrintableText = printable(128, "who resumes it, for the record")
 
 
 # ---- the service itself -------------------------------------------------------------------

@@ -1,0 +1,105 @@
+"""Player ids, operators' names and reasons are read by people and stored by the read models:
+a control, line-breaking or bidirectional formatting character in one is ``malformed``.
+
+Found by sending such commands to a running service on PostgreSQL: a ``SitDown`` whose
+player id held a NUL, and a ``SuspendTable`` whose reason held one, were accepted; PostgreSQL
+refuses a NUL in text and in JSONB, so the projection worker retried the event for ever and
+every later event of both partitions stayed out of the read models (wallets, recall). An ESC
+in a reason reached the terminal of ``blackjack play`` as it came."""
+
+from __future__ import annotations
+
+import json
+from datetime import UTC, datetime
+from typing import Any
+
+import jsonschema
+import pytest
+
+from blackjack.command_handler.processor import Handled, Inbound, Processor
+from blackjack.command_handler.streams import PartitionStore
+from blackjack.domain import commands as cmd
+from blackjack.messages.envelope import CommandEnvelope
+from tests.unit.processor_harness import new_processor
+
+NOW = datetime(2026, 5, 1, tzinfo=UTC)
+TABLE = "table-1"
+UNPRINTABLE = {
+    "NUL": "\x00",
+    "ESC": "\x1b[2J",
+    "DEL": "\x7f",
+    "a C1 control": "\x9b",
+    "a line feed": "\n",
+    "a line separator": "\u2028",
+    "a right-to-left override": "\u202e",
+    "a first-strong isolate": "\u2068",
+    "an Arabic letter mark": "\u061c",
+}
+PRINTABLE = ["ann", "Zoë Ångström", "玩家 7", "🂡 ace", "O'Brien & co"]
+
+
+def handle(processor: Processor, store: PartitionStore, command: dict[str, Any]) -> Handled:
+    value = json.dumps(
+        {
+            "command_id": f"c-{len(store.streams)}-{id(command)}",
+            "stream_id": TABLE,
+            "command": command,
+        }
+    ).encode()
+    return processor.handle(store, Inbound(TABLE.encode(), value, [], 0, 1), NOW)
+
+
+def opened(variant: str = "mini-h17") -> tuple[Processor, PartitionStore]:
+    processor, store = new_processor(), PartitionStore(0)
+    answer = handle(processor, store, {"type": "OpenTable", "variant": variant})
+    assert answer.result.status == "accepted"
+    return processor, store
+
+
+def commands_with(text: str) -> dict[str, dict[str, Any]]:
+    return {
+        "SitDown.player_id": {"type": "SitDown", "player_id": f"a{text}b", "seat": 0},
+        "SuspendTable.reason": {"type": "SuspendTable", "operator": "ops-1", "reason": f"a{text}b"},
+        "SuspendTable.operator": {"type": "SuspendTable", "operator": f"o{text}p", "reason": "x"},
+        "ResumeTable.operator": {"type": "ResumeTable", "operator": f"o{text}p"},
+        "StandUpPlayer.reason": {
+            "type": "StandUpPlayer",
+            "player_id": "ann",
+            "operator": "ops-1",
+            "reason": f"a{text}",
+        },
+        "CloseInterruptedRound.operator": {"type": "CloseInterruptedRound", "operator": f"{text}"},
+    }
+
+
+@pytest.mark.parametrize("field", list(commands_with("")))
+@pytest.mark.parametrize("text", UNPRINTABLE.values(), ids=UNPRINTABLE.keys())
+def test_an_unprintable_character_is_malformed_and_changes_nothing(field: str, text: str) -> None:
+    processor, store = opened()
+    before = store.get(TABLE).sequence
+    answer = handle(processor, store, commands_with(text)[field])
+    assert answer.result.status == "rejected" and answer.result.rejection is not None
+    assert answer.result.rejection.code == "malformed", answer.result.rejection
+    assert f"U+{ord(text[0]):04X}" in answer.result.rejection.message
+    assert answer.events == [] and store.get(TABLE).sequence == before
+    assert [record.topic for record in answer.outgoing] == [processor.topics.results]
+
+
+@pytest.mark.parametrize("name", PRINTABLE)
+def test_letters_of_any_script_spaces_and_symbols_are_taken(name: str) -> None:
+    processor, store = opened()
+    answer = handle(processor, store, {"type": "SitDown", "player_id": name, "seat": 0})
+    assert answer.result.status == "accepted", answer.result.rejection
+    suspended = handle(processor, store, {"type": "SuspendTable", "operator": name, "reason": name})
+    assert suspended.result.status == "accepted", suspended.result.rejection
+
+
+@pytest.mark.parametrize("text", UNPRINTABLE.values(), ids=UNPRINTABLE.keys())
+def test_the_schema_says_so_as_the_model_does(text: str) -> None:
+    """A platform validating against ``schemas/commands/`` refuses what the handler refuses."""
+    schema = cmd.SitDown.model_json_schema()
+    jsonschema.validate({"type": "SitDown", "player_id": "ann"}, schema)
+    with pytest.raises(jsonschema.ValidationError):
+        jsonschema.validate({"type": "SitDown", "player_id": f"a{text}"}, schema)
+    envelope = CommandEnvelope(command_id="x", stream_id=TABLE, command=cmd.SitDown(player_id="a"))
+    assert envelope.command.type == "SitDown"
