@@ -248,6 +248,24 @@ def _integer(digits: str) -> int | str:
         return digits
 
 
+class _KeyTwice(ValueError):
+    """A JSON object that names a key twice: which value counts depends on who reads it."""
+
+
+def _object(pairs: list[tuple[str, object]]) -> dict[str, object]:
+    """A JSON object, refused when it names a key twice (Python keeps the last value, other
+    readers the first or neither: a platform's gateway could check another command than the
+    one decided here)."""
+    document = dict(pairs)
+    if len(document) != len(pairs):
+        seen: set[str] = set()
+        for name, _ in pairs:
+            if name in seen:
+                raise _KeyTwice(f"an object names the key {name!r} twice")
+            seen.add(name)
+    return document
+
+
 def _size(record: Outgoing) -> int:
     """About what the record weighs against the broker's limit (its framing is a few dozen
     bytes more)."""
@@ -516,7 +534,9 @@ class Processor:
         if not inbound.value:
             return refuse("malformed", "an empty message")
         try:
-            doc = json.loads(inbound.value, parse_int=_integer)
+            doc = json.loads(inbound.value, parse_int=_integer, object_pairs_hook=_object)
+        except _KeyTwice as error:
+            return refuse("malformed", f"ambiguous JSON: {error}")
         except (UnicodeDecodeError, ValueError) as error:  # a number past int's digit limit too
             return refuse("malformed", f"not JSON: {error}")
         except RecursionError:
