@@ -90,6 +90,10 @@ def test_a_session_that_ends_while_a_line_is_awaited_exits_at_once(tmp_path: Pat
         ["play", "wallet:alice", "--player", "alice"],  # a wallet's events, folded as a table's
         ["play", "my-table", "--player", ""],
         ["play", "my-table", "--player", "a" * 129],
+        # the commands refuse them (test_unprintable_text): the table was opened, then a
+        # pydantic error
+        ["play", "my-table", "--player", "a\x1b[2Jb", "--open", "mini-h17"],
+        ["play", "my-table", "--player", "\u202eecila"],
     ],
 )
 def test_a_wrong_table_or_player_is_refused_before_connecting(

@@ -26,13 +26,22 @@ break a log line or reorder what is read around them."""
 _UNPRINTABLE = re.compile(f"[{UNPRINTABLE}]")
 
 
-def _no_unprintable(text: str) -> str:
+def unprintable(text: str) -> str | None:
+    """What in ``text`` no player id, name or reason may hold, said for a person; None if
+    nothing."""
     found = _UNPRINTABLE.search(text)
-    if found is not None:
-        raise ValueError(
-            f"a control, line-breaking or bidirectional formatting character "
-            f"(U+{ord(found.group()):04X}) at position {found.start()}"
-        )
+    if found is None:
+        return None
+    return (
+        f"a control, line-breaking or bidirectional formatting character "
+        f"(U+{ord(found.group()):04X}) at position {found.start()}"
+    )
+
+
+def _no_unprintable(text: str) -> str:
+    said = unprintable(text)
+    if said is not None:
+        raise ValueError(said)
     return text
 
 

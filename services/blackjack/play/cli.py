@@ -60,8 +60,16 @@ def table_id(text: str) -> str:
 
 
 def player_id(text: str) -> str:
+    """A player id as the commands take it (checked before connecting: one the handler
+    refuses was a pydantic error at the first command, after ``--open`` had opened the
+    table)."""
+    from blackjack.domain.commands import unprintable
+
     if not 1 <= len(text) <= 128:
         raise argparse.ArgumentTypeError("a player id has 1 to 128 characters")
+    said = unprintable(text)
+    if said is not None:
+        raise argparse.ArgumentTypeError(f"a player id has no {said.removeprefix('a ')}")
     return text
 
 
