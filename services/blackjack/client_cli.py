@@ -26,6 +26,7 @@ from blackjack.client import BlackjackClient
 from blackjack.domain.commands import TableCommand
 from blackjack.domain.rejections import in_one_line
 from blackjack.domain.wallet import AnyWalletCommand
+from blackjack.messages import strict_json
 from blackjack.messages.envelope import CommandEnvelope, CommandResult, StreamCommand
 from blackjack.messages.wire import WireEnvelope
 
@@ -34,6 +35,13 @@ _COMMAND: TypeAdapter[TableCommand | AnyWalletCommand] = TypeAdapter(StreamComma
 
 def _send(args: argparse.Namespace) -> int:
     client = BlackjackClient.from_env()  # connects when started, below
+    try:
+        strict_json.loads(args.command)  # as the handler reads it: a key named twice is refused
+    except strict_json.KeyNamedTwice as error:
+        print(f"blackjack send: not a command: {error}", file=sys.stderr)
+        return 2
+    except ValueError:
+        pass  # not JSON at all: said below, as before
     try:
         command = _COMMAND.validate_json(args.command)
     except ValidationError as error:

@@ -62,7 +62,7 @@ def test_a_key_named_twice_is_malformed_and_changes_nothing(value: str, key: str
     handled = processor.handle(store, Inbound(TABLE.encode(), value.encode(), [], 0, 3), NOW)
     assert handled.result.status == "rejected" and handled.result.rejection is not None
     assert handled.result.rejection.code == "malformed"
-    assert f"{key!r} twice" in handled.result.rejection.message
+    assert f"the key {key!r} is named twice" in handled.result.rejection.message
     assert handled.events == [] and store.get(TABLE).sequence == before
     assert [record.topic for record in handled.outgoing] == [processor.topics.results]
 

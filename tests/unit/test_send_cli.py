@@ -136,3 +136,28 @@ def test_an_id_the_service_would_refuse_is_a_one_line_error_before_sending(
 
 async def _never(self: BlackjackClient) -> None:
     raise AssertionError("nothing may be sent")
+
+
+@pytest.mark.parametrize(
+    ("command", "key"),
+    [
+        ('{"type": "OpenTable", "variant": "mini-h17", "variant": "surrender"}', "variant"),
+        ('{"type": "Deposit", "type": "Withdraw", "player_id": "ann", "amount": 100}', "type"),
+        (
+            '{"type": "OpenTable", "variant": "mini-h17", "overrides": {"seats": 1, "seats": 7}}',
+            "seats",
+        ),
+    ],
+)
+def test_a_command_naming_a_key_twice_is_refused_before_sending(
+    monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str], command: str, key: str
+) -> None:
+    """The handler refuses such JSON (test_duplicate_keys); ``send`` read it keeping the last
+    value and sent that command, which the service then accepted."""
+    monkeypatch.setattr(BlackjackClient, "start", _never)
+    args = argparse.Namespace(
+        stream_id="t-1", command=command, command_id=None, timeout=2.0, events=False
+    )
+    assert client_cli._send(args) == 2
+    out, err = capsys.readouterr()
+    assert out == "" and err == f"blackjack send: not a command: the key {key!r} is named twice\n"

@@ -28,7 +28,6 @@ Order of the checks, each a typed rejection on the results topic:
 from __future__ import annotations
 
 import hashlib
-import json
 import uuid
 from collections.abc import Sequence
 from dataclasses import dataclass, field
@@ -70,6 +69,7 @@ from blackjack.domain.wallet import (
     is_wallet_stream,
     wallet_stream,
 )
+from blackjack.messages import strict_json
 from blackjack.messages.envelope import (
     CORRELATION_ID_MAX_CHARS,
     CommandEnvelope,
@@ -246,24 +246,6 @@ def _integer(digits: str) -> int | str:
         return int(digits)
     except ValueError:
         return digits
-
-
-class _KeyTwice(ValueError):
-    """A JSON object that names a key twice: which value counts depends on who reads it."""
-
-
-def _object(pairs: list[tuple[str, object]]) -> dict[str, object]:
-    """A JSON object, refused when it names a key twice (Python keeps the last value, other
-    readers the first or neither: a platform's gateway could check another command than the
-    one decided here)."""
-    document = dict(pairs)
-    if len(document) != len(pairs):
-        seen: set[str] = set()
-        for name, _ in pairs:
-            if name in seen:
-                raise _KeyTwice(f"an object names the key {name!r} twice")
-            seen.add(name)
-    return document
 
 
 def _size(record: Outgoing) -> int:
@@ -534,8 +516,8 @@ class Processor:
         if not inbound.value:
             return refuse("malformed", "an empty message")
         try:
-            doc = json.loads(inbound.value, parse_int=_integer, object_pairs_hook=_object)
-        except _KeyTwice as error:
+            doc = strict_json.loads(inbound.value, parse_int=_integer)
+        except strict_json.KeyNamedTwice as error:
             return refuse("malformed", f"ambiguous JSON: {error}")
         except (UnicodeDecodeError, ValueError) as error:  # a number past int's digit limit too
             return refuse("malformed", f"not JSON: {error}")

@@ -1,0 +1,30 @@
+"""JSON as the commands are read from the platform: an object that names a key twice is
+refused. Python's reader keeps the last value, other readers the first or neither, so a
+platform's gateway could check another command than the one decided (RFC 8259: such an
+object's behaviour is unpredictable)."""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+
+class KeyNamedTwice(ValueError):
+    """A JSON object that names a key twice."""
+
+
+def object_once(pairs: list[tuple[str, Any]]) -> dict[str, Any]:
+    """A JSON object (``json.loads``'s ``object_pairs_hook``), refused when a key is twice."""
+    document = dict(pairs)
+    if len(document) != len(pairs):
+        seen: set[str] = set()
+        for name, _ in pairs:
+            if name in seen:
+                raise KeyNamedTwice(f"the key {name!r} is named twice")
+            seen.add(name)
+    return document
+
+
+def loads(text: str | bytes, **options: Any) -> Any:
+    """``json.loads``, raising ``KeyNamedTwice`` for an object that names a key twice."""
+    return json.loads(text, object_pairs_hook=object_once, **options)
