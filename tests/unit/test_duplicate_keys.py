@@ -76,3 +76,41 @@ def test_the_same_key_in_two_objects_is_no_duplicate() -> None:
     handled = processor.handle(store, Inbound(TABLE.encode(), value.encode(), [], 0, 1), NOW)
     assert handled.result.rejection is not None
     assert handled.result.rejection.code == "invalid_rules"  # read, then refused by the rules
+
+
+@pytest.mark.parametrize(
+    ("value", "command_id", "correlation_id"),
+    [
+        (
+            '{"command_id": "c-7", "stream_id": "table-1", "correlation_id": "s-42", '
+            '"command": {"type": "SitDown", "type": "Deal", "player_id": "ann"}}',
+            "c-7",
+            "s-42",
+        ),
+        # the ids themselves named twice: neither is quoted, whichever a reader would keep
+        (
+            '{"command_id": "c-7", "command_id": "c-8", "stream_id": "table-1", '
+            '"correlation_id": "s-42", "command": {"type": "Deal", "player_id": "ann"}}',
+            "unparsed-0-3",
+            "s-42",
+        ),
+        (
+            '{"command_id": "c-7", "stream_id": "table-1", "correlation_id": "s-42", '
+            '"correlation_id": "s-43", "command": {"type": "Deal", "player_id": "ann"}}',
+            "c-7",
+            None,
+        ),
+    ],
+)
+def test_the_answer_to_a_key_named_twice_quotes_the_ids_named_once(
+    value: str, command_id: str, correlation_id: str | None
+) -> None:
+    """docs/kafka.md: a malformed answer carries the message's command id and correlation id
+    when it has them, so that a platform routing answers by them gets this one."""
+    processor, store = new_processor(), PartitionStore(0)
+    handled = processor.handle(store, Inbound(TABLE.encode(), value.encode(), [], 0, 3), NOW)
+    assert handled.result.rejection is not None
+    assert handled.result.rejection.code == "malformed"
+    assert handled.result.command_id == command_id
+    assert handled.result.correlation_id == correlation_id
+    assert handled.result.stream_id == TABLE

@@ -248,6 +248,18 @@ def _integer(digits: str) -> int | str:
         return digits
 
 
+def _named_once(value: bytes) -> dict[str, object] | None:
+    """The envelope of a message some object of which names a key twice, without the keys
+    named twice: what its answer may quote (its ids, as for any malformed message)."""
+    try:
+        doc, twice = strict_json.with_keys_named_twice(value, parse_int=_integer)
+    except (ValueError, RecursionError):  # past the first key named twice, not JSON either
+        return None
+    if not isinstance(doc, dict):
+        return None
+    return {name: item for name, item in doc.items() if name not in twice}
+
+
 def _size(record: Outgoing) -> int:
     """About what the record weighs against the broker's limit (its framing is a few dozen
     bytes more)."""
@@ -518,7 +530,7 @@ class Processor:
         try:
             doc = strict_json.loads(inbound.value, parse_int=_integer)
         except strict_json.KeyNamedTwice as error:
-            return refuse("malformed", f"ambiguous JSON: {error}")
+            return refuse("malformed", f"ambiguous JSON: {error}", _named_once(inbound.value))
         except (UnicodeDecodeError, ValueError) as error:  # a number past int's digit limit too
             return refuse("malformed", f"not JSON: {error}")
         except RecursionError:

@@ -12,6 +12,10 @@ from typing import Any
 class KeyNamedTwice(ValueError):
     """A JSON object that names a key twice."""
 
+    def __init__(self, name: str) -> None:
+        super().__init__(f"the key {name!r} is named twice")
+        self.name = name
+
 
 def object_once(pairs: list[tuple[str, Any]]) -> dict[str, Any]:
     """A JSON object (``json.loads``'s ``object_pairs_hook``), refused when a key is twice."""
@@ -20,7 +24,7 @@ def object_once(pairs: list[tuple[str, Any]]) -> dict[str, Any]:
         seen: set[str] = set()
         for name, _ in pairs:
             if name in seen:
-                raise KeyNamedTwice(f"the key {name!r} is named twice")
+                raise KeyNamedTwice(name)
             seen.add(name)
     return document
 
@@ -28,3 +32,17 @@ def object_once(pairs: list[tuple[str, Any]]) -> dict[str, Any]:
 def loads(text: str | bytes, **options: Any) -> Any:
     """``json.loads``, raising ``KeyNamedTwice`` for an object that names a key twice."""
     return json.loads(text, object_pairs_hook=object_once, **options)
+
+
+def with_keys_named_twice(text: str | bytes, **options: Any) -> tuple[Any, set[str]]:
+    """The document as ``json.loads`` reads it (the last value of a key kept), and every key
+    some object of it names twice: what an answer to it may quote is what is named once."""
+    twice: set[str] = set()
+
+    def collecting(pairs: list[tuple[str, Any]]) -> dict[str, Any]:
+        document = dict(pairs)
+        if len(document) != len(pairs):
+            twice.update(name for name in document if sum(n == name for n, _ in pairs) > 1)
+        return document
+
+    return json.loads(text, object_pairs_hook=collecting, **options), twice
