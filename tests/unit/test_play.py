@@ -621,3 +621,23 @@ def test_where_no_seat_is_freed_the_line_says_only_what_brings_the_player_back()
     script.do(cmd.PlaceBet(player_id=A, box=0, amount=1000), cmd.Pass(player_id="bob"))
     bob = wide(folded(script), "bob")
     assert "sitting out" not in bob and "sits out" not in bob and "Seats 0 alice · 1 you" in bob
+
+
+@pytest.mark.parametrize("player", ["[/]x", "[VIP] ann", "ann [bold]", "[link=https://x.test]ann"])
+def test_a_player_id_with_square_brackets_is_shown_as_it_is_never_read_as_markup(
+    player: str,
+) -> None:
+    """A player id is any printable text at a single-player table, square brackets too, which
+    rich reads as markup in a plain string: ``history`` ended the session of a player named
+    ``[/]x`` on a MarkupError (exit 1), and ``[bold]`` would have been a style, not the name."""
+    script = Script("mini-h17", [["TH", "7S", "9H", "QD"]], players={player: 10_000})
+    script.do(
+        cmd.PlaceBet(player_id=player, box=0, amount=1_000),
+        cmd.Deal(player_id=player),
+        cmd.Stand(player_id=player, box=0),
+    )
+    table = folded(script)
+    console = Console(width=160, record=True, color_system=None)
+    console.print(history_screen(table, player, 10))
+    console.print(table_screen(table, player))
+    assert f"{player} at table-1, last round" in console.export_text()

@@ -191,14 +191,15 @@ def table_screen(
     elif record is not None:
         for box in record.boxes:
             who = "you" if box.player_id == player_id else box.player_id
-            grid.add_row(f"Box {box.box}", f"bet {money(box.bet, currency)} ({who})")
+            grid.add_row(f"Box {box.box}", Text(f"bet {money(box.bet, currency)} ({who})"))
     account = table.accounts.get(player_id)
     seated = account is not None and account.seated
     if record is not None:
         for where, note in round_notes(record, player_id, currency, by_wallet, seated):
-            grid.add_row(where, note)
+            grid.add_row(Text(where), note)
     for data in stood_up:
-        grid.add_row(*_stood_up(data, player_id, currency, by_wallet, seated))
+        who, said = _stood_up(data, player_id, currency, by_wallet, seated)
+        grid.add_row(Text(who), said)
     taken = seats_line(table, player_id)
     if taken is not None:
         grid.add_row("Seats", taken)
@@ -320,7 +321,7 @@ def _dealt(
     decided = server_decisions(record)
     for box in record.boxes:
         who = "" if box.player_id == player_id else f" ({box.player_id})"
-        grid.add_row(f"Box {box.box}{who}", f"bet {money(box.bet, currency)}")
+        grid.add_row(Text(f"Box {box.box}{who}"), f"bet {money(box.bet, currency)}")
         for index, hand in enumerate(box.hands):
             line = _hand_line(hand, currency, decided.get((box.player_id, box.box, index)))
             if (
@@ -458,7 +459,9 @@ def history_screen(table: StreamProjection, player_id: str, rounds: int) -> Rend
     if not mine:
         return Text("no rounds played here yet", style="dim")
     count = "round" if len(mine) == 1 else f"{len(mine)} rounds"
-    grid = Table(title=f"{player_id} at {table.view.stream_id}, last {count}")
+    # Text, not a str: rich reads square brackets in a str as markup, and a player id may
+    # hold them ("[/]x" ended the session on a MarkupError)
+    grid = Table(title=Text(f"{player_id} at {table.view.stream_id}, last {count}"))
     grid.add_column("game cycle", justify="right")
     grid.add_column("when (UTC)")
     grid.add_column("your hands")
