@@ -15,6 +15,7 @@ import argparse
 import asyncio
 import json
 import logging
+import math
 import os
 import sys
 import uuid
@@ -122,6 +123,18 @@ def _short(value: object) -> object:
     return value
 
 
+def wait_seconds(text: str) -> float:
+    """``--timeout``: a number of seconds above 0 (``-1`` sent the command and at once said
+    that no answer came; ``nan`` and ``inf`` waited for ever)."""
+    try:
+        seconds = float(text)
+    except ValueError:
+        seconds = math.nan
+    if not (math.isfinite(seconds) and seconds > 0):
+        raise argparse.ArgumentTypeError(f"{text!r} is not a number of seconds above 0")
+    return seconds
+
+
 def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     send = sub.add_parser("send", help="send one command (JSON) to a stream, print its result")
     send.add_argument("stream_id", help="the table (or wallet:<player id>) it is for")
@@ -130,7 +143,9 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
         help='the command as JSON, e.g. \'{"type": "Hit", "player_id": "ann", "box": 0}\'',
     )
     send.add_argument("--command-id", help="a retry: the id of the first sending (default: new)")
-    send.add_argument("--timeout", type=float, default=10.0, help="seconds to wait for the result")
+    send.add_argument(
+        "--timeout", type=wait_seconds, default=10.0, help="seconds to wait for the result"
+    )
     send.add_argument(
         "--no-events",
         dest="events",

@@ -161,3 +161,23 @@ def test_a_command_naming_a_key_twice_is_refused_before_sending(
     assert client_cli._send(args) == 2
     out, err = capsys.readouterr()
     assert out == "" and err == f"blackjack send: not a command: the key {key!r} is named twice\n"
+
+
+@pytest.mark.parametrize("argv", [["send"], ["play", "--player", "ann"], ["loadtest"]])
+@pytest.mark.parametrize("timeout", ["-1", "0", "nan", "inf", "1e309", "soon"])
+def test_a_timeout_that_is_no_time_to_wait_is_refused_before_sending(
+    argv: list[str], timeout: str, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """``send --timeout -1`` sent the command, then said no result came within -1.0 s and that
+    it may still be handled (send it again); ``nan`` and ``inf`` waited for ever."""
+    from blackjack.cli import build_parser
+
+    where = ["t-1", '{"type": "Deal", "player_id": "ann"}'] if argv == ["send"] else []
+    if argv[0] == "play":
+        where = ["t-1"]
+    with pytest.raises(SystemExit) as exit_:
+        build_parser().parse_args([*argv, *where, f"--timeout={timeout}"])
+    assert exit_.value.code == 2
+    assert "argument --timeout: " in capsys.readouterr().err
+    parsed = build_parser().parse_args([*argv, *where, "--timeout=2.5"])
+    assert parsed.timeout == 2.5

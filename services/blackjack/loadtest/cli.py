@@ -13,6 +13,7 @@ from pathlib import Path
 from typing import Any, TextIO
 
 from blackjack.bus.settings import KafkaSettings
+from blackjack.client_cli import wait_seconds
 from blackjack.loadtest.config import SINGLE_PLAYER_PRESETS, Emit, LoadConfig
 from blackjack.loadtest.run import run_loadtest
 
@@ -132,7 +133,9 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     load.add_argument("--rounds", type=_positive, default=50, help="rounds per table")
     load.add_argument("--variant", choices=SINGLE_PLAYER_PRESETS, default="mini-h17")
     load.add_argument("--bet", default=None, help="bet per round, e.g. 5.00 (default: minimum)")
-    load.add_argument("--timeout", type=float, default=30.0, help="seconds to wait for a result")
+    load.add_argument(
+        "--timeout", type=wait_seconds, default=30.0, help="seconds to wait for a result"
+    )
     load.add_argument("--no-baseline", action="store_true", help="skip the transactional echo")
     _on_a_broker(load)
     load.set_defaults(handler=_loadtest)

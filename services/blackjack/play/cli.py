@@ -23,6 +23,8 @@ from collections.abc import Mapping
 from datetime import UTC, datetime
 from typing import TYPE_CHECKING
 
+from blackjack.client_cli import wait_seconds
+
 if TYPE_CHECKING:  # imported when a game starts: every other command starts without them
     from rich.console import Console
 
@@ -41,7 +43,9 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
         "--seat", type=int, help="the seat to sit at (default 0), or to move to if seated"
     )
     play.add_argument("--deposit", metavar="AMOUNT", help="deposit this much first (e.g. 100)")
-    play.add_argument("--timeout", type=float, default=10.0, help="seconds to wait for a result")
+    play.add_argument(
+        "--timeout", type=wait_seconds, default=10.0, help="seconds to wait for a result"
+    )
     play.set_defaults(handler=_play)
 
 
