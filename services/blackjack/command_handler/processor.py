@@ -168,6 +168,16 @@ def _overtaken_disconnect(envelope: CommandEnvelope, stream: Stream) -> Rejectio
     )
 
 
+def _another_player_s(original: CommandResult, command: StreamCommand, signed: bool) -> bool:
+    """Whether a command sent under a handled id is another player's than the one the id was
+    first used by (a copy is the same player's: it is given the original result). Only the
+    answers that name their player tell it (``CommandResult.player_id``: a player's own table
+    command; not on answers written before it, nor on the service's own steps)."""
+    if original.player_id is None or signed or isinstance(command, cmd.Disconnect):
+        return False
+    return isinstance(command, cmd.PlayerCommand) and command.player_id != original.player_id
+
+
 def step_id(cause_id: str, step: str) -> str:
     """The command id of a step caused by an event or a command (``<cause>.<step>``)."""
     assert step in STEPS
@@ -364,6 +374,23 @@ class Processor:
             return Handled(result=result, command_type=kind, outgoing=[record])
         stream = store.get(envelope.stream_id)
         original = stream.results.get(envelope.command_id)
+        if original is not None and _another_player_s(original, command, signed):
+            # Not a copy: answered, not remembered (a rebuild keeps the same window), and
+            # the id stays the first player's, whose copies get the original result.
+            message = (
+                f"command id {envelope.command_id} was used at this stream by another "
+                "player's command: each command needs an id of its own"
+            )
+            result = CommandResult(
+                command_id=envelope.command_id,
+                stream_id=envelope.stream_id,
+                correlation_id=envelope.correlation_id,
+                status="rejected",
+                rejection=Rejection(code="malformed", message=message),
+                handled_at=now,
+            )
+            record = self._result_record(result, key, inbound.partition)
+            return Handled(result=result, command_type=kind, outgoing=[record])
         if original is not None:
             record = self._result_record(original, key, inbound.partition)
             return Handled(result=original, command_type=kind, outgoing=[record], duplicate=True)
