@@ -77,6 +77,13 @@ async def test_malformed_and_unknown_messages_get_typed_rejections_and_change_no
         # records that break the JSON reader itself: answered, and the partition goes on
         envelope("x", seated, bet)[:-2] + b', "amount": ' + b"9" * 5000 + b"}}": "malformed",
         envelope("x", seated, {})[:-3] + b"[" * 100_000 + b"]" * 100_000 + b"}": "malformed",
+        # a NUL in a player id: PostgreSQL's read model cannot store it (test_unprintable_text)
+        envelope("nul-player", seated, {"type": "Deposit", "player_id": "p\x00", "amount": 1}): (
+            "malformed"
+        ),
+        # a key named twice: which command is it? (test_duplicate_keys)
+        envelope("dup-type", seated, {"type": "Deal", "player_id": "p"})[:-2]
+        + b', "type": "Stand", "box": 0}}': "malformed",
         envelope(
             "wallet-cmd-at-table",
             seated,
@@ -155,6 +162,11 @@ async def test_a_resent_command_id_gets_the_original_result_and_no_new_events(
         seated, cmd.Deal(player_id="p"), command_id="bad-bet-once"
     )
     assert again == first and rejected_again == rejected
+    # another player's command under the first one's id is no copy (test_command_id_reused)
+    stolen = await client.execute(
+        seated, cmd.PlaceBet(player_id="q", box=0, amount=300), command_id="bet-once"
+    )
+    assert code(stolen) == "malformed"
     assert await stream_events(space, seated) == events
     await verify_stream(space, seated, resent=["bet-once", "bad-bet-once"])
 
