@@ -641,3 +641,31 @@ def test_a_player_id_with_square_brackets_is_shown_as_it_is_never_read_as_markup
     console.print(history_screen(table, player, 10))
     console.print(table_screen(table, player))
     assert f"{player} at table-1, last round" in console.export_text()
+
+
+DIGITS = "9" * 5_000  # past Python's 4,300-digit limit on reading an integer
+
+
+@pytest.mark.parametrize(
+    "line",
+    [
+        f"bet {DIGITS}",
+        f"deposit {DIGITS}",
+        f"withdraw {DIGITS}",
+        f"buyin {DIGITS}",
+        "bet 5." + "0" * 5_000 + "1",
+        f"bet 5 box {DIGITS}",
+        f"sit {DIGITS}",
+        f"seat {DIGITS}",
+    ],
+)
+def test_a_number_of_thousands_of_digits_is_no_move_and_the_session_goes_on(line: str) -> None:
+    """Typed at the prompt, it ended the session on int()'s ValueError (exit 1): a move that
+    is not one is said and the session goes on."""
+    with pytest.raises(NotAMove):
+        move(line, StreamProjection.new("table-1"), A)
+
+
+def test_an_amount_with_many_trailing_zeros_is_still_the_amount() -> None:
+    assert amount_in_minor_units("5." + "0" * 5_000, "USD") == 500
+    assert amount_in_minor_units("5" + "0" * 17, "USD") == 5 * 10**19

@@ -82,23 +82,31 @@ MOST_DIGITS = 20
 def amount_in_minor_units(text: str, currency: str) -> int:
     """``"5"`` or ``"5.50"`` in ``currency`` as its minor units (550 for USD); no rounding:
     more decimals than the currency has are refused. Exact whatever the number of digits
-    (``decimal``'s context would round past 28 of them), ASCII digits only."""
+    (``decimal``'s context would round past 28 of them), ASCII digits only; one of thousands
+    of digits is refused before Python reads it as an integer (past 4,300 digits that raised,
+    and ended the session)."""
     places = MINOR_UNITS.get(currency, 2)
+    shown = _shown(text)
     if not _AMOUNT.fullmatch(text):
-        raise NotAMove(f"{text!r} is not an amount")
+        raise NotAMove(f"{shown!r} is not an amount")
     sign, digits, exponent = Decimal(text).as_tuple()  # exact: no context applies
     assert isinstance(exponent, int) and sign == 0  # finite and not negative, by _AMOUNT
-    coefficient = int("".join(map(str, digits)))
-    shift = exponent + places
-    if coefficient == 0:
-        raise NotAMove(f"{text!r} is not an amount above 0")
-    scaled: int = coefficient * 10 ** max(shift, 0)
-    minor, dropped = divmod(scaled, int(10 ** max(-shift, 0)))
-    if dropped:  # an exponent has three digits at most: these powers are small
-        raise NotAMove(f"{text} {currency} has more than {places} decimals")
-    if len(str(minor)) > MOST_DIGITS:
-        raise NotAMove(f"{text} {currency} is more than any table takes")
+    written = "".join(map(str, digits))
+    significant = written.rstrip("0")  # 5.000 is 5: its zeros say nothing
+    if not significant:
+        raise NotAMove(f"{shown!r} is not an amount above 0")
+    shift = exponent + len(written) - len(significant) + places
+    if shift < 0:  # its last digit is not 0: a fraction of the minor unit is left
+        raise NotAMove(f"{shown} {currency} has more than {places} decimals")
+    if len(significant) + shift > MOST_DIGITS:  # the minor units' digits
+        raise NotAMove(f"{shown} {currency} is more than any table takes")
+    minor: int = int(significant) * 10**shift
     return minor
+
+
+def _shown(text: str) -> str:
+    """What a player typed, quoted back: cut when long (a line of thousands of digits)."""
+    return text if len(text) <= 40 else f"{text[:20]}...({len(text)} characters)"
 
 
 def move(line: str, table: StreamProjection, player_id: str) -> Move:
@@ -171,8 +179,10 @@ def _no_more(rest: list[str], word: str) -> None:
 
 
 def _number(text: str, what: str = "box") -> int:
-    if not (text.isascii() and text.isdigit()):
-        raise NotAMove(f"{text!r} is not a {what} number")
+    """A box or seat number as typed; past ``MOST_DIGITS`` digits no table has it (and past
+    4,300 Python does not read it: that raised, and ended the session)."""
+    if not (text.isascii() and text.isdigit()) or len(text) > MOST_DIGITS:
+        raise NotAMove(f"{_shown(text)!r} is not a {what} number")
     return int(text)
 
 
