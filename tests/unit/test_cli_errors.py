@@ -127,6 +127,14 @@ def test_a_scenario_file_that_is_missing_or_not_a_scenario(
         (["simulate", "mini-h17", "--workers", "0"], "argument --workers: must be positive: 0"),
         (["simulate", "mini-h17", "--bet", "0.50"], "mini-h17 takes bets of 1.00-500.00, not 0.50"),
         (["rtp", "atlantic-city", "--bet", "600"], "takes bets of 1.00-500.00, not 600.00"),
+        # an OverflowError's traceback (a float of the bet), and int("inf")'s
+        (["rtp", "mini-h17", "--bet", "1e309"], "cents: 1e309 USD is more than any"),
+        (["rtp", "mini-h17", "--bet", "9" * 5000], "cents: 99999999999999999999..."),
+        (["simulate", "mini-h17", "--bet", "inf"], "cents: 'inf' is not an amount"),
+        (["simulate", "mini-h17", "--bet", "nan"], "cents: 'nan' is not an amount"),
+        # read after parsing, its ArgumentTypeError was a traceback; 5,000 digits a ValueError's
+        (["loadtest", "--bet", "nan"], "cents: 'nan' is not an amount"),
+        (["loadtest", "--bet", "9" * 5000], "cents: 99999999999999999999..."),
     ],
 )
 def test_the_math_commands_refuse_what_no_table_plays(

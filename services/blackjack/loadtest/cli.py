@@ -16,6 +16,7 @@ from blackjack.bus.settings import KafkaSettings
 from blackjack.client_cli import wait_seconds
 from blackjack.loadtest.config import SINGLE_PLAYER_PRESETS, Emit, LoadConfig
 from blackjack.loadtest.run import run_loadtest
+from blackjack.simulation.commands import money
 
 LOCAL_BROKER = shlex.quote(
     str(Path(__file__).resolve().parents[3] / "deploy" / "kafka" / "kafka.sh")
@@ -46,14 +47,12 @@ def _quiet_logs(sink: TextIO) -> None:
 
 
 def _loadtest(args: argparse.Namespace) -> int:
-    from blackjack.simulation.commands import money
-
     config = LoadConfig(
         bootstrap=args.bootstrap,
         tables=args.tables,
         rounds=args.rounds,
         variant=args.variant,
-        bet=money(args.bet) if args.bet else None,
+        bet=args.bet,
         partitions=args.partitions,
         baseline=not args.no_baseline,
         timeout_s=args.timeout,
@@ -132,7 +131,9 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     load.add_argument("--tables", type=_positive, default=40, help="concurrent tables")
     load.add_argument("--rounds", type=_positive, default=50, help="rounds per table")
     load.add_argument("--variant", choices=SINGLE_PLAYER_PRESETS, default="mini-h17")
-    load.add_argument("--bet", default=None, help="bet per round, e.g. 5.00 (default: minimum)")
+    load.add_argument(
+        "--bet", type=money, default=None, help="bet per round, e.g. 5.00 (default: minimum)"
+    )
     load.add_argument(
         "--timeout", type=wait_seconds, default=30.0, help="seconds to wait for a result"
     )

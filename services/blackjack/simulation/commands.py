@@ -7,7 +7,6 @@ import argparse
 import json
 import sys
 import time
-from decimal import Decimal, InvalidOperation
 from typing import Any
 
 from blackjack.domain.rules import PRESETS, Rules, preset
@@ -15,14 +14,15 @@ from blackjack.projections.cli import add_store_options
 
 
 def money(text: str) -> int:
-    """``5.00`` -> 500 minor units; refuses fractions of a cent and non-positive amounts."""
+    """``5.00`` -> 500 minor units; refuses fractions of a cent, amounts not above 0, and
+    what is no amount (``inf``, ``nan``: ``int`` of one raised; ``1e309`` or thousands of
+    digits: an OverflowError or ValueError later), as ``blackjack play`` reads amounts."""
+    from blackjack.play.moves import NotAMove, amount_in_minor_units
+
     try:
-        amount = Decimal(text) * 100
-    except InvalidOperation:
-        raise argparse.ArgumentTypeError(f"not an amount: {text!r}") from None
-    if amount != amount.to_integral_value() or amount <= 0:
-        raise argparse.ArgumentTypeError(f"not a positive whole number of cents: {text!r}")
-    return int(amount)
+        return amount_in_minor_units(text, "USD")
+    except NotAMove as error:
+        raise argparse.ArgumentTypeError(f"not a positive whole number of cents: {error}") from None
 
 
 def whole_positive(text: str) -> int:
