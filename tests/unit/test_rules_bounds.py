@@ -90,3 +90,50 @@ def test_a_payout_written_as_a_float_is_the_decimal_written_not_the_binary_float
     assert not isinstance(table, Rejection)
     opened = table[0]
     assert isinstance(opened, ev.TableOpened) and opened.rules.blackjack_pays == ratio
+
+
+@pytest.mark.parametrize(
+    "overrides",
+    [
+        {"max_bet": "50000"},  # a number as text: a command's amount "10" is malformed
+        {"min_bet": True},  # a table of one-cent bets
+        {"max_bet": 10_000.0},  # 10000.0 as an amount is malformed too (docs/kafka.md)
+        {"decks": 6.0},
+        {"turn_seconds": "15", "seats": 5},
+        {"max_splits": False},
+        {"insurance": "yes"},
+        {"late_surrender": 1},
+        {"rebet_multipliers": [1, "2"]},
+        {"double_on": "totals", "double_totals": [9, 10.0, 11]},
+        {"blackjack_pays": True},  # even money, from a checkbox
+    ],
+)
+def test_an_override_of_the_wrong_json_type_is_refused_not_coerced(
+    overrides: dict[str, object],
+) -> None:
+    """They were read as pydantic's lax mode reads them ("50000" as 50000, true as 1, "yes"
+    as true): a platform's bug opened a table on other rules than it meant, and accepted."""
+    decision = decide(INITIAL_STATE, cmd.OpenTable(variant="mini-h17", overrides=overrides), NOW)
+    assert isinstance(decision, Rejection), decision
+    assert decision.code == "invalid_rules"
+
+
+@pytest.mark.parametrize(
+    "overrides",
+    [
+        {"max_bet": 10_000, "min_bet": 500},
+        {"insurance": False, "late_surrender": True},
+        {"turn_seconds": 15, "seats": 5},
+        {"turn_seconds": None},
+        {"rebet_multipliers": [1, 2]},
+        {"double_on": "totals", "double_totals": [9, 10, 11]},
+        {"blackjack_pays": "6/5"},
+        {"blackjack_pays": 1.2},
+        {"blackjack_pays": 2},
+        {"reshuffle": {"kind": "penetration", "used": "1/3"}},
+        {"reshuffle": {"kind": "penetration", "used": 0.25}},
+    ],
+)
+def test_overrides_of_their_json_type_are_taken(overrides: dict[str, object]) -> None:
+    decision = decide(INITIAL_STATE, cmd.OpenTable(variant="mini-h17", overrides=overrides), NOW)
+    assert not isinstance(decision, Rejection), decision

@@ -11,7 +11,15 @@ import json
 from fractions import Fraction
 from typing import Annotated, Any, Final, Literal
 
-from pydantic import BaseModel, BeforeValidator, ConfigDict, Field, model_validator
+from pydantic import (
+    BaseModel,
+    BeforeValidator,
+    ConfigDict,
+    Field,
+    StrictBool,
+    StrictInt,
+    model_validator,
+)
 
 CARDS_PER_DECK = 52
 
@@ -20,6 +28,8 @@ def _as_written(value: object) -> object:
     """A float is read as the decimal it was written as: an override of ``1.15`` is 23/20, not
     the binary float just under it, whose winnings floored to the cent would pay a $20.00
     blackjack 22.99 instead of 23.00. Integers, ``"6/5"`` and ``"1.2"`` are exact already."""
+    if isinstance(value, bool):  # Fraction(True) is 1: even money from a checkbox
+        raise ValueError("a ratio: a number or a text such as 6/5, not true or false")
     if isinstance(value, float):
         return Fraction(repr(value))
     return value
@@ -80,14 +90,14 @@ class Rules(BaseModel):
     currency: Currency = DEFAULT_CURRENCY
 
     # The shoe
-    decks: int = Field(8, ge=1, le=8)
+    decks: StrictInt = Field(8, ge=1, le=8)
     reshuffle: ReshufflePolicy = ReshuffleEveryRound()
 
     # The dealer
-    dealer_hits_soft_17: bool = False
-    peek_on_ace: bool = True
-    peek_on_ten: bool = True
-    hole_card_first: bool = Field(
+    dealer_hits_soft_17: StrictBool = False
+    peek_on_ace: StrictBool = True
+    peek_on_ten: StrictBool = True
+    hole_card_first: StrictBool = Field(
         False,
         description=(
             "the dealer's first card is the face-down hole card and the second the upcard "
@@ -97,44 +107,44 @@ class Rules(BaseModel):
     )
 
     # Player options
-    insurance: bool = True
-    late_surrender: bool = False
+    insurance: StrictBool = True
+    late_surrender: StrictBool = False
     double_on: DoubleOn = "any_two"
-    double_totals: frozenset[int] = frozenset()
-    double_after_split: bool = True
-    max_splits: int = Field(1, ge=0, le=3)
+    double_totals: frozenset[StrictInt] = frozenset()
+    double_after_split: StrictBool = True
+    max_splits: StrictInt = Field(1, ge=0, le=3)
     split_by: SplitBy = "value"
-    split_aces_one_card: bool = True
+    split_aces_one_card: StrictBool = True
 
     # Payouts, in whole minor units
     blackjack_pays: ExactFraction = Field(
         Fraction(3, 2), description="what a natural wins per unit bet: from 1 (even) to 2"
     )
-    blackjack_win_rounded_down_to: int = Field(
+    blackjack_win_rounded_down_to: StrictInt = Field(
         1,
         ge=1,
         le=100,
         description="the blackjack winnings are cut to a multiple of this (100 = no cents)",
     )
     insurance_pays: Literal[2] = 2  # every page: insurance "pays 2:1"
-    blackjack_paid_at_once: bool = Field(
+    blackjack_paid_at_once: StrictBool = Field(
         False,
         description="a player's blackjack is paid as soon as the dealer is known not to have one "
         "(after the peek), before any hand is played, instead of when the round settles",
     )
 
     # Betting
-    min_bet: int = Field(100, ge=1)
-    max_bet: int = Field(50_000, ge=1)
-    boxes_per_seat: int = Field(1, ge=1, le=3)
-    rebet_multipliers: frozenset[int] = frozenset({1})
-    rebet_deals: bool = False
+    min_bet: StrictInt = Field(100, ge=1)
+    max_bet: StrictInt = Field(50_000, ge=1)
+    boxes_per_seat: StrictInt = Field(1, ge=1, le=3)
+    rebet_multipliers: frozenset[StrictInt] = frozenset({1})
+    rebet_deals: StrictBool = False
 
     # The table and its clock
-    seats: int = Field(1, ge=1, le=7)
-    turn_seconds: int | None = Field(None, ge=1, le=600)
-    refund_bets_on_disconnect: bool = False
-    interrupted_round_days: int | None = Field(
+    seats: StrictInt = Field(1, ge=1, le=7)
+    turn_seconds: StrictInt | None = Field(None, ge=1, le=600)
+    refund_bets_on_disconnect: StrictBool = False
+    interrupted_round_days: StrictInt | None = Field(
         None,
         ge=1,
         le=3650,
@@ -146,7 +156,7 @@ class Rules(BaseModel):
         ),
     )
 
-    seat_released_after_rounds_sat_out: int | None = Field(
+    seat_released_after_rounds_sat_out: StrictInt | None = Field(
         None,
         ge=1,
         le=MAX_ROUNDS_SAT_OUT,
@@ -161,7 +171,7 @@ class Rules(BaseModel):
     )
 
     # Messages
-    break_even_message: bool = False
+    break_even_message: StrictBool = False
 
     @property
     def funded_by_wallet(self) -> bool:
