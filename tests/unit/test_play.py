@@ -3,11 +3,13 @@ the table as the read model folds it (cards, totals, whose turn, the buttons, th
 
 from __future__ import annotations
 
+import io
 from datetime import timedelta
 from types import SimpleNamespace
 
 import pytest
 from rich.console import Console
+from rich.text import Text
 
 from blackjack.domain import commands as cmd
 from blackjack.domain.rules import Rules
@@ -669,3 +671,35 @@ def test_a_number_of_thousands_of_digits_is_no_move_and_the_session_goes_on(line
 def test_an_amount_with_many_trailing_zeros_is_still_the_amount() -> None:
     assert amount_in_minor_units("5." + "0" * 5_000, "USD") == 500
     assert amount_in_minor_units("5" + "0" * 17, "USD") == 5 * 10**19
+
+
+def test_what_others_wrote_reaches_the_terminal_without_its_control_characters() -> None:
+    """The commands refuse them now (test_unprintable_text), but a log written before holds
+    them: a TableSuspended whose reason held ESC [2J cleared the player's screen, U+202E
+    turned the rest of the line around. The session's console prints them as U+FFFD."""
+    from blackjack.domain import events as ev
+    from blackjack.messages.envelope import EventEnvelope, type_name
+    from blackjack.play.screen import ScreenConsole
+
+    script = Script("mini-h17", [["TH", "7S", "9H", "QD"]])
+    last = script.envelopes[-1]
+    suspended = ev.TableSuspended(operator="ops", reason="\x1b[2J\x1b[31mwon\u202e 1000")
+    script.envelopes.append(
+        EventEnvelope(
+            event_id="e-x",
+            type=type_name(type(suspended)),
+            schema_version=suspended.version,
+            stream_id=last.stream_id,
+            sequence=last.sequence + 1,
+            occurred_at=last.occurred_at,
+            data=suspended,
+        )
+    )
+    out = io.StringIO()
+    console = ScreenConsole(file=out, width=120, force_terminal=True, color_system="standard")
+    console.print(table_screen(folded(script), A))
+    console.print("a line", Text("\x07bell \x9b31m"), style="bold")
+    printed = out.getvalue()
+    assert "\x1b[2J" not in printed and "\x1b[31m" not in printed and "\u202e" not in printed
+    assert "\x9b" not in printed and "\ufffd[2J\ufffd[31mwon\ufffd 1000" in printed
+    assert "\x1b[1m" in printed  # the console's own styles still reach the terminal

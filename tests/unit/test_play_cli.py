@@ -304,3 +304,20 @@ async def test_a_player_refused_a_seat_sends_no_deposit() -> None:
     await cli._prepare(args, session, console)  # type: ignore[arg-type]
     assert session.sent == [cmd.SitDown(player_id="alice", seat=0)]
     assert "--deposit not made: you have no seat at this table" in console.export_text()
+
+
+def test_the_session_prints_through_the_console_that_keeps_control_characters_out(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    from blackjack.play.screen import ScreenConsole
+
+    consoles: list[object] = []
+
+    async def session(args: object, settings: object, console: object) -> int:
+        consoles.append(console)
+        return 0
+
+    monkeypatch.setattr(cli, "_session", session)
+    assert cli._play(build_parser().parse_args(["play", "my-table", "--player", "alice"])) == 0
+    [console] = consoles
+    assert isinstance(console, ScreenConsole)

@@ -79,12 +79,12 @@ def player_id(text: str) -> str:
 
 def _play(args: argparse.Namespace) -> int:
     from aiokafka.errors import KafkaError
-    from rich.console import Console
 
     from blackjack.bus.settings import KafkaSettings
+    from blackjack.play.screen import ScreenConsole
 
     logging.getLogger("aiokafka").setLevel(logging.CRITICAL)  # one line below says what failed
-    console = Console(highlight=False)
+    console = ScreenConsole(highlight=False)
     settings = KafkaSettings.from_env()
     try:
         return asyncio.run(_session(args, settings, console))

@@ -7,16 +7,19 @@ is face down until revealed, the shoe is a count of cards dealt.
 from __future__ import annotations
 
 import math
-from collections.abc import Mapping, Sequence
+import re
+from collections.abc import Iterable, Mapping, Sequence
 from datetime import datetime
 from typing import Any
 
-from rich.console import Group, RenderableType
+from rich.console import Console, ConsoleOptions, Group, RenderableType
 from rich.panel import Panel
+from rich.segment import Segment
 from rich.table import Table
 from rich.text import Text
 
 from blackjack.audit.replay import money
+from blackjack.domain.commands import UNPRINTABLE
 from blackjack.domain.rules import Rules
 from blackjack.messages.envelope import CommandResult
 from blackjack.projections.projector import (
@@ -45,6 +48,27 @@ _RETURNED_BECAUSE = {
 
 SUITS = {"S": "♠", "H": "♥", "D": "♦", "C": "♣"}
 RED = {"H", "D"}
+
+
+_NOT_SHOWN = re.compile(f"(?!\\n)[{UNPRINTABLE}]")
+"""What the terminal is not given of a text (a line break is the screen's own)."""
+
+
+class ScreenConsole(Console):
+    """The play session's console: the texts others wrote, read from the log (an operator's
+    reason, a player's id), reach the terminal without their control, line-breaking or
+    bidirectional formatting characters (U+FFFD in their place). The commands refuse them,
+    but a log written before may hold them: ESC [2J in a TableSuspended's reason cleared the
+    player's screen. The console's own styles are not text and still apply."""
+
+    def render(
+        self, renderable: RenderableType, options: ConsoleOptions | None = None
+    ) -> Iterable[Segment]:
+        for segment in super().render(renderable, options):
+            if segment.control is None and _NOT_SHOWN.search(segment.text):
+                yield Segment(_NOT_SHOWN.sub("\ufffd", segment.text), segment.style)
+            else:
+                yield segment
 
 
 def card(code: str | None) -> Text:
