@@ -9,6 +9,7 @@ driver would otherwise run each SELECT on its own) and ``REPEATABLE READ`` on Po
 
 from __future__ import annotations
 
+import json
 import sqlite3
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
@@ -116,9 +117,13 @@ class ProjectionStore:
             }
             options["pool_timeout"] = POOL_TIMEOUT_S
             options["pool_pre_ping"] = True  # a connection the restart broke is replaced
+        if self.dialect == "postgresql":
+            options["json_serializer"] = _json_without_nul
         self.engine: AsyncEngine = create_async_engine(url, **options)
         if self.dialect == "sqlite":
             _take_over_sqlite_transactions(self.engine)
+        else:
+            _text_without_nul(self.engine)
 
     def for_queries(self) -> ProjectionStore:
         """The query API's store: on PostgreSQL a pool of its own, so that a burst of slow
@@ -184,6 +189,52 @@ def _upgrade(connection: Connection) -> None:
         # a rollback that kept the store a newer version migrated: say so in one line
         found = connection.execute(text("SELECT version_num FROM alembic_version")).scalars()
         raise SchemaMismatch(code_revision(), list(found), newer=True) from None
+
+
+NUL_STORED_AS = "\ufffd"
+"""What PostgreSQL stores for a NUL character, which its text refuses (and its JSONB the
+escape ``\\u0000``). The commands refuse a NUL in what they carry, but a log written
+before may hold one (a player id, a reason): refused by the database, the event stopped its
+partition's projection for good. The log keeps the character; the API refuses an id with
+one (no store holds it)."""
+
+
+def _nul_replaced(value: Any) -> Any:
+    if isinstance(value, str):
+        return value.replace("\x00", NUL_STORED_AS)
+    if isinstance(value, dict):
+        return {_nul_replaced(key): _nul_replaced(item) for key, item in value.items()}
+    if isinstance(value, list | tuple):
+        return [_nul_replaced(item) for item in value]
+    return value
+
+
+def _json_without_nul(value: Any) -> str:
+    """A JSONB document's text: json.dumps, as SQLAlchemy's own, and a NUL replaced."""
+    text = json.dumps(value)
+    return json.dumps(_nul_replaced(value)) if "\\u0000" in text else text
+
+
+def _text_without_nul(engine: AsyncEngine) -> None:
+    """Every text parameter a statement sends PostgreSQL without a NUL character."""
+
+    @event.listens_for(engine.sync_engine, "before_cursor_execute", retval=True)
+    def _before(
+        _connection: Any,
+        _cursor: Any,
+        statement: str,
+        parameters: Any,
+        _context: Any,
+        executemany: bool,
+    ) -> tuple[str, Any]:
+        def one(row: Any) -> Any:
+            if isinstance(row, tuple | list) and any(
+                isinstance(item, str) and "\x00" in item for item in row
+            ):
+                return type(row)(_nul_replaced(item) for item in row)
+            return row
+
+        return statement, [one(row) for row in parameters] if executemany else one(parameters)
 
 
 def _take_over_sqlite_transactions(engine: AsyncEngine) -> None:
