@@ -117,13 +117,11 @@ class ProjectionStore:
             }
             options["pool_timeout"] = POOL_TIMEOUT_S
             options["pool_pre_ping"] = True  # a connection the restart broke is replaced
-        if self.dialect == "postgresql":
-            options["json_serializer"] = _json_without_nul
+        options["json_serializer"] = _json_without_nul
         self.engine: AsyncEngine = create_async_engine(url, **options)
+        _text_without_nul(self.engine)
         if self.dialect == "sqlite":
             _take_over_sqlite_transactions(self.engine)
-        else:
-            _text_without_nul(self.engine)
 
     def for_queries(self) -> ProjectionStore:
         """The query API's store: on PostgreSQL a pool of its own, so that a burst of slow
@@ -192,11 +190,12 @@ def _upgrade(connection: Connection) -> None:
 
 
 NUL_STORED_AS = "\ufffd"
-"""What PostgreSQL stores for a NUL character, which its text refuses (and its JSONB the
-escape ``\\u0000``). The commands refuse a NUL in what they carry, but a log written
-before may hold one (a player id, a reason): refused by the database, the event stopped its
-partition's projection for good. The log keeps the character; the API refuses an id with
-one (no store holds it)."""
+"""What the read model stores for a NUL character, which PostgreSQL's text refuses (and its
+JSONB the escape ``\\u0000``). The commands refuse a NUL in what they carry, but a log
+written before may hold one (a player id, a reason): refused by the database, the event
+stopped its partition's projection for good. SQLite stores the same, so that the audit's
+rebuild (SQLite by default) matches a live read model on PostgreSQL. The log keeps the
+character; the API refuses an id with one (no store holds it)."""
 
 
 def _nul_replaced(value: Any) -> Any:
@@ -216,7 +215,7 @@ def _json_without_nul(value: Any) -> str:
 
 
 def _text_without_nul(engine: AsyncEngine) -> None:
-    """Every text parameter a statement sends PostgreSQL without a NUL character."""
+    """Every text parameter a statement sends the database without a NUL character."""
 
     @event.listens_for(engine.sync_engine, "before_cursor_execute", retval=True)
     def _before(
