@@ -12,7 +12,11 @@ from __future__ import annotations
 
 from datetime import UTC, datetime, timedelta
 
-from blackjack.command_handler.clock import due_commands, expire_command_id
+from blackjack.command_handler.clock import (
+    disconnect_command_id,
+    due_commands,
+    expire_command_id,
+)
 from blackjack.command_handler.processor import Handled, Inbound, remembered
 from blackjack.command_handler.streams import PartitionStore
 from blackjack.domain import commands as cmd
@@ -214,11 +218,13 @@ def test_which_answers_a_window_keeps_is_one_rule() -> None:
         )
 
     expire = expire_command_id("table-1", now)
+    disconnect = disconnect_command_id("table-1", "ann", now)
     kept = {
         "accepted": answer("c-1", None),
         "refused by the rules": answer("c-2", "not_your_turn"),
         "unauthorized under a player's id": answer("c-3", "unauthorized"),
         "the clock's, with events": answer(expire, None),
+        "a disconnection under the clock's id": answer(disconnect, None),
     }
     dropped = {
         "malformed": answer("c-4", "malformed"),
@@ -226,6 +232,9 @@ def test_which_answers_a_window_keeps_is_one_rule() -> None:
         "a step's id taken": answer("e-1.deposit", "unauthorized"),
         "the clock's id taken": answer(expire, "unauthorized"),
         "the clock's, nothing due": answer(expire, None, first=None),
+        "the clock's disconnect id taken": answer(disconnect, "unauthorized"),
+        "a stale disconnection": answer(disconnect, "player_present"),
+        "a disconnect refused by the rules": answer(disconnect, "not_seated"),
     }
     assert [name for name, a in kept.items() if not remembered(a)] == []
     assert [name for name, a in dropped.items() if remembered(a)] == []

@@ -166,3 +166,43 @@ def _connected(table: Table, player_id: str) -> bool:
     state = table.store.streams[TABLE].state
     assert isinstance(state, TableState)
     return state.players[player_id].connected
+
+
+def test_a_command_under_the_clocks_disconnect_id_does_not_keep_the_player_connected() -> None:
+    """The clock's ``Disconnect`` id is derived from the stream, the player and when they were
+    last seen (the ``handled_at`` of their last answer, on the results topic): another command
+    sent under it first (an ``OpenTable`` refused, a ``Disconnect`` naming someone not seated)
+    had its answer remembered, so the clock's own command was answered as its duplicate on
+    every tick and sam, silent with a bet out, was never disconnected nor his bet returned (a
+    live run: no event 45 s after a 30 s timeout, the duplicate answer written again every
+    few seconds). Only a ``Disconnect`` may take a ``disconnect-`` id, and only one that was
+    taken is remembered under it, as only an ``ExpireTimers`` that acted is under ``expire-``."""
+    taken: tuple[cmd.TableCommand, ...] = (
+        cmd.OpenTable(variant="surrender"),
+        cmd.Disconnect(player_id="zoe"),
+    )
+    for taken_first in taken:
+        table = bet_at_surrender()
+        [due] = table.due(T0 + timedelta(seconds=45))
+        assert isinstance(due.command, cmd.Disconnect)
+        early = table.send(taken_first, T0 + timedelta(seconds=1), due.command_id)
+        assert early.result.status == "rejected" and early.events == []
+        handled = table.send(due.command, T0 + timedelta(seconds=46), due.command_id)
+        assert [type(e.data).__name__ for e in handled.events] == [
+            "PlayerDisconnected",
+            "BetRefunded",
+            "RoundCancelled",
+        ], taken_first
+        assert not _connected(table, "sam")
+
+
+def test_the_platforms_disconnect_under_the_clocks_id_is_the_clocks() -> None:
+    """A platform may send ``Disconnect``: under the clock's id for that player it acts, is
+    remembered, and the clock's own command is then its duplicate (one disconnection)."""
+    table = bet_at_surrender()
+    [due] = table.due(T0 + timedelta(seconds=45))
+    assert isinstance(due.command, cmd.Disconnect)
+    early = table.send(cmd.Disconnect(player_id="sam"), T0 + timedelta(seconds=1), due.command_id)
+    assert early.result.status == "accepted" and early.events
+    handled = table.send(due.command, T0 + timedelta(seconds=46), due.command_id)
+    assert handled.result == early.result and handled.events == []

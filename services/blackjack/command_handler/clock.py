@@ -51,6 +51,16 @@ def is_clock_timer_id(command_id: str) -> bool:
     return command_id.startswith(EXPIRE_PREFIX)
 
 
+def is_clock_disconnect_id(command_id: str) -> bool:
+    """An id of the clock's ``Disconnect`` form. It derives from what a reader of the results
+    topic sees (the stream, the player, the ``handled_at`` of the player's last answer), so
+    another command could take it first and have its answer remembered there: the clock's
+    own command would then be answered as its duplicate on every tick and the player never
+    disconnected. Only a ``Disconnect`` may use one, and only an answer that wrote events
+    (someone disconnected) is remembered under it."""
+    return command_id.startswith(DISCONNECT_PREFIX)
+
+
 def is_idle_timer(result: CommandResult) -> bool:
     """An answer to the clock's ``ExpireTimers`` that found nothing due: not remembered, live or
     by a rebuild, since it would answer the real one for that deadline as a duplicate."""

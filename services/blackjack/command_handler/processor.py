@@ -42,6 +42,7 @@ from blackjack.command_handler.clock import (
     DISCONNECT_PREFIX,
     EXPIRE_PREFIX,
     disconnect_command_id,
+    is_clock_disconnect_id,
     is_clock_timer_id,
     is_idle_timer,
 )
@@ -139,13 +140,17 @@ def _reserved_id(envelope: CommandEnvelope, signed: bool) -> str | None:
     """Why the command may not use its id, if it is one only the service's own commands use:
     a signed money step's (predictable: it derives from an event id), or the clock's
     ``expire-`` prefix, whose answers that changed nothing are not remembered
-    (``clock.is_idle_timer``) and must belong to an ``ExpireTimers``."""
+    (``clock.is_idle_timer``) and must belong to an ``ExpireTimers``, and likewise its
+    ``disconnect-`` prefix, which must belong to a ``Disconnect``
+    (``clock.is_clock_disconnect_id``)."""
     command_id = envelope.command_id
     if not signed and is_step_id(command_id):
         steps = ", ".join(f".{step}" for step in STEPS)
         return f"command ids ending in {steps} are the service's own signed money steps"
     if command_id.startswith(EXPIRE_PREFIX) and not isinstance(envelope.command, cmd.ExpireTimers):
         return f"command ids starting with {EXPIRE_PREFIX} are the clock's ExpireTimers"
+    if is_clock_disconnect_id(command_id) and not isinstance(envelope.command, cmd.Disconnect):
+        return f"command ids starting with {DISCONNECT_PREFIX} are the clock's Disconnect"
     return None
 
 
@@ -200,10 +205,12 @@ def remembered(result: CommandResult) -> bool:
     handler and for a rebuild from the results topic, whose windows must be equal (else a
     copy of a command is decided again after a takeover). Not kept: answers to messages that
     never reached a stream, to a command that took an id reserved for the service's own (a
-    step's, the clock's) or a signed step's copy, and the clock's ``ExpireTimers`` that found
-    nothing due."""
+    step's, the clock's) or a signed step's copy, the clock's ``ExpireTimers`` that found
+    nothing due, and any answer under the clock's ``Disconnect`` id that disconnected no one."""
     if is_idle_timer(result):
         return False
+    if is_clock_disconnect_id(result.command_id) and result.first_sequence is None:
+        return False  # only a disconnection keeps the clock's id (``is_clock_disconnect_id``)
     if result.rejection is None:
         return True
     code, command_id = result.rejection.code, result.command_id
