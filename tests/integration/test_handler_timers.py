@@ -166,9 +166,10 @@ async def test_a_silent_surrender_player_gets_an_undealt_bet_back(
         cmd.Deposit(player_id="sam", amount=2_000),
         cmd.PlaceBet(player_id="sam", box=2, amount=700),
     )
-    events = await wait_for_events(space, table, lambda es: "BetRefunded" in types_of(es))
-    assert types_of(events)[-2:] == ["PlayerDisconnected", "BetRefunded"]
-    refund = events[-1].data
+    events = await wait_for_events(space, table, lambda es: "RoundCancelled" in types_of(es))
+    # no bet left and no betting clock at a single-player table: the game cycle ends
+    assert types_of(events)[-3:] == ["PlayerDisconnected", "BetRefunded", "RoundCancelled"]
+    refund = events[-2].data
     assert isinstance(refund, ev.BetRefunded)
     assert (refund.reason, refund.amount, refund.balance_after) == ("disconnected", 700, 2_000)
     await accept(client, table, cmd.Reconnect(player_id="sam"))
@@ -220,7 +221,7 @@ async def test_a_takeover_keeps_the_presence_clock_running(
         )
     assert bet.player_id == "sam"
     async with running_handler(space.config(presence_timeout_s=1.0)):
-        events = await wait_for_events(space, table, lambda es: "BetRefunded" in types_of(es))
-    assert types_of(events)[-2:] == ["PlayerDisconnected", "BetRefunded"]
+        events = await wait_for_events(space, table, lambda es: "RoundCancelled" in types_of(es))
+    assert types_of(events)[-3:] == ["PlayerDisconnected", "BetRefunded", "RoundCancelled"]
     fired = [c for c in await command_log(space, table) if isinstance(c.command, cmd.Disconnect)]
     assert [c.command_id for c in fired] == [disconnect_command_id(table, "sam", bet.handled_at)]
