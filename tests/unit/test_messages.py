@@ -103,6 +103,34 @@ def test_a_buy_in_s_table_is_never_a_wallet_in_the_schema_as_in_the_model(
             CommandEnvelope.model_validate(document)
 
 
+PLATFORM_AMOUNTS = [
+    ("t-1", {"type": "PlaceBet", "player_id": "ann", "box": 0}),
+    ("t-1", {"type": "RemoveBet", "player_id": "ann", "box": 0}),
+    ("t-1", {"type": "Deposit", "player_id": "ann"}),
+    ("t-1", {"type": "Withdraw", "player_id": "ann"}),
+    ("wallet:ann", {"type": "WalletDeposit", "player_id": "ann"}),
+    ("wallet:ann", {"type": "WalletWithdraw", "player_id": "ann"}),
+    ("wallet:ann", {"type": "BuyIn", "player_id": "ann", "table_id": "mt-1"}),
+]
+
+
+@pytest.mark.parametrize(("stream", "command"), PLATFORM_AMOUNTS)
+@pytest.mark.parametrize(("amount", "accepted"), [(1, True), (500, True), (0, False), (-5, False)])
+def test_an_amount_a_platform_sends_is_positive_in_the_schema(
+    stream: str, command: dict[str, object], amount: int, accepted: bool
+) -> None:
+    """The second integrator review: `PlaceBet` with `amount: -5` (or 0) validated against
+    schemas/ and was answered `invalid_amount`; the schema says so now. The model still reads
+    it, so the answer stays the decider's typed `invalid_amount`, not `malformed`."""
+    command = {**command, "amount": amount}
+    schema = json.loads((SCHEMAS / "commands" / f"{command['type']}.json").read_text())
+    assert jsonschema.Draft202012Validator(schema).is_valid(command) is accepted
+    document = {"command_id": "c-1", "stream_id": stream, "command": command}
+    envelope_schema = json.loads((SCHEMAS / "command-envelope.json").read_text())
+    assert jsonschema.Draft202012Validator(envelope_schema).is_valid(document) is accepted
+    CommandEnvelope.model_validate(document)
+
+
 def test_every_command_and_event_schema_requires_its_type() -> None:
     """The models default ``type``; the server needs it to tell the message (review)."""
     for path in [*SCHEMAS.glob("commands/*.json"), *SCHEMAS.glob("events/*.json")]:

@@ -69,11 +69,21 @@ class PlayerCommand(Command):
     player_id: PrintableText = printable(128)
 
 
+POSITIVE_AMOUNT: dict[str, Any] = {"exclusiveMinimum": 0}
+"""Said in the schema of every amount a platform sends: the decider refuses 0 or less
+(``invalid_amount``), and a platform validating against ``schemas/`` learns it there."""
+
+
 class HandCommand(PlayerCommand):
     """An action on one hand; ``hand`` may be left out to mean the box's hand whose turn it is."""
 
     box: StrictInt
-    hand: StrictInt | None = None
+    hand: StrictInt | None = Field(
+        None,
+        description="the hand the TurnStarted named (0, and after a split 1, ...); left out, the "
+        "box's hand whose turn it is, so a repeated click acts on the next hand where one with "
+        "the hand is refused not_your_turn",
+    )
 
 
 # ---- operator and platform ----------------------------------------------------------------
@@ -105,7 +115,8 @@ class Deposit(PlayerCommand):
     type: Literal["Deposit"] = "Deposit"
     amount: StrictInt = Field(
         description="positive minor units; refused (balance_limit) if the seat's balance would "
-        "pass 10^15"
+        "pass 10^15",
+        json_schema_extra=POSITIVE_AMOUNT,
     )
     currency: Currency | None = Field(
         None,
@@ -123,7 +134,7 @@ class Deposit(PlayerCommand):
 
 class Withdraw(PlayerCommand):
     type: Literal["Withdraw"] = "Withdraw"
-    amount: StrictInt
+    amount: StrictInt = Field(description="positive minor units", json_schema_extra=POSITIVE_AMOUNT)
 
 
 class Disconnect(PlayerCommand):
@@ -209,7 +220,10 @@ class PlaceBet(PlayerCommand):
 
     type: Literal["PlaceBet"] = "PlaceBet"
     box: StrictInt
-    amount: StrictInt
+    amount: StrictInt = Field(
+        description="positive minor units: one chip, at most the table's max_bet",
+        json_schema_extra=POSITIVE_AMOUNT,
+    )
 
 
 class ClearBets(PlayerCommand):
@@ -227,7 +241,9 @@ class RemoveBet(PlayerCommand):
     type: Literal["RemoveBet"] = "RemoveBet"
     box: StrictInt
     amount: StrictInt | None = Field(
-        None, description="the minor units to take back; left out, the box's whole bet"
+        None,
+        description="the minor units to take back (positive); left out, the box's whole bet",
+        json_schema_extra=POSITIVE_AMOUNT,
     )
 
 

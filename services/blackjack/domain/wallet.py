@@ -22,6 +22,7 @@ from typing import Any, Literal, get_args
 
 from pydantic import BaseModel, ConfigDict, Field, StrictInt, field_validator
 
+from blackjack.domain.commands import POSITIVE_AMOUNT
 from blackjack.domain.errors import CorruptLog
 from blackjack.domain.payouts import MAX_BALANCE, over_balance_limit
 from blackjack.domain.rejections import Rejection
@@ -67,7 +68,8 @@ class WalletDeposit(WalletCommand):
     type: Literal["WalletDeposit"] = "WalletDeposit"
     amount: StrictInt = Field(
         description="positive minor units; refused (balance_limit) if the wallet's balance "
-        "would pass 10^15"
+        "would pass 10^15",
+        json_schema_extra=POSITIVE_AMOUNT,
     )
     currency: Currency = DEFAULT_CURRENCY
 
@@ -76,7 +78,7 @@ class WalletWithdraw(WalletCommand):
     """The platform pays money out."""
 
     type: Literal["WalletWithdraw"] = "WalletWithdraw"
-    amount: StrictInt
+    amount: StrictInt = Field(description="positive minor units", json_schema_extra=POSITIVE_AMOUNT)
 
 
 class BuyIn(WalletCommand):
@@ -91,7 +93,7 @@ class BuyIn(WalletCommand):
         # the validator below, said in the schema too
         json_schema_extra={"not": {"pattern": f"^{WALLET_STREAM_PREFIX}"}},
     )
-    amount: StrictInt
+    amount: StrictInt = Field(description="positive minor units", json_schema_extra=POSITIVE_AMOUNT)
 
     @field_validator("table_id")
     @classmethod
