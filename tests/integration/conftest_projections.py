@@ -14,6 +14,8 @@ from __future__ import annotations
 import asyncio
 import os
 import random
+import subprocess
+import sys
 import time
 import uuid
 from collections.abc import AsyncIterator, Iterable, Sequence
@@ -587,6 +589,17 @@ async def data_ends(bootstrap: str, topic: str) -> dict[tuple[str, int], int]:
 
     await read_topic(bootstrap, topic, note)
     return ends
+
+
+def start_worker(env: dict[str, str], log: Path) -> subprocess.Popen[bytes]:
+    """A projection worker process (``blackjack projections run``) with ``env``
+    (``worker_env``), its output appended to ``log``."""
+    return subprocess.Popen(
+        [sys.executable, "-m", "blackjack.cli", "projections", "run"],
+        env=env,
+        stdout=log.open("ab"),
+        stderr=subprocess.STDOUT,
+    )
 
 
 def worker_env(topic: EventsTopic, db_url: str, **extra: str) -> dict[str, str]:

@@ -7,8 +7,6 @@ test shoe key and produced in a Kafka transaction to a topic of this test's own.
 from __future__ import annotations
 
 import signal
-import subprocess
-import sys
 from contextlib import AbstractAsyncContextManager
 from pathlib import Path
 
@@ -33,6 +31,7 @@ from tests.integration.conftest_projections import (  # noqa: E402
     projection_worker,
     publish,
     reached,
+    start_worker,
     to_wire,
     wait_until,
     worker_env,
@@ -133,15 +132,6 @@ async def test_a_caught_up_partition_shows_no_lag(
 
         await wait_until(measured, "the lag of every partition measured")
         assert {key: lag(key) for key in written} == dict.fromkeys(written, 0.0)
-
-
-def start_worker(env: dict[str, str], log: Path) -> subprocess.Popen[bytes]:
-    return subprocess.Popen(
-        [sys.executable, "-m", "blackjack.cli", "projections", "run"],
-        env=env,
-        stdout=log.open("ab"),
-        stderr=subprocess.STDOUT,
-    )
 
 
 async def test_a_worker_killed_mid_stream_resumes_without_counting_anything_twice(

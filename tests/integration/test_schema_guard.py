@@ -14,8 +14,6 @@ from __future__ import annotations
 
 import argparse
 import asyncio
-import subprocess
-import sys
 from collections.abc import Iterator
 from contextlib import asynccontextmanager, contextmanager
 from pathlib import Path
@@ -43,6 +41,7 @@ from tests.integration.conftest_projections import (  # noqa: E402
     projection_worker,
     publish,
     reached,
+    start_worker,
     wait_until,
     worker_env,
 )
@@ -89,15 +88,6 @@ async def newer_migration(store: ProjectionStore) -> Any:
 async def text_of(store: ProjectionStore) -> str:
     async with store.reading() as connection:
         return (await dump(connection)).text()
-
-
-def start_worker(env: dict[str, str], log: Path) -> subprocess.Popen[bytes]:
-    return subprocess.Popen(
-        [sys.executable, "-m", "blackjack.cli", "projections", "run"],
-        env=env,
-        stdout=log.open("ab"),
-        stderr=subprocess.STDOUT,
-    )
 
 
 async def test_a_worker_folding_through_a_newer_migration_stops_and_the_new_release_resumes(
