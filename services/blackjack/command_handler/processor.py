@@ -124,14 +124,19 @@ STEPS = ("deposit", "cashout", "confirm", "refund")
 """The money steps the service sends itself, signed; their ids end in ``.<step>``."""
 
 
-def _refused(envelope: CommandEnvelope, message: str, now: datetime) -> CommandResult:
-    """An ``unauthorized`` answer, decided before the stream is looked at."""
+def _refused(
+    envelope: CommandEnvelope,
+    message: str,
+    now: datetime,
+    code: RejectionCode = "unauthorized",
+) -> CommandResult:
+    """A refusal decided before the decider sees the command (``unauthorized`` unless said)."""
     return CommandResult(
         command_id=envelope.command_id,
         stream_id=envelope.stream_id,
         correlation_id=envelope.correlation_id,
         status="rejected",
-        rejection=Rejection(code="unauthorized", message=message),
+        rejection=Rejection(code=code, message=message),
         handled_at=now,
     )
 
@@ -388,14 +393,7 @@ class Processor:
                 f"command id {envelope.command_id} was used at this stream by another "
                 "player's command: each command needs an id of its own"
             )
-            result = CommandResult(
-                command_id=envelope.command_id,
-                stream_id=envelope.stream_id,
-                correlation_id=envelope.correlation_id,
-                status="rejected",
-                rejection=Rejection(code="malformed", message=message),
-                handled_at=now,
-            )
+            result = _refused(envelope, message, now, code="malformed")
             record = self._result_record(result, key, inbound.partition)
             return Handled(result=result, command_type=kind, outgoing=[record])
         if original is not None:
