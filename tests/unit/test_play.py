@@ -703,3 +703,17 @@ def test_what_others_wrote_reaches_the_terminal_without_its_control_characters()
     assert "\x1b[2J" not in printed and "\x1b[31m" not in printed and "\u202e" not in printed
     assert "\x9b" not in printed and "\ufffd[2J\ufffd[31mwon\ufffd 1000" in printed
     assert "\x1b[1m" in printed  # the console's own styles still reach the terminal
+
+
+def test_a_cleared_bet_leaves_the_table_as_before_it() -> None:
+    """Clear ends a single-player game cycle with nothing dealt (``RoundCancelled``): the
+    table shows no dealer nor box of it, only the balance back; the next bet opens the
+    next cycle."""
+    script = Script("mini-h17", [["TS", "7S", "9S", "TD"]])
+    script.do(cmd.PlaceBet(player_id=A, box=0, amount=1000), cmd.ClearBets(player_id=A))
+    text = shown(folded(script))
+    assert "Dealer" not in text and "Box 0" not in text
+    assert "balance 100.00 USD" in text and "in play" not in text
+    script.do(cmd.PlaceBet(player_id=A, box=0, amount=500))
+    text = shown(folded(script))
+    assert "round 2 · betting" in text and "bet 5.00 (you)" in text

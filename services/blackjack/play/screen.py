@@ -210,9 +210,10 @@ def table_screen(
     grid.add_column(style="bold cyan", no_wrap=True)
     grid.add_column()
     record = table.rounds.get(view.round)
-    if record is not None and record.status != "betting":
+    # A cancelled round dealt nothing and gave every bet back (its notes below say why).
+    if record is not None and record.status not in ("betting", "cancelled"):
         _dealt(grid, record, table, player_id, currency)
-    elif record is not None:
+    elif record is not None and record.status == "betting":
         for box in record.boxes:
             who = "you" if box.player_id == player_id else box.player_id
             grid.add_row(f"Box {box.box}", Text(f"bet {money(box.bet, currency)} ({who})"))
