@@ -169,20 +169,27 @@ def _stood_up(
 ) -> tuple[str, Text]:
     """A player the server stood up as the round ended, after the rounds they sat out in a
     row (the table's ``seat_released_after_rounds_sat_out``), or the operator stood up
-    (``StandUpPlayer``, in a round or between rounds), said to them and to the others."""
+    (``StandUpPlayer``, in a round or between rounds), said to them and to the others: why
+    and the money returned to them alone."""
     mine = data.get("player_id") == player_id
-    back = money(int(data.get("balance_returned", 0)), currency)
     if data.get("reason") == "operator":
-        by = f"stood up by the operator ({data.get('operator_reason')})"
+        # why (a self-exclusion, a closed account) is told to the player stood up alone, as
+        # the query API's player view does (``operator_reason``: docs/operations.md,
+        # "Personal data")
+        why = f" ({data.get('operator_reason')})" if mine else ""
+        by = f"stood up by the operator{why}"
     else:
         rounds = data.get("rounds_sat_out")
         by = f"stood up by the server after {rounds} {'round' if rounds == 1 else 'rounds'} sat out"
-    # At a table funded by the wallets the money goes back there; a single-player table's
-    # is paid out (the platform's Withdraw), as the screen's own line says.
-    to = ("back in your wallet" if mine else "back in their wallet") if by_wallet else "paid out"
-    said = f"{by}: seat {data.get('seat')} is free, {back} {currency} {to}" + (
-        " · sit N to play again" if mine and not seated else ""  # not once seated again
-    )
+    said = f"{by}: seat {data.get('seat')} is free"
+    if mine:  # their money is theirs alone too (the player view's ``balance_returned``)
+        back = money(int(data.get("balance_returned", 0)), currency)
+        # At a table funded by the wallets the money goes back there; a single-player
+        # table's is paid out (the platform's Withdraw), as the screen's own line says.
+        to = "back in your wallet" if by_wallet else "paid out"
+        said += f", {back} {currency} {to}" + (
+            " · sit N to play again" if not seated else ""  # not once seated again
+        )
     return ("You" if mine else str(data.get("player_id")), Text(said, "bold yellow"))
 
 
