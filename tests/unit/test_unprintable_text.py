@@ -34,6 +34,8 @@ UNPRINTABLE = {
     "a right-to-left override": "\u202e",
     "a first-strong isolate": "\u2068",
     "an Arabic letter mark": "\u061c",
+    # the read model's NUL: al\ufffdice and an older log's al\x00ice were one account's key
+    "the replacement character": "\ufffd",
 }
 PRINTABLE = ["ann", "Zoë Ångström", "玩家 7", "🂡 ace", "O'Brien & co"]
 

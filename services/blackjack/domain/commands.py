@@ -14,14 +14,17 @@ from pydantic import AfterValidator, BaseModel, ConfigDict, Field, StrictInt
 from blackjack.domain.cards import Card
 from blackjack.domain.rules import Currency
 
-UNPRINTABLE = r"\x00-\x1f\x7f-\x9f\u061c\u200e\u200f\u2028\u2029\u202a-\u202e\u2066-\u2069"
+UNPRINTABLE = r"\x00-\x1f\x7f-\x9f\u061c\u200e\u200f\u2028\u2029\u202a-\u202e\u2066-\u2069\ufffd"
 """The characters no player id, operator or reason may hold (a regular expression's class, in
 Python's and JSON Schema's syntax): the control characters (NUL, ESC, line breaks: C0, DEL and
 C1), the line and paragraph separators and the bidirectional formatting characters. A NUL
 cannot be stored by PostgreSQL (its text and JSONB refuse it): the projection worker stopped
 for good at the event that carried one, and every later event of its partition with it. The
 others rewrite a terminal's screen (``blackjack play`` shows reasons and other players' ids),
-break a log line or reorder what is read around them."""
+break a log line or reorder what is read around them. The replacement character U+FFFD is what
+the read model stores for a NUL of an older log (``projections.store.NUL_STORED_AS``): a player
+id holding it would be stored as the same key as an older player's with a NUL in its place (an
+account's primary key: the fold failed on it for ever)."""
 
 _UNPRINTABLE = re.compile(f"[{UNPRINTABLE}]")
 
@@ -32,6 +35,11 @@ def unprintable(text: str) -> str | None:
     found = _UNPRINTABLE.search(text)
     if found is None:
         return None
+    if found.group() == "\ufffd":
+        return (
+            f"the replacement character (U+FFFD) at position {found.start()}, which the read "
+            "model stores for a NUL"
+        )
     return (
         f"a control, line-breaking or bidirectional formatting character "
         f"(U+{ord(found.group()):04X}) at position {found.start()}"

@@ -73,7 +73,7 @@ def player_id(text: str) -> str:
         raise argparse.ArgumentTypeError("a player id has 1 to 128 characters")
     said = unprintable(text)
     if said is not None:
-        raise argparse.ArgumentTypeError(f"a player id has no {said.removeprefix('a ')}")
+        raise argparse.ArgumentTypeError(f"a player id may not hold {said}")
     return text
 
 
