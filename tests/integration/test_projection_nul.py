@@ -11,15 +11,18 @@ are folded in directly."""
 
 from __future__ import annotations
 
+from typing import Any
+
 import pytest
 from sqlalchemy import select
 
 from blackjack.domain import commands as cmd
 from blackjack.projections import schema
+from blackjack.projections.store import ProjectionStore
 
 pytest.register_assert_rewrite("tests.integration.conftest_projections")
 from tests.integration.conftest_projections import Script, StoreFactory  # noqa: E402
-from tests.unit.test_interrupted_query import fold  # noqa: E402
+from tests.unit.test_interrupted_query import fold, fold_envelopes  # noqa: E402
 
 pytest_plugins = ["tests.integration.conftest_projections"]
 pytestmark = pytest.mark.integration
@@ -56,3 +59,31 @@ async def test_an_event_with_a_nul_is_folded_on_either_store(stores: StoreFactor
     reason = view["suspended"]["reason"]
     assert reason == "main\ufffdtenance"
     assert [p["next_offset"] for p in positions] == [len(script.envelopes)]  # every event
+
+
+async def test_a_nul_player_s_events_fold_across_batches(stores: StoreFactory) -> None:
+    """Each batch loads the table from the store's rows, which hold U+FFFD: the projection
+    folded the NUL as it came, so the player's next event in a later batch named an account it
+    did not have ("al\\x00ice has no account at table-1", 12 of 22 cuts failed), and the
+    worker retried that batch for ever. Folded one event per batch (as a worker may), the
+    rows are those of one batch."""
+    one_batch, by_event = await stores.store(), await stores.store()
+    script = played_before_the_commands_refused_it()
+    await fold(one_batch, script)
+    for offset, envelope in enumerate(script.envelopes):
+        await fold_envelopes(by_event, [envelope], first_offset=offset)
+    assert await rows(by_event) == await rows(one_batch)
+    accounts = (await rows(by_event))["accounts"]
+    assert [(a["player_id"], a["available"]) for a in accounts if a["player_id"] != "bob"] == [
+        (WHO.replace("\x00", "\ufffd"), 11_000)
+    ]
+
+
+async def rows(store: ProjectionStore) -> dict[str, list[dict[str, Any]]]:
+    """The read model's tables, each row as a dict, in key order."""
+    found: dict[str, list[dict[str, Any]]] = {}
+    async with store.reading() as connection:
+        for table in (schema.accounts, schema.table_views, schema.rounds, schema.round_players):
+            query = select(table).order_by(*table.primary_key.columns)
+            found[table.name] = [dict(r) for r in (await connection.execute(query)).mappings()]
+    return found

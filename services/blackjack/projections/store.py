@@ -198,20 +198,21 @@ rebuild (SQLite by default) matches a live read model on PostgreSQL. The log kee
 character; the API refuses an id with one (no store holds it)."""
 
 
-def _nul_replaced(value: Any) -> Any:
+def nul_replaced(value: Any) -> Any:
+    """``value`` (JSON-like: texts, dicts, lists) with every NUL as ``NUL_STORED_AS``."""
     if isinstance(value, str):
         return value.replace("\x00", NUL_STORED_AS)
     if isinstance(value, dict):
-        return {_nul_replaced(key): _nul_replaced(item) for key, item in value.items()}
+        return {nul_replaced(key): nul_replaced(item) for key, item in value.items()}
     if isinstance(value, list | tuple):
-        return [_nul_replaced(item) for item in value]
+        return [nul_replaced(item) for item in value]
     return value
 
 
 def _json_without_nul(value: Any) -> str:
     """A JSONB document's text: json.dumps, as SQLAlchemy's own, and a NUL replaced."""
     text = json.dumps(value)
-    return json.dumps(_nul_replaced(value)) if "\\u0000" in text else text
+    return json.dumps(nul_replaced(value)) if "\\u0000" in text else text
 
 
 def _text_without_nul(engine: AsyncEngine) -> None:
@@ -230,7 +231,7 @@ def _text_without_nul(engine: AsyncEngine) -> None:
             if isinstance(row, tuple | list) and any(
                 isinstance(item, str) and "\x00" in item for item in row
             ):
-                return type(row)(_nul_replaced(item) for item in row)
+                return type(row)(nul_replaced(item) for item in row)
             return row
 
         return statement, [one(row) for row in parameters] if executemany else one(parameters)
