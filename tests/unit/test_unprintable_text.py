@@ -10,16 +10,22 @@ in a reason reached the terminal of ``blackjack play`` as it came."""
 from __future__ import annotations
 
 import json
-from datetime import UTC, datetime
+from datetime import UTC, datetime, timedelta
 from typing import Any
 
 import jsonschema
 import pytest
 
+from blackjack.command_handler.clock import due_commands
 from blackjack.command_handler.processor import Handled, Inbound, Processor
 from blackjack.command_handler.streams import PartitionStore
 from blackjack.domain import commands as cmd
+from blackjack.domain import events as ev
+from blackjack.domain.rejections import Rejection
+from blackjack.domain.state import TableState
 from blackjack.messages.envelope import CommandEnvelope
+from blackjack.rng import csprng_shuffle
+from blackjack.table import apply
 from tests.unit.processor_harness import new_processor
 
 NOW = datetime(2026, 5, 1, tzinfo=UTC)
@@ -105,3 +111,61 @@ def test_the_schema_says_so_as_the_model_does(text: str) -> None:
         jsonschema.validate({"type": "SitDown", "player_id": f"a{text}"}, schema)
     envelope = CommandEnvelope(command_id="x", stream_id=TABLE, command=cmd.SitDown(player_id="a"))
     assert envelope.command.type == "SitDown"
+
+
+# ---- players seated under an older release ------------------------------------------------
+
+
+def seated_under_an_older_release(player_id: str) -> tuple[Processor, PartitionStore]:
+    """A surrender table (bets returned on a disconnection) where ``player_id`` sat down,
+    paid in and bet before the commands refused such ids: the decider as that release ran
+    it (the events of such a log fold as any other)."""
+    processor, store = opened("surrender")
+    stream = store.get(TABLE)
+    for command in (
+        cmd.SitDown.model_construct(player_id=player_id, seat=0),
+        cmd.Deposit.model_construct(player_id=player_id, amount=10_000, currency=None),
+        cmd.PlaceBet.model_construct(player_id=player_id, box=0, amount=500),
+    ):
+        assert isinstance(stream.state, TableState)
+        applied = apply(stream.state, command, NOW, csprng_shuffle)
+        assert not isinstance(applied, Rejection), applied
+        stream.state = applied.state
+        stream.sequence += len(applied.events)
+    stream.last_seen[player_id] = NOW
+    return processor, store
+
+
+@pytest.mark.parametrize("text", UNPRINTABLE.values(), ids=UNPRINTABLE.keys())
+def test_the_clock_disconnects_a_silent_player_seated_under_such_an_id(text: str) -> None:
+    """The clock names the player in its ``Disconnect``: a refusal raised while building it
+    ended the handler's clock task, so the process (exit 1), at every restart once the
+    player had been silent for the presence timeout, and their bet never came back."""
+    player = f"a{text}b"
+    processor, store = seated_under_an_older_release(player)
+    later = NOW + timedelta(seconds=60)
+    [due] = due_commands(store, later, timedelta(seconds=30))
+    assert isinstance(due.command, cmd.Disconnect) and due.command.player_id == player
+    value = due.model_dump_json().encode()
+    answer = processor.handle(store, Inbound(TABLE.encode(), value, [], 0, 2), later)
+    assert answer.result.status == "accepted", answer.result.rejection
+    refunded = [e.data for e in answer.events if isinstance(e.data, ev.BetRefunded)]
+    assert [(e.player_id, e.amount) for e in refunded] == [(player, 500)]
+
+
+@pytest.mark.parametrize("text", UNPRINTABLE.values(), ids=UNPRINTABLE.keys())
+def test_the_operator_stands_such_a_player_up_and_pays_their_money_out(text: str) -> None:
+    player = f"a{text}b"
+    processor, store = seated_under_an_older_release(player)
+    stand_up = {"type": "StandUpPlayer", "player_id": player, "operator": "ops", "reason": "x"}
+    answer = handle(processor, store, stand_up)
+    assert answer.result.status == "accepted", answer.result.rejection
+    [left] = [e.data for e in answer.events if isinstance(e.data, ev.SeatLeft)]
+    assert (left.player_id, left.balance_returned) == (player, 10_000)
+    # a stranger under such an id is refused as any stranger is, and no id enters the log
+    stranger = handle(processor, store, {**stand_up, "player_id": f"z{text}"})
+    assert stranger.result.rejection is not None
+    assert stranger.result.rejection.code == "not_seated" and stranger.events == []
+    sit_down = handle(processor, store, {"type": "SitDown", "player_id": player, "seat": 0})
+    assert sit_down.result.rejection is not None
+    assert sit_down.result.rejection.code == "malformed"

@@ -69,6 +69,16 @@ def printable(max_length: int, description: str | None = None) -> Any:
 PrintableText = Annotated[str, AfterValidator(_no_unprintable)]
 
 
+def seated_player(description: str) -> Any:
+    """The id of a player a command acts on only if they hold a seat (the decider refuses
+    anyone else ``not_seated``, writing nothing): any id a seat holds, ``UNPRINTABLE``
+    characters included, since a log written before the commands refused them seats such
+    players. The clock's ``Disconnect`` names them (a refusal raised in the clock ended the
+    handler), and the operator's ``StandUpPlayer`` pays their money out; no new id enters the
+    log this way."""
+    return Field(min_length=1, max_length=128, description=description)
+
+
 class Command(BaseModel):
     model_config = ConfigDict(frozen=True, extra="forbid")
 
@@ -147,6 +157,10 @@ class Withdraw(PlayerCommand):
 
 class Disconnect(PlayerCommand):
     type: Literal["Disconnect"] = "Disconnect"
+    player_id: str = seated_player(
+        "a seated player (one seated under an older release may hold a character other "
+        "player ids may not)"
+    )
 
 
 class Reconnect(PlayerCommand):
@@ -189,7 +203,10 @@ class StandUpPlayer(Command):
     operator stands them up (the platform stops forwarding the player's own commands)."""
 
     type: Literal["StandUpPlayer"] = "StandUpPlayer"
-    player_id: PrintableText = printable(128, "the player to stand up")
+    player_id: str = seated_player(
+        "the player to stand up (one seated under an older release may hold a character other "
+        "player ids may not)"
+    )
     operator: PrintableText = printable(128, "who stands them up, for the record")
     reason: PrintableText = printable(200, "why, for the record")
 
