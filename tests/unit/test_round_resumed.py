@@ -7,13 +7,15 @@ when the instance simply goes on. The audit reads it and checks where it sits. W
 from __future__ import annotations
 
 from datetime import datetime, timedelta
+from typing import cast
 
-from aiokafka import TopicPartition
+from aiokafka import AIOKafkaConsumer, TopicPartition
 from rich.console import Console
 
 from blackjack.audit.replay import replay_stream
 from blackjack.command_handler.clock import may_come_due
 from blackjack.command_handler.processor import Handled, Inbound, Outgoing
+from blackjack.command_handler.replay import rebuild
 from blackjack.command_handler.snapshots import Checkpoint, SnapshotCodec, checkpoint_key
 from blackjack.domain import commands as cmd
 from blackjack.domain import events as ev
@@ -26,7 +28,12 @@ from blackjack.play.screen import history_screen, table_screen
 from blackjack.projections.projector import StreamProjection
 from blackjack.projections.queries import round_seen_by
 from tests.unit.processor_harness import TOPICS
-from tests.unit.test_handler_windows import T0, Handler
+from tests.unit.test_handler_windows import (
+    T0,
+    TABLE,
+    Handler,
+    _betting_round_with_a_silent_player,
+)
 
 SOLO = "solo-1"
 LATER = T0 + timedelta(minutes=5)
@@ -112,11 +119,25 @@ async def test_a_table_with_no_round_in_play_writes_none() -> None:
         "RoundOpened",
         "BetPlaced",
     ]
-    # every bet taken back: the round is open with nothing in it
-    table.do(cmd.ClearBets(player_id="ann"))
+    # every bet taken back: the game cycle ends there (no betting clock at one seat)
+    assert types(table.do(cmd.ClearBets(player_id="ann")))[-1] == "RoundCancelled"
     await table.take_over()
     assert "RoundResumed" not in types(table.do(cmd.PlaceBet(player_id="ann", box=0, amount=5)))
     assert table.markers() == []
+
+
+async def test_a_round_open_with_every_bet_taken_back_owes_none() -> None:
+    """At a table with a betting clock the round stays open to its deadline once every bet
+    is taken back: nothing is in play there, so a rebuild owes no marker."""
+    handler = Handler()
+    _betting_round_with_a_silent_player(handler)
+    cleared = handler.send(TABLE, cmd.ClearBets(player_id="ann"), "clear", T0)
+    assert cleared.result.status == "accepted"
+    assert handler.table().round_open and not handler.table().round_in_play
+    await handler.take_over()
+    assert TABLE not in handler.store.resuming
+    again = handler.send(TABLE, cmd.PlaceBet(player_id="ann", box=0, amount=100), "again", T0)
+    assert [e.type for e in again.events] == ["BetPlaced"]
 
 
 async def test_a_refused_first_command_leaves_the_marker_owed() -> None:
@@ -314,3 +335,24 @@ async def test_a_table_rebuilt_cold_from_its_snapshot_owes_it_with_the_time_it_k
     assert SOLO in table.store.cold and table.store.resuming == {SOLO}
     dealt = table.do(cmd.Deal(player_id="ann"), LATER)
     assert dealt.events[0].data == ev.RoundResumed(round=1, last_event_at=bet_at)
+
+
+async def test_the_rebuild_counts_every_snapshot_it_read() -> None:
+    """``RebuildStats.snapshots`` (the "partition rebuilt" log line) is how many streams the
+    checkpoint's snapshots gave, hot or cold: it counted only those still cold at the end
+    (0 here, where the deal after the checkpoint thaws the table)."""
+    table = betting()
+    await checkpoint(table)
+    table.do(cmd.Deal(player_id="ann"), LATER)
+    store, stats = await rebuild(
+        cast(AIOKafkaConsumer, table.log),
+        TOPICS,
+        0,
+        codec=SnapshotCodec(b"s" * 32),
+        seal=table.processor.seal,
+        dedup_window=100,
+        now=LATER,
+        timeout=5.0,
+    )
+    assert SOLO in store.streams and not store.cold
+    assert stats.checkpoint and stats.snapshots == 1

@@ -134,6 +134,7 @@ async def rebuild(
             snapshots[key] = record.value
     if checkpoint is None:
         snapshots.clear()  # the events from the start make every stream
+    read = len(snapshots)  # before the hot ones leave (the cold ones stay where they were read)
     for stream_id in list(snapshots):
         raw = snapshots[stream_id]
         stream = codec.decode(raw)
@@ -240,7 +241,7 @@ async def rebuild(
     return store, RebuildStats(
         partition=partition,
         checkpoint=checkpoint is not None,
-        snapshots=len(snapshots) if checkpoint else 0,
+        snapshots=read,
         events=events,
         results=results,
         seconds=time.monotonic() - started,
