@@ -10,10 +10,10 @@ import contextlib
 import time
 from datetime import UTC, datetime
 from types import SimpleNamespace
-from typing import Any
+from typing import Any, cast
 
 import pytest
-from aiokafka import ConsumerRecord, TopicPartition
+from aiokafka import AIOKafkaConsumer, ConsumerRecord, TopicPartition
 from aiokafka.errors import (
     KafkaConnectionError,
     KafkaTimeoutError,
@@ -29,7 +29,10 @@ from blackjack.bus.topics import RECORD_MAX_BYTES
 from blackjack.command_handler import service
 from blackjack.command_handler.config import HandlerConfig
 from blackjack.command_handler.service import CommandHandler, _Partition, receipt_time
-from blackjack.command_handler.streams import PartitionStore
+from blackjack.command_handler.snapshots import SnapshotCodec
+from blackjack.command_handler.spill import SpilledStreams
+from blackjack.command_handler.streams import PartitionStore, Stream
+from blackjack.domain.state import INITIAL_STATE
 from blackjack.messages.sealing import ShoeSeal
 
 TOPIC = "unit.blackjack.commands"
@@ -490,3 +493,53 @@ async def test_a_partition_producer_gathers_a_transaction_in_one_batch_under_the
 
 BROKER_MAX_MESSAGE_BYTES = 1_048_588
 """Kafka's default ``message.max.bytes``: what the events, results and commands topics take."""
+
+
+class _Ends:
+    """A replay reader that only says where the partitions end."""
+
+    async def end_offsets(self, tps: list[TopicPartition]) -> dict[TopicPartition, int]:
+        return dict.fromkeys(tps, 5)
+
+
+async def test_a_partition_given_to_another_instance_lets_its_cold_streams_go() -> None:
+    """A revoked partition's memory is kept in case the rebalance gives it back; one it gives
+    to another instance is let go, its cold streams' file with it. It was kept until the
+    partition came back, for good if it never did: every partition an instance ever held
+    kept its spill file (and descriptor) on the pod's disk."""
+    handler = CommandHandler(HandlerConfig(shoe_key_hex=ShoeSeal.new_key_hex(), group_id="g"))
+    handler._consumer = FakeConsumer({})
+    handler._reader = cast(AIOKafkaConsumer, _Ends())
+    spills, tps = [], []
+    for number in range(2):
+        spill = SpilledStreams()
+        spill["table-1"] = b"sealed"
+        spills.append(spill)
+        tps.append(TopicPartition(TOPIC, number))
+        store = PartitionStore(number, cold=spill)
+        handler._partitions[number] = _Partition(number, tps[number], "ready", store)
+    await handler._revoke(set(tps))
+    assert sorted(handler._retained) == [0, 1]
+    handler._assign({tps[0]})  # partition 1 went to another instance
+    assert sorted(handler._retained) == [0]
+    assert handler._retained[0].store.cold is spills[0] and spills[0]["table-1"] == b"sealed"
+    assert not spills[1].open
+
+
+async def test_a_sweep_under_way_stops_at_a_partition_revoked_meanwhile() -> None:
+    """Idle streams are frozen a few at a time, yielding between: a partition revoked
+    meanwhile may have had its store closed (given to another instance), and a sweep that
+    went on writing to it raised in the clock's task, which ends the handler."""
+    handler = CommandHandler(HandlerConfig(shoe_key_hex=ShoeSeal.new_key_hex(), group_id="g"))
+    store = PartitionStore(0, cold=SpilledStreams(), codec=SnapshotCodec(b"s" * 32))
+    for n in range(3 * service.FREEZE_AT_ONCE):
+        store.streams[f"t-{n}"] = Stream(f"t-{n}", INITIAL_STATE, used_at=-1e9)
+    partition = _Partition(0, TopicPartition(TOPIC, 0), "ready", store)
+    handler._partitions[0] = partition
+    sweep = asyncio.create_task(handler._freeze_idle_streams())
+    await asyncio.sleep(0)  # the sweep froze its first few and yields
+    assert len(store.cold) == service.FREEZE_AT_ONCE
+    partition.status = "revoked"  # as _revoke leaves it
+    store.close()  # as _assign does, the partition gone to another instance
+    await sweep
+    assert handler.failure is None

@@ -401,6 +401,11 @@ class CommandHandler:
 
     def _assign(self, assigned: set[TopicPartition]) -> None:
         assert self._consumer is not None
+        # The whole assignment (aiokafka's rebalances are eager): a partition revoked and
+        # not given back went to another instance, whose writes a return would rebuild from.
+        numbers = {tp.partition for tp in assigned}
+        for number in [n for n in self._retained if n not in numbers]:
+            self._retained.pop(number).store.close()
         for tp in assigned:
             if tp.partition not in self._partitions:
                 self._partitions[tp.partition] = _Partition(tp.partition, tp)
@@ -466,6 +471,8 @@ class CommandHandler:
                 if retained is not None and retained.ends == ends:
                     store, kind = retained.store, "kept"
                 else:
+                    if retained is not None:  # written to meanwhile: rebuilt instead
+                        retained.store.close()
                     store, stats = await rebuild(
                         self._reader,
                         self.topics,
@@ -887,8 +894,8 @@ class CommandHandler:
             for start in range(0, len(found), FREEZE_AT_ONCE):
                 if start:
                     await asyncio.sleep(0)  # the rest of the loop first
-                if partition.store is not store:
-                    break  # rebuilt or given away meanwhile
+                if partition.store is not store or partition.status != "ready":
+                    break  # rebuilt or given away meanwhile (a revoked store may be closed)
                 # each checked again: a command may have used it meanwhile
                 chunk = found[start : start + FREEZE_AT_ONCE]
                 frozen += sum(store.freeze(s, idle_s, may_come_due) for s in chunk)

@@ -62,3 +62,8 @@ class SpilledStreams(MutableMapping[str, bytes]):
     def close(self) -> None:
         """Remove the file now rather than when this is collected."""
         self._closed()
+
+    @property
+    def open(self) -> bool:
+        """Not closed yet (``close``, or collected)."""
+        return self._closed.alive

@@ -314,6 +314,13 @@ class PartitionStore:
     def count(self) -> int:
         return len(self.streams) + len(self.cold)
 
+    def close(self) -> None:
+        """Let go of the cold streams' file now (``SpilledStreams``), not when collected:
+        the store is no longer used."""
+        close = getattr(self.cold, "close", None)
+        if close is not None:
+            close()
+
     def all_streams(self) -> Iterator[Stream]:
         """Every stream, the cold ones read from their snapshots (and left cold)."""
         yield from self.streams.values()
