@@ -100,6 +100,15 @@ def test_the_same_key_in_two_objects_is_no_duplicate() -> None:
             "c-7",
             None,
         ),
+        # the ids' names twice inside another object: the envelope's own are named once (they
+        # were left unquoted, filed under unparsed-<partition>-<offset>)
+        (
+            '{"command_id": "c-7", "stream_id": "table-1", "correlation_id": "s-42", '
+            '"command": {"type": "OpenTable", "variant": "mini-h17", "overrides": '
+            '{"command_id": 1, "command_id": 2, "correlation_id": 1, "correlation_id": 2}}}',
+            "c-7",
+            "s-42",
+        ),
     ],
 )
 def test_the_answer_to_a_key_named_twice_quotes_the_ids_named_once(

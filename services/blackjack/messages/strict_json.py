@@ -35,14 +35,19 @@ def loads(text: str | bytes, **options: Any) -> Any:
 
 
 def with_keys_named_twice(text: str | bytes, **options: Any) -> tuple[Any, set[str]]:
-    """The document as ``json.loads`` reads it (the last value of a key kept), and every key
-    some object of it names twice: what an answer to it may quote is what is named once."""
-    twice: set[str] = set()
+    """The document as ``json.loads`` reads it (the last value of a key kept), and the keys
+    its outermost object names twice: what an answer to it may quote is what that object
+    names once (a key named twice inside another object, say a rule override, leaves the
+    envelope's own ids as unambiguous as they were)."""
+    named_twice: list[set[str]] = []
 
     def collecting(pairs: list[tuple[str, Any]]) -> dict[str, Any]:
         document = dict(pairs)
+        twice: set[str] = set()
         if len(document) != len(pairs):
-            twice.update(name for name in document if sum(n == name for n, _ in pairs) > 1)
+            twice = {name for name in document if sum(n == name for n, _ in pairs) > 1}
+        named_twice[:] = [twice]  # the outermost object is read last
         return document
 
-    return json.loads(text, object_pairs_hook=collecting, **options), twice
+    document = json.loads(text, object_pairs_hook=collecting, **options)
+    return document, named_twice[0] if isinstance(document, dict) else set()
