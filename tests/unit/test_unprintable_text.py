@@ -9,6 +9,7 @@ in a reason reached the terminal of ``blackjack play`` as it came."""
 
 from __future__ import annotations
 
+import itertools
 import json
 from datetime import UTC, datetime, timedelta
 from typing import Any
@@ -43,13 +44,16 @@ UNPRINTABLE = {
     # the read model's NUL: al\ufffdice and an older log's al\x00ice were one account's key
     "the replacement character": "\ufffd",
 }
+COMMAND_IDS = itertools.count(1)
 PRINTABLE = ["ann", "Zoë Ångström", "玩家 7", "🂡 ace", "O'Brien & co"]
 
 
 def handle(processor: Processor, store: PartitionStore, command: dict[str, Any]) -> Handled:
     value = json.dumps(
         {
-            "command_id": f"c-{len(store.streams)}-{id(command)}",
+            # its own id: one made of id(command) was reused by the next dict, which was
+            # then answered as a copy of the command before it
+            "command_id": f"c-{next(COMMAND_IDS)}",
             "stream_id": TABLE,
             "command": command,
         }
@@ -169,3 +173,15 @@ def test_the_operator_stands_such_a_player_up_and_pays_their_money_out(text: str
     sit_down = handle(processor, store, {"type": "SitDown", "player_id": player, "seat": 0})
     assert sit_down.result.rejection is not None
     assert sit_down.result.rejection.code == "malformed"
+
+
+@pytest.mark.parametrize("text", UNPRINTABLE.values(), ids=UNPRINTABLE.keys())
+def test_such_a_player_takes_their_money_out_and_leaves(text: str) -> None:
+    player = f"a{text}b"
+    processor, store = seated_under_an_older_release(player)
+    withdrawn = handle(processor, store, {"type": "Withdraw", "player_id": player, "amount": 100})
+    assert withdrawn.result.status == "accepted", withdrawn.result.rejection
+    left = handle(processor, store, {"type": "LeaveTable", "player_id": player})
+    assert left.result.status == "accepted", left.result.rejection
+    [seat_left] = [e.data for e in left.events if isinstance(e.data, ev.SeatLeft)]
+    assert seat_left.balance_returned == 10_000 - 100  # the bet came back first

@@ -74,8 +74,8 @@ def seated_player(description: str) -> Any:
     anyone else ``not_seated``, writing nothing): any id a seat holds, ``UNPRINTABLE``
     characters included, since a log written before the commands refused them seats such
     players. The clock's ``Disconnect`` names them (a refusal raised in the clock ended the
-    handler), and the operator's ``StandUpPlayer`` pays their money out; no new id enters the
-    log this way."""
+    handler), and ``LeaveTable``, ``Withdraw`` and the operator's ``StandUpPlayer`` pay their
+    money out; no new id enters the log this way."""
     return Field(min_length=1, max_length=128, description=description)
 
 
@@ -127,6 +127,10 @@ class MoveSeat(PlayerCommand):
 
 class LeaveTable(PlayerCommand):
     type: Literal["LeaveTable"] = "LeaveTable"
+    player_id: str = seated_player(
+        "a seated player (one seated under an older release may hold a character other "
+        "player ids may not)"
+    )
 
 
 class Deposit(PlayerCommand):
@@ -152,6 +156,10 @@ class Deposit(PlayerCommand):
 
 class Withdraw(PlayerCommand):
     type: Literal["Withdraw"] = "Withdraw"
+    player_id: str = seated_player(
+        "a seated player (one seated under an older release may hold a character other "
+        "player ids may not)"
+    )
     amount: StrictInt = Field(description="positive minor units", json_schema_extra=POSITIVE_AMOUNT)
 
 
