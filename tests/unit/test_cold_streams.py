@@ -322,6 +322,10 @@ def test_cold_streams_on_disk_keep_only_their_ids_in_memory(
         spilled["table-0007"]
     with pytest.raises(KeyError):
         del spilled["table-0007"]
+    spilled.clear()
+    assert len(spilled) == 0 and list(spilled) == [] and "table-0008" not in spilled
+    spilled["table-0008"] = b"again"
+    assert dict(spilled) == {"table-0008": b"again"}
 
 
 def test_the_spill_file_leaves_nothing_behind() -> None:
