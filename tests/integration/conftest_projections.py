@@ -591,6 +591,17 @@ async def data_ends(bootstrap: str, topic: str) -> dict[tuple[str, int], int]:
     return ends
 
 
+def event_records(
+    envelopes: Iterable[EventEnvelope], seal: ShoeSeal, topic: str = "blackjack.events"
+) -> list[Record]:
+    """``envelopes`` as records of the events topic's partition 0 from offset 0, written as
+    the handler writes them (shoes sealed with ``seal``): what a fold reads."""
+    return [
+        Record(topic, 0, offset, wire.encode(wire.to_wire(envelope, seal)))
+        for offset, envelope in enumerate(envelopes)
+    ]
+
+
 def start_worker(env: dict[str, str], log: Path) -> subprocess.Popen[bytes]:
     """A projection worker process (``blackjack projections run``) with ``env``
     (``worker_env``), its output appended to ``log``."""

@@ -22,15 +22,12 @@ from blackjack.projections.projector import ProjectionError
 from blackjack.projections.revision import SchemaMismatch
 from blackjack.projections.store import ProjectionStore
 from blackjack.projections.writer import ProjectionWriter, Record
-from tests.integration.conftest_projections import play_tables
+from tests.integration.conftest_projections import event_records, play_tables
 
 SEAL = ShoeSeal.from_hex(ShoeSeal.new_key_hex())
 TOPIC = "blackjack.events"
 LOG = play_tables([("t-1", "mini-h17"), ("t-2", "atlantic-city-multi")], rounds=8, seed=5)
-RECORDS = [
-    Record(TOPIC, 0, offset, encode(to_wire(envelope, SEAL)))
-    for offset, envelope in enumerate(LOG.envelopes)
-]
+RECORDS = event_records(LOG.envelopes, SEAL, TOPIC)
 
 
 @pytest.fixture
@@ -283,10 +280,7 @@ async def test_a_round_s_recall_folded_by_an_older_release_dumps_as_a_rebuild_fo
         cmd.Deal(player_id="ann"),
         cmd.Stand(player_id="ann", box=0),
     )
-    records = [
-        Record(TOPIC, 0, offset, encode(to_wire(envelope, SEAL)))
-        for offset, envelope in enumerate(script.envelopes)
-    ]
+    records = event_records(script.envelopes, SEAL, TOPIC)
     await ProjectionWriter(store).apply(records)
     before = await snapshot(store)
     rounds = schema.rounds

@@ -15,23 +15,19 @@ from structlog.testing import capture_logs
 
 from blackjack.cli import main
 from blackjack.messages.sealing import ShoeSeal
-from blackjack.messages.wire import encode, to_wire
 from blackjack.projections.dump import dump
 from blackjack.projections.health import FoldHealth
 from blackjack.projections.revision import SchemaMismatch, code_revision
 from blackjack.projections.store import ProjectionStore
 from blackjack.projections.worker import SeekToStoredPositions, _Folder
-from blackjack.projections.writer import ProjectionWriter, Record
-from tests.integration.conftest_projections import play_tables
+from blackjack.projections.writer import ProjectionWriter
+from tests.integration.conftest_projections import event_records, play_tables
 from tests.unit.migrations import migrate
 
 TOPIC = "blackjack.events"
 SEAL = ShoeSeal(bytes(range(32)))
 LOG = play_tables([("t-1", "mini-h17"), ("t-2", "atlantic-city-multi")], rounds=4, seed=11)
-RECORDS = [
-    Record(TOPIC, 0, offset, encode(to_wire(envelope, SEAL)))
-    for offset, envelope in enumerate(LOG.envelopes)
-]
+RECORDS = event_records(LOG.envelopes, SEAL, TOPIC)
 
 
 @pytest.fixture
