@@ -185,3 +185,51 @@ def test_such_a_player_takes_their_money_out_and_leaves(text: str) -> None:
     assert left.result.status == "accepted", left.result.rejection
     [seat_left] = [e.data for e in left.events if isinstance(e.data, ev.SeatLeft)]
     assert seat_left.balance_returned == 10_000 - 100  # the bet came back first
+
+
+@pytest.mark.parametrize("text", UNPRINTABLE.values(), ids=UNPRINTABLE.keys())
+def test_such_a_player_plays_out_the_round_they_bet_in(text: str) -> None:
+    """A round dealt (or a bet placed) by an older release for such a player finishes on the
+    new one: Deal, the insurance decision and the hand commands take any id a seat holds
+    (refused malformed, the round was left in play with its money for good: at a
+    single-player table nothing else ends it, and LeaveTable is refused round_in_progress)."""
+    player = f"a{text}b"
+    processor, store = seated_under_an_older_release(player)
+    dealt = handle(processor, store, {"type": "Deal", "player_id": player})
+    assert dealt.result.status == "accepted", dealt.result.rejection
+    written = list(dealt.events)
+    for _ in range(10):
+        state = store.get(TABLE).state
+        assert isinstance(state, TableState)
+        if not state.round_open:
+            break
+        if state.phase == "insurance":
+            move: dict[str, Any] = {"type": "DeclineInsurance", "player_id": player, "box": 0}
+        else:
+            move = {"type": "Stand", "player_id": player, "box": 0}
+        # a stranger under such an id is refused as any stranger is, and no id enters the log
+        stranger = handle(processor, store, {**move, "player_id": f"z{text}"})
+        assert stranger.result.rejection is not None
+        assert stranger.result.rejection.code == "not_seated" and stranger.events == []
+        answer = handle(processor, store, move)
+        assert answer.result.status == "accepted", answer.result.rejection
+        written += answer.events
+    [settled] = [e.data for e in written if isinstance(e.data, ev.RoundSettled)]
+    assert [result.player_id for result in settled.results] == [player]
+    # a new wager under such an id is still refused
+    bet = handle(
+        processor, store, {"type": "PlaceBet", "player_id": player, "box": 0, "amount": 500}
+    )
+    assert bet.result.rejection is not None and bet.result.rejection.code == "malformed"
+
+
+@pytest.mark.parametrize("command", ["ClearBets", "RemoveBet"])
+@pytest.mark.parametrize("text", UNPRINTABLE.values(), ids=UNPRINTABLE.keys())
+def test_such_a_player_takes_back_the_bet_an_older_release_took(text: str, command: str) -> None:
+    player = f"a{text}b"
+    processor, store = seated_under_an_older_release(player)
+    box = {"box": 0} if command == "RemoveBet" else {}
+    taken_back = handle(processor, store, {"type": command, "player_id": player, **box})
+    assert taken_back.result.status == "accepted", taken_back.result.rejection
+    refunded = [e.data for e in taken_back.events if isinstance(e.data, ev.BetRefunded)]
+    assert [(e.player_id, e.amount) for e in refunded] == [(player, 500)]

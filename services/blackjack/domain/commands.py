@@ -74,9 +74,19 @@ def seated_player(description: str) -> Any:
     anyone else ``not_seated``, writing nothing): any id a seat holds, ``UNPRINTABLE``
     characters included, since a log written before the commands refused them seats such
     players. The clock's ``Disconnect`` names them (a refusal raised in the clock ended the
-    handler), and ``LeaveTable``, ``Withdraw`` and the operator's ``StandUpPlayer`` pay their
-    money out; no new id enters the log this way."""
+    handler), ``LeaveTable``, ``Withdraw`` and the operator's ``StandUpPlayer`` pay their
+    money out, and ``Deal``, ``ClearBets``, ``RemoveBet``, the insurance decisions and the hand
+    commands finish or take back the round such a player bet in before the upgrade (refused,
+    it stayed in play with their money: nothing else ends a single-player table's round); a
+    new wager (``PlaceBet``, ``Rebet``, ``Deposit``) is still refused. No new id enters the log
+    this way."""
     return Field(min_length=1, max_length=128, description=description)
+
+
+SEATED_UNDER_AN_OLDER_RELEASE = (
+    "a seated player (one seated under an older release may hold a character other player ids "
+    "may not)"
+)
 
 
 class Command(BaseModel):
@@ -95,6 +105,7 @@ POSITIVE_AMOUNT: dict[str, Any] = {"exclusiveMinimum": 0}
 class HandCommand(PlayerCommand):
     """An action on one hand; ``hand`` may be left out to mean the box's hand whose turn it is."""
 
+    player_id: str = seated_player(SEATED_UNDER_AN_OLDER_RELEASE)
     box: StrictInt
     hand: StrictInt | None = Field(
         None,
@@ -263,6 +274,7 @@ class ClearBets(PlayerCommand):
     """Clear: every bet of the player's boxes is returned."""
 
     type: Literal["ClearBets"] = "ClearBets"
+    player_id: str = seated_player(SEATED_UNDER_AN_OLDER_RELEASE)
 
 
 class RemoveBet(PlayerCommand):
@@ -272,6 +284,7 @@ class RemoveBet(PlayerCommand):
     like a stack being built."""
 
     type: Literal["RemoveBet"] = "RemoveBet"
+    player_id: str = seated_player(SEATED_UNDER_AN_OLDER_RELEASE)
     box: StrictInt
     amount: StrictInt | None = Field(
         None,
@@ -282,6 +295,7 @@ class RemoveBet(PlayerCommand):
 
 class Deal(PlayerCommand):
     type: Literal["Deal"] = "Deal"
+    player_id: str = seated_player(SEATED_UNDER_AN_OLDER_RELEASE)
 
 
 class Rebet(PlayerCommand):
@@ -300,11 +314,13 @@ class Pass(PlayerCommand):
 
 class TakeInsurance(PlayerCommand):
     type: Literal["TakeInsurance"] = "TakeInsurance"
+    player_id: str = seated_player(SEATED_UNDER_AN_OLDER_RELEASE)
     box: StrictInt
 
 
 class DeclineInsurance(PlayerCommand):
     type: Literal["DeclineInsurance"] = "DeclineInsurance"
+    player_id: str = seated_player(SEATED_UNDER_AN_OLDER_RELEASE)
     box: StrictInt
 
 
