@@ -12,7 +12,9 @@ Order of the checks, each a typed rejection on the results topic:
    id, a stream on the wrong partition, a wallet command outside ``wallet:<player>``.
    ``unknown_command``: a command type nobody knows. ``unauthorized``: an unsigned command
    with an id reserved for the service's steps (``<cause>.deposit`` ...). These are answered
-   but not remembered.
+   but not remembered; a ``malformed`` message whose ids can be read that copies a command its
+   stream handled (one an older release took, before the commands refused such a message) gets
+   the original result, as in 2.
 2. a command id the stream has handled: the original result again, nothing else.
 3. ``unauthorized``: a signed step from an older handler that only its id tells from its
    copies (a cash-out that named no table event, a buy-in's deposit recorded without its
@@ -188,6 +190,32 @@ def _another_player_s(original: CommandResult, command: StreamCommand, signed: b
     return isinstance(command, cmd.PlayerCommand) and command.player_id != original.player_id
 
 
+def _handled_before(store: PartitionStore, parsed: _Unparsed) -> CommandResult | None:
+    """The answer a stream gave under the id of a message now refused ``malformed``: a copy
+    of a command an older release handled, which the commands refuse since (a player id with
+    a control character, a key named twice), sent again by a client that had no answer (an
+    upgrade's takeover). It gets the original answer, as any copy does, not a second one
+    saying the opposite; nothing is decided or remembered. Only where the message names its
+    stream as its key does, on this partition, a stream this partition holds (a malformed
+    message adds none), the same player as the answer names, and not an id reserved for the
+    service's own commands."""
+    if parsed.rejection.code != "malformed" or not parsed.stream_read:
+        return None
+    command_id, stream_id = parsed.command_id, parsed.stream_id
+    if is_step_id(command_id) or is_clock_timer_id(command_id):
+        return None
+    if is_clock_disconnect_id(command_id):
+        return None
+    if stream_id not in store.streams and stream_id not in store.cold:
+        return None
+    original = store.get(stream_id).results.get(command_id)
+    if original is None or (
+        original.player_id is not None and original.player_id != parsed.player_id
+    ):
+        return None
+    return original
+
+
 def step_id(cause_id: str, step: str) -> str:
     """The command id of a step caused by an event or a command (``<cause>.<step>``)."""
     assert step in STEPS
@@ -305,6 +333,11 @@ class _Unparsed:
     rejection: Rejection
     command_type: str
     correlation_id: str | None = None
+    player_id: str | None = None
+    """the ``player_id`` the message's command named, when it is a string"""
+    stream_read: bool = False
+    """the stream id is the message's own, its Kafka key, and belongs to this partition: a
+    copy of a command that stream handled may be looked for there"""
 
 
 ID_MAX_CHARS = 128
@@ -358,6 +391,15 @@ class Processor:
         key = inbound.key or b""
         parsed = self._parse(inbound)
         if isinstance(parsed, _Unparsed):
+            original = _handled_before(store, parsed)
+            if original is not None:
+                record = self._result_record(original, key, inbound.partition)
+                return Handled(
+                    result=original,
+                    command_type=parsed.command_type,
+                    outgoing=[record],
+                    duplicate=True,
+                )
             result = CommandResult(
                 command_id=parsed.command_id,
                 stream_id=parsed.stream_id,
@@ -536,7 +578,7 @@ class Processor:
         def refuse(
             code: RejectionCode, message: str, doc: object = None, kind: str = "-"
         ) -> _Unparsed:
-            command_id = stream_id = correlation_id = None
+            command_id = stream_id = correlation_id = player_id = None
             if isinstance(doc, dict):
                 # JSON may hold lone surrogates ("\\ud800"), which no answer can carry in
                 # UTF-8: quoting one raised, and the partition stopped on the record
@@ -544,6 +586,15 @@ class Processor:
                 stream_id = _utf8(doc.get("stream_id"))
                 # copied onto the answer as onto any other (docs/kafka.md), when it is one
                 correlation_id = _utf8(doc.get("correlation_id"))
+                body = doc.get("command")
+                if isinstance(body, dict):
+                    player_id = _utf8(body.get("player_id"))
+            stream_read = (
+                isinstance(stream_id, str)
+                and 0 < len(stream_id) <= ID_MAX_CHARS
+                and stream_id == key_text
+                and partition_for(stream_id, self.partitions) == inbound.partition
+            )
             return _Unparsed(
                 command_id=command_id
                 if isinstance(command_id, str) and 0 < len(command_id) <= ID_MAX_CHARS
@@ -555,6 +606,8 @@ class Processor:
                 if isinstance(correlation_id, str)
                 and len(correlation_id) <= CORRELATION_ID_MAX_CHARS
                 else None,
+                player_id=player_id,
+                stream_read=stream_read,
             )
 
         if not inbound.value:
