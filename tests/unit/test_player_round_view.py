@@ -52,6 +52,22 @@ async def _get(folder: Folder, path: str) -> tuple[int, dict[str, Any]]:
     return response.status_code, response.json()
 
 
+async def played_out(
+    store: ProjectionStore, t: StackedTable, player: str
+) -> tuple[Folder, dict[str, Any], dict[str, Any]]:
+    """Round 1 of ``t`` finished and folded: its folder, the full round and ``player``'s view
+    of it (checked against the document)."""
+    finish_round(t)
+    folder = Folder(store, t)
+    await folder.fold()
+    status, full = await _get(folder, f"/v1/rounds/{STREAM}:1")
+    assert status == 200
+    status, seen = await _get(folder, f"/v1/players/{player}/rounds/{STREAM}:1")
+    assert status == 200, seen
+    VALIDATOR.validate(seen)
+    return folder, full, seen
+
+
 def _of(answer: dict[str, Any], player: str) -> list[dict[str, Any]]:
     return [e for e in answer["log"] if e["data"].get("player_id") == player]
 
@@ -266,19 +282,12 @@ async def test_why_the_operator_stood_another_player_up_is_not_in_a_players_view
         cmd.StandUpPlayer(player_id="ben", operator="ops-17", reason="self-excluded"),
         cmd.Deal(player_id="ann"),
     )
-    finish_round(t)
-    folder = Folder(store, t)
-    await folder.fold()
-    status, full = await _get(folder, f"/v1/rounds/{STREAM}:1")
-    assert status == 200
+    folder, full, ann = await played_out(store, t, "ann")
     [left] = [e for e in full["log"] if e["event"] == "SeatLeft"]
     assert (left["data"]["operator"], left["data"]["operator_reason"]) == (
         "ops-17",
         "self-excluded",
     )
-    status, ann = await _get(folder, f"/v1/players/ann/rounds/{STREAM}:1")
-    assert status == 200, ann
-    VALIDATOR.validate(ann)
     [seen] = [e for e in ann["log"] if e["event"] == "SeatLeft"]
     assert seen["data"] == {
         "player_id": "ben",
@@ -309,16 +318,9 @@ async def test_which_operator_suspended_the_table_is_in_no_players_view(
         cmd.SuspendTable(operator="ops-17", reason="dealer maintenance"),
         cmd.ResumeTable(operator="ops-18"),
     )
-    finish_round(t)
-    folder = Folder(store, t)
-    await folder.fold()
-    status, full = await _get(folder, f"/v1/rounds/{STREAM}:1")
-    assert status == 200
+    folder, full, ann = await played_out(store, t, "ann")
     staff = {e["event"]: e["data"]["operator"] for e in full["log"] if "operator" in e["data"]}
     assert staff == {"TableSuspended": "ops-17", "TableResumed": "ops-18"}
-    status, ann = await _get(folder, f"/v1/players/ann/rounds/{STREAM}:1")
-    assert status == 200, ann
-    VALIDATOR.validate(ann)
     seen = [e for e in ann["log"] if e["event"] in staff]
     assert [(e["event"], e["data"].get("reason")) for e in seen] == [
         ("TableSuspended", "dealer maintenance"),
