@@ -138,10 +138,7 @@ class MoveSeat(PlayerCommand):
 
 class LeaveTable(PlayerCommand):
     type: Literal["LeaveTable"] = "LeaveTable"
-    player_id: str = seated_player(
-        "a seated player (one seated under an older release may hold a character other "
-        "player ids may not)"
-    )
+    player_id: str = seated_player(SEATED_UNDER_AN_OLDER_RELEASE)
 
 
 class Deposit(PlayerCommand):
@@ -167,19 +164,13 @@ class Deposit(PlayerCommand):
 
 class Withdraw(PlayerCommand):
     type: Literal["Withdraw"] = "Withdraw"
-    player_id: str = seated_player(
-        "a seated player (one seated under an older release may hold a character other "
-        "player ids may not)"
-    )
+    player_id: str = seated_player(SEATED_UNDER_AN_OLDER_RELEASE)
     amount: StrictInt = Field(description="positive minor units", json_schema_extra=POSITIVE_AMOUNT)
 
 
 class Disconnect(PlayerCommand):
     type: Literal["Disconnect"] = "Disconnect"
-    player_id: str = seated_player(
-        "a seated player (one seated under an older release may hold a character other "
-        "player ids may not)"
-    )
+    player_id: str = seated_player(SEATED_UNDER_AN_OLDER_RELEASE)
 
 
 class Reconnect(PlayerCommand):
