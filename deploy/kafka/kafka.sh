@@ -14,7 +14,7 @@
 # blackjack-dev-secret: development only) on KAFKA_SASL_PORT.
 #
 # Env: KAFKA_PORT (9092), KAFKA_CONTROLLER_PORT (9093), KAFKA_SASL_PORT (KAFKA_PORT + 2),
-#      KAFKA_HEAP (-Xmx512m -Xms256m),
+#      KAFKA_HEAP (-Xmx1g -Xms256m),
 #      KAFKA_JVM_OPTS, KAFKA_START_TIMEOUT (90), KAFKA_STOP_TIMEOUT (60),
 #      KAFKA_CACHE_DIR (<repo>/.cache/kafka).
 # Everything it writes lives under KAFKA_CACHE_DIR: libs/ data/ logs/ server.properties kafka.pid
@@ -26,7 +26,7 @@ ROOT="$(cd "$HERE/../.." && pwd)"
 KAFKA_PORT="${KAFKA_PORT:-9092}"
 KAFKA_CONTROLLER_PORT="${KAFKA_CONTROLLER_PORT:-9093}"
 KAFKA_SASL_PORT="${KAFKA_SASL_PORT:-$((KAFKA_PORT + 2))}"
-KAFKA_HEAP="${KAFKA_HEAP:--Xmx512m -Xms256m}"
+KAFKA_HEAP="${KAFKA_HEAP:--Xmx1g -Xms256m}"
 KAFKA_JVM_OPTS="${KAFKA_JVM_OPTS:--XX:+UseG1GC -XX:MaxGCPauseMillis=20 -XX:+ExitOnOutOfMemoryError -Djava.awt.headless=true}"
 KAFKA_START_TIMEOUT="${KAFKA_START_TIMEOUT:-90}"
 KAFKA_STOP_TIMEOUT="${KAFKA_STOP_TIMEOUT:-60}"
