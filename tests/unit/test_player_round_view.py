@@ -83,14 +83,7 @@ async def test_a_player_sees_the_round_without_what_was_the_others_alone(
         cmd.Deal(player_id="ben"),
         cmd.Deposit(player_id="ben", amount=500),  # ben's money paid in during the round
     )
-    finish_round(t)
-    folder = Folder(store, t)
-    await folder.fold()
-    status, full = await _get(folder, f"/v1/rounds/{STREAM}:1")
-    assert status == 200
-    status, ann = await _get(folder, f"/v1/players/ann/rounds/{STREAM}:1")
-    assert status == 200, ann
-    VALIDATOR.validate(ann)
+    folder, full, ann = await played_out(store, t, "ann")
 
     # The full round has what the player's view leaves out: the test could fail.
     assert any(k in e["data"] for e in _of(full, "ben") for k in PRIVATE)
