@@ -1,10 +1,13 @@
-"""What a fold pays for its schema-revision check (``projections/revision.py``), as a ratio
-against the same fold without it, measured in one script on SQLite and PostgreSQL.
+"""What a fold pays for one of its safeguards, as a ratio against the same fold without it,
+measured in one script on SQLite and PostgreSQL: the schema-revision check
+(``projections/revision.py``) or the hook that replaces a NUL in every statement's text
+parameters (``projections/store.py``).
 
-    python -m tests.integration.schema_check_cost [--pg URL] [--batches 1,50,500] [--repeats 3]
+    python -m tests.integration.schema_check_cost [--without schema-check|nul-hook] [--pg URL]
+        [--batches 1,50,500] [--repeats 3]
 
 Two fresh stores per dialect and batch size fold the same log in the same batches, one
-``ProjectionWriter`` as the service runs it, one with the check taken out; the two folds
+``ProjectionWriter`` as the service runs it, one with the safeguard taken out; the two folds
 alternate batch by batch (which goes first alternates too), so the machine's drift falls on
 both. Printed: seconds of each, per batch, and their ratio (median of the repeats). A figure
 for the docs, not an assertion: the machine is shared.
@@ -18,6 +21,7 @@ import statistics
 import tempfile
 import time
 import uuid
+from collections.abc import Callable
 from pathlib import Path
 
 from sqlalchemy.engine import make_url
@@ -33,10 +37,23 @@ TOPIC = "blackjack.events"
 
 
 class Unchecked(ProjectionWriter):
-    """The fold without the check (what it cost before this release)."""
+    """The fold without the schema-revision check (what it cost before that release)."""
 
     async def check_schema(self, connection: AsyncConnection) -> None:
         return None
+
+
+def without_nul_hook(store: ProjectionStore) -> ProjectionWriter:
+    """The fold with statements sent as given (the store's only before_cursor_execute
+    listener is the NUL hook)."""
+    store.engine.sync_engine.dispatch.before_cursor_execute.clear()
+    return ProjectionWriter(store)
+
+
+WITHOUT: dict[str, Callable[[ProjectionStore], ProjectionWriter]] = {
+    "schema-check": Unchecked,
+    "nul-hook": without_nul_hook,
+}
 
 
 def records() -> list[Record]:
@@ -84,10 +101,12 @@ class Stores:
             await connection.close()
 
 
-async def one_run(stores: Stores, kind: str, batch: int, log: list[Record]) -> tuple[float, float]:
-    """Seconds of the checked fold and of the unchecked one, over the whole log."""
+async def one_run(
+    stores: Stores, kind: str, batch: int, log: list[Record], without: str
+) -> tuple[float, float]:
+    """Seconds of the fold as the service runs it and of the one without, over the whole log."""
     checked, unchecked = await stores.new(kind), await stores.new(kind)
-    writers = [ProjectionWriter(checked), Unchecked(unchecked)]
+    writers = [ProjectionWriter(checked), WITHOUT[without](unchecked)]
     spent = [0.0, 0.0]
     try:
         for number, start in enumerate(range(0, len(log), batch)):
@@ -102,17 +121,19 @@ async def one_run(stores: Stores, kind: str, batch: int, log: list[Record]) -> t
     return spent[0], spent[1]
 
 
-async def main(pg: str | None, batches: list[int], repeats: int) -> None:
+async def main(pg: str | None, batches: list[int], repeats: int, without: str) -> None:
     log = records()
     kinds = ["sqlite"] + (["postgresql"] if pg else [])
-    print(f"{len(log)} events, {repeats} repeats; seconds for the whole log (median)")
-    print(f"{'store':<11} {'batch':>5} {'folds':>6} {'checked':>9} {'unchecked':>9} {'ratio':>6}")
+    print(f"{len(log)} events, {repeats} repeats, without the {without}; seconds for the log")
+    print(f"{'store':<11} {'batch':>5} {'folds':>6} {'as run':>9} {'without':>9} {'ratio':>6}")
     with tempfile.TemporaryDirectory() as tmp:
         stores = Stores(pg, Path(tmp))
         try:
             for kind in kinds:
                 for batch in batches:
-                    runs = [await one_run(stores, kind, batch, log) for _ in range(repeats)]
+                    runs = [
+                        await one_run(stores, kind, batch, log, without) for _ in range(repeats)
+                    ]
                     ratios = [c / u for c, u in runs]
                     folds = -(-len(log) // batch)
                     print(
@@ -131,5 +152,7 @@ if __name__ == "__main__":
     parser.add_argument("--pg", help="a PostgreSQL server URL (postgresql+asyncpg://...)")
     parser.add_argument("--batches", default="1,50,500")
     parser.add_argument("--repeats", type=int, default=3)
+    parser.add_argument("--without", choices=sorted(WITHOUT), default="schema-check")
     args = parser.parse_args()
-    asyncio.run(main(args.pg, [int(b) for b in args.batches.split(",")], args.repeats))
+    batches = [int(b) for b in args.batches.split(",")]
+    asyncio.run(main(args.pg, batches, args.repeats, args.without))
