@@ -280,4 +280,10 @@ def _interruptions(rules: Rules) -> list[str]:
             "closed by the operator: bets not dealt are returned, every hand left "
             "stands, and the dealer plays."
         )
+    if rules.void_on_malfunction:  # ``decisions/voiding.py``
+        lines.append(
+            "Malfunctions void all pays and plays: a round the operator voids for a "
+            "malfunction gives every wager back (doubles, splits and insurance included) "
+            "and nothing it paid stands."
+        )
     return lines

@@ -18,7 +18,7 @@ from datetime import datetime, timedelta
 from sqlalchemy import insert, select
 from sqlalchemy.ext.asyncio import AsyncConnection
 
-from blackjack.domain.rules import with_interrupted_round_days
+from blackjack.domain.rules import with_later_terms
 from blackjack.projections import schema
 from blackjack.projections.queries import interrupted_rounds
 from blackjack.projections.store import ProjectionStore
@@ -41,7 +41,7 @@ async def read_and_skip(
     )
     found: list[object] = []
     for row in (await connection.execute(query)).all():
-        if with_interrupted_round_days(row.rules or {})["interrupted_round_days"] is not None:
+        if with_later_terms(row.rules or {})["interrupted_round_days"] is not None:
             found.append(row.stream_id)
             if len(found) == limit:
                 break

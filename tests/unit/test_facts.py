@@ -32,7 +32,8 @@ SCENARIOS = sorted((Path(__file__).parents[1] / "scenarios").glob("**/*.yaml"))
 
 def _play_everything() -> None:
     """The scenarios, simulated rounds of every preset, a player who leaves with a bet out
-    while the other passes (SeatLeft, RoundCancelled), and an interrupted round closed."""
+    while the other passes (SeatLeft, RoundCancelled), an interrupted round closed and a round
+    voided."""
     for path in SCENARIOS:
         run(load(path), emit=lambda line: None)
     for rules in PRESETS.values():
@@ -65,6 +66,21 @@ def _play_everything() -> None:
         result = apply(state, closing_command, at, SeededShuffler(1))
         assert isinstance(result, Applied), result
         state = result.state
+    # a mini-h17 round voided for a malfunction once dealt
+    state = INITIAL_STATE
+    for command in (
+        cmd.OpenTable(variant="mini-h17"),
+        cmd.SitDown(player_id="a", seat=0),
+        cmd.Deposit(player_id="a", amount=1000),
+        cmd.PlaceBet(player_id="a", box=0, amount=100),
+        cmd.Deal(player_id="a"),
+    ):
+        result = apply(state, command, CLOCK, SeededShuffler(1))
+        assert isinstance(result, Applied), result
+        state = result.state
+    assert state.hands_in_play  # seed 1 deals no blackjack here
+    voiding = cmd.VoidRound(round=state.round, operator="o", reason="a malfunction")
+    assert isinstance(apply(state, voiding, CLOCK, SeededShuffler(1)), Applied)
 
 
 def _assert_same(built: BaseModel, validated: BaseModel) -> None:

@@ -706,3 +706,24 @@ def test_closing_a_round_before_it_has_waited_the_rules_days() -> None:
     then_rejected(state, close, "round_not_interrupted", NOW + timedelta(days=29, hours=23))
     settled = given("surrender", *seated())
     then_rejected(settled, close, "round_not_interrupted", NOW + timedelta(days=31))
+
+
+@rejects("voiding_not_allowed")
+def test_voiding_a_round_where_the_rules_say_nothing_of_malfunctions() -> None:
+    state = given("atlantic-city", *seated(), *dealt(), cards=["TS", "6H", "5S", "TD"])
+    void = cmd.VoidRound(round=1, operator="ops", reason="the card reader failed")
+    then_rejected(state, void, "voiding_not_allowed")
+
+
+@rejects("round_not_in_play")
+def test_voiding_a_round_that_is_not_the_one_in_play() -> None:
+    state = given("mini-h17", *seated(), *dealt(), cards=["TS", "6H", "5S", "TD"])
+    then_rejected(
+        state, cmd.VoidRound(round=2, operator="ops", reason="jammed"), "round_not_in_play"
+    )
+    between_rounds = given("mini-h17", *seated())
+    then_rejected(
+        between_rounds,
+        cmd.VoidRound(round=1, operator="ops", reason="jammed"),
+        "round_not_in_play",
+    )

@@ -42,7 +42,7 @@ def built_models() -> tuple[type[BaseModel], ...]:
     """Every event the decider builds, the values nested in them, and the simulator's shuffle
     command."""
     decided = (t for t in ev.EVENT_TYPES if t not in WRITTEN_BY_THE_SHELL)
-    return (*decided, ev.PlayerRoundResult, ev.BoxMessage, cmd.ShuffleShoe)
+    return (*decided, ev.PlayerRoundResult, ev.BoxMessage, ev.VoidedWagers, cmd.ShuffleShoe)
 
 
 def function_name(model: type[BaseModel]) -> str:

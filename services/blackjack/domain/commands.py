@@ -192,6 +192,23 @@ class CloseInterruptedRound(Command):
     )
 
 
+class VoidRound(Command):
+    """The operator voids the round in play after a malfunction, where the table's rules say
+    a malfunction voids it (``void_on_malfunction``; page 000: "Malfunctions voids all pays
+    and plays"): every wager of the round goes back to its player and nothing the round paid
+    stands. The round ends there, unsettled (``RoundVoided``). A round already settled is not
+    voided here: its money has left the round, and the platform adjusts it."""
+
+    type: Literal["VoidRound"] = "VoidRound"
+    round: StrictInt = Field(
+        ge=1,
+        description="the round to void, as the operator saw it: refused unless it is the one in "
+        "play, so that a void meant for a round since settled never voids the next",
+    )
+    operator: PrintableText = printable(128, "who voids it, for the record")
+    reason: PrintableText = printable(200, "the malfunction, as the players and the record show it")
+
+
 class SuspendTable(Command):
     """The operator disables the game at this table (maintenance, an incident, a regulator's
     order): no new wager and no new player from now on, while the game cycle already under
@@ -348,6 +365,7 @@ TableCommand = (
     | ShuffleShoe
     | ExpireTimers
     | CloseInterruptedRound
+    | VoidRound
     | SuspendTable
     | ResumeTable
     | PlaceBet

@@ -29,6 +29,7 @@ from blackjack.domain.decisions import (
     play,
     seats,
     shuffle,
+    voiding,
 )
 from blackjack.domain.decisions.clock import ON_THE_CLOCK, too_late
 from blackjack.domain.decisions.draft import Draft, Refused
@@ -114,6 +115,7 @@ _DECIDERS: Final[dict[type[cmd.Command], Callable[[Draft, Any], None]]] = {
     cmd.ShuffleShoe: shuffle.shuffle_shoe,
     cmd.ExpireTimers: clock.expire_timers,
     cmd.CloseInterruptedRound: interruption.close_interrupted_round,
+    cmd.VoidRound: voiding.void_round,
     cmd.SuspendTable: seats.suspend_table,
     cmd.ResumeTable: seats.resume_table,
     cmd.PlaceBet: betting.place_bet,

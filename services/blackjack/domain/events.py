@@ -25,11 +25,11 @@ class RoundEvent(Event):
 
 
 class TableOpened(Event):
-    """Version 2: its rules carry ``interrupted_round_days``. A version 1 was written before
-    the option existed, and is upcast on read with its preset's value (``rules.
-    with_interrupted_round_days``), as a snapshot of that time is read."""
+    """Version 3: its rules carry ``void_on_malfunction`` (version 2: ``interrupted_round_days``).
+    An older version was written before the option existed, and is upcast on read with its
+    preset's value (``rules.with_later_terms``), as a snapshot of that time is read."""
 
-    version: int = 2
+    version: int = 3
     type: Literal["TableOpened"] = "TableOpened"
     rules: Rules
 
@@ -243,6 +243,48 @@ class RoundCancelled(RoundEvent):
     """Betting closed with no bet left to deal; nothing was wagered."""
 
     type: Literal["RoundCancelled"] = "RoundCancelled"
+
+
+class VoidedWagers(BaseModel):
+    """What voiding a round gives one player back."""
+
+    model_config = ConfigDict(frozen=True, extra="forbid")
+    player_id: str
+    wagered: int = Field(
+        ge=0, description="every stake the round took: bets, doubles, splits and insurance"
+    )
+    paid: int = Field(
+        ge=0,
+        description="what the round had paid the player already (a blackjack paid at once, an "
+        "insurance won), stakes included",
+    )
+    returned: int = Field(
+        description="what goes back to the balance: wagered - paid, or less taken back when the "
+        "balance no longer holds a payment (see not_recovered); negative takes a payment back"
+    )
+    not_recovered: int = Field(
+        0,
+        ge=0,
+        description="a payment of the round the balance could not give back (taken out of the "
+        "table since): left to the platform; 0 almost always",
+    )
+    balance_after: int = Field(ge=0)
+
+
+class RoundVoided(RoundEvent):
+    """The operator voided the round in play for a malfunction (the table's
+    ``void_on_malfunction``; page 000: "Malfunctions voids all pays and plays"): every wager
+    of the round goes back to its player and nothing the round paid stands, so each player's
+    balance is what it was before the round, money paid in or taken out meanwhile apart. No
+    card decides anything: the round ends here, unsettled (the hole card, when one was dealt,
+    is revealed just before, so that the recall shows every card the round dealt)."""
+
+    type: Literal["RoundVoided"] = "RoundVoided"
+    operator: str
+    reason: str
+    returns: tuple[VoidedWagers, ...] = Field(
+        description="one per player with money in the round, in the order of their first box"
+    )
 
 
 # ---- the deal and the play ----------------------------------------------------------------
@@ -482,6 +524,7 @@ PublicTableEvent = (
     | DealRequested
     | PlayerPassed
     | RoundCancelled
+    | RoundVoided
     | InterruptedRoundClosed
     | RoundResumed
     | DealStarted

@@ -194,6 +194,12 @@ def _round_cancelled(draft: TableState, e: ev.RoundCancelled) -> None:
     _close_round(draft)
 
 
+def _round_voided(draft: TableState, e: ev.RoundVoided) -> None:
+    for returned in e.returns:
+        _set_balance(draft, returned.player_id, returned.balance_after)
+    _close_round(draft)
+
+
 # ---- the deal and the play ----------------------------------------------------------------
 
 
@@ -375,6 +381,7 @@ _HANDLERS: Final[dict[type[ev.Event], Callable[[TableState, Any], None]]] = {
     ev.DealRequested: _deal_requested,
     ev.PlayerPassed: _player_passed,
     ev.RoundCancelled: _round_cancelled,
+    ev.RoundVoided: _round_voided,
     ev.DealStarted: _deal_started,
     ev.CardDealt: _card_dealt,
     ev.InsuranceOffered: _insurance_offered,

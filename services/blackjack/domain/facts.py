@@ -73,6 +73,7 @@ _BET_REFUNDED: Final = {
 _DEAL_REQUESTED: Final = {"version", "round", "type", "player_id"}
 _PLAYER_PASSED: Final = {"version", "round", "type", "player_id"}
 _ROUND_CANCELLED: Final = {"version", "round", "type"}
+_ROUND_VOIDED: Final = {"version", "round", "type", "operator", "reason", "returns"}
 _INTERRUPTED_ROUND_CLOSED: Final = {
     "version",
     "round",
@@ -176,6 +177,14 @@ _ROUND_SETTLED: Final = {
 _SHOE_SHUFFLED: Final = {"version", "type", "shoe", "commitment", "cards", "order", "salt"}
 _PLAYER_ROUND_RESULT: Final = {"player_id", "wagered", "paid", "net", "balance_after"}
 _BOX_MESSAGE: Final = {"box", "message"}
+_VOIDED_WAGERS: Final = {
+    "player_id",
+    "wagered",
+    "paid",
+    "returned",
+    "not_recovered",
+    "balance_after",
+}
 _SHUFFLE_SHOE: Final = {"type", "order", "salt"}
 
 
@@ -186,7 +195,7 @@ def table_opened(
     return made(
         ev.TableOpened,
         {
-            "version": 2,
+            "version": 3,
             "type": "TableOpened",
             "rules": rules,
         },
@@ -520,6 +529,27 @@ def round_cancelled(
             "type": "RoundCancelled",
         },
         _ROUND_CANCELLED,
+    )
+
+
+def round_voided(
+    *,
+    round: int,
+    operator: str,
+    reason: str,
+    returns: tuple[ev.VoidedWagers, ...],
+) -> ev.RoundVoided:
+    return made(
+        ev.RoundVoided,
+        {
+            "version": 1,
+            "round": round,
+            "type": "RoundVoided",
+            "operator": operator,
+            "reason": reason,
+            "returns": returns,
+        },
+        _ROUND_VOIDED,
     )
 
 
@@ -987,6 +1017,29 @@ def box_message(
             "message": message,
         },
         _BOX_MESSAGE,
+    )
+
+
+def voided_wagers(
+    *,
+    player_id: str,
+    wagered: int,
+    paid: int,
+    returned: int,
+    not_recovered: int = 0,
+    balance_after: int,
+) -> ev.VoidedWagers:
+    return made(
+        ev.VoidedWagers,
+        {
+            "player_id": player_id,
+            "wagered": wagered,
+            "paid": paid,
+            "returned": returned,
+            "not_recovered": not_recovered,
+            "balance_after": balance_after,
+        },
+        _VOIDED_WAGERS,
     )
 
 

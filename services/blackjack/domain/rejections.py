@@ -34,6 +34,9 @@ RejectionCode = Literal[
     # an interrupted round (CloseInterruptedRound)
     "closing_not_allowed",  # the table's rules let no one close an interrupted round
     "round_not_interrupted",  # no round open, or it has not waited the rules' days yet
+    # a malfunction (VoidRound)
+    "voiding_not_allowed",  # the table's rules let no one void a round
+    "round_not_in_play",  # the round named is not the one in play (none is, or it has ended)
     # money
     "invalid_amount",
     "bet_below_minimum",

@@ -170,6 +170,16 @@ class Rules(BaseModel):
         ),
     )
 
+    void_on_malfunction: StrictBool = Field(
+        False,
+        description=(
+            "the operator may void the round in play for a malfunction (VoidRound): every "
+            "wager of the round goes back to its player and nothing the round paid stands; "
+            "page 000: 'Malfunctions voids all pays and plays'. False: no one may void a round "
+            "(the other pages are silent)"
+        ),
+    )
+
     # Messages
     break_even_message: StrictBool = False
 
@@ -230,7 +240,7 @@ class Rules(BaseModel):
 PRESETS: dict[str, Rules] = {
     # 000: "Eight decks", "shuffled after 20% of the cards", "draws a card on soft 17",
     # "One split", double after split, late surrender after the peek, $1-$500 initial bet,
-    # SAME BET / DOUBLE BET, "Break Even".
+    # SAME BET / DOUBLE BET, "Break Even", "Malfunctions voids all pays and plays".
     "mini-h17": Rules(
         name="mini-h17",
         decks=8,
@@ -244,6 +254,7 @@ PRESETS: dict[str, Rules] = {
         rebet_multipliers=frozenset({1, 2}),
         rebet_deals=True,
         break_even_message=True,
+        void_on_malfunction=True,
     ),
     # 001: "The dealer must stand a soft 17", double "with a total value of 9, 10 or 11"
     # (operator may redefine), double after split, split once by value, no surrender,
@@ -311,21 +322,30 @@ PRESETS: dict[str, Rules] = {
 }
 
 
-def with_interrupted_round_days(doc: dict[str, Any]) -> dict[str, Any]:
-    """A rules document written before ``interrupted_round_days`` existed (a table an earlier
+LATER_TERMS: Final = ("interrupted_round_days", "void_on_malfunction")
+"""Options added to ``Rules`` after tables were opened, whose preset's value was on its page
+from the start: a rules document without one was written before the option existed."""
+
+
+def with_later_terms(doc: dict[str, Any]) -> dict[str, Any]:
+    """A rules document written before one of ``LATER_TERMS`` existed (a table an earlier
     release opened) reads with its preset's value: the term was on the preset's page from the
-    start (page 003's 30 days), only the earlier release did not carry it. A table not opened
-    from a preset reads with none. A document that names the option keeps it."""
-    if "interrupted_round_days" in doc:
+    start (page 003's 30 days, page 000's void on a malfunction), only the earlier release did
+    not carry it. A table not opened from a preset reads with the option's default. A
+    document that names the option keeps it."""
+    missing = [term for term in LATER_TERMS if term not in doc]
+    if not missing:
         return doc
-    opened_from = PRESETS.get(doc.get("name", ""))
-    days = None if opened_from is None else opened_from.interrupted_round_days
-    return {**doc, "interrupted_round_days": days}
+    opened_from = PRESETS.get(doc.get("name", ""), _NOT_A_PRESET)
+    return {**doc, **{term: getattr(opened_from, term) for term in missing}}
+
+
+_NOT_A_PRESET: Final = Rules()
 
 
 def stored_rules(doc: dict[str, Any]) -> Rules:
     """A table's rules as a snapshot, the read model or an older release stored them."""
-    return Rules.model_validate(with_interrupted_round_days(doc))
+    return Rules.model_validate(with_later_terms(doc))
 
 
 FINGERPRINT_LENGTH: Final = 16

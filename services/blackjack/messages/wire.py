@@ -10,7 +10,7 @@ from typing import Annotated, Any, Literal, Self, get_args
 from pydantic import BaseModel, Field, TypeAdapter, model_validator
 
 from blackjack.domain import events as ev
-from blackjack.domain.rules import with_interrupted_round_days
+from blackjack.domain.rules import with_later_terms
 from blackjack.domain.wallet import AnyWalletEvent
 from blackjack.messages.envelope import EventEnvelope, EventMeta, check_names_its_event
 from blackjack.messages.sealing import ShoeSeal
@@ -84,11 +84,17 @@ def _seat_left_v1_to_v2(data: dict[str, Any]) -> dict[str, Any]:
 
 def _table_opened_v1_to_v2(data: dict[str, Any]) -> dict[str, Any]:
     """Version 1 was written before the rules carried ``interrupted_round_days``."""
-    return {**data, "version": 2, "rules": with_interrupted_round_days(data["rules"])}
+    return {**data, "version": 2, "rules": with_later_terms(data["rules"])}
+
+
+def _table_opened_v2_to_v3(data: dict[str, Any]) -> dict[str, Any]:
+    """Version 2 was written before the rules carried ``void_on_malfunction``."""
+    return {**data, "version": 3, "rules": with_later_terms(data["rules"])}
 
 
 UPCASTERS: dict[tuple[str, int], Upcaster] = {
     ("TableOpened", 1): _table_opened_v1_to_v2,
+    ("TableOpened", 2): _table_opened_v2_to_v3,
     ("BetRefunded", 1): _bet_refunded_v1_to_v2,
     ("CashOutReceived", 1): _cash_out_received_v1_to_v2,
     ("TurnStarted", 1): _turn_started_v1_to_v2,

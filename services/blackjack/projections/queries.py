@@ -23,7 +23,7 @@ from sqlalchemy import (
 from sqlalchemy.ext.asyncio import AsyncConnection
 
 from blackjack.domain.decided_by import DecisionsInOrder
-from blackjack.domain.rules import PRESETS, with_interrupted_round_days
+from blackjack.domain.rules import PRESETS, with_later_terms
 from blackjack.messages import wire
 from blackjack.projections import schema
 from blackjack.projections.projector import MAX_ROUND, RoundRecord, TableView, utc
@@ -425,7 +425,7 @@ async def interrupted_rounds(
     )
     found: list[dict[str, Any]] = []
     for row in (await connection.execute(query)).all():
-        days = with_interrupted_round_days(row.rules or {})["interrupted_round_days"]
+        days = with_later_terms(row.rules or {})["interrupted_round_days"]
         if days is None:  # _closable reads the rules as this does: never, but not a 500
             continue
         held = select(a.c.player_id, a.c.in_play).where(
@@ -453,7 +453,7 @@ def _closable(connection: AsyncConnection) -> ColumnElement[bool]:
     """The tables whose rules let an operator close an interrupted round, in SQL (so the
     rounds that wait for their player for good, most of the open ones, are never read): the
     option set, or, in a view an older worker folded before the option existed (the key
-    absent), a preset that has it, read as ``with_interrupted_round_days`` reads it. A key
+    absent), a preset that has it, read as ``with_later_terms`` reads it. A key
     present and null is an option turned off."""
     view = schema.table_views.c.view
     days = view[("rules", "interrupted_round_days")]

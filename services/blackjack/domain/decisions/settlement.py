@@ -55,7 +55,7 @@ def reveal_and_settle(r: Draft, dealer_draws: bool) -> None:
     _settle_round(r)
 
 
-def _hand_result(r: Draft, hand: Hand) -> tuple[ev.Outcome, int]:
+def hand_result(r: Draft, hand: Hand) -> tuple[ev.Outcome, int]:
     rules = r.state.rules
     dealer = r.state.dealer
     dealer_blackjack = is_natural(dealer)
@@ -80,7 +80,7 @@ def _hand_result(r: Draft, hand: Hand) -> tuple[ev.Outcome, int]:
 
 def settle_hand(r: Draft, box: int, hand_index: int, hand: Hand) -> tuple[ev.Outcome, int]:
     """Pay one hand: its ``HandSettled``; returns (outcome, payout)."""
-    outcome, payout = _hand_result(r, hand)
+    outcome, payout = hand_result(r, hand)
     player_id = r.state.boxes[box].player_id
     assert player_id is not None
     r.emit(
@@ -114,7 +114,7 @@ def _settle_round(r: Draft) -> None:
         outcomes = []
         for hand_index, hand in enumerate(box.hands):
             if hand.settled:  # a blackjack paid at once: counted in the round, not paid again
-                outcome, payout = _hand_result(r, hand)
+                outcome, payout = hand_result(r, hand)
             else:
                 outcome, payout = settle_hand(r, index, hand_index, hand)
             outcomes.append(outcome)
