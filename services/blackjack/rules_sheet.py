@@ -9,7 +9,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from fractions import Fraction
 
-from blackjack.audit.replay import money
+from blackjack.audit.words import money
 from blackjack.domain.rules import ReshuffleAtPenetration, Rules
 
 

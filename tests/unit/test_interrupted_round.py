@@ -13,7 +13,8 @@ import pytest
 from pydantic import TypeAdapter
 
 from blackjack.audit.recall import render, replay_round
-from blackjack.audit.replay import describe, replay_stream
+from blackjack.audit.replay import replay_stream
+from blackjack.audit.words import describe
 from blackjack.command_handler.snapshots import SnapshotCodec, _touched_at
 from blackjack.domain import commands as cmd
 from blackjack.domain import events as ev

@@ -14,7 +14,7 @@ from datetime import timedelta
 import pytest
 from pydantic import TypeAdapter
 
-from blackjack.audit.replay import describe
+from blackjack.audit.words import describe
 from blackjack.domain import commands as cmd
 from blackjack.domain import events as ev
 from blackjack.domain.decide import decide

@@ -13,8 +13,9 @@ import pytest
 from rich.console import Console
 
 from blackjack.audit.recall import replay_round
-from blackjack.audit.replay import describe, replay_stream
+from blackjack.audit.replay import replay_stream
 from blackjack.audit.transfers import reconcile
+from blackjack.audit.words import describe
 from blackjack.domain import commands as cmd
 from blackjack.domain import events as ev
 from blackjack.domain import wallet as wl

@@ -7,7 +7,7 @@ from datetime import timedelta
 
 from pydantic import TypeAdapter
 
-from blackjack.audit.replay import describe
+from blackjack.audit.words import describe
 from blackjack.domain import commands as cmd
 from blackjack.domain import events as ev
 from blackjack.domain.evolve import fold

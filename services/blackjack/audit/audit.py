@@ -22,8 +22,9 @@ from typing import Any
 from sqlalchemy import select
 from sqlalchemy.ext.asyncio import AsyncConnection
 
-from blackjack.audit.replay import Finding, StreamReplay, money, replay_stream
+from blackjack.audit.replay import Finding, StreamReplay, replay_stream
 from blackjack.audit.transfers import Reconciled, reconcile
+from blackjack.audit.words import money
 from blackjack.bus.settings import PLAINTEXT, KafkaSecurity
 from blackjack.bus.topics import partition_for
 from blackjack.domain.wallet import is_wallet_stream

@@ -25,7 +25,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from decimal import Decimal
 
-from blackjack.audit.replay import MINOR_UNITS
+from blackjack.audit.words import MINOR_UNITS
 from blackjack.domain import commands as cmd
 from blackjack.domain import wallet as wl
 from blackjack.projections.projector import StreamProjection

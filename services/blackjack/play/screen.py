@@ -18,7 +18,7 @@ from rich.segment import Segment
 from rich.table import Table
 from rich.text import Text
 
-from blackjack.audit.replay import money
+from blackjack.audit.words import money
 from blackjack.domain.commands import UNPRINTABLE
 from blackjack.domain.rules import Rules
 from blackjack.messages.envelope import CommandResult

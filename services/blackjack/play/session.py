@@ -14,7 +14,7 @@ from aiokafka.errors import KafkaError
 from rich.console import RenderableType
 from rich.text import Text
 
-from blackjack.audit.replay import money
+from blackjack.audit.words import money
 from blackjack.client import BlackjackClient
 from blackjack.domain import commands as cmd
 from blackjack.domain import events as ev
