@@ -12,7 +12,8 @@ import pytest
 
 from blackjack.audit.audit import AuditReport, shoes_on_two_tables
 from blackjack.audit.recall import render, replay_round
-from blackjack.audit.replay import StreamReplay, in_sequence, replay_stream
+from blackjack.audit.replay import in_sequence, replay_stream
+from blackjack.audit.replayed import StreamReplay
 from blackjack.audit.settlement import dealer_play_problem, hand_result
 from blackjack.audit.words import describe, money
 from blackjack.domain import commands as cmd

@@ -22,7 +22,8 @@ from typing import Any
 from sqlalchemy import select
 from sqlalchemy.ext.asyncio import AsyncConnection
 
-from blackjack.audit.replay import Finding, StreamReplay, replay_stream
+from blackjack.audit.replay import replay_stream
+from blackjack.audit.replayed import Finding, StreamReplay
 from blackjack.audit.transfers import Reconciled, reconcile
 from blackjack.audit.words import money
 from blackjack.bus.settings import PLAINTEXT, KafkaSecurity

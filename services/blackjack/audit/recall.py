@@ -10,7 +10,8 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 
-from blackjack.audit.replay import Finding, RoundReplay, ShoeCheck, StreamReplay, replay_stream
+from blackjack.audit.replay import replay_stream
+from blackjack.audit.replayed import Finding, RoundReplay, ShoeCheck, StreamReplay
 from blackjack.audit.words import cards_text, money
 from blackjack.domain import events as ev
 from blackjack.domain.state import TableState

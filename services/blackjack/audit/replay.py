@@ -20,10 +20,17 @@ from __future__ import annotations
 
 from collections import Counter
 from collections.abc import Iterable, Sequence
-from dataclasses import dataclass, field
 from datetime import datetime, timedelta
 from typing import Any
 
+from blackjack.audit.replayed import (
+    Finding,
+    Line,
+    RoundReplay,
+    Settlement,
+    ShoeCheck,
+    StreamReplay,
+)
 from blackjack.audit.settlement import (
     Move,
     dealer_blackjack_ruled_out,
@@ -43,94 +50,10 @@ from blackjack.domain.evolve import evolve
 from blackjack.domain.hand import is_natural, total
 from blackjack.domain.payouts import insurance_stake
 from blackjack.domain.shoe import commitment
-from blackjack.domain.state import INITIAL_STATE, Hand, TableState
+from blackjack.domain.state import INITIAL_STATE, Hand
 from blackjack.domain.wallet import is_wallet_stream
 from blackjack.messages.sealing import SEALED_V2, SealedForOthers, SealError, ShoeSeal
 from blackjack.messages.wire import SealedShoeShuffled, WireEnvelope, WireEvent
-
-
-@dataclass(frozen=True)
-class Finding:
-    stream_id: str
-    sequence: int | None
-    round: int | None
-    message: str
-
-    def __str__(self) -> str:
-        where = self.stream_id
-        if self.round is not None:
-            where += f" round {self.round}"
-        if self.sequence is not None:
-            where += f" event {self.sequence}"
-        return f"{where}: {self.message}"
-
-
-@dataclass
-class Line:
-    sequence: int
-    at: datetime
-    text: str
-    problems: list[str] = field(default_factory=list)
-
-
-@dataclass
-class Settlement:
-    box: int
-    hand: int
-    player_id: str
-    cards: tuple[str, ...]
-    total: int
-    stake: int
-    recorded: tuple[str, int]
-    derived: tuple[str, int]
-
-    @property
-    def ok(self) -> bool:
-        return self.recorded == self.derived
-
-
-@dataclass
-class RoundReplay:
-    stream_id: str
-    round: int
-    variant: str
-    currency: str
-    shoe: int | None = None
-    status: str = "betting"
-    lines: list[Line] = field(default_factory=list)
-    settlements: list[Settlement] = field(default_factory=list)
-    insurance: list[Settlement] = field(default_factory=list)
-    dealer: tuple[str, ...] = ()
-    balances: dict[str, list[int]] = field(default_factory=dict)
-    """player -> [balance before the round's first wager, balance after its last money event]"""
-    moved: dict[str, int] = field(default_factory=dict)
-    """player -> money paid in (less taken out) at the table between that wager and the end"""
-    results: list[ev.PlayerRoundResult] = field(default_factory=list)
-    findings: list[Finding] = field(default_factory=list)
-    checks: int = 0
-    paid: dict[str, int] = field(default_factory=dict)
-    peeked: bool = False
-
-
-@dataclass
-class ShoeCheck:
-    shoe: int
-    commitment: str
-    source: str  # "revealed", "key", "revealed+key" or "sealed"
-    verified: bool
-
-
-@dataclass
-class StreamReplay:
-    stream_id: str
-    rounds: dict[int, RoundReplay] = field(default_factory=dict)
-    shoes: dict[int, ShoeCheck] = field(default_factory=dict)
-    findings: list[Finding] = field(default_factory=list)
-    state: TableState = field(default_factory=INITIAL_STATE.copy)
-    events: int = 0
-    checks: int = 0
-    stopped: str | None = None
-    """why the fold stopped before the last event (a corrupt log, a shoe still sealed)"""
 
 
 class _Stop(Exception):

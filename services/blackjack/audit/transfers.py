@@ -28,7 +28,7 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime
 
-from blackjack.audit.replay import Finding
+from blackjack.audit.replayed import Finding
 from blackjack.audit.words import money
 from blackjack.domain import events as ev
 from blackjack.domain import wallet as wl

@@ -1,0 +1,94 @@
+"""What a replay hands out: per stream and per round, the lines told, the settlements derived
+again, the shoes checked, the number of checks made and every ``Finding`` (a failed check)."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from datetime import datetime
+
+from blackjack.domain import events as ev
+from blackjack.domain.state import INITIAL_STATE, TableState
+
+
+@dataclass(frozen=True)
+class Finding:
+    stream_id: str
+    sequence: int | None
+    round: int | None
+    message: str
+
+    def __str__(self) -> str:
+        where = self.stream_id
+        if self.round is not None:
+            where += f" round {self.round}"
+        if self.sequence is not None:
+            where += f" event {self.sequence}"
+        return f"{where}: {self.message}"
+
+
+@dataclass
+class Line:
+    sequence: int
+    at: datetime
+    text: str
+    problems: list[str] = field(default_factory=list)
+
+
+@dataclass
+class Settlement:
+    box: int
+    hand: int
+    player_id: str
+    cards: tuple[str, ...]
+    total: int
+    stake: int
+    recorded: tuple[str, int]
+    derived: tuple[str, int]
+
+    @property
+    def ok(self) -> bool:
+        return self.recorded == self.derived
+
+
+@dataclass
+class RoundReplay:
+    stream_id: str
+    round: int
+    variant: str
+    currency: str
+    shoe: int | None = None
+    status: str = "betting"
+    lines: list[Line] = field(default_factory=list)
+    settlements: list[Settlement] = field(default_factory=list)
+    insurance: list[Settlement] = field(default_factory=list)
+    dealer: tuple[str, ...] = ()
+    balances: dict[str, list[int]] = field(default_factory=dict)
+    """player -> [balance before the round's first wager, balance after its last money event]"""
+    moved: dict[str, int] = field(default_factory=dict)
+    """player -> money paid in (less taken out) at the table between that wager and the end"""
+    results: list[ev.PlayerRoundResult] = field(default_factory=list)
+    findings: list[Finding] = field(default_factory=list)
+    checks: int = 0
+    paid: dict[str, int] = field(default_factory=dict)
+    peeked: bool = False
+
+
+@dataclass
+class ShoeCheck:
+    shoe: int
+    commitment: str
+    source: str  # "revealed", "key", "revealed+key" or "sealed"
+    verified: bool
+
+
+@dataclass
+class StreamReplay:
+    stream_id: str
+    rounds: dict[int, RoundReplay] = field(default_factory=dict)
+    shoes: dict[int, ShoeCheck] = field(default_factory=dict)
+    findings: list[Finding] = field(default_factory=list)
+    state: TableState = field(default_factory=INITIAL_STATE.copy)
+    events: int = 0
+    checks: int = 0
+    stopped: str | None = None
+    """why the fold stopped before the last event (a corrupt log, a shoe still sealed)"""
