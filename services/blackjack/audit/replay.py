@@ -41,6 +41,7 @@ from blackjack.audit.settlement import (
     moves_allowed,
     peek_required,
 )
+from blackjack.audit.wallet_replay import replay_wallet
 from blackjack.audit.words import describe
 from blackjack.domain import events as ev
 from blackjack.domain import wallet as wl
@@ -91,52 +92,8 @@ def replay_stream(
     folded only in part: a stand-up due at the end is then not missing, only not yet read)."""
     name = stream_id or (wires[0].stream_id if wires else "?")
     if is_wallet_stream(name):
-        return _replay_wallet(name, wires)
+        return replay_wallet(name, wires)
     return _Replayer(name, list(wires), seal, complete).run()
-
-
-def _replay_wallet(stream_id: str, wires: Sequence[WireEnvelope]) -> StreamReplay:
-    """A wallet stream: every balance moves by its amount, every transfer closes once."""
-    out = StreamReplay(stream_id)
-    state = wl.INITIAL_WALLET
-    for expected, envelope in enumerate(wires, start=1):
-        e = envelope.data
-
-        def find(message: str, sequence: int = envelope.sequence) -> None:
-            out.findings.append(Finding(stream_id, sequence, None, message))
-
-        if envelope.sequence != expected:
-            find(f"sequence {envelope.sequence} where {expected} was due")
-        if not isinstance(e, wl.WalletEvent):
-            find(f"{envelope.type} in a wallet stream")
-            out.stopped = f"corrupt log at event {envelope.sequence}"
-            break
-        moved: tuple[int, int] | None = None  # (amount in or out, balance after)
-        match e:
-            case wl.WalletDeposited() | wl.CashOutReceived() | wl.BuyInRefunded():
-                moved = (e.amount, e.balance_after)
-            case wl.WalletWithdrawn() | wl.BuyInSent():
-                moved = (-e.amount, e.balance_after)
-        if isinstance(e, wl.BuyInCompleted | wl.BuyInRefunded):
-            out.checks += 1
-            pending = state.pending_transfer(e.transfer)
-            if pending is None or (pending.table_id, pending.amount) != (e.table_id, e.amount):
-                find(f"buy-in {e.transfer} closed, but no such transfer is pending")
-        if moved is not None:
-            out.checks += 1
-            delta, after = moved
-            if after != state.balance + delta:
-                find(f"balance after: recorded {after}, the amounts give {state.balance + delta}")
-            if after < 0:
-                find(f"the wallet went below zero ({after})")
-        try:
-            state = wl.evolve_wallet(state, e)
-        except Exception as error:
-            find(f"the wallet cannot fold {envelope.type}: {error}")
-            out.stopped = f"corrupt log at event {envelope.sequence}"
-            break
-        out.events += 1
-    return out
 
 
 class _Replayer:
