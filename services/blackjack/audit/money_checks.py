@@ -1,0 +1,175 @@
+"""The replay's checks on money: every balance moves by exactly the amount of its event and
+never goes below zero, every stake is what the rules charge, every payout is derived again
+(``audit.settlement``) and compared with the recorded one, paid to the box's own player, and
+each round's results add up."""
+
+from __future__ import annotations
+
+from blackjack.audit.checking import Checker, _Unfoldable
+from blackjack.audit.replayed import Settlement
+from blackjack.audit.settlement import (
+    dealer_blackjack_ruled_out,
+    dealer_play_problem,
+    hand_result,
+    insurance_result,
+    move_problem,
+)
+from blackjack.domain import events as ev
+from blackjack.domain.hand import is_natural, total
+from blackjack.domain.payouts import insurance_stake
+from blackjack.domain.state import Hand
+
+
+class MoneyChecks(Checker):
+    def funds(self, e: ev.FundsDeposited | ev.FundsWithdrawn) -> None:
+        sign = 1 if isinstance(e, ev.FundsDeposited) else -1
+        if e.amount <= 0:
+            self._find(f"a {type(e).__name__} of {e.amount}")
+        self._moves(e.player_id, sign * e.amount, e.balance_after)
+
+    def bet_placed(self, e: ev.BetPlaced) -> None:
+        box = self.state.boxes[e.box]
+        if self.state.suspended:
+            self._find(f"{e.player_id} bets {e.amount} on box {e.box} at a suspended table")
+        self._expect(f"box {e.box} total", e.box_total, box.bet + e.amount)
+        if e.amount <= 0:
+            self._find(f"a chip of {e.amount} on box {e.box}")
+        if e.box_total > self.state.rules.max_bet:
+            self._find(
+                f"box {e.box} bet {e.box_total} is over the maximum {self.state.rules.max_bet}"
+            )
+        self._moves(e.player_id, -e.amount, e.balance_after)
+
+    def bet_refunded(self, e: ev.BetRefunded) -> None:
+        box = self.state.boxes[e.box]
+        self._expect(f"box {e.box} bet left after a refund", e.box_total, box.bet - e.amount)
+        if e.amount <= 0 or e.amount > box.bet:
+            self._find(f"a refund of {e.amount} from box {e.box}, which holds {box.bet}")
+        if e.box_total:  # only a player's RemoveBet leaves part of a bet on the box
+            self._expect(f"box {e.box} partial refund's reason", e.reason, "removed")
+        self._moves(e.player_id, e.amount, e.balance_after)
+
+    def deal_started(self, e: ev.DealStarted) -> None:
+        rules = self.state.rules
+        for index in e.boxes:  # the minimum binds the stack on each box dealt, not each chip
+            bet = self.state.boxes[index].bet
+            if not rules.min_bet <= bet <= rules.max_bet:
+                self._find(f"box {index} dealt with {bet}, outside {rules.min_bet}-{rules.max_bet}")
+        if self.current is not None:
+            self.current.shoe = e.shoe
+            self.current.status = "playing"
+
+    def insurance_taken(self, e: ev.InsuranceTaken) -> None:
+        box = self.state.boxes[e.box]
+        offered = box.insurance == "offered" and box.player_id == e.player_id
+        self._rule(None if offered else f"insurance on box {e.box}, not offered to {e.player_id}")
+        stake = insurance_stake(self.state.boxes[e.box].bet)
+        self._expect(f"insurance stake on box {e.box}", e.amount, stake)
+        self._moves(e.player_id, -e.amount, e.balance_after)
+
+    def insurance_settled(self, e: ev.InsuranceSettled) -> None:
+        box = self.state.boxes[e.box]
+        self._expect(f"box {e.box}'s player", e.player_id, box.player_id)
+        self._expect(f"insurance stake on box {e.box}", e.stake, box.insurance_stake)
+        won, payout = insurance_result(self.state.rules, box.insurance_stake, self.state.dealer)
+        self._expect(f"insurance on box {e.box}", (e.won, e.payout), (won, payout))
+        self._moves(e.player_id, e.payout, e.balance_after)
+        current = self.current
+        if current is not None:
+            current.paid[e.player_id] = current.paid.get(e.player_id, 0) + payout
+            current.insurance.append(
+                Settlement(
+                    e.box,
+                    -1,
+                    e.player_id,
+                    (),
+                    0,
+                    e.stake,
+                    ("won" if e.won else "lost", e.payout),
+                    ("won" if won else "lost", payout),
+                )
+            )
+
+    def _hand(self, box: int, index: int) -> Hand:
+        hands = self.state.boxes[box].hands
+        if not 0 <= index < len(hands):
+            raise _Unfoldable(f"box {box} has no hand {index}")
+        return hands[index]
+
+    def hand_doubled(self, e: ev.HandDoubled) -> None:
+        self._rule(move_problem(self.state, e.player_id, e.box, e.hand, "double"))
+        self._expect("the double's stake", e.amount, self._hand(e.box, e.hand).stake)
+        self._moves(e.player_id, -e.amount, e.balance_after)
+
+    def hand_split(self, e: ev.HandSplit) -> None:
+        self._rule(move_problem(self.state, e.player_id, e.box, e.hand, "split"))
+        self._expect("the split's stake", e.amount, self._hand(e.box, e.hand).stake)
+        self._moves(e.player_id, -e.amount, e.balance_after)
+
+    def hand_settled(self, e: ev.HandSettled) -> None:
+        hand = self._hand(e.box, e.hand)
+        rules, dealer = self.state.rules, self.state.dealer
+        self._expect(f"box {e.box}'s player", e.player_id, self.state.boxes[e.box].player_id)
+        self._expect(f"box {e.box} hand {e.hand} stake", e.stake, hand.stake)
+        self._expect(f"box {e.box} hand {e.hand} total", e.total, total(hand.cards).best)
+        derived = hand_result(rules, hand, dealer)
+        recorded = (e.outcome, e.payout)
+        self._expect(f"box {e.box} hand {e.hand} result", recorded, derived)
+        self._expect(f"box {e.box} hand {e.hand} settled again", hand.settled, False)
+        if self.state.phase != "dealer":  # before the hole card: a blackjack paid at once only
+            self._expect(
+                f"box {e.box} hand {e.hand} paid before the dealer's hand is known",
+                (e.outcome, rules.blackjack_paid_at_once, dealer_blackjack_ruled_out(self.state)),
+                ("blackjack", True, True),
+            )
+        self._moves(e.player_id, e.payout, e.balance_after)
+        current = self.current
+        if current is not None:
+            current.paid[e.player_id] = current.paid.get(e.player_id, 0) + derived[1]
+            current.settlements.append(
+                Settlement(
+                    e.box,
+                    e.hand,
+                    e.player_id,
+                    hand.cards,
+                    total(hand.cards).best,
+                    hand.stake,
+                    recorded,
+                    derived,
+                )
+            )
+
+    def round_settled(self, e: ev.RoundSettled) -> None:
+        state = self.state
+        dealer = state.dealer
+        self._expect("the dealer's total", e.dealer_total, total(dealer).best)
+        self._expect("the dealer's blackjack", e.dealer_blackjack, is_natural(dealer))
+        live = any(h.status == "standing" for b in state.boxes for h in b.hands)
+        problem = dealer_play_problem(state.rules, dealer, live)
+        self.out.checks += 1
+        if problem is not None:
+            self._find(problem)
+        wagered: dict[str, int] = {}
+        for box in state.boxes:
+            if box.hands and box.player_id is not None:
+                stake = sum(h.stake for h in box.hands) + box.insurance_stake
+                wagered[box.player_id] = wagered.get(box.player_id, 0) + stake
+        current = self.current
+        paid = current.paid if current is not None else {}
+        results = {r.player_id: r for r in e.results}
+        self._expect("the players in the results", sorted(results), sorted(wagered))
+        for player_id, result in results.items():
+            derived_paid = paid.get(player_id, 0)
+            derived_wagered = wagered.get(player_id, 0)
+            self._expect(f"{player_id}'s wager in the round", result.wagered, derived_wagered)
+            self._expect(f"{player_id}'s payout in the round", result.paid, derived_paid)
+            self._expect(f"{player_id}'s net", result.net, derived_paid - derived_wagered)
+            if player_id in state.players:
+                self._expect(
+                    f"{player_id}'s balance after the round",
+                    result.balance_after,
+                    self._balance(player_id),
+                )
+        if current is not None:
+            current.results = list(e.results)
+            current.dealer = dealer

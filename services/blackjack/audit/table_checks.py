@@ -1,0 +1,202 @@
+"""The replay's checks on the table's rules: seats taken and left (and stood up when the rules
+say), shoes committed to before their bets and made of whole decks, the clock's deadlines,
+interrupted rounds resumed and closed as the rules allow, every move one the rules allowed that
+player on that hand at that point, and the dealer's peek where the rules make her."""
+
+from __future__ import annotations
+
+from collections import Counter
+from datetime import timedelta
+
+from blackjack.audit.checking import Checker
+from blackjack.audit.settlement import Move, move_problem, moves_allowed, peek_required
+from blackjack.domain import events as ev
+from blackjack.domain.cards import fresh_shoe
+from blackjack.domain.evolve import evolve
+from blackjack.domain.hand import is_natural
+
+
+class TableChecks(Checker):
+    def interrupted_round_closed(self, e: ev.InterruptedRoundClosed) -> None:
+        """Closed only as the table's rules allow: after their days of waiting, counted from
+        no earlier than the table's last event."""
+        assert self.envelope is not None
+        self.closing = (e.round, self.envelope.causation_id)
+        if not self.state.round_open:
+            self._find(f"round {e.round} closed as interrupted when it was not open")
+        days = self.state.rules.interrupted_round_days
+        if days is None:
+            self._find("a round closed as interrupted at a table whose rules allow no such closing")
+            return
+        self._expect("the days a round may wait", e.after_days, days)
+        previous = self.previous_at
+        if previous is not None and e.idle_since < previous:
+            self._find(
+                f"a round closed as idle since {e.idle_since.isoformat()}, before the table's "
+                f"last event at {previous.isoformat()}"
+            )
+        assert self.envelope is not None
+        waited = self.envelope.occurred_at - max(e.idle_since, previous or e.idle_since)
+        if waited < timedelta(days=days):
+            self._find(f"a round closed as interrupted after {waited} of waiting ({days} days due)")
+
+    def round_resumed(self, e: ev.RoundResumed) -> None:
+        """The service marks an interruption only inside a round in play (a bet placed or
+        cards dealt, not settled), naming the time of the table's last event before it."""
+        assert self.envelope is not None
+        self.resumed_by = self.envelope.causation_id
+        if not self.state.round_in_play:
+            self._find(f"round {e.round} marked as resumed when no round was in play")
+        previous = self.previous_at
+        if e.last_event_at is not None and previous is not None and e.last_event_at != previous:
+            self._find(
+                f"a round resumed after an event at {e.last_event_at.isoformat()}, but the "
+                f"table's last event was written at {previous.isoformat()}"
+            )
+
+    def _after_resumed(self, event: ev.Event) -> None:
+        """A ``RoundResumed`` comes first among its command's events, never alone."""
+        resumed_by, self.resumed_by = self.resumed_by, None
+        if resumed_by is None:
+            return
+        assert self.envelope is not None
+        if isinstance(event, ev.RoundResumed) or self.envelope.causation_id != resumed_by:
+            self._find("a RoundResumed not followed by an event of the command that wrote it")
+
+    def player_timed_out(self, e: ev.PlayerTimedOut) -> None:
+        """The server decides for a player only when a deadline of the table's clock has
+        passed, or while closing an interrupted round."""
+        if self.closing is not None:
+            return
+        deadline = self.state.deadline
+        assert self.envelope is not None
+        if deadline is None:
+            self._find(f"{e.player_id} timed out ({e.phase}) with no deadline running")
+        elif self.envelope.occurred_at < deadline:
+            self._find(
+                f"{e.player_id} timed out ({e.phase}) at {self.envelope.occurred_at.isoformat()}, "
+                f"before the deadline {deadline.isoformat()}"
+            )
+
+    def seat_left(self, e: ev.SeatLeft) -> None:
+        balance = self._balance(e.player_id)
+        self._expect(f"{e.player_id}'s money paid out", e.balance_returned, balance)
+        self._round_balance(e.player_id, balance, -balance, 0)
+        if (e.reason == "operator") != (e.operator is not None and e.operator_reason is not None):
+            self._find(f"{e.player_id} stood up by the operator without naming who and why")
+        if e.reason != "sat_out":
+            if e.rounds_sat_out is not None:
+                self._find(f"{e.player_id} left with a count of rounds sat out")
+            if self.state.hands_in_play and any(
+                self.state.boxes[i].hands for i in self.state.boxes_of(e.player_id)
+            ):
+                self._find(f"{e.player_id} left the table with a hand in play")
+            return
+        # The server stood the player up: only as the table's rules say, when the count of
+        # rounds sat out (folded from the log) reaches them, at the end of a round.
+        limit = self.state.rules.seat_released_after_rounds_sat_out
+        sat_out = self.state.players[e.player_id].rounds_sat_out
+        if limit is None:
+            self._find(f"{e.player_id} stood up by the server at a table whose rules free no seat")
+            return
+        self._expect(f"rounds {e.player_id} sat out", e.rounds_sat_out, sat_out)
+        if sat_out < limit:
+            self._find(f"{e.player_id} stood up after {sat_out} rounds sat out ({limit} due)")
+        if self.state.round_open or self.state.hands_in_play or self.state.boxes_of(e.player_id):
+            self._find(f"{e.player_id} stood up by the server during round {self.state.round}")
+
+    def seat_taken(self, e: ev.SeatTaken) -> None:
+        if self.state.suspended:
+            self._find(f"{e.player_id} sits down at a suspended table")
+
+    def _due_to_stand_up(self) -> None:
+        limit = self.state.rules.seat_released_after_rounds_sat_out
+        if limit is not None:
+            self.due_to_stand_up = {
+                p.player_id: p.rounds_sat_out
+                for p in self.state.players.values()
+                if p.rounds_sat_out >= limit
+            }
+
+    def _stood_up_when_due(self, event: ev.Event | None) -> None:
+        """A player due to be stood up at the end of a round is, by the same decision: the
+        events right after its ``RoundSettled`` are their ``SeatLeft``s."""
+        if not self.due_to_stand_up:
+            return
+        if (
+            isinstance(event, ev.SeatLeft)
+            and event.reason == "sat_out"
+            and event.player_id in self.due_to_stand_up
+        ):
+            del self.due_to_stand_up[event.player_id]
+            return
+        for player, rounds in sorted(self.due_to_stand_up.items()):
+            self._find(
+                f"{player} sat out {rounds} rounds in a row and was not stood up at the end "
+                f"of round {self.state.round}"
+            )
+        self.due_to_stand_up = {}
+
+    def _shuffled(self, shoe: int, commitment: str) -> None:
+        """A new shoe is committed to before anyone wagers on it, and is new: checked on the
+        commitment alone, so even a shoe that stays sealed is."""
+        self.out.checks += 1
+        if self.state.round_open or self.state.hands_in_play:
+            self._find(f"shoe {shoe} shuffled in round {self.state.round}, after its bets")
+        first = self.commitments.setdefault(commitment, shoe)
+        if first != shoe:
+            self._find(f"shoe {shoe} has the commitment of shoe {first}: a shoe used again")
+
+    def shoe_shuffled(self, e: ev.ShoeShuffled) -> None:
+        """The order opened (by the key or its reveal) is whole decks of the table's rules."""
+        decks = self.state.rules.decks
+        # counted for the stream, not for the round that just ended (``_expect`` would)
+        self.out.checks += 2
+        if e.cards != len(e.order):
+            self._find(f"shoe {e.shoe} cards: recorded {e.cards}, the order holds {len(e.order)}")
+        counts = Counter(e.order)
+        if counts != Counter(fresh_shoe(decks)):
+            wrong = sorted(c for c in {*counts, *fresh_shoe(1)} if counts[c] != decks)
+            self._find(
+                f"shoe {e.shoe} is not {decks} whole deck(s): "
+                + ", ".join(f"{card} {counts[card]} times" for card in wrong[:8])
+                + (f" and {len(wrong) - 8} more" if len(wrong) > 8 else "")
+            )
+
+    def shoe_retired(self, e: ev.ShoeRetired) -> None:
+        shoe = self.state.shoe
+        if shoe is None or shoe.number != e.shoe:
+            self._find(f"shoe {e.shoe} retired, but it is not the shoe in use")
+            return
+        self._expect(f"shoe {e.shoe} commitment at retirement", e.commitment, shoe.commitment)
+        self._expect(f"shoe {e.shoe} cards dealt", e.cards_dealt, shoe.position)
+        self._expect(f"shoe {e.shoe} revealed order", (e.order, e.salt), (shoe.order, shoe.salt))
+
+    def _move(self, e: ev.PlayerHit | ev.PlayerStood | ev.HandSurrendered, move: Move) -> None:
+        self._rule(move_problem(self.state, e.player_id, e.box, e.hand, move))
+
+    def player_hit(self, e: ev.PlayerHit) -> None:
+        self._move(e, "hit")
+
+    def player_stood(self, e: ev.PlayerStood) -> None:
+        self._move(e, "stand")
+
+    def hand_surrendered(self, e: ev.HandSurrendered) -> None:
+        self._move(e, "surrender")
+
+    def dealer_peeked(self, e: ev.DealerPeeked) -> None:
+        self._rule(None if peek_required(self.state) else "a peek the rules do not make")
+        self._expect("what the peek found", e.has_blackjack, is_natural(self.state.dealer))
+        if self.current is not None:
+            self.current.peeked = True
+
+    def turn_started(self, e: ev.TurnStarted) -> None:
+        current = self.current
+        peeked = current is not None and current.peeked
+        missing = peek_required(self.state) and not peeked
+        self._rule("play started without the peek the rules require" if missing else None)
+        if e.actions is not None:  # version 1 did not list them
+            # judged on the table as the turn leaves it: the event makes it this hand's turn
+            turn = evolve(self.state, e)
+            allowed = moves_allowed(turn, e.player_id, e.box, e.hand)
+            self._expect(f"actions offered on box {e.box} hand {e.hand}", e.actions, allowed)
