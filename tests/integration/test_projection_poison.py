@@ -34,10 +34,10 @@ from blackjack.projections import schema
 from blackjack.projections import worker as worker_module
 from blackjack.projections.dump import dump
 from blackjack.projections.health import FoldHealth, probes
-from blackjack.projections.projector import ProjectionError
 from blackjack.projections.rebuild import rebuild
 from blackjack.projections.settings import ProjectionSettings
 from blackjack.projections.store import ProjectionStore
+from blackjack.projections.views import ProjectionError
 from blackjack.projections.worker import build_broker
 from blackjack.projections.writer import BatchResult, Position, ProjectionWriter, Record
 

@@ -18,7 +18,8 @@ from rich.console import Console
 
 from blackjack.cli import build_parser
 from blackjack.play import cli
-from blackjack.projections.projector import ProjectionError, StreamProjection
+from blackjack.projections.projector import StreamProjection
+from blackjack.projections.views import ProjectionError
 
 SERVICES = str(Path(__file__).resolve().parents[2] / "services")
 

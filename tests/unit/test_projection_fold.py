@@ -14,14 +14,9 @@ from blackjack.domain.wallet import BuyIn, RefundBuyIn, is_wallet_stream
 from blackjack.messages.envelope import EventEnvelope
 from blackjack.messages.sealing import ShoeSeal
 from blackjack.messages.wire import WIRE_EVENT_TYPES, WireEnvelope, to_wire
-from blackjack.projections.projector import (
-    TABLE_EVENTS_PROJECTED,
-    Account,
-    ProjectionError,
-    StreamProjection,
-    parse_round_id,
-    round_id,
-)
+from blackjack.projections.ids import parse_round_id, round_id
+from blackjack.projections.projector import TABLE_EVENTS_PROJECTED, StreamProjection
+from blackjack.projections.views import Account, ProjectionError
 from blackjack.projections.wallets import (
     WALLET_EVENTS_PROJECTED,
     WalletProjection,

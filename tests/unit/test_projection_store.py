@@ -18,9 +18,9 @@ from blackjack.messages.sealing import ShoeSeal
 from blackjack.messages.wire import encode, to_wire
 from blackjack.projections import schema
 from blackjack.projections.dump import Dump, TableDump, differences, dump
-from blackjack.projections.projector import ProjectionError
 from blackjack.projections.revision import SchemaMismatch
 from blackjack.projections.store import ProjectionStore
+from blackjack.projections.views import ProjectionError
 from blackjack.projections.writer import ProjectionWriter, Record
 from tests.integration.conftest_projections import event_records, play_tables
 

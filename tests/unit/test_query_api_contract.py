@@ -20,9 +20,9 @@ from blackjack.api import routes
 from blackjack.api.contract import PATH, ErrorCode, drifted, openapi_document
 from blackjack.api.routes import QueryApi, query_api
 from blackjack.cli import main
-from blackjack.projections.projector import RoundRecord, TableView
 from blackjack.projections.schema import rounds, table_views
 from blackjack.projections.store import ProjectionStore
+from blackjack.projections.views import RoundRecord, TableView
 
 
 def test_the_document_in_the_repository_is_up_to_date() -> None:

@@ -19,8 +19,8 @@ from pydantic.json_schema import models_json_schema
 
 from blackjack.domain.decided_by import DecidedBy
 from blackjack.messages.schemas import int64_integers
-from blackjack.projections.projector import LogEntry, RoundRecord, TableView
 from blackjack.projections.reports import DAY_PATTERN, MAX_DAYS
+from blackjack.projections.views import LogEntry, RoundRecord, TableView
 from blackjack.projections.wallets import Transfer
 
 PATH = Path("schemas/query-api.openapi.json")

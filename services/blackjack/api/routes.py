@@ -36,7 +36,7 @@ from sqlalchemy.ext.asyncio import AsyncConnection
 from blackjack.api.contract import openapi_document
 from blackjack.api.tokens import OPEN, ApiTokens
 from blackjack.projections import queries, reports
-from blackjack.projections.projector import parse_count, parse_round_id
+from blackjack.projections.ids import parse_count, parse_round_id
 from blackjack.projections.store import ProjectionStore, is_store_outage
 
 Scope = MutableMapping[str, Any]

@@ -74,7 +74,7 @@ async def _from_kafka(settings: ProjectionSettings, stream_id: str) -> list[Wire
 
 def _replay(args: argparse.Namespace) -> int:
     from blackjack.audit.recall import render, replay_round
-    from blackjack.projections.projector import parse_round_id
+    from blackjack.projections.ids import parse_round_id
 
     try:
         stream_id, number = parse_round_id(args.round_id)

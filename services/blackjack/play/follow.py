@@ -18,8 +18,9 @@ from blackjack.bus.settings import PLAINTEXT, KafkaSecurity
 from blackjack.bus.topics import Topics, partition_for
 from blackjack.domain.wallet import wallet_stream
 from blackjack.messages.wire import WireEnvelope, decode
-from blackjack.projections.projector import ProjectionError, StreamProjection
+from blackjack.projections.projector import StreamProjection
 from blackjack.projections.rebuild import topic_partitions
+from blackjack.projections.views import ProjectionError
 from blackjack.projections.wallets import WalletProjection
 
 

@@ -22,13 +22,8 @@ from blackjack.audit.words import money
 from blackjack.domain.commands import UNPRINTABLE
 from blackjack.domain.rules import Rules
 from blackjack.messages.envelope import CommandResult
-from blackjack.projections.projector import (
-    BoxView,
-    HandView,
-    InsuranceView,
-    RoundRecord,
-    StreamProjection,
-)
+from blackjack.projections.projector import StreamProjection
+from blackjack.projections.views import BoxView, HandView, InsuranceView, RoundRecord
 from blackjack.projections.wallets import WalletView
 from blackjack.rules_sheet import Returns, rules_sheet
 

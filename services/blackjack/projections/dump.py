@@ -18,7 +18,7 @@ from sqlalchemy import String, Table, select
 from sqlalchemy.ext.asyncio import AsyncConnection
 
 from blackjack.messages.wire import ABSENT_FROM_OLDER_VERSIONS, decode, encode, upcast
-from blackjack.projections.projector import utc
+from blackjack.projections.ids import utc
 from blackjack.projections.schema import READ_MODEL
 
 Key = tuple[Any, ...]

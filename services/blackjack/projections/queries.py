@@ -26,7 +26,8 @@ from blackjack.domain.decided_by import DecisionsInOrder
 from blackjack.domain.rules import PRESETS, with_later_terms
 from blackjack.messages import wire
 from blackjack.projections import schema
-from blackjack.projections.projector import MAX_ROUND, RoundRecord, TableView, utc
+from blackjack.projections.ids import MAX_ROUND, utc
+from blackjack.projections.views import RoundRecord, TableView
 
 MAX_PAGE = 100
 SIT_OUT_FIELDS = ("sitting_out", "rounds_sat_out")

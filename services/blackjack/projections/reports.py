@@ -20,7 +20,7 @@ from sqlalchemy.ext.asyncio import AsyncConnection
 
 from blackjack.domain.rules import PRESETS, fingerprint, stored_rules
 from blackjack.projections import schema
-from blackjack.projections.projector import GameDay
+from blackjack.projections.views import GameDay
 
 MAX_DAYS: Final = 366
 """the longest range one report covers (a year, leap day included)"""

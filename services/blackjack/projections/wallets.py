@@ -11,7 +11,9 @@ from pydantic import BaseModel, ConfigDict
 
 from blackjack.domain import wallet as wl
 from blackjack.messages.wire import WireEnvelope
-from blackjack.projections.projector import ProjectionError, check_next, utc
+from blackjack.projections.ids import utc
+from blackjack.projections.projector import check_next
+from blackjack.projections.views import ProjectionError
 
 
 class _Model(BaseModel):

@@ -28,19 +28,18 @@ from blackjack.domain.wallet import is_wallet_stream
 from blackjack.messages import wire
 from blackjack.messages.wire import WireEnvelope
 from blackjack.projections import schema
-from blackjack.projections.projector import (
+from blackjack.projections.ids import utc
+from blackjack.projections.projector import StreamProjection, recalled_in
+from blackjack.projections.revision import check_schema
+from blackjack.projections.store import ProjectionStore, nul_replaced
+from blackjack.projections.views import (
     Account,
     GameDay,
     ProjectionError,
     RoundPlayer,
     RoundRecord,
-    StreamProjection,
     TableView,
-    recalled_in,
-    utc,
 )
-from blackjack.projections.revision import check_schema
-from blackjack.projections.store import ProjectionStore, nul_replaced
 from blackjack.projections.wallets import WalletProjection, WalletView
 
 Position = tuple[str, int]

@@ -1,0 +1,244 @@
+"""The read model's shapes, as the fold makes them and the query API answers them: the
+table's public view (``TableView``), each player's account at the table (``Account``), each
+round (``RoundRecord``) and each player's line in it (``RoundPlayer``), and what a table's
+closed game cycles add to a UTC day's game performance (``GameDay``)."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, fields
+from datetime import datetime
+from typing import Any, Literal
+
+from pydantic import BaseModel, ConfigDict, Field
+
+from blackjack.domain.hand import total
+
+
+class ProjectionError(ValueError):
+    """The events cannot be folded: they contradict the read model built so far."""
+
+
+class _Model(BaseModel):
+    # Answers carry every field, defaults included: the OpenAPI document says so (required).
+    model_config = ConfigDict(extra="forbid", json_schema_serialization_defaults_required=True)
+
+
+# ---- the table ----------------------------------------------------------------------------
+
+
+class ShoeView(_Model):
+    shoe: int
+    commitment: str
+    cards: int
+    cards_dealt: int = 0
+
+
+class Turn(_Model):
+    """The hand waiting for a decision, and the decisions the table accepts on it now."""
+
+    box: int
+    hand: int
+    player_id: str | None = None  # None in a view folded before TurnStarted named it here
+    actions: list[str] | None = None  # None when the event did not list them (version 1)
+
+
+class Suspension(_Model):
+    """The operator has disabled the game at the table: no new bet or player until resumed."""
+
+    reason: str
+    since: datetime
+
+
+class TableView(_Model):
+    """What anyone at the table may see of it between and during rounds."""
+
+    stream_id: str
+    opened: bool = False
+    variant: str | None = None
+    currency: str | None = None
+    rules: dict[str, Any] | None = None
+    last_sequence: int = 0
+    updated_at: datetime | None = None
+    shoe: ShoeView | None = None
+    round: int = 0
+    round_open: bool = False
+    phase: Literal["betting", "insurance", "playing", "dealer"] = "betting"
+    active: Turn | None = None
+    deadline: datetime | None = None
+    suspended: Suspension | None = None
+
+
+class Account(_Model):
+    """A player's money at one table."""
+
+    stream_id: str
+    player_id: str
+    currency: str
+    funded_by_wallet: bool = False
+    """a multi-seat table: money comes from the player's wallet and goes back to it"""
+    seat: int | None = None
+    seated: bool = True
+    connected: bool = True
+    available: int = 0
+    in_play: int = 0
+    deposited: int = 0
+    withdrawn: int = 0
+    cashed_out: int = 0
+    wagered: int = 0
+    won: int = 0
+    lost: int = 0
+    rounds: int = 0
+    sitting_out: bool | None = False
+    """left out of a round by the betting clock and no bet or pass since (the decider's
+    ``Player.sitting_out``); None: not known (folded before migration 0006, and the player has
+    neither bet, passed nor been left out since: docs/projections.md)"""
+    rounds_sat_out: int | None = 0
+    """rounds dealt in a row while sitting out, counted where the table's rules free such a
+    seat (``seat_released_after_rounds_sat_out``; else 0), as the decider counts; None: not
+    known, as above"""
+
+    def settle(self, stake: int, payout: int, balance_after: int) -> None:
+        self.in_play -= stake
+        self.wagered += stake
+        self.won += max(payout - stake, 0)
+        self.lost += max(stake - payout, 0)
+        self.available = balance_after
+
+
+# ---- a round ------------------------------------------------------------------------------
+
+
+class HandView(_Model):
+    cards: list[str] = []
+    stake: int
+    total: int = 0
+    soft: bool = False
+    doubled: bool = False
+    split: bool = False
+    stood: bool = False
+    surrendered: bool = False
+    outcome: str | None = None
+    payout: int | None = None
+
+    def set_cards(self, cards: list[str]) -> None:
+        self.cards = cards
+        best, soft = total(cards)
+        self.total, self.soft = best, soft
+
+
+class InsuranceView(_Model):
+    status: Literal["offered", "taken", "declined", "settled"]
+    stake: int = 0
+    won: bool | None = None
+    payout: int | None = None
+
+
+class BoxView(_Model):
+    box: int
+    player_id: str
+    bet: int
+    hands: list[HandView] = []
+    insurance: InsuranceView | None = None
+
+
+class DealerView(_Model):
+    cards: list[str | None] = []
+    """In the order dealt; the hole card (the first or the second, ``Rules.hole_card_first``)
+    is ``None`` until it is revealed."""
+    upcard: str | None = None
+    """The card the dealer shows (first or second of ``cards``, by the table's rules)."""
+    total: int = 0
+    soft: bool = False
+    peeked: bool = False
+    blackjack: bool | None = None
+
+    def set_cards(self, cards: list[str | None]) -> None:
+        self.cards = cards
+        best, soft = total([c for c in cards if c is not None])
+        self.total, self.soft = best, soft
+
+
+class LogEntry(_Model):
+    sequence: int
+    at: datetime
+    event: str
+    data: dict[str, Any]
+
+
+class BoxMessageView(_Model):
+    box: int
+    message: str
+
+
+class RoundRecord(_Model):
+    """One game cycle, enough to show it again to the player or an auditor."""
+
+    round_id: str
+    stream_id: str
+    round: int
+    variant: str
+    currency: str
+    status: Literal["betting", "playing", "settled", "cancelled"] = "betting"
+    opened_at: datetime
+    betting_deadline: datetime | None = None
+    dealt_at: datetime | None = None
+    closed_at: datetime | None = None
+    shoe: int | None = None
+    shoe_commitment: str | None = None
+    boxes: list[BoxView] = []
+    dealer: DealerView = Field(default_factory=DealerView)
+    messages: list[BoxMessageView] = []
+    first_sequence: int
+    last_sequence: int
+    log: list[LogEntry] = []
+
+    def box(self, index: int) -> BoxView:
+        for box in self.boxes:
+            if box.box == index:
+                return box
+        raise ProjectionError(f"round {self.round_id} has no bet on box {index}")
+
+    def hand(self, box: int, hand: int) -> HandView:
+        hands = self.box(box).hands
+        if not 0 <= hand < len(hands):
+            raise ProjectionError(f"round {self.round_id} box {box} has no hand {hand}")
+        return hands[hand]
+
+
+class RoundPlayer(_Model):
+    """A player's part in one round: the line of their betting history.
+
+    ``deposited`` and ``withdrawn`` are the money the player paid in or took out at the table
+    (not wagers or payouts) between their first bet and the end of the round, so that
+    ``balance_before + net + deposited - withdrawn == balance_after``."""
+
+    stream_id: str
+    round: int
+    player_id: str
+    started_at: datetime
+    balance_before: int
+    balance_after: int
+    wagered: int = 0
+    paid: int = 0
+    net: int = 0
+    deposited: int = 0
+    withdrawn: int = 0
+
+
+@dataclass
+class GameDay:
+    """What one table's game cycles closed on one UTC day add to the game performance report
+    (``game_days``): summed by the writer into the day's row, so only sums belong here."""
+
+    rounds: int = 0
+    cancelled: int = 0
+    player_rounds: int = 0
+    initial_bets: int = 0
+    """the bets dealt in, before any double, split or insurance: the unit the theoretical
+    return is stated per"""
+    wagered: int = 0
+    paid: int = 0
+
+    def add(self, more: GameDay) -> None:
+        for name in fields(self):
+            setattr(self, name.name, getattr(self, name.name) + getattr(more, name.name))
