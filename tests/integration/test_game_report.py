@@ -29,9 +29,9 @@ from blackjack.messages.sealing import ShoeSeal
 from blackjack.messages.wire import encode, to_wire
 from blackjack.projections import reports, schema
 from blackjack.projections.dump import dump
+from blackjack.projections.metrics import count_folded
 from blackjack.projections.reports import MAX_DAYS, game_performance, percent, summing
 from blackjack.projections.store import ProjectionStore
-from blackjack.projections.worker import count_folded
 from blackjack.projections.writer import ProjectionWriter, Record
 
 pytest.register_assert_rewrite("tests.integration.conftest_projections")

@@ -16,7 +16,8 @@ from aiokafka import TopicPartition
 from prometheus_client import REGISTRY
 
 from blackjack.projections.health import FoldHealth
-from blackjack.projections.worker import LAG, POSITION, SeekToStoredPositions
+from blackjack.projections.metrics import LAG, POSITION
+from blackjack.projections.positions import SeekToStoredPositions
 from blackjack.projections.writer import Record
 
 TOPIC = "blackjack.events"

@@ -30,8 +30,7 @@ from sqlalchemy import update
 from blackjack.audit.audit import run_audit
 from blackjack.messages import wire
 from blackjack.messages.sealing import ShoeSeal
-from blackjack.projections import schema
-from blackjack.projections import worker as worker_module
+from blackjack.projections import batches, positions, schema
 from blackjack.projections.dump import dump
 from blackjack.projections.health import FoldHealth, probes
 from blackjack.projections.rebuild import rebuild
@@ -107,7 +106,9 @@ async def test_a_worker_stuck_at_a_poison_record_is_not_ready_until_it_is_past_i
     shoe_seal: ShoeSeal,
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
-    monkeypatch.setattr(worker_module, "RETRY_SECONDS", 0.05)  # the test's patience, not 2 s
+    # the test's patience, not 2 s (a partition held back, a batch put back)
+    monkeypatch.setattr(batches, "RETRY_SECONDS", 0.05)
+    monkeypatch.setattr(positions, "RETRY_SECONDS", 0.05)
     envelopes = to_wire(LOG.envelopes, shoe_seal)
     half = len(envelopes) // 2
     store = await stores.store()
@@ -198,7 +199,8 @@ async def test_a_stuck_worker_has_folded_every_record_before_the_poison(
     """Records ahead of the poison in the batch it fails in are folded all the same, so the
     stored position stops right at the poison: the operator's step over it
     (docs/operations.md) skips that record and nothing else."""
-    monkeypatch.setattr(worker_module, "RETRY_SECONDS", 0.05)
+    monkeypatch.setattr(batches, "RETRY_SECONDS", 0.05)
+    monkeypatch.setattr(positions, "RETRY_SECONDS", 0.05)
     envelopes = to_wire(LOG.envelopes, shoe_seal)
     half = len(envelopes) // 2
     store = await stores.store()
@@ -222,7 +224,8 @@ async def test_a_poison_record_holds_back_only_its_own_partition(
     shoe_seal: ShoeSeal,
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
-    monkeypatch.setattr(worker_module, "RETRY_SECONDS", 0.05)
+    monkeypatch.setattr(batches, "RETRY_SECONDS", 0.05)
+    monkeypatch.setattr(positions, "RETRY_SECONDS", 0.05)
     name, bootstrap = events_topic.name, events_topic.bootstrap
     held, free = (name, 0), (name, 1)
     held_events = [wire.encode(e) for e in to_wire(TWO.of("table-held"), shoe_seal)]

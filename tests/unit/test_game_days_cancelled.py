@@ -9,8 +9,8 @@ from blackjack.api.contract import openapi_document
 from blackjack.domain import commands as cmd
 from blackjack.messages.sealing import ShoeSeal
 from blackjack.messages.wire import to_wire
+from blackjack.projections.metrics import ROUNDS_CLOSED
 from blackjack.projections.projector import StreamProjection
-from blackjack.projections.worker import ROUNDS_CLOSED
 from tests.integration.conftest_projections import Script
 
 SEAL = ShoeSeal.from_hex(ShoeSeal.new_key_hex())

@@ -11,10 +11,10 @@ from aiokafka import TopicPartition
 from prometheus_client import REGISTRY
 from structlog.testing import capture_logs
 
-from blackjack.projections import health, worker
+from blackjack.projections import batches, health, worker
 from blackjack.projections.health import FoldHealth
+from blackjack.projections.positions import SeekToStoredPositions
 from blackjack.projections.settings import ProjectionSettings
-from blackjack.projections.worker import SeekToStoredPositions
 from blackjack.projections.writer import Record
 
 TOPIC = "blackjack.events"
@@ -93,7 +93,7 @@ def test_a_partition_failing_again_and_again_logs_its_trace_once_then_a_line_a_m
     error = ValueError("cannot fold")
     with capture_logs() as logs:
         for failures in range(1, 2 * health.REPEAT_LOG_EVERY + 1):
-            worker._log_rollback(failures, 3, error)
+            batches._log_rollback(failures, 3, error)
     assert [(e["log_level"], e.get("failures")) for e in logs] == [
         ("error", None),
         ("warning", health.REPEAT_LOG_EVERY),

@@ -15,11 +15,12 @@ from structlog.testing import capture_logs
 
 from blackjack.cli import main
 from blackjack.messages.sealing import ShoeSeal
+from blackjack.projections.batches import _Folder
 from blackjack.projections.dump import dump
 from blackjack.projections.health import FoldHealth
+from blackjack.projections.positions import SeekToStoredPositions
 from blackjack.projections.revision import SchemaMismatch, code_revision
 from blackjack.projections.store import ProjectionStore
-from blackjack.projections.worker import SeekToStoredPositions, _Folder
 from blackjack.projections.writer import ProjectionWriter
 from tests.integration.conftest_projections import event_records, play_tables
 from tests.unit.migrations import migrate

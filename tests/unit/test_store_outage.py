@@ -20,7 +20,7 @@ from sqlalchemy import exc as sql_errors
 from structlog.testing import capture_logs
 
 from blackjack.api.routes import query_api
-from blackjack.projections import queries, worker
+from blackjack.projections import batches, metrics, positions, queries, worker
 from blackjack.projections.health import REPEAT_LOG_EVERY, FoldHealth
 from blackjack.projections.store import ProjectionStore, is_store_outage
 from blackjack.projections.writer import Record
@@ -98,9 +98,9 @@ def store_up() -> float | None:
 
 def listening(
     writer: object, consumer: Consumer, health: FoldHealth
-) -> worker.SeekToStoredPositions:
+) -> positions.SeekToStoredPositions:
     """The worker's rebalance listener over a fake writer and consumer, lag measured by hand."""
-    return worker.SeekToStoredPositions(
+    return positions.SeekToStoredPositions(
         writer,  # type: ignore[arg-type]
         lambda: consumer,
         health,
@@ -134,7 +134,7 @@ class Probed(Store):
         self.probes += 1
 
 
-LONG_AGO = timedelta(seconds=worker.PROBE_AFTER_SECONDS + 1)
+LONG_AGO = timedelta(seconds=positions.PROBE_AFTER_SECONDS + 1)
 
 
 async def test_a_batch_the_store_cannot_place_waits_before_it_is_read_again() -> None:
@@ -205,7 +205,7 @@ async def test_a_read_only_database_stays_an_outage_while_batches_fail() -> None
     writer = ReadOnly(pg_error("25006"))
     positions = listening(writer, consumer, health)
     await positions.on_partitions_assigned({P0})
-    folder = worker._Folder(writer, positions, health, lambda: consumer)  # type: ignore[arg-type]
+    folder = batches._Folder(writer, positions, health, lambda: consumer)  # type: ignore[arg-type]
     with capture_logs() as logs:
         for _ in range(20):
             await folder.fold([Record(TOPIC, 0, 100, b"{}")])
@@ -214,7 +214,7 @@ async def test_a_read_only_database_stays_an_outage_while_batches_fail() -> None
     assert store_up() == 0 and health.status()["status"] == "waiting_for_store"
     assert health.stuck == []
     health.store_answered()  # leave the process's gauges as found
-    worker.STORE_UP.set(1)
+    metrics.STORE_UP.set(1)
 
 
 async def test_a_database_that_refuses_writes_is_no_record_the_worker_is_stuck_at() -> None:
@@ -224,7 +224,7 @@ async def test_a_database_that_refuses_writes_is_no_record_the_worker_is_stuck_a
     writer = Failing(pg_error("25006"))
     positions = listening(writer, consumer, health)
     positions.assigned = {P0}
-    folder = worker._Folder(writer, positions, health, lambda: consumer)  # type: ignore[arg-type]
+    folder = batches._Folder(writer, positions, health, lambda: consumer)  # type: ignore[arg-type]
     for offset in range(10):
         await folder.fold([Record(TOPIC, 0, 100 + offset, b"{}")])
     assert health.stuck == [] and health.failing == []
@@ -233,12 +233,12 @@ async def test_a_database_that_refuses_writes_is_no_record_the_worker_is_stuck_a
     refusing = Refusing(ValueError("not an event"))
     positions = listening(refusing, consumer, health)
     await positions.on_partitions_assigned({P0})
-    folder = worker._Folder(refusing, positions, health, lambda: consumer)  # type: ignore[arg-type]
+    folder = batches._Folder(refusing, positions, health, lambda: consumer)  # type: ignore[arg-type]
     for _ in range(3):
         await folder.fold([Record(TOPIC, 0, 100, b"{}")])
     assert [f.offset for f in health.stuck] == [100]
     health.forget([(TOPIC, 0)])  # the gauges are the process's: leave none behind
-    worker.store_answered(health)
+    metrics.store_answered(health)
 
 
 class Refusing(Failing):
@@ -354,13 +354,13 @@ async def test_one_failed_batch_is_one_failure_and_one_pause() -> None:
     writer = Failing(pg_error("57P01"))
     positions = listening(writer, consumer, health)
     positions.assigned = {P0}
-    folder = worker._Folder(writer, positions, health, lambda: consumer)  # type: ignore[arg-type]
+    folder = batches._Folder(writer, positions, health, lambda: consumer)  # type: ignore[arg-type]
     failed = REGISTRY.get_sample_value("blackjack_projection_failed_batches_total") or 0.0
     await folder.fold([Record(TOPIC, 0, 100, b"{}")])
     assert REGISTRY.get_sample_value("blackjack_projection_failed_batches_total") == failed + 1
     assert health.store_outage is not None and health.store_outage.failures == 1
     assert consumer.paused == [P0]
-    worker.store_answered(health)
+    metrics.store_answered(health)
 
 
 async def test_a_worker_left_without_partitions_still_sees_its_store_come_back() -> None:
@@ -369,7 +369,7 @@ async def test_a_worker_left_without_partitions_still_sees_its_store_come_back()
     consumer, store, health = Paused(), Probed({}), FoldHealth()
     consumer._closed = False  # type: ignore[attr-defined]
     positions = listening(store, consumer, health)
-    worker.store_failed(health, pg_error("57P01"))
+    metrics.store_failed(health, pg_error("57P01"))
     assert health.store_outage is not None
     health.store_outage = replace(health.store_outage, last=health.store_outage.last - LONG_AGO)
     assert positions.assigned == set()

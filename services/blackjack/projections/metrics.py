@@ -1,0 +1,103 @@
+"""The projection worker's Prometheus series: events folded, redeliveries and duplicates, batches
+rolled back, the rounds closed and the money wagered and paid per game, each partition's
+position and lag, and whether the read model's database answers (``STORE_UP``)."""
+
+from __future__ import annotations
+
+from prometheus_client import Counter, Gauge
+
+from blackjack.domain.rules import PRESETS
+from blackjack.projections.health import FoldHealth
+from blackjack.projections.writer import BatchResult
+
+EVENTS_FOLDED = Counter(
+    "blackjack_projection_events_total", "Events folded into the read model", ["type"]
+)
+REDELIVERED = Counter(
+    "blackjack_projection_redelivered_total",
+    "Records skipped because the read model already holds them (a redelivery after a crash)",
+)
+DUPLICATES = Counter(
+    "blackjack_projection_duplicate_events_total",
+    "The same event (stream, sequence, id) met again at a later offset",
+)
+FAILED_BATCHES = Counter(
+    "blackjack_projection_failed_batches_total",
+    "Batches rolled back (then folded again partition by partition; a failing one is rewound "
+    "to retry)",
+)
+ROUNDS_CLOSED = Counter(
+    "blackjack_rounds_closed_total",
+    "Rounds settled, or cancelled (closed with no box dealt, every bet returned: no player "
+    "ready when betting closed, or an operator closing an interrupted round before its deal), "
+    "as folded into the read model, by game and currency",
+    ["variant", "currency", "outcome"],
+)
+WAGERED = Counter(
+    "blackjack_wagered_minor_units_total",
+    "Money staked in the rounds settled (initial bets, doubles, splits, insurance), in minor "
+    "units of the currency (exact up to 2^53 per series, as Prometheus keeps floats)",
+    ["variant", "currency"],
+)
+PAID = Counter(
+    "blackjack_paid_minor_units_total",
+    "Money paid out in the rounds settled (stakes returned with wins and pushes included), "
+    "in minor units; 1 - paid / wagered over a window is the hold",
+    ["variant", "currency"],
+)
+POSITION = Gauge(
+    "blackjack_projection_position",
+    "Next offset to fold in, as stored with the read model",
+    ["topic", "partition"],
+)
+LAG = Gauge(
+    "blackjack_projection_lag",
+    "Offsets from where the worker reads on (past what it has folded or is folding, and the "
+    "transaction markers after it) to the partition's last stable offset, after every batch "
+    "and every LAG_EVERY_SECONDS from the broker, so that it grows while nothing is fetched "
+    "(0 when caught up)",
+    ["topic", "partition"],
+)
+
+STORE_UP = Gauge(
+    "blackjack_projection_store_up",
+    "1 while the read model's database answers this worker; 0 from a failure to reach it "
+    "(down, starting, refusing connections, read-only, timing out) until it answers again",
+)
+
+
+def store_failed(health: FoldHealth, error: BaseException) -> None:
+    STORE_UP.set(0)
+    health.store_failed(error)
+
+
+def store_answered(health: FoldHealth) -> None:
+    STORE_UP.set(1)
+    health.store_answered()
+
+
+def count_games_from_zero() -> None:
+    """Each preset's game series exist at 0 from the start: ``increase()`` over a window
+    misses the first value of a series born at it, so a worker's first round of a game after
+    a restart (the finance drill: an operator's close, the only round of its game that day)
+    would not show on the dashboard. A table opened in another currency adds its series
+    with its first round."""
+    for rules in PRESETS.values():
+        labels = (rules.name, rules.currency)
+        for outcome in ("settled", "cancelled"):
+            ROUNDS_CLOSED.labels(*labels, outcome)
+        WAGERED.labels(*labels)
+        PAID.labels(*labels)
+
+
+def count_folded(result: BatchResult) -> None:
+    """The batch's figures, once its transaction has committed."""
+    for kind, count in result.types.items():
+        EVENTS_FOLDED.labels(kind).inc(count)
+    REDELIVERED.inc(result.skipped)
+    DUPLICATES.inc(result.duplicates)
+    for (variant, currency), game in result.games.items():
+        ROUNDS_CLOSED.labels(variant, currency, "settled").inc(game.rounds)
+        ROUNDS_CLOSED.labels(variant, currency, "cancelled").inc(game.cancelled)
+        WAGERED.labels(variant, currency).inc(game.wagered)
+        PAID.labels(variant, currency).inc(game.paid)

@@ -1,0 +1,280 @@
+"""Where the projection worker reads: every partition the group gives it is sought to the
+position stored with the read model (never to Kafka's committed offset), a batch that cannot be
+folded is put back to be read again from there, and each partition's lag is measured from the
+broker even while no batch arrives (``SeekToStoredPositions``). While idle it also probes a
+store that was down and checks the store's schema revision."""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+from collections.abc import Callable
+from typing import TYPE_CHECKING
+
+import structlog
+from aiokafka import ConsumerRebalanceListener, TopicPartition
+
+from blackjack.projections.health import REPEAT_LOG_EVERY, FoldHealth
+from blackjack.projections.metrics import (
+    FAILED_BATCHES,
+    LAG,
+    POSITION,
+    store_answered,
+    store_failed,
+)
+from blackjack.projections.revision import SchemaMismatch, check_schema
+from blackjack.projections.store import is_store_outage
+from blackjack.projections.writer import ProjectionWriter, Record
+
+if TYPE_CHECKING:
+    from aiokafka import AIOKafkaConsumer
+
+
+log = structlog.get_logger("blackjack.projections")
+
+RETRY_SECONDS = 2.0
+PROBE_AFTER_SECONDS = 30.0
+READ_ON_TIMEOUT_S = 1.0
+"""How long the lag waits for a partition's consumer position: at once unless the partition
+was sought meanwhile."""
+
+LAG_EVERY_SECONDS = 15.0
+
+
+class SeekToStoredPositions(ConsumerRebalanceListener):  # type: ignore[misc]
+    """Every partition given to this worker continues from the position in the read model.
+
+    An assigned partition is *unsynced* until it has been sought to its stored position. If
+    the store cannot be read during the rebalance, the partition stays unsynced and the next
+    batch seeks it (and rewinds the rest of the batch) instead of folding anything, so no
+    record is ever folded from a position the store did not give.
+    """
+
+    def __init__(
+        self,
+        writer: ProjectionWriter,
+        consumer: Callable[[], AIOKafkaConsumer | None],
+        health: FoldHealth | None = None,
+        lag_every: float | None = LAG_EVERY_SECONDS,
+    ) -> None:
+        self.writer = writer
+        self.lag_every = lag_every  # None: the lag is measured after batches only
+        self.consumer = consumer
+        self.health = health
+        self.unsynced: set[TopicPartition] = set()
+        self._put_back: set[TopicPartition] = set()
+        self._sync_failures = 0
+        self.known: dict[tuple[str, int], int] = {}
+        """The last positions read from or written to the store: the lag goes on growing from
+        them while the store cannot be read."""
+        self._syncing = asyncio.Lock()
+        self._lag_watch: asyncio.Task[None] | None = None
+        self.assigned: set[TopicPartition] = set()
+        """What the group gave this worker, as the rebalance callbacks said: the consumer's
+        own assignment still lists revoked partitions in the middle of a rebalance."""
+
+    async def on_partitions_revoked(self, revoked: set[TopicPartition]) -> None:
+        self.unsynced -= revoked
+        self.assigned -= revoked
+        if self.health is not None:
+            self.health.forget((tp.topic, tp.partition) for tp in revoked)
+        for tp in revoked:  # its new owner exports them; a stale copy here would mislead
+            self.known.pop((tp.topic, tp.partition), None)
+            for gauge in (POSITION, LAG):
+                with contextlib.suppress(KeyError):
+                    gauge.remove(tp.topic, str(tp.partition))
+        log.info("partitions revoked", partitions=sorted(str(tp) for tp in revoked))
+
+    def still_assigned(self, positions: dict[tuple[str, int], int]) -> dict[tuple[str, int], int]:
+        """The positions of the partitions this worker still has: a batch still folding when
+        its partition was revoked must not bring back the series the revocation removed (a
+        fault review found a revoked worker showing its old position for hours)."""
+        return {
+            (topic, partition): offset
+            for (topic, partition), offset in positions.items()
+            if TopicPartition(topic, partition) in self.assigned
+        }
+
+    async def on_partitions_assigned(self, assigned: set[TopicPartition]) -> None:
+        self.assigned |= assigned
+        self.unsynced |= assigned
+        await self.sync()
+        watching = self._lag_watch is not None and not self._lag_watch.done()
+        if self.lag_every is not None and not watching:
+            self._lag_watch = asyncio.create_task(
+                self.watch_lag(self.lag_every), name="projection-lag"
+            )
+
+    async def watch_lag(self, every: float) -> None:
+        """Measure each assigned partition's lag from the broker's end offsets and the stored
+        positions, whether or not batches arrive: a worker whose fetching stopped (a consumer
+        that died, a partition no batch comes from) shows a lag that grows with the log, which
+        the lag alert sees; after a batch alone it would freeze. Ends with the consumer."""
+        while True:
+            await asyncio.sleep(every)
+            consumer = self.consumer()
+            if consumer is None or getattr(consumer, "_closed", False):
+                return  # stopped: a new consumer's assignment starts a new watch
+            # first: a worker left without partitions (or without the broker) must still see
+            # its store come back
+            await self._probe_if_quiet()
+            await self._check_schema()
+            if not self.assigned:
+                continue
+            try:
+                ends = await consumer.end_offsets(sorted(self.assigned))
+            except Exception as error:  # the broker: next time
+                log.info("lag not measured", error=f"{type(error).__name__}: {error}")
+                continue
+            try:
+                self.known.update(await self.writer.stored_positions())
+            except Exception as error:  # the store: the lag grows from the last positions known
+                if self.health is not None and is_store_outage(error):
+                    store_failed(self.health, error)
+                else:
+                    log.info("positions not read", error=f"{type(error).__name__}: {error}"[:300])
+            for tp, end in ends.items():
+                position = self.known.get((tp.topic, tp.partition))
+                if tp in self.assigned and position is not None:  # revoked: its owner reports
+                    position = max(position, await self.handed_out(consumer, tp))
+                    LAG.labels(tp.topic, str(tp.partition)).set(max(end - position, 0))
+
+    async def handed_out(self, consumer: AIOKafkaConsumer, tp: TopicPartition) -> int:
+        """Where ``consumer`` reads on in ``tp``: past the records it has handed out to be
+        folded, and past the transaction markers and aborted records it read after them,
+        which take offsets but are never handed out. A caught-up partition's stored position
+        is its last record + 1, and its end offset one more (the commit marker): measured
+        from the stored position alone, its lag stayed at 1 for ever. Counts the batch being
+        folded as read (at most one batch less lag while it folds); 0 (no news) while the
+        partition is being sought to its stored position, whose consumer position may be the
+        group's committed offset, or when it has none yet."""
+        if tp in self.unsynced or tp not in self.assigned:
+            return 0
+        try:  # at once, unless the partition was sought or revoked meanwhile
+            async with asyncio.timeout(READ_ON_TIMEOUT_S):
+                return int(await consumer.position(tp))
+        except Exception:  # revoked, stopped, or no position yet
+            return 0
+
+    async def _check_schema(self) -> None:
+        """A worker with nothing to fold stops too, within ``LAG_EVERY_SECONDS`` of a migration
+        by another release (a fold checks for itself: ``ProjectionWriter.apply``)."""
+        if self.health is None:
+            return
+        try:
+            async with self.writer.store.reading() as connection:
+                await check_schema(connection, lock=False)
+        except SchemaMismatch as error:
+            self.health.schema_mismatched(error)
+        except Exception as error:  # the store: the batches and the probe report on it
+            log.debug("schema revision not read", error=f"{type(error).__name__}: {error}")
+
+    async def _probe_if_quiet(self) -> None:
+        """No batch has tried the store for a while during an outage (no events came): write
+        nothing to learn whether it is back, so that an idle worker does not report an outage
+        that is over."""
+        health = self.health
+        if health is None or not health.store_quiet_for(PROBE_AFTER_SECONDS):
+            return
+        try:
+            await self.writer.probe()
+        except Exception as error:
+            store_failed(health, error)
+        else:
+            store_answered(health)
+
+    async def sync(self, failure_recorded: bool = False) -> bool:
+        """Seek every unsynced partition to its stored position (the beginning when the
+        store has none); False when the store could not be read (recorded, unless the caller
+        has recorded the failure that brought it here)."""
+        async with self._syncing:  # the rebalance callback and the handler may both call it
+            consumer = self.consumer()
+            if consumer is None or not self.unsynced:
+                return consumer is not None
+            pending, self._put_back = set(self.unsynced), set()
+            try:
+                stored = await self.writer.stored_positions()
+            except Exception as error:
+                self._sync_failures += 1
+                if failure_recorded:
+                    return False
+                if self.health is not None and is_store_outage(error):
+                    store_failed(self.health, error)
+                elif self._sync_failures % REPEAT_LOG_EVERY == 1:
+                    log.error("positions unreadable; partitions wait", exc_info=error)
+                return False
+            # Not the store's recovery: a read-only database answers reads (a batch that
+            # commits, or a probe's write, says it is back).
+            self._sync_failures = 0
+            self.known.update(stored)
+            sought = {}
+            for tp in sorted(pending):
+                offset = stored.get((tp.topic, tp.partition))
+                try:
+                    if offset is None:
+                        await consumer.seek_to_beginning(tp)
+                    else:
+                        consumer.seek(tp, offset)
+                except Exception:  # no longer assigned: whoever has it now seeks it itself
+                    log.info("not sought: partition no longer assigned", partition=str(tp))
+                    continue
+                sought[f"{tp.topic}[{tp.partition}]"] = offset or 0
+                # shown from the assignment on, not only once a new event is folded
+                POSITION.labels(tp.topic, str(tp.partition)).set(offset or 0)
+            # A batch put back meanwhile may have been fetched after its partition's seek here
+            # and then dropped: its partition must be sought again, or those records are lost.
+            self.unsynced -= pending - self._put_back
+            log.info("partitions sought to the stored positions", positions=sought)
+            return True
+
+    async def put_back(self, records: list[Record], failure_recorded: bool = False) -> None:
+        """Nothing of this batch was folded: have its partitions read again from the store's
+        positions, or at least from the batch's first records until the store answers.
+        ``failure_recorded``: the caller has counted the failure and paused the partitions."""
+        partitions = {TopicPartition(t, p) for t, p in {r.position for r in records}}
+        self.unsynced |= partitions
+        self._put_back |= partitions
+        if await self.sync(failure_recorded):
+            return
+        consumer = self.consumer()
+        if consumer is not None:
+            _rewind(consumer, records)
+        if failure_recorded:
+            return
+        # The store does not answer: read these records again, after a pause, not at once
+        # (a fault drill saw a worker fetch, fail and log a trace 11 times a second).
+        FAILED_BATCHES.inc()
+        if consumer is not None:
+            for tp in sorted(partitions):
+                _pause(consumer, tp, RETRY_SECONDS)
+
+
+def _pause(consumer: AIOKafkaConsumer, tp: TopicPartition, seconds: float) -> None:
+    """Fetch nothing of this partition for ``seconds``; the others go on."""
+    try:
+        consumer.pause(tp)
+    except Exception:  # revoked meanwhile: whoever has it now reads it
+        log.info("not paused: partition no longer assigned", partition=str(tp))
+        return
+    asyncio.get_running_loop().call_later(seconds, _resume, consumer, tp)
+
+
+def _resume(consumer: AIOKafkaConsumer, tp: TopicPartition) -> None:
+    # revoked meanwhile (assigned again, it is not paused), or the consumer has stopped
+    with contextlib.suppress(Exception):
+        consumer.resume(tp)
+
+
+def _first_offsets(records: list[Record]) -> dict[tuple[str, int], int]:
+    first: dict[tuple[str, int], int] = {}
+    for record in records:
+        first[record.position] = min(first.get(record.position, record.offset), record.offset)
+    return first
+
+
+def _rewind(consumer: AIOKafkaConsumer, records: list[Record]) -> None:
+    for (topic, partition), offset in _first_offsets(records).items():
+        try:
+            consumer.seek(TopicPartition(topic, partition), offset)
+        except Exception:  # the partition went to another worker, which seeks for itself
+            log.info("not rewound: partition no longer assigned", topic=topic, partition=partition)
