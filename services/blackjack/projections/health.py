@@ -1,7 +1,7 @@
 """Whether a projection worker is making progress, and the metrics behind it.
 
 A batch that fails is rolled back and retried every few seconds, forever: the worker never
-skips a record (``worker.py``). A record that fails every time (a poison event: one the fold
+skips a record (``batches.py``). A record that fails every time (a poison event: one the fold
 refuses, or one that breaks it) cannot be cured by retrying, so once the same record of a
 partition has failed ``stuck_after`` times in a row the worker reports that partition stuck,
 names the record (topic, partition, offset) and the error on ``/readyz`` and in its log, and
