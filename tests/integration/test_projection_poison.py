@@ -99,16 +99,21 @@ async def running_worker(
         await broker.stop()
 
 
+@pytest.fixture
+def quick_retries(monkeypatch: pytest.MonkeyPatch) -> None:
+    """The test's patience, not 2 s: a partition held back (``batches``) and a batch put back
+    (``positions``) are read again after ``RETRY_SECONDS``."""
+    monkeypatch.setattr(batches, "RETRY_SECONDS", 0.05)
+    monkeypatch.setattr(positions, "RETRY_SECONDS", 0.05)
+
+
 @pytest.mark.integration
 async def test_a_worker_stuck_at_a_poison_record_is_not_ready_until_it_is_past_it(
     events_topic: EventsTopic,
     stores: StoreFactory,
     shoe_seal: ShoeSeal,
-    monkeypatch: pytest.MonkeyPatch,
+    quick_retries: None,
 ) -> None:
-    # the test's patience, not 2 s (a partition held back, a batch put back)
-    monkeypatch.setattr(batches, "RETRY_SECONDS", 0.05)
-    monkeypatch.setattr(positions, "RETRY_SECONDS", 0.05)
     envelopes = to_wire(LOG.envelopes, shoe_seal)
     half = len(envelopes) // 2
     store = await stores.store()
@@ -194,13 +199,11 @@ async def test_a_stuck_worker_has_folded_every_record_before_the_poison(
     events_topic: EventsTopic,
     stores: StoreFactory,
     shoe_seal: ShoeSeal,
-    monkeypatch: pytest.MonkeyPatch,
+    quick_retries: None,
 ) -> None:
     """Records ahead of the poison in the batch it fails in are folded all the same, so the
     stored position stops right at the poison: the operator's step over it
     (docs/operations.md) skips that record and nothing else."""
-    monkeypatch.setattr(batches, "RETRY_SECONDS", 0.05)
-    monkeypatch.setattr(positions, "RETRY_SECONDS", 0.05)
     envelopes = to_wire(LOG.envelopes, shoe_seal)
     half = len(envelopes) // 2
     store = await stores.store()
@@ -222,10 +225,8 @@ async def test_a_poison_record_holds_back_only_its_own_partition(
     events_topic: EventsTopic,
     stores: StoreFactory,
     shoe_seal: ShoeSeal,
-    monkeypatch: pytest.MonkeyPatch,
+    quick_retries: None,
 ) -> None:
-    monkeypatch.setattr(batches, "RETRY_SECONDS", 0.05)
-    monkeypatch.setattr(positions, "RETRY_SECONDS", 0.05)
     name, bootstrap = events_topic.name, events_topic.bootstrap
     held, free = (name, 0), (name, 1)
     held_events = [wire.encode(e) for e in to_wire(TWO.of("table-held"), shoe_seal)]
