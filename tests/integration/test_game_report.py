@@ -600,3 +600,53 @@ async def test_rule_sets_are_read_a_few_at_a_time(
         few = await game_performance(connection, played[0], len(played), rules_apart=True)
     assert few == whole
     assert len([line for line in few["games"] if line["own_rules"]]) == 5
+
+
+async def test_a_voided_round_is_counted_apart_with_none_of_its_money(
+    stores: StoreFactory, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """A mini-h17 round voided for a malfunction (page 000) and the round after it, folded
+    on each store: ``voided`` 1, and the sums are the settled round's alone; the API, the
+    command line and the worker's counter say so."""
+    from blackjack.domain import commands as cmd
+    from tests.integration.conftest_projections import Script
+
+    day = datetime(2026, 3, 2, 12, tzinfo=UTC)
+    script = Script("mini-h17", [["8S", "6H", "8D", "TD", "3C", "2C", "9D"]], {"ann": 10_000})
+    script.now = day
+    script.do(
+        cmd.PlaceBet(player_id="ann", box=0, amount=1_000),
+        cmd.Deal(player_id="ann"),
+        cmd.Split(player_id="ann", box=0),
+        cmd.VoidRound(round=1, operator="ops-1", reason="card reader fault"),
+        cmd.PlaceBet(player_id="ann", box=0, amount=500),
+        cmd.Deal(player_id="ann"),
+    )
+    while script.state.hands_in_play:  # whatever the shoe dealt next: no insurance, stand
+        if script.state.phase == "insurance":
+            script.do(cmd.DeclineInsurance(player_id="ann", box=0))
+        else:
+            script.do(cmd.Stand(player_id="ann", box=0))
+    records = [
+        Record("blackjack.events", 0, offset, encode(to_wire(envelope, SEAL)))
+        for offset, envelope in enumerate(e for e in script.envelopes if e.stream_id == "table-1")
+    ]
+    store = await stores.store()
+    result = await ProjectionWriter(store).apply(records)
+    async with store.reading() as connection:
+        row = (await connection.execute(select(schema.game_days))).mappings().one()
+    [settled] = [e.data for e in script.envelopes if isinstance(e.data, ev.RoundSettled)]
+    assert (row["voided"], row["rounds"], row["cancelled"]) == (1, 1, 0)
+    assert (row["wagered"], row["paid"]) == (settled.results[0].wagered, settled.results[0].paid)
+    transport = httpx.ASGITransport(app=query_api(store))
+    async with httpx.AsyncClient(transport=transport, base_url="http://api") as api:
+        answer = (await api.get("/v1/reports/games?from=2026-03-02&days=1")).json()
+    [line] = answer["games"]
+    assert (line["voided"], line["rounds"], line["wagered"]) == (1, 1, row["wagered"])
+    span = ["--from", "2026-03-02", "--days", "1"]
+    assert await cli(["projections", "report", "--db-url", store.url, *span]) == 0
+    assert "1 rounds settled, 0 cancelled and 1 voided at 1 table(s)" in capsys.readouterr().out
+    labels = {"variant": "mini-h17", "currency": "USD", "outcome": "voided"}
+    before = REGISTRY.get_sample_value("blackjack_rounds_closed_total", labels) or 0.0
+    count_folded(result)
+    assert REGISTRY.get_sample_value("blackjack_rounds_closed_total", labels) == before + 1

@@ -154,6 +154,39 @@ async def test_a_suspended_table_completes_its_round_and_refuses_new_bets_until_
     assert kinds[-3:] == ["TableResumed", "RoundOpened", "BetPlaced"]
 
 
+async def test_a_mini_h17_round_voided_for_a_malfunction_returns_every_wager(
+    space: KafkaSpace, shuffler: QueuedShuffler, client: BlackjackClient
+) -> None:
+    """Page 000: "Malfunctions voids all pays and plays". A split round voided through the
+    broker: the stakes of both hands back, no settlement, and the next round plays on."""
+    shuffler.queue(["8S", "6H", "8D", "TD", "3C", "2C", "9D"])  # 8,8 against the dealer's 6
+    await table_with_player(client, "h17-v", "mini-h17", 10_000)
+    await accept(
+        client,
+        "h17-v",
+        cmd.PlaceBet(player_id="p", box=0, amount=1_000),
+        cmd.Deal(player_id="p"),
+        cmd.Split(player_id="p", box=0),
+    )
+    wrong = await client.execute(
+        "h17-v", cmd.VoidRound(round=2, operator="ops-1", reason="card reader fault")
+    )
+    assert wrong.rejection is not None and wrong.rejection.code == "round_not_in_play"
+    await accept(
+        client,
+        "h17-v",
+        cmd.VoidRound(round=1, operator="ops-1", reason="card reader fault"),
+        cmd.PlaceBet(player_id="p", box=0, amount=500),
+    )
+    check = await verify_stream(space, "h17-v")
+    kinds = types_of(check.events)
+    assert kinds[-4:] == ["DealerHoleCardRevealed", "RoundVoided", "RoundOpened", "BetPlaced"]
+    assert "HandSettled" not in kinds and "RoundSettled" not in kinds
+    [voided] = [e.data for e in check.events if isinstance(e.data, ev.RoundVoided)]
+    [back] = voided.returns
+    assert (back.wagered, back.returned, back.balance_after) == (2_000, 2_000, 10_000)
+
+
 async def test_surrender_two_boxes_one_surrendered_after_the_peek(
     space: KafkaSpace, shuffler: QueuedShuffler, client: BlackjackClient
 ) -> None:

@@ -68,14 +68,15 @@ def _play_everything() -> None:
         state = result.state
     # a mini-h17 round voided for a malfunction once dealt
     state = INITIAL_STATE
-    for command in (
+    steps: list[cmd.Command] = [
         cmd.OpenTable(variant="mini-h17"),
         cmd.SitDown(player_id="a", seat=0),
         cmd.Deposit(player_id="a", amount=1000),
         cmd.PlaceBet(player_id="a", box=0, amount=100),
         cmd.Deal(player_id="a"),
-    ):
-        result = apply(state, command, CLOCK, SeededShuffler(1))
+    ]
+    for step in steps:
+        result = apply(state, step, CLOCK, SeededShuffler(1))
         assert isinstance(result, Applied), result
         state = result.state
     assert state.hands_in_play  # seed 1 deals no blackjack here

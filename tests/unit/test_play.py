@@ -717,3 +717,23 @@ def test_a_cleared_bet_leaves_the_table_as_before_it() -> None:
     script.do(cmd.PlaceBet(player_id=A, box=0, amount=500))
     text = shown(folded(script))
     assert "round 2 · betting" in text and "bet 5.00 (you)" in text
+
+
+def test_a_voided_round_is_told_on_the_table_and_in_the_history() -> None:
+    script = Script("mini-h17", [["8S", "6H", "8D", "TD", "3C", "2C", "9D"]])
+    script.do(
+        cmd.PlaceBet(player_id=A, box=0, amount=1000),
+        cmd.Deal(player_id=A),
+        cmd.Split(player_id=A, box=0),
+        cmd.VoidRound(round=1, operator="ops-17", reason="card reader fault"),
+    )
+    table = folded(script)
+    console = Console(width=160, record=True, color_system=None)
+    console.print(table_screen(table, A))
+    text = console.export_text()
+    assert "voided by the operator for a malfunction (card reader fault)" in text
+    assert "every wager back, 20.00 USD to you" in text and "ops-17" not in text
+    console = Console(width=160, record=True, color_system=None)
+    console.print(history_screen(table, A, 10))
+    recalled = console.export_text()
+    assert "(voided)" in recalled and "100.00 -> 100.00" in recalled

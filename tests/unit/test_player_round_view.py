@@ -323,3 +323,29 @@ async def test_which_operator_suspended_the_table_is_in_no_players_view(
     status, at_table = await _get(folder, f"/v1/players/ann/tables/{STREAM}")
     assert status == 200
     assert "ops-1" not in str(at_table)
+
+
+async def test_a_voided_round_shows_a_player_their_own_return_and_no_operator(
+    store: ProjectionStore,
+) -> None:
+    """The full round keeps who voided it and every player's return; a player sees that it
+    was voided and why, and what came back to them alone."""
+    t = StackedTable("atlantic-city-multi", ["TS", "7S", "9S", "8S"], {"void_on_malfunction": True})
+    for pid, seat in (("ann", 0), ("ben", 1)):
+        t.do(cmd.SitDown(player_id=pid, seat=seat), cmd.Deposit(player_id=pid, amount=10_000))
+    t.do(
+        cmd.PlaceBet(player_id="ann", box=0, amount=1000),
+        cmd.PlaceBet(player_id="ben", box=1, amount=2000),
+        cmd.Deal(player_id="ann"),
+        cmd.Deal(player_id="ben"),
+        cmd.VoidRound(round=1, operator="ops-17", reason="card reader fault"),
+    )
+    _, full, ann = await played_out(store, t, "ann")
+    assert full["status"] == ann["status"] == "voided"
+    [whole] = [e for e in full["log"] if e["event"] == "RoundVoided"]
+    assert whole["data"]["operator"] == "ops-17"
+    assert [r["player_id"] for r in whole["data"]["returns"]] == ["ann", "ben"]
+    [seen] = [e for e in ann["log"] if e["event"] == "RoundVoided"]
+    assert seen["data"]["reason"] == "card reader fault" and "operator" not in seen["data"]
+    assert seen["data"]["returns"] == [whole["data"]["returns"][0]]
+    assert "ops-17" not in str(ann) and "8000" not in str(ann)  # ben's balance after

@@ -60,7 +60,7 @@ async def a_newer_release_migrates(store: ProjectionStore, revision: str = "0099
 
 
 def test_the_code_s_revision_is_the_migrations_head() -> None:
-    assert code_revision() == "0006"
+    assert code_revision() == "0007"
 
 
 async def test_a_fold_into_a_store_a_newer_release_migrated_writes_nothing(
@@ -73,7 +73,7 @@ async def test_a_fold_into_a_store_a_newer_release_migrated_writes_nothing(
         await writer.apply(RECORDS[100:200])
     assert "this worker must be replaced" in str(raised.value)
     assert (raised.value.expected, raised.value.found, raised.value.newer) == (
-        "0006",
+        "0007",
         ("0099",),
         True,
     )
@@ -111,7 +111,7 @@ async def test_a_fold_into_a_store_never_migrated_creates_nothing(tmp_path: Path
 
 
 def mismatches(direction: str) -> float | None:
-    labels = {"expected": "0006", "found": "0099", "direction": direction}
+    labels = {"expected": "0007", "found": "0099", "direction": direction}
     return REGISTRY.get_sample_value("blackjack_projection_schema_mismatch", labels)
 
 

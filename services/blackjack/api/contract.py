@@ -136,7 +136,7 @@ class RoundLine(_Answer):
     round: int
     variant: str
     currency: str
-    status: Literal["betting", "playing", "settled", "cancelled"]
+    status: Literal["betting", "playing", "settled", "cancelled", "voided"]
     started_at: Moment = Field(description="the player's first wager in the round")
     closed_at: Moment | None
     balance_before: int
@@ -308,6 +308,10 @@ class GameLine(_Answer):
         description="rounds closed with no box dealt, every bet returned: no player was ready "
         "when betting closed (bets taken back, every player passing, leaving or left out by the "
         "clock), or an operator closed an interrupted round before its deal"
+    )
+    voided: int = Field(
+        description="rounds an operator voided for a malfunction (VoidRound): every wager "
+        "returned; their money is in none of the sums here"
     )
     player_rounds: int = Field(description="players dealt in, summed over the rounds")
     initial_bets: int = Field(description="the bets dealt, before doubles, splits, insurance")

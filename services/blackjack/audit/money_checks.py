@@ -173,3 +173,37 @@ class MoneyChecks(Checker):
         if current is not None:
             current.results = list(e.results)
             current.dealer = dealer
+
+    def round_voided(self, e: ev.RoundVoided) -> None:
+        """Voided only where the rules say a malfunction voids a round, only the round in
+        play, and every player's wagers back less what the round had paid them: the balance
+        the round found, money paid in or out meanwhile apart (``decisions/voiding.py``)."""
+        state = self.state
+        if not state.rules.void_on_malfunction:
+            self._find(f"round {e.round} voided where the table's rules let no one void one")
+        if not state.round_in_play:
+            self._find(f"round {e.round} voided with no wager in play")
+        wagered: dict[str, int] = {}
+        for box in state.boxes:
+            if box.player_id is not None and (box.bet or box.hands):
+                stake = (
+                    sum(h.stake for h in box.hands) + box.insurance_stake if box.hands else box.bet
+                )
+                wagered[box.player_id] = wagered.get(box.player_id, 0) + stake
+        current = self.current
+        paid = current.paid if current is not None else {}
+        returns = {r.player_id: r for r in e.returns}
+        self._expect("the players in the void's returns", sorted(returns), sorted(wagered))
+        for player_id, back in returns.items():
+            stakes, payouts = wagered.get(player_id, 0), paid.get(player_id, 0)
+            self._expect(f"{player_id}'s wager in the voided round", back.wagered, stakes)
+            self._expect(f"{player_id}'s payout before the void", back.paid, payouts)
+            balance = self._balance(player_id)
+            owed = stakes - payouts
+            # Only a payment the balance no longer holds stays with the player, to zero.
+            short = max(0, -(balance + owed))
+            self._expect(f"{player_id}'s payment not recovered", back.not_recovered, short)
+            self._expect(f"{player_id}'s return", back.returned, owed + short)
+            self._moves(player_id, back.returned, back.balance_after)
+        if current is not None:
+            current.status = "voided"

@@ -257,4 +257,5 @@ _CHECKS: dict[type[ev.Event], Any] = {
     ev.HandSplit: _Replayer.hand_split,
     ev.HandSettled: _Replayer.hand_settled,
     ev.RoundSettled: _Replayer.round_settled,
+    ev.RoundVoided: _Replayer.round_voided,
 }

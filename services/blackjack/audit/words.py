@@ -104,6 +104,14 @@ def describe(state: TableState, event: ev.Event) -> str:
             return f"box {b} hand {h} ({p}): {o}, stake {money(s, cur)}, pays {money(pay, cur)}"
         case ev.RoundSettled(dealer_total=t, dealer_blackjack=bj):
             return f"round settled, dealer {'blackjack' if bj else t}"
+        case ev.RoundVoided(operator=who, reason=why, returns=returns):
+            back = ", ".join(
+                f"{r.player_id} {money(r.returned, cur)} back "
+                f"(balance {money(r.balance_after, cur)})"
+                + (f", {money(r.not_recovered, cur)} not recovered" if r.not_recovered else "")
+                for r in returns
+            )
+            return f"{who} voids the round for a malfunction ({why}): every wager back: {back}"
         case ev.FundsDeposited(player_id=p, amount=a, balance_after=after):
             return f"{p} pays in {money(a, cur)} (balance {money(after, cur)})"
         case ev.FundsWithdrawn(player_id=p, amount=a, balance_after=after):

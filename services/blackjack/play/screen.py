@@ -148,6 +148,9 @@ def round_notes(
         if entry.event == "SeatLeft" and data.get("reason") in ("sat_out", "operator"):
             notes.append(_stood_up(data, player_id, currency, by_wallet, seated))
             continue
+        if entry.event == "RoundVoided":
+            notes.append(("Round", _voided(data, player_id, currency)))
+            continue
         if entry.event != "BetRefunded" or data.get("reason") not in _RETURNED_BECAUSE:
             continue
         who = "your" if data.get("player_id") == player_id else f"{data.get('player_id')}'s"
@@ -157,6 +160,19 @@ def round_notes(
             (f"Box {data.get('box')}", Text(f"{who} bet of {amount} returned: {reason}", "yellow"))
         )
     return notes
+
+
+def _voided(data: Mapping[str, Any], player_id: str, currency: str) -> Text:
+    """The operator voided the round (page 000: "Malfunctions voids all pays and plays"):
+    why, and what came back to the player (another's money is theirs alone)."""
+    said = f"voided by the operator for a malfunction ({data.get('reason')}): every wager back"
+    for back in data.get("returns") or []:
+        if back.get("player_id") == player_id:
+            said += f", {money(int(back.get('returned', 0)), currency)} {currency} to you"
+            if back.get("not_recovered"):
+                kept = money(int(back["not_recovered"]), currency)
+                said += f" ({kept} paid earlier and taken out could not be taken back)"
+    return Text(said, "bold yellow")
 
 
 def _stood_up(
@@ -515,7 +531,7 @@ def history_screen(table: StreamProjection, player_id: str, rounds: int) -> Rend
                 lines.append(Text(label) + _insurance_line(box.insurance, True, currency))
         hands = Text("\n").join(lines)
         dealer = cards(record.dealer.cards) if record else Text("-")
-        finished = record is None or record.status in ("settled", "cancelled")
+        finished = record is None or record.status in ("settled", "cancelled", "voided")
         grid.add_row(
             f"{table.view.stream_id}:{line.round}",
             _when(line.started_at, record),
@@ -583,8 +599,8 @@ def _when(started_at: datetime, record: RoundRecord | None) -> Text:
         ended = record.closed_at
         same_day = ended.date() == started.date()
         text.append(f"\nto {ended:%H:%M:%S}" if same_day else f"\nto {ended:%Y-%m-%d %H:%M:%S}")
-        if record.status == "cancelled":
-            text.append(" (cancelled)", style="dim")
+        if record.status in ("cancelled", "voided"):
+            text.append(f" ({record.status})", style="dim")
     else:
         text.append(f"\nnot finished ({record.status})", style="bold yellow")
     return text

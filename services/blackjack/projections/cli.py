@@ -203,8 +203,8 @@ def _report_line(line: dict[str, Any], theoretical: bool) -> str:
     else:
         rules, own = f", the preset's rules {line['rules'] or '-'}", ""
     return (
-        f"{line['variant']} {line['currency']}{rules}: {line['rounds']} rounds settled and "
-        f"{line['cancelled']} cancelled at {line['tables']} table(s), "
+        f"{line['variant']} {line['currency']}{rules}: {line['rounds']} rounds settled"
+        f"{_closed_otherwise(line)} at {line['tables']} table(s), "
         f"{line['player_rounds']} player rounds; initial bets {line['initial_bets']}, "
         f"wagered {line['wagered']}, paid {line['paid']}, hold {line['hold']}; "
         f"RTP {line['rtp_percent'] or '-'} % of wagers, "
@@ -212,6 +212,15 @@ def _report_line(line: dict[str, Any], theoretical: bool) -> str:
         + _theoretical(line["variant"], theoretical)
         + own
     )
+
+
+def _closed_otherwise(line: dict[str, Any]) -> str:
+    """The rounds cancelled, and the voided ones only when an operator voided one: most games
+    never see one."""
+    voided = int(line.get("voided") or 0)
+    if not voided:
+        return f" and {line['cancelled']} cancelled"
+    return f", {line['cancelled']} cancelled and {voided} voided"
 
 
 def _theoretical(variant: str, wanted: bool) -> str:

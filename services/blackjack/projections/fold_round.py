@@ -255,6 +255,37 @@ def _round_settled(p: StreamProjection, e: ev.RoundSettled, at: datetime) -> Non
     p.close_round()
 
 
+def _round_voided(p: StreamProjection, e: ev.RoundVoided, at: datetime) -> None:
+    """Every wager of the round back and nothing it paid standing: what a settlement before
+    the void counted in an account (a blackjack paid at once, an insurance settled at the
+    peek) leaves its lifetime sums, the stakes still in play leave ``in_play``, and the
+    player's line reads wagered and paid back (its net is what the void could not take back).
+    The round counts in no game sum but ``voided``, and in no account's rounds."""
+    record = p.round(e.round)
+    record.status = "voided"
+    record.closed_at = at
+    p.day(at).voided += 1
+    for returned in e.returns:
+        account = p.money_moved(e, returned.player_id, returned.balance_after)
+        settled_stakes = 0
+        for box in record.boxes:
+            if box.player_id != returned.player_id:
+                continue
+            settled = [(hand.stake, hand.payout) for hand in box.hands if hand.payout is not None]
+            insurance = box.insurance
+            if insurance is not None and insurance.status == "settled":
+                settled.append((insurance.stake, insurance.payout or 0))
+            for stake, payout in settled:
+                account.unsettle(stake, payout)
+                settled_stakes += stake
+        account.in_play -= returned.wagered - settled_stakes
+        player = p.round_player(e.round, returned.player_id)
+        player.wagered = returned.wagered
+        player.paid = returned.paid + returned.returned
+        player.net = player.paid - player.wagered
+    p.close_round()
+
+
 ROUND_HANDLERS: dict[type[BaseModel], Handler] = {
     ev.RoundOpened: _round_opened,
     ev.BetPlaced: _bet_placed,
@@ -264,6 +295,7 @@ ROUND_HANDLERS: dict[type[BaseModel], Handler] = {
     ev.InterruptedRoundClosed: _logged_only,
     ev.RoundResumed: _logged_only,
     ev.RoundCancelled: _round_cancelled,
+    ev.RoundVoided: _round_voided,
     ev.DealStarted: _deal_started,
     ev.CardDealt: _card_dealt,
     ev.InsuranceOffered: _insurance_offered,

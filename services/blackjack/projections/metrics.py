@@ -30,7 +30,8 @@ ROUNDS_CLOSED = Counter(
     "blackjack_rounds_closed_total",
     "Rounds settled, or cancelled (closed with no box dealt, every bet returned: no player "
     "ready when betting closed, or an operator closing an interrupted round before its deal), "
-    "as folded into the read model, by game and currency",
+    "or voided (an operator voided the round for a malfunction: every wager returned), as "
+    "folded into the read model, by game and currency",
     ["variant", "currency", "outcome"],
 )
 WAGERED = Counter(
@@ -84,7 +85,7 @@ def count_games_from_zero() -> None:
     with its first round."""
     for rules in PRESETS.values():
         labels = (rules.name, rules.currency)
-        for outcome in ("settled", "cancelled"):
+        for outcome in ("settled", "cancelled", "voided"):
             ROUNDS_CLOSED.labels(*labels, outcome)
         WAGERED.labels(*labels)
         PAID.labels(*labels)
@@ -99,5 +100,6 @@ def count_folded(result: BatchResult) -> None:
     for (variant, currency), game in result.games.items():
         ROUNDS_CLOSED.labels(variant, currency, "settled").inc(game.rounds)
         ROUNDS_CLOSED.labels(variant, currency, "cancelled").inc(game.cancelled)
+        ROUNDS_CLOSED.labels(variant, currency, "voided").inc(game.voided)
         WAGERED.labels(variant, currency).inc(game.wagered)
         PAID.labels(variant, currency).inc(game.paid)

@@ -248,9 +248,10 @@ def _seen_by(player_id: str, entry: dict[str, Any]) -> dict[str, Any] | None:
     if STAFF in data:  # who on the operator's staff acted is the record's, no player's
         data = {k: v for k, v in data.items() if k != STAFF}
         entry = {**entry, "data": data}
-    if "results" in data:  # RoundSettled: each player's result, one of them the player's
-        results = [r for r in data["results"] if r["player_id"] == player_id]
-        return {**entry, "data": {**data, "results": results}}
+    for each in PER_PLAYER:  # one item per player, one of them the player's
+        if each in data:
+            mine = [item for item in data[each] if item["player_id"] == player_id]
+            return {**entry, "data": {**data, each: mine}}
     owner = data.get("player_id")
     if owner is None or owner == player_id:
         return entry
@@ -260,16 +261,20 @@ def _seen_by(player_id: str, entry: dict[str, Any]) -> dict[str, Any] | None:
     return {**entry, "data": public, "command_id": None}
 
 
+PER_PLAYER = ("results", "returns")
+"""Lists of a round's entry with an item per player: ``RoundSettled.results``,
+``RoundVoided.returns``; a player sees their own item."""
+
 OTHERS_OWN = frozenset({"actions", "operator_reason"})
 """Fields of another player's entry that are theirs alone, besides their balances: the options
 their money allowed (``TurnStarted``), and why the operator stood them up (``SeatLeft``: a
 self-exclusion, a closed account); that they left is seen at the table."""
 
 STAFF = "operator"
-"""Who on the operator's staff suspended or resumed the table, closed an interrupted round or
-stood a player up: for the record (the full answers, the audit), in no player's view. What
-was done stays, and why where it is told to the players (``TableSuspended.reason``) or to the
-player it was done to (``SeatLeft.operator_reason``)."""
+"""Who on the operator's staff suspended or resumed the table, closed an interrupted round,
+voided one or stood a player up: for the record (the full answers, the audit), in no player's
+view. What was done stays, and why where it is told to the players (``TableSuspended.reason``,
+``RoundVoided.reason``) or to the player it was done to (``SeatLeft.operator_reason``)."""
 
 
 async def _who_decided(

@@ -175,6 +175,13 @@ game_days = Table(
     Column("currency", String(8), nullable=False),
     Column("rounds", BigInteger, nullable=False, comment="rounds settled"),
     Column("cancelled", BigInteger, nullable=False, comment="rounds cancelled, wagers returned"),
+    Column(
+        "voided",
+        BigInteger,
+        nullable=False,
+        server_default="0",
+        comment="rounds voided for a malfunction, wagers returned (0007)",
+    ),
     Column("player_rounds", BigInteger, nullable=False, comment="players dealt in, summed"),
     Column("initial_bets", Money, nullable=False, comment="the bets dealt, before any double"),
     Column("wagered", Money, nullable=False, comment="every stake: doubles, splits, insurance"),

@@ -104,6 +104,12 @@ class Account(_Model):
         self.lost += max(stake - payout, 0)
         self.available = balance_after
 
+    def unsettle(self, stake: int, payout: int) -> None:
+        """A settlement's lifetime sums taken back (its round voided): nothing it paid stands."""
+        self.wagered -= stake
+        self.won -= max(payout - stake, 0)
+        self.lost -= max(stake - payout, 0)
+
 
 # ---- a round ------------------------------------------------------------------------------
 
@@ -178,7 +184,7 @@ class RoundRecord(_Model):
     round: int
     variant: str
     currency: str
-    status: Literal["betting", "playing", "settled", "cancelled"] = "betting"
+    status: Literal["betting", "playing", "settled", "cancelled", "voided"] = "betting"
     opened_at: datetime
     betting_deadline: datetime | None = None
     dealt_at: datetime | None = None
@@ -232,6 +238,9 @@ class GameDay:
 
     rounds: int = 0
     cancelled: int = 0
+    voided: int = 0
+    """rounds the operator voided for a malfunction: every wager returned, nothing paid (their
+    money is in none of the sums below)"""
     player_rounds: int = 0
     initial_bets: int = 0
     """the bets dealt in, before any double, split or insurance: the unit the theoretical

@@ -1,0 +1,174 @@
+"""A round voided for a malfunction as its readers see it. The read model: the round's record
+says voided, every account is as it was before the round (lifetime sums included: nothing the
+round paid stands), the player's line adds up, and the game report counts it apart from the
+money. The audit: a void the rules allow, of the round in play, returning exactly the wagers
+less what the round paid, passes; anything else is a finding; the recall tells it."""
+
+from __future__ import annotations
+
+from blackjack.api.contract import openapi_document
+from blackjack.audit.recall import render, replay_round
+from blackjack.audit.replay import replay_stream
+from blackjack.domain import commands as cmd
+from blackjack.domain import events as ev
+from blackjack.messages.wire import to_wire
+from blackjack.projections.metrics import ROUNDS_CLOSED
+from blackjack.projections.projector import StreamProjection
+from tests.integration.conftest_projections import Script
+from tests.unit.test_replay_engine import SEAL, messages, tamper, wires
+
+BEFORE = 10_000
+
+
+def folded(script: Script) -> StreamProjection:
+    projection = StreamProjection.new("table-1")
+    for envelope in (e for e in script.envelopes if e.stream_id == "table-1"):
+        projection.apply(to_wire(envelope, SEAL))
+    return projection
+
+
+def void(script: Script, round: int = 1) -> None:
+    script.do(cmd.VoidRound(round=round, operator="ops-1", reason="the shoe reader jammed"))
+
+
+def test_a_voided_split_and_double_leaves_the_account_as_before_the_round() -> None:
+    script = Script("mini-h17", [["8S", "6H", "8D", "TD", "3C", "2C", "9D"]], {"ann": BEFORE})
+    script.do(
+        cmd.PlaceBet(player_id="ann", box=0, amount=1_000),
+        cmd.Deal(player_id="ann"),
+        cmd.Split(player_id="ann", box=0),
+        cmd.Double(player_id="ann", box=0),
+    )
+    void(script)
+    p = folded(script)
+    record = p.rounds[1]
+    assert record.status == "voided" and record.closed_at is not None
+    assert record.dealer.cards == ["6H", "TD"]  # the hole card shown before the void
+    assert record.log[-1].event == "RoundVoided"
+    account = p.accounts["ann"]
+    assert (account.available, account.in_play) == (BEFORE, 0)
+    assert (account.wagered, account.won, account.lost, account.rounds) == (0, 0, 0, 0)
+    line = p.players[(1, "ann")]
+    assert (line.wagered, line.paid, line.net) == (3_000, 3_000, 0)
+    assert line.balance_before + line.net + line.deposited - line.withdrawn == line.balance_after
+    assert line.balance_after == BEFORE
+    (day,) = p.days.values()
+    assert (day.voided, day.rounds, day.cancelled, day.wagered, day.paid) == (1, 0, 0, 0, 0)
+    assert not p.view.round_open and p.view.phase == "betting"
+
+
+def test_a_blackjack_paid_at_once_and_an_insurance_leave_the_lifetime_sums() -> None:
+    # surrender with the operator's term: box 0 a blackjack paid at once (1,000 + 1,500),
+    # box 1 a 15 still to play against the dealer's 6
+    script = Script(
+        "surrender",
+        [["AS", "TC", "6H", "KS", "5C", "TD"]],
+        {"ann": BEFORE},
+        overrides={"void_on_malfunction": True},
+    )
+    script.do(
+        cmd.PlaceBet(player_id="ann", box=0, amount=1_000),
+        cmd.PlaceBet(player_id="ann", box=1, amount=1_000),
+        cmd.Deal(player_id="ann"),
+    )
+    assert folded(script).accounts["ann"].won == 1_500
+    void(script)
+    p = folded(script)
+    account = p.accounts["ann"]
+    assert (account.available, account.in_play, account.wagered, account.won) == (BEFORE, 0, 0, 0)
+    line = p.players[(1, "ann")]
+    assert (line.wagered, line.paid, line.net, line.balance_after) == (2_000, 2_000, 0, BEFORE)
+
+
+def test_an_insurance_lost_at_the_peek_is_no_loss_once_voided() -> None:
+    script = Script("mini-h17", [["TS", "AH", "9S", "7D"]], {"ann": BEFORE})
+    script.do(
+        cmd.PlaceBet(player_id="ann", box=0, amount=1_000),
+        cmd.Deal(player_id="ann"),
+        cmd.TakeInsurance(player_id="ann", box=0),
+    )
+    assert folded(script).accounts["ann"].lost == 500
+    void(script)
+    account = folded(script).accounts["ann"]
+    assert (account.available, account.in_play, account.wagered, account.lost) == (BEFORE, 0, 0, 0)
+
+
+def test_the_round_after_a_void_is_played_and_counted_as_usual() -> None:
+    script = Script("mini-h17", [["TS", "6H", "5S", "TD"]], {"ann": BEFORE})
+    script.do(cmd.PlaceBet(player_id="ann", box=0, amount=1_000), cmd.Deal(player_id="ann"))
+    void(script)
+    # the same shoe deals on: a fifth of it is not used yet
+    script.do(cmd.PlaceBet(player_id="ann", box=0, amount=1_000), cmd.Deal(player_id="ann"))
+    script.do(cmd.Stand(player_id="ann", box=0))
+    p = folded(script)
+    assert [p.rounds[n].status for n in (1, 2)] == ["voided", "settled"]
+    paid = p.players[(2, "ann")].paid
+    (day,) = p.days.values()
+    assert (day.voided, day.rounds, day.wagered, day.paid) == (1, 1, 1_000, paid)
+    assert p.accounts["ann"].available == BEFORE - 1_000 + paid
+    assert p.accounts["ann"].rounds == 1
+
+
+def test_the_report_and_the_counter_say_what_voided_counts() -> None:
+    line = openapi_document()["components"]["schemas"]["GameLine"]["properties"]
+    for said in (line["voided"]["description"], ROUNDS_CLOSED._documentation):
+        assert "malfunction" in said and "voided" in said, said
+    assert ROUNDS_CLOSED.labels("mini-h17", "USD", "voided")._value.get() >= 0
+
+
+# ---- the audit ----------------------------------------------------------------------------
+
+
+def voided_split() -> Script:
+    script = Script("mini-h17", [["8S", "6H", "8D", "TD", "3C", "2C", "9D"]], {"ann": BEFORE})
+    script.do(
+        cmd.PlaceBet(player_id="ann", box=0, amount=1_000),
+        cmd.Deal(player_id="ann"),
+        cmd.Split(player_id="ann", box=0),
+        cmd.Double(player_id="ann", box=0),
+    )
+    void(script)
+    return script
+
+
+def test_the_audit_passes_a_void_and_the_recall_tells_it() -> None:
+    log = wires(voided_split())
+    replay = replay_stream(log, SEAL)
+    assert replay.findings == [] and replay.stopped is None
+    assert replay.rounds[1].status == "voided"
+    text = render(replay_round(log, 1, SEAL, "table-1"))
+    assert "ops-1 voids the round for a malfunction (the shoe reader jammed)" in text
+    assert "ann 30.00 back (balance 100.00)" in text
+
+
+def test_the_audit_finds_a_void_that_returns_other_money_or_is_not_allowed() -> None:
+    log = wires(voided_split())
+
+    def returns(**change: int) -> list[str]:
+        def forged(e: ev.RoundVoided) -> dict[str, object]:
+            back = e.returns[0].model_copy(update=change)
+            return {"returns": (back,)}
+
+        return messages(tamper(log, ev.RoundVoided, forged), SEAL)
+
+    more = returns(returned=3_500, balance_after=BEFORE + 500)
+    assert any("ann's return: recorded 3500, the rules give 3000" in m for m in more)
+    assert any("ann's wager in the voided round" in m for m in returns(wagered=2_000))
+    assert any("not recovered" in m for m in returns(not_recovered=100))
+    silent = Script("atlantic-city", [["TS", "6H", "5S", "TD"]], {"ann": BEFORE})
+    silent.do(cmd.PlaceBet(player_id="ann", box=0, amount=1_000), cmd.Deal(player_id="ann"))
+    allowed = Script(
+        "atlantic-city",
+        [["TS", "6H", "5S", "TD"]],
+        {"ann": BEFORE},
+        overrides={"void_on_malfunction": True},
+    )
+    allowed.do(cmd.PlaceBet(player_id="ann", box=0, amount=1_000), cmd.Deal(player_id="ann"))
+    void(allowed)
+    # the same void in the log of a table whose rules are silent: the opening's rules forged
+    forged_rules = tamper(
+        wires(allowed),
+        ev.TableOpened,
+        lambda e: {"rules": e.rules.model_copy(update={"void_on_malfunction": False})},
+    )
+    assert any("let no one void one" in m for m in messages(forged_rules, SEAL))
