@@ -320,7 +320,7 @@ def test_a_table_opened_before_the_option_reads_with_its_presets_value(
     rules["name"] = name
     old_event = {"type": "TableOpened", "version": 1, "rules": rules}
     opened = EVENT.validate_python(wire.upcast(old_event))
-    assert isinstance(opened, ev.TableOpened) and opened.version == 3
+    assert isinstance(opened, ev.TableOpened) and opened.version == 2
     assert opened.rules.interrupted_round_days == days
     snapshot = fold([opened]).to_doc()
     del snapshot["rules"]["interrupted_round_days"]

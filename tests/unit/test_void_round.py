@@ -12,7 +12,7 @@ from blackjack.domain import commands as cmd
 from blackjack.domain import events as ev
 from blackjack.domain.evolve import fold
 from blackjack.domain.rejections import Rejection
-from blackjack.domain.rules import PRESETS
+from blackjack.domain.rules import PRESETS, Rules, fingerprint
 from blackjack.domain.state import TableState
 from blackjack.messages import wire
 from tests.unit.stacked_table import StackedTable
@@ -173,28 +173,48 @@ def test_a_void_folds_to_the_state_the_decider_left() -> None:
     assert fold(t.events).to_doc() == t.state.to_doc()
 
 
-# ---- tables an earlier release opened -----------------------------------------------------
+# ---- the term in a table's rules document -------------------------------------------------
 
 
 @pytest.mark.parametrize(
     ("name", "term"), [("mini-h17", True), ("atlantic-city", False), ("house-special", False)]
 )
-def test_a_table_opened_before_the_option_reads_with_its_presets_term(
-    name: str, term: bool
-) -> None:
+def test_a_document_without_the_term_reads_with_its_presets(name: str, term: bool) -> None:
     """Page 000's clause was there from the start: a mini-h17 table an earlier release opened
-    may be voided, as an event and as a snapshot; a document that names the option keeps it."""
+    may be voided, as an event and as a snapshot."""
     rules = PRESETS["mini-h17"].model_dump(mode="json")
-    del rules["void_on_malfunction"]
+    assert "void_on_malfunction" not in rules  # the preset's term is not written
     rules["name"] = name
     opened = EVENT.validate_python(
         wire.upcast({"type": "TableOpened", "version": 2, "rules": rules})
     )
-    assert isinstance(opened, ev.TableOpened) and opened.version == 3
-    assert opened.rules.void_on_malfunction is term
+    assert isinstance(opened, ev.TableOpened) and opened.rules.void_on_malfunction is term
     snapshot = fold([opened]).to_doc()
-    del snapshot["rules"]["void_on_malfunction"]
+    assert "void_on_malfunction" not in snapshot["rules"]
     assert TableState.from_doc(snapshot).rules.void_on_malfunction is term
-    named = {**rules, "name": "mini-h17", "void_on_malfunction": False}
-    kept = EVENT.validate_python(wire.upcast({"type": "TableOpened", "version": 2, "rules": named}))
-    assert isinstance(kept, ev.TableOpened) and kept.rules.void_on_malfunction is False
+
+
+def test_a_term_other_than_the_presets_is_written_and_kept() -> None:
+    """A mini-h17 table opened without the clause, an atlantic-city one with it: each
+    document names its term, and reads back with it (an older release refuses it, as any
+    rules document with an option it does not know)."""
+    for variant, term in (("mini-h17", False), ("atlantic-city", True)):
+        rules = PRESETS[variant].with_overrides({"void_on_malfunction": term})
+        doc = rules.model_dump(mode="json")
+        assert doc["void_on_malfunction"] is term
+        assert Rules.model_validate(doc) == rules and rules.with_overrides({}) == rules
+        assert fingerprint(rules) != fingerprint(PRESETS[variant])
+
+
+def test_the_presets_documents_and_fingerprints_are_the_previous_releases() -> None:
+    """A table playing its preset's terms has the rules document it had before the option
+    existed: a handler of that release reads its snapshots, and its rule set's fingerprint
+    in the game report is unchanged (those of the release before, pinned here)."""
+    before = {
+        "mini-h17": "89625393adaa32b8",
+        "mini-s17": "24056ca53ac499f8",
+        "atlantic-city": "53675bdca5bbcae8",
+        "atlantic-city-multi": "fd05b375da3f0d14",
+        "surrender": "6e4064ec5ede9266",
+    }
+    assert {name: fingerprint(rules) for name, rules in PRESETS.items()} == before

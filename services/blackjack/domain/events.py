@@ -25,11 +25,12 @@ class RoundEvent(Event):
 
 
 class TableOpened(Event):
-    """Version 3: its rules carry ``void_on_malfunction`` (version 2: ``interrupted_round_days``).
-    An older version was written before the option existed, and is upcast on read with its
-    preset's value (``rules.with_later_terms``), as a snapshot of that time is read."""
+    """Version 2: its rules carry ``interrupted_round_days``. A version 1 was written before
+    the option existed, and is upcast on read with its preset's value (``rules.
+    with_later_terms``), as a snapshot of that time is read. (``void_on_malfunction`` is
+    in the rules only where it is not the preset's: ``Rules`` reads it so in every version.)"""
 
-    version: int = 3
+    version: int = 2
     type: Literal["TableOpened"] = "TableOpened"
     rules: Rules
 

@@ -195,7 +195,7 @@ def table_opened(
     return made(
         ev.TableOpened,
         {
-            "version": 3,
+            "version": 2,
             "type": "TableOpened",
             "rules": rules,
         },

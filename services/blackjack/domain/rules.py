@@ -18,8 +18,10 @@ from pydantic import (
     Field,
     StrictBool,
     StrictInt,
+    model_serializer,
     model_validator,
 )
+from pydantic_core.core_schema import SerializerFunctionWrapHandler
 
 CARDS_PER_DECK = 52
 
@@ -190,6 +192,30 @@ class Rules(BaseModel):
         table is funded by the platform's Deposit."""
         return self.seats > 1
 
+    @model_validator(mode="before")
+    @classmethod
+    def _preset_terms(cls, data: Any) -> Any:
+        """A rules document without ``void_on_malfunction`` has its preset's (see
+        ``_without_preset_terms``): written so, or by a release before the option existed,
+        whose mini-h17 tables had page 000's clause from the start."""
+        if isinstance(data, dict) and "void_on_malfunction" not in data:
+            opened_from = globals().get("PRESETS", {}).get(data.get("name"))
+            if opened_from is not None and opened_from.void_on_malfunction:
+                return {**data, "void_on_malfunction": True}
+        return data
+
+    @model_serializer(mode="wrap")
+    def _without_preset_terms(self, handler: SerializerFunctionWrapHandler) -> dict[str, Any]:
+        """``void_on_malfunction`` is written only where it is not the preset's (every
+        preset's but mini-h17's is false): a table playing its preset's terms has the document
+        it had before the option existed, so a handler of that release still reads its
+        snapshots (a rollback) and its rule set keeps its fingerprint."""
+        doc: dict[str, Any] = handler(self)
+        opened_from = globals().get("PRESETS", {}).get(self.name, _NO_PRESET_TERMS)
+        if self.void_on_malfunction == opened_from.void_on_malfunction:
+            doc.pop("void_on_malfunction", None)
+        return doc
+
     @model_validator(mode="after")
     def _consistent(self) -> Rules:
         if self.min_bet > self.max_bet:
@@ -236,6 +262,9 @@ class Rules(BaseModel):
         """A copy with some fields changed, validated like a fresh object."""
         return Rules.model_validate({**self.model_dump(), **overrides})
 
+
+_NO_PRESET_TERMS: Final = Rules()
+"""The terms of a table not opened from a preset, where an option's default is its term."""
 
 PRESETS: dict[str, Rules] = {
     # 000: "Eight decks", "shuffled after 20% of the cards", "draws a card on soft 17",
@@ -322,25 +351,24 @@ PRESETS: dict[str, Rules] = {
 }
 
 
-LATER_TERMS: Final = ("interrupted_round_days", "void_on_malfunction")
+LATER_TERMS: Final = ("interrupted_round_days",)
 """Options added to ``Rules`` after tables were opened, whose preset's value was on its page
-from the start: a rules document without one was written before the option existed."""
+from the start, and which a document always names since: one without it was written before
+the option existed. (``void_on_malfunction`` is named only where it is not the preset's:
+``Rules`` itself reads it.)"""
 
 
 def with_later_terms(doc: dict[str, Any]) -> dict[str, Any]:
     """A rules document written before one of ``LATER_TERMS`` existed (a table an earlier
     release opened) reads with its preset's value: the term was on the preset's page from the
-    start (page 003's 30 days, page 000's void on a malfunction), only the earlier release did
-    not carry it. A table not opened from a preset reads with the option's default. A
-    document that names the option keeps it."""
+    start (page 003's 30 days), only the earlier release did not carry it. A table not opened
+    from a preset reads with the option's default. A document that names the option keeps
+    it."""
     missing = [term for term in LATER_TERMS if term not in doc]
     if not missing:
         return doc
-    opened_from = PRESETS.get(doc.get("name", ""), _NOT_A_PRESET)
+    opened_from = PRESETS.get(doc.get("name", ""), _NO_PRESET_TERMS)
     return {**doc, **{term: getattr(opened_from, term) for term in missing}}
-
-
-_NOT_A_PRESET: Final = Rules()
 
 
 def stored_rules(doc: dict[str, Any]) -> Rules:

@@ -87,14 +87,8 @@ def _table_opened_v1_to_v2(data: dict[str, Any]) -> dict[str, Any]:
     return {**data, "version": 2, "rules": with_later_terms(data["rules"])}
 
 
-def _table_opened_v2_to_v3(data: dict[str, Any]) -> dict[str, Any]:
-    """Version 2 was written before the rules carried ``void_on_malfunction``."""
-    return {**data, "version": 3, "rules": with_later_terms(data["rules"])}
-
-
 UPCASTERS: dict[tuple[str, int], Upcaster] = {
     ("TableOpened", 1): _table_opened_v1_to_v2,
-    ("TableOpened", 2): _table_opened_v2_to_v3,
     ("BetRefunded", 1): _bet_refunded_v1_to_v2,
     ("CashOutReceived", 1): _cash_out_received_v1_to_v2,
     ("TurnStarted", 1): _turn_started_v1_to_v2,
