@@ -11,7 +11,7 @@ from typing import Any
 import pytest
 
 from blackjack.client import BlackjackClient
-from blackjack.command_handler.processor import step_id
+from blackjack.command_handler.ids import step_id
 from blackjack.command_handler.service import CommandHandler
 from blackjack.domain import commands as cmd
 from blackjack.domain import events as ev

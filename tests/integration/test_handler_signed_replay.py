@@ -12,7 +12,7 @@ from typing import Any
 import pytest
 from prometheus_client import REGISTRY
 
-from blackjack.command_handler.processor import event_id, step_id
+from blackjack.command_handler.ids import event_id, step_id
 from blackjack.command_handler.signing import SIGNATURE_HEADER
 from blackjack.domain import commands as cmd
 from blackjack.domain import events as ev

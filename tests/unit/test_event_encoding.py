@@ -10,7 +10,7 @@ from typing import Any, get_args
 
 import pytest
 
-from blackjack.command_handler.processor import EVENT_ID_NAMESPACE, event_id
+from blackjack.command_handler.ids import EVENT_ID_NAMESPACE, event_id
 from blackjack.domain import events as ev
 from blackjack.domain.rules import PRESETS
 from blackjack.domain.wallet import AnyWalletEvent, WalletEvent

@@ -15,7 +15,7 @@ from typing import Annotated, Any, Literal, Union, get_args, get_origin
 import pytest
 from pydantic import BaseModel, TypeAdapter, ValidationError
 
-from blackjack.command_handler.processor import event_id
+from blackjack.command_handler.ids import event_id
 from blackjack.domain import events as ev
 from blackjack.domain.rules import PRESETS, ReshuffleAtPenetration, Rules
 from blackjack.domain.wallet import WALLET_EVENT_TYPES

@@ -29,8 +29,6 @@ Order of the checks, each a typed rejection on the results topic:
 
 from __future__ import annotations
 
-import hashlib
-import uuid
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from datetime import datetime
@@ -48,6 +46,7 @@ from blackjack.command_handler.clock import (
     is_clock_timer_id,
     is_idle_timer,
 )
+from blackjack.command_handler.ids import STEPS, event_id, is_step_id, step_id, transfer_ref
 from blackjack.command_handler.signing import CommandSigner
 from blackjack.command_handler.streams import PartitionStore, Stream, kept_by_id
 from blackjack.domain import commands as cmd
@@ -55,7 +54,6 @@ from blackjack.domain import events as ev
 from blackjack.domain.commands import COMMAND_TYPES, TableCommand
 from blackjack.domain.rejections import Rejection, RejectionCode, in_one_line
 from blackjack.domain.state import TableState
-from blackjack.domain.transfers import buy_in_ref
 from blackjack.domain.wallet import (
     SERVICE_ONLY_WALLET_COMMANDS,
     WALLET_COMMAND_TYPES,
@@ -88,30 +86,6 @@ from blackjack.table import Shuffler, apply
 log = structlog.get_logger("blackjack.command_handler")
 
 KNOWN_COMMANDS = frozenset(type_name(t) for t in (*COMMAND_TYPES, *WALLET_COMMAND_TYPES))
-EVENT_ID_NAMESPACE = uuid.UUID("6f1d6c8e-4b0a-5b8e-9d1e-2a7c3f0b9e41")
-
-
-_EVENT_ID_PREFIX = EVENT_ID_NAMESPACE.bytes
-
-
-def event_id(stream_id: str, sequence: int) -> str:
-    """Deterministic: the same stream position always has the same id, so a step derived from
-    an event (a buy-in's deposit) gets the same command id however often it is retried.
-
-    ``str(uuid.uuid5(EVENT_ID_NAMESPACE, f"{stream_id}/{sequence}"))``, spelled out: the
-    same SHA-1, version and variant bits, at a third of the cost (``uuid.UUID``'s checks and
-    integer arithmetic were about a tenth of the handler's time per command)."""
-    name = f"{stream_id}/{sequence}".encode()
-    raw = bytearray(hashlib.sha1(_EVENT_ID_PREFIX + name, usedforsecurity=False).digest()[:16])
-    raw[6] = (raw[6] & 0x0F) | 0x50  # version 5
-    raw[8] = (raw[8] & 0x3F) | 0x80  # the RFC 4122 variant
-    h = raw.hex()
-    return f"{h[:8]}-{h[8:12]}-{h[12:16]}-{h[16:20]}-{h[20:]}"
-
-
-def transfer_ref(player_id: str, transfer: int) -> str:
-    """How a table names a wallet's buy-in: the wallet stream and its transfer number."""
-    return buy_in_ref(wallet_stream(player_id), transfer)
 
 
 COPY_REFUSALS: frozenset[RejectionCode] = frozenset(
@@ -121,9 +95,6 @@ COPY_REFUSALS: frozenset[RejectionCode] = frozenset(
 
 _HEADER_ONLY: dict[type, dict[str, set[str]]] = {CashOut: {"command": {"table_sequence"}}}
 """Command fields that are set from a signed header on reading, never sent in the body."""
-
-STEPS = ("deposit", "cashout", "confirm", "refund")
-"""The money steps the service sends itself, signed; their ids end in ``.<step>``."""
 
 
 def _refused(
@@ -214,19 +185,6 @@ def _handled_before(store: PartitionStore, parsed: _Unparsed) -> CommandResult |
     ):
         return None
     return original
-
-
-def step_id(cause_id: str, step: str) -> str:
-    """The command id of a step caused by an event or a command (``<cause>.<step>``)."""
-    assert step in STEPS
-    return f"{cause_id}.{step}"
-
-
-def is_step_id(command_id: str) -> bool:
-    """Reserved for the service's signed steps: step ids can be predicted (they derive from
-    event ids), so an unsigned command must not take one first and leave the step answered
-    with its result."""
-    return command_id.rpartition(".")[2] in STEPS and "." in command_id
 
 
 NOT_REMEMBERED = frozenset({"malformed", "unknown_command"})
