@@ -21,7 +21,8 @@ import pytest
 from pydantic import BaseModel
 
 from blackjack.command_handler.clock import due_commands, may_come_due
-from blackjack.command_handler.processor import Inbound, Processor
+from blackjack.command_handler.processor import Processor
+from blackjack.command_handler.reading import Inbound
 from blackjack.command_handler.snapshots import SnapshotCodec
 from blackjack.command_handler.spill import SpilledStreams
 from blackjack.command_handler.streams import PartitionStore

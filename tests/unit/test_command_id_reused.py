@@ -10,7 +10,8 @@ import json
 from datetime import UTC, datetime
 from typing import Any
 
-from blackjack.command_handler.processor import Handled, Inbound, Processor
+from blackjack.command_handler.processor import Handled, Processor
+from blackjack.command_handler.reading import Inbound
 from blackjack.command_handler.streams import PartitionStore
 from tests.unit.processor_harness import new_processor
 

@@ -14,7 +14,8 @@ from typing import Any
 
 import pytest
 
-from blackjack.command_handler.processor import Handled, Inbound, Processor
+from blackjack.command_handler.processor import Handled, Processor
+from blackjack.command_handler.reading import Inbound
 from blackjack.command_handler.streams import PartitionStore
 from blackjack.domain import commands as cmd
 from blackjack.domain.state import TableState

@@ -12,7 +12,7 @@ from datetime import UTC, datetime
 
 import pytest
 
-from blackjack.command_handler.processor import Inbound
+from blackjack.command_handler.reading import Inbound
 from blackjack.command_handler.streams import PartitionStore
 from tests.unit.processor_harness import new_processor
 

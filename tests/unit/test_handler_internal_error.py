@@ -11,7 +11,8 @@ from typing import Any
 import pytest
 
 import blackjack.command_handler.processor as processor_module
-from blackjack.command_handler.processor import Inbound, Outgoing
+from blackjack.command_handler.processor import Outgoing
+from blackjack.command_handler.reading import Inbound
 from blackjack.command_handler.streams import PartitionStore
 from blackjack.domain import commands as cmd
 from blackjack.domain.rules import Rules

@@ -14,7 +14,8 @@ import pytest
 from structlog.testing import capture_logs
 
 import blackjack.command_handler.processor as processor_module
-from blackjack.command_handler.processor import Handled, Inbound, Processor
+from blackjack.command_handler.processor import Handled, Processor
+from blackjack.command_handler.reading import Inbound
 from blackjack.command_handler.streams import PartitionStore
 from blackjack.domain import commands as cmd
 from blackjack.domain.rejections import MAX_MESSAGE_CHARS, Rejection

@@ -17,7 +17,8 @@ from blackjack.command_handler.clock import (
     due_commands,
     expire_command_id,
 )
-from blackjack.command_handler.processor import Handled, Inbound, remembered
+from blackjack.command_handler.processor import Handled, remembered
+from blackjack.command_handler.reading import Inbound
 from blackjack.command_handler.streams import PartitionStore
 from blackjack.domain import commands as cmd
 from blackjack.domain.rejections import Rejection, RejectionCode

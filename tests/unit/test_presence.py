@@ -8,7 +8,8 @@ import os
 from datetime import UTC, datetime, timedelta
 
 from blackjack.command_handler.clock import due_commands
-from blackjack.command_handler.processor import Handled, Inbound
+from blackjack.command_handler.processor import Handled
+from blackjack.command_handler.reading import Inbound
 from blackjack.command_handler.snapshots import SnapshotCodec
 from blackjack.command_handler.streams import PartitionStore
 from blackjack.domain import commands as cmd

@@ -18,7 +18,8 @@ import jsonschema
 import pytest
 
 from blackjack.command_handler.clock import due_commands
-from blackjack.command_handler.processor import Handled, Inbound, Processor
+from blackjack.command_handler.processor import Handled, Processor
+from blackjack.command_handler.reading import Inbound
 from blackjack.command_handler.streams import PartitionStore
 from blackjack.domain import commands as cmd
 from blackjack.domain import events as ev

@@ -21,7 +21,7 @@ from faststream.specification.base import Specification
 
 from blackjack.bus.settings import DEFAULT_BOOTSTRAP
 from blackjack.bus.topics import Topics
-from blackjack.command_handler.processor import ANSWER_KEY_MAX_BYTES
+from blackjack.command_handler.reading import ANSWER_KEY_MAX_BYTES
 from blackjack.command_handler.snapshots import Checkpoint, SealedSnapshot
 from blackjack.domain.wallet import STREAM_ID_PATTERN
 from blackjack.messages.envelope import CommandEnvelope, CommandResult

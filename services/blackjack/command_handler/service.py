@@ -56,7 +56,8 @@ from blackjack.bus.topics import RECORD_MAX_BYTES, SNAPSHOT_MAX_BYTES, ensure_to
 from blackjack.command_handler.clock import may_come_due
 from blackjack.command_handler.config import HandlerConfig
 from blackjack.command_handler.keys import derive_key
-from blackjack.command_handler.processor import Handled, Inbound, Processor
+from blackjack.command_handler.processor import Handled, Processor
+from blackjack.command_handler.reading import Inbound
 from blackjack.command_handler.replay import assign_reader, end_offsets, rebuild
 from blackjack.command_handler.signing import CommandSigner
 from blackjack.command_handler.snapshots import Checkpoint, SnapshotCodec, checkpoint_key
