@@ -22,10 +22,10 @@ from aiokafka import AIOKafkaConsumer, TopicPartition
 from blackjack.bus.settings import KafkaSettings
 from blackjack.bus.topics import Topics, delete_topics, ensure_topics
 from blackjack.client import BlackjackClient
+from blackjack.command_handler.answers import remembered
 from blackjack.command_handler.clock import is_idle_timer
 from blackjack.command_handler.config import HandlerConfig
 from blackjack.command_handler.ids import is_step_id, transfer_ref
-from blackjack.command_handler.processor import remembered
 from blackjack.command_handler.service import CommandHandler, receipt_time
 from blackjack.command_handler.signing import SIGNATURE_HEADER, TRANSFER_HEADER
 from blackjack.domain import commands as cmd

@@ -12,12 +12,13 @@ from __future__ import annotations
 
 from datetime import UTC, datetime, timedelta
 
+from blackjack.command_handler.answers import remembered
 from blackjack.command_handler.clock import (
     disconnect_command_id,
     due_commands,
     expire_command_id,
 )
-from blackjack.command_handler.processor import Handled, remembered
+from blackjack.command_handler.processor import Handled
 from blackjack.command_handler.reading import Inbound
 from blackjack.command_handler.streams import PartitionStore
 from blackjack.domain import commands as cmd

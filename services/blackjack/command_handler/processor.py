@@ -37,13 +37,18 @@ import structlog
 
 from blackjack.bus.headers import command_headers, result_headers
 from blackjack.bus.topics import RECORD_MAX_BYTES, Topics, partition_for
+from blackjack.command_handler.answers import (
+    COPY_REFUSALS,
+    another_player_s,
+    handled_before,
+    refused,
+    remembered,
+)
 from blackjack.command_handler.clock import (
     DISCONNECT_PREFIX,
     EXPIRE_PREFIX,
     disconnect_command_id,
     is_clock_disconnect_id,
-    is_clock_timer_id,
-    is_idle_timer,
 )
 from blackjack.command_handler.ids import STEPS, event_id, is_step_id, step_id, transfer_ref
 from blackjack.command_handler.reading import ANSWER_KEY_MAX_BYTES, Inbound, Unparsed, parse
@@ -52,7 +57,7 @@ from blackjack.command_handler.streams import PartitionStore, Stream, kept_by_id
 from blackjack.domain import commands as cmd
 from blackjack.domain import events as ev
 from blackjack.domain.commands import TableCommand
-from blackjack.domain.rejections import Rejection, RejectionCode
+from blackjack.domain.rejections import Rejection
 from blackjack.domain.state import TableState
 from blackjack.domain.wallet import (
     SERVICE_ONLY_WALLET_COMMANDS,
@@ -82,30 +87,8 @@ from blackjack.table import Shuffler, apply
 log = structlog.get_logger("blackjack.command_handler")
 
 
-COPY_REFUSALS: frozenset[RejectionCode] = frozenset(
-    {"transfer_already_handled", "unknown_transfer"}
-)
-"""How the deciders refuse a copy of a signed money step."""
-
 _HEADER_ONLY: dict[type, dict[str, set[str]]] = {CashOut: {"command": {"table_sequence"}}}
 """Command fields that are set from a signed header on reading, never sent in the body."""
-
-
-def _refused(
-    envelope: CommandEnvelope,
-    message: str,
-    now: datetime,
-    code: RejectionCode = "unauthorized",
-) -> CommandResult:
-    """A refusal decided before the decider sees the command (``unauthorized`` unless said)."""
-    return CommandResult(
-        command_id=envelope.command_id,
-        stream_id=envelope.stream_id,
-        correlation_id=envelope.correlation_id,
-        status="rejected",
-        rejection=Rejection(code=code, message=message),
-        handled_at=now,
-    )
 
 
 def _reserved_id(envelope: CommandEnvelope, signed: bool) -> str | None:
@@ -142,67 +125,6 @@ def _overtaken_disconnect(envelope: CommandEnvelope, stream: Stream) -> Rejectio
     return Rejection(
         code="player_present",
         message=f"{command.player_id} sent a command after this disconnection was due",
-    )
-
-
-def _another_player_s(original: CommandResult, command: StreamCommand, signed: bool) -> bool:
-    """Whether a command sent under a handled id is another player's than the one the id was
-    first used by (a copy is the same player's: it is given the original result). Only the
-    answers that name their player tell it (``CommandResult.player_id``: a player's own table
-    command; not on answers written before it, nor on the service's own steps)."""
-    if original.player_id is None or signed or isinstance(command, cmd.Disconnect):
-        return False
-    return isinstance(command, cmd.PlayerCommand) and command.player_id != original.player_id
-
-
-def _handled_before(store: PartitionStore, parsed: Unparsed) -> CommandResult | None:
-    """The answer a stream gave under the id of a message now refused ``malformed``: a copy
-    of a command an older release handled, which the commands refuse since (a player id with
-    a control character, a key named twice), sent again by a client that had no answer (an
-    upgrade's takeover). It gets the original answer, as any copy does, not a second one
-    saying the opposite; nothing is decided or remembered. Only where the message names its
-    stream as its key does, on this partition, a stream this partition holds (a malformed
-    message adds none), the same player as the answer names, and not an id reserved for the
-    service's own commands."""
-    if parsed.rejection.code != "malformed" or not parsed.stream_read:
-        return None
-    command_id, stream_id = parsed.command_id, parsed.stream_id
-    if is_step_id(command_id) or is_clock_timer_id(command_id):
-        return None
-    if is_clock_disconnect_id(command_id):
-        return None
-    if stream_id not in store.streams and stream_id not in store.cold:
-        return None
-    original = store.get(stream_id).results.get(command_id)
-    if original is None or (
-        original.player_id is not None and original.player_id != parsed.player_id
-    ):
-        return None
-    return original
-
-
-NOT_REMEMBERED = frozenset({"malformed", "unknown_command"})
-"""Answers to messages that never reached a stream: a corrected resend is handled afresh."""
-
-
-def remembered(result: CommandResult) -> bool:
-    """Whether a stream's idempotency window keeps this answer: the one rule for the live
-    handler and for a rebuild from the results topic, whose windows must be equal (else a
-    copy of a command is decided again after a takeover). Not kept: answers to messages that
-    never reached a stream, to a command that took an id reserved for the service's own (a
-    step's, the clock's) or a signed step's copy, the clock's ``ExpireTimers`` that found
-    nothing due, and any answer under the clock's ``Disconnect`` id that disconnected no one."""
-    if is_idle_timer(result):
-        return False
-    if is_clock_disconnect_id(result.command_id) and result.first_sequence is None:
-        return False  # only a disconnection keeps the clock's id (``is_clock_disconnect_id``)
-    if result.rejection is None:
-        return True
-    code, command_id = result.rejection.code, result.command_id
-    if code in NOT_REMEMBERED:
-        return False
-    return not (
-        code == "unauthorized" and (is_step_id(command_id) or is_clock_timer_id(command_id))
     )
 
 
@@ -269,7 +191,7 @@ class Processor:
         key = inbound.key or b""
         parsed = parse(inbound, self.partitions)
         if isinstance(parsed, Unparsed):
-            original = _handled_before(store, parsed)
+            original = handled_before(store, parsed)
             if original is not None:
                 record = self._result_record(original, key, inbound.partition)
                 return Handled(
@@ -301,19 +223,19 @@ class Processor:
         if reserved is not None:
             # Answered, not remembered (nor by a rebuild, see ``replay``): the id stays free
             # for the service's own command that has a right to it.
-            result = _refused(envelope, reserved, now)
+            result = refused(envelope, reserved, now)
             record = self._result_record(result, key, inbound.partition)
             return Handled(result=result, command_type=kind, outgoing=[record])
         stream = store.get(envelope.stream_id)
         original = stream.results.get(envelope.command_id)
-        if original is not None and _another_player_s(original, command, signed):
+        if original is not None and another_player_s(original, command, signed):
             # Not a copy: answered, not remembered (a rebuild keeps the same window), and
             # the id stays the first player's, whose copies get the original result.
             message = (
                 f"command id {envelope.command_id} was used at this stream by another "
                 "player's command: each command needs an id of its own"
             )
-            result = _refused(envelope, message, now, code="malformed")
+            result = refused(envelope, message, now, code="malformed")
             record = self._result_record(result, key, inbound.partition)
             return Handled(result=result, command_type=kind, outgoing=[record])
         if original is not None:
@@ -418,7 +340,7 @@ class Processor:
             f"this signed command was already applied: {kind} "
             f"{envelope.command_id} is not applied again"
         )
-        result = _refused(envelope, message, now)
+        result = refused(envelope, message, now)
         record = self._result_record(result, key, partition)
         return Handled(result=result, command_type=kind, outgoing=[record], duplicate=True)
 

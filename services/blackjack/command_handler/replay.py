@@ -22,8 +22,8 @@ from aiokafka import AIOKafkaConsumer, ConsumerRecord, TopicPartition
 
 from blackjack.bus.headers import COMMAND_OFFSET_HEADER, COMMANDS_TO_HEADER, offset_header
 from blackjack.bus.topics import Topics
+from blackjack.command_handler.answers import remembered
 from blackjack.command_handler.clock import may_come_due
-from blackjack.command_handler.processor import remembered
 from blackjack.command_handler.snapshots import (
     CHECKPOINT_PREFIX,
     Checkpoint,

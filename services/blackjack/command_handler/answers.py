@@ -1,0 +1,98 @@
+"""The exactly-once bookkeeping of a stream's answers: which answers its idempotency window
+keeps (the one rule for the live handler and a rebuild from the results topic, ``replay``),
+and which message is a copy of a command already answered, given the original answer."""
+
+from __future__ import annotations
+
+from datetime import datetime
+
+from blackjack.command_handler.clock import is_clock_disconnect_id, is_clock_timer_id, is_idle_timer
+from blackjack.command_handler.ids import is_step_id
+from blackjack.command_handler.reading import Unparsed
+from blackjack.command_handler.streams import PartitionStore
+from blackjack.domain import commands as cmd
+from blackjack.domain.rejections import Rejection, RejectionCode
+from blackjack.messages.envelope import CommandEnvelope, CommandResult, StreamCommand
+
+COPY_REFUSALS: frozenset[RejectionCode] = frozenset(
+    {"transfer_already_handled", "unknown_transfer"}
+)
+"""How the deciders refuse a copy of a signed money step."""
+
+
+def refused(
+    envelope: CommandEnvelope,
+    message: str,
+    now: datetime,
+    code: RejectionCode = "unauthorized",
+) -> CommandResult:
+    """A refusal decided before the decider sees the command (``unauthorized`` unless said)."""
+    return CommandResult(
+        command_id=envelope.command_id,
+        stream_id=envelope.stream_id,
+        correlation_id=envelope.correlation_id,
+        status="rejected",
+        rejection=Rejection(code=code, message=message),
+        handled_at=now,
+    )
+
+
+def another_player_s(original: CommandResult, command: StreamCommand, signed: bool) -> bool:
+    """Whether a command sent under a handled id is another player's than the one the id was
+    first used by (a copy is the same player's: it is given the original result). Only the
+    answers that name their player tell it (``CommandResult.player_id``: a player's own table
+    command; not on answers written before it, nor on the service's own steps)."""
+    if original.player_id is None or signed or isinstance(command, cmd.Disconnect):
+        return False
+    return isinstance(command, cmd.PlayerCommand) and command.player_id != original.player_id
+
+
+def handled_before(store: PartitionStore, parsed: Unparsed) -> CommandResult | None:
+    """The answer a stream gave under the id of a message now refused ``malformed``: a copy
+    of a command an older release handled, which the commands refuse since (a player id with
+    a control character, a key named twice), sent again by a client that had no answer (an
+    upgrade's takeover). It gets the original answer, as any copy does, not a second one
+    saying the opposite; nothing is decided or remembered. Only where the message names its
+    stream as its key does, on this partition, a stream this partition holds (a malformed
+    message adds none), the same player as the answer names, and not an id reserved for the
+    service's own commands."""
+    if parsed.rejection.code != "malformed" or not parsed.stream_read:
+        return None
+    command_id, stream_id = parsed.command_id, parsed.stream_id
+    if is_step_id(command_id) or is_clock_timer_id(command_id):
+        return None
+    if is_clock_disconnect_id(command_id):
+        return None
+    if stream_id not in store.streams and stream_id not in store.cold:
+        return None
+    original = store.get(stream_id).results.get(command_id)
+    if original is None or (
+        original.player_id is not None and original.player_id != parsed.player_id
+    ):
+        return None
+    return original
+
+
+NOT_REMEMBERED = frozenset({"malformed", "unknown_command"})
+"""Answers to messages that never reached a stream: a corrected resend is handled afresh."""
+
+
+def remembered(result: CommandResult) -> bool:
+    """Whether a stream's idempotency window keeps this answer: the one rule for the live
+    handler and for a rebuild from the results topic, whose windows must be equal (else a
+    copy of a command is decided again after a takeover). Not kept: answers to messages that
+    never reached a stream, to a command that took an id reserved for the service's own (a
+    step's, the clock's) or a signed step's copy, the clock's ``ExpireTimers`` that found
+    nothing due, and any answer under the clock's ``Disconnect`` id that disconnected no one."""
+    if is_idle_timer(result):
+        return False
+    if is_clock_disconnect_id(result.command_id) and result.first_sequence is None:
+        return False  # only a disconnection keeps the clock's id (``is_clock_disconnect_id``)
+    if result.rejection is None:
+        return True
+    code, command_id = result.rejection.code, result.command_id
+    if code in NOT_REMEMBERED:
+        return False
+    return not (
+        code == "unauthorized" and (is_step_id(command_id) or is_clock_timer_id(command_id))
+    )
