@@ -44,24 +44,16 @@ from blackjack.command_handler.answers import (
     refused,
     remembered,
 )
-from blackjack.command_handler.clock import (
-    DISCONNECT_PREFIX,
-    EXPIRE_PREFIX,
-    disconnect_command_id,
-    is_clock_disconnect_id,
-)
-from blackjack.command_handler.ids import STEPS, event_id, is_step_id, step_id, transfer_ref
+from blackjack.command_handler.authorization import authorize, overtaken_disconnect, reserved_id
+from blackjack.command_handler.ids import event_id, step_id, transfer_ref
 from blackjack.command_handler.reading import ANSWER_KEY_MAX_BYTES, Inbound, Unparsed, parse
 from blackjack.command_handler.signing import CommandSigner
 from blackjack.command_handler.streams import PartitionStore, Stream, kept_by_id
 from blackjack.domain import commands as cmd
 from blackjack.domain import events as ev
-from blackjack.domain.commands import TableCommand
 from blackjack.domain.rejections import Rejection
 from blackjack.domain.state import TableState
 from blackjack.domain.wallet import (
-    SERVICE_ONLY_WALLET_COMMANDS,
-    AnyWalletCommand,
     BuyInSent,
     CashOut,
     ConfirmBuyIn,
@@ -89,43 +81,6 @@ log = structlog.get_logger("blackjack.command_handler")
 
 _HEADER_ONLY: dict[type, dict[str, set[str]]] = {CashOut: {"command": {"table_sequence"}}}
 """Command fields that are set from a signed header on reading, never sent in the body."""
-
-
-def _reserved_id(envelope: CommandEnvelope, signed: bool) -> str | None:
-    """Why the command may not use its id, if it is one only the service's own commands use:
-    a signed money step's (predictable: it derives from an event id), or the clock's
-    ``expire-`` prefix, whose answers that changed nothing are not remembered
-    (``clock.is_idle_timer``) and must belong to an ``ExpireTimers``, and likewise its
-    ``disconnect-`` prefix, which must belong to a ``Disconnect``
-    (``clock.is_clock_disconnect_id``)."""
-    command_id = envelope.command_id
-    if not signed and is_step_id(command_id):
-        steps = ", ".join(f".{step}" for step in STEPS)
-        return f"command ids ending in {steps} are the service's own signed money steps"
-    if command_id.startswith(EXPIRE_PREFIX) and not isinstance(envelope.command, cmd.ExpireTimers):
-        return f"command ids starting with {EXPIRE_PREFIX} are the clock's ExpireTimers"
-    if is_clock_disconnect_id(command_id) and not isinstance(envelope.command, cmd.Disconnect):
-        return f"command ids starting with {DISCONNECT_PREFIX} are the clock's Disconnect"
-    return None
-
-
-def _overtaken_disconnect(envelope: CommandEnvelope, stream: Stream) -> Rejection | None:
-    """The clock's ``Disconnect`` names the last-seen time it acted on (in its id); a command
-    from the player handled since (one queued behind a takeover, say) makes it stale."""
-    command = envelope.command
-    if not isinstance(command, cmd.Disconnect) or not envelope.command_id.startswith(
-        DISCONNECT_PREFIX
-    ):
-        return None
-    seen = stream.last_seen.get(command.player_id)
-    if seen is None or envelope.command_id == disconnect_command_id(
-        envelope.stream_id, command.player_id, seen
-    ):
-        return None
-    return Rejection(
-        code="player_present",
-        message=f"{command.player_id} sent a command after this disconnection was due",
-    )
 
 
 @dataclass(frozen=True)
@@ -219,7 +174,7 @@ class Processor:
         command = envelope.command
         kind = str(command.type)
         signed, transfer = self.signer.verify(key, inbound.value or b"", inbound.headers)
-        reserved = _reserved_id(envelope, signed)
+        reserved = reserved_id(envelope, signed)
         if reserved is not None:
             # Answered, not remembered (nor by a rebuild, see ``replay``): the id stays free
             # for the service's own command that has a right to it.
@@ -268,9 +223,7 @@ class Processor:
         )
         events: list[EventEnvelope] = []
         outgoing: list[Outgoing] = []
-        rejection = self._authorize(command, stream, signed) or _overtaken_disconnect(
-            envelope, stream
-        )
+        rejection = authorize(command, stream, signed) or overtaken_disconnect(envelope, stream)
         if rejection is None and isinstance(command, cmd.CloseInterruptedRound):
             # How long the round has waited comes from the log, never from the body.
             command = command.model_copy(update={"idle_since": stream.touched_at})
@@ -343,36 +296,6 @@ class Processor:
         result = refused(envelope, message, now)
         record = self._result_record(result, key, partition)
         return Handled(result=result, command_type=kind, outgoing=[record], duplicate=True)
-
-    # ---- 3. who may send it -----------------------------------------------------------
-
-    def _authorize(
-        self, command: TableCommand | AnyWalletCommand, stream: Stream, signed: bool
-    ) -> Rejection | None:
-        def refuse(message: str) -> Rejection:
-            return Rejection(code="unauthorized", message=message)
-
-        if isinstance(command, cmd.ShuffleShoe):
-            return refuse("the service draws every shoe itself")
-        if isinstance(command, SERVICE_ONLY_WALLET_COMMANDS) and not signed:
-            return refuse(f"{type(command).__name__} is issued by the service only")
-        state = stream.state
-        if isinstance(command, cmd.Deposit) and command.transfer is not None and not signed:
-            return refuse("a Deposit with a transfer is issued by the service only")
-        if isinstance(command, cmd.Deposit) and isinstance(state, TableState) and state.opened:
-            if state.rules.funded_by_wallet and not signed:
-                return refuse(
-                    "money comes to a multi-seat table from the player's wallet: "
-                    f"send BuyIn to {wallet_stream(command.player_id)}"
-                )
-            if signed and not state.rules.funded_by_wallet and command.transfer is None:
-                return refuse("a single-player table is funded by the platform's Deposit")
-        if isinstance(command, cmd.CloseInterruptedRound) and command.idle_since is not None:
-            return refuse("a CloseInterruptedRound's idle_since is set by the service only")
-        if isinstance(command, cmd.Deposit) and signed and command.transfer is None:
-            # The service signs a Deposit only as a buy-in's, which names its transfer.
-            return refuse("a signed Deposit is a buy-in's and names its transfer (bj_transfer)")
-        return None
 
     # ---- 4. the decision --------------------------------------------------------------
 
