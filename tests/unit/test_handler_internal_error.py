@@ -11,8 +11,9 @@ from typing import Any
 import pytest
 
 import blackjack.command_handler.processor as processor_module
-from blackjack.command_handler.processor import Outgoing
+import blackjack.command_handler.records as records_module
 from blackjack.command_handler.reading import Inbound
+from blackjack.command_handler.records import Outgoing
 from blackjack.command_handler.streams import PartitionStore
 from blackjack.domain import commands as cmd
 from blackjack.domain.rules import Rules
@@ -120,7 +121,7 @@ def test_a_failure_writing_the_decided_events_is_answered_and_changes_nothing(
             raise ValueError("an event that cannot be serialized")
         return wire.encode_event(envelope, seal)
 
-    monkeypatch.setattr(processor_module, "encode_event", encode_event)
+    monkeypatch.setattr(records_module, "encode_event", encode_event)
     records = table.send(cmd.Hit(player_id="ann", box=0))
     result = result_of(records)
     assert result.rejection is not None and result.rejection.code == "internal_error"

@@ -16,8 +16,9 @@ from typing import Any
 
 from cryptography.hazmat.primitives.ciphers.aead import AESGCM
 
-from blackjack.command_handler.processor import Handled, Outgoing
+from blackjack.command_handler.processor import Handled
 from blackjack.command_handler.reading import Inbound
+from blackjack.command_handler.records import Outgoing
 from blackjack.command_handler.signing import TRANSFER_HEADER
 from blackjack.command_handler.snapshots import SealedSnapshot, SnapshotCodec
 from blackjack.command_handler.streams import PartitionStore, Stream, initial_state

@@ -14,8 +14,9 @@ from rich.console import Console
 
 from blackjack.audit.replay import replay_stream
 from blackjack.command_handler.clock import may_come_due
-from blackjack.command_handler.processor import Handled, Outgoing
+from blackjack.command_handler.processor import Handled
 from blackjack.command_handler.reading import Inbound
+from blackjack.command_handler.records import Outgoing
 from blackjack.command_handler.replay import rebuild
 from blackjack.command_handler.snapshots import Checkpoint, SnapshotCodec, checkpoint_key
 from blackjack.domain import commands as cmd

@@ -9,8 +9,8 @@ from datetime import UTC, datetime
 
 from blackjack.bus.topics import partition_for
 from blackjack.command_handler.ids import event_id, step_id
-from blackjack.command_handler.processor import Outgoing
 from blackjack.command_handler.reading import Inbound
+from blackjack.command_handler.records import Outgoing
 from blackjack.command_handler.streams import PartitionStore
 from blackjack.domain import commands as cmd
 from blackjack.domain.wallet import BuyIn, CashOut, RefundBuyIn, WalletDeposit, wallet_stream

@@ -35,8 +35,7 @@ from datetime import datetime
 
 import structlog
 
-from blackjack.bus.headers import command_headers, result_headers
-from blackjack.bus.topics import RECORD_MAX_BYTES, Topics, partition_for
+from blackjack.bus.topics import RECORD_MAX_BYTES, Topics
 from blackjack.command_handler.answers import (
     COPY_REFUSALS,
     another_player_s,
@@ -45,8 +44,9 @@ from blackjack.command_handler.answers import (
     remembered,
 )
 from blackjack.command_handler.authorization import authorize, overtaken_disconnect, reserved_id
-from blackjack.command_handler.ids import event_id, step_id, transfer_ref
+from blackjack.command_handler.ids import transfer_ref
 from blackjack.command_handler.reading import ANSWER_KEY_MAX_BYTES, Inbound, Unparsed, parse
+from blackjack.command_handler.records import Outgoing, RecordWriter, record_size
 from blackjack.command_handler.signing import CommandSigner
 from blackjack.command_handler.streams import PartitionStore, Stream, kept_by_id
 from blackjack.domain import commands as cmd
@@ -54,44 +54,18 @@ from blackjack.domain import events as ev
 from blackjack.domain.rejections import Rejection
 from blackjack.domain.state import TableState
 from blackjack.domain.wallet import (
-    BuyInSent,
     CashOut,
-    ConfirmBuyIn,
-    RefundBuyIn,
     WalletCommand,
     WalletEvent,
     WalletState,
     decide_wallet,
     evolve_wallet,
-    wallet_stream,
 )
-from blackjack.messages.envelope import (
-    CommandEnvelope,
-    CommandResult,
-    EventEnvelope,
-    StreamCommand,
-    type_name,
-)
+from blackjack.messages.envelope import CommandEnvelope, CommandResult, EventEnvelope, StreamCommand
 from blackjack.messages.sealing import ShoeSeal
-from blackjack.messages.wire import cloudevents_headers, encode_event
 from blackjack.table import Shuffler, apply
 
 log = structlog.get_logger("blackjack.command_handler")
-
-
-_HEADER_ONLY: dict[type, dict[str, set[str]]] = {CashOut: {"command": {"table_sequence"}}}
-"""Command fields that are set from a signed header on reading, never sent in the body."""
-
-
-@dataclass(frozen=True)
-class Outgoing:
-    """A record the transaction writes."""
-
-    topic: str
-    key: bytes
-    value: bytes
-    headers: list[tuple[str, bytes]]
-    partition: int
 
 
 def _after_marker(
@@ -104,13 +78,6 @@ def _after_marker(
     return [resumed, *decided]
 
 
-def _size(record: Outgoing) -> int:
-    """About what the record weighs against the broker's limit (its framing is a few dozen
-    bytes more)."""
-    headers = sum([len(name) + len(value or b"") for name, value in record.headers])
-    return len(record.key) + len(record.value) + headers
-
-
 @dataclass
 class Handled:
     result: CommandResult
@@ -120,7 +87,7 @@ class Handled:
     duplicate: bool = False
 
 
-class Processor:
+class Processor(RecordWriter):
     def __init__(
         self,
         *,
@@ -325,7 +292,7 @@ class Processor:
             state, domain_events = decided
             domain_events = _after_marker(resumed, domain_events)
             built, records = self._records_of(envelope, stream, domain_events, now)
-            largest = max((_size(record) for record in records), default=0)
+            largest = max((record_size(record) for record in records), default=0)
             if largest > RECORD_MAX_BYTES:
                 log.error(
                     "a record over the topics' size limit; the command is rejected",
@@ -361,46 +328,6 @@ class Processor:
         outgoing.extend(records)
         return None
 
-    def _records_of(
-        self,
-        envelope: CommandEnvelope,
-        stream: Stream,
-        domain_events: Sequence[ev.Event | WalletEvent],
-        now: datetime,
-    ) -> tuple[list[EventEnvelope], list[Outgoing]]:
-        """The envelopes of the decided events (numbered after the stream's last), and every
-        record they make: the events on the wire and the steps they cause on other streams."""
-        correlation = envelope.correlation_id or envelope.command_id
-        built = [
-            EventEnvelope(
-                event_id=event_id(stream.stream_id, sequence),
-                type=type_name(type(event)),
-                schema_version=event.version,
-                stream_id=stream.stream_id,
-                sequence=sequence,
-                occurred_at=now,
-                causation_id=envelope.command_id,
-                correlation_id=correlation,
-                data=event,
-            )
-            for sequence, event in enumerate(domain_events, start=stream.sequence + 1)
-        ]
-        partition = partition_for(stream.stream_id, self.partitions)
-        records: list[Outgoing] = []
-        for event_envelope in built:
-            records.append(
-                Outgoing(
-                    topic=self.topics.events,
-                    key=stream.stream_id.encode(),
-                    value=encode_event(event_envelope, self.seal),
-                    # the wire envelope's meta is the envelope's: only the data is sealed
-                    headers=cloudevents_headers(event_envelope, self.source),
-                    partition=partition,
-                )
-            )
-            records.extend(self._steps_of(event_envelope, stream.state, correlation, now))
-        return built, records
-
     def _decision(
         self,
         state: TableState | WalletState,
@@ -426,123 +353,3 @@ class Processor:
         if isinstance(applied, Rejection):
             return applied
         return applied.state, applied.events
-
-    # ---- money between streams ----------------------------------------------------------
-
-    def _steps_of(
-        self,
-        envelope: EventEnvelope,
-        before: TableState | WalletState,
-        correlation: str,
-        now: datetime,
-    ) -> list[Outgoing]:
-        """The commands an event causes on other streams, each with an id derived from it."""
-        event = envelope.data
-        table = envelope.stream_id
-        if isinstance(event, BuyInSent):
-            deposit = cmd.Deposit(
-                player_id=event.player_id, amount=event.amount, currency=event.currency
-            )
-            return [
-                self._command_record(
-                    step_id(envelope.event_id, "deposit"),
-                    event.table_id,
-                    deposit,
-                    correlation,
-                    envelope.event_id,
-                    now,
-                    transfer=event.transfer,
-                )
-            ]
-        by_wallet = isinstance(before, TableState) and before.rules.funded_by_wallet
-        if not by_wallet or not isinstance(event, ev.SeatLeft | ev.FundsWithdrawn):
-            return []
-        player = event.player_id
-        amount = event.balance_returned if isinstance(event, ev.SeatLeft) else event.amount
-        if amount <= 0:
-            return []
-        cash_out = CashOut(player_id=player, table_id=table, amount=amount)
-        return [
-            self._command_record(
-                step_id(envelope.event_id, "cashout"),
-                wallet_stream(player),
-                cash_out,
-                correlation,
-                envelope.event_id,
-                now,
-                # in the signed header, where an older handler ignores it (a field in the
-                # body would make it refuse the cash-out as malformed during an upgrade)
-                transfer=envelope.sequence,
-            )
-        ]
-
-    def _buy_in_answer(
-        self,
-        envelope: CommandEnvelope,
-        deposit: cmd.Deposit,
-        transfer: int,
-        declined: ev.TransferDeclined | None,
-        now: datetime,
-    ) -> Outgoing:
-        """The table's answer to a buy-in: confirm it to the wallet, or, when the table
-        declined it, give the money back."""
-        answer: WalletCommand
-        if declined is None:
-            answer = ConfirmBuyIn(player_id=deposit.player_id, transfer=transfer)
-            step = "confirm"
-        else:
-            answer = RefundBuyIn(
-                player_id=deposit.player_id, transfer=transfer, reason=declined.reason_code
-            )
-            step = "refund"
-        return self._command_record(
-            step_id(envelope.command_id, step),
-            wallet_stream(deposit.player_id),
-            answer,
-            envelope.correlation_id or envelope.command_id,
-            envelope.command_id,
-            now,
-        )
-
-    # ---- records ----------------------------------------------------------------------
-
-    def _command_record(  # noqa: PLR0917
-        self,
-        command_id: str,
-        stream_id: str,
-        command: cmd.Command | WalletCommand,
-        correlation: str,
-        cause: str,
-        now: datetime,
-        *,
-        transfer: int | None = None,
-    ) -> Outgoing:
-        envelope = CommandEnvelope(
-            command_id=command_id,
-            stream_id=stream_id,
-            correlation_id=correlation,
-            sent_at=now,
-            command=command,
-        )
-        key = stream_id.encode()
-        # A cash-out's table event travels in the signed header (see ``_steps_of``): its body
-        # stays what an older handler reads.
-        value = envelope.model_dump_json(exclude=_HEADER_ONLY.get(type(command))).encode()
-        headers = command_headers(envelope, self.source, cause)
-        headers += self.signer.headers(key, value, transfer)
-        return Outgoing(
-            topic=self.topics.commands,
-            key=key,
-            value=value,
-            headers=headers,
-            partition=partition_for(stream_id, self.partitions),
-        )
-
-    def _result_record(self, result: CommandResult, key: bytes, partition: int) -> Outgoing:
-        return Outgoing(
-            topic=self.topics.results,
-            key=key,
-            value=result.model_dump_json().encode(),
-            headers=result_headers(result, self.source),
-            partition=partition,
-        )
