@@ -10,7 +10,7 @@ from typing import Any
 
 import pytest
 
-import blackjack.command_handler.processor as processor_module
+import blackjack.command_handler.decision as decision_module
 import blackjack.command_handler.records as records_module
 from blackjack.command_handler.reading import Inbound
 from blackjack.command_handler.records import Outgoing
@@ -74,7 +74,7 @@ def fail_on_hit(error: Exception, monkeypatch: pytest.MonkeyPatch) -> None:
             raise error
         return real_apply(state, command, *args)
 
-    monkeypatch.setattr(processor_module, "apply", apply)
+    monkeypatch.setattr(decision_module, "apply", apply)
 
 
 def test_a_failing_decision_is_answered_and_changes_nothing(

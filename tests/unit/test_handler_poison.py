@@ -13,7 +13,7 @@ import jsonschema
 import pytest
 from structlog.testing import capture_logs
 
-import blackjack.command_handler.processor as processor_module
+import blackjack.command_handler.decision as decision_module
 from blackjack.command_handler.processor import Handled, Processor
 from blackjack.command_handler.reading import Inbound
 from blackjack.command_handler.streams import PartitionStore
@@ -150,7 +150,7 @@ def test_a_decision_whose_record_would_be_over_the_limit_is_refused_and_changes_
     processor, store = new_processor(), PartitionStore(0)
     opened(processor, store)
     before = store.streams[TABLE].state
-    monkeypatch.setattr(processor_module, "RECORD_MAX_BYTES", 200)
+    monkeypatch.setattr(decision_module, "RECORD_MAX_BYTES", 200)
     envelope = CommandEnvelope(
         command_id="sit", stream_id=TABLE, command=cmd.SitDown(player_id="ann")
     )

@@ -1,0 +1,134 @@
+"""4. The decision: the decider of the stream's kind, on a copy of its state; its events, after
+the marker of a round the service interrupted (``RoundResumed``) when there is one, become
+the records to write. A decider that fails is answered ``internal_error`` and changes nothing."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from datetime import datetime
+
+import structlog
+
+from blackjack.bus.topics import RECORD_MAX_BYTES
+from blackjack.command_handler.records import Outgoing, RecordWriter, record_size
+from blackjack.command_handler.streams import Stream
+from blackjack.domain import events as ev
+from blackjack.domain.rejections import Rejection
+from blackjack.domain.state import TableState
+from blackjack.domain.wallet import (
+    WalletCommand,
+    WalletEvent,
+    WalletState,
+    decide_wallet,
+    evolve_wallet,
+)
+from blackjack.messages.envelope import CommandEnvelope, EventEnvelope, StreamCommand
+from blackjack.table import Shuffler, apply
+
+log = structlog.get_logger("blackjack.command_handler")
+
+
+def _after_marker(
+    resumed: ev.RoundResumed | None, decided: Sequence[ev.Event | WalletEvent]
+) -> Sequence[ev.Event | WalletEvent]:
+    """The decided events, after the marker of an interrupted round when there is one and the
+    decision wrote anything (a refusal or a heartbeat leaves the marker owed)."""
+    if resumed is None or not decided:
+        return decided
+    return [resumed, *decided]
+
+
+class Deciding(RecordWriter):
+    """Decides a command and writes down what was decided (``Processor`` is one)."""
+
+    shuffler: Shuffler
+
+    # ---- 4. the decision --------------------------------------------------------------
+
+    def _decide(
+        self,
+        envelope: CommandEnvelope,
+        stream: Stream,
+        now: datetime,
+        events: list[EventEnvelope],
+        outgoing: list[Outgoing],
+        *,
+        received_at: datetime | None = None,
+        resumed: ev.RoundResumed | None = None,
+    ) -> Rejection | None:
+        """Run the decider; on acceptance append the events and the steps they cause, after
+        ``resumed`` (the marker of a round interrupted, ``PartitionStore.resumed``) when the
+        decision writes any.
+
+        A bug in the decider, or in writing down what it decided, fails the same way on every
+        retry, so raising would stop every table of the partition on this command. It is
+        answered instead, and nothing changes: the decider works on copies, and the stream
+        takes the new state and sequence only once every record is built."""
+        try:
+            decided = self._decision(stream.state, envelope.command, now, received_at)
+            if isinstance(decided, Rejection):
+                return decided
+            state, domain_events = decided
+            domain_events = _after_marker(resumed, domain_events)
+            built, records = self._records_of(envelope, stream, domain_events, now)
+            largest = max((record_size(record) for record in records), default=0)
+            if largest > RECORD_MAX_BYTES:
+                log.error(
+                    "a record over the topics' size limit; the command is rejected",
+                    command_id=envelope.command_id,
+                    stream_id=stream.stream_id,
+                    record_bytes=largest,
+                )
+                return Rejection(
+                    code="internal_error",
+                    message=f"this {envelope.command.type} would write a record of {largest} "
+                    f"bytes, over the {RECORD_MAX_BYTES} the topics take; nothing changed",
+                )
+        except OSError:
+            raise  # the machine (the CSPRNG): the transaction aborts and is tried again
+        except Exception as error:
+            log.exception(
+                "the decider failed; the command is rejected and nothing changes",
+                command_id=envelope.command_id,
+                stream_id=stream.stream_id,
+                command_type=str(envelope.command.type),
+            )
+            kind = envelope.command.type
+            return Rejection(
+                code="internal_error",
+                message=f"the server could not decide this {kind} ({type(error).__name__}); "
+                "nothing changed, the operator is alerted",
+            )
+        stream.sequence += len(built)
+        stream.state = state
+        if built:
+            stream.touched_at = now
+        events.extend(built)
+        outgoing.extend(records)
+        return None
+
+    def _decision(
+        self,
+        state: TableState | WalletState,
+        command: StreamCommand,
+        now: datetime,
+        received_at: datetime | None = None,
+    ) -> tuple[TableState | WalletState, Sequence[ev.Event | WalletEvent]] | Rejection:
+        """The decider of the stream's kind: the new state and its events, or the rejection."""
+        # ``_read`` already sent every command to a stream of its kind: these refusals are the
+        # decider's own guard, and what lets the type checker follow the two kinds apart
+        if isinstance(state, WalletState):
+            if not isinstance(command, WalletCommand):
+                return Rejection(code="unknown_command", message="not a wallet command")
+            decision = decide_wallet(state, command)
+            if isinstance(decision, Rejection):
+                return decision
+            for wallet_event in decision:
+                state = evolve_wallet(state, wallet_event)
+            return state, decision
+        if isinstance(command, WalletCommand):
+            return Rejection(code="malformed", message="a wallet command goes to a wallet stream")
+        applied = apply(state, command, now, self.shuffler, received_at)
+        if isinstance(applied, Rejection):
+            return applied
+        return applied.state, applied.events
