@@ -38,7 +38,7 @@ from prometheus_client.metrics import MetricWrapperBase
 import blackjack.app
 import blackjack.projections.worker
 from blackjack.cli import build_parser
-from blackjack.command_handler import service
+from blackjack.command_handler import partitions
 from blackjack.command_handler.config import HandlerConfig
 from blackjack.command_handler.keys import load_audit_key
 from blackjack.domain.rejections import RejectionCode
@@ -135,7 +135,7 @@ VALUES: dict[tuple[str, str], set[str]] = {
         get_args(CommandResult.model_fields["status"].annotation)
     ),
     ("blackjack_commands_total", "code"): {*get_args(RejectionCode), ""},
-    ("blackjack_partitions", "status"): set(get_args(service.Status)),
+    ("blackjack_partitions", "status"): set(get_args(partitions.Status)),
     ("blackjack_transactions_total", "outcome"): _literal_labels(
         SOURCES / "command_handler" / "service.py", "TRANSACTIONS"
     ),

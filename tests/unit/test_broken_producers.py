@@ -16,7 +16,8 @@ from aiokafka.errors import KafkaConnectionError, OutOfOrderSequenceNumber
 from blackjack.client import BlackjackClient
 from blackjack.command_handler import timers
 from blackjack.command_handler.config import HandlerConfig
-from blackjack.command_handler.service import CommandHandler, _Partition
+from blackjack.command_handler.partitions import _Partition
+from blackjack.command_handler.service import CommandHandler
 from blackjack.command_handler.streams import PartitionStore
 from blackjack.domain import commands as cmd
 from blackjack.messages.envelope import CommandEnvelope

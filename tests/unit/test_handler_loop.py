@@ -28,7 +28,8 @@ from structlog.testing import capture_logs
 from blackjack.bus.topics import RECORD_MAX_BYTES
 from blackjack.command_handler import service
 from blackjack.command_handler.config import HandlerConfig
-from blackjack.command_handler.service import CommandHandler, _Partition, receipt_time
+from blackjack.command_handler.partitions import _Partition
+from blackjack.command_handler.service import CommandHandler, receipt_time
 from blackjack.command_handler.snapshots import SnapshotCodec
 from blackjack.command_handler.spill import SpilledStreams
 from blackjack.command_handler.streams import PartitionStore, Stream

@@ -27,9 +27,8 @@ import asyncio
 import contextlib
 import time
 from collections.abc import Callable
-from dataclasses import dataclass, field
 from datetime import UTC, datetime
-from typing import Any, Final, Literal
+from typing import Any, Final
 
 import structlog
 from aiokafka import AIOKafkaConsumer, AIOKafkaProducer, ConsumerRecord, TopicPartition
@@ -56,6 +55,12 @@ from blackjack.bus.topics import RECORD_MAX_BYTES, SNAPSHOT_MAX_BYTES, ensure_to
 from blackjack.command_handler.clock import may_come_due
 from blackjack.command_handler.config import HandlerConfig
 from blackjack.command_handler.keys import derive_key
+from blackjack.command_handler.partitions import (
+    RETRY_AFTER_FAILURE_S,
+    Partitions,
+    _Partition,
+    _Retained,
+)
 from blackjack.command_handler.processor import Handled, Processor
 from blackjack.command_handler.reading import Inbound
 from blackjack.command_handler.replay import assign_reader, end_offsets, rebuild
@@ -71,8 +76,6 @@ from blackjack.observability import metrics
 from blackjack.rng import csprng_shuffle
 from blackjack.table import Shuffler
 
-Status = Literal["pending", "ready", "failed", "fenced", "revoked"]
-
 REBUILD_TIMEOUT_S = 300.0
 BACKLOG_EVERY_S = 15.0
 COLD_SWEEP_EVERY_S = 30.0
@@ -85,12 +88,6 @@ rebuild, the committed offset; past it the takeover fails and is retried later."
 MAX_POLL_INTERVAL_MS = int((TAKEOVER_TIMEOUT_S + 60) * 1000)
 """Longest the loop may go without polling before the group drops this instance: one
 takeover at most, since the loop polls between two."""
-RETRY_AFTER_FAILURE_S = 1.0
-RETRY_AT_MOST_S = 30.0
-"""A partition that keeps failing (a corrupt log, a foreign shoe key, a write the brokers
-refuse) is retried with a doubling pause up to this, and stays out of service (``/readyz``
-says so) meanwhile."""
-MAX_DOUBLINGS = 16  # past RETRY_AT_MOST_S long before; keeps 2**n a small number
 AWAY_LOG_EVERY = 60
 """A takeover failing because the broker is away logs its trace once, then a line every this
 many attempts in a row (once a minute)."""
@@ -166,30 +163,6 @@ def _forget_outcomes(sent: list[tuple[str, asyncio.Future[RecordMetadata]]]) -> 
         future.add_done_callback(lambda done: done.cancelled() or done.exception())
 
 
-@dataclass
-class _Partition:
-    number: int
-    tp: TopicPartition
-    status: Status = "pending"
-    store: PartitionStore | None = None
-    producer: AIOKafkaProducer | None = None
-    retry_at: float = 0.0
-    failures: int = 0
-    """Failures since the last commit: each doubles the pause before the next try."""
-    away: int = 0
-    """Takeovers that failed on the broker being away since the last one that succeeded
-    (tried every second; counted for the log only)."""
-    lock: asyncio.Lock = field(default_factory=asyncio.Lock)
-    checkpointed_at: float = 0.0
-    """``time.monotonic()`` of the last checkpoint, or of the partition becoming ready."""
-
-
-@dataclass
-class _Retained:
-    store: PartitionStore
-    ends: tuple[int, ...]
-
-
 class _Rebalance(ConsumerRebalanceListener):  # type: ignore[misc]
     def __init__(self, handler: CommandHandler) -> None:
         self._handler = handler
@@ -201,7 +174,7 @@ class _Rebalance(ConsumerRebalanceListener):  # type: ignore[misc]
         self._handler._assign(assigned)
 
 
-class CommandHandler:
+class CommandHandler(Partitions):
     def __init__(
         self,
         config: HandlerConfig,
@@ -436,12 +409,6 @@ class CommandHandler:
         if revoked:
             self.log.info("partitions revoked", partitions=sorted(tp.partition for tp in revoked))
         self._changed()
-
-    async def _close_producer(self, partition: _Partition) -> None:
-        producer, partition.producer = partition.producer, None
-        if producer is not None:
-            with contextlib.suppress(Exception):
-                await producer.stop()
 
     # ---- taking a partition -----------------------------------------------------------
 
@@ -717,25 +684,6 @@ class CommandHandler:
             metrics.TRANSACTIONS.labels("committed").inc()
             partition.failures = 0
 
-    def _drop(
-        self, partition: _Partition, status: Status, retry_after: float, doubling: bool = True
-    ) -> None:
-        """Forget the partition's memory; it is rebuilt from Kafka before the next command,
-        after ``retry_after``, doubled at each failure in a row unless not ``doubling``."""
-        assert self._consumer is not None
-        partition.status = status
-        partition.store = None
-        if doubling:
-            doubled = retry_after * 2 ** min(partition.failures, MAX_DOUBLINGS)
-            pause = min(doubled, max(retry_after, RETRY_AT_MOST_S))
-            partition.failures += 1
-        else:  # the broker away: the count of real failures is not touched
-            pause = retry_after
-            partition.away += 1
-        partition.retry_at = time.monotonic() + pause
-        self._consumer.pause(partition.tp)
-        self._changed()
-
     async def _advance(
         self, store: PartitionStore, sent: list[tuple[str, asyncio.Future[RecordMetadata]]]
     ) -> None:
@@ -904,29 +852,6 @@ class CommandHandler:
         if frozen:
             self.log.info("idle streams kept cold", streams=frozen)
             self._changed()
-
-    def _changed(self) -> None:
-        """Partitions changed hands or state: publish the gauges, wake ``wait_until``."""
-        self._publish_gauges()
-        change, self._change = self._change, asyncio.Event()
-        change.set()
-
-    def _publish_gauges(self) -> None:
-        counts: dict[str, int] = dict.fromkeys(("pending", "ready", "failed", "fenced"), 0)
-        streams = cold = largest_snapshot = 0
-        for partition in self._partitions.values():
-            if partition.status in counts:
-                counts[partition.status] += 1
-            if partition.store is not None:
-                streams += partition.store.count()
-                cold += len(partition.store.cold)
-                sizes = partition.store.snapshot_bytes.values()
-                largest_snapshot = max([largest_snapshot, *sizes])
-        for status, count in counts.items():
-            metrics.PARTITIONS.labels(status).set(count)
-        metrics.STREAMS.set(streams)
-        metrics.COLD_STREAMS.set(cold)
-        metrics.SNAPSHOT_LARGEST_BYTES.set(largest_snapshot)
 
 
 def declare_metrics() -> None:

@@ -1,0 +1,127 @@
+"""The command partitions a handler holds: each one's status, producer, streams in memory and
+retry pause, and the gauges that publish them. ``Partitions`` is the base of the handler's
+parts (``takeover``, ``checkpointing``, ``transactions``, ``ticker``, ``service``): what they
+share, declared once."""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import time
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from datetime import datetime
+from typing import Any, Literal
+
+from aiokafka import AIOKafkaConsumer, AIOKafkaProducer, TopicPartition
+
+from blackjack.bus.topics import Topics
+from blackjack.command_handler.config import HandlerConfig
+from blackjack.command_handler.processor import Processor
+from blackjack.command_handler.snapshots import SnapshotCodec
+from blackjack.command_handler.streams import PartitionStore
+from blackjack.command_handler.timers import TimerSender
+from blackjack.messages.sealing import ShoeSeal
+from blackjack.observability import metrics
+
+Status = Literal["pending", "ready", "failed", "fenced", "revoked"]
+
+RETRY_AFTER_FAILURE_S = 1.0
+RETRY_AT_MOST_S = 30.0
+"""A partition that keeps failing (a corrupt log, a foreign shoe key, a write the brokers
+refuse) is retried with a doubling pause up to this, and stays out of service (``/readyz``
+says so) meanwhile."""
+MAX_DOUBLINGS = 16  # past RETRY_AT_MOST_S long before; keeps 2**n a small number
+
+
+@dataclass
+class _Partition:
+    number: int
+    tp: TopicPartition
+    status: Status = "pending"
+    store: PartitionStore | None = None
+    producer: AIOKafkaProducer | None = None
+    retry_at: float = 0.0
+    failures: int = 0
+    """Failures since the last commit: each doubles the pause before the next try."""
+    away: int = 0
+    """Takeovers that failed on the broker being away since the last one that succeeded
+    (tried every second; counted for the log only)."""
+    lock: asyncio.Lock = field(default_factory=asyncio.Lock)
+    checkpointed_at: float = 0.0
+    """``time.monotonic()`` of the last checkpoint, or of the partition becoming ready."""
+
+
+@dataclass
+class _Retained:
+    store: PartitionStore
+    ends: tuple[int, ...]
+
+
+class Partitions:
+    """The partitions a ``CommandHandler`` holds, and what its parts share."""
+
+    config: HandlerConfig
+    topics: Topics
+    _now: Callable[[], datetime]
+    _seal: ShoeSeal
+    _codec: SnapshotCodec
+    processor: Processor
+    _partitions: dict[int, _Partition]
+    _retained: dict[int, _Retained]
+    _assigned_once: asyncio.Event
+    _change: asyncio.Event
+    _stopping: asyncio.Event
+    _backlog_shown: set[int]
+    _consumer: AIOKafkaConsumer | None
+    _reader: AIOKafkaConsumer | None
+    log: Any
+    _timers: TimerSender
+
+    async def _close_producer(self, partition: _Partition) -> None:
+        producer, partition.producer = partition.producer, None
+        if producer is not None:
+            with contextlib.suppress(Exception):
+                await producer.stop()
+
+    def _drop(
+        self, partition: _Partition, status: Status, retry_after: float, doubling: bool = True
+    ) -> None:
+        """Forget the partition's memory; it is rebuilt from Kafka before the next command,
+        after ``retry_after``, doubled at each failure in a row unless not ``doubling``."""
+        assert self._consumer is not None
+        partition.status = status
+        partition.store = None
+        if doubling:
+            doubled = retry_after * 2 ** min(partition.failures, MAX_DOUBLINGS)
+            pause = min(doubled, max(retry_after, RETRY_AT_MOST_S))
+            partition.failures += 1
+        else:  # the broker away: the count of real failures is not touched
+            pause = retry_after
+            partition.away += 1
+        partition.retry_at = time.monotonic() + pause
+        self._consumer.pause(partition.tp)
+        self._changed()
+
+    def _changed(self) -> None:
+        """Partitions changed hands or state: publish the gauges, wake ``wait_until``."""
+        self._publish_gauges()
+        change, self._change = self._change, asyncio.Event()
+        change.set()
+
+    def _publish_gauges(self) -> None:
+        counts: dict[str, int] = dict.fromkeys(("pending", "ready", "failed", "fenced"), 0)
+        streams = cold = largest_snapshot = 0
+        for partition in self._partitions.values():
+            if partition.status in counts:
+                counts[partition.status] += 1
+            if partition.store is not None:
+                streams += partition.store.count()
+                cold += len(partition.store.cold)
+                sizes = partition.store.snapshot_bytes.values()
+                largest_snapshot = max([largest_snapshot, *sizes])
+        for status, count in counts.items():
+            metrics.PARTITIONS.labels(status).set(count)
+        metrics.STREAMS.set(streams)
+        metrics.COLD_STREAMS.set(cold)
+        metrics.SNAPSHOT_LARGEST_BYTES.set(largest_snapshot)
