@@ -13,7 +13,7 @@ import pytest
 
 from blackjack.bus.headers import COMMAND_OFFSET_HEADER, COMMANDS_TO_HEADER, offset_header
 from blackjack.bus.topics import partition_for
-from blackjack.command_handler import service
+from blackjack.command_handler import takeover
 from blackjack.command_handler.service import CommandHandler
 from blackjack.domain import commands as cmd
 from tests.integration.conftest import WAIT_S, KafkaSpace, accept, read_topic, running_handler
@@ -95,12 +95,12 @@ async def test_the_refusal_says_the_group_has_no_offset_and_where_to_set_it(
     expired) read "has consumed only to None"; it says it has none."""
     refusals: list[str] = []
 
-    class Recorded(service.AnsweredElsewhere):
+    class Recorded(takeover.AnsweredElsewhere):
         def __init__(self, message: str) -> None:
             refusals.append(message)
             super().__init__(message)
 
-    monkeypatch.setattr(service, "AnsweredElsewhere", Recorded)
+    monkeypatch.setattr(takeover, "AnsweredElsewhere", Recorded)
     space: KafkaSpace = await kafka_space(partitions=1)
     async with running_handler(space.config()), space.client() as client:
         await accept(client, "t", cmd.OpenTable(variant="mini-h17"))

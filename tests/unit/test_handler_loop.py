@@ -26,7 +26,7 @@ from prometheus_client import REGISTRY
 from structlog.testing import capture_logs
 
 from blackjack.bus.topics import RECORD_MAX_BYTES
-from blackjack.command_handler import service
+from blackjack.command_handler import service, takeover
 from blackjack.command_handler.config import HandlerConfig
 from blackjack.command_handler.partitions import _Partition
 from blackjack.command_handler.service import CommandHandler, receipt_time
@@ -298,7 +298,7 @@ async def test_a_takeover_failing_while_the_broker_is_away_is_retried_every_seco
     failed while the broker was away waited up to that long once it was back: the outage
     drill saw tables unanswered 6.4 s after a 25 s outage. A broker away is retried every
     second, its trace logged once; a partition that cannot be read keeps doubling."""
-    monkeypatch.setattr(service, "AIOKafkaProducer", _Unstartable)
+    monkeypatch.setattr(takeover, "AIOKafkaProducer", _Unstartable)
     _Unstartable.error = error
     handler = CommandHandler(HandlerConfig(shoe_key_hex=ShoeSeal.new_key_hex(), group_id="g"))
     handler._consumer = FakeConsumer({})
@@ -320,7 +320,7 @@ async def test_a_failure_after_a_long_outage_starts_its_own_doubling_and_keeps_t
     """The review: every second of a broker away counted as a failure, so after about 17
     minutes the next real failure's pause (1 s x 2^failures) overflowed a float and killed
     the handler's loop; after five, it waited 30 s. Its pauses now start at 1 s."""
-    monkeypatch.setattr(service, "AIOKafkaProducer", _Unstartable)
+    monkeypatch.setattr(takeover, "AIOKafkaProducer", _Unstartable)
     handler = CommandHandler(HandlerConfig(shoe_key_hex=ShoeSeal.new_key_hex(), group_id="g"))
     handler._consumer = FakeConsumer({})
     handler._reader = FakeConsumer({})
@@ -346,13 +346,13 @@ async def test_a_lasting_kafka_fault_is_not_taken_for_the_broker_away(
 ) -> None:
     """aiokafka calls a deleted topic or an unmet min.insync.replicas ``retriable``, but they
     do not pass by themselves: their takeovers keep doubling their pause, each traced."""
-    monkeypatch.setattr(service, "AIOKafkaProducer", _Unstartable)
+    monkeypatch.setattr(takeover, "AIOKafkaProducer", _Unstartable)
     handler = CommandHandler(HandlerConfig(shoe_key_hex=ShoeSeal.new_key_hex(), group_id="g"))
     handler._consumer = FakeConsumer({})
     handler._reader = FakeConsumer({})
     partition = _Partition(0, TopicPartition(TOPIC, 0))
     for error in (UnknownTopicOrPartitionError(), NotEnoughReplicasError()):
-        assert error.retriable and not service.broker_away(error)
+        assert error.retriable and not takeover.broker_away(error)
     _Unstartable.error = UnknownTopicOrPartitionError()
     pauses = []
     with capture_logs():
@@ -414,9 +414,9 @@ async def test_a_partition_whose_writes_fail_after_each_takeover_backs_off(
         )
         return PartitionStore(number), stats
 
-    monkeypatch.setattr(service, "AIOKafkaProducer", _RefusingWrites)
-    monkeypatch.setattr(service, "end_offsets", no_ends)
-    monkeypatch.setattr(service, "rebuild", rebuilt)
+    monkeypatch.setattr(takeover, "AIOKafkaProducer", _RefusingWrites)
+    monkeypatch.setattr(takeover, "end_offsets", no_ends)
+    monkeypatch.setattr(takeover, "rebuild", rebuilt)
     handler = CommandHandler(HandlerConfig(shoe_key_hex=ShoeSeal.new_key_hex(), group_id="g"))
     handler._consumer = Reader({})
     handler._reader = Reader({})
@@ -441,7 +441,7 @@ async def test_the_doubling_is_capped_however_many_failures(
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
     """2**failures overflowed a float past about 1,024 failures in a row (the loop died)."""
-    monkeypatch.setattr(service, "AIOKafkaProducer", _Unstartable)
+    monkeypatch.setattr(takeover, "AIOKafkaProducer", _Unstartable)
     _Unstartable.error = RuntimeError("a corrupt log")
     handler = CommandHandler(HandlerConfig(shoe_key_hex=ShoeSeal.new_key_hex(), group_id="g"))
     handler._consumer = FakeConsumer({})
@@ -468,19 +468,19 @@ async def test_a_partition_producer_gathers_a_transaction_in_one_batch_under_the
         def __init__(self, **given: Any) -> None:
             options.update(given)
 
-    monkeypatch.setattr(service, "AIOKafkaProducer", Recorded)
+    monkeypatch.setattr(takeover, "AIOKafkaProducer", Recorded)
     Recorded.error = KafkaConnectionError("not needed")
     handler = CommandHandler(HandlerConfig(shoe_key_hex=ShoeSeal.new_key_hex(), group_id="g"))
     handler._consumer = FakeConsumer({})
     handler._reader = FakeConsumer({})
     with capture_logs():
         await handler._prepare(_Partition(0, TopicPartition(TOPIC, 0)))
-    assert options["max_batch_size"] == service.TRANSACTION_BATCH_BYTES == RECORD_MAX_BYTES
+    assert options["max_batch_size"] == takeover.TRANSACTION_BATCH_BYTES == RECORD_MAX_BYTES
     assert options["transactional_id"] and options["max_request_size"] > RECORD_MAX_BYTES
 
     builder = DefaultRecordBatchBuilder(
         magic=2, compression_type=0, is_transactional=1, producer_id=1,
-        producer_epoch=0, base_sequence=0, batch_size=service.TRANSACTION_BATCH_BYTES,
+        producer_epoch=0, base_sequence=0, batch_size=takeover.TRANSACTION_BATCH_BYTES,
     )  # fmt: skip
     record = b"e" * 9_000  # an event with its headers, more or less
     taken = 0
@@ -489,7 +489,7 @@ async def test_a_partition_producer_gathers_a_transaction_in_one_batch_under_the
     ):
         taken += 1
     assert 100 < taken < 1000  # refused the record that would have gone past the size
-    assert builder.size() <= service.TRANSACTION_BATCH_BYTES < BROKER_MAX_MESSAGE_BYTES
+    assert builder.size() <= takeover.TRANSACTION_BATCH_BYTES < BROKER_MAX_MESSAGE_BYTES
 
 
 BROKER_MAX_MESSAGE_BYTES = 1_048_588

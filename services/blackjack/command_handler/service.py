@@ -28,45 +28,27 @@ import contextlib
 import time
 from collections.abc import Callable
 from datetime import UTC, datetime
-from typing import Any, Final
+from typing import Any
 
 import structlog
-from aiokafka import AIOKafkaConsumer, AIOKafkaProducer, ConsumerRecord, TopicPartition
-from aiokafka.abc import ConsumerRebalanceListener
-from aiokafka.errors import (
-    CoordinatorLoadInProgressError,
-    CoordinatorNotAvailableError,
-    KafkaConnectionError,
-    KafkaError,
-    KafkaTimeoutError,
-    LeaderNotAvailableError,
-    NodeNotReadyError,
-    NotCoordinatorError,
-    NotLeaderForPartitionError,
-    ProducerFenced,
-    RequestTimedOutError,
-)
+from aiokafka import AIOKafkaConsumer, AIOKafkaProducer, ConsumerRecord
+from aiokafka.errors import KafkaError, ProducerFenced
 from aiokafka.structs import RecordMetadata
 
 from blackjack.bus.headers import COMMAND_OFFSET_HEADER, COMMANDS_TO_HEADER
 from blackjack.bus.reachable import wait_for_brokers
-from blackjack.bus.settings import TRANSACTION_RETRY_BACKOFF_MS
-from blackjack.bus.topics import RECORD_MAX_BYTES, SNAPSHOT_MAX_BYTES, ensure_topics
+from blackjack.bus.topics import SNAPSHOT_MAX_BYTES, ensure_topics
 from blackjack.command_handler.clock import may_come_due
 from blackjack.command_handler.config import HandlerConfig
 from blackjack.command_handler.keys import derive_key
-from blackjack.command_handler.partitions import (
-    RETRY_AFTER_FAILURE_S,
-    Partitions,
-    _Partition,
-    _Retained,
-)
+from blackjack.command_handler.partitions import RETRY_AFTER_FAILURE_S, _Partition, _Retained
 from blackjack.command_handler.processor import Handled, Processor
 from blackjack.command_handler.reading import Inbound
-from blackjack.command_handler.replay import assign_reader, end_offsets, rebuild
+from blackjack.command_handler.replay import assign_reader
 from blackjack.command_handler.signing import CommandSigner
 from blackjack.command_handler.snapshots import Checkpoint, SnapshotCodec, checkpoint_key
 from blackjack.command_handler.streams import PartitionStore, StreamState
+from blackjack.command_handler.takeover import TAKEOVER_TIMEOUT_S, Takeovers, _Rebalance
 from blackjack.command_handler.timers import TimerSender
 from blackjack.domain.commands import COMMAND_TYPES
 from blackjack.domain.wallet import SERVICE_ONLY_WALLET_COMMANDS, WALLET_COMMAND_TYPES
@@ -76,59 +58,20 @@ from blackjack.observability import metrics
 from blackjack.rng import csprng_shuffle
 from blackjack.table import Shuffler
 
-REBUILD_TIMEOUT_S = 300.0
 BACKLOG_EVERY_S = 15.0
 COLD_SWEEP_EVERY_S = 30.0
 FREEZE_AT_ONCE = 10
 """Streams a sweep seals before it lets the rest of the event loop run."""
 BACKLOG_TIMEOUT_S = 2.0
-TAKEOVER_TIMEOUT_S = REBUILD_TIMEOUT_S + 60
-"""One partition's whole takeover: its producer's start (fencing the last owner), the
-rebuild, the committed offset; past it the takeover fails and is retried later."""
 MAX_POLL_INTERVAL_MS = int((TAKEOVER_TIMEOUT_S + 60) * 1000)
 """Longest the loop may go without polling before the group drops this instance: one
 takeover at most, since the loop polls between two."""
-AWAY_LOG_EVERY = 60
-"""A takeover failing because the broker is away logs its trace once, then a line every this
-many attempts in a row (once a minute)."""
 RETRY_AFTER_FENCING_S = 30.0
 """A fenced instance waits for the rebalance that takes the partition away; if none comes
 (the broker aborted a transaction that ran too long), it takes the partition back."""
 POLL_MS = 200
-TRANSACTION_BATCH_BYTES = RECORD_MAX_BYTES
-"""How many bytes of records a partition's producer gathers in one batch per topic partition
-(aiokafka's default is 16 KiB): a transaction's events and results each fit one batch, and
-one produce request, instead of a new batch every 16 KiB whose ``send`` waited for the one
-before to be sent (a round trip in the middle of handling a fetch). A batch of several records
-never grows past it, so it stays under the topics' max.message.bytes, as a record does."""
 READER_FETCH_WAIT_MS = 20
 HEARTBEAT_AT_MOST_MS = 1000
-
-
-BROKER_AWAY_ERRORS: Final = (
-    KafkaConnectionError,
-    NodeNotReadyError,
-    RequestTimedOutError,
-    KafkaTimeoutError,
-    CoordinatorNotAvailableError,
-    NotCoordinatorError,
-    CoordinatorLoadInProgressError,
-    LeaderNotAvailableError,
-    NotLeaderForPartitionError,
-)
-"""A broker that cannot be reached, does not answer in time, or is still electing leaders
-and loading coordinators: what a restart or an outage looks like. Not aiokafka's whole
-``retriable`` set: a deleted topic, a failed disk or unmet min.insync.replicas are retriable
-there too, but do not pass by themselves, and are not the broker being away."""
-
-
-def broker_away(error: BaseException) -> bool:
-    """Whether a takeover failed because the broker is away (``BROKER_AWAY_ERRORS``): that
-    passes by itself, so the partition is tried again every ``RETRY_AFTER_FAILURE_S``, not
-    after a pause doubled at each failure up to ``RETRY_AT_MOST_S``: a fault drill measured
-    tables still unanswered 6.4 s after a broker stopped for 25 s was back (up to 30 s after a
-    longer outage)."""
-    return isinstance(error, BROKER_AWAY_ERRORS)
 
 
 def heartbeat_ms(session_timeout_ms: int) -> int:
@@ -136,10 +79,6 @@ def heartbeat_ms(session_timeout_ms: int) -> int:
     joins, every partition of the group waits up to this long (a quarter of the session
     timeout was 2.5 s by default), so at most a second, and well inside the session."""
     return max(min(session_timeout_ms // 4, HEARTBEAT_AT_MOST_MS), 100)
-
-
-class AnsweredElsewhere(RuntimeError):
-    """A partition whose commands the log shows answered past this group's position."""
 
 
 def utc_now() -> datetime:
@@ -163,18 +102,7 @@ def _forget_outcomes(sent: list[tuple[str, asyncio.Future[RecordMetadata]]]) -> 
         future.add_done_callback(lambda done: done.cancelled() or done.exception())
 
 
-class _Rebalance(ConsumerRebalanceListener):  # type: ignore[misc]
-    def __init__(self, handler: CommandHandler) -> None:
-        self._handler = handler
-
-    async def on_partitions_revoked(self, revoked: set[TopicPartition]) -> None:
-        await self._handler._revoke(revoked)
-
-    async def on_partitions_assigned(self, assigned: set[TopicPartition]) -> None:
-        self._handler._assign(assigned)
-
-
-class CommandHandler(Partitions):
+class CommandHandler(Takeovers):
     def __init__(
         self,
         config: HandlerConfig,
@@ -371,174 +299,6 @@ class CommandHandler(Partitions):
                 if condition():
                     return
                 await change.wait()
-
-    # ---- the group ------------------------------------------------------------------
-
-    def _assign(self, assigned: set[TopicPartition]) -> None:
-        assert self._consumer is not None
-        # The whole assignment (aiokafka's rebalances are eager): a partition revoked and
-        # not given back went to another instance, whose writes a return would rebuild from.
-        numbers = {tp.partition for tp in assigned}
-        for number in [n for n in self._retained if n not in numbers]:
-            self._retained.pop(number).store.close()
-        for tp in assigned:
-            if tp.partition not in self._partitions:
-                self._partitions[tp.partition] = _Partition(tp.partition, tp)
-        # Nothing is consumed from a partition before it is rebuilt; _prepare resumes it.
-        self._consumer.pause(*(self._partitions[tp.partition].tp for tp in assigned))
-        self._assigned_once.set()
-        self.log.info("partitions assigned", partitions=sorted(tp.partition for tp in assigned))
-        self._changed()
-
-    async def _revoke(self, revoked: set[TopicPartition]) -> None:
-        for tp in revoked:
-            partition = self._partitions.pop(tp.partition, None)
-            if partition is None:
-                continue
-            if partition.status != "ready":
-                # Being taken (``_prepare`` notices and lets go) or failed: nothing to keep.
-                partition.status = "revoked"
-                continue
-            async with partition.lock:  # lets a transaction in progress finish first
-                partition.status = "revoked"
-                await self._close_producer(partition)
-                if partition.store is not None and self._reader is not None:
-                    with contextlib.suppress(KafkaError, asyncio.TimeoutError):
-                        ends = await end_offsets(self._reader, self.topics, tp.partition)
-                        self._retained[tp.partition] = _Retained(partition.store, ends)
-        if revoked:
-            self.log.info("partitions revoked", partitions=sorted(tp.partition for tp in revoked))
-        self._changed()
-
-    # ---- taking a partition -----------------------------------------------------------
-
-    async def _prepare(self, partition: _Partition) -> None:
-        """Fence the last owner, rebuild the streams, and resume at the committed offset."""
-        assert self._consumer is not None and self._reader is not None
-        number = partition.number
-        log = self.log.bind(partition=number)
-        producer = AIOKafkaProducer(
-            **self.config.kafka.client_options(),
-            client_id=f"{self.config.instance_id}-p{number}",
-            transactional_id=self.config.transactional_id(number),
-            enable_idempotence=True,
-            acks="all",
-            max_request_size=SNAPSHOT_MAX_BYTES + 64 * 1024,
-            max_batch_size=TRANSACTION_BATCH_BYTES,
-            retry_backoff_ms=TRANSACTION_RETRY_BACKOFF_MS,
-        )
-        try:
-            async with asyncio.timeout(TAKEOVER_TIMEOUT_S):
-                await producer.start()
-                # An empty transaction completes the producer's registration: from here on the
-                # partition's previous owner is fenced and its open transaction, if any, aborted.
-                await producer.begin_transaction()
-                await producer.commit_transaction()
-                started = time.monotonic()
-                ends = await end_offsets(self._reader, self.topics, number)
-                retained = self._retained.pop(number, None)
-                if retained is not None and retained.ends == ends:
-                    store, kind = retained.store, "kept"
-                else:
-                    if retained is not None:  # written to meanwhile: rebuilt instead
-                        retained.store.close()
-                    store, stats = await rebuild(
-                        self._reader,
-                        self.topics,
-                        number,
-                        codec=self._codec,
-                        seal=self._seal,
-                        dedup_window=self.config.dedup_window,
-                        now=self._now(),
-                        timeout=REBUILD_TIMEOUT_S,
-                    )
-                    kind = "checkpoint" if stats.checkpoint else "full"
-                    metrics.REBUILD_EVENTS.inc(stats.events)
-                    log.info(
-                        "partition rebuilt",
-                        from_checkpoint=stats.checkpoint,
-                        snapshots=stats.snapshots,
-                        events=stats.events,
-                        results=stats.results,
-                        streams=store.count(),
-                        seconds=round(stats.seconds, 3),
-                    )
-                    if stats.foreign:
-                        log.warning(
-                            "records not written by the service stepped over on the events "
-                            "topic (no ce_type header, not an event; who may write to it?)",
-                            offsets=list(stats.foreign),
-                        )
-                metrics.REBUILDS.labels(kind).inc()
-                metrics.REBUILD_SECONDS.observe(time.monotonic() - started)
-                committed = await self._consumer.committed(partition.tp)
-                if store.answered_to > (committed or 0):
-                    consumed = (
-                        "has no committed offset there"
-                        if committed is None
-                        else f"has consumed only to {committed}"
-                    )
-                    raise AnsweredElsewhere(
-                        f"the log answers this partition's commands up to offset "
-                        f"{store.answered_to}, but the group {self.config.group_id} {consumed}: "
-                        "another consumer group handles these topics (one group per "
-                        "deployment, BLACKJACK_GROUP_ID), or this group's offsets expired; not "
-                        "taken, so no command is decided twice"
-                    )
-                store.answered_to = max(store.answered_to, committed or 0)
-        except Exception as error:
-            away = broker_away(error)
-            if not away or partition.away == 0:
-                log.exception("taking the partition failed; will retry")
-            elif partition.away % AWAY_LOG_EVERY == 0:
-                log.warning(
-                    "taking the partition still fails: the broker is away; will retry",
-                    attempts=partition.away,
-                    error=str(error)[:300],
-                )
-            with contextlib.suppress(Exception):
-                await producer.stop()
-            self._drop(partition, "failed", RETRY_AFTER_FAILURE_S, doubling=not away)
-            return
-        if self._partitions.get(number) is not partition:  # revoked meanwhile
-            await producer.stop()
-            return
-        # Nothing committed yet: from 0 (an offset below the log start resets to the earliest).
-        self._consumer.seek(partition.tp, committed or 0)
-        partition.producer = producer
-        partition.store = store
-        partition.status = "ready"
-        # Its failures in a row end with its first commit, not here: a fault met only when
-        # writing (min.insync.replicas unmet) let every takeover succeed, and rebuilt the
-        # partition every second with a trace each time.
-        partition.away = 0
-        self._timers.forget(partition.number)
-        partition.checkpointed_at = time.monotonic()
-        self._consumer.resume(partition.tp)
-        log.info("partition ready", committed_offset=committed, streams=store.count())
-        self._changed()
-
-    async def _prepare_due(self) -> bool:
-        """Take over (rebuild) one partition that is due, if any; True when more are due.
-
-        One per turn of the loop, so the consumer is polled between two rebuilds: a poll
-        must come within ``max_poll_interval_ms`` or the instance leaves its group, and the
-        partitions already ready take their commands between two takeovers."""
-        now = time.monotonic()
-        due = [
-            partition
-            for partition in self._partitions.values()
-            if partition.status == "pending"
-            or (partition.status in ("failed", "fenced") and now >= partition.retry_at)
-        ]
-        if not due:
-            return False
-        partition = due[0]
-        async with partition.lock:
-            if self._partitions.get(partition.number) is partition:
-                await self._close_producer(partition)
-                await self._prepare(partition)
-        return len(due) > 1
 
     # ---- the loop -----------------------------------------------------------------------
 
