@@ -35,9 +35,10 @@ from aiokafka import AIOKafkaConsumer, AIOKafkaProducer, ConsumerRecord
 from aiokafka.errors import KafkaError, ProducerFenced
 from aiokafka.structs import RecordMetadata
 
-from blackjack.bus.headers import COMMAND_OFFSET_HEADER, COMMANDS_TO_HEADER
+from blackjack.bus.headers import COMMAND_OFFSET_HEADER
 from blackjack.bus.reachable import wait_for_brokers
 from blackjack.bus.topics import SNAPSHOT_MAX_BYTES, ensure_topics
+from blackjack.command_handler.checkpointing import Checkpointing
 from blackjack.command_handler.clock import may_come_due
 from blackjack.command_handler.config import HandlerConfig
 from blackjack.command_handler.keys import derive_key
@@ -46,9 +47,9 @@ from blackjack.command_handler.processor import Handled, Processor
 from blackjack.command_handler.reading import Inbound
 from blackjack.command_handler.replay import assign_reader
 from blackjack.command_handler.signing import CommandSigner
-from blackjack.command_handler.snapshots import Checkpoint, SnapshotCodec, checkpoint_key
-from blackjack.command_handler.streams import PartitionStore, StreamState
-from blackjack.command_handler.takeover import TAKEOVER_TIMEOUT_S, Takeovers, _Rebalance
+from blackjack.command_handler.snapshots import SnapshotCodec
+from blackjack.command_handler.streams import StreamState
+from blackjack.command_handler.takeover import TAKEOVER_TIMEOUT_S, _Rebalance
 from blackjack.command_handler.timers import TimerSender
 from blackjack.domain.commands import COMMAND_TYPES
 from blackjack.domain.wallet import SERVICE_ONLY_WALLET_COMMANDS, WALLET_COMMAND_TYPES
@@ -102,7 +103,7 @@ def _forget_outcomes(sent: list[tuple[str, asyncio.Future[RecordMetadata]]]) -> 
         future.add_done_callback(lambda done: done.cancelled() or done.exception())
 
 
-class CommandHandler(Takeovers):
+class CommandHandler(Checkpointing):
     def __init__(
         self,
         config: HandlerConfig,
@@ -443,75 +444,6 @@ class CommandHandler(Takeovers):
                 return
             metrics.TRANSACTIONS.labels("committed").inc()
             partition.failures = 0
-
-    async def _advance(
-        self, store: PartitionStore, sent: list[tuple[str, asyncio.Future[RecordMetadata]]]
-    ) -> None:
-        """Wait until every record sent is on the broker (raising the first failure), and
-        note how far this partition's events and results now reach (for checkpoints)."""
-        for topic, future in sent:
-            metadata = await future
-            if topic == self.topics.events:
-                store.events_next = max(store.events_next, metadata.offset + 1)
-            elif topic == self.topics.results:
-                store.results_next = max(store.results_next, metadata.offset + 1)
-
-    async def _checkpoint(
-        self,
-        partition: _Partition,
-        store: PartitionStore,
-        producer: AIOKafkaProducer,
-        sent: list[tuple[str, asyncio.Future[RecordMetadata]]],
-    ) -> None:
-        """Snapshot every stream changed since the last checkpoint, then the checkpoint; their
-        sends join ``sent``, which the transaction awaits before it commits."""
-        await self._advance(store, sent)
-        topic = self.topics.snapshots
-        for stream_id in sorted(store.dirty):
-            sealed = store.sealed(stream_id)
-            store.snapshot_bytes[stream_id] = len(sealed)
-            future = await producer.send(
-                topic, sealed, key=stream_id.encode(), partition=store.partition
-            )
-            sent.append((topic, future))
-            # A stream's snapshot grows with its counterparts (one number per wallet a table
-            # took buy-ins from, per table a wallet was paid by) and its window; one over the
-            # topic's limit would fail every checkpoint of its partition.
-            if len(sealed) > SNAPSHOT_MAX_BYTES // 2:
-                self.log.warning(
-                    "snapshot over half the size limit",
-                    stream_id=stream_id,
-                    bytes=len(sealed),
-                    limit=SNAPSHOT_MAX_BYTES,
-                )
-        checkpoint = Checkpoint(
-            partition=store.partition,
-            events_from=store.events_next,
-            results_from=store.results_next,
-            written_at=self._now(),
-            streams=len(store.dirty),
-        )
-        future = await producer.send(
-            topic,
-            checkpoint.encode(),
-            key=checkpoint_key(store.partition).encode(),
-            partition=store.partition,
-            # in a header, which older handlers ignore (the checkpoint's fields they refuse)
-            headers=[(COMMANDS_TO_HEADER, str(store.answered_to).encode())],
-        )
-        sent.append((topic, future))
-        metrics.SNAPSHOTS.inc(len(store.dirty))
-        self.log.info(
-            "checkpoint",
-            partition=store.partition,
-            streams=len(store.dirty),
-            events_from=store.events_next,
-            results_from=store.results_next,
-        )
-        store.dirty.clear()
-        store.since_checkpoint = 0
-        partition.checkpointed_at = time.monotonic()
-        self._publish_gauges()
 
     def _report(self, handled: list[Handled], records: list[ConsumerRecord[bytes, bytes]]) -> None:
         """Metrics and one log line per command, once its transaction has committed."""
