@@ -137,7 +137,7 @@ VALUES: dict[tuple[str, str], set[str]] = {
     ("blackjack_commands_total", "code"): {*get_args(RejectionCode), ""},
     ("blackjack_partitions", "status"): set(get_args(partitions.Status)),
     ("blackjack_transactions_total", "outcome"): _literal_labels(
-        SOURCES / "command_handler" / "service.py", "TRANSACTIONS"
+        SOURCES / "command_handler" / "transactions.py", "TRANSACTIONS"
     ),
     **{(name, "le"): les for name, les in _bucket_bounds().items()},
 }

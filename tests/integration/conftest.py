@@ -26,8 +26,9 @@ from blackjack.command_handler.answers import remembered
 from blackjack.command_handler.clock import is_idle_timer
 from blackjack.command_handler.config import HandlerConfig
 from blackjack.command_handler.ids import is_step_id, transfer_ref
-from blackjack.command_handler.service import CommandHandler, receipt_time
+from blackjack.command_handler.service import CommandHandler
 from blackjack.command_handler.signing import SIGNATURE_HEADER, TRANSFER_HEADER
+from blackjack.command_handler.transactions import receipt_time
 from blackjack.domain import commands as cmd
 from blackjack.domain import events as ev
 from blackjack.domain.rejections import Rejection

@@ -29,10 +29,11 @@ from blackjack.bus.topics import RECORD_MAX_BYTES
 from blackjack.command_handler import service, takeover
 from blackjack.command_handler.config import HandlerConfig
 from blackjack.command_handler.partitions import _Partition
-from blackjack.command_handler.service import CommandHandler, receipt_time
+from blackjack.command_handler.service import CommandHandler
 from blackjack.command_handler.snapshots import SnapshotCodec
 from blackjack.command_handler.spill import SpilledStreams
 from blackjack.command_handler.streams import PartitionStore, Stream
+from blackjack.command_handler.transactions import receipt_time
 from blackjack.domain.state import INITIAL_STATE
 from blackjack.messages.sealing import ShoeSeal
 
