@@ -26,7 +26,7 @@ from prometheus_client import REGISTRY
 from structlog.testing import capture_logs
 
 from blackjack.bus.topics import RECORD_MAX_BYTES
-from blackjack.command_handler import service, takeover
+from blackjack.command_handler import takeover, ticker
 from blackjack.command_handler.config import HandlerConfig
 from blackjack.command_handler.partitions import _Partition
 from blackjack.command_handler.service import CommandHandler
@@ -534,13 +534,13 @@ async def test_a_sweep_under_way_stops_at_a_partition_revoked_meanwhile() -> Non
     went on writing to it raised in the clock's task, which ends the handler."""
     handler = CommandHandler(HandlerConfig(shoe_key_hex=ShoeSeal.new_key_hex(), group_id="g"))
     store = PartitionStore(0, cold=SpilledStreams(), codec=SnapshotCodec(b"s" * 32))
-    for n in range(3 * service.FREEZE_AT_ONCE):
+    for n in range(3 * ticker.FREEZE_AT_ONCE):
         store.streams[f"t-{n}"] = Stream(f"t-{n}", INITIAL_STATE, used_at=-1e9)
     partition = _Partition(0, TopicPartition(TOPIC, 0), "ready", store)
     handler._partitions[0] = partition
     sweep = asyncio.create_task(handler._freeze_idle_streams())
     await asyncio.sleep(0)  # the sweep froze its first few and yields
-    assert len(store.cold) == service.FREEZE_AT_ONCE
+    assert len(store.cold) == ticker.FREEZE_AT_ONCE
     partition.status = "revoked"  # as _revoke leaves it
     store.close()  # as _assign does, the partition gone to another instance
     await sweep

@@ -19,13 +19,18 @@ offsets. When a transaction fails the partition's memory is dropped and rebuilt 
 consumption resumes at the committed offset, so nothing is lost or done twice.
 
 A second task, the clock, turns expired timers into commands (``clock``, sent by ``timers``).
+
+This module starts and stops the handler and answers for its health; its parts are the layers
+of ``CommandHandler``, each in a module of its own: ``partitions`` (what it holds of each
+partition, the gauges), ``takeover`` (assignment, revocation, taking a partition over),
+``checkpointing`` (snapshots and checkpoints), ``transactions`` (the consume-transact loop) and
+``ticker`` (the clock task).
 """
 
 from __future__ import annotations
 
 import asyncio
 import contextlib
-import time
 from collections.abc import Callable
 from datetime import UTC, datetime
 from typing import Any
@@ -35,7 +40,6 @@ from aiokafka import AIOKafkaConsumer
 
 from blackjack.bus.reachable import wait_for_brokers
 from blackjack.bus.topics import SNAPSHOT_MAX_BYTES, ensure_topics
-from blackjack.command_handler.clock import may_come_due
 from blackjack.command_handler.config import HandlerConfig
 from blackjack.command_handler.keys import derive_key
 from blackjack.command_handler.partitions import _Partition, _Retained
@@ -45,8 +49,8 @@ from blackjack.command_handler.signing import CommandSigner
 from blackjack.command_handler.snapshots import SnapshotCodec
 from blackjack.command_handler.streams import StreamState
 from blackjack.command_handler.takeover import TAKEOVER_TIMEOUT_S, _Rebalance
+from blackjack.command_handler.ticker import Ticker
 from blackjack.command_handler.timers import TimerSender
-from blackjack.command_handler.transactions import Transactions
 from blackjack.domain.commands import COMMAND_TYPES
 from blackjack.domain.wallet import SERVICE_ONLY_WALLET_COMMANDS, WALLET_COMMAND_TYPES
 from blackjack.messages.envelope import type_name
@@ -55,14 +59,10 @@ from blackjack.observability import metrics
 from blackjack.rng import csprng_shuffle
 from blackjack.table import Shuffler
 
-BACKLOG_EVERY_S = 15.0
-COLD_SWEEP_EVERY_S = 30.0
-FREEZE_AT_ONCE = 10
-"""Streams a sweep seals before it lets the rest of the event loop run."""
-BACKLOG_TIMEOUT_S = 2.0
 MAX_POLL_INTERVAL_MS = int((TAKEOVER_TIMEOUT_S + 60) * 1000)
 """Longest the loop may go without polling before the group drops this instance: one
 takeover at most, since the loop polls between two."""
+
 READER_FETCH_WAIT_MS = 20
 HEARTBEAT_AT_MOST_MS = 1000
 
@@ -78,7 +78,7 @@ def utc_now() -> datetime:
     return datetime.now(UTC)
 
 
-class CommandHandler(Transactions):
+class CommandHandler(Ticker):
     def __init__(
         self,
         config: HandlerConfig,
@@ -275,79 +275,6 @@ class CommandHandler(Transactions):
                 if condition():
                     return
                 await change.wait()
-
-    # ---- the clock ----------------------------------------------------------------------
-
-    async def _measure_backlog(self) -> None:
-        """How many commands wait in each ready partition, from the broker's end offsets: a
-        partition the loop has stopped taking from shows a backlog that grows (the command lag
-        histogram only sees commands that were handled)."""
-        assert self._consumer is not None
-        ready = {p.tp: p.number for p in self._partitions.values() if p.status == "ready"}
-        try:
-            ends = await self._consumer.end_offsets(list(ready)) if ready else {}
-            backlog = {
-                ready[tp]: max(end - await self._consumer.position(tp), 0)
-                for tp, end in ends.items()
-            }
-        except Exception as error:  # revoked meanwhile, the broker: measured next time
-            self.log.info("backlog not measured", error=f"{type(error).__name__}: {error}")
-            return
-        for number in self._backlog_shown - backlog.keys():
-            metrics.COMMAND_BACKLOG.remove(str(number))
-        for number, waiting in backlog.items():
-            metrics.COMMAND_BACKLOG.labels(str(number)).set(waiting)
-        self._backlog_shown = set(backlog)
-
-    async def _tick(self) -> None:
-        measured_at = swept_at = time.monotonic()
-        while not self._stopping.is_set():
-            await asyncio.sleep(self.config.timer_tick_s)
-            if time.monotonic() - measured_at >= BACKLOG_EVERY_S:
-                # bounded: a broker slow to answer must not hold up the tables' timers
-                try:
-                    await asyncio.wait_for(self._measure_backlog(), BACKLOG_TIMEOUT_S)
-                except TimeoutError:
-                    self.log.info("backlog not measured: the broker did not answer in time")
-                measured_at = time.monotonic()
-            now, mono = self._now(), time.monotonic()
-            for partition in list(self._partitions.values()):
-                store = partition.store
-                if partition.status != "ready" or store is None:
-                    continue
-                quiet_for = mono - partition.checkpointed_at
-                if store.since_checkpoint and quiet_for >= self.config.checkpoint_after_s:
-                    await self._checkpoint_if_quiet(partition)
-                    store = partition.store
-                    if partition.status != "ready" or store is None:
-                        continue
-                await self._timers.send_due(partition.number, store, now, mono)
-            if mono - swept_at >= min(COLD_SWEEP_EVERY_S, self.config.cold_after_s):
-                await self._freeze_idle_streams()
-                swept_at = mono
-
-    async def _freeze_idle_streams(self) -> None:
-        """Keep cold the streams idle for ``cold_after_s`` that no timer can wake, a few at a
-        time: sealing a table with a full window of answers takes milliseconds, and a sweep
-        may find thousands (all those a rebuild or a burst used at once), which in one go
-        would hold up the consumer's heartbeats and the clock."""
-        frozen, idle_s = 0, self.config.cold_after_s
-        for partition in list(self._partitions.values()):
-            store = partition.store
-            if partition.status != "ready" or store is None or store.codec is None:
-                continue
-            found = store.idle(idle_s, may_come_due)
-            for start in range(0, len(found), FREEZE_AT_ONCE):
-                if start:
-                    await asyncio.sleep(0)  # the rest of the loop first
-                if partition.store is not store or partition.status != "ready":
-                    break  # rebuilt or given away meanwhile (a revoked store may be closed)
-                # each checked again: a command may have used it meanwhile
-                chunk = found[start : start + FREEZE_AT_ONCE]
-                frozen += sum(store.freeze(s, idle_s, may_come_due) for s in chunk)
-        if frozen:
-            self.log.info("idle streams kept cold", streams=frozen)
-            self._changed()
 
 
 def declare_metrics() -> None:
