@@ -25,6 +25,10 @@ Order of the checks, each a typed rejection on the results topic:
    the other money steps are refused here, by what they carry (``transfer_already_handled``
    for a buy-in's deposit or a cash-out, ``unknown_transfer`` for a confirm or refund), and
    nothing else is done, not even the buy-in's confirm or refund.
+
+Each step has its module: 1. ``reading``, 2. ``answers`` (which answers a stream remembers),
+3. ``authorization``, 4. ``decision``, which writes the records (``records``) under the ids
+of ``ids``.
 """
 
 from __future__ import annotations
