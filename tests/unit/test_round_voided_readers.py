@@ -31,7 +31,8 @@ def void(script: Script, round: int = 1) -> None:
     script.do(cmd.VoidRound(round=round, operator="ops-1", reason="the shoe reader jammed"))
 
 
-def test_a_voided_split_and_double_leaves_the_account_as_before_the_round() -> None:
+def voided_split() -> Script:
+    """ann's 8,8 against the dealer's 6 split, the first hand doubled, then voided."""
     script = Script("mini-h17", [["8S", "6H", "8D", "TD", "3C", "2C", "9D"]], {"ann": BEFORE})
     script.do(
         cmd.PlaceBet(player_id="ann", box=0, amount=1_000),
@@ -40,7 +41,11 @@ def test_a_voided_split_and_double_leaves_the_account_as_before_the_round() -> N
         cmd.Double(player_id="ann", box=0),
     )
     void(script)
-    p = folded(script)
+    return script
+
+
+def test_a_voided_split_and_double_leaves_the_account_as_before_the_round() -> None:
+    p = folded(voided_split())
     record = p.rounds[1]
     assert record.status == "voided" and record.closed_at is not None
     assert record.dealer.cards == ["6H", "TD"]  # the hole card shown before the void
@@ -117,18 +122,6 @@ def test_the_report_and_the_counter_say_what_voided_counts() -> None:
 
 
 # ---- the audit ----------------------------------------------------------------------------
-
-
-def voided_split() -> Script:
-    script = Script("mini-h17", [["8S", "6H", "8D", "TD", "3C", "2C", "9D"]], {"ann": BEFORE})
-    script.do(
-        cmd.PlaceBet(player_id="ann", box=0, amount=1_000),
-        cmd.Deal(player_id="ann"),
-        cmd.Split(player_id="ann", box=0),
-        cmd.Double(player_id="ann", box=0),
-    )
-    void(script)
-    return script
 
 
 def test_the_audit_passes_a_void_and_the_recall_tells_it() -> None:

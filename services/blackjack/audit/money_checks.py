@@ -17,7 +17,7 @@ from blackjack.audit.settlement import (
 from blackjack.domain import events as ev
 from blackjack.domain.hand import is_natural, total
 from blackjack.domain.payouts import insurance_stake
-from blackjack.domain.state import Hand
+from blackjack.domain.state import Hand, TableState
 
 
 class MoneyChecks(Checker):
@@ -149,11 +149,7 @@ class MoneyChecks(Checker):
         self.out.checks += 1
         if problem is not None:
             self._find(problem)
-        wagered: dict[str, int] = {}
-        for box in state.boxes:
-            if box.hands and box.player_id is not None:
-                stake = sum(h.stake for h in box.hands) + box.insurance_stake
-                wagered[box.player_id] = wagered.get(box.player_id, 0) + stake
+        wagered = _wagered(state, bets_not_dealt=False)
         current = self.current
         paid = current.paid if current is not None else {}
         results = {r.player_id: r for r in e.results}
@@ -183,13 +179,7 @@ class MoneyChecks(Checker):
             self._find(f"round {e.round} voided where the table's rules let no one void one")
         if not state.round_in_play:
             self._find(f"round {e.round} voided with no wager in play")
-        wagered: dict[str, int] = {}
-        for box in state.boxes:
-            if box.player_id is not None and (box.bet or box.hands):
-                stake = (
-                    sum(h.stake for h in box.hands) + box.insurance_stake if box.hands else box.bet
-                )
-                wagered[box.player_id] = wagered.get(box.player_id, 0) + stake
+        wagered = _wagered(state, bets_not_dealt=True)
         current = self.current
         paid = current.paid if current is not None else {}
         returns = {r.player_id: r for r in e.returns}
@@ -207,3 +197,21 @@ class MoneyChecks(Checker):
             self._moves(player_id, back.returned, back.balance_after)
         if current is not None:
             current.status = "voided"
+
+
+def _wagered(state: TableState, *, bets_not_dealt: bool) -> dict[str, int]:
+    """What the round in play has taken from each player: every hand's stake (doubles and
+    splits included) and insurance on the boxes dealt, and with ``bets_not_dealt`` the bets
+    still on the layout."""
+    wagered: dict[str, int] = {}
+    for box in state.boxes:
+        if box.player_id is None:
+            continue
+        if box.hands:
+            stake = sum(h.stake for h in box.hands) + box.insurance_stake
+        elif bets_not_dealt and box.bet:
+            stake = box.bet
+        else:
+            continue
+        wagered[box.player_id] = wagered.get(box.player_id, 0) + stake
+    return wagered
