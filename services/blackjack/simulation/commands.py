@@ -7,8 +7,12 @@ import argparse
 import json
 import sys
 import time
+from collections.abc import Callable
 from typing import Any
 
+from pydantic import ValidationError
+
+from blackjack.domain.rejections import in_one_line
 from blackjack.domain.rules import PRESETS, Rules, preset
 from blackjack.projections.cli import add_store_options
 
@@ -35,8 +39,47 @@ def whole_positive(text: str) -> int:
     return value
 
 
+def overrides(text: str) -> dict[str, object]:
+    """``--overrides '{"double_after_split": false}'``: the same JSON object of `Rules` fields
+    as an ``OpenTable``'s ``overrides``, so a what-if (the surrender page without double after
+    split, say) is a command, not a script."""
+    try:
+        found = json.loads(text)
+    except ValueError as error:
+        raise argparse.ArgumentTypeError(f"not JSON: {error}") from None
+    if not isinstance(found, dict):
+        raise argparse.ArgumentTypeError("a JSON object of rule fields, e.g. '{\"decks\": 6}'")
+    if "name" in found:
+        raise argparse.ArgumentTypeError("name: the variant's name is not a rule to override")
+    return found
+
+
+class RulesRefused(Exception):
+    """Overrides the rules refuse: named in one line, exit 2."""
+
+
 def _rules(args: argparse.Namespace) -> Rules:
-    return preset(args.variant)
+    base = preset(args.variant)
+    changes = getattr(args, "overrides", None)
+    if not changes:
+        return base
+    try:
+        return base.with_overrides(changes)
+    except ValidationError as error:
+        raise RulesRefused(in_one_line(error, "rules")) from None
+
+
+def _with_rules(
+    handler: Callable[[argparse.Namespace], int],
+) -> Callable[[argparse.Namespace], int]:
+    def run(args: argparse.Namespace) -> int:
+        try:
+            return handler(args)
+        except RulesRefused as error:
+            print(f"blackjack {args.command}: --overrides: {error}", file=sys.stderr)
+            return 2
+
+    return run
 
 
 def _bet_refused(args: argparse.Namespace, rules: Rules) -> bool:
@@ -113,6 +156,7 @@ def _rtp(args: argparse.Namespace) -> int:
     report = compute_rtp(rules, args.bet)
     line: dict[str, Any] = {
         "variant": rules.name,
+        **({"overrides": args.overrides} if args.overrides else {}),
         "bet": args.bet,
         "rtp_percent": round(report.rtp_percent, 4),
         "house_edge_percent": round(report.house_edge_percent, 4),
@@ -190,6 +234,7 @@ def _simulate(args: argparse.Namespace) -> int:
         json.dumps(
             {
                 "variant": rules.name,
+                **({"overrides": args.overrides} if args.overrides else {}),
                 "rounds": report.tally.rounds,
                 "bet": report.bet,
                 "seed": args.seed,
@@ -225,13 +270,29 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
 
     strategy = sub.add_parser("strategy", help="the computed basic strategy chart of a variant")
     strategy.add_argument("variant", choices=variants)
-    strategy.set_defaults(handler=_strategy)
+    strategy.add_argument(
+        "--overrides",
+        type=overrides,
+        default=None,
+        metavar="JSON",
+        help="rule fields changed from the preset, as OpenTable's overrides "
+        "(e.g. '{\"double_after_split\": false}')",
+    )
+    strategy.set_defaults(handler=_with_rules(_strategy))
 
     rtp = sub.add_parser("rtp", help="exact house edge and RTP of a variant under basic strategy")
     rtp.add_argument("variant", choices=variants)
     rtp.add_argument("--bet", type=money, default=None, help="bet level, e.g. 5.00")
     rtp.add_argument("--all-bets", action="store_true", help="also the lowest RTP at any bet")
-    rtp.set_defaults(handler=_rtp)
+    rtp.add_argument(
+        "--overrides",
+        type=overrides,
+        default=None,
+        metavar="JSON",
+        help="rule fields changed from the preset, as OpenTable's overrides "
+        "(e.g. '{\"double_after_split\": false}')",
+    )
+    rtp.set_defaults(handler=_with_rules(_rtp))
 
     anchors = sub.add_parser(
         "anchors", help="the exact house edge against the published Wizard of Odds figures"
@@ -246,7 +307,15 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     sim.add_argument(
         "--workers", type=whole_positive, default=None, help="processes (default: all cores)"
     )
-    sim.set_defaults(handler=_simulate)
+    sim.add_argument(
+        "--overrides",
+        type=overrides,
+        default=None,
+        metavar="JSON",
+        help="rule fields changed from the preset, as OpenTable's overrides "
+        "(e.g. '{\"double_after_split\": false}')",
+    )
+    sim.set_defaults(handler=_with_rules(_simulate))
 
     from blackjack.simulation.bench import register as register_bench
 
