@@ -215,6 +215,22 @@ def test_the_anchors_command_prints_every_published_figure_and_the_largest_gap(
     assert lines[-1].startswith("depths 6/3 against 8/5 on the base: ")
 
 
+def test_the_anchors_command_checks_the_depths_on_every_preset_too(
+    capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The README's bound on the solver's truncation for the presets had no command (an
+    independent solver of the fifth session, not in the repository): ``--presets`` gives one
+    line per preset (here one preset, to keep the test short)."""
+    from blackjack.cli import main
+    from blackjack.simulation import commands
+
+    monkeypatch.setattr(commands, "PRESETS", {"atlantic-city": preset("atlantic-city")})
+    assert main(["anchors", "--presets"]) == 0
+    last = capsys.readouterr().out.splitlines()[-1]
+    assert last.startswith("depths 6/3 against 8/5 on atlantic-city: ")
+    assert abs(float(last.split(": ")[1].split()[0])) < 3e-5
+
+
 def test_the_command_s_lowest_return_at_any_bet_is_the_readme_s(
     capsys: pytest.CaptureFixture[str],
 ) -> None:

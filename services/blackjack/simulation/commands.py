@@ -198,10 +198,16 @@ def _anchors(args: argparse.Namespace) -> int:
     base = WIZARD_OF_ODDS[0].rules
     deeper = compute_rtp(base, depth=DEFAULT_DEPTH + 2, dealer_depth=DEFAULT_EXACT_REMOVED + 2)
     moved = compute_rtp(base).house_edge_percent - deeper.house_edge_percent
-    print(
-        f"depths {DEFAULT_DEPTH}/{DEFAULT_EXACT_REMOVED} against "
-        f"{DEFAULT_DEPTH + 2}/{DEFAULT_EXACT_REMOVED + 2} on the base: {moved:+.1e} points"
-    )
+    depths = f"depths {DEFAULT_DEPTH}/{DEFAULT_EXACT_REMOVED} against "
+    depths += f"{DEFAULT_DEPTH + 2}/{DEFAULT_EXACT_REMOVED + 2}"
+    print(f"{depths} on the base: {moved:+.1e} points")
+    if args.presets:  # the same check on every preset's own rules (a few seconds each)
+        for name, rules in sorted(PRESETS.items()):
+            deeper = compute_rtp(
+                rules, depth=DEFAULT_DEPTH + 2, dealer_depth=DEFAULT_EXACT_REMOVED + 2
+            )
+            moved = compute_rtp(rules).house_edge_percent - deeper.house_edge_percent
+            print(f"{depths} on {name}: {moved:+.1e} points")
     return 0 if worst <= TOLERANCE else 1
 
 
@@ -296,6 +302,11 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
 
     anchors = sub.add_parser(
         "anchors", help="the exact house edge against the published Wizard of Odds figures"
+    )
+    anchors.add_argument(
+        "--presets",
+        action="store_true",
+        help="also how far two more removed cards move each preset's figure",
     )
     anchors.set_defaults(handler=_anchors)
 
