@@ -4,7 +4,8 @@ Source: the Wizard of Odds blackjack house edge calculator (8 decks, basic strat
 shuffle every hand), as the product issue quotes it. Base game: dealer hits soft 17, double
 any two cards, double after split, split to 4 hands, no resplitting aces, one card to split
 aces, late surrender, peek, blackjack 3:2 -> 0.555 %; each other anchor changes one rule from
-the base. ``blackjack anchors`` prints each against the computed figure;
+the base, except the last two, from the Wizard's Blackjack Appendix 9 (6 decks, no hole card).
+``blackjack anchors`` prints each against the computed figure;
 ``tests/unit/test_strategy_exact.py`` holds them to ``TOLERANCE``.
 """
 
@@ -49,6 +50,13 @@ class Anchor:
         return EIGHT_DECKS_H17_DAS_LS.with_overrides({**self.overrides, "name": self.change})
 
 
+_SIX_DECKS_NO_HOLE_CARD: Final[dict[str, object]] = {
+    "decks": 6,
+    "peek_on_ace": False,
+    "peek_on_ten": False,
+    "late_surrender": False,
+}
+
 WIZARD_OF_ODDS: Final = (
     Anchor("base", {}, 0.555),
     Anchor("dealer stands on soft 17", {"dealer_hits_soft_17": False}, 0.357),
@@ -58,4 +66,15 @@ WIZARD_OF_ODDS: Final = (
     ),
     Anchor("split to 2 hands", {"max_splits": 1}, 0.610),
     Anchor("no surrender", {"late_surrender": False}, 0.647),
+    # The Wizard of Odds' Blackjack Appendix 9 (6 decks, H17, no hole card: a dealer blackjack
+    # takes doubles and splits too, resplit to 4 hands but not aces, no surrender), computed
+    # exactly per two-card hand: "Player may double after split: -0.0072705", "... may not
+    # double after split: -0.0086975". Another deck count, and the no-peek game mini-s17
+    # plays under a ten.
+    Anchor("6D no hole card", {**_SIX_DECKS_NO_HOLE_CARD}, 0.72705),
+    Anchor(
+        "6D no hole card, no DAS",
+        {**_SIX_DECKS_NO_HOLE_CARD, "double_after_split": False},
+        0.86975,
+    ),
 )
