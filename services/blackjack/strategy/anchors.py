@@ -4,7 +4,7 @@ Source: the Wizard of Odds blackjack house edge calculator (8 decks, basic strat
 shuffle every hand), as the product issue quotes it. Base game: dealer hits soft 17, double
 any two cards, double after split, split to 4 hands, no resplitting aces, one card to split
 aces, late surrender, peek, blackjack 3:2 -> 0.555 %; each other anchor changes one rule from
-the base, except the last two, from the Wizard's Blackjack Appendix 9 (6 decks, no hole card).
+the base, except the last four, from the Wizard's Blackjack Appendix 9 (5 and 6 decks).
 ``blackjack anchors`` prints each against the computed figure;
 ``tests/unit/test_strategy_exact.py`` holds them to ``TOLERANCE``.
 """
@@ -66,11 +66,17 @@ WIZARD_OF_ODDS: Final = (
     ),
     Anchor("split to 2 hands", {"max_splits": 1}, 0.610),
     Anchor("no surrender", {"late_surrender": False}, 0.647),
-    # The Wizard of Odds' Blackjack Appendix 9 (6 decks, H17, no hole card: a dealer blackjack
-    # takes doubles and splits too, resplit to 4 hands but not aces, no surrender), computed
-    # exactly per two-card hand: "Player may double after split: -0.0072705", "... may not
-    # double after split: -0.0086975". Another deck count, and the no-peek game mini-s17
-    # plays under a ten.
+    # The Wizard of Odds' Blackjack Appendix 9 (H17, resplit to 4 hands but not aces, no
+    # surrender), computed exactly per two-card hand ("Expected return of game"): 5 decks with
+    # the peek, -0.005918 and without double after split -0.007366; 6 decks with no hole card
+    # (a dealer blackjack takes doubles and splits too), -0.0072705 and -0.0086975. Other
+    # deck counts (surrender deals 4), and the no-peek game mini-s17 plays under a ten.
+    Anchor("5D no surrender", {"decks": 5, "late_surrender": False}, 0.5918),
+    Anchor(
+        "5D no surrender, no DAS",
+        {"decks": 5, "late_surrender": False, "double_after_split": False},
+        0.7366,
+    ),
     Anchor("6D no hole card", {**_SIX_DECKS_NO_HOLE_CARD}, 0.72705),
     Anchor(
         "6D no hole card, no DAS",
