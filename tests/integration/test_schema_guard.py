@@ -6,8 +6,8 @@ drill before this check: 40 of 60 rounds left out of ``game_days`` for good). Th
 migration here takes the migration transaction every migration takes
 (``ProjectionStore.migrating`` and ``hold_folds``, as ``migrations/env.py`` does), reads what
 is folded (the positions and the events, what a derived table is computed from) and moves the
-store to a revision this code does not know, ``0007``. A "new release" is this code believing
-its head is ``0007`` (``new_release``).
+store to a revision this code does not know, ``NEWER``. A "new release" is this code believing
+its head is ``NEWER`` (``new_release``).
 """
 
 from __future__ import annotations
@@ -50,7 +50,7 @@ pytest_plugins = ["tests.integration.conftest_projections"]
 pytestmark = pytest.mark.integration
 
 WAIT_S = 60.0
-NEWER = "0007"
+NEWER = "0099"
 LOG = play_tables(
     [("g-1", "mini-h17"), ("g-2", "atlantic-city-multi"), ("g-3", "surrender")],
     rounds=12,
@@ -122,7 +122,7 @@ async def test_a_worker_folding_through_a_newer_migration_stops_and_the_new_rele
     log = output.read_text()
     assert code == 3, log[-3000:]
     assert "read model schema mismatch; the worker stops" in log
-    assert "a newer release migrated this database (schema revision 0007" in log
+    assert f"a newer release migrated this database (schema revision {NEWER}" in log
 
     # nothing was folded after the migration read the data: the positions it read are the
     # ones the old worker left, and they are short of the end
@@ -252,8 +252,9 @@ def alembic(url: str, verb: str, revision: str) -> None:
 async def test_the_alembic_command_line_waits_for_a_fold_and_the_fold_after_it_stops(
     pg: ProjectionStore, stores: StoreFactory
 ) -> None:
-    """A real migration (0006's downgrade, then its upgrade, which folds ``sitting_out`` from
-    the events stored) from the command line, while a fold holds the revision."""
+    """A real migration (0007's and 0006's downgrades, then their upgrades: 0006 folds
+    ``sitting_out`` from the events stored) from the command line, while a fold holds the
+    revision."""
     writer = PausedWriter(pg)
     fold = asyncio.create_task(writer.apply(RECORDS[100:200]))
     await writer.checked.wait()
