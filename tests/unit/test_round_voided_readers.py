@@ -165,3 +165,30 @@ def test_the_audit_finds_a_void_that_returns_other_money_or_is_not_allowed() -> 
         lambda e: {"rules": e.rules.model_copy(update={"void_on_malfunction": False})},
     )
     assert any("let no one void one" in m for m in messages(forged_rules, SEAL))
+
+
+def test_the_audit_finds_a_stand_up_missing_after_a_void() -> None:
+    """atlantic-city-multi freeing a seat after 2 rounds sat out, with the void term: ben
+    sits out round 1 (the clock) and round 2, which the operator voids; the decider stands
+    him up after the void as after a settlement, and a log without that SeatLeft is found."""
+    script = Script(
+        "atlantic-city-multi",
+        [["TS", "7S", "9S", "TD", "TH", "7H", "9H", "TC"]],
+        {"ann": BEFORE, "ben": BEFORE},
+        overrides={"seat_released_after_rounds_sat_out": 2, "void_on_malfunction": True},
+    )
+    script.do(cmd.PlaceBet(player_id="ann", box=0, amount=1_000), cmd.Deal(player_id="ann"))
+    assert script.state.deadline is not None
+    script.now = script.state.deadline
+    script.do(cmd.ExpireTimers())
+    script.tick()
+    script.do(cmd.Stand(player_id="ann", box=0))
+    script.tick()
+    script.do(cmd.PlaceBet(player_id="ann", box=0, amount=1_000), cmd.Deal(player_id="ann"))
+    void(script, round=2)
+    log = wires(script)
+    assert [type(w.data).__name__ for w in log[-2:]] == ["RoundVoided", "SeatLeft"]
+    assert messages(log, SEAL) == []
+    cut = [w for w in log if not isinstance(w.data, ev.SeatLeft)]
+    missing = "ben sat out 2 rounds in a row and was not stood up at the end of round 2"
+    assert missing in messages(cut, SEAL)

@@ -106,7 +106,7 @@ class _Replayer(MoneyChecks, TableChecks):
                 self._check(event)
                 self._stood_up_when_due(event)
                 self.state = evolve(self.state, event)
-                if isinstance(event, ev.RoundSettled):
+                if isinstance(event, ev.RoundSettled | ev.RoundVoided):  # a game cycle's end
                     self._due_to_stand_up()
             except _Stop as stop:
                 self.out.stopped = str(stop)
