@@ -218,3 +218,17 @@ def test_the_presets_documents_and_fingerprints_are_the_previous_releases() -> N
         "surrender": "6e4064ec5ede9266",
     }
     assert {name: fingerprint(rules) for name, rules in PRESETS.items()} == before
+
+
+@pytest.mark.parametrize("name", sorted(PRESETS))
+def test_a_reader_filling_in_the_schemas_defaults_reads_each_presets_terms(name: str) -> None:
+    """A platform reading a TableOpened (or a table's view) by the published schema fills in
+    what the document leaves out with the schema's defaults: for the term left out because it
+    is the preset's (mini-h17's void_on_malfunction true), the schema gives no default that
+    would read otherwise."""
+    properties = Rules.model_json_schema()["properties"]
+    doc = PRESETS[name].model_dump(mode="json")
+    filled = {key: prop["default"] for key, prop in properties.items() if "default" in prop}
+    assert Rules.model_validate({**filled, **doc}) == PRESETS[name]
+    said = properties["void_on_malfunction"]["description"]
+    assert "absent" in said and "preset" in said

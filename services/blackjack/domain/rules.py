@@ -83,6 +83,12 @@ Currency = Annotated[str, Field(pattern=r"^[A-Z]{3}$", description="an ISO 4217 
 """The currency of a table's or a wallet's money (amounts are its minor units)."""
 
 
+def _no_default(schema: dict[str, Any]) -> None:
+    """A term whose absence from a rules document means its preset's (``Rules._preset_terms``)
+    has no one default: a reader filling in the schema's default would read mini-h17 wrong."""
+    schema.pop("default", None)
+
+
 class Rules(BaseModel):
     """Everything that differs between the casinos' blackjack variants."""
 
@@ -178,8 +184,11 @@ class Rules(BaseModel):
             "the operator may void the round in play for a malfunction (VoidRound): every "
             "wager of the round goes back to its player and nothing the round paid stands; "
             "page 000: 'Malfunctions voids all pays and plays'. False: no one may void a round "
-            "(the other pages are silent)"
+            "(the other pages are silent). Written only where it is not the preset's term: "
+            "absent from a rules document, it is the preset's (mini-h17: true; every other "
+            "preset: false), so the schema states no default"
         ),
+        json_schema_extra=_no_default,
     )
 
     # Messages
