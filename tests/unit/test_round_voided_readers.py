@@ -6,14 +6,19 @@ less what the round paid, passes; anything else is a finding; the recall tells i
 
 from __future__ import annotations
 
+from pathlib import Path
+
 from blackjack.api.contract import openapi_document
+from blackjack.audit.audit import conservation
 from blackjack.audit.recall import render, replay_round
 from blackjack.audit.replay import replay_stream
 from blackjack.domain import commands as cmd
 from blackjack.domain import events as ev
-from blackjack.messages.wire import to_wire
+from blackjack.messages.wire import encode, to_wire
 from blackjack.projections.metrics import ROUNDS_CLOSED
 from blackjack.projections.projector import StreamProjection
+from blackjack.projections.store import ProjectionStore
+from blackjack.projections.writer import ProjectionWriter, Record
 from tests.integration.conftest_projections import Script
 from tests.unit.test_replay_engine import SEAL, messages, tamper, wires
 
@@ -96,6 +101,48 @@ def test_an_insurance_lost_at_the_peek_is_no_loss_once_voided() -> None:
     void(script)
     account = folded(script).accounts["ann"]
     assert (account.available, account.in_play, account.wagered, account.lost) == (BEFORE, 0, 0, 0)
+
+
+async def test_a_payment_not_recovered_is_the_players_win_and_the_money_adds_up(
+    tmp_path: Path,
+) -> None:
+    """surrender with the void term: box 0's blackjack is paid at once (1,000 + 1,500), ann
+    takes out all but 2.00 of her 105.00 and the round is voided: 2.00 comes back, 3.00 is
+    not recovered. It stays with her as money the house lost, so her account still adds up
+    (deposits - withdrawals = balance + in play + losses - wins) and the audit's conservation
+    check of the live store finds nothing."""
+    script = Script(
+        "surrender",
+        [["AS", "TC", "6H", "KS", "5C", "TD"]],
+        {"ann": BEFORE},
+        overrides={"void_on_malfunction": True},
+    )
+    script.do(
+        cmd.PlaceBet(player_id="ann", box=0, amount=1_000),
+        cmd.PlaceBet(player_id="ann", box=1, amount=1_000),
+        cmd.Deal(player_id="ann"),
+        cmd.Withdraw(player_id="ann", amount=BEFORE + 300),
+    )
+    void(script)
+    [voided] = [e.data for e in script.envelopes if isinstance(e.data, ev.RoundVoided)]
+    assert [(r.returned, r.not_recovered) for r in voided.returns] == [(-200, 300)]
+    a = folded(script).accounts["ann"]
+    assert (a.available, a.in_play, a.wagered, a.won, a.lost) == (0, 0, 0, 300, 0)
+    assert a.deposited - a.withdrawn - a.cashed_out == a.available + a.in_play + a.lost - a.won
+    store = ProjectionStore(f"sqlite+aiosqlite:///{tmp_path / 'projections.db'}")
+    await store.migrate()
+    try:
+        table = (e for e in script.envelopes if e.stream_id == "table-1")
+        records = [
+            Record("blackjack.events", 0, offset, encode(to_wire(envelope, SEAL)))
+            for offset, envelope in enumerate(table)
+        ]
+        await ProjectionWriter(store).apply(records)
+        async with store.reading() as connection:
+            violations, [totals] = await conservation(connection)
+    finally:
+        await store.close()
+    assert violations == [] and totals.balanced and totals.house_result == -300
 
 
 def test_the_round_after_a_void_is_played_and_counted_as_usual() -> None:

@@ -259,8 +259,9 @@ def _round_voided(p: StreamProjection, e: ev.RoundVoided, at: datetime) -> None:
     """Every wager of the round back and nothing it paid standing: what a settlement before
     the void counted in an account (a blackjack paid at once, an insurance settled at the
     peek) leaves its lifetime sums, the stakes still in play leave ``in_play``, and the
-    player's line reads wagered and paid back (its net is what the void could not take back).
-    The round counts in no game sum but ``voided``, and in no account's rounds."""
+    player's line reads wagered and paid back (its net is what the void could not take back,
+    which the account counts as won). The round counts in no game sum but ``voided``, and in
+    no account's rounds."""
     record = p.round(e.round)
     record.status = "voided"
     record.closed_at = at
@@ -279,6 +280,10 @@ def _round_voided(p: StreamProjection, e: ev.RoundVoided, at: datetime) -> None:
                 account.unsettle(stake, payout)
                 settled_stakes += stake
         account.in_play -= returned.wagered - settled_stakes
+        # A payment the balance could not give back stays with the player: money the house
+        # lost, as a win, or the account's deposits - withdrawals = balance + in play +
+        # losses - wins would be off by it (the audit's conservation check).
+        account.won += returned.not_recovered
         player = p.round_player(e.round, returned.player_id)
         player.wagered = returned.wagered
         player.paid = returned.paid + returned.returned
