@@ -195,6 +195,16 @@ def test_the_audit_finds_a_void_that_returns_other_money_or_is_not_allowed() -> 
     assert any("ann's return: recorded 3500, the rules give 3000" in m for m in more)
     assert any("ann's wager in the voided round" in m for m in returns(wagered=2_000))
     assert any("not recovered" in m for m in returns(not_recovered=100))
+
+    def twice(e: ev.RoundVoided) -> dict[str, object]:
+        """ann listed twice: a first entry the audit's last-one-kept reading skipped, which
+        the fold still applies (9,000 more out of play: in_play -9,000)."""
+        back = e.returns[0]
+        first = back.model_copy(update={"wagered": 9_000, "returned": 9_000})
+        return {"returns": (first.model_copy(update={"balance_after": 16_000}), back)}
+
+    doubled = messages(tamper(log, ev.RoundVoided, twice), SEAL)
+    assert any("the players in the void's returns" in m for m in doubled), doubled
     silent = Script("atlantic-city", [["TS", "6H", "5S", "TD"]], {"ann": BEFORE})
     silent.do(cmd.PlaceBet(player_id="ann", box=0, amount=1_000), cmd.Deal(player_id="ann"))
     allowed = Script(
