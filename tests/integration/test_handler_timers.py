@@ -225,3 +225,55 @@ async def test_a_takeover_keeps_the_presence_clock_running(
     assert types_of(events)[-3:] == ["PlayerDisconnected", "BetRefunded", "RoundCancelled"]
     fired = [c for c in await command_log(space, table) if isinstance(c.command, cmd.Disconnect)]
     assert [c.command_id for c in fired] == [disconnect_command_id(table, "sam", bet.handled_at)]
+
+
+async def test_a_void_at_a_shared_table_stands_up_who_sat_out_and_pays_the_wallet_once(
+    space: KafkaSpace, shuffler: QueuedShuffler, client: BlackjackClient
+) -> None:
+    """atlantic-city-multi with the operator's void term, freeing a seat after 2 rounds sat
+    out: ben never acts (left out of round 1 by the clock, round 2 dealt without him); the
+    operator voids round 2 while ann plays: her 500 comes back, and ben is stood up as after
+    a settlement, his 1,000 back in wallet:ben once."""
+    table = "void-multi"
+    shuffler.queue(["TS", "7S", "9S", "TD", "TH", "7H", "9H", "TC"])  # ann 19 v 17, twice
+    await _ann_and_ben_bought_in(
+        space,
+        client,
+        table,
+        turn_seconds=5,
+        seat_released_after_rounds_sat_out=2,
+        void_on_malfunction=True,
+    )
+    await accept(
+        client, table, cmd.PlaceBet(player_id="ann", box=0, amount=500), cmd.Deal(player_id="ann")
+    )
+    await wait_for_events(space, table, lambda es: "TurnStarted" in types_of(es))
+    await accept(client, table, cmd.Stand(player_id="ann", box=0))
+    await accept(
+        client, table, cmd.PlaceBet(player_id="ann", box=0, amount=500), cmd.Deal(player_id="ann")
+    )
+    await accept(client, table, cmd.VoidRound(round=2, operator="ops-1", reason="reader fault"))
+    events = await wait_for_events(space, table, lambda es: "SeatLeft" in types_of(es))
+    kinds = types_of(events)
+    assert kinds[-3:] == ["DealerHoleCardRevealed", "RoundVoided", "SeatLeft"]
+    [voided] = [e.data for e in events if isinstance(e.data, ev.RoundVoided)]
+    [back] = voided.returns
+    assert (back.player_id, back.wagered, back.returned, back.balance_after) == (
+        "ann",
+        500,
+        500,
+        1_500,  # 1,000 bought in and round 1's 500 won
+    )
+    [left] = [e.data for e in events if isinstance(e.data, ev.SeatLeft)]
+    assert (left.player_id, left.reason, left.rounds_sat_out, left.balance_returned) == (
+        "ben",
+        "sat_out",
+        2,
+        1_000,
+    )
+    wallet = wallet_stream("ben")
+    received = await wait_for_events(space, wallet, lambda es: "CashOutReceived" in types_of(es))
+    assert [e.data.amount for e in received if isinstance(e.data, CashOutReceived)] == [1_000]
+    check = await verify_stream(space, table)
+    assert "ben" not in check.state.players and check.state.players["ann"].balance == 1_500
+    assert (await verify_stream(space, wallet)).state.balance == 1_000
