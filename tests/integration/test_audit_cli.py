@@ -246,3 +246,33 @@ async def test_a_round_dealt_from_a_sealed_shoe_is_replayed_with_the_key_only(
     assert audit.returncode == 0 and "AUDIT PASSED" in audit.stdout, audit.stdout + audit.stderr
     unknown = blackjack("replay", "table-1:9", env=env)
     assert unknown.returncode == 2 and "No round table-1:9" in unknown.stdout
+
+
+async def test_a_void_that_could_not_take_a_payment_back_passes_the_audit(
+    events_topic: EventsTopic, stores: StoreFactory, shoe_seal: ShoeSeal
+) -> None:
+    """surrender with the void term: ann's blackjack is paid at once, she takes out all but
+    2.00 and the operator voids the round: 3.00 is not recovered. The live store, its rebuild
+    and the money all agree (the 3.00 is counted as her win, the house's loss)."""
+    script = Script(
+        "surrender",
+        [["AS", "TC", "6H", "KS", "5C", "TD"]],
+        {"ann": 10_000},
+        stream_id="void-nr",
+        overrides={"void_on_malfunction": True},
+    )
+    script.do(
+        cmd.PlaceBet(player_id="ann", box=0, amount=1_000),
+        cmd.PlaceBet(player_id="ann", box=1, amount=1_000),
+        cmd.Deal(player_id="ann"),
+        cmd.Withdraw(player_id="ann", amount=10_300),
+        cmd.VoidRound(round=1, operator="ops-1", reason="card reader fault"),
+    )
+    [voided] = [e.data for e in script.envelopes if isinstance(e.data, ev.RoundVoided)]
+    assert [(r.returned, r.not_recovered) for r in voided.returns] == [(-200, 300)]
+    _, env = await live_store(stores, events_topic, shoe_seal, script.envelopes)
+    audit = blackjack("audit", env=env)
+    assert audit.returncode == 0, audit.stdout + audit.stderr
+    assert "Rebuild from offset 0 vs live: 0 difference(s)" in audit.stdout
+    assert "Money conservation: 0 violation(s)" in audit.stdout
+    assert "AUDIT PASSED" in audit.stdout
