@@ -149,6 +149,17 @@ def test_without_the_key_the_retired_shoes_are_verified_by_their_reveal() -> Non
     assert replay.shoes[2].source == "sealed"  # the new shoe: nothing dealt from it yet
 
 
+def test_a_round_settled_that_lists_a_player_twice_is_found() -> None:
+    """The read model sums every result into the game report (1,000 wagered read as 2,000):
+    a result listed twice is a finding, not the last one kept."""
+
+    def twice(e: ev.RoundSettled) -> dict[str, Any]:
+        return {"results": (e.results[0], e.results[0])}
+
+    found = messages(tamper(wires(won_round()), ev.RoundSettled, twice), SEAL)
+    assert any("the players in the results" in m for m in found), found
+
+
 def test_a_tampered_payout_is_found_even_when_every_balance_agrees() -> None:
     def pay_more(e: ev.HandSettled) -> dict[str, Any]:
         return {"payout": e.payout + 500, "balance_after": e.balance_after + 500}

@@ -153,7 +153,9 @@ class MoneyChecks(Checker):
         current = self.current
         paid = current.paid if current is not None else {}
         results = {r.player_id: r for r in e.results}
-        self._expect("the players in the results", sorted(results), sorted(wagered))
+        # Each player once: the read model sums every entry into the game report.
+        listed = sorted(r.player_id for r in e.results)
+        self._expect("the players in the results", listed, sorted(wagered))
         for player_id, result in results.items():
             derived_paid = paid.get(player_id, 0)
             derived_wagered = wagered.get(player_id, 0)
