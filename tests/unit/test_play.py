@@ -737,3 +737,23 @@ def test_a_voided_round_is_told_on_the_table_and_in_the_history() -> None:
     console.print(history_screen(table, A, 10))
     recalled = console.export_text()
     assert "(voided)" in recalled and "100.00 -> 100.00" in recalled
+
+
+def test_a_void_that_takes_a_payment_back_tells_the_player_so() -> None:
+    """surrender with the void term: ann's blackjack was paid at once (25.00 for 10.00) and
+    her other box was still to play: the void takes 5.00 back, said as taken back."""
+    script = Script(
+        "surrender",
+        [["AS", "TC", "6H", "KS", "5C", "TD"]],
+        overrides={"void_on_malfunction": True},
+    )
+    script.do(
+        cmd.PlaceBet(player_id=A, box=0, amount=1000),
+        cmd.PlaceBet(player_id=A, box=1, amount=1000),
+        cmd.Deal(player_id=A),
+        cmd.VoidRound(round=1, operator="ops-17", reason="card reader fault"),
+    )
+    console = Console(width=160, record=True, color_system=None)
+    console.print(table_screen(folded(script), A))
+    text = console.export_text()
+    assert "every wager back, 5.00 USD taken back from you" in text and "-5.00" not in text

@@ -181,6 +181,28 @@ def test_the_audit_passes_a_void_and_the_recall_tells_it() -> None:
     assert "ann 30.00 back (balance 100.00)" in text
 
 
+def test_the_recall_tells_a_payment_taken_back_as_taken_back() -> None:
+    """surrender with the void term: a blackjack paid at once (25.00 for 10.00), 103.00 taken
+    out of the table, the round voided: 2.00 is taken back, 3.00 not recovered, told so (not
+    as "-2.00 back")."""
+    script = Script(
+        "surrender",
+        [["AS", "TC", "6H", "KS", "5C", "TD"]],
+        {"ann": BEFORE},
+        overrides={"void_on_malfunction": True},
+    )
+    script.do(
+        cmd.PlaceBet(player_id="ann", box=0, amount=1_000),
+        cmd.PlaceBet(player_id="ann", box=1, amount=1_000),
+        cmd.Deal(player_id="ann"),
+        cmd.Withdraw(player_id="ann", amount=BEFORE + 300),
+    )
+    void(script)
+    text = render(replay_round(wires(script), 1, SEAL, "table-1"))
+    assert "every wager back, nothing paid stands: ann 2.00 taken back (balance 0.00), " in text
+    assert "3.00 not recovered" in text and "-2.00" not in text
+
+
 def test_the_audit_finds_a_void_that_returns_other_money_or_is_not_allowed() -> None:
     log = wires(voided_split())
 

@@ -106,12 +106,15 @@ def describe(state: TableState, event: ev.Event) -> str:
             return f"round settled, dealer {'blackjack' if bj else t}"
         case ev.RoundVoided(operator=who, reason=why, returns=returns):
             back = ", ".join(
-                f"{r.player_id} {money(r.returned, cur)} back "
+                f"{r.player_id} {_voided_amount(r.returned, cur)} "
                 f"(balance {money(r.balance_after, cur)})"
                 + (f", {money(r.not_recovered, cur)} not recovered" if r.not_recovered else "")
                 for r in returns
             )
-            return f"{who} voids the round for a malfunction ({why}): every wager back: {back}"
+            return (
+                f"{who} voids the round for a malfunction ({why}): every wager back, "
+                f"nothing paid stands: {back}"
+            )
         case ev.FundsDeposited(player_id=p, amount=a, balance_after=after):
             return f"{p} pays in {money(a, cur)} (balance {money(after, cur)})"
         case ev.FundsWithdrawn(player_id=p, amount=a, balance_after=after):
@@ -140,3 +143,10 @@ def describe(state: TableState, event: ev.Event) -> str:
         case ev.TableResumed(operator=who):
             return f"{who} resumes the table"
     return type(event).__name__
+
+
+def _voided_amount(returned: int, currency: str) -> str:
+    """What a void gave a player back, or (less than it had paid them) took back."""
+    if returned < 0:
+        return f"{money(-returned, currency)} taken back"
+    return f"{money(returned, currency)} back"

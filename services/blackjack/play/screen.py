@@ -168,7 +168,11 @@ def _voided(data: Mapping[str, Any], player_id: str, currency: str) -> Text:
     said = f"voided by the operator for a malfunction ({data.get('reason')}): every wager back"
     for back in data.get("returns") or []:
         if back.get("player_id") == player_id:
-            said += f", {money(int(back.get('returned', 0)), currency)} {currency} to you"
+            returned = int(back.get("returned", 0))
+            if returned < 0:  # the round had paid more than it took: a payment taken back
+                said += f", {money(-returned, currency)} {currency} taken back from you"
+            else:
+                said += f", {money(returned, currency)} {currency} to you"
             if back.get("not_recovered"):
                 kept = money(int(back["not_recovered"]), currency)
                 said += f" ({kept} paid earlier and taken out could not be taken back)"
