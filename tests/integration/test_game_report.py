@@ -619,6 +619,8 @@ async def test_a_voided_round_is_counted_apart_with_none_of_its_money(
         cmd.Deal(player_id="ann"),
         cmd.Split(player_id="ann", box=0),
         cmd.VoidRound(round=1, operator="ops-1", reason="card reader fault"),
+    )
+    script.do(
         cmd.PlaceBet(player_id="ann", box=0, amount=500),
         cmd.Deal(player_id="ann"),
     )
@@ -627,6 +629,9 @@ async def test_a_voided_round_is_counted_apart_with_none_of_its_money(
             script.do(cmd.DeclineInsurance(player_id="ann", box=0))
         else:
             script.do(cmd.Stand(player_id="ann", box=0))
+    script.now = day + timedelta(days=1)  # a day with a voided round and no other
+    script.do(cmd.PlaceBet(player_id="ann", box=0, amount=700))
+    script.do(cmd.VoidRound(round=3, operator="ops-1", reason="card reader fault"))
     records = [
         Record("blackjack.events", 0, offset, encode(to_wire(envelope, SEAL)))
         for offset, envelope in enumerate(e for e in script.envelopes if e.stream_id == "table-1")
@@ -634,7 +639,9 @@ async def test_a_voided_round_is_counted_apart_with_none_of_its_money(
     store = await stores.store()
     result = await ProjectionWriter(store).apply(records)
     async with store.reading() as connection:
-        row = (await connection.execute(select(schema.game_days))).mappings().one()
+        rows = (await connection.execute(select(schema.game_days))).mappings().all()
+    row, next_day = sorted(rows, key=lambda r: r["day"])
+    assert (next_day["voided"], next_day["rounds"], next_day["wagered"]) == (1, 0, 0)
     [settled] = [e.data for e in script.envelopes if isinstance(e.data, ev.RoundSettled)]
     assert (row["voided"], row["rounds"], row["cancelled"]) == (1, 1, 0)
     assert (row["wagered"], row["paid"]) == (settled.results[0].wagered, settled.results[0].paid)
@@ -649,4 +656,12 @@ async def test_a_voided_round_is_counted_apart_with_none_of_its_money(
     labels = {"variant": "mini-h17", "currency": "USD", "outcome": "voided"}
     before = REGISTRY.get_sample_value("blackjack_rounds_closed_total", labels) or 0.0
     count_folded(result)
-    assert REGISTRY.get_sample_value("blackjack_rounds_closed_total", labels) == before + 1
+    assert REGISTRY.get_sample_value("blackjack_rounds_closed_total", labels) == before + 2
+    # down below 0005 and up again: 0005 sums the settled and cancelled rounds, 0007 the voided
+    async with store.reading() as connection:
+        folded_once = (await dump(connection)).text()
+    async with store.writing() as connection:
+        await connection.run_sync(migrate, "0004", True)
+    await store.migrate()
+    async with store.reading() as connection:
+        assert (await dump(connection)).text() == folded_once
