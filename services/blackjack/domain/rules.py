@@ -89,6 +89,14 @@ def _no_default(schema: dict[str, Any]) -> None:
     schema.pop("default", None)
 
 
+def _preset_voids(name: object) -> bool:
+    """The ``void_on_malfunction`` of the preset of that name (false for a table of none):
+    what a rules document without the option reads as. (While the presets are being made,
+    none is known yet: each names its own.)"""
+    preset = globals().get("PRESETS", {}).get(name)
+    return preset is not None and preset.void_on_malfunction
+
+
 class Rules(BaseModel):
     """Everything that differs between the casinos' blackjack variants."""
 
@@ -208,9 +216,7 @@ class Rules(BaseModel):
         ``_without_preset_terms``): written so, or by a release before the option existed,
         whose mini-h17 tables had page 000's clause from the start."""
         if isinstance(data, dict) and "void_on_malfunction" not in data:
-            opened_from = globals().get("PRESETS", {}).get(data.get("name"))
-            if opened_from is not None and opened_from.void_on_malfunction:
-                return {**data, "void_on_malfunction": True}
+            return {**data, "void_on_malfunction": _preset_voids(data.get("name"))}
         return data
 
     @model_serializer(mode="wrap")
@@ -220,8 +226,7 @@ class Rules(BaseModel):
         it had before the option existed, so a handler of that release still reads its
         snapshots (a rollback) and its rule set keeps its fingerprint."""
         doc: dict[str, Any] = handler(self)
-        opened_from = globals().get("PRESETS", {}).get(self.name, _NO_PRESET_TERMS)
-        if self.void_on_malfunction == opened_from.void_on_malfunction:
+        if self.void_on_malfunction == _preset_voids(self.name):
             doc.pop("void_on_malfunction", None)
         return doc
 
