@@ -103,14 +103,9 @@ def test_an_insurance_lost_at_the_peek_is_no_loss_once_voided() -> None:
     assert (account.available, account.in_play, account.wagered, account.lost) == (BEFORE, 0, 0, 0)
 
 
-async def test_a_payment_not_recovered_is_the_players_win_and_the_money_adds_up(
-    tmp_path: Path,
-) -> None:
-    """surrender with the void term: box 0's blackjack is paid at once (1,000 + 1,500), ann
-    takes out all but 2.00 of her 105.00 and the round is voided: 2.00 comes back, 3.00 is
-    not recovered. It stays with her as money the house lost, so her account still adds up
-    (deposits - withdrawals = balance + in play + losses - wins) and the audit's conservation
-    check of the live store finds nothing."""
+def paid_taken_out_and_voided() -> Script:
+    """surrender with the void term: box 0's blackjack paid at once (1,000 + 1,500), box 1's
+    15 still to play, ann takes out all but 2.00 of her 105.00, then the round is voided."""
     script = Script(
         "surrender",
         [["AS", "TC", "6H", "KS", "5C", "TD"]],
@@ -124,6 +119,18 @@ async def test_a_payment_not_recovered_is_the_players_win_and_the_money_adds_up(
         cmd.Withdraw(player_id="ann", amount=BEFORE + 300),
     )
     void(script)
+    return script
+
+
+async def test_a_payment_not_recovered_is_the_players_win_and_the_money_adds_up(
+    tmp_path: Path,
+) -> None:
+    """surrender with the void term: box 0's blackjack is paid at once (1,000 + 1,500), ann
+    takes out all but 2.00 of her 105.00 and the round is voided: 2.00 comes back, 3.00 is
+    not recovered. It stays with her as money the house lost, so her account still adds up
+    (deposits - withdrawals = balance + in play + losses - wins) and the audit's conservation
+    check of the live store finds nothing."""
+    script = paid_taken_out_and_voided()
     [voided] = [e.data for e in script.envelopes if isinstance(e.data, ev.RoundVoided)]
     assert [(r.returned, r.not_recovered) for r in voided.returns] == [(-200, 300)]
     a = folded(script).accounts["ann"]
@@ -185,19 +192,7 @@ def test_the_recall_tells_a_payment_taken_back_as_taken_back() -> None:
     """surrender with the void term: a blackjack paid at once (25.00 for 10.00), 103.00 taken
     out of the table, the round voided: 2.00 is taken back, 3.00 not recovered, told so (not
     as "-2.00 back")."""
-    script = Script(
-        "surrender",
-        [["AS", "TC", "6H", "KS", "5C", "TD"]],
-        {"ann": BEFORE},
-        overrides={"void_on_malfunction": True},
-    )
-    script.do(
-        cmd.PlaceBet(player_id="ann", box=0, amount=1_000),
-        cmd.PlaceBet(player_id="ann", box=1, amount=1_000),
-        cmd.Deal(player_id="ann"),
-        cmd.Withdraw(player_id="ann", amount=BEFORE + 300),
-    )
-    void(script)
+    script = paid_taken_out_and_voided()
     text = render(replay_round(wires(script), 1, SEAL, "table-1"))
     assert "every wager back, nothing paid stands: ann 2.00 taken back (balance 0.00), " in text
     assert "3.00 not recovered" in text and "-2.00" not in text

@@ -69,6 +69,19 @@ def _rules(args: argparse.Namespace) -> Rules:
         raise RulesRefused(in_one_line(error, "rules")) from None
 
 
+def _add_overrides(parser: argparse.ArgumentParser) -> None:
+    """``--overrides JSON``: the rules of a table opened with the variant and these overrides
+    (``OpenTable``'s), for the math commands."""
+    parser.add_argument(
+        "--overrides",
+        type=overrides,
+        default=None,
+        metavar="JSON",
+        help="rule fields changed from the preset, as OpenTable's overrides "
+        "(e.g. '{\"double_after_split\": false}')",
+    )
+
+
 def _with_rules(
     handler: Callable[[argparse.Namespace], int],
 ) -> Callable[[argparse.Namespace], int]:
@@ -276,28 +289,14 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
 
     strategy = sub.add_parser("strategy", help="the computed basic strategy chart of a variant")
     strategy.add_argument("variant", choices=variants)
-    strategy.add_argument(
-        "--overrides",
-        type=overrides,
-        default=None,
-        metavar="JSON",
-        help="rule fields changed from the preset, as OpenTable's overrides "
-        "(e.g. '{\"double_after_split\": false}')",
-    )
+    _add_overrides(strategy)
     strategy.set_defaults(handler=_with_rules(_strategy))
 
     rtp = sub.add_parser("rtp", help="exact house edge and RTP of a variant under basic strategy")
     rtp.add_argument("variant", choices=variants)
     rtp.add_argument("--bet", type=money, default=None, help="bet level, e.g. 5.00")
     rtp.add_argument("--all-bets", action="store_true", help="also the lowest RTP at any bet")
-    rtp.add_argument(
-        "--overrides",
-        type=overrides,
-        default=None,
-        metavar="JSON",
-        help="rule fields changed from the preset, as OpenTable's overrides "
-        "(e.g. '{\"double_after_split\": false}')",
-    )
+    _add_overrides(rtp)
     rtp.set_defaults(handler=_with_rules(_rtp))
 
     anchors = sub.add_parser(
@@ -318,14 +317,7 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     sim.add_argument(
         "--workers", type=whole_positive, default=None, help="processes (default: all cores)"
     )
-    sim.add_argument(
-        "--overrides",
-        type=overrides,
-        default=None,
-        metavar="JSON",
-        help="rule fields changed from the preset, as OpenTable's overrides "
-        "(e.g. '{\"double_after_split\": false}')",
-    )
+    _add_overrides(sim)
     sim.set_defaults(handler=_with_rules(_simulate))
 
     from blackjack.simulation.bench import register as register_bench

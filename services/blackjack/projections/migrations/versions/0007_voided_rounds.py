@@ -32,9 +32,7 @@ _DAY = {
 def upgrade() -> None:
     with op.batch_alter_table("game_days") as batch:
         batch.add_column(
-            sa.Column(
-                "voided", sa.BigInteger, nullable=False, server_default="0", comment=_COMMENT
-            )
+            sa.Column("voided", sa.BigInteger, nullable=False, server_default="0", comment=_COMMENT)
         )
     _backfill(op.get_bind())
 
