@@ -244,6 +244,8 @@ async def test_a_void_at_a_shared_table_stands_up_who_sat_out_and_pays_the_walle
         seat_released_after_rounds_sat_out=2,
         void_on_malfunction=True,
     )
+    wallet = wallet_stream("ben")  # the module's tables share the players' wallets
+    before = (await verify_stream(space, wallet)).state.balance
     await accept(
         client, table, cmd.PlaceBet(player_id="ann", box=0, amount=500), cmd.Deal(player_id="ann")
     )
@@ -271,9 +273,16 @@ async def test_a_void_at_a_shared_table_stands_up_who_sat_out_and_pays_the_walle
         2,
         1_000,
     )
-    wallet = wallet_stream("ben")
-    received = await wait_for_events(space, wallet, lambda es: "CashOutReceived" in types_of(es))
-    assert [e.data.amount for e in received if isinstance(e.data, CashOutReceived)] == [1_000]
+
+    def paid_here(events: list[Any]) -> list[int]:
+        return [
+            e.data.amount
+            for e in events
+            if isinstance(e.data, CashOutReceived) and e.data.table_id == table
+        ]
+
+    received = await wait_for_events(space, wallet, lambda es: bool(paid_here(es)))
+    assert paid_here(received) == [1_000]
     check = await verify_stream(space, table)
     assert "ben" not in check.state.players and check.state.players["ann"].balance == 1_500
-    assert (await verify_stream(space, wallet)).state.balance == 1_000
+    assert (await verify_stream(space, wallet)).state.balance == before + 1_000
