@@ -67,9 +67,9 @@ def test_a_voided_split_and_double_leaves_the_account_as_before_the_round() -> N
     assert not p.view.round_open and p.view.phase == "betting"
 
 
-def test_a_blackjack_paid_at_once_and_an_insurance_leave_the_lifetime_sums() -> None:
-    # surrender with the operator's term: box 0 a blackjack paid at once (1,000 + 1,500),
-    # box 1 a 15 still to play against the dealer's 6
+def blackjack_paid_at_once() -> Script:
+    """surrender with the operator's term: box 0 a blackjack paid at once (1,000 + 1,500),
+    box 1 a 15 still to play against the dealer's 6."""
     script = Script(
         "surrender",
         [["AS", "TC", "6H", "KS", "5C", "TD"]],
@@ -81,6 +81,11 @@ def test_a_blackjack_paid_at_once_and_an_insurance_leave_the_lifetime_sums() -> 
         cmd.PlaceBet(player_id="ann", box=1, amount=1_000),
         cmd.Deal(player_id="ann"),
     )
+    return script
+
+
+def test_a_blackjack_paid_at_once_and_an_insurance_leave_the_lifetime_sums() -> None:
+    script = blackjack_paid_at_once()
     assert folded(script).accounts["ann"].won == 1_500
     void(script)
     p = folded(script)
@@ -104,20 +109,10 @@ def test_an_insurance_lost_at_the_peek_is_no_loss_once_voided() -> None:
 
 
 def paid_taken_out_and_voided() -> Script:
-    """surrender with the void term: box 0's blackjack paid at once (1,000 + 1,500), box 1's
-    15 still to play, ann takes out all but 2.00 of her 105.00, then the round is voided."""
-    script = Script(
-        "surrender",
-        [["AS", "TC", "6H", "KS", "5C", "TD"]],
-        {"ann": BEFORE},
-        overrides={"void_on_malfunction": True},
-    )
-    script.do(
-        cmd.PlaceBet(player_id="ann", box=0, amount=1_000),
-        cmd.PlaceBet(player_id="ann", box=1, amount=1_000),
-        cmd.Deal(player_id="ann"),
-        cmd.Withdraw(player_id="ann", amount=BEFORE + 300),
-    )
+    """``blackjack_paid_at_once``, then ann takes out all but 2.00 of her 105.00 and the
+    round is voided."""
+    script = blackjack_paid_at_once()
+    script.do(cmd.Withdraw(player_id="ann", amount=BEFORE + 300))
     void(script)
     return script
 
