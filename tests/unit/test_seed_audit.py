@@ -393,6 +393,32 @@ def test_double_is_offered_on_any_first_two_cards(
     assert "TurnStarted" in played.types() and played.types().count("PlayerHit") == 0
 
 
+@pytest.mark.parametrize(
+    ("third", "outcome"), [("5S", "lose"), ("KS", "bust")], ids=["17-loses", "22-busts"]
+)
+def test_mini_h17_a_lost_double_forfeits_the_bet_and_the_double(third: str, outcome: str) -> None:
+    """000, mini-h17: "If you lose the bet, you forfeit the entire bet amount, the initial bet
+    and the additional amount placed for the double option."
+    """
+    # given T-2 doubled against a dealer 9 / T (19), the double card making 17 or 22
+    played = play(
+        "mini-h17",
+        [
+            BET,
+            "Deal",
+            {"do": "Double", "box": 0, "offered": ["hit", "stand", "double", "surrender"]},
+        ],
+        seed=S000,
+        shoe=["TS", "9S", "2S", "TH", third],
+    )
+    # then the $10 bet and the $10 double are both lost: $20 gone, nothing paid
+    assert played.failures == []
+    assert played.hands() == [(0, 0, outcome, 2000, 0)]
+    [result] = played.of_type("RoundSettled")[0]["results"]
+    assert (result["wagered"], result["paid"], result["net"]) == (2000, 0, -2000)
+    assert played.balance() == 8000
+
+
 # ---- 001: mini-s17 ------------------------------------------------------------------------
 
 
