@@ -456,6 +456,34 @@ def test_mini_s17_insurance_is_offered_before_the_peek_and_an_insured_loss_break
     assert played.balance() == 10_000
 
 
+def test_mini_s17_a_busted_hand_loses_at_once_and_the_dealer_draws_nothing() -> None:
+    """001, mini-s17: "If you bust, a message will be displayed alongside your cards and you
+    immediately lose the game, plus your bet." (003 likewise: "If your hand busts (its total
+    exceeds 21), this hand loses and is removed from the table.")
+    """
+    # given T-6 against the dealer's 6 in the hole and T up (16), a 5 next in the shoe
+    played = play(
+        "mini-s17",
+        [BET, "Deal", {"do": "Hit", "box": 0, "offered": ["hit", "stand"]}],
+        seed=S001,
+        shoe=["TS", "6H", "6S", "TH", "KS", "5S"],  # the hole card (6H) comes before the upcard
+    )
+    # then the K busts the hand and the round ends on it: the hole card is shown, the dealer
+    # keeps her 16 (the 5 that would make her 21 stays in the shoe), the $10 is lost
+    assert played.failures == []
+    types = played.types()
+    assert types[types.index("PlayerHit") : types.index("RoundSettled") + 1] == [
+        "PlayerHit",
+        "CardDealt",
+        "DealerHoleCardRevealed",
+        "HandSettled",
+        "RoundSettled",
+    ]
+    assert played.of_type("RoundSettled")[0]["dealer_total"] == 16
+    assert played.hands() == [(0, 0, "bust", 1000, 0)]
+    assert played.balance() == 9000
+
+
 # ---- 002: atlantic-city and atlantic-city-multi -------------------------------------------
 
 
