@@ -484,6 +484,33 @@ def test_mini_s17_a_busted_hand_loses_at_once_and_the_dealer_draws_nothing() -> 
     assert played.balance() == 9000
 
 
+def test_mini_s17_declined_insurance_the_dealer_still_checks_her_ace() -> None:
+    """001, mini-s17: "you are given the option to accept Insurance before the dealer views the
+    hole card". "If you accept Insurance, the dealer will check ('peek') at their hole card for
+    Blackjack." README (rules reference): the dealer views the hole card under an ace whether
+    or not anyone took the insurance offered (``peek_on_ace``).
+    """
+    # given 5-6 (an 11 the player would double) against the dealer's K in the hole and A up
+    played = play(
+        "mini-s17",
+        [
+            BET,
+            "Deal",
+            {"do": "DeclineInsurance", "box": 0, "offered": ["insurance:0", "no_insurance:0"]},
+            {"do": "Double", "box": 0, "reject": "not_your_turn"},
+        ],
+        seed=S001,
+        shoe=["5S", "KS", "6S", "AS", "TS"],
+    )
+    # then the uninsured player is not given a turn: the dealer checked, found her blackjack
+    # and took the $10 bet alone (no double was ever at stake)
+    assert played.failures == []
+    assert [e["has_blackjack"] for e in played.of_type("DealerPeeked")] == [True]
+    assert "TurnStarted" not in played.types()
+    assert played.hands() == [(0, 0, "lose", 1000, 0)]
+    assert played.balance() == 9000
+
+
 # ---- 002: atlantic-city and atlantic-city-multi -------------------------------------------
 
 
