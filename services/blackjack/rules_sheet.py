@@ -130,8 +130,11 @@ def _dealer(rules: Rules) -> list[str]:
 
 
 def _peek(rules: Rules) -> list[str]:
+    only_if_insured = rules.peek_on_ace_only_if_insured
     peeks = [
-        name for name, on in (("an ace", rules.peek_on_ace), ("a ten", rules.peek_on_ten)) if on
+        name
+        for name, on in (("an ace", rules.peeks_on_ace_uninsured), ("a ten", rules.peek_on_ten))
+        if on
     ]
     no_peek = (
         "a dealer blackjack turned over at the end takes every bet on the box, doubles and "
@@ -139,12 +142,19 @@ def _peek(rules: Rules) -> list[str]:
     )
     # A surrendered hand is settled as surrendered whatever the dealer turns over (settlement)
     no_peek += ", but half of a surrendered hand comes back." if rules.late_surrender else "."
-    if not peeks:
+    if not peeks and not only_if_insured:
         return [f"The dealer does not check for blackjack: {no_peek}"]
-    lines = [
-        f"The dealer checks for blackjack when showing {' or '.join(peeks)}: if it is there, "
-        "the round ends before you play."
-    ]
+    lines = []
+    if peeks:
+        lines.append(
+            f"The dealer checks for blackjack when showing {' or '.join(peeks)}: if it is "
+            "there, the round ends before you play."
+        )
+    if only_if_insured:
+        lines.append(
+            "Against an ace the dealer checks for blackjack only when insurance was taken (if "
+            f"it is there, the round ends before you play); when no one insured: {no_peek}"
+        )
     if not rules.peek_on_ten:
         lines.append(f"Against a ten the dealer does not check: {no_peek}")
     if not rules.peek_on_ace:
@@ -212,9 +222,10 @@ def _split(rules: Rules) -> list[str]:
 def _surrender(rules: Rules) -> str:
     if not rules.late_surrender:
         return "Surrender is not offered."
+    ace = "an ace no one insured" if rules.peek_on_ace_only_if_insured else "an ace"
     unchecked = [
         card
-        for card, peeks in (("an ace", rules.peek_on_ace), ("a ten", rules.peek_on_ten))
+        for card, peeks in ((ace, rules.peeks_on_ace_uninsured), ("a ten", rules.peek_on_ten))
         if not peeks
     ]
     when = "after the dealer has checked for blackjack"

@@ -41,6 +41,7 @@ OVERRIDES: dict[str, dict[str, Any]] = {
     "peek_on_ace": {"peek_on_ace": False},
     "peek_on_ten": {"peek_on_ten": False},
     "hole_card_first": {"hole_card_first": True},
+    "peek_on_ace_only_if_insured": {"peek_on_ace_only_if_insured": True},
     "insurance": {"insurance": False},
     "late_surrender": {"late_surrender": True},
     "double_on": {"double_on": "totals", "double_totals": [10, 11]},

@@ -73,12 +73,15 @@ def play(
     shoes: Sequence[Sequence[str]] = (),
     balance: int = 10_000,
     players: Sequence[tuple[str, int, int]] = (),
+    rules: dict[str, Any] | None = None,
 ) -> Played:
-    """Given ``variant`` with these cards on top of the shoe(s) and one player (or
-    ``players`` as (id, seat, balance)), when ``steps`` are played (scenario steps: ``do`` plus
-    the command's fields, with ``offered`` / ``reject`` / ``at`` checked by the runner)."""
+    """Given ``variant`` (with the ``rules`` overrides) and these cards on top of the shoe(s)
+    and one player (or ``players`` as (id, seat, balance)), when ``steps`` are played
+    (scenario steps: ``do`` plus the command's fields, with ``offered`` / ``reject`` / ``at``
+    checked by the runner)."""
     scenario = Scenario(
         variant=variant,
+        rules=rules or {},
         seed=seed,
         balance=None if players else balance,
         players=[ScenarioPlayer(id=pid, seat=seat, balance=money) for pid, seat, money in players],

@@ -48,8 +48,8 @@ def peek_required(state: TableState) -> bool:
     upcard = state.upcard
     if upcard is None:
         return False
-    rank = upcard[0]
-    return (rank == "A" and state.rules.peek_on_ace) or (rank in "TJQK" and state.rules.peek_on_ten)
+    insured = any(box.insurance_stake > 0 for box in state.boxes)
+    return state.rules.peeks_under(upcard, insured)
 
 
 def dealer_blackjack_ruled_out(state: TableState) -> bool:

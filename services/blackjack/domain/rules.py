@@ -23,6 +23,8 @@ from pydantic import (
 )
 from pydantic_core.core_schema import SerializerFunctionWrapHandler
 
+from blackjack.domain.cards import is_ace, is_ten_value
+
 CARDS_PER_DECK = 52
 
 
@@ -119,6 +121,19 @@ class Rules(BaseModel):
             "the dealer's first card is the face-down hole card and the second the upcard "
             "(page 001: 'The first of the dealer's cards is placed face down'); otherwise the "
             "first card is the upcard and the second the hole card"
+        ),
+    )
+
+    peek_on_ace_only_if_insured: StrictBool = Field(
+        False,
+        exclude_if=lambda only: not only,
+        description=(
+            "the dealer checks her ace for blackjack only when a box of the round took "
+            "insurance (page 001: 'If you accept Insurance, the dealer will check ('peek') "
+            "at their hole card'); otherwise the hands are played and a blackjack she turns "
+            "over at the end takes every bet on the box. False in every preset: page 001 also "
+            "offers insurance 'before the dealer views the hole card', a view that does not "
+            "wait on the players. Needs peek_on_ace and insurance; written only when true"
         ),
     )
 
@@ -234,6 +249,8 @@ class Rules(BaseModel):
     def _consistent(self) -> Rules:
         if self.min_bet > self.max_bet:
             raise ValueError("min_bet is above max_bet")
+        if self.peek_on_ace_only_if_insured and not (self.peek_on_ace and self.insurance):
+            raise ValueError("peek_on_ace_only_if_insured needs peek_on_ace and insurance")
         if self.double_on == "totals" and not self.double_totals:
             raise ValueError("double_on='totals' needs double_totals")
         # Payouts bounded, so that no override can pay a negative or an absurd amount.
@@ -248,6 +265,19 @@ class Rules(BaseModel):
         if not self.rebet_multipliers or not self.rebet_multipliers <= {1, 2, 3, 4}:
             raise ValueError("rebet_multipliers are whole multiples from 1 to 4")
         return self
+
+    def peeks_under(self, upcard: str, insured: bool) -> bool:
+        """Whether the dealer checks her hole card for blackjack under this upcard before the
+        hands are played; ``insured``: a box of the round took insurance."""
+        if is_ace(upcard):
+            return self.peek_on_ace and (insured or not self.peek_on_ace_only_if_insured)
+        return is_ten_value(upcard) and self.peek_on_ten
+
+    @property
+    def peeks_on_ace_uninsured(self) -> bool:
+        """Whether the dealer checks an ace when no one insured (the basic-strategy player
+        never insures: the game the strategy and the RTP are computed for)."""
+        return self.peeks_under("AS", insured=False)
 
     @property
     def shoe_size(self) -> int:

@@ -45,7 +45,7 @@ def describe_rules(strategy: Strategy) -> str:
         f"split by {r.split_by}",
         "one card to split aces" if r.split_aces_one_card else "split aces play on",
         "late surrender" if r.late_surrender else "no surrender",
-        _peek(r.peek_on_ace, r.peek_on_ten),
+        _peek(r.peeks_on_ace_uninsured, r.peek_on_ten),
         f"blackjack pays {pays.numerator}:{pays.denominator}",
     ]
     return ", ".join(parts)

@@ -105,7 +105,7 @@ class GameKey(NamedTuple):
         return cls(
             decks=rules.decks,
             hits_soft_17=rules.dealer_hits_soft_17,
-            peek_on_ace=rules.peek_on_ace,
+            peek_on_ace=rules.peeks_on_ace_uninsured,
             peek_on_ten=rules.peek_on_ten,
             late_surrender=rules.late_surrender,
             double_any_two=rules.double_on == "any_two",

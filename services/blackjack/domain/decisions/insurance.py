@@ -84,7 +84,8 @@ def peek_then_play(r: Draft) -> None:
     upcard = state.upcard
     assert upcard is not None
     rules = state.rules
-    peeks = (is_ace(upcard) and rules.peek_on_ace) or (is_ten_value(upcard) and rules.peek_on_ten)
+    insured = any(box.insurance_stake > 0 for box in state.boxes)
+    peeks = rules.peeks_under(upcard, insured)
     if peeks:
         dealer_blackjack = is_natural(state.dealer)
         r.emit(facts.dealer_peeked(round=state.round, has_blackjack=dealer_blackjack))

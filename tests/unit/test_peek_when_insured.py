@@ -1,0 +1,143 @@
+"""Page 001's "If you accept Insurance, the dealer will check ('peek') at their hole card for
+Blackjack", read the other way: ``peek_on_ace_only_if_insured``.
+
+mini-s17 reads the page as a dealer who views her hole card under an ace whatever the players
+decide ("you are given the option to accept Insurance before the dealer views the hole card";
+``test_seed_audit``'s declined-insurance test pins it). An operator who reads the sentence as a
+condition sets the option: then, with no box insured, nobody checks the ace, the hands are
+played, and a blackjack she turns over at the end takes every bet, as under her unchecked ten.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pytest
+
+from blackjack.audit.replay import replay_stream
+from blackjack.domain import commands as cmd
+from blackjack.domain import events as ev
+from blackjack.domain.rules import PRESETS, Rules, fingerprint, preset
+from blackjack.messages.sealing import ShoeSeal
+from blackjack.messages.wire import to_wire
+from tests.integration.conftest_projections import Script
+from tests.unit.test_seed_audit import BET, S001, S003, play
+
+ONLY_IF_INSURED: dict[str, object] = {"peek_on_ace_only_if_insured": True}
+# mini-s17 deals the hole card before the upcard: player 5, dealer K (hole), player 6, dealer A
+FIVE_SIX_AGAINST_ACE_KING = ["5S", "KS", "6S", "AS", "TS"]
+
+
+def test_uninsured_the_dealer_does_not_check_her_ace_and_her_blackjack_takes_the_double() -> None:
+    # given mini-s17 with the option, 5-6 against the dealer's A up and K in the hole
+    played = play(
+        "mini-s17",
+        [
+            BET,
+            "Deal",
+            {"do": "DeclineInsurance", "box": 0, "offered": ["insurance:0", "no_insurance:0"]},
+            {"do": "Double", "box": 0, "offered": ["hit", "stand", "double"]},
+        ],
+        seed=S001,
+        shoe=FIVE_SIX_AGAINST_ACE_KING,
+        rules=ONLY_IF_INSURED,
+    )
+    # then no one insured, so no one checked: the 11 was doubled onto a T (21), and the
+    # blackjack turned over at the end took the bet and the double
+    assert played.failures == []
+    assert played.of_type("DealerPeeked") == []
+    types = played.types()
+    assert types.index("HandDoubled") < types.index("DealerHoleCardRevealed")
+    assert played.of_type("RoundSettled")[0]["dealer_blackjack"] is True
+    assert played.hands() == [(0, 0, "lose", 2000, 0)]
+    assert played.balance() == 8000
+
+
+def test_insured_the_dealer_checks_her_ace_and_the_round_ends_on_her_blackjack() -> None:
+    # given the same cards, and the player takes insurance
+    played = play(
+        "mini-s17",
+        [
+            BET,
+            "Deal",
+            {"do": "TakeInsurance", "box": 0},
+            {"do": "Double", "box": 0, "reject": "not_your_turn"},
+        ],
+        seed=S001,
+        shoe=FIVE_SIX_AGAINST_ACE_KING,
+        rules=ONLY_IF_INSURED,
+    )
+    # then the dealer checked, found the blackjack: the $5 insurance paid 2:1 the $10 lost
+    assert played.failures == []
+    assert [e["has_blackjack"] for e in played.of_type("DealerPeeked")] == [True]
+    assert "TurnStarted" not in played.types()
+    assert played.hands() == [(0, 0, "lose", 1000, 0)]
+    assert played.balance() == 10_000
+
+
+def test_one_insured_box_has_the_dealer_check_for_every_box() -> None:
+    # given surrender with the option, box 0 insured and box 1 not, the dealer A / 7
+    played = play(
+        "surrender",
+        [
+            {"do": "PlaceBet", "box": 0, "amount": 1000},
+            {"do": "PlaceBet", "box": 1, "amount": 1000},
+            "Deal",
+            {"do": "TakeInsurance", "box": 0},
+            {"do": "DeclineInsurance", "box": 1},
+            {"do": "Stand", "box": 0},
+            {"do": "Surrender", "box": 1, "offered": ["hit", "stand", "double", "surrender"]},
+        ],
+        seed=S003,
+        shoe=["TS", "9S", "AS", "8S", "7S", "7H"],
+        rules=ONLY_IF_INSURED,
+    )
+    # then she checked (no blackjack) before anyone played: T-8 stands on 18 against soft 18
+    assert played.failures == []
+    assert [e["has_blackjack"] for e in played.of_type("DealerPeeked")] == [False]
+    assert played.hands() == [(0, 0, "push", 1000, 1000), (1, 0, "surrender", 1000, 500)]
+
+
+@pytest.mark.parametrize("off", ["peek_on_ace", "insurance"])
+def test_the_option_needs_a_peek_on_the_ace_and_insurance(off: str) -> None:
+    # an ace never checked, or insurance never offered, leaves the option nothing to decide
+    with pytest.raises(ValueError, match="needs peek_on_ace and insurance"):
+        preset("mini-s17").with_overrides({**ONLY_IF_INSURED, off: False})
+
+
+@pytest.mark.parametrize("name", sorted(PRESETS))
+def test_no_preset_has_the_option_and_its_rules_document_does_not_name_it(name: str) -> None:
+    # the pages' reading stays the preset's; a table opened before the option reads the same
+    rules = preset(name)
+    assert rules.peek_on_ace_only_if_insured is False
+    doc: dict[str, Any] = rules.model_dump(mode="json")
+    assert "peek_on_ace_only_if_insured" not in doc
+    assert fingerprint(Rules.model_validate(doc)) == fingerprint(rules)
+    with_option = rules.with_overrides(
+        {**ONLY_IF_INSURED, "peek_on_ace": True, "insurance": True}
+    ).model_dump(mode="json")
+    assert with_option["peek_on_ace_only_if_insured"] is True
+
+
+def test_the_audit_holds_the_log_to_the_option() -> None:
+    """An unchecked ace is right at a table with the option, and found at one without it."""
+    seal = ShoeSeal.from_hex(ShoeSeal.new_key_hex())
+    script = Script("mini-s17", [FIVE_SIX_AGAINST_ACE_KING], overrides=ONLY_IF_INSURED)
+    script.do(
+        cmd.PlaceBet(player_id="alice", box=0, amount=1000),
+        cmd.Deal(player_id="alice"),
+        cmd.DeclineInsurance(player_id="alice", box=0),
+        cmd.Double(player_id="alice", box=0),
+    )
+    log = [to_wire(e, seal) for e in script.envelopes if e.stream_id == script.stream_id]
+    assert [f.message for f in replay_stream(log, seal).findings] == []
+
+    opened = next(i for i, w in enumerate(log) if isinstance(w.data, ev.TableOpened))
+    data = log[opened].data
+    assert isinstance(data, ev.TableOpened)
+    rules = data.rules.model_copy(update={"peek_on_ace_only_if_insured": False})
+    forged = log[opened].model_copy(update={"data": data.model_copy(update={"rules": rules})})
+    findings = [
+        f.message for f in replay_stream([*log[:opened], forged, *log[opened + 1 :]], seal).findings
+    ]
+    assert any("play started without the peek the rules require" in m for m in findings)
