@@ -757,3 +757,37 @@ def test_a_void_that_takes_a_payment_back_tells_the_player_so() -> None:
     console.print(table_screen(folded(script), A))
     text = console.export_text()
     assert "every wager back, 5.00 USD taken back from you" in text and "-5.00" not in text
+
+
+def test_the_history_shows_a_payout_settled_before_a_void_as_voided() -> None:
+    """surrender with the void term: ann's blackjack on box 0 was paid at once (25.00) when
+    the round is voided; her history keeps what was paid then and says the void took it."""
+    script = Script(
+        "surrender",
+        [["AS", "TC", "6H", "KS", "5C", "TD"]],
+        overrides={"void_on_malfunction": True},
+    )
+    script.do(
+        cmd.PlaceBet(player_id=A, box=0, amount=1000),
+        cmd.PlaceBet(player_id=A, box=1, amount=1000),
+        cmd.Deal(player_id=A),
+        cmd.VoidRound(round=1, operator="ops-17", reason="card reader fault"),
+    )
+    console = Console(width=160, record=True, color_system=None)
+    console.print(history_screen(folded(script), A, 10))
+    recalled = console.export_text()
+    assert "blackjack pays 25.00, voided" in recalled, recalled
+
+
+def test_the_history_shows_an_insurance_settled_before_a_void_as_voided() -> None:
+    script = Script("mini-h17", [["TS", "AH", "9S", "7D"]])
+    script.do(
+        cmd.PlaceBet(player_id=A, box=0, amount=1000),
+        cmd.Deal(player_id=A),
+        cmd.TakeInsurance(player_id=A, box=0),
+        cmd.VoidRound(round=1, operator="ops-17", reason="card reader fault"),
+    )
+    console = Console(width=160, record=True, color_system=None)
+    console.print(history_screen(folded(script), A, 10))
+    recalled = console.export_text()
+    assert "insurance 5.00 lost, voided" in recalled, recalled

@@ -349,3 +349,26 @@ async def test_a_voided_round_shows_a_player_their_own_return_and_no_operator(
     assert seen["data"]["reason"] == "card reader fault" and "operator" not in seen["data"]
     assert seen["data"]["returns"] == [whole["data"]["returns"][0]]
     assert "ops-17" not in str(ann) and "8000" not in str(ann)  # ben's balance after
+
+
+async def test_a_payout_settled_before_a_void_is_shown_voided_in_both_answers(
+    store: ProjectionStore,
+) -> None:
+    """surrender with the void term: ann's blackjack on box 0 paid at once (25.00), then the
+    round voided. The full round and ann's view keep what was paid then and say it was
+    voided, as the document says (checked against it)."""
+    cards = ["AS", "TC", "6H", "KS", "5C", "TD"]
+    t = StackedTable("surrender", cards, {"void_on_malfunction": True})
+    t.do(cmd.SitDown(player_id="ann", seat=0), cmd.Deposit(player_id="ann", amount=10_000))
+    t.do(
+        cmd.PlaceBet(player_id="ann", box=0, amount=1000),
+        cmd.PlaceBet(player_id="ann", box=1, amount=1000),
+        cmd.Deal(player_id="ann"),
+        cmd.VoidRound(round=1, operator="ops-17", reason="card reader fault"),
+    )
+    _, full, ann = await played_out(store, t, "ann")
+    for answer in (full, ann):
+        hands = [
+            (h["outcome"], h["payout"], h["voided"]) for b in answer["boxes"] for h in b["hands"]
+        ]
+        assert hands == [("blackjack", 2500, True), (None, None, True)], hands

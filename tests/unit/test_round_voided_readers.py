@@ -18,6 +18,7 @@ from blackjack.messages.wire import encode, to_wire
 from blackjack.projections.metrics import ROUNDS_CLOSED
 from blackjack.projections.projector import StreamProjection
 from blackjack.projections.store import ProjectionStore
+from blackjack.projections.views import RoundRecord
 from blackjack.projections.writer import ProjectionWriter, Record
 from tests.integration.conftest_projections import Script
 from tests.unit.test_replay_engine import SEAL, messages, tamper, wires
@@ -95,6 +96,23 @@ def test_a_blackjack_paid_at_once_and_an_insurance_leave_the_lifetime_sums() -> 
     assert (line.wagered, line.paid, line.net, line.balance_after) == (2_000, 2_000, 0, BEFORE)
 
 
+def test_a_payout_settled_before_the_void_is_kept_and_marked_voided() -> None:
+    """The record keeps what the blackjack paid at once was paid then (the recall shows every
+    payout), and says the void took it back: every hand of the round is voided, and a record
+    stored before hands said so reads the same."""
+    script = blackjack_paid_at_once()
+    void(script)
+    record = folded(script).rounds[1]
+    paid, open_hand = (box.hands[0] for box in record.boxes)
+    assert (paid.outcome, paid.payout, paid.voided) == ("blackjack", 2_500, True)
+    assert (open_hand.outcome, open_hand.payout, open_hand.voided) == (None, None, True)
+    stored = record.model_dump(mode="json")
+    for box in stored["boxes"]:
+        for hand in box["hands"]:
+            del hand["voided"]
+    assert RoundRecord.model_validate(stored) == record
+
+
 def test_an_insurance_lost_at_the_peek_is_no_loss_once_voided() -> None:
     script = Script("mini-h17", [["TS", "AH", "9S", "7D"]], {"ann": BEFORE})
     script.do(
@@ -104,8 +122,14 @@ def test_an_insurance_lost_at_the_peek_is_no_loss_once_voided() -> None:
     )
     assert folded(script).accounts["ann"].lost == 500
     void(script)
-    account = folded(script).accounts["ann"]
+    p = folded(script)
+    account = p.accounts["ann"]
     assert (account.available, account.in_play, account.wagered, account.lost) == (BEFORE, 0, 0, 0)
+    insurance = p.rounds[1].boxes[0].insurance
+    assert insurance is not None
+    assert (insurance.status, insurance.payout, insurance.voided) == ("settled", 0, True)
+    text = render(replay_round(wires(script), 1, SEAL, "table-1"))
+    assert "insurance (ann): stake 5.00: lost, pays 0.00, voided: taken back  [ok]" in text
 
 
 def paid_taken_out_and_voided() -> Script:
@@ -189,6 +213,7 @@ def test_the_recall_tells_a_payment_taken_back_as_taken_back() -> None:
     as "-2.00 back")."""
     script = paid_taken_out_and_voided()
     text = render(replay_round(wires(script), 1, SEAL, "table-1"))
+    assert "blackjack, pays 25.00, voided: taken back  [ok]" in text
     assert "every wager back, nothing paid stands: ann 2.00 taken back (balance 0.00), " in text
     assert "3.00 not recovered" in text and "-2.00" not in text
 

@@ -202,6 +202,8 @@ class MoneyChecks(Checker):
             self._moves(player_id, back.returned, back.balance_after)
         if current is not None:
             current.status = "voided"
+            for settled in (*current.settlements, *current.insurance):
+                settled.voided = True
 
 
 def _wagered(state: TableState, *, bets_not_dealt: bool) -> dict[str, int]:

@@ -11,7 +11,7 @@ from dataclasses import dataclass, field
 from datetime import UTC, datetime
 
 from blackjack.audit.replay import replay_stream
-from blackjack.audit.replayed import Finding, RoundReplay, ShoeCheck, StreamReplay
+from blackjack.audit.replayed import Finding, RoundReplay, Settlement, ShoeCheck, StreamReplay
 from blackjack.audit.words import cards_text, money
 from blackjack.domain import events as ev
 from blackjack.domain.state import TableState
@@ -148,7 +148,8 @@ def _table(replay: RoundReplay, state: TableState | None) -> list[str]:
         )
         lines.append(
             f"Box {s.box} hand {s.hand} ({s.player_id}): {cards_text(s.cards)}, stake "
-            f"{money(s.stake, cur)}: {s.recorded[0]}, pays {money(s.recorded[1], cur)}  [{mark}]"
+            f"{money(s.stake, cur)}: {s.recorded[0]}, pays {money(s.recorded[1], cur)}"
+            f"{_voided(s)}  [{mark}]"
         )
     for s in replay.insurance:
         mark = (
@@ -156,7 +157,7 @@ def _table(replay: RoundReplay, state: TableState | None) -> list[str]:
         )
         lines.append(
             f"Box {s.box} insurance ({s.player_id}): stake {money(s.stake, cur)}: {s.recorded[0]}, "
-            f"pays {money(s.recorded[1], cur)}  [{mark}]"
+            f"pays {money(s.recorded[1], cur)}{_voided(s)}  [{mark}]"
         )
     for result in replay.results:
         span = replay.balances.get(result.player_id)
@@ -176,6 +177,11 @@ def _table(replay: RoundReplay, state: TableState | None) -> list[str]:
                 f"{money(end, cur)}"
             )
     return lines
+
+
+def _voided(settlement: Settlement) -> str:
+    """A settlement the round's void took back (page 000: nothing paid stands)."""
+    return ", voided: taken back" if settlement.voided else ""
 
 
 def _moved(replay: RoundReplay, player_id: str) -> str:

@@ -44,6 +44,8 @@ class Settlement:
     stake: int
     recorded: tuple[str, int]
     derived: tuple[str, int]
+    voided: bool = False
+    """settled before the round was voided: the void took the payout back"""
 
     @property
     def ok(self) -> bool:

@@ -104,7 +104,10 @@ def _hand_line(
     if hand.outcome is not None:
         paid = f" pays {money(hand.payout, currency)}" if hand.payout else ""
         gap = "" if paid_as_one else "  "
-        line.append(f"{gap}{hand.outcome}{paid}", style="green" if hand.payout else "yellow")
+        if hand.voided:  # settled before the round was voided: the void took the pay back
+            line.append(f"{gap}{hand.outcome}{paid}, voided", style="dim")
+        else:
+            line.append(f"{gap}{hand.outcome}{paid}", style="green" if hand.payout else "yellow")
     return line
 
 
@@ -392,6 +395,13 @@ def _dealt(
 
 def _insurance_line(insurance: InsuranceView, mine: bool, currency: str) -> Text:
     stake = money(insurance.stake, currency)
+    if insurance.voided and insurance.status in ("taken", "settled"):  # its stake came back
+        result = "taken"  # and a payout settled at the peek was taken back
+        if insurance.status == "settled" and insurance.won:
+            result = f"won, pays {money(insurance.payout or 0, currency)}"
+        elif insurance.status == "settled":
+            result = "lost"
+        return Text(f"insurance {stake} {result}, voided", style="dim")
     if insurance.status == "offered":
         return Text("insurance offered" + (": i (take) / n (no)" if mine else ""), "bold magenta")
     if insurance.status == "settled" and insurance.won:

@@ -266,6 +266,7 @@ def _round_voided(p: StreamProjection, e: ev.RoundVoided, at: datetime) -> None:
     record.status = "voided"
     record.closed_at = at
     p.day(at).voided += 1
+    record.mark_voided()
     for returned in e.returns:
         account = p.money_moved(e, returned.player_id, returned.balance_after)
         settled_stakes = 0

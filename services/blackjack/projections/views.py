@@ -9,7 +9,7 @@ from dataclasses import dataclass, fields
 from datetime import datetime
 from typing import Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import BaseModel, ConfigDict, Field, model_validator
 
 from blackjack.domain.hand import total
 
@@ -125,6 +125,10 @@ class HandView(_Model):
     surrendered: bool = False
     outcome: str | None = None
     payout: int | None = None
+    voided: bool = False
+    """the round was voided for a malfunction: the hand's play and pay are void, and an
+    ``outcome`` and ``payout`` settled before the void (a blackjack paid at once) say what was
+    paid then and taken back by the void"""
 
     def set_cards(self, cards: list[str]) -> None:
         self.cards = cards
@@ -137,6 +141,9 @@ class InsuranceView(_Model):
     stake: int = 0
     won: bool | None = None
     payout: int | None = None
+    voided: bool = False
+    """the round was voided for a malfunction: the stake came back, and a payout settled at
+    the peek (``status`` settled) was taken back"""
 
 
 class BoxView(_Model):
@@ -197,6 +204,21 @@ class RoundRecord(_Model):
     first_sequence: int
     last_sequence: int
     log: list[LogEntry] = []
+
+    @model_validator(mode="after")
+    def _voided_throughout(self) -> RoundRecord:
+        # A record stored before hands and insurance said voided reads as the fold writes it.
+        if self.status == "voided":
+            self.mark_voided()
+        return self
+
+    def mark_voided(self) -> None:
+        """Every hand and insurance of the round voided: nothing the round paid stands."""
+        for box in self.boxes:
+            for hand in box.hands:
+                hand.voided = True
+            if box.insurance is not None:
+                box.insurance.voided = True
 
     def box(self, index: int) -> BoxView:
         for box in self.boxes:
