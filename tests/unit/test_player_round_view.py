@@ -372,3 +372,61 @@ async def test_a_payout_settled_before_a_void_is_shown_voided_in_both_answers(
             (h["outcome"], h["payout"], h["voided"]) for b in answer["boxes"] for h in b["hands"]
         ]
         assert hands == [("blackjack", 2500, True), (None, None, True)], hands
+
+
+def _operators(full: dict[str, Any]) -> set[str]:
+    """The ids of the operator's commands in a full round: those of entries naming staff."""
+    return {e["command_id"] for e in full["log"] if e["data"].get("operator") is not None}
+
+
+async def test_no_operators_command_id_in_a_players_view(store: ProjectionStore) -> None:
+    """The operator's command ids are the operator's, as another player's are theirs: ann's
+    view carries none, on the table's entries (the suspension, the resumption) nor on what
+    the void wrote (the hole card shown, the void); the full round keeps every one. Before,
+    ann's view kept them (and hid the void's only when it stood another player up)."""
+    t = StackedTable("atlantic-city-multi", ["TS", "7S", "9S", "8S"], {"void_on_malfunction": True})
+    folder = CommandFolder(store, t)
+    t.do(cmd.SitDown(player_id="ann", seat=0), cmd.Deposit(player_id="ann", amount=10_000))
+    t.do(
+        cmd.PlaceBet(player_id="ann", box=0, amount=1000),
+        cmd.Deal(player_id="ann"),
+        cmd.SuspendTable(operator="ops-17", reason="card reader fault"),
+        cmd.ResumeTable(operator="ops-17"),
+        cmd.VoidRound(round=1, operator="ops-17", reason="card reader fault"),
+    )
+    await folder.fold()
+    status, full = await _get(folder, f"/v1/rounds/{STREAM}:1")
+    assert status == 200
+    status, ann = await _get(folder, f"/v1/players/ann/rounds/{STREAM}:1")
+    assert status == 200
+    VALIDATOR.validate(ann)
+    operators = _operators(full)
+    written = {e["event"] for e in full["log"] if e["command_id"] in operators}
+    assert written == {"TableSuspended", "TableResumed", "DealerHoleCardRevealed", "RoundVoided"}
+    assert not [e["event"] for e in ann["log"] if e["command_id"] in operators]
+    mine = [e for e in _of(ann, "ann") if e["decided_by"] == "player"]
+    assert mine and all(e["command_id"].startswith("ann-") for e in mine)
+
+
+async def test_no_operators_command_id_on_a_players_own_stand_up(store: ProjectionStore) -> None:
+    """StandUpPlayer: ben's own view of his stand-up keeps why, not the operator's command id
+    (before: kept, while ann's view of the same entry hid it)."""
+    t = table(None)
+    folder = CommandFolder(store, t)
+    t.do(
+        cmd.PlaceBet(player_id="ann", box=0, amount=1000),
+        cmd.PlaceBet(player_id="ben", box=1, amount=2000),
+        cmd.StandUpPlayer(player_id="ben", operator="ops-17", reason="self-excluded"),
+        cmd.Deal(player_id="ann"),
+    )
+    finish_round(t)
+    await folder.fold()
+    status, full = await _get(folder, f"/v1/rounds/{STREAM}:1")
+    assert status == 200
+    [left] = [e for e in full["log"] if e["event"] == "SeatLeft"]
+    assert left["command_id"] in _operators(full)
+    status, ben = await _get(folder, f"/v1/players/ben/rounds/{STREAM}:1")
+    assert status == 200
+    VALIDATOR.validate(ben)
+    [own] = [e for e in ben["log"] if e["event"] == "SeatLeft"]
+    assert own["data"]["operator_reason"] == "self-excluded" and own["command_id"] is None

@@ -195,10 +195,11 @@ class PlayerRoundAnswer(RoundAnswer):
     player may be shown it. ``players`` holds the player alone; the other players' log
     entries carry no ``balance_after``, ``balance_returned``, ``actions`` or
     ``operator_reason`` (why the operator stood them up), no entry carries
-    another player's command id (``command_id`` null), their money paid in or out and their
-    buy-ins declined are left out, and ``RoundSettled``'s ``results`` holds the player's
-    result alone. No entry names the member of the operator's staff who acted
-    (``operator``)."""
+    another player's command id nor the operator's (``command_id`` null: a suspension, a
+    void, a stand-up, an interrupted round closed, and every entry those commands wrote),
+    their money paid in or out and their buy-ins declined are left out, and
+    ``RoundSettled``'s ``results`` and ``RoundVoided``'s ``returns`` hold the player's alone.
+    No entry names the member of the operator's staff who acted (``operator``)."""
 
 
 # ---- a table and the rounds left waiting -----------------------------------------------------

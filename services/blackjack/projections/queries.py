@@ -220,15 +220,21 @@ def round_seen_by(player_id: str, found: dict[str, Any]) -> dict[str, Any]:
 
 
 def _others_commands(player_id: str, log: list[dict[str, Any]]) -> set[str]:
-    """The ids of the other players' commands in a round's log: each entry of another player
-    was written by a command of theirs (or the server's, such as the clock's, left out as
-    well), and that command's id is also on the entries it wrote that are no one's (the
-    cards dealt, the round settled) or the player's (their hand settled by another's stand).
-    The player's own decisions' commands stay theirs."""
+    """The ids of the commands in a round's log that are others': the other players' and the
+    operator's. Each entry of another player was written by a command of theirs (or the
+    server's, such as the clock's, left out as well); each entry naming a member of the
+    operator's staff (``STAFF``: a suspension, a void, a stand-up, an interrupted round
+    closed) by the operator's command, whose id its sender chose and may name them as the
+    entry does. That id is also on the entries the command wrote that are no one's (the cards
+    dealt, the round settled or voided) or the player's (their hand settled by another's
+    stand, themselves stood up). The player's own decisions' commands stay theirs."""
     others: set[str] = set()
     own: set[str] = set()
     for entry in log:
-        owner, command = entry["data"].get("player_id"), entry.get("command_id")
+        data, command = entry["data"], entry.get("command_id")
+        if command is not None and data.get(STAFF) is not None:
+            others.add(command)
+        owner = data.get("player_id")
         if command is None or owner is None:
             continue
         if owner != player_id:
