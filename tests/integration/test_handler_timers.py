@@ -12,7 +12,13 @@ from blackjack.client import BlackjackClient
 from blackjack.command_handler.clock import disconnect_command_id, expire_command_id
 from blackjack.domain import commands as cmd
 from blackjack.domain import events as ev
-from blackjack.domain.wallet import BuyIn, CashOutReceived, WalletDeposit, wallet_stream
+from blackjack.domain.wallet import (
+    BuyIn,
+    BuyInCompleted,
+    CashOutReceived,
+    WalletDeposit,
+    wallet_stream,
+)
 from blackjack.messages.envelope import EventEnvelope
 from tests.integration.conftest import (
     KafkaSpace,
@@ -227,15 +233,17 @@ async def test_a_takeover_keeps_the_presence_clock_running(
     assert [c.command_id for c in fired] == [disconnect_command_id(table, "sam", bet.handled_at)]
 
 
-async def test_a_void_at_a_shared_table_stands_up_who_sat_out_and_pays_the_wallet_once(
+async def test_a_void_at_a_shared_table_counts_no_round_sat_out_and_pays_the_wallet_once(
     space: KafkaSpace, shuffler: QueuedShuffler, client: BlackjackClient
 ) -> None:
     """atlantic-city-multi with the operator's void term, freeing a seat after 2 rounds sat
-    out: ben never acts (left out of round 1 by the clock, round 2 dealt without him); the
-    operator voids round 2 while ann plays: her 500 comes back, and ben is stood up as after
-    a settlement, his 1,000 back in wallet:ben once."""
+    out: ben never acts (left out of round 1 by the clock, rounds 2 and 3 dealt without him);
+    the operator voids round 2 while ann plays: her 500 comes back and, a voided round being
+    no round sat out, no one is stood up; round 3, settled, stands ben up, his 1,000 back in
+    wallet:ben once."""
     table = "void-multi"
-    shuffler.queue(["TS", "7S", "9S", "TD", "TH", "7H", "9H", "TC"])  # ann 19 v 17, twice
+    # ann 19 v 17, three times
+    shuffler.queue(["TS", "7S", "9S", "TD", "TH", "7H", "9H", "TC", "TD", "7D", "9D", "TS"])
     await _ann_and_ben_bought_in(
         space,
         client,
@@ -245,6 +253,12 @@ async def test_a_void_at_a_shared_table_stands_up_who_sat_out_and_pays_the_walle
         void_on_malfunction=True,
     )
     wallet = wallet_stream("ben")  # the module's tables share the players' wallets
+    # The buy-in's last step (ConfirmBuyIn) answered: the wallet read whole, not mid-saga.
+    await wait_for_events(
+        space,
+        wallet,
+        lambda es: any(isinstance(e.data, BuyInCompleted) and e.data.table_id == table for e in es),
+    )
     before = (await verify_stream(space, wallet)).state.balance
     await accept(
         client, table, cmd.PlaceBet(player_id="ann", box=0, amount=500), cmd.Deal(player_id="ann")
@@ -255,9 +269,8 @@ async def test_a_void_at_a_shared_table_stands_up_who_sat_out_and_pays_the_walle
         client, table, cmd.PlaceBet(player_id="ann", box=0, amount=500), cmd.Deal(player_id="ann")
     )
     await accept(client, table, cmd.VoidRound(round=2, operator="ops-1", reason="reader fault"))
-    events = await wait_for_events(space, table, lambda es: "SeatLeft" in types_of(es))
-    kinds = types_of(events)
-    assert kinds[-3:] == ["DealerHoleCardRevealed", "RoundVoided", "SeatLeft"]
+    events = await wait_for_events(space, table, lambda es: "RoundVoided" in types_of(es))
+    assert types_of(events)[-2:] == ["DealerHoleCardRevealed", "RoundVoided"]
     [voided] = [e.data for e in events if isinstance(e.data, ev.RoundVoided)]
     [back] = voided.returns
     assert (back.player_id, back.wagered, back.returned, back.balance_after) == (
@@ -266,6 +279,16 @@ async def test_a_void_at_a_shared_table_stands_up_who_sat_out_and_pays_the_walle
         500,
         1_500,  # 1,000 bought in and round 1's 500 won
     )
+    assert (await verify_stream(space, table)).state.players["ben"].rounds_sat_out == 1
+    await accept(
+        client,
+        table,
+        cmd.PlaceBet(player_id="ann", box=0, amount=500),
+        cmd.Deal(player_id="ann"),
+        cmd.Stand(player_id="ann", box=0),
+    )
+    events = await wait_for_events(space, table, lambda es: "SeatLeft" in types_of(es))
+    assert types_of(events)[-2:] == ["RoundSettled", "SeatLeft"]
     [left] = [e.data for e in events if isinstance(e.data, ev.SeatLeft)]
     assert (left.player_id, left.reason, left.rounds_sat_out, left.balance_returned) == (
         "ben",
@@ -284,5 +307,5 @@ async def test_a_void_at_a_shared_table_stands_up_who_sat_out_and_pays_the_walle
     received = await wait_for_events(space, wallet, lambda es: bool(paid_here(es)))
     assert paid_here(received) == [1_000]
     check = await verify_stream(space, table)
-    assert "ben" not in check.state.players and check.state.players["ann"].balance == 1_500
+    assert "ben" not in check.state.players and check.state.players["ann"].balance == 2_000
     assert (await verify_stream(space, wallet)).state.balance == before + 1_000

@@ -232,3 +232,53 @@ async def test_an_account_not_known_to_sit_out_says_null_until_the_player_acts(
         assert (await folder.players())["ben"] == out(False, 0, None)
     finally:
         await store.close()
+
+
+async def test_a_voided_round_is_no_round_sat_out_in_the_answer_and_after_migration_0006(
+    tmp_path: Path,
+) -> None:
+    """ben sits out two settled rounds, then two voided ones (one dealt while the table is
+    suspended): the answer counts 2 after each void, as the decider does, and a store taken
+    down to 0005 and up again (0006 folding the count from the events) says the same (before,
+    0006 counted the voided rounds' deals: 3)."""
+    overrides: dict[str, object] = {
+        "seat_released_after_rounds_sat_out": 4,
+        "void_on_malfunction": True,
+    }
+    t = StackedTable("atlantic-city-multi", ["TS", "7S", "9S", "TD"] * 4, overrides)
+    for pid, seat in (("ann", 0), ("ben", 1)):
+        t.do(cmd.SitDown(player_id=pid, seat=seat), cmd.Deposit(player_id=pid, amount=10_000))
+    store = await _store(tmp_path)
+    try:
+        folder = Folder(store, t)
+        steps: list[Callable[[StackedTable], object]] = [
+            ann_plays_a_round,
+            ann_plays_a_round,
+            lambda t: t.do(
+                cmd.PlaceBet(player_id="ann", box=0, amount=1000),
+                cmd.Deal(player_id="ann"),
+                cmd.VoidRound(round=3, operator="ops", reason="reader fault"),
+            ),
+            lambda t: t.do(
+                cmd.PlaceBet(player_id="ann", box=0, amount=1000),
+                cmd.SuspendTable(operator="ops", reason="reader fault"),
+                cmd.Deal(player_id="ann"),
+                cmd.VoidRound(round=4, operator="ops", reason="reader fault"),
+                cmd.ResumeTable(operator="ops"),
+            ),
+        ]
+        for step in steps:
+            step(t)
+            t.now += timedelta(seconds=1)
+            await folder.fold()
+            counted = (await folder.players())["ben"]["rounds_sat_out"]
+            assert counted == t.state.players["ben"].rounds_sat_out
+            expected = await _dump(store)
+            async with store.writing() as connection:
+                await connection.run_sync(migrate, "0005", True)
+            await store.migrate()
+            assert await _dump(store) == expected
+        assert t.state.players["ben"].rounds_sat_out == 2
+        assert (await folder.players())["ben"] == out(True, 2, 2)
+    finally:
+        await store.close()

@@ -106,7 +106,10 @@ class _Replayer(MoneyChecks, TableChecks):
                 self._check(event)
                 self._stood_up_when_due(event)
                 self.state = evolve(self.state, event)
-                if isinstance(event, ev.RoundSettled | ev.RoundVoided):  # a game cycle's end
+                # A settled game cycle's end; not a void's: a voided round is no round sat
+                # out, so it brings no one to the table's limit (a stand-up after it is found
+                # as one before the count reached the limit).
+                if isinstance(event, ev.RoundSettled):
                     self._due_to_stand_up()
             except _Stop as stop:
                 self.out.stopped = str(stop)

@@ -120,8 +120,8 @@ class TableChecks(Checker):
 
     def _stood_up_when_due(self, event: ev.Event | None) -> None:
         """A player due to be stood up at the end of a round is, by the same decision: the
-        events right after its ``RoundSettled`` (or its ``RoundVoided``: the decider stands
-        them up after a void as after a settlement) are their ``SeatLeft``s."""
+        events right after its ``RoundSettled`` are their ``SeatLeft``s (none is due after a
+        ``RoundVoided``: a voided round counts as no round sat out)."""
         if not self.due_to_stand_up:
             return
         if (

@@ -188,6 +188,7 @@ def _close_round(draft: TableState) -> None:
     draft.dealer = ()
     draft.active = None
     draft.deadline = None
+    draft.sat_out_counted = False
 
 
 def _round_cancelled(draft: TableState, e: ev.RoundCancelled) -> None:
@@ -197,6 +198,14 @@ def _round_cancelled(draft: TableState, e: ev.RoundCancelled) -> None:
 def _round_voided(draft: TableState, e: ev.RoundVoided) -> None:
     for returned in e.returns:
         _set_balance(draft, returned.player_id, returned.balance_after)
+    # "Malfunctions voids all pays and plays": a voided round is no round played, so no round
+    # sat out either (as one dealt while suspended is not); no one sits out from the deal to
+    # the void, so those who sit out now are those its deal counted.
+    if draft.sat_out_counted:
+        draft.players = {
+            pid: p.changed(rounds_sat_out=max(p.rounds_sat_out - 1, 0)) if p.sitting_out else p
+            for pid, p in draft.players.items()
+        }
     _close_round(draft)
 
 
@@ -218,10 +227,12 @@ def _deal_started(draft: TableState, e: ev.DealStarted) -> None:
         players[pid] = players[pid].changed(last_bets=tuple(bets))
     # A round dealt without a player who sits out is one more sat out in a row, where the
     # rules stand such a player up; not while the table is suspended (no one could bet).
-    if draft.rules.seat_released_after_rounds_sat_out is not None and not draft.suspended:
+    counted = draft.rules.seat_released_after_rounds_sat_out is not None and not draft.suspended
+    if counted:
         for pid, player in list(players.items()):
             if player.sitting_out:
                 players[pid] = player.changed(rounds_sat_out=player.rounds_sat_out + 1)
+    draft.sat_out_counted = counted and any(p.sitting_out for p in players.values())
     draft.boxes = tuple(boxes)
     draft.players = players
     draft.phase = "playing"

@@ -318,6 +318,7 @@ class TableState(_Value):
         "deadline",
         "buy_ins",
         "suspended",
+        "sat_out_counted",
     )
 
     def __init__(
@@ -337,6 +338,7 @@ class TableState(_Value):
         deadline: datetime | None = None,
         buy_ins: dict[str, int] | None = None,
         suspended: bool = False,  # the operator disabled the game: no new wager or player
+        sat_out_counted: bool = False,
     ) -> None:
         self.opened = opened
         self.rules = rules
@@ -354,6 +356,10 @@ class TableState(_Value):
         # deposit at or below it is never taken (see ``domain.transfers``). Replaced whole.
         self.buy_ins: dict[str, int] = {} if buy_ins is None else buy_ins
         self.suspended = suspended
+        # The round in play counted one more round sat out for each player sitting out (it
+        # was dealt while the table was not suspended, where the rules free such seats): what
+        # a void of the round takes back.
+        self.sat_out_counted = sat_out_counted
 
     def copy(self) -> TableState:
         """The draft ``evolve`` works on: a shallow copy, since no field value is changed in
@@ -373,12 +379,15 @@ class TableState(_Value):
             deadline=self.deadline,
             buy_ins=self.buy_ins,
             suspended=self.suspended,
+            sat_out_counted=self.sat_out_counted,
         )
 
     def to_doc(self) -> dict[str, Any]:
         doc = super().to_doc()
         if not self.suspended:  # a snapshot of a table never suspended reads as it did before
             del doc["suspended"]
+        if not self.sat_out_counted:  # nor one whose round counted no one (or between rounds)
+            del doc["sat_out_counted"]
         return doc
 
     def player_at(self, seat: int) -> Player | None:
@@ -451,7 +460,19 @@ class TableState(_Value):
             deadline=None if deadline is None else datetime.fromisoformat(deadline),
             buy_ins=_buy_ins_of(doc),
             suspended=doc.get("suspended", False),
+            sat_out_counted=doc.get("sat_out_counted", _sat_out_counted_before(doc)),
         )
+
+
+def _sat_out_counted_before(doc: dict[str, Any]) -> bool:
+    """A snapshot of a release that did not keep ``sat_out_counted``: its round in play, dealt,
+    counted whoever sat out unless the table is suspended (as it most likely was at the deal)."""
+    return bool(
+        doc["rules"].get("seat_released_after_rounds_sat_out") is not None
+        and any(box["hands"] for box in doc["boxes"])
+        and not doc.get("suspended", False)
+        and any(player.get("sitting_out") for player in doc["players"].values())
+    )
 
 
 def _buy_ins_of(doc: dict[str, Any]) -> dict[str, int]:

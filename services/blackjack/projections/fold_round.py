@@ -21,6 +21,7 @@ from blackjack.projections.views import (
     InsuranceView,
     ProjectionError,
     RoundPlayer,
+    RoundRecord,
     Turn,
 )
 
@@ -289,7 +290,30 @@ def _round_voided(p: StreamProjection, e: ev.RoundVoided, at: datetime) -> None:
         player.wagered = returned.wagered
         player.paid = returned.paid + returned.returned
         player.net = player.paid - player.wagered
+    # A voided round is no round sat out (as ``evolve`` takes back what its deal counted).
+    if _sat_out_counted(p, record):
+        for account in p.accounts.values():
+            count = account.rounds_sat_out
+            if account.seated and account.sitting_out and count:
+                p.account(account.player_id).rounds_sat_out = count - 1
     p.close_round()
+
+
+def _sat_out_counted(p: StreamProjection, record: RoundRecord) -> bool:
+    """Whether the round's deal counted one more round sat out (``_deal_started``): where the
+    rules free such seats, if the table was not suspended at the deal, read back from now
+    through the suspensions and resumptions the round's log holds since."""
+    if p.seat_release() is None:
+        return False
+    suspended = p.view.suspended is not None
+    for entry in reversed(record.log):
+        if entry.event == "DealStarted":
+            return not suspended
+        if entry.event == "TableSuspended":
+            suspended = False
+        elif entry.event == "TableResumed":
+            suspended = True
+    return False  # voided before the deal: nothing counted
 
 
 ROUND_HANDLERS: dict[type[BaseModel], Handler] = {

@@ -13,7 +13,7 @@ from blackjack.domain import commands as cmd
 from blackjack.domain import events as ev
 from blackjack.domain import facts
 from blackjack.domain.decisions.draft import Draft, refuse
-from blackjack.domain.decisions.settlement import hand_result, stand_up_players_sat_out
+from blackjack.domain.decisions.settlement import hand_result
 from blackjack.domain.state import Box, TableState
 
 
@@ -29,12 +29,13 @@ def void_round(r: Draft, c: cmd.VoidRound) -> None:
     hole = state.hole_card
     if hole is not None and state.phase != "dealer":
         r.emit(facts.dealer_hole_card_revealed(round=state.round, card=hole))
+    # No one is stood up for sitting out: a voided round is no round sat out (``evolve``
+    # takes back what its deal counted), so no count reaches the table's limit here.
     r.emit(
         facts.round_voided(
             round=state.round, operator=c.operator, reason=c.reason, returns=_returns(r)
         )
     )
-    stand_up_players_sat_out(r)
 
 
 def _returns(r: Draft) -> tuple[ev.VoidedWagers, ...]:

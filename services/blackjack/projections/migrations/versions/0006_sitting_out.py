@@ -5,7 +5,8 @@ The accounts already folded get their values from the events already folded (``e
 as the projector folds them: a player who is not seated does not sit out; a seated player
 sits out when the last of their bets, passes, seat and time-outs that left them out of a
 round is such a time-out, and has sat out, where the table's rules free such a seat, the
-rounds dealt while the table was not suspended since the first of those time-outs. Each
+rounds dealt while the table was not suspended, and not voided, since the first of those
+time-outs. Each
 table's events are read from the newest back, only as far as its seated players' last bet,
 pass or seat. A seated player whose events do not say (none found) stays null: not known.
 
@@ -30,7 +31,14 @@ depends_on = None
 _SITTING_OUT = "left out by the betting clock, no bet or pass since; null: not known (0006)"
 _ROUNDS_SAT_OUT = "rounds dealt in a row while sitting out, where counted; null: not known"
 _BACK_IN = ("SeatTaken", "BetPlaced", "PlayerPassed")
-_TYPES = (*_BACK_IN, "PlayerTimedOut", "DealStarted", "TableSuspended", "TableResumed")
+_TYPES = (
+    *_BACK_IN,
+    "PlayerTimedOut",
+    "DealStarted",
+    "TableSuspended",
+    "TableResumed",
+    "RoundVoided",
+)
 _PAGE = 1000
 
 _accounts = sa.table(
@@ -90,6 +98,7 @@ def _refold(connection: Any, stream_id: str, players: set[str]) -> dict[str, tup
     deals = dict.fromkeys(players, 0)  # rounds dealt unsuspended, from the newest event back
     first_out: dict[str, int] = {}  # deals counted when walking back past the earliest left_out
     found: dict[str, tuple[bool, int]] = {}
+    voided: set[int] = set()  # rounds voided (seen before their deal, walking back)
     before: int | None = None
     while len(found) < len(players):
         e = _events
@@ -110,7 +119,12 @@ def _refold(connection: Any, stream_id: str, players: set[str]) -> dict[str, tup
                 suspended = True  # before it, the table was suspended
             elif row.type == "TableSuspended":
                 suspended = False
+            elif row.type == "RoundVoided":
+                voided.add(json.loads(row.envelope)["data"]["round"])
             elif row.type == "DealStarted":
+                # a voided round is no round sat out (the projector takes its count back)
+                if voided and json.loads(row.envelope)["data"]["round"] in voided:
+                    continue
                 if limit is not None and not suspended:
                     for player_id in deals:
                         deals[player_id] += 1
