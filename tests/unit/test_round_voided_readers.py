@@ -131,7 +131,7 @@ def test_an_insurance_lost_at_the_peek_is_no_loss_once_voided() -> None:
     assert insurance is not None
     assert (insurance.status, insurance.payout, insurance.voided) == ("settled", 0, True)
     text = render(replay_round(wires(script), 1, SEAL, "table-1"))
-    assert "insurance (ann): stake 5.00: lost, pays 0.00, voided: taken back  [ok]" in text
+    assert "insurance (ann): stake 5.00: lost, pays 0.00, voided: stake back  [ok]" in text
 
 
 def paid_taken_out_and_voided() -> Script:
@@ -215,7 +215,7 @@ def test_the_recall_tells_a_payment_taken_back_as_taken_back() -> None:
     as "-2.00 back")."""
     script = paid_taken_out_and_voided()
     text = render(replay_round(wires(script), 1, SEAL, "table-1"))
-    assert "blackjack, pays 25.00, voided: taken back  [ok]" in text
+    assert "blackjack, pays 25.00, voided: payout taken back  [ok]" in text
     assert "every wager back, nothing paid stands: ann 2.00 taken back (balance 0.00), " in text
     assert "3.00 not recovered" in text and "-2.00" not in text
 

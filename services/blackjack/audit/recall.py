@@ -181,7 +181,9 @@ def _table(replay: RoundReplay, state: TableState | None) -> list[str]:
 
 def _voided(settlement: Settlement) -> str:
     """A settlement the round's void took back (page 000: nothing paid stands)."""
-    return ", voided: taken back" if settlement.voided else ""
+    if not settlement.voided:
+        return ""
+    return ", voided: payout taken back" if settlement.recorded[1] else ", voided: stake back"
 
 
 def _moved(replay: RoundReplay, player_id: str) -> str:
