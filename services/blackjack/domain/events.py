@@ -9,6 +9,7 @@ from typing import Annotated, Literal, get_args
 from pydantic import BaseModel, ConfigDict, Field
 
 from blackjack.domain.cards import Card
+from blackjack.domain.rejections import DeclineCode
 from blackjack.domain.rules import Rules
 
 
@@ -104,7 +105,10 @@ class TransferDeclined(Event):
     player_id: str
     amount: int
     transfer: str
-    reason_code: str = Field(description="the rejection code the deposit would have had")
+    reason_code: DeclineCode = Field(
+        description="the rejection code the deposit would have had: one of these, a table "
+        "declines for no other reason"
+    )
     message: str
 
 

@@ -16,6 +16,7 @@ from blackjack.domain import commands as cmd
 from blackjack.domain import events as ev
 from blackjack.domain.cards import Card
 from blackjack.domain.fact import made
+from blackjack.domain.rejections import DeclineCode
 from blackjack.domain.rules import Rules
 
 _TABLE_OPENED: Final = {"version", "type", "rules"}
@@ -292,7 +293,7 @@ def transfer_declined(
     player_id: str,
     amount: int,
     transfer: str,
-    reason_code: str,
+    reason_code: DeclineCode,
     message: str,
 ) -> ev.TransferDeclined:
     return made(

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from typing import Annotated, Final, Literal
+from typing import Annotated, Final, Literal, cast, get_args
 
 from pydantic import BaseModel, BeforeValidator, ConfigDict, Field, ValidationError
 
@@ -64,6 +64,29 @@ RejectionCode = Literal[
     "cannot_split",
     "cannot_surrender",
 ]
+
+DeclineCode = Literal[
+    "table_not_open",
+    "unauthorized",  # a single-player table: only the platform's Deposit funds it
+    "not_seated",
+    "table_suspended",
+    "invalid_amount",
+    "currency_mismatch",
+    "balance_limit",
+]
+"""Why a table declined a buy-in's deposit (``TransferDeclined.reason_code``): the refusals the
+decider turns into a decline (``decisions.funds``), each a ``RejectionCode``. Every release that
+wrote ``TransferDeclined`` wrote one of these, so the narrowed type reads every stored event."""
+
+DECLINE_CODES: Final[frozenset[str]] = frozenset(get_args(DeclineCode))
+
+
+def decline_code(code: RejectionCode) -> DeclineCode:
+    """``code`` as a decline's reason; a refusal the decider does not decline with is a bug
+    (the command is then answered ``internal_error``, nothing written)."""
+    if code not in DECLINE_CODES:
+        raise ValueError(f"{code} is not a reason a table declines a buy-in with")
+    return cast(DeclineCode, code)
 
 
 MAX_MESSAGE_CHARS: Final = 600

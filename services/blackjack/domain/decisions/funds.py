@@ -15,6 +15,7 @@ from blackjack.domain.decisions.checks import (
     seated,
 )
 from blackjack.domain.decisions.draft import Draft, Refused, refuse
+from blackjack.domain.rejections import decline_code
 from blackjack.domain.transfers import transfer_origin
 
 NO_MONEY_IN = "no money comes in until it reopens (withdrawing and leaving still pay out)"
@@ -76,7 +77,7 @@ def _transfer_deposit(r: Draft, c: cmd.Deposit, transfer: str) -> None:
                 player_id=c.player_id,
                 amount=c.amount,
                 transfer=transfer,
-                reason_code=refused.code,
+                reason_code=decline_code(refused.code),
                 message=refused.message,
             )
         )
