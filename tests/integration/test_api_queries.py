@@ -22,6 +22,7 @@ from blackjack.api.contract import (
     PlayerRoundsAnswer,
     PlayerTableAnswer,
     RoundAnswer,
+    StreamEventsAnswer,
     TableAnswer,
     WalletAnswer,
     openapi_document,
@@ -163,6 +164,35 @@ async def test_a_wallet_sums_the_players_tables_and_shows_the_wallet_stream(
     wallet = LOG.wallets[f"wallet:{SHARED}"]
     assert shared["wallet"]["balance"] == wallet.balance
     assert shared["wallet"]["in_transit"] == 0
+
+
+async def test_a_stream_s_events_come_page_by_page_as_written_with_the_store_s_positions(
+    api: httpx.AsyncClient,
+) -> None:
+    """What a joining client folds (``play.read_model``): every event of the stream, in
+    order, as it was written, and where the read model stands in each partition."""
+    for stream_id in ("table-atlantic-city-multi", f"wallet:{SHARED}", "table-live"):
+        written = [e for e in [*LOG.envelopes, *LIVE.envelopes] if e.stream_id == stream_id]
+        read: list[dict[str, Any]] = []
+        page = await get(api, f"/v1/streams/{stream_id}/events?limit=7")
+        positions = page["positions"]
+        while True:
+            read += page["events"]
+            if page["next"] is None:
+                break
+            assert len(page["events"]) == 7
+            page = await get(api, f"/v1/streams/{stream_id}/events?limit=7&after={page['next']}")
+        assert [(e["sequence"], e["event_id"], e["type"]) for e in read] == [
+            (e.sequence, e.event_id, e.type) for e in written
+        ]
+        assert (
+            read[0]["data"]
+            == to_wire(written[:1], ShoeSeal.from_hex(SHOE_KEY))[0].model_dump(mode="json")["data"]
+        )
+        assert {p["partition"] for p in positions} == {0, 1, 2}
+        assert all(p["next_offset"] > 0 for p in positions)
+    nothing = await get(api, "/v1/streams/nowhere/events")
+    assert nothing["events"] == [] and nothing["next"] is None and nothing["positions"]
 
 
 async def test_betting_history_comes_newest_first_page_by_page(api: httpx.AsyncClient) -> None:
@@ -392,6 +422,8 @@ async def test_every_answer_is_what_the_openapi_document_says(api: httpx.AsyncCl
             conforms(PlayerTableAnswer, seen)
             assert seen["you"] is None or seen["you"]["player_id"] == player_id
     conforms(InterruptedAnswer, await get(api, "/v1/interrupted-rounds?idle_days=1"))
+    for stream_id in (*LOG.states, *LOG.wallets, "nowhere"):
+        conforms(StreamEventsAnswer, await get(api, f"/v1/streams/{stream_id}/events?limit=9"))
     for path, status in (
         ("/v1/players/nobody/wallet", 404),
         ("/v1/players/nobody/rounds?limit=0", 400),
@@ -399,6 +431,9 @@ async def test_every_answer_is_what_the_openapi_document_says(api: httpx.AsyncCl
         ("/v1/players/nobody/rounds/table-mini-h17:1", 404),
         ("/v1/tables/nowhere", 404),
         ("/v1/players/nobody/tables/nowhere", 404),
+        ("/v1/streams/table-mini-h17/events?after=-1", 400),
+        ("/v1/streams/table-mini-h17/events?limit=1001", 400),
+        (f"/v1/streams/table-mini-h17/events?after=1{'0' * 19}", 400),
     ):
         conforms(ErrorAnswer, await get(api, path, status))
     assert await get(api, "/v1/openapi.json") == document

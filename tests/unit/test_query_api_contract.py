@@ -42,6 +42,7 @@ def test_the_document_names_every_route_and_its_answers() -> None:
         "/v1/rounds/{round_id}",
         "/v1/tables/{stream_id}",
         "/v1/players/{player_id}/tables/{stream_id}",
+        "/v1/streams/{stream_id}/events",
         "/v1/interrupted-rounds",
         "/v1/reports/games",
     }

@@ -379,6 +379,35 @@ class GamesByDayAnswer(GamesAnswer):
 
 # ---- the document ----------------------------------------------------------------------------
 
+
+class StreamPosition(_Answer):
+    topic: str
+    partition: int
+    next_offset: int = Field(
+        description="the first offset of this partition the read model has not folded in: "
+        "every event of the stream below it is among its `events`"
+    )
+
+
+class StreamEventsAnswer(_Answer):
+    """``GET /v1/streams/{stream_id}/events``: where a client joining a table (or following a
+    wallet) starts, instead of reading the stream's partition of ``blackjack.events`` from
+    its start: fold these, then read the partition from the position's ``next_offset``, and
+    skip an event at a sequence already folded (the same event)."""
+
+    stream_id: str
+    positions: list[StreamPosition] = Field(
+        description="the read model's position in each partition it folds, read before the "
+        "events: an event folded since is read again from the topic, never missed"
+    )
+    events: list[dict[str, Any]] = Field(
+        description="the stream's events after `after`, in sequence order, each an event "
+        "envelope as on the topic (schemas/event-envelope.json: the shoe sealed); none for a "
+        "stream the read model has not folded"
+    )
+    next: int | None = Field(description="the `after` of the next page; null on the last")
+
+
 ANSWERS: tuple[type[BaseModel], ...] = (
     WalletAnswer,
     PlayerRoundsAnswer,
@@ -386,6 +415,7 @@ ANSWERS: tuple[type[BaseModel], ...] = (
     PlayerRoundAnswer,
     TableAnswer,
     PlayerTableAnswer,
+    StreamEventsAnswer,
     InterruptedAnswer,
     GamesAnswer,
     GamesByDayAnswer,
@@ -419,6 +449,19 @@ ROUND_ID = _parameter(
     {"type": "string", "pattern": r"^[\s\S]+:0*[1-9][0-9]*$"},
 )
 STREAM_ID = _parameter("stream_id", "path", "the table's stream id", {"type": "string"})
+STREAM = _parameter("stream_id", "path", "a table's or a wallet's stream id", {"type": "string"})
+AFTER = _parameter(
+    "after",
+    "query",
+    "the events after this sequence (the `next` of the previous page)",
+    {"type": "integer", "minimum": 0, "default": 0},
+)
+EVENTS_PAGE = _parameter(
+    "limit",
+    "query",
+    "events per page",
+    {"type": "integer", "minimum": 1, "maximum": 1000, "default": 1000},
+)
 IDLE_DAYS = _parameter(
     "idle_days",
     "query",
@@ -503,6 +546,13 @@ OPERATIONS: dict[str, tuple[str, Answers, list[dict[str, Any]], tuple[int, ...]]
         PlayerTableAnswer,
         [PLAYER_ID, STREAM_ID],
         (404,),
+    ),
+    "/v1/streams/{stream_id}/events": (
+        "A stream's events as the read model folded them, with its position in each "
+        "partition: a client joining a table starts from these, not from the partition's start",
+        StreamEventsAnswer,
+        [STREAM, AFTER, EVENTS_PAGE],
+        (400,),
     ),
     "/v1/interrupted-rounds": (
         "Open rounds at tables whose rules let an operator close them, left waiting",

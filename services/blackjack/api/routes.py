@@ -6,6 +6,7 @@
     GET /v1/players/{player_id}/rounds/{stream_id}:{round}    the same, as that player sees it
     GET /v1/tables/{stream_id}                                a table, for a client reconnecting
     GET /v1/players/{player_id}/tables/{stream_id}            the same, as that player sees it
+    GET /v1/streams/{stream_id}/events?after=0                its events, for a client joining it
     GET /v1/interrupted-rounds?idle_days=30&limit=100         open rounds left waiting that long
     GET /v1/reports/games?from=2026-12-01&days=31           each game's rounds, wagers, payouts
     GET /v1/openapi.json                                      this API's OpenAPI document
@@ -63,6 +64,8 @@ ALLOW = [(b"allow", b"GET, HEAD")]
 """A 405's ``Allow``: RFC 9110 requires it, and a client learns what to send instead."""
 DEFAULT_PAGE = 20
 MAX_IDLE_DAYS = 3650
+MAX_SEQUENCE = 2**63 - 1
+"""The events table's sequence is a BIGINT: an ``after`` past it is a 400, not a 500."""
 
 
 class ApiError(Exception):
@@ -163,6 +166,8 @@ class QueryApi:
                     return await _table(connection, stream_id)
                 case ["players", player_id, "tables", stream_id] if player_id and stream_id:
                     return await _table(connection, stream_id, player_id)
+                case ["streams", stream_id, "events"] if stream_id:
+                    return await _stream_events(connection, stream_id, params)
                 case ["interrupted-rounds"]:
                     return await _interrupted(connection, params)
                 case ["reports", "games"]:
@@ -244,6 +249,28 @@ async def _table(
     if found is None or not found.get("opened"):
         raise ApiError(404, "unknown_table", f"no table {stream_id!r}")
     return found
+
+
+async def _stream_events(
+    connection: AsyncConnection, stream_id: str, params: Params
+) -> dict[str, Any]:
+    """The stream's events as the read model holds them, and where it stands in each
+    partition: a stream it never folded has none (a table not yet played, at a position past
+    which its first event will come), not a 404."""
+    text = params.get("after", "0")
+    after = 0 if text.isascii() and text.isdigit() and not text.strip("0") else None
+    after = parse_count(text, MAX_SEQUENCE) if after is None else after
+    limit = parse_count(params.get("limit", str(queries.MAX_EVENTS_PAGE)), queries.MAX_EVENTS_PAGE)
+    if after is None or limit is None:
+        raise ApiError(
+            400,
+            "bad_parameter",
+            f"after must be a whole number from 0 to {MAX_SEQUENCE}, "
+            f"limit from 1 to {queries.MAX_EVENTS_PAGE}",
+        )
+    if not _storable(stream_id):  # no stream holds a NUL (the commands refuse one)
+        after = MAX_SEQUENCE
+    return await queries.stream_events(connection, stream_id, after, limit)
 
 
 async def _interrupted(connection: AsyncConnection, params: Params) -> dict[str, Any]:

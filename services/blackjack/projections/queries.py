@@ -408,6 +408,39 @@ async def stream_envelopes(
     return [wire.decode(text.encode()) for text in (await connection.execute(query)).scalars()]
 
 
+MAX_EVENTS_PAGE = 1000
+
+
+async def stream_events(
+    connection: AsyncConnection, stream_id: str, after: int, limit: int
+) -> dict[str, Any]:
+    """A stream's events as folded in (the envelopes as they came, shoes sealed), after
+    sequence ``after``, ``limit`` at most, and the store's position in each partition it
+    folds: every event of the stream below a partition's ``next_offset`` is in the read model,
+    so a client that folds these and reads the stream's partition from that offset on misses
+    nothing (an event read both ways is the same event, at the same sequence). The positions
+    are read first: an event folded after them is read again from the topic, never lost."""
+    p, e = schema.positions, schema.events
+    rows = await connection.execute(select(p).order_by(p.c.topic, p.c.kafka_partition))
+    positions = [
+        {"topic": row.topic, "partition": row.kafka_partition, "next_offset": row.next_offset}
+        for row in rows.all()
+    ]
+    query = (
+        select(e.c.sequence, e.c.envelope)
+        .where(e.c.stream_id == stream_id, e.c.sequence > after)
+        .order_by(e.c.sequence)
+        .limit(limit)
+    )
+    found = (await connection.execute(query)).all()
+    return {
+        "stream_id": stream_id,
+        "positions": positions,
+        "events": [json.loads(row.envelope) for row in found],
+        "next": found[-1].sequence if len(found) == limit else None,
+    }
+
+
 async def stream_ids(connection: AsyncConnection) -> list[str]:
     """Every stream folded in: the tables, then the wallets."""
     found = []
