@@ -207,6 +207,7 @@ async def test_the_wallet_follower_is_stopped_when_catching_up_fails(
     class Follower(Client):
         sequence = 0
         failure = None
+        from_start = False  # joined from a read model: nothing to say
 
         def __init__(self, *_: object, **__: object) -> None:
             self.table = table

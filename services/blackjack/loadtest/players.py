@@ -72,7 +72,11 @@ class TableView:
 
 
 class EventFollower:
-    """Follows the events topic (``read_committed``) from offset 0 and folds every table."""
+    """Follows the events topic (``read_committed``) from offset 0 and folds every table.
+
+    From offset 0, unlike a client joining a table of a live service (``play.follow``): a run's
+    topics are its own (a fresh prefix, deleted at the end), so they hold only the tables the
+    run opened, and each table is folded from its ``TableOpened`` with the real ``evolve``."""
 
     def __init__(self, bootstrap: str, topics: Topics, partitions: int, seal: ShoeSeal) -> None:
         self._bootstrap = bootstrap

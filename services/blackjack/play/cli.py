@@ -5,6 +5,9 @@
 
 The broker, topic prefix and security settings are the service's (``BLACKJACK_KAFKA_*``,
 ``BLACKJACK_TOPIC_PREFIX``). Lines are read from standard input, so a script can play too.
+The table's history comes from the read model's query API (``--api``, ``BLACKJACK_API_URL``;
+``BLACKJACK_API_TOKEN`` when it has tokens), then from the topic; without one, from the start
+of the table's partition of ``blackjack.events`` (every table hashed to it), which it says.
 """
 
 from __future__ import annotations
@@ -45,6 +48,13 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     play.add_argument("--deposit", metavar="AMOUNT", help="deposit this much first (e.g. 100)")
     play.add_argument(
         "--timeout", type=wait_seconds, default=10.0, help="seconds to wait for a result"
+    )
+    play.add_argument(
+        "--api",
+        metavar="URL",
+        default=os.environ.get("BLACKJACK_API_URL", "").strip() or None,
+        help="the read model's query API (default BLACKJACK_API_URL), where the table's "
+        "history is read first; without it, from the start of the table's partition",
     )
     play.set_defaults(handler=_play)
 
@@ -112,15 +122,28 @@ async def _session(args: argparse.Namespace, settings: KafkaSettings, console: C
     from blackjack.domain.wallet import has_wallet_stream
     from blackjack.play.follow import TableFollower, WalletFollower
     from blackjack.play.moves import HELP, NotAMove
+    from blackjack.play.read_model import ReadModelApi
     from blackjack.play.session import PlaySession
 
     topics = Topics(settings.topic_prefix)
     name = f"blackjack-play-{uuid.uuid4().hex[:8]}"
     client = BlackjackClient(settings.bootstrap, topics, security=settings.security, client_id=name)
+    read_model = None
+    if args.api:
+        read_model = ReadModelApi(
+            args.api, os.environ.get("BLACKJACK_API_TOKEN", "").strip() or None
+        )
     follower = TableFollower(
-        settings.bootstrap, args.table, topics, security=settings.security, client_id=name
+        settings.bootstrap,
+        args.table,
+        topics,
+        security=settings.security,
+        client_id=name,
+        read_model=read_model,
     )
     async with client, follower:
+        if follower.from_start:
+            print(f"blackjack play: {follower.joined}", file=sys.stderr)
         await follower.caught_up()
         session = PlaySession(client, follower, args.player, timeout=args.timeout)
         try:
@@ -138,8 +161,11 @@ async def _session(args: argparse.Namespace, settings: KafkaSettings, console: C
                     topics,
                     security=settings.security,
                     client_id=name,
+                    read_model=read_model,
                 )
                 await session.wallet.start()
+                if session.wallet.from_start and read_model is not None:  # said once above
+                    print(f"blackjack play: {session.wallet.joined}", file=sys.stderr)
                 await session.wallet.caught_up()
             console.print(session.screen())
             console.print(HELP, style="dim")

@@ -1,9 +1,12 @@
 """Following one table's public events, folded into the view a reconnecting client gets.
 
-The table's partition of ``blackjack.events`` is read ``read_committed`` from its beginning
-(a table's history, whoever wrote it: the player's commands, the service's clock, another
-player at a shared table), and every event of the table is folded in order by the read
-model's own fold. ``until(sequence)`` waits until the events of a command are in.
+A table's history, whoever wrote it (the player's commands, the service's clock, another
+player at a shared table), is folded in order by the read model's own fold: first the events
+the read model already holds, from the query API (``play.read_model``), then the table's
+partition of ``blackjack.events``, ``read_committed``, from the read model's position in it.
+Without a query API (or one that cannot say) the partition is read from its beginning, every
+table hashed to it included, and ``joined`` says so. ``until(sequence)`` waits until the
+events of a command are in.
 """
 
 from __future__ import annotations
@@ -18,6 +21,7 @@ from blackjack.bus.settings import PLAINTEXT, KafkaSecurity
 from blackjack.bus.topics import Topics, partition_for
 from blackjack.domain.wallet import wallet_stream
 from blackjack.messages.wire import WireEnvelope, decode
+from blackjack.play.read_model import NoHistory, ReadModelApi, read_model_history
 from blackjack.projections.projector import StreamProjection
 from blackjack.projections.rebuild import topic_partitions
 from blackjack.projections.views import ProjectionError
@@ -33,9 +37,17 @@ class TableFollower:
         *,
         security: KafkaSecurity = PLAINTEXT,
         client_id: str = "blackjack-play",
+        read_model: ReadModelApi | None = None,
     ) -> None:
         self.bootstrap = bootstrap
         self.stream_id = stream_id
+        self.read_model = read_model
+        self.joined = ""
+        """How the history was read: from the read model, or why from the partition's start."""
+        self.from_start = True
+        """The partition is read from its start: no read model gave the stream's history."""
+        self.records_read = 0
+        """Records of the partition fetched (every table's), since ``start``."""
         self.topics = topics or Topics()
         self.security = security
         self.client_id = client_id
@@ -64,10 +76,43 @@ class TableFollower:
         tp = TopicPartition(self.topics.events, partition_for(self.stream_id, len(partitions)))
         await self._consumer.start()
         self._consumer.assign([tp])
-        await self._consumer.seek_to_beginning(tp)
+        start = await self._read_model_start(tp)
+        if start is None:
+            await self._consumer.seek_to_beginning(tp)
+        else:
+            self._consumer.seek(tp, start)
         self._tp = tp
+        self.from_start = start is None
+        self._read_to = 0 if start is None else start  # caught up at once when nothing is new
         self._history_end = (await self._consumer.end_offsets([tp]))[tp]
+        if start is None:
+            first = (await self._consumer.beginning_offsets([tp]))[tp]
+            self.joined += (
+                f"; reading partition {tp.partition} of {tp.topic} from its start "
+                f"({self._history_end - first:,} records, every table hashed to it)"
+            )
         self._task = asyncio.create_task(self._follow(), name="follow-table")
+
+    async def _read_model_start(self, tp: TopicPartition) -> int | None:
+        """Fold what the read model holds of the stream; the offset to read the rest from, or
+        None (``joined`` says why) to read the partition from its start."""
+        if self.read_model is None:
+            self.joined = "no query API given (--api, BLACKJACK_API_URL)"
+            return None
+        try:
+            history = await read_model_history(
+                self.read_model, self.stream_id, tp.topic, tp.partition
+            )
+        except NoHistory as error:
+            self.joined = str(error)
+            return None
+        for envelope in history.envelopes:
+            self._fold(envelope)
+        self.joined = (
+            f"{len(history.envelopes):,} events from the read model at {self.read_model.url}, "
+            f"then partition {tp.partition} of {tp.topic} from offset {history.next_offset:,}"
+        )
+        return history.next_offset
 
     async def stop(self) -> None:
         if self._task is not None:
@@ -147,6 +192,7 @@ class TableFollower:
             while True:
                 batches = await self._consumer.getmany(timeout_ms=1000)
                 for records in batches.values():
+                    self.records_read += len(records)
                     for record in records:
                         if record.key == self._key:
                             self._fold(decode(record.value or b""))
@@ -173,10 +219,18 @@ class WalletFollower(TableFollower):
         *,
         security: KafkaSecurity = PLAINTEXT,
         client_id: str = "blackjack-play",
+        read_model: ReadModelApi | None = None,
     ) -> None:
         stream_id = wallet_stream(player_id)
-        super().__init__(bootstrap, stream_id, topics, security=security, client_id=client_id)
-        self.wallet = WalletProjection.new(stream_id)
+        self.wallet = WalletProjection.new(stream_id)  # before the read model's events
+        super().__init__(
+            bootstrap,
+            stream_id,
+            topics,
+            security=security,
+            client_id=client_id,
+            read_model=read_model,
+        )
 
     @property
     def sequence(self) -> int:

@@ -1,0 +1,104 @@
+"""Where a client joining a table starts: what the read model already folded.
+
+A table's partition of ``blackjack.events`` holds every table hashed to it, for good: read from
+its start, a join reads every record of them all before the first screen. The query API's
+``GET /v1/streams/{stream_id}/events`` gives the stream's own events, as the read model folded
+them, and the read model's position in the partition (the first offset it has not folded):
+the client folds those events and reads the partition from that offset on. The same events,
+folded by the same fold, so the same table and history as a read from the start.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import os
+import urllib.error
+import urllib.request
+from collections.abc import Mapping
+from dataclasses import dataclass
+from typing import Any
+from urllib.parse import quote
+
+from blackjack.messages.wire import WireEnvelope, decode
+
+PAGE = 1000
+
+
+class NoHistory(Exception):
+    """The read model cannot give the stream's start: why, said to the player, who then
+    reads the partition from its start."""
+
+
+@dataclass(frozen=True)
+class ReadModelApi:
+    """The query API of the service's read model (``blackjack serve``, ``blackjack projections
+    run --http``): its base URL and, when it has tokens, one of them."""
+
+    url: str
+    token: str | None = None
+    timeout: float = 10.0
+
+    @classmethod
+    def from_env(cls, env: Mapping[str, str] = os.environ) -> ReadModelApi | None:
+        """``BLACKJACK_API_URL`` (and ``BLACKJACK_API_TOKEN``); None when not set."""
+        url = env.get("BLACKJACK_API_URL", "").strip()
+        if not url:
+            return None
+        return cls(url, env.get("BLACKJACK_API_TOKEN", "").strip() or None)
+
+    def get(self, path: str) -> dict[str, Any]:
+        """One answer of the API (blocking: run it in a thread)."""
+        request = urllib.request.Request(self.url.rstrip("/") + path)
+        if self.token is not None:
+            request.add_header("Authorization", f"Bearer {self.token}")
+        try:
+            with urllib.request.urlopen(request, timeout=self.timeout) as answer:
+                found: dict[str, Any] = json.loads(answer.read())
+                return found
+        except urllib.error.HTTPError as error:
+            raise NoHistory(f"the query API at {self.url} answered {error.code}") from error
+        except (OSError, ValueError) as error:  # refused, timed out, not JSON
+            raise NoHistory(f"the query API at {self.url} did not answer ({error})") from error
+
+
+@dataclass(frozen=True)
+class History:
+    """A stream's events as the read model holds them, and the offset of the stream's
+    partition from which the topic has the rest."""
+
+    envelopes: list[WireEnvelope]
+    next_offset: int
+
+
+async def read_model_history(
+    api: ReadModelApi, stream_id: str, topic: str, partition: int
+) -> History:
+    """The stream's events up to where the read model stands in ``topic``'s ``partition``,
+    page by page. ``NoHistory`` when the API cannot say, or has folded nothing of that
+    partition (another deployment's read model, or one that has not started)."""
+    path = f"/v1/streams/{quote(stream_id, safe='')}/events?limit={PAGE}"
+    first = await asyncio.to_thread(api.get, path)
+    offset = next(
+        (
+            p.get("next_offset")
+            for p in first.get("positions", [])
+            if p.get("topic") == topic and p.get("partition") == partition
+        ),
+        None,
+    )
+    if not isinstance(offset, int):
+        raise NoHistory(f"the read model at {api.url} has folded nothing of {topic}[{partition}]")
+    envelopes: list[WireEnvelope] = []
+    page = first
+    while True:
+        envelopes += [decode(json.dumps(raw).encode()) for raw in page.get("events", [])]
+        after = page.get("next")
+        if after is None:
+            break
+        page = await asyncio.to_thread(api.get, f"{path}&after={int(after)}")
+    if [e.sequence for e in envelopes] != list(range(1, len(envelopes) + 1)) or any(
+        e.stream_id != stream_id for e in envelopes
+    ):
+        raise NoHistory(f"the read model's events of {stream_id} are not its whole history")
+    return History(envelopes, offset)

@@ -1,0 +1,219 @@
+"""A ``blackjack play`` client joining a table starts from the read model (the query API's
+``GET /v1/streams/{id}/events`` and the read model's position in the table's partition), not
+from the partition's start, and builds the very table a read from offset 0 builds: view,
+accounts, rounds, betting history, every event folded, the screens, with a round in flight
+whose first events the read model holds and whose last only the topic has. Without a query
+API, or with one that cannot say, it reads from the start and says why."""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import io
+import os
+from collections.abc import AsyncIterator, Iterator
+from datetime import UTC, datetime
+from pathlib import Path
+
+import pytest
+import uvicorn
+from rich.console import Console
+
+from blackjack.api.routes import query_api
+from blackjack.bus.topics import partition_for
+from blackjack.client import BlackjackClient
+from blackjack.command_handler.service import CommandHandler
+from blackjack.domain import commands as cmd
+from blackjack.play.follow import TableFollower
+from blackjack.play.read_model import ReadModelApi, read_model_history
+from blackjack.play.screen import history_screen, table_screen
+from blackjack.play.session import PlaySession
+from blackjack.projections.rebuild import rebuild
+from blackjack.projections.store import ProjectionStore
+from blackjack.projections.writer import ProjectionWriter
+from tests.integration import infra
+from tests.integration.conftest import WAIT_S, KafkaSpace, accept
+from tests.integration.test_play import next_line, play
+
+pytest.register_assert_rewrite("tests.integration.conftest_projections")
+from tests.integration.conftest_projections import STORE_KINDS, store_factory  # noqa: E402
+
+pytest_plugins = ["tests.integration.conftest_projections"]
+pytestmark = pytest.mark.integration
+
+A = "alice"
+NOW = datetime(2030, 1, 1, tzinfo=UTC)
+
+
+class _Server(uvicorn.Server):
+    @contextlib.contextmanager
+    def capture_signals(self) -> Iterator[None]:  # the test process's signals stay its own
+        yield
+
+
+@contextlib.asynccontextmanager
+async def served_query_api(store: ProjectionStore) -> AsyncIterator[str]:
+    """The query API over ``store`` on a free local port (uvicorn, in this process)."""
+    port = infra.free_port()
+    config = uvicorn.Config(
+        query_api(store), host="127.0.0.1", port=port, log_level="warning", lifespan="off"
+    )
+    server = _Server(config)
+    serving = asyncio.create_task(server.serve())
+    async with asyncio.timeout(WAIT_S):
+        while not server.started:  # uvicorn has no event to await for it
+            await asyncio.sleep(0.02)
+    try:
+        yield f"http://127.0.0.1:{port}"
+    finally:
+        server.should_exit = True
+        await serving
+
+
+def _text(shown: object) -> str:
+    console = Console(width=160, record=True, color_system=None, file=io.StringIO())
+    console.print(shown)
+    return console.export_text()
+
+
+def same_table(joined: TableFollower, from_start: TableFollower) -> None:
+    """What the two followers show, and every piece it is drawn from, are the same."""
+    table, expected = joined.table, from_start.table
+    assert table.view == expected.view
+    assert table.accounts == expected.accounts
+    assert table.rounds == expected.rounds
+    assert table.players == expected.players
+    assert joined.folded_since(0) == from_start.folded_since(0)
+    for player in {A, *expected.accounts}:
+        assert _text(table_screen(table, player, NOW)) == _text(table_screen(expected, player, NOW))
+        assert _text(history_screen(table, player, 50)) == _text(
+            history_screen(expected, player, 50)
+        )
+
+
+async def _joined(
+    space: KafkaSpace, stream_id: str, api: ReadModelApi | None = None
+) -> TableFollower:
+    follower = TableFollower(space.bootstrap, stream_id, space.topics, read_model=api)
+    await follower.start()
+    await follower.caught_up(WAIT_S)
+    return follower
+
+
+def _neighbour(stream_id: str, partitions: int) -> str:
+    """Another table's id on the same partition."""
+    return next(
+        other
+        for i in range(1000)
+        if partition_for(other := f"{stream_id}-n{i}", partitions)
+        == partition_for(stream_id, partitions)
+    )
+
+
+@pytest.fixture(params=STORE_KINDS)
+async def store(request: pytest.FixtureRequest, tmp_path: Path) -> AsyncIterator[ProjectionStore]:
+    factory = store_factory(request, tmp_path)
+    yield await factory.store()
+    await factory.close()
+
+
+async def test_a_client_joins_from_the_read_model_and_shows_what_a_read_from_offset_0_shows(
+    space: KafkaSpace, handler: CommandHandler, client: BlackjackClient, store: ProjectionStore
+) -> None:
+    table = f"join-{os.urandom(3).hex()}"
+    other = _neighbour(table, space.partitions)
+    writer = ProjectionWriter(store)
+
+    async def fold() -> None:
+        await rebuild(writer, space.bootstrap, space.topics.events)
+
+    await accept(client, other, cmd.OpenTable(variant="mini-h17"), cmd.SitDown(player_id="bob"))
+    async with TableFollower(space.bootstrap, table, space.topics) as playing:
+        await playing.caught_up(WAIT_S)
+        session = PlaySession(client, playing, A)
+        for command in (
+            cmd.OpenTable(variant="mini-h17"),
+            cmd.SitDown(player_id=A),
+            cmd.Deposit(player_id=A, amount=100_000),
+        ):
+            assert (await session.send(command)).status == "accepted"
+        settled = 0
+        for _ in range(200):  # rounds played and settled: the betting history
+            before = playing.table.view.round_open
+            await session.handle(next_line(playing.table, A))
+            assert session.results[-1].status == "accepted", session.results[-1].rejection
+            settled += before and not playing.table.view.round_open
+            if settled == 3:
+                break
+        for _ in range(20):  # a round in flight: its bet folded by the read model, its deal not
+            await session.handle("bet 5")
+            await fold()
+            await session.handle("deal")
+            if playing.table.view.round_open:
+                break
+        assert playing.table.view.round_open
+    # the neighbour writes after the read model's position: records the joining client reads
+    await accept(client, other, cmd.Deposit(player_id="bob", amount=700))
+
+    async with served_query_api(store) as url:
+        joined = await _joined(space, table, ReadModelApi(url))
+        partition = partition_for(table, space.partitions)
+        held = await read_model_history(ReadModelApi(url), table, space.topics.events, partition)
+    from_start = await _joined(space, table)
+    # the round in flight: its bet from the read model, its deal from the topic alone
+    assert held.envelopes[-1].type == "BetPlaced" and 0 < len(held.envelopes) < joined.sequence
+    try:
+        assert not joined.from_start and from_start.from_start
+        assert joined.table.view.round_open and joined.table.view.phase != "betting"
+        same_table(joined, from_start)
+        assert 0 < joined.records_read < from_start.records_read
+        assert "events from the read model" in joined.joined
+        # Both follow the table on: the next move shows alike
+        moved = PlaySession(client, joined, A)
+        await moved.handle(next_line(joined.table, A))
+        [result] = moved.results
+        assert result.status == "accepted" and result.last_sequence is not None
+        await from_start.until(result.last_sequence)
+        same_table(joined, from_start)
+    finally:
+        await joined.stop()
+        await from_start.stop()
+
+
+async def test_without_a_read_model_that_can_say_the_client_reads_from_the_start_and_says_why(
+    space: KafkaSpace, handler: CommandHandler, client: BlackjackClient, store: ProjectionStore
+) -> None:
+    table = f"join-{os.urandom(3).hex()}"
+    await accept(client, table, cmd.OpenTable(variant="mini-h17"), cmd.SitDown(player_id=A))
+    from_start = await _joined(space, table)
+    await from_start.stop()
+    assert from_start.joined.startswith("no query API given (--api, BLACKJACK_API_URL); ")
+    assert "from its start" in from_start.joined
+    # A read model that has folded nothing of this topic (another deployment's, or new)
+    async with served_query_api(store) as url:
+        unfolded = await _joined(space, table, ReadModelApi(url))
+    await unfolded.stop()
+    assert unfolded.from_start
+    assert f"has folded nothing of {space.topics.events}" in unfolded.joined
+    same_table(unfolded, from_start)
+    # No query API listening there
+    gone = await _joined(space, table, ReadModelApi(f"http://127.0.0.1:{infra.free_port()}"))
+    await gone.stop()
+    assert gone.from_start and "did not answer" in gone.joined
+    same_table(gone, from_start)
+
+
+async def test_the_command_line_says_where_it_read_the_table_from(
+    space: KafkaSpace, handler: CommandHandler, client: BlackjackClient, store: ProjectionStore
+) -> None:
+    table = f"join-{os.urandom(3).hex()}"
+    await accept(client, table, cmd.OpenTable(variant="mini-h17"), cmd.SitDown(player_id=A))
+    await rebuild(ProjectionWriter(store), space.bootstrap, space.topics.events)
+    process = await play(space, table, "--player", A)
+    output, _ = await asyncio.wait_for(process.communicate(b"q\n"), WAIT_S)
+    assert b"blackjack play: no query API given (--api, BLACKJACK_API_URL); reading " in output
+    async with served_query_api(store) as url:
+        process = await play(space, table, "--player", A, "--api", url)
+        output, _ = await asyncio.wait_for(process.communicate(b"q\n"), WAIT_S)
+    assert process.returncode == 0, output.decode()
+    assert b"from its start" not in output and b"you are still seated" in output
