@@ -14,6 +14,7 @@ import os
 from collections.abc import AsyncIterator, Iterator
 from datetime import UTC, datetime
 from pathlib import Path
+from typing import Any
 
 import pytest
 import uvicorn
@@ -24,7 +25,8 @@ from blackjack.bus.topics import partition_for
 from blackjack.client import BlackjackClient
 from blackjack.command_handler.service import CommandHandler
 from blackjack.domain import commands as cmd
-from blackjack.play.follow import TableFollower
+from blackjack.domain.wallet import WalletDeposit
+from blackjack.play.follow import TableFollower, WalletFollower
 from blackjack.play.read_model import ReadModelApi, read_model_history
 from blackjack.play.screen import history_screen, table_screen
 from blackjack.play.session import PlaySession
@@ -217,3 +219,46 @@ async def test_the_command_line_says_where_it_read_the_table_from(
         output, _ = await asyncio.wait_for(process.communicate(b"q\n"), WAIT_S)
     assert process.returncode == 0, output.decode()
     assert b"from its start" not in output and b"you are still seated" in output
+
+
+class _BehindApi(ReadModelApi):
+    """The API's answer with every position at 0: as if the read model's position had been
+    read long before its events (every event then comes both ways)."""
+
+    def get(self, path: str) -> dict[str, Any]:
+        found = super().get(path)
+        return {**found, "positions": [{**p, "next_offset": 0} for p in found["positions"]]}
+
+
+async def test_an_event_both_from_the_read_model_and_the_topic_is_folded_once(
+    space: KafkaSpace, handler: CommandHandler, client: BlackjackClient, store: ProjectionStore
+) -> None:
+    table = f"join-{os.urandom(3).hex()}"
+    await accept(
+        client,
+        table,
+        cmd.OpenTable(variant="mini-h17"),
+        cmd.SitDown(player_id=A),
+        cmd.Deposit(player_id=A, amount=900),
+    )
+    carol = f"carol-{os.urandom(3).hex()}"
+    await accept(client, f"wallet:{carol}", WalletDeposit(player_id=carol, amount=4_000))
+    await rebuild(ProjectionWriter(store), space.bootstrap, space.topics.events)
+    from_start = await _joined(space, table)
+    async with served_query_api(store) as url:
+        twice = await _joined(space, table, _BehindApi(url))
+        wallets = []
+        for api in (ReadModelApi(url), None):
+            wallet = WalletFollower(space.bootstrap, carol, space.topics, read_model=api)
+            await wallet.start()
+            await wallet.caught_up(WAIT_S)
+            await wallet.stop()
+            wallets.append(wallet)
+    await twice.stop()
+    await from_start.stop()
+    assert not twice.from_start and twice.records_read == from_start.records_read
+    same_table(twice, from_start)
+    joined_wallet, wallet_from_start = wallets
+    assert not joined_wallet.from_start and wallet_from_start.from_start
+    assert joined_wallet.wallet.view == wallet_from_start.wallet.view
+    assert joined_wallet.wallet.view.balance == 4_000
