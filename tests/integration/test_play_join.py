@@ -262,3 +262,27 @@ async def test_an_event_both_from_the_read_model_and_the_topic_is_folded_once(
     assert not joined_wallet.from_start and wallet_from_start.from_start
     assert joined_wallet.wallet.view == wallet_from_start.wallet.view
     assert joined_wallet.wallet.view.balance == 4_000
+
+
+class _AheadApi(ReadModelApi):
+    """The API's answer with every position past the partition's end: a read model of a log
+    that was made anew under the same name."""
+
+    def get(self, path: str) -> dict[str, Any]:
+        found = super().get(path)
+        return {**found, "positions": [{**p, "next_offset": 10**9} for p in found["positions"]]}
+
+
+async def test_a_read_model_past_the_partition_s_end_is_not_trusted(
+    space: KafkaSpace, handler: CommandHandler, client: BlackjackClient, store: ProjectionStore
+) -> None:
+    table = f"join-{os.urandom(3).hex()}"
+    await accept(client, table, cmd.OpenTable(variant="mini-h17"), cmd.SitDown(player_id=A))
+    await rebuild(ProjectionWriter(store), space.bootstrap, space.topics.events)
+    from_start = await _joined(space, table)
+    async with served_query_api(store) as url:
+        ahead = await _joined(space, table, _AheadApi(url))
+    await ahead.stop()
+    await from_start.stop()
+    assert ahead.from_start and "past its end" in ahead.joined
+    same_table(ahead, from_start)

@@ -106,6 +106,14 @@ class TableFollower:
         except NoHistory as error:
             self.joined = str(error)
             return None
+        assert self._consumer is not None
+        end = (await self._consumer.end_offsets([tp]))[tp]
+        if history.next_offset > end:  # another log under the same name (a topic made anew)
+            self.joined = (
+                f"the read model at {self.read_model.url} stands at offset "
+                f"{history.next_offset:,} of {tp.topic}[{tp.partition}], past its end ({end:,})"
+            )
+            return None
         for envelope in history.envelopes:
             self._fold(envelope)
         self.joined = (
