@@ -120,14 +120,20 @@ class SaslListener:
     password: str = "blackjack-dev-secret"
 
 
+def kafka_cache_dir() -> Path:
+    """Where kafka.sh keeps the local broker's jars, data and TLS files."""
+    return Path(os.environ.get("KAFKA_CACHE_DIR", "").strip() or REPO_ROOT / ".cache" / "kafka")
+
+
 def kafka_sasl() -> SaslListener:
     """The broker's TLS + SASL/PLAIN listener; the broker must have been started by kafka.sh
     (a broker started before the listener existed must be restarted: ``kafka.sh down; up``)."""
     override = os.environ.get("KAFKA_SASL_BOOTSTRAP", "").strip()
     port = _env_port("KAFKA_SASL_PORT", _env_port("KAFKA_PORT", DEFAULT_KAFKA_PORT) + 2)
     bootstrap = override or f"{LOOPBACK}:{port}"
-    cache = Path(os.environ.get("KAFKA_CACHE_DIR", "").strip() or REPO_ROOT / ".cache" / "kafka")
-    cafile = os.environ.get("KAFKA_SASL_CAFILE", "").strip() or str(cache / "tls" / "ca.pem")
+    cafile = os.environ.get("KAFKA_SASL_CAFILE", "").strip() or str(
+        kafka_cache_dir() / "tls" / "ca.pem"
+    )
     host, _, listening = bootstrap.rpartition(":")
     if not port_open(host, int(listening)) or not Path(cafile).exists():
         raise RuntimeError(
@@ -218,7 +224,7 @@ class PrivateBroker:
         return f"kill -9 $(cat {shlex.quote(str(self.directory / 'kafka.pid'))})"
 
     def up(self) -> None:
-        shared = Path(os.environ.get("KAFKA_CACHE_DIR", "").strip() or REPO_ROOT / ".cache/kafka")
+        shared = kafka_cache_dir()
         self.directory.mkdir(parents=True, exist_ok=True)
         if (shared / "libs").is_dir() and not (self.directory / "libs").exists():
             (self.directory / "libs").symlink_to((shared / "libs").resolve())
