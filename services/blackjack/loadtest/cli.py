@@ -28,7 +28,7 @@ def _emit_line(line: dict[str, Any]) -> None:
     print(json.dumps(line), flush=True)
 
 
-def _quiet_logs(sink: TextIO) -> None:
+def quiet_logs(sink: TextIO) -> None:
     """The handler logs each command as it does in service (INFO, JSON), into ``sink``
     rather than among the JSON lines of the report; library warnings go to stderr."""
     import logging
@@ -67,7 +67,7 @@ def _reported(
     """Run with the handlers' log in ``--handler-log`` and the JSON lines on stdout; 0 when
     the summary is ok."""
     with open(args.handler_log or os.devnull, "a") as sink:
-        _quiet_logs(sink)
+        quiet_logs(sink)
         summary = asyncio.run(run(_emit_line))
     return 0 if summary["ok"] else 1
 
