@@ -7,9 +7,10 @@ snapshot), by how full its idempotency window is (docs/operations.md, *What grow
 accepted) through the service's processor and one partition's store
 (``test_cold_streams.Handler``) until each table's window holds 63, 303 and then 1,000
 answers (``BLACKJACK_DEDUP_WINDOW``'s default: a full window). Measured with tracemalloc,
-per table: hot, then cold once every table is frozen, and the size of a sealed snapshot. No
-broker: Python's own allocations. Last, how long a full window's snapshot takes to write to
-the handler's on-disk store of cold streams and to read back (a machine's figure).
+per table: hot, then cold once every table is frozen (its snapshot held in a dict, not
+spilled to disk as the service does), and the size of a sealed snapshot. No broker: Python's
+own allocations. Last, how long a full window's snapshot takes to write to the handler's
+on-disk store of cold streams and to read back (a machine's figure).
 """
 
 from __future__ import annotations
