@@ -89,6 +89,23 @@ def test_the_default_commands_stop_only_the_local_broker(
     assert "give --stop-broker and --start-broker" in capsys.readouterr().err
 
 
+def test_a_broker_command_that_fails_is_one_line_and_exit_2_on_the_command_line(
+    monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """A newcomer's --stop-broker naming a pid file that is not there (KAFKA_CACHE_DIR
+    moved) ended in a traceback; the drill's error is the answer, not its stack."""
+
+    async def stop_fails(config: OutageConfig, emit: Any) -> dict[str, Any]:
+        raise BrokerCommandFailed("'kill -9 $(cat x/kafka.pid)' exited 2: cat: no such file")
+
+    monkeypatch.setattr("blackjack.loadtest.outage.run_outage", stop_fails)
+    monkeypatch.setenv("KAFKA_PORT", "9092")
+    assert main(["outage", "--stop-broker", "kill -9 $(cat x/kafka.pid)"]) == 2
+    err = capsys.readouterr().err
+    assert err.startswith("blackjack outage: 'kill -9 $(cat x/kafka.pid)' exited 2: cat:")
+    assert "Traceback" not in err
+
+
 def test_the_command_line_takes_the_drills_options() -> None:
     args = build_parser().parse_args(
         ["outage", "--tables", "3", "--down", "5", "--stop-broker", "systemctl stop kafka"]

@@ -87,7 +87,7 @@ def _takeover(args: argparse.Namespace) -> int:
 
 
 def _outage(args: argparse.Namespace) -> int:
-    from blackjack.loadtest.outage import OutageConfig, run_outage
+    from blackjack.loadtest import outage
 
     local = f"127.0.0.1:{os.environ.get('KAFKA_PORT', '9092')}"
     defaults = args.stop_broker.startswith(LOCAL_BROKER) or args.start_broker.startswith(
@@ -101,7 +101,7 @@ def _outage(args: argparse.Namespace) -> int:
             file=sys.stderr,
         )
         return 2
-    config = OutageConfig(
+    config = outage.OutageConfig(
         bootstrap=args.bootstrap,
         stop_broker=args.stop_broker,
         start_broker=args.start_broker,
@@ -112,7 +112,11 @@ def _outage(args: argparse.Namespace) -> int:
         settle_s=args.settle,
         keep_topics=args.keep_topics,
     )
-    return _reported(args, lambda emit: run_outage(config, emit))
+    try:
+        return _reported(args, lambda emit: outage.run_outage(config, emit))
+    except outage.BrokerCommandFailed as failed:  # the operator's command, not our code
+        print(f"blackjack outage: {failed}", file=sys.stderr)
+        return 2
 
 
 def _positive(text: str) -> int:
