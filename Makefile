@@ -81,11 +81,12 @@ postgres-down:
 bench: install
 	$(VENV)/bin/blackjack bench $(BENCH_ARGS)
 
-# The command handler under load on the local broker, against a bare transactional echo,
-# with the proof that nothing was lost or done twice (docs/load.md), e.g.
+# The command handler under load on the local broker (KAFKA_PORT, as `run`), against a bare
+# transactional echo, with the proof that nothing was lost or done twice (docs/load.md), e.g.
 #   make load LOAD_ARGS='--tables 40 --rounds 50 --variant mini-h17'
 load: install
 	deploy/kafka/kafka.sh up >&2
+	BLACKJACK_KAFKA_BOOTSTRAP="$${BLACKJACK_KAFKA_BOOTSTRAP:-127.0.0.1:$${KAFKA_PORT:-9092}}" \
 	$(VENV)/bin/blackjack loadtest $(LOAD_ARGS)
 
 # The same source with the rules engine compiled by mypyc (deploy/mypyc/build.sh): the
