@@ -791,3 +791,15 @@ def test_the_history_shows_an_insurance_settled_before_a_void_as_voided() -> Non
     console.print(history_screen(folded(script), A, 10))
     recalled = console.export_text()
     assert "insurance 5.00 lost, voided" in recalled, recalled
+
+
+def test_a_doubled_hand_shows_the_stake_it_plays_for() -> None:
+    # The box's line reads the bet placed (5.00); the doubled hand plays for 10.00, which the
+    # screen showed only in the history and the recall.
+    script = Script("atlantic-city", [["6H", "7S", "5D", "TC", "9C"]])
+    script.do(cmd.PlaceBet(player_id=A, box=0, amount=500), cmd.Deal(player_id=A))
+    script.do(cmd.Double(player_id=A, box=0, hand=0))  # 11 against 7: 20 against 17
+    text = shown(folded(script))
+    assert "bet 5.00" in text
+    assert "stake 10.00" in text.split("bet 5.00")[1]
+    assert "pays 20.00" in text

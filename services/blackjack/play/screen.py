@@ -374,6 +374,8 @@ def _dealt(
         grid.add_row(Text(f"Box {box.box}{who}"), f"bet {money(box.bet, currency)}")
         for index, hand in enumerate(box.hands):
             line = _hand_line(hand, currency, decided.get((box.player_id, box.box, index)))
+            if hand.stake != box.bet:  # doubled: the box's line still reads the first bet
+                line = Text(f"stake {money(hand.stake, currency)}  ", "dim") + line
             if (
                 table.view.phase == "playing"
                 and turn is not None
