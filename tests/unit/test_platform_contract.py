@@ -95,6 +95,9 @@ STORED_OLD_VERSIONS = {
                        "phase": "playing", "action": "stood", "box": 0, "hand": 0},
     "SeatLeft": {"type": "SeatLeft", "version": 1, "player_id": "p", "seat": 0,
                  "balance_returned": 500},
+    "RoundVoided": {"type": "RoundVoided", "version": 1, "round": 1, "operator": "ops",
+                    "reason": "jammed", "returns": [{"player_id": "p", "wagered": 500,
+                    "paid": 0, "returned": 500, "not_recovered": 0, "balance_after": 1000}]},
 }  # fmt: skip
 
 

@@ -6,6 +6,7 @@ less what the round paid, passes; anything else is a finding; the recall tells i
 
 from __future__ import annotations
 
+import json
 from pathlib import Path
 
 from blackjack.api.contract import openapi_document
@@ -16,7 +17,7 @@ from blackjack.domain import commands as cmd
 from blackjack.domain import events as ev
 from blackjack.domain.evolve import evolve
 from blackjack.domain.state import TableState
-from blackjack.messages.wire import encode, to_wire
+from blackjack.messages.wire import WireEnvelope, decode, encode, to_wire
 from blackjack.projections.metrics import ROUNDS_CLOSED
 from blackjack.projections.projector import StreamProjection
 from blackjack.projections.store import ProjectionStore
@@ -325,6 +326,54 @@ def test_a_voided_round_is_no_round_sat_out_for_the_decider_the_read_model_and_t
     [left] = [e.data for e in script.envelopes if isinstance(e.data, ev.SeatLeft)]
     assert (left.player_id, left.reason, left.rounds_sat_out) == ("ben", "sat_out", 2)
     assert messages(wires(script), SEAL) == []
+
+
+def as_version_1(void: WireEnvelope) -> WireEnvelope:
+    """A ``RoundVoided`` as the release before wrote it (version 1, no
+    ``counts_as_round_sat_out``), read back through the upcasters."""
+    document = json.loads(encode(void))
+    document["data"].pop("counts_as_round_sat_out", None)
+    document["data"]["version"] = document["schema_version"] = 1
+    return decode(json.dumps(document).encode())
+
+
+def test_a_log_of_the_release_before_folds_and_audits_as_its_handler_decided_it() -> None:
+    """That release's handler counted a voided round as sat out and stood ben up right after
+    its (version 1) ``RoundVoided``, ``rounds_sat_out`` 2: the decider's fold, the read model
+    and the audit read that log as it was decided (no count taken back, the stand-up due), as
+    that handler's snapshots have it; the same stand-up after a version 2 void is found."""
+    script = ben_sits_out_then_a_void()
+    log = wires(script)
+    [void_at] = [i for i, w in enumerate(log) if isinstance(w.data, ev.RoundVoided)]
+    old_void = as_version_1(log[void_at])
+    stood_up = log[void_at].model_copy(
+        update={
+            "event_id": "table-1-stood-up",
+            "type": "SeatLeft",
+            "schema_version": 2,
+            "sequence": log[void_at].sequence + 1,
+            "data": ev.SeatLeft(
+                player_id="ben", seat=1, balance_returned=BEFORE, reason="sat_out", rounds_sat_out=2
+            ),
+        }
+    )
+    old_log = [*log[:void_at], old_void, stood_up]
+    assert messages(old_log, SEAL) == []
+    assert isinstance(old_void.data, ev.RoundVoided) and old_void.data.counts_as_round_sat_out
+    projection = StreamProjection.new("table-1")
+    for wire in old_log[: void_at + 1]:
+        projection.apply(wire)
+    state = TableState()
+    table = [e.data for e in script.envelopes if e.stream_id == "table-1"]
+    for event in [*table[:void_at], old_void.data]:
+        assert isinstance(event, ev.Event)
+        state = evolve(state, event)
+    assert state.players["ben"].rounds_sat_out == 2
+    assert projection.accounts["ben"].rounds_sat_out == 2
+    # without the stand-up that release's handler owed: found missing
+    assert any("ben" in m for m in messages(old_log[: void_at + 1], SEAL))
+    new_log = [*log[: void_at + 1], stood_up]
+    assert any("rounds ben sat out" in m for m in messages(new_log, SEAL))
 
 
 def test_a_void_of_a_round_dealt_while_suspended_takes_back_no_count() -> None:

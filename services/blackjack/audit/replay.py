@@ -108,8 +108,11 @@ class _Replayer(MoneyChecks, TableChecks):
                 self.state = evolve(self.state, event)
                 # A settled game cycle's end; not a void's: a voided round is no round sat
                 # out, so it brings no one to the table's limit (a stand-up after it is found
-                # as one before the count reached the limit).
-                if isinstance(event, ev.RoundSettled):
+                # as one before the count reached the limit), but where a version 1's handler
+                # counted it and stood up after it those it brought there.
+                if isinstance(event, ev.RoundSettled) or (
+                    isinstance(event, ev.RoundVoided) and event.counts_as_round_sat_out
+                ):
                     self._due_to_stand_up()
             except _Stop as stop:
                 self.out.stopped = str(stop)

@@ -121,7 +121,8 @@ class TableChecks(Checker):
     def _stood_up_when_due(self, event: ev.Event | None) -> None:
         """A player due to be stood up at the end of a round is, by the same decision: the
         events right after its ``RoundSettled`` are their ``SeatLeft``s (none is due after a
-        ``RoundVoided``: a voided round counts as no round sat out)."""
+        ``RoundVoided``, a voided round being no round sat out, but after a version 1's: its
+        handler counted the round and stood them up after it)."""
         if not self.due_to_stand_up:
             return
         if (

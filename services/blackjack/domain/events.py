@@ -282,13 +282,25 @@ class RoundVoided(RoundEvent):
     of the round goes back to its player and nothing the round paid stands, so each player's
     balance is what it was before the round, money paid in or taken out meanwhile apart. No
     card decides anything: the round ends here, unsettled (the hole card, when one was dealt,
-    is revealed just before, so that the recall shows every card the round dealt)."""
+    is revealed just before, so that the recall shows every card the round dealt).
 
+    Version 2 added ``counts_as_round_sat_out``, false: a voided round is no round sat out
+    (what its deal counted is taken back, and no one is stood up after it). A version 1 was
+    written by a handler that counted it and stood up, right after it, whoever that brought
+    to the table's limit; it is upcast on read with ``true``, so a log of that release folds
+    (and is audited) as its handler decided it, as its snapshots have it."""
+
+    version: int = 2
     type: Literal["RoundVoided"] = "RoundVoided"
     operator: str
     reason: str
     returns: tuple[VoidedWagers, ...] = Field(
         description="one per player with money in the round, in the order of their first box"
+    )
+    counts_as_round_sat_out: bool = Field(
+        description="the round counts as one sat out for the players who sat it out, who are "
+        "then stood up after it where that brings them to the table's limit: true only in a "
+        "version 1 (upcast); the handlers write false, a voided round being no round played"
     )
 
 

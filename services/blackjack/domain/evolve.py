@@ -200,8 +200,9 @@ def _round_voided(draft: TableState, e: ev.RoundVoided) -> None:
         _set_balance(draft, returned.player_id, returned.balance_after)
     # "Malfunctions voids all pays and plays": a voided round is no round played, so no round
     # sat out either (as one dealt while suspended is not); no one sits out from the deal to
-    # the void, so those who sit out now are those its deal counted.
-    if draft.sat_out_counted:
+    # the void, so those who sit out now are those its deal counted. A version 1's handler
+    # kept the count (``counts_as_round_sat_out``): its log folds as it decided.
+    if draft.sat_out_counted and not e.counts_as_round_sat_out:
         draft.players = {
             pid: p.changed(rounds_sat_out=max(p.rounds_sat_out - 1, 0)) if p.sitting_out else p
             for pid, p in draft.players.items()

@@ -74,7 +74,15 @@ _BET_REFUNDED: Final = {
 _DEAL_REQUESTED: Final = {"version", "round", "type", "player_id"}
 _PLAYER_PASSED: Final = {"version", "round", "type", "player_id"}
 _ROUND_CANCELLED: Final = {"version", "round", "type"}
-_ROUND_VOIDED: Final = {"version", "round", "type", "operator", "reason", "returns"}
+_ROUND_VOIDED: Final = {
+    "version",
+    "round",
+    "type",
+    "operator",
+    "reason",
+    "returns",
+    "counts_as_round_sat_out",
+}
 _INTERRUPTED_ROUND_CLOSED: Final = {
     "version",
     "round",
@@ -539,16 +547,18 @@ def round_voided(
     operator: str,
     reason: str,
     returns: tuple[ev.VoidedWagers, ...],
+    counts_as_round_sat_out: bool,
 ) -> ev.RoundVoided:
     return made(
         ev.RoundVoided,
         {
-            "version": 1,
+            "version": 2,
             "round": round,
             "type": "RoundVoided",
             "operator": operator,
             "reason": reason,
             "returns": returns,
+            "counts_as_round_sat_out": counts_as_round_sat_out,
         },
         _ROUND_VOIDED,
     )

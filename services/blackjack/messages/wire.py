@@ -82,6 +82,12 @@ def _seat_left_v1_to_v2(data: dict[str, Any]) -> dict[str, Any]:
     }
 
 
+def _round_voided_v1_to_v2(data: dict[str, Any]) -> dict[str, Any]:
+    """Version 1's handler counted a voided round as one sat out, and stood up after it whom
+    that brought to the table's limit."""
+    return {**data, "version": 2, "counts_as_round_sat_out": True}
+
+
 def _table_opened_v1_to_v2(data: dict[str, Any]) -> dict[str, Any]:
     """Version 1 was written before the rules carried ``interrupted_round_days``."""
     return {**data, "version": 2, "rules": with_later_terms(data["rules"])}
@@ -94,6 +100,7 @@ UPCASTERS: dict[tuple[str, int], Upcaster] = {
     ("TurnStarted", 1): _turn_started_v1_to_v2,
     ("PlayerTimedOut", 1): _player_timed_out_v1_to_v2,
     ("SeatLeft", 1): _seat_left_v1_to_v2,
+    ("RoundVoided", 1): _round_voided_v1_to_v2,
 }
 """(event type, stored version) -> function returning the event one version newer."""
 
@@ -104,6 +111,7 @@ ABSENT_FROM_OLDER_VERSIONS: dict[str, tuple[str, ...]] = {
     "TurnStarted": ("actions",),
     "PlayerTimedOut": ("sits_out",),
     "SeatLeft": ("reason", "rounds_sat_out", "operator", "operator_reason"),
+    "RoundVoided": ("counts_as_round_sat_out",),
 }
 """The fields of an event's current version that a stored older version lacks (its upcaster
 fills them in). The log keeps every version for ever, so the published schemas do not

@@ -291,7 +291,7 @@ def _round_voided(p: StreamProjection, e: ev.RoundVoided, at: datetime) -> None:
         player.paid = returned.paid + returned.returned
         player.net = player.paid - player.wagered
     # A voided round is no round sat out (as ``evolve`` takes back what its deal counted).
-    if _sat_out_counted(p, record):
+    if not e.counts_as_round_sat_out and _sat_out_counted(p, record):
         for account in p.accounts.values():
             count = account.rounds_sat_out
             if account.seated and account.sitting_out and count:

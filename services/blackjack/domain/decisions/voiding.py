@@ -33,7 +33,11 @@ def void_round(r: Draft, c: cmd.VoidRound) -> None:
     # takes back what its deal counted), so no count reaches the table's limit here.
     r.emit(
         facts.round_voided(
-            round=state.round, operator=c.operator, reason=c.reason, returns=_returns(r)
+            round=state.round,
+            operator=c.operator,
+            reason=c.reason,
+            returns=_returns(r),
+            counts_as_round_sat_out=False,
         )
     )
 

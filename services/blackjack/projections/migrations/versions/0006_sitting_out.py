@@ -5,8 +5,8 @@ The accounts already folded get their values from the events already folded (``e
 as the projector folds them: a player who is not seated does not sit out; a seated player
 sits out when the last of their bets, passes, seat and time-outs that left them out of a
 round is such a time-out, and has sat out, where the table's rules free such a seat, the
-rounds dealt while the table was not suspended, and not voided, since the first of those
-time-outs. Each
+rounds dealt while the table was not suspended, and not voided (by a ``RoundVoided`` of
+version 2: a version 1's handler counted the round), since the first of those time-outs. Each
 table's events are read from the newest back, only as far as its seated players' last bet,
 pass or seat. A seated player whose events do not say (none found) stays null: not known.
 
@@ -120,7 +120,12 @@ def _refold(connection: Any, stream_id: str, players: set[str]) -> dict[str, tup
             elif row.type == "TableSuspended":
                 suspended = False
             elif row.type == "RoundVoided":
-                voided.add(json.loads(row.envelope)["data"]["round"])
+                voided_round = json.loads(row.envelope)["data"]
+                # a version 1's handler counted the round voided (upcast: it counts as sat out)
+                if voided_round.get("version", 1) >= 2 and not voided_round.get(
+                    "counts_as_round_sat_out"
+                ):
+                    voided.add(voided_round["round"])
             elif row.type == "DealStarted":
                 # a voided round is no round sat out (the projector takes its count back)
                 if voided and json.loads(row.envelope)["data"]["round"] in voided:
