@@ -739,9 +739,9 @@ def test_a_voided_round_is_told_on_the_table_and_in_the_history() -> None:
     assert "(voided)" in recalled and "100.00 -> 100.00" in recalled
 
 
-def test_a_void_that_takes_a_payment_back_tells_the_player_so() -> None:
-    """surrender with the void term: ann's blackjack was paid at once (25.00 for 10.00) and
-    her other box was still to play: the void takes 5.00 back, said as taken back."""
+def blackjack_paid_at_once_then_voided() -> Script:
+    """surrender with the void term: ann's blackjack on box 0 paid at once (25.00 for 10.00),
+    box 1 still to play, when the round is voided."""
     script = Script(
         "surrender",
         [["AS", "TC", "6H", "KS", "5C", "TD"]],
@@ -753,6 +753,13 @@ def test_a_void_that_takes_a_payment_back_tells_the_player_so() -> None:
         cmd.Deal(player_id=A),
         cmd.VoidRound(round=1, operator="ops-17", reason="card reader fault"),
     )
+    return script
+
+
+def test_a_void_that_takes_a_payment_back_tells_the_player_so() -> None:
+    """surrender with the void term: ann's blackjack was paid at once (25.00 for 10.00) and
+    her other box was still to play: the void takes 5.00 back, said as taken back."""
+    script = blackjack_paid_at_once_then_voided()
     console = Console(width=160, record=True, color_system=None)
     console.print(table_screen(folded(script), A))
     text = console.export_text()
@@ -762,17 +769,7 @@ def test_a_void_that_takes_a_payment_back_tells_the_player_so() -> None:
 def test_the_history_shows_a_payout_settled_before_a_void_as_voided() -> None:
     """surrender with the void term: ann's blackjack on box 0 was paid at once (25.00) when
     the round is voided; her history keeps what was paid then and says the void took it."""
-    script = Script(
-        "surrender",
-        [["AS", "TC", "6H", "KS", "5C", "TD"]],
-        overrides={"void_on_malfunction": True},
-    )
-    script.do(
-        cmd.PlaceBet(player_id=A, box=0, amount=1000),
-        cmd.PlaceBet(player_id=A, box=1, amount=1000),
-        cmd.Deal(player_id=A),
-        cmd.VoidRound(round=1, operator="ops-17", reason="card reader fault"),
-    )
+    script = blackjack_paid_at_once_then_voided()
     console = Console(width=160, record=True, color_system=None)
     console.print(history_screen(folded(script), A, 10))
     recalled = console.export_text()
