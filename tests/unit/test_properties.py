@@ -144,6 +144,12 @@ class Ledger:
                 for result in results:
                     self.settled_net[result.player_id] += result.net
                     assert result.net == result.paid - result.wagered
+            case ev.RoundVoided(round=rnd, returns=returns):
+                # every wager back less what the round paid; a payment the balance no longer
+                # held stays with the player, a loss of the house's
+                for back in returns:
+                    self._house(back.player_id, rnd, -back.returned)
+                    self.settled_net[back.player_id] += back.not_recovered
             case _:
                 pass
 
@@ -486,6 +492,8 @@ def operator_commands(state: TableState) -> list[cmd.Command]:
     ]
     for pid in sorted(state.players):
         commands.append(cmd.StandUpPlayer(player_id=pid, operator="ops", reason="drill"))
+    if state.rules.void_on_malfunction and state.round_in_play:
+        commands.append(cmd.VoidRound(round=state.round, operator="ops", reason="drill"))
     return commands
 
 
