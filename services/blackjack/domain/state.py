@@ -386,7 +386,10 @@ class TableState(_Value):
         doc = super().to_doc()
         if not self.suspended:  # a snapshot of a table never suspended reads as it did before
             del doc["suspended"]
-        if not self.sat_out_counted:  # nor one whose round counted no one (or between rounds)
+        # Nor one whose round counted as an older snapshot is read (none counted between
+        # rounds): written where that reading would be wrong, as for a round dealt while the
+        # table was suspended, resumed since.
+        if self.sat_out_counted == _sat_out_counted_before(doc):
             del doc["sat_out_counted"]
         return doc
 
