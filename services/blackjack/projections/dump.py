@@ -8,6 +8,7 @@ offset 0 can be compared with the live store byte for byte.
 
 from __future__ import annotations
 
+import copy
 import hashlib
 import json
 from dataclasses import dataclass
@@ -20,6 +21,7 @@ from sqlalchemy.ext.asyncio import AsyncConnection
 from blackjack.messages.wire import ABSENT_FROM_OLDER_VERSIONS, decode, encode, upcast
 from blackjack.projections.ids import utc
 from blackjack.projections.schema import READ_MODEL
+from blackjack.projections.views import stored_record
 
 Key = tuple[Any, ...]
 
@@ -112,7 +114,9 @@ def _event_as_read(stored: str) -> str:
 def _recall_as_read(record: Any) -> Any:
     """A round's record with each entry of its recall as a reader reads the event now: an
     older release folded an event of an older version without the fields its upcaster adds
-    (``ABSENT_FROM_OLDER_VERSIONS``), the same event a rebuild folds upcast."""
+    (``ABSENT_FROM_OLDER_VERSIONS``), the same event a rebuild folds upcast; and in the form the
+    store keeps (``stored_record``: a voided round folded by an older release says every hand
+    voided, as the record reads)."""
     if not isinstance(record, dict) or not isinstance(record.get("log"), list):
         return record
     log = []
@@ -125,7 +129,7 @@ def _recall_as_read(record: Any) -> Any:
             log.append({**entry, "data": data})
         else:
             log.append(entry)
-    return {**record, "log": log}
+    return stored_record(copy.deepcopy({**record, "log": log}))
 
 
 def differences(expected: Dump, actual: Dump) -> list[Difference]:

@@ -420,7 +420,7 @@ class _Batch:
                     "closed_at": record.closed_at,
                     "first_sequence": record.first_sequence,
                     "last_sequence": record.last_sequence,
-                    "record": record.model_dump(mode="json"),
+                    "record": record.stored(),
                 },
                 exists=number in loaded.rounds,
             )
