@@ -276,10 +276,10 @@ def test_the_audit_finds_a_void_that_returns_other_money_or_is_not_allowed() -> 
     assert any("let no one void one" in m for m in messages(forged_rules, SEAL))
 
 
-def ben_sits_out_then_a_void(*, suspend_before_the_deal: bool = False) -> Script:
+def ben_sits_out_to_round_2(*, suspended: bool) -> Script:
     """atlantic-city-multi freeing a seat after 2 rounds sat out, with the void term: ben
-    sits out round 1 (the clock leaves him out) and round 2, which the operator voids (dealt
-    while the table is suspended, with ``suspend_before_the_deal``)."""
+    sits out round 1 (the clock leaves him out), then round 2 is dealt to ann alone (while
+    the table is suspended, with ``suspended``)."""
     script = Script(
         "atlantic-city-multi",
         [["TS", "7S", "9S", "TD", "TH", "7H", "9H", "TC", "TS", "7S", "9S", "TD"]],
@@ -294,9 +294,16 @@ def ben_sits_out_then_a_void(*, suspend_before_the_deal: bool = False) -> Script
     script.do(cmd.Stand(player_id="ann", box=0))
     script.tick()
     script.do(cmd.PlaceBet(player_id="ann", box=0, amount=1_000))
-    if suspend_before_the_deal:
+    if suspended:
         script.do(cmd.SuspendTable(operator="ops-1", reason="the shoe reader jammed"))
     script.do(cmd.Deal(player_id="ann"))
+    return script
+
+
+def ben_sits_out_then_a_void(*, suspend_before_the_deal: bool = False) -> Script:
+    """``ben_sits_out_to_round_2``, round 2 voided by the operator (dealt while the table is
+    suspended, with ``suspend_before_the_deal``)."""
+    script = ben_sits_out_to_round_2(suspended=suspend_before_the_deal)
     if not suspend_before_the_deal:
         script.do(cmd.SuspendTable(operator="ops-1", reason="the shoe reader jammed"))
     void(script, round=2)
@@ -421,25 +428,8 @@ def test_a_snapshot_of_a_round_dealt_while_suspended_then_resumed_keeps_it_uncou
     then a snapshot: restored, it still says the deal counted no one (an older snapshot's
     reading would say it did, the table being no longer suspended), so a void after it
     leaves ben at 1, as the log folds."""
-    script = Script(
-        "atlantic-city-multi",
-        [["TS", "7S", "9S", "TD", "TH", "7H", "9H", "TC", "TS", "7S", "9S", "TD"]],
-        {"ann": BEFORE, "ben": BEFORE},
-        overrides={"seat_released_after_rounds_sat_out": 2, "void_on_malfunction": True},
-    )
-    script.do(cmd.PlaceBet(player_id="ann", box=0, amount=1_000), cmd.Deal(player_id="ann"))
-    assert script.state.deadline is not None
-    script.now = script.state.deadline
-    script.do(cmd.ExpireTimers())
-    script.tick()
-    script.do(cmd.Stand(player_id="ann", box=0))
-    script.tick()
-    script.do(
-        cmd.PlaceBet(player_id="ann", box=0, amount=1_000),
-        cmd.SuspendTable(operator="ops-1", reason="the shoe reader jammed"),
-        cmd.Deal(player_id="ann"),
-        cmd.ResumeTable(operator="ops-1"),
-    )
+    script = ben_sits_out_to_round_2(suspended=True)
+    script.do(cmd.ResumeTable(operator="ops-1"))
     state = script.state
     assert not state.sat_out_counted and state.players["ben"].rounds_sat_out == 1
     restored = TableState.from_doc(state.to_doc())
