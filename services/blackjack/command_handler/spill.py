@@ -1,6 +1,6 @@
 """The cold streams of a partition on local disk instead of in memory.
 
-A cold stream is its sealed snapshot (compressed, encrypted), about 52 KiB with a full
+A cold stream is its sealed snapshot (compressed, encrypted), about 47 KiB with a full
 idempotency window, and a handler keeps one for every stream its partitions ever had: held
 in memory, they grew a handler by about 0.5 GB a month for 10,000 tables opened a month
 (docs/operations.md, "What grows"). Here they are kept in a private, temporary SQLite
