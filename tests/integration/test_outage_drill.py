@@ -90,7 +90,9 @@ def test_the_default_commands_stop_only_the_local_broker(
 
 
 def test_a_broker_command_that_fails_is_one_line_and_exit_2_on_the_command_line(
-    monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+    monkeypatch: pytest.MonkeyPatch,
+    capsys: pytest.CaptureFixture[str],
+    logging_left_as_it_was: None,  # the command line configures the logs into capsys's stream
 ) -> None:
     """A newcomer's --stop-broker naming a pid file that is not there (KAFKA_CACHE_DIR
     moved) ended in a traceback; the drill's error is the answer, not its stack."""

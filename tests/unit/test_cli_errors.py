@@ -3,13 +3,10 @@
 from __future__ import annotations
 
 import io
-import logging
 import sys
-from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
-import structlog
 
 from blackjack.audit import cli as audit_cli
 from blackjack.cli import EXIT_BROKEN_PIPE, build_parser, main
@@ -176,12 +173,5 @@ def test_the_auditor_s_key_is_printed_from_the_master_key(
 
 
 @pytest.fixture(autouse=True)
-def _logging_left_as_it_was() -> Iterator[None]:
-    """A command that gets as far as configuring the logs must not leave them pointing at this
-    test's captured output."""
-    root = logging.getLogger()
-    handlers, level = list(root.handlers), root.level
-    yield
-    root.handlers[:] = handlers
-    root.setLevel(level)
-    structlog.reset_defaults()
+def _logging_restored(logging_left_as_it_was: None) -> None:
+    """Every command here may get as far as configuring the logs."""
