@@ -258,8 +258,7 @@ async def _stream_events(
     partition: a stream it never folded has none (a table not yet played, at a position past
     which its first event will come), not a 404."""
     text = params.get("after", "0")
-    after = 0 if text.isascii() and text.isdigit() and not text.strip("0") else None
-    after = parse_count(text, MAX_SEQUENCE) if after is None else after
+    after = 0 if text and not text.strip("0") else parse_count(text, MAX_SEQUENCE)  # 0 allowed
     limit = parse_count(params.get("limit", str(queries.MAX_EVENTS_PAGE)), queries.MAX_EVENTS_PAGE)
     if after is None or limit is None:
         raise ApiError(
