@@ -16,10 +16,12 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import sys
 import tempfile
 import time
 from pathlib import Path
 
+from blackjack.loadtest.cli import quiet_logs
 from blackjack.messages.sealing import ShoeSeal
 from blackjack.messages.wire import encode, to_wire
 from blackjack.projections.dump import dump
@@ -45,6 +47,7 @@ async def timed_upgrade(store: ProjectionStore, revision: str) -> float:
 
 
 async def main(pg: str | None, tables: int, rounds: int) -> None:
+    quiet_logs(sys.stderr)  # the fold's logs ("lag not measured", ...) off the figures' stdout
     log = play_tables([(f"m-{n}", "atlantic-city-multi") for n in range(tables)], rounds, seed=7)
     seal = ShoeSeal(bytes(range(32)))
     records = [

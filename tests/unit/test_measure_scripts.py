@@ -13,6 +13,7 @@ from tests.integration import measure_game_report, measure_migrations
 
 async def test_the_migrations_script_times_0005_and_0006_against_the_fold(
     capsys: pytest.CaptureFixture[str],
+    logging_left_as_it_was: None,  # the script sends the logs to stderr
 ) -> None:
     await measure_migrations.main(None, tables=1, rounds=2)
     printed = capsys.readouterr().out.splitlines()
