@@ -20,7 +20,7 @@ from blackjack.command_handler.service import CommandHandler
 from blackjack.domain import commands as cmd
 from blackjack.domain.wallet import BuyIn, WalletDeposit
 from blackjack.messages.wire import encode
-from blackjack.play.follow import TableFollower
+from blackjack.play.follow import TableFollower, WalletFollower
 from blackjack.play.session import PlaySession
 from blackjack.projections.projector import StreamProjection
 from tests.integration.conftest import WAIT_S, KafkaSpace, QueuedShuffler, accept
@@ -264,3 +264,30 @@ def text_of(renderable: object) -> str:
     console = Console(width=200, record=True, color_system=None)
     console.print(renderable)
     return console.export_text()
+
+
+async def test_leaving_a_shared_table_shows_the_wallet_after_the_cash_out_lands(
+    space: KafkaSpace, handler: CommandHandler, client: BlackjackClient
+) -> None:
+    """At a table funded by the wallets, the money a ``leave`` pays out reaches the wallet in
+    a second step (the table's ``SeatLeft``, then the wallet's ``CashOutReceived``): the
+    session drew the screen once the table's events were in, the wallet as it was before,
+    and a player quitting then saw the table's money gone and the wallet no richer."""
+    table = "play-leave-cash-out-1"
+    await accept(client, table, cmd.OpenTable(variant="atlantic-city-multi"))
+    await accept(client, "wallet:dora", WalletDeposit(player_id="dora", amount=5_000))
+    wallet = WalletFollower(space.bootstrap, "dora", space.topics)
+    async with follower(space, table) as following, wallet:
+        await following.caught_up()
+        await wallet.caught_up()
+        session = PlaySession(client, following, "dora", wallet=wallet)
+        await session.handle("sit 2")
+        await session.handle("buyin 20")
+        assert session.available() == 2_000
+        await wallet.wait_until(lambda: not wallet.wallet.view.pending, WAIT_S)
+        assert wallet.wallet.view.balance == 3_000
+        said = "".join(text_of(line) for line in await session.handle("leave"))
+        assert wallet.wallet.view.balance == 5_000, said  # landed before the screen is drawn
+        assert "Wallet  50.00 USD" in said, said
+        said = "".join(text_of(line) for line in await session.handle("q"))
+        assert "on its way" not in said, said

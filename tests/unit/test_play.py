@@ -12,10 +12,12 @@ from rich.console import Console
 from rich.text import Text
 
 from blackjack.domain import commands as cmd
+from blackjack.domain import wallet as wl
 from blackjack.domain.rules import Rules
 from blackjack.domain.wallet import WalletDeposit
 from blackjack.messages.sealing import ShoeSeal
 from blackjack.messages.wire import to_wire
+from blackjack.play.follow import TableFollower, WalletFollower
 from blackjack.play.moves import (
     Help,
     History,
@@ -53,7 +55,10 @@ def folded(script: Script) -> StreamProjection:
 def without_a_broker(table: StreamProjection) -> SimpleNamespace:
     """A session's follower, its table folded so far and no event of it kept."""
     return SimpleNamespace(
-        table=table, stream_id=table.view.stream_id, folded_since=lambda sequence: []
+        table=table,
+        stream_id=table.view.stream_id,
+        sequence=table.view.last_sequence,
+        folded_since=lambda sequence: [],
     )
 
 
@@ -473,6 +478,41 @@ async def test_quitting_says_the_seat_and_its_money_stay_at_the_table() -> None:
     said = " ".join(str(line) for line in await session.handle("q"))
     assert session.over
     assert "still seated at table-1 with 50.00 USD" in said and "leave" in said
+
+
+async def test_a_cash_out_not_in_the_wallet_in_time_is_said_to_be_on_its_way() -> None:
+    """A ``leave`` at a shared table pays the seat's money out to the wallet in a second step
+    (the wallet's ``CashOutReceived``): quitting before it landed showed the table's money
+    gone and the wallet without it. Waited for up to the timeout; past it, said on its way."""
+    script = Script("atlantic-city-multi", [], players={A: 5_000})
+    before = len(script.envelopes)
+    script.do(cmd.LeaveTable(player_id=A))
+    table = TableFollower("127.0.0.1:1", "table-1")  # never started: folded by hand
+    wallet = WalletFollower("127.0.0.1:1", A)
+    for envelope in script.envelopes:
+        if envelope.stream_id == "table-1":
+            table._fold(to_wire(envelope, SEAL))
+    landed = [e for e in script.envelopes if isinstance(e.data, wl.CashOutReceived)]
+    assert [e.data.amount for e in landed if isinstance(e.data, wl.CashOutReceived)] == [5_000]
+    for envelope in script.envelopes[:before]:  # the wallet before the cash-out
+        if envelope.stream_id == "wallet:alice":
+            wallet._fold(to_wire(envelope, SEAL))
+    session = PlaySession(None, table, A, timeout=0.2, wallet=wallet)  # type: ignore[arg-type]
+    session._since = script.envelopes[before - 1].sequence
+    assert session.cashing_out() == 5_000
+    assert "Wallet 0.00 USD · 50.00 on its way from this table" in text(session.screen())
+    said = " ".join(text(line) for line in await session.quit())
+    assert "cash-out of 50.00 USD from table-1 is on its way to your wallet" in said, said
+    wallet._fold(to_wire(landed[0], SEAL))  # it lands: nothing more is owed
+    assert session.cashing_out() == 0
+    assert await session.quit() == []
+    assert "Wallet 50.00 USD" in text(session.screen())
+
+
+def text(renderable: object) -> str:
+    console = Console(width=200, record=True, color_system=None)
+    console.print(renderable)
+    return " ".join(console.export_text().split())
 
 
 def test_a_shared_table_offers_its_own_moves_not_a_deposit() -> None:

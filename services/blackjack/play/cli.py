@@ -172,7 +172,9 @@ async def _session(args: argparse.Namespace, settings: KafkaSettings, console: C
             present = asyncio.create_task(session.keep_present(heartbeat_every()))
             while not session.over:
                 line = await _next_line(session, console)
-                if line is None:
+                if line is None:  # the end of the input: said as on ``q``
+                    for shown in await session.quit():
+                        console.print(shown)
                     break
                 for shown in await session.handle(line):
                     console.print(shown)

@@ -217,11 +217,14 @@ def table_screen(
     now: datetime | None = None,
     wallet: WalletView | None = None,
     stood_up: Sequence[Mapping[str, Any]] = (),
+    *,
+    cashing_out: int = 0,
 ) -> RenderableType:
     """The table for ``player_id``; with ``now``, the seconds left on the table's clock;
     with ``wallet``, the player's wallet (a table funded from it); ``stood_up``, the
     ``SeatLeft``s of players the operator stood up since the last round closed (in no round's
-    recall, so not among the round's notes)."""
+    recall, so not among the round's notes); ``cashing_out``, the money this table paid out to
+    the wallet that the wallet has not received yet (shown on its way, not as vanished)."""
     view = table.view
     currency = view.currency or "USD"
     title = f"{view.stream_id} · {view.variant or 'not open'} · round {view.round}"
@@ -280,6 +283,8 @@ def table_screen(
             if wallet.in_transit
             else ""
         )
+        if cashing_out:
+            on_its_way += f" · {money(cashing_out, wallet.currency)} on its way from this table"
         grid.add_row(
             "Wallet", f"{money(wallet.balance, wallet.currency)} {wallet.currency}{on_its_way}"
         )

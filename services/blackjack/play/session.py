@@ -54,6 +54,12 @@ class PlaySession:
     reminded: set[datetime] = field(default_factory=set)
     """The clock's deadlines the player was reminded of (once each, whatever lines follow)."""
     _returns: dict[Rules, Returns] = field(default_factory=dict)
+    _since: int = -1
+    """The table's last event when the session began: the cash-outs it watches come after."""
+
+    def __post_init__(self) -> None:
+        if self._since < 0:
+            self._since = self.follower.sequence
 
     @property
     def stream_id(self) -> str:
@@ -155,8 +161,7 @@ class PlaySession:
         except NotAMove as error:
             return [Text(str(error), style="yellow")]
         if isinstance(chosen, Quit):
-            self.over = True
-            return self._still_seated()
+            return await self.quit()
         if isinstance(chosen, Help):
             return [Text(chosen.text)]
         if isinstance(chosen, History):
@@ -172,7 +177,95 @@ class PlaySession:
                 Text(unanswered(type(chosen).__name__, self.timeout), "bold yellow"),
                 self.screen(),
             ]
-        return [result_line(type(chosen).__name__, result), self.screen()]
+        said: list[RenderableType] = [result_line(type(chosen).__name__, result)]
+        return [*said, *await self.cash_outs_landed(), self.screen()]
+
+    async def quit(self) -> list[RenderableType]:
+        """Said on quitting (``q``, or the end of the input): a cash-out not in the wallet
+        yet waited for, or said to be on its way, and a seat still held."""
+        self.over = True
+        landing = self.cashing_out()
+        said = await self.cash_outs_landed()
+        if landing and not said and self.wallet is not None:  # it landed meanwhile: now in
+            wallet = self.wallet.wallet.view
+            currency = wallet.currency or "USD"
+            said = [
+                Text(
+                    f"cash-out of {money(landing, currency)} {currency} received: wallet "
+                    f"{money(wallet.balance, currency)} {currency}",
+                    style="green",
+                )
+            ]
+        return [*said, *self._still_seated()]
+
+    def _cash_outs(self) -> list[tuple[int, int]]:
+        """The table's events since the session began that paid this player's money out to
+        their wallet (``SeatLeft``, ``FundsWithdrawn`` at a table funded by the wallets, as
+        the handler sends them on as ``CashOut``): (sequence, amount)."""
+        if int((self.follower.table.view.rules or {}).get("seats", 1)) <= 1:
+            return []
+        paid: list[tuple[int, int]] = []
+        for envelope in self.follower.folded_since(self._since):
+            event = envelope.data
+            if isinstance(event, ev.SeatLeft) and event.player_id == self.player_id:
+                amount = event.balance_returned
+            elif isinstance(event, ev.FundsWithdrawn) and event.player_id == self.player_id:
+                amount = event.amount
+            else:
+                continue
+            if amount > 0:
+                paid.append((envelope.sequence, amount))
+        return paid
+
+    def cashing_out(self) -> int:
+        """The money the table paid out to the wallet that the wallet has not received yet:
+        the table's event is in, the wallet's ``CashOutReceived`` (a second step, the
+        handler's ``CashOut``) not yet. 0 without a wallet followed."""
+        if self.wallet is None:
+            return 0
+        paid = self._cash_outs()
+        if not paid:
+            return 0
+        received: set[int] = set()
+        unnumbered: list[int] = []  # from a handler older than ``table_sequence``
+        for envelope in self.wallet.folded_since(0):
+            event = envelope.data
+            if isinstance(event, wl.CashOutReceived) and event.table_id == self.stream_id:
+                if event.table_sequence is None:
+                    unnumbered.append(event.amount)
+                else:
+                    received.add(event.table_sequence)
+        owed = 0
+        for sequence, amount in paid:
+            if sequence in received:
+                continue
+            if amount in unnumbered:
+                unnumbered.remove(amount)
+                continue
+            owed += amount
+        return owed
+
+    async def cash_outs_landed(self) -> list[RenderableType]:
+        """Wait (up to the session's timeout) for the money the table paid out to land in
+        the wallet, so that the screen drawn next shows it there; what to say if it did not
+        land in time (then the screen shows it on its way)."""
+        if self.wallet is None or not self.cashing_out():
+            return []
+        wallet = self.wallet
+        with contextlib.suppress(TimeoutError):
+            await wallet.wait_until(lambda: not self.cashing_out(), self.timeout)
+        owed = self.cashing_out()
+        if not owed:
+            return []
+        currency = self.follower.table.view.currency or "USD"
+        return [
+            Text(
+                f"cash-out of {money(owed, currency)} {currency} from {self.stream_id} is on "
+                f"its way to your wallet (not received in {self.timeout:g} s): the handler "
+                "sends it on, and your wallet shows it when it lands",
+                style="bold yellow",
+            )
+        ]
 
     def _still_seated(self) -> list[RenderableType]:
         """Said on quitting: the seat and its money stay at the table (only ``leave`` cashes
@@ -226,4 +319,5 @@ class PlaySession:
             datetime.now(UTC),
             wallet,
             self.stood_up_between_rounds(),
+            cashing_out=self.cashing_out(),
         )
