@@ -63,7 +63,8 @@ def _openapi(args: argparse.Namespace) -> int:
 
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="blackjack", description=__doc__)
-    sub = parser.add_subparsers(dest="command", required=True)
+    # COMMAND, not the choices: their list was one line of 174 columns (listed below it)
+    sub = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
     scenario = sub.add_parser("scenario", help="play a scripted round file through the decider")
     scenario.add_argument("file")
     scenario.set_defaults(handler=_scenario)

@@ -21,6 +21,7 @@ from blackjack.domain import commands as cmd
 from blackjack.domain.wallet import BuyIn, WalletDeposit
 from blackjack.messages.wire import encode
 from blackjack.play.follow import TableFollower, WalletFollower
+from blackjack.play.help import HELP
 from blackjack.play.session import PlaySession
 from blackjack.projections.projector import StreamProjection
 from tests.integration.conftest import WAIT_S, KafkaSpace, QueuedShuffler, accept
@@ -115,11 +116,15 @@ async def test_the_command_line_plays_a_round_from_standard_input(
 ) -> None:
     shuffler.queue(["TH", "7S", "9H", "QD"])  # 19 against the dealer's 17
     opening = ["--open", "atlantic-city", "--deposit", "50"]
-    process = await play(space, "play-cli-1", "--player", A, *opening)
-    typed = b"bet 5\ndeal\nfold\nhit me\ns\nwithdraw 1000\nwithdraw 10.50\nq\n"
+    process = await play(space, "play-cli-1", "--player", A, *opening, env={"COLUMNS": "80"})
+    typed = b"bet 5\ndeal\nfold\nhit me\ns\nwithdraw 1000\nwithdraw 10.50\n?\nq\n"
     output, _ = await asyncio.wait_for(process.communicate(typed), WAIT_S)
     text = output.decode()
     assert process.returncode == 0, text[-3000:]
+    # the moves at the start and on ``?``, each line as it is at 80 columns (not wrapped
+    # at column 0 mid-table), "[box N]" shown (it was read as markup and dropped)
+    for line in HELP.splitlines():
+        assert text.count(line + "\n") == 2, (line, text[:3000])
     for line in (
         "OpenTable: accepted",
         "SitDown: accepted",

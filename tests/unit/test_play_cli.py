@@ -5,6 +5,7 @@ the player pressed Enter); what goes wrong is one line, not a traceback."""
 
 from __future__ import annotations
 
+import io
 import os
 import subprocess
 import sys
@@ -15,9 +16,11 @@ from types import SimpleNamespace
 
 import pytest
 from rich.console import Console
+from rich.text import Text
 
 from blackjack.cli import build_parser
 from blackjack.play import cli
+from blackjack.play.help import HELP
 from blackjack.projections.projector import StreamProjection
 from blackjack.projections.views import ProjectionError
 
@@ -323,3 +326,85 @@ def test_the_session_prints_through_the_console_that_keeps_control_characters_ou
     assert cli._play(build_parser().parse_args(["play", "my-table", "--player", "alice"])) == 0
     [console] = consoles
     assert isinstance(console, ScreenConsole)
+
+
+def _help_lines(text: str) -> list[str]:
+    lines = text.splitlines()
+    assert all(len(line) <= 80 for line in lines), [line for line in lines if len(line) > 80]
+    return lines
+
+
+def test_play_help_fits_80_columns_piped() -> None:
+    """``blackjack play --help`` through a pipe (no terminal: argparse takes 80 columns) fits
+    them and lists the moves in their columns; ``blackjack --help`` too (its subcommands'
+    names were one line of 174 columns)."""
+    env = {k: v for k, v in os.environ.items() if k not in ("COLUMNS", "LINES")}
+    env["PYTHONPATH"] = SERVICES
+    said = {}
+    for args in (("play", "--help"), ("--help",)):
+        done = subprocess.run(
+            [sys.executable, "-m", "blackjack.cli", *args],
+            env=env,
+            capture_output=True,
+            text=True,
+            check=True,
+            timeout=60,
+        )
+        said[args] = _help_lines(done.stdout)
+    for line in HELP.splitlines():  # the moves' table as it is, not refilled
+        assert line in said["play", "--help"], (line, said["play", "--help"])
+
+
+def test_play_help_fits_an_80_column_terminal() -> None:
+    """The same on a terminal of 80 columns (a pseudo-terminal whose size says so)."""
+    import fcntl
+    import pty
+    import struct
+    import termios
+
+    env = {k: v for k, v in os.environ.items() if k not in ("COLUMNS", "LINES")}
+    env["PYTHONPATH"] = SERVICES
+    leader, follower = pty.openpty()
+    fcntl.ioctl(follower, termios.TIOCSWINSZ, struct.pack("HHHH", 24, 80, 0, 0))
+    try:
+        done = subprocess.run(
+            [sys.executable, "-m", "blackjack.cli", "play", "--help"],
+            env=env,
+            stdout=follower,
+            stderr=subprocess.PIPE,
+            check=True,
+            timeout=60,
+        )
+        os.close(follower)
+        follower = -1
+        out = b""
+        while True:
+            try:
+                chunk = os.read(leader, 65536)
+            except OSError:  # EIO: the terminal's other end closed, all read
+                break
+            if not chunk:
+                break
+            out += chunk
+    finally:
+        if follower >= 0:
+            os.close(follower)
+        os.close(leader)
+    assert done.returncode == 0
+    lines = _help_lines(out.decode().replace("\r\n", "\n"))
+    for line in HELP.splitlines():
+        assert line in lines, (line, out.decode())
+
+
+def test_the_moves_shown_in_the_game_fit_80_columns_as_they_are() -> None:
+    """``?`` and the session's start print the moves with rich, 80 columns without a terminal:
+    lines of up to 95 columns were wrapped at column 0 in the middle of the table."""
+    from blackjack.play.help import HELP_WIDTH
+    from blackjack.play.moves import Help
+    from blackjack.play.screen import ScreenConsole
+
+    console = ScreenConsole(file=io.StringIO(), width=80, highlight=False, color_system=None)
+    console.print(Text(Help().text))
+    assert console.file.getvalue().splitlines() == HELP.splitlines()  # type: ignore[attr-defined]
+    assert max(len(line) for line in HELP.splitlines()) <= HELP_WIDTH
+    assert "bet 5 [box N]" in HELP

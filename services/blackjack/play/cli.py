@@ -38,7 +38,20 @@ VARIANTS = ("atlantic-city", "atlantic-city-multi", "mini-h17", "mini-s17", "sur
 
 
 def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
-    play = sub.add_parser("play", help="play a table of the running service at the terminal")
+    from blackjack.play.help import HELP
+
+    summary = "play a table of the running service at the terminal"
+    play = sub.add_parser(
+        "play",
+        help=summary,
+        description=f"{summary}: blackjack play my-table --player alice --open mini-h17 "
+        "--deposit 100; or a shared table, funded from the player's wallet: blackjack play "
+        "mt-1 --player bob --seat 1. Lines are read from standard input, so a script can "
+        "play too.",
+        # the moves' columns as they are (argparse refills a paragraph to the width)
+        epilog=f"what you type, once at the table:\n{HELP}",
+        formatter_class=_Formatter,
+    )
     play.add_argument("table", type=table_id, help="the table's stream id")
     play.add_argument("--player", type=player_id, required=True, help="your player id")
     play.add_argument("--open", metavar="VARIANT", choices=VARIANTS, help="open it first")
@@ -57,6 +70,16 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
         "history is read first; without it, from the start of the table's partition",
     )
     play.set_defaults(handler=_play)
+
+
+class _Formatter(argparse.HelpFormatter):
+    """A text of several lines (the moves' columns) kept as it is, a paragraph refilled to
+    the width (argparse's default refilled the moves' table into one paragraph)."""
+
+    def _fill_text(self, text: str, width: int, indent: str) -> str:
+        if "\n" in text:
+            return "".join(indent + line for line in text.splitlines(keepends=True))
+        return super()._fill_text(text, width, indent)
 
 
 def table_id(text: str) -> str:
@@ -117,11 +140,14 @@ def _play(args: argparse.Namespace) -> int:
 
 
 async def _session(args: argparse.Namespace, settings: KafkaSettings, console: Console) -> int:
+    from rich.text import Text
+
     from blackjack.bus.topics import Topics
     from blackjack.client import BlackjackClient
     from blackjack.domain.wallet import has_wallet_stream
     from blackjack.play.follow import TableFollower, WalletFollower
-    from blackjack.play.moves import HELP, NotAMove
+    from blackjack.play.help import HELP
+    from blackjack.play.moves import NotAMove
     from blackjack.play.read_model import ReadModelApi
     from blackjack.play.session import PlaySession
 
@@ -168,7 +194,7 @@ async def _session(args: argparse.Namespace, settings: KafkaSettings, console: C
                     print(f"blackjack play: {session.wallet.joined}", file=sys.stderr)
                 await session.wallet.caught_up()
             console.print(session.screen())
-            console.print(HELP, style="dim")
+            console.print(Text(HELP, style="dim"))  # text, not markup: "[box N]" shown
             present = asyncio.create_task(session.keep_present(heartbeat_every()))
             while not session.over:
                 line = await _next_line(session, console)

@@ -1,18 +1,5 @@
-"""What the player types, as the table's commands: pure, no I/O.
-
-    bet 5 [box N]   PlaceBet (amounts in the currency's units: 5 is 5.00 USD, 500 cents)
-    rebet, rebet2   Rebet (the last round's bets, or twice them)
-    clear           ClearBets          deal     Deal            pass    Pass
-    h / hit         Hit                s / stand  Stand         d / double  Double
-    p / split       Split              r / surrender  Surrender
-    i / insure      TakeInsurance      n / no   DeclineInsurance (on the player's first box
-                                                still offered insurance)
-    deposit 100     Deposit            withdraw 20  Withdraw    leave   LeaveTable
-    sit 1           SitDown at seat 1   seat 2   MoveSeat (a shared table, between rounds)
-    buyin 50        BuyIn from the player's wallet (a shared table: its money comes from there)
-    history         the player's last rounds here: id, time, hands, wagered, paid, balance
-    rules           this table's rules and its theoretical return to player
-    ?  help         q / quit
+"""What the player types, as the table's commands: pure, no I/O (the moves in a player's
+words: ``play.help.HELP``, what ``?`` shows).
 
 A hand's decision goes to the hand whose turn it is; typed when it is not the player's turn,
 it is sent all the same and the table refuses it (``not_your_turn``): the table decides.
@@ -28,9 +15,8 @@ from decimal import Decimal
 from blackjack.audit.words import MINOR_UNITS
 from blackjack.domain import commands as cmd
 from blackjack.domain import wallet as wl
+from blackjack.play.help import HELP
 from blackjack.projections.projector import StreamProjection
-
-HELP = __doc__.split("\n\n")[1] if __doc__ else ""
 
 
 class NotAMove(ValueError):
