@@ -252,3 +252,55 @@ async def test_sqlite_and_postgresql_hold_the_same_read_model_byte_for_byte(
             await factory.close()
     assert texts[0] == texts[1]
     assert texts[0].count("\n") > len(LOG.envelopes)  # every event, and more rows besides
+
+
+async def test_two_worker_processes_in_one_group_share_one_sqlite_file_correctly(
+    events_topic: EventsTopic, shoe_seal: ShoeSeal, tmp_path: Path
+) -> None:
+    """Several ``blackjack serve`` started in one directory (docs/kafka.md, "Running several
+    handler instances") fold into the same default ``var/projections.db``, their workers in
+    one consumer group, the partitions split between them. Pinned as right, not changed:
+    each batch is one ``BEGIN IMMEDIATE`` transaction that reads its partitions' positions
+    from the file and moves them (SQLite's write lock, waited for up to 30 s, serialises the
+    two processes), so a partition changing hands is taken up where the file says, by
+    either. Both started at once on a file that does not exist yet (both migrate it), in
+    small batches (many transactions to contend), one stopped halfway (a rebalance): the
+    fold is the engine's and a rebuild's, nothing twice, no lock error."""
+    url = f"sqlite+aiosqlite:///{tmp_path / 'var' / 'projections.db'}"
+    env = worker_env(events_topic, url, BLACKJACK_PROJECTION_BATCH="3")
+    logs = [tmp_path / "worker-0.log", tmp_path / "worker-1.log"]
+    processes = [start_worker(env, log) for log in logs]
+    store = ProjectionStore(url)
+    try:
+        ends = await publish(events_topic, to_wire(LOG.envelopes, shoe_seal))
+        total = len(LOG.envelopes)
+        await wait_until(lambda: _migrated_and_at_least(store, total // 3), "a third folded")
+        processes[1].send_signal(signal.SIGTERM)  # its partitions go to the other
+        assert processes[1].wait(timeout=WAIT_S) == 0, logs[1].read_text()[-3000:]
+        await wait_until(lambda: reached(store, ends), "the end of the topic")
+        assert await folded(store) == total
+        assert_is_the_engines_fold(await balances(store))
+        scratch = ProjectionStore(f"sqlite+aiosqlite:///{tmp_path / 'scratch.db'}")
+        await scratch.migrate()
+        try:
+            await rebuild(ProjectionWriter(scratch), events_topic.bootstrap, events_topic.name)
+            assert await text_of(scratch) == await text_of(store)
+        finally:
+            await scratch.close()
+    finally:
+        for process in processes:
+            if process.poll() is None:
+                process.send_signal(signal.SIGTERM)
+                process.wait(timeout=WAIT_S)
+        await store.close()
+    said = "".join(log.read_text() for log in logs)
+    assert "database is locked" not in said and "Traceback" not in said, said[-3000:]
+    for log in logs:  # each took partitions of its own from the file's positions
+        assert "partitions sought to the stored positions" in log.read_text(), log.read_text()
+
+
+async def _migrated_and_at_least(store: ProjectionStore, count: int) -> bool:
+    try:
+        return await _at_least(store, count)
+    except Exception:  # the workers have not migrated the file yet: no table
+        return False
