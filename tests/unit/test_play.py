@@ -78,7 +78,7 @@ def shown(table: StreamProjection, player_id: str = A) -> str:
         ("700", "JPY", 700),
         ("1.234", "KWD", 1234),
         ("5.000000000000000000000000000000000", "USD", 500),
-        ("12345678901234567.89", "USD", 1234567890123456789),
+        ("12345678901234.56", "USD", 1234567890123456),
     ],
 )
 def test_amounts_are_typed_in_the_currency_s_units(text: str, currency: str, minor: int) -> None:
@@ -710,7 +710,18 @@ def test_a_number_of_thousands_of_digits_is_no_move_and_the_session_goes_on(line
 
 def test_an_amount_with_many_trailing_zeros_is_still_the_amount() -> None:
     assert amount_in_minor_units("5." + "0" * 5_000, "USD") == 500
-    assert amount_in_minor_units("5" + "0" * 17, "USD") == 5 * 10**19
+    assert amount_in_minor_units("5" + "0" * 13, "USD") == 5 * 10**15
+
+
+@pytest.mark.parametrize(
+    "line",
+    ["bet 90071992547410", "deposit 1" + "0" * 17, "sit 9007199254740992", "seat 10" + "0" * 17],
+)
+def test_a_number_past_what_a_command_holds_is_no_move(line: str) -> None:
+    """Past 2^53 - 1 (``commands.MAX_INT``) a command is malformed: built from what the player
+    typed, it would end the session on pydantic's ValidationError, not say it."""
+    with pytest.raises(NotAMove):
+        move(line, StreamProjection.new("table-1"), A)
 
 
 def test_what_others_wrote_reaches_the_terminal_without_its_control_characters() -> None:

@@ -84,7 +84,9 @@ def test_amounts_are_positive() -> None:
 
 
 def test_a_wallet_takes_no_deposit_past_the_balance_limit() -> None:
-    assert rejected(INITIAL_WALLET, WalletDeposit(player_id=P, amount=10**30)) == "balance_limit"
+    assert (
+        rejected(INITIAL_WALLET, WalletDeposit(player_id=P, amount=2 * 10**15)) == "balance_limit"
+    )
     full = given_(WalletDeposited(player_id=P, amount=MAX_BALANCE, balance_after=MAX_BALANCE))
     assert rejected(full, WalletDeposit(player_id=P, amount=1)) == "balance_limit"
     # a table's cash-out is never refused for it: that money has left the table already

@@ -1,13 +1,14 @@
 """What players, the platform and the service's own clock ask a table to do.
 
-Amounts are ``StrictInt`` minor units: ``10.5`` or ``"10"`` is malformed, never rounded.
+Amounts are ``StrictInt`` minor units: ``10.5`` or ``"10"`` is malformed, never rounded; every
+whole number is within ``MAX_INT`` (2^53 - 1) either way.
 """
 
 from __future__ import annotations
 
 import re
 from datetime import datetime
-from typing import Annotated, Any, Literal, get_args
+from typing import Annotated, Any, Final, Literal, get_args
 
 from pydantic import AfterValidator, BaseModel, ConfigDict, Field, StrictInt
 
@@ -89,6 +90,20 @@ SEATED_UNDER_AN_OLDER_RELEASE = (
 )
 
 
+MAX_INT: Final = 2**53 - 1
+"""The largest integer a command's field holds (and the least, negated): every JSON reader
+holds it exactly (JavaScript's ``Number.MAX_SAFE_INTEGER``: a double holds no larger integer
+exactly), and so do the read model's 64-bit columns (2^63 - 1). A number past it (a round of
+10^23 to void) is malformed at validation, which the schemas in schemas/ say (``maximum``),
+instead of reaching the decider as a number no reader of the log could hold."""
+
+BoundedInt = Annotated[StrictInt, Field(ge=-MAX_INT, le=MAX_INT)]
+"""A command's whole number, within ``MAX_INT`` either way (the decider refuses what the
+table's rules do not take: a box out of range, an amount of 0 or less, ...). These bounds win
+over a ``Field``'s on the field: a field with a bound of its own is a ``StrictInt`` that says
+both (``Field(ge=1, le=MAX_INT)``)."""
+
+
 class Command(BaseModel):
     model_config = ConfigDict(frozen=True, extra="forbid")
 
@@ -106,8 +121,8 @@ class HandCommand(PlayerCommand):
     """An action on one hand; ``hand`` may be left out to mean the box's hand whose turn it is."""
 
     player_id: str = seated_player(SEATED_UNDER_AN_OLDER_RELEASE)
-    box: StrictInt
-    hand: StrictInt | None = Field(
+    box: BoundedInt
+    hand: BoundedInt | None = Field(
         None,
         description="the hand the TurnStarted named (0, and after a split 1, ...); left out, the "
         "box's hand whose turn it is, so a repeated click acts on the next hand where one with "
@@ -128,12 +143,12 @@ class OpenTable(Command):
 
 class SitDown(PlayerCommand):
     type: Literal["SitDown"] = "SitDown"
-    seat: StrictInt = 0
+    seat: BoundedInt = 0
 
 
 class MoveSeat(PlayerCommand):
     type: Literal["MoveSeat"] = "MoveSeat"
-    seat: StrictInt
+    seat: BoundedInt
 
 
 class LeaveTable(PlayerCommand):
@@ -143,7 +158,7 @@ class LeaveTable(PlayerCommand):
 
 class Deposit(PlayerCommand):
     type: Literal["Deposit"] = "Deposit"
-    amount: StrictInt = Field(
+    amount: BoundedInt = Field(
         description="positive minor units; refused (balance_limit) if the seat's balance would "
         "pass 10^15",
         json_schema_extra=POSITIVE_AMOUNT,
@@ -165,7 +180,9 @@ class Deposit(PlayerCommand):
 class Withdraw(PlayerCommand):
     type: Literal["Withdraw"] = "Withdraw"
     player_id: str = seated_player(SEATED_UNDER_AN_OLDER_RELEASE)
-    amount: StrictInt = Field(description="positive minor units", json_schema_extra=POSITIVE_AMOUNT)
+    amount: BoundedInt = Field(
+        description="positive minor units", json_schema_extra=POSITIVE_AMOUNT
+    )
 
 
 class Disconnect(PlayerCommand):
@@ -202,6 +219,7 @@ class VoidRound(Command):
     type: Literal["VoidRound"] = "VoidRound"
     round: StrictInt = Field(
         ge=1,
+        le=MAX_INT,
         description="the round to void, as the operator saw it: refused unless it is the one in "
         "play, so that a void meant for a round since settled never voids the next",
     )
@@ -271,8 +289,8 @@ class PlaceBet(PlayerCommand):
     the minimum binds the stack when the player deals."""
 
     type: Literal["PlaceBet"] = "PlaceBet"
-    box: StrictInt
-    amount: StrictInt = Field(
+    box: BoundedInt
+    amount: BoundedInt = Field(
         description="positive minor units: one chip, at most the table's max_bet",
         json_schema_extra=POSITIVE_AMOUNT,
     )
@@ -293,8 +311,8 @@ class RemoveBet(PlayerCommand):
 
     type: Literal["RemoveBet"] = "RemoveBet"
     player_id: str = seated_player(SEATED_UNDER_AN_OLDER_RELEASE)
-    box: StrictInt
-    amount: StrictInt | None = Field(
+    box: BoundedInt
+    amount: BoundedInt | None = Field(
         None,
         description="the minor units to take back (positive); left out, the box's whole bet",
         json_schema_extra=POSITIVE_AMOUNT,
@@ -310,7 +328,7 @@ class Rebet(PlayerCommand):
     """SAME BET / REBET (multiplier 1) and DOUBLE BET / REBET X 2 (multiplier 2)."""
 
     type: Literal["Rebet"] = "Rebet"
-    multiplier: StrictInt = 1
+    multiplier: BoundedInt = 1
 
 
 class Pass(PlayerCommand):
@@ -323,13 +341,13 @@ class Pass(PlayerCommand):
 class TakeInsurance(PlayerCommand):
     type: Literal["TakeInsurance"] = "TakeInsurance"
     player_id: str = seated_player(SEATED_UNDER_AN_OLDER_RELEASE)
-    box: StrictInt
+    box: BoundedInt
 
 
 class DeclineInsurance(PlayerCommand):
     type: Literal["DeclineInsurance"] = "DeclineInsurance"
     player_id: str = seated_player(SEATED_UNDER_AN_OLDER_RELEASE)
-    box: StrictInt
+    box: BoundedInt
 
 
 class Hit(HandCommand):

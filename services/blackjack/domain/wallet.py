@@ -22,7 +22,7 @@ from typing import Any, Literal, get_args
 
 from pydantic import BaseModel, ConfigDict, Field, StrictInt, field_validator
 
-from blackjack.domain.commands import POSITIVE_AMOUNT
+from blackjack.domain.commands import MAX_INT, POSITIVE_AMOUNT, BoundedInt
 from blackjack.domain.errors import CorruptLog
 from blackjack.domain.payouts import MAX_BALANCE, over_balance_limit
 from blackjack.domain.rejections import Rejection
@@ -66,7 +66,7 @@ class WalletDeposit(WalletCommand):
     """The platform pays money in. A wallet holds one currency: its first deposit's."""
 
     type: Literal["WalletDeposit"] = "WalletDeposit"
-    amount: StrictInt = Field(
+    amount: BoundedInt = Field(
         description="positive minor units; refused (balance_limit) if the wallet's balance "
         "would pass 10^15",
         json_schema_extra=POSITIVE_AMOUNT,
@@ -78,7 +78,9 @@ class WalletWithdraw(WalletCommand):
     """The platform pays money out."""
 
     type: Literal["WalletWithdraw"] = "WalletWithdraw"
-    amount: StrictInt = Field(description="positive minor units", json_schema_extra=POSITIVE_AMOUNT)
+    amount: BoundedInt = Field(
+        description="positive minor units", json_schema_extra=POSITIVE_AMOUNT
+    )
 
 
 class BuyIn(WalletCommand):
@@ -93,7 +95,9 @@ class BuyIn(WalletCommand):
         # the validator below, said in the schema too
         json_schema_extra={"not": {"pattern": f"^{WALLET_STREAM_PREFIX}"}},
     )
-    amount: StrictInt = Field(description="positive minor units", json_schema_extra=POSITIVE_AMOUNT)
+    amount: BoundedInt = Field(
+        description="positive minor units", json_schema_extra=POSITIVE_AMOUNT
+    )
 
     @field_validator("table_id")
     @classmethod
@@ -107,14 +111,14 @@ class ConfirmBuyIn(WalletCommand):
     """The table credited the seat (service only)."""
 
     type: Literal["ConfirmBuyIn"] = "ConfirmBuyIn"
-    transfer: StrictInt
+    transfer: BoundedInt
 
 
 class RefundBuyIn(WalletCommand):
     """The table refused the buy-in: the money comes back (service only)."""
 
     type: Literal["RefundBuyIn"] = "RefundBuyIn"
-    transfer: StrictInt
+    transfer: BoundedInt
     reason: str = Field(min_length=1, max_length=64)
 
 
@@ -123,10 +127,11 @@ class CashOut(WalletCommand):
 
     type: Literal["CashOut"] = "CashOut"
     table_id: str = Field(min_length=1, max_length=128)
-    amount: StrictInt
+    amount: BoundedInt
     table_sequence: StrictInt | None = Field(
         None,
         ge=1,
+        le=MAX_INT,
         description="the sequence number of the table event that paid the money out; a "
         "cash-out at or below the last one the wallet received from that table is a copy. Set "
         "by the service only, from the signed command's bj_transfer header (absent from "

@@ -87,6 +87,8 @@ def amount_in_minor_units(text: str, currency: str) -> int:
     if len(significant) + shift > MOST_DIGITS:  # the minor units' digits
         raise NotAMove(f"{shown} {currency} is more than any table takes")
     minor: int = int(significant) * 10**shift
+    if minor > cmd.MAX_INT:  # malformed as a command: never sent, the session goes on
+        raise NotAMove(f"{shown} {currency} is more than any table takes")
     return minor
 
 
@@ -168,6 +170,8 @@ def _number(text: str, what: str = "box") -> int:
     """A box or seat number as typed; past ``MOST_DIGITS`` digits no table has it (and past
     4,300 Python does not read it: that raised, and ended the session)."""
     if not (text.isascii() and text.isdigit()) or len(text) > MOST_DIGITS:
+        raise NotAMove(f"{_shown(text)!r} is not a {what} number")
+    if int(text) > cmd.MAX_INT:  # past what a command holds: no table has it
         raise NotAMove(f"{_shown(text)!r} is not a {what} number")
     return int(text)
 
