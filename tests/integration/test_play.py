@@ -291,6 +291,9 @@ async def test_leaving_a_shared_table_shows_the_wallet_after_the_cash_out_lands(
         assert session.available() == 2_000
         await wallet.wait_until(lambda: not wallet.wallet.view.pending, WAIT_S)
         assert wallet.wallet.view.balance == 3_000
+        said = "".join(text_of(line) for line in await session.handle("withdraw 5"))
+        assert wallet.wallet.view.balance == 3_500, said  # a withdraw pays out the same way
+        assert "Wallet  35.00 USD" in said and "on its way" not in said, said
         said = "".join(text_of(line) for line in await session.handle("leave"))
         assert wallet.wallet.view.balance == 5_000, said  # landed before the screen is drawn
         assert "Wallet  50.00 USD" in said, said
