@@ -404,10 +404,10 @@ def test_a_void_of_a_round_dealt_while_suspended_takes_back_no_count() -> None:
     assert messages(wires(script), SEAL) == []
 
 
-def test_what_the_deal_counted_is_kept_by_a_snapshot_and_read_from_an_older_one() -> None:
+def test_what_the_deal_counted_is_kept_by_a_snapshot() -> None:
     """A handler rebuilt from a snapshot taken between round 2's deal and its void takes back
-    the count as one that folded the log: the snapshot keeps ``sat_out_counted``, and one of
-    the release before (without it) reads it from the round dealt while not suspended."""
+    the count as one that folded the log: the snapshot keeps ``sat_out_counted``, which one of
+    the release before (without it) leaves unknown."""
     script = ben_sits_out_then_a_void()
     before_void = next(
         i for i, e in enumerate(script.envelopes) if isinstance(e.data, ev.TableSuspended)
@@ -419,8 +419,8 @@ def test_what_the_deal_counted_is_kept_by_a_snapshot_and_read_from_an_older_one(
     assert state.sat_out_counted and state.players["ben"].rounds_sat_out == 2
     doc = state.to_doc()
     assert TableState.from_doc(doc) == state
-    doc.pop("sat_out_counted", None)  # an older snapshot's (written only where read wrongly)
-    assert TableState.from_doc(doc) == state
+    doc.pop("sat_out_counted")  # an older snapshot's: it cannot tell (the test below)
+    assert TableState.from_doc(doc).sat_out_counted is None
 
 
 def test_a_snapshot_of_a_round_dealt_while_suspended_then_resumed_keeps_it_uncounted() -> None:
@@ -438,6 +438,63 @@ def test_a_snapshot_of_a_round_dealt_while_suspended_then_resumed_keeps_it_uncou
     [voided] = [e.data for e in script.envelopes if isinstance(e.data, ev.RoundVoided)]
     assert evolve(restored, voided).players["ben"].rounds_sat_out == 1
     assert script.state.players["ben"].rounds_sat_out == 1
+
+
+def restored_from_the_release_before(script: Script) -> None:
+    """The handler restores the table from a snapshot the release before wrote now: the same
+    document without ``sat_out_counted``, which that release did not keep."""
+    doc = script.state.to_doc()
+    doc.pop("sat_out_counted", None)
+    script.state = TableState.from_doc(doc)
+
+
+def test_a_void_after_an_older_snapshot_folds_as_the_handler_decided_it() -> None:
+    """A snapshot of the release before, taken between round 2's deal and its void, cannot
+    tell whether the deal counted ben's round sat out: dealt before the table was suspended
+    (it did), dealt while suspended (it did not), or so and resumed since (it did not). The
+    handler restored from it voids as that release did (the count kept, ben stood up at the
+    limit, ``counts_as_round_sat_out`` true), and the read model and the audit, folding the
+    log, have each count as the handler has it. Before, the handler guessed from the
+    suspension now: ben 2 in the handler against 1 in the read model (suspended after the
+    deal), 0 against 1 (dealt suspended, resumed)."""
+    after = ben_sits_out_to_round_2(suspended=False)
+    after.do(cmd.SuspendTable(operator="ops-1", reason="the shoe reader jammed"))
+    before = ben_sits_out_to_round_2(suspended=True)
+    resumed = ben_sits_out_to_round_2(suspended=True)
+    resumed.do(cmd.ResumeTable(operator="ops-1"))
+    for script in (after, before, resumed):
+        restored_from_the_release_before(script)
+        void(script, round=2)
+        accounts = folded(script).accounts
+        for player_id in ("ann", "ben"):
+            player = script.state.players.get(player_id)
+            account = accounts[player_id]
+            assert account.seated == (player is not None), player_id
+            if player is not None:
+                assert account.rounds_sat_out == player.rounds_sat_out, player_id
+        assert messages(wires(script), SEAL) == []
+        [voided] = [e.data for e in script.envelopes if isinstance(e.data, ev.RoundVoided)]
+        assert voided.counts_as_round_sat_out
+    # the deal counted ben's second round sat out: stood up after the void, as before
+    [left] = [e.data for e in after.envelopes if isinstance(e.data, ev.SeatLeft)]
+    assert (left.player_id, left.reason, left.rounds_sat_out) == ("ben", "sat_out", 2)
+    for script in (before, resumed):  # it counted none: ben stays, at 1
+        assert script.state.players["ben"].rounds_sat_out == 1
+
+
+def test_an_older_snapshot_says_what_its_deal_counted_where_it_can() -> None:
+    """Between rounds, or a round where the one who sits out has no round counted (a deal
+    that counted gives each one), the release before's snapshot reads as it did: not
+    counted, so a void there takes nothing back and stands no one up (version 2's false)."""
+    script = ben_sits_out_to_round_2(suspended=False)
+    doc = script.state.to_doc()
+    doc.pop("sat_out_counted", None)
+    doc["players"]["ben"].pop("rounds_sat_out")
+    assert TableState.from_doc(doc).sat_out_counted is False
+    settled = ben_sits_out_to_round_2(suspended=False)
+    settled.do(cmd.Stand(player_id="ann", box=0))
+    assert "sat_out_counted" not in settled.state.to_doc()
+    assert TableState.from_doc(settled.state.to_doc()) == settled.state
 
 
 async def stored_round(script: Script, path: Path) -> dict[str, Any]:

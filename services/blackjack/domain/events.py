@@ -288,7 +288,9 @@ class RoundVoided(RoundEvent):
     (what its deal counted is taken back, and no one is stood up after it). A version 1 was
     written by a handler that counted it and stood up, right after it, whoever that brought
     to the table's limit; it is upcast on read with ``true``, so a log of that release folds
-    (and is audited) as its handler decided it, as its snapshots have it."""
+    (and is audited) as its handler decided it, as its snapshots have it. A handler restored
+    from such a snapshot taken after the deal, which cannot tell whether the deal counted,
+    voids the round as that release did and writes ``true`` too."""
 
     version: int = 2
     type: Literal["RoundVoided"] = "RoundVoided"
@@ -299,8 +301,10 @@ class RoundVoided(RoundEvent):
     )
     counts_as_round_sat_out: bool = Field(
         description="the round counts as one sat out for the players who sat it out, who are "
-        "then stood up after it where that brings them to the table's limit: true only in a "
-        "version 1 (upcast); the handlers write false, a voided round being no round played"
+        "then stood up after it where that brings them to the table's limit: true in a "
+        "version 1 (upcast), and where a handler restored the table from that release's "
+        "snapshot, which cannot tell whether the deal counted; the handlers write false, a "
+        "voided round being no round played"
     )
 
 

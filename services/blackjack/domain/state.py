@@ -338,7 +338,7 @@ class TableState(_Value):
         deadline: datetime | None = None,
         buy_ins: dict[str, int] | None = None,
         suspended: bool = False,  # the operator disabled the game: no new wager or player
-        sat_out_counted: bool = False,
+        sat_out_counted: bool | None = False,
     ) -> None:
         self.opened = opened
         self.rules = rules
@@ -358,7 +358,9 @@ class TableState(_Value):
         self.suspended = suspended
         # The round in play counted one more round sat out for each player sitting out (it
         # was dealt while the table was not suspended, where the rules free such seats): what
-        # a void of the round takes back.
+        # a void of the round takes back. None: not known, restored from a snapshot of the
+        # release before that cannot tell (``_sat_out_counted_before``); a void then keeps the
+        # count, as that release did, and says so in its event.
         self.sat_out_counted = sat_out_counted
 
     def copy(self) -> TableState:
@@ -387,8 +389,8 @@ class TableState(_Value):
         if not self.suspended:  # a snapshot of a table never suspended reads as it did before
             del doc["suspended"]
         # Nor one whose round counted as an older snapshot is read (none counted between
-        # rounds): written where that reading would be wrong, as for a round dealt while the
-        # table was suspended, resumed since.
+        # rounds, nor where no one sits out): written wherever that reading is not the value,
+        # as for a round dealt that counted someone, which an older snapshot leaves unknown.
         if self.sat_out_counted == _sat_out_counted_before(doc):
             del doc["sat_out_counted"]
         return doc
@@ -467,15 +469,22 @@ class TableState(_Value):
         )
 
 
-def _sat_out_counted_before(doc: dict[str, Any]) -> bool:
-    """A snapshot of a release that did not keep ``sat_out_counted``: its round in play, dealt,
-    counted whoever sat out unless the table is suspended (as it most likely was at the deal)."""
-    return bool(
-        doc["rules"].get("seat_released_after_rounds_sat_out") is not None
-        and any(box["hands"] for box in doc["boxes"])
-        and not doc.get("suspended", False)
-        and any(player.get("sitting_out") for player in doc["players"].values())
-    )
+def _sat_out_counted_before(doc: dict[str, Any]) -> bool | None:
+    """A snapshot of a release that did not keep ``sat_out_counted``: whether its round in
+    play's deal counted those who sit out. Not where the rules count no round sat out, no hand
+    is dealt, no one sits out, or one who sits out has no round counted (a deal that counted
+    gave each of them one; no one starts sitting out between the deal and the end of the
+    round). Otherwise it cannot tell (None): dealt while the table was suspended, it counted no
+    one, and the snapshot keeps no trace of when the table was suspended or resumed (one
+    suspended now may have been so since before the deal or only since after it)."""
+    if doc["rules"].get("seat_released_after_rounds_sat_out") is None or not any(
+        box["hands"] for box in doc["boxes"]
+    ):
+        return False
+    counts = [p.get("rounds_sat_out", 0) for p in doc["players"].values() if p.get("sitting_out")]
+    if not counts or min(counts) == 0:
+        return False
+    return None
 
 
 def _buy_ins_of(doc: dict[str, Any]) -> dict[str, int]:

@@ -13,7 +13,7 @@ from blackjack.domain import commands as cmd
 from blackjack.domain import events as ev
 from blackjack.domain import facts
 from blackjack.domain.decisions.draft import Draft, refuse
-from blackjack.domain.decisions.settlement import hand_result
+from blackjack.domain.decisions.settlement import hand_result, stand_up_players_sat_out
 from blackjack.domain.state import Box, TableState
 
 
@@ -30,16 +30,23 @@ def void_round(r: Draft, c: cmd.VoidRound) -> None:
     if hole is not None and state.phase != "dealer":
         r.emit(facts.dealer_hole_card_revealed(round=state.round, card=hole))
     # No one is stood up for sitting out: a voided round is no round sat out (``evolve``
-    # takes back what its deal counted), so no count reaches the table's limit here.
+    # takes back what its deal counted), so no count reaches the table's limit here. Unless
+    # the table was restored from a snapshot of the release before that cannot say whether
+    # the deal counted (``TableState.sat_out_counted`` None): the void then decides as that
+    # release did, the count kept and whom it brings to the limit stood up, and says so, so
+    # that every reader of the log folds the counts as this handler has them.
+    unknown = state.sat_out_counted is None
     r.emit(
         facts.round_voided(
             round=state.round,
             operator=c.operator,
             reason=c.reason,
             returns=_returns(r),
-            counts_as_round_sat_out=False,
+            counts_as_round_sat_out=unknown,
         )
     )
+    if unknown:
+        stand_up_players_sat_out(r)
 
 
 def _returns(r: Draft) -> tuple[ev.VoidedWagers, ...]:
