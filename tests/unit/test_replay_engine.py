@@ -507,6 +507,37 @@ def test_a_bet_or_a_seat_taken_at_a_suspended_table_is_found() -> None:
     ]
 
 
+def test_money_paid_in_at_a_suspended_table_is_found() -> None:
+    """A suspended table takes no money in: this release refuses a platform's Deposit there
+    and declines a buy-in back to the wallet (``table_suspended``), but the releases before
+    took both. An auditor replaying their logs sees each: the same logs as this release
+    writes them, with the resumption before the money taken out."""
+    single = Script("mini-h17", [["TH", "7S", "9H", "QD"]])
+    shared = Script("atlantic-city-multi", [["TH", "7S", "9H", "QD"]])
+    for script in (single, shared):
+        script.do(
+            cmd.SuspendTable(operator="ops-1", reason="maintenance"),
+            cmd.ResumeTable(operator="ops-1"),
+        )
+        script.fund(A, 700)  # a Deposit at the single-player table, a buy-in at the shared one
+    found = []
+    for script in (single, shared):
+        log = wires(script)
+        assert messages(log) == []
+        index = next(i for i, w in enumerate(log) if isinstance(w.data, ev.TableResumed))
+        forged = [
+            w.model_copy(update={"sequence": w.sequence - 1}) if i > index else w
+            for i, w in enumerate(log)
+            if i != index
+        ]
+        found.append(messages(forged))
+    [deposited] = [w.data for w in wires(shared)[-1:] if isinstance(w.data, ev.FundsDeposited)]
+    assert found == [
+        ["alice pays 700 in at a suspended table (a deposit)"],
+        [f"alice pays 700 in at a suspended table (buy-in {deposited.transfer})"],
+    ]
+
+
 # ---- moves the rules did not allow ----------------------------------------------------------
 
 

@@ -25,6 +25,11 @@ class MoneyChecks(Checker):
         sign = 1 if isinstance(e, ev.FundsDeposited) else -1
         if e.amount <= 0:
             self._find(f"a {type(e).__name__} of {e.amount}")
+        # A suspended table takes no money in (game disable): the handlers refuse a deposit
+        # and decline a buy-in there, but the releases before game disable took both.
+        if isinstance(e, ev.FundsDeposited) and self.state.suspended:
+            what = "a deposit" if e.transfer is None else f"buy-in {e.transfer}"
+            self._find(f"{e.player_id} pays {e.amount} in at a suspended table ({what})")
         self._moves(e.player_id, sign * e.amount, e.balance_after)
 
     def bet_placed(self, e: ev.BetPlaced) -> None:
