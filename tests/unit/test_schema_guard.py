@@ -4,11 +4,16 @@ the batch, the stored positions stay, and the worker stops (exit 3). On SQLite."
 
 from __future__ import annotations
 
+import argparse
 import asyncio
+import io
 from collections.abc import AsyncIterator
 from pathlib import Path
 
 import pytest
+from alembic import command
+from alembic.config import Config
+from alembic.config import main as alembic_main
 from prometheus_client import REGISTRY
 from sqlalchemy import text
 from structlog.testing import capture_logs
@@ -19,8 +24,8 @@ from blackjack.projections.batches import _Folder
 from blackjack.projections.dump import dump
 from blackjack.projections.health import FoldHealth
 from blackjack.projections.positions import SeekToStoredPositions
-from blackjack.projections.revision import SchemaMismatch, code_revision
-from blackjack.projections.store import ProjectionStore
+from blackjack.projections.revision import NotRenderable, SchemaMismatch, code_revision
+from blackjack.projections.store import MIGRATIONS, ProjectionStore
 from blackjack.projections.writer import ProjectionWriter
 from tests.integration.conftest_projections import event_records, play_tables
 from tests.unit.migrations import migrate
@@ -167,18 +172,8 @@ async def test_the_command_line_exits_3_naming_the_mismatch(
 def test_a_dba_s_migration_script_holds_the_folds_before_its_first_statement() -> None:
     """``alembic ... upgrade 0004:0005 --sql`` (docs/projections.md): the lock is taken right
     after BEGIN, before 0005 reads the rounds."""
-    import argparse
-    import io
-
-    from alembic import command
-    from alembic.config import Config
-
-    from blackjack.projections.store import MIGRATIONS
-
     script = io.StringIO()
-    config = Config(output_buffer=script)
-    config.set_main_option("script_location", str(MIGRATIONS))
-    config.cmd_opts = argparse.Namespace(x=["url=postgresql+asyncpg://u:p@db/blackjack"])
+    config = _offline_config(script, "postgresql+asyncpg://u:p@db/blackjack")
     command.upgrade(config, "0004:0005", sql=True)  # 0006 reads rows: no script
     statements = [line for line in script.getvalue().splitlines() if line.strip()]
     assert statements[:3] == [
@@ -186,3 +181,53 @@ def test_a_dba_s_migration_script_holds_the_folds_before_its_first_statement() -
         "LOCK TABLE alembic_version IN EXCLUSIVE MODE;",
         "-- Running upgrade 0004 -> 0005",
     ]
+
+
+def _offline_config(script: io.StringIO, url: str) -> Config:
+    config = Config(output_buffer=script)
+    config.set_main_option("script_location", str(MIGRATIONS))
+    config.cmd_opts = argparse.Namespace(x=[f"url={url}"])
+    return config
+
+
+@pytest.mark.parametrize(
+    "url", ["postgresql+asyncpg://u:p@db/blackjack", "sqlite+aiosqlite:///projections.db"]
+)
+def test_a_dba_s_script_through_0006_is_refused_before_a_line_is_rendered(url: str) -> None:
+    """0006 reads the stored events in Python to fill its columns (docs/projections.md): an
+    upgrade script through it is refused with ``NotRenderable``, naming what to do instead,
+    before anything is written (it stopped halfway with ``TypeError: 'NoneType' object is not
+    iterable``); a script from 0006 on still renders."""
+    for revisions, instead in [
+        ("0005:0006", "Instead: run 0006 online (`alembic ... upgrade 0006`, without --sql);"),
+        (
+            "0004:head",
+            "Instead: render up to 0005 (`upgrade 0004:0005 --sql`), then run 0006 online "
+            "(`alembic ... upgrade 0006`, without --sql), then render the rest from it "
+            "(`upgrade 0006:0007 --sql`);",
+        ),
+    ]:
+        script = io.StringIO()
+        with pytest.raises(NotRenderable) as refused:
+            command.upgrade(_offline_config(script, url), revisions, sql=True)
+        assert refused.value.revision == "0006"
+        assert "revision 0006 cannot be rendered as a SQL script (--sql)" in str(refused.value)
+        assert instead in str(refused.value)
+        assert script.getvalue() == ""
+    script = io.StringIO()
+    command.upgrade(_offline_config(script, url), "0006:0007", sql=True)
+    assert "UPDATE alembic_version SET version_num='0007'" in script.getvalue()
+
+
+def test_the_alembic_command_line_says_why_it_renders_no_script_through_0006(
+    capsys: pytest.CaptureFixture[str], logging_left_as_it_was: None
+) -> None:
+    """``alembic ... upgrade 0005:0006 --sql``: FAILED with the reason, a non-zero exit, no
+    traceback."""
+    argv = ["-c", str(MIGRATIONS / "alembic.ini"), "-x", "url=postgresql+asyncpg://u:p@db/b"]
+    with pytest.raises(SystemExit) as exited:
+        alembic_main(argv=[*argv, "upgrade", "0005:0006", "--sql"])
+    assert exited.value.code not in (0, None)
+    said = capsys.readouterr()
+    assert "FAILED: revision 0006 cannot be rendered as a SQL script" in said.out + said.err
+    assert "Traceback" not in said.out + said.err

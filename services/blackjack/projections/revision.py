@@ -34,6 +34,8 @@ from collections.abc import Sequence
 from functools import cache
 from typing import TYPE_CHECKING, Final
 
+from alembic.util import CommandError
+
 from blackjack.configuration import ConfigurationError
 
 if TYPE_CHECKING:
@@ -46,6 +48,29 @@ EXIT_SCHEMA_MISMATCH: Final = 3
 MIGRATE_COMMAND: Final = "blackjack projections migrate"
 HOLD_FOLDS: Final = "LOCK TABLE alembic_version IN EXCLUSIVE MODE"
 """a migration's first statement on PostgreSQL (``hold_folds``)"""
+
+
+class NotRenderable(CommandError):
+    """``alembic ... upgrade --sql`` over a migration that reads the stored rows to fill what
+    it adds (``renders_offline = False`` in its module): a script cannot hold what they say.
+    Raised before anything is rendered; the alembic command line prints it as ``FAILED: ...``
+    and exits non-zero."""
+
+    def __init__(self, revision: str, start: str | None, before: str, destination: str) -> None:
+        self.revision = revision
+        steps = []
+        if before != start:  # what comes before it renders
+            steps.append(
+                f"render up to {before} (`upgrade {start + ':' if start else ''}{before} --sql`)"
+            )
+        steps.append(f"run {revision} online (`alembic ... upgrade {revision}`, without --sql)")
+        if destination != revision:
+            steps.append(f"render the rest from it (`upgrade {revision}:{destination} --sql`)")
+        super().__init__(
+            f"revision {revision} cannot be rendered as a SQL script (--sql): its upgrade reads "
+            f"the stored events to fill the columns it adds. Instead: {', then '.join(steps)}; "
+            f"or migrate online to the head (`{MIGRATE_COMMAND}`)"
+        )
 
 
 class SchemaMismatch(ConfigurationError):

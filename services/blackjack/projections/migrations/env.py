@@ -10,9 +10,11 @@ from __future__ import annotations
 import asyncio
 
 from alembic import context
+from alembic.script import ScriptDirectory
+from alembic.script.revision import RevisionError
 from sqlalchemy.engine import Connection, make_url
 
-from blackjack.projections.revision import HOLD_FOLDS, hold_folds
+from blackjack.projections.revision import HOLD_FOLDS, NotRenderable, hold_folds
 from blackjack.projections.schema import metadata
 from blackjack.projections.settings import ProjectionSettings
 from blackjack.projections.store import ProjectionStore
@@ -46,7 +48,27 @@ async def _run_online(url: str) -> None:
         await store.close()
 
 
+def _refuse_what_cannot_render() -> None:
+    """An upgrade script (``--sql``) through a migration that reads the stored rows in Python
+    (``renders_offline = False``) is refused before a line of it is written: rendered, its
+    reads would find nothing (``TypeError`` halfway through the script, before this)."""
+    given = context.get_starting_revision_argument()
+    start = given if isinstance(given, str) else None
+    destination = context.get_revision_argument()
+    if not isinstance(destination, str):
+        return
+    script = ScriptDirectory.from_config(config)
+    try:  # a downgrade's range (from above to below) is no upgrade: every downgrade renders
+        steps = list(script.iterate_revisions(destination, start or "base"))
+    except RevisionError:
+        return
+    for step in reversed(steps):  # the first one the script would run
+        if not getattr(step.module, "renders_offline", True):
+            raise NotRenderable(step.revision, start, str(step.down_revision), destination)
+
+
 if context.is_offline_mode():
+    _refuse_what_cannot_render()
     url = _url()
     context.configure(url=url, target_metadata=metadata, literal_binds=True)
     with context.begin_transaction():

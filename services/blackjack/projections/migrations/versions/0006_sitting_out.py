@@ -27,6 +27,7 @@ revision = "0006"
 down_revision = "0005"
 branch_labels = None
 depends_on = None
+renders_offline = False  # its upgrade reads the events: `--sql` refuses it (env.py)
 
 _SITTING_OUT = "left out by the betting clock, no bet or pass since; null: not known (0006)"
 _ROUNDS_SAT_OUT = "rounds dealt in a row while sitting out, where counted; null: not known"
