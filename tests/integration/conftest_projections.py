@@ -42,6 +42,7 @@ from blackjack.domain.transfers import buy_in_ref
 from blackjack.messages import wire
 from blackjack.messages.envelope import EventEnvelope
 from blackjack.messages.sealing import ShoeSeal
+from blackjack.projections.health import FoldHealth
 from blackjack.projections.rebuild import read_topic
 from blackjack.projections.settings import ProjectionSettings
 from blackjack.projections.store import ProjectionStore
@@ -558,10 +559,14 @@ async def stores(request: pytest.FixtureRequest, tmp_path: Path) -> AsyncIterato
 
 @asynccontextmanager
 async def projection_worker(
-    bootstrap: str, prefix: str, store: ProjectionStore, group: str | None = None
+    bootstrap: str,
+    prefix: str,
+    store: ProjectionStore,
+    group: str | None = None,
+    health: FoldHealth | None = None,
 ) -> AsyncIterator[ProjectionWriter]:
     """A projection worker in this process, folding ``<prefix>blackjack.events`` into
-    ``store``; its writer tells how far it got (``wait_for``)."""
+    ``store``; its writer tells how far it got (``wait_for``), ``health`` what it found."""
     settings = ProjectionSettings(
         db_url=store.url,
         bootstrap=bootstrap,
@@ -570,7 +575,7 @@ async def projection_worker(
         batch=50,
     )
     writer = ProjectionWriter(store)
-    broker = build_broker(settings, writer)
+    broker = build_broker(settings, writer, health)
     await broker.start()
     try:
         yield writer

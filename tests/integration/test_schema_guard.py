@@ -25,12 +25,15 @@ from sqlalchemy.ext.asyncio import AsyncConnection
 
 from blackjack.messages.sealing import ShoeSeal
 from blackjack.messages.wire import encode, to_wire
-from blackjack.projections import revision, schema
+from blackjack.projections import revision, schema, worker
 from blackjack.projections.dump import dump
+from blackjack.projections.health import FoldHealth
+from blackjack.projections.positions import SeekToStoredPositions
 from blackjack.projections.rebuild import rebuild
 from blackjack.projections.revision import SchemaMismatch, hold_folds
 from blackjack.projections.store import ProjectionStore
 from blackjack.projections.writer import Position, ProjectionWriter, Record, read_positions
+from tests.unit.migrations import migrate
 
 pytest.register_assert_rewrite("tests.integration.conftest_projections")
 from tests.integration.conftest_projections import (  # noqa: E402
@@ -150,6 +153,61 @@ async def test_a_worker_folding_through_a_newer_migration_stops_and_the_new_rele
     async with store.reading() as connection:
         assert await folded(connection) == total
     assert await text_of(store) == await text_of(scratch)
+
+
+# ---- an idle worker: no batch comes, its lag watch looks -----------------------------------
+
+OLDER = "0006"  # the revision before this code's head: the store rolled back under the worker
+LOOK_S = 0.2
+
+
+class LooksOften(SeekToStoredPositions):
+    """The worker's positions, their lag watch (which looks at the store's revision too)
+    every ``LOOK_S`` instead of every ``LAG_EVERY_SECONDS``."""
+
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        super().__init__(*args, **{**kwargs, "lag_every": LOOK_S})
+
+
+def test_the_older_revision_is_the_one_before_this_code_s_head() -> None:
+    head, known = revision._script()
+    assert OLDER in known and head != OLDER
+    assert revision.mismatch([OLDER]) is not None
+
+
+@pytest.mark.parametrize("direction", ["newer", "older"])
+async def test_an_idle_worker_stops_when_its_store_is_migrated_past_it_or_back(
+    events_topic: EventsTopic,
+    stores: StoreFactory,
+    shoe_seal: ShoeSeal,
+    monkeypatch: pytest.MonkeyPatch,
+    direction: str,
+) -> None:
+    """A running worker that has folded the whole log and gets no batch still notices, within
+    a look of its lag watch, a newer release's migration (the store at ``NEWER``) or the
+    store downgraded below its head (``OLDER``, by the real migration's downgrade), on SQLite
+    and on PostgreSQL: it stops (its health's mismatch, what makes ``projections run`` exit
+    3) and folds nothing more. Unit-tested before on SQLite only, the look called by hand."""
+    monkeypatch.setattr(worker, "SeekToStoredPositions", LooksOften)
+    ends = await publish(events_topic, (to_wire(e, shoe_seal) for e in LOG.envelopes))
+    store = await stores.store()
+    health = FoldHealth()
+    writer = ProjectionWriter(store)
+    async with projection_worker(events_topic.bootstrap, events_topic.prefix, store, health=health):
+        await wait_until(lambda: reached(store, ends), "the worker at the end of the log")
+        folded_at = await writer.stored_positions()
+        assert health.mismatch is None
+        if direction == "newer":
+            async with newer_migration(store):
+                pass
+        else:
+            async with store.migrating() as connection:
+                await connection.run_sync(migrate, OLDER, True)
+        stopped = await asyncio.wait_for(health.stopped(), WAIT_S)
+    assert stopped.found == ((NEWER,) if direction == "newer" else (OLDER,))
+    assert stopped.newer == (direction == "newer")
+    assert stopped.expected == revision.code_revision()
+    assert await writer.stored_positions() == folded_at
 
 
 # ---- PostgreSQL: the lock orders a migration and a fold ------------------------------------
