@@ -10,12 +10,16 @@ import json
 from pathlib import Path
 from typing import Any
 
+import pytest
 from sqlalchemy import select
 
 from blackjack.api.contract import openapi_document
 from blackjack.audit.audit import conservation
 from blackjack.audit.recall import render, replay_round
 from blackjack.audit.replay import replay_stream
+from blackjack.command_handler import snapshots
+from blackjack.command_handler.snapshots import SnapshotCodec
+from blackjack.command_handler.streams import Stream
 from blackjack.domain import commands as cmd
 from blackjack.domain import events as ev
 from blackjack.domain.evolve import evolve
@@ -480,6 +484,32 @@ def test_a_void_after_an_older_snapshot_folds_as_the_handler_decided_it() -> Non
     assert (left.player_id, left.reason, left.rounds_sat_out) == ("ben", "sat_out", 2)
     for script in (before, resumed):  # it counted none: ben stays, at 1
         assert script.state.players["ben"].rounds_sat_out == 1
+
+
+def test_the_handler_restores_an_older_sealed_snapshot_as_not_knowing(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """Through the snapshot topic's codec: a table suspended after round 2's deal, sealed as
+    the release before sealed it (its state without ``sat_out_counted``), opens as not known,
+    so the handler's void takes the release before's way; as this release seals it, as
+    counted."""
+    script = ben_sits_out_to_round_2(suspended=False)
+    script.do(cmd.SuspendTable(operator="ops-1", reason="the shoe reader jammed"))
+    codec = SnapshotCodec(b"s" * 32)
+    stream = Stream(stream_id="table-1", state=script.state, sequence=len(script.envelopes))
+    kept = codec.decode(codec.encode(stream)).state
+    assert isinstance(kept, TableState) and kept.sat_out_counted is True
+    this_release = snapshots._state_doc
+
+    def the_release_before(state: Any) -> dict[str, object]:
+        doc = this_release(state)
+        doc.pop("sat_out_counted", None)
+        return doc
+
+    monkeypatch.setattr(snapshots, "_state_doc", the_release_before)
+    restored = codec.decode(codec.encode(stream)).state
+    assert isinstance(restored, TableState) and restored.sat_out_counted is None
+    assert restored.players == script.state.players and restored.suspended
 
 
 def test_an_older_snapshot_says_what_its_deal_counted_where_it_can() -> None:
