@@ -6,7 +6,9 @@ from __future__ import annotations
 
 import json
 import re
+from collections.abc import Callable, Iterator
 from pathlib import Path
+from typing import Any
 
 import jsonschema
 
@@ -113,3 +115,148 @@ def test_every_stored_older_event_version_is_valid_against_the_published_schemas
         jsonschema.validate(data, schema)
         jsonschema.validate(_stored(data), envelope)
         assert wire.decode(json.dumps(_stored(data)).encode()).schema_version == 2
+
+
+# Found by a Node.js client (kafkajs, Ajv 8 in strict mode with ajv-formats) written against the
+# same documents: what a strict validator refuses to compile, and what the schemas let through
+# that the server refuses.
+
+_JSON_SCHEMAS = [
+    path
+    for path in sorted((ROOT / "schemas").rglob("*.json"))
+    if path.name not in ("asyncapi.json", "query-api.openapi.json")
+]
+_NUMBER_BOUNDS = ("minimum", "maximum", "exclusiveMinimum", "exclusiveMaximum", "multipleOf")
+
+
+Schema = dict[str, Any]
+
+
+def _nodes(node: object, path: str = "") -> Iterator[tuple[str, Schema]]:
+    if isinstance(node, dict):
+        yield path, node
+        for key, value in node.items():
+            yield from _nodes(value, f"{path}/{key}")
+    elif isinstance(node, list):
+        for i, value in enumerate(node):
+            yield from _nodes(value, f"{path}/{i}")
+
+
+def _by_name(named: Schema) -> Callable[[str], Schema]:
+    """Resolves a local $ref (`#/$defs/X`, `#/components/schemas/X`) in ``named``."""
+    return lambda ref: named[ref.rsplit("/", 1)[1]]
+
+
+def _unions(
+    document: Schema, resolve: Callable[[str], Schema]
+) -> Iterator[tuple[str, str, object, Schema, list[Schema]]]:
+    """(where, tag, discriminator, node, branches) of every discriminated union."""
+    for where, node in _nodes(document):
+        union = node.get("discriminator")
+        if "oneOf" in node and union is not None:
+            tag = union["propertyName"] if isinstance(union, dict) else union
+            branches = [resolve(b["$ref"]) if "$ref" in b else b for b in node["oneOf"]]
+            yield where, tag, union, node, branches
+
+
+def test_every_discriminator_is_one_ajv_compiles_and_its_tag_is_required() -> None:
+    # pydantic wrote OpenAPI's discriminator, {propertyName, mapping}: Ajv (strict, with its
+    # `discriminator: true` option) refused to compile the envelopes, rules.json and
+    # TableOpened.json ("discriminator: mapping is not supported"; without `type: object` beside
+    # it, "missing type object for keyword discriminator"), and a union tag with a default
+    # (the rules' reshuffle `kind`) was optional although the models refuse a member without it.
+    found = []
+    for path in _JSON_SCHEMAS:
+        document = json.loads(path.read_text())
+        for where, tag, union, node, branches in _unions(
+            document, _by_name(document.get("$defs", {}))
+        ):
+            if union != {"propertyName": tag} or node.get("type") != "object":
+                found.append(f"{path.name}{where}: {union}, type {node.get('type')}")
+            for branch in branches:
+                if tag not in branch.get("required", []) or "default" in branch["properties"][tag]:
+                    found.append(f"{path.name}{where}: {branch['title']}.{tag} optional")
+    api = json.loads((ROOT / "schemas" / "asyncapi.json").read_text())
+    for where, tag, _, _, branches in _unions(api, _by_name(api["components"]["schemas"])):
+        for branch in branches:
+            if tag not in branch.get("required", []):
+                found.append(f"asyncapi.json{where}: {branch['title']}.{tag} optional")
+    assert found == []
+
+
+def test_a_reshuffle_without_its_kind_is_refused_by_the_schema_as_by_the_model() -> None:
+    from pydantic import ValidationError
+
+    from blackjack.domain.rules import Rules, preset
+
+    rules = preset("atlantic-city").model_dump(mode="json")
+    untagged = {**rules, "reshuffle": {"used": "1/3"}}
+    schema = json.loads((ROOT / "schemas" / "rules.json").read_text())
+    try:
+        Rules.model_validate(untagged)
+    except ValidationError as error:
+        assert "Unable to extract tag" in str(error)
+    else:
+        raise AssertionError("the model took a reshuffle without its kind")
+    assert not jsonschema.Draft202012Validator(schema).is_valid(untagged)
+    tagged = {**rules, "reshuffle": {"kind": "penetration", "used": "1/3"}}
+    assert jsonschema.Draft202012Validator(schema).is_valid(tagged)
+    Rules.model_validate(tagged)
+
+
+def test_every_format_is_one_a_validator_knows() -> None:
+    # pydantic's `format: fraction` (rules.json, TableOpened's rules) is no format any
+    # validator knows: Ajv in strict mode refuses to compile such a schema ("unknown format
+    # 'fraction' ignored in schema"). The schemas give the text's pattern instead, which every
+    # preset's rules, as the models write them, and the ratios the docs show ("6/5", "1.2") match.
+    from blackjack.domain.rules import PRESETS, Rules
+
+    formats = {
+        node["format"]
+        for path in sorted((ROOT / "schemas").rglob("*.json"))
+        for _, node in _nodes(json.loads(path.read_text()))
+        if isinstance(node.get("format"), str)
+    }
+    # JSON Schema's own, and OpenAPI's int64 (ajv-formats has it; Java's generators read it)
+    assert formats <= {"date-time", "date", "int64"}, formats
+    schema = jsonschema.Draft202012Validator(
+        json.loads((ROOT / "schemas" / "rules.json").read_text())
+    )
+    for rules in PRESETS.values():
+        assert schema.is_valid(rules.model_dump(mode="json")), rules.name
+    base = next(iter(PRESETS.values())).model_dump(mode="json")
+    for ratio in ("6/5", "1.2", "3/2", "1", 1.2, 2):
+        assert schema.is_valid({**base, "blackjack_pays": ratio}), ratio
+        Rules.model_validate({**base, "blackjack_pays": ratio})
+    for ratio in ("6/0", "six to five", "", "1/"):
+        assert not schema.is_valid({**base, "blackjack_pays": ratio}), ratio
+
+
+def test_a_number_s_bounds_sit_beside_its_type() -> None:
+    # RemoveBet's optional amount had `exclusiveMinimum: 0` beside `anyOf: [integer, null]`:
+    # right in JSON Schema, but Ajv in strict mode refused to compile commands/RemoveBet.json
+    # ("missing type number for keyword exclusiveMinimum"), and a code generator reading the
+    # integer branch saw no bound. The bound now sits in the integer branch.
+    found = [
+        f"{path.relative_to(ROOT / 'schemas')}{where}"
+        for path in sorted((ROOT / "schemas").rglob("*.json"))
+        for where, node in _nodes(json.loads(path.read_text()))
+        if any(bound in node for bound in _NUMBER_BOUNDS)
+        and node.get("type") not in ("integer", "number")
+    ]
+    assert found == []
+    schema = json.loads((ROOT / "schemas" / "commands" / "RemoveBet.json").read_text())
+    command = {"type": "RemoveBet", "player_id": "p", "box": 0}
+    assert jsonschema.Draft202012Validator(schema).is_valid(command)
+    assert jsonschema.Draft202012Validator(schema).is_valid({**command, "amount": 1})
+    for amount in (0, -5):
+        assert not jsonschema.Draft202012Validator(schema).is_valid({**command, "amount": amount})
+
+
+def test_every_ce_time_header_is_a_date_time_in_the_asyncapi_document() -> None:
+    # the headers' schemas said "RFC 3339" in words only: a validator (Ajv with ajv-formats)
+    # or a generator had nothing to check a record's ce_time with
+    api = json.loads((ROOT / "schemas" / "asyncapi.json").read_text())
+    for name, message in api["components"]["messages"].items():
+        time = message["headers"]["properties"].get("ce_time")
+        assert time is None or time.get("format") == "date-time", name

@@ -25,7 +25,13 @@ from blackjack.command_handler.reading import ANSWER_KEY_MAX_BYTES
 from blackjack.command_handler.snapshots import Checkpoint, SealedSnapshot
 from blackjack.domain.wallet import STREAM_ID_PATTERN
 from blackjack.messages.envelope import CommandEnvelope, CommandResult
-from blackjack.messages.schemas import int64_integers, require_the_type, stored_versions_valid
+from blackjack.messages.schemas import (
+    int64_integers,
+    require_the_type,
+    required_tags,
+    standard_keywords,
+    stored_versions_valid,
+)
 from blackjack.messages.wire import WireEnvelope
 
 TITLE = "Blackjack game server"
@@ -131,7 +137,11 @@ _CLOUDEVENTS = {
         "blackjack.<EventType>.v<version>, blackjack.CommandResult.v1 or "
         "blackjack.command.<CommandType>"
     ),
-    "ce_time": _text("RFC 3339: when the command was handled (a command: when sent)"),
+    # the format, not only the words, so that a validator or a code generator checks it
+    "ce_time": {
+        **_text("RFC 3339: when the command was handled (a command: when sent)"),
+        "format": "date-time",
+    },
     "ce_subject": _text("the stream id"),
     "ce_causationid": _text("the command (or for a money step, the event) that caused it"),
     "ce_correlationid": _text("the correlation id of the command the record comes from"),
@@ -203,8 +213,9 @@ class _Document(AsyncAPI):
     correlation id where this service carries it (the CloudEvents ``ce_correlationid``
     header; FastStream names its own ``correlation_id`` header, which no record here has;
     snapshots carry none), the headers, the Kafka key, ``type`` required in every
-    command and event schema, every integer's ``format: int64``, and no field required
-    that a stored older version of an event lacks."""
+    command and event schema, every integer's ``format: int64``, no field required
+    that a stored older version of an event lacks, and only keywords a strict validator
+    compiles (``messages.schemas.standard_keywords``)."""
 
     def to_specification(self) -> Specification:
         document = super().to_specification()
@@ -226,6 +237,9 @@ class _Document(AsyncAPI):
                 require_the_type(schema)
                 int64_integers(schema)
                 stored_versions_valid(schema)
+                standard_keywords(schema)
+        schemas = getattr(components, "schemas", None) or {}
+        required_tags(schemas, lambda ref: schemas[ref.rsplit("/", 1)[1]])
         return document
 
 

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -40,6 +41,8 @@ def schema_documents() -> dict[str, dict[str, Any]]:
         require_the_type(document)
         int64_integers(document)
         stored_versions_valid(document)
+        plain_discriminators(document)
+        standard_keywords(document)
     return {path: {"$schema": DIALECT, **document} for path, document in documents.items()}
 
 
@@ -80,6 +83,88 @@ def int64_integers(schema: Any) -> None:
     elif isinstance(schema, list):
         for value in schema:
             int64_integers(value)
+
+
+def plain_discriminators(schema: dict[str, Any]) -> None:
+    """Write each discriminated union's ``discriminator`` as the JSON Schema validators that
+    know the keyword read it: ``{propertyName}`` alone beside ``type: object``, the tag
+    required in every branch (``required_tags``). pydantic writes OpenAPI's form, whose
+    ``mapping`` Ajv (the JavaScript validator) refuses to compile ("discriminator: mapping is
+    not supported"); each branch's ``const`` already says what the mapping did (an integrator
+    review, Node.js)."""
+    defs = schema.get("$defs", {})
+
+    def walk(node: Any) -> None:
+        if isinstance(node, dict):
+            union = node.get("discriminator")
+            if isinstance(union, dict) and "oneOf" in node:
+                node["discriminator"] = {"propertyName": union["propertyName"]}
+                node.setdefault("type", "object")
+            for value in node.values():
+                walk(value)
+        elif isinstance(node, list):
+            for value in node:
+                walk(value)
+
+    walk(schema)
+    required_tags(schema, lambda ref: defs[ref.rsplit("/", 1)[1]])
+
+
+def required_tags(schema: Any, resolve: Callable[[str], dict[str, Any]]) -> None:
+    """Require a discriminated union's tag in each of its branches (``$ref`` ones through
+    ``resolve``), without a default: the models refuse a member without its tag ("Unable to
+    extract tag using discriminator"), but pydantic leaves a tag that has a default optional
+    (the rules' ``reshuffle.kind``), so a client validating against the schema sent what the
+    server refuses."""
+    if isinstance(schema, dict):
+        union = schema.get("discriminator")
+        tag = union.get("propertyName") if isinstance(union, dict) else union
+        if isinstance(tag, str) and isinstance(schema.get("oneOf"), list):
+            for branch in schema["oneOf"]:
+                target = resolve(branch["$ref"]) if "$ref" in branch else branch
+                target["properties"][tag].pop("default", None)
+                required = target.setdefault("required", [])
+                if tag not in required:
+                    required.insert(0, tag)
+        for value in schema.values():
+            required_tags(value, resolve)
+    elif isinstance(schema, list):
+        for value in schema:
+            required_tags(value, resolve)
+
+
+FRACTION = r"^[0-9]+(/[0-9]*[1-9][0-9]*|\.[0-9]+)?$"
+"""A ratio written as text, as the models write it (``"3/2"``, ``"1"``) or a decimal
+(``"1.2"``)."""
+
+_NUMERIC = ("minimum", "maximum", "exclusiveMinimum", "exclusiveMaximum", "multipleOf")
+
+
+def standard_keywords(schema: Any) -> None:
+    """Keep to what a strict validator compiles (Ajv's ``strict: true``, the JavaScript
+    default an integrator turns on): pydantic's own ``format: fraction`` becomes the pattern
+    of what the models write and read, and a bound given to an optional number (``anyOf``
+    integer or null, with ``exclusiveMinimum`` beside it: ``RemoveBet.amount``) moves into
+    the number's branch, where it applies anyway (Ajv: "missing type number for keyword
+    exclusiveMinimum"; an integrator review, Node.js)."""
+    if isinstance(schema, dict):
+        if schema.get("format") == "fraction" and schema.get("type") == "string":
+            del schema["format"]
+            schema["pattern"] = FRACTION
+        numbers = [
+            branch
+            for branch in schema.get("anyOf", [])
+            if isinstance(branch, dict) and branch.get("type") in ("integer", "number")
+        ]
+        if "type" not in schema and len(numbers) == 1:
+            for keyword in _NUMERIC:
+                if keyword in schema:
+                    numbers[0][keyword] = schema.pop(keyword)
+        for value in schema.values():
+            standard_keywords(value)
+    elif isinstance(schema, list):
+        for value in schema:
+            standard_keywords(value)
 
 
 def render(document: dict[str, Any]) -> str:
