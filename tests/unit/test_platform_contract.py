@@ -260,3 +260,58 @@ def test_every_ce_time_header_is_a_date_time_in_the_asyncapi_document() -> None:
     for name, message in api["components"]["messages"].items():
         time = message["headers"]["properties"].get("ce_time")
         assert time is None or time.get("format") == "date-time", name
+
+
+def test_a_stream_s_partition_is_murmur2_s_and_the_docs_tell_librdkafka_clients_so() -> None:
+    # docs/kafka.md said any client's keyed send lands on the stream's partition: librdkafka's
+    # default partitioner (consistent_random: CRC32 of the key; confluent-kafka in every
+    # language, node-rdkafka) and kafkajs's LegacyPartitioner put most ids elsewhere, where
+    # the handler answers `malformed` ("stream ... belongs to partition 0, not 1").
+    import zlib
+
+    from blackjack.bus.topics import partition_for
+
+    ids = [f"table-{i}" for i in range(1000)]
+    elsewhere = sum(zlib.crc32(i.encode()) % 6 != partition_for(i, 6) for i in ids)
+    assert elsewhere == 845
+    topics = _section((ROOT / "docs" / "kafka.md").read_text(), "### Topics")
+    assert "any client's keyed send lands right" not in topics
+    for needed in ("consistent_random", "partitioner=murmur2_random", "LegacyPartitioner", "845"):
+        assert needed in topics, needed
+
+
+def test_a_wallet_s_balance_passes_2_53_by_cash_outs_and_the_docs_say_which_fields() -> None:
+    # Found by the Node.js client: money paid in stops at 10^15, but a table's cash-out is never
+    # refused, so a wallet that bought in the most at 11 tables and left them holds more than
+    # 2^53, where JSON.parse (doubles) rounds: its CashOutReceived.balance_after
+    # 10,999,999,999,999,989 came out ...988. The wallet is right (pinned here: this passed
+    # before); docs/kafka.md did not say which fields a JavaScript reader must read exactly.
+    from blackjack.domain.wallet import (
+        INITIAL_WALLET,
+        BuyIn,
+        CashOut,
+        CashOutReceived,
+        WalletDeposit,
+        decide_wallet,
+        evolve_wallet,
+    )
+
+    most, tables, state = 999_999_999_999_999, 11, INITIAL_WALLET
+    for command in [
+        *(c for i in range(tables) for c in (
+            WalletDeposit(player_id="p", amount=most),
+            BuyIn(player_id="p", table_id=f"t{i}", amount=most),
+        )),
+        *(CashOut(player_id="p", table_id=f"t{i}", amount=most) for i in range(tables)),
+    ]:  # fmt: skip
+        decided = decide_wallet(state, command)
+        assert isinstance(decided, list), decided
+        for event in decided:
+            state = evolve_wallet(state, event)
+    assert isinstance(event, CashOutReceived)
+    assert event.balance_after == 10_999_999_999_999_989 > 2**53
+    assert int(float(event.balance_after)) == 10_999_999_999_999_988  # what JSON.parse gets
+    note = _section((ROOT / "docs" / "kafka.md").read_text(), "### From another language")
+    for needed in ("2^53", "10,999,999,999,999,989", "CashOutReceived.balance_after",
+                   "balance_returned", "Number.isSafeInteger"):  # fmt: skip
+        assert needed in note, needed

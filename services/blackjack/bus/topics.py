@@ -2,9 +2,10 @@
 
 The broker never creates a topic by itself (``auto.create.topics.enable=false``): the service
 creates its four topics at start-up with the configs below, and refuses to run when one exists
-with another partition count. Streams are keyed to a partition by their id (murmur2, as every
-Kafka client does), so changing the count would move streams to partitions whose history they
-do not have, and two handlers could write one stream.
+with another partition count. Streams are keyed to a partition by their id (murmur2, as the Java
+client's default partitioner does; librdkafka's default does not: docs/kafka.md, Topics), so
+changing the count would move streams to partitions whose history they do not have, and two
+handlers could write one stream.
 
 The four topics share one partition count on purpose: the commands of stream ``s`` arrive on
 partition ``p = murmur2(s) % n`` of ``blackjack.commands`` and its events, results and snapshot
