@@ -315,3 +315,38 @@ def test_a_wallet_s_balance_passes_2_53_by_cash_outs_and_the_docs_say_which_fiel
     for needed in ("2^53", "10,999,999,999,999,989", "CashOutReceived.balance_after",
                    "balance_returned", "Number.isSafeInteger"):  # fmt: skip
         assert needed in note, needed
+
+
+SENT_AT = [
+    ("2026-05-01T12:00:00Z", True),
+    ("2026-05-01T14:00:00+02:00", True),
+    ("2026-05-01t12:00:00.123456789z", True),
+    # ajv-formats' date-time takes these three; the model refuses them (malformed)
+    ("2026-05-01 12:00:00Z", False),
+    ("2026-05-01T12:00:00+0000", False),
+    ("2026-05-01T12:00:00+01", False),
+    ("2026-05-01T12:00Z", False),
+    ("2026-05-01T12:00:00", False),
+    ("٢٠٢٦-05-01T12:00:00Z", False),  # Arabic-Indic digits
+]  # (not a trailing newline: Python's re, which jsonschema uses, lets `$` match before one)
+
+
+def test_sent_at_is_refused_by_the_schema_s_pattern_where_the_model_refuses_it() -> None:
+    # The Node.js client's Ajv (ajv-formats) passed `sent_at` "2026-05-01 12:00:00Z",
+    # "+0000" and "+01" offsets, which the handler answers `malformed`; jsonschema checks no
+    # format unless given a format checker. The pattern says the same to every validator.
+    from pydantic import ValidationError
+
+    from blackjack.messages.envelope import CommandEnvelope
+
+    schema = json.loads((ROOT / "schemas" / "command-envelope.json").read_text())
+    validator = jsonschema.Draft202012Validator(schema)  # no format checker: the pattern alone
+    for sent_at, accepted in SENT_AT:
+        document = {"command_id": "c-1", "stream_id": "t-1", "sent_at": sent_at,
+                    "command": {"type": "Reconnect", "player_id": "p"}}  # fmt: skip
+        try:
+            CommandEnvelope.model_validate(document)
+            taken = True
+        except ValidationError:
+            taken = False
+        assert (taken, validator.is_valid(document)) == (accepted, accepted), sent_at

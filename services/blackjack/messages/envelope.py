@@ -20,7 +20,15 @@ from blackjack.domain.wallet import (
 )
 
 Id = Field(min_length=1, max_length=MAX_STREAM_ID, pattern=STREAM_ID_PATTERN)
-RFC_3339 = re.compile(r"\d{4}-\d\d-\d\d[Tt]\d\d:\d\d:\d\d(\.\d+)?([Zz]|[+-]\d\d:\d\d)")
+RFC_3339_PATTERN = (
+    r"^[0-9]{4}-[0-9]{2}-[0-9]{2}[Tt][0-9]{2}:[0-9]{2}:[0-9]{2}(\.[0-9]+)?"
+    r"([Zz]|[+-][0-9]{2}:[0-9]{2})$"
+)
+"""RFC 3339's date-time, as the schema's ``pattern`` too: validators' ``format: date-time``
+differ (Ajv's ajv-formats takes a space for the T and offsets like +0000 or +01, which
+``sent_at`` refuses; jsonschema checks no format unless told), a pattern is the same in
+every one (an integrator review, Node.js)."""
+RFC_3339 = re.compile(RFC_3339_PATTERN)
 
 StreamCommand = Annotated[TableCommand | AnyWalletCommand, Field(discriminator="type")]
 """A command for a table stream or for a player's wallet stream (``wallet:<player id>``)."""
@@ -41,7 +49,9 @@ class CommandEnvelope(BaseModel):
     # bounded: every event and result of the command carries it, in its body and a header
     correlation_id: str | None = Field(None, max_length=CORRELATION_ID_MAX_CHARS)
     sent_at: AwareDatetime | None = Field(
-        None, description="when the sender sent it: RFC 3339, with its offset (informational)"
+        None,
+        description="when the sender sent it: RFC 3339, with its offset (informational)",
+        json_schema_extra={"pattern": RFC_3339_PATTERN},
     )
     command: StreamCommand
 

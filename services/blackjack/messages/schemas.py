@@ -137,29 +137,36 @@ FRACTION = r"^[0-9]+(/[0-9]*[1-9][0-9]*|\.[0-9]+)?$"
 """A ratio written as text, as the models write it (``"3/2"``, ``"1"``) or a decimal
 (``"1.2"``)."""
 
-_NUMERIC = ("minimum", "maximum", "exclusiveMinimum", "exclusiveMaximum", "multipleOf")
+_BY_TYPE = {
+    "integer": ("minimum", "maximum", "exclusiveMinimum", "exclusiveMaximum", "multipleOf"),
+    "string": ("pattern", "minLength", "maxLength"),
+}
+"""Keywords that apply to one type only."""
 
 
 def standard_keywords(schema: Any) -> None:
     """Keep to what a strict validator compiles (Ajv's ``strict: true``, the JavaScript
     default an integrator turns on): pydantic's own ``format: fraction`` becomes the pattern
-    of what the models write and read, and a bound given to an optional number (``anyOf``
-    integer or null, with ``exclusiveMinimum`` beside it: ``RemoveBet.amount``) moves into
-    the number's branch, where it applies anyway (Ajv: "missing type number for keyword
-    exclusiveMinimum"; an integrator review, Node.js)."""
+    of what the models write and read, and a keyword of one type given to an optional value
+    (``anyOf`` integer or null, with ``exclusiveMinimum`` beside it: ``RemoveBet.amount``;
+    ``sent_at``'s pattern) moves into that type's branch, where it applies anyway (Ajv:
+    "missing type number for keyword exclusiveMinimum"; an integrator review, Node.js)."""
     if isinstance(schema, dict):
         if schema.get("format") == "fraction" and schema.get("type") == "string":
             del schema["format"]
             schema["pattern"] = FRACTION
-        numbers = [
-            branch
-            for branch in schema.get("anyOf", [])
-            if isinstance(branch, dict) and branch.get("type") in ("integer", "number")
-        ]
-        if "type" not in schema and len(numbers) == 1:
-            for keyword in _NUMERIC:
-                if keyword in schema:
-                    numbers[0][keyword] = schema.pop(keyword)
+        if "type" not in schema:
+            for kind, keywords in _BY_TYPE.items():
+                branches = [
+                    branch
+                    for branch in schema.get("anyOf", [])
+                    if isinstance(branch, dict)
+                    and branch.get("type") in ((kind, "number") if kind == "integer" else (kind,))
+                ]
+                if len(branches) == 1:
+                    for keyword in keywords:
+                        if keyword in schema:
+                            branches[0][keyword] = schema.pop(keyword)
         for value in schema.values():
             standard_keywords(value)
     elif isinstance(schema, list):
