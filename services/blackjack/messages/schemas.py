@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import json
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
 
@@ -75,14 +75,21 @@ def int64_integers(schema: Any) -> None:
     but a format-less integer is a 32-bit ``Integer`` to the JVM's code generators
     (openapi-generator, jsonschema2pojo), and money here goes past 2^31 (balances up to 10^15
     minor units); every integer of the contract fits 64 bits (a JVM client's finding)."""
+    for node in schema_nodes(schema):
+        if node.get("type") == "integer":
+            node.setdefault("format", "int64")
+
+
+def schema_nodes(schema: Any) -> Iterator[dict[str, Any]]:
+    """Every object of a schema, each before the ones inside it (so a caller may change a node's
+    keys as it gets it: its values are read only after)."""
     if isinstance(schema, dict):
-        if schema.get("type") == "integer":
-            schema.setdefault("format", "int64")
+        yield schema
         for value in schema.values():
-            int64_integers(value)
+            yield from schema_nodes(value)
     elif isinstance(schema, list):
         for value in schema:
-            int64_integers(value)
+            yield from schema_nodes(value)
 
 
 def plain_discriminators(schema: dict[str, Any]) -> None:
@@ -94,19 +101,11 @@ def plain_discriminators(schema: dict[str, Any]) -> None:
     review, Node.js)."""
     defs = schema.get("$defs", {})
 
-    def walk(node: Any) -> None:
-        if isinstance(node, dict):
-            union = node.get("discriminator")
-            if isinstance(union, dict) and "oneOf" in node:
-                node["discriminator"] = {"propertyName": union["propertyName"]}
-                node.setdefault("type", "object")
-            for value in node.values():
-                walk(value)
-        elif isinstance(node, list):
-            for value in node:
-                walk(value)
-
-    walk(schema)
+    for node in schema_nodes(schema):
+        union = node.get("discriminator")
+        if isinstance(union, dict) and "oneOf" in node:
+            node["discriminator"] = {"propertyName": union["propertyName"]}
+            node.setdefault("type", "object")
     required_tags(schema, lambda ref: defs[ref.rsplit("/", 1)[1]])
 
 
