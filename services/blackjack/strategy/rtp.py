@@ -20,9 +20,9 @@ What is exact and what is approximated (details in ``blackjack.strategy.solver``
   resplit (``Rules`` has no flag for it); when splitting by rank only the splittable share of
   two-ten hands differs (splitting tens is never the chosen play).
 * Not modelled: the reshuffle policy -- every round is valued as the first off a fresh shoe,
-  so the cut-card effect of penetration presets is ignored: about 0.018 points of RTP for one
-  box at mini-h17 and 0.016 at atlantic-city-multi with one player, about 0.01 with five, by an
-  independent estimate (README, *The math*). Off a fresh shoe, other boxes at the table do not
+  so the cut-card effect of penetration presets is ignored: a few hundredths of a point of RTP
+  at mini-h17 and atlantic-city-multi by an independent estimate made outside this repo
+  (README, *The math*). Off a fresh shoe, other boxes at the table do not
   change a box's expectation, since their cards are unseen by this strategy; at a penetration
   preset they do, through the number of rounds a shoe lasts.
 * Per-bet rounding comes from ``blackjack.domain.payouts``: the blackjack win
