@@ -355,6 +355,49 @@ def test_play_help_fits_80_columns_piped() -> None:
         assert line in said["play", "--help"], (line, said["play", "--help"])
 
 
+_EVERY_HELP = """
+import argparse, contextlib, io, sys
+from blackjack.cli import build_parser
+
+def walk(parser, path):
+    yield path
+    for action in parser._actions:
+        if isinstance(action, argparse._SubParsersAction):
+            for name, child in action.choices.items():
+                yield from walk(child, [*path, name])
+
+for path in walk(build_parser(), []):
+    out = io.StringIO()
+    # what `blackjack *path --help` prints (main() parses first), to a pipe's width
+    with contextlib.redirect_stdout(out), contextlib.suppress(SystemExit):
+        build_parser().parse_args([*path, "--help"])
+    print("\\x00" + " ".join(path) + "\\n" + out.getvalue(), end="")
+"""
+
+
+def test_every_subcommands_help_fits_80_columns_piped() -> None:
+    """Every ``blackjack ... --help`` (each subcommand, the projections' too) fits 80 columns
+    through a pipe without COLUMNS: the variants' lists made rules, strategy, rtp, simulate,
+    bench and loadtest print lines of 81 to 98 columns."""
+    env = {k: v for k, v in os.environ.items() if k not in ("COLUMNS", "LINES")}
+    env["PYTHONPATH"] = SERVICES
+    done = subprocess.run(
+        [sys.executable, "-c", _EVERY_HELP],
+        env=env,
+        capture_output=True,
+        text=True,
+        check=True,
+        timeout=60,
+    )
+    helps = dict(part.split("\n", 1) for part in done.stdout.split("\x00")[1:])
+    assert {"", "play", "rules", "projections", "projections report"} <= set(helps)
+    wide = {
+        command: [line for line in text.splitlines() if len(line) > 80]
+        for command, text in helps.items()
+    }
+    assert not {command: lines for command, lines in wide.items() if lines}
+
+
 def test_play_help_fits_an_80_column_terminal() -> None:
     """The same on a terminal of 80 columns (a pseudo-terminal whose size says so)."""
     import fcntl

@@ -134,7 +134,13 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     )
     load.add_argument("--tables", type=_positive, default=40, help="concurrent tables")
     load.add_argument("--rounds", type=_positive, default=50, help="rounds per table")
-    load.add_argument("--variant", choices=SINGLE_PLAYER_PRESETS, default="mini-h17")
+    load.add_argument(
+        "--variant",
+        choices=SINGLE_PLAYER_PRESETS,
+        default="mini-h17",
+        metavar="VARIANT",  # not the choices: a usage line of 81 columns
+        help=f"a single-player preset: {', '.join(SINGLE_PLAYER_PRESETS)} (default mini-h17)",
+    )
     load.add_argument(
         "--bet", type=money, default=None, help="bet per round, e.g. 5.00 (default: minimum)"
     )

@@ -271,10 +271,12 @@ def _simulate(args: argparse.Namespace) -> int:
 
 def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     variants = sorted(PRESETS)
+    # VARIANT, not the choices: their list made usage lines of up to 89 columns
+    one_of = f"a preset: {', '.join(variants)}"
     rules = sub.add_parser(
         "rules", help="a variant's rules in a player's words, with its theoretical return"
     )
-    rules.add_argument("variant", nargs="?", choices=variants)
+    rules.add_argument("variant", nargs="?", choices=variants, metavar="VARIANT", help=one_of)
     rules.add_argument(
         "--table",
         metavar="STREAM_ID",
@@ -288,12 +290,12 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     rules.set_defaults(handler=_rules_sheet)
 
     strategy = sub.add_parser("strategy", help="the computed basic strategy chart of a variant")
-    strategy.add_argument("variant", choices=variants)
+    strategy.add_argument("variant", choices=variants, metavar="VARIANT", help=one_of)
     _add_overrides(strategy)
     strategy.set_defaults(handler=_with_rules(_strategy))
 
     rtp = sub.add_parser("rtp", help="exact house edge and RTP of a variant under basic strategy")
-    rtp.add_argument("variant", choices=variants)
+    rtp.add_argument("variant", choices=variants, metavar="VARIANT", help=one_of)
     rtp.add_argument("--bet", type=money, default=None, help="bet level, e.g. 5.00")
     rtp.add_argument("--all-bets", action="store_true", help="also the lowest RTP at any bet")
     _add_overrides(rtp)
@@ -310,7 +312,7 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     anchors.set_defaults(handler=_anchors)
 
     sim = sub.add_parser("simulate", help="play the real engine with basic strategy")
-    sim.add_argument("variant", choices=variants)
+    sim.add_argument("variant", choices=variants, metavar="VARIANT", help=one_of)
     sim.add_argument("--rounds", type=whole_positive, default=200_000)
     sim.add_argument("--bet", type=money, default=None, help="bet level (default: min bet)")
     sim.add_argument("--seed", type=int, default=1)
