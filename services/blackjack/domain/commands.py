@@ -8,11 +8,14 @@ from __future__ import annotations
 
 import re
 from datetime import datetime
-from typing import Annotated, Any, Final, Literal, get_args
+from typing import Annotated, Any, Literal, get_args
 
 from pydantic import AfterValidator, BaseModel, ConfigDict, Field, StrictInt
 
 from blackjack.domain.cards import Card
+
+# the commands' bound is the rules' amounts' too: defined there (rules import no command)
+from blackjack.domain.rules import MAX_INT as MAX_INT  # noqa: PLC0414 (re-exported)
 from blackjack.domain.rules import Currency
 
 UNPRINTABLE = r"\x00-\x1f\x7f-\x9f\u061c\u200e\u200f\u2028\u2029\u202a-\u202e\u2066-\u2069\ufffd"
@@ -89,13 +92,6 @@ SEATED_UNDER_AN_OLDER_RELEASE = (
     "may not)"
 )
 
-
-MAX_INT: Final = 2**53 - 1
-"""The largest integer a command's field holds (and the least, negated): every JSON reader
-holds it exactly (JavaScript's ``Number.MAX_SAFE_INTEGER``: a double holds no larger integer
-exactly), and so do the read model's 64-bit columns (2^63 - 1). A number past it (a round of
-10^23 to void) is malformed at validation, which the schemas in schemas/ say (``maximum``),
-instead of reaching the decider as a number no reader of the log could hold."""
 
 BoundedInt = Annotated[StrictInt, Field(ge=-MAX_INT, le=MAX_INT)]
 """A command's whole number, within ``MAX_INT`` either way (the decider refuses what the

@@ -12,15 +12,18 @@ from fractions import Fraction
 from typing import Annotated, Any, Final, Literal
 
 from pydantic import (
+    AfterValidator,
     BaseModel,
     BeforeValidator,
     ConfigDict,
     Field,
     StrictBool,
     StrictInt,
+    ValidationInfo,
     model_serializer,
     model_validator,
 )
+from pydantic_core import PydanticCustomError
 from pydantic_core.core_schema import SerializerFunctionWrapHandler
 
 from blackjack.domain.cards import is_ace, is_ten_value
@@ -68,6 +71,38 @@ SplitBy = Literal["value", "rank"]
 
 
 DEFAULT_CURRENCY = "USD"
+
+MAX_INT: Final = 2**53 - 1
+"""The largest integer a command's field holds (and the least, negated), and a rules
+document's amounts: every JSON reader holds it exactly (JavaScript's
+``Number.MAX_SAFE_INTEGER``: a double holds no larger integer exactly), and so do the read
+model's 64-bit columns (2^63 - 1). A number past it (a round of 10^23 to void, a maximum bet of
+10^30) is malformed at validation, which the schemas in schemas/ say (``maximum``), instead of
+reaching the decider as a number no reader of the log could hold."""
+
+RECORDED: Final = {"recorded": True}
+"""The validation context of rules the log, a snapshot or the read model holds: a table an
+older release opened (before ``Rules`` bounded its amounts) still reads, as it was opened."""
+
+
+def _amount_within_max_int(value: int, info: ValidationInfo) -> int:
+    if value > MAX_INT and not (info.context or {}).get("recorded"):
+        raise PydanticCustomError(
+            "amount_past_max_int",
+            "at most {max} minor units (2^53 - 1: a larger number is not exact in JSON)",
+            {"max": MAX_INT},
+        )
+    return value
+
+
+Amount = Annotated[
+    StrictInt,
+    Field(ge=1, json_schema_extra={"maximum": MAX_INT}),
+    AfterValidator(_amount_within_max_int),
+]
+"""An amount of the rules in minor units: positive, at most ``MAX_INT`` (a rules document or
+an override past it is malformed; ``RECORDED`` rules read as they were written)."""
+
 MAX_BET: Final = 10**12
 """The largest table maximum a rule override may set: 10,000,000,000.00 in a two-decimal
 currency. It bounds what winnings add to a balance in a round (27 x the maximum at most: three
@@ -165,8 +200,8 @@ class Rules(BaseModel):
     )
 
     # Betting
-    min_bet: StrictInt = Field(100, ge=1)
-    max_bet: StrictInt = Field(50_000, ge=1)
+    min_bet: Amount = 100
+    max_bet: Amount = 50_000
     boxes_per_seat: StrictInt = Field(1, ge=1, le=3)
     rebet_multipliers: frozenset[StrictInt] = frozenset({1})
     rebet_deals: StrictBool = False
@@ -417,7 +452,7 @@ def with_later_terms(doc: dict[str, Any]) -> dict[str, Any]:
 
 def stored_rules(doc: dict[str, Any]) -> Rules:
     """A table's rules as a snapshot, the read model or an older release stored them."""
-    return Rules.model_validate(with_later_terms(doc))
+    return Rules.model_validate(with_later_terms(doc), context=RECORDED)
 
 
 FINGERPRINT_LENGTH: Final = 16

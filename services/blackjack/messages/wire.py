@@ -10,7 +10,7 @@ from typing import Annotated, Any, Literal, Self, get_args
 from pydantic import BaseModel, Field, TypeAdapter, model_validator
 
 from blackjack.domain import events as ev
-from blackjack.domain.rules import with_later_terms
+from blackjack.domain.rules import RECORDED, with_later_terms
 from blackjack.domain.wallet import AnyWalletEvent
 from blackjack.messages.envelope import EventEnvelope, EventMeta, check_names_its_event
 from blackjack.messages.sealing import ShoeSeal
@@ -182,7 +182,8 @@ def decode(raw: bytes) -> WireEnvelope:
         # envelope had to name its event's version)
         document["schema_version"] = current.get("version", 1)
     document["data"] = current
-    return _WIRE.validate_python(document)
+    # RECORDED: the rules a table was opened with, an older release's amounts included
+    return _WIRE.validate_python(document, context=RECORDED)
 
 
 def not_the_service_s(value: bytes | None, headers: Iterable[tuple[str, bytes]] | None) -> bool:

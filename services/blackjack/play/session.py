@@ -19,7 +19,7 @@ from blackjack.client import BlackjackClient
 from blackjack.domain import commands as cmd
 from blackjack.domain import events as ev
 from blackjack.domain import wallet as wl
-from blackjack.domain.rules import Rules
+from blackjack.domain.rules import RECORDED, Rules
 from blackjack.messages.envelope import CommandResult
 from blackjack.play.follow import TableFollower, WalletFollower
 from blackjack.play.moves import Help, History, NotAMove, Quit, ShowRules, move
@@ -290,7 +290,7 @@ class PlaySession:
         opened = self.follower.table.view.rules
         if opened is None:
             return Text("the table is not open", style="yellow")
-        rules = Rules.model_validate(opened)
+        rules = Rules.model_validate(opened, context=RECORDED)  # as the table was opened
         if rules not in self._returns:
             self._returns[rules] = await asyncio.to_thread(table_returns, rules)
         return rules_screen(rules, self._returns[rules])

@@ -10,7 +10,7 @@ from typing import TYPE_CHECKING
 from pydantic import BaseModel
 
 from blackjack.domain import events as ev
-from blackjack.domain.rules import Rules
+from blackjack.domain.rules import RECORDED, Rules
 from blackjack.messages.wire import SealedShoeShuffled
 from blackjack.projections.views import Account, ProjectionError, ShoeView, Suspension
 
@@ -31,7 +31,7 @@ def _table_opened(p: StreamProjection, e: ev.TableOpened, at: datetime) -> None:
 def _seat_taken(p: StreamProjection, e: ev.SeatTaken, at: datetime) -> None:
     account = p.accounts.get(e.player_id)
     if account is None:
-        rules = Rules.model_validate(p.view.rules or {})
+        rules = Rules.model_validate(p.view.rules or {}, context=RECORDED)
         account = Account(
             stream_id=p.view.stream_id,
             player_id=e.player_id,
