@@ -7,6 +7,7 @@ from __future__ import annotations
 import argparse
 import asyncio
 import io
+import itertools
 from collections.abc import AsyncIterator
 from pathlib import Path
 
@@ -230,4 +231,92 @@ def test_the_alembic_command_line_says_why_it_renders_no_script_through_0006(
     assert exited.value.code not in (0, None)
     said = capsys.readouterr()
     assert "FAILED: revision 0006 cannot be rendered as a SQL script" in said.out + said.err
+    assert "Traceback" not in said.out + said.err
+
+
+SQLITE_URL = "sqlite+aiosqlite:///projections.db"
+PG_URL = "postgresql+asyncpg://u:p@db/blackjack"
+
+
+@pytest.mark.parametrize(
+    ("revisions", "refused_at", "instead"),
+    [
+        (
+            "0007:0005",
+            "0007",
+            "Instead: downgrade online (`alembic ... downgrade 0005`, without --sql)",
+        ),
+        (
+            "0004:0001",
+            "0003",
+            "Instead: render down to 0003 (`downgrade 0004:0003 --sql`), then downgrade online "
+            "(`alembic ... downgrade 0001`, without --sql)",
+        ),
+        ("0007:base", "0007", "(`alembic ... downgrade base`, without --sql)"),
+    ],
+)
+def test_a_sqlite_downgrade_script_through_a_dropped_column_is_refused_before_a_line(
+    revisions: str, refused_at: str, instead: str
+) -> None:
+    """On SQLite a downgrade that drops a column copies the table as the live database has it
+    (alembic's batch mode), which a script cannot see: ``downgrade 0007:0005 --sql`` stopped at
+    0007 with alembic's "batch mode with dialect sqlite requires a live database connection",
+    and ``downgrade 0004:0001 --sql`` did so at 0003 after writing 0004's part of the script.
+    Now refused as an upgrade through 0006 is (``NotRenderable``), nothing written."""
+    script = io.StringIO()
+    with pytest.raises(NotRenderable) as refused:
+        command.downgrade(_offline_config(script, SQLITE_URL), revisions, sql=True)
+    assert refused.value.revision == refused_at
+    said = str(refused.value)
+    assert said.startswith(
+        f"the downgrade of revision {refused_at} cannot be rendered as a SQL script (--sql) on "
+        "SQLite: it drops a column"
+    ), said
+    assert instead in said, said
+    assert script.getvalue() == ""
+
+
+def test_every_downgrade_step_renders_whole_or_is_refused_before_a_line() -> None:
+    """Each migration's downgrade, alone, on both dialects: a script of it, or (SQLite, a
+    dropped column) ``NotRenderable`` and nothing written; never a half script or alembic's
+    own failure. PostgreSQL renders every one, and the whole way down to base."""
+    revisions = ["base", "0001", "0002", "0003", "0004", "0005", "0006", "0007"]
+    assert revisions[-1] == code_revision()
+    refused = []
+    for below, above in itertools.pairwise(revisions):
+        for url in (SQLITE_URL, PG_URL):
+            script = io.StringIO()
+            try:
+                command.downgrade(_offline_config(script, url), f"{above}:{below}", sql=True)
+            except NotRenderable as error:
+                assert url == SQLITE_URL and error.revision == above
+                assert script.getvalue() == ""
+                refused.append(above)
+                continue
+            named = "" if below == "base" else below  # alembic names base so
+            assert f"-- Running downgrade {above} -> {named}\n" in script.getvalue()
+            assert "alembic_version" in script.getvalue().rsplit("-- Running", 1)[1]
+    assert refused == ["0002", "0003", "0006", "0007"]
+    script = io.StringIO()
+    command.downgrade(_offline_config(script, PG_URL), "0007:base", sql=True)
+    rendered = script.getvalue()
+    assert rendered.count("-- Running downgrade") == 7, rendered
+    assert rendered.endswith("version_num = '0001';\n\nCOMMIT;\n\n"), rendered
+
+
+def test_the_alembic_command_line_says_why_it_renders_no_sqlite_downgrade_script(
+    capsys: pytest.CaptureFixture[str], logging_left_as_it_was: None
+) -> None:
+    """``alembic ... downgrade 0007:0005 --sql`` on SQLite: FAILED with the reason and what to
+    run instead, a non-zero exit, no traceback, no part of a script."""
+    argv = ["-c", str(MIGRATIONS / "alembic.ini"), "-x", f"url={SQLITE_URL}"]
+    with pytest.raises(SystemExit) as exited:
+        alembic_main(argv=[*argv, "downgrade", "0007:0005", "--sql"])
+    assert exited.value.code not in (0, None)
+    said = capsys.readouterr()
+    assert said.out.strip().startswith(
+        "FAILED: the downgrade of revision 0007 cannot be rendered as a SQL script (--sql) on "
+        "SQLite"
+    ), said
+    assert "-- Running" not in said.out + said.err
     assert "Traceback" not in said.out + said.err

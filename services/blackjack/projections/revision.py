@@ -73,6 +73,27 @@ class NotRenderable(CommandError):
         )
 
 
+class DowngradeNotRenderable(NotRenderable):
+    """``alembic ... downgrade --sql`` on SQLite over a migration whose downgrade drops a
+    column (``sqlite_downgrade_renders_offline = False`` in its module): SQLite's batch mode
+    copies the table as the live database has it, which a script cannot see. Raised before
+    anything is rendered, as ``NotRenderable`` (it stopped at that step, with part of a script
+    already written)."""
+
+    def __init__(self, revision: str, start: str, destination: str) -> None:
+        self.revision = revision
+        steps = []
+        if revision != start:  # the downgrades above it render
+            steps.append(f"render down to {revision} (`downgrade {start}:{revision} --sql`)")
+        steps.append(f"downgrade online (`alembic ... downgrade {destination}`, without --sql)")
+        CommandError.__init__(
+            self,
+            f"the downgrade of revision {revision} cannot be rendered as a SQL script (--sql) "
+            "on SQLite: it drops a column, which SQLite does by copying the table as the live "
+            f"database has it. Instead: {', then '.join(steps)}",
+        )
+
+
 class SchemaMismatch(ConfigurationError):
     """The store's schema revision is not the one this code was built for."""
 

@@ -14,7 +14,12 @@ from alembic.script import ScriptDirectory
 from alembic.script.revision import RevisionError
 from sqlalchemy.engine import Connection, make_url
 
-from blackjack.projections.revision import HOLD_FOLDS, NotRenderable, hold_folds
+from blackjack.projections.revision import (
+    HOLD_FOLDS,
+    DowngradeNotRenderable,
+    NotRenderable,
+    hold_folds,
+)
 from blackjack.projections.schema import metadata
 from blackjack.projections.settings import ProjectionSettings
 from blackjack.projections.store import ProjectionStore
@@ -48,28 +53,40 @@ async def _run_online(url: str) -> None:
         await store.close()
 
 
-def _refuse_what_cannot_render() -> None:
-    """An upgrade script (``--sql``) through a migration that reads the stored rows in Python
-    (``renders_offline = False``) is refused before a line of it is written: rendered, its
-    reads would find nothing (``TypeError`` halfway through the script, before this)."""
+def _refuse_what_cannot_render(url: str) -> None:
+    """A script (``--sql``) that could not be rendered whole is refused before a line of it is
+    written: an upgrade through a migration that reads the stored rows in Python
+    (``renders_offline = False``: its reads would find nothing, ``TypeError`` halfway through
+    the script before this), or on SQLite a downgrade through one that drops a column
+    (``sqlite_downgrade_renders_offline = False``: alembic's batch mode stopped at it, the
+    downgrades above it already written)."""
     given = context.get_starting_revision_argument()
     start = given if isinstance(given, str) else None
-    destination = context.get_revision_argument()
+    destination = context.get_revision_argument() or "base"  # None: base (a downgrade's)
     if not isinstance(destination, str):
         return
     script = ScriptDirectory.from_config(config)
-    try:  # a downgrade's range (from above to below) is no upgrade: every downgrade renders
+    try:
         steps = list(script.iterate_revisions(destination, start or "base"))
-    except RevisionError:
-        return
+    except RevisionError:  # not an upgrade: from above to below
+        steps = []
     for step in reversed(steps):  # the first one the script would run
         if not getattr(step.module, "renders_offline", True):
             raise NotRenderable(step.revision, start, str(step.down_revision), destination)
+    if start is None or make_url(url).get_backend_name() != "sqlite":
+        return
+    try:
+        downgrades = list(script.iterate_revisions(start, destination))
+    except RevisionError:  # not a downgrade either: alembic says what is wrong with it
+        return
+    for step in downgrades:  # from the top down, as the script would run them
+        if not getattr(step.module, "sqlite_downgrade_renders_offline", True):
+            raise DowngradeNotRenderable(step.revision, start, destination)
 
 
 if context.is_offline_mode():
-    _refuse_what_cannot_render()
     url = _url()
+    _refuse_what_cannot_render(url)
     context.configure(url=url, target_metadata=metadata, literal_binds=True)
     with context.begin_transaction():
         # a DBA's script from a revision on (`upgrade 0005:head --sql`) holds the folds too;

@@ -14,6 +14,9 @@ revision = "0003"
 down_revision = "0002"
 branch_labels = None
 depends_on = None
+# its downgrade drops a column, which SQLite does by copying the table as the live database
+# has it: `downgrade --sql` on SQLite refuses it (env.py)
+sqlite_downgrade_renders_offline = False
 
 _MOVED = "paid in / taken out at the table during the round (not wagers or payouts)"
 

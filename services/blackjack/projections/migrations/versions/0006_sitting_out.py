@@ -27,6 +27,9 @@ revision = "0006"
 down_revision = "0005"
 branch_labels = None
 depends_on = None
+# its downgrade drops a column, which SQLite does by copying the table as the live database
+# has it: `downgrade --sql` on SQLite refuses it (env.py)
+sqlite_downgrade_renders_offline = False
 renders_offline = False  # its upgrade reads the events: `--sql` refuses it (env.py)
 
 _SITTING_OUT = "left out by the betting clock, no bet or pass since; null: not known (0006)"

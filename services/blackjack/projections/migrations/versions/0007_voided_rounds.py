@@ -19,6 +19,9 @@ revision = "0007"
 down_revision = "0006"
 branch_labels = None
 depends_on = None
+# its downgrade drops a column, which SQLite does by copying the table as the live database
+# has it: `downgrade --sql` on SQLite refuses it (env.py)
+sqlite_downgrade_renders_offline = False
 
 _COMMENT = "rounds voided for a malfunction, wagers returned (0007)"
 
