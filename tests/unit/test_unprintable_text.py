@@ -23,9 +23,11 @@ from blackjack.command_handler.reading import Inbound
 from blackjack.command_handler.streams import PartitionStore
 from blackjack.domain import commands as cmd
 from blackjack.domain import events as ev
+from blackjack.domain.evolve import evolve
 from blackjack.domain.rejections import Rejection
 from blackjack.domain.state import TableState
 from blackjack.messages.envelope import CommandEnvelope
+from blackjack.projections.store import nul_replaced
 from blackjack.rng import csprng_shuffle
 from blackjack.table import apply
 from tests.unit.processor_harness import new_processor
@@ -234,3 +236,64 @@ def test_such_a_player_takes_back_the_bet_an_older_release_took(text: str, comma
     assert taken_back.result.status == "accepted", taken_back.result.rejection
     refunded = [e.data for e in taken_back.events if isinstance(e.data, ev.BetRefunded)]
     assert [(e.player_id, e.amount) for e in refunded] == [(player, 500)]
+
+
+def test_the_operator_names_a_player_as_the_read_model_shows_a_nul() -> None:
+    """A NUL an older release took in a player id is stored by the read model as U+FFFD, and
+    the query API refuses an id with a NUL: the id the operator reads in ``GET
+    /v1/tables/{table}`` (``a\\ufffdb``) named no seat, ``StandUpPlayer`` was refused
+    ``not_seated``, and a player who never came back kept their money at the table. The
+    operator's ``StandUpPlayer`` now finds the seat by that form too; the seat's own id is
+    written (``SeatLeft``), and no id enters the log."""
+    player = "a\x00b"
+    shown = nul_replaced(player)
+    assert shown == "a\ufffdb"
+    processor, store = seated_under_an_older_release(player)
+    stand_up = {"type": "StandUpPlayer", "player_id": shown, "operator": "ops", "reason": "x"}
+    # the player's own commands still name their seat exactly: their client holds the id
+    leave = handle(processor, store, {"type": "LeaveTable", "player_id": shown})
+    assert leave.result.rejection is not None and leave.result.rejection.code == "not_seated"
+    answer = handle(processor, store, stand_up)
+    assert answer.result.status == "accepted", answer.result.rejection
+    refunded = [e.data for e in answer.events if isinstance(e.data, ev.BetRefunded)]
+    [left] = [e.data for e in answer.events if isinstance(e.data, ev.SeatLeft)]
+    assert [(e.player_id, e.amount) for e in refunded] == [(player, 500)]
+    assert (left.player_id, left.balance_returned, left.reason) == (player, 10_000, "operator")
+    state = store.get(TABLE).state
+    assert isinstance(state, TableState) and state.players == {}
+    again = handle(processor, store, stand_up)
+    assert again.result.rejection is not None and again.result.rejection.code == "not_seated"
+
+
+def test_the_read_model_s_form_names_one_seat_or_none() -> None:
+    """Exactly as the log holds it first (an older release may have seated ``a\\ufffdb``
+    itself); a form two seated ids read as names neither; a form no seated id reads as, and
+    a NUL id's own form for anyone but the operator, stay ``not_seated``."""
+    processor, store = opened("atlantic-city-multi")
+    stream = store.get(TABLE)
+    # seated by a release before SitDown refused an id no wallet stream can name (no money
+    # reached them, but the seat is held)
+    for seat, player in enumerate(["a\x00\ufffd", "a\ufffd\x00", "b\ufffd", "b\x00"]):
+        assert isinstance(stream.state, TableState)
+        stream.state = evolve(stream.state, ev.SeatTaken(player_id=player, seat=seat))
+        stream.sequence += 1
+
+    def stand_up(shown: str) -> Handled:
+        return handle(
+            processor,
+            store,
+            {"type": "StandUpPlayer", "player_id": shown, "operator": "ops", "reason": "x"},
+        )
+
+    ambiguous = stand_up("a\ufffd\ufffd")
+    assert ambiguous.result.rejection is not None and ambiguous.events == []
+    assert ambiguous.result.rejection.code == "not_seated"
+    assert "2 seated players" in ambiguous.result.rejection.message
+    nobody = stand_up("c\ufffd")
+    assert nobody.result.rejection is not None and nobody.result.rejection.code == "not_seated"
+    exact = stand_up("b\ufffd")  # the seat of that very id, not b\x00's
+    [left] = [e.data for e in exact.events if isinstance(e.data, ev.SeatLeft)]
+    assert left.player_id == "b\ufffd"
+    then = stand_up("b\ufffd")  # now b\x00's, the one seated id that reads so
+    [left] = [e.data for e in then.events if isinstance(e.data, ev.SeatLeft)]
+    assert left.player_id == "b\x00"

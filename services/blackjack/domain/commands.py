@@ -30,6 +30,11 @@ the read model stores for a NUL of an older log (``projections.store.NUL_STORED_
 id holding it would be stored as the same key as an older player's with a NUL in its place (an
 account's primary key: the fold failed on it for ever)."""
 
+NUL_STORED_AS = "\ufffd"
+"""What the read model stores for a NUL character (``projections.store``: PostgreSQL's text
+refuses it), so what an operator reads there for a NUL an older release took in a player id;
+``StandUpPlayer`` finds the seat by that form too."""
+
 _UNPRINTABLE = re.compile(f"[{UNPRINTABLE}]")
 
 
@@ -241,12 +246,14 @@ class StandUpPlayer(Command):
     dealt returned first. For a player the platform has excluded (self-exclusion, a closed
     account), or one who holds a seat at a table where nobody plays any more. Refused while a
     hand of the player is in play: the game cycle completes under the rules, then the
-    operator stands them up (the platform stops forwarding the player's own commands)."""
+    operator stands them up (the platform stops forwarding the player's own commands). A
+    player id an older release took with a NUL is named as the log holds it or as the read
+    model shows it (the NUL as U+FFFD, ``NUL_STORED_AS``)."""
 
     type: Literal["StandUpPlayer"] = "StandUpPlayer"
     player_id: str = seated_player(
         "the player to stand up (one seated under an older release may hold a character other "
-        "player ids may not)"
+        "player ids may not; a NUL in it may be written as the read model shows it, U+FFFD)"
     )
     operator: PrintableText = printable(128, "who stands them up, for the record")
     reason: PrintableText = printable(200, "why, for the record")

@@ -25,6 +25,7 @@ from sqlalchemy.engine import Connection, make_url
 from sqlalchemy.ext.asyncio import AsyncConnection, AsyncEngine, create_async_engine
 from sqlalchemy.pool import StaticPool
 
+from blackjack.domain import commands
 from blackjack.projections.revision import SchemaMismatch, code_revision
 
 MIGRATIONS = Path(__file__).with_name("migrations")
@@ -189,7 +190,7 @@ def _upgrade(connection: Connection) -> None:
         raise SchemaMismatch(code_revision(), list(found), newer=True) from None
 
 
-NUL_STORED_AS = "\ufffd"
+NUL_STORED_AS: Final = commands.NUL_STORED_AS
 """What the read model stores for a NUL character, which PostgreSQL's text refuses (and its
 JSONB the escape ``\\u0000``). The commands refuse a NUL in what they carry, but a log
 written before may hold one (a player id, a reason): refused by the database, the event

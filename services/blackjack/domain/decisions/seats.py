@@ -105,13 +105,31 @@ def leave_table(r: Draft, c: cmd.LeaveTable) -> None:
 
 
 def stand_up_player(r: Draft, c: cmd.StandUpPlayer) -> None:
+    player_id = _as_seated(r.state, c.player_id)
     _stand_up(
         r,
-        c.player_id,
+        player_id,
         f"{c.player_id[:40]} has a hand in play: stand them up once the round is settled",
         operator=c.operator,
         why=c.reason,
     )
+
+
+def _as_seated(state: TableState, player_id: str) -> str:
+    """The seated id the operator names, as the log holds it or as the read model shows it: a
+    NUL an older release took in an id is stored there as U+FFFD (``NUL_STORED_AS``) and the
+    query API refuses the NUL itself, so the id an operator reads named no seat, and a player
+    who never came back kept their money at the table. Only a seat already held is found so:
+    no new id enters the log."""
+    if player_id in state.players or cmd.NUL_STORED_AS not in player_id:
+        return player_id
+    shown_so = [p for p in state.players if p.replace("\x00", cmd.NUL_STORED_AS) == player_id]
+    if len(shown_so) > 1:
+        raise refuse(
+            "not_seated",
+            f"{player_id[:40]} reads as {len(shown_so)} seated players: name one as the log does",
+        )
+    return shown_so[0] if shown_so else player_id
 
 
 def _stand_up(
