@@ -274,3 +274,90 @@ async def test_a_record_on_the_events_topic_that_is_not_the_service_s_does_not_s
         assert bet.status == "accepted" and bet.first_sequence == 5  # after the deposit
     finally:
         await taker.stop()
+
+
+def distrusted(reason: str) -> float:
+    return (
+        REGISTRY.get_sample_value("blackjack_checkpoints_distrusted_total", {"reason": reason})
+        or 0.0
+    )
+
+
+async def _put_checkpoint(space: KafkaSpace, value: bytes, headers: list[Any]) -> None:
+    producer = AIOKafkaProducer(bootstrap_servers=space.bootstrap)
+    await producer.start()
+    try:
+        await producer.send_and_wait(
+            space.topics.snapshots,
+            value,
+            key=checkpoint_key(0).encode(),
+            partition=0,
+            headers=headers,
+        )
+    finally:
+        await producer.stop()
+
+
+async def _newest_checkpoint(space: KafkaSpace) -> Any:
+    records = await read_topic(space, space.topics.snapshots)
+    return [r for r in records if r.key == checkpoint_key(0).encode()][-1]
+
+
+async def test_a_forged_or_copied_checkpoint_loses_or_doubles_nothing(kafka_space: Any) -> None:
+    """Whoever can write the snapshots topic put a checkpoint there that skips the events and
+    results after the real one (its authentication copied from the real one), then one copied
+    from another deployment's topics (same shoe key, another prefix). Trusted, the first made
+    the handler forget the bet after the checkpoint and place it again when its command was
+    sent again (two events of sequence 5). Each is refused, and the partition rebuilt from the
+    start of its log: the resend is answered as before, nothing is lost or written twice."""
+    space: KafkaSpace = await kafka_space(partitions=1)
+    elsewhere: KafkaSpace = await kafka_space(partitions=1)
+    elsewhere.shoe_key = space.shoe_key
+    config = space.config(snapshot_every=3)
+    setup = (
+        cmd.OpenTable(variant="mini-h17"),
+        cmd.SitDown(player_id="p"),
+        cmd.Deposit(player_id="p", amount=50_000),
+    )
+    async with running_handler(config), space.client() as client:
+        for command in setup:
+            assert (await client.execute("forged", command)).status == "accepted"
+        bet = await client.execute(
+            "forged", cmd.PlaceBet(player_id="p", box=0, amount=1_000), command_id="the-bet"
+        )
+        assert bet.status == "accepted"
+    real = await _newest_checkpoint(space)
+    skipping = Checkpoint.decode(real.value).model_copy(
+        update={"events_from": 10**6, "results_from": 10**6}
+    )
+    await _put_checkpoint(space, skipping.encode(), list(real.headers))
+
+    forged = distrusted("forged")
+    async with running_handler(config) as handler, space.client() as client:
+        assert distrusted("forged") == forged + 1
+        again = await client.execute(
+            "forged", cmd.PlaceBet(player_id="p", box=0, amount=1_000), command_id="the-bet"
+        )
+        assert again == bet
+        # the handler writes a checkpoint of its own, signed, at once
+        await handler.wait_until(
+            lambda: (
+                handler._partitions[0].store is not None
+                and not handler._partitions[0].store.checkpoint_due
+            ),
+            30,
+        )
+    assert (await _newest_checkpoint(space)).value != skipping.encode()
+
+    # A checkpoint of another deployment with the same key (another prefix), copied here.
+    async with running_handler(elsewhere.config(snapshot_every=3)), elsewhere.client() as client:
+        for command in (*setup, cmd.PlaceBet(player_id="p", box=0, amount=100)):
+            assert (await client.execute("forged", command)).status == "accepted"
+    copied = await _newest_checkpoint(elsewhere)
+    await _put_checkpoint(space, copied.value, list(copied.headers))
+    async with running_handler(config), space.client() as client:
+        assert distrusted("forged") == forged + 2
+        assert (await client.execute("forged", cmd.Deal(player_id="p"))).status == "accepted"
+    check = await verify_stream(space, "forged", resent=["the-bet"])
+    assert isinstance(check.state, TableState) and check.state.round_in_play
+    assert check.state.boxes[0].bet == 1_000  # the bet dealt: the one placed once

@@ -13,7 +13,7 @@ from aiokafka import AIOKafkaConsumer, TopicPartition
 
 from blackjack.command_handler.processor import Handled, Processor
 from blackjack.command_handler.replay import rebuild
-from blackjack.command_handler.snapshots import SnapshotCodec
+from blackjack.command_handler.snapshots import CheckpointSigner, SnapshotCodec
 from blackjack.command_handler.streams import PartitionStore
 from tests.unit.processor_harness import TOPICS
 
@@ -36,7 +36,9 @@ class CommittedLog:
         for record in handled.outgoing:
             tp = TopicPartition(record.topic, record.partition)
             offset = self._ends.get(tp, 0)
-            self._records.setdefault(tp, []).append(_Record(offset, record.key, record.value))
+            self._records.setdefault(tp, []).append(
+                _Record(offset, record.key, record.value, tuple(record.headers))
+            )
             self._ends[tp] = offset + 2  # the record, then its transaction's commit marker
         return handled
 
@@ -46,6 +48,7 @@ class CommittedLog:
             TOPICS,
             0,
             codec=SnapshotCodec(b"s" * 32),  # no checkpoint is written here
+            checkpoints=CheckpointSigner(b"c" * 32, TOPICS.snapshots),
             seal=processor.seal,
             dedup_window=window,
             now=datetime(2026, 5, 2, tzinfo=UTC),

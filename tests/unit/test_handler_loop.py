@@ -406,12 +406,24 @@ async def test_a_partition_whose_writes_fail_after_each_takeover_backs_off(
         async def committed(self, tp: Any) -> int:
             return 0
 
+        class _coordinator:  # noqa: N801 (aiokafka's, which has the offsets' metadata)
+            @staticmethod
+            async def fetch_committed_offsets(tps: Any) -> dict[Any, Any]:
+                return {}
+
     async def no_ends(*_: Any) -> dict[Any, int]:
         return {}
 
     async def rebuilt(reader: Any, topics: Any, number: int, **_: Any) -> Any:
         stats = SimpleNamespace(
-            checkpoint=None, snapshots=0, events=0, results=0, seconds=0.0, foreign=()
+            checkpoint=None,
+            snapshots=0,
+            events=0,
+            results=0,
+            seconds=0.0,
+            foreign=(),
+            distrusted=None,
+            unsigned=False,
         )
         return PartitionStore(number), stats
 

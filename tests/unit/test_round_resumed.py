@@ -18,7 +18,12 @@ from blackjack.command_handler.processor import Handled
 from blackjack.command_handler.reading import Inbound
 from blackjack.command_handler.records import Outgoing
 from blackjack.command_handler.replay import rebuild
-from blackjack.command_handler.snapshots import Checkpoint, SnapshotCodec, checkpoint_key
+from blackjack.command_handler.snapshots import (
+    Checkpoint,
+    CheckpointSigner,
+    SnapshotCodec,
+    checkpoint_key,
+)
 from blackjack.domain import commands as cmd
 from blackjack.domain import events as ev
 from blackjack.domain.evolve import evolve
@@ -351,6 +356,7 @@ async def test_the_rebuild_counts_every_snapshot_it_read() -> None:
         TOPICS,
         0,
         codec=SnapshotCodec(b"s" * 32),
+        checkpoints=CheckpointSigner(b"c" * 32, TOPICS.snapshots),
         seal=table.processor.seal,
         dedup_window=100,
         now=LATER,

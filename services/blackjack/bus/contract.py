@@ -176,7 +176,13 @@ HEADERS: dict[str, dict[str, Any]] = {
     "snapshots": {
         "type": "object",
         "properties": {
-            "bj_commands_to": _text("a checkpoint: every command below was answered", _OFFSET)
+            "bj_commands_to": _text("a checkpoint: every command below was answered", _OFFSET),
+            "bj_checkpoint_auth": _text(
+                "a checkpoint: 1.<digest of the partition's snapshots>.<HMAC-SHA256 under a "
+                "key derived from the shoe key, over the topic, key, value, bj_commands_to and "
+                "digest> (absent from checkpoints of older handlers)",
+                r"^1\.[0-9a-f]{64}\.[0-9a-f]{64}$",
+            ),
         },
     },
 }

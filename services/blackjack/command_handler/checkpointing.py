@@ -12,7 +12,12 @@ from aiokafka.structs import RecordMetadata
 from blackjack.bus.headers import COMMANDS_TO_HEADER
 from blackjack.bus.topics import SNAPSHOT_MAX_BYTES
 from blackjack.command_handler.partitions import _Partition
-from blackjack.command_handler.snapshots import Checkpoint, checkpoint_key
+from blackjack.command_handler.snapshots import (
+    CHECKPOINT_AUTH_HEADER,
+    Checkpoint,
+    checkpoint_key,
+    snapshots_digest,
+)
 from blackjack.command_handler.streams import PartitionStore
 from blackjack.command_handler.takeover import Takeovers
 from blackjack.observability import metrics
@@ -47,6 +52,7 @@ class Checkpointing(Takeovers):
         for stream_id in sorted(store.dirty):
             sealed = store.sealed(stream_id)
             store.snapshot_bytes[stream_id] = len(sealed)
+            store.snapshot_marks[stream_id] = self._checkpoints.element(stream_id, sealed)
             future = await producer.send(
                 topic, sealed, key=stream_id.encode(), partition=store.partition
             )
@@ -68,13 +74,21 @@ class Checkpointing(Takeovers):
             written_at=self._now(),
             streams=len(store.dirty),
         )
+        value, commands_to = checkpoint.encode(), str(store.answered_to).encode()
+        digest = snapshots_digest(store.snapshot_marks.values())
         future = await producer.send(
             topic,
-            checkpoint.encode(),
+            value,
             key=checkpoint_key(store.partition).encode(),
             partition=store.partition,
-            # in a header, which older handlers ignore (the checkpoint's fields they refuse)
-            headers=[(COMMANDS_TO_HEADER, str(store.answered_to).encode())],
+            # in headers, which older handlers ignore (the checkpoint's fields they refuse)
+            headers=[
+                (COMMANDS_TO_HEADER, commands_to),
+                (
+                    CHECKPOINT_AUTH_HEADER,
+                    self._checkpoints.header(store.partition, value, commands_to, digest),
+                ),
+            ],
         )
         sent.append((topic, future))
         metrics.SNAPSHOTS.inc(len(store.dirty))
@@ -87,5 +101,6 @@ class Checkpointing(Takeovers):
         )
         store.dirty.clear()
         store.since_checkpoint = 0
+        store.checkpoint_due = False
         partition.checkpointed_at = time.monotonic()
         self._publish_gauges()

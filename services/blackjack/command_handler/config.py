@@ -17,6 +17,9 @@
     BLACKJACK_SHOE_SEAL_VERSION     2 seals new shoes with the shoe key derived for it (the
                                     auditor's key opens them); 1 with the master key, as
                                     handlers before it did, for the rolling upgrade to it; 2
+    BLACKJACK_UNSIGNED_CHECKPOINTS  accept (trust a checkpoint the release before wrote, as the
+                                    rolling upgrade needs) or refuse (rebuild such a partition
+                                    from the start of its log); accept
 
 plus the Kafka settings (``blackjack.bus.settings``) and the shoe key (``keys``).
 """
@@ -53,12 +56,18 @@ class HandlerConfig:
     session_timeout_ms: int = 10_000
     max_batch: int = 100
     shoe_seal_version: SealVersion = 2
+    unsigned_checkpoints: str = "accept"
+    """``accept``: a checkpoint without authentication (written by the release before) is
+    trusted, as it must be during the rolling upgrade to this release; ``refuse``: it is not,
+    and the partition is rebuilt from the start of its log (docs/kafka.md, "Upgrades")."""
 
     def __post_init__(self) -> None:
         if not self.group_id:
             object.__setattr__(
                 self, "group_id", f"{self.kafka.topic_prefix}blackjack-command-handler"
             )
+        if self.unsigned_checkpoints not in ("accept", "refuse"):
+            raise ValueError("BLACKJACK_UNSIGNED_CHECKPOINTS is accept or refuse")
         if self.shoe_seal_version not in (1, 2):
             raise ValueError("BLACKJACK_SHOE_SEAL_VERSION is 1 or 2")
         if not self.cold_after_s > 0:
@@ -95,6 +104,7 @@ class HandlerConfig:
             "BLACKJACK_SESSION_TIMEOUT_MS": int,
             "BLACKJACK_MAX_BATCH": int,
             "BLACKJACK_SHOE_SEAL_VERSION": int,
+            "BLACKJACK_UNSIGNED_CHECKPOINTS": lambda text: text.strip().lower(),
         }
         fields = {
             "BLACKJACK_TIMER_TICK_MS": "timer_tick_s",

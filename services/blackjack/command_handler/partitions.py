@@ -18,7 +18,7 @@ from aiokafka import AIOKafkaConsumer, AIOKafkaProducer, TopicPartition
 from blackjack.bus.topics import Topics
 from blackjack.command_handler.config import HandlerConfig
 from blackjack.command_handler.processor import Processor
-from blackjack.command_handler.snapshots import SnapshotCodec
+from blackjack.command_handler.snapshots import CheckpointSigner, SnapshotCodec
 from blackjack.command_handler.streams import PartitionStore
 from blackjack.command_handler.timers import TimerSender
 from blackjack.messages.sealing import ShoeSeal
@@ -66,6 +66,7 @@ class Partitions:
     _now: Callable[[], datetime]
     _seal: ShoeSeal
     _codec: SnapshotCodec
+    _checkpoints: CheckpointSigner
     processor: Processor
     _partitions: dict[int, _Partition]
     _retained: dict[int, _Retained]

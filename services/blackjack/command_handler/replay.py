@@ -15,8 +15,9 @@ from __future__ import annotations
 
 import time
 from collections.abc import AsyncIterator
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from datetime import datetime
+from typing import Literal
 
 from aiokafka import AIOKafkaConsumer, ConsumerRecord, TopicPartition
 
@@ -27,9 +28,12 @@ from blackjack.command_handler.clock import may_come_due
 from blackjack.command_handler.snapshots import (
     CHECKPOINT_PREFIX,
     Checkpoint,
+    CheckpointSigner,
+    CheckpointTrust,
     SnapshotCodec,
     SnapshotError,
     checkpoint_key,
+    snapshots_digest,
 )
 from blackjack.command_handler.spill import SpilledStreams
 from blackjack.command_handler.streams import PartitionStore
@@ -49,6 +53,11 @@ class RebuildStats:
     seconds: float
     foreign: tuple[int, ...] = ()
     """offsets of events-topic records the service did not write, stepped over"""
+    distrusted: str | None = None
+    """why the partition's checkpoint was not used, if it had one (``CheckpointTrust``, or
+    ``unreadable``): it was rebuilt from the start of its log instead"""
+    unsigned: bool = False
+    """rebuilt from an unsigned checkpoint (written by the release before), trusted"""
 
 
 def assign_reader(reader: AIOKafkaConsumer, topics: Topics, partitions: int) -> None:
@@ -102,14 +111,85 @@ async def rebuild(
     partition: int,
     *,
     codec: SnapshotCodec,
+    checkpoints: CheckpointSigner,
     seal: ShoeSeal,
     dedup_window: int,
     now: datetime,
     timeout: float,
+    unsigned: Literal["accept", "refuse"] = "accept",
 ) -> tuple[PartitionStore, RebuildStats]:
+    """The partition's streams from its newest checkpoint, if it is to be trusted, else from
+    the start of its log (events are kept forever): a checkpoint that fails authentication,
+    or whose snapshots are not the ones it was written with, is never used.
+
+    An unsigned checkpoint (the release before wrote it) is trusted when ``unsigned`` is
+    ``accept``; its snapshots cannot be checked, so an event that does not follow its
+    stream's snapshot (one older than the checkpoint says) discards it too."""
     started = time.monotonic()
-    deadline = started + timeout
-    store = PartitionStore(partition, codec=codec, cold=SpilledStreams())
+    job = _Rebuild(
+        reader,
+        topics,
+        partition,
+        codec,
+        checkpoints,
+        seal,
+        dedup_window,
+        now,
+        deadline=started + timeout,
+        unsigned=unsigned,
+    )
+    try:
+        store, stats = await job.run()
+    except _Discarded as discarded:
+        store, stats = await job.run(distrusted=discarded.reason)
+    return store, replace(stats, seconds=time.monotonic() - started)
+
+
+class _Discarded(Exception):
+    def __init__(self, reason: str) -> None:
+        super().__init__(reason)
+        self.reason = reason
+
+
+@dataclass(frozen=True)
+class _Rebuild:
+    reader: AIOKafkaConsumer
+    topics: Topics
+    partition: int
+    codec: SnapshotCodec
+    checkpoints: CheckpointSigner
+    seal: ShoeSeal
+    dedup_window: int
+    now: datetime
+    deadline: float
+    unsigned: Literal["accept", "refuse"]
+
+    async def run(self, distrusted: str | None = None) -> tuple[PartitionStore, RebuildStats]:
+        """Once with the checkpoint (unless ``distrusted``), once more without it if the
+        events show its snapshots older than it says (``_Discarded``)."""
+        store = PartitionStore(self.partition, codec=self.codec, cold=SpilledStreams())
+        try:
+            return await _read_partition(store, self, distrusted)
+        except BaseException:
+            store.close()
+            raise
+
+
+async def _read_partition(
+    store: PartitionStore, job: _Rebuild, distrusted: str | None
+) -> tuple[PartitionStore, RebuildStats]:
+    reader, topics, partition, codec, checkpoints, seal, dedup_window, now, deadline = (
+        job.reader,
+        job.topics,
+        job.partition,
+        job.codec,
+        job.checkpoints,
+        job.seal,
+        job.dedup_window,
+        job.now,
+        job.deadline,
+    )
+    unsigned = job.unsigned
     snapshots_tp, events_tp, results_tp = (
         TopicPartition(topic, partition)
         for topic in (topics.snapshots, topics.events, topics.results)
@@ -118,22 +198,48 @@ async def rebuild(
 
     # 1. The newest checkpoint and the newest snapshot of each stream, gathered where the
     # cold streams are kept (on disk: every stream the partition ever had is there).
-    checkpoint: Checkpoint | None = None
-    commands_to: int | None = None
+    found: ConsumerRecord[bytes, bytes] | None = None
     snapshots = store.cold
     async for record in read_to_end(reader, snapshots_tp, 0, ends[snapshots_tp], deadline):
         key = (record.key or b"").decode()
-        if key == checkpoint_key(partition) and record.value is not None:
-            checkpoint = Checkpoint.decode(record.value)
-            commands_to = offset_header(record.headers, COMMANDS_TO_HEADER)
+        if key == checkpoint_key(partition):
+            found = record if record.value is not None else None
         elif key.startswith(CHECKPOINT_PREFIX):
             continue
         elif record.value is None:
             snapshots.pop(key, None)
         else:
             snapshots[key] = record.value
+    marks = {stream_id: checkpoints.element(stream_id, raw) for stream_id, raw in snapshots.items()}
+    checkpoint: Checkpoint | None = None
+    commands_to: int | None = None
+    trust: CheckpointTrust | None = None
+    if found is not None and distrusted is None:
+        value = found.value or b""
+        trust = checkpoints.verify(
+            partition, value, found.headers, snapshots_digest(marks.values())
+        )
+        try:
+            checkpoint = Checkpoint.decode(value)
+        except SnapshotError:
+            distrusted = "unreadable" if trust != "signed" else None
+            if distrusted is None:
+                raise  # signed by a handler of this deployment, and unreadable: a bug
+        if checkpoint is not None and checkpoint.partition != partition:
+            distrusted = "forged"  # an unsigned one copied from another partition
+        elif trust in ("forged", "snapshots") or (trust == "unsigned" and unsigned == "refuse"):
+            distrusted = trust
+        if distrusted is not None:
+            checkpoint = None
+        else:
+            commands_to = offset_header(found.headers, COMMANDS_TO_HEADER)
     if checkpoint is None:
         snapshots.clear()  # the events from the start make every stream
+    # A checkpoint this release signs is written once the partition is ready: the next
+    # takeover need not read the whole log again, nor trust an unsigned checkpoint.
+    store.checkpoint_due = found is not None and (checkpoint is None or trust == "unsigned")
+    # What the topic holds, used or not: the digest the next checkpoint signs.
+    store.snapshot_marks = marks
     read = len(snapshots)  # before the hot ones leave (the cold ones stay where they were read)
     for stream_id in list(snapshots):
         raw = snapshots[stream_id]
@@ -178,6 +284,10 @@ async def rebuild(
         stream = store.get(envelope.stream_id)
         if envelope.sequence <= stream.sequence:
             continue  # already in the stream's snapshot
+        if checkpoint is not None and envelope.sequence != stream.sequence + 1:
+            # The stream's snapshot is older than the checkpoint says (or missing): only an
+            # unsigned checkpoint gets here (a signed one's digest names its snapshots).
+            raise _Discarded("snapshots")
         stream.fold(envelope)
         stream.note_signed(envelope)
         store.dirty.add(stream.stream_id)
@@ -226,6 +336,12 @@ async def rebuild(
         store.dirty.add(stream.stream_id)
     results = len(answers)
     store.since_checkpoint = results
+    if checkpoint is None:
+        # Every snapshot on the topic, unused, is written again from the log, so that none the
+        # next checkpoint signs came from a checkpoint not trusted.
+        for stream_id in marks:
+            store.get(stream_id)
+            store.dirty.add(stream_id)
 
     # Every round in play here was interrupted: its next events start with ``RoundResumed``.
     store.mark_resuming()
@@ -244,6 +360,8 @@ async def rebuild(
         snapshots=read,
         events=events,
         results=results,
-        seconds=time.monotonic() - started,
+        seconds=0.0,  # set by ``rebuild``
         foreign=tuple(foreign),
+        distrusted=distrusted,
+        unsigned=checkpoint is not None and trust == "unsigned",
     )

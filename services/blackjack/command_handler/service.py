@@ -46,7 +46,7 @@ from blackjack.command_handler.partitions import _Partition, _Retained
 from blackjack.command_handler.processor import Processor
 from blackjack.command_handler.replay import assign_reader
 from blackjack.command_handler.signing import CommandSigner
-from blackjack.command_handler.snapshots import SnapshotCodec
+from blackjack.command_handler.snapshots import CheckpointSigner, SnapshotCodec
 from blackjack.command_handler.streams import StreamState
 from blackjack.command_handler.takeover import TAKEOVER_TIMEOUT_S, _Rebalance
 from blackjack.command_handler.ticker import Ticker
@@ -91,6 +91,9 @@ class CommandHandler(Ticker):
         self._now = clock
         self._seal = ShoeSeal.from_hex(config.shoe_key_hex, writes=config.shoe_seal_version)
         self._codec = SnapshotCodec(derive_key(config.shoe_key_hex, "blackjack/snapshots/v1"))
+        self._checkpoints = CheckpointSigner(
+            derive_key(config.shoe_key_hex, "blackjack/checkpoints/v1"), self.topics.snapshots
+        )
         self.processor = Processor(
             topics=self.topics,
             partitions=config.kafka.partitions,

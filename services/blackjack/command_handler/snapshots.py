@@ -18,9 +18,12 @@ reader of the topic learns nothing about upcoming cards.
 from __future__ import annotations
 
 import base64
+import hashlib
+import hmac
 import json
 import os
 import zlib
+from collections.abc import Iterable, Sequence
 from datetime import datetime
 from typing import Any, Literal
 
@@ -28,16 +31,33 @@ from cryptography.exceptions import InvalidTag
 from cryptography.hazmat.primitives.ciphers.aead import AESGCM
 from pydantic import BaseModel, ConfigDict, Field, TypeAdapter, ValidationError
 
+from blackjack.bus.headers import COMMANDS_TO_HEADER
 from blackjack.command_handler.streams import Stream
 from blackjack.domain.state import TableState
 from blackjack.domain.wallet import WalletState, is_wallet_stream
 
 CHECKPOINT_PREFIX = "#checkpoint/"
+CHECKPOINT_AUTH_HEADER = "bj_checkpoint_auth"
+"""On a checkpoint: ``1.<digest of the partition's snapshots>.<HMAC>`` (``CheckpointSigner``),
+in a header so that the previous release, which ignores it, still reads the checkpoint."""
+_DIGEST_MODULUS = 2**256
+SIGNED_CHECKPOINTS_MARK = "bj-checkpoints-signed/1"
+"""The metadata of the offsets a handler of this release commits (with every batch): a
+partition whose committed offsets carry it has been handled by a release that signs its
+checkpoints, so an unsigned checkpoint there is forged (one written by the release before,
+during a rolling upgrade, comes with that release's commits, which carry no metadata). Kept
+by the group coordinator, which a writer of the snapshots topic cannot touch."""
 _NONCE = 12
 _STORED_ANSWERS = TypeAdapter(list[dict[str, Any]])
 _SIGNED = TypeAdapter(list[str])
 _LAST_SEEN = TypeAdapter(dict[str, datetime])
 _MOMENT = TypeAdapter(datetime | None)
+
+CheckpointTrust = Literal["signed", "unsigned", "forged", "snapshots"]
+"""``signed``: written by a handler of this deployment for this partition with the snapshots
+read; ``unsigned``: by the release before (no ``bj_checkpoint_auth``); ``forged``: the
+authentication fails (another partition, prefix, key, or a changed byte); ``snapshots``:
+authentic, but the snapshots read are not the ones it was written with."""
 
 
 class SnapshotError(ValueError):
@@ -68,6 +88,89 @@ class Checkpoint(BaseModel):
             return cls.model_validate_json(raw)
         except ValidationError as error:
             raise SnapshotError(f"unreadable checkpoint: {error}") from error
+
+
+class CheckpointSigner:
+    """Authenticates checkpoints: an HMAC-SHA256 under a key derived for them from the shoe
+    key, over the snapshots topic (its prefix), the partition, the record's key, value and
+    ``bj_commands_to``, and a digest of every stream snapshot the partition's log holds.
+
+    Without it whoever can write the snapshots topic (or a checkpoint copied from another
+    partition, prefix or deployment) chooses where a rebuild starts reading the events and
+    results: events skipped are bets forgotten, money lost or paid twice. The digest is a sum
+    of keyed hashes, one per stream's newest snapshot record, so a snapshot removed, replaced
+    by an older one of the same stream or added makes the checkpoint fail too (each snapshot
+    is sealed on its own, and an older one opens as well as the newest)."""
+
+    def __init__(self, key: bytes, snapshots_topic: str) -> None:
+        self._key = key
+        self._topic = snapshots_topic.encode()
+
+    def element(self, stream_id: str, raw: bytes) -> int:
+        """One snapshot record's share of the digest (the digest is their sum)."""
+        mac = _mac(self._key, b"snapshot", stream_id.encode(), hashlib.sha256(raw).digest())
+        return int.from_bytes(mac, "big")
+
+    def header(self, partition: int, value: bytes, commands_to: bytes, digest: int) -> bytes:
+        hexdigest = _hex256(digest)
+        mac = _mac(self._key, *self._parts(partition, value, commands_to, hexdigest)).hex()
+        return f"1.{hexdigest}.{mac}".encode()
+
+    def verify(
+        self,
+        partition: int,
+        value: bytes,
+        headers: Sequence[tuple[str, bytes | None]] | None,
+        digest: int,
+    ) -> CheckpointTrust:
+        """Whether the checkpoint record was written by a handler of this deployment for this
+        partition, with exactly the snapshots ``digest`` sums."""
+        found = dict(headers or ())
+        auth = found.get(CHECKPOINT_AUTH_HEADER)
+        if auth is None:
+            return "unsigned"
+        commands_to = found.get(COMMANDS_TO_HEADER) or b""
+        version, _, rest = auth.partition(b".")
+        hexdigest, _, mac = rest.partition(b".")
+        if version != b"1":
+            return "forged"
+        expected = _mac(
+            self._key,
+            *self._parts(partition, value, commands_to, hexdigest.decode(errors="replace")),
+        )
+        if not hmac.compare_digest(mac, expected.hex().encode()):
+            return "forged"
+        if hexdigest != _hex256(digest).encode():
+            return "snapshots"
+        return "signed"
+
+    def _parts(
+        self, partition: int, value: bytes, commands_to: bytes, hexdigest: str
+    ) -> Iterable[bytes]:
+        return (
+            b"checkpoint/1",
+            self._topic,
+            checkpoint_key(partition).encode(),
+            value,
+            commands_to,
+            hexdigest.encode(),
+        )
+
+
+def snapshots_digest(elements: Iterable[int]) -> int:
+    return sum(elements) % _DIGEST_MODULUS
+
+
+def _hex256(number: int) -> str:
+    return format(number % _DIGEST_MODULUS, "064x")
+
+
+def _mac(key: bytes, *parts: bytes) -> bytes:
+    mac = hmac.new(key, digestmod=hashlib.sha256)
+    for part in parts:  # length-prefixed: no two different lists of parts sign alike
+        mac.update(len(part).to_bytes(8, "big"))
+        mac.update(part)
+    return mac.digest()
 
 
 class SealedSnapshot(BaseModel):

@@ -268,6 +268,12 @@ class PartitionStore:
     unless another group answers this partition's commands."""
     snapshot_bytes: dict[str, int] = field(default_factory=dict)
     """The size of each stream's newest snapshot, sealed (its topic has a size limit)."""
+    snapshot_marks: dict[str, int] = field(default_factory=dict)
+    """Each stream's newest snapshot record's share of the digest a checkpoint is signed with
+    (``CheckpointSigner.element``)."""
+    checkpoint_due: bool = False
+    """Rebuilt without a checkpoint this release signed: the next one is written at once, so
+    the next takeover need not trust an unsigned one or read the whole log again."""
     resuming: set[str] = field(default_factory=set, compare=False)
     """The table streams rebuilt from the log (``replay.rebuild``: a takeover, a restart, a
     transaction that did not commit) that have written no event since: the first command to

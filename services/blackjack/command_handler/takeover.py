@@ -6,7 +6,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import time
-from typing import Final
+from typing import Final, Literal
 
 from aiokafka import AIOKafkaProducer, TopicPartition
 from aiokafka.abc import ConsumerRebalanceListener
@@ -32,6 +32,7 @@ from blackjack.command_handler.partitions import (
     _Retained,
 )
 from blackjack.command_handler.replay import end_offsets, rebuild
+from blackjack.command_handler.snapshots import SIGNED_CHECKPOINTS_MARK
 from blackjack.observability import metrics
 
 REBUILD_TIMEOUT_S = 300.0
@@ -170,6 +171,8 @@ class Takeovers(Partitions):
                         self.topics,
                         number,
                         codec=self._codec,
+                        checkpoints=self._checkpoints,
+                        unsigned=await self._unsigned_checkpoints(partition),
                         seal=self._seal,
                         dedup_window=self.config.dedup_window,
                         now=self._now(),
@@ -186,6 +189,21 @@ class Takeovers(Partitions):
                         streams=store.count(),
                         seconds=round(stats.seconds, 3),
                     )
+                    if stats.distrusted is not None:
+                        metrics.CHECKPOINTS_DISTRUSTED.labels(stats.distrusted).inc()
+                        log.error(
+                            "the partition's checkpoint is not to be trusted (written by no "
+                            "handler of this deployment for this partition, or its snapshots "
+                            "are not the ones it was written with; who may write to the "
+                            "snapshots topic?): rebuilt from the start of its log instead",
+                            reason=stats.distrusted,
+                        )
+                    elif stats.unsigned:
+                        metrics.CHECKPOINTS_UNSIGNED.inc()
+                        log.warning(
+                            "rebuilt from an unsigned checkpoint (written by the release "
+                            "before); a signed one is written now"
+                        )
                     if stats.foreign:
                         log.warning(
                             "records not written by the service stepped over on the events "
@@ -237,9 +255,26 @@ class Takeovers(Partitions):
         partition.away = 0
         self._timers.forget(partition.number)
         partition.checkpointed_at = time.monotonic()
+        if store.checkpoint_due:  # the clock's next tick writes it (``_checkpoint_if_quiet``)
+            store.since_checkpoint = max(store.since_checkpoint, 1)
+            partition.checkpointed_at -= self.config.checkpoint_after_s
         self._consumer.resume(partition.tp)
         log.info("partition ready", committed_offset=committed, streams=store.count())
         self._changed()
+
+    async def _unsigned_checkpoints(self, partition: _Partition) -> Literal["accept", "refuse"]:
+        """Whether an unsigned checkpoint is trusted: only while the release before may have
+        written it, i.e. unless refused by configuration or the partition's offsets were
+        last committed by this release (``SIGNED_CHECKPOINTS_MARK``)."""
+        if self.config.unsigned_checkpoints == "refuse":
+            return "refuse"
+        assert self._consumer is not None
+        # aiokafka's ``committed`` gives the offset only; its coordinator has the metadata
+        committed = await self._consumer._coordinator.fetch_committed_offsets([partition.tp])
+        found = committed.get(partition.tp)
+        if found is not None and found.metadata == SIGNED_CHECKPOINTS_MARK:
+            return "refuse"
+        return "accept"
 
     async def _prepare_due(self) -> bool:
         """Take over (rebuild) one partition that is due, if any; True when more are due.

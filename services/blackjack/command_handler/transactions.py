@@ -19,6 +19,7 @@ from blackjack.command_handler.checkpointing import Checkpointing
 from blackjack.command_handler.partitions import RETRY_AFTER_FAILURE_S, _Partition
 from blackjack.command_handler.processor import Handled
 from blackjack.command_handler.reading import Inbound
+from blackjack.command_handler.snapshots import SIGNED_CHECKPOINTS_MARK
 from blackjack.observability import metrics
 
 RETRY_AFTER_FENCING_S = 30.0
@@ -120,7 +121,8 @@ class Transactions(Checkpointing):
                 if store.since_checkpoint >= self.config.snapshot_every:
                     await self._checkpoint(partition, store, producer, sent)
                 await producer.send_offsets_to_transaction(
-                    {partition.tp: records[-1].offset + 1}, self.config.group_id
+                    {partition.tp: (records[-1].offset + 1, SIGNED_CHECKPOINTS_MARK)},
+                    self.config.group_id,
                 )
                 # Every record on the broker before the commit: aiokafka fails a batch that
                 # outlives its delivery timeout (no leader during an outage) without failing

@@ -44,6 +44,17 @@ REBUILD_SECONDS = Histogram(
 )
 REBUILD_EVENTS = Counter("blackjack_rebuild_events_total", "Events folded while rebuilding")
 SNAPSHOTS = Counter("blackjack_snapshots_total", "Stream snapshots written")
+CHECKPOINTS_DISTRUSTED = Counter(
+    "blackjack_checkpoints_distrusted_total",
+    "Checkpoints a rebuild did not use, by reason (forged: fails authentication; snapshots: "
+    "its snapshots are not the ones it was written with; unsigned: refused by "
+    "BLACKJACK_UNSIGNED_CHECKPOINTS; unreadable): the partition was rebuilt from its log's start",
+    ["reason"],
+)
+CHECKPOINTS_UNSIGNED = Counter(
+    "blackjack_checkpoints_unsigned_total",
+    "Unsigned checkpoints (written by the release before) a rebuild trusted",
+)
 SNAPSHOT_LARGEST_BYTES = Gauge(
     "blackjack_snapshot_largest_bytes",
     "The newest snapshot of the largest stream this instance holds, sealed, in bytes",
