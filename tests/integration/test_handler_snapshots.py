@@ -361,3 +361,31 @@ async def test_a_forged_or_copied_checkpoint_loses_or_doubles_nothing(kafka_spac
     check = await verify_stream(space, "forged", resent=["the-bet"])
     assert isinstance(check.state, TableState) and check.state.round_in_play
     assert check.state.boxes[0].bet == 1_000  # the bet dealt: the one placed once
+
+
+async def test_an_unsigned_checkpoint_is_refused_where_this_release_has_committed(
+    kafka_space: Any,
+) -> None:
+    """Unsigned, as the release before wrote them, a forged checkpoint needs no key; it is
+    refused on a partition whose offsets this release committed (their metadata), so only the
+    rolling upgrade itself trusts one."""
+    space: KafkaSpace = await kafka_space(partitions=1)
+    config = space.config(snapshot_every=3)
+    async with running_handler(config), space.client() as client:
+        for command in (
+            cmd.OpenTable(variant="mini-h17"),
+            cmd.SitDown(player_id="p"),
+            cmd.Deposit(player_id="p", amount=50_000),
+            cmd.PlaceBet(player_id="p", box=0, amount=1_000),
+        ):
+            assert (await client.execute("unsigned", command)).status == "accepted"
+    real = await _newest_checkpoint(space)
+    skipping = Checkpoint.decode(real.value).model_copy(update={"events_from": 10**6})
+    headers = [(name, value) for name, value in real.headers if name == "bj_commands_to"]
+    await _put_checkpoint(space, skipping.encode(), headers)
+    refused = distrusted("unsigned")
+    async with running_handler(config), space.client() as client:
+        assert distrusted("unsigned") == refused + 1
+        assert (await client.execute("unsigned", cmd.Deal(player_id="p"))).status == "accepted"
+    check = await verify_stream(space, "unsigned")
+    assert isinstance(check.state, TableState) and check.state.boxes[0].bet == 1_000
