@@ -351,8 +351,8 @@ async def test_a_forged_or_copied_checkpoint_loses_or_doubles_nothing(kafka_spac
 
     # A checkpoint of another deployment with the same key (another prefix), copied here.
     async with running_handler(elsewhere.config(snapshot_every=3)), elsewhere.client() as client:
-        for command in (*setup, cmd.PlaceBet(player_id="p", box=0, amount=100)):
-            assert (await client.execute("forged", command)).status == "accepted"
+        for step in (*setup, cmd.PlaceBet(player_id="p", box=0, amount=100)):
+            assert (await client.execute("forged", step)).status == "accepted"
     copied = await _newest_checkpoint(elsewhere)
     await _put_checkpoint(space, copied.value, list(copied.headers))
     async with running_handler(config), space.client() as client:

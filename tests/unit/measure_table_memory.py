@@ -26,6 +26,7 @@ from pydantic import BaseModel
 
 from blackjack.command_handler.clock import may_come_due
 from blackjack.command_handler.spill import SpilledStreams
+from blackjack.command_handler.streams import StreamCodec
 from blackjack.domain import commands as cmd
 from blackjack.domain.state import TableState
 from tests.unit.processor_harness import new_processor
@@ -34,9 +35,9 @@ from tests.unit.test_cold_streams import T0, Handler, seeded_shuffler
 WINDOWS = (63, 303, 1000)
 
 
-def measure(tables: int, window: int) -> tuple[int, float, float, bytes, float]:
+def measure(tables: int, window: int) -> tuple[int, float, float, bytes, float, StreamCodec]:
     """Rounds a table played to fill its window this far; KiB a table hot and cold; a sealed
-    snapshot, and the KiB of one on average."""
+    snapshot, the KiB of one on average, and the codec that sealed it."""
     handler, now = Handler(5, freeze=False, spill=False), T0
     handler.processor = new_processor(dedup_window=WINDOWS[-1], shuffler=seeded_shuffler(5))
 
@@ -76,6 +77,7 @@ def measure(tables: int, window: int) -> tuple[int, float, float, bytes, float]:
     finally:
         tracemalloc.stop()
     snapshots = list(handler.store.cold.values())
+    assert handler.store.codec is not None
     per_table = tables * 1024
     return (
         rounds,
@@ -83,7 +85,22 @@ def measure(tables: int, window: int) -> tuple[int, float, float, bytes, float]:
         cold / per_table,
         snapshots[0],
         sum(map(len, snapshots)) / per_table,
+        handler.store.codec,
     )
+
+
+def seal_microseconds(codec: StreamCodec, snapshot: bytes, times: int = 200) -> tuple[float, float]:
+    """Median microseconds to seal a table's snapshot (``SnapshotCodec.encode``: a checkpoint,
+    a stream going cold) and to open it (``decode``: a thaw, a takeover)."""
+    seals, opens = [], []
+    for _ in range(times):
+        began = time.perf_counter()
+        stream = codec.decode(snapshot)
+        opened = time.perf_counter()
+        codec.encode(stream)
+        seals.append(time.perf_counter() - opened)
+        opens.append(opened - began)
+    return 1e6 * statistics.median(seals), 1e6 * statistics.median(opens)
 
 
 def spill_microseconds(snapshot: bytes, times: int = 200) -> tuple[float, float]:
@@ -106,13 +123,15 @@ def main() -> None:
     tables = parser.parse_args().tables
     print("answers  rounds  hot KiB  cold KiB  sealed snapshot KiB  (a table)")
     for window in WINDOWS:
-        rounds, hot, cold, snapshot, sealed = measure(tables, window)
+        rounds, hot, cold, snapshot, sealed, codec = measure(tables, window)
         print(f"{window:>7}  {rounds:>6}  {hot:>7.0f}  {cold:>8.0f}  {sealed:>19.0f}", flush=True)
     write, read = spill_microseconds(snapshot)
     print(
         f"a full window's snapshot ({len(snapshot) / 1024:.0f} KiB) on disk: "
         f"written in {write:.0f} us, read in {read:.0f} us (medians)"
     )
+    sealing, opening = seal_microseconds(codec, snapshot)
+    print(f"sealed in {sealing:.0f} us, opened in {opening:.0f} us (medians)")
 
 
 if __name__ == "__main__":

@@ -35,7 +35,8 @@ from blackjack.domain.evolve import fold
 from blackjack.domain.state import TableState
 from blackjack.messages.envelope import CommandResult
 from tests.unit.processor_harness import TOPICS
-from tests.unit.test_round_resumed import LATER, SOLO, T0, Table, seated
+from tests.unit.test_handler_windows import T0
+from tests.unit.test_round_resumed import LATER, SOLO, Table, seated
 
 CODEC = SnapshotCodec(b"s" * 32)
 SIGNER = CheckpointSigner(b"c" * 32, TOPICS.snapshots)
