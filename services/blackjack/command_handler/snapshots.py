@@ -12,7 +12,8 @@ signed steps that only an id tells apart (no window: see ``streams``) and when e
 last seen.
 The state includes the shoe order of a table, so the body is compressed and then sealed with
 AES-256-GCM under a key derived from the shoe key, bound to the stream id and sequence: a
-reader of the topic learns nothing about upcoming cards.
+reader of the topic learns nothing about upcoming cards. The cards are left out of the
+compression (``_deflate_apart``), so the sealed length does not depend on them either.
 """
 
 from __future__ import annotations
@@ -207,7 +208,7 @@ class SnapshotCodec:
             },
             "touched_at": None if stream.touched_at is None else stream.touched_at.isoformat(),
         }
-        plain = zlib.compress(json.dumps(body, separators=(",", ":")).encode())
+        plain = _deflate_apart(body)
         nonce = os.urandom(_NONCE)
         sealed = self._aead.encrypt(nonce, plain, _bound(stream.stream_id, stream.sequence))
         record = SealedSnapshot(
@@ -249,6 +250,72 @@ class SnapshotCodec:
         stream.last_seen = _LAST_SEEN.validate_python(body.get("last_seen", {}))
         stream.touched_at = _touched_at(body, stream)
         return stream
+
+
+def _deflate_apart(body: dict[str, Any]) -> bytes:
+    """The body's JSON as a zlib stream whose length the secret cards do not change.
+
+    Compressed together, the shoe's order and the dealer's hole card would shorten the body
+    by how much they repeat text players choose (command ids, player ids, reasons in the
+    stored answers): a reader of the topic who can send commands would learn about the cards
+    from the sealed length (CRIME, BREACH). The secrets are left out of compression: they go
+    in stored (uncompressed) deflate blocks at a width the public facts set (how many cards),
+    and the public text around them is compressed in pieces that each start afresh, so that
+    none refers to another (nor to a secret). Any zlib reader reads it as one stream, the
+    release before included, so the snapshot's format is unchanged."""
+    state = body["state"]
+    secrets: dict[str, str] = {}
+
+    def apart(value: object, width: int | None = None) -> str:
+        text = json.dumps(value, separators=(",", ":"))
+        if width is not None:
+            text = text.ljust(width)  # JSON allows spaces after a value
+        mark = f"\x00{os.urandom(16).hex()}"  # no text a player sends can be it
+        secrets[json.dumps(mark)] = text
+        return mark
+
+    if isinstance(state, dict) and state.get("shoe") is not None:
+        shoe = state["shoe"] = dict(state["shoe"])
+        shoe["order"] = apart(shoe["order"], _cards_width(len(shoe["order"])))
+        shoe["salt"] = apart(shoe["salt"])
+    if isinstance(state, dict) and "dealer" in state:
+        state["dealer"] = apart(state["dealer"], _cards_width(len(state["dealer"])))
+    text = json.dumps(body, separators=(",", ":"))
+    pieces: list[tuple[bytes, bool]] = []
+    for mark in sorted(secrets, key=text.index):  # in the order they come in the text
+        before, text = text.split(mark)
+        pieces += [(before.encode(), False), (secrets[mark].encode(), True)]
+    pieces.append((text.encode(), False))
+    return _zlib_stream(pieces)
+
+
+def _cards_width(cards: int) -> int:
+    """Characters of the JSON list of ``cards`` two-letter card codes."""
+    return 5 * cards + 1 if cards else 2
+
+
+_ZLIB_HEADER = b"\x78\x9c"  # deflate, 32 KiB window, default level
+_FINAL_EMPTY_BLOCK = b"\x03\x00"  # BFINAL, fixed codes, end of block
+_STORED_MAX = 0xFFFF
+
+
+def _zlib_stream(pieces: list[tuple[bytes, bool]]) -> bytes:
+    """One zlib stream of ``pieces`` in order: a secret one in stored blocks, every other one
+    compressed by a compressor of its own (flushed to a byte boundary, never finished)."""
+    out, adler = [_ZLIB_HEADER], zlib.adler32(b"")
+    for data, secret in pieces:
+        adler = zlib.adler32(data, adler)
+        if secret:
+            for start in range(0, len(data), _STORED_MAX):
+                chunk = data[start : start + _STORED_MAX]
+                size = len(chunk).to_bytes(2, "little")
+                nsize = (len(chunk) ^ 0xFFFF).to_bytes(2, "little")
+                out.append(b"\x00" + size + nsize + chunk)  # not final, stored
+        elif data:
+            compressor = zlib.compressobj(wbits=-zlib.MAX_WBITS)
+            out.append(compressor.compress(data) + compressor.flush(zlib.Z_SYNC_FLUSH))
+    out += [_FINAL_EMPTY_BLOCK, adler.to_bytes(4, "big")]
+    return b"".join(out)
 
 
 def _touched_at(body: dict[str, Any], stream: Stream) -> datetime | None:
