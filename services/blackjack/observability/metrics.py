@@ -89,6 +89,7 @@ COLD_STREAMS = Gauge(
 
 TRANSACTION_OUTCOMES = ("committed", "aborted", "fenced")
 SIGNED_STEP_COPY_CODES = ("transfer_already_handled", "unknown_transfer")
+CHECKPOINT_DISTRUST_REASONS = ("forged", "snapshots", "unsigned", "unreadable")
 
 
 def declare_handler(command_types: Iterable[str], signed_step_types: Iterable[str]) -> None:
@@ -103,3 +104,5 @@ def declare_handler(command_types: Iterable[str], signed_step_types: Iterable[st
             COMMANDS.labels(kind, "rejected", code)
     for status in ("pending", "ready", "failed", "fenced"):
         PARTITIONS.labels(status)
+    for reason in CHECKPOINT_DISTRUST_REASONS:
+        CHECKPOINTS_DISTRUSTED.labels(reason)
