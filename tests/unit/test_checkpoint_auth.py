@@ -26,6 +26,7 @@ from blackjack.command_handler.snapshots import (
     Checkpoint,
     CheckpointSigner,
     SnapshotCodec,
+    SnapshotError,
     checkpoint_key,
 )
 from blackjack.command_handler.streams import PartitionStore
@@ -97,14 +98,17 @@ def checkpoint_record(records: list[Outgoing]) -> Outgoing:
 
 
 async def take_over(
-    table: Table, unsigned: Literal["accept", "refuse"] = "accept"
+    table: Table,
+    unsigned: Literal["accept", "refuse"] = "accept",
+    codec: SnapshotCodec = CODEC,
+    signer: CheckpointSigner = SIGNER,
 ) -> tuple[PartitionStore, RebuildStats]:
     store, stats = await rebuild(
         cast(AIOKafkaConsumer, table.log),
         TOPICS,
         0,
-        codec=CODEC,
-        checkpoints=SIGNER,
+        codec=codec,
+        checkpoints=signer,
         seal=table.processor.seal,
         dedup_window=100,
         now=LATER,
@@ -257,6 +261,18 @@ async def test_an_unsigned_checkpoint_whose_snapshot_is_older_than_it_says_is_dr
     table.do(cmd.Deal(player_id="ann"), LATER)
     store, stats = await take_over(table, "accept")
     assert stats.distrusted == "snapshots" and state_of(store) == folded(table)
+
+
+async def test_a_handler_with_another_key_keeps_the_partition_out_of_service() -> None:
+    """Its checkpoints all fail authentication, but it must not rebuild from the log and
+    serve the partition: it cannot open the snapshots either (nor sign what the others
+    accept). Pins what the release before did ("sealed under another key")."""
+    table = seated()
+    bet(table, 500)
+    await write_checkpoint(table)
+    stranger = SnapshotCodec(b"x" * 32), CheckpointSigner(b"y" * 32, TOPICS.snapshots)
+    with pytest.raises(SnapshotError, match="cannot open"):
+        await take_over(table, "accept", *stranger)
 
 
 def test_unsigned_checkpoints_are_accepted_or_refused_by_configuration() -> None:
