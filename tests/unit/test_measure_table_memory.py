@@ -4,7 +4,7 @@ sealed."""
 
 from __future__ import annotations
 
-from tests.unit.measure_table_memory import measure, seal_microseconds
+from tests.unit.measure_table_memory import digest_microseconds, measure, seal_microseconds
 
 
 def test_the_table_memory_script_fills_the_window_and_measures_it() -> None:
@@ -13,3 +13,4 @@ def test_the_table_memory_script_fills_the_window_and_measures_it() -> None:
     assert hot > cold > 0
     assert sealed == len(snapshot) / 1024 > 0
     assert min(seal_microseconds(codec, snapshot, times=3)) > 0
+    assert digest_microseconds(snapshot, times=3) > 0
