@@ -10,13 +10,14 @@ import sys
 from typing import Any
 
 import pytest
-from aiokafka import AIOKafkaProducer
+from aiokafka import AIOKafkaConsumer, AIOKafkaProducer, TopicPartition
 from prometheus_client import REGISTRY
 
 from blackjack.bus.topics import TopicMismatch, partition_for
 from blackjack.command_handler.keys import derive_key
 from blackjack.command_handler.service import CommandHandler
 from blackjack.command_handler.snapshots import (
+    CHECKPOINT_AUTH_HEADER,
     Checkpoint,
     SealedSnapshot,
     SnapshotCodec,
@@ -283,11 +284,12 @@ def distrusted(reason: str) -> float:
     )
 
 
-async def _put_checkpoint(space: KafkaSpace, value: bytes, headers: list[Any]) -> None:
+async def _put_checkpoint(space: KafkaSpace, value: bytes, headers: list[Any]) -> int:
+    """Write partition 0's checkpoint as someone other than the handlers; its offset."""
     producer = AIOKafkaProducer(bootstrap_servers=space.bootstrap)
     await producer.start()
     try:
-        await producer.send_and_wait(
+        sent = await producer.send_and_wait(
             space.topics.snapshots,
             value,
             key=checkpoint_key(0).encode(),
@@ -296,6 +298,27 @@ async def _put_checkpoint(space: KafkaSpace, value: bytes, headers: list[Any]) -
         )
     finally:
         await producer.stop()
+    return int(sent.offset)
+
+
+async def _signed_checkpoint_after(space: KafkaSpace, offset: int) -> None:
+    """Follow the snapshots topic until a signed checkpoint of partition 0 after ``offset``
+    is committed (bounded)."""
+    tp = TopicPartition(space.topics.snapshots, 0)
+    reader = AIOKafkaConsumer(bootstrap_servers=space.bootstrap, isolation_level="read_committed")
+    await reader.start()
+    try:
+        reader.assign([tp])
+        reader.seek(tp, offset + 1)
+        async with asyncio.timeout(30):
+            while True:
+                for record in (await reader.getmany(tp, timeout_ms=500)).get(tp, []):
+                    if record.key == checkpoint_key(0).encode() and CHECKPOINT_AUTH_HEADER in dict(
+                        record.headers
+                    ):
+                        return
+    finally:
+        await reader.stop()
 
 
 async def _newest_checkpoint(space: KafkaSpace) -> Any:
@@ -330,24 +353,16 @@ async def test_a_forged_or_copied_checkpoint_loses_or_doubles_nothing(kafka_spac
     skipping = Checkpoint.decode(real.value).model_copy(
         update={"events_from": 10**6, "results_from": 10**6}
     )
-    await _put_checkpoint(space, skipping.encode(), list(real.headers))
+    forged_at = await _put_checkpoint(space, skipping.encode(), list(real.headers))
 
     forged = distrusted("forged")
-    async with running_handler(config) as handler, space.client() as client:
+    async with running_handler(config), space.client() as client:
         assert distrusted("forged") == forged + 1
         again = await client.execute(
             "forged", cmd.PlaceBet(player_id="p", box=0, amount=1_000), command_id="the-bet"
         )
         assert again == bet
-        # the handler writes a checkpoint of its own, signed, at once
-        await handler.wait_until(
-            lambda: (
-                handler._partitions[0].store is not None
-                and not handler._partitions[0].store.checkpoint_due
-            ),
-            30,
-        )
-    assert (await _newest_checkpoint(space)).value != skipping.encode()
+        await _signed_checkpoint_after(space, forged_at)  # the handler's own, at once
 
     # A checkpoint of another deployment with the same key (another prefix), copied here.
     async with running_handler(elsewhere.config(snapshot_every=3)), elsewhere.client() as client:
@@ -389,3 +404,50 @@ async def test_an_unsigned_checkpoint_is_refused_where_this_release_has_committe
         assert (await client.execute("unsigned", cmd.Deal(player_id="p"))).status == "accepted"
     check = await verify_stream(space, "unsigned")
     assert isinstance(check.state, TableState) and check.state.boxes[0].bet == 1_000
+
+
+async def test_a_checkpoint_of_the_release_before_is_trusted_during_the_upgrade(
+    kafka_space: Any,
+) -> None:
+    """The rolling upgrade: the partition's checkpoint is as the release before wrote it (no
+    ``bj_checkpoint_auth``) and so are its committed offsets (no metadata). A handler of this
+    release rebuilds from it, not from the log's start, and writes a signed checkpoint at
+    once, which the next takeover trusts."""
+    space: KafkaSpace = await kafka_space(partitions=1)
+    config = space.config(snapshot_every=3)
+    async with running_handler(config), space.client() as client:
+        for command in (
+            cmd.OpenTable(variant="mini-h17"),
+            cmd.SitDown(player_id="p"),
+            cmd.Deposit(player_id="p", amount=50_000),
+            cmd.PlaceBet(player_id="p", box=0, amount=1_000),
+        ):
+            assert (await client.execute("upgraded", command)).status == "accepted"
+    real = await _newest_checkpoint(space)
+    headers = [(name, value) for name, value in real.headers if name == "bj_commands_to"]
+    unsigned_at = await _put_checkpoint(space, real.value, headers)
+    # the older release's commit: the same offset, without the metadata
+    tp = TopicPartition(space.topics.commands, 0)
+    older = AIOKafkaConsumer(
+        bootstrap_servers=space.bootstrap, group_id=config.group_id, enable_auto_commit=False
+    )
+    await older.start()
+    try:
+        older.assign([tp])
+        await older.commit({tp: await older.committed(tp) or 0})
+    finally:
+        await older.stop()
+
+    kept, unsigned = rebuilds("checkpoint"), _unsigned()
+    async with running_handler(config), space.client() as client:
+        assert rebuilds("checkpoint") == kept + 1 and _unsigned() == unsigned + 1
+        await _signed_checkpoint_after(space, unsigned_at)  # at once, not after an hour
+        assert (await client.execute("upgraded", cmd.Deal(player_id="p"))).status == "accepted"
+    async with running_handler(config):
+        assert rebuilds("checkpoint") == kept + 2 and _unsigned() == unsigned + 1
+    check = await verify_stream(space, "upgraded")
+    assert isinstance(check.state, TableState) and check.state.boxes[0].bet == 1_000
+
+
+def _unsigned() -> float:
+    return REGISTRY.get_sample_value("blackjack_checkpoints_unsigned_total") or 0.0
