@@ -23,7 +23,7 @@ from pydantic import BaseModel
 from blackjack.command_handler.clock import due_commands, may_come_due
 from blackjack.command_handler.processor import Processor
 from blackjack.command_handler.reading import Inbound
-from blackjack.command_handler.snapshots import SnapshotCodec
+from blackjack.command_handler.snapshots import CheckpointSigner, SnapshotCodec
 from blackjack.command_handler.spill import SpilledStreams
 from blackjack.command_handler.streams import PartitionStore
 from blackjack.domain import commands as cmd
@@ -307,14 +307,21 @@ def test_cold_streams_on_disk_keep_only_their_ids_in_memory(
         start = tracemalloc.get_traced_memory()[0]
         spilled.update(in_memory)
         on_disk = tracemalloc.get_traced_memory()[0] - start
+        # what the partition keeps of each for its checkpoints' digest (``snapshot_marks``)
+        signer = CheckpointSigner(os.urandom(32), "blackjack.snapshots")
+        start = tracemalloc.get_traced_memory()[0]
+        marks = {stream_id: signer.element(stream_id, raw) for stream_id, raw in in_memory.items()}
+        marked = tracemalloc.get_traced_memory()[0] - start
     finally:
         tracemalloc.stop()
     with capsys.disabled():
         print(
             f"\nper cold table: in memory {held / tables / 1024:.1f} KiB, "
-            f"on disk {on_disk / tables:.0f} B"
+            f"on disk {on_disk / tables:.0f} B, its share of the checkpoints' digest "
+            f"{marked / tables:.0f} B"
         )
     assert held > tables * 48 * 1024 and on_disk < tables * 1024
+    assert len(marks) == tables and marked < tables * 256
     assert len(spilled) == tables and spilled == in_memory
     assert spilled.pop("table-0007") == in_memory["table-0007"] and "table-0007" not in spilled
     spilled["table-0008"] = b"newer"
