@@ -216,6 +216,17 @@ async def test_a_missing_snapshot_is_not_trusted() -> None:
     assert stats.distrusted == "snapshots" and state_of(store) == folded(table)
 
 
+async def test_an_unreadable_checkpoint_is_not_trusted() -> None:
+    """Junk on the checkpoint key made every rebuild of the partition fail (out of service
+    until someone removed it); it is read from the start of its log instead."""
+    table = seated()
+    bet(table, 500)
+    await write_checkpoint(table)
+    commit(table, [Outgoing(TOPICS.snapshots, checkpoint_key(0).encode(), b"junk", [], 0)])
+    store, stats = await take_over(table)
+    assert stats.distrusted == "unreadable" and state_of(store) == folded(table)
+
+
 async def unsigned_checkpoint(table: Table) -> None:
     """A checkpoint as the release before wrote it: the same value, no authentication."""
     records = await write_checkpoint(table)

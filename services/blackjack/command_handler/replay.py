@@ -222,9 +222,9 @@ async def _read_partition(
         try:
             checkpoint = Checkpoint.decode(value)
         except SnapshotError:
-            distrusted = "unreadable" if trust != "signed" else None
-            if distrusted is None:
-                raise  # signed by a handler of this deployment, and unreadable: a bug
+            if trust == "signed":
+                raise  # written by a handler of this deployment, and unreadable: a bug
+            distrusted = "unreadable"
         if checkpoint is not None and checkpoint.partition != partition:
             distrusted = "forged"  # an unsigned one copied from another partition
         elif trust in ("forged", "snapshots") or (trust == "unsigned" and unsigned == "refuse"):
