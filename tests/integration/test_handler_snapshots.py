@@ -277,6 +277,13 @@ async def test_a_record_on_the_events_topic_that_is_not_the_service_s_does_not_s
         await taker.stop()
 
 
+def no_blackjack() -> QueuedShuffler:
+    """A shoe whose first round stays in play after the deal: T 6 against 9 up."""
+    shuffler = QueuedShuffler()
+    shuffler.queue(["TS", "9S", "6S", "7H"])
+    return shuffler
+
+
 def distrusted(reason: str) -> float:
     return (
         REGISTRY.get_sample_value("blackjack_checkpoints_distrusted_total", {"reason": reason})
@@ -342,7 +349,7 @@ async def test_a_forged_or_copied_checkpoint_loses_or_doubles_nothing(kafka_spac
         cmd.SitDown(player_id="p"),
         cmd.Deposit(player_id="p", amount=50_000),
     )
-    async with running_handler(config), space.client() as client:
+    async with running_handler(config, shuffler=no_blackjack()), space.client() as client:
         for command in setup:
             assert (await client.execute("forged", command)).status == "accepted"
         bet = await client.execute(
@@ -386,7 +393,7 @@ async def test_an_unsigned_checkpoint_is_refused_where_this_release_has_committe
     rolling upgrade itself trusts one."""
     space: KafkaSpace = await kafka_space(partitions=1)
     config = space.config(snapshot_every=3)
-    async with running_handler(config), space.client() as client:
+    async with running_handler(config, shuffler=no_blackjack()), space.client() as client:
         for command in (
             cmd.OpenTable(variant="mini-h17"),
             cmd.SitDown(player_id="p"),
@@ -403,7 +410,8 @@ async def test_an_unsigned_checkpoint_is_refused_where_this_release_has_committe
         assert distrusted("unsigned") == refused + 1
         assert (await client.execute("unsigned", cmd.Deal(player_id="p"))).status == "accepted"
     check = await verify_stream(space, "unsigned")
-    assert isinstance(check.state, TableState) and check.state.boxes[0].bet == 1_000
+    assert isinstance(check.state, TableState) and check.state.round_in_play
+    assert check.state.boxes[0].bet == 1_000
 
 
 async def test_a_checkpoint_of_the_release_before_is_trusted_during_the_upgrade(
@@ -415,7 +423,7 @@ async def test_a_checkpoint_of_the_release_before_is_trusted_during_the_upgrade(
     once, which the next takeover trusts."""
     space: KafkaSpace = await kafka_space(partitions=1)
     config = space.config(snapshot_every=3)
-    async with running_handler(config), space.client() as client:
+    async with running_handler(config, shuffler=no_blackjack()), space.client() as client:
         for command in (
             cmd.OpenTable(variant="mini-h17"),
             cmd.SitDown(player_id="p"),
@@ -446,7 +454,8 @@ async def test_a_checkpoint_of_the_release_before_is_trusted_during_the_upgrade(
     async with running_handler(config):
         assert rebuilds("checkpoint") == kept + 2 and _unsigned() == unsigned + 1
     check = await verify_stream(space, "upgraded")
-    assert isinstance(check.state, TableState) and check.state.boxes[0].bet == 1_000
+    assert isinstance(check.state, TableState) and check.state.round_in_play
+    assert check.state.boxes[0].bet == 1_000
 
 
 def _unsigned() -> float:
