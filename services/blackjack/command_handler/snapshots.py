@@ -5,7 +5,8 @@ commands it handled, one record per stream changed since its last checkpoint (ke
 id) and then the partition's checkpoint (key ``#checkpoint/<partition>``, a key no stream id
 can have). A checkpoint says: every stream's newest snapshot plus the events from
 ``events_from`` and the results from ``results_from`` give its current state. Compaction keeps
-the newest record per key, which is all a rebuild needs.
+the newest record per key, which is all a rebuild needs. A rebuild believes a checkpoint only
+if it is authenticated (``CheckpointSigner``), with exactly the snapshots the topic holds.
 
 A snapshot holds the stream's state, its idempotency window, the ids of older handlers'
 signed steps that only an id tells apart (no window: see ``streams``) and when each player was
