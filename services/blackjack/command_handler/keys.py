@@ -7,8 +7,8 @@
 Every handler instance of a deployment must hold the same key: a handler that takes a
 partition over unseals the shoes and snapshots the previous owner sealed. A key is derived
 from it per purpose (sealing shoes, sealing snapshots, authenticating checkpoints, signing
-money steps), so no key opens what another seals, and the shoe key can be given to an auditor (``BLACKJACK_AUDIT_KEY``,
-``blackjack audit-key`` prints it) without the rest.
+money steps), so no key opens what another seals, and the shoe key can be given to an
+auditor (``BLACKJACK_AUDIT_KEY``, ``blackjack audit-key`` prints it) without the rest.
 """
 
 from __future__ import annotations
