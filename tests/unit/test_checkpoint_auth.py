@@ -227,6 +227,18 @@ async def test_an_unreadable_checkpoint_is_not_trusted() -> None:
     assert stats.distrusted == "unreadable" and state_of(store) == folded(table)
 
 
+async def test_a_removed_checkpoint_is_noticed() -> None:
+    """A tombstone on the checkpoint key: the partition is read from its log's start, as
+    before, but that is no longer silent (snapshots are only ever written with one)."""
+    table = seated()
+    bet(table, 500)
+    await write_checkpoint(table)
+    commit(table, [Outgoing(TOPICS.snapshots, checkpoint_key(0).encode(), None, [], 0)])  # type: ignore[arg-type]
+    store, stats = await take_over(table)
+    assert stats.distrusted == "missing" and store.checkpoint_due
+    assert state_of(store) == folded(table)
+
+
 async def unsigned_checkpoint(table: Table) -> None:
     """A checkpoint as the release before wrote it: the same value, no authentication."""
     records = await write_checkpoint(table)

@@ -54,8 +54,9 @@ class RebuildStats:
     foreign: tuple[int, ...] = ()
     """offsets of events-topic records the service did not write, stepped over"""
     distrusted: str | None = None
-    """why the partition's checkpoint was not used, if it had one (``CheckpointTrust``, or
-    ``unreadable``): it was rebuilt from the start of its log instead"""
+    """why the partition's checkpoint was not used, if it had one (``CheckpointTrust``,
+    ``unreadable``, or ``missing``: snapshots without one): it was rebuilt from the start of
+    its log instead"""
     unsigned: bool = False
     """rebuilt from an unsigned checkpoint (written by the release before), trusted"""
 
@@ -233,6 +234,8 @@ async def _read_partition(
             checkpoint = None
         else:
             commands_to = offset_header(found.headers, COMMANDS_TO_HEADER)
+    elif found is None and marks:
+        distrusted = "missing"  # snapshots are written with a checkpoint: it was removed
     if checkpoint is None:
         if distrusted is not None:
             # A handler holding another key than the one the partition was written with
@@ -244,7 +247,7 @@ async def _read_partition(
         snapshots.clear()  # the events from the start make every stream
     # A checkpoint this release signs is written once the partition is ready: the next
     # takeover need not read the whole log again, nor trust an unsigned checkpoint.
-    store.checkpoint_due = found is not None and (checkpoint is None or trust == "unsigned")
+    store.checkpoint_due = distrusted is not None or trust == "unsigned"
     # What the topic holds, used or not: the digest the next checkpoint signs.
     store.snapshot_marks = marks
     read = len(snapshots)  # before the hot ones leave (the cold ones stay where they were read)

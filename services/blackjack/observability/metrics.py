@@ -48,7 +48,8 @@ CHECKPOINTS_DISTRUSTED = Counter(
     "blackjack_checkpoints_distrusted_total",
     "Checkpoints a rebuild did not use, by reason (forged: fails authentication; snapshots: "
     "its snapshots are not the ones it was written with; unsigned: refused by "
-    "BLACKJACK_UNSIGNED_CHECKPOINTS; unreadable): the partition was rebuilt from its log's start",
+    "BLACKJACK_UNSIGNED_CHECKPOINTS; unreadable; missing: snapshots without one): the partition "
+    "was rebuilt from its log's start",
     ["reason"],
 )
 CHECKPOINTS_UNSIGNED = Counter(
@@ -89,7 +90,7 @@ COLD_STREAMS = Gauge(
 
 TRANSACTION_OUTCOMES = ("committed", "aborted", "fenced")
 SIGNED_STEP_COPY_CODES = ("transfer_already_handled", "unknown_transfer")
-CHECKPOINT_DISTRUST_REASONS = ("forged", "snapshots", "unsigned", "unreadable")
+CHECKPOINT_DISTRUST_REASONS = ("forged", "snapshots", "unsigned", "unreadable", "missing")
 
 
 def declare_handler(command_types: Iterable[str], signed_step_types: Iterable[str]) -> None:
