@@ -221,7 +221,9 @@ def build_app(config: HandlerConfig, projections: ProjectionSettings | None = No
 
     @get(include_in_schema=False)
     async def readyz(scope: Scope) -> AsgiResponse:
-        ready = start.done and handler.ready  # a stuck projection is reported, not a reason
+        # a stuck projection is reported, not a reason; another store in the projections'
+        # group is (its query API answers wrong: docs/operations.md)
+        ready = start.done and handler.ready and not (health is not None and health.split)
         body: dict[str, Any] = {
             "status": "ready" if ready else "not ready",
             "partitions": sorted(handler.owned_partitions()),

@@ -12,6 +12,12 @@ It stays ready all the same: the query API it serves reads the shared read model
 as stale for the stuck partition whichever worker answers, so taking the pod out of service
 would only take away the rest of the read model too (with every worker stuck, say on an event
 type released before the workers that fold it, the whole query API).
+
+Another store in its consumer group (``split.py``) is the opposite case, and the worker is
+not ready then: its store misses the partitions the other store's workers fold, while the
+workers that fold them answer them right; staleness is not shared but particular to this
+store, and its answers would be wrong with nothing to tell (a rolling update that brings
+the wrong database URL stops at its first pod instead of replacing every good one).
 """
 
 from __future__ import annotations
@@ -28,6 +34,7 @@ from prometheus_client import Gauge
 
 from blackjack.projections.revision import SchemaMismatch
 from blackjack.projections.settings import DEFAULT_STUCK_AFTER
+from blackjack.projections.split import Behind
 from blackjack.projections.writer import Position, Record
 
 log = structlog.get_logger("blackjack.projections")
@@ -105,6 +112,35 @@ class FoldHealth:
         self.mismatch: SchemaMismatch | None = None
         """the store is at another schema revision: the worker stops (``stopped``)"""
         self._mismatched = asyncio.Event()
+        self.split: list[Behind] = []
+        """partitions other workers of the group fold past this store (``split.py``): its
+        query API answers them stale; not ready while any"""
+        self.store_name = ""
+        """the store's URL without its password, to tell the stores of a split apart"""
+        self.group_checks = 0
+        """comparisons with the group's offsets made so far"""
+
+    def group_checked(self, reported: list[Behind]) -> None:
+        """One comparison of the store's positions with the group's offsets: ``reported``,
+        the partitions behind for ``SPLIT_AFTER_S`` (none: as it should be)."""
+        self.group_checks += 1
+        before, self.split = self.split, list(reported)
+        if reported and [b.position for b in reported] != [b.position for b in before]:
+            log.error(
+                "another store in the consumer group: this store misses partitions other "
+                "workers fold; its query API answers them stale (not ready)",
+                store=self.store_name,
+                partitions=[b.describe() for b in reported],
+            )
+        elif reported and self.group_checks % REPEAT_LOG_EVERY == 0:
+            log.warning(
+                "still another store in the consumer group",
+                store=self.store_name,
+                partitions=[b.describe() for b in reported],
+            )
+        elif before and not reported:
+            log.info("the consumer group's offsets no longer pass this store")
+        self._changed()
 
     def schema_mismatched(self, error: SchemaMismatch) -> None:
         """A fold found the store at another schema revision than this code's: nothing of it
@@ -234,6 +270,8 @@ class FoldHealth:
             status = "schema_mismatch"
         elif self.starting:
             status = "starting"
+        elif self.split:
+            status = "split_store"
         elif self.stuck:
             status = "stuck"
         else:
@@ -244,9 +282,22 @@ class FoldHealth:
             "store": {"status": "ok"}
             if outage is None
             else {"status": "unreachable", **outage.describe()},
+            **({} if not self.split else {"split_store": self._split_detail()}),
             "stuck_after": self.stuck_after,
             "stuck": [f.describe() for f in self.stuck],
             "failing": [f.describe() for f in self.failing],
+        }
+
+    def _split_detail(self) -> dict[str, Any]:
+        return {
+            "error": "the consumer group has committed these partitions past this store: "
+            "another worker of the group folds them into another store, which this one "
+            "misses; its query API answers them stale",
+            "store": self.store_name,
+            "partitions": [b.describe() for b in self.split],
+            "action": "give every worker of the group the same BLACKJACK_DB_URL (or a group "
+            "of its own: BLACKJACK_PROJECTION_GROUP) and restart the odd one; "
+            "docs/operations.md, 'Another store in the projection group'",
         }
 
     async def wait_until(self, condition: Callable[[], bool], timeout: float) -> None:
@@ -292,8 +343,8 @@ READY_PATH = "/readyz"
 def probes(health: FoldHealth, fallback: ASGIApp) -> ASGIApp:
     """``/healthz`` (200 while the process answers) and ``/readyz`` (200 once serving, with
     the records it is failing or stuck at; 503 while the worker is starting: its store not
-    migrated yet, say because the database is down); every other request goes to
-    ``fallback``."""
+    migrated yet, say because the database is down; 503 while another store in its group
+    folds partitions this one misses); every other request goes to ``fallback``."""
 
     async def app(scope: Scope, receive: Receive, send: Send) -> None:
         path = scope.get("path") if scope["type"] == "http" else None
@@ -302,6 +353,8 @@ def probes(health: FoldHealth, fallback: ASGIApp) -> ASGIApp:
         elif path == READY_PATH:
             if health.mismatch is not None:  # stopping: another release's store
                 status, code = "schema_mismatch", 503
+            elif health.split:  # answers wrong data: out of the query API's service
+                status, code = "split_store", 503
             else:
                 status, code = ("starting", 503) if health.starting else ("ready", 200)
             await _json(send, code, {"status": status, "projections": health.status()})

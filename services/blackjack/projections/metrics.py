@@ -1,6 +1,7 @@
 """The projection worker's Prometheus series: events folded, redeliveries and duplicates, batches
 rolled back, the rounds closed and the money wagered and paid per game, each partition's
-position and lag, and whether the read model's database answers (``STORE_UP``)."""
+position and lag, whether the read model's database answers (``STORE_UP``), and whether
+another store in the group folds partitions this one misses (``SPLIT_PARTITIONS``)."""
 
 from __future__ import annotations
 
@@ -8,6 +9,7 @@ from prometheus_client import Counter, Gauge
 
 from blackjack.domain.rules import PRESETS
 from blackjack.projections.health import FoldHealth
+from blackjack.projections.split import Behind
 from blackjack.projections.writer import BatchResult
 
 EVENTS_FOLDED = Counter(
@@ -65,6 +67,30 @@ STORE_UP = Gauge(
     "1 while the read model's database answers this worker; 0 from a failure to reach it "
     "(down, starting, refusing connections, read-only, timing out) until it answers again",
 )
+
+SPLIT_PARTITIONS = Gauge(
+    "blackjack_projection_split_partitions",
+    "Partitions other workers of the consumer group fold whose group offset has been past "
+    "this worker's store for SPLIT_AFTER_S: another store in the group, which this one misses "
+    "(0 when the group's workers share one store)",
+)
+SPLIT_MISSING = Gauge(
+    "blackjack_projection_split_missing_offsets",
+    "For each of those partitions, offsets the group has committed past this worker's store; "
+    "present only while reported",
+    ["topic", "partition"],
+)
+
+
+def group_checked(health: FoldHealth, reported: list[Behind]) -> None:
+    """One comparison with the group's offsets made: export and report what it found."""
+    was = {b.position for b in health.split}
+    SPLIT_PARTITIONS.set(len(reported))
+    for behind in reported:
+        SPLIT_MISSING.labels(behind.topic, str(behind.partition)).set(behind.missing)
+    for topic, partition in was - {b.position for b in reported}:
+        SPLIT_MISSING.remove(topic, str(partition))
+    health.group_checked(reported)
 
 
 def store_failed(health: FoldHealth, error: BaseException) -> None:

@@ -2,12 +2,14 @@
 position stored with the read model (never to Kafka's committed offset), a batch that cannot be
 folded is put back to be read again from there, and each partition's lag is measured from the
 broker even while no batch arrives (``SeekToStoredPositions``). While idle it also probes a
-store that was down and checks the store's schema revision."""
+store that was down, checks the store's schema revision, and compares the store's positions
+with the group's committed offsets (another store in the group: ``split.py``)."""
 
 from __future__ import annotations
 
 import asyncio
 import contextlib
+import time
 from collections.abc import Callable
 from typing import TYPE_CHECKING
 
@@ -19,10 +21,12 @@ from blackjack.projections.metrics import (
     FAILED_BATCHES,
     LAG,
     POSITION,
+    group_checked,
     store_answered,
     store_failed,
 )
 from blackjack.projections.revision import SchemaMismatch, check_schema
+from blackjack.projections.split import SPLIT_AFTER_S, SplitWatch, behind_the_group
 from blackjack.projections.store import is_store_outage
 from blackjack.projections.writer import ProjectionWriter, Record
 
@@ -39,6 +43,8 @@ READ_ON_TIMEOUT_S = 1.0
 was sought meanwhile."""
 
 LAG_EVERY_SECONDS = 15.0
+GROUP_OFFSETS_TIMEOUT_S = 10.0
+"""aiokafka retries a fetch of committed offsets for ever on retriable errors: next time."""
 
 
 class SeekToStoredPositions(ConsumerRebalanceListener):  # type: ignore[misc]
@@ -56,9 +62,14 @@ class SeekToStoredPositions(ConsumerRebalanceListener):  # type: ignore[misc]
         consumer: Callable[[], AIOKafkaConsumer | None],
         health: FoldHealth | None = None,
         lag_every: float | None = LAG_EVERY_SECONDS,
+        split_after: float = SPLIT_AFTER_S,
     ) -> None:
         self.writer = writer
         self.lag_every = lag_every  # None: the lag is measured after batches only
+        self.split = SplitWatch(split_after)
+        self._rebalances = 1
+        """odd while a rebalance is under way (revoked, not yet assigned): 1 until the first
+        assignment"""
         self.consumer = consumer
         self.health = health
         self.unsynced: set[TopicPartition] = set()
@@ -76,6 +87,7 @@ class SeekToStoredPositions(ConsumerRebalanceListener):  # type: ignore[misc]
     async def on_partitions_revoked(self, revoked: set[TopicPartition]) -> None:
         self.unsynced -= revoked
         self.assigned -= revoked
+        self._rebalances |= 1  # under way; a comparison begun before it counts for nothing
         if self.health is not None:
             self.health.forget((tp.topic, tp.partition) for tp in revoked)
         for tp in revoked:  # its new owner exports them; a stale copy here would mislead
@@ -98,6 +110,7 @@ class SeekToStoredPositions(ConsumerRebalanceListener):  # type: ignore[misc]
     async def on_partitions_assigned(self, assigned: set[TopicPartition]) -> None:
         self.assigned |= assigned
         self.unsynced |= assigned
+        self._rebalances = (self._rebalances | 1) + 1  # over (even)
         await self.sync()
         watching = self._lag_watch is not None and not self._lag_watch.done()
         if self.lag_every is not None and not watching:
@@ -119,25 +132,70 @@ class SeekToStoredPositions(ConsumerRebalanceListener):  # type: ignore[misc]
             # its store come back
             await self._probe_if_quiet()
             await self._check_schema()
-            if not self.assigned:
+            rebalances = self._rebalances
+            # the group's offsets before the store's positions (split.py says why), a
+            # worker without partitions included: its query API answers for every one
+            committed = None if rebalances % 2 else await self._group_offsets(consumer)
+            ends = {}
+            if self.assigned:
+                try:
+                    ends = await consumer.end_offsets(sorted(self.assigned))
+                except Exception as error:  # the broker: next time
+                    log.info("lag not measured", error=f"{type(error).__name__}: {error}")
+            if not ends and committed is None:
                 continue
             try:
-                ends = await consumer.end_offsets(sorted(self.assigned))
-            except Exception as error:  # the broker: next time
-                log.info("lag not measured", error=f"{type(error).__name__}: {error}")
-                continue
-            try:
-                self.known.update(await self.writer.stored_positions())
+                stored = await self.writer.stored_positions()
             except Exception as error:  # the store: the lag grows from the last positions known
                 if self.health is not None and is_store_outage(error):
                     store_failed(self.health, error)
                 else:
                     log.info("positions not read", error=f"{type(error).__name__}: {error}"[:300])
+            else:
+                self.known.update(stored)
+                if committed is not None and rebalances == self._rebalances:
+                    self._compare(committed, stored)
             for tp, end in ends.items():
                 position = self.known.get((tp.topic, tp.partition))
                 if tp in self.assigned and position is not None:  # revoked: its owner reports
                     position = max(position, await self.handed_out(consumer, tp))
                     LAG.labels(tp.topic, str(tp.partition)).set(max(end - position, 0))
+
+    async def _group_offsets(self, consumer: AIOKafkaConsumer) -> dict[tuple[str, int], int] | None:
+        """The group's committed offset of every partition of the subscribed topic, in one
+        OffsetFetch request (aiokafka's ``committed`` asks for one partition a request);
+        ``None`` when they cannot be read now."""
+        if self.health is None:
+            return None
+        try:
+            partitions = [
+                TopicPartition(topic, partition)
+                for topic in sorted(consumer.subscription())
+                for partition in sorted(consumer.partitions_for_topic(topic) or ())
+            ]
+            if not partitions:
+                return None
+            async with asyncio.timeout(GROUP_OFFSETS_TIMEOUT_S):
+                offsets = await consumer._coordinator.fetch_committed_offsets(partitions)
+        except Exception as error:  # the broker, or stopping: next time
+            log.info("group offsets not read", error=f"{type(error).__name__}: {error}"[:300])
+            return None
+        return {
+            (tp.topic, tp.partition): meta.offset
+            for tp, meta in offsets.items()
+            if meta.offset >= 0
+        }
+
+    def _compare(
+        self, committed: dict[tuple[str, int], int], stored: dict[tuple[str, int], int]
+    ) -> None:
+        """Another store in the group? Reported once a partition has stayed behind for the
+        ``SplitWatch``'s time (``split.py``)."""
+        if self.health is None:
+            return
+        owned = {(tp.topic, tp.partition) for tp in self.assigned}
+        behind = behind_the_group(committed, stored, owned)
+        group_checked(self.health, self.split.observe(time.monotonic(), behind))
 
     async def handed_out(self, consumer: AIOKafkaConsumer, tp: TopicPartition) -> int:
         """Where ``consumer`` reads on in ``tp``: past the records it has handed out to be

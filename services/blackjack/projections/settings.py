@@ -57,6 +57,12 @@ class ProjectionSettings:
     session_timeout_ms: int = SESSION_TIMEOUT_MS
     security: KafkaSecurity = PLAINTEXT
     api_tokens: ApiTokens = OPEN  # who may read the query API the store serves
+    watch_every_s: float | None = None
+    """how often the lag and the group's offsets are read while idle (None:
+    ``positions.LAG_EVERY_SECONDS``); the tests' worker makes it short"""
+    split_after_s: float | None = None
+    """how long the group stays past the store on a partition before another store is
+    reported (None: ``split.SPLIT_AFTER_S``)"""
 
     @property
     def events_topic(self) -> str:

@@ -22,6 +22,7 @@ import structlog
 from faststream import AckPolicy
 from faststream.kafka import KafkaBroker
 from faststream.kafka.annotations import KafkaMessage
+from sqlalchemy.engine import make_url
 
 from blackjack.api.tokens import OPEN, ApiTokens
 from blackjack.bus.reachable import wait_for_brokers
@@ -30,9 +31,10 @@ from blackjack.observability.roles import declare_role
 from blackjack.projections.batches import _Folder
 from blackjack.projections.health import SCHEMA_REVISION, FoldHealth, probes
 from blackjack.projections.metrics import store_answered, store_failed
-from blackjack.projections.positions import SeekToStoredPositions
+from blackjack.projections.positions import LAG_EVERY_SECONDS, SeekToStoredPositions
 from blackjack.projections.revision import SchemaMismatch, code_revision
 from blackjack.projections.settings import ProjectionSettings
+from blackjack.projections.split import SPLIT_AFTER_S
 from blackjack.projections.store import ProjectionStore, is_store_outage
 from blackjack.projections.writer import ProjectionWriter, Record
 from blackjack.stopping import unless_stopped
@@ -63,7 +65,14 @@ def register_projection(
     def consumer() -> AIOKafkaConsumer | None:
         return None if subscriber is None else subscriber.consumer
 
-    positions = SeekToStoredPositions(writer, consumer, health)
+    health.store_name = make_url(settings.db_url).render_as_string(hide_password=True)
+    positions = SeekToStoredPositions(
+        writer,
+        consumer,
+        health,
+        lag_every=LAG_EVERY_SECONDS if settings.watch_every_s is None else settings.watch_every_s,
+        split_after=SPLIT_AFTER_S if settings.split_after_s is None else settings.split_after_s,
+    )
     subscriber = broker.subscriber(
         topic,
         batch=True,

@@ -1,0 +1,269 @@
+"""Another store in the projection workers' consumer group (``projections/split.py``): the
+decision over positions, and how the worker reports it (metric, log, ``/readyz``)."""
+
+from __future__ import annotations
+
+import asyncio
+from types import SimpleNamespace
+from typing import Any
+
+import httpx
+import pytest
+from aiokafka import TopicPartition
+from prometheus_client import REGISTRY
+from structlog.testing import capture_logs
+
+from blackjack.projections.health import FoldHealth, probes
+from blackjack.projections.positions import SeekToStoredPositions
+from blackjack.projections.split import Behind, SplitWatch, behind_the_group
+from tests.unit.test_projection_worker import TOPIC, Consumer, Store
+
+P0, P1, P2 = ((TOPIC, n) for n in range(3))
+
+
+# ---- the decision ------------------------------------------------------------------------
+
+
+def test_a_partition_another_worker_folds_past_this_store_is_behind() -> None:
+    """P1 is folded elsewhere to 90, this store holds 40 of it; P2 was never folded here;
+    P0 is this worker's own (a store behind the group there is caught up: lag, not this)."""
+    behind = behind_the_group(
+        committed={P0: 500, P1: 90, P2: 7}, stored={P0: 100, P1: 40}, owned={P0}
+    )
+    assert behind == {P1: Behind(TOPIC, 1, 40, 90), P2: Behind(TOPIC, 2, None, 7)}
+    assert [b.missing for b in behind.values()] == [50, 7]
+
+
+def test_on_one_shared_store_the_group_is_never_past_it() -> None:
+    """The group's offsets read first, the store's after: the store is at or past them,
+    whoever owns what (another worker folding meanwhile only moves the store further)."""
+    committed = {P0: 100, P1: 90, P2: 0}
+    assert behind_the_group(committed, {P0: 100, P1: 95, P2: 0}, owned=set()) == {}
+    assert behind_the_group(committed, {P0: 120, P1: 90}, owned={P2}) == {}
+
+
+def test_no_committed_offset_is_nothing_behind() -> None:
+    """A group that never committed a partition (nothing folded anywhere yet) says nothing."""
+    assert behind_the_group({}, {P0: 3}, owned=set()) == {}
+
+
+def test_a_partition_is_reported_only_after_staying_behind_for_the_whole_time() -> None:
+    """A store behind for a moment (its owner has not committed its first batch since a
+    restore or a rebuild) is not reported; one behind for ``after`` seconds is, until it
+    catches up or is given to this worker, when the time starts again."""
+    watch = SplitWatch(after=60)
+    behind = {P1: Behind(TOPIC, 1, 40, 90)}
+    assert watch.observe(0, behind) == []
+    assert watch.observe(59, behind) == []
+    assert watch.observe(60, behind) == [behind[P1]]
+    assert watch.observe(75, {}) == []  # caught up (or this worker's now)
+    assert watch.observe(90, behind) == []  # behind again: from zero
+    assert watch.observe(150, behind) == [behind[P1]]
+    both = {**behind, P2: Behind(TOPIC, 2, None, 7)}
+    assert watch.observe(160, both) == [behind[P1]]  # P2 only from 160
+    assert watch.observe(220, both) == list(both.values())
+
+
+# ---- how it is reported ------------------------------------------------------------------
+
+
+def missing(partition: int) -> float | None:
+    return REGISTRY.get_sample_value(
+        "blackjack_projection_split_missing_offsets",
+        {"topic": TOPIC, "partition": str(partition)},
+    )
+
+
+async def readyz(health: FoldHealth) -> httpx.Response:
+    async def nothing(scope: Any, receive: Any, send: Any) -> None:
+        raise AssertionError("not the probes")
+
+    transport = httpx.ASGITransport(app=probes(health, nothing))
+    async with httpx.AsyncClient(transport=transport, base_url="http://worker") as http:
+        return await http.get("/readyz")
+
+
+async def test_another_store_in_the_group_makes_the_worker_unready_and_says_what_to_do() -> None:
+    from blackjack.projections.metrics import group_checked
+
+    health = FoldHealth()
+    health.store_name = "sqlite+aiosqlite:///var/projections.db"
+    reported = [Behind(TOPIC, 1, 40, 90), Behind(TOPIC, 2, None, 7)]
+    with capture_logs() as logs:
+        group_checked(health, reported)
+        group_checked(health, reported)  # the same again: one line, not one per check
+    assert [(e["log_level"], e["partitions"]) for e in logs] == [
+        ("error", [b.describe() for b in reported])
+    ]
+    assert logs[0]["store"] == "sqlite+aiosqlite:///var/projections.db"
+    assert REGISTRY.get_sample_value("blackjack_projection_split_partitions") == 2
+    assert (missing(1), missing(2)) == (50, 7)
+
+    answer = await readyz(health)
+    assert answer.status_code == 503
+    body = answer.json()
+    assert body["status"] == "split_store"
+    detail = body["projections"]["split_store"]
+    assert body["projections"]["status"] == "split_store"
+    assert detail["store"] == "sqlite+aiosqlite:///var/projections.db"
+    assert detail["partitions"][0] == {
+        "topic": TOPIC,
+        "partition": 1,
+        "stored": 40,
+        "committed": 90,
+        "missing": 50,
+    }
+    assert "BLACKJACK_DB_URL" in detail["action"]
+
+    with capture_logs() as logs:
+        group_checked(health, [reported[0]])  # P2 given to this worker, say
+        group_checked(health, [])
+    assert [e["log_level"] for e in logs] == ["error", "info"]
+    assert REGISTRY.get_sample_value("blackjack_projection_split_partitions") == 0
+    assert (missing(1), missing(2)) == (None, None)
+    answer = await readyz(health)
+    assert (answer.status_code, answer.json()["projections"]["status"]) == (200, "folding")
+
+
+# ---- the worker's watch --------------------------------------------------------------------
+
+
+class Group(Consumer):
+    """A consumer in a group of three partitions, one of them this worker's; ``calls`` tells
+    in which order the group's offsets and the store's positions were read."""
+
+    def __init__(self, committed: dict[tuple[str, int], int], calls: list[str]) -> None:
+        super().__init__()
+        self.committed = committed
+        self.calls = calls
+        self._closed = False
+        self.fetched = asyncio.Event()
+        self._coordinator = SimpleNamespace(fetch_committed_offsets=self._fetch)
+
+    def subscription(self) -> set[str]:
+        return {TOPIC}
+
+    def partitions_for_topic(self, topic: str) -> set[int]:
+        return {0, 1, 2}
+
+    async def _fetch(self, partitions: list[TopicPartition]) -> dict[TopicPartition, Any]:
+        assert len(partitions) == 3  # one request for all
+        self.calls.append("group")
+        self.fetched.set()
+        return {
+            tp: SimpleNamespace(offset=self.committed.get((tp.topic, tp.partition), -1))
+            for tp in partitions
+        }
+
+    async def end_offsets(self, partitions: list[TopicPartition]) -> dict[TopicPartition, int]:
+        return dict.fromkeys(partitions, 100)
+
+    async def position(self, tp: TopicPartition) -> int:
+        return 0
+
+
+class Ordered(Store):
+    def __init__(self, positions: dict[tuple[str, int], int], calls: list[str]) -> None:
+        super().__init__(positions)
+        self.calls = calls
+        self.asked = asyncio.Event()
+
+    async def stored_positions(self) -> dict[tuple[str, int], int]:
+        self.calls.append("store")
+        self.asked.set()
+        return await super().stored_positions()
+
+    async def read(self, times: int) -> None:
+        """Until the watch has read the positions ``times`` more times."""
+        for _ in range(times):
+            self.asked.clear()
+            await asyncio.wait_for(self.asked.wait(), 5)
+
+
+async def checks(health: FoldHealth, count: int) -> None:
+    start = health.group_checks
+    await health.wait_until(lambda: health.group_checks >= start + count, 5)
+
+
+async def test_the_watch_reads_the_group_before_the_store_and_reports_another_store() -> None:
+    calls: list[str] = []
+    consumer = Group({P0: 100, P1: 90, P2: 7}, calls)
+    health = FoldHealth()
+    positions = SeekToStoredPositions(
+        Ordered({P0: 100, P1: 40}, calls),  # type: ignore[arg-type]
+        lambda: consumer,
+        health,
+        lag_every=0.01,
+        split_after=0,
+    )
+    await positions.on_partitions_assigned({TopicPartition(*P0)})
+    try:
+        await checks(health, 1)
+        assert [b.position for b in health.split] == [P1, P2]
+        first = calls.index("group")
+        assert calls[first : first + 2] == ["group", "store"]
+    finally:
+        consumer._closed = True
+
+
+async def test_no_comparison_counts_while_a_rebalance_is_under_way() -> None:
+    """Between a revocation and the next assignment this worker owns nothing, and the
+    partitions it is about to be given may stand anywhere: nothing is compared then."""
+    calls: list[str] = []
+    consumer = Group({P0: 100, P1: 90, P2: 7}, calls)
+    health = FoldHealth()
+    store = Ordered({P0: 100, P1: 40}, calls)
+    positions = SeekToStoredPositions(
+        store,  # type: ignore[arg-type]
+        lambda: consumer,
+        health,
+        lag_every=0.01,
+        split_after=0,
+    )
+    every = {TopicPartition(TOPIC, n) for n in range(3)}
+    await positions.on_partitions_assigned(every)  # all three: nothing not owned
+    try:
+        await checks(health, 2)
+        assert health.split == []
+        # P1 and P2 revoked, the new assignment not come yet: P0's lag is still measured
+        await positions.on_partitions_revoked(every - {TopicPartition(*P0)})
+        calls.clear()
+        await store.read(3)
+        assert "group" not in calls
+        assert health.split == []
+        await positions.on_partitions_assigned(set())  # over: P0 kept, P1 and P2 elsewhere
+        await checks(health, 1)
+        assert [b.position for b in health.split] == [P1, P2]
+    finally:
+        consumer._closed = True
+
+
+@pytest.mark.parametrize("offsets", ["broken", "empty"])
+async def test_group_offsets_that_cannot_be_read_are_no_finding(offsets: str) -> None:
+    calls: list[str] = []
+    consumer = Group({}, calls)
+    if offsets == "broken":
+
+        async def fail(partitions: list[TopicPartition]) -> None:
+            raise ConnectionError("coordinator gone")
+
+        consumer._coordinator = SimpleNamespace(fetch_committed_offsets=fail)
+    health = FoldHealth()
+    store = Ordered({P0: 100}, calls)
+    positions = SeekToStoredPositions(
+        store,  # type: ignore[arg-type]
+        lambda: consumer,
+        health,
+        lag_every=0.01,
+        split_after=0,
+    )
+    await positions.on_partitions_assigned({TopicPartition(*P0)})
+    try:
+        if offsets == "empty":  # the group has committed nothing yet: compared, all right
+            await checks(health, 2)
+        else:  # not compared, and the lag's reads go on
+            await store.read(3)
+            assert health.group_checks == 0
+        assert health.split == []
+    finally:
+        consumer._closed = True
