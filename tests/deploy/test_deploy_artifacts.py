@@ -346,6 +346,7 @@ def test_the_rules_alert_on_what_an_operator_needs() -> None:
         "BlackjackTransactionsAborted": "blackjack_transactions_total",
         "BlackjackProjectionLagGrowing": "blackjack:projection_lag:max",
         "BlackjackProjectionStuck": "blackjack_projection_stuck_offset",
+        "BlackjackProjectionSplitStore": "blackjack_projection_split_partitions",
         "BlackjackRebuildSlow": "blackjack_rebuild_seconds_count",
     }
     for alert, metric in wanted.items():

@@ -564,18 +564,21 @@ async def projection_worker(
     store: ProjectionStore,
     group: str | None = None,
     health: FoldHealth | None = None,
+    **settings: Any,
 ) -> AsyncIterator[ProjectionWriter]:
     """A projection worker in this process, folding ``<prefix>blackjack.events`` into
-    ``store``; its writer tells how far it got (``wait_for``), ``health`` what it found."""
-    settings = ProjectionSettings(
+    ``store``; its writer tells how far it got (``wait_for``), ``health`` what it found;
+    ``settings``, more ``ProjectionSettings`` (``watch_every_s``, say)."""
+    settings = {"batch": 50, **settings}
+    configured = ProjectionSettings(
         db_url=store.url,
         bootstrap=bootstrap,
         topic_prefix=prefix,
         group_id=group or f"{prefix}projections",
-        batch=50,
+        **settings,
     )
     writer = ProjectionWriter(store)
-    broker = build_broker(settings, writer, health)
+    broker = build_broker(configured, writer, health)
     await broker.start()
     try:
         yield writer

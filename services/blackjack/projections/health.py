@@ -119,11 +119,15 @@ class FoldHealth:
         """the store's URL without its password, to tell the stores of a split apart"""
         self.group_checks = 0
         """comparisons with the group's offsets made so far"""
+        self.others_compared = 0
+        """partitions other workers own, compared at the last of them"""
 
-    def group_checked(self, reported: list[Behind]) -> None:
-        """One comparison of the store's positions with the group's offsets: ``reported``,
-        the partitions behind for ``SPLIT_AFTER_S`` (none: as it should be)."""
+    def group_checked(self, reported: list[Behind], others: int = 0) -> None:
+        """One comparison of the store's positions with the group's offsets, over ``others``
+        partitions other workers own: ``reported``, those behind for ``SPLIT_AFTER_S``
+        (none: as it should be)."""
         self.group_checks += 1
+        self.others_compared = others
         before, self.split = self.split, list(reported)
         if reported and [b.position for b in reported] != [b.position for b in before]:
             log.error(

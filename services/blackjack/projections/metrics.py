@@ -82,7 +82,7 @@ SPLIT_MISSING = Gauge(
 )
 
 
-def group_checked(health: FoldHealth, reported: list[Behind]) -> None:
+def group_checked(health: FoldHealth, reported: list[Behind], others: int = 0) -> None:
     """One comparison with the group's offsets made: export and report what it found."""
     was = {b.position for b in health.split}
     SPLIT_PARTITIONS.set(len(reported))
@@ -90,7 +90,7 @@ def group_checked(health: FoldHealth, reported: list[Behind]) -> None:
         SPLIT_MISSING.labels(behind.topic, str(behind.partition)).set(behind.missing)
     for topic, partition in was - {b.position for b in reported}:
         SPLIT_MISSING.remove(topic, str(partition))
-    health.group_checked(reported)
+    health.group_checked(reported, others)
 
 
 def store_failed(health: FoldHealth, error: BaseException) -> None:

@@ -80,6 +80,7 @@ class SeekToStoredPositions(ConsumerRebalanceListener):  # type: ignore[misc]
         them while the store cannot be read."""
         self._syncing = asyncio.Lock()
         self._lag_watch: asyncio.Task[None] | None = None
+        self._group_watch: asyncio.Task[None] | None = None
         self.assigned: set[TopicPartition] = set()
         """What the group gave this worker, as the rebalance callbacks said: the consumer's
         own assignment still lists revoked partitions in the middle of a rebalance."""
@@ -117,6 +118,11 @@ class SeekToStoredPositions(ConsumerRebalanceListener):  # type: ignore[misc]
             self._lag_watch = asyncio.create_task(
                 self.watch_lag(self.lag_every), name="projection-lag"
             )
+        comparing = self._group_watch is not None and not self._group_watch.done()
+        if self.lag_every is not None and self.health is not None and not comparing:
+            self._group_watch = asyncio.create_task(
+                self.watch_group(self.lag_every), name="projection-group"
+            )
 
     async def watch_lag(self, every: float) -> None:
         """Measure each assigned partition's lag from the broker's end offsets and the stored
@@ -132,34 +138,51 @@ class SeekToStoredPositions(ConsumerRebalanceListener):  # type: ignore[misc]
             # its store come back
             await self._probe_if_quiet()
             await self._check_schema()
-            rebalances = self._rebalances
-            # the group's offsets before the store's positions (split.py says why), a
-            # worker without partitions included: its query API answers for every one
-            committed = None if rebalances % 2 else await self._group_offsets(consumer)
-            ends = {}
-            if self.assigned:
-                try:
-                    ends = await consumer.end_offsets(sorted(self.assigned))
-                except Exception as error:  # the broker: next time
-                    log.info("lag not measured", error=f"{type(error).__name__}: {error}")
-            if not ends and committed is None:
+            if not self.assigned:
                 continue
             try:
-                stored = await self.writer.stored_positions()
+                ends = await consumer.end_offsets(sorted(self.assigned))
+            except Exception as error:  # the broker: next time
+                log.info("lag not measured", error=f"{type(error).__name__}: {error}")
+                continue
+            try:
+                self.known.update(await self.writer.stored_positions())
             except Exception as error:  # the store: the lag grows from the last positions known
                 if self.health is not None and is_store_outage(error):
                     store_failed(self.health, error)
                 else:
                     log.info("positions not read", error=f"{type(error).__name__}: {error}"[:300])
-            else:
-                self.known.update(stored)
-                if committed is not None and rebalances == self._rebalances:
-                    self._compare(committed, stored)
             for tp, end in ends.items():
                 position = self.known.get((tp.topic, tp.partition))
                 if tp in self.assigned and position is not None:  # revoked: its owner reports
                     position = max(position, await self.handed_out(consumer, tp))
                     LAG.labels(tp.topic, str(tp.partition)).set(max(end - position, 0))
+
+    async def watch_group(self, every: float) -> None:
+        """Compare the store's positions with the group's committed offsets (another store in
+        the group: ``split.py``), a worker without partitions included: its query API answers
+        for every one. A task of its own: a lag read the broker is slow to answer (up to its
+        40 s request timeout, seen with two workers in one process) must not hold it back.
+        Ends with the consumer."""
+        while True:
+            await asyncio.sleep(every)
+            consumer = self.consumer()
+            if consumer is None or getattr(consumer, "_closed", False):
+                return
+            rebalances = self._rebalances
+            if rebalances % 2:  # under way: who owns what is about to change
+                continue
+            # the group's offsets before the store's positions: split.py says why
+            committed = await self._group_offsets(consumer)
+            if committed is None:
+                continue
+            try:
+                stored = await self.writer.stored_positions()
+            except Exception as error:  # the store: the lag's watch and the batches report it
+                log.debug("positions not read", error=f"{type(error).__name__}: {error}"[:300])
+                continue
+            if rebalances == self._rebalances:
+                self._compare(committed, stored)
 
     async def _group_offsets(self, consumer: AIOKafkaConsumer) -> dict[tuple[str, int], int] | None:
         """The group's committed offset of every partition of the subscribed topic, in one
@@ -195,7 +218,8 @@ class SeekToStoredPositions(ConsumerRebalanceListener):  # type: ignore[misc]
             return
         owned = {(tp.topic, tp.partition) for tp in self.assigned}
         behind = behind_the_group(committed, stored, owned)
-        group_checked(self.health, self.split.observe(time.monotonic(), behind))
+        others = len(set(committed) - owned)
+        group_checked(self.health, self.split.observe(time.monotonic(), behind), others)
 
     async def handed_out(self, consumer: AIOKafkaConsumer, tp: TopicPartition) -> int:
         """Where ``consumer`` reads on in ``tp``: past the records it has handed out to be
