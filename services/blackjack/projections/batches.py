@@ -197,8 +197,13 @@ async def _lag(
 
 
 async def _commit_for_dashboards(consumer: AIOKafkaConsumer, result: BatchResult) -> None:
+    """The store's positions, for dashboards and for the workers that do not own these
+    partitions: the group past their store on one means another store folds it
+    (``split.py``). Committed after the store's transaction, never before: on one shared
+    store the group is never past it."""
     offsets = {TopicPartition(t, p): offset for (t, p), offset in result.positions.items()}
     try:
         await consumer.commit(offsets)
     except KafkaError as error:  # a rebalance in between: harmless, the store is the truth
+        # (and the group left behind the store, which no worker takes for another store)
         log.debug("group offsets not committed", error=str(error))

@@ -3,7 +3,8 @@
 It joins a consumer group (``read_committed``, so events of an aborted handler transaction
 are never seen) and, whenever the group gives it partitions, seeks each one to the position
 stored in the read model: Kafka's committed offsets are only written afterwards, for lag
-dashboards, and never read. A batch that fails is rolled back and folded again partition by
+dashboards and for the other workers to see another store in the group (``split.py``), and
+never read to fold. A batch that fails is rolled back and folded again partition by
 partition, one transaction each, so that a record that cannot be folded holds back only its
 own partition: that one is rewound to its stored position and paused for ``RETRY_SECONDS``,
 so nothing is skipped; the failure is logged and counted, and a record that keeps failing
