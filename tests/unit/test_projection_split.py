@@ -4,8 +4,10 @@ decision over positions, and how the worker reports it (metric, log, ``/readyz``
 from __future__ import annotations
 
 import asyncio
+from pathlib import Path
 from types import SimpleNamespace
 from typing import Any
+from unittest.mock import PropertyMock, patch
 
 import httpx
 import pytest
@@ -13,8 +15,13 @@ from aiokafka import TopicPartition
 from prometheus_client import REGISTRY
 from structlog.testing import capture_logs
 
+from blackjack.app import build_app
+from blackjack.command_handler.config import HandlerConfig
+from blackjack.command_handler.service import CommandHandler
+from blackjack.messages.sealing import ShoeSeal
 from blackjack.projections.health import FoldHealth, probes
 from blackjack.projections.positions import SeekToStoredPositions
+from blackjack.projections.settings import ProjectionSettings
 from blackjack.projections.split import Behind, SplitWatch, behind_the_group
 from tests.unit.test_projection_worker import TOPIC, Consumer, Store
 
@@ -272,3 +279,25 @@ async def test_group_offsets_that_cannot_be_read_are_no_finding(offsets: str) ->
         assert health.split == []
     finally:
         consumer._closed = True
+
+
+async def test_blackjack_serve_is_not_ready_while_its_store_is_split(tmp_path: Path) -> None:
+    """``serve``'s /readyz is the handler's and the worker's: ready handler, split store, 503
+    (a stuck partition alone leaves it 200)."""
+    projections = ProjectionSettings(db_url=f"sqlite+aiosqlite:///{tmp_path / 'read.db'}")
+    served = build_app(HandlerConfig(shoe_key_hex=ShoeSeal.new_key_hex()), projections)
+    assert served.folding is not None
+    served.folding.started()
+    served.start.done = True
+    transport = httpx.ASGITransport(app=served.app)
+    with patch.object(CommandHandler, "ready", new_callable=PropertyMock, return_value=True):
+        async with httpx.AsyncClient(transport=transport, base_url="http://serve") as http:
+            assert (await http.get("/readyz")).status_code == 200
+            served.folding.group_checked([Behind(TOPIC, 1, 40, 90)])
+            answer = await http.get("/readyz")
+            assert answer.status_code == 503
+            body = answer.json()
+            assert body["status"] == "not ready"
+            assert body["projections"]["split_store"]["partitions"][0]["missing"] == 50
+            served.folding.group_checked([])
+            assert (await http.get("/readyz")).status_code == 200
