@@ -154,8 +154,7 @@ class Group(Consumer):
         return {0, 1, 2}
 
     async def _fetch(self, partitions: list[TopicPartition]) -> dict[TopicPartition, Any]:
-        assert len(partitions) == 3  # one request for all
-        self.calls.append(f"group in {_task()}")
+        self.calls.append(f"group of {len(partitions)} in {_task()}")
         self.fetched.set()
         return {
             tp: SimpleNamespace(offset=self.committed.get((tp.topic, tp.partition), -1))
@@ -213,7 +212,8 @@ async def test_the_watch_reads_the_group_before_the_store_and_reports_another_st
         await checks(health, 1)
         assert [b.position for b in health.split] == [P1, P2]
         comparing = [c for c in calls if c.endswith("projection-group")]
-        assert comparing[:2] == ["group in projection-group", "store in projection-group"]
+        # one request for every partition, then the store
+        assert comparing[:2] == ["group of 3 in projection-group", "store in projection-group"]
     finally:
         consumer._closed = True
 
@@ -248,6 +248,37 @@ async def test_no_comparison_counts_while_a_rebalance_is_under_way() -> None:
         assert [b.position for b in health.split] == [P1, P2]
     finally:
         consumer._closed = True
+
+
+async def test_partitions_taken_behind_the_group_are_told_once_and_folded_from_the_store() -> None:
+    """A store restored from a backup: the group has committed P0 past it. The worker seeks
+    P0 to the store's position all the same, and says so once (not a fault: it is P0's
+    owner, and catches up)."""
+    calls: list[str] = []
+    consumer = Group({P0: 90, P1: 90}, calls)
+    health = FoldHealth()
+    positions = SeekToStoredPositions(
+        Ordered({P0: 40, P1: 90}, calls),  # type: ignore[arg-type]
+        lambda: consumer,
+        health,
+        lag_every=60,  # no watch within the test
+    )
+    given = {TopicPartition(*P0), TopicPartition(*P1)}
+    try:
+        with capture_logs() as logs:
+            await positions.on_partitions_assigned(given)
+            await asyncio.wait_for(asyncio.gather(*list(positions._notes)), 5)
+    finally:
+        for task in (positions._lag_watch, positions._group_watch):
+            assert task is not None
+            task.cancel()
+    assert consumer.sought == {TopicPartition(*P0): 40, TopicPartition(*P1): 90}
+    told = [e for e in logs if e["event"].startswith("partitions taken behind the group")]
+    assert [(e["log_level"], e["partitions"]) for e in told] == [
+        ("info", [{"partition": f"{TOPIC}[0]", "stored": 40, "committed": 90}])
+    ]
+    assert "group of 2 in projection-taken" in calls  # the partitions given, in one request
+    assert health.split == []
 
 
 @pytest.mark.parametrize("offsets", ["broken", "empty"])

@@ -81,6 +81,7 @@ class SeekToStoredPositions(ConsumerRebalanceListener):  # type: ignore[misc]
         self._syncing = asyncio.Lock()
         self._lag_watch: asyncio.Task[None] | None = None
         self._group_watch: asyncio.Task[None] | None = None
+        self._notes: set[asyncio.Task[None]] = set()
         self.assigned: set[TopicPartition] = set()
         """What the group gave this worker, as the rebalance callbacks said: the consumer's
         own assignment still lists revoked partitions in the middle of a rebalance."""
@@ -113,6 +114,15 @@ class SeekToStoredPositions(ConsumerRebalanceListener):  # type: ignore[misc]
         self.unsynced |= assigned
         self._rebalances = (self._rebalances | 1) + 1  # over (even)
         await self.sync()
+        sought = [tp for tp in sorted(assigned) if tp not in self.unsynced]
+        if sought and self.health is not None and self.lag_every is not None:
+            stored = {
+                (tp.topic, tp.partition): self.known.get((tp.topic, tp.partition), 0)
+                for tp in sought
+            }
+            note = asyncio.create_task(self._note_taken_behind(stored), name="projection-taken")
+            self._notes.add(note)  # a reference, until it ends
+            note.add_done_callback(self._notes.discard)
         watching = self._lag_watch is not None and not self._lag_watch.done()
         if self.lag_every is not None and not watching:
             self._lag_watch = asyncio.create_task(
@@ -184,14 +194,38 @@ class SeekToStoredPositions(ConsumerRebalanceListener):  # type: ignore[misc]
             if rebalances == self._rebalances:
                 self._compare(committed, stored)
 
-    async def _group_offsets(self, consumer: AIOKafkaConsumer) -> dict[tuple[str, int], int] | None:
-        """The group's committed offset of every partition of the subscribed topic, in one
-        OffsetFetch request (aiokafka's ``committed`` asks for one partition a request);
-        ``None`` when they cannot be read now."""
+    async def _note_taken_behind(self, stored: dict[tuple[str, int], int]) -> None:
+        """Partitions just given to this worker and sought to its store's positions, which the
+        group has committed past: a store restored from a backup or rebuilt, or partitions
+        that another store's worker folded (``split.py``) are folded again from here. Said
+        once, not a fault by itself: the worker catches up, and its first batch commits the
+        store's position to the group."""
+        consumer = self.consumer()
+        if consumer is None:
+            return
+        committed = await self._group_offsets(consumer, [TopicPartition(*key) for key in stored])
+        behind = [
+            {"partition": f"{topic}[{partition}]", "stored": offset, "committed": ahead}
+            for (topic, partition), offset in sorted(stored.items())
+            if (ahead := (committed or {}).get((topic, partition), 0)) > offset
+        ]
+        if behind:
+            log.info(
+                "partitions taken behind the group's committed offsets; folded again from "
+                "this store's positions",
+                partitions=behind,
+            )
+
+    async def _group_offsets(
+        self, consumer: AIOKafkaConsumer, partitions: list[TopicPartition] | None = None
+    ) -> dict[tuple[str, int], int] | None:
+        """The group's committed offset of ``partitions`` (default: every partition of the
+        subscribed topic), in one OffsetFetch request (aiokafka's ``committed`` asks for one
+        partition a request); ``None`` when they cannot be read now."""
         if self.health is None:
             return None
         try:
-            partitions = [
+            partitions = partitions or [
                 TopicPartition(topic, partition)
                 for topic in sorted(consumer.subscription())
                 for partition in sorted(consumer.partitions_for_topic(topic) or ())
