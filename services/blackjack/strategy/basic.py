@@ -52,6 +52,11 @@ def _index(card: str) -> int:
     return int(rank) - 1
 
 
+def value_index(card: str) -> int:
+    """The solver's value index of a card code: 0 the ace, 1..8 the twos to nines, 9 a ten."""
+    return _index(card)
+
+
 def upcard_label(card: str) -> str:
     return _LABEL_OF_INDEX[_index(card)]
 

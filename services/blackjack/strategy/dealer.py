@@ -40,6 +40,15 @@ def full_shoe(decks: int) -> tuple[int, ...]:
     return (4 * decks,) * 9 + (16 * decks,)
 
 
+Shoe = int | tuple[int, ...]
+"""A shoe before the upcard: a number of fresh decks, or its cards by value index (a shoe
+part-dealt, for ``blackjack.strategy.dealt``)."""
+
+
+def shoe_counts(shoe: Shoe) -> tuple[int, ...]:
+    return full_shoe(shoe) if isinstance(shoe, int) else shoe
+
+
 def add_card(removed: int, index: int) -> int:
     return removed + (1 << (BITS * index))
 
@@ -147,22 +156,25 @@ def dealer_graph(up: int, hits_soft_17: bool) -> DealerGraph:
     return DealerGraph(up, hits_soft_17)
 
 
-_EXACT_CACHE: dict[tuple[int, bool, int, int], Outcomes] = {}
-_CACHE: dict[tuple[int, bool, int, int, int], Outcomes] = {}
+# Fresh shoes (keyed by their deck count) stay cached for the life of the process; part-dealt
+# ones (keyed by their counts) are each valued once, so ``forget_part_dealt`` drops them.
+_EXACT_CACHE: dict[tuple[Shoe, bool, int, int], Outcomes] = {}
+_CACHE: dict[tuple[Shoe, bool, int, int, int], Outcomes] = {}
 
 DEFAULT_EXACT_REMOVED = 3
 
 
-def exact_dealer_outcomes(decks: int, hits_soft_17: bool, up: int, removed: int) -> Outcomes:
+def exact_dealer_outcomes(decks: Shoe, hits_soft_17: bool, up: int, removed: int) -> Outcomes:
     """P(17, 18, 19, 20, 21, bust, blackjack) for the dealer showing ``up``, exactly.
 
-    ``removed`` are the cards out of the shoe besides the upcard (packed, see the module doc).
-    Results are cached for the life of the process: they depend only on these four arguments.
+    ``decks``: fresh decks, or the shoe's cards by value index (upcard included). ``removed``
+    are the cards out of that shoe besides the upcard (packed, see the module doc). Results are
+    cached: they depend only on these four arguments.
     """
     key = (decks, hits_soft_17, up, removed)
     found = _EXACT_CACHE.get(key)
     if found is None:
-        base = list(full_shoe(decks))
+        base = list(shoe_counts(decks))
         base[up] -= 1
         shoe = [base[i] - ((removed >> (BITS * i)) & MASK) for i in range(10)]
         found = dealer_graph(up, hits_soft_17).evaluate(shoe)
@@ -171,7 +183,7 @@ def exact_dealer_outcomes(decks: int, hits_soft_17: bool, up: int, removed: int)
 
 
 def dealer_outcomes(
-    decks: int,
+    decks: Shoe,
     hits_soft_17: bool,
     up: int,
     removed: int,
@@ -214,3 +226,11 @@ def dealer_outcomes(
 def clear_caches() -> None:
     _EXACT_CACHE.clear()
     _CACHE.clear()
+
+
+def forget_part_dealt() -> None:
+    """Drop the entries of part-dealt shoes (keyed by their counts, never asked for again)."""
+    for key in [k for k in _EXACT_CACHE if not isinstance(k[0], int)]:
+        del _EXACT_CACHE[key]
+    for key5 in [k for k in _CACHE if not isinstance(k[0], int)]:
+        del _CACHE[key5]

@@ -69,6 +69,7 @@ from blackjack.strategy.dealer import (
     TEN,
     add_card,
     dealer_outcomes,
+    forget_part_dealt,
     full_shoe,
 )
 
@@ -202,7 +203,7 @@ _NEXT: tuple[list[list[tuple[int, bool]]], ...] = tuple(
 
 # Standing values depend only on the shoe, the dealer's soft-17 rule and whether a blackjack
 # found at the end takes the bet: shared by every rule set (key: decks, H17, upcard, removed,
-# dealer depth, loses-all-to-blackjack).
+# dealer depth, loses-all-to-blackjack). Part-dealt shoes keep theirs in their own solver.
 _STAND_CACHE: dict[tuple[int, bool, int, int, int, bool], list[float]] = {}
 
 
@@ -224,12 +225,26 @@ def _rows_in_solving_order() -> list[RowKey]:
 class _UpcardSolver:
     """All values for one upcard; ``removed`` arguments are packed multisets (see dealer.py)."""
 
-    def __init__(self, key: GameKey, up: int, depth: int, dealer_depth: int) -> None:
+    def __init__(
+        self,
+        key: GameKey,
+        up: int,
+        depth: int,
+        dealer_depth: int,
+        *,
+        shoe: tuple[int, ...] | None = None,
+        chart: UpcardResult | None = None,
+    ) -> None:
+        """``shoe``: a part-dealt shoe's cards by value index (default: ``key.decks`` fresh);
+        ``chart``: play this upcard's rows and pairs as they are ordered there (a fixed
+        strategy) instead of deciding them from this shoe's values."""
         self.key = key
         self.up = up
         self.depth = depth
         self.dealer_depth = dealer_depth
-        base = list(full_shoe(key.decks))
+        self.chart = chart
+        self.dealer_shoe: int | tuple[int, ...] = key.decks if shoe is None else shoe
+        base = list(full_shoe(key.decks) if shoe is None else shoe)
         base[up] -= 1
         self.base = tuple(base)
         self.bj_card: int | None = TEN if up == ACE else ACE if up == TEN else None
@@ -283,6 +298,8 @@ class _UpcardSolver:
     def stand_values(self, removed: int) -> list[float]:
         """Unnormalised value of standing on each total 0..21 (index = total)."""
         found = self._stand.get(removed)
+        if found is None and not isinstance(self.dealer_shoe, int):
+            found = self._stand[removed] = self._stand_values(removed)
         if found is None:
             decks, h17, up = self._stand_key
             key = (decks, h17, up, removed, self.dealer_depth, self.lose_all_to_bj)
@@ -295,7 +312,7 @@ class _UpcardSolver:
 
     def _stand_values(self, removed: int) -> list[float]:
         d = dealer_outcomes(
-            self.key.decks, self.key.hits_soft_17, self.up, removed, self.dealer_depth
+            self.dealer_shoe, self.key.hits_soft_17, self.up, removed, self.dealer_depth
         )
         bj_loss = d[OUTCOME_BLACKJACK] if self.lose_all_to_bj else 0.0
         bust = d[OUTCOME_BUST]
@@ -382,6 +399,11 @@ class _UpcardSolver:
         return out
 
     def solve_rows(self) -> None:
+        if self.chart is not None:
+            for row, result in self.chart.rows.items():
+                self.rows[row] = RowResult(result.order, {}, 0.0)
+                self.row_hits[row] = result.order.index(HIT) < result.order.index(STAND)
+            return
         hands = self.two_card_hands()
         by_row: dict[RowKey, list[tuple[int, int, float]]] = defaultdict(list)
         pairs_by_row: dict[RowKey, list[tuple[int, int, float]]] = defaultdict(list)
@@ -485,6 +507,14 @@ class _UpcardSolver:
                 continue
             total, soft = two_card_total(p, p)
             value = self.all_values(removed, 2, total, soft)
+            weight = 1.0 - self.p_blackjack(removed) if self.peeks else 1.0
+            if self.chart is not None:
+                # The order the fresh shoe's values gave, which also values the split as it was
+                # valued there (the resplits and the pair left unsplit follow this order).
+                order = self.chart.pairs[p].order
+                value[SPLIT] = self.split(p, order)
+                pairs[p] = RowResult(order, value, weight)
+                continue
             non_split = tuple(sorted(HAND_ACTIONS, key=lambda a: -value[a]))
             # Value the split assuming resplits; if the resulting chart would not resplit (or
             # not split at all), value it again without them.
@@ -493,7 +523,6 @@ class _UpcardSolver:
             if not self.resplits(p, order):
                 value[SPLIT] = self.split(p, (*non_split, SPLIT))
                 order = tuple(sorted((*HAND_ACTIONS, SPLIT), key=lambda a: -value[a]))
-            weight = 1.0 - self.p_blackjack(removed) if self.peeks else 1.0
             pairs[p] = RowResult(order, value, weight)
         return pairs
 
@@ -626,4 +655,35 @@ def solve(
             found.upcards[up] = _UpcardSolver(key, up, depth, dealer_depth).solve()
             found.upcard_probability[up] = full[up] / n
         _SOLUTIONS[key, depth, dealer_depth] = found
+    return found
+
+
+def value_shoe(
+    rules: Rules,
+    shoe: tuple[int, ...],
+    depth: int = DEFAULT_DEPTH,
+    dealer_depth: int = DEFAULT_EXACT_REMOVED,
+) -> GameSolution:
+    """The values of one round dealt from a part-dealt ``shoe`` (cards by value index) and
+    played by the fresh shoe's chart, ``solve(rules)``: a fixed strategy, the one the simulator
+    plays, not one adapted to this shoe. Same method and approximations as ``solve``; not
+    cached (each part-dealt shoe is valued once). ``value_shoe(rules, full_shoe(decks))``
+    equals ``solve(rules)``.
+    """
+    if len(shoe) != 10 or min(shoe) < 0 or max(shoe) > 16 * rules.decks:
+        raise ValueError("a shoe is ten counts by value index, none negative")
+    chart = solve(rules, depth, dealer_depth)
+    found = GameSolution(chart.key, depth, dealer_depth)
+    n = sum(shoe)
+    try:
+        for up in range(10):
+            if shoe[up] == 0:
+                continue
+            solver = _UpcardSolver(
+                chart.key, up, depth, dealer_depth, shoe=shoe, chart=chart.upcards[up]
+            )
+            found.upcards[up] = solver.solve()
+            found.upcard_probability[up] = shoe[up] / n
+    finally:
+        forget_part_dealt()
     return found
