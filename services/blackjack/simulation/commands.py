@@ -183,9 +183,70 @@ def _rtp(args: argparse.Namespace) -> int:
         returns = table_returns(rules)
         line["lowest_rtp_percent"] = round(returns.lowest_percent, 4)
         line["lowest_rtp_at_bet"] = returns.lowest_at_bet
+    if args.as_dealt:
+        if args.boxes > rules.boxes:
+            print(
+                f"blackjack rtp: {rules.name} has {rules.boxes} boxes, not {args.boxes}",
+                file=sys.stderr,
+            )
+            return 2
+        line["as_dealt"] = _as_dealt(args, rules)
     line["seconds"] = round(time.perf_counter() - started, 2)
     print(json.dumps(line))
     return 0
+
+
+def _as_dealt(args: argparse.Namespace, rules: Rules) -> dict[str, Any]:
+    """The RTP as dealt to the reshuffle point (``blackjack.simulation.dealt``)."""
+    from blackjack.simulation.dealt import compute_as_dealt
+
+    found = compute_as_dealt(
+        rules,
+        args.bet,
+        boxes=args.boxes,
+        shoes=args.shoes,
+        exact_shoes=args.exact,
+        seed=args.seed,
+        workers=args.workers,
+    )
+    if found.reshuffles_every_round:
+        return {
+            "rtp_percent": round(found.rtp_percent, 4),
+            "cut_card_effect_points": 0.0,
+            "method": "reshuffled before every round: every round is off a fresh shoe, "
+            "so the figure is the fresh one exactly (no sampling)",
+        }
+    half = Z_95 * found.effect_se
+    return {
+        "rtp_percent": round(found.rtp_percent, 4),
+        "ci95_percent": [
+            round(found.rtp_percent - half, 4),
+            round(found.rtp_percent + half, 4),
+        ],
+        "cut_card_effect_points": round(found.effect, 4),
+        "standard_error_points": round(found.effect_se, 4),
+        "boxes": found.boxes,
+        "seed": args.seed,
+        "shoes": found.shoes,
+        "rounds_per_shoe": round(found.rounds_per_shoe, 3),
+        "linear_part_points": round(found.linear_effect, 5),
+        "linear_part_se_points": round(found.linear_se, 5),
+        "residual_points": round(found.residual_effect, 5),
+        "residual_se_points": round(found.residual_se, 5),
+        "rounds_valued_exactly": found.exact_rounds,
+        "effects_of_removal_points": {
+            label: round(eor, 5)
+            for label, eor in zip(_VALUE_LABELS, found.eor_percent, strict=True)
+        },
+        "method": "shoes dealt by the real engine with the fixed chart to its reshuffle "
+        "point; each round valued by its expectation from the shoe left (effects of removal, "
+        "plus the exactly valued residual of one round per shoe in --exact shoes); the "
+        "solver's approximations are those of the fresh figure",
+    }
+
+
+_VALUE_LABELS = ("A", "2", "3", "4", "5", "6", "7", "8", "9", "T")
+Z_95 = 1.959963984540054
 
 
 def _anchors(args: argparse.Namespace) -> int:
@@ -298,6 +359,28 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     rtp.add_argument("variant", choices=variants, metavar="VARIANT", help=one_of)
     rtp.add_argument("--bet", type=money, default=None, help="bet level, e.g. 5.00")
     rtp.add_argument("--all-bets", action="store_true", help="also the lowest RTP at any bet")
+    rtp.add_argument(
+        "--as-dealt",
+        action="store_true",
+        help="also the RTP as dealt to the reshuffle point (the cut-card effect; sampled)",
+    )
+    rtp.add_argument(
+        "--boxes", type=whole_positive, default=1, help="with --as-dealt: boxes in play (1)"
+    )
+    rtp.add_argument(
+        "--shoes", type=whole_positive, default=2000, help="with --as-dealt: shoes dealt"
+    )
+    rtp.add_argument(
+        "--exact",
+        type=whole_positive,
+        default=80,
+        metavar="SHOES",
+        help="with --as-dealt: shoes with one round valued exactly",
+    )
+    rtp.add_argument("--seed", type=int, default=1, help="with --as-dealt: the shoes' seed")
+    rtp.add_argument(
+        "--workers", type=whole_positive, default=None, help="processes (default: all cores)"
+    )
     _add_overrides(rtp)
     rtp.set_defaults(handler=_with_rules(_rtp))
 
