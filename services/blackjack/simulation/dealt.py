@@ -301,6 +301,12 @@ class AsDealt:
     def rtp_percent(self) -> float:
         return self.fresh_rtp_percent + self.effect
 
+    @property
+    def ci95_percent(self) -> tuple[float, float]:
+        """The 95 % interval of the RTP as dealt, from the sampling's standard error."""
+        half = Z_95 * self.effect_se
+        return self.rtp_percent - half, self.rtp_percent + half
+
 
 def compute_as_dealt(
     rules: Rules,

@@ -19,12 +19,14 @@ What is exact and what is approximated (details in ``blackjack.strategy.solver``
   cards of the other split hands apart from the resplit pair cards); split aces are never
   resplit (``Rules`` has no flag for it); when splitting by rank only the splittable share of
   two-ten hands differs (splitting tens is never the chosen play).
-* Not modelled: the reshuffle policy -- every round is valued as the first off a fresh shoe,
-  so the cut-card effect of penetration presets is ignored: a few hundredths of a point of RTP
-  at mini-h17 and atlantic-city-multi by an independent estimate made outside this repo
-  (README, *The math*). Off a fresh shoe, other boxes at the table do not
-  change a box's expectation, since their cards are unseen by this strategy; at a penetration
-  preset they do, through the number of rounds a shoe lasts.
+* Not modelled here: the reshuffle policy -- every round is valued as the first off a fresh
+  shoe. At a preset that deals several rounds from a shoe (mini-h17, atlantic-city-multi) the
+  cut-card effect costs the player a little more: ``blackjack.simulation.dealt`` computes it
+  (``blackjack rtp VARIANT --as-dealt [--boxes N]``: the shoes dealt by the real engine, each
+  round valued exactly from the shoe left; figures with their 95 % intervals in README, *The
+  math*). Off a fresh shoe, other boxes at the table do not change a box's expectation, since
+  their cards are unseen by this strategy; at a penetration preset they do, through the number
+  of rounds a shoe lasts.
 * Per-bet rounding comes from ``blackjack.domain.payouts``: the blackjack win
   (``blackjack_winnings``: floored to the cent, then to ``blackjack_win_rounded_down_to``) and
   the surrender refund (``surrender_refund``: floor of half). With ``bet=None`` neither is
