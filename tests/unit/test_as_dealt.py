@@ -14,10 +14,13 @@ from blackjack.cli import main
 from blackjack.domain.rules import PRESETS, preset
 from blackjack.simulation.dealt import (
     Valuer,
+    _mean_se,
+    _ratio_with_control,
     compute_as_dealt,
     deal_shoes,
     deepest_start,
     make_valuer,
+    shoe_sums,
 )
 from blackjack.strategy import compute_strategy
 from blackjack.strategy.dealer import full_shoe
@@ -162,3 +165,31 @@ def test_the_command_refuses_more_boxes_than_the_table_has(
 ) -> None:
     assert main(["rtp", "mini-h17", "--as-dealt", "--boxes", "2"]) == 2
     assert "mini-h17 has 1 boxes, not 2" in capsys.readouterr().err
+
+
+def test_the_control_variate_agrees_with_the_plain_ratio(mini_valuer: Valuer) -> None:
+    """The control (L averaged over every depth a round may start at) has mean zero, so the
+    controlled estimate of the linear part agrees with the plain ratio sum L / sum rounds,
+    within the plain one's error, at a small fraction of it."""
+    rules = preset("mini-h17")
+    shoes = deal_shoes(rules, compute_strategy(rules), 600, boxes=1, bet=100, seed=11)
+    sums = [shoe_sums(mini_valuer, shoe) for shoe in shoes]
+    controlled, controlled_se, correlation = _ratio_with_control(sums)
+    rounds = sum(s.rounds for s in sums) / len(sums)
+    plain = sum(s.linear for s in sums) / sum(s.rounds for s in sums)
+    _, plain_se = _mean_se([(s.linear - plain * s.rounds) / rounds for s in sums])
+    assert abs(controlled - plain) < 3 * plain_se
+    assert correlation > 0.95 and controlled_se < plain_se / 4
+    assert controlled < 0
+
+
+def test_a_shoe_that_deals_one_round_costs_nothing() -> None:
+    """Reshuffled once a single card of the shoe is gone, every shoe deals one round, the
+    first off a fresh shoe: the engine-dealt shoes give an effect of exactly zero."""
+    rules = preset("mini-h17").with_overrides(
+        {"reshuffle": {"kind": "penetration", "used": "1/416"}}
+    )
+    found = compute_as_dealt(rules, shoes=50, exact_shoes=2, workers=1)
+    assert found.rounds_per_shoe == 1.0
+    assert found.effect == 0.0 and found.effect_se == 0.0
+    assert found.rtp_percent == found.fresh_rtp_percent
