@@ -22,11 +22,11 @@ What is exact and what is approximated (details in ``blackjack.strategy.solver``
 * Not modelled here: the reshuffle policy -- every round is valued as the first off a fresh
   shoe. At a preset that deals several rounds from a shoe (mini-h17, atlantic-city-multi) the
   cut-card effect costs the player a little more: ``blackjack.simulation.dealt`` computes it
-  (``blackjack rtp VARIANT --as-dealt [--boxes N]``: the shoes dealt by the real engine, each
-  round valued exactly from the shoe left; figures with their 95 % intervals in README, *The
-  math*). Off a fresh shoe, other boxes at the table do not change a box's expectation, since
-  their cards are unseen by this strategy; at a penetration preset they do, through the number
-  of rounds a shoe lasts.
+  (``blackjack rtp VARIANT --as-dealt [--boxes N]``: shoes dealt by the real engine, each
+  round valued by its expectation from the shoe left; figures with their 95 % intervals in
+  README, *The math*: about -0.02 points at one box). Off a fresh shoe, other boxes at the
+  table do not change a box's expectation, since their cards are unseen by this strategy; at a
+  penetration preset they do, through the number of rounds a shoe lasts.
 * Per-bet rounding comes from ``blackjack.domain.payouts``: the blackjack win
   (``blackjack_winnings``: floored to the cent, then to ``blackjack_win_rounded_down_to``) and
   the surrender refund (``surrender_refund``: floor of half). With ``bet=None`` neither is
