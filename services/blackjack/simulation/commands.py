@@ -378,7 +378,10 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     )
     rtp.add_argument("--seed", type=int, default=1, help="with --as-dealt: the shoes' seed")
     rtp.add_argument(
-        "--workers", type=whole_positive, default=None, help="processes (default: all cores)"
+        "--workers",
+        type=whole_positive,
+        default=None,
+        help="with --as-dealt: processes (default: all cores)",
     )
     _add_overrides(rtp)
     rtp.set_defaults(handler=_with_rules(_rtp))
