@@ -9,11 +9,13 @@ from __future__ import annotations
 
 import asyncio
 from dataclasses import dataclass
+from types import SimpleNamespace
 from typing import Any, Literal, cast
 
 import pytest
 import structlog
 from aiokafka import AIOKafkaConsumer, AIOKafkaProducer, TopicPartition
+from aiokafka.structs import OffsetAndMetadata
 
 from blackjack.command_handler.checkpointing import Checkpointing
 from blackjack.command_handler.config import HandlerConfig
@@ -21,8 +23,10 @@ from blackjack.command_handler.partitions import _Partition
 from blackjack.command_handler.processor import Handled
 from blackjack.command_handler.records import Outgoing
 from blackjack.command_handler.replay import RebuildStats, rebuild
+from blackjack.command_handler.service import CommandHandler
 from blackjack.command_handler.snapshots import (
     CHECKPOINT_AUTH_HEADER,
+    SIGNED_CHECKPOINTS_MARK,
     Checkpoint,
     CheckpointSigner,
     SnapshotCodec,
@@ -35,6 +39,7 @@ from blackjack.domain import commands as cmd
 from blackjack.domain.evolve import fold
 from blackjack.domain.state import TableState
 from blackjack.messages.envelope import CommandResult
+from blackjack.messages.sealing import ShoeSeal
 from tests.unit.processor_harness import TOPICS
 from tests.unit.test_handler_windows import T0
 from tests.unit.test_round_resumed import LATER, SOLO, Table, seated
@@ -305,3 +310,32 @@ def test_unsigned_checkpoints_are_accepted_or_refused_by_configuration() -> None
     assert HandlerConfig.from_env(refuse).unsigned_checkpoints == "refuse"
     with pytest.raises(ConfigurationError, match="accept or refuse"):
         HandlerConfig.from_env({**key, "BLACKJACK_UNSIGNED_CHECKPOINTS": "yes"})
+
+
+@pytest.mark.parametrize(
+    ("committed", "trusted"),
+    [
+        (OffsetAndMetadata(7, ""), "accept"),  # the release before committed last
+        (OffsetAndMetadata(7, SIGNED_CHECKPOINTS_MARK), "refuse"),
+        (None, "refuse"),  # deleted, expired or never committed
+    ],
+)
+async def test_an_unsigned_checkpoint_is_trusted_only_where_the_release_before_committed(
+    committed: OffsetAndMetadata | None, trusted: str
+) -> None:
+    """A group whose committed offsets are gone (deleted, or expired after
+    ``offsets.retention.minutes``) trusted an unsigned checkpoint, forged by whoever can write
+    the snapshots topic: its absence read as "the release before may have written it"."""
+    handler = CommandHandler(HandlerConfig(shoe_key_hex=ShoeSeal.new_key_hex(), group_id="g"))
+    tp = TopicPartition(TOPICS.commands, 0)
+
+    async def fetch_committed_offsets(tps: Any) -> dict[Any, OffsetAndMetadata]:
+        return {} if committed is None else {tp: committed}
+
+    handler._consumer = cast(
+        AIOKafkaConsumer,
+        SimpleNamespace(
+            _coordinator=SimpleNamespace(fetch_committed_offsets=fetch_committed_offsets)
+        ),
+    )
+    assert await handler._unsigned_checkpoints(_Partition(0, tp)) == trusted

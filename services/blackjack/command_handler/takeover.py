@@ -22,6 +22,7 @@ from aiokafka.errors import (
     NotLeaderForPartitionError,
     RequestTimedOutError,
 )
+from aiokafka.structs import OffsetAndMetadata
 
 from blackjack.bus.settings import TRANSACTION_RETRY_BACKOFF_MS
 from blackjack.bus.topics import RECORD_MAX_BYTES, SNAPSHOT_MAX_BYTES
@@ -264,17 +265,14 @@ class Takeovers(Partitions):
 
     async def _unsigned_checkpoints(self, partition: _Partition) -> Literal["accept", "refuse"]:
         """Whether an unsigned checkpoint is trusted: only while the release before may have
-        written it, i.e. unless refused by configuration or the partition's offsets were
-        last committed by this release (``SIGNED_CHECKPOINTS_MARK``)."""
+        written it, i.e. unless refused by configuration or the partition's committed offsets
+        are not the release before's (``SIGNED_CHECKPOINTS_MARK``, or none at all)."""
         if self.config.unsigned_checkpoints == "refuse":
             return "refuse"
         assert self._consumer is not None
         # aiokafka's ``committed`` gives the offset only; its coordinator has the metadata
         committed = await self._consumer._coordinator.fetch_committed_offsets([partition.tp])
-        found = committed.get(partition.tp)
-        if found is not None and found.metadata == SIGNED_CHECKPOINTS_MARK:
-            return "refuse"
-        return "accept"
+        return unsigned_checkpoints_for(committed.get(partition.tp))
 
     async def _prepare_due(self) -> bool:
         """Take over (rebuild) one partition that is due, if any; True when more are due.
@@ -297,3 +295,15 @@ class Takeovers(Partitions):
                 await self._close_producer(partition)
                 await self._prepare(partition)
         return len(due) > 1
+
+
+def unsigned_checkpoints_for(committed: OffsetAndMetadata | None) -> Literal["accept", "refuse"]:
+    """An unsigned checkpoint is the release before's only where that release committed last
+    (offsets without the mark). Without committed offsets it is refused too: the release before
+    committed with every batch it checkpointed, so none means the group's offsets were deleted
+    or expired (``offsets.retention.minutes``, 7 days by default) or never written, and a
+    forged checkpoint there would otherwise be trusted (and could say it answered nothing, so
+    that ``AnsweredElsewhere`` let the partition be taken)."""
+    if committed is None or committed.metadata == SIGNED_CHECKPOINTS_MARK:
+        return "refuse"
+    return "accept"
