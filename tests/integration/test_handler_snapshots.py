@@ -423,28 +423,7 @@ async def test_a_checkpoint_of_the_release_before_is_trusted_during_the_upgrade(
     once, which the next takeover trusts."""
     space: KafkaSpace = await kafka_space(partitions=1)
     config = space.config(snapshot_every=3)
-    async with running_handler(config, shuffler=no_blackjack()), space.client() as client:
-        for command in (
-            cmd.OpenTable(variant="mini-h17"),
-            cmd.SitDown(player_id="p"),
-            cmd.Deposit(player_id="p", amount=50_000),
-            cmd.PlaceBet(player_id="p", box=0, amount=1_000),
-        ):
-            assert (await client.execute("upgraded", command)).status == "accepted"
-    real = await _newest_checkpoint(space)
-    headers = [(name, value) for name, value in real.headers if name == "bj_commands_to"]
-    unsigned_at = await _put_checkpoint(space, real.value, headers)
-    # the older release's commit: the same offset, without the metadata
-    tp = TopicPartition(space.topics.commands, 0)
-    older = AIOKafkaConsumer(
-        bootstrap_servers=space.bootstrap, group_id=config.group_id, enable_auto_commit=False
-    )
-    await older.start()
-    try:
-        older.assign([tp])
-        await older.commit({tp: await older.committed(tp) or 0})
-    finally:
-        await older.stop()
+    unsigned_at = await _as_the_release_before_left_it(space, config, "upgraded")
 
     kept, unsigned = rebuilds("checkpoint"), _unsigned()
     async with running_handler(config), space.client() as client:
@@ -460,3 +439,57 @@ async def test_a_checkpoint_of_the_release_before_is_trusted_during_the_upgrade(
 
 def _unsigned() -> float:
     return REGISTRY.get_sample_value("blackjack_checkpoints_unsigned_total") or 0.0
+
+
+async def _as_the_release_before_left_it(space: KafkaSpace, config: Any, table: str) -> int:
+    """A bet placed on ``table``; partition 0's checkpoint and committed offsets then made as
+    the release before wrote them (no ``bj_checkpoint_auth``, no metadata). The checkpoint's
+    offset."""
+    async with running_handler(config, shuffler=no_blackjack()), space.client() as client:
+        for command in (
+            cmd.OpenTable(variant="mini-h17"),
+            cmd.SitDown(player_id="p"),
+            cmd.Deposit(player_id="p", amount=50_000),
+            cmd.PlaceBet(player_id="p", box=0, amount=1_000),
+        ):
+            assert (await client.execute(table, command)).status == "accepted"
+    real = await _newest_checkpoint(space)
+    headers = [(name, value) for name, value in real.headers if name == "bj_commands_to"]
+    unsigned_at = await _put_checkpoint(space, real.value, headers)
+    # the older release's commit: the same offset, without the metadata
+    tp = TopicPartition(space.topics.commands, 0)
+    older = AIOKafkaConsumer(
+        bootstrap_servers=space.bootstrap, group_id=config.group_id, enable_auto_commit=False
+    )
+    await older.start()
+    try:
+        older.assign([tp])
+        await older.commit({tp: await older.committed(tp) or 0})
+    finally:
+        await older.stop()
+    return unsigned_at
+
+
+async def test_a_quiet_partition_refuses_unsigned_checkpoints_once_upgraded(
+    kafka_space: Any,
+) -> None:
+    """Taken over from the release before's checkpoint, a partition no command came to kept
+    that release's committed offsets (no metadata): a forged unsigned checkpoint put there
+    any time later was trusted. The signed checkpoint written at once commits the offsets
+    with the mark, so the next takeover refuses it."""
+    space: KafkaSpace = await kafka_space(partitions=1)
+    config = space.config(snapshot_every=3)
+    unsigned_at = await _as_the_release_before_left_it(space, config, "quiet")
+    async with running_handler(config):
+        await _signed_checkpoint_after(space, unsigned_at)  # no command after it
+    real = await _newest_checkpoint(space)
+    skipping = Checkpoint.decode(real.value).model_copy(update={"events_from": 10**6})
+    headers = [(name, value) for name, value in real.headers if name == "bj_commands_to"]
+    await _put_checkpoint(space, skipping.encode(), headers)
+    refused, unsigned = distrusted("unsigned"), _unsigned()
+    async with running_handler(config), space.client() as client:
+        assert distrusted("unsigned") == refused + 1 and _unsigned() == unsigned
+        assert (await client.execute("quiet", cmd.Deal(player_id="p"))).status == "accepted"
+    check = await verify_stream(space, "quiet")
+    assert isinstance(check.state, TableState) and check.state.round_in_play
+    assert check.state.boxes[0].bet == 1_000

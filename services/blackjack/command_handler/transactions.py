@@ -183,6 +183,14 @@ class Transactions(Checkpointing):
             try:
                 await producer.begin_transaction()
                 await self._checkpoint(partition, store, producer, sent)
+                if store.answered_to:
+                    # The offset already committed, with the mark: taken from an unsigned
+                    # checkpoint, a partition no command comes to would otherwise keep the
+                    # release before's commit and trust a forged unsigned checkpoint for ever.
+                    await producer.send_offsets_to_transaction(
+                        {partition.tp: (store.answered_to, SIGNED_CHECKPOINTS_MARK)},
+                        self.config.group_id,
+                    )
                 await self._advance(store, sent)  # the snapshots are written, as above
                 await producer.commit_transaction()
             except Exception as error:
