@@ -393,14 +393,7 @@ async def test_an_unsigned_checkpoint_is_refused_where_this_release_has_committe
     rolling upgrade itself trusts one."""
     space: KafkaSpace = await kafka_space(partitions=1)
     config = space.config(snapshot_every=3)
-    async with running_handler(config, shuffler=no_blackjack()), space.client() as client:
-        for command in (
-            cmd.OpenTable(variant="mini-h17"),
-            cmd.SitDown(player_id="p"),
-            cmd.Deposit(player_id="p", amount=50_000),
-            cmd.PlaceBet(player_id="p", box=0, amount=1_000),
-        ):
-            assert (await client.execute("unsigned", command)).status == "accepted"
+    await _bet_placed(space, config, "unsigned")
     real = await _newest_checkpoint(space)
     skipping = Checkpoint.decode(real.value).model_copy(update={"events_from": 10**6})
     headers = [(name, value) for name, value in real.headers if name == "bj_commands_to"]
@@ -441,10 +434,9 @@ def _unsigned() -> float:
     return REGISTRY.get_sample_value("blackjack_checkpoints_unsigned_total") or 0.0
 
 
-async def _as_the_release_before_left_it(space: KafkaSpace, config: Any, table: str) -> int:
-    """A bet placed on ``table``; partition 0's checkpoint and committed offsets then made as
-    the release before wrote them (no ``bj_checkpoint_auth``, no metadata). The checkpoint's
-    offset."""
+async def _bet_placed(space: KafkaSpace, config: Any, table: str) -> None:
+    """A table opened and a player's bet of 1,000 placed at it, its round still to deal (a
+    checkpoint written meanwhile: ``snapshot_every`` 3)."""
     async with running_handler(config, shuffler=no_blackjack()), space.client() as client:
         for command in (
             cmd.OpenTable(variant="mini-h17"),
@@ -453,6 +445,13 @@ async def _as_the_release_before_left_it(space: KafkaSpace, config: Any, table: 
             cmd.PlaceBet(player_id="p", box=0, amount=1_000),
         ):
             assert (await client.execute(table, command)).status == "accepted"
+
+
+async def _as_the_release_before_left_it(space: KafkaSpace, config: Any, table: str) -> int:
+    """A bet placed on ``table``; partition 0's checkpoint and committed offsets then made as
+    the release before wrote them (no ``bj_checkpoint_auth``, no metadata). The checkpoint's
+    offset."""
+    await _bet_placed(space, config, table)
     real = await _newest_checkpoint(space)
     headers = [(name, value) for name, value in real.headers if name == "bj_commands_to"]
     unsigned_at = await _put_checkpoint(space, real.value, headers)
