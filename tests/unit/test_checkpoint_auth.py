@@ -197,6 +197,21 @@ async def test_a_checkpoint_copied_from_another_partition_is_not_trusted() -> No
     assert stats.distrusted == "forged" and state_of(store) == folded(table)
 
 
+async def test_a_second_commands_to_header_on_a_signed_checkpoint_is_not_trusted() -> None:
+    """The real checkpoint's headers copied with another ``bj_commands_to`` before them: the
+    authentication checked the last one (``dict``), the rebuild used the first, so "signed"
+    said nothing of where its commands were answered to (one past the group's committed
+    offset keeps the partition out of service, ``AnsweredElsewhere``)."""
+    table = seated()
+    bet(table, 500)
+    real = checkpoint_record(await write_checkpoint(table))
+    headers = [("bj_commands_to", b"999999"), *real.headers]
+    commit(table, [Outgoing(real.topic, real.key, real.value, headers, 0)])
+    store, stats = await take_over(table)
+    assert stats.distrusted == "forged" and not stats.checkpoint
+    assert store.answered_to < 999999 and state_of(store) == folded(table)
+
+
 async def test_an_older_snapshot_put_back_after_the_checkpoint_is_not_trusted() -> None:
     """Each snapshot is sealed on its own, so an older one of the same stream opens as well as
     the newest: put back on the topic after a checkpoint, it would lose every event between

@@ -127,7 +127,13 @@ class CheckpointSigner:
     ) -> CheckpointTrust:
         """Whether the checkpoint record was written by a handler of this deployment for this
         partition, with exactly the snapshots ``digest`` sums."""
-        found = dict(headers or ())
+        found: dict[str, bytes | None] = {}
+        for name, header in headers or ():
+            if name in found and name in (CHECKPOINT_AUTH_HEADER, COMMANDS_TO_HEADER):
+                # A handler writes each once; with two, what is authenticated and what the
+                # rebuild reads (``offset_header``: the first) could differ.
+                return "forged"
+            found[name] = header
         auth = found.get(CHECKPOINT_AUTH_HEADER)
         if auth is None:
             return "unsigned"
