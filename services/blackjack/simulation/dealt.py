@@ -53,12 +53,12 @@ from blackjack.domain.rejections import Rejection
 from blackjack.domain.rules import PRESETS, ReshuffleAtPenetration, Rules
 from blackjack.domain.state import INITIAL_STATE, TableState
 from blackjack.simulation.player import (
-    _COMMANDS,
     BANKROLL,
+    HAND_COMMANDS,
     SeededShuffler,
     Strategy,
-    _Memo,
-    _memo_for,
+    StrategyMemo,
+    memo_for,
 )
 from blackjack.strategy.basic import compute_strategy, value_index
 from blackjack.strategy.dealer import full_shoe
@@ -100,7 +100,7 @@ def deal_shoes(
         ]
     bets = [cmd.PlaceBet(player_id=owners[box], box=box, amount=bet) for box in range(boxes)]
     deals = [cmd.Deal(player_id=player) for player in players]
-    memo = _memo_for(strategy)
+    memo = memo_for(strategy)
     dealt: list[DealtShoe] = []
     starts: list[int] = []
     cards: tuple[int, ...] = ()
@@ -136,7 +136,7 @@ def _apply(
 
 
 def _next_move(
-    state: TableState, events: Sequence[ev.Event], memo: _Memo, owners: list[str]
+    state: TableState, events: Sequence[ev.Event], memo: StrategyMemo, owners: list[str]
 ) -> cmd.Command:
     """As ``player._next_move``, each box played by its own player."""
     if state.phase == "insurance":  # basic strategy never insures
@@ -154,7 +154,7 @@ def _next_move(
 
 @cache
 def _move(action: str, player: str, box: int, hand: int) -> cmd.HandCommand:
-    return _COMMANDS[action](player_id=player, box=box, hand=hand)
+    return HAND_COMMANDS[action](player_id=player, box=box, hand=hand)
 
 
 # --- valuing the rounds -------------------------------------------------------------------------

@@ -121,7 +121,7 @@ def play(
     for command in setup:
         state = _must(apply(state, command, CLOCK, shuffler), watch).state
     tally = Tally()
-    memo = _memo_for(strategy)
+    memo = memo_for(strategy)
     bet_command = cmd.PlaceBet(player_id=PLAYER, box=0, amount=bet)
     deal_command = cmd.Deal(player_id=PLAYER)
     for _ in range(rounds):
@@ -138,7 +138,7 @@ def play(
     return tally
 
 
-class _Memo:
+class StrategyMemo:
     """The strategy's answers by the ranks of the hand and the upcard: a strategy never looks
     at suits, and the same few hundred hands come up again and again."""
 
@@ -160,19 +160,19 @@ class _Memo:
         return action
 
 
-_last_memo: Final[list[_Memo]] = []
+_last_memo: Final[list[StrategyMemo]] = []
 
 
-def _memo_for(strategy: Strategy) -> _Memo:
+def memo_for(strategy: Strategy) -> StrategyMemo:
     """The memo of the last strategy played, if it is this one: the benchmark plays many
     short runs with one strategy."""
     if _last_memo and _last_memo[0].strategy is strategy:
         return _last_memo[0]
-    _last_memo[:] = [_Memo(strategy)]
+    _last_memo[:] = [StrategyMemo(strategy)]
     return _last_memo[0]
 
 
-def _next_move(state: TableState, events: list[ev.Event], memo: _Memo) -> cmd.Command:
+def _next_move(state: TableState, events: list[ev.Event], memo: StrategyMemo) -> cmd.Command:
     """Plays as a client does: the buttons are those of the last TurnStarted."""
     if state.phase == "insurance":
         return _DECLINE_INSURANCE  # basic strategy never insures
@@ -184,7 +184,7 @@ def _next_move(state: TableState, events: list[ev.Event], memo: _Memo) -> cmd.Co
     return _command(memo.action(hand.cards, upcard, turn.actions), turn.box, turn.hand)
 
 
-_COMMANDS: Final[dict[str, type[cmd.HandCommand]]] = {
+HAND_COMMANDS: Final[dict[str, type[cmd.HandCommand]]] = {
     "hit": cmd.Hit,
     "stand": cmd.Stand,
     "double": cmd.Double,
@@ -196,7 +196,7 @@ _COMMANDS: Final[dict[str, type[cmd.HandCommand]]] = {
 # Commands are frozen values: the simulator validates each distinct one once and sends it again.
 @cache
 def _command(action: str, box: int, hand: int) -> cmd.HandCommand:
-    return _COMMANDS[action](player_id=PLAYER, box=box, hand=hand)
+    return HAND_COMMANDS[action](player_id=PLAYER, box=box, hand=hand)
 
 
 _DECLINE_INSURANCE: Final = cmd.DeclineInsurance(player_id=PLAYER, box=0)
