@@ -19,6 +19,7 @@ import pytest
 from blackjack.domain import commands as cmd
 from blackjack.domain import events as ev
 from blackjack.domain.cards import fresh_shoe
+from blackjack.domain.evolve import apply_event
 from blackjack.domain.legal import legal_actions
 from blackjack.domain.rejections import Rejection
 from blackjack.domain.rules import PRESETS, Rules
@@ -164,11 +165,16 @@ class Oracle(Ledger):
     checked_offers = 0
 
     def send(self, command: cmd.Command) -> list[ev.Event] | Rejection:
+        before = self.state
         result = super().send(command)
         if isinstance(result, Rejection):
             return result
-        state = self.state
+        # Each offer is judged on the table as it stands right after it: a command may go on
+        # past a TurnStarted (page 002's move during the insurance offer: the decline, the
+        # peek, the turn, then the move).
+        state = before.copy()
         for e in result:
+            apply_event(state, e)
             if isinstance(e, ev.TurnStarted) and state.active == (e.box, e.hand):
                 assert e.actions is not None
                 assert sorted(e.actions) == expected_actions(state, e.box, e.hand), e
@@ -261,8 +267,11 @@ def _command(table: Ledger, pid: str, button: str, rng: random.Random) -> cmd.Co
     }
     if name in simple:
         return simple[name](player_id=pid)
-    assert state.active is not None
-    box, hand = state.active
+    # the hand whose turn it is, or (page 002, during the insurance offer) the one a move
+    # would decline the insurance of and be played on
+    turn = legal_actions(state, pid, table.now).turn
+    assert turn is not None
+    box, hand = turn.box, turn.hand
     moves: dict[str, type[cmd.HandCommand]] = {
         "hit": cmd.Hit,
         "stand": cmd.Stand,
