@@ -183,7 +183,13 @@ def _insurance(rules: Rules) -> list[str]:
     return [
         f"When the dealer shows an ace you may insure a box for half its bet (an odd cent "
         f"is not charged); insurance pays {rules.insurance_pays} to 1 if the dealer has "
-        "blackjack. It is not offered on a blackjack, nor when your balance cannot cover it."
+        "blackjack. It is not offered on a blackjack, nor when your balance cannot cover it.",
+        # ``decisions/insurance.py``: a move on an undecided box declines first.
+        "Instead of answering No you may play the hand (hit, stand, double, ...): its "
+        "insurance is declined and, unless the dealer has blackjack, the move is played; "
+        "this once no one else is still deciding on insurance and the hand plays first."
+        if rules.move_declines_insurance
+        else "Answer Yes or No to insurance before you play the hand.",
     ]
 
 

@@ -39,7 +39,7 @@ from blackjack.domain import commands as cmd
 from blackjack.domain import events as ev
 from blackjack.domain.cards import RANKS, fresh_shoe
 from blackjack.domain.decide import decide
-from blackjack.domain.decisions.options import turn_options
+from blackjack.domain.decisions.options import hand_actions, turn_options
 from blackjack.domain.evolve import evolve, fold
 from blackjack.domain.hand import is_natural, total
 from blackjack.domain.legal import LegalActions, legal_actions
@@ -451,6 +451,13 @@ def play_table(
         turns = [legal.turn for _, _, legal in choices if legal.turn is not None]
         late = state.deadline is not None and now >= state.deadline
         expected = frozenset() if late else turn_options(state)
+        if state.phase == "insurance" and turns:
+            # page 002: a move declines the box's insurance; offered only at a table with the
+            # option, on the box that plays first, and they are the actions its turn will list
+            assert state.rules.move_declines_insurance and not late, turns
+            box = turns[0].box
+            assert turns[0].hand == 0 and state.boxes[box].insurance == "offered", turns
+            expected = frozenset(hand_actions(state, box, 0))
         assert set(turns[0].actions if turns else ()) == expected, turns
         if not choices:
             continue

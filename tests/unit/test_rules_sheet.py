@@ -64,6 +64,7 @@ OVERRIDES: dict[str, dict[str, Any]] = {
     "interrupted_round_days": {"interrupted_round_days": 7},
     "break_even_message": {"break_even_message": True},
     "void_on_malfunction": {"void_on_malfunction": True},
+    "move_declines_insurance": {"move_declines_insurance": False},  # atlantic-city's is true
     "seat_released_after_rounds_sat_out": {
         "seats": 3,
         "turn_seconds": 15,
@@ -100,6 +101,7 @@ def test_an_override_of_any_rule_changes_the_sheet(field: str) -> None:
                 "hits a soft 17",
                 "again, or 2 times them (x2), and deals at once",
                 "Surrender: after the dealer has checked for blackjack",
+                "Answer Yes or No to insurance before you play the hand.",
                 '"Break Even"',
                 "Bets from 1.00 to 500.00 USD a box",
             ],
@@ -121,6 +123,7 @@ def test_an_override_of_any_rule_changes_the_sheet(field: str) -> None:
                 "pays 3 to 2; the winnings are paid in whole multiples of 1.00 USD",
                 "the same rank (K-K, not K-Q) once (two hands)",
                 "Split aces take one card each",
+                "Instead of answering No you may play the hand (hit, stand, double, ...)",
             ],
         ),
         (

@@ -26,7 +26,6 @@ from blackjack.domain.decisions import (
     funds,
     insurance,
     interruption,
-    play,
     seats,
     shuffle,
     voiding,
@@ -126,9 +125,10 @@ _DECIDERS: Final[dict[type[cmd.Command], Callable[[Draft, Any], None]]] = {
     cmd.Pass: betting.pass_round,
     cmd.TakeInsurance: insurance.take_insurance,
     cmd.DeclineInsurance: insurance.decline_insurance,
-    cmd.Hit: play.hit,
-    cmd.Stand: play.stand,
-    cmd.Double: play.double,
-    cmd.Split: play.split,
-    cmd.Surrender: play.surrender,
+    # A move: played, or first a decline of the box's insurance where the rules say so.
+    cmd.Hit: insurance.hit,
+    cmd.Stand: insurance.stand,
+    cmd.Double: insurance.double,
+    cmd.Split: insurance.split,
+    cmd.Surrender: insurance.surrender,
 }

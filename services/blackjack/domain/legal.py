@@ -5,7 +5,9 @@ Each candidate is put to ``decide`` itself, so the buttons can never disagree wi
 peek, a second split, a card to a split ace...). ``remove:<box>`` is taking the box's whole bet
 back (``RemoveBet`` without an amount; part of it may be taken back too). ``bet:<box>`` is
 offered while the player can still bring the box to the table minimum (or add a chip to a box
-already at it): the minimum binds the stack when the player deals, not each chip.
+already at it): the minimum binds the stack when the player deals, not each chip. Where a
+move declines insurance (page 002, ``move_declines_insurance``), the moves are offered during
+the insurance decision too, on the box they would be played on.
 """
 
 from __future__ import annotations
@@ -62,6 +64,18 @@ def _accepted(state: TableState, command: cmd.Command, now: datetime) -> bool:
     return not isinstance(decide(state, command, now), Rejection)
 
 
+def _turn(state: TableState, pid: str, box: int, hand: int, now: datetime) -> TurnChoices:
+    candidates: dict[str, cmd.Command] = {
+        "hit": cmd.Hit(player_id=pid, box=box, hand=hand),
+        "stand": cmd.Stand(player_id=pid, box=box, hand=hand),
+        "double": cmd.Double(player_id=pid, box=box, hand=hand),
+        "split": cmd.Split(player_id=pid, box=box, hand=hand),
+        "surrender": cmd.Surrender(player_id=pid, box=box, hand=hand),
+    }
+    actions = tuple(name for name, c in candidates.items() if _accepted(state, c, now))
+    return TurnChoices(box=box, hand=hand, actions=actions)
+
+
 def legal_actions(state: TableState, player_id: str, now: datetime) -> LegalActions:
     player = state.players.get(player_id)
     if player is None:
@@ -70,16 +84,16 @@ def legal_actions(state: TableState, player_id: str, now: datetime) -> LegalActi
     own_boxes = [i for i in range(len(state.boxes)) if state.seat_of_box(i) == player.seat]
     turn = None
     if state.active is not None and state.boxes[state.active[0]].player_id == pid:
-        box, hand = state.active
-        candidates: dict[str, cmd.Command] = {
-            "hit": cmd.Hit(player_id=pid, box=box, hand=hand),
-            "stand": cmd.Stand(player_id=pid, box=box, hand=hand),
-            "double": cmd.Double(player_id=pid, box=box, hand=hand),
-            "split": cmd.Split(player_id=pid, box=box, hand=hand),
-            "surrender": cmd.Surrender(player_id=pid, box=box, hand=hand),
-        }
-        actions = tuple(name for name, c in candidates.items() if _accepted(state, c, now))
-        turn = TurnChoices(box=box, hand=hand, actions=actions)
+        turn = _turn(state, pid, *state.active, now)
+    elif state.phase == "insurance" and state.rules.move_declines_insurance:
+        # Page 002: a move declines the box's insurance; offered on the box that would play
+        # first, once it is the last insurance decision open (``decisions/insurance.py``).
+        for box in own_boxes:
+            if state.boxes[box].insurance == "offered":
+                choices = _turn(state, pid, box, 0, now)
+                if choices.actions:
+                    turn = choices
+                    break
     return LegalActions(
         phase=state.phase,
         bet_boxes=tuple(

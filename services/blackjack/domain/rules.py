@@ -126,12 +126,19 @@ def _no_default(schema: dict[str, Any]) -> None:
     schema.pop("default", None)
 
 
-def _preset_voids(name: object) -> bool:
-    """The ``void_on_malfunction`` of the preset of that name (false for a table of none):
-    what a rules document without the option reads as. (While the presets are being made,
-    none is known yet: each names its own.)"""
+PRESET_TERMS: Final = ("void_on_malfunction", "move_declines_insurance")
+"""Yes/no options added after tables were opened, whose preset's value was on its page from
+the start, written in a rules document only where they are not the preset's: a document
+without one (a preset's table, or one an earlier release opened) reads with its preset's
+value, so the presets' documents and fingerprints are those of the release before."""
+
+
+def _preset_term(name: object, term: str) -> bool:
+    """The value of ``term`` (one of ``PRESET_TERMS``) in the preset of that name (false for a
+    table of none): what a rules document without the option reads as. (While the presets
+    are being made, none is known yet: each names its own.)"""
     preset = globals().get("PRESETS", {}).get(name)
-    return preset is not None and preset.void_on_malfunction
+    return preset is not None and bool(getattr(preset, term))
 
 
 class Rules(BaseModel):
@@ -249,6 +256,22 @@ class Rules(BaseModel):
         json_schema_extra=_no_default,
     )
 
+    move_declines_insurance: StrictBool = Field(
+        False,
+        description=(
+            "while insurance is offered, a move on a box whose insurance is undecided (Hit, "
+            "Stand, Double, Split, Surrender where the table has it) declines that box's "
+            "insurance and, once the peek finds no dealer blackjack, is played; page 002: 'If "
+            "you do not wish to take insurance, you may simply click on one of the other "
+            "buttons (hit, double down, stand, etc.)'. False: only DeclineInsurance declines "
+            "(pages 000, 001 and 003 ask Yes or No). Written only where it is not the "
+            "preset's term: absent from a rules document, it is the preset's (atlantic-city "
+            "and atlantic-city-multi: true; every other preset: false), so the schema states "
+            "no default"
+        ),
+        json_schema_extra=_no_default,
+    )
+
     # Messages
     break_even_message: StrictBool = False
 
@@ -262,22 +285,26 @@ class Rules(BaseModel):
     @model_validator(mode="before")
     @classmethod
     def _preset_terms(cls, data: Any) -> Any:
-        """A rules document without ``void_on_malfunction`` has its preset's (see
+        """A rules document without one of ``PRESET_TERMS`` has its preset's (see
         ``_without_preset_terms``): written so, or by a release before the option existed,
-        whose mini-h17 tables had page 000's clause from the start."""
-        if isinstance(data, dict) and "void_on_malfunction" not in data:
-            return {**data, "void_on_malfunction": _preset_voids(data.get("name"))}
+        whose tables had their page's clause from the start (mini-h17's page 000 voids on a
+        malfunction; page 002 declines insurance by a move)."""
+        if isinstance(data, dict) and any(term not in data for term in PRESET_TERMS):
+            name = data.get("name")
+            missing = {t: _preset_term(name, t) for t in PRESET_TERMS if t not in data}
+            return {**data, **missing}
         return data
 
     @model_serializer(mode="wrap")
     def _without_preset_terms(self, handler: SerializerFunctionWrapHandler) -> dict[str, Any]:
-        """``void_on_malfunction`` is written only where it is not the preset's (every
-        preset's but mini-h17's is false): a table playing its preset's terms has the document
-        it had before the option existed, so a handler of that release still reads its
-        snapshots (a rollback) and its rule set keeps its fingerprint."""
+        """Each of ``PRESET_TERMS`` is written only where it is not the preset's: a table
+        playing its preset's terms has the document it had before the option existed, so a
+        handler of that release still reads its snapshots (a rollback) and its rule set keeps
+        its fingerprint."""
         doc: dict[str, Any] = handler(self)
-        if self.void_on_malfunction == _preset_voids(self.name):
-            doc.pop("void_on_malfunction", None)
+        for term in PRESET_TERMS:
+            if getattr(self, term) == _preset_term(self.name, term):
+                doc.pop(term, None)
         return doc
 
     @model_validator(mode="after")
@@ -389,7 +416,8 @@ PRESETS: dict[str, Rules] = {
     ),
     # 002 first part: "8 52-card decks", "re-shuffled after each hand", S17, DAS, no resplit,
     # no surrender, one card to split aces, split on the same "denomination" (rank),
-    # 3:2 with "the cents part will not be paid out".
+    # 3:2 with "the cents part will not be paid out". "If you do not wish to take insurance, you
+    # may simply click on one of the other buttons (hit, double down, stand, etc.)".
     "atlantic-city": Rules(
         name="atlantic-city",
         decks=8,
@@ -397,6 +425,7 @@ PRESETS: dict[str, Rules] = {
         max_splits=1,
         split_by="rank",
         blackjack_win_rounded_down_to=100,
+        move_declines_insurance=True,
     ),
     # 002 second part: the same rules at "five players" with a shoe "re-shuffled after
     # approximately one-third", 15 seconds to bet or pass.
@@ -409,6 +438,7 @@ PRESETS: dict[str, Rules] = {
         blackjack_win_rounded_down_to=100,
         seats=5,
         turn_seconds=15,
+        move_declines_insurance=True,
     ),
     # 003: "4 decks", "shuffled after every round", "up to three hands", "The Dealer stands on
     # 17", peek on 10/A with insurance first, late surrender, split once by value, Repeat
@@ -433,8 +463,8 @@ PRESETS: dict[str, Rules] = {
 LATER_TERMS: Final = ("interrupted_round_days",)
 """Options added to ``Rules`` after tables were opened, whose preset's value was on its page
 from the start, and which a document always names since: one without it was written before
-the option existed. (``void_on_malfunction`` is named only where it is not the preset's:
-``Rules`` itself reads it.)"""
+the option existed. (``PRESET_TERMS`` are named only where they are not the preset's:
+``Rules`` itself reads them.)"""
 
 
 def with_later_terms(doc: dict[str, Any]) -> dict[str, Any]:
