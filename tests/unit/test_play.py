@@ -166,6 +166,27 @@ def test_insurance_goes_to_the_box_offered_it_and_the_hole_card_stays_face_down(
     assert "balance 90.00 USD · in play 10.00" in text
 
 
+PAGE_002_INSURANCE = "insurance? i (take) / n (no), or decline by playing: h, s, d ..."
+
+
+def test_at_page_002_a_move_typed_during_the_insurance_offer_declines_it_and_is_played() -> None:
+    """Page 002: "If you do not wish to take insurance, you may simply click on one of the
+    other buttons (hit, double down, stand, etc.)": h typed at the offer gets the hit."""
+    script = Script("atlantic-city", [["TH", "AS", "5D", "7C", "2S"]])  # 15 vs A / 7
+    script.do(cmd.PlaceBet(player_id=A, box=0, amount=1000), cmd.Deal(player_id=A))
+    table = folded(script)
+    assert table.view.phase == "insurance"
+    assert prompt_for(table, A) == PAGE_002_INSURANCE
+    hit = move("h", table, A)
+    assert hit == cmd.Hit(player_id=A, box=0)
+    script.do(hit)
+    table = folded(script)
+    assert table.view.phase == "playing"
+    assert prompt_for(table, A).startswith("your move: ")
+    text = shown(table)
+    assert "10♥ 5♦ 2♠" in text and "insurance declined" in text
+
+
 def test_a_settled_round_shows_the_outcome_and_the_money() -> None:
     script = Script("atlantic-city", [["TH", "7S", "AH", "QD"]])  # blackjack: 3:2, cents dropped
     script.do(cmd.PlaceBet(player_id=A, box=0, amount=500), cmd.Deal(player_id=A))
@@ -373,7 +394,7 @@ def test_only_a_player_offered_insurance_is_asked_for_it_and_its_result_is_shown
     script.do(cmd.Deal(player_id=A), cmd.Deal(player_id="bob"))
     table = folded(script)
     assert table.view.phase == "insurance"
-    assert prompt_for(table, A) == "insurance? i (take) / n (no)"
+    assert prompt_for(table, A) == PAGE_002_INSURANCE
     for other in ("bob", "carol"):  # a blackjack, no box
         assert prompt_for(table, other) == "waiting for the insurance answers"
     assert "A♠ K♠  blackjack" in shown(table, "bob")

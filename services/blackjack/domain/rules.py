@@ -480,6 +480,12 @@ def with_later_terms(doc: dict[str, Any]) -> dict[str, Any]:
     return {**doc, **{term: getattr(opened_from, term) for term in missing}}
 
 
+def preset_term(doc: dict[str, Any], term: str) -> bool:
+    """One of ``PRESET_TERMS`` as a table's rules document reads (absent: its preset's),
+    for a reader of the document that does not validate all of it (the terminal's prompt)."""
+    return bool(doc.get(term, _preset_term(doc.get("name"), term)))
+
+
 def stored_rules(doc: dict[str, Any]) -> Rules:
     """A table's rules as a snapshot, the read model or an older release stored them."""
     return Rules.model_validate(with_later_terms(doc), context=RECORDED)

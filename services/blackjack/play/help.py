@@ -14,7 +14,8 @@ HELP = """\
   h / hit         Hit              s / stand  Stand      d / double  Double
   p / split       Split            r / surrender         Surrender
   i / insure      TakeInsurance    n / no     DeclineInsurance
-                  (on your first box still offered insurance)
+                  (on your first box still offered insurance; where the rules
+                  say so, a move on the hand declines it too)
   deposit 100     Deposit          withdraw 20           Withdraw
   sit 1           SitDown at seat 1
   seat 2          MoveSeat (a shared table, between rounds)

@@ -2,7 +2,9 @@
 words: ``play.help.HELP``, what ``?`` shows).
 
 A hand's decision goes to the hand whose turn it is; typed when it is not the player's turn,
-it is sent all the same and the table refuses it (``not_your_turn``): the table decides.
+it is sent all the same and the table refuses it (``not_your_turn``): the table decides. (So
+during an insurance offer a move goes to the player's first box, where page 002's rules take
+it as declining that box's insurance: ``move_declines_insurance``.)
 """
 
 from __future__ import annotations

@@ -20,7 +20,7 @@ from rich.text import Text
 
 from blackjack.audit.words import money
 from blackjack.domain.commands import UNPRINTABLE
-from blackjack.domain.rules import Rules
+from blackjack.domain.rules import Rules, preset_term
 from blackjack.messages.envelope import CommandResult
 from blackjack.projections.projector import StreamProjection
 from blackjack.projections.views import BoxView, HandView, InsuranceView, RoundRecord
@@ -486,6 +486,8 @@ def prompt_for(table: StreamProjection, player_id: str) -> str:
         return "your move: " + "  ".join(f"{action} ({_WORDS[action]})" for action in actions)
     if view.round_open and view.phase == "insurance":
         if _insurance_open(table, player_id):
+            if preset_term(view.rules or {}, "move_declines_insurance"):  # page 002
+                return "insurance? i (take) / n (no), or decline by playing: h, s, d ..."
             return "insurance? i (take) / n (no)"
         return "waiting for the insurance answers"  # answered, none offered, or no bet
     if view.round_open and view.phase == "dealer":
