@@ -18,6 +18,7 @@ from typing import Any
 import pytest
 from pydantic import TypeAdapter
 
+from blackjack.audit.replay import replay_stream
 from blackjack.domain import commands as cmd
 from blackjack.domain import events as ev
 from blackjack.domain.evolve import fold
@@ -26,7 +27,10 @@ from blackjack.domain.rejections import Rejection
 from blackjack.domain.rules import PRESETS, Rules, fingerprint
 from blackjack.domain.state import TableState
 from blackjack.messages import wire
+from blackjack.messages.sealing import ShoeSeal
+from blackjack.messages.wire import to_wire
 from blackjack.table import apply
+from tests.integration.conftest_projections import Script
 from tests.unit.stacked_table import StackedTable
 
 Move = Callable[..., cmd.HandCommand]
@@ -328,3 +332,21 @@ def test_an_old_atlantic_city_log_replays_to_the_state_it_had() -> None:
     replayed = fold([old, *t.events[1:]])
     assert replayed.to_doc() == t.state.to_doc()
     assert replayed.rules.move_declines_insurance is True
+
+
+@pytest.mark.parametrize("cards", [T6_ACE_NINE, T6_ACE_KING])
+def test_the_audit_finds_nothing_in_a_round_whose_insurance_a_move_declined(
+    cards: list[str],
+) -> None:
+    """The log holds what DeclineInsurance and the move would have written: the replay and
+    the audit's checks of every move, peek and turn accept it as they are."""
+    seal = ShoeSeal.from_hex(ShoeSeal.new_key_hex())
+    script = Script("atlantic-city", [cards])
+    script.do(
+        cmd.PlaceBet(player_id="alice", box=0, amount=1000),
+        cmd.Deal(player_id="alice"),
+        cmd.Hit(player_id="alice", box=0),
+    )
+    log = [to_wire(e, seal) for e in script.envelopes if e.stream_id == script.stream_id]
+    assert any(isinstance(w.data, ev.InsuranceDeclined) for w in log)
+    assert [f.message for f in replay_stream(log, seal).findings] == []
