@@ -127,22 +127,35 @@ async def rebuild(
     ``accept``; its snapshots cannot be checked, so an event that does not follow its
     stream's snapshot (one older than the checkpoint says) discards it too."""
     started = time.monotonic()
-    job = _Rebuild(
-        reader,
-        topics,
-        partition,
-        codec,
-        checkpoints,
-        seal,
-        dedup_window,
-        now,
-        deadline=started + timeout,
-        unsigned=unsigned,
-    )
+    deadline = started + timeout
+
+    async def attempt(distrusted: str | None) -> tuple[PartitionStore, RebuildStats]:
+        store = PartitionStore(partition, codec=codec, cold=SpilledStreams())
+        try:
+            return await _read_partition(
+                store,
+                reader,
+                topics,
+                partition,
+                codec=codec,
+                checkpoints=checkpoints,
+                seal=seal,
+                dedup_window=dedup_window,
+                now=now,
+                deadline=deadline,
+                unsigned=unsigned,
+                distrusted=distrusted,
+            )
+        except BaseException:
+            store.close()
+            raise
+
+    # Once with the checkpoint, once more without it if the events show its snapshots older
+    # than it says (``_Discarded``).
     try:
-        store, stats = await job.run()
+        store, stats = await attempt(None)
     except _Discarded as discarded:
-        store, stats = await job.run(distrusted=discarded.reason)
+        store, stats = await attempt(discarded.reason)
     return store, replace(stats, seconds=time.monotonic() - started)
 
 
@@ -152,45 +165,21 @@ class _Discarded(Exception):
         self.reason = reason
 
 
-@dataclass(frozen=True)
-class _Rebuild:
-    reader: AIOKafkaConsumer
-    topics: Topics
-    partition: int
-    codec: SnapshotCodec
-    checkpoints: CheckpointSigner
-    seal: ShoeSeal
-    dedup_window: int
-    now: datetime
-    deadline: float
-    unsigned: Literal["accept", "refuse"]
-
-    async def run(self, distrusted: str | None = None) -> tuple[PartitionStore, RebuildStats]:
-        """Once with the checkpoint (unless ``distrusted``), once more without it if the
-        events show its snapshots older than it says (``_Discarded``)."""
-        store = PartitionStore(self.partition, codec=self.codec, cold=SpilledStreams())
-        try:
-            return await _read_partition(store, self, distrusted)
-        except BaseException:
-            store.close()
-            raise
-
-
 async def _read_partition(
-    store: PartitionStore, job: _Rebuild, distrusted: str | None
+    store: PartitionStore,
+    reader: AIOKafkaConsumer,
+    topics: Topics,
+    partition: int,
+    *,
+    codec: SnapshotCodec,
+    checkpoints: CheckpointSigner,
+    seal: ShoeSeal,
+    dedup_window: int,
+    now: datetime,
+    deadline: float,
+    unsigned: Literal["accept", "refuse"],
+    distrusted: str | None,
 ) -> tuple[PartitionStore, RebuildStats]:
-    reader, topics, partition, codec, checkpoints, seal, dedup_window, now, deadline = (
-        job.reader,
-        job.topics,
-        job.partition,
-        job.codec,
-        job.checkpoints,
-        job.seal,
-        job.dedup_window,
-        job.now,
-        job.deadline,
-    )
-    unsigned = job.unsigned
     snapshots_tp, events_tp, results_tp = (
         TopicPartition(topic, partition)
         for topic in (topics.snapshots, topics.events, topics.results)
