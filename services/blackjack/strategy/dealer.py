@@ -42,7 +42,7 @@ def full_shoe(decks: int) -> tuple[int, ...]:
 
 Shoe = int | tuple[int, ...]
 """A shoe before the upcard: a number of fresh decks, or its cards by value index (a shoe
-part-dealt, for ``blackjack.strategy.dealt``)."""
+part-dealt, for ``blackjack.simulation.dealt``)."""
 
 
 def shoe_counts(shoe: Shoe) -> tuple[int, ...]:
