@@ -250,6 +250,46 @@ async def test_no_comparison_counts_while_a_rebalance_is_under_way() -> None:
         consumer._closed = True
 
 
+async def test_a_rebalance_starts_every_partitions_time_behind_again() -> None:
+    """A store behind the group on P1 (restored from a backup: P1's owner has not committed
+    its first batch yet) is seen at 0; a rebalance from 30 to 59 gives P1 to another worker,
+    which commits only after it. Before, P1's time ran on through the rebalance, and the
+    first comparison after it (61) reported another store that does not exist: 503
+    ``split_store``, pods out of service. Now it counts from the first comparison after the
+    rebalance, so a store that really is another one is reported 60 s after that."""
+    calls: list[str] = []
+    consumer = Group({P0: 100, P1: 90}, calls)
+    health = FoldHealth()
+    now = [0.0]
+    positions = SeekToStoredPositions(
+        Ordered({P0: 100, P1: 40}, calls),  # type: ignore[arg-type]
+        lambda: consumer,
+        health,
+        lag_every=0.01,
+        split_after=60,
+    )
+    given = {TopicPartition(*P0)}
+
+    async def compared_at(seconds: float) -> list[tuple[str, int]]:
+        now[0] = seconds  # a comparison that ends after this has read this time
+        await checks(health, 1)
+        return [b.position for b in health.split]
+
+    with patch("blackjack.projections.positions.time", SimpleNamespace(monotonic=lambda: now[0])):
+        await positions.on_partitions_assigned(given)
+        try:
+            assert await compared_at(0) == []
+            assert await compared_at(30) == []
+            await positions.on_partitions_revoked(given)  # a long rebalance
+            now[0] = 59
+            await positions.on_partitions_assigned(given)
+            assert await compared_at(61) == []
+            assert await compared_at(120) == []
+            assert await compared_at(121) == [P1]  # still behind: another store after all
+        finally:
+            consumer._closed = True
+
+
 async def test_partitions_taken_behind_the_group_are_told_once_and_folded_from_the_store() -> None:
     """A store restored from a backup: the group has committed P0 past it. The worker seeks
     P0 to the store's position all the same, and says so once (not a fault: it is P0's

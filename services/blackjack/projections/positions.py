@@ -113,6 +113,7 @@ class SeekToStoredPositions(ConsumerRebalanceListener):  # type: ignore[misc]
         self.assigned |= assigned
         self.unsynced |= assigned
         self._rebalances = (self._rebalances | 1) + 1  # over (even)
+        self.split.restart()  # the time behind counts from here: its new owner commits after
         await self.sync()
         sought = [tp for tp in sorted(assigned) if tp not in self.unsynced]
         if sought and self.health is not None and self.lag_every is not None:

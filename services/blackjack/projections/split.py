@@ -15,7 +15,8 @@ stored), so the group is never past it. The group past this store means another 
 that partition. The only other ways: this store was restored from a backup or rebuilt, and
 its worker has not committed its first batch of the partition yet; a rolling move of the
 workers from one database to another. Both end within a batch, or a rollout; hence a
-partition is reported only once it has stayed behind for ``after`` seconds (``SplitWatch``).
+partition is reported only once it has stayed behind for ``after`` seconds since the last
+rebalance (``SplitWatch``), which may have given it to an owner that has not committed yet.
 Partitions this worker owns are left out: it folds them from its store's position, whatever
 the group says (a store behind the group there is caught up, and shows as lag).
 """
@@ -29,8 +30,9 @@ from blackjack.projections.writer import Position
 
 SPLIT_AFTER_S = 60.0
 """How long the group must stay past this store on a partition before it is reported: well
-past a batch folded and committed by the partition's owner after a rebalance (a rebalance
-itself is not looked at: the checks wait for it to end)."""
+past a batch folded and committed by the partition's owner after a rebalance, counted from
+the first comparison after it (``SplitWatch.restart``; a rebalance itself is not looked at:
+the checks wait for it to end)."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -90,3 +92,12 @@ class SplitWatch:
         given to this worker) in between starts again from zero."""
         self._since = {key: self._since.get(key, now) for key in behind}
         return [b for key, b in sorted(behind.items()) if now - self._since[key] >= self.after]
+
+    def restart(self) -> None:
+        """The group has been rebalanced: every partition starts again from zero at the next
+        comparison. Who owns a partition this worker does not is not known here, so any may
+        have a new owner, who has not sought it to the store and committed a batch yet (a
+        store restored from a backup stays behind until then); before, a partition seen
+        behind before a long rebalance was reported at the first comparison after it, a
+        store that does not exist, and the pods went out of service."""
+        self._since.clear()
