@@ -8,14 +8,7 @@ import sys
 from collections.abc import Sequence
 from pathlib import Path
 
-from blackjack import client_cli
-from blackjack.audit import cli as audit_cli
-from blackjack.command_handler.cli import register as register_service
-from blackjack.configuration import ConfigurationError
-from blackjack.loadtest.cli import register as register_loadtest
-from blackjack.play.cli import register as register_play
-from blackjack.projections import cli as projections_cli
-from blackjack.simulation.commands import register as register_math
+from blackjack.stopping import hold_stop_signals
 
 EXIT_BROKEN_PIPE = 128 + 13  # as a shell reports a process that SIGPIPE ended
 
@@ -62,6 +55,15 @@ def _openapi(args: argparse.Namespace) -> int:
 
 
 def build_parser() -> argparse.ArgumentParser:
+    # imported here, not with this module: ``main`` holds the stop signals before them
+    from blackjack import client_cli
+    from blackjack.audit import cli as audit_cli
+    from blackjack.command_handler.cli import register as register_service
+    from blackjack.loadtest.cli import register as register_loadtest
+    from blackjack.play.cli import register as register_play
+    from blackjack.projections import cli as projections_cli
+    from blackjack.simulation.commands import register as register_math
+
     parser = argparse.ArgumentParser(prog="blackjack", description=__doc__)
     # COMMAND, not the choices: their list was one line of 174 columns (listed below it)
     sub = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
@@ -89,8 +91,16 @@ def build_parser() -> argparse.ArgumentParser:
 
 
 def main(argv: Sequence[str] | None = None) -> int:
+    # First: the imports of a command take seconds, and a SIGTERM meanwhile ended Python
+    # itself (status 143); ``serve``, ``handler`` and ``projections run`` take it and stop
+    # cleanly, any other command as before (blackjack/stopping.py).
+    release = hold_stop_signals()
+    from blackjack.configuration import ConfigurationError
+
     try:  # the parser's defaults read settings too
         args = build_parser().parse_args(argv)
+        if not getattr(args, "takes_held_signals", False):
+            release()
         code: int = args.handler(args)
     except ConfigurationError as error:
         print(f"blackjack: {error}", file=sys.stderr)
@@ -102,6 +112,8 @@ def main(argv: Sequence[str] | None = None) -> int:
         # interpreter's last flush is quiet.
         os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
         return EXIT_BROKEN_PIPE
+    finally:
+        release()
     return code
 
 

@@ -11,14 +11,13 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-import signal
 import threading
 from collections.abc import Callable, Iterator
 from types import FrameType
 
 import uvicorn
 
-STOP_SIGNALS = (signal.SIGINT, signal.SIGTERM)
+from blackjack.stopping import STOP_SIGNALS, on_stop_signal
 
 
 class Server(uvicorn.Server):
@@ -39,8 +38,8 @@ class Server(uvicorn.Server):
             yield  # signals reach the main thread only (as uvicorn's own)
             return
         loop = asyncio.get_running_loop()
-        for signum in STOP_SIGNALS:
-            loop.add_signal_handler(signum, self.handle_exit, signum, None)
+        # a SIGTERM that came before, while the process was importing, is taken here too
+        on_stop_signal(loop, lambda signum: self.handle_exit(signum, None))
         try:
             yield
         finally:

@@ -14,7 +14,6 @@ from __future__ import annotations
 import argparse
 import asyncio
 import os
-import signal
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Protocol
 
@@ -45,10 +44,11 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
         help="no projection worker or query API in this process (where those run on their own: "
         "`blackjack projections run --http`)",
     )
-    serve.set_defaults(handler=_serve)
+    # both stop cleanly on a SIGTERM that came while they were importing (blackjack.stopping)
+    serve.set_defaults(handler=_serve, takes_held_signals=True)
     handler = sub.add_parser("handler", help="run the command handler alone (no HTTP)")
     handler.add_argument("--log-level", default=os.environ.get("BLACKJACK_LOG_LEVEL", "INFO"))
-    handler.set_defaults(handler=_handler)
+    handler.set_defaults(handler=_handler, takes_held_signals=True)
     asyncapi = sub.add_parser("asyncapi", help="check (or --write) schemas/asyncapi.json")
     asyncapi.add_argument("--write", action="store_true")
     asyncapi.add_argument("--path", default="schemas/asyncapi.json")
@@ -75,10 +75,13 @@ def _serve(args: argparse.Namespace) -> int:
     from blackjack.command_handler.config import HandlerConfig
     from blackjack.http_server import Server
     from blackjack.observability.logging import configure_logging
+    from blackjack.stopping import stopped_before_start
 
     handler_config = HandlerConfig.from_env()
     projections = None if args.no_projections else projection_settings(handler_config)
     configure_logging(args.log_level)
+    if stopped_before_start():
+        return 0
     service = build_app(handler_config, projections)
     config = uvicorn.Config(
         service.app,
@@ -135,17 +138,17 @@ def _handler(args: argparse.Namespace) -> int:
     from blackjack.command_handler.config import HandlerConfig
     from blackjack.command_handler.service import CommandHandler
     from blackjack.observability.logging import configure_logging
-    from blackjack.stopping import unless_stopped
+    from blackjack.stopping import on_stop_signal, stopped_before_start, unless_stopped
 
     config = HandlerConfig.from_env()  # a wrong setting is named before anything starts
     configure_logging(args.log_level)
+    if stopped_before_start():
+        return 0
 
     async def run() -> int:
         handler = CommandHandler(config)
         stop = asyncio.Event()
-        loop = asyncio.get_running_loop()
-        for signum in (signal.SIGTERM, signal.SIGINT):
-            loop.add_signal_handler(signum, stop.set)
+        on_stop_signal(asyncio.get_running_loop(), lambda signum: stop.set())
         stopped = asyncio.create_task(stop.wait())
         try:
             # a start that waits for the brokers gives way to a signal

@@ -262,7 +262,7 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
         help="also serve the query API, /healthz, /readyz and /metrics there",
     )
     run.add_argument("--log-level", default=os.environ.get("BLACKJACK_LOG_LEVEL", "INFO"))
-    run.set_defaults(handler=_run)
+    run.set_defaults(handler=_run, takes_held_signals=True)  # a SIGTERM while importing: exit 0
     migrate = commands.add_parser("migrate", help="create or upgrade the store's tables")
     add_store_options(migrate)
     migrate.set_defaults(handler=_migrate)

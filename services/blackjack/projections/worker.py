@@ -16,7 +16,6 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
-import signal
 from typing import TYPE_CHECKING
 
 import structlog
@@ -38,7 +37,7 @@ from blackjack.projections.settings import ProjectionSettings
 from blackjack.projections.split import SPLIT_AFTER_S
 from blackjack.projections.store import ProjectionStore, is_store_outage
 from blackjack.projections.writer import ProjectionWriter, Record
-from blackjack.stopping import unless_stopped
+from blackjack.stopping import on_stop_signal, stopped_before_start, unless_stopped
 
 if TYPE_CHECKING:
     from aiokafka import AIOKafkaConsumer
@@ -127,6 +126,10 @@ async def run_worker(settings: ProjectionSettings, http: tuple[str, int] | None 
     if http is not None:
         queries = store.for_queries()
         server = _http_server(queries, health, settings, *http)
+    # a SIGTERM while the process imported, before the signal handlers below: nothing to
+    # undo (the stores connect on first use)
+    if stopped_before_start():
+        return
     serving = asyncio.create_task(_until_signalled() if server is None else server.serve())
     # a fold that finds the store at another schema revision stops the worker
     mismatch = asyncio.create_task(health.stopped())
@@ -191,9 +194,7 @@ async def migrated(
 
 async def _until_signalled() -> None:
     stop = asyncio.Event()
-    loop = asyncio.get_running_loop()
-    for signum in (signal.SIGINT, signal.SIGTERM):
-        loop.add_signal_handler(signum, stop.set)
+    on_stop_signal(asyncio.get_running_loop(), lambda signum: stop.set())
     await stop.wait()
 
 
