@@ -72,6 +72,7 @@ def _serve(args: argparse.Namespace) -> int:
     import uvicorn
 
     from blackjack.app import build_app, projection_settings
+    from blackjack.bus.cut_short import close_clients_cut_short
     from blackjack.command_handler.config import HandlerConfig
     from blackjack.http_server import Server
     from blackjack.observability.logging import configure_logging
@@ -82,6 +83,7 @@ def _serve(args: argparse.Namespace) -> int:
     configure_logging(args.log_level)
     if stopped_before_start():
         return 0
+    close_clients_cut_short()  # a SIGTERM during a client's start leaves nothing open
     service = build_app(handler_config, projections)
     config = uvicorn.Config(
         service.app,
@@ -135,6 +137,7 @@ async def serve_while_the_service_lives(server: _Server, service: Service) -> in
 
 
 def _handler(args: argparse.Namespace) -> int:
+    from blackjack.bus.cut_short import close_clients_cut_short
     from blackjack.command_handler.config import HandlerConfig
     from blackjack.command_handler.service import CommandHandler
     from blackjack.observability.logging import configure_logging
@@ -144,6 +147,7 @@ def _handler(args: argparse.Namespace) -> int:
     configure_logging(args.log_level)
     if stopped_before_start():
         return 0
+    close_clients_cut_short()  # a SIGTERM during a client's start leaves nothing open
 
     async def run() -> int:
         handler = CommandHandler(config)

@@ -54,6 +54,7 @@ def read_store(args: argparse.Namespace, read: Callable[[AsyncConnection], Await
 
 
 def _run(args: argparse.Namespace) -> int:
+    from blackjack.bus.cut_short import close_clients_cut_short
     from blackjack.observability.logging import configure_logging
     from blackjack.projections.worker import run_worker
 
@@ -66,6 +67,7 @@ def _run(args: argparse.Namespace) -> int:
             print(f"--http wants HOST:PORT, not {args.http!r}", file=sys.stderr)
             return 2
         http = (host or "127.0.0.1", int(port))
+    close_clients_cut_short()  # a SIGTERM during a client's start leaves nothing open
     asyncio.run(run_worker(settings_from(args), http))
     return 0
 
