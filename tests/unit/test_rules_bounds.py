@@ -12,7 +12,7 @@ from blackjack.domain import events as ev
 from blackjack.domain.decide import decide
 from blackjack.domain.payouts import blackjack_winnings
 from blackjack.domain.rejections import Rejection
-from blackjack.domain.rules import PRESETS
+from blackjack.domain.rules import MAX_INT, PRESETS, ReshuffleAtPenetration, stored_rules
 from blackjack.domain.state import INITIAL_STATE
 
 NOW = datetime(2026, 1, 1, tzinfo=UTC)
@@ -137,3 +137,31 @@ def test_an_override_of_the_wrong_json_type_is_refused_not_coerced(
 def test_overrides_of_their_json_type_are_taken(overrides: dict[str, object]) -> None:
     decision = decide(INITIAL_STATE, cmd.OpenTable(variant="mini-h17", overrides=overrides), NOW)
     assert not isinstance(decision, Rejection), decision
+
+
+@pytest.mark.parametrize(
+    "overrides",
+    [
+        {"reshuffle": {"kind": "penetration", "used": "1e-4300"}},  # 4,301 digits below
+        {"blackjack_pays": "19." + "0" * 4298 + "1e-1"},  # 4,301 digits above, 1.9...
+        {"reshuffle": {"kind": "penetration", "used": 1e-300}},
+        {"blackjack_pays": f"{MAX_INT + 1}/{MAX_INT}"},
+    ],
+)
+def test_a_ratio_whose_terms_pass_max_int_is_refused(overrides: dict[str, object]) -> None:
+    """The first two were taken, and their ``TableOpened`` held ``"<unprintable Fraction
+    object>"`` (Python writes no integer past 4,300 digits): no rebuild could read the
+    partition (tests/integration/test_handler_rule_ratios.py)."""
+    decision = decide(INITIAL_STATE, cmd.OpenTable(variant="mini-h17", overrides=overrides), NOW)
+    assert isinstance(decision, Rejection), decision
+    assert decision.code == "invalid_rules" and str(MAX_INT) in decision.message
+
+
+def test_a_ratio_the_log_holds_past_max_int_still_reads() -> None:
+    """A table an older release opened with such a ratio (one it could write) reads as it was
+    opened."""
+    doc = {**PRESETS["mini-h17"].model_dump(mode="json"), "reshuffle": {"kind": "penetration"}}
+    doc["reshuffle"]["used"] = f"1/{10**300}"
+    reshuffle = stored_rules(doc).reshuffle
+    assert isinstance(reshuffle, ReshuffleAtPenetration)
+    assert reshuffle.used == Fraction(1, 10**300)

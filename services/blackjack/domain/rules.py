@@ -42,7 +42,25 @@ def _as_written(value: object) -> object:
     return value
 
 
-ExactFraction = Annotated[Fraction, BeforeValidator(_as_written)]
+def _terms_within_max_int(value: Fraction, info: ValidationInfo) -> Fraction:
+    """A new ratio's terms are at most ``MAX_INT``: ``"1e-4300"`` read as a fraction whose
+    denominator Python will not write as digits (past 4,300 of them), and the table's
+    ``TableOpened`` was written with ``"<unprintable Fraction object>"`` for it, which no
+    rebuild could read: the partition's every table and wallet stopped. Recorded rules read as
+    they were written."""
+    too_long = max(abs(value.numerator), value.denominator) > MAX_INT
+    if too_long and not (info.context or {}).get("recorded"):
+        raise PydanticCustomError(
+            "ratio_past_max_int",
+            "a ratio of whole numbers of at most {max} (2^53 - 1), such as 6/5 or 1.2",
+            {"max": MAX_INT},
+        )
+    return value
+
+
+ExactFraction = Annotated[
+    Fraction, BeforeValidator(_as_written), AfterValidator(_terms_within_max_int)
+]
 """A ratio of the rules: never a binary float (money is floored to the cent with it)."""
 MAX_CARDS_PER_HAND = 21  # twenty-one aces is the longest hand that has not bust
 
