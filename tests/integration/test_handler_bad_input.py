@@ -16,7 +16,13 @@ from blackjack.domain import commands as cmd
 from blackjack.domain.cards import fresh_shoe
 from blackjack.domain.wallet import CashOut, ConfirmBuyIn, WalletDeposit, wallet_stream
 from blackjack.messages.envelope import CommandResult
-from tests.integration.conftest import KafkaSpace, running_handler, stream_events, verify_stream
+from tests.integration.conftest import (
+    KafkaSpace,
+    all_results,
+    running_handler,
+    stream_events,
+    verify_stream,
+)
 
 pytestmark = pytest.mark.integration
 
@@ -192,3 +198,32 @@ async def test_idempotency_survives_a_handler_restart(kafka_space: Any) -> None:
         )
     assert await stream_events(space, table) == events
     await verify_stream(space, table, resent=["o-1", "h-1"])
+
+
+async def test_a_command_id_of_the_form_unparsed_answers_never_meets_another_record_s(
+    kafka_space: Any,
+) -> None:
+    """``unparsed-<partition>-<offset>`` names the answer to a record that cannot be read, and a
+    platform finds that answer by it (docs/kafka.md). A command that took such an id for
+    itself was accepted under it: the results topic then held two answers under one id, and
+    the sender of the unreadable record at that offset, waiting for the first, read the
+    other command's "accepted"."""
+    space: KafkaSpace = await kafka_space(partitions=1)
+    async with running_handler(space.config()), space.client() as client:
+        first = await client.send_raw(b"squat", b"not JSON")
+        squatted = f"unparsed-0-{first + 2}"  # the offset of the next unreadable record
+        opening = {"type": "OpenTable", "variant": "mini-h17"}
+        taken = await client.send_raw(b"squat", envelope(squatted, "squat", opening))
+        unreadable = await client.send_raw(b"squat", b"not JSON either")
+        assert (taken, unreadable) == (first + 1, first + 2)
+        answer = await client.result(squatted)
+        # the unreadable record's own answer, not the squatting command's
+        assert code(answer) == "malformed" and answer.rejection is not None
+        assert answer.rejection.message.startswith("not JSON"), answer.rejection
+        refused = await client.result(f"unparsed-0-{taken}")
+    assert code(refused) == "malformed" and refused.rejection is not None
+    assert "unparsed-" in refused.rejection.message
+    assert [r.command_id for r in await all_results(space)] == [
+        f"unparsed-0-{offset}" for offset in (first, taken, unreadable)
+    ]
+    assert await stream_events(space) == []

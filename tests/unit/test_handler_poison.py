@@ -267,3 +267,22 @@ def test_an_unreadable_command_with_a_lone_surrogate_is_answered(field: str, bod
     assert answer["command_id"] == ("unparsed-0-7" if field == "command_id" else "p-7")
     assert answer["correlation_id"] == (None if field == "correlation_id" else "session-42")
     assert "\ud800" not in answer["stream_id"]
+
+
+@pytest.mark.parametrize("body", [{"type": "WalletDeposit", "player_id": "ann", "amount": 5}, 7])
+def test_a_command_under_an_unreadable_record_s_answer_id_is_answered_under_its_own(
+    body: object,
+) -> None:
+    """``unparsed-<partition>-<offset>`` is the id of the answer to the unreadable record at
+    that offset: a command that took it was accepted under it, two answers shared one id, and
+    the unreadable record's sender read the other's (tests/integration/
+    test_handler_bad_input.py). Readable or not, such a message is answered under its own
+    offset's id; other ids that begin so are anyone's."""
+    processor, store = new_processor(), PartitionStore(0)
+    value = json.dumps({"command_id": "unparsed-0-9", "stream_id": WALLET, "command": body})
+    handled = processor.handle(store, Inbound(WALLET.encode(), value.encode(), [], 0, 7), NOW)
+    assert handled.result.command_id == "unparsed-0-7" and handled.events == []
+    assert handled.result.rejection is not None and handled.result.rejection.code == "malformed"
+    fine = {"command_id": "unparsed-ann", "stream_id": WALLET, "command": body}
+    inbound = Inbound(WALLET.encode(), json.dumps(fine).encode(), [], 0, 8)
+    assert processor.handle(store, inbound, NOW).result.command_id == "unparsed-ann"

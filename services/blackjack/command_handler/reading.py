@@ -3,6 +3,7 @@ refused (``malformed``, ``unknown_command``), with those of its ids an answer ma
 
 from __future__ import annotations
 
+import re
 from collections.abc import Sequence
 from dataclasses import dataclass
 from datetime import datetime
@@ -81,6 +82,24 @@ ID_MAX_CHARS = 128
 read is cut to it, so that the answer stays small whatever the message held."""
 
 
+UNPARSED_ID = re.compile(r"unparsed-[0-9]+-[0-9]+")
+"""The id an answer gives a message that names no valid one of its own,
+``unparsed-<partition>-<offset>``: its sender finds its answer by it. A command may not take
+one (``malformed``, answered under its own offset's): accepted under it, it put a second answer
+under the id of the unreadable record at that offset, whose sender read "accepted"."""
+
+
+def _own_id(value: object) -> str | None:
+    """The message's command id, when an answer may be filed under it."""
+    if (
+        isinstance(value, str)
+        and 0 < len(value) <= ID_MAX_CHARS
+        and not UNPARSED_ID.fullmatch(value)
+    ):
+        return value
+    return None
+
+
 ANSWER_KEY_MAX_BYTES = 4 * ID_MAX_CHARS
 """The longest key an unreadable message is answered under as it came (so its sender, who chose
 it, finds the answer); past it, the answer's key is the quoted stream id (or key)."""
@@ -150,9 +169,7 @@ def _read(inbound: Inbound, partitions: int) -> CommandEnvelope | Unparsed:
             and partition_for(stream_id, partitions) == inbound.partition
         )
         return Unparsed(
-            command_id=command_id
-            if isinstance(command_id, str) and 0 < len(command_id) <= ID_MAX_CHARS
-            else fallback_id,
+            command_id=_own_id(command_id) or fallback_id,
             stream_id=_quoted(stream_id if isinstance(stream_id, str) else key_text),
             rejection=Rejection(code=code, message=message),
             command_type=kind,
@@ -187,6 +204,9 @@ def _read(inbound: Inbound, partitions: int) -> CommandEnvelope | Unparsed:
         return refuse("malformed", in_one_line(error, "envelope"), doc, known)
     stream_id = envelope.stream_id
     kind = str(envelope.command.type)
+    if _own_id(envelope.command_id) is None:
+        message = "command ids unparsed-<partition>-<offset> name the answers to unreadable records"
+        return refuse("malformed", message, doc, kind)
     if key_text != stream_id:
         return refuse("malformed", "the Kafka key must be the stream id", doc, kind)
     home = partition_for(stream_id, partitions)
