@@ -11,11 +11,13 @@ from typing import Any
 
 import jsonschema
 import pytest
+from aiokafka.errors import CorruptRecordException
 from structlog.testing import capture_logs
 
 import blackjack.command_handler.decision as decision_module
 from blackjack.command_handler.processor import Handled, Processor
 from blackjack.command_handler.reading import Inbound
+from blackjack.command_handler.replay import unreadable
 from blackjack.command_handler.streams import PartitionStore
 from blackjack.domain import commands as cmd
 from blackjack.domain.rejections import MAX_MESSAGE_CHARS, Rejection
@@ -286,3 +288,28 @@ def test_a_command_under_an_unreadable_record_s_answer_id_is_answered_under_its_
     fine = {"command_id": "unparsed-ann", "stream_id": WALLET, "command": body}
     inbound = Inbound(WALLET.encode(), json.dumps(fine).encode(), [], 0, 8)
     assert processor.handle(store, inbound, NOW).result.command_id == "unparsed-ann"
+
+
+def test_a_record_the_consumer_cannot_read_is_answered_malformed_by_its_offset() -> None:
+    """aiokafka reads no record whose header name is not UTF-8 (the handler's loop died on
+    one: tests/integration/test_handler_header_bytes.py); the handler answers a stand-in for
+    it, which holds nothing but its partition and offset."""
+    processor, store = new_processor(), PartitionStore(0)
+    stand_in = Inbound(None, None, [], 0, 12, unreadable=True)
+    handled = processor.handle(store, stand_in, NOW)
+    assert handled.result.command_id == "unparsed-0-12" and handled.result.stream_id == ""
+    assert handled.result.rejection is not None and handled.result.rejection.code == "malformed"
+    assert "not UTF-8" in handled.result.rejection.message
+    assert handled.events == [] and store.streams == {}
+    [record] = handled.outgoing
+    assert (record.topic, record.key, record.partition) == (processor.topics.results, b"", 0)
+
+
+def test_only_a_header_name_that_is_not_utf8_is_unreadable() -> None:
+    """aiokafka's C reader raises the decoding error, its pure-Python one a
+    CorruptRecordException caused by it; a record whose checksum fails is no such record."""
+    decoding = UnicodeDecodeError("utf-8", b"\xff", 0, 1, "invalid start byte")
+    wrapped = CorruptRecordException("Found invalid record structure")
+    wrapped.__cause__ = decoding
+    assert unreadable(decoding) and unreadable(wrapped)
+    assert not unreadable(CorruptRecordException("Invalid CRC"))

@@ -40,6 +40,9 @@ class Inbound:
     received_at: datetime | None = None
     """When the broker appended it (a LogAppendTime topic); None when the platform's producer
     set the record's time (CreateTime): then the handler's clock says whether it is late."""
+    unreadable: bool = False
+    """A stand-in for a record the consumer cannot read at all (``replay.unreadable``): no
+    key, value or header of it is known, only its partition and offset."""
 
 
 def _integer(digits: str) -> int | str:
@@ -180,6 +183,8 @@ def _read(inbound: Inbound, partitions: int) -> CommandEnvelope | Unparsed:
             stream_read=stream_read,
         )
 
+    if inbound.unreadable:
+        return refuse("malformed", "the record cannot be read: a header name that is not UTF-8")
     if not inbound.value:
         return refuse("malformed", "an empty message")
     try:

@@ -66,11 +66,55 @@ def assign_reader(reader: AIOKafkaConsumer, topics: Topics, partitions: int) -> 
     re-assigning per rebuild costs a metadata refresh (about half a second) each time."""
     tps = [
         TopicPartition(topic, p)
-        for topic in (topics.snapshots, topics.events, topics.results)
+        for topic in (topics.snapshots, topics.events, topics.results, topics.commands)
         for p in range(partitions)
     ]
     reader.assign(tps)
     reader.pause(*tps)
+
+
+def unreadable(error: BaseException) -> bool:
+    """Whether a fetch failed on a record aiokafka cannot read although the broker took it: a
+    header name that is not UTF-8 (Kafka carries it as bytes and Java's broker reads it with
+    replacements; librdkafka writes what it is given). aiokafka decodes every header name
+    strictly: its C reader raises ``UnicodeDecodeError`` out of ``getmany``, its pure-Python
+    one a ``CorruptRecordException`` caused by it, on every fetch of that record."""
+    return isinstance(error, UnicodeDecodeError) or isinstance(error.__cause__, UnicodeDecodeError)
+
+
+async def read_until_unreadable(
+    reader: AIOKafkaConsumer, tp: TopicPartition, start: int, limit: int, deadline: float
+) -> tuple[list[ConsumerRecord[bytes, bytes]], int | None]:
+    """The committed records of ``tp`` (of ``blackjack.commands``) from ``start``, at most
+    ``limit``, up to the first one that cannot be read (``unreadable``), and the offset where
+    one was met, if any. Read one at a time: a fetch that meets such a record raises and
+    returns none of the records read before it."""
+    end = (await reader.end_offsets([tp]))[tp]
+    records: list[ConsumerRecord[bytes, bytes]] = []
+    if start >= end:
+        return records, None
+    reader.pause(*reader.assignment())
+    reader.resume(tp)
+    reader.seek(tp, start)
+    try:
+        while len(records) < limit and await reader.position(tp) < end:
+            remaining = deadline - time.monotonic()
+            if remaining <= 0:
+                raise TimeoutError(f"reading {tp.topic}[{tp.partition}] did not reach {end}")
+            try:
+                batch = await reader.getmany(
+                    tp, timeout_ms=int(min(remaining, 1.0) * 1000), max_records=1
+                )
+            except Exception as error:
+                if not unreadable(error):
+                    raise
+                # where the reader stands: past the records it returned, at the offset the
+                # seek resolved to (the log's start, for an offset retention has removed)
+                return records, await reader.position(tp)
+            records += [r for r in batch.get(tp, ()) if r.offset < end]
+        return records, None
+    finally:
+        reader.pause(tp)
 
 
 async def read_to_end(

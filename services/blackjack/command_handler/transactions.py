@@ -10,7 +10,7 @@ import time
 from datetime import UTC, datetime
 
 import structlog
-from aiokafka import AIOKafkaProducer, ConsumerRecord
+from aiokafka import AIOKafkaProducer, ConsumerRecord, TopicPartition
 from aiokafka.errors import KafkaError, ProducerFenced
 from aiokafka.structs import RecordMetadata
 
@@ -19,6 +19,7 @@ from blackjack.command_handler.checkpointing import Checkpointing
 from blackjack.command_handler.partitions import RETRY_AFTER_FAILURE_S, _Partition
 from blackjack.command_handler.processor import Handled
 from blackjack.command_handler.reading import Inbound
+from blackjack.command_handler.replay import read_until_unreadable, unreadable
 from blackjack.command_handler.snapshots import SIGNED_CHECKPOINTS_MARK
 from blackjack.observability import metrics
 
@@ -26,6 +27,8 @@ RETRY_AFTER_FENCING_S = 30.0
 """A fenced instance waits for the rebalance that takes the partition away; if none comes
 (the broker aborted a transaction that ran too long), it takes the partition back."""
 POLL_MS = 200
+UNREADABLE_READ_S = 30.0
+"""How long reading a partition around a record that cannot be read may take."""
 
 LOG_APPEND_TIME = 1  # a record's timestamp_type when the broker stamped it
 
@@ -36,6 +39,23 @@ def receipt_time(record: ConsumerRecord[bytes, bytes]) -> datetime | None:
     if record.timestamp_type != LOG_APPEND_TIME:
         return None
     return datetime.fromtimestamp(record.timestamp / 1000, UTC)
+
+
+def _stand_in(tp: TopicPartition, offset: int) -> ConsumerRecord[bytes, bytes]:
+    """What stands for a record that cannot be read: its partition and offset alone."""
+    return ConsumerRecord(
+        topic=tp.topic,
+        partition=tp.partition,
+        offset=offset,
+        timestamp=int(time.time() * 1000),
+        timestamp_type=0,
+        key=None,
+        value=None,
+        checksum=None,
+        serialized_key_size=-1,
+        serialized_value_size=-1,
+        headers=(),
+    )
 
 
 def _forget_outcomes(sent: list[tuple[str, asyncio.Future[RecordMetadata]]]) -> None:
@@ -57,7 +77,16 @@ class Transactions(Checkpointing):
                 batches = await self._consumer.getmany(
                     timeout_ms=0 if more_due else POLL_MS, max_records=self.config.max_batch
                 )
-            except KafkaError:
+            except Exception as failure:
+                if unreadable(failure):
+                    try:
+                        await self._read_past_unreadable()
+                    except (KafkaError, TimeoutError):  # the broker, as for a fetch
+                        self.log.exception("reading past a record that cannot be read failed")
+                        await asyncio.sleep(RETRY_AFTER_FAILURE_S)
+                    continue
+                if not isinstance(failure, KafkaError):
+                    raise
                 self.log.exception("fetching commands failed")
                 await asyncio.sleep(RETRY_AFTER_FAILURE_S)
                 continue
@@ -79,8 +108,43 @@ class Transactions(Checkpointing):
             if errors:
                 raise errors[0]
 
+    async def _read_past_unreadable(self) -> None:
+        """A fetch met a record aiokafka cannot read (``replay.unreadable``) and returned
+        nothing, not even the records it had read of other partitions (whose positions had
+        moved on). Each ready partition is read from its last answered offset by the replay
+        reader instead, one record at a time, up to such a record: the records before it are
+        handled as usual; met first, it is answered ``malformed`` under
+        ``unparsed-<partition>-<offset>`` (no key, nothing of it can be read) and the partition
+        goes on past it. Before, the handler's loop died on it, and so did every handler that
+        took the partition over. (Where a transaction's commit marker comes just before such a
+        record, the marker's offset is answered too: the reader does not show markers.)"""
+        assert self._consumer is not None and self._reader is not None
+        for partition in list(self._partitions.values()):
+            store = partition.store
+            if partition.status != "ready" or store is None:
+                continue
+            deadline = time.monotonic() + UNREADABLE_READ_S
+            records, met_at = await read_until_unreadable(
+                self._reader, partition.tp, store.answered_to, self.config.max_batch, deadline
+            )
+            if records:
+                await self._transaction(partition, records)
+            elif met_at is not None:
+                self.log.error(
+                    "a command record cannot be read (a header name that is not UTF-8); "
+                    "answered malformed",
+                    partition=partition.number,
+                    kafka_offset=met_at,
+                )
+                await self._transaction(partition, [_stand_in(partition.tp, met_at)], met_at)
+            if partition.status == "ready" and partition.store is not None:
+                self._consumer.seek(partition.tp, partition.store.answered_to)
+
     async def _transaction(
-        self, partition: _Partition, records: list[ConsumerRecord[bytes, bytes]]
+        self,
+        partition: _Partition,
+        records: list[ConsumerRecord[bytes, bytes]],
+        unreadable_at: int | None = None,
     ) -> None:
         async with partition.lock:
             if partition.status != "ready":
@@ -100,6 +164,7 @@ class Transactions(Checkpointing):
                         record.partition,
                         record.offset,
                         receipt_time(record),
+                        unreadable=record.offset == unreadable_at,
                     )
                     with structlog.contextvars.bound_contextvars(kafka_offset=record.offset):
                         outcome = self.processor.handle(store, inbound, self._now())

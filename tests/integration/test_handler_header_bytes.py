@@ -1,0 +1,89 @@
+"""A record of ``blackjack.commands`` whose header name is not UTF-8. Kafka's protocol carries
+a header name as bytes and the broker takes any (librdkafka writes what it is given); aiokafka's
+reader decodes each name as UTF-8, strictly, and raised ``UnicodeDecodeError`` out of
+``getmany`` for the whole batch: the handler's loop died, and every handler that took the
+partition over died on the same record."""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import Iterator
+from typing import Any
+
+import pytest
+from aiokafka.producer import message_accumulator
+from aiokafka.producer import producer as producer_module
+from aiokafka.record import default_records
+
+from blackjack.bus.topics import partition_for
+from blackjack.domain import commands as cmd
+from blackjack.domain import events as ev
+from blackjack.messages.envelope import CommandEnvelope
+from tests.integration.conftest import (
+    WAIT_S,
+    KafkaSpace,
+    all_results,
+    running_handler,
+    stream_events,
+)
+
+pytestmark = pytest.mark.integration
+
+TABLE = "header-bytes"
+OTHER = next(f"other-{n}" for n in range(100) if partition_for(f"other-{n}", 2) == 1)
+
+
+class NotUtf8(str):
+    """A header name written as bytes that are not UTF-8 (as a librdkafka producer may)."""
+
+    def encode(self, encoding: str = "utf-8", errors: str = "strict") -> bytes:
+        return b"\xff\xfebj"
+
+
+@pytest.fixture
+def raw_header_names(monkeypatch: pytest.MonkeyPatch) -> Iterator[None]:
+    """This process's producers write header names through ``str.encode`` (aiokafka's
+    pure-Python batch builder, which calls it; its C builder reads the text itself)."""
+    builder = default_records._DefaultRecordBatchBuilderPy
+    for module in (message_accumulator, producer_module):
+        monkeypatch.setattr(module, "DefaultRecordBatchBuilder", builder)
+    yield
+
+
+async def test_a_header_name_that_is_not_utf8_is_answered_and_the_partition_goes_on(
+    kafka_space: Any, raw_header_names: None
+) -> None:
+    """Nothing of such a record can be read, so its answer is ``malformed`` under
+    ``unparsed-<partition>-<offset>`` (docs/kafka.md); the commands before and after it are
+    handled, and so are those of the other partitions the failed fetch had read."""
+    space: KafkaSpace = await kafka_space(partitions=2)
+    async with running_handler(space.config()) as handler, space.client() as client:
+        before = await client.execute(TABLE, cmd.OpenTable(variant="mini-h17"))
+        assert before.status == "accepted"
+        sitting = CommandEnvelope(
+            command_id="sit-1", stream_id=TABLE, command=cmd.SitDown(player_id="p")
+        )
+        value = sitting.model_dump_json().encode()
+        offset = await client.send_raw(TABLE.encode(), value, [(NotUtf8("x"), b"1")])
+        partition = partition_for(TABLE, space.partitions)
+        async with asyncio.timeout(WAIT_S):
+            answer = await client.result(f"unparsed-{partition}-{offset}")
+            after = await client.execute(TABLE, cmd.SitDown(player_id="q"))
+            elsewhere = await client.execute(OTHER, cmd.OpenTable(variant="mini-h17"))
+        assert handler.failure is None
+    assert answer.status == "rejected" and answer.rejection is not None, answer
+    assert answer.rejection.code == "malformed", answer.rejection
+    assert "not UTF-8" in answer.rejection.message
+    assert after.status == "accepted" and elsewhere.status == "accepted"
+    assert client.results_for("sit-1") == []  # what it said is unknown: no answer names it
+    results = [r.command_id for r in await all_results(space)]
+    assert sorted(results) == sorted(
+        [before.command_id, answer.command_id, after.command_id, elsewhere.command_id]
+    )
+    # (verify_stream reads the commands topic with aiokafka, which cannot read it either)
+    seated = [
+        e.data.player_id
+        for e in await stream_events(space, TABLE)
+        if isinstance(e.data, ev.SeatTaken)
+    ]
+    assert seated == ["q"]
