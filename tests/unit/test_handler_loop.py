@@ -422,6 +422,7 @@ async def test_a_partition_whose_writes_fail_after_each_takeover_backs_off(
             results=0,
             seconds=0.0,
             foreign=(),
+            unreadable=(),
             distrusted=None,
             unsigned=False,
         )

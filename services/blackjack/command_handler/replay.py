@@ -53,6 +53,9 @@ class RebuildStats:
     seconds: float
     foreign: tuple[int, ...] = ()
     """offsets of events-topic records the service did not write, stepped over"""
+    unreadable: tuple[str, ...] = ()
+    """records of its snapshots, events or results aiokafka cannot read, stepped over
+    (``topic@offset``)"""
     distrusted: str | None = None
     """why the partition's checkpoint was not used, if it had one (``CheckpointTrust``,
     ``unreadable``, or ``missing``: snapshots without one): it was rebuilt from the start of
@@ -118,21 +121,47 @@ async def read_until_unreadable(
 
 
 async def read_to_end(
-    reader: AIOKafkaConsumer, tp: TopicPartition, start: int, end: int, deadline: float
+    reader: AIOKafkaConsumer,
+    tp: TopicPartition,
+    start: int,
+    end: int,
+    deadline: float,
+    *,
+    skipped: list[int] | None = None,
 ) -> AsyncIterator[ConsumerRecord[bytes, bytes]]:
     """Every committed record of ``tp`` from ``start`` up to ``end`` (an end offset); the
-    reader holds ``tp`` in its assignment (``assign_reader``)."""
+    reader holds ``tp`` in its assignment (``assign_reader``). A record aiokafka cannot read
+    (``unreadable``: no handler writes one) is stepped over, its offset added to ``skipped``:
+    one on the events or snapshots topic failed every rebuild of its partition, for good.
+    Past the first, the records are read one at a time (a fetch that meets one returns none
+    of the records before it), and each that cannot be read is stepped over alone (with a
+    transaction marker just before it, whose offset is then counted too)."""
     if start >= end:
         return
     reader.pause(*reader.assignment())
     reader.resume(tp)
     reader.seek(tp, start)
+    one_at_a_time = False
     try:
-        while await reader.position(tp) < end:
+        while (at := await reader.position(tp)) < end:
             remaining = deadline - time.monotonic()
             if remaining <= 0:
                 raise TimeoutError(f"reading {tp.topic}[{tp.partition}] did not reach offset {end}")
-            batch = await reader.getmany(tp, timeout_ms=int(min(remaining, 1.0) * 1000))
+            try:
+                wait_ms = int(min(remaining, 1.0) * 1000)
+                if one_at_a_time:
+                    batch = await reader.getmany(tp, timeout_ms=wait_ms, max_records=1)
+                else:
+                    batch = await reader.getmany(tp, timeout_ms=wait_ms)
+            except Exception as error:
+                if not unreadable(error):
+                    raise
+                if one_at_a_time:  # it is where the reader stands
+                    if skipped is not None:
+                        skipped.append(at)
+                    reader.seek(tp, at + 1)
+                one_at_a_time = True
+                continue
             for record in batch.get(tp, ()):
                 if record.offset < end:
                     yield record
@@ -234,7 +263,10 @@ async def _read_partition(
     # cold streams are kept (on disk: every stream the partition ever had is there).
     found: ConsumerRecord[bytes, bytes] | None = None
     snapshots = store.cold
-    async for record in read_to_end(reader, snapshots_tp, 0, ends[snapshots_tp], deadline):
+    skipped: dict[str, list[int]] = {tp.topic: [] for tp in (snapshots_tp, events_tp, results_tp)}
+    async for record in read_to_end(
+        reader, snapshots_tp, 0, ends[snapshots_tp], deadline, skipped=skipped[snapshots_tp.topic]
+    ):
         key = (record.key or b"").decode()
         if key == checkpoint_key(partition):
             found = record if record.value is not None else None
@@ -319,7 +351,9 @@ async def _read_partition(
     accepted: dict[tuple[str, str], CommandResult] = {}
     events = 0
     foreign: list[int] = []
-    async for record in read_to_end(reader, events_tp, events_from, ends[events_tp], deadline):
+    async for record in read_to_end(
+        reader, events_tp, events_from, ends[events_tp], deadline, skipped=skipped[events_tp.topic]
+    ):
         if not_the_service_s(record.value, record.headers):
             foreign.append(record.offset)  # junk, no event of any stream (wire.not_the_service_s)
             continue
@@ -352,7 +386,14 @@ async def _read_partition(
     # 3. The results after it: every answer as it was given, rejections included, in the
     # order they were given, which is the order the live window remembered them in.
     answers: list[CommandResult] = []
-    async for record in read_to_end(reader, results_tp, results_from, ends[results_tp], deadline):
+    async for record in read_to_end(
+        reader,
+        results_tp,
+        results_from,
+        ends[results_tp],
+        deadline,
+        skipped=skipped[results_tp.topic],
+    ):
         result = CommandResult.model_validate_json(record.value or b"{}")
         command_offset = offset_header(record.headers, COMMAND_OFFSET_HEADER)
         if command_offset is not None:
@@ -405,6 +446,7 @@ async def _read_partition(
         results=results,
         seconds=0.0,  # set by ``rebuild``
         foreign=tuple(foreign),
+        unreadable=tuple(f"{topic}@{offset}" for topic, at in skipped.items() for offset in at),
         distrusted=distrusted,
         unsigned=checkpoint is not None and trust == "unsigned",
     )

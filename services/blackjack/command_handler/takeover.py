@@ -205,6 +205,12 @@ class Takeovers(Partitions):
                             "rebuilt from an unsigned checkpoint (written by the release "
                             "before); a signed one is written now"
                         )
+                    if stats.unreadable:
+                        log.warning(
+                            "records no reader can read stepped over (a header name that is "
+                            "not UTF-8: no handler writes one; who may write to these topics?)",
+                            records=list(stats.unreadable),
+                        )
                     if stats.foreign:
                         log.warning(
                             "records not written by the service stepped over on the events "
