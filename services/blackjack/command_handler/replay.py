@@ -69,7 +69,7 @@ def assign_reader(reader: AIOKafkaConsumer, topics: Topics, partitions: int) -> 
     re-assigning per rebuild costs a metadata refresh (about half a second) each time."""
     tps = [
         TopicPartition(topic, p)
-        for topic in (topics.snapshots, topics.events, topics.results, topics.commands)
+        for topic in (topics.snapshots, topics.events, topics.results)
         for p in range(partitions)
     ]
     reader.assign(tps)

@@ -113,6 +113,7 @@ class CommandHandler(Ticker):
         self._backlog_shown: set[int] = set()
         self._consumer: AIOKafkaConsumer | None = None
         self._reader: AIOKafkaConsumer | None = None
+        self._probe: AIOKafkaConsumer | None = None
         self.failure: BaseException | None = None
         self.died = asyncio.Event()  # set with ``failure``: the process should end
         self.log = structlog.get_logger("blackjack.command_handler").bind(
@@ -203,7 +204,7 @@ class CommandHandler(Ticker):
         self._backlog_shown = set()
         closing = [
             client.stop  # the consumer first: it leaves the group, the others take over
-            for client in (self._consumer, self._reader)
+            for client in (self._consumer, self._reader, self._probe)
             if client is not None
         ]
         failures = []

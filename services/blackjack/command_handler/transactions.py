@@ -10,7 +10,7 @@ import time
 from datetime import UTC, datetime
 
 import structlog
-from aiokafka import AIOKafkaProducer, ConsumerRecord, TopicPartition
+from aiokafka import AIOKafkaConsumer, AIOKafkaProducer, ConsumerRecord, TopicPartition
 from aiokafka.errors import KafkaError, ProducerFenced
 from aiokafka.structs import RecordMetadata
 
@@ -29,6 +29,7 @@ RETRY_AFTER_FENCING_S = 30.0
 POLL_MS = 200
 UNREADABLE_READ_S = 30.0
 """How long reading a partition around a record that cannot be read may take."""
+UNREADABLE_FETCH_WAIT_MS = 20  # it reads up to a known end, never waits for new records
 
 LOG_APPEND_TIME = 1  # a record's timestamp_type when the broker stamped it
 
@@ -116,16 +117,16 @@ class Transactions(Checkpointing):
         handled as usual; met first, it is answered ``malformed`` under
         ``unparsed-<partition>-<offset>`` (no key, nothing of it can be read) and the partition
         goes on past it. Before, the handler's loop died on it, and so did every handler that
-        took the partition over. (Where a transaction's commit marker comes just before such a
-        record, the marker's offset is answered too: the reader does not show markers.)"""
-        assert self._consumer is not None and self._reader is not None
+        took the partition over."""
+        assert self._consumer is not None
+        reader = await self._batch_reader()
         for partition in list(self._partitions.values()):
             store = partition.store
             if partition.status != "ready" or store is None:
                 continue
             deadline = time.monotonic() + UNREADABLE_READ_S
             records, met_at = await read_until_unreadable(
-                self._reader, partition.tp, store.answered_to, self.config.max_batch, deadline
+                reader, partition.tp, store.answered_to, self.config.max_batch, deadline
             )
             if records:
                 await self._transaction(partition, records)
@@ -139,6 +140,32 @@ class Transactions(Checkpointing):
                 await self._transaction(partition, [_stand_in(partition.tp, met_at)], met_at)
             if partition.status == "ready" and partition.store is not None:
                 self._consumer.seek(partition.tp, partition.store.answered_to)
+
+    async def _batch_reader(self) -> AIOKafkaConsumer:
+        """The reader of the commands around a record that cannot be read, made on first
+        need: one record batch a fetch (``max_partition_fetch_bytes=1``; a broker returns a
+        partition's first batch whole, whatever the limit), so that where it stands after a
+        fetch is exact, a transaction's commit marker passed included (a fetch of several
+        batches that fails past a marker leaves it standing on the marker, which was answered
+        as if it were the record)."""
+        if self._probe is None:
+            probe = AIOKafkaConsumer(
+                **self.config.kafka.client_options(),
+                group_id=None,
+                client_id=f"{self.config.instance_id}-unreadable",
+                isolation_level="read_committed",
+                enable_auto_commit=False,
+                auto_offset_reset="earliest",
+                max_partition_fetch_bytes=1,
+                fetch_max_wait_ms=UNREADABLE_FETCH_WAIT_MS,
+            )
+            await probe.start()
+            commands = self.topics.commands
+            tps = [TopicPartition(commands, p) for p in range(self.config.kafka.partitions)]
+            probe.assign(tps)
+            probe.pause(*tps)
+            self._probe = probe
+        return self._probe
 
     async def _transaction(
         self,
