@@ -139,3 +139,38 @@ async def test_a_record_no_reader_can_read_on_the_handlers_own_topics_is_stepped
     [warned] = [e for e in logs if str(e["event"]).startswith("records no reader can read")]
     # (with the commit marker just before it, on the events topic: the reader shows none)
     assert f"{getattr(space.topics, topic)}@{junk.offset}" in warned["records"]
+
+
+async def test_the_records_of_such_a_record_s_batch_are_answered_each_once(
+    kafka_space: Any, raw_header_names: None
+) -> None:
+    """aiokafka reads a batch from its start: the records its producer sent with such a record
+    before it are read and handled, those after it cannot be read either and are answered
+    by their offsets, one answer each."""
+    space: KafkaSpace = await kafka_space(partitions=1)
+    async with running_handler(space.config()), space.client() as client:
+        producer = AIOKafkaProducer(bootstrap_servers=space.bootstrap, linger_ms=100)
+        await producer.start()
+        try:
+            sent = []
+            for n, name in enumerate(["ok", NotUtf8("x"), NotUtf8("x"), "ok", "ok"]):
+                opening = CommandEnvelope(
+                    command_id=f"batched-{n}", stream_id=TABLE, command=cmd.Reconnect(player_id="z")
+                )
+                value = opening.model_dump_json().encode()
+                headers = [(name, b"")]
+                sent.append(
+                    await producer.send(space.topics.commands, value, key=b"x", headers=headers)
+                )
+            offsets = [(await future).offset for future in sent]
+        finally:
+            await producer.stop()
+        async with asyncio.timeout(WAIT_S):
+            later = await client.execute(TABLE, cmd.OpenTable(variant="mini-h17"))
+    assert later.status == "accepted"
+    results = {r.command_id: r for r in await all_results(space)}
+    # key b"x" is not the stream id: the readable first record is answered under its own id
+    assert results["batched-0"].rejection is not None
+    unread = [f"unparsed-0-{offset}" for offset in offsets[1:]]
+    assert sorted(results) == sorted(["batched-0", *unread, later.command_id])
+    assert all(results[i].rejection.code == "malformed" for i in unread)  # type: ignore[union-attr]

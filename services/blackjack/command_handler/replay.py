@@ -87,20 +87,24 @@ def unreadable(error: BaseException) -> bool:
 
 async def read_until_unreadable(
     reader: AIOKafkaConsumer, tp: TopicPartition, start: int, limit: int, deadline: float
-) -> tuple[list[ConsumerRecord[bytes, bytes]], int | None]:
+) -> tuple[list[ConsumerRecord[bytes, bytes]], list[int]]:
     """The committed records of ``tp`` (of ``blackjack.commands``) from ``start``, at most
-    ``limit``, up to the first one that cannot be read (``unreadable``), and the offset where
-    one was met, if any. Read one at a time: a fetch that meets such a record raises and
-    returns none of the records read before it."""
+    ``limit``, up to the first one that cannot be read (``unreadable``); or, when that one
+    comes first, its offset and those of the records after it that cannot be read either (at
+    most ``limit``; the rest of its producer's batch, which is read from its start), up to
+    the next record that can. Read one record at a time: a fetch that meets such a record
+    raises and returns none of the records read before it; and ``reader`` fetches one batch
+    at a time, so where it stands after a failed fetch is that record's offset."""
     end = (await reader.end_offsets([tp]))[tp]
     records: list[ConsumerRecord[bytes, bytes]] = []
+    offsets: list[int] = []
     if start >= end:
-        return records, None
+        return records, offsets
     reader.pause(*reader.assignment())
     reader.resume(tp)
     reader.seek(tp, start)
     try:
-        while len(records) < limit and await reader.position(tp) < end:
+        while len(records) + len(offsets) < limit and await reader.position(tp) < end:
             remaining = deadline - time.monotonic()
             if remaining <= 0:
                 raise TimeoutError(f"reading {tp.topic}[{tp.partition}] did not reach {end}")
@@ -111,11 +115,20 @@ async def read_until_unreadable(
             except Exception as error:
                 if not unreadable(error):
                     raise
-                # where the reader stands: past the records it returned, at the offset the
-                # seek resolved to (the log's start, for an offset retention has removed)
-                return records, await reader.position(tp)
-            records += [r for r in batch.get(tp, ()) if r.offset < end]
-        return records, None
+                if records:
+                    break  # those first; the next read starts at this one
+                # where the reader stands: past what it returned and the markers it passed,
+                # at the offset the seek resolved to (the log's start, for an offset
+                # retention has removed)
+                at = await reader.position(tp)
+                offsets.append(at)
+                reader.seek(tp, at + 1)
+                continue
+            read = [r for r in batch.get(tp, ()) if r.offset < end]
+            if read and offsets:
+                break  # a record that can be read: handled next, as usual
+            records += read
+        return records, offsets
     finally:
         reader.pause(tp)
 

@@ -125,19 +125,20 @@ class Transactions(Checkpointing):
             if partition.status != "ready" or store is None:
                 continue
             deadline = time.monotonic() + UNREADABLE_READ_S
-            records, met_at = await read_until_unreadable(
+            records, offsets = await read_until_unreadable(
                 reader, partition.tp, store.answered_to, self.config.max_batch, deadline
             )
             if records:
                 await self._transaction(partition, records)
-            elif met_at is not None:
+            elif offsets:
                 self.log.error(
-                    "a command record cannot be read (a header name that is not UTF-8); "
+                    "command records cannot be read (a header name that is not UTF-8); "
                     "answered malformed",
                     partition=partition.number,
-                    kafka_offset=met_at,
+                    kafka_offsets=offsets,
                 )
-                await self._transaction(partition, [_stand_in(partition.tp, met_at)], met_at)
+                stand_ins = [_stand_in(partition.tp, offset) for offset in offsets]
+                await self._transaction(partition, stand_ins, frozenset(offsets))
             if partition.status == "ready" and partition.store is not None:
                 self._consumer.seek(partition.tp, partition.store.answered_to)
 
@@ -171,7 +172,7 @@ class Transactions(Checkpointing):
         self,
         partition: _Partition,
         records: list[ConsumerRecord[bytes, bytes]],
-        unreadable_at: int | None = None,
+        unreadable_offsets: frozenset[int] = frozenset(),
     ) -> None:
         async with partition.lock:
             if partition.status != "ready":
@@ -191,7 +192,7 @@ class Transactions(Checkpointing):
                         record.partition,
                         record.offset,
                         receipt_time(record),
-                        unreadable=record.offset == unreadable_at,
+                        unreadable=record.offset in unreadable_offsets,
                     )
                     with structlog.contextvars.bound_contextvars(kafka_offset=record.offset):
                         outcome = self.processor.handle(store, inbound, self._now())
