@@ -187,6 +187,58 @@ def test_at_page_002_a_move_typed_during_the_insurance_offer_declines_it_and_is_
     assert "10♥ 5♦ 2♠" in text and "insurance declined" in text
 
 
+def test_at_page_002_the_box_s_insurance_line_says_a_move_declines_it_as_the_prompt_does() -> None:
+    """Page 002 has no "no" button: "you may simply click on one of the other buttons (hit,
+    double down, stand, etc.)". The prompt said so; the box's own line still read
+    "insurance offered: i (take) / n (no)", as at the tables where a move is refused."""
+    script = Script("atlantic-city", [["TH", "AS", "5D", "7C"]])
+    script.do(cmd.PlaceBet(player_id=A, box=0, amount=1000), cmd.Deal(player_id=A))
+    text = shown(folded(script))
+    assert "insurance offered: i (take) / n (no), or decline by playing" in text
+    assert PAGE_002_INSURANCE in text
+    script = Script("mini-h17", [["TH", "AS", "5D", "7C"]])  # page 000: Yes or No only
+    script.do(cmd.PlaceBet(player_id=A, box=0, amount=1000), cmd.Deal(player_id=A))
+    text = shown(folded(script))
+    [line] = [line for line in text.splitlines() if "insurance offered" in line]
+    assert line.strip("│ ").endswith("insurance offered: i (take) / n (no)"), line
+    assert "decline by playing" not in text
+
+
+def test_at_the_shared_page_002_table_only_the_move_the_table_takes_is_offered_as_a_decline() -> (
+    None
+):
+    """A move declines insurance only on the last insurance answer, and on the box that plays
+    first (``decisions/insurance.py``). Every player offered insurance was told "or decline by
+    playing: h, s, d ...": bob's s, typed as told, was refused (not_your_turn), box 0 still
+    deciding or playing first."""
+    players = {A: 10_000, "bob": 10_000}
+    shoe = ["TH", "9S", "AS", "5D", "7C", "7H", "2S", "3S"]  # 15 and 16 against A / 7
+    script = Script("atlantic-city-multi", [shoe], players)
+    script.do(cmd.PlaceBet(player_id=A, box=0, amount=1000))
+    script.do(cmd.PlaceBet(player_id="bob", box=1, amount=1000))
+    script.do(cmd.Deal(player_id=A), cmd.Deal(player_id="bob"))
+    table = folded(script)
+    assert table.view.phase == "insurance"
+    for player in (A, "bob"):  # two answers open: no move declines yet
+        said = prompt_for(table, player)
+        assert said == "insurance? i (take) / n (no), then play when your turn comes", player
+        assert "decline by playing" not in shown(table, player)
+        assert not script.submit(cmd.Stand(player_id=player, box=int(player == "bob")))
+    script.do(cmd.DeclineInsurance(player_id=A, box=0))
+    table = folded(script)  # bob's is the last answer, but alice's box plays first
+    assert prompt_for(table, "bob").endswith("then play when your turn comes")
+    assert not script.submit(cmd.Stand(player_id="bob", box=1))
+    script = Script("atlantic-city-multi", [shoe], players)
+    script.do(cmd.PlaceBet(player_id=A, box=0, amount=1000))
+    script.do(cmd.PlaceBet(player_id="bob", box=1, amount=1000))
+    script.do(cmd.Deal(player_id=A), cmd.Deal(player_id="bob"))
+    script.do(cmd.TakeInsurance(player_id="bob", box=1))
+    table = folded(script)  # alice's is the last answer, and her box plays first
+    assert prompt_for(table, A) == PAGE_002_INSURANCE
+    assert "insurance offered: i (take) / n (no), or decline by playing" in shown(table)
+    assert script.submit(cmd.Hit(player_id=A, box=0))
+
+
 def test_a_settled_round_shows_the_outcome_and_the_money() -> None:
     script = Script("atlantic-city", [["TH", "7S", "AH", "QD"]])  # blackjack: 3:2, cents dropped
     script.do(cmd.PlaceBet(player_id=A, box=0, amount=500), cmd.Deal(player_id=A))

@@ -395,12 +395,16 @@ def _dealt(
         if declined is not None:
             grid.add_row("", Text(declined, style="bold yellow"))
         elif box.insurance is not None:
-            grid.add_row("", _insurance_line(box.insurance, box.player_id == player_id, currency))
+            mine = box.player_id == player_id
+            declines = mine and declined_by_a_move(table, player_id)
+            grid.add_row("", _insurance_line(box.insurance, mine, currency, declines))
     for message in record.messages:
         grid.add_row(f"Box {message.box}", Text(message.message, style="italic"))
 
 
-def _insurance_line(insurance: InsuranceView, mine: bool, currency: str) -> Text:
+def _insurance_line(
+    insurance: InsuranceView, mine: bool, currency: str, declined_by_moving: bool = False
+) -> Text:
     stake = money(insurance.stake, currency)
     if insurance.voided and insurance.status in ("taken", "settled"):  # its stake came back
         result = "taken"  # and a payout settled at the peek was taken back
@@ -410,7 +414,12 @@ def _insurance_line(insurance: InsuranceView, mine: bool, currency: str) -> Text
             result = "lost"
         return Text(f"insurance {stake} {result}, voided", style="dim")
     if insurance.status == "offered":
-        return Text("insurance offered" + (": i (take) / n (no)" if mine else ""), "bold magenta")
+        said = "insurance offered"
+        if mine:
+            said += f": {_INSURANCE_KEYS}"
+        if declined_by_moving:  # page 002: "you may simply click on one of the other buttons"
+            said += ", or decline by playing"
+        return Text(said, "bold magenta")
     if insurance.status == "settled" and insurance.won:
         return Text(
             f"insurance {stake} won, pays {money(insurance.payout or 0, currency)}", "green"
@@ -426,6 +435,31 @@ def _insurance_open(table: StreamProjection, player_id: str) -> bool:
         box.player_id == player_id and box.insurance and box.insurance.status == "offered"
         for box in record.boxes
     )
+
+
+def declined_by_a_move(table: StreamProjection, player_id: str) -> bool:
+    """Whether a move typed now declines the player's insurance and is played (page 002,
+    ``move_declines_insurance``): only on the last insurance decision open, and on the box
+    whose hand plays first (``decisions/insurance.py``); else the table refuses the move
+    (``not_your_turn``), and the player answers i or n and plays when the turn comes."""
+    view = table.view
+    record = table.rounds.get(view.round)
+    if record is None or not preset_term(view.rules or {}, "move_declines_insurance"):
+        return False
+    open_ = [b for b in record.boxes if b.insurance is not None and b.insurance.status == "offered"]
+    if len(open_) != 1 or open_[0].player_id != player_id:
+        return False
+    first = next((b for b in sorted(record.boxes, key=lambda b: b.box) if _plays(b)), None)
+    return first is not None and first.box == open_[0].box
+
+
+def _plays(box: BoxView) -> bool:
+    """The box's first hand is dealt and waits for a decision (not a blackjack)."""
+    if not box.hands:
+        return False
+    hand = box.hands[0]
+    natural = len(hand.cards) == 2 and hand.total == 21 and not hand.split
+    return hand.outcome is None and not natural
 
 
 def waits_on(table: StreamProjection, player_id: str) -> str | None:
@@ -465,6 +499,8 @@ def clock_reminder(table: StreamProjection, player_id: str, now: datetime) -> st
     return f"{math.ceil((deadline - now).total_seconds())} s left {wanted}"
 
 
+_INSURANCE_KEYS = "i (take) / n (no)"
+
 _WORDS = {"hit": "h", "stand": "s", "double": "d", "split": "p", "surrender": "r"}
 
 
@@ -486,9 +522,11 @@ def prompt_for(table: StreamProjection, player_id: str) -> str:
         return "your move: " + "  ".join(f"{action} ({_WORDS[action]})" for action in actions)
     if view.round_open and view.phase == "insurance":
         if _insurance_open(table, player_id):
-            if preset_term(view.rules or {}, "move_declines_insurance"):  # page 002
-                return "insurance? i (take) / n (no), or decline by playing: h, s, d ..."
-            return "insurance? i (take) / n (no)"
+            if declined_by_a_move(table, player_id):  # page 002
+                return f"insurance? {_INSURANCE_KEYS}, or decline by playing: h, s, d ..."
+            if preset_term(view.rules or {}, "move_declines_insurance"):  # not this box yet
+                return f"insurance? {_INSURANCE_KEYS}, then play when your turn comes"
+            return f"insurance? {_INSURANCE_KEYS}"
         return "waiting for the insurance answers"  # answered, none offered, or no bet
     if view.round_open and view.phase == "dealer":
         return "the dealer plays"
