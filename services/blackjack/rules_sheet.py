@@ -6,11 +6,12 @@ caller has computed it (``strategy.compute_rtp``). ``blackjack rules VARIANT`` p
 
 from __future__ import annotations
 
+import json
 from dataclasses import dataclass
 from fractions import Fraction
 
 from blackjack.audit.words import money
-from blackjack.domain.rules import ReshuffleAtPenetration, Rules
+from blackjack.domain.rules import PRESETS, ReshuffleAtPenetration, Rules
 
 
 @dataclass(frozen=True)
@@ -71,15 +72,19 @@ def rules_sheet(rules: Rules, returns: Returns | None = None) -> list[str]:
             'shown as "Break Even".'
         )
     if returns is not None:
-        lines.append(_returns(returns, rules.currency))
+        lines += _returns(returns, rules)
     return lines
 
 
-def _returns(returns: Returns, currency: str) -> str:
+def _returns(returns: Returns, rules: Rules) -> list[str]:
+    """The computed return, saying which one it is: a round dealt from a full shoe. Where
+    every round is, that is the return as dealt too; where a shoe deals rounds to a reshuffle
+    point, the return as dealt (the cut-card effect) is another figure, sampled in tens of
+    seconds (``blackjack rtp --as-dealt``): named, never computed or guessed here."""
+    currency = rules.currency
     line = (
-        "Theoretical return to player with basic strategy, from a full shoe: "
-        f"{returns.rtp_percent:.2f} % "
-        "(over many rounds; any one round may win or lose)"
+        "Theoretical return to player with basic strategy, for a round dealt from a full "
+        f"shoe: {returns.rtp_percent:.2f} % (over many rounds; any one round may win or lose)"
     )
     if round(returns.lowest_percent, 2) < round(returns.rtp_percent, 2):
         bet = money(returns.lowest_at_bet, currency)
@@ -87,7 +92,37 @@ def _returns(returns: Returns, currency: str) -> str:
             "; less at some bets, as payouts are paid in whole units: the lowest is "
             f"{returns.lowest_percent:.2f} %, at a bet of {bet} {currency}"
         )
-    return line + "."
+    policy = rules.reshuffle
+    if not isinstance(policy, ReshuffleAtPenetration):
+        every = (
+            "Every round here is dealt from a freshly shuffled shoe: this is the return as dealt."
+        )
+        return [line + ".", every]
+    used = f"{policy.used.numerator}/{policy.used.denominator}"
+    dealt = (
+        f"This table deals rounds from a shoe until {used} of it is used: the return as dealt "
+        "to that point differs from the full-shoe figure (the cut-card effect) and is not "
+        "shown here"
+    )
+    command = as_dealt_command(rules)
+    if command is not None:
+        dealt += f"; {command} computes it (sampled, under a minute)"
+    return [line + ".", dealt + "."]
+
+
+def as_dealt_command(rules: Rules) -> str | None:
+    """The command that computes the return of ``rules`` as dealt to the reshuffle point:
+    its preset, with the fields the table changed as ``--overrides`` (None for rules not
+    opened from a preset)."""
+    base = PRESETS.get(rules.name)
+    if base is None:
+        return None
+    command = f"blackjack rtp {rules.name} --as-dealt"
+    if rules == base:
+        return command
+    theirs, mine = base.model_dump(mode="json"), rules.model_dump(mode="json")
+    changed = {key: value for key, value in mine.items() if theirs.get(key) != value}
+    return f"{command} --overrides '{json.dumps(changed)}'"
 
 
 def _ratio(value: Fraction) -> str:

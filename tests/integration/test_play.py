@@ -100,7 +100,8 @@ async def test_a_session_plays_rounds_and_sees_what_a_newcomer_to_the_table_fold
         console.print(sheet)
         text = console.export_text()
         assert "mini-h17: the rules" in text and "hits a soft 17" in text
-        assert "Theoretical return to player with basic strategy, from a full shoe: 99.39 %" in text
+        assert "for a round dealt from a full shoe: 99.39 %" in text
+        assert "blackjack rtp mini-h17 --as-dealt computes it" in text
     async with follower(space, table) as newcomer:
         await newcomer.caught_up()
         assert newcomer.table.view == seen.view

@@ -5,13 +5,14 @@ changes it."""
 from __future__ import annotations
 
 import asyncio
+import shlex
 import threading
 from pathlib import Path
 from typing import Any
 
 import pytest
 
-from blackjack.cli import main
+from blackjack.cli import build_parser, main
 from blackjack.domain import commands as cmd
 from blackjack.domain.rules import (
     LATER_TERMS,
@@ -26,7 +27,7 @@ from blackjack.messages.sealing import ShoeSeal
 from blackjack.messages.wire import encode, to_wire
 from blackjack.projections.store import ProjectionStore
 from blackjack.projections.writer import ProjectionWriter, Record
-from blackjack.rules_sheet import Returns, rules_sheet, table_returns
+from blackjack.rules_sheet import Returns, as_dealt_command, rules_sheet, table_returns
 from blackjack.scenario import Scenario, load, run
 from tests.integration.conftest_projections import Script
 
@@ -155,10 +156,65 @@ def test_each_preset_s_sheet_says_its_own_rules(variant: str, phrases: list[str]
 
 def test_the_return_names_the_lowest_bet_level_only_when_it_is_lower() -> None:
     rules = preset("atlantic-city")
-    lower = rules_sheet(rules, Returns(99.5123, 96.1259, 133))[-1]
+    lower = rules_sheet(rules, Returns(99.5123, 96.1259, 133))[-2]
     assert "99.51 %" in lower and "the lowest is 96.13 %, at a bet of 1.33 USD" in lower
-    same = rules_sheet(rules, Returns(99.6616, 99.6601, 101))[-1]
+    same = rules_sheet(rules, Returns(99.6616, 99.6601, 101))[-2]
     assert "99.66 %" in same and "lowest" not in same
+
+
+@pytest.mark.parametrize("variant", sorted(PRESETS))
+def test_the_return_says_which_figure_it_is_and_how_to_get_the_other(variant: str) -> None:
+    """The sheet gave the return of a round off a full shoe ("from a full shoe: 99.39 %") and
+    no word of the return as dealt to the reshuffle point (``blackjack rtp --as-dealt``, tens
+    of seconds, so not computed here): a player of mini-h17 could take the one for the other.
+    Now it says which it shows; where every round is off a fresh shoe the two are one, and
+    elsewhere the other is named, with the command, and no figure claimed for it."""
+    rules = PRESETS[variant]
+    *_, shown, dealt = rules_sheet(rules, Returns(99.5, 99.5, 100))
+    assert "for a round dealt from a full shoe: 99.50 %" in shown
+    if variant in ("mini-h17", "atlantic-city-multi"):  # a shoe deals rounds to a cut
+        assert "the return as dealt to that point differs" in dealt
+        assert "not shown here" in dealt and "%" not in dealt
+        assert f"; blackjack rtp {variant} --as-dealt computes it" in dealt
+    else:
+        assert dealt == (
+            "Every round here is dealt from a freshly shuffled shoe: this is the return as dealt."
+        )
+
+
+def test_the_as_dealt_command_of_a_table_with_its_own_rules_computes_those_rules() -> None:
+    """At a table opened with overrides the command named for the return as dealt carries
+    them, so it computes the table's rules, not its preset's."""
+    base = PRESETS["atlantic-city-multi"]
+    own = base.with_overrides(
+        {
+            "min_bet": 500,
+            "reshuffle": {"kind": "penetration", "used": "1/4"},
+            "move_declines_insurance": False,
+        }
+    )
+    command = as_dealt_command(own)
+    assert command is not None
+    args = build_parser().parse_args(shlex.split(command)[1:])
+    assert (args.variant, args.as_dealt) == ("atlantic-city-multi", True)
+    assert base.with_overrides(args.overrides) == own
+    assert as_dealt_command(base) == "blackjack rtp atlantic-city-multi --as-dealt"
+    assert "This table deals rounds from a shoe until 1/4 of it" in sheet_with_return(own)
+
+
+def sheet_with_return(rules: Rules) -> str:
+    return "\n".join(rules_sheet(rules, Returns(99.5, 99.5, 100)))
+
+
+@pytest.mark.parametrize("variant", sorted(PRESETS))
+def test_the_command_s_sheet_fits_an_80_column_terminal(
+    variant: str, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """``blackjack rules VARIANT`` printed each rule on one line of up to 300 columns."""
+    assert main(["rules", variant, "--no-return"]) == 0
+    lines = capsys.readouterr().out.splitlines()
+    assert max(len(line) for line in lines) <= 78, max(lines, key=len)
+    assert all(line.startswith(("- ", "  ")) for line in lines[1:-1])
 
 
 def test_the_command_prints_the_surrender_page_s_stated_return(
@@ -168,7 +224,8 @@ def test_the_command_prints_the_surrender_page_s_stated_return(
     assert main(["rules", "surrender"]) == 0
     out = capsys.readouterr().out
     assert out.startswith("surrender: the rules\n- 4 decks")
-    assert "Theoretical return to player with basic strategy, from a full shoe: 99.66 %" in out
+    said = " ".join(out.split())  # wrapped at 78 columns
+    assert "with basic strategy, for a round dealt from a full shoe: 99.66 %" in said
 
 
 def test_the_command_prints_a_table_s_own_rules_from_the_read_model(

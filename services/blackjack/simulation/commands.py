@@ -6,6 +6,7 @@ from __future__ import annotations
 import argparse
 import json
 import sys
+import textwrap
 import time
 from collections.abc import Callable
 from typing import Any
@@ -14,6 +15,7 @@ from pydantic import ValidationError
 
 from blackjack.domain.rejections import in_one_line
 from blackjack.domain.rules import PRESETS, Rules, preset
+from blackjack.play.help import HELP_WIDTH as SHEET_WIDTH
 from blackjack.projections.cli import add_store_options
 
 
@@ -126,8 +128,17 @@ def _rules_sheet(args: argparse.Namespace) -> int:
         title = f"{args.table} ({rules.name}{own})"
     returns = None if args.no_return else table_returns(rules)
     print(f"{title}: the rules")
-    for line in rules_sheet(rules, returns):
-        print(f"- {line}")
+    for line in rules_sheet(rules, returns):  # the lines ran to 300 columns
+        print(
+            textwrap.fill(
+                line,
+                SHEET_WIDTH,
+                initial_indent="- ",
+                subsequent_indent="  ",
+                break_long_words=False,
+                break_on_hyphens=False,
+            )
+        )
     print(f"Fingerprint (the game report's rules=apart lines): {fingerprint(rules)}")
     return 0
 
