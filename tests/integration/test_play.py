@@ -96,7 +96,7 @@ async def test_a_session_plays_rounds_and_sees_what_a_newcomer_to_the_table_fold
         assert settled == 5
         seen = following.table
         [sheet] = await session.handle("rules")  # the table's own rules, and their return
-        console = Console(width=200, record=True, color_system=None)
+        console = Console(width=300, record=True, color_system=None)
         console.print(sheet)
         text = console.export_text()
         assert "mini-h17: the rules" in text and "hits a soft 17" in text
