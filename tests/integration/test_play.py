@@ -135,7 +135,7 @@ async def test_the_command_line_plays_a_round_from_standard_input(
         "'fold' is not a move",
         "hit takes nothing after it",
         "Stand: accepted",
-        "10♥ 9♥  19  win pays 10.00",
+        "10♥ 9♥  19  win pays 5.00 (10.00 back)",
         "Dealer  7♠ Q♦  17",
         "Withdraw refused (",
         "Withdraw: accepted",

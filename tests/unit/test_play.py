@@ -244,9 +244,31 @@ def test_a_settled_round_shows_the_outcome_and_the_money() -> None:
     script.do(cmd.PlaceBet(player_id=A, box=0, amount=500), cmd.Deal(player_id=A))
     text = shown(folded(script))
     assert "A♥ 10♥" in text or "10♥ A♥" in text
-    assert "blackjack pays 12.00" in text  # 5.00 + 7.50 paid as 7.00
+    assert "blackjack pays 7.00 (12.00 back)" in text  # page 002: "$5 ... plus $7"
     assert "balance 107.00 USD" in text
     assert "bet AMOUNT, rebet, deal" in text
+
+
+def test_pays_is_what_a_wager_wins_as_the_pages_say_and_the_rest_comes_back() -> None:
+    """The pages' "pays" is the winnings: "a $10 bet pays out $10 and you get your initial bet
+    back" (003), "$5 (your bet) plus $7" (002). The screen's "pays" was the whole return: a
+    push "pays 10.00" (nothing won), a surrender "pays 5.00", an insurance of 5.00 won "pays
+    15.00" where 003 says the player "receives $10"."""
+    script = Script("mini-h17", [["TH", "9S", "9H", "QD"], ["TH", "9S", "6H", "QD"]])
+    script.do(cmd.PlaceBet(player_id=A, box=0, amount=1000), cmd.Deal(player_id=A))
+    script.do(cmd.Stand(player_id=A, box=0, hand=0))  # 19 against 19
+    text = shown(folded(script))
+    assert "10♥ 9♥  19  push, 10.00 back" in text and "pays" not in text
+    script.do(cmd.PlaceBet(player_id=A, box=0, amount=1000), cmd.Deal(player_id=A))
+    script.do(cmd.Surrender(player_id=A, box=0, hand=0))
+    text = shown(folded(script))
+    assert "(surrendered)  surrender, 5.00 back" in text and "pays" not in text
+    script = Script("mini-h17", [["TH", "AS", "9D", "KC"]])
+    script.do(cmd.PlaceBet(player_id=A, box=0, amount=1000), cmd.Deal(player_id=A))
+    script.do(cmd.TakeInsurance(player_id=A, box=0))
+    text = shown(folded(script))
+    assert "insurance 5.00 won, pays 10.00 (15.00 back)" in text
+    assert "balance 100.00 USD" in text  # 100 - 10 - 5 + 15: the bet lost, the insurance won
 
 
 def test_a_lost_hand_is_not_said_to_pay() -> None:
@@ -294,7 +316,7 @@ def test_history_recalls_the_player_s_rounds_newest_first_with_the_money() -> No
     text = console.export_text()
     assert text.index("│  table-1:2 │") < text.index("│  table-1:1 │")  # newest first
     assert "stake 10.00  10♥ 7♥  17  lose" in text and "stake 5.00  10♥ A♥" in text
-    assert "blackjack pays 12.00" in text
+    assert "blackjack pays 7.00 (12.00 back)" in text
     assert "107.00 -> 97.00" in text and "100.00 -> 107.00" in text
     assert f"{A} at {table.view.stream_id}, last 2 rounds" in text
     console = Console(width=120, record=True, color_system=None)
@@ -326,7 +348,7 @@ def test_history_says_when_each_game_cycle_was_played_its_id_its_boxes_and_split
     table = folded(script)
     first, second = table.rounds[1], table.rounds[2]
     assert first.status == "settled" and second.status == "playing"
-    console = Console(width=160, record=True, color_system=None)
+    console = Console(width=180, record=True, color_system=None)
     console.print(history_screen(table, A, 10))
     text = console.export_text()
     assert "table-1:1" in text and "table-1:2" in text
@@ -334,8 +356,8 @@ def test_history_says_when_each_game_cycle_was_played_its_id_its_boxes_and_split
     assert first.closed_at is not None and f"to {first.closed_at:%H:%M:%S}" in text
     assert f"{second.opened_at:%Y-%m-%d %H:%M:%S}" in text and "not finished" in text
     assert "box 0  stake 10.00  8♠ 3♠  11  (split)  lose" in text
-    assert "box 0  stake 10.00  8♥ A♠  soft 19  (split)  win pays 20.00" in text
-    assert "box 1  stake 10.00  10♦ 9♦  19  win pays 20.00" in text
+    assert "box 0  stake 10.00  8♥ A♠  soft 19  (split)  win pays 10.00 (20.00 back)" in text
+    assert "box 1  stake 10.00  10♦ 9♦  19  win pays 10.00 (20.00 back)" in text
     assert "in play 5.00" in text  # not "wagered 0.00" for the round under way
 
 
@@ -391,7 +413,7 @@ def test_history_shows_the_operator_suspending_the_table_during_a_round() -> Non
     text = " ".join(console.export_text().split())
     assert f"table suspended at {suspended:%H:%M:%S} by the operator: dealer maintenance" in text
     assert "ops-1" not in text  # who on the operator's staff did it is for the record only
-    assert "10♠ 9♠ 19 win pays 20.00" in text
+    assert "10♠ 9♠ 19 win pays 10.00 (20.00 back)" in text
 
 
 def test_the_screens_show_what_the_server_decided_for_players_out_of_time() -> None:
@@ -417,7 +439,10 @@ def test_the_screens_show_what_the_server_decided_for_players_out_of_time() -> N
         bob.split()
     )
     alice = shown(table)
-    assert "10♥ 8♥  18  win pays 20.00" in alice and "(stood" not in alice.split("Box 1")[0]
+    assert (
+        "10♥ 8♥  18  win pays 10.00 (20.00 back)" in alice
+        and "(stood" not in alice.split("Box 1")[0]
+    )
     assert "16  (stood by the server: no move in time)  lose" in alice
     console = Console(width=180, record=True, color_system=None)
     console.print(history_screen(table, "bob", 10))
@@ -452,8 +477,8 @@ def test_only_a_player_offered_insurance_is_asked_for_it_and_its_result_is_shown
     assert "A♠ K♠  blackjack" in shown(table, "bob")
     script.do(cmd.TakeInsurance(player_id=A, box=0), cmd.Stand(player_id=A, box=0, hand=0))
     text = shown(folded(script))
-    assert "insurance 5.00 lost" in text and "10♥ 9♥  19  win pays 20.00" in text
-    assert "A♠ K♠  blackjack pays 25.00" in text
+    assert "insurance 5.00 lost" in text and "10♥ 9♥  19  win pays 10.00 (20.00 back)" in text
+    assert "A♠ K♠  blackjack pays 15.00 (25.00 back)" in text
     assert "balance 105.00 USD" in text  # 100 - 10 - 5 + 20
     console = Console(width=140, record=True, color_system=None)
     console.print(history_screen(folded(script), A, 10))
@@ -897,7 +922,7 @@ def test_the_history_shows_a_payout_settled_before_a_void_as_voided() -> None:
     console = Console(width=160, record=True, color_system=None)
     console.print(history_screen(folded(script), A, 10))
     recalled = console.export_text()
-    assert "blackjack pays 25.00, voided" in recalled, recalled
+    assert "blackjack pays 15.00 (25.00 back), voided" in recalled, recalled
 
 
 def test_the_history_shows_an_insurance_settled_before_a_void_as_voided() -> None:
@@ -923,4 +948,4 @@ def test_a_doubled_hand_shows_the_stake_it_plays_for() -> None:
     text = shown(folded(script))
     assert "bet 5.00" in text
     assert "stake 10.00" in text.split("bet 5.00")[1]
-    assert "pays 20.00" in text
+    assert "win pays 10.00 (20.00 back)" in text  # the doubled stake's win

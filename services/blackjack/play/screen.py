@@ -102,13 +102,26 @@ def _hand_line(
     if server is not None:
         line.append(f"  ({server})", style="bold yellow")
     if hand.outcome is not None:
-        paid = f" pays {money(hand.payout, currency)}" if hand.payout else ""
+        paid = paid_words(hand.stake, hand.payout or 0, currency)
         gap = "" if paid_as_one else "  "
         if hand.voided:  # settled before the round was voided: the void took the pay back
             line.append(f"{gap}{hand.outcome}{paid}, voided", style="dim")
         else:
             line.append(f"{gap}{hand.outcome}{paid}", style="green" if hand.payout else "yellow")
     return line
+
+
+def paid_words(stake: int, payout: int, currency: str) -> str:
+    """A settled wager's money as the rule pages say it: "pays" is what it wins ("a $10 bet
+    pays out $10 and you get your initial bet back", page 003; "$5 (your bet) plus $7", page
+    002), and what comes back to the balance follows. "pays" once read as the whole return:
+    a push "pays 7.50", a 5.00 blackjack "pays 12.00" where page 002 says it pays 7."""
+    if not payout:
+        return ""
+    back = money(payout, currency)
+    if payout > stake:
+        return f" pays {money(payout - stake, currency)} ({back} back)"
+    return f", {back} back"  # a push, or half of it on a surrender: nothing won
 
 
 def server_decisions(record: RoundRecord) -> dict[tuple[str, int | None, int | None], str]:
@@ -409,7 +422,7 @@ def _insurance_line(
     if insurance.voided and insurance.status in ("taken", "settled"):  # its stake came back
         result = "taken"  # and a payout settled at the peek was taken back
         if insurance.status == "settled" and insurance.won:
-            result = f"won, pays {money(insurance.payout or 0, currency)}"
+            result = "won," + paid_words(insurance.stake, insurance.payout or 0, currency)
         elif insurance.status == "settled":
             result = "lost"
         return Text(f"insurance {stake} {result}, voided", style="dim")
@@ -421,9 +434,8 @@ def _insurance_line(
             said += ", or decline by playing"
         return Text(said, "bold magenta")
     if insurance.status == "settled" and insurance.won:
-        return Text(
-            f"insurance {stake} won, pays {money(insurance.payout or 0, currency)}", "green"
-        )
+        paid = paid_words(insurance.stake, insurance.payout or 0, currency)
+        return Text(f"insurance {stake} won,{paid}", "green")
     if insurance.status == "settled":
         return Text(f"insurance {stake} lost", style="yellow")
     return Text(f"insurance {insurance.status}" + (f" {stake}" if insurance.stake else ""), "dim")
