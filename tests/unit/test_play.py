@@ -361,6 +361,39 @@ def test_history_says_when_each_game_cycle_was_played_its_id_its_boxes_and_split
     assert "in play 5.00" in text  # not "wagered 0.00" for the round under way
 
 
+def test_history_at_80_columns_keeps_each_cycle_s_date_and_each_hand_on_a_line() -> None:
+    """``history`` at an 80-column terminal squeezed the table's seven columns to 9 each:
+    the date was cut to "2026-03-…" (GLI-19's recall gives each game's date and time), and a
+    hand took five lines. Narrower than the table, each cycle is a block."""
+    script = Script("surrender", [["8S", "TD", "7C", "8H", "9D", "2C", "3S"], ["TH", "9C", "7S"]])
+    script.do(
+        cmd.PlaceBet(player_id=A, box=0, amount=1000),
+        cmd.PlaceBet(player_id=A, box=1, amount=1000),
+        cmd.Deal(player_id=A),
+        cmd.Split(player_id=A, box=0, hand=0),
+        cmd.Stand(player_id=A, box=0, hand=0),
+        cmd.Stand(player_id=A, box=0, hand=1),
+    )
+    script.do(cmd.Stand(player_id=A, box=1, hand=0))
+    script.do(cmd.PlaceBet(player_id=A, box=0, amount=500), cmd.Deal(player_id=A))
+    table = folded(script)
+    first, second = table.rounds[1], table.rounds[2]
+    assert first.closed_at is not None
+    console = Console(width=80, record=True, color_system=None)
+    console.print(history_screen(table, A, 10))
+    text = console.export_text()
+    assert max(len(line) for line in text.splitlines()) <= 80, text
+    lines = [line.rstrip() for line in text.splitlines()]
+    assert f"{A} at table-1, last 2 rounds" in lines
+    assert f"table-1:2  {second.opened_at:%Y-%m-%d %H:%M:%S} not finished (playing)" in lines
+    assert f"table-1:1  {first.opened_at:%Y-%m-%d %H:%M:%S} to {first.closed_at:%H:%M:%S}" in lines
+    assert "  box 0  stake 10.00  8♥ A♠  soft 19  (split)  win pays 10.00 (20.00 back)" in lines
+    assert "  box 1  stake 10.00  10♦ 9♦  19  win pays 10.00 (20.00 back)" in lines
+    assert "  dealer 7♣ 2♣ 2♠ 3♠ 4♠" in lines
+    assert "  wagered 30.00 · paid 40.00 · balance 100.00 -> 110.00" in lines
+    assert "  in play 5.00 · balance 110.00 -> 105.00" in lines
+
+
 def test_history_shows_an_interrupted_round_and_how_it_was_completed() -> None:
     """GLI-19's interrupted games, as the lab recalled one at the surrender table: a bet the
     server gave back on a disconnection before Deal, then a dealt hand left when the player

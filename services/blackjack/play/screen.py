@@ -9,10 +9,12 @@ from __future__ import annotations
 import math
 import re
 from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import dataclass
 from datetime import datetime
 from typing import Any
 
-from rich.console import Console, ConsoleOptions, Group, RenderableType
+from rich.console import Console, ConsoleOptions, Group, RenderableType, RenderResult
+from rich.padding import Padding
 from rich.panel import Panel
 from rich.segment import Segment
 from rich.table import Table
@@ -577,14 +579,8 @@ def history_screen(table: StreamProjection, player_id: str, rounds: int) -> Rend
     count = "round" if len(mine) == 1 else f"{len(mine)} rounds"
     # Text, not a str: rich reads square brackets in a str as markup, and a player id may
     # hold them ("[/]x" ended the session on a MarkupError)
-    grid = Table(title=Text(f"{player_id} at {table.view.stream_id}, last {count}"))
-    grid.add_column("game cycle", justify="right")
-    grid.add_column("when (UTC)")
-    grid.add_column("your hands")
-    grid.add_column("dealer")
-    grid.add_column("wagered", justify="right")
-    grid.add_column("paid", justify="right")
-    grid.add_column("balance")
+    title = Text(f"{player_id} at {table.view.stream_id}, last {count}")
+    rows: list[_RecallRow] = []
     for line in mine:
         record = table.rounds.get(line.round)
         decided = server_decisions(record) if record else {}
@@ -602,19 +598,73 @@ def history_screen(table: StreamProjection, player_id: str, rounds: int) -> Rend
                 lines.append(Text(label) + Text(declined, style="bold yellow"))
             elif box.insurance is not None and box.insurance.status != "offered":
                 lines.append(Text(label) + _insurance_line(box.insurance, True, currency))
-        hands = Text("\n").join(lines)
-        dealer = cards(record.dealer.cards) if record else Text("-")
         finished = record is None or record.status in ("settled", "cancelled", "voided")
-        grid.add_row(
-            f"{table.view.stream_id}:{line.round}",
-            _when(line.started_at, record),
-            hands or Text("no hand dealt", style="dim"),
-            dealer,
-            money(line.wagered, currency) if finished else f"in play {_held(boxes, currency)}",
-            money(line.paid, currency) if finished else "-",
-            f"{money(line.balance_before, currency)} -> {money(line.balance_after, currency)}",
+        rows.append(
+            _RecallRow(
+                f"{table.view.stream_id}:{line.round}",
+                _when(line.started_at, record),
+                Text("\n").join(lines) or Text("no hand dealt", style="dim"),
+                cards(record.dealer.cards) if record else Text("-"),
+                money(line.wagered, currency) if finished else f"in play {_held(boxes, currency)}",
+                money(line.paid, currency) if finished else "-",
+                f"{money(line.balance_before, currency)} -> {money(line.balance_after, currency)}",
+            )
         )
-    return grid
+    return _Recall(title, rows)
+
+
+@dataclass(frozen=True)
+class _RecallRow:
+    cycle: str
+    when: Text
+    hands: Text
+    dealer: Text
+    wagered: str
+    paid: str
+    balance: str
+
+
+@dataclass(frozen=True)
+class _Recall:
+    """The history, drawn for the width it is given: a table of a row per game cycle where
+    its seven columns fit, else a block per cycle. At 80 columns the table squeezed each
+    column to 9: the date was cut to "2026-12-…" and a hand took five lines."""
+
+    title: Text
+    rows: list[_RecallRow]
+
+    TABLE_WIDTH = 150
+    """Below this many columns the cycles are drawn as blocks (the table's columns, with a
+    hand of a split, a double and a payout on one line, take about 150)."""
+
+    def __rich_console__(self, console: Console, options: ConsoleOptions) -> RenderResult:
+        if options.max_width >= self.TABLE_WIDTH:
+            yield self._table()
+            return
+        yield self.title
+        for row in self.rows:
+            when = Text(" ").join(row.when.split("\n"))
+            yield Text.assemble("\n", (row.cycle, "bold"), "  ", when)
+            yield Padding(row.hands, (0, 0, 0, 2))
+            yield Text.assemble("  dealer ", row.dealer)
+            wagered = row.wagered if row.wagered.startswith("in play") else f"wagered {row.wagered}"
+            paid = "" if row.paid == "-" else f" · paid {row.paid}"
+            yield Text(f"  {wagered}{paid} · balance {row.balance}")
+
+    def _table(self) -> Table:
+        grid = Table(title=self.title)
+        grid.add_column("game cycle", justify="right")
+        grid.add_column("when (UTC)")
+        grid.add_column("your hands")
+        grid.add_column("dealer")
+        grid.add_column("wagered", justify="right")
+        grid.add_column("paid", justify="right")
+        grid.add_column("balance")
+        for row in self.rows:
+            grid.add_row(
+                row.cycle, row.when, row.hands, row.dealer, row.wagered, row.paid, row.balance
+            )
+        return grid
 
 
 def _interruptions(record: RoundRecord, player_id: str, currency: str) -> list[Text]:
