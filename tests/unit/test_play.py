@@ -254,7 +254,7 @@ def test_pays_is_what_a_wager_wins_as_the_pages_say_and_the_rest_comes_back() ->
     back" (003), "$5 (your bet) plus $7" (002). The screen's "pays" was the whole return: a
     push "pays 10.00" (nothing won), a surrender "pays 5.00", an insurance of 5.00 won "pays
     15.00" where 003 says the player "receives $10"."""
-    script = Script("mini-h17", [["TH", "9S", "9H", "QD"], ["TH", "9S", "6H", "QD"]])
+    script = Script("mini-h17", [["TH", "9S", "9H", "QD", "TH", "9S", "6H", "QD"]])  # one shoe
     script.do(cmd.PlaceBet(player_id=A, box=0, amount=1000), cmd.Deal(player_id=A))
     script.do(cmd.Stand(player_id=A, box=0, hand=0))  # 19 against 19
     text = shown(folded(script))
@@ -262,13 +262,51 @@ def test_pays_is_what_a_wager_wins_as_the_pages_say_and_the_rest_comes_back() ->
     script.do(cmd.PlaceBet(player_id=A, box=0, amount=1000), cmd.Deal(player_id=A))
     script.do(cmd.Surrender(player_id=A, box=0, hand=0))
     text = shown(folded(script))
-    assert "(surrendered)  surrender, 5.00 back" in text and "pays" not in text
+    assert "10♥ 6♥  16  surrender, 5.00 back" in text and "pays" not in text
     script = Script("mini-h17", [["TH", "AS", "9D", "KC"]])
     script.do(cmd.PlaceBet(player_id=A, box=0, amount=1000), cmd.Deal(player_id=A))
     script.do(cmd.TakeInsurance(player_id=A, box=0))
     text = shown(folded(script))
     assert "insurance 5.00 won, pays 10.00 (15.00 back)" in text
     assert "balance 100.00 USD" in text  # 100 - 10 - 5 + 15: the bet lost, the insurance won
+
+
+def test_with_several_boxes_offered_insurance_the_screen_says_which_box_i_or_n_answers() -> None:
+    """Page 003's three boxes: each box's line read "insurance offered: i (take) / n (no)"
+    and the prompt "insurance? i (take) / n (no)", as if one i insured them all; it insures
+    the first box still offered it, the others are asked in turn."""
+    script = Script("surrender", [["TH", "9S", "AS", "6D", "7C", "8H"]])
+    script.do(
+        cmd.PlaceBet(player_id=A, box=0, amount=1000),
+        cmd.PlaceBet(player_id=A, box=1, amount=1000),
+        cmd.Deal(player_id=A),
+    )
+    table = folded(script)
+    assert prompt_for(table, A) == "insurance on box 0? i (take) / n (no)"
+    text = shown(table)
+    assert text.count("insurance offered: i (take) / n (no)") == 1
+    assert text.index("insurance offered: i (take)") < text.index("Box 1")
+    assert move("i", table, A) == cmd.TakeInsurance(player_id=A, box=0)
+    script.do(cmd.TakeInsurance(player_id=A, box=0))
+    table = folded(script)
+    assert prompt_for(table, A) == "insurance? i (take) / n (no)"  # one box left to answer
+    text = shown(table)
+    assert "insurance taken 5.00" in text
+    assert text.index("insurance offered: i (take) / n (no)") > text.index("Box 1")
+
+
+def test_the_dealer_s_line_says_the_check_for_blackjack_found_none() -> None:
+    """Pages 000 and 003: the dealer checks for blackjack on a ten or an ace before the
+    player plays (surrender is offered only then). The screen showed "shows K" whether or not
+    the dealer had checked; at page 001's tables, which never check on a ten, a blackjack
+    turned up after the player's moves with nothing to tell the two apart."""
+    script = Script("mini-h17", [["TH", "KS", "6H", "7D"]])
+    script.do(cmd.PlaceBet(player_id=A, box=0, amount=1000), cmd.Deal(player_id=A))
+    assert "K♠ ▒▒  shows K, checked: no blackjack" in shown(folded(script))
+    script = Script("mini-s17", [["TH", "6D", "7H", "KS"]])  # the hole card dealt first
+    script.do(cmd.PlaceBet(player_id=A, box=0, amount=1000), cmd.Deal(player_id=A))
+    text = shown(folded(script))
+    assert "▒▒ K♠  shows K " in text and "checked" not in text
 
 
 def test_a_lost_hand_is_not_said_to_pay() -> None:

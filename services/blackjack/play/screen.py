@@ -95,7 +95,7 @@ def _hand_line(
         for word, on in (
             ("split", hand.split and split_marked),
             ("doubled", hand.doubled),
-            ("surrendered", hand.surrendered),
+            ("surrendered", hand.surrendered and hand.outcome != "surrender"),  # said once
         )
         if on
     ]
@@ -382,6 +382,8 @@ def _dealt(
     dealer = record.dealer
     if None in dealer.cards:  # the hole card face down: what the dealer shows
         total = f"shows {dealer.upcard[0] if dealer.upcard else '?'}".replace("T", "10")
+        if dealer.peeked:  # the pages: "the dealer will check for blackjack immediately"
+            total += ", checked: no blackjack"
     elif dealer.blackjack:
         total = "blackjack"
     else:
@@ -389,6 +391,7 @@ def _dealt(
     grid.add_row("Dealer", Text.assemble(cards(dealer.cards), "  ", (total, "bold")))
     turn = table.view.active
     decided = server_decisions(record)
+    answering = insurance_asked(table, player_id)
     for box in record.boxes:
         who = "" if box.player_id == player_id else f" ({box.player_id})"
         grid.add_row(Text(f"Box {box.box}{who}"), f"bet {money(box.bet, currency)}")
@@ -410,9 +413,9 @@ def _dealt(
         if declined is not None:
             grid.add_row("", Text(declined, style="bold yellow"))
         elif box.insurance is not None:
-            mine = box.player_id == player_id
-            declines = mine and declined_by_a_move(table, player_id)
-            grid.add_row("", _insurance_line(box.insurance, mine, currency, declines))
+            asked = box.box == answering  # the box the next i or n goes to
+            declines = asked and declined_by_a_move(table, player_id)
+            grid.add_row("", _insurance_line(box.insurance, asked, currency, declines))
     for message in record.messages:
         grid.add_row(f"Box {message.box}", Text(message.message, style="italic"))
 
@@ -444,11 +447,26 @@ def _insurance_line(
 
 
 def _insurance_open(table: StreamProjection, player_id: str) -> bool:
+    return insurance_asked(table, player_id) is not None
+
+
+def _insurance_offered(table: StreamProjection, player_id: str) -> list[int]:
+    """The player's boxes whose insurance decision is open, in the round's order."""
     record = table.rounds.get(table.view.round)
-    return record is not None and any(
-        box.player_id == player_id and box.insurance and box.insurance.status == "offered"
+    if record is None:
+        return []
+    return [
+        box.box
         for box in record.boxes
-    )
+        if box.player_id == player_id and box.insurance and box.insurance.status == "offered"
+    ]
+
+
+def insurance_asked(table: StreamProjection, player_id: str) -> int | None:
+    """The box the player's next ``i`` or ``n`` answers: the first still offered insurance
+    (``moves``, as it sends them), or None."""
+    offered = _insurance_offered(table, player_id)
+    return offered[0] if offered else None
 
 
 def declined_by_a_move(table: StreamProjection, player_id: str) -> bool:
@@ -535,12 +553,15 @@ def prompt_for(table: StreamProjection, player_id: str) -> str:
         actions = turn.actions or list(_WORDS)
         return "your move: " + "  ".join(f"{action} ({_WORDS[action]})" for action in actions)
     if view.round_open and view.phase == "insurance":
-        if _insurance_open(table, player_id):
+        offered = _insurance_offered(table, player_id)
+        if offered:
+            # several boxes asked: each answer goes to the first (three at page 003's table)
+            asked = f"insurance on box {offered[0]}?" if len(offered) > 1 else "insurance?"
             if declined_by_a_move(table, player_id):  # page 002
-                return f"insurance? {_INSURANCE_KEYS}, or decline by playing: h, s, d ..."
+                return f"{asked} {_INSURANCE_KEYS}, or decline by playing: h, s, d ..."
             if preset_term(view.rules or {}, "move_declines_insurance"):  # not this box yet
-                return f"insurance? {_INSURANCE_KEYS}, then play when your turn comes"
-            return f"insurance? {_INSURANCE_KEYS}"
+                return f"{asked} {_INSURANCE_KEYS}, then play when your turn comes"
+            return f"{asked} {_INSURANCE_KEYS}"
         return "waiting for the insurance answers"  # answered, none offered, or no bet
     if view.round_open and view.phase == "dealer":
         return "the dealer plays"
