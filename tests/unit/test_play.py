@@ -557,6 +557,25 @@ def test_only_a_player_offered_insurance_is_asked_for_it_and_its_result_is_shown
     assert "insurance 5.00 lost" in recall and "15.00" in recall, recall
 
 
+def test_a_player_who_dealt_or_passed_at_a_shared_table_is_told_what_the_table_waits_for() -> None:
+    """Page 002's shared table deals when every player has chosen Deal or Pass (or at the
+    15 s deadline). After alice's Deal her screen still offered "bet AMOUNT, rebet, deal,
+    pass": each deal typed was refused (already_dealt_in), and nothing said the table was
+    waiting for bob."""
+    players = {A: 10_000, "bob": 10_000, "carol": 10_000}
+    script = Script("atlantic-city-multi", [["TH", "9S", "7H", "QD"]], players)
+    script.do(cmd.PlaceBet(player_id=A, box=0, amount=1000), cmd.Deal(player_id=A))
+    script.do(cmd.Pass(player_id="carol"))
+    table = folded(script)
+    assert table.view.phase == "betting"
+    said = "the cards come when the others deal or pass, or at the deadline"
+    assert prompt_for(table, A) == f"dealt in: {said}"
+    assert prompt_for(table, "carol") == f"you pass this round: {said}"
+    assert prompt_for(table, "bob").startswith("bet AMOUNT, rebet, deal, pass")
+    assert not script.submit(cmd.Deal(player_id=A))  # as the prompt no longer offers it
+    assert not script.submit(cmd.PlaceBet(player_id=A, box=0, amount=500))
+
+
 def test_a_player_changes_seats_between_rounds_and_then_bets_at_the_new_seat() -> None:
     """The multi-player page: "You may change your position on the table by clicking on the
     desired spot between hands". ``blackjack play`` had no move for it (MoveSeat)."""

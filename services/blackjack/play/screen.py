@@ -503,12 +503,7 @@ def waits_on(table: StreamProjection, player_id: str) -> str | None:
         return None
     record = table.rounds.get(view.round)
     if view.phase == "betting" and record is not None:
-        decided = any(
-            entry.event in ("DealRequested", "PlayerPassed")
-            and entry.data.get("player_id") == player_id
-            for entry in record.log
-        )
-        if decided:
+        if _chose(table, player_id) is not None:
             return None
         if any(box.player_id == player_id for box in record.boxes):
             return "to deal or pass: then you are dealt in"
@@ -518,6 +513,21 @@ def waits_on(table: StreamProjection, player_id: str) -> str | None:
     turn = view.active
     if view.phase == "playing" and turn is not None and turn.player_id == player_id:
         return "for your move: then the server stands the hand"
+    return None
+
+
+def _chose(table: StreamProjection, player_id: str) -> str | None:
+    """The player's Deal or Pass in the round's betting (``DealRequested``, ``PlayerPassed``),
+    after which their bets are closed until the round is dealt and settled."""
+    record = table.rounds.get(table.view.round)
+    if record is None:
+        return None
+    for entry in record.log:
+        if (
+            entry.event in ("DealRequested", "PlayerPassed")
+            and entry.data.get("player_id") == player_id
+        ):
+            return entry.event
     return None
 
 
@@ -565,6 +575,10 @@ def prompt_for(table: StreamProjection, player_id: str) -> str:
         return "waiting for the insurance answers"  # answered, none offered, or no bet
     if view.round_open and view.phase == "dealer":
         return "the dealer plays"
+    chose = _chose(table, player_id) if view.round_open and view.phase == "betting" else None
+    if chose is not None:  # a shared table deals when every player has chosen, or at its clock
+        said = "dealt in" if chose == "DealRequested" else "you pass this round"
+        return f"{said}: the cards come when the others deal or pass, or at the deadline"
     if view.suspended is not None:
         if view.round_open:  # bets already on the layout may still be dealt or taken back
             return "the table is suspended · deal, clear · withdraw AMOUNT · ? help, q quit"
