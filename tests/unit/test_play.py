@@ -15,6 +15,7 @@ from blackjack.domain import commands as cmd
 from blackjack.domain import wallet as wl
 from blackjack.domain.rules import Rules
 from blackjack.domain.wallet import WalletDeposit
+from blackjack.messages.envelope import CommandResult
 from blackjack.messages.sealing import ShoeSeal
 from blackjack.messages.wire import to_wire
 from blackjack.play.follow import TableFollower, WalletFollower
@@ -31,6 +32,7 @@ from blackjack.play.screen import (
     clock_reminder,
     history_screen,
     prompt_for,
+    result_line,
     rules_screen,
     table_screen,
 )
@@ -307,6 +309,37 @@ def test_the_dealer_s_line_says_the_check_for_blackjack_found_none() -> None:
     script.do(cmd.PlaceBet(player_id=A, box=0, amount=1000), cmd.Deal(player_id=A))
     text = shown(folded(script))
     assert "▒▒ K♠  shows K " in text and "checked" not in text
+
+
+def test_a_refusal_s_amounts_are_said_in_the_currency_the_player_typed() -> None:
+    """The table's messages give amounts in minor units, as its commands carry them: "bet 501"
+    at mini-h17 was answered "the maximum bet is 50000", which a player reads as 50,000
+    dollars; "withdraw 1000" with 39.50 left, "needs 100000, the balance is 3950"."""
+    script = Script("mini-h17", [], players={A: 3950})
+
+    def refused(command: object) -> str:
+        assert isinstance(command, cmd.COMMAND_TYPES)  # a move the table answers
+        assert not script.submit(command)
+        result = CommandResult(
+            command_id="c-1",
+            stream_id="table-1",
+            status="rejected",
+            rejection=script.rejection,
+            handled_at=script.now,
+        )
+        return result_line(type(command).__name__, result, "USD").plain
+
+    assert refused(move("bet 501", folded(script), A)) == (
+        "PlaceBet refused (bet_above_maximum): the maximum bet is 500.00"
+    )
+    assert refused(move("withdraw 1000", folded(script), A)) == (
+        "Withdraw refused (insufficient_funds): the withdrawal needs 1000.00, the balance is 39.50"
+    )
+    script.do(cmd.PlaceBet(player_id=A, box=0, amount=50))
+    assert refused(cmd.Deal(player_id=A)) == (
+        "Deal refused (bet_below_minimum): box 0 holds 0.50, under the minimum bet of 1.00: "
+        "add at least 0.50 or take it back"
+    )
 
 
 def test_a_lost_hand_is_not_said_to_pay() -> None:

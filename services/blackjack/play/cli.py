@@ -323,7 +323,7 @@ async def _prepare(args: argparse.Namespace, session: PlaySession, console: Cons
 
     async def send(command: cmd.TableCommand | wl.AnyWalletCommand) -> bool:
         result = await session.send(command)
-        console.print(result_line(type(command).__name__, result))
+        console.print(result_line(type(command).__name__, result, table.view.currency or "USD"))
         return result.status == "accepted"
 
     amount = None

@@ -778,10 +778,29 @@ def _held(boxes: list[BoxView], currency: str) -> str:
     return money(held, currency)
 
 
-def result_line(command: str, result: CommandResult) -> Text:
+def result_line(command: str, result: CommandResult, currency: str = "USD") -> Text:
     if result.status == "accepted":
         return Text(f"{command}: accepted", style="green")
     reason = result.rejection
     code = reason.code if reason is not None else "rejected"
     message = reason.message if reason is not None else ""
+    if code in _MONEY_REFUSALS:
+        message = in_money(message, currency)
     return Text(f"{command} refused ({code}): {message}", style="bold red")
+
+
+_MONEY_REFUSALS = frozenset(
+    {"bet_above_maximum", "bet_below_minimum", "insufficient_funds", "balance_limit"}
+)
+"""The refusals whose messages state amounts, in minor units as the commands carry them."""
+
+_AMOUNT_IN_MESSAGE = re.compile(r"(?<!box )(?<!seat )\b[0-9]+\b(?: minor units)?", re.ASCII)
+
+
+def in_money(message: str, currency: str) -> str:
+    """A refusal's amounts as the player typed them, in the currency's units: the table says
+    "the maximum bet is 50000" (minor units, the command's), and a player who typed "bet
+    501" read a maximum of 50,000. A box or seat number is left as it is."""
+    return _AMOUNT_IN_MESSAGE.sub(
+        lambda found: money(int(found.group(0).split()[0]), currency), message
+    )

@@ -102,7 +102,7 @@ class PlaySession:
         after = self.follower.sequence
         result = await self.send(command)
         if result.status != "accepted":
-            return [result_line("BuyIn", result)]
+            return [result_line("BuyIn", result, self.follower.table.view.currency or "USD")]
         currency = self.follower.table.view.currency or "USD"
         amount = money(command.amount, currency)
         try:
@@ -177,7 +177,8 @@ class PlaySession:
                 Text(unanswered(type(chosen).__name__, self.timeout), "bold yellow"),
                 self.screen(),
             ]
-        said: list[RenderableType] = [result_line(type(chosen).__name__, result)]
+        currency = self.follower.table.view.currency or "USD"
+        said: list[RenderableType] = [result_line(type(chosen).__name__, result, currency)]
         return [*said, *await self.cash_outs_landed(), self.screen()]
 
     async def quit(self) -> list[RenderableType]:
