@@ -701,6 +701,42 @@ async def test_quitting_says_the_seat_and_its_money_stay_at_the_table() -> None:
     assert "still seated at table-1 with 50.00 USD" in said and "leave" in said
 
 
+async def test_quitting_says_what_becomes_of_the_round_under_way() -> None:
+    """Quitting mid-round said only "you are still seated ... type leave to cash out", the
+    same at every table, and "leave to cash out" with 0.00 there. What happens to the round
+    differs by page: the shared table's clock plays on (002), a bet not dealt is returned
+    (003's disconnection policy), the round waits as it was left (000, 001)."""
+
+    async def said_on_quitting(script: Script) -> str:
+        session = PlaySession(_Unanswered(), without_a_broker(folded(script)), A)  # type: ignore[arg-type]
+        return " ".join(str(line) for line in await session.handle("q"))
+
+    script = Script("mini-h17", [["TH", "9S", "6H", "7D", "AS"]], players={A: 1000})
+    script.do(cmd.PlaceBet(player_id=A, box=0, amount=1000), cmd.Deal(player_id=A))
+    said = await said_on_quitting(script)
+    assert said == (
+        "you are still seated at table-1 with 10.00 USD: start blackjack play again and type "
+        "leave to cash out; your round waits for you as you left it"
+    )
+    script.do(cmd.Stand(player_id=A, box=0, hand=0))  # 16 against 9 7 A: lost, nothing left
+    said = await said_on_quitting(script)
+    assert said == (
+        "you are still seated at table-1, with no money there: start blackjack play again to "
+        "play on"
+    )
+    script = Script("surrender", [], players={A: 5_000})
+    script.do(cmd.PlaceBet(player_id=A, box=0, amount=1000))
+    said = await said_on_quitting(script)
+    assert said.endswith("; your bet not dealt is returned to you once the table finds you gone")
+    script = Script("atlantic-city-multi", [], players={A: 5_000, "bob": 5_000})
+    script.do(cmd.PlaceBet(player_id=A, box=0, amount=1000))
+    said = await said_on_quitting(script)
+    assert said.endswith(
+        "the round goes on without you: at each deadline the table deals your bet in and "
+        "stands your hand"
+    )
+
+
 async def test_a_cash_out_not_in_the_wallet_in_time_is_said_to_be_on_its_way() -> None:
     """A ``leave`` at a shared table pays the seat's money out to the wallet in a second step
     (the wallet's ``CashOutReceived``): quitting before it landed showed the table's money

@@ -276,14 +276,36 @@ class PlaySession:
         if account is None or not account.seated:
             return []
         currency = table.view.currency or "USD"
-        held = money(account.available + account.in_play, currency)
-        return [
-            Text(
-                f"you are still seated at {table.view.stream_id} with {held} {currency}: "
-                "start blackjack play again and type leave to cash out",
-                style="yellow",
+        held = account.available + account.in_play
+        said = f"you are still seated at {table.view.stream_id}"
+        if held:
+            said += f" with {money(held, currency)} {currency}: start blackjack play again and "
+            said += "type leave to cash out"
+        else:  # "leave to cash out" with 0.00 read as money waiting
+            said += ", with no money there: start blackjack play again to play on"
+        return [Text(said + self._round_left(), style="yellow")]
+
+    def _round_left(self) -> str:
+        """What becomes of the player's part of the round under way when the session ends:
+        a shared table's clock plays on for them, the disconnection policy gives a bet not
+        dealt back, and elsewhere the round waits as it was left (the rules sheet's words)."""
+        table = self.follower.table
+        view = table.view
+        record = table.rounds.get(view.round)
+        if not view.round_open or record is None:
+            return ""
+        mine = [box for box in record.boxes if box.player_id == self.player_id]
+        if not mine:
+            return ""
+        rules = view.rules or {}
+        if rules.get("turn_seconds"):
+            return (
+                "; the round goes on without you: at each deadline the table deals your bet in "
+                "and stands your hand"
             )
-        ]
+        if rules.get("refund_bets_on_disconnect") and not any(box.hands for box in mine):
+            return "; your bet not dealt is returned to you once the table finds you gone"
+        return "; your round waits for you as you left it"
 
     async def rules(self) -> RenderableType:
         """The table's own rules (overrides included) and their return, computed once (a few
