@@ -373,6 +373,14 @@ def test_rules_shows_the_table_s_own_rules_overrides_included() -> None:
     console.print(rules_screen(paying, Returns(98.1, 98.1, 100)))
     text = console.export_text()
     assert "atlantic-city: the rules" in text and "pays 6 to 5" in text and "98.10 %" in text
+    console = Console(width=80, record=True, color_system=None)
+    console.print(rules_screen(paying, Returns(98.1, 98.1, 100)))
+    lines = console.export_text().splitlines()
+    # a rule wrapped at 80 columns goes on under its text, not under its dash
+    assert (
+        "│ - Bets from 1.00 to 500.00 USD a box (a double or a split may take a box's   │" in lines
+    )
+    assert "│   stake past the maximum).                                                   │" in lines
 
 
 def test_history_recalls_the_player_s_rounds_newest_first_with_the_money() -> None:

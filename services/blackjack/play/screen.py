@@ -593,7 +593,11 @@ def prompt_for(table: StreamProjection, player_id: str) -> str:
 
 def rules_screen(rules: Rules, returns: Returns) -> RenderableType:
     """The table's rules as its players read them (``rules_sheet``)."""
-    sheet = Text("\n").join(Text(f"- {line}") for line in rules_sheet(rules, returns))
+    sheet = Table.grid(padding=(0, 1))  # a rule's wrapped lines under its text, not its dash
+    sheet.add_column(no_wrap=True)
+    sheet.add_column()
+    for line in rules_sheet(rules, returns):
+        sheet.add_row("-", Text(line))
     return Panel(sheet, title=f"{rules.name}: the rules", title_align="left")
 
 
