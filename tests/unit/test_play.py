@@ -342,6 +342,26 @@ def test_a_refusal_s_amounts_are_said_in_the_currency_the_player_typed() -> None
     )
 
 
+def test_with_no_money_at_the_table_the_prompt_offers_paying_in_not_betting() -> None:
+    """A player who lost the last of the balance was still offered "bet AMOUNT, rebet, deal
+    · deposit AMOUNT, withdraw AMOUNT": each bet, rebet and withdraw typed was refused
+    (insufficient_funds)."""
+    script = Script("mini-h17", [["TH", "9S", "6H", "7D", "AS"]], players={A: 1000})
+    script.do(cmd.PlaceBet(player_id=A, box=0, amount=1000), cmd.Deal(player_id=A))
+    assert prompt_for(folded(script), A).startswith("your move: ")
+    script.do(cmd.Stand(player_id=A, box=0, hand=0))  # 16 against 9 7 A: the last 10.00 lost
+    table = folded(script)
+    assert prompt_for(table, A) == (
+        "no money at the table: deposit AMOUNT to bet · leave · ? help, q quit"
+    )
+    assert not script.submit(cmd.Rebet(player_id=A))
+    script.do(cmd.Deposit(player_id=A, amount=500))
+    assert prompt_for(folded(script), A).startswith("bet AMOUNT, rebet, deal")
+    shared = Script("atlantic-city-multi", [], players={A: 0, "bob": 5_000})
+    assert prompt_for(folded(shared), A).startswith("no money at the table: buyin AMOUNT")
+    assert prompt_for(folded(shared), "bob").startswith("bet AMOUNT, rebet, deal, pass")
+
+
 def test_a_lost_hand_is_not_said_to_pay() -> None:
     script = Script("atlantic-city", [["TH", "TS", "7H", "QD"]])
     script.do(cmd.PlaceBet(player_id=A, box=0, amount=500), cmd.Deal(player_id=A))
@@ -380,7 +400,9 @@ def test_rules_shows_the_table_s_own_rules_overrides_included() -> None:
     assert (
         "│ - Bets from 1.00 to 500.00 USD a box (a double or a split may take a box's   │" in lines
     )
-    assert "│   stake past the maximum).                                                   │" in lines
+    assert (
+        "│   stake past the maximum).                                                   │" in lines
+    )
 
 
 def test_history_recalls_the_player_s_rounds_newest_first_with_the_money() -> None:

@@ -583,7 +583,11 @@ def prompt_for(table: StreamProjection, player_id: str) -> str:
         if view.round_open:  # bets already on the layout may still be dealt or taken back
             return "the table is suspended · deal, clear · withdraw AMOUNT · ? help, q quit"
         return "the table is suspended · withdraw AMOUNT, leave · ? help, q quit"
-    if int((view.rules or {}).get("seats", 1)) > 1:  # funded from the wallet: no Deposit here
+    shared = int((view.rules or {}).get("seats", 1)) > 1  # funded from the wallet: no Deposit
+    if account.available == 0 and account.in_play == 0:  # a bet, a rebet, a withdraw: refused
+        pay_in = "buyin AMOUNT" if shared else "deposit AMOUNT"
+        return f"no money at the table: {pay_in} to bet · leave · ? help, q quit"
+    if shared:
         return (
             "bet AMOUNT, rebet, deal, pass · buyin AMOUNT, withdraw AMOUNT · seat N, leave · "
             "? help, q quit"
