@@ -762,8 +762,13 @@ async def test_quitting_says_what_becomes_of_the_round_under_way() -> None:
     script.do(cmd.PlaceBet(player_id=A, box=0, amount=1000))
     said = await said_on_quitting(script)
     assert said.endswith(
-        "the round goes on without you: at each deadline the table deals your bet in and "
+        "; the round goes on without you: at the deadline your bet is dealt in, and the clock "
         "stands your hand"
+    )
+    script.do(cmd.Pass(player_id="bob"), cmd.Deal(player_id=A))
+    said = await said_on_quitting(script)
+    assert said.endswith(
+        "; the round goes on without you: the clock stands your hand at its deadline"
     )
 
 

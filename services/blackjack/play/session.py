@@ -298,12 +298,15 @@ class PlaySession:
         if not mine:
             return ""
         rules = view.rules or {}
+        dealt = any(box.hands for box in mine)
         if rules.get("turn_seconds"):
+            if dealt:
+                return "; the round goes on without you: the clock stands your hand at its deadline"
             return (
-                "; the round goes on without you: at each deadline the table deals your bet in "
-                "and stands your hand"
+                "; the round goes on without you: at the deadline your bet is dealt in, and the "
+                "clock stands your hand"
             )
-        if rules.get("refund_bets_on_disconnect") and not any(box.hands for box in mine):
+        if rules.get("refund_bets_on_disconnect") and not dealt:
             return "; your bet not dealt is returned to you once the table finds you gone"
         return "; your round waits for you as you left it"
 
