@@ -129,6 +129,8 @@ def test_a_decision_goes_to_the_hand_whose_turn_it_is() -> None:
 
 def test_bets_money_and_the_table_s_other_commands() -> None:
     table = folded(Script("surrender", [], players={A: 10_000}))  # three boxes a seat
+    # page 003: "You may bet on up to three hands": the prompt said "bet AMOUNT" alone
+    assert prompt_for(table, A).startswith("bet AMOUNT [box 0-2], rebet, deal · ")
     assert move("bet 2.50", table, A) == cmd.PlaceBet(player_id=A, box=0, amount=250)
     assert move("b 5 box 2", table, A) == cmd.PlaceBet(player_id=A, box=2, amount=500)
     assert move("deposit 20", table, A) == cmd.Deposit(player_id=A, amount=2000)

@@ -587,12 +587,17 @@ def prompt_for(table: StreamProjection, player_id: str) -> str:
     if account.available == 0 and account.in_play == 0:  # a bet, a rebet, a withdraw: refused
         pay_in = "buyin AMOUNT" if shared else "deposit AMOUNT"
         return f"no money at the table: {pay_in} to bet · leave · ? help, q quit"
+    bet = "bet AMOUNT"
+    per_seat = int((view.rules or {}).get("boxes_per_seat", 1))
+    if per_seat > 1:  # page 003's "up to three hands": the boxes a bet may go on
+        first = (account.seat or 0) * per_seat
+        bet += f" [box {first}-{first + per_seat - 1}]"
     if shared:
         return (
-            "bet AMOUNT, rebet, deal, pass · buyin AMOUNT, withdraw AMOUNT · seat N, leave · "
+            f"{bet}, rebet, deal, pass · buyin AMOUNT, withdraw AMOUNT · seat N, leave · "
             "? help, q quit"
         )
-    return "bet AMOUNT, rebet, deal · deposit AMOUNT, withdraw AMOUNT · ? help, q quit"
+    return f"{bet}, rebet, deal · deposit AMOUNT, withdraw AMOUNT · ? help, q quit"
 
 
 def rules_screen(rules: Rules, returns: Returns) -> RenderableType:
