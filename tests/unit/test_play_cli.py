@@ -295,6 +295,51 @@ async def test_the_clock_s_reminder_is_said_once_a_deadline(
     assert console.export_text().count("5 s left") == 1
 
 
+async def test_the_table_drawn_again_while_a_line_is_awaited_starts_on_a_line_of_its_own(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """At a shared table the screen is drawn again when another player moves, while the
+    prompt "> " waits for a line: the panel was printed after it, its top border at column 2,
+    82 columns on an 80-column terminal (wrapped, the frame broken). So was the clock's
+    reminder ("> 5 s left ...")."""
+    import asyncio
+
+    from rich.panel import Panel
+
+    class Follower:
+        sequence = 0
+        failure = None
+
+        class table:  # noqa: N801
+            class view:  # noqa: N801
+                deadline = None
+
+        async def changed(self, timeout: float) -> bool:
+            await asyncio.sleep(0.01)
+            self.sequence += 1  # another player moved
+            return True
+
+    class Session:
+        follower = Follower()
+        wallet = None
+        player_id = "ann"
+        reminded: set[object] = set()
+
+        def screen(self) -> Panel:
+            return Panel("Box 1 (bob)  bet 5.00", title="mt-1")
+
+    async def a_line() -> str:
+        await asyncio.sleep(0.05)
+        return "s"
+
+    monkeypatch.setattr(cli, "_line_aside", a_line)
+    console = Console(record=True, width=80, color_system=None)
+    assert await cli._next_line(Session(), console) == "s"  # type: ignore[arg-type]
+    lines = console.export_text().splitlines()
+    assert max(len(line) for line in lines) <= 80, lines
+    assert any(line.startswith("╭") and " mt-1 " in line for line in lines), lines
+
+
 async def test_a_player_refused_a_seat_sends_no_deposit() -> None:
     """``--deposit 50`` at a shared table whose seat is taken: the seat was refused, and the
     cashier's deposit and a buy-in the table then declined went out anyway (refunded: money

@@ -264,6 +264,7 @@ async def _next_line(session: PlaySession, console: Console) -> str | None:
                 session.reminded.add(deadline)
                 said = clock_reminder(session.follower.table, session.player_id, now)
                 if said is not None:
+                    console.print()  # the prompt's line ends: what follows starts at column 0
                     console.print(said, style="bold yellow")
                     console.print("> ", end="")
             for follower in followers:
@@ -272,6 +273,8 @@ async def _next_line(session: PlaySession, console: Console) -> str | None:
             folded = [follower.sequence for follower in followers]
             if folded != shown and not reading.done():
                 shown = folded
+                # after "> ": drawn from there, the panel's 80 columns took 82 and wrapped
+                console.print()
                 console.print(session.screen())
                 console.print("> ", end="")  # the prompt the screen pushed up
     finally:
