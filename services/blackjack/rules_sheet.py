@@ -106,7 +106,7 @@ def _returns(returns: Returns, rules: Rules) -> list[str]:
     )
     command = as_dealt_command(rules)
     if command is not None:
-        dealt += f"; {command} computes it (sampled, under a minute)"
+        dealt += f"; {command} computes it (sampled: about a minute on two cores)"
     return [line + ".", dealt + "."]
 
 
