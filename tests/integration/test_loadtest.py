@@ -6,12 +6,13 @@ No timing threshold: the figures depend on the machine; only that they are measu
 
 from __future__ import annotations
 
+import json
 from typing import Any
 
 import pytest
 from aiokafka.admin import AIOKafkaAdminClient
 
-from blackjack.cli import build_parser
+from blackjack.cli import build_parser, main
 from blackjack.domain import commands as cmd
 from blackjack.domain import events as ev
 from blackjack.domain.evolve import evolve
@@ -24,6 +25,7 @@ from blackjack.loadtest.players import Sent
 from blackjack.loadtest.proof import money_of, prove
 from blackjack.loadtest.run import run_loadtest
 from blackjack.messages.envelope import CommandEnvelope, CommandResult, EventEnvelope
+from tests.integration.infra import kafka_sasl
 
 pytestmark = pytest.mark.integration
 
@@ -89,6 +91,36 @@ async def test_the_run_deletes_its_topics(small_run: list[dict[str, Any]], boots
     finally:
         await admin.close()
     assert left == []
+
+
+def test_over_sasl_ssl_as_the_service_connects_the_proof_holds(
+    monkeypatch: pytest.MonkeyPatch,
+    capsys: pytest.CaptureFixture[str],
+    logging_left_as_it_was: None,  # the command line configures the logs into capsys's stream
+) -> None:
+    """Production brokers take TLS and SASL only: the whole run (handler, players, echo and
+    the proof's readers) connects with the service's BLACKJACK_KAFKA_* settings, here to the
+    local broker's SASL_SSL listener, where a plaintext client gets nothing."""
+    listener = kafka_sasl()
+    for name, value in {
+        "BLACKJACK_KAFKA_BOOTSTRAP": listener.bootstrap,
+        "BLACKJACK_KAFKA_SECURITY_PROTOCOL": "SASL_SSL",
+        "BLACKJACK_KAFKA_SASL_MECHANISM": "PLAIN",
+        "BLACKJACK_KAFKA_SASL_USERNAME": listener.username,
+        "BLACKJACK_KAFKA_SASL_PASSWORD": listener.password,
+        "BLACKJACK_KAFKA_SSL_CAFILE": listener.cafile,
+    }.items():
+        monkeypatch.setenv(name, value)
+    code = main(["loadtest", "--tables", "4", "--rounds", "3", "--partitions", "3"])
+    lines = [json.loads(text) for text in capsys.readouterr().out.splitlines()]
+    setup, proof = line(lines, "setup"), line(lines, "proof")
+    assert (setup["bootstrap"], setup["security"]) == (listener.bootstrap, "SASL_SSL PLAIN")
+    assert proof["ok"], proof["problems"]
+    assert proof["results"] == proof["commands_sent"] > 4 * 3 * 2
+    assert proof["tables_fold_equal"] == proof["tables_money_conserved"] == 4
+    baseline = line(lines, "baseline")  # the echo over SASL_SSL too: the ratio stays fair
+    assert baseline["echo"]["answered_once"] == baseline["echo"]["sent"] > 0
+    assert code == 0 and line(lines, "summary")["ratio_commands_per_second"] > 0
 
 
 def test_the_command_is_registered() -> None:

@@ -12,7 +12,7 @@ from collections.abc import Callable, Coroutine
 from pathlib import Path
 from typing import Any, TextIO
 
-from blackjack.bus.settings import KafkaSettings
+from blackjack.bus.settings import KafkaSecurity, KafkaSettings
 from blackjack.client_cli import wait_seconds
 from blackjack.loadtest.config import SINGLE_PLAYER_PRESETS, Emit, LoadConfig
 from blackjack.loadtest.run import run_loadtest
@@ -57,6 +57,9 @@ def _loadtest(args: argparse.Namespace) -> int:
         baseline=not args.no_baseline,
         timeout_s=args.timeout,
         keep_topics=args.keep_topics,
+        # as the service and every other client command: from BLACKJACK_KAFKA_SECURITY_PROTOCOL
+        # and the rest, never a flag (a password on a command line is in ps and the history)
+        security=KafkaSecurity.from_env(),
     )
     return _reported(args, lambda emit: run_loadtest(config, emit))
 
@@ -131,6 +134,9 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
         "loadtest",
         help="the command handler under load on a real broker, against a bare transactional "
         "echo, and a proof that nothing was lost or done twice",
+        description="Every client of the run (handler, players, echo) connects as the service "
+        "does: TLS and SASL from BLACKJACK_KAFKA_SECURITY_PROTOCOL, BLACKJACK_KAFKA_SASL_* and "
+        "BLACKJACK_KAFKA_SSL_* (PLAINTEXT when unset); see docs/load.md.",
     )
     load.add_argument("--tables", type=_positive, default=40, help="concurrent tables")
     load.add_argument("--rounds", type=_positive, default=50, help="rounds per table")

@@ -6,7 +6,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
-from blackjack.bus.settings import DEFAULT_BOOTSTRAP
+from blackjack.bus.settings import DEFAULT_BOOTSTRAP, PLAINTEXT, KafkaSecurity
 from blackjack.domain.rules import PRESETS, Rules, preset
 
 Emit = Callable[[dict[str, Any]], None]
@@ -31,6 +31,9 @@ class LoadConfig:
     timeout_s: float = 30.0
     """How long one command may wait for its result before the run fails."""
     keep_topics: bool = False
+    security: KafkaSecurity = PLAINTEXT
+    """How every client of the run (the handler, the players' client and events reader, the
+    echo and its clients, the proof's readers) connects: the service's own settings."""
 
     def rules(self) -> Rules:
         return preset(self.variant)

@@ -97,7 +97,7 @@ class Drill:
 
     async def _remove_topics(self) -> None:
         try:
-            await remove_topics(self.settings.bootstrap, [self.settings])
+            await remove_topics([self.settings])
         except Exception as error:  # the drill's own outcome is what its caller must see
             print(f"the drill's topics {self.prefix}* were not deleted: {error}", file=sys.stderr)
 

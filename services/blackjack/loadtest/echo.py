@@ -58,11 +58,11 @@ def echo_value(record: ConsumerRecord[bytes, bytes]) -> bytes:
 class EchoServer:
     """read_committed consumer -> one transaction per fetched batch -> results + offsets."""
 
-    def __init__(self, bootstrap: str, topics: Topics, group_id: str) -> None:
-        self.topics = topics
+    def __init__(self, settings: KafkaSettings, group_id: str) -> None:
+        self.topics = Topics(settings.topic_prefix)
         self.group_id = group_id
         self.consumer = AIOKafkaConsumer(
-            bootstrap_servers=bootstrap,
+            **settings.client_options(),  # TLS and SASL as the handler's, when set: a fair floor
             group_id=group_id,
             client_id="loadtest-echo",
             isolation_level="read_committed",
@@ -70,7 +70,7 @@ class EchoServer:
             auto_offset_reset="earliest",
         )
         self.producer = AIOKafkaProducer(
-            bootstrap_servers=bootstrap,
+            **settings.client_options(),
             client_id="loadtest-echo",
             transactional_id=f"{group_id}.echo",
             enable_idempotence=True,
@@ -126,8 +126,13 @@ async def run_baseline(
 ) -> tuple[Phase, dict[str, int]]:
     """The same clients send each table's own commands again, one at a time, to the echo."""
     topics = Topics(settings.topic_prefix)
-    server = EchoServer(settings.bootstrap, topics, f"{settings.topic_prefix}echo")
-    client = BlackjackClient(settings.bootstrap, topics, client_id=f"{settings.topic_prefix}client")
+    server = EchoServer(settings, f"{settings.topic_prefix}echo")
+    client = BlackjackClient(
+        settings.bootstrap,
+        topics,
+        client_id=f"{settings.topic_prefix}client",
+        security=settings.security,
+    )
     warmup: defaultdict[str, list[cmd.TableCommand]] = defaultdict(list)
     measured: defaultdict[str, list[cmd.TableCommand]] = defaultdict(list)
     for number, one in enumerate(sent):
@@ -163,7 +168,7 @@ async def run_baseline(
     phase.latencies = latencies
     counts = Counter(
         CommandResult.model_validate_json(record.value or b"").command_id
-        for record in await read_topic(settings.bootstrap, topics.results)
+        for record in await read_topic(settings.bootstrap, topics.results, settings.security)
     )
     check = {
         "sent": len(ids),

@@ -59,9 +59,18 @@ async def run_ours(config: LoadConfig, settings: KafkaSettings, shoe_key: str) -
         )
     )
     follower = EventFollower(
-        settings.bootstrap, topics, settings.partitions, ShoeSeal.from_hex(shoe_key)
+        settings.bootstrap,
+        topics,
+        settings.partitions,
+        ShoeSeal.from_hex(shoe_key),
+        settings.security,
     )
-    client = BlackjackClient(settings.bootstrap, topics, client_id=f"{settings.topic_prefix}client")
+    client = BlackjackClient(
+        settings.bootstrap,
+        topics,
+        client_id=f"{settings.topic_prefix}client",
+        security=settings.security,
+    )
     sent: list[Sent] = []
     phase = Phase()
     await handler.start()

@@ -15,6 +15,7 @@ from typing import Any
 from aiokafka import AIOKafkaConsumer, TopicPartition
 from aiokafka.errors import KafkaError
 
+from blackjack.bus.settings import PLAINTEXT, KafkaSecurity
 from blackjack.bus.topics import Topics
 from blackjack.client import BlackjackClient
 from blackjack.domain import commands as cmd
@@ -78,8 +79,16 @@ class EventFollower:
     topics are its own (a fresh prefix, deleted at the end), so they hold only the tables the
     run opened, and each table is folded from its ``TableOpened`` with the real ``evolve``."""
 
-    def __init__(self, bootstrap: str, topics: Topics, partitions: int, seal: ShoeSeal) -> None:
+    def __init__(
+        self,
+        bootstrap: str,
+        topics: Topics,
+        partitions: int,
+        seal: ShoeSeal,
+        security: KafkaSecurity = PLAINTEXT,
+    ) -> None:
         self._bootstrap = bootstrap
+        self._security = security
         self._topics = topics
         self._partitions = partitions
         self._seal = seal
@@ -91,6 +100,7 @@ class EventFollower:
     async def start(self) -> None:
         self._consumer = AIOKafkaConsumer(
             bootstrap_servers=self._bootstrap,
+            **self._security.client_options(),
             group_id=None,
             client_id="loadtest-events",
             isolation_level="read_committed",

@@ -11,7 +11,7 @@ from typing import Any
 from aiokafka import ConsumerRecord
 
 from blackjack.bus.headers import COMMAND_OFFSET_HEADER, offset_header
-from blackjack.bus.settings import KafkaSettings
+from blackjack.bus.settings import PLAINTEXT, KafkaSecurity, KafkaSettings
 from blackjack.bus.topics import Topics
 from blackjack.domain import events as ev
 from blackjack.domain.evolve import evolve
@@ -26,10 +26,14 @@ from blackjack.projections.rebuild import read_topic as read_committed
 from blackjack.projections.writer import Record
 
 
-async def read_topic(bootstrap: str, topic: str) -> list[Record]:
+async def read_topic(
+    bootstrap: str, topic: str, security: KafkaSecurity = PLAINTEXT
+) -> list[Record]:
     """Every committed record of a topic, from offset 0 to its end offsets as of now."""
     records: list[Record] = []
-    await read_committed(bootstrap, topic, records.extend, timeout=READ_TIMEOUT_S)
+    await read_committed(
+        bootstrap, topic, records.extend, timeout=READ_TIMEOUT_S, security=security
+    )
     return records
 
 
@@ -304,12 +308,12 @@ class ReadBack:
 async def read_back(settings: KafkaSettings, shoe_key: str) -> ReadBack:
     topics = Topics(settings.topic_prefix)
     seal = ShoeSeal.from_hex(shoe_key)
-    bootstrap = settings.bootstrap
-    records = await read_topic(bootstrap, topics.commands)
-    events = await read_topic(bootstrap, topics.events)
+    bootstrap, security = settings.bootstrap, settings.security
+    records = await read_topic(bootstrap, topics.commands, security)
+    events = await read_topic(bootstrap, topics.events, security)
     answers = {(r.partition, r.offset): 0 for r in records}
     results: list[CommandResult] = []
-    for partition, headers, value in await _with_headers(bootstrap, topics.results):
+    for partition, headers, value in await _with_headers(bootstrap, topics.results, security):
         results.append(CommandResult.model_validate_json(value))
         offset = offset_header(headers, COMMAND_OFFSET_HEADER)
         at = (partition, -1 if offset is None else offset)
@@ -322,7 +326,9 @@ async def read_back(settings: KafkaSettings, shoe_key: str) -> ReadBack:
     )
 
 
-async def _with_headers(bootstrap: str, topic: str) -> list[tuple[int, list[Any], bytes]]:
+async def _with_headers(
+    bootstrap: str, topic: str, security: KafkaSecurity
+) -> list[tuple[int, list[Any], bytes]]:
     """Every committed record of ``topic`` as (partition, headers, value), up to its end
     offsets as of now (``read_topic`` keeps no headers)."""
     found: list[tuple[int, list[Any], bytes]] = []
@@ -330,5 +336,5 @@ async def _with_headers(bootstrap: str, topic: str) -> list[tuple[int, list[Any]
     def keep(records: list[ConsumerRecord]) -> None:
         found.extend((r.partition, list(r.headers), r.value or b"") for r in records)
 
-    await read_consumer_records(bootstrap, topic, keep, timeout=READ_TIMEOUT_S)
+    await read_consumer_records(bootstrap, topic, keep, timeout=READ_TIMEOUT_S, security=security)
     return found

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import dataclasses
 import math
 import os
 import platform
@@ -14,7 +15,7 @@ from typing import Any
 
 from aiokafka.admin import AIOKafkaAdminClient
 
-from blackjack.bus.settings import KafkaSettings
+from blackjack.bus.settings import KafkaSecurity, KafkaSettings
 from blackjack.bus.topics import Topics, delete_topics, ensure_topics
 from blackjack.loadtest.config import DELETE_TIMEOUT_S, SINGLE_PLAYER_PRESETS, Emit, LoadConfig
 from blackjack.loadtest.echo import run_baseline
@@ -31,11 +32,12 @@ async def run_loadtest(config: LoadConfig, emit: Emit) -> dict[str, Any]:
         raise ValueError(f"{config.variant}: the load test plays single-player tables only")
     prefix = f"load{uuid.uuid4().hex[:10]}."
     ours_settings = KafkaSettings(
-        bootstrap=config.bootstrap, topic_prefix=prefix, partitions=config.partitions
+        bootstrap=config.bootstrap,
+        topic_prefix=prefix,
+        partitions=config.partitions,
+        security=config.security,
     )
-    base_settings = KafkaSettings(
-        bootstrap=config.bootstrap, topic_prefix=f"{prefix}base.", partitions=config.partitions
-    )
+    base_settings = dataclasses.replace(ours_settings, topic_prefix=f"{prefix}base.")
     shoe_key = ShoeSeal.new_key_hex()
     emit(
         {
@@ -47,6 +49,7 @@ async def run_loadtest(config: LoadConfig, emit: Emit) -> dict[str, Any]:
             "in_flight_per_table": 1,
             "partitions": config.partitions,
             "bootstrap": config.bootstrap,
+            "security": _security(config.security),
             "topic_prefix": prefix,
             "handler": "in-process CommandHandler",
             "python": platform.python_version(),
@@ -83,7 +86,7 @@ async def run_loadtest(config: LoadConfig, emit: Emit) -> dict[str, Any]:
         emit(proof.line())
     finally:
         if not config.keep_topics:
-            await remove_topics(config.bootstrap, created)
+            await remove_topics(created)
     figures = ours.phase.figures()
     summary: dict[str, Any] = {
         "kind": "summary",
@@ -109,16 +112,17 @@ async def run_loadtest(config: LoadConfig, emit: Emit) -> dict[str, Any]:
     return summary
 
 
-async def remove_topics(bootstrap: str, spaces: Sequence[KafkaSettings]) -> None:
-    """Delete the run's topics and wait until the broker no longer lists them (a deletion
-    reaches the metadata a moment after it is accepted; Kafka has nothing to await)."""
+async def remove_topics(spaces: Sequence[KafkaSettings]) -> None:
+    """Delete the run's topics (all on one cluster, reached the same way) and wait until the
+    broker no longer lists them (a deletion reaches the metadata a moment after it is
+    accepted; Kafka has nothing to await)."""
     names: set[str] = set()
     for settings in spaces:
         topics = Topics(settings.topic_prefix)
         names.update(topics.all())
         with contextlib.suppress(Exception):
             await delete_topics(settings, topics)
-    admin = AIOKafkaAdminClient(bootstrap_servers=bootstrap, client_id="loadtest-admin")
+    admin = AIOKafkaAdminClient(**spaces[0].client_options(), client_id="loadtest-admin")
     await admin.start()
     try:
         deadline = time.monotonic() + DELETE_TIMEOUT_S
@@ -126,6 +130,13 @@ async def remove_topics(bootstrap: str, spaces: Sequence[KafkaSettings]) -> None
             await asyncio.sleep(0.1)
     finally:
         await admin.close()
+
+
+def _security(security: KafkaSecurity) -> str:
+    """How the run connected, for its setup line: the protocol (and SASL mechanism)."""
+    if security.sasl:
+        return f"{security.protocol} {security.sasl_mechanism}"
+    return security.protocol
 
 
 def _ratio(ours: float, baseline: float) -> float:
