@@ -42,6 +42,9 @@ from blackjack.messages.envelope import CommandEnvelope, CommandResult
 from blackjack.messages.wire import WireEnvelope, decode
 
 KEEP_RESULTS = 100_000
+PRODUCER_BATCH_BYTES = 16_384
+"""The commands producer's ``max_batch_size`` per partition by default: aiokafka's own. A
+client's commands are a few hundred bytes each; docs/load.md measured larger batches."""
 # How far before a result's handled_at its events are looked for: they are written in the same
 # transaction, stamped by the same handler's clock; the margin covers a batch's duration and
 # a broker that stamps records itself (LogAppendTime) with a skewed clock.
@@ -59,9 +62,14 @@ class BlackjackClient:
         source: str = "/blackjack/client",
         client_id: str = "blackjack-client",
         security: KafkaSecurity = PLAINTEXT,
+        max_batch_size: int = PRODUCER_BATCH_BYTES,
+        linger_ms: int = 0,
     ) -> None:
+        """``max_batch_size`` and ``linger_ms``: the commands producer's (aiokafka's meaning)."""
         self.bootstrap = bootstrap
         self.security = security
+        self.max_batch_size = max_batch_size
+        self.linger_ms = linger_ms
         self.topics = topics or Topics()
         self.source = source
         self.client_id = client_id
@@ -110,6 +118,8 @@ class BlackjackClient:
             client_id=self.client_id,
             enable_idempotence=True,
             acks="all",
+            max_batch_size=self.max_batch_size,
+            linger_ms=self.linger_ms,
         )
 
     async def _renew_producer(self, broken: AIOKafkaProducer | None, error: Exception) -> None:

@@ -126,6 +126,9 @@ def test_over_sasl_ssl_as_the_service_connects_the_proof_holds(
 def test_the_command_is_registered() -> None:
     args = build_parser().parse_args(["loadtest", "--tables", "2", "--variant", "surrender"])
     assert (args.tables, args.rounds, args.variant) == (2, 50, "surrender")
+    assert (args.batch_bytes, args.linger_ms) == (16_384, 0)  # aiokafka's, unless measured
+    args = build_parser().parse_args(["loadtest", "--batch-bytes", "65536", "--linger-ms", "2"])
+    assert (args.batch_bytes, args.linger_ms) == (65_536, 2)
     with pytest.raises(SystemExit):
         build_parser().parse_args(["loadtest", "--variant", "atlantic-city-multi"])
 

@@ -13,6 +13,7 @@ from pathlib import Path
 from typing import Any, TextIO
 
 from blackjack.bus.settings import KafkaSecurity, KafkaSettings
+from blackjack.client import PRODUCER_BATCH_BYTES
 from blackjack.client_cli import wait_seconds
 from blackjack.loadtest.config import SINGLE_PLAYER_PRESETS, Emit, LoadConfig
 from blackjack.loadtest.run import run_loadtest
@@ -60,6 +61,8 @@ def _loadtest(args: argparse.Namespace) -> int:
         # as the service and every other client command: from BLACKJACK_KAFKA_SECURITY_PROTOCOL
         # and the rest, never a flag (a password on a command line is in ps and the history)
         security=KafkaSecurity.from_env(),
+        batch_bytes=args.batch_bytes,
+        linger_ms=args.linger_ms,
     )
     return _reported(args, lambda emit: run_loadtest(config, emit))
 
@@ -129,6 +132,13 @@ def _positive(text: str) -> int:
     return value
 
 
+def _not_negative(text: str) -> int:
+    value = int(text)
+    if value < 0:
+        raise argparse.ArgumentTypeError(f"must not be negative: {text}")
+    return value
+
+
 def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     load = sub.add_parser(
         "loadtest",
@@ -154,6 +164,18 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
         "--timeout", type=wait_seconds, default=30.0, help="seconds to wait for a result"
     )
     load.add_argument("--no-baseline", action="store_true", help="skip the transactional echo")
+    load.add_argument(
+        "--batch-bytes",
+        type=_positive,
+        default=PRODUCER_BATCH_BYTES,
+        help="max_batch_size of the clients' and the echo's producers (default: aiokafka's)",
+    )
+    load.add_argument(
+        "--linger-ms",
+        type=_not_negative,
+        default=0,
+        help="linger_ms of the clients' and the echo's producers (default 0)",
+    )
     _on_a_broker(load)
     load.set_defaults(handler=_loadtest)
     takeover = sub.add_parser(

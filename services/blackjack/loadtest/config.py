@@ -7,6 +7,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from blackjack.bus.settings import DEFAULT_BOOTSTRAP, PLAINTEXT, KafkaSecurity
+from blackjack.client import PRODUCER_BATCH_BYTES
 from blackjack.domain.rules import PRESETS, Rules, preset
 
 Emit = Callable[[dict[str, Any]], None]
@@ -34,6 +35,12 @@ class LoadConfig:
     security: KafkaSecurity = PLAINTEXT
     """How every client of the run (the handler, the players' client and events reader, the
     echo and its clients, the proof's readers) connects: the service's own settings."""
+    batch_bytes: int = PRODUCER_BATCH_BYTES
+    linger_ms: int = 0
+    """``max_batch_size`` and ``linger_ms`` of the producers the load test runs itself, set
+    alike on both sides: the players' and the echo's ``BlackjackClient``, and the echo's
+    transactional producer. The handler's producers keep their own (``TRANSACTION_BATCH_BYTES``,
+    production's)."""
 
     def rules(self) -> Rules:
         return preset(self.variant)

@@ -58,7 +58,7 @@ def echo_value(record: ConsumerRecord[bytes, bytes]) -> bytes:
 class EchoServer:
     """read_committed consumer -> one transaction per fetched batch -> results + offsets."""
 
-    def __init__(self, settings: KafkaSettings, group_id: str) -> None:
+    def __init__(self, settings: KafkaSettings, group_id: str, config: LoadConfig) -> None:
         self.topics = Topics(settings.topic_prefix)
         self.group_id = group_id
         self.consumer = AIOKafkaConsumer(
@@ -76,6 +76,8 @@ class EchoServer:
             enable_idempotence=True,
             acks="all",
             retry_backoff_ms=TRANSACTION_RETRY_BACKOFF_MS,  # as the handler's: a fair floor
+            max_batch_size=config.batch_bytes,  # as the clients'
+            linger_ms=config.linger_ms,
         )
         self.assigned = asyncio.Event()
         self.transactions = 0
@@ -126,12 +128,14 @@ async def run_baseline(
 ) -> tuple[Phase, dict[str, int]]:
     """The same clients send each table's own commands again, one at a time, to the echo."""
     topics = Topics(settings.topic_prefix)
-    server = EchoServer(settings, f"{settings.topic_prefix}echo")
+    server = EchoServer(settings, f"{settings.topic_prefix}echo", config)
     client = BlackjackClient(
         settings.bootstrap,
         topics,
         client_id=f"{settings.topic_prefix}client",
         security=settings.security,
+        max_batch_size=config.batch_bytes,
+        linger_ms=config.linger_ms,
     )
     warmup: defaultdict[str, list[cmd.TableCommand]] = defaultdict(list)
     measured: defaultdict[str, list[cmd.TableCommand]] = defaultdict(list)

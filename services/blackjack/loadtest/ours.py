@@ -70,6 +70,8 @@ async def run_ours(config: LoadConfig, settings: KafkaSettings, shoe_key: str) -
         topics,
         client_id=f"{settings.topic_prefix}client",
         security=settings.security,
+        max_batch_size=config.batch_bytes,
+        linger_ms=config.linger_ms,
     )
     sent: list[Sent] = []
     phase = Phase()

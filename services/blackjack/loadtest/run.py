@@ -50,6 +50,8 @@ async def run_loadtest(config: LoadConfig, emit: Emit) -> dict[str, Any]:
             "partitions": config.partitions,
             "bootstrap": config.bootstrap,
             "security": _security(config.security),
+            "batch_bytes": config.batch_bytes,
+            "linger_ms": config.linger_ms,
             "topic_prefix": prefix,
             "handler": "in-process CommandHandler",
             "python": platform.python_version(),
