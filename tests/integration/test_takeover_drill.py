@@ -7,14 +7,16 @@ No timing threshold (the figures depend on the machine): only that they are meas
 
 from __future__ import annotations
 
+import json
 from typing import Any
 
 import pytest
 from aiokafka.admin import AIOKafkaAdminClient
 
-from blackjack.cli import build_parser
+from blackjack.cli import build_parser, main
 from blackjack.loadtest.drill import Drill
 from blackjack.loadtest.takeover import TakeoverConfig, run_takeover
+from tests.integration.infra import kafka_sasl
 
 pytestmark = pytest.mark.integration
 
@@ -32,6 +34,32 @@ async def test_restarts_under_load_lose_nothing_and_do_nothing_twice(bootstrap: 
     assert [r["stopped"] for r in restarts] == ["a", "b"]
     assert all(r["other_serves_all_s"] > 0 and r["shared_again_s"] > 0 for r in restarts)
     assert summary["ok"] and summary["rounds"] > 0 and summary["latency_ms"]["max"] > 0
+
+
+def test_over_sasl_ssl_as_the_service_connects_the_proof_holds(
+    monkeypatch: pytest.MonkeyPatch,
+    capsys: pytest.CaptureFixture[str],
+    logging_left_as_it_was: None,  # the command line configures the logs into capsys's stream
+) -> None:
+    """As ``blackjack loadtest``: the handlers, players and proof connect with the service's
+    BLACKJACK_KAFKA_* settings, here the local broker's SASL_SSL listener."""
+    listener = kafka_sasl()
+    for name, value in {
+        "BLACKJACK_KAFKA_BOOTSTRAP": listener.bootstrap,
+        "BLACKJACK_KAFKA_SECURITY_PROTOCOL": "SASL_SSL",
+        "BLACKJACK_KAFKA_SASL_USERNAME": listener.username,
+        "BLACKJACK_KAFKA_SASL_PASSWORD": listener.password,
+        "BLACKJACK_KAFKA_SSL_CAFILE": listener.cafile,
+    }.items():
+        monkeypatch.setenv(name, value)
+    command = ["takeover", "--tables", "3", "--partitions", "2", "--restarts", "1"]
+    assert main([*command, "--settle", "1"]) == 0
+    lines = [json.loads(text) for text in capsys.readouterr().out.splitlines()]
+    [setup] = [one for one in lines if one["kind"] == "setup"]
+    [proof] = [one for one in lines if one["kind"] == "proof"]
+    assert (setup["bootstrap"], setup["security"]) == (listener.bootstrap, "SASL_SSL")
+    assert proof["ok"], proof["problems"]
+    assert proof["tables_fold_equal"] == proof["tables_money_conserved"] == 3
 
 
 def test_the_command_line_takes_the_drills_options() -> None:

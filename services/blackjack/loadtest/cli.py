@@ -88,6 +88,7 @@ def _takeover(args: argparse.Namespace) -> int:
         restarts=args.restarts,
         settle_s=args.settle,
         keep_topics=args.keep_topics,
+        security=KafkaSecurity.from_env(),  # as the load test's
     )
     return _reported(args, lambda emit: run_takeover(config, emit))
 

@@ -27,7 +27,7 @@ from collections import Counter
 from collections.abc import AsyncIterator, Awaitable, Callable, Iterable
 from typing import Any, TypeVar
 
-from blackjack.bus.settings import KafkaSettings
+from blackjack.bus.settings import PLAINTEXT, KafkaSecurity, KafkaSettings
 from blackjack.bus.topics import Topics, ensure_topics
 from blackjack.client import BlackjackClient
 from blackjack.command_handler.config import HandlerConfig
@@ -60,10 +60,13 @@ class Drill:
         variant: str,
         timeout_s: float,
         resend_after_s: float | None = None,
+        security: KafkaSecurity = PLAINTEXT,
     ) -> None:
+        """``security``: how every client of the drill connects (the handlers, the players'
+        client and events reader, the proof's readers)."""
         self.prefix = f"{name}{uuid.uuid4().hex[:10]}."
         self.settings = KafkaSettings(
-            bootstrap=bootstrap, topic_prefix=self.prefix, partitions=partitions
+            bootstrap=bootstrap, topic_prefix=self.prefix, partitions=partitions, security=security
         )
         self.topics = Topics(self.prefix)
         self.shoe_key = ShoeSeal.new_key_hex()
@@ -80,9 +83,11 @@ class Drill:
         self.views: dict[str, tuple[int, TableState]] = {}
         self._stop = asyncio.Event()
         self._follower = EventFollower(
-            bootstrap, self.topics, partitions, ShoeSeal.from_hex(self.shoe_key)
+            bootstrap, self.topics, partitions, ShoeSeal.from_hex(self.shoe_key), security
         )
-        self._client = BlackjackClient(bootstrap, self.topics, client_id=f"{self.prefix}client")
+        self._client = BlackjackClient(
+            bootstrap, self.topics, client_id=f"{self.prefix}client", security=security
+        )
 
     @contextlib.asynccontextmanager
     async def topics_in_use(self, *, keep: bool) -> AsyncIterator[None]:

@@ -18,6 +18,7 @@ from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 from typing import Any
 
+from blackjack.bus.settings import PLAINTEXT, KafkaSecurity
 from blackjack.command_handler.service import CommandHandler
 from blackjack.loadtest.config import Emit
 from blackjack.loadtest.drill import POLL_S, Drill
@@ -35,6 +36,8 @@ class TakeoverConfig:
     timeout_s: float = 60.0
     """How long a command may wait for its result, or the handlers for their partitions."""
     keep_topics: bool = False
+    security: KafkaSecurity = PLAINTEXT
+    """How every client connects: the service's BLACKJACK_KAFKA_* settings."""
 
 
 async def run_takeover(config: TakeoverConfig, emit: Emit) -> dict[str, Any]:
@@ -45,6 +48,7 @@ async def run_takeover(config: TakeoverConfig, emit: Emit) -> dict[str, Any]:
         tables=config.tables,
         variant=config.variant,
         timeout_s=config.timeout_s,
+        security=config.security,
     )
     everything = set(range(config.partitions))
     emit({"kind": "setup", **_public(config), "topic_prefix": drill.prefix, "handlers": 2})
@@ -132,4 +136,5 @@ def _public(config: TakeoverConfig) -> dict[str, Any]:
         "settle_s": config.settle_s,
         "variant": config.variant,
         "bootstrap": config.bootstrap,
+        "security": config.security.protocol,
     }
