@@ -105,6 +105,23 @@ def move(line: str, table: StreamProjection, player_id: str) -> Move:
     if not words:
         raise NotAMove("type a move, ? for the list")
     word, rest = words[0], words[1:]
+    for reading in _READINGS:  # each knows its own words: none is known to two of them
+        found = reading(word, rest, table, player_id)
+        if found is not None:
+            return found
+    raise NotAMove(f"{line.strip()!r} is not a move, ? for the list")
+
+
+# Each reading of a line's first ``word`` and the ``rest``: its move, or None when the word is
+# not one of its own or is not followed by what it takes (then ``move`` says it is no move).
+_Reading = Callable[[str, list[str], StreamProjection, str], Move | None]
+
+
+def _session_move(
+    word: str, rest: list[str], table: StreamProjection, player_id: str
+) -> Move | None:
+    """What the session does itself, nothing sent: leave it, help, the rounds played, the
+    table's rules."""
     if word in ("q", "quit", "exit"):
         return Quit()
     if word in ("?", "help"):
@@ -115,13 +132,26 @@ def move(line: str, table: StreamProjection, player_id: str) -> Move:
     if word == "rules":
         _no_more(rest, word)
         return ShowRules()
-    if word in _HAND_COMMANDS:
-        _no_more(rest, word)
-        turn = table.view.active
-        if turn is None or turn.player_id != player_id:
-            box = _boxes(table, player_id)[0]
-            return _HAND_COMMANDS[word](player_id=player_id, box=box)  # the table says why not
-        return _HAND_COMMANDS[word](player_id=player_id, box=turn.box, hand=turn.hand)
+    return None
+
+
+def _hand_decision(
+    word: str, rest: list[str], table: StreamProjection, player_id: str
+) -> Move | None:
+    """Hit, stand, double, split or surrender, for the hand whose turn it is."""
+    decision = _HAND_COMMANDS.get(word)
+    if decision is None:
+        return None
+    _no_more(rest, word)
+    turn = table.view.active
+    if turn is None or turn.player_id != player_id:
+        box = _boxes(table, player_id)[0]
+        return decision(player_id=player_id, box=box)  # the table says why not
+    return decision(player_id=player_id, box=turn.box, hand=turn.hand)
+
+
+def _money_move(word: str, rest: list[str], table: StreamProjection, player_id: str) -> Move | None:
+    """A bet, or money into or out of the table: the amount in the table's currency."""
     currency = table.view.currency or "USD"
     match word, rest:
         case (("bet" | "b"), [amount]):
@@ -140,6 +170,12 @@ def move(line: str, table: StreamProjection, player_id: str) -> Move:
             return wl.BuyIn(player_id=player_id, table_id=table.view.stream_id, amount=chips)
         case (("withdraw" | "w"), [amount]):
             return cmd.Withdraw(player_id=player_id, amount=amount_in_minor_units(amount, currency))
+    return None
+
+
+def _round_move(word: str, rest: list[str], table: StreamProjection, player_id: str) -> Move | None:
+    """The round's other moves: insurance, the bets again or cleared, deal or pass."""
+    match word, rest:
         case (("i" | "insure" | "insurance"), []):
             return cmd.TakeInsurance(player_id=player_id, box=_insurance_box(table, player_id))
         case (("n" | "no"), []):
@@ -154,13 +190,28 @@ def move(line: str, table: StreamProjection, player_id: str) -> Move:
             return cmd.Deal(player_id=player_id)
         case "pass", []:
             return cmd.Pass(player_id=player_id)
+    return None
+
+
+def _seat_move(word: str, rest: list[str], table: StreamProjection, player_id: str) -> Move | None:
+    """Sitting down, changing seats, leaving the table."""
+    match word, rest:
         case "leave", []:
             return cmd.LeaveTable(player_id=player_id)
         case "sit", [seat]:
             return cmd.SitDown(player_id=player_id, seat=_number(seat, "seat"))
         case "seat", [seat]:
             return cmd.MoveSeat(player_id=player_id, seat=_number(seat, "seat"))
-    raise NotAMove(f"{line.strip()!r} is not a move, ? for the list")
+    return None
+
+
+_READINGS: tuple[_Reading, ...] = (
+    _session_move,
+    _hand_decision,
+    _money_move,
+    _round_move,
+    _seat_move,
+)
 
 
 def _no_more(rest: list[str], word: str) -> None:
