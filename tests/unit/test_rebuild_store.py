@@ -30,6 +30,7 @@ from tests.unit.test_checkpoint_auth import (
     unsigned_checkpoint,
     write_checkpoint,
 )
+from tests.unit.test_handler_signed_replay import resealed, sealed_body
 from tests.unit.test_handler_windows import T0
 from tests.unit.test_round_resumed import LATER, SOLO, Table, seated
 
@@ -194,3 +195,25 @@ async def test_a_snapshot_under_another_stream_s_key_keeps_the_partition_out() -
     commit(table, [Outgoing(TOPICS.snapshots, b"solo-2", snapshot.value, [], 0)])
     with pytest.raises(SnapshotError, match="the snapshot of solo-1 is keyed solo-2"):
         await take_over(table, "accept")
+
+
+async def test_a_snapshot_of_an_older_handler_is_completed_from_the_events_before_it() -> None:
+    """Written before snapshots carried the signed step ids kept by id: the stream is kept hot
+    and its ids are read from the events before the checkpoint (what the service did not
+    write among them stepped over), then it is snapshotted again."""
+    table = seated()
+    commit(table, [Outgoing(TOPICS.events, SOLO.encode(), b"not an event", [], 0)])
+    bet(table, 500)
+    records = await write_checkpoint(table)
+    record, body = sealed_body(snapshot_of(records))
+    del body["signed"]
+    legacy = Outgoing(TOPICS.snapshots, SOLO.encode(), resealed(record, body), [], 0)
+    unsigned = checkpoint_record(records)
+    headers = [h for h in unsigned.headers if h[0] != CHECKPOINT_AUTH_HEADER]
+    commit(table, [legacy, Outgoing(unsigned.topic, unsigned.key, unsigned.value, headers, 0)])
+    store, stats = await take_over(table, "accept")
+    assert stats.checkpoint and stats.unsigned and stats.snapshots == 1
+    assert SOLO in store.streams and SOLO not in store.cold
+    stream = store.get(SOLO)
+    assert not stream.signed_incomplete and SOLO in store.dirty
+    assert state_of(store) == folded(table)
