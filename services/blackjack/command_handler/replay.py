@@ -15,7 +15,7 @@ from __future__ import annotations
 
 import time
 from collections.abc import AsyncIterator
-from dataclasses import dataclass, replace
+from dataclasses import dataclass, field, replace
 from datetime import datetime
 from typing import Literal
 
@@ -38,7 +38,7 @@ from blackjack.command_handler.snapshots import (
 from blackjack.command_handler.spill import SpilledStreams
 from blackjack.command_handler.streams import PartitionStore
 from blackjack.domain.state import TableState
-from blackjack.messages.envelope import CommandResult
+from blackjack.messages.envelope import CommandResult, EventEnvelope
 from blackjack.messages.sealing import ShoeSeal
 from blackjack.messages.wire import decode, from_wire, not_the_service_s
 
@@ -266,93 +266,255 @@ async def _read_partition(
     unsigned: Literal["accept", "refuse"],
     distrusted: str | None,
 ) -> tuple[PartitionStore, RebuildStats]:
-    snapshots_tp, events_tp, results_tp = (
-        TopicPartition(topic, partition)
-        for topic in (topics.snapshots, topics.events, topics.results)
+    """One attempt at the partition's streams, into ``store``: its steps are
+    ``_PartitionRead``'s; ``distrusted`` says why its checkpoint is not to be used, if the
+    attempt before found out (``_Discarded``)."""
+    read = _PartitionRead(
+        store, reader, topics, partition, codec=codec, seal=seal, deadline=deadline
     )
-    ends = await reader.end_offsets([snapshots_tp, events_tp, results_tp])
+    ends = await reader.end_offsets([read.snapshots_tp, read.events_tp, read.results_tp])
 
-    # 1. The newest checkpoint and the newest snapshot of each stream, gathered where the
-    # cold streams are kept (on disk: every stream the partition ever had is there).
-    found: ConsumerRecord[bytes, bytes] | None = None
-    snapshots = store.cold
-    skipped: dict[str, list[int]] = {tp.topic: [] for tp in (snapshots_tp, events_tp, results_tp)}
-    async for record in read_to_end(
-        reader, snapshots_tp, 0, ends[snapshots_tp], deadline, skipped=skipped[snapshots_tp.topic]
-    ):
-        key = (record.key or b"").decode()
-        if key == checkpoint_key(partition):
-            found = record if record.value is not None else None
-        elif key.startswith(CHECKPOINT_PREFIX):
-            continue
-        elif record.value is None:
-            snapshots.pop(key, None)
-        else:
-            snapshots[key] = record.value
-    marks = {stream_id: checkpoints.element(stream_id, raw) for stream_id, raw in snapshots.items()}
-    checkpoint: Checkpoint | None = None
+    # 1. The newest checkpoint and the newest snapshot of each stream, and whether the
+    # checkpoint is to be trusted; the streams of the snapshots it names, if it is.
+    found = await read.snapshots(ends[read.snapshots_tp])
+    marks = {
+        stream_id: checkpoints.element(stream_id, raw) for stream_id, raw in store.cold.items()
+    }
+    start = _starting_point(
+        found, marks, checkpoints, partition, unsigned=unsigned, distrusted=distrusted
+    )
+    if start.checkpoint is None:
+        read.drop_snapshots(start.distrusted)
+    # A checkpoint this release signs is written once the partition is ready: the next
+    # takeover need not read the whole log again, nor trust an unsigned checkpoint.
+    store.checkpoint_due = start.distrusted is not None or start.trust == "unsigned"
+    # What the topic holds, used or not: the digest the next checkpoint signs.
+    store.snapshot_marks = marks
+    snapshots = read.open_snapshots()
+    if start.commands_to is not None:
+        store.answered_to = start.commands_to
+    # 1b. Snapshots written before they carried the signed step ids kept by id.
+    await read.complete_older_snapshots(start.events_from)
+
+    # 2. The events after it: the states, and the commands they prove were accepted.
+    events = await read.events(start.events_from, ends[read.events_tp], start.checkpoint)
+    # 3. The results after it: every answer as it was given, rejections included.
+    answers = await read.results(start.results_from, ends[read.results_tp])
+    read.remember(events.accepted, answers, dedup_window)
+    store.since_checkpoint = len(answers)
+    if start.checkpoint is None:
+        read.write_again(marks)
+
+    # Every round in play here was interrupted: its next events start with ``RoundResumed``.
+    store.mark_resuming()
+    read.seen_since(now)
+    return store, RebuildStats(
+        partition=partition,
+        checkpoint=start.checkpoint is not None,
+        snapshots=snapshots,
+        events=events.folded,
+        results=len(answers),
+        seconds=0.0,  # set by ``rebuild``
+        foreign=tuple(events.foreign),
+        unreadable=read.unreadable(),
+        distrusted=start.distrusted,
+        unsigned=start.checkpoint is not None and start.trust == "unsigned",
+    )
+
+
+@dataclass(frozen=True)
+class _Start:
+    """Where a rebuild starts: the checkpoint, if it is to be trusted, else the start of the
+    partition's log."""
+
+    checkpoint: Checkpoint | None
+    trust: CheckpointTrust | None
+    """what the checkpoint's authentication said, if it was checked"""
+    distrusted: str | None
+    """why the partition's checkpoint is not used, if it has one (``RebuildStats``)"""
     commands_to: int | None = None
-    trust: CheckpointTrust | None = None
-    if found is not None and distrusted is None:
-        value = found.value or b""
-        trust = checkpoints.verify(
-            partition, value, found.headers, snapshots_digest(marks.values())
-        )
-        try:
-            checkpoint = Checkpoint.decode(value)
-        except SnapshotError:
-            if trust == "signed":
-                raise  # written by a handler of this deployment, and unreadable: a bug
-            distrusted = "unreadable"
-        if checkpoint is not None and checkpoint.partition != partition:
-            distrusted = "forged"  # an unsigned one copied from another partition
-        elif trust in ("forged", "snapshots") or (trust == "unsigned" and unsigned == "refuse"):
-            distrusted = trust
-        if distrusted is not None:
-            checkpoint = None
-        else:
-            commands_to = offset_header(found.headers, COMMANDS_TO_HEADER)
-    elif found is None and marks:
-        distrusted = "missing"  # snapshots are written with a checkpoint: it was removed
+    """the trusted checkpoint's ``bj_commands_to``: the commands answered before it"""
+
+    @property
+    def events_from(self) -> int:
+        return self.checkpoint.events_from if self.checkpoint else 0
+
+    @property
+    def results_from(self) -> int:
+        return self.checkpoint.results_from if self.checkpoint else 0
+
+
+def _starting_point(
+    found: ConsumerRecord[bytes, bytes] | None,
+    marks: dict[str, int],
+    checkpoints: CheckpointSigner,
+    partition: int,
+    *,
+    unsigned: Literal["accept", "refuse"],
+    distrusted: str | None,
+) -> _Start:
+    """The checkpoint record ``found`` judged: used if its authentication holds for the
+    snapshots read (``marks``) and it is readable and of this partition."""
+    if found is None:
+        # Snapshots are written with a checkpoint: with some and none, it was removed.
+        return _Start(None, None, "missing" if marks else distrusted)
+    if distrusted is not None:
+        return _Start(None, None, distrusted)
+    value = found.value or b""
+    trust = checkpoints.verify(partition, value, found.headers, snapshots_digest(marks.values()))
+    checkpoint: Checkpoint | None = None
+    try:
+        checkpoint = Checkpoint.decode(value)
+    except SnapshotError:
+        if trust == "signed":
+            raise  # written by a handler of this deployment, and unreadable: a bug
+    why = _why_distrusted(checkpoint, trust, partition, unsigned)
+    if why is not None:
+        return _Start(None, trust, why)
+    return _Start(checkpoint, trust, None, offset_header(found.headers, COMMANDS_TO_HEADER))
+
+
+def _why_distrusted(
+    checkpoint: Checkpoint | None,
+    trust: CheckpointTrust,
+    partition: int,
+    unsigned: Literal["accept", "refuse"],
+) -> str | None:
+    """Why a checkpoint (``None``: unreadable) is not to be used, if it is not."""
+    if checkpoint is not None and checkpoint.partition != partition:
+        return "forged"  # an unsigned one copied from another partition
+    if trust in ("forged", "snapshots") or (trust == "unsigned" and unsigned == "refuse"):
+        return trust
     if checkpoint is None:
+        return "unreadable"
+    return None
+
+
+@dataclass
+class _Events:
+    """What the events after the checkpoint gave: the commands they prove were accepted (by
+    stream and command id, as their answers were), how many were folded, and the offsets of
+    the records the service did not write."""
+
+    accepted: dict[tuple[str, str], CommandResult] = field(default_factory=dict)
+    folded: int = 0
+    foreign: list[int] = field(default_factory=list)
+
+    def accept(self, envelope: EventEnvelope) -> None:
+        """The event's command (its causation), accepted; its answer spans its events."""
+        if not envelope.causation_id:
+            return
+        key = (envelope.stream_id, envelope.causation_id)
+        first = self.accepted.get(key)
+        self.accepted[key] = CommandResult(
+            command_id=envelope.causation_id,
+            stream_id=envelope.stream_id,
+            correlation_id=envelope.correlation_id,
+            status="accepted",
+            first_sequence=first.first_sequence if first else envelope.sequence,
+            last_sequence=envelope.sequence,
+            handled_at=envelope.occurred_at,
+        )
+
+
+class _PartitionRead:
+    """The steps of ``_read_partition``, each reading one topic of the partition (up to the
+    end offset taken at its start) into ``store``."""
+
+    def __init__(
+        self,
+        store: PartitionStore,
+        reader: AIOKafkaConsumer,
+        topics: Topics,
+        partition: int,
+        *,
+        codec: SnapshotCodec,
+        seal: ShoeSeal,
+        deadline: float,
+    ) -> None:
+        self.store, self.reader, self.partition = store, reader, partition
+        self.codec, self.seal, self.deadline = codec, seal, deadline
+        self.snapshots_tp, self.events_tp, self.results_tp = (
+            TopicPartition(topic, partition)
+            for topic in (topics.snapshots, topics.events, topics.results)
+        )
+        self.skipped: dict[str, list[int]] = {
+            tp.topic: [] for tp in (self.snapshots_tp, self.events_tp, self.results_tp)
+        }
+        """the offsets of the records of each topic aiokafka cannot read, stepped over"""
+
+    def _read(
+        self, tp: TopicPartition, start: int, end: int, *, counted: bool = True
+    ) -> AsyncIterator[ConsumerRecord[bytes, bytes]]:
+        """The records of ``tp`` from ``start`` to ``end``; those that cannot be read stepped
+        over, and ``counted`` in ``skipped``."""
+        skipped = self.skipped[tp.topic] if counted else None
+        return read_to_end(self.reader, tp, start, end, self.deadline, skipped=skipped)
+
+    def unreadable(self) -> tuple[str, ...]:
+        """The records stepped over (``topic@offset``), as ``RebuildStats`` lists them."""
+        return tuple(f"{topic}@{offset}" for topic, at in self.skipped.items() for offset in at)
+
+    async def snapshots(self, end: int) -> ConsumerRecord[bytes, bytes] | None:
+        """The newest snapshot of each stream, gathered where the cold streams are kept (on
+        disk: every stream the partition ever had is there); the partition's newest checkpoint
+        record, if it has one (not removed)."""
+        found: ConsumerRecord[bytes, bytes] | None = None
+        snapshots = self.store.cold
+        async for record in self._read(self.snapshots_tp, 0, end):
+            key = (record.key or b"").decode()
+            if key == checkpoint_key(self.partition):
+                found = record if record.value is not None else None
+            elif key.startswith(CHECKPOINT_PREFIX):
+                continue  # another partition's
+            elif record.value is None:
+                snapshots.pop(key, None)
+            else:
+                snapshots[key] = record.value
+        return found
+
+    def drop_snapshots(self, distrusted: str | None) -> None:
+        """No checkpoint to start from: the events from the start make every stream."""
         if distrusted is not None:
             # A handler holding another key than the one the partition was written with
             # finds every checkpoint "forged": the snapshots it cannot open either keep the
             # partition out of service, as before (it would sign money steps no other handler
             # accepts).
-            for raw in snapshots.values():
-                codec.decode(raw)
-        snapshots.clear()  # the events from the start make every stream
-    # A checkpoint this release signs is written once the partition is ready: the next
-    # takeover need not read the whole log again, nor trust an unsigned checkpoint.
-    store.checkpoint_due = distrusted is not None or trust == "unsigned"
-    # What the topic holds, used or not: the digest the next checkpoint signs.
-    store.snapshot_marks = marks
-    read = len(snapshots)  # before the hot ones leave (the cold ones stay where they were read)
-    for stream_id in list(snapshots):
-        raw = snapshots[stream_id]
-        stream = codec.decode(raw)
-        if stream.stream_id != stream_id:  # sealed for another stream: no writer does that
-            raise SnapshotError(f"the snapshot of {stream.stream_id} is keyed {stream_id}")
-        # The others stay cold from the start, as the live handler keeps an idle stream; the
-        # events and results after the checkpoint thaw the streams they concern.
-        if stream.signed_incomplete or may_come_due(stream):
-            store.streams[stream_id] = stream
-            del snapshots[stream_id]
-        store.snapshot_bytes[stream_id] = len(raw)
-    events_from = checkpoint.events_from if checkpoint else 0
-    if checkpoint is not None and commands_to is not None:
-        store.answered_to = commands_to
-    results_from = checkpoint.results_from if checkpoint else 0
+            for raw in self.store.cold.values():
+                self.codec.decode(raw)
+        self.store.cold.clear()
 
-    # 1b. Snapshots written before they carried the signed step ids kept by id: those come
-    # from the events before the checkpoint (kept forever), read for their causation ids only.
-    legacy = {s.stream_id: s for s in store.streams.values() if s.signed_incomplete}
-    if legacy:
-        async for record in read_to_end(reader, events_tp, 0, events_from, deadline):
+    def open_snapshots(self) -> int:
+        """The streams of the snapshots kept, hot if they cannot wait (a timer may come due,
+        their signed step ids are incomplete), the others left cold, as the live handler keeps
+        an idle stream: the events and results after the checkpoint thaw the streams they
+        concern. How many snapshots there are."""
+        store, snapshots = self.store, self.store.cold
+        read = len(snapshots)  # before the hot ones leave (the cold ones stay where they were read)
+        for stream_id in list(snapshots):
+            raw = snapshots[stream_id]
+            stream = self.codec.decode(raw)
+            if stream.stream_id != stream_id:  # sealed for another stream: no writer does that
+                raise SnapshotError(f"the snapshot of {stream.stream_id} is keyed {stream_id}")
+            if stream.signed_incomplete or may_come_due(stream):
+                store.streams[stream_id] = stream
+                del snapshots[stream_id]
+            store.snapshot_bytes[stream_id] = len(raw)
+        return read
+
+    async def complete_older_snapshots(self, events_from: int) -> None:
+        """Snapshots written before they carried the signed step ids kept by id: those come
+        from the events before the checkpoint (kept forever), read for their causation ids
+        only."""
+        store = self.store
+        legacy = {s.stream_id: s for s in store.streams.values() if s.signed_incomplete}
+        if not legacy:
+            return
+        # (a record there that cannot be read is stepped over unlisted, as it always was)
+        async for record in self._read(self.events_tp, 0, events_from, counted=False):
             if not_the_service_s(record.value, record.headers):
                 continue
-            envelope = from_wire(decode(record.value or b"{}"), seal)
+            envelope = from_wire(decode(record.value or b"{}"), self.seal)
             old = legacy.get(envelope.stream_id)
             if old is not None and envelope.sequence <= old.sequence:
                 old.note_signed(envelope)
@@ -360,106 +522,86 @@ async def _read_partition(
             old.signed_incomplete = False
             store.dirty.add(old.stream_id)
 
-    # 2. The events after it: the states, and the commands they prove were accepted.
-    accepted: dict[tuple[str, str], CommandResult] = {}
-    events = 0
-    foreign: list[int] = []
-    async for record in read_to_end(
-        reader, events_tp, events_from, ends[events_tp], deadline, skipped=skipped[events_tp.topic]
-    ):
-        if not_the_service_s(record.value, record.headers):
-            foreign.append(record.offset)  # junk, no event of any stream (wire.not_the_service_s)
-            continue
-        envelope = from_wire(decode(record.value or b"{}"), seal)
-        stream = store.get(envelope.stream_id)
-        if envelope.sequence <= stream.sequence:
-            continue  # already in the stream's snapshot
-        if checkpoint is not None and envelope.sequence != stream.sequence + 1:
-            # The stream's snapshot is older than the checkpoint says (or missing): only an
-            # unsigned checkpoint gets here (a signed one's digest names its snapshots).
-            raise _Discarded("snapshots")
-        stream.fold(envelope)
-        stream.note_signed(envelope)
-        store.dirty.add(stream.stream_id)
-        events += 1
-        if envelope.causation_id:
-            key = (envelope.stream_id, envelope.causation_id)
-            first = accepted.get(key)
-            accepted[key] = CommandResult(
-                command_id=envelope.causation_id,
-                stream_id=envelope.stream_id,
-                correlation_id=envelope.correlation_id,
-                status="accepted",
-                first_sequence=first.first_sequence if first else envelope.sequence,
-                last_sequence=envelope.sequence,
-                handled_at=envelope.occurred_at,
-            )
-    store.events_next = max(ends[events_tp], events_from)
+    async def events(self, start: int, end: int, checkpoint: Checkpoint | None) -> _Events:
+        """The events from ``start`` folded into their streams (those already in a stream's
+        snapshot skipped)."""
+        store, events = self.store, _Events()
+        async for record in self._read(self.events_tp, start, end):
+            if not_the_service_s(record.value, record.headers):
+                events.foreign.append(record.offset)  # junk, no event of any stream
+                continue
+            envelope = from_wire(decode(record.value or b"{}"), self.seal)
+            stream = store.get(envelope.stream_id)
+            if envelope.sequence <= stream.sequence:
+                continue  # already in the stream's snapshot
+            if checkpoint is not None and envelope.sequence != stream.sequence + 1:
+                # The stream's snapshot is older than the checkpoint says (or missing): only an
+                # unsigned checkpoint gets here (a signed one's digest names its snapshots).
+                raise _Discarded("snapshots")
+            stream.fold(envelope)
+            stream.note_signed(envelope)
+            store.dirty.add(stream.stream_id)
+            events.folded += 1
+            events.accept(envelope)
+        store.events_next = max(end, start)
+        return events
 
-    # 3. The results after it: every answer as it was given, rejections included, in the
-    # order they were given, which is the order the live window remembered them in.
-    answers: list[CommandResult] = []
-    async for record in read_to_end(
-        reader,
-        results_tp,
-        results_from,
-        ends[results_tp],
-        deadline,
-        skipped=skipped[results_tp.topic],
-    ):
-        result = CommandResult.model_validate_json(record.value or b"{}")
-        command_offset = offset_header(record.headers, COMMAND_OFFSET_HEADER)
-        if command_offset is not None:
-            store.answered_to = max(store.answered_to, command_offset + 1)
-        if not remembered(result):
-            continue
-        answers.append(result)
-    store.results_next = max(ends[results_tp], results_from)
-    answered = {(result.stream_id, result.command_id) for result in answers}
-    # Accepted commands whose answers the results topic no longer holds (past its retention)
-    # are older than every answer it still holds: remembered first, in the order of their
-    # events. Only those: an answer the window has already let go of must not come back as
-    # the newest and push out the newest ones.
-    for (stream_id, command_id), result in accepted.items():
-        stream = store.get(stream_id)
-        if (stream_id, command_id) not in answered and command_id not in stream.results:
-            stream.remember(result, dedup_window)
-    for result in answers:
-        stream = store.get(result.stream_id)
-        if result.command_id not in stream.results:  # a duplicate's answer, given again
-            stream.remember(result, dedup_window)
-        if result.player_id is not None:
-            stream.saw(result.player_id, result.handled_at)
-        store.dirty.add(stream.stream_id)
-    results = len(answers)
-    store.since_checkpoint = results
-    if checkpoint is None:
-        # Every snapshot on the topic, unused, is written again from the log, so that none the
-        # next checkpoint signs came from a checkpoint not trusted.
+    async def results(self, start: int, end: int) -> list[CommandResult]:
+        """The answers from ``start`` that a stream's window remembers, in the order they were
+        given, which is the order the live window remembered them in; the commands they
+        answer, answered (``answered_to``)."""
+        store = self.store
+        answers: list[CommandResult] = []
+        async for record in self._read(self.results_tp, start, end):
+            result = CommandResult.model_validate_json(record.value or b"{}")
+            command_offset = offset_header(record.headers, COMMAND_OFFSET_HEADER)
+            if command_offset is not None:
+                store.answered_to = max(store.answered_to, command_offset + 1)
+            if remembered(result):
+                answers.append(result)
+        store.results_next = max(end, start)
+        return answers
+
+    def remember(
+        self,
+        accepted: dict[tuple[str, str], CommandResult],
+        answers: list[CommandResult],
+        dedup_window: int,
+    ) -> None:
+        """Each stream's window of answers, as the live handler left it."""
+        store = self.store
+        answered = {(result.stream_id, result.command_id) for result in answers}
+        # Accepted commands whose answers the results topic no longer holds (past its
+        # retention) are older than every answer it still holds: remembered first, in the order
+        # of their events. Only those: an answer the window has already let go of must not come
+        # back as the newest and push out the newest ones.
+        for (stream_id, command_id), result in accepted.items():
+            stream = store.get(stream_id)
+            if (stream_id, command_id) not in answered and command_id not in stream.results:
+                stream.remember(result, dedup_window)
+        for result in answers:
+            stream = store.get(result.stream_id)
+            if result.command_id not in stream.results:  # a duplicate's answer, given again
+                stream.remember(result, dedup_window)
+            if result.player_id is not None:
+                stream.saw(result.player_id, result.handled_at)
+            store.dirty.add(stream.stream_id)
+
+    def write_again(self, marks: dict[str, int]) -> None:
+        """Every snapshot on the topic, unused, is written again from the log, so that none the
+        next checkpoint signs came from a checkpoint not trusted."""
         for stream_id in marks:
-            store.get(stream_id)
-            store.dirty.add(stream_id)
+            self.store.get(stream_id)
+            self.store.dirty.add(stream_id)
 
-    # Every round in play here was interrupted: its next events start with ``RoundResumed``.
-    store.mark_resuming()
-
-    # Presence comes from the snapshot and the results since, for the players seated now; one
-    # the retained log says nothing of (their results expired) gets a fresh grace period. (A
-    # cold stream has no player with a bet out whom the clock could disconnect; a player who
-    # bets after it thaws is seen by that command.)
-    for stream in store.streams.values():
-        if isinstance(stream.state, TableState):
-            seen = stream.last_seen
-            stream.last_seen = {player: seen.get(player, now) for player in stream.state.players}
-    return store, RebuildStats(
-        partition=partition,
-        checkpoint=checkpoint is not None,
-        snapshots=read,
-        events=events,
-        results=results,
-        seconds=0.0,  # set by ``rebuild``
-        foreign=tuple(foreign),
-        unreadable=tuple(f"{topic}@{offset}" for topic, at in skipped.items() for offset in at),
-        distrusted=distrusted,
-        unsigned=checkpoint is not None and trust == "unsigned",
-    )
+    def seen_since(self, now: datetime) -> None:
+        """Presence comes from the snapshot and the results since, for the players seated now;
+        one the retained log says nothing of (their results expired) gets a fresh grace period.
+        (A cold stream has no player with a bet out whom the clock could disconnect; a player
+        who bets after it thaws is seen by that command.)"""
+        for stream in self.store.streams.values():
+            if isinstance(stream.state, TableState):
+                seen = stream.last_seen
+                stream.last_seen = {
+                    player: seen.get(player, now) for player in stream.state.players
+                }
