@@ -18,6 +18,7 @@ from blackjack.command_handler.snapshots import (
     checkpoint_key,
 )
 from blackjack.domain import commands as cmd
+from blackjack.messages.envelope import CommandResult
 from tests.unit.processor_harness import TOPICS
 from tests.unit.test_checkpoint_auth import (
     SIGNER,
@@ -217,3 +218,31 @@ async def test_a_snapshot_of_an_older_handler_is_completed_from_the_events_befor
     stream = store.get(SOLO)
     assert not stream.signed_incomplete and SOLO in store.dirty
     assert state_of(store) == folded(table)
+
+
+async def test_a_command_whose_answer_expired_is_remembered_from_its_events() -> None:
+    """Past the results topic's retention an accepted command's answer is gone, its events
+    are not (kept forever): the rebuild remembers it from them, spanning its events, older
+    than the answers still held, so that a copy sent again is not decided again."""
+    table = seated()
+    bet(table, 500)
+    dealt = table.do(cmd.Deal(player_id="ann"), LATER)
+    assert len(dealt.events) > 1
+    answers = table.log._records[TopicPartition(TOPICS.results, 0)]
+    del answers[:-1]  # the retention deleted every answer but the deal's
+    store, stats = await take_over(table)
+    assert stats.results == 1
+    window = store.get(SOLO).results
+    assert list(window) == [*(f"c-{n}" for n in range(1, 5)), dealt.result.command_id]
+    placed = [e for e in table.events if e.causation_id == "c-4"]  # the round opened, the bet
+    assert len(placed) > 1
+    assert window.get("c-4") == CommandResult(
+        command_id="c-4",
+        stream_id=SOLO,
+        correlation_id=placed[-1].correlation_id,
+        status="accepted",
+        first_sequence=placed[0].sequence,
+        last_sequence=placed[-1].sequence,
+        handled_at=placed[-1].occurred_at,
+    )
+    assert window.get(dealt.result.command_id) == dealt.result
