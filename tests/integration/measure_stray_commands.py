@@ -1,0 +1,143 @@
+"""What commands sent to streams that do not exist cost the handler (docs/kafka.md,
+"Idempotency"): a buggy or hostile client sending ``SitDown`` to a new table id each time, every
+one refused ``table_not_open``.
+
+    PYTHONPATH=.:services .venv/bin/python -m tests.integration.measure_stray_commands \\
+        [--junk 0,1000,4000] [--window 1000]
+
+For each count of junk commands, in a fresh one-partition space on the tests' broker
+(``tests/integration/infra.py``: ``KAFKA_PORT`` ...): first in-process, without the broker, the
+memory the partition's store holds after them (``tracemalloc``) and the sealed bytes its next
+checkpoint writes; then a handler takes them on the broker, checkpoints, and a second one takes
+the partition over: the bytes the snapshots topic keeps for good (the newest record of each
+key, what compaction leaves), the streams the new owner holds, and how long its rebuild took.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import gc
+import sys
+import time
+import tracemalloc
+import uuid
+from datetime import UTC, datetime
+
+from prometheus_client import REGISTRY
+
+from blackjack.bus.topics import delete_topics, ensure_topics
+from blackjack.command_handler.reading import Inbound
+from blackjack.command_handler.service import CommandHandler
+from blackjack.command_handler.snapshots import CHECKPOINT_PREFIX, SnapshotCodec
+from blackjack.command_handler.streams import PartitionStore
+from blackjack.domain import commands as cmd
+from blackjack.loadtest.cli import quiet_logs
+from blackjack.messages.envelope import CommandEnvelope
+from tests.integration.conftest import KafkaSpace, read_topic, running_handler
+from tests.integration.infra import kafka_bootstrap
+from tests.unit.processor_harness import new_processor
+
+T0 = datetime(2026, 12, 3, 9, 0, tzinfo=UTC)
+
+
+def junk(number: int) -> CommandEnvelope:
+    """A command to a table no one opened, under an id of its own (a client's UUID)."""
+    return CommandEnvelope(
+        command_id=str(uuid.uuid4()),
+        stream_id=f"nowhere-{number}",
+        command=cmd.SitDown(player_id=f"p{number}"),
+    )
+
+
+def in_process(count: int, window: int) -> tuple[float, int, int]:
+    """Memory held after ``count`` junk commands (bytes), the sealed bytes the next checkpoint
+    writes, and the streams the store holds."""
+    processor = new_processor(dedup_window=window)
+    codec = SnapshotCodec(b"s" * 32)
+    envelopes = [junk(n) for n in range(count)]
+    inbounds = [
+        Inbound(e.stream_id.encode(), e.model_dump_json().encode(), [], 0, n)
+        for n, e in enumerate(envelopes)
+    ]
+    gc.collect()
+    tracemalloc.start()
+    before = tracemalloc.get_traced_memory()[0]
+    store = PartitionStore(0, codec=codec)
+    for inbound in inbounds:
+        result = processor.handle(store, inbound, T0).result
+        assert result.rejection is not None and result.rejection.code == "table_not_open"
+    gc.collect()
+    held = tracemalloc.get_traced_memory()[0] - before
+    tracemalloc.stop()
+    sealed = sum(len(store.sealed(stream_id)) for stream_id in store.dirty)
+    return held, sealed, store.count()
+
+
+def rebuild_seconds() -> float:
+    return REGISTRY.get_sample_value("blackjack_rebuild_seconds_sum") or 0.0
+
+
+async def checkpointed(handler: CommandHandler) -> None:
+    """Until the partition's last command is in a checkpoint (``checkpoint_after_s``)."""
+    partition = handler._partitions[0]
+    async with asyncio.timeout(60):
+        while partition.store is None or partition.store.since_checkpoint:
+            await asyncio.sleep(0.1)
+
+
+async def on_the_broker(count: int, window: int) -> tuple[int, int, int, float]:
+    """Bytes the snapshots topic keeps for good, its records kept, the streams a new owner
+    holds, and its rebuild's seconds."""
+    space = KafkaSpace(kafka_bootstrap(), f"strays{uuid.uuid4().hex[:8]}.", 1)
+    await ensure_topics(space.settings, space.topics)
+    config = space.config(dedup_window=window, checkpoint_after_s=0.5)
+    try:
+        async with running_handler(config) as handler, space.client() as client:
+            sent = await client.send_all(
+                [(junk(n).stream_id, junk(n).command) for n in range(count)]
+            )
+            for command_id in sent:
+                result = await client.result(command_id, timeout=60)
+                assert result.rejection is not None, result
+            await checkpointed(handler)
+        newest: dict[bytes, int] = {}
+        for record in await read_topic(space, space.topics.snapshots):
+            if not record.key.decode().startswith(CHECKPOINT_PREFIX):
+                newest[record.key] = len(record.value)
+        before = rebuild_seconds()
+        async with running_handler(config) as handler:
+            seconds = rebuild_seconds() - before
+            streams = sum(
+                p.store.count() for p in handler._partitions.values() if p.store is not None
+            )
+        return sum(newest.values()), len(newest), streams, seconds
+    finally:
+        await delete_topics(space.settings, space.topics)
+
+
+async def main(counts: list[int], window: int) -> None:
+    quiet_logs(sys.stderr)  # the handlers log every command: off the figures' stdout
+    print(f"window {window}; per count of junk commands (SitDown at a table no one opened):")
+    print(
+        "junk  memory_kB  memory_B/cmd  checkpoint_B  streams | kept_B  kept_records  "
+        "streams_after_takeover  rebuild_s"
+    )
+    for count in counts:
+        started = time.monotonic()
+        held, sealed, streams = in_process(count, window)
+        kept, records, after, seconds = await on_the_broker(count, window)
+        per = held / count if count else 0.0
+        print(
+            f"{count:>5}  {held / 1000:>9.1f}  {per:>12.0f}  {sealed:>12}  {streams:>7} | "
+            f"{kept:>6}  {records:>12}  {after:>22}  {seconds:>9.3f}"
+            f"   ({time.monotonic() - started:.0f} s)"
+        )
+
+
+if __name__ == "__main__":
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--junk", default="0,1000,4000", help="counts of junk commands")
+    parser.add_argument("--window", type=int, default=1000, help="BLACKJACK_DEDUP_WINDOW")
+    args = parser.parse_args()
+    asyncio.run(main([int(c) for c in args.junk.split(",")], args.window))
