@@ -10,7 +10,9 @@ For each count of junk commands, in a fresh one-partition space on the tests' br
 memory the partition's store holds after them (``tracemalloc``) and the sealed bytes its next
 checkpoint writes; then a handler takes them on the broker, checkpoints, and a second one takes
 the partition over: the bytes the snapshots topic keeps for good (the newest record of each
-key, what compaction leaves), the streams the new owner holds, and how long its rebuild took.
+key, what compaction leaves), the streams the new owner holds, and how long its rebuild took
+(on the broker, about a second of which is waiting at the end of a topic: the in-process
+``open_ms``, opening each record a rebuild reads, is the part that grows with them).
 """
 
 from __future__ import annotations
@@ -26,15 +28,20 @@ from datetime import UTC, datetime
 
 from prometheus_client import REGISTRY
 
+from blackjack.bus.headers import COMMANDS_TO_HEADER, offset_header
 from blackjack.bus.topics import delete_topics, ensure_topics
 from blackjack.command_handler.reading import Inbound
-from blackjack.command_handler.service import CommandHandler
-from blackjack.command_handler.snapshots import CHECKPOINT_PREFIX, SnapshotCodec
+from blackjack.command_handler.snapshots import (
+    CHECKPOINT_PREFIX,
+    CheckpointSigner,
+    SnapshotCodec,
+    checkpoint_key,
+)
 from blackjack.command_handler.streams import PartitionStore
 from blackjack.domain import commands as cmd
 from blackjack.loadtest.cli import quiet_logs
 from blackjack.messages.envelope import CommandEnvelope
-from tests.integration.conftest import KafkaSpace, read_topic, running_handler
+from tests.integration.conftest import KafkaSpace, following, read_topic, running_handler
 from tests.integration.infra import kafka_bootstrap
 from tests.unit.processor_harness import new_processor
 
@@ -50,9 +57,10 @@ def junk(number: int) -> CommandEnvelope:
     )
 
 
-def in_process(count: int, window: int) -> tuple[float, int, int]:
+def in_process(count: int, window: int) -> tuple[float, int, int, float]:
     """Memory held after ``count`` junk commands (bytes), the sealed bytes the next checkpoint
-    writes, and the streams the store holds."""
+    writes, the streams the store holds, and the seconds a takeover takes to open those
+    records."""
     processor = new_processor(dedup_window=window)
     codec = SnapshotCodec(b"s" * 32)
     envelopes = [junk(n) for n in range(count)]
@@ -70,20 +78,37 @@ def in_process(count: int, window: int) -> tuple[float, int, int]:
     gc.collect()
     held = tracemalloc.get_traced_memory()[0] - before
     tracemalloc.stop()
-    sealed = sum(len(store.sealed(stream_id)) for stream_id in store.dirty)
-    return held, sealed, store.count()
+    records = {stream_id: store.sealed(stream_id) for stream_id in store.dirty}
+    # what a takeover does with each record before it reads the log: its share of the
+    # checkpoint's digest, and opening it
+    checkpoints = CheckpointSigner(b"c" * 32, "measure.snapshots")
+    started = time.perf_counter()
+    for key, raw in records.items():
+        checkpoints.element(key, raw)
+        if key.startswith("#"):  # the partition's stray answers
+            codec.decode_answers(key, raw)
+        else:
+            codec.decode(raw)
+    opened = time.perf_counter() - started
+    return held, sum(map(len, records.values())), store.count(), opened
 
 
 def rebuild_seconds() -> float:
     return REGISTRY.get_sample_value("blackjack_rebuild_seconds_sum") or 0.0
 
 
-async def checkpointed(handler: CommandHandler) -> None:
-    """Until the partition's last command is in a checkpoint (``checkpoint_after_s``)."""
-    partition = handler._partitions[0]
-    async with asyncio.timeout(60):
-        while partition.store is None or partition.store.since_checkpoint:
-            await asyncio.sleep(0.1)
+async def checkpointed(space: KafkaSpace, commands: int) -> None:
+    """Until a checkpoint committed on the topic covers the partition's ``commands``."""
+    if not commands:
+        return
+    key = checkpoint_key(0).encode()
+    async with following(space, space.topics.snapshots) as consumer, asyncio.timeout(60):
+        while True:
+            for records in (await consumer.getmany(timeout_ms=500)).values():
+                for record in records:
+                    covered = offset_header(record.headers, COMMANDS_TO_HEADER)
+                    if record.key == key and covered == commands:
+                        return
 
 
 async def on_the_broker(count: int, window: int) -> tuple[int, int, int, float]:
@@ -100,7 +125,7 @@ async def on_the_broker(count: int, window: int) -> tuple[int, int, int, float]:
             for command_id in sent:
                 result = await client.result(command_id, timeout=60)
                 assert result.rejection is not None, result
-            await checkpointed(handler)
+            await checkpointed(space, count)
         newest: dict[bytes, int] = {}
         for record in await read_topic(space, space.topics.snapshots):
             if not record.key.decode().startswith(CHECKPOINT_PREFIX):
@@ -120,17 +145,17 @@ async def main(counts: list[int], window: int) -> None:
     quiet_logs(sys.stderr)  # the handlers log every command: off the figures' stdout
     print(f"window {window}; per count of junk commands (SitDown at a table no one opened):")
     print(
-        "junk  memory_kB  memory_B/cmd  checkpoint_B  streams | kept_B  kept_records  "
+        "junk  memory_kB  B/cmd  checkpoint_B  streams  open_ms | kept_B  kept_records  "
         "streams_after_takeover  rebuild_s"
     )
     for count in counts:
         started = time.monotonic()
-        held, sealed, streams = in_process(count, window)
+        held, sealed, streams, opened = in_process(count, window)
         kept, records, after, seconds = await on_the_broker(count, window)
         per = held / count if count else 0.0
         print(
-            f"{count:>5}  {held / 1000:>9.1f}  {per:>12.0f}  {sealed:>12}  {streams:>7} | "
-            f"{kept:>6}  {records:>12}  {after:>22}  {seconds:>9.3f}"
+            f"{count:>5}  {held / 1000:>9.1f}  {per:>5.0f}  {sealed:>12}  {streams:>7}  "
+            f"{opened * 1000:>7.1f} | {kept:>6}  {records:>12}  {after:>22}  {seconds:>9.3f}"
             f"   ({time.monotonic() - started:.0f} s)"
         )
 
