@@ -54,8 +54,8 @@ def handled_before(store: PartitionStore, parsed: Unparsed) -> CommandResult | N
     upgrade's takeover). It gets the original answer, as any copy does, not a second one
     saying the opposite; nothing is decided or remembered. Only where the message names its
     stream as its key does, on this partition, a stream this partition holds (a malformed
-    message adds none), the same player as the answer names, and not an id reserved for the
-    service's own commands."""
+    message adds none) or has answers for (``StrayAnswers``), the same player as the answer
+    names, and not an id reserved for the service's own commands."""
     if parsed.rejection.code != "malformed" or not parsed.stream_read:
         return None
     command_id, stream_id = parsed.command_id, parsed.stream_id
@@ -63,9 +63,10 @@ def handled_before(store: PartitionStore, parsed: Unparsed) -> CommandResult | N
         return None
     if is_clock_disconnect_id(command_id):
         return None
-    if stream_id not in store.streams and stream_id not in store.cold:
-        return None
-    original = store.get(stream_id).results.get(command_id)
+    if store.holds(stream_id):
+        original = store.get(stream_id).results.get(command_id)
+    else:  # a stream that does not exist: the partition's answers for it, if any
+        original = store.strays.get(stream_id, command_id)
     if original is None or (
         original.player_id is not None and original.player_id != parsed.player_id
     ):

@@ -50,7 +50,7 @@ from blackjack.command_handler.ids import transfer_ref
 from blackjack.command_handler.reading import ANSWER_KEY_MAX_BYTES, Inbound, Unparsed, parse
 from blackjack.command_handler.records import Outgoing
 from blackjack.command_handler.signing import CommandSigner
-from blackjack.command_handler.streams import PartitionStore, Stream, kept_by_id
+from blackjack.command_handler.streams import PartitionStore, Stream, initial_state, kept_by_id
 from blackjack.domain import commands as cmd
 from blackjack.domain import events as ev
 from blackjack.domain.wallet import CashOut
@@ -129,8 +129,15 @@ class Processor(Deciding):
             result = refused(envelope, reserved, now)
             record = self._result_record(result, key, inbound.partition)
             return Handled(result=result, command_type=kind, outgoing=[record])
-        stream = store.get(envelope.stream_id)
-        original = stream.results.get(envelope.command_id)
+        # A stream that does not exist is made only if the command writes its first events:
+        # its answer is otherwise kept with the partition's (``StrayAnswers``), bounded.
+        held = store.holds(envelope.stream_id)
+        if held:
+            stream = store.get(envelope.stream_id)
+            original = stream.results.get(envelope.command_id)
+        else:
+            stream = Stream(envelope.stream_id, initial_state(envelope.stream_id))
+            original = store.strays.get(envelope.stream_id, envelope.command_id)
         if original is not None and another_player_s(original, command, signed):
             # Not a copy: answered, not remembered (a rebuild keeps the same window), and
             # the id stays the first player's, whose copies get the original result.
@@ -203,10 +210,16 @@ class Processor(Deciding):
         )
         if signed and rejection is None and kept_by_id(command):
             stream.signed.add(envelope.command_id)
-        if remembered(result):
-            stream.remember(result, self.dedup_window)
-        store.dirty.add(stream.stream_id)
         store.since_checkpoint += 1
+        if not held and not events:
+            if remembered(result):
+                store.remember_stray(result, self.dedup_window)
+        else:
+            if not held:
+                store.made(stream)
+            if remembered(result):
+                stream.remember(result, self.dedup_window)
+            store.dirty.add(stream.stream_id)
         outgoing.append(self._result_record(result, key, inbound.partition))
         if buy_in and rejection is None and isinstance(command, cmd.Deposit):
             assert transfer is not None

@@ -251,6 +251,56 @@ class _Discarded(Exception):
         self.reason = reason
 
 
+def _open_strays(store: PartitionStore, codec: SnapshotCodec) -> None:
+    """The partition's stray answers (``StrayAnswers``), out of the snapshots read (a trusted
+    checkpoint's; none otherwise): they are no stream's."""
+    raw = store.cold.pop(store.strays_key, None)
+    if raw is None:
+        return
+    for document in codec.decode_answers(store.strays_key, raw):
+        store.strays.add_stored(document)
+    store.snapshot_bytes[store.strays_key] = len(raw)
+
+
+def _made_by(
+    store: PartitionStore,
+    accepted: dict[tuple[str, str], CommandResult],
+    answered: set[tuple[str, str]],
+) -> set[str]:
+    """The streams made after the checkpoint by a command whose answer is among those read:
+    before that answer, each did not exist. Not one the checkpoint's snapshots hold: a
+    release before this one made a stream for a command at a stream that did not exist, which
+    has no event until its first. (One whose first event's answer the results topic no longer
+    holds existed before every answer it holds.)"""
+    return {
+        stream_id
+        for (stream_id, command_id), result in accepted.items()
+        if result.first_sequence == 1
+        and (stream_id, command_id) in answered
+        and stream_id not in store.snapshot_bytes
+    }
+
+
+def _stray(store: PartitionStore, result: CommandResult, made: set[str], window: int) -> bool:
+    """Whether ``result`` answered a command at a stream that did not exist then and wrote no
+    event: kept with the partition's stray answers, as the live handler kept it. The answer
+    that made a stream hands the stream the ones kept for it, as live (``PartitionStore.made``)."""
+    stream_id = result.stream_id
+    if stream_id in made:
+        if result.first_sequence is None:
+            if (stream_id, result.command_id) not in store.strays:  # not an answer given again
+                store.remember_stray(result, window)
+            return True
+        made.discard(stream_id)
+        store.made(store.get(stream_id))
+        return False
+    if store.holds(stream_id) or stream_id in store.snapshot_marks:
+        return False  # (a snapshot not used is a stream made again from the log, below)
+    if (stream_id, result.command_id) not in store.strays:
+        store.remember_stray(result, window)
+    return True
+
+
 async def _read_partition(
     store: PartitionStore,
     reader: AIOKafkaConsumer,
@@ -290,6 +340,7 @@ async def _read_partition(
     store.checkpoint_due = start.distrusted is not None or start.trust == "unsigned"
     # What the topic holds, used or not: the digest the next checkpoint signs.
     store.snapshot_marks = marks
+    _open_strays(store, codec)
     snapshots = read.open_snapshots()
     if start.commands_to is not None:
         store.answered_to = start.commands_to
@@ -579,7 +630,10 @@ class _PartitionRead:
             stream = store.get(stream_id)
             if (stream_id, command_id) not in answered and command_id not in stream.results:
                 stream.remember(result, dedup_window)
+        made = _made_by(store, accepted, answered)
         for result in answers:
+            if _stray(store, result, made, dedup_window):
+                continue
             stream = store.get(result.stream_id)
             if result.command_id not in stream.results:  # a duplicate's answer, given again
                 stream.remember(result, dedup_window)
@@ -591,7 +645,8 @@ class _PartitionRead:
         """Every snapshot on the topic, unused, is written again from the log, so that none the
         next checkpoint signs came from a checkpoint not trusted."""
         for stream_id in marks:
-            self.store.get(stream_id)
+            if stream_id != self.store.strays_key:
+                self.store.get(stream_id)
             self.store.dirty.add(stream_id)
 
     def seen_since(self, now: datetime) -> None:

@@ -35,7 +35,7 @@ from pydantic import BaseModel, ConfigDict, Field, TypeAdapter, ValidationError
 
 from blackjack.bus.headers import COMMANDS_TO_HEADER
 from blackjack.command_handler.streams import Stream
-from blackjack.domain.state import TableState
+from blackjack.domain.state import INITIAL_STATE, TableState
 from blackjack.domain.wallet import WalletState, is_wallet_stream
 
 CHECKPOINT_PREFIX = "#checkpoint/"
@@ -204,7 +204,7 @@ class SnapshotCodec:
         self._aead = AESGCM(key)
 
     def encode(self, stream: Stream) -> bytes:
-        body = {
+        body: dict[str, Any] = {
             "state": _state_doc(stream.state),
             "results": stream.results.stored(),
             "signed": sorted(stream.signed),
@@ -215,18 +215,44 @@ class SnapshotCodec:
             },
             "touched_at": None if stream.touched_at is None else stream.touched_at.isoformat(),
         }
+        return self._seal(stream.stream_id, stream.sequence, _format(stream.state), body)
+
+    def encode_answers(self, key: str, answers: list[dict[str, Any]]) -> bytes:
+        """A partition's stray answers (``streams.StrayAnswers``) under ``key``, sealed as the
+        snapshot of a table that never opened whose window holds them: a release before this
+        one reads it as such (a stream no command can name), and counts it in the digest its
+        checkpoints sign as this one does."""
+        body: dict[str, Any] = {
+            "state": _state_doc(INITIAL_STATE),
+            "results": answers,
+            "signed": [],
+            "last_seen": {},
+            "touched_at": None,
+        }
+        return self._seal(key, 0, 1, body)
+
+    def decode_answers(self, key: str, raw: bytes) -> list[dict[str, Any]]:
+        """The answers ``encode_answers`` sealed under ``key``, oldest first."""
+        stream_id, _, body = self._open(raw)
+        if stream_id != key:
+            raise SnapshotError(f"the snapshot of {stream_id} is keyed {key}")
+        return _STORED_ANSWERS.validate_python(body["results"])
+
+    def _seal(
+        self, stream_id: str, sequence: int, form: Literal[1, 2], body: dict[str, Any]
+    ) -> bytes:
         plain = _deflate_apart(body)
         nonce = os.urandom(_NONCE)
-        sealed = self._aead.encrypt(nonce, plain, _bound(stream.stream_id, stream.sequence))
+        sealed = self._aead.encrypt(nonce, plain, _bound(stream_id, sequence))
         record = SealedSnapshot(
-            format=_format(stream.state),
-            stream_id=stream.stream_id,
-            sequence=stream.sequence,
+            format=form,
+            stream_id=stream_id,
+            sequence=sequence,
             sealed=base64.b64encode(nonce + sealed).decode(),
         )
         return record.model_dump_json().encode()
 
-    def decode(self, raw: bytes) -> Stream:
+    def _open(self, raw: bytes) -> tuple[str, int, dict[str, Any]]:
         try:
             record = SealedSnapshot.model_validate_json(raw)
         except ValidationError as error:
@@ -239,7 +265,11 @@ class SnapshotCodec:
         # not base64, or too short to hold a nonce
         except (InvalidTag, ValueError) as error:
             raise SnapshotError(f"cannot open the snapshot of {stream_id}") from error
-        body = json.loads(zlib.decompress(plain))
+        body: dict[str, Any] = json.loads(zlib.decompress(plain))
+        return stream_id, sequence, body
+
+    def decode(self, raw: bytes) -> Stream:
+        stream_id, sequence, body = self._open(raw)
         state: WalletState | TableState
         if is_wallet_stream(stream_id):
             state = WalletState.model_validate(body["state"])
