@@ -492,3 +492,55 @@ async def test_a_quiet_partition_refuses_unsigned_checkpoints_once_upgraded(
     check = await verify_stream(space, "quiet")
     assert isinstance(check.state, TableState) and check.state.round_in_play
     assert check.state.boxes[0].bet == 1_000
+
+
+async def test_junk_commands_cost_a_bounded_snapshot_and_are_answered_alike_after_a_takeover(
+    kafka_space: Any,
+) -> None:
+    """A client sending commands to tables no one opened (``table_not_open``): each made a
+    stream with a snapshot of its own, kept for good on the compacted topic and opened by
+    every takeover. Their answers are now one record of the partition's, ``dedup_window`` of
+    them: the resend of one still in it gets its original answer from the new owner, one let
+    go of is decided again, and a table opened at such an id keeps its answer."""
+    space: KafkaSpace = await kafka_space(partitions=1)
+    config = space.config(dedup_window=5, snapshot_every=10)
+    async with running_handler(config), space.client() as client:
+        first = await client.execute("nowhere-0", cmd.SitDown(player_id="p"), command_id="j-0")
+        assert first.rejection is not None and first.rejection.code == "table_not_open"
+        for number in range(1, 39):
+            junk = cmd.SitDown(player_id="p")
+            await client.execute(f"nowhere-{number}", junk, command_id=f"j-{number}")
+        # the 40th command, so in the checkpoint's snapshot of the stray answers
+        kept = await client.execute("opened-later", cmd.SitDown(player_id="p"), command_id="j-k")
+        opened = await client.execute("opened-later", cmd.OpenTable(variant="mini-h17"))
+        assert opened.status == "accepted"
+        # after the last checkpoint: answers the takeover reads from the results topic
+        last = [
+            await client.execute(f"late-{n}", cmd.SitDown(player_id="p"), command_id=f"late-{n}")
+            for n in range(3)
+        ]
+
+    records = await read_topic(space, space.topics.snapshots)
+    keys = {r.key.decode() for r in records}
+    # one record for all junk ids, not one each (the table, made after the last checkpoint,
+    # has none yet)
+    assert keys == {checkpoint_key(0), "#strays/0"}
+    [strays] = [r.value for r in records if r.key == b"#strays/0"][-1:]
+    assert len(strays) < 5_000  # five answers at most, however many came
+    codec = SnapshotCodec(derive_key(space.shoe_key, "blackjack/snapshots/v1"))
+    assert [a["command_id"] for a in codec.decode_answers("#strays/0", strays)][-1] == "j-k"
+
+    from_checkpoint = rebuilds("checkpoint")
+    async with running_handler(config) as handler, space.client() as client:
+        assert rebuilds("checkpoint") == from_checkpoint + 1
+        assert set(handler.streams()) == {"opened-later"}
+        for result in (*last, kept):
+            again = await client.execute(
+                result.stream_id, cmd.SitDown(player_id="p"), command_id=result.command_id
+            )
+            assert again == result
+        gone = await client.execute("nowhere-0", cmd.SitDown(player_id="p"), command_id="j-0")
+        assert gone.rejection is not None and gone.handled_at > first.handled_at
+        seated = await client.execute("opened-later", cmd.SitDown(player_id="p"))
+        assert seated.status == "accepted"
+        assert set(handler.streams()) == {"opened-later"}
