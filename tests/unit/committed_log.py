@@ -17,6 +17,9 @@ from blackjack.command_handler.snapshots import CheckpointSigner, SnapshotCodec
 from blackjack.command_handler.streams import PartitionStore
 from tests.unit.processor_harness import TOPICS
 
+CODEC = SnapshotCodec(b"s" * 32)
+CHECKPOINTS = CheckpointSigner(b"c" * 32, TOPICS.snapshots)
+
 
 @dataclass(frozen=True)
 class _Record:
@@ -42,13 +45,25 @@ class CommittedLog:
             self._ends[tp] = offset + 2  # the record, then its transaction's commit marker
         return handled
 
+    def put(
+        self, topic: str, key: bytes, value: bytes, headers: tuple[tuple[str, bytes], ...] = ()
+    ) -> None:
+        """One record committed on partition 0 of ``topic`` (a snapshot, a checkpoint)."""
+        tp = TopicPartition(topic, 0)
+        offset = self._ends.get(tp, 0)
+        self._records.setdefault(tp, []).append(_Record(offset, key, value, headers))
+        self._ends[tp] = offset + 2
+
+    def end(self, topic: str) -> int:
+        return self._ends.get(TopicPartition(topic, 0), 0)
+
     async def rebuild(self, processor: Processor, window: int) -> PartitionStore:
         store, _ = await rebuild(
             cast(AIOKafkaConsumer, self),
             TOPICS,
             0,
-            codec=SnapshotCodec(b"s" * 32),  # no checkpoint is written here
-            checkpoints=CheckpointSigner(b"c" * 32, TOPICS.snapshots),
+            codec=CODEC,  # no checkpoint is written here unless a test ``put``s one
+            checkpoints=CHECKPOINTS,
             seal=processor.seal,
             dedup_window=window,
             now=datetime(2026, 5, 2, tzinfo=UTC),

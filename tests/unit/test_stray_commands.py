@@ -11,12 +11,22 @@ from __future__ import annotations
 import random
 from datetime import timedelta
 
+from blackjack.bus.headers import COMMANDS_TO_HEADER
 from blackjack.command_handler.processor import Handled
-from blackjack.command_handler.snapshots import SnapshotCodec
-from blackjack.command_handler.streams import StrayAnswers, strays_key
+from blackjack.command_handler.snapshots import (
+    CHECKPOINT_AUTH_HEADER,
+    Checkpoint,
+    SnapshotCodec,
+    checkpoint_key,
+    snapshots_digest,
+)
+from blackjack.command_handler.streams import StrayAnswers, Stream, strays_key
 from blackjack.domain import commands as cmd
+from blackjack.domain.rejections import Rejection
 from blackjack.domain.state import INITIAL_STATE
 from blackjack.messages.envelope import CommandResult
+from tests.unit.committed_log import CHECKPOINTS, CODEC
+from tests.unit.processor_harness import TOPICS
 from tests.unit.test_handler_windows import T0, Handler
 
 
@@ -123,3 +133,47 @@ def test_stray_answers_seal_as_an_empty_table_the_release_before_reads() -> None
     # The release before reads any record not a checkpoint's as a stream's snapshot.
     stream = codec.decode(raw)
     assert (stream.stream_id, stream.sequence, stream.state) == (key, 0, INITIAL_STATE)
+
+
+async def test_a_stream_the_release_before_made_for_a_junk_command_stays_a_stream() -> None:
+    """The release before made a stream (no event) for each command at a stream that did not
+    exist; its snapshot is in the checkpoint. A junk command there, then the table opened: the
+    live handler keeps both answers in the stream's window (it exists), and so does a rebuild
+    from that checkpoint, which must not take the answer before the opening for a stray one
+    because the stream's first event comes after the checkpoint."""
+    handler = Handler(window=4)
+    old = Stream("old", INITIAL_STATE)
+    refused = CommandResult(
+        command_id="old-1",
+        stream_id="old",
+        status="rejected",
+        rejection=Rejection(code="table_not_open", message="no table"),
+        handled_at=T0,
+    )
+    old.remember(refused, 4)
+    log, topic = handler.log, TOPICS.snapshots
+    raw = CODEC.encode(old)
+    log.put(topic, b"old", raw)
+    checkpoint = Checkpoint(
+        partition=0, events_from=0, results_from=0, written_at=T0, streams=1
+    ).encode()
+    digest = snapshots_digest([CHECKPOINTS.element("old", raw)])
+    auth = CHECKPOINTS.header(0, checkpoint, b"0", digest)
+    log.put(
+        topic,
+        checkpoint_key(0).encode(),
+        checkpoint,
+        ((COMMANDS_TO_HEADER, b"0"), (CHECKPOINT_AUTH_HEADER, auth)),
+    )
+    await handler.take_over()
+    assert handler.store.holds("old") and "old-1" in handler.store.get("old").results
+    handler.send("old", cmd.SitDown(player_id="ann"), "old-2", T0)
+    for number in range(4):  # a window's worth of answers at streams that do not exist
+        handler.send(f"nowhere-{number}", cmd.SitDown(player_id="ann"), f"junk-{number}", T0)
+    opened = handler.send("old", cmd.OpenTable(variant="mini-h17"), "open", T0)
+    assert opened.result.status == "accepted"
+    live = handler.store
+    assert list(live.get("old").results) == ["old-1", "old-2", "open"] and len(live.strays) == 4
+    await handler.take_over()
+    assert list(handler.store.get("old").results) == ["old-1", "old-2", "open"]
+    assert handler.store.strays == live.strays
