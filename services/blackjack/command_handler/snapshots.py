@@ -2,9 +2,10 @@
 
 Every ``snapshot_every`` commands a partition writes, inside the same transaction as the
 commands it handled, one record per stream changed since its last checkpoint (key: the stream
-id) and then the partition's checkpoint (key ``#checkpoint/<partition>``, a key no stream id
-can have). A checkpoint says: every stream's newest snapshot plus the events from
-``events_from`` and the results from ``results_from`` give its current state. Compaction keeps
+id; the partition's answers at streams that do not exist, ``streams.StrayAnswers``, under
+``#strays/<partition>``) and then the partition's checkpoint (key ``#checkpoint/<partition>``,
+a key no stream id can have). A checkpoint says: every stream's newest snapshot plus the events
+from ``events_from`` and the results from ``results_from`` give its current state. Compaction keeps
 the newest record per key, which is all a rebuild needs. A rebuild believes a checkpoint only
 if it is authenticated (``CheckpointSigner``), with exactly the snapshots the topic holds.
 
