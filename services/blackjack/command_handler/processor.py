@@ -94,30 +94,7 @@ class Processor(Deciding):
         key = inbound.key or b""
         parsed = parse(inbound, self.partitions)
         if isinstance(parsed, Unparsed):
-            original = handled_before(store, parsed)
-            if original is not None:
-                record = self._result_record(original, key, inbound.partition)
-                return Handled(
-                    result=original,
-                    command_type=parsed.command_type,
-                    outgoing=[record],
-                    duplicate=True,
-                )
-            result = CommandResult(
-                command_id=parsed.command_id,
-                stream_id=parsed.stream_id,
-                correlation_id=parsed.correlation_id,
-                status="rejected",
-                rejection=parsed.rejection,
-                handled_at=now,
-            )
-            # answered under the key it came with, unless that is longer than any stream id
-            answer_key = key if len(key) <= ANSWER_KEY_MAX_BYTES else parsed.stream_id.encode()
-            return Handled(
-                result=result,
-                command_type=parsed.command_type,
-                outgoing=[self._result_record(result, answer_key, inbound.partition)],
-            )
+            return self._unparsed(store, parsed, key, inbound.partition, now)
         envelope = parsed
         command = envelope.command
         kind = str(command.type)
@@ -233,6 +210,36 @@ class Processor(Deciding):
         copy = signed and rejection is not None and rejection.code in COPY_REFUSALS
         return Handled(
             result=result, command_type=kind, events=events, outgoing=outgoing, duplicate=copy
+        )
+
+    def _unparsed(
+        self, store: PartitionStore, parsed: Unparsed, key: bytes, partition: int, now: datetime
+    ) -> Handled:
+        """The answer to a record that is no command: its first answer again, if it had one,
+        else ``parsed``'s rejection."""
+        original = handled_before(store, parsed)
+        if original is not None:
+            record = self._result_record(original, key, partition)
+            return Handled(
+                result=original,
+                command_type=parsed.command_type,
+                outgoing=[record],
+                duplicate=True,
+            )
+        result = CommandResult(
+            command_id=parsed.command_id,
+            stream_id=parsed.stream_id,
+            correlation_id=parsed.correlation_id,
+            status="rejected",
+            rejection=parsed.rejection,
+            handled_at=now,
+        )
+        # answered under the key it came with, unless that is longer than any stream id
+        answer_key = key if len(key) <= ANSWER_KEY_MAX_BYTES else parsed.stream_id.encode()
+        return Handled(
+            result=result,
+            command_type=parsed.command_type,
+            outgoing=[self._result_record(result, answer_key, partition)],
         )
 
     def _replayed(  # noqa: PLR0917
