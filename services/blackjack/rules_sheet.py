@@ -275,9 +275,15 @@ def _surrender(rules: Rules) -> str:
             f" (against {' or '.join(unchecked)}, which she does not check, before she "
             "turns her hole card over)"
         )
+    # ``play.surrender``: settled when surrendered where the rules pay it at once
+    back = (
+        "half its bet back at once, to play your other hands with"
+        if rules.surrender_paid_at_once
+        else "half its bet back"
+    )
     return (
         f"Surrender: {when} you may give up your hand on its first two cards, not after a "
-        "split, and get half its bet back (an odd cent stays with the house)."
+        f"split, and get {back} (an odd cent stays with the house)."
     )
 
 

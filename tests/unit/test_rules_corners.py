@@ -64,8 +64,9 @@ class Ledger(StackedTable):
         variant: str,
         cards: Sequence[str],
         players: Sequence[tuple[str, int, int]] = (("p", 0, 10_000),),
+        overrides: dict[str, object] | None = None,
     ) -> None:
-        super().__init__(variant, cards)
+        super().__init__(variant, cards, overrides)
         self.expected = money(self.state)
         for pid, seat, balance in players:
             self.do(cmd.SitDown(player_id=pid, seat=seat))

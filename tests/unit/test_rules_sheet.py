@@ -54,6 +54,7 @@ OVERRIDES: dict[str, dict[str, Any]] = {
     "blackjack_pays": {"blackjack_pays": "6/5"},
     "blackjack_win_rounded_down_to": {"blackjack_win_rounded_down_to": 5},
     "blackjack_paid_at_once": {"blackjack_paid_at_once": True},
+    "surrender_paid_at_once": {"surrender_paid_at_once": True},
     "min_bet": {"min_bet": 500},
     "max_bet": {"max_bet": 100_000},
     "boxes_per_seat": {"boxes_per_seat": 2},
@@ -89,6 +90,9 @@ def test_an_override_of_any_rule_changes_the_sheet(field: str) -> None:
     changed = base.with_overrides(OVERRIDES[field])
     if field in ("turn_seconds", "seat_released_after_rounds_sat_out"):
         base = base.with_overrides(OVERRIDES["seats"])
+    if field == "surrender_paid_at_once":  # said where surrender is offered
+        base = base.with_overrides({"late_surrender": True})
+        changed = base.with_overrides(OVERRIDES[field])
     assert sheet(changed) != sheet(base)
 
 
@@ -142,6 +146,7 @@ def test_an_override_of_any_rule_changes_the_sheet(field: str) -> None:
                 "4 decks of 52 cards, shuffled before every round",
                 "on up to 3 boxes",
                 "it is paid as soon as the dealer is known not to have one",
+                "get half its bet back at once, to play your other hands with",
                 "If you disconnect before the cards are dealt, your bet is returned",
                 "unfinished for 30 days may be closed by the operator",
             ],

@@ -121,9 +121,13 @@ class MoneyChecks(Checker):
         recorded = (e.outcome, e.payout)
         self._expect(f"box {e.box} hand {e.hand} result", recorded, derived)
         self._expect(f"box {e.box} hand {e.hand} settled again", hand.settled, False)
-        if self.state.phase != "dealer":  # before the hole card: a blackjack paid at once only
+        early = f"box {e.box} hand {e.hand} paid before the dealer's hand is known"
+        if self.state.phase != "dealer" and e.outcome == "surrender":
+            # Half back whatever the dealer turns over: at once where the rules say so.
+            self._expect(early, (e.outcome, rules.surrender_paid_at_once), ("surrender", True))
+        elif self.state.phase != "dealer":  # before the hole card: a blackjack paid at once
             self._expect(
-                f"box {e.box} hand {e.hand} paid before the dealer's hand is known",
+                early,
                 (e.outcome, rules.blackjack_paid_at_once, dealer_blackjack_ruled_out(self.state)),
                 ("blackjack", True, True),
             )

@@ -144,7 +144,7 @@ def _no_default(schema: dict[str, Any]) -> None:
     schema.pop("default", None)
 
 
-PRESET_TERMS: Final = ("void_on_malfunction", "move_declines_insurance")
+PRESET_TERMS: Final = ("void_on_malfunction", "move_declines_insurance", "surrender_paid_at_once")
 """Yes/no options added after tables were opened, whose preset's value was on its page from
 the start, written in a rules document only where they are not the preset's: a document
 without one (a preset's table, or one an earlier release opened) reads with its preset's
@@ -222,6 +222,19 @@ class Rules(BaseModel):
         False,
         description="a player's blackjack is paid as soon as the dealer is known not to have one "
         "(after the peek), before any hand is played, instead of when the round settles",
+    )
+    surrender_paid_at_once: StrictBool = Field(
+        False,
+        description=(
+            "a surrendered hand is settled when it is surrendered: half its bet is back on "
+            "the balance at once (it pays for a double or a split on another box) while the "
+            "round goes on for the other hands, instead of when the round settles; page 003: "
+            "'Upon Surrender you receive half of your initial bet back and the game round is "
+            "over'. Written only where it is not the preset's term: absent from a rules "
+            "document, it is the preset's (surrender: true; every other preset: false), so "
+            "the schema states no default"
+        ),
+        json_schema_extra=_no_default,
     )
 
     # Betting
@@ -306,7 +319,8 @@ class Rules(BaseModel):
         """A rules document without one of ``PRESET_TERMS`` has its preset's (see
         ``_without_preset_terms``): written so, or by a release before the option existed,
         whose tables had their page's clause from the start (mini-h17's page 000 voids on a
-        malfunction; page 002 declines insurance by a move)."""
+        malfunction; page 002 declines insurance by a move; page 003 pays half back "upon
+        Surrender")."""
         if isinstance(data, dict) and any(term not in data for term in PRESET_TERMS):
             name = data.get("name")
             missing = {t: _preset_term(name, t) for t in PRESET_TERMS if t not in data}
@@ -461,8 +475,9 @@ PRESETS: dict[str, Rules] = {
     # 003: "4 decks", "shuffled after every round", "up to three hands", "The Dealer stands on
     # 17", peek on 10/A with insurance first, late surrender, split once by value, Repeat
     # places (does not deal), bets returned on a disconnection before Deal, "If you are dealt
-    # Blackjack, you are immediately paid 1.5 times the placed bet", "After a 30 days period we
-    # reserve the right to manage all interrupted games".
+    # Blackjack, you are immediately paid 1.5 times the placed bet", "Upon Surrender you
+    # receive half of your initial bet back and the game round is over", "After a 30 days
+    # period we reserve the right to manage all interrupted games".
     "surrender": Rules(
         name="surrender",
         decks=4,
@@ -473,6 +488,7 @@ PRESETS: dict[str, Rules] = {
         boxes_per_seat=3,
         refund_bets_on_disconnect=True,
         blackjack_paid_at_once=True,
+        surrender_paid_at_once=True,
         interrupted_round_days=30,
     ),
 }

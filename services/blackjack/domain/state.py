@@ -80,7 +80,8 @@ class Hand(_Value):
         self.split_aces: Final = split_aces
         self.doubled: Final = doubled
         self.settled: Final = settled
-        """Paid already (a blackjack paid at once): the round's settlement only counts it."""
+        """Paid already (a blackjack or a surrender paid at once): the round's settlement only
+        counts it."""
 
     @property
     def total(self) -> Total:

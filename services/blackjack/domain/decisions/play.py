@@ -20,7 +20,7 @@ from blackjack.domain.decisions.options import (
     surrender_refusal,
     turn_hand,
 )
-from blackjack.domain.decisions.settlement import reveal_and_settle
+from blackjack.domain.decisions.settlement import reveal_and_settle, settle_hand
 from blackjack.domain.hand import best_total
 from blackjack.domain.state import Hand, Player
 
@@ -155,4 +155,9 @@ def surrender(r: Draft, c: cmd.Surrender) -> None:
             hand=hand_index,
         )
     )
+    if r.state.rules.surrender_paid_at_once:
+        # Page 003: "Upon Surrender you receive half of your initial bet back": the hand is
+        # settled now (the half pays for a move on another box), the round goes on for the
+        # others, and its settlement counts the hand without paying it again.
+        settle_hand(r, c.box, hand_index, r.state.boxes[c.box].hands[hand_index])
     next_turn(r)

@@ -85,7 +85,7 @@ def _money_of(r: Draft, box: Box) -> tuple[int, int]:
     wagered = sum(hand.stake for hand in box.hands) + box.insurance_stake
     paid = box.insurance_paid  # 0 unless settled: the stake kept by a lost insurance is wagered
     for hand in box.hands:
-        if hand.settled:  # a blackjack paid at once
+        if hand.settled:  # paid at once: a blackjack, a surrender
             paid += hand_result(r, hand)[1]
     return wagered, paid
 
