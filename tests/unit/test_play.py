@@ -1121,6 +1121,27 @@ def test_the_history_shows_a_payout_settled_before_a_void_as_voided() -> None:
     assert "blackjack pays 15.00 (25.00 back), voided" in recalled, recalled
 
 
+def test_a_surrender_paid_at_once_shows_its_half_on_the_balance_while_the_round_goes_on() -> None:
+    """surrender (page 003: "Upon Surrender you receive half of your initial bet back"): all
+    25.00 bet on three boxes, box 0 surrendered: its half is on the balance and out of what is
+    in play while box 1 plays, and the double it pays for is offered."""
+    cards = [c + "S" for c in ("T", "6", "T", "T", "6", "5", "9", "7", "T")]
+    script = Script("surrender", [cards], {A: 2500})
+    script.do(
+        cmd.PlaceBet(player_id=A, box=0, amount=1000),
+        cmd.PlaceBet(player_id=A, box=1, amount=500),
+        cmd.PlaceBet(player_id=A, box=2, amount=1000),
+        cmd.Deal(player_id=A),
+        cmd.Surrender(player_id=A, box=0),
+    )
+    console = Console(width=160, record=True, color_system=None)
+    console.print(table_screen(folded(script), A))
+    text = console.export_text()
+    assert "10♠ 6♠  16  surrender, 5.00 back" in text, text
+    assert "balance 5.00 USD · in play 15.00" in text, text
+    assert "your move: hit (h)  stand (s)  double (d)  surrender (r)" in text, text
+
+
 def test_the_history_shows_an_insurance_settled_before_a_void_as_voided() -> None:
     script = Script("mini-h17", [["TS", "AH", "9S", "7D"]])
     script.do(
