@@ -10,12 +10,17 @@ from __future__ import annotations
 
 import random
 from datetime import timedelta
+from typing import cast
+
+from aiokafka import AIOKafkaConsumer
 
 from blackjack.bus.headers import COMMANDS_TO_HEADER
 from blackjack.command_handler.processor import Handled
+from blackjack.command_handler.replay import rebuild
 from blackjack.command_handler.snapshots import (
     CHECKPOINT_AUTH_HEADER,
     Checkpoint,
+    CheckpointSigner,
     SnapshotCodec,
     checkpoint_key,
     snapshots_digest,
@@ -177,3 +182,64 @@ async def test_a_stream_the_release_before_made_for_a_junk_command_stays_a_strea
     await handler.take_over()
     assert list(handler.store.get("old").results) == ["old-1", "old-2", "open"]
     assert handler.store.strays == live.strays
+
+
+async def test_a_rebuild_from_the_whole_log_keeps_a_stream_the_release_before_made() -> None:
+    """As above, but the next rebuild cannot trust the checkpoint and reads the whole log
+    (here a checkpoint signed with another key, as a forged one is): the stream's snapshot on
+    the topic, written by the release before before its first event (sequence 0), says it
+    existed then, as the checkpoint did. Before, the rebuild took its answers before the
+    opening for stray ones; a window's worth of junk elsewhere let them go, and a resend of
+    the SitDown refused at the table not yet open was decided again and seated the player."""
+    handler = Handler(window=4)
+    old = Stream("old", INITIAL_STATE)
+    refused = CommandResult(
+        command_id="old-1",
+        stream_id="old",
+        status="rejected",
+        rejection=Rejection(code="table_not_open", message="no table"),
+        handled_at=T0,
+    )
+    old.remember(refused, 4)
+    log, topic = handler.log, TOPICS.snapshots
+    # the release before's answer, still on the results topic, and its snapshot and checkpoint
+    log.put(TOPICS.results, b"old", refused.model_dump_json().encode())
+    raw = CODEC.encode(old)
+    log.put(topic, b"old", raw)
+    checkpoint = Checkpoint(
+        partition=0, events_from=0, results_from=log.end(TOPICS.results), written_at=T0, streams=1
+    ).encode()
+    digest = snapshots_digest([CHECKPOINTS.element("old", raw)])
+    auth = CHECKPOINTS.header(0, checkpoint, b"0", digest)
+    log.put(
+        topic,
+        checkpoint_key(0).encode(),
+        checkpoint,
+        ((COMMANDS_TO_HEADER, b"0"), (CHECKPOINT_AUTH_HEADER, auth)),
+    )
+    await handler.take_over()
+    first = handler.send("old", cmd.SitDown(player_id="ann"), "old-2", T0)
+    assert first.result.rejection is not None
+    for number in range(4):  # a window's worth of answers at streams that do not exist
+        handler.send(f"nowhere-{number}", cmd.SitDown(player_id="ann"), f"junk-{number}", T0)
+    opened = handler.send("old", cmd.OpenTable(variant="mini-h17"), "open", T0)
+    assert opened.result.status == "accepted"
+    live = handler.store
+    assert list(live.get("old").results) == ["old-1", "old-2", "open"]
+    store, stats = await rebuild(
+        cast(AIOKafkaConsumer, log),
+        TOPICS,
+        0,
+        codec=CODEC,
+        checkpoints=CheckpointSigner(b"k" * 32, TOPICS.snapshots),
+        seal=handler.processor.seal,
+        dedup_window=4,
+        now=T0,
+        timeout=5.0,
+    )
+    assert stats.distrusted == "forged"
+    assert list(store.get("old").results) == ["old-1", "old-2", "open"]
+    assert store.strays == live.strays
+    handler.store = store
+    again = handler.send("old", cmd.SitDown(player_id="ann"), "old-2", T0)
+    assert again.duplicate and _answer_bytes(again) == _answer_bytes(first)
