@@ -14,12 +14,13 @@ producer) before calling this, so nothing is in flight and the end offset is fin
 from __future__ import annotations
 
 import time
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Mapping
 from dataclasses import dataclass, field, replace
 from datetime import datetime
 from typing import Literal
 
 from aiokafka import AIOKafkaConsumer, ConsumerRecord, TopicPartition
+from pydantic import ValidationError
 
 from blackjack.bus.headers import COMMAND_OFFSET_HEADER, COMMANDS_TO_HEADER, offset_header
 from blackjack.bus.topics import Topics
@@ -30,6 +31,7 @@ from blackjack.command_handler.snapshots import (
     Checkpoint,
     CheckpointSigner,
     CheckpointTrust,
+    SealedSnapshot,
     SnapshotCodec,
     SnapshotError,
     checkpoint_key,
@@ -266,9 +268,11 @@ def _made_by(
     store: PartitionStore,
     accepted: dict[tuple[str, str], CommandResult],
     answered: set[tuple[str, str]],
+    eventless: set[str],
 ) -> set[str]:
     """The streams made after the checkpoint by a command whose answer is among those read:
-    before that answer, each did not exist. Not one the checkpoint's snapshots hold: a
+    before that answer, each did not exist. Not one the checkpoint's snapshots hold, nor,
+    read from the whole log, one whose snapshot on the topic has no event (``eventless``): a
     release before this one made a stream for a command at a stream that did not exist, which
     has no event until its first. (One whose first event's answer the results topic no longer
     holds existed before every answer it holds.)"""
@@ -278,7 +282,25 @@ def _made_by(
         if result.first_sequence == 1
         and (stream_id, command_id) in answered
         and stream_id not in store.snapshot_bytes
+        and stream_id not in eventless
     }
+
+
+def _eventless(snapshots: Mapping[str, bytes], strays_key: str) -> set[str]:
+    """The streams whose snapshot folded no event (sequence 0, in the record's clear part):
+    only a release before this one wrote such a snapshot, of a stream it made for a command
+    at a stream that did not exist (``StrayAnswers``'s record aside). Read so where the
+    checkpoint is not used: the stream existed before its first event, as that checkpoint
+    would say."""
+    eventless: set[str] = set()
+    for stream_id, raw in snapshots.items():
+        try:
+            sequence = SealedSnapshot.model_validate_json(raw).sequence
+        except ValidationError:
+            continue  # not one to open anyway (the whole log makes the stream)
+        if sequence == 0 and stream_id != strays_key:
+            eventless.add(stream_id)
+    return eventless
 
 
 def _stray(store: PartitionStore, result: CommandResult, made: set[str], window: int) -> bool:
@@ -493,6 +515,9 @@ class _PartitionRead:
             tp.topic: [] for tp in (self.snapshots_tp, self.events_tp, self.results_tp)
         }
         """the offsets of the records of each topic aiokafka cannot read, stepped over"""
+        self.eventless: set[str] = set()
+        """read from the whole log: the streams the release before made with no event
+        (``_eventless``)"""
 
     def _read(
         self, tp: TopicPartition, start: int, end: int, *, counted: bool = True
@@ -533,6 +558,7 @@ class _PartitionRead:
             # accepts).
             for raw in self.store.cold.values():
                 self.codec.decode(raw)
+        self.eventless = _eventless(self.store.cold, self.store.strays_key)
         self.store.cold.clear()
 
     def open_snapshots(self) -> int:
@@ -630,7 +656,7 @@ class _PartitionRead:
             stream = store.get(stream_id)
             if (stream_id, command_id) not in answered and command_id not in stream.results:
                 stream.remember(result, dedup_window)
-        made = _made_by(store, accepted, answered)
+        made = _made_by(store, accepted, answered, self.eventless)
         for result in answers:
             if _stray(store, result, made, dedup_window):
                 continue
