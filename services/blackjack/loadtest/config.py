@@ -6,8 +6,9 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
-from blackjack.bus.settings import DEFAULT_BOOTSTRAP, PLAINTEXT, KafkaSecurity
-from blackjack.client import PRODUCER_BATCH_BYTES
+from blackjack.bus.settings import DEFAULT_BOOTSTRAP, PLAINTEXT, KafkaSecurity, KafkaSettings
+from blackjack.bus.topics import Topics
+from blackjack.client import PRODUCER_BATCH_BYTES, BlackjackClient
 from blackjack.domain.rules import PRESETS, Rules, preset
 
 Emit = Callable[[dict[str, Any]], None]
@@ -47,3 +48,15 @@ class LoadConfig:
 
     def stake(self) -> int:
         return self.bet if self.bet is not None else self.rules().min_bet
+
+    def players_client(self, settings: KafkaSettings) -> BlackjackClient:
+        """The one client the run's players send through (ours and the echo's alike), with
+        this run's producer batches."""
+        return BlackjackClient(
+            settings.bootstrap,
+            Topics(settings.topic_prefix),
+            client_id=f"{settings.topic_prefix}client",
+            security=settings.security,
+            max_batch_size=self.batch_bytes,
+            linger_ms=self.linger_ms,
+        )

@@ -17,7 +17,6 @@ from aiokafka.abc import ConsumerRebalanceListener
 
 from blackjack.bus.settings import TRANSACTION_RETRY_BACKOFF_MS, KafkaSettings
 from blackjack.bus.topics import Topics
-from blackjack.client import BlackjackClient
 from blackjack.domain import commands as cmd
 from blackjack.loadtest.config import MAX_BATCH, POLL_MS, LoadConfig
 from blackjack.loadtest.figures import Phase
@@ -129,14 +128,7 @@ async def run_baseline(
     """The same clients send each table's own commands again, one at a time, to the echo."""
     topics = Topics(settings.topic_prefix)
     server = EchoServer(settings, f"{settings.topic_prefix}echo", config)
-    client = BlackjackClient(
-        settings.bootstrap,
-        topics,
-        client_id=f"{settings.topic_prefix}client",
-        security=settings.security,
-        max_batch_size=config.batch_bytes,
-        linger_ms=config.linger_ms,
-    )
+    client = config.players_client(settings)
     warmup: defaultdict[str, list[cmd.TableCommand]] = defaultdict(list)
     measured: defaultdict[str, list[cmd.TableCommand]] = defaultdict(list)
     for number, one in enumerate(sent):

@@ -9,7 +9,6 @@ from prometheus_client import REGISTRY
 
 from blackjack.bus.settings import KafkaSettings
 from blackjack.bus.topics import Topics
-from blackjack.client import BlackjackClient
 from blackjack.command_handler.config import HandlerConfig
 from blackjack.command_handler.service import CommandHandler
 from blackjack.domain.state import TableState
@@ -65,14 +64,7 @@ async def run_ours(config: LoadConfig, settings: KafkaSettings, shoe_key: str) -
         ShoeSeal.from_hex(shoe_key),
         settings.security,
     )
-    client = BlackjackClient(
-        settings.bootstrap,
-        topics,
-        client_id=f"{settings.topic_prefix}client",
-        security=settings.security,
-        max_batch_size=config.batch_bytes,
-        linger_ms=config.linger_ms,
-    )
+    client = config.players_client(settings)
     sent: list[Sent] = []
     phase = Phase()
     await handler.start()
