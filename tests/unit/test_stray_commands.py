@@ -25,7 +25,7 @@ from blackjack.command_handler.snapshots import (
     checkpoint_key,
     snapshots_digest,
 )
-from blackjack.command_handler.streams import StrayAnswers, Stream, strays_key
+from blackjack.command_handler.streams import PartitionStore, StrayAnswers, Stream, strays_key
 from blackjack.domain import commands as cmd
 from blackjack.domain.rejections import Rejection
 from blackjack.domain.state import INITIAL_STATE
@@ -243,3 +243,24 @@ async def test_a_rebuild_from_the_whole_log_keeps_a_stream_the_release_before_ma
     handler.store = store
     again = handler.send("old", cmd.SitDown(player_id="ann"), "old-2", T0)
     assert again.duplicate and _answer_bytes(again) == _answer_bytes(first)
+
+
+def test_one_question_answers_a_held_stream_s_window_else_the_partition_s_strays() -> None:
+    """``PartitionStore.answered``: the processor and ``answers.handled_before`` both ask it
+    (the held stream's answer, else the partition's answers kept for a stream that does not
+    exist), the processor for the stream too."""
+    store = PartitionStore(0, codec=CODEC)
+    held = Stream("held", INITIAL_STATE, sequence=1)
+    kept = CommandResult(command_id="c", stream_id="held", status="accepted", handled_at=T0)
+    held.remember(kept, 4)
+    store.streams["held"] = held
+    stray = kept.model_copy(update={"stream_id": "nowhere", "status": "rejected"})
+    store.remember_stray(stray, 4)
+    assert store.answered("held", "c") == (held, kept)
+    assert store.answered("held", "other") == (held, None)
+    assert store.answered("nowhere", "c") == (None, stray)
+    assert store.answered("nowhere", "other") == (None, None)
+    assert store.count() == 1  # asking made no stream
+    assert store.freeze("held", 0.0, lambda _: False)  # cold: thawed to answer
+    stream, answer = store.answered("held", "c")
+    assert stream is store.streams["held"] and answer == kept

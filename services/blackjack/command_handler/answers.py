@@ -63,10 +63,7 @@ def handled_before(store: PartitionStore, parsed: Unparsed) -> CommandResult | N
         return None
     if is_clock_disconnect_id(command_id):
         return None
-    if store.holds(stream_id):
-        original = store.get(stream_id).results.get(command_id)
-    else:  # a stream that does not exist: the partition's answers for it, if any
-        original = store.strays.get(stream_id, command_id)
+    _, original = store.answered(stream_id, command_id)
     if original is None or (
         original.player_id is not None and original.player_id != parsed.player_id
     ):

@@ -108,13 +108,9 @@ class Processor(Deciding):
             return Handled(result=result, command_type=kind, outgoing=[record])
         # A stream that does not exist is made only if the command writes its first events:
         # its answer is otherwise kept with the partition's (``StrayAnswers``), bounded.
-        held = store.holds(envelope.stream_id)
-        if held:
-            stream = store.get(envelope.stream_id)
-            original = stream.results.get(envelope.command_id)
-        else:
-            stream = Stream(envelope.stream_id, initial_state(envelope.stream_id))
-            original = store.strays.get(envelope.stream_id, envelope.command_id)
+        existing, original = store.answered(envelope.stream_id, envelope.command_id)
+        held = existing is not None
+        stream = existing or Stream(envelope.stream_id, initial_state(envelope.stream_id))
         if original is not None and another_player_s(original, command, signed):
             # Not a copy: answered, not remembered (a rebuild keeps the same window), and
             # the id stays the first player's, whose copies get the original result.

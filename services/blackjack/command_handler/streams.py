@@ -388,6 +388,19 @@ class PartitionStore:
         made a stream for every command), hot or cold."""
         return stream_id in self.streams or stream_id in self.cold
 
+    def answered(
+        self, stream_id: str, command_id: str
+    ) -> tuple[Stream | None, CommandResult | None]:
+        """The stream, if it exists (thawed and marked used, as ``get``), and the answer given
+        to ``command_id`` at it, if one is remembered: the stream's own window, else, for a
+        stream that does not exist, the partition's answers kept for it (``StrayAnswers``).
+        The one place both are asked: a command (``Processor.handle``) and a copy of one the
+        commands now refuse (``answers.handled_before``)."""
+        if self.holds(stream_id):
+            stream = self.get(stream_id)
+            return stream, stream.results.get(command_id)
+        return None, self.strays.get(stream_id, command_id)
+
     @property
     def strays_key(self) -> str:
         return strays_key(self.partition)
