@@ -20,7 +20,7 @@ import pytest
 from aiokafka import AIOKafkaConsumer, TopicPartition
 
 from blackjack.bus.settings import KafkaSettings
-from blackjack.bus.topics import Topics, delete_topics, ensure_topics
+from blackjack.bus.topics import Topics, delete_topics, ensure_topics, partition_for
 from blackjack.client import BlackjackClient
 from blackjack.command_handler.answers import remembered
 from blackjack.command_handler.clock import is_idle_timer
@@ -34,6 +34,7 @@ from blackjack.domain import events as ev
 from blackjack.domain.rejections import Rejection
 from blackjack.domain.rules import Rules
 from blackjack.domain.state import INITIAL_STATE, TableState
+from blackjack.domain.transfers import is_declines_stream
 from blackjack.domain.wallet import (
     INITIAL_WALLET,
     AnyWalletCommand,
@@ -334,6 +335,50 @@ class StreamCheck:
     inside a round in play)"""
 
 
+async def verify_declines(space: KafkaSpace, stream_id: str) -> StreamCheck:
+    """A partition's stream of buy-ins declined at tables that did not exist
+    (``ids.declines_stream``): its events, in sequence, are exactly what the pure engine
+    decides for the buy-in deposits that caused them, in the order the handler read them, on
+    a table never opened (whose state keeps the last number declined per wallet); each deposit
+    sent to an id of its partition that held no stream, answered there ``table_not_open``
+    with no sequence, once, and its copies (same id) after it the same or refused as copies."""
+    events = await stream_events(space, stream_id)
+    assert [e.sequence for e in events] == list(range(1, len(events) + 1)), "gap or duplicate"
+    causes = [e.causation_id or "" for e in events]
+    assert len(set(causes)) == len(causes), "a deposit declined twice"
+    partition = partition_for(stream_id, space.partitions)
+    commands = await commands_where(
+        space, lambda key: partition_for(key.decode(), space.partitions) == partition
+    )
+    results: dict[str, list[CommandResult]] = {}
+    for result in await all_results(space):
+        results.setdefault(result.command_id, []).append(result)
+    state: Any = INITIAL_STATE
+    declined = iter(events)
+    seen: set[str] = set()
+    for envelope, received_at in commands:
+        cid = envelope.command_id
+        if cid not in causes or cid in seen:
+            continue
+        seen.add(cid)
+        [answer, *copies] = [r for r in results.get(cid, []) if r.stream_id == envelope.stream_id]
+        assert answer.status == "rejected" and answer.rejection is not None, answer
+        assert answer.rejection.code == "table_not_open" and answer.first_sequence is None
+        for copy in copies:
+            assert copy == answer or (
+                copy.rejection is not None and copy.rejection.code == "transfer_already_handled"
+            ), copy
+        applied = apply(
+            state, table_command(envelope), answer.handled_at, csprng_shuffle, received_at
+        )
+        assert isinstance(applied, Applied), applied
+        event = next(declined)
+        assert applied.events == [event.data] and event.causation_id == cid, cid
+        state = applied.state
+    assert seen == set(causes), f"events with no command: {sorted(set(causes) - seen)}"
+    return StreamCheck(commands=len(seen), events=events, state=state)
+
+
 def without_marker(actual: list[Any], state: Any) -> list[Any]:
     """A command's events without the ``RoundResumed`` a handler that rebuilt the table put
     first (the shell's, not the engine's): it must sit inside the round in play before it."""
@@ -358,9 +403,17 @@ async def command_records(
     each with the broker's time of receipt the handler judged a late decision by. A buy-in's
     ``Deposit`` gets its transfer, and a ``CashOut`` its table event, from the
     ``bj_transfer`` header, as the handler gives them to the deciders."""
+    key = stream_id.encode()
+    return await commands_where(space, lambda record_key: record_key == key)
+
+
+async def commands_where(
+    space: KafkaSpace, keyed: Callable[[bytes], bool]
+) -> list[tuple[CommandEnvelope, datetime | None]]:
+    """``command_records`` of the records whose key ``keyed`` takes."""
     envelopes = []
     for record in await read_topic(space, space.topics.commands):
-        if record.key != stream_id.encode():
+        if not keyed(record.key):
             continue
         with contextlib.suppress(ValueError):
             envelope = CommandEnvelope.model_validate_json(record.value)
@@ -390,6 +443,8 @@ async def verify_stream(
     handler wrote: none lost, none twice, none extra, in sequence 1, 2, 3..., each caused by
     its command. Every command has exactly one result (``resent`` ids, sent twice on
     purpose, have the same result twice)."""
+    if is_declines_stream(stream_id):
+        return await verify_declines(space, stream_id)
     commands = await command_records(space, stream_id)
     results: dict[str, list[CommandResult]] = {}
     for result in await all_results(space):

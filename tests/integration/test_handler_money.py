@@ -10,8 +10,9 @@ from typing import Any
 
 import pytest
 
+from blackjack.bus.topics import partition_for
 from blackjack.client import BlackjackClient
-from blackjack.command_handler.ids import step_id
+from blackjack.command_handler.ids import declines_stream, step_id
 from blackjack.command_handler.service import CommandHandler
 from blackjack.domain import commands as cmd
 from blackjack.domain import events as ev
@@ -154,20 +155,29 @@ async def test_a_buy_in_the_table_refuses_comes_back_to_the_wallet(
     assert refunds[-1].balance_after == 900
     # Each step has an id derived from its cause: the deposit from the BuyInSent event, the
     # refund from the deposit. Each table declined its deposit in its own log (no money moved
-    # there), so that no copy of it is ever taken.
+    # there), so that no copy of it is ever taken; the id no table has declines it in its
+    # partition's stream of such declines (``ids.declines_stream``), refused: no stream is
+    # made for it.
     buy_in_events = [e for e in events if e.type == "BuyInSent"]
     tables = ("refuse-multi", "refuse-nowhere", "refuse-single")
     for event, table in zip(buy_in_events, tables, strict=True):
         deposit_id = step_id(event.event_id, "deposit")
         deposit = await client.result(deposit_id, timeout=30)
-        assert deposit.status == "accepted"
-        table_events = await stream_events(space, table)
+        log = table
+        if table == "refuse-nowhere":
+            assert deposit.rejection is not None and deposit.status == "rejected"
+            assert deposit.rejection.code == "table_not_open"
+            assert await stream_events(space, table) == []
+            log = declines_stream(partition_for(table, space.partitions), space.partitions)
+        else:
+            assert deposit.status == "accepted"
+        table_events = await stream_events(space, log)
         [declined] = [e for e in table_events if e.causation_id == deposit_id]
         assert isinstance(declined.data, ev.TransferDeclined) and declined.data.amount == 300
         assert not any(e.type == "FundsDeposited" for e in table_events)
         refund = await client.result(step_id(deposit_id, "refund"), timeout=30)
         assert refund.status == "accepted"
-        await verify_stream(space, table)
+        await verify_stream(space, log)
     check = await verify_stream(space, wallet)
     assert check.state.balance == 900 and check.state.pending == ()
     assert len(sent) == 3

@@ -226,3 +226,33 @@ def test_buy_ins_a_table_handled_before_it_recorded_transfers_are_unverifiable()
     # A table with no deposit of the older kind has no excuse at all.
     no_deposits = [e for e in logs[TABLE] if not isinstance(e.data, ev.FundsDeposited)]
     assert len(reconcile({**logs, TABLE: no_deposits}).findings) == 4
+
+
+def test_buy_ins_declined_at_tables_that_do_not_exist_match_their_refunds() -> None:
+    """Declined in the partition's stream of such declines (``#declined/0``), not in a stream
+    made for the id: each matches the buy-in the wallet sent to that id and its refund; a
+    decline there for another amount, or for another reason, is still a finding."""
+    h = Harness()
+    h.send(WALLET, wl.WalletDeposit(player_id=PLAYER, amount=1_000))
+    for number in range(3):
+        sent = h.send(WALLET, wl.BuyIn(player_id=PLAYER, table_id=f"nowhere-{number}", amount=300))
+        [deposit] = steps(sent)
+        [refund] = steps(h.forward(deposit))
+        h.forward(refund)
+    declines = "#declined/0"
+    logs = {
+        stream: [to_wire(envelope, h.processor.seal) for envelope in h.events_of(stream)]
+        for stream in (declines, WALLET)
+    }
+    assert [e.type for e in logs[declines]] == ["TransferDeclined"] * 3
+    assert reconcile(logs).findings == []
+    more = reconcile(changed(logs, declines, ev.TransferDeclined, amount=200)).findings
+    assert [f.message for f in more] == [
+        "buy-in wallet:eve/3: the wallet sent 3.00 of eve to nowhere-2, the table handled "
+        "2.00 of eve"
+    ]
+    other = reconcile(changed(logs, declines, ev.TransferDeclined, reason_code="not_seated"))
+    assert [f.message for f in other.findings] == [
+        "buy-in wallet:eve/3: the wallet sent 3.00 of eve to nowhere-2, the table handled "
+        "3.00 of eve"
+    ]

@@ -104,7 +104,8 @@ class AuditReport:
         checks = sum(r.checks for r in self.replays)
         wallets = sum(1 for r in self.replays if is_wallet_stream(r.stream_id))
         tables = sum(1 for r in self.replays if r.state.opened)
-        # a stream no table was opened under holds at most a buy-in it declined
+        # a stream no table was opened under holds only buy-ins it declined: one a release
+        # before made for an id no one opened, or a partition's ``#declined/<partition>``
         others = len(self.replays) - wallets - tables
         lines = [
             f"Audit of {self.topic}: {self.events} events, {tables} tables, "

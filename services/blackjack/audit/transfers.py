@@ -6,7 +6,8 @@ than the tables paid out. This matches every single movement across the two logs
 
 - a table took or declined a buy-in (``FundsDeposited`` / ``TransferDeclined`` naming
   ``wallet:<player>/<n>``) only if that wallet sent buy-in ``n`` to that table, for that
-  player and amount, and only once;
+  player and amount, and only once (a buy-in sent to a table that did not exist is declined
+  ``table_not_open`` in its partition's stream of such declines, ``#declined/<partition>``);
 - a wallet closed buy-in ``n`` as completed only if the table took it, and as refunded only
   if the table declined it;
 - a wallet received a cash-out naming a table event (``CashOutReceived.table_sequence``) only
@@ -32,7 +33,7 @@ from blackjack.audit.replayed import Finding
 from blackjack.audit.words import money
 from blackjack.domain import events as ev
 from blackjack.domain import wallet as wl
-from blackjack.domain.transfers import transfer_origin
+from blackjack.domain.transfers import is_declines_stream, transfer_origin
 from blackjack.messages.wire import WireEnvelope
 
 
@@ -177,7 +178,7 @@ class _Movements:
             elif buy_in is None:
                 self.find(envelope, f"buy-in {e.transfer}: {wallet} never sent it")
             elif (buy_in.table_id, buy_in.player_id, buy_in.amount) != (
-                envelope.stream_id,
+                _handled_at(envelope, e, buy_in.table_id),
                 e.player_id,
                 e.amount,
             ):
@@ -246,6 +247,18 @@ class _Movements:
                     f"cash-out of {money(cash_out.amount, cur)} for {cash_out.player_id} from "
                     f"{where}, which {paid}",
                 )
+
+
+def _handled_at(
+    envelope: WireEnvelope, e: ev.FundsDeposited | ev.TransferDeclined, sent_to: str
+) -> str:
+    """The table that handled the buy-in: the stream of the event, except a decline in a
+    partition's stream of buy-ins sent to tables that did not exist (``table_not_open``),
+    which answers for the table the wallet sent it to."""
+    declined_nowhere = isinstance(e, ev.TransferDeclined) and e.reason_code == "table_not_open"
+    if declined_nowhere and is_declines_stream(envelope.stream_id):
+        return sent_to
+    return envelope.stream_id
 
 
 def _before_transfers(table: _Table | None, buy_in: _Sent | None) -> bool:

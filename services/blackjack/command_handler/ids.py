@@ -6,8 +6,10 @@ from __future__ import annotations
 
 import hashlib
 import uuid
+from functools import cache
 
-from blackjack.domain.transfers import buy_in_ref
+from blackjack.bus.topics import partition_for
+from blackjack.domain.transfers import DECLINES_PREFIX, buy_in_ref
 from blackjack.domain.wallet import wallet_stream
 
 EVENT_ID_NAMESPACE = uuid.UUID("6f1d6c8e-4b0a-5b8e-9d1e-2a7c3f0b9e41")
@@ -50,3 +52,17 @@ def is_step_id(command_id: str) -> bool:
     event ids), so an unsigned command must not take one first and leave the step answered
     with its result."""
     return command_id.rpartition(".")[2] in STEPS and "." in command_id
+
+
+@cache
+def declines_stream(partition: int, partitions: int) -> str:
+    """The stream that keeps the buy-ins ``partition`` declined at tables that do not exist
+    (``domain.transfers.DECLINES_PREFIX``): ``#declined/<partition>``, or the first
+    ``#declined/<partition>.<n>`` that the partitioner puts on that partition, so its events
+    lie on the events partition a rebuild of ``partition`` reads, as every stream's do."""
+    base = f"{DECLINES_PREFIX}{partition}"
+    candidate, number = base, 0
+    while partition_for(candidate, partitions) != partition:
+        number += 1
+        candidate = f"{base}.{number}"
+    return candidate

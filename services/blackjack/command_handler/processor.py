@@ -46,15 +46,23 @@ from blackjack.command_handler.answers import (
 )
 from blackjack.command_handler.authorization import authorize, overtaken_disconnect, reserved_id
 from blackjack.command_handler.decision import Deciding
-from blackjack.command_handler.ids import transfer_ref
+from blackjack.command_handler.ids import declines_stream, transfer_ref
 from blackjack.command_handler.reading import ANSWER_KEY_MAX_BYTES, Inbound, Unparsed, parse
 from blackjack.command_handler.records import Outgoing
 from blackjack.command_handler.signing import CommandSigner
 from blackjack.command_handler.streams import PartitionStore, Stream, initial_state, kept_by_id
 from blackjack.domain import commands as cmd
 from blackjack.domain import events as ev
+from blackjack.domain.rejections import Rejection
+from blackjack.domain.state import TableState
+from blackjack.domain.transfers import transfer_origin
 from blackjack.domain.wallet import CashOut
-from blackjack.messages.envelope import CommandEnvelope, CommandResult, EventEnvelope
+from blackjack.messages.envelope import (
+    CommandEnvelope,
+    CommandResult,
+    EventEnvelope,
+    StreamCommand,
+)
 from blackjack.messages.sealing import ShoeSeal
 from blackjack.table import Shuffler
 
@@ -135,6 +143,9 @@ class Processor(Deciding):
             ref = None if transfer is None else transfer_ref(command.player_id, transfer)
             command = command.model_copy(update={"transfer": ref})
             envelope = envelope.model_copy(update={"command": command})
+            if buy_in and not held:
+                assert transfer is not None
+                return self._declined_nowhere(store, envelope, transfer, key, inbound, now)
         if isinstance(command, CashOut):
             # Which table event paid it out comes from the signed header, never the body (a
             # cash-out from an older handler has none: ``streams.kept_by_id``).
@@ -151,7 +162,11 @@ class Processor(Deciding):
         )
         events: list[EventEnvelope] = []
         outgoing: list[Outgoing] = []
-        rejection = authorize(command, stream, signed) or overtaken_disconnect(envelope, stream)
+        rejection = (
+            authorize(command, stream, signed)
+            or overtaken_disconnect(envelope, stream)
+            or self._copy_declined_nowhere(store, command, inbound.partition)
+        )
         if rejection is None and isinstance(command, cmd.CloseInterruptedRound):
             # How long the round has waited comes from the log, never from the body.
             command = command.model_copy(update={"idle_since": stream.touched_at})
@@ -206,6 +221,96 @@ class Processor(Deciding):
         copy = signed and rejection is not None and rejection.code in COPY_REFUSALS
         return Handled(
             result=result, command_type=kind, events=events, outgoing=outgoing, duplicate=copy
+        )
+
+    def _declines(self, store: PartitionStore, partition: int) -> Stream | None:
+        """The partition's stream of buy-ins declined at tables that did not exist, if it has
+        declined one (``ids.declines_stream``)."""
+        stream_id = declines_stream(partition, self.partitions)
+        return store.get(stream_id) if store.holds(stream_id) else None
+
+    def _copy_declined_nowhere(
+        self, store: PartitionStore, command: StreamCommand, partition: int
+    ) -> Rejection | None:
+        """A buy-in's deposit numbered at or below the last one of its wallet this partition
+        declined at a table that did not exist: a copy (a wallet's deposits reach a partition
+        in the order it numbered them, ``domain.transfers``), refused even at a table opened
+        since under the id it was sent to, which never saw it."""
+        if not isinstance(command, cmd.Deposit) or command.transfer is None:
+            return None
+        declines = self._declines(store, partition)
+        if declines is None or not isinstance(declines.state, TableState):
+            return None
+        wallet, number = transfer_origin(command.transfer)
+        last = declines.state.buy_ins.get(wallet, 0)
+        if number > last:
+            return None
+        return Rejection(
+            code="transfer_already_handled",
+            message=f"buy-in {command.transfer} was already declined here, sent to a table "
+            f"that did not exist (the last one from {wallet} declined so was number {last})",
+        )
+
+    def _declined_nowhere(  # noqa: PLR0917
+        self,
+        store: PartitionStore,
+        envelope: CommandEnvelope,
+        transfer: int,
+        key: bytes,
+        inbound: Inbound,
+        now: datetime,
+    ) -> Handled:
+        """A buy-in's deposit at a table that does not exist: declined, and its money sent back
+        to the wallet, without making a stream for the id. The decline is an event of the
+        partition's stream of such declines (``ids.declines_stream``), a table never opened
+        whose state keeps the last buy-in number it declined from each wallet: a copy of the
+        deposit, however late, is refused by it (``transfer_already_handled``, no refund),
+        here and at a table opened later under that id (``_copy_declined_nowhere``). The answer
+        is the partition's (``StrayAnswers``): rejected ``table_not_open``, no sequence."""
+        command = envelope.command
+        assert isinstance(command, cmd.Deposit)
+        declines_id = declines_stream(inbound.partition, self.partitions)
+        held = store.holds(declines_id)
+        declines = (
+            store.get(declines_id) if held else Stream(declines_id, initial_state(declines_id))
+        )
+        events: list[EventEnvelope] = []
+        outgoing: list[Outgoing] = []
+        rejection = self._decide(
+            envelope, declines, now, events, outgoing, received_at=inbound.received_at
+        )
+        declined = next((e.data for e in events if isinstance(e.data, ev.TransferDeclined)), None)
+        if declined is not None:
+            if not held:
+                store.made(declines)
+            store.dirty.add(declines_id)
+            rejection = Rejection(
+                code=declined.reason_code,
+                message=f"{declined.message}: buy-in {declined.transfer} is declined and its "
+                "money goes back to the wallet",
+            )
+        assert rejection is not None and (declined is not None or not events)
+        result = CommandResult(
+            command_id=envelope.command_id,
+            stream_id=envelope.stream_id,
+            correlation_id=envelope.correlation_id,
+            status="rejected",
+            rejection=rejection,
+            handled_at=now,
+        )
+        store.since_checkpoint += 1
+        if remembered(result):
+            store.remember_stray(result, self.dedup_window)
+        outgoing.append(self._result_record(result, key, inbound.partition))
+        if declined is not None:
+            outgoing.append(self._buy_in_answer(envelope, command, transfer, declined, now))
+        copy = rejection.code in COPY_REFUSALS
+        return Handled(
+            result=result,
+            command_type=str(command.type),
+            events=events,
+            outgoing=outgoing,
+            duplicate=copy,
         )
 
     def _unparsed(

@@ -40,6 +40,7 @@ from blackjack.command_handler.snapshots import (
 from blackjack.command_handler.spill import SpilledStreams
 from blackjack.command_handler.streams import PartitionStore
 from blackjack.domain.state import TableState
+from blackjack.domain.transfers import is_declines_stream
 from blackjack.messages.envelope import CommandResult, EventEnvelope
 from blackjack.messages.sealing import ShoeSeal
 from blackjack.messages.wire import decode, from_wire, not_the_service_s
@@ -474,8 +475,10 @@ class _Events:
     foreign: list[int] = field(default_factory=list)
 
     def accept(self, envelope: EventEnvelope) -> None:
-        """The event's command (its causation), accepted; its answer spans its events."""
-        if not envelope.causation_id:
+        """The event's command (its causation), accepted; its answer spans its events. Not a
+        decline of the partition's stream of buy-ins sent to tables that did not exist: its
+        command was another stream's, answered ``table_not_open`` there (a stray answer)."""
+        if not envelope.causation_id or is_declines_stream(envelope.stream_id):
             return
         key = (envelope.stream_id, envelope.causation_id)
         first = self.accepted.get(key)

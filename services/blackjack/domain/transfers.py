@@ -11,6 +11,17 @@ from __future__ import annotations
 
 from collections.abc import Iterable
 
+DECLINES_PREFIX = "#declined/"
+"""The stream of a partition's buy-ins declined at tables that do not exist
+(``command_handler.ids.declines_stream``): no command can name it (``#``), and it is a table
+never opened, whose state keeps the last buy-in number it declined from each wallet."""
+
+
+def is_declines_stream(stream_id: str) -> bool:
+    """Whether ``stream_id`` is a partition's stream of buy-ins declined at tables that do not
+    exist: its ``TransferDeclined`` events answer buy-ins the wallets sent to other ids."""
+    return stream_id.startswith(DECLINES_PREFIX)
+
 
 def buy_in_ref(wallet_stream: str, number: int) -> str:
     """``wallet:<player>/<number>``: the wallet stream and its buy-in number."""
