@@ -219,6 +219,13 @@ class PrivateBroker:
         settings = " ".join(f"{name}={shlex.quote(value)}" for name, value in self.env.items())
         return f"{settings} bash {shlex.quote(str(KAFKA_SCRIPT))} {action}"
 
+    def sasl(self) -> SaslListener:
+        """Its SASL_SSL listener (``kafka_sasl`` for this broker): TLS with the certificate
+        kafka.sh made in its directory, and the dev credentials."""
+        return SaslListener(
+            f"{LOOPBACK}:{self.env['KAFKA_SASL_PORT']}", str(self.directory / "tls" / "ca.pem")
+        )
+
     def kill_command(self) -> str:
         """The shell command that kills the broker's process (SIGKILL: a crash)."""
         return f"kill -9 $(cat {shlex.quote(str(self.directory / 'kafka.pid'))})"

@@ -9,6 +9,7 @@ No timing threshold (the figures depend on the machine): only that they are meas
 
 from __future__ import annotations
 
+import json
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -117,3 +118,55 @@ def test_the_command_line_takes_the_drills_options() -> None:
     assert (args.tables, args.down, args.partitions) == (3, 5.0, 3)
     assert args.stop_broker == "systemctl stop kafka"
     assert args.start_broker.endswith("deploy/kafka/kafka.sh up")
+
+
+def test_over_sasl_ssl_as_the_service_connects_the_proof_holds(
+    private_broker: PrivateBroker,
+    monkeypatch: pytest.MonkeyPatch,
+    capsys: pytest.CaptureFixture[str],
+    logging_left_as_it_was: None,  # the command line configures the logs into capsys's stream
+) -> None:
+    """As ``blackjack loadtest`` and ``takeover``: the handlers, players, proof and projection
+    worker connect with the service's BLACKJACK_KAFKA_* settings, here the SASL_SSL listener
+    of the test's own broker, the only one the drill stops and starts (``outage`` spoke
+    PLAINTEXT only, whatever the settings said)."""
+    listener = private_broker.sasl()
+    for name, value in {
+        "BLACKJACK_KAFKA_BOOTSTRAP": listener.bootstrap,
+        "BLACKJACK_KAFKA_SECURITY_PROTOCOL": "SASL_SSL",
+        "BLACKJACK_KAFKA_SASL_USERNAME": listener.username,
+        "BLACKJACK_KAFKA_SASL_PASSWORD": listener.password,
+        "BLACKJACK_KAFKA_SSL_CAFILE": listener.cafile,
+    }.items():
+        monkeypatch.setenv(name, value)
+    command = ["outage", "--tables", "2", "--partitions", "2", "--down", "2", "--settle", "1"]
+    brokers = [
+        ("--stop-broker", private_broker.kill_command()),
+        ("--start-broker", private_broker.command("up")),
+    ]
+    assert main([*command, *(part for option in brokers for part in option)]) == 0
+    lines = [json.loads(text) for text in capsys.readouterr().out.splitlines()]
+    [setup] = [one for one in lines if one["kind"] == "setup"]
+    assert (setup["bootstrap"], setup["security"]) == (listener.bootstrap, "SASL_SSL")
+    assert setup["stop_broker"] == private_broker.kill_command()
+    [proof] = [one for one in lines if one["kind"] == "proof"]
+    assert proof["ok"], proof["problems"]
+    assert proof["tables_fold_equal"] == proof["tables_money_conserved"] == 2
+    [folded] = [one for one in lines if one["kind"] == "read_model"]
+    assert folded["equal_to_rebuild"] and folded["money_conserved"], folded
+    [outage] = [one for one in lines if one["kind"] == "outage"]
+    assert outage["all_answered_after_up_s"] >= 0
+
+
+def test_the_default_commands_take_the_local_broker_s_sasl_listener_as_its_own(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """The default commands stop the local broker: over SASL_SSL, ``--bootstrap`` names its
+    SASL_SSL listener (KAFKA_SASL_PORT, KAFKA_PORT + 2 by default), the same broker."""
+    from blackjack.loadtest.cli import local_listeners  # (here: new with the check)
+
+    monkeypatch.setenv("KAFKA_PORT", "9092")
+    monkeypatch.delenv("KAFKA_SASL_PORT", raising=False)
+    assert local_listeners() == ("127.0.0.1:9092", "127.0.0.1:9094")
+    monkeypatch.setenv("KAFKA_SASL_PORT", "9300")
+    assert local_listeners() == ("127.0.0.1:9092", "127.0.0.1:9300")

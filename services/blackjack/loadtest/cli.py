@@ -93,18 +93,26 @@ def _takeover(args: argparse.Namespace) -> int:
     return _reported(args, lambda emit: run_takeover(config, emit))
 
 
+def local_listeners() -> tuple[str, str]:
+    """The local broker's listeners, as ``deploy/kafka/kafka.sh`` opens them: PLAINTEXT on
+    KAFKA_PORT (9092) and SASL_SSL on KAFKA_SASL_PORT (KAFKA_PORT + 2)."""
+    port = os.environ.get("KAFKA_PORT", "9092")
+    sasl = os.environ.get("KAFKA_SASL_PORT", "") or str(int(port) + 2)
+    return f"127.0.0.1:{port}", f"127.0.0.1:{sasl}"
+
+
 def _outage(args: argparse.Namespace) -> int:
     from blackjack.loadtest import outage
 
-    local = f"127.0.0.1:{os.environ.get('KAFKA_PORT', '9092')}"
+    local = local_listeners()
     defaults = args.stop_broker.startswith(LOCAL_BROKER) or args.start_broker.startswith(
         LOCAL_BROKER
     )
-    if defaults and args.bootstrap != local:
+    if defaults and args.bootstrap not in local:
         print(
-            f"blackjack outage: --bootstrap {args.bootstrap} is not the local broker ({local}, "
-            "KAFKA_PORT), which the default commands stop and start: give --stop-broker and "
-            "--start-broker for it",
+            f"blackjack outage: --bootstrap {args.bootstrap} is not the local broker "
+            f"({' or '.join(local)}, KAFKA_PORT or KAFKA_SASL_PORT), which the default commands "
+            "stop and start: give --stop-broker and --start-broker for it",
             file=sys.stderr,
         )
         return 2
@@ -118,6 +126,7 @@ def _outage(args: argparse.Namespace) -> int:
         down_s=args.down,
         settle_s=args.settle,
         keep_topics=args.keep_topics,
+        security=KafkaSecurity.from_env(),  # as the load test's
     )
     try:
         return _reported(args, lambda emit: outage.run_outage(config, emit))
@@ -195,6 +204,10 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
         "outage",
         help="the broker stopped and started again under load: how long tables wait, and a "
         "proof that nothing was lost or done twice (on a broker the given commands control)",
+        description="Every client of the run (handlers, players, projection worker) connects "
+        "as the service does: TLS and SASL from BLACKJACK_KAFKA_SECURITY_PROTOCOL, "
+        "BLACKJACK_KAFKA_SASL_* and BLACKJACK_KAFKA_SSL_* (PLAINTEXT when unset); see "
+        "docs/load.md.",
     )
     outage.add_argument("--tables", type=_positive, default=12, help="tables played at once")
     outage.add_argument("--outages", type=_positive, default=1, help="broker stops")

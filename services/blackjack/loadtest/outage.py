@@ -22,6 +22,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from blackjack.bus.settings import PLAINTEXT, KafkaSecurity
 from blackjack.loadtest.config import Emit
 from blackjack.loadtest.drill import POLL_S, Drill, stop_all
 from blackjack.loadtest.read_model import LiveReadModel
@@ -46,6 +47,9 @@ class OutageConfig:
     timeout_s: float = 180.0
     """How long a command may go unanswered, resends included, before the run fails."""
     keep_topics: bool = False
+    security: KafkaSecurity = PLAINTEXT
+    """How every client connects (handlers, players, proof, the projection worker): the
+    service's BLACKJACK_KAFKA_* settings on the command line."""
 
 
 class BrokerCommandFailed(RuntimeError):
@@ -61,6 +65,7 @@ async def run_outage(config: OutageConfig, emit: Emit) -> dict[str, Any]:
         variant=config.variant,
         timeout_s=config.timeout_s,
         resend_after_s=config.resend_after_s,
+        security=config.security,
     )
     emit({"kind": "setup", **_public(config), "topic_prefix": drill.prefix, "handlers": 2})
     outages: list[dict[str, Any]] = []
@@ -69,7 +74,9 @@ async def run_outage(config: OutageConfig, emit: Emit) -> dict[str, Any]:
         read_model = None
         try:
             # a projection worker folds through the outage too
-            read_model = LiveReadModel(config.bootstrap, drill.prefix, Path(scratch.name))
+            read_model = LiveReadModel(
+                config.bootstrap, drill.prefix, Path(scratch.name), config.security
+            )
             await read_model.start()
             handlers = [drill.handler("a"), drill.handler("b")]
             for one in handlers:
@@ -155,4 +162,5 @@ def _public(config: OutageConfig) -> dict[str, Any]:
         "bootstrap": config.bootstrap,
         "stop_broker": config.stop_broker,
         "start_broker": config.start_broker,
+        "security": config.security.protocol,
     }

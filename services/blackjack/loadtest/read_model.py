@@ -11,6 +11,7 @@ from typing import Any
 from faststream.kafka import KafkaBroker
 
 from blackjack.audit.audit import conservation
+from blackjack.bus.settings import PLAINTEXT, KafkaSecurity
 from blackjack.projections.dump import dump
 from blackjack.projections.rebuild import read_topic, rebuild
 from blackjack.projections.settings import ProjectionSettings
@@ -20,7 +21,14 @@ from blackjack.projections.writer import Position, ProjectionWriter, Record
 
 
 class LiveReadModel:
-    def __init__(self, bootstrap: str, topic_prefix: str, directory: Path) -> None:
+    def __init__(
+        self,
+        bootstrap: str,
+        topic_prefix: str,
+        directory: Path,
+        security: KafkaSecurity = PLAINTEXT,
+    ) -> None:
+        """``security``: how the worker and the rebuild's reader connect (the drill's)."""
         self.directory = directory
         self.store = ProjectionStore(f"sqlite+aiosqlite:///{directory / 'live.db'}")
         self.writer = ProjectionWriter(self.store)
@@ -30,6 +38,7 @@ class LiveReadModel:
             topic_prefix=topic_prefix,
             group_id=f"{topic_prefix}projections",
             batch=100,
+            security=security,
         )
         self._broker: KafkaBroker | None = None
 
@@ -51,12 +60,15 @@ class LiveReadModel:
             for record in records:
                 written[record.position] = max(written.get(record.position, 0), record.offset + 1)
 
-        await read_topic(self.settings.bootstrap, topic, note)
+        security = self.settings.security
+        await read_topic(self.settings.bootstrap, topic, note, security=security)
         await self.writer.wait_for(written, timeout)
         scratch = ProjectionStore(f"sqlite+aiosqlite:///{self.directory / 'rebuilt.db'}")
         try:
             await scratch.migrate()
-            await rebuild(ProjectionWriter(scratch), self.settings.bootstrap, topic)
+            await rebuild(
+                ProjectionWriter(scratch), self.settings.bootstrap, topic, security=security
+            )
             async with scratch.reading() as connection:
                 rebuilt = (await dump(connection)).text()
         finally:
