@@ -24,7 +24,10 @@ Order of the checks, each a typed rejection on the results topic:
 4. the decider (table or wallet): accepted with its events, or its typed rejection. Copies of
    the other money steps are refused here, by what they carry (``transfer_already_handled``
    for a buy-in's deposit or a cash-out, ``unknown_transfer`` for a confirm or refund), and
-   nothing else is done, not even the buy-in's confirm or refund.
+   nothing else is done, not even the buy-in's confirm or refund. A buy-in's deposit at a
+   stream that does not exist is decided by the partition's stream of such declines
+   (``ids.declines_stream``), which makes no stream for the id; one numbered at or below the
+   last of its wallet declined there is refused as a copy at any table of the partition.
 
 Each step has its module: 1. ``reading``, 2. ``answers`` (which answers a stream remembers),
 3. ``authorization``, 4. ``decision``, which writes the records (``records``) under the ids
