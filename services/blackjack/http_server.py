@@ -1,5 +1,12 @@
 """uvicorn for the service's HTTP endpoints, with the process's shutdown left to its caller.
 
+``http_config`` builds uvicorn's configuration for every HTTP endpoint the service serves
+(``blackjack serve``, ``blackjack projections run --http``): its ``JsonH11Protocol`` answers a
+request uvicorn cannot parse with the API's typed JSON error instead of uvicorn's text/plain
+400, and closes a connection whose request head has not all come within
+``HEAD_TIMEOUT_S`` (a client trickling its headers, or connecting and sending nothing, held
+the connection, and its file descriptor, for as long as it liked).
+
 uvicorn (0.29 and later) raises a SIGTERM or SIGINT it caught again once it has shut down,
 and with the default handler back in place that kills the process there: whatever the
 caller does after ``serve()`` returns (a projection worker leaving its consumer group and
@@ -11,13 +18,143 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import json
 import threading
 from collections.abc import Callable, Iterator
+from http import HTTPStatus
 from types import FrameType
+from typing import Any
 
+import h11
+import structlog
 import uvicorn
+from uvicorn.protocols.http.h11_impl import H11Protocol
 
 from blackjack.stopping import STOP_SIGNALS, on_stop_signal
+
+log = structlog.get_logger("blackjack.http")
+
+HEAD_TIMEOUT_S = 10.0
+"""How long a connection may take to send a request's line and headers, from its first byte
+(or from the connection, for its first request): a client on a slow link sends a head of a
+few hundred bytes in far less. Idle between requests, uvicorn's keep-alive timeout (5 s)
+closes it first."""
+
+LINGER_S = 2.0
+"""How long a refused connection's further bytes are read and dropped before it is closed."""
+
+REFUSED = {
+    431: ("request_too_large", "the request line or headers are too large"),
+    408: ("request_timeout", f"the request's line and headers took over {HEAD_TIMEOUT_S:g} s"),
+}
+"""Answers to requests that never reached the app, by status; any other is 400 below."""
+BAD_REQUEST = ("bad_request", "the request is not valid HTTP/1.1")
+
+
+class _Connection(h11.Connection):
+    """h11's connection, remembering why it refused the client's bytes: uvicorn only says
+    that it did, and its answer is a 400 whatever h11's hint (431 for a head too large)."""
+
+    refused: h11.RemoteProtocolError | None = None
+
+    def next_event(self) -> Any:
+        try:
+            return super().next_event()
+        except h11.RemoteProtocolError as error:
+            self.refused = error
+            raise
+
+
+def _refusal(status: int) -> bytes:
+    """A whole HTTP/1.1 response, written without h11 (whose state may not allow one)."""
+    code, message = REFUSED.get(status, BAD_REQUEST)
+    body = json.dumps({"error": {"code": code, "message": message}}).encode()
+    head = (
+        f"HTTP/1.1 {status} {HTTPStatus(status).phrase}\r\n"
+        "content-type: application/json\r\n"
+        f"content-length: {len(body)}\r\n"
+        "cache-control: no-store\r\n"
+        "connection: close\r\n\r\n"
+    )
+    return head.encode() + body
+
+
+class JsonH11Protocol(H11Protocol):
+    """uvicorn's HTTP/1.1 protocol, answering what it refuses in the API's error format
+    (``{"error": {"code", "message"}}``, as every other 4xx) and bounding the time a
+    request head may take (``head_timeout_s``)."""
+
+    head_timeout_s = HEAD_TIMEOUT_S
+
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        limit = self.config.h11_max_incomplete_event_size
+        self.conn: _Connection = _Connection(h11.SERVER, *(() if limit is None else (limit,)))
+        self._head_deadline: asyncio.TimerHandle | None = None
+        self._lingering: asyncio.TimerHandle | None = None
+
+    def connection_made(self, transport: asyncio.Transport) -> None:  # type: ignore[override]
+        super().connection_made(transport)
+        self._arm_head_deadline()
+
+    def data_received(self, data: bytes) -> None:
+        if self._lingering is not None:  # answered already: dropped
+            return
+        super().data_received(data)
+        if self.transport.is_closing():
+            self._disarm_head_deadline()
+        elif self.conn.their_state is h11.IDLE:  # a head begun, not complete: on the clock
+            self._arm_head_deadline()
+        else:
+            self._disarm_head_deadline()
+
+    def connection_lost(self, exc: Exception | None) -> None:
+        self._disarm_head_deadline()
+        if self._lingering is not None:
+            self._lingering.cancel()
+        super().connection_lost(exc)
+
+    def send_400_response(self, msg: str) -> None:
+        refused = self.conn.refused
+        status = refused.error_status_hint if refused is not None else 400
+        self._refuse(status if status in REFUSED else 400)
+
+    def _refuse(self, status: int) -> None:
+        """Answers and ends the connection, reading (and dropping) what the client still
+        sends for ``LINGER_S``: closed at once with its bytes unread, the socket resets the
+        connection, and the client may lose the answer before reading it."""
+        self._disarm_head_deadline()
+        if self.transport.is_closing() or self._lingering is not None:
+            return
+        self.transport.write(_refusal(status))
+        if not self.transport.can_write_eof():  # TLS: no half-close
+            self.transport.close()
+            return
+        self.transport.write_eof()
+        self._lingering = self.loop.call_later(LINGER_S, self.transport.close)
+
+    def _arm_head_deadline(self) -> None:
+        if self._head_deadline is None:
+            self._head_deadline = self.loop.call_later(self.head_timeout_s, self._head_too_slow)
+
+    def _disarm_head_deadline(self) -> None:
+        if self._head_deadline is not None:
+            self._head_deadline.cancel()
+            self._head_deadline = None
+
+    def _head_too_slow(self) -> None:
+        self._head_deadline = None
+        if self.conn.their_state is not h11.IDLE:  # a request is being answered
+            return
+        if self.timeout_keep_alive_task is not None:  # idle between requests: uvicorn's
+            return
+        log.info("request head too slow: connection closed", client=self.client)
+        self._refuse(408)
+
+
+def http_config(app: Any, host: str, port: int, **options: Any) -> uvicorn.Config:
+    """uvicorn's configuration of the service's HTTP endpoints (``JsonH11Protocol``)."""
+    return uvicorn.Config(app, host=host, port=port, http=JsonH11Protocol, **options)
 
 
 class Server(uvicorn.Server):

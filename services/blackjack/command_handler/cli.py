@@ -69,12 +69,10 @@ def tcp_port(text: str) -> int:
 
 
 def _serve(args: argparse.Namespace) -> int:
-    import uvicorn
-
     from blackjack.app import build_app, projection_settings
     from blackjack.bus.cut_short import close_clients_cut_short
     from blackjack.command_handler.config import HandlerConfig
-    from blackjack.http_server import Server
+    from blackjack.http_server import Server, http_config
     from blackjack.observability.logging import configure_logging
     from blackjack.stopping import stopped_before_start
 
@@ -85,13 +83,8 @@ def _serve(args: argparse.Namespace) -> int:
         return 0
     close_clients_cut_short()  # a SIGTERM during a client's start leaves nothing open
     service = build_app(handler_config, projections)
-    config = uvicorn.Config(
-        service.app,
-        host=args.host,
-        port=args.port,
-        log_config=None,
-        lifespan="on",
-        access_log=False,
+    config = http_config(
+        service.app, args.host, args.port, log_config=None, lifespan="on", access_log=False
     )
     server = Server(config, on_exit=service.start.halt)  # a SIGTERM starts nothing more
     return asyncio.run(serve_while_the_service_lives(server, service))

@@ -205,12 +205,10 @@ def _http_server(
     host: str,
     port: int,
 ) -> Server:
-    import uvicorn
-
-    from blackjack.http_server import Server
+    from blackjack.http_server import Server, http_config
 
     app = http_app(store, health, settings.api_tokens)
-    config = uvicorn.Config(app, host=host, port=port, lifespan="off", log_level="warning")
+    config = http_config(app, host, port, lifespan="off", log_level="warning")
     return Server(config)
 
 

@@ -1,0 +1,152 @@
+"""What the service's HTTP server refuses before a request reaches the app is answered in the
+API's typed JSON error too, and a client cannot hold a connection open by trickling a
+request head (or by sending nothing): over a real socket, uvicorn as ``blackjack serve`` and
+``blackjack projections run --http`` configure it (``http_server.http_config``)."""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import json
+from collections.abc import AsyncIterator, Iterator
+from pathlib import Path
+
+import pytest
+import uvicorn
+
+from blackjack.api.routes import query_api
+from blackjack.http_server import JsonH11Protocol, http_config
+from blackjack.projections.store import ProjectionStore
+from tests.integration import infra
+
+WAIT_S = 10.0
+HEAD_TIMEOUT_S = 0.4
+
+
+class _Server(uvicorn.Server):
+    @contextlib.contextmanager
+    def capture_signals(self) -> Iterator[None]:  # the test process's signals stay its own
+        yield
+
+
+class _Quick(JsonH11Protocol):
+    head_timeout_s = HEAD_TIMEOUT_S
+
+
+@contextlib.asynccontextmanager
+async def served(tmp_path: Path) -> AsyncIterator[int]:
+    """The query API on a free local port, with the service's HTTP configuration (a shorter
+    head deadline, so that the tests wait less than a second for it)."""
+    store = ProjectionStore(f"sqlite+aiosqlite:///{tmp_path}/read.db")
+    port = infra.free_port()
+    config = http_config(query_api(store), "127.0.0.1", port, lifespan="off", log_level="critical")
+    assert config.http is JsonH11Protocol  # what the service runs; the test shortens its clock
+    config.http = _Quick
+    server = _Server(config)
+    serving = asyncio.create_task(server.serve())
+    try:
+        async with asyncio.timeout(WAIT_S):
+            while not server.started:  # uvicorn has no event to await for it
+                await asyncio.sleep(0.02)
+        yield port
+    finally:
+        server.should_exit = True
+        await serving
+        await store.close()
+
+
+async def exchange(port: int, *parts: bytes, pause_s: float = 0.0) -> bytes:
+    """Everything the server sends until it closes the connection, the request sent in
+    ``parts`` with ``pause_s`` between them."""
+    reader, writer = await asyncio.open_connection("127.0.0.1", port)
+    try:
+        for index, part in enumerate(parts):
+            if index and pause_s:
+                await asyncio.sleep(pause_s)
+            writer.write(part)
+            await writer.drain()
+        async with asyncio.timeout(WAIT_S):  # before: the connection stayed open
+            return await reader.read()
+    finally:
+        writer.close()
+
+
+def answer(raw: bytes) -> tuple[int, dict[bytes, bytes], dict[str, object]]:
+    head, _, body = raw.partition(b"\r\n\r\n")
+    status_line, *lines = head.split(b"\r\n")
+    headers = dict(line.lower().split(b": ", 1) for line in lines)
+    assert int(headers[b"content-length"]) == len(body)
+    return int(status_line.split()[1]), headers, json.loads(body)
+
+
+def typed(raw: bytes, status: int, code: str) -> None:
+    got, headers, body = answer(raw)
+    assert (got, headers[b"content-type"]) == (status, b"application/json")
+    assert headers[b"connection"] == b"close"
+    error = body["error"]
+    assert isinstance(error, dict) and error["code"] == code and error["message"]
+
+
+@pytest.mark.parametrize(
+    "request_bytes",
+    [
+        b"GET /v1/players/" + b"a" * 1_000_000 + b"/wallet HTTP/1.1\r\nhost: x\r\n\r\n",
+        b"GET /v1/players/a/wallet HTTP/1.1\r\nhost: x\r\nx-big: " + b"a" * 70_000,
+    ],
+    ids=["a 1 MB request line", "a 70 kB header not ended"],
+)
+async def test_a_head_too_large_is_a_typed_431(tmp_path: Path, request_bytes: bytes) -> None:
+    async with served(tmp_path) as port:
+        typed(await exchange(port, request_bytes), 431, "request_too_large")
+
+
+@pytest.mark.parametrize(
+    "request_bytes",
+    [
+        "GET /v1/players/café/wallet HTTP/1.1\r\nhost: x\r\n\r\n".encode(),
+        b"GET /v1/players/a/wallet HTTP/1.1\r\nhost: x\r\nno colon\r\n\r\n",
+        b"GET /v1/openapi.json HTTP/1.1\r\nhost: x\r\ntransfer-encoding: chunked\r\n\r\nzz\r\n",
+        b"GET /v1/players/a%00b/wallet HTTP/1.1\x00\r\nhost: x\r\n\r\n",
+    ],
+    ids=["unescaped non-ASCII target", "header without colon", "bad chunk", "NUL in line"],
+)
+async def test_a_request_not_http_is_a_typed_400(tmp_path: Path, request_bytes: bytes) -> None:
+    async with served(tmp_path) as port:
+        typed(await exchange(port, request_bytes), 400, "bad_request")
+
+
+async def test_a_head_trickled_past_the_deadline_is_a_typed_408(tmp_path: Path) -> None:
+    # a line every quarter of the deadline, for twice the deadline (and less than the time
+    # the server then reads and drops what still comes, http_server.LINGER_S)
+    trickle = [b"GET /v1/openapi.json HTTP/1.1\r\n", *(b"x-%d: y\r\n" % n for n in range(8))]
+    async with served(tmp_path) as port:
+        typed(await exchange(port, *trickle, pause_s=HEAD_TIMEOUT_S / 4), 408, "request_timeout")
+
+
+async def test_a_connection_that_sends_nothing_is_closed_at_the_deadline(tmp_path: Path) -> None:
+    async with served(tmp_path) as port:
+        typed(await exchange(port), 408, "request_timeout")
+
+
+async def test_requests_within_the_deadline_and_an_idle_keep_alive_are_answered(
+    tmp_path: Path,
+) -> None:
+    """A head in pieces inside the deadline, then a second request on the same connection
+    after an idle pause longer than the deadline (the keep-alive's time, not the head's)."""
+    ask = b"GET /v1/openapi.json HTTP/1.1\r\nhost: x\r\n\r\n"
+    async with served(tmp_path) as port:
+        reader, writer = await asyncio.open_connection("127.0.0.1", port)
+        try:
+            for pieces in ([ask[:10], ask[10:]], [ask]):
+                for piece in pieces:
+                    writer.write(piece)
+                    await writer.drain()
+                    await asyncio.sleep(HEAD_TIMEOUT_S / 4)
+                async with asyncio.timeout(WAIT_S):
+                    head = await reader.readuntil(b"\r\n\r\n")
+                    length = int(head.lower().split(b"content-length: ")[1].split(b"\r\n")[0])
+                    body = json.loads(await reader.readexactly(length))
+                assert head.startswith(b"HTTP/1.1 200 ") and body["openapi"].startswith("3.1")
+                await asyncio.sleep(HEAD_TIMEOUT_S * 2)  # idle: uvicorn's keep-alive is 5 s
+        finally:
+            writer.close()
