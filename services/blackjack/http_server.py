@@ -5,7 +5,8 @@
 request uvicorn cannot parse with the API's typed JSON error instead of uvicorn's text/plain
 400, and closes a connection whose request head has not all come within
 ``HEAD_TIMEOUT_S`` (a client trickling its headers, or connecting and sending nothing, held
-the connection, and its file descriptor, for as long as it liked).
+the connection, and its file descriptor, for as long as it liked), or that still sends a
+request body once it has been answered (none is read; trickled, it held it as long).
 
 uvicorn (0.29 and later) raises a SIGTERM or SIGINT it caught again once it has shut down,
 and with the default handler back in place that kills the process there: whatever the
@@ -41,7 +42,8 @@ few hundred bytes in far less. Idle between requests, uvicorn's keep-alive timeo
 closes it first."""
 
 LINGER_S = 2.0
-"""How long a refused connection's further bytes are read and dropped before it is closed."""
+"""How long a connection ended by the server (a refusal, a body not read) has its further
+bytes read and dropped before it is closed."""
 
 REFUSED = {
     431: ("request_too_large", "the request line or headers are too large"),
@@ -85,6 +87,7 @@ class JsonH11Protocol(H11Protocol):
     request head may take (``head_timeout_s``)."""
 
     head_timeout_s = HEAD_TIMEOUT_S
+    linger_s = LINGER_S
 
     def __init__(self, *args: Any, **kwargs: Any) -> None:
         super().__init__(*args, **kwargs)
@@ -119,19 +122,31 @@ class JsonH11Protocol(H11Protocol):
         status = refused.error_status_hint if refused is not None else 400
         self._refuse(status if status in REFUSED else 400)
 
+    def on_response_complete(self) -> None:
+        super().on_response_complete()
+        if not self.transport.is_closing() and self.conn.their_state is h11.SEND_BODY:
+            # answered while the client still sends a body no route reads (every answer
+            # comes without reading one): uvicorn read and dropped it for as long as it
+            # came, each byte putting its keep-alive timeout off again
+            self._unset_keepalive_if_required()
+            self._end(b"")
+
     def _refuse(self, status: int) -> None:
-        """Answers and ends the connection, reading (and dropping) what the client still
-        sends for ``LINGER_S``: closed at once with its bytes unread, the socket resets the
-        connection, and the client may lose the answer before reading it."""
+        self._end(_refusal(status))
+
+    def _end(self, last: bytes) -> None:
+        """Sends ``last`` and ends the connection, reading (and dropping) what the client
+        still sends for ``linger_s``: closed at once with its bytes unread, the socket resets
+        the connection, and the client may lose the answer before reading it."""
         self._disarm_head_deadline()
         if self.transport.is_closing() or self._lingering is not None:
             return
-        self.transport.write(_refusal(status))
+        self.transport.write(last)
         if not self.transport.can_write_eof():  # TLS: no half-close
             self.transport.close()
             return
         self.transport.write_eof()
-        self._lingering = self.loop.call_later(LINGER_S, self.transport.close)
+        self._lingering = self.loop.call_later(self.linger_s, self.transport.close)
 
     def _arm_head_deadline(self) -> None:
         if self._head_deadline is None:

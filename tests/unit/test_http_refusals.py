@@ -150,3 +150,27 @@ async def test_requests_within_the_deadline_and_an_idle_keep_alive_are_answered(
                 await asyncio.sleep(HEAD_TIMEOUT_S * 2)  # idle: uvicorn's keep-alive is 5 s
         finally:
             writer.close()
+
+
+@pytest.mark.parametrize("method", [b"POST", b"GET"])
+async def test_a_body_still_coming_after_the_answer_ends_the_connection(
+    tmp_path: Path, method: bytes
+) -> None:
+    """No route reads a body: once answered, a connection whose client still sends one (a
+    byte at a time, each before uvicorn's 5 s keep-alive) is ended, not kept reading."""
+    head = b" /v1/openapi.json HTTP/1.1\r\nhost: x\r\ncontent-length: 1000000000\r\n\r\n"
+    async with served(tmp_path) as port:
+        reader, writer = await asyncio.open_connection("127.0.0.1", port)
+        try:
+            writer.write(method + head + b"abc")
+            async with asyncio.timeout(WAIT_S):
+                answered = await reader.readuntil(b"\r\n\r\n")
+                assert answered.split(b" ")[1] in (b"200", b"405")
+                while not reader.at_eof():  # before: read and dropped for as long as it came
+                    writer.write(b"x")
+                    await writer.drain()
+                    await reader.read(65536)
+        except ConnectionError:
+            pass  # closed by the server while the client still wrote: ended all the same
+        finally:
+            writer.close()
