@@ -29,7 +29,7 @@ from faststream.asgi.types import ASGIApp, Scope
 from faststream.kafka import KafkaBroker
 from prometheus_client import CONTENT_TYPE_LATEST, generate_latest
 
-from blackjack.api.routes import query_api
+from blackjack.api.routes import query_api, typed_refusals
 from blackjack.bus.contract import documentation_broker, specification
 from blackjack.bus.reachable import wait_for_brokers
 from blackjack.bus.topics import ensure_topics
@@ -253,13 +253,16 @@ def build_app(config: HandlerConfig, projections: ProjectionSettings | None = No
         # a start still running is cancelled before anything it started is stopped
         on_shutdown=[each_in_turn([start.cancel, *on_shutdown])],
     )
+    typed = typed_refusals(app)  # its own 404 and 405 are text
     if store is None or projections is None:
-        return Service(app, handler, start)
+        return Service(typed, handler, start)
 
     def migrated_already() -> bool:  # the queries answer 503 "starting" until then
         return start.passed("read model")
 
-    served = query_api(queries, fallback=app, tokens=projections.api_tokens, ready=migrated_already)
+    served = query_api(
+        queries, fallback=typed, tokens=projections.api_tokens, ready=migrated_already
+    )
     return Service(served, handler, start, health)
 
 

@@ -365,6 +365,48 @@ def _error(code: str, message: str) -> dict[str, Any]:
     return {"error": {"code": code, "message": message}}
 
 
+FALLBACK_REFUSALS = {
+    404: ("not_found", "no such resource"),
+    405: ("method_not_allowed", "this resource only answers GET"),
+}
+"""The fallback's own refusals (FastStream's 404 is text/plain 'Application doesn't support
+regular HTTP protocol.', its 405 'Method Not Allowed'), answered as the API's errors."""
+
+
+def typed_refusals(app: ASGIApp) -> ASGIApp:
+    """``app`` (the service's FastStream app: health, metrics, AsyncAPI) with a refusal of
+    ``FALLBACK_REFUSALS`` that is not JSON replaced by the API's typed error (its ``Allow``
+    header kept)."""
+
+    async def typed(scope: Scope, receive: Receive, send: Send) -> None:
+        await app(scope, receive, _typed_sending(scope, send) if scope["type"] == "http" else send)
+
+    return typed
+
+
+def _typed_sending(scope: Scope, send: Send) -> Send:
+    replaced = False
+
+    async def sending(message: Message) -> None:
+        nonlocal replaced
+        if message["type"] == "http.response.start":
+            status = message["status"]
+            headers = [(bytes(k).lower(), bytes(v)) for k, v in message.get("headers", ())]
+            json_already = any(
+                k == b"content-type" and v.startswith(b"application/json") for k, v in headers
+            )
+            if status in FALLBACK_REFUSALS and not json_already:
+                replaced = True
+                allow = [(k, v) for k, v in headers if k == b"allow"]
+                await _respond(send, scope, status, _error(*FALLBACK_REFUSALS[status]), allow)
+                return
+        elif message["type"] == "http.response.body" and replaced:
+            return  # the fallback's own text, answered above
+        await send(message)
+
+    return sending
+
+
 def _header(scope: Scope, name: bytes) -> bytes | None:
     return next((value for key, value in scope.get("headers", ()) if key.lower() == name), None)
 
