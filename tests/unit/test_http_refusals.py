@@ -14,6 +14,7 @@ from pathlib import Path
 import pytest
 import uvicorn
 
+from blackjack.api.contract import ErrorAnswer
 from blackjack.api.routes import query_api
 from blackjack.http_server import JsonH11Protocol, http_config
 from blackjack.projections.store import ProjectionStore
@@ -83,8 +84,8 @@ def typed(raw: bytes, status: int, code: str) -> None:
     got, headers, body = answer(raw)
     assert (got, headers[b"content-type"]) == (status, b"application/json")
     assert headers[b"connection"] == b"close"
-    error = body["error"]
-    assert isinstance(error, dict) and error["code"] == code and error["message"]
+    error = ErrorAnswer.model_validate(body).error  # the OpenAPI document's error
+    assert error.code == code and error.message
 
 
 @pytest.mark.parametrize(

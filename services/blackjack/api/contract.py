@@ -48,6 +48,9 @@ ErrorCode = Literal[
     "unauthenticated",
     "store_unavailable",
     "internal_error",
+    "bad_request",
+    "request_timeout",
+    "request_too_large",
 ]
 
 
@@ -57,8 +60,9 @@ class ErrorBody(_Answer):
 
 
 class ErrorAnswer(_Answer):
-    """Every error: 400 a bad parameter or round id, 401 no valid bearer token, 404 unknown,
-    405 not a GET, 503 the read model cannot serve now (try again), 500 unforeseen."""
+    """Every error: 400 a bad parameter or round id (or not HTTP the server can read), 401 no
+    valid bearer token, 404 unknown, 405 not a GET, 408 the request's headers too slow, 431
+    too large, 503 the read model cannot serve now (try again), 500 unforeseen."""
 
     error: ErrorBody
 
@@ -624,7 +628,9 @@ def _operation(
     responses["401"] = _answer("no valid bearer token (when the API has tokens)", error)
     responses["503"] = _answer("the read model cannot serve now; try again", error)
     responses["default"] = _answer(
-        "any other error (400 a bad path or a parameter given twice, 405 not a GET, 500)", error
+        "any other error (400 a bad path, a parameter given twice or a request not HTTP, 405 "
+        "not a GET, 408 headers too slow, 431 headers too large, 500)",
+        error,
     )
     return {
         "summary": summary,
