@@ -2,7 +2,8 @@
 app) refuse an unknown path or another method in the API's typed JSON error, as the query API
 does, instead of FastStream's text ('Application doesn't support regular HTTP protocol.' for
 any unknown path); what they answer is unchanged. ``blackjack serve`` with and without its
-projections (``--no-projections``, as the handlers' pods run)."""
+projections (``--no-projections``, as the handlers' pods run), and ``blackjack projections
+run --http``."""
 
 from __future__ import annotations
 
@@ -14,7 +15,10 @@ import pytest
 from blackjack.app import build_app
 from blackjack.command_handler.config import HandlerConfig
 from blackjack.messages.sealing import ShoeSeal
+from blackjack.projections.health import FoldHealth
 from blackjack.projections.settings import ProjectionSettings
+from blackjack.projections.store import ProjectionStore
+from blackjack.projections.worker import http_app
 
 
 def app(tmp_path: Path, projections: bool) -> object:
@@ -62,3 +66,31 @@ async def test_what_the_service_answers_beside_the_query_api_is_unchanged(
     assert metrics.status_code == 200 and "blackjack_commands_total" in metrics.text
     assert metrics.headers["content-type"].startswith("text/plain")
     assert document.status_code == 200 and "channels" in document.json()
+
+
+@pytest.mark.parametrize(
+    ("method", "path", "refused"),
+    [
+        ("GET", "/nope", (404, "not_found")),
+        ("GET", "/metrics/x", (404, "not_found")),
+        ("POST", "/metrics", (405, "method_not_allowed")),
+    ],
+)
+async def test_a_projection_worker_answers_its_metrics_at_metrics_only(
+    tmp_path: Path, method: str, path: str, refused: tuple[int, str]
+) -> None:
+    """``blackjack projections run --http``: prometheus-client's app answered the metrics at
+    any path (``/nope`` 200) and to any method."""
+    store = ProjectionStore(f"sqlite+aiosqlite:///{tmp_path}/read.db")
+    transport = httpx.ASGITransport(app=http_app(store, FoldHealth()))
+    try:
+        async with httpx.AsyncClient(transport=transport, base_url="http://worker") as http:
+            answer = await http.request(method, path)
+            metrics = await http.get("/metrics")
+            health = await http.get("/healthz")
+    finally:
+        await store.close()
+    assert (answer.status_code, answer.json()["error"]["code"]) == refused
+    assert answer.headers["content-type"] == "application/json"
+    assert metrics.status_code == 200 and "blackjack_projection_api_requests_total" in metrics.text
+    assert health.json() == {"status": "ok"}

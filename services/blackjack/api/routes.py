@@ -384,6 +384,23 @@ def typed_refusals(app: ASGIApp) -> ASGIApp:
     return typed
 
 
+def only_at(path: str, app: ASGIApp) -> ASGIApp:
+    """``app`` at ``path`` and to GET and HEAD only; anything else is the API's typed 404 or
+    405."""
+
+    async def served(scope: Scope, receive: Receive, send: Send) -> None:
+        if scope["type"] != "http":
+            await app(scope, receive, send)
+        elif scope["path"] != path:
+            await _respond(send, scope, 404, _error(*FALLBACK_REFUSALS[404]))
+        elif scope["method"] not in ("GET", "HEAD"):
+            await _respond(send, scope, 405, _error(*FALLBACK_REFUSALS[405]), ALLOW)
+        else:
+            await app(scope, receive, send)
+
+    return served
+
+
 def _typed_sending(scope: Scope, send: Send) -> Send:
     replaced = False
 

@@ -217,11 +217,12 @@ def http_app(store: ProjectionStore, health: FoldHealth, tokens: ApiTokens = OPE
     ``/metrics`` (Prometheus) behind it."""
     from prometheus_client import make_asgi_app
 
-    from blackjack.api.routes import query_api
+    from blackjack.api.routes import only_at, query_api
 
     return query_api(
         store,
-        fallback=probes(health, make_asgi_app()),
+        # prometheus-client's app answers the metrics at any path and to any method
+        fallback=probes(health, only_at("/metrics", make_asgi_app())),
         tokens=tokens,
         ready=lambda: not health.starting,
     )
