@@ -25,6 +25,17 @@ from blackjack.messages.wire import WireEnvelope, decode
 PAGE = 1000
 
 
+class _NoRedirects(urllib.request.HTTPRedirectHandler):
+    """The query API never redirects; urllib follows a redirect with every header the
+    request had, the bearer token included, to whatever host it names."""
+
+    def redirect_request(self, *args: Any, **kwargs: Any) -> None:
+        return None  # not followed: the 3xx is an HTTPError
+
+
+_OPENER = urllib.request.build_opener(_NoRedirects)
+
+
 class NoHistory(Exception):
     """The read model cannot give the stream's start: why, said to the player, who then
     reads the partition from its start."""
@@ -53,11 +64,12 @@ class ReadModelApi:
         if self.token is not None:
             request.add_header("Authorization", f"Bearer {self.token}")
         try:
-            with urllib.request.urlopen(request, timeout=self.timeout) as answer:
+            with _OPENER.open(request, timeout=self.timeout) as answer:
                 found: dict[str, Any] = json.loads(answer.read())
                 return found
         except urllib.error.HTTPError as error:
-            raise NoHistory(f"the query API at {self.url} answered {error.code}") from error
+            moved = " (a redirect: not followed)" if 300 <= error.code < 400 else ""
+            raise NoHistory(f"the query API at {self.url} answered {error.code}{moved}") from error
         except (OSError, ValueError) as error:  # refused, timed out, not JSON
             raise NoHistory(f"the query API at {self.url} did not answer ({error})") from error
 
