@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import json
 import logging
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -128,3 +129,32 @@ def test_errors_given_as_instances_or_messages_are_told_apart_too() -> None:
     assert not repeats.filter(line(TimeoutError("slower")))  # the same kind
     assert repeats.filter(line("Unable to verify the partition"))
     assert not repeats.filter(line("Unable to verify the partition"))
+
+
+def test_uvicorn_refusing_requests_by_the_thousand_logs_once_every_ten_seconds() -> None:
+    """uvicorn logs every request it cannot read (a client sending garbage in a loop)."""
+    now = [0.0]
+    repeats = LibraryRepeats(every=10.0, clock=lambda: now[0])
+
+    def refused() -> logging.LogRecord:
+        return logging.LogRecord(
+            "uvicorn.error", logging.WARNING, "x", 1, "Invalid HTTP request received.", (), None
+        )
+
+    assert repeats.filter(refused())
+    assert not any(repeats.filter(refused()) for _ in range(1000))
+    now[0] = 10.0
+    passed = refused()
+    assert repeats.filter(passed)
+    assert passed.getMessage().endswith("(1000 more like it left out since the last)")
+
+
+def test_a_projection_workers_http_server_logs_through_the_json_handler(tmp_path: Path) -> None:
+    """``projections run --http``: uvicorn's own text handlers (its default log_config)
+    wrote its lines as text beside the JSON ones, as ``serve`` does not."""
+    from blackjack.projections.health import FoldHealth
+    from blackjack.projections.store import ProjectionStore
+
+    store = ProjectionStore(f"sqlite+aiosqlite:///{tmp_path}/read.db")
+    server = worker._http_server(store, FoldHealth(), ProjectionSettings(), "127.0.0.1", 8080)
+    assert server.config.log_config is None

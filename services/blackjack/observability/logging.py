@@ -27,7 +27,9 @@ class LibraryRepeats(logging.Filter):
     process while a broker is down (80,000 in a fault review's three outages). The line that
     passes says how many like it were left out since the last."""
 
-    LIBRARIES = ("aiokafka", "kafka")
+    LIBRARIES = ("aiokafka", "kafka", "uvicorn")
+    """uvicorn: a line for every request it cannot read ("Invalid HTTP request received."),
+    as many as a client sends."""
 
     def __init__(self, every: float = 10.0, clock: Callable[[], float] = time.monotonic) -> None:
         super().__init__()

@@ -208,7 +208,9 @@ def _http_server(
     from blackjack.http_server import Server, http_config
 
     app = http_app(store, health, settings.api_tokens)
-    config = http_config(app, host, port, lifespan="off", log_level="warning")
+    # log_config None: uvicorn's lines go through the root's JSON handler (configure_logging)
+    # instead of its own text handlers
+    config = http_config(app, host, port, lifespan="off", log_level="warning", log_config=None)
     return Server(config)
 
 
