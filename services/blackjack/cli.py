@@ -11,6 +11,14 @@ from pathlib import Path
 from blackjack.stopping import hold_stop_signals
 
 EXIT_BROKEN_PIPE = 128 + 13  # as a shell reports a process that SIGPIPE ended
+DESCRIPTION = (
+    "The blackjack game server (serve) and its tools: send commands, play at the terminal, "
+    "replay and audit, the read model, the math of each variant. `blackjack COMMAND --help` "
+    "for each; README.md and docs/ for the rest."
+)
+
+
+WRITE_HELP = "write them from the code (without it: check them, exit 1 when one is out of date)"
 
 
 def _scenario(args: argparse.Namespace) -> int:
@@ -64,21 +72,23 @@ def build_parser() -> argparse.ArgumentParser:
     from blackjack.projections import cli as projections_cli
     from blackjack.simulation.commands import register as register_math
 
-    parser = argparse.ArgumentParser(prog="blackjack", description=__doc__)
+    parser = argparse.ArgumentParser(prog="blackjack", description=DESCRIPTION)
     # COMMAND, not the choices: their list was one line of 174 columns (listed below it)
     sub = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
     scenario = sub.add_parser("scenario", help="play a scripted round file through the decider")
-    scenario.add_argument("file")
+    scenario.add_argument("file", help="a scenario's YAML file, e.g. from tests/scenarios/")
     scenario.set_defaults(handler=_scenario)
     schemas = sub.add_parser("schemas", help="check (or --write) the JSON Schemas in schemas/")
-    schemas.add_argument("--write", action="store_true")
-    schemas.add_argument("--dir", default="schemas")
+    schemas.add_argument("--write", action="store_true", help=WRITE_HELP)
+    schemas.add_argument("--dir", default="schemas", help="where they are (default: schemas)")
     schemas.set_defaults(handler=_schemas)
     openapi = sub.add_parser(
         "openapi", help="check (or --write) the query API's schemas/query-api.openapi.json"
     )
-    openapi.add_argument("--write", action="store_true")
-    openapi.add_argument("--path", default="schemas/query-api.openapi.json")
+    openapi.add_argument("--write", action="store_true", help=WRITE_HELP)
+    openapi.add_argument(
+        "--path", default="schemas/query-api.openapi.json", help="default: %(default)s"
+    )
     openapi.set_defaults(handler=_openapi)
     projections_cli.register(sub)
     audit_cli.register(sub)

@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
+import argparse
 import io
+import sqlite3
 import sys
 from pathlib import Path
 
@@ -175,3 +177,82 @@ def test_the_auditor_s_key_is_printed_from_the_master_key(
 @pytest.fixture(autouse=True)
 def _logging_restored(logging_left_as_it_was: None) -> None:
     """Every command here may get as far as configuring the logs."""
+
+
+READERS = [
+    ["projections", "dump", "--digest"],
+    ["projections", "report"],
+    ["projections", "interrupted"],
+    ["rules", "--table", "table-1", "--no-return"],
+    ["replay", "table-1:1"],
+    ["audit"],
+    ["randomness", "--source", "store"],
+]
+
+
+@pytest.mark.parametrize("args", READERS, ids=lambda args: " ".join(args[:2]))
+@pytest.mark.parametrize("made", [False, True], ids=["no file", "an empty database"])
+def test_a_tool_pointed_at_no_read_model_says_so_and_makes_none(
+    args: list[str],
+    made: bool,
+    tmp_path: Path,
+    monkeypatch: pytest.MonkeyPatch,
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    """The newcomer review: every tool that reads the read model, pointed at a store no worker
+    folded into (a mistyped --db-url, or the default relative var/projections.db from another
+    directory), ended in a SQLAlchemy traceback ("no such table") with exit 1, which for
+    `replay` and `audit` means a mismatch found, and left an empty file and its folders
+    behind. Now one line naming the store (its password hidden), exit 2, nothing made."""
+    for name in ("BLACKJACK_SHOE_KEY", "BLACKJACK_SHOE_KEY_FILE", "BLACKJACK_AUDIT_KEY"):
+        monkeypatch.delenv(name, raising=False)
+    database = tmp_path / "nowhere" / "projections.db"
+    if made:
+        database.parent.mkdir()
+        sqlite3.connect(database).close()  # a file, with no table in it
+    url = f"sqlite+aiosqlite:///{database}"
+    assert main([*args, "--db-url", url]) == 2
+    error = capsys.readouterr().err
+    assert f"no read model in {url}" in error and "Traceback" not in error
+    assert error.count("\n") == 1
+    assert database.parent.exists() == made and (database.exists() == made)
+    if made:
+        assert not sqlite3.connect(database).execute("SELECT name FROM sqlite_master").fetchall()
+
+
+def test_a_store_named_with_a_password_is_named_without_it() -> None:
+    from blackjack.projections.store import NoReadModel
+
+    message = str(NoReadModel("postgresql+asyncpg://bj:s3cret@db.internal:5432/blackjack"))
+    assert "postgresql+asyncpg://bj:***@db.internal:5432/blackjack" in message
+    assert "s3cret" not in message
+
+
+def _commands(
+    parser: argparse.ArgumentParser, path: tuple[str, ...] = ()
+) -> list[tuple[tuple[str, ...], argparse.ArgumentParser]]:
+    found = [(path, parser)]
+    for action in parser._actions:
+        if isinstance(action, argparse._SubParsersAction):
+            for name, child in action.choices.items():
+                found += _commands(child, (*path, name))
+    return found
+
+
+def test_every_option_of_every_command_says_what_it_is() -> None:
+    """The newcomer review: `blackjack --help` opened with the docstring's ``blackjack``, and
+    `--rounds`, `--seed`, `--write`, `--dir`, `--path`, `--log-level`, `--idle-days`,
+    `--limit` and scenario's `file` had no word of help (the defaults of `simulate` were
+    nowhere but the code); `--db-url` named BLACKJACK_DB_URL without the default store."""
+    parser = build_parser()
+    assert "``" not in (parser.description or "")
+    bare = [
+        f"blackjack {' '.join(path)} {action.dest}"
+        for path, command in _commands(parser)
+        for action in command._actions
+        if not isinstance(action, argparse._HelpAction | argparse._SubParsersAction)
+        and not action.help
+    ]
+    assert bare == []
+    dump = dict(_commands(parser))[("projections", "dump")].format_help()
+    assert "sqlite+aiosqlite:///var/projections.db" in " ".join(dump.split())

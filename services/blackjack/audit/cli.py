@@ -49,7 +49,7 @@ async def _from_store(settings: ProjectionSettings, stream_id: str) -> list[Wire
     from blackjack.projections.queries import stream_envelopes
     from blackjack.projections.store import ProjectionStore
 
-    store = ProjectionStore(settings.db_url)
+    store = ProjectionStore(settings.db_url, existing=True)
     try:
         async with store.reading() as connection:
             return await stream_envelopes(connection, stream_id)
@@ -111,7 +111,7 @@ def _audit(args: argparse.Namespace) -> int:
     settings = settings_from(args)
 
     async def run(scratch_url: str) -> int:
-        live = ProjectionStore(settings.db_url)
+        live = ProjectionStore(settings.db_url, existing=True)
         scratch = ProjectionStore(scratch_url)
         try:
             await scratch.migrate()
@@ -141,7 +141,7 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     replay = sub.add_parser(
         "replay", help="rebuild one round (STREAM_ID:ROUND) with the engine and check it"
     )
-    replay.add_argument("round_id", metavar="ROUND_ID")
+    replay.add_argument("round_id", metavar="ROUND_ID", help="TABLE:ROUND, e.g. table-1:3")
     replay.add_argument(
         "--source",
         choices=("store", "kafka"),

@@ -66,7 +66,7 @@ async def revealed_in_store(settings: ProjectionSettings) -> list[Retired]:
     query = (
         select(e.c.envelope).where(e.c.type == "ShoeRetired").order_by(e.c.stream_id, e.c.sequence)
     )
-    store = ProjectionStore(settings.db_url)
+    store = ProjectionStore(settings.db_url, existing=True)
     try:
         async with store.reading() as connection:
             texts = list((await connection.execute(query)).scalars())

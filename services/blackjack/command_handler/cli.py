@@ -21,8 +21,15 @@ if TYPE_CHECKING:
     from blackjack.app import Service
 
 
+LOG_LEVEL_HELP = "DEBUG, INFO, WARNING, ... (default: BLACKJACK_LOG_LEVEL, else INFO)"
+
+
 def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
-    serve = sub.add_parser("serve", help="run the command handler and its HTTP endpoints")
+    serve = sub.add_parser(
+        "serve",
+        help="the service: command handler, projection worker, query API, health and metrics "
+        "(what make run starts)",
+    )
     serve.add_argument(
         "--host",
         default=os.environ.get("BLACKJACK_HTTP_HOST", "127.0.0.1"),
@@ -37,7 +44,9 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
         default=os.environ.get("BLACKJACK_HTTP_PORT", "").strip() or "8080",
         help="HTTP port (default: BLACKJACK_HTTP_PORT, else 8080)",
     )
-    serve.add_argument("--log-level", default=os.environ.get("BLACKJACK_LOG_LEVEL", "INFO"))
+    serve.add_argument(
+        "--log-level", default=os.environ.get("BLACKJACK_LOG_LEVEL", "INFO"), help=LOG_LEVEL_HELP
+    )
     serve.add_argument(
         "--no-projections",
         action="store_true",
@@ -47,11 +56,17 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     # both stop cleanly on a SIGTERM that came while they were importing (blackjack.stopping)
     serve.set_defaults(handler=_serve, takes_held_signals=True)
     handler = sub.add_parser("handler", help="run the command handler alone (no HTTP)")
-    handler.add_argument("--log-level", default=os.environ.get("BLACKJACK_LOG_LEVEL", "INFO"))
+    handler.add_argument(
+        "--log-level", default=os.environ.get("BLACKJACK_LOG_LEVEL", "INFO"), help=LOG_LEVEL_HELP
+    )
     handler.set_defaults(handler=_handler, takes_held_signals=True)
     asyncapi = sub.add_parser("asyncapi", help="check (or --write) schemas/asyncapi.json")
-    asyncapi.add_argument("--write", action="store_true")
-    asyncapi.add_argument("--path", default="schemas/asyncapi.json")
+    asyncapi.add_argument(
+        "--write",
+        action="store_true",
+        help="write it from the code (without it: check it, exit 1 when it is out of date)",
+    )
+    asyncapi.add_argument("--path", default="schemas/asyncapi.json", help="default: %(default)s")
     asyncapi.set_defaults(handler=_asyncapi)
 
 

@@ -23,9 +23,18 @@ T = TypeVar("T")
 
 
 def add_store_options(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument("--db-url", help="the read-model store (default: BLACKJACK_DB_URL)")
-    parser.add_argument("--bootstrap", help="Kafka bootstrap servers (default: from the env)")
-    parser.add_argument("--topic-prefix", help="topic name prefix (default: from the env)")
+    parser.add_argument(
+        "--db-url",
+        help="the read-model store (default: BLACKJACK_DB_URL, else "
+        "sqlite+aiosqlite:///var/projections.db, relative to the current directory)",
+    )
+    parser.add_argument(
+        "--bootstrap",
+        help="Kafka bootstrap servers (default: BLACKJACK_KAFKA_BOOTSTRAP, else 127.0.0.1:9092)",
+    )
+    parser.add_argument(
+        "--topic-prefix", help="topic name prefix (default: BLACKJACK_TOPIC_PREFIX, else none)"
+    )
 
 
 def settings_from(args: argparse.Namespace) -> ProjectionSettings:
@@ -43,7 +52,7 @@ def read_store(args: argparse.Namespace, read: Callable[[AsyncConnection], Await
     from blackjack.projections.store import ProjectionStore
 
     async def run() -> T:
-        store = ProjectionStore(settings_from(args).db_url)
+        store = ProjectionStore(settings_from(args).db_url, existing=True)
         try:
             async with store.reading() as connection:
                 return await read(connection)
@@ -263,7 +272,11 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
         metavar="HOST:PORT",
         help="also serve the query API, /healthz, /readyz and /metrics there",
     )
-    run.add_argument("--log-level", default=os.environ.get("BLACKJACK_LOG_LEVEL", "INFO"))
+    run.add_argument(
+        "--log-level",
+        default=os.environ.get("BLACKJACK_LOG_LEVEL", "INFO"),
+        help="DEBUG, INFO, WARNING, ... (default: BLACKJACK_LOG_LEVEL, else INFO)",
+    )
     run.set_defaults(handler=_run, takes_held_signals=True)  # a SIGTERM while importing: exit 0
     migrate = commands.add_parser("migrate", help="create or upgrade the store's tables")
     add_store_options(migrate)
@@ -283,8 +296,12 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
         "no event for --idle-days",
     )
     add_store_options(interrupted)
-    interrupted.add_argument("--idle-days", type=int, default=30)
-    interrupted.add_argument("--limit", type=int, default=100)
+    interrupted.add_argument(
+        "--idle-days", type=int, default=30, help="days without an event (1-3650, default 30)"
+    )
+    interrupted.add_argument(
+        "--limit", type=int, default=100, help="most rounds listed (1-100, default 100)"
+    )
     interrupted.set_defaults(handler=_interrupted)
     report = commands.add_parser(
         "report",

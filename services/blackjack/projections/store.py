@@ -19,12 +19,13 @@ from typing import Any, Final
 from alembic import command
 from alembic.config import Config
 from alembic.util.exc import CommandError
-from sqlalchemy import event, text
+from sqlalchemy import event, inspect, text
 from sqlalchemy import exc as sql_errors
 from sqlalchemy.engine import Connection, make_url
 from sqlalchemy.ext.asyncio import AsyncConnection, AsyncEngine, create_async_engine
 from sqlalchemy.pool import StaticPool
 
+from blackjack.configuration import ConfigurationError
 from blackjack.domain import commands
 from blackjack.projections.revision import SchemaMismatch, code_revision
 
@@ -81,19 +82,38 @@ def is_store_outage(error: BaseException) -> bool:
     return isinstance(error, sql_errors.OperationalError)
 
 
+class NoReadModel(ConfigurationError):
+    """A tool that only reads the read model (``projections dump|report|interrupted``,
+    ``replay``, ``audit``, ``rules --table``, ``randomness --source store``) was pointed at a
+    database no worker ever migrated: a mistyped ``--db-url``, or the default SQLite file
+    looked for from another directory. It said so with a SQLAlchemy traceback ("no such
+    table") and exit 1, which for ``replay`` and ``audit`` means a mismatch, and left an
+    empty file (and its folders) where it looked."""
+
+    def __init__(self, url: str) -> None:
+        shown = make_url(url).render_as_string(hide_password=True)
+        super().__init__(
+            f"no read model in {shown}: no projection worker ever folded into it (--db-url "
+            "or BLACKJACK_DB_URL name the workers' store; the default, "
+            "sqlite+aiosqlite:///var/projections.db, is relative to the current directory)"
+        )
+
+
 _MIGRATION_LOCK = 0x626A_7072  # "bjpr": one migrating process at a time on PostgreSQL
 _SQLITE_BUSY_MS = 30_000
 
 
 class ProjectionStore:
-    def __init__(self, url: str, *, bounded: bool = False) -> None:
+    def __init__(self, url: str, *, bounded: bool = False, existing: bool = False) -> None:
         """``bounded``: the long-running worker's and query API's store, whose statements,
         lock waits and pool waits are bounded on PostgreSQL (``STATEMENT_TIMEOUT_MS``...). The
         tools (audit, dump, rebuild) may read the whole read model in one statement: not
-        bounded."""
+        bounded. ``existing``: a tool's that only reads it, ``NoReadModel`` where there is none
+        (a SQLite file that is not there is neither made nor its folders)."""
         parsed = make_url(url)
         self.url = url
         self.bounded = bounded
+        self.existing = existing
         self.dialect = parsed.get_backend_name()
         if self.dialect not in ("sqlite", "postgresql"):
             raise ValueError(f"the read model runs on SQLite or PostgreSQL, not {self.dialect}")
@@ -102,6 +122,8 @@ class ProjectionStore:
             database = parsed.database or ""
             if database in ("", ":memory:"):
                 options["poolclass"] = StaticPool  # one connection, or each would be empty
+            elif existing and not Path(database).is_file():
+                raise NoReadModel(url)
             else:
                 Path(database).parent.mkdir(parents=True, exist_ok=True)
         elif bounded:
@@ -173,7 +195,14 @@ class ProjectionStore:
             if not self.is_sqlite:
                 await connection.execution_options(isolation_level="REPEATABLE READ")
             async with connection.begin():
+                if self.existing and not await connection.run_sync(_migrated):
+                    raise NoReadModel(self.url)
                 yield connection
+
+
+def _migrated(connection: Connection) -> bool:
+    """Whether a migration ever ran here (alembic's version table is its first)."""
+    return inspect(connection).has_table("alembic_version")
 
 
 def _upgrade(connection: Connection) -> None:

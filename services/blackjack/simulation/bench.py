@@ -249,7 +249,7 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
         "--seconds", type=_positive(float), default=3.0, help="CPU seconds per measurement"
     )
     bench.add_argument("--repeats", type=_positive(int), default=5, help="measurements per variant")
-    bench.add_argument("--seed", type=int, default=1)
+    bench.add_argument("--seed", type=int, default=1, help="default 1")
     bench.add_argument(
         "--baseline-cmd",
         default=None,

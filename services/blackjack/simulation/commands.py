@@ -378,14 +378,14 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
         "--boxes", type=whole_positive, default=1, help="with --as-dealt: boxes in play (1)"
     )
     rtp.add_argument(
-        "--shoes", type=whole_positive, default=2000, help="with --as-dealt: shoes dealt"
+        "--shoes", type=whole_positive, default=2000, help="with --as-dealt: shoes dealt (2000)"
     )
     rtp.add_argument(
         "--exact",
         type=whole_positive,
         default=80,
         metavar="SHOES",
-        help="with --as-dealt: shoes with one round valued exactly",
+        help="with --as-dealt: shoes with one round valued exactly (80)",
     )
     rtp.add_argument("--seed", type=int, default=1, help="with --as-dealt: the shoes' seed")
     rtp.add_argument(
@@ -409,9 +409,11 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
 
     sim = sub.add_parser("simulate", help="play the real engine with basic strategy")
     sim.add_argument("variant", choices=variants, metavar="VARIANT", help=one_of)
-    sim.add_argument("--rounds", type=whole_positive, default=200_000)
+    sim.add_argument(
+        "--rounds", type=whole_positive, default=200_000, help="rounds played (default 200000)"
+    )
     sim.add_argument("--bet", type=money, default=None, help="bet level (default: min bet)")
-    sim.add_argument("--seed", type=int, default=1)
+    sim.add_argument("--seed", type=int, default=1, help="default 1")
     sim.add_argument(
         "--workers", type=whole_positive, default=None, help="processes (default: all cores)"
     )
