@@ -226,6 +226,8 @@ def test_a_store_named_with_a_password_is_named_without_it() -> None:
     message = str(NoReadModel("postgresql+asyncpg://bj:s3cret@db.internal:5432/blackjack"))
     assert "postgresql+asyncpg://bj:***@db.internal:5432/blackjack" in message
     assert "s3cret" not in message
+    default = str(NoReadModel("sqlite+aiosqlite:///var/projections.db"))
+    assert "the default store, relative to the current directory" in default
 
 
 def _commands(

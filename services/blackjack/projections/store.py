@@ -91,11 +91,18 @@ class NoReadModel(ConfigurationError):
     empty file (and its folders) where it looked."""
 
     def __init__(self, url: str) -> None:
+        from blackjack.projections.settings import DEFAULT_DB_URL
+
         shown = make_url(url).render_as_string(hide_password=True)
+        where = (
+            "the default store, relative to the current directory: run it in the directory of "
+            "make run"
+            if url == DEFAULT_DB_URL
+            else "no projection worker ever folded into it"
+        )
         super().__init__(
-            f"no read model in {shown}: no projection worker ever folded into it (--db-url "
-            "or BLACKJACK_DB_URL name the workers' store; the default, "
-            "sqlite+aiosqlite:///var/projections.db, is relative to the current directory)"
+            f"no read model in {shown} ({where}); --db-url or BLACKJACK_DB_URL name the "
+            "workers' store"
         )
 
 
