@@ -65,6 +65,11 @@ def rules_sheet(rules: Rules, returns: Returns | None = None) -> list[str]:
         "Double, split and insurance are offered only when your balance covers them.",
         "You cannot draw a card to a total of 21.",
     ]
+    if rules.bust_settled_at_once:  # ``play.settle_if_bust``
+        lines.append(
+            "A hand that goes over 21 loses at once and is out of the round, while your other "
+            "hands are played."
+        )
     lines += [*_clock(rules), *_interruptions(rules)]
     if rules.break_even_message:
         lines.append(

@@ -55,6 +55,7 @@ OVERRIDES: dict[str, dict[str, Any]] = {
     "blackjack_win_rounded_down_to": {"blackjack_win_rounded_down_to": 5},
     "blackjack_paid_at_once": {"blackjack_paid_at_once": True},
     "surrender_paid_at_once": {"surrender_paid_at_once": True},
+    "bust_settled_at_once": {"bust_settled_at_once": True},
     "min_bet": {"min_bet": 500},
     "max_bet": {"max_bet": 100_000},
     "boxes_per_seat": {"boxes_per_seat": 2},

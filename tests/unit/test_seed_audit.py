@@ -471,15 +471,16 @@ def test_mini_s17_a_busted_hand_loses_at_once_and_the_dealer_draws_nothing() -> 
         seed=S001,
         shoe=["TS", "6H", "6S", "TH", "KS", "5S"],  # the hole card (6H) comes before the upcard
     )
-    # then the K busts the hand and the round ends on it: the hole card is shown, the dealer
+    # then the K busts the hand, which is lost at once (its HandSettled before the hole card:
+    # bust_settled_at_once), and the round ends on it: the hole card is shown, the dealer
     # keeps her 16 (the 5 that would make her 21 stays in the shoe), the $10 is lost
     assert played.failures == []
     types = played.types()
     assert types[types.index("PlayerHit") : types.index("RoundSettled") + 1] == [
         "PlayerHit",
         "CardDealt",
-        "DealerHoleCardRevealed",
         "HandSettled",
+        "DealerHoleCardRevealed",
         "RoundSettled",
     ]
     assert played.of_type("RoundSettled")[0]["dealer_total"] == 16

@@ -125,6 +125,9 @@ class MoneyChecks(Checker):
         if self.state.phase != "dealer" and e.outcome == "surrender":
             # Half back whatever the dealer turns over: at once where the rules say so.
             self._expect(early, (e.outcome, rules.surrender_paid_at_once), ("surrender", True))
+        elif self.state.phase != "dealer" and e.outcome == "bust":
+            # Lost whatever the dealer turns over: at once where the rules say so.
+            self._expect(early, (e.outcome, rules.bust_settled_at_once), ("bust", True))
         elif self.state.phase != "dealer":  # before the hole card: a blackjack paid at once
             self._expect(
                 early,

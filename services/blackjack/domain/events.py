@@ -29,9 +29,9 @@ class TableOpened(Event):
     """Version 2: its rules carry ``interrupted_round_days``. A version 1 was written before
     the option existed, and is upcast on read with its preset's value (``rules.
     with_later_terms``), as a snapshot of that time is read. (``rules.PRESET_TERMS``,
-    ``void_on_malfunction``, ``move_declines_insurance`` and ``surrender_paid_at_once``, are
-    in the rules only where they are not the preset's: ``Rules`` reads them so in every
-    version.)"""
+    ``void_on_malfunction``, ``move_declines_insurance``, ``surrender_paid_at_once`` and
+    ``bust_settled_at_once``, are in the rules only where they are not the preset's: ``Rules``
+    reads them so in every version.)"""
 
     version: int = 2
     type: Literal["TableOpened"] = "TableOpened"

@@ -144,7 +144,12 @@ def _no_default(schema: dict[str, Any]) -> None:
     schema.pop("default", None)
 
 
-PRESET_TERMS: Final = ("void_on_malfunction", "move_declines_insurance", "surrender_paid_at_once")
+PRESET_TERMS: Final = (
+    "void_on_malfunction",
+    "move_declines_insurance",
+    "surrender_paid_at_once",
+    "bust_settled_at_once",
+)
 """Yes/no options added after tables were opened, whose preset's value was on its page from
 the start, written in a rules document only where they are not the preset's: a document
 without one (a preset's table, or one an earlier release opened) reads with its preset's
@@ -236,6 +241,20 @@ class Rules(BaseModel):
         ),
         json_schema_extra=_no_default,
     )
+    bust_settled_at_once: StrictBool = Field(
+        False,
+        description=(
+            "a hand that busts is settled as lost when it busts (its HandSettled, outcome "
+            "bust, comes at once: the hand is out of play while the player's other hands are "
+            "played), instead of when the round settles; page 003: 'If your hand busts (its "
+            "total exceeds 21), this hand loses and is removed from the table', page 001: 'If "
+            "you bust, a message will be displayed alongside your cards and you immediately "
+            "lose the game, plus your bet'. Written only where it is not the preset's term: "
+            "absent from a rules document, it is the preset's (mini-s17 and surrender: true; "
+            "every other preset: false), so the schema states no default"
+        ),
+        json_schema_extra=_no_default,
+    )
 
     # Betting
     min_bet: Amount = 100
@@ -320,7 +339,7 @@ class Rules(BaseModel):
         ``_without_preset_terms``): written so, or by a release before the option existed,
         whose tables had their page's clause from the start (mini-h17's page 000 voids on a
         malfunction; page 002 declines insurance by a move; page 003 pays half back "upon
-        Surrender")."""
+        Surrender"; pages 001 and 003 lose a bust at once)."""
         if isinstance(data, dict) and any(term not in data for term in PRESET_TERMS):
             name = data.get("name")
             missing = {t: _preset_term(name, t) for t in PRESET_TERMS if t not in data}
@@ -431,7 +450,8 @@ PRESETS: dict[str, Rules] = {
     # card after insurance is offered on an ace ("you are given the option to accept Insurance
     # before the dealer views the hole card"), never on a ten: "If the dealer has a Blackjack
     # and the player has a total of 21 with more than two cards, the dealer wins" can only
-    # happen when she has not checked.
+    # happen when she has not checked. "If you bust, ... you immediately lose the game, plus
+    # your bet": a bust is settled as lost when it busts.
     "mini-s17": Rules(
         name="mini-s17",
         decks=8,
@@ -445,6 +465,7 @@ PRESETS: dict[str, Rules] = {
         split_by="value",
         rebet_multipliers=frozenset({1, 2}),
         rebet_deals=True,
+        bust_settled_at_once=True,
     ),
     # 002 first part: "8 52-card decks", "re-shuffled after each hand", S17, DAS, no resplit,
     # no surrender, one card to split aces, split on the same "denomination" (rank),
@@ -476,8 +497,9 @@ PRESETS: dict[str, Rules] = {
     # 17", peek on 10/A with insurance first, late surrender, split once by value, Repeat
     # places (does not deal), bets returned on a disconnection before Deal, "If you are dealt
     # Blackjack, you are immediately paid 1.5 times the placed bet", "Upon Surrender you
-    # receive half of your initial bet back and the game round is over", "After a 30 days
-    # period we reserve the right to manage all interrupted games".
+    # receive half of your initial bet back and the game round is over", "If your hand busts
+    # ... this hand loses and is removed from the table", "After a 30 days period we reserve
+    # the right to manage all interrupted games".
     "surrender": Rules(
         name="surrender",
         decks=4,
@@ -489,6 +511,7 @@ PRESETS: dict[str, Rules] = {
         refund_bets_on_disconnect=True,
         blackjack_paid_at_once=True,
         surrender_paid_at_once=True,
+        bust_settled_at_once=True,
         interrupted_round_days=30,
     ),
 }

@@ -80,8 +80,8 @@ class Hand(_Value):
         self.split_aces: Final = split_aces
         self.doubled: Final = doubled
         self.settled: Final = settled
-        """Paid already (a blackjack or a surrender paid at once): the round's settlement only
-        counts it."""
+        """Settled already (a blackjack or a surrender paid at once, a bust lost at once): the
+        round's settlement only counts it."""
 
     @property
     def total(self) -> Total:

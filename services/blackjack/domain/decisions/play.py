@@ -71,7 +71,18 @@ def hit(r: Draft, c: cmd.Hit) -> None:
     require(hit_refusal(r.state, hand))
     r.emit(facts.player_hit(round=r.state.round, player_id=c.player_id, box=c.box, hand=hand_index))
     deal_card(r, c.box, hand_index)
+    settle_if_bust(r, c.box, hand_index)
     next_turn(r)
+
+
+def settle_if_bust(r: Draft, box: int, hand_index: int) -> None:
+    """Pages 001 and 003 (``bust_settled_at_once``): "If your hand busts ..., this hand loses
+    and is removed from the table", "you immediately lose": a hand that has just bust is
+    settled now (nothing back), out of play while the player's other hands are played; the
+    round's settlement counts it without settling it again."""
+    hand = r.state.boxes[box].hands[hand_index]
+    if r.state.rules.bust_settled_at_once and hand.status == "bust":
+        settle_hand(r, box, hand_index, hand)
 
 
 def stand(r: Draft, c: cmd.Stand) -> None:
@@ -127,6 +138,7 @@ def double(r: Draft, c: cmd.Double) -> None:
     require(double_refusal(r.state, player, hand))
     _stake_again(r, c, facts.hand_doubled, player=player, hand_index=hand_index, hand=hand)
     deal_card(r, c.box, hand_index)
+    settle_if_bust(r, c.box, hand_index)
     next_turn(r)
 
 

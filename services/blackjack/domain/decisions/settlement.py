@@ -113,7 +113,7 @@ def _settle_round(r: Draft) -> None:
         box_paid = box.insurance_paid  # settled at the peek or on the hole card, just before
         outcomes = []
         for hand_index, hand in enumerate(box.hands):
-            if hand.settled:  # paid at once (a blackjack, a surrender): counted, not paid again
+            if hand.settled:  # at once (a blackjack, a surrender, a bust): counted, not paid again
                 outcome, payout = hand_result(r, hand)
             else:
                 outcome, payout = settle_hand(r, index, hand_index, hand)

@@ -85,7 +85,7 @@ def _money_of(r: Draft, box: Box) -> tuple[int, int]:
     wagered = sum(hand.stake for hand in box.hands) + box.insurance_stake
     paid = box.insurance_paid  # 0 unless settled: the stake kept by a lost insurance is wagered
     for hand in box.hands:
-        if hand.settled:  # paid at once: a blackjack, a surrender
+        if hand.settled:  # settled at once: a blackjack, a surrender, a bust (nothing paid)
             paid += hand_result(r, hand)[1]
     return wagered, paid
 
