@@ -1166,3 +1166,24 @@ def test_a_doubled_hand_shows_the_stake_it_plays_for() -> None:
     assert "bet 5.00" in text
     assert "stake 10.00" in text.split("bet 5.00")[1]
     assert "win pays 10.00 (20.00 back)" in text  # the doubled stake's win
+
+
+def test_the_bet_limits_are_shown_while_bets_are_made() -> None:
+    """Page 003: "The betting limits are displayed in the frame to the top left of the game
+    table" (and page 000's "$1 USD ... $500 USD"): before the deal and once the round is
+    settled the screen's first line says them, the table's overrides included; not while the
+    hands are played."""
+
+    def lines(script: Script) -> list[str]:
+        console = Console(width=80, record=True, color_system=None)
+        console.print(table_screen(folded(script), A))
+        return [" ".join(line.split()) for line in console.export_text().splitlines()]
+
+    script = Script("surrender", [["TS", "9S", "TH", "7S", "6S"]], {A: 3000})
+    assert lines(script)[1] == "│ Bets from 1.00 to 500.00 USD a box │"
+    script.do(cmd.PlaceBet(player_id=A, box=0, amount=1000), cmd.Deal(player_id=A))
+    assert not any("Bets from" in line for line in lines(script))
+    script.do(cmd.Stand(player_id=A, box=0))
+    assert lines(script)[1] == "│ Bets from 1.00 to 500.00 USD a box │"
+    own = Script("mini-h17", [["TS"]], {A: 3000}, overrides={"min_bet": 500, "max_bet": 2000})
+    assert lines(own)[1] == "│ Bets from 5.00 to 20.00 USD a box │"

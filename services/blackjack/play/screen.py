@@ -226,6 +226,16 @@ def _stood_up(
     return ("You" if mine else str(data.get("player_id")), Text(said, "bold yellow"))
 
 
+def bet_limits(rules: Mapping[str, Any], currency: str) -> str | None:
+    """The table's bet limits, shown while bets are made (page 003: "The betting limits are
+    displayed in the frame to the top left of the game table"; page 000: "The minimum bet is
+    $1 USD and the maximum bet is $500 USD ... for the initial bet")."""
+    low, high = rules.get("min_bet"), rules.get("max_bet")
+    if not isinstance(low, int) or not isinstance(high, int):
+        return None
+    return f"from {money(low, currency)} to {money(high, currency)} {currency} a box"
+
+
 def table_screen(
     table: StreamProjection,
     player_id: str,
@@ -253,6 +263,9 @@ def table_screen(
     grid.add_column(style="bold cyan", no_wrap=True)
     grid.add_column()
     record = table.rounds.get(view.round)
+    limits = bet_limits(view.rules or {}, currency)
+    if limits is not None and (not view.round_open or view.phase == "betting"):
+        grid.add_row("Bets", limits)  # page 003: "The betting limits are displayed in the frame"
     # A cancelled round dealt nothing and gave every bet back (its notes below say why).
     if record is not None and record.status not in ("betting", "cancelled"):
         _dealt(grid, record, table, player_id, currency)
