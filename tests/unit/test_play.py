@@ -1187,3 +1187,13 @@ def test_the_bet_limits_are_shown_while_bets_are_made() -> None:
     assert lines(script)[1] == "│ Bets from 1.00 to 500.00 USD a box │"
     own = Script("mini-h17", [["TS"]], {A: 3000}, overrides={"min_bet": 500, "max_bet": 2000})
     assert lines(own)[1] == "│ Bets from 5.00 to 20.00 USD a box │"
+
+
+def test_the_players_money_is_in_yellow_under_you() -> None:
+    """Page 002's multi-player table: "Your spot on the table will be noted by the word "You"
+    under which your total money will be noted in yellow"."""
+    script = Script("atlantic-city-multi", [], players={A: 5_000, "bob": 5_000})
+    console = Console(width=100, record=True, color_system="standard", force_terminal=True)
+    console.print(table_screen(folded(script), A))
+    coloured = console.export_text(styles=True)
+    assert "\x1b[33mbalance 50.00 USD\x1b[0m" in coloured, repr(coloured)

@@ -297,9 +297,13 @@ def table_screen(
         seats = int((view.rules or {}).get("seats", 1))
         grid.add_row(
             "You",
-            (f"seat {account.seat} · " if seats > 1 and account.seat is not None else "")
-            + f"balance {money(account.available, currency)} {currency}"
-            + (f" · in play {money(account.in_play, currency)}" if account.in_play else ""),
+            Text.assemble(
+                f"seat {account.seat} · " if seats > 1 and account.seat is not None else "",
+                # page 002's table: "the word "You" under which your total money will be
+                # noted in yellow"
+                (f"balance {money(account.available, currency)} {currency}", "yellow"),
+                f" · in play {money(account.in_play, currency)}" if account.in_play else "",
+            ),
         )
         if account.sitting_out:
             grid.add_row("You", Text(sitting_out_line(table, player_id), style="bold yellow"))
