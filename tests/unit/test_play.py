@@ -1197,3 +1197,21 @@ def test_the_players_money_is_in_yellow_under_you() -> None:
     console.print(table_screen(folded(script), A))
     coloured = console.export_text(styles=True)
     assert "\x1b[33mbalance 50.00 USD\x1b[0m" in coloured, repr(coloured)
+
+
+def test_a_hand_over_21_says_bust_before_the_round_settles_it() -> None:
+    """mini-h17 settles a bust with the round (``bust_settled_at_once`` off, page 000 says
+    nothing of when): a split hand that went over 21 still says bust while the other hand
+    plays ("If you bust, a message will be displayed alongside your cards", page 001)."""
+    script = Script("mini-h17", [["8S", "9H", "8H", "TD", "5S", "3S", "KS"]], {A: 5000})
+    script.do(
+        cmd.PlaceBet(player_id=A, box=0, amount=1000),
+        cmd.Deal(player_id=A),
+        cmd.Split(player_id=A, box=0),
+        cmd.Hit(player_id=A, box=0, hand=0),
+    )
+    console = Console(width=100, record=True, color_system=None)
+    console.print(table_screen(folded(script), A))
+    text = console.export_text()
+    assert "8♠ 5♠ K♠  23  bust" in text, text
+    assert "8♥ 3♠  11  ◀ your turn" in text, text

@@ -103,6 +103,10 @@ def _hand_line(
         line.append(f"  ({', '.join(marks)})", style="dim")
     if server is not None:
         line.append(f"  ({server})", style="bold yellow")
+    if hand.outcome is None and hand.total > 21 and not hand.voided:
+        # Lost whatever the dealer turns over, though settled with the round at this table
+        # (``bust_settled_at_once`` off): said at once, as every page has it lost.
+        line.append("  bust", style="yellow")
     if hand.outcome is not None:
         paid = paid_words(hand.stake, hand.payout or 0, currency)
         gap = "" if paid_as_one else "  "
