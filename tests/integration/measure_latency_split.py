@@ -62,10 +62,8 @@ def stamp_handler(handler: CommandHandler, stamps: Stamps) -> None:
         stamps[command_id(inbound.value)]["decided"] = time.perf_counter()
         return handled
 
-    async def transaction(
-        partition: Any, records: Any, unreadable_offsets: Any = frozenset()
-    ) -> None:
-        await transact(partition, records, unreadable_offsets)
+    async def transaction(partition: Any, records: Any) -> None:
+        await transact(partition, records)
         now = time.perf_counter()
         for record in records:
             stamps[command_id(record.value)]["committed"] = now

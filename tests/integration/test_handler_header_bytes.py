@@ -8,7 +8,7 @@ partition over died on the same record."""
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Iterator
+from collections.abc import Iterator, Sequence
 from typing import Any
 
 import pytest
@@ -141,36 +141,77 @@ async def test_a_record_no_reader_can_read_on_the_handlers_own_topics_is_stepped
     assert f"{getattr(space.topics, topic)}@{junk.offset}" in warned["records"]
 
 
-async def test_the_records_of_such_a_record_s_batch_are_answered_each_once(
+async def send_one_batch(
+    space: KafkaSpace, records: Sequence[tuple[bytes, bytes, Sequence[tuple[str, bytes]]]]
+) -> list[int]:
+    """``records`` (key, value, headers) in one producer batch, to one partition (that of
+    the first key); their offsets."""
+    producer = AIOKafkaProducer(bootstrap_servers=space.bootstrap)
+    await producer.start()
+    try:
+        batch = producer.create_batch()
+        for key, value, headers in records:
+            assert batch.append(key=key, value=value, timestamp=None, headers=list(headers))
+        partition = partition_for(records[0][0].decode(), space.partitions)
+        sent = await producer.send_batch(batch, space.topics.commands, partition=partition)
+        base = (await sent).offset
+    finally:
+        await producer.stop()
+    return [base + n for n in range(len(records))]
+
+
+def command(command_id: str, body: cmd.TableCommand, stream: str = TABLE) -> bytes:
+    return (
+        CommandEnvelope(command_id=command_id, stream_id=stream, command=body)
+        .model_dump_json()
+        .encode()
+    )
+
+
+async def test_the_valid_commands_after_such_a_record_in_its_batch_are_decided(
     kafka_space: Any, raw_header_names: None
 ) -> None:
-    """aiokafka reads a batch from its start: the records its producer sent with such a record
-    before it are read and handled, those after it cannot be read either and are answered
-    by their offsets, one answer each."""
+    """aiokafka reads a batch from its start and raised at such a record: the valid commands
+    its producer sent after it in the same batch were answered ``malformed`` by their offsets
+    (a bet lost to its sender). Each is decided now, in order, once, under its own id; only
+    the record that cannot be read is answered ``malformed``."""
     space: KafkaSpace = await kafka_space(partitions=1)
-    async with running_handler(space.config()), space.client() as client:
-        producer = AIOKafkaProducer(bootstrap_servers=space.bootstrap, linger_ms=100)
-        await producer.start()
-        try:
-            sent = []
-            for n, name in enumerate(["ok", NotUtf8("x"), NotUtf8("x"), "ok", "ok"]):
-                opening = CommandEnvelope(
-                    command_id=f"batched-{n}", stream_id=TABLE, command=cmd.Reconnect(player_id="z")
-                )
-                value = opening.model_dump_json().encode()
-                headers = [(name, b"")]
-                sent.append(
-                    await producer.send(space.topics.commands, value, key=b"x", headers=headers)
-                )
-            offsets = [(await future).offset for future in sent]
-        finally:
-            await producer.stop()
+    junk = [(NotUtf8("x"), b"1")]
+    key = TABLE.encode()
+    async with running_handler(space.config()) as handler, space.client() as client:
+        offsets = await send_one_batch(
+            space,
+            [
+                (key, command("open", cmd.OpenTable(variant="atlantic-city-multi")), []),
+                (key, command("junk-1", cmd.SitDown(player_id="x")), junk),
+                (key, command("sit-p", cmd.SitDown(player_id="p", seat=0)), [("ok", b"")]),
+                (key, command("junk-2", cmd.SitDown(player_id="y")), junk),
+                (key, command("sit-q", cmd.SitDown(player_id="q", seat=1)), []),
+            ],
+        )
         async with asyncio.timeout(WAIT_S):
-            later = await client.execute(TABLE, cmd.OpenTable(variant="mini-h17"))
-    assert later.status == "accepted"
-    results = {r.command_id: r for r in await all_results(space)}
-    # key b"x" is not the stream id: the readable first record is answered under its own id
-    assert results["batched-0"].rejection is not None
-    unread = [f"unparsed-0-{offset}" for offset in offsets[1:]]
-    assert sorted(results) == sorted(["batched-0", *unread, later.command_id])
-    assert all(results[i].rejection.code == "malformed" for i in unread)  # type: ignore[union-attr]
+            for command_id in ("open", "sit-p", "sit-q"):
+                await client.result(command_id)
+            later = await client.execute(TABLE, cmd.SitDown(player_id="r", seat=2))
+        assert handler.failure is None
+    assert later.status == "accepted", later.rejection
+    results = await all_results(space)
+    unread = [f"unparsed-0-{offsets[1]}", f"unparsed-0-{offsets[3]}"]
+    # in the order sent, one answer each
+    assert [r.command_id for r in results] == [
+        "open",
+        unread[0],
+        "sit-p",
+        unread[1],
+        "sit-q",
+        later.command_id,
+    ]
+    by_id = {r.command_id: r for r in results}
+    assert all(by_id[i].status == "accepted" for i in ("open", "sit-p", "sit-q")), results
+    assert all(by_id[i].rejection.code == "malformed" for i in unread)  # type: ignore[union-attr]
+    seated = [
+        e.data.player_id
+        for e in await stream_events(space, TABLE)
+        if isinstance(e.data, ev.SeatTaken)
+    ]
+    assert seated == ["p", "q", "r"]

@@ -15,9 +15,9 @@ from aiokafka.errors import CorruptRecordException
 from structlog.testing import capture_logs
 
 import blackjack.command_handler.decision as decision_module
+from blackjack.bus.header_names import cannot_decode
 from blackjack.command_handler.processor import Handled, Processor
 from blackjack.command_handler.reading import Inbound
-from blackjack.command_handler.replay import unreadable
 from blackjack.command_handler.streams import PartitionStore
 from blackjack.domain import commands as cmd
 from blackjack.domain.rejections import MAX_MESSAGE_CHARS, Rejection
@@ -290,19 +290,31 @@ def test_a_command_under_an_unreadable_record_s_answer_id_is_answered_under_its_
     assert processor.handle(store, inbound, NOW).result.command_id == "unparsed-ann"
 
 
-def test_a_record_the_consumer_cannot_read_is_answered_malformed_by_its_offset() -> None:
-    """aiokafka reads no record whose header name is not UTF-8 (the handler's loop died on
-    one: tests/integration/test_handler_header_bytes.py); the handler answers a stand-in for
-    it, which holds nothing but its partition and offset."""
+def test_a_record_with_a_header_name_that_is_not_utf8_is_answered_malformed_by_its_offset() -> None:
+    """None of the service's records has such a name (``bus.header_names`` reads it with
+    surrogate escapes); what its sender meant is not read: a valid command in it is not
+    decided, and its answer is filed under its offset, with the key it came with."""
     processor, store = new_processor(), PartitionStore(0)
-    stand_in = Inbound(None, None, [], 0, 12, unreadable=True)
-    handled = processor.handle(store, stand_in, NOW)
-    assert handled.result.command_id == "unparsed-0-12" and handled.result.stream_id == ""
+    envelope = CommandEnvelope(
+        command_id="d-1", stream_id=WALLET, command=WalletDeposit(player_id="ann", amount=100)
+    )
+    headers: list[tuple[str, bytes | None]] = [("\udcff\udcfebj", b"1")]
+    value = envelope.model_dump_json().encode()
+    inbound = Inbound(WALLET.encode(), value, headers, 0, 12, unreadable=True)
+    with capture_logs() as logs:
+        handled = processor.handle(store, inbound, NOW)
+    assert handled.result.command_id == "unparsed-0-12" and handled.result.stream_id == WALLET
     assert handled.result.rejection is not None and handled.result.rejection.code == "malformed"
     assert "not UTF-8" in handled.result.rejection.message
     assert handled.events == [] and store.streams == {}
     [record] = handled.outgoing
-    assert (record.topic, record.key, record.partition) == (processor.topics.results, b"", 0)
+    assert (record.topic, record.key, record.partition) == (
+        processor.topics.results,
+        WALLET.encode(),
+        0,
+    )
+    [logged] = [e for e in logs if e["log_level"] == "error"]
+    assert (logged["kafka_partition"], logged["kafka_offset"]) == (0, 12)
 
 
 def test_only_a_header_name_that_is_not_utf8_is_unreadable() -> None:
@@ -311,5 +323,5 @@ def test_only_a_header_name_that_is_not_utf8_is_unreadable() -> None:
     decoding = UnicodeDecodeError("utf-8", b"\xff", 0, 1, "invalid start byte")
     wrapped = CorruptRecordException("Found invalid record structure")
     wrapped.__cause__ = decoding
-    assert unreadable(decoding) and unreadable(wrapped)
-    assert not unreadable(CorruptRecordException("Invalid CRC"))
+    assert cannot_decode(decoding) and cannot_decode(wrapped)
+    assert not cannot_decode(CorruptRecordException("Invalid CRC"))

@@ -76,8 +76,6 @@ class Partitions:
     _backlog_shown: set[int]
     _consumer: AIOKafkaConsumer | None
     _reader: AIOKafkaConsumer | None
-    _probe: AIOKafkaConsumer | None
-    """reads the commands around a record that cannot be read (``transactions``)"""
     log: Any
     _timers: TimerSender
 

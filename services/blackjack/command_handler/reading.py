@@ -41,8 +41,9 @@ class Inbound:
     """When the broker appended it (a LogAppendTime topic); None when the platform's producer
     set the record's time (CreateTime): then the handler's clock says whether it is late."""
     unreadable: bool = False
-    """A stand-in for a record the consumer cannot read at all (``replay.unreadable``): no
-    key, value or header of it is known, only its partition and offset."""
+    """A header name of it is not UTF-8 (``bus.header_names``): none of the service's
+    records has one, and what its sender meant is not read (answered ``malformed`` under
+    ``unparsed-<partition>-<offset>``)."""
 
 
 def _integer(digits: str) -> int | str:
@@ -184,6 +185,11 @@ def _read(inbound: Inbound, partitions: int) -> CommandEnvelope | Unparsed:
         )
 
     if inbound.unreadable:
+        log.error(
+            "a command record cannot be read (a header name that is not UTF-8); answered malformed",
+            kafka_partition=inbound.partition,
+            kafka_offset=inbound.offset,
+        )
         return refuse("malformed", "the record cannot be read: a header name that is not UTF-8")
     if not inbound.value:
         return refuse("malformed", "an empty message")

@@ -22,6 +22,7 @@ from typing import Literal
 from aiokafka import AIOKafkaConsumer, ConsumerRecord, TopicPartition
 from pydantic import ValidationError
 
+from blackjack.bus.header_names import header_name_not_utf8
 from blackjack.bus.headers import COMMAND_OFFSET_HEADER, COMMANDS_TO_HEADER, offset_header
 from blackjack.bus.topics import Topics
 from blackjack.command_handler.answers import remembered
@@ -79,63 +80,6 @@ def assign_reader(reader: AIOKafkaConsumer, topics: Topics, partitions: int) -> 
     reader.pause(*tps)
 
 
-def unreadable(error: BaseException) -> bool:
-    """Whether a fetch failed on a record aiokafka cannot read although the broker took it: a
-    header name that is not UTF-8 (Kafka carries it as bytes and Java's broker reads it with
-    replacements; librdkafka writes what it is given). aiokafka decodes every header name
-    strictly: its C reader raises ``UnicodeDecodeError`` out of ``getmany``, its pure-Python
-    one a ``CorruptRecordException`` caused by it, on every fetch of that record."""
-    return isinstance(error, UnicodeDecodeError) or isinstance(error.__cause__, UnicodeDecodeError)
-
-
-async def read_until_unreadable(
-    reader: AIOKafkaConsumer, tp: TopicPartition, start: int, limit: int, deadline: float
-) -> tuple[list[ConsumerRecord[bytes, bytes]], list[int]]:
-    """The committed records of ``tp`` (of ``blackjack.commands``) from ``start``, at most
-    ``limit``, up to the first one that cannot be read (``unreadable``); or, when that one
-    comes first, its offset and those of the records after it that cannot be read either (at
-    most ``limit``; the rest of its producer's batch, which is read from its start), up to
-    the next record that can. Read one record at a time: a fetch that meets such a record
-    raises and returns none of the records read before it; and ``reader`` fetches one batch
-    at a time, so where it stands after a failed fetch is that record's offset."""
-    end = (await reader.end_offsets([tp]))[tp]
-    records: list[ConsumerRecord[bytes, bytes]] = []
-    offsets: list[int] = []
-    if start >= end:
-        return records, offsets
-    reader.pause(*reader.assignment())
-    reader.resume(tp)
-    reader.seek(tp, start)
-    try:
-        while len(records) + len(offsets) < limit and await reader.position(tp) < end:
-            remaining = deadline - time.monotonic()
-            if remaining <= 0:
-                raise TimeoutError(f"reading {tp.topic}[{tp.partition}] did not reach {end}")
-            try:
-                batch = await reader.getmany(
-                    tp, timeout_ms=int(min(remaining, 1.0) * 1000), max_records=1
-                )
-            except Exception as error:
-                if not unreadable(error):
-                    raise
-                if records:
-                    break  # those first; the next read starts at this one
-                # where the reader stands: past what it returned and the markers it passed,
-                # at the offset the seek resolved to (the log's start, for an offset
-                # retention has removed)
-                at = await reader.position(tp)
-                offsets.append(at)
-                reader.seek(tp, at + 1)
-                continue
-            read = [r for r in batch.get(tp, ()) if r.offset < end]
-            if read and offsets:
-                break  # a record that can be read: handled next, as usual
-            records += read
-        return records, offsets
-    finally:
-        reader.pause(tp)
-
-
 async def read_to_end(
     reader: AIOKafkaConsumer,
     tp: TopicPartition,
@@ -146,41 +90,30 @@ async def read_to_end(
     skipped: list[int] | None = None,
 ) -> AsyncIterator[ConsumerRecord[bytes, bytes]]:
     """Every committed record of ``tp`` from ``start`` up to ``end`` (an end offset); the
-    reader holds ``tp`` in its assignment (``assign_reader``). A record aiokafka cannot read
-    (``unreadable``: no handler writes one) is stepped over, its offset added to ``skipped``:
-    one on the events or snapshots topic failed every rebuild of its partition, for good.
-    Past the first, the records are read one at a time (a fetch that meets one returns none
-    of the records before it), and each that cannot be read is stepped over alone (with a
-    transaction marker just before it, whose offset is then counted too)."""
+    reader holds ``tp`` in its assignment (``assign_reader``). A record with a header name
+    that is not UTF-8 (``bus.header_names``: no handler writes one) is stepped over, its
+    offset added to ``skipped``: one on the events or snapshots topic failed every rebuild of
+    its partition, for good, and the records after it in its producer's batch were stepped
+    over with it."""
     if start >= end:
         return
     reader.pause(*reader.assignment())
     reader.resume(tp)
     reader.seek(tp, start)
-    one_at_a_time = False
     try:
-        while (at := await reader.position(tp)) < end:
+        while await reader.position(tp) < end:
             remaining = deadline - time.monotonic()
             if remaining <= 0:
                 raise TimeoutError(f"reading {tp.topic}[{tp.partition}] did not reach offset {end}")
-            try:
-                wait_ms = int(min(remaining, 1.0) * 1000)
-                if one_at_a_time:
-                    batch = await reader.getmany(tp, timeout_ms=wait_ms, max_records=1)
-                else:
-                    batch = await reader.getmany(tp, timeout_ms=wait_ms)
-            except Exception as error:
-                if not unreadable(error):
-                    raise
-                if one_at_a_time:  # it is where the reader stands
-                    if skipped is not None:
-                        skipped.append(at)
-                    reader.seek(tp, at + 1)
-                one_at_a_time = True
-                continue
+            batch = await reader.getmany(tp, timeout_ms=int(min(remaining, 1.0) * 1000))
             for record in batch.get(tp, ()):
-                if record.offset < end:
-                    yield record
+                if record.offset >= end:
+                    continue
+                if header_name_not_utf8(record.headers):
+                    if skipped is not None:
+                        skipped.append(record.offset)
+                    continue
+                yield record
     finally:
         # Paused again once read: a resumed partition at its end keeps a fetch waiting on
         # the broker, and the reader's next request (another partition's read, the end

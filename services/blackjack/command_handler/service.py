@@ -38,6 +38,7 @@ from typing import Any
 import structlog
 from aiokafka import AIOKafkaConsumer
 
+from blackjack.bus.header_names import read_header_names_not_utf8
 from blackjack.bus.reachable import wait_for_brokers
 from blackjack.bus.topics import SNAPSHOT_MAX_BYTES, ensure_topics
 from blackjack.command_handler.config import HandlerConfig
@@ -113,7 +114,6 @@ class CommandHandler(Ticker):
         self._backlog_shown: set[int] = set()
         self._consumer: AIOKafkaConsumer | None = None
         self._reader: AIOKafkaConsumer | None = None
-        self._probe: AIOKafkaConsumer | None = None
         self.failure: BaseException | None = None
         self.died = asyncio.Event()  # set with ``failure``: the process should end
         self.log = structlog.get_logger("blackjack.command_handler").bind(
@@ -133,6 +133,7 @@ class CommandHandler(Ticker):
 
     async def start(self) -> None:
         kafka = self.config.kafka
+        read_header_names_not_utf8()  # a command, event or snapshot record with one: read
         self.export_metrics()
         await wait_for_brokers(kafka.bootstrap, kafka.security)  # started before them: waits
         await ensure_topics(kafka, self.topics)
@@ -204,7 +205,7 @@ class CommandHandler(Ticker):
         self._backlog_shown = set()
         closing = [
             client.stop  # the consumer first: it leaves the group, the others take over
-            for client in (self._consumer, self._reader, self._probe)
+            for client in (self._consumer, self._reader)
             if client is not None
         ]
         failures = []

@@ -10,16 +10,16 @@ import time
 from datetime import UTC, datetime
 
 import structlog
-from aiokafka import AIOKafkaConsumer, AIOKafkaProducer, ConsumerRecord, TopicPartition
+from aiokafka import AIOKafkaProducer, ConsumerRecord
 from aiokafka.errors import KafkaError, ProducerFenced
 from aiokafka.structs import RecordMetadata
 
+from blackjack.bus.header_names import header_name_not_utf8
 from blackjack.bus.headers import COMMAND_OFFSET_HEADER
 from blackjack.command_handler.checkpointing import Checkpointing
 from blackjack.command_handler.partitions import RETRY_AFTER_FAILURE_S, _Partition
 from blackjack.command_handler.processor import Handled
 from blackjack.command_handler.reading import Inbound
-from blackjack.command_handler.replay import read_until_unreadable, unreadable
 from blackjack.command_handler.snapshots import SIGNED_CHECKPOINTS_MARK
 from blackjack.observability import metrics
 
@@ -27,10 +27,6 @@ RETRY_AFTER_FENCING_S = 30.0
 """A fenced instance waits for the rebalance that takes the partition away; if none comes
 (the broker aborted a transaction that ran too long), it takes the partition back."""
 POLL_MS = 200
-UNREADABLE_READ_S = 30.0
-"""How long reading a partition around a record that cannot be read may take."""
-UNREADABLE_FETCH_WAIT_MS = 20  # it reads up to a known end, never waits for new records
-
 LOG_APPEND_TIME = 1  # a record's timestamp_type when the broker stamped it
 
 
@@ -40,23 +36,6 @@ def receipt_time(record: ConsumerRecord[bytes, bytes]) -> datetime | None:
     if record.timestamp_type != LOG_APPEND_TIME:
         return None
     return datetime.fromtimestamp(record.timestamp / 1000, UTC)
-
-
-def _stand_in(tp: TopicPartition, offset: int) -> ConsumerRecord[bytes, bytes]:
-    """What stands for a record that cannot be read: its partition and offset alone."""
-    return ConsumerRecord(
-        topic=tp.topic,
-        partition=tp.partition,
-        offset=offset,
-        timestamp=int(time.time() * 1000),
-        timestamp_type=0,
-        key=None,
-        value=None,
-        checksum=None,
-        serialized_key_size=-1,
-        serialized_value_size=-1,
-        headers=(),
-    )
 
 
 def _forget_outcomes(sent: list[tuple[str, asyncio.Future[RecordMetadata]]]) -> None:
@@ -79,13 +58,6 @@ class Transactions(Checkpointing):
                     timeout_ms=0 if more_due else POLL_MS, max_records=self.config.max_batch
                 )
             except Exception as failure:
-                if unreadable(failure):
-                    try:
-                        await self._read_past_unreadable()
-                    except (KafkaError, TimeoutError):  # the broker, as for a fetch
-                        self.log.exception("reading past a record that cannot be read failed")
-                        await asyncio.sleep(RETRY_AFTER_FAILURE_S)
-                    continue
                 if not isinstance(failure, KafkaError):
                     raise
                 self.log.exception("fetching commands failed")
@@ -109,70 +81,10 @@ class Transactions(Checkpointing):
             if errors:
                 raise errors[0]
 
-    async def _read_past_unreadable(self) -> None:
-        """A fetch met a record aiokafka cannot read (``replay.unreadable``) and returned
-        nothing, not even the records it had read of other partitions (whose positions had
-        moved on). Each ready partition is read from its last answered offset by the replay
-        reader instead, one record at a time, up to such a record: the records before it are
-        handled as usual; met first, it is answered ``malformed`` under
-        ``unparsed-<partition>-<offset>`` (no key, nothing of it can be read) and the partition
-        goes on past it. Before, the handler's loop died on it, and so did every handler that
-        took the partition over."""
-        assert self._consumer is not None
-        reader = await self._batch_reader()
-        for partition in list(self._partitions.values()):
-            store = partition.store
-            if partition.status != "ready" or store is None:
-                continue
-            deadline = time.monotonic() + UNREADABLE_READ_S
-            records, offsets = await read_until_unreadable(
-                reader, partition.tp, store.answered_to, self.config.max_batch, deadline
-            )
-            if records:
-                await self._transaction(partition, records)
-            elif offsets:
-                self.log.error(
-                    "command records cannot be read (a header name that is not UTF-8); "
-                    "answered malformed",
-                    partition=partition.number,
-                    kafka_offsets=offsets,
-                )
-                stand_ins = [_stand_in(partition.tp, offset) for offset in offsets]
-                await self._transaction(partition, stand_ins, frozenset(offsets))
-            if partition.status == "ready" and partition.store is not None:
-                self._consumer.seek(partition.tp, partition.store.answered_to)
-
-    async def _batch_reader(self) -> AIOKafkaConsumer:
-        """The reader of the commands around a record that cannot be read, made on first
-        need: one record batch a fetch (``max_partition_fetch_bytes=1``; a broker returns a
-        partition's first batch whole, whatever the limit), so that where it stands after a
-        fetch is exact, a transaction's commit marker passed included (a fetch of several
-        batches that fails past a marker leaves it standing on the marker, which was answered
-        as if it were the record)."""
-        if self._probe is None:
-            probe = AIOKafkaConsumer(
-                **self.config.kafka.client_options(),
-                group_id=None,
-                client_id=f"{self.config.instance_id}-unreadable",
-                isolation_level="read_committed",
-                enable_auto_commit=False,
-                auto_offset_reset="earliest",
-                max_partition_fetch_bytes=1,
-                fetch_max_wait_ms=UNREADABLE_FETCH_WAIT_MS,
-            )
-            await probe.start()
-            commands = self.topics.commands
-            tps = [TopicPartition(commands, p) for p in range(self.config.kafka.partitions)]
-            probe.assign(tps)
-            probe.pause(*tps)
-            self._probe = probe
-        return self._probe
-
     async def _transaction(
         self,
         partition: _Partition,
         records: list[ConsumerRecord[bytes, bytes]],
-        unreadable_offsets: frozenset[int] = frozenset(),
     ) -> None:
         async with partition.lock:
             if partition.status != "ready":
@@ -192,7 +104,7 @@ class Transactions(Checkpointing):
                         record.partition,
                         record.offset,
                         receipt_time(record),
-                        unreadable=record.offset in unreadable_offsets,
+                        unreadable=header_name_not_utf8(record.headers),
                     )
                     with structlog.contextvars.bound_contextvars(kafka_offset=record.offset):
                         outcome = self.processor.handle(store, inbound, self._now())
