@@ -8,20 +8,17 @@ partition over died on the same record."""
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Iterator, Sequence
+from datetime import UTC, datetime
 from typing import Any
 
 import pytest
 from aiokafka import AIOKafkaProducer
-from aiokafka.producer import message_accumulator
-from aiokafka.producer import producer as producer_module
-from aiokafka.record import default_records
 from structlog.testing import capture_logs
 
 from blackjack.bus.topics import partition_for
 from blackjack.domain import commands as cmd
 from blackjack.domain import events as ev
-from blackjack.messages.envelope import CommandEnvelope
+from blackjack.messages.envelope import CommandEnvelope, CommandResult
 from tests.integration.conftest import (
     WAIT_S,
     KafkaSpace,
@@ -29,18 +26,12 @@ from tests.integration.conftest import (
     running_handler,
     stream_events,
 )
+from tests.integration.header_bytes import JUNK, NotUtf8, send_one_batch, write_raw_header_names
 
 pytestmark = pytest.mark.integration
 
 TABLE = "header-bytes"
 OTHER = next(f"other-{n}" for n in range(100) if partition_for(f"other-{n}", 2) == 1)
-
-
-class NotUtf8(str):
-    """A header name written as bytes that are not UTF-8 (as a librdkafka producer may)."""
-
-    def encode(self, encoding: str = "utf-8", errors: str = "strict") -> bytes:
-        return b"\xff\xfebj"
 
 
 async def send_in_a_transaction(
@@ -61,13 +52,8 @@ async def send_in_a_transaction(
 
 
 @pytest.fixture
-def raw_header_names(monkeypatch: pytest.MonkeyPatch) -> Iterator[None]:
-    """This process's producers write header names through ``str.encode`` (aiokafka's
-    pure-Python batch builder, which calls it; its C builder reads the text itself)."""
-    builder = default_records._DefaultRecordBatchBuilderPy
-    for module in (message_accumulator, producer_module):
-        monkeypatch.setattr(module, "DefaultRecordBatchBuilder", builder)
-    yield
+def raw_header_names(monkeypatch: pytest.MonkeyPatch) -> None:
+    write_raw_header_names(monkeypatch)
 
 
 async def test_a_header_name_that_is_not_utf8_is_answered_and_the_partition_goes_on(
@@ -141,25 +127,6 @@ async def test_a_record_no_reader_can_read_on_the_handlers_own_topics_is_stepped
     assert f"{getattr(space.topics, topic)}@{junk.offset}" in warned["records"]
 
 
-async def send_one_batch(
-    space: KafkaSpace, records: Sequence[tuple[bytes, bytes, Sequence[tuple[str, bytes]]]]
-) -> list[int]:
-    """``records`` (key, value, headers) in one producer batch, to one partition (that of
-    the first key); their offsets."""
-    producer = AIOKafkaProducer(bootstrap_servers=space.bootstrap)
-    await producer.start()
-    try:
-        batch = producer.create_batch()
-        for key, value, headers in records:
-            assert batch.append(key=key, value=value, timestamp=None, headers=list(headers))
-        partition = partition_for(records[0][0].decode(), space.partitions)
-        sent = await producer.send_batch(batch, space.topics.commands, partition=partition)
-        base = (await sent).offset
-    finally:
-        await producer.stop()
-    return [base + n for n in range(len(records))]
-
-
 def command(command_id: str, body: cmd.TableCommand, stream: str = TABLE) -> bytes:
     return (
         CommandEnvelope(command_id=command_id, stream_id=stream, command=body)
@@ -176,16 +143,17 @@ async def test_the_valid_commands_after_such_a_record_in_its_batch_are_decided(
     (a bet lost to its sender). Each is decided now, in order, once, under its own id; only
     the record that cannot be read is answered ``malformed``."""
     space: KafkaSpace = await kafka_space(partitions=1)
-    junk = [(NotUtf8("x"), b"1")]
     key = TABLE.encode()
     async with running_handler(space.config()) as handler, space.client() as client:
         offsets = await send_one_batch(
-            space,
+            space.bootstrap,
+            space.topics.commands,
+            0,
             [
                 (key, command("open", cmd.OpenTable(variant="atlantic-city-multi")), []),
-                (key, command("junk-1", cmd.SitDown(player_id="x")), junk),
+                (key, command("junk-1", cmd.SitDown(player_id="x")), JUNK),
                 (key, command("sit-p", cmd.SitDown(player_id="p", seat=0)), [("ok", b"")]),
-                (key, command("junk-2", cmd.SitDown(player_id="y")), junk),
+                (key, command("junk-2", cmd.SitDown(player_id="y")), JUNK),
                 (key, command("sit-q", cmd.SitDown(player_id="q", seat=1)), []),
             ],
         )
@@ -215,3 +183,41 @@ async def test_the_valid_commands_after_such_a_record_in_its_batch_are_decided(
         if isinstance(e.data, ev.SeatTaken)
     ]
     assert seated == ["p", "q", "r"]
+
+
+async def test_the_client_reads_the_results_after_such_a_record_in_its_batch(
+    kafka_space: Any, raw_header_names: None
+) -> None:
+    """No handler writes such a record, but anyone who may write to the results topic can:
+    ``BlackjackClient``'s reader of the results died at it (aiokafka raised out of
+    ``getmany``), and no sender of a command got its answer again. It is stepped over with an
+    error log naming it (what it says is not believed), and the results its producer sent
+    with it are read."""
+    space: KafkaSpace = await kafka_space(partitions=1)
+
+    def result(command_id: str) -> bytes:
+        answer = CommandResult(
+            command_id=command_id, stream_id=TABLE, status="accepted", handled_at=datetime.now(UTC)
+        )
+        return answer.model_dump_json().encode()
+
+    key = TABLE.encode()
+    with capture_logs() as logs:
+        async with space.client() as client:
+            offsets = await send_one_batch(
+                space.bootstrap,
+                space.topics.results,
+                0,
+                [
+                    (key, result("before"), []),
+                    (key, result("forged"), JUNK),
+                    (key, result("after"), []),
+                ],
+            )
+            async with asyncio.timeout(WAIT_S):
+                before = await client.result("before")
+                after = await client.result("after")
+            assert client.results_for("forged") == []
+    assert before.status == after.status == "accepted"
+    [stepped] = [e for e in logs if e["log_level"] == "error"]
+    assert stepped["record"] == f"{space.topics.results}@{offsets[1]}"
