@@ -40,7 +40,7 @@ async def send_one_batch(
 ) -> list[int]:
     """``records`` in one producer batch (not transactional) to ``topic[partition]``; their
     offsets."""
-    producer = AIOKafkaProducer(bootstrap_servers=bootstrap)
+    producer = AIOKafkaProducer(bootstrap_servers=bootstrap, max_batch_size=1 << 20)
     await producer.start()
     try:
         batch = producer.create_batch()

@@ -78,6 +78,9 @@ class AuditReport:
     foreign: list[tuple[str, int, int]] = field(default_factory=list)
     """records the service did not write (topic, partition, offset), stepped over by the
     rebuild as the live store was (docs/operations.md, "A stuck projection worker")"""
+    unreadable: list[tuple[str, int, int]] = field(default_factory=list)
+    """records with a header name that is not UTF-8 (topic, partition, offset): stepped over
+    unread by the rebuild as by the live worker, and findings: what they hold is not audited"""
     events: int = 0
     differences: list[Difference] = field(default_factory=list)
     violations: list[str] = field(default_factory=list)
@@ -92,7 +95,13 @@ class AuditReport:
 
     @property
     def ok(self) -> bool:
-        return not (self.differences or self.violations or self.findings or self.transfers.findings)
+        return not (
+            self.differences
+            or self.violations
+            or self.findings
+            or self.transfers.findings
+            or self.unreadable
+        )
 
     @property
     def complete(self) -> bool:
@@ -124,6 +133,12 @@ class AuditReport:
                 f"Note: {len(self.foreign)} record(s) not written by the service (no ce_type "
                 f"header, not an event), stepped over as in the live store: {where}"
             )
+        if self.unreadable:
+            lines.append(
+                f"\nRecords no reader can read (a header name that is not UTF-8, stepped over "
+                f"unread, as in the live store): {len(self.unreadable)} finding(s)"
+            )
+            lines += [f"  {t}[{p}] offset {o}" for t, p, o in self.unreadable]
         lines.append(f"\nRebuild from offset 0 vs live: {len(self.differences)} difference(s)")
         lines += [f"  {d}" for d in self.differences]
         lines.append(f"\nMoney conservation: {len(self.violations)} violation(s)")
@@ -178,10 +193,18 @@ async def run_audit(
     # A record the service did not write can lie below the live positions only if an operator
     # stepped the live store over it; the scratch store steps over it too (and it is named).
     foreign: list[Record] = []
+    unreadable: list[Record] = []
     await rebuild(
-        writer, bootstrap, topic, stop=report.positions, security=security, foreign=foreign
+        writer,
+        bootstrap,
+        topic,
+        stop=report.positions,
+        security=security,
+        foreign=foreign,
+        unreadable=unreadable,
     )
     report.foreign = [(r.topic, r.partition, r.offset) for r in foreign]
+    report.unreadable = [(r.topic, r.partition, r.offset) for r in unreadable]
     report.pending, partitions = await _pending(bootstrap, topic, report.positions, security)
     # Events past the live positions: a movement's cause may be among them (lag, not a finding).
     behind = {partition for (_, partition), count in report.pending.items() if count}

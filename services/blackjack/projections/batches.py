@@ -103,6 +103,14 @@ class _Folder:
 
     async def _folded(self, result: BatchResult) -> None:
         count_folded(result)
+        for record in result.unreadable:
+            log.error(
+                "a record no reader can read stepped over (a header name that is not UTF-8: "
+                "no handler writes one; who may write to the events topic?)",
+                record=f"{record.topic}@{record.offset}",
+                kafka_partition=record.partition,
+                kafka_offset=record.offset,
+            )
         store_answered(self.health)
         self.positions.known.update(result.positions)
         # the partitions revoked meanwhile: their new owner reports them

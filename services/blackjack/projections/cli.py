@@ -108,6 +108,7 @@ def _rebuild(args: argparse.Namespace) -> int:
             await store.migrate()
             writer = ProjectionWriter(store)
             foreign: list[Record] = []
+            unreadable: list[Record] = []
             await rebuild(
                 writer,
                 settings.bootstrap,
@@ -115,7 +116,13 @@ def _rebuild(args: argparse.Namespace) -> int:
                 batch=settings.batch,
                 security=settings.security,
                 foreign=foreign,
+                unreadable=unreadable,
             )
+            for record in unreadable:
+                print(
+                    f"{record.topic}[{record.partition}] offset {record.offset} stepped over: "
+                    "a header name that is not UTF-8 (no reader can read it)"
+                )
             for record in foreign:
                 print(
                     f"{record.topic}[{record.partition}] offset {record.offset} stepped over: "

@@ -28,6 +28,12 @@ FAILED_BATCHES = Counter(
     "Batches rolled back (then folded again partition by partition; a failing one is rewound "
     "to retry)",
 )
+UNREADABLE = Counter(
+    "blackjack_projection_unreadable_records_total",
+    "Records stepped over, not folded, because a header name of theirs is not UTF-8 (none of "
+    "the service's records has one: who may write to the events topic?); each is named in an "
+    "error log",
+)
 ROUNDS_CLOSED = Counter(
     "blackjack_rounds_closed_total",
     "Rounds settled, or cancelled (closed with no box dealt, every bet returned: no player "
@@ -123,6 +129,7 @@ def count_folded(result: BatchResult) -> None:
         EVENTS_FOLDED.labels(kind).inc(count)
     REDELIVERED.inc(result.skipped)
     DUPLICATES.inc(result.duplicates)
+    UNREADABLE.inc(len(result.unreadable))
     for (variant, currency), game in result.games.items():
         ROUNDS_CLOSED.labels(variant, currency, "settled").inc(game.rounds)
         ROUNDS_CLOSED.labels(variant, currency, "cancelled").inc(game.cancelled)

@@ -11,6 +11,7 @@ from collections.abc import Callable, Mapping
 from aiokafka import AIOKafkaConsumer, ConsumerRecord, TopicPartition
 from aiokafka.admin import AIOKafkaAdminClient
 
+from blackjack.bus.header_names import read_header_names_not_utf8
 from blackjack.bus.settings import PLAINTEXT, KafkaSecurity
 from blackjack.messages import wire
 from blackjack.projections.writer import Position, ProjectionWriter, Record
@@ -55,7 +56,9 @@ async def read_consumer_records(
     timeout: float = 120.0,
     security: KafkaSecurity = PLAINTEXT,
 ) -> dict[Position, int]:
-    """``read_topic``, handing aiokafka's records as fetched (their headers too)."""
+    """``read_topic``, handing aiokafka's records as fetched (their headers too); one with a
+    header name that is not UTF-8 too (``bus.header_names``), which aiokafka raised at."""
+    read_header_names_not_utf8()
     consumer = AIOKafkaConsumer(
         bootstrap_servers=bootstrap,
         **security.client_options(),
@@ -139,6 +142,7 @@ async def rebuild(
     timeout: float = 600.0,
     security: KafkaSecurity = PLAINTEXT,
     foreign: list[Record] | None = None,
+    unreadable: list[Record] | None = None,
 ) -> dict[Position, int]:
     """Fold ``topic`` into the writer's store, from its stored positions (offset 0 for a fresh
     store) up to ``stop`` or the end of the topic. Returns the topic's end offsets.
@@ -146,7 +150,9 @@ async def rebuild(
     With a ``foreign`` list, a record the service did not write (``wire.not_the_service_s``)
     is stepped over, as the operator steps a stuck worker over it (docs/operations.md, "A
     stuck projection worker"), and added to the list; without one it stops the rebuild, as it
-    stops a worker. A record of the service's that cannot be folded stops it either way."""
+    stops a worker. A record of the service's that cannot be folded stops it either way. A
+    record with a header name that is not UTF-8 is stepped over as by a worker
+    (``Record.unreadable``), and added to ``unreadable``."""
     stored = await writer.stored_positions(topic)
     start = {partition: offset for (_, partition), offset in stored.items()}
     until = None if stop is None else {p: o for (t, p), o in stop.items() if t == topic}
@@ -161,6 +167,8 @@ async def rebuild(
                 for raw, record in zip(fetched, batch, strict=True)
             ]
             foreign.extend(r for r in batch if r.foreign)
+        if unreadable is not None:
+            unreadable.extend(r for r in batch if r.unreadable)
         return writer.apply(batch)
 
     return await read_consumer_records(

@@ -25,6 +25,7 @@ from faststream.kafka.annotations import KafkaMessage
 from sqlalchemy.engine import make_url
 
 from blackjack.api.tokens import OPEN, ApiTokens
+from blackjack.bus.header_names import read_header_names_not_utf8
 from blackjack.bus.reachable import wait_for_brokers
 from blackjack.observability.logging import faststream_logger
 from blackjack.observability.roles import declare_role
@@ -58,6 +59,9 @@ def register_projection(
     """Subscribe the projection to ``topic`` on ``broker`` (the topic name as the broker wants
     it: without the prefix if the broker adds one itself); returns what reports its progress."""
     health = FoldHealth(settings.stuck_after) if health is None else health
+    # a record with a header name that is not UTF-8 is read, and stepped over (``writer``):
+    # aiokafka raised at it, and the worker folded nothing more of its partition
+    read_header_names_not_utf8()
     declare_role("projections")
     SCHEMA_REVISION.labels(code_revision()).set(1)
     subscriber = None

@@ -23,6 +23,7 @@ from sqlalchemy.dialects.postgresql import insert as postgresql_insert
 from sqlalchemy.dialects.sqlite import insert as sqlite_insert
 from sqlalchemy.ext.asyncio import AsyncConnection
 
+from blackjack.bus.header_names import header_name_not_utf8
 from blackjack.domain import events as ev
 from blackjack.domain.wallet import is_wallet_stream
 from blackjack.messages import wire
@@ -53,6 +54,9 @@ class KafkaRecord(Protocol):
     key: bytes | None
     value: bytes | None
 
+    @property
+    def headers(self) -> Sequence[tuple[str, bytes | None]]: ...
+
 
 @dataclass(frozen=True, slots=True)
 class Record:
@@ -64,10 +68,20 @@ class Record:
     foreign: bool = False
     """not written by the service (``wire.not_the_service_s``): stepped over, never folded;
     only a rebuild asked to (the audit's, ``projections rebuild``) marks one"""
+    unreadable: bool = False
+    """a header name of it is not UTF-8 (``bus.header_names``; none of the service's records
+    has one): what it holds is not read, it is stepped over (``BatchResult.unreadable``)"""
 
     @classmethod
     def of(cls, record: KafkaRecord) -> Record:
-        return cls(record.topic, record.partition, record.offset, record.value or b"", record.key)
+        return cls(
+            record.topic,
+            record.partition,
+            record.offset,
+            record.value or b"",
+            record.key,
+            unreadable=header_name_not_utf8(record.headers),
+        )
 
     @property
     def position(self) -> Position:
@@ -85,6 +99,9 @@ class BatchResult:
     types: dict[str, int] = field(default_factory=dict)
     games: dict[tuple[str, str], GameDay] = field(default_factory=dict)
     """the game cycles the batch closed, summed by (variant, currency)"""
+    unreadable: list[Record] = field(default_factory=list)
+    """records stepped over, their position with them, because a header name of theirs is not
+    UTF-8 (``Record.unreadable``)"""
 
 
 class ProjectionWriter:
@@ -125,6 +142,10 @@ class ProjectionWriter:
             for record in records:
                 if record.offset < current[record.position]:
                     result.skipped += 1
+                    continue
+                if record.unreadable:  # nothing of it is read (``Record.unreadable``)
+                    result.unreadable.append(record)
+                    current[record.position] = record.offset + 1
                     continue
                 if record.foreign:  # as the operator's step over it (docs/operations.md)
                     current[record.position] = record.offset + 1

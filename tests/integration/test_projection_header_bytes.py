@@ -1,0 +1,110 @@
+"""A record whose header name is not UTF-8 on the events topic, in one producer batch with
+events: the projection worker, ``blackjack audit`` and ``projections rebuild`` stopped at it
+(aiokafka raised out of every fetch of it), and no event after it on its partition was ever
+folded. No handler writes one; anyone who may write to the topic can."""
+
+from __future__ import annotations
+
+import pytest
+from prometheus_client import REGISTRY
+from structlog.testing import capture_logs
+
+from blackjack.audit.audit import run_audit
+from blackjack.messages import wire
+from blackjack.messages.sealing import ShoeSeal
+from blackjack.projections import schema
+from blackjack.projections.health import FoldHealth
+from blackjack.projections.rebuild import rebuild
+from blackjack.projections.writer import Position, ProjectionWriter, Record
+
+pytest.register_assert_rewrite("tests.integration.conftest_projections")
+from tests.integration.conftest_projections import (  # noqa: E402
+    EventsTopic,
+    StoreFactory,
+    play_tables,
+    publish,
+    to_wire,
+)
+from tests.integration.header_bytes import (  # noqa: E402
+    JUNK,
+    Sent,
+    send_one_batch,
+    write_raw_header_names,
+)
+from tests.integration.test_projection_poison import running_worker  # noqa: E402
+
+pytest_plugins = ["tests.integration.conftest_projections"]
+pytestmark = pytest.mark.integration
+
+WAIT_S = 60.0
+LOG = play_tables([("table-header-bytes", "mini-h17")], rounds=4, seed=13)
+UNREADABLE = "blackjack_projection_unreadable_records_total"
+
+
+async def junk_among_events(
+    topic: EventsTopic, seal: ShoeSeal, monkeypatch: pytest.MonkeyPatch
+) -> tuple[Position, int, int]:
+    """Half the table's events, then the rest in one producer batch with a record whose header
+    name is not UTF-8 (a copy of an event: never folded) among them; the table's partition,
+    that record's offset and the end of the partition."""
+    write_raw_header_names(monkeypatch)
+    envelopes = to_wire(LOG.envelopes, seal)
+    half = len(envelopes) // 2
+    [key] = await publish(topic, envelopes[:half])
+
+    def sent(envelope: wire.WireEnvelope) -> Sent:
+        headers = wire.cloudevents_headers(envelope, "tests/projections")
+        return (envelope.stream_id.encode(), wire.encode(envelope), headers)
+
+    rest = [sent(e) for e in envelopes[half:]]
+    junk = (rest[1][0], rest[1][1], [*rest[1][2], *JUNK])
+    offsets = await send_one_batch(topic.bootstrap, key[0], key[1], [rest[0], junk, *rest[1:]])
+    return key, offsets[1], offsets[-1] + 1
+
+
+async def test_the_worker_steps_over_it_and_folds_the_events_after_it_in_its_batch(
+    events_topic: EventsTopic,
+    stores: StoreFactory,
+    shoe_seal: ShoeSeal,
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """Stepped over, its position stored with the fold of the events around it, named in an
+    error log and counted; every event is folded once (its copy in the junk is not)."""
+    key, junk, end = await junk_among_events(events_topic, shoe_seal, monkeypatch)
+    store = await stores.store()
+    before = REGISTRY.get_sample_value(UNREADABLE) or 0.0
+    with capture_logs() as logs:
+        async with running_worker(events_topic, store, FoldHealth(stuck_after=3)) as writer:
+            await writer.wait_for({key: end}, WAIT_S)
+    assert (await writer.stored_positions())[key] == end
+    async with store.reading() as connection:
+        folded = (await connection.execute(schema.events.select())).all()
+    assert len(folded) == len(LOG.envelopes)
+    assert REGISTRY.get_sample_value(UNREADABLE) == before + 1
+    [logged] = [e for e in logs if e["log_level"] == "error"]
+    assert logged["record"] == f"{key[0]}@{junk}" and logged["kafka_partition"] == key[1]
+
+
+async def test_the_audit_reports_it_as_a_finding_and_a_rebuild_names_it(
+    events_topic: EventsTopic,
+    stores: StoreFactory,
+    shoe_seal: ShoeSeal,
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """The audit's rebuild from offset 0 steps over it as the live worker did (the stores
+    agree) and reads the events after it; what it holds is not audited, so the audit fails
+    and names it rather than passing over it. ``projections rebuild`` names it too."""
+    key, junk, end = await junk_among_events(events_topic, shoe_seal, monkeypatch)
+    live = await stores.store()
+    unreadable: list[Record] = []
+    await rebuild(ProjectionWriter(live), events_topic.bootstrap, key[0], unreadable=unreadable)
+    assert [(r.topic, r.partition, r.offset) for r in unreadable] == [(*key, junk)]
+
+    report = await run_audit(live, await stores.store(), events_topic.bootstrap, key[0], shoe_seal)
+    assert report.unreadable == [(*key, junk)]
+    assert report.positions == {key: end}  # the live store stepped over it too
+    assert report.events == len(LOG.envelopes)
+    assert report.differences == [] and report.violations == [] and report.findings == []
+    assert not report.ok
+    rendered = report.render()
+    assert f"{key[0]}[{key[1]}] offset {junk}" in rendered and "AUDIT FAILED" in rendered
