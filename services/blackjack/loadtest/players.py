@@ -15,6 +15,7 @@ from typing import Any
 from aiokafka import AIOKafkaConsumer, TopicPartition
 from aiokafka.errors import KafkaError
 
+from blackjack.bus.header_names import header_name_not_utf8
 from blackjack.bus.settings import PLAINTEXT, KafkaSecurity
 from blackjack.bus.topics import Topics
 from blackjack.client import BlackjackClient
@@ -128,6 +129,8 @@ class EventFollower:
                 batches = await self._consumer.getmany(timeout_ms=1000)
                 for records in batches.values():
                     for record in records:
+                        if header_name_not_utf8(record.headers):
+                            continue  # no handler's (``bus.header_names``)
                         envelope = from_wire(decode(record.value or b""), self._seal)
                         self.views[envelope.stream_id].fold(envelope)
         except asyncio.CancelledError:

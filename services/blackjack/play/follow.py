@@ -17,6 +17,7 @@ from collections.abc import Callable
 
 from aiokafka import AIOKafkaConsumer, TopicPartition
 
+from blackjack.bus.header_names import header_name_not_utf8
 from blackjack.bus.settings import PLAINTEXT, KafkaSecurity
 from blackjack.bus.topics import Topics, partition_for
 from blackjack.domain.wallet import wallet_stream
@@ -202,7 +203,8 @@ class TableFollower:
                 for records in batches.values():
                     self.records_read += len(records)
                     for record in records:
-                        if record.key == self._key:
+                        # (one whose header name is not UTF-8 is no handler's: not believed)
+                        if record.key == self._key and not header_name_not_utf8(record.headers):
                             self._fold(decode(record.value or b""))
                 # past the records read, and past transaction markers
                 self._read_to = await self._consumer.position(self._tp)
