@@ -36,6 +36,7 @@ from blackjack.command_handler.streams import PartitionStore, Stream
 from blackjack.command_handler.transactions import receipt_time
 from blackjack.domain.state import INITIAL_STATE
 from blackjack.messages.sealing import ShoeSeal
+from blackjack.observability.roles import KAFKA_ANSWERED
 
 TOPIC = "unit.blackjack.commands"
 
@@ -207,6 +208,54 @@ async def test_the_backlog_of_each_ready_partition_is_measured_from_the_broker()
     assert backlog("0") is None and backlog("1") == 0
     await handler.stop()  # nor once the handler has stopped (another may serve it now)
     assert backlog("1") is None
+
+
+@pytest.mark.parametrize("ready", [True, False])
+async def test_each_measurement_the_brokers_answer_is_the_handlers_proof_of_kafka(
+    ready: bool,
+) -> None:
+    """While the brokers are away the partitions stay ready and the backlog keeps its last
+    figure: only the time of the brokers' last answer (to the backlog's request, or to a
+    metadata request when no partition is ready) shows the outage to an alert."""
+    handler = CommandHandler(HandlerConfig(shoe_key_hex=ShoeSeal.new_key_hex(), group_id="g"))
+    away = False
+    asked: list[str] = []
+
+    class Brokers(FakeConsumer):
+        async def end_offsets(self, tps: list[TopicPartition]) -> dict[TopicPartition, int]:
+            asked.append("end offsets")
+            if away:
+                raise KafkaConnectionError("Unable to bootstrap")
+            return dict.fromkeys(tps, 5)
+
+        async def position(self, tp: TopicPartition) -> int:
+            return 5
+
+        async def topics(self) -> set[str]:
+            asked.append("metadata")
+            if away:
+                raise KafkaConnectionError("Unable to bootstrap")
+            return {TOPIC}
+
+    handler._consumer = Brokers({})
+    tp = TopicPartition(TOPIC, 0)
+    handler._partitions[0] = _Partition(0, tp, status="ready" if ready else "pending")
+    KAFKA_ANSWERED.clear()
+    started = time.time()
+    await handler._measure_backlog()
+    first = answered()
+    assert first is not None and started <= first <= time.time()
+    away = True
+    await handler._measure_backlog()
+    assert answered() == first  # not moved on: its age is the outage's
+    assert asked == ["end offsets"] * 2 if ready else ["metadata"] * 2
+    await handler.stop()
+
+
+def answered() -> float | None:
+    return REGISTRY.get_sample_value(
+        "blackjack_kafka_answered_timestamp_seconds", {"role": "handler"}
+    )
 
 
 def backlog(partition: str) -> float | None:

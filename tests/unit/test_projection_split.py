@@ -4,6 +4,7 @@ decision over positions, and how the worker reports it (metric, log, ``/readyz``
 from __future__ import annotations
 
 import asyncio
+import time
 from pathlib import Path
 from types import SimpleNamespace
 from typing import Any
@@ -19,6 +20,7 @@ from blackjack.app import build_app
 from blackjack.command_handler.config import HandlerConfig
 from blackjack.command_handler.service import CommandHandler
 from blackjack.messages.sealing import ShoeSeal
+from blackjack.observability.roles import KAFKA_ANSWERED
 from blackjack.projections.health import FoldHealth, probes
 from blackjack.projections.positions import SeekToStoredPositions
 from blackjack.projections.settings import ProjectionSettings
@@ -340,6 +342,8 @@ async def test_group_offsets_that_cannot_be_read_are_no_finding(offsets: str) ->
         lag_every=0.01,
         split_after=0,
     )
+    KAFKA_ANSWERED.clear()
+    started = time.time()
     await positions.on_partitions_assigned({TopicPartition(*P0)})
     try:
         if offsets == "empty":  # the group has committed nothing yet: compared, all right
@@ -350,6 +354,14 @@ async def test_group_offsets_that_cannot_be_read_are_no_finding(offsets: str) ->
         assert health.split == []
     finally:
         consumer._closed = True
+    # the brokers' answer is what BlackjackKafkaUnreachable watches: none, no series
+    answered = REGISTRY.get_sample_value(
+        "blackjack_kafka_answered_timestamp_seconds", {"role": "projections"}
+    )
+    if offsets == "empty":
+        assert answered is not None and started <= answered <= time.time()
+    else:
+        assert answered is None
 
 
 async def test_blackjack_serve_is_not_ready_while_its_store_is_split(tmp_path: Path) -> None:

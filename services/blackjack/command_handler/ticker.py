@@ -9,6 +9,7 @@ import time
 from blackjack.command_handler.clock import may_come_due
 from blackjack.command_handler.transactions import Transactions
 from blackjack.observability import metrics
+from blackjack.observability.roles import kafka_answered
 
 BACKLOG_EVERY_S = 15.0
 COLD_SWEEP_EVERY_S = 30.0
@@ -25,11 +26,17 @@ class Ticker(Transactions):
     async def _measure_backlog(self) -> None:
         """How many commands wait in each ready partition, from the broker's end offsets: a
         partition the loop has stopped taking from shows a backlog that grows (the command lag
-        histogram only sees commands that were handled)."""
+        histogram only sees commands that were handled). An answer is the handler's proof that
+        the brokers answer (``blackjack_kafka_answered_timestamp_seconds``): while they are
+        away, the partitions stay ready and the backlog keeps its last figure."""
         assert self._consumer is not None
         ready = {p.tp: p.number for p in self._partitions.values() if p.status == "ready"}
         try:
-            ends = await self._consumer.end_offsets(list(ready)) if ready else {}
+            if ready:
+                ends = await self._consumer.end_offsets(list(ready))
+            else:  # nothing to measure, but the brokers must still be seen to answer
+                await self._consumer.topics()
+                ends = {}
             backlog = {
                 ready[tp]: max(end - await self._consumer.position(tp), 0)
                 for tp, end in ends.items()
@@ -37,6 +44,7 @@ class Ticker(Transactions):
         except Exception as error:  # revoked meanwhile, the broker: measured next time
             self.log.info("backlog not measured", error=f"{type(error).__name__}: {error}")
             return
+        kafka_answered("handler")
         for number in self._backlog_shown - backlog.keys():
             metrics.COMMAND_BACKLOG.remove(str(number))
         for number, waiting in backlog.items():

@@ -10,6 +10,7 @@ container's cgroup limit, read once at start) lets an alert compare prometheus-c
 
 from __future__ import annotations
 
+import time
 from pathlib import Path
 from typing import Literal
 
@@ -30,6 +31,17 @@ MEMORY_LIMIT = Gauge(
     ["source"],
 )
 
+# Set at each answer of the brokers to a request the process makes every 15 s whatever its
+# traffic (a handler's backlog measurement, a worker's read of its group's offsets), by role:
+# no series until the first answer. While the brokers are away nothing else shows it: a
+# handler keeps its partitions ready and its backlog at the last figure it measured.
+KAFKA_ANSWERED = Gauge(
+    "blackjack_kafka_answered_timestamp_seconds",
+    "When Kafka last answered this process's periodic request (Unix time), by the part that "
+    "asked: a handler measuring its backlog, a projection worker reading its group's offsets",
+    ["role"],
+)
+
 # cgroup v2, then v1; v1 reports "no limit" as a number near 2^63
 CGROUP_LIMITS = {
     "cgroup2": Path("/sys/fs/cgroup/memory.max"),
@@ -44,6 +56,11 @@ def declare_role(role: Role) -> None:
     if found is not None:
         source, limit = found
         MEMORY_LIMIT.labels(source).set(limit)
+
+
+def kafka_answered(role: Role) -> None:
+    """The brokers answered ``role``'s periodic request just now."""
+    KAFKA_ANSWERED.labels(role).set(time.time())
 
 
 def memory_limit(files: dict[str, Path] = CGROUP_LIMITS) -> tuple[str, int] | None:

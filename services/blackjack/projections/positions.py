@@ -16,6 +16,7 @@ from typing import TYPE_CHECKING
 import structlog
 from aiokafka import ConsumerRebalanceListener, TopicPartition
 
+from blackjack.observability.roles import kafka_answered
 from blackjack.projections.health import REPEAT_LOG_EVERY, FoldHealth
 from blackjack.projections.metrics import (
     FAILED_BATCHES,
@@ -238,6 +239,7 @@ class SeekToStoredPositions(ConsumerRebalanceListener):  # type: ignore[misc]
         except Exception as error:  # the broker, or stopping: next time
             log.info("group offsets not read", error=f"{type(error).__name__}: {error}"[:300])
             return None
+        kafka_answered("projections")  # every LAG_EVERY_SECONDS, with or without partitions
         return {
             (tp.topic, tp.partition): meta.offset
             for tp, meta in offsets.items()
