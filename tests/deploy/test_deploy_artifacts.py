@@ -765,6 +765,47 @@ def test_services_and_monitors_select_the_pods() -> None:
         assert re.fullmatch(keep["regex"], value)
 
 
+# A process's own stop on SIGTERM, at most: a handler's transactions get 10 s
+# (CommandHandler.stop) before they are aborted, then it leaves its group and closes its stores;
+# measured 2.5-13.5 s for a handler (mostly the interpreter's last garbage collection, at load
+# average 12-17 on 2 cores) and 3.5-4.6 s for a worker (docs/operations.md, "Probes").
+OWN_STOP_S = 15
+
+
+def test_pods_behind_a_client_service_keep_answering_until_their_endpoint_is_removed() -> None:
+    """A Service keeps sending a deleted pod requests until the endpoint's removal reaches
+    every node; a worker closes its port within a second of SIGTERM, so the pods of a Service
+    that clients call (the query API's) wait in preStop before they are signalled, and the
+    grace period covers that wait and the process's own stop."""
+    client_facing = {
+        "blackjack-query-api",  # the handlers' Service is for their metrics and docs only
+    }
+    pods = {w["metadata"]["name"]: w for w in workloads()}
+    for svc in of_kind("Service"):
+        if svc["metadata"]["name"] not in client_facing:
+            continue
+        selector = svc["spec"]["selector"]
+        behind = [
+            w
+            for w in pods.values()
+            if selector.items() <= w["spec"]["template"]["metadata"]["labels"].items()
+        ]
+        assert behind, svc["metadata"]["name"]
+        for workload in behind:
+            name = workload["metadata"]["name"]
+            pre_stop = the_container(workload).get("lifecycle", {}).get("preStop")
+            assert pre_stop is not None, f"{name}: no preStop wait before SIGTERM"
+            command = pre_stop["exec"]["command"]
+            assert command[0] == "sleep" and len(command) == 2, (name, command)
+            waits = int(command[1])
+            assert 5 <= waits <= 15, (name, waits)
+            grace = workload["spec"]["template"]["spec"]["terminationGracePeriodSeconds"]
+            assert grace >= waits + OWN_STOP_S, (name, grace, waits)
+    for workload in pods.values():  # every pod: its own stop before the SIGKILL
+        grace = workload["spec"]["template"]["spec"]["terminationGracePeriodSeconds"]
+        assert grace >= OWN_STOP_S, workload["metadata"]["name"]
+
+
 def test_the_audit_job_runs_the_audit_with_its_key_and_the_database(parsed_args: Any) -> None:
     job = yaml.safe_load((K8S / "audit-job.yaml").read_text())
     kustomization = yaml.safe_load((K8S / "kustomization.yaml").read_text())
