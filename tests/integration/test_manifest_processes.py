@@ -69,9 +69,10 @@ async def until(http: httpx.AsyncClient, path: str, ok: Any, within: float) -> h
     last: Any = None
     while time.monotonic() < deadline:
         try:
-            last = await http.get(path)
-            if ok(last):
-                return last
+            answer = await http.get(path)
+            last = answer
+            if ok(answer):
+                return answer
         except httpx.TransportError as error:
             last = error
         await asyncio.sleep(0.5)
