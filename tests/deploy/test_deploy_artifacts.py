@@ -348,6 +348,8 @@ def test_the_rules_alert_on_what_an_operator_needs() -> None:
         "BlackjackProjectionStuck": "blackjack_projection_stuck_offset",
         "BlackjackProjectionSplitStore": "blackjack_projection_split_partitions",
         "BlackjackRebuildSlow": "blackjack_rebuild_seconds_count",
+        # nothing else sees the brokers away (partitions stay ready, backlog and lag stale)
+        "BlackjackKafkaUnreachable": "blackjack_kafka_answered_timestamp_seconds",
     }
     for alert, metric in wanted.items():
         assert alert in alerts, alert
