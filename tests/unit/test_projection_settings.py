@@ -77,3 +77,23 @@ def test_serve_s_query_api_requires_the_tokens_it_is_given(monkeypatch: pytest.M
     app = build_app(config, projection_settings(config)).app
     assert isinstance(app, QueryApi) and app.tokens.admits(f"Bearer {token}".encode())
     assert not app.tokens.admits(None)
+
+
+def test_a_named_worker_may_be_given_its_database_on_the_command_line(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """``blackjack projections run --db-url URL`` with BLACKJACK_PROJECTION_INSTANCE set and
+    no BLACKJACK_DB_URL: the store is named, so the worker runs on it (it stopped with
+    "BLACKJACK_PROJECTION_INSTANCE is set but BLACKJACK_DB_URL is not", exit 2)."""
+    import argparse
+
+    from blackjack.projections.cli import settings_from
+
+    monkeypatch.delenv("BLACKJACK_DB_URL", raising=False)
+    monkeypatch.setenv("BLACKJACK_PROJECTION_INSTANCE", "blackjack-projections-0")
+    args = argparse.Namespace(db_url=DB, bootstrap=None, topic_prefix=None)
+    settings = settings_from(args)
+    assert settings.db_url == DB
+    assert settings.session_timeout_ms == 45_000
+    with pytest.raises(ValueError, match="BLACKJACK_DB_URL"):
+        settings_from(argparse.Namespace(db_url=None, bootstrap=None, topic_prefix=None))

@@ -38,7 +38,10 @@ def add_store_options(parser: argparse.ArgumentParser) -> None:
 
 
 def settings_from(args: argparse.Namespace) -> ProjectionSettings:
-    settings = ProjectionSettings.from_env()
+    env = dict(os.environ)
+    if args.db_url is not None:  # a store named on the command line counts as the setting's
+        env["BLACKJACK_DB_URL"] = args.db_url
+    settings = ProjectionSettings.from_env(env)
     changes = {
         "db_url": args.db_url,
         "bootstrap": args.bootstrap,
