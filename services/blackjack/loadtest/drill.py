@@ -81,6 +81,8 @@ class Drill:
         self.playing: list[asyncio.Task[None]] = []
         self.states: dict[str, tuple[int, TableState]] = {}
         self.views: dict[str, tuple[int, TableState]] = {}
+        self.settled: dict[str, tuple[Counter[str], Counter[str]]] = {}
+        """per table, what each player saw wagered and paid in its settled rounds"""
         self._stop = asyncio.Event()
         self._follower = EventFollower(
             bootstrap, self.topics, partitions, ShoeSeal.from_hex(self.shoe_key), security
@@ -163,6 +165,9 @@ class Drill:
         self.views = {
             stream_id: (view.sequence, view.state)
             for stream_id, view in self._follower.views.items()
+        }
+        self.settled = {
+            stream_id: (view.wagered, view.paid) for stream_id, view in self._follower.views.items()
         }
 
     async def close(self) -> None:

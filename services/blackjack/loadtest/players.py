@@ -46,6 +46,10 @@ class TableView:
     def __init__(self) -> None:
         self.state: TableState = INITIAL_STATE
         self.sequence = 0
+        self.wagered: Counter[str] = Counter()
+        """per player, the stakes of every round it saw settled (its ``RoundSettled``)"""
+        self.paid: Counter[str] = Counter()
+        """per player, what those rounds paid back"""
         self._waiters: list[tuple[int, asyncio.Future[None]]] = []
 
     def fold(self, envelope: EventEnvelope) -> None:
@@ -53,8 +57,13 @@ class TableView:
             raise RuntimeError(
                 f"{envelope.stream_id}: event {envelope.sequence} after {self.sequence}"
             )
-        self.state = evolve(self.state, table_event(envelope))
+        event = table_event(envelope)
+        self.state = evolve(self.state, event)
         self.sequence = envelope.sequence
+        if isinstance(event, ev.RoundSettled):
+            for result in event.results:
+                self.wagered[result.player_id] += result.wagered
+                self.paid[result.player_id] += result.paid
         still = []
         for sequence, future in self._waiters:
             if sequence <= self.sequence:
