@@ -293,3 +293,54 @@ async def test_a_round_s_recall_folded_by_an_older_release_dumps_as_a_rebuild_fo
     async with store.writing() as connection:
         await connection.execute(update(rounds).values(record=record))
     assert (await snapshot(store)).text() == before.text()
+
+
+async def test_a_store_that_lost_folded_batches_is_refused_as_behind_not_folded_past(
+    store: ProjectionStore, tmp_path: Path
+) -> None:
+    """The store loses a batch the worker had committed (a PostgreSQL crash with
+    ``synchronous_commit = off``, as deploy/postgres/postgres.sh runs it; a failover to a
+    standby that had not received it; a restore from a backup) while the worker runs on. The
+    next batch begins past the store's position: folding it would move the position past the
+    lost records, which then are never folded (and the next event of their stream is a gap:
+    the partition stuck for good). It is refused as behind, changing nothing, and the worker
+    reads the partition again from the store's position (``put_back``)."""
+    import shutil
+
+    writer = ProjectionWriter(store)
+    t1 = b'"stream_id":"t-1"'
+    # a t-1 event followed by a t-2 event, t-2 having events before it
+    at = next(
+        i
+        for i in range(1, len(RECORDS) - 1)
+        if t1 in RECORDS[i].value
+        and t1 not in RECORDS[i + 1].value
+        and any(t1 not in r.value for r in RECORDS[:i])
+    )
+    await writer.apply(RECORDS[:at])
+    path = tmp_path / "projections.db"
+    backup = tmp_path / "backup.db"
+    await store.close()  # every connection closed: the file holds every commit
+    shutil.copyfile(path, backup)
+    await writer.apply(RECORDS[at : at + 1])  # committed, then lost:
+    await store.close()
+    shutil.copyfile(backup, path)
+    # the next batch: t-2's events up to t-1's next (nothing in it tells of the loss)
+    upto = next(i for i in range(at + 1, len(RECORDS)) if t1 in RECORDS[i].value)
+    with pytest.raises(ProjectionError, match="behind"):
+        await writer.apply(RECORDS[at + 1 : upto])
+    assert await writer.stored_positions() == {(TOPIC, 0): at}  # nothing of it written
+    # read again from the store's position, as the worker does: everything folds
+    await writer.apply(RECORDS[at:])
+    assert await writer.stored_positions() == {(TOPIC, 0): len(RECORDS)}
+    assert (await snapshot(store)).text() == (await rebuilt(tmp_path)).text()
+
+
+async def rebuilt(tmp_path: Path) -> Dump:
+    other = ProjectionStore(f"sqlite+aiosqlite:///{tmp_path / 'rebuilt.db'}")
+    await other.migrate()
+    try:
+        await ProjectionWriter(other).apply(RECORDS)
+        return await snapshot(other)
+    finally:
+        await other.close()

@@ -300,3 +300,31 @@ async def test_a_batch_that_fails_after_its_partition_was_revoked_reports_no_fai
     assert health.status()["failing"] == []
     labels = {"topic": TOPIC, "partition": "0"}
     assert REGISTRY.get_sample_value("blackjack_projection_stuck_offset", labels) is None
+
+
+async def test_a_store_behind_what_the_worker_folded_is_read_again_from_its_positions() -> None:
+    """The store lost batches the worker had committed (``StoreBehind``): the batch is put
+    back and its partitions sought to the store's positions, with a warning; no record is
+    blamed (the partition is not reported failing or stuck)."""
+    from blackjack.projections.writer import StoreBehind
+
+    class Writer:
+        failed_at = None
+
+        async def stored_positions(self) -> dict[tuple[str, int], int]:
+            return {(TOPIC, 0): 40}
+
+        async def apply(self, records: Any) -> Any:
+            raise StoreBehind("the read model is behind what this worker folded into it")
+
+    consumer = Consumer()
+    positions = SeekToStoredPositions(Writer(), lambda: consumer, lag_every=None)  # type: ignore[arg-type]
+    await positions.on_partitions_assigned({P0})
+    consumer.sought.clear()
+    fold_health = FoldHealth(10)
+    folder = batches._Folder(Writer(), positions, fold_health, lambda: None)  # type: ignore[arg-type]
+    with capture_logs() as logs:
+        await folder.fold([Record(TOPIC, 0, 45, b"{}"), Record(TOPIC, 0, 46, b"{}")])
+    assert consumer.sought == {P0: 40}
+    assert fold_health.failing == [] and fold_health.failures_of((TOPIC, 0)) == 0
+    assert [e["log_level"] for e in logs if "behind" in e["event"]] == ["warning"]

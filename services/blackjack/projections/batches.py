@@ -30,7 +30,7 @@ from blackjack.projections.positions import (
 )
 from blackjack.projections.revision import SchemaMismatch
 from blackjack.projections.store import is_store_outage
-from blackjack.projections.writer import BatchResult, ProjectionWriter, Record
+from blackjack.projections.writer import BatchResult, ProjectionWriter, Record, StoreBehind
 
 if TYPE_CHECKING:
     from aiokafka import AIOKafkaConsumer
@@ -74,6 +74,13 @@ class _Folder:
             result = await self.writer.apply(records)
         except SchemaMismatch:
             raise
+        except StoreBehind as error:
+            # no record is to blame: the store lost commits; read on from where it stands
+            log.warning(
+                "read model behind what this worker folded; read again from it", error=str(error)
+            )
+            await self.positions.put_back(records)
+            return
         except Exception as error:
             FAILED_BATCHES.inc()
             parts = _by_partition(records)

@@ -4,7 +4,9 @@ One batch of records is one database transaction. It begins by locking the track
 (``projection_positions``) of the partitions in the batch, skips every record below the stored
 position (already folded in by this or another worker), folds the rest, and moves the
 positions past them in the same transaction. A crash before the commit leaves nothing; a crash
-after it leaves the positions that say so. Kafka's own committed offsets play no part. Before
+after it leaves the positions that say so. Kafka's own committed offsets play no part. A store
+whose position is below what this writer committed there lost commits (``StoreBehind``): the
+batch is refused and the worker reads the partition again from the store's position. Before
 anything, the transaction checks that the store is at the schema revision this code folds into
 (``revision.py``): a store another release migrated gets nothing of the batch.
 """
@@ -104,6 +106,10 @@ class BatchResult:
     UTF-8 (``Record.unreadable``)"""
 
 
+class StoreBehind(ProjectionError):
+    """The store's position of a partition is below what this writer committed there."""
+
+
 class ProjectionWriter:
     def __init__(self, store: ProjectionStore) -> None:
         self.store = store
@@ -138,6 +144,7 @@ class ProjectionWriter:
             await self.check_schema(connection)
             keys = sorted({r.position for r in records})
             current = await _lock_positions(connection, self.store.dialect, keys)
+            self._refuse_if_behind(current)
             batch = _Batch(connection)
             for record in records:
                 if record.offset < current[record.position]:
@@ -174,6 +181,32 @@ class ProjectionWriter:
             self.positions.update(result.positions)
             self._progress.notify_all()
         return result
+
+    def _refuse_if_behind(self, stored: Mapping[Position, int]) -> None:
+        """The store's positions may only move forward: one below what this writer committed
+        there lost commits (a crash of a server that does not wait for its disk, a failover to
+        a standby that had not received them, a restore from a backup). The records between
+        are folded nowhere, and a batch read on from the consumer's position would move the
+        position past them for good: refused, so that the partition is read again from the
+        store's position (the worker's ``put_back``). A partition another worker folded
+        further meanwhile is ahead, never behind."""
+        behind = {
+            key: (offset, self.positions[key])
+            for key, offset in stored.items()
+            if key in self.positions and offset < self.positions[key]
+        }
+        if not behind:
+            return
+        for key, (offset, _) in behind.items():
+            self.positions[key] = offset  # what the store holds is where folding resumes
+        raise StoreBehind(
+            "the read model is behind what this worker folded into it (it lost commits: a "
+            "crash, a failover or a restore); reading again from its positions: "
+            + ", ".join(
+                f"{topic}[{partition}] at {offset}, folded to {folded}"
+                for (topic, partition), (offset, folded) in sorted(behind.items())
+            )
+        )
 
     async def check_schema(self, connection: AsyncConnection) -> None:
         """``SchemaMismatch`` unless the store is at this code's revision; on PostgreSQL the
