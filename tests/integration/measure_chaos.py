@@ -284,16 +284,32 @@ async def caught_up(
 
 
 async def every_table_answered_since(drill: Drill, moment: float, timeout: float) -> float:
-    """Seconds from ``moment`` until every table has had an answer after it."""
+    """Seconds from ``moment`` until every table has had an answer to a command it sent
+    after it (an answer to one sent before may have been on its way when the fault came)."""
+
+    def first_after(player: Any) -> float | None:
+        return next(
+            (a for a, s in zip(player.answered_at, player.asked_at, strict=True) if s > moment),
+            None,
+        )
 
     async def wait() -> None:
-        while not all(p.answered_at and p.answered_at[-1] > moment for p in drill.players):
+        while any(first_after(p) is None for p in drill.players):
             await asyncio.sleep(POLL_S)  # many players' progress: no single event to await
 
     await drill.meanwhile(asyncio.wait_for(wait(), timeout))
-    return round(
-        max(next(t for t in p.answered_at if t > moment) for p in drill.players) - moment, 3
-    )
+    return round(max(first_after(p) or moment for p in drill.players) - moment, 3)
+
+
+async def started(log: Path, line: str, before: int, timeout: float) -> float:
+    """Seconds until ``log`` holds more than ``before`` lines with ``line``: a process
+    restarted, its imports and connections done (another process's file: polled)."""
+    began = time.perf_counter()
+    while log.read_text().count(line) <= before:
+        if time.perf_counter() - began > timeout:
+            raise TimeoutError(f"{log.name}: no {line!r}")
+        await asyncio.sleep(0.1)
+    return round(time.perf_counter() - began, 3)
 
 
 async def fault(
@@ -320,8 +336,15 @@ async def fault(
             victim.wait()
             await drill.meanwhile(asyncio.sleep(config.restart_after_s))
             procs.start_handler(name)
+            line = f'"instance": "chaos-{name}-{procs.started}"'
+            up = asyncio.ensure_future(started(procs.handler_log(name), line, 0, config.timeout_s))
             answered = await every_table_answered_since(drill, began, config.timeout_s)
-            return {"handler": name, "all_answered_after_s": answered}
+            begun = await drill.meanwhile(up)
+            return {
+                "handler": name,
+                "all_answered_after_s": answered,
+                "new_process_up_after_restart_s": begun,
+            }
         fenced_before = procs.handler_log(name).read_text().count("fenced")
         victim.send_signal(signal.SIGSTOP)
         try:
@@ -342,12 +365,15 @@ async def fault(
         }
     if kind == "worker-kill":
         assert procs.worker is not None
+        log, line = procs.log_dir / "worker.log", '"projection worker started"'
+        before = log.read_text().count(line)
         procs.worker.send_signal(signal.SIGKILL)
         procs.worker.wait()
         await drill.meanwhile(asyncio.sleep(config.restart_after_s))
         procs.start_worker()
+        begun = await drill.meanwhile(started(log, line, before, config.timeout_s))
         back = await drill.meanwhile(caught_up(drill, db_url, bootstrap, config.timeout_s))
-        return back
+        return {"process_start_s": begun, **back}
     if kind == "pg-kill":
         await asyncio.to_thread(kill_postgres)
     elif kind == "pg-restart":

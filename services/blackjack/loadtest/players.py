@@ -187,6 +187,8 @@ class Player:
         self.latencies: list[float] = []
         self.answered_at: list[float] = []
         """``time.perf_counter()`` of each result, in order"""
+        self.asked_at: list[float] = []
+        """``time.perf_counter()`` when each of those commands was first sent"""
         self.resent: Counter[str] = Counter()
         """Copies sent again, per command id (tried: a copy whose sending failed may still
         have reached the topic)."""
@@ -200,6 +202,7 @@ class Player:
         self.log.append(Sent(self.stream_id, command_id, command))
         result = await self._answer(command_id, command)
         self.answered_at.append(time.perf_counter())
+        self.asked_at.append(started)
         if measure:
             self.latencies.append(self.answered_at[-1] - started)
         view = self.follower.views[self.stream_id]
