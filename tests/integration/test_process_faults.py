@@ -1,15 +1,17 @@
 """The process fault drill (``measure_chaos``) at a small size: two ``blackjack handler``
 processes and a ``blackjack projections run`` worker on PostgreSQL, players playing without
-pause; the worker killed with SIGKILL while it folds, then every PostgreSQL process killed
-with SIGKILL under it (crash recovery on restart). Then: every command record answered
+pause; every PostgreSQL process killed with SIGKILL under the worker while it folds (crash
+recovery on restart; the server runs with ``synchronous_commit = off``, so the last commits
+may be lost, and the worker must fold them again). Then: every command record answered
 exactly once and every table's log folding to what its player saw (the load test's proof),
 ``blackjack audit`` passing on the read model, and each player's balance, as it saw it, equal
 to the read model's account and to its deposit - stakes + payouts.
 
-The handlers' own faults (SIGKILL, SIGSTOP past the session and transaction timeouts) take
-longer than a test should (the group waits out a 10 s session timeout each time): they are
-in the drill (docs/load.md, "Process faults under load") and, one each, in
-``test_handler_failover.py``. No timing threshold: only that the figures are measured."""
+The other faults take longer than a test should (a handler's wait out a 10 s session
+timeout; a new worker process's start, 20-30 s on a loaded machine): they are in the drill
+(docs/load.md, "Process faults under load"; SIGKILL and SIGSTOP of a handler process, one
+each, in ``test_handler_failover.py``). No timing threshold: only that the figures are
+measured."""
 
 from __future__ import annotations
 
@@ -23,15 +25,15 @@ from tests.integration.measure_chaos import ChaosConfig, run
 pytestmark = pytest.mark.integration
 
 
-async def test_the_worker_and_postgres_killed_under_load_lose_and_double_nothing(
+async def test_postgres_killed_under_the_worker_loses_and_doubles_nothing(
     tmp_path: Path,
 ) -> None:
     lines: list[dict[str, Any]] = []
     config = ChaosConfig(
         tables=3,
         partitions=2,
-        faults=2,
-        kinds=("worker-kill", "pg-kill"),
+        faults=1,
+        kinds=("pg-kill",),
         settle_s=1.0,
         restart_after_s=0.5,
         pg_down_s=1.0,
@@ -46,7 +48,7 @@ async def test_the_worker_and_postgres_killed_under_load_lose_and_double_nothing
     assert kinds["players_view"]["balances_equal"] == 3
     assert kinds["audit"]["ok"], kinds["audit"]["tail"]
     faults = [line for line in lines if line["kind"] == "fault"]
-    assert sorted(f["fault"] for f in faults) == ["pg-kill", "worker-kill"]
+    assert [f["fault"] for f in faults] == ["pg-kill"]
     for one in faults:
         assert one["caught_up_after_s"] >= 0
     assert summary["ok"] and summary["rounds"] > 0
