@@ -355,23 +355,23 @@ async def fault(
         woke = time.perf_counter()
         after = await every_table_answered_since(drill, woke, config.timeout_s)
         await drill.meanwhile(asyncio.sleep(config.settle_s))
-        log = procs.handler_log(name).read_text()
+        fenced = procs.handler_log(name).read_text().count("fenced") - fenced_before
         return {
             "handler": name,
             "stopped_s": round(woke - began, 3),
             "all_answered_after_s": answered,
             "all_answered_after_wake_s": after,
-            "fenced_log_lines_after_wake": log.count("fenced") - fenced_before,
+            "fenced_log_lines_after_wake": fenced,
         }
     if kind == "worker-kill":
         assert procs.worker is not None
-        log, line = procs.log_dir / "worker.log", '"projection worker started"'
-        before = log.read_text().count(line)
+        worker_log, line = procs.log_dir / "worker.log", '"projection worker started"'
+        before = worker_log.read_text().count(line)
         procs.worker.send_signal(signal.SIGKILL)
         procs.worker.wait()
         await drill.meanwhile(asyncio.sleep(config.restart_after_s))
         procs.start_worker()
-        begun = await drill.meanwhile(started(log, line, before, config.timeout_s))
+        begun = await drill.meanwhile(started(worker_log, line, before, config.timeout_s))
         back = await drill.meanwhile(caught_up(drill, db_url, bootstrap, config.timeout_s))
         return {"process_start_s": begun, **back}
     if kind == "pg-kill":
