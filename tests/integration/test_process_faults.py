@@ -11,22 +11,52 @@ The other faults take longer than a test should (a handler's wait out a 10 s ses
 timeout; a new worker process's start, 20-30 s on a loaded machine): they are in the drill
 (docs/load.md, "Process faults under load"; SIGKILL and SIGSTOP of a handler process, one
 each, in ``test_handler_failover.py``). No timing threshold: only that the figures are
-measured."""
+measured.
+
+PostgreSQL is a server of the test's own (its port, its data directory): the other tests'
+server must stay up, and the drill kills the one ``PG_PORT``/``PG_DATA_ROOT`` name."""
 
 from __future__ import annotations
 
+import os
+import subprocess
+import tempfile
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
 import pytest
 
+from tests.integration import infra
 from tests.integration.measure_chaos import ChaosConfig, run
 
 pytestmark = pytest.mark.integration
 
 
+@pytest.fixture
+def private_postgres(monkeypatch: pytest.MonkeyPatch) -> Iterator[str]:
+    """A PostgreSQL server started for this test alone, named to the drill through the
+    environment; stopped (and its data removed) after it."""
+    port = str(infra.below_ephemeral_ports(1)[0])
+    # Under /tmp, not pytest's tmp_path: the server runs as the postgres user, which
+    # cannot enter root's private pytest directories.
+    root = tempfile.mkdtemp(prefix=f"blackjack-pg-faults-{port}-")
+    env = {**os.environ, "PG_PORT": port, "PG_DATA_ROOT": root}
+    script = str(infra.POSTGRES_SCRIPT)
+    up = subprocess.run([script, "up"], env=env, check=True, capture_output=True, text=True)
+    url = up.stdout.strip().splitlines()[-1]
+    for name, value in (("PG_PORT", port), ("PG_DATA_ROOT", root)):
+        monkeypatch.setenv(name, value)
+    monkeypatch.setenv("BLACKJACK_TEST_PG_URL", url)
+    try:
+        yield url
+    finally:
+        subprocess.run([script, "down"], env=env, check=False, capture_output=True)
+        subprocess.run(["rm", "-rf", root], check=False)
+
+
 async def test_postgres_killed_under_the_worker_loses_and_doubles_nothing(
-    tmp_path: Path,
+    tmp_path: Path, private_postgres: str
 ) -> None:
     lines: list[dict[str, Any]] = []
     config = ChaosConfig(
