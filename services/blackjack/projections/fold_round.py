@@ -53,7 +53,7 @@ def _bet_placed(p: StreamProjection, e: ev.BetPlaced, at: datetime) -> None:
             balance_before=account.available,
             balance_after=account.available,
         )
-    p.money_moved(e, e.player_id, e.balance_after).in_play += e.amount
+    _staked(p, e, e.player_id, e.amount, e.balance_after)
     _back_in(account)
     record = p.round(e.round)
     boxes = [b for b in record.boxes if b.box != e.box]
@@ -61,8 +61,18 @@ def _bet_placed(p: StreamProjection, e: ev.BetPlaced, at: datetime) -> None:
     record.boxes = sorted(boxes, key=lambda b: b.box)
 
 
+def _staked(
+    p: StreamProjection, e: ev.RoundEvent, player_id: str, amount: int, balance_after: int
+) -> None:
+    """A stake placed (``amount`` > 0: a bet, insurance, a split or a double) or a bet taken
+    back: into play, and into the player's ``wagered`` in the round, which so reads the money
+    the round holds of theirs while it plays (the settlement then sets its result)."""
+    p.money_moved(e, player_id, balance_after).in_play += amount
+    p.round_player(e.round, player_id).wagered += amount
+
+
 def _bet_refunded(p: StreamProjection, e: ev.BetRefunded, at: datetime) -> None:
-    p.money_moved(e, e.player_id, e.balance_after).in_play -= e.amount
+    _staked(p, e, e.player_id, -e.amount, e.balance_after)
     record = p.round(e.round)
     boxes = [b for b in record.boxes if b.box != e.box]
     if e.box_total:  # RemoveBet took back part of the bet: the rest stays on the box
@@ -148,7 +158,7 @@ def _insurance_offered(p: StreamProjection, e: ev.InsuranceOffered, at: datetime
 
 
 def _insurance_taken(p: StreamProjection, e: ev.InsuranceTaken, at: datetime) -> None:
-    p.money_moved(e, e.player_id, e.balance_after).in_play += e.amount
+    _staked(p, e, e.player_id, e.amount, e.balance_after)
     p.round(e.round).box(e.box).insurance = InsuranceView(status="taken", stake=e.amount)
 
 
@@ -184,14 +194,14 @@ def _player_stood(p: StreamProjection, e: ev.PlayerStood, at: datetime) -> None:
 
 
 def _hand_doubled(p: StreamProjection, e: ev.HandDoubled, at: datetime) -> None:
-    p.money_moved(e, e.player_id, e.balance_after).in_play += e.amount
+    _staked(p, e, e.player_id, e.amount, e.balance_after)
     hand = p.round(e.round).hand(e.box, e.hand)
     hand.stake += e.amount
     hand.doubled = True
 
 
 def _hand_split(p: StreamProjection, e: ev.HandSplit, at: datetime) -> None:
-    p.money_moved(e, e.player_id, e.balance_after).in_play += e.amount
+    _staked(p, e, e.player_id, e.amount, e.balance_after)
     box = p.round(e.round).box(e.box)
     hand = box.hands[e.hand] if 0 <= e.hand < len(box.hands) else None
     if hand is None or len(hand.cards) != 2:

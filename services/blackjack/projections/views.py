@@ -242,7 +242,9 @@ class RoundPlayer(_Model):
 
     ``deposited`` and ``withdrawn`` are the money the player paid in or took out at the table
     (not wagers or payouts) between their first bet and the end of the round, so that
-    ``balance_before + net + deposited - withdrawn == balance_after``."""
+    ``balance_before + net + deposited - withdrawn == balance_after`` once the round is over.
+    While it plays, ``wagered`` is the money it holds of the player's (``fold_round._staked``)
+    and ``paid`` and ``net`` are 0 until the settlement sets the result."""
 
     stream_id: str
     round: int
