@@ -73,7 +73,7 @@ async def test_a_round_in_play_shows_the_money_it_holds_as_wagered(stores: Store
             data = envelope.data
             sign = STAKES.get(type(data), 0)
             if sign:
-                held += sign * data.amount  # type: ignore[attr-defined]
+                held += sign * data.amount  # type: ignore[union-attr]
             if isinstance(data, ev.RoundSettled):
                 break
             table: Any = (await client.get(f"/v1/tables/{script.stream_id}")).json()

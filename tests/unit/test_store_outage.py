@@ -260,8 +260,10 @@ async def test_a_worker_started_while_the_database_is_down_waits_for_it() -> Non
     with capture_logs() as logs:
         waiting = asyncio.create_task(worker.migrated(store, health, wait=0.05))  # type: ignore[arg-type]
         await health.wait_until(lambda: health.store_outage is not None, 5)
-        assert health.status()["status"] == "starting"  # /readyz: 503 with the error
-        assert "57P03" in health.status()["store"]["error"]
+        assert health.status()["status"] == "starting"  # /readyz: 503, why without the text
+        assert health.status()["store"]["reason"] == "store_unreachable"
+        outage = health.store_outage  # the text is the log's
+        assert outage is not None and "57P03" in outage.error
         assert store_up() == 0
         await waiting
     assert store.attempts == 3 and store_up() == 1 and health.store_outage is None

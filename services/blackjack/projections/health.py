@@ -4,7 +4,8 @@ A batch that fails is rolled back and retried every few seconds, forever: the wo
 skips a record (``batches.py``). A record that fails every time (a poison event: one the fold
 refuses, or one that breaks it) cannot be cured by retrying, so once the same record of a
 partition has failed ``stuck_after`` times in a row the worker reports that partition stuck,
-names the record (topic, partition, offset) and the error on ``/readyz`` and in its log, and
+names the record (topic, partition, offset) on ``/readyz`` with a reason code and how long
+(``/readyz`` needs no token: never the error's text, which is in its log), and
 exports the offset (alert ``BlackjackProjectionStuck``), until the partition folds past it or
 is taken away by a rebalance.
 
@@ -31,10 +32,12 @@ from typing import Any
 
 import structlog
 from prometheus_client import Gauge
+from sqlalchemy.exc import SQLAlchemyError
 
 from blackjack.projections.revision import SchemaMismatch
 from blackjack.projections.settings import DEFAULT_STUCK_AFTER
 from blackjack.projections.split import Behind
+from blackjack.projections.views import ProjectionError
 from blackjack.projections.writer import Position, Record
 
 log = structlog.get_logger("blackjack.projections")
@@ -65,6 +68,26 @@ SCHEMA_REVISION = Gauge(
 )
 
 ERROR_CHARS = 500  # enough to recognise the error; the log has the traceback
+"""the error text kept for the log lines (``describe``); never served: ``/readyz`` needs no
+token and the text can quote a record's data or a statement's SQL parameters, so it answers a
+reason code (``reason_code``) and how long instead (``public``)"""
+
+
+def reason_code(error: BaseException) -> str:
+    """What ``/readyz`` says of an error, without its text: ``fold_refused`` (the fold refuses
+    the record: not an event, or one that contradicts the read model), ``database_error``
+    (the database refused the batch's statements) or ``fold_error`` (anything else: a bug)."""
+    if isinstance(error, ProjectionError):
+        return "fold_refused"
+    if isinstance(error, SQLAlchemyError):
+        return "database_error"
+    return "fold_error"
+
+
+def _seconds_since(when: datetime) -> int:
+    return max(0, int((_now() - when).total_seconds()))
+
+
 REPEAT_LOG_EVERY = 30
 """A failure retried every ``RETRY_SECONDS`` logs its first occurrence with the trace, then
 one short line every this many in a row (once a minute), not a trace every 2 s."""
@@ -79,9 +102,22 @@ class StoreOutage:
     error: str
     last: datetime
     """the newest failure: while batches keep failing it stays recent"""
+    error_type: str = ""
 
     def describe(self) -> dict[str, Any]:
+        """For the log: with the error's text."""
         return {**asdict(self), "since": self.since.isoformat(), "last": self.last.isoformat()}
+
+    def public(self) -> dict[str, Any]:
+        """For ``/readyz``: no error text (a driver's message can quote SQL parameters)."""
+        return {
+            "since": self.since.isoformat(),
+            "unreachable_for_s": _seconds_since(self.since),
+            "failures": self.failures,
+            "last": self.last.isoformat(),
+            "reason": "store_unreachable",
+            "error_type": self.error_type,
+        }
 
 
 @dataclass(frozen=True, slots=True)
@@ -93,10 +129,29 @@ class Failure:
     offset: int
     failures: int
     since: datetime
+    """the first failed attempt at this record"""
     error: str
+    reason: str = "fold_error"
+    """``reason_code`` of the error"""
+    error_type: str = ""
 
     def describe(self) -> dict[str, Any]:
+        """For the log: with the error's text."""
         return {**asdict(self), "since": self.since.isoformat()}
+
+    def public(self) -> dict[str, Any]:
+        """For ``/readyz``, which needs no token: the record, the reason code and how long it
+        has failed, no error text (it can quote the record's data or SQL parameters)."""
+        return {
+            "topic": self.topic,
+            "partition": self.partition,
+            "offset": self.offset,
+            "failures": self.failures,
+            "since": self.since.isoformat(),
+            "stuck_for_s": _seconds_since(self.since),
+            "reason": self.reason,
+            "error_type": self.error_type,
+        }
 
 
 class FoldHealth:
@@ -175,10 +230,16 @@ class FoldHealth:
         reason = f"{type(error).__name__}: {error}"[:ERROR_CHARS]
         last = self.store_outage
         if last is None:
-            self.store_outage = StoreOutage(_now(), 1, reason, _now())
+            self.store_outage = StoreOutage(_now(), 1, reason, _now(), type(error).__name__)
             log.error("read model unreachable; folding waits for it", exc_info=error)
         else:
-            self.store_outage = replace(last, failures=last.failures + 1, error=reason, last=_now())
+            self.store_outage = replace(
+                last,
+                failures=last.failures + 1,
+                error=reason,
+                last=_now(),
+                error_type=type(error).__name__,
+            )
             if self.store_outage.failures % REPEAT_LOG_EVERY == 0:
                 log.warning("read model still unreachable", **self.store_outage.describe())
         self._changed()
@@ -213,15 +274,20 @@ class FoldHealth:
         else:
             targets = [at]
         reason = f"{type(error).__name__}: {error}"[:ERROR_CHARS]
+        code, kind = reason_code(error), type(error).__name__
         for record in targets:
             key = record.position
             last = self._failing.get(key)
             if last is not None and last.offset == record.offset:
-                failure = replace(last, failures=last.failures + 1, error=reason)
+                failure = replace(
+                    last, failures=last.failures + 1, error=reason, reason=code, error_type=kind
+                )
             else:
                 if last is not None:  # failing elsewhere now (e.g. a database error moved)
                     self._clear([key])
-                failure = Failure(record.topic, record.partition, record.offset, 1, _now(), reason)
+                failure = Failure(
+                    record.topic, record.partition, record.offset, 1, _now(), reason, code, kind
+                )
             self._failing[key] = failure
             labels = (failure.topic, str(failure.partition))
             CONSECUTIVE_FAILURES.labels(*labels).set(failure.failures)
@@ -269,6 +335,8 @@ class FoldHealth:
         return not self.stuck
 
     def status(self) -> dict[str, Any]:
+        """What ``/readyz`` answers of the projections, to anyone (it needs no token): each
+        failure's reason code and how long, never an error's text, which the log has."""
         outage = self.store_outage
         if self.mismatch is not None:
             status = "schema_mismatch"
@@ -285,11 +353,11 @@ class FoldHealth:
             **({} if self.mismatch is None else {"schema_mismatch": str(self.mismatch)}),
             "store": {"status": "ok"}
             if outage is None
-            else {"status": "unreachable", **outage.describe()},
+            else {"status": "unreachable", **outage.public()},
             **({} if not self.split else {"split_store": self._split_detail()}),
             "stuck_after": self.stuck_after,
-            "stuck": [f.describe() for f in self.stuck],
-            "failing": [f.describe() for f in self.failing],
+            "stuck": [f.public() for f in self.stuck],
+            "failing": [f.public() for f in self.failing],
         }
 
     def _split_detail(self) -> dict[str, Any]:

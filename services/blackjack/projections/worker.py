@@ -177,9 +177,9 @@ async def migrated(
     store: ProjectionStore, health: FoldHealth, wait: float = STORE_WAIT_SECONDS
 ) -> None:
     """Migrate the store, waiting for its database to answer: a worker started while it is
-    down or starting (a fault drill) waits, with the error on ``/readyz`` and in its log (the
-    trace once, then a line every ``REPEAT_LOG_EVERY`` attempts), instead of exiting with a
-    trace. Any other failure (a store a newer version migrated) ends the worker."""
+    down or starting (a fault drill) waits, with a reason on ``/readyz`` and the error in its
+    log (the trace once, then a line every ``REPEAT_LOG_EVERY`` attempts), instead of exiting
+    with a trace. Any other failure (a store a newer version migrated) ends the worker."""
     while True:
         try:
             await store.migrate()
