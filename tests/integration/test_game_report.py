@@ -652,7 +652,7 @@ async def test_a_voided_round_is_counted_apart_with_none_of_its_money(
     assert (line["voided"], line["rounds"], line["wagered"]) == (1, 1, row["wagered"])
     span = ["--from", "2026-03-02", "--days", "1"]
     assert await cli(["projections", "report", "--db-url", store.url, *span]) == 0
-    assert "1 rounds settled, 0 cancelled and 1 voided at 1 table(s)" in capsys.readouterr().out
+    assert "1 round settled, 0 cancelled and 1 voided at 1 table(s)" in capsys.readouterr().out
     labels = {"variant": "mini-h17", "currency": "USD", "outcome": "voided"}
     before = REGISTRY.get_sample_value("blackjack_rounds_closed_total", labels) or 0.0
     count_folded(result)

@@ -258,3 +258,51 @@ def test_every_option_of_every_command_says_what_it_is() -> None:
     assert bare == []
     dump = dict(_commands(parser))[("projections", "dump")].format_help()
     assert "sqlite+aiosqlite:///var/projections.db" in " ".join(dump.split())
+
+
+def test_a_wrong_http_address_of_the_worker_is_named_as_its_command_does(
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    """``projections run --http nope`` printed its error without the command's name, which
+    every other command's error line starts with."""
+    assert main(["projections", "run", "--http", "nope"]) == 2
+    error = capsys.readouterr().err
+    assert error == "blackjack projections run: --http wants HOST:PORT, not 'nope'\n"
+
+
+def test_the_report_counts_one_round_in_the_singular() -> None:
+    from blackjack.projections.cli import _report_line
+
+    line = {
+        "variant": "mini-h17",
+        "currency": "USD",
+        "tables_with_own_rules": 0,
+        "rounds": 1,
+        "cancelled": 0,
+        "tables": 1,
+        "player_rounds": 1,
+        "initial_bets": 100,
+        "wagered": 100,
+        "paid": 0,
+        "hold": 100,
+        "rtp_percent": "0.0000",
+        "return_per_initial_bet_percent": "0.0000",
+    }
+    said = _report_line(line, theoretical=False)
+    assert "1 round settled and 0 cancelled at 1 table(s), 1 player round;" in said
+    many = _report_line({**line, "rounds": 2, "player_rounds": 3}, theoretical=False)
+    assert "2 rounds settled and 0 cancelled at 1 table(s), 3 player rounds;" in many
+
+
+def test_every_bootstrap_option_says_where_its_default_comes_from_in_order() -> None:
+    """The broker falls back to KAFKA_BOOTSTRAP before the local default (``KafkaSettings``),
+    which the help of ``--bootstrap`` left out."""
+    helps = {
+        " ".join(path): " ".join(action.help.split())
+        for path, command in _commands(build_parser())
+        for action in command._actions
+        if "--bootstrap" in action.option_strings and action.help
+    }
+    assert len(helps) >= 7  # projections' seven commands and the load test's
+    order = "default: BLACKJACK_KAFKA_BOOTSTRAP, else KAFKA_BOOTSTRAP, else 127.0.0.1:9092"
+    assert {path: order in said for path, said in helps.items()} == dict.fromkeys(helps, True)

@@ -32,6 +32,11 @@ from faststream.security import BaseSecurity, SASLPlaintext, SASLScram256, SASLS
 from blackjack.configuration import ConfigurationError, env_value
 
 DEFAULT_BOOTSTRAP = "127.0.0.1:9092"
+BOOTSTRAP_HELP = (
+    "Kafka bootstrap servers (default: BLACKJACK_KAFKA_BOOTSTRAP, else KAFKA_BOOTSTRAP, "
+    f"else {DEFAULT_BOOTSTRAP})"
+)
+"""the help of a ``--bootstrap`` option whose default is ``KafkaSettings.from_env``'s"""
 
 TRANSACTION_RETRY_BACKOFF_MS = 20
 """``retry_backoff_ms`` of the transactional producers. Back to back, a partition's next

@@ -12,7 +12,7 @@ from collections.abc import Callable, Coroutine
 from pathlib import Path
 from typing import Any, TextIO
 
-from blackjack.bus.settings import KafkaSecurity, KafkaSettings
+from blackjack.bus.settings import BOOTSTRAP_HELP, KafkaSecurity, KafkaSettings
 from blackjack.client import PRODUCER_BATCH_BYTES
 from blackjack.client_cli import wait_seconds
 from blackjack.loadtest.config import SINGLE_PLAYER_PRESETS, Emit, LoadConfig
@@ -234,7 +234,7 @@ def _on_a_broker(parser: argparse.ArgumentParser, partitions: int = 6) -> None:
     parser.add_argument(
         "--bootstrap",
         default=KafkaSettings.from_env().bootstrap,
-        help="Kafka bootstrap servers (default: BLACKJACK_KAFKA_BOOTSTRAP or 127.0.0.1:9092)",
+        help=BOOTSTRAP_HELP,
     )
     parser.add_argument(
         "--partitions", type=_positive, default=partitions, help="partitions per topic"

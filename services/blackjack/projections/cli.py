@@ -14,6 +14,7 @@ from datetime import UTC, date, datetime, timedelta
 from functools import cache
 from typing import TYPE_CHECKING, Any, TypeVar
 
+from blackjack.bus.settings import BOOTSTRAP_HELP
 from blackjack.projections.settings import ProjectionSettings
 
 if TYPE_CHECKING:  # the command line starts without SQLAlchemy until a command needs it
@@ -28,10 +29,7 @@ def add_store_options(parser: argparse.ArgumentParser) -> None:
         help="the read-model store (default: BLACKJACK_DB_URL, else "
         "sqlite+aiosqlite:///var/projections.db, relative to the current directory)",
     )
-    parser.add_argument(
-        "--bootstrap",
-        help="Kafka bootstrap servers (default: BLACKJACK_KAFKA_BOOTSTRAP, else 127.0.0.1:9092)",
-    )
+    parser.add_argument("--bootstrap", help=BOOTSTRAP_HELP)
     parser.add_argument(
         "--topic-prefix", help="topic name prefix (default: BLACKJACK_TOPIC_PREFIX, else none)"
     )
@@ -76,7 +74,10 @@ def _run(args: argparse.Namespace) -> int:
     if args.http:
         host, _, port = args.http.rpartition(":")
         if not port.isdigit():
-            print(f"--http wants HOST:PORT, not {args.http!r}", file=sys.stderr)
+            print(
+                f"blackjack projections run: --http wants HOST:PORT, not {args.http!r}",
+                file=sys.stderr,
+            )
             return 2
         http = (host or "127.0.0.1", int(port))
     close_clients_cut_short()  # a SIGTERM during a client's start leaves nothing open
@@ -224,15 +225,20 @@ def _report_line(line: dict[str, Any], theoretical: bool) -> str:
     else:
         rules, own = f", the preset's rules {line['rules'] or '-'}", ""
     return (
-        f"{line['variant']} {line['currency']}{rules}: {line['rounds']} rounds settled"
+        f"{line['variant']} {line['currency']}{rules}: {_count(line['rounds'], 'round')} settled"
         f"{_closed_otherwise(line)} at {line['tables']} table(s), "
-        f"{line['player_rounds']} player rounds; initial bets {line['initial_bets']}, "
+        f"{_count(line['player_rounds'], 'player round')}; initial bets {line['initial_bets']}, "
         f"wagered {line['wagered']}, paid {line['paid']}, hold {line['hold']}; "
         f"RTP {line['rtp_percent'] or '-'} % of wagers, "
         f"{line['return_per_initial_bet_percent'] or '-'} % per initial bet"
         + _theoretical(line["variant"], theoretical)
         + own
     )
+
+
+def _count(number: int, noun: str) -> str:
+    """``1 round``, ``2 rounds``: the report's counts in a reader's words."""
+    return f"{number} {noun}{'' if number == 1 else 's'}"
 
 
 def _closed_otherwise(line: dict[str, Any]) -> str:
