@@ -23,6 +23,11 @@ from urllib.parse import quote
 from blackjack.messages.wire import WireEnvelope, decode
 
 PAGE = 1000
+MAX_ANSWER_BYTES = 16 * 1024 * 1024
+"""The most of one answer the client reads: a page of ``PAGE`` events even of the largest kind
+(a sealed ``ShoeShuffled``, a few KB) fits several times over; past it (a wrong URL that
+streams a file, a server that never stops sending) the answer is refused as ``NoHistory``
+instead of read whole into memory."""
 
 
 class _NoRedirects(urllib.request.HTTPRedirectHandler):
@@ -49,6 +54,7 @@ class ReadModelApi:
     url: str
     token: str | None = None
     timeout: float = 10.0
+    max_bytes: int = MAX_ANSWER_BYTES
 
     @classmethod
     def from_env(cls, env: Mapping[str, str] = os.environ) -> ReadModelApi | None:
@@ -65,13 +71,25 @@ class ReadModelApi:
             request.add_header("Authorization", f"Bearer {self.token}")
         try:
             with _OPENER.open(request, timeout=self.timeout) as answer:
-                found: dict[str, Any] = json.loads(answer.read())
+                length = answer.headers.get("content-length", "")
+                if length.isdigit() and int(length) > self.max_bytes:
+                    raise NoHistory(self._too_long(f"{int(length):,} bytes"))
+                body = answer.read(self.max_bytes + 1)  # no more than that, said or not
+                if len(body) > self.max_bytes:
+                    raise NoHistory(self._too_long("more"))
+                found: dict[str, Any] = json.loads(body)
                 return found
         except urllib.error.HTTPError as error:
             moved = " (a redirect: not followed)" if 300 <= error.code < 400 else ""
             raise NoHistory(f"the query API at {self.url} answered {error.code}{moved}") from error
         except (OSError, ValueError) as error:  # refused, timed out, not JSON
             raise NoHistory(f"the query API at {self.url} did not answer ({error})") from error
+
+    def _too_long(self, size: str) -> str:
+        return (
+            f"the query API at {self.url} answered {size}, past the {self.max_bytes:,} bytes "
+            "a client reads of one answer: not read"
+        )
 
 
 @dataclass(frozen=True)
