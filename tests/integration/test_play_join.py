@@ -203,6 +203,13 @@ async def test_without_a_read_model_that_can_say_the_client_reads_from_the_start
     await gone.stop()
     assert gone.from_start and "did not answer" in gone.joined
     same_table(gone, from_start)
+    # An answer longer than the client reads of one (the bound made small: the table's events)
+    await rebuild(ProjectionWriter(store), space.bootstrap, space.topics.events)
+    async with served_query_api(store) as url:
+        bounded = await _joined(space, table, ReadModelApi(url, max_bytes=64))
+    await bounded.stop()
+    assert bounded.from_start and "past the 64 bytes a client reads" in bounded.joined
+    same_table(bounded, from_start)
 
 
 async def test_the_command_line_says_where_it_read_the_table_from(
