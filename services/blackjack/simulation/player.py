@@ -130,6 +130,7 @@ def play(
         state = applied.state
         events = applied.events
         while state.round_open:
+            _count_hands(tally, events)  # a hand settled at once (a split hand's bust)
             move = _next_move(state, events, memo)
             applied = _must(apply(state, move, CLOCK, shuffler), watch)
             state = applied.state
@@ -202,8 +203,19 @@ def _command(action: str, box: int, hand: int) -> cmd.HandCommand:
 _DECLINE_INSURANCE: Final = cmd.DeclineInsurance(player_id=PLAYER, box=0)
 
 
+def _count_hands(tally: Tally, events: list[ev.Event]) -> None:
+    """Count the hands a command settled before the round's last command (a bust lost at once
+    by its Hit or Double, ``Rules.bust_settled_at_once``, while the next split hand plays)."""
+    hand_settled = ev.HandSettled
+    for event in events:
+        if isinstance(event, hand_settled):
+            tally.outcomes[event.outcome] += 1
+            tally.hands += 1
+
+
 def _count(tally: Tally, events: list[ev.Event], bet: int) -> None:
-    """Add one round, from the events of its last command (settlement always comes last)."""
+    """Add one round, from the events of its last command (settlement always comes last; the
+    hands settled before it are counted by ``_count_hands``)."""
     hand_settled, round_settled = ev.HandSettled, ev.RoundSettled  # looked up once
     for event in events:
         if isinstance(event, hand_settled):
