@@ -123,8 +123,11 @@ class JsonH11Protocol(H11Protocol):
         self._refuse(status if status in REFUSED else 400)
 
     def on_response_complete(self) -> None:
+        # asked before uvicorn starts the next cycle: a pipelined request behind this one,
+        # whose body is still coming, is that request's to answer, not this one's
+        body_unread = self.conn.their_state is h11.SEND_BODY
         super().on_response_complete()
-        if not self.transport.is_closing() and self.conn.their_state is h11.SEND_BODY:
+        if body_unread and not self.transport.is_closing():
             # answered while the client still sends a body no route reads (every answer
             # comes without reading one): uvicorn read and dropped it for as long as it
             # came, each byte putting its keep-alive timeout off again

@@ -175,3 +175,31 @@ async def test_a_body_still_coming_after_the_answer_ends_the_connection(
             pass  # closed by the server while the client still wrote: ended all the same
         finally:
             writer.close()
+
+
+async def test_a_pipelined_request_whose_body_is_still_coming_is_answered(
+    tmp_path: Path,
+) -> None:
+    """HTTP/1.1 pipelining: a request sent right behind another, its body not all come when
+    the first is answered, gets its own answer (then, its body unread, the connection ends).
+    Before, the first answer's end took the next request's body for the answered one's and
+    ended the connection there: the second request, already started, was never answered."""
+    ask = b"GET /v1/openapi.json HTTP/1.1\r\nhost: x\r\n\r\n"
+    post = b"POST /v1/openapi.json HTTP/1.1\r\nhost: x\r\ncontent-length: 10\r\n\r\nabc"
+    async with served(tmp_path) as port:
+        reader, writer = await asyncio.open_connection("127.0.0.1", port)
+        try:
+            writer.write(ask + post)
+            await writer.drain()
+            async with asyncio.timeout(WAIT_S):
+                head = await reader.readuntil(b"\r\n\r\n")
+                length = int(head.lower().split(b"content-length: ")[1].split(b"\r\n")[0])
+                await reader.readexactly(length)
+                assert head.startswith(b"HTTP/1.1 200 ")
+                writer.write(b"defghij")  # the rest of the second request's body
+                await writer.drain()
+                second = await reader.read()
+            assert second.startswith(b"HTTP/1.1 405 "), second[:80]
+            assert json.loads(second.partition(b"\r\n\r\n")[2])["error"]["code"]
+        finally:
+            writer.close()
