@@ -266,6 +266,23 @@ async def test_a_buy_in_the_table_declines_is_shown_declined_not_accepted(
         assert session.available() == 1_000
 
 
+async def test_a_buy_in_to_a_table_that_does_not_exist_is_shown_declined(
+    space: KafkaSpace, handler: CommandHandler, client: BlackjackClient
+) -> None:
+    """A buy-in to an id no table was opened under is declined in the partition's stream of
+    such declines (``ids.declines_stream``), never in the table's log, which the session
+    waited on: it said "sent by your wallet; the table has not credited it yet" after its
+    timeout, about money already on its way back to the wallet."""
+    table = "play-buyin-nowhere-1"
+    await accept(client, "wallet:cleo", WalletDeposit(player_id="cleo", amount=5_000))
+    async with follower(space, table) as following:
+        await following.caught_up()
+        session = PlaySession(client, following, "cleo", timeout=WAIT_S)
+        said = "".join(text_of(line) for line in await session.handle("buyin 10"))
+        assert "BuyIn declined" in said and "(table_not_open)" in said, said
+        assert "10.00 goes back to your wallet" in said and "credited" not in said, said
+
+
 def text_of(renderable: object) -> str:
     console = Console(width=200, record=True, color_system=None)
     console.print(renderable)

@@ -16,6 +16,7 @@ from rich.text import Text
 
 from blackjack.audit.words import money
 from blackjack.client import BlackjackClient
+from blackjack.command_handler.ids import event_id, step_id
 from blackjack.domain import commands as cmd
 from blackjack.domain import events as ev
 from blackjack.domain import wallet as wl
@@ -105,6 +106,13 @@ class PlaySession:
             return [result_line("BuyIn", result, self.follower.table.view.currency or "USD")]
         currency = self.follower.table.view.currency or "USD"
         amount = money(command.amount, currency)
+        if not self.follower.table.view.opened:
+            # No table under the id: the deposit is declined in the partition's stream of
+            # such declines (``ids.declines_stream``), never in this table's log, and its
+            # answer says so (``table_not_open``); a table opened meanwhile answers below.
+            declined = await self._declined_nowhere(result)
+            if declined is not None:
+                return [Text(f"{declined}; {amount} goes back to your wallet", style="bold red")]
         try:
             await self.follower.wait_until(
                 lambda: self._table_answer(after) is not None, self.timeout
@@ -120,6 +128,21 @@ class PlaySession:
             )
             return [Text(said, style="bold red")]
         return [Text(f"BuyIn: accepted, {amount} {currency} credited at the table", "green")]
+
+    async def _declined_nowhere(self, sent: CommandResult) -> str | None:
+        """The deposit of the buy-in the wallet accepted (``sent``), if it was declined
+        without reaching a table's log (``table_not_open``, refunded): what to say of it.
+        None otherwise (a table's log says what it did), or without an answer in time."""
+        if sent.first_sequence is None:
+            return None
+        buy_in_sent = event_id(wl.wallet_stream(self.player_id), sent.first_sequence)
+        try:
+            answer = await self.client.result(step_id(buy_in_sent, "deposit"), self.timeout)
+        except TimeoutError:
+            return None
+        if answer.rejection is None or answer.rejection.code != "table_not_open":
+            return None  # taken, or refused with nothing done (no refund either)
+        return "BuyIn declined by the table (table_not_open): the table is not open"
 
     def watched_for_presence(self) -> bool:
         """The table's presence clock watches this player now: a table with the
