@@ -196,15 +196,21 @@ async def fresh_database(server_url: str) -> tuple[str, str]:
     return name, make_url(server_url).set(database=name).render_as_string(hide_password=False)
 
 
-async def _on_server(server_url: str, statement: str) -> None:
-    url = make_url(server_url)
-    connection = await asyncpg.connect(
+async def _connect(db_url: str, timeout: float = 60) -> asyncpg.Connection:
+    """asyncpg's own connection to the database an SQLAlchemy URL names."""
+    url = make_url(db_url)
+    return await asyncpg.connect(
         user=url.username,
         password=url.password,
         host=url.host,
         port=url.port,
         database=url.database,
+        timeout=timeout,
     )
+
+
+async def _on_server(server_url: str, statement: str) -> None:
+    connection = await _connect(server_url)
     try:
         await connection.execute(statement)
     finally:
@@ -213,16 +219,8 @@ async def _on_server(server_url: str, statement: str) -> None:
 
 async def stored_positions(db_url: str, topic: str) -> dict[int, int]:
     """The read model's positions on the events topic; {} while the database is away."""
-    url = make_url(db_url)
     try:
-        connection = await asyncpg.connect(
-            user=url.username,
-            password=url.password,
-            host=url.host,
-            port=url.port,
-            database=url.database,
-            timeout=2,
-        )
+        connection = await _connect(db_url, timeout=2)
     except (OSError, asyncpg.PostgresError, TimeoutError):
         return {}
     try:
@@ -394,14 +392,7 @@ async def fault(
 async def players_view(drill: Drill, db_url: str) -> dict[str, Any]:
     """Each player's balance as it saw it, against the read model's account, and against
     its deposit less the stakes plus the payouts of the rounds it saw settled."""
-    url = make_url(db_url)
-    connection = await asyncpg.connect(
-        user=url.username,
-        password=url.password,
-        host=url.host,
-        port=url.port,
-        database=url.database,
-    )
+    connection = await _connect(db_url)
     try:
         rows = await connection.fetch(
             "SELECT stream_id, player_id, available, in_play, deposited FROM accounts"
