@@ -898,3 +898,19 @@ def test_the_image_pins_every_dependency_within_what_the_package_allows() -> Non
         assert found is not None, f"{requirement.name} is not pinned"
         assert requirement.specifier.contains(found), (text, found)
     assert "-c constraints.txt" in (DEPLOY / "docker" / "Dockerfile").read_text()
+
+
+# A probe's answer may take over Kubernetes' default second on a loaded node: one worker
+# /healthz in 120 took 1.003 s at load average 15 on 2 cores (docs/operations.md, "Probes"),
+# and a worker's readiness fails on one miss, out of the query API's Service for 10 s.
+PROBE_TIMEOUT_S = 3
+
+
+def test_every_probe_waits_longer_than_a_loaded_node_answers() -> None:
+    for workload in workloads():
+        container = the_container(workload)
+        for probe in ("startupProbe", "livenessProbe", "readinessProbe"):
+            spec = container[probe]
+            name = (workload["metadata"]["name"], probe)
+            assert spec.get("timeoutSeconds", 1) >= PROBE_TIMEOUT_S, name
+            assert spec["timeoutSeconds"] < spec.get("periodSeconds", 10), name
