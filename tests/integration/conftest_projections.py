@@ -482,9 +482,10 @@ def postgres_server_url() -> str:
     return url
 
 
-async def connect_directly(server_url: str) -> Any:
+async def connect_directly(server_url: str, timeout: float = 60) -> Any:
     """A plain asyncpg connection to the database a SQLAlchemy URL names (no pool, no
-    timeouts): what a test uses to act on the server beside the store."""
+    statement timeouts; ``timeout``: asyncpg's for connecting, its default 60 s): what a test
+    uses to act on the server beside the store."""
     import asyncpg
 
     url = make_url(server_url)
@@ -494,10 +495,11 @@ async def connect_directly(server_url: str) -> Any:
         host=url.host,
         port=url.port,
         database=url.database,
+        timeout=timeout,
     )
 
 
-async def _on_server(server_url: str, statement: str) -> None:
+async def on_server(server_url: str, statement: str) -> None:
     """Run one statement (CREATE/DROP DATABASE: outside a transaction) on the server."""
     connection = await connect_directly(server_url)
     try:
@@ -522,7 +524,7 @@ class StoreFactory:
             return f"sqlite+aiosqlite:///{self.tmp / (name + '.db')}"
         assert self.server_url is not None
         self.databases.append(name)
-        await _on_server(self.server_url, f'CREATE DATABASE "{name}"')
+        await on_server(self.server_url, f'CREATE DATABASE "{name}"')
         url = make_url(self.server_url).set(database=name)
         return url.render_as_string(hide_password=False)
 
@@ -537,7 +539,7 @@ class StoreFactory:
             await store.close()
         if self.server_url is not None:
             for name in self.databases:
-                await _on_server(self.server_url, f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)')
+                await on_server(self.server_url, f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)')
 
 
 STORE_KINDS = ["sqlite", "postgresql"]

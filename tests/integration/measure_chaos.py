@@ -73,6 +73,7 @@ from sqlalchemy.engine import make_url
 
 from blackjack.loadtest.drill import MOST_ROUNDS, POLL_S, Drill
 from tests.integration import infra
+from tests.integration.conftest_projections import connect_directly, on_server
 
 BLACKJACK = Path(sys.executable).parent / "blackjack"
 KINDS = ("handler-kill", "handlers-kill", "handler-stop", "worker-kill", "pg-kill", "pg-restart")
@@ -192,35 +193,14 @@ def kill_postgres() -> None:
 
 async def fresh_database(server_url: str) -> tuple[str, str]:
     name = f"chaos_{uuid.uuid4().hex[:10]}"
-    await _on_server(server_url, f"CREATE DATABASE {name}")
+    await on_server(server_url, f"CREATE DATABASE {name}")
     return name, make_url(server_url).set(database=name).render_as_string(hide_password=False)
-
-
-async def _connect(db_url: str, timeout: float = 60) -> asyncpg.Connection:
-    """asyncpg's own connection to the database an SQLAlchemy URL names."""
-    url = make_url(db_url)
-    return await asyncpg.connect(
-        user=url.username,
-        password=url.password,
-        host=url.host,
-        port=url.port,
-        database=url.database,
-        timeout=timeout,
-    )
-
-
-async def _on_server(server_url: str, statement: str) -> None:
-    connection = await _connect(server_url)
-    try:
-        await connection.execute(statement)
-    finally:
-        await connection.close()
 
 
 async def stored_positions(db_url: str, topic: str) -> dict[int, int]:
     """The read model's positions on the events topic; {} while the database is away."""
     try:
-        connection = await _connect(db_url, timeout=2)
+        connection = await connect_directly(db_url, timeout=2)
     except (OSError, asyncpg.PostgresError, TimeoutError):
         return {}
     try:
@@ -392,7 +372,7 @@ async def fault(
 async def players_view(drill: Drill, db_url: str) -> dict[str, Any]:
     """Each player's balance as it saw it, against the read model's account, and against
     its deposit less the stakes plus the payouts of the rounds it saw settled."""
-    connection = await _connect(db_url)
+    connection = await connect_directly(db_url)
     try:
         rows = await connection.fetch(
             "SELECT stream_id, player_id, available, in_play, deposited FROM accounts"
@@ -511,7 +491,7 @@ async def run(config: ChaosConfig, emit: Emit) -> dict[str, Any]:
                     await asyncio.to_thread(procs.stop)
             proof = await drill.prove(emit)
     finally:
-        await _on_server(server_url, f"DROP DATABASE IF EXISTS {database} WITH (FORCE)")
+        await on_server(server_url, f"DROP DATABASE IF EXISTS {database} WITH (FORCE)")
     summary = {
         "kind": "summary",
         "ok": proof.ok and all(check["ok"] for check in checks),

@@ -31,7 +31,7 @@ from blackjack.messages.sealing import ShoeSeal
 from blackjack.messages.wire import encode, to_wire
 from blackjack.projections.store import ProjectionStore
 from blackjack.projections.writer import ProjectionWriter, Record
-from tests.integration.conftest_projections import connect_directly, play_tables
+from tests.integration.conftest_projections import on_server, play_tables
 
 TOPIC = "blackjack.events"
 
@@ -94,11 +94,7 @@ class Stores:
 
     async def _on_server(self, statement: str) -> None:
         assert self.pg is not None
-        connection = await connect_directly(self.pg)
-        try:
-            await connection.execute(statement)
-        finally:
-            await connection.close()
+        await on_server(self.pg, statement)
 
 
 async def one_run(

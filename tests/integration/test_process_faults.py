@@ -28,7 +28,10 @@ from typing import Any
 import pytest
 
 from tests.integration import infra
-from tests.integration.measure_chaos import ChaosConfig, run
+
+# the drill imports the projections' test helpers: marked first, as every test module does
+pytest.register_assert_rewrite("tests.integration.conftest_projections")
+from tests.integration.measure_chaos import ChaosConfig, run  # noqa: E402
 
 pytestmark = pytest.mark.integration
 
