@@ -140,13 +140,9 @@ def test_stray_answers_seal_as_an_empty_table_the_release_before_reads() -> None
     assert (stream.stream_id, stream.sequence, stream.state) == (key, 0, INITIAL_STATE)
 
 
-async def test_a_stream_the_release_before_made_for_a_junk_command_stays_a_stream() -> None:
-    """The release before made a stream (no event) for each command at a stream that did not
-    exist; its snapshot is in the checkpoint. A junk command there, then the table opened: the
-    live handler keeps both answers in the stream's window (it exists), and so does a rebuild
-    from that checkpoint, which must not take the answer before the opening for a stray one
-    because the stream's first event comes after the checkpoint."""
-    handler = Handler(window=4)
+def made_for_junk_by_the_release_before() -> tuple[Stream, CommandResult]:
+    """The stream the release before made (no event) for a SitDown at a table not open, and
+    the answer it remembers."""
     old = Stream("old", INITIAL_STATE)
     refused = CommandResult(
         command_id="old-1",
@@ -156,6 +152,17 @@ async def test_a_stream_the_release_before_made_for_a_junk_command_stays_a_strea
         handled_at=T0,
     )
     old.remember(refused, 4)
+    return old, refused
+
+
+async def test_a_stream_the_release_before_made_for_a_junk_command_stays_a_stream() -> None:
+    """The release before made a stream (no event) for each command at a stream that did not
+    exist; its snapshot is in the checkpoint. A junk command there, then the table opened: the
+    live handler keeps both answers in the stream's window (it exists), and so does a rebuild
+    from that checkpoint, which must not take the answer before the opening for a stray one
+    because the stream's first event comes after the checkpoint."""
+    handler = Handler(window=4)
+    old, _ = made_for_junk_by_the_release_before()
     log, topic = handler.log, TOPICS.snapshots
     raw = CODEC.encode(old)
     log.put(topic, b"old", raw)
@@ -192,15 +199,7 @@ async def test_a_rebuild_from_the_whole_log_keeps_a_stream_the_release_before_ma
     opening for stray ones; a window's worth of junk elsewhere let them go, and a resend of
     the SitDown refused at the table not yet open was decided again and seated the player."""
     handler = Handler(window=4)
-    old = Stream("old", INITIAL_STATE)
-    refused = CommandResult(
-        command_id="old-1",
-        stream_id="old",
-        status="rejected",
-        rejection=Rejection(code="table_not_open", message="no table"),
-        handled_at=T0,
-    )
-    old.remember(refused, 4)
+    old, refused = made_for_junk_by_the_release_before()
     log, topic = handler.log, TOPICS.snapshots
     # the release before's answer, still on the results topic, and its snapshot and checkpoint
     log.put(TOPICS.results, b"old", refused.model_dump_json().encode())
