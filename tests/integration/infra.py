@@ -119,6 +119,18 @@ class SaslListener:
     username: str = "blackjack"
     password: str = "blackjack-dev-secret"
 
+    def service_env(self) -> dict[str, str]:
+        """The service's BLACKJACK_KAFKA_* settings that connect to this listener: what an
+        operator sets for a cluster that requires TLS and SASL."""
+        return {
+            "BLACKJACK_KAFKA_BOOTSTRAP": self.bootstrap,
+            "BLACKJACK_KAFKA_SECURITY_PROTOCOL": "SASL_SSL",
+            "BLACKJACK_KAFKA_SASL_MECHANISM": "PLAIN",
+            "BLACKJACK_KAFKA_SASL_USERNAME": self.username,
+            "BLACKJACK_KAFKA_SASL_PASSWORD": self.password,
+            "BLACKJACK_KAFKA_SSL_CAFILE": self.cafile,
+        }
+
 
 def kafka_cache_dir() -> Path:
     """Where kafka.sh keeps the local broker's jars, data and TLS files."""

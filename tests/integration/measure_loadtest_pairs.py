@@ -38,13 +38,9 @@ def settings(args: argparse.Namespace) -> tuple[tuple[str, dict[str, str], list[
     plain = kafka_bootstrap()
     if args.compare == "tls":
         listener = kafka_sasl()
-        secure = {
-            "BLACKJACK_KAFKA_SECURITY_PROTOCOL": "SASL_SSL",
-            "BLACKJACK_KAFKA_SASL_MECHANISM": "PLAIN",
-            "BLACKJACK_KAFKA_SASL_USERNAME": listener.username,
-            "BLACKJACK_KAFKA_SASL_PASSWORD": listener.password,
-            "BLACKJACK_KAFKA_SSL_CAFILE": listener.cafile,
-        }
+        # the bootstrap goes by --bootstrap, as the PLAINTEXT run's
+        secure = listener.service_env()
+        del secure["BLACKJACK_KAFKA_BOOTSTRAP"]
         return (
             ("PLAINTEXT", {}, ["--bootstrap", plain]),
             ("SASL_SSL", secure, ["--bootstrap", listener.bootstrap]),

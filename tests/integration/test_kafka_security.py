@@ -39,15 +39,7 @@ def listener() -> SaslListener:
 
 def secure_env(listener: SaslListener, **extra: str) -> dict[str, str]:
     """What an operator sets for a cluster that requires TLS and SASL."""
-    return {
-        "BLACKJACK_KAFKA_BOOTSTRAP": listener.bootstrap,
-        "BLACKJACK_KAFKA_SECURITY_PROTOCOL": "SASL_SSL",
-        "BLACKJACK_KAFKA_SASL_MECHANISM": "PLAIN",
-        "BLACKJACK_KAFKA_SASL_USERNAME": listener.username,
-        "BLACKJACK_KAFKA_SASL_PASSWORD": listener.password,
-        "BLACKJACK_KAFKA_SSL_CAFILE": listener.cafile,
-        **extra,
-    }
+    return {**listener.service_env(), **extra}
 
 
 async def test_handler_client_audit_reader_and_projection_worker_over_sasl_ssl(

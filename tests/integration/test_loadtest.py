@@ -102,14 +102,7 @@ def test_over_sasl_ssl_as_the_service_connects_the_proof_holds(
     the proof's readers) connects with the service's BLACKJACK_KAFKA_* settings, here to the
     local broker's SASL_SSL listener, where a plaintext client gets nothing."""
     listener = kafka_sasl()
-    for name, value in {
-        "BLACKJACK_KAFKA_BOOTSTRAP": listener.bootstrap,
-        "BLACKJACK_KAFKA_SECURITY_PROTOCOL": "SASL_SSL",
-        "BLACKJACK_KAFKA_SASL_MECHANISM": "PLAIN",
-        "BLACKJACK_KAFKA_SASL_USERNAME": listener.username,
-        "BLACKJACK_KAFKA_SASL_PASSWORD": listener.password,
-        "BLACKJACK_KAFKA_SSL_CAFILE": listener.cafile,
-    }.items():
+    for name, value in listener.service_env().items():
         monkeypatch.setenv(name, value)
     code = main(["loadtest", "--tables", "4", "--rounds", "3", "--partitions", "3"])
     lines = [json.loads(text) for text in capsys.readouterr().out.splitlines()]

@@ -131,13 +131,7 @@ def test_over_sasl_ssl_as_the_service_connects_the_proof_holds(
     of the test's own broker, the only one the drill stops and starts (``outage`` spoke
     PLAINTEXT only, whatever the settings said)."""
     listener = private_broker.sasl()
-    for name, value in {
-        "BLACKJACK_KAFKA_BOOTSTRAP": listener.bootstrap,
-        "BLACKJACK_KAFKA_SECURITY_PROTOCOL": "SASL_SSL",
-        "BLACKJACK_KAFKA_SASL_USERNAME": listener.username,
-        "BLACKJACK_KAFKA_SASL_PASSWORD": listener.password,
-        "BLACKJACK_KAFKA_SSL_CAFILE": listener.cafile,
-    }.items():
+    for name, value in listener.service_env().items():
         monkeypatch.setenv(name, value)
     command = ["outage", "--tables", "2", "--partitions", "2", "--down", "2", "--settle", "1"]
     brokers = [

@@ -44,13 +44,7 @@ def test_over_sasl_ssl_as_the_service_connects_the_proof_holds(
     """As ``blackjack loadtest``: the handlers, players and proof connect with the service's
     BLACKJACK_KAFKA_* settings, here the local broker's SASL_SSL listener."""
     listener = kafka_sasl()
-    for name, value in {
-        "BLACKJACK_KAFKA_BOOTSTRAP": listener.bootstrap,
-        "BLACKJACK_KAFKA_SECURITY_PROTOCOL": "SASL_SSL",
-        "BLACKJACK_KAFKA_SASL_USERNAME": listener.username,
-        "BLACKJACK_KAFKA_SASL_PASSWORD": listener.password,
-        "BLACKJACK_KAFKA_SSL_CAFILE": listener.cafile,
-    }.items():
+    for name, value in listener.service_env().items():
         monkeypatch.setenv(name, value)
     command = ["takeover", "--tables", "3", "--partitions", "2", "--restarts", "1"]
     assert main([*command, "--settle", "1"]) == 0
