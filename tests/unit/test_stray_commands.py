@@ -30,7 +30,7 @@ from blackjack.domain import commands as cmd
 from blackjack.domain.rejections import Rejection
 from blackjack.domain.state import INITIAL_STATE
 from blackjack.messages.envelope import CommandResult
-from tests.unit.committed_log import CHECKPOINTS, CODEC
+from tests.unit.committed_log import CHECKPOINTS, CODEC, CommittedLog
 from tests.unit.processor_harness import TOPICS
 from tests.unit.test_handler_windows import T0, Handler
 
@@ -155,6 +155,24 @@ def made_for_junk_by_the_release_before() -> tuple[Stream, CommandResult]:
     return old, refused
 
 
+def checkpointed(log: CommittedLog, stream: Stream, results_from: int) -> None:
+    """``stream``'s snapshot on the snapshots topic and a signed checkpoint of partition 0
+    that holds it, as the release before wrote them."""
+    raw = CODEC.encode(stream)
+    log.put(TOPICS.snapshots, stream.stream_id.encode(), raw)
+    checkpoint = Checkpoint(
+        partition=0, events_from=0, results_from=results_from, written_at=T0, streams=1
+    ).encode()
+    digest = snapshots_digest([CHECKPOINTS.element(stream.stream_id, raw)])
+    auth = CHECKPOINTS.header(0, checkpoint, b"0", digest)
+    log.put(
+        TOPICS.snapshots,
+        checkpoint_key(0).encode(),
+        checkpoint,
+        ((COMMANDS_TO_HEADER, b"0"), (CHECKPOINT_AUTH_HEADER, auth)),
+    )
+
+
 async def test_a_stream_the_release_before_made_for_a_junk_command_stays_a_stream() -> None:
     """The release before made a stream (no event) for each command at a stream that did not
     exist; its snapshot is in the checkpoint. A junk command there, then the table opened: the
@@ -163,20 +181,7 @@ async def test_a_stream_the_release_before_made_for_a_junk_command_stays_a_strea
     because the stream's first event comes after the checkpoint."""
     handler = Handler(window=4)
     old, _ = made_for_junk_by_the_release_before()
-    log, topic = handler.log, TOPICS.snapshots
-    raw = CODEC.encode(old)
-    log.put(topic, b"old", raw)
-    checkpoint = Checkpoint(
-        partition=0, events_from=0, results_from=0, written_at=T0, streams=1
-    ).encode()
-    digest = snapshots_digest([CHECKPOINTS.element("old", raw)])
-    auth = CHECKPOINTS.header(0, checkpoint, b"0", digest)
-    log.put(
-        topic,
-        checkpoint_key(0).encode(),
-        checkpoint,
-        ((COMMANDS_TO_HEADER, b"0"), (CHECKPOINT_AUTH_HEADER, auth)),
-    )
+    checkpointed(handler.log, old, results_from=0)
     await handler.take_over()
     assert handler.store.holds("old") and "old-1" in handler.store.get("old").results
     handler.send("old", cmd.SitDown(player_id="ann"), "old-2", T0)
@@ -200,22 +205,9 @@ async def test_a_rebuild_from_the_whole_log_keeps_a_stream_the_release_before_ma
     the SitDown refused at the table not yet open was decided again and seated the player."""
     handler = Handler(window=4)
     old, refused = made_for_junk_by_the_release_before()
-    log, topic = handler.log, TOPICS.snapshots
     # the release before's answer, still on the results topic, and its snapshot and checkpoint
-    log.put(TOPICS.results, b"old", refused.model_dump_json().encode())
-    raw = CODEC.encode(old)
-    log.put(topic, b"old", raw)
-    checkpoint = Checkpoint(
-        partition=0, events_from=0, results_from=log.end(TOPICS.results), written_at=T0, streams=1
-    ).encode()
-    digest = snapshots_digest([CHECKPOINTS.element("old", raw)])
-    auth = CHECKPOINTS.header(0, checkpoint, b"0", digest)
-    log.put(
-        topic,
-        checkpoint_key(0).encode(),
-        checkpoint,
-        ((COMMANDS_TO_HEADER, b"0"), (CHECKPOINT_AUTH_HEADER, auth)),
-    )
+    handler.log.put(TOPICS.results, b"old", refused.model_dump_json().encode())
+    checkpointed(handler.log, old, results_from=handler.log.end(TOPICS.results))
     await handler.take_over()
     first = handler.send("old", cmd.SitDown(player_id="ann"), "old-2", T0)
     assert first.result.rejection is not None
@@ -226,7 +218,7 @@ async def test_a_rebuild_from_the_whole_log_keeps_a_stream_the_release_before_ma
     live = handler.store
     assert list(live.get("old").results) == ["old-1", "old-2", "open"]
     store, stats = await rebuild(
-        cast(AIOKafkaConsumer, log),
+        cast(AIOKafkaConsumer, handler.log),
         TOPICS,
         0,
         codec=CODEC,
