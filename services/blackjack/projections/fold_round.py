@@ -65,10 +65,9 @@ def _staked(
     p: StreamProjection, e: ev.RoundEvent, player_id: str, amount: int, balance_after: int
 ) -> None:
     """A stake placed (``amount`` > 0: a bet, insurance, a split or a double) or a bet taken
-    back: into play, and into the player's ``wagered`` in the round, which so reads the money
-    the round holds of theirs while it plays (the settlement then sets its result)."""
+    back: into play. The player's line in the round reads it from the round's record
+    (``StreamProjection._recount``)."""
     p.money_moved(e, player_id, balance_after).in_play += amount
-    p.round_player(e.round, player_id).wagered += amount
 
 
 def _bet_refunded(p: StreamProjection, e: ev.BetRefunded, at: datetime) -> None:

@@ -106,6 +106,8 @@ class StreamProjection:
         if handler is None:
             raise ProjectionError(f"no projection rule for {type(event).__name__}")
         handler(self, event, at)
+        if record is not None and record.status in ("betting", "playing"):
+            self._recount(record, getattr(event, "player_id", None))
         view.last_sequence = envelope.sequence
         view.updated_at = at
 
@@ -147,6 +149,26 @@ class StreamProjection:
             raise ProjectionError(f"{player_id} has no bet in round {number}")
         self.players_dirty.add((number, player_id))
         return player
+
+    def _recount(self, record: RoundRecord, player_id: str | None) -> None:
+        """The players' lines of a round in play, as its record holds their money now
+        (``RoundRecord.money_of``): every stake placed so far, and what the wagers settled
+        before the round (a bust, a surrender, a blackjack paid at once, insurance at the
+        peek) paid, as it is paid. Read from the record rather than added up event by event,
+        so a line an older release folded while the round played (its stakes not counted)
+        reads right from the round's next event on."""
+        owners = {box.player_id for box in record.boxes}
+        if player_id is not None:
+            owners.add(player_id)  # a bet taken back: its box is gone from the record
+        for owner in sorted(owners):
+            key = (record.round, owner)
+            line = self.players.get(key)
+            if line is None:
+                continue
+            wagered, paid, settled = record.money_of(owner)
+            if (line.wagered, line.paid, line.net) != (wagered, paid, paid - settled):
+                line.wagered, line.paid, line.net = wagered, paid, paid - settled
+                self.players_dirty.add(key)
 
     def money_moved(self, e: ev.RoundEvent, player_id: str, balance_after: int) -> Account:
         """The account after a money event of a round, and that round's balance after."""

@@ -224,6 +224,31 @@ class RoundRecord(_Model):
             if box.insurance is not None:
                 box.insurance.voided = True
 
+    def money_of(self, player_id: str) -> tuple[int, int, int]:
+        """The player's money in the round as its record holds it now: (wagered, paid,
+        settled). ``wagered``: every stake of theirs in it (a box's bet until it is dealt,
+        then its hands' stakes, splits and doubles included, and an insurance taken);
+        ``paid``: what their hands and insurance settled so far paid (a bust or a surrender
+        settled at once, a blackjack paid at once, insurance settled at the peek), stakes
+        returned included; ``settled``: the stakes of those settlements. The settlement's
+        result is these figures once every wager is settled."""
+        wagered = paid = settled = 0
+        for box in self.boxes:
+            if box.player_id != player_id:
+                continue
+            wagers = [(hand.stake, hand.payout) for hand in box.hands]
+            if not box.hands:
+                wagers.append((box.bet, None))
+            insurance = box.insurance
+            if insurance is not None and insurance.status in ("taken", "settled"):
+                wagers.append((insurance.stake, insurance.payout))
+            for stake, payout in wagers:
+                wagered += stake
+                if payout is not None:
+                    paid += payout
+                    settled += stake
+        return wagered, paid, settled
+
     def box(self, index: int) -> BoxView:
         for box in self.boxes:
             if box.box == index:
@@ -243,8 +268,11 @@ class RoundPlayer(_Model):
     ``deposited`` and ``withdrawn`` are the money the player paid in or took out at the table
     (not wagers or payouts) between their first bet and the end of the round, so that
     ``balance_before + net + deposited - withdrawn == balance_after`` once the round is over.
-    While it plays, ``wagered`` is the money it holds of the player's (``fold_round._staked``)
-    and ``paid`` and ``net`` are 0 until the settlement sets the result."""
+    While it plays, ``wagered`` is every stake of the player's placed so far (less a bet taken
+    back), ``paid`` what the wagers settled so far paid (a hand or insurance settled before the
+    round: ``RoundRecord.money_of``) and ``net`` their result (``paid`` less their stakes), so
+    that ``balance_before - wagered + paid + deposited - withdrawn == balance_after`` at every
+    event; the settlement then sets the round's result, the same figures."""
 
     stream_id: str
     round: int
