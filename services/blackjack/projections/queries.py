@@ -5,6 +5,7 @@ from __future__ import annotations
 import base64
 import binascii
 import json
+from collections.abc import Sequence
 from datetime import datetime, timedelta
 from typing import Any
 
@@ -123,6 +124,7 @@ async def player_rounds(
     if cursor is not None:
         query = query.where(key < tuple_(*decode_cursor(cursor)))
     rows = (await connection.execute(query)).all()
+    records = await _open_records(connection, rows[:limit])
     page = [
         {
             "round_id": row.round_id,
@@ -135,9 +137,7 @@ async def player_rounds(
             "closed_at": iso(row.closed_at),
             "balance_before": row.balance_before,
             "balance_after": row.balance_after,
-            "wagered": row.wagered,
-            "paid": row.paid,
-            "net": row.net,
+            **money_in_round(row, records.get((row.stream_id, row.round)), player_id),
             "deposited": row.deposited,
             "withdrawn": row.withdrawn,
         }
@@ -161,6 +161,10 @@ async def round_detail(
     record = (await connection.execute(query)).scalar_one_or_none()
     if record is None:
         return None
+    # Through the model, as a table's view: a record stored by an older release lacks the
+    # fields added since (``dealer.upcard``), which the answer's document says are there.
+    recorded = RoundRecord.model_validate(record)
+    open_round = recorded if recorded.status in OPEN else None
     query = (
         select(rp).where(rp.c.stream_id == stream_id, rp.c.round == number).order_by(rp.c.player_id)
     )
@@ -170,19 +174,49 @@ async def round_detail(
             "started_at": iso(row.started_at),
             "balance_before": row.balance_before,
             "balance_after": row.balance_after,
-            "wagered": row.wagered,
-            "paid": row.paid,
-            "net": row.net,
+            **money_in_round(row, open_round, row.player_id),
             "deposited": row.deposited,
             "withdrawn": row.withdrawn,
         }
         for row in (await connection.execute(query)).all()
     ]
-    # Through the model, as a table's view: a record stored by an older release lacks the
-    # fields added since (``dealer.upcard``), which the answer's document says are there.
-    record = RoundRecord.model_validate(record).model_dump(mode="json")
+    record = recorded.model_dump(mode="json")
     log = await _who_decided(connection, stream_id, record["log"])
     return {**record, "log": log, "players": players}
+
+
+OPEN = ("betting", "playing")
+"""A round's status while it is open (``schema.OPEN_ROUND``)."""
+
+
+def money_in_round(row: Any, open_round: RoundRecord | None, player_id: str) -> dict[str, int]:
+    """A player's ``wagered``, ``paid`` and ``net`` in a round: the stored line's, or, while the
+    round is open, as its record holds them (``RoundRecord.money_of``), which the fold also
+    writes into the line at each event (``StreamProjection._recount``). Read from the record,
+    a line an older release stored while the round played (its stakes or early payouts not
+    counted) is right before the round's next event."""
+    if open_round is None:
+        return {"wagered": row.wagered, "paid": row.paid, "net": row.net}
+    wagered, paid, settled = open_round.money_of(player_id)
+    return {"wagered": wagered, "paid": paid, "net": paid - settled}
+
+
+async def _open_records(
+    connection: AsyncConnection, rows: Sequence[Any]
+) -> dict[tuple[str, int], RoundRecord]:
+    """The records of the open rounds among a page of the betting history (few: a player's
+    rounds in play), by (stream, round)."""
+    r = schema.rounds
+    keys = [(row.stream_id, row.round) for row in rows if row.status in OPEN]
+    if not keys:
+        return {}
+    query = select(r.c.stream_id, r.c.round, r.c.record).where(
+        tuple_(r.c.stream_id, r.c.round).in_(keys)
+    )
+    return {
+        (row.stream_id, row.round): RoundRecord.model_validate(row.record)
+        for row in (await connection.execute(query)).all()
+    }
 
 
 OTHERS_MONEY_MOVES = frozenset({"FundsDeposited", "TransferDeclined", "FundsWithdrawn"})
