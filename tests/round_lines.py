@@ -37,7 +37,10 @@ class LineTally:
             case ev.RoundSettled():
                 for result in event.results:
                     final = (result.wagered, result.paid, result.net)
-                    self._of(event.round, result.player_id).final = final
+                    line = self._of(event.round, result.player_id)
+                    # what the line showed as the round played adds up to the settlement
+                    assert (line.wagered, line.paid, line.paid - line.settled) == final
+                    line.final = final
             case ev.RoundVoided():
                 for back in event.returns:
                     paid = back.paid + back.returned

@@ -188,8 +188,11 @@ Pairs = list[tuple[dict[str, Any], EventEnvelope]]
 
 
 def check_cards(found: dict[str, Any], pairs: Pairs, shoe: dict[int, str]) -> None:
-    """Every card in the order the shoe dealt it; the hole card face down until revealed."""
+    """Every card in the order the shoe dealt it, to the dealer and to each hand (a split
+    hand's first card the pair's); the hole card face down until revealed, and revealed by
+    the round's end."""
     dealer: list[str | None] = []
+    hands: dict[int, list[list[str]]] = {}
     hole_card = None
     for entry, envelope in pairs:
         data = envelope.data
@@ -199,10 +202,22 @@ def check_cards(found: dict[str, Any], pairs: Pairs, shoe: dict[int, str]) -> No
             if data.to == "dealer":
                 dealer.append(card if data.face_up else None)
                 hole_card = hole_card if data.face_up else card
+            else:
+                assert data.box is not None and data.hand is not None
+                box = hands.setdefault(data.box, [])
+                box.extend([] for _ in range(data.hand + 1 - len(box)))
+                box[data.hand].append(card)
+        elif isinstance(data, ev.HandSplit):
+            pair = hands[data.box][data.hand]
+            hands[data.box][data.hand : data.hand + 1] = [pair[:1], pair[1:]]
         elif isinstance(data, ev.DealerHoleCardRevealed):
             assert entry["data"]["card"] == hole_card
             dealer = [hole_card if c is None else c for c in dealer]
     assert found["dealer"]["cards"] == dealer
+    if found["status"] in ("settled", "voided"):
+        assert None not in dealer
+    recalled = {box["box"]: [hand["cards"] for hand in box["hands"]] for box in found["boxes"]}
+    assert {box: cards for box, cards in recalled.items() if cards} == hands
 
 
 def check_decided_by(pairs: Pairs, causes: dict[str, Any]) -> None:

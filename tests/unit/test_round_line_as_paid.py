@@ -17,7 +17,7 @@ from blackjack.messages.envelope import EventEnvelope
 from blackjack.messages.sealing import ShoeSeal
 from blackjack.messages.wire import to_wire
 from blackjack.projections.projector import StreamProjection
-from tests.integration.conftest_projections import Script
+from tests.integration.conftest_projections import Script, play_tables
 from tests.round_lines import LineTally
 
 SEAL = ShoeSeal.from_hex(ShoeSeal.new_key_hex())
@@ -117,3 +117,16 @@ def test_a_line_an_older_release_folded_in_play_counts_every_stake_from_the_next
     more = script.do(cmd.Double(player_id=A, box=0))
     projection.apply(to_wire(more[0], SEAL))  # the double's first event
     assert (line.wagered, line.paid, line.net) == (3000, 0, 0)
+
+
+def test_over_long_random_logs_of_every_preset_each_line_follows_the_money() -> None:
+    """Random legal play at each preset's table (bets taken back, passes, timeouts,
+    disconnections, deposits and withdrawals during rounds): at every event every line says
+    what the events so far say, and adds up to the settlement's figures."""
+    variants = ["mini-h17", "mini-s17", "atlantic-city", "atlantic-city-multi", "surrender"]
+    log = play_tables([(f"t-{v}", v) for v in variants], rounds=40, seed=23)
+    early = []
+    for variant in variants:
+        early += folded_event_by_event(log.envelopes, f"t-{variant}")
+    assert "HandSettled" in early and "InsuranceSettled" in early
+    assert log.count("RoundVoided") + log.count("RoundSettled") >= 200
