@@ -459,7 +459,9 @@ async def test_atlantic_city_multi_the_server_stands_for_a_disconnected_player(
     # alice (box 0) T 9, bob (box 1) T 7, the dealer's 7 up and a ten in the hole.
     shuffler.queue(["TS", "TD", "7S", "9S", "7D", "TH"])
     async with recalling(space, await stores.store(), stores.kind) as recall:
-        rules = {"turn_seconds": 1}  # bob's turn runs out at once once alice has stood
+        # bob's turn runs out 5 s after alice has stood (the clock of the bets and of each
+        # turn: long enough for the script's commands on a busy machine)
+        rules = {"turn_seconds": 5}
         await accept(client, stream, cmd.OpenTable(variant="atlantic-city-multi", overrides=rules))
         for seat, player in enumerate(("alice", "bob")):
             await accept(client, stream, cmd.SitDown(player_id=player, seat=seat))
