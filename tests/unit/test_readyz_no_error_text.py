@@ -13,6 +13,7 @@ from structlog.testing import capture_logs
 
 from blackjack.projections import health as health_module
 from blackjack.projections.health import FoldHealth, probes
+from blackjack.projections.revision import SchemaMismatch
 from blackjack.projections.views import ProjectionError
 from blackjack.projections.writer import Record
 
@@ -83,3 +84,23 @@ async def test_a_database_outage_is_answered_without_the_driver_s_message() -> N
     assert "error" not in store
     assert health.store_outage is not None and SECRET in health.store_outage.error
     assert SECRET in str(logs[0]["exc_info"])  # the log has the trace
+
+
+async def test_a_schema_mismatch_is_answered_by_reason_code_without_the_revisions() -> None:
+    """The store at another release's schema: /readyz says which way (``store_newer`` or
+    ``store_older``), not the message with the revision ids and what to run; the
+    critical log line keeps them."""
+    for newer, reason in ((True, "store_newer"), (False, "store_older")):
+        health = FoldHealth()
+        error = SchemaMismatch("0007", ("0099x",), newer=newer)
+        with capture_logs() as logs:
+            health.schema_mismatched(error)
+        transport = httpx.ASGITransport(app=probes(health, no_fallback))
+        async with httpx.AsyncClient(transport=transport, base_url="http://worker") as http:
+            answer = await http.get("/readyz")
+        assert answer.status_code == 503 and answer.json()["status"] == "schema_mismatch"
+        assert "0099x" not in answer.text and "0007" not in answer.text
+        report = answer.json()["projections"]
+        assert (report["status"], report["schema_mismatch"]) == ("schema_mismatch", reason)
+        [line] = [e for e in logs if e["event"] == "read model schema mismatch; the worker stops"]
+        assert (line["found"], line["expected"]) == ("0099x", "0007") and "0099x" in line["error"]

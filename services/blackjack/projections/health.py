@@ -350,7 +350,12 @@ class FoldHealth:
             status = "waiting_for_store" if outage else "folding"
         return {
             "status": status,
-            **({} if self.mismatch is None else {"schema_mismatch": str(self.mismatch)}),
+            # which way, not the message (revision ids, what to run): the log line has it
+            **(
+                {}
+                if self.mismatch is None
+                else {"schema_mismatch": f"store_{self.mismatch.direction}"}
+            ),
             "store": {"status": "ok"}
             if outage is None
             else {"status": "unreachable", **outage.public()},
