@@ -32,6 +32,8 @@ import certifi
 import httpx
 import pytest
 import yaml
+from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey
+from cryptography.hazmat.primitives.serialization import Encoding, PublicFormat
 from prometheus_client import REGISTRY
 from prometheus_client.metrics import MetricWrapperBase
 
@@ -553,6 +555,16 @@ PLACEHOLDERS = {  # what the Secret holds in production, in a form the settings 
     "BLACKJACK_KAFKA_SASL_PASSWORD_PROJECTIONS": "the workers' principal's password",
     "BLACKJACK_KAFKA_SASL_PASSWORD_AUDIT": "the audit's principal's password",
     "BLACKJACK_API_TOKENS": "the-gateway-s-bearer-token-of-32-characters-or-more",
+    "BLACKJACK_API_PLAYER_KEYS": Ed25519PrivateKey.generate()
+    .public_key()
+    .public_bytes(Encoding.PEM, PublicFormat.SubjectPublicKeyInfo)
+    .decode(),
+    "BLACKJACK_API_PLAYER_SECRETS": "the-platform-s-hs256-secret-of-32-characters-or-more",
+}
+OPTIONAL_SECRETS = {  # the query API is open without them
+    "BLACKJACK_API_TOKENS",
+    "BLACKJACK_API_PLAYER_KEYS",
+    "BLACKJACK_API_PLAYER_SECRETS",
 }
 MOUNTED_FILES = {  # a file the pod gets from a mounted Secret, here a real file of that kind
     "BLACKJACK_KAFKA_SSL_CAFILE": certifi.where(),
@@ -639,7 +651,7 @@ def test_every_environment_variable_is_one_the_code_reads() -> None:
             assert entry["name"] in known, f"{workload['metadata']['name']}: {entry['name']}"
             secret = entry.get("valueFrom", {}).get("secretKeyRef")
             if secret is not None:  # only a setting the code can do without may be optional
-                optional = {"optional": True} if entry["name"] == "BLACKJACK_API_TOKENS" else {}
+                optional = {"optional": True} if entry["name"] in OPTIONAL_SECRETS else {}
                 key = secret["key"]  # the setting's name; a Kafka password's names its principal
                 assert key == entry["name"] or (
                     entry["name"] == "BLACKJACK_KAFKA_SASL_PASSWORD"

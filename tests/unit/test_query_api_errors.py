@@ -111,7 +111,8 @@ async def test_with_tokens_a_query_needs_one_of_them(tmp_path: Path) -> None:
     path = "/v1/players/alice/wallet"
     for headers in ({}, {"authorization": f"Bearer {'c' * 32}"}, {"authorization": TOKEN}):
         refused = await ask(tmp_path, path, tokens, headers)
-        assert refused.status_code == 401 and refused.headers["www-authenticate"] == "Bearer"
+        assert refused.status_code == 401
+        assert refused.headers["www-authenticate"].startswith("Bearer")
         assert refused.json()["error"]["code"] == "unauthenticated"
     for token in (TOKEN, NEXT):  # either of two: one can be rotated out
         answer = await ask(tmp_path, path, tokens, {"authorization": f"Bearer {token}"})

@@ -46,6 +46,7 @@ ErrorCode = Literal[
     "not_found",
     "method_not_allowed",
     "unauthenticated",
+    "forbidden",
     "store_unavailable",
     "internal_error",
     "bad_request",
@@ -61,8 +62,9 @@ class ErrorBody(_Answer):
 
 class ErrorAnswer(_Answer):
     """Every error: 400 a bad parameter or round id (or not HTTP the server can read), 401 no
-    valid bearer token, 404 unknown, 405 not a GET, 408 the request's headers too slow, 431
-    too large, 503 the read model cannot serve now (try again), 500 unforeseen."""
+    valid bearer token, 403 a player's token asking for what is not that player's, 404
+    unknown, 405 not a GET, 408 the request's headers too slow, 431 too large, 503 the read
+    model cannot serve now (try again), 500 unforeseen."""
 
     error: ErrorBody
 
@@ -602,7 +604,16 @@ def _document() -> dict[str, Any]:
         "paths": paths,
         "components": {
             "schemas": schemas.get("$defs", {}),
-            "securitySchemes": {"bearer": {"type": "http", "scheme": "bearer"}},
+            "securitySchemes": {
+                "bearer": {
+                    "type": "http",
+                    "scheme": "bearer",
+                    "description": "An operator token (BLACKJACK_API_TOKENS: reads everything) "
+                    "or a player's JWT signed by the platform (EdDSA, ES256 or HS256; sub the "
+                    "player id, exp, aud this service): reads /v1/players/{sub}/... and the "
+                    "stream wallet:{sub} only, else 403 forbidden",
+                }
+            },
         },
         "security": [{"bearer": []}],
     }
@@ -626,6 +637,9 @@ def _operation(
     for status in errors:
         responses[str(status)] = _answer("see the error's code", error)
     responses["401"] = _answer("no valid bearer token (when the API has tokens)", error)
+    responses["403"] = _answer(
+        "a player's token asking for another player's resource or an operator's", error
+    )
     responses["503"] = _answer("the read model cannot serve now; try again", error)
     responses["default"] = _answer(
         "any other error (400 a bad path, a parameter given twice or a request not HTTP, 405 "

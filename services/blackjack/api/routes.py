@@ -11,8 +11,10 @@
     GET /v1/reports/games?from=2026-12-01&days=31           each game's rounds, wagers, payouts
     GET /v1/openapi.json                                      this API's OpenAPI document
 
-With ``BLACKJACK_API_TOKENS`` set (``api.tokens``), a request without one of its bearer tokens
-gets 401 ``unauthenticated``. Answers are JSON; every error is a 4xx with
+With tokens configured (``api.tokens``), a request without a valid bearer token gets 401
+``unauthenticated`` (``WWW-Authenticate: Bearer ...``); an operator token reads everything, a
+player's token only that player's own resources (``authorize``: 403 ``forbidden`` for the
+rest). Answers are JSON; every error is a 4xx with
 ``{"error": {"code": ..., "message": ...}}``, or a
 503 ``store_unavailable`` while the read model's database cannot serve (500
 ``internal_error`` for anything else unforeseen, logged with its trace).
@@ -35,7 +37,8 @@ from prometheus_client import Counter
 from sqlalchemy.ext.asyncio import AsyncConnection
 
 from blackjack.api.contract import openapi_document
-from blackjack.api.tokens import OPEN, ApiTokens
+from blackjack.api.tokens import OPEN, ApiTokens, Operator, Principal, Unauthenticated
+from blackjack.domain.wallet import wallet_stream
 from blackjack.projections import queries, reports
 from blackjack.projections.ids import parse_count, parse_round_id
 from blackjack.projections.store import ProjectionStore, is_store_outage
@@ -120,10 +123,12 @@ class QueryApi:
             elif scope["type"] == "http":
                 await _respond(send, scope, 404, _error("not_found", "no such resource"))
             return
-        if not self.tokens.admits(_header(scope, b"authorization")):
-            body = _error("unauthenticated", "send one of the API's tokens: Bearer <token>")
+        try:
+            principal = self.tokens.authenticate(_header(scope, b"authorization"))
+        except Unauthenticated as refused:  # its message names no part of the token
             REQUESTS.labels("401").inc()
-            await _respond(send, scope, 401, body, [(b"www-authenticate", b"Bearer")])
+            challenge = [(b"www-authenticate", refused.challenge)]
+            await _respond(send, scope, 401, _error("unauthenticated", refused.message), challenge)
             return
         if scope["method"] not in ("GET", "HEAD"):
             body = _error("method_not_allowed", "the query API only answers GET")
@@ -131,7 +136,7 @@ class QueryApi:
             await _respond(send, scope, 405, body, ALLOW)
             return
         try:
-            status, body = 200, await self._route(scope)
+            status, body = 200, await self._route(scope, principal)
         except ApiError as error:
             status, body = error.status, _error(error.code, error.message)
         except Exception as error:
@@ -145,11 +150,13 @@ class QueryApi:
         REQUESTS.labels(str(status)).inc()
         await _respond(send, scope, status, body)
 
-    async def _route(self, scope: Scope) -> dict[str, Any]:
+    async def _route(self, scope: Scope, principal: Principal) -> dict[str, Any]:
         parts = _segments(scope)
         params = _params(scope)
         if parts == ["openapi.json"]:
             return openapi_document()  # the contract of every answer below: no store needed
+        authorize(principal, parts)
+        seated = None if isinstance(principal, Operator) else principal.player_id
         if self.ready is not None and not self.ready():
             raise ApiError(503, "store_unavailable", "the read model is starting; try again")
         async with self.store.reading() as connection:
@@ -165,7 +172,7 @@ class QueryApi:
                 case ["tables", stream_id] if stream_id:
                     return await _table(connection, stream_id)
                 case ["players", player_id, "tables", stream_id] if player_id and stream_id:
-                    return await _table(connection, stream_id, player_id)
+                    return await _table(connection, stream_id, player_id, seated)
                 case ["streams", stream_id, "events"] if stream_id:
                     return await _stream_events(connection, stream_id, params)
                 case ["interrupted-rounds"]:
@@ -173,6 +180,45 @@ class QueryApi:
                 case ["reports", "games"]:
                     return await _games(connection, params)
         raise ApiError(404, "not_found", f"no such resource: {scope['path']}")
+
+
+OPERATORS_ONLY = (["rounds", "*"], ["tables", "*"], ["interrupted-rounds"], ["reports", "games"])
+"""Resources of every player (a round in full, a table with each player's money, the
+interrupted rounds, the reports): the back office's, none of a player's token."""
+
+
+def authorize(principal: Principal, parts: list[str]) -> None:
+    """403 ``forbidden`` unless ``principal`` may read the resource at ``parts``: an operator
+    everything; a player ``/players/{their id}/...`` (their wallet, history, the rounds they
+    played and the tables they sit at, each as they may see it) and their wallet's stream.
+    A table's stream is refused them: its events carry every player's balances, which the
+    table shows no one. A path that names no resource is left to the 404."""
+    if isinstance(principal, Operator):
+        return
+    me = principal.player_id
+    match parts:
+        case ["players", player_id, *_] if player_id:
+            if player_id == me:
+                return
+            raise ApiError(
+                403, "forbidden", "a player's token reads that player's own resources only"
+            )
+        case ["streams", stream_id, "events"] if stream_id:
+            if stream_id == wallet_stream(me):
+                return
+            raise ApiError(403, "forbidden", "a player's token reads its own wallet's stream only")
+    if any(_matches(pattern, parts) for pattern in OPERATORS_ONLY):
+        raise ApiError(
+            403,
+            "forbidden",
+            "an operator's resource: a player's token reads /v1/players/{its player}/...",
+        )
+
+
+def _matches(pattern: list[str], parts: list[str]) -> bool:
+    return len(pattern) == len(parts) and all(
+        p == part or (p == "*" and part) for p, part in zip(pattern, parts, strict=True)
+    )
 
 
 def _storable(*identifiers: str | None) -> bool:
@@ -235,9 +281,14 @@ async def _round(
 
 
 async def _table(
-    connection: AsyncConnection, stream_id: str, player_id: str | None = None
+    connection: AsyncConnection,
+    stream_id: str,
+    player_id: str | None = None,
+    seated: str | None = None,
 ) -> dict[str, Any]:
-    """The table, or (``player_id``) as that player's client may be shown it."""
+    """The table, or (``player_id``) as that player's client may be shown it; for a player's
+    own token (``seated``) only where they sit: a 404 like a table that does not exist, so
+    the answer says nothing of who sits at a table the player is not at."""
     found = None
     if _storable(stream_id, player_id):
         if player_id is None:
@@ -246,7 +297,7 @@ async def _table(
             found = await queries.player_table(connection, player_id, stream_id)
     # A stream that never opened holds at most a declined buy-in (a wallet's BuyIn to an id
     # with no table): no table a client could sit at.
-    if found is None or not found.get("opened"):
+    if found is None or not found.get("opened") or (seated is not None and found["you"] is None):
         raise ApiError(404, "unknown_table", f"no table {stream_id!r}")
     return found
 
@@ -457,8 +508,8 @@ def query_api(
     """The query API as one ASGI app; ``fallback`` answers everything outside ``/v1/``."""
     log.info(
         "query API",
-        access=f"bearer token ({len(tokens.tokens)} valid)"
+        access=repr(tokens)
         if tokens.required
-        else "open: no BLACKJACK_API_TOKENS (behind the platform's gateway)",
+        else "open: no BLACKJACK_API_TOKENS nor player keys (behind the platform's gateway)",
     )
     return QueryApi(store, fallback, tokens, ready)

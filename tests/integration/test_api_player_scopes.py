@@ -1,0 +1,152 @@
+"""A player's token on the query API over a real read model (SQLite and PostgreSQL): the
+player's own wallet, history, rounds and table, each as the operator's token reads the
+player's view of it; nothing of another player's, nor the operators' full answers (a round
+or a table with every player's money, a table's stream of events)."""
+
+from __future__ import annotations
+
+import time
+from collections.abc import AsyncIterator
+from typing import Any
+
+import httpx
+import jwt
+import pytest
+from cryptography.hazmat.primitives.asymmetric import ed25519
+from cryptography.hazmat.primitives.serialization import Encoding, PublicFormat
+
+from blackjack.api.routes import query_api
+from blackjack.api.tokens import ApiTokens
+from blackjack.domain import events as ev
+from blackjack.messages.sealing import ShoeSeal
+from blackjack.projections.writer import ProjectionWriter
+
+pytest.register_assert_rewrite("tests.integration.conftest_projections")
+from tests.integration.conftest_projections import (  # noqa: E402
+    STORE_KINDS,
+    event_records,
+    play_tables,
+    store_factory,
+)
+
+pytest_plugins = ["tests.integration.conftest_projections"]
+pytestmark = pytest.mark.integration
+
+SHARED_TABLE, SINGLE_TABLE = "table-shared", "table-single"
+LOG = play_tables([(SHARED_TABLE, "atlantic-city-multi"), (SINGLE_TABLE, "mini-h17")], 8, 21)
+PLATFORM = ed25519.Ed25519PrivateKey.generate()
+OPERATOR_TOKEN = "k" * 40
+AUDIENCE = "blackjack-query-api"  # the default of BLACKJACK_API_AUDIENCE
+TOKENS = ApiTokens.from_env(
+    {
+        "BLACKJACK_API_TOKENS": OPERATOR_TOKEN,
+        "BLACKJACK_API_PLAYER_KEYS": PLATFORM.public_key()
+        .public_bytes(Encoding.PEM, PublicFormat.SubjectPublicKeyInfo)
+        .decode(),
+    }
+)
+
+
+def bettors(stream_id: str) -> dict[int, set[str]]:
+    """Each round of the table: who bet in it."""
+    rounds: dict[int, set[str]] = {}
+    for e in LOG.envelopes:
+        if e.stream_id == stream_id and isinstance(e.data, ev.BetPlaced):
+            rounds.setdefault(e.data.round, set()).add(e.data.player_id)
+    return rounds
+
+
+def shared_round() -> tuple[int, str, str]:
+    """A round at the shared table two players bet in: its number, one player, another."""
+    number, players = next((n, p) for n, p in sorted(bettors(SHARED_TABLE).items()) if len(p) > 1)
+    me, other = sorted(players)[:2]
+    return number, me, other
+
+
+def player_token(player_id: str) -> str:
+    claims = {"sub": player_id, "aud": AUDIENCE, "exp": int(time.time()) + 600}
+    return jwt.encode(claims, PLATFORM, algorithm="EdDSA")
+
+
+@pytest.fixture(scope="module", params=STORE_KINDS)
+async def api(
+    request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactory
+) -> AsyncIterator[httpx.AsyncClient]:
+    factory = store_factory(request, tmp_path_factory.mktemp("scopes"))
+    try:
+        store = await factory.store()
+        seal = ShoeSeal(bytes(range(32)))
+        await ProjectionWriter(store).apply(event_records(LOG.envelopes, seal))
+        transport = httpx.ASGITransport(app=query_api(store, tokens=TOKENS))
+        async with httpx.AsyncClient(transport=transport, base_url="http://api") as client:
+            yield client
+    finally:
+        await factory.close()
+
+
+async def get(api: httpx.AsyncClient, path: str, token: str, status: int = 200) -> Any:
+    answer = await api.get(path, headers={"authorization": f"Bearer {token}"})
+    assert answer.status_code == status, (path, answer.text)
+    assert answer.headers["content-type"] == "application/json"
+    return answer.json()
+
+
+async def test_a_player_reads_their_own_money_and_history_as_the_operator_reads_it(
+    api: httpx.AsyncClient,
+) -> None:
+    number, me, _ = shared_round()
+    mine = player_token(me)
+    for path in (
+        f"/v1/players/{me}/wallet",
+        f"/v1/players/{me}/rounds?limit=5",
+        f"/v1/players/{me}/rounds/{SHARED_TABLE}:{number}",
+        f"/v1/streams/wallet:{me}/events",
+    ):
+        assert await get(api, path, mine) == await get(api, path, OPERATOR_TOKEN)
+    history = await get(api, f"/v1/players/{me}/rounds?limit=100", mine)
+    assert {r["round_id"] for r in history["rounds"]} == {
+        f"{SHARED_TABLE}:{n}" for n, players in bettors(SHARED_TABLE).items() if me in players
+    }
+
+
+async def test_a_shared_round_shows_the_player_only_what_the_table_shows_everyone(
+    api: httpx.AsyncClient,
+) -> None:
+    number, me, other = shared_round()
+    full = await get(api, f"/v1/rounds/{SHARED_TABLE}:{number}", OPERATOR_TOKEN)
+    assert {p["player_id"] for p in full["players"]} >= {me, other}
+    seen = await get(api, f"/v1/players/{me}/rounds/{SHARED_TABLE}:{number}", player_token(me))
+    assert [p["player_id"] for p in seen["players"]] == [me]
+    others = [e["data"] for e in seen["log"] if e["data"].get("player_id") == other]
+    assert others and not any(k.startswith("balance") for data in others for k in data)
+    # the same round in full, or as the other player sees it: not hers
+    for path in (
+        f"/v1/rounds/{SHARED_TABLE}:{number}",
+        f"/v1/players/{other}/rounds/{SHARED_TABLE}:{number}",
+        f"/v1/players/{other}/wallet",
+        f"/v1/players/{other}/rounds",
+        f"/v1/streams/wallet:{other}/events",
+        f"/v1/streams/{SHARED_TABLE}/events",
+    ):
+        refused = await get(api, path, player_token(me), 403)
+        assert refused["error"]["code"] == "forbidden"
+
+
+async def test_a_player_sees_the_tables_they_sit_at_and_no_other(
+    api: httpx.AsyncClient,
+) -> None:
+    table = await get(api, f"/v1/tables/{SHARED_TABLE}", OPERATOR_TOKEN)
+    seated = [p["player_id"] for p in table["players"]]
+    assert seated, "someone sits at the shared table at the end of the log"
+    me = seated[0]
+    path = f"/v1/players/{me}/tables/{SHARED_TABLE}"
+    view = await get(api, path, player_token(me))
+    assert view == await get(api, path, OPERATOR_TOKEN)
+    assert view["you"]["player_id"] == me
+    assert all("available" not in p for p in view["players"])
+    await get(api, f"/v1/tables/{SHARED_TABLE}", player_token(me), 403)
+    # a table she does not sit at: as if there were none (the operator is shown her view)
+    elsewhere = f"/v1/players/{me}/tables/{SINGLE_TABLE}"
+    assert (await get(api, elsewhere, OPERATOR_TOKEN))["you"] is None
+    refused = await get(api, elsewhere, player_token(me), 404)
+    assert refused["error"]["code"] == "unknown_table"

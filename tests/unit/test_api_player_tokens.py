@@ -1,0 +1,223 @@
+"""Who may read what on the query API: operator tokens read everything; a player's token, a
+JWT the platform signs (EdDSA, ES256 or HS256; ``sub`` the player, ``exp``, ``aud``), reads
+that player's own resources only. Every refusal is typed JSON: 401 with ``WWW-Authenticate``
+for a missing, bad or expired token, 403 ``forbidden`` for what is not the player's. No
+token is logged, and the operator tokens are compared in constant time."""
+
+from __future__ import annotations
+
+import time
+from collections.abc import AsyncIterator
+from pathlib import Path
+from typing import Any
+
+import httpx
+import jwt
+import pytest
+from cryptography.hazmat.primitives.asymmetric import ec, ed25519, rsa
+from cryptography.hazmat.primitives.serialization import Encoding, PublicFormat
+from structlog.testing import capture_logs
+
+from blackjack.api import tokens as tokens_module
+from blackjack.api.routes import query_api
+from blackjack.api.tokens import (
+    DEFAULT_AUDIENCE,
+    OPERATOR,
+    ApiTokens,
+    Player,
+    Unauthenticated,
+)
+from blackjack.configuration import ConfigurationError
+from blackjack.projections.store import ProjectionStore
+
+OPERATOR_TOKEN = "o" * 40
+SECRET = "s" * 48
+EDDSA = ed25519.Ed25519PrivateKey.generate()
+ES256 = ec.generate_private_key(ec.SECP256R1())
+
+
+def pem(key: Any) -> str:
+    return key.public_key().public_bytes(Encoding.PEM, PublicFormat.SubjectPublicKeyInfo).decode()
+
+
+ENV = {
+    "BLACKJACK_API_TOKENS": OPERATOR_TOKEN,
+    "BLACKJACK_API_PLAYER_KEYS": pem(EDDSA) + pem(ES256),
+    "BLACKJACK_API_PLAYER_SECRETS": SECRET,
+}
+
+
+def signed(key: Any = EDDSA, algorithm: str = "EdDSA", lifetime: float = 300, **claims: Any) -> str:
+    body = {"sub": "ann", "aud": DEFAULT_AUDIENCE, "exp": int(time.time() + lifetime), **claims}
+    return jwt.encode({k: v for k, v in body.items() if v is not None}, key, algorithm=algorithm)
+
+
+def bearer(token: str) -> bytes:
+    return f"Bearer {token}".encode()
+
+
+def test_each_kind_of_key_admits_the_player_it_names() -> None:
+    tokens = ApiTokens.from_env(ENV)
+    assert tokens.authenticate(bearer(OPERATOR_TOKEN)) is OPERATOR
+    for key, algorithm in ((EDDSA, "EdDSA"), (ES256, "ES256"), (SECRET, "HS256")):
+        assert tokens.authenticate(bearer(signed(key, algorithm))) == Player("ann")
+    # a few seconds of clock skew between the platform and the service: still valid
+    assert tokens.authenticate(bearer(signed(lifetime=-5))) == Player("ann")
+
+
+@pytest.mark.parametrize(
+    ("token", "message"),
+    [
+        (signed(lifetime=-60), "expired"),  # past the 30 s leeway
+        (signed(exp=None), "not valid"),  # exp is required
+        (signed(sub=None), "not valid"),
+        (signed(sub=""), "not valid"),
+        (signed(sub="x" * 129), "not valid"),
+        (signed(aud="another-service"), "not valid"),
+        (signed(aud=None), "not valid"),
+        (signed(ed25519.Ed25519PrivateKey.generate()), "not valid"),  # not the platform's
+        (signed("another secret of thirty-two characters", "HS256"), "not valid"),
+        (signed(None, "none"), "not valid"),  # unsigned
+        (signed(nbf=int(time.time()) + 120), "not valid"),  # not yet
+        ("a.b.c", "not valid"),
+        ("o" * 39, "not valid"),
+    ],
+)
+def test_a_bad_or_expired_token_is_refused(token: str, message: str) -> None:
+    with pytest.raises(Unauthenticated, match=message) as refused:
+        ApiTokens.from_env(ENV).authenticate(bearer(token))
+    assert refused.value.challenge == b'Bearer error="invalid_token"'
+
+
+def test_a_token_signed_with_the_public_key_as_an_hmac_secret_is_refused() -> None:
+    """The algorithm confusion: an attacker who knows the public key signs HS256 with its
+    PEM; each key verifies its own algorithm only."""
+    tokens = ApiTokens.from_env({"BLACKJACK_API_PLAYER_KEYS": pem(EDDSA)})
+    header, payload, _ = signed(SECRET, "HS256").split(".")
+    import base64
+    import hashlib
+    import hmac
+
+    forged = hmac.new(pem(EDDSA).encode(), f"{header}.{payload}".encode(), hashlib.sha256)
+    signature = base64.urlsafe_b64encode(forged.digest()).rstrip(b"=").decode()
+    with pytest.raises(Unauthenticated):
+        tokens.authenticate(bearer(f"{header}.{payload}.{signature}"))
+
+
+def test_the_issuer_is_checked_when_one_is_set() -> None:
+    tokens = ApiTokens.from_env({**ENV, "BLACKJACK_API_PLAYER_ISSUER": "https://casino"})
+    assert tokens.authenticate(bearer(signed(iss="https://casino"))) == Player("ann")
+    for issuer in ("https://elsewhere", None):
+        with pytest.raises(Unauthenticated):
+            tokens.authenticate(bearer(signed(iss=issuer)))
+
+
+def test_settings_refuse_keys_that_cannot_verify_and_show_none() -> None:
+    rsa_key = rsa.generate_private_key(public_exponent=65537, key_size=2048)
+    with pytest.raises(ConfigurationError, match="key 1 is neither Ed25519"):
+        ApiTokens.from_env({"BLACKJACK_API_PLAYER_KEYS": pem(rsa_key)})
+    with pytest.raises(ConfigurationError, match="no PEM public key"):
+        ApiTokens.from_env({"BLACKJACK_API_PLAYER_KEYS": "not a key"})
+    with pytest.raises(ConfigurationError, match="shorter than 32"):
+        ApiTokens.from_env({"BLACKJACK_API_PLAYER_SECRETS": "short"})
+    with pytest.raises(ConfigurationError, match="LEEWAY_S"):
+        ApiTokens.from_env({**ENV, "BLACKJACK_API_JWT_LEEWAY_S": "3600"})
+    # a PEM in one line of an env file, its line breaks escaped
+    one_line = ApiTokens.from_env({"BLACKJACK_API_PLAYER_KEYS": pem(EDDSA).replace("\n", "\\n")})
+    assert one_line.authenticate(bearer(signed())) == Player("ann")
+    assert SECRET not in repr(ApiTokens.from_env(ENV))
+    assert ApiTokens.from_env({"BLACKJACK_API_PLAYER_SECRETS": SECRET}).required
+
+
+def test_operator_tokens_are_compared_in_constant_time(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Each token compared, whichever matches, as digests of one length: a guess's timing
+    says neither how long a token is nor which one it matched (before: the presented bytes
+    against each token as it was, stopping at the first that matched)."""
+    tokens = ApiTokens.from_env({"BLACKJACK_API_TOKENS": f"{OPERATOR_TOKEN},{'p' * 64}"})
+    compared: list[tuple[int, int]] = []
+    real = tokens_module.hmac.compare_digest
+
+    def recording(a: bytes, b: bytes) -> bool:
+        compared.append((len(a), len(b)))
+        return real(a, b)
+
+    monkeypatch.setattr(tokens_module.hmac, "compare_digest", recording)
+    for presented in (OPERATOR_TOKEN, "x"):
+        compared.clear()
+        assert tokens.admits(bearer(presented)) is (presented == OPERATOR_TOKEN)
+        assert compared == [(32, 32), (32, 32)]
+
+
+@pytest.fixture
+async def api(tmp_path: Path) -> AsyncIterator[httpx.AsyncClient]:
+    store = ProjectionStore(f"sqlite+aiosqlite:///{tmp_path}/read.db")
+    await store.migrate()
+    transport = httpx.ASGITransport(app=query_api(store, tokens=ApiTokens.from_env(ENV)))
+    try:
+        async with httpx.AsyncClient(transport=transport, base_url="http://api") as client:
+            yield client
+    finally:
+        await store.close()
+
+
+async def ask(api: httpx.AsyncClient, path: str, token: str | None) -> httpx.Response:
+    headers = {} if token is None else {"authorization": f"Bearer {token}"}
+    answer = await api.get(path, headers=headers)
+    assert answer.headers["content-type"] == "application/json"
+    return answer
+
+
+async def test_a_player_s_token_reads_only_that_player_s_resources(
+    api: httpx.AsyncClient,
+) -> None:
+    ann = signed()
+    for path in (
+        "/v1/players/ann/wallet",
+        "/v1/players/ann/rounds",
+        "/v1/players/ann/rounds/t-1:1",
+        "/v1/players/ann/tables/t-1",
+        "/v1/streams/wallet:ann/events",
+        "/v1/openapi.json",
+    ):  # hers: answered (a 404 where the empty store holds none of it)
+        answer = await ask(api, path, ann)
+        assert answer.status_code in (200, 404), (path, answer.text)
+        assert answer.status_code == 200 or answer.json()["error"]["code"] != "forbidden"
+    for path in (
+        "/v1/players/bob/wallet",
+        "/v1/players/bob/rounds",
+        "/v1/players/bob/rounds/t-1:1",
+        "/v1/players/bob/tables/t-1",
+        "/v1/players/Ann/wallet",
+        "/v1/streams/wallet:bob/events",
+        "/v1/streams/t-1/events",  # a table's events carry every player's balances
+        "/v1/rounds/t-1:1",  # the round in full: every player's money
+        "/v1/tables/t-1",
+        "/v1/interrupted-rounds",
+        "/v1/reports/games",
+    ):
+        answer = await ask(api, path, ann)
+        assert answer.status_code == 403, (path, answer.text)
+        assert answer.json()["error"]["code"] == "forbidden"
+    assert (await ask(api, "/v1/nowhere", ann)).status_code == 404
+    # the operator's token reads them all (here: nothing there)
+    for path in ("/v1/players/bob/wallet", "/v1/rounds/t-1:1", "/v1/interrupted-rounds"):
+        assert (await ask(api, path, OPERATOR_TOKEN)).status_code in (200, 404)
+
+
+async def test_every_refusal_is_typed_and_no_token_is_logged(api: httpx.AsyncClient) -> None:
+    expired, forged = signed(lifetime=-3600), signed(ed25519.Ed25519PrivateKey.generate())
+    with capture_logs() as logs:
+        missing = await ask(api, "/v1/players/ann/wallet", None)
+        late = await ask(api, "/v1/players/ann/wallet", expired)
+        bad = await ask(api, "/v1/players/ann/wallet", forged)
+        await ask(api, "/v1/players/bob/wallet", signed())
+        await ask(api, "/v1/players/ann/wallet", OPERATOR_TOKEN)
+    assert (missing.status_code, missing.headers["www-authenticate"]) == (401, "Bearer")
+    for answer, message in ((late, "expired"), (bad, "not valid")):
+        assert answer.status_code == 401
+        assert answer.headers["www-authenticate"] == 'Bearer error="invalid_token"'
+        assert answer.json()["error"]["code"] == "unauthenticated"
+        assert message in answer.json()["error"]["message"]
+    logged = repr(logs)
+    for secret in (expired, forged, OPERATOR_TOKEN, SECRET):
+        assert secret not in logged and secret.split(".")[-1] not in logged
