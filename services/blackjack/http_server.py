@@ -8,6 +8,19 @@ request uvicorn cannot parse with the API's typed JSON error instead of uvicorn'
 the connection, and its file descriptor, for as long as it liked), or that still sends a
 request body once it has been answered (none is read; trickled, it held it as long).
 
+It also bounds the connections one process holds (``BLACKJACK_HTTP_MAX_CONNECTIONS``, default
+``DEFAULT_MAX_CONNECTIONS``, carried as uvicorn's ``limit_concurrency``): uvicorn's own check
+accepts every connection and only answers a request 503 (text/plain, probes included) once
+the limit is reached, so idle connections still pile up, each a file descriptor of the
+process that also runs the Kafka clients and the database pool, and the probes are refused
+with the rest. Here a connection that comes past the limit makes room by closing the oldest
+idle one (no request in progress: sending nothing, trickling its head, or idle between
+requests), so idle connections cannot keep a client, the probes included, out. When every
+connection is answering a request, the ``PROBE_RESERVE`` connections past the limit serve the
+probes and metrics only (``PROBE_PATHS``; anything else on them is answered 503
+``server_busy``, typed JSON), each given ``PROBE_HEAD_TIMEOUT_S`` to send its request; past the
+reserve a connection is answered the same 503 and closed as it comes.
+
 uvicorn (0.29 and later) raises a SIGTERM or SIGINT it caught again once it has shut down,
 and with the default handler back in place that kills the process there: whatever the
 caller does after ``serve()`` returns (a projection worker leaving its consumer group and
@@ -20,8 +33,10 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import json
+import os
 import threading
-from collections.abc import Callable, Iterator
+import time
+from collections.abc import Callable, Iterator, Mapping
 from http import HTTPStatus
 from types import FrameType
 from typing import Any
@@ -31,6 +46,8 @@ import structlog
 import uvicorn
 from uvicorn.protocols.http.h11_impl import H11Protocol
 
+from blackjack.configuration import ConfigurationError
+from blackjack.observability.metrics import HTTP_CONNECTIONS_REFUSED as CONNECTIONS_REFUSED
 from blackjack.stopping import STOP_SIGNALS, on_stop_signal
 
 log = structlog.get_logger("blackjack.http")
@@ -45,9 +62,25 @@ LINGER_S = 2.0
 """How long a connection ended by the server (a refusal, a body not read) has its further
 bytes read and dropped before it is closed."""
 
+MAX_CONNECTIONS_SETTING = "BLACKJACK_HTTP_MAX_CONNECTIONS"
+DEFAULT_MAX_CONNECTIONS = 256
+"""Connections one process serves at once: a gateway's pool to a worker is a few dozen, and
+each connection is a file descriptor of a process whose Kafka clients and database pool
+need theirs (a container's limit is often 1,024)."""
+MAX_MAX_CONNECTIONS = 100_000
+PROBE_RESERVE = 16
+"""Connections accepted past the limit for ``PROBE_PATHS`` only: Kubernetes' probes (one
+connection each, closed after its answer) and Prometheus' scrape while the API is flooded."""
+PROBE_PATHS = frozenset({"/healthz", "/readyz", "/metrics"})
+PROBE_HEAD_TIMEOUT_S = 2.0
+"""How long a connection in the probes' reserve may take to send its request: a probe sends
+it at once; an idle connection frees its place within this."""
+BUSY_LOG_EVERY_S = 10.0
+
 REFUSED = {
     431: ("request_too_large", "the request line or headers are too large"),
     408: ("request_timeout", f"the request's line and headers took over {HEAD_TIMEOUT_S:g} s"),
+    503: ("server_busy", "this process serves as many connections as it may; try again"),
 }
 """Answers to requests that never reached the app, by status; any other is 400 below."""
 BAD_REQUEST = ("bad_request", "the request is not valid HTTP/1.1")
@@ -76,9 +109,80 @@ def _refusal(status: int) -> bytes:
         "content-type: application/json\r\n"
         f"content-length: {len(body)}\r\n"
         "cache-control: no-store\r\n"
+        f"{'retry-after: 1' + chr(13) + chr(10) if status == 503 else ''}"
         "connection: close\r\n\r\n"
     )
     return head.encode() + body
+
+
+def max_connections(env: Mapping[str, str] = os.environ) -> int:
+    """``BLACKJACK_HTTP_MAX_CONNECTIONS``, or ``DEFAULT_MAX_CONNECTIONS`` when blank."""
+    text = env.get(MAX_CONNECTIONS_SETTING, "").strip()
+    if not text:
+        return DEFAULT_MAX_CONNECTIONS
+    if not (text.isascii() and text.isdigit() and 1 <= int(text) <= MAX_MAX_CONNECTIONS):
+        raise ConfigurationError(
+            f"{MAX_CONNECTIONS_SETTING} is a whole number from 1 to {MAX_MAX_CONNECTIONS}, "
+            f"not {text[:40]!r}"
+        )
+    return int(text)
+
+
+class _BusyLog:
+    """Each refusal counted; logged once per ``BUSY_LOG_EVERY_S`` with how many were not (a
+    flood would write a line per connection)."""
+
+    def __init__(self) -> None:
+        self.logged_at = -BUSY_LOG_EVERY_S
+        self.unlogged = 0
+
+    def __call__(self, client: object, how: str = "busy") -> None:
+        CONNECTIONS_REFUSED.labels(how).inc()
+        now = time.monotonic()
+        if now - self.logged_at < BUSY_LOG_EVERY_S:
+            self.unlogged += 1
+            return
+        log.warning(
+            "HTTP connections past the limit: the oldest idle closed, or 503 server_busy",
+            client=client,
+            how=how,
+            not_logged_since_last=self.unlogged,
+        )
+        self.logged_at, self.unlogged = now, 0
+
+
+_busy_refused = _BusyLog()
+for _how in ("idle_closed", "busy"):  # at 0 from the start: the first is a rate Prometheus sees
+    CONNECTIONS_REFUSED.labels(_how)
+
+
+def _probes_only(app: Any) -> Any:
+    """``app`` for ``PROBE_PATHS``, 503 ``server_busy`` for anything else; each answer ends
+    the connection, so that the reserve's place is free again at once."""
+
+    async def reserved(scope: Any, receive: Any, send: Any) -> None:
+        async def closing(message: Any) -> None:
+            if message["type"] == "http.response.start":
+                headers = [(k, v) for k, v in message.get("headers", ()) if k != b"connection"]
+                message = {**message, "headers": [*headers, (b"connection", b"close")]}
+            await send(message)
+
+        if scope["type"] != "http" or scope["path"] in PROBE_PATHS:
+            await app(scope, receive, closing)
+            return
+        _busy_refused(scope.get("client"))
+        code, message = REFUSED[503]
+        body = json.dumps({"error": {"code": code, "message": message}}).encode()
+        headers = [
+            (b"content-type", b"application/json"),
+            (b"content-length", str(len(body)).encode()),
+            (b"cache-control", b"no-store"),
+            (b"retry-after", b"1"),
+        ]
+        await closing({"type": "http.response.start", "status": 503, "headers": headers})
+        await send({"type": "http.response.body", "body": body})
+
+    return reserved
 
 
 class JsonH11Protocol(H11Protocol):
@@ -88,6 +192,7 @@ class JsonH11Protocol(H11Protocol):
 
     head_timeout_s = HEAD_TIMEOUT_S
     linger_s = LINGER_S
+    probe_reserve = PROBE_RESERVE
 
     def __init__(self, *args: Any, **kwargs: Any) -> None:
         super().__init__(*args, **kwargs)
@@ -95,13 +200,63 @@ class JsonH11Protocol(H11Protocol):
         self.conn: _Connection = _Connection(h11.SERVER, *(() if limit is None else (limit,)))
         self._head_deadline: asyncio.TimerHandle | None = None
         self._lingering: asyncio.TimerHandle | None = None
+        self.max_connections: int | None = self.limit_concurrency
+        self.limit_concurrency = None  # taken over as connections come (connection_made)
+        self._busy = False
+        self._idle_since = 0.0
 
     def connection_made(self, transport: asyncio.Transport) -> None:  # type: ignore[override]
         super().connection_made(transport)
+        self._idle_since = self.loop.time()
+        limit = self.max_connections
+        if limit is not None:
+            held = sum(1 for c in self.connections if not c.transport.is_closing())
+            if held > limit and self._make_room():
+                held -= 1
+            if held > limit:  # every other connection answering a request
+                if held > limit + self.probe_reserve:
+                    self._close_busy(_refusal(503), "busy")
+                    return
+                self.head_timeout_s = min(self.head_timeout_s, PROBE_HEAD_TIMEOUT_S)
+                self.app = _probes_only(self.app)
         self._arm_head_deadline()
 
+    def _idle(self) -> bool:
+        """No request in progress: none begun, a head not complete, or between requests."""
+        return (
+            not self.transport.is_closing()
+            and self._lingering is None
+            and self.conn.their_state is h11.IDLE
+            and (self.cycle is None or self.cycle.response_complete)
+        )
+
+    def _make_room(self) -> bool:
+        """Closes the connection idle the longest, if any (the new one is not idle yet)."""
+        idle = [
+            c
+            for c in self.connections
+            if c is not self and isinstance(c, JsonH11Protocol) and c._idle()
+        ]
+        if not idle:
+            return False
+        oldest = min(idle, key=lambda c: c._idle_since)
+        oldest._close_busy(b"", "idle_closed")
+        return True
+
+    def _close_busy(self, last: bytes, how: str) -> None:
+        """Closed at once, not lingering: a flood's connections keep no descriptor here."""
+        self._busy = True
+        self._disarm_head_deadline()
+        if self.timeout_keep_alive_task is not None:
+            self.timeout_keep_alive_task.cancel()
+            self.timeout_keep_alive_task = None
+        _busy_refused(self.client, how)
+        if last:
+            self.transport.write(last)
+        self.transport.close()
+
     def data_received(self, data: bytes) -> None:
-        if self._lingering is not None:  # answered already: dropped
+        if self._lingering is not None or self._busy:  # answered already: dropped
             return
         super().data_received(data)
         if self.transport.is_closing():
@@ -123,6 +278,7 @@ class JsonH11Protocol(H11Protocol):
         self._refuse(status if status in REFUSED else 400)
 
     def on_response_complete(self) -> None:
+        self._idle_since = self.loop.time()
         # asked before uvicorn starts the next cycle: a pipelined request behind this one,
         # whose body is still coming, is that request's to answer, not this one's
         body_unread = self.conn.their_state is h11.SEND_BODY
@@ -171,7 +327,10 @@ class JsonH11Protocol(H11Protocol):
 
 
 def http_config(app: Any, host: str, port: int, **options: Any) -> uvicorn.Config:
-    """uvicorn's configuration of the service's HTTP endpoints (``JsonH11Protocol``)."""
+    """uvicorn's configuration of the service's HTTP endpoints (``JsonH11Protocol``), at most
+    ``BLACKJACK_HTTP_MAX_CONNECTIONS`` connections (``limit_concurrency``) and the probes'
+    reserve."""
+    options.setdefault("limit_concurrency", max_connections())
     return uvicorn.Config(app, host=host, port=port, http=JsonH11Protocol, **options)
 
 

@@ -48,6 +48,7 @@ ErrorCode = Literal[
     "unauthenticated",
     "forbidden",
     "store_unavailable",
+    "server_busy",
     "internal_error",
     "bad_request",
     "request_timeout",
@@ -64,7 +65,8 @@ class ErrorAnswer(_Answer):
     """Every error: 400 a bad parameter or round id (or not HTTP the server can read), 401 no
     valid bearer token, 403 a player's token asking for what is not that player's, 404
     unknown, 405 not a GET, 408 the request's headers too slow, 431 too large, 503 the read
-    model cannot serve now (try again), 500 unforeseen."""
+    model cannot serve now or the process serves as many connections as it may (try again),
+    500 unforeseen."""
 
     error: ErrorBody
 
@@ -640,7 +642,11 @@ def _operation(
     responses["403"] = _answer(
         "a player's token asking for another player's resource or an operator's", error
     )
-    responses["503"] = _answer("the read model cannot serve now; try again", error)
+    responses["503"] = _answer(
+        "the read model cannot serve now (store_unavailable), or the process serves as many "
+        "connections as it may (server_busy); try again",
+        error,
+    )
     responses["default"] = _answer(
         "any other error (400 a bad path, a parameter given twice or a request not HTTP, 405 "
         "not a GET, 408 headers too slow, 431 headers too large, 500)",

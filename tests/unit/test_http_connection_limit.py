@@ -1,0 +1,201 @@
+"""One process serves at most ``BLACKJACK_HTTP_MAX_CONNECTIONS`` connections. A connection
+past them makes room by closing the oldest idle one (so idle connections keep no one out, the
+probes included); when every connection is answering a request, a few more are kept for the
+probes and metrics, and the rest answered 503 ``server_busy`` (typed JSON) and closed as they
+come. Over real sockets, uvicorn configured as the service configures it
+(``http_server.http_config``)."""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import json
+from collections.abc import AsyncIterator, Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+import uvicorn
+
+from blackjack.api.routes import query_api
+from blackjack.configuration import ConfigurationError
+from blackjack.http_server import PROBE_RESERVE, JsonH11Protocol, http_config, max_connections
+from blackjack.projections.store import ProjectionStore
+from tests.integration import infra
+
+WAIT_S = 10.0
+LIMIT = 4
+
+Streams = tuple[asyncio.StreamReader, asyncio.StreamWriter]
+
+
+class _Server(uvicorn.Server):
+    @contextlib.contextmanager
+    def capture_signals(self) -> Iterator[None]:
+        yield
+
+
+class Behind:
+    """What the query API's fallback is in a worker (the probes: one answer for all here);
+    a request with the query ``slow`` takes until the test releases it."""
+
+    def __init__(self) -> None:
+        self.release = asyncio.Event()
+
+    async def __call__(self, scope: Any, receive: Any, send: Any) -> None:
+        if scope["query_string"] == b"slow":
+            await self.release.wait()
+        body = json.dumps({"status": "ok", "path": scope["path"]}).encode()
+        headers = [(b"content-type", b"application/json"), (b"content-length", b"%d" % len(body))]
+        await send({"type": "http.response.start", "status": 200, "headers": headers})
+        await send({"type": "http.response.body", "body": body})
+
+
+@contextlib.asynccontextmanager
+async def served(tmp_path: Path, behind: Behind) -> AsyncIterator[tuple[int, _Server]]:
+    store = ProjectionStore(f"sqlite+aiosqlite:///{tmp_path}/read.db")
+    port = infra.free_port()
+    app = query_api(store, fallback=behind)
+    options: dict[str, Any] = {"lifespan": "off", "log_level": "critical"}
+    config = http_config(app, "127.0.0.1", port, limit_concurrency=LIMIT, **options)
+    assert config.http is JsonH11Protocol
+    server = _Server(config)
+    serving = asyncio.create_task(server.serve())
+    try:
+        async with asyncio.timeout(WAIT_S):
+            while not server.started:
+                await asyncio.sleep(0.02)
+        yield port, server
+    finally:
+        behind.release.set()
+        server.should_exit = True
+        await serving
+        await store.close()
+
+
+async def held(server: _Server, count: int) -> None:
+    """Until the server holds ``count`` connections (those it ended gone)."""
+    async with asyncio.timeout(WAIT_S):
+        while len(server.server_state.connections) != count:
+            await asyncio.sleep(0.01)
+
+
+async def ask(port: int, path: str) -> tuple[int, dict[bytes, bytes], dict[str, Any]]:
+    reader, writer = await asyncio.open_connection("127.0.0.1", port)
+    try:
+        writer.write(f"GET {path} HTTP/1.1\r\nhost: x\r\n\r\n".encode())
+        await writer.drain()
+        async with asyncio.timeout(WAIT_S):
+            head = await reader.readuntil(b"\r\n\r\n")
+            status_line, *lines = head.rstrip(b"\r\n").split(b"\r\n")
+            headers = dict(line.lower().split(b": ", 1) for line in lines)
+            body = await reader.readexactly(int(headers[b"content-length"]))
+        return int(status_line.split()[1]), headers, json.loads(body)
+    finally:
+        writer.close()
+
+
+async def slow_requests(
+    port: int, server: _Server, count: int, path: str = "/healthz"
+) -> list[Streams]:
+    """``count`` connections each answering a request to ``path``, held until released."""
+    before = len(server.server_state.tasks)
+    opened = []
+    for _ in range(count):
+        reader, writer = await asyncio.open_connection("127.0.0.1", port)
+        writer.write(f"GET {path}?slow HTTP/1.1\r\nhost: x\r\n\r\n".encode())
+        await writer.drain()
+        opened.append((reader, writer))
+    async with asyncio.timeout(WAIT_S):
+        while len(server.server_state.tasks) < before + count:
+            await asyncio.sleep(0.01)
+    return opened
+
+
+async def test_a_flood_of_idle_connections_keeps_no_one_out(tmp_path: Path) -> None:
+    """300 connections that send nothing: the server holds LIMIT of them at most, and the
+    probes and the API answer all the while. Before, each was held until its 10 s head
+    deadline (300 file descriptors of the process); uvicorn's limit_concurrency held them
+    all the same and answered every request past it, the probes' too, 503 text/plain."""
+    async with served(tmp_path, Behind()) as (port, server):
+        flood = [await asyncio.open_connection("127.0.0.1", port) for _ in range(300)]
+        try:
+            await held(server, LIMIT)
+            for path in ("/healthz", "/readyz", "/metrics", "/v1/openapi.json"):
+                status, _, body = await ask(port, path)
+                assert status == 200, (path, body)
+            reader, _ = flood[0]  # the oldest, closed to make room: nothing more held
+            async with asyncio.timeout(WAIT_S):
+                assert await reader.read() == b""
+        finally:
+            for _, writer in flood:
+                writer.close()
+
+
+async def test_with_every_connection_answering_the_probes_are_answered_the_rest_busy(
+    tmp_path: Path,
+) -> None:
+    behind = Behind()
+    async with served(tmp_path, behind) as (port, server):
+        slow = await slow_requests(port, server, LIMIT)
+        try:
+            status, headers, body = await ask(port, "/v1/openapi.json")
+            assert (status, body["error"]["code"]) == (503, "server_busy")
+            assert headers[b"content-type"] == b"application/json"
+            assert headers[b"retry-after"] == b"1"
+            for path in ("/healthz", "/readyz", "/metrics"):
+                status, headers, body = await ask(port, path)
+                assert (status, body["path"]) == (200, path)
+                assert headers[b"connection"] == b"close"  # its place free again at once
+            # the reserve taken too (each a probe in progress): the next is 503 as it comes
+            more = await slow_requests(port, server, PROBE_RESERVE, "/metrics")
+            try:
+                reader, _ = await asyncio.open_connection("127.0.0.1", port)
+                async with asyncio.timeout(WAIT_S):
+                    raw = await reader.read()
+                head, _, answer = raw.partition(b"\r\n\r\n")
+                assert head.startswith(b"HTTP/1.1 503 ")
+                assert json.loads(answer)["error"]["code"] == "server_busy"
+            finally:
+                for _, writer in more:
+                    writer.close()
+            behind.release.set()  # the requests answered: the API again
+            for reader, _ in slow:
+                async with asyncio.timeout(WAIT_S):
+                    assert (await reader.readuntil(b"\r\n\r\n")).startswith(b"HTTP/1.1 200 ")
+            status, _, body = await ask(port, "/v1/openapi.json")
+            assert status == 200 and body["openapi"].startswith("3.1")
+        finally:
+            for _, writer in slow:
+                writer.close()
+
+
+async def test_an_idle_connection_in_the_probes_reserve_goes_within_seconds(
+    tmp_path: Path,
+) -> None:
+    """Every connection answering a request: a connection in the probes' reserve that sends
+    nothing is closed within 2 s (408), not the 10 s of the others, or at once when a newer
+    one comes (the oldest idle makes room)."""
+    async with served(tmp_path, Behind()) as (port, server):
+        slow = await slow_requests(port, server, LIMIT)
+        first = await asyncio.open_connection("127.0.0.1", port)
+        await held(server, LIMIT + 1)
+        second = await asyncio.open_connection("127.0.0.1", port)
+        try:
+            async with asyncio.timeout(WAIT_S / 2 - 1):  # the others' deadline is 10 s
+                assert await first[0].read() == b""  # made room for the second
+                raw = await second[0].readuntil(b"\r\n\r\n")
+            assert raw.startswith(b"HTTP/1.1 408 ")
+        finally:
+            for _, writer in [*slow, first, second]:
+                writer.close()
+
+
+def test_the_setting() -> None:
+    assert max_connections({}) == 256
+    assert max_connections({"BLACKJACK_HTTP_MAX_CONNECTIONS": " 64 "}) == 64
+    for wrong in ("0", "-1", "many", "1e3", "100001"):
+        with pytest.raises(ConfigurationError, match="BLACKJACK_HTTP_MAX_CONNECTIONS"):
+            max_connections({"BLACKJACK_HTTP_MAX_CONNECTIONS": wrong})
+    config = http_config(Behind(), "127.0.0.1", 0)
+    assert config.limit_concurrency == 256
