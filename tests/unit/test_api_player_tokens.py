@@ -6,9 +6,13 @@ token is logged, and the operator tokens are compared in constant time."""
 
 from __future__ import annotations
 
+import base64
+import hashlib
+import hmac
 import time
 from collections.abc import AsyncIterator
 from pathlib import Path
+from types import SimpleNamespace
 from typing import Any
 
 import httpx
@@ -37,7 +41,8 @@ ES256 = ec.generate_private_key(ec.SECP256R1())
 
 
 def pem(key: Any) -> str:
-    return key.public_key().public_bytes(Encoding.PEM, PublicFormat.SubjectPublicKeyInfo).decode()
+    text: bytes = key.public_key().public_bytes(Encoding.PEM, PublicFormat.SubjectPublicKeyInfo)
+    return text.decode()
 
 
 ENV = {
@@ -94,10 +99,6 @@ def test_a_token_signed_with_the_public_key_as_an_hmac_secret_is_refused() -> No
     PEM; each key verifies its own algorithm only."""
     tokens = ApiTokens.from_env({"BLACKJACK_API_PLAYER_KEYS": pem(EDDSA)})
     header, payload, _ = signed(SECRET, "HS256").split(".")
-    import base64
-    import hashlib
-    import hmac
-
     forged = hmac.new(pem(EDDSA).encode(), f"{header}.{payload}".encode(), hashlib.sha256)
     signature = base64.urlsafe_b64encode(forged.digest()).rstrip(b"=").decode()
     with pytest.raises(Unauthenticated):
@@ -135,13 +136,13 @@ def test_operator_tokens_are_compared_in_constant_time(monkeypatch: pytest.Monke
     against each token as it was, stopping at the first that matched)."""
     tokens = ApiTokens.from_env({"BLACKJACK_API_TOKENS": f"{OPERATOR_TOKEN},{'p' * 64}"})
     compared: list[tuple[int, int]] = []
-    real = tokens_module.hmac.compare_digest
+    real = hmac.compare_digest
 
     def recording(a: bytes, b: bytes) -> bool:
         compared.append((len(a), len(b)))
-        return real(a, b)
+        return bool(real(a, b))
 
-    monkeypatch.setattr(tokens_module.hmac, "compare_digest", recording)
+    monkeypatch.setattr(tokens_module, "hmac", SimpleNamespace(compare_digest=recording))
     for presented in (OPERATOR_TOKEN, "x"):
         compared.clear()
         assert tokens.admits(bearer(presented)) is (presented == OPERATOR_TOKEN)
