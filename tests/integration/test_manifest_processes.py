@@ -48,7 +48,7 @@ def local_env(container: dict[str, Any], space: KafkaSpace, tmp_path: Path) -> d
     env = {
         name: value
         for name, value in container_env(container).items()
-        if not name.startswith(("BLACKJACK_KAFKA_", "BLACKJACK_API_TOKENS"))
+        if not name.startswith(("BLACKJACK_KAFKA_", "BLACKJACK_API_"))  # open: no tokens
     }
     env.update(
         BLACKJACK_KAFKA_BOOTSTRAP=space.bootstrap,

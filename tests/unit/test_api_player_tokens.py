@@ -127,6 +127,7 @@ def test_settings_refuse_keys_that_cannot_verify_and_show_none() -> None:
     one_line = ApiTokens.from_env({"BLACKJACK_API_PLAYER_KEYS": pem(EDDSA).replace("\n", "\\n")})
     assert one_line.authenticate(bearer(signed())) == Player("ann")
     assert SECRET not in repr(ApiTokens.from_env(ENV))
+    assert SECRET not in repr(ApiTokens.from_env(ENV).players)
     assert ApiTokens.from_env({"BLACKJACK_API_PLAYER_SECRETS": SECRET}).required
 
 

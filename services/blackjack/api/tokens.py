@@ -83,7 +83,7 @@ class PlayerKeys:
     """How a player's token is verified: the algorithm of each key (``EdDSA``, ``ES256``,
     ``HS256``), the audience and issuer it must name, the clock leeway on ``exp``/``nbf``."""
 
-    keys: tuple[tuple[str, Any], ...]
+    keys: tuple[tuple[str, Any], ...] = field(repr=False)  # HS256's are secrets
     audience: str = DEFAULT_AUDIENCE
     issuer: str | None = None
     leeway_s: int = DEFAULT_LEEWAY_S
