@@ -5,6 +5,9 @@
     BLACKJACK_INSTANCE_ID           this instance's name in logs and client ids; host-pid
     BLACKJACK_SNAPSHOT_EVERY        commands per partition between snapshots; 500
     BLACKJACK_DEDUP_WINDOW          command ids remembered per stream for idempotency; 1000
+    BLACKJACK_MONEY_RETENTION_S     how long the platform may retry a money command (WalletDeposit,
+                                    WalletWithdraw, Deposit, Withdraw): one whose sent_at is
+                                    older is refused transfer_expired; 604800 (7 days)
     BLACKJACK_PRESENCE_TIMEOUT_S    silence after which the service disconnects a player who has
                                     a bet out, at tables with the disconnection policy; 30
     BLACKJACK_TIMER_TICK_MS         how often the clock looks for expired timers; 250
@@ -30,11 +33,13 @@ import os
 import socket
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
+from datetime import timedelta
 
 from blackjack.bus.settings import KafkaSettings
 from blackjack.bus.topics import REQUESTS_KEPT_MS, Topics
 from blackjack.command_handler.keys import load_shoe_key
 from blackjack.configuration import ConfigurationError, env_value
+from blackjack.domain.platform_money import DEFAULT_RETENTION
 from blackjack.messages.sealing import SealVersion
 
 
@@ -50,6 +55,10 @@ class HandlerConfig:
     """A partition that handled a command checkpoints within this time even when fewer than
     ``snapshot_every`` came (the results topic keeps answers for 7 days)."""
     dedup_window: int = 1000
+    money_retention_s: float = DEFAULT_RETENTION.total_seconds()
+    """How long the platform may retry a money command (``domain.platform_money``): one
+    issued (``sent_at``) longer ago is refused ``transfer_expired``, and its streams keep the
+    ids of those they accepted that long."""
     presence_timeout_s: float = 30.0
     timer_tick_s: float = 0.25
     cold_after_s: float = 600.0
@@ -70,6 +79,8 @@ class HandlerConfig:
             raise ValueError("BLACKJACK_UNSIGNED_CHECKPOINTS is accept or refuse")
         if self.shoe_seal_version not in (1, 2):
             raise ValueError("BLACKJACK_SHOE_SEAL_VERSION is 1 or 2")
+        if not self.money_retention_s > 0:
+            raise ValueError("BLACKJACK_MONEY_RETENTION_S must be positive")
         if not self.cold_after_s > 0:
             raise ValueError("cold_after_s must be positive")
         if self.snapshot_every < 1 or self.dedup_window < 1 or self.max_batch < 1:
@@ -79,6 +90,10 @@ class HandlerConfig:
                 "checkpoint_after_s must be positive and shorter than the results topic keeps "
                 f"answers ({REQUESTS_KEPT_MS // 1000} s)"
             )
+
+    @property
+    def money_retention(self) -> timedelta:
+        return timedelta(seconds=self.money_retention_s)
 
     @property
     def topics(self) -> Topics:
@@ -98,6 +113,7 @@ class HandlerConfig:
             "BLACKJACK_SNAPSHOT_EVERY": int,
             "BLACKJACK_CHECKPOINT_AFTER_S": float,
             "BLACKJACK_DEDUP_WINDOW": int,
+            "BLACKJACK_MONEY_RETENTION_S": float,
             "BLACKJACK_PRESENCE_TIMEOUT_S": float,
             "BLACKJACK_TIMER_TICK_MS": lambda ms: float(ms) / 1000,
             "BLACKJACK_COLD_AFTER_S": float,

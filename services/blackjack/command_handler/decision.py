@@ -5,7 +5,7 @@ the records to write. A decider that fails is answered ``internal_error`` and ch
 from __future__ import annotations
 
 from collections.abc import Sequence
-from datetime import datetime
+from datetime import datetime, timedelta
 
 import structlog
 
@@ -55,10 +55,12 @@ class Deciding(RecordWriter):
         *,
         received_at: datetime | None = None,
         resumed: ev.RoundResumed | None = None,
+        money_retention: timedelta,
     ) -> Rejection | None:
         """Run the decider; on acceptance append the events and the steps they cause, after
         ``resumed`` (the marker of a round interrupted, ``PartitionStore.resumed``) when the
-        decision writes any.
+        decision writes any. The stream's platform money ids follow its events
+        (``Stream.note_money``, kept ``money_retention``).
 
         A bug in the decider, or in writing down what it decided, fails the same way on every
         retry, so raising would stop every table of the partition on this command. It is
@@ -103,6 +105,8 @@ class Deciding(RecordWriter):
         stream.state = state
         if built:
             stream.touched_at = now
+        for envelope_built in built:  # as a rebuild folds them (``replay``)
+            stream.note_money(envelope_built, money_retention)
         events.extend(built)
         outgoing.extend(records)
         return None

@@ -20,7 +20,11 @@ Order of the checks, each a typed rejection on the results topic:
    copies (a cash-out that named no table event, a buy-in's deposit recorded without its
    transfer), accepted before, however long ago: a copy of its record sent again after the
    idempotency window has moved on (see ``streams``). ``unauthorized``: a command only the
-   service may issue, without the service's signature.
+   service may issue, without the service's signature. A platform money command
+   (``WalletDeposit``, ``WalletWithdraw``, an unsigned ``Deposit`` or ``Withdraw``):
+   ``transfer_expired`` if issued (``sent_at``) longer ago than the retention,
+   ``already_applied`` if its stream accepted it within the retention and its answer has
+   left the window (``domain.platform_money``).
 4. the decider (table or wallet): accepted with its events, or its typed rejection. Copies of
    the other money steps are refused here, by what they carry (``transfer_already_handled``
    for a buy-in's deposit or a cash-out, ``unknown_transfer`` for a confirm or refund), and
@@ -56,6 +60,7 @@ from blackjack.command_handler.signing import CommandSigner
 from blackjack.command_handler.streams import PartitionStore, Stream, initial_state, kept_by_id
 from blackjack.domain import commands as cmd
 from blackjack.domain import events as ev
+from blackjack.domain import platform_money
 from blackjack.domain.rejections import Rejection
 from blackjack.domain.state import TableState
 from blackjack.domain.transfers import transfer_origin
@@ -169,6 +174,7 @@ class Processor(Deciding):
             authorize(command, stream, signed)
             or overtaken_disconnect(envelope, stream)
             or self._copy_declined_nowhere(store, command, inbound.partition)
+            or _late_platform_money(store, stream, envelope, signed, inbound, now)
         )
         if rejection is None and isinstance(command, cmd.CloseInterruptedRound):
             # How long the round has waited comes from the log, never from the body.
@@ -183,6 +189,7 @@ class Processor(Deciding):
                 outgoing,
                 received_at=inbound.received_at,
                 resumed=store.resumed(stream),
+                money_retention=store.money_retention,
             )
         if events:
             store.went_on(stream)
@@ -220,8 +227,10 @@ class Processor(Deciding):
                 (e.data for e in events if isinstance(e.data, ev.TransferDeclined)), None
             )
             outgoing.append(self._buy_in_answer(envelope, command, transfer, declined, now))
-        # A signed step its decider refused as a copy is a duplicate, however late it came.
-        copy = signed and rejection is not None and rejection.code in COPY_REFUSALS
+        # A signed step its decider refused as a copy is a duplicate, however late it came;
+        # so is a platform money command its stream had accepted (``platform_money``).
+        code = None if rejection is None else rejection.code
+        copy = (signed and code in COPY_REFUSALS) or code == "already_applied"
         return Handled(
             result=result, command_type=kind, events=events, outgoing=outgoing, duplicate=copy
         )
@@ -280,7 +289,13 @@ class Processor(Deciding):
         events: list[EventEnvelope] = []
         outgoing: list[Outgoing] = []
         rejection = self._decide(
-            envelope, declines, now, events, outgoing, received_at=inbound.received_at
+            envelope,
+            declines,
+            now,
+            events,
+            outgoing,
+            received_at=inbound.received_at,
+            money_retention=store.money_retention,
         )
         declined = next((e.data for e in events if isinstance(e.data, ev.TransferDeclined)), None)
         if declined is not None:
@@ -368,3 +383,29 @@ class Processor(Deciding):
         result = refused(envelope, message, now)
         record = self._result_record(result, key, partition)
         return Handled(result=result, command_type=kind, outgoing=[record], duplicate=True)
+
+
+def _late_platform_money(  # noqa: PLR0917
+    store: PartitionStore,
+    stream: Stream,
+    envelope: CommandEnvelope,
+    signed: bool,
+    inbound: Inbound,
+    now: datetime,
+) -> Rejection | None:
+    """A platform money command issued longer ago than the retention (``transfer_expired``),
+    or a copy of one its stream accepted whose answer has left the window
+    (``already_applied``): ``domain.platform_money``. The stream's last event's time
+    counts as the clock if it is later (another handler's clock may have run ahead)."""
+    if not platform_money.is_platform_money(envelope.command, signed):
+        return None
+    touched = stream.touched_at
+    latest = now if touched is None else max(now, touched)
+    return platform_money.check(
+        stream.money,
+        envelope.command_id,
+        envelope.sent_at,
+        latest,
+        inbound.received_at or now,
+        store.money_retention,
+    )

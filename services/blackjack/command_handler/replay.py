@@ -16,7 +16,7 @@ from __future__ import annotations
 import time
 from collections.abc import AsyncIterator, Mapping
 from dataclasses import dataclass, field, replace
-from datetime import datetime
+from datetime import datetime, timedelta
 from typing import Literal
 
 from aiokafka import AIOKafkaConsumer, ConsumerRecord, TopicPartition
@@ -39,7 +39,8 @@ from blackjack.command_handler.snapshots import (
     snapshots_digest,
 )
 from blackjack.command_handler.spill import SpilledStreams
-from blackjack.command_handler.streams import PartitionStore
+from blackjack.command_handler.streams import PartitionStore, Stream
+from blackjack.domain.platform_money import DEFAULT_RETENTION, kept_for
 from blackjack.domain.state import TableState
 from blackjack.domain.transfers import is_declines_stream
 from blackjack.messages.envelope import CommandResult, EventEnvelope
@@ -140,6 +141,7 @@ async def rebuild(
     now: datetime,
     timeout: float,
     unsigned: Literal["accept", "refuse"] = "accept",
+    money_retention: timedelta = DEFAULT_RETENTION,
 ) -> tuple[PartitionStore, RebuildStats]:
     """The partition's streams from its newest checkpoint, if it is to be trusted, else from
     the start of its log (events are kept forever): a checkpoint that fails authentication,
@@ -152,7 +154,9 @@ async def rebuild(
     deadline = started + timeout
 
     async def attempt(distrusted: str | None) -> tuple[PartitionStore, RebuildStats]:
-        store = PartitionStore(partition, codec=codec, cold=SpilledStreams())
+        store = PartitionStore(
+            partition, codec=codec, cold=SpilledStreams(), money_retention=money_retention
+        )
         try:
             return await _read_partition(
                 store,
@@ -297,7 +301,7 @@ async def _read_partition(
     # What the topic holds, used or not: the digest the next checkpoint signs.
     store.snapshot_marks = marks
     _open_strays(store, codec)
-    snapshots = read.open_snapshots()
+    snapshots = read.open_snapshots(now)
     if start.commands_to is not None:
         store.answered_to = start.commands_to
     # 1b. Snapshots written before they carried the signed step ids kept by id.
@@ -426,6 +430,14 @@ class _Events:
         )
 
 
+def _money_forgotten(stream: Stream, store: PartitionStore, now: datetime) -> bool:
+    """Whether every platform money id ``stream`` could hold is older than the retention:
+    its last event is (no check counts one, ``platform_money.check``), so a snapshot that
+    did not keep them needs no completing from the events."""
+    touched = stream.touched_at
+    return touched is not None and touched + kept_for(store.money_retention) < now
+
+
 class _PartitionRead:
     """The steps of ``_read_partition``, each reading one topic of the partition (up to the
     end offset taken at its start) into ``store``."""
@@ -497,7 +509,7 @@ class _PartitionRead:
         self.eventless = _eventless(self.store.cold, self.store.strays_key)
         self.store.cold.clear()
 
-    def open_snapshots(self) -> int:
+    def open_snapshots(self, now: datetime) -> int:
         """The streams of the snapshots kept, hot if they cannot wait (a timer may come due,
         their signed step ids are incomplete), the others left cold, as the live handler keeps
         an idle stream: the events and results after the checkpoint thaw the streams they
@@ -509,7 +521,9 @@ class _PartitionRead:
             stream = self.codec.decode(raw)
             if stream.stream_id != stream_id:  # sealed for another stream: no writer does that
                 raise SnapshotError(f"the snapshot of {stream.stream_id} is keyed {stream_id}")
-            if stream.signed_incomplete or may_come_due(stream):
+            if stream.money_incomplete and _money_forgotten(stream, store, now):
+                stream.money_incomplete = False  # its last event is older than the retention
+            if stream.signed_incomplete or stream.money_incomplete or may_come_due(stream):
                 store.streams[stream_id] = stream
                 del snapshots[stream_id]
             store.snapshot_bytes[stream_id] = len(raw)
@@ -520,7 +534,11 @@ class _PartitionRead:
         from the events before the checkpoint (kept forever), read for their causation ids
         only."""
         store = self.store
-        legacy = {s.stream_id: s for s in store.streams.values() if s.signed_incomplete}
+        legacy = {
+            s.stream_id: s
+            for s in store.streams.values()
+            if s.signed_incomplete or s.money_incomplete
+        }
         if not legacy:
             return
         # (a record there that cannot be read is stepped over unlisted, as it always was)
@@ -530,9 +548,12 @@ class _PartitionRead:
             envelope = from_wire(decode(record.value or b"{}"), self.seal)
             old = legacy.get(envelope.stream_id)
             if old is not None and envelope.sequence <= old.sequence:
-                old.note_signed(envelope)
+                if old.signed_incomplete:
+                    old.note_signed(envelope)
+                if old.money_incomplete:
+                    old.note_money(envelope, store.money_retention)
         for old in legacy.values():
-            old.signed_incomplete = False
+            old.signed_incomplete = old.money_incomplete = False
             store.dirty.add(old.stream_id)
 
     async def events(self, start: int, end: int, checkpoint: Checkpoint | None) -> _Events:
@@ -553,6 +574,7 @@ class _PartitionRead:
                 raise _Discarded("snapshots")
             stream.fold(envelope)
             stream.note_signed(envelope)
+            stream.note_money(envelope, store.money_retention)
             store.dirty.add(stream.stream_id)
             events.folded += 1
             events.accept(envelope)

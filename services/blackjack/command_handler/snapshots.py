@@ -55,6 +55,7 @@ _STORED_ANSWERS = TypeAdapter(list[dict[str, Any]])
 _SIGNED = TypeAdapter(list[str])
 _LAST_SEEN = TypeAdapter(dict[str, datetime])
 _MOMENT = TypeAdapter(datetime | None)
+_MONEY = TypeAdapter(dict[str, datetime])
 
 CheckpointTrust = Literal["signed", "unsigned", "forged", "snapshots"]
 """``signed``: written by a handler of this deployment for this partition with the snapshots
@@ -215,6 +216,8 @@ class SnapshotCodec:
                 if isinstance(stream.state, TableState) and player in stream.state.players
             },
             "touched_at": None if stream.touched_at is None else stream.touched_at.isoformat(),
+            # oldest first, as they are let go of (``domain.platform_money``)
+            "money": {command_id: at.isoformat() for command_id, at in stream.money.items()},
         }
         return self._seal(stream.stream_id, stream.sequence, _format(stream.state), body)
 
@@ -229,6 +232,7 @@ class SnapshotCodec:
             "signed": [],
             "last_seen": {},
             "touched_at": None,
+            "money": {},
         }
         return self._seal(key, 0, 1, body)
 
@@ -287,6 +291,10 @@ class SnapshotCodec:
         # Absent from older snapshots: the rebuild then gives those players a fresh grace period.
         stream.last_seen = _LAST_SEEN.validate_python(body.get("last_seen", {}))
         stream.touched_at = _touched_at(body, stream)
+        if "money" in body:
+            stream.money = dict(_MONEY.validate_python(body["money"]))
+        else:  # written before the ids were kept: the rebuild reads them from the events
+            stream.money_incomplete = True
         return stream
 
 

@@ -16,12 +16,13 @@ import time
 from collections import OrderedDict
 from collections.abc import Callable, Iterator, MutableMapping
 from dataclasses import dataclass, field
-from datetime import datetime
+from datetime import datetime, timedelta
 from typing import Any, Protocol
 
 from pydantic import ValidationError
 
 from blackjack.domain import events as ev
+from blackjack.domain import platform_money
 from blackjack.domain.errors import CorruptLog
 from blackjack.domain.evolve import evolve
 from blackjack.domain.state import INITIAL_STATE, TableState
@@ -261,6 +262,13 @@ class Stream:
     signed_incomplete: bool = False
     """Opened from a snapshot written before ``signed`` was kept: the rebuild completes it
     from the stream's events before the checkpoint."""
+    money: dict[str, datetime] = field(default_factory=dict)
+    """The platform money commands this stream accepted in the last retention
+    (``domain.platform_money``): command id -> the time of its event, oldest first. Carried in
+    the snapshot and brought up to date by every event after it (``note_money``)."""
+    money_incomplete: bool = False
+    """Opened from a snapshot written before ``money`` was kept: the rebuild completes it from
+    the stream's events before the checkpoint, as ``signed``."""
     touched_at: datetime | None = None
     """When the stream's last event was written: how long a round has waited on its players
     (``CloseInterruptedRound``). Carried in the snapshot and brought up to date by the events
@@ -314,6 +322,18 @@ class Stream:
         )
         if envelope.causation_id and legacy:
             self.signed.add(envelope.causation_id)
+
+    def note_money(self, envelope: EventEnvelope, retention: timedelta) -> None:
+        """After one of the stream's events (live or replayed, the same rule): remember its
+        cause if the event is a platform money command's, and let go of the ids accepted
+        longer than the retention before it (``domain.platform_money``)."""
+        at = envelope.occurred_at
+        if envelope.causation_id and platform_money.is_platform_money_event(
+            envelope.data, self.state
+        ):
+            platform_money.remember(self.money, envelope.causation_id, at, retention)
+        else:
+            platform_money.forget_before(self.money, at, retention)
 
     def remember(self, result: CommandResult, window: int) -> None:
         self.results.remember(result, window)
@@ -375,6 +395,9 @@ class PartitionStore:
     the next takeover need not trust an unsigned one or read the whole log again."""
     strays: StrayAnswers = field(default_factory=StrayAnswers)
     """The answers to commands at streams that do not exist: no stream is made for them."""
+    money_retention: timedelta = platform_money.DEFAULT_RETENTION
+    """How long the platform may retry a money command (``BLACKJACK_MONEY_RETENTION_S``): its
+    streams keep the ids of those they accepted that long (``Stream.money``)."""
     resuming: set[str] = field(default_factory=set, compare=False)
     """The table streams rebuilt from the log (``replay.rebuild``: a takeover, a restart, a
     transaction that did not commit) that have written no event since: the first command to

@@ -176,6 +176,7 @@ class Takeovers(Partitions):
                         unsigned=await self._unsigned_checkpoints(partition),
                         seal=self._seal,
                         dedup_window=self.config.dedup_window,
+                        money_retention=self.config.money_retention,
                         now=self._now(),
                         timeout=REBUILD_TIMEOUT_S,
                     )

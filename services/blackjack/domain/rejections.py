@@ -47,6 +47,12 @@ RejectionCode = Literal[
     # a copy of a signed step: a buy-in a table already took or declined, a cash-out a
     # wallet already received
     "transfer_already_handled",
+    # a platform money command (WalletDeposit, WalletWithdraw, Deposit, Withdraw) issued
+    # (sent_at) longer ago than its retention: too late to be told from a copy
+    "transfer_expired",
+    # a copy of a platform money command its stream applied, sent after its answer left the
+    # idempotency window (domain.platform_money)
+    "already_applied",
     # betting
     "not_betting_time",
     "no_bets",

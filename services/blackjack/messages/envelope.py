@@ -50,7 +50,13 @@ class CommandEnvelope(BaseModel):
     correlation_id: str | None = Field(None, max_length=CORRELATION_ID_MAX_CHARS)
     sent_at: AwareDatetime | None = Field(
         None,
-        description="when the sender sent it: RFC 3339, with its offset (informational)",
+        description="when the sender issued it: RFC 3339, with its offset. A copy sent again "
+        "carries the first one's. For the platform's money commands (WalletDeposit, "
+        "WalletWithdraw, Deposit, Withdraw) it tells a late copy: one issued longer ago than "
+        "the retention (7 days) is refused transfer_expired, and one more than 5 minutes "
+        "ahead of the service's clock malformed; without it the command counts as issued when "
+        "it arrived (a copy sent later than the retention after that is not told from a new "
+        "command). Informational for the other commands",
         json_schema_extra={"pattern": RFC_3339_PATTERN},
     )
     command: StreamCommand
