@@ -6,11 +6,12 @@ same stream without them (docs/kafka.md, "Idempotency").
 
 One wallet takes ``--ids`` platform ``WalletDeposit``s (uuids for command ids, as platforms
 send them; all within the retention) through the service's processor
-(``test_platform_money.Harness``, the default window of 1,000 answers). For each count: the sealed snapshot's bytes with the ids and
-without them (the same stream, ``money`` emptied), the memory ``SnapshotCodec.decode`` holds
-for the stream (tracemalloc, the ids read back as a rebuild reads them), and the time to open
-it, each with and without the ids. Printed: a line per count, then how many ids fit in half the
-snapshots' limit (where ``BlackjackSnapshotNearSizeLimit`` fires).
+(``test_platform_money.Harness``, with the default window of 1,000 answers). For each count:
+the sealed snapshot's bytes with the ids and without them (the same stream, ``money``
+emptied), the memory ``SnapshotCodec.decode`` holds for the stream (tracemalloc, the ids read
+back as a rebuild reads them), and the time to open it, each with and without the ids.
+Printed: a line per count, then how many ids fit in half the snapshots' limit (where
+``BlackjackSnapshotNearSizeLimit`` fires).
 """
 
 from __future__ import annotations
