@@ -52,7 +52,12 @@ COMMANDS = """\
 Commands, keyed by stream id; JSON of `CommandEnvelope`. Platforms send every player and
 platform command here; the transactional command handler consumes them (read_committed, in the
 consumer group `blackjack-command-handler`). A command id is remembered per stream: a resend
-gets the original result."""
+gets the original result while it is among the stream's last 1,000 answers
+(`BLACKJACK_DEDUP_WINDOW`). A platform money command (`WalletDeposit`, `WalletWithdraw`,
+`Deposit`, `Withdraw`) resent later is refused `already_applied` for as long as the stream
+keeps its id (`BLACKJACK_MONEY_RETENTION_S`, 7 days), and one whose `sent_at` is older than
+that is refused `transfer_expired`: send `sent_at` (kept by a resend) to be covered past the
+window."""
 
 SERVICE_COMMANDS = """\
 What the service itself sends to the commands topic: its clock sends `ExpireTimers` and
