@@ -7,14 +7,22 @@ the events alone) in between. One issued longer ago than the retention is refuse
 
 from __future__ import annotations
 
+import base64
+import json
+import zlib
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
 import pytest
+from aiokafka import AIOKafkaConsumer, AIOKafkaProducer, TopicPartition
+from cryptography.hazmat.primitives.ciphers.aead import AESGCM
+from prometheus_client import REGISTRY
 
+from blackjack.command_handler.keys import derive_key
+from blackjack.command_handler.snapshots import SealedSnapshot, checkpoint_key
 from blackjack.domain.wallet import WalletDeposit, WalletWithdraw, wallet_stream
 from blackjack.messages.envelope import CommandEnvelope, CommandResult
-from tests.integration.conftest import KafkaSpace, running_handler, stream_events
+from tests.integration.conftest import KafkaSpace, read_topic, running_handler, stream_events
 
 pytestmark = pytest.mark.integration
 
@@ -90,3 +98,80 @@ async def test_a_wallet_deposit_resent_after_the_window_is_not_credited_twice(
         assert refused(await send(space, old_key, old_value), "transfer_expired")
         assert await stream_events(space, WALLET) == events
         assert balance(events) == 100
+
+
+def without_money(raw: bytes, key: bytes) -> bytes:
+    """A stream's sealed snapshot as the release before wrote it: no ``money``."""
+    record = SealedSnapshot.model_validate_json(raw)
+    aad = f"snapshot/{record.stream_id}/{record.sequence}".encode()
+    blob = base64.b64decode(record.sealed)
+    nonce, aead = blob[:12], AESGCM(key)
+    body = json.loads(zlib.decompress(aead.decrypt(nonce, blob[12:], aad)))
+    del body["money"]
+    plain = zlib.compress(json.dumps(body).encode())
+    sealed = base64.b64encode(nonce + aead.encrypt(nonce, plain, aad)).decode()
+    return record.model_copy(update={"sealed": sealed}).model_dump_json().encode()
+
+
+async def as_the_release_before_left_it(space: KafkaSpace, group_id: str) -> None:
+    """The wallet's newest snapshot without ``money`` and partition 0's checkpoint unsigned,
+    with the committed offset without metadata, as the release before wrote them."""
+    records = await read_topic(space, space.topics.snapshots)
+    snapshot = [r for r in records if r.key == WALLET.encode()][-1]
+    checkpoint = [r for r in records if r.key == checkpoint_key(0).encode()][-1]
+    key = derive_key(space.shoe_key, "blackjack/snapshots/v1")
+    producer = AIOKafkaProducer(bootstrap_servers=space.bootstrap)
+    await producer.start()
+    try:
+        await producer.send_and_wait(
+            space.topics.snapshots,
+            without_money(snapshot.value, key),
+            key=snapshot.key,
+            partition=0,
+        )
+        headers = [(n, v) for n, v in checkpoint.headers if n == "bj_commands_to"]
+        await producer.send_and_wait(
+            space.topics.snapshots,
+            checkpoint.value,
+            key=checkpoint.key,
+            partition=0,
+            headers=headers,
+        )
+    finally:
+        await producer.stop()
+    tp = TopicPartition(space.topics.commands, 0)
+    older = AIOKafkaConsumer(
+        bootstrap_servers=space.bootstrap, group_id=group_id, enable_auto_commit=False
+    )
+    await older.start()
+    try:
+        older.assign([tp])
+        await older.commit({tp: await older.committed(tp) or 0})
+    finally:
+        await older.stop()
+
+
+def rebuilds(kind: str) -> float:
+    return REGISTRY.get_sample_value("blackjack_rebuilds_total", {"kind": kind}) or 0.0
+
+
+async def test_a_snapshot_of_the_release_before_gets_its_ids_from_the_events(
+    kafka_space: Any,
+) -> None:
+    """The upgrade: the wallet's snapshot kept no ids (the release before wrote it) and the
+    rebuild trusts that release's checkpoint; it reads the ids from the events before it, so
+    a copy sent after the window is still refused."""
+    space: KafkaSpace = await kafka_space(partitions=1)
+    config = space.config(dedup_window=WINDOW, snapshot_every=3)
+    key, value = record("platform-pay-1", 100, datetime.now(UTC))
+    async with running_handler(config):
+        assert (await send(space, key, value)).status == "accepted"
+        await push_past_the_window(space)
+    await as_the_release_before_left_it(space, config.group_id)
+    from_checkpoint = rebuilds("checkpoint")
+    async with running_handler(config):
+        assert rebuilds("checkpoint") == from_checkpoint + 1
+        events = await stream_events(space, WALLET)
+        copy = await send(space, key, value)
+        assert refused(copy, "already_applied"), copy
+        assert await stream_events(space, WALLET) == events and balance(events) == 100
