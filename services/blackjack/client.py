@@ -12,7 +12,10 @@ handler that owns the stream reads) and follows ``blackjack.command-results`` fr
 of ``start()``, ``read_committed``, matching results to commands by command id. A command sent
 again with the same id gets the original result again, so a client that timed out can simply
 resend, as long as the stream has not handled ``BLACKJACK_DEDUP_WINDOW`` (1,000) other
-commands since: past that the id is forgotten and the resend is a new command.
+commands since: past that the id is forgotten and the resend is a new command, except a
+money command's (``WalletDeposit``, ``WalletWithdraw``, ``Deposit``, ``Withdraw``), refused
+``already_applied`` for ``BLACKJACK_MONEY_RETENTION_S`` (7 days) and ``transfer_expired``
+after, by the ``sent_at`` the client writes (``domain.platform_money``).
 """
 
 from __future__ import annotations
