@@ -35,6 +35,7 @@ from aiokafka import AIOKafkaConsumer, AIOKafkaProducer, TopicPartition
 from aiokafka.errors import OutOfOrderSequenceNumber
 from pydantic import BaseModel, ValidationError
 
+from blackjack.bus.codecs import require_codecs
 from blackjack.bus.header_names import header_name_not_utf8, read_header_names_not_utf8
 from blackjack.bus.headers import command_headers
 from blackjack.bus.producers import started, stopped
@@ -142,6 +143,7 @@ class BlackjackClient:
         # raised at it, and no result after it reached this client, nor any other aiokafka
         # consumer of the process, which now reads such a name with surrogate escapes.
         read_header_names_not_utf8()
+        require_codecs()  # a result batch a producer compressed: read (bus.codecs)
         self._producer = self._new_producer()
         await self._producer.start()
         self._consumer = AIOKafkaConsumer(

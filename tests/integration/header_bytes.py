@@ -36,11 +36,17 @@ Sent = tuple[bytes | None, bytes, Sequence[tuple[str, bytes]]]
 
 
 async def send_one_batch(
-    bootstrap: str, topic: str, partition: int, records: Sequence[Sent]
+    bootstrap: str,
+    topic: str,
+    partition: int,
+    records: Sequence[Sent],
+    compression: str | None = None,
 ) -> list[int]:
-    """``records`` in one producer batch (not transactional) to ``topic[partition]``; their
-    offsets."""
-    producer = AIOKafkaProducer(bootstrap_servers=bootstrap, max_batch_size=1 << 20)
+    """``records`` in one producer batch (not transactional) to ``topic[partition]``,
+    compressed with ``compression`` (gzip, snappy, lz4, zstd) if given; their offsets."""
+    producer = AIOKafkaProducer(
+        bootstrap_servers=bootstrap, max_batch_size=1 << 20, compression_type=compression
+    )
     await producer.start()
     try:
         batch = producer.create_batch()

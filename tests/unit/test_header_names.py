@@ -15,6 +15,9 @@ from blackjack.bus import header_names
 from blackjack.bus.header_names import _Batch, _Records, decode_batch, header_name_not_utf8
 
 GZIP = default_records._DefaultRecordBatchPy.CODEC_GZIP
+CODECS = {"gzip": 1, "snappy": 2, "lz4": 3, "zstd": 4}
+"""Kafka's codecs, as a record batch's attributes name them (what a Java producer's
+``compression.type`` writes)"""
 
 
 class NotUtf8(str):
@@ -59,7 +62,9 @@ def test_aiokafka_cannot_read_past_such_a_record() -> None:
         read(MemoryRecords(batch(NAMES)))
 
 
-@pytest.mark.parametrize("compression", [0, GZIP], ids=["plain", "gzip"])
+@pytest.mark.parametrize(
+    "compression", [0, *CODECS.values()], ids=["plain", *CODECS]
+)
 def test_every_record_of_the_batch_is_read_and_the_names_not_utf8_are_told(
     compression: int,
 ) -> None:

@@ -16,6 +16,9 @@ as UTF-8 with surrogate escapes (``bytes.decode(..., "surrogateescape")``, as Py
 file names), so a valid name reads as aiokafka reads it, and a name that is not UTF-8 holds
 lone surrogates, which no name aiokafka decodes can hold: ``header_name_not_utf8`` tells such
 a record, which each reader steps over or answers (none of the service's records has one).
+A batch aiokafka cannot decompress (``UnsupportedCodecError``, a ``KafkaError`` its readers
+would retry for good) raises ``bus.codecs.CodecMissing`` instead. A compressed batch is
+decoded again the same way, decompressed by aiokafka's own codecs.
 What aiokafka's fetcher does with the batches and records (transactions aborted, markers,
 positions, CRCs) is untouched. ``tests/unit/test_header_names.py`` pins the shape of aiokafka
 this relies on, and ``tests/integration/test_handler_header_bytes.py`` its working on the broker,
@@ -31,7 +34,9 @@ from typing import Any
 
 from aiokafka import codec
 from aiokafka.consumer import fetcher
-from aiokafka.errors import CorruptRecordException
+from aiokafka.errors import CorruptRecordException, UnsupportedCodecError
+
+from blackjack.bus.codecs import codec_missing
 
 _BATCH_HEADER = struct.Struct(">qiibIhiqqqhii")
 """A record batch's header (format v2): base offset, length, partition leader epoch, magic,
@@ -192,6 +197,8 @@ class _Batch:
                 last = record.offset
                 yield record
             return
+        except UnsupportedCodecError as error:  # never a broker's error to retry (bus.codecs)
+            raise codec_missing(error) from error
         except Exception as error:
             if not cannot_decode(error):
                 raise

@@ -38,6 +38,7 @@ from typing import Any
 import structlog
 from aiokafka import AIOKafkaConsumer
 
+from blackjack.bus.codecs import require_codecs
 from blackjack.bus.header_names import read_header_names_not_utf8
 from blackjack.bus.reachable import wait_for_brokers
 from blackjack.bus.topics import SNAPSHOT_MAX_BYTES, ensure_topics
@@ -133,6 +134,7 @@ class CommandHandler(Ticker):
 
     async def start(self) -> None:
         kafka = self.config.kafka
+        require_codecs()  # a batch a producer compressed: read, or no start (bus.codecs)
         read_header_names_not_utf8()  # a command, event or snapshot record with one: read
         self.export_metrics()
         await wait_for_brokers(kafka.bootstrap, kafka.security)  # started before them: waits

@@ -11,6 +11,7 @@ from collections.abc import Callable, Mapping
 from aiokafka import AIOKafkaConsumer, ConsumerRecord, TopicPartition
 from aiokafka.admin import AIOKafkaAdminClient
 
+from blackjack.bus.codecs import require_codecs
 from blackjack.bus.header_names import read_header_names_not_utf8
 from blackjack.bus.settings import PLAINTEXT, KafkaSecurity
 from blackjack.messages import wire
@@ -58,6 +59,7 @@ async def read_consumer_records(
 ) -> dict[Position, int]:
     """``read_topic``, handing aiokafka's records as fetched (their headers too); one with a
     header name that is not UTF-8 too (``bus.header_names``), which aiokafka raised at."""
+    require_codecs()  # a batch a producer compressed: read, or not read at all (bus.codecs)
     read_header_names_not_utf8()
     consumer = AIOKafkaConsumer(
         bootstrap_servers=bootstrap,

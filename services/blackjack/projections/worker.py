@@ -25,6 +25,7 @@ from faststream.kafka.annotations import KafkaMessage
 from sqlalchemy.engine import make_url
 
 from blackjack.api.tokens import OPEN, ApiTokens
+from blackjack.bus.codecs import require_codecs
 from blackjack.bus.header_names import read_header_names_not_utf8
 from blackjack.bus.reachable import wait_for_brokers
 from blackjack.observability.logging import faststream_logger
@@ -58,6 +59,7 @@ def register_projection(
 ) -> FoldHealth:
     """Subscribe the projection to ``topic`` on ``broker`` (the topic name as the broker wants
     it: without the prefix if the broker adds one itself); returns what reports its progress."""
+    require_codecs()  # a batch a producer compressed: read, or no start (bus.codecs)
     health = FoldHealth(settings.stuck_after) if health is None else health
     # a record with a header name that is not UTF-8 is read, and stepped over (``writer``):
     # aiokafka raised at it, and the worker folded nothing more of its partition
