@@ -62,9 +62,7 @@ def test_aiokafka_cannot_read_past_such_a_record() -> None:
         read(MemoryRecords(batch(NAMES)))
 
 
-@pytest.mark.parametrize(
-    "compression", [0, *CODECS.values()], ids=["plain", *CODECS]
-)
+@pytest.mark.parametrize("compression", [0, *CODECS.values()], ids=["plain", *CODECS])
 def test_every_record_of_the_batch_is_read_and_the_names_not_utf8_are_told(
     compression: int,
 ) -> None:

@@ -6,12 +6,12 @@ A producer of the platform may compress its batches (a Java producer's ``compres
 (the extra ``aiokafka[lz4,snappy,zstd]``); without it, it raises ``UnsupportedCodecError`` (a
 ``KafkaError``) out of ``getmany`` for such a batch, on every fetch of it. The handler's loop
 took that error for a broker's hiccup: it logged "fetching commands failed" and fetched the
-same batch again (its position stays at the batch), for good: that command and every one after
-it on the partition never answered. So every process that reads a topic checks the codecs at its start
-(``require_codecs``): one missing stops it with one line naming it (``CodecMissing``, exit 2),
-before it reads anything. A batch whose codec aiokafka cannot read all the same (one that
-names no codec Kafka has) stops the reader with the same typed error (``bus.header_names``),
-never retried as a broker's error.
+same batch again (its position stays at the batch), for good: that command and every one
+after it on the partition never answered. So every process that reads a topic checks the
+codecs at its start (``require_codecs``): one missing stops it with one line naming it
+(``CodecMissing``, exit 2), before it reads anything. A batch whose codec aiokafka cannot
+read all the same (one that names no codec Kafka has) stops the reader with the same typed
+error (``bus.header_names``), never retried as a broker's error.
 """
 
 from __future__ import annotations

@@ -23,6 +23,8 @@
     BLACKJACK_UNSIGNED_CHECKPOINTS  accept (trust a checkpoint the release before wrote, as the
                                     rolling upgrade needs) or refuse (rebuild such a partition
                                     from the start of its log); accept
+    BLACKJACK_KAFKA_COMPRESSION     the codec of the batches the handler writes: none, gzip,
+                                    snappy, lz4 or zstd (docs/kafka.md, "Compression"); none
 
 plus the Kafka settings (``blackjack.bus.settings``) and the shoe key (``keys``).
 """
@@ -35,12 +37,16 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from datetime import timedelta
 
+from blackjack.bus.codecs import CODECS
 from blackjack.bus.settings import KafkaSettings
 from blackjack.bus.topics import REQUESTS_KEPT_MS, Topics
 from blackjack.command_handler.keys import load_shoe_key
 from blackjack.configuration import ConfigurationError, env_value
 from blackjack.domain.platform_money import DEFAULT_RETENTION
 from blackjack.messages.sealing import SealVersion
+
+COMPRESSIONS = ("none", *CODECS)
+"""what BLACKJACK_KAFKA_COMPRESSION may name"""
 
 
 @dataclass(frozen=True)
@@ -69,6 +75,10 @@ class HandlerConfig:
     """``accept``: a checkpoint without authentication (written by the release before) is
     trusted, as it must be during the rolling upgrade to this release; ``refuse``: it is not,
     and the partition is rebuilt from the start of its log (docs/kafka.md, "Upgrades")."""
+    kafka_compression: str = "none"
+    """The codec of the batches the handler writes (events, results, snapshots, the clock's
+    commands): ``none``, ``gzip``, ``snappy``, ``lz4`` or ``zstd`` (docs/kafka.md,
+    "Compression"). Every reader of the topics needs its codec (``bus.codecs``)."""
 
     def __post_init__(self) -> None:
         if not self.group_id:
@@ -77,6 +87,11 @@ class HandlerConfig:
             )
         if self.unsigned_checkpoints not in ("accept", "refuse"):
             raise ValueError("BLACKJACK_UNSIGNED_CHECKPOINTS is accept or refuse")
+        if self.kafka_compression not in COMPRESSIONS:
+            raise ValueError(
+                f"BLACKJACK_KAFKA_COMPRESSION is one of {', '.join(COMPRESSIONS)}, "
+                f"not {self.kafka_compression!r}"
+            )
         if self.shoe_seal_version not in (1, 2):
             raise ValueError("BLACKJACK_SHOE_SEAL_VERSION is 1 or 2")
         if not self.money_retention_s > 0:
@@ -98,6 +113,11 @@ class HandlerConfig:
     @property
     def topics(self) -> Topics:
         return Topics(self.kafka.topic_prefix)
+
+    @property
+    def compression_type(self) -> str | None:
+        """``kafka_compression`` as aiokafka's producers take it."""
+        return None if self.kafka_compression == "none" else self.kafka_compression
 
     def transactional_id(self, partition: int) -> str:
         """Stable per input partition: the next owner of the partition fences the last one."""
@@ -121,6 +141,7 @@ class HandlerConfig:
             "BLACKJACK_MAX_BATCH": int,
             "BLACKJACK_SHOE_SEAL_VERSION": int,
             "BLACKJACK_UNSIGNED_CHECKPOINTS": lambda text: text.strip().lower(),
+            "BLACKJACK_KAFKA_COMPRESSION": lambda text: text.strip().lower(),
         }
         fields = {
             "BLACKJACK_TIMER_TICK_MS": "timer_tick_s",

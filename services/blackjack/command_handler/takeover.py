@@ -151,6 +151,7 @@ class Takeovers(Partitions):
             max_request_size=SNAPSHOT_MAX_BYTES + 64 * 1024,
             max_batch_size=TRANSACTION_BATCH_BYTES,
             retry_backoff_ms=TRANSACTION_RETRY_BACKOFF_MS,
+            compression_type=self.config.compression_type,
         )
         try:
             async with asyncio.timeout(TAKEOVER_TIMEOUT_S):

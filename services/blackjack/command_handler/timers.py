@@ -40,6 +40,7 @@ class TimerSender:
             client_id=f"{self._config.instance_id}-clock",
             enable_idempotence=True,
             acks="all",
+            compression_type=self._config.compression_type,
         )
 
     async def start(self) -> None:
