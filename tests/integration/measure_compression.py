@@ -7,7 +7,9 @@ Each run is a handler in this process with one codec, in topics of its own, and 
 playing 10 rounds of mini-h17 each at once (open, sit, deposit, then bet, deal, stand: 660
 commands, one in flight per table, every 100 commands a partition's checkpoint); the codecs
 are run in turn, ``--rounds`` times, in a rotated order. Measured: the commands per second of
-the run (first command sent to last result read), and the bytes the broker holds for each of
+the run (first command sent to last result read), the CPU time of this process (handler and
+client) per command over the same span (less disturbed by other load on the machine than the
+rate), and the bytes the broker holds for each of
 the handler's topics (the size of their log segments in the broker's data directory, after
 the run): each as the median of its ratio to ``none``'s in the same round.
 """
@@ -48,23 +50,20 @@ def topic_bytes(topic: str) -> int:
 
 
 async def play(client: BlackjackClient, table: str) -> int:
-    sent = 0
-    for command in (
+    opening: list[cmd.TableCommand] = [
         cmd.OpenTable(variant="mini-h17"),
         cmd.SitDown(player_id="alice"),
         cmd.Deposit(player_id="alice", amount=1_000_000),
-    ):
+    ]
+    round_: list[cmd.TableCommand] = [
+        cmd.PlaceBet(player_id="alice", box=0, amount=500),
+        cmd.Deal(player_id="alice"),
+        cmd.Stand(player_id="alice", box=0),  # refused when the deal settled the round
+    ]
+    commands = opening + round_ * ROUNDS
+    for command in commands:
         await client.execute(table, command)
-        sent += 1
-    for _ in range(ROUNDS):
-        for command in (
-            cmd.PlaceBet(player_id="alice", box=0, amount=500),
-            cmd.Deal(player_id="alice"),
-            cmd.Stand(player_id="alice", box=0),  # refused when the deal settled the round
-        ):
-            await client.execute(table, command)
-            sent += 1
-    return sent
+    return len(commands)
 
 
 async def run(codec: str) -> dict[str, float]:
@@ -86,9 +85,10 @@ async def run(codec: str) -> dict[str, float]:
     try:
         await handler.wait_ready(60)
         async with BlackjackClient(settings.bootstrap, topics) as client:
-            started = time.perf_counter()
+            started, cpu = time.perf_counter(), time.process_time()
             sent = sum(await asyncio.gather(*(play(client, f"t-{n}") for n in range(TABLES))))
             seconds = time.perf_counter() - started
+            cpu = time.process_time() - cpu
     finally:
         await handler.stop()
     try:
@@ -99,7 +99,7 @@ async def run(codec: str) -> dict[str, float]:
         }
     finally:
         await delete_topics(settings, topics)
-    return {"commands_per_s": sent / seconds, **sizes}
+    return {"commands_per_s": sent / seconds, "cpu_us_per_command": 1e6 * cpu / sent, **sizes}
 
 
 async def measure(rounds: int) -> list[str]:
@@ -117,7 +117,8 @@ async def measure(rounds: int) -> list[str]:
     for codec in COMPRESSIONS[1:]:
         medians = {what: statistics.median(r) for what, r in ratios[codec].items()}
         lines.append(
-            f"{codec} / none: commands per second x{medians['commands_per_s']:.3f}, bytes: "
+            f"{codec} / none: commands per second x{medians['commands_per_s']:.3f}, "
+            f"CPU per command x{medians['cpu_us_per_command']:.3f}, bytes: "
             + ", ".join(f"{w} x{medians[w]:.3f}" for w in ("events", "results", "snapshots"))
         )
     return lines

@@ -105,3 +105,9 @@ def test_an_unknown_codec_is_a_setting_error() -> None:
         {"BLACKJACK_SHOE_KEY": "00" * 32, "BLACKJACK_KAFKA_COMPRESSION": " LZ4 "}
     )
     assert config.compression_type == "lz4"
+    default = HandlerConfig.from_env({"BLACKJACK_SHOE_KEY": "00" * 32})
+    assert default.kafka_compression == "gzip" and default.compression_type == "gzip"
+    none = HandlerConfig.from_env(
+        {"BLACKJACK_SHOE_KEY": "00" * 32, "BLACKJACK_KAFKA_COMPRESSION": "none"}
+    )
+    assert none.compression_type is None

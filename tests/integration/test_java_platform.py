@@ -6,8 +6,10 @@ sends each round's commands in one producer batch compressed with ``compression.
 and ``zstd`` (the headers of a command, keyed by the stream id, the Java client's default
 partitioner), and reads ``blackjack.command-results`` and ``blackjack.events`` with
 ``isolation.level=read_committed``, checking every result and event it reads: status and
-reason code, key, partition, ``bj_command_offset``, the CloudEvents headers, sequences 1, 2,
-3... and each result's sequences against its events' causation."""
+reason code (a bet of 0 ``invalid_amount``; a ``sent_at`` written by ``OffsetDateTime.toString()``
+at a whole minute, without seconds, ``malformed``), key, partition, ``bj_command_offset``, the
+CloudEvents headers, sequences 1, 2, 3... and each result's sequences against its events'
+causation. The service's own batches are gzip (``BLACKJACK_KAFKA_COMPRESSION``'s default)."""
 
 from __future__ import annotations
 
@@ -81,11 +83,11 @@ async def test_a_java_platform_plays_with_lz4_and_zstd_batches(
         assert handler.failure is None
     assert code == 0, err[-3000:]
     summary = json.loads(out.splitlines()[-1])
-    assert summary["commands"] == summary["results"] == 6 * len(CODECS), summary
+    assert summary["commands"] == summary["results"] == 7 * len(CODECS), summary
     assert summary["events"] >= 2 * 8, summary  # opened, seated, deposit, bet, 4 cards at least
-    # the commands went compressed, one batch a round (six records)
+    # the commands went compressed, one batch a round (seven records)
     monkeypatch.setattr(fetcher, "MemoryRecords", BatchCodecs)
     BatchCodecs.seen.clear()
     commands = await read_topic(space, space.topics.commands)
-    assert len(commands) == 6 * len(CODECS)
+    assert len(commands) == 7 * len(CODECS)
     assert sorted(BatchCodecs.seen) == sorted(CODECS.values())

@@ -46,6 +46,10 @@ carries the CloudEvents Kafka binding headers (binary mode): `ce_specversion`, `
 `ce_source`, `ce_type`, `ce_time`, `ce_subject` (the stream id), `ce_sequence` on events, and
 `ce_correlationid` / `ce_causationid` where they apply (each message's `headers`). The
 snapshots topic is the handlers' own and carries none.
+
+A producer may compress its batches with any of Kafka's codecs (gzip, snappy, lz4, zstd): the
+service reads all four. The service writes gzip batches (`BLACKJACK_KAFKA_COMPRESSION`), which
+every Kafka client reads without an extra library.
 """
 
 COMMANDS = """\

@@ -15,6 +15,8 @@ import com.fasterxml.jackson.databind.node.ObjectNode;
 import java.nio.charset.StandardCharsets;
 import java.time.Duration;
 import java.time.Instant;
+import java.time.OffsetDateTime;
+import java.time.ZoneOffset;
 import java.util.ArrayList;
 import java.util.HashMap;
 import java.util.LinkedHashMap;
@@ -89,6 +91,9 @@ public final class PlatformClient {
     commands.add(command("PlaceBet").put("player_id", "alice").put("box", 0).put("amount", 0));
     commands.add(command("PlaceBet").put("player_id", "alice").put("box", 0).put("amount", 500));
     commands.add(command("Deal").put("player_id", "alice"));
+    // refused malformed: a sent_at written by OffsetDateTime.toString() at a whole minute,
+    // "2026-12-03T14:35Z", has no seconds, which RFC 3339 requires (docs/kafka.md)
+    commands.add(command("SitDown").put("player_id", "bob"));
 
     Properties config = new Properties();
     config.put(ProducerConfig.BOOTSTRAP_SERVERS_CONFIG, bootstrap);
@@ -109,11 +114,13 @@ public final class PlatformClient {
         envelope.put("command_id", id);
         envelope.put("stream_id", table);
         envelope.put("correlation_id", "java-session-" + codec);
-        // Instant.toString() is RFC 3339 (ISO_INSTANT: seconds always written);
-        // OffsetDateTime.toString() drops ":00" seconds, which the contract refuses
-        envelope.put("sent_at", Instant.now().toString());
-        envelope.set("command", body);
+        // Instant.toString() is RFC 3339 (ISO_INSTANT: seconds always written)
         String type = body.get("type").asText();
+        boolean noSeconds = type.equals("SitDown") && body.get("player_id").asText().equals("bob");
+        envelope.put("sent_at", noSeconds
+            ? OffsetDateTime.of(2026, 12, 3, 14, 35, 0, 0, ZoneOffset.UTC).toString()
+            : Instant.now().toString());
+        envelope.set("command", body);
         ProducerRecord<String, String> record =
             new ProducerRecord<>(topic, table, JSON.writeValueAsString(envelope));
         Headers headers = record.headers();
@@ -129,6 +136,9 @@ public final class PlatformClient {
         ids.add(new String[] {id, type});
         if (body.has("amount") && body.get("amount").asLong() == 0) {
           ZERO_BETS.add(id);
+        }
+        if (noSeconds) {
+          NO_SECONDS.add(id);
         }
       }
       producer.flush();
@@ -255,10 +265,16 @@ public final class PlatformClient {
     check(command.stream().equals(header(record, "ce_subject")), at + "ce_subject");
     check("application/json".equals(header(record, "content-type")), at + "content-type");
     check(Instant.parse(result.get("handled_at").asText()) != null, at + "handled_at");
+    // the body's times end in Z, ce_time in +00:00: Java 17's Instant.parse reads both
+    check(Instant.parse(header(record, "ce_time")) != null, at + "ce_time");
     check(("java-session-" + tableCodec(command.stream())).equals(
         result.get("correlation_id").asText()), at + "correlation_id");
     boolean zeroBet = command.type().equals("PlaceBet") && refusedAmount(command);
-    if (zeroBet) {
+    if (NO_SECONDS.contains(command.id())) {
+      check("rejected".equals(result.get("status").asText()), at + "sent_at without seconds");
+      check("malformed".equals(result.get("rejection").get("code").asText()),
+          at + "sent_at without seconds refused " + result.get("rejection"));
+    } else if (zeroBet) {
       check("rejected".equals(result.get("status").asText()), at + "a bet of 0 accepted");
       check("invalid_amount".equals(result.get("rejection").get("code").asText()),
           at + "a bet of 0 refused " + result.get("rejection"));
@@ -269,6 +285,9 @@ public final class PlatformClient {
 
   /** The ids of the bets of 0 sent (refused ``invalid_amount``). */
   static final Set<String> ZERO_BETS = new java.util.HashSet<>();
+
+  /** The ids of the commands whose sent_at has no seconds (refused ``malformed``). */
+  static final Set<String> NO_SECONDS = new java.util.HashSet<>();
 
   static boolean refusedAmount(Sent command) {
     return ZERO_BETS.contains(command.id());
@@ -300,6 +319,8 @@ public final class PlatformClient {
           at + "ce_sequence");
       check(event.get("event_id").asText().equals(header(record, "ce_id")), at + "ce_id");
       check(table.equals(header(record, "ce_subject")), at + "ce_subject");
+      check(Instant.parse(header(record, "ce_time")) != null, at + "ce_time");
+      check(Instant.parse(event.get("occurred_at").asText()) != null, at + "occurred_at");
       check("1.0".equals(header(record, "ce_specversion")), at + "ce_specversion");
       check("application/json".equals(header(record, "content-type")), at + "content-type");
       check(event.get("causation_id").asText().equals(header(record, "ce_causationid")),
