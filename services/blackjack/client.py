@@ -162,12 +162,33 @@ class BlackjackClient:
         for tp in tps:  # pin the start now: no result of a later command can be missed
             await self._consumer.position(tp)
         self._reader = asyncio.create_task(self._read(), name="blackjack-client-results")
+        self._reader.add_done_callback(self._reader_ended)
+
+    def _reader_failure(self) -> BaseException | None:
+        """Why the results reader stopped, if it failed (a batch it could not decompress:
+        ``bus.codecs.CodecMissing``): no result can come any more."""
+        reader = self._reader
+        if reader is None or not reader.done() or reader.cancelled():
+            return None
+        return reader.exception()
+
+    def _reader_ended(self, reader: asyncio.Task[None]) -> None:
+        """Every waiting ``result`` gets the reader's failure at once, not its timeout."""
+        failure = self._reader_failure()
+        if failure is None:
+            return
+        log.error("the results reader failed", error=f"{type(failure).__name__}: {failure}")
+        for waiters in self._waiters.values():
+            for _, future in waiters:
+                if not future.done():
+                    future.set_exception(failure)
 
     async def stop(self) -> None:
         if self._reader is not None:
             self._reader.cancel()
-            with contextlib.suppress(asyncio.CancelledError):
-                await self._reader
+            if self._reader_failure() is None:  # (a failure was told when it came)
+                with contextlib.suppress(asyncio.CancelledError):
+                    await self._reader
         for client in (self._producer, self._consumer):
             if client is not None:
                 await client.stop()
@@ -265,6 +286,9 @@ class BlackjackClient:
         received = self._results.get(command_id, [])
         if len(received) > skip:
             return received[skip]
+        failure = self._reader_failure()
+        if failure is not None:
+            raise failure
         future: asyncio.Future[CommandResult] = asyncio.get_running_loop().create_future()
         waiter = (skip, future)
         self._waiters.setdefault(command_id, []).append(waiter)

@@ -6,6 +6,7 @@ process that could not decompress one does not start (``bus.codecs``)."""
 from __future__ import annotations
 
 import asyncio
+from datetime import UTC, datetime
 from typing import Any
 
 import pytest
@@ -15,6 +16,7 @@ from blackjack.bus import header_names
 from blackjack.bus.codecs import CODECS, CodecMissing
 from blackjack.domain import commands as cmd
 from blackjack.domain import events as ev
+from blackjack.messages.envelope import CommandResult
 from tests.integration.conftest import (
     WAIT_S,
     KafkaSpace,
@@ -96,3 +98,34 @@ async def test_a_handler_that_could_not_decompress_a_batch_does_not_start(
     with pytest.raises(CodecMissing, match="snappy, lz4, zstd"):
         async with running_handler(space.config()):
             pass
+
+
+async def test_a_client_whose_reader_cannot_decompress_a_batch_fails_every_wait_at_once(
+    kafka_space: Any, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """No codec goes missing in a running process, but the reader of the results must not
+    die unseen: before, its task ended with ``UnsupportedCodecError`` and every ``result``
+    waited out its timeout (``blackjack send``: "no result in time")."""
+    space: KafkaSpace = await kafka_space(partitions=1)
+    async with space.client() as client:
+        assert client._consumer is not None
+        [tp] = client._consumer.assignment()
+        client._consumer.pause(tp)  # the batch is fetched only once the codec is gone
+        answer = CommandResult(
+            command_id="c", stream_id=TABLE, status="accepted", handled_at=datetime.now(UTC)
+        )
+        await send_one_batch(
+            space.bootstrap,
+            space.topics.results,
+            0,
+            [(TABLE.encode(), answer.model_dump_json().encode(), [])] * 10,
+            compression="zstd",
+        )
+        monkeypatch.setattr(codec, "cramjam", None)
+        waiting = asyncio.ensure_future(client.result("c", timeout=WAIT_S))
+        client._consumer.resume(tp)
+        with pytest.raises(CodecMissing, match="zstd"):
+            async with asyncio.timeout(WAIT_S / 2):
+                await waiting
+        with pytest.raises(CodecMissing):  # and every later wait
+            await client.result("d", timeout=WAIT_S)
