@@ -6,6 +6,9 @@ for a broker's error and fetched the same batch again, for good."""
 from __future__ import annotations
 
 import asyncio
+import os
+import subprocess
+import sys
 from typing import Any
 
 import pytest
@@ -116,3 +119,26 @@ def test_a_projection_worker_does_not_subscribe(without_cramjam: None) -> None:
     with pytest.raises(CodecMissing):
         register_projection(broker, "blackjack.events", writer=Any, settings=Any)  # type: ignore[arg-type]
     assert not broker.subscribers
+
+
+def test_the_handler_process_stops_with_one_line_naming_the_codecs() -> None:
+    """``blackjack handler`` in an environment without ``cramjam`` (exit 2, as for any
+    setting it cannot run with), before it asks anything of a broker."""
+    without = "import sys; sys.modules['cramjam'] = None; from blackjack.cli import main; "
+    env = {
+        **os.environ,
+        "BLACKJACK_SHOE_KEY": "00" * 32,
+        "BLACKJACK_KAFKA_BOOTSTRAP": UNREACHABLE,
+    }
+    done = subprocess.run(
+        [sys.executable, "-c", without + "sys.exit(main(['handler']))"],
+        env=env,
+        check=False,
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
+    assert done.returncode == 2, done.stderr[-2000:]
+    assert done.stderr.splitlines()[-1].startswith(
+        "blackjack: aiokafka cannot decompress snappy, lz4, zstd record batches"
+    )
