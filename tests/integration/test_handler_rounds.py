@@ -326,6 +326,18 @@ async def test_every_record_on_the_wire_is_what_the_published_contract_says(
     await wait_for_events(
         space, "contract-2", lambda seen: any(isinstance(e.data, ev.RoundSettled) for e in seen)
     )
+    # a buy-in to an id no table was opened under: declined in `#declined/<partition>`
+    await accept(
+        client,
+        wallet_stream("nowhere-buyer"),
+        WalletDeposit(player_id="nowhere-buyer", amount=1_000),
+        BuyIn(player_id="nowhere-buyer", table_id="contract-nowhere", amount=400),
+    )
+    await wait_for_events(
+        space,
+        wallet_stream("nowhere-buyer"),
+        lambda seen: any(e.type == "BuyInRefunded" for e in seen),
+    )
 
     document = json.loads((SCHEMAS / "asyncapi.json").read_text())
     messages = document["components"]["messages"]
@@ -364,6 +376,8 @@ async def test_every_record_on_the_wire_is_what_the_published_contract_says(
         "blackjack.PlayerTimedOut.v2",
         "blackjack.command.ExpireTimers",
         "blackjack.CommandResult.v1",
+        "blackjack.TransferDeclined.v1",
+        "blackjack.BuyInRefunded.v1",
     ):
         assert checked.get(kind), (kind, sorted(checked))
 

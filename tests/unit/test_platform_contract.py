@@ -350,3 +350,31 @@ def test_sent_at_is_refused_by_the_schema_s_pattern_where_the_model_refuses_it()
         except ValidationError:
             taken = False
         assert (taken, validator.is_valid(document)) == (accepted, accepted), sent_at
+
+
+def test_a_declines_stream_s_events_have_a_key_the_asyncapi_document_allows() -> None:
+    # Found by the Node.js client: a BuyIn to an id no table was opened under is declined in
+    # its partition's stream `#declined/<partition>` (or `#declined/<partition>.<n>`), whose
+    # TransferDeclined is keyed by that id on blackjack.events; the AsyncAPI document gave the
+    # events' key a table's or a wallet's pattern only, so Ajv refused the record's key
+    # ('must match pattern "^[A-Za-z0-9._:@\-]+$"': keys "#declined/4", "#declined/2.3").
+    from blackjack.command_handler.ids import declines_stream
+
+    document = json.loads((ROOT / "schemas" / "asyncapi.json").read_text())
+    messages = document["components"]["messages"]
+    events_key = jsonschema.Draft7Validator(messages["events:Message"]["bindings"]["kafka"]["key"])
+    commands_key = jsonschema.Draft7Validator(
+        messages["commands:SubscribeMessage"]["bindings"]["kafka"]["key"]
+    )
+    ids = {declines_stream(p, n) for n in (1, 2, 6, 12, 64) for p in range(n)}
+    assert any("." in i for i in ids) and any("." not in i for i in ids)
+    for stream in sorted(ids):
+        assert [e.message for e in events_key.iter_errors(stream)] == [], stream
+        assert not commands_key.is_valid(stream), stream  # no command can name it
+    for other in ("table-7", "wallet:alice"):
+        assert events_key.is_valid(other)
+    for junk in ("#declined/", "#declined/x", "#checkpoint/0", "#strays/0", "#declined/1.2.3"):
+        assert not events_key.is_valid(junk), junk
+    # and the docs name the stream where they list the streams
+    streams = _section((ROOT / "docs" / "kafka.md").read_text(), "### Streams")
+    assert "#declined/<partition>" in streams

@@ -23,6 +23,7 @@ from blackjack.bus.settings import DEFAULT_BOOTSTRAP
 from blackjack.bus.topics import Topics
 from blackjack.command_handler.reading import ANSWER_KEY_MAX_BYTES
 from blackjack.command_handler.snapshots import Checkpoint, SealedSnapshot
+from blackjack.domain.transfers import DECLINES_PREFIX
 from blackjack.domain.wallet import STREAM_ID_PATTERN
 from blackjack.messages.envelope import CommandEnvelope, CommandResult
 from blackjack.messages.schemas import (
@@ -203,10 +204,20 @@ _STREAM_KEY = {
     "maxLength": 128,
     "description": "the stream id: a table, or wallet:<player>",
 }
+_DECLINES_KEY = rf"{DECLINES_PREFIX}[0-9]+(?:\.[0-9]+)?"
+"""``#declined/<partition>`` or ``#declined/<partition>.<n>`` (``ids.declines_stream``): the
+stream of a partition's buy-ins declined at ids no table was opened under. No command names
+it, so only the events channel carries it."""
 KEYS: dict[str, dict[str, Any]] = {
     "commands": _STREAM_KEY,
     "service-commands": _STREAM_KEY,
-    "events": _STREAM_KEY,
+    "events": {
+        **_STREAM_KEY,
+        "pattern": f"^(?:{STREAM_ID_PATTERN.strip('^$')}|{_DECLINES_KEY})$",
+        "description": "the stream id: a table, wallet:<player>, or #declined/<partition> "
+        "(optionally .<n>): the stream of the partition's buy-ins declined at ids no table "
+        "was opened under, whose TransferDeclined events answer them",
+    },
     "command-results": {
         **_STREAM_KEY,
         "description": "the command's stream id; an unreadable command is answered under the "
