@@ -94,6 +94,8 @@ def valid_command(model: type[BaseModel]) -> dict[str, Any]:
         "transfer": 1,
         "table_sequence": 1,
     }
+    if model is wl.RefundBuyIn:  # its reason is the table's decline code
+        every["reason"] = "not_seated"
     fields = model.model_fields
     integers = integer_fields(model.model_json_schema())
     return {

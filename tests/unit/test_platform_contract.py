@@ -378,3 +378,32 @@ def test_a_declines_stream_s_events_have_a_key_the_asyncapi_document_allows() ->
     # and the docs name the stream where they list the streams
     streams = _section((ROOT / "docs" / "kafka.md").read_text(), "### Streams")
     assert "#declined/<partition>" in streams
+
+
+def test_a_buy_in_refund_s_reason_is_a_closed_set_in_the_schema() -> None:
+    # Found by the Node.js client: a wallet's BuyInRefunded.reason was a free string in
+    # schemas/events/BuyInRefunded.json, while the table's TransferDeclined.reason_code it
+    # copies is an enum, so a platform that reconciles a wallet from its own stream could not
+    # switch over why its money came back. It is the decline's code (older refunds: the code
+    # the table refused the deposit with), so the result's rejection codes bound it.
+    from typing import get_args
+
+    from blackjack.domain.rejections import DeclineCode
+    from blackjack.domain.wallet import BuyInRefunded
+
+    schemas = ROOT / "schemas"
+    reason = json.loads((schemas / "events" / "BuyInRefunded.json").read_text())["properties"][
+        "reason"
+    ]
+    codes = json.loads((schemas / "command-result.json").read_text())["$defs"]["Rejection"][
+        "properties"
+    ]["code"]["enum"]
+    assert set(get_args(DeclineCode)) <= set(reason.get("enum", ())) <= set(codes)
+    data = {"type": "BuyInRefunded", "version": 1, "player_id": "p", "transfer": 1,
+            "table_id": "t", "amount": 5, "reason": "not_seated", "balance_after": 5}  # fmt: skip
+    refunded = _stored(data)
+    decoded = wire.decode(json.dumps(refunded).encode())
+    assert isinstance(decoded.data, BuyInRefunded) and decoded.data.reason == "not_seated"
+    # the docs say so where a client reads the refund
+    money = _section((ROOT / "docs" / "kafka.md").read_text(), "### A round on the wire")
+    assert "`BuyInRefunded`'s `reason`" in money

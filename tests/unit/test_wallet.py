@@ -206,7 +206,10 @@ _commands = st.lists(
         st.builds(BuyIn, player_id=st.just(P), table_id=st.just("t"), amount=_amount),
         st.builds(ConfirmBuyIn, player_id=st.just(P), transfer=st.integers(0, 6)),
         st.builds(
-            RefundBuyIn, player_id=st.just(P), transfer=st.integers(0, 6), reason=st.just("x")
+            RefundBuyIn,
+            player_id=st.just(P),
+            transfer=st.integers(0, 6),
+            reason=st.just("not_seated"),
         ),
         st.builds(
             CashOut,

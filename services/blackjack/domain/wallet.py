@@ -25,7 +25,7 @@ from pydantic import BaseModel, ConfigDict, Field, StrictInt, field_validator
 from blackjack.domain.commands import MAX_INT, POSITIVE_AMOUNT, BoundedInt
 from blackjack.domain.errors import CorruptLog
 from blackjack.domain.payouts import MAX_BALANCE, over_balance_limit
-from blackjack.domain.rejections import Rejection
+from blackjack.domain.rejections import Rejection, RejectionCode
 from blackjack.domain.rules import DEFAULT_CURRENCY, Currency
 
 WALLET_STREAM_PREFIX = "wallet:"
@@ -119,7 +119,9 @@ class RefundBuyIn(WalletCommand):
 
     type: Literal["RefundBuyIn"] = "RefundBuyIn"
     transfer: BoundedInt
-    reason: str = Field(min_length=1, max_length=64)
+    reason: RejectionCode = Field(
+        description="why the table declined it: its TransferDeclined's reason_code"
+    )
 
 
 class CashOut(WalletCommand):
@@ -194,7 +196,12 @@ class BuyInRefunded(WalletEvent):
     transfer: int
     table_id: str
     amount: int
-    reason: str
+    reason: RejectionCode = Field(
+        description="why the table declined the buy-in: its TransferDeclined's reason_code "
+        "(table_not_open, unauthorized, not_seated, table_suspended, invalid_amount, "
+        "currency_mismatch or balance_limit); a refund written before tables recorded "
+        "TransferDeclined holds the rejection code the table refused the deposit with"
+    )
     balance_after: int
 
 
