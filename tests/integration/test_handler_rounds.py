@@ -342,6 +342,7 @@ async def test_every_record_on_the_wire_is_what_the_published_contract_says(
     document = json.loads((SCHEMAS / "asyncapi.json").read_text())
     messages = document["components"]["messages"]
     checked: dict[str, int] = {}
+    transfers: list[tuple[dict[str, Any], int]] = []
     for topic, body_schema, message in (
         (space.topics.commands, "command-envelope.json", "commands:SubscribeMessage"),
         (space.topics.events, "event-envelope.json", "events:Message"),
@@ -369,8 +370,28 @@ async def test_every_record_on_the_wire_is_what_the_published_contract_says(
                 and texts.get("ce_source") == "/blackjack/command-handler"
             ):
                 assert [e.message for e in services.iter_errors(texts)] == [], where
+                if "bj_transfer" in texts:  # what docs/kafka.md's Headers say it is
+                    transfers.append((document, int(texts["bj_transfer"])))
             kind = texts.get("ce_type", "?")
             checked[kind] = checked.get(kind, 0) + 1
+    # bj_transfer: a buy-in's Deposit the wallet's transfer number, a CashOut the sequence of
+    # the table event (named by its id, `<event id>.cashout`) that paid the money out
+    events = {
+        (e := json.loads(r.value))["event_id"]: e
+        for r in await read_topic(space, space.topics.events)
+    }
+    kinds = {step["command"]["type"] for step, _ in transfers}
+    assert kinds == {"Deposit", "CashOut"}, kinds
+    for step, transfer in transfers:
+        cause = events[step["command_id"].rpartition(".")[0]]
+        if step["command"]["type"] == "Deposit":
+            assert (cause["type"], cause["data"]["transfer"]) == ("BuyInSent", transfer), step
+        else:
+            assert cause["type"] in {"SeatLeft", "FundsWithdrawn"}, step
+            assert (cause["stream_id"], cause["sequence"]) == (
+                step["command"]["table_id"],
+                transfer,
+            ), step
     for kind in (
         "blackjack.HandSplit.v1",
         "blackjack.PlayerTimedOut.v2",

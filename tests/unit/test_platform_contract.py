@@ -407,3 +407,19 @@ def test_a_buy_in_refund_s_reason_is_a_closed_set_in_the_schema() -> None:
     # the docs say so where a client reads the refund
     money = _section((ROOT / "docs" / "kafka.md").read_text(), "### A round on the wire")
     assert "`BuyInRefunded`'s `reason`" in money
+
+
+def test_the_bj_transfer_header_is_said_for_both_commands_that_carry_it() -> None:
+    # Found by the Node.js client reading the commands topic: `bj_transfer` is on every
+    # CashOut the service sends (the table event's sequence: 79, 80, 380, 381 in its run), not
+    # only on a buy-in's Deposit, which is all docs/kafka.md and the AsyncAPI document said
+    # ("the wallet's transfer number of a buy-in's Deposit"). What each carries is pinned on
+    # the broker (test_every_record_on_the_wire_is_what_the_published_contract_says).
+    document = json.loads((ROOT / "schemas" / "asyncapi.json").read_text())
+    headers = document["components"]["messages"]["service-commands:Message"]["headers"]
+    described = headers["properties"]["bj_transfer"]["description"]
+    assert "Deposit" in described and "CashOut" in described and "sequence" in described
+    text = (ROOT / "docs" / "kafka.md").read_text()
+    start = text.index("Commands only the service may issue also carry `bj_signature`")
+    paragraph = text[start : text.index("\n\n", start)]
+    assert "`CashOut` the\nsequence of the table event" in paragraph

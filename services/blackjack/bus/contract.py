@@ -68,7 +68,8 @@ SERVICE_COMMANDS = """\
 What the service itself sends to the commands topic: its clock sends `ExpireTimers` and
 `Disconnect`, and the steps of a buy-in (`Deposit` to the table, `ConfirmBuyIn` / `RefundBuyIn`
 to the wallet) and `CashOut` are sent by the handler inside the transaction that causes them,
-signed in the `bj_signature` header (`bj_transfer` names the buy-in). A platform never sends
+signed in the `bj_signature` header (`bj_transfer` names the buy-in on its `Deposit`, and the
+table event that paid the money out on a `CashOut`). A platform never sends
 these signed steps: unsigned, they are rejected."""
 
 EVENTS = """\
@@ -172,7 +173,12 @@ HEADERS: dict[str, dict[str, Any]] = {
     "service-commands": _headers(
         _ALWAYS,
         bj_signature=_text("HMAC-SHA256 of key, value and bj_transfer (hex)"),
-        bj_transfer=_text("the wallet's transfer number of a buy-in's Deposit", _OFFSET),
+        bj_transfer=_text(
+            "a buy-in's Deposit: the wallet's transfer number (BuyInSent.transfer); a CashOut: "
+            "the sequence of the table event that paid it out (SeatLeft or FundsWithdrawn, "
+            "read into CashOut.table_sequence)",
+            _OFFSET,
+        ),
     ),
     "events": _headers(
         [*_ALWAYS, "ce_time", "ce_sequence", "ce_causationid", "ce_correlationid"],
