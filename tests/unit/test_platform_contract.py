@@ -423,3 +423,32 @@ def test_the_bj_transfer_header_is_said_for_both_commands_that_carry_it() -> Non
     start = text.index("Commands only the service may issue also carry `bj_signature`")
     paragraph = text[start : text.index("\n\n", start)]
     assert "`CashOut` the\nsequence of the table event" in paragraph
+
+
+def test_a_time_at_a_whole_second_has_no_fraction_and_the_docs_say_so() -> None:
+    # docs/kafka.md said bodies write UTC "with microseconds"; a time at a whole second (one
+    # in a million, and any a test clock makes) is written with none, in the body and in
+    # ce_time alike: a reader that cuts the text at fixed places (a regex with a required
+    # fraction, slice(20, 26) for the microseconds) fails on it. RFC 3339 allows both.
+    from datetime import UTC, datetime
+
+    from blackjack.domain import events as ev
+    from blackjack.messages.envelope import CommandResult, EventEnvelope
+    from blackjack.messages.sealing import ShoeSeal
+    from blackjack.messages.wire import cloudevents_headers, encode_event
+
+    whole = datetime(2026, 12, 2, 22, 45, 29, tzinfo=UTC)
+    result = CommandResult(command_id="c", stream_id="t", status="accepted", handled_at=whole)
+    assert json.loads(result.model_dump_json())["handled_at"] == "2026-12-02T22:45:29Z"
+    envelope = EventEnvelope(
+        event_id="e", type="RoundOpened", schema_version=1, stream_id="t", sequence=1,
+        occurred_at=whole, causation_id="c", data=ev.RoundOpened(round=1),
+    )  # fmt: skip
+    assert json.loads(encode_event(envelope, ShoeSeal(b"k" * 32)))["occurred_at"] == (
+        "2026-12-02T22:45:29Z"
+    )
+    headers = dict(cloudevents_headers(envelope, "/s"))
+    assert headers["ce_time"] == b"2026-12-02T22:45:29+00:00"
+    times = (ROOT / "docs" / "kafka.md").read_text()
+    times = times[times.index("* **Times.**") :][:900]
+    assert "`2026-12-02T22:45:29Z`" in times and "`2026-12-02T22:45:29+00:00`" in times
