@@ -82,7 +82,7 @@ class BlackjackClient:
         self._consumer: AIOKafkaConsumer | None = None
         self._reader: asyncio.Task[None] | None = None
         self._results: OrderedDict[str, list[CommandResult]] = OrderedDict()
-        self._waiters: dict[str, list[tuple[int, asyncio.Future[CommandResult]]]] = {}
+        self._waiters: dict[str, list[tuple[int, str | None, asyncio.Future[CommandResult]]]] = {}
         self._renewing = asyncio.Lock()
 
     @classmethod
@@ -279,18 +279,25 @@ class BlackjackClient:
     # ---- results ----------------------------------------------------------------------
 
     async def result(
-        self, command_id: str, timeout: float = 10.0, *, skip: int = 0
+        self,
+        command_id: str,
+        timeout: float = 10.0,
+        *,
+        skip: int = 0,
+        stream_id: str | None = None,
     ) -> CommandResult:
         """The result of a command: the first one received, or the first after ``skip``
-        earlier ones (a command sent again is answered again)."""
-        received = self._results.get(command_id, [])
+        earlier ones (a command sent again is answered again). A command id is the
+        idempotency key of one stream: the same id sent to two streams is two commands, each
+        answered, so ``stream_id`` (when given) takes only that stream's answers."""
+        received = _of_stream(self._results.get(command_id, []), stream_id)
         if len(received) > skip:
             return received[skip]
         failure = self._reader_failure()
         if failure is not None:
             raise failure
         future: asyncio.Future[CommandResult] = asyncio.get_running_loop().create_future()
-        waiter = (skip, future)
+        waiter = (skip, stream_id, future)
         self._waiters.setdefault(command_id, []).append(waiter)
         try:
             return await asyncio.wait_for(future, timeout)
@@ -301,9 +308,10 @@ class BlackjackClient:
             if not waiters:
                 self._waiters.pop(command_id, None)
 
-    def results_for(self, command_id: str) -> list[CommandResult]:
-        """Every result received for a command id so far (one, unless it was re-sent)."""
-        return list(self._results.get(command_id, ()))
+    def results_for(self, command_id: str, stream_id: str | None = None) -> list[CommandResult]:
+        """Every result received for a command id so far (one, unless it was re-sent or sent
+        to several streams), or only those of ``stream_id``."""
+        return _of_stream(self._results.get(command_id, []), stream_id)
 
     async def execute(
         self,
@@ -316,9 +324,9 @@ class BlackjackClient:
     ) -> CommandResult:
         """Send a command and await the answer to this sending of it."""
         command_id = command_id or str(uuid.uuid4())
-        earlier = len(self._results.get(command_id, ()))
+        earlier = len(self.results_for(command_id, stream_id))
         await self.send(stream_id, command, command_id=command_id, correlation_id=correlation_id)
-        return await self.result(command_id, timeout, skip=earlier)
+        return await self.result(command_id, timeout, skip=earlier, stream_id=stream_id)
 
     async def events(self, result: CommandResult, timeout: float = 10.0) -> list[WireEnvelope]:
         """The events an accepted command wrote (``first_sequence`` to ``last_sequence`` of
@@ -398,10 +406,22 @@ class BlackjackClient:
                             error=str(error)[:300],
                         )
                         continue
-                    received = self._results.setdefault(result.command_id, [])
-                    received.append(result)
-                    while len(self._results) > KEEP_RESULTS:
-                        self._results.popitem(last=False)
-                    for skip, future in self._waiters.get(result.command_id, []):
-                        if len(received) > skip and not future.done():
-                            future.set_result(received[skip])
+                    self._received(result)
+
+    def _received(self, result: CommandResult) -> None:
+        """Keep a result read from the topic and hand it to whoever waits for it."""
+        received = self._results.setdefault(result.command_id, [])
+        received.append(result)
+        while len(self._results) > KEEP_RESULTS:
+            self._results.popitem(last=False)
+        for skip, stream_id, future in self._waiters.get(result.command_id, []):
+            mine = _of_stream(received, stream_id)
+            if len(mine) > skip and not future.done():
+                future.set_result(mine[skip])
+
+
+def _of_stream(results: list[CommandResult], stream_id: str | None) -> list[CommandResult]:
+    """The answers of one stream (all of them when ``stream_id`` is None)."""
+    if stream_id is None:
+        return list(results)
+    return [result for result in results if result.stream_id == stream_id]
