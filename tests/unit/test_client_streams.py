@@ -83,3 +83,8 @@ def test_the_docs_say_a_command_id_is_one_stream_s_key() -> None:
     commands = " ".join(text[text.index("`command_id` is the idempotency key") :][:700].split())
     assert "the same id sent to two streams is two commands" in commands
     assert "(`stream_id`, `command_id`)" in commands
+    readme = (ROOT / "README.md").read_text()
+    row = next(
+        line for line in readme.splitlines() if line.startswith("| `blackjack.command-results`")
+    )
+    assert "(`stream_id`, `command_id`)" in row
