@@ -12,6 +12,7 @@ import pytest
 
 from blackjack.command_handler.ids import EVENT_ID_NAMESPACE, event_id
 from blackjack.domain import events as ev
+from blackjack.domain.rejections import RejectionCode
 from blackjack.domain.rules import PRESETS
 from blackjack.domain.wallet import AnyWalletEvent, WalletEvent
 from blackjack.messages import wire
@@ -49,7 +50,7 @@ def _played_events() -> list[ev.Event]:
 
 def _wallet_events() -> list[WalletEvent]:
     """One of each wallet event, every field given a value of its type."""
-    values: dict[Any, Any] = {int: 7, str: "player-1", int | None: 3}
+    values: dict[Any, Any] = {int: 7, str: "player-1", int | None: 3, RejectionCode: "not_seated"}
     built = []
     for kind in get_args(AnyWalletEvent):
         fields = {
