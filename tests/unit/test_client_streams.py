@@ -88,3 +88,20 @@ def test_the_docs_say_a_command_id_is_one_stream_s_key() -> None:
         line for line in readme.splitlines() if line.startswith("| `blackjack.command-results`")
     )
     assert "(`stream_id`, `command_id`)" in row
+
+
+def test_the_readme_names_a_table_account_s_fields_as_the_query_api_answers_them() -> None:
+    # The Node client looked for the README's "deposits, withdrawals" and "in play" in the
+    # wallet answer: its fields are deposited, withdrawn, in_play (and cashed_out, unnamed).
+    import json
+    import re
+
+    answer = json.loads((ROOT / "schemas" / "query-api.openapi.json").read_text())
+    fields = set(answer["components"]["schemas"]["TableAccount"]["properties"])
+    readme = (ROOT / "README.md").read_text()
+    row = next(
+        line for line in readme.splitlines() if line.startswith("| `/v1/players/{id}/wallet`")
+    )
+    named = set(re.findall(r"`([a-z_]+)`", row[row.index("`tables`: ") :]))
+    assert named - {"tables", "totals"} <= fields
+    assert {"available", "in_play", "deposited", "withdrawn", "cashed_out"} <= named
