@@ -179,7 +179,7 @@ class BlackjackClient:
             return
         log.error("the results reader failed", error=f"{type(failure).__name__}: {failure}")
         for waiters in self._waiters.values():
-            for _, future in waiters:
+            for _, _, future in waiters:
                 if not future.done():
                     future.set_exception(failure)
 
