@@ -23,6 +23,9 @@ def needs_shuffle(state: TableState) -> bool:
         return True
     policy = state.rules.reshuffle
     if isinstance(policy, ReshuffleAtPenetration):
-        used = policy.used  # integer arithmetic: dealt / size >= used
-        return shoe.position * used.denominator >= used.numerator * len(shoe.order)
+        # Integer arithmetic: dealt / size >= used. One call for both terms: a Fraction's
+        # ``numerator`` and ``denominator`` are Python properties, and this runs a few times a
+        # round.
+        numerator, denominator = policy.used.as_integer_ratio()
+        return shoe.position * denominator >= numerator * len(shoe.order)
     return shoe.position > 0
