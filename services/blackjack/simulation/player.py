@@ -147,11 +147,20 @@ class StrategyMemo:
 
     def __init__(self, strategy: Strategy) -> None:
         self.strategy = strategy
-        self._answers: dict[tuple[str, str, tuple[str, ...]], Action] = {}
+        # By the options offered (at most 16 tuples), then by the upcard's rank and the hand's
+        # ranks in one string: a string key hashes once and compares as a string, where a
+        # tuple of them hashed and compared item by item on every decision.
+        self._answers: dict[tuple[str, ...], dict[str, Action]] = {}
 
     def action(self, cards: tuple[str, ...], upcard: str, options: tuple[str, ...]) -> Action:
-        key = ("".join([card[0] for card in cards]), upcard[0], options)
-        action = self._answers.get(key)
+        answers = self._answers.get(options)
+        if answers is None:
+            answers = self._answers[options] = {}
+        ranks = [upcard[0]]
+        for card in cards:
+            ranks.append(card[0])
+        key = "".join(ranks)
+        action = answers.get(key)
         if action is None:
             can = options.__contains__
             action = self.strategy.decide(
@@ -159,7 +168,7 @@ class StrategyMemo:
             )
             if action not in options:
                 action = "hit" if "hit" in options else "stand"
-            self._answers[key] = action
+            answers[key] = action
         return action
 
 
