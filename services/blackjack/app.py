@@ -36,6 +36,7 @@ from blackjack.bus.topics import ensure_topics
 from blackjack.command_handler.config import HandlerConfig
 from blackjack.command_handler.service import CommandHandler
 from blackjack.observability.logging import faststream_logger
+from blackjack.observability.roles import Role, RoleView
 from blackjack.projections.health import FoldHealth
 from blackjack.projections.settings import ProjectionSettings
 from blackjack.projections.store import ProjectionStore
@@ -169,6 +170,9 @@ def build_app(config: HandlerConfig, projections: ProjectionSettings | None = No
     # "starting" until the worker has started: /readyz answers during the start, and the
     # worker's part said "folding" (store "ok") while the start still waited for Kafka
     health = None if projections is None else FoldHealth(projections.stuck_after, starting=True)
+    # /metrics: the handler's families, the worker's when it runs here, and the shared ones
+    roles: tuple[Role, ...] = ("handler",) if projections is None else ("handler", "projections")
+    exported = RoleView(roles)
 
     async def brokers_reachable() -> None:  # started before them: waits
         await wait_for_brokers(config.kafka.bootstrap, config.kafka.security)
@@ -237,7 +241,8 @@ def build_app(config: HandlerConfig, projections: ProjectionSettings | None = No
 
     @get(include_in_schema=False)
     async def prometheus(scope: Scope) -> AsgiResponse:
-        return AsgiResponse(generate_latest(), 200, {"content-type": CONTENT_TYPE_LATEST})
+        body = generate_latest(exported)
+        return AsgiResponse(body, 200, {"content-type": CONTENT_TYPE_LATEST})
 
     async def launch() -> None:
         handler.export_metrics()

@@ -36,6 +36,7 @@ from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey
 from cryptography.hazmat.primitives.serialization import Encoding, PublicFormat
 from prometheus_client import REGISTRY
 from prometheus_client.metrics import MetricWrapperBase
+from prometheus_client.parser import text_string_to_metric_families
 
 import blackjack.app
 import blackjack.projections.worker
@@ -926,3 +927,67 @@ def test_every_probe_waits_longer_than_a_loaded_node_answers() -> None:
             name = (workload["metadata"]["name"], probe)
             assert spec.get("timeoutSeconds", 1) >= PROBE_TIMEOUT_S, name
             assert spec["timeoutSeconds"] < spec.get("periodSeconds", 10), name
+
+
+def _families_of(*modules: Any) -> set[str]:
+    """The metric families the modules define (as /metrics names them)."""
+    return {
+        family.name
+        for module in modules
+        for value in vars(module).values()
+        if isinstance(value, MetricWrapperBase)
+        for family in value.describe()
+    }
+
+
+def _served_families(text: str) -> set[str]:
+    return {family.name for family in text_string_to_metric_families(text)}
+
+
+async def test_each_pod_serves_its_own_roles_metrics_and_together_every_one_used(
+    parsed_args: Any,
+) -> None:
+    """One global registry holds every metric a process imported: a projection worker (which
+    imports the handler's metric module through the modules they share) served the handler's
+    families at 0, and a handler-only pod the query API's. Each pod of the manifests now serves
+    its role's families, the shared ones and the process collector; the pods together still
+    serve every family the rules and the dashboard read."""
+    import blackjack.api.routes
+    import blackjack.observability.metrics
+    import blackjack.projections.health
+    import blackjack.projections.metrics
+
+    handler_only = _families_of(blackjack.observability.metrics)
+    worker_only = _families_of(
+        blackjack.projections.metrics, blackjack.projections.health, blackjack.api.routes
+    )
+    served: dict[str, set[str]] = {}
+    for workload in workloads():
+        args, env = parsed_args(the_container(workload))
+        path = workload["spec"]["template"]["metadata"]["annotations"]["prometheus.io/path"]
+        transport = httpx.ASGITransport(app=served_app(args, env))
+        async with httpx.AsyncClient(transport=transport, base_url="http://pod") as http:
+            answer = await http.get(path)
+        assert answer.status_code == 200
+        served[workload["metadata"]["name"]] = families = _served_families(answer.text)
+        # every process: prometheus-client's process collector (BlackjackProcessRestarting)
+        assert {"process_start_time_seconds", "blackjack_process_role"} <= families
+        if args.command == "serve":
+            assert args.no_projections  # the manifests' handlers
+            assert "blackjack_partitions" in families
+            assert families & worker_only == set(), workload["metadata"]["name"]
+        else:
+            assert "blackjack_projection_events" in families
+            assert families & handler_only == set(), workload["metadata"]["name"]
+    assert len(served) == 2
+    everywhere = set().union(*served.values())
+    used = {
+        SERIES[metric].family
+        for expr in [
+            *(r["expr"] for g in rules()["groups"] for r in g["rules"]),
+            *(t["expr"] for p in dashboard()["panels"] for t in p.get("targets", [])),
+        ]
+        for metric, _ in parse(expr).selectors
+        if metric in SERIES
+    }
+    assert used - everywhere == set()

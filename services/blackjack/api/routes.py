@@ -39,6 +39,7 @@ from sqlalchemy.ext.asyncio import AsyncConnection
 from blackjack.api.contract import openapi_document
 from blackjack.api.tokens import OPEN, ApiTokens, Operator, Principal, Unauthenticated
 from blackjack.domain.wallet import wallet_stream
+from blackjack.observability.roles import claim
 from blackjack.projections import queries, reports
 from blackjack.projections.ids import parse_count, parse_round_id
 from blackjack.projections.store import ProjectionStore, is_store_outage
@@ -58,6 +59,7 @@ REQUESTS = Counter(
     "database cannot serve, 500 for a query that failed unforeseen",
     ["status"],
 )
+claim("projections", globals())  # the query API runs where a projection worker does
 FAILURES_ALERTED = ("500", "503")
 """The statuses BlackjackQueryApiFailing watches: their series exist from the start, at 0, so
 that the first failure is a rate Prometheus sees (a series born at 1 has none: the promtool

@@ -11,7 +11,7 @@ from collections.abc import Iterable
 
 from prometheus_client import Counter, Gauge, Histogram
 
-from blackjack.observability.roles import declare_role
+from blackjack.observability.roles import claim, declare_role
 
 COMMANDS = Counter(
     "blackjack_commands_total",
@@ -94,6 +94,8 @@ COLD_STREAMS = Gauge(
     "until a command needs them",
 )
 
+
+claim("handler", globals())  # served by the processes that run a handler only
 
 TRANSACTION_OUTCOMES = ("committed", "aborted", "fenced")
 SIGNED_STEP_COPY_CODES = ("transfer_already_handled", "unknown_transfer")

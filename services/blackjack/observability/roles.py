@@ -1,9 +1,14 @@
 """What the alerts need to know about a process: which parts of the service it runs, and the
 memory it may use.
 
-A handler-only pod and a projection worker import different metric modules, but a family that
-both happened to import would be exported by both; the absence alerts therefore look for the
-role gauge, which only a process that really runs that part sets. The memory limit (the
+Every metric lives in prometheus-client's one global registry, and a process imports more
+modules than the parts it runs (a projection worker imports the handler's metrics through the
+modules they share), so each part's families are claimed by its role (``claim``) and a
+process's ``/metrics`` serves only the families of the roles it runs (``RoleView``), with the
+shared ones (the role gauge, the memory limit, when Kafka last answered) and
+prometheus-client's process and Python collectors. (Before, a projection worker exported the
+handler's families at 0.) The absence alerts look for the role gauge, which only a process
+that really runs that part sets. The memory limit (the
 container's cgroup limit, read once at start) lets an alert compare prometheus-client's
 ``process_resident_memory_bytes`` with it without kube-state-metrics.
 """
@@ -11,10 +16,13 @@ container's cgroup limit, read once at start) lets an alert compare prometheus-c
 from __future__ import annotations
 
 import time
+from collections.abc import Collection, Iterable, Mapping
 from pathlib import Path
-from typing import Literal
+from typing import Literal, Protocol
 
-from prometheus_client import Gauge
+from prometheus_client import REGISTRY, Gauge
+from prometheus_client.metrics import MetricWrapperBase
+from prometheus_client.metrics_core import Metric
 
 Role = Literal["handler", "projections"]
 
@@ -74,3 +82,41 @@ def memory_limit(files: dict[str, Path] = CGROUP_LIMITS) -> tuple[str, int] | No
             return source, int(text)
         return None  # "max", or v1's unlimited
     return None
+
+
+OWNERS: dict[str, Role] = {}
+"""Each claimed metric family's name (as ``collect()`` names it: a counter without
+``_total``) and the role that exports it."""
+
+
+def claim(role: Role, namespace: Mapping[str, object]) -> None:
+    """The metrics among ``namespace``'s values (a module's ``globals()``) are ``role``'s:
+    served only by a process that runs it."""
+    for value in namespace.values():
+        if isinstance(value, MetricWrapperBase):
+            for family in value.describe():
+                OWNERS[family.name] = role
+
+
+class _Collecting(Protocol):
+    def collect(self) -> Iterable[Metric]: ...
+
+
+class RoleView:
+    """What a process running ``roles`` exports of ``registry``: every family but those
+    claimed by another role. Served with prometheus-client's ``generate_latest`` or
+    ``make_asgi_app``, as a registry."""
+
+    def __init__(self, roles: Collection[Role], registry: _Collecting = REGISTRY) -> None:
+        self.roles = frozenset(roles)
+        self.registry = registry
+
+    def collect(self) -> Iterable[Metric]:
+        for family in self.registry.collect():
+            owner = OWNERS.get(family.name)
+            if owner is None or owner in self.roles:
+                yield family
+
+    def restricted_registry(self, names: Collection[str]) -> RoleView:
+        """``/metrics?name[]=...`` (``make_asgi_app``): only those samples, of the same view."""
+        return RoleView(self.roles, REGISTRY.restricted_registry(names))

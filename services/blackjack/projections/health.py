@@ -34,6 +34,7 @@ import structlog
 from prometheus_client import Gauge
 from sqlalchemy.exc import SQLAlchemyError
 
+from blackjack.observability.roles import claim
 from blackjack.projections.revision import SchemaMismatch
 from blackjack.projections.settings import DEFAULT_STUCK_AFTER
 from blackjack.projections.split import Behind
@@ -66,6 +67,7 @@ SCHEMA_REVISION = Gauge(
     "values among a deployment's workers are two releases folding at once",
     ["revision"],
 )
+claim("projections", globals())  # served by the processes that run a projection worker only
 
 ERROR_CHARS = 500  # enough to recognise the error; the log has the traceback
 """the error text kept for the log lines (``describe``); never served: ``/readyz`` needs no

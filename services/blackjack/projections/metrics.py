@@ -8,6 +8,7 @@ from __future__ import annotations
 from prometheus_client import Counter, Gauge
 
 from blackjack.domain.rules import PRESETS
+from blackjack.observability.roles import claim
 from blackjack.projections.health import FoldHealth
 from blackjack.projections.split import Behind
 from blackjack.projections.writer import BatchResult
@@ -86,6 +87,7 @@ SPLIT_MISSING = Gauge(
     "present only while reported",
     ["topic", "partition"],
 )
+claim("projections", globals())  # served by the processes that run a projection worker only
 
 
 def group_checked(health: FoldHealth, reported: list[Behind], others: int = 0) -> None:

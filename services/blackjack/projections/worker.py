@@ -29,7 +29,7 @@ from blackjack.bus.codecs import require_codecs
 from blackjack.bus.header_names import read_header_names_not_utf8
 from blackjack.bus.reachable import wait_for_brokers
 from blackjack.observability.logging import faststream_logger
-from blackjack.observability.roles import declare_role
+from blackjack.observability.roles import RoleView, declare_role
 from blackjack.projections.batches import _Folder
 from blackjack.projections.health import SCHEMA_REVISION, FoldHealth, probes
 from blackjack.projections.metrics import store_answered, store_failed
@@ -230,7 +230,11 @@ def http_app(store: ProjectionStore, health: FoldHealth, tokens: ApiTokens = OPE
     return query_api(
         store,
         # prometheus-client's app answers the metrics at any path and to any method
-        fallback=probes(health, only_at("/metrics", make_asgi_app())),
+        fallback=probes(
+            health,
+            # the worker's own families (and the process's), not the handler's it imports
+            only_at("/metrics", make_asgi_app(RoleView(("projections",)))),  # type: ignore[arg-type]
+        ),
         tokens=tokens,
         ready=lambda: not health.starting,
     )
