@@ -5,11 +5,17 @@ folded. No handler writes one; anyone who may write to the topic can."""
 
 from __future__ import annotations
 
+import json
+import subprocess
+import sys
+from pathlib import Path
+
 import pytest
 from prometheus_client import REGISTRY
 from structlog.testing import capture_logs
 
 from blackjack.audit.audit import run_audit
+from blackjack.bus.header_names import record_sha256
 from blackjack.messages import wire
 from blackjack.messages.sealing import ShoeSeal
 from blackjack.projections import schema
@@ -19,11 +25,13 @@ from blackjack.projections.writer import Position, ProjectionWriter, Record
 
 pytest.register_assert_rewrite("tests.integration.conftest_projections")
 from tests.integration.conftest_projections import (  # noqa: E402
+    SHOE_KEY,
     EventsTopic,
     StoreFactory,
     play_tables,
     publish,
     to_wire,
+    worker_env,
 )
 from tests.integration.header_bytes import (  # noqa: E402
     JUNK,
@@ -42,11 +50,14 @@ UNREADABLE = "blackjack_projection_unreadable_records_total"
 
 
 async def junk_among_events(
-    topic: EventsTopic, seal: ShoeSeal, monkeypatch: pytest.MonkeyPatch
+    topic: EventsTopic,
+    seal: ShoeSeal,
+    monkeypatch: pytest.MonkeyPatch,
+    sent_junk: list[Sent] | None = None,
 ) -> tuple[Position, int, int]:
     """Half the table's events, then the rest in one producer batch with a record whose header
     name is not UTF-8 (a copy of an event: never folded) among them; the table's partition,
-    that record's offset and the end of the partition."""
+    that record's offset and the end of the partition (the junk as sent in ``sent_junk``)."""
     write_raw_header_names(monkeypatch)
     envelopes = to_wire(LOG.envelopes, seal)
     half = len(envelopes) // 2
@@ -58,6 +69,8 @@ async def junk_among_events(
 
     rest = [sent(e) for e in envelopes[half:]]
     junk = (rest[1][0], rest[1][1], [*rest[1][2], *JUNK])
+    if sent_junk is not None:
+        sent_junk.append(junk)
     offsets = await send_one_batch(topic.bootstrap, key[0], key[1], [rest[0], junk, *rest[1:]])
     return key, offsets[1], offsets[-1] + 1
 
@@ -101,10 +114,89 @@ async def test_the_audit_reports_it_as_a_finding_and_a_rebuild_names_it(
     assert [(r.topic, r.partition, r.offset) for r in unreadable] == [(*key, junk)]
 
     report = await run_audit(live, await stores.store(), events_topic.bootstrap, key[0], shoe_seal)
-    assert report.unreadable == [(*key, junk)]
+    assert [(r.topic, r.partition, r.offset) for r in report.unreadable] == [(*key, junk)]
     assert report.positions == {key: end}  # the live store stepped over it too
     assert report.events == len(LOG.envelopes)
     assert report.differences == [] and report.violations == [] and report.findings == []
     assert not report.ok
     rendered = report.render()
     assert f"{key[0]}[{key[1]}] offset {junk}" in rendered and "AUDIT FAILED" in rendered
+
+
+def blackjack(*args: str, env: dict[str, str]) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(
+        [sys.executable, "-m", "blackjack.cli", *args],
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=300,
+        check=False,
+    )
+
+
+def acknowledgment(where: tuple[str, int, int], sha256: str) -> dict[str, object]:
+    topic, partition, offset = where
+    return {
+        "topic": topic,
+        "partition": partition,
+        "offset": offset,
+        "sha256": sha256,
+        "by": "ops-jane",
+        "date": "2026-12-03",
+        "reason": "INC-4711: a test producer wrote to the live topic",
+    }
+
+
+async def test_an_operator_acknowledges_that_record_and_the_audit_passes_on_it_alone(
+    events_topic: EventsTopic,
+    stores: StoreFactory,
+    shoe_seal: ShoeSeal,
+    monkeypatch: pytest.MonkeyPatch,
+    tmp_path: Path,
+) -> None:
+    """Before, every audit failed for good once such a record lay below the live positions,
+    and nothing could acknowledge it. ``blackjack audit --acknowledged FILE`` takes the record
+    by topic, partition, offset and the SHA-256 of its key, value and headers as written (the
+    audit prints it): acknowledged, the audit passes and says by whom, when and why; a wrong
+    digest (another record at that place) is not accepted, and an acknowledgment of a place
+    where no such record is fails nothing but is named."""
+    sent: list[Sent] = []
+    key, junk, end = await junk_among_events(events_topic, shoe_seal, monkeypatch, sent)
+    [(junk_key, junk_value, junk_headers)] = sent
+    digest = record_sha256(junk_key, junk_value, junk_headers)
+    url = await stores.url()
+    await rebuild(ProjectionWriter(await stores.store(url)), events_topic.bootstrap, key[0])
+    env = worker_env(events_topic, url, BLACKJACK_SHOE_KEY=SHOE_KEY)
+    where = (*key, junk)
+
+    failed = blackjack("audit", env=env)
+    assert failed.returncode == 1, failed.stderr
+    assert f"{key[0]}[{key[1]}] offset {junk} sha256 {digest}" in failed.stdout
+    assert "AUDIT FAILED" in failed.stdout
+
+    right = tmp_path / "acknowledged.json"
+    elsewhere = acknowledgment((key[0], key[1], end + 7), "0" * 64)
+    right.write_text(json.dumps({"acknowledged": [acknowledgment(where, digest), elsewhere]}))
+    passed = blackjack("audit", "--acknowledged", str(right), env=env)
+    assert passed.returncode == 0, passed.stdout + passed.stderr
+    assert "0 finding(s), 1 acknowledged" in passed.stdout
+    assert (
+        f"offset {junk} sha256 {digest}: acknowledged by ops-jane on 2026-12-03: INC-4711"
+        in passed.stdout
+    )
+    assert f"no such record was stepped over: {key[0]}[{key[1]}] offset {end + 7}" in (
+        passed.stdout
+    )
+    assert "AUDIT PASSED" in passed.stdout
+
+    wrong = tmp_path / "wrong.json"
+    wrong.write_text(json.dumps({"acknowledged": [acknowledgment(where, "f" * 64)]}))
+    refused = blackjack("audit", "--acknowledged", str(wrong), env=env)
+    assert refused.returncode == 1, refused.stderr
+    assert f"names this position with sha256 {'f' * 64}: another record" in refused.stdout
+    assert "1 finding(s)" in refused.stdout and "AUDIT FAILED" in refused.stdout
+
+    unsigned = tmp_path / "unsigned.json"
+    unsigned.write_text(json.dumps({"acknowledged": [{**acknowledgment(where, digest), "by": ""}]}))
+    bad = blackjack("audit", "--acknowledged", str(unsigned), env=env)
+    assert bad.returncode == 2 and "acknowledged.0.by" in bad.stderr, bad.stderr

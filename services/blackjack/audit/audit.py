@@ -16,12 +16,14 @@ Every difference, violation and finding is reported; any one makes the audit fai
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
 from sqlalchemy import select
 from sqlalchemy.ext.asyncio import AsyncConnection
 
+from blackjack.audit.acknowledged import Acknowledgment, UnreadableRecord, match
 from blackjack.audit.replay import replay_stream
 from blackjack.audit.replayed import Finding, StreamReplay
 from blackjack.audit.transfers import Reconciled, reconcile
@@ -78,9 +80,12 @@ class AuditReport:
     foreign: list[tuple[str, int, int]] = field(default_factory=list)
     """records the service did not write (topic, partition, offset), stepped over by the
     rebuild as the live store was (docs/operations.md, "A stuck projection worker")"""
-    unreadable: list[tuple[str, int, int]] = field(default_factory=list)
-    """records with a header name that is not UTF-8 (topic, partition, offset): stepped over
-    unread by the rebuild as by the live worker, and findings: what they hold is not audited"""
+    unreadable: list[UnreadableRecord] = field(default_factory=list)
+    """records with a header name that is not UTF-8: stepped over unread by the rebuild as by
+    the live worker, and findings (what they hold is not audited) unless an operator has
+    acknowledged them (``audit.acknowledged``)"""
+    acknowledged_elsewhere: list[Acknowledgment] = field(default_factory=list)
+    """acknowledgments that match no record the rebuild stepped over (reported, not failed)"""
     events: int = 0
     differences: list[Difference] = field(default_factory=list)
     violations: list[str] = field(default_factory=list)
@@ -100,13 +105,39 @@ class AuditReport:
             or self.violations
             or self.findings
             or self.transfers.findings
-            or self.unreadable
+            or self.unacknowledged
         )
+
+    @property
+    def unacknowledged(self) -> list[UnreadableRecord]:
+        return [r for r in self.unreadable if r.acknowledged is None]
 
     @property
     def complete(self) -> bool:
         """Every stream was replayed to its end (none stopped at a shoe it could not open)."""
         return all(r.stopped is None for r in self.replays)
+
+    def _unreadable_lines(self) -> list[str]:
+        findings = self.unacknowledged
+        acknowledged = [r for r in self.unreadable if r.acknowledged is not None]
+        lines = [
+            f"\nRecords no reader can read (a header name that is not UTF-8, stepped over "
+            f"unread, as in the live store): {len(findings)} finding(s)"
+            + (f", {len(acknowledged)} acknowledged" if acknowledged else "")
+        ]
+        lines += [f"  {r}" for r in findings]
+        if findings:
+            lines.append(
+                "  (once looked at, acknowledge one by its topic, partition, offset and sha256: "
+                "blackjack audit --acknowledged FILE, docs/operations.md)"
+            )
+        lines += [f"  {r}" for r in acknowledged]
+        lines += [
+            f"  Note: acknowledged, but no such record was stepped over: {a.topic}"
+            f"[{a.partition}] offset {a.offset} sha256 {a.sha256} ({a})"
+            for a in self.acknowledged_elsewhere
+        ]
+        return lines
 
     def render(self) -> str:
         rounds = sum(len(r.rounds) for r in self.replays)
@@ -133,12 +164,8 @@ class AuditReport:
                 f"Note: {len(self.foreign)} record(s) not written by the service (no ce_type "
                 f"header, not an event), stepped over as in the live store: {where}"
             )
-        if self.unreadable:
-            lines.append(
-                f"\nRecords no reader can read (a header name that is not UTF-8, stepped over "
-                f"unread, as in the live store): {len(self.unreadable)} finding(s)"
-            )
-            lines += [f"  {t}[{p}] offset {o}" for t, p, o in self.unreadable]
+        if self.unreadable or self.acknowledged_elsewhere:
+            lines += self._unreadable_lines()
         lines.append(f"\nRebuild from offset 0 vs live: {len(self.differences)} difference(s)")
         lines += [f"  {d}" for d in self.differences]
         lines.append(f"\nMoney conservation: {len(self.violations)} violation(s)")
@@ -183,7 +210,10 @@ async def run_audit(
     seal: ShoeSeal | None = None,
     *,
     security: KafkaSecurity = PLAINTEXT,
+    acknowledged: Sequence[Acknowledgment] = (),
 ) -> AuditReport:
+    """``acknowledged``: records no reader can read that an operator has acknowledged (a
+    finding only when none of them names the record, by its digest too)."""
     report = AuditReport(topic)
     async with live.reading() as connection:
         report.positions = await read_positions(connection, topic)
@@ -204,7 +234,9 @@ async def run_audit(
         unreadable=unreadable,
     )
     report.foreign = [(r.topic, r.partition, r.offset) for r in foreign]
-    report.unreadable = [(r.topic, r.partition, r.offset) for r in unreadable]
+    report.unreadable, report.acknowledged_elsewhere = match(
+        ((r.topic, r.partition, r.offset, r.sha256 or "") for r in unreadable), acknowledged
+    )
     report.pending, partitions = await _pending(bootstrap, topic, report.positions, security)
     # Events past the live positions: a movement's cause may be among them (lag, not a finding).
     behind = {partition for (_, partition), count in report.pending.items() if count}

@@ -25,7 +25,7 @@ from sqlalchemy.dialects.postgresql import insert as postgresql_insert
 from sqlalchemy.dialects.sqlite import insert as sqlite_insert
 from sqlalchemy.ext.asyncio import AsyncConnection
 
-from blackjack.bus.header_names import header_name_not_utf8
+from blackjack.bus.header_names import header_name_not_utf8, record_sha256
 from blackjack.domain import events as ev
 from blackjack.domain.wallet import is_wallet_stream
 from blackjack.messages import wire
@@ -73,16 +73,23 @@ class Record:
     unreadable: bool = False
     """a header name of it is not UTF-8 (``bus.header_names``; none of the service's records
     has one): what it holds is not read, it is stepped over (``BatchResult.unreadable``)"""
+    sha256: str | None = None
+    """an unreadable record's digest (``record_sha256``): how an operator names it to
+    acknowledge it (``audit.acknowledged``); None for every other record"""
 
     @classmethod
     def of(cls, record: KafkaRecord) -> Record:
+        unreadable = header_name_not_utf8(record.headers)
         return cls(
             record.topic,
             record.partition,
             record.offset,
             record.value or b"",
             record.key,
-            unreadable=header_name_not_utf8(record.headers),
+            unreadable=unreadable,
+            sha256=(
+                record_sha256(record.key, record.value, record.headers) if unreadable else None
+            ),
         )
 
     @property
