@@ -44,13 +44,23 @@ from typing import Any
 import h11
 import structlog
 import uvicorn
+from prometheus_client import Counter
 from uvicorn.protocols.http.h11_impl import H11Protocol
 
 from blackjack.configuration import ConfigurationError
-from blackjack.observability.metrics import HTTP_CONNECTIONS_REFUSED as CONNECTIONS_REFUSED
 from blackjack.stopping import STOP_SIGNALS, on_stop_signal
 
 log = structlog.get_logger("blackjack.http")
+
+# Not claimed by a role: every process that serves HTTP (a handler's, a projection worker's
+# query API) counts its own refusals on its own /metrics.
+CONNECTIONS_REFUSED = Counter(
+    "blackjack_http_connections_refused_total",
+    "HTTP connections ended past BLACKJACK_HTTP_MAX_CONNECTIONS (blackjack.http_server), by "
+    "how: idle_closed (the oldest idle one, to make room for a new one), busy (answered 503 "
+    "server_busy: every connection answering a request, and not a probe in their reserve)",
+    ["how"],
+)
 
 HEAD_TIMEOUT_S = 10.0
 """How long a connection may take to send a request's line and headers, from its first byte

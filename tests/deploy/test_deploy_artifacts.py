@@ -953,6 +953,7 @@ async def test_each_pod_serves_its_own_roles_metrics_and_together_every_one_used
     its role's families, the shared ones and the process collector; the pods together still
     serve every family the rules and the dashboard read."""
     import blackjack.api.routes
+    import blackjack.http_server  # (every process serves its HTTP through it)
     import blackjack.observability.metrics
     import blackjack.projections.health
     import blackjack.projections.metrics
@@ -970,8 +971,13 @@ async def test_each_pod_serves_its_own_roles_metrics_and_together_every_one_used
             answer = await http.get(path)
         assert answer.status_code == 200
         served[workload["metadata"]["name"]] = families = _served_families(answer.text)
-        # every process: prometheus-client's process collector (BlackjackProcessRestarting)
-        assert {"process_start_time_seconds", "blackjack_process_role"} <= families
+        # every process: prometheus-client's process collector (BlackjackProcessRestarting),
+        # and its HTTP server's refusals (a worker's query API is what a flood reaches)
+        assert {
+            "process_start_time_seconds",
+            "blackjack_process_role",
+            "blackjack_http_connections_refused",
+        } <= families
         if args.command == "serve":
             assert args.no_projections  # the manifests' handlers
             assert "blackjack_partitions" in families

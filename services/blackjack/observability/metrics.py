@@ -44,13 +44,6 @@ REBUILD_SECONDS = Histogram(
 )
 REBUILD_EVENTS = Counter("blackjack_rebuild_events_total", "Events folded while rebuilding")
 SNAPSHOTS = Counter("blackjack_snapshots_total", "Stream snapshots written")
-HTTP_CONNECTIONS_REFUSED = Counter(
-    "blackjack_http_connections_refused_total",
-    "HTTP connections ended past BLACKJACK_HTTP_MAX_CONNECTIONS (blackjack.http_server), by "
-    "how: idle_closed (the oldest idle one, to make room for a new one), busy (answered 503 "
-    "server_busy: every connection answering a request, and not a probe in their reserve)",
-    ["how"],
-)
 CHECKPOINTS_DISTRUSTED = Counter(
     "blackjack_checkpoints_distrusted_total",
     "Checkpoints a rebuild did not use, by reason (forged: fails authentication; snapshots: "
