@@ -58,7 +58,8 @@ CONNECTIONS_REFUSED = Counter(
     "blackjack_http_connections_refused_total",
     "HTTP connections ended past BLACKJACK_HTTP_MAX_CONNECTIONS (blackjack.http_server), by "
     "how: idle_closed (the oldest idle one, to make room for a new one), busy (answered 503 "
-    "server_busy: every connection answering a request, and not a probe in their reserve)",
+    "server_busy: every connection answering a request, and not a probe in their reserve), "
+    "write_stalled (dropped: the client read none of its answers for 10 s)",
     ["how"],
 )
 
@@ -86,6 +87,9 @@ PROBE_HEAD_TIMEOUT_S = 2.0
 """How long a connection in the probes' reserve may take to send its request: a probe sends
 it at once; an idle connection frees its place within this."""
 BUSY_LOG_EVERY_S = 10.0
+WRITE_STALL_S = 10.0
+"""How long the server's writes to a connection may make no progress (the client reads none
+of its answers) before the connection is dropped with what could not be sent."""
 
 REFUSED = {
     431: ("request_too_large", "the request line or headers are too large"),
@@ -162,7 +166,8 @@ class _BusyLog:
 
 
 _busy_refused = _BusyLog()
-for _how in ("idle_closed", "busy"):  # at 0 from the start: the first is a rate Prometheus sees
+# at 0 from the start: the first is a rate Prometheus sees
+for _how in ("idle_closed", "busy", "write_stalled"):
     CONNECTIONS_REFUSED.labels(_how)
 
 
@@ -203,6 +208,7 @@ class JsonH11Protocol(H11Protocol):
     head_timeout_s = HEAD_TIMEOUT_S
     linger_s = LINGER_S
     probe_reserve = PROBE_RESERVE
+    write_stall_s = WRITE_STALL_S
 
     def __init__(self, *args: Any, **kwargs: Any) -> None:
         super().__init__(*args, **kwargs)
@@ -214,9 +220,16 @@ class JsonH11Protocol(H11Protocol):
         self.limit_concurrency = None  # taken over as connections come (connection_made)
         self._busy = False
         self._idle_since = 0.0
+        self._write_stall: asyncio.TimerHandle | None = None
+        self._unsent = 0
 
     def connection_made(self, transport: asyncio.Transport) -> None:  # type: ignore[override]
         super().connection_made(transport)
+        # Writing pauses as soon as anything waits unsent, so an answer is complete only once
+        # the kernel holds all of it: a connection idle or closed here has nothing left to
+        # send that a client not reading could hold it open with, and one whose writes stall
+        # is dropped (``pause_writing``).
+        transport.set_write_buffer_limits(high=0, low=0)
         self._idle_since = self.loop.time()
         limit = self.max_connections
         if limit is not None:
@@ -276,8 +289,39 @@ class JsonH11Protocol(H11Protocol):
         else:
             self._disarm_head_deadline()
 
+    def pause_writing(self) -> None:
+        super().pause_writing()
+        if self._write_stall is None:
+            self._unsent = self.transport.get_write_buffer_size()
+            self._write_stall = self.loop.call_later(self.write_stall_s, self._writes_stalled)
+
+    def resume_writing(self) -> None:
+        self._disarm_write_stall()
+        super().resume_writing()
+
+    def _disarm_write_stall(self) -> None:
+        if self._write_stall is not None:
+            self._write_stall.cancel()
+            self._write_stall = None
+
+    def _writes_stalled(self) -> None:
+        """``write_stall_s`` since writing paused or last made progress: dropped if the
+        client took nothing of what waits unsent meanwhile (an answer's write waiting for
+        ever held its connection as a request in progress, or, the connection closed,
+        its descriptor)."""
+        self._write_stall = None
+        unsent = self.transport.get_write_buffer_size()
+        if unsent and unsent >= self._unsent:
+            log.info("client reads no answer: connection dropped", client=self.client)
+            _busy_refused(self.client, "write_stalled")
+            self.transport.abort()
+        elif unsent:  # slow, not stalled
+            self._unsent = unsent
+            self._write_stall = self.loop.call_later(self.write_stall_s, self._writes_stalled)
+
     def connection_lost(self, exc: Exception | None) -> None:
         self._disarm_head_deadline()
+        self._disarm_write_stall()
         if self._lingering is not None:
             self._lingering.cancel()
         super().connection_lost(exc)

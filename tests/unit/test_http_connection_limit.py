@@ -10,6 +10,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import json
+import socket
 from collections.abc import AsyncIterator, Iterator
 from pathlib import Path
 from typing import Any
@@ -37,7 +38,8 @@ class _Server(uvicorn.Server):
 
 class Behind:
     """What the query API's fallback is in a worker (the probes: one answer for all here);
-    a request with the query ``slow`` takes until the test releases it."""
+    a request with the query ``slow`` takes until the test releases it, one with ``large``
+    is answered 8 MB (a page of events, the document of a large report)."""
 
     def __init__(self) -> None:
         self.release = asyncio.Event()
@@ -46,6 +48,8 @@ class Behind:
         if scope["query_string"] == b"slow":
             await self.release.wait()
         body = json.dumps({"status": "ok", "path": scope["path"]}).encode()
+        if scope["query_string"] == b"large":
+            body = json.dumps({"status": "ok", "path": scope["path"], "pad": "x" * 2**23}).encode()
         headers = [(b"content-type", b"application/json"), (b"content-length", b"%d" % len(body))]
         await send({"type": "http.response.start", "status": 200, "headers": headers})
         await send({"type": "http.response.body", "body": body})
@@ -199,3 +203,37 @@ def test_the_setting() -> None:
             max_connections({"BLACKJACK_HTTP_MAX_CONNECTIONS": wrong})
     config = http_config(Behind(), "127.0.0.1", 0)
     assert config.limit_concurrency == 256
+
+
+async def _not_reading(port: int, requests: int) -> Streams:
+    """A connection that sends ``requests`` pipelined requests for a large answer and reads
+    none of them (its receive buffer small, so the server's writes stall soon)."""
+    sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
+    sock.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, 4096)
+    sock.setblocking(False)
+    await asyncio.get_running_loop().sock_connect(sock, ("127.0.0.1", port))
+    reader, writer = await asyncio.open_connection(sock=sock)
+    writer.write(b"GET /healthz?large HTTP/1.1\r\nhost: x\r\n\r\n" * requests)
+    return reader, writer
+
+
+async def test_a_client_that_reads_no_answer_is_closed_once_its_writes_stall(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A client that sends requests (pipelined, or one with a large answer) and never reads
+    the answers: once the server's writes to it make no progress for ``write_stall_s``, the
+    connection is dropped with what it could not send. Before, the answer's write waited
+    for ever, the request counted as in progress: LIMIT such connections (one client, no
+    token) held the API at 503 server_busy and their descriptors for as long as they liked,
+    and one closed with answers unsent (evicted idle, or uvicorn's keep-alive timeout) kept
+    its descriptor, no longer counted against the limit."""
+    monkeypatch.setattr(JsonH11Protocol, "write_stall_s", 0.5, raising=False)
+    async with served(tmp_path, Behind()) as (port, server):
+        stalled = [await _not_reading(port, 2) for _ in range(LIMIT)]
+        try:
+            await held(server, 0)  # each dropped: its answers unread
+            status, _, body = await ask(port, "/v1/openapi.json")
+            assert status == 200, body
+        finally:
+            for _, writer in stalled:
+                writer.transport.abort()
