@@ -253,16 +253,20 @@ class JsonH11Protocol(H11Protocol):
             and (self.cycle is None or self.cycle.response_complete)
         )
 
+    def _lingers(self) -> bool:
+        """Answered and ended, reading what its client still sends (``_end``)."""
+        return not self.transport.is_closing() and self._lingering is not None
+
     def _make_room(self) -> bool:
-        """Closes the connection idle the longest, if any (the new one is not idle yet)."""
-        idle = [
-            c
-            for c in self.connections
-            if c is not self and isinstance(c, JsonH11Protocol) and c._idle()
-        ]
-        if not idle:
+        """Closes a connection that lingers (answered already: the one ended the longest
+        ago), else the one idle the longest, if any (the new one is neither yet). A lingering
+        connection counts against the limit like any other: left to its ``linger_s``, a
+        client ending one that way every ``linger_s`` held all of them."""
+        others = [c for c in self.connections if c is not self and isinstance(c, JsonH11Protocol)]
+        candidates = [c for c in others if c._lingers()] or [c for c in others if c._idle()]
+        if not candidates:
             return False
-        oldest = min(idle, key=lambda c: c._idle_since)
+        oldest = min(candidates, key=lambda c: c._idle_since)
         oldest._close_busy(b"", "idle_closed")
         return True
 
@@ -270,6 +274,8 @@ class JsonH11Protocol(H11Protocol):
         """Closed at once, not lingering: a flood's connections keep no descriptor here."""
         self._busy = True
         self._disarm_head_deadline()
+        if self._lingering is not None:
+            self._lingering.cancel()
         if self.timeout_keep_alive_task is not None:
             self.timeout_keep_alive_task.cancel()
             self.timeout_keep_alive_task = None
@@ -359,6 +365,7 @@ class JsonH11Protocol(H11Protocol):
             self.transport.close()
             return
         self.transport.write_eof()
+        self._idle_since = self.loop.time()
         self._lingering = self.loop.call_later(self.linger_s, self.transport.close)
 
     def _arm_head_deadline(self) -> None:

@@ -237,3 +237,31 @@ async def test_a_client_that_reads_no_answer_is_closed_once_its_writes_stall(
         finally:
             for _, writer in stalled:
                 writer.transport.abort()
+
+
+async def test_connections_refused_and_lingering_make_room(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A connection the server refused (a request it cannot read: 400, and the like) stays a
+    moment to read and drop what its client still sends (``linger_s``); past the limit it
+    makes room like an idle one, first. Before, it counted and could not be closed: LIMIT
+    connections sending a bad request every ``linger_s`` (one client, no token) held the
+    API at 503 server_busy."""
+    monkeypatch.setattr(JsonH11Protocol, "linger_s", 60.0)
+    async with served(tmp_path, Behind()) as (port, _server):
+        refused = []
+        for _ in range(LIMIT):
+            reader, writer = await asyncio.open_connection("127.0.0.1", port)
+            writer.write(b"GET / HTTP/1.1\r\nno colon here\r\n\r\n")
+            async with asyncio.timeout(WAIT_S):
+                assert (await reader.readuntil(b"\r\n\r\n")).startswith(b"HTTP/1.1 400 ")
+            refused.append((reader, writer))
+        try:
+            status, _, body = await ask(port, "/v1/openapi.json")
+            assert status == 200, body
+            async with asyncio.timeout(WAIT_S):
+                await refused[0][0].read()  # the rest of its answer, then the end:
+            assert refused[0][0].at_eof()  # the oldest made room, not 60 s later
+        finally:
+            for _, writer in refused:
+                writer.close()
