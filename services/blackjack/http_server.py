@@ -225,10 +225,11 @@ class JsonH11Protocol(H11Protocol):
 
     def connection_made(self, transport: asyncio.Transport) -> None:  # type: ignore[override]
         super().connection_made(transport)
-        # Writing pauses as soon as anything waits unsent, so an answer is complete only once
-        # the kernel holds all of it: a connection idle or closed here has nothing left to
-        # send that a client not reading could hold it open with, and one whose writes stall
-        # is dropped (``pause_writing``).
+        # Writing pauses as soon as anything waits unsent (the kernel's buffer full: the
+        # client reads slowly or not at all), which arms the stall timer (``pause_writing``):
+        # a connection whose writes make no progress is dropped, whether an answer is still
+        # being written (uvicorn waits before its next write), written whole (complete for
+        # uvicorn, the connection idle) or the connection closed (``_close``).
         transport.set_write_buffer_limits(high=0, low=0)
         self._idle_since = self.loop.time()
         limit = self.max_connections
@@ -282,7 +283,22 @@ class JsonH11Protocol(H11Protocol):
         _busy_refused(self.client, how)
         if last:
             self.transport.write(last)
-        self.transport.close()
+        self._close()
+
+    def _close(self) -> None:
+        """Closes the connection; at once, without what it could not send, when its client
+        has not read the answers already written (closed gracefully, it would wait for them
+        to go, its descriptor held until ``write_stall_s`` and no longer counted)."""
+        if self.transport.get_write_buffer_size():
+            self.transport.abort()
+        else:
+            self.transport.close()
+
+    def timeout_keep_alive_handler(self) -> None:
+        """uvicorn's keep-alive timeout, closing as ``_close`` does."""
+        if not self.transport.is_closing():
+            self.conn.send(h11.ConnectionClosed())
+            self._close()
 
     def data_received(self, data: bytes) -> None:
         if self._lingering is not None or self._busy:  # answered already: dropped
@@ -366,7 +382,7 @@ class JsonH11Protocol(H11Protocol):
             return
         self.transport.write_eof()
         self._idle_since = self.loop.time()
-        self._lingering = self.loop.call_later(self.linger_s, self.transport.close)
+        self._lingering = self.loop.call_later(self.linger_s, self._close)
 
     def _arm_head_deadline(self) -> None:
         if self._head_deadline is None:

@@ -265,3 +265,34 @@ async def test_connections_refused_and_lingering_make_room(
         finally:
             for _, writer in refused:
                 writer.close()
+
+
+async def test_a_connection_closed_with_its_answer_unread_keeps_no_descriptor(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """An answer written whole is complete for uvicorn while the client has read none of it:
+    the connection is idle, and closed to make room (or by the keep-alive timeout) it waited
+    for its unsent bytes to go, its descriptor held and no longer counted against the limit
+    (a client that asks for a large answer and reads nothing on connection after connection
+    held as many as it opened). It is dropped at once with what it could not send."""
+    monkeypatch.setattr(JsonH11Protocol, "write_stall_s", 60.0, raising=False)
+    async with served(tmp_path, Behind()) as (port, server):
+        (unread,) = [await _not_reading(port, 1)]
+        try:
+            async with asyncio.timeout(WAIT_S):  # its answer complete, sitting unsent
+                while not any(
+                    isinstance(c, JsonH11Protocol)
+                    and c.transport.get_write_buffer_size()
+                    and c.cycle is not None
+                    and c.cycle.response_complete
+                    for c in server.server_state.connections
+                ):
+                    await asyncio.sleep(0.01)
+            newer = [await asyncio.open_connection("127.0.0.1", port) for _ in range(LIMIT)]
+            try:
+                await held(server, LIMIT)  # the unread one gone, not only closing
+            finally:
+                for _, writer in newer:
+                    writer.close()
+        finally:
+            unread[1].transport.abort()
