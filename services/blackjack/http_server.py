@@ -157,7 +157,8 @@ class _BusyLog:
             self.unlogged += 1
             return
         log.warning(
-            "HTTP connections past the limit: the oldest idle closed, or 503 server_busy",
+            "HTTP connections ended: past the limit (the oldest idle closed, or 503 "
+            "server_busy), or reading no answer (write_stalled)",
             client=client,
             how=how,
             not_logged_since_last=self.unlogged,
@@ -334,7 +335,6 @@ class JsonH11Protocol(H11Protocol):
         self._write_stall = None
         unsent = self.transport.get_write_buffer_size()
         if unsent and unsent >= self._unsent:
-            log.info("client reads no answer: connection dropped", client=self.client)
             _busy_refused(self.client, "write_stalled")
             self.transport.abort()
         elif unsent:  # slow, not stalled
