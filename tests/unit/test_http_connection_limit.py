@@ -56,11 +56,11 @@ class Behind:
 
 
 @contextlib.asynccontextmanager
-async def served(tmp_path: Path, behind: Behind) -> AsyncIterator[tuple[int, _Server]]:
+async def served(tmp_path: Path, behind: Behind, **more: Any) -> AsyncIterator[tuple[int, _Server]]:
     store = ProjectionStore(f"sqlite+aiosqlite:///{tmp_path}/read.db")
     port = infra.free_port()
     app = query_api(store, fallback=behind)
-    options: dict[str, Any] = {"lifespan": "off", "log_level": "critical"}
+    options: dict[str, Any] = {"lifespan": "off", "log_level": "critical", **more}
     config = http_config(app, "127.0.0.1", port, limit_concurrency=LIMIT, **options)
     assert config.http is JsonH11Protocol
     server = _Server(config)
@@ -294,5 +294,20 @@ async def test_a_connection_closed_with_its_answer_unread_keeps_no_descriptor(
             finally:
                 for _, writer in newer:
                     writer.close()
+        finally:
+            unread[1].transport.abort()
+
+
+async def test_the_keep_alive_timeout_drops_a_connection_whose_answer_is_unread(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """uvicorn's keep-alive timeout closes an idle connection gracefully: one whose client
+    read none of its answer waited for it to go (its descriptor held, uncounted); it is
+    dropped at the timeout instead."""
+    monkeypatch.setattr(JsonH11Protocol, "write_stall_s", 60.0, raising=False)
+    async with served(tmp_path, Behind(), timeout_keep_alive=1) as (port, server):
+        unread = await _not_reading(port, 1)
+        try:
+            await held(server, 0)  # within the keep-alive timeout (1 s), not 60 s
         finally:
             unread[1].transport.abort()
