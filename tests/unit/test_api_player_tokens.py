@@ -200,7 +200,13 @@ async def test_a_player_s_token_reads_only_that_player_s_resources(
         answer = await ask(api, path, ann)
         assert answer.status_code == 403, (path, answer.text)
         assert answer.json()["error"]["code"] == "forbidden"
-    assert (await ask(api, "/v1/nowhere", ann)).status_code == 404
+    # refused by default: a path no rule gives players (one added later, or none at all) is
+    # the back office's; the operator's token gets the 404
+    for path in ("/v1/nowhere", "/v1/players", "/v1/streams/wallet:ann", "/v1/reports/later"):
+        answer = await ask(api, path, ann)
+        assert answer.status_code == 403, (path, answer.text)
+        assert answer.json()["error"]["code"] == "forbidden"
+        assert (await ask(api, path, OPERATOR_TOKEN)).status_code == 404
     # the operator's token reads them all (here: nothing there)
     for path in ("/v1/players/bob/wallet", "/v1/rounds/t-1:1", "/v1/interrupted-rounds"):
         assert (await ask(api, path, OPERATOR_TOKEN)).status_code in (200, 404)

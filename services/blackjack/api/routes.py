@@ -184,17 +184,14 @@ class QueryApi:
         raise ApiError(404, "not_found", f"no such resource: {scope['path']}")
 
 
-OPERATORS_ONLY = (["rounds", "*"], ["tables", "*"], ["interrupted-rounds"], ["reports", "games"])
-"""Resources of every player (a round in full, a table with each player's money, the
-interrupted rounds, the reports): the back office's, none of a player's token."""
-
-
 def authorize(principal: Principal, parts: list[str]) -> None:
     """403 ``forbidden`` unless ``principal`` may read the resource at ``parts``: an operator
     everything; a player ``/players/{their id}/...`` (their wallet, history, the rounds they
-    played and the tables they sit at, each as they may see it) and their wallet's stream.
-    A table's stream is refused them: its events carry every player's balances, which the
-    table shows no one. A path that names no resource is left to the 404."""
+    played and the tables they sit at, each as they may see it) and their wallet's stream,
+    nothing else. A table's stream is refused them: its events carry every player's
+    balances, which the table shows no one. Refused by default, so that a resource added
+    later is the back office's until it is given to players here (a path that names nothing
+    is refused a player too: which paths exist is no business of a player's client)."""
     if isinstance(principal, Operator):
         return
     me = principal.player_id
@@ -209,17 +206,11 @@ def authorize(principal: Principal, parts: list[str]) -> None:
             if stream_id == wallet_stream(me):
                 return
             raise ApiError(403, "forbidden", "a player's token reads its own wallet's stream only")
-    if any(_matches(pattern, parts) for pattern in OPERATORS_ONLY):
-        raise ApiError(
-            403,
-            "forbidden",
-            "an operator's resource: a player's token reads /v1/players/{its player}/...",
-        )
-
-
-def _matches(pattern: list[str], parts: list[str]) -> bool:
-    return len(pattern) == len(parts) and all(
-        p == part or (p == "*" and part) for p, part in zip(pattern, parts, strict=True)
+    raise ApiError(
+        403,
+        "forbidden",
+        "an operator's resource: a player's token reads /v1/players/{its player}/... and "
+        "/v1/streams/wallet:{its player}/events only",
     )
 
 
