@@ -48,6 +48,7 @@ class Harness:
         command: object,
         command_id: str | None = None,
         sent_at: datetime | None = None,
+        received_at: datetime | None = None,
     ) -> CommandResult:
         self.offset += 1
         envelope = CommandEnvelope(
@@ -57,7 +58,7 @@ class Harness:
             command=command,
         )
         value = envelope.model_dump_json().encode()
-        inbound = Inbound(stream.encode(), value, [], 0, self.offset)
+        inbound = Inbound(stream.encode(), value, [], 0, self.offset, received_at=received_at)
         handled = self.processor.handle(self.store, inbound, self.now)
         self.handled.append(handled)
         [result] = [
@@ -190,6 +191,25 @@ def test_a_sent_at_ahead_of_the_service_s_clock_is_malformed_and_not_remembered(
     assert code(refused) == "malformed" and WALLET not in h.store.streams
     # sent again with its clock right: handled
     assert h.send(WALLET, deposit(), "pay-1", sent_at=START).status == "accepted"
+
+
+def test_a_broker_clock_ahead_of_the_handler_s_lets_no_copy_through() -> None:
+    """An id is kept by the handler's clock (its event's time), so ``sent_at`` is bounded by
+    that clock too, not by the broker's stamp. A platform and a broker 10 minutes ahead of
+    the handler: the deposit, then its copy 7 days and 6 minutes later by the handler's
+    clock (before: both taken, the id let go at 7 days 5 minutes while the copy's sent_at
+    was not yet 7 days old: credited twice)."""
+    h = Harness()
+    skew = timedelta(minutes=10)
+    h.send(WALLET, deposit(), "pay-0", sent_at=START)  # the wallet, 100
+    first = h.send(WALLET, deposit(), "pay-1", sent_at=START + skew, received_at=START + skew)
+    h.other_commands()
+    h.now = START + platform_money.kept_for(RETENTION) + timedelta(minutes=1)
+    h.send(WALLET, deposit(), "pay-1", sent_at=START + skew, received_at=h.now + skew)
+    assert h.wallet().balance == 200  # pay-1 credited once
+    assert code(first) == "malformed"  # ahead of the clock that keeps the ids
+    assert first.rejection is not None
+    assert "ahead of the service's clock" in first.rejection.message
 
 
 def test_ids_older_than_the_retention_are_let_go_and_their_copies_refused_expired() -> None:

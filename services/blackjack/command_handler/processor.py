@@ -396,16 +396,20 @@ def _late_platform_money(  # noqa: PLR0917
     """A platform money command issued longer ago than the retention (``transfer_expired``),
     or a copy of one its stream accepted whose answer has left the window
     (``already_applied``): ``domain.platform_money``. The stream's last event's time
-    counts as the clock if it is later (another handler's clock may have run ahead)."""
+    counts as the clock if it is later (another handler's clock may have run ahead).
+    ``sent_at`` may be ahead of this handler's clock, never of the broker's stamp only: the
+    id is kept by the time of its event, this clock's (a broker ahead of the handler by more
+    than ``SENT_AHEAD`` let a copy through once its id was let go)."""
     if not platform_money.is_platform_money(envelope.command, signed):
         return None
     touched = stream.touched_at
     latest = now if touched is None else max(now, touched)
+    arrived = now if inbound.received_at is None else min(inbound.received_at, now)
     return platform_money.check(
         stream.money,
         envelope.command_id,
         envelope.sent_at,
         latest,
-        inbound.received_at or now,
+        arrived,
         store.money_retention,
     )

@@ -107,7 +107,9 @@ def check(  # noqa: PLR0917
 
     ``now`` is the latest of the handler's clock and the stream's last event (another
     handler's clock may have run ahead, and forgotten ids by it); ``arrived_at`` when the
-    command reached the service. Without ``sent_at`` the command is taken as issued when it
+    command reached the service, by the clock that times the event an acceptance writes
+    (the id is kept by that time: a ``sent_at`` ahead of it by more than ``SENT_AHEAD``
+    could outlive it). Without ``sent_at`` the command is taken as issued when it
     arrived (the contract: a platform that may retry later than the retention sends it)."""
     if sent_at is not None:
         if sent_at > arrived_at + SENT_AHEAD:
