@@ -15,7 +15,9 @@ resend, as long as the stream has not handled ``BLACKJACK_DEDUP_WINDOW`` (1,000)
 commands since: past that the id is forgotten and the resend is a new command, except a
 money command's (``WalletDeposit``, ``WalletWithdraw``, ``Deposit``, ``Withdraw``), refused
 ``already_applied`` for ``BLACKJACK_MONEY_RETENTION_S`` (7 days) and ``transfer_expired``
-after, by the ``sent_at`` the client writes (``domain.platform_money``).
+after, by its ``sent_at`` (``domain.platform_money``): resend it with the first sending's
+``sent_at`` (``send(..., command_id=, sent_at=)``), or a resend later than the retention is a
+new command, taken again.
 """
 
 from __future__ import annotations
@@ -202,13 +204,16 @@ class BlackjackClient:
         *,
         command_id: str | None = None,
         correlation_id: str | None = None,
+        sent_at: datetime | None = None,
     ) -> str:
-        """Send a command; returns its command id (a new UUID unless given)."""
+        """Send a command; returns its command id (a new UUID unless given). A resend gives
+        the first sending's ``command_id`` and ``sent_at`` (default: now), by which a money
+        command's copy is told once its id is let go (``domain.platform_money``)."""
         envelope = CommandEnvelope(
             command_id=command_id or str(uuid.uuid4()),
             stream_id=stream_id,
             correlation_id=correlation_id,
-            sent_at=datetime.now(UTC),
+            sent_at=sent_at or datetime.now(UTC),
             command=command,
         )
         await self.send_envelope(envelope)
@@ -321,11 +326,18 @@ class BlackjackClient:
         command_id: str | None = None,
         correlation_id: str | None = None,
         timeout: float = 10.0,
+        sent_at: datetime | None = None,
     ) -> CommandResult:
-        """Send a command and await the answer to this sending of it."""
+        """Send a command and await the answer to this sending of it (``send``)."""
         command_id = command_id or str(uuid.uuid4())
         earlier = len(self.results_for(command_id, stream_id))
-        await self.send(stream_id, command, command_id=command_id, correlation_id=correlation_id)
+        await self.send(
+            stream_id,
+            command,
+            command_id=command_id,
+            correlation_id=correlation_id,
+            sent_at=sent_at,
+        )
         return await self.result(command_id, timeout, skip=earlier, stream_id=stream_id)
 
     async def events(self, result: CommandResult, timeout: float = 10.0) -> list[WireEnvelope]:

@@ -19,9 +19,10 @@ import math
 import os
 import sys
 import uuid
+from datetime import UTC, datetime
 
 from aiokafka.errors import KafkaError
-from pydantic import TypeAdapter, ValidationError
+from pydantic import AwareDatetime, TypeAdapter, ValidationError
 
 from blackjack.client import BlackjackClient
 from blackjack.domain.commands import TableCommand
@@ -32,6 +33,7 @@ from blackjack.messages.envelope import CommandEnvelope, CommandResult, StreamCo
 from blackjack.messages.wire import WireEnvelope
 
 _COMMAND: TypeAdapter[TableCommand | AnyWalletCommand] = TypeAdapter(StreamCommand)
+_SENT_AT: TypeAdapter[datetime] = TypeAdapter(AwareDatetime)
 
 
 def _send(args: argparse.Namespace) -> int:
@@ -51,6 +53,8 @@ def _send(args: argparse.Namespace) -> int:
     # Chosen here, so that a send whose answer does not come can be retried under the same id
     # (a retry is answered with the first result and does nothing again).
     command_id = args.command_id or str(uuid.uuid4())
+    # Likewise its time: a money command's copy is told by it once its id is let go.
+    sent_at = args.sent_at or datetime.now(UTC)
     try:  # the ids as the service checks them: a bad one is this command line's fault
         CommandEnvelope(command_id=command_id, stream_id=args.stream_id, command=command)
     except ValidationError as error:
@@ -64,6 +68,7 @@ def _send(args: argparse.Namespace) -> int:
                 command,
                 command_id=command_id,
                 timeout=args.timeout,
+                sent_at=sent_at,
             )
             if not args.events:
                 return result, []
@@ -85,7 +90,9 @@ def _send(args: argparse.Namespace) -> int:
     except TimeoutError:
         print(
             f"blackjack send: no result within {args.timeout} s for command {command_id}; "
-            f"it may still be handled: send it again with --command-id {command_id}",
+            f"it may still be handled: send it again with --command-id {command_id} "
+            f"--sent-at {sent_at.isoformat()}; a money command resent without the first "
+            "--sent-at later than the retention (7 days) is taken again",
             file=sys.stderr,
         )
         return 2
@@ -135,6 +142,16 @@ def wait_seconds(text: str) -> float:
     return seconds
 
 
+def sent_at_time(text: str) -> datetime:
+    """``--sent-at``: an RFC 3339 time with its offset, as the envelope's ``sent_at``."""
+    try:
+        return _SENT_AT.validate_python(text)
+    except ValidationError as error:
+        raise argparse.ArgumentTypeError(
+            f"{text!r} is not an RFC 3339 time with its offset: {in_one_line(error)}"
+        ) from error
+
+
 def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     send = sub.add_parser("send", help="send one command (JSON) to a stream, print its result")
     send.add_argument("stream_id", help="the table (or wallet:<player id>) it is for")
@@ -143,6 +160,12 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
         help='the command as JSON, e.g. \'{"type": "Hit", "player_id": "ann", "box": 0}\'',
     )
     send.add_argument("--command-id", help="a retry: the id of the first sending (default: new)")
+    send.add_argument(
+        "--sent-at",
+        type=sent_at_time,
+        help="a retry: the sent_at of the first sending, RFC 3339 with its offset (default: "
+        "now); a money command's copy is told by it once its id is let go",
+    )
     send.add_argument(
         "--timeout", type=wait_seconds, default=10.0, help="seconds to wait for the result"
     )

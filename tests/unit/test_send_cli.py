@@ -15,6 +15,7 @@ from aiokafka.errors import KafkaTimeoutError
 
 from blackjack import client_cli
 from blackjack.client import BlackjackClient
+from blackjack.domain.wallet import WalletDeposit
 from blackjack.messages.envelope import CommandResult
 
 
@@ -51,6 +52,7 @@ def test_an_accepted_command_whose_events_cannot_be_read_is_still_accepted(
         stream_id="t-1",
         command='{"type": "Deposit", "player_id": "ann", "amount": 500}',
         command_id="deposit-1",
+        sent_at=None,
         timeout=2.0,
         events=True,
     )
@@ -95,6 +97,7 @@ def test_a_closed_output_pipe_leaves_the_exit_code_saying_accepted(
             stream_id="t-1",
             command='{"type": "Deposit", "player_id": "ann", "amount": 500}',
             command_id="deposit-2",
+            sent_at=None,
             timeout=2.0,
             events=True,
         )
@@ -125,6 +128,7 @@ def test_an_id_the_service_would_refuse_is_a_one_line_error_before_sending(
         stream_id=stream_id,
         command='{"type": "OpenTable", "variant": "mini-h17"}',
         command_id=command_id,
+        sent_at=None,
         timeout=2.0,
         events=False,
     )
@@ -156,7 +160,7 @@ def test_a_command_naming_a_key_twice_is_refused_before_sending(
     value and sent that command, which the service then accepted."""
     monkeypatch.setattr(BlackjackClient, "start", _never)
     args = argparse.Namespace(
-        stream_id="t-1", command=command, command_id=None, timeout=2.0, events=False
+        stream_id="t-1", command=command, command_id=None, sent_at=None, timeout=2.0, events=False
     )
     assert client_cli._send(args) == 2
     out, err = capsys.readouterr()
@@ -181,3 +185,51 @@ def test_a_timeout_that_is_no_time_to_wait_is_refused_before_sending(
     assert "argument --timeout: " in capsys.readouterr().err
     parsed = build_parser().parse_args([*argv, *where, "--timeout=2.5"])
     assert parsed.timeout == 2.5
+
+
+def test_a_retry_is_sent_with_the_first_sending_s_sent_at(
+    monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """A platform money command's copy is told by its ``sent_at`` once its id is let go
+    (``domain.platform_money``): the retry ``blackjack send`` asks for, after a timeout,
+    carries the first sending's (before: a new one, so a WalletDeposit retried more than
+    the retention after it was taken was credited again)."""
+    sent: list[dict[str, Any]] = []
+
+    async def timed_out(self: BlackjackClient, stream_id: str, command: Any, **kw: Any) -> Any:
+        sent.append(kw)
+        raise TimeoutError
+
+    for name, stand_in in (("start", nothing), ("stop", nothing), ("execute", timed_out)):
+        monkeypatch.setattr(BlackjackClient, name, stand_in)
+    parser = argparse.ArgumentParser()
+    client_cli.register(parser.add_subparsers())
+    deposit = '{"type": "WalletDeposit", "player_id": "ann", "amount": 500}'
+    args = parser.parse_args(["send", "wallet:ann", deposit, "--timeout", "1"])
+    assert client_cli._send(args) == 2
+    first = sent[0]["sent_at"]
+    assert first is not None and first.tzinfo is not None
+    err = capsys.readouterr().err
+    retry = err.split("send it again with ")[1].split(";")[0].split()
+    assert retry == ["--command-id", sent[0]["command_id"], "--sent-at", first.isoformat()]
+    args = parser.parse_args(["send", "wallet:ann", deposit, *retry])
+    assert client_cli._send(args) == 2
+    assert sent[1]["command_id"] == sent[0]["command_id"] and sent[1]["sent_at"] == first
+    bad = ["send", "wallet:ann", deposit, "--sent-at", "2026-12-03T14:35"]  # no offset
+    with pytest.raises(SystemExit):
+        parser.parse_args(bad)
+
+
+async def test_the_client_sends_the_sent_at_it_is_given(monkeypatch: pytest.MonkeyPatch) -> None:
+    envelopes: list[Any] = []
+
+    async def keep(self: BlackjackClient, envelope: Any) -> None:
+        envelopes.append(envelope)
+
+    monkeypatch.setattr(BlackjackClient, "send_envelope", keep)
+    client = BlackjackClient("127.0.0.1:1")
+    first = datetime(2026, 12, 3, 14, 35, tzinfo=UTC)
+    command = WalletDeposit(player_id="ann", amount=500)
+    await client.send("wallet:ann", command, command_id="pay-1", sent_at=first)
+    await client.send("wallet:ann", command, command_id="pay-2")
+    assert envelopes[0].sent_at == first and envelopes[1].sent_at > first
