@@ -39,6 +39,7 @@ from prometheus_client.metrics import MetricWrapperBase
 from prometheus_client.parser import text_string_to_metric_families
 
 import blackjack.app
+import blackjack.http_server  # (every process serves its HTTP, and so its metrics, through it)
 import blackjack.projections.worker
 from blackjack.cli import build_parser
 from blackjack.command_handler import partitions
@@ -953,7 +954,6 @@ async def test_each_pod_serves_its_own_roles_metrics_and_together_every_one_used
     its role's families, the shared ones and the process collector; the pods together still
     serve every family the rules and the dashboard read."""
     import blackjack.api.routes
-    import blackjack.http_server  # (every process serves its HTTP through it)
     import blackjack.observability.metrics
     import blackjack.projections.health
     import blackjack.projections.metrics
