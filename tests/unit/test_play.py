@@ -464,6 +464,24 @@ def test_history_says_when_each_game_cycle_was_played_its_id_its_boxes_and_split
     assert "in play 5.00" in text  # not "wagered 0.00" for the round under way
 
 
+def test_history_shows_what_a_round_in_play_has_paid_so_far() -> None:
+    """Page 003's surrender is paid at once: the round's line holds it before the round ends
+    (the read model's line follows each payment), and the recall said paid "-" until then."""
+    script = Script("surrender", [["TS", "9C", "TD", "6H", "8D", "7C"]])
+    script.do(
+        cmd.PlaceBet(player_id=A, box=0, amount=1000),
+        cmd.PlaceBet(player_id=A, box=1, amount=1000),
+        cmd.Deal(player_id=A),
+        cmd.Surrender(player_id=A, box=0, hand=0),  # 16 against a ten: half back, at once
+    )
+    table = folded(script)
+    assert table.rounds[1].status == "playing"
+    for width in (180, 80):
+        console = Console(width=width, record=True, color_system=None)
+        console.print(history_screen(table, A, 10))
+        assert "5.00 so far" in console.export_text(), width
+
+
 def test_history_at_80_columns_keeps_each_cycle_s_date_and_each_hand_on_a_line() -> None:
     """``history`` at an 80-column terminal squeezed the table's seven columns to 9 each:
     the date was cut to "2026-03-…" (GLI-19's recall gives each game's date and time), and a

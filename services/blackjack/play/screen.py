@@ -675,11 +675,16 @@ def history_screen(table: StreamProjection, player_id: str, rounds: int) -> Rend
                 Text("\n").join(lines) or Text("no hand dealt", style="dim"),
                 cards(record.dealer.cards) if record else Text("-"),
                 money(line.wagered, currency) if finished else f"in play {_held(boxes, currency)}",
-                money(line.paid, currency) if finished else "-",
+                money(line.paid, currency) if finished else _paid_so_far(line.paid, currency),
                 f"{money(line.balance_before, currency)} -> {money(line.balance_after, currency)}",
             )
         )
     return _Recall(title, rows)
+
+
+def _paid_so_far(paid: int, currency: str) -> str:
+    """What a round still under way has paid (a surrender or a bust settled at once)."""
+    return f"{money(paid, currency)} so far" if paid else "-"
 
 
 @dataclass(frozen=True)
