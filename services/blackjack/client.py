@@ -40,6 +40,7 @@ from pydantic import BaseModel, ValidationError
 from blackjack.bus.codecs import require_codecs
 from blackjack.bus.header_names import header_name_not_utf8, read_header_names_not_utf8
 from blackjack.bus.headers import command_headers
+from blackjack.bus.metadata_backoff import back_off_failed_metadata_updates
 from blackjack.bus.producers import started, stopped
 from blackjack.bus.settings import PLAINTEXT, KafkaSecurity, KafkaSettings
 from blackjack.bus.topics import Topics, partition_for
@@ -146,6 +147,9 @@ class BlackjackClient:
         # consumer of the process, which now reads such a name with surrogate escapes.
         read_header_names_not_utf8()
         require_codecs()  # a result batch a producer compressed: read (bus.codecs)
+        # a broker stopped left its partitions leaderless in the producer's metadata: its
+        # sender asked again for metadata without pause, a core busy (bus.metadata_backoff)
+        back_off_failed_metadata_updates()
         self._producer = self._new_producer()
         await self._producer.start()
         self._consumer = AIOKafkaConsumer(

@@ -86,6 +86,7 @@ def tcp_port(text: str) -> int:
 def _serve(args: argparse.Namespace) -> int:
     from blackjack.app import build_app, projection_settings
     from blackjack.bus.cut_short import close_clients_cut_short
+    from blackjack.bus.metadata_backoff import back_off_failed_metadata_updates
     from blackjack.command_handler.config import HandlerConfig
     from blackjack.http_server import Server, http_config
     from blackjack.observability.logging import configure_logging
@@ -97,6 +98,7 @@ def _serve(args: argparse.Namespace) -> int:
     if stopped_before_start():
         return 0
     close_clients_cut_short()  # a SIGTERM during a client's start leaves nothing open
+    back_off_failed_metadata_updates()  # no busy retry while a broker is away
     service = build_app(handler_config, projections)
     config = http_config(
         service.app, args.host, args.port, log_config=None, lifespan="on", access_log=False
@@ -146,6 +148,7 @@ async def serve_while_the_service_lives(server: _Server, service: Service) -> in
 
 def _handler(args: argparse.Namespace) -> int:
     from blackjack.bus.cut_short import close_clients_cut_short
+    from blackjack.bus.metadata_backoff import back_off_failed_metadata_updates
     from blackjack.command_handler.config import HandlerConfig
     from blackjack.command_handler.service import CommandHandler
     from blackjack.observability.logging import configure_logging
@@ -156,6 +159,7 @@ def _handler(args: argparse.Namespace) -> int:
     if stopped_before_start():
         return 0
     close_clients_cut_short()  # a SIGTERM during a client's start leaves nothing open
+    back_off_failed_metadata_updates()  # no busy retry while a broker is away
 
     async def run() -> int:
         handler = CommandHandler(config)

@@ -65,6 +65,7 @@ def read_store(args: argparse.Namespace, read: Callable[[AsyncConnection], Await
 
 def _run(args: argparse.Namespace) -> int:
     from blackjack.bus.cut_short import close_clients_cut_short
+    from blackjack.bus.metadata_backoff import back_off_failed_metadata_updates
     from blackjack.observability.logging import configure_logging
     from blackjack.projections.worker import run_worker
 
@@ -81,6 +82,7 @@ def _run(args: argparse.Namespace) -> int:
             return 2
         http = (host or "127.0.0.1", int(port))
     close_clients_cut_short()  # a SIGTERM during a client's start leaves nothing open
+    back_off_failed_metadata_updates()  # no busy retry while a broker is away
     asyncio.run(run_worker(settings_from(args), http))
     return 0
 
