@@ -11,9 +11,10 @@ import asyncio
 import contextlib
 import time
 import uuid
-from collections.abc import AsyncIterator, Callable, Iterable
+from collections.abc import AsyncIterator, Callable, Iterable, Iterator
 from dataclasses import dataclass, field, replace
 from datetime import datetime
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -51,7 +52,7 @@ from blackjack.messages.wire import decode, from_wire
 from blackjack.rng import csprng_shuffle
 from blackjack.scenario import build_shoe
 from blackjack.table import Applied, apply
-from tests.integration.infra import kafka_bootstrap
+from tests.integration.infra import PrivateBroker, kafka_bootstrap
 
 WAIT_S = 30.0
 
@@ -528,3 +529,14 @@ async def verify_stream(
             assert actual == expected, f"{cid} ({envelope.command.type}): events differ"
     assert not by_cause, f"events with no command: {sorted(by_cause)}"
     return StreamCheck(commands=len(seen), events=events, state=state, resumed=resumed)
+
+
+@pytest.fixture
+def private_broker(tmp_path: Path) -> Iterator[PrivateBroker]:
+    """A broker of the test's own, which it may stop and start (an outage drill)."""
+    broker = PrivateBroker(tmp_path / "kafka")
+    broker.up()
+    try:
+        yield broker
+    finally:
+        broker.down()

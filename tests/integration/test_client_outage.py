@@ -9,8 +9,6 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import uuid
-from collections.abc import Iterator
-from pathlib import Path
 from typing import Any
 
 import pytest
@@ -40,16 +38,6 @@ class Updates:
             return await update(client, *args)
 
         monkeypatch.setattr(AIOKafkaClient, "_metadata_update", counted)
-
-
-@pytest.fixture
-def private_broker(tmp_path: Path) -> Iterator[PrivateBroker]:
-    broker = PrivateBroker(tmp_path / "kafka")
-    broker.up()
-    try:
-        yield broker
-    finally:
-        broker.down()
 
 
 async def sending(client: BlackjackClient, first: asyncio.Event) -> None:

@@ -10,8 +10,6 @@ No timing threshold (the figures depend on the machine): only that they are meas
 from __future__ import annotations
 
 import json
-from collections.abc import Iterator
-from pathlib import Path
 from typing import Any
 
 import pytest
@@ -21,16 +19,6 @@ from blackjack.loadtest.outage import BrokerCommandFailed, OutageConfig, run_out
 from tests.integration.infra import PrivateBroker
 
 pytestmark = pytest.mark.integration
-
-
-@pytest.fixture
-def private_broker(tmp_path: Path) -> Iterator[PrivateBroker]:
-    broker = PrivateBroker(tmp_path / "kafka")
-    broker.up()
-    try:
-        yield broker
-    finally:
-        broker.down()
 
 
 async def test_a_broker_crash_under_load_loses_nothing_and_does_nothing_twice(
