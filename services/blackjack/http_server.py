@@ -35,7 +35,6 @@ import contextlib
 import json
 import os
 import threading
-import time
 from collections.abc import Callable, Iterator, Mapping
 from http import HTTPStatus
 from types import FrameType
@@ -48,6 +47,7 @@ from prometheus_client import Counter
 from uvicorn.protocols.http.h11_impl import H11Protocol
 
 from blackjack.configuration import ConfigurationError
+from blackjack.observability.logging import Throttled
 from blackjack.stopping import STOP_SIGNALS, on_stop_signal
 
 log = structlog.get_logger("blackjack.http")
@@ -147,23 +147,20 @@ class _BusyLog:
     flood would write a line per connection)."""
 
     def __init__(self) -> None:
-        self.logged_at = -BUSY_LOG_EVERY_S
-        self.unlogged = 0
+        self.throttled = Throttled(BUSY_LOG_EVERY_S)
 
     def __call__(self, client: object, how: str = "busy") -> None:
         CONNECTIONS_REFUSED.labels(how).inc()
-        now = time.monotonic()
-        if now - self.logged_at < BUSY_LOG_EVERY_S:
-            self.unlogged += 1
+        left_out = self.throttled.due()
+        if left_out is None:
             return
         log.warning(
             "HTTP connections ended: past the limit (the oldest idle closed, or 503 "
             "server_busy), or reading no answer (write_stalled)",
             client=client,
             how=how,
-            not_logged_since_last=self.unlogged,
+            not_logged_since_last=left_out,
         )
-        self.logged_at, self.unlogged = now, 0
 
 
 _busy_refused = _BusyLog()

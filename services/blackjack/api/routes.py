@@ -26,7 +26,6 @@ sit behind it.
 from __future__ import annotations
 
 import json
-import time
 from collections.abc import Awaitable, Callable, MutableMapping
 from datetime import UTC, date, datetime, timedelta
 from typing import Any, overload
@@ -39,6 +38,7 @@ from sqlalchemy.ext.asyncio import AsyncConnection
 from blackjack.api.contract import openapi_document
 from blackjack.api.tokens import OPEN, ApiTokens, Operator, Principal, Unauthenticated
 from blackjack.domain.wallet import wallet_stream
+from blackjack.observability.logging import Throttled
 from blackjack.observability.roles import claim
 from blackjack.projections import queries, reports
 from blackjack.projections.ids import parse_count, parse_round_id
@@ -94,25 +94,22 @@ class QueryApi:
         self.tokens = tokens
         self.ready = ready
         """false while the store may not be migrated yet (a worker waiting for its database)"""
-        self._outage_log_at = -OUTAGE_LOG_EVERY_S
-        self._outages_unlogged = 0
+        self._outages = Throttled(OUTAGE_LOG_EVERY_S)
         for status in FAILURES_ALERTED:  # at 0 from the start: the first failure is an increase
             REQUESTS.labels(status)
 
     def _outage_logged(self, path: str, error: BaseException) -> None:
         """One line per ``OUTAGE_LOG_EVERY_S`` with how many were not logged: a database
         outage under load fails every request (a drill: 730 lines a minute per worker)."""
-        now = time.monotonic()
-        if now - self._outage_log_at < OUTAGE_LOG_EVERY_S:
-            self._outages_unlogged += 1
+        left_out = self._outages.due()
+        if left_out is None:
             return
         log.warning(
             "query failed: the store cannot serve now",
             path=path,
             error=repr(error)[:500],
-            not_logged_since_last=self._outages_unlogged,
+            not_logged_since_last=left_out,
         )
-        self._outage_log_at, self._outages_unlogged = now, 0
 
     @staticmethod
     def handles(scope: Scope) -> bool:

@@ -21,6 +21,26 @@ class _TopicsExist(logging.Filter):
         return "Make sure the topics exist" not in record.getMessage()
 
 
+class Throttled:
+    """One of the service's own repeated lines per ``every_s`` seconds: ``due()`` says whether
+    to log now and, if so, how many were left out since the last (a flood of refusals or of a
+    store's failures would write one line each)."""
+
+    def __init__(self, every_s: float) -> None:
+        self.every_s = every_s
+        self.logged_at = -every_s
+        self.unlogged = 0
+
+    def due(self) -> int | None:
+        """The count left out since the last line when one is due now, else None (counted)."""
+        now = time.monotonic()
+        if now - self.logged_at < self.every_s:
+            self.unlogged += 1
+            return None
+        left_out, self.logged_at, self.unlogged = self.unlogged, now, 0
+        return left_out
+
+
 class LibraryRepeats(logging.Filter):
     """Lets a library's message through once every ``every`` seconds per logger and message
     template: aiokafka logs every failed connection attempt, about 350 lines a second per
