@@ -15,7 +15,13 @@ the limit is reached, so idle connections still pile up, each a file descriptor 
 process that also runs the Kafka clients and the database pool, and the probes are refused
 with the rest. Here a connection that comes past the limit makes room by closing the oldest
 idle one (no request in progress: sending nothing, trickling its head, or idle between
-requests), so idle connections cannot keep a client, the probes included, out. When every
+requests), so idle connections cannot keep a client, the probes included, out. An idle
+connection whose next request has begun to come (part of its head read, or bytes the kernel
+holds that the event loop has not read yet: a gateway's pooled connection sending as it is
+chosen) is passed over for another; if no other is idle it is answered 503 ``server_busy``
+with ``connection: close``, never reset with its request unread. The connections are kept
+in order of when each became idle (``_Edge``), so making room is O(1) amortized whatever
+the limit (it scanned them all, for each new connection). When every
 connection is answering a request, the ``PROBE_RESERVE`` connections past the limit serve the
 probes and metrics only (``PROBE_PATHS``; anything else on them is answered 503
 ``server_busy``, typed JSON), each given ``PROBE_HEAD_TIMEOUT_S`` to send its request; past the
@@ -32,9 +38,14 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import fcntl
 import json
 import os
+import struct
+import termios
 import threading
+import weakref
+from collections import OrderedDict
 from collections.abc import Callable, Iterator, Mapping
 from http import HTTPStatus
 from types import FrameType
@@ -45,6 +56,7 @@ import structlog
 import uvicorn
 from prometheus_client import Counter
 from uvicorn.protocols.http.h11_impl import H11Protocol
+from uvicorn.server import ServerState
 
 from blackjack.configuration import ConfigurationError
 from blackjack.observability.logging import Throttled
@@ -59,7 +71,9 @@ CONNECTIONS_REFUSED = Counter(
     "HTTP connections ended past BLACKJACK_HTTP_MAX_CONNECTIONS (blackjack.http_server), by "
     "how: idle_closed (the oldest idle one, to make room for a new one), busy (answered 503 "
     "server_busy: every connection answering a request, and not a probe in their reserve), "
-    "write_stalled (dropped: the client read none of its answers for 10 s)",
+    "begun_busy (an idle one whose next request had begun to come, answered 503 "
+    "server_busy to make room when no other was idle), write_stalled (dropped: the client "
+    "took nothing of its answers for 10 s)",
     ["how"],
 )
 
@@ -88,8 +102,13 @@ PROBE_HEAD_TIMEOUT_S = 2.0
 it at once; an idle connection frees its place within this."""
 BUSY_LOG_EVERY_S = 10.0
 WRITE_STALL_S = 10.0
-"""How long the server's writes to a connection may make no progress (the client reads none
-of its answers) before the connection is dropped with what could not be sent."""
+"""How long the server's writes to a connection may make no progress (the client takes none
+of what waits unsent, in the process or in the kernel's send queue) before the connection is
+dropped with what could not be sent; a slow reader that keeps taking some is never dropped."""
+WRITE_STALL_CHECKS = 5
+"""Progress is looked at this many times per ``WRITE_STALL_S``: a connection is dropped
+between ``WRITE_STALL_S`` and ``WRITE_STALL_S * (1 + 1 / WRITE_STALL_CHECKS)`` after the
+last byte its client took."""
 
 REFUSED = {
     431: ("request_too_large", "the request line or headers are too large"),
@@ -165,7 +184,7 @@ class _BusyLog:
 
 _busy_refused = _BusyLog()
 # at 0 from the start: the first is a rate Prometheus sees
-for _how in ("idle_closed", "busy", "write_stalled"):
+for _how in ("idle_closed", "busy", "begun_busy", "write_stalled"):
     CONNECTIONS_REFUSED.labels(_how)
 
 
@@ -198,6 +217,84 @@ def _probes_only(app: Any) -> Any:
     return reserved
 
 
+def _kernel_bytes(transport: asyncio.BaseTransport, request: int) -> int:
+    """``FIONREAD`` (bytes received, not yet read by the process) or ``TIOCOUTQ`` (bytes
+    written, not yet taken by the client) of the connection's socket; 0 where the platform or
+    the transport (TLS, a test's) cannot say."""
+    sock = transport.get_extra_info("socket")
+    if sock is None:
+        return 0
+    try:
+        packed = fcntl.ioctl(sock.fileno(), request, b"\0\0\0\0")
+    except (OSError, ValueError):
+        return 0
+    count: int = struct.unpack("i", packed)[0]
+    return count
+
+
+class _Edge:
+    """One server's connections as the bound sees them, each kept up to date as a connection
+    changes (no scan of the others: a scan per new connection was quadratic in the limit,
+    up to ``MAX_MAX_CONNECTIONS``).
+
+    ``held`` counts the connections made and not known to be closing. ``idle`` and
+    ``lingering`` are ordered by when each became so, the oldest first; an entry whose
+    connection has since begun a request (or closed) is dropped when it comes first, and the
+    connection is added again, last, when it is idle again, so a connection made room for
+    costs O(1) amortized. ``begun`` holds the idle connections found to be receiving their
+    next request (part of its head read, or bytes waiting in the kernel): made room for only
+    when no other is idle, and then answered 503, not closed (a gateway's request lost)."""
+
+    __slots__ = ("begun", "held", "idle", "lingering")
+
+    def __init__(self) -> None:
+        self.held = 0
+        self.idle: OrderedDict[JsonH11Protocol, None] = OrderedDict()
+        self.begun: OrderedDict[JsonH11Protocol, None] = OrderedDict()
+        self.lingering: OrderedDict[JsonH11Protocol, None] = OrderedDict()
+
+    def forget(self, connection: JsonH11Protocol) -> None:
+        self.idle.pop(connection, None)
+        self.begun.pop(connection, None)
+        self.lingering.pop(connection, None)
+
+    def make_room(self) -> bool:
+        """Closes the connection that has lingered longest (answered already), else the one
+        idle longest with nothing of a next request received, else answers 503 and ends the
+        one whose next request began longest ago; False when every other connection is
+        answering a request."""
+        while self.lingering:
+            connection, _ = self.lingering.popitem(last=False)
+            if connection._lingers():
+                connection._close_busy(b"", "idle_closed")
+                return True
+        while self.idle:
+            connection, _ = self.idle.popitem(last=False)
+            if not connection._idle():
+                continue  # begun a request since, or closed: added again when idle
+            if connection._head_begun():
+                self.begun[connection] = None
+                continue
+            connection._close_busy(b"", "idle_closed")
+            return True
+        while self.begun:
+            connection, _ = self.begun.popitem(last=False)
+            if connection._idle():
+                connection._answer_busy()
+                return True
+        return False
+
+
+_edges: weakref.WeakKeyDictionary[ServerState, _Edge] = weakref.WeakKeyDictionary()
+
+
+def _edge(state: ServerState) -> _Edge:
+    edge = _edges.get(state)
+    if edge is None:
+        edge = _edges[state] = _Edge()
+    return edge
+
+
 class JsonH11Protocol(H11Protocol):
     """uvicorn's HTTP/1.1 protocol, answering what it refuses in the API's error format
     (``{"error": {"code", "message"}}``, as every other 4xx) and bounding the time a
@@ -217,9 +314,11 @@ class JsonH11Protocol(H11Protocol):
         self.max_connections: int | None = self.limit_concurrency
         self.limit_concurrency = None  # taken over as connections come (connection_made)
         self._busy = False
-        self._idle_since = 0.0
         self._write_stall: asyncio.TimerHandle | None = None
         self._unsent = 0
+        self._progress_at = 0.0
+        self._edge = _edge(self.server_state)
+        self._counted = False
 
     def connection_made(self, transport: asyncio.Transport) -> None:  # type: ignore[override]
         super().connection_made(transport)
@@ -229,11 +328,14 @@ class JsonH11Protocol(H11Protocol):
         # being written (uvicorn waits before its next write), written whole (complete for
         # uvicorn, the connection idle) or the connection closed (``_close``).
         transport.set_write_buffer_limits(high=0, low=0)
-        self._idle_since = self.loop.time()
+        edge = self._edge
+        edge.held += 1
+        self._counted = True
         limit = self.max_connections
         if limit is not None:
-            held = sum(1 for c in self.connections if not c.transport.is_closing())
-            if held > limit and self._make_room():
+            held = edge.held
+            # more than once when connections ended with a 503 still linger (counted)
+            while held > limit and edge.make_room():
                 held -= 1
             if held > limit:  # every other connection answering a request
                 if held > limit + self.probe_reserve:
@@ -241,6 +343,7 @@ class JsonH11Protocol(H11Protocol):
                     return
                 self.head_timeout_s = min(self.head_timeout_s, PROBE_HEAD_TIMEOUT_S)
                 self.app = _probes_only(self.app)
+        edge.idle[self] = None
         self._arm_head_deadline()
 
     def _idle(self) -> bool:
@@ -253,21 +356,39 @@ class JsonH11Protocol(H11Protocol):
         )
 
     def _lingers(self) -> bool:
-        """Answered and ended, reading what its client still sends (``_end``)."""
-        return not self.transport.is_closing() and self._lingering is not None
-
-    def _make_room(self) -> bool:
-        """Closes a connection that lingers (answered already: the one ended the longest
-        ago), else the one idle the longest, if any (the new one is neither yet). A lingering
+        """Answered and ended, reading what its client still sends (``_end``). A lingering
         connection counts against the limit like any other: left to its ``linger_s``, a
         client ending one that way every ``linger_s`` held all of them."""
-        others = [c for c in self.connections if c is not self and isinstance(c, JsonH11Protocol)]
-        candidates = [c for c in others if c._lingers()] or [c for c in others if c._idle()]
-        if not candidates:
-            return False
-        oldest = min(candidates, key=lambda c: c._idle_since)
-        oldest._close_busy(b"", "idle_closed")
-        return True
+        return not self.transport.is_closing() and self._lingering is not None
+
+    def _head_begun(self) -> bool:
+        """Idle, and yet some of a next request has come: part of its head read, or bytes
+        the kernel received that the event loop has not read yet (a gateway's request on its
+        keep-alive connection, arriving as the connection is chosen to make room: closed,
+        the socket would reset the connection and the request be lost)."""
+        return (
+            bool(self.conn.trailing_data[0]) or _kernel_bytes(self.transport, termios.FIONREAD) > 0
+        )
+
+    def _release(self) -> None:
+        """No longer counted against the limit (closing, or gone)."""
+        self._edge.forget(self)
+        if self._counted:
+            self._counted = False
+            self._edge.held -= 1
+
+    def _answer_busy(self) -> None:
+        """Makes room by ending a connection whose next request has begun: answered 503
+        ``server_busy`` with ``connection: close`` (the gateway knows that request was not
+        handled and may send it again), what else it sends read and dropped for ``linger_s``
+        (``_end``). Still counted while it lingers; the next connection past the limit
+        closes it first."""
+        _busy_refused(self.client, "begun_busy")
+        if self.timeout_keep_alive_task is not None:
+            self.timeout_keep_alive_task.cancel()
+            self.timeout_keep_alive_task = None
+        self.transport.resume_reading()  # the rest of the request read and dropped, not reset
+        self._end(_refusal(503))
 
     def _close_busy(self, last: bytes, how: str) -> None:
         """Closed at once, not lingering: a flood's connections keep no descriptor here."""
@@ -287,6 +408,7 @@ class JsonH11Protocol(H11Protocol):
         """Closes the connection; at once, without what it could not send, when its client
         has not read the answers already written (closed gracefully, it would wait for them
         to go, its descriptor held until ``write_stall_s`` and no longer counted)."""
+        self._release()
         if self.transport.get_write_buffer_size():
             self.transport.abort()
         else:
@@ -303,17 +425,31 @@ class JsonH11Protocol(H11Protocol):
             return
         super().data_received(data)
         if self.transport.is_closing():
+            self._release()
             self._disarm_head_deadline()
         elif self.conn.their_state is h11.IDLE:  # a head begun, not complete: on the clock
             self._arm_head_deadline()
         else:
             self._disarm_head_deadline()
 
+    def _queued(self) -> int:
+        """Bytes written to the connection its client has not taken: waiting in the process,
+        and in the kernel's send queue (where a slow reader's progress shows first: the
+        kernel wakes the process to write again only once half its queue has gone, which at
+        a slow reader's pace took longer than ``write_stall_s``)."""
+        unsent = self.transport.get_write_buffer_size()
+        return unsent + _kernel_bytes(self.transport, termios.TIOCOUTQ) if unsent else 0
+
     def pause_writing(self) -> None:
         super().pause_writing()
         if self._write_stall is None:
-            self._unsent = self.transport.get_write_buffer_size()
-            self._write_stall = self.loop.call_later(self.write_stall_s, self._writes_stalled)
+            self._unsent = self._queued()
+            self._progress_at = self.loop.time()
+            self._arm_write_stall()
+
+    def _arm_write_stall(self) -> None:
+        every = self.write_stall_s / WRITE_STALL_CHECKS
+        self._write_stall = self.loop.call_later(every, self._writes_stalled)
 
     def resume_writing(self) -> None:
         self._disarm_write_stall()
@@ -325,20 +461,28 @@ class JsonH11Protocol(H11Protocol):
             self._write_stall = None
 
     def _writes_stalled(self) -> None:
-        """``write_stall_s`` since writing paused or last made progress: dropped if the
-        client took nothing of what waits unsent meanwhile (an answer's write waiting for
-        ever held its connection as a request in progress, or, the connection closed,
-        its descriptor)."""
+        """Writing paused (something waits unsent): dropped once the client has taken
+        nothing of what was written for ``write_stall_s`` (an answer's write waiting for
+        ever held its connection as a request in progress, or, the connection closed, its
+        descriptor). A time without progress, not a total: a slow reader of a long answer
+        that keeps taking some is never dropped."""
         self._write_stall = None
-        unsent = self.transport.get_write_buffer_size()
-        if unsent and unsent >= self._unsent:
+        queued = self._queued()
+        if not queued:
+            return
+        now = self.loop.time()
+        if queued < self._unsent:  # the client took some
+            self._progress_at = now
+        self._unsent = queued
+        if now - self._progress_at >= self.write_stall_s:
             _busy_refused(self.client, "write_stalled")
+            self._release()
             self.transport.abort()
-        elif unsent:  # slow, not stalled
-            self._unsent = unsent
-            self._write_stall = self.loop.call_later(self.write_stall_s, self._writes_stalled)
+        else:
+            self._arm_write_stall()
 
     def connection_lost(self, exc: Exception | None) -> None:
+        self._release()
         self._disarm_head_deadline()
         self._disarm_write_stall()
         if self._lingering is not None:
@@ -351,7 +495,6 @@ class JsonH11Protocol(H11Protocol):
         self._refuse(status if status in REFUSED else 400)
 
     def on_response_complete(self) -> None:
-        self._idle_since = self.loop.time()
         # asked before uvicorn starts the next cycle: a pipelined request behind this one,
         # whose body is still coming, is that request's to answer, not this one's
         body_unread = self.conn.their_state is h11.SEND_BODY
@@ -362,6 +505,12 @@ class JsonH11Protocol(H11Protocol):
             # came, each byte putting its keep-alive timeout off again
             self._unset_keepalive_if_required()
             self._end(b"")
+        if self.transport.is_closing():
+            self._release()
+        elif self._idle():  # the newest idle (unless a pipelined request began)
+            self._edge.begun.pop(self, None)
+            self._edge.idle.pop(self, None)
+            self._edge.idle[self] = None
 
     def _refuse(self, status: int) -> None:
         self._end(_refusal(status))
@@ -375,10 +524,12 @@ class JsonH11Protocol(H11Protocol):
             return
         self.transport.write(last)
         if not self.transport.can_write_eof():  # TLS: no half-close
+            self._release()
             self.transport.close()
             return
         self.transport.write_eof()
-        self._idle_since = self.loop.time()
+        self._edge.forget(self)
+        self._edge.lingering[self] = None
         self._lingering = self.loop.call_later(self.linger_s, self._close)
 
     def _arm_head_deadline(self) -> None:

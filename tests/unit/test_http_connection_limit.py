@@ -11,7 +11,8 @@ import asyncio
 import contextlib
 import json
 import socket
-from collections.abc import AsyncIterator, Iterator
+import termios
+from collections.abc import AsyncIterator, Callable, Iterator
 from pathlib import Path
 from typing import Any
 
@@ -20,7 +21,13 @@ import uvicorn
 
 from blackjack.api.routes import query_api
 from blackjack.configuration import ConfigurationError
-from blackjack.http_server import PROBE_RESERVE, JsonH11Protocol, http_config, max_connections
+from blackjack.http_server import (
+    PROBE_RESERVE,
+    JsonH11Protocol,
+    _kernel_bytes,  # XXX
+    http_config,
+    max_connections,
+)
 from blackjack.projections.store import ProjectionStore
 from tests.integration import infra
 
@@ -311,3 +318,158 @@ async def test_the_keep_alive_timeout_drops_a_connection_whose_answer_is_unread(
             await held(server, 0)  # within the keep-alive timeout (1 s), not 60 s
         finally:
             unread[1].transport.abort()
+
+
+def _server_side(server: _Server, writer: asyncio.StreamWriter) -> JsonH11Protocol:
+    """The server's protocol of the connection whose client end is ``writer``."""
+    host, port = writer.get_extra_info("sockname")[:2]
+    (found,) = [
+        c
+        for c in server.server_state.connections
+        if isinstance(c, JsonH11Protocol) and c.client == (host, port)
+    ]
+    return found
+
+
+async def _answered(reader: asyncio.StreamReader) -> tuple[int, dict[bytes, bytes], bytes]:
+    async with asyncio.timeout(WAIT_S):
+        head = await reader.readuntil(b"\r\n\r\n")
+        status_line, *lines = head.rstrip(b"\r\n").split(b"\r\n")
+        headers = dict(line.lower().split(b": ", 1) for line in lines)
+        body = await reader.readexactly(int(headers[b"content-length"]))
+    return int(status_line.split()[1]), headers, body
+
+
+async def _keep_alive(port: int) -> Streams:
+    """A gateway's pooled connection: one request answered, the connection kept."""
+    reader, writer = await asyncio.open_connection("127.0.0.1", port)
+    writer.write(b"GET /healthz HTTP/1.1\r\nhost: x\r\n\r\n")
+    assert (await _answered(reader))[0] == 200
+    return reader, writer
+
+
+async def _until(condition: Callable[[], bool]) -> None:
+    async with asyncio.timeout(WAIT_S):
+        while not condition():
+            await asyncio.sleep(0.01)
+
+
+async def test_an_idle_connection_whose_next_request_has_begun_is_not_the_one_closed(
+    tmp_path: Path,
+) -> None:
+    """The oldest idle connection of a gateway's pool has sent part of its next request's
+    head as a new connection comes past the limit: another idle one makes room, and the
+    request is answered. Before, the oldest idle was closed, with the request lost."""
+    async with served(tmp_path, Behind()) as (port, server):
+        pooled = await _keep_alive(port)
+        others = [await asyncio.open_connection("127.0.0.1", port) for _ in range(LIMIT - 1)]
+        pooled[1].write(b"GET /readyz HTTP/1.1\r\n")
+        oldest = _server_side(server, pooled[1])
+        await _until(lambda: bool(oldest.conn.trailing_data[0]))  # read by the server
+        newer = await asyncio.open_connection("127.0.0.1", port)
+        try:
+            async with asyncio.timeout(WAIT_S):
+                assert await others[0][0].read() == b""  # the next oldest made room
+            pooled[1].write(b"host: x\r\n\r\n")
+            status, _, body = await _answered(pooled[0])
+            assert (status, json.loads(body)["path"]) == (200, "/readyz")
+        finally:
+            for _, writer in [pooled, *others, newer]:
+                writer.close()
+
+
+async def test_an_idle_connection_with_a_request_waiting_in_the_kernel_is_not_closed(
+    tmp_path: Path,
+) -> None:
+    """The race itself: a gateway's next request has reached the server's socket, not yet
+    read by the event loop, as a new connection comes past the limit (here the loop is held
+    from reading it: ``pause_reading``). Closed then, the socket reset the connection with
+    the request unread; it is kept, another idle one closed, and the request answered."""
+    async with served(tmp_path, Behind()) as (port, server):
+        pooled = await _keep_alive(port)
+        others = [await asyncio.open_connection("127.0.0.1", port) for _ in range(LIMIT - 1)]
+        oldest = _server_side(server, pooled[1])
+        oldest.transport.pause_reading()
+        pooled[1].write(b"GET /readyz HTTP/1.1\r\nhost: x\r\n\r\n")
+        await pooled[1].drain()
+        sock = oldest.transport.get_extra_info("socket")
+        await _until(lambda: _kernel_bytes(oldest.transport, termios.FIONREAD) > 0)
+        newer = await asyncio.open_connection("127.0.0.1", port)
+        try:
+            async with asyncio.timeout(WAIT_S):
+                assert await others[0][0].read() == b""  # the next oldest made room
+            assert sock.fileno() != -1
+            oldest.transport.resume_reading()
+            status, _, body = await _answered(pooled[0])
+            assert (status, json.loads(body)["path"]) == (200, "/readyz")
+        finally:
+            for _, writer in [pooled, *others, newer]:
+                writer.close()
+
+
+async def test_with_every_idle_connection_receiving_a_request_the_oldest_is_answered_busy(
+    tmp_path: Path,
+) -> None:
+    """Every connection has part of its next request in (a gateway's pool, or a client
+    trickling heads) as one more comes: the oldest is answered 503 ``server_busy`` with
+    ``connection: close`` (its request not handled, to send again), not reset, and the
+    newer one is served."""
+    async with served(tmp_path, Behind()) as (port, server):
+        pooled = [await _keep_alive(port) for _ in range(LIMIT)]
+        for _, writer in pooled:
+            writer.write(b"GET /readyz HTTP/1.1\r\n")
+        sides = [_server_side(server, writer) for _, writer in pooled]
+        await _until(lambda: all(c.conn.trailing_data[0] for c in sides))
+        try:
+            status, _, body = await ask(port, "/healthz")
+            assert (status, body["path"]) == (200, "/healthz")
+            pooled[0][1].write(b"host: x\r\n\r\n")  # the rest of it, read and dropped
+            status, headers, answer = await _answered(pooled[0][0])
+            assert (status, json.loads(answer)["error"]["code"]) == (503, "server_busy")
+            assert headers[b"connection"] == b"close"
+            async with asyncio.timeout(WAIT_S):
+                assert await pooled[0][0].read() == b""
+            for reader, writer in pooled[1:]:  # the others' requests go on
+                writer.write(b"host: x\r\n\r\n")
+                assert (await _answered(reader))[0] == 200
+        finally:
+            for _, writer in pooled:
+                writer.close()
+
+
+async def test_a_slow_reader_of_a_large_answer_is_not_dropped_while_it_takes_some(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A client reading an 8 MB answer slowly (16 KiB every 50 ms, its receive buffer
+    64 KiB) for 6 times ``write_stall_s``, then the rest: never dropped, since it takes some
+    all the time. Before, progress was the process's own buffer shrinking, which the
+    kernel lets it write again only once half of its send queue has gone: at this pace the
+    connection was dropped after ``write_stall_s`` as if it had read nothing."""
+    monkeypatch.setattr(JsonH11Protocol, "write_stall_s", 0.5, raising=False)
+    async with served(tmp_path, Behind()) as (port, server):
+        sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
+        sock.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, 2**16)
+        sock.setblocking(False)
+        await asyncio.get_running_loop().sock_connect(sock, ("127.0.0.1", port))
+        reader, writer = await asyncio.open_connection(sock=sock, limit=2**14)
+        writer.write(b"GET /healthz?large HTTP/1.1\r\nhost: x\r\n\r\n")
+        side = _server_side(server, writer)
+        await _until(lambda: side._write_stall is not None)  # the server's writes paused
+        received = bytearray()
+        try:
+            loop = asyncio.get_running_loop()
+            until = loop.time() + 6 * 0.5
+            while loop.time() < until:  # the pace is the behaviour under test
+                chunk = await reader.read(2**14)
+                assert chunk and not side.transport.is_closing(), f"dropped at {len(received)}"
+                received += chunk
+                await asyncio.sleep(0.05)
+            assert side._write_stall is not None  # still writing: read slower than sent
+            head, _, body = bytes(received).partition(b"\r\n\r\n")
+            assert head.startswith(b"HTTP/1.1 200 ")
+            length = int(head.lower().split(b"content-length: ")[1].split(b"\r\n")[0])
+            async with asyncio.timeout(WAIT_S):
+                body += await reader.readexactly(length - len(body))
+            assert json.loads(body)["status"] == "ok"
+        finally:
+            writer.close()
