@@ -9,6 +9,10 @@ each flooded with idle connections (none sends a byte):
   before ``JsonH11Protocol`` took it over: a request past it is 503 text/plain);
 - ``bounded``: the service's protocol with ``BLACKJACK_HTTP_MAX_CONNECTIONS``.
 
+What the server's process writes to its stderr is summed up, not shown: without a bound,
+asyncio logs each ``accept()`` that fails for want of a file descriptor with its traceback
+(about 84 MB in a run), so each mode's line says how many it logged, by error.
+
     PYTHONPATH=.:services python -m tests.integration.measure_idle_connections \
         [--idle 1200] [--nofile 1024] [--limit 256]
 """
@@ -19,10 +23,12 @@ import argparse
 import asyncio
 import contextlib
 import os
+import re
 import subprocess
 import sys
 import tempfile
 import time
+from collections import Counter
 from pathlib import Path
 
 from tests.integration import infra
@@ -81,6 +87,25 @@ def _sockets(pid: int) -> int:
     return count
 
 
+_ERROR = re.compile(r"^(?:[A-Za-z_][\w.]*)(?:Error|Exception|Exit)\b.*$")
+
+
+def errors_logged(stderr: Path) -> str:
+    """The child's stderr summed up: how many errors it logged (an exception's last line of
+    a traceback, or a bare one), by error, the commonest first."""
+    counts: Counter[str] = Counter()
+    lines = 0
+    with stderr.open(errors="replace") as text:
+        for line in text:
+            lines += 1
+            if _ERROR.match(line):
+                counts[line.strip()[:100]] += 1
+    if not lines:
+        return "the server logged nothing"
+    by_error = "; ".join(f"{count} x {error}" for error, count in counts.most_common(5))
+    return f"the server logged {lines} lines: {by_error or 'no error'}"
+
+
 async def _ready(port: int) -> None:
     async with asyncio.timeout(60):
         while True:
@@ -97,7 +122,11 @@ async def measure(mode: str, idle: int, nofile: int, limit: int) -> None:
     with tempfile.TemporaryDirectory() as tmp:
         env = {**os.environ, "PYTHONPATH": os.pathsep.join(sys.path)}
         args = [mode, str(port), str(limit), str(nofile), f"{tmp}/read.db"]
-        child = subprocess.Popen([sys.executable, "-c", CHILD, *args], env=env)
+        stderr = Path(tmp) / "stderr"
+        with stderr.open("wb") as into:
+            child = subprocess.Popen(
+                [sys.executable, "-c", CHILD, *args], env=env, stderr=into, stdout=into
+            )
         try:
             await _ready(port)
             base = _sockets(child.pid)
@@ -111,17 +140,17 @@ async def measure(mode: str, idle: int, nofile: int, limit: int) -> None:
             held = _sockets(child.pid) - base
             healthz = await _get(port, "/healthz")
             api = await _get(port, "/v1/openapi.json")
-            print(
-                f"{mode:9} limit {limit if mode != 'unbounded' else '-':>4}, nofile {nofile}: "
-                f"{idle} idle connections opened, {held} held by the server; "
-                f"/healthz: {healthz}; /v1/openapi.json: {api}",
-                flush=True,
-            )
             for _, writer in opened:
                 writer.close()
         finally:
             child.terminate()
             child.wait(30)
+        print(
+            f"{mode:9} limit {limit if mode != 'unbounded' else '-':>4}, nofile {nofile}: "
+            f"{idle} idle connections opened, {held} held by the server; "
+            f"/healthz: {healthz}; /v1/openapi.json: {api}; {errors_logged(stderr)}",
+            flush=True,
+        )
 
 
 def main() -> None:
