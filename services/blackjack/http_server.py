@@ -14,18 +14,18 @@ accepts every connection and only answers a request 503 (text/plain, probes incl
 the limit is reached, so idle connections still pile up, each a file descriptor of the
 process that also runs the Kafka clients and the database pool, and the probes are refused
 with the rest. Here a connection that comes past the limit makes room by closing the oldest
-idle one (no request in progress: sending nothing, trickling its head, or idle between
-requests), so idle connections cannot keep a client, the probes included, out. An idle
-connection whose next request has begun to come (part of its head read, or bytes the kernel
-holds that the event loop has not read yet: a gateway's pooled connection sending as it is
-chosen) is passed over for another; if no other is idle it is answered 503 ``server_busy``
-with ``connection: close``, never reset with its request unread. The connections are kept
-in order of when each became idle (``_Edge``), so making room is O(1) amortized whatever
-the limit (it scanned them all, for each new connection). When every
-connection is answering a request, the ``PROBE_RESERVE`` connections past the limit serve the
-probes and metrics only (``PROBE_PATHS``; anything else on them is answered 503
-``server_busy``, typed JSON), each given ``PROBE_HEAD_TIMEOUT_S`` to send its request; past the
-reserve a connection is answered the same 503 and closed as it comes.
+idle one (no request in progress: sending nothing, or idle between requests), so idle
+connections cannot keep a client, the probes included, out. An idle connection whose next
+request has begun to come (part of its head read, or bytes the kernel holds that the event
+loop has not read yet: a gateway's pooled connection sending as it is chosen) is passed over
+for another; if no other is idle it is answered 503 ``server_busy`` with ``connection:
+close``, never reset with its request unread. The connections are kept in order of when
+each became idle (``_Edge``), so making room is O(1) amortized whatever the limit (it
+scanned them all, for each new connection). When every connection is answering a request,
+the ``PROBE_RESERVE`` connections past the limit serve the probes and metrics only
+(``PROBE_PATHS``; anything else on them is answered 503 ``server_busy``, typed JSON), each
+given ``PROBE_HEAD_TIMEOUT_S`` to send its request; past the reserve a connection is
+answered the same 503 and closed as it comes.
 
 uvicorn (0.29 and later) raises a SIGTERM or SIGINT it caught again once it has shut down,
 and with the default handler back in place that kills the process there: whatever the
