@@ -13,8 +13,10 @@ from blackjack.observability.roles import kafka_answered
 
 BACKLOG_EVERY_S = 15.0
 COLD_SWEEP_EVERY_S = 30.0
-FREEZE_AT_ONCE = 10
-"""Streams a sweep seals before it lets the rest of the event loop run."""
+FREEZE_AT_ONCE = 1
+"""Streams a sweep seals before it lets the rest of the event loop run: sealing a table with a
+full window of answers takes about 5 ms of CPU (``measure_checkpoint_stall`` in
+tests/integration); ten at a time held the loop about 50 ms per turn."""
 BACKLOG_TIMEOUT_S = 2.0
 
 
@@ -79,7 +81,7 @@ class Ticker(Transactions):
                 swept_at = mono
 
     async def _freeze_idle_streams(self) -> None:
-        """Keep cold the streams idle for ``cold_after_s`` that no timer can wake, a few at a
+        """Keep cold the streams idle for ``cold_after_s`` that no timer can wake, one at a
         time: sealing a table with a full window of answers takes milliseconds, and a sweep
         may find thousands (all those a rebuild or a burst used at once), which in one go
         would hold up the consumer's heartbeats and the clock."""
