@@ -37,10 +37,10 @@ from aiokafka import AIOKafkaConsumer, AIOKafkaProducer, TopicPartition
 from aiokafka.errors import OutOfOrderSequenceNumber
 from pydantic import BaseModel, ValidationError
 
+from blackjack.bus.clients import ScopedConsumer, ScopedProducer
 from blackjack.bus.codecs import require_codecs
-from blackjack.bus.header_names import header_name_not_utf8, read_header_names_not_utf8
+from blackjack.bus.header_names import header_name_not_utf8
 from blackjack.bus.headers import command_headers
-from blackjack.bus.metadata_backoff import back_off_failed_metadata_updates
 from blackjack.bus.producers import started, stopped
 from blackjack.bus.settings import PLAINTEXT, KafkaSecurity, KafkaSettings
 from blackjack.bus.topics import Topics, partition_for
@@ -120,7 +120,7 @@ class BlackjackClient:
             raise
 
     def _new_producer(self) -> AIOKafkaProducer:
-        return AIOKafkaProducer(
+        return ScopedProducer(
             bootstrap_servers=self.bootstrap,
             **self.security.client_options(),
             client_id=self.client_id,
@@ -142,17 +142,16 @@ class BlackjackClient:
             await stopped(broken)
 
     async def _start(self) -> None:
-        # A record with a header name that is not UTF-8 is read (stepped over below): aiokafka
-        # raised at it, and no result after it reached this client, nor any other aiokafka
-        # consumer of the process, which now reads such a name with surrogate escapes.
-        read_header_names_not_utf8()
         require_codecs()  # a result batch a producer compressed: read (bus.codecs)
-        # a broker stopped left its partitions leaderless in the producer's metadata: its
-        # sender asked again for metadata without pause, a core busy (bus.metadata_backoff)
-        back_off_failed_metadata_updates()
+        # The client's own producer and consumer carry the service's fixes to aiokafka, the
+        # platform's aiokafka clients in this process none (bus.clients): a record with a
+        # header name that is not UTF-8 is read (stepped over below; aiokafka raised at it,
+        # and no result after it reached this client), a failed metadata update is retried
+        # after a backoff (a stopped broker: a core busy), a start cut short closes what it
+        # opened.
         self._producer = self._new_producer()
         await self._producer.start()
-        self._consumer = AIOKafkaConsumer(
+        self._consumer = ScopedConsumer(
             bootstrap_servers=self.bootstrap,
             **self.security.client_options(),
             group_id=None,
@@ -355,7 +354,7 @@ class BlackjackClient:
         assert self._producer is not None, "start() the client first"
         partitions = await self._producer.partitions_for(self.topics.events)
         tp = TopicPartition(self.topics.events, partition_for(result.stream_id, len(partitions)))
-        consumer = AIOKafkaConsumer(
+        consumer = ScopedConsumer(
             bootstrap_servers=self.bootstrap,
             **self.security.client_options(),
             group_id=None,
@@ -363,8 +362,8 @@ class BlackjackClient:
             isolation_level="read_committed",
             enable_auto_commit=False,
         )
-        await consumer.start()
-        try:
+        try:  # a start that fails or is cancelled too: its client and task closed
+            await consumer.start()
             return await asyncio.wait_for(self._collect(consumer, tp, result, first, last), timeout)
         finally:
             await consumer.stop()

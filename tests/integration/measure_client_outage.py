@@ -28,7 +28,6 @@ from typing import Any
 from aiokafka.admin import AIOKafkaAdminClient, NewTopic
 from aiokafka.client import AIOKafkaClient
 
-from blackjack.bus.metadata_backoff import back_off_failed_metadata_updates
 from blackjack.bus.topics import Topics
 from blackjack.client import BlackjackClient
 from tests.integration.infra import PrivateBroker
@@ -48,9 +47,11 @@ async def outage(mode: str, down_s: float, folder: Path) -> dict[str, Any]:
         finally:
             await admin.close()
         async with BlackjackClient(broker.bootstrap, topics) as client:
-            back_off_failed_metadata_updates()
-            backed_off = AIOKafkaClient._metadata_update
-            update = backed_off if mode == "after" else backed_off.unwrapped
+            # the client's clients back off (bus.clients); before: aiokafka's update as it is
+            if mode == "before":
+                for kafka in (client._producer.client, client._consumer._client):  # type: ignore[union-attr]
+                    vars(kafka).pop("_metadata_update")
+            update = aiokafka_update = AIOKafkaClient._metadata_update
             updates = 0
 
             async def counted(self: AIOKafkaClient, *args: Any) -> Any:
@@ -80,7 +81,7 @@ async def outage(mode: str, down_s: float, folder: Path) -> dict[str, Any]:
                 with contextlib.suppress(asyncio.CancelledError):
                     await sender
                 await asyncio.to_thread(broker.up)  # the client stops cleanly
-                AIOKafkaClient._metadata_update = backed_off
+                AIOKafkaClient._metadata_update = aiokafka_update
     finally:
         await asyncio.to_thread(broker.down)
     return {

@@ -7,28 +7,32 @@ record batch from its start: its C reader raises ``UnicodeDecodeError`` out of `
 that one on can be read, on any fetch: the records its producer sent after it in the same
 batch, valid ones too, were lost to every consumer in the process.
 
-``read_header_names_not_utf8`` gives aiokafka's fetcher (``aiokafka.consumer.fetcher``, the
-one module that reads fetched record batches, through its name ``MemoryRecords``) a wrapper
-over its own record reader: every batch is read by aiokafka as before, except one on which
-it raises that error; that one is decoded again, here, from its bytes (record batch format
-v2, in ``decode_batch``), from the record aiokafka stopped at. Every name of it is decoded
-as UTF-8 with surrogate escapes (``bytes.decode(..., "surrogateescape")``, as Python reads
-file names), so a valid name reads as aiokafka reads it, and a name that is not UTF-8 holds
-lone surrogates, which no name aiokafka decodes can hold: ``header_name_not_utf8`` tells such
-a record, which each reader steps over or answers (none of the service's records has one).
-A batch aiokafka cannot decompress (``UnsupportedCodecError``, a ``KafkaError`` its readers
+``read_header_names_not_utf8_by`` gives one consumer's fetcher
+(``aiokafka.consumer.fetcher``, the one module that reads fetched record batches, through
+its name ``MemoryRecords``) a wrapper over aiokafka's own record reader
+(``read_header_names_not_utf8``: every consumer of the process, the service's own processes
+only): every batch is read by aiokafka as before, except one on which it raises that error;
+that one is decoded again, here, from its bytes (record batch format v2, in
+``decode_batch``), from the record aiokafka stopped at. Every name of it is decoded as UTF-8
+with surrogate escapes (``bytes.decode(..., "surrogateescape")``, as Python reads file
+names), so a valid name reads as aiokafka reads it, and a name that is not UTF-8 holds lone
+surrogates, which no name aiokafka decodes can hold: ``header_name_not_utf8`` tells such a
+record, which each reader steps over or answers (none of the service's records has one). A
+batch aiokafka cannot decompress (``UnsupportedCodecError``, a ``KafkaError`` its readers
 would retry for good) raises ``bus.codecs.CodecMissing`` instead. A compressed batch is
 decoded again the same way, decompressed by aiokafka's own codecs.
 What aiokafka's fetcher does with the batches and records (transactions aborted, markers,
-positions, CRCs) is untouched. ``tests/unit/test_header_names.py`` pins the shape of aiokafka
-this relies on, and ``tests/integration/test_handler_header_bytes.py`` its working on the broker,
-so that an upgrade that changes it fails there.
+positions, CRCs) is untouched. ``bus.aiokafka_internals`` checks the shape of aiokafka this
+relies on before the wrapper is put in place, ``tests/unit/test_header_names.py`` pins it,
+and ``tests/integration/test_handler_header_bytes.py`` its working on the broker, so that an
+upgrade that changes it fails there.
 """
 
 from __future__ import annotations
 
 import hashlib
 import struct
+import types
 from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass
 from typing import Any
@@ -37,6 +41,7 @@ from aiokafka import codec
 from aiokafka.consumer import fetcher
 from aiokafka.errors import CorruptRecordException, UnsupportedCodecError
 
+from blackjack.bus.aiokafka_internals import PROC_FETCH_REQUEST, require_fetch_reader, with_globals
 from blackjack.bus.codecs import codec_missing
 
 _BATCH_HEADER = struct.Struct(">qiibIhiqqqhii")
@@ -265,7 +270,28 @@ class _Records:
         return _Batch(batch, memoryview(self._data)[start:end])
 
 
+_proc_fetch_request_read_here = (
+    with_globals(PROC_FETCH_REQUEST, MemoryRecords=_Records) if PROC_FETCH_REQUEST else None
+)
+"""aiokafka's handling of a fetch's answer, its batches read by ``_Records``"""
+
+
+def read_header_names_not_utf8_by(consumer_fetcher: fetcher.Fetcher) -> None:
+    """Make one consumer's fetcher read a record whose header name is not UTF-8 (module
+    docstring): its fetches' answers are handled by aiokafka's own code, whose record reader
+    alone is ``_Records`` (``aiokafka_internals.with_globals``); the module, and every other
+    consumer of the process, read as aiokafka ships. Set before its first fetch
+    (``bus.clients.ScopedConsumer``, as aiokafka's ``start`` makes the fetcher)."""
+    require_fetch_reader()
+    assert _proc_fetch_request_read_here is not None  # (require_fetch_reader)
+    consumer_fetcher._proc_fetch_request = types.MethodType(
+        _proc_fetch_request_read_here, consumer_fetcher
+    )
+
+
 def read_header_names_not_utf8() -> None:
     """Make every aiokafka consumer of this process read a record whose header name is not
-    UTF-8 (module docstring). Once a process: again, nothing."""
+    UTF-8 (module docstring): the service's own processes, whose FastStream consumers
+    FastStream builds. Once a process: again, nothing."""
+    require_fetch_reader()
     fetcher.MemoryRecords = _Records

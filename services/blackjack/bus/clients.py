@@ -1,0 +1,79 @@
+"""aiokafka's producer and consumer with the service's fixes to aiokafka on their own instances.
+
+``BlackjackClient`` runs in a casino platform's process, beside the platform's own aiokafka
+producers and consumers, which must behave exactly as aiokafka ships them. So its clients are
+these: each fix is put on the instance (its ``AIOKafkaClient``, its fetcher), never on
+aiokafka's classes or modules.
+
+- the metadata update, after one that failed, waits ``retry_backoff_ms`` (``bus.metadata_backoff``);
+- a bootstrap cut short closes the connection it opened (``bus.cut_short``), and a producer
+  whose start is cancelled is stopped;
+- a consumer reads a record whose header name is not UTF-8 (``bus.header_names``): its
+  fetcher's record reader is wrapped as aiokafka's ``start`` makes it, before its first fetch.
+
+Each checks the aiokafka it wraps first (``bus.aiokafka_internals``): one that changed raises
+``AiokafkaChanged`` from the constructor.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from typing import Any
+
+from aiokafka import AIOKafkaConsumer, AIOKafkaProducer
+
+from blackjack.bus.aiokafka_internals import (
+    require_bootstrap,
+    require_fetch_reader,
+    require_metadata_update,
+)
+from blackjack.bus.cut_short import close_client_cut_short
+from blackjack.bus.header_names import read_header_names_not_utf8_by
+from blackjack.bus.metadata_backoff import back_off_client
+
+
+def require_client_fixes() -> None:
+    """What the fixes of every client rely on in aiokafka (``AiokafkaChanged`` if not)."""
+    require_metadata_update()
+    require_bootstrap()
+
+
+class ScopedProducer(AIOKafkaProducer):  # type: ignore[misc]
+    """aiokafka's producer; its client backs off a failed metadata update and closes what a
+    bootstrap cut short opened; a start that is cancelled stops it."""
+
+    def __init__(self, **options: Any) -> None:
+        require_client_fixes()  # before aiokafka's client is made: nothing to close
+        super().__init__(**options)
+        back_off_client(self.client)
+        close_client_cut_short(self.client)
+
+    async def start(self) -> None:
+        try:
+            await super().start()
+        except asyncio.CancelledError:  # its caller gives it up (another error: may retry)
+            await self.stop()
+            raise
+
+
+class ScopedConsumer(AIOKafkaConsumer):  # type: ignore[misc]
+    """aiokafka's consumer; its client as ``ScopedProducer``'s, and its fetcher reads a record
+    whose header name is not UTF-8."""
+
+    def __init__(self, *topics: str, **options: Any) -> None:
+        require_client_fixes()
+        require_fetch_reader()
+        super().__init__(*topics, **options)
+        back_off_client(self._client)
+        close_client_cut_short(self._client)
+
+    @property
+    def _fetcher(self) -> Any:
+        return self.__dict__.get("_scoped_fetcher")
+
+    @_fetcher.setter
+    def _fetcher(self, made: Any) -> None:
+        # aiokafka's ``start`` makes the fetcher (whose task has not run yet) and sets it here
+        if made is not None:
+            read_header_names_not_utf8_by(made)
+        self.__dict__["_scoped_fetcher"] = made
