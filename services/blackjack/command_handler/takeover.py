@@ -236,6 +236,12 @@ class Takeovers(Partitions):
                         "taken, so no command is decided twice"
                     )
                 store.answered_to = max(store.answered_to, committed or 0)
+        except asyncio.CancelledError:
+            # the handler stops while it takes the partition (a long rebuild, a broker away):
+            # its transactional producer was left open, its sender task and connections with it
+            with contextlib.suppress(Exception):
+                await producer.stop()
+            raise
         except Exception as error:
             away = broker_away(error)
             if not away or partition.away == 0:
