@@ -194,9 +194,15 @@ class BlackjackClient:
             if self._reader_failure() is None:  # (a failure was told when it came)
                 with contextlib.suppress(asyncio.CancelledError):
                     await self._reader
+        failures = []
         for client in (self._producer, self._consumer):
             if client is not None:
-                await client.stop()
+                try:  # each one, whatever the one before did (its connections, its tasks)
+                    await client.stop()
+                except Exception as error:
+                    failures.append(error)
+        if failures:
+            raise failures[0]
 
     # ---- sending ----------------------------------------------------------------------
 
