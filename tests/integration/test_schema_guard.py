@@ -209,6 +209,7 @@ async def test_an_idle_worker_stops_when_its_store_is_migrated_past_it_or_back(
             async with store.migrating() as connection:
                 await connection.run_sync(migrate, OLDER, True)
         stopped = await asyncio.wait_for(health.stopped(), WAIT_S)
+    assert isinstance(stopped, SchemaMismatch)
     assert stopped.found == ((NEWER,) if direction == "newer" else (OLDER,))
     assert stopped.newer == (direction == "newer")
     assert stopped.expected == revision.code_revision()

@@ -9,6 +9,7 @@ import asyncio
 import os
 import subprocess
 import sys
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -142,3 +143,27 @@ def test_the_handler_process_stops_with_one_line_naming_the_codecs() -> None:
     assert done.stderr.splitlines()[-1].startswith(
         "blackjack: aiokafka cannot decompress snappy, lz4, zstd record batches"
     )
+
+
+def test_projections_run_refuses_before_it_touches_its_database(tmp_path: Path) -> None:
+    """``blackjack projections run`` without ``cramjam`` exits 2 with the codec line and no
+    database made or migrated: before, it migrated its store first (a SQLite file created, a
+    PostgreSQL schema changed by a process that could not run)."""
+    without = "import sys; sys.modules['cramjam'] = None; from blackjack.cli import main; "
+    db = tmp_path / "read.db"
+    env = {
+        **os.environ,
+        "BLACKJACK_DB_URL": f"sqlite+aiosqlite:///{db}",
+        "BLACKJACK_KAFKA_BOOTSTRAP": UNREACHABLE,
+    }
+    done = subprocess.run(
+        [sys.executable, "-c", without + "sys.exit(main(['projections', 'run']))"],
+        env=env,
+        check=False,
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
+    assert done.returncode == 2, done.stderr[-2000:]
+    assert done.stderr.splitlines()[-1].startswith("blackjack: aiokafka cannot decompress")
+    assert not db.exists()

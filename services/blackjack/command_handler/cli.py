@@ -124,7 +124,7 @@ async def serve_while_the_service_lives(server: _Server, service: Service) -> in
         died = asyncio.ensure_future(service.handler.died.wait())
         failed = asyncio.ensure_future(service.start.failed.wait())
         watched: set[asyncio.Future[Any]] = {died, failed}
-        if service.folding is not None:  # its read model migrated by another release
+        if service.folding is not None:  # its store another release's, a batch unreadable
             watched.add(asyncio.ensure_future(service.folding.stopped()))
         try:
             await asyncio.wait(watched, return_when=asyncio.FIRST_COMPLETED)
@@ -141,7 +141,7 @@ async def serve_while_the_service_lives(server: _Server, service: Service) -> in
     failed = (
         service.handler.failure is not None
         or service.start.failure is not None
-        or (service.folding is not None and service.folding.mismatch is not None)
+        or (service.folding is not None and service.folding.fatal is not None)
     )
     return 0 if server.started and not failed else 1
 

@@ -59,7 +59,7 @@ class _Folder:
     async def fold(self, records: list[Record]) -> None:
         """Fold a batch; a store at another schema revision stops the worker (``health``),
         nothing of the batch written, nothing more folded."""
-        if self.health.mismatch is not None:  # stopping: nothing more is folded
+        if self.health.fatal is not None:  # stopping: nothing more is folded
             return
         try:
             await self._fold(records)

@@ -34,6 +34,8 @@ import structlog
 from prometheus_client import Gauge
 from sqlalchemy.exc import SQLAlchemyError
 
+from blackjack.bus.codecs import CodecMissing
+from blackjack.configuration import ConfigurationError
 from blackjack.observability.roles import claim
 from blackjack.projections.revision import SchemaMismatch
 from blackjack.projections.settings import DEFAULT_STUCK_AFTER
@@ -168,6 +170,11 @@ class FoldHealth:
         self.store_outage: StoreOutage | None = None
         self.mismatch: SchemaMismatch | None = None
         """the store is at another schema revision: the worker stops (``stopped``)"""
+        self.fatal: ConfigurationError | None = None
+        """what stops the worker (``stopped``): ``mismatch``, or a record batch it cannot
+        decompress (``CodecMissing``, ``reader_failed``)"""
+        self.fatal_reason: str | None = None
+        """its reason code on ``/readyz``: ``schema_mismatch``, ``codec_missing``"""
         self._mismatched = asyncio.Event()
         self.split: list[Behind] = []
         """partitions other workers of the group fold past this store (``split.py``): its
@@ -206,8 +213,9 @@ class FoldHealth:
     def schema_mismatched(self, error: SchemaMismatch) -> None:
         """A fold found the store at another schema revision than this code's: nothing of it
         was written; the worker folds nothing more and stops (``run_worker``)."""
-        if self.mismatch is None:
-            self.mismatch = error
+        if self.mismatch is None and self.fatal is None:
+            self.mismatch = self.fatal = error
+            self.fatal_reason = "schema_mismatch"
             found = ",".join(error.found) or "none"
             SCHEMA_MISMATCH.labels(error.expected, found, error.direction).set(1)
             log.critical(
@@ -220,11 +228,24 @@ class FoldHealth:
         self._mismatched.set()
         self._changed()
 
-    async def stopped(self) -> SchemaMismatch:
-        """Once a schema mismatch stops the worker: the error."""
+    def reader_failed(self, error: CodecMissing) -> None:
+        """The worker's consumer met a record batch it cannot decompress: nothing of it can
+        be folded, on any fetch; the worker stops (``run_worker``: exit 2; ``blackjack serve``:
+        exit 1), not ready meanwhile (``codec_missing``), instead of fetching it for good."""
+        if self.fatal is None:
+            self.fatal = error
+            self.fatal_reason = "codec_missing"
+            log.critical(
+                "a record batch cannot be decompressed; the worker stops", error=str(error)
+            )
+        self._mismatched.set()
+        self._changed()
+
+    async def stopped(self) -> ConfigurationError:
+        """Once an error stops the worker (a schema mismatch, a codec missing): the error."""
         await self._mismatched.wait()
-        assert self.mismatch is not None
-        return self.mismatch
+        assert self.fatal is not None
+        return self.fatal
 
     def store_failed(self, error: BaseException) -> None:
         """The database failed this worker (not a record: ``failed`` is for those). Logged with
@@ -340,8 +361,8 @@ class FoldHealth:
         """What ``/readyz`` answers of the projections, to anyone (it needs no token): each
         failure's reason code and how long, never an error's text, which the log has."""
         outage = self.store_outage
-        if self.mismatch is not None:
-            status = "schema_mismatch"
+        if self.fatal_reason is not None:
+            status = self.fatal_reason
         elif self.starting:
             status = "starting"
         elif self.split:
@@ -430,8 +451,8 @@ def probes(health: FoldHealth, fallback: ASGIApp) -> ASGIApp:
         if path == HEALTH_PATH:
             await _json(send, 200, {"status": "ok"})
         elif path == READY_PATH:
-            if health.mismatch is not None:  # stopping: another release's store
-                status, code = "schema_mismatch", 503
+            if health.fatal_reason is not None:  # stopping: another release's store, a codec
+                status, code = health.fatal_reason, 503
             elif health.split:  # answers wrong data: out of the query API's service
                 status, code = "split_store", 503
             else:

@@ -16,16 +16,21 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
-from typing import TYPE_CHECKING
+from collections.abc import Callable
+from functools import partial
+from typing import TYPE_CHECKING, Any
 
 import structlog
+from aiokafka import TopicPartition
+from aiokafka.errors import ConsumerStoppedError
 from faststream import AckPolicy
 from faststream.kafka import KafkaBroker
 from faststream.kafka.annotations import KafkaMessage
 from sqlalchemy.engine import make_url
 
 from blackjack.api.tokens import OPEN, ApiTokens
-from blackjack.bus.codecs import require_codecs
+from blackjack.bus.clients import ScopedConsumer
+from blackjack.bus.codecs import CodecMissing, require_codecs
 from blackjack.bus.header_names import read_header_names_not_utf8
 from blackjack.bus.reachable import wait_for_brokers
 from blackjack.observability.logging import faststream_logger
@@ -61,9 +66,10 @@ def register_projection(
     it: without the prefix if the broker adds one itself); returns what reports its progress."""
     require_codecs()  # a batch a producer compressed: read, or no start (bus.codecs)
     health = FoldHealth(settings.stuck_after) if health is None else health
-    # a record with a header name that is not UTF-8 is read, and stepped over (``writer``):
-    # aiokafka raised at it, and the worker folded nothing more of its partition
-    read_header_names_not_utf8()
+    if not isinstance(broker, _FoldBroker):  # (its consumer does, alone: ``FoldConsumer``)
+        # a record with a header name that is not UTF-8 is read, and stepped over
+        # (``writer``): aiokafka raised at it, and nothing more of its partition was folded
+        read_header_names_not_utf8()
     declare_role("projections")
     SCHEMA_REVISION.labels(code_revision()).set(1)
     subscriber = None
@@ -104,10 +110,44 @@ def register_projection(
     return health
 
 
+class FoldConsumer(ScopedConsumer):
+    """The worker's consumer (``bus.clients``): it reads a record whose header name is not
+    UTF-8 (stepped over by ``writer``: aiokafka raised at it, and the worker folded nothing
+    more of its partition), and a record batch it cannot decompress stops the worker
+    (``FoldHealth.reader_failed``): FastStream's loop logged the error once and fetched the
+    same batch again for good, the worker alive, its partition never folded further."""
+
+    def __init__(self, health: FoldHealth, *topics: str, **options: Any) -> None:
+        super().__init__(*topics, **options)
+        self._health = health
+
+    async def getmany(self, *partitions: TopicPartition, **options: Any) -> Any:
+        try:
+            return await super().getmany(*partitions, **options)
+        except CodecMissing as error:
+            self._health.reader_failed(error)
+            raise ConsumerStoppedError from error  # FastStream's loop ends: the worker stops
+
+
+class _FoldBroker(KafkaBroker):
+    """FastStream's broker, its subscriber's consumer a ``FoldConsumer`` (the way FastStream's
+    own test broker swaps it): the process's other aiokafka consumers are left as they are."""
+
+    fold_health: FoldHealth
+
+    async def _connect(self) -> Callable[..., AIOKafkaConsumer]:
+        made = await super()._connect()
+        options = made.keywords if isinstance(made, partial) else {}
+        builder = partial(FoldConsumer, self.fold_health, **options)
+        self.config.broker_config.builder = builder
+        return builder
+
+
 def build_broker(
     settings: ProjectionSettings, writer: ProjectionWriter, health: FoldHealth | None = None
 ) -> KafkaBroker:
-    broker = KafkaBroker(
+    health = FoldHealth(settings.stuck_after) if health is None else health
+    broker = _FoldBroker(
         settings.bootstrap,
         client_id="blackjack-projections",
         security=settings.security.faststream(),
@@ -116,6 +156,7 @@ def build_broker(
         logger=faststream_logger(),
         log_level=logging.DEBUG,
     )
+    broker.fold_health = health
     register_projection(broker, settings.events_topic, writer, settings, health)
     return broker
 
@@ -125,9 +166,13 @@ async def run_worker(settings: ProjectionSettings, http: tuple[str, int] | None 
 
     HTTP is served from the start: a worker waiting for its database is alive (``/healthz``
     200) but not ready (``/readyz`` 503 ``starting``, the query API 503), so that a
-    database outage at start-up does not get it restarted over and over by its probes."""
+    database outage at start-up does not get it restarted over and over by its probes.
+
+    What refuses to start without I/O (a codec missing, an aiokafka the fixes do not know)
+    refuses first, before the database is touched (migrated) or HTTP served."""
     store = ProjectionStore(settings.db_url, bounded=True)
     health = FoldHealth(settings.stuck_after, starting=True)
+    fold_broker = build_broker(settings, ProjectionWriter(store), health)  # refusals: no I/O
     queries = server = None
     if http is not None:
         queries = store.for_queries()
@@ -137,14 +182,15 @@ async def run_worker(settings: ProjectionSettings, http: tuple[str, int] | None 
     if stopped_before_start():
         return
     serving = asyncio.create_task(_until_signalled() if server is None else server.serve())
-    # a fold that finds the store at another schema revision stops the worker
-    mismatch = asyncio.create_task(health.stopped())
+    # a fold that finds the store at another schema revision stops the worker, as does a
+    # batch its consumer cannot decompress
+    fatal = asyncio.create_task(health.stopped())
     broker = None
     try:
         # each start-up step gives way to a stop (or a server that failed), at any point
         if not await unless_stopped(migrated(store, health), serving):
             return
-        broker = build_broker(settings, ProjectionWriter(store), health)
+        broker = fold_broker
         brokers = wait_for_brokers(settings.bootstrap, settings.security)  # started before them
         if not await unless_stopped(brokers, serving) or not await unless_stopped(
             broker.start(), serving
@@ -152,9 +198,9 @@ async def run_worker(settings: ProjectionSettings, http: tuple[str, int] | None 
             return
         health.started()
         log.info("projection worker started", topic=settings.events_topic, group=settings.group_id)
-        await asyncio.wait({serving, mismatch}, return_when=asyncio.FIRST_COMPLETED)
+        await asyncio.wait({serving, fatal}, return_when=asyncio.FIRST_COMPLETED)
     finally:
-        mismatch.cancel()
+        fatal.cancel()
         if not serving.done():
             if server is None:
                 serving.cancel()
@@ -168,8 +214,8 @@ async def run_worker(settings: ProjectionSettings, http: tuple[str, int] | None 
         if queries is not None and queries is not store:
             await queries.close()
         await store.close()
-    if health.mismatch is not None:  # exit 3 (``revision.EXIT_SCHEMA_MISMATCH``)
-        raise health.mismatch
+    if health.fatal is not None:  # exit 3 (``revision.EXIT_SCHEMA_MISMATCH``), 2 (a codec)
+        raise health.fatal
 
 
 STORE_WAIT_SECONDS = 5.0
