@@ -63,7 +63,7 @@ def _refuse(what: str, version: str) -> AiokafkaChanged:
         f"aiokafka {version}: {what}; the service's fixes to aiokafka's internals "
         f"(blackjack.bus.aiokafka_internals) were written for aiokafka "
         f"{', '.join(v + 'x' for v in TESTED_VERSIONS)}: install that, or review the fixes "
-        "for this release (docs/kafka.md, 'Fixes to aiokafka')"
+        "for this release (docs/kafka.md, 'aiokafka changed')"
     )
 
 
