@@ -5,6 +5,10 @@ aiokafka's background tasks."""
 
 from __future__ import annotations
 
+import os
+import subprocess
+import sys
+from pathlib import Path
 from typing import Any
 
 import aiokafka
@@ -25,7 +29,6 @@ from blackjack.bus.clients import ScopedConsumer, ScopedProducer
 from blackjack.bus.cut_short import close_clients_cut_short
 from blackjack.bus.header_names import read_header_names_not_utf8
 from blackjack.bus.metadata_backoff import back_off_failed_metadata_updates
-from blackjack.cli import main
 
 
 def test_the_installed_aiokafka_is_the_one_the_fixes_were_written_for() -> None:
@@ -116,14 +119,26 @@ def test_another_release_refuses_and_no_fix_is_put_in_place(
     assert fetcher.MemoryRecords is records
 
 
-def test_a_process_refuses_to_start_with_one_line(
-    monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
-) -> None:
-    monkeypatch.setattr(aiokafka, "__version__", "0.15.0")
-    monkeypatch.setenv("BLACKJACK_DB_URL", "sqlite+aiosqlite:///:memory:")
-    assert main(["projections", "run"]) == 2
-    said = capsys.readouterr().err.splitlines()
-    assert len(said) == 1 and said[0].startswith("blackjack: aiokafka 0.15.0: "), said
+def test_a_process_refuses_to_start_with_one_line(tmp_path: Path) -> None:
+    """``blackjack projections run`` on another aiokafka release: one line, exit 2, before it
+    touches its database."""
+    changed = (
+        "import sys, aiokafka; aiokafka.__version__ = '0.15.0'; from blackjack.cli import main; "
+    )
+    db = tmp_path / "read.db"
+    env = {**os.environ, "BLACKJACK_DB_URL": f"sqlite+aiosqlite:///{db}"}
+    done = subprocess.run(
+        [sys.executable, "-c", changed + "sys.exit(main(['projections', 'run']))"],
+        env=env,
+        check=False,
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
+    said = done.stderr.splitlines()
+    assert done.returncode == 2 and len(said) == 1, done.stderr[-2000:]
+    assert said[0].startswith("blackjack: aiokafka 0.15.0: not a release"), said
+    assert not db.exists()
 
 
 def test_with_globals_binds_the_names_for_that_function_alone() -> None:

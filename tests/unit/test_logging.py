@@ -10,7 +10,6 @@ from typing import Any
 
 import pytest
 import structlog
-from faststream.kafka import KafkaBroker
 
 from blackjack.observability.logging import (
     ExplainedRetries,
@@ -29,12 +28,12 @@ def test_the_projection_broker_logs_through_the_service_logger(
 ) -> None:
     given: dict[str, Any] = {}
 
-    class Recording(KafkaBroker):
+    class Recording(worker._FoldBroker):
         def __init__(self, *args: Any, **options: Any) -> None:
             given.update(options)
             super().__init__(*args, **options)
 
-    monkeypatch.setattr(worker, "KafkaBroker", Recording)
+    monkeypatch.setattr(worker, "_FoldBroker", Recording)
     store = ProjectionStore("sqlite+aiosqlite://")
     worker.build_broker(ProjectionSettings(), ProjectionWriter(store))
     assert given["logger"] is faststream_logger()
