@@ -3,7 +3,9 @@ than the idempotency window of other commands (a platform retrying after its own
 outbox replayed): refused ``already_applied`` and never credited twice, by the live
 handler and by a handler that rebuilt the partition (from a checkpoint's snapshots or from
 the events alone) in between. One issued longer ago than the retention is refused
-``transfer_expired`` (``domain.platform_money``)."""
+``transfer_expired`` (``domain.platform_money``). A ``WalletWithdraw`` the wallet refused,
+replayed after the window and after a deposit that covers it, gets its first refusal again
+and is never debited, before and after a rebuild."""
 
 from __future__ import annotations
 
@@ -30,13 +32,18 @@ WINDOW = 5
 PLAYER, WALLET = "ula", wallet_stream("ula")
 
 
-def record(command_id: str, amount: int, sent_at: datetime) -> tuple[bytes, bytes]:
-    """The key and value of a platform's ``WalletDeposit``, as its outbox keeps them."""
+def record(
+    command_id: str, amount: int, sent_at: datetime, *, withdraw: bool = False
+) -> tuple[bytes, bytes]:
+    """The key and value of a platform's ``WalletDeposit`` (or ``WalletWithdraw``), as its
+    outbox keeps them."""
+    command = (
+        WalletWithdraw(player_id=PLAYER, amount=amount)
+        if withdraw
+        else WalletDeposit(player_id=PLAYER, amount=amount)
+    )
     envelope = CommandEnvelope(
-        command_id=command_id,
-        stream_id=WALLET,
-        sent_at=sent_at,
-        command=WalletDeposit(player_id=PLAYER, amount=amount),
+        command_id=command_id, stream_id=WALLET, sent_at=sent_at, command=command
     )
     return WALLET.encode(), envelope.model_dump_json().encode()
 
@@ -100,14 +107,50 @@ async def test_a_wallet_deposit_resent_after_the_window_is_not_credited_twice(
         assert balance(events) == 100
 
 
+@pytest.mark.parametrize("snapshot_every", [4, 100_000], ids=["from-snapshot", "from-events"])
+async def test_a_refused_withdrawal_replayed_after_the_window_and_a_deposit_is_not_debited(
+    kafka_space: Any, snapshot_every: int
+) -> None:
+    """The platform's ``WalletWithdraw`` of 300 refused ``insufficient_funds`` (booked as
+    failed by the platform); a deposit of 1,000 follows; the outbox replays the withdrawal
+    after the window, once on the live handler and once after another handler rebuilt the
+    partition (from a checkpoint's snapshots or from the events). Before: the replay was
+    decided again and debited (1,100 -> 800). Now: refused again, as first, nothing moves."""
+    space: KafkaSpace = await kafka_space(partitions=2)
+    pay_key, pay_value = record("platform-pay-1", 100, datetime.now(UTC))
+    out_key, out_value = record("platform-out-1", 300, datetime.now(UTC), withdraw=True)
+    async with running_handler(space.config(dedup_window=WINDOW, snapshot_every=snapshot_every)):
+        assert (await send(space, pay_key, pay_value)).status == "accepted"
+        first = await send(space, out_key, out_value)
+        assert refused(first, "insufficient_funds"), first
+        more_key, more_value = record("platform-pay-2", 1_000, datetime.now(UTC))
+        assert (await send(space, more_key, more_value)).status == "accepted"
+        await push_past_the_window(space)
+        events = await stream_events(space, WALLET)
+        assert balance(events) == 1_100
+        copy = await send(space, out_key, out_value)
+        assert refused(copy, "insufficient_funds"), copy
+        assert await stream_events(space, WALLET) == events
+
+    async with running_handler(space.config(dedup_window=WINDOW, snapshot_every=snapshot_every)):
+        await push_past_the_window(space)
+        events = await stream_events(space, WALLET)
+        copy = await send(space, out_key, out_value)
+        assert refused(copy, "insufficient_funds"), copy
+        assert copy.rejection is not None and "not decided again" in copy.rejection.message
+        assert await stream_events(space, WALLET) == events and balance(events) == 1_100
+
+
 def without_money(raw: bytes, key: bytes) -> bytes:
-    """A stream's sealed snapshot as the release before wrote it: no ``money``."""
+    """A stream's sealed snapshot as the releases before wrote it: no ``money`` (nor
+    ``money_refused``)."""
     record = SealedSnapshot.model_validate_json(raw)
     aad = f"snapshot/{record.stream_id}/{record.sequence}".encode()
     blob = base64.b64decode(record.sealed)
     nonce, aead = blob[:12], AESGCM(key)
     body = json.loads(zlib.decompress(aead.decrypt(nonce, blob[12:], aad)))
     del body["money"]
+    del body["money_refused"]
     plain = zlib.compress(json.dumps(body).encode())
     sealed = base64.b64encode(nonce + aead.encrypt(nonce, plain, aad)).decode()
     return record.model_copy(update={"sealed": sealed}).model_dump_json().encode()

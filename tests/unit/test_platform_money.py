@@ -109,7 +109,8 @@ def test_the_check_refuses_a_copy_an_expired_or_a_future_command_and_takes_a_new
     sent = START - timedelta(seconds=1)
 
     def check(command_id: str, sent_at: datetime | None, now: datetime) -> str | None:
-        refusal = platform_money.check(accepted, command_id, sent_at, now, now, RETENTION)
+        kept = platform_money.Kept(accepted, {}, RETENTION)
+        refusal = platform_money.check(kept, command_id, sent_at, now, now)
         return None if refusal is None else refusal.code
 
     assert check("d-2", sent, START) is None
@@ -232,7 +233,10 @@ def test_only_the_platform_s_money_commands_are_kept() -> None:
     h.send(WALLET, deposit(1_000), "pay-1")
     h.send(WALLET, BuyIn(player_id=PLAYER, table_id=SOLO, amount=300), "buy-1")
     h.send(WALLET, WalletWithdraw(player_id=PLAYER, amount=10**9), "out-refused")
-    assert list(h.store.streams[WALLET].money) == ["pay-1"]
+    # the refused one is kept too, with its code (``money_refused``); the buy-in is no
+    # platform money command
+    assert list(h.store.streams[WALLET].money) == ["pay-1", "out-refused"]
+    assert h.store.streams[WALLET].money_refused == {"out-refused": "insufficient_funds"}
     assert not h.store.streams[SOLO].money
 
 
@@ -265,11 +269,15 @@ def test_a_rebuild_from_the_events_or_a_snapshot_keeps_the_live_ids() -> None:
         h.send(WALLET, deposit(), f"pay-{day}", sent_at=h.now)
         h.other_commands(2)
     live = h.store.streams[WALLET]
-    assert list(live.money) == [f"pay-{day}" for day in range(2, 10)]  # the last 7 days
-    assert rebuilt_from(h.events_of(WALLET)).money == live.money
+    accepted = [i for i in live.money if i not in live.money_refused]
+    assert accepted == [f"pay-{day}" for day in range(2, 10)]  # the last 7 days
+    assert len(live.money_refused) == 16  # the refused withdrawals of those days, kept too
+    rebuilt = rebuilt_from(h.events_of(WALLET))
+    assert rebuilt.money == live.money and rebuilt.money_refused == live.money_refused
     codec = SnapshotCodec(b"s" * 32)
     opened = codec.decode(codec.encode(live))
     assert opened.money == live.money and list(opened.money) == list(live.money)
+    assert opened.money_refused == live.money_refused
     assert not opened.money_incomplete
     # A fresh handler with that snapshot refuses the copy as the live one does.
     fresh = Harness()
@@ -287,5 +295,163 @@ def test_a_snapshot_from_before_the_ids_were_kept_is_completed_from_the_events()
     codec = SnapshotCodec(b"s" * 32)
     record, body = sealed_body(codec.encode(h.store.streams[WALLET]))
     del body["money"]
+    opened = codec.decode(resealed(record, body))
+    assert opened.money_incomplete and not opened.money
+
+
+# ---- a refusal is kept too: a late copy is never decided again ------------------------------
+
+
+def test_a_refused_withdrawal_replayed_after_the_window_and_a_deposit_is_not_debited() -> None:
+    """Given a wallet of 100 that refused a withdrawal of 300 (the platform booked it as
+    failed), when the platform's outbox replays it after the window and after a deposit that
+    would cover it, then it gets its first refusal again and nothing is debited. Before: it
+    was decided again, and debited."""
+    h = Harness()
+    h.send(WALLET, deposit(100), "pay-1", sent_at=START)
+    withdraw = WalletWithdraw(player_id=PLAYER, amount=300)
+    first = h.send(WALLET, withdraw, "out-1", sent_at=START)
+    assert code(first) == "insufficient_funds" and first.first_sequence == 2
+    [written] = h.handled[-1].events
+    assert written.data.type == "WalletCommandRefused" and written.causation_id == "out-1"
+    assert written.data.model_dump(include={"command", "amount", "reason_code"}) == {
+        "command": "WalletWithdraw",
+        "amount": 300,
+        "reason_code": "insufficient_funds",
+    }
+    assert h.send(WALLET, withdraw, "out-1", sent_at=START) == first  # within the window
+    h.send(WALLET, deposit(1_000), "pay-2", sent_at=START)
+    h.other_commands()
+    h.now = START + timedelta(days=1)
+    copy = h.send(WALLET, withdraw, "out-1", sent_at=START)
+    assert code(copy) == "insufficient_funds" and h.handled[-1].duplicate
+    assert copy.rejection is not None and "not decided again" in copy.rejection.message
+    assert h.handled[-1].events == [] and h.wallet().balance == 1_100
+
+
+def test_a_refusal_is_kept_by_a_rebuild_from_the_events_and_by_a_snapshot() -> None:
+    h = Harness()
+    h.send(WALLET, deposit(100), "pay-1", sent_at=START)
+    h.send(WALLET, WalletWithdraw(player_id=PLAYER, amount=300), "out-1", sent_at=START)
+    h.send(WALLET, deposit(1_000), "pay-2", sent_at=START)
+    live = h.store.streams[WALLET]
+    codec = SnapshotCodec(b"s" * 32)
+    for opened in (rebuilt_from(h.events_of(WALLET)), codec.decode(codec.encode(live))):
+        assert opened.money_refused == {"out-1": "insufficient_funds"}
+        fresh = Harness()
+        fresh.now = START + timedelta(days=2)
+        fresh.store.streams[WALLET] = opened
+        copy = fresh.send(WALLET, WalletWithdraw(player_id=PLAYER, amount=300), "out-1")
+        assert code(copy) == "insufficient_funds" and fresh.wallet().balance == 1_100
+
+
+def test_a_refusal_s_rebuilt_answer_is_the_live_one() -> None:
+    """A rebuild whose results have expired answers a copy from the events: rejected, with the
+    code, message and sequence the live handler answered."""
+    from blackjack.command_handler.replay import _Events
+
+    h = Harness()
+    h.send(WALLET, deposit(100), "pay-1", sent_at=START)
+    live = h.send(WALLET, WalletWithdraw(player_id=PLAYER, amount=300), "out-1")
+    events = _Events()
+    for envelope in h.events_of(WALLET):
+        events.accept(envelope)
+    rebuilt = events.accepted[(WALLET, "out-1")]
+    # (the events carry the command id as correlation id where the command named none, as
+    # for an accepted command's rebuilt answer)
+    assert rebuilt.model_dump(exclude={"correlation_id"}) == live.model_dump(
+        exclude={"correlation_id"}
+    )
+    assert rebuilt.status == "rejected" and rebuilt.first_sequence == 2
+
+
+def test_a_refusal_at_a_wallet_never_paid_into_makes_the_wallet_and_keeps_the_id() -> None:
+    h = Harness()
+    refused = h.send(WALLET, WalletWithdraw(player_id=PLAYER, amount=300), "out-0")
+    assert code(refused) == "insufficient_funds" and refused.first_sequence == 1
+    assert h.store.streams[WALLET].money_refused == {"out-0": "insufficient_funds"}
+    h.send(WALLET, deposit(1_000), "pay-1")
+    h.other_commands()
+    copy = h.send(WALLET, WalletWithdraw(player_id=PLAYER, amount=300), "out-0")
+    assert code(copy) == "insufficient_funds" and h.wallet().balance == 1_000
+
+
+def test_a_table_s_refused_deposit_replayed_after_the_window_is_not_credited() -> None:
+    """A platform's ``Deposit`` for a player not seated yet, replayed once they sit down."""
+    h = Harness()
+    h.send(SOLO, cmd.OpenTable(variant="atlantic-city"))
+    first = h.send(SOLO, cmd.Deposit(player_id=PLAYER, amount=500), "in-1")
+    assert code(first) == "not_seated"
+    assert h.handled[-1].events[0].data.type == "MoneyCommandRefused"
+    h.send(SOLO, cmd.SitDown(player_id=PLAYER))
+    for _ in range(WINDOW + 2):
+        h.send(SOLO, cmd.Withdraw(player_id=PLAYER, amount=10**9))  # refused, remembered
+    copy = h.send(SOLO, cmd.Deposit(player_id=PLAYER, amount=500), "in-1")
+    assert code(copy) == "not_seated" and h.handled[-1].duplicate
+    state = h.store.streams[SOLO].state
+    assert isinstance(state, TableState) and state.players[PLAYER].balance == 0
+
+
+def test_only_the_platform_s_money_refusals_are_written_down() -> None:
+    """A player's refused buy-in, an expired command and a sent_at ahead of the clock write
+    nothing (their answers are not a decision the platform books)."""
+    h = Harness()
+    h.send(WALLET, deposit(100), "pay-1")
+    h.send(WALLET, BuyIn(player_id=PLAYER, table_id=SOLO, amount=10**6), "buy-1")
+    h.send(WALLET, deposit(), "late", sent_at=START - RETENTION)
+    h.send(WALLET, deposit(), "ahead", sent_at=START + timedelta(hours=1))
+    assert [e for h_ in h.handled[1:] for e in h_.events] == []
+    assert list(h.store.streams[WALLET].money) == ["pay-1"]
+
+
+# ---- the bound on kept ids ---------------------------------------------------------------
+
+
+def test_a_stream_keeping_its_limit_of_ids_refuses_new_money_commands_typed() -> None:
+    h = Harness()
+    h.processor.money_ids_max = 3
+    for n in range(3):
+        h.send(WALLET, deposit(), f"pay-{n}", sent_at=START)
+    sequence = h.store.streams[WALLET].sequence
+    full = h.send(WALLET, deposit(), "pay-3", sent_at=START)
+    assert code(full) == "money_ids_full" and full.rejection is not None
+    assert "send it again (same id)" in full.rejection.message
+    assert h.store.streams[WALLET].sequence == sequence  # nothing written
+    assert "pay-3" not in h.store.streams[WALLET].results  # not remembered
+    # a refusal needs room too: refused so, not written down
+    short = h.send(WALLET, WalletWithdraw(player_id=PLAYER, amount=10**9))
+    assert code(short) == "money_ids_full" and h.store.streams[WALLET].sequence == sequence
+    # a copy of a kept id is still told as one (the window pushed on by a player's buy-ins)
+    for _ in range(WINDOW + 2):
+        h.send(WALLET, BuyIn(player_id=PLAYER, table_id=SOLO, amount=10**9))
+    assert "pay-0" not in h.store.streams[WALLET].results
+    assert code(h.send(WALLET, deposit(), "pay-0", sent_at=START)) == "already_applied"
+    # once the oldest are let go, the same command is decided
+    h.now = START + platform_money.kept_for(RETENTION) + timedelta(seconds=1)
+    retried = h.send(WALLET, deposit(), "pay-3", sent_at=h.now)
+    assert retried.status == "accepted" and h.wallet().balance == 400
+
+
+# ---- sent_at required (BLACKJACK_MONEY_SENT_AT=required) --------------------------------
+
+
+def test_sent_at_required_refuses_a_new_command_without_it_but_answers_copies() -> None:
+    h = Harness()
+    h.send(WALLET, deposit(), "pay-1")  # taken while sent_at was optional
+    h.other_commands()
+    h.processor.money_sent_at_required = True
+    no_sent_at = h.send(WALLET, deposit(), "pay-2")
+    assert code(no_sent_at) == "malformed" and "pay-2" not in h.store.streams[WALLET].results
+    assert code(h.send(WALLET, deposit(), "pay-1")) == "already_applied"  # a copy, as before
+    assert h.send(WALLET, deposit(), "pay-2", sent_at=START).status == "accepted"
+    assert h.wallet().balance == 200
+
+
+def test_a_snapshot_from_before_refusals_were_kept_is_completed_from_the_events() -> None:
+    h = Harness()
+    h.send(WALLET, deposit(), "pay-1", sent_at=START)
+    codec = SnapshotCodec(b"s" * 32)
+    record, body = sealed_body(codec.encode(h.store.streams[WALLET]))
+    del body["money_refused"]
     opened = codec.decode(resealed(record, body))
     assert opened.money_incomplete and not opened.money

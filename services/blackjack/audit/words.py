@@ -214,6 +214,11 @@ def _transfer_declined(state: TableState, e: ev.TransferDeclined, cur: str) -> s
     return f"{e.player_id}'s buy-in of {money(e.amount, cur)} is declined ({e.reason_code})"
 
 
+def _money_command_refused(state: TableState, e: ev.MoneyCommandRefused, cur: str) -> str:
+    what = "deposit" if e.command == "Deposit" else "withdrawal"
+    return f"{e.player_id}'s {what} of {money(e.amount, cur)} is refused ({e.reason_code})"
+
+
 def _player_disconnected(state: TableState, e: ev.PlayerDisconnected, cur: str) -> str:
     return f"{e.player_id} disconnects"
 
@@ -280,6 +285,7 @@ _LINES: dict[type[ev.Event], Callable[[TableState, Any, str], str]] = {
     ev.FundsDeposited: _funds_deposited,
     ev.FundsWithdrawn: _funds_withdrawn,
     ev.TransferDeclined: _transfer_declined,
+    ev.MoneyCommandRefused: _money_command_refused,
     ev.PlayerDisconnected: _player_disconnected,
     ev.PlayerReconnected: _player_reconnected,
     ev.SeatTaken: _seat_taken,

@@ -33,9 +33,10 @@ _MODULE_ALIASES = {ev: "ev", cmd: "cmd"}
 _BUILTINS = {"int", "str", "bool", "float", "bytes", "tuple", "None"}
 
 
-WRITTEN_BY_THE_SHELL: tuple[type[BaseModel], ...] = (ev.RoundResumed,)
-"""Events the handler writes itself, never the decider: built validated, where they are
-written (``command_handler.streams``)."""
+WRITTEN_BY_THE_SHELL: tuple[type[BaseModel], ...] = (ev.RoundResumed, ev.MoneyCommandRefused)
+"""Events the decider never builds: built validated where they are made (the marker of a
+round resumed, ``command_handler.streams``; the record of a platform money command refused,
+``domain.platform_money.refusal``)."""
 
 
 def built_models() -> tuple[type[BaseModel], ...]:

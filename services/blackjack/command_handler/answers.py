@@ -80,7 +80,8 @@ def remembered(result: CommandResult) -> bool:
     handler and for a rebuild from the results topic, whose windows must be equal (else a
     copy of a command is decided again after a takeover). Not kept: answers to messages that
     never reached a stream, to a command that took an id reserved for the service's own (a
-    step's, the clock's) or a signed step's copy, the clock's ``ExpireTimers`` that found
+    step's, the clock's) or a signed step's copy, a platform money command its stream had no
+    room to keep (``money_ids_full``), the clock's ``ExpireTimers`` that found
     nothing due, and any answer under the clock's ``Disconnect`` id that disconnected no one."""
     if is_idle_timer(result):
         return False
@@ -89,8 +90,8 @@ def remembered(result: CommandResult) -> bool:
     if result.rejection is None:
         return True
     code, command_id = result.rejection.code, result.command_id
-    if code in NOT_REMEMBERED:
-        return False
+    if code in NOT_REMEMBERED or code == "money_ids_full":
+        return False  # (``money_ids_full``: a resend once there is room is decided)
     return not (
         code == "unauthorized" and (is_step_id(command_id) or is_clock_timer_id(command_id))
     )

@@ -42,7 +42,7 @@ from blackjack.bus.settings import KafkaSettings
 from blackjack.bus.topics import REQUESTS_KEPT_MS, Topics
 from blackjack.command_handler.keys import load_shoe_key
 from blackjack.configuration import ConfigurationError, env_value
-from blackjack.domain.platform_money import DEFAULT_RETENTION
+from blackjack.domain.platform_money import DEFAULT_IDS_MAX, DEFAULT_RETENTION
 from blackjack.messages.sealing import SealVersion
 
 COMPRESSIONS = ("none", *CODECS)
@@ -65,6 +65,14 @@ class HandlerConfig:
     """How long the platform may retry a money command (``domain.platform_money``): one
     issued (``sent_at``) longer ago is refused ``transfer_expired``, and its streams keep the
     ids of those they accepted that long."""
+    money_ids_max: int = DEFAULT_IDS_MAX
+    """How many platform money ids a stream keeps at most (``domain.platform_money``): a new
+    platform money command at a stream that keeps as many is refused ``money_ids_full``, so
+    its snapshot stays under the topic's size limit."""
+    money_sent_at: str = "optional"
+    """``required``: a platform money command without ``sent_at`` is refused ``malformed``
+    (a copy of one its stream decided still gets its answer); ``optional``: it counts as
+    issued when it arrived (docs/kafka.md, "Idempotency")."""
     presence_timeout_s: float = 30.0
     timer_tick_s: float = 0.25
     cold_after_s: float = 600.0
@@ -99,6 +107,10 @@ class HandlerConfig:
             raise ValueError("BLACKJACK_SHOE_SEAL_VERSION is 1 or 2")
         if not self.money_retention_s > 0:
             raise ValueError("BLACKJACK_MONEY_RETENTION_S must be positive")
+        if self.money_ids_max < 1:
+            raise ValueError("BLACKJACK_MONEY_IDS_MAX must be positive")
+        if self.money_sent_at not in ("optional", "required"):
+            raise ValueError("BLACKJACK_MONEY_SENT_AT is optional or required")
         if not self.cold_after_s > 0:
             raise ValueError("cold_after_s must be positive")
         if self.snapshot_every < 1 or self.dedup_window < 1 or self.max_batch < 1:
@@ -137,6 +149,8 @@ class HandlerConfig:
             "BLACKJACK_CHECKPOINT_AFTER_S": float,
             "BLACKJACK_DEDUP_WINDOW": int,
             "BLACKJACK_MONEY_RETENTION_S": float,
+            "BLACKJACK_MONEY_IDS_MAX": int,
+            "BLACKJACK_MONEY_SENT_AT": lambda text: text.strip().lower(),
             "BLACKJACK_PRESENCE_TIMEOUT_S": float,
             "BLACKJACK_TIMER_TICK_MS": lambda ms: float(ms) / 1000,
             "BLACKJACK_COLD_AFTER_S": float,

@@ -13,6 +13,7 @@ from blackjack.bus.topics import RECORD_MAX_BYTES
 from blackjack.command_handler.records import Outgoing, RecordWriter, record_size
 from blackjack.command_handler.streams import Stream
 from blackjack.domain import events as ev
+from blackjack.domain import platform_money
 from blackjack.domain.rejections import Rejection
 from blackjack.domain.state import TableState
 from blackjack.domain.wallet import (
@@ -56,11 +57,15 @@ class Deciding(RecordWriter):
         received_at: datetime | None = None,
         resumed: ev.RoundResumed | None = None,
         money_retention: timedelta,
+        keep_refusal: bool = False,
     ) -> Rejection | None:
         """Run the decider; on acceptance append the events and the steps they cause, after
         ``resumed`` (the marker of a round interrupted, ``PartitionStore.resumed``) when the
         decision writes any. The stream's platform money ids follow its events
-        (``Stream.note_money``, kept ``money_retention``).
+        (``Stream.note_money``, kept ``money_retention``). With ``keep_refusal`` (a platform
+        money command), a refusal is written down as an event that moves no money
+        (``platform_money.refusal``) and returned: the stream keeps the command's id, so a
+        late copy is never decided again.
 
         A bug in the decider, or in writing down what it decided, fails the same way on every
         retry, so raising would stop every table of the partition on this command. It is
@@ -68,8 +73,16 @@ class Deciding(RecordWriter):
         takes the new state and sequence only once every record is built."""
         try:
             decided = self._decision(stream.state, envelope.command, now, received_at)
+            refused: Rejection | None = None
             if isinstance(decided, Rejection):
-                return decided
+                recorded = (
+                    platform_money.refusal(stream.state, envelope.command, decided)
+                    if keep_refusal
+                    else None
+                )
+                if recorded is None:
+                    return decided
+                refused, decided = decided, recorded
             state, domain_events = decided
             domain_events = _after_marker(resumed, domain_events)
             built, records = self._records_of(envelope, stream, domain_events, now)
@@ -109,7 +122,7 @@ class Deciding(RecordWriter):
             stream.note_money(envelope_built, money_retention)
         events.extend(built)
         outgoing.extend(records)
-        return None
+        return refused
 
     def _decision(
         self,

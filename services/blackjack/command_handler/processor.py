@@ -24,8 +24,11 @@ Order of the checks, each a typed rejection on the results topic:
    (``WalletDeposit``, ``WalletWithdraw``, an unsigned ``Deposit`` or ``Withdraw``):
    ``transfer_expired`` if issued (``sent_at``) longer ago than the retention,
    ``already_applied`` if its stream accepted it within the retention and its answer has
-   left the window (``domain.platform_money``).
-4. the decider (table or wallet): accepted with its events, or its typed rejection. Copies of
+   left the window, the code it was refused with if its stream refused it so,
+   ``malformed`` without ``sent_at`` where the handler requires it, ``money_ids_full`` if
+   its stream keeps as many ids as it may (``domain.platform_money``).
+4. the decider (table or wallet): accepted with its events, or its typed rejection (a platform
+   money command's written down as an event that moves no money, its id kept). Copies of
    the other money steps are refused here, by what they carry (``transfer_already_handled``
    for a buy-in's deposit or a cash-out, ``unknown_transfer`` for a confirm or refund), and
    nothing else is done, not even the buy-in's confirm or refund. A buy-in's deposit at a
@@ -64,7 +67,7 @@ from blackjack.domain import platform_money
 from blackjack.domain.rejections import Rejection
 from blackjack.domain.state import TableState
 from blackjack.domain.transfers import transfer_origin
-from blackjack.domain.wallet import CashOut
+from blackjack.domain.wallet import CashOut, WalletState
 from blackjack.messages.envelope import (
     CommandEnvelope,
     CommandResult,
@@ -95,7 +98,13 @@ class Processor(Deciding):
         source: str,
         shuffler: Shuffler,
         dedup_window: int,
+        money_ids_max: int = platform_money.DEFAULT_IDS_MAX,
+        money_sent_at_required: bool = False,
     ) -> None:
+        self.money_ids_max = money_ids_max
+        """How many platform money ids a stream keeps at most (``BLACKJACK_MONEY_IDS_MAX``)."""
+        self.money_sent_at_required = money_sent_at_required
+        """``BLACKJACK_MONEY_SENT_AT=required``: a platform money command needs ``sent_at``."""
         self.topics = topics
         self.partitions = partitions
         self.seal = seal
@@ -170,11 +179,13 @@ class Processor(Deciding):
         )
         events: list[EventEnvelope] = []
         outgoing: list[Outgoing] = []
+        money = platform_money.is_platform_money(command, signed)
+        late = self._late_platform_money(store, stream, envelope, inbound, now) if money else None
         rejection = (
             authorize(command, stream, signed)
             or overtaken_disconnect(envelope, stream)
             or self._copy_declined_nowhere(store, command, inbound.partition)
-            or _late_platform_money(store, stream, envelope, signed, inbound, now)
+            or late
         )
         if rejection is None and isinstance(command, cmd.CloseInterruptedRound):
             # How long the round has waited comes from the log, never from the body.
@@ -190,6 +201,9 @@ class Processor(Deciding):
                 received_at=inbound.received_at,
                 resumed=store.resumed(stream),
                 money_retention=store.money_retention,
+                # A platform money command refused is written down (its id kept), at a stream
+                # that exists or a wallet (a table not opened takes no money anyway).
+                keep_refusal=money and (held or isinstance(stream.state, WalletState)),
             )
         if events:
             store.went_on(stream)
@@ -228,12 +242,43 @@ class Processor(Deciding):
             )
             outgoing.append(self._buy_in_answer(envelope, command, transfer, declined, now))
         # A signed step its decider refused as a copy is a duplicate, however late it came;
-        # so is a platform money command its stream had accepted (``platform_money``).
+        # so is a platform money command its stream had decided (``platform_money``).
         code = None if rejection is None else rejection.code
-        copy = (signed and code in COPY_REFUSALS) or code == "already_applied"
+        copy = (signed and code in COPY_REFUSALS) or (
+            late is not None and rejection is late and code not in platform_money.NOT_COPIES
+        )
         return Handled(
             result=result, command_type=kind, events=events, outgoing=outgoing, duplicate=copy
         )
+
+    def _late_platform_money(
+        self,
+        store: PartitionStore,
+        stream: Stream,
+        envelope: CommandEnvelope,
+        inbound: Inbound,
+        now: datetime,
+    ) -> Rejection | None:
+        """A platform money command issued longer ago than the retention
+        (``transfer_expired``), a copy of one its stream decided whose answer has left the
+        window (``already_applied``, or the code it was refused with), one without ``sent_at``
+        where it is required (``malformed``), or one its stream has no room to keep
+        (``money_ids_full``): ``domain.platform_money``. The stream's last event's time counts
+        as the clock if it is later (another handler's clock may have run ahead). ``sent_at``
+        may be ahead of this handler's clock, never of the broker's stamp only: the id is kept
+        by the time of its event, this clock's (a broker ahead of the handler by more than
+        ``SENT_AHEAD`` let a copy through once its id was let go)."""
+        touched = stream.touched_at
+        latest = now if touched is None else max(now, touched)
+        arrived = now if inbound.received_at is None else min(inbound.received_at, now)
+        kept = platform_money.Kept(
+            stream.money,
+            stream.money_refused,
+            store.money_retention,
+            self.money_ids_max,
+            self.money_sent_at_required,
+        )
+        return platform_money.check(kept, envelope.command_id, envelope.sent_at, latest, arrived)
 
     def _declines(self, store: PartitionStore, partition: int) -> Stream | None:
         """The partition's stream of buy-ins declined at tables that did not exist, if it has
@@ -383,33 +428,3 @@ class Processor(Deciding):
         result = refused(envelope, message, now)
         record = self._result_record(result, key, partition)
         return Handled(result=result, command_type=kind, outgoing=[record], duplicate=True)
-
-
-def _late_platform_money(  # noqa: PLR0917
-    store: PartitionStore,
-    stream: Stream,
-    envelope: CommandEnvelope,
-    signed: bool,
-    inbound: Inbound,
-    now: datetime,
-) -> Rejection | None:
-    """A platform money command issued longer ago than the retention (``transfer_expired``),
-    or a copy of one its stream accepted whose answer has left the window
-    (``already_applied``): ``domain.platform_money``. The stream's last event's time
-    counts as the clock if it is later (another handler's clock may have run ahead).
-    ``sent_at`` may be ahead of this handler's clock, never of the broker's stamp only: the
-    id is kept by the time of its event, this clock's (a broker ahead of the handler by more
-    than ``SENT_AHEAD`` let a copy through once its id was let go)."""
-    if not platform_money.is_platform_money(envelope.command, signed):
-        return None
-    touched = stream.touched_at
-    latest = now if touched is None else max(now, touched)
-    arrived = now if inbound.received_at is None else min(inbound.received_at, now)
-    return platform_money.check(
-        stream.money,
-        envelope.command_id,
-        envelope.sent_at,
-        latest,
-        arrived,
-        store.money_retention,
-    )

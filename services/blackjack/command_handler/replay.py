@@ -40,7 +40,8 @@ from blackjack.command_handler.snapshots import (
 )
 from blackjack.command_handler.spill import SpilledStreams
 from blackjack.command_handler.streams import PartitionStore, Stream
-from blackjack.domain.platform_money import DEFAULT_RETENTION, kept_for
+from blackjack.domain.platform_money import DEFAULT_RETENTION, RefusalEvent, kept_for
+from blackjack.domain.rejections import Rejection
 from blackjack.domain.state import TableState
 from blackjack.domain.transfers import is_declines_stream
 from blackjack.messages.envelope import CommandResult, EventEnvelope
@@ -419,11 +420,20 @@ class _Events:
             return
         key = (envelope.stream_id, envelope.causation_id)
         first = self.accepted.get(key)
+        event = envelope.data
+        # A platform money command refused (``platform_money.refusal``): answered rejected
+        # with its code and message, its events numbered, as the live handler answered it.
+        refusal = (
+            Rejection(code=event.reason_code, message=event.message)
+            if isinstance(event, RefusalEvent)
+            else None
+        )
         self.accepted[key] = CommandResult(
             command_id=envelope.causation_id,
             stream_id=envelope.stream_id,
             correlation_id=envelope.correlation_id,
-            status="accepted",
+            status="accepted" if refusal is None else "rejected",
+            rejection=refusal if refusal is not None else (first.rejection if first else None),
             first_sequence=first.first_sequence if first else envelope.sequence,
             last_sequence=envelope.sequence,
             handled_at=envelope.occurred_at,

@@ -104,6 +104,8 @@ class CommandHandler(Ticker):
             source=config.source,
             shuffler=shuffler,
             dedup_window=config.dedup_window,
+            money_ids_max=config.money_ids_max,
+            money_sent_at_required=config.money_sent_at == "required",
         )
         self._partitions: dict[int, _Partition] = {}
         self._retained: dict[int, _Retained] = {}

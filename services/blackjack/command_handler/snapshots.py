@@ -26,7 +26,7 @@ import hmac
 import json
 import os
 import zlib
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from datetime import datetime
 from typing import Any, Literal
 
@@ -36,6 +36,7 @@ from pydantic import BaseModel, ConfigDict, Field, TypeAdapter, ValidationError
 
 from blackjack.bus.headers import COMMANDS_TO_HEADER
 from blackjack.command_handler.streams import Stream
+from blackjack.domain.rejections import RejectionCode
 from blackjack.domain.state import INITIAL_STATE, TableState
 from blackjack.domain.wallet import WalletState, is_wallet_stream
 
@@ -56,6 +57,34 @@ _SIGNED = TypeAdapter(list[str])
 _LAST_SEEN = TypeAdapter(dict[str, datetime])
 _MOMENT = TypeAdapter(datetime | None)
 _MONEY = TypeAdapter(dict[str, datetime])
+_MONEY_REFUSED = TypeAdapter(dict[RejectionCode, list[int]])
+
+
+def _refused_doc(
+    money: Mapping[str, datetime], refused: Mapping[str, RejectionCode]
+) -> dict[str, list[int]]:
+    """``Stream.money_refused`` as the snapshot keeps it: per code, the places of its ids in
+    ``money`` (oldest first), so that no id is written twice."""
+    doc: dict[str, list[int]] = {}
+    for place, command_id in enumerate(money):
+        code = refused.get(command_id)
+        if code is not None:
+            doc.setdefault(code, []).append(place)
+    return doc
+
+
+def _refused_of(money: Mapping[str, datetime], doc: object) -> dict[str, RejectionCode]:
+    """``_refused_doc`` read back against the ``money`` it was written with."""
+    ids = list(money)
+    try:
+        return {
+            ids[place]: code
+            for code, places in _MONEY_REFUSED.validate_python(doc).items()
+            for place in places
+        }
+    except IndexError as error:
+        raise SnapshotError("money_refused names a place money does not have") from error
+
 
 CheckpointTrust = Literal["signed", "unsigned", "forged", "snapshots"]
 """``signed``: written by a handler of this deployment for this partition with the snapshots
@@ -218,6 +247,10 @@ class SnapshotCodec:
             "touched_at": None if stream.touched_at is None else stream.touched_at.isoformat(),
             # oldest first, as they are let go of (``domain.platform_money``)
             "money": {command_id: at.isoformat() for command_id, at in stream.money.items()},
+            # those of ``money`` the stream refused: per code, their places in ``money``
+            # (an id is written once: a 128-character one costs 136 bytes sealed, not 272). A
+            # release before this one ignores it, and refuses their copies ``already_applied``
+            "money_refused": _refused_doc(stream.money, stream.money_refused),
         }
         return self._seal(stream.stream_id, stream.sequence, _format(stream.state), body)
 
@@ -233,6 +266,7 @@ class SnapshotCodec:
             "last_seen": {},
             "touched_at": None,
             "money": {},
+            "money_refused": {},
         }
         return self._seal(key, 0, 1, body)
 
@@ -291,9 +325,11 @@ class SnapshotCodec:
         # Absent from older snapshots: the rebuild then gives those players a fresh grace period.
         stream.last_seen = _LAST_SEEN.validate_python(body.get("last_seen", {}))
         stream.touched_at = _touched_at(body, stream)
-        if "money" in body:
+        if "money" in body and "money_refused" in body:
             stream.money = dict(_MONEY.validate_python(body["money"]))
-        else:  # written before the ids were kept: the rebuild reads them from the events
+            stream.money_refused = _refused_of(stream.money, body["money_refused"])
+        else:  # written before the ids (or the refused ones) were kept: the rebuild reads
+            # them from the events
             stream.money_incomplete = True
         return stream
 

@@ -25,6 +25,7 @@ from blackjack.domain import events as ev
 from blackjack.domain import platform_money
 from blackjack.domain.errors import CorruptLog
 from blackjack.domain.evolve import evolve
+from blackjack.domain.rejections import RejectionCode
 from blackjack.domain.state import INITIAL_STATE, TableState
 from blackjack.domain.wallet import (
     INITIAL_WALLET,
@@ -266,6 +267,9 @@ class Stream:
     """The platform money commands this stream accepted in the last retention
     (``domain.platform_money``): command id -> the time of its event, oldest first. Carried in
     the snapshot and brought up to date by every event after it (``note_money``)."""
+    money_refused: dict[str, RejectionCode] = field(default_factory=dict)
+    """Those of ``money`` the stream refused (a ``WalletCommandRefused`` or
+    ``MoneyCommandRefused``), with the code: a late copy gets that refusal again."""
     money_incomplete: bool = False
     """Opened from a snapshot written before ``money`` was kept: the rebuild completes it from
     the stream's events before the checkpoint, as ``signed``."""
@@ -325,15 +329,17 @@ class Stream:
 
     def note_money(self, envelope: EventEnvelope, retention: timedelta) -> None:
         """After one of the stream's events (live or replayed, the same rule): remember its
-        cause if the event is a platform money command's, and let go of the ids accepted
+        cause if the event is a platform money command's (accepted, or refused with its
+        code), and let go of the ids accepted
         longer than the retention before it (``domain.platform_money``)."""
-        at = envelope.occurred_at
-        if envelope.causation_id and platform_money.is_platform_money_event(
-            envelope.data, self.state
-        ):
-            platform_money.remember(self.money, envelope.causation_id, at, retention)
+        at, cause, event = envelope.occurred_at, envelope.causation_id, envelope.data
+        if cause and platform_money.is_platform_money_event(event, self.state):
+            platform_money.remember(self.money, cause, at, retention, self.money_refused)
+        elif cause and isinstance(event, platform_money.RefusalEvent):
+            code = event.reason_code
+            platform_money.remember(self.money, cause, at, retention, self.money_refused, code)
         else:
-            platform_money.forget_before(self.money, at, retention)
+            platform_money.forget_before(self.money, at, retention, self.money_refused)
 
     def remember(self, result: CommandResult, window: int) -> None:
         self.results.remember(result, window)

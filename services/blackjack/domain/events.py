@@ -9,7 +9,7 @@ from typing import Annotated, Literal, get_args
 from pydantic import BaseModel, ConfigDict, Field
 
 from blackjack.domain.cards import Card
-from blackjack.domain.rejections import DeclineCode
+from blackjack.domain.rejections import DeclineCode, RejectionCode
 from blackjack.domain.rules import Rules
 
 
@@ -119,6 +119,21 @@ class FundsWithdrawn(Event):
     player_id: str
     amount: int = Field(ge=0)
     balance_after: int = Field(ge=0)
+
+
+class MoneyCommandRefused(Event):
+    """The platform's own ``Deposit`` or ``Withdraw`` (no buy-in's transfer) that the table
+    refused (``insufficient_funds``, ``not_seated``...): no money moves. Recorded so that the
+    stream keeps the command's id (its causation) for the money retention: a copy sent after
+    its answer has left the idempotency window is refused again, never decided a second time
+    (``domain.platform_money``)."""
+
+    type: Literal["MoneyCommandRefused"] = "MoneyCommandRefused"
+    player_id: str
+    command: Literal["Deposit", "Withdraw"] = Field(description="the command refused")
+    amount: int
+    reason_code: RejectionCode = Field(description="the rejection code it was answered with")
+    message: str = Field(description="the rejection's message, as it was answered")
 
 
 class PlayerDisconnected(Event):
@@ -536,6 +551,7 @@ PublicTableEvent = (
     | FundsDeposited
     | TransferDeclined
     | FundsWithdrawn
+    | MoneyCommandRefused
     | PlayerDisconnected
     | PlayerReconnected
     | TableSuspended

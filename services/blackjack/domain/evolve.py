@@ -123,6 +123,11 @@ def _transfer_declined(draft: TableState, e: ev.TransferDeclined) -> None:
     _handled_buy_in(draft, e.transfer)
 
 
+def _money_command_refused(draft: TableState, e: ev.MoneyCommandRefused) -> None:
+    """No money moved: the stream keeps the command's id (``Stream.note_money``), not its
+    state."""
+
+
 def _handled_buy_in(draft: TableState, transfer: str) -> None:
     try:
         wallet, number = transfer_origin(transfer)
@@ -387,6 +392,7 @@ _HANDLERS: Final[dict[type[ev.Event], Callable[[TableState, Any], None]]] = {
     ev.FundsDeposited: _funds_deposited,
     ev.TransferDeclined: _transfer_declined,
     ev.FundsWithdrawn: _funds_withdrawn,
+    ev.MoneyCommandRefused: _money_command_refused,
     ev.PlayerDisconnected: _connection,
     ev.PlayerReconnected: _connection,
     ev.TableSuspended: _table_suspended,

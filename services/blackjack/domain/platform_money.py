@@ -18,19 +18,43 @@ the whole log hold the same ids. A copy within the retention is refused
 ``already_applied`` and changes nothing (after the window: inside it, the first
 answer comes back, as always).
 
+A platform money command the stream *refused* (``insufficient_funds``, ``not_seated``, a
+limit) is written down too, as an event that moves no money (``WalletCommandRefused`` at a
+wallet, ``MoneyCommandRefused`` at a table, carrying the rejection's code and message): its id
+is kept like an accepted one's, with the code, and a copy after the window gets the original
+refusal again, never a second decision (before, a withdrawal refused ``insufficient_funds``,
+which the platform booked as failed, was debited when its outbox replayed it after a
+deposit).
+
+A stream keeps at most a limit of ids (``BLACKJACK_MONEY_IDS_MAX``): its snapshot is one
+record under the topic's 4 MiB limit, which more ids would pass, failing every checkpoint of
+its partition. A new platform money command at a stream holding that many is refused
+``money_ids_full`` (not decided, not written down, not remembered: sent again once the oldest
+id is let go, it is decided).
+
 Pure: the time is an argument, never read from a clock.
 """
 
 from __future__ import annotations
 
 from collections.abc import Mapping
+from dataclasses import dataclass
 from datetime import datetime, timedelta
 
 from blackjack.domain import commands as cmd
 from blackjack.domain import events as ev
-from blackjack.domain.rejections import Rejection
+from blackjack.domain.evolve import evolve
+from blackjack.domain.rejections import Rejection, RejectionCode
 from blackjack.domain.state import TableState
-from blackjack.domain.wallet import WalletDeposit, WalletDeposited, WalletWithdraw, WalletWithdrawn
+from blackjack.domain.wallet import (
+    WalletCommandRefused,
+    WalletDeposit,
+    WalletDeposited,
+    WalletState,
+    WalletWithdraw,
+    WalletWithdrawn,
+    evolve_wallet,
+)
 
 DEFAULT_RETENTION = timedelta(days=7)
 """How long a platform money command may be retried (``BLACKJACK_MONEY_RETENTION_S``)."""
@@ -41,6 +65,23 @@ differ a little): an id is kept for the retention and this after it was accepted
 of it, whatever ``sent_at`` it carries, is refused by the one rule or the other. A command
 further ahead is refused ``malformed`` (not remembered: sent again with its clock right, it
 is handled)."""
+
+
+DEFAULT_IDS_MAX = 10_000
+"""How many platform money ids a stream keeps at most (``BLACKJACK_MONEY_IDS_MAX``): with ids
+of the longest kind (128 characters) and a full window of the longest answers, its snapshot
+stays under the topic's 4 MiB limit (docs/kafka.md, "Idempotency")."""
+
+NOT_KEPT_REFUSALS: frozenset[RejectionCode] = frozenset({"internal_error", "money_ids_full"})
+"""Refusals not written down: a bug (a fixed release decides the command again), and the limit
+on kept ids (a resend, once there is room, is decided)."""
+
+NOT_COPIES: frozenset[RejectionCode] = frozenset(
+    {"transfer_expired", "malformed", "money_ids_full"}
+)
+"""What ``check`` refuses a command with that is not a copy of one the stream decided."""
+
+RefusalEvent = WalletCommandRefused | ev.MoneyCommandRefused
 
 
 def is_platform_money(command: object, signed: bool) -> bool:
@@ -68,23 +109,73 @@ def is_platform_money_event(event: object, state: object) -> bool:
     )
 
 
+def is_refusal_event(event: object) -> bool:
+    """The record of a platform money command its stream refused."""
+    return isinstance(event, WalletCommandRefused | ev.MoneyCommandRefused)
+
+
+def refusal(
+    state: TableState | WalletState, command: object, rejection: Rejection
+) -> tuple[TableState | WalletState, list[RefusalEvent]] | None:
+    """The event that records the refusal of a platform money command (and the state after it,
+    unchanged but for what folding it does), or ``None`` for a refusal not written down
+    (``NOT_KEPT_REFUSALS``) or a command that is not the platform's money."""
+    if rejection.code in NOT_KEPT_REFUSALS:
+        return None
+    if isinstance(command, WalletDeposit | WalletWithdraw) and isinstance(state, WalletState):
+        wallet_event = WalletCommandRefused(
+            player_id=command.player_id,
+            command=command.type,
+            amount=command.amount,
+            reason_code=rejection.code,
+            message=rejection.message,
+        )
+        return evolve_wallet(state, wallet_event), [wallet_event]
+    if isinstance(command, cmd.Deposit | cmd.Withdraw) and isinstance(state, TableState):
+        table_event = ev.MoneyCommandRefused(
+            player_id=command.player_id,
+            command=command.type,
+            amount=command.amount,
+            reason_code=rejection.code,
+            message=rejection.message,
+        )
+        return evolve(state, table_event), [table_event]
+    return None
+
+
 def kept_for(retention: timedelta) -> timedelta:
     """How long after it was accepted a platform money command's id is kept."""
     return retention + SENT_AHEAD
 
 
-def remember(
-    accepted: dict[str, datetime], command_id: str, at: datetime, retention: timedelta
+def remember(  # noqa: PLR0917
+    accepted: dict[str, datetime],
+    command_id: str,
+    at: datetime,
+    retention: timedelta,
+    refused: dict[str, RejectionCode] | None = None,
+    code: RejectionCode | None = None,
 ) -> None:
-    """``command_id`` accepted at ``at`` (its event's time); the ids accepted longer than
-    ``kept_for(retention)`` before ``at`` are let go (they are kept oldest first)."""
+    """``command_id`` decided at ``at`` (its event's time): accepted, or refused with ``code``
+    (kept in ``refused``); the ids decided longer than ``kept_for(retention)`` before ``at``
+    are let go (they are kept oldest first). ``accepted`` holds every kept id, the refused
+    ones too (a release that knows no refusals refuses their copies ``already_applied``)."""
     accepted.pop(command_id, None)
     accepted[command_id] = at
-    forget_before(accepted, at, retention)
+    if refused is not None:
+        refused.pop(command_id, None)
+        if code is not None:
+            refused[command_id] = code
+    forget_before(accepted, at, retention, refused)
 
 
-def forget_before(accepted: dict[str, datetime], at: datetime, retention: timedelta) -> None:
-    """Let go of the ids accepted longer than ``kept_for(retention)`` before ``at`` (the
+def forget_before(
+    accepted: dict[str, datetime],
+    at: datetime,
+    retention: timedelta,
+    refused: dict[str, RejectionCode] | None = None,
+) -> None:
+    """Let go of the ids decided longer than ``kept_for(retention)`` before ``at`` (the
     time of a stream's event: every event moves the horizon, replayed as written)."""
     horizon = at - kept_for(retention)
     while accepted:
@@ -92,25 +183,55 @@ def forget_before(accepted: dict[str, datetime], at: datetime, retention: timede
         if accepted[oldest] >= horizon:
             return
         del accepted[oldest]
+        if refused:
+            refused.pop(oldest, None)
 
 
-def check(  # noqa: PLR0917
-    accepted: Mapping[str, datetime],
+def kept_now(accepted: Mapping[str, datetime], now: datetime, retention: timedelta) -> int:
+    """How many of the ids are still kept at ``now`` (the oldest may be due to be let go at
+    the stream's next event: counted out already)."""
+    horizon = now - kept_for(retention)
+    due = 0
+    for at in accepted.values():
+        if at >= horizon:
+            break
+        due += 1
+    return len(accepted) - due
+
+
+@dataclass(frozen=True)
+class Kept:
+    """What a stream keeps of its platform money commands (``Stream.money``,
+    ``Stream.money_refused``), and how it is bound (the handler's settings)."""
+
+    decided: Mapping[str, datetime]
+    """every id kept, accepted or refused, with the time of its event, oldest first"""
+    refused: Mapping[str, RejectionCode]
+    """the refused ones among them, with the code they were refused with"""
+    retention: timedelta = DEFAULT_RETENTION
+    limit: int = DEFAULT_IDS_MAX
+    require_sent_at: bool = False
+    """``BLACKJACK_MONEY_SENT_AT=required``: a command without ``sent_at`` is ``malformed``"""
+
+
+def check(
+    kept: Kept,
     command_id: str,
     sent_at: datetime | None,
     now: datetime,
     arrived_at: datetime,
-    retention: timedelta,
 ) -> Rejection | None:
     """Whether a platform money command may be decided: not issued too long ago, not
-    issued ahead of the clock, not a copy of one the stream accepted.
+    issued ahead of the clock, not a copy of one the stream decided, and room to keep its id.
 
     ``now`` is the latest of the handler's clock and the stream's last event (another
     handler's clock may have run ahead, and forgotten ids by it); ``arrived_at`` when the
-    command reached the service, by the clock that times the event an acceptance writes
+    command reached the service, by the clock that times the event a decision writes
     (the id is kept by that time: a ``sent_at`` ahead of it by more than ``SENT_AHEAD``
     could outlive it). Without ``sent_at`` the command is taken as issued when it
-    arrived (the contract: a platform that may retry later than the retention sends it)."""
+    arrived (the contract: a platform that may retry later than the retention sends it),
+    unless the handler requires it."""
+    retention = kept.retention
     if sent_at is not None:
         if sent_at > arrived_at + SENT_AHEAD:
             return Rejection(
@@ -128,14 +249,42 @@ def check(  # noqa: PLR0917
                 "applied, so it is not applied; look its first answer up, or send a new "
                 "command under a new id",
             )
-    first = accepted.get(command_id)
+    first = kept.decided.get(command_id)
     if first is not None and now <= first + kept_for(retention):  # (else as if let go)
+        return _copy(kept, command_id, first)
+    if sent_at is None and kept.require_sent_at:
         return Rejection(
-            code="already_applied",
-            message=f"command {command_id} was already applied here at {first.isoformat()} "
-            "(its answer has left the idempotency window): it is not applied again",
+            code="malformed",
+            message="a money command must carry sent_at (when it was first issued; a resend "
+            "carries the first sending's): this service requires it",
+        )
+    if kept_now(kept.decided, now, retention) >= kept.limit:
+        oldest = next(at for at in kept.decided.values() if at + kept_for(retention) >= now)
+        return Rejection(
+            code="money_ids_full",
+            message=f"this stream keeps the ids of {kept.limit} money commands of the last "
+            f"{_span(retention)}, its limit: this one is not decided; send it again (same id) "
+            f"after {(oldest + kept_for(retention)).isoformat()}, when the oldest is let go",
         )
     return None
+
+
+def _copy(kept: Kept, command_id: str, first: datetime) -> Rejection:
+    """The refusal of a copy of a command the stream decided (its answer has left the window):
+    the original refusal's code, or ``already_applied``."""
+    code = kept.refused.get(command_id)
+    if code is not None:
+        return Rejection(
+            code=code,
+            message=f"command {command_id} was refused here ({code}) at {first.isoformat()} "
+            "(its answer has left the idempotency window): it is not decided again; send a "
+            "new command under a new id",
+        )
+    return Rejection(
+        code="already_applied",
+        message=f"command {command_id} was already applied here at {first.isoformat()} "
+        "(its answer has left the idempotency window): it is not applied again",
+    )
 
 
 def _span(retention: timedelta) -> str:

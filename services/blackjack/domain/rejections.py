@@ -53,6 +53,9 @@ RejectionCode = Literal[
     # a copy of a platform money command its stream applied, sent after its answer left the
     # idempotency window (domain.platform_money)
     "already_applied",
+    # a new platform money command at a stream that keeps as many money command ids as it may
+    # (BLACKJACK_MONEY_IDS_MAX): not decided nor remembered, sent again later it is decided
+    "money_ids_full",
     # betting
     "not_betting_time",
     "no_bets",

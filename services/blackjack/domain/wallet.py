@@ -173,6 +173,20 @@ class WalletWithdrawn(WalletEvent):
     balance_after: int
 
 
+class WalletCommandRefused(WalletEvent):
+    """The platform's ``WalletDeposit`` or ``WalletWithdraw`` that the wallet refused
+    (``insufficient_funds``, ``currency_mismatch``...): no money moves. Recorded so that the
+    wallet keeps the command's id (its causation) for the money retention: a copy sent after
+    its answer has left the idempotency window is refused again, never decided a second time
+    (``domain.platform_money``)."""
+
+    type: Literal["WalletCommandRefused"] = "WalletCommandRefused"
+    command: Literal["WalletDeposit", "WalletWithdraw"] = Field(description="the command refused")
+    amount: int
+    reason_code: RejectionCode = Field(description="the rejection code it was answered with")
+    message: str = Field(description="the rejection's message, as it was answered")
+
+
 class BuyInSent(WalletEvent):
     """The wallet is debited; the money is on its way to the table (transfer ``transfer``)."""
 
@@ -220,7 +234,13 @@ class CashOutReceived(WalletEvent):
 
 
 AnyWalletEvent = (
-    WalletDeposited | WalletWithdrawn | BuyInSent | BuyInCompleted | BuyInRefunded | CashOutReceived
+    WalletDeposited
+    | WalletWithdrawn
+    | WalletCommandRefused
+    | BuyInSent
+    | BuyInCompleted
+    | BuyInRefunded
+    | CashOutReceived
 )
 """Every event of a wallet stream."""
 
@@ -433,9 +453,15 @@ def _refunded(state: WalletState, e: BuyInRefunded) -> WalletState:
     )
 
 
+def _unchanged(state: WalletState, e: WalletCommandRefused) -> WalletState:
+    """No money moved: the stream keeps the command's id (``Stream.note_money``)."""
+    return state
+
+
 _EVOLVERS: dict[type[WalletEvent], Callable[[WalletState, Any], WalletState]] = {
     WalletDeposited: _deposited,
     WalletWithdrawn: _balance,
+    WalletCommandRefused: _unchanged,
     CashOutReceived: _cashed_out,
     BuyInSent: _sent,
     BuyInCompleted: _completed,

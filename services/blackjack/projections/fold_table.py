@@ -77,6 +77,10 @@ def _transfer_declined(p: StreamProjection, e: ev.TransferDeclined, at: datetime
     """No money moved: the wallet's view shows the refund."""
 
 
+def _money_command_refused(p: StreamProjection, e: ev.MoneyCommandRefused, at: datetime) -> None:
+    """No money moved (the handler keeps the refused command's id)."""
+
+
 def _funds_withdrawn(p: StreamProjection, e: ev.FundsWithdrawn, at: datetime) -> None:
     account = p.account(e.player_id)
     account.withdrawn += e.amount
@@ -114,6 +118,7 @@ TABLE_HANDLERS: dict[type[BaseModel], Handler] = {
     ev.FundsDeposited: _funds_deposited,
     ev.TransferDeclined: _transfer_declined,
     ev.FundsWithdrawn: _funds_withdrawn,
+    ev.MoneyCommandRefused: _money_command_refused,
     ev.PlayerDisconnected: _connection,
     ev.PlayerReconnected: _connection,
     ev.TableSuspended: _table_suspended,

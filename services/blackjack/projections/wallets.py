@@ -82,6 +82,10 @@ def _wallet_withdrawn(w: WalletView, e: wl.WalletWithdrawn) -> None:
     w.balance = e.balance_after
 
 
+def _wallet_command_refused(w: WalletView, e: wl.WalletCommandRefused) -> None:
+    """No money moved (the handler keeps the refused command's id)."""
+
+
 def _buy_in_sent(w: WalletView, e: wl.BuyInSent) -> None:
     w.bought_in += e.amount
     w.balance = e.balance_after
@@ -113,6 +117,7 @@ def _close_transfer(w: WalletView, transfer: int) -> None:
 _WALLET_HANDLERS: dict[type[wl.WalletEvent], Callable[[WalletView, Any], None]] = {
     wl.WalletDeposited: _wallet_deposited,
     wl.WalletWithdrawn: _wallet_withdrawn,
+    wl.WalletCommandRefused: _wallet_command_refused,
     wl.BuyInSent: _buy_in_sent,
     wl.BuyInCompleted: _buy_in_completed,
     wl.BuyInRefunded: _buy_in_refunded,
