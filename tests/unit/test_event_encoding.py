@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import uuid
 from datetime import UTC, datetime
-from typing import Any, get_args
+from typing import Any, Literal, get_args
 
 import pytest
 
@@ -50,7 +50,13 @@ def _played_events() -> list[ev.Event]:
 
 def _wallet_events() -> list[WalletEvent]:
     """One of each wallet event, every field given a value of its type."""
-    values: dict[Any, Any] = {int: 7, str: "player-1", int | None: 3, RejectionCode: "not_seated"}
+    values: dict[Any, Any] = {
+        int: 7,
+        str: "player-1",
+        int | None: 3,
+        RejectionCode: "not_seated",
+        Literal["WalletDeposit", "WalletWithdraw"]: "WalletWithdraw",
+    }
     built = []
     for kind in get_args(AnyWalletEvent):
         fields = {
