@@ -32,6 +32,7 @@ from blackjack.command_handler.signing import SIGNATURE_HEADER, TRANSFER_HEADER
 from blackjack.command_handler.transactions import receipt_time
 from blackjack.domain import commands as cmd
 from blackjack.domain import events as ev
+from blackjack.domain import platform_money
 from blackjack.domain.rejections import Rejection
 from blackjack.domain.rules import Rules
 from blackjack.domain.state import INITIAL_STATE, TableState
@@ -499,8 +500,11 @@ async def verify_stream(
         actual = without_marker(caused, state)
         resumed += len(caused) - len(actual)
         if result.status == "rejected":
-            assert result.rejection is not None and not actual
+            # A platform money command's refusal is written down: one event that moves nothing
+            assert result.rejection is not None
+            assert all(platform_money.is_refusal_event(e) for e in actual) and len(actual) < 2
             if result.rejection.code in SHELL_CODES:
+                assert not actual, cid
                 continue
         if wallet:
             decision = decide_wallet(state, wallet_command(envelope))
@@ -519,6 +523,13 @@ async def verify_stream(
             else:
                 rejection, expected = None, applied.events
                 state = applied.state
+        if result.status == "rejected" and actual:
+            assert rejection is not None, cid
+            written = platform_money.refusal(state, envelope.command, rejection)
+            assert written is not None, f"{cid}: a refusal written down that is not kept"
+            state = written[0]
+            assert actual == written[1], f"{cid} ({envelope.command.type}): refusal differs"
+            touched_at = result.handled_at
         if expected:
             touched_at = result.handled_at
         if result.status == "rejected":

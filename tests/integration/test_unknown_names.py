@@ -5,6 +5,7 @@ player that was never there."""
 
 from __future__ import annotations
 
+import functools
 import os
 from collections.abc import AsyncIterator
 from pathlib import Path
@@ -30,7 +31,7 @@ from blackjack.domain.wallet import (
     WalletWithdraw,
     wallet_stream,
 )
-from blackjack.messages.envelope import CommandEnvelope, CommandResult
+from blackjack.messages.envelope import CommandEnvelope, CommandResult, EventEnvelope
 from blackjack.projections.rebuild import rebuild
 from blackjack.projections.store import ProjectionStore
 from blackjack.projections.writer import ProjectionWriter
@@ -56,6 +57,10 @@ async def store(request: pytest.FixtureRequest, tmp_path: Path) -> AsyncIterator
     factory = store_factory(request, tmp_path)
     yield await factory.store()
     await factory.close()
+
+
+def caused(result: CommandResult, events: list[EventEnvelope]) -> bool:
+    return any(e.causation_id == result.command_id for e in events)
 
 
 def refused(result: CommandResult, code: str) -> None:
@@ -144,9 +149,19 @@ async def test_commands_naming_a_player_no_one_seated_are_refused_and_move_no_mo
         cmd.Deposit(player_id=amy, amount=500),
     )
     await accept(client, shared, cmd.OpenTable(variant="atlantic-city-multi"))
-    refused(await client.execute(table, cmd.Deposit(player_id=ghost, amount=100)), "not_seated")
-    refused(await client.execute(table, cmd.Withdraw(player_id=ghost, amount=100)), "not_seated")
-    refused(await client.execute(shared, cmd.Withdraw(player_id=ghost, amount=1)), "not_seated")
+    # The platform's money commands: refused, and the refusal written down (no money moves;
+    # the table keeps the id, so a late copy is refused the same: domain.platform_money)
+    for stream, money in (
+        (table, cmd.Deposit(player_id=ghost, amount=100)),
+        (table, cmd.Withdraw(player_id=ghost, amount=100)),
+        (shared, cmd.Withdraw(player_id=ghost, amount=1)),
+    ):
+        written = await client.execute(stream, money)
+        assert written.status == "rejected" and written.rejection is not None, written
+        assert written.rejection.code == "not_seated", written.rejection
+        seen = await wait_for_events(space, stream, functools.partial(caused, written))
+        [event] = [e for e in seen if e.causation_id == written.command_id]
+        assert isinstance(event.data, ev.MoneyCommandRefused) and event.data.amount == money.amount
     refused(await client.execute(table, cmd.LeaveTable(player_id=ghost)), "not_seated")
     # A player who never had a wallet: nothing to take from it
     ghost_wallet = wallet_stream(ghost)

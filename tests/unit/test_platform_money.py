@@ -365,15 +365,16 @@ def test_a_refusal_s_rebuilt_answer_is_the_live_one() -> None:
     assert rebuilt.status == "rejected" and rebuilt.first_sequence == 2
 
 
-def test_a_refusal_at_a_wallet_never_paid_into_makes_the_wallet_and_keeps_the_id() -> None:
+def test_a_refusal_at_a_wallet_never_paid_into_makes_no_stream() -> None:
+    """A stream that does not exist is not made by a refusal (the partition's stray answers
+    keep it, ``StrayAnswers``): a copy within those answers gets its first answer."""
     h = Harness()
     refused = h.send(WALLET, WalletWithdraw(player_id=PLAYER, amount=300), "out-0")
-    assert code(refused) == "insufficient_funds" and refused.first_sequence == 1
-    assert h.store.streams[WALLET].money_refused == {"out-0": "insufficient_funds"}
+    assert code(refused) == "insufficient_funds" and refused.first_sequence is None
+    assert WALLET not in h.store.streams and h.handled[-1].events == []
     h.send(WALLET, deposit(1_000), "pay-1")
-    h.other_commands()
     copy = h.send(WALLET, WalletWithdraw(player_id=PLAYER, amount=300), "out-0")
-    assert code(copy) == "insufficient_funds" and h.wallet().balance == 1_000
+    assert copy == refused and h.wallet().balance == 1_000
 
 
 def test_a_table_s_refused_deposit_replayed_after_the_window_is_not_credited() -> None:

@@ -67,7 +67,7 @@ from blackjack.domain import platform_money
 from blackjack.domain.rejections import Rejection
 from blackjack.domain.state import TableState
 from blackjack.domain.transfers import transfer_origin
-from blackjack.domain.wallet import CashOut, WalletState
+from blackjack.domain.wallet import CashOut
 from blackjack.messages.envelope import (
     CommandEnvelope,
     CommandResult,
@@ -201,9 +201,9 @@ class Processor(Deciding):
                 received_at=inbound.received_at,
                 resumed=store.resumed(stream),
                 money_retention=store.money_retention,
-                # A platform money command refused is written down (its id kept), at a stream
-                # that exists or a wallet (a table not opened takes no money anyway).
-                keep_refusal=money and (held or isinstance(stream.state, WalletState)),
+                # A platform money command refused is written down (its id kept) at a stream
+                # that exists; at one that does not, it makes none (a stray answer).
+                keep_refusal=money and held,
             )
         if events:
             store.went_on(stream)
