@@ -254,8 +254,9 @@ def _check_table(
     last_reported = 0
     for one in (s for s in sent if s.stream_id == stream_id):
         answers = by_id.get(one.command_id, [])
-        if not answers or answers[0].status != "accepted":
-            continue
+        refused = answers and answers[0].status != "accepted"
+        if not answers or (refused and answers[0].first_sequence is None):
+            continue  # (a platform money command's refusal names its record: checked too)
         first, last = answers[0].first_sequence, answers[0].last_sequence
         expected = list(range(first, last + 1)) if first is not None and last is not None else []
         if caused.pop(one.command_id, []) != expected:
