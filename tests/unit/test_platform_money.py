@@ -10,6 +10,7 @@ import random
 import string
 from datetime import UTC, datetime, timedelta
 
+from blackjack.audit.wallet_replay import replay_wallet
 from blackjack.bus.topics import SNAPSHOT_MAX_BYTES
 from blackjack.command_handler.processor import Handled
 from blackjack.command_handler.reading import Inbound
@@ -26,6 +27,9 @@ from blackjack.domain.wallet import (
     wallet_stream,
 )
 from blackjack.messages.envelope import CommandEnvelope, CommandResult, EventEnvelope
+from blackjack.messages.wire import to_wire
+from blackjack.projections.projector import StreamProjection
+from blackjack.projections.wallets import WalletProjection
 from tests.unit.processor_harness import TOPICS, new_processor
 from tests.unit.test_handler_signed_replay import resealed, sealed_body
 
@@ -477,3 +481,23 @@ def test_a_stream_at_the_bound_with_the_longest_ids_snapshots_under_half_the_lim
     sealed = SnapshotCodec(b"s" * 32).encode(stream)
     assert len(stream.money) == platform_money.DEFAULT_IDS_MAX
     assert len(sealed) < SNAPSHOT_MAX_BYTES // 2, len(sealed)
+
+
+def test_the_read_model_and_the_audit_fold_the_refusal_records_as_no_money_moved() -> None:
+    h = Harness()
+    h.send(WALLET, deposit(100), "pay-1")
+    h.send(WALLET, WalletWithdraw(player_id=PLAYER, amount=300), "out-1")
+    h.send(SOLO, cmd.OpenTable(variant="atlantic-city"))
+    h.send(SOLO, cmd.Withdraw(player_id=PLAYER, amount=5), "out-2")
+    seal = h.processor.seal
+    wallet = WalletProjection.new(WALLET)
+    wallet_wires = [to_wire(e, seal) for e in h.events_of(WALLET)]
+    for wire in wallet_wires:
+        wallet.apply(wire)
+    assert (wallet.view.balance, wallet.view.withdrawn, wallet.view.last_sequence) == (100, 0, 2)
+    replayed = replay_wallet(WALLET, wallet_wires)
+    assert not replayed.findings and replayed.events == 2
+    table = StreamProjection.new(SOLO)
+    for envelope in h.events_of(SOLO):
+        table.apply(to_wire(envelope, seal))
+    assert PLAYER not in table.accounts and table.view.last_sequence == 3
