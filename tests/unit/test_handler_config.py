@@ -38,3 +38,22 @@ def test_the_shoe_seal_version_is_two_unless_a_rolling_upgrade_asks_for_one() ->
     assert ShoeSeal.from_hex(KEY).unseal("t", 1, sealed) == (("AS",), "salt")
     with pytest.raises(ConfigurationError, match="BLACKJACK_SHOE_SEAL_VERSION"):
         HandlerConfig.from_env({"BLACKJACK_SHOE_KEY": KEY, "BLACKJACK_SHOE_SEAL_VERSION": "3"})
+
+
+def test_the_platform_money_bound_and_sent_at_rule_come_from_the_environment() -> None:
+    default = HandlerConfig.from_env({"BLACKJACK_SHOE_KEY": KEY})
+    assert (default.money_ids_max, default.money_sent_at) == (10_000, "optional")
+    env = {
+        "BLACKJACK_SHOE_KEY": KEY,
+        "BLACKJACK_MONEY_IDS_MAX": "500",
+        "BLACKJACK_MONEY_SENT_AT": " Required ",
+    }
+    config = HandlerConfig.from_env(env)
+    assert (config.money_ids_max, config.money_sent_at) == (500, "required")
+    with pytest.raises(ConfigurationError, match="BLACKJACK_MONEY_SENT_AT"):
+        HandlerConfig.from_env({**env, "BLACKJACK_MONEY_SENT_AT": "always"})
+    with pytest.raises(ConfigurationError, match="BLACKJACK_MONEY_IDS_MAX"):
+        HandlerConfig.from_env({**env, "BLACKJACK_MONEY_IDS_MAX": "0"})
+    # and the handler's processor decides with them
+    handler = CommandHandler(config)
+    assert handler.processor.money_ids_max == 500 and handler.processor.money_sent_at_required
