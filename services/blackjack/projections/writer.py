@@ -422,11 +422,10 @@ class _Batch:
         if not stream_ids:
             return
         w = schema.wallets
-        stored = {nul_replaced(stream_id): stream_id for stream_id in stream_ids}
-        query = select(w).where(w.c.stream_id.in_(list(stored)))
+        query = select(w).where(w.c.stream_id.in_(sorted(_as_keys(stream_ids))))
         rows = {row.stream_id: row for row in (await self.connection.execute(query)).all()}
-        for key, stream_id in stored.items():
-            row = rows.get(key)
+        for stream_id in stream_ids:
+            row = rows.get(nul_replaced(stream_id))
             if row is None:
                 loaded = _LoadedWallet(WalletProjection.new(stream_id), exists=False)
             else:
@@ -445,20 +444,22 @@ class _Batch:
         if not stream_ids:
             return
         t, a = schema.table_views, schema.accounts
-        stored = {nul_replaced(stream_id): stream_id for stream_id in stream_ids}
-        query = select(t.c.stream_id, t.c.view).where(t.c.stream_id.in_(list(stored)))
+        query = select(t.c.stream_id, t.c.view).where(
+            t.c.stream_id.in_(sorted(_as_keys(stream_ids)))
+        )
         views = {row.stream_id: row.view for row in (await self.connection.execute(query)).all()}
-        accounts: dict[str, dict[str, Account]] = {key: {} for key in views}
+        accounts: dict[str, list[dict[str, Any]]] = {key: [] for key in views}
         if views:
-            query = select(a).where(a.c.stream_id.in_(list(views)))
+            query = select(a).where(a.c.stream_id.in_(sorted(views)))
             for r in (await self.connection.execute(query)).all():
-                accounts[r.stream_id][r.player_id] = Account.model_validate(r._asdict())
-        for key, stream_id in stored.items():
+                accounts[r.stream_id].append(r._asdict())
+        for stream_id in stream_ids:
+            key = nul_replaced(stream_id)
             view = views.get(key)
             if view is None:
                 loaded = _Loaded(StreamProjection.new(stream_id), view_exists=False, accounts=set())
             else:
-                found = accounts[key]
+                found = {r["player_id"]: Account.model_validate(r) for r in accounts[key]}
                 projection = StreamProjection(TableView.model_validate(view), found)
                 loaded = _Loaded(projection, view_exists=True, accounts=set(found))
             self.streams[stream_id] = loaded
@@ -476,25 +477,29 @@ class _Batch:
         if not keys:
             return
         r, rp = schema.rounds, schema.round_players
-        stored = {nul_replaced(stream_id): stream_id for stream_id, _ in keys}
-        wanted = [(nul_replaced(stream_id), number) for stream_id, number in keys]
+        stored: dict[tuple[str, int], list[_Loaded]] = {}
+        for stream_id, number in keys:  # as the store holds the id (``nul_replaced``)
+            stored.setdefault((nul_replaced(stream_id), number), []).append(self.streams[stream_id])
+        wanted = sorted(stored)
         query = select(r.c.stream_id, r.c.round, r.c.record).where(
             tuple_(r.c.stream_id, r.c.round).in_(wanted)
         )
+        loaded_now: set[tuple[int, int]] = set()  # (id of the _Loaded, round) read here
         for row in (await self.connection.execute(query)).all():
-            loaded = self.streams[stored[row.stream_id]]
-            if row.round in loaded.projection.rounds:
-                continue  # opened in this batch: the record in memory is newer
-            loaded.projection.rounds[row.round] = RoundRecord.model_validate(row.record)
-            loaded.rounds.add(row.round)
+            for loaded in stored[(row.stream_id, row.round)]:
+                if row.round in loaded.projection.rounds:
+                    continue  # opened in this batch: the record in memory is newer
+                loaded.projection.rounds[row.round] = RoundRecord.model_validate(row.record)
+                loaded.rounds.add(row.round)
+                loaded_now.add((id(loaded), row.round))
         query = select(rp).where(tuple_(rp.c.stream_id, rp.c.round).in_(wanted))
         for player in (await self.connection.execute(query)).all():
-            loaded = self.streams[stored[player.stream_id]]
-            key = (player.round, player.player_id)
-            if player.round not in loaded.rounds or key in loaded.projection.players:
-                continue
-            loaded.projection.players[key] = RoundPlayer.model_validate(player._asdict())
-            loaded.players.add(key)
+            for loaded in stored[(player.stream_id, player.round)]:
+                if (id(loaded), player.round) not in loaded_now:
+                    continue
+                key = (player.round, player.player_id)
+                loaded.projection.players[key] = RoundPlayer.model_validate(player._asdict())
+                loaded.players.add(key)
 
     async def flush(self) -> None:
         """Write what the batch changed: each table's new rows in one INSERT and its changed
@@ -567,6 +572,11 @@ class _Batch:
             rows.put(schema.round_players, key, values, exists=exists)
         for day, totals in sorted(projection.days.items()):
             rows.add_day(stream_id, view.variant or "", view.currency or "", day, totals)
+
+
+def _as_keys(stream_ids: Iterable[str]) -> set[str]:
+    """The ids as the store holds them (a NUL as ``NUL_STORED_AS``)."""
+    return {nul_replaced(stream_id) for stream_id in stream_ids}
 
 
 KEY_PREFIX = "key_"
