@@ -1,0 +1,405 @@
+"""A certification lab's scripted scenarios at page 002's five-seat ``atlantic-city-multi``
+table, played end to end against the service as the product starts it (``blackjack serve``:
+the command handler, the projection worker and the query API in one process, on the real
+broker, with the real CSPRNG shoe), by several players each with a client (a producer) of
+their own. Each scenario checks the events and answers against the page's words, then the
+round's recall and the wallet projection (the query API), and replays the table's log through
+the pure engine (``verify_stream``).
+
+The shoe is random here, so the scenarios hold whatever the cards: the players stand on every
+hand and decline insurance. Scenarios that need given cards (a split, a double) are in
+``test_multiplayer_certification_cards.py``, against the same handler with a queued shoe."""
+
+from __future__ import annotations
+
+import asyncio
+import os
+import sys
+from collections.abc import AsyncIterator
+from dataclasses import dataclass
+from datetime import UTC, datetime
+from pathlib import Path
+from typing import Any
+
+import httpx
+import pytest
+
+from blackjack.command_handler.clock import expire_command_id
+from blackjack.domain import commands as cmd
+from blackjack.domain import events as ev
+from blackjack.domain.wallet import BuyIn, WalletDeposit, wallet_stream
+from tests.integration.conftest import WAIT_S, KafkaSpace, command_log, verify_stream
+from tests.integration.infra import free_port
+from tests.integration.multiplayer import (
+    Player,
+    TableWatch,
+    players,
+    settled,
+    stand_every_turn,
+    watching,
+)
+
+pytestmark = pytest.mark.integration
+
+PARTITIONS = 2
+BLACKJACK = Path(sys.executable).parent / "blackjack"
+BANKROLL = 10_000
+
+
+@dataclass
+class Served:
+    space: KafkaSpace
+    http: httpx.AsyncClient
+
+    async def get(self, path: str, done: Any = None) -> Any:
+        """The query API's answer once ``done(answer)`` holds (the read model catches up with
+        the log by itself: there is no event of it to await, so the answer is asked again)."""
+        async with asyncio.timeout(WAIT_S):
+            while True:
+                answer = await self.http.get(path)
+                if answer.status_code == 200 and (done is None or done(answer.json())):
+                    return answer.json()
+                await asyncio.sleep(0.1)
+
+
+@pytest.fixture(scope="module")
+async def served(
+    space: KafkaSpace, tmp_path_factory: pytest.TempPathFactory
+) -> AsyncIterator[Served]:
+    """``blackjack serve`` with this module's topics and a SQLite read model of its own."""
+    tmp = tmp_path_factory.mktemp("served")
+    port = free_port()
+    env = {
+        **os.environ,
+        **space.env(),
+        "BLACKJACK_DB_URL": f"sqlite+aiosqlite:///{tmp}/projections.db",
+        "BLACKJACK_HTTP_PORT": str(port),
+    }
+    with (tmp / "serve.log").open("wb") as log:
+        process = await asyncio.create_subprocess_exec(
+            str(BLACKJACK), "serve", "--port", str(port), env=env, stdout=log, stderr=log
+        )
+    try:
+        async with httpx.AsyncClient(base_url=f"http://127.0.0.1:{port}", timeout=10) as http:
+            async with asyncio.timeout(WAIT_S * 2):
+                while True:  # readiness is polled: the process has no event a test can await
+                    assert process.returncode is None, (tmp / "serve.log").read_text()[-3000:]
+                    try:
+                        if (await http.get("/readyz")).status_code == 200:
+                            break
+                    except httpx.TransportError:
+                        pass
+                    await asyncio.sleep(0.2)
+            yield Served(space, http)
+    finally:
+        if process.returncode is None:
+            process.terminate()
+            try:
+                await asyncio.wait_for(process.wait(), WAIT_S)
+            except TimeoutError:
+                process.kill()
+                await process.wait()
+
+
+async def seat_and_fund(
+    served: Served, seated: list[Player], watch: TableWatch, seats: list[int] | None = None
+) -> None:
+    """Each player sits down and buys in BANKROLL from their wallet."""
+    for index, player in enumerate(seated):
+        seat = index if seats is None else seats[index]
+        await player.must(cmd.SitDown(player_id=player.player_id, seat=seat))
+        wallet = wallet_stream(player.player_id)
+        for command in (
+            WalletDeposit(player_id=player.player_id, amount=BANKROLL),
+            BuyIn(player_id=player.player_id, table_id=player.table, amount=BANKROLL),
+        ):
+            result = await player.client.execute(wallet, command)
+            assert result.status == "accepted", result.rejection
+    await watch.until(lambda es: sum(e.type == "FundsDeposited" for e in es) >= len(seated))
+
+
+async def until_clock(moment: datetime, before: float = 0.0) -> None:
+    """Wait for a moment of the wall clock: the deadlines are the subject of these scenarios,
+    and nothing is written to the log before a deadline that a test could await instead."""
+    delay = (moment - datetime.now(UTC)).total_seconds() - before
+    if delay > 0:
+        await asyncio.sleep(delay)
+
+
+async def test_five_players_bet_around_the_15_s_deadline(served: Served) -> None:
+    """Page 002: "If you do not bet or pass within 15 seconds ... you will be automatically
+    excluded from that particular hand." p0 bets first (the clock starts), p1 bets and deals
+    at once, p2 passes, p3 bets and presses nothing (she did bet: dealt in at the deadline),
+    p4 bets 100 ms after the deadline: refused, nothing changes, left out."""
+    space, table = served.space, "cert-deadline"
+    async with (
+        watching(space, table) as watch,
+        players(space, table, "d0", "d1", "d2", "d3", "d4") as (p0, p1, p2, p3, p4),
+    ):
+        await p0.must(cmd.OpenTable(variant="atlantic-city-multi"))
+        await seat_and_fund(served, [p0, p1, p2, p3, p4], watch)
+        opened_at = len(watch.events)
+        await p0.must(cmd.PlaceBet(player_id="d0", box=0, amount=1_000))
+        [opened] = await watch.until(lambda es: watch.of(ev.RoundOpened, opened_at))
+        deadline = opened.betting_deadline
+        assert deadline is not None
+        assert 14.9 < (deadline - datetime.now(UTC)).total_seconds() <= 15
+        # within milliseconds of each other, each from its own producer
+        answers = await asyncio.gather(
+            p1.do(cmd.PlaceBet(player_id="d1", box=1, amount=1_000)),
+            p2.do(cmd.Pass(player_id="d2")),
+            p3.do(cmd.PlaceBet(player_id="d3", box=3, amount=2_500)),
+        )
+        assert [a.status for a in answers] == ["accepted"] * 3
+        await p1.must(cmd.Deal(player_id="d1"))
+        await until_clock(deadline, before=1.0)
+        await p0.must(cmd.Deal(player_id="d0"))  # a second before the deadline: in time
+        await until_clock(deadline)
+        await asyncio.sleep(0.1)  # 100 ms late
+        late = await p4.do(cmd.PlaceBet(player_id="d4", box=4, amount=1_000))
+        assert late.status == "rejected" and late.rejection is not None
+        assert late.rejection.code == "not_betting_time", late.rejection
+        assert late.first_sequence is None
+        [started] = await watch.until(lambda es: [e for e in es if e.type == "DealStarted"])
+        assert started.data.boxes == (0, 1, 3)
+        timed_out = [(t.player_id, t.action, t.sits_out) for t in watch.of(ev.PlayerTimedOut)]
+        assert timed_out == [("d3", "dealt_in", False), ("d4", "left_out", True)]
+        assert [p.player_id for p in watch.of(ev.PlayerPassed)] == ["d2"]
+        refused = await asyncio.gather(*(stand_every_turn(p, watch, 1) for p in (p0, p1, p3)))
+        assert refused == [[], [], []]
+        await watch.until(settled(1))
+        [result] = watch.of(ev.RoundSettled)
+        assert sorted(r.player_id for r in result.results) == ["d0", "d1", "d3"]
+    await verify_stream(space, table)
+    # The recall: three players in the round, who decided what, the wallets' projection.
+    recall = await served.get(f"/v1/rounds/{table}:1", lambda r: r["status"] == "settled")
+    wagered = {p["player_id"]: p["wagered"] for p in recall["players"]}
+    assert wagered == {"d0": 1_000, "d1": 1_000, "d3": 2_500}
+    by = {
+        (entry["event"], entry["data"].get("player_id"), entry["decided_by"])
+        for entry in recall["log"]
+        if entry["event"] in ("PlayerPassed", "DealRequested")
+    }
+    assert by == {
+        ("DealRequested", "d0", "player"),
+        ("DealRequested", "d1", "player"),
+        ("PlayerPassed", "d2", "player"),
+        ("DealRequested", "d3", "server"),  # the clock dealt her in
+    }
+    for player_id in ("d2", "d4"):
+        wallet = await served.get(f"/v1/players/{player_id}/wallet")
+        [account] = wallet["tables"]
+        assert (account["available"], account["in_play"], account["wagered"]) == (BANKROLL, 0, 0)
+        shown = await served.get(f"/v1/players/{player_id}/tables/{table}")
+        assert shown["you"]["sitting_out"] is (player_id == "d4")
+
+
+async def test_a_joiner_waits_for_the_next_round_and_a_seat_changes_between_rounds(
+    served: Served,
+) -> None:
+    """Page 002: "if you join a table in the middle of a hand, you must wait until the round
+    is over and after that you will be able to bet on the next hand"; "You may change your
+    position on the table by clicking on the desired spot between hands"."""
+    space, table = served.space, "cert-join"
+    async with (
+        watching(space, table) as watch,
+        players(space, table, "j0", "j1", "j2") as (p0, p1, late),
+    ):
+        await p0.must(cmd.OpenTable(variant="atlantic-city-multi"))
+        await seat_and_fund(served, [p0, p1], watch)
+        for box, p in enumerate((p0, p1)):
+            await p.must(cmd.PlaceBet(player_id=p.player_id, box=box, amount=1_000))
+        await asyncio.gather(p0.must(cmd.Deal(player_id="j0")), p1.must(cmd.Deal(player_id="j1")))
+        await watch.until(lambda es: any(e.type == "DealStarted" for e in es))
+        # j2 sits down while the hand is played: seated, but no bet until the round is over
+        await late.must(cmd.SitDown(player_id="j2", seat=3))
+        await late.client.execute(
+            wallet_stream("j2"), WalletDeposit(player_id="j2", amount=BANKROLL)
+        )
+        await late.client.execute(
+            wallet_stream("j2"), BuyIn(player_id="j2", table_id=table, amount=BANKROLL)
+        )
+        before = len(watch.events)
+        if not settled(1)(watch.events):
+            early = await late.do(cmd.PlaceBet(player_id="j2", box=3, amount=1_000))
+            assert early.rejection is not None and early.rejection.code == "not_betting_time"
+            move = await p0.do(cmd.MoveSeat(player_id="j0", seat=4))
+            assert move.rejection is not None and move.rejection.code == "round_in_progress"
+            # j2 has no bet out, but the round is in play: a seat changes between hands only
+            move = await late.do(cmd.MoveSeat(player_id="j2", seat=2))
+            assert move.rejection is not None and move.rejection.code == "round_in_progress"
+        await asyncio.gather(*(stand_every_turn(p, watch, 1) for p in (p0, p1)))
+        # nothing of round 1 is j2's: only the buy-in's money arrived for him
+        assert {
+            e.type for e in watch.events[before:] if getattr(e.data, "player_id", None) == "j2"
+        } <= {"FundsDeposited"}
+        # between rounds: j0 moves to seat 4, and bets on box 4 (box 0 is no longer his)
+        await p0.must(cmd.MoveSeat(player_id="j0", seat=4))
+        wrong = await p0.do(cmd.PlaceBet(player_id="j0", box=0, amount=1_000))
+        assert wrong.rejection is not None and wrong.rejection.code == "not_your_box"
+        await asyncio.gather(
+            p0.must(cmd.PlaceBet(player_id="j0", box=4, amount=1_000)),
+            p1.must(cmd.Pass(player_id="j1")),
+            late.must(cmd.PlaceBet(player_id="j2", box=3, amount=1_000)),
+        )
+        await asyncio.gather(late.must(cmd.Deal(player_id="j2")), p0.must(cmd.Deal(player_id="j0")))
+        [_, started] = await watch.until(
+            lambda es: (
+                (found := [e for e in es if e.type == "DealStarted"]) and len(found) == 2 and found
+            )
+        )
+        assert started.data.boxes == (3, 4)
+        await asyncio.gather(*(stand_every_turn(p, watch, 2) for p in (p0, late)))
+        await watch.until(settled(2))
+    await verify_stream(space, table)
+    line = await served.get("/v1/players/j2/rounds", lambda a: len(a["rounds"]) == 1)
+    assert [r["round"] for r in line["rounds"]] == [2]
+    shown = await served.get(f"/v1/tables/{table}", lambda t: t["current_round"] is None)
+    assert {p["player_id"]: p["seat"] for p in shown["players"]} == {"j0": 4, "j1": 1, "j2": 3}
+
+
+async def test_a_silent_player_is_played_by_the_clock_while_the_others_play(
+    served: Served,
+) -> None:
+    """DESIGN (GLI-19): at a multi-player table the server completes the hand of a player who
+    is gone under the rules and records which decisions it made for them. s0 bets and goes
+    silent before Deal (no bet comes back at this table: she did bet, and is dealt in); s1
+    and s2 play. When s0's turn comes the clock stands her hand; the recall says the server
+    did. s0 comes back during the round and after it, and is shown what was decided."""
+    space, table = served.space, "cert-silent"
+    async with (
+        watching(space, table) as watch,
+        players(space, table, "s0", "s1", "s2") as (p0, p1, p2),
+    ):
+        await p0.must(cmd.OpenTable(variant="atlantic-city-multi", overrides={"turn_seconds": 3}))
+        await seat_and_fund(served, [p0, p1, p2], watch)
+        await asyncio.gather(
+            p0.must(cmd.PlaceBet(player_id="s0", box=0, amount=1_000)),
+            p1.must(cmd.PlaceBet(player_id="s1", box=1, amount=1_000)),
+            p2.must(cmd.PlaceBet(player_id="s2", box=2, amount=1_000)),
+        )
+        await asyncio.gather(p1.must(cmd.Deal(player_id="s1")), p2.must(cmd.Deal(player_id="s2")))
+        # s0 is gone: nothing more from her. The others play as their turns come.
+        await watch.until(lambda es: any(e.type == "DealStarted" for e in es))
+        others = asyncio.gather(*(stand_every_turn(p, watch, 1) for p in (p1, p2)))
+        # she comes back while the round is played: her place as she may see it
+        shown = await served.get(f"/v1/players/s0/tables/{table}")
+        assert shown["you"]["player_id"] == "s0"
+        await others
+        await watch.until(settled(1))
+        timed_out = [(t.player_id, t.phase, t.action) for t in watch.of(ev.PlayerTimedOut)]
+        assert timed_out[0] == ("s0", "betting", "dealt_in")
+        dealer_blackjack = watch.of(ev.RoundSettled)[0].dealer_blackjack
+        if not dealer_blackjack:  # no hand played when the peek finds a blackjack
+            assert ("s0", "playing", "stood") in timed_out or (
+                "s0",
+                "insurance",
+                "declined_insurance",
+            ) in timed_out
+    await verify_stream(space, table)
+    mine = await served.get(f"/v1/players/s0/rounds/{table}:1", lambda r: r["status"] == "settled")
+    decisions = [
+        (e["event"], e["decided_by"])
+        for e in mine["log"]
+        if e.get("decided_by") and e["data"].get("player_id") == "s0"
+    ]
+    assert ("BetPlaced", "player") in decisions and ("DealRequested", "server") in decisions
+    assert all(by == "server" for kind, by in decisions if kind != "BetPlaced"), decisions
+    line = await served.get("/v1/players/s0/rounds", lambda a: len(a["rounds"]) == 1)
+    [round_line] = line["rounds"]
+    wallet = await served.get("/v1/players/s0/wallet")
+    [account] = wallet["tables"]
+    assert account["available"] == round_line["balance_after"]
+    assert account["in_play"] == 0 and account["wagered"] == round_line["wagered"]
+
+
+async def test_two_players_racing_each_get_exactly_one_answer_in_the_tables_order(
+    served: Served,
+) -> None:
+    """Two players' commands reach the table within milliseconds, from two producers: each
+    command is answered once, the table applies them in the order of its log, and a command
+    that the first one's events made illegal is refused with a reason and changes nothing."""
+    space, table = served.space, "cert-race"
+    async with (
+        watching(space, table) as watch,
+        players(space, table, "r0", "r1") as (p0, p1),
+    ):
+        await p0.must(cmd.OpenTable(variant="atlantic-city-multi"))
+        await seat_and_fund(served, [p0, p1], watch)
+        bets = await asyncio.gather(
+            p0.do(cmd.PlaceBet(player_id="r0", box=0, amount=1_000)),
+            p1.do(cmd.PlaceBet(player_id="r1", box=1, amount=1_000)),
+        )
+        assert [b.status for b in bets] == ["accepted", "accepted"]
+        # exactly one RoundOpened, by whichever bet the table read first
+        await watch.until(lambda es: len(watch.of(ev.BetPlaced)) == 2)
+        assert len(watch.of(ev.RoundOpened)) == 1
+        first = min(bets, key=lambda b: b.first_sequence or 0)
+        assert first.first_sequence is not None
+        opened = next(e for e in watch.events if e.type == "RoundOpened")
+        assert opened.sequence == first.first_sequence
+        deals = await asyncio.gather(
+            p0.do(cmd.Deal(player_id="r0")), p1.do(cmd.Deal(player_id="r1"))
+        )
+        assert [d.status for d in deals] == ["accepted", "accepted"]
+        [started] = await watch.until(lambda es: [e for e in es if e.type == "DealStarted"])
+        # the second Deal dealt: its command wrote the DealStarted
+        last = max(deals, key=lambda d: d.first_sequence or 0)
+        assert started.causation_id == last.command_id
+        await watch.until(
+            lambda es: (
+                settled(1)(es) or any(e.type in ("TurnStarted", "InsuranceOffered") for e in es)
+            )
+        )
+        if not settled(1)(watch.events):
+            # both press Stand on box 0 at once: r1 may not play r0's box
+            raced = await asyncio.gather(
+                p0.do(cmd.Stand(player_id="r0", box=0)), p1.do(cmd.Stand(player_id="r1", box=0))
+            )
+            assert raced[1].rejection is not None
+            assert raced[1].rejection.code == "not_your_box", raced[1].rejection
+            assert raced[1].first_sequence is None
+        await asyncio.gather(*(stand_every_turn(p, watch, 1) for p in (p0, p1)))
+        await watch.until(settled(1))
+    check = await verify_stream(space, table)
+    results = [c.command_id for c in await command_log(space, table)]
+    assert len(results) == len(set(results)) and check.commands == len(results)
+
+
+async def test_time_commands_late_early_and_out_of_order(served: Served) -> None:
+    """The clock's commands are on the commands topic like any other: one for a deadline
+    not reached yet does nothing (and is not remembered, so the real one still acts), the
+    real one acts once, and a copy of it that arrives after the round has moved on is
+    answered as the copy it is, with nothing done."""
+    space, table = served.space, "cert-clock"
+    async with (
+        watching(space, table) as watch,
+        players(space, table, "c0", "c1") as (p0, p1),
+    ):
+        await p0.must(cmd.OpenTable(variant="atlantic-city-multi", overrides={"turn_seconds": 3}))
+        await seat_and_fund(served, [p0, p1], watch)
+        start = len(watch.events)
+        await p0.must(cmd.PlaceBet(player_id="c0", box=0, amount=1_000))
+        [opened] = await watch.until(lambda es: watch.of(ev.RoundOpened, start))
+        deadline = opened.betting_deadline
+        assert deadline is not None
+        timer_id = expire_command_id(table, deadline)
+        early = await p1.do(cmd.ExpireTimers(), command_id=timer_id)
+        assert early.status == "accepted" and early.first_sequence is None
+        anyone = await p1.do(cmd.ExpireTimers())  # a client's own id: nothing due yet
+        assert anyone.status == "accepted" and anyone.first_sequence is None
+        # the clock's own command at the deadline deals c0 in and leaves c1 out
+        [started] = await watch.until(lambda es: [e for e in es if e.type == "DealStarted"])
+        assert started.causation_id == timer_id
+        # the betting deadline's command again, late: the copy of the one that dealt
+        late = await p1.do(cmd.ExpireTimers(), command_id=timer_id)
+        assert late.status == "accepted" and late.first_sequence is not None
+        assert late.first_sequence <= started.sequence
+        await stand_every_turn(p0, watch, 1)
+        await watch.until(settled(1))
+        # a client's ExpireTimers after the round wakes nothing: no deadline is set
+        count = len(watch.events)
+        idle = await p1.do(cmd.ExpireTimers())
+        assert idle.status == "accepted" and idle.first_sequence is None
+        assert len(watch.events) == count
+    await verify_stream(space, table, resent=[timer_id])
