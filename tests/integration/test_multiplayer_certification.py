@@ -190,6 +190,10 @@ async def test_five_players_bet_around_the_15_s_deadline(served: Served) -> None
         wallet = await served.get(f"/v1/players/{player_id}/wallet")
         [account] = wallet["tables"]
         assert (account["available"], account["in_play"], account["wagered"]) == (BANKROLL, 0, 0)
+        assert account["rounds"] == 0
+        assert (await served.http.get(f"/v1/players/{player_id}/rounds/{table}:1")).status_code == (
+            404
+        )
         shown = await served.get(f"/v1/players/{player_id}/tables/{table}")
         assert shown["you"]["sitting_out"] is (player_id == "d4")
 
@@ -256,6 +260,9 @@ async def test_a_joiner_waits_for_the_next_round_and_a_seat_changes_between_roun
     assert [r["round"] for r in line["rounds"]] == [2]
     shown = await served.get(f"/v1/tables/{table}", lambda t: t["current_round"] is None)
     assert {p["player_id"]: p["seat"] for p in shown["players"]} == {"j0": 4, "j1": 1, "j2": 3}
+    assert (await served.http.get(f"/v1/players/j2/rounds/{table}:1")).status_code == 404
+    [account] = (await served.get("/v1/players/j0/wallet"))["tables"]
+    assert (account["seat"], account["rounds"], account["in_play"]) == (4, 2, 0)
 
 
 async def test_a_silent_player_is_played_by_the_clock_while_the_others_play(
@@ -278,13 +285,23 @@ async def test_a_silent_player_is_played_by_the_clock_while_the_others_play(
             p1.must(cmd.PlaceBet(player_id="s1", box=1, amount=1_000)),
             p2.must(cmd.PlaceBet(player_id="s2", box=2, amount=1_000)),
         )
+        # s0's connection drops before Deal (her platform says so): page 002 has no
+        # disconnection policy, so her bet stays and the clock deals it in at the deadline
+        # (page 003's refund is that table's rule: refund_bets_on_disconnect)
+        gone = await p0.must(cmd.Disconnect(player_id="s0"))
+        assert gone.first_sequence is not None
         await asyncio.gather(p1.must(cmd.Deal(player_id="s1")), p2.must(cmd.Deal(player_id="s2")))
-        # s0 is gone: nothing more from her. The others play as their turns come.
+        # The others play as their turns come; nothing more from s0.
         await watch.until(lambda es: any(e.type == "DealStarted" for e in es))
+        assert not watch.of(ev.BetRefunded)
         others = asyncio.gather(*(stand_every_turn(p, watch, 1) for p in (p1, p2)))
         # she comes back while the round is played: her place as she may see it
-        shown = await served.get(f"/v1/players/s0/tables/{table}")
-        assert shown["you"]["player_id"] == "s0"
+        back = await p0.must(cmd.Reconnect(player_id="s0"))
+        assert back.first_sequence is not None
+        shown = await served.get(
+            f"/v1/players/s0/tables/{table}", lambda t: t["you"]["connected"] is True
+        )
+        assert shown["you"]["player_id"] == "s0" and shown["current_round"] is not None
         await others
         await watch.until(settled(1))
         timed_out = [(t.player_id, t.phase, t.action) for t in watch.of(ev.PlayerTimedOut)]
