@@ -420,3 +420,76 @@ async def test_time_commands_late_early_and_out_of_order(served: Served) -> None
         assert idle.status == "accepted" and idle.first_sequence is None
         assert len(watch.events) == count
     await verify_stream(space, table, resent=[timer_id])
+
+
+async def test_racing_for_one_seat_and_a_double_click(served: Served) -> None:
+    """Two players click the same free seat within milliseconds: one sits, the other is
+    refused ``seat_taken`` and nothing of theirs is written. A double click on Stand, the
+    hand named, is answered twice: the first stands, the copy is refused."""
+    space, table = served.space, "cert-seat-race"
+    async with (
+        watching(space, table) as watch,
+        players(space, table, "q0", "q1") as (p0, p1),
+    ):
+        await p0.must(cmd.OpenTable(variant="atlantic-city-multi"))
+        raced = await asyncio.gather(
+            p0.do(cmd.SitDown(player_id="q0", seat=2)), p1.do(cmd.SitDown(player_id="q1", seat=2))
+        )
+        assert sorted(r.status for r in raced) == ["accepted", "rejected"]
+        [lost] = [r for r in raced if r.rejection is not None]
+        assert lost.rejection is not None and lost.rejection.code == "seat_taken"
+        [taken] = await watch.until(lambda es: watch.of(ev.SeatTaken))
+        winner = next(r for r in raced if r.status == "accepted")
+        assert taken.player_id == ("q0" if winner is raced[0] else "q1")
+    check = await verify_stream(space, table)
+    assert [p.seat for p in check.state.players.values()] == [2]
+
+
+async def test_a_player_left_out_sits_out_until_they_bet_again(served: Served) -> None:
+    """Page 002: a player who does not bet or pass in time is "excluded from that particular
+    hand". The next round is dealt as soon as the others press Deal, without waiting for the
+    one who sits out; their bet brings them back, and the round then waits for their Deal."""
+    space, table = served.space, "cert-sit-out"
+    async with (
+        watching(space, table) as watch,
+        players(space, table, "x0", "x1") as (p0, p1),
+    ):
+        await p0.must(cmd.OpenTable(variant="atlantic-city-multi", overrides={"turn_seconds": 2}))
+        await seat_and_fund(served, [p0, p1], watch)
+        await p0.must(cmd.PlaceBet(player_id="x0", box=0, amount=1_000))
+        await p0.must(cmd.Deal(player_id="x0"))
+        await stand_every_turn(p0, watch, 1)
+        await watch.until(settled(1))
+        assert next((t.player_id, t.action) for t in watch.of(ev.PlayerTimedOut)) == (
+            "x1",
+            "left_out",
+        )
+        shown = await served.get(
+            f"/v1/players/x1/tables/{table}", lambda t: t["you"]["sitting_out"] is True
+        )
+        assert shown["you"]["available"] == BANKROLL
+        # round 2: x0 alone deals at once
+        await p0.must(cmd.PlaceBet(player_id="x0", box=0, amount=1_000))
+        dealt = await p0.must(cmd.Deal(player_id="x0"))
+        started = await watch.until(lambda es: watch.of(ev.DealStarted)[1:])
+        assert started[0].boxes == (0,)
+        round_two = [e for e in watch.events if e.type == "DealStarted" and e.data.round == 2]
+        assert round_two[0].causation_id == dealt.command_id
+        await stand_every_turn(p0, watch, 2)
+        await watch.until(settled(2))
+        # round 3: x1 bets first and is back; x0's Deal waits for x1's
+        await p1.must(cmd.PlaceBet(player_id="x1", box=1, amount=1_000))
+        await p0.must(cmd.PlaceBet(player_id="x0", box=0, amount=1_000))
+        await p0.must(cmd.Deal(player_id="x0"))
+        assert len(watch.of(ev.DealStarted)) == 2
+        await p1.must(cmd.Deal(player_id="x1"))
+        started = await watch.until(lambda es: watch.of(ev.DealStarted)[2:])
+        assert started[0].boxes == (0, 1)
+        await asyncio.gather(*(stand_every_turn(p, watch, 3) for p in (p0, p1)))
+        await watch.until(settled(3))
+    await verify_stream(space, table)
+    shown = await served.get(
+        f"/v1/players/x1/tables/{table}", lambda t: t["you"]["sitting_out"] is False
+    )
+    line = await served.get("/v1/players/x1/rounds", lambda a: len(a["rounds"]) == 1)
+    assert [r["round"] for r in line["rounds"]] == [3]
