@@ -209,6 +209,13 @@ async def test_five_players_bet_around_the_15_s_deadline(served: Served) -> None
     # with nothing wagered, as the single-player tables show a cycle whose bets were taken back
     [line] = (await served.get("/v1/players/d2/rounds"))["rounds"]
     assert (line["round"], line["wagered"], line["net"]) == (1, 0, 0)
+    # d0's own game-history page: the others' money and command ids are not hers to see
+    mine = await served.get(f"/v1/players/d0/rounds/{table}:1")
+    assert [p["player_id"] for p in mine["players"]] == ["d0"]
+    for entry in mine["log"]:
+        if entry["data"].get("player_id") not in (None, "d0"):
+            assert entry["command_id"] is None, entry
+            assert "balance_after" not in entry["data"], entry
     # d4 never had a bet in round 1: no history of it
     assert (await served.http.get(f"/v1/players/d4/rounds/{table}:1")).status_code == 404
     if late.status == "rejected":
