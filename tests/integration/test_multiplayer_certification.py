@@ -115,7 +115,8 @@ async def seat_and_fund(
         ):
             result = await player.client.execute(wallet, command)
             assert result.status == "accepted", result.rejection
-    await watch.until(lambda es: sum(e.type == "FundsDeposited" for e in es) >= len(seated))
+    ids = {player.player_id for player in seated}
+    await watch.until(lambda es: ids <= {f.player_id for f in watch.of(ev.FundsDeposited)})
 
 
 async def until_clock(moment: datetime, before: float = 0.0) -> None:
@@ -518,3 +519,50 @@ async def test_a_player_left_out_sits_out_until_they_bet_again(served: Served) -
     )
     line = await served.get("/v1/players/x1/rounds", lambda a: len(a["rounds"]) == 1)
     assert [r["round"] for r in line["rounds"]] == [3]
+
+
+async def test_a_player_who_sits_down_once_the_clock_runs_keeps_the_seat(served: Served) -> None:
+    """A table that frees the seat of a player who sat out a round (the operator's option):
+    y2 sits down after y0's bet started the betting clock, with less than the page's 15 s
+    left. He is left out of that hand ("if you join a table in the middle of a hand, you must
+    wait until the round is over"), not sitting out: the round dealt without him does not
+    stand him up, and he bets in the next one. (Before the fix the server stood him up when
+    the round was settled, his money back in his wallet, having never had his 15 s.)"""
+    space, table = served.space, "cert-late-joiner"
+    async with (
+        watching(space, table) as watch,
+        players(space, table, "y0", "y1", "y2") as (p0, p1, late),
+    ):
+        await p0.must(
+            cmd.OpenTable(
+                variant="atlantic-city-multi",
+                overrides={"turn_seconds": 3, "seat_released_after_rounds_sat_out": 1},
+            )
+        )
+        await seat_and_fund(served, [p0, p1], watch)
+        await p0.must(cmd.PlaceBet(player_id="y0", box=0, amount=1_000))
+        await p1.must(cmd.Pass(player_id="y1"))
+        await seat_and_fund(served, [late], watch, seats=[2])
+        await p0.must(cmd.Deal(player_id="y0"))  # the deal waits for y2 to the deadline
+        await watch.until(lambda es: watch.of(ev.DealStarted))
+        assert [(t.player_id, t.action, t.sits_out) for t in watch.of(ev.PlayerTimedOut)] == [
+            ("y2", "left_out", False)
+        ]
+        await stand_every_turn(p0, watch, 1)
+        await watch.until(settled(1))
+        await late.must(cmd.PlaceBet(player_id="y2", box=2, amount=1_000))
+        assert not watch.of(ev.SeatLeft)
+        await asyncio.gather(
+            p0.must(cmd.PlaceBet(player_id="y0", box=0, amount=1_000)),
+            p1.must(cmd.Pass(player_id="y1")),
+        )
+        await asyncio.gather(p0.must(cmd.Deal(player_id="y0")), late.must(cmd.Deal(player_id="y2")))
+        [_, started] = await watch.until(lambda es: watch.of(ev.DealStarted)[1:] and
+                                         watch.of(ev.DealStarted))  # fmt: skip
+        assert started.boxes == (0, 2)
+        await asyncio.gather(*(stand_every_turn(p, watch, 2) for p in (p0, late)))
+        await watch.until(settled(2))
+    check = await verify_stream(space, table)
+    assert set(check.state.players) == {"y0", "y1", "y2"}
+    shown = await served.get(f"/v1/players/y2/tables/{table}", lambda t: t["you"] is not None)
+    assert shown["you"]["sitting_out"] is False

@@ -249,3 +249,39 @@ def test_players_due_together_are_stood_up_together_in_seat_order() -> None:
     ]
     assert left == [("cy", 1, 0), ("ben", 3, 2_550)]
     assert sorted(t.state.players) == ["ann"]
+
+
+def test_a_player_who_sits_down_after_the_clock_started_is_left_out_but_not_sitting_out() -> None:
+    """Page 002 gives each player 15 s to bet or pass, and "if you join a table in the middle
+    of a hand, you must wait until the round is over". cy sits down a second before the
+    betting deadline: left out of that hand, but not sitting out, so the round dealt without
+    him is no round sat out: with the seat freed after one round sat out, he keeps his seat
+    (until this fix he was stood up when that round was settled, never having had the 15 s).
+    The state says so in its snapshot, and a log folds to the same state."""
+    t = table(1)
+    t.do(cmd.PlaceBet(player_id="ann", box=0, amount=1000))
+    assert t.state.deadline is not None
+    t.now = t.state.deadline - timedelta(seconds=1)
+    t.do(cmd.SitDown(player_id="cy", seat=2), cmd.Deposit(player_id="cy", amount=5_000))
+    assert TableState.from_doc(t.state.to_doc()) == t.state
+    t.do(cmd.Deal(player_id="ann"), cmd.Pass(player_id="ben"))  # the deal waits for cy
+    t.now = t.state.deadline
+    expired = t.do(cmd.ExpireTimers())
+    timed_out = [
+        (e.player_id, e.action, e.sits_out) for e in expired if isinstance(e, ev.PlayerTimedOut)
+    ]
+    assert timed_out == [("cy", "left_out", False)]
+    last = finish_round(t)
+    assert not [e for e in last if isinstance(e, ev.SeatLeft)]
+    cy = t.state.players["cy"]
+    assert (cy.sitting_out, cy.rounds_sat_out, cy.balance) == (False, 0, 5_000)
+    assert fold(t.events) == t.state
+    # the next round is his like anyone's: the clock's 15 s, then left out and sitting out
+    t.do(cmd.PlaceBet(player_id="ann", box=0, amount=1000), cmd.Deal(player_id="ann"))
+    assert t.state.deadline is not None
+    t.now = t.state.deadline
+    expired = t.do(cmd.ExpireTimers())
+    assert [(e.player_id, e.sits_out) for e in expired if isinstance(e, ev.PlayerTimedOut)][-1] == (
+        "cy",
+        True,
+    )

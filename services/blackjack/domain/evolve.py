@@ -96,7 +96,10 @@ def _table_opened(draft: TableState, e: ev.TableOpened) -> None:
 
 
 def _seat_taken(draft: TableState, e: ev.SeatTaken) -> None:
-    _set_player(draft, Player(player_id=e.player_id, seat=e.seat))
+    # A player who sits down while a round is open joins it late: what is left of its betting
+    # clock is less than the page's 15 s (``decisions.clock``).
+    joined = draft.round if draft.round_open else 0
+    _set_player(draft, Player(player_id=e.player_id, seat=e.seat, joined_round=joined))
 
 
 def _seat_changed(draft: TableState, e: ev.SeatChanged) -> None:

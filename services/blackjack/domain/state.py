@@ -189,6 +189,7 @@ class Player(_Value):
         "last_bets",
         "sitting_out",
         "rounds_sat_out",
+        "joined_round",
     )
 
     def __init__(
@@ -204,6 +205,7 @@ class Player(_Value):
         sitting_out: bool = False,  # left out by the clock, no bet or Pass since: not waited for
         rounds_sat_out: int = 0,  # rounds dealt in a row while sitting out (counted only where
         # the rules stand such a player up: ``seat_released_after_rounds_sat_out``)
+        joined_round: int = 0,  # the round open when the player sat down (0: none was)
     ) -> None:
         self.player_id: Final = player_id
         self.seat: Final = seat
@@ -214,6 +216,7 @@ class Player(_Value):
         self.last_bets: Final = last_bets
         self.sitting_out: Final = sitting_out
         self.rounds_sat_out: Final = rounds_sat_out
+        self.joined_round: Final = joined_round
 
     def changed(
         self,
@@ -238,12 +241,15 @@ class Player(_Value):
             last_bets=self.last_bets if last_bets is None else last_bets,
             sitting_out=self.sitting_out if sitting_out is None else sitting_out,
             rounds_sat_out=self.rounds_sat_out if rounds_sat_out is None else rounds_sat_out,
+            joined_round=self.joined_round,
         )
 
     def to_doc(self) -> dict[str, Any]:
         doc = super().to_doc()
         if not self.rounds_sat_out:  # a player who has sat out no round reads as before
             del doc["rounds_sat_out"]
+        if not self.joined_round:  # nor one who sat down between rounds
+            del doc["joined_round"]
         return doc
 
     @staticmethod
@@ -258,6 +264,7 @@ class Player(_Value):
             last_bets=tuple((offset, amount) for offset, amount in doc["last_bets"]),
             sitting_out=doc.get("sitting_out", False),  # not in older snapshots
             rounds_sat_out=doc.get("rounds_sat_out", 0),  # nor this, nor when it is 0
+            joined_round=doc.get("joined_round", 0),  # nor this
         )
 
 

@@ -57,7 +57,10 @@ def expire_timers(r: Draft, c: cmd.ExpireTimers) -> None:
         check_shoe(state)
         # The multi-player page: "If you do not bet or pass within 15 seconds ... you will be
         # automatically excluded from that particular hand." A player who did bet is dealt in;
-        # a stack still under the table minimum is not a bet yet, and goes back.
+        # a stack still under the table minimum is not a bet yet, and goes back. One who sat
+        # down after the round's clock started had less than the 15 s: left out of this hand
+        # ("if you join a table in the middle of a hand, you must wait until the round is
+        # over"), but not sitting out, so no round sat out counts against their seat.
         for player in list(state.players.values()):
             if player.ready or player.passed:
                 continue
@@ -70,7 +73,7 @@ def expire_timers(r: Draft, c: cmd.ExpireTimers) -> None:
                     player_id=pid,
                     phase="betting",
                     action="dealt_in" if dealt_in else "left_out",
-                    sits_out=not dealt_in,
+                    sits_out=not dealt_in and player.joined_round != state.round,
                 )
             )
             for index in short:
