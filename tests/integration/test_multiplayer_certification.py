@@ -541,14 +541,15 @@ async def test_a_player_who_sits_down_once_the_clock_runs_keeps_the_seat(served:
         )
         await seat_and_fund(served, [p0, p1], watch)
         await p0.must(cmd.PlaceBet(player_id="y0", box=0, amount=1_000))
-        await p1.must(cmd.Pass(player_id="y1"))
+        await p1.must(cmd.PlaceBet(player_id="y1", box=1, amount=1_000))
         await seat_and_fund(served, [late], watch, seats=[2])
-        await p0.must(cmd.Deal(player_id="y0"))  # the deal waits for y2 to the deadline
+        await p0.must(cmd.Deal(player_id="y0"))  # the deal waits for y1's Deal, to the deadline
         await watch.until(lambda es: watch.of(ev.DealStarted))
         assert [(t.player_id, t.action, t.sits_out) for t in watch.of(ev.PlayerTimedOut)] == [
-            ("y2", "left_out", False)
+            ("y1", "dealt_in", False),
+            ("y2", "left_out", False),
         ]
-        await stand_every_turn(p0, watch, 1)
+        await asyncio.gather(*(stand_every_turn(p, watch, 1) for p in (p0, p1)))
         await watch.until(settled(1))
         await late.must(cmd.PlaceBet(player_id="y2", box=2, amount=1_000))
         assert not watch.of(ev.SeatLeft)
@@ -565,4 +566,31 @@ async def test_a_player_who_sits_down_once_the_clock_runs_keeps_the_seat(served:
     check = await verify_stream(space, table)
     assert set(check.state.players) == {"y0", "y1", "y2"}
     shown = await served.get(f"/v1/players/y2/tables/{table}", lambda t: t["you"] is not None)
+    assert shown["you"]["sitting_out"] is False
+
+
+async def test_a_player_who_sits_down_once_the_clock_runs_holds_no_one_up(served: Served) -> None:
+    """Page 002: "if you join a table in the middle of a hand, you must wait until the round
+    is over": z2 sits down after z0's bet started the clock; z0 deals and z1 passes, and the
+    round is dealt there and then (by z1's Pass), not 15 s later at the deadline, without z2,
+    who is neither timed out nor sitting out. (Before the fix the round waited for z2.)"""
+    space, table = served.space, "cert-joiner-no-wait"
+    async with (
+        watching(space, table) as watch,
+        players(space, table, "z0", "z1", "z2") as (p0, p1, late),
+    ):
+        await p0.must(cmd.OpenTable(variant="atlantic-city-multi"))
+        await seat_and_fund(served, [p0, p1], watch)
+        await p0.must(cmd.PlaceBet(player_id="z0", box=0, amount=1_000))
+        await seat_and_fund(served, [late], watch, seats=[2])
+        await p0.must(cmd.Deal(player_id="z0"))
+        passed = await p1.must(cmd.Pass(player_id="z1"))
+        [started] = await watch.until(lambda es: [e for e in es if e.type == "DealStarted"])
+        assert started.causation_id == passed.command_id
+        assert started.data.boxes == (0,)
+        assert not watch.of(ev.PlayerTimedOut)
+        await stand_every_turn(p0, watch, 1)
+        await watch.until(settled(1))
+    await verify_stream(space, table)
+    shown = await served.get(f"/v1/players/z2/tables/{table}", lambda t: t["you"] is not None)
     assert shown["you"]["sitting_out"] is False

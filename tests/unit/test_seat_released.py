@@ -264,13 +264,14 @@ def test_a_player_who_sits_down_after_the_clock_started_is_left_out_but_not_sitt
     t.now = t.state.deadline - timedelta(seconds=1)
     t.do(cmd.SitDown(player_id="cy", seat=2), cmd.Deposit(player_id="cy", amount=5_000))
     assert TableState.from_doc(t.state.to_doc()) == t.state
-    t.do(cmd.Deal(player_id="ann"), cmd.Pass(player_id="ben"))  # the deal waits for cy
+    # ben bets and presses nothing: the round waits for him to the deadline
+    t.do(cmd.Deal(player_id="ann"), cmd.PlaceBet(player_id="ben", box=1, amount=1000))
     t.now = t.state.deadline
     expired = t.do(cmd.ExpireTimers())
     timed_out = [
         (e.player_id, e.action, e.sits_out) for e in expired if isinstance(e, ev.PlayerTimedOut)
     ]
-    assert timed_out == [("cy", "left_out", False)]
+    assert timed_out == [("ben", "dealt_in", False), ("cy", "left_out", False)]
     last = finish_round(t)
     assert not [e for e in last if isinstance(e, ev.SeatLeft)]
     cy = t.state.players["cy"]
@@ -285,3 +286,27 @@ def test_a_player_who_sits_down_after_the_clock_started_is_left_out_but_not_sitt
         "cy",
         True,
     )
+
+
+def test_a_player_who_sits_down_after_the_clock_started_does_not_hold_the_deal_up() -> None:
+    """ "If you join a table in the middle of a hand, you must wait until the round is over"
+    (page 002): the others do not wait for the one who sat down once the round was open. ann
+    deals and ben passes: the round is dealt at once, not at the deadline, and cy, who had no
+    part in it, is neither timed out nor sitting out. A bet of his, while betting is open, is
+    waited for like anyone's."""
+    t = table(1)
+    t.do(cmd.PlaceBet(player_id="ann", box=0, amount=1000))
+    t.do(cmd.SitDown(player_id="cy", seat=2), cmd.Deposit(player_id="cy", amount=5_000))
+    dealt = t.do(cmd.Deal(player_id="ann"), cmd.Pass(player_id="ben"))
+    started = [e for e in dealt if isinstance(e, ev.DealStarted)]
+    assert [e.boxes for e in started] == [(0,)]
+    assert not [e for e in dealt if isinstance(e, ev.PlayerTimedOut)]
+    finish_round(t)
+    assert t.state.players["cy"].sitting_out is False
+    # next round: he sits down again after the clock started, and bets: the deal waits for him
+    t.do(cmd.LeaveTable(player_id="cy"), cmd.PlaceBet(player_id="ann", box=0, amount=1000))
+    t.do(cmd.SitDown(player_id="cy", seat=2), cmd.Deposit(player_id="cy", amount=5_000))
+    t.do(cmd.PlaceBet(player_id="cy", box=2, amount=1000), cmd.Pass(player_id="ben"))
+    assert not [e for e in t.do(cmd.Deal(player_id="ann")) if isinstance(e, ev.DealStarted)]
+    dealt = t.do(cmd.Deal(player_id="cy"))
+    assert [e.boxes for e in dealt if isinstance(e, ev.DealStarted)] == [(0, 2)]

@@ -181,11 +181,20 @@ def pass_round(r: Draft, c: cmd.Pass) -> None:
 def deal_when_all_decided(r: Draft) -> None:
     """Deal once every seated player has pressed Deal or Pass. One the clock left out of a
     round and who has not bet or passed since sits out: not waited for (one who never acts
-    would hold every round up for the whole clock), yet may still bet while betting is open."""
+    would hold every round up for the whole clock), yet may still bet while betting is open.
+    Nor is one who sat down once the round was open and has no bet on it: "if you join a
+    table in the middle of a hand, you must wait until the round is over" (page 002), not the
+    others for you; a bet of theirs is waited for like anyone's."""
     state = r.state
     if not state.round_open or state.phase != "betting":
         return
-    if all(p.ready or p.passed or p.sitting_out for p in state.players.values()):
+    if all(
+        p.ready
+        or p.passed
+        or p.sitting_out
+        or (p.joined_round == state.round and not state.boxes_of(p.player_id))
+        for p in state.players.values()
+    ):
         close_betting(r)
 
 
