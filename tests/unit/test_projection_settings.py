@@ -97,3 +97,21 @@ def test_a_named_worker_may_be_given_its_database_on_the_command_line(
     assert settings.session_timeout_ms == 45_000
     with pytest.raises(ValueError, match="BLACKJACK_DB_URL"):
         settings_from(argparse.Namespace(db_url=None, bootstrap=None, topic_prefix=None))
+
+
+def test_the_settings_never_show_the_database_password() -> None:
+    """The settings' repr (a traceback's locals, a log line's ``settings=``) leaves the store's
+    URL out: its password with it (the Kafka SASL password and the shoe key likewise)."""
+    settings = ProjectionSettings.from_env(
+        {
+            "BLACKJACK_DB_URL": "postgresql+asyncpg://blackjack:s3cret-pw@db.internal/blackjack",
+            "BLACKJACK_KAFKA_SECURITY_PROTOCOL": "SASL_SSL",
+            "BLACKJACK_KAFKA_SASL_MECHANISM": "SCRAM-SHA-512",
+            "BLACKJACK_KAFKA_SASL_USERNAME": "projections",
+            "BLACKJACK_KAFKA_SASL_PASSWORD": "kafka-pw-9",
+        }
+    )
+    assert settings.db_url.endswith("db.internal/blackjack")
+    assert settings.security.password == "kafka-pw-9"
+    for secret in ("s3cret-pw", "kafka-pw-9"):
+        assert secret not in repr(settings)

@@ -96,7 +96,7 @@ async def test_another_store_in_the_group_makes_the_worker_unready_and_says_what
     from blackjack.projections.metrics import group_checked
 
     health = FoldHealth()
-    health.store_name = "sqlite+aiosqlite:///var/projections.db"
+    health.store_name = "postgresql+asyncpg://reader:***@db-7.internal:5432/blackjack_eu"
     reported = [Behind(TOPIC, 1, 40, 90), Behind(TOPIC, 2, None, 7)]
     with capture_logs() as logs:
         group_checked(health, reported)
@@ -104,7 +104,7 @@ async def test_another_store_in_the_group_makes_the_worker_unready_and_says_what
     assert [(e["log_level"], e["partitions"]) for e in logs] == [
         ("error", [b.describe() for b in reported])
     ]
-    assert logs[0]["store"] == "sqlite+aiosqlite:///var/projections.db"
+    assert logs[0]["store"] == health.store_name  # the detail is the log's
     assert REGISTRY.get_sample_value("blackjack_projection_split_partitions") == 2
     assert (missing(1), missing(2)) == (50, 7)
 
@@ -114,7 +114,10 @@ async def test_another_store_in_the_group_makes_the_worker_unready_and_says_what
     assert body["status"] == "split_store"
     detail = body["projections"]["split_store"]
     assert body["projections"]["status"] == "split_store"
-    assert detail["store"] == "sqlite+aiosqlite:///var/projections.db"
+    # /readyz needs no token: a reason code, never the store's host, user or database
+    assert detail["reason"] == "another_store_in_group" and "store" not in detail
+    for secret in ("db-7.internal", "reader", "blackjack_eu", "5432"):
+        assert secret not in answer.text
     assert detail["partitions"][0] == {
         "topic": TOPIC,
         "partition": 1,

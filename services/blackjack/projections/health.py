@@ -389,11 +389,11 @@ class FoldHealth:
         }
 
     def _split_detail(self) -> dict[str, Any]:
+        """A reason code and the partitions, never the store's name: ``/readyz`` needs no
+        token, and the URL (its password hidden) names the database's host, port, user and
+        database, which the ``another store in the consumer group`` log line has."""
         return {
-            "error": "the consumer group has committed these partitions past this store: "
-            "another worker of the group folds them into another store, which this one "
-            "misses; its query API answers them stale",
-            "store": self.store_name,
+            "reason": "another_store_in_group",
             "partitions": [b.describe() for b in self.split],
             "action": "give every worker of the group the same BLACKJACK_DB_URL (or a group "
             "of its own: BLACKJACK_PROJECTION_GROUP) and restart the odd one; "

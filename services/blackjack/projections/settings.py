@@ -30,7 +30,7 @@ from __future__ import annotations
 
 import os
 from collections.abc import Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 from blackjack.api.tokens import OPEN, ApiTokens
 from blackjack.bus.settings import DEFAULT_BOOTSTRAP, PLAINTEXT, KafkaSecurity, KafkaSettings
@@ -47,7 +47,7 @@ STATIC_SESSION_TIMEOUT_MS = 45_000
 
 @dataclass(frozen=True, slots=True)
 class ProjectionSettings:
-    db_url: str = DEFAULT_DB_URL
+    db_url: str = field(default=DEFAULT_DB_URL, repr=False)  # its password: never in a log line
     bootstrap: str = DEFAULT_BOOTSTRAP
     topic_prefix: str = ""
     group_id: str = DEFAULT_GROUP
