@@ -64,7 +64,8 @@ def shared_round() -> tuple[int, str, str]:
 
 
 def player_token(player_id: str) -> str:
-    claims = {"sub": player_id, "aud": AUDIENCE, "exp": int(time.time()) + 600}
+    now = int(time.time())
+    claims = {"sub": player_id, "aud": AUDIENCE, "iat": now, "exp": now + 600}
     return jwt.encode(claims, PLATFORM, algorithm="EdDSA")
 
 

@@ -52,9 +52,17 @@ ENV = {
 }
 
 
-def signed(key: Any = EDDSA, algorithm: str = "EdDSA", lifetime: float = 300, **claims: Any) -> str:
-    body = {"sub": "ann", "aud": DEFAULT_AUDIENCE, "exp": int(time.time() + lifetime), **claims}
-    return jwt.encode({k: v for k, v in body.items() if v is not None}, key, algorithm=algorithm)
+def signed(
+    key: Any = EDDSA,
+    algorithm: str = "EdDSA",
+    lifetime: float = 300,
+    headers: dict[str, Any] | None = None,
+    **claims: Any,
+) -> str:
+    now = int(time.time())
+    body = {"sub": "ann", "aud": DEFAULT_AUDIENCE, "iat": now, "exp": int(now + lifetime), **claims}
+    content = {k: v for k, v in body.items() if v is not None}
+    return jwt.encode(content, key, algorithm=algorithm, headers=headers)
 
 
 def bearer(token: str) -> bytes:
@@ -75,16 +83,21 @@ def test_each_kind_of_key_admits_the_player_it_names() -> None:
     # in a suite that runs longer than its lifetime
     [
         (lambda: signed(lifetime=-60), "expired"),  # past the 30 s leeway
-        (lambda: signed(exp=None), "not valid"),  # exp is required
-        (lambda: signed(sub=None), "not valid"),
+        (lambda: signed(exp=None), "no exp claim"),  # exp is required
+        (lambda: signed(iat=None), "no iat claim"),  # and iat
+        (lambda: signed(iat="yesterday"), "not valid"),
+        (lambda: signed(iat=int(time.time()) + 60), "not valid yet"),  # past the 30 s leeway
+        (lambda: signed(lifetime=3601), "lives longer"),  # the hour allowed by default
+        (lambda: signed(iat=int(time.time()) - 3000, exp=int(time.time()) + 3000), "longer"),
+        (lambda: signed(sub=None), "no sub claim"),
         (lambda: signed(sub=""), "not valid"),
         (lambda: signed(sub="x" * 129), "not valid"),
         (lambda: signed(aud="another-service"), "not valid"),
-        (lambda: signed(aud=None), "not valid"),
+        (lambda: signed(aud=None), "no aud claim"),
         (lambda: signed(ed25519.Ed25519PrivateKey.generate()), "not valid"),  # not the platform's
         (lambda: signed("another secret of thirty-two characters", "HS256"), "not valid"),
         (lambda: signed(None, "none"), "not valid"),  # unsigned
-        (lambda: signed(nbf=int(time.time()) + 120), "not valid"),  # not yet
+        (lambda: signed(nbf=int(time.time()) + 120), "not valid yet"),
         (lambda: "a.b.c", "not valid"),
         (lambda: "o" * 39, "not valid"),
     ],
@@ -92,7 +105,64 @@ def test_each_kind_of_key_admits_the_player_it_names() -> None:
 def test_a_bad_or_expired_token_is_refused(token: Callable[[], str], message: str) -> None:
     with pytest.raises(Unauthenticated, match=message) as refused:
         ApiTokens.from_env(ENV).authenticate(bearer(token()))
-    assert refused.value.challenge == b'Bearer error="invalid_token"'
+    assert refused.value.challenge.startswith(b'Bearer error="invalid_token", error_description="')
+
+
+def test_a_token_may_live_as_long_as_the_setting_allows_and_no_longer() -> None:
+    """``exp - iat`` at most ``BLACKJACK_API_JWT_MAX_LIFETIME_S`` (an hour by default): a
+    token signed for years was good for years (before: no bound, no iat needed)."""
+    tokens = ApiTokens.from_env(ENV)
+    assert tokens.authenticate(bearer(signed(lifetime=3600))) == Player("ann")
+    assert tokens.authenticate(bearer(signed(lifetime=3600, iat=int(time.time()) + 25)))
+    with pytest.raises(Unauthenticated, match=r"lives longer .* than the 3600 s"):
+        tokens.authenticate(bearer(signed(lifetime=5 * 365 * 86400)))
+    day = ApiTokens.from_env({**ENV, "BLACKJACK_API_JWT_MAX_LIFETIME_S": "86400"})
+    assert day.authenticate(bearer(signed(lifetime=86400))) == Player("ann")
+    for wrong in ("59", "604801", "1h", "-5"):
+        with pytest.raises(ConfigurationError, match="MAX_LIFETIME_S is a whole number"):
+            ApiTokens.from_env({**ENV, "BLACKJACK_API_JWT_MAX_LIFETIME_S": wrong})
+
+
+def test_the_kid_chooses_among_keys_configured_with_ids() -> None:
+    """``ID=`` before a PEM key or an HS256 secret names it; a token's ``kid`` then chooses
+    the key, and a ``kid`` naming none is refused, whoever signed it. Keys without an id
+    verify tokens without a ``kid`` (today's settings, a platform moving to ids)."""
+    old, new, other = EDDSA, ed25519.Ed25519PrivateKey.generate(), "h" * 40
+    named = ApiTokens.from_env(
+        {
+            "BLACKJACK_API_PLAYER_KEYS": f"2026-11={pem(old)}\n2026-12 = {pem(new)}",
+            "BLACKJACK_API_PLAYER_SECRETS": f"hs-1={SECRET},{other}",
+        }
+    )
+    assert named.authenticate(bearer(signed(new, headers={"kid": "2026-12"}))) == Player("ann")
+    assert named.authenticate(bearer(signed(old, headers={"kid": "2026-11"}))) == Player("ann")
+    hs = signed(SECRET, "HS256", headers={"kid": "hs-1"})
+    assert named.authenticate(bearer(hs)) == Player("ann")
+    assert named.authenticate(bearer(signed(other, "HS256"))) == Player("ann")  # no id, no kid
+    refusals = [
+        (signed(new, headers={"kid": "2026-11"}), "not valid"),  # the other key's id
+        (signed(new, headers={"kid": "2027-01"}), "kid names no key"),
+        (signed(ed25519.Ed25519PrivateKey.generate(), headers={"kid": "x" * 200}), "no key"),
+        (signed(new), "has no kid"),  # no kid: only keys without an id (here HS256)
+        (signed(SECRET, "HS256", headers={"kid": "2026-12"}), "not valid"),  # not its alg
+    ]
+    for token, message in refusals:
+        with pytest.raises(Unauthenticated, match=message) as refused:
+            named.authenticate(bearer(token))
+        assert token.split(".")[0] not in refused.value.challenge.decode()
+    only_named = ApiTokens.from_env({"BLACKJACK_API_PLAYER_KEYS": f"k1={pem(new)}"})
+    with pytest.raises(Unauthenticated, match="has no kid"):
+        only_named.authenticate(bearer(signed(new)))
+    # today's settings, no id: a token's kid is not asked about
+    unnamed = ApiTokens.from_env(ENV)
+    assert unnamed.authenticate(bearer(signed(headers={"kid": "anything"}))) == Player("ann")
+    with pytest.raises(ConfigurationError, match="'k1' names two keys"):
+        ApiTokens.from_env({"BLACKJACK_API_PLAYER_KEYS": f"k1={pem(new)}k1={pem(old)}"})
+    # a base64 secret (its "=" at the end) is a secret, not an id
+    padded = base64.b64encode(b"z" * 32).decode()
+    assert padded.endswith("=")
+    b64 = ApiTokens.from_env({"BLACKJACK_API_PLAYER_SECRETS": padded})
+    assert b64.authenticate(bearer(signed(padded, "HS256"))) == Player("ann")
 
 
 def test_a_token_signed_with_the_public_key_as_an_hmac_secret_is_refused() -> None:
@@ -224,7 +294,9 @@ async def test_every_refusal_is_typed_and_no_token_is_logged(api: httpx.AsyncCli
     assert (missing.status_code, missing.headers["www-authenticate"]) == (401, "Bearer")
     for answer, message in ((late, "expired"), (bad, "not valid")):
         assert answer.status_code == 401
-        assert answer.headers["www-authenticate"] == 'Bearer error="invalid_token"'
+        assert answer.headers["www-authenticate"] == (
+            f'Bearer error="invalid_token", error_description="{answer.json()["error"]["message"]}"'
+        )
         assert answer.json()["error"]["code"] == "unauthenticated"
         assert message in answer.json()["error"]["message"]
     logged = repr(logs)

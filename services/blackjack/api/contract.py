@@ -611,9 +611,12 @@ def _document() -> dict[str, Any]:
                     "type": "http",
                     "scheme": "bearer",
                     "description": "An operator token (BLACKJACK_API_TOKENS: reads everything) "
-                    "or a player's JWT signed by the platform (EdDSA, ES256 or HS256; sub the "
-                    "player id, exp, aud this service): reads /v1/players/{sub}/... and the "
-                    "stream wallet:{sub} only, else 403 forbidden",
+                    "or a player's JWT signed by the platform (EdDSA, ES256 or HS256, chosen "
+                    "by its kid when the keys have ids; sub the player id, iat, exp at most "
+                    "BLACKJACK_API_JWT_MAX_LIFETIME_S after iat, aud this service): reads "
+                    "/v1/players/{sub}/... and the stream wallet:{sub} only, else 403 "
+                    "forbidden. A refused token's 401 says why in WWW-Authenticate's "
+                    "error_description (and the error's message), never quoting the token",
                 }
             },
         },
@@ -638,7 +641,11 @@ def _operation(
     }
     for status in errors:
         responses[str(status)] = _answer("see the error's code", error)
-    responses["401"] = _answer("no valid bearer token (when the API has tokens)", error)
+    responses["401"] = _answer(
+        "no valid bearer token (when the API has tokens): expired, not valid yet, living "
+        "longer than allowed, an unknown kid, revoked, or not signed by the platform",
+        error,
+    )
     responses["403"] = _answer(
         "a player's token asking for another player's resource or an operator's", error
     )

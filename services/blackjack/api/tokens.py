@@ -8,11 +8,12 @@ one of two kinds:
   characters, several so that one can be rotated out): the platform's back office, the
   auditor; reads everything.
 - a **player token**: a JWT the platform signs for one player's client (``sub`` the player
-  id, ``exp`` required, ``aud`` this service, ``iss`` when one is configured), verified with
-  the platform's public key (``BLACKJACK_API_PLAYER_KEYS``: PEM, Ed25519 for EdDSA or P-256
-  for ES256, several to rotate) or a shared secret (``BLACKJACK_API_PLAYER_SECRETS``, HS256).
-  The service stores nothing per player. Such a token reads that player's own resources
-  only (``routes.authorize``).
+  id, ``iat`` and ``exp`` required, ``exp - iat`` at most ``BLACKJACK_API_JWT_MAX_LIFETIME_S``,
+  ``aud`` this service, ``iss`` when one is configured), verified with the platform's public
+  key (``BLACKJACK_API_PLAYER_KEYS``: PEM, Ed25519 for EdDSA or P-256 for ES256, several to
+  rotate) or a shared secret (``BLACKJACK_API_PLAYER_SECRETS``, HS256). A key configured
+  with an id (``ID=`` before it) is chosen by the token's ``kid`` header. Such a token reads
+  that player's own resources only (``routes.authorize``).
 
 Probes, metrics and the AsyncAPI document stay open: they show no player's data.
 """
@@ -40,10 +41,24 @@ MIN_TOKEN_CHARS = 32
 DEFAULT_AUDIENCE = "blackjack-query-api"
 DEFAULT_LEEWAY_S = 30
 MAX_LEEWAY_S = 300
+DEFAULT_MAX_LIFETIME_S = 3600
+"""The longest a player's token may live (``exp - iat``), unless
+``BLACKJACK_API_JWT_MAX_LIFETIME_S`` says otherwise. A bearer token is as good as the player's
+session to whoever holds it (a copied header, a client's log, a stolen device) until it
+expires or is revoked: an hour bounds that window, as the access tokens of OAuth providers
+commonly do, while the platform re-signs a token for a client that plays on for hours
+without the player noticing (24 hours would leave a stolen token a day's use). The revocation
+list (``revocations``) needs to remember a player for no longer than this."""
+MAX_MAX_LIFETIME_S = 7 * 24 * 3600
+KEY_ID = re.compile(r"[A-Za-z0-9._-]{1,64}")
+"""A key's id (the JWT's ``kid``) as the settings name it: ``ID=`` before a key."""
 MAX_PLAYER_ID_CHARS = 128
 """A player id is 1-128 characters (the commands' ``player_id``)."""
 
-_PEM = re.compile(rb"-----BEGIN [A-Z ]+-----.+?-----END [A-Z ]+-----", re.DOTALL)
+_PEM = re.compile(
+    rb"(?:([A-Za-z0-9._-]{1,64})[ \t]*=[ \t]*)?(-----BEGIN [A-Z ]+-----.+?-----END [A-Z ]+-----)",
+    re.DOTALL,
+)
 
 
 @dataclass(frozen=True)
@@ -56,6 +71,8 @@ class Player:
     """One player's client: reads that player's own resources only."""
 
     player_id: str
+    issued_at: int = field(default=0, compare=False)
+    """the token's ``iat`` (Unix seconds): a revocation refuses tokens issued before it"""
 
 
 Principal = Operator | Player
@@ -73,30 +90,81 @@ class Unauthenticated(Exception):
 
     @property
     def challenge(self) -> bytes:
+        """RFC 6750's ``WWW-Authenticate``: for a refused token its ``error_description``
+        is the message (one of this module's own sentences: never a part of the token)."""
         if not self.presented:
             return b"Bearer"
-        return b'Bearer error="invalid_token"'
+        description = self.message.encode("ascii", "replace").replace(b'"', b"'")
+        return b'Bearer error="invalid_token", error_description="' + description + b'"'
+
+
+NOT_VALID = "the bearer token is not valid"
+EXPIRED = "the bearer token has expired"
+NOT_YET = "the bearer token is not valid yet: its iat or nbf is ahead of this service's clock"
+UNKNOWN_KEY = "the bearer token's kid names no key of this service"
+NO_KEY_ID = "the bearer token has no kid: this service's keys are chosen by their id"
+REVOKED = "the bearer token was issued before the player's tokens were revoked"
+_SIGNATURE_REFUSED = (jwt.InvalidSignatureError, jwt.InvalidAlgorithmError, jwt.InvalidKeyError)
+"""Errors of a key that did not sign the token: the next key may have."""
+
+
+def _refused(message: str) -> Unauthenticated:
+    return Unauthenticated(message, presented=True)
+
+
+def _claims_refused(error: jwt.InvalidTokenError) -> Unauthenticated:
+    """What a token signed by one of the platform's keys is refused for."""
+    if isinstance(error, jwt.ExpiredSignatureError):
+        return _refused(EXPIRED)
+    if isinstance(error, jwt.ImmatureSignatureError):
+        return _refused(NOT_YET)
+    if isinstance(error, jwt.MissingRequiredClaimError):
+        return _refused(f"the bearer token has no {error.claim} claim")  # one of ours
+    return _refused(NOT_VALID)
 
 
 @dataclass(frozen=True)
 class PlayerKeys:
     """How a player's token is verified: the algorithm of each key (``EdDSA``, ``ES256``,
-    ``HS256``), the audience and issuer it must name, the clock leeway on ``exp``/``nbf``."""
+    ``HS256``) and its id (``kid``, or None), the audience and issuer it must name, the clock
+    leeway on ``iat``/``nbf``/``exp``, the longest ``exp - iat`` allowed."""
 
-    keys: tuple[tuple[str, Any], ...] = field(repr=False)  # HS256's are secrets
+    keys: tuple[tuple[str, Any, str | None], ...] = field(repr=False)  # HS256's are secrets
     audience: str = DEFAULT_AUDIENCE
     issuer: str | None = None
     leeway_s: int = DEFAULT_LEEWAY_S
+    max_lifetime_s: int = DEFAULT_MAX_LIFETIME_S
+
+    @property
+    def named(self) -> bool:
+        """Some key has an id: the token's ``kid`` chooses among them."""
+        return any(kid is not None for _, _, kid in self.keys)
+
+    def candidates(self, algorithm: object, kid: object) -> list[Any]:
+        """The keys that may have signed a token with these headers. With no key named, each
+        key of the algorithm (the ``kid`` ignored, as before ids could be configured); else
+        the key the ``kid`` names, or for a token without one the keys configured without
+        an id (a platform moving to ids); a ``kid`` that names no key is refused."""
+        if not self.named:
+            return [key for alg, key, _ in self.keys if alg == algorithm]
+        if kid is None:
+            unnamed = [key for alg, key, name in self.keys if alg == algorithm and name is None]
+            if not unnamed:
+                raise _refused(NO_KEY_ID)
+            return unnamed
+        named = [(alg, key) for alg, key, name in self.keys if name == kid]
+        if not named:
+            raise _refused(UNKNOWN_KEY)
+        return [key for alg, key in named if alg == algorithm]
 
     def verify(self, token: str) -> Player:
         try:
-            algorithm = jwt.get_unverified_header(token).get("alg")
+            header = jwt.get_unverified_header(token)
         except jwt.InvalidTokenError:
-            raise Unauthenticated("the bearer token is not valid", presented=True) from None
-        candidates = [key for alg, key in self.keys if alg == algorithm]
-        required = ["exp", "sub", "aud", *(["iss"] if self.issuer is not None else [])]
-        expired = False
-        for key in candidates:  # several: a key being rotated in or out
+            raise _refused(NOT_VALID) from None
+        algorithm = header.get("alg")
+        required = ["exp", "iat", "sub", "aud", *(["iss"] if self.issuer is not None else [])]
+        for key in self.candidates(algorithm, header.get("kid")):  # several: a rotation
             try:
                 claims = jwt.decode(
                     token,
@@ -107,17 +175,25 @@ class PlayerKeys:
                     leeway=self.leeway_s,
                     options={"require": required},
                 )
-            except jwt.ExpiredSignatureError:
-                expired = True  # signed by this key, past its exp
+            except _SIGNATURE_REFUSED:
                 continue
-            except jwt.InvalidTokenError:
-                continue
-            subject = claims.get("sub")
-            if not isinstance(subject, str) or not 0 < len(subject) <= MAX_PLAYER_ID_CHARS:
-                break
-            return Player(subject)
-        message = "the bearer token has expired" if expired else "the bearer token is not valid"
-        raise Unauthenticated(message, presented=True)
+            except jwt.InvalidTokenError as error:  # signed by this key: its claims refused
+                raise _claims_refused(error) from None
+            return self._player(claims)
+        raise _refused(NOT_VALID)
+
+    def _player(self, claims: Mapping[str, Any]) -> Player:
+        """The player a token signed by the platform names, if its claims hold."""
+        subject = claims.get("sub")
+        if not isinstance(subject, str) or not 0 < len(subject) <= MAX_PLAYER_ID_CHARS:
+            raise _refused(NOT_VALID)
+        issued_at, expires = int(claims["iat"]), int(claims["exp"])  # numbers: PyJWT checked
+        if expires - issued_at > self.max_lifetime_s:
+            raise _refused(
+                f"the bearer token lives longer (exp - iat) than the {self.max_lifetime_s} s "
+                "this service allows"
+            )
+        return Player(subject, issued_at)
 
 
 def _digest(secret: bytes) -> bytes:
@@ -151,7 +227,7 @@ class ApiTokens:
             return OPERATOR
         if self.players is not None and presented.count(b".") == 2 and presented.isascii():
             return self.players.verify(presented.decode())
-        raise Unauthenticated("the bearer token is not valid", presented=True)
+        raise _refused(NOT_VALID)
 
     def _is_operator(self, presented: bytes) -> bool:
         """Whether ``presented`` is one of the operator tokens. Each is compared, in constant
@@ -196,12 +272,14 @@ def _secrets(text: str, name: str) -> tuple[str, ...]:
     return secrets
 
 
-def _public_keys(text: str) -> list[tuple[str, Any]]:
+def _public_keys(text: str) -> list[tuple[str, Any, str | None]]:
+    """The PEM public keys of ``text``, each with its id when ``ID=`` comes before it."""
     blocks = _PEM.findall(text.replace("\\n", "\n").encode())
     if not blocks:
         raise ConfigurationError("BLACKJACK_API_PLAYER_KEYS holds no PEM public key")
-    keys: list[tuple[str, Any]] = []
-    for number, block in enumerate(blocks, 1):
+    keys: list[tuple[str, Any, str | None]] = []
+    for number, (name, block) in enumerate(blocks, 1):
+        kid = name.decode() if name else None
         try:
             key = load_pem_public_key(block)
         except ValueError:
@@ -209,9 +287,9 @@ def _public_keys(text: str) -> list[tuple[str, Any]]:
                 f"BLACKJACK_API_PLAYER_KEYS: key {number} is not a PEM public key"
             ) from None
         if isinstance(key, ed25519.Ed25519PublicKey):
-            keys.append(("EdDSA", key))
+            keys.append(("EdDSA", key, kid))
         elif isinstance(key, ec.EllipticCurvePublicKey) and key.curve.name == "secp256r1":
-            keys.append(("ES256", key))
+            keys.append(("ES256", key, kid))
         else:
             raise ConfigurationError(
                 f"BLACKJACK_API_PLAYER_KEYS: key {number} is neither Ed25519 (EdDSA) nor "
@@ -220,21 +298,45 @@ def _public_keys(text: str) -> list[tuple[str, Any]]:
     return keys
 
 
+def _shared_secrets(text: str) -> list[tuple[str, Any, str | None]]:
+    """``BLACKJACK_API_PLAYER_SECRETS``: each secret, or ``ID=SECRET`` when what comes before
+    the first ``=`` is a key id (``KEY_ID``) and what follows it is a secret (32+ characters):
+    a secret itself never reads so (hex, or base64 whose ``=`` pads its end)."""
+    keys: list[tuple[str, Any, str | None]] = []
+    for secret in _secrets(text, "BLACKJACK_API_PLAYER_SECRETS"):
+        name, _, rest = secret.partition("=")
+        if KEY_ID.fullmatch(name) and len(rest) >= MIN_TOKEN_CHARS:
+            keys.append(("HS256", rest.encode(), name))
+        else:
+            keys.append(("HS256", secret.encode(), None))
+    return keys
+
+
+def _seconds(env: Mapping[str, str], name: str, default: int, low: int, high: int) -> int:
+    text = env.get(name, "").strip() or str(default)
+    if not (text.isascii() and text.isdigit() and low <= int(text) <= high):
+        raise ConfigurationError(f"{name} is a whole number of seconds from {low} to {high}")
+    return int(text)
+
+
 def _player_keys(env: Mapping[str, str]) -> PlayerKeys | None:
     pem = env.get("BLACKJACK_API_PLAYER_KEYS", "").strip()
     shared = env.get("BLACKJACK_API_PLAYER_SECRETS", "").strip()
     keys = _public_keys(pem) if pem else []
-    keys += [("HS256", s.encode()) for s in _secrets(shared, "BLACKJACK_API_PLAYER_SECRETS")]
+    keys += _shared_secrets(shared)
     if not keys:
         return None
+    names = [kid for _, _, kid in keys if kid is not None]
+    if len(set(names)) < len(names):
+        twice = next(kid for kid in names if names.count(kid) > 1)
+        raise ConfigurationError(f"the player keys' id {twice!r} names two keys")
     audience = env.get("BLACKJACK_API_AUDIENCE", "").strip() or DEFAULT_AUDIENCE
     issuer = env.get("BLACKJACK_API_PLAYER_ISSUER", "").strip() or None
-    leeway = env.get("BLACKJACK_API_JWT_LEEWAY_S", "").strip() or str(DEFAULT_LEEWAY_S)
-    if not (leeway.isascii() and leeway.isdigit() and int(leeway) <= MAX_LEEWAY_S):
-        raise ConfigurationError(
-            f"BLACKJACK_API_JWT_LEEWAY_S is a whole number of seconds from 0 to {MAX_LEEWAY_S}"
-        )
-    return PlayerKeys(tuple(keys), audience, issuer, int(leeway))
+    leeway = _seconds(env, "BLACKJACK_API_JWT_LEEWAY_S", DEFAULT_LEEWAY_S, 0, MAX_LEEWAY_S)
+    lifetime = _seconds(
+        env, "BLACKJACK_API_JWT_MAX_LIFETIME_S", DEFAULT_MAX_LIFETIME_S, 60, MAX_MAX_LIFETIME_S
+    )
+    return PlayerKeys(tuple(keys), audience, issuer, leeway, lifetime)
 
 
 OPEN = ApiTokens()
