@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import time
 from collections.abc import AsyncIterator
+from datetime import UTC, datetime
 from typing import Any
 
 import httpx
@@ -15,10 +16,12 @@ import pytest
 from cryptography.hazmat.primitives.asymmetric import ed25519
 from cryptography.hazmat.primitives.serialization import Encoding, PublicFormat
 
+from blackjack.api import revocations
 from blackjack.api.routes import query_api
 from blackjack.api.tokens import ApiTokens
 from blackjack.domain import events as ev
 from blackjack.messages.sealing import ShoeSeal
+from blackjack.projections.store import ProjectionStore
 from blackjack.projections.writer import ProjectionWriter
 
 pytest.register_assert_rewrite("tests.integration.conftest_projections")
@@ -151,3 +154,72 @@ async def test_a_player_sees_the_tables_they_sit_at_and_no_other(
     assert (await get(api, elsewhere, OPERATOR_TOKEN))["you"] is None
     refused = await get(api, elsewhere, player_token(me), 404)
     assert refused["error"]["code"] == "unknown_table"
+
+
+@pytest.fixture(params=STORE_KINDS)
+async def shared_store(
+    request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactory
+) -> AsyncIterator[ProjectionStore]:
+    factory = store_factory(request, tmp_path_factory.mktemp("revocations"))
+    try:
+        yield await factory.store()
+    finally:
+        await factory.close()
+
+
+async def test_a_revocation_holds_on_every_query_api_process_and_after_a_restart(
+    shared_store: ProjectionStore,
+) -> None:
+    """Two query API processes over one store (each its own engine, as two workers'), and a
+    third started after the revocation: the operator revokes on one, and the stolen token is
+    refused by all three at once; a token signed after it is read by all (before: a token was
+    good until its exp, whatever happened)."""
+    apis = [ProjectionStore(shared_store.url) for _ in range(2)]
+    stolen = player_token("ann")
+    try:
+        clients = [_client(api) for api in apis]
+        for client in clients:
+            answer = await client.get("/v1/players/ann/rounds", headers=_bearer(stolen))
+            assert answer.status_code == 404  # admitted: she has no rounds in this store
+        revoked = await clients[0].post(
+            "/v1/players/ann/token-revocation", headers=_bearer(OPERATOR_TOKEN)
+        )
+        assert revoked.status_code == 200, revoked.text
+        assert revoked.json()["not_before"] > time.time()  # from the next second on, leeway
+        restarted = ProjectionStore(shared_store.url)
+        apis.append(restarted)
+        clients.append(_client(restarted))
+        for client in clients:
+            refused = await client.get("/v1/players/ann/rounds", headers=_bearer(stolen))
+            assert refused.status_code == 401, refused.text
+            assert "revoked" in refused.json()["error"]["message"]
+            assert "revoked" in refused.headers["www-authenticate"]
+        # revoked a minute ago (the same row as a POST writes): the player's tokens signed
+        # since are read by every process, the ones before refused
+        now = int(time.time())
+        async with shared_store.writing() as connection:
+            await revocations.revoke(connection, "cy", now - 60, datetime.now(UTC), keep_s=3630)
+        for iat, status in ((now - 61, 401), (now - 60, 404), (now, 404)):
+            claims = {"sub": "cy", "aud": AUDIENCE, "iat": iat, "exp": iat + 600}
+            token = jwt.encode(claims, PLATFORM, algorithm="EdDSA")
+            for client in clients:
+                answer = await client.get("/v1/players/cy/rounds", headers=_bearer(token))
+                assert answer.status_code == status, (iat, answer.text)
+        bob = player_token("bob")  # another player's: untouched
+        for client in clients:
+            answer = await client.get("/v1/players/bob/rounds", headers=_bearer(bob))
+            assert answer.status_code == 404
+        for client in clients:
+            await client.aclose()
+    finally:
+        for api in apis:
+            await api.close()
+
+
+def _bearer(token: str) -> dict[str, str]:
+    return {"authorization": f"Bearer {token}"}
+
+
+def _client(store: ProjectionStore) -> httpx.AsyncClient:
+    transport = httpx.ASGITransport(app=query_api(store, tokens=TOKENS))
+    return httpx.AsyncClient(transport=transport, base_url="http://api")

@@ -302,3 +302,88 @@ async def test_every_refusal_is_typed_and_no_token_is_logged(api: httpx.AsyncCli
     logged = repr(logs)
     for secret in (expired, forged, OPERATOR_TOKEN, SECRET):
         assert secret not in logged and secret.split(".")[-1] not in logged
+
+
+async def revoke(api: httpx.AsyncClient, player: str, token: str | None) -> httpx.Response:
+    headers = {} if token is None else {"authorization": f"Bearer {token}"}
+    answer = await api.post(f"/v1/players/{player}/token-revocation", headers=headers)
+    assert answer.headers["content-type"] == "application/json"
+    return answer
+
+
+async def test_an_operator_revokes_a_player_s_tokens_issued_until_then(
+    api: httpx.AsyncClient,
+) -> None:
+    """A stolen token is refused before its exp once the operator revokes the player's
+    tokens (before: good until its exp, nothing could cut it off); tokens signed from the
+    answer's ``not_before`` on are good; other players' are untouched."""
+    stolen, bob = signed(), signed(sub="bob")
+    assert (await ask(api, "/v1/players/ann/rounds", stolen)).status_code == 404  # admitted
+    with capture_logs() as logs:
+        answer = await revoke(api, "ann", OPERATOR_TOKEN)
+    assert answer.status_code == 200, answer.text
+    not_before = answer.json()["not_before"]
+    assert answer.json() == {"player_id": "ann", "not_before": not_before}
+    assert int(time.time()) + 30 < not_before <= int(time.time()) + 32  # leeway: 30 s
+    refused = await ask(api, "/v1/players/ann/rounds", stolen)
+    assert refused.status_code == 401
+    assert "revoked" in refused.json()["error"]["message"]
+    assert 'error="invalid_token", error_description="' in refused.headers["www-authenticate"]
+    assert (await ask(api, "/v1/players/bob/rounds", bob)).status_code == 404  # not hers
+    # revoked again at once: not_before never moves back
+    assert (await revoke(api, "ann", OPERATOR_TOKEN)).json()["not_before"] >= not_before
+    [line] = [entry for entry in logs if entry["event"] == "player tokens revoked"]
+    assert line["player_id"] == "ann" and OPERATOR_TOKEN not in repr(logs)
+
+
+async def test_only_an_operator_revokes_and_only_by_post(api: httpx.AsyncClient) -> None:
+    mine = signed()
+    for token, status, code in (
+        (mine, 403, "forbidden"),  # a player's token: not even their own
+        (signed(sub="bob"), 403, "forbidden"),
+        (None, 401, "unauthenticated"),
+        ("x" * 40, 401, "unauthenticated"),
+    ):
+        answer = await revoke(api, "ann", token)
+        assert (answer.status_code, answer.json()["error"]["code"]) == (status, code)
+    assert (await ask(api, "/v1/players/ann/rounds", mine)).status_code == 404  # still good
+    got = await ask(api, "/v1/players/ann/token-revocation", OPERATOR_TOKEN)
+    assert (got.status_code, got.headers["allow"]) == (405, "POST")
+    elsewhere = await api.post(
+        "/v1/players/ann/wallet", headers={"authorization": f"Bearer {OPERATOR_TOKEN}"}
+    )
+    assert (elsewhere.status_code, elsewhere.headers["allow"]) == (405, "GET, HEAD")
+    too_long = await revoke(api, "x" * 129, OPERATOR_TOKEN)
+    assert (too_long.status_code, too_long.json()["error"]["code"]) == (400, "bad_path")
+
+
+async def test_a_revocation_is_kept_while_a_token_it_refuses_may_live(tmp_path: Path) -> None:
+    """A token issued from ``not_before`` on is good. Bounded: each revocation drops the rows
+    whose tokens have all expired (``not_before`` more than the longest lifetime and the
+    leeway ago)."""
+    from datetime import UTC, datetime, timedelta
+
+    from blackjack.api import revocations
+
+    store = ProjectionStore(f"sqlite+aiosqlite:///{tmp_path}/read.db")
+    await store.migrate()
+    try:
+        now = datetime.now(UTC)
+        keep = 3600 + 30
+        async with store.writing() as connection:
+            old = int(now.timestamp()) - keep - 1
+            await revocations.revoke(connection, "old", old, now - timedelta(hours=2), keep)
+            recent = int(now.timestamp()) - keep + 200
+            await revocations.revoke(connection, "recent", recent, now, keep)
+            await revocations.revoke(connection, "ann", recent - 100, now, keep)
+            assert await revocations.revoked_before(connection, "old") is None
+            assert await revocations.revoked_before(connection, "recent") == recent
+            assert await revocations.revoked_before(connection, "ann") == recent - 100
+        app = query_api(store, tokens=ApiTokens.from_env(ENV))
+        transport = httpx.ASGITransport(app=app)
+        async with httpx.AsyncClient(transport=transport, base_url="http://api") as api:
+            for iat, status in ((recent - 101, 401), (recent - 100, 404), (recent - 99, 404)):
+                token = signed(iat=iat, exp=iat + 3600)
+                assert (await ask(api, "/v1/players/ann/rounds", token)).status_code == status
+    finally:
+        await store.close()

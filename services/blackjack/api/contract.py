@@ -416,6 +416,18 @@ class StreamEventsAnswer(_Answer):
     next: int | None = Field(description="the `after` of the next page; null on the last")
 
 
+class TokenRevocationAnswer(_Answer):
+    """``POST /v1/players/{player_id}/token-revocation`` (an operator's token)"""
+
+    player_id: str
+    not_before: int = Field(
+        description="Unix seconds: the player's tokens with an iat before it are refused from "
+        "now on, by every query API process over this store; sign the player new ones with an "
+        "iat at or after it (the next second and the clock leeway later: a token the "
+        "platform signed a moment ago may carry an iat that far ahead)"
+    )
+
+
 ANSWERS: tuple[type[BaseModel], ...] = (
     WalletAnswer,
     PlayerRoundsAnswer,
@@ -427,6 +439,7 @@ ANSWERS: tuple[type[BaseModel], ...] = (
     InterruptedAnswer,
     GamesAnswer,
     GamesByDayAnswer,
+    TokenRevocationAnswer,
     ErrorAnswer,
 )
 
@@ -577,6 +590,19 @@ OPERATIONS: dict[str, tuple[str, Answers, list[dict[str, Any]], tuple[int, ...]]
 }
 
 
+POSTS: dict[str, tuple[str, Answers, list[dict[str, Any]], tuple[int, ...]]] = {
+    "/v1/players/{player_id}/token-revocation": (
+        "For the operator: revokes the player's tokens issued until now (a stolen device, a "
+        "closed account), on every query API process over this store, until they expire; "
+        "no body. A player's token is 403 forbidden",
+        TokenRevocationAnswer,
+        [PLAYER_ID],
+        (400,),
+    ),
+}
+"""The operations answered to a POST (their paths answer nothing else)."""
+
+
 def openapi_document() -> dict[str, Any]:
     """The document (a copy: the one built is kept, for every request to be served)."""
     return copy.deepcopy(_document())
@@ -591,6 +617,10 @@ def _document() -> dict[str, Any]:
     paths = {
         path: {"get": _operation(summary, model, parameters, errors)}
         for path, (summary, model, parameters, errors) in OPERATIONS.items()
+    }
+    paths |= {
+        path: {"post": _operation(summary, model, parameters, errors)}
+        for path, (summary, model, parameters, errors) in POSTS.items()
     }
     document: dict[str, Any] = {
         "openapi": "3.1.0",

@@ -10,11 +10,13 @@
     GET /v1/interrupted-rounds?idle_days=30&limit=100         open rounds left waiting that long
     GET /v1/reports/games?from=2026-12-01&days=31           each game's rounds, wagers, payouts
     GET /v1/openapi.json                                      this API's OpenAPI document
+    POST /v1/players/{player_id}/token-revocation            the operator: the player's
+                                                              tokens issued until now refused
 
 With tokens configured (``api.tokens``), a request without a valid bearer token gets 401
 ``unauthenticated`` (``WWW-Authenticate: Bearer ...``); an operator token reads everything, a
 player's token only that player's own resources (``authorize``: 403 ``forbidden`` for the
-rest). Answers are JSON; every error is a 4xx with
+rest; a revoked one, ``revocations``, 401). Answers are JSON; every error is a 4xx with
 ``{"error": {"code": ..., "message": ...}}``, or a
 503 ``store_unavailable`` while the read model's database cannot serve (500
 ``internal_error`` for anything else unforeseen, logged with its trace).
@@ -35,8 +37,19 @@ import structlog
 from prometheus_client import Counter
 from sqlalchemy.ext.asyncio import AsyncConnection
 
+from blackjack.api import revocations
 from blackjack.api.contract import openapi_document
-from blackjack.api.tokens import OPEN, ApiTokens, Operator, Principal, Unauthenticated
+from blackjack.api.tokens import (
+    DEFAULT_LEEWAY_S,
+    DEFAULT_MAX_LIFETIME_S,
+    OPEN,
+    REVOKED,
+    ApiTokens,
+    Operator,
+    Player,
+    Principal,
+    Unauthenticated,
+)
 from blackjack.domain.wallet import wallet_stream
 from blackjack.observability.logging import Throttled
 from blackjack.observability.roles import claim
@@ -67,6 +80,9 @@ tests found a lone 500 never alerted)."""
 OUTAGE_LOG_EVERY_S = 10.0
 ALLOW = [(b"allow", b"GET, HEAD")]
 """A 405's ``Allow``: RFC 9110 requires it, and a client learns what to send instead."""
+ALLOW_POST = [(b"allow", b"POST")]
+REVOCATION = "token-revocation"
+"""``/v1/players/{player_id}/token-revocation``: the one resource answered to a POST."""
 DEFAULT_PAGE = 20
 MAX_IDLE_DAYS = 3650
 MAX_SEQUENCE = 2**63 - 1
@@ -74,11 +90,18 @@ MAX_SEQUENCE = 2**63 - 1
 
 
 class ApiError(Exception):
-    def __init__(self, status: int, code: str, message: str) -> None:
+    def __init__(
+        self,
+        status: int,
+        code: str,
+        message: str,
+        headers: list[tuple[bytes, bytes]] | None = None,
+    ) -> None:
         super().__init__(message)
         self.status = status
         self.code = code
         self.message = message
+        self.headers = headers
 
 
 class QueryApi:
@@ -122,22 +145,22 @@ class QueryApi:
             elif scope["type"] == "http":
                 await _respond(send, scope, 404, _error("not_found", "no such resource"))
             return
+        headers: list[tuple[bytes, bytes]] | None = None
         try:
             principal = self.tokens.authenticate(_header(scope, b"authorization"))
+            if scope["method"] == "POST":
+                status, body = 200, await self._post(scope, principal)
+            elif scope["method"] not in ("GET", "HEAD"):
+                if _revocation(_segments(scope)):
+                    raise ApiError(405, "method_not_allowed", "a revocation is a POST", ALLOW_POST)
+                raise ApiError(405, "method_not_allowed", "the query API only answers GET", ALLOW)
+            else:
+                status, body = 200, await self._route(scope, principal)
         except Unauthenticated as refused:  # its message names no part of the token
-            REQUESTS.labels("401").inc()
-            challenge = [(b"www-authenticate", refused.challenge)]
-            await _respond(send, scope, 401, _error("unauthenticated", refused.message), challenge)
-            return
-        if scope["method"] not in ("GET", "HEAD"):
-            body = _error("method_not_allowed", "the query API only answers GET")
-            REQUESTS.labels("405").inc()
-            await _respond(send, scope, 405, body, ALLOW)
-            return
-        try:
-            status, body = 200, await self._route(scope, principal)
+            status, body = 401, _error("unauthenticated", refused.message)
+            headers = [(b"www-authenticate", refused.challenge)]
         except ApiError as error:
-            status, body = error.status, _error(error.code, error.message)
+            status, body, headers = error.status, _error(error.code, error.message), error.headers
         except Exception as error:
             if is_store_outage(error):
                 self._outage_logged(scope["path"], error)
@@ -147,7 +170,36 @@ class QueryApi:
                 log.exception("query failed", path=scope["path"])
                 status, body = 500, _error("internal_error", "the query failed")
         REQUESTS.labels(str(status)).inc()
-        await _respond(send, scope, status, body)
+        await _respond(send, scope, status, body, headers)
+
+    async def _post(self, scope: Scope, principal: Principal) -> dict[str, Any]:
+        """``POST /v1/players/{player_id}/token-revocation``, the operator's only: the
+        player's tokens issued until now are refused from now on, by every query API process
+        over this store (``revocations``). No body is read."""
+        parts = _segments(scope)
+        if not _revocation(parts):
+            raise ApiError(405, "method_not_allowed", "the query API only answers GET here", ALLOW)
+        player_id = parts[1]
+        if not isinstance(principal, Operator):
+            raise ApiError(403, "forbidden", "an operator's token revokes a player's tokens")
+        if not (_storable(player_id) and len(player_id) <= 128):
+            raise ApiError(400, "bad_path", "a player id is 1-128 characters, none of them NUL")
+        if self.ready is not None and not self.ready():
+            raise ApiError(503, "store_unavailable", "the read model is starting; try again")
+        players = self.tokens.players
+        leeway = DEFAULT_LEEWAY_S if players is None else players.leeway_s
+        lifetime = DEFAULT_MAX_LIFETIME_S if players is None else players.max_lifetime_s
+        now = datetime.now(UTC)
+        async with self.store.writing() as connection:
+            not_before = await revocations.revoke(
+                connection,
+                player_id,
+                revocations.not_before_of(now, leeway),
+                now,
+                keep_s=lifetime + leeway,
+            )
+        log.info("player tokens revoked", player_id=player_id, not_before=not_before)
+        return {"player_id": player_id, "not_before": not_before}
 
     async def _route(self, scope: Scope, principal: Principal) -> dict[str, Any]:
         parts = _segments(scope)
@@ -159,6 +211,10 @@ class QueryApi:
         if self.ready is not None and not self.ready():
             raise ApiError(503, "store_unavailable", "the read model is starting; try again")
         async with self.store.reading() as connection:
+            if isinstance(principal, Player):
+                revoked = await revocations.revoked_before(connection, principal.player_id)
+                if revoked is not None and principal.issued_at < revoked:
+                    raise Unauthenticated(REVOKED, presented=True)
             match parts:
                 case ["players", player_id, "wallet"] if player_id:
                     return await _wallet(connection, player_id)
@@ -178,7 +234,14 @@ class QueryApi:
                     return await _interrupted(connection, params)
                 case ["reports", "games"]:
                     return await _games(connection, params)
+        if _revocation(parts):
+            raise ApiError(405, "method_not_allowed", "a revocation is a POST", ALLOW_POST)
         raise ApiError(404, "not_found", f"no such resource: {scope['path']}")
+
+
+def _revocation(parts: list[str]) -> bool:
+    """Whether ``parts`` is ``players/{player_id}/token-revocation``: answered to a POST."""
+    return len(parts) == 3 and parts[0] == "players" and bool(parts[1]) and parts[2] == REVOCATION
 
 
 def authorize(principal: Principal, parts: list[str]) -> None:

@@ -190,6 +190,24 @@ game_days = Table(
 )
 Index("ix_game_days_day", game_days.c.day)  # a report reads a range of days, every table
 
+token_revocations = Table(
+    "token_revocations",
+    metadata,
+    Column("player_id", String(ID), primary_key=True),
+    Column(
+        "not_before",
+        BigInteger,
+        nullable=False,
+        comment="Unix seconds: the player's tokens issued (iat) before it are refused",
+    ),
+    Column("revoked_at", DateTime(timezone=True), nullable=False),
+    comment="the query API's revocations of players' tokens (0008): set by an operator, not "
+    "derived from the events; a row is dropped once every token it refuses has expired",
+)
+"""Not the read model: no event makes it, a rebuild leaves it empty, the dump and the audit
+leave it out (``READ_MODEL``). It lives in the store because every query API process reads
+that store (``api.revocations``)."""
+
 READ_MODEL = (
     positions,
     events,

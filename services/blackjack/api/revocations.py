@@ -1,0 +1,68 @@
+"""Cutting a player's tokens off before their ``exp``: an operator revokes every token of the
+player issued before now (``POST /v1/players/{player_id}/token-revocation``), and each query
+API process refuses them from then on (401, ``tokens.REVOKED``).
+
+Kept in the store's ``token_revocations`` table, one row per player: every query API process
+reads the same store (a worker's, or ``serve``'s), so the revocation holds on all of them as
+soon as its answer is sent, and after a restart; no process keeps a copy to fall out of date
+(each request of a player's token reads its player's row by primary key). It is not a command
+on the bus: that would be folded into the store by the projection workers, a lag after the
+operator's answer, and it would need the player's wallet stream, which not every player id can
+make. It is not an event either: a token is no part of the game's record.
+
+Bounded: a row is needed only while a token it refuses may still be unexpired, that is up to
+``exp - iat`` (``BLACKJACK_API_JWT_MAX_LIFETIME_S``) plus the leeway after its ``not_before``;
+each revocation drops the rows past that. A read model rebuilt into a new store starts with
+none: a revocation made within the last lifetime before such a move is made again there.
+"""
+
+from __future__ import annotations
+
+import math
+from datetime import datetime
+
+from sqlalchemy import case, delete, select
+from sqlalchemy.dialects import postgresql, sqlite
+from sqlalchemy.ext.asyncio import AsyncConnection
+
+from blackjack.projections import schema
+
+
+def not_before_of(now: datetime, leeway_s: int) -> int:
+    """The ``iat`` from which a player's tokens are good again: the next whole second, and
+    the clock leeway later, since the platform's clock may run that far ahead of this one (a
+    token it signed a moment before, stolen, could carry an ``iat`` up to the leeway ahead)."""
+    return math.floor(now.timestamp()) + 1 + leeway_s
+
+
+async def revoke(
+    connection: AsyncConnection, player_id: str, not_before: int, now: datetime, keep_s: int
+) -> int:
+    """Refuses the player's tokens issued before ``not_before`` (a later one already set
+    stays), drops the rows that refuse no token any longer (every token issued before their
+    ``not_before`` has expired: ``keep_s`` past it), and answers the player's ``not_before``."""
+    t = schema.token_revocations
+    dialect = postgresql if connection.dialect.name == "postgresql" else sqlite
+    insert = dialect.insert(t).values(player_id=player_id, not_before=not_before, revoked_at=now)
+    later = case(
+        (t.c.not_before > insert.excluded.not_before, t.c.not_before),
+        else_=insert.excluded.not_before,
+    )
+    await connection.execute(
+        insert.on_conflict_do_update(
+            index_elements=[t.c.player_id],
+            set_={"not_before": later, "revoked_at": insert.excluded.revoked_at},
+        )
+    )
+    await connection.execute(delete(t).where(t.c.not_before < math.floor(now.timestamp()) - keep_s))
+    found = await revoked_before(connection, player_id)
+    assert found is not None
+    return found
+
+
+async def revoked_before(connection: AsyncConnection, player_id: str) -> int | None:
+    """The player's ``not_before`` (Unix seconds), or None: no token of theirs revoked."""
+    t = schema.token_revocations
+    query = select(t.c.not_before).where(t.c.player_id == player_id)
+    found: int | None = (await connection.execute(query)).scalar_one_or_none()
+    return found
