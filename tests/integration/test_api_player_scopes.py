@@ -5,6 +5,7 @@ or a table with every player's money, a table's stream of events)."""
 
 from __future__ import annotations
 
+import json
 import time
 from collections.abc import AsyncIterator
 from datetime import UTC, datetime
@@ -19,14 +20,17 @@ from cryptography.hazmat.primitives.serialization import Encoding, PublicFormat
 from blackjack.api import revocations
 from blackjack.api.routes import query_api
 from blackjack.api.tokens import ApiTokens
+from blackjack.domain import commands as cmd
 from blackjack.domain import events as ev
 from blackjack.messages.sealing import ShoeSeal
+from blackjack.messages.wire import decode
 from blackjack.projections.store import ProjectionStore
 from blackjack.projections.writer import ProjectionWriter
 
 pytest.register_assert_rewrite("tests.integration.conftest_projections")
 from tests.integration.conftest_projections import (  # noqa: E402
     STORE_KINDS,
+    Script,
     event_records,
     play_tables,
     store_factory,
@@ -223,3 +227,57 @@ def _bearer(token: str) -> dict[str, str]:
 def _client(store: ProjectionStore) -> httpx.AsyncClient:
     transport = httpx.ASGITransport(app=query_api(store, tokens=TOKENS))
     return httpx.AsyncClient(transport=transport, base_url="http://api")
+
+
+@pytest.fixture(params=STORE_KINDS)
+async def own_tables(
+    request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactory
+) -> AsyncIterator[httpx.AsyncClient]:
+    """ann's single-player table, suspended and resumed by a member of staff; a single-player
+    table ann left and bob then sat at."""
+    alone = Script(
+        "mini-h17", [["TS", "6H", "5S", "TD"]], players={"ann": 10_000}, stream_id="t-ann"
+    )
+    alone.do(
+        cmd.SuspendTable(operator="ops-jane", reason="maintenance"),
+        cmd.ResumeTable(operator="ops-jane"),
+    )
+    two = Script("mini-h17", [["TS", "6H", "5S", "TD"]], players={"ann": 0}, stream_id="t-two")
+    two.do(cmd.LeaveTable(player_id="ann"), cmd.SitDown(player_id="bob", seat=0))
+    factory = store_factory(request, tmp_path_factory.mktemp("own"))
+    try:
+        store = await factory.store()
+        seal = ShoeSeal(bytes(range(32)))
+        await ProjectionWriter(store).apply(event_records([*alone.envelopes, *two.envelopes], seal))
+        async with _client(store) as client:
+            yield client
+    finally:
+        await factory.close()
+
+
+async def test_a_player_reads_the_events_of_a_single_player_table_only_they_played_at(
+    own_tables: httpx.AsyncClient,
+) -> None:
+    """``blackjack play --api`` with the player's own token (before: a table's stream was
+    refused to every player's token, so the client needed an operator's): the events of a
+    single-player table only that player ever sat at, as the operator reads them, but for the
+    staff's names and their commands' ids; nothing of a table another player sat at too."""
+    path = "/v1/streams/t-ann/events"
+    full = await get(own_tables, path, OPERATOR_TOKEN)
+    seen = await get(own_tables, path, player_token("ann"))
+    assert seen["positions"] == full["positions"] and len(seen["events"]) == len(full["events"])
+    staff = [i for i, e in enumerate(full["events"]) if "operator" in e["data"]]
+    assert [full["events"][i]["type"] for i in staff] == ["TableSuspended", "TableResumed"]
+    for i, (theirs, record) in enumerate(zip(seen["events"], full["events"], strict=True)):
+        if i in staff:
+            assert record["data"]["operator"] == "ops-jane" and record["causation_id"]
+            assert theirs["data"] == {**record["data"], "operator": "staff"}
+            assert (theirs["causation_id"], theirs["correlation_id"]) == (None, None)
+        else:
+            assert theirs == record
+        decode(json.dumps(theirs).encode())  # the client folds them: still events
+    assert "ops-jane" not in json.dumps(seen)
+    # another player's token, or a table someone else sat at too (their money, their play)
+    for token, stream in (("bob", "t-ann"), ("ann", "t-two"), ("bob", "t-two"), ("ann", "t-none")):
+        refused = await get(own_tables, f"/v1/streams/{stream}/events", player_token(token), 403)
+        assert refused["error"]["code"] == "forbidden"

@@ -644,9 +644,10 @@ def _document() -> dict[str, Any]:
                     "or a player's JWT signed by the platform (EdDSA, ES256 or HS256, chosen "
                     "by its kid when the keys have ids; sub the player id, iat, exp at most "
                     "BLACKJACK_API_JWT_MAX_LIFETIME_S after iat, aud this service): reads "
-                    "/v1/players/{sub}/... and the stream wallet:{sub} only, else 403 "
-                    "forbidden. A refused token's 401 says why in WWW-Authenticate's "
-                    "error_description (and the error's message), never quoting the token",
+                    "/v1/players/{sub}/..., the stream wallet:{sub} and the streams of the "
+                    "single-player tables only sub played at, else 403 forbidden. A refused "
+                    "token's 401 says why in WWW-Authenticate's error_description (and the "
+                    "error's message), never quoting the token",
                 }
             },
         },

@@ -229,7 +229,7 @@ class QueryApi:
                 case ["players", player_id, "tables", stream_id] if player_id and stream_id:
                     return await _table(connection, stream_id, player_id, seated)
                 case ["streams", stream_id, "events"] if stream_id:
-                    return await _stream_events(connection, stream_id, params)
+                    return await _stream_events(connection, stream_id, params, seated)
                 case ["interrupted-rounds"]:
                     return await _interrupted(connection, params)
                 case ["reports", "games"]:
@@ -247,11 +247,13 @@ def _revocation(parts: list[str]) -> bool:
 def authorize(principal: Principal, parts: list[str]) -> None:
     """403 ``forbidden`` unless ``principal`` may read the resource at ``parts``: an operator
     everything; a player ``/players/{their id}/...`` (their wallet, history, the rounds they
-    played and the tables they sit at, each as they may see it) and their wallet's stream,
-    nothing else. A table's stream is refused them: its events carry every player's
-    balances, which the table shows no one. Refused by default, so that a resource added
-    later is the back office's until it is given to players here (a path that names nothing
-    is refused a player too: which paths exist is no business of a player's client)."""
+    played and the tables they sit at, each as they may see it), their wallet's stream and
+    the streams of the single-player tables they alone have played at (``_stream_events``
+    checks that in the store), nothing else. A shared table's stream is refused them: its
+    events carry every player's balances, which the table shows no one. Refused by default,
+    so that a resource added later is the back office's until it is given to players here
+    (a path that names nothing is refused a player too: which paths exist is no business of
+    a player's client)."""
     if isinstance(principal, Operator):
         return
     me = principal.player_id
@@ -263,14 +265,13 @@ def authorize(principal: Principal, parts: list[str]) -> None:
                 403, "forbidden", "a player's token reads that player's own resources only"
             )
         case ["streams", stream_id, "events"] if stream_id:
-            if stream_id == wallet_stream(me):
-                return
-            raise ApiError(403, "forbidden", "a player's token reads its own wallet's stream only")
+            return  # their wallet's, or a table they alone played at: _stream_events
     raise ApiError(
         403,
         "forbidden",
-        "an operator's resource: a player's token reads /v1/players/{its player}/... and "
-        "/v1/streams/wallet:{its player}/events only",
+        "an operator's resource: a player's token reads /v1/players/{its player}/..., "
+        "/v1/streams/wallet:{its player}/events and the streams of the single-player tables "
+        "only its player played at",
     )
 
 
@@ -356,11 +357,25 @@ async def _table(
 
 
 async def _stream_events(
-    connection: AsyncConnection, stream_id: str, params: Params
+    connection: AsyncConnection, stream_id: str, params: Params, seated: str | None = None
 ) -> dict[str, Any]:
     """The stream's events as the read model holds them, and where it stands in each
     partition: a stream it never folded has none (a table not yet played, at a position past
-    which its first event will come), not a 404."""
+    which its first event will come), not a 404. For a player's token (``seated``) their
+    wallet's stream, or a single-player table's only they played at, its staff's names and
+    command ids left out (``queries.events_seen_by_player``); any other 403 ``forbidden``
+    (the table's events would show another player's money and play)."""
+    own = seated is None or stream_id == wallet_stream(seated)
+    if not own and not (
+        _storable(stream_id, seated)
+        and await queries.played_alone(connection, stream_id, str(seated))
+    ):
+        raise ApiError(
+            403,
+            "forbidden",
+            "a player's token reads its own wallet's stream and the streams of the "
+            "single-player tables only its player played at",
+        )
     text = params.get("after", "0")
     after = 0 if text and not text.strip("0") else parse_count(text, MAX_SEQUENCE)  # 0 allowed
     limit = parse_count(params.get("limit", str(queries.MAX_EVENTS_PAGE)), queries.MAX_EVENTS_PAGE)
@@ -373,7 +388,10 @@ async def _stream_events(
         )
     if not _storable(stream_id):  # no stream holds a NUL (the commands refuse one)
         after = MAX_SEQUENCE
-    return await queries.stream_events(connection, stream_id, after, limit)
+    found = await queries.stream_events(connection, stream_id, after, limit)
+    if seated is not None and stream_id != wallet_stream(seated):
+        found["events"] = queries.events_seen_by_player(found["events"])
+    return found
 
 
 async def _interrupted(connection: AsyncConnection, params: Params) -> dict[str, Any]:

@@ -475,6 +475,44 @@ async def stream_events(
     }
 
 
+async def played_alone(connection: AsyncConnection, stream_id: str, player_id: str) -> bool:
+    """Whether ``stream_id`` is a single-player table (not funded by wallets) at which
+    ``player_id`` is the only player who ever sat: every event of a player there needs their
+    account (``StreamProjection.account``), so its events hold no one else's money or play."""
+    a = schema.accounts
+    query = select(a.c.player_id, a.c.funded_by_wallet).where(a.c.stream_id == stream_id)
+    found = (await connection.execute(query.limit(2))).all()
+    return [(row.player_id, row.funded_by_wallet) for row in found] == [(player_id, False)]
+
+
+SHOWN_FOR_STAFF = "staff"
+"""What a player's copy of a stream's events names for the member of the operator's staff who
+suspended or resumed the table, voided or closed a round, or stood the player up (``STAFF``):
+the events keep their shape (a client decodes them), the name is the record's."""
+
+
+def events_seen_by_player(events: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """A stream's envelopes as its player may be shown them (``played_alone``): the staff's
+    names replaced by ``SHOWN_FOR_STAFF``, and the command and correlation ids of the staff's
+    commands left out (their sender chose them, and may name them), on every event those
+    commands wrote within the page."""
+    staff = {
+        e.get("causation_id")
+        for e in events
+        if isinstance(e.get("data"), dict) and e["data"].get(STAFF) is not None
+    } - {None}
+    seen = []
+    for envelope in events:
+        shown = envelope
+        data = envelope.get("data")
+        if isinstance(data, dict) and data.get(STAFF) is not None:
+            shown = {**shown, "data": {**data, STAFF: SHOWN_FOR_STAFF}}
+        if envelope.get("causation_id") in staff:
+            shown = {**shown, "causation_id": None, "correlation_id": None}
+        seen.append(shown)
+    return seen
+
+
 async def stream_ids(connection: AsyncConnection) -> list[str]:
     """Every stream folded in: the tables, then the wallets."""
     found = []
