@@ -2,7 +2,8 @@
 ``GET /v1/streams/{id}/events`` and the read model's position in the table's partition), not
 from the partition's start, and builds the very table a read from offset 0 builds: view,
 accounts, rounds, betting history, every event folded, the screens, with a round in flight
-whose first events the read model holds and whose last only the topic has. Without a query
+whose first events the read model holds and whose last only the topic has; at a
+single-player table with the player's own token (a JWT the platform signs). Without a query
 API, or with one that cannot say, it reads from the start and says why."""
 
 from __future__ import annotations
@@ -11,23 +12,28 @@ import asyncio
 import contextlib
 import io
 import os
+import time
 from collections.abc import AsyncIterator, Iterator
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
+import jwt
 import pytest
 import uvicorn
+from cryptography.hazmat.primitives.asymmetric import ed25519
+from cryptography.hazmat.primitives.serialization import Encoding, PublicFormat
 from rich.console import Console
 
 from blackjack.api.routes import query_api
+from blackjack.api.tokens import OPEN, ApiTokens
 from blackjack.bus.topics import partition_for
 from blackjack.client import BlackjackClient
 from blackjack.command_handler.service import CommandHandler
 from blackjack.domain import commands as cmd
 from blackjack.domain.wallet import WalletDeposit
 from blackjack.play.follow import TableFollower, WalletFollower
-from blackjack.play.read_model import ReadModelApi, read_model_history
+from blackjack.play.read_model import NoHistory, ReadModelApi, read_model_history
 from blackjack.play.screen import history_screen, table_screen
 from blackjack.play.session import PlaySession
 from blackjack.projections.rebuild import rebuild
@@ -45,6 +51,20 @@ pytestmark = pytest.mark.integration
 
 A = "alice"
 NOW = datetime(2030, 1, 1, tzinfo=UTC)
+PLATFORM = ed25519.Ed25519PrivateKey.generate()
+PLAYER_KEYS = ApiTokens.from_env(
+    {
+        "BLACKJACK_API_PLAYER_KEYS": PLATFORM.public_key()
+        .public_bytes(Encoding.PEM, PublicFormat.SubjectPublicKeyInfo)
+        .decode()
+    }
+)
+
+
+def player_token(player_id: str) -> str:
+    now = int(time.time())
+    claims = {"sub": player_id, "aud": "blackjack-query-api", "iat": now, "exp": now + 600}
+    return jwt.encode(claims, PLATFORM, algorithm="EdDSA")
 
 
 class _Server(uvicorn.Server):
@@ -54,11 +74,15 @@ class _Server(uvicorn.Server):
 
 
 @contextlib.asynccontextmanager
-async def served_query_api(store: ProjectionStore) -> AsyncIterator[str]:
+async def served_query_api(store: ProjectionStore, tokens: ApiTokens = OPEN) -> AsyncIterator[str]:
     """The query API over ``store`` on a free local port (uvicorn, in this process)."""
     port = infra.free_port()
     config = uvicorn.Config(
-        query_api(store), host="127.0.0.1", port=port, log_level="warning", lifespan="off"
+        query_api(store, tokens=tokens),
+        host="127.0.0.1",
+        port=port,
+        log_level="warning",
+        lifespan="off",
     )
     server = _Server(config)
     serving = asyncio.create_task(server.serve())
@@ -157,10 +181,14 @@ async def test_a_client_joins_from_the_read_model_and_shows_what_a_read_from_off
     # the neighbour writes after the read model's position: records the joining client reads
     await accept(client, other, cmd.Deposit(player_id="bob", amount=700))
 
-    async with served_query_api(store) as url:
-        joined = await _joined(space, table, ReadModelApi(url))
+    # alice's own token: the table's stream is hers alone (before: 403, read from the start)
+    async with served_query_api(store, PLAYER_KEYS) as url:
+        api = ReadModelApi(url, player_token(A))
+        joined = await _joined(space, table, api)
         partition = partition_for(table, space.partitions)
-        held = await read_model_history(ReadModelApi(url), table, space.topics.events, partition)
+        held = await read_model_history(api, table, space.topics.events, partition)
+        with pytest.raises(NoHistory, match="answered 403"):  # bob's table is his
+            await read_model_history(api, other, space.topics.events, partition)
     from_start = await _joined(space, table)
     # the round in flight: its bet from the read model, its deal from the topic alone
     assert held.envelopes[-1].type == "BetPlaced" and 0 < len(held.envelopes) < joined.sequence
