@@ -1,8 +1,11 @@
 """Who may read what on the query API: operator tokens read everything; a player's token, a
-JWT the platform signs (EdDSA, ES256 or HS256; ``sub`` the player, ``exp``, ``aud``), reads
-that player's own resources only. Every refusal is typed JSON: 401 with ``WWW-Authenticate``
-for a missing, bad or expired token, 403 ``forbidden`` for what is not the player's. No
-token is logged, and the operator tokens are compared in constant time."""
+JWT the platform signs (EdDSA, ES256 or HS256, chosen by its ``kid`` when the keys have ids;
+``sub`` the player, ``iat``, ``exp`` at most the longest lifetime after it, ``aud``), reads
+that player's own resources only, until the operator revokes the player's tokens. Every
+refusal is typed JSON: 401 with ``WWW-Authenticate`` (its ``error_description`` saying why)
+for a missing, bad, expired, too long-lived or revoked token, 403 ``forbidden`` for what is
+not the player's. No token is logged, and the operator tokens are compared in constant
+time."""
 
 from __future__ import annotations
 
