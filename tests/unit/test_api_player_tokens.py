@@ -390,3 +390,37 @@ async def test_a_revocation_is_kept_while_a_token_it_refuses_may_live(tmp_path: 
                 assert (await ask(api, "/v1/players/ann/rounds", token)).status_code == status
     finally:
         await store.close()
+
+
+async def test_an_operator_with_the_database_revokes_from_the_command_line(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """``blackjack projections revoke-tokens PLAYER_ID``: the same revocation as the POST, for
+    an operator who has the database's URL and no operator token (an API with player keys and
+    no ``BLACKJACK_API_TOKENS`` has none to give)."""
+    import asyncio
+    import json
+
+    from blackjack.cli import main
+
+    url = f"sqlite+aiosqlite:///{tmp_path}/read.db"
+    store = ProjectionStore(url)
+    await store.migrate()
+    stolen = signed()
+    try:
+        code = await asyncio.to_thread(
+            main, ["projections", "revoke-tokens", "ann", "--db-url", url]
+        )
+        assert code == 0
+        said = json.loads(capsys.readouterr().out)
+        assert said["player_id"] == "ann" and said["not_before"] > time.time()
+        players_only = {k: v for k, v in ENV.items() if k != "BLACKJACK_API_TOKENS"}
+        transport = httpx.ASGITransport(
+            app=query_api(store, tokens=ApiTokens.from_env(players_only))
+        )
+        async with httpx.AsyncClient(transport=transport, base_url="http://api") as api:
+            refused = await ask(api, "/v1/players/ann/wallet", stolen)
+            assert refused.status_code == 401 and "revoked" in refused.text
+            assert (await ask(api, "/v1/players/bob/wallet", signed(sub="bob"))).status_code == 404
+    finally:
+        await store.close()

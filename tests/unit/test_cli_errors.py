@@ -183,6 +183,7 @@ READERS = [
     ["projections", "dump", "--digest"],
     ["projections", "report"],
     ["projections", "interrupted"],
+    ["projections", "revoke-tokens", "ann"],
     ["rules", "--table", "table-1", "--no-return"],
     ["replay", "table-1:1"],
     ["audit"],

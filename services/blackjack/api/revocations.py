@@ -1,6 +1,7 @@
 """Cutting a player's tokens off before their ``exp``: an operator revokes every token of the
-player issued before now (``POST /v1/players/{player_id}/token-revocation``), and each query
-API process refuses them from then on (401, ``tokens.REVOKED``).
+player issued before now (``POST /v1/players/{player_id}/token-revocation`` with an operator's
+token, or ``blackjack projections revoke-tokens PLAYER_ID`` with the database's URL), and each
+query API process refuses them from then on (401, ``tokens.REVOKED``).
 
 Kept in the store's ``token_revocations`` table, one row per player: every query API process
 reads the same store (a worker's, or ``serve``'s), so the revocation holds on all of them as
@@ -19,13 +20,17 @@ none: a revocation made within the last lifetime before such a move is made agai
 from __future__ import annotations
 
 import math
-from datetime import datetime
+from datetime import UTC, datetime
 
 from sqlalchemy import case, delete, select
 from sqlalchemy.dialects import postgresql, sqlite
 from sqlalchemy.ext.asyncio import AsyncConnection
 
+from blackjack.api.tokens import DEFAULT_LEEWAY_S, DEFAULT_MAX_LIFETIME_S, PlayerKeys
 from blackjack.projections import schema
+from blackjack.projections.store import ProjectionStore
+
+MAX_PLAYER_ID_CHARS = 128
 
 
 def not_before_of(now: datetime, leeway_s: int) -> int:
@@ -58,6 +63,19 @@ async def revoke(
     found = await revoked_before(connection, player_id)
     assert found is not None
     return found
+
+
+async def revoke_now(store: ProjectionStore, player_id: str, players: PlayerKeys | None) -> int:
+    """``revoke`` the player's tokens issued until now, with the settings' leeway and longest
+    lifetime (their defaults without player keys): the answer's ``not_before``. The query
+    API's POST and ``blackjack projections revoke-tokens`` both come here."""
+    leeway = DEFAULT_LEEWAY_S if players is None else players.leeway_s
+    lifetime = DEFAULT_MAX_LIFETIME_S if players is None else players.max_lifetime_s
+    now = datetime.now(UTC)
+    async with store.writing() as connection:
+        return await revoke(
+            connection, player_id, not_before_of(now, leeway), now, keep_s=lifetime + leeway
+        )
 
 
 async def revoked_before(connection: AsyncConnection, player_id: str) -> int | None:

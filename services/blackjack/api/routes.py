@@ -40,8 +40,6 @@ from sqlalchemy.ext.asyncio import AsyncConnection
 from blackjack.api import revocations
 from blackjack.api.contract import openapi_document
 from blackjack.api.tokens import (
-    DEFAULT_LEEWAY_S,
-    DEFAULT_MAX_LIFETIME_S,
     OPEN,
     REVOKED,
     ApiTokens,
@@ -182,22 +180,11 @@ class QueryApi:
         player_id = parts[1]
         if not isinstance(principal, Operator):
             raise ApiError(403, "forbidden", "an operator's token revokes a player's tokens")
-        if not (_storable(player_id) and len(player_id) <= 128):
+        if not (_storable(player_id) and len(player_id) <= revocations.MAX_PLAYER_ID_CHARS):
             raise ApiError(400, "bad_path", "a player id is 1-128 characters, none of them NUL")
         if self.ready is not None and not self.ready():
             raise ApiError(503, "store_unavailable", "the read model is starting; try again")
-        players = self.tokens.players
-        leeway = DEFAULT_LEEWAY_S if players is None else players.leeway_s
-        lifetime = DEFAULT_MAX_LIFETIME_S if players is None else players.max_lifetime_s
-        now = datetime.now(UTC)
-        async with self.store.writing() as connection:
-            not_before = await revocations.revoke(
-                connection,
-                player_id,
-                revocations.not_before_of(now, leeway),
-                now,
-                keep_s=lifetime + leeway,
-            )
+        not_before = await revocations.revoke_now(self.store, player_id, self.tokens.players)
         log.info("player tokens revoked", player_id=player_id, not_before=not_before)
         return {"player_id": player_id, "not_before": not_before}
 

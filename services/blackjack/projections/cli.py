@@ -280,6 +280,37 @@ def _day(text: str) -> date:
     return day
 
 
+def _revoke_tokens(args: argparse.Namespace) -> int:
+    """The query API's ``POST /v1/players/{id}/token-revocation``, for an operator with the
+    database's URL rather than an operator's token (one with player keys and no
+    ``BLACKJACK_API_TOKENS`` has none): the same row, the same answer."""
+    from blackjack.api.revocations import MAX_PLAYER_ID_CHARS, revoke_now
+    from blackjack.api.tokens import ApiTokens
+    from blackjack.projections.store import ProjectionStore
+
+    player_id = args.player_id
+    if not 0 < len(player_id) <= MAX_PLAYER_ID_CHARS or "\x00" in player_id:
+        print(
+            "blackjack projections revoke-tokens: a player id is 1-128 characters, none NUL",
+            file=sys.stderr,
+        )
+        return 2
+    players = ApiTokens.from_env().players  # the leeway and the longest lifetime
+
+    async def run() -> int:
+        store = ProjectionStore(settings_from(args).db_url, existing=True)
+        try:
+            async with store.reading():  # a read model there (NoReadModel), none made
+                pass
+            return await revoke_now(store, player_id, players)
+        finally:
+            await store.close()
+
+    not_before = asyncio.run(run())
+    print(json.dumps({"player_id": player_id, "not_before": not_before}))
+    return 0
+
+
 def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     parser = sub.add_parser("projections", help="the read-model worker and store")
     commands = parser.add_subparsers(dest="projections_command", required=True)
@@ -347,3 +378,11 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     )
     report.add_argument("--json", action="store_true", help="the query API's answer as JSON")
     report.set_defaults(handler=_report)
+    revoke = commands.add_parser(
+        "revoke-tokens",
+        help="refuse the player's tokens issued until now on every query API over the store "
+        "(the API's POST /v1/players/{id}/token-revocation)",
+    )
+    add_store_options(revoke)
+    revoke.add_argument("player_id", help="the player whose tokens are cut off")
+    revoke.set_defaults(handler=_revoke_tokens)
