@@ -31,7 +31,9 @@ from blackjack.bus.topics import partition_for
 from blackjack.client import BlackjackClient
 from blackjack.command_handler.service import CommandHandler
 from blackjack.domain import commands as cmd
+from blackjack.domain import events as ev
 from blackjack.domain.wallet import WalletDeposit
+from blackjack.messages.wire import SealedShoeShuffled
 from blackjack.play.follow import TableFollower, WalletFollower
 from blackjack.play.read_model import NoHistory, ReadModelApi, read_model_history
 from blackjack.play.screen import history_screen, table_screen
@@ -190,6 +192,13 @@ async def test_a_client_joins_from_the_read_model_and_shows_what_a_read_from_off
         with pytest.raises(NoHistory, match="answered 403"):  # bob's table is his
             await read_model_history(api, other, space.topics.events, partition)
     from_start = await _joined(space, table)
+    # what the player's token was given holds no card before it is shown: the hole card is
+    # dealt without one, and each shoe's order is sealed (revealed when the shoe is retired)
+    dealt = [e.data for e in held.envelopes if isinstance(e.data, ev.CardDealt)]
+    hole_cards = [card for card in dealt if not card.face_up]
+    assert hole_cards and all(card.card is None for card in hole_cards)
+    shoes = [e.data for e in held.envelopes if e.type == "ShoeShuffled"]
+    assert shoes and all(isinstance(shoe, SealedShoeShuffled) for shoe in shoes)
     # the round in flight: its bet from the read model, its deal from the topic alone
     assert held.envelopes[-1].type == "BetPlaced" and 0 < len(held.envelopes) < joined.sequence
     try:
