@@ -253,7 +253,10 @@ def build_app(config: HandlerConfig, projections: ProjectionSettings | None = No
         asgi_routes=[("/healthz", healthz), ("/readyz", readyz), ("/metrics", prometheus)],
         asyncapi_path=AsyncAPIRoute("/docs/asyncapi", try_it_out_path=None),
         logger=logger,
-        specification=specification(documentation_broker(config.topics, config.kafka.bootstrap)),
+        # the committed document's development server, not this deployment's brokers: the
+        # page is open to anyone, and the brokers' addresses are the platform's to hand out
+        # (the app's own broker is not added to it either: contract._Document.add_broker)
+        specification=specification(documentation_broker(config.topics)),
         on_startup=[launch],
         # a start still running is cancelled before anything it started is stopped
         on_shutdown=[each_in_turn([start.cancel, *on_shutdown])],

@@ -1,8 +1,10 @@
 """What ``blackjack serve`` answers without a token (``/healthz``, ``/readyz``, ``/metrics``,
 the AsyncAPI document and page, the OpenAPI document) names no secret of its settings: the
 database URL's password, host, user and database, the Kafka SASL password, the operator tokens,
-the HS256 secrets, the shoe key; not even with its store split (``/readyz`` named the store's
-URL, its host and database, before: a reason code now, the URL in the log only)."""
+the HS256 secrets, the shoe key, the brokers' addresses; not even with its store split
+(``/readyz`` named the store's URL, its host and database, before: a reason code now, the URL
+in the log only; the AsyncAPI document named the deployment's brokers: the committed
+document's development server now)."""
 
 from __future__ import annotations
 
@@ -17,6 +19,7 @@ from blackjack.command_handler.service import CommandHandler
 from blackjack.projections.split import Behind
 
 SECRETS = {
+    "BLACKJACK_KAFKA_BOOTSTRAP": "kafka-7.internal:9093",
     "BLACKJACK_KAFKA_SECURITY_PROTOCOL": "SASL_PLAINTEXT",
     "BLACKJACK_KAFKA_SASL_MECHANISM": "SCRAM-SHA-512",
     "BLACKJACK_KAFKA_SASL_USERNAME": "handler-7",
@@ -27,6 +30,7 @@ SECRETS = {
     "BLACKJACK_SHOE_KEY": "5e" * 32,
 }
 SHOWN_NOWHERE = (
+    "kafka-7.internal",  # the AsyncAPI document named the brokers before
     "kafka-pass-91",
     "db-pass-55",
     "db-eu-4.internal",

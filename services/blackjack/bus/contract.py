@@ -249,6 +249,15 @@ class _Document(AsyncAPI):
     that a stored older version of an event lacks, and only keywords a strict validator
     compiles (``messages.schemas.standard_keywords``)."""
 
+    def add_broker(self, broker: Any, /) -> _Document:
+        """Its documentation broker only (``documentation_broker``, given first): the app
+        adds its own (``AsgiFastStream``), whose servers are this deployment's brokers, to a
+        document served to anyone (``/docs/asyncapi``); the channels are all declared on the
+        documentation broker."""
+        if not self.brokers:
+            self.brokers.append(broker)
+        return self
+
     def to_specification(self) -> Specification:
         document = super().to_specification()
         components = getattr(document, "components", None)
