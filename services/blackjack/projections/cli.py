@@ -313,7 +313,8 @@ def _revoke_tokens(args: argparse.Namespace) -> int:
 
 def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     parser = sub.add_parser("projections", help="the read-model worker and store")
-    commands = parser.add_subparsers(dest="projections_command", required=True)
+    # COMMAND, as blackjack's own: the list of them made the usage line wider than 80 columns
+    commands = parser.add_subparsers(dest="projections_command", required=True, metavar="COMMAND")
     run = commands.add_parser("run", help="fold blackjack.events into the store until stopped")
     add_store_options(run)
     run.add_argument(
