@@ -18,6 +18,13 @@ money command's (``WalletDeposit``, ``WalletWithdraw``, ``Deposit``, ``Withdraw`
 after, by its ``sent_at`` (``domain.platform_money``): resend it with the first sending's
 ``sent_at`` (``send(..., command_id=, sent_at=)``), or a resend later than the retention is a
 new command, taken again.
+
+A command that acts in a round (a bet, an insurance decision, a move) is sent naming the round
+it is meant for (``round``), so that a copy of it sent later, after its id has left the window,
+is refused ``stale_command`` instead of acting in a later round: the client fills it in from
+the last round it knows of the stream (``rounds``: learned from every event it reads with
+``events()``, or told with ``learn_round``), unless the command names one already. A client
+that knows nothing of a stream yet sends the command as it is (it acts in the round in play).
 """
 
 from __future__ import annotations
@@ -30,7 +37,7 @@ from collections import OrderedDict
 from collections.abc import Mapping, Sequence
 from datetime import UTC, datetime
 from types import TracebackType
-from typing import Any
+from typing import Any, TypeVar
 
 import structlog
 from aiokafka import AIOKafkaConsumer, AIOKafkaProducer, TopicPartition
@@ -44,7 +51,8 @@ from blackjack.bus.headers import command_headers
 from blackjack.bus.producers import started, stopped
 from blackjack.bus.settings import PLAINTEXT, KafkaSecurity, KafkaSettings
 from blackjack.bus.topics import Topics, partition_for
-from blackjack.domain.commands import TableCommand
+from blackjack.domain import events as ev
+from blackjack.domain.commands import TableCommand, naming_round
 from blackjack.domain.wallet import AnyWalletCommand
 from blackjack.messages.envelope import CommandEnvelope, CommandResult
 from blackjack.messages.wire import WireEnvelope, decode
@@ -87,6 +95,9 @@ class BlackjackClient:
         self._results: OrderedDict[str, list[CommandResult]] = OrderedDict()
         self._waiters: dict[str, list[tuple[int, str | None, asyncio.Future[CommandResult]]]] = {}
         self._renewing = asyncio.Lock()
+        self.rounds: dict[str, tuple[int, bool]] = {}
+        """Per table stream, its last round as this client last saw it and whether that
+        round is open: what ``send`` names in a command that acts in a round."""
 
     @classmethod
     def from_env(cls, env: Mapping[str, str] = os.environ, **options: Any) -> BlackjackClient:
@@ -204,6 +215,22 @@ class BlackjackClient:
         if failures:
             raise failures[0]
 
+    # ---- rounds -----------------------------------------------------------------------
+
+    def learn_round(self, stream_id: str, events: Sequence[WireEnvelope]) -> None:
+        """What ``events`` (the stream's, in order) say of its round: the last one's number,
+        open until it is settled, cancelled or voided."""
+        for envelope in events:
+            event = envelope.data
+            if isinstance(event, _ROUND_CLOSED):
+                self.rounds[stream_id] = (event.round, False)
+            elif isinstance(event, ev.RoundEvent):
+                self.rounds[stream_id] = (event.round, True)
+
+    def _naming_round(self, stream_id: str, command: _Sent) -> _Sent:
+        known = self.rounds.get(stream_id)
+        return command if known is None else naming_round(command, *known)
+
     # ---- sending ----------------------------------------------------------------------
 
     async def send(
@@ -223,7 +250,7 @@ class BlackjackClient:
             stream_id=stream_id,
             correlation_id=correlation_id,
             sent_at=sent_at or datetime.now(UTC),
-            command=command,
+            command=self._naming_round(stream_id, command),
         )
         await self.send_envelope(envelope)
         return envelope.command_id
@@ -236,7 +263,7 @@ class BlackjackClient:
                 command_id=str(uuid.uuid4()),
                 stream_id=stream_id,
                 sent_at=datetime.now(UTC),
-                command=command,
+                command=self._naming_round(stream_id, command),
             )
             for stream_id, command in commands
         ]
@@ -370,9 +397,13 @@ class BlackjackClient:
         )
         try:  # a start that fails or is cancelled too: its client and task closed
             await consumer.start()
-            return await asyncio.wait_for(self._collect(consumer, tp, result, first, last), timeout)
+            events = await asyncio.wait_for(
+                self._collect(consumer, tp, result, first, last), timeout
+            )
         finally:
             await consumer.stop()
+        self.learn_round(result.stream_id, events)
+        return events
 
     @staticmethod
     async def _collect(
@@ -439,6 +470,10 @@ class BlackjackClient:
             mine = _of_stream(received, stream_id)
             if len(mine) > skip and not future.done():
                 future.set_result(mine[skip])
+
+
+_Sent = TypeVar("_Sent", bound=BaseModel)
+_ROUND_CLOSED = (ev.RoundSettled, ev.RoundCancelled, ev.RoundVoided)
 
 
 def _of_stream(results: list[CommandResult], stream_id: str | None) -> list[CommandResult]:

@@ -7,6 +7,12 @@ command wrote on a line of its own (sequence, type, fields; the last ``TurnStart
 player's buttons). The broker, topic
 prefix and security settings are the service's (``BLACKJACK_KAFKA_*``,
 ``BLACKJACK_TOPIC_PREFIX``). Exit 0 accepted, 1 rejected, 2 not a command or no answer.
+
+A command that acts in a round (a bet, an insurance decision, a move) is sent naming the round
+it is meant for: ``--round``, else the one the command's JSON names, else the table's as read
+first (from the read model's query API, ``--api``, or the table's partition), so that a retry
+sent after its id left the idempotency window is refused ``stale_command`` rather than taken in
+a later round.
 """
 
 from __future__ import annotations
@@ -25,7 +31,7 @@ from aiokafka.errors import KafkaError
 from pydantic import AwareDatetime, TypeAdapter, ValidationError
 
 from blackjack.client import BlackjackClient
-from blackjack.domain.commands import TableCommand
+from blackjack.domain.commands import ROUND_COMMANDS, TableCommand, naming_round
 from blackjack.domain.rejections import in_one_line
 from blackjack.domain.wallet import AnyWalletCommand
 from blackjack.messages import strict_json
@@ -61,8 +67,15 @@ def _send(args: argparse.Namespace) -> int:
         print(f"blackjack send: not a valid id: {in_one_line(error)}", file=sys.stderr)
         return 2
 
+    named: list[int] = []  # the round the command was sent naming, for the retry's hint
+
     async def run() -> tuple[CommandResult, list[WireEnvelope]]:
+        nonlocal command
         async with client:
+            if _needs_round(command):
+                known = (args.round, True) if args.round else await _table_round(args, client)
+                command = naming_round(command, *known)
+                named.append(getattr(command, "round", 0))
             result = await client.execute(
                 args.stream_id,
                 command,
@@ -91,7 +104,8 @@ def _send(args: argparse.Namespace) -> int:
         print(
             f"blackjack send: no result within {args.timeout} s for command {command_id}; "
             f"it may still be handled: send it again with --command-id {command_id} "
-            f"--sent-at {sent_at.isoformat()}; a money command resent without the first "
+            f"--sent-at {sent_at.isoformat()}{''.join(f' --round {n}' for n in named)}; a "
+            "money command resent without the first "
             "--sent-at later than the retention (7 days) is taken again",
             file=sys.stderr,
         )
@@ -118,6 +132,41 @@ def _send(args: argparse.Namespace) -> int:
         # ("rejected"); stdout goes to /dev/null so the interpreter's last flush is quiet.
         os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
     return 0 if result.status == "accepted" else 1
+
+
+def _needs_round(command: TableCommand | AnyWalletCommand) -> bool:
+    return type(command) in ROUND_COMMANDS and getattr(command, "round", None) is None
+
+
+async def _table_round(args: argparse.Namespace, client: BlackjackClient) -> tuple[int, bool]:
+    """The table's last round and whether it is open, as its public events say."""
+    from blackjack.play.follow import TableFollower
+    from blackjack.play.read_model import ReadModelApi
+
+    token = os.environ.get("BLACKJACK_API_TOKEN", "").strip() or None
+    follower = TableFollower(
+        client.bootstrap,
+        args.stream_id,
+        client.topics,
+        security=client.security,
+        client_id=f"{client.client_id}-round",
+        read_model=ReadModelApi(args.api, token) if args.api else None,
+    )
+    async with follower:
+        await follower.caught_up(args.timeout)
+        view = follower.table.view
+        return view.round, view.round_open
+
+
+def round_number(text: str) -> int:
+    """``--round``: a round number, 1 or more."""
+    try:
+        number = int(text)
+    except ValueError:
+        number = 0
+    if number < 1:
+        raise argparse.ArgumentTypeError(f"a round number, 1 or more, not {text!r}")
+    return number
 
 
 LONGEST_SHOWN = 80
@@ -168,6 +217,19 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     )
     send.add_argument(
         "--timeout", type=wait_seconds, default=10.0, help="seconds to wait for the result"
+    )
+    send.add_argument(
+        "--round",
+        type=round_number,
+        help="the round a bet, an insurance decision or a move is meant for (default: the "
+        "one its JSON names, else the table's, read first): refused stale_command once over",
+    )
+    send.add_argument(
+        "--api",
+        metavar="URL",
+        default=os.environ.get("BLACKJACK_API_URL", "").strip() or None,
+        help="the read model's query API (default BLACKJACK_API_URL), where the table's round "
+        "is read; without it, from the start of the table's partition",
     )
     send.add_argument(
         "--no-events",

@@ -715,7 +715,9 @@ async def test_a_move_without_an_answer_in_time_is_said_and_the_session_goes_on(
     follower = without_a_broker(table)
     session = PlaySession(client, follower, A, timeout=2.5)  # type: ignore[arg-type]
     shown_lines = await session.handle("bet 7")
-    assert client.sent == [cmd.PlaceBet(player_id=A, box=0, amount=700)]
+    # naming the round the table shows next (its first): a copy sent later is refused, never
+    # taken in a later round
+    assert client.sent == [cmd.PlaceBet(player_id=A, box=0, amount=700, round=1)]
     assert not session.over
     console = Console(width=200, record=True, color_system=None)
     for line in shown_lines:

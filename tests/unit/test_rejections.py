@@ -729,3 +729,134 @@ def test_voiding_a_round_that_is_not_the_one_in_play() -> None:
         cmd.VoidRound(round=1, operator="ops", reason="jammed"),
         "round_not_in_play",
     )
+
+
+# ---- a command naming its round (``round``) ----------------------------------------------
+
+
+def _settled_round_one() -> TableState:
+    """Ann's round 1 at the single-player mini-h17 table, bet with ``round=1``, played out."""
+    state = given(
+        "mini-h17",
+        *seated(),
+        cmd.PlaceBet(player_id="ann", box=0, amount=1000, round=1),
+        cmd.Deal(player_id="ann", round=1),
+        cmd.Stand(player_id="ann", box=0, hand=0, round=1),
+        cards=["TS", "7S", "TH", "9S"],
+    )
+    assert (state.round, state.round_open) == (1, False)
+    return state
+
+
+@rejects("stale_command")
+def test_a_bet_for_a_round_that_is_over_bets_nothing_in_the_next() -> None:
+    """A copy of round 1's PlaceBet sent after its answer left the idempotency window (an
+    outbox replayed after an outage) must not put a chip in round 2."""
+    state = _settled_round_one()
+    copy = cmd.PlaceBet(player_id="ann", box=0, amount=1000, round=1)
+    rejection = then_rejected(state, copy, "stale_command")
+    assert rejection.message == "round 1 is over; the next round is 2"
+    # the same copy once round 2 is open, with chips of its own on the box
+    open_two = given_more(state, cmd.PlaceBet(player_id="ann", box=0, amount=500, round=2))
+    assert (open_two.round, open_two.round_open) == (2, True)
+    then_rejected(open_two, copy, "stale_command")
+    # every command that acts in a round is told so
+    for stale in (
+        cmd.ClearBets(player_id="ann", round=1),
+        cmd.RemoveBet(player_id="ann", box=0, round=1),
+        cmd.Deal(player_id="ann", round=1),
+        cmd.Rebet(player_id="ann", round=1),
+    ):
+        then_rejected(open_two, stale, "stale_command")
+    # the round meant now is taken; one not started yet is not
+    assert not isinstance(
+        decide(open_two, cmd.PlaceBet(**{**copy.model_dump(), "round": 2}), NOW), Rejection
+    )
+    then_rejected(
+        open_two, cmd.PlaceBet(player_id="ann", box=0, amount=100, round=3), "round_not_in_play"
+    )
+
+
+def test_a_bet_naming_the_next_round_opens_it() -> None:
+    state = _settled_round_one()
+    events = decide(state, cmd.PlaceBet(player_id="ann", box=0, amount=1000, round=2), NOW)
+    assert isinstance(events, list)
+    assert [type(e) for e in events] == [ev.RoundOpened, ev.BetPlaced]
+    assert all(isinstance(e, ev.RoundEvent) and e.round == 2 for e in events)
+
+
+def test_a_command_without_a_round_is_decided_as_before_rounds_were_named() -> None:
+    """Backward compatible: a command already on the topic, or from a platform that does not
+    send ``round`` yet, acts in the round in play (the handler may require it:
+    ``BLACKJACK_COMMAND_ROUND``)."""
+    state = _settled_round_one()
+    named = decide(state, cmd.PlaceBet(player_id="ann", box=0, amount=1000, round=2), NOW)
+    unnamed = decide(state, cmd.PlaceBet(player_id="ann", box=0, amount=1000), NOW)
+    assert unnamed == named
+    assert isinstance(unnamed, list) and [type(e) for e in unnamed] == [
+        ev.RoundOpened,
+        ev.BetPlaced,
+    ]
+
+
+def test_a_move_for_a_round_that_is_over_does_not_play_the_hand_in_play() -> None:
+    """A Double, Hit, Stand, Split or Surrender of round 1 arriving while round 2's hand 0 is
+    in play: refused, the hand untouched; the same move naming round 2 (or no round) plays."""
+    state = given_more(
+        _settled_round_one(),
+        cmd.PlaceBet(player_id="ann", box=0, amount=1000, round=2),
+        cmd.Deal(player_id="ann", round=2),
+    )
+    assert state.active == (0, 0) and state.round == 2
+    for move in (cmd.Double, cmd.Hit, cmd.Stand, cmd.Split, cmd.Surrender):
+        then_rejected(state, move(player_id="ann", box=0, hand=0, round=1), "stale_command")
+    for double in (
+        cmd.Double(player_id="ann", box=0, hand=0, round=2),
+        cmd.Double(player_id="ann", box=0, hand=0),
+    ):
+        events = decide(state, double, NOW)
+        assert isinstance(events, list) and isinstance(events[0], ev.HandDoubled), events
+
+
+def test_a_double_for_a_hand_played_already_is_refused() -> None:
+    """After a split, hand 0 stood: a Double naming hand 0 of this round while hand 1 is in
+    play is refused (``not_your_turn``), hand 1 untouched."""
+    state = given(
+        "mini-h17",
+        *seated(),
+        cmd.PlaceBet(player_id="ann", box=0, amount=1000, round=1),
+        cmd.Deal(player_id="ann", round=1),
+        cmd.Split(player_id="ann", box=0, hand=0, round=1),
+        cmd.Stand(player_id="ann", box=0, hand=0, round=1),
+        cards=["8S", "7S", "8H", "TH", "3D", "2S"],
+    )
+    assert state.active == (0, 1)
+    then_rejected(state, cmd.Double(player_id="ann", box=0, hand=0, round=1), "not_your_turn")
+    events = decide(state, cmd.Double(player_id="ann", box=0, hand=1, round=1), NOW)
+    assert isinstance(events, list) and isinstance(events[0], ev.HandDoubled), events
+
+
+def test_an_insurance_decision_for_a_round_that_is_over() -> None:
+    state = given_more(
+        _settled_round_one(),
+        cmd.PlaceBet(player_id="ann", box=0, amount=1000, round=2),
+        cmd.Deal(player_id="ann", round=2),
+    )
+    for decision in (cmd.TakeInsurance, cmd.DeclineInsurance):
+        then_rejected(state, decision(player_id="ann", box=0, round=1), "stale_command")
+
+
+def test_a_pass_for_a_round_that_is_over() -> None:
+    state = given(
+        "atlantic-city-multi",
+        *seated("ann", 0),
+        *seated("bob", 1),
+        cmd.PlaceBet(player_id="ann", box=0, amount=1000, round=1),
+        cmd.Pass(player_id="bob", round=1),
+        cmd.Deal(player_id="ann", round=1),
+        cmd.Stand(player_id="ann", box=0, round=1),
+        cards=["TS", "7S", "TH", "9S"],
+    )
+    assert (state.round, state.round_open) == (1, False)
+    open_two = given_more(state, cmd.PlaceBet(player_id="ann", box=0, amount=1000))
+    then_rejected(open_two, cmd.Pass(player_id="bob", round=1), "stale_command")

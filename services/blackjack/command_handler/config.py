@@ -73,6 +73,10 @@ class HandlerConfig:
     """``required``: a platform money command without ``sent_at`` is refused ``malformed``
     (a copy of one its stream decided still gets its answer); ``optional``: it counts as
     issued when it arrived (docs/kafka.md, "Idempotency")."""
+    command_round: str = "optional"
+    """``required``: a player's command that acts in a round (``commands.ROUND_COMMANDS``)
+    without ``round`` is refused ``malformed``; ``optional``: it acts in the round in play, as
+    before rounds were named (docs/kafka.md, "Idempotency")."""
     presence_timeout_s: float = 30.0
     timer_tick_s: float = 0.25
     cold_after_s: float = 600.0
@@ -111,6 +115,8 @@ class HandlerConfig:
             raise ValueError("BLACKJACK_MONEY_IDS_MAX must be positive")
         if self.money_sent_at not in ("optional", "required"):
             raise ValueError("BLACKJACK_MONEY_SENT_AT is optional or required")
+        if self.command_round not in ("optional", "required"):
+            raise ValueError("BLACKJACK_COMMAND_ROUND is optional or required")
         if not self.cold_after_s > 0:
             raise ValueError("cold_after_s must be positive")
         if self.snapshot_every < 1 or self.dedup_window < 1 or self.max_batch < 1:
@@ -151,6 +157,7 @@ class HandlerConfig:
             "BLACKJACK_MONEY_RETENTION_S": float,
             "BLACKJACK_MONEY_IDS_MAX": int,
             "BLACKJACK_MONEY_SENT_AT": lambda text: text.strip().lower(),
+            "BLACKJACK_COMMAND_ROUND": lambda text: text.strip().lower(),
             "BLACKJACK_PRESENCE_TIMEOUT_S": float,
             "BLACKJACK_TIMER_TICK_MS": lambda ms: float(ms) / 1000,
             "BLACKJACK_COLD_AFTER_S": float,

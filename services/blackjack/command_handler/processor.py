@@ -64,6 +64,7 @@ from blackjack.command_handler.streams import PartitionStore, Stream, initial_st
 from blackjack.domain import commands as cmd
 from blackjack.domain import events as ev
 from blackjack.domain import platform_money
+from blackjack.domain.commands import ROUND_COMMANDS
 from blackjack.domain.rejections import Rejection
 from blackjack.domain.state import TableState
 from blackjack.domain.transfers import transfer_origin
@@ -87,6 +88,9 @@ class Handled:
     duplicate: bool = False
 
 
+ROUND_COMMAND_TYPES = frozenset(ROUND_COMMANDS)
+
+
 class Processor(Deciding):
     def __init__(
         self,
@@ -100,7 +104,10 @@ class Processor(Deciding):
         dedup_window: int,
         money_ids_max: int = platform_money.DEFAULT_IDS_MAX,
         money_sent_at_required: bool = False,
+        round_required: bool = False,
     ) -> None:
+        self.round_required = round_required
+        """``BLACKJACK_COMMAND_ROUND=required``: a command acting in a round names it."""
         self.money_ids_max = money_ids_max
         """How many platform money ids a stream keeps at most (``BLACKJACK_MONEY_IDS_MAX``)."""
         self.money_sent_at_required = money_sent_at_required
@@ -186,6 +193,7 @@ class Processor(Deciding):
             or overtaken_disconnect(envelope, stream)
             or self._copy_declined_nowhere(store, command, inbound.partition)
             or late
+            or self._round_missing(command, signed)
         )
         if rejection is None and isinstance(command, cmd.CloseInterruptedRound):
             # How long the round has waited comes from the log, never from the body.
@@ -279,6 +287,20 @@ class Processor(Deciding):
             self.money_sent_at_required,
         )
         return platform_money.check(kept, envelope.command_id, envelope.sent_at, latest, arrived)
+
+    def _round_missing(self, command: StreamCommand, signed: bool) -> Rejection | None:
+        """``BLACKJACK_COMMAND_ROUND=required``: a command that acts in a round and does not
+        name it (``round``) is ``malformed``; the decider refuses one naming another round
+        (``stale_command``, ``round_not_in_play``) whatever the setting."""
+        if not self.round_required or signed or type(command) not in ROUND_COMMAND_TYPES:
+            return None
+        if getattr(command, "round", None) is not None:
+            return None
+        return Rejection(
+            code="malformed",
+            message=f"{command.type} must name the round it is meant for (round): this "
+            "service requires it (BLACKJACK_COMMAND_ROUND=required)",
+        )
 
     def _declines(self, store: PartitionStore, partition: int) -> Stream | None:
         """The partition's stream of buy-ins declined at tables that did not exist, if it has

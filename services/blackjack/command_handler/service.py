@@ -106,6 +106,7 @@ class CommandHandler(Ticker):
             dedup_window=config.dedup_window,
             money_ids_max=config.money_ids_max,
             money_sent_at_required=config.money_sent_at == "required",
+            round_required=config.command_round == "required",
         )
         self._partitions: dict[int, _Partition] = {}
         self._retained: dict[int, _Retained] = {}

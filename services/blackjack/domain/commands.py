@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import re
 from datetime import datetime
-from typing import Annotated, Any, Literal, get_args
+from typing import Annotated, Any, Literal, TypeVar, get_args
 
 from pydantic import AfterValidator, BaseModel, ConfigDict, Field, StrictInt
 
@@ -118,11 +118,27 @@ POSITIVE_AMOUNT: dict[str, Any] = {"exclusiveMinimum": 0}
 (``invalid_amount``), and a platform validating against ``schemas/`` learns it there."""
 
 
+ROUND_DESCRIPTION = (
+    "the round this command is meant for, as the table announced it (RoundOpened, and every "
+    "round event's round); before the first bet of a round, the number after the last one: "
+    "refused stale_command when that round is over and round_not_in_play when it has not "
+    "started, so that a copy sent after its answer left the idempotency window never acts in "
+    "a later round. Left out, the command acts in whatever round is in play (a handler run with "
+    "BLACKJACK_COMMAND_ROUND=required refuses it malformed)"
+)
+
+
+def named_round() -> Any:
+    """The optional ``round`` of a command that acts in a round (``ROUND_COMMANDS``)."""
+    return Field(None, ge=1, le=MAX_INT, description=ROUND_DESCRIPTION)
+
+
 class HandCommand(PlayerCommand):
     """An action on one hand; ``hand`` may be left out to mean the box's hand whose turn it is."""
 
     player_id: str = seated_player(SEATED_UNDER_AN_OLDER_RELEASE)
     box: BoundedInt
+    round: StrictInt | None = named_round()
     hand: BoundedInt | None = Field(
         None,
         description="the hand the TurnStarted named (0, and after a split 1, ...); left out, the "
@@ -292,6 +308,7 @@ class PlaceBet(PlayerCommand):
     the minimum binds the stack when the player deals."""
 
     type: Literal["PlaceBet"] = "PlaceBet"
+    round: StrictInt | None = named_round()
     box: BoundedInt
     amount: BoundedInt = Field(
         description="positive minor units: one chip, at most the table's max_bet",
@@ -303,6 +320,7 @@ class ClearBets(PlayerCommand):
     """Clear: every bet of the player's boxes is returned."""
 
     type: Literal["ClearBets"] = "ClearBets"
+    round: StrictInt | None = named_round()
     player_id: str = seated_player(SEATED_UNDER_AN_OLDER_RELEASE)
 
 
@@ -313,6 +331,7 @@ class RemoveBet(PlayerCommand):
     like a stack being built."""
 
     type: Literal["RemoveBet"] = "RemoveBet"
+    round: StrictInt | None = named_round()
     player_id: str = seated_player(SEATED_UNDER_AN_OLDER_RELEASE)
     box: BoundedInt
     amount: BoundedInt | None = Field(
@@ -324,6 +343,7 @@ class RemoveBet(PlayerCommand):
 
 class Deal(PlayerCommand):
     type: Literal["Deal"] = "Deal"
+    round: StrictInt | None = named_round()
     player_id: str = seated_player(SEATED_UNDER_AN_OLDER_RELEASE)
 
 
@@ -331,11 +351,13 @@ class Rebet(PlayerCommand):
     """SAME BET / REBET (multiplier 1) and DOUBLE BET / REBET X 2 (multiplier 2)."""
 
     type: Literal["Rebet"] = "Rebet"
+    round: StrictInt | None = named_round()
     multiplier: BoundedInt = 1
 
 
 class Pass(PlayerCommand):
     type: Literal["Pass"] = "Pass"
+    round: StrictInt | None = named_round()
 
 
 # ---- insurance and the play ---------------------------------------------------------------
@@ -343,12 +365,14 @@ class Pass(PlayerCommand):
 
 class TakeInsurance(PlayerCommand):
     type: Literal["TakeInsurance"] = "TakeInsurance"
+    round: StrictInt | None = named_round()
     player_id: str = seated_player(SEATED_UNDER_AN_OLDER_RELEASE)
     box: BoundedInt
 
 
 class DeclineInsurance(PlayerCommand):
     type: Literal["DeclineInsurance"] = "DeclineInsurance"
+    round: StrictInt | None = named_round()
     player_id: str = seated_player(SEATED_UNDER_AN_OLDER_RELEASE)
     box: BoundedInt
 
@@ -408,3 +432,40 @@ TableCommand = (
 AnyCommand = Annotated[TableCommand, Field(discriminator="type")]
 
 COMMAND_TYPES: tuple[type[Command], ...] = get_args(TableCommand)
+
+ROUND_COMMANDS: tuple[type[Command], ...] = (
+    PlaceBet,
+    ClearBets,
+    RemoveBet,
+    Deal,
+    Rebet,
+    Pass,
+    TakeInsurance,
+    DeclineInsurance,
+    Hit,
+    Stand,
+    Double,
+    Split,
+    Surrender,
+)
+"""The commands that act in a round, each with an optional ``round`` naming it."""
+
+
+_C = TypeVar("_C", bound=BaseModel)
+_ROUND_COMMAND_TYPES: frozenset[type[Command]] = frozenset(ROUND_COMMANDS)
+
+
+def meant_round(last_round: int, round_open: bool) -> int:
+    """The round a command acting in a round means at a table whose last round is
+    ``last_round`` (0 before the first): that one while it is open, else the one the next bet
+    opens."""
+    return last_round if round_open else last_round + 1
+
+
+def naming_round(command: _C, last_round: int, round_open: bool) -> _C:
+    """``command`` naming the round it is meant for (``meant_round``) where it acts in a round
+    and names none yet; any other command as it is. What a client sends from the table it
+    shows the player (``BlackjackClient``, ``blackjack play``, ``blackjack send``)."""
+    if type(command) not in _ROUND_COMMAND_TYPES or getattr(command, "round", None) is not None:
+        return command
+    return command.model_copy(update={"round": meant_round(last_round, round_open)})

@@ -63,6 +63,10 @@ def decide_and_evolve(
         return Rejection(code="unknown_command", message=f"{type(command).__name__} is unknown")
     if not state.opened and not isinstance(command, cmd.OpenTable) and not is_transfer(command):
         return Rejection(code="table_not_open", message="the table has not been opened")
+    if type(command) in _ROUND_COMMANDS:
+        stale = other_round(state, cast(Any, command).round)
+        if stale is not None:
+            return stale
     work = Draft(state, now)
     try:
         if type(command) in ON_THE_CLOCK:  # every one a PlayerCommand
@@ -78,6 +82,22 @@ def decide_and_evolve(
     if state.phase == "playing" and type(command) not in _HAND_COMMANDS:
         _announce_changed_actions(work, state)
     return work.events, work.state
+
+
+def other_round(state: TableState, named: int | None) -> Rejection | None:
+    """A command that names a round other than the one it means now (``commands.meant_round``:
+    the one open, else the one the next bet opens): refused, before anything else
+    (a copy of a bet sent after its answer left the idempotency window must not bet again in a
+    later round, whoever the player is now). Not named: decided as before rounds were named."""
+    if named is None:
+        return None
+    meant = cmd.meant_round(state.round, state.round_open)
+    if named == meant:
+        return None
+    now = f"round {state.round} is in play" if state.round_open else f"the next round is {meant}"
+    if named < meant:
+        return Rejection(code="stale_command", message=f"round {named} is over; {now}")
+    return Rejection(code="round_not_in_play", message=f"round {named} has not started; {now}")
 
 
 def _present(r: Draft, command: cmd.PlayerCommand) -> None:
@@ -136,3 +156,4 @@ _DECIDERS: Final[dict[type[cmd.Command], Callable[[Draft, Any], None]]] = {
 # The moves, by exact type: isinstance of a pydantic class goes through its ABC metaclass
 # (about 100 ns a command), and every HandCommand has its entry above.
 _HAND_COMMANDS: Final = frozenset(kind for kind in _DECIDERS if issubclass(kind, cmd.HandCommand))
+_ROUND_COMMANDS: Final = frozenset(cmd.ROUND_COMMANDS)

@@ -37,6 +37,9 @@ RejectionCode = Literal[
     # a malfunction (VoidRound)
     "voiding_not_allowed",  # the table's rules let no one void a round
     "round_not_in_play",  # the round named is not the one in play (none is, or it has ended)
+    # a command naming a round (``round``) that is over: a copy sent again after its answer
+    # left the idempotency window, or a click on a round since settled (changes nothing)
+    "stale_command",
     # money
     "invalid_amount",
     "bet_below_minimum",

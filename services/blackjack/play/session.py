@@ -76,6 +76,10 @@ class PlaySession:
             stream_id = self.stream_id
         if stream_id == self.stream_id:  # the table's presence clock counts its own commands
             self.last_sent = time.monotonic()
+            # a bet or a move names the round on the screen: a copy of it sent later (after
+            # its id left the idempotency window) is refused, never acted on in a later round
+            view = self.follower.table.view
+            command = cmd.naming_round(command, view.round, view.round_open)
         result = await self.client.execute(stream_id, command, timeout=self.timeout)
         self.results.append(result)
         if stream_id == self.stream_id and result.last_sequence is not None:
