@@ -233,3 +233,36 @@ async def test_the_client_sends_the_sent_at_it_is_given(monkeypatch: pytest.Monk
     await client.send("wallet:ann", command, command_id="pay-1", sent_at=first)
     await client.send("wallet:ann", command, command_id="pay-2")
     assert envelopes[0].sent_at == first and envelopes[1].sent_at > first
+
+
+def test_a_bet_or_a_move_is_sent_naming_the_table_s_round(
+    monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """A copy of a bet sent after its id left the idempotency window is refused
+    ``stale_command`` only if it names its round: ``blackjack send`` names the table's (read
+    first), or ``--round``'s, or the JSON's, and the retry it suggests names the same."""
+    sent: list[Any] = []
+
+    async def timed_out(self: BlackjackClient, stream_id: str, command: Any, **kw: Any) -> Any:
+        sent.append(command)
+        raise TimeoutError
+
+    async def round_five_settled(args: argparse.Namespace, client: BlackjackClient) -> Any:
+        return 5, False
+
+    for name, stand_in in (("start", nothing), ("stop", nothing), ("execute", timed_out)):
+        monkeypatch.setattr(BlackjackClient, name, stand_in)
+    monkeypatch.setattr(client_cli, "_table_round", round_five_settled)
+    parser = argparse.ArgumentParser()
+    client_cli.register(parser.add_subparsers())
+    bet = '{"type": "PlaceBet", "player_id": "ann", "box": 0, "amount": 500}'
+    assert client_cli._send(parser.parse_args(["send", "t-1", bet])) == 2
+    assert "--round 6;" in capsys.readouterr().err
+    assert client_cli._send(parser.parse_args(["send", "t-1", bet, "--round", "3"])) == 2
+    named = bet.replace("}", ', "round": 2}')
+    assert client_cli._send(parser.parse_args(["send", "t-1", named])) == 2
+    sit = '{"type": "SitDown", "player_id": "ann"}'
+    assert client_cli._send(parser.parse_args(["send", "t-1", sit])) == 2
+    assert [getattr(c, "round", None) for c in sent] == [6, 3, 2, None]
+    with pytest.raises(SystemExit):
+        parser.parse_args(["send", "t-1", bet, "--round", "0"])

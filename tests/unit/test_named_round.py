@@ -1,0 +1,170 @@
+"""A game command naming its round (``round``) through the handler's processor, with a small
+idempotency window: a copy of a bet sent after its answer left the window is refused
+``stale_command`` instead of betting again in a later round; ``BLACKJACK_COMMAND_ROUND=
+required`` refuses a command that does not name it; the client names it for its sender."""
+
+from __future__ import annotations
+
+from datetime import UTC, datetime
+from typing import Any
+
+import pytest
+
+from blackjack.client import BlackjackClient
+from blackjack.command_handler.config import HandlerConfig
+from blackjack.command_handler.reading import Inbound
+from blackjack.command_handler.service import CommandHandler
+from blackjack.command_handler.streams import PartitionStore
+from blackjack.configuration import ConfigurationError
+from blackjack.domain import commands as cmd
+from blackjack.domain import events as ev
+from blackjack.domain.state import TableState
+from blackjack.messages.envelope import CommandEnvelope, CommandResult, EventEnvelope
+from blackjack.messages.wire import WireEnvelope
+from tests.unit.processor_harness import TOPICS, new_processor
+from tests.unit.test_rejections import shoe_starting
+
+NOW = datetime(2026, 5, 1, tzinfo=UTC)
+WINDOW = 4
+TABLE, ANN = "solo-ann", "ann"
+KEY = "ab" * 32
+
+
+class Table:
+    """One single-player table on a processor whose window keeps ``WINDOW`` answers."""
+
+    def __init__(self) -> None:
+        # ann's first hand: 10 and 10 against the dealer's 7 and 9 (she stands)
+        self.processor = new_processor(
+            dedup_window=WINDOW, shuffler=shoe_starting("TS", "7S", "TH", "9S")
+        )
+        self.store = PartitionStore(0)
+        self.offset = 0
+        self.events: list[EventEnvelope] = []
+
+    def send(self, command: cmd.Command, command_id: str | None = None) -> CommandResult:
+        self.offset += 1
+        envelope = CommandEnvelope(
+            command_id=command_id or f"c-{self.offset}",
+            stream_id=TABLE,
+            sent_at=NOW,
+            command=command,
+        )
+        inbound = Inbound(TABLE.encode(), envelope.model_dump_json().encode(), [], 0, self.offset)
+        handled = self.processor.handle(self.store, inbound, NOW)
+        self.events += handled.events
+        [result] = [
+            CommandResult.model_validate_json(r.value)
+            for r in handled.outgoing
+            if r.topic == TOPICS.results
+        ]
+        return result
+
+    def state(self) -> TableState:
+        state = self.store.streams[TABLE].state
+        assert isinstance(state, TableState)
+        return state
+
+    def bets(self) -> list[ev.BetPlaced]:
+        return [e.data for e in self.events if isinstance(e.data, ev.BetPlaced)]
+
+    def round_one_played(self, bet: cmd.PlaceBet) -> None:
+        for command, command_id in (
+            (cmd.OpenTable(variant="mini-h17"), None),
+            (cmd.SitDown(player_id=ANN), None),
+            (cmd.Deposit(player_id=ANN, amount=10_000), None),
+            (bet, "bet-1"),
+            (cmd.Deal(player_id=ANN, round=bet.round), None),
+            (cmd.Stand(player_id=ANN, box=0, hand=0, round=bet.round), None),
+        ):
+            assert self.send(command, command_id).status == "accepted", command
+        assert (self.state().round, self.state().round_open) == (1, False)
+        for _ in range(WINDOW + 1):  # answers that push bet-1's out of the window
+            refused = self.send(cmd.Withdraw(player_id=ANN, amount=10**9))
+            assert refused.rejection is not None and refused.rejection.code == "insufficient_funds"
+
+
+def code(result: CommandResult) -> str | None:
+    return None if result.rejection is None else result.rejection.code
+
+
+def test_a_copy_of_a_bet_naming_its_round_is_refused_after_the_window() -> None:
+    table = Table()
+    bet = cmd.PlaceBet(player_id=ANN, box=0, amount=1000, round=1)
+    table.round_one_played(bet)
+    balance = table.state().players[ANN].balance
+    copy = table.send(bet, "bet-1")
+    assert code(copy) == "stale_command" and copy.first_sequence is None
+    assert len(table.bets()) == 1 and table.state().players[ANN].balance == balance
+    assert not table.state().round_open
+
+
+def test_a_copy_of_a_bet_without_a_round_is_still_taken_again() -> None:
+    """What the round is for: a command that names none is decided as before (backward
+    compatible), so its copy after the window is a second chip in round 2."""
+    table = Table()
+    bet = cmd.PlaceBet(player_id=ANN, box=0, amount=1000)
+    table.round_one_played(bet)
+    assert table.send(bet, "bet-1").status == "accepted"
+    assert [b.round for b in table.bets()] == [1, 2]
+
+
+def test_a_handler_that_requires_the_round_refuses_a_command_without_it() -> None:
+    table = Table()
+    table.processor.round_required = True
+    for command in (
+        cmd.OpenTable(variant="mini-h17"),  # acts in no round: no round asked of it
+        cmd.SitDown(player_id=ANN),
+        cmd.Deposit(player_id=ANN, amount=10_000),
+    ):
+        assert table.send(command).status == "accepted"
+    unnamed = table.send(cmd.PlaceBet(player_id=ANN, box=0, amount=1000))
+    assert code(unnamed) == "malformed" and "BLACKJACK_COMMAND_ROUND" in str(unnamed.rejection)
+    assert unnamed.first_sequence is None and table.bets() == []
+    assert table.send(cmd.PlaceBet(player_id=ANN, box=0, amount=1000, round=1)).status == (
+        "accepted"
+    )
+
+
+def test_the_round_setting_comes_from_the_environment() -> None:
+    assert HandlerConfig.from_env({"BLACKJACK_SHOE_KEY": KEY}).command_round == "optional"
+    env = {"BLACKJACK_SHOE_KEY": KEY, "BLACKJACK_COMMAND_ROUND": " Required "}
+    config = HandlerConfig.from_env(env)
+    assert config.command_round == "required"
+    assert CommandHandler(config).processor.round_required
+    with pytest.raises(ConfigurationError, match="BLACKJACK_COMMAND_ROUND"):
+        HandlerConfig.from_env({**env, "BLACKJACK_COMMAND_ROUND": "always"})
+
+
+def _wire(sequence: int, event: ev.RoundOpened | ev.RoundSettled) -> WireEnvelope:
+    return WireEnvelope(
+        event_id=f"e-{sequence}",
+        type=event.type,
+        schema_version=event.version,
+        stream_id=TABLE,
+        sequence=sequence,
+        occurred_at=NOW,
+        data=event,
+    )
+
+
+async def test_the_client_names_the_round_it_last_saw(monkeypatch: pytest.MonkeyPatch) -> None:
+    sent: list[Any] = []
+
+    async def keep(self: BlackjackClient, envelope: CommandEnvelope) -> None:
+        sent.append(envelope.command)
+
+    monkeypatch.setattr(BlackjackClient, "send_envelope", keep)
+    client = BlackjackClient("127.0.0.1:1")
+    bet = cmd.PlaceBet(player_id=ANN, box=0, amount=100)
+    await client.send(TABLE, bet)  # nothing known of the table yet: sent as it is
+    client.learn_round(TABLE, [_wire(5, ev.RoundOpened(round=3))])
+    await client.send(TABLE, bet)
+    await client.send(TABLE, cmd.Hit(player_id=ANN, box=0, hand=0))
+    settled = ev.RoundSettled(round=3, dealer_total=20, dealer_blackjack=False, results=())
+    client.learn_round(TABLE, [_wire(6, settled)])
+    await client.send(TABLE, bet)
+    await client.send(TABLE, cmd.PlaceBet(player_id=ANN, box=0, amount=100, round=9))
+    await client.send(TABLE, cmd.SitDown(player_id=ANN))  # acts in no round
+    await client.send("other", bet)  # another table's round is not this one's
+    assert [getattr(c, "round", None) for c in sent] == [None, 3, 3, 4, 9, None, None]
