@@ -23,8 +23,11 @@ A command that acts in a round (a bet, an insurance decision, a move) is sent na
 it is meant for (``round``), so that a copy of it sent later, after its id has left the window,
 is refused ``stale_command`` instead of acting in a later round: the client fills it in from
 the last round it knows of the stream (``rounds``: learned from every event it reads with
-``events()``, or told with ``learn_round``), unless the command names one already. A client
-that knows nothing of a stream yet sends the command as it is (it acts in the round in play).
+``events()``, from the table's first on, or told with ``learn_round``), unless the command
+names one already. A client that knows nothing of a stream sends the command as it is (it
+acts in the round in play); one that knows an older round than the table's is refused
+``stale_command`` (read the table's events, then send again): never a bet in a round not
+meant.
 """
 
 from __future__ import annotations
@@ -219,7 +222,10 @@ class BlackjackClient:
 
     def learn_round(self, stream_id: str, events: Sequence[WireEnvelope]) -> None:
         """What ``events`` (the stream's, in order) say of its round: the last one's number,
-        open until it is settled, cancelled or voided."""
+        open until it is settled, cancelled or voided. Events from the stream's first on
+        (an ``OpenTable``'s) without a round's say there was none yet."""
+        if events and events[0].sequence == 1:
+            self.rounds[stream_id] = (0, False)
         for envelope in events:
             event = envelope.data
             if isinstance(event, _ROUND_CLOSED):

@@ -18,6 +18,7 @@ from blackjack.command_handler.streams import PartitionStore
 from blackjack.configuration import ConfigurationError
 from blackjack.domain import commands as cmd
 from blackjack.domain import events as ev
+from blackjack.domain.rules import Rules
 from blackjack.domain.state import TableState
 from blackjack.messages.envelope import CommandEnvelope, CommandResult, EventEnvelope
 from blackjack.messages.wire import WireEnvelope
@@ -136,7 +137,7 @@ def test_the_round_setting_comes_from_the_environment() -> None:
         HandlerConfig.from_env({**env, "BLACKJACK_COMMAND_ROUND": "always"})
 
 
-def _wire(sequence: int, event: ev.RoundOpened | ev.RoundSettled) -> WireEnvelope:
+def _wire(sequence: int, event: ev.TableOpened | ev.RoundOpened | ev.RoundSettled) -> WireEnvelope:
     return WireEnvelope(
         event_id=f"e-{sequence}",
         type=event.type,
@@ -158,6 +159,9 @@ async def test_the_client_names_the_round_it_last_saw(monkeypatch: pytest.Monkey
     client = BlackjackClient("127.0.0.1:1")
     bet = cmd.PlaceBet(player_id=ANN, box=0, amount=100)
     await client.send(TABLE, bet)  # nothing known of the table yet: sent as it is
+    opened = ev.TableOpened(rules=Rules())
+    client.learn_round(TABLE, [_wire(1, opened)])  # the table from its start: no round yet
+    await client.send(TABLE, bet)
     client.learn_round(TABLE, [_wire(5, ev.RoundOpened(round=3))])
     await client.send(TABLE, bet)
     await client.send(TABLE, cmd.Hit(player_id=ANN, box=0, hand=0))
@@ -167,4 +171,4 @@ async def test_the_client_names_the_round_it_last_saw(monkeypatch: pytest.Monkey
     await client.send(TABLE, cmd.PlaceBet(player_id=ANN, box=0, amount=100, round=9))
     await client.send(TABLE, cmd.SitDown(player_id=ANN))  # acts in no round
     await client.send("other", bet)  # another table's round is not this one's
-    assert [getattr(c, "round", None) for c in sent] == [None, 3, 3, 4, 9, None, None]
+    assert [getattr(c, "round", None) for c in sent] == [None, 1, 3, 3, 4, 9, None, None]
