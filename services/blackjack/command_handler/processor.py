@@ -26,9 +26,12 @@ Order of the checks, each a typed rejection on the results topic:
    ``already_applied`` if its stream accepted it within the retention and its answer has
    left the window, the code it was refused with if its stream refused it so,
    ``malformed`` without ``sent_at`` where the handler requires it, ``money_ids_full`` if
-   its stream keeps as many ids as it may (``domain.platform_money``).
+   its stream keeps as many ids as it may (``domain.platform_money``). ``malformed``: a
+   player's command that acts in a round without naming it (``round``) where the handler
+   requires it (``BLACKJACK_COMMAND_ROUND=required``).
 4. the decider (table or wallet): accepted with its events, or its typed rejection (a platform
-   money command's written down as an event that moves no money, its id kept). Copies of
+   money command's written down as an event that moves no money, its id kept; a command
+   naming a round that is over ``stale_command``, before any other check). Copies of
    the other money steps are refused here, by what they carry (``transfer_already_handled``
    for a buy-in's deposit or a cash-out, ``unknown_transfer`` for a confirm or refund), and
    nothing else is done, not even the buy-in's confirm or refund. A buy-in's deposit at a
