@@ -73,7 +73,10 @@ def _send(args: argparse.Namespace) -> int:
         nonlocal command
         async with client:
             if _needs_round(command):
-                known = (args.round, True) if args.round else await _table_round(args, client)
+                try:
+                    known = (args.round, True) if args.round else await _table_round(args, client)
+                except TimeoutError as error:
+                    raise RoundNotRead from error
                 command = naming_round(command, *known)
                 named.append(getattr(command, "round", 0))
             result = await client.execute(
@@ -100,6 +103,13 @@ def _send(args: argparse.Namespace) -> int:
     logging.getLogger("aiokafka").setLevel(logging.CRITICAL)
     try:
         result, events = asyncio.run(run())
+    except RoundNotRead:
+        print(
+            f"blackjack send: the table's round was not read within {args.timeout} s "
+            "(nothing was sent): name it with --round N, or give --api",
+            file=sys.stderr,
+        )
+        return 2
     except TimeoutError:
         print(
             f"blackjack send: no result within {args.timeout} s for command {command_id}; "
@@ -132,6 +142,10 @@ def _send(args: argparse.Namespace) -> int:
         # ("rejected"); stdout goes to /dev/null so the interpreter's last flush is quiet.
         os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
     return 0 if result.status == "accepted" else 1
+
+
+class RoundNotRead(Exception):
+    """The table's events were not read in time to name the command's round: not sent."""
 
 
 def _needs_round(command: TableCommand | AnyWalletCommand) -> bool:

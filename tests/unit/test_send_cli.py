@@ -266,3 +266,24 @@ def test_a_bet_or_a_move_is_sent_naming_the_table_s_round(
     assert [getattr(c, "round", None) for c in sent] == [6, 3, 2, None]
     with pytest.raises(SystemExit):
         parser.parse_args(["send", "t-1", bet, "--round", "0"])
+
+
+def test_a_round_not_read_in_time_sends_nothing_and_says_so(
+    monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    sent: list[Any] = []
+
+    async def keep(self: BlackjackClient, stream_id: str, command: Any, **kw: Any) -> Any:
+        sent.append(command)
+
+    async def too_slow(args: argparse.Namespace, client: BlackjackClient) -> Any:
+        raise TimeoutError
+
+    for name, stand_in in (("start", nothing), ("stop", nothing), ("execute", keep)):
+        monkeypatch.setattr(BlackjackClient, name, stand_in)
+    monkeypatch.setattr(client_cli, "_table_round", too_slow)
+    parser = argparse.ArgumentParser()
+    client_cli.register(parser.add_subparsers())
+    hit = '{"type": "Hit", "player_id": "ann", "box": 0}'
+    assert client_cli._send(parser.parse_args(["send", "t-1", hit])) == 2
+    assert "nothing was sent" in capsys.readouterr().err and sent == []
