@@ -9,8 +9,11 @@ refused ``stale_command``: no event, no money moved."""
 
 from __future__ import annotations
 
+import argparse
+
 import pytest
 
+from blackjack import client_cli
 from blackjack.client import BlackjackClient
 from blackjack.domain import commands as cmd
 from blackjack.domain import events as ev
@@ -74,3 +77,14 @@ async def test_a_bet_replayed_after_the_window_bets_nothing_in_the_next_round(
     await played(client, cmd.PlaceBet(player_id="ann", box=0, amount=500))
     bets = [e.data for e in await stream_events(space, TABLE) if isinstance(e.data, ev.BetPlaced)]
     assert [(b.round, b.amount) for b in bets] == [(1, 1000), (2, 500)]
+
+
+async def test_blackjack_send_reads_the_table_s_round_from_its_events(
+    space: KafkaSpace, client: BlackjackClient
+) -> None:
+    """What ``blackjack send`` names a bet's round by, without ``--round``: the table's, read
+    from its partition (the test above left round 2 open)."""
+    args = argparse.Namespace(stream_id=TABLE, api=None, timeout=30.0)
+    assert await client_cli._table_round(args, client) == (2, True)
+    args = argparse.Namespace(stream_id="never-opened", api=None, timeout=30.0)
+    assert await client_cli._table_round(args, client) == (0, False)
