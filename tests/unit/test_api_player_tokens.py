@@ -431,3 +431,41 @@ async def test_an_operator_with_the_database_revokes_from_the_command_line(
             assert (await ask(api, "/v1/players/bob/wallet", signed(sub="bob"))).status_code == 404
     finally:
         await store.close()
+
+
+async def test_a_revocation_outlives_the_settings_of_the_process_that_drops_rows(
+    tmp_path: Path,
+) -> None:
+    """The rows a revocation drops are judged by the longest lifetime and leeway any process
+    may be configured with, not by the revoking process's own: before, ``revoke-tokens`` run
+    from a shell without the API's settings (3600 s by default) dropped ann's revocation of
+    two hours ago, and an API allowing day-long tokens took her stolen one again. Without
+    player keys the revocation also counts the longest leeway into ``not_before`` (a token
+    the platform signed with its clock up to that far ahead is cut off too)."""
+    from datetime import UTC, datetime, timedelta
+
+    from blackjack.api import revocations
+    from blackjack.api.tokens import MAX_LEEWAY_S
+
+    store = ProjectionStore(f"sqlite+aiosqlite:///{tmp_path}/read.db")
+    await store.migrate()
+    try:
+        now = datetime.now(UTC)
+        ann_not_before = int(now.timestamp()) - 7200
+        stolen = signed(iat=ann_not_before - 10, exp=ann_not_before - 10 + 86_000)
+        async with store.writing() as connection:
+            then = now - timedelta(hours=2)
+            await revocations.revoke(connection, "ann", ann_not_before, then, 86_400 + 30)
+        # bob revoked from the command line, no player keys in its settings
+        before = int(time.time())
+        bob_not_before = await revocations.revoke_now(store, "bob", None)
+        assert bob_not_before >= before + 1 + MAX_LEEWAY_S
+        async with store.reading() as connection:
+            assert await revocations.revoked_before(connection, "ann") == ann_not_before
+        day_long = {**ENV, "BLACKJACK_API_JWT_MAX_LIFETIME_S": "86400"}
+        transport = httpx.ASGITransport(app=query_api(store, tokens=ApiTokens.from_env(day_long)))
+        async with httpx.AsyncClient(transport=transport, base_url="http://api") as api:
+            refused = await ask(api, "/v1/players/ann/rounds", stolen)
+            assert refused.status_code == 401 and "revoked" in refused.text
+    finally:
+        await store.close()

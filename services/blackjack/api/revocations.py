@@ -12,9 +12,15 @@ operator's answer, and it would need the player's wallet stream, which not every
 make. It is not an event either: a token is no part of the game's record.
 
 Bounded: a row is needed only while a token it refuses may still be unexpired, that is up to
-``exp - iat`` (``BLACKJACK_API_JWT_MAX_LIFETIME_S``) plus the leeway after its ``not_before``;
-each revocation drops the rows past that. A read model rebuilt into a new store starts with
-none: a revocation made within the last lifetime before such a move is made again there.
+``exp - iat`` plus the leeway after its ``not_before``. Each revocation drops the rows past
+that by the longest lifetime and leeway any process may be configured with (``KEPT_S``), not
+by its own settings: the process that revokes (a ``revoke-tokens`` run from a shell without
+the API's settings, an API with another ``BLACKJACK_API_JWT_MAX_LIFETIME_S``) would otherwise
+drop a row another process over the store still needs, and that process would take the
+revoked tokens again. For the same reason a revocation whose process has no player keys (the
+command line without them, an API with operator tokens only) counts the longest leeway into
+``not_before``. A read model rebuilt into a new store starts with none: a revocation made
+within the last ``KEPT_S`` before such a move is made again there.
 """
 
 from __future__ import annotations
@@ -26,11 +32,16 @@ from sqlalchemy import case, delete, select
 from sqlalchemy.dialects import postgresql, sqlite
 from sqlalchemy.ext.asyncio import AsyncConnection
 
-from blackjack.api.tokens import DEFAULT_LEEWAY_S, DEFAULT_MAX_LIFETIME_S, PlayerKeys
+from blackjack.api.tokens import MAX_LEEWAY_S, MAX_MAX_LIFETIME_S, PlayerKeys
 from blackjack.projections import schema
 from blackjack.projections.store import ProjectionStore
 
 MAX_PLAYER_ID_CHARS = 128
+
+KEPT_S = MAX_MAX_LIFETIME_S + 2 * MAX_LEEWAY_S
+"""How long after its ``not_before`` a revocation is kept: the longest ``exp - iat`` and
+leeway any query API process may be configured with, and that leeway again for the clocks of
+the process that drops the row and of one that checks a token (7 days and 10 minutes)."""
 
 
 def not_before_of(now: datetime, leeway_s: int) -> int:
@@ -66,16 +77,14 @@ async def revoke(
 
 
 async def revoke_now(store: ProjectionStore, player_id: str, players: PlayerKeys | None) -> int:
-    """``revoke`` the player's tokens issued until now, with the settings' leeway and longest
-    lifetime (their defaults without player keys): the answer's ``not_before``. The query
-    API's POST and ``blackjack projections revoke-tokens`` both come here."""
-    leeway = DEFAULT_LEEWAY_S if players is None else players.leeway_s
-    lifetime = DEFAULT_MAX_LIFETIME_S if players is None else players.max_lifetime_s
+    """``revoke`` the player's tokens issued until now, with the settings' leeway (the longest
+    allowed without player keys: the settings of the processes that check tokens are not
+    known here), the rows kept ``KEPT_S``: the answer's ``not_before``. The query API's POST
+    and ``blackjack projections revoke-tokens`` both come here."""
+    leeway = MAX_LEEWAY_S if players is None else players.leeway_s
     now = datetime.now(UTC)
     async with store.writing() as connection:
-        return await revoke(
-            connection, player_id, not_before_of(now, leeway), now, keep_s=lifetime + leeway
-        )
+        return await revoke(connection, player_id, not_before_of(now, leeway), now, KEPT_S)
 
 
 async def revoked_before(connection: AsyncConnection, player_id: str) -> int | None:
