@@ -22,6 +22,7 @@ from blackjack.api.routes import query_api
 from blackjack.api.tokens import ApiTokens
 from blackjack.domain import commands as cmd
 from blackjack.domain import events as ev
+from blackjack.domain.transfers import buy_in_ref
 from blackjack.messages.sealing import ShoeSeal
 from blackjack.messages.wire import decode
 from blackjack.projections.store import ProjectionStore
@@ -281,3 +282,59 @@ async def test_a_player_reads_the_events_of_a_single_player_table_only_they_play
     for token, stream in (("bob", "t-ann"), ("ann", "t-two"), ("bob", "t-two"), ("ann", "t-none")):
         refused = await get(own_tables, f"/v1/streams/{stream}/events", player_token(token), 403)
         assert refused["error"]["code"] == "forbidden"
+
+
+@pytest.fixture(params=STORE_KINDS)
+async def others_named(
+    request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactory
+) -> AsyncIterator[httpx.AsyncClient]:
+    """Two single-player tables only ann ever sat at, each with an event naming another
+    player who never had an account there: bob's buy-in declined (a single-player table is
+    funded by the platform), and a platform's deposit for cy refused ``not_seated``."""
+    declined = Script(
+        "mini-h17", [["TS", "6H", "5S", "TD"]], players={"ann": 10_000}, stream_id="t-d"
+    )
+    declined.do(cmd.Deposit(player_id="bob", amount=700, transfer=buy_in_ref("wallet:bob", 1)))
+    refused = Script(
+        "mini-h17", [["TS", "6H", "5S", "TD"]], players={"ann": 10_000}, stream_id="t-r"
+    )
+    refused._record(
+        "t-r",
+        ev.MoneyCommandRefused(
+            player_id="cy",
+            command="Deposit",
+            amount=900,
+            reason_code="not_seated",
+            message="cy is not seated at this table",
+        ),
+    )
+    factory = store_factory(request, tmp_path_factory.mktemp("others"))
+    try:
+        store = await factory.store()
+        seal = ShoeSeal(bytes(range(32)))
+        envelopes = [*declined.envelopes, *refused.envelopes]
+        await ProjectionWriter(store).apply(event_records(envelopes, seal))
+        async with _client(store) as client:
+            yield client
+    finally:
+        await factory.close()
+
+
+async def test_a_player_reads_no_table_stream_whose_events_name_another_player(
+    others_named: httpx.AsyncClient,
+) -> None:
+    """Only ann sat at either table, yet each holds an event of another player's (their id,
+    the amount, why): refused to ann's token, 403, as a table another player sat at is.
+    Before, ann read bob's declined buy-in and cy's refused deposit."""
+    for stream, other, amount in (("t-d", "bob", 700), ("t-r", "cy", 900)):
+        path = f"/v1/streams/{stream}/events"
+        full = await get(others_named, path, OPERATOR_TOKEN)
+        assert any(e["data"].get("player_id") == other for e in full["events"])
+        assert any(e["data"].get("amount") == amount for e in full["events"])
+        refused = await get(others_named, path, player_token("ann"), 403)
+        assert refused["error"]["code"] == "forbidden"
+        assert other not in json.dumps(refused)
+        # the page before that event holds only ann's: still hers to read
+        first = next(i for i, e in enumerate(full["events"]) if e["data"].get("player_id") == other)
+        page = await get(others_named, f"{path}?limit={first}", player_token("ann"))
+        assert len(page["events"]) == first

@@ -351,7 +351,9 @@ async def _stream_events(
     which its first event will come), not a 404. For a player's token (``seated``) their
     wallet's stream, or a single-player table's only they played at, its staff's names and
     command ids left out (``queries.events_seen_by_player``); any other 403 ``forbidden``
-    (the table's events would show another player's money and play)."""
+    (the table's events would show another player's money and play), and so is a page of
+    such a table with an event that names another player (``queries.names_another_player``:
+    one who never sat there, a refused money command or a declined buy-in of theirs)."""
     own = seated is None or stream_id == wallet_stream(seated)
     if not own and not (
         _storable(stream_id, seated)
@@ -377,6 +379,13 @@ async def _stream_events(
         after = MAX_SEQUENCE
     found = await queries.stream_events(connection, stream_id, after, limit)
     if seated is not None and stream_id != wallet_stream(seated):
+        if queries.names_another_player(found["events"], seated):
+            raise ApiError(
+                403,
+                "forbidden",
+                "this table's events name another player: a player's token reads the "
+                "streams of the single-player tables only its player played at",
+            )
         found["events"] = queries.events_seen_by_player(found["events"])
     return found
 

@@ -485,6 +485,26 @@ async def played_alone(connection: AsyncConnection, stream_id: str, player_id: s
     return [(row.player_id, row.funded_by_wallet) for row in found] == [(player_id, False)]
 
 
+def names_another_player(events: list[dict[str, Any]], player_id: str) -> bool:
+    """Whether an event of the page names a player other than ``player_id`` anywhere in its
+    data: a table only ``player_id`` sat at (``played_alone``) still holds events of others
+    who never had an account there, a platform's money command for another player refused
+    (``MoneyCommandRefused``: their id, the amount, why) or another's buy-in declined
+    (``TransferDeclined``)."""
+    return any(_other_player_in(e.get("data"), player_id) for e in events)
+
+
+def _other_player_in(value: Any, player_id: str) -> bool:
+    if isinstance(value, dict):
+        named = value.get("player_id")
+        if named is not None and named != player_id:
+            return True
+        return any(_other_player_in(item, player_id) for item in value.values())
+    if isinstance(value, list):
+        return any(_other_player_in(item, player_id) for item in value)
+    return False
+
+
 SHOWN_FOR_STAFF = "staff"
 """What a player's copy of a stream's events names for the member of the operator's staff who
 suspended or resumed the table, voided or closed a round, or stood the player up (``STAFF``):
