@@ -310,3 +310,25 @@ def test_a_player_who_sits_down_after_the_clock_started_does_not_hold_the_deal_u
     assert not [e for e in t.do(cmd.Deal(player_id="ann")) if isinstance(e, ev.DealStarted)]
     dealt = t.do(cmd.Deal(player_id="cy"))
     assert [e.boxes for e in dealt if isinstance(e, ev.DealStarted)] == [(0, 2)]
+
+
+@pytest.mark.parametrize("take_back", ["ClearBets", "RemoveBet"])
+def test_a_late_joiner_who_takes_the_bet_back_holds_the_deal_up_no_longer(take_back: str) -> None:
+    """cy sits down once the round is open and bets: the deal waits for him. He takes the bet
+    back (all of it) after ann dealt and ben passed: he is again one who joined in the middle
+    of the hand with no bet on it, not waited for, so the round is dealt there and then, by
+    his command, not 15 s later at the deadline (before: nothing was dealt until then)."""
+    t = table(1)
+    t.do(cmd.PlaceBet(player_id="ann", box=0, amount=1000))
+    t.do(cmd.SitDown(player_id="cy", seat=2), cmd.Deposit(player_id="cy", amount=5_000))
+    t.do(cmd.PlaceBet(player_id="cy", box=2, amount=1000))
+    waiting = t.do(cmd.Deal(player_id="ann"), cmd.Pass(player_id="ben"))
+    assert not [e for e in waiting if isinstance(e, ev.DealStarted)]
+    back: cmd.Command = (
+        cmd.ClearBets(player_id="cy")
+        if take_back == "ClearBets"
+        else cmd.RemoveBet(player_id="cy", box=2)
+    )
+    dealt = t.do(back)
+    assert [e.boxes for e in dealt if isinstance(e, ev.DealStarted)] == [(0,)]
+    assert t.state.players["cy"].balance == 5_000 and not t.state.players["cy"].sitting_out

@@ -98,6 +98,7 @@ def clear_bets(r: Draft, c: cmd.ClearBets) -> None:
         raise refuse("no_bets", "there is no bet to clear")
     refund_bets(r, c.player_id, "cleared")
     close_if_no_bet_left(r)
+    deal_when_all_decided(r)  # a late joiner with no bet left is waited for no longer
 
 
 def remove_bet(r: Draft, c: cmd.RemoveBet) -> None:
@@ -129,6 +130,7 @@ def remove_bet(r: Draft, c: cmd.RemoveBet) -> None:
         )
     )
     close_if_no_bet_left(r)
+    deal_when_all_decided(r)  # a late joiner with no bet left is waited for no longer
 
 
 def _request_deal(r: Draft, player_id: str) -> None:
