@@ -1,0 +1,242 @@
+"""The batch writer (five reads a batch, a statement a table's rows) folds what the writer of
+6ea4ece folded (a statement a row, each table, wallet and round read as the fold reached it):
+the same event log, cut into the same batches, leaves the same read model on SQLite and on
+PostgreSQL, byte for byte (``projections.dump``), and what one refuses the other refuses. The
+log: random play at single-player and shared tables (wallets, buy-ins, seat changes, leaves,
+cancelled rounds), a voided round, refused money commands (``MoneyCommandRefused``,
+``WalletCommandRefused``), players whose ids hold a NUL, U+FFFD, other unicode or 128
+characters, a 120-character table id (``fold_equivalence``). More splittings and bigger logs:
+``python -m tests.integration.measure_fold_equivalence``.
+
+Also: a batch that fails at any of its statements leaves the store and the positions as they
+were, and folds whole when applied again; two workers given overlapping batches at once fold
+each event once."""
+
+from __future__ import annotations
+
+import asyncio
+import shutil
+from collections.abc import Iterator, Sequence
+from contextlib import contextmanager
+from pathlib import Path
+from typing import Any
+
+import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+from sqlalchemy import event
+
+from blackjack.domain import wallet as wl
+from blackjack.messages import wire
+from blackjack.projections.store import ProjectionStore
+from blackjack.projections.writer import ProjectionWriter, Record
+
+pytest.register_assert_rewrite("tests.integration.conftest_projections")
+from tests.integration import fold_equivalence as fe  # noqa: E402
+from tests.integration.conftest_projections import StoreFactory  # noqa: E402
+
+pytest_plugins = ["tests.integration.conftest_projections"]
+pytestmark = pytest.mark.integration
+
+LOG = fe.mixed_log()
+
+
+def _cut_inside_rounds(records: Sequence[Record]) -> list[list[Record]]:
+    """A batch ends after each RoundOpened and before each RoundSettled: every round's
+    events over two batches or more."""
+    cut: list[list[Record]] = [[]]
+    for record in records:
+        kind = wire.decode(record.value).type
+        if kind == "RoundSettled" and cut[-1]:
+            cut.append([])
+        cut[-1].append(record)
+        if kind == "RoundOpened":
+            cut.append([])
+    return [batch for batch in cut if batch]
+
+
+SPLITTINGS: dict[str, Any] = {
+    "1 a batch": lambda: fe.batches(LOG[:90], [1]),
+    "2 then 3": lambda: fe.batches(LOG[:250], [2, 3]),
+    "37": lambda: fe.batches(LOG, [37]),
+    "500 over 3 partitions": lambda: fe.batches(fe.partitioned(LOG, 3), [500]),
+    "inside rounds": lambda: _cut_inside_rounds(LOG),
+    "redelivered, 5 1 17": lambda: fe.batches(fe.redelivered(LOG, 0.1), [5, 1, 17]),
+}
+
+
+def test_the_log_holds_what_the_writers_must_agree_on() -> None:
+    """Not a vacuous comparison: the log has each case the brief names."""
+    kinds = fe.event_types(LOG)
+    for kind in (
+        "MoneyCommandRefused",
+        "WalletCommandRefused",
+        "RoundVoided",
+        "RoundCancelled",
+        "SeatChanged",
+        "SeatLeft",
+        "BuyInCompleted",
+        "HandSplit",
+    ):
+        assert kinds[kind] > 0, kind
+    players = {getattr(wire.decode(r.value).data, "player_id", None) for r in LOG}
+    assert set(fe.ODD_PLAYERS) <= players
+    assert any(len(wire.decode(r.value).stream_id) == len(fe.LONG_TABLE) for r in LOG)
+    # one batch of 500 holds a player's wallet and their table, and many of a table's events
+    first = [wire.decode(r.value) for r in LOG[:500]]
+    streams = [e.stream_id for e in first]
+    assert any(wl.is_wallet_stream(s) for s in streams)
+    assert max(streams.count(s) for s in set(streams)) > 50
+
+
+@pytest.mark.parametrize("name", list(SPLITTINGS))
+async def test_the_same_batches_fold_alike(stores: StoreFactory, name: str) -> None:
+    cut = SPLITTINGS[name]()
+    old_error, new_error, old, new = await fe.compare(
+        await stores.store(), await stores.store(), cut
+    )
+    assert (old_error, new_error) == (None, None)
+    assert new == old, fe.first_difference(old, new)
+
+
+@pytest.fixture(scope="module")
+def migrated_sqlite(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """A migrated SQLite file, copied for each example (a migration per example is slow)."""
+    path = tmp_path_factory.mktemp("template") / "migrated.db"
+
+    async def make() -> None:
+        store = ProjectionStore(f"sqlite+aiosqlite:///{path}")
+        await store.migrate()
+        await store.close()
+
+    asyncio.run(make())
+    return path
+
+
+_counter = iter(range(10**9))
+
+
+@settings(
+    max_examples=6,
+    deadline=None,
+    suppress_health_check=[HealthCheck.function_scoped_fixture, HealthCheck.too_slow],
+)
+@given(
+    sizes=st.lists(st.integers(1, 120), min_size=1, max_size=6),
+    partitions=st.integers(1, 3),
+    start=st.integers(0, 200),
+)
+def test_any_splitting_folds_alike_on_sqlite(
+    migrated_sqlite: Path, tmp_path: Path, sizes: list[int], partitions: int, start: int
+) -> None:
+    """Random batch sizes, taken in turn, from a random place of the log (a stream first
+    seen mid-batch, its table already folded or not) over 1 to 3 partitions."""
+    records = fe.partitioned(LOG[start:], partitions)
+    if min(sizes) < 4:
+        records = records[:150]  # one event a batch: the former writer's pace
+
+    async def run() -> None:
+        number = next(_counter)
+        stores = []
+        for side in ("old", "new"):
+            path = tmp_path / f"{side}-{number}.db"
+            shutil.copy(migrated_sqlite, path)
+            stores.append(ProjectionStore(f"sqlite+aiosqlite:///{path}"))
+        try:
+            old_error, new_error, old, new = await fe.compare(
+                stores[0], stores[1], fe.batches(records, sizes)
+            )
+        finally:
+            for store in stores:
+                await store.close()
+        assert new_error == old_error
+        assert new == old, fe.first_difference(old, new)
+
+    asyncio.run(run())
+
+
+# ---- a batch that fails part-way ----------------------------------------------------------
+
+
+class _Refused(Exception):
+    """The database's refusal of one statement, as the test makes it."""
+
+
+@contextmanager
+def failing_at(store: ProjectionStore, statement: int) -> Iterator[list[str]]:
+    """The ``statement``-th statement sent (from 0) raises; the statements sent so far."""
+    sent: list[str] = []
+
+    def before(_c: Any, _cur: Any, text: str, _p: Any, _x: Any, _many: bool) -> None:
+        sent.append(text)
+        if len(sent) - 1 == statement:
+            raise _Refused(f"refused: {text[:40]}")
+
+    event.listen(store.engine.sync_engine, "before_cursor_execute", before)
+    try:
+        yield sent
+    finally:
+        event.remove(store.engine.sync_engine, "before_cursor_execute", before)
+
+
+async def test_a_batch_failing_at_any_statement_leaves_nothing(stores: StoreFactory) -> None:
+    """Half the log folded; the next batch of 200 fails at its first statement, its second...
+    up to its last: each time the store's dump is the one before it, byte for byte, the
+    positions (stored and the writer's) unmoved; then it folds, and the store is the one the
+    former writer folds from the same batches."""
+    store, reference = await stores.store(), await stores.store()
+    writer = ProjectionWriter(store)
+    head, batch, tail = LOG[:200], LOG[200:400], LOG[400:]
+    await writer.apply(head)
+    before = await fe.dumped(store)
+    positions = dict(writer.positions)
+    counted = ProjectionWriter(await stores.store())
+    await counted.apply(head)
+    with failing_at(counted.store, 10**9) as sent:  # how many statements the batch sends
+        await counted.apply(batch)
+    statements = len(sent)
+    assert statements > 10
+    for at in range(statements):
+        with failing_at(store, at), pytest.raises(_Refused):
+            await writer.apply(batch)
+        assert await fe.dumped(store) == before, f"statement {at}"
+        assert writer.positions == positions
+        assert await writer.stored_positions() == positions
+    await writer.apply(batch)
+    await writer.apply(tail)
+    old_error, _, old, _ = await fe.compare(reference, await stores.store(), [head, batch, tail])
+    assert old_error is None
+    assert await fe.dumped(store) == old
+
+
+# ---- two workers at once (a rebalance) ----------------------------------------------------
+
+
+async def test_two_workers_given_overlapping_batches_fold_each_event_once(
+    stores: StoreFactory,
+) -> None:
+    """A rebalance: two workers, each with its own connection pool, are given overlapping
+    windows of the same partitions at once. The positions' lock makes one wait for the other
+    and step over what it folded: each event folded once, the read model the one a single
+    worker folds."""
+    records = fe.partitioned(LOG, 2)
+    first = ProjectionWriter(await stores.store())
+    url = first.store.url
+    second = ProjectionWriter(ProjectionStore(url))
+    reference = await stores.store()
+    await fe.fold(ProjectionWriter(reference), fe.batches(records, [500]))
+    try:
+        a = fe.batches(records, [60])
+        b = fe.batches(records[30:], [45])
+        b += [[]] * (len(a) - len(b))  # nothing more for the second
+        results: list[list[Any]] = [[], []]
+        for step in range(len(a)):  # each step's two batches at once
+            done = await asyncio.gather(first.apply(a[step]), second.apply(b[step]))
+            for out, result in zip(results, done, strict=True):
+                out.append(result)
+    finally:
+        await second.store.close()
+    assert sum(r.folded + r.duplicates for rs in results for r in rs) == len(records)
+    assert sum(r.duplicates for rs in results for r in rs) == 0
+    assert all(sum(r.folded for r in rs) > 0 for rs in results)  # both folded some
+    assert await fe.dumped(first.store) == await fe.dumped(reference)
