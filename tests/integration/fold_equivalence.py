@@ -90,7 +90,9 @@ def _odd_table(stream_id: str, first: str, second: str) -> Script:
         script.submit(command)
     while script.state.round_open:  # whatever the shoe dealt: stood to the end
         script.tick()
-        moves = [cmd.Stand.model_construct(player_id=first, box=0, hand=h) for h in (0, 1)]
+        moves: list[cmd.Command] = [
+            cmd.Stand.model_construct(player_id=first, box=0, hand=h) for h in (0, 1)
+        ]
         moves.append(cmd.DeclineInsurance.model_construct(player_id=first, box=0))
         if not any(script.submit(move) for move in moves):
             break
