@@ -18,22 +18,27 @@ import asyncio
 import shutil
 from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
+from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
 import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
-from sqlalchemy import event
+from sqlalchemy import event, func, insert, select
 
+from blackjack.domain import events as ev
 from blackjack.domain import wallet as wl
 from blackjack.messages import wire
+from blackjack.messages.envelope import EventEnvelope
+from blackjack.projections import schema
 from blackjack.projections.store import ProjectionStore
-from blackjack.projections.writer import ProjectionWriter, Record
+from blackjack.projections.views import RoundRecord
+from blackjack.projections.writer import ProjectionWriter, Record, _Batch
 
 pytest.register_assert_rewrite("tests.integration.conftest_projections")
 from tests.integration import fold_equivalence as fe  # noqa: E402
-from tests.integration.conftest_projections import StoreFactory  # noqa: E402
+from tests.integration.conftest_projections import StoreFactory, event_records  # noqa: E402
 
 pytest_plugins = ["tests.integration.conftest_projections"]
 pytestmark = pytest.mark.integration
@@ -240,3 +245,106 @@ async def test_two_workers_given_overlapping_batches_fold_each_event_once(
     assert sum(r.duplicates for rs in results for r in rs) == 0
     assert all(sum(r.folded for r in rs) > 0 for rs in results)  # both folded some
     assert await fe.dumped(first.store) == await fe.dumped(reference)
+
+
+# ---- batches larger than a statement's parameters -----------------------------------------
+
+POSTGRES_MOST_PARAMETERS = 32_767
+"""asyncpg's (PostgreSQL's protocol) limit on a statement's parameters"""
+
+
+def _first_events(streams: int, make: Any) -> list[Record]:
+    at = datetime(2026, 5, 1, tzinfo=UTC)
+    envelopes = []
+    for n in range(streams):
+        stream_id, sequence, data = make(n)
+        envelopes.append(
+            EventEnvelope(
+                event_id=f"{stream_id}-{sequence}",
+                type=data.type,
+                schema_version=data.version,
+                stream_id=stream_id,
+                sequence=sequence,
+                occurred_at=at,
+                causation_id=f"c-{n}",
+                data=data,
+            )
+        )
+    return event_records(envelopes, fe.SEAL)
+
+
+async def test_a_batch_of_more_wallets_than_a_statement_takes_folds(
+    stores: StoreFactory,
+) -> None:
+    """BLACKJACK_PROJECTION_BATCH is any positive number: a batch of 32,768 wallets' first
+    events read them in one statement of 32,768 parameters, which PostgreSQL refuses (the
+    partition stuck for good: every retry the same batch); the former writer read one a
+    statement. Now in statements of ``writer.READ_CHUNK`` ids."""
+    count = POSTGRES_MOST_PARAMETERS + 1
+    records = _first_events(
+        count,
+        lambda n: (
+            wl.wallet_stream(f"p{n}"),
+            1,
+            wl.WalletDeposited(player_id=f"p{n}", amount=n + 1, balance_after=n + 1),
+        ),
+    )
+    store = await stores.store()
+    result = await ProjectionWriter(store).apply(records)
+    assert result.folded == count
+    async with store.reading() as connection:
+        query = select(func.count(), func.sum(schema.wallets.c.balance))
+        assert tuple((await connection.execute(query)).one()) == (count, count * (count + 1) // 2)
+
+
+async def test_a_batch_continuing_more_rounds_than_a_statement_takes_reads_them(
+    stores: StoreFactory,
+) -> None:
+    """The rounds a batch continues are read by (stream, round): 16,384 of them were 32,768
+    parameters in one statement, refused by PostgreSQL. Read in chunks, each found."""
+    store = await stores.store()
+    count = POSTGRES_MOST_PARAMETERS // 2 + 1
+    at = datetime(2026, 5, 1, tzinfo=UTC)
+    records = [
+        RoundRecord(
+            round_id=f"t{n % 3}-r{n}",
+            stream_id=f"t{n % 3}",
+            round=n,
+            variant="mini-h17",
+            currency="EUR",
+            opened_at=at,
+            first_sequence=n,
+            last_sequence=n,
+        )
+        for n in range(1, count + 1)
+    ]
+    rows = [
+        {
+            **r.model_dump(include=_ROUND_COLUMNS),
+            "status": r.status,
+            "record": r.stored(),
+        }
+        for r in records
+    ]
+    async with store.writing() as connection:
+        await connection.execute(insert(schema.rounds), rows)
+    events = _first_events(
+        count, lambda n: (f"t{(n + 1) % 3}", n + 2, ev.RoundCancelled(round=n + 1))
+    )
+    async with store.writing() as connection:
+        batch = _Batch(connection)
+        await batch.load(events)
+    assert sum(len(s.projection.rounds) for s in batch.streams.values()) == count
+
+
+_ROUND_COLUMNS = {
+    "stream_id",
+    "round",
+    "round_id",
+    "variant",
+    "currency",
+    "opened_at",
+    "closed_at",
+    "first_sequence",
+    "last_sequence",
+}

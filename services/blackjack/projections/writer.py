@@ -15,10 +15,10 @@ from __future__ import annotations
 
 import asyncio
 import json
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Iterable, Iterator, Mapping, Sequence
 from dataclasses import asdict, dataclass, field
 from datetime import date
-from typing import Any, Protocol
+from typing import Any, Protocol, TypeVar
 
 from sqlalchemy import Table, and_, bindparam, insert, select, tuple_, update
 from sqlalchemy.dialects.postgresql import insert as postgresql_insert
@@ -47,6 +47,7 @@ from blackjack.projections.wallets import WalletProjection, WalletView
 
 Position = tuple[str, int]
 """(topic, partition)"""
+_Key = TypeVar("_Key")
 
 
 class KafkaRecord(Protocol):
@@ -422,8 +423,12 @@ class _Batch:
         if not stream_ids:
             return
         w = schema.wallets
-        query = select(w).where(w.c.stream_id.in_(sorted(_as_keys(stream_ids))))
-        rows = {row.stream_id: row for row in (await self.connection.execute(query)).all()}
+        rows = {}
+        for keys in _chunks(sorted(_as_keys(stream_ids))):
+            query = select(w).where(w.c.stream_id.in_(keys))
+            rows.update(
+                {row.stream_id: row for row in (await self.connection.execute(query)).all()}
+            )
         for stream_id in stream_ids:
             row = rows.get(nul_replaced(stream_id))
             if row is None:
@@ -444,13 +449,14 @@ class _Batch:
         if not stream_ids:
             return
         t, a = schema.table_views, schema.accounts
-        query = select(t.c.stream_id, t.c.view).where(
-            t.c.stream_id.in_(sorted(_as_keys(stream_ids)))
-        )
-        views = {row.stream_id: row.view for row in (await self.connection.execute(query)).all()}
+        views: dict[str, Any] = {}
+        for keys in _chunks(sorted(_as_keys(stream_ids))):
+            query = select(t.c.stream_id, t.c.view).where(t.c.stream_id.in_(keys))
+            for row in (await self.connection.execute(query)).all():
+                views[row.stream_id] = row.view
         accounts: dict[str, list[dict[str, Any]]] = {key: [] for key in views}
-        if views:
-            query = select(a).where(a.c.stream_id.in_(sorted(views)))
+        for keys in _chunks(sorted(views)):
+            query = select(a).where(a.c.stream_id.in_(keys))
             for r in (await self.connection.execute(query)).all():
                 accounts[r.stream_id].append(r._asdict())
         for stream_id in stream_ids:
@@ -480,26 +486,27 @@ class _Batch:
         stored: dict[tuple[str, int], list[_Loaded]] = {}
         for stream_id, number in keys:  # as the store holds the id (``nul_replaced``)
             stored.setdefault((nul_replaced(stream_id), number), []).append(self.streams[stream_id])
-        wanted = sorted(stored)
-        query = select(r.c.stream_id, r.c.round, r.c.record).where(
-            tuple_(r.c.stream_id, r.c.round).in_(wanted)
-        )
         loaded_now: set[tuple[int, int]] = set()  # (id of the _Loaded, round) read here
-        for row in (await self.connection.execute(query)).all():
-            for loaded in stored[(row.stream_id, row.round)]:
-                if row.round in loaded.projection.rounds:
-                    continue  # opened in this batch: the record in memory is newer
-                loaded.projection.rounds[row.round] = RoundRecord.model_validate(row.record)
-                loaded.rounds.add(row.round)
-                loaded_now.add((id(loaded), row.round))
-        query = select(rp).where(tuple_(rp.c.stream_id, rp.c.round).in_(wanted))
-        for player in (await self.connection.execute(query)).all():
-            for loaded in stored[(player.stream_id, player.round)]:
-                if (id(loaded), player.round) not in loaded_now:
-                    continue
-                key = (player.round, player.player_id)
-                loaded.projection.players[key] = RoundPlayer.model_validate(player._asdict())
-                loaded.players.add(key)
+        for wanted in _chunks(sorted(stored)):
+            query = select(r.c.stream_id, r.c.round, r.c.record).where(
+                tuple_(r.c.stream_id, r.c.round).in_(wanted)
+            )
+            for row in (await self.connection.execute(query)).all():
+                for loaded in stored[(row.stream_id, row.round)]:
+                    if row.round in loaded.projection.rounds:
+                        continue  # opened in this batch: the record in memory is newer
+                    loaded.projection.rounds[row.round] = RoundRecord.model_validate(row.record)
+                    loaded.rounds.add(row.round)
+                    loaded_now.add((id(loaded), row.round))
+        for wanted in _chunks(sorted(stored)):
+            query = select(rp).where(tuple_(rp.c.stream_id, rp.c.round).in_(wanted))
+            for player in (await self.connection.execute(query)).all():
+                for loaded in stored[(player.stream_id, player.round)]:
+                    if (id(loaded), player.round) not in loaded_now:
+                        continue
+                    key = (player.round, player.player_id)
+                    loaded.projection.players[key] = RoundPlayer.model_validate(player._asdict())
+                    loaded.players.add(key)
 
     async def flush(self) -> None:
         """Write what the batch changed: each table's new rows in one INSERT and its changed
@@ -572,6 +579,20 @@ class _Batch:
             rows.put(schema.round_players, key, values, exists=exists)
         for day, totals in sorted(projection.days.items()):
             rows.add_day(stream_id, view.variant or "", view.currency or "", day, totals)
+
+
+READ_CHUNK = 1_000
+"""The most keys one of a batch's reads names (``_chunks``): on PostgreSQL a statement takes
+at most 32,767 parameters (asyncpg), and a list of (stream, round) pairs of a few thousand
+exceeds the server's expression depth (``max_stack_depth``, 2 MB: 8,000 pairs did); a batch
+of 32,768 wallets, or of 8,000 rounds, was refused at every retry, its partition stuck. A
+batch of 500 events reads each table in one statement still."""
+
+
+def _chunks(keys: Sequence[_Key]) -> Iterator[Sequence[_Key]]:
+    """``keys`` in slices of ``READ_CHUNK``."""
+    for start in range(0, len(keys), READ_CHUNK):
+        yield keys[start : start + READ_CHUNK]
 
 
 def _as_keys(stream_ids: Iterable[str]) -> set[str]:
