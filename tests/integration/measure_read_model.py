@@ -60,9 +60,10 @@ class _OneByOne(writing._Rows):
 
     async def write(self, connection: Any) -> None:
         for table in schema.READ_MODEL:
-            for row in self.inserts.get(table, []):
-                await connection.execute(insert(table), [row])
-            for (updated, key), changed in self.updates.items():
+            for (inserted, _), new in self.inserts.items():
+                for row in new if inserted is table else []:
+                    await connection.execute(insert(table), [row])
+            for (updated, key, _), changed in self.updates.items():
                 if updated is table:
                     where = [
                         table.c[name] == bindparam(f"{writing.KEY_PREFIX}{name}") for name in key

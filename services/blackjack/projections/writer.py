@@ -605,25 +605,33 @@ KEY_PREFIX = "key_"
 
 
 class _Rows:
-    """The rows one batch writes, gathered by table and written with one statement a table
-    and kind: the new rows in one INSERT (executemany: one multi-row INSERT on PostgreSQL),
-    the changed rows in one UPDATE executed for each (asyncpg sends them in one go), the
-    batch's game days in one upsert (a stream's days are distinct keys: no row is upserted
-    twice in one statement). The tables in ``schema.READ_MODEL`` order."""
+    """The rows one batch writes, gathered by table and written with one statement a table,
+    kind and set of columns (a table's rows have the same columns: one statement): the new
+    rows in one INSERT (executemany: one multi-row INSERT on PostgreSQL), the changed rows in
+    one UPDATE executed for each (asyncpg sends them in one go), the batch's game days in one
+    upsert (a stream's days are distinct keys: no row is upserted twice in one statement).
+    The tables in ``schema.READ_MODEL`` order."""
 
     def __init__(self) -> None:
-        self.inserts: dict[Table, list[dict[str, Any]]] = {}
-        self.updates: dict[tuple[Table, tuple[str, ...]], list[dict[str, Any]]] = {}
+        self.inserts: dict[tuple[Table, tuple[str, ...]], list[dict[str, Any]]] = {}
+        """new rows by table and columns"""
+        self.updates: dict[tuple[Table, tuple[str, ...], tuple[str, ...]], list[dict[str, Any]]]
+        self.updates = {}
+        """changed rows by table, key columns and columns set"""
         self.days: list[dict[str, Any]] = []
 
     def put(
         self, table: Table, key: dict[str, Any], values: dict[str, Any], *, exists: bool
     ) -> None:
+        # One statement serves the rows of the same columns only: executemany makes it from
+        # the first row's, and a later row's other column was dropped without a word.
         if exists:
             keyed = {f"{KEY_PREFIX}{name}": value for name, value in key.items()}
-            self.updates.setdefault((table, tuple(key)), []).append({**keyed, **values})
+            group = (table, tuple(key), tuple(values))
+            self.updates.setdefault(group, []).append({**keyed, **values})
         else:
-            self.inserts.setdefault(table, []).append({**key, **values})
+            row = {**key, **values}
+            self.inserts.setdefault((table, tuple(row)), []).append(row)
 
     def add_day(
         self, stream_id: str, variant: str, currency: str, day: date, totals: GameDay
@@ -637,10 +645,10 @@ class _Rows:
 
     async def write(self, connection: AsyncConnection) -> None:
         for table in schema.READ_MODEL:
-            inserted = self.inserts.get(table)
-            if inserted:
-                await connection.execute(insert(table), inserted)
-            for (updated, key), changed in self.updates.items():
+            for (inserted, _), new in self.inserts.items():
+                if inserted is table:
+                    await connection.execute(insert(table), new)
+            for (updated, key, _), changed in self.updates.items():
                 if updated is table:
                     where = [table.c[name] == bindparam(f"{KEY_PREFIX}{name}") for name in key]
                     await connection.execute(update(table).where(*where), changed)
