@@ -25,7 +25,7 @@ from typing import Any
 import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
-from sqlalchemy import event, func, insert, select
+from sqlalchemy import event, func, insert, select, update
 
 from blackjack.domain import events as ev
 from blackjack.domain import wallet as wl
@@ -406,3 +406,55 @@ async def test_rows_of_different_columns_are_each_written_whole(stores: StoreFac
         del row["stream_id"], row["player_id"]
         assert row == expected[player_id], player_id
     assert len(found) == 500
+
+
+# ---- a record or a row that cannot be read: which record is to blame ----------------------
+
+
+async def _failed_at(writer: ProjectionWriter, batch: list[Record]) -> int | None:
+    with pytest.raises(Exception):  # noqa: B017 - any: what matters is who is named
+        await writer.apply(batch)
+    return None if writer.failed_at is None else writer.failed_at.offset
+
+
+@pytest.mark.parametrize(
+    "poison", [b"[" * 100_000, b"{}", b"\xff"], ids=["nested", "no envelope", "not utf-8"]
+)
+async def test_a_record_that_cannot_be_read_is_named_as_the_former_writer_named_it(
+    stores: StoreFactory, poison: bytes
+) -> None:
+    """The worker folds the records before the one ``failed_at`` names and reports that one
+    as stuck (``batches._fold_up_to``, the operator's step-over). The batch writer decodes the
+    records before folding: a value nested deeper than the decoder recurses (RecursionError,
+    not a ValueError) raised there, before any record was folded, ``failed_at`` None: the
+    records before it were held back with it and none was named."""
+    batch = [*LOG[:20], Record(LOG[0].topic, 0, 20, poison), *LOG[20:40]]
+    batch = [Record(r.topic, 0, offset, r.value) for offset, r in enumerate(batch)]
+    old = await _failed_at(fe.writer_before()(await stores.store()), batch)
+    new = await _failed_at(ProjectionWriter(await stores.store()), batch)
+    assert (old, new) == (20, 20)
+
+
+async def test_a_stored_row_that_cannot_be_read_is_blamed_on_the_record_that_needs_it(
+    stores: StoreFactory,
+) -> None:
+    """A table's stored view that does not read (an operator's hand edit): the former writer
+    named the first record of that table the batch folds, the others before it folded."""
+    records = [Record(r.topic, 0, offset, r.value) for offset, r in enumerate(LOG)]
+    head, batch = records[:150], records[150:300]
+    broken = wire.decode(batch[40].value).stream_id
+    named = []
+    for writer in (
+        fe.writer_before()(await stores.store()),
+        ProjectionWriter(await stores.store()),
+    ):
+        await writer.apply(head)
+        async with writer.store.writing() as connection:
+            await connection.execute(
+                update(schema.table_views)
+                .where(schema.table_views.c.stream_id == broken)
+                .values(view={"stream_id": broken, "last_sequence": "not a number"})
+            )
+        named.append(await _failed_at(writer, batch))
+    first = next(r.offset for r in batch if wire.decode(r.value).stream_id == broken)
+    assert named == [first, first]

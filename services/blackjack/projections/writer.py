@@ -324,19 +324,21 @@ class _Batch:
         for record in records:
             try:
                 envelope = wire.decode(record.value)
-            except (ValueError, KeyError, TypeError):
-                continue  # ``fold`` says what is wrong with it
+            except Exception:  # even a RecursionError: ``fold`` raises it again,
+                continue  # naming the record (``failed_at``), the records before it folded
             self.decoded[(record.topic, record.partition, record.offset)] = envelope
             envelopes.append(envelope)
         streams = {e.stream_id for e in envelopes} - set(self.streams) - set(self.wallets)
-        await self._load_streams(sorted(s for s in streams if not is_wallet_stream(s)))
-        await self._load_wallets(sorted(s for s in streams if is_wallet_stream(s)))
+        # A stored row that does not read is left to ``fold``, which reads it again as it
+        # reaches the first record needing it and names that record (``failed_at``).
+        await self._load_streams(sorted(s for s in streams if not is_wallet_stream(s)), True)
+        await self._load_wallets(sorted(s for s in streams if is_wallet_stream(s)), True)
         rounds = {
             (e.stream_id, e.data.round)
             for e in envelopes
             if isinstance(e.data, ev.RoundEvent) and not isinstance(e.data, ev.RoundOpened)
         }
-        await self._load_rounds(sorted(rounds - self.looked_up))
+        await self._load_rounds(sorted(rounds - self.looked_up), lenient=True)
 
     async def fold(self, record: Record) -> str | None:
         """Fold one record in; its event type, or None for a duplicate of an earlier event."""
@@ -419,7 +421,8 @@ class _Batch:
             await self._load_wallets([stream_id])
         return self.wallets[stream_id]
 
-    async def _load_wallets(self, stream_ids: Sequence[str]) -> None:
+    async def _load_wallets(self, stream_ids: Sequence[str], lenient: bool = False) -> None:
+        """``lenient``: a wallet whose row does not read is left unloaded, not raised."""
         if not stream_ids:
             return
         w = schema.wallets
@@ -436,7 +439,13 @@ class _Batch:
             else:
                 values = row._asdict()
                 values.pop("in_transit")
-                loaded = _LoadedWallet(WalletProjection(WalletView.model_validate(values)), True)
+                try:
+                    view = WalletView.model_validate(values)
+                except ValueError:
+                    if lenient:
+                        continue
+                    raise
+                loaded = _LoadedWallet(WalletProjection(view), True)
             self.wallets[stream_id] = loaded
 
     async def _stream(self, stream_id: str) -> _Loaded:
@@ -444,8 +453,9 @@ class _Batch:
             await self._load_streams([stream_id])
         return self.streams[stream_id]
 
-    async def _load_streams(self, stream_ids: Sequence[str]) -> None:
-        """The tables' views and accounts, two statements for all of them."""
+    async def _load_streams(self, stream_ids: Sequence[str], lenient: bool = False) -> None:
+        """The tables' views and accounts, two statements for all of them. ``lenient``: a
+        table whose rows do not read is left unloaded, not raised."""
         if not stream_ids:
             return
         t, a = schema.table_views, schema.accounts
@@ -465,8 +475,13 @@ class _Batch:
             if view is None:
                 loaded = _Loaded(StreamProjection.new(stream_id), view_exists=False, accounts=set())
             else:
-                found = {r["player_id"]: Account.model_validate(r) for r in accounts[key]}
-                projection = StreamProjection(TableView.model_validate(view), found)
+                try:
+                    found = {r["player_id"]: Account.model_validate(r) for r in accounts[key]}
+                    projection = StreamProjection(TableView.model_validate(view), found)
+                except ValueError:
+                    if lenient:
+                        continue
+                    raise
                 loaded = _Loaded(projection, view_exists=True, accounts=set(found))
             self.streams[stream_id] = loaded
 
@@ -476,8 +491,10 @@ class _Batch:
             return  # a round not found is the projection's to report
         await self._load_rounds([(stream_id, number)])
 
-    async def _load_rounds(self, keys: Sequence[tuple[str, int]]) -> None:
-        """The rounds' records and their players' lines, two statements for all of them."""
+    async def _load_rounds(self, keys: Sequence[tuple[str, int]], *, lenient: bool = False) -> None:
+        """The rounds' records and their players' lines, two statements for all of them.
+        ``lenient``: a round whose rows do not read is left unloaded and not looked up (its
+        first event's fold reads it again, and raises), not raised."""
         self.looked_up.update(keys)
         keys = [(stream_id, number) for stream_id, number in keys if stream_id in self.streams]
         if not keys:
@@ -486,27 +503,38 @@ class _Batch:
         stored: dict[tuple[str, int], list[_Loaded]] = {}
         for stream_id, number in keys:  # as the store holds the id (``nul_replaced``)
             stored.setdefault((nul_replaced(stream_id), number), []).append(self.streams[stream_id])
-        loaded_now: set[tuple[int, int]] = set()  # (id of the _Loaded, round) read here
+        records: dict[tuple[str, int], Any] = {}
+        lines: dict[tuple[str, int], list[dict[str, Any]]] = {}
         for wanted in _chunks(sorted(stored)):
             query = select(r.c.stream_id, r.c.round, r.c.record).where(
                 tuple_(r.c.stream_id, r.c.round).in_(wanted)
             )
             for row in (await self.connection.execute(query)).all():
-                for loaded in stored[(row.stream_id, row.round)]:
-                    if row.round in loaded.projection.rounds:
-                        continue  # opened in this batch: the record in memory is newer
-                    loaded.projection.rounds[row.round] = RoundRecord.model_validate(row.record)
-                    loaded.rounds.add(row.round)
-                    loaded_now.add((id(loaded), row.round))
-        for wanted in _chunks(sorted(stored)):
+                records[(row.stream_id, row.round)] = row.record
+        for wanted in _chunks(sorted(records)):
             query = select(rp).where(tuple_(rp.c.stream_id, rp.c.round).in_(wanted))
-            for player in (await self.connection.execute(query)).all():
-                for loaded in stored[(player.stream_id, player.round)]:
-                    if (id(loaded), player.round) not in loaded_now:
-                        continue
-                    key = (player.round, player.player_id)
-                    loaded.projection.players[key] = RoundPlayer.model_validate(player._asdict())
-                    loaded.players.add(key)
+            for line in (await self.connection.execute(query)).all():
+                lines.setdefault((line.stream_id, line.round), []).append(line._asdict())
+        unread: set[tuple[str, int]] = set()
+        for key, record in records.items():
+            number = key[1]
+            for loaded in stored[key]:
+                if number in loaded.projection.rounds:
+                    continue  # opened in this batch: the record in memory is newer
+                try:
+                    read = RoundRecord.model_validate(record)
+                    players = [RoundPlayer.model_validate(row) for row in lines.get(key, [])]
+                except ValueError:
+                    if not lenient:
+                        raise
+                    unread.add(key)
+                    continue
+                loaded.projection.rounds[number] = read
+                loaded.rounds.add(number)
+                for player in players:
+                    loaded.projection.players[(number, player.player_id)] = player
+                    loaded.players.add((number, player.player_id))
+        self.looked_up -= {(s, n) for s, n in keys if (nul_replaced(s), n) in unread}
 
     async def flush(self) -> None:
         """Write what the batch changed: each table's new rows in one INSERT and its changed
