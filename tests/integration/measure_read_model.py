@@ -83,19 +83,8 @@ class _RowByRowBatch(writing._Batch):
     async def load(self, records: Sequence[Record]) -> None:
         return
 
-    async def flush(self) -> None:
-        rows = _OneByOne()
-        for loaded in self.streams.values():
-            self._save(loaded, rows)
-        for wallet in self.wallets.values():
-            values = wallet.projection.view.model_dump(mode="json", exclude={"updated_at"})
-            values["updated_at"] = wallet.projection.view.updated_at
-            values["in_transit"] = wallet.projection.view.in_transit
-            key = {"stream_id": values.pop("stream_id")}
-            rows.put(schema.wallets, key, values, exists=wallet.exists)
-        await rows.write(self.connection)
-        if self.events:
-            await self.connection.execute(insert(schema.events), self.events)
+    def _rows(self) -> writing._Rows:
+        return _OneByOne()
 
 
 class RowByRow(ProjectionWriter):
