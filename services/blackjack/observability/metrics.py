@@ -67,6 +67,12 @@ SNAPSHOT_LIMIT_BYTES = Gauge(
 TIMER_COMMANDS = Counter(
     "blackjack_timer_commands_total", "Commands sent by the service's clock", ["type"]
 )
+TIMER_SEND_FAILURES = Counter(
+    "blackjack_timer_send_failures_total",
+    "Sends of the service's clock that failed (the broker away), by error; the clock's sends "
+    "pause after each",
+    ["error"],
+)
 PARTITIONS = Gauge(
     "blackjack_partitions", "Command partitions assigned to this instance, by status", ["status"]
 )
