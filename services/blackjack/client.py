@@ -28,6 +28,11 @@ names one already. A client that knows nothing of a stream sends the command as 
 acts in the round in play); one that knows an older round than the table's is refused
 ``stale_command`` (read the table's events, then send again): never a bet in a round not
 meant.
+
+Failure modes (docs/kafka.md, "The client's failure modes"): a passing fetch error is retried
+after a backoff, a fatal one fails every wait at once (``health``, ``on_health``); a send
+waits at most ``send_timeout_s`` (``SendTimedOut``); ``stop()`` ends the waits with
+``ClientStopped``; another event loop gets ``WrongEventLoop``.
 """
 
 from __future__ import annotations
@@ -35,16 +40,28 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import os
+import time
 import uuid
 from collections import OrderedDict
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Coroutine, Mapping, Sequence
+from dataclasses import dataclass
 from datetime import UTC, datetime
 from types import TracebackType
-from typing import Any, TypeVar
+from typing import Any, Literal, TypeVar
 
 import structlog
 from aiokafka import AIOKafkaConsumer, AIOKafkaProducer, TopicPartition
-from aiokafka.errors import OutOfOrderSequenceNumber
+from aiokafka.errors import (
+    ClusterAuthorizationFailedError,
+    GroupAuthorizationFailedError,
+    KafkaError,
+    KafkaTimeoutError,
+    OutOfOrderSequenceNumber,
+    SaslAuthenticationFailed,
+    TopicAuthorizationFailedError,
+    TransactionalIdAuthorizationFailed,
+    UnsupportedCodecError,
+)
 from pydantic import BaseModel, ValidationError
 
 from blackjack.bus.clients import ScopedConsumer, ScopedProducer
@@ -59,6 +76,9 @@ from blackjack.domain.commands import TableCommand, naming_round
 from blackjack.domain.wallet import AnyWalletCommand
 from blackjack.messages.envelope import CommandEnvelope, CommandResult
 from blackjack.messages.wire import WireEnvelope, decode
+from blackjack.observability.logging import Throttled
+
+_T = TypeVar("_T")
 
 KEEP_RESULTS = 100_000
 PRODUCER_BATCH_BYTES = 16_384
@@ -69,7 +89,70 @@ client's commands are a few hundred bytes each; docs/load.md measured larger bat
 # a broker that stamps records itself (LogAppendTime) with a skewed clock.
 EVENTS_LOOKBACK_MS = 60_000
 
+READ_RETRY_FIRST_S = 0.1
+READ_RETRY_MAX_S = 5.0
+"""The results reader's pause after a fetch that failed with a broker's passing error: the
+first, doubled at each failure in a row, never more than the last (a broker away is not
+asked in a busy loop; one back is read again within 5 s)."""
+READ_RETRY_LOG_EVERY_S = 30.0
+
+FATAL_READ_ERRORS: tuple[type[KafkaError], ...] = (
+    TopicAuthorizationFailedError,
+    GroupAuthorizationFailedError,
+    ClusterAuthorizationFailedError,
+    TransactionalIdAuthorizationFailed,
+    SaslAuthenticationFailed,
+    UnsupportedCodecError,
+)
+"""What no retry mends: the results topic refused to this client's principal, a batch it
+cannot decompress. Every other ``KafkaError`` (``retriable`` ones: a leader or coordinator
+moved, a broker away, a request timed out; and the rest: a record too large, a corrupt
+fetch) is retried after a backoff."""
+
 log = structlog.get_logger("blackjack.client")
+
+
+class ClientStopped(RuntimeError):
+    """The client was stopped (or never started): no command can be sent and no result
+    come through it. ``result`` waits cut short by ``stop()`` get it at once."""
+
+
+class SendTimedOut(KafkaTimeoutError):  # type: ignore[misc]
+    """The broker did not take a command within ``send_timeout_s`` (it is away). The command
+    may still be written once it is back: resend it under the same ``command_id`` and
+    ``sent_at`` (answered once), never under a new id."""
+
+
+class WrongEventLoop(RuntimeError):
+    """The client was used from an event loop other than the one it was started in: its
+    aiokafka producer and consumer belong to that loop alone."""
+
+
+ReaderState = Literal["not-started", "reading", "retrying", "failed", "stopped"]
+
+
+@dataclass(frozen=True)
+class ReaderHealth:
+    """What the results reader is doing, for a platform to poll (``client.health``) or be
+    told (``on_health``): ``reading``; ``retrying`` after ``failures`` fetches in a row failed
+    with a passing error (``error``, the last; results come once the broker answers again,
+    waits meanwhile run to their timeouts); ``failed`` for good (``error``: every wait fails
+    at once with it); ``stopped``. ``since``: ``time.monotonic()`` of the change."""
+
+    state: ReaderState
+    error: str | None = None
+    failures: int = 0
+    since: float = 0.0
+
+    @property
+    def healthy(self) -> bool:
+        return self.state == "reading"
+
+
+def read_error_is_fatal(error: BaseException) -> bool:
+    """Whether the results reader stops for good at ``error`` (``FATAL_READ_ERRORS``, or
+    anything that is not a ``KafkaError``: ``CodecMissing``, a bug) rather than retrying."""
+    return not isinstance(error, KafkaError) or isinstance(error, FATAL_READ_ERRORS)
 
 
 class BlackjackClient:
@@ -83,12 +166,20 @@ class BlackjackClient:
         security: KafkaSecurity = PLAINTEXT,
         max_batch_size: int = PRODUCER_BATCH_BYTES,
         linger_ms: int = 0,
+        send_timeout_s: float = 30.0,
+        on_health: Callable[[ReaderHealth], None] | None = None,
     ) -> None:
-        """``max_batch_size`` and ``linger_ms``: the commands producer's (aiokafka's meaning)."""
+        """``max_batch_size`` and ``linger_ms``: the commands producer's (aiokafka's
+        meaning). ``send_timeout_s``: how long a ``send`` waits for the broker's ack
+        (``SendTimedOut`` after it; aiokafka's own waits for good while a single broker is
+        away). ``on_health``: called, in the client's event loop,
+        with each change of the results reader's ``ReaderHealth``."""
         self.bootstrap = bootstrap
         self.security = security
         self.max_batch_size = max_batch_size
         self.linger_ms = linger_ms
+        self.send_timeout_s = send_timeout_s
+        self.on_health = on_health
         self.topics = topics or Topics()
         self.source = source
         self.client_id = client_id
@@ -101,6 +192,10 @@ class BlackjackClient:
         self.rounds: dict[str, tuple[int, bool]] = {}
         """Per table stream, its last round as this client last saw it and whether that
         round is open: what ``send`` names in a command that acts in a round."""
+        self._loop: asyncio.AbstractEventLoop | None = None
+        self._stopped = False
+        self._health = ReaderHealth("not-started", since=time.monotonic())
+        self._retries_logged = Throttled(READ_RETRY_LOG_EVERY_S)
 
     @classmethod
     def from_env(cls, env: Mapping[str, str] = os.environ, **options: Any) -> BlackjackClient:
@@ -126,11 +221,41 @@ class BlackjackClient:
     ) -> None:
         await self.stop()
 
+    @property
+    def health(self) -> ReaderHealth:
+        """The results reader's state now (``ReaderHealth``)."""
+        return self._health
+
+    def _set_health(self, state: ReaderState, error: str | None = None, failures: int = 0) -> None:
+        before = self._health
+        since = before.since if state == before.state else time.monotonic()
+        self._health = ReaderHealth(state, error, failures, since)
+        if (state, error) != (before.state, before.error) and self.on_health is not None:
+            try:
+                self.on_health(self._health)
+            except Exception:  # the platform's callback: its failure is not the reader's
+                log.exception("the on_health callback failed", state=state)
+
+    def _check_loop(self) -> None:
+        """``ClientStopped`` once stopped; ``WrongEventLoop`` from a loop the client was not
+        started in."""
+        if self._stopped:
+            raise ClientStopped("the client is stopped")
+        if self._loop is not None and asyncio.get_running_loop() is not self._loop:
+            raise WrongEventLoop(
+                "BlackjackClient used from another event loop than the one it was started in: "
+                "start a client per event loop"
+            )
+
     async def start(self) -> None:
+        if self._loop is not None or self._stopped:
+            raise ClientStopped("a client is started once: make a new one")
+        self._loop = asyncio.get_running_loop()
         try:
             await self._start()
-        except BaseException:  # leave nothing connected behind
+        except BaseException:  # leave nothing connected behind; it may be started again
             await self.stop()
+            self._loop, self._stopped = None, False
             raise
 
     def _new_producer(self) -> AIOKafkaProducer:
@@ -182,6 +307,7 @@ class BlackjackClient:
             await self._consumer.position(tp)
         self._reader = asyncio.create_task(self._read(), name="blackjack-client-results")
         self._reader.add_done_callback(self._reader_ended)
+        self._set_health("reading")
 
     def _reader_failure(self) -> BaseException | None:
         """Why the results reader stopped, if it failed (a batch it could not decompress:
@@ -197,12 +323,26 @@ class BlackjackClient:
         if failure is None:
             return
         log.error("the results reader failed", error=f"{type(failure).__name__}: {failure}")
+        self._set_health("failed", f"{type(failure).__name__}: {failure}")
+        self._fail_waiters(failure)
+
+    def _fail_waiters(self, failure: BaseException) -> None:
         for waiters in self._waiters.values():
             for _, _, future in waiters:
                 if not future.done():
                     future.set_exception(failure)
 
     async def stop(self) -> None:
+        """Stop the client: once (a second call, from any task, returns at once); a ``result``
+        still waiting gets ``ClientStopped``, as does every call after."""
+        if self._stopped:
+            return
+        if self._loop is not None and asyncio.get_running_loop() is not self._loop:
+            raise WrongEventLoop("stop() a client in the event loop it was started in")
+        self._stopped = True
+        if self._health.state != "failed":
+            self._set_health("stopped")
+        self._fail_waiters(ClientStopped("the client was stopped while the result was awaited"))
         if self._reader is not None:
             self._reader.cancel()
             if self._reader_failure() is None:  # (a failure was told when it came)
@@ -263,6 +403,7 @@ class BlackjackClient:
 
     async def send_all(self, commands: Sequence[tuple[str, BaseModel]]) -> list[str]:
         """Send many (stream id, command) pairs pipelined, in order; returns their ids."""
+        self._check_loop()
         assert self._producer is not None, "start() the client first"
         envelopes = [
             CommandEnvelope(
@@ -275,12 +416,22 @@ class BlackjackClient:
         ]
         producer = self._producer
         try:
-            await self._send_pipelined(producer, envelopes)
+            await self._bounded(self._send_pipelined(producer, envelopes))
         except OutOfOrderSequenceNumber as error:  # sent again under the same ids: safe
             await self._renew_producer(producer, error)
             assert self._producer is not None
-            await self._send_pipelined(self._producer, envelopes)
+            await self._bounded(self._send_pipelined(self._producer, envelopes))
         return [envelope.command_id for envelope in envelopes]
+
+    async def _bounded(self, sending: Coroutine[Any, Any, _T]) -> _T:
+        """``sending``, or ``SendTimedOut`` after ``send_timeout_s``."""
+        try:
+            return await asyncio.wait_for(sending, self.send_timeout_s)
+        except TimeoutError:
+            raise SendTimedOut(
+                f"the broker did not take the command within {self.send_timeout_s} s; "
+                "resend it under the same command_id and sent_at"
+            ) from None
 
     async def _send_pipelined(
         self, producer: AIOKafkaProducer, envelopes: Sequence[CommandEnvelope]
@@ -309,17 +460,20 @@ class BlackjackClient:
         """Write any bytes to the commands topic (for tests of bad input); returns the offset.
         A producer left unusable is replaced and the record sent once more (a command sent
         again under its id is answered once)."""
+        self._check_loop()
         producer = self._producer
         assert producer is not None, "start() the client first"
         try:
-            metadata = await producer.send_and_wait(
-                self.topics.commands, value, key=key, headers=list(headers)
+            metadata = await self._bounded(
+                producer.send_and_wait(self.topics.commands, value, key=key, headers=list(headers))
             )
         except OutOfOrderSequenceNumber as error:
             await self._renew_producer(producer, error)
             assert self._producer is not None
-            metadata = await self._producer.send_and_wait(
-                self.topics.commands, value, key=key, headers=list(headers)
+            metadata = await self._bounded(
+                self._producer.send_and_wait(
+                    self.topics.commands, value, key=key, headers=list(headers)
+                )
             )
         return int(metadata.offset)
 
@@ -340,6 +494,7 @@ class BlackjackClient:
         received = _of_stream(self._results.get(command_id, []), stream_id)
         if len(received) > skip:
             return received[skip]
+        self._check_loop()
         failure = self._reader_failure()
         if failure is not None:
             raise failure
@@ -390,6 +545,7 @@ class BlackjackClient:
         first, last = result.first_sequence, result.last_sequence
         if first is None or last is None:
             return []
+        self._check_loop()
         assert self._producer is not None, "start() the client first"
         partitions = await self._producer.partitions_for(self.topics.events)
         tp = TopicPartition(self.topics.events, partition_for(result.stream_id, len(partitions)))
@@ -402,10 +558,9 @@ class BlackjackClient:
             enable_auto_commit=False,
         )
         try:  # a start that fails or is cancelled too: its client and task closed
-            await consumer.start()
-            events = await asyncio.wait_for(
-                self._collect(consumer, tp, result, first, last), timeout
-            )
+            async with asyncio.timeout(timeout):  # its start too: a broker away
+                await consumer.start()
+                events = await self._collect(consumer, tp, result, first, last)
         finally:
             await consumer.stop()
         self.learn_round(result.stream_id, events)
@@ -437,34 +592,68 @@ class BlackjackClient:
         return [collected[sequence] for sequence in sorted(collected)]
 
     async def _read(self) -> None:
+        """Follow the results topic for good: a fetch that fails with a broker's passing
+        error is tried again after a backoff (``READ_RETRY_*``, ``health`` says
+        ``retrying``); a fatal one (``read_error_is_fatal``) ends the reader, and every wait
+        fails at once with it (``_reader_ended``)."""
         assert self._consumer is not None
+        failures = 0
         while True:
-            batches = await self._consumer.getmany(timeout_ms=1000)
-            for records in batches.values():
-                for record in records:
-                    if header_name_not_utf8(record.headers):
-                        # none of the service's results has one: nothing of it is believed
-                        log.error(
-                            "a record no reader can read stepped over (a header name that is "
-                            "not UTF-8; who may write to the results topic?)",
-                            record=f"{record.topic}@{record.offset}",
-                            partition=record.partition,
-                            offset=record.offset,
-                        )
-                        continue
-                    try:
-                        result = CommandResult.model_validate_json(record.value or b"")
-                    except ValidationError as error:
-                        # a newer service (a rejection code this client does not know): the
-                        # others still get their results, this one's waiter times out
-                        log.warning(
-                            "a command result this client cannot read",
-                            offset=record.offset,
-                            partition=record.partition,
-                            error=str(error)[:300],
-                        )
-                        continue
-                    self._received(result)
+            try:
+                batches = await self._consumer.getmany(timeout_ms=1000)
+            except KafkaError as error:
+                if read_error_is_fatal(error):
+                    raise
+                failures += 1
+                self._fetch_failed(error, failures)
+                await asyncio.sleep(min(READ_RETRY_FIRST_S * 2 ** (failures - 1), READ_RETRY_MAX_S))
+                continue
+            if failures:
+                log.info("the results reader reads again", failures=failures)
+                failures = 0
+                self._set_health("reading")
+            self._take(batches)
+
+    def _fetch_failed(self, error: KafkaError, failures: int) -> None:
+        described = f"{type(error).__name__}: {error}"
+        self._set_health("retrying", described, failures)
+        left_out = self._retries_logged.due()
+        if left_out is not None:
+            log.warning(
+                "fetching results failed; retried after a backoff",
+                error=described,
+                retriable=bool(error.retriable),
+                failures_in_a_row=failures,
+                lines_left_out=left_out,
+            )
+
+    def _take(self, batches: Mapping[TopicPartition, Sequence[Any]]) -> None:
+        """Keep the results of a fetch (a record no reader can read stepped over)."""
+        for records in batches.values():
+            for record in records:
+                if header_name_not_utf8(record.headers):
+                    # none of the service's results has one: nothing of it is believed
+                    log.error(
+                        "a record no reader can read stepped over (a header name that is "
+                        "not UTF-8; who may write to the results topic?)",
+                        record=f"{record.topic}@{record.offset}",
+                        partition=record.partition,
+                        offset=record.offset,
+                    )
+                    continue
+                try:
+                    result = CommandResult.model_validate_json(record.value or b"")
+                except ValidationError as error:
+                    # a newer service (a rejection code this client does not know): the
+                    # others still get their results, this one's waiter times out
+                    log.warning(
+                        "a command result this client cannot read",
+                        offset=record.offset,
+                        partition=record.partition,
+                        error=str(error)[:300],
+                    )
+                    continue
+                self._received(result)
 
     def _received(self, result: CommandResult) -> None:
         """Keep a result read from the topic and hand it to whoever waits for it."""
