@@ -19,28 +19,11 @@ import asyncio
 import random
 import sys
 import tempfile
-import uuid
 from pathlib import Path
 
-from sqlalchemy.engine import make_url
-
-from blackjack.projections.store import ProjectionStore
 from tests.integration import fold_equivalence as fe
 from tests.integration.conftest_projections import on_server
-
-
-async def _store(kind: str, pg: str | None, tmp: Path, made: list[str]) -> ProjectionStore:
-    name = f"bjq_{uuid.uuid4().hex[:10]}"
-    if kind == "sqlite":
-        url = f"sqlite+aiosqlite:///{tmp / (name + '.db')}"
-    else:
-        assert pg is not None
-        await on_server(pg, f'CREATE DATABASE "{name}"')
-        made.append(name)
-        url = make_url(pg).set(database=name).render_as_string(hide_password=False)
-    store = ProjectionStore(url)
-    await store.migrate()
-    return store
+from tests.integration.measure_read_model import new_store as scratch_store
 
 
 async def main(
@@ -64,8 +47,8 @@ async def main(
                     ]
                     records = log[: 150 if min(sizes) < 4 else len(log)]
                     for kind in kinds:
-                        old_store = await _store(kind, pg, Path(tmp), made)
-                        new_store = await _store(kind, pg, Path(tmp), made)
+                        old_store = await scratch_store(pg, Path(tmp), kind, made, bounded=False)
+                        new_store = await scratch_store(pg, Path(tmp), kind, made, bounded=False)
                         try:
                             old_error, new_error, old, new = await fe.compare(
                                 old_store, new_store, fe.batches(records, sizes)

@@ -91,7 +91,11 @@ class RowByRow(ProjectionWriter):
     batch = _RowByRowBatch
 
 
-async def new_store(pg: str | None, tmp: Path, kind: str, made: list[str]) -> ProjectionStore:
+async def new_store(
+    pg: str | None, tmp: Path, kind: str, made: list[str], *, bounded: bool = True
+) -> ProjectionStore:
+    """A migrated scratch store (an SQLite file in ``tmp``, or a database on ``pg`` named in
+    ``made`` for the caller to drop)."""
     name = f"bjm_{uuid.uuid4().hex[:10]}"
     if kind == "sqlite":
         url = f"sqlite+aiosqlite:///{tmp / (name + '.db')}"
@@ -100,7 +104,7 @@ async def new_store(pg: str | None, tmp: Path, kind: str, made: list[str]) -> Pr
         await on_server(pg, f'CREATE DATABASE "{name}"')
         made.append(name)
         url = make_url(pg).set(database=name).render_as_string(hide_password=False)
-    store = ProjectionStore(url, bounded=True)
+    store = ProjectionStore(url, bounded=bounded)
     await store.migrate()
     return store
 
