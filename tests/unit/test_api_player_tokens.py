@@ -385,7 +385,8 @@ async def test_a_revocation_is_kept_while_a_token_it_refuses_may_live(tmp_path: 
             await revocations.revoke(connection, "old", old, now - timedelta(hours=2), keep)
             recent = int(now.timestamp()) - keep + 200
             await revocations.revoke(connection, "recent", recent, now, keep)
-            await revocations.revoke(connection, "ann", recent - 100, now, keep)
+            then = datetime.fromtimestamp(recent - 100 - 31, UTC)  # by a leeway of 30 s
+            await revocations.revoke(connection, "ann", recent - 100, then, keep)
             assert await revocations.revoked_before(connection, "old") is None
             assert await revocations.revoked_before(connection, "recent") == recent
             assert await revocations.revoked_before(connection, "ann") == recent - 100
@@ -440,12 +441,11 @@ async def test_a_revocation_outlives_the_settings_of_the_process_that_drops_rows
     may be configured with, not by the revoking process's own: before, ``revoke-tokens`` run
     from a shell without the API's settings (3600 s by default) dropped ann's revocation of
     two hours ago, and an API allowing day-long tokens took her stolen one again. Without
-    player keys the revocation also counts the longest leeway into ``not_before`` (a token
-    the platform signed with its clock up to that far ahead is cut off too)."""
+    player keys the revocation counts no leeway into ``not_before``: each checking process
+    adds its own (``test_a_revocation_without_player_keys_refuses_by_the_checker_s_leeway``)."""
     from datetime import UTC, datetime, timedelta
 
     from blackjack.api import revocations
-    from blackjack.api.tokens import MAX_LEEWAY_S
 
     store = ProjectionStore(f"sqlite+aiosqlite:///{tmp_path}/read.db")
     await store.migrate()
@@ -459,7 +459,7 @@ async def test_a_revocation_outlives_the_settings_of_the_process_that_drops_rows
         # bob revoked from the command line, no player keys in its settings
         before = int(time.time())
         bob_not_before = await revocations.revoke_now(store, "bob", None)
-        assert bob_not_before >= before + 1 + MAX_LEEWAY_S
+        assert before + 1 <= bob_not_before <= int(time.time()) + 1
         async with store.reading() as connection:
             assert await revocations.revoked_before(connection, "ann") == ann_not_before
         day_long = {**ENV, "BLACKJACK_API_JWT_MAX_LIFETIME_S": "86400"}
@@ -467,5 +467,55 @@ async def test_a_revocation_outlives_the_settings_of_the_process_that_drops_rows
         async with httpx.AsyncClient(transport=transport, base_url="http://api") as api:
             refused = await ask(api, "/v1/players/ann/rounds", stolen)
             assert refused.status_code == 401 and "revoked" in refused.text
+    finally:
+        await store.close()
+
+
+@pytest.mark.parametrize("leeway", [30, 0])
+async def test_a_revocation_without_player_keys_refuses_by_the_checker_s_leeway(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, leeway: int
+) -> None:
+    """An API with operator tokens only (no player keys, so no leeway of its own) revokes
+    ann's tokens 100 s ago; an API with player keys and a leeway of 30 s (or 0) checks them.
+    Refused: an ``iat`` before the revocation's next second plus the checker's leeway (a
+    token signed a moment before it by a platform whose clock ran that far ahead); taken: one
+    from there on, and one signed now, after the revocation. Before, the revocation counted
+    the longest leeway (300 s) into ``not_before`` and ann's new tokens were refused for
+    about 270 s."""
+    from datetime import UTC, datetime, timedelta
+
+    from blackjack.api import revocations
+
+    real_now = datetime.now(UTC)
+    revoked_at = real_now - timedelta(seconds=100)
+
+    class Earlier(datetime):
+        @classmethod
+        def now(cls, tz: Any = None) -> Any:
+            return revoked_at
+
+    store = ProjectionStore(f"sqlite+aiosqlite:///{tmp_path}/read.db")
+    await store.migrate()
+    operators_only = ApiTokens.from_env({"BLACKJACK_API_TOKENS": OPERATOR_TOKEN})
+    checker = ApiTokens.from_env({**ENV, "BLACKJACK_API_JWT_LEEWAY_S": str(leeway)})
+    try:
+        transport = httpx.ASGITransport(app=query_api(store, tokens=operators_only))
+        async with httpx.AsyncClient(transport=transport, base_url="http://api") as api:
+            monkeypatch.setattr(revocations, "datetime", Earlier)
+            answer = await revoke(api, "ann", OPERATOR_TOKEN)
+            monkeypatch.undo()
+        assert answer.status_code == 200, answer.text
+        second = int(revoked_at.timestamp())  # the revocation's own second
+        transport = httpx.ASGITransport(app=query_api(store, tokens=checker))
+        async with httpx.AsyncClient(transport=transport, base_url="http://api") as api:
+            for iat, status in (
+                (second - 5, 401),  # signed before it
+                (second + leeway, 401),  # signed before it, the platform's clock ahead
+                (second + leeway + 1, 404),  # the first second past the checker's leeway
+                (int(real_now.timestamp()), 404),  # signed now, 100 s after it
+            ):
+                token = signed(iat=iat, exp=iat + 300)
+                got = await ask(api, "/v1/players/ann/rounds", token)
+                assert got.status_code == status, (iat - second, got.text)
     finally:
         await store.close()

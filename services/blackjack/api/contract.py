@@ -422,9 +422,11 @@ class TokenRevocationAnswer(_Answer):
     player_id: str
     not_before: int = Field(
         description="Unix seconds: the player's tokens with an iat before it are refused from "
-        "now on, by every query API process over this store; sign the player new ones with an "
-        "iat at or after it (the next second and the clock leeway later: a token the "
-        "platform signed a moment ago may carry an iat that far ahead)"
+        "now on, by every query API process over this store, and so are those before the "
+        "revocation's next second plus the checking process's own clock leeway "
+        "(BLACKJACK_API_JWT_LEEWAY_S: a token the platform signed a moment ago may carry an "
+        "iat that far ahead); it is that second plus this process's leeway, none without "
+        "player keys. Sign the player new ones with an iat at or after it plus the leeway"
     )
 
 

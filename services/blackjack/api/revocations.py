@@ -17,10 +17,17 @@ that by the longest lifetime and leeway any process may be configured with (``KE
 by its own settings: the process that revokes (a ``revoke-tokens`` run from a shell without
 the API's settings, an API with another ``BLACKJACK_API_JWT_MAX_LIFETIME_S``) would otherwise
 drop a row another process over the store still needs, and that process would take the
-revoked tokens again. For the same reason a revocation whose process has no player keys (the
-command line without them, an API with operator tokens only) counts the longest leeway into
-``not_before``. A read model rebuilt into a new store starts with none: a revocation made
-within the last ``KEPT_S`` before such a move is made again there.
+revoked tokens again.
+
+The clock leeway is the checking process's: a token is refused when its ``iat`` is before the
+row's ``not_before`` or before the revocation's instant (``revoked_at``) plus the checking
+process's own leeway, counted from the next whole second (``refused_before``). The leeway is
+how far ahead of this service's clock the platform's may run, so a token it signed a moment
+before the revocation may carry an ``iat`` up to that far after it: that window stays shut,
+whichever process revoked. A revocation whose process has no player keys (the command line
+without them, an API with operator tokens only) counts no leeway into ``not_before``: before,
+it counted the longest one (300 s), and a player's new tokens were refused for 270 s by an
+API allowing the default 30 s.
 """
 
 from __future__ import annotations
@@ -41,7 +48,9 @@ MAX_PLAYER_ID_CHARS = 128
 KEPT_S = MAX_MAX_LIFETIME_S + 2 * MAX_LEEWAY_S
 """How long after its ``not_before`` a revocation is kept: the longest ``exp - iat`` and
 leeway any query API process may be configured with, and that leeway again for the clocks of
-the process that drops the row and of one that checks a token (7 days and 10 minutes)."""
+the process that drops the row and of one that checks a token (7 days and 10 minutes). A row
+is kept that long after the later of its ``not_before`` and its ``revoked_at`` plus the
+longest leeway (a process checking adds its own leeway to ``revoked_at``: ``refused_from``)."""
 
 
 def not_before_of(now: datetime, leeway_s: int) -> int:
@@ -70,18 +79,24 @@ async def revoke(
             set_={"not_before": later, "revoked_at": insert.excluded.revoked_at},
         )
     )
-    await connection.execute(delete(t).where(t.c.not_before < math.floor(now.timestamp()) - keep_s))
+    cutoff = math.floor(now.timestamp()) - keep_s
+    await connection.execute(  # each process refuses up to its leeway past revoked_at too
+        delete(t).where(
+            t.c.not_before < cutoff,
+            t.c.revoked_at < datetime.fromtimestamp(cutoff - 1 - MAX_LEEWAY_S, UTC),
+        )
+    )
     found = await revoked_before(connection, player_id)
     assert found is not None
     return found
 
 
 async def revoke_now(store: ProjectionStore, player_id: str, players: PlayerKeys | None) -> int:
-    """``revoke`` the player's tokens issued until now, with the settings' leeway (the longest
-    allowed without player keys: the settings of the processes that check tokens are not
-    known here), the rows kept ``KEPT_S``: the answer's ``not_before``. The query API's POST
-    and ``blackjack projections revoke-tokens`` both come here."""
-    leeway = MAX_LEEWAY_S if players is None else players.leeway_s
+    """``revoke`` the player's tokens issued until now, with the settings' leeway (none without
+    player keys: each process that checks a token adds its own, ``refused_before``), the rows
+    kept ``KEPT_S``: the answer's ``not_before``. The query API's POST and ``blackjack
+    projections revoke-tokens`` both come here."""
+    leeway = 0 if players is None else players.leeway_s
     now = datetime.now(UTC)
     async with store.writing() as connection:
         return await revoke(connection, player_id, not_before_of(now, leeway), now, KEPT_S)
@@ -93,3 +108,21 @@ async def revoked_before(connection: AsyncConnection, player_id: str) -> int | N
     query = select(t.c.not_before).where(t.c.player_id == player_id)
     found: int | None = (await connection.execute(query)).scalar_one_or_none()
     return found
+
+
+def refused_from(not_before: int, revoked_at: datetime, leeway_s: int) -> int:
+    """The ``iat`` from which a process with this clock leeway takes the player's tokens again:
+    the row's ``not_before``, or the revocation's instant by that process's own leeway
+    (``not_before_of``), whichever is later. A token with an ``iat`` before it may have been
+    signed before the revocation by a platform whose clock runs up to the leeway ahead."""
+    if revoked_at.tzinfo is None:  # SQLite's DATETIME keeps no zone: written in UTC
+        revoked_at = revoked_at.replace(tzinfo=UTC)
+    return max(not_before, not_before_of(revoked_at, leeway_s))
+
+
+async def refused_before(connection: AsyncConnection, player_id: str, leeway_s: int) -> int | None:
+    """``refused_from`` for the player's row, or None: no token of theirs revoked."""
+    t = schema.token_revocations
+    query = select(t.c.not_before, t.c.revoked_at).where(t.c.player_id == player_id)
+    row = (await connection.execute(query)).one_or_none()
+    return None if row is None else refused_from(row.not_before, row.revoked_at, leeway_s)

@@ -199,7 +199,8 @@ class QueryApi:
             raise ApiError(503, "store_unavailable", "the read model is starting; try again")
         async with self.store.reading() as connection:
             if isinstance(principal, Player):
-                revoked = await revocations.revoked_before(connection, principal.player_id)
+                leeway = self.tokens.players.leeway_s if self.tokens.players is not None else 0
+                revoked = await revocations.refused_before(connection, principal.player_id, leeway)
                 if revoked is not None and principal.issued_at < revoked:
                     raise Unauthenticated(REVOKED, presented=True)
             match parts:
