@@ -34,8 +34,9 @@ from __future__ import annotations
 
 import math
 from datetime import UTC, datetime
+from typing import Any
 
-from sqlalchemy import case, delete, select
+from sqlalchemy import ColumnElement, and_, case, delete, not_, select
 from sqlalchemy.dialects import postgresql, sqlite
 from sqlalchemy.ext.asyncio import AsyncConnection
 
@@ -67,28 +68,69 @@ async def revoke(
     stays), drops the rows that refuse no token any longer (every token issued before their
     ``not_before`` has expired: ``keep_s`` past it), and answers the player's ``not_before``."""
     t = schema.token_revocations
-    dialect = postgresql if connection.dialect.name == "postgresql" else sqlite
-    insert = dialect.insert(t).values(player_id=player_id, not_before=not_before, revoked_at=now)
-    later = case(
-        (t.c.not_before > insert.excluded.not_before, t.c.not_before),
-        else_=insert.excluded.not_before,
+    await _merge(
+        connection, [{"player_id": player_id, "not_before": not_before, "revoked_at": now}]
     )
-    await connection.execute(
-        insert.on_conflict_do_update(
-            index_elements=[t.c.player_id],
-            set_={"not_before": later, "revoked_at": insert.excluded.revoked_at},
-        )
-    )
-    cutoff = math.floor(now.timestamp()) - keep_s
-    await connection.execute(  # each process refuses up to its leeway past revoked_at too
-        delete(t).where(
-            t.c.not_before < cutoff,
-            t.c.revoked_at < datetime.fromtimestamp(cutoff - 1 - MAX_LEEWAY_S, UTC),
-        )
-    )
+    await connection.execute(delete(t).where(*_dropped(now, keep_s)))
     found = await revoked_before(connection, player_id)
     assert found is not None
     return found
+
+
+async def _merge(connection: AsyncConnection, rows: list[dict[str, Any]]) -> None:
+    """Each row written, or merged into the player's: the later ``not_before`` and the later
+    ``revoked_at`` kept, so that a revocation never moves back, whichever came first."""
+    t = schema.token_revocations
+    dialect = postgresql if connection.dialect.name == "postgresql" else sqlite
+    insert = dialect.insert(t)
+    later = {
+        name: case((t.c[name] > insert.excluded[name], t.c[name]), else_=insert.excluded[name])
+        for name in ("not_before", "revoked_at")
+    }
+    await connection.execute(
+        insert.on_conflict_do_update(index_elements=[t.c.player_id], set_=later), rows
+    )
+
+
+def _dropped(now: datetime, keep_s: int) -> tuple[ColumnElement[bool], ...]:
+    """The rows that refuse no token any more: ``not_before`` more than ``keep_s`` ago, and
+    ``revoked_at`` that and the longest leeway ago (each process checking refuses up to its
+    own leeway past ``revoked_at``: ``refused_from``)."""
+    t = schema.token_revocations
+    cutoff = math.floor(now.timestamp()) - keep_s
+    return (
+        t.c.not_before < cutoff,
+        t.c.revoked_at < datetime.fromtimestamp(cutoff - 1 - MAX_LEEWAY_S, UTC),
+    )
+
+
+async def copy_revocations(source: AsyncConnection, target: AsyncConnection) -> int:
+    """Merges into ``target`` every revocation of ``source`` that may still refuse a token
+    (``KEPT_S``): a read model rebuilt into a new store, or any copy of one, refuses what the
+    store it replaces refused (``blackjack projections rebuild --revocations-from``,
+    ``copy-revocations``). Idempotent, and the later revocation of a player wins, so it may be
+    run again after the switch. Returns how many rows it read."""
+    t = schema.token_revocations
+    now = datetime.now(UTC)
+    query = select(t.c.player_id, t.c.not_before, t.c.revoked_at).where(
+        not_(and_(*_dropped(now, KEPT_S)))
+    )
+    rows = [
+        {
+            "player_id": row.player_id,
+            "not_before": row.not_before,
+            "revoked_at": _utc(row.revoked_at),
+        }
+        for row in await source.execute(query)
+    ]
+    if rows:
+        await _merge(target, rows)
+    return len(rows)
+
+
+def _utc(moment: datetime) -> datetime:
+    """SQLite's DATETIME keeps no zone: it was written in UTC."""
+    return moment if moment.tzinfo is not None else moment.replace(tzinfo=UTC)
 
 
 async def revoke_now(store: ProjectionStore, player_id: str, players: PlayerKeys | None) -> int:
@@ -115,9 +157,7 @@ def refused_from(not_before: int, revoked_at: datetime, leeway_s: int) -> int:
     the row's ``not_before``, or the revocation's instant by that process's own leeway
     (``not_before_of``), whichever is later. A token with an ``iat`` before it may have been
     signed before the revocation by a platform whose clock runs up to the leeway ahead."""
-    if revoked_at.tzinfo is None:  # SQLite's DATETIME keeps no zone: written in UTC
-        revoked_at = revoked_at.replace(tzinfo=UTC)
-    return max(not_before, not_before_of(revoked_at, leeway_s))
+    return max(not_before, not_before_of(_utc(revoked_at), leeway_s))
 
 
 async def refused_before(connection: AsyncConnection, player_id: str, leeway_s: int) -> int | None:

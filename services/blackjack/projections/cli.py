@@ -20,6 +20,8 @@ from blackjack.projections.settings import ProjectionSettings
 if TYPE_CHECKING:  # the command line starts without SQLAlchemy until a command needs it
     from sqlalchemy.ext.asyncio import AsyncConnection
 
+    from blackjack.projections.store import ProjectionStore
+
 T = TypeVar("T")
 
 
@@ -113,6 +115,15 @@ def _rebuild(args: argparse.Namespace) -> int:
         try:
             await store.migrate()
             writer = ProjectionWriter(store)
+            fresh = not await writer.stored_positions(settings.events_topic)
+            if args.revocations_from is not None:  # first: refused from the store's first row
+                await _copy_revocations(args.revocations_from, store)
+            elif fresh:
+                print(
+                    "note: no revocation of players' tokens carried over into this new store "
+                    "(--revocations-from LIVE_DB_URL copies the live store's)",
+                    file=sys.stderr,
+                )
             foreign: list[Record] = []
             unreadable: list[Record] = []
             await rebuild(
@@ -137,6 +148,49 @@ def _rebuild(args: argparse.Namespace) -> int:
             positions = await writer.stored_positions(settings.events_topic)
             for (topic, partition), offset in sorted(positions.items()):
                 print(f"{topic}[{partition}] folded in up to offset {offset}")
+            if args.revocations_from is not None:  # and those made while it folded
+                await _copy_revocations(args.revocations_from, store)
+        finally:
+            await store.close()
+
+    asyncio.run(run())
+    return 0
+
+
+async def _copy_revocations(source_url: str, target: ProjectionStore) -> None:
+    """The revocations of players' tokens of the store at ``source_url`` that may still
+    refuse a token, merged into ``target`` (``api.revocations.copy_revocations``)."""
+    from blackjack.api.revocations import copy_revocations
+    from blackjack.projections.store import ProjectionStore
+
+    source = ProjectionStore(source_url, existing=True)
+    try:
+        async with source.reading() as reading, target.writing() as writing:
+            copied = await copy_revocations(reading, writing)
+    finally:
+        await source.close()
+    print(f"{copied} revocation(s) of players' tokens carried over from {_masked(source_url)}")
+
+
+def _masked(url: str) -> str:
+    """A database URL as it may be printed: its password hidden."""
+    from sqlalchemy.engine import make_url
+
+    try:
+        return make_url(url).render_as_string(hide_password=True)
+    except Exception:  # not a URL SQLAlchemy reads: nothing of it shown
+        return "the database"
+
+
+def _copy_revocations_command(args: argparse.Namespace) -> int:
+    from blackjack.projections.store import ProjectionStore
+
+    async def run() -> None:
+        store = ProjectionStore(settings_from(args).db_url, existing=True)
+        try:
+            async with store.reading():  # a read model there (NoReadModel), none made
+                pass
+            await _copy_revocations(args.source, store)
         finally:
             await store.close()
 
@@ -335,7 +389,23 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
         "rebuild", help="fold the topic into the store from its positions (0 when new) to the end"
     )
     add_store_options(rebuild)
+    rebuild.add_argument(
+        "--revocations-from",
+        metavar="DB_URL",
+        help="the live store whose revocations of players' tokens the new store keeps "
+        "(copied before and after the fold; a rebuilt store has none of its own)",
+    )
     rebuild.set_defaults(handler=_rebuild)
+    copy = commands.add_parser(
+        "copy-revocations",
+        help="merge the revocations of players' tokens of another store (--from) into this one: "
+        "run it again after switching to a rebuilt store",
+    )
+    add_store_options(copy)
+    copy.add_argument(
+        "--from", dest="source", metavar="DB_URL", required=True, help="the store copied"
+    )
+    copy.set_defaults(handler=_copy_revocations_command)
     dump = commands.add_parser("dump", help="print the canonical dump of the read model")
     add_store_options(dump)
     dump.add_argument("--digest", action="store_true", help="only its sha256")

@@ -204,8 +204,9 @@ token_revocations = Table(
     comment="the query API's revocations of players' tokens (0008): set by an operator, not "
     "derived from the events; a row is dropped once every token it refuses has expired",
 )
-"""Not the read model: no event makes it, a rebuild leaves it empty, the dump and the audit
-leave it out (``READ_MODEL``). It lives in the store because every query API process reads
+"""Not the read model: no event makes it, a rebuild copies it from the live store only when
+told to (``projections rebuild --revocations-from``), the dump and the audit leave it out
+(``READ_MODEL``). It lives in the store because every query API process reads
 that store (``api.revocations``)."""
 
 READ_MODEL = (
