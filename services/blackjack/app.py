@@ -39,7 +39,7 @@ from blackjack.observability.logging import faststream_logger
 from blackjack.observability.roles import Role, RoleView
 from blackjack.projections.health import FoldHealth
 from blackjack.projections.settings import ProjectionSettings
-from blackjack.projections.store import ProjectionStore
+from blackjack.projections.store import ProjectionStore, StoreRefused
 from blackjack.projections.writer import ProjectionWriter
 
 log = structlog.get_logger("blackjack.app")
@@ -111,7 +111,10 @@ class ServiceStart:
                 self._passed.add(name)
         except Exception as error:
             self.failure = error
-            log.exception("start failed", step=self.step)
+            if isinstance(error, StoreRefused):  # a wrong setting: its line says all
+                log.error("start failed", step=self.step, error=str(error))
+            else:
+                log.exception("start failed", step=self.step)
             self.failed.set()
         else:
             self.done = True

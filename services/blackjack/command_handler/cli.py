@@ -138,6 +138,10 @@ async def serve_while_the_service_lives(server: _Server, service: Service) -> in
         await server.serve()
     finally:
         watch.cancel()
+    from blackjack.projections.store import StoreRefused  # loaded with the app already
+
+    if isinstance(service.start.failure, StoreRefused):  # one line and its exit code (4)
+        raise service.start.failure
     failed = (
         service.handler.failure is not None
         or service.start.failure is not None

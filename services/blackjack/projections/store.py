@@ -9,6 +9,7 @@ driver would otherwise run each SELECT on its own) and ``REPEATABLE READ`` on Po
 
 from __future__ import annotations
 
+import asyncio
 import json
 import sqlite3
 from collections.abc import AsyncIterator
@@ -106,6 +107,45 @@ class NoReadModel(ConfigurationError):
         )
 
 
+EXIT_STORE_REFUSED: Final = 4
+"""What the command line exits with when the database refuses this process (``StoreRefused``)."""
+_REFUSED_SQLSTATE_CLASSES: Final = frozenset({"28"})
+"""invalid authorization: a wrong password (28P01), a user the server does not let in (28000)"""
+_REFUSED_SQLSTATES: Final = frozenset({"3D000"})
+"""invalid_catalog_name: the URL names a database that does not exist"""
+
+
+class StoreRefused(ConfigurationError):
+    """The database answered and refused this process: a wrong password or user in
+    ``BLACKJACK_DB_URL``, or a database that does not exist. No retry mends it, so it is not an
+    outage (``is_store_outage``): ``projections run`` (and ``serve``, ``rebuild``, ``migrate``,
+    any tool over the store) exits ``EXIT_STORE_REFUSED`` with this one line, the URL's
+    password masked, instead of SQLAlchemy's traceback (exit 1)."""
+
+    exit_code = EXIT_STORE_REFUSED
+
+    def __init__(self, url: str, reason: str, sqlstate: str) -> None:
+        shown = make_url(url).render_as_string(hide_password=True)
+        super().__init__(
+            f"the database refused this process: {reason} (SQLSTATE {sqlstate}); check the user, "
+            f"password and database of BLACKJACK_DB_URL or --db-url ({shown})"
+        )
+
+    @classmethod
+    def of(cls, error: BaseException, url: str) -> StoreRefused | None:
+        """The refusal ``error`` says, or None when it says something else."""
+        if not isinstance(error, sql_errors.DBAPIError):
+            return None
+        orig = error.orig
+        state = getattr(orig, "sqlstate", None) or getattr(orig, "pgcode", None)
+        if not isinstance(state, str):
+            return None
+        if state[:2] not in _REFUSED_SQLSTATE_CLASSES and state not in _REFUSED_SQLSTATES:
+            return None
+        reason = str(getattr(orig, "args", [""])[0] or orig).splitlines()[0][:200]
+        return cls(url, reason, state)
+
+
 _MIGRATION_LOCK = 0x626A_7072  # "bjpr": one migrating process at a time on PostgreSQL
 _SQLITE_BUSY_MS = 30_000
 
@@ -189,8 +229,23 @@ class ProjectionStore:
         await self.engine.dispose()
 
     @asynccontextmanager
+    async def connected(self) -> AsyncIterator[AsyncConnection]:
+        """A connection of the pool; ``StoreRefused`` when the database refuses this process."""
+        try:
+            connection = await self.engine.connect()
+        except sql_errors.DBAPIError as error:
+            refused = StoreRefused.of(error, self.url)
+            if refused is None:
+                raise
+            raise refused from None  # the driver's trace says no more than its line
+        try:
+            yield connection
+        finally:  # as AsyncConnection's own __aexit__: a cancelled request still closes it
+            await asyncio.shield(connection.close())
+
+    @asynccontextmanager
     async def writing(self) -> AsyncIterator[AsyncConnection]:
-        async with self.engine.connect() as connection:
+        async with self.connected() as connection:
             if self.is_sqlite:
                 await connection.execution_options(sqlite_begin="BEGIN IMMEDIATE")
             async with connection.begin():
@@ -198,7 +253,7 @@ class ProjectionStore:
 
     @asynccontextmanager
     async def reading(self) -> AsyncIterator[AsyncConnection]:
-        async with self.engine.connect() as connection:
+        async with self.connected() as connection:
             if not self.is_sqlite:
                 await connection.execution_options(isolation_level="REPEATABLE READ")
             async with connection.begin():
