@@ -521,3 +521,46 @@ async def test_a_revocation_without_player_keys_refuses_by_the_checker_s_leeway(
                 assert got.status_code == status, (iat - second, got.text)
     finally:
         await store.close()
+
+
+async def test_an_api_without_operator_tokens_takes_no_revocation_unless_the_gateway_does(
+    tmp_path: Path,
+) -> None:
+    """An API left open (no tokens at all, ``blackjack serve``'s default) answered the POST to
+    anyone, who could cut any player's tokens off on every API over the store (one with
+    player keys included); now 403 ``forbidden`` and nothing written, its reads open as
+    before. ``BLACKJACK_API_OPERATOR_AUTH=gateway`` says the gateway authenticates the
+    operator: taken. An API with player keys and no operator token refuses it either way (no
+    request is the operator's there); a wrong value of the setting is named."""
+    from blackjack.api import revocations
+
+    store = ProjectionStore(f"sqlite+aiosqlite:///{tmp_path}/read.db")
+    await store.migrate()
+    players_only = {k: v for k, v in ENV.items() if k != "BLACKJACK_API_TOKENS"}
+    try:
+        for env, status in (
+            ({}, 403),
+            ({"BLACKJACK_API_OPERATOR_AUTH": "token"}, 403),
+            ({**players_only, "BLACKJACK_API_OPERATOR_AUTH": "gateway"}, 403),
+            ({"BLACKJACK_API_OPERATOR_AUTH": "gateway"}, 200),
+        ):
+            transport = httpx.ASGITransport(app=query_api(store, tokens=ApiTokens.from_env(env)))
+            async with httpx.AsyncClient(transport=transport, base_url="http://api") as api:
+                token = signed() if "BLACKJACK_API_PLAYER_KEYS" in env else None
+                answer = await revoke(api, "ann", token)
+                assert answer.status_code == status, (env, answer.text)
+                if status == 403:
+                    assert answer.json()["error"]["code"] == "forbidden"
+                    if not env.get("BLACKJACK_API_PLAYER_KEYS"):  # it says what to set
+                        assert "BLACKJACK_API_OPERATOR_AUTH=gateway" in answer.text
+                    async with store.reading() as connection:
+                        assert await revocations.revoked_before(connection, "ann") is None
+                if not env.get("BLACKJACK_API_PLAYER_KEYS"):  # reads stay open
+                    read = await api.get("/v1/players/ann/wallet")
+                    assert read.status_code == 404  # answered: she has no wallet here
+    finally:
+        await store.close()
+    with pytest.raises(ConfigurationError, match="BLACKJACK_API_OPERATOR_AUTH is token or gateway"):
+        ApiTokens.from_env({"BLACKJACK_API_OPERATOR_AUTH": "none"})
+    assert ApiTokens.from_env({}).operator_writes is False
+    assert ApiTokens.from_env({"BLACKJACK_API_TOKENS": OPERATOR_TOKEN}).operator_writes

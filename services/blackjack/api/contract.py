@@ -596,7 +596,8 @@ POSTS: dict[str, tuple[str, Answers, list[dict[str, Any]], tuple[int, ...]]] = {
     "/v1/players/{player_id}/token-revocation": (
         "For the operator: revokes the player's tokens issued until now (a stolen device, a "
         "closed account), on every query API process over this store, until they expire; "
-        "no body. A player's token is 403 forbidden",
+        "no body. A player's token is 403 forbidden, and so is any request to an API "
+        "without operator tokens unless BLACKJACK_API_OPERATOR_AUTH=gateway",
         TokenRevocationAnswer,
         [PLAYER_ID],
         (400,),

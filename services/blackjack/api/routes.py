@@ -180,6 +180,14 @@ class QueryApi:
         player_id = parts[1]
         if not isinstance(principal, Operator):
             raise ApiError(403, "forbidden", "an operator's token revokes a player's tokens")
+        if not self.tokens.operator_writes:  # open: anyone would be the operator
+            raise ApiError(
+                403,
+                "forbidden",
+                "no operator token is configured (BLACKJACK_API_TOKENS): this API takes no "
+                "revocation, unless BLACKJACK_API_OPERATOR_AUTH=gateway says its gateway "
+                "authenticates the operator; or run blackjack projections revoke-tokens",
+            )
         if not (_storable(player_id) and len(player_id) <= revocations.MAX_PLAYER_ID_CHARS):
             raise ApiError(400, "bad_path", "a player id is 1-128 characters, none of them NUL")
         if self.ready is not None and not self.ready():
@@ -578,6 +586,11 @@ def query_api(
         "query API",
         access=repr(tokens)
         if tokens.required
-        else "open: no BLACKJACK_API_TOKENS nor player keys (behind the platform's gateway)",
+        else "open: no BLACKJACK_API_TOKENS nor player keys (behind the platform's gateway)"
+        + (
+            "; the gateway authenticates the operator's writes"
+            if tokens.gateway_operator
+            else "; no revocation taken (BLACKJACK_API_OPERATOR_AUTH=gateway takes them)"
+        ),
     )
     return QueryApi(store, fallback, tokens, ready)

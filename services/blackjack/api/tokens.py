@@ -16,6 +16,12 @@ one of two kinds:
   that player's own resources only (``routes.authorize``).
 
 Probes, metrics and the AsyncAPI document stay open: they show no player's data.
+
+The one route that changes something, an operator's revocation of a player's tokens, is
+refused (403) when no operator token is configured, unless
+``BLACKJACK_API_OPERATOR_AUTH=gateway`` says the gateway authenticates the operator: an API
+left open answered it to anyone, who could cut any player's tokens off on every API over the
+store (``operator_writes``). Reads stay open without a token, as before: the gateway's.
 """
 
 from __future__ import annotations
@@ -200,11 +206,20 @@ def _digest(secret: bytes) -> bytes:
     return hashlib.sha256(secret).digest()
 
 
+OPERATOR_AUTH = "BLACKJACK_API_OPERATOR_AUTH"
+OPERATOR_AUTH_VALUES = ("token", "gateway")
+"""``token`` (the default): an operator's write needs one of ``BLACKJACK_API_TOKENS``;
+``gateway``: the gateway in front authenticates the operator, an API without operator tokens
+takes the write too."""
+
+
 @dataclass(frozen=True)
 class ApiTokens:
     tokens: tuple[bytes, ...] = ()
     """the operator tokens"""
     players: PlayerKeys | None = None
+    gateway_operator: bool = False
+    """``BLACKJACK_API_OPERATOR_AUTH=gateway``: the gateway authenticates the operator"""
     _digests: tuple[bytes, ...] = field(init=False, repr=False, compare=False)
 
     def __post_init__(self) -> None:
@@ -213,6 +228,12 @@ class ApiTokens:
     @property
     def required(self) -> bool:
         return bool(self.tokens) or self.players is not None
+
+    @property
+    def operator_writes(self) -> bool:
+        """Whether the operator's writes (a revocation) are taken: an operator token is
+        configured (and so checked), or the settings say the gateway authenticates."""
+        return bool(self.tokens) or self.gateway_operator
 
     def authenticate(self, authorization: bytes | None) -> Principal:
         """Who an ``Authorization`` header names, or ``Unauthenticated``. With nothing
@@ -251,11 +272,15 @@ class ApiTokens:
     def from_env(cls, env: Mapping[str, str] = os.environ) -> ApiTokens:
         text = env.get("BLACKJACK_API_TOKENS", "").strip()  # blank: unset, like any setting
         tokens = _secrets(text, "BLACKJACK_API_TOKENS")
-        return cls(tuple(token.encode() for token in tokens), _player_keys(env))
+        auth = env.get(OPERATOR_AUTH, "").strip() or "token"
+        if auth not in OPERATOR_AUTH_VALUES:
+            raise ConfigurationError(f"{OPERATOR_AUTH} is token or gateway, not {auth!r}")
+        return cls(tuple(token.encode() for token in tokens), _player_keys(env), auth == "gateway")
 
     def __repr__(self) -> str:  # never the secrets themselves
         players = "" if self.players is None else f", {len(self.players.keys)} player key(s)"
-        return f"ApiTokens({len(self.tokens)} token(s){players})"
+        gateway = ", the gateway authenticates the operator" if self.gateway_operator else ""
+        return f"ApiTokens({len(self.tokens)} token(s){players}{gateway})"
 
 
 def _secrets(text: str, name: str) -> tuple[str, ...]:
@@ -340,4 +365,5 @@ def _player_keys(env: Mapping[str, str]) -> PlayerKeys | None:
 
 
 OPEN = ApiTokens()
-"""Nothing set: every request is answered (the API sits behind the platform's gateway)."""
+"""Nothing set: every read is answered (the API sits behind the platform's gateway); an
+operator's write is not (``operator_writes``)."""
