@@ -28,6 +28,10 @@ whichever process revoked. A revocation whose process has no player keys (the co
 without them, an API with operator tokens only) counts no leeway into ``not_before``: before,
 it counted the longest one (300 s), and a player's new tokens were refused for 270 s by an
 API allowing the default 30 s.
+
+Not derived from the events, so a read model rebuilt into a new store cannot fold them: the
+rebuild copies the live store's that may still refuse a token (``copy_revocations``, from
+``blackjack projections rebuild --revocations-from`` and ``copy-revocations``).
 """
 
 from __future__ import annotations
