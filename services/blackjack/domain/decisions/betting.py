@@ -186,15 +186,20 @@ def deal_when_all_decided(r: Draft) -> None:
     would hold every round up for the whole clock), yet may still bet while betting is open.
     Nor is one who sat down once the round was open and has no bet on it: "if you join a
     table in the middle of a hand, you must wait until the round is over" (page 002), not the
-    others for you; a bet of theirs is waited for like anyone's."""
+    others for you; a bet of theirs is waited for like anyone's. Nor, where the rules return a
+    bet on a disconnection before Deal (``refund_bets_on_disconnect``, page 003), is one
+    disconnected with no bet: the table put them out of the round (a bet of theirs placed
+    after they come back is waited for)."""
     state = r.state
     if not state.round_open or state.phase != "betting":
         return
+    out_when_gone = state.rules.refund_bets_on_disconnect
     if all(
         p.ready
         or p.passed
         or p.sitting_out
         or (p.joined_round == state.round and not state.boxes_of(p.player_id))
+        or (out_when_gone and not p.connected and not state.boxes_of(p.player_id))
         for p in state.players.values()
     ):
         close_betting(r)

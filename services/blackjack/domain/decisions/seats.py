@@ -166,6 +166,7 @@ def disconnect(r: Draft, c: cmd.Disconnect) -> None:
     if r.state.rules.refund_bets_on_disconnect and r.state.phase == "betting":
         refund_bets(r, c.player_id, "disconnected")
         close_if_no_bet_left(r)
+        deal_when_all_decided(r)  # the others, all decided, are dealt at once
 
 
 def reconnect(r: Draft, c: cmd.Reconnect) -> None:
