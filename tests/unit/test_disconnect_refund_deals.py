@@ -9,8 +9,8 @@ from __future__ import annotations
 from blackjack.domain import commands as cmd
 from blackjack.domain import events as ev
 from blackjack.domain.state import TableState
-from tests.unit.test_remove_bet import when
 from tests.unit.test_rejections import given, given_more, seated
+from tests.unit.test_remove_bet import when
 
 REFUNDING = {"refund_bets_on_disconnect": True}
 
