@@ -30,6 +30,8 @@ class Table:
         self.processor = new_processor()
         self.store = PartitionStore(0)
         self.offset = 0
+        self.sent: list[Handled] = []
+        """What each command sent was answered, in order."""
 
     def send(
         self, command: cmd.TableCommand, now: datetime, command_id: str | None = None
@@ -39,7 +41,9 @@ class Table:
             command_id=command_id or f"c-{self.offset}", stream_id=TABLE, command=command
         )
         inbound = Inbound(TABLE.encode(), envelope.model_dump_json().encode(), [], 0, self.offset)
-        return self.processor.handle(self.store, inbound, now)
+        handled = self.processor.handle(self.store, inbound, now)
+        self.sent.append(handled)
+        return handled
 
     def due(self, now: datetime) -> list[CommandEnvelope]:
         return list(due_commands(self.store, now, TIMEOUT))

@@ -40,6 +40,11 @@ class Checker:
         self.previous_at: datetime | None = None
         """when the event before this one was written (a ``RoundResumed`` aside: the table's
         last event stays the one before it)"""
+        self.active_at: datetime | None = None
+        """when the table's last event of play before this one was written: its last event
+        but a refused platform money command's record and a ``RoundResumed``
+        (``platform_money.counts_as_activity``), from which an interrupted round's wait
+        counts"""
         self.closing: tuple[int, str | None] | None = None
         """the round an operator's CloseInterruptedRound is closing, and that command's id"""
         self.decisions = DecisionsInOrder()

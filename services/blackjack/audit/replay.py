@@ -30,6 +30,7 @@ from blackjack.audit.words import describe
 from blackjack.domain import events as ev
 from blackjack.domain import wallet as wl
 from blackjack.domain.evolve import evolve
+from blackjack.domain.platform_money import counts_as_activity
 from blackjack.domain.shoe import commitment
 from blackjack.domain.wallet import is_wallet_stream
 from blackjack.messages.sealing import SEALED_V2, SealedForOthers, SealError, ShoeSeal
@@ -124,6 +125,8 @@ class _Replayer(MoneyChecks, TableChecks):
             self.out.events += 1
             if not isinstance(event, ev.RoundResumed):  # written with the command after it
                 self.previous_at = envelope.occurred_at
+            if counts_as_activity(event):
+                self.active_at = envelope.occurred_at
         if self.due_to_stand_up and not self.out.stopped and self.complete:
             self._stood_up_when_due(None)  # the log ends without them
         if self.resumed_by is not None and not self.out.stopped and self.complete:

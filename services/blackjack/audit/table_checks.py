@@ -19,7 +19,8 @@ from blackjack.domain.hand import is_natural
 class TableChecks(Checker):
     def interrupted_round_closed(self, e: ev.InterruptedRoundClosed) -> None:
         """Closed only as the table's rules allow: after their days of waiting, counted from
-        no earlier than the table's last event."""
+        no earlier than the table's last event of play (a refused platform money command's
+        record is none: ``platform_money.counts_as_activity``)."""
         assert self.envelope is not None
         self.closing = (e.round, self.envelope.causation_id)
         if not self.state.round_open:
@@ -29,11 +30,11 @@ class TableChecks(Checker):
             self._find("a round closed as interrupted at a table whose rules allow no such closing")
             return
         self._expect("the days a round may wait", e.after_days, days)
-        previous = self.previous_at
+        previous = self.active_at
         if previous is not None and e.idle_since < previous:
             self._find(
                 f"a round closed as idle since {e.idle_since.isoformat()}, before the table's "
-                f"last event at {previous.isoformat()}"
+                f"last event of play at {previous.isoformat()}"
             )
         assert self.envelope is not None
         waited = self.envelope.occurred_at - max(e.idle_since, previous or e.idle_since)

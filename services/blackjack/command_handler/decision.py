@@ -118,6 +118,8 @@ class Deciding(RecordWriter):
         stream.state = state
         if built:
             stream.touched_at = now
+        if any(platform_money.counts_as_activity(built_one.data) for built_one in built):
+            stream.active_at = now
         for envelope_built in built:  # as a rebuild folds them (``replay``)
             stream.note_money(envelope_built, money_retention)
         events.extend(built)

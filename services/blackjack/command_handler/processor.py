@@ -199,8 +199,9 @@ class Processor(Deciding):
             or self._round_missing(command, signed)
         )
         if rejection is None and isinstance(command, cmd.CloseInterruptedRound):
-            # How long the round has waited comes from the log, never from the body.
-            command = command.model_copy(update={"idle_since": stream.touched_at})
+            # How long the round has waited comes from the log, never from the body: since
+            # its last event of play (a refusal written down is none, ``Stream.active_at``).
+            command = command.model_copy(update={"idle_since": stream.active_at})
             envelope = envelope.model_copy(update={"command": command})
         if rejection is None:
             rejection = self._decide(

@@ -245,6 +245,8 @@ class SnapshotCodec:
                 if isinstance(stream.state, TableState) and player in stream.state.players
             },
             "touched_at": None if stream.touched_at is None else stream.touched_at.isoformat(),
+            # the last event of play's (a release before this one ignores it)
+            "active_at": None if stream.active_at is None else stream.active_at.isoformat(),
             # oldest first, as they are let go of (``domain.platform_money``)
             "money": {command_id: at.isoformat() for command_id, at in stream.money.items()},
             # those of ``money`` the stream refused: per code, their places in ``money``
@@ -325,6 +327,10 @@ class SnapshotCodec:
         # Absent from older snapshots: the rebuild then gives those players a fresh grace period.
         stream.last_seen = _LAST_SEEN.validate_python(body.get("last_seen", {}))
         stream.touched_at = _touched_at(body, stream)
+        # Absent from older snapshots: from the last event, as those releases counted (never
+        # a wait longer than it was).
+        active = body.get("active_at", stream.touched_at)
+        stream.active_at = None if active is None else _MOMENT.validate_python(active)
         if "money" in body and "money_refused" in body:
             stream.money = dict(_MONEY.validate_python(body["money"]))
             stream.money_refused = _refused_of(stream.money, body["money_refused"])

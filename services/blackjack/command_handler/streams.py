@@ -277,6 +277,14 @@ class Stream:
     """When the stream's last event was written: how long a round has waited on its players
     (``CloseInterruptedRound``). Carried in the snapshot and brought up to date by the events
     after it."""
+    active_at: datetime | None = None
+    """When the stream's last event of play was written: its last event but a refusal of a
+    platform money command (``MoneyCommandRefused``, ``WalletCommandRefused``) and a
+    ``RoundResumed`` marker (``platform_money.counts_as_activity``). An interrupted round's
+    wait counts from it (``CloseInterruptedRound``): a platform whose commands are refused,
+    each under a new id, does not keep the round from ever becoming closable. Carried in the
+    snapshot (one from before it counts from ``touched_at``) and brought up to date by the
+    events after it."""
     used_at: float = field(default_factory=time.monotonic, compare=False)
     """``time.monotonic()`` of the last command or replayed record for it (not carried):
     how long it has been idle, for ``PartitionStore.freeze_idle``."""
@@ -296,6 +304,8 @@ class Stream:
             self.state = evolve(self.state, event)
         self.sequence = envelope.sequence
         self.touched_at = envelope.occurred_at
+        if platform_money.counts_as_activity(event):
+            self.active_at = envelope.occurred_at
 
     def saw(self, player_id: str, when: datetime) -> None:
         """``player_id`` sent a command at ``when`` (live, or read back on replay). Only seated

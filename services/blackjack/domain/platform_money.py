@@ -114,6 +114,14 @@ def is_refusal_event(event: object) -> bool:
     return isinstance(event, WalletCommandRefused | ev.MoneyCommandRefused)
 
 
+def counts_as_activity(event: object) -> bool:
+    """Whether an event restarts an interrupted round's wait (``CloseInterruptedRound``): any
+    but the record of a refused platform money command (nothing was done) and the marker of a
+    round resumed (written with its command's events, which count for themselves; before a
+    refusal alone, it resumes nothing)."""
+    return not isinstance(event, WalletCommandRefused | ev.MoneyCommandRefused | ev.RoundResumed)
+
+
 def refusal(
     state: TableState | WalletState, command: object, rejection: Rejection
 ) -> tuple[TableState | WalletState, list[RefusalEvent]] | None:

@@ -26,6 +26,7 @@ from typing import Any
 from pydantic import BaseModel
 
 from blackjack.domain import events as ev
+from blackjack.domain.platform_money import counts_as_activity
 from blackjack.messages.wire import WireEnvelope
 from blackjack.projections.fold_round import ROUND_HANDLERS
 from blackjack.projections.fold_table import TABLE_HANDLERS
@@ -109,7 +110,10 @@ class StreamProjection:
         if record is not None and record.status in ("betting", "playing"):
             self._recount(record, getattr(event, "player_id", None))
         view.last_sequence = envelope.sequence
-        view.updated_at = at
+        if view.updated_at is None or counts_as_activity(event):
+            # the last event of play: an interrupted round's wait counts from it (a refused
+            # platform money command's record is none, as for the handler)
+            view.updated_at = at
 
     # ---- pieces -------------------------------------------------------------------------
 
