@@ -88,12 +88,22 @@ async def test_commands_naming_a_table_never_opened_are_refused_and_move_no_mone
     nowhere, player = f"nowhere-{run}", f"zed-{run}"
     wallet = wallet_stream(player)
     await accept(client, wallet, WalletDeposit(player_id=player, amount=1_000))
-    for command in (
-        cmd.Deposit(player_id=player, amount=100),
-        cmd.Withdraw(player_id=player, amount=100),
-        cmd.LeaveTable(player_id=player),
-        cmd.SitDown(player_id=player),
-    ):
+    # The platform's money commands are refused and written down (the refusal is the id's
+    # first event, so a late copy is refused the same once a table is opened under the id:
+    # domain.platform_money), here at an id of their own; the others are answered without
+    # making a stream.
+    unopened = f"unopened-{run}"
+    money = [
+        await client.execute(unopened, command)
+        for command in (
+            cmd.Deposit(player_id=player, amount=100),
+            cmd.Withdraw(player_id=player, amount=100),
+        )
+    ]
+    for number, result in enumerate(money, start=1):
+        assert result.rejection is not None and result.rejection.code == "table_not_open"
+        assert (result.first_sequence, result.last_sequence) == (number, number)
+    for command in (cmd.LeaveTable(player_id=player), cmd.SitDown(player_id=player)):
         refused(await client.execute(nowhere, command), "table_not_open")
     # A cash-out is the service's own step: a platform's, naming any table, is refused.
     cash_out = CashOut(player_id=player, table_id=nowhere, amount=500, table_sequence=1)
@@ -109,20 +119,23 @@ async def test_commands_naming_a_table_never_opened_are_refused_and_move_no_mone
     # No stream for the id: the decline is an event of its partition's stream of declines
     declines = declines_stream(partition_for(nowhere, space.partitions), space.partitions)
     assert await stream_events(space, nowhere) == []
+    written = [type(e.data) for e in await stream_events(space, unopened)]
+    assert written == [ev.MoneyCommandRefused, ev.MoneyCommandRefused]
     [declined] = [
         e.data
         for e in await stream_events(space, declines)
         if isinstance(e.data, ev.TransferDeclined) and e.data.player_id == player
     ]
     assert declined.reason_code == "table_not_open"
-    for stream in (declines, wallet):
+    for stream in (declines, wallet, unopened):
         await verify_stream(space, stream)
     check = await verify_stream(space, wallet)
     assert check.state.balance == 1_000 and check.state.pending == ()
     # The read model: no table, the wallet whole, no account at a table that is not one
     await rebuild(ProjectionWriter(store), space.bootstrap, space.topics.events)
-    missing = await api_get(store, f"/v1/tables/{nowhere}", 404)
-    assert missing["error"]["code"] == "unknown_table"
+    for never_opened in (nowhere, unopened):
+        missing = await api_get(store, f"/v1/tables/{never_opened}", 404)
+        assert missing["error"]["code"] == "unknown_table"
     money = await api_get(store, f"/v1/players/{player}/wallet", 200)
     assert money["wallet"]["balance"] == 1_000 and money["tables"] == []
     assert sent.status == "accepted"
@@ -165,20 +178,29 @@ async def test_commands_naming_a_player_no_one_seated_are_refused_and_move_no_mo
     refused(await client.execute(table, cmd.LeaveTable(player_id=ghost)), "not_seated")
     # A player who never had a wallet: nothing to take from it
     ghost_wallet = wallet_stream(ghost)
-    for command in (
+    ghost_money: list[WalletWithdraw | BuyIn] = [
         WalletWithdraw(player_id=ghost, amount=100),
         BuyIn(player_id=ghost, table_id=shared, amount=100),
-    ):
-        result = await client.execute(ghost_wallet, command)
-        refused(result, "insufficient_funds")
-        assert result.rejection is not None and "holds 0" in result.rejection.message
-    assert await stream_events(space, ghost_wallet) == []
+    ]
+    for number, ghost_command in enumerate(ghost_money, start=1):
+        answer = await client.execute(ghost_wallet, ghost_command)
+        assert answer.rejection is not None and answer.rejection.code == "insufficient_funds"
+        assert "holds 0" in answer.rejection.message
+        # written down, the wallet's first event: a late copy is never decided again
+        assert answer.first_sequence == number
+    recorded = [e.data for e in await stream_events(space, ghost_wallet)]
+    assert [(e.type, getattr(e, "command", None)) for e in recorded] == [
+        ("WalletCommandRefused", "WalletWithdraw"),
+        ("WalletCommandRefused", "BuyIn"),
+    ]
     check = await verify_stream(space, table)
     assert check.state.players[amy].balance == 500 and ghost not in check.state.players
     await verify_stream(space, shared)
     await rebuild(ProjectionWriter(store), space.bootstrap, space.topics.events)
-    unknown = await api_get(store, f"/v1/players/{ghost}/wallet", 404)
-    assert unknown["error"]["code"] == "unknown_player"
+    # the wallet the platform's refused withdrawal was sent to: nothing in it, nothing moved
+    shown = await api_get(store, f"/v1/players/{ghost}/wallet", 200)
+    assert shown["wallet"]["balance"] == 0 and shown["wallet"]["withdrawn"] == 0
+    assert shown["tables"] == []
     seen = await api_get(store, f"/v1/tables/{table}", 200)
     assert [(p["player_id"], p["available"]) for p in seen["players"]] == [(amy, 500)]
 

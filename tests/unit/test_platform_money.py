@@ -10,6 +10,7 @@ import random
 import string
 from datetime import UTC, datetime, timedelta
 
+from blackjack.audit.replay import replay_stream
 from blackjack.audit.wallet_replay import replay_wallet
 from blackjack.bus.topics import SNAPSHOT_MAX_BYTES
 from blackjack.command_handler.processor import Handled
@@ -21,6 +22,7 @@ from blackjack.domain import platform_money
 from blackjack.domain.state import TableState
 from blackjack.domain.wallet import (
     BuyIn,
+    RefundBuyIn,
     WalletDeposit,
     WalletState,
     WalletWithdraw,
@@ -233,16 +235,16 @@ def test_ids_older_than_the_retention_are_let_go_and_their_copies_refused_expire
     assert code(copy) == "transfer_expired" and h.wallet().balance == 400
 
 
-def test_only_the_platform_s_money_commands_are_kept() -> None:
+def test_the_platform_s_money_commands_and_the_buy_ins_are_kept() -> None:
     h = Harness()
     h.send(SOLO, cmd.OpenTable(variant="atlantic-city-multi"))
     h.send(SOLO, cmd.SitDown(player_id=PLAYER))
     h.send(WALLET, deposit(1_000), "pay-1")
     h.send(WALLET, BuyIn(player_id=PLAYER, table_id=SOLO, amount=300), "buy-1")
     h.send(WALLET, WalletWithdraw(player_id=PLAYER, amount=10**9), "out-refused")
-    # the refused one is kept too, with its code (``money_refused``); the buy-in is no
-    # platform money command
-    assert list(h.store.streams[WALLET].money) == ["pay-1", "out-refused"]
+    # the refused one is kept too, with its code (``money_refused``); the buy-in, which draws
+    # on the wallet as a withdrawal does, is kept like the platform's
+    assert list(h.store.streams[WALLET].money) == ["pay-1", "buy-1", "out-refused"]
     assert h.store.streams[WALLET].money_refused == {"out-refused": "insufficient_funds"}
     assert not h.store.streams[SOLO].money
 
@@ -372,16 +374,76 @@ def test_a_refusal_s_rebuilt_answer_is_the_live_one() -> None:
     assert rebuilt.status == "rejected" and rebuilt.first_sequence == 2
 
 
-def test_a_refusal_at_a_wallet_never_paid_into_makes_no_stream() -> None:
-    """A stream that does not exist is not made by a refusal (the partition's stray answers
-    keep it, ``StrayAnswers``): a copy within those answers gets its first answer."""
+def test_a_refusal_at_a_wallet_never_paid_into_is_final_after_the_wallet_is_made() -> None:
+    """A platform's ``WalletWithdraw`` from a wallet never paid into is refused and written
+    down like any refusal: its ``WalletCommandRefused`` is the wallet's first event (the
+    stream is made by it), so a copy replayed after the window and after a deposit that would
+    cover it gets the first refusal again and is not debited. Before: the refusal made no
+    stream, was kept only among the partition's stray answers (1,000), and a copy after them
+    and after the deposit was decided again, and debited."""
     h = Harness()
-    refused = h.send(WALLET, WalletWithdraw(player_id=PLAYER, amount=300), "out-0")
-    assert code(refused) == "insufficient_funds" and refused.first_sequence is None
-    assert WALLET not in h.store.streams and h.handled[-1].events == []
-    h.send(WALLET, deposit(1_000), "pay-1")
-    copy = h.send(WALLET, WalletWithdraw(player_id=PLAYER, amount=300), "out-0")
-    assert copy == refused and h.wallet().balance == 1_000
+    withdraw = WalletWithdraw(player_id=PLAYER, amount=300)
+    refused = h.send(WALLET, withdraw, "out-0", sent_at=START)
+    assert code(refused) == "insufficient_funds" and refused.first_sequence == 1
+    [written] = h.handled[-1].events
+    assert written.data.type == "WalletCommandRefused" and written.causation_id == "out-0"
+    assert h.store.streams[WALLET].money_refused == {"out-0": "insufficient_funds"}
+    assert h.send(WALLET, withdraw, "out-0", sent_at=START) == refused  # within the window
+    h.send(WALLET, deposit(1_000), "pay-1", sent_at=START)
+    h.other_commands()
+    h.now = START + timedelta(days=1)
+    copy = h.send(WALLET, withdraw, "out-0", sent_at=START)
+    assert code(copy) == "insufficient_funds" and h.handled[-1].duplicate
+    assert h.handled[-1].events == [] and h.wallet().balance == 1_000
+    # a rebuild from the events and a snapshot keep it too
+    codec = SnapshotCodec(b"s" * 32)
+    live = h.store.streams[WALLET]
+    for opened in (rebuilt_from(h.events_of(WALLET)), codec.decode(codec.encode(live))):
+        assert opened.money_refused["out-0"] == "insufficient_funds"
+
+
+def test_a_refusal_at_a_table_never_opened_is_final_after_the_table_is_opened() -> None:
+    """A platform's ``Deposit`` (and ``Withdraw``) at a table id no one opened yet: refused,
+    its ``MoneyCommandRefused`` the stream's first event; the table opened later under that id
+    is a table like any other (the refusal is no opening), and a copy of the deposit replayed
+    after the window, once the player is seated there, is refused as first, not credited."""
+    h = Harness()
+    first = h.send(SOLO, cmd.Deposit(player_id=PLAYER, amount=500), "in-0", sent_at=START)
+    assert code(first) is not None and first.first_sequence == 1
+    out = h.send(SOLO, cmd.Withdraw(player_id=PLAYER, amount=5), "out-0", sent_at=START)
+    assert code(out) is not None and out.first_sequence == 2
+    assert [e.data.type for e in h.events_of(SOLO)] == ["MoneyCommandRefused"] * 2
+    opened = h.send(SOLO, cmd.OpenTable(variant="atlantic-city"))
+    assert opened.status == "accepted", opened.rejection
+    h.send(SOLO, cmd.SitDown(player_id=PLAYER))
+    for _ in range(WINDOW + 2):
+        h.send(SOLO, cmd.Withdraw(player_id=PLAYER, amount=10**9))  # refused, remembered
+    h.now = START + timedelta(days=1)
+    copy = h.send(SOLO, cmd.Deposit(player_id=PLAYER, amount=500), "in-0", sent_at=START)
+    assert code(copy) == code(first) and h.handled[-1].duplicate
+    state = h.store.streams[SOLO].state
+    assert isinstance(state, TableState) and state.players[PLAYER].balance == 0
+    # read back: the read model and the audit fold a stream that starts with a refusal
+    seal = h.processor.seal
+    table = StreamProjection.new(SOLO)
+    for envelope in h.events_of(SOLO):
+        table.apply(to_wire(envelope, seal))
+    assert table.view.opened and table.view.last_sequence == len(h.events_of(SOLO))
+    replayed = replay_stream([to_wire(e, seal) for e in h.events_of(SOLO)], seal)
+    assert [f.message for f in replayed.findings] == []
+
+
+def test_a_wallet_made_by_a_refusal_reads_as_a_wallet_with_nothing_moved() -> None:
+    h = Harness()
+    h.send(WALLET, WalletWithdraw(player_id=PLAYER, amount=300), "out-0")
+    h.send(WALLET, deposit(100), "pay-1")
+    wires = [to_wire(e, h.processor.seal) for e in h.events_of(WALLET)]
+    wallet = WalletProjection.new(WALLET)
+    for wire in wires:
+        wallet.apply(wire)
+    assert (wallet.view.balance, wallet.view.withdrawn, wallet.view.last_sequence) == (100, 0, 2)
+    replayed = replay_wallet(WALLET, wires)
+    assert not replayed.findings and replayed.events == 2
 
 
 def test_a_table_s_refused_deposit_replayed_after_the_window_is_not_credited() -> None:
@@ -400,16 +462,51 @@ def test_a_table_s_refused_deposit_replayed_after_the_window_is_not_credited() -
     assert isinstance(state, TableState) and state.players[PLAYER].balance == 0
 
 
-def test_only_the_platform_s_money_refusals_are_written_down() -> None:
-    """A player's refused buy-in, an expired command and a sent_at ahead of the clock write
-    nothing (their answers are not a decision the platform books)."""
+def test_only_the_deciders_money_refusals_are_written_down() -> None:
+    """A player's refused buy-in is written down like the platform's refusals; an expired
+    command and a sent_at ahead of the clock write nothing (they were never decided)."""
     h = Harness()
     h.send(WALLET, deposit(100), "pay-1")
     h.send(WALLET, BuyIn(player_id=PLAYER, table_id=SOLO, amount=10**6), "buy-1")
     h.send(WALLET, deposit(), "late", sent_at=START - RETENTION)
     h.send(WALLET, deposit(), "ahead", sent_at=START + timedelta(hours=1))
-    assert [e for h_ in h.handled[1:] for e in h_.events] == []
-    assert list(h.store.streams[WALLET].money) == ["pay-1"]
+    [refused] = [e for h_ in h.handled[1:] for e in h_.events]
+    assert refused.data.model_dump(include={"command", "reason_code"}) == {
+        "command": "BuyIn",
+        "reason_code": "insufficient_funds",
+    }
+    assert list(h.store.streams[WALLET].money) == ["pay-1", "buy-1"]
+
+
+def test_a_refused_buy_in_replayed_after_the_window_and_a_deposit_is_not_taken() -> None:
+    """A player's ``BuyIn`` of 300 refused ``insufficient_funds`` (the wallet held 100),
+    replayed by the client after the window and after the wallet was paid 1,000: its first
+    refusal again, nothing leaves the wallet. Before: decided again, and 300 sent to the
+    table. An accepted buy-in's copy after the window is refused ``already_applied``, not
+    sent a second time."""
+    h = Harness()
+    h.send(SOLO, cmd.OpenTable(variant="atlantic-city-multi"))
+    h.send(SOLO, cmd.SitDown(player_id=PLAYER))
+    h.send(WALLET, deposit(100), "pay-1", sent_at=START)
+    buy = BuyIn(player_id=PLAYER, table_id=SOLO, amount=300)
+    first = h.send(WALLET, buy, "buy-1", sent_at=START)
+    assert code(first) == "insufficient_funds" and first.first_sequence == 2
+    h.send(WALLET, deposit(1_000), "pay-2", sent_at=START)
+    taken = h.send(WALLET, BuyIn(player_id=PLAYER, table_id=SOLO, amount=50), "buy-2")
+    assert taken.status == "accepted"
+    h.other_commands()
+    h.now = START + timedelta(days=1)
+    copy = h.send(WALLET, buy, "buy-1", sent_at=START)
+    assert code(copy) == "insufficient_funds" and h.handled[-1].duplicate
+    again = h.send(WALLET, BuyIn(player_id=PLAYER, table_id=SOLO, amount=50), "buy-2")
+    assert code(again) == "already_applied" and h.handled[-1].events == []
+    assert h.wallet().balance == 1_050 and len(h.wallet().pending) <= 1
+    # a rebuild from the events and a snapshot keep both
+    codec = SnapshotCodec(b"s" * 32)
+    live = h.store.streams[WALLET]
+    for opened in (rebuilt_from(h.events_of(WALLET)), codec.decode(codec.encode(live))):
+        assert opened.money_refused.get("buy-1") == "insufficient_funds"
+        assert "buy-2" in opened.money and "buy-2" not in opened.money_refused
 
 
 # ---- the bound on kept ids ---------------------------------------------------------------
@@ -429,9 +526,9 @@ def test_a_stream_keeping_its_limit_of_ids_refuses_new_money_commands_typed() ->
     # a refusal needs room too: refused so, not written down
     short = h.send(WALLET, WalletWithdraw(player_id=PLAYER, amount=10**9))
     assert code(short) == "money_ids_full" and h.store.streams[WALLET].sequence == sequence
-    # a copy of a kept id is still told as one (the window pushed on by a player's buy-ins)
-    for _ in range(WINDOW + 2):
-        h.send(WALLET, BuyIn(player_id=PLAYER, table_id=SOLO, amount=10**9))
+    # a copy of a kept id is still told as one (the window pushed on by unsigned steps)
+    for n in range(WINDOW + 2):
+        h.send(WALLET, RefundBuyIn(player_id=PLAYER, transfer=n + 1, reason="table_not_open"))
     assert "pay-0" not in h.store.streams[WALLET].results
     assert code(h.send(WALLET, deposit(), "pay-0", sent_at=START)) == "already_applied"
     # once the oldest are let go, the same command is decided

@@ -21,7 +21,8 @@ Order of the checks, each a typed rejection on the results topic:
    transfer), accepted before, however long ago: a copy of its record sent again after the
    idempotency window has moved on (see ``streams``). ``unauthorized``: a command only the
    service may issue, without the service's signature. A platform money command
-   (``WalletDeposit``, ``WalletWithdraw``, an unsigned ``Deposit`` or ``Withdraw``):
+   (``WalletDeposit``, ``WalletWithdraw``, an unsigned ``Deposit`` or ``Withdraw``, and a
+   player's ``BuyIn``):
    ``transfer_expired`` if issued (``sent_at``) longer ago than the retention,
    ``already_applied`` if its stream accepted it within the retention and its answer has
    left the window, the code it was refused with if its stream refused it so,
@@ -30,7 +31,8 @@ Order of the checks, each a typed rejection on the results topic:
    player's command that acts in a round without naming it (``round``) where the handler
    requires it (``BLACKJACK_COMMAND_ROUND=required``).
 4. the decider (table or wallet): accepted with its events, or its typed rejection (a platform
-   money command's written down as an event that moves no money, its id kept; a command
+   money command's written down as an event that moves no money, its id kept, also at a
+   stream that does not exist yet, which that event makes; a command
    naming a round that is over ``stale_command``, before any other check). Copies of
    the other money steps are refused here, by what they carry (``transfer_already_handled``
    for a buy-in's deposit or a cash-out, ``unknown_transfer`` for a confirm or refund), and
@@ -71,7 +73,7 @@ from blackjack.domain.commands import ROUND_COMMANDS
 from blackjack.domain.rejections import Rejection
 from blackjack.domain.state import TableState
 from blackjack.domain.transfers import transfer_origin
-from blackjack.domain.wallet import CashOut
+from blackjack.domain.wallet import BuyIn, CashOut
 from blackjack.messages.envelope import (
     CommandEnvelope,
     CommandResult,
@@ -213,9 +215,11 @@ class Processor(Deciding):
                 received_at=inbound.received_at,
                 resumed=store.resumed(stream),
                 money_retention=store.money_retention,
-                # A platform money command refused is written down (its id kept) at a stream
-                # that exists; at one that does not, it makes none (a stray answer).
-                keep_refusal=money and held,
+                # A platform money command refused is written down (its id kept), also at a
+                # stream that does not exist yet: its refusal is that stream's first event, so
+                # a copy after the window is refused as first even once the stream is paid
+                # into or opened (a stray answer would be decided again then).
+                keep_refusal=money,
             )
         if events:
             store.went_on(stream)
@@ -288,7 +292,9 @@ class Processor(Deciding):
             stream.money_refused,
             store.money_retention,
             self.money_ids_max,
-            self.money_sent_at_required,
+            # (a player's BuyIn is kept by id as the platform's money is, but its client is
+            # not held to the platform's contract: without sent_at it counts from its arrival)
+            self.money_sent_at_required and not isinstance(envelope.command, BuyIn),
         )
         return platform_money.check(kept, envelope.command_id, envelope.sent_at, latest, arrived)
 

@@ -24,7 +24,11 @@ wallet, ``MoneyCommandRefused`` at a table, carrying the rejection's code and me
 is kept like an accepted one's, with the code, and a copy after the window gets the original
 refusal again, never a second decision (before, a withdrawal refused ``insufficient_funds``,
 which the platform booked as failed, was debited when its outbox replayed it after a
-deposit).
+deposit). Also at a stream that does not exist yet: the refusal is its first event, which
+makes it, so a copy is refused as first once the stream is paid into or opened.
+
+A player's ``BuyIn`` is kept the same way (it draws on the wallet as a withdrawal does): its
+``BuyInSent`` or its refusal keeps its id, so a copy after the window is not taken again.
 
 A stream keeps at most a limit of ids (``BLACKJACK_MONEY_IDS_MAX``): its snapshot is one
 record under the topic's 4 MiB limit, which more ids would pass, failing every checkpoint of
@@ -47,6 +51,8 @@ from blackjack.domain.evolve import evolve
 from blackjack.domain.rejections import Rejection, RejectionCode
 from blackjack.domain.state import TableState
 from blackjack.domain.wallet import (
+    BuyIn,
+    BuyInSent,
     WalletCommandRefused,
     WalletDeposit,
     WalletDeposited,
@@ -85,21 +91,25 @@ RefusalEvent = WalletCommandRefused | ev.MoneyCommandRefused
 
 
 def is_platform_money(command: object, signed: bool) -> bool:
-    """A money command the platform issues: a wallet's deposit or withdrawal, a table's
-    unsigned deposit (no buy-in's transfer) or withdrawal."""
+    """A money command told from its copies by its id for the retention: the platform's
+    (a wallet's deposit or withdrawal, a table's unsigned deposit, no buy-in's transfer, or
+    withdrawal) and a player's ``BuyIn``, which draws on the wallet as a withdrawal does (a
+    copy after the window, decided again, would move the money to the table a second time,
+    or take a buy-in refused ``insufficient_funds`` once the balance has grown)."""
     if signed:
         return False
-    if isinstance(command, WalletDeposit | WalletWithdraw | cmd.Withdraw):
+    if isinstance(command, WalletDeposit | WalletWithdraw | BuyIn | cmd.Withdraw):
         return True
     return isinstance(command, cmd.Deposit) and command.transfer is None
 
 
 def is_platform_money_event(event: object, state: object) -> bool:
     """An event only a platform money command writes (``state``: the stream's, after it): a
-    wallet's ``WalletDeposited`` or ``WalletWithdrawn``, a table's ``FundsWithdrawn``, or
-    its ``FundsDeposited`` without a transfer at a table the platform funds (at one funded by
-    wallets, such a deposit is an older handler's buy-in step, kept by id apart)."""
-    if isinstance(event, WalletDeposited | WalletWithdrawn | ev.FundsWithdrawn):
+    wallet's ``WalletDeposited``, ``WalletWithdrawn`` or ``BuyInSent``, a table's
+    ``FundsWithdrawn``, or its ``FundsDeposited`` without a transfer at a table the platform
+    funds (at one funded by wallets, such a deposit is an older handler's buy-in step, kept
+    by id apart)."""
+    if isinstance(event, WalletDeposited | WalletWithdrawn | BuyInSent | ev.FundsWithdrawn):
         return True
     return (
         isinstance(event, ev.FundsDeposited)
@@ -130,7 +140,9 @@ def refusal(
     (``NOT_KEPT_REFUSALS``) or a command that is not the platform's money."""
     if rejection.code in NOT_KEPT_REFUSALS:
         return None
-    if isinstance(command, WalletDeposit | WalletWithdraw) and isinstance(state, WalletState):
+    if isinstance(command, WalletDeposit | WalletWithdraw | BuyIn) and isinstance(
+        state, WalletState
+    ):
         wallet_event = WalletCommandRefused(
             player_id=command.player_id,
             command=command.type,

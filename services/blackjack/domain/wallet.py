@@ -174,14 +174,16 @@ class WalletWithdrawn(WalletEvent):
 
 
 class WalletCommandRefused(WalletEvent):
-    """The platform's ``WalletDeposit`` or ``WalletWithdraw`` that the wallet refused
-    (``insufficient_funds``, ``currency_mismatch``...): no money moves. Recorded so that the
-    wallet keeps the command's id (its causation) for the money retention: a copy sent after
-    its answer has left the idempotency window is refused again, never decided a second time
-    (``domain.platform_money``)."""
+    """The platform's ``WalletDeposit`` or ``WalletWithdraw``, or a player's ``BuyIn``, that
+    the wallet refused (``insufficient_funds``, ``currency_mismatch``...): no money moves.
+    Recorded so that the wallet keeps the command's id (its causation) for the money
+    retention: a copy sent after its answer has left the idempotency window is refused
+    again, never decided a second time (``domain.platform_money``)."""
 
     type: Literal["WalletCommandRefused"] = "WalletCommandRefused"
-    command: Literal["WalletDeposit", "WalletWithdraw"] = Field(description="the command refused")
+    command: Literal["WalletDeposit", "WalletWithdraw", "BuyIn"] = Field(
+        description="the command refused"
+    )
     amount: int
     reason_code: RejectionCode = Field(description="the rejection code it was answered with")
     message: str = Field(description="the rejection's message, as it was answered")
