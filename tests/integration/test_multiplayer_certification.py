@@ -291,6 +291,42 @@ async def test_a_joiner_waits_for_the_next_round_and_a_seat_changes_between_roun
     assert (account["seat"], account["rounds"], account["in_play"]) == (4, 2, 0)
 
 
+async def test_a_disconnection_that_returns_the_bet_deals_the_others_at_once(
+    served: Served,
+) -> None:
+    """The table opened with page 003's disconnection policy (``refund_bets_on_disconnect``)
+    at five seats: r1 dealt, r0's connection drops before Deal. Her bet comes back and the
+    round is dealt by that same Disconnect (its own events), not at the 15 s deadline."""
+    space, table = served.space, "cert-refund-disconnect"
+    async with (
+        watching(space, table) as watch,
+        players(space, table, "r0", "r1") as (p0, p1),
+    ):
+        await p0.must(
+            cmd.OpenTable(
+                variant="atlantic-city-multi", overrides={"refund_bets_on_disconnect": True}
+            )
+        )
+        await seat_and_fund(served, [p0, p1], watch)
+        await asyncio.gather(
+            p0.must(cmd.PlaceBet(player_id="r0", box=0, amount=1_000)),
+            p1.must(cmd.PlaceBet(player_id="r1", box=1, amount=1_000)),
+        )
+        await p1.must(cmd.Deal(player_id="r1"))
+        gone = await p0.must(cmd.Disconnect(player_id="r0"))
+        assert gone.first_sequence is not None and gone.last_sequence is not None
+        span = range(gone.first_sequence, gone.last_sequence + 1)
+        await watch.until(lambda es: any(e.sequence == gone.last_sequence for e in es))
+        mine = [e for e in watch.events if e.sequence in span]
+        kinds = [e.type for e in mine]
+        assert kinds[:2] == ["PlayerDisconnected", "BetRefunded"] and "DealStarted" in kinds
+        [started] = [e.data for e in mine if isinstance(e.data, ev.DealStarted)]
+        assert started.boxes == (1,)
+        await stand_every_turn(p1, watch, 1)
+        await watch.until(settled(1))
+    await verify_stream(space, table)
+
+
 async def test_a_silent_player_is_played_by_the_clock_while_the_others_play(
     served: Served,
 ) -> None:

@@ -55,7 +55,7 @@ def _wallet_events() -> list[WalletEvent]:
         str: "player-1",
         int | None: 3,
         RejectionCode: "not_seated",
-        Literal["WalletDeposit", "WalletWithdraw"]: "WalletWithdraw",
+        Literal["WalletDeposit", "WalletWithdraw", "BuyIn"]: "BuyIn",
     }
     built = []
     for kind in get_args(AnyWalletEvent):
