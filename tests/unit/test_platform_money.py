@@ -509,6 +509,25 @@ def test_a_refused_buy_in_replayed_after_the_window_and_a_deposit_is_not_taken()
         assert "buy-2" in opened.money and "buy-2" not in opened.money_refused
 
 
+def test_a_buy_in_is_not_held_to_the_platform_s_sent_at_contract() -> None:
+    """A player's device may run ahead: a buy-in whose sent_at is an hour ahead is taken
+    (kept from its arrival), where a platform money command is ``malformed``; required
+    sent_at does not apply to it. One sent longer ago than the retention is still expired."""
+    h = Harness()
+    h.processor.money_sent_at_required = True
+    h.send(SOLO, cmd.OpenTable(variant="atlantic-city-multi"))
+    h.send(SOLO, cmd.SitDown(player_id=PLAYER))
+    h.send(WALLET, deposit(1_000), "pay-1", sent_at=START)
+    ahead = START + timedelta(hours=1)
+    buy = BuyIn(player_id=PLAYER, table_id=SOLO, amount=10)
+    assert h.send(WALLET, buy, "buy-ahead", sent_at=ahead).status == "accepted"
+    assert h.send(WALLET, buy, "buy-bare").status == "accepted"
+    assert code(h.send(WALLET, deposit(), "pay-ahead", sent_at=ahead)) == "malformed"
+    late = h.send(WALLET, buy, "buy-late", sent_at=START - RETENTION)
+    assert code(late) == "transfer_expired"
+    assert h.wallet().balance == 980
+
+
 # ---- the bound on kept ids ---------------------------------------------------------------
 
 

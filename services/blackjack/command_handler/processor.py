@@ -287,16 +287,21 @@ class Processor(Deciding):
         touched = stream.touched_at
         latest = now if touched is None else max(now, touched)
         arrived = now if inbound.received_at is None else min(inbound.received_at, now)
+        # A player's BuyIn is kept by id as the platform's money is, but its client is not
+        # held to the platform's contract: without sent_at (required or not), or with one
+        # ahead of the clock (a player's device), it counts as issued when it arrived.
+        buy_in = isinstance(envelope.command, BuyIn)
+        sent_at = envelope.sent_at
+        if buy_in and sent_at is not None and sent_at > arrived + platform_money.SENT_AHEAD:
+            sent_at = None
         kept = platform_money.Kept(
             stream.money,
             stream.money_refused,
             store.money_retention,
             self.money_ids_max,
-            # (a player's BuyIn is kept by id as the platform's money is, but its client is
-            # not held to the platform's contract: without sent_at it counts from its arrival)
-            self.money_sent_at_required and not isinstance(envelope.command, BuyIn),
+            self.money_sent_at_required and not buy_in,
         )
-        return platform_money.check(kept, envelope.command_id, envelope.sent_at, latest, arrived)
+        return platform_money.check(kept, envelope.command_id, sent_at, latest, arrived)
 
     def _round_missing(self, command: StreamCommand, signed: bool) -> Rejection | None:
         """``BLACKJACK_COMMAND_ROUND=required``: a command that acts in a round and does not
