@@ -3,18 +3,23 @@ API's latency (docs/operations.md, "The read model at a casino's size"):
 
     PYTHONPATH=.:services .venv/bin/python -m tests.integration.measure_read_model \\
         [--pg URL] [--tables 120] [--rounds 120] [--copies 9] [--keep NAME] [--reuse NAME]
+        [--fold-0009-tables 20] [--dropped-0009]
 
 1. The fold: ``--fold-tables`` tables x ``--fold-rounds`` rounds of the tests' random play
    folded in batches of 500 into a fresh SQLite file and a fresh PostgreSQL database, by the
    service's writer and by the former one (``RowByRow``: a statement a row written and a
    few a stream and a round read), batch by batch in turn; events a second and the ratio.
+   ``--fold-0009-tables``: the same on PostgreSQL by the service's writer with the three
+   indexes migration 0009 dropped made again by hand and without them; the ratio and the
+   databases' sizes.
 2. The big read model (``big_read_model``): ``--tables`` x ``--rounds`` folded by the
    service's writer, copied ``--copies`` times in SQL; its tables' rows and bytes. ``--keep``
    keeps that database for another run (``--reuse`` it, which skips building).
 3. ``EXPLAIN (ANALYZE, BUFFERS)`` of every statement the query API's answers and a worker's
    batch run there (caught as the code sends them), each with its top plan nodes, the pages
    it touched and its time; a statement whose plan reads a whole table (``Seq Scan`` over
-   more than 1,000 rows) is marked ``SCAN``.
+   more than 1,000 rows) is marked ``SCAN``. ``--dropped-0009``: 0009's dropped indexes made
+   again first (their sizes printed), so a plan that would read one names it.
 4. The query API's latency there: each answer ``--repeats`` times, for ids picked at random,
    through the ASGI app (``QueryApi``, no HTTP server): p50, p95, p99 and max in ms.
 """
@@ -130,6 +135,63 @@ async def fold_rates(pg: str, tables: int, rounds: int) -> None:
                     await store.close()
                 former, now = len(log) / spent[0], len(log) / spent[1]
                 print(f"{kind:<11} {former:>12,.0f} {now:>9,.0f} {now / former:>6.2f}")
+        finally:
+            for name in made:
+                await on_server(pg, f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)')
+
+
+DROPPED_0009 = (  # the indexes migration 0009 dropped, as its downgrade makes them again
+    "CREATE INDEX ix_events_stream_round ON events (stream_id, round)",
+    "ALTER TABLE events ADD CONSTRAINT events_event_id_key UNIQUE (event_id)",
+    "ALTER TABLE rounds ADD CONSTRAINT rounds_round_id_key UNIQUE (round_id)",
+)
+UNDROPPED_0009 = (
+    "DROP INDEX ix_events_stream_round",
+    "ALTER TABLE events DROP CONSTRAINT events_event_id_key",
+    "ALTER TABLE rounds DROP CONSTRAINT rounds_round_id_key",
+)
+DROPPED_NAMES = ("ix_events_stream_round", "events_event_id_key", "rounds_round_id_key")
+
+
+async def run_all(store: ProjectionStore, statements: Sequence[str]) -> None:
+    async with store.writing() as connection:
+        for statement in statements:
+            await connection.execute(text(statement))
+
+
+async def fold_rates_0009(pg: str, tables: int, rounds: int) -> None:
+    """The fold on PostgreSQL with the three indexes 0009 dropped (made again by hand, as its
+    downgrade does) and without (the service's schema), the same log batch by batch in turn."""
+    log = big.records(tables, rounds, seed=11)
+    print(
+        f"\n## 0009: the fold with and without the dropped indexes: {tables} tables x {rounds} "
+        f"rounds, {len(log):,} events, batches of 500, PostgreSQL"
+    )
+    made: list[str] = []
+    with tempfile.TemporaryDirectory() as tmp:
+        try:
+            stores = [await new_store(pg, Path(tmp), "postgresql", made) for _ in range(2)]
+            await run_all(stores[0], DROPPED_0009)
+            writers = [ProjectionWriter(stores[0]), ProjectionWriter(stores[1])]
+            spent = [0.0, 0.0]
+            for number, start in enumerate(range(0, len(log), big.BATCH)):
+                part = log[start : start + big.BATCH]
+                for index in (0, 1) if number % 2 == 0 else (1, 0):
+                    began = time.perf_counter()
+                    await writers[index].apply(part)
+                    spent[index] += time.perf_counter() - began
+            database = "SELECT pg_database_size(current_database())"
+            size = []
+            for store in stores:
+                async with store.reading() as connection:
+                    size.append((await connection.execute(text(database))).scalar_one())
+                await store.close()
+            with_, without = len(log) / spent[0], len(log) / spent[1]
+            print(
+                f"events a second: with {with_:,.0f}, without {without:,.0f} "
+                f"(x{without / with_:.2f}); database {size[0] / 2**20:.1f} MB -> "
+                f"{size[1] / 2**20:.1f} MB"
+            )
         finally:
             for name in made:
                 await on_server(pg, f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)')
@@ -442,13 +504,25 @@ async def main(args: argparse.Namespace) -> None:
     quiet_logs(sys.stderr)
     if args.fold_tables:
         await fold_rates(args.pg, args.fold_tables, args.fold_rounds)
+    if args.fold_0009_tables:
+        await fold_rates_0009(args.pg, args.fold_0009_tables, args.fold_rounds)
     store, name = await big_store(args.pg, args)
     url = make_url(args.pg).set(database=name).render_as_string(hide_password=False)
     try:
         await print_sizes(store)
         picked = await sample(store)
+        if args.dropped_0009:  # 0009's indexes made again: does any plan read one?
+            await run_all(store, DROPPED_0009)
+            await run_all(store, ["ANALYZE events", "ANALYZE rounds"])
+            _, indexes = await big.sizes(store)
+            print("\n## 0009: the dropped indexes made again at this size (MB)")
+            for index_name, table, size in indexes:
+                if index_name in DROPPED_NAMES:
+                    print(f"{index_name:<30} {table:<15} {size / 2**20:>8.1f}")
         await plans(store, url, picked)
         await worker_plans(store, url, 20, args.rounds + 30)
+        if args.dropped_0009:
+            await run_all(store, UNDROPPED_0009)
         print(f"\n## the query API's answers, {args.repeats} each, ms")
         print(f"{'answer':<30} {'p50':>7} {'p95':>7} {'p99':>7} {'max':>7}  example")
         for answer, (example, times) in (await latencies(store, picked, args.repeats)).items():
@@ -471,6 +545,17 @@ def arguments(argv: Sequence[str] | None = None) -> argparse.Namespace:
     parser.add_argument("--fold-tables", type=int, default=20)
     parser.add_argument("--fold-rounds", type=int, default=60)
     parser.add_argument("--repeats", type=int, default=200)
+    parser.add_argument(
+        "--fold-0009-tables",
+        type=int,
+        default=0,
+        help="also fold this many tables with and without the indexes 0009 dropped",
+    )
+    parser.add_argument(
+        "--dropped-0009",
+        action="store_true",
+        help="make the indexes 0009 dropped again in the big database before the plans",
+    )
     parser.add_argument("--keep", help="keep the big database under this name")
     parser.add_argument("--reuse", help="measure this big database, built before with --keep")
     return parser.parse_args(argv)

@@ -52,7 +52,8 @@ events = Table(
     metadata,
     Column("stream_id", String(ID), primary_key=True),
     Column("sequence", BigInteger, primary_key=True),
-    Column("event_id", String(ID), nullable=False, unique=True),
+    # unique by its derivation from the key (uuid5 of stream/sequence): no index (0009)
+    Column("event_id", String(ID), nullable=False),
     Column("type", String(64), nullable=False),
     Column("round", Integer, nullable=True),
     Column("occurred_at", DateTime(timezone=True), nullable=False),
@@ -62,7 +63,6 @@ events = Table(
     Column("envelope", Text, nullable=False, comment="the wire envelope as JSON (shoe sealed)"),
     comment="every public event folded in, for recall and replay",
 )
-Index("ix_events_stream_round", events.c.stream_id, events.c.round)
 
 table_views = Table(
     "table_views",
@@ -124,7 +124,7 @@ rounds = Table(
     metadata,
     Column("stream_id", String(ID), primary_key=True),
     Column("round", Integer, primary_key=True),
-    Column("round_id", String(ID + 12), nullable=False, unique=True),
+    Column("round_id", String(ID + 12), nullable=False),  # STREAM_ID:ROUND, no index (0009)
     Column("variant", String(64), nullable=False),
     Column("currency", String(8), nullable=False),
     Column("status", String(16), nullable=False),
