@@ -71,7 +71,7 @@ async def test_a_player_id_is_one_path_segment_whatever_it_holds(
 ) -> None:
     asked: list[str] = []
 
-    async def wallet(_: object, who: str) -> dict[str, Any]:
+    async def wallet(_: object, who: str, *_page: object) -> dict[str, Any]:
         asked.append(who)
         return {"player_id": who}
 
@@ -221,7 +221,7 @@ async def test_a_player_id_sent_unescaped_in_utf8_is_that_id(
     "cafÃ©" (a 404 for a player who exists)."""
     asked: list[str] = []
 
-    async def wallet(_: object, who: str) -> dict[str, Any]:
+    async def wallet(_: object, who: str, *_page: object) -> dict[str, Any]:
         asked.append(who)
         return {"player_id": who}
 

@@ -129,8 +129,16 @@ class WalletAnswer(_Answer):
 
     player_id: str
     wallet: WalletStream | None = Field(description="null: the player never had a wallet")
-    tables: list[TableAccount]
-    totals: list[Totals] = Field(description="the tables' accounts summed per currency")
+    tables: list[TableAccount] = Field(
+        description="the table accounts in (currency, stream id) order, `limit` at most "
+        "(1,000 unless asked fewer): the rest follow with `cursor` = `next`"
+    )
+    totals: list[Totals] = Field(
+        description="every table's account summed per currency, the tables of later pages included"
+    )
+    next: str | None = Field(
+        description="the cursor of the next page of `tables`; null when every table is listed"
+    )
 
 
 # ---- a player's rounds -----------------------------------------------------------------------
@@ -463,6 +471,12 @@ PAGE = _parameter(
     "rounds per page",
     {"type": "integer", "minimum": 1, "maximum": 100, "default": 20},
 )
+WALLET_PAGE = _parameter(
+    "limit",
+    "query",
+    "table accounts per page",
+    {"type": "integer", "minimum": 1, "maximum": 1000, "default": 1000},
+)
 CURSOR = _parameter("cursor", "query", "the `next` of the previous page", {"type": "string"})
 ROUND_ID = _parameter(
     "round_id",
@@ -532,8 +546,8 @@ OPERATIONS: dict[str, tuple[str, Answers, list[dict[str, Any]], tuple[int, ...]]
     "/v1/players/{player_id}/wallet": (
         "The player's money: the wallet, each table's account, totals per currency",
         WalletAnswer,
-        [PLAYER_ID],
-        (404,),
+        [PLAYER_ID, WALLET_PAGE, CURSOR],
+        (400, 404),
     ),
     "/v1/players/{player_id}/rounds": (
         "The player's betting history, newest first",

@@ -213,7 +213,7 @@ class QueryApi:
                     raise Unauthenticated(REVOKED, presented=True)
             match parts:
                 case ["players", player_id, "wallet"] if player_id:
-                    return await _wallet(connection, player_id)
+                    return await _wallet(connection, player_id, params)
                 case ["players", player_id, "rounds"] if player_id:
                     return await _rounds(connection, player_id, params)
                 case ["players", player_id, "rounds", text] if player_id and text:
@@ -278,8 +278,17 @@ def _storable(*identifiers: str | None) -> bool:
     return not any("\x00" in identifier for identifier in identifiers if identifier is not None)
 
 
-async def _wallet(connection: AsyncConnection, player_id: str) -> dict[str, Any]:
-    found = await queries.wallet(connection, player_id) if _storable(player_id) else None
+async def _wallet(connection: AsyncConnection, player_id: str, params: Params) -> dict[str, Any]:
+    most = queries.MAX_WALLET_TABLES
+    limit = parse_count(params.get("limit", str(most)), most)
+    if limit is None:
+        raise ApiError(400, "bad_parameter", f"limit must be a whole number from 1 to {most}")
+    try:
+        found = None
+        if _storable(player_id):
+            found = await queries.wallet(connection, player_id, limit, params.get("cursor"))
+    except ValueError as error:
+        raise ApiError(400, "bad_parameter", str(error)) from None
     if found is None:
         raise ApiError(404, "unknown_player", f"no player {player_id!r}: no wallet, no seat")
     return found

@@ -10,9 +10,11 @@ from datetime import datetime, timedelta
 from typing import Any
 
 from sqlalchemy import (
+    BigInteger,
     Boolean,
     ColumnElement,
     and_,
+    cast,
     exists,
     func,
     literal,
@@ -48,24 +50,43 @@ def iso(moment: datetime | None) -> str | None:
     return None if moment is None else utc(moment).isoformat().replace("+00:00", "Z")
 
 
-async def wallet(connection: AsyncConnection, player_id: str) -> dict[str, Any] | None:
-    """The player's money: the wallet stream (money between tables), each table's account,
-    and per currency the totals over the tables."""
+MAX_WALLET_TABLES = 1000
+"""The most table accounts one wallet answer lists (``limit``); the rest page by cursor."""
+
+
+async def wallet(
+    connection: AsyncConnection,
+    player_id: str,
+    limit: int = MAX_WALLET_TABLES,
+    cursor: str | None = None,
+) -> dict[str, Any] | None:
+    """The player's money: the wallet stream (money between tables), the table accounts in
+    (currency, stream id) order, ``limit`` at most after ``cursor`` (``next`` continues the
+    list: a player who played at thousands of tables got every one in one answer), and per
+    currency the totals over every table, summed by the database."""
     a, w = schema.accounts, schema.wallets
-    query = select(a).where(a.c.player_id == player_id).order_by(a.c.currency, a.c.stream_id)
+    query = (
+        select(a)
+        .where(a.c.player_id == player_id)
+        .order_by(a.c.currency, a.c.stream_id)
+        .limit(limit + 1)
+    )
+    if cursor is not None:
+        query = query.where(tuple_(a.c.currency, a.c.stream_id) > tuple_(*_wallet_after(cursor)))
     rows = (await connection.execute(query)).all()
     found = (await connection.execute(select(w).where(w.c.player_id == player_id))).first()
-    if not rows and found is None:
+    summed = [cast(func.sum(a.c[name]), BigInteger).label(name) for name in MONEY_FIELDS]
+    totals_query = (
+        select(a.c.currency, *summed, cast(func.sum(a.c.rounds), BigInteger).label("rounds"))
+        .where(a.c.player_id == player_id)
+        .group_by(a.c.currency)
+        .order_by(a.c.currency)
+    )
+    totals = [row._asdict() for row in (await connection.execute(totals_query)).all()]
+    if not totals and found is None:
         return None
-    totals: dict[str, dict[str, Any]] = {}
     tables = []
-    for row in rows:
-        total = totals.setdefault(
-            row.currency,
-            {"currency": row.currency, **dict.fromkeys(MONEY_FIELDS, 0), "rounds": 0},
-        )
-        for name in (*MONEY_FIELDS, "rounds"):
-            total[name] += getattr(row, name)
+    for row in rows[:limit]:
         table = row._asdict()
         for name in ("player_id", *SIT_OUT_FIELDS):  # sitting out is the table answer's
             del table[name]
@@ -75,12 +96,32 @@ async def wallet(connection: AsyncConnection, player_id: str) -> dict[str, Any] 
         wallet_stream = found._asdict()
         del wallet_stream["player_id"]
         wallet_stream["updated_at"] = iso(found.updated_at)
+    last = rows[limit - 1] if len(rows) > limit else None
     return {
         "player_id": player_id,
         "wallet": wallet_stream,
         "tables": tables,
-        "totals": list(totals.values()),
+        "totals": totals,
+        "next": None if last is None else _wallet_cursor(last.currency, last.stream_id),
     }
+
+
+def _wallet_cursor(currency: str, stream_id: str) -> str:
+    raw = json.dumps([currency, stream_id], separators=(",", ":")).encode()
+    return base64.urlsafe_b64encode(raw).decode().rstrip("=")
+
+
+def _wallet_after(cursor: str) -> tuple[str, str]:
+    try:
+        raw = base64.urlsafe_b64decode(cursor + "=" * (-len(cursor) % 4))
+        currency, stream_id = json.loads(raw)
+        if not (isinstance(currency, str) and isinstance(stream_id, str)):
+            raise TypeError
+        if "\x00" in currency + stream_id:  # no store holds one (PostgreSQL's text cannot)
+            raise ValueError
+        return currency, stream_id
+    except (binascii.Error, ValueError, TypeError, RecursionError) as error:
+        raise ValueError("the cursor is not one this API handed out") from error
 
 
 def encode_cursor(started_at: datetime, stream_id: str, number: int) -> str:
