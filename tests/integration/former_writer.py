@@ -1,12 +1,12 @@
 """The projection writer as it was at 6ea4ece (a statement a row; each table, wallet and round
-read as the fold reached it), kept verbatim below this docstring as the reference the batched
-writer is compared with (``fold_equivalence``): in the tree, not read from git, so that the
-suite runs from any clone, shallow or squashed. Not used by the service."""
+read as the fold reached it), kept verbatim below this docstring (but for ``_as_stored``) as
+the reference the batched writer is compared with (``fold_equivalence``): in the tree, not
+read from git, so that the suite runs from any clone, shallow or squashed. Not used by the
+service."""
 
 from __future__ import annotations
 
 import asyncio
-import json
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import asdict, dataclass, field
 from datetime import date
@@ -26,7 +26,7 @@ from blackjack.projections import schema
 from blackjack.projections.ids import utc
 from blackjack.projections.projector import StreamProjection, recalled_in
 from blackjack.projections.revision import check_schema
-from blackjack.projections.store import ProjectionStore, nul_replaced
+from blackjack.projections.store import ProjectionStore
 from blackjack.projections.views import (
     Account,
     GameDay,
@@ -36,6 +36,7 @@ from blackjack.projections.views import (
     TableView,
 )
 from blackjack.projections.wallets import WalletProjection, WalletView
+from blackjack.projections.writer import _as_stored as _stored_as_today
 
 Position = tuple[str, int]
 """(topic, partition)"""
@@ -272,14 +273,10 @@ class _Loaded:
 
 
 def _as_stored(raw: bytes, envelope: WireEnvelope) -> WireEnvelope:
-    """The event as the store holds its texts: a NUL as U+FFFD (``store.NUL_STORED_AS``). The
-    projection folds it so, as the rows it loads again in the next batch hold it: folded with
-    the NUL, a player id of an older log named an account the next batch's projection, loaded
-    from the rows, did not have (``ProjectionError``, the partition stuck for good). The
-    ``events`` table keeps the envelope as it came."""
-    if b"\\u0000" not in raw:  # the JSON escape: a NUL cannot be written otherwise
-        return envelope
-    return wire.decode(json.dumps(nul_replaced(json.loads(raw))).encode())
+    """Not verbatim: the stored form of an event's texts is today's writer's
+    (``writer._as_stored``: a U+FFFD escaped since, so that it and a NUL are two keys), not
+    6ea4ece's (a NUL as U+FFFD only); what is compared is the batching, not that form."""
+    return _stored_as_today(raw, envelope)
 
 
 class _Batch:

@@ -54,6 +54,7 @@ async def test_0009_drops_the_three_indexes_keeps_the_rows_and_its_downgrade_res
     assert await at(store, "0008", down=True) >= DROPPED
     assert await text_of(store) == folded
     assert await at(store, "0009", down=False) == {("rounds", "stream_id")}  # ix_rounds_open
+    await at(store, "head", down=False)
     await ProjectionWriter(store).apply(RECORDS[200:])
 
     whole = await stores.store()

@@ -275,7 +275,7 @@ async def test_a_worker_started_while_the_database_is_down_waits_for_it() -> Non
 
     class Newer(Starting):
         async def migrate(self) -> None:
-            raise RuntimeError("Can't locate revision 0010")
+            raise RuntimeError("Can't locate revision 0011")
 
     with pytest.raises(RuntimeError):
         await asyncio.wait_for(worker.migrated(Newer(), FoldHealth(), wait=0), 5)  # type: ignore[arg-type]

@@ -53,7 +53,7 @@ from blackjack.observability.logging import Throttled
 from blackjack.observability.roles import claim
 from blackjack.projections import queries, reports
 from blackjack.projections.ids import parse_count, parse_round_id
-from blackjack.projections.store import ProjectionStore, is_store_outage
+from blackjack.projections.store import ProjectionStore, as_stored, is_store_outage
 
 Scope = MutableMapping[str, Any]
 Message = MutableMapping[str, Any]
@@ -284,9 +284,7 @@ async def _wallet(connection: AsyncConnection, player_id: str, params: Params) -
     if limit is None:
         raise ApiError(400, "bad_parameter", f"limit must be a whole number from 1 to {most}")
     try:
-        found = None
-        if _storable(player_id):
-            found = await queries.wallet(connection, player_id, limit, params.get("cursor"))
+        found = await queries.wallet(connection, as_stored(player_id), limit, params.get("cursor"))
     except ValueError as error:
         raise ApiError(400, "bad_parameter", str(error)) from None
     if found is None:
@@ -301,9 +299,9 @@ async def _rounds(connection: AsyncConnection, player_id: str, params: Params) -
             400, "bad_parameter", f"limit must be a whole number from 1 to {queries.MAX_PAGE}"
         )
     try:
-        found = None
-        if _storable(player_id):
-            found = await queries.player_rounds(connection, player_id, limit, params.get("cursor"))
+        found = await queries.player_rounds(
+            connection, as_stored(player_id), limit, params.get("cursor")
+        )
     except ValueError as error:
         raise ApiError(400, "bad_parameter", str(error)) from None
     if found is None:
@@ -328,11 +326,12 @@ async def _round(
     except ValueError:  # well formed, past any round a store holds (MAX_ROUND)
         raise ApiError(404, "unknown_round", f"no round {text[:200]!r}") from None
     found = None
-    if _storable(stream_id, player_id):
+    if _storable(stream_id):
         if player_id is None:
             found = await queries.round_detail(connection, stream_id, round_number)
         else:
-            found = await queries.player_round(connection, player_id, stream_id, round_number)
+            key = as_stored(player_id)
+            found = await queries.player_round(connection, key, stream_id, round_number)
     if found is None:
         played = "" if player_id is None else f" played by {player_id[:200]!r}"
         raise ApiError(404, "unknown_round", f"no round {text[:200]!r}{played}")
@@ -349,11 +348,11 @@ async def _table(
     own token (``seated``) only where they sit: a 404 like a table that does not exist, so
     the answer says nothing of who sits at a table the player is not at."""
     found = None
-    if _storable(stream_id, player_id):
+    if _storable(stream_id):
         if player_id is None:
             found = await queries.table_state(connection, stream_id)
         else:
-            found = await queries.player_table(connection, player_id, stream_id)
+            found = await queries.player_table(connection, as_stored(player_id), stream_id)
     # A stream that never opened holds at most a declined buy-in (a wallet's BuyIn to an id
     # with no table): no table a client could sit at.
     if found is None or not found.get("opened") or (seated is not None and found["you"] is None):

@@ -10,6 +10,7 @@ driver would otherwise run each SELECT on its own) and ``REPEATABLE READ`` on Po
 from __future__ import annotations
 
 import asyncio
+import hashlib
 import json
 import sqlite3
 from collections.abc import AsyncIterator
@@ -298,6 +299,48 @@ def nul_replaced(value: Any) -> Any:
         return {nul_replaced(key): nul_replaced(item) for key, item in value.items()}
     if isinstance(value, list | tuple):
         return [nul_replaced(item) for item in value]
+    return value
+
+
+ESCAPE_MARK: Final = "\x01"
+"""What follows U+FFFD in the stored form of a U+FFFD of the log (``as_stored``): a control
+character, which the commands refuse in an id, so only an older log's ids hold it."""
+
+_MOST_CHARS: Final = 128  # the id columns' length (``schema.ID``)
+
+
+def as_stored(text: str) -> str:
+    """``text`` as the store holds a player's id or a text of an event, one to one: a NUL as
+    U+FFFD (``NUL_STORED_AS``, as before), a U+FFFD of the log as U+FFFD and ``ESCAPE_MARK``,
+    and each ``ESCAPE_MARK`` of the log doubled. Before, a U+FFFD was stored as itself, so an
+    older log's ``al<NUL>ice`` and ``al<U+FFFD>ice`` were one key: one account row, one wallet
+    answer for two players. A text with neither character (every id the commands take now)
+    and one with a NUL only are stored as before: the rows folded before read as they did.
+
+    One to one: after a U+FFFD comes a run of ``ESCAPE_MARK``s, odd for a U+FFFD of the log,
+    even for a NUL; a run anywhere else is even. An escaped text longer than an id column whose
+    text was not (``_MOST_CHARS``) is stored as ``ESCAPE_MARK``, ``#`` and the SHA-256 of the
+    escaped text: a run of one at the start, which no escaped text has."""
+    if "\x00" not in text and NUL_STORED_AS not in text and ESCAPE_MARK not in text:
+        return text
+    escaped = (
+        text.replace(ESCAPE_MARK, ESCAPE_MARK * 2)
+        .replace(NUL_STORED_AS, NUL_STORED_AS + ESCAPE_MARK)
+        .replace("\x00", NUL_STORED_AS)
+    )
+    if len(escaped) <= _MOST_CHARS or len(text) > _MOST_CHARS:
+        return escaped
+    return f"{ESCAPE_MARK}#{hashlib.sha256(escaped.encode()).hexdigest()}"
+
+
+def stored_texts(value: Any) -> Any:
+    """``value`` (JSON-like) with every text ``as_stored``, keys too."""
+    if isinstance(value, str):
+        return as_stored(value)
+    if isinstance(value, dict):
+        return {as_stored(key): stored_texts(item) for key, item in value.items()}
+    if isinstance(value, list | tuple):
+        return [stored_texts(item) for item in value]
     return value
 
 

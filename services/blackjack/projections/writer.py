@@ -34,7 +34,7 @@ from blackjack.projections import schema
 from blackjack.projections.ids import utc
 from blackjack.projections.projector import StreamProjection, recalled_in
 from blackjack.projections.revision import check_schema
-from blackjack.projections.store import ProjectionStore, nul_replaced
+from blackjack.projections.store import ProjectionStore, nul_replaced, stored_texts
 from blackjack.projections.views import (
     Account,
     GameDay,
@@ -292,14 +292,26 @@ class _Loaded:
 
 
 def _as_stored(raw: bytes, envelope: WireEnvelope) -> WireEnvelope:
-    """The event as the store holds its texts: a NUL as U+FFFD (``store.NUL_STORED_AS``). The
+    """The event as the store holds its texts: its event's (``data``) ``store.as_stored``, one
+    to one (a NUL as U+FFFD, a U+FFFD as U+FFFD and a mark), the envelope's own fields (the
+    stream id: the keys of its tables) a NUL as U+FFFD (``store.nul_replaced``). The
     projection folds it so, as the rows it loads again in the next batch hold it: folded with
     the NUL, a player id of an older log named an account the next batch's projection, loaded
     from the rows, did not have (``ProjectionError``, the partition stuck for good). The
     ``events`` table keeps the envelope as it came."""
-    if b"\\u0000" not in raw:  # the JSON escape: a NUL cannot be written otherwise
+    if b"\\u" not in raw and _FFFD not in raw:  # a NUL or the mark is written escaped
         return envelope
-    return wire.decode(json.dumps(nul_replaced(json.loads(raw))).encode())
+    document = json.loads(raw)
+    if not isinstance(document, dict):
+        return envelope
+    stored = {
+        key: stored_texts(value) if key == "data" else nul_replaced(value)
+        for key, value in document.items()
+    }
+    return wire.decode(json.dumps(stored).encode())
+
+
+_FFFD = "\ufffd".encode()
 
 
 class _Batch:
