@@ -181,6 +181,20 @@ async def accept(client: BlackjackClient, stream: str, *commands: Any) -> list[C
     return results
 
 
+async def accept_together(
+    client: BlackjackClient, stream: str, *commands: Any
+) -> list[CommandResult]:
+    """Send commands pipelined, in order, in one go; each must be accepted. The broker
+    receives them within milliseconds of each other, so a clock the first one starts (a 1 s
+    turn, a presence timeout) cannot run out before the last one is received, however long the
+    handler takes to answer each (a decision on the clock counts the command's receipt)."""
+    ids = await client.send_all([(stream, command) for command in commands])
+    results = [await client.result(i, timeout=WAIT_S, stream_id=stream) for i in ids]
+    for command, result in zip(commands, results, strict=True):
+        assert result.status == "accepted", (stream, command, result.rejection)
+    return results
+
+
 # ---- reading what the handler wrote -------------------------------------------------------
 
 

@@ -4,6 +4,7 @@ of ``atlantic-city-multi`` (``ExpireTimers``) and the disconnection policy of ``
 
 from __future__ import annotations
 
+from datetime import timedelta
 from typing import Any
 
 import pytest
@@ -24,6 +25,7 @@ from tests.integration.conftest import (
     KafkaSpace,
     QueuedShuffler,
     accept,
+    accept_together,
     command_log,
     running_handler,
     types_of,
@@ -65,7 +67,7 @@ async def test_the_multi_seat_clock_leaves_out_a_silent_player_and_stands_a_sile
     table = "clock-multi"
     shuffler.queue(["TS", "7S", "6S", "TH"])  # ann: T 6 against the dealer's 7, T in the hole
     await _ann_and_ben_bought_in(space, client, table, turn_seconds=1)
-    await accept(
+    await accept_together(
         client, table, cmd.PlaceBet(player_id="ann", box=0, amount=500), cmd.Deal(player_id="ann")
     )
     # ben neither bets nor passes, ann does not play her hand: the clock does both.
@@ -94,7 +96,7 @@ async def test_a_player_who_sits_out_is_stood_up_and_the_money_lands_in_the_wall
         space, client, table, turn_seconds=1, seat_released_after_rounds_sat_out=2
     )
     for played in (1, 2):
-        await accept(
+        await accept_together(
             client,
             table,
             cmd.PlaceBet(player_id="ann", box=0, amount=500),
@@ -143,13 +145,19 @@ async def test_an_early_copy_of_the_clocks_command_does_not_stop_the_clock(
     clock's own command for that deadline still acts when it comes."""
     table = "clock-early"
     await _ann_and_ben_bought_in(space, client, table, turn_seconds=3)
-    await accept(client, table, cmd.PlaceBet(player_id="ann", box=0, amount=500))
-    events = await wait_for_events(space, table, lambda es: "RoundOpened" in types_of(es))
-    [opened] = [e.data for e in events if isinstance(e.data, ev.RoundOpened)]
-    assert opened.betting_deadline is not None
-    timer_id = expire_command_id(table, opened.betting_deadline)
+    [bet] = await accept(client, table, cmd.PlaceBet(player_id="ann", box=0, amount=500))
+    # The deadline is the bet's decision time (its answer's handled_at) plus the clock: the
+    # copy is sent at once, one round trip after the bet's answer, well before the deadline
+    # (reading RoundOpened first, with a consumer started from the topic's start, took a
+    # good part of the 3 s on a loaded machine); RoundOpened is checked to say the same.
+    deadline = bet.handled_at + timedelta(seconds=3)
+    timer_id = expire_command_id(table, deadline)
     early = await client.execute(table, cmd.ExpireTimers(), command_id=timer_id)
     assert early.status == "accepted" and early.first_sequence is None
+    assert early.handled_at < deadline
+    events = await wait_for_events(space, table, lambda es: "RoundOpened" in types_of(es))
+    [opened] = [e.data for e in events if isinstance(e.data, ev.RoundOpened)]
+    assert opened.betting_deadline == deadline
     # at the deadline the clock deals ann in (she bet but did not press Deal) and leaves ben
     # out (he neither bet nor passed)
     events = await wait_for_events(space, table, lambda es: "DealStarted" in types_of(es))
@@ -188,7 +196,7 @@ async def test_a_started_surrender_hand_waits_for_the_player_to_reconnect(
 ) -> None:
     table = "presence-hand"
     shuffler.queue(["TS", "9S", "8S", "7H"])  # sam: T 8 = 18 against 9 up, 7 in the hole
-    await accept(
+    await accept_together(
         client,
         table,
         cmd.OpenTable(variant="surrender"),
@@ -200,7 +208,9 @@ async def test_a_started_surrender_hand_waits_for_the_player_to_reconnect(
     events = await wait_for_events(space, table, lambda es: "PlayerDisconnected" in types_of(es))
     assert "BetRefunded" not in types_of(events) and "RoundSettled" not in types_of(events)
     # The round is restored for the player who comes back: the same hand, still to play.
-    await accept(client, table, cmd.Reconnect(player_id="sam"), cmd.Stand(player_id="sam", box=0))
+    await accept_together(
+        client, table, cmd.Reconnect(player_id="sam"), cmd.Stand(player_id="sam", box=0)
+    )
     check = await verify_stream(space, table)
     [hand] = [e.data for e in check.events if isinstance(e.data, ev.HandSettled)]
     assert (hand.total, hand.outcome, hand.payout) == (18, "win", 1000)
@@ -260,12 +270,12 @@ async def test_a_void_at_a_shared_table_counts_no_round_sat_out_and_pays_the_wal
         lambda es: any(isinstance(e.data, BuyInCompleted) and e.data.table_id == table for e in es),
     )
     before = (await verify_stream(space, wallet)).state.balance
-    await accept(
+    await accept_together(
         client, table, cmd.PlaceBet(player_id="ann", box=0, amount=500), cmd.Deal(player_id="ann")
     )
     await wait_for_events(space, table, lambda es: "TurnStarted" in types_of(es))
     await accept(client, table, cmd.Stand(player_id="ann", box=0))
-    await accept(
+    await accept_together(
         client, table, cmd.PlaceBet(player_id="ann", box=0, amount=500), cmd.Deal(player_id="ann")
     )
     await accept(client, table, cmd.VoidRound(round=2, operator="ops-1", reason="reader fault"))
@@ -280,7 +290,7 @@ async def test_a_void_at_a_shared_table_counts_no_round_sat_out_and_pays_the_wal
         1_500,  # 1,000 bought in and round 1's 500 won
     )
     assert (await verify_stream(space, table)).state.players["ben"].rounds_sat_out == 1
-    await accept(
+    await accept_together(
         client,
         table,
         cmd.PlaceBet(player_id="ann", box=0, amount=500),
