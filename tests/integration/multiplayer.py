@@ -84,6 +84,16 @@ class Player:
         assert result.status == "accepted", (self.player_id, command, result.rejection)
         return result
 
+    async def must_together(self, *commands: Any) -> list[CommandResult]:
+        """Commands sent pipelined in one go (a bet and its Deal), each to be accepted: the
+        broker receives them within milliseconds, so a short betting clock that the first one
+        starts cannot run out before the last one is received, however slow the answers."""
+        ids = await self.client.send_all([(self.table, command) for command in commands])
+        results = [await self.client.result(i, WAIT_S, stream_id=self.table) for i in ids]
+        for command, result in zip(commands, results, strict=True):
+            assert result.status == "accepted", (self.player_id, command, result.rejection)
+        return results
+
 
 @contextlib.asynccontextmanager
 async def players(space: KafkaSpace, table: str, *ids: str) -> AsyncIterator[list[Player]]:

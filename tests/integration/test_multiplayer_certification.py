@@ -472,9 +472,12 @@ async def test_time_commands_late_early_and_out_of_order(served: Served) -> None
         deadline = opened.betting_deadline
         assert deadline is not None
         timer_id = expire_command_id(table, deadline)
-        early = await p1.do(cmd.ExpireTimers(), command_id=timer_id)
+        # both sent at once: each must be decided before the 3 s deadline
+        early, anyone = await asyncio.gather(
+            p1.do(cmd.ExpireTimers(), command_id=timer_id),
+            p1.do(cmd.ExpireTimers()),  # a client's own id: nothing due yet
+        )
         assert early.status == "accepted" and early.first_sequence is None
-        anyone = await p1.do(cmd.ExpireTimers())  # a client's own id: nothing due yet
         assert anyone.status == "accepted" and anyone.first_sequence is None
         # the clock's own command at the deadline deals c0 in and leaves c1 out
         [started] = await watch.until(lambda es: [e for e in es if e.type == "DealStarted"])
@@ -527,8 +530,10 @@ async def test_a_player_left_out_sits_out_until_they_bet_again(served: Served) -
     ):
         await p0.must(cmd.OpenTable(variant="atlantic-city-multi", overrides={"turn_seconds": 2}))
         await seat_and_fund(served, [p0, p1], watch)
-        await p0.must(cmd.PlaceBet(player_id="x0", box=0, amount=1_000))
-        await p0.must(cmd.Deal(player_id="x0"))
+        # the 2 s clocks below: a bet and its Deal go together (must_together)
+        await p0.must_together(
+            cmd.PlaceBet(player_id="x0", box=0, amount=1_000), cmd.Deal(player_id="x0")
+        )
         await stand_every_turn(p0, watch, 1)
         await watch.until(settled(1))
         assert next((t.player_id, t.action) for t in watch.of(ev.PlayerTimedOut)) == (
@@ -540,8 +545,9 @@ async def test_a_player_left_out_sits_out_until_they_bet_again(served: Served) -
         )
         assert shown["you"]["available"] == BANKROLL
         # round 2: x0 alone deals at once
-        await p0.must(cmd.PlaceBet(player_id="x0", box=0, amount=1_000))
-        dealt = await p0.must(cmd.Deal(player_id="x0"))
+        _, dealt = await p0.must_together(
+            cmd.PlaceBet(player_id="x0", box=0, amount=1_000), cmd.Deal(player_id="x0")
+        )
         started = await watch.until(lambda es: watch.of(ev.DealStarted)[1:])
         assert started[0].boxes == (0,)
         dealt_two = [e for e in watch.events if e.type == "DealStarted"][1]
@@ -550,9 +556,10 @@ async def test_a_player_left_out_sits_out_until_they_bet_again(served: Served) -
         await watch.until(settled(2))
         # round 3: x1 bets first and is back; x0's Deal waits for x1's
         await p1.must(cmd.PlaceBet(player_id="x1", box=1, amount=1_000))
-        await p0.must(cmd.PlaceBet(player_id="x0", box=0, amount=1_000))
-        await p0.must(cmd.Deal(player_id="x0"))
-        assert len(watch.of(ev.DealStarted)) == 2
+        _, waits = await p0.must_together(
+            cmd.PlaceBet(player_id="x0", box=0, amount=1_000), cmd.Deal(player_id="x0")
+        )
+        assert waits.first_sequence == waits.last_sequence  # DealRequested alone: no deal yet
         await p1.must(cmd.Deal(player_id="x1"))
         started = await watch.until(lambda es: watch.of(ev.DealStarted)[2:])
         assert started[0].boxes == (0, 1)
@@ -585,10 +592,15 @@ async def test_a_player_who_sits_down_once_the_clock_runs_keeps_the_seat(served:
             )
         )
         await seat_and_fund(served, [p0, p1], watch)
-        await p0.must(cmd.PlaceBet(player_id="y0", box=0, amount=1_000))
-        await p1.must(cmd.PlaceBet(player_id="y1", box=1, amount=1_000))
-        await seat_and_fund(served, [late], watch, seats=[2])
-        await p0.must(cmd.Deal(player_id="y0"))  # the deal waits for y1's Deal, to the deadline
+        # y0's bet starts the 3 s clock: y1's bet and y2's seat must be received before it
+        # runs out, so nothing else is waited for in between (y0's Deal goes with the bet)
+        await p0.must_together(  # the deal waits for y1's Deal, to the deadline
+            cmd.PlaceBet(player_id="y0", box=0, amount=1_000), cmd.Deal(player_id="y0")
+        )
+        await asyncio.gather(
+            p1.must(cmd.PlaceBet(player_id="y1", box=1, amount=1_000)),
+            seat_and_fund(served, [late], watch, seats=[2]),
+        )
         await watch.until(lambda es: watch.of(ev.DealStarted))
         assert [(t.player_id, t.action, t.sits_out) for t in watch.of(ev.PlayerTimedOut)] == [
             ("y1", "dealt_in", False),
@@ -596,13 +608,16 @@ async def test_a_player_who_sits_down_once_the_clock_runs_keeps_the_seat(served:
         ]
         await asyncio.gather(*(stand_every_turn(p, watch, 1) for p in (p0, p1)))
         await watch.until(settled(1))
-        await late.must(cmd.PlaceBet(player_id="y2", box=2, amount=1_000))
+        await late.must_together(
+            cmd.PlaceBet(player_id="y2", box=2, amount=1_000), cmd.Deal(player_id="y2")
+        )
         assert not watch.of(ev.SeatLeft)
         await asyncio.gather(
-            p0.must(cmd.PlaceBet(player_id="y0", box=0, amount=1_000)),
+            p0.must_together(
+                cmd.PlaceBet(player_id="y0", box=0, amount=1_000), cmd.Deal(player_id="y0")
+            ),
             p1.must(cmd.Pass(player_id="y1")),
         )
-        await asyncio.gather(p0.must(cmd.Deal(player_id="y0")), late.must(cmd.Deal(player_id="y2")))
         [_, started] = await watch.until(lambda es: watch.of(ev.DealStarted)[1:] and
                                          watch.of(ev.DealStarted))  # fmt: skip
         assert started.boxes == (0, 2)
