@@ -189,7 +189,9 @@ async def accept_together(
     turn, a presence timeout) cannot run out before the last one is received, however long the
     handler takes to answer each (a decision on the clock counts the command's receipt)."""
     ids = await client.send_all([(stream, command) for command in commands])
-    results = [await client.result(i, timeout=WAIT_S, stream_id=stream) for i in ids]
+    results = await asyncio.gather(
+        *(client.result(i, timeout=WAIT_S, stream_id=stream) for i in ids)
+    )
     for command, result in zip(commands, results, strict=True):
         assert result.status == "accepted", (stream, command, result.rejection)
     return results

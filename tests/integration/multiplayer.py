@@ -89,7 +89,9 @@ class Player:
         broker receives them within milliseconds, so a short betting clock that the first one
         starts cannot run out before the last one is received, however slow the answers."""
         ids = await self.client.send_all([(self.table, command) for command in commands])
-        results = [await self.client.result(i, WAIT_S, stream_id=self.table) for i in ids]
+        results = await asyncio.gather(
+            *(self.client.result(i, WAIT_S, stream_id=self.table) for i in ids)
+        )
         for command, result in zip(commands, results, strict=True):
             assert result.status == "accepted", (self.player_id, command, result.rejection)
         return results

@@ -372,9 +372,14 @@ async def test_a_silent_player_is_played_by_the_clock_while_the_others_play(
         shown = await served.get(
             f"/v1/players/s0/tables/{table}", lambda t: t["you"]["connected"] is True
         )
-        assert shown["you"]["player_id"] == "s0" and shown["current_round"] is not None
+        assert shown["you"]["player_id"] == "s0"
         await others
         await watch.until(settled(1))
+        # The read model answers as of its place in the log (last_sequence): the round in play
+        # until it has read the round's end. With 3 s clocks the round may be over before the
+        # answer is read (a read model lagging on a loaded machine)
+        [end] = [e.sequence for e in watch.events if isinstance(e.data, ev.RoundSettled)]
+        assert (shown["current_round"] is not None) == (shown["last_sequence"] < end), shown
         timed_out = [(t.player_id, t.phase, t.action) for t in watch.of(ev.PlayerTimedOut)]
         assert timed_out[0] == ("s0", "betting", "dealt_in")
         dealer_blackjack = watch.of(ev.RoundSettled)[0].dealer_blackjack
