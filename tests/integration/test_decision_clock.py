@@ -5,7 +5,7 @@ deadline (a takeover), and the handler that starts afterwards still takes the cl
 from __future__ import annotations
 
 import asyncio
-from datetime import UTC, datetime
+from datetime import UTC, datetime, timedelta
 from typing import Any
 
 import pytest
@@ -35,7 +35,7 @@ async def test_a_click_received_before_the_deadline_is_taken_by_a_handler_that_s
     shuffler.queue(["TS", "6S", "3S", "9S", "2S"])  # ann T 3 against a 6, a 2 to draw
     async with space.client() as client:
         async with running_handler(space.config(), shuffler=shuffler):
-            await accept(
+            *_, dealt = await accept(
                 client,
                 TABLE,
                 cmd.OpenTable(variant="mini-h17", overrides={"turn_seconds": TURN_S}),
@@ -44,12 +44,15 @@ async def test_a_click_received_before_the_deadline_is_taken_by_a_handler_that_s
                 cmd.PlaceBet(player_id="ann", box=0, amount=1000),
                 cmd.Deal(player_id="ann"),
             )
-        # no handler now: the click waits in the topic while the hand's clock runs out
+        # no handler now: the click waits in the topic while the hand's clock runs out. It is
+        # sent at once (the turn's deadline is the Deal's decision time plus the clock, checked
+        # below): reading the events first spent part of the 6 s on a loaded machine
+        hit = await client.send(TABLE, cmd.Hit(player_id="ann", box=0))
+        deadline = dealt.handled_at + timedelta(seconds=TURN_S)
+        assert datetime.now(UTC) < deadline, "the click must be sent before the deadline"
         events = await stream_events(space, TABLE)
         [turn] = [e.data for e in events if isinstance(e.data, ev.TurnStarted)]
-        assert turn.deadline is not None
-        hit = await client.send(TABLE, cmd.Hit(player_id="ann", box=0))
-        assert datetime.now(UTC) < turn.deadline, "the click must be sent before the deadline"
+        assert turn.deadline == deadline
         await asyncio.sleep((turn.deadline - datetime.now(UTC)).total_seconds() + 0.5)
 
         async with running_handler(space.config(), shuffler=shuffler):

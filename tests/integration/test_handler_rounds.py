@@ -24,6 +24,7 @@ from tests.integration.conftest import (
     KafkaSpace,
     QueuedShuffler,
     accept,
+    accept_together,
     read_topic,
     types_of,
     verify_stream,
@@ -315,7 +316,7 @@ async def test_every_record_on_the_wire_is_what_the_published_contract_says(
     await accept(
         client, "contract-2", cmd.OpenTable(variant="atlantic-city", overrides={"turn_seconds": 1})
     )
-    await accept(
+    await accept_together(  # the bet's 1 s betting clock: its Deal received with it
         client,
         "contract-2",
         cmd.SitDown(player_id="p"),
