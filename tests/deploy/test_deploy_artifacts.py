@@ -143,6 +143,9 @@ VALUES: dict[tuple[str, str], set[str]] = {
     ("blackjack_transactions_total", "outcome"): _literal_labels(
         SOURCES / "command_handler" / "transactions.py", "TRANSACTIONS"
     ),
+    ("blackjack_duplicate_commands_total", "told_by"): _literal_labels(
+        SOURCES / "command_handler" / "transactions.py", "DUPLICATES"
+    ),
     **{(name, "le"): les for name, les in _bucket_bounds().items()},
 }
 
@@ -397,6 +400,8 @@ def test_the_metric_catalogue_is_complete() -> None:
     assert SERIES["blackjack_rebuild_seconds_bucket"].labels == {"le"}
     assert "60.0" in VALUES[("blackjack_rebuild_seconds_bucket", "le")]
     assert VALUES[("blackjack_transactions_total", "outcome")] == {"committed", "aborted", "fenced"}
+    # copies refused by their id and by the round they name (stale_command) alike
+    assert VALUES[("blackjack_duplicate_commands_total", "told_by")] == {"id", "round"}
 
 
 # ---- the dashboard ------------------------------------------------------------------------------
@@ -466,6 +471,14 @@ def test_the_dashboard_uses_only_exported_metrics_and_labels() -> None:
     }
     # every exported family (or one of its series) has a panel
     assert {SERIES[m].family for m in shown if m in SERIES} == {s.family for s in SERIES.values()}
+    # the copies told by their id and those told by their round apart
+    [duplicates] = [
+        t
+        for p in document["panels"]
+        for t in p.get("targets", [])
+        if "blackjack_duplicate_commands_total" in t["expr"]
+    ]
+    assert ["told_by"] in [labels for _, labels in parse(duplicates["expr"]).grouping]
 
 
 def test_the_dashboard_checker_finds_a_misspelled_metric_or_variable() -> None:

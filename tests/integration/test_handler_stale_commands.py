@@ -12,6 +12,7 @@ from __future__ import annotations
 import argparse
 
 import pytest
+from prometheus_client import REGISTRY
 
 from blackjack import client_cli
 from blackjack.client import BlackjackClient
@@ -30,6 +31,12 @@ pytestmark = pytest.mark.integration
 WINDOW = 4
 HANDLER = {"dedup_window": WINDOW}
 TABLE = "stale-bet-1"
+
+
+def duplicates(told_by: str) -> float:
+    """``blackjack_duplicate_commands_total{told_by=...}`` of this process's handler."""
+    found = REGISTRY.get_sample_value("blackjack_duplicate_commands_total", {"told_by": told_by})
+    return found or 0.0
 
 
 async def played(
@@ -63,6 +70,7 @@ async def test_a_bet_replayed_after_the_window_bets_nothing_in_the_next_round(
     assert any(isinstance(e.data, ev.RoundSettled) and e.data.round == 1 for e in events)
 
     # the platform's outbox sends the bet's record once more, as it was first written
+    told_by_round = duplicates("round")
     [original] = [e for e in await command_log(space, TABLE) if e.command_id == "outbox-bet-1"]
     earlier = len(client.results_for("outbox-bet-1", TABLE))
     await client.send_envelope(original)
@@ -77,6 +85,8 @@ async def test_a_bet_replayed_after_the_window_bets_nothing_in_the_next_round(
     await played(client, cmd.PlaceBet(player_id="ann", box=0, amount=500))
     bets = [e.data for e in await stream_events(space, TABLE) if isinstance(e.data, ev.BetPlaced)]
     assert [(b.round, b.amount) for b in bets] == [(1, 1000), (2, 500)]
+    # counted as a copy (the next bet answered: the copy's batch was reported before it)
+    assert duplicates("round") == told_by_round + 1
 
 
 async def test_blackjack_send_reads_the_table_s_round_from_its_events(

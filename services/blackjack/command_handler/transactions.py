@@ -214,7 +214,9 @@ class Transactions(Checkpointing):
             metrics.COMMANDS.labels(outcome.command_type, result.status, code).inc()
             metrics.COMMAND_LAG_SECONDS.observe(max(now_ms - record.timestamp, 0) / 1000)
             if outcome.duplicate:
-                metrics.DUPLICATES.inc()
+                metrics.DUPLICATES.labels("id").inc()
+            elif code == "stale_command":  # a copy no id told: the round it names is over
+                metrics.DUPLICATES.labels("round").inc()
             for event in outcome.events:
                 metrics.EVENTS.labels(event.type).inc()
             ids = structlog.contextvars.bound_contextvars(

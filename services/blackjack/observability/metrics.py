@@ -19,7 +19,12 @@ COMMANDS = Counter(
     ["type", "status", "code"],
 )
 DUPLICATES = Counter(
-    "blackjack_duplicate_commands_total", "Commands re-sent with an id already handled"
+    "blackjack_duplicate_commands_total",
+    "Copies of commands already handled, by what told them: id (its id among the stream's "
+    "remembered answers, a money command's retained id, a signed step's number: answered as "
+    "the first, or refused as a copy) or round (a game command naming a round that is over: "
+    "refused stale_command)",
+    ["told_by"],
 )
 EVENTS = Counter("blackjack_events_total", "Events written, by event type", ["type"])
 TRANSACTIONS = Counter(
@@ -97,6 +102,7 @@ COLD_STREAMS = Gauge(
 claim("handler", globals())  # served by the processes that run a handler only
 
 TRANSACTION_OUTCOMES = ("committed", "aborted", "fenced")
+DUPLICATES_TOLD_BY = ("id", "round")
 SIGNED_STEP_COPY_CODES = ("transfer_already_handled", "unknown_transfer")
 CHECKPOINT_DISTRUST_REASONS = ("forged", "snapshots", "unsigned", "unreadable", "missing")
 
@@ -106,6 +112,8 @@ def declare_handler(command_types: Iterable[str], signed_step_types: Iterable[st
     declare_role("handler")
     for outcome in TRANSACTION_OUTCOMES:
         TRANSACTIONS.labels(outcome)
+    for told_by in DUPLICATES_TOLD_BY:
+        DUPLICATES.labels(told_by)
     for kind in command_types:
         COMMANDS.labels(kind, "rejected", "internal_error")
     for kind in signed_step_types:
