@@ -357,6 +357,8 @@ def test_the_rules_alert_on_what_an_operator_needs() -> None:
         "BlackjackRebuildSlow": "blackjack_rebuild_seconds_count",
         # nothing else sees the brokers away (partitions stay ready, backlog and lag stale)
         "BlackjackKafkaUnreachable": "blackjack_kafka_answered_timestamp_seconds",
+        # the clock's timers: tables wait while it cannot send them
+        "BlackjackTimerSendsFailing": "blackjack_timer_send_failures_total",
     }
     for alert, metric in wanted.items():
         assert alert in alerts, alert
