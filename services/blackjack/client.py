@@ -9,7 +9,11 @@ prefix and TLS/SASL settings (``BLACKJACK_KAFKA_*``, ``BLACKJACK_TOPIC_PREFIX``)
 
 The client writes commands keyed by their stream id (the partitioner puts them where the
 handler that owns the stream reads) and follows ``blackjack.command-results`` from its end as
-of ``start()``, ``read_committed``, matching results to commands by command id. A command sent
+of ``start()`` (pinned before any command goes out: a send from another task during the start
+waits for it), ``read_committed``, matching results to commands by command id. The answer to
+a command sent before the start (by this client before a ``stop()``: it can be started again;
+or, given ``stream_id`` and ``sent_at``, by a platform's process before it restarted) is
+looked back for on the stream's partition by ``result()``. A command sent
 again with the same id gets the original result again, so a client that timed out can simply
 resend, as long as the stream has not handled ``BLACKJACK_DEDUP_WINDOW`` (1,000) other
 commands since: past that the id is forgotten and the resend is a new command, except a
@@ -32,7 +36,8 @@ meant.
 Failure modes (docs/kafka.md, "The client's failure modes"): a passing fetch error is retried
 after a backoff, a fatal one fails every wait at once (``health``, ``on_health``); a send
 waits at most ``send_timeout_s`` (``SendTimedOut``); ``stop()`` ends the waits with
-``ClientStopped``; another event loop gets ``WrongEventLoop``.
+``ClientStopped``, and ``start()`` starts it again (``ClientAlreadyStarted`` while it runs);
+another event loop gets ``WrongEventLoop``.
 """
 
 from __future__ import annotations
@@ -89,6 +94,11 @@ client's commands are a few hundred bytes each; docs/load.md measured larger bat
 # a broker that stamps records itself (LogAppendTime) with a skewed clock.
 EVENTS_LOOKBACK_MS = 60_000
 
+RESULTS_LOOKBACK_MS = 60_000
+"""How far before a command's ``sent_at`` its answer is looked for on the results topic
+(``result`` of a command sent before this start): the margin for the sender's clock against
+the handler's, which stamps the answer (``CreateTime``)."""
+
 READ_RETRY_FIRST_S = 0.1
 READ_RETRY_MAX_S = 5.0
 """The results reader's pause after a fetch that failed with a broker's passing error: the
@@ -113,8 +123,13 @@ log = structlog.get_logger("blackjack.client")
 
 
 class ClientStopped(RuntimeError):
-    """The client was stopped (or never started): no command can be sent and no result
-    come through it. ``result`` waits cut short by ``stop()`` get it at once."""
+    """The client was stopped (or never started, or its start failed): no command can be sent
+    and no result come through it until it is started (again). ``result`` waits cut short by
+    ``stop()`` get it at once."""
+
+
+class ClientAlreadyStarted(RuntimeError):
+    """``start()`` on a client that is started (or being started): stop it first."""
 
 
 class SendTimedOut(KafkaTimeoutError):  # type: ignore[misc]
@@ -186,7 +201,19 @@ class BlackjackClient:
         self._producer: AIOKafkaProducer | None = None
         self._consumer: AIOKafkaConsumer | None = None
         self._reader: asyncio.Task[None] | None = None
-        self._results: OrderedDict[str, list[CommandResult]] = OrderedDict()
+        self._results: OrderedDict[str, dict[tuple[int, int], CommandResult]] = OrderedDict()
+        """Per command id, the answers received, by their (partition, offset): an answer read
+        twice (by the reader and by a look-back) is kept once."""
+        self._sent: OrderedDict[str, list[tuple[str, datetime, int]]] = OrderedDict()
+        """Per command id, the (stream, sent_at, run) of each sending by this client: an
+        answer to one sent in an earlier run (before a ``stop()``) is looked back for."""
+        self._run = 0
+        self._pinned: dict[int, int] = {}
+        """Per partition of the results topic, where this run's reader started: every answer
+        from there on is the reader's, the answers before it a look-back's."""
+        self._looked_back: set[tuple[str, str]] = set()
+        self._ready: asyncio.Future[None] | None = None
+        self._closing = False
         self._waiters: dict[str, list[tuple[int, str | None, asyncio.Future[CommandResult]]]] = {}
         self._renewing = asyncio.Lock()
         self.rounds: dict[str, tuple[int, bool]] = {}
@@ -248,15 +275,46 @@ class BlackjackClient:
             )
 
     async def start(self) -> None:
-        if self._loop is not None or self._stopped:
-            raise ClientStopped("a client is started once: make a new one")
-        self._loop = asyncio.get_running_loop()
+        """Connect: a new producer and results reader, reading the results topic from its end
+        as of now. A stopped client may be started again (in any event loop): what it knew is
+        kept (``rounds``, the answers received), and the answer to a command it sent before
+        is looked back for by ``result`` (``RESULTS_LOOKBACK_MS``). A send or ``result``
+        from another task meanwhile waits for the start to end."""
+        if self._closing:
+            raise ClientStopped("stop() has not finished: await it, then start the client")
+        if self._loop is not None and not self._stopped:
+            raise ClientAlreadyStarted("the client is started already: stop() it first")
+        loop = asyncio.get_running_loop()
+        self._loop, self._stopped = loop, False
+        self._run += 1
+        self._looked_back = set()
+        self._renewing = asyncio.Lock()
+        self._producer = self._consumer = self._reader = None
+        ready = self._ready = loop.create_future()
         try:
             await self._start()
         except BaseException:  # leave nothing connected behind; it may be started again
+            ready.set_exception(ClientStopped("the client's start failed"))
+            ready.exception()  # (told to the sends waiting, if any: not logged unretrieved)
             await self.stop()
-            self._loop, self._stopped = None, False
+            self._stopped = False
             raise
+        ready.set_result(None)
+
+    async def _started(self) -> None:
+        """Return once the client is started: at once, or at the end of a start in progress
+        (whose results reader is then pinned: the answer of a command sent now cannot be
+        written before where it reads). ``ClientStopped`` if it is not started, or its start
+        failed."""
+        self._check_loop()
+        ready = self._ready
+        if ready is None or self._loop is None:
+            raise ClientStopped("start() the client first")
+        if not ready.done():
+            await asyncio.shield(ready)  # (a waiter cancelled leaves the start alone)
+        elif ready.exception() is not None:
+            raise ClientStopped("the client's start failed: start() it again")
+        self._check_loop()
 
     def _new_producer(self) -> AIOKafkaProducer:
         return ScopedProducer(
@@ -303,8 +361,8 @@ class BlackjackClient:
         tps = [TopicPartition(self.topics.results, p) for p in sorted(partitions)]
         self._consumer.assign(tps)
         await self._consumer.seek_to_end(*tps)
-        for tp in tps:  # pin the start now: no result of a later command can be missed
-            await self._consumer.position(tp)
+        # pin the start now, before any send: no result of a later command can be missed
+        self._pinned = {tp.partition: await self._consumer.position(tp) for tp in tps}
         self._reader = asyncio.create_task(self._read(), name="blackjack-client-results")
         self._reader.add_done_callback(self._reader_ended)
         self._set_health("reading")
@@ -339,7 +397,14 @@ class BlackjackClient:
             return
         if self._loop is not None and asyncio.get_running_loop() is not self._loop:
             raise WrongEventLoop("stop() a client in the event loop it was started in")
-        self._stopped = True
+        self._stopped = self._closing = True
+        try:
+            await self._stop()
+        finally:
+            self._closing = False
+            self._loop = None  # (started again, in any event loop)
+
+    async def _stop(self) -> None:
         if self._health.state != "failed":
             self._set_health("stopped")
         self._fail_waiters(ClientStopped("the client was stopped while the result was awaited"))
@@ -403,8 +468,7 @@ class BlackjackClient:
 
     async def send_all(self, commands: Sequence[tuple[str, BaseModel]]) -> list[str]:
         """Send many (stream id, command) pairs pipelined, in order; returns their ids."""
-        self._check_loop()
-        assert self._producer is not None, "start() the client first"
+        await self._started()
         envelopes = [
             CommandEnvelope(
                 command_id=str(uuid.uuid4()),
@@ -414,7 +478,10 @@ class BlackjackClient:
             )
             for stream_id, command in commands
         ]
+        for envelope in envelopes:
+            self._sending(envelope)
         producer = self._producer
+        assert producer is not None
         try:
             await self._bounded(self._send_pipelined(producer, envelopes))
         except OutOfOrderSequenceNumber as error:  # sent again under the same ids: safe
@@ -447,7 +514,19 @@ class BlackjackClient:
         ]
         await asyncio.gather(*pending)
 
+    def _sending(self, envelope: CommandEnvelope) -> None:
+        """Note a sending of ``envelope`` (``_sent``): its answer is this run's reader's, or,
+        after a restart, looked back for from its ``sent_at``."""
+        sendings = self._sent.setdefault(envelope.command_id, [])
+        sendings.append((envelope.stream_id, envelope.sent_at or datetime.now(UTC), self._run))
+        del sendings[:-8]  # (a command sent again and again: its latest sendings)
+        self._sent.move_to_end(envelope.command_id)
+        while len(self._sent) > KEEP_RESULTS:
+            self._sent.popitem(last=False)
+
     async def send_envelope(self, envelope: CommandEnvelope) -> None:
+        await self._started()
+        self._sending(envelope)
         await self.send_raw(
             envelope.stream_id.encode(),
             envelope.model_dump_json().encode(),
@@ -460,9 +539,9 @@ class BlackjackClient:
         """Write any bytes to the commands topic (for tests of bad input); returns the offset.
         A producer left unusable is replaced and the record sent once more (a command sent
         again under its id is answered once)."""
-        self._check_loop()
+        await self._started()
         producer = self._producer
-        assert producer is not None, "start() the client first"
+        assert producer is not None
         try:
             metadata = await self._bounded(
                 producer.send_and_wait(self.topics.commands, value, key=key, headers=list(headers))
@@ -486,12 +565,19 @@ class BlackjackClient:
         *,
         skip: int = 0,
         stream_id: str | None = None,
+        sent_at: datetime | None = None,
     ) -> CommandResult:
         """The result of a command: the first one received, or the first after ``skip``
         earlier ones (a command sent again is answered again). A command id is the
         idempotency key of one stream: the same id sent to two streams is two commands, each
-        answered, so ``stream_id`` (when given) takes only that stream's answers."""
-        received = _of_stream(self._results.get(command_id, []), stream_id)
+        answered, so ``stream_id`` (when given) takes only that stream's answers.
+
+        The answer to a command sent before this start (by this client before a ``stop()``,
+        or, given its ``stream_id`` and ``sent_at``, by anyone: a platform's process that
+        restarted between its send and its read) is looked for on the stream's partition of
+        the results topic, from ``RESULTS_LOOKBACK_MS`` before its ``sent_at`` to where this
+        run's reader started; every answer after that is the reader's. Within ``timeout``."""
+        received = _of_stream(self._answers(command_id), stream_id)
         if len(received) > skip:
             return received[skip]
         self._check_loop()
@@ -502,7 +588,11 @@ class BlackjackClient:
         waiter = (skip, stream_id, future)
         self._waiters.setdefault(command_id, []).append(waiter)
         try:
-            return await asyncio.wait_for(future, timeout)
+            async with asyncio.timeout(timeout):
+                await self._started()
+                for stream, since in self._to_look_back(command_id, stream_id, sent_at):
+                    await self._look_back(command_id, stream, since)
+                return await future
         finally:
             waiters = self._waiters.get(command_id, [])
             if waiter in waiters:
@@ -513,7 +603,88 @@ class BlackjackClient:
     def results_for(self, command_id: str, stream_id: str | None = None) -> list[CommandResult]:
         """Every result received for a command id so far (one, unless it was re-sent or sent
         to several streams), or only those of ``stream_id``."""
-        return _of_stream(self._results.get(command_id, []), stream_id)
+        return _of_stream(self._answers(command_id), stream_id)
+
+    def _answers(self, command_id: str) -> list[CommandResult]:
+        received = self._results.get(command_id, {})
+        return [received[position] for position in sorted(received)]
+
+    def _to_look_back(
+        self, command_id: str, stream_id: str | None, sent_at: datetime | None
+    ) -> list[tuple[str, datetime]]:
+        """The (stream, sent_at) of the sendings of ``command_id`` whose answer may be before
+        where this run's reader started: each sent in an earlier run, or the one named
+        (unless sent in this run), not looked back for yet in this run."""
+        sendings = self._sent.get(command_id, [])
+        if any(run == self._run and stream_id in (None, s) for s, _, run in sendings):
+            return []  # sent since this start: its answer is the reader's
+        if stream_id is not None and sent_at is not None:
+            wanted = [(stream_id, sent_at)]
+        else:
+            wanted = [(s, at) for s, at, _ in sendings if stream_id in (None, s)]
+        return [(s, at) for s, at in wanted if (s, command_id) not in self._looked_back]
+
+    async def _look_back(self, command_id: str, stream_id: str, since: datetime) -> None:
+        """Read the stream's partition of the results topic from ``RESULTS_LOOKBACK_MS``
+        before ``since`` up to where this run's reader started, keeping the answers of
+        ``command_id`` at ``stream_id``. A broker's passing error is logged and the wait goes
+        on (a later ``result`` looks again)."""
+        partition = partition_for(stream_id, len(self._pinned))
+        tp = TopicPartition(self.topics.results, partition)
+        consumer = ScopedConsumer(
+            bootstrap_servers=self.bootstrap,
+            **self.security.client_options(),
+            group_id=None,
+            client_id=f"{self.client_id}-look-back",
+            isolation_level="read_committed",
+            enable_auto_commit=False,
+        )
+        try:
+            await consumer.start()
+            await self._read_back(consumer, tp, command_id, stream_id, since)
+        except KafkaError as error:
+            if read_error_is_fatal(error):
+                raise
+            log.warning(
+                "looking back for a result failed; its wait goes on",
+                command_id=command_id,
+                stream_id=stream_id,
+                error=f"{type(error).__name__}: {error}",
+            )
+            return
+        finally:
+            await consumer.stop()
+        self._looked_back.add((stream_id, command_id))
+
+    async def _read_back(
+        self,
+        consumer: AIOKafkaConsumer,
+        tp: TopicPartition,
+        command_id: str,
+        stream_id: str,
+        since: datetime,
+    ) -> None:
+        end = self._pinned[tp.partition]
+        consumer.assign([tp])
+        ms = int(since.timestamp() * 1000) - RESULTS_LOOKBACK_MS
+        found = (await consumer.offsets_for_times({tp: ms})).get(tp)
+        if found is None or found.offset >= end:
+            return  # nothing answered since before it was sent, up to where the reader began
+        consumer.seek(tp, found.offset)
+        key = stream_id.encode()
+        while await consumer.position(tp) < end:
+            batch = await consumer.getmany(tp, timeout_ms=500)
+            for record in batch.get(tp, []):
+                if record.offset >= end:
+                    return  # the reader's
+                if record.key != key or header_name_not_utf8(record.headers):
+                    continue  # another stream's answer, or none of the service's
+                try:
+                    result = CommandResult.model_validate_json(record.value or b"")
+                except ValidationError:
+                    continue
+                if result.command_id == command_id and result.stream_id == stream_id:
+                    self._received(result, tp.partition, record.offset)
 
     async def execute(
         self,
@@ -545,8 +716,8 @@ class BlackjackClient:
         first, last = result.first_sequence, result.last_sequence
         if first is None or last is None:
             return []
-        self._check_loop()
-        assert self._producer is not None, "start() the client first"
+        await self._started()
+        assert self._producer is not None
         partitions = await self._producer.partitions_for(self.topics.events)
         tp = TopicPartition(self.topics.events, partition_for(result.stream_id, len(partitions)))
         consumer = ScopedConsumer(
@@ -653,16 +824,20 @@ class BlackjackClient:
                         error=str(error)[:300],
                     )
                     continue
-                self._received(result)
+                self._received(result, record.partition, record.offset)
 
-    def _received(self, result: CommandResult) -> None:
-        """Keep a result read from the topic and hand it to whoever waits for it."""
-        received = self._results.setdefault(result.command_id, [])
-        received.append(result)
+    def _received(self, result: CommandResult, partition: int, offset: int) -> None:
+        """Keep a result read from the topic at ``partition``/``offset`` (once) and hand it to
+        whoever waits for it."""
+        received = self._results.setdefault(result.command_id, {})
+        if (partition, offset) in received:
+            return
+        received[(partition, offset)] = result
         while len(self._results) > KEEP_RESULTS:
             self._results.popitem(last=False)
+        answers = self._answers(result.command_id)
         for skip, stream_id, future in self._waiters.get(result.command_id, []):
-            mine = _of_stream(received, stream_id)
+            mine = _of_stream(answers, stream_id)
             if len(mine) > skip and not future.done():
                 future.set_result(mine[skip])
 

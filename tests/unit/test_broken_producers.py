@@ -58,8 +58,17 @@ def fresh() -> None:
     Producer.made = []
 
 
+def started_offline(client: BlackjackClient) -> BlackjackClient:
+    """``client`` as ``start()`` leaves it, without a broker: its producer and consumer are the
+    test's (a send or ``result`` of a client never started raises ``ClientStopped``)."""
+    loop = asyncio.get_running_loop()
+    client._loop, client._ready = loop, loop.create_future()
+    client._ready.set_result(None)
+    return client
+
+
 async def test_the_client_replaces_a_broken_producer_and_sends_again() -> None:
-    client = BlackjackClient("127.0.0.1:1")
+    client = started_offline(BlackjackClient("127.0.0.1:1"))
     client._new_producer = lambda: Producer(broken=False)  # type: ignore[method-assign]
     client._producer = Producer(broken=True)
     assert await client.send_raw(b"t", b"{}") == 42
@@ -69,7 +78,7 @@ async def test_the_client_replaces_a_broken_producer_and_sends_again() -> None:
 
 
 async def test_sends_failing_together_replace_the_producer_once() -> None:
-    client = BlackjackClient("127.0.0.1:1")
+    client = started_offline(BlackjackClient("127.0.0.1:1"))
     client._new_producer = lambda: Producer(broken=False)  # type: ignore[method-assign]
     client._producer = Producer(broken=True)
     offsets = await asyncio.gather(*(client.send_raw(b"t", b"{}") for _ in range(3)))
@@ -78,7 +87,7 @@ async def test_sends_failing_together_replace_the_producer_once() -> None:
 
 
 async def test_a_replacement_that_cannot_start_leaves_the_next_send_to_try_again() -> None:
-    client = BlackjackClient("127.0.0.1:1")
+    client = started_offline(BlackjackClient("127.0.0.1:1"))
     broken = Producer(broken=True)
     client._producer = broken
     client._new_producer = lambda: Producer(broken=False, unreachable=True)  # type: ignore[method-assign]

@@ -28,6 +28,15 @@ def _answer(stream_id: str, status: Literal["accepted", "rejected"] = "accepted"
     )
 
 
+def started_offline(client: BlackjackClient) -> BlackjackClient:
+    """``client`` as ``start()`` leaves it, without a broker: its producer and consumer are the
+    test's (a send or ``result`` of a client never started raises ``ClientStopped``)."""
+    loop = asyncio.get_running_loop()
+    client._loop, client._ready = loop, loop.create_future()
+    client._ready.set_result(None)
+    return client
+
+
 class _Record:
     """A record of the results topic as aiokafka hands it over."""
 
@@ -49,7 +58,8 @@ class _Results:
 
 
 async def test_two_streams_sent_one_id_each_get_their_own_answer() -> None:
-    client = BlackjackClient("127.0.0.1:1")  # never started: its reader gets the answers below
+    # not connected: its reader gets the answers below
+    client = started_offline(BlackjackClient("127.0.0.1:1"))
     results = _Results()
     client._consumer = results
     reader = asyncio.create_task(client._read())
