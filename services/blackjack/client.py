@@ -213,6 +213,7 @@ class BlackjackClient:
         from there on is the reader's, the answers before it a look-back's."""
         self._looked_back: set[tuple[str, str]] = set()
         self._ready: asyncio.Future[None] | None = None
+        self._starting: asyncio.Future[None] | None = None
         self._closing = False
         self._waiters: dict[str, list[tuple[int, str | None, asyncio.Future[CommandResult]]]] = {}
         self._renewing = asyncio.Lock()
@@ -291,14 +292,24 @@ class BlackjackClient:
         self._renewing = asyncio.Lock()
         self._producer = self._consumer = self._reader = None
         ready = self._ready = loop.create_future()
+        # a task of its own, which a stop() from another task cancels: aiokafka's clients
+        # closed under a start wait for good (a closed producer's metadata never comes)
+        starting = self._starting = asyncio.ensure_future(self._start())
         try:
-            await self._start()
-        except BaseException:  # leave nothing connected behind; it may be started again
+            await starting
+        except BaseException as error:  # leave nothing connected behind; it may be started again
+            stopped_meanwhile = self._stopped
             ready.set_exception(ClientStopped("the client's start failed"))
             ready.exception()  # (told to the sends waiting, if any: not logged unretrieved)
+            self._stopped, self._loop = False, loop  # (this stop closes all the start made)
             await self.stop()
             self._stopped = False
+            if stopped_meanwhile and isinstance(error, asyncio.CancelledError):
+                raise ClientStopped("the client was stopped while it started") from None
             raise
+        self._reader = asyncio.create_task(self._read(), name="blackjack-client-results")
+        self._reader.add_done_callback(self._reader_ended)
+        self._set_health("reading")
         ready.set_result(None)
 
     async def _started(self) -> None:
@@ -363,9 +374,6 @@ class BlackjackClient:
         await self._consumer.seek_to_end(*tps)
         # pin the start now, before any send: no result of a later command can be missed
         self._pinned = {tp.partition: await self._consumer.position(tp) for tp in tps}
-        self._reader = asyncio.create_task(self._read(), name="blackjack-client-results")
-        self._reader.add_done_callback(self._reader_ended)
-        self._set_health("reading")
 
     def _reader_failure(self) -> BaseException | None:
         """Why the results reader stopped, if it failed (a batch it could not decompress:
@@ -398,6 +406,8 @@ class BlackjackClient:
         if self._loop is not None and asyncio.get_running_loop() is not self._loop:
             raise WrongEventLoop("stop() a client in the event loop it was started in")
         self._stopped = self._closing = True
+        if self._starting is not None and not self._starting.done():
+            self._starting.cancel()  # (its start() closes what it made, and says ClientStopped)
         try:
             await self._stop()
         finally:
@@ -835,8 +845,9 @@ class BlackjackClient:
         received[(partition, offset)] = result
         while len(self._results) > KEEP_RESULTS:
             self._results.popitem(last=False)
-        answers = self._answers(result.command_id)
-        for skip, stream_id, future in self._waiters.get(result.command_id, []):
+        waiters = self._waiters.get(result.command_id, [])
+        answers = self._answers(result.command_id) if waiters else []
+        for skip, stream_id, future in waiters:
             mine = _of_stream(answers, stream_id)
             if len(mine) > skip and not future.done():
                 future.set_result(mine[skip])

@@ -145,3 +145,34 @@ async def test_a_client_whose_start_failed_refuses_sends_typed(space: KafkaSpace
         await client.start()
     with pytest.raises(client_module.ClientStopped):
         await client.send_raw(b"t", b"{}")
+
+
+async def test_a_client_stopped_while_it_starts_leaves_nothing_open(
+    space: KafkaSpace, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    go = asyncio.Event()
+    holding = asyncio.Event()
+    made: list[ScopedConsumer] = []
+
+    class Held(ScopedConsumer):
+        async def start(self) -> None:
+            made.append(self)
+            holding.set()
+            await go.wait()
+            await super().start()
+
+    monkeypatch.setattr(client_module, "ScopedConsumer", Held)
+    client = space.client()
+    starting = asyncio.ensure_future(client.start())
+    async with asyncio.timeout(WAIT_S):
+        await holding.wait()
+    await client.stop()  # from another task, the start still under way
+    go.set()  # (before: the start went on with the closed producer and hung, for good)
+    with pytest.raises(client_module.ClientStopped):
+        async with asyncio.timeout(WAIT_S):
+            await starting
+    [consumer] = made
+    assert consumer._closed and client._producer is not None and client._producer._closed
+    assert client._reader is None or client._reader.done()
+    with pytest.raises(client_module.ClientStopped):
+        await client.send_raw(b"t", b"{}")
