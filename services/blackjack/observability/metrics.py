@@ -103,6 +103,10 @@ claim("handler", globals())  # served by the processes that run a handler only
 
 TRANSACTION_OUTCOMES = ("committed", "aborted", "fenced")
 DUPLICATES_TOLD_BY = ("id", "round")
+TIMER_SEND_ERRORS = ("KafkaTimeoutError", "KafkaConnectionError", "TopicAuthorizationFailedError")
+"""The errors of the clock's sends declared at 0 (a broker away, the commands topic refused):
+BlackjackTimerSendsFailing counts their first failure too. Another error's series is born at
+its first failure."""
 SIGNED_STEP_COPY_CODES = ("transfer_already_handled", "unknown_transfer")
 CHECKPOINT_DISTRUST_REASONS = ("forged", "snapshots", "unsigned", "unreadable", "missing")
 
@@ -114,6 +118,8 @@ def declare_handler(command_types: Iterable[str], signed_step_types: Iterable[st
         TRANSACTIONS.labels(outcome)
     for told_by in DUPLICATES_TOLD_BY:
         DUPLICATES.labels(told_by)
+    for error in TIMER_SEND_ERRORS:
+        TIMER_SEND_FAILURES.labels(error)
     for kind in command_types:
         COMMANDS.labels(kind, "rejected", "internal_error")
     for kind in signed_step_types:
