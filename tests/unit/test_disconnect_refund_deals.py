@@ -98,3 +98,17 @@ def test_without_the_rule_a_disconnected_player_s_bet_stays_and_is_waited_for() 
     # then: nothing goes back, and the clock deals his bet in at the deadline
     assert [type(e) for e in events] == [ev.PlayerDisconnected]
     assert after.boxes[2].bet == 1000 and after.phase == "betting"
+
+
+def test_a_player_who_pressed_deal_keeps_the_bet_when_disconnected() -> None:
+    """Page 003 returns the bet only "after placing a bet but before pressing 'Deal'": at a
+    shared table a player who pressed Deal and waits for the others has a bet in play."""
+    # given: ann pressed Deal, cy passed, bob has not decided
+    state = given_more(three_players(), cmd.Deal(player_id="ann"), cmd.Pass(player_id="cy"))
+    # when: ann's connection drops while the table waits for bob
+    events, after = when(state, cmd.Disconnect(player_id="ann"))
+    # then: her bet stays on her box, and bob's Deal deals both boxes
+    assert [type(e) for e in events] == [ev.PlayerDisconnected]
+    assert after.players["ann"].balance == 9_000 and after.players["ann"].ready
+    dealt, _ = when(after, cmd.Deal(player_id="bob"))
+    assert [e.boxes for e in dealt if isinstance(e, ev.DealStarted)] == [(0, 1)]

@@ -162,8 +162,9 @@ def disconnect(r: Draft, c: cmd.Disconnect) -> None:
         return
     r.emit(facts.player_disconnected(player_id=c.player_id))
     # The surrender page: "If the connection is terminated after placing a bet but before
-    # pressing 'Deal' button the bet will be returned." A started hand waits for reconnection.
-    if r.state.rules.refund_bets_on_disconnect and r.state.phase == "betting":
+    # pressing 'Deal' button the bet will be returned." A started hand waits for reconnection;
+    # so does a bet whose Deal was pressed at a shared table still waiting for the others.
+    if r.state.rules.refund_bets_on_disconnect and r.state.phase == "betting" and not player.ready:
         refund_bets(r, c.player_id, "disconnected")
         close_if_no_bet_left(r)
         deal_when_all_decided(r)  # the others, all decided, are dealt at once
