@@ -199,10 +199,13 @@ def _copy_revocations_command(args: argparse.Namespace) -> int:
 
 
 def _dump(args: argparse.Namespace) -> int:
-    from blackjack.projections.dump import dump
+    from blackjack.projections.dump import write_dump
 
-    found = read_store(args, dump)
-    sys.stdout.write(found.digest() + "\n" if args.digest else found.text())
+    # streamed: each page of lines written as read (or only hashed), never the whole dump
+    write = (lambda text: None) if args.digest else sys.stdout.write
+    digest = read_store(args, lambda connection: write_dump(connection, write))
+    if args.digest:
+        sys.stdout.write(digest + "\n")
     return 0
 
 

@@ -1,9 +1,16 @@
-"""The canonical dump of the read model, and the differences between two dumps.
+"""The canonical dump of the read model, and the differences between two read models.
 
 A dump is one line of JSON per row (keys sorted, times in UTC with microseconds, documents
 re-serialised), tables in a fixed order and rows in primary-key order compared byte-wise, so
 the dump of the same events is the same text on SQLite and on PostgreSQL, and a rebuild from
 offset 0 can be compared with the live store byte for byte.
+
+Both are streamed: each table is read in key order through a server-side cursor
+(``connection.stream``, ``PAGE`` rows fetched at a time), ``write_dump`` writes each line as
+it is read, and ``compare`` merges two such ordered streams table by table, keeping the first
+``limit`` differences of each table and counting the rest. Their memory does not grow with the
+read model (docs/operations.md, "The read model at a casino's size"). ``dump`` collects the
+same rows into a ``Dump`` for a small store (the tests, the load test's check).
 """
 
 from __future__ import annotations
@@ -11,9 +18,12 @@ from __future__ import annotations
 import copy
 import hashlib
 import json
-from dataclasses import dataclass
+import sys
+from collections.abc import AsyncIterator, Callable, Coroutine
+from dataclasses import dataclass, field
 from datetime import date, datetime
-from typing import Any
+from functools import partial
+from typing import IO, Any, TypeVar
 
 from sqlalchemy import String, Table, select
 from sqlalchemy.ext.asyncio import AsyncConnection
@@ -24,6 +34,7 @@ from blackjack.projections.schema import READ_MODEL
 from blackjack.projections.views import stored_record
 
 Key = tuple[Any, ...]
+T = TypeVar("T")
 
 
 @dataclass(frozen=True)
@@ -81,25 +92,83 @@ def _canonical(value: Any) -> Any:
     return value
 
 
-async def dump(connection: AsyncConnection) -> Dump:
+PAGE = 2_000
+"""rows fetched from the database at a time"""
+
+
+class OutOfOrder(RuntimeError):
+    """The database handed a table's rows in an order other than their keys' byte-wise order
+    (a collation that is not byte-wise): a merge of two such streams would be wrong."""
+
+
+async def rows(
+    connection: AsyncConnection, table: Table, *, page: int = PAGE
+) -> AsyncIterator[tuple[Key, dict[str, Any]]]:
+    """The table's rows in primary-key order compared byte-wise (each text key ``COLLATE
+    "C"`` on PostgreSQL, whose database collation may sort otherwise; SQLite compares text
+    byte-wise, ``BINARY``), each as (its key, its canonical values), read through a
+    server-side cursor ``page`` rows at a time. Raises ``OutOfOrder`` if a key is not after
+    the one before it as Python compares them (code points: the byte order of UTF-8)."""
+    key_columns = [c.name for c in table.primary_key.columns]
     postgres = connection.dialect.name == "postgresql"
-    return Dump(tuple([await _dump_table(connection, table, postgres) for table in READ_MODEL]))
+    order = [
+        c.collate("C") if postgres and isinstance(c.type, String) else c
+        for c in table.primary_key.columns
+    ]
+    query = select(table).order_by(*order).execution_options(yield_per=page)
+    result = await connection.stream(query)
+    previous: Key | None = None
+    async for chunk in result.mappings().partitions(page):
+        for row in chunk:
+            values = {name: _canonical(value) for name, value in row.items()}
+            if table.name == "events":
+                values["envelope"] = _event_as_read(values["envelope"])
+            elif table.name == "rounds":
+                values["record"] = _recall_as_read(values["record"])
+            key = tuple(values[name] for name in key_columns)
+            if previous is not None and not previous < key:
+                raise OutOfOrder(f"{table.name}: {list(key)} read after {list(previous)}")
+            previous = key
+            yield key, values
 
 
-async def _dump_table(connection: AsyncConnection, table: Table, postgres: bool) -> TableDump:
-    key_columns = list(table.primary_key.columns)
-    # Byte-wise order on both engines: PostgreSQL's default collation sorts text differently.
-    order = [c.collate("C") if postgres and isinstance(c.type, String) else c for c in key_columns]
-    result = await connection.execute(select(table).order_by(*order))
-    rows: dict[Key, dict[str, Any]] = {}
-    for row in result.mappings():
-        values = {name: _canonical(value) for name, value in row.items()}
-        if table.name == "events":
-            values["envelope"] = _event_as_read(values["envelope"])
-        elif table.name == "rounds":
-            values["record"] = _recall_as_read(values["record"])
-        rows[tuple(values[c.name] for c in key_columns)] = values
-    return TableDump(table.name, rows)
+async def lines(connection: AsyncConnection) -> AsyncIterator[str]:
+    """The dump's lines (without their newline), table by table, as they are read."""
+    for table in READ_MODEL:
+        yield f"# {table.name}"
+        async for _, values in rows(connection, table):
+            yield canonical_json(values)
+
+
+async def write_dump(connection: AsyncConnection, write: Callable[[str], object]) -> str:
+    """Hand the dump's text to ``write`` a page of lines at a time; returns its sha256 (of its
+    UTF-8 bytes, as ``Dump.digest``)."""
+    digest = hashlib.sha256()
+    buffered: list[str] = []
+    async for line in lines(connection):
+        buffered.append(line + "\n")
+        if len(buffered) >= PAGE:
+            _flush(buffered, write, digest)
+    _flush(buffered, write, digest)
+    return digest.hexdigest()
+
+
+def _flush(buffered: list[str], write: Callable[[str], object], digest: Any) -> None:
+    text = "".join(buffered)
+    buffered.clear()
+    if text:
+        digest.update(text.encode())
+        write(text)
+
+
+async def dump(connection: AsyncConnection) -> Dump:
+    """The whole dump in memory: for a small store only (``write_dump`` and ``compare``
+    stream)."""
+    tables = []
+    for table in READ_MODEL:
+        found = {key: values async for key, values in rows(connection, table)}
+        tables.append(TableDump(table.name, found))
+    return Dump(tuple(tables))
 
 
 def _event_as_read(stored: str) -> str:
@@ -132,24 +201,137 @@ def _recall_as_read(record: Any) -> Any:
     return stored_record(copy.deepcopy({**record, "log": log}))
 
 
+DIFFERENCES_SHOWN = 100
+"""differences kept (and reported) per table by default; the rest are counted"""
+
+Rows = AsyncIterator[tuple[Key, str]]
+"""a table's rows in key order, each as (its key, its line of the dump)"""
+
+
+@dataclass
+class Comparison:
+    """The differences between two read models: the first ``limit`` of each table, in key
+    order, and how many each table has in all."""
+
+    limit: int = DIFFERENCES_SHOWN
+    shown: list[Difference] = field(default_factory=list)
+    counts: dict[str, int] = field(default_factory=dict)
+    """table -> differences found (shown or not), for each table with any"""
+
+    @property
+    def total(self) -> int:
+        return sum(self.counts.values())
+
+    def not_shown(self, table: str) -> int:
+        return self.counts.get(table, 0) - sum(1 for d in self.shown if d.table == table)
+
+    def found(self, difference: Difference | Callable[[], Difference], table: str) -> None:
+        count = self.counts.get(table, 0)
+        if count < self.limit:
+            self.shown.append(difference() if callable(difference) else difference)
+        self.counts[table] = count + 1
+
+
+async def compare_tables(name: str, expected: Rows, actual: Rows, comparison: Comparison) -> None:
+    """Merge two ordered streams of one table's rows: a key only in ``expected`` is a
+    ``missing`` row, only in ``actual`` an ``unexpected`` one, a key in both whose lines
+    differ a ``changed`` row, named by the innermost places its values differ."""
+    want = await anext(expected, None)
+    have = await anext(actual, None)
+    while want is not None or have is not None:
+        if have is None or (want is not None and want[0] < have[0]):
+            assert want is not None
+            comparison.found(Difference(name, want[0], "missing", {}), name)
+            want = await anext(expected, None)
+        elif want is None or have[0] < want[0]:
+            comparison.found(Difference(name, have[0], "unexpected", {}), name)
+            have = await anext(actual, None)
+        else:
+            if want[1] != have[1]:
+                comparison.found(partial(_changed, name, want[0], want[1], have[1]), name)
+            want = await anext(expected, None)
+            have = await anext(actual, None)
+
+
+def _changed(table: str, key: Key, expected: str, actual: str) -> Difference:
+    row, other = json.loads(expected), json.loads(actual)
+    columns: dict[str, tuple[Any, Any]] = {}
+    for column in sorted(set(row) | set(other)):
+        _compare(column, row.get(column), other.get(column), columns)
+    if not columns:  # equal as Python compares them (1 and true), not as written
+        columns = {c: (row.get(c), other.get(c)) for c in sorted(set(row) | set(other))}
+        columns = {c: v for c, v in columns.items() if canonical_json(v[0]) != canonical_json(v[1])}
+    return Difference(table, key, "changed", columns)
+
+
+async def table_lines(connection: AsyncConnection, table: Table) -> Rows:
+    """A table's rows from a store, as ``compare_tables`` reads them."""
+    async for key, values in rows(connection, table):
+        yield key, canonical_json(values)
+
+
+class DumpFile:
+    """A dump written to a file (``write_dump``), read back table by table in the order it was
+    written, as ``compare_tables`` reads a store: so that one side of a comparison can be read
+    in a short transaction and compared later (the audit's live store, before its rebuild)."""
+
+    def __init__(self, file: IO[str]) -> None:
+        self.file = file
+        self.pending: str | None = None
+
+    async def table(self, table: Table) -> Rows:
+        key_columns = [c.name for c in table.primary_key.columns]
+        header = self.pending if self.pending is not None else self.file.readline()
+        self.pending = None
+        if header.rstrip("\n") != f"# {table.name}":
+            raise ValueError(f"dump file: {header[:80]!r} where '# {table.name}' was due")
+        for line in self.file:
+            if line.startswith("# "):
+                self.pending = line
+                return
+            text = line.rstrip("\n")
+            values = json.loads(text)
+            yield tuple(values[name] for name in key_columns), text
+
+
+async def compare(
+    expected: Callable[[Table], Rows],
+    actual: Callable[[Table], Rows],
+    limit: int = DIFFERENCES_SHOWN,
+) -> Comparison:
+    """Every table of the read model compared, each a merge of its two ordered streams."""
+    comparison = Comparison(max(1, limit))
+    for table in READ_MODEL:
+        await compare_tables(table.name, expected(table), actual(table), comparison)
+    return comparison
+
+
 def differences(expected: Dump, actual: Dump) -> list[Difference]:
-    found: list[Difference] = []
-    for want, have in zip(expected.tables, actual.tables, strict=True):
-        for key, row in want.rows.items():
-            other = have.rows.get(key)
-            if other is None:
-                found.append(Difference(want.name, key, "missing", {}))
-            elif other != row:
-                columns: dict[str, tuple[Any, Any]] = {}
-                for column in sorted(set(row) | set(other)):
-                    _compare(column, row.get(column), other.get(column), columns)
-                found.append(Difference(want.name, key, "changed", columns))
-        found += [
-            Difference(want.name, key, "unexpected", {})
-            for key in have.rows
-            if key not in want.rows
-        ]
-    return found
+    """Every difference between two dumps held in memory (small stores: ``compare``
+    streams)."""
+
+    async def of(table: TableDump) -> Rows:
+        for key, row in table.rows.items():
+            yield key, canonical_json(row)
+
+    async def run() -> Comparison:
+        comparison = Comparison(sys.maxsize)
+        for want, have in zip(expected.tables, actual.tables, strict=True):
+            await compare_tables(want.name, of(want), of(have), comparison)
+        return comparison
+
+    return _run_now(run()).shown
+
+
+def _run_now(coroutine: Coroutine[Any, Any, T]) -> T:
+    """Run a coroutine that never waits (its streams are in memory) to its end, from sync code
+    and from inside an event loop alike."""
+    try:
+        coroutine.send(None)
+    except StopIteration as done:
+        return done.value  # type: ignore[no-any-return]
+    coroutine.close()
+    raise RuntimeError("a comparison of dumps in memory waited")
 
 
 def _compare(path: str, a: Any, b: Any, out: dict[str, tuple[Any, Any]]) -> None:
