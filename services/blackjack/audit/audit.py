@@ -1,8 +1,11 @@
 """``blackjack audit``: is the live read model what the event log says it should be?
 
-1. Snapshot the live store: its positions and its canonical dump, in one read transaction.
+1. Snapshot the live store: its positions and its canonical dump, in one read transaction
+   (the dump streamed to a temporary file, never held in memory).
 2. Rebuild a scratch store from offset 0 of the topic up to exactly those positions, with the
-   same projection code, and compare the two dumps row by row.
+   same projection code, and compare the two row by row, table by table: a merge of the
+   scratch store's rows and the live dump's lines, both in key order (``dump.compare``; the
+   first ``differences`` of each table are kept and named, the rest counted).
 3. Check money conservation in the live store: for every account,
    ``deposited - withdrawn - cashed_out = available + in_play + (lost - won)``, no negative
    balance, and no money in play at a table with no round open.
@@ -16,9 +19,10 @@ Every difference, violation and finding is reported; any one makes the audit fai
 
 from __future__ import annotations
 
+import tempfile
 from collections.abc import Sequence
 from dataclasses import dataclass, field
-from typing import Any
+from typing import IO, Any
 
 from sqlalchemy import select
 from sqlalchemy.ext.asyncio import AsyncConnection
@@ -26,14 +30,21 @@ from sqlalchemy.ext.asyncio import AsyncConnection
 from blackjack.audit.acknowledged import Acknowledgment, UnreadableRecord, match
 from blackjack.audit.replay import replay_stream
 from blackjack.audit.replayed import Finding, StreamReplay
-from blackjack.audit.transfers import Reconciled, reconcile
+from blackjack.audit.transfers import Movements, Reconciled
 from blackjack.audit.words import money
 from blackjack.bus.settings import PLAINTEXT, KafkaSecurity
 from blackjack.bus.topics import partition_for
 from blackjack.domain.wallet import is_wallet_stream
 from blackjack.messages.sealing import ShoeSeal
 from blackjack.projections import queries, schema
-from blackjack.projections.dump import Difference, differences, dump
+from blackjack.projections.dump import (
+    DIFFERENCES_SHOWN,
+    Difference,
+    DumpFile,
+    compare,
+    table_lines,
+    write_dump,
+)
 from blackjack.projections.rebuild import read_topic, rebuild
 from blackjack.projections.store import ProjectionStore
 from blackjack.projections.writer import Position, ProjectionWriter, Record, read_positions
@@ -87,7 +98,13 @@ class AuditReport:
     acknowledged_elsewhere: list[Acknowledgment] = field(default_factory=list)
     """acknowledgments that match no record the rebuild stepped over (reported, not failed)"""
     events: int = 0
+    rounds: int = 0
+    """rounds replayed in the streams whose replays no longer hold them (``run_audit`` keeps
+    a stream's findings, shoes and state, not its rounds)"""
     differences: list[Difference] = field(default_factory=list)
+    """the first differences of each table (``differences_found`` counts them all)"""
+    differences_found: dict[str, int] = field(default_factory=dict)
+    """table -> differences found, listed or not"""
     violations: list[str] = field(default_factory=list)
     totals: list[MoneyTotals] = field(default_factory=list)
     replays: list[StreamReplay] = field(default_factory=list)
@@ -139,8 +156,22 @@ class AuditReport:
         ]
         return lines
 
+    def _difference_lines(self) -> list[str]:
+        found = max(sum(self.differences_found.values()), len(self.differences))
+        lines = [f"\nRebuild from offset 0 vs live: {found} difference(s)"]
+        for table in dict.fromkeys(d.table for d in self.differences):
+            listed = [d for d in self.differences if d.table == table]
+            lines += [f"  {d}" for d in listed]
+            more = self.differences_found.get(table, 0) - len(listed)
+            if more > 0:
+                lines.append(
+                    f"  ... and {more} more difference(s) in {table} (the first {len(listed)} "
+                    "of each table are listed: --differences N)"
+                )
+        return lines
+
     def render(self) -> str:
-        rounds = sum(len(r.rounds) for r in self.replays)
+        rounds = self.rounds + sum(len(r.rounds) for r in self.replays)
         checks = sum(r.checks for r in self.replays)
         wallets = sum(1 for r in self.replays if is_wallet_stream(r.stream_id))
         tables = sum(1 for r in self.replays if r.state.opened)
@@ -166,8 +197,7 @@ class AuditReport:
             )
         if self.unreadable or self.acknowledged_elsewhere:
             lines += self._unreadable_lines()
-        lines.append(f"\nRebuild from offset 0 vs live: {len(self.differences)} difference(s)")
-        lines += [f"  {d}" for d in self.differences]
+        lines += self._difference_lines()
         lines.append(f"\nMoney conservation: {len(self.violations)} violation(s)")
         lines += [f"  {t}" for t in self.totals]
         lines += [f"  {v}" for v in self.violations]
@@ -211,14 +241,44 @@ async def run_audit(
     *,
     security: KafkaSecurity = PLAINTEXT,
     acknowledged: Sequence[Acknowledgment] = (),
+    differences: int = DIFFERENCES_SHOWN,
 ) -> AuditReport:
     """``acknowledged``: records no reader can read that an operator has acknowledged (a
-    finding only when none of them names the record, by its digest too)."""
+    finding only when none of them names the record, by its digest too). ``differences``:
+    how many differences between the rebuild and the live store are listed per table (the
+    rest are counted)."""
     report = AuditReport(topic)
-    async with live.reading() as connection:
-        report.positions = await read_positions(connection, topic)
-        expected_live = await dump(connection)
-        report.violations, report.totals = await conservation(connection)
+    with tempfile.TemporaryFile("w+", encoding="utf-8", newline="\n") as live_dump:
+        async with live.reading() as connection:
+            report.positions = await read_positions(connection, topic)
+            await write_dump(connection, live_dump.write)
+            report.violations, report.totals = await conservation(connection)
+        live_dump.seek(0)
+        await _rebuild_and_compare(
+            report,
+            live_dump,
+            scratch,
+            bootstrap=bootstrap,
+            seal=seal,
+            security=security,
+            acknowledged=acknowledged,
+            shown=differences,
+        )
+    return report
+
+
+async def _rebuild_and_compare(
+    report: AuditReport,
+    live_dump: IO[str],
+    scratch: ProjectionStore,
+    *,
+    bootstrap: str,
+    seal: ShoeSeal | None,
+    security: KafkaSecurity,
+    acknowledged: Sequence[Acknowledgment],
+    shown: int,
+) -> None:
+    topic = report.topic
     writer = ProjectionWriter(scratch)
     # A record the service did not write can lie below the live positions only if an operator
     # stepped the live store over it; the scratch store steps over it too (and it is named).
@@ -244,18 +304,26 @@ async def run_audit(
     def lagging(stream_id: str) -> bool:
         return partition_for(stream_id, partitions) in behind
 
+    movements = Movements(lagging)
     async with scratch.reading() as connection:
-        rebuilt = await dump(connection)
-        logs = {}
+        live_rows = DumpFile(live_dump)
+        comparison = await compare(
+            lambda table: table_lines(connection, table), live_rows.table, shown
+        )
+        report.differences, report.differences_found = comparison.shown, comparison.counts
+        # one stream's events in memory at a time: its replay keeps its findings, shoes and
+        # state, the transfers its movements of money
         for stream_id in await queries.stream_ids(connection):
-            wires = logs[stream_id] = await queries.stream_envelopes(connection, stream_id)
+            wires = await queries.stream_envelopes(connection, stream_id)
             report.events += len(wires)
             complete = not lagging(stream_id)  # else the next events may end a decision
-            report.replays.append(replay_stream(wires, seal, stream_id, complete=complete))
+            replay = replay_stream(wires, seal, stream_id, complete=complete)
+            report.rounds += len(replay.rounds)
+            replay.rounds = {}
+            report.replays.append(replay)
+            movements.read(stream_id, wires)
     shoes_on_two_tables(report.replays)
-    report.differences = differences(rebuilt, expected_live)
-    report.transfers = reconcile(logs, lagging=lagging)
-    return report
+    report.transfers = movements.matched()
 
 
 def shoes_on_two_tables(replays: list[StreamReplay]) -> None:

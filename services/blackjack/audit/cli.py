@@ -21,6 +21,7 @@ from blackjack.configuration import ConfigurationError
 from blackjack.messages.sealing import ShoeSeal
 from blackjack.messages.wire import WireEnvelope, decode
 from blackjack.projections.cli import add_store_options, settings_from
+from blackjack.projections.dump import DIFFERENCES_SHOWN
 from blackjack.projections.settings import ProjectionSettings
 
 OK, MISMATCH, BAD_INPUT, UNVERIFIED = 0, 1, 2, 3
@@ -129,6 +130,7 @@ def _audit(args: argparse.Namespace) -> int:
                 seal,
                 security=settings.security,
                 acknowledged=acknowledged,
+                differences=args.differences,
             )
         finally:
             await live.close()
@@ -170,6 +172,14 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
         "topic, partition, offset and sha256 (as the audit prints them), with by, date and "
         "reason: reported as acknowledged instead of failing the audit (docs/operations.md)",
     )
+    audit.add_argument(
+        "--differences",
+        type=_at_least_one,
+        default=DIFFERENCES_SHOWN,
+        metavar="N",
+        help="differences between the rebuild and the live store listed per table, the rest "
+        f"counted (default {DIFFERENCES_SHOWN})",
+    )
     audit.set_defaults(handler=_audit)
     audit_key = sub.add_parser(
         "audit-key",
@@ -177,6 +187,16 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     )
     audit_key.set_defaults(handler=_audit_key)
     randomness_cli.register(sub)
+
+
+def _at_least_one(text: str) -> int:
+    try:
+        number = int(text)
+    except ValueError:
+        number = 0
+    if number < 1:
+        raise argparse.ArgumentTypeError(f"a whole number of at least 1, not {text!r}")
+    return number
 
 
 def _audit_key(args: argparse.Namespace) -> int:

@@ -75,21 +75,19 @@ def reconcile(
     order). ``lagging(stream)``: that stream's events were not all read (its partition has
     records past the positions read), so an answer whose cause is not among them may be in
     transit rather than forged."""
-    movements = _Movements(lagging)
+    movements = Movements(lagging)
     for stream_id, envelopes in streams.items():
         movements.read(stream_id, envelopes)
-    movements.match_buy_ins_handled()
-    movements.match_buy_ins_closed()
-    movements.match_cash_outs()
-    return movements.out
+    return movements.matched()
 
 
 _Handled = tuple[WireEnvelope, ev.FundsDeposited | ev.TransferDeclined]
 
 
 @dataclass
-class _Movements:
-    """The movements of money the logs record, gathered in one pass, then matched."""
+class Movements:
+    """The movements of money the logs record, gathered in one pass (``read`` each stream's
+    log in turn: only the movements are kept, not the logs), then ``matched``."""
 
     lagging: Callable[[str], bool]
     out: Reconciled = field(default_factory=Reconciled)
@@ -109,6 +107,13 @@ class _Movements:
 
     def find(self, envelope: WireEnvelope, message: str) -> None:
         self.out.findings.append(Finding(envelope.stream_id, envelope.sequence, None, message))
+
+    def matched(self) -> Reconciled:
+        """Every stream read: match what each side says moved."""
+        self.match_buy_ins_handled()
+        self.match_buy_ins_closed()
+        self.match_cash_outs()
+        return self.out
 
     def read(self, stream_id: str, envelopes: Sequence[WireEnvelope]) -> None:
         table = self.tables.setdefault(stream_id, _Table())
