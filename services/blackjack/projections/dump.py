@@ -132,22 +132,24 @@ async def rows(
             yield key, values
 
 
-async def lines(connection: AsyncConnection) -> AsyncIterator[str]:
+async def lines(connection: AsyncConnection, *, page: int = PAGE) -> AsyncIterator[str]:
     """The dump's lines (without their newline), table by table, as they are read."""
     for table in READ_MODEL:
         yield f"# {table.name}"
-        async for _, values in rows(connection, table):
+        async for _, values in rows(connection, table, page=page):
             yield canonical_json(values)
 
 
-async def write_dump(connection: AsyncConnection, write: Callable[[str], object]) -> str:
+async def write_dump(
+    connection: AsyncConnection, write: Callable[[str], object], *, page: int = PAGE
+) -> str:
     """Hand the dump's text to ``write`` a page of lines at a time; returns its sha256 (of its
     UTF-8 bytes, as ``Dump.digest``)."""
     digest = hashlib.sha256()
     buffered: list[str] = []
-    async for line in lines(connection):
+    async for line in lines(connection, page=page):
         buffered.append(line + "\n")
-        if len(buffered) >= PAGE:
+        if len(buffered) >= page:
             _flush(buffered, write, digest)
     _flush(buffered, write, digest)
     return digest.hexdigest()

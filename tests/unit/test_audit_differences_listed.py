@@ -1,0 +1,60 @@
+"""The audit lists the first differences of each table and counts the rest
+(``blackjack audit --differences N``): a read model with millions of differences (a rebuild
+of the wrong topic) is reported in a bounded report, each table's first ones named by key."""
+
+from __future__ import annotations
+
+from collections.abc import AsyncIterator
+
+import pytest
+
+from blackjack.audit.audit import AuditReport
+from blackjack.audit.cli import _at_least_one
+from blackjack.cli import build_parser
+from blackjack.projections.dump import DIFFERENCES_SHOWN, Comparison, Difference, compare_tables
+
+
+async def _keys(*keys: int) -> AsyncIterator[tuple[tuple[int, ...], str]]:
+    for key in keys:
+        yield (key,), f'{{"k":{key}}}'
+
+
+async def test_the_merge_keeps_the_first_n_of_a_table_and_counts_them_all() -> None:
+    comparison = Comparison(limit=2)
+    await compare_tables("events", _keys(1, 2, 3, 5), _keys(2, 4, 5, 6), comparison)
+    await compare_tables("rounds", _keys(1), _keys(), comparison)
+    assert [str(d) for d in comparison.shown] == [
+        "events [1]: missing row",
+        "events [3]: missing row",
+        "rounds [1]: missing row",
+    ]
+    assert comparison.counts == {"events": 4, "rounds": 1}  # 1, 3 missing; 4, 6 unexpected
+    assert comparison.not_shown("events") == 2
+
+
+def test_the_report_says_how_many_were_not_listed() -> None:
+    report = AuditReport("blackjack.events")
+    report.differences = [
+        Difference("events", ("t-1", 1), "missing", {}),
+        Difference("events", ("t-1", 2), "unexpected", {}),
+        Difference("rounds", ("t-1", 1), "changed", {"record.status": ("settled", "forged")}),
+    ]
+    report.differences_found = {"events": 1_000_002, "rounds": 1}
+    text = report.render()
+    assert "Rebuild from offset 0 vs live: 1000003 difference(s)" in text
+    assert "  events ['t-1', 1]: missing row\n  events ['t-1', 2]: unexpected row\n" in text
+    assert (
+        "  ... and 1000000 more difference(s) in events (the first 2 of each table are listed: "
+        "--differences N)\n  rounds ['t-1', 1]: record.status: expected \"settled\", found "
+        '"forged"\n' in text
+    )
+    assert "AUDIT FAILED" in text
+
+
+def test_differences_is_a_whole_number_of_at_least_one() -> None:
+    parser = build_parser()
+    assert parser.parse_args(["audit"]).differences == DIFFERENCES_SHOWN
+    assert parser.parse_args(["audit", "--differences", "7"]).differences == 7
+    for bad in ("0", "-3", "many"):
+        with pytest.raises(Exception, match="at least 1"):
+            _at_least_one(bad)
