@@ -20,7 +20,7 @@ Every difference, violation and finding is reported; any one makes the audit fai
 from __future__ import annotations
 
 import tempfile
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import IO, Any
 
@@ -304,24 +304,34 @@ async def _rebuild_and_compare(
     def lagging(stream_id: str) -> bool:
         return partition_for(stream_id, partitions) in behind
 
-    movements = Movements(lagging)
     async with scratch.reading() as connection:
         live_rows = DumpFile(live_dump)
         comparison = await compare(
             lambda table: table_lines(connection, table), live_rows.table, shown
         )
         report.differences, report.differences_found = comparison.shown, comparison.counts
-        # one stream's events in memory at a time: its replay keeps its findings, shoes and
-        # state, the transfers its movements of money
-        for stream_id in await queries.stream_ids(connection):
-            wires = await queries.stream_envelopes(connection, stream_id)
-            report.events += len(wires)
-            complete = not lagging(stream_id)  # else the next events may end a decision
-            replay = replay_stream(wires, seal, stream_id, complete=complete)
-            report.rounds += len(replay.rounds)
-            replay.rounds = {}
-            report.replays.append(replay)
-            movements.read(stream_id, wires)
+        await replay_streams(report, connection, seal, lagging)
+
+
+async def replay_streams(
+    report: AuditReport,
+    connection: AsyncConnection,
+    seal: ShoeSeal | None,
+    lagging: Callable[[str], bool] = lambda stream_id: False,
+) -> None:
+    """Replay every stream of the store through the engine and match the transfers between
+    them: one stream's events in memory at a time (its replay keeps its findings, shoes and
+    state, not its rounds; the transfers keep the movements of money, not the logs)."""
+    movements = Movements(lagging)
+    for stream_id in await queries.stream_ids(connection):
+        wires = await queries.stream_envelopes(connection, stream_id)
+        report.events += len(wires)
+        complete = not lagging(stream_id)  # else the next events may end a decision
+        replay = replay_stream(wires, seal, stream_id, complete=complete)
+        report.rounds += len(replay.rounds)
+        replay.rounds = {}
+        report.replays.append(replay)
+        movements.read(stream_id, wires)
     shoes_on_two_tables(report.replays)
     report.transfers = movements.matched()
 
