@@ -4,7 +4,7 @@ live read model with its rebuild, before (a1b3777: the whole read model in memor
 the same tables (docs/operations.md, "The read model at a casino's size"):
 
     PYTHONPATH=.:services .venv/bin/python -m tests.integration.measure_audit_memory \\
-        [--tables 20] [--rounds 50 250] [--pg URL] [--replay]
+        [--tables 20] [--rounds 50 250] [--pg URL [--pg-only]] [--replay]
 
 For each size, ``--tables`` tables of ``--rounds`` rounds of the tests' random play
 (``big_read_model.records``) are folded by the projection writer into a store (an SQLite file;
@@ -225,7 +225,7 @@ def _report(kind: str, sizes: list[int], steps: Sequence[str], runs: list[dict[A
 async def _main(args: argparse.Namespace) -> None:
     quiet_logs(sys.stderr)
     steps = [s for s in STEPS if s != "replay" or args.replay]
-    kinds = ["sqlite"] + (["postgresql"] if args.pg else [])
+    kinds = ([] if args.pg_only else ["sqlite"]) + (["postgresql"] if args.pg else [])
     with tempfile.TemporaryDirectory() as folder:
         for kind in kinds:
             runs, sizes, made = [], [], []
@@ -249,6 +249,7 @@ def arguments(argv: Sequence[str] | None = None) -> argparse.Namespace:
     parser.add_argument("--tables", type=int, default=20)
     parser.add_argument("--rounds", type=int, nargs=2, default=[50, 250])
     parser.add_argument("--pg", help="a PostgreSQL server's URL (its databases made and dropped)")
+    parser.add_argument("--pg-only", action="store_true", help="with --pg: not SQLite")
     parser.add_argument("--replay", action="store_true", help="measure the engine replay too")
     # a step in a process of its own (the parent calls these)
     parser.add_argument("--step", choices=STEPS)
