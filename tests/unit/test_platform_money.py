@@ -556,6 +556,28 @@ def test_a_stream_keeping_its_limit_of_ids_refuses_new_money_commands_typed() ->
     assert retried.status == "accepted" and h.wallet().balance == 400
 
 
+def test_a_player_s_buy_ins_cannot_fill_the_ids_the_platform_s_money_needs() -> None:
+    """A player's refused ``BuyIn``s are kept by id for 7 days: sent in a loop, they would fill
+    the stream's ``BLACKJACK_MONEY_IDS_MAX`` and every ``WalletDeposit`` of the cashier would
+    be refused ``money_ids_full`` (a denial of service by a player). They may take half the
+    limit at most: the platform's own always have the other half."""
+    h = Harness()
+    h.processor.money_ids_max = 4
+    answers = [
+        h.send(WALLET, BuyIn(player_id=PLAYER, table_id=SOLO, amount=10**6), f"buy-{n}")
+        for n in range(6)
+    ]
+    assert [code(a) for a in answers] == ["insufficient_funds"] * 2 + ["money_ids_full"] * 4
+    sequence = h.store.streams[WALLET].sequence
+    for n in range(2):
+        assert h.send(WALLET, deposit(), f"pay-{n}", sent_at=START).status == "accepted"
+    assert h.wallet().balance == 200 and h.store.streams[WALLET].sequence == sequence + 2
+    # the buy-ins' share full, the platform's too: both refused, typed, nothing written
+    assert code(h.send(WALLET, deposit(), "pay-2", sent_at=START)) == "money_ids_full"
+    buy = h.send(WALLET, BuyIn(player_id=PLAYER, table_id=SOLO, amount=10), "buy-9")
+    assert code(buy) == "money_ids_full"
+
+
 # ---- sent_at required (BLACKJACK_MONEY_SENT_AT=required) --------------------------------
 
 

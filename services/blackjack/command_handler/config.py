@@ -111,8 +111,8 @@ class HandlerConfig:
             raise ValueError("BLACKJACK_SHOE_SEAL_VERSION is 1 or 2")
         if not self.money_retention_s > 0:
             raise ValueError("BLACKJACK_MONEY_RETENTION_S must be positive")
-        if self.money_ids_max < 1:
-            raise ValueError("BLACKJACK_MONEY_IDS_MAX must be positive")
+        if self.money_ids_max < 2:  # half of it for the buy-ins (platform_money.buy_in_share)
+            raise ValueError("BLACKJACK_MONEY_IDS_MAX must be at least 2")
         if self.money_sent_at not in ("optional", "required"):
             raise ValueError("BLACKJACK_MONEY_SENT_AT is optional or required")
         if self.command_round not in ("optional", "required"):

@@ -298,7 +298,9 @@ class Processor(Deciding):
             stream.money,
             stream.money_refused,
             store.money_retention,
-            self.money_ids_max,
+            # A player's buy-ins may fill half the limit at most (``buy_in_share``): a player
+            # sending them in a loop never leaves the cashier's deposits money_ids_full.
+            platform_money.buy_in_share(self.money_ids_max) if buy_in else self.money_ids_max,
             self.money_sent_at_required and not buy_in,
         )
         return platform_money.check(kept, envelope.command_id, sent_at, latest, arrived)

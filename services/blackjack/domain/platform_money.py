@@ -163,6 +163,17 @@ def refusal(
     return None
 
 
+def buy_in_share(limit: int) -> int:
+    """How many ids a stream may keep when a player's ``BuyIn`` is decided: half its limit
+    (``BLACKJACK_MONEY_IDS_MAX``). A buy-in is taken only while the stream keeps fewer ids
+    than that, so the buy-ins kept are never more than half the limit and the platform's
+    deposits and withdrawals always have the other half: a player sending buy-ins (refused,
+    each kept 7 days) in a loop cannot make the cashier's ``WalletDeposit`` refused
+    ``money_ids_full``. The cost: once the platform's own ids pass half the limit, the
+    player's buy-ins are refused ``money_ids_full`` until the oldest are let go."""
+    return limit // 2
+
+
 def kept_for(retention: timedelta) -> timedelta:
     """How long after it was accepted a platform money command's id is kept."""
     return retention + SENT_AHEAD
