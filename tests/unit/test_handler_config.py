@@ -54,6 +54,9 @@ def test_the_platform_money_bound_and_sent_at_rule_come_from_the_environment() -
         HandlerConfig.from_env({**env, "BLACKJACK_MONEY_SENT_AT": "always"})
     with pytest.raises(ConfigurationError, match="BLACKJACK_MONEY_IDS_MAX"):
         HandlerConfig.from_env({**env, "BLACKJACK_MONEY_IDS_MAX": "0"})
+    # half of it is the buy-ins' (platform_money.buy_in_share): 1 would leave them none
+    with pytest.raises(ConfigurationError, match="at least 2"):
+        HandlerConfig.from_env({**env, "BLACKJACK_MONEY_IDS_MAX": "1"})
     # and the handler's processor decides with them
     handler = CommandHandler(config)
     assert handler.processor.money_ids_max == 500 and handler.processor.money_sent_at_required
