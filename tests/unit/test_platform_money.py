@@ -9,7 +9,6 @@ from __future__ import annotations
 import random
 import string
 from datetime import UTC, datetime, timedelta
-from pathlib import Path
 
 from blackjack.audit.replay import replay_stream
 from blackjack.audit.wallet_replay import replay_wallet
@@ -30,12 +29,9 @@ from blackjack.domain.wallet import (
     wallet_stream,
 )
 from blackjack.messages.envelope import CommandEnvelope, CommandResult, EventEnvelope
-from blackjack.messages.wire import encode, to_wire
-from blackjack.projections import queries
+from blackjack.messages.wire import to_wire
 from blackjack.projections.projector import StreamProjection
-from blackjack.projections.store import ProjectionStore
 from blackjack.projections.wallets import WalletProjection
-from blackjack.projections.writer import ProjectionWriter, Record
 from tests.unit.processor_harness import TOPICS, new_processor
 from tests.unit.test_handler_signed_replay import resealed, sealed_body
 
@@ -643,31 +639,3 @@ def test_the_read_model_and_the_audit_fold_the_refusal_records_as_no_money_moved
     for envelope in h.events_of(SOLO):
         table.apply(to_wire(envelope, seal))
     assert PLAYER not in table.accounts and table.view.last_sequence == 3
-
-
-async def test_a_table_made_by_a_refusal_alone_is_no_table_to_the_query_api(
-    tmp_path: Path,
-) -> None:
-    """A platform's ``Withdraw`` at a table id no one opened is refused and written down as
-    that stream's first event: the read model folds it, but ``GET /tables/{id}`` still
-    answers 404 ``unknown_table`` (before, a 200 with ``opened: false``, no rules, no
-    variant: a table that does not exist shown as one), and once opened it is answered."""
-    h = Harness()
-    h.send(SOLO, cmd.Withdraw(player_id=PLAYER, amount=5), "out-0", sent_at=START)
-    store = ProjectionStore(f"sqlite+aiosqlite:///{tmp_path / 'read.db'}")
-    await store.migrate()
-    try:
-        writer = ProjectionWriter(store)
-        wires = [to_wire(e, h.processor.seal) for e in h.events_of(SOLO)]
-        await writer.apply([Record("events", 0, i, encode(w)) for i, w in enumerate(wires)])
-        async with store.reading() as connection:
-            assert await queries.table_state(connection, SOLO) is None
-            assert await queries.stream_ids(connection) == [SOLO]  # the audit still reads it
-        h.send(SOLO, cmd.OpenTable(variant="atlantic-city"))
-        wires = [to_wire(e, h.processor.seal) for e in h.events_of(SOLO)]
-        await writer.apply([Record("events", 0, 1, encode(wires[1]))])
-        async with store.reading() as connection:
-            found = await queries.table_state(connection, SOLO)
-        assert found is not None and found["opened"] and found["last_sequence"] == 2
-    finally:
-        await store.close()

@@ -398,10 +398,6 @@ async def table_state(connection: AsyncConnection, stream_id: str) -> dict[str, 
     # Through the model: a view stored by an older release lacks the fields added since
     # (``suspended``), which the answer's document says are always there.
     table = TableView.model_validate(view)
-    if not table.opened:
-        # A stream whose only events are refused platform money commands (their record is
-        # its first event, docs/kafka.md "Idempotency") is no table: never opened, as before.
-        return None
     limit = (table.rules or {}).get("seat_released_after_rounds_sat_out")
     query = (
         select(a)
