@@ -123,14 +123,7 @@ async def fold_rates(pg: str, tables: int, rounds: int) -> None:
         try:
             for kind in ("sqlite", "postgresql"):
                 stores = [await new_store(pg, Path(tmp), kind, made) for _ in range(2)]
-                writers = [RowByRow(stores[0]), ProjectionWriter(stores[1])]
-                spent = [0.0, 0.0]
-                for number, start in enumerate(range(0, len(log), big.BATCH)):
-                    part = log[start : start + big.BATCH]
-                    for index in (0, 1) if number % 2 == 0 else (1, 0):
-                        began = time.perf_counter()
-                        await writers[index].apply(part)
-                        spent[index] += time.perf_counter() - began
+                spent = await interleaved([RowByRow(stores[0]), ProjectionWriter(stores[1])], log)
                 for store in stores:
                     await store.close()
                 former, now = len(log) / spent[0], len(log) / spent[1]
@@ -138,6 +131,19 @@ async def fold_rates(pg: str, tables: int, rounds: int) -> None:
         finally:
             for name in made:
                 await on_server(pg, f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)')
+
+
+async def interleaved(writers: Sequence[ProjectionWriter], log: Sequence[Record]) -> list[float]:
+    """Seconds each writer spent folding ``log`` batch by batch, taking turns (the first
+    writer first on even batches, second on odd) so the machine's drift falls on both."""
+    spent = [0.0] * len(writers)
+    for number, start in enumerate(range(0, len(log), big.BATCH)):
+        part = log[start : start + big.BATCH]
+        for index in (0, 1) if number % 2 == 0 else (1, 0):
+            began = time.perf_counter()
+            await writers[index].apply(part)
+            spent[index] += time.perf_counter() - began
+    return spent
 
 
 DROPPED_0009 = (  # the indexes migration 0009 dropped, as its downgrade makes them again
@@ -172,14 +178,7 @@ async def fold_rates_0009(pg: str, tables: int, rounds: int) -> None:
         try:
             stores = [await new_store(pg, Path(tmp), "postgresql", made) for _ in range(2)]
             await run_all(stores[0], DROPPED_0009)
-            writers = [ProjectionWriter(stores[0]), ProjectionWriter(stores[1])]
-            spent = [0.0, 0.0]
-            for number, start in enumerate(range(0, len(log), big.BATCH)):
-                part = log[start : start + big.BATCH]
-                for index in (0, 1) if number % 2 == 0 else (1, 0):
-                    began = time.perf_counter()
-                    await writers[index].apply(part)
-                    spent[index] += time.perf_counter() - began
+            spent = await interleaved([ProjectionWriter(s) for s in stores], log)
             database = "SELECT pg_database_size(current_database())"
             size = []
             for store in stores:
