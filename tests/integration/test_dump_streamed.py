@@ -28,6 +28,7 @@ from blackjack.projections.dump import (
     DumpFile,
     compare,
     dump,
+    next_page,
     rows,
     table_lines,
     write_dump,
@@ -93,6 +94,33 @@ async def test_the_streamed_dump_is_the_former_dump_byte_for_byte(
         assert f'"player_id":"{player.replace(chr(0), NUL_STORED_AS)}"' in former
 
 
+async def test_a_page_is_bounded_by_bytes_as_well_as_rows(stores: StoreFactory) -> None:
+    """A page of a wide table is fewer rows than ``page``: fetched and written about
+    ``page_bytes`` at a time (a 2,000-row page of ``rounds``, about 16 KB a row, was tens of
+    MB), and the dump is still the former one byte for byte."""
+    store = await stores.store()
+    await _filled(store)
+    async with store.reading() as connection:
+        former = (await former_dump.dump(connection)).text()
+        widest = max(map(len, former.splitlines()))
+        pieces: list[str] = []
+        digest = await write_dump(connection, pieces.append, page=2_000, page_bytes=4_096)
+        fetched: list[int] = []
+        rounds = rows(connection, schema.rounds, page=2_000, page_bytes=4_096)
+        async for _, _, line in rounds:
+            fetched.append(len(line))
+    assert "".join(pieces) == former
+    assert digest == hashlib.sha256(former.encode()).hexdigest()
+    assert len(pieces) > former.count("\n") // 2_000 + 1
+    assert all(len(piece) < 4_096 + widest + 1 for piece in pieces)
+    assert len(fetched) > 1 and sum(fetched) > 4_096  # more than a page's bytes of rounds
+    # the pages after the first fetch hold about page_bytes of lines
+    assert next_page(len(fetched), sum(fetched), 2_000, 4_096) < len(fetched)
+    assert next_page(0, 0, 2_000, 4_096) == 16
+    assert next_page(10, 100_000, 2_000, 4_096) == 1
+    assert next_page(10, 10, 2_000, 4_096) == 2_000
+
+
 async def test_rows_come_in_byte_order_under_a_linguistic_collation(
     stores: StoreFactory,
 ) -> None:
@@ -114,13 +142,13 @@ async def test_rows_come_in_byte_order_under_a_linguistic_collation(
     await _filled(store)
     p = schema.positions
     async with store.reading() as connection:
-        read = [key async for key, _ in rows(connection, p, page=5)]
+        read = [key async for key, _, _ in rows(connection, p, page=5)]
         native = [
             (r.topic, r.kafka_partition)
             for r in await connection.execute(select(p).order_by(p.c.topic, p.c.kafka_partition))
         ]
         for table in schema.READ_MODEL:  # every table: no OutOfOrder
-            keys = [key async for key, _ in rows(connection, table, page=50)]
+            keys = [key async for key, _, _ in rows(connection, table, page=50)]
             assert keys == sorted(keys), table.name
     assert read == sorted(read)
     assert [t for t, part in read if t in ODD_TOPICS and part == 0] == sorted(ODD_TOPICS)

@@ -93,7 +93,13 @@ def _canonical(value: Any) -> Any:
 
 
 PAGE = 2_000
-"""rows fetched from the database at a time"""
+"""the most rows fetched from the database at a time"""
+PAGE_BYTES = 1_048_576
+"""about the most bytes of dump lines a fetch brings (and ``write_dump`` holds before it
+writes): a page of a wide table (``rounds``, about 16 KB a row) is fewer rows than ``PAGE``,
+so that memory does not grow with the rows' width either"""
+FIRST_PAGE = 16
+"""rows of a table's first fetch, before its rows' width is known"""
 
 
 class OutOfOrder(RuntimeError):
@@ -101,14 +107,23 @@ class OutOfOrder(RuntimeError):
     (a collation that is not byte-wise): a merge of two such streams would be wrong."""
 
 
+def next_page(rows_read: int, size: int, page: int, page_bytes: int) -> int:
+    """Rows of the next fetch: as many as ``page_bytes`` hold at the width of the last page's
+    rows (``size`` characters of lines for ``rows_read`` rows), from 1 to ``page``."""
+    if rows_read == 0:
+        return min(page, FIRST_PAGE)
+    return max(1, min(page, page_bytes * rows_read // max(1, size)))
+
+
 async def rows(
-    connection: AsyncConnection, table: Table, *, page: int = PAGE
-) -> AsyncIterator[tuple[Key, dict[str, Any]]]:
+    connection: AsyncConnection, table: Table, *, page: int = PAGE, page_bytes: int = PAGE_BYTES
+) -> AsyncIterator[tuple[Key, dict[str, Any], str]]:
     """The table's rows in primary-key order compared byte-wise (each text key ``COLLATE
     "C"`` on PostgreSQL, whose database collation may sort otherwise; SQLite compares text
-    byte-wise, ``BINARY``), each as (its key, its canonical values), read through a
-    server-side cursor ``page`` rows at a time. Raises ``OutOfOrder`` if a key is not after
-    the one before it as Python compares them (code points: the byte order of UTF-8)."""
+    byte-wise, ``BINARY``), each as (its key, its canonical values, its line of the dump),
+    read through a server-side cursor at most ``page`` rows and about ``page_bytes`` of lines
+    at a time (``next_page``). Raises ``OutOfOrder`` if a key is not after the one before it
+    as Python compares them (code points: the byte order of UTF-8)."""
     key_columns = [c.name for c in table.primary_key.columns]
     postgres = connection.dialect.name == "postgresql"
     order = [
@@ -116,9 +131,11 @@ async def rows(
         for c in table.primary_key.columns
     ]
     query = select(table).order_by(*order).execution_options(yield_per=page)
-    result = await connection.stream(query)
+    result = (await connection.stream(query)).mappings()
     previous: Key | None = None
-    async for chunk in result.mappings().partitions(page):
+    fetch = next_page(0, 0, page, page_bytes)
+    while chunk := await result.fetchmany(fetch):
+        size = 0
         for row in chunk:
             values = {name: _canonical(value) for name, value in row.items()}
             if table.name == "events":
@@ -129,28 +146,42 @@ async def rows(
             if previous is not None and not previous < key:
                 raise OutOfOrder(f"{table.name}: {list(key)} read after {list(previous)}")
             previous = key
-            yield key, values
+            line = canonical_json(values)
+            size += len(line)
+            yield key, values, line
+        fetch = next_page(len(chunk), size, page, page_bytes)
+        del chunk
 
 
-async def lines(connection: AsyncConnection, *, page: int = PAGE) -> AsyncIterator[str]:
+async def lines(
+    connection: AsyncConnection, *, page: int = PAGE, page_bytes: int = PAGE_BYTES
+) -> AsyncIterator[str]:
     """The dump's lines (without their newline), table by table, as they are read."""
     for table in READ_MODEL:
         yield f"# {table.name}"
-        async for _, values in rows(connection, table, page=page):
-            yield canonical_json(values)
+        async for _, _, line in rows(connection, table, page=page, page_bytes=page_bytes):
+            yield line
 
 
 async def write_dump(
-    connection: AsyncConnection, write: Callable[[str], object], *, page: int = PAGE
+    connection: AsyncConnection,
+    write: Callable[[str], object],
+    *,
+    page: int = PAGE,
+    page_bytes: int = PAGE_BYTES,
 ) -> str:
-    """Hand the dump's text to ``write`` a page of lines at a time; returns its sha256 (of its
-    UTF-8 bytes, as ``Dump.digest``)."""
+    """Hand the dump's text to ``write`` a page of lines at a time (at most ``page`` lines,
+    about ``page_bytes`` characters); returns its sha256 (of its UTF-8 bytes, as
+    ``Dump.digest``)."""
     digest = hashlib.sha256()
     buffered: list[str] = []
-    async for line in lines(connection, page=page):
+    held = 0
+    async for line in lines(connection, page=page, page_bytes=page_bytes):
         buffered.append(line + "\n")
-        if len(buffered) >= page:
+        held += len(line) + 1
+        if len(buffered) >= page or held >= page_bytes:
             _flush(buffered, write, digest)
+            held = 0
     _flush(buffered, write, digest)
     return digest.hexdigest()
 
@@ -168,7 +199,7 @@ async def dump(connection: AsyncConnection) -> Dump:
     stream)."""
     tables = []
     for table in READ_MODEL:
-        found = {key: values async for key, values in rows(connection, table)}
+        found = {key: values async for key, values, _ in rows(connection, table)}
         tables.append(TableDump(table.name, found))
     return Dump(tuple(tables))
 
@@ -206,8 +237,14 @@ def _recall_as_read(record: Any) -> Any:
 DIFFERENCES_SHOWN = 100
 """differences kept (and reported) per table by default; the rest are counted"""
 
-Rows = AsyncIterator[tuple[Key, str]]
+RowKey = Key | Callable[[], Key]
+"""a row's key, or how to read it (from its line: only when the merge needs it)"""
+Rows = AsyncIterator[tuple[RowKey, str]]
 """a table's rows in key order, each as (its key, its line of the dump)"""
+
+
+def _key(found: RowKey) -> Key:
+    return found() if callable(found) else found
 
 
 @dataclass
@@ -241,16 +278,26 @@ async def compare_tables(name: str, expected: Rows, actual: Rows, comparison: Co
     want = await anext(expected, None)
     have = await anext(actual, None)
     while want is not None or have is not None:
-        if have is None or (want is not None and want[0] < have[0]):
-            assert want is not None
-            comparison.found(Difference(name, want[0], "missing", {}), name)
+        if want is not None and have is not None and want[1] == have[1]:
+            # the same line: the same row, whose key need not be read (a dump file's is parsed)
             want = await anext(expected, None)
-        elif want is None or have[0] < want[0]:
-            comparison.found(Difference(name, have[0], "unexpected", {}), name)
+            have = await anext(actual, None)
+            continue
+        # each key read once (a dump file's parsed from its line), kept while the other advances
+        want = None if want is None else (_key(want[0]), want[1])
+        have = None if have is None else (_key(have[0]), have[1])
+        want_key = None if want is None else _key(want[0])
+        have_key = None if have is None else _key(have[0])
+        if have_key is None or (want_key is not None and want_key < have_key):
+            assert want_key is not None
+            comparison.found(Difference(name, want_key, "missing", {}), name)
+            want = await anext(expected, None)
+        elif want_key is None or have_key < want_key:
+            comparison.found(Difference(name, have_key, "unexpected", {}), name)
             have = await anext(actual, None)
         else:
-            if want[1] != have[1]:
-                comparison.found(partial(_changed, name, want[0], want[1], have[1]), name)
+            assert want is not None and have is not None
+            comparison.found(partial(_changed, name, want_key, want[1], have[1]), name)
             want = await anext(expected, None)
             have = await anext(actual, None)
 
@@ -268,8 +315,8 @@ def _changed(table: str, key: Key, expected: str, actual: str) -> Difference:
 
 async def table_lines(connection: AsyncConnection, table: Table) -> Rows:
     """A table's rows from a store, as ``compare_tables`` reads them."""
-    async for key, values in rows(connection, table):
-        yield key, canonical_json(values)
+    async for key, _, line in rows(connection, table):
+        yield key, line
 
 
 class DumpFile:
@@ -292,8 +339,12 @@ class DumpFile:
                 self.pending = line
                 return
             text = line.rstrip("\n")
-            values = json.loads(text)
-            yield tuple(values[name] for name in key_columns), text
+            yield partial(_key_of, text, key_columns), text
+
+
+def _key_of(line: str, key_columns: list[str]) -> Key:
+    values = json.loads(line)
+    return tuple(values[name] for name in key_columns)
 
 
 async def compare(
