@@ -3,7 +3,11 @@ the table as the read model folds it (cards, totals, whose turn, the buttons, th
 
 from __future__ import annotations
 
+import asyncio
+import contextlib
 import io
+import itertools
+import time
 from datetime import timedelta
 from types import SimpleNamespace
 
@@ -1235,3 +1239,69 @@ def test_a_hand_over_21_says_bust_before_the_round_settles_it() -> None:
     text = console.export_text()
     assert "8♠ 5♠ K♠  23  bust" in text, text
     assert "8♥ 3♠  11  ◀ your turn" in text, text
+
+
+class _SlowToAnswer:
+    """A client whose commands reach the topic at once and are answered ``answer_s`` later
+    (a loaded service, a slow network): when each was sent (``time.monotonic``)."""
+
+    def __init__(self, answer_s: float) -> None:
+        self.answer_s = answer_s
+        self.sent: list[tuple[float, cmd.Command]] = []
+
+    async def send(self, stream_id: str, command: cmd.Command) -> str:
+        self.sent.append((time.monotonic(), command))
+        return "id"
+
+    async def execute(self, stream_id: str, command: cmd.Command, timeout: float) -> None:
+        await self.send(stream_id, command)
+        await asyncio.sleep(self.answer_s)
+        raise TimeoutError
+
+    def reconnects(self) -> list[float]:
+        return [at for at, command in self.sent if isinstance(command, cmd.Reconnect)]
+
+
+async def present_while(session: PlaySession, every: float, seconds: float) -> None:
+    beating = asyncio.create_task(session.keep_present(every))
+    try:
+        await asyncio.sleep(seconds)
+    finally:
+        beating.cancel()
+        with contextlib.suppress(asyncio.CancelledError):
+            await beating
+
+
+async def test_the_heartbeat_keeps_its_schedule_when_answers_are_slow() -> None:
+    """Each heartbeat waited for its answer before the next: an answer slower than the
+    presence timeout (a third of it between beats, here 0.1 s; answers in 1 s) left the
+    service a silence as long, and it took a player who was there for gone (their bet
+    returned: ``PlayerDisconnected``)."""
+    script = Script("surrender", [], players={A: 5_000})
+    script.do(cmd.PlaceBet(player_id=A, box=0, amount=1000))
+    client = _SlowToAnswer(answer_s=1.0)
+    session = PlaySession(client, without_a_broker(folded(script)), A)  # type: ignore[arg-type]
+    await present_while(session, every=0.1, seconds=1.2)
+    beats = client.reconnects()
+    assert len(beats) >= 3, beats
+    assert max(b - a for a, b in itertools.pairwise(beats)) < 0.5, beats
+
+
+async def test_the_heartbeat_starts_while_the_bet_is_still_unanswered() -> None:
+    """The first heartbeat waited until the session had seen its own bet (answered and
+    folded), while the service counts the silence from when it took the bet: a slow answer
+    left the player silent for longer than the timeout and the bet was returned."""
+    script = Script("surrender", [], players={A: 5_000})
+    client = _SlowToAnswer(answer_s=1.0)
+    session = PlaySession(client, without_a_broker(folded(script)), A)  # type: ignore[arg-type]
+    beating = asyncio.create_task(session.keep_present(0.1))
+    try:
+        await session.handle("bet 5")  # answered (here: not in time) after 1 s
+    finally:
+        beating.cancel()
+        with contextlib.suppress(asyncio.CancelledError):
+            await beating
+    bet_at = next(at for at, command in client.sent if isinstance(command, cmd.PlaceBet))
+    beats = [bet_at, *client.reconnects()]
+    assert len(beats) >= 3, beats
+    assert max(b - a for a, b in itertools.pairwise(beats)) < 0.5, beats

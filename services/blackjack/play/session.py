@@ -55,6 +55,8 @@ class PlaySession:
     reminded: set[datetime] = field(default_factory=set)
     """The clock's deadlines the player was reminded of (once each, whatever lines follow)."""
     _returns: dict[Rules, Returns] = field(default_factory=dict)
+    _awaiting: int = 0
+    """The table commands this session sent that it has no answer to yet (a bet among them)."""
     _since: int = -1
     """The table's last event when the session began: the cash-outs it watches come after."""
 
@@ -80,10 +82,15 @@ class PlaySession:
             # its id left the idempotency window) is refused, never acted on in a later round
             view = self.follower.table.view
             command = cmd.naming_round(command, view.round, view.round_open)
-        result = await self.client.execute(stream_id, command, timeout=self.timeout)
-        self.results.append(result)
-        if stream_id == self.stream_id and result.last_sequence is not None:
-            await self.follower.until(result.last_sequence, self.timeout)
+        ours = stream_id == self.stream_id
+        self._awaiting += ours
+        try:
+            result = await self.client.execute(stream_id, command, timeout=self.timeout)
+            self.results.append(result)
+            if ours and result.last_sequence is not None:
+                await self.follower.until(result.last_sequence, self.timeout)
+        finally:
+            self._awaiting -= ours
         return result
 
     def _table_answer(self, after: int) -> ev.FundsDeposited | ev.TransferDeclined | None:
@@ -158,24 +165,50 @@ class PlaySession:
         record = table.rounds.get(view.round)
         return record is not None and any(b.player_id == self.player_id for b in record.boxes)
 
+    def _needs_presence(self) -> bool:
+        """The presence clock watches the player now, or may from a command of theirs not
+        answered yet (a bet: the service counts from when it takes it, the session sees it
+        only once answered and folded, which under load took longer than the timeout)."""
+        if self._awaiting and (self.follower.table.view.rules or {}).get(
+            "refund_bets_on_disconnect"
+        ):
+            return True
+        return self.watched_for_presence()
+
     async def keep_present(self, every: float) -> None:
         """Run for the session's life: while the presence clock watches the player, say at
         least every ``every`` seconds that they are still here (``Reconnect``, which changes
         nothing for a connected player). The service takes a player silent for its presence
         timeout (30 s by default) for gone: a bet not dealt is returned, a connected player
         thinking over a bet lost it and had the Deal refused (``no_bets``). Without this
-        session (the process ended or killed) the silence, and the policy, are real."""
-        while True:
-            now = time.monotonic()
-            if now < self.last_sent + every:  # a move was sent meanwhile: it said so
-                await asyncio.sleep(self.last_sent + every - now)
-            elif not self.watched_for_presence():
-                await asyncio.sleep(every)  # watched only from the player's own bet, a send
-            else:
-                self.last_sent = now
-                present = cmd.Reconnect(player_id=self.player_id)
-                with contextlib.suppress(TimeoutError, OSError, KafkaError):  # next beat's turn
-                    await self.client.execute(self.stream_id, present, timeout=self.timeout)
+        session (the process ended or killed) the silence, and the policy, are real.
+
+        The beats go out on their own schedule, each sent without waiting for its answer:
+        the service counts a command as presence when it handles it, and nothing in the
+        answer changes what the next beat says. A beat that waited for its answer put that
+        answer's delay between beats, so a slow answer (a loaded service, a slow network)
+        made a player who was there look gone and returned their bet."""
+        beats: set[asyncio.Task[None]] = set()
+        try:
+            while True:
+                now = time.monotonic()
+                if now < self.last_sent + every:  # a move was sent meanwhile: it said so
+                    await asyncio.sleep(self.last_sent + every - now)
+                elif not self._needs_presence():
+                    await asyncio.sleep(every)  # watched only from the player's own bet, a send
+                else:
+                    self.last_sent = now
+                    beat = asyncio.create_task(self._beat())
+                    beats.add(beat)
+                    beat.add_done_callback(beats.discard)
+        finally:
+            for beat in beats:
+                beat.cancel()
+
+    async def _beat(self) -> None:
+        present = cmd.Reconnect(player_id=self.player_id)
+        with contextlib.suppress(TimeoutError, OSError, KafkaError):  # the next beat's turn
+            await self.client.send(self.stream_id, present)
 
     def available(self) -> int:
         account = self.follower.table.accounts.get(self.player_id)
