@@ -168,7 +168,7 @@ class PlaySession:
     def _needs_presence(self) -> bool:
         """The presence clock watches the player now, or may from a command of theirs not
         answered yet (a bet: the service counts from when it takes it, the session sees it
-        only once answered and folded, which under load took longer than the timeout)."""
+        only once answered and folded, which can take longer than the timeout)."""
         if self._awaiting and (self.follower.table.view.rules or {}).get(
             "refund_bets_on_disconnect"
         ):
