@@ -10,6 +10,7 @@ import os
 import socket
 import subprocess
 import sys
+from pathlib import Path
 
 import pytest
 from sqlalchemy.engine import make_url
@@ -94,3 +95,24 @@ def test_serve_with_a_wrong_password_is_one_line_and_exit_4(
     refused_in_one_line(done, "password authentication failed")
     failed = [line for line in done.stdout.splitlines() if '"start failed"' in line]
     assert len(failed) == 1 and '"exception"' not in failed[0]  # logged without its trace
+
+
+def test_a_copy_s_source_refusing_is_named_by_its_option(
+    postgres_server_url: str, tmp_path: Path
+) -> None:
+    """``copy-revocations --from`` (and ``rebuild --revocations-from``) name the live store by
+    their option: a wrong password there said "BLACKJACK_DB_URL or --db-url", the target's."""
+    target = f"sqlite+aiosqlite:///{tmp_path / 'rebuilt.db'}"
+    assert blackjack("projections", "migrate", "--db-url", target).returncode == 0
+    wrong = make_url(postgres_server_url).set(password=WRONG)
+    source = wrong.render_as_string(hide_password=False)
+    for command in (
+        ("copy-revocations", "--from", source),
+        ("rebuild", "--revocations-from", source),
+    ):
+        done = blackjack(
+            "projections", *command, "--db-url", target, BLACKJACK_KAFKA_BOOTSTRAP="127.0.0.1:1"
+        )
+        refused_in_one_line(done, "password authentication failed")
+        assert f"{command[1]} names the store to copy from" in done.stderr
+        assert "BLACKJACK_DB_URL" not in done.stderr

@@ -221,6 +221,22 @@ def test_a_tool_pointed_at_no_read_model_says_so_and_makes_none(
         assert not sqlite3.connect(database).execute("SELECT name FROM sqlite_master").fetchall()
 
 
+def test_a_copy_s_missing_source_names_the_option_that_gave_it(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """The store a revocation copy reads is named by ``--from``: the refusal said
+    ``--db-url or BLACKJACK_DB_URL``, the target's settings, which were right."""
+    target = f"sqlite+aiosqlite:///{tmp_path / 'target.db'}"
+    assert main(["projections", "migrate", "--db-url", target]) == 0
+    capsys.readouterr()
+    source = f"sqlite+aiosqlite:///{tmp_path / 'no-such-live.db'}"
+    assert main(["projections", "copy-revocations", "--from", source, "--db-url", target]) == 2
+    error = capsys.readouterr().err
+    assert f"no read model in {source}" in error and "Traceback" not in error
+    assert "--from names the store to copy from" in error and "BLACKJACK_DB_URL" not in error
+    assert not (tmp_path / "no-such-live.db").exists()
+
+
 def test_a_store_named_with_a_password_is_named_without_it() -> None:
     from blackjack.projections.store import NoReadModel
 

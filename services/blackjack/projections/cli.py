@@ -117,7 +117,7 @@ def _rebuild(args: argparse.Namespace) -> int:
             writer = ProjectionWriter(store)
             fresh = not await writer.stored_positions(settings.events_topic)
             if args.revocations_from is not None:  # first: refused from the store's first row
-                await _copy_revocations(args.revocations_from, store)
+                await _copy_revocations(args.revocations_from, store, "--revocations-from")
             elif fresh:
                 print(
                     "note: no revocation of players' tokens carried over into this new store "
@@ -149,7 +149,7 @@ def _rebuild(args: argparse.Namespace) -> int:
             for (topic, partition), offset in sorted(positions.items()):
                 print(f"{topic}[{partition}] folded in up to offset {offset}")
             if args.revocations_from is not None:  # and those made while it folded
-                await _copy_revocations(args.revocations_from, store)
+                await _copy_revocations(args.revocations_from, store, "--revocations-from")
         finally:
             await store.close()
 
@@ -157,13 +157,15 @@ def _rebuild(args: argparse.Namespace) -> int:
     return 0
 
 
-async def _copy_revocations(source_url: str, target: ProjectionStore) -> None:
+async def _copy_revocations(source_url: str, target: ProjectionStore, option: str) -> None:
     """The revocations of players' tokens of the store at ``source_url`` that may still
     refuse a token, merged into ``target`` (``api.revocations.copy_revocations``)."""
     from blackjack.api.revocations import copy_revocations
     from blackjack.projections.store import ProjectionStore
 
-    source = ProjectionStore(source_url, existing=True)
+    source = ProjectionStore(
+        source_url, existing=True, named=f"{option} names the store to copy from"
+    )
     try:
         async with source.reading() as reading, target.writing() as writing:
             copied = await copy_revocations(reading, writing)
@@ -190,7 +192,7 @@ def _copy_revocations_command(args: argparse.Namespace) -> int:
         try:
             async with store.reading():  # a read model there (NoReadModel), none made
                 pass
-            await _copy_revocations(args.source, store)
+            await _copy_revocations(args.source, store, "--from")
         finally:
             await store.close()
 

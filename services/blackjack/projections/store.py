@@ -84,6 +84,10 @@ def is_store_outage(error: BaseException) -> bool:
     return isinstance(error, sql_errors.OperationalError)
 
 
+WORKERS_STORE: Final = "--db-url or BLACKJACK_DB_URL name the workers' store"
+"""how the refusals below name the setting a store's URL came from, unless told another"""
+
+
 class NoReadModel(ConfigurationError):
     """A tool that only reads the read model (``projections dump|report|interrupted``,
     ``replay``, ``audit``, ``rules --table``, ``randomness --source store``) was pointed at a
@@ -92,7 +96,7 @@ class NoReadModel(ConfigurationError):
     table") and exit 1, which for ``replay`` and ``audit`` means a mismatch, and left an
     empty file (and its folders) where it looked."""
 
-    def __init__(self, url: str) -> None:
+    def __init__(self, url: str, named: str = WORKERS_STORE) -> None:
         from blackjack.projections.settings import DEFAULT_DB_URL
 
         shown = make_url(url).render_as_string(hide_password=True)
@@ -102,10 +106,7 @@ class NoReadModel(ConfigurationError):
             if url == DEFAULT_DB_URL
             else "no projection worker ever folded into it"
         )
-        super().__init__(
-            f"no read model in {shown} ({where}); --db-url or BLACKJACK_DB_URL name the "
-            "workers' store"
-        )
+        super().__init__(f"no read model in {shown} ({where}); {named}")
 
 
 EXIT_STORE_REFUSED: Final = 4
@@ -125,15 +126,15 @@ class StoreRefused(ConfigurationError):
 
     exit_code = EXIT_STORE_REFUSED
 
-    def __init__(self, url: str, reason: str, sqlstate: str) -> None:
+    def __init__(self, url: str, reason: str, sqlstate: str, named: str = WORKERS_STORE) -> None:
         shown = make_url(url).render_as_string(hide_password=True)
         super().__init__(
             f"the database refused this process: {reason} (SQLSTATE {sqlstate}); check the user, "
-            f"password and database of BLACKJACK_DB_URL or --db-url ({shown})"
+            f"password and database of {shown} ({named})"
         )
 
     @classmethod
-    def of(cls, error: BaseException, url: str) -> StoreRefused | None:
+    def of(cls, error: BaseException, url: str, named: str = WORKERS_STORE) -> StoreRefused | None:
         """The refusal ``error`` says, or None when it says something else."""
         if not isinstance(error, sql_errors.DBAPIError):
             return None
@@ -144,7 +145,7 @@ class StoreRefused(ConfigurationError):
         if state[:2] not in _REFUSED_SQLSTATE_CLASSES and state not in _REFUSED_SQLSTATES:
             return None
         reason = str(getattr(orig, "args", [""])[0] or orig).splitlines()[0][:200]
-        return cls(url, reason, state)
+        return cls(url, reason, state, named)
 
 
 _MIGRATION_LOCK = 0x626A_7072  # "bjpr": one migrating process at a time on PostgreSQL
@@ -152,14 +153,18 @@ _SQLITE_BUSY_MS = 30_000
 
 
 class ProjectionStore:
-    def __init__(self, url: str, *, bounded: bool = False, existing: bool = False) -> None:
+    def __init__(
+        self, url: str, *, bounded: bool = False, existing: bool = False, named: str = WORKERS_STORE
+    ) -> None:
         """``bounded``: the long-running worker's and query API's store, whose statements,
         lock waits and pool waits are bounded on PostgreSQL (``STATEMENT_TIMEOUT_MS``...). The
         tools (audit, dump, rebuild) may read the whole read model in one statement: not
         bounded. ``existing``: a tool's that only reads it, ``NoReadModel`` where there is none
-        (a SQLite file that is not there is neither made nor its folders)."""
+        (a SQLite file that is not there is neither made nor its folders). ``named``: which
+        setting gave ``url``, as the refusals name it (a copy's source is not the workers')."""
         parsed = make_url(url)
         self.url = url
+        self.named = named
         self.bounded = bounded
         self.existing = existing
         self.dialect = parsed.get_backend_name()
@@ -171,7 +176,7 @@ class ProjectionStore:
             if database in ("", ":memory:"):
                 options["poolclass"] = StaticPool  # one connection, or each would be empty
             elif existing and not Path(database).is_file():
-                raise NoReadModel(url)
+                raise NoReadModel(url, named)
             else:
                 Path(database).parent.mkdir(parents=True, exist_ok=True)
         elif bounded:
@@ -198,7 +203,11 @@ class ProjectionStore:
         """The query API's store: on PostgreSQL a pool of its own, so that a burst of slow
         queries cannot take the connections a fold needs (a drill: 25 of 40 concurrent queries
         waited out the shared pool); on SQLite this one (one file, one write lock)."""
-        return self if self.is_sqlite else ProjectionStore(self.url, bounded=self.bounded)
+        return (
+            self
+            if self.is_sqlite
+            else ProjectionStore(self.url, bounded=self.bounded, named=self.named)
+        )
 
     @property
     def is_sqlite(self) -> bool:
@@ -235,7 +244,7 @@ class ProjectionStore:
         try:
             connection = await self.engine.connect()
         except sql_errors.DBAPIError as error:
-            refused = StoreRefused.of(error, self.url)
+            refused = StoreRefused.of(error, self.url, self.named)
             if refused is None:
                 raise
             raise refused from None  # the driver's trace says no more than its line
@@ -259,7 +268,7 @@ class ProjectionStore:
                 await connection.execution_options(isolation_level="REPEATABLE READ")
             async with connection.begin():
                 if self.existing and not await connection.run_sync(_migrated):
-                    raise NoReadModel(self.url)
+                    raise NoReadModel(self.url, self.named)
                 yield connection
 
 
