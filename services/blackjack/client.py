@@ -44,6 +44,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import json
 import os
 import time
 import uuid
@@ -61,12 +62,14 @@ from aiokafka.errors import (
     GroupAuthorizationFailedError,
     KafkaError,
     KafkaTimeoutError,
+    OffsetOutOfRangeError,
     OutOfOrderSequenceNumber,
     SaslAuthenticationFailed,
     TopicAuthorizationFailedError,
     TransactionalIdAuthorizationFailed,
     UnsupportedCodecError,
 )
+from prometheus_client import Counter
 from pydantic import BaseModel, ValidationError
 
 from blackjack.bus.clients import ScopedConsumer, ScopedProducer
@@ -106,6 +109,11 @@ first, doubled at each failure in a row, never more than the last (a broker away
 asked in a busy loop; one back is read again within 5 s)."""
 READ_RETRY_LOG_EVERY_S = 30.0
 
+RESULTS_METADATA_MAX_AGE_MS = 30_000
+"""How often the results reader refreshes the results topic's metadata (aiokafka's
+``metadata_max_age_ms``, 5 minutes by default): a partition the operator adds is read, from its
+beginning, within this much and a fetch, without a restart."""
+
 FATAL_READ_ERRORS: tuple[type[KafkaError], ...] = (
     TopicAuthorizationFailedError,
     GroupAuthorizationFailedError,
@@ -120,6 +128,32 @@ moved, a broker away, a request timed out; and the rest: a record too large, a c
 fetch) is retried after a backoff."""
 
 log = structlog.get_logger("blackjack.client")
+
+# A platform's process that imports the client exports these with its own metrics (its
+# prometheus-client registry); the service's processes do not import the client.
+RESULTS_RESETS = Counter(
+    "blackjack_client_results_resets_total",
+    "Times a BlackjackClient's results reader found its position in a partition of the results "
+    "topic out of range and moved it, by cause: deleted (the records there were deleted before "
+    "it read them: retention, delete_records; it reads on from the earliest still there), "
+    "past_end (the partition now ends before it: the topic recreated, its log truncated; it "
+    "reads on from a minute before the last answer it read there)",
+    ["client_id", "cause"],
+)
+RESULTS_DELETED_UNREAD = Counter(
+    "blackjack_client_results_deleted_unread_total",
+    "Offsets of the results topic deleted before a BlackjackClient's reader read them: each "
+    "may have been an answer a caller waits for (its result() times out; resend it under the "
+    "same command id and sent_at)",
+    ["client_id"],
+)
+UNREADABLE_RESULTS = Counter(
+    "blackjack_client_unreadable_results_total",
+    "Records of the results topic a BlackjackClient could not read as a command result, by "
+    "kind: named (its command id read: result() raises UnreadableResult) or nameless (no "
+    "command id to read: logged only)",
+    ["client_id", "kind"],
+)
 
 
 class ClientStopped(RuntimeError):
@@ -136,6 +170,74 @@ class SendTimedOut(KafkaTimeoutError):  # type: ignore[misc]
     """The broker did not take a command within ``send_timeout_s`` (it is away). The command
     may still be written once it is back: resend it under the same ``command_id`` and
     ``sent_at`` (answered once), never under a new id."""
+
+
+class UnreadableResult(ValueError):
+    """The answer to a command, on the results topic at ``partition``/``offset``, is not a
+    result this client can read (``error``): a newer service's (a status or a rejection code
+    this release does not know), or a record no handler wrote. ``result()`` raises it instead
+    of waiting out its timeout. What the command did is not known from it: read the stream's
+    state (its events, the query API) before sending anything new; a resend under the same
+    ``command_id`` gets the same answer."""
+
+    def __init__(
+        self, command_id: str, stream_id: str, partition: int, offset: int, error: str
+    ) -> None:
+        super().__init__(
+            f"the answer to {command_id} at {stream_id} (results partition {partition}, "
+            f"offset {offset}) cannot be read: {error}"
+        )
+        self.command_id = command_id
+        self.stream_id = stream_id
+        self.partition = partition
+        self.offset = offset
+        self.error = error
+
+
+@dataclass(frozen=True)
+class _Unreadable:
+    """An answer kept as received that no ``CommandResult`` could be read from."""
+
+    command_id: str
+    stream_id: str
+    partition: int
+    offset: int
+    error: str
+
+    def raised(self) -> UnreadableResult:
+        return UnreadableResult(
+            self.command_id, self.stream_id, self.partition, self.offset, self.error
+        )
+
+
+_Answer = CommandResult | _Unreadable
+
+
+def _answer(kept: _Answer) -> CommandResult:
+    """The result kept, or ``UnreadableResult`` for an answer that could not be read."""
+    if isinstance(kept, _Unreadable):
+        raise kept.raised()
+    return kept
+
+
+def _ids_in(value: bytes | None) -> tuple[str, str | None] | None:
+    """The command id (and the stream id, if any) a record no ``CommandResult`` could be read
+    from names, when it is a JSON object naming one."""
+    try:
+        doc = json.loads(value or b"")
+    except (ValueError, RecursionError):  # (UnicodeDecodeError is a ValueError)
+        return None
+    if not isinstance(doc, dict):
+        return None
+    command_id, stream_id = doc.get("command_id"), doc.get("stream_id")
+    if not isinstance(command_id, str) or not command_id:
+        return None
+    return command_id, stream_id if isinstance(stream_id, str) else None
+
+
+def _json_text(text: str) -> bytes:
+    """``text`` as it stands inside a JSON string the service writes (escapes included)."""
+    return json.dumps(text, ensure_ascii=False)[1:-1].encode("utf-8", "surrogatepass")
 
 
 class WrongEventLoop(RuntimeError):
@@ -201,9 +303,10 @@ class BlackjackClient:
         self._producer: AIOKafkaProducer | None = None
         self._consumer: AIOKafkaConsumer | None = None
         self._reader: asyncio.Task[None] | None = None
-        self._results: OrderedDict[str, dict[tuple[int, int], CommandResult]] = OrderedDict()
+        self._results: OrderedDict[str, dict[tuple[int, int], _Answer]] = OrderedDict()
         """Per command id, the answers received, by their (partition, offset): an answer read
-        twice (by the reader and by a look-back) is kept once."""
+        twice (by the reader and by a look-back) is kept once; one that could not be read as
+        an ``_Unreadable``."""
         self._sent: OrderedDict[str, list[tuple[str, datetime, int]]] = OrderedDict()
         """Per command id, the (stream, sent_at, run) of each sending by this client: an
         answer to one sent in an earlier run (before a ``stop()``) is looked back for."""
@@ -211,11 +314,15 @@ class BlackjackClient:
         self._pinned: dict[int, int] = {}
         """Per partition of the results topic, where this run's reader started: every answer
         from there on is the reader's, the answers before it a look-back's."""
+        self._last_read_ms: dict[int, int] = {}
+        """Per partition of the results topic, the timestamp of the last record this run's
+        reader read there (or of its start): where it reads on from if the partition ends
+        before its position (recreated, truncated)."""
         self._looked_back: set[tuple[str, str]] = set()
         self._ready: asyncio.Future[None] | None = None
         self._starting: asyncio.Future[None] | None = None
         self._closing = False
-        self._waiters: dict[str, list[tuple[int, str | None, asyncio.Future[CommandResult]]]] = {}
+        self._waiters: dict[str, list[tuple[int, str | None, asyncio.Future[_Answer]]]] = {}
         self._renewing = asyncio.Lock()
         self.rounds: dict[str, tuple[int, bool]] = {}
         """Per table stream, its last round as this client last saw it and whether that
@@ -366,6 +473,11 @@ class BlackjackClient:
             client_id=f"{self.client_id}-results",
             isolation_level="read_committed",
             enable_auto_commit=False,
+            # a position out of range is the reader's to move, said and counted
+            # (_reset_out_of_range): aiokafka's "latest" jumped to the end, over the answers
+            # between, silently
+            auto_offset_reset="none",
+            metadata_max_age_ms=RESULTS_METADATA_MAX_AGE_MS,  # partitions added (_follow_added)
         )
         await self._consumer.start()
         partitions = await self._producer.partitions_for(self.topics.results)
@@ -374,6 +486,8 @@ class BlackjackClient:
         await self._consumer.seek_to_end(*tps)
         # pin the start now, before any send: no result of a later command can be missed
         self._pinned = {tp.partition: await self._consumer.position(tp) for tp in tps}
+        now_ms = int(time.time() * 1000)
+        self._last_read_ms = dict.fromkeys(self._pinned, now_ms)
 
     def _reader_failure(self) -> BaseException | None:
         """Why the results reader stopped, if it failed (a batch it could not decompress:
@@ -586,15 +700,19 @@ class BlackjackClient:
         or, given its ``stream_id`` and ``sent_at``, by anyone: a platform's process that
         restarted between its send and its read) is looked for on the stream's partition of
         the results topic, from ``RESULTS_LOOKBACK_MS`` before its ``sent_at`` to where this
-        run's reader started; every answer after that is the reader's. Within ``timeout``."""
+        run's reader started; every answer after that is the reader's. Within ``timeout``.
+
+        An answer this client cannot read as a ``CommandResult`` but whose command id it can
+        (a newer service's status or rejection code) raises ``UnreadableResult`` at once,
+        rather than the wait running out; ``skip`` counts it as an answer."""
         received = _of_stream(self._answers(command_id), stream_id)
         if len(received) > skip:
-            return received[skip]
+            return _answer(received[skip])
         self._check_loop()
         failure = self._reader_failure()
         if failure is not None:
             raise failure
-        future: asyncio.Future[CommandResult] = asyncio.get_running_loop().create_future()
+        future: asyncio.Future[_Answer] = asyncio.get_running_loop().create_future()
         waiter = (skip, stream_id, future)
         self._waiters.setdefault(command_id, []).append(waiter)
         try:
@@ -602,7 +720,7 @@ class BlackjackClient:
                 await self._started()
                 for stream, since in self._to_look_back(command_id, stream_id, sent_at):
                     await self._look_back(command_id, stream, since)
-                return await future
+                return _answer(await future)
         finally:
             waiters = self._waiters.get(command_id, [])
             if waiter in waiters:
@@ -612,10 +730,12 @@ class BlackjackClient:
 
     def results_for(self, command_id: str, stream_id: str | None = None) -> list[CommandResult]:
         """Every result received for a command id so far (one, unless it was re-sent or sent
-        to several streams), or only those of ``stream_id``."""
-        return _of_stream(self._answers(command_id), stream_id)
+        to several streams), or only those of ``stream_id``. An answer that could not be read
+        is not among them (``result`` raises ``UnreadableResult`` for it)."""
+        answers = _of_stream(self._answers(command_id), stream_id)
+        return [answer for answer in answers if isinstance(answer, CommandResult)]
 
-    def _answers(self, command_id: str) -> list[CommandResult]:
+    def _answers(self, command_id: str) -> list[_Answer]:
         received = self._results.get(command_id, {})
         return [received[position] for position in sorted(received)]
 
@@ -682,19 +802,33 @@ class BlackjackClient:
             return  # nothing answered since before it was sent, up to where the reader began
         consumer.seek(tp, found.offset)
         key = stream_id.encode()
+        named = _json_text(command_id)
         while await consumer.position(tp) < end:
             batch = await consumer.getmany(tp, timeout_ms=500)
             for record in batch.get(tp, []):
                 if record.offset >= end:
                     return  # the reader's
-                if record.key != key or header_name_not_utf8(record.headers):
-                    continue  # another stream's answer, or none of the service's
-                try:
-                    result = CommandResult.model_validate_json(record.value or b"")
-                except ValidationError:
+                if header_name_not_utf8(record.headers):
+                    continue  # none of the service's
+                if record.key != key and named not in (record.value or b""):
+                    # another stream's answer: a malformed one is under the key its message
+                    # came with, which may not be its stream's, and names its command id
                     continue
-                if result.command_id == command_id and result.stream_id == stream_id:
-                    self._received(result, tp.partition, record.offset)
+                self._read_back_one(record, command_id, stream_id)
+
+    def _read_back_one(self, record: Any, command_id: str, stream_id: str) -> None:
+        """Keep ``record`` if it answers ``command_id`` at ``stream_id``: read, or kept as
+        unreadable when it names them but cannot be read (``UnreadableResult``)."""
+        try:
+            result = CommandResult.model_validate_json(record.value or b"")
+        except ValidationError as error:
+            ids = _ids_in(record.value)
+            key_text = (record.key or b"").decode("utf-8", "replace")
+            if ids is not None and ids[0] == command_id and (ids[1] or key_text) == stream_id:
+                self._unreadable(record, error, ids)
+            return
+        if result.command_id == command_id and result.stream_id == stream_id:
+            self._received(result, record.partition, record.offset)
 
     async def execute(
         self,
@@ -708,7 +842,7 @@ class BlackjackClient:
     ) -> CommandResult:
         """Send a command and await the answer to this sending of it (``send``)."""
         command_id = command_id or str(uuid.uuid4())
-        earlier = len(self.results_for(command_id, stream_id))
+        earlier = len(_of_stream(self._answers(command_id), stream_id))  # unreadable ones too
         await self.send(
             stream_id,
             command,
@@ -777,11 +911,10 @@ class BlackjackClient:
         error is tried again after a backoff (``READ_RETRY_*``, ``health`` says
         ``retrying``); a fatal one (``read_error_is_fatal``) ends the reader, and every wait
         fails at once with it (``_reader_ended``)."""
-        assert self._consumer is not None
         failures = 0
         while True:
             try:
-                batches = await self._consumer.getmany(timeout_ms=1000)
+                await self._read_once()
             except KafkaError as error:
                 if read_error_is_fatal(error):
                     raise
@@ -793,7 +926,87 @@ class BlackjackClient:
                 log.info("the results reader reads again", failures=failures)
                 failures = 0
                 self._set_health("reading")
-            self._take(batches)
+
+    async def _read_once(self) -> None:
+        """One fetch of the results, kept; a position out of range moved (said and counted);
+        the partitions added to the topic since the last fetch assigned."""
+        consumer = self._consumer
+        assert consumer is not None
+        try:
+            batches = await consumer.getmany(timeout_ms=1000)
+        except OffsetOutOfRangeError as error:
+            positions = error.args[0] if error.args else None
+            if not isinstance(positions, dict):
+                raise  # (not aiokafka's fetcher's: retried after a backoff)
+            await self._reset_out_of_range(consumer, positions)
+            return
+        self._take(batches)
+        await self._follow_added(consumer)
+
+    async def _reset_out_of_range(
+        self, consumer: AIOKafkaConsumer, positions: Mapping[TopicPartition, int]
+    ) -> None:
+        """Move the reader's position in each partition where it is out of range: past
+        records deleted before it read them (retention, ``delete_records``), on from the
+        earliest still there, the offsets skipped counted; past the partition's end (the topic
+        recreated, its log truncated), on from ``RESULTS_LOOKBACK_MS`` before the last record
+        it read there. Never to the end, over answers a caller may wait for (aiokafka's
+        ``latest`` did, silently)."""
+        tps = list(positions)
+        first = await consumer.beginning_offsets(tps)
+        end = await consumer.end_offsets(tps)
+        for tp, was in positions.items():
+            deleted = max(0, first[tp] - was)
+            if deleted:
+                cause, to = "deleted", first[tp]
+                RESULTS_DELETED_UNREAD.labels(self.client_id).inc(deleted)
+            else:
+                cause = "past_end"
+                since = self._last_read_ms.get(tp.partition, 0) - RESULTS_LOOKBACK_MS
+                found = (await consumer.offsets_for_times({tp: max(0, since)})).get(tp)
+                to = end[tp] if found is None else max(first[tp], found.offset)
+            consumer.seek(tp, to)
+            # a look-back reads up to where the reader read from
+            self._pinned[tp.partition] = min(self._pinned.get(tp.partition, to), to)
+            RESULTS_RESETS.labels(self.client_id, cause).inc()
+            log.error(
+                "the results reader's position was out of range; it reads on from another "
+                "offset (answers deleted unread are lost: their result() times out)",
+                cause=cause,
+                partition=tp.partition,
+                position=was,
+                earliest=first[tp],
+                end=end[tp],
+                reads_from=to,
+                deleted_unread=deleted,
+            )
+
+    async def _follow_added(self, consumer: AIOKafkaConsumer) -> None:
+        """Assign the results topic's partitions added since the start (the operator raised
+        its partition count; its metadata refreshed every ``RESULTS_METADATA_MAX_AGE_MS``),
+        read from their beginning: every answer written there is the reader's."""
+        known = consumer.partitions_for_topic(self.topics.results) or set()
+        assigned = {tp.partition: tp for tp in consumer.assignment()}
+        added = sorted(set(known) - set(assigned))
+        if not added:
+            return
+        # aiokafka's assign() replaces the assignment: the partitions read so far go on
+        # from where the reader stands (what was fetched but not returned is fetched again)
+        held = {tp: await consumer.position(tp) for tp in assigned.values()}
+        new = [TopicPartition(self.topics.results, p) for p in added]
+        consumer.assign([*held, *new])
+        for tp, offset in held.items():
+            consumer.seek(tp, offset)
+        await consumer.seek_to_beginning(*new)
+        now_ms = int(time.time() * 1000)
+        for tp in new:
+            self._pinned[tp.partition] = await consumer.position(tp)
+            self._last_read_ms[tp.partition] = now_ms
+        log.warning(
+            "partitions added to the results topic; read from their beginning",
+            partitions=added,
+            topic=self.topics.results,
+        )
 
     def _fetch_failed(self, error: KafkaError, failures: int) -> None:
         described = f"{type(error).__name__}: {error}"
@@ -822,42 +1035,79 @@ class BlackjackClient:
                         offset=record.offset,
                     )
                     continue
+                if record.timestamp is not None:
+                    last = self._last_read_ms.get(record.partition, 0)
+                    self._last_read_ms[record.partition] = max(last, record.timestamp)
                 try:
                     result = CommandResult.model_validate_json(record.value or b"")
                 except ValidationError as error:
                     # a newer service (a rejection code this client does not know): the
-                    # others still get their results, this one's waiter times out
-                    log.warning(
-                        "a command result this client cannot read",
-                        offset=record.offset,
-                        partition=record.partition,
-                        error=str(error)[:300],
-                    )
+                    # others still get their results, this one's waiter gets an
+                    # UnreadableResult (before: it timed out)
+                    self._unreadable(record, error, _ids_in(record.value))
                     continue
                 self._received(result, record.partition, record.offset)
+
+    def _unreadable(
+        self, record: Any, error: ValidationError, ids: tuple[str, str | None] | None
+    ) -> None:
+        """A record of the results topic no ``CommandResult`` could be read from: logged and
+        counted; kept as its command's answer when it names one (``ids``), whose ``result``
+        raises ``UnreadableResult``."""
+        described = str(error)[:300]
+        if ids is None:
+            UNREADABLE_RESULTS.labels(self.client_id, "nameless").inc()
+            log.error(
+                "a record of the results topic is no command result and names no command "
+                "id: no caller can be told",
+                partition=record.partition,
+                offset=record.offset,
+                error=described,
+            )
+            return
+        command_id, named_stream = ids
+        stream_id = named_stream or (record.key or b"").decode("utf-8", "replace")
+        kept = _Unreadable(command_id, stream_id, record.partition, record.offset, described)
+        if self._keep(command_id, kept, record.partition, record.offset):
+            UNREADABLE_RESULTS.labels(self.client_id, "named").inc()
+            log.warning(
+                "a command result this client cannot read",
+                raised="UnreadableResult",  # to its result()
+                command_id=command_id,
+                stream_id=stream_id,
+                partition=record.partition,
+                offset=record.offset,
+                error=described,
+            )
 
     def _received(self, result: CommandResult, partition: int, offset: int) -> None:
         """Keep a result read from the topic at ``partition``/``offset`` (once) and hand it to
         whoever waits for it."""
-        received = self._results.setdefault(result.command_id, {})
+        self._keep(result.command_id, result, partition, offset)
+
+    def _keep(self, command_id: str, answer: _Answer, partition: int, offset: int) -> bool:
+        """Keep an answer (once: False if it was kept already) and hand it to whoever waits
+        for it."""
+        received = self._results.setdefault(command_id, {})
         if (partition, offset) in received:
-            return
-        received[(partition, offset)] = result
+            return False
+        received[(partition, offset)] = answer
         while len(self._results) > KEEP_RESULTS:
             self._results.popitem(last=False)
-        waiters = self._waiters.get(result.command_id, [])
-        answers = self._answers(result.command_id) if waiters else []
+        waiters = self._waiters.get(command_id, [])
+        answers = self._answers(command_id) if waiters else []
         for skip, stream_id, future in waiters:
             mine = _of_stream(answers, stream_id)
             if len(mine) > skip and not future.done():
                 future.set_result(mine[skip])
+        return True
 
 
 _Sent = TypeVar("_Sent", bound=BaseModel)
 _ROUND_CLOSED = (ev.RoundSettled, ev.RoundCancelled, ev.RoundVoided)
 
 
-def _of_stream(results: list[CommandResult], stream_id: str | None) -> list[CommandResult]:
+def _of_stream(results: list[_Answer], stream_id: str | None) -> list[_Answer]:
     """The answers of one stream (all of them when ``stream_id`` is None)."""
     if stream_id is None:
         return list(results)

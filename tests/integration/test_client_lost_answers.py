@@ -1,0 +1,274 @@
+"""Answers ``BlackjackClient`` used to lose without a word, on the real broker.
+
+* The results reader's position out of range (retention or ``delete_records`` deleted the
+  records it was at, or the topic was recreated): aiokafka's ``auto_offset_reset`` "latest"
+  jumped to the partition's end, over the answers between, and a caller waiting for one of
+  them timed out. Now the reader moves to the earliest record still there (or, past the
+  partition's end, to a minute before the last answer it read there), logs it and counts it.
+* A partition added to the results topic after ``start()`` was never read until a restart:
+  its answers timed out. Now the reader refreshes the topic's metadata
+  (``RESULTS_METADATA_MAX_AGE_MS``) and reads a new partition from its beginning.
+* An answer the client cannot read as a ``CommandResult`` (a newer service's status) was
+  logged by the reader and its caller timed out; the look-back skipped it in silence, and
+  skipped too a ``malformed`` answer filed under the key its message came with when that is
+  not the stream's. Now ``result()`` raises ``UnreadableResult`` for it at once, the
+  look-back finds both, and a record that names no command id is logged and counted.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import time
+from datetime import UTC, datetime
+from typing import Any
+
+import pytest
+from aiokafka import AIOKafkaProducer, TopicPartition
+from aiokafka.admin import AIOKafkaAdminClient, NewPartitions, NewTopic, RecordsToDelete
+from prometheus_client import REGISTRY
+
+from blackjack import client as client_module
+from blackjack.bus.clients import ScopedConsumer
+from blackjack.bus.headers import command_headers
+from blackjack.bus.topics import partition_for
+from blackjack.client import BlackjackClient, UnreadableResult
+from blackjack.command_handler.service import CommandHandler
+from blackjack.domain import commands as cmd
+from blackjack.messages.envelope import CommandEnvelope
+from tests.integration.conftest import WAIT_S, KafkaSpace
+
+pytestmark = pytest.mark.integration
+
+TABLE = "t-lost"
+
+
+def answer(command_id: str, status: str = "accepted", stream_id: str = TABLE) -> bytes:
+    """A result as a handler writes one; ``status`` one this release may not know."""
+    return (
+        f'{{"command_id":"{command_id}","stream_id":"{stream_id}","status":"{status}",'
+        f'"handled_at":"{datetime.now(UTC).isoformat()}"}}'
+    ).encode()
+
+
+async def write(
+    bootstrap: str, topic: str, *values: bytes, key: bytes = TABLE.encode(), partition: int = 0
+) -> None:
+    """Records on the results topic, in order (read_committed sees them)."""
+    producer = AIOKafkaProducer(bootstrap_servers=bootstrap)
+    await producer.start()
+    try:
+        for value in values:
+            await producer.send_and_wait(topic, value, key=key, partition=partition)
+    finally:
+        await producer.stop()
+
+
+async def admin_of(bootstrap: str) -> AIOKafkaAdminClient:
+    admin = AIOKafkaAdminClient(bootstrap_servers=bootstrap)
+    await admin.start()
+    return admin
+
+
+async def hold(client: BlackjackClient, tp: TopicPartition) -> None:
+    """The results reader fetches nothing more of ``tp`` until it is resumed: paused, and the
+    fetch in flight when it was paused (a long poll: it may bring what is written meanwhile)
+    over. Its position stays where it is."""
+    consumer = client._consumer
+    assert consumer is not None
+    consumer.pause(tp)
+    in_flight = set(consumer._fetcher._pending_tasks)
+    if in_flight:
+        await asyncio.wait(in_flight)
+
+
+def counted(name: str, **labels: str) -> float:
+    return REGISTRY.get_sample_value(name, labels) or 0.0
+
+
+# ---- 1. a position out of range -----------------------------------------------------------------
+
+
+async def test_answers_after_records_deleted_unread_are_read_and_the_loss_is_counted(
+    kafka_space: Any,
+) -> None:
+    space: KafkaSpace = await kafka_space(partitions=1)
+    tp = TopicPartition(space.topics.results, 0)
+    client = space.client()
+    labels = {"client_id": client.client_id}
+    resets = counted("blackjack_client_results_resets_total", **labels, cause="deleted")
+    async with client:
+        await hold(client, tp)
+        start = client._pinned[0]
+        # the reader is at `start`; the record there is deleted before it reads it
+        await write(space.bootstrap, tp.topic, answer("deleted-1"), answer("kept-1"))
+        admin = await admin_of(space.bootstrap)
+        try:
+            await admin.delete_records({tp: RecordsToDelete(before_offset=start + 1)})
+        finally:
+            await admin.close()
+        waiting = asyncio.ensure_future(client.result("kept-1", WAIT_S))
+        assert client._consumer is not None
+        client._consumer.resume(tp)
+        # before: the reader jumped to the end, over kept-1, and the wait timed out
+        assert (await waiting).command_id == "kept-1"
+        assert client.health.healthy
+        later = asyncio.ensure_future(client.result("later-1", WAIT_S))
+        await write(space.bootstrap, tp.topic, answer("later-1"))
+        assert (await later).command_id == "later-1"
+    assert client.results_for("deleted-1") == []
+    assert counted("blackjack_client_results_resets_total", **labels, cause="deleted") == (
+        resets + 1
+    )
+    assert counted("blackjack_client_results_deleted_unread_total", **labels) == 1
+
+
+async def test_a_results_topic_recreated_under_the_reader_is_read_from_its_start(
+    kafka_space: Any,
+) -> None:
+    space: KafkaSpace = await kafka_space(partitions=1)
+    tp = TopicPartition(space.topics.results, 0)
+    client = space.client()
+    labels = {"client_id": client.client_id, "cause": "past_end"}
+    async with client:
+        for command_id in ("old-1", "old-2", "old-3"):  # the reader's position: 3 on
+            waiting = asyncio.ensure_future(client.result(command_id, WAIT_S))
+            await write(space.bootstrap, tp.topic, answer(command_id))
+            await waiting
+        await hold(client, tp)
+        admin = await admin_of(space.bootstrap)
+        try:
+            await admin.delete_topics([tp.topic])
+            await admin.create_topics([NewTopic(tp.topic, 1, 1)])
+        finally:
+            await admin.close()
+        # the new topic ends before the reader's position
+        await write(space.bootstrap, tp.topic, answer("new-1"))
+        waiting = asyncio.ensure_future(client.result("new-1", WAIT_S))
+        assert client._consumer is not None
+        client._consumer.resume(tp)
+        # before: the reader jumped to the new topic's end, over new-1, and the wait timed out
+        assert (await waiting).command_id == "new-1"
+        assert client._pinned[0] == 0  # a look-back reads no further than the reader's start
+    assert counted("blackjack_client_results_resets_total", **labels) == 1
+
+
+# ---- 2. a partition added -----------------------------------------------------------------------
+
+
+async def test_a_results_partition_added_after_start_is_read_from_its_beginning(
+    kafka_space: Any, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    space: KafkaSpace = await kafka_space(partitions=1)
+    shown = asyncio.Event()
+
+    class Hiding(ScopedConsumer):
+        """Its metadata shows the results topic's partition 1 only once ``shown``: the
+        answer there is written before the reader can know of the partition."""
+
+        def partitions_for_topic(self, topic: str) -> Any:
+            known = super().partitions_for_topic(topic)
+            if known is None or shown.is_set():
+                return known
+            return {p for p in known if p < 1}
+
+    monkeypatch.setattr(client_module, "ScopedConsumer", Hiding)
+    monkeypatch.setattr(client_module, "RESULTS_METADATA_MAX_AGE_MS", 500)
+    async with space.client() as client:
+        assert set(client._pinned) == {0}
+        admin = await admin_of(space.bootstrap)
+        try:
+            await admin.create_partitions({space.topics.results: NewPartitions(2)})
+        finally:
+            await admin.close()
+        await write(space.bootstrap, space.topics.results, answer("on-new-1"), partition=1)
+        waiting = asyncio.ensure_future(client.result("on-new-1", WAIT_S))
+        shown.set()
+        started = time.monotonic()
+        # before: the reader never read partition 1 (until a restart): the wait timed out
+        assert (await waiting).command_id == "on-new-1"
+        assert time.monotonic() - started < WAIT_S / 2
+        later = asyncio.ensure_future(client.result("on-new-2", WAIT_S))
+        await write(space.bootstrap, space.topics.results, answer("on-new-2"), partition=1)
+        assert (await later).command_id == "on-new-2"
+        # partition 0 read on from where it stood
+        again = asyncio.ensure_future(client.result("on-old-1", WAIT_S))
+        await write(space.bootstrap, space.topics.results, answer("on-old-1"), partition=0)
+        assert (await again).command_id == "on-old-1"
+        assert client._pinned == {0: client._pinned[0], 1: 0}
+
+
+# ---- 3. answers the client cannot read ----------------------------------------------------------
+
+
+async def test_an_answer_the_client_cannot_read_fails_its_wait_typed_at_once(
+    kafka_space: Any,
+) -> None:
+    space: KafkaSpace = await kafka_space(partitions=1)
+    client = space.client()
+    labels = {"client_id": client.client_id}
+    nameless = counted("blackjack_client_unreadable_results_total", **labels, kind="nameless")
+    async with client:
+        waiting = asyncio.ensure_future(client.result("newer-1", WAIT_S, stream_id=TABLE))
+        started = time.monotonic()
+        await write(space.bootstrap, space.topics.results, answer("newer-1", status="deferred"))
+        # before: logged, and the wait ran out (TimeoutError)
+        with pytest.raises(UnreadableResult) as raised:
+            await waiting
+        assert time.monotonic() - started < WAIT_S / 2
+        assert (raised.value.command_id, raised.value.stream_id) == ("newer-1", TABLE)
+        assert raised.value.partition == 0 and "status" in raised.value.error
+        with pytest.raises(UnreadableResult):  # and for a later call, from what was kept
+            await client.result("newer-1", WAIT_S)
+        assert client.results_for("newer-1") == []
+        # a record naming no command id: no caller to tell, logged and counted
+        after = asyncio.ensure_future(client.result("after-1", WAIT_S))
+        await write(space.bootstrap, space.topics.results, b"not JSON", answer("after-1"))
+        assert (await after).status == "accepted"
+    assert counted("blackjack_client_unreadable_results_total", **labels, kind="named") == 1
+    assert counted("blackjack_client_unreadable_results_total", **labels, kind="nameless") == (
+        nameless + 1
+    )
+
+
+async def test_the_look_back_raises_an_answer_it_cannot_read_typed(kafka_space: Any) -> None:
+    space: KafkaSpace = await kafka_space(partitions=1)
+    sent_at = datetime.now(UTC)
+    await write(space.bootstrap, space.topics.results, answer("newer-2", status="deferred"))
+    async with space.client() as client:  # a platform's process restarted after the answer
+        started = time.monotonic()
+        # before: the look-back skipped it without a word, and the wait ran out
+        with pytest.raises(UnreadableResult) as raised:
+            await client.result("newer-2", WAIT_S, stream_id=TABLE, sent_at=sent_at)
+        assert time.monotonic() - started < WAIT_S / 2
+        assert raised.value.command_id == "newer-2"
+
+
+async def test_the_look_back_finds_a_malformed_answer_under_another_key(
+    space: KafkaSpace, handler: CommandHandler
+) -> None:
+    stream = "lost-key-1"
+    home = partition_for(stream, space.partitions)
+    # a key that is not the stream's, on the stream's partition (the answer goes where the
+    # message came in, under its key)
+    key = next(
+        k
+        for k in (f"another-key-{n}" for n in range(1000))
+        if partition_for(k, space.partitions) == home
+    )
+    sent_at = datetime.now(UTC)
+    envelope = CommandEnvelope(
+        command_id="wrong-key-1",
+        stream_id=stream,
+        sent_at=sent_at,
+        command=cmd.OpenTable(variant="mini-h17"),
+    )
+    value = envelope.model_dump_json().encode()
+    async with space.client() as before:
+        await before.send_raw(key.encode(), value, command_headers(envelope, "/test", None))
+        answered = await before.result("wrong-key-1", WAIT_S)  # the reader: any key
+    assert answered.rejection is not None and answered.rejection.code == "malformed", answered
+    assert answered.stream_id == stream
+    async with space.client() as after:  # the platform's process, restarted
+        # before: the look-back read the stream's key only, and the wait ran out
+        found = await after.result("wrong-key-1", WAIT_S, stream_id=stream, sent_at=sent_at)
+    assert found == answered
