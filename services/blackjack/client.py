@@ -37,7 +37,10 @@ Failure modes (docs/kafka.md, "The client's failure modes"): a passing fetch err
 after a backoff, a fatal one fails every wait at once (``health``, ``on_health``); a send
 waits at most ``send_timeout_s`` (``SendTimedOut``); ``stop()`` ends the waits with
 ``ClientStopped``, and ``start()`` starts it again (``ClientAlreadyStarted`` while it runs);
-another event loop gets ``WrongEventLoop``.
+another event loop gets ``WrongEventLoop``. No answer is lost in silence: one the client cannot
+read raises ``UnreadableResult``; a reading position out of range (records deleted unread, the
+topic recreated) moves to the earliest answer still there, logged and counted
+(``blackjack_client_*``); a partition added to the results topic is read from its beginning.
 """
 
 from __future__ import annotations
