@@ -39,6 +39,7 @@ from prometheus_client.metrics import MetricWrapperBase
 from prometheus_client.parser import text_string_to_metric_families
 
 import blackjack.app
+import blackjack.client  # (a platform's process exports its counters: the dashboard shows them)
 import blackjack.http_server  # (every process serves its HTTP, and so its metrics, through it)
 import blackjack.projections.worker
 from blackjack.cli import build_parser
@@ -73,7 +74,7 @@ class Series:
 def _metric_objects() -> Iterator[MetricWrapperBase]:
     """The metrics defined at module level anywhere in the service's loaded modules (the app
     and the projection worker import every module that defines one)."""
-    assert blackjack.app and blackjack.projections.worker  # imported for their metrics
+    assert blackjack.app and blackjack.projections.worker and blackjack.client  # their metrics
     seen: set[int] = set()
     for name, module in list(sys.modules.items()):
         if name == "blackjack" or name.startswith("blackjack."):
@@ -1011,4 +1012,10 @@ async def test_each_pod_serves_its_own_roles_metrics_and_together_every_one_used
         for metric, _ in parse(expr).selectors
         if metric in SERIES
     }
-    assert used - everywhere == set()
+    # the casino platforms' clients' (blackjack.client): served by the platforms' processes,
+    # which import the client; no process of the service does (test_process_metrics.py)
+    platforms = {family for family in used if family.startswith("blackjack_client_")}
+    assert platforms == {
+        s.family for s in SERIES.values() if s.family.startswith("blackjack_client_")
+    }
+    assert used - platforms - everywhere == set()

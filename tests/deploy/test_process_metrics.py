@@ -123,6 +123,9 @@ def test_a_handler_exports_its_role_and_every_series_its_alerts_read_before_kafk
     assert value_of(samples, "blackjack_process_role", role="projections") is None
     # not the worker's metrics: a handler pod must not look like a projection worker
     assert not [s for s in samples if s[0].startswith("blackjack_projection_")]
+    # nor the platforms' clients' (blackjack.client): the dashboard shows them from the
+    # platforms' processes
+    assert not [s for s in samples if s[0].startswith("blackjack_client_")]
     # the partition gauges exist before any assignment, so "none ready" is 0, not absent
     for status in ("pending", "ready", "failed", "fenced"):
         assert value_of(samples, "blackjack_partitions", status=status) == 0, status

@@ -45,6 +45,7 @@ class _Record:
         self.key = result.stream_id.encode()
         self.headers: list[tuple[str, bytes]] = []
         self.value = result.model_dump_json().encode()
+        self.timestamp = 0
 
 
 class _Results:
@@ -55,6 +56,12 @@ class _Results:
 
     async def getmany(self, timeout_ms: int) -> dict[str, list[_Record]]:
         return {"results-0": [await self.queue.get()]}
+
+    def partitions_for_topic(self, topic: str) -> set[int] | None:
+        return None  # (no metadata: no partition added)
+
+    def assignment(self) -> set[object]:
+        return set()
 
 
 async def test_two_streams_sent_one_id_each_get_their_own_answer() -> None:
