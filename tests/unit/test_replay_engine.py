@@ -734,3 +734,50 @@ def test_an_incomplete_audit_asks_for_the_auditors_key() -> None:
     last = report.render().splitlines()[-1]
     assert last.startswith("AUDIT INCOMPLETE"), last
     assert "set BLACKJACK_AUDIT_KEY, which `blackjack audit-key` prints" in last, last
+
+
+# ---- insurance offered to the boxes the rules offer it to -----------------------------------
+
+
+def test_insurance_offered_to_a_blackjack_or_not_offered_under_an_ace_is_found() -> None:
+    """Given box 0's blackjack and box 1's 16 against an ace at page 003's table, the log offers
+    insurance to box 1 alone and replays clean. When the log is made to offer it to box 0 too
+    (page 001: "No Insurance will be offered if you have Blackjack"), or to a table without
+    insurance, or a table with insurance skips the offer, then the auditor finds it: the
+    boxes offered are derived from the rules, the cards and the balances, not read from the
+    event (before, no check looked at them)."""
+    script = Script("surrender", [["AS", "9S", "AH", "KS", "7S", "6S", "2S"]])
+    script.do(
+        cmd.PlaceBet(player_id=A, box=0, amount=1000),
+        cmd.PlaceBet(player_id=A, box=1, amount=1000),
+        cmd.Deal(player_id=A),
+        cmd.DeclineInsurance(player_id=A, box=1),
+        cmd.Stand(player_id=A, box=1),
+    )
+    log = wires(script)
+    [offer] = [w.data for w in log if isinstance(w.data, ev.InsuranceOffered)]
+    assert offer.boxes == (1,)
+    assert messages(log, SEAL) == []
+
+    def to_both(e: ev.InsuranceOffered) -> dict[str, Any]:
+        return {"boxes": (0, 1)}
+
+    assert messages(tamper(log, ev.InsuranceOffered, to_both), SEAL) == [
+        "the boxes offered insurance: recorded (0, 1), the rules give (1,)"
+    ]
+    no_insurance = tamper(log, ev.TableOpened, _with_rules(insurance=False))
+    assert "the boxes offered insurance: recorded (1,), the rules give ()" in messages(
+        no_insurance, SEAL
+    )
+
+    # A table opened without insurance deals its ace and plays on at once; read under rules
+    # with insurance, the offer box 0 was due is missing.
+    skipped = Script("mini-h17", [["9S", "AS", "7S", "6S", "2S"]], overrides={"insurance": False})
+    skipped.do(
+        cmd.PlaceBet(player_id=A, box=0, amount=1000),
+        cmd.Deal(player_id=A),
+        cmd.Stand(player_id=A, box=0),
+    )
+    assert messages(wires(skipped), SEAL) == []
+    with_insurance = tamper(wires(skipped), ev.TableOpened, _with_rules(insurance=True))
+    assert messages(with_insurance, SEAL) == ["insurance not offered to box(es) (0,) under the ace"]

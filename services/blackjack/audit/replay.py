@@ -9,11 +9,12 @@ Every event is checked against the state the events before it fold to: every bal
 exactly the amount of its event and never goes below zero, every stake is what the rules
 charge, every card is the next one of the shoe, every move (hit, stand, double, split,
 surrender, insurance) was one the table's rules allowed that player on that hand at that
-point, the dealer peeked where the rules make her and the peek found what her cards hold, the
-dealer draws by the table's rule, every payout is derived again (``audit.settlement``) and
-compared with the recorded one, paid to the box's own player, and each round's results add
-up. A failed check is a ``Finding``; the replay continues unless the log
-can no longer be folded at all.
+point, insurance was offered under an ace to exactly the boxes the rules offer it to (never a
+blackjack, never a box whose balance cannot cover it, no box left out), the dealer peeked
+where the rules make her and the peek found what her cards hold, the dealer draws by the
+table's rule, every payout is derived again (``audit.settlement``) and compared with the
+recorded one, paid to the box's own player, and each round's results add up. A failed check
+is a ``Finding``; the replay continues unless the log can no longer be folded at all.
 """
 
 from __future__ import annotations
@@ -255,6 +256,7 @@ _CHECKS: dict[type[ev.Event], Any] = {
     ev.BetPlaced: _Replayer.bet_placed,
     ev.BetRefunded: _Replayer.bet_refunded,
     ev.DealStarted: _Replayer.deal_started,
+    ev.InsuranceOffered: _Replayer.insurance_offered,
     ev.DealerPeeked: _Replayer.dealer_peeked,
     ev.TurnStarted: _Replayer.turn_started,
     ev.PlayerHit: _Replayer.player_hit,

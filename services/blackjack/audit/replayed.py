@@ -73,6 +73,8 @@ class RoundReplay:
     checks: int = 0
     paid: dict[str, int] = field(default_factory=dict)
     peeked: bool = False
+    insurance_asked: bool = False
+    """the round's insurance offer (or that none was due) has been checked"""
 
 
 @dataclass

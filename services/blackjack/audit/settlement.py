@@ -15,7 +15,12 @@ from typing import get_args
 from blackjack.domain.cards import value_of
 from blackjack.domain.events import Outcome, TurnAction
 from blackjack.domain.hand import is_natural, total
-from blackjack.domain.payouts import blackjack_winnings, insurance_return, surrender_refund
+from blackjack.domain.payouts import (
+    blackjack_winnings,
+    insurance_return,
+    insurance_stake,
+    surrender_refund,
+)
 from blackjack.domain.rules import Rules
 from blackjack.domain.state import Hand, TableState
 
@@ -59,6 +64,28 @@ def dealer_blackjack_ruled_out(state: TableState) -> bool:
     if upcard is None:
         return False
     return upcard[0] not in "ATJQK" or peek_required(state)
+
+
+def insurance_due(state: TableState) -> tuple[int, ...]:
+    """The boxes the rules offer insurance to once the cards are dealt: under an ace, where the
+    table has insurance, each box dealt whose hand is not a blackjack (page 000: "Insurance is
+    not offered to you if you get a blackjack"; page 001: "No Insurance will be offered if you
+    have Blackjack") and whose player's balance covers half its bet (page 000: "If your hand
+    qualifies for insurance, but your game balance is not sufficient for the additional bet,
+    the insurance option will not be offered")."""
+    upcard = state.upcard
+    if upcard is None or upcard[0] != "A" or not state.rules.insurance:
+        return ()
+    due = []
+    for index, box in enumerate(state.boxes):
+        if not box.hands or box.player_id is None or box.player_id not in state.players:
+            continue
+        first = box.hands[0]
+        natural = len(first.cards) == 2 and not first.from_split and is_natural(first.cards)
+        stake = insurance_stake(box.bet)
+        if not natural and 0 < stake <= state.players[box.player_id].balance:
+            due.append(index)
+    return tuple(due)
 
 
 def insurance_result(rules: Rules, stake: int, dealer: Sequence[str]) -> tuple[bool, int]:

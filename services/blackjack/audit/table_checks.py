@@ -9,7 +9,13 @@ from collections import Counter
 from datetime import timedelta
 
 from blackjack.audit.checking import Checker
-from blackjack.audit.settlement import Move, move_problem, moves_allowed, peek_required
+from blackjack.audit.settlement import (
+    Move,
+    insurance_due,
+    move_problem,
+    moves_allowed,
+    peek_required,
+)
 from blackjack.domain import events as ev
 from blackjack.domain.cards import fresh_shoe
 from blackjack.domain.evolve import evolve
@@ -187,13 +193,32 @@ class TableChecks(Checker):
     def hand_surrendered(self, e: ev.HandSurrendered) -> None:
         self._move(e, "surrender")
 
+    def insurance_offered(self, e: ev.InsuranceOffered) -> None:
+        """The boxes offered insurance are the ones the rules offer it to (``insurance_due``):
+        none where the upcard is no ace or the table has no insurance, never a blackjack, never
+        one whose balance cannot cover half its bet, and every other box dealt."""
+        self._expect("the boxes offered insurance", tuple(e.boxes), insurance_due(self.state))
+        if self.current is not None:
+            self.current.insurance_asked = True
+
+    def _insurance_skipped(self) -> None:
+        """At the round's first peek or turn: insurance due to a box was offered first."""
+        current = self.current
+        if current is None or current.insurance_asked:
+            return
+        current.insurance_asked = True
+        due = insurance_due(self.state)
+        self._rule(f"insurance not offered to box(es) {due} under the ace" if due else None)
+
     def dealer_peeked(self, e: ev.DealerPeeked) -> None:
+        self._insurance_skipped()
         self._rule(None if peek_required(self.state) else "a peek the rules do not make")
         self._expect("what the peek found", e.has_blackjack, is_natural(self.state.dealer))
         if self.current is not None:
             self.current.peeked = True
 
     def turn_started(self, e: ev.TurnStarted) -> None:
+        self._insurance_skipped()
         current = self.current
         peeked = current is not None and current.peeked
         missing = peek_required(self.state) and not peeked
