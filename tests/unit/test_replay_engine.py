@@ -781,3 +781,47 @@ def test_insurance_offered_to_a_blackjack_or_not_offered_under_an_ace_is_found()
     assert messages(wires(skipped), SEAL) == []
     with_insurance = tamper(wires(skipped), ev.TableOpened, _with_rules(insurance=True))
     assert messages(with_insurance, SEAL) == ["insurance not offered to box(es) (0,) under the ace"]
+
+
+def test_a_break_even_message_shown_or_left_out_against_the_rule_is_found() -> None:
+    """Page 000: "After split, if you win one hand & lose another hand you will be shown a
+    message 'Break Even' which indicates that you don't win or lose anything". Given 8 8 split
+    against the dealer's 9 T (19), 8 T loses and 8 3 T wins: the log shows Break Even and
+    replays clean. When the message is dropped, or shown on a round where both hands lose, the
+    auditor finds it (before, no check read the messages)."""
+    even = Script("mini-h17", [["8S", "9S", "8H", "TS", "TH", "3S", "TD"]])
+    even.do(
+        cmd.PlaceBet(player_id=A, box=0, amount=1000),
+        cmd.Deal(player_id=A),
+        cmd.Split(player_id=A, box=0),
+        cmd.Stand(player_id=A, box=0, hand=0),
+        cmd.Hit(player_id=A, box=0, hand=1),
+    )
+    log = wires(even)
+    [settled] = [w.data for w in log if isinstance(w.data, ev.RoundSettled)]
+    assert [(m.box, m.message) for m in settled.messages] == [(0, "Break Even")]
+    assert messages(log, SEAL) == []
+
+    def silent(e: ev.RoundSettled) -> dict[str, Any]:
+        return {"messages": ()}
+
+    assert messages(tamper(log, ev.RoundSettled, silent), SEAL) == [
+        "the boxes' messages: recorded (), the rules give ((0, 'Break Even'),)"
+    ]
+
+    lost = Script("mini-h17", [["8S", "9S", "8H", "TS", "TH", "9H"]])
+    lost.do(
+        cmd.PlaceBet(player_id=A, box=0, amount=1000),
+        cmd.Deal(player_id=A),
+        cmd.Split(player_id=A, box=0),
+        cmd.Stand(player_id=A, box=0, hand=0),
+        cmd.Stand(player_id=A, box=0, hand=1),
+    )
+    assert messages(wires(lost), SEAL) == []
+
+    def shown(e: ev.RoundSettled) -> dict[str, Any]:
+        return {"messages": (ev.BoxMessage(box=0, message="Break Even"),)}
+
+    assert messages(tamper(wires(lost), ev.RoundSettled, shown), SEAL) == [
+        "the boxes' messages: recorded ((0, 'Break Even'),), the rules give ()"
+    ]

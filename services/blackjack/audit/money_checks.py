@@ -6,7 +6,7 @@ each round's results add up."""
 from __future__ import annotations
 
 from blackjack.audit.checking import Checker, _Unfoldable
-from blackjack.audit.replayed import Settlement
+from blackjack.audit.replayed import RoundReplay, Settlement
 from blackjack.audit.settlement import (
     dealer_blackjack_ruled_out,
     dealer_play_problem,
@@ -181,6 +181,8 @@ class MoneyChecks(Checker):
                     self._balance(player_id),
                 )
         if current is not None:
+            recorded = tuple((m.box, m.message) for m in e.messages)
+            self._expect("the boxes' messages", recorded, _break_even(state, current))
             current.results = list(e.results)
             current.dealer = dealer
 
@@ -216,6 +218,26 @@ class MoneyChecks(Checker):
             current.status = "voided"
             for settled in (*current.settlements, *current.insurance):
                 settled.voided = True
+
+
+def _break_even(state: TableState, current: RoundReplay) -> tuple[tuple[int, str], ...]:
+    """Page 000's message, derived: "After split, if you win one hand & lose another hand you
+    will be shown a message 'Break Even' which indicates that you don't win or lose anything"
+    (the README's reading: the box's net, its insurance included, is zero too)."""
+    if not state.rules.break_even_message:
+        return ()
+    shown = []
+    for index, box in enumerate(state.boxes):
+        if len(box.hands) < 2:
+            continue
+        hands = [s for s in current.settlements if s.box == index]
+        outcomes = {s.derived[0] for s in hands}
+        paid = sum(s.derived[1] for s in hands)
+        paid += sum(s.derived[1] for s in current.insurance if s.box == index)
+        wagered = sum(h.stake for h in box.hands) + box.insurance_stake
+        if "win" in outcomes and outcomes & {"lose", "bust"} and paid == wagered:
+            shown.append((index, "Break Even"))
+    return tuple(shown)
 
 
 def _wagered(state: TableState, *, bets_not_dealt: bool) -> dict[str, int]:

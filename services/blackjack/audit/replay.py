@@ -13,8 +13,9 @@ point, insurance was offered under an ace to exactly the boxes the rules offer i
 blackjack, never a box whose balance cannot cover it, no box left out), the dealer peeked
 where the rules make her and the peek found what her cards hold, the dealer draws by the
 table's rule, every payout is derived again (``audit.settlement``) and compared with the
-recorded one, paid to the box's own player, and each round's results add up. A failed check
-is a ``Finding``; the replay continues unless the log can no longer be folded at all.
+recorded one, paid to the box's own player, each round's results add up and its messages are
+the rules' (page 000's Break Even). A failed check is a ``Finding``; the replay continues
+unless the log can no longer be folded at all.
 """
 
 from __future__ import annotations
