@@ -106,6 +106,9 @@ def main(argv: Sequence[str] | None = None) -> int:
     # cleanly, any other command as before (blackjack/stopping.py).
     release = hold_stop_signals()
     from blackjack.configuration import ConfigurationError
+    from blackjack.observability.logging import log_to_stderr
+
+    log_to_stderr()  # stdout is the command's answer; `serve` and the workers log JSON there
 
     try:  # the parser's defaults read settings too
         args = build_parser().parse_args(argv)

@@ -287,3 +287,29 @@ def test_a_round_not_read_in_time_sends_nothing_and_says_so(
     hit = '{"type": "Hit", "player_id": "ann", "box": 0}'
     assert client_cli._send(parser.parse_args(["send", "t-1", hit])) == 2
     assert "nothing was sent" in capsys.readouterr().err and sent == []
+
+
+def test_a_warning_on_the_way_goes_to_stderr_leaving_stdout_the_answer(
+    monkeypatch: pytest.MonkeyPatch,
+    capsys: pytest.CaptureFixture[str],
+    logging_left_as_it_was: None,
+) -> None:
+    """`blackjack send ... | jq` reads one JSON line: a warning the client logged on the way (a
+    results reader reset, a producer replaced) was printed into it, on stdout."""
+    import json
+
+    import structlog
+
+    from blackjack.cli import main
+
+    async def warned(self: BlackjackClient, *args: Any, **kw: Any) -> CommandResult:
+        structlog.get_logger().warning("producer replaced", error="KafkaConnectionError")
+        return await accepted(self, *args, **kw)
+
+    for name, stand_in in (("start", nothing), ("stop", nothing), ("execute", warned)):
+        monkeypatch.setattr(BlackjackClient, name, stand_in)
+    command = '{"type": "Deposit", "player_id": "ann", "amount": 500}'
+    assert main(["send", "t-1", command, "--command-id", "deposit-2", "--no-events"]) == 0
+    out, err = capsys.readouterr()
+    assert json.loads(out)["status"] == "accepted"  # nothing else on stdout
+    assert "producer replaced" in err

@@ -117,6 +117,17 @@ def faststream_logger() -> logging.Logger:
     return logger
 
 
+def _stderr_logger(*_: object) -> structlog.PrintLogger:
+    return structlog.PrintLogger(sys.stderr)  # the stream of the moment, not of configuring
+
+
+def log_to_stderr() -> None:
+    """A command's log lines on stderr, until a service configures its own (below): a one-shot
+    command's stdout is its answer, which a script reads (``blackjack send ... | jq``), and a
+    warning on the way (a results reader reset, a producer replaced) was printed into it."""
+    structlog.configure(logger_factory=_stderr_logger)
+
+
 def configure_logging(level: str = "INFO") -> None:
     numeric = logging.getLevelName(level.upper())
     if not isinstance(numeric, int):
