@@ -31,6 +31,10 @@ class Consumer:
     def seek(self, tp: TopicPartition, offset: int) -> None:
         self.seeks.append((tp, offset))
 
+    async def end_offsets(self, partitions: list[TopicPartition]) -> dict[TopicPartition, int]:
+        """Read before a seek (a store of another log: ``other_log``): far past the store."""
+        return dict.fromkeys(partitions, 10**9)
+
 
 class GatedStore:
     """Stored positions, answered once the test opens the gate."""

@@ -24,6 +24,11 @@ P0, P1 = TopicPartition(TOPIC, 0), TopicPartition(TOPIC, 1)
 class Consumer:
     def __init__(self) -> None:
         self.sought: dict[TopicPartition, int | str] = {}
+        self.ends: dict[TopicPartition, int] = {}
+        """the partitions' end offsets (default: far past any stored position)"""
+
+    async def end_offsets(self, partitions: list[TopicPartition]) -> dict[TopicPartition, int]:
+        return {tp: self.ends.get(tp, 10**9) for tp in partitions}
 
     def seek(self, tp: TopicPartition, offset: int) -> None:
         self.sought[tp] = offset
@@ -199,9 +204,10 @@ async def test_a_partition_revoked_while_its_lag_is_measured_gets_no_figure_back
     """Revoked mid-measurement, a partition's lag series came back and stayed, a stale figure
     the lag alert's max() would take over its new owner's."""
     consumer, store = Watched(), AskedStore({(TOPIC, 0): 40})
-    consumer.answer = asyncio.Event()
     positions = SeekToStoredPositions(store, lambda: consumer, lag_every=0.01)  # type: ignore[arg-type]
-    await positions.on_partitions_assigned({P0})
+    await positions.on_partitions_assigned({P0})  # its ends read before the seek, answered
+    consumer.answer = asyncio.Event()
+    consumer.asked.clear()
     await asyncio.wait_for(consumer.asked.wait(), 5)  # the watch awaits the broker's answer
     await positions.on_partitions_revoked({P0})
     store.asked.clear()

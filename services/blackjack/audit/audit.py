@@ -25,6 +25,7 @@ from dataclasses import dataclass, field
 from typing import IO, Any
 
 from sqlalchemy import select
+from sqlalchemy.engine import make_url
 from sqlalchemy.ext.asyncio import AsyncConnection
 
 from blackjack.audit.acknowledged import Acknowledgment, UnreadableRecord, match
@@ -45,7 +46,7 @@ from blackjack.projections.dump import (
     table_lines,
     write_dump,
 )
-from blackjack.projections.rebuild import read_topic, rebuild
+from blackjack.projections.rebuild import read_topic, rebuild, refuse_a_store_of_another_log
 from blackjack.projections.store import ProjectionStore
 from blackjack.projections.writer import Position, ProjectionWriter, Record, read_positions
 
@@ -248,6 +249,11 @@ async def run_audit(
     how many differences between the rebuild and the live store are listed per table (the
     rest are counted)."""
     report = AuditReport(topic)
+    # first: a store of another log is refused at once, before its dump is written
+    async with live.reading() as connection:
+        stored = await read_positions(connection, topic)
+    shown = make_url(live.url).render_as_string(hide_password=True)
+    await refuse_a_store_of_another_log(stored, bootstrap, topic, security, shown)
     with tempfile.TemporaryFile("w+", encoding="utf-8", newline="\n") as live_dump:
         async with live.reading() as connection:
             report.positions = await read_positions(connection, topic)

@@ -1,7 +1,9 @@
 """``blackjack replay ROUND_ID`` and ``blackjack audit``.
 
 Exit codes: 0 everything checked out; 1 a mismatch (a finding, a difference, a violation);
-2 bad input or an unknown round; 3 nothing wrong found, but not everything could be verified
+2 bad input, an unknown round, or a live store folded from another log (its positions past
+the end of the topic's partitions: ``projections.other_log``, refused before anything is
+compared); 3 nothing wrong found, but not everything could be verified
 (a shoe still sealed: no ``BLACKJACK_AUDIT_KEY``, ``BLACKJACK_SHOE_KEY`` or
 ``BLACKJACK_SHOE_KEY_FILE`` was given, or only the audit key for a shoe sealed before it).
 """

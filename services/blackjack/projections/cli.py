@@ -104,7 +104,7 @@ def _migrate(args: argparse.Namespace) -> int:
 
 
 def _rebuild(args: argparse.Namespace) -> int:
-    from blackjack.projections.rebuild import rebuild
+    from blackjack.projections.rebuild import rebuild, refuse_a_store_of_another_log
     from blackjack.projections.store import ProjectionStore
     from blackjack.projections.writer import ProjectionWriter, Record
 
@@ -115,7 +115,16 @@ def _rebuild(args: argparse.Namespace) -> int:
         try:
             await store.migrate()
             writer = ProjectionWriter(store)
-            fresh = not await writer.stored_positions(settings.events_topic)
+            stored = await writer.stored_positions(settings.events_topic)
+            # first: a store of another log is refused before anything is copied or folded
+            await refuse_a_store_of_another_log(
+                stored,
+                settings.bootstrap,
+                settings.events_topic,
+                settings.security,
+                _masked(settings.db_url),
+            )
+            fresh = not stored
             if args.revocations_from is not None:  # first: refused from the store's first row
                 await _copy_revocations(args.revocations_from, store, "--revocations-from")
             elif fresh:

@@ -37,6 +37,7 @@ from sqlalchemy.exc import SQLAlchemyError
 from blackjack.bus.codecs import CodecMissing
 from blackjack.configuration import ConfigurationError
 from blackjack.observability.roles import claim
+from blackjack.projections.other_log import StoreOfAnotherLog
 from blackjack.projections.revision import SchemaMismatch
 from blackjack.projections.settings import DEFAULT_STUCK_AFTER
 from blackjack.projections.split import Behind
@@ -171,10 +172,12 @@ class FoldHealth:
         self.mismatch: SchemaMismatch | None = None
         """the store is at another schema revision: the worker stops (``stopped``)"""
         self.fatal: ConfigurationError | None = None
-        """what stops the worker (``stopped``): ``mismatch``, or a record batch it cannot
-        decompress (``CodecMissing``, ``reader_failed``)"""
+        """what stops the worker (``stopped``): ``mismatch``, a record batch it cannot
+        decompress (``CodecMissing``, ``reader_failed``), or a store folded from another log
+        (``StoreOfAnotherLog``, ``log_mismatched``)"""
         self.fatal_reason: str | None = None
-        """its reason code on ``/readyz``: ``schema_mismatch``, ``codec_missing``"""
+        """its reason code on ``/readyz``: ``schema_mismatch``, ``codec_missing``,
+        ``store_of_another_log``"""
         self._mismatched = asyncio.Event()
         self.split: list[Behind] = []
         """partitions other workers of the group fold past this store (``split.py``): its
@@ -237,6 +240,23 @@ class FoldHealth:
             self.fatal_reason = "codec_missing"
             log.critical(
                 "a record batch cannot be decompressed; the worker stops", error=str(error)
+            )
+        self._mismatched.set()
+        self._changed()
+
+    def log_mismatched(self, error: StoreOfAnotherLog) -> None:
+        """The store's positions lie past the end of partitions the worker was given: it was
+        folded from another log (``other_log``). Nothing of them was sought or folded; the
+        worker stops (``run_worker``: exit 2; ``blackjack serve``: exit 1), not ready
+        meanwhile (``store_of_another_log``)."""
+        if self.fatal is None:
+            self.fatal = error
+            self.fatal_reason = "store_of_another_log"
+            log.critical(
+                "the read model was folded from another log: its positions lie past the end "
+                "of the topic's partitions; the worker stops, nothing folded",
+                store=self.store_name,
+                partitions=[found.fields() for found in error.past],
             )
         self._mismatched.set()
         self._changed()

@@ -26,6 +26,7 @@ from blackjack.projections.metrics import (
     store_answered,
     store_failed,
 )
+from blackjack.projections.other_log import PastTheEnd, StoreOfAnotherLog, confirmed_past_the_end
 from blackjack.projections.revision import SchemaMismatch, check_schema
 from blackjack.projections.split import SPLIT_AFTER_S, SplitWatch, behind_the_group
 from blackjack.projections.store import is_store_outage
@@ -44,6 +45,8 @@ READ_ON_TIMEOUT_S = 1.0
 was sought meanwhile."""
 
 LAG_EVERY_SECONDS = 15.0
+END_OFFSETS_TIMEOUT_S = 10.0
+"""How long the partitions' ends are waited for before they are sought (next time, else)"""
 GROUP_OFFSETS_TIMEOUT_S = 10.0
 """aiokafka retries a fetch of committed offsets for ever on retriable errors: next time."""
 
@@ -326,6 +329,14 @@ class SeekToStoredPositions(ConsumerRebalanceListener):  # type: ignore[misc]
             # commits, or a probe's write, says it is back).
             self._sync_failures = 0
             self.known.update(stored)
+            # before any seek: a position past the end would be reset to the partition's start
+            # by the broker, and the rest of another log folded on top (``other_log``)
+            past = await self._past_the_end(consumer, pending, stored)
+            if past is None:  # the broker did not say: the partitions wait, as for the store
+                return False
+            if past:
+                self._another_log(consumer, past)
+                pending -= {TopicPartition(found.topic, found.partition) for found in past}
             sought = {}
             for tp in sorted(pending):
                 offset = stored.get((tp.topic, tp.partition))
@@ -345,6 +356,50 @@ class SeekToStoredPositions(ConsumerRebalanceListener):  # type: ignore[misc]
             self.unsynced -= pending - self._put_back
             log.info("partitions sought to the stored positions", positions=sought)
             return True
+
+    async def _past_the_end(
+        self,
+        consumer: AIOKafkaConsumer,
+        pending: set[TopicPartition],
+        stored: dict[tuple[str, int], int],
+    ) -> list[PastTheEnd] | None:
+        """The partitions of ``pending`` whose stored position (read before) lies past their
+        end on the broker (an end of 0 read again first: ``other_log``); None when the broker
+        could not say. Asks nothing of a partition stored at 0 or not at all."""
+        mine = {
+            (tp.topic, tp.partition): stored[(tp.topic, tp.partition)]
+            for tp in pending
+            if stored.get((tp.topic, tp.partition), 0) > 0
+        }
+        if not mine:
+            return []
+        asked = sorted(TopicPartition(*key) for key in mine)
+
+        async def read_ends() -> dict[tuple[str, int], int]:
+            async with asyncio.timeout(END_OFFSETS_TIMEOUT_S):
+                ends = await consumer.end_offsets(asked)
+            return {(tp.topic, tp.partition): end for tp, end in ends.items()}
+
+        try:
+            return await confirmed_past_the_end(mine, read_ends)
+        except Exception as error:  # the broker, or the partitions revoked meanwhile
+            log.info("partition ends not read; partitions wait", error=f"{error!r}"[:300])
+            return None
+
+    def _another_log(self, consumer: AIOKafkaConsumer, past: list[PastTheEnd]) -> None:
+        """The store was folded from another log: these partitions are never sought nor
+        folded (paused, left unsynced) and the worker stops (``FoldHealth.log_mismatched``)."""
+        for found in past:
+            with contextlib.suppress(Exception):  # revoked meanwhile: nothing to fetch
+                consumer.pause(TopicPartition(found.topic, found.partition))
+        error = StoreOfAnotherLog(past, self.health.store_name if self.health else "")
+        if self.health is not None:
+            self.health.log_mismatched(error)
+        else:
+            log.critical(
+                "the read model was folded from another log; its partitions are not folded",
+                partitions=[found.fields() for found in past],
+            )
 
     async def put_back(self, records: list[Record], failure_recorded: bool = False) -> None:
         """Nothing of this batch was folded: have its partitions read again from the store's

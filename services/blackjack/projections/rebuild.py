@@ -15,6 +15,7 @@ from blackjack.bus.codecs import require_codecs
 from blackjack.bus.header_names import read_header_names_not_utf8
 from blackjack.bus.settings import PLAINTEXT, KafkaSecurity
 from blackjack.messages import wire
+from blackjack.projections.other_log import StoreOfAnotherLog, confirmed_past_the_end
 from blackjack.projections.writer import Position, ProjectionWriter, Record
 
 FETCH_MS = 500
@@ -33,7 +34,10 @@ async def read_topic(
 ) -> dict[Position, int]:
     """Hand every committed record of ``topic`` from ``start`` (partition -> offset, default
     the beginning) up to ``stop`` (exclusive; default the end as of now) to ``on_records``,
-    in order within each partition. Returns the end offsets of the topic."""
+    in order within each partition. Returns the end offsets of the topic.
+
+    ``StoreOfAnotherLog`` before anything is read when ``start`` or ``stop`` lies past the end
+    of a partition (``other_log``): such records never come."""
     return await read_consumer_records(
         bootstrap,
         topic,
@@ -58,7 +62,8 @@ async def read_consumer_records(
     security: KafkaSecurity = PLAINTEXT,
 ) -> dict[Position, int]:
     """``read_topic``, handing aiokafka's records as fetched (their headers too); one with a
-    header name that is not UTF-8 too (``bus.header_names``), which aiokafka raised at."""
+    header name that is not UTF-8 too (``bus.header_names``), which aiokafka raised at;
+    ``StoreOfAnotherLog`` as ``read_topic``'s."""
     require_codecs()  # a batch a producer compressed: read, or not read at all (bus.codecs)
     read_header_names_not_utf8()
     consumer = AIOKafkaConsumer(
@@ -75,6 +80,7 @@ async def read_consumer_records(
             partitions = await topic_partitions(bootstrap, topic, security)
             consumer.assign(partitions)
             ends = await consumer.end_offsets(partitions)
+            await _refuse_past_the_end(consumer, partitions, ends, start, stop)
             targets = {
                 tp: ends[tp] if stop is None else stop.get(tp.partition, 0) for tp in partitions
             }
@@ -103,6 +109,78 @@ async def read_consumer_records(
         return {(tp.topic, tp.partition): offset for tp, offset in ends.items()}
     finally:
         await consumer.stop()
+
+
+async def _refuse_past_the_end(
+    consumer: AIOKafkaConsumer,
+    partitions: list[TopicPartition],
+    ends: dict[TopicPartition, int],
+    start: Mapping[int, int] | None,
+    stop: Mapping[int, int] | None,
+) -> None:
+    """``StoreOfAnotherLog`` when an offset to read from or up to lies past its partition's
+    end: a store's positions from another log, waited for until the timeout before."""
+    topic = partitions[0].topic if partitions else ""
+    wanted: dict[Position, int] = {}
+    for offsets in (start or {}, stop or {}):
+        for partition, offset in offsets.items():
+            key = (topic, partition)
+            wanted[key] = max(wanted.get(key, 0), offset)
+    first = {(tp.topic, tp.partition): end for tp, end in ends.items()}
+    reads = iter([first])
+
+    async def read_ends() -> dict[Position, int]:
+        again = next(reads, None)
+        if again is not None:
+            return again
+        return {
+            (tp.topic, tp.partition): end
+            for tp, end in (await consumer.end_offsets(partitions)).items()
+        }
+
+    past = await confirmed_past_the_end(wanted, read_ends)
+    if past:
+        raise StoreOfAnotherLog(past)
+
+
+async def topic_ends(
+    bootstrap: str, topic: str, security: KafkaSecurity = PLAINTEXT, timeout: float = 120.0
+) -> dict[Position, int]:
+    """The end offsets of every partition of ``topic`` (read_committed: the last stable
+    offsets); ``UnknownTopic`` when it does not exist."""
+    consumer = AIOKafkaConsumer(
+        bootstrap_servers=bootstrap,
+        **security.client_options(),
+        group_id=None,
+        enable_auto_commit=False,
+        isolation_level="read_committed",
+    )
+    await consumer.start()
+    try:
+        async with asyncio.timeout(timeout):
+            partitions = await topic_partitions(bootstrap, topic, security)
+            ends = await consumer.end_offsets(partitions)
+        return {(tp.topic, tp.partition): end for tp, end in ends.items()}
+    finally:
+        await consumer.stop()
+
+
+async def refuse_a_store_of_another_log(
+    stored: Mapping[Position, int],
+    bootstrap: str,
+    topic: str,
+    security: KafkaSecurity = PLAINTEXT,
+    store: str = "",
+) -> None:
+    """``StoreOfAnotherLog`` when the store's positions ``stored`` (read before this call) of
+    ``topic`` lie past the end of its partitions (``other_log``); the broker's ends read
+    again before an end of 0 or a missing partition counts."""
+    mine = {key: offset for key, offset in stored.items() if key[0] == topic}
+    if not any(mine.values()):  # a new store, or one at 0: past nothing
+        return
+    past = await confirmed_past_the_end(mine, lambda: topic_ends(bootstrap, topic, security))
+    if past:
+        raise StoreOfAnotherLog(past, store)
 
 
 def _below(records: list[ConsumerRecord], target: int) -> list[ConsumerRecord]:

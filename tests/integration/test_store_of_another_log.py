@@ -1,0 +1,206 @@
+"""A read model folded from another or a longer log (the topic deleted and created again, then
+a shorter log written to it), on the real broker and SQLite and PostgreSQL: its stored
+positions lie past the end of the topic's partitions (``projections.other_log``).
+
+Before, ``blackjack audit`` waited for records that never come (until its 600 s timeout) and
+``blackjack projections rebuild`` had its position reset by the broker to the partition's
+start and folded the shorter log's records past the stored position on top of the other log's
+read model; a worker did the same. Now the commands refuse such a store at once (exit 2,
+naming the partition, its stored position and its end), and a worker stops having folded
+nothing (``projections run`` exit 2, ``serve`` exit 1, a critical line)."""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import json
+import os
+import signal
+import socket
+import subprocess
+import sys
+import time
+from collections.abc import AsyncIterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+from aiokafka.admin import AIOKafkaAdminClient, NewTopic
+from aiokafka.errors import TopicAlreadyExistsError
+
+from blackjack.messages.sealing import ShoeSeal
+from blackjack.projections.dump import write_dump
+from blackjack.projections.rebuild import rebuild
+from blackjack.projections.store import ProjectionStore
+from blackjack.projections.writer import ProjectionWriter
+
+pytest.register_assert_rewrite("tests.integration.conftest_projections")
+from tests.integration.conftest_projections import (  # noqa: E402
+    PARTITIONS,
+    SHOE_KEY,
+    EventsTopic,
+    StoreFactory,
+    play_tables,
+    publish,
+    to_wire,
+    worker_env,
+)
+
+pytest_plugins = ["tests.integration.conftest_projections"]
+pytestmark = pytest.mark.integration
+
+TABLE = "table-recreated"
+LONG = play_tables([(TABLE, "mini-h17")], 6, seed=31)
+SHORT = play_tables([(TABLE, "mini-h17")], 1, seed=31)
+WAIT_S = 120.0
+REFUSED_WITHIN_S = 30.0
+"""'At once': the check reads an end of 0 three times a second apart; before, the audit
+waited 600 s"""
+BLACKJACK = Path(sys.executable).parent / "blackjack"
+
+
+def blackjack(*args: str, env: dict[str, str]) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(
+        [sys.executable, "-m", "blackjack.cli", *args],
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=WAIT_S,
+        check=False,
+    )
+
+
+async def recreate(bootstrap: str, name: str, partitions: int = PARTITIONS) -> None:
+    """Delete the topic and create it again, empty, under the same name (the broker may take
+    a moment to finish the deletion: the creation is retried until it is taken)."""
+    admin = AIOKafkaAdminClient(bootstrap_servers=bootstrap)
+    await admin.start()
+    try:
+        await admin.delete_topics([name])
+        deadline = time.monotonic() + WAIT_S
+        while True:
+            try:
+                await admin.create_topics([NewTopic(name, partitions, 1)])
+                return
+            except TopicAlreadyExistsError:  # still being deleted: nothing to await
+                if time.monotonic() > deadline:
+                    raise
+                await asyncio.sleep(0.2)
+    finally:
+        await admin.close()
+
+
+async def digest(store: ProjectionStore) -> str:
+    async with store.reading() as connection:
+        return await write_dump(connection, lambda text: None)
+
+
+async def folded_from_the_long_log(
+    stores: StoreFactory, topic: EventsTopic, seal: ShoeSeal
+) -> tuple[ProjectionStore, str, dict[tuple[str, int], int]]:
+    """A store folded from ``LONG`` on the topic; its URL and its positions."""
+    written = await publish(topic, to_wire(LONG.envelopes, seal))
+    url = await stores.url()
+    store = await stores.store(url)
+    await rebuild(ProjectionWriter(store), topic.bootstrap, topic.name, stop=written)
+    return store, url, written
+
+
+def refused(done: subprocess.CompletedProcess[str], topic: str, stored: int, end: int) -> None:
+    said = done.stdout + done.stderr
+    assert done.returncode == 2, said[-3000:]
+    assert "was folded from another or a longer log" in done.stderr, said[-3000:]
+    assert f"stored at {stored}, past its end {end}" in done.stderr, said[-3000:]
+    assert topic in done.stderr
+
+
+async def test_a_store_folded_from_a_longer_log_is_refused_at_once(
+    stores: StoreFactory, events_topic: EventsTopic, shoe_seal: ShoeSeal
+) -> None:
+    store, url, written = await folded_from_the_long_log(stores, events_topic, shoe_seal)
+    [(position, stored)] = written.items()
+    before = await digest(store)
+    env = worker_env(events_topic, url, BLACKJACK_SHOE_KEY=SHOE_KEY)
+    name, partition = position
+
+    await recreate(events_topic.bootstrap, events_topic.name)
+    # the topic empty: an end of 0, read again before it counts
+    for command in (("audit",), ("projections", "rebuild")):
+        started = time.monotonic()
+        done = blackjack(*command, env=env)
+        refused(done, f"{name}[{partition}]", stored, 0)
+        assert time.monotonic() - started < REFUSED_WITHIN_S, command
+
+    shorter = await publish(events_topic, to_wire(SHORT.envelopes, shoe_seal))
+    end = shorter[position] + 1  # the transaction's commit marker
+    assert end < stored
+    for command in (("audit",), ("projections", "rebuild")):
+        started = time.monotonic()
+        done = blackjack(*command, env=env)
+        refused(done, f"{name}[{partition}]", stored, end)
+        assert time.monotonic() - started < REFUSED_WITHIN_S, command
+    assert await digest(store) == before  # nothing folded, nothing copied
+
+
+@contextlib.asynccontextmanager
+async def process(*args: str, env: dict[str, str]) -> AsyncIterator[asyncio.subprocess.Process]:
+    started = await asyncio.create_subprocess_exec(
+        str(BLACKJACK),
+        *args,
+        env=env,
+        stdout=asyncio.subprocess.PIPE,
+        stderr=asyncio.subprocess.STDOUT,
+    )
+    try:
+        yield started
+    finally:
+        if started.returncode is None:
+            started.send_signal(signal.SIGTERM)
+            try:
+                await asyncio.wait_for(started.wait(), WAIT_S)
+            except TimeoutError:
+                started.kill()
+                await started.wait()
+
+
+def critical_line(output: str) -> dict[str, Any]:
+    lines = [json.loads(line) for line in output.splitlines() if line.startswith("{")]
+    [line] = [line for line in lines if line.get("level") == "critical"]
+    found: dict[str, Any] = line
+    return found
+
+
+def free_port() -> int:
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        port: int = probe.getsockname()[1]
+        return port
+
+
+@pytest.mark.parametrize("command", ["projections run", "serve"])
+async def test_a_worker_over_a_store_of_another_log_stops_and_folds_nothing(
+    command: str, kafka_space: Any, stores: StoreFactory, shoe_seal: ShoeSeal
+) -> None:
+    space = await kafka_space(partitions=PARTITIONS)
+    topic = EventsTopic(space.bootstrap, space.prefix)
+    store, url, written = await folded_from_the_long_log(stores, topic, shoe_seal)
+    [((name, partition), stored)] = written.items()
+    before = await digest(store)
+    await recreate(topic.bootstrap, topic.name)
+    shorter = await publish(topic, to_wire(SHORT.envelopes, shoe_seal))
+    end = shorter[(name, partition)] + 1  # the transaction's commit marker
+
+    env = {**os.environ, **space.env(), "BLACKJACK_DB_URL": url, "BLACKJACK_SHOE_KEY": SHOE_KEY}
+    env["BLACKJACK_PROJECTION_GROUP"] = f"{space.prefix}projections"
+    args = command.split() + (["--port", str(free_port())] if command == "serve" else [])
+    async with process(*args, env=env) as worker:
+        assert worker.stdout is not None
+        output, _ = await asyncio.wait_for(worker.communicate(), WAIT_S)
+    said = output.decode()
+    assert worker.returncode == (2 if command == "projections run" else 1), said[-3000:]
+    line = critical_line(said)
+    assert "folded from another log" in line["event"], line
+    assert line["partitions"] == [
+        {"partition": f"{name}[{partition}]", "stored": stored, "end": end}
+    ], line
+    assert await digest(store) == before  # nothing folded from the wrong place
