@@ -320,6 +320,41 @@ def test_every_bootstrap_option_says_where_its_default_comes_from_in_order() -> 
         for action in command._actions
         if "--bootstrap" in action.option_strings and action.help
     }
-    assert len(helps) >= 7  # projections' seven commands and the load test's
+    assert len(helps) >= 6  # the commands that read the broker: test below
     order = "default: BLACKJACK_KAFKA_BOOTSTRAP, else KAFKA_BOOTSTRAP, else 127.0.0.1:9092"
     assert {path: order in said for path, said in helps.items()} == dict.fromkeys(helps, True)
+
+
+def test_only_the_commands_that_read_the_broker_offer_its_options() -> None:
+    """The newcomer review: every command over the read model offered ``--bootstrap`` and
+    ``--topic-prefix`` in its ``--help``, ``revoke-tokens``, ``dump``, ``report`` and the
+    others that never read the broker included, and took them without a word."""
+    broker_options = {"--bootstrap", "--topic-prefix"}
+    store_commands = {
+        " ".join(path): broker_options & set(command._option_string_actions)
+        for path, command in _commands(build_parser())
+        if "--db-url" in command._option_string_actions
+    }
+    reading = {path for path, options in store_commands.items() if options}
+    assert reading == {
+        "projections run",
+        "projections rebuild",
+        "audit",
+        "replay",
+        "randomness",
+    }, reading
+    assert all(store_commands[path] == broker_options for path in reading)
+    assert {path for path in store_commands if path not in reading} == {
+        "projections migrate",
+        "projections copy-revocations",
+        "projections dump",
+        "projections interrupted",
+        "projections report",
+        "projections revoke-tokens",
+        "rules",
+    }
+    for line in ("projections revoke-tokens alice", "projections dump", "rules"):
+        build_parser().parse_args(line.split())  # a whole command line, without the option
+        with pytest.raises(SystemExit) as refused:  # which the command would not use
+            build_parser().parse_args([*line.split(), "--bootstrap", "h:9092"])
+        assert refused.value.code == 2

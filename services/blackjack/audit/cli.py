@@ -159,12 +159,12 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
         default="store",
         help="read the events from the read-model store (default) or the events topic",
     )
-    add_store_options(replay)
+    add_store_options(replay, reads_the_broker=True)
     replay.set_defaults(handler=_replay)
     audit = sub.add_parser(
         "audit", help="rebuild the read model from offset 0 and compare; conservation; payouts"
     )
-    add_store_options(audit)
+    add_store_options(audit, reads_the_broker=True)
     audit.add_argument("--scratch-url", help="where to rebuild (default: a temporary SQLite)")
     audit.add_argument(
         "--acknowledged",

@@ -252,5 +252,5 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
         help=f"significance level of each test (default {DEFAULT_ALPHA}: run on batch after "
         "batch, five tests at 0.05 would fail a perfect shuffle one run in 4)",
     )
-    add_store_options(parser)
+    add_store_options(parser, reads_the_broker=True)  # --source kafka
     parser.set_defaults(handler=_randomness)

@@ -25,12 +25,16 @@ if TYPE_CHECKING:  # the command line starts without SQLAlchemy until a command 
 T = TypeVar("T")
 
 
-def add_store_options(parser: argparse.ArgumentParser) -> None:
+def add_store_options(parser: argparse.ArgumentParser, *, reads_the_broker: bool) -> None:
+    """``--db-url``; and ``--bootstrap`` and ``--topic-prefix`` for a command that reads the
+    broker (a store-only command offered them, and took them without a word)."""
     parser.add_argument(
         "--db-url",
         help="the read-model store (default: BLACKJACK_DB_URL, else "
         "sqlite+aiosqlite:///var/projections.db, relative to the current directory)",
     )
+    if not reads_the_broker:
+        return
     parser.add_argument("--bootstrap", help=BOOTSTRAP_HELP)
     parser.add_argument(
         "--topic-prefix", help="topic name prefix (default: BLACKJACK_TOPIC_PREFIX, else none)"
@@ -42,10 +46,10 @@ def settings_from(args: argparse.Namespace) -> ProjectionSettings:
     if args.db_url is not None:  # a store named on the command line counts as the setting's
         env["BLACKJACK_DB_URL"] = args.db_url
     settings = ProjectionSettings.from_env(env)
-    changes = {
+    changes = {  # a store-only command has no broker options
         "db_url": args.db_url,
-        "bootstrap": args.bootstrap,
-        "topic_prefix": args.topic_prefix,
+        "bootstrap": getattr(args, "bootstrap", None),
+        "topic_prefix": getattr(args, "topic_prefix", None),
     }
     return replace(settings, **{k: v for k, v in changes.items() if v is not None})
 
@@ -384,7 +388,7 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     # COMMAND, as blackjack's own: the list of them made the usage line wider than 80 columns
     commands = parser.add_subparsers(dest="projections_command", required=True, metavar="COMMAND")
     run = commands.add_parser("run", help="fold blackjack.events into the store until stopped")
-    add_store_options(run)
+    add_store_options(run, reads_the_broker=True)
     run.add_argument(
         "--http",
         metavar="HOST:PORT",
@@ -397,12 +401,12 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     )
     run.set_defaults(handler=_run, takes_held_signals=True)  # a SIGTERM while importing: exit 0
     migrate = commands.add_parser("migrate", help="create or upgrade the store's tables")
-    add_store_options(migrate)
+    add_store_options(migrate, reads_the_broker=False)
     migrate.set_defaults(handler=_migrate)
     rebuild = commands.add_parser(
         "rebuild", help="fold the topic into the store from its positions (0 when new) to the end"
     )
-    add_store_options(rebuild)
+    add_store_options(rebuild, reads_the_broker=True)
     rebuild.add_argument(
         "--revocations-from",
         metavar="DB_URL",
@@ -415,13 +419,13 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
         help="merge the revocations of players' tokens of another store (--from) into this one: "
         "run it again after switching to a rebuilt store",
     )
-    add_store_options(copy)
+    add_store_options(copy, reads_the_broker=False)
     copy.add_argument(
         "--from", dest="source", metavar="DB_URL", required=True, help="the store copied"
     )
     copy.set_defaults(handler=_copy_revocations_command)
     dump = commands.add_parser("dump", help="print the canonical dump of the read model")
-    add_store_options(dump)
+    add_store_options(dump, reads_the_broker=False)
     dump.add_argument("--digest", action="store_true", help="only its sha256")
     dump.set_defaults(handler=_dump)
     interrupted = commands.add_parser(
@@ -429,7 +433,7 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
         help="the open rounds an operator may close (CloseInterruptedRound) whose table has had "
         "no event for --idle-days",
     )
-    add_store_options(interrupted)
+    add_store_options(interrupted, reads_the_broker=False)
     interrupted.add_argument(
         "--idle-days", type=int, default=30, help="days without an event (1-3650, default 30)"
     )
@@ -442,7 +446,7 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
         help="game performance: each game's rounds, wagers, payouts, hold and return over "
         "UTC days (the query API's /v1/reports/games)",
     )
-    add_store_options(report)
+    add_store_options(report, reads_the_broker=False)
     report.add_argument("--from", dest="first", type=_day, help="first UTC day (default: today)")
     report.add_argument("--days", type=int, default=1, help="how many days from --from (1)")
     report.add_argument(
@@ -468,6 +472,6 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
         help="refuse the player's tokens issued until now on every query API over the store "
         "(the API's POST /v1/players/{id}/token-revocation)",
     )
-    add_store_options(revoke)
+    add_store_options(revoke, reads_the_broker=False)
     revoke.add_argument("player_id", help="the player whose tokens are cut off")
     revoke.set_defaults(handler=_revoke_tokens)

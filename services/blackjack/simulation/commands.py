@@ -357,7 +357,7 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     rules.add_argument(
         "--no-return", action="store_true", help="leave out the return (computed: seconds)"
     )
-    add_store_options(rules)
+    add_store_options(rules, reads_the_broker=False)
     rules.set_defaults(handler=_rules_sheet)
 
     strategy = sub.add_parser("strategy", help="the computed basic strategy chart of a variant")
