@@ -24,7 +24,7 @@ from blackjack.play.follow import TableFollower, WalletFollower
 from blackjack.play.help import HELP
 from blackjack.play.session import PlaySession
 from blackjack.projections.projector import StreamProjection
-from tests.integration.conftest import WAIT_S, KafkaSpace, QueuedShuffler, accept
+from tests.integration.conftest import WAIT_S, KafkaSpace, QueuedShuffler, accept, command_log
 
 pytestmark = pytest.mark.integration
 
@@ -317,3 +317,18 @@ async def test_leaving_a_shared_table_shows_the_wallet_after_the_cash_out_lands(
         assert "Wallet  50.00 USD" in said, said
         said = "".join(text_of(line) for line in await session.handle("q"))
         assert "on its way" not in said, said
+
+
+async def test_a_table_never_opened_is_said_so_and_the_session_ends_non_zero(
+    space: KafkaSpace, handler: CommandHandler
+) -> None:
+    """The newcomer review: ``blackjack play`` without ``--open`` on a table nobody opened
+    sent a SitDown, showed its refusal and an empty table, and exited 0 on ``q``."""
+    process = await play(space, "never-opened-1", "--player", A, "--deposit", "10")
+    output, _ = await asyncio.wait_for(process.communicate(b"bet 5\nq\n"), WAIT_S)
+    text = output.decode()
+    assert process.returncode == 2, text[-3000:]
+    assert "blackjack play: table never-opened-1 has never been opened" in text, text[-3000:]
+    assert "--open VARIANT" in text and "mini-h17" in text
+    assert "Traceback" not in text
+    assert await command_log(space, "never-opened-1") == []  # nothing sent: nothing changed

@@ -171,6 +171,14 @@ async def _session(args: argparse.Namespace, settings: KafkaSettings, console: C
         if follower.from_start:
             print(f"blackjack play: {follower.joined}", file=sys.stderr)
         await follower.caught_up()
+        if not follower.table.view.opened and not args.open:  # nothing sent: every move refused
+            print(
+                f"blackjack play: table {args.table} has never been opened (none in "
+                f"{topics.events}); nothing sent. --open VARIANT opens it "
+                f"({', '.join(VARIANTS)}); or check the table's id and BLACKJACK_TOPIC_PREFIX",
+                file=sys.stderr,
+            )
+            return 2
         session = PlaySession(client, follower, args.player, timeout=args.timeout)
         try:
             await _prepare(args, session, console)
