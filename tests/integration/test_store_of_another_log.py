@@ -204,3 +204,22 @@ async def test_a_worker_over_a_store_of_another_log_stops_and_folds_nothing(
         {"partition": f"{name}[{partition}]", "stored": stored, "end": end}
     ], line
     assert await digest(store) == before  # nothing folded from the wrong place
+
+
+@pytest.mark.parametrize("command", [("audit",), ("projections", "rebuild")])
+async def test_a_topic_that_does_not_exist_is_named_in_one_line(
+    command: tuple[str, ...], projection_bootstrap: str, tmp_path: Path
+) -> None:
+    """A topic prefix naming no topic (a newcomer's typo): before, a traceback ending in
+    ``UnknownTopic`` and exit 1, which for ``blackjack audit`` means a mismatch."""
+    url = f"sqlite+aiosqlite:///{tmp_path / 'read.db'}"
+    assert (
+        blackjack("projections", "migrate", "--db-url", url, env=dict(os.environ)).returncode == 0
+    )
+    topic = EventsTopic(projection_bootstrap, "no-such-prefix-here.")
+    done = blackjack(*command, env=worker_env(topic, url, BLACKJACK_SHOE_KEY=SHOE_KEY))
+    assert done.returncode == 2, (done.stdout + done.stderr)[-3000:]
+    assert "Traceback" not in done.stderr, done.stderr[-3000:]
+    line = done.stderr.splitlines()[-1]  # (rebuild's note on revocations before it)
+    assert line.startswith(f"blackjack: no topic {topic.name} on {projection_bootstrap}"), line
+    assert "BLACKJACK_TOPIC_PREFIX" in line

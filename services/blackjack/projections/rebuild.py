@@ -14,6 +14,7 @@ from aiokafka.admin import AIOKafkaAdminClient
 from blackjack.bus.codecs import require_codecs
 from blackjack.bus.header_names import read_header_names_not_utf8
 from blackjack.bus.settings import PLAINTEXT, KafkaSecurity
+from blackjack.configuration import ConfigurationError
 from blackjack.messages import wire
 from blackjack.projections.other_log import StoreOfAnotherLog, confirmed_past_the_end
 from blackjack.projections.writer import Position, ProjectionWriter, Record
@@ -187,8 +188,10 @@ def _below(records: list[ConsumerRecord], target: int) -> list[ConsumerRecord]:
     return [r for r in records if r.offset < target]
 
 
-class UnknownTopic(LookupError):
-    pass
+class UnknownTopic(ConfigurationError, LookupError):
+    """No such topic on the broker: a wrong ``BLACKJACK_TOPIC_PREFIX`` (``--topic-prefix``)
+    or broker; the command line says so in one line, exit 2 (it was a traceback and exit 1,
+    which ``blackjack audit`` uses for a mismatch)."""
 
 
 async def topic_partitions(
@@ -205,7 +208,10 @@ async def topic_partitions(
         await admin.close()
     found = [t for t in described if t.get("topic") == topic and t.get("error_code") == 0]
     if not found:
-        raise UnknownTopic(f"no topic {topic} on {bootstrap}")
+        raise UnknownTopic(
+            f"no topic {topic} on {bootstrap}: check BLACKJACK_TOPIC_PREFIX (--topic-prefix) "
+            "and the broker (BLACKJACK_KAFKA_BOOTSTRAP, --bootstrap)"
+        )
     return [
         TopicPartition(topic, p["partition"])
         for p in sorted(found[0]["partitions"], key=lambda p: p["partition"])
