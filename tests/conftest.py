@@ -1,4 +1,4 @@
-"""Fixtures every kind of test may ask for."""
+"""Fixtures every kind of test may ask for, and the settings every property runs under."""
 
 from __future__ import annotations
 
@@ -7,6 +7,16 @@ from collections.abc import Iterator
 
 import pytest
 import structlog
+from hypothesis import HealthCheck, settings
+
+# The whole suite runs as one process on a loaded 2-core machine: a property's example that
+# takes 250 ms because another process had the CPU is not a failure. Hypothesis's deadline
+# (200 ms an example by default) and its too-slow health check measure the machine, not the
+# code, so neither is applied; how many examples each property runs is left as it is.
+settings.register_profile(
+    "loaded-machine", deadline=None, suppress_health_check=[HealthCheck.too_slow]
+)
+settings.load_profile("loaded-machine")
 
 
 @pytest.fixture
