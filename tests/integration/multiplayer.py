@@ -88,13 +88,30 @@ class Player:
         """Commands sent pipelined in one go (a bet and its Deal), each to be accepted: the
         broker receives them within milliseconds, so a short betting clock that the first one
         starts cannot run out before the last one is received, however slow the answers."""
+        return await self.accepted(await self.send(*commands))
+
+    async def send(self, *commands: Any) -> Sent:
+        """Commands sent pipelined, in order, without waiting for the table's answers: on
+        return the broker has them, so whatever any player sends next is after them in the
+        table's log, however long the handler takes to answer (``accepted`` awaits them)."""
         ids = await self.client.send_all([(self.table, command) for command in commands])
+        return Sent(list(zip(ids, commands, strict=True)))
+
+    async def accepted(self, sent: Sent) -> list[CommandResult]:
+        """The answers to commands ``send`` sent, each to be accepted."""
         results = await asyncio.gather(
-            *(self.client.result(i, WAIT_S, stream_id=self.table) for i in ids)
+            *(self.client.result(i, WAIT_S, stream_id=self.table) for i, _ in sent.commands)
         )
-        for command, result in zip(commands, results, strict=True):
+        for (_, command), result in zip(sent.commands, results, strict=True):
             assert result.status == "accepted", (self.player_id, command, result.rejection)
         return results
+
+
+@dataclass
+class Sent:
+    """Commands sent and not answered yet: (command id, command)."""
+
+    commands: list[tuple[str, Any]]
 
 
 @contextlib.asynccontextmanager
