@@ -4,7 +4,7 @@ of ``atlantic-city-multi`` (``ExpireTimers``) and the disconnection policy of ``
 
 from __future__ import annotations
 
-from datetime import timedelta
+from datetime import UTC, datetime, timedelta
 from typing import Any
 
 import pytest
@@ -28,6 +28,7 @@ from tests.integration.conftest import (
     accept_together,
     command_log,
     running_handler,
+    stream_events,
     types_of,
     verify_stream,
     wait_for_events,
@@ -138,29 +139,40 @@ async def test_a_player_who_sits_out_is_stood_up_and_the_money_lands_in_the_wall
 
 
 async def test_an_early_copy_of_the_clocks_command_does_not_stop_the_clock(
-    space: KafkaSpace, client: BlackjackClient
+    kafka_space: Any,
 ) -> None:
     """Anyone can read the betting deadline in ``RoundOpened`` and the clock's id scheme in
     the source: a copy sent before the deadline is answered with nothing done, and the
-    clock's own command for that deadline still acts when it comes."""
+    clock's own command for that deadline still acts when it comes.
+
+    The handler's clock stands still until the test moves it past the deadline: on a running
+    3 s clock the copy had to be answered before the deadline, after the bet's answer, which
+    a loaded machine does not promise (the copy then came late, a copy of the clock's own
+    command, and the test failed by chance)."""
+    space: KafkaSpace = await kafka_space(partitions=1)
     table = "clock-early"
-    await _ann_and_ben_bought_in(space, client, table, turn_seconds=3)
-    [bet] = await accept(client, table, cmd.PlaceBet(player_id="ann", box=0, amount=500))
-    # The deadline is the bet's decision time (its answer's handled_at) plus the clock: the
-    # copy is sent at once, one round trip after the bet's answer, well before the deadline
-    # (reading RoundOpened first, with a consumer started from the topic's start, took a
-    # good part of the 3 s on a loaded machine); RoundOpened is checked to say the same.
-    deadline = bet.handled_at + timedelta(seconds=3)
-    timer_id = expire_command_id(table, deadline)
-    early = await client.execute(table, cmd.ExpireTimers(), command_id=timer_id)
-    assert early.status == "accepted" and early.first_sequence is None
-    assert early.handled_at < deadline
-    events = await wait_for_events(space, table, lambda es: "RoundOpened" in types_of(es))
-    [opened] = [e.data for e in events if isinstance(e.data, ev.RoundOpened)]
-    assert opened.betting_deadline == deadline
-    # at the deadline the clock deals ann in (she bet but did not press Deal) and leaves ben
-    # out (he neither bet nor passed)
-    events = await wait_for_events(space, table, lambda es: "DealStarted" in types_of(es))
+    moment = [datetime.now(UTC)]
+    async with (
+        running_handler(space.config(), clock=lambda: moment[0]),
+        space.client() as client,
+    ):
+        await _ann_and_ben_bought_in(space, client, table, turn_seconds=3)
+        [bet] = await accept(client, table, cmd.PlaceBet(player_id="ann", box=0, amount=500))
+        # The deadline is the bet's decision time (its answer's handled_at) plus the clock
+        deadline = bet.handled_at + timedelta(seconds=3)
+        assert bet.handled_at == moment[0]
+        timer_id = expire_command_id(table, deadline)
+        early = await client.execute(table, cmd.ExpireTimers(), command_id=timer_id)
+        assert early.status == "accepted" and early.first_sequence is None
+        assert early.handled_at < deadline
+        events = await wait_for_events(space, table, lambda es: "RoundOpened" in types_of(es))
+        [opened] = [e.data for e in events if isinstance(e.data, ev.RoundOpened)]
+        assert opened.betting_deadline == deadline
+        assert "DealStarted" not in types_of(await stream_events(space, table))
+        # at the deadline the clock deals ann in (she bet but did not press Deal) and leaves
+        # ben out (he neither bet nor passed)
+        moment[0] = deadline
+        events = await wait_for_events(space, table, lambda es: "DealStarted" in types_of(es))
     timeouts = [e.data for e in events if isinstance(e.data, ev.PlayerTimedOut)]
     assert [(t.player_id, t.action) for t in timeouts] == [("ann", "dealt_in"), ("ben", "left_out")]
     dealt_by = next(e for e in events if isinstance(e.data, ev.DealStarted)).causation_id
@@ -172,7 +184,8 @@ async def test_a_silent_surrender_player_gets_an_undealt_bet_back(
     space: KafkaSpace, client: BlackjackClient
 ) -> None:
     table = "presence-bet"
-    await accept(
+    # pipelined: the presence clock (1 s) counts from each command, not from its answer
+    await accept_together(
         client,
         table,
         cmd.OpenTable(variant="surrender"),
@@ -258,7 +271,7 @@ async def test_a_void_at_a_shared_table_counts_no_round_sat_out_and_pays_the_wal
         space,
         client,
         table,
-        turn_seconds=5,
+        turn_seconds=2,
         seat_released_after_rounds_sat_out=2,
         void_on_malfunction=True,
     )
@@ -270,15 +283,24 @@ async def test_a_void_at_a_shared_table_counts_no_round_sat_out_and_pays_the_wal
         lambda es: any(isinstance(e.data, BuyInCompleted) and e.data.table_id == table for e in es),
     )
     before = (await verify_stream(space, wallet)).state.balance
+    # No command races the 2 s clock: round 1 waits for ben to the betting deadline and its
+    # clock stands ann's 19 (a Stand sent once her turn was read could come after that on a
+    # loaded machine); in rounds 2 and 3 ben sits out and ann's Deal deals at once, so her
+    # next command is sent with it, pipelined (a void or a Stand sent after the Deal's answer
+    # could find her turn already stood by the clock)
     await accept_together(
         client, table, cmd.PlaceBet(player_id="ann", box=0, amount=500), cmd.Deal(player_id="ann")
     )
-    await wait_for_events(space, table, lambda es: "TurnStarted" in types_of(es))
-    await accept(client, table, cmd.Stand(player_id="ann", box=0))
+    events = await wait_for_events(space, table, lambda es: "RoundSettled" in types_of(es))
+    timeouts = [e.data for e in events if isinstance(e.data, ev.PlayerTimedOut)]
+    assert [(t.player_id, t.action) for t in timeouts] == [("ben", "left_out"), ("ann", "stood")]
     await accept_together(
-        client, table, cmd.PlaceBet(player_id="ann", box=0, amount=500), cmd.Deal(player_id="ann")
+        client,
+        table,
+        cmd.PlaceBet(player_id="ann", box=0, amount=500),
+        cmd.Deal(player_id="ann"),
+        cmd.VoidRound(round=2, operator="ops-1", reason="reader fault"),
     )
-    await accept(client, table, cmd.VoidRound(round=2, operator="ops-1", reason="reader fault"))
     events = await wait_for_events(space, table, lambda es: "RoundVoided" in types_of(es))
     assert types_of(events)[-2:] == ["DealerHoleCardRevealed", "RoundVoided"]
     [voided] = [e.data for e in events if isinstance(e.data, ev.RoundVoided)]
