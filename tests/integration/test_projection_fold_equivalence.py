@@ -232,9 +232,20 @@ async def test_two_workers_given_overlapping_batches_fold_each_event_once(
     reference = await stores.store()
     await fe.fold(ProjectionWriter(reference), fe.batches(records, [500]))
     try:
-        a = fe.batches(records, [60])
-        b = fe.batches(records[30:], [45])
-        b += [[]] * (len(a) - len(b))  # nothing more for the second
+        # At each step both are given a batch from the position the store holds (where a
+        # rebalance seeks them), one of 60 records and one of 45, the longer one in turn:
+        # whichever takes the lock first, each folds the 15 the other was not given at least
+        # every other step. (The second's batches used to start 30 records further on and
+        # fall behind the first's: it folded only when it took the lock first, and on a
+        # loaded machine it could lose every race: nothing folded, the test failed by chance;
+        # or win the first one, ahead of the store's position, and the first's records before
+        # it were stepped over.)
+        a: list[list[Record]] = []
+        b: list[list[Record]] = []
+        for step, start in enumerate(range(0, len(records), 60)):
+            longer, shorter = records[start : start + 60], records[start : start + 45]
+            a.append(longer if step % 2 == 0 else shorter)
+            b.append(shorter if step % 2 == 0 else longer)
         results: list[list[Any]] = [[], []]
         for step in range(len(a)):  # each step's two batches at once
             done = await asyncio.gather(first.apply(a[step]), second.apply(b[step]))
