@@ -49,11 +49,36 @@ def port_open(host: str, port: int, timeout: float = 1.0) -> bool:
 
 
 def free_port() -> int:
-    """A port nothing listens on now (the OS's pick)."""
-    with socket.socket() as probe:
-        probe.bind((LOOPBACK, 0))
-        port: int = probe.getsockname()[1]
-        return port
+    """A port nothing listens on now, for a server that binds it later.
+
+    Picked at random below the range the OS hands out for ``bind(0)`` and for outgoing
+    connections (``ip_local_port_range``): the OS's own pick was free when asked, but between
+    then and the server's bind any process on the machine (a Kafka client connecting, another
+    test session asking the OS) could be given it, and the server failed to start by chance.
+    A port outside that range is taken only by someone asking for it by number."""
+    low = _ephemeral_low()
+    rng = random.SystemRandom()
+    for _ in range(100):
+        port = rng.randrange(PICKED_PORTS_FROM, low) if low > PICKED_PORTS_FROM + 1000 else 0
+        with socket.socket() as probe:
+            try:
+                probe.bind((LOOPBACK, port))
+            except OSError:
+                continue
+            picked: int = probe.getsockname()[1]
+            return picked
+    raise OSError("no free port found")
+
+
+PICKED_PORTS_FROM = 20_000
+"""free_port's lowest port: above the services' usual ones (Kafka 9092, PostgreSQL 5432)"""
+
+
+def _ephemeral_low() -> int:
+    try:
+        return int(Path("/proc/sys/net/ipv4/ip_local_port_range").read_text().split()[0])
+    except (OSError, ValueError, IndexError):
+        return 0  # unknown: the OS's pick
 
 
 def wait_for_port(host: str, port: int, timeout: float = 30.0, interval: float = 0.25) -> None:
