@@ -217,7 +217,9 @@ async def test_a_partition_revoked_while_its_lag_is_measured_gets_no_figure_back
         REGISTRY.get_sample_value("blackjack_projection_lag", {"topic": TOPIC, "partition": "0"})
         is None
     )
-    consumer._closed = True
+    consumer._closed = True  # stopped: the watch ends with it (not left on the session's loop)
+    assert positions._lag_watch is not None
+    await asyncio.wait_for(positions._lag_watch, 5)
 
 
 async def test_a_batch_of_a_revoked_partition_reports_no_position_for_it() -> None:

@@ -139,6 +139,16 @@ class SeekToStoredPositions(ConsumerRebalanceListener):  # type: ignore[misc]
                 self.watch_group(self.lag_every), name="projection-group"
             )
 
+    async def stop_watching(self) -> None:
+        """End the watches (the lag's, the group's, the notes of partitions taken behind) now,
+        with the worker that stops: by themselves they end at their next wake-up after the
+        consumer closed, up to ``lag_every`` seconds later, on a loop that may be running
+        something else by then (a process serving on, a test suite's next tests)."""
+        tasks = [t for t in (self._lag_watch, self._group_watch, *self._notes) if t is not None]
+        for task in tasks:
+            task.cancel()
+        await asyncio.gather(*tasks, return_exceptions=True)
+
     async def watch_lag(self, every: float) -> None:
         """Measure each assigned partition's lag from the broker's end offsets and the stored
         positions, whether or not batches arrive: a worker whose fetching stopped (a consumer

@@ -85,6 +85,8 @@ def register_projection(
         lag_every=LAG_EVERY_SECONDS if settings.watch_every_s is None else settings.watch_every_s,
         split_after=SPLIT_AFTER_S if settings.split_after_s is None else settings.split_after_s,
     )
+    if isinstance(broker, _FoldBroker):  # its watches end when it stops
+        broker.fold_positions.append(positions)
     subscriber = broker.subscriber(
         topic,
         batch=True,
@@ -134,6 +136,16 @@ class _FoldBroker(KafkaBroker):
     own test broker swaps it): the process's other aiokafka consumers are left as they are."""
 
     fold_health: FoldHealth
+    fold_positions: list[SeekToStoredPositions]
+    """its subscribers' listeners (``register_projection``)"""
+
+    async def stop(self, *args: Any, **kwargs: Any) -> None:
+        """Stop, and the listeners' watches with it, at once (``stop_watching``)."""
+        try:
+            await super().stop(*args, **kwargs)
+        finally:
+            for positions in self.fold_positions:
+                await positions.stop_watching()
 
     async def _connect(self) -> Callable[..., AIOKafkaConsumer]:
         made = await super()._connect()
@@ -157,6 +169,7 @@ def build_broker(
         log_level=logging.DEBUG,
     )
     broker.fold_health = health
+    broker.fold_positions = []
     register_projection(broker, settings.events_topic, writer, settings, health)
     return broker
 
