@@ -26,7 +26,10 @@ from tests.integration.test_play import lines_until, play
 
 pytestmark = pytest.mark.integration
 
-PRESENCE_S = 1.5
+PRESENCE_S = 3.0
+"""The presence timeout: the session beats every third of it (``heartbeat_every``), so a
+stall of the play process (its beats not sent) of more than two thirds of it takes a player
+who is there for gone; at 1.5 s a loaded machine's one-second stall would do"""
 HANDLER = {"presence_timeout_s": PRESENCE_S}
 
 
