@@ -200,7 +200,18 @@ async def test_ctrl_c_ends_a_session_waiting_for_a_line(
 ) -> None:
     """It waited for one more Enter: the line was read by one of asyncio's worker threads,
     which the interpreter joins at exit."""
-    process = await play(space, "play-ctrl-c", "--player", A, "--open", "mini-h17")
+    # Ctrl-C at a terminal: the process starts with SIGINT's default action, whoever runs
+    # the tests. A suite started in the background by a non-interactive shell (``cmd &``,
+    # as a script or a CI step may) ignores SIGINT, and a child inherits that: Python then
+    # leaves SIGINT ignored, the process never ended, and the test failed every time.
+    ignored = signal.getsignal(signal.SIGINT) == signal.SIG_IGN
+    if ignored:  # a handler of Python's is reset to the default action in the child
+        signal.signal(signal.SIGINT, signal.default_int_handler)
+    try:
+        process = await play(space, "play-ctrl-c", "--player", A, "--open", "mini-h17")
+    finally:
+        if ignored:
+            signal.signal(signal.SIGINT, signal.SIG_IGN)
     assert process.stdout is not None
     try:
         await lines_until(process.stdout, "? help, q quit")
