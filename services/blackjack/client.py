@@ -40,7 +40,10 @@ waits at most ``send_timeout_s`` (``SendTimedOut``); ``stop()`` ends the waits w
 another event loop gets ``WrongEventLoop``. No answer is lost in silence: one the client cannot
 read raises ``UnreadableResult``; a reading position out of range (records deleted unread, the
 topic recreated) moves to the earliest answer still there, logged and counted
-(``blackjack_client_*``); a partition added to the results topic is read from its beginning.
+(``blackjack_client_*``); a results topic made again (its topic id changed, ``bus.topic_ids``)
+is read from its beginning, in the partitions it has; a partition added to the results topic is
+read from its beginning; a wait whose answer the reader knows deleted unread raises
+``AnswerLost`` at once (resend under the same command id).
 """
 
 from __future__ import annotations
@@ -78,9 +81,10 @@ from pydantic import BaseModel, ValidationError
 from blackjack.bus.clients import ScopedConsumer, ScopedProducer
 from blackjack.bus.codecs import require_codecs
 from blackjack.bus.header_names import header_name_not_utf8
-from blackjack.bus.headers import command_headers
+from blackjack.bus.headers import COMMAND_OFFSET_HEADER, command_headers, offset_header
 from blackjack.bus.producers import started, stopped
 from blackjack.bus.settings import PLAINTEXT, KafkaSecurity, KafkaSettings
+from blackjack.bus.topic_ids import TopicIdsUnsupported, TopicState
 from blackjack.bus.topics import Topics, partition_for
 from blackjack.domain import events as ev
 from blackjack.domain.commands import TableCommand, naming_round
@@ -92,6 +96,9 @@ from blackjack.observability.logging import Throttled
 _T = TypeVar("_T")
 
 KEEP_RESULTS = 100_000
+ANSWERED_EARLY = 10_000
+"""How many answers the reader read last to commands not known as sent (others', or this
+client's whose ack has not come yet) it keeps the command offsets of."""
 PRODUCER_BATCH_BYTES = 16_384
 """The commands producer's ``max_batch_size`` per partition by default: aiokafka's own. A
 client's commands are a few hundred bytes each; docs/load.md measured larger batches."""
@@ -117,6 +124,13 @@ RESULTS_METADATA_MAX_AGE_MS = 30_000
 ``metadata_max_age_ms``, 5 minutes by default): a partition the operator adds is read, from its
 beginning, within this much and a fetch, without a restart."""
 
+RESULTS_TOPIC_CHECK_S = 5.0
+"""How often, at the least, the results reader asks the broker for the results topic's id
+(``bus.topic_ids``): after every fetch that brought records, and every this many seconds
+without one. A topic deleted and made again under the reader has another id: it is read from
+its beginning (a new topic longer than the reader's positions raises no error; before, the
+reader read it on from those positions, over the answers before them)."""
+
 FATAL_READ_ERRORS: tuple[type[KafkaError], ...] = (
     TopicAuthorizationFailedError,
     GroupAuthorizationFailedError,
@@ -136,11 +150,13 @@ log = structlog.get_logger("blackjack.client")
 # prometheus-client registry); the service's processes do not import the client.
 RESULTS_RESETS = Counter(
     "blackjack_client_results_resets_total",
-    "Times a BlackjackClient's results reader found its position in a partition of the results "
-    "topic out of range and moved it, by cause: deleted (the records there were deleted before "
-    "it read them: retention, delete_records; it reads on from the earliest still there), "
-    "past_end (the partition now ends before it: the topic recreated, its log truncated; it "
-    "reads on from a minute before the last answer it read there)",
+    "Times a BlackjackClient's results reader moved its position in the results topic, by "
+    "cause: deleted (the records there were deleted before it read them: retention, "
+    "delete_records; it reads on from the earliest still there), past_end (the partition now "
+    "ends before it: its log truncated, or the topic recreated on a broker without topic ids; "
+    "it reads on from a minute before the last answer it read there), recreated (the topic's "
+    "id changed: deleted and made again; every partition read from its beginning), "
+    "partition_removed (once per partition that no longer exists: no longer read)",
     ["client_id", "cause"],
 )
 RESULTS_DELETED_UNREAD = Counter(
@@ -173,6 +189,53 @@ class SendTimedOut(KafkaTimeoutError):  # type: ignore[misc]
     """The broker did not take a command within ``send_timeout_s`` (it is away). The command
     may still be written once it is back: resend it under the same ``command_id`` and
     ``sent_at`` (answered once), never under a new id."""
+
+
+class AnswerLost(TimeoutError):
+    """The answer to a command this client sent was deleted from the results topic before the
+    client read it (retention, ``delete_records``, the topic deleted and made again): it can
+    no longer come, so ``result()`` raises this at once rather than waiting out its timeout
+    (a ``TimeoutError``, as the wait's end was before). Known so: the handler answers the
+    commands of a partition in their order, on the same partition of the results topic, each
+    answer naming its command's offset (``bj_command_offset``); the reader, past the records
+    deleted unread, read the answer to a command sent after this one and never this one's.
+
+    Resend the command under the same ``command_id`` (and ``sent_at``): the handler
+    deduplicates by command id and answers a copy with the original result, applying nothing
+    twice, as long as the stream has not handled ``BLACKJACK_DEDUP_WINDOW`` (1,000) other
+    commands since (a money command's id: ``BLACKJACK_MONEY_RETENTION_S``, 7 days; a round's
+    command names its round, so a later copy is refused ``stale_command``, never played in
+    another round)."""
+
+    def __init__(
+        self, command_id: str, stream_id: str, partition: int, command_offset: int
+    ) -> None:
+        super().__init__(
+            f"the answer to {command_id} at {stream_id} was deleted from the results topic "
+            f"(partition {partition}) before this client read it: resend the command with the "
+            f"same command_id {command_id} (and the same sent_at); the handler answers a copy "
+            "with its original result and applies nothing twice"
+        )
+        self.command_id = command_id
+        self.stream_id = stream_id
+        self.partition = partition
+        self.command_offset = command_offset
+
+
+@dataclass
+class _Sending:
+    """One sending of a command by this client: where it went (``partition`` and ``offset``
+    of the commands topic, once the broker took it), in which run, and its answer's fate."""
+
+    stream_id: str
+    sent_at: datetime
+    run: int
+    seq: int
+    """the client's count of sendings when it was made: a gap in the results observed after
+    it may have held its answer, one observed before cannot"""
+    partition: int | None = None
+    offset: int | None = None
+    state: Literal["open", "answered", "lost"] = "open"
 
 
 class UnreadableResult(ValueError):
@@ -306,13 +369,31 @@ class BlackjackClient:
         self._producer: AIOKafkaProducer | None = None
         self._consumer: AIOKafkaConsumer | None = None
         self._reader: asyncio.Task[None] | None = None
-        self._results: OrderedDict[str, dict[tuple[int, int], _Answer]] = OrderedDict()
-        """Per command id, the answers received, by their (partition, offset): an answer read
-        twice (by the reader and by a look-back) is kept once; one that could not be read as
-        an ``_Unreadable``."""
-        self._sent: OrderedDict[str, list[tuple[str, datetime, int]]] = OrderedDict()
-        """Per command id, the (stream, sent_at, run) of each sending by this client: an
-        answer to one sent in an earlier run (before a ``stop()``) is looked back for."""
+        self._results: OrderedDict[str, dict[tuple[int, int, int], _Answer]] = OrderedDict()
+        """Per command id, the answers received, by their (generation, partition, offset): an
+        answer read twice (by the reader and by a look-back) is kept once; one that could not
+        be read as an ``_Unreadable``. The generation counts the results topics this client
+        has read (one deleted and made again is another: its offsets start again)."""
+        self._generation = 0
+        self._topic_id: uuid.UUID | None = None
+        """The id of the results topic the reader reads (None: the broker gives none)."""
+        self._topic_checked = 0.0
+        self._topic_partitions: frozenset[int] = frozenset()
+        """The results topic's partitions at the last check of its id (none: not known)."""
+        self._sent: OrderedDict[str, list[_Sending]] = OrderedDict()
+        """Per command id, each sending by this client: an answer to one sent in an earlier
+        run (before a ``stop()``) is looked back for; one this run's reader knows deleted
+        unread fails its wait (``AnswerLost``)."""
+        self._sendings = 0
+        self._open: OrderedDict[tuple[int, int], tuple[str, _Sending]] = OrderedDict()
+        """This run's sendings not answered yet, by (partition, offset) of the commands
+        topic: the answer names that offset, on that partition of the results topic."""
+        self._answered_early: OrderedDict[tuple[int, int], None] = OrderedDict()
+        """The last (partition, offset) of the commands topic whose answers the reader read
+        that no sending was known for yet: an answer may come before the broker's ack."""
+        self._gap_at: dict[int, int] = {}
+        """Per partition of the results topic, ``_sendings`` when the reader last found
+        answers there deleted unread (or the topic made again) in this run."""
         self._run = 0
         self._pinned: dict[int, int] = {}
         """Per partition of the results topic, where this run's reader started: every answer
@@ -399,6 +480,9 @@ class BlackjackClient:
         self._loop, self._stopped = loop, False
         self._run += 1
         self._looked_back = set()
+        self._open = OrderedDict()  # (the earlier runs' answers are a look-back's)
+        self._answered_early = OrderedDict()
+        self._gap_at = {}
         self._renewing = asyncio.Lock()
         self._producer = self._consumer = self._reader = None
         ready = self._ready = loop.create_future()
@@ -483,6 +567,14 @@ class BlackjackClient:
             metadata_max_age_ms=RESULTS_METADATA_MAX_AGE_MS,  # partitions added (_follow_added)
         )
         await self._consumer.start()
+        # the topic's id before any position is taken: every record fetched is checked
+        # against it (_topic_recreated)
+        state = await self._results_topic_state(self._consumer)
+        known, self._topic_id = self._topic_id, None if state is None else state.topic_id
+        self._topic_partitions = frozenset() if state is None else state.partitions
+        if known is not None and self._topic_id not in (None, known):
+            self._generation += 1  # made again since the last run: its offsets start again
+        self._topic_checked = time.monotonic()
         partitions = await self._producer.partitions_for(self.topics.results)
         tps = [TopicPartition(self.topics.results, p) for p in sorted(partitions)]
         self._consumer.assign(tps)
@@ -491,6 +583,23 @@ class BlackjackClient:
         self._pinned = {tp.partition: await self._consumer.position(tp) for tp in tps}
         now_ms = int(time.time() * 1000)
         self._last_read_ms = dict.fromkeys(self._pinned, now_ms)
+
+    async def _results_topic_state(self, consumer: AIOKafkaConsumer) -> TopicState | None:
+        """The results topic's id and partitions now (None: it does not exist, or the broker
+        gives no topic ids, said once)."""
+        assert isinstance(consumer, ScopedConsumer)
+        try:
+            return await consumer.topic_state(self.topics.results)
+        except TopicIdsUnsupported as error:
+            if self._topic_id is not None or self._topic_checked == 0.0:
+                log.warning(
+                    "the broker gives no topic ids (Kafka before 2.8): a results topic "
+                    "deleted and made again under the reader is noticed only where a position "
+                    "is out of range",
+                    error=str(error),
+                )
+            self._topic_checked = time.monotonic()
+            return None
 
     def _reader_failure(self) -> BaseException | None:
         """Why the results reader stopped, if it failed (a batch it could not decompress:
@@ -605,16 +714,17 @@ class BlackjackClient:
             )
             for stream_id, command in commands
         ]
-        for envelope in envelopes:
-            self._sending(envelope)
+        sendings = [self._sending(envelope) for envelope in envelopes]
         producer = self._producer
         assert producer is not None
         try:
-            await self._bounded(self._send_pipelined(producer, envelopes))
+            written = await self._bounded(self._send_pipelined(producer, envelopes))
         except OutOfOrderSequenceNumber as error:  # sent again under the same ids: safe
             await self._renew_producer(producer, error)
             assert self._producer is not None
-            await self._bounded(self._send_pipelined(self._producer, envelopes))
+            written = await self._bounded(self._send_pipelined(self._producer, envelopes))
+        for envelope, sending, metadata in zip(envelopes, sendings, written, strict=True):
+            self._placed(envelope.command_id, sending, metadata)
         return [envelope.command_id for envelope in envelopes]
 
     async def _bounded(self, sending: Coroutine[Any, Any, _T]) -> _T:
@@ -629,7 +739,7 @@ class BlackjackClient:
 
     async def _send_pipelined(
         self, producer: AIOKafkaProducer, envelopes: Sequence[CommandEnvelope]
-    ) -> None:
+    ) -> list[Any]:
         pending = [
             await producer.send(
                 self.topics.commands,
@@ -639,26 +749,47 @@ class BlackjackClient:
             )
             for envelope in envelopes
         ]
-        await asyncio.gather(*pending)
+        return list(await asyncio.gather(*pending))
 
-    def _sending(self, envelope: CommandEnvelope) -> None:
+    def _sending(self, envelope: CommandEnvelope) -> _Sending:
         """Note a sending of ``envelope`` (``_sent``): its answer is this run's reader's, or,
         after a restart, looked back for from its ``sent_at``."""
+        sending = _Sending(
+            envelope.stream_id, envelope.sent_at or datetime.now(UTC), self._run, self._sendings
+        )
+        self._sendings += 1
         sendings = self._sent.setdefault(envelope.command_id, [])
-        sendings.append((envelope.stream_id, envelope.sent_at or datetime.now(UTC), self._run))
+        sendings.append(sending)
         del sendings[:-8]  # (a command sent again and again: its latest sendings)
         self._sent.move_to_end(envelope.command_id)
         while len(self._sent) > KEEP_RESULTS:
             self._sent.popitem(last=False)
+        return sending
+
+    def _placed(self, command_id: str, sending: _Sending, metadata: Any) -> None:
+        """Where the broker wrote a sending (``RecordMetadata``): its answer names that offset,
+        on that partition of the results topic."""
+        if sending.run != self._run:
+            return  # (stopped meanwhile: the next run's reader did not see it sent)
+        sending.partition, sending.offset = int(metadata.partition), int(metadata.offset)
+        key = (sending.partition, sending.offset)
+        if key in self._answered_early:
+            del self._answered_early[key]
+            sending.state = "answered"  # read before the ack came
+            return
+        self._open[key] = (command_id, sending)
+        while len(self._open) > KEEP_RESULTS:
+            self._open.popitem(last=False)
 
     async def send_envelope(self, envelope: CommandEnvelope) -> None:
         await self._started()
-        self._sending(envelope)
-        await self.send_raw(
+        sending = self._sending(envelope)
+        metadata = await self._send_record(
             envelope.stream_id.encode(),
             envelope.model_dump_json().encode(),
             command_headers(envelope, self.source, None),
         )
+        self._placed(envelope.command_id, sending, metadata)
 
     async def send_raw(
         self, key: bytes | None, value: bytes, headers: Sequence[tuple[str, bytes]] = ()
@@ -666,6 +797,12 @@ class BlackjackClient:
         """Write any bytes to the commands topic (for tests of bad input); returns the offset.
         A producer left unusable is replaced and the record sent once more (a command sent
         again under its id is answered once)."""
+        return int((await self._send_record(key, value, headers)).offset)
+
+    async def _send_record(
+        self, key: bytes | None, value: bytes, headers: Sequence[tuple[str, bytes]]
+    ) -> Any:
+        """``send_raw``'s record written: its ``RecordMetadata``."""
         await self._started()
         producer = self._producer
         assert producer is not None
@@ -681,7 +818,7 @@ class BlackjackClient:
                     self.topics.commands, value, key=key, headers=list(headers)
                 )
             )
-        return int(metadata.offset)
+        return metadata
 
     # ---- results ----------------------------------------------------------------------
 
@@ -707,10 +844,17 @@ class BlackjackClient:
 
         An answer this client cannot read as a ``CommandResult`` but whose command id it can
         (a newer service's status or rejection code) raises ``UnreadableResult`` at once,
-        rather than the wait running out; ``skip`` counts it as an answer."""
+        rather than the wait running out; ``skip`` counts it as an answer.
+
+        An answer to a command this client sent in this run that it knows deleted unread
+        (``AnswerLost``: retention or ``delete_records`` took it before the reader read it)
+        raises ``AnswerLost`` at once: resend the command under the same id."""
         received = _of_stream(self._answers(command_id), stream_id)
         if len(received) > skip:
             return _answer(received[skip])
+        lost = self._lost_answer(command_id, skip, stream_id)
+        if lost is not None:
+            raise lost
         self._check_loop()
         failure = self._reader_failure()
         if failure is not None:
@@ -749,12 +893,14 @@ class BlackjackClient:
         where this run's reader started: each sent in an earlier run, or the one named
         (unless sent in this run), not looked back for yet in this run."""
         sendings = self._sent.get(command_id, [])
-        if any(run == self._run and stream_id in (None, s) for s, _, run in sendings):
+        if any(s.run == self._run and stream_id in (None, s.stream_id) for s in sendings):
             return []  # sent since this start: its answer is the reader's
         if stream_id is not None and sent_at is not None:
             wanted = [(stream_id, sent_at)]
         else:
-            wanted = [(s, at) for s, at, _ in sendings if stream_id in (None, s)]
+            wanted = [
+                (s.stream_id, s.sent_at) for s in sendings if stream_id in (None, s.stream_id)
+            ]
         return [(s, at) for s, at in wanted if (s, command_id) not in self._looked_back]
 
     async def _look_back(self, command_id: str, stream_id: str, since: datetime) -> None:
@@ -772,9 +918,26 @@ class BlackjackClient:
             isolation_level="read_committed",
             enable_auto_commit=False,
         )
+        reading = (self._generation, self._topic_id)
         try:
             await consumer.start()
-            await self._read_back(consumer, tp, command_id, stream_id, since)
+            found = await self._read_back(consumer, tp, command_id, stream_id, since)
+            if found and self._topic_id is not None:
+                # read from the topic the reader reads, or a new one made meanwhile (whose
+                # offsets are not those of the answers kept): the reader reads that one
+                state = await self._results_topic_state(consumer)
+                if (self._generation, self._topic_id) != reading or (
+                    state is not None and state.topic_id not in (None, self._topic_id)
+                ):
+                    log.warning(
+                        "the results topic was made again while a look-back read it: what it "
+                        "found is left to the reader",
+                        command_id=command_id,
+                        stream_id=stream_id,
+                    )
+                    return
+            for record in found:
+                self._read_back_one(record, command_id, stream_id)
         except KafkaError as error:
             if read_error_is_fatal(error):
                 raise
@@ -796,28 +959,32 @@ class BlackjackClient:
         command_id: str,
         stream_id: str,
         since: datetime,
-    ) -> None:
+    ) -> list[Any]:
+        """The records of the stream's partition from ``since`` up to where the reader began
+        that may answer ``command_id`` at ``stream_id``."""
+        found: list[Any] = []
         end = self._pinned[tp.partition]
         consumer.assign([tp])
         ms = int(since.timestamp() * 1000) - RESULTS_LOOKBACK_MS
-        found = (await consumer.offsets_for_times({tp: ms})).get(tp)
-        if found is None or found.offset >= end:
-            return  # nothing answered since before it was sent, up to where the reader began
-        consumer.seek(tp, found.offset)
+        start = (await consumer.offsets_for_times({tp: ms})).get(tp)
+        if start is None or start.offset >= end:
+            return found  # nothing answered since before it was sent, up to where it began
+        consumer.seek(tp, start.offset)
         key = stream_id.encode()
         named = _json_text(command_id)
         while await consumer.position(tp) < end:
             batch = await consumer.getmany(tp, timeout_ms=500)
             for record in batch.get(tp, []):
                 if record.offset >= end:
-                    return  # the reader's
+                    return found  # the reader's
                 if header_name_not_utf8(record.headers):
                     continue  # none of the service's
                 if record.key != key and named not in (record.value or b""):
                     # another stream's answer: a malformed one is under the key its message
                     # came with, which may not be its stream's, and names its command id
                     continue
-                self._read_back_one(record, command_id, stream_id)
+                found.append(record)
+        return found
 
     def _read_back_one(self, record: Any, command_id: str, stream_id: str) -> None:
         """Keep ``record`` if it answers ``command_id`` at ``stream_id``: read, or kept as
@@ -931,8 +1098,10 @@ class BlackjackClient:
                 self._set_health("reading")
 
     async def _read_once(self) -> None:
-        """One fetch of the results, kept; a position out of range moved (said and counted);
-        the partitions added to the topic since the last fetch assigned."""
+        """One fetch of the results, kept once the topic is known to be the one the reader
+        has read (its id: a topic made again is read from its beginning); a position out of
+        range moved (said and counted); the partitions added to the topic since the last fetch
+        assigned, those removed left."""
         consumer = self._consumer
         assert consumer is not None
         try:
@@ -941,10 +1110,80 @@ class BlackjackClient:
             positions = error.args[0] if error.args else None
             if not isinstance(positions, dict):
                 raise  # (not aiokafka's fetcher's: retried after a backoff)
-            await self._reset_out_of_range(consumer, positions)
+            if not await self._topic_recreated(consumer, {}):
+                await self._reset_out_of_range(consumer, positions)
+            return
+        fetched = any(batches.values())
+        due = time.monotonic() - self._topic_checked >= RESULTS_TOPIC_CHECK_S
+        if (fetched or due) and await self._topic_recreated(consumer, batches):
             return
         self._take(batches)
-        await self._follow_added(consumer)
+        await self._follow_partitions(consumer)
+
+    async def _topic_recreated(
+        self, consumer: AIOKafkaConsumer, batches: Mapping[TopicPartition, Sequence[Any]]
+    ) -> bool:
+        """Whether the results topic was deleted and made again since the reader last checked
+        its id; if so, the new one is read from its beginning and ``batches`` set aside (they
+        may be the new one's, read again from there). Records fetched before a check that finds
+        the id the reader knows came from that topic: ids are never used again. A check that
+        fails puts ``batches`` back (fetched again after the retry)."""
+        if self._topic_id is None:
+            return False  # (a broker without topic ids)
+        try:
+            state = await self._results_topic_state(consumer)
+        except BaseException:
+            for tp, records in batches.items():
+                if records:
+                    consumer.seek(tp, records[0].offset)
+            raise
+        self._topic_checked = time.monotonic()
+        if state is None or state.topic_id in (None, self._topic_id):
+            if state is not None:
+                self._topic_partitions = state.partitions
+            return False  # the same, or deleted and not made again yet: nothing new to read
+        await self._read_recreated(consumer, state, batches)
+        return True
+
+    async def _read_recreated(
+        self,
+        consumer: AIOKafkaConsumer,
+        state: TopicState,
+        set_aside: Mapping[TopicPartition, Sequence[Any]],
+    ) -> None:
+        """Read the results topic made again from its beginning, in every partition it has
+        (those it no longer has left), its answers kept apart from the old topic's (another
+        generation: its offsets start again). Every answer to a command sent before may have
+        been in the old topic unread: a gap (``_gap_at``) in every partition."""
+        topic = self.topics.results
+        partitions = sorted(state.partitions)
+        gone = sorted(set(self._pinned) - state.partitions)
+        tps = [TopicPartition(topic, p) for p in partitions]
+        consumer.assign(tps)
+        await consumer.seek_to_beginning(*tps)
+        was, self._topic_id = self._topic_id, state.topic_id
+        self._topic_partitions = state.partitions
+        self._generation += 1
+        # a look-back reads no further than where the reader reads from
+        self._pinned = {tp.partition: await consumer.position(tp) for tp in tps}
+        now_ms = int(time.time() * 1000)
+        self._last_read_ms = dict.fromkeys(self._pinned, now_ms)
+        self._gap_at = dict.fromkeys(self._pinned, self._sendings)
+        RESULTS_RESETS.labels(self.client_id, "recreated").inc()
+        if gone:
+            RESULTS_RESETS.labels(self.client_id, "partition_removed").inc(len(gone))
+        log.error(
+            "the results topic was deleted and made again under the reader (its topic id "
+            "changed); it reads the new one from its beginning (answers the old one held "
+            "unread are lost: their result() raises AnswerLost once a later one is read)",
+            cause="recreated",
+            topic=topic,
+            topic_id_was=str(was),
+            topic_id=str(state.topic_id),
+            partitions=partitions,
+            partitions_gone=gone,
+            records_set_aside=sum(len(records) for records in set_aside.values()),
+        )
 
     async def _reset_out_of_range(
         self, consumer: AIOKafkaConsumer, positions: Mapping[TopicPartition, int]
@@ -963,6 +1202,8 @@ class BlackjackClient:
             if deleted:
                 cause, to = "deleted", first[tp]
                 RESULTS_DELETED_UNREAD.labels(self.client_id).inc(deleted)
+                # an answer to a command sent before now may have been among them
+                self._gap_at[tp.partition] = self._sendings
             else:
                 cause = "past_end"
                 since = self._last_read_ms.get(tp.partition, 0) - RESULTS_LOOKBACK_MS
@@ -984,22 +1225,43 @@ class BlackjackClient:
                 deleted_unread=deleted,
             )
 
-    async def _follow_added(self, consumer: AIOKafkaConsumer) -> None:
+    async def _follow_partitions(self, consumer: AIOKafkaConsumer) -> None:
         """Assign the results topic's partitions added since the start (the operator raised
         its partition count; its metadata refreshed every ``RESULTS_METADATA_MAX_AGE_MS``),
-        read from their beginning: every answer written there is the reader's."""
-        known = consumer.partitions_for_topic(self.topics.results) or set()
+        read from their beginning: every answer written there is the reader's. Partitions
+        the topic no longer has (made again with fewer, on a broker whose topic ids did not
+        tell it) are no longer read: said and counted (before: fetched again for good). The
+        partitions known: those of the last check of the topic's id (fresher than the
+        consumer's metadata, which may still show a topic made again as it was), else the
+        consumer's."""
+        known = (
+            self._topic_partitions or consumer.partitions_for_topic(self.topics.results) or set()
+        )
         assigned = {tp.partition: tp for tp in consumer.assignment()}
         added = sorted(set(known) - set(assigned))
-        if not added:
+        gone = sorted(set(assigned) - set(known)) if known else []
+        if not added and not gone:
             return
         # aiokafka's assign() replaces the assignment: the partitions read so far go on
         # from where the reader stands (what was fetched but not returned is fetched again)
-        held = {tp: await consumer.position(tp) for tp in assigned.values()}
+        held = {tp: await consumer.position(tp) for p, tp in assigned.items() if p not in gone}
+        for partition in gone:
+            self._pinned.pop(partition, None)
+            self._last_read_ms.pop(partition, None)
+        if gone:
+            RESULTS_RESETS.labels(self.client_id, "partition_removed").inc(len(gone))
+            log.error(
+                "partitions of the results topic no longer exist; no longer read",
+                cause="partition_removed",
+                partitions=gone,
+                topic=self.topics.results,
+            )
         new = [TopicPartition(self.topics.results, p) for p in added]
         consumer.assign([*held, *new])
         for tp, offset in held.items():
             consumer.seek(tp, offset)
+        if not new:
+            return
         await consumer.seek_to_beginning(*new)
         now_ms = int(time.time() * 1000)
         for tp in new:
@@ -1048,8 +1310,68 @@ class BlackjackClient:
                     # others still get their results, this one's waiter gets an
                     # UnreadableResult (before: it timed out)
                     self._unreadable(record, error, _ids_in(record.value))
-                    continue
-                self._received(result, record.partition, record.offset)
+                else:
+                    self._received(result, record.partition, record.offset)
+                answers = offset_header(record.headers, COMMAND_OFFSET_HEADER)
+                if answers is not None:
+                    self._answered_through(record.partition, answers)
+
+    def _answered_through(self, partition: int, command_offset: int) -> None:
+        """The handler answered the command at ``command_offset`` of the commands topic's
+        ``partition`` (read at the same partition of the results topic): every command
+        before it there was answered before it, in this partition. So a sending of this run
+        before it that has no answer, made before the reader last found answers there
+        deleted unread (``_gap_at``), had its answer among them: its waits fail with
+        ``AnswerLost`` at once."""
+        answered = self._open.pop((partition, command_offset), None)
+        if answered is not None:
+            answered[1].state = "answered"
+        else:  # another client's, or one whose ack has not come yet
+            self._answered_early[(partition, command_offset)] = None
+            while len(self._answered_early) > ANSWERED_EARLY:
+                self._answered_early.popitem(last=False)
+        gap = self._gap_at.get(partition)
+        if gap is None:
+            return
+        lost = [
+            (key, command_id, sending)
+            for key, (command_id, sending) in self._open.items()
+            if key[0] == partition and key[1] < command_offset and sending.seq < gap
+        ]
+        for key, command_id, sending in lost:
+            del self._open[key]
+            sending.state = "lost"
+            log.error(
+                "the answer to a command this client sent was deleted unread; its wait fails "
+                "(AnswerLost: resend it under the same command id)",
+                command_id=command_id,
+                stream_id=sending.stream_id,
+                partition=partition,
+                command_offset=sending.offset,
+                answered_after=command_offset,
+            )
+            for skip, stream_id, future in self._waiters.get(command_id, []):
+                failure = self._lost_answer(command_id, skip, stream_id)
+                if failure is not None and not future.done():
+                    future.set_exception(failure)
+
+    def _lost_answer(self, command_id: str, skip: int, stream_id: str | None) -> AnswerLost | None:
+        """``AnswerLost`` for a wait that can get no more answers than it has (``skip`` or
+        fewer) because a sending of this run was answered into records deleted unread, and no
+        other is still open; else None."""
+        if len(_of_stream(self._answers(command_id), stream_id)) > skip:
+            return None
+        mine = [
+            sending
+            for sending in self._sent.get(command_id, [])
+            if sending.run == self._run and stream_id in (None, sending.stream_id)
+        ]
+        lost = [sending for sending in mine if sending.state == "lost"]
+        if not lost or any(sending.state == "open" for sending in mine):
+            return None
+        last = lost[-1]
+        assert last.partition is not None and last.offset is not None
+        return AnswerLost(command_id, last.stream_id, last.partition, last.offset)
 
     def _unreadable(
         self, record: Any, error: ValidationError, ids: tuple[str, str | None] | None
@@ -1092,9 +1414,10 @@ class BlackjackClient:
         """Keep an answer (once: False if it was kept already) and hand it to whoever waits
         for it."""
         received = self._results.setdefault(command_id, {})
-        if (partition, offset) in received:
+        position = (self._generation, partition, offset)
+        if position in received:
             return False
-        received[(partition, offset)] = answer
+        received[position] = answer
         while len(self._results) > KEEP_RESULTS:
             self._results.popitem(last=False)
         waiters = self._waiters.get(command_id, [])

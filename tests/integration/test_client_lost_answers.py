@@ -5,6 +5,14 @@
   jumped to the partition's end, over the answers between, and a caller waiting for one of
   them timed out. Now the reader moves to the earliest record still there (or, past the
   partition's end, to a minute before the last answer it read there), logs it and counts it.
+* A results topic deleted and made again, already longer than the reader's positions: no
+  error to see, and the reader read it on from those positions, over the answers before them;
+  a topic made again with fewer partitions had the ones gone fetched for good. Now the reader
+  knows the topic by its id (``bus.topic_ids``), reads a new one from its beginning in the
+  partitions it has, and keeps its answers apart from the old one's.
+* An answer deleted unread made its caller wait out its timeout. Now, once the reader has
+  read the answer to a later command of that partition, the wait fails at once with
+  ``AnswerLost``, and a resend under the same command id gets the original answer.
 * A partition added to the results topic after ``start()`` was never read until a restart:
   its answers timed out. Now the reader refreshes the topic's metadata
   (``RESULTS_METADATA_MAX_AGE_MS``) and reads a new partition from its beginning.
@@ -30,8 +38,9 @@ from prometheus_client import REGISTRY
 from blackjack import client as client_module
 from blackjack.bus.clients import ScopedConsumer
 from blackjack.bus.headers import command_headers
+from blackjack.bus.topic_ids import TopicIdsUnsupported
 from blackjack.bus.topics import partition_for
-from blackjack.client import BlackjackClient, UnreadableResult
+from blackjack.client import AnswerLost, BlackjackClient, UnreadableResult
 from blackjack.command_handler.service import CommandHandler
 from blackjack.domain import commands as cmd
 from blackjack.messages.envelope import CommandEnvelope
@@ -61,6 +70,16 @@ async def write(
             await producer.send_and_wait(topic, value, key=key, partition=partition)
     finally:
         await producer.stop()
+
+
+async def recreate(bootstrap: str, topic: str, partitions: int) -> None:
+    """Delete ``topic`` and make it again, once the broker has it gone."""
+    admin = await admin_of(bootstrap)
+    try:
+        await admin.delete_topics([topic])
+        await admin.create_topics([NewTopic(topic, partitions, 1)])
+    finally:
+        await admin.close()
 
 
 async def admin_of(bootstrap: str) -> AIOKafkaAdminClient:
@@ -128,7 +147,7 @@ async def test_a_results_topic_recreated_under_the_reader_is_read_from_its_start
     space: KafkaSpace = await kafka_space(partitions=1)
     tp = TopicPartition(space.topics.results, 0)
     client = space.client()
-    labels = {"client_id": client.client_id, "cause": "past_end"}
+    labels = {"client_id": client.client_id, "cause": "recreated"}
     async with client:
         for command_id in ("old-1", "old-2", "old-3"):  # the reader's position: 3 on
             waiting = asyncio.ensure_future(client.result(command_id, WAIT_S))
@@ -149,6 +168,109 @@ async def test_a_results_topic_recreated_under_the_reader_is_read_from_its_start
         # before: the reader jumped to the new topic's end, over new-1, and the wait timed out
         assert (await waiting).command_id == "new-1"
         assert client._pinned[0] == 0  # a look-back reads no further than the reader's start
+    assert counted("blackjack_client_results_resets_total", **labels) == 1
+
+
+async def test_a_results_topic_recreated_longer_than_the_readers_position_is_read_from_its_start(
+    kafka_space: Any,
+) -> None:
+    space: KafkaSpace = await kafka_space(partitions=1)
+    tp = TopicPartition(space.topics.results, 0)
+    client = space.client()
+    labels = {"client_id": client.client_id, "cause": "recreated"}
+    async with client:
+        for command_id in ("was-1", "was-2"):  # the reader's position: 2 on
+            waiting = asyncio.ensure_future(client.result(command_id, WAIT_S))
+            await write(space.bootstrap, tp.topic, answer(command_id))
+            await waiting
+        await hold(client, tp)
+        await recreate(space.bootstrap, tp.topic, 1)
+        # the new topic is longer than the reader's position: no offset out of range; its
+        # first record answers was-1 again (a resend), at the offset of was-1's first answer
+        await write(
+            space.bootstrap,
+            tp.topic,
+            answer("was-1"),
+            answer("anew-1"),
+            answer("anew-2"),
+            answer("anew-3"),
+        )
+        waiting = asyncio.ensure_future(client.result("anew-1", WAIT_S))
+        again = asyncio.ensure_future(client.result("was-1", WAIT_S, skip=1))
+        assert client._consumer is not None
+        client._consumer.resume(tp)
+        # before: the reader read on from offset 2 (anew-2, anew-3): the waits timed out
+        assert (await waiting).command_id == "anew-1"
+        assert (await again).command_id == "was-1"  # not taken for the old topic's answer
+        assert len(client.results_for("was-1")) == 2
+        assert client._pinned[0] == 0
+        later = asyncio.ensure_future(client.result("anew-4", WAIT_S))
+        await write(space.bootstrap, tp.topic, answer("anew-4"))
+        assert (await later).command_id == "anew-4"
+        assert client.results_for("anew-3") != []
+    assert counted("blackjack_client_results_resets_total", **labels) == 1
+
+
+async def test_a_results_topic_recreated_with_fewer_partitions_is_read_in_those_it_has(
+    kafka_space: Any,
+) -> None:
+    space: KafkaSpace = await kafka_space(partitions=2)
+    topic = space.topics.results
+    client = space.client()
+    labels = {"client_id": client.client_id}
+    async with client:
+        for partition in (0, 1):  # the reader's position: 1 on, in both
+            waiting = asyncio.ensure_future(client.result(f"two-{partition}", WAIT_S))
+            await write(space.bootstrap, topic, answer(f"two-{partition}"), partition=partition)
+            await waiting
+        for partition in (0, 1):
+            await hold(client, TopicPartition(topic, partition))
+        await recreate(space.bootstrap, topic, 1)
+        await write(space.bootstrap, topic, answer("one-1"), answer("one-2"))
+        waiting = asyncio.ensure_future(client.result("one-1", WAIT_S))
+        assert client._consumer is not None
+        client._consumer.resume(TopicPartition(topic, 0))
+        assert (await waiting).command_id == "one-1"
+        # before: partition 1 was fetched for good (its fetches failed, unseen)
+        assert client._consumer.assignment() == {TopicPartition(topic, 0)}
+        assert set(client._pinned) == {0}
+        assert client.health.healthy
+    assert (
+        counted("blackjack_client_results_resets_total", **labels, cause="partition_removed") == 1
+    )
+
+
+async def test_without_topic_ids_a_partition_gone_is_no_longer_read(
+    kafka_space: Any, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    space: KafkaSpace = await kafka_space(partitions=2)
+    topic = space.topics.results
+    left = asyncio.Event()
+
+    class NoIds(ScopedConsumer):
+        """A consumer of a broker older than Kafka 2.8: no topic ids; ``left`` once the reader
+        reads partition 0 alone."""
+
+        async def topic_state(self, topic: str) -> Any:
+            raise TopicIdsUnsupported("Support for MetadataRequest v10 has not yet been added")
+
+        def assign(self, partitions: Any) -> None:
+            super().assign(partitions)
+            if set(partitions) == {TopicPartition(topic, 0)}:
+                left.set()
+
+    monkeypatch.setattr(client_module, "ScopedConsumer", NoIds)
+    monkeypatch.setattr(client_module, "RESULTS_METADATA_MAX_AGE_MS", 500)
+    client = space.client()
+    labels = {"client_id": client.client_id, "cause": "partition_removed"}
+    async with client:
+        await recreate(space.bootstrap, topic, 1)
+        # before: partition 1 was fetched for good, unseen
+        await asyncio.wait_for(left.wait(), WAIT_S)
+        assert set(client._pinned) == {0}
+        waiting = asyncio.ensure_future(client.result("one-left-1", WAIT_S))
+        await write(space.bootstrap, topic, answer("one-left-1"))
+        assert (await waiting).command_id == "one-left-1"
     assert counted("blackjack_client_results_resets_total", **labels) == 1
 
 
@@ -272,3 +394,53 @@ async def test_the_look_back_finds_a_malformed_answer_under_another_key(
         # before: the look-back read the stream's key only, and the wait ran out
         found = await after.result("wrong-key-1", WAIT_S, stream_id=stream, sent_at=sent_at)
     assert found == answered
+
+
+# ---- 4. an answer deleted unread ----------------------------------------------------------------
+
+
+async def test_an_answer_deleted_unread_fails_its_wait_at_once_and_a_resend_gets_it(
+    space: KafkaSpace, handler: CommandHandler
+) -> None:
+    stream = "lost-unread-1"
+    tp = TopicPartition(space.topics.results, partition_for(stream, space.partitions))
+    async with space.client() as client:
+        await hold(client, tp)  # the reader reads nothing of the stream's partition
+        sent_at = datetime.now(UTC)
+        first = await client.send(stream, cmd.OpenTable(variant="mini-h17"), sent_at=sent_at)
+        async with space.client() as other:  # the handler's answer, on the topic
+            answered = await other.result(first, WAIT_S, stream_id=stream, sent_at=sent_at)
+        assert answered.status == "accepted", answered
+        # retention takes it before the client read it
+        reader = ScopedConsumer(bootstrap_servers=space.bootstrap)
+        await reader.start()
+        try:
+            end = (await reader.end_offsets([tp]))[tp]
+        finally:
+            await reader.stop()
+        admin = await admin_of(space.bootstrap)
+        try:
+            await admin.delete_records({tp: RecordsToDelete(before_offset=end)})
+        finally:
+            await admin.close()
+        second = await client.send(stream, cmd.OpenTable(variant="mini-h17"))  # answered after
+        waiting = asyncio.ensure_future(client.result(first, WAIT_S))
+        started = time.monotonic()
+        assert client._consumer is not None
+        client._consumer.resume(tp)
+        assert (await client.result(second, WAIT_S)).command_id == second
+        # before: the wait ran out (TimeoutError after WAIT_S)
+        with pytest.raises(TimeoutError) as raised:
+            await waiting
+        assert time.monotonic() - started < WAIT_S / 2
+        lost = raised.value
+        assert isinstance(lost, AnswerLost), lost
+        assert (lost.command_id, lost.stream_id, lost.partition) == (first, stream, tp.partition)
+        assert f"same command_id {first}" in str(lost)
+        with pytest.raises(AnswerLost):  # a later wait is told at once too
+            await client.result(first, WAIT_S)
+        # as it says: sent again under the same id, the handler answers with the original
+        again = await client.execute(
+            stream, cmd.OpenTable(variant="mini-h17"), command_id=first, sent_at=sent_at
+        )
+        assert again == answered

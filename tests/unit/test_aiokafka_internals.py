@@ -23,6 +23,7 @@ from blackjack.bus.aiokafka_internals import (
     require_bootstrap,
     require_fetch_reader,
     require_metadata_update,
+    require_topic_ids,
     with_globals,
 )
 from blackjack.bus.clients import ScopedConsumer, ScopedProducer
@@ -95,6 +96,19 @@ def test_a_changed_fetcher_refuses() -> None:
 
     with pytest.raises(AiokafkaChanged, match="start no longer uses _fetcher, Fetcher"):
         require_fetch_reader(consumer_class=Consumer)
+
+
+def test_the_topic_id_request_checks_what_it_sends_through() -> None:
+    require_topic_ids()  # the installed one
+    with pytest.raises(AiokafkaChanged, match=r"AIOKafkaClient.send takes \(self, metadata"):
+        require_topic_ids(changed("send", renamed_arguments))
+
+    class Consumer(AIOKafkaConsumer):  # type: ignore[misc]
+        def __init__(self) -> None:
+            """keeps its client under another name"""
+
+    with pytest.raises(AiokafkaChanged, match="__init__ no longer uses _client"):
+        require_topic_ids(consumer_class=Consumer)
 
 
 def test_another_release_refuses_and_no_fix_is_put_in_place(

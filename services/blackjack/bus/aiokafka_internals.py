@@ -158,6 +158,27 @@ def require_fetch_reader(
     _uses(_own(consumer_class, "start"), ("_fetcher", "Fetcher"), "AIOKafkaConsumer.start", version)
 
 
+def require_topic_ids(
+    client_class: type = aiokafka_client.AIOKafkaClient,
+    consumer_class: type = AIOKafkaConsumer,
+    version: str | None = None,
+) -> None:
+    """``bus.topic_ids``: a consumer keeps its ``AIOKafkaClient`` as ``_client``, whose
+    ``send(self, node_id, request, *, group)`` (a coroutine) sends a request built from
+    aiokafka's ``Request`` (its version negotiated per connection) to the node
+    ``get_random_node`` names."""
+    version = require_version(version)
+    _coroutine(
+        _own(client_class, "send"),
+        "AIOKafkaClient.send",
+        ["self", "node_id", "request", "group"],
+        version,
+    )
+    if not callable(_own(client_class, "get_random_node")):
+        raise _refuse("AIOKafkaClient has no get_random_node", version)
+    _uses(_own(consumer_class, "__init__"), ("_client",), "AIOKafkaConsumer.__init__", version)
+
+
 def with_globals(function: Callable[..., Any], **names: Any) -> Callable[..., Any]:
     """``function`` (aiokafka's own code, unchanged) with ``names`` of its module bound
     otherwise, for it alone: its module, and every other caller, see theirs as before."""

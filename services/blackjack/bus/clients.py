@@ -9,7 +9,9 @@ aiokafka's classes or modules.
 - a bootstrap cut short closes the connection it opened (``bus.cut_short``), and a producer
   whose start is cancelled is stopped;
 - a consumer reads a record whose header name is not UTF-8 (``bus.header_names``): its
-  fetcher's record reader is wrapped as aiokafka's ``start`` makes it, before its first fetch.
+  fetcher's record reader is wrapped as aiokafka's ``start`` makes it, before its first fetch;
+- a consumer can ask a topic's id (``topic_state``, ``bus.topic_ids``: aiokafka keeps none),
+  on its client's connections.
 
 Each checks the aiokafka it wraps first (``bus.aiokafka_internals``): one that changed raises
 ``AiokafkaChanged`` from the constructor.
@@ -26,10 +28,12 @@ from blackjack.bus.aiokafka_internals import (
     require_bootstrap,
     require_fetch_reader,
     require_metadata_update,
+    require_topic_ids,
 )
 from blackjack.bus.cut_short import close_client_cut_short
 from blackjack.bus.header_names import read_header_names_not_utf8_by
 from blackjack.bus.metadata_backoff import back_off_client
+from blackjack.bus.topic_ids import TopicState, topic_state
 
 
 def require_client_fixes() -> None:
@@ -63,9 +67,16 @@ class ScopedConsumer(AIOKafkaConsumer):  # type: ignore[misc]
     def __init__(self, *topics: str, **options: Any) -> None:
         require_client_fixes()
         require_fetch_reader()
+        require_topic_ids()
         super().__init__(*topics, **options)
         back_off_client(self._client)
         close_client_cut_short(self._client)
+
+    async def topic_state(self, topic: str) -> TopicState | None:
+        """``topic``'s id and partitions as the broker has them now, asked on this consumer's
+        connections (``bus.topic_ids``): None if it does not exist; ``TopicIdsUnsupported``
+        from a broker older than Kafka 2.8."""
+        return await topic_state(self._client, topic)
 
     @property
     def _fetcher(self) -> Any:
