@@ -584,12 +584,14 @@ class BlackjackClient:
         now_ms = int(time.time() * 1000)
         self._last_read_ms = dict.fromkeys(self._pinned, now_ms)
 
-    async def _results_topic_state(self, consumer: AIOKafkaConsumer) -> TopicState | None:
-        """The results topic's id and partitions now (None: it does not exist, or the broker
-        gives no topic ids, said once)."""
+    async def _results_topic_state(
+        self, consumer: AIOKafkaConsumer, node_id: int | None = None
+    ) -> TopicState | None:
+        """The results topic's id and partitions now, as ``node_id`` (else any broker) has
+        them (None: it does not exist, or the broker gives no topic ids, said once)."""
         assert isinstance(consumer, ScopedConsumer)
         try:
-            return await consumer.topic_state(self.topics.results)
+            return await consumer.topic_state(self.topics.results, node_id)
         except TopicIdsUnsupported as error:
             if self._topic_id is not None or self._topic_checked == 0.0:
                 log.warning(
@@ -1130,20 +1132,27 @@ class BlackjackClient:
         fails puts ``batches`` back (fetched again after the retry)."""
         if self._topic_id is None:
             return False  # (a broker without topic ids)
+        assert isinstance(consumer, ScopedConsumer)
+        # asked of the brokers the records came from (each answers from its own copy of the
+        # metadata, which may lag another's; its copy is updated no later than its logs)
+        leaders = {consumer.leader_of(tp) for tp, records in batches.items() if records}
+        nodes: list[int | None] = [n for n in leaders if n is not None] or [None]
         try:
-            state = await self._results_topic_state(consumer)
+            states = [await self._results_topic_state(consumer, node_id) for node_id in nodes]
         except BaseException:
             for tp, records in batches.items():
                 if records:
                     consumer.seek(tp, records[0].offset)
             raise
         self._topic_checked = time.monotonic()
-        if state is None or state.topic_id in (None, self._topic_id):
+        for state in states:
+            if state is not None and state.topic_id not in (None, self._topic_id):
+                await self._read_recreated(consumer, state, batches)
+                return True
+        for state in states:  # the same, or deleted and not made again yet: nothing new
             if state is not None:
                 self._topic_partitions = state.partitions
-            return False  # the same, or deleted and not made again yet: nothing new to read
-        await self._read_recreated(consumer, state, batches)
-        return True
+        return False
 
     async def _read_recreated(
         self,

@@ -249,7 +249,7 @@ async def test_without_topic_ids_a_partition_gone_is_no_longer_read(
         """A consumer of a broker older than Kafka 2.8: no topic ids; ``left`` once the reader
         reads partition 0 alone."""
 
-        async def topic_state(self, topic: str) -> Any:
+        async def topic_state(self, topic: str, node_id: int | None = None) -> Any:
             raise TopicIdsUnsupported("Support for MetadataRequest v10 has not yet been added")
 
         def assign(self, partitions: Any) -> None:

@@ -166,7 +166,8 @@ def require_topic_ids(
     """``bus.topic_ids``: a consumer keeps its ``AIOKafkaClient`` as ``_client``, whose
     ``send(self, node_id, request, *, group)`` (a coroutine) sends a request built from
     aiokafka's ``Request`` (its version negotiated per connection) to the node
-    ``get_random_node`` names."""
+    ``get_random_node`` names, or a partition's leader in its ``cluster``'s metadata
+    (``leader_for_partition``)."""
     version = require_version(version)
     _coroutine(
         _own(client_class, "send"),
@@ -176,6 +177,9 @@ def require_topic_ids(
     )
     if not callable(_own(client_class, "get_random_node")):
         raise _refuse("AIOKafkaClient has no get_random_node", version)
+    _uses(_own(client_class, "__init__"), ("cluster",), "AIOKafkaClient.__init__", version)
+    if not callable(getattr(aiokafka_client.ClusterMetadata, "leader_for_partition", None)):
+        raise _refuse("ClusterMetadata has no leader_for_partition", version)
     _uses(_own(consumer_class, "__init__"), ("_client",), "AIOKafkaConsumer.__init__", version)
 
 

@@ -72,11 +72,17 @@ class ScopedConsumer(AIOKafkaConsumer):  # type: ignore[misc]
         back_off_client(self._client)
         close_client_cut_short(self._client)
 
-    async def topic_state(self, topic: str) -> TopicState | None:
-        """``topic``'s id and partitions as the broker has them now, asked on this consumer's
-        connections (``bus.topic_ids``): None if it does not exist; ``TopicIdsUnsupported``
-        from a broker older than Kafka 2.8."""
-        return await topic_state(self._client, topic)
+    async def topic_state(self, topic: str, node_id: int | None = None) -> TopicState | None:
+        """``topic``'s id and partitions as a broker (``node_id``, else any) has them now,
+        asked on this consumer's connections (``bus.topic_ids``): None if it does not exist;
+        ``TopicIdsUnsupported`` from a broker older than Kafka 2.8."""
+        return await topic_state(self._client, topic, node_id)
+
+    def leader_of(self, tp: Any) -> int | None:
+        """The broker this consumer fetches ``tp`` from, as its metadata has it (None: none
+        known)."""
+        leader = self._client.cluster.leader_for_partition(tp)
+        return None if leader is None or leader < 0 else int(leader)
 
     @property
     def _fetcher(self) -> Any:

@@ -20,7 +20,12 @@ from io import BytesIO
 from typing import Any
 
 from aiokafka.client import ConnectionGroup
-from aiokafka.errors import NodeNotReadyError, UnknownTopicOrPartitionError, for_code
+from aiokafka.errors import (
+    IncompatibleBrokerVersion,
+    NodeNotReadyError,
+    UnknownTopicOrPartitionError,
+    for_code,
+)
 from aiokafka.protocol.abstract import AbstractType
 from aiokafka.protocol.api import Request, RequestStruct, Response
 from aiokafka.protocol.types import (
@@ -198,11 +203,14 @@ class TopicState:
     partitions: frozenset[int]
 
 
-async def topic_state(client: Any, topic: str) -> TopicState | None:
-    """``topic`` as the broker ``client`` (an ``AIOKafkaClient``) asks has it now: None if
-    it does not exist (deleted, not made again yet). ``TopicIdsUnsupported`` on a broker older
+async def topic_state(client: Any, topic: str, node_id: int | None = None) -> TopicState | None:
+    """``topic`` as a broker has it now (``node_id``, else any the client ``client``, an
+    ``AIOKafkaClient``, knows): None if it does not exist (deleted, not made again yet).
+    Each broker answers from its own copy of the cluster's metadata, which may lag another's:
+    ask the one whose records are to be vouched for. ``TopicIdsUnsupported`` on a broker older
     than Kafka 2.8; aiokafka's errors of a request (``KafkaError``) as they come."""
-    node_id = client.get_random_node()
+    if node_id is None:
+        node_id = client.get_random_node()
     if node_id is None:
         raise NodeNotReadyError("no broker known yet")
     try:
@@ -212,7 +220,8 @@ async def topic_state(client: Any, topic: str) -> TopicState | None:
         response = await client.send(
             node_id, TopicMetadataRequest([topic]), group=ConnectionGroup.COORDINATION
         )
-    except NotImplementedError as error:  # aiokafka: no version both sides know
+    except (NotImplementedError, IncompatibleBrokerVersion) as error:
+        # aiokafka: no version both sides know (or none negotiated: ``api_version`` given)
         raise TopicIdsUnsupported(str(error)) from error
     for error_code, name, topic_id, _, partitions, _, _ in response.topics:
         if name != topic:
