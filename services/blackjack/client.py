@@ -124,12 +124,13 @@ RESULTS_METADATA_MAX_AGE_MS = 30_000
 ``metadata_max_age_ms``, 5 minutes by default): a partition the operator adds is read, from its
 beginning, within this much and a fetch, without a restart."""
 
-RESULTS_TOPIC_CHECK_S = 5.0
-"""How often, at the least, the results reader asks the broker for the results topic's id
-(``bus.topic_ids``): after every fetch that brought records, and every this many seconds
-without one. A topic deleted and made again under the reader has another id: it is read from
-its beginning (a new topic longer than the reader's positions raises no error; before, the
-reader read it on from those positions, over the answers before them)."""
+RESULTS_TOPIC_CHECK_S = 1.0
+"""How often the results reader asks the brokers for the results topic's id
+(``bus.topic_ids``). A topic deleted and made again under the reader has another id: it is read
+from its beginning (a new topic longer than the reader's positions raises no error; before, the
+reader read it on from those positions, over the answers before them), so an answer of the new
+topic before those positions comes within about this long. The records read since the last
+check are remembered until the next: those of them the new topic holds are not kept twice."""
 
 FATAL_READ_ERRORS: tuple[type[KafkaError], ...] = (
     TopicAuthorizationFailedError,
@@ -379,6 +380,12 @@ class BlackjackClient:
         """The id of the results topic the reader reads (None: the broker gives none)."""
         self._topic_checked = 0.0
         self._topic_partitions: frozenset[int] = frozenset()
+        self._unchecked: dict[tuple[int, int], tuple[int | None, int, int]] = {}
+        """The records the reader kept since the last check of the topic's id, by (partition,
+        offset): their (timestamp, hash of key, hash of value). Made again, the new topic is
+        read from its beginning, and those of them it holds (the same record at the same
+        place) are not kept twice (``_suspect``)."""
+        self._suspect: dict[tuple[int, int], tuple[int | None, int, int]] = {}
         """The results topic's partitions at the last check of its id (none: not known)."""
         self._sent: OrderedDict[str, list[_Sending]] = OrderedDict()
         """Per command id, each sending by this client: an answer to one sent in an earlier
@@ -1100,10 +1107,10 @@ class BlackjackClient:
                 self._set_health("reading")
 
     async def _read_once(self) -> None:
-        """One fetch of the results, kept once the topic is known to be the one the reader
-        has read (its id: a topic made again is read from its beginning); a position out of
-        range moved (said and counted); the partitions added to the topic since the last fetch
-        assigned, those removed left."""
+        """One fetch of the results, kept; the topic's id checked every
+        ``RESULTS_TOPIC_CHECK_S`` (a topic made again is read from its beginning); a position
+        out of range moved (said and counted); the partitions added to the topic since the
+        last fetch assigned, those removed left."""
         consumer = self._consumer
         assert consumer is not None
         try:
@@ -1112,54 +1119,42 @@ class BlackjackClient:
             positions = error.args[0] if error.args else None
             if not isinstance(positions, dict):
                 raise  # (not aiokafka's fetcher's: retried after a backoff)
-            if not await self._topic_recreated(consumer, {}):
+            if not await self._topic_recreated(consumer):
                 await self._reset_out_of_range(consumer, positions)
             return
-        fetched = any(batches.values())
-        due = time.monotonic() - self._topic_checked >= RESULTS_TOPIC_CHECK_S
-        if (fetched or due) and await self._topic_recreated(consumer, batches):
-            return
         self._take(batches)
+        if time.monotonic() - self._topic_checked >= RESULTS_TOPIC_CHECK_S:
+            await self._topic_recreated(consumer)
         await self._follow_partitions(consumer)
 
-    async def _topic_recreated(
-        self, consumer: AIOKafkaConsumer, batches: Mapping[TopicPartition, Sequence[Any]]
-    ) -> bool:
+    async def _topic_recreated(self, consumer: AIOKafkaConsumer) -> bool:
         """Whether the results topic was deleted and made again since the reader last checked
-        its id; if so, the new one is read from its beginning and ``batches`` set aside (they
-        may be the new one's, read again from there). Records fetched before a check that finds
-        the id the reader knows came from that topic: ids are never used again. A check that
-        fails puts ``batches`` back (fetched again after the retry)."""
+        its id; if so, the new one is read from its beginning. The records kept before a check
+        that finds the id the reader knows came from that topic (ids are never used again):
+        forgotten (``_unchecked``); otherwise they may be the new topic's, read again from its
+        beginning but not kept twice (``_suspect``)."""
         if self._topic_id is None:
             return False  # (a broker without topic ids)
         assert isinstance(consumer, ScopedConsumer)
         # asked of the brokers the records came from (each answers from its own copy of the
         # metadata, which may lag another's; its copy is updated no later than its logs)
-        leaders = {consumer.leader_of(tp) for tp, records in batches.items() if records}
+        topic = self.topics.results
+        read = {partition for partition, _ in self._unchecked}
+        leaders = {consumer.leader_of(TopicPartition(topic, p)) for p in read}
         nodes: list[int | None] = [n for n in leaders if n is not None] or [None]
-        try:
-            states = [await self._results_topic_state(consumer, node_id) for node_id in nodes]
-        except BaseException:
-            for tp, records in batches.items():
-                if records:
-                    consumer.seek(tp, records[0].offset)
-            raise
+        states = [await self._results_topic_state(consumer, node_id) for node_id in nodes]
         self._topic_checked = time.monotonic()
         for state in states:
             if state is not None and state.topic_id not in (None, self._topic_id):
-                await self._read_recreated(consumer, state, batches)
+                await self._read_recreated(consumer, state)
                 return True
+        self._unchecked = {}
         for state in states:  # the same, or deleted and not made again yet: nothing new
             if state is not None:
                 self._topic_partitions = state.partitions
         return False
 
-    async def _read_recreated(
-        self,
-        consumer: AIOKafkaConsumer,
-        state: TopicState,
-        set_aside: Mapping[TopicPartition, Sequence[Any]],
-    ) -> None:
+    async def _read_recreated(self, consumer: AIOKafkaConsumer, state: TopicState) -> None:
         """Read the results topic made again from its beginning, in every partition it has
         (those it no longer has left), its answers kept apart from the old topic's (another
         generation: its offsets start again). Every answer to a command sent before may have
@@ -1173,6 +1168,7 @@ class BlackjackClient:
         was, self._topic_id = self._topic_id, state.topic_id
         self._topic_partitions = state.partitions
         self._generation += 1
+        self._suspect, self._unchecked = self._unchecked, {}
         # a look-back reads no further than where the reader reads from
         self._pinned = {tp.partition: await consumer.position(tp) for tp in tps}
         now_ms = int(time.time() * 1000)
@@ -1191,7 +1187,7 @@ class BlackjackClient:
             topic_id=str(state.topic_id),
             partitions=partitions,
             partitions_gone=gone,
-            records_set_aside=sum(len(records) for records in set_aside.values()),
+            records_read_since_the_last_check=len(self._suspect),
         )
 
     async def _reset_out_of_range(
@@ -1312,18 +1308,28 @@ class BlackjackClient:
                 if record.timestamp is not None:
                     last = self._last_read_ms.get(record.partition, 0)
                     self._last_read_ms[record.partition] = max(last, record.timestamp)
-                try:
-                    result = CommandResult.model_validate_json(record.value or b"")
-                except ValidationError as error:
-                    # a newer service (a rejection code this client does not know): the
-                    # others still get their results, this one's waiter gets an
-                    # UnreadableResult (before: it timed out)
-                    self._unreadable(record, error, _ids_in(record.value))
-                else:
-                    self._received(result, record.partition, record.offset)
+                place = (record.partition, record.offset)
+                seen = (record.timestamp, hash(record.key), hash(record.value))
+                if self._suspect.pop(place, None) != seen:  # (else kept already: read from
+                    self._keep_record(record)  # this topic before its id was checked)
+                if self._topic_id is not None:
+                    self._unchecked[place] = seen
+                    if len(self._unchecked) > KEEP_RESULTS:  # (checks failing for long)
+                        del self._unchecked[next(iter(self._unchecked))]
                 answers = offset_header(record.headers, COMMAND_OFFSET_HEADER)
                 if answers is not None:
                     self._answered_through(record.partition, answers)
+
+    def _keep_record(self, record: Any) -> None:
+        try:
+            result = CommandResult.model_validate_json(record.value or b"")
+        except ValidationError as error:
+            # a newer service (a rejection code this client does not know): the others still
+            # get their results, this one's waiter gets an UnreadableResult (before: it timed
+            # out)
+            self._unreadable(record, error, _ids_in(record.value))
+        else:
+            self._received(result, record.partition, record.offset)
 
     def _answered_through(self, partition: int, command_offset: int) -> None:
         """The handler answered the command at ``command_offset`` of the commands topic's
