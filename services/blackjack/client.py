@@ -1348,11 +1348,18 @@ class BlackjackClient:
         gap = self._gap_at.get(partition)
         if gap is None:
             return
-        lost = [
+        before = [
             (key, command_id, sending)
             for key, (command_id, sending) in self._open.items()
-            if key[0] == partition and key[1] < command_offset and sending.seq < gap
+            if key[0] == partition and sending.seq < gap
         ]
+        lost = [
+            (key, command_id, sending)
+            for key, command_id, sending in before
+            if key[1] < command_offset
+        ]
+        if len(lost) == len(before):  # none sent before the gap is left to tell
+            del self._gap_at[partition]
         for key, command_id, sending in lost:
             del self._open[key]
             sending.state = "lost"
