@@ -194,6 +194,7 @@ async def test_the_wallet_follower_is_stopped_when_catching_up_fails(
     import blackjack.play.follow
 
     table = StreamProjection.new("table-1")
+    table.view.opened = True  # a table never opened ends the session before the wallet's turn
     table.view.rules = {"seats": 7}  # funded from the wallet
     stopped: list[str] = []
 
