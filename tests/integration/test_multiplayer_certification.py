@@ -219,10 +219,19 @@ async def test_five_players_bet_around_the_15_s_deadline(served: Served) -> None
         ("PlayerPassed", "d2", "player"),
         ("DealRequested", "d3", "server"),  # the clock dealt her in
     }
+    held = {}
     for player_id in ("d2", "d4"):
-        wallet = await served.get(f"/v1/players/{player_id}/wallet")
+        wallet = await served.get(
+            f"/v1/players/{player_id}/wallet", lambda w: w["wallet"]["in_transit"] == 0
+        )
         [account] = wallet["tables"]
-        assert (account["available"], account["in_play"], account["wagered"]) == (BANKROLL, 0, 0)
+        assert (account["in_play"], account["wagered"]) == (0, 0)
+        held[player_id] = (account["available"], wallet["wallet"]["balance"])
+    assert held["d2"][0] == BANKROLL
+    if late.status == "rejected":
+        assert held["d4"] == held["d2"]
+    else:  # d4 left the table in round 2: her chips went back to her wallet, all of them
+        assert held["d4"][0] == 0 and held["d4"][1] == sum(held["d2"])
     # d2's bet was on the table and came back when she passed: her history shows the cycle
     # with nothing wagered, as the single-player tables show a cycle whose bets were taken back
     [line] = (await served.get("/v1/players/d2/rounds"))["rounds"]
