@@ -1,14 +1,20 @@
 """``blackjack loadtest`` in two settings, interleaved in pairs on one broker (docs/load.md):
-what TLS and SASL cost, or what larger producer batches change.
+what TLS and SASL cost, what larger producer batches change, or what a change of the code
+cost.
 
     PYTHONPATH=.:services .venv/bin/python -m tests.integration.measure_loadtest_pairs tls \\
         [--pairs 4] [-- LOADTEST OPTIONS]
     PYTHONPATH=.:services .venv/bin/python -m tests.integration.measure_loadtest_pairs batch \\
         --batch-bytes 1000000 [--linger-ms 0] [--pairs 4] [-- LOADTEST OPTIONS]
+    PYTHONPATH=.:services .venv/bin/python -m tests.integration.measure_loadtest_pairs build \\
+        --a-services /tmp/old/services [--pairs 4] [-- LOADTEST OPTIONS]
 
 ``tls``: A = the broker's PLAINTEXT listener, B = its SASL_SSL one (the service's
 ``BLACKJACK_KAFKA_*`` settings, kafka.sh's dev user and CA). ``batch``: A = aiokafka's 16 KiB
 batches and no linger, B = the given ones, on the clients' and the echo's producers alike.
+``build``: A = the package in ``--a-services`` (the ``services`` folder of another checkout,
+e.g. ``git worktree add /tmp/old COMMIT``), B = this checkout's; the same interpreter and
+dependencies run both.
 Each run is ``python -m blackjack.cli loadtest`` in a process of its own (as ``make load``);
 the order alternates (A B, B A, A B, ...) so that a drift of the shared machine's load falls
 on both. Printed: a JSON line per run, then per pair and as the median of the pairs, B / A of
@@ -25,6 +31,7 @@ import statistics
 import subprocess
 import sys
 from collections.abc import Mapping, Sequence
+from pathlib import Path
 from typing import Any
 
 from tests.integration.infra import kafka_bootstrap, kafka_sasl
@@ -44,6 +51,12 @@ def settings(args: argparse.Namespace) -> tuple[tuple[str, dict[str, str], list[
         return (
             ("PLAINTEXT", {}, ["--bootstrap", plain]),
             ("SASL_SSL", secure, ["--bootstrap", listener.bootstrap]),
+        )
+    if args.compare == "build":
+        here = str(Path(__file__).resolve().parents[2] / "services")
+        return (
+            (f"build {args.a_services}", {"PYTHONPATH": args.a_services}, ["--bootstrap", plain]),
+            (f"build {here}", {"PYTHONPATH": here}, ["--bootstrap", plain]),
         )
     batch = ["--batch-bytes", str(args.batch_bytes), "--linger-ms", str(args.linger_ms)]
     return (
@@ -98,15 +111,19 @@ def report(names: tuple[str, str], pairs: Sequence[tuple[Run, Run]]) -> list[str
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    parser.add_argument("compare", choices=("tls", "batch"))
+    parser.add_argument("compare", choices=("tls", "batch", "build"))
     parser.add_argument("--pairs", type=int, default=4)
     parser.add_argument("--batch-bytes", type=int, default=1_000_000)
-    parser.add_argument("--linger-ms", type=int, default=0)  # after --: every run's options
+    parser.add_argument("--linger-ms", type=int, default=0)
+    parser.add_argument("--a-services", help="build: the services folder A runs")
+    # after --: every run's options
     argv = sys.argv[1:]
     ours, loadtest = (
         (argv[: argv.index("--")], argv[argv.index("--") + 1 :]) if "--" in argv else (argv, [])
     )
     args = parser.parse_args(ours)
+    if args.compare == "build" and not args.a_services:
+        parser.error("build needs --a-services")
     (a_name, a_env, a_opts), (b_name, b_env, b_opts) = settings(args)
     pairs: list[tuple[Run, Run]] = []
     for number in range(args.pairs):
