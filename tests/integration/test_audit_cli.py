@@ -11,7 +11,8 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from sqlalchemy import update
+from sqlalchemy import func, select, text, update
+from sqlalchemy.engine import make_url
 
 from blackjack.domain import commands as cmd
 from blackjack.domain import events as ev
@@ -40,6 +41,7 @@ pytestmark = pytest.mark.integration
 TABLE = "table-s17"
 LOG = play_tables([(TABLE, "mini-s17"), ("table-multi", "atlantic-city-multi")], 10, seed=404)
 PLAYER = f"{TABLE}-p0"
+NEWER = "0999"  # a schema revision no release of this code knows
 
 
 def blackjack(*args: str, env: dict[str, str]) -> subprocess.CompletedProcess[str]:
@@ -276,3 +278,29 @@ async def test_a_void_that_could_not_take_a_payment_back_passes_the_audit(
     assert "Rebuild from offset 0 vs live: 0 difference(s)" in audit.stdout
     assert "Money conservation: 0 violation(s)" in audit.stdout
     assert "AUDIT PASSED" in audit.stdout
+
+
+async def test_a_scratch_store_a_newer_release_migrated_is_refused_not_incomplete(
+    events_topic: EventsTopic, stores: StoreFactory, shoe_seal: ShoeSeal
+) -> None:
+    """``--scratch-url`` naming a store a newer release migrated (an auditor's database kept
+    from that release's audit): refused before anything is rebuilt or compared (exit 2, one
+    line). Before, the migration's ``SchemaMismatch`` left the command line with its exit 3,
+    which for the audit means ``AUDIT INCOMPLETE``: nothing wrong found."""
+    _, env = await live_store(stores, events_topic, shoe_seal, LOG.envelopes)
+    scratch_url = await stores.url()
+    scratch = await stores.store(scratch_url)
+    async with scratch.writing() as connection:
+        await connection.execute(text(f"UPDATE alembic_version SET version_num = '{NEWER}'"))
+    audit = blackjack("audit", "--scratch-url", scratch_url, env=env)
+    said = audit.stdout + audit.stderr
+    assert audit.returncode == 2, said[-3000:]
+    assert audit.stdout == "" and "Traceback" not in audit.stderr, said[-3000:]
+    [line] = audit.stderr.splitlines()
+    shown = make_url(scratch_url).render_as_string(hide_password=True)
+    assert line.startswith(f"blackjack audit: --scratch-url {shown}: "), line
+    assert f"a newer release migrated it (schema revision {NEWER};" in line, line
+    async with scratch.reading() as connection:  # nothing folded into it
+        assert (
+            await connection.execute(select(func.count()).select_from(schema.events))
+        ).scalar_one() == 0

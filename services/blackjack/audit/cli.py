@@ -1,10 +1,11 @@
 """``blackjack replay ROUND_ID`` and ``blackjack audit``.
 
 Exit codes: 0 everything checked out; 1 a mismatch (a finding, a difference, a violation);
-2 bad input, an unknown round, or a live store folded from another log (its positions past
-the end of the topic's partitions: ``projections.other_log``, refused before anything is
-compared); 3 nothing wrong found, but not everything could be verified
-(a shoe still sealed: no ``BLACKJACK_AUDIT_KEY``, ``BLACKJACK_SHOE_KEY`` or
+2 bad input, an unknown round, a live store folded from another log (its positions past the
+end of the topic's partitions: ``projections.other_log``), or a ``--scratch-url`` store a
+newer release migrated (not the exit 3 that ``SchemaMismatch`` gives the projection commands):
+refused before anything is compared; 3 nothing wrong found, but not everything could be
+verified (a shoe still sealed: no ``BLACKJACK_AUDIT_KEY``, ``BLACKJACK_SHOE_KEY`` or
 ``BLACKJACK_SHOE_KEY_FILE`` was given, or only the audit key for a shoe sealed before it).
 """
 
@@ -17,6 +18,8 @@ import sys
 import tempfile
 from pathlib import Path
 
+from sqlalchemy.engine import make_url
+
 from blackjack.audit import randomness_cli
 from blackjack.command_handler.keys import load_audit_key, load_shoe_key
 from blackjack.configuration import ConfigurationError
@@ -24,6 +27,7 @@ from blackjack.messages.sealing import ShoeSeal
 from blackjack.messages.wire import WireEnvelope, decode
 from blackjack.projections.cli import add_store_options, settings_from
 from blackjack.projections.dump import DIFFERENCES_SHOWN
+from blackjack.projections.revision import SchemaMismatch
 from blackjack.projections.settings import ProjectionSettings
 
 OK, MISMATCH, BAD_INPUT, UNVERIFIED = 0, 1, 2, 3
@@ -134,6 +138,10 @@ def _audit(args: argparse.Namespace) -> int:
                 acknowledged=acknowledged,
                 differences=args.differences,
             )
+        except SchemaMismatch as error:  # only the scratch store is migrated and folded into
+            # not the command line's exit 3 for it, which here means AUDIT INCOMPLETE
+            print(_scratch_refused(scratch_url, error), file=sys.stderr)
+            return BAD_INPUT
         finally:
             await live.close()
             await scratch.close()
@@ -146,6 +154,22 @@ def _audit(args: argparse.Namespace) -> int:
         return asyncio.run(run(args.scratch_url))
     with tempfile.TemporaryDirectory(prefix="blackjack-audit-") as folder:
         return asyncio.run(run(f"sqlite+aiosqlite:///{Path(folder) / 'scratch.db'}"))
+
+
+def _scratch_refused(url: str, error: SchemaMismatch) -> str:
+    """The one line for a ``--scratch-url`` at another schema revision than this code's."""
+    shown = make_url(url).render_as_string(hide_password=True)
+    found = ", ".join(error.found) or "none"
+    if error.newer:
+        why = f"a newer release migrated it (schema revision {found}; this release is built for "
+    else:  # moved back while the audit folded into it: an operator's downgrade
+        why = f"it was moved to schema revision {found} while the audit folded into it (this "
+        why += "release is built for "
+    return (
+        f"blackjack audit: --scratch-url {shown}: {why}{error.expected}): give it a new or "
+        "empty database (without it the audit rebuilds in a temporary SQLite file), or audit "
+        "with that release; nothing was compared"
+    )
 
 
 def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
