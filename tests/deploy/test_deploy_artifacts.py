@@ -25,7 +25,7 @@ import re
 import sys
 from collections.abc import Iterator, Mapping
 from dataclasses import dataclass, field
-from pathlib import Path
+from pathlib import Path, PurePosixPath
 from typing import Any, get_args
 
 import certifi
@@ -37,6 +37,7 @@ from cryptography.hazmat.primitives.serialization import Encoding, PublicFormat
 from prometheus_client import REGISTRY
 from prometheus_client.metrics import MetricWrapperBase
 from prometheus_client.parser import text_string_to_metric_families
+from sqlalchemy.engine import make_url
 
 import blackjack.app
 import blackjack.client  # (a platform's process exports its counters: the dashboard shows them)
@@ -906,6 +907,49 @@ async def test_the_compose_file_runs_what_the_code_serves(
             transport=httpx.ASGITransport(app=served_app(args, env)), base_url="http://svc"
         ) as http:
             assert (await http.get(url.group(2))).status_code in (200, 503), (name, check)
+
+
+def test_compose_down_keeps_the_log_with_the_read_model_and_the_shoe_key() -> None:
+    """``docker compose down`` removes the containers and keeps the named volumes; ``down -v``
+    removes those too. The log, the read model folded from it and the key its shoes are sealed
+    with belong together, so each lives in a named volume: both commands then keep all three or
+    drop all three. Before, Kafka wrote its log to ``/tmp/kraft-combined-logs`` in its container
+    (the image's default ``KAFKA_LOG_DIRS``) while the read model and the key were in volumes:
+    after ``down`` and ``up`` the worker found its store's positions past the new, empty log's
+    end, refused it (exit 2, "folded from another log") and ``restart: unless-stopped`` started
+    it again, in a loop."""
+    document = yaml.safe_load(COMPOSE.read_text())
+    services = document["services"]
+    named = set(document.get("volumes") or {})
+
+    def named_mounts(name: str) -> dict[PurePosixPath, str]:
+        """Where each of the service's volumes is mounted: every one a named volume (an
+        anonymous one is left behind by ``down``, a bind mount survives ``down -v``)."""
+        mounts = {}
+        for entry in services[name].get("volumes", []):
+            source, target, *_ = entry.split(":")
+            assert source in named, f"{name}: {entry} is not a named volume"
+            mounts[PurePosixPath(target)] = source
+        return mounts
+
+    def kept(name: str, path: str) -> None:
+        place = PurePosixPath(path)
+        assert any(place == t or t in place.parents for t in named_mounts(name)), (name, path)
+
+    kafka = services["kafka"]["environment"]
+    assert "KAFKA_LOG_DIRS" in kafka, "kafka: its log in the container (/tmp/kraft-combined-logs)"
+    for log_dir in str(kafka["KAFKA_LOG_DIRS"]).split(","):
+        kept("kafka", log_dir)
+    postgres = services["postgres"]
+    kept("postgres", postgres.get("environment", {}).get("PGDATA", "/var/lib/postgresql/data"))
+    key_file = services["handler"]["environment"]["BLACKJACK_SHOE_KEY_FILE"]
+    kept("handler", str(PurePosixPath(key_file).parent))
+    # the worker's read model is the one in that PostgreSQL, and it reads that Kafka
+    worker = services["projections"]["environment"]
+    assert make_url(worker["BLACKJACK_DB_URL"]).host == "postgres"
+    assert worker["BLACKJACK_KAFKA_BOOTSTRAP"].split(":")[0] == "kafka"
+    for name in services:
+        named_mounts(name)
 
 
 def test_the_image_pins_every_dependency_within_what_the_package_allows() -> None:
