@@ -7,7 +7,8 @@ Before, ``blackjack audit`` waited for records that never come (until its 600 s 
 start and folded the shorter log's records past the stored position on top of the other log's
 read model; a worker did the same. Now the commands refuse such a store at once (exit 2,
 naming the partition, its stored position and its end), and a worker stops having folded
-nothing (``projections run`` exit 2, ``serve`` exit 1, a critical line)."""
+nothing (``projections run`` exit 2, ``serve`` exit 1, a critical line), and a player joining
+a table through its query API (``blackjack play --api``) reads the table from the log."""
 
 from __future__ import annotations
 
@@ -28,7 +29,10 @@ import pytest
 from aiokafka.admin import AIOKafkaAdminClient, NewTopic
 from aiokafka.errors import TopicAlreadyExistsError
 
+from blackjack.bus.topics import Topics, partition_for
 from blackjack.messages.sealing import ShoeSeal
+from blackjack.play.follow import TableFollower
+from blackjack.play.read_model import ReadModelApi
 from blackjack.projections.dump import write_dump
 from blackjack.projections.rebuild import rebuild
 from blackjack.projections.store import ProjectionStore
@@ -45,6 +49,7 @@ from tests.integration.conftest_projections import (  # noqa: E402
     to_wire,
     worker_env,
 )
+from tests.integration.test_play_join import served_query_api  # noqa: E402
 
 pytest_plugins = ["tests.integration.conftest_projections"]
 pytestmark = pytest.mark.integration
@@ -223,3 +228,65 @@ async def test_a_topic_that_does_not_exist_is_named_in_one_line(
     line = done.stderr.splitlines()[-1]  # (rebuild's note on revocations before it)
     assert line.startswith(f"blackjack: no topic {topic.name} on {projection_bootstrap}"), line
     assert "BLACKJACK_TOPIC_PREFIX" in line
+
+
+def _on_another_partition(stream_id: str) -> str:
+    """A table's id hashed to another partition than ``stream_id``'s."""
+    return next(
+        other
+        for i in range(1000)
+        if partition_for(other := f"{stream_id}-o{i}", PARTITIONS)
+        != partition_for(stream_id, PARTITIONS)
+    )
+
+
+async def _followed(topic: EventsTopic, stream_id: str, api: ReadModelApi | None) -> TableFollower:
+    follower = TableFollower(topic.bootstrap, stream_id, Topics(topic.prefix), read_model=api)
+    await follower.start()
+    try:
+        await follower.caught_up(WAIT_S)
+    finally:
+        await follower.stop()
+    return follower
+
+
+async def test_a_player_joining_through_a_store_of_another_log_reads_this_log_only(
+    stores: StoreFactory, events_topic: EventsTopic, shoe_seal: ShoeSeal
+) -> None:
+    """``blackjack play --api URL`` over a query API whose store was folded from another log:
+    the topic made anew, the new log already past the store's position in the table's own
+    partition but short of it in another. Before, the client checked that one position only:
+    it folded the other log's events of the table, then this log's from the other log's offset
+    (here its fold stopped: "the hole card is revealed but none was dealt face down"). Now any
+    position past a partition's end sets the read model aside: the partition is read from its
+    start, the same table as without an API, and the line says why."""
+    other = _on_another_partition(TABLE)
+    before = (
+        play_tables([(TABLE, "mini-h17")], 1, seed=5).envelopes
+        + play_tables([(other, "mini-h17")], 6, seed=5).envelopes
+    )
+    after = (
+        play_tables([(TABLE, "mini-h17")], 6, seed=6).envelopes
+        + play_tables([(other, "mini-h17")], 1, seed=6).envelopes
+    )
+    written = await publish(events_topic, to_wire(before, shoe_seal))
+    store = await stores.store(await stores.url())
+    await rebuild(ProjectionWriter(store), events_topic.bootstrap, events_topic.name, stop=written)
+    await recreate(events_topic.bootstrap, events_topic.name)
+    now = await publish(events_topic, to_wire(after, shoe_seal))
+    name = events_topic.name
+    mine = (name, partition_for(TABLE, PARTITIONS))
+    theirs = (name, partition_for(other, PARTITIONS))
+    assert now[mine] >= written[mine] and now[theirs] + 1 < written[theirs]  # (+1: the marker)
+
+    from_start = await _followed(events_topic, TABLE, None)
+    async with served_query_api(store) as url:
+        joined = await _followed(events_topic, TABLE, ReadModelApi(url))
+    assert joined.from_start, joined.joined
+    assert "was folded from another or a longer log" in joined.joined, joined.joined
+    assert f"{name}[{theirs[1]}] stored at {written[theirs]}, past its end" in joined.joined
+    assert joined.table.view == from_start.table.view
+    assert joined.folded_since(0) == from_start.folded_since(0)
+    assert [e.event_id for e in joined.folded_since(0)] == [
+        str(e.event_id) for e in after if e.stream_id == TABLE
+    ]

@@ -4,7 +4,8 @@ A table's history, whoever wrote it (the player's commands, the service's clock,
 player at a shared table), is folded in order by the read model's own fold: first the events
 the read model already holds, from the query API (``play.read_model``), then the table's
 partition of ``blackjack.events``, ``read_committed``, from the read model's position in it.
-Without a query API (or one that cannot say) the partition is read from its beginning, every
+Without a query API (or one that cannot say, or one whose read model was folded from another
+log: a position past a partition's end) the partition is read from its beginning, every
 table hashed to it included, and ``joined`` says so. ``until(sequence)`` waits until the
 events of a command are in.
 """
@@ -13,7 +14,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 
 from aiokafka import AIOKafkaConsumer, TopicPartition
 
@@ -23,6 +24,7 @@ from blackjack.bus.topics import Topics, partition_for
 from blackjack.domain.wallet import wallet_stream
 from blackjack.messages.wire import WireEnvelope, decode
 from blackjack.play.read_model import NoHistory, ReadModelApi, read_model_history
+from blackjack.projections.other_log import Position, confirmed_past_the_end
 from blackjack.projections.projector import StreamProjection
 from blackjack.projections.rebuild import topic_partitions
 from blackjack.projections.views import ProjectionError
@@ -77,7 +79,7 @@ class TableFollower:
         tp = TopicPartition(self.topics.events, partition_for(self.stream_id, len(partitions)))
         await self._consumer.start()
         self._consumer.assign([tp])
-        start = await self._read_model_start(tp)
+        start = await self._read_model_start(tp, partitions)
         if start is None:
             await self._consumer.seek_to_beginning(tp)
         else:
@@ -94,9 +96,19 @@ class TableFollower:
             )
         self._task = asyncio.create_task(self._follow(), name="follow-table")
 
-    async def _read_model_start(self, tp: TopicPartition) -> int | None:
+    async def _read_model_start(
+        self, tp: TopicPartition, partitions: Sequence[TopicPartition]
+    ) -> int | None:
         """Fold what the read model holds of the stream; the offset to read the rest from, or
-        None (``joined`` says why) to read the partition from its start."""
+        None (``joined`` says why) to read the partition from its start.
+
+        A read model whose position in any partition of the topic lies past that partition's
+        end was folded from another or a longer log (``projections.other_log``; its workers
+        refuse it, its ``/readyz`` answers 503 ``store_of_another_log``): none of what it
+        holds is this log's, its position in the stream's own partition included, even when
+        the new log has grown past it there. Before, only that one position was checked, and
+        a read model of a log made anew under the same name gave the other log's events of the
+        table, then this log's from the other log's offset."""
         if self.read_model is None:
             self.joined = "no query API given (--api, BLACKJACK_API_URL)"
             return None
@@ -107,12 +119,20 @@ class TableFollower:
         except NoHistory as error:
             self.joined = str(error)
             return None
-        assert self._consumer is not None
-        end = (await self._consumer.end_offsets([tp]))[tp]
-        if history.next_offset > end:  # another log under the same name (a topic made anew)
+        consumer = self._consumer
+        assert consumer is not None
+
+        async def read_ends() -> dict[Position, int]:  # read after the positions: ends only grow
+            ends = await consumer.end_offsets(list(partitions))
+            return {(found.topic, found.partition): end for found, end in ends.items()}
+
+        past = await confirmed_past_the_end(history.positions, read_ends)
+        if past:
             self.joined = (
-                f"the read model at {self.read_model.url} stands at offset "
-                f"{history.next_offset:,} of {tp.topic}[{tp.partition}], past its end ({end:,})"
+                f"the read model at {self.read_model.url} was folded from another or a longer "
+                f"log: its positions lie past the end of {tp.topic}'s partitions ("
+                + "; ".join(found.describe() for found in past)
+                + "), so none of it is this log's"
             )
             return None
         for envelope in history.envelopes:

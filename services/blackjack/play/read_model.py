@@ -99,6 +99,9 @@ class History:
 
     envelopes: list[WireEnvelope]
     next_offset: int
+    positions: dict[tuple[str, int], int]
+    """the read model's position in each partition of the topic (the stream's among them),
+    as the API gave them: (topic, partition) -> the first offset not folded"""
 
 
 async def read_model_history(
@@ -119,6 +122,13 @@ async def read_model_history(
     )
     if not isinstance(offset, int):
         raise NoHistory(f"the read model at {api.url} has folded nothing of {topic}[{partition}]")
+    positions = {
+        (topic, p["partition"]): p["next_offset"]
+        for p in first.get("positions", [])
+        if p.get("topic") == topic
+        and isinstance(p.get("partition"), int)
+        and isinstance(p.get("next_offset"), int)
+    }
     envelopes: list[WireEnvelope] = []
     page = first
     while True:
@@ -131,4 +141,4 @@ async def read_model_history(
         e.stream_id != stream_id for e in envelopes
     ):
         raise NoHistory(f"the read model's events of {stream_id} are not its whole history")
-    return History(envelopes, offset)
+    return History(envelopes, offset, positions)
