@@ -37,6 +37,8 @@ from tests.integration.conftest_projections import (  # noqa: E402
     worker_env,
 )
 
+from tests.integration.infra import free_port  # noqa: E402
+
 pytest_plugins = ["tests.integration.conftest_projections"]
 pytestmark = pytest.mark.integration
 
@@ -106,6 +108,22 @@ async def test_the_worker_folds_the_log_as_the_engine_does_and_as_a_rebuild_from
         violations, totals = await conservation(connection)
     assert violations == [] and all(t.balanced for t in totals)
     assert await rebuilt_from_zero(stores, events_topic) == await text_of(live)
+
+
+async def test_a_worker_given_a_cluster_s_addresses_folds(
+    events_topic: EventsTopic, stores: StoreFactory, shoe_seal: ShoeSeal
+) -> None:
+    """BLACKJACK_KAFKA_BOOTSTRAP as a cluster's is written, ``host:port,host:port``: FastStream
+    took the string as one address (``host:port,host``) and the worker never connected, on
+    deploy/kafka/cluster.sh's three nodes as on any production cluster. Here the first address
+    is a port nothing listens on, the second the broker."""
+    small = play_tables([("table-a", "mini-h17")], rounds=2, seed=5)
+    ends = await publish(events_topic, to_wire(small.envelopes, shoe_seal))
+    store = await stores.store()
+    addresses = f"127.0.0.1:{free_port()}, {events_topic.bootstrap}"
+    async with projection_worker(addresses, events_topic.prefix, store) as writer:
+        await writer.wait_for(ends, WAIT_S)
+    assert await folded(store) == len(small.envelopes)
 
 
 async def test_a_caught_up_partition_shows_no_lag(

@@ -19,7 +19,7 @@ from faststream.specification import AsyncAPI
 from faststream.specification.asyncapi.v2_6_0.schema.message import CorrelationId
 from faststream.specification.base import Specification
 
-from blackjack.bus.settings import DEFAULT_BOOTSTRAP
+from blackjack.bus.settings import DEFAULT_BOOTSTRAP, bootstrap_servers
 from blackjack.bus.topics import Topics
 from blackjack.command_handler.reading import ANSWER_KEY_MAX_BYTES
 from blackjack.command_handler.snapshots import Checkpoint, SealedSnapshot
@@ -130,7 +130,7 @@ async def _consumed_by_the_command_handler(envelope: CommandEnvelope) -> None:
 def documentation_broker(topics: Topics, bootstrap: str = DEFAULT_BOOTSTRAP) -> KafkaBroker:
     """A broker that only carries the declarations the AsyncAPI document is made from: it is
     never started, so its commands subscriber never consumes anything."""
-    broker = KafkaBroker(bootstrap)
+    broker = KafkaBroker(bootstrap_servers(bootstrap))
     declare_channels(broker, topics)
     return broker
 

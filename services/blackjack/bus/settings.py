@@ -1,6 +1,7 @@
 """Kafka connection and topic settings, read from the environment with embedded defaults.
 
-BLACKJACK_KAFKA_BOOTSTRAP     bootstrap servers (also read: KAFKA_BOOTSTRAP); 127.0.0.1:9092
+BLACKJACK_KAFKA_BOOTSTRAP     bootstrap servers, comma-separated (also read: KAFKA_BOOTSTRAP);
+                              127.0.0.1:9092
 BLACKJACK_TOPIC_PREFIX        prepended to every topic name (and the consumer group); ""
 BLACKJACK_PARTITIONS          partitions of every topic; 6 (never change it once streams exist)
 BLACKJACK_REPLICATION_FACTOR  replicas of every topic; 1 (3 in production)
@@ -37,6 +38,13 @@ BOOTSTRAP_HELP = (
     f"else {DEFAULT_BOOTSTRAP})"
 )
 """the help of a ``--bootstrap`` option whose default is ``KafkaSettings.from_env``'s"""
+
+
+def bootstrap_servers(bootstrap: str) -> list[str]:
+    """``host:port,host:port`` as a list: aiokafka splits such a string itself, but FastStream
+    wraps a string in a list whole, and aiokafka then reads it as one host named
+    ``host:port,host`` (a cluster's projection worker never connected)."""
+    return [server.strip() for server in bootstrap.split(",") if server.strip()]
 
 TRANSACTION_RETRY_BACKOFF_MS = 20
 """``retry_backoff_ms`` of the transactional producers. Back to back, a partition's next

@@ -33,6 +33,7 @@ from blackjack.bus.clients import ScopedConsumer
 from blackjack.bus.codecs import CodecMissing, require_codecs
 from blackjack.bus.header_names import read_header_names_not_utf8
 from blackjack.bus.reachable import wait_for_brokers
+from blackjack.bus.settings import bootstrap_servers
 from blackjack.observability.logging import faststream_logger
 from blackjack.observability.roles import RoleView, declare_role
 from blackjack.projections.batches import _Folder
@@ -160,7 +161,7 @@ def build_broker(
 ) -> KafkaBroker:
     health = FoldHealth(settings.stuck_after) if health is None else health
     broker = _FoldBroker(
-        settings.bootstrap,
+        bootstrap_servers(settings.bootstrap),
         client_id="blackjack-projections",
         security=settings.security.faststream(),
         allow_auto_create_topics=False,
