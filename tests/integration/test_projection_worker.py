@@ -36,7 +36,6 @@ from tests.integration.conftest_projections import (  # noqa: E402
     wait_until,
     worker_env,
 )
-
 from tests.integration.infra import free_port  # noqa: E402
 
 pytest_plugins = ["tests.integration.conftest_projections"]

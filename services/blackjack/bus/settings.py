@@ -46,6 +46,7 @@ def bootstrap_servers(bootstrap: str) -> list[str]:
     ``host:port,host`` (a cluster's projection worker never connected)."""
     return [server.strip() for server in bootstrap.split(",") if server.strip()]
 
+
 TRANSACTION_RETRY_BACKOFF_MS = 20
 """``retry_backoff_ms`` of the transactional producers. Back to back, a partition's next
 transaction often finds the coordinator still writing the last one's markers
