@@ -1,13 +1,14 @@
 #!/usr/bin/env bash
 # Single-node Apache Kafka (KRaft, combined broker+controller) for local dev and CI.
 #
-#   deploy/kafka/kafka.sh up|down|status|reset
+#   deploy/kafka/kafka.sh up|down|status|reset|jars
 #
 # up      fetch jars (Maven Central, via pom.xml) if missing, format storage on first
 #         run, start the broker in the background, wait until it serves metadata.
 # down    stop it (SIGTERM, then SIGKILL after KAFKA_STOP_TIMEOUT seconds).
 # status  exit 0 if running.
 # reset   down, then delete the data and logs (the jar cache is kept).
+# jars    fetch the jars and make the TLS files only (cluster.sh, before starting its nodes).
 #
 # Listeners: PLAINTEXT on KAFKA_PORT, and SASL_SSL (TLS with a self-signed certificate made on
 # first start, its PEM in $KAFKA_CACHE_DIR/tls/ca.pem; SASL/PLAIN user blackjack, password
@@ -17,6 +18,10 @@
 #      KAFKA_HEAP (-Xmx1g -Xms256m),
 #      KAFKA_JVM_OPTS, KAFKA_START_TIMEOUT (90), KAFKA_STOP_TIMEOUT (60),
 #      KAFKA_CACHE_DIR (<repo>/.cache/kafka).
+# One node of a cluster (deploy/kafka/cluster.sh sets them): KAFKA_NODE_ID (1),
+#      KAFKA_QUORUM_VOTERS (1@127.0.0.1:KAFKA_CONTROLLER_PORT), KAFKA_REPLICAS (1: the internal
+#      topics' and the default replication factor), KAFKA_MIN_ISR (1), KAFKA_LIBS_DIR and
+#      KAFKA_TLS_DIR (under KAFKA_CACHE_DIR), KAFKA_CLUSTER_ID (else made once, in cluster.id).
 # Everything it writes lives under KAFKA_CACHE_DIR: libs/ data/ logs/ server.properties kafka.pid
 set -euo pipefail
 
@@ -31,13 +36,17 @@ KAFKA_JVM_OPTS="${KAFKA_JVM_OPTS:--XX:+UseG1GC -XX:MaxGCPauseMillis=20 -XX:+Exit
 KAFKA_START_TIMEOUT="${KAFKA_START_TIMEOUT:-90}"
 KAFKA_STOP_TIMEOUT="${KAFKA_STOP_TIMEOUT:-60}"
 CACHE="${KAFKA_CACHE_DIR:-$ROOT/.cache/kafka}"
+KAFKA_NODE_ID="${KAFKA_NODE_ID:-1}"
+KAFKA_QUORUM_VOTERS="${KAFKA_QUORUM_VOTERS:-1@127.0.0.1:$KAFKA_CONTROLLER_PORT}"
+KAFKA_REPLICAS="${KAFKA_REPLICAS:-1}"
+KAFKA_MIN_ISR="${KAFKA_MIN_ISR:-1}"
 
-LIBS="$CACHE/libs"
+LIBS="${KAFKA_LIBS_DIR:-$CACHE/libs}"
 DATA="$CACHE/data"
 LOGS="$CACHE/logs"
 CONF="$CACHE/server.properties"
 PIDFILE="$CACHE/kafka.pid"
-TLS="$CACHE/tls"
+TLS="${KAFKA_TLS_DIR:-$CACHE/tls}"
 JAVA="${JAVA_HOME:+$JAVA_HOME/bin/}java"
 
 log() { echo "kafka.sh: $*" >&2; }
@@ -125,6 +134,10 @@ render_config() {
         -e "s|@KAFKA_SASL_PORT@|$KAFKA_SASL_PORT|g" \
         -e "s|@KAFKA_TLS_DIR@|$TLS|g" \
         -e "s|@KAFKA_DATA_DIR@|$DATA|g" \
+        -e "s|@KAFKA_NODE_ID@|$KAFKA_NODE_ID|g" \
+        -e "s|@KAFKA_QUORUM_VOTERS@|$KAFKA_QUORUM_VOTERS|g" \
+        -e "s|@KAFKA_REPLICAS@|$KAFKA_REPLICAS|g" \
+        -e "s|@KAFKA_MIN_ISR@|$KAFKA_MIN_ISR|g" \
         "$HERE/server.properties.template" >"$CONF.tmp"
     mv "$CONF.tmp" "$CONF"
 }
@@ -133,7 +146,9 @@ render_config() {
 format_storage() {
     [[ -f "$DATA/meta.properties" ]] && return 0
     local cid
-    if [[ ! -s "$CACHE/cluster.id" ]]; then
+    if [[ -n "${KAFKA_CLUSTER_ID:-}" ]]; then
+        echo "$KAFKA_CLUSTER_ID" >"$CACHE/cluster.id"
+    elif [[ ! -s "$CACHE/cluster.id" ]]; then
         java_run kafka.tools.StorageTool random-uuid | tail -n1 >"$CACHE/cluster.id"
     fi
     cid="$(cat "$CACHE/cluster.id")"
@@ -228,6 +243,13 @@ cmd_status() {
     return 1
 }
 
+cmd_jars() {
+    command -v "$JAVA" >/dev/null 2>&1 || die "java not found"
+    mkdir -p "$LOGS"
+    ensure_jars
+    ensure_tls
+}
+
 cmd_reset() {
     cmd_down
     rm -rf "$DATA" "$LOGS" "$CACHE/cluster.id" "$CONF"
@@ -237,7 +259,7 @@ cmd_reset() {
 main() {
     local action="${1:-}"
     case "$action" in
-        up | down | reset)
+        up | down | reset | jars)
             mkdir -p "$CACHE"
             # Serialize concurrent invocations (e.g. parallel test workers).
             exec 9>"$CACHE/.lock"
@@ -246,7 +268,7 @@ main() {
             ;;
         status) cmd_status ;;
         *)
-            echo "usage: $0 up|down|status|reset" >&2
+            echo "usage: $0 up|down|status|reset|jars" >&2
             exit 2
             ;;
     esac

@@ -53,7 +53,7 @@ from blackjack.messages.wire import decode, from_wire
 from blackjack.rng import csprng_shuffle
 from blackjack.scenario import build_shoe
 from blackjack.table import Applied, apply
-from tests.integration.infra import PrivateBroker, kafka_bootstrap
+from tests.integration.infra import PrivateBroker, PrivateCluster, kafka_bootstrap
 
 WAIT_S = 30.0
 
@@ -556,6 +556,17 @@ async def verify_stream(
             assert actual == expected, f"{cid} ({envelope.command.type}): events differ"
     assert not by_cause, f"events with no command: {sorted(by_cause)}"
     return StreamCheck(commands=len(seen), events=events, state=state, resumed=resumed)
+
+
+@pytest.fixture
+def private_cluster(tmp_path: Path) -> Iterator[PrivateCluster]:
+    """Three Kafka nodes of the test's own, which it may kill and start one by one."""
+    cluster = PrivateCluster(tmp_path / "cluster")
+    try:
+        cluster.up()
+        yield cluster
+    finally:
+        cluster.reset()
 
 
 @pytest.fixture

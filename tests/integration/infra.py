@@ -17,6 +17,7 @@ and waits until the server is ready.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import os
 import random
 import shlex
@@ -28,6 +29,7 @@ from pathlib import Path
 
 REPO_ROOT = Path(__file__).resolve().parents[2]
 KAFKA_SCRIPT = REPO_ROOT / "deploy" / "kafka" / "kafka.sh"
+CLUSTER_SCRIPT = REPO_ROOT / "deploy" / "kafka" / "cluster.sh"
 POSTGRES_SCRIPT = REPO_ROOT / "deploy" / "postgres" / "postgres.sh"
 
 LOOPBACK = "127.0.0.1"
@@ -276,3 +278,51 @@ class PrivateBroker:
 
     def down(self) -> None:
         subprocess.run(self.command("down"), shell=True, check=True, timeout=_START_TIMEOUT_S)
+
+
+def consecutive_free_ports(count: int) -> int:
+    """The first of ``count`` consecutive ports nothing listens on, below the range the OS
+    picks clients' ports from (``below_ephemeral_ports``: a node stopped and started again
+    must get its ports back)."""
+    low, _ = (int(n) for n in Path("/proc/sys/net/ipv4/ip_local_port_range").read_text().split())
+    bases = list(range(max(low - 10_000, 1024), low - count))
+    random.shuffle(bases)
+    for base in bases[:200]:
+        with contextlib.ExitStack() as bound:
+            try:
+                for port in range(base, base + count):
+                    bound.enter_context(socket.socket()).bind((LOOPBACK, port))
+            except OSError:
+                continue
+        return base
+    raise RuntimeError(f"no {count} consecutive free ports below {low}")
+
+
+class PrivateCluster:
+    """Three Kafka nodes of a test's own (``deploy/kafka/cluster.sh``: KRaft, each node broker
+    and controller, internal topics on all three, two in sync at least), any of which the test
+    may kill and start again. The jars and TLS files are the local broker's cache's."""
+
+    NODES = 3
+
+    def __init__(self, directory: Path) -> None:
+        base = consecutive_free_ports(3 * self.NODES)
+        self.directory = directory
+        self.env = {
+            "KAFKA_CLUSTER_PORT": str(base),
+            "KAFKA_CLUSTER_DIR": str(directory),
+            "KAFKA_CACHE_DIR": str(kafka_cache_dir()),
+        }
+        self.bootstrap = ",".join(f"{LOOPBACK}:{base + 3 * n}" for n in range(self.NODES))
+
+    def command(self, *action: str) -> str:
+        """The shell command that runs ``cluster.sh ACTION...`` on this cluster."""
+        settings = " ".join(f"{name}={shlex.quote(value)}" for name, value in self.env.items())
+        return f"{settings} bash {shlex.quote(str(CLUSTER_SCRIPT))} {' '.join(action)}"
+
+    def up(self) -> None:
+        subprocess.run(self.command("up"), shell=True, check=True, timeout=_START_TIMEOUT_S)
+
+    def reset(self) -> None:
+        """Every node stopped, the data deleted."""
+        subprocess.run(self.command("reset"), shell=True, check=True, timeout=_START_TIMEOUT_S)

@@ -116,6 +116,12 @@ def _outage(args: argparse.Namespace) -> int:
             file=sys.stderr,
         )
         return 2
+    if args.min_insync_replicas > args.replication_factor:
+        print(
+            "blackjack outage: --min-insync-replicas is at most --replication-factor",
+            file=sys.stderr,
+        )
+        return 2
     config = outage.OutageConfig(
         bootstrap=args.bootstrap,
         stop_broker=args.stop_broker,
@@ -127,6 +133,8 @@ def _outage(args: argparse.Namespace) -> int:
         settle_s=args.settle,
         keep_topics=args.keep_topics,
         security=KafkaSecurity.from_env(),  # as the load test's
+        replication_factor=args.replication_factor,
+        min_insync_replicas=args.min_insync_replicas,
     )
     try:
         return _reported(args, lambda emit: outage.run_outage(config, emit))
@@ -224,6 +232,18 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
         "--start-broker",
         default=f"{LOCAL_BROKER} up",
         help="shell command that starts it again and returns once it serves",
+    )
+    outage.add_argument(
+        "--replication-factor",
+        type=_positive,
+        default=1,
+        help="replicas of the drill's topics (3 on deploy/kafka/cluster.sh's cluster)",
+    )
+    outage.add_argument(
+        "--min-insync-replicas",
+        type=_positive,
+        default=1,
+        help="the topics' min.insync.replicas (2 on that cluster: one node may be down)",
     )
     _on_a_broker(outage, partitions=3)
     outage.set_defaults(handler=_outage)

@@ -61,12 +61,19 @@ class Drill:
         timeout_s: float,
         resend_after_s: float | None = None,
         security: KafkaSecurity = PLAINTEXT,
+        replication_factor: int = 1,
+        min_insync_replicas: int = 1,
     ) -> None:
         """``security``: how every client of the drill connects (the handlers, the players'
-        client and events reader, the proof's readers)."""
+        client and events reader, the proof's readers); the replicas: of its topics."""
         self.prefix = f"{name}{uuid.uuid4().hex[:10]}."
         self.settings = KafkaSettings(
-            bootstrap=bootstrap, topic_prefix=self.prefix, partitions=partitions, security=security
+            bootstrap=bootstrap,
+            topic_prefix=self.prefix,
+            partitions=partitions,
+            replication_factor=replication_factor,
+            min_insync_replicas=min_insync_replicas,
+            security=security,
         )
         self.topics = Topics(self.prefix)
         self.shoe_key = ShoeSeal.new_key_hex()

@@ -50,6 +50,10 @@ class OutageConfig:
     security: KafkaSecurity = PLAINTEXT
     """How every client connects (handlers, players, proof, the projection worker): the
     service's BLACKJACK_KAFKA_* settings on the command line."""
+    replication_factor: int = 1
+    """Replicas of the drill's topics: 3 on deploy/kafka/cluster.sh's three nodes, where one
+    node stops and the others take its partitions over."""
+    min_insync_replicas: int = 1
 
 
 class BrokerCommandFailed(RuntimeError):
@@ -66,6 +70,8 @@ async def run_outage(config: OutageConfig, emit: Emit) -> dict[str, Any]:
         timeout_s=config.timeout_s,
         resend_after_s=config.resend_after_s,
         security=config.security,
+        replication_factor=config.replication_factor,
+        min_insync_replicas=config.min_insync_replicas,
     )
     emit({"kind": "setup", **_public(config), "topic_prefix": drill.prefix, "handlers": 2})
     outages: list[dict[str, Any]] = []
@@ -106,6 +112,7 @@ async def run_outage(config: OutageConfig, emit: Emit) -> dict[str, Any]:
         "commands_resent": sum(drill.resent().values()),
         "first_answer_after_up_s_max": max(o["first_answer_after_up_s"] for o in outages),
         "all_answered_after_up_s_max": max(o["all_answered_after_up_s"] for o in outages),
+        "longest_wait_s_max": max(o["longest_wait_s"] for o in outages),
     }
     emit(summary)
     return summary
@@ -131,12 +138,23 @@ async def _outage(config: OutageConfig, drill: Drill) -> dict[str, Any]:
 
     await drill.meanwhile(asyncio.wait_for(every_table_answered(), config.timeout_s))
     firsts = [next(t for t in p.answered_at if t > up) - up for p in drill.players]
+    # a table's longest wait for an answer from the stop on (a cluster's other nodes answer
+    # while one is down: this is its failover; a single broker's is the outage itself)
+    waits = [
+        later - max(earlier, began)
+        for p in drill.players
+        for earlier, later in zip(p.answered_at, p.answered_at[1:], strict=False)
+        if later > began
+    ]
+    answered_while_down = sum(down < t < restarting for p in drill.players for t in p.answered_at)
     return {
         "stop_s": round(down - began, 3),
         "start_s": round(up - restarting, 3),
         "broker_away_s": round(up - began, 3),
         "first_answer_after_up_s": round(min(firsts), 3),
         "all_answered_after_up_s": round(max(firsts), 3),
+        "longest_wait_s": round(max(waits, default=0.0), 3),
+        "answered_while_down": answered_while_down,
     }
 
 
@@ -163,4 +181,6 @@ def _public(config: OutageConfig) -> dict[str, Any]:
         "stop_broker": config.stop_broker,
         "start_broker": config.start_broker,
         "security": config.security.protocol,
+        "replication_factor": config.replication_factor,
+        "min_insync_replicas": config.min_insync_replicas,
     }
