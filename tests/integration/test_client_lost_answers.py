@@ -27,6 +27,8 @@ from __future__ import annotations
 
 import asyncio
 import time
+from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager
 from datetime import UTC, datetime
 from typing import Any
 
@@ -43,7 +45,7 @@ from blackjack.bus.topics import partition_for
 from blackjack.client import AnswerLost, BlackjackClient, UnreadableResult
 from blackjack.command_handler.service import CommandHandler
 from blackjack.domain import commands as cmd
-from blackjack.messages.envelope import CommandEnvelope
+from blackjack.messages.envelope import CommandEnvelope, CommandResult
 from tests.integration.conftest import WAIT_S, KafkaSpace
 
 pytestmark = pytest.mark.integration
@@ -80,12 +82,12 @@ async def recreate(bootstrap: str, topic: str, partitions: int) -> None:
     again until it says so."""
     looking = AIOKafkaConsumer(bootstrap_servers=bootstrap)
     await looking.start()
-    admin = await admin_of(bootstrap)
     try:
         was = await topic_state(looking._client, topic)
         assert was is not None
-        await admin.delete_topics([topic])
-        await admin.create_topics([NewTopic(topic, partitions, 1)])
+        async with admin_of(bootstrap) as admin:
+            await admin.delete_topics([topic])
+            await admin.create_topics([NewTopic(topic, partitions, 1)])
         tps = [TopicPartition(topic, p) for p in range(partitions)]
         async with asyncio.timeout(WAIT_S):
             while True:
@@ -96,14 +98,36 @@ async def recreate(bootstrap: str, topic: str, partitions: int) -> None:
                         return
                 await asyncio.sleep(0.05)  # the broker's metadata, applied asynchronously
     finally:
-        await admin.close()
         await looking.stop()
 
 
-async def admin_of(bootstrap: str) -> AIOKafkaAdminClient:
+@asynccontextmanager
+async def admin_of(bootstrap: str) -> AsyncIterator[AIOKafkaAdminClient]:
     admin = AIOKafkaAdminClient(bootstrap_servers=bootstrap)
     await admin.start()
-    return admin
+    try:
+        yield admin
+    finally:
+        await admin.close()
+
+
+async def delete_before(bootstrap: str, tp: TopicPartition, offset: int) -> None:
+    """``delete_records``: the records of ``tp`` before ``offset`` are gone (retention)."""
+    async with admin_of(bootstrap) as admin:
+        await admin.delete_records({tp: RecordsToDelete(before_offset=offset)})
+
+
+async def answered(
+    client: BlackjackClient, bootstrap: str, topic: str, *command_ids: str, partition: int = 0
+) -> list[CommandResult]:
+    """Answer each command id on the results topic's ``partition``, in order, and await each
+    answer before the next is written: the reader's position is past them all."""
+    results = []
+    for command_id in command_ids:
+        waiting = asyncio.ensure_future(client.result(command_id, WAIT_S))
+        await write(bootstrap, topic, answer(command_id), partition=partition)
+        results.append(await waiting)
+    return results
 
 
 def hold(client: BlackjackClient, tp: TopicPartition) -> None:
@@ -114,6 +138,13 @@ def hold(client: BlackjackClient, tp: TopicPartition) -> None:
     consumer = client._consumer
     assert consumer is not None
     consumer.pause(tp)
+
+
+def release(client: BlackjackClient, tp: TopicPartition) -> None:
+    """The results reader reads ``tp`` again (``hold`` undone)."""
+    consumer = client._consumer
+    assert consumer is not None
+    consumer.resume(tp)
 
 
 def counted(name: str, **labels: str) -> float:
@@ -136,20 +167,13 @@ async def test_answers_after_records_deleted_unread_are_read_and_the_loss_is_cou
         start = client._pinned[0]
         # the reader is at `start`; the record there is deleted before it reads it
         await write(space.bootstrap, tp.topic, answer("deleted-1"), answer("kept-1"))
-        admin = await admin_of(space.bootstrap)
-        try:
-            await admin.delete_records({tp: RecordsToDelete(before_offset=start + 1)})
-        finally:
-            await admin.close()
+        await delete_before(space.bootstrap, tp, start + 1)
         waiting = asyncio.ensure_future(client.result("kept-1", WAIT_S))
-        assert client._consumer is not None
-        client._consumer.resume(tp)
+        release(client, tp)
         # before: the reader jumped to the end, over kept-1, and the wait timed out
         assert (await waiting).command_id == "kept-1"
         assert client.health.healthy
-        later = asyncio.ensure_future(client.result("later-1", WAIT_S))
-        await write(space.bootstrap, tp.topic, answer("later-1"))
-        assert (await later).command_id == "later-1"
+        await answered(client, space.bootstrap, tp.topic, "later-1")
     assert client.results_for("deleted-1") == []
     assert counted("blackjack_client_results_resets_total", **labels, cause="deleted") == (
         resets + 1
@@ -165,17 +189,14 @@ async def test_a_results_topic_recreated_under_the_reader_is_read_from_its_start
     client = space.client()
     labels = {"client_id": client.client_id, "cause": "recreated"}
     async with client:
-        for command_id in ("old-1", "old-2", "old-3"):  # the reader's position: 3 on
-            waiting = asyncio.ensure_future(client.result(command_id, WAIT_S))
-            await write(space.bootstrap, tp.topic, answer(command_id))
-            await waiting
+        # the reader's position: 3 on
+        await answered(client, space.bootstrap, tp.topic, "old-1", "old-2", "old-3")
         hold(client, tp)
         await recreate(space.bootstrap, tp.topic, 1)
         # the new topic ends before the reader's position
         await write(space.bootstrap, tp.topic, answer("new-1"))
         waiting = asyncio.ensure_future(client.result("new-1", WAIT_S))
-        assert client._consumer is not None
-        client._consumer.resume(tp)
+        release(client, tp)
         # before: the reader jumped to the new topic's end, over new-1, and the wait timed out
         assert (await waiting).command_id == "new-1"
         assert client._pinned[0] == 0  # a look-back reads no further than the reader's start
@@ -190,10 +211,8 @@ async def test_a_results_topic_recreated_longer_than_the_readers_position_is_rea
     client = space.client()
     labels = {"client_id": client.client_id, "cause": "recreated"}
     async with client:
-        for command_id in ("was-1", "was-2"):  # the reader's position: 2 on
-            waiting = asyncio.ensure_future(client.result(command_id, WAIT_S))
-            await write(space.bootstrap, tp.topic, answer(command_id))
-            await waiting
+        # the reader's position: 2 on
+        await answered(client, space.bootstrap, tp.topic, "was-1", "was-2")
         hold(client, tp)
         await recreate(space.bootstrap, tp.topic, 1)
         # the new topic is longer than the reader's position: no offset out of range; its
@@ -208,16 +227,13 @@ async def test_a_results_topic_recreated_longer_than_the_readers_position_is_rea
         )
         waiting = asyncio.ensure_future(client.result("anew-1", WAIT_S))
         again = asyncio.ensure_future(client.result("was-1", WAIT_S, skip=1))
-        assert client._consumer is not None
-        client._consumer.resume(tp)
+        release(client, tp)
         # before: the reader read on from offset 2 (anew-2, anew-3): the waits timed out
         assert (await waiting).command_id == "anew-1"
         assert (await again).command_id == "was-1"  # not taken for the old topic's answer
         assert len(client.results_for("was-1")) == 2
         assert client._pinned[0] == 0
-        later = asyncio.ensure_future(client.result("anew-4", WAIT_S))
-        await write(space.bootstrap, tp.topic, answer("anew-4"))
-        assert (await later).command_id == "anew-4"
+        await answered(client, space.bootstrap, tp.topic, "anew-4")
         # read before the reader knew of the new topic, then again from its beginning: once
         assert [len(client.results_for(c)) for c in ("anew-2", "anew-3")] == [1, 1]
     assert counted("blackjack_client_results_resets_total", **labels) == 1
@@ -232,18 +248,16 @@ async def test_a_results_topic_recreated_with_fewer_partitions_is_read_in_those_
     labels = {"client_id": client.client_id}
     async with client:
         for partition in (0, 1):  # the reader's position: 1 on, in both
-            waiting = asyncio.ensure_future(client.result(f"two-{partition}", WAIT_S))
-            await write(space.bootstrap, topic, answer(f"two-{partition}"), partition=partition)
-            await waiting
+            await answered(client, space.bootstrap, topic, f"two-{partition}", partition=partition)
         for partition in (0, 1):
             hold(client, TopicPartition(topic, partition))
         await recreate(space.bootstrap, topic, 1)
         await write(space.bootstrap, topic, answer("one-1"), answer("one-2"))
         waiting = asyncio.ensure_future(client.result("one-1", WAIT_S))
-        assert client._consumer is not None
-        client._consumer.resume(TopicPartition(topic, 0))
+        release(client, TopicPartition(topic, 0))
         assert (await waiting).command_id == "one-1"
         # before: partition 1 was fetched for good (its fetches failed, unseen)
+        assert client._consumer is not None
         assert client._consumer.assignment() == {TopicPartition(topic, 0)}
         assert set(client._pinned) == {0}
         assert client.health.healthy
@@ -280,9 +294,7 @@ async def test_without_topic_ids_a_partition_gone_is_no_longer_read(
         # before: partition 1 was fetched for good, unseen
         await asyncio.wait_for(left.wait(), WAIT_S)
         assert set(client._pinned) == {0}
-        waiting = asyncio.ensure_future(client.result("one-left-1", WAIT_S))
-        await write(space.bootstrap, topic, answer("one-left-1"))
-        assert (await waiting).command_id == "one-left-1"
+        await answered(client, space.bootstrap, topic, "one-left-1")
     assert counted("blackjack_client_results_resets_total", **labels) == 1
 
 
@@ -309,11 +321,8 @@ async def test_a_results_partition_added_after_start_is_read_from_its_beginning(
     monkeypatch.setattr(client_module, "RESULTS_METADATA_MAX_AGE_MS", 500)
     async with space.client() as client:
         assert set(client._pinned) == {0}
-        admin = await admin_of(space.bootstrap)
-        try:
+        async with admin_of(space.bootstrap) as admin:
             await admin.create_partitions({space.topics.results: NewPartitions(2)})
-        finally:
-            await admin.close()
         await write(space.bootstrap, space.topics.results, answer("on-new-1"), partition=1)
         waiting = asyncio.ensure_future(client.result("on-new-1", WAIT_S))
         shown.set()
@@ -321,13 +330,9 @@ async def test_a_results_partition_added_after_start_is_read_from_its_beginning(
         # before: the reader never read partition 1 (until a restart): the wait timed out
         assert (await waiting).command_id == "on-new-1"
         assert time.monotonic() - started < WAIT_S / 2
-        later = asyncio.ensure_future(client.result("on-new-2", WAIT_S))
-        await write(space.bootstrap, space.topics.results, answer("on-new-2"), partition=1)
-        assert (await later).command_id == "on-new-2"
+        await answered(client, space.bootstrap, space.topics.results, "on-new-2", partition=1)
         # partition 0 read on from where it stood
-        again = asyncio.ensure_future(client.result("on-old-1", WAIT_S))
-        await write(space.bootstrap, space.topics.results, answer("on-old-1"), partition=0)
-        assert (await again).command_id == "on-old-1"
+        await answered(client, space.bootstrap, space.topics.results, "on-old-1", partition=0)
         assert client._pinned == {0: client._pinned[0], 1: 0}
 
 
@@ -430,16 +435,11 @@ async def test_an_answer_deleted_unread_fails_its_wait_at_once_and_a_resend_gets
             end = (await reader.end_offsets([tp]))[tp]
         finally:
             await reader.stop()
-        admin = await admin_of(space.bootstrap)
-        try:
-            await admin.delete_records({tp: RecordsToDelete(before_offset=end)})
-        finally:
-            await admin.close()
+        await delete_before(space.bootstrap, tp, end)
         second = await client.send(stream, cmd.OpenTable(variant="mini-h17"))  # answered after
         waiting = asyncio.ensure_future(client.result(first, WAIT_S))
         started = time.monotonic()
-        assert client._consumer is not None
-        client._consumer.resume(tp)
+        release(client, tp)
         assert (await client.result(second, WAIT_S)).command_id == second
         # before: the wait ran out (TimeoutError after WAIT_S)
         with pytest.raises(TimeoutError) as raised:
