@@ -10,9 +10,10 @@
   a topic made again with fewer partitions had the ones gone fetched for good. Now the reader
   knows the topic by its id (``bus.topic_ids``), reads a new one from its beginning in the
   partitions it has, and keeps its answers apart from the old one's.
-* An answer deleted unread made its caller wait out its timeout. Now, once the reader has
-  read the answer to a later command of that partition, the wait fails at once with
-  ``AnswerLost``, and a resend under the same command id gets the original answer.
+* An answer deleted unread (by retention, or with its results topic deleted and made again)
+  made its caller wait out its timeout. Now, once the reader has read the answer to a later
+  command of that partition, the wait fails at once with ``AnswerLost``, and a resend under
+  the same command id gets the original answer.
 * A partition added to the results topic after ``start()`` was never read until a restart:
   its answers timed out. Now the reader refreshes the topic's metadata
   (``RESULTS_METADATA_MAX_AGE_MS``) and reads a new partition from its beginning.
@@ -46,7 +47,7 @@ from blackjack.client import AnswerLost, BlackjackClient, UnreadableResult
 from blackjack.command_handler.service import CommandHandler
 from blackjack.domain import commands as cmd
 from blackjack.messages.envelope import CommandEnvelope, CommandResult
-from tests.integration.conftest import WAIT_S, KafkaSpace
+from tests.integration.conftest import WAIT_S, KafkaSpace, running_handler
 
 pytestmark = pytest.mark.integration
 
@@ -456,3 +457,43 @@ async def test_an_answer_deleted_unread_fails_its_wait_at_once_and_a_resend_gets
             stream, cmd.OpenTable(variant="mini-h17"), command_id=first, sent_at=sent_at
         )
         assert again == answered
+
+
+async def test_an_answer_lost_with_its_recreated_results_topic_fails_its_wait_at_once(
+    kafka_space: Any,
+) -> None:
+    # a space and a handler of its own: the module's share their results topic
+    space: KafkaSpace = await kafka_space(partitions=1)
+    tp = TopicPartition(space.topics.results, 0)
+    stream = "lost-recreated-1"
+    client = space.client()
+    labels = {"client_id": client.client_id, "cause": "recreated"}
+    async with running_handler(space.config()), client:
+        hold(client, tp)  # the reader reads nothing of the results
+        sent_at = datetime.now(UTC)
+        first = await client.send(stream, cmd.OpenTable(variant="mini-h17"), sent_at=sent_at)
+        waiting = asyncio.ensure_future(client.result(first, WAIT_S))
+        async with space.client() as other:  # the handler's answer, on the topic
+            answered_first = await other.result(first, WAIT_S, stream_id=stream, sent_at=sent_at)
+        assert answered_first.status == "accepted", answered_first
+        # the results topic deleted and made again: the answer to `first` goes with it, unread
+        await recreate(space.bootstrap, tp.topic, 1)
+        second = await client.send(stream, cmd.OpenTable(variant="mini-h17"))  # answered after
+        started = time.monotonic()
+        release(client, tp)
+        assert (await client.result(second, WAIT_S)).command_id == second
+        with pytest.raises(TimeoutError) as raised:
+            await waiting
+        assert time.monotonic() - started < WAIT_S / 2
+        lost = raised.value
+        assert isinstance(lost, AnswerLost), lost
+        assert (lost.command_id, lost.stream_id, lost.partition) == (first, stream, 0)
+        assert client.results_for(first) == []  # no answer taken for it
+        with pytest.raises(AnswerLost):  # a later wait is told at once too
+            await client.result(first, WAIT_S)
+        # sent again under the same id, the handler answers with the original
+        again = await client.execute(
+            stream, cmd.OpenTable(variant="mini-h17"), command_id=first, sent_at=sent_at
+        )
+        assert again == answered_first
+    assert counted("blackjack_client_results_resets_total", **labels) == 1
