@@ -240,6 +240,30 @@ async def test_a_results_topic_recreated_longer_than_the_readers_position_is_rea
     assert counted("blackjack_client_results_resets_total", **labels) == 1
 
 
+async def test_a_recreated_results_topic_is_told_within_the_check_interval_of_an_idle_reader(
+    kafka_space: Any, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # a quarter of a second between checks of the topic's id: the reader's fetch waits no
+    # longer than the next check (before: a fetch with no record waited a whole second, and the
+    # check came only after it)
+    monkeypatch.setattr(client_module, "RESULTS_TOPIC_CHECK_S", 0.25)
+    space: KafkaSpace = await kafka_space(partitions=1)
+    tp = TopicPartition(space.topics.results, 0)
+    async with space.client() as client:
+        await answered(client, space.bootstrap, tp.topic, "idle-1", "idle-2")
+        hold(client, tp)
+        await recreate(space.bootstrap, tp.topic, 1)
+        # longer than the reader's position (2): nothing out of range, the id alone tells
+        await write(space.bootstrap, tp.topic, *(answer(f"fresh-{n}") for n in range(4)))
+        waiting = asyncio.ensure_future(client.result("fresh-0", WAIT_S))
+        started = time.monotonic()
+        release(client, tp)
+        assert (await waiting).command_id == "fresh-0"
+        # before: a second (the fetch's wait for fresh-2, fresh-3, then the check), 1.0 s to
+        # 1.5 s in 20 runs of tests/integration/measure_recreated_results.py --held
+        assert time.monotonic() - started < 0.75
+
+
 async def test_a_results_topic_recreated_with_fewer_partitions_is_read_in_those_it_has(
     kafka_space: Any,
 ) -> None:
