@@ -4,7 +4,7 @@ VENV ?= .venv
 PY := $(VENV)/bin/python
 export PYTHONDONTWRITEBYTECODE := 1
 
-.PHONY: install run test lint typecheck unit integration schemas facts kafka-up kafka-down postgres-up postgres-down bench load compiled bench-compiled constraints rules-test clean
+.PHONY: install run test lint typecheck unit integration schemas facts kafka-up kafka-down cluster-up cluster-down postgres-up postgres-down bench load compiled bench-compiled constraints rules-test clean
 
 $(VENV)/.installed: pyproject.toml
 	python3 -m venv $(VENV)
@@ -68,6 +68,13 @@ kafka-up:
 
 kafka-down:
 	deploy/kafka/kafka.sh down
+
+# Three KRaft nodes on KAFKA_CLUSTER_PORT.. (29192), for the failover drill (docs/load.md)
+cluster-up:
+	deploy/kafka/cluster.sh up
+
+cluster-down:
+	deploy/kafka/cluster.sh down
 
 postgres-up:
 	deploy/postgres/postgres.sh up
