@@ -32,6 +32,7 @@ from prometheus_client import CONTENT_TYPE_LATEST, generate_latest
 from blackjack.api.routes import query_api, typed_refusals
 from blackjack.bus.contract import documentation_broker, specification
 from blackjack.bus.reachable import wait_for_brokers
+from blackjack.bus.settings import bootstrap_servers
 from blackjack.bus.topics import ensure_topics
 from blackjack.command_handler.config import HandlerConfig
 from blackjack.command_handler.service import CommandHandler
@@ -164,7 +165,7 @@ def build_app(config: HandlerConfig, projections: ProjectionSettings | None = No
     group and broker) and the query API over its store, as ``make run`` serves them."""
     logger = faststream_logger()  # JSON lines like every other log
     broker = _AppBroker(
-        config.kafka.bootstrap,
+        bootstrap_servers(config.kafka.bootstrap),  # FastStream takes a string as one host
         client_id=f"{config.instance_id}-faststream",
         security=config.kafka.security.faststream(),
         logger=logger,

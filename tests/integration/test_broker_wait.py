@@ -134,3 +134,33 @@ async def test_a_handler_started_before_its_broker_takes_commands_once_it_answer
         if process.returncode is None:
             process.kill()
             await process.wait()
+
+
+async def test_serve_given_a_cluster_s_addresses_plays_and_folds(
+    kafka_space: Any, tmp_path: Path
+) -> None:
+    """BLACKJACK_KAFKA_BOOTSTRAP as a cluster's is written, ``host:port,host:port`` (the first
+    a port nothing listens on, the second the broker): FastStream took the string whole as one
+    host, so `serve` failed its start ("app broker": "Name or service not known") and exited;
+    found on deploy/kafka/cluster.sh's three nodes. Now it takes commands and is ready."""
+    space: KafkaSpace = await kafka_space(partitions=1)
+    port = free_port()
+    env = space.env(
+        BLACKJACK_KAFKA_BOOTSTRAP=f"127.0.0.1:{free_port()},{space.bootstrap}",
+        BLACKJACK_DB_URL=f"sqlite+aiosqlite:///{tmp_path / 'read.db'}",
+    )
+    process = await start(["serve", "--port", str(port)], env)
+    try:
+        await lines_until(process, '"partition ready"')
+        async with space.client() as client:
+            result = await client.execute("cluster-table", cmd.OpenTable(variant="mini-h17"))
+        assert result.status == "accepted"
+        async with httpx.AsyncClient(base_url=f"http://127.0.0.1:{port}", timeout=5) as http:
+            async with asyncio.timeout(WAIT_S):
+                while (await http.get("/readyz")).status_code != 200:
+                    await asyncio.sleep(0.1)  # the worker's first assignment: no event to await
+        await stopped_cleanly(process)
+    finally:
+        if process.returncode is None:
+            process.kill()
+            await process.wait()
