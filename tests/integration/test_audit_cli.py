@@ -20,7 +20,8 @@ from blackjack.messages.envelope import EventEnvelope
 from blackjack.messages.sealing import ShoeSeal
 from blackjack.projections import schema
 from blackjack.projections.rebuild import rebuild
-from blackjack.projections.store import ProjectionStore
+from blackjack.projections.revision import code_revision
+from blackjack.projections.store import NoReadModel, ProjectionStore
 from blackjack.projections.writer import ProjectionWriter
 
 pytest.register_assert_rewrite("tests.integration.conftest_projections")
@@ -42,6 +43,7 @@ TABLE = "table-s17"
 LOG = play_tables([(TABLE, "mini-s17"), ("table-multi", "atlantic-city-multi")], 10, seed=404)
 PLAYER = f"{TABLE}-p0"
 NEWER = "0999"  # a schema revision no release of this code knows
+OLDER = "0005"  # one before this code's head
 
 
 def blackjack(*args: str, env: dict[str, str]) -> subprocess.CompletedProcess[str]:
@@ -304,3 +306,45 @@ async def test_a_scratch_store_a_newer_release_migrated_is_refused_not_incomplet
         assert (
             await connection.execute(select(func.count()).select_from(schema.events))
         ).scalar_one() == 0
+
+
+@pytest.mark.parametrize("found", [NEWER, OLDER], ids=["newer", "older"])
+async def test_a_live_store_at_another_schema_revision_is_refused_before_anything_is_compared(
+    found: str, events_topic: EventsTopic, stores: StoreFactory, shoe_seal: ShoeSeal
+) -> None:
+    """The live store at a schema revision a newer release migrated it to, or at an older
+    one (its rows as they were): this code's rebuild would be compared with another
+    release's fold, or fail on a column one of them lacks. Refused before anything is rebuilt
+    or compared (exit 2, one line naming both revisions and what to run). Before, the audit
+    printed AUDIT PASSED and exited 0 on both."""
+    live, env = await live_store(stores, events_topic, shoe_seal, LOG.envelopes)
+    async with live.writing() as connection:
+        await connection.execute(text(f"UPDATE alembic_version SET version_num = '{found}'"))
+    scratch_url = await stores.url()  # an empty database: the audit would rebuild into it
+    audit = blackjack("audit", "--scratch-url", scratch_url, env=env)
+    said = audit.stdout + audit.stderr
+    assert audit.returncode == 2, said[-3000:]
+    assert audit.stdout == "" and "Traceback" not in audit.stderr, said[-3000:]
+    [line] = audit.stderr.splitlines()
+    shown = make_url(live.url).render_as_string(hide_password=True)
+    assert line.startswith(f"blackjack audit: the live store {shown} "), line
+    head = code_revision()
+    if found == NEWER:
+        newer = f"a newer release migrated it (schema revision {NEWER}; this release is built "
+        assert newer + f"for {head}): audit it with that release" in line, line
+    else:
+        assert f"it is at schema revision {OLDER}, older than this release's {head}:" in line
+        assert "`blackjack projections migrate`" in line, line
+    assert line.endswith("; nothing was compared"), line
+    with pytest.raises(NoReadModel):  # the scratch store not even migrated
+        await read_model_in(scratch_url)
+
+
+async def read_model_in(url: str) -> None:
+    """``NoReadModel`` unless a migration ran in the database at ``url``."""
+    store = ProjectionStore(url, existing=True)  # a SQLite file not there: at once
+    try:
+        async with store.reading():
+            pass
+    finally:
+        await store.close()

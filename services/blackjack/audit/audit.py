@@ -47,8 +47,49 @@ from blackjack.projections.dump import (
     write_dump,
 )
 from blackjack.projections.rebuild import read_topic, rebuild, refuse_a_store_of_another_log
+from blackjack.projections.revision import MIGRATE_COMMAND, SchemaMismatch, check_schema
 from blackjack.projections.store import ProjectionStore
 from blackjack.projections.writer import Position, ProjectionWriter, Record, read_positions
+
+
+class LiveStoreAtAnotherRevision(Exception):
+    """The live store is at another schema revision than this code's: a newer release
+    migrated it, or it is older than this code's head (its workers are of an older release).
+    This code's rebuild compared with it would compare the folds of two releases (differences
+    that are none, or none where a release's columns differ), or fail on a column one of them
+    lacks; so the audit refuses it before anything is rebuilt or compared. Not a
+    ``SchemaMismatch``: that one, from the scratch store, says another thing."""
+
+    def __init__(self, url: str, mismatch: SchemaMismatch) -> None:
+        self.mismatch = mismatch
+        shown = make_url(url).render_as_string(hide_password=True)
+        found = ", ".join(mismatch.found) or "none"
+        if mismatch.newer:
+            why = (
+                f"a newer release migrated it (schema revision {found}; this release is built "
+                f"for {mismatch.expected}): audit it with that release's `blackjack audit`"
+            )
+        else:
+            why = (
+                f"it is at schema revision {found}, older than this release's "
+                f"{mismatch.expected}: audit it with the release its workers run, or upgrade it "
+                f"first (`{MIGRATE_COMMAND}`, which stops that release's workers: "
+                "docs/projections.md, 'Upgrading the read model')"
+            )
+        super().__init__(
+            f"the live store {shown} (--db-url or BLACKJACK_DB_URL): {why}; nothing was compared"
+        )
+
+
+async def refuse_a_live_store_at_another_revision(
+    connection: AsyncConnection, live: ProjectionStore
+) -> None:
+    """``LiveStoreAtAnotherRevision`` unless the live store is at this code's schema revision:
+    the workers' check (``revision.check_schema``), a look only (no lock held)."""
+    try:
+        await check_schema(connection, lock=False)
+    except SchemaMismatch as mismatch:
+        raise LiveStoreAtAnotherRevision(live.url, mismatch) from None
 
 
 @dataclass
@@ -247,15 +288,20 @@ async def run_audit(
     """``acknowledged``: records no reader can read that an operator has acknowledged (a
     finding only when none of them names the record, by its digest too). ``differences``:
     how many differences between the rebuild and the live store are listed per table (the
-    rest are counted)."""
+    rest are counted). ``scratch`` is migrated here, once the live store is not refused."""
     report = AuditReport(topic)
-    # first: a store of another log is refused at once, before its dump is written
+    # first: a live store at another schema revision, or of another log, is refused at once,
+    # before the scratch store is migrated or the live store's dump is written
     async with live.reading() as connection:
+        await refuse_a_live_store_at_another_revision(connection, live)
         stored = await read_positions(connection, topic)
     shown = make_url(live.url).render_as_string(hide_password=True)
     await refuse_a_store_of_another_log(stored, bootstrap, topic, security, shown)
+    await scratch.migrate()
     with tempfile.TemporaryFile("w+", encoding="utf-8", newline="\n") as live_dump:
         async with live.reading() as connection:
+            # again in the snapshot dumped: a migration may have run since the first look
+            await refuse_a_live_store_at_another_revision(connection, live)
             report.positions = await read_positions(connection, topic)
             await write_dump(connection, live_dump.write)
             report.violations, report.totals = await conservation(connection)

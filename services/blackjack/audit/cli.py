@@ -2,9 +2,10 @@
 
 Exit codes: 0 everything checked out; 1 a mismatch (a finding, a difference, a violation);
 2 bad input, an unknown round, a live store folded from another log (its positions past the
-end of the topic's partitions: ``projections.other_log``), or a ``--scratch-url`` store a
-newer release migrated (not the exit 3 that ``SchemaMismatch`` gives the projection commands):
-refused before anything is compared; 3 nothing wrong found, but not everything could be
+end of the topic's partitions: ``projections.other_log``), a live store at another schema
+revision than this code's (``audit.LiveStoreAtAnotherRevision``), or a ``--scratch-url`` store
+a newer release migrated (not the exit 3 that ``SchemaMismatch`` gives the projection
+commands): refused before anything is compared; 3 nothing wrong found, but not everything could be
 verified (a shoe still sealed: no ``BLACKJACK_AUDIT_KEY``, ``BLACKJACK_SHOE_KEY`` or
 ``BLACKJACK_SHOE_KEY_FILE`` was given, or only the audit key for a shoe sealed before it).
 """
@@ -108,7 +109,7 @@ def _replay(args: argparse.Namespace) -> int:
 
 def _audit(args: argparse.Namespace) -> int:
     from blackjack.audit import acknowledged as acknowledgments
-    from blackjack.audit.audit import run_audit
+    from blackjack.audit.audit import LiveStoreAtAnotherRevision, run_audit
     from blackjack.projections.store import ProjectionStore
 
     try:
@@ -126,8 +127,7 @@ def _audit(args: argparse.Namespace) -> int:
     async def run(scratch_url: str) -> int:
         live = ProjectionStore(settings.db_url, existing=True)
         scratch = ProjectionStore(scratch_url)
-        try:
-            await scratch.migrate()
+        try:  # the scratch store is migrated once the live store is not refused
             report = await run_audit(
                 live,
                 scratch,
@@ -138,6 +138,9 @@ def _audit(args: argparse.Namespace) -> int:
                 acknowledged=acknowledged,
                 differences=args.differences,
             )
+        except LiveStoreAtAnotherRevision as error:  # before the scratch store is migrated
+            print(f"blackjack audit: {error}", file=sys.stderr)
+            return BAD_INPUT
         except SchemaMismatch as error:  # only the scratch store is migrated and folded into
             # not the command line's exit 3 for it, which here means AUDIT INCOMPLETE
             print(_scratch_refused(scratch_url, error), file=sys.stderr)
