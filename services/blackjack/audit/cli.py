@@ -1,12 +1,13 @@
 """``blackjack replay ROUND_ID`` and ``blackjack audit``.
 
 Exit codes: 0 everything checked out; 1 a mismatch (a finding, a difference, a violation);
-2 bad input, an unknown round, a live store folded from another log (its positions past the
-end of the topic's partitions: ``projections.other_log``), a live store at another schema
-revision than this code's (``audit.LiveStoreAtAnotherRevision``), or a ``--scratch-url`` store
-a newer release migrated (not the exit 3 that ``SchemaMismatch`` gives the projection
-commands): refused before anything is compared; 3 nothing wrong found, but not everything could be
-verified (a shoe still sealed: no ``BLACKJACK_AUDIT_KEY``, ``BLACKJACK_SHOE_KEY`` or
+2 bad input, an unknown round, a store at another schema revision than this code's (the
+audit's live store, ``audit.LiveStoreAtAnotherRevision``; the one ``replay --source store``
+reads), a live store folded from another log (its positions past the end of the topic's
+partitions: ``projections.other_log``), or a ``--scratch-url`` store a newer release migrated
+(not the exit 3 that ``SchemaMismatch`` gives the projection commands): refused before
+anything is compared; 3 nothing wrong found, but not everything could be verified (a shoe
+still sealed: no ``BLACKJACK_AUDIT_KEY``, ``BLACKJACK_SHOE_KEY`` or
 ``BLACKJACK_SHOE_KEY_FILE`` was given, or only the audit key for a shoe sealed before it).
 """
 
@@ -55,11 +56,14 @@ def _seal() -> ShoeSeal | None:
 
 async def _from_store(settings: ProjectionSettings, stream_id: str) -> list[WireEnvelope]:
     from blackjack.projections.queries import stream_envelopes
+    from blackjack.projections.revision import check_schema_to_read
     from blackjack.projections.store import ProjectionStore
 
     store = ProjectionStore(settings.db_url, existing=True)
     try:
         async with store.reading() as connection:
+            # a store at another schema revision: what it holds is another release's rows
+            await check_schema_to_read(connection, store.url, "blackjack replay")
             return await stream_envelopes(connection, stream_id)
     finally:
         await store.close()
@@ -92,7 +96,12 @@ def _replay(args: argparse.Namespace) -> int:
         return BAD_INPUT
     settings = settings_from(args)
     source = _from_kafka if args.source == "kafka" else _from_store
-    wires = asyncio.run(source(settings, stream_id))
+    try:
+        wires = asyncio.run(source(settings, stream_id))
+    except SchemaMismatch as error:  # the store's (``StoreToReadAtAnotherRevision``): not the
+        # command line's exit 3 for it, which for replay means not verifiable
+        print(f"blackjack replay: {error}", file=sys.stderr)
+        return BAD_INPUT
     verdict = replay_round(wires, number, seal, stream_id, complete=args.source == "kafka")
     print(render(verdict))
     if not verdict.found:

@@ -34,6 +34,7 @@ from blackjack.audit.randomness import (
 from blackjack.domain.events import ShoeRetired
 from blackjack.domain.shoe import commitment
 from blackjack.projections.cli import add_store_options, settings_from
+from blackjack.projections.revision import SchemaMismatch
 from blackjack.projections.settings import ProjectionSettings
 
 OK, FAILED, BAD_INPUT, UNTESTED = 0, 1, 2, 3
@@ -60,6 +61,7 @@ async def revealed_in_store(settings: ProjectionSettings) -> list[Retired]:
 
     from blackjack.messages.wire import decode
     from blackjack.projections import schema
+    from blackjack.projections.revision import check_schema_to_read
     from blackjack.projections.store import ProjectionStore
 
     e = schema.events
@@ -69,6 +71,8 @@ async def revealed_in_store(settings: ProjectionSettings) -> list[Retired]:
     store = ProjectionStore(settings.db_url, existing=True)
     try:
         async with store.reading() as connection:
+            command = "blackjack randomness --source store"
+            await check_schema_to_read(connection, store.url, command)
             texts = list((await connection.execute(query)).scalars())
     finally:
         await store.close()
@@ -164,6 +168,8 @@ def _randomness(args: argparse.Namespace) -> int:
     started = time.monotonic()
     try:
         orders, unmatched = _orders(args)
+    except SchemaMismatch as error:  # the store at another revision (``revealed_in_store``)
+        return _bad(str(error))
     # a store or topic missing or down, unmigrated, an envelope it cannot decode, no driver
     except (
         OSError,

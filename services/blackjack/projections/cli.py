@@ -54,14 +54,21 @@ def settings_from(args: argparse.Namespace) -> ProjectionSettings:
     return replace(settings, **{k: v for k, v in changes.items() if v is not None})
 
 
-def read_store(args: argparse.Namespace, read: Callable[[AsyncConnection], Awaitable[T]]) -> T:
-    """``read`` on a connection to the store the options name, the store closed after."""
+def read_store(
+    args: argparse.Namespace, read: Callable[[AsyncConnection], Awaitable[T]], command: str
+) -> T:
+    """``read`` on a connection to the store the options name, the store closed after; first
+    ``StoreToReadAtAnotherRevision`` (exit 3) when the store is not at this code's schema
+    revision (``command``, as typed, is what the refusal tells to run with the matching
+    release)."""
+    from blackjack.projections.revision import check_schema_to_read
     from blackjack.projections.store import ProjectionStore
 
     async def run() -> T:
         store = ProjectionStore(settings_from(args).db_url, existing=True)
         try:
             async with store.reading() as connection:
+                await check_schema_to_read(connection, store.url, command)
                 return await read(connection)
         finally:
             await store.close()
@@ -218,7 +225,9 @@ def _dump(args: argparse.Namespace) -> int:
 
     # streamed: each page of lines written as read (or only hashed), never the whole dump
     write = (lambda text: None) if args.digest else sys.stdout.write
-    digest = read_store(args, lambda connection: write_dump(connection, write))
+    digest = read_store(
+        args, lambda connection: write_dump(connection, write), "blackjack projections dump"
+    )
     if args.digest:
         sys.stdout.write(digest + "\n")
     return 0
@@ -236,7 +245,11 @@ def _interrupted(args: argparse.Namespace) -> int:
         return 2
     idle_before = datetime.now(UTC) - timedelta(days=args.idle_days)
 
-    rounds = read_store(args, lambda c: interrupted_rounds(c, idle_before, args.limit))
+    rounds = read_store(
+        args,
+        lambda c: interrupted_rounds(c, idle_before, args.limit),
+        "blackjack projections interrupted",
+    )
     for found in rounds:
         held = ", ".join(f"{player} {amount}" for player, amount in found["in_play"].items())
         print(
@@ -264,6 +277,7 @@ def _report(args: argparse.Namespace) -> int:
         lambda c: game_performance(
             c, first, args.days, by_day=args.by_day, rules_apart=args.rules_apart
         ),
+        "blackjack projections report",
     )
     if args.json:
         print(json.dumps(report, indent=2))

@@ -124,6 +124,41 @@ class SchemaMismatch(ConfigurationError):
         return "newer" if self.newer else "older"
 
 
+class StoreToReadAtAnotherRevision(SchemaMismatch):
+    """A command that only reads the store's rows (``projections dump``, ``report``,
+    ``interrupted``, ``rules --table``, ``replay --source store``) found it at another schema
+    revision than its code's: what it reads is laid out by a release's schema (the columns
+    it selects, the form a text is stored in), so it would read another release's rows as its
+    own (a dump missing a newer release's columns, a digest equal where the stores differ) or
+    fail on a column one of them lacks (a traceback). Raised before anything is read; the
+    ``projections`` commands exit 3 with it, as for the workers (``replay`` 2: its 3 means
+    not verifiable)."""
+
+    def __init__(self, mismatch: SchemaMismatch, url: str, command: str) -> None:
+        from sqlalchemy.engine import make_url
+
+        self.expected = mismatch.expected
+        self.found = mismatch.found
+        self.newer = mismatch.newer
+        shown = make_url(url).render_as_string(hide_password=True)
+        found = ", ".join(self.found) or "none"
+        if self.newer:
+            why = (
+                f"a newer release migrated it (schema revision {found}; this release is built "
+                f"for {self.expected}): run that release's `{command}`"
+            )
+        else:
+            why = (
+                f"it is at schema revision {found}, older than this release's {self.expected}: "
+                f"run the `{command}` of the release its workers run, or upgrade the store first "
+                f"(`{MIGRATE_COMMAND}`, which stops that release's workers: docs/projections.md, "
+                "'Upgrading the read model')"
+            )
+        ConfigurationError.__init__(
+            self, f"the store {shown} (--db-url or BLACKJACK_DB_URL): {why}; nothing was read"
+        )
+
+
 @cache
 def _script() -> tuple[str, frozenset[str]]:
     from alembic.config import Config
@@ -172,6 +207,17 @@ async def check_schema(connection: AsyncConnection, *, lock: bool = True) -> Non
     wrong = mismatch(found)
     if wrong is not None:
         raise wrong
+
+
+async def check_schema_to_read(connection: AsyncConnection, url: str, command: str) -> None:
+    """``StoreToReadAtAnotherRevision`` unless the store at ``url`` is at this code's head:
+    the workers' check (``check_schema``), a look only, first in the transaction that reads
+    (the snapshot read is then of that revision). ``command``: the one to run of the release
+    that matches it, as an operator types it."""
+    try:
+        await check_schema(connection, lock=False)
+    except SchemaMismatch as mismatch:
+        raise StoreToReadAtAnotherRevision(mismatch, url, command) from None
 
 
 def hold_folds(connection: Connection) -> None:

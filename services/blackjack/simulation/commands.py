@@ -157,7 +157,7 @@ def _table_rules(args: argparse.Namespace) -> Rules | None:
         query = select(t.c.view["rules"]).where(t.c.stream_id == args.table)
         return (await connection.execute(query)).scalar_one_or_none()
 
-    found = read_store(args, read)
+    found = read_store(args, read, "blackjack rules --table")
     if not isinstance(found, dict):  # no such stream, or one no table was opened under
         return None
     return stored_rules(found)

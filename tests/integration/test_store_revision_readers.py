@@ -1,0 +1,84 @@
+"""The commands that only read the store's rows (``projections dump``, ``report``,
+``interrupted``, ``rules --table``, ``replay --source store``, ``randomness --source store``)
+over a store at another schema revision than their code's, on SQLite and on PostgreSQL: a
+newer release's (an unknown revision) or an older one (its rows unchanged). Each refuses it
+before reading anything, in one line naming both revisions and what to run, with the workers'
+check (``revision.check_schema``): exit 3 for the ``projections`` commands and ``rules`` (the
+workers' exit for a schema mismatch), 2 for ``replay`` and ``randomness``, whose 3 means "not
+verified". Before, they read another release's rows as their own: a dump and a report of an
+empty store printed and exited 0, ``replay`` said "No round", ``randomness`` "NOT TESTED"."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+
+import pytest
+from sqlalchemy import text
+from sqlalchemy.engine import make_url
+
+from blackjack.projections.revision import code_revision
+
+pytest.register_assert_rewrite("tests.integration.conftest_projections")
+from tests.integration.conftest_projections import StoreFactory  # noqa: E402
+
+pytest_plugins = ["tests.integration.conftest_projections"]
+pytestmark = pytest.mark.integration
+
+NEWER = "0999"  # a schema revision no release of this code knows
+OLDER = "0005"  # one before this code's head
+
+COMMANDS = [  # (arguments, exit, how its line begins, the command the line tells to run)
+    (("projections", "dump"), 3, "blackjack: ", "blackjack projections dump"),
+    (("projections", "dump", "--digest"), 3, "blackjack: ", "blackjack projections dump"),
+    (("projections", "report"), 3, "blackjack: ", "blackjack projections report"),
+    (("projections", "interrupted"), 3, "blackjack: ", "blackjack projections interrupted"),
+    (("rules", "--table", "table-1"), 3, "blackjack: ", "blackjack rules --table"),
+    (("replay", "table-1:1"), 2, "blackjack replay: ", "blackjack replay"),
+    (
+        ("randomness", "--source", "store"),
+        2,
+        "blackjack randomness: ",
+        "blackjack randomness --source store",
+    ),
+]
+
+
+def blackjack(*args: str, db_url: str) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(
+        [sys.executable, "-m", "blackjack.cli", *args],
+        env={**os.environ, "BLACKJACK_DB_URL": db_url},
+        capture_output=True,
+        text=True,
+        timeout=120,
+        check=False,
+    )
+
+
+@pytest.mark.parametrize(
+    ("command", "code", "begins", "named"), COMMANDS, ids=[" ".join(c[0]) for c in COMMANDS]
+)
+async def test_a_store_at_another_schema_revision_is_refused_before_anything_is_read(
+    command: tuple[str, ...], code: int, begins: str, named: str, stores: StoreFactory
+) -> None:
+    store = await stores.store()
+    shown = make_url(store.url).render_as_string(hide_password=True)
+    head = code_revision()
+    for found in (NEWER, OLDER):
+        async with store.writing() as connection:
+            await connection.execute(text(f"UPDATE alembic_version SET version_num = '{found}'"))
+        done = blackjack(*command, db_url=store.url)
+        said = done.stdout + done.stderr
+        assert done.returncode == code, (found, said[-3000:])
+        assert done.stdout == "" and "Traceback" not in done.stderr, said[-3000:]
+        [line] = done.stderr.splitlines()
+        assert line.startswith(f"{begins}the store {shown} (--db-url or BLACKJACK_DB_URL): ")
+        if found == NEWER:
+            newer = f"a newer release migrated it (schema revision {NEWER}; this release is "
+            assert newer + f"built for {head}): run that release's `{named}`" in line, line
+        else:
+            older = f"it is at schema revision {OLDER}, older than this release's {head}: "
+            assert older + f"run the `{named}` of the release its workers run" in line, line
+            assert "`blackjack projections migrate`" in line, line
+        assert line.endswith("; nothing was read"), line
