@@ -18,18 +18,21 @@ import subprocess
 import sys
 import time
 import uuid
-from collections.abc import AsyncIterator, Iterable, Sequence
-from contextlib import asynccontextmanager
+from collections.abc import AsyncIterator, Iterable, Iterator, Sequence
+from contextlib import asynccontextmanager, contextmanager
 from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Any
 
 import pytest
+import uvicorn
 from aiokafka import AIOKafkaProducer
 from aiokafka.admin import AIOKafkaAdminClient, NewTopic
 from sqlalchemy.engine import make_url
 
+from blackjack.api.routes import query_api
+from blackjack.api.tokens import OPEN, ApiTokens
 from blackjack.bus.topics import Topics
 from blackjack.domain import commands as cmd
 from blackjack.domain import events as ev
@@ -51,6 +54,7 @@ from blackjack.projections.writer import Position, ProjectionWriter, Record
 from blackjack.scenario import build_shoe
 from blackjack.simulation.player import SeededShuffler
 from blackjack.table import apply
+from tests.integration import infra
 
 START = datetime(2026, 3, 1, 12, 0, tzinfo=UTC)
 PARTITIONS = 3
@@ -668,3 +672,36 @@ async def reached(store: ProjectionStore, ends: dict[Position, int]) -> bool:
     """Whether the store's positions have reached ``ends`` (per partition)."""
     positions = await ProjectionWriter(store).stored_positions()
     return all(positions.get(key, 0) >= offset for key, offset in ends.items())
+
+
+QUERY_API_STARTED_WITHIN_S = 30.0
+"""how long ``served_query_api`` waits for uvicorn to listen (``conftest.WAIT_S``)"""
+
+
+class _QueryApiServer(uvicorn.Server):
+    @contextmanager
+    def capture_signals(self) -> Iterator[None]:  # the test process's signals stay its own
+        yield
+
+
+@asynccontextmanager
+async def served_query_api(store: ProjectionStore, tokens: ApiTokens = OPEN) -> AsyncIterator[str]:
+    """The query API over ``store`` on a free local port (uvicorn, in this process)."""
+    port = infra.free_port()
+    config = uvicorn.Config(
+        query_api(store, tokens=tokens),
+        host="127.0.0.1",
+        port=port,
+        log_level="warning",
+        lifespan="off",
+    )
+    server = _QueryApiServer(config)
+    serving = asyncio.create_task(server.serve())
+    async with asyncio.timeout(QUERY_API_STARTED_WITHIN_S):
+        while not server.started:  # uvicorn has no event to await for it
+            await asyncio.sleep(0.02)
+    try:
+        yield f"http://127.0.0.1:{port}"
+    finally:
+        server.should_exit = True
+        await serving

@@ -34,9 +34,10 @@ from tests.integration.conftest_projections import (
     PARTITIONS,
     new_events_topic,
     play_tables,
+    served_query_api,
     to_wire,
 )
-from tests.integration.test_play_join import same_table, served_query_api
+from tests.integration.test_play_join import same_table
 
 TABLE = "joined-table"
 

@@ -9,24 +9,21 @@ API, or with one that cannot say, it reads from the start and says why."""
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import io
 import os
 import time
-from collections.abc import AsyncIterator, Iterator
+from collections.abc import AsyncIterator
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
 import jwt
 import pytest
-import uvicorn
 from cryptography.hazmat.primitives.asymmetric import ed25519
 from cryptography.hazmat.primitives.serialization import Encoding, PublicFormat
 from rich.console import Console
 
-from blackjack.api.routes import query_api
-from blackjack.api.tokens import OPEN, ApiTokens
+from blackjack.api.tokens import ApiTokens
 from blackjack.bus.topics import partition_for
 from blackjack.client import BlackjackClient
 from blackjack.command_handler.service import CommandHandler
@@ -46,7 +43,11 @@ from tests.integration.conftest import WAIT_S, KafkaSpace, accept
 from tests.integration.test_play import next_line, play
 
 pytest.register_assert_rewrite("tests.integration.conftest_projections")
-from tests.integration.conftest_projections import STORE_KINDS, store_factory  # noqa: E402
+from tests.integration.conftest_projections import (  # noqa: E402
+    STORE_KINDS,
+    served_query_api,
+    store_factory,
+)
 
 pytest_plugins = ["tests.integration.conftest_projections"]
 pytestmark = pytest.mark.integration
@@ -67,35 +68,6 @@ def player_token(player_id: str) -> str:
     now = int(time.time())
     claims = {"sub": player_id, "aud": "blackjack-query-api", "iat": now, "exp": now + 600}
     return jwt.encode(claims, PLATFORM, algorithm="EdDSA")
-
-
-class _Server(uvicorn.Server):
-    @contextlib.contextmanager
-    def capture_signals(self) -> Iterator[None]:  # the test process's signals stay its own
-        yield
-
-
-@contextlib.asynccontextmanager
-async def served_query_api(store: ProjectionStore, tokens: ApiTokens = OPEN) -> AsyncIterator[str]:
-    """The query API over ``store`` on a free local port (uvicorn, in this process)."""
-    port = infra.free_port()
-    config = uvicorn.Config(
-        query_api(store, tokens=tokens),
-        host="127.0.0.1",
-        port=port,
-        log_level="warning",
-        lifespan="off",
-    )
-    server = _Server(config)
-    serving = asyncio.create_task(server.serve())
-    async with asyncio.timeout(WAIT_S):
-        while not server.started:  # uvicorn has no event to await for it
-            await asyncio.sleep(0.02)
-    try:
-        yield f"http://127.0.0.1:{port}"
-    finally:
-        server.should_exit = True
-        await serving
 
 
 def _text(shown: object) -> str:

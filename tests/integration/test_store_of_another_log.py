@@ -46,10 +46,10 @@ from tests.integration.conftest_projections import (  # noqa: E402
     StoreFactory,
     play_tables,
     publish,
+    served_query_api,
     to_wire,
     worker_env,
 )
-from tests.integration.test_play_join import served_query_api  # noqa: E402
 
 pytest_plugins = ["tests.integration.conftest_projections"]
 pytestmark = pytest.mark.integration
