@@ -16,6 +16,7 @@ import pytest
 
 from blackjack.cli import build_parser, main
 from blackjack.loadtest.outage import BrokerCommandFailed, OutageConfig, run_outage
+from tests.integration.drill_checks import assert_nothing_lost_nor_done_twice, line_of
 from tests.integration.infra import PrivateBroker
 
 pytestmark = pytest.mark.integration
@@ -37,19 +38,9 @@ async def test_a_broker_crash_under_load_loses_nothing_and_does_nothing_twice(
         timeout_s=120.0,
     )
     summary = await run_outage(config, lines.append)
-    [proof] = [one for one in lines if one["kind"] == "proof"]
-    assert proof["ok"], proof
-    assert proof["missing_results"] == proof["duplicated_results"] == 0
-    assert proof["commands_sent"] == summary["commands"]
-    assert proof["copies_in_topic"] <= summary["commands_resent"]
-    assert proof["copies_nobody_sent"] == proof["copies_unanswered"] == 0
-    assert proof["tables_fold_equal"] == proof["tables_money_conserved"] == 4
-    [folded] = [one for one in lines if one["kind"] == "read_model"]
-    assert folded["equal_to_rebuild"] and folded["money_conserved"], folded
-    assert folded["events"] == proof["events"]
-    [outage] = [one for one in lines if one["kind"] == "outage"]
+    assert_nothing_lost_nor_done_twice(lines, summary, tables=4)
+    outage = line_of(lines, "outage")
     assert 0 <= outage["first_answer_after_up_s"] <= outage["all_answered_after_up_s"]
-    assert summary["ok"] and summary["rounds"] > 0
     assert summary["latency_ms"]["max"] >= 1000 * config.down_s  # a command waited it out
 
 
