@@ -32,10 +32,12 @@ die() { log "ERROR: $*"; exit 1; }
 
 port_of() { echo $((BASE + 3 * ($1 - 1))); }
 
-voters() {
+# Every node's address at port offset $1 (0 PLAINTEXT, 1 controller), each after "N@" when $2
+# is given (the quorum's voters).
+addresses() {
     local n out=""
     for n in "${NODES[@]}"; do
-        out+="${out:+,}$n@127.0.0.1:$(($(port_of "$n") + 1))"
+        out+="${out:+,}${2:+$n@}127.0.0.1:$(($(port_of "$n") + $1))"
     done
     echo "$out"
 }
@@ -46,7 +48,7 @@ node() {
     shift
     port="$(port_of "$n")"
     KAFKA_PORT="$port" KAFKA_CONTROLLER_PORT=$((port + 1)) KAFKA_SASL_PORT=$((port + 2)) \
-        KAFKA_CACHE_DIR="$DIR/node$n" KAFKA_NODE_ID="$n" KAFKA_QUORUM_VOTERS="$(voters)" \
+        KAFKA_CACHE_DIR="$DIR/node$n" KAFKA_NODE_ID="$n" KAFKA_QUORUM_VOTERS="$(addresses 1 voters)" \
         KAFKA_REPLICAS=3 KAFKA_MIN_ISR=2 KAFKA_CLUSTER_ID="$(cat "$DIR/cluster.id")" \
         KAFKA_LIBS_DIR="$SHARED/libs" KAFKA_TLS_DIR="$SHARED/tls" \
         "$KAFKA_SH" "$@"
@@ -107,13 +109,7 @@ cmd_reset() {
     log "data removed"
 }
 
-cmd_bootstrap() {
-    local n out=""
-    for n in "${NODES[@]}"; do
-        out+="${out:+,}127.0.0.1:$(port_of "$n")"
-    done
-    echo "$out"
-}
+cmd_bootstrap() { addresses 0; }
 
 cmd_kill() {
     local pid
