@@ -1,5 +1,6 @@
-"""The commands that only read the store's rows (``projections dump``, ``report``,
-``interrupted``, ``rules --table``, ``replay --source store``, ``randomness --source store``)
+"""The commands that read the store's rows (``projections dump``, ``report``,
+``interrupted``, ``rules --table``, ``replay --source store``, ``randomness --source store``;
+``revoke-tokens`` and ``copy-revocations``, which write there too)
 over a store at another schema revision than their code's, on SQLite and on PostgreSQL: a
 newer release's (an unknown revision) or an older one (its rows unchanged). Each refuses it
 before reading anything, in one line naming both revisions and what to run, with the workers'
@@ -30,6 +31,18 @@ NEWER = "0999"  # a schema revision no release of this code knows
 OLDER = "0005"  # one before this code's head
 
 COMMANDS = [  # (arguments, exit, how its line begins, the command the line tells to run)
+    (
+        ("projections", "revoke-tokens", "ann"),
+        3,
+        "blackjack: ",
+        "blackjack projections revoke-tokens",
+    ),
+    (
+        ("projections", "copy-revocations", "--from", "sqlite+aiosqlite:///unused.db"),
+        3,
+        "blackjack: ",
+        "blackjack projections copy-revocations",
+    ),
     (("projections", "dump"), 3, "blackjack: ", "blackjack projections dump"),
     (("projections", "dump", "--digest"), 3, "blackjack: ", "blackjack projections dump"),
     (("projections", "report"), 3, "blackjack: ", "blackjack projections report"),
@@ -81,4 +94,27 @@ async def test_a_store_at_another_schema_revision_is_refused_before_anything_is_
             older = f"it is at schema revision {OLDER}, older than this release's {head}: "
             assert older + f"run the `{named}` of the release its workers run" in line, line
             assert "`blackjack projections migrate`" in line, line
-        assert line.endswith("; nothing was read"), line
+        assert line.endswith(f"; nothing was {UNTOUCHED.get(command[1], 'read')}"), line
+        async with store.reading() as connection:  # the commands that write wrote nothing
+            revoked = await connection.execute(text("SELECT count(*) FROM token_revocations"))
+            assert revoked.scalar_one() == 0
+
+
+UNTOUCHED = {"revoke-tokens": "revoked", "copy-revocations": "copied"}
+"""what the commands that write say they left undone (the readers: nothing was read)"""
+
+
+async def test_a_store_to_copy_revocations_from_at_another_revision_is_refused(
+    stores: StoreFactory,
+) -> None:
+    """``copy-revocations --from`` and ``rebuild --revocations-from`` read the source store's
+    rows as their own release lays them out, as the readers above do."""
+    source, target = await stores.store(), await stores.store()
+    shown = make_url(source.url).render_as_string(hide_password=True)
+    async with source.writing() as connection:
+        await connection.execute(text(f"UPDATE alembic_version SET version_num = '{NEWER}'"))
+    done = blackjack("projections", "copy-revocations", "--from", source.url, db_url=target.url)
+    assert done.returncode == 3, (done.stdout + done.stderr)[-3000:]
+    [line] = done.stderr.splitlines()
+    assert line.startswith(f"blackjack: the store {shown} (--from): a newer release"), line
+    assert line.endswith("; nothing was copied"), line

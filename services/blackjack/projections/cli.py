@@ -181,6 +181,7 @@ async def _copy_revocations(source_url: str, target: ProjectionStore, option: st
     """The revocations of players' tokens of the store at ``source_url`` that may still
     refuse a token, merged into ``target`` (``api.revocations.copy_revocations``)."""
     from blackjack.api.revocations import copy_revocations
+    from blackjack.projections.revision import check_schema_to_read
     from blackjack.projections.store import ProjectionStore
 
     source = ProjectionStore(
@@ -188,6 +189,14 @@ async def _copy_revocations(source_url: str, target: ProjectionStore, option: st
     )
     try:
         async with source.reading() as reading, target.writing() as writing:
+            # the rows are a release's layout, as for the store readers (read_store)
+            await check_schema_to_read(
+                reading,
+                source.url,
+                "blackjack projections copy-revocations",
+                named=option,
+                untouched="nothing was copied",
+            )
             copied = await copy_revocations(reading, writing)
     finally:
         await source.close()
@@ -205,13 +214,20 @@ def _masked(url: str) -> str:
 
 
 def _copy_revocations_command(args: argparse.Namespace) -> int:
+    from blackjack.projections.revision import check_schema_to_read
     from blackjack.projections.store import ProjectionStore
 
     async def run() -> None:
         store = ProjectionStore(settings_from(args).db_url, existing=True)
         try:
-            async with store.reading():  # a read model there (NoReadModel), none made
-                pass
+            # a read model there (NoReadModel), none made, and of this release's layout
+            async with store.reading() as connection:
+                await check_schema_to_read(
+                    connection,
+                    store.url,
+                    "blackjack projections copy-revocations",
+                    untouched="nothing was copied",
+                )
             await _copy_revocations(args.source, store, "--from")
         finally:
             await store.close()
@@ -372,6 +388,7 @@ def _revoke_tokens(args: argparse.Namespace) -> int:
     ``BLACKJACK_API_TOKENS`` has none): the same row, the same answer."""
     from blackjack.api.revocations import MAX_PLAYER_ID_CHARS, revoke_now
     from blackjack.api.tokens import ApiTokens
+    from blackjack.projections.revision import check_schema_to_read
     from blackjack.projections.store import ProjectionStore
 
     player_id = args.player_id
@@ -386,8 +403,14 @@ def _revoke_tokens(args: argparse.Namespace) -> int:
     async def run() -> int:
         store = ProjectionStore(settings_from(args).db_url, existing=True)
         try:
-            async with store.reading():  # a read model there (NoReadModel), none made
-                pass
+            # a read model there (NoReadModel), none made, and of this release's layout
+            async with store.reading() as connection:
+                await check_schema_to_read(
+                    connection,
+                    store.url,
+                    "blackjack projections revoke-tokens",
+                    untouched="nothing was revoked",
+                )
             return await revoke_now(store, player_id, players)
         finally:
             await store.close()

@@ -134,7 +134,14 @@ class StoreToReadAtAnotherRevision(SchemaMismatch):
     ``projections`` commands exit 3 with it, as for the workers (``replay`` 2: its 3 means
     not verifiable)."""
 
-    def __init__(self, mismatch: SchemaMismatch, url: str, command: str) -> None:
+    def __init__(
+        self,
+        mismatch: SchemaMismatch,
+        url: str,
+        command: str,
+        named: str = "--db-url or BLACKJACK_DB_URL",
+        untouched: str = "nothing was read",
+    ) -> None:
         from sqlalchemy.engine import make_url
 
         self.expected = mismatch.expected
@@ -154,9 +161,7 @@ class StoreToReadAtAnotherRevision(SchemaMismatch):
                 f"(`{MIGRATE_COMMAND}`, which stops that release's workers: docs/projections.md, "
                 "'Upgrading the read model')"
             )
-        ConfigurationError.__init__(
-            self, f"the store {shown} (--db-url or BLACKJACK_DB_URL): {why}; nothing was read"
-        )
+        ConfigurationError.__init__(self, f"the store {shown} ({named}): {why}; {untouched}")
 
 
 @cache
@@ -209,15 +214,18 @@ async def check_schema(connection: AsyncConnection, *, lock: bool = True) -> Non
         raise wrong
 
 
-async def check_schema_to_read(connection: AsyncConnection, url: str, command: str) -> None:
+async def check_schema_to_read(
+    connection: AsyncConnection, url: str, command: str, **told: str
+) -> None:
     """``StoreToReadAtAnotherRevision`` unless the store at ``url`` is at this code's head:
     the workers' check (``check_schema``), a look only, first in the transaction that reads
     (the snapshot read is then of that revision). ``command``: the one to run of the release
-    that matches it, as an operator types it."""
+    that matches it, as an operator types it; ``told``: the refusal's ``named`` (the option
+    that names the store) and ``untouched`` (what was left undone)."""
     try:
         await check_schema(connection, lock=False)
     except SchemaMismatch as mismatch:
-        raise StoreToReadAtAnotherRevision(mismatch, url, command) from None
+        raise StoreToReadAtAnotherRevision(mismatch, url, command, **told) from None
 
 
 def hold_folds(connection: Connection) -> None:
