@@ -99,6 +99,23 @@ def test_the_command_line_takes_the_drills_options() -> None:
     assert args.start_broker.endswith("deploy/kafka/kafka.sh up")
 
 
+@pytest.mark.parametrize("command", ["loadtest", "takeover", "outage"])
+def test_the_runs_take_their_topics_replicas_and_refuse_more_in_sync_than_replicas(
+    command: str, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """On deploy/kafka/cluster.sh's three nodes: 3 replicas, 2 in sync at least. More in
+    sync than replicas is refused before any topic is made."""
+    args = build_parser().parse_args(
+        [command, "--replication-factor", "3", "--min-insync-replicas", "2"]
+    )
+    assert (args.replication_factor, args.min_insync_replicas) == (3, 2)
+    defaults = build_parser().parse_args([command])
+    assert (defaults.replication_factor, defaults.min_insync_replicas) == (1, 1)
+    both = ["--stop-broker", "true", "--start-broker", "true"] if command == "outage" else []
+    assert main([command, "--min-insync-replicas", "2", *both]) == 2
+    assert f"blackjack {command}: --min-insync-replicas is at most" in capsys.readouterr().err
+
+
 def test_over_sasl_ssl_as_the_service_connects_the_proof_holds(
     private_broker: PrivateBroker,
     monkeypatch: pytest.MonkeyPatch,

@@ -47,7 +47,20 @@ def quiet_logs(sink: TextIO) -> None:
     root.setLevel(logging.WARNING)
 
 
+def _replicas_refused(args: argparse.Namespace, command: str) -> bool:
+    """Whether the replicas asked for cannot be (said on stderr): refused before any topic."""
+    if args.min_insync_replicas <= args.replication_factor:
+        return False
+    print(
+        f"blackjack {command}: --min-insync-replicas is at most --replication-factor",
+        file=sys.stderr,
+    )
+    return True
+
+
 def _loadtest(args: argparse.Namespace) -> int:
+    if _replicas_refused(args, "loadtest"):
+        return 2
     config = LoadConfig(
         bootstrap=args.bootstrap,
         tables=args.tables,
@@ -63,6 +76,8 @@ def _loadtest(args: argparse.Namespace) -> int:
         security=KafkaSecurity.from_env(),
         batch_bytes=args.batch_bytes,
         linger_ms=args.linger_ms,
+        replication_factor=args.replication_factor,
+        min_insync_replicas=args.min_insync_replicas,
     )
     return _reported(args, lambda emit: run_loadtest(config, emit))
 
@@ -81,6 +96,8 @@ def _reported(
 def _takeover(args: argparse.Namespace) -> int:
     from blackjack.loadtest.takeover import TakeoverConfig, run_takeover
 
+    if _replicas_refused(args, "takeover"):
+        return 2
     config = TakeoverConfig(
         bootstrap=args.bootstrap,
         tables=args.tables,
@@ -89,6 +106,8 @@ def _takeover(args: argparse.Namespace) -> int:
         settle_s=args.settle,
         keep_topics=args.keep_topics,
         security=KafkaSecurity.from_env(),  # as the load test's
+        replication_factor=args.replication_factor,
+        min_insync_replicas=args.min_insync_replicas,
     )
     return _reported(args, lambda emit: run_takeover(config, emit))
 
@@ -116,11 +135,7 @@ def _outage(args: argparse.Namespace) -> int:
             file=sys.stderr,
         )
         return 2
-    if args.min_insync_replicas > args.replication_factor:
-        print(
-            "blackjack outage: --min-insync-replicas is at most --replication-factor",
-            file=sys.stderr,
-        )
+    if _replicas_refused(args, "outage"):
         return 2
     config = outage.OutageConfig(
         bootstrap=args.bootstrap,
@@ -233,18 +248,6 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
         default=f"{LOCAL_BROKER} up",
         help="shell command that starts it again and returns once it serves",
     )
-    outage.add_argument(
-        "--replication-factor",
-        type=_positive,
-        default=1,
-        help="replicas of the drill's topics (3 on deploy/kafka/cluster.sh's cluster)",
-    )
-    outage.add_argument(
-        "--min-insync-replicas",
-        type=_positive,
-        default=1,
-        help="the topics' min.insync.replicas (2 on that cluster: one node may be down)",
-    )
     _on_a_broker(outage, partitions=3)
     outage.set_defaults(handler=_outage)
 
@@ -258,6 +261,18 @@ def _on_a_broker(parser: argparse.ArgumentParser, partitions: int = 6) -> None:
     )
     parser.add_argument(
         "--partitions", type=_positive, default=partitions, help="partitions per topic"
+    )
+    parser.add_argument(
+        "--replication-factor",
+        type=_positive,
+        default=1,
+        help="replicas of the run's topics (3 on deploy/kafka/cluster.sh's three nodes)",
+    )
+    parser.add_argument(
+        "--min-insync-replicas",
+        type=_positive,
+        default=1,
+        help="the topics' min.insync.replicas (2 on those nodes: one may be down)",
     )
     parser.add_argument("--keep-topics", action="store_true", help="do not delete the topics")
     parser.add_argument(

@@ -42,6 +42,9 @@ class LoadConfig:
     alike on both sides: the players' and the echo's ``BlackjackClient``, and the echo's
     transactional producer. The handler's producers keep their own (``TRANSACTION_BATCH_BYTES``,
     production's)."""
+    replication_factor: int = 1
+    min_insync_replicas: int = 1
+    """of the run's topics, ours and the echo's alike (3 and 2 on deploy/kafka/cluster.sh)"""
 
     def rules(self) -> Rules:
         return preset(self.variant)

@@ -35,6 +35,8 @@ async def run_loadtest(config: LoadConfig, emit: Emit) -> dict[str, Any]:
         bootstrap=config.bootstrap,
         topic_prefix=prefix,
         partitions=config.partitions,
+        replication_factor=config.replication_factor,
+        min_insync_replicas=config.min_insync_replicas,
         security=config.security,
     )
     base_settings = dataclasses.replace(ours_settings, topic_prefix=f"{prefix}base.")
@@ -48,6 +50,8 @@ async def run_loadtest(config: LoadConfig, emit: Emit) -> dict[str, Any]:
             "bet": config.stake(),
             "in_flight_per_table": 1,
             "partitions": config.partitions,
+            "replication_factor": config.replication_factor,
+            "min_insync_replicas": config.min_insync_replicas,
             "bootstrap": config.bootstrap,
             "security": _security(config.security),
             "batch_bytes": config.batch_bytes,

@@ -38,6 +38,9 @@ class TakeoverConfig:
     keep_topics: bool = False
     security: KafkaSecurity = PLAINTEXT
     """How every client connects: the service's BLACKJACK_KAFKA_* settings."""
+    replication_factor: int = 1
+    min_insync_replicas: int = 1
+    """of the drill's topics"""
 
 
 async def run_takeover(config: TakeoverConfig, emit: Emit) -> dict[str, Any]:
@@ -49,6 +52,8 @@ async def run_takeover(config: TakeoverConfig, emit: Emit) -> dict[str, Any]:
         variant=config.variant,
         timeout_s=config.timeout_s,
         security=config.security,
+        replication_factor=config.replication_factor,
+        min_insync_replicas=config.min_insync_replicas,
     )
     everything = set(range(config.partitions))
     emit({"kind": "setup", **_public(config), "topic_prefix": drill.prefix, "handlers": 2})
