@@ -56,7 +56,7 @@ import os
 import time
 import uuid
 from collections import OrderedDict
-from collections.abc import Callable, Coroutine, Mapping, Sequence
+from collections.abc import Callable, Coroutine, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from types import TracebackType
@@ -391,6 +391,7 @@ class BlackjackClient:
         self._topic_id: uuid.UUID | None = None
         """The id of the results topic the reader reads (None: the broker gives none)."""
         self._topic_checked = 0.0
+        self._topic_ids_unsupported = False
         self._topic_partitions: frozenset[int] = frozenset()
         self._unchecked: dict[tuple[int, int], tuple[int | None, int, int]] = {}
         """The records the reader kept since the last check of the topic's id, by (partition,
@@ -589,19 +590,37 @@ class BlackjackClient:
         # the topic's id before any position is taken: every record fetched is checked
         # against it (_topic_recreated)
         state = await self._results_topic_state(self._consumer)
-        known, self._topic_id = self._topic_id, None if state is None else state.topic_id
-        self._topic_partitions = frozenset() if state is None else state.partitions
-        if known is not None and self._topic_id not in (None, known):
-            self._generation += 1  # made again since the last run: its offsets start again
-        self._topic_checked = time.monotonic()
         partitions = await self._producer.partitions_for(self.topics.results)
         tps = [TopicPartition(self.topics.results, p) for p in sorted(partitions)]
         self._consumer.assign(tps)
         await self._consumer.seek_to_end(*tps)
         # pin the start now, before any send: no result of a later command can be missed
         self._pinned = {tp.partition: await self._consumer.position(tp) for tp in tps}
+        if state is None and not self._topic_ids_unsupported:
+            # the broker asked may not have the topic yet: on a cluster each broker applies a
+            # topic just created in its own time (before: the reader never learnt the id, and
+            # never saw the topic made again). The partitions' leaders have it now: each
+            # answered for its log above, and takes the metadata no later than the log.
+            state = await self._leaders_topic_state(self._consumer, tps)
+        known, self._topic_id = self._topic_id, None if state is None else state.topic_id
+        self._topic_partitions = frozenset() if state is None else state.partitions
+        if known is not None and self._topic_id not in (None, known):
+            self._generation += 1  # made again since the last run: its offsets start again
+        self._topic_checked = time.monotonic()
         now_ms = int(time.time() * 1000)
         self._last_read_ms = dict.fromkeys(self._pinned, now_ms)
+
+    async def _leaders_topic_state(
+        self, consumer: AIOKafkaConsumer, tps: Iterable[TopicPartition]
+    ) -> TopicState | None:
+        """The results topic as the leaders of ``tps`` have it: the first that knows it."""
+        assert isinstance(consumer, ScopedConsumer)
+        leaders = sorted({n for n in map(consumer.leader_of, tps) if n is not None})
+        for node_id in leaders:
+            state = await self._results_topic_state(consumer, node_id)
+            if state is not None:
+                return state
+        return None
 
     async def _results_topic_state(
         self, consumer: AIOKafkaConsumer, node_id: int | None = None
@@ -612,6 +631,7 @@ class BlackjackClient:
         try:
             return await consumer.topic_state(self.topics.results, node_id)
         except TopicIdsUnsupported as error:
+            self._topic_ids_unsupported = True
             if self._topic_id is not None or self._topic_checked == 0.0:
                 log.warning(
                     "the broker gives no topic ids (Kafka before 2.8): a results topic "
@@ -1131,7 +1151,7 @@ class BlackjackClient:
             positions = error.args[0] if error.args else None
             if not isinstance(positions, dict):
                 raise  # (not aiokafka's fetcher's: retried after a backoff)
-            if not await self._topic_recreated(consumer):
+            if not await self._topic_recreated(consumer, out_of_range=positions):
                 await self._reset_out_of_range(consumer, positions)
             return
         self._take(batches)
@@ -1148,7 +1168,9 @@ class BlackjackClient:
         due = self._topic_checked + RESULTS_TOPIC_CHECK_S - time.monotonic()
         return max(0, min(RESULTS_FETCH_WAIT_MS, math.ceil(due * 1000)))
 
-    async def _topic_recreated(self, consumer: AIOKafkaConsumer) -> bool:
+    async def _topic_recreated(
+        self, consumer: AIOKafkaConsumer, out_of_range: Iterable[TopicPartition] = ()
+    ) -> bool:
         """Whether the results topic was deleted and made again since the reader last checked
         its id; if so, the new one is read from its beginning. The records kept before a check
         that finds the id the reader knows came from that topic (ids are never used again):
@@ -1157,10 +1179,14 @@ class BlackjackClient:
         if self._topic_id is None:
             return False  # (a broker without topic ids)
         assert isinstance(consumer, ScopedConsumer)
-        # asked of the brokers the records came from (each answers from its own copy of the
-        # metadata, which may lag another's; its copy is updated no later than its logs)
+        # asked of the brokers the records came from, and those that said a position is out
+        # of range (each answers from its own copy of the metadata, which may lag another's;
+        # its copy is updated no later than its logs). Not any broker: on a cluster one that
+        # has not applied the new topic yet says nothing new, and the reader, out of range in
+        # the new topic, moved on in it as in the old (``past_end``), over its first answers.
         topic = self.topics.results
         read = {partition for partition, _ in self._unchecked}
+        read.update(tp.partition for tp in out_of_range)
         leaders = {consumer.leader_of(TopicPartition(topic, p)) for p in read}
         nodes: list[int | None] = [n for n in leaders if n is not None] or [None]
         states = [await self._results_topic_state(consumer, node_id) for node_id in nodes]

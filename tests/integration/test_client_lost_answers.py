@@ -28,6 +28,7 @@ from __future__ import annotations
 
 import asyncio
 import time
+import uuid
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 from datetime import UTC, datetime
@@ -41,8 +42,8 @@ from prometheus_client import REGISTRY
 from blackjack import client as client_module
 from blackjack.bus.clients import ScopedConsumer
 from blackjack.bus.headers import command_headers
-from blackjack.bus.topic_ids import TopicIdsUnsupported, topic_state
-from blackjack.bus.topics import partition_for
+from blackjack.bus.topic_ids import TopicIdsUnsupported, TopicState, topic_state
+from blackjack.bus.topics import delete_topics, ensure_topics, partition_for
 from blackjack.client import AnswerLost, BlackjackClient, UnreadableResult
 from blackjack.command_handler.service import CommandHandler
 from blackjack.domain import commands as cmd
@@ -238,6 +239,56 @@ async def test_a_results_topic_recreated_longer_than_the_readers_position_is_rea
         # read before the reader knew of the new topic, then again from its beginning: once
         assert [len(client.results_for(c)) for c in ("anew-2", "anew-3")] == [1, 1]
     assert counted("blackjack_client_results_resets_total", **labels) == 1
+
+
+async def test_a_results_topic_the_broker_asked_first_does_not_know_yet_is_known_by_its_id(
+    bootstrap: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # On a cluster, a topic just created reaches each broker's metadata in its own time: the
+    # client's start asked one that did not have the results topic yet, and the reader never
+    # learnt its id (4 clients of 8 on cluster.sh's three nodes), nor noticed it made again.
+    # Here the one broker is asked before the topic exists, and it is made right after.
+    space = KafkaSpace(bootstrap, f"t{uuid.uuid4().hex[:10]}.", 1)
+    first: list[TopicState | None] = []
+
+    class Early(ScopedConsumer):
+        async def topic_state(self, topic: str, node_id: int | None = None) -> Any:
+            state = await super().topic_state(topic, node_id)
+            if not first:
+                first.append(state)
+                await ensure_topics(space.settings, space.topics)
+            return state
+
+    monkeypatch.setattr(client_module, "ScopedConsumer", Early)
+    tp = TopicPartition(space.topics.results, 0)
+    client = space.client()
+    labels = {"client_id": client.client_id, "cause": "recreated"}
+    try:
+        async with client:
+            assert first == [None]  # asked before the topic existed
+            made = await any_topic_state(bootstrap, tp.topic)
+            # before: None, and a topic made again was never told by its id
+            assert made is not None and client._topic_id == made.topic_id
+            await answered(client, space.bootstrap, tp.topic, "early-1", "early-2")
+            hold(client, tp)
+            await recreate(space.bootstrap, tp.topic, 1)
+            await write(space.bootstrap, tp.topic, *(answer(f"late-{n}") for n in range(3)))
+            waiting = asyncio.ensure_future(client.result("late-0", WAIT_S))
+            release(client, tp)
+            assert (await waiting).command_id == "late-0"
+        assert counted("blackjack_client_results_resets_total", **labels) == 1
+    finally:
+        await delete_topics(space.settings, space.topics)
+
+
+async def any_topic_state(bootstrap: str, topic: str) -> TopicState | None:
+    """``topic`` as a broker of ``bootstrap`` has it now."""
+    looking = AIOKafkaConsumer(bootstrap_servers=bootstrap)
+    await looking.start()
+    try:
+        return await topic_state(looking._client, topic)
+    finally:
+        await looking.stop()
 
 
 async def test_a_recreated_results_topic_is_told_within_the_check_interval_of_an_idle_reader(
