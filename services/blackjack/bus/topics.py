@@ -20,11 +20,16 @@ import time
 from collections.abc import Mapping
 from dataclasses import dataclass
 
+import structlog
 from aiokafka.admin import AIOKafkaAdminClient, NewTopic
+from aiokafka.errors import KafkaError
 from aiokafka.partitioner import murmur2
 
 from blackjack.bus.settings import KafkaSettings
+from blackjack.bus.topic_ids import TopicIdsUnsupported, topic_state
 from blackjack.configuration import ConfigurationError
+
+log = structlog.get_logger("blackjack.bus")
 
 DAY_MS = 24 * 60 * 60 * 1000
 REQUESTS_KEPT_MS = 7 * DAY_MS
@@ -156,9 +161,10 @@ async def ensure_topics(settings: KafkaSettings, topics: Topics) -> dict[str, in
                         f"(error {error['error_code']})"
                     )
             counts = await _wait_for_metadata(admin, topics.all())
+        _check_counts(counts, topics.all(), settings.partitions)
+        await _wait_for_every_broker(admin, counts)
     finally:
         await admin.close()
-    _check_counts(counts, topics.all(), settings.partitions)
     return counts
 
 
@@ -184,6 +190,41 @@ async def _wait_for_metadata(
         if len(counts) == len(names) or time.monotonic() > deadline:
             return counts
         await asyncio.sleep(0.1)
+
+
+async def _wait_for_every_broker(
+    admin: AIOKafkaAdminClient, counts: Mapping[str, int], timeout: float = 30.0
+) -> None:
+    """Return once every broker has each topic with its partitions (or after ``timeout``).
+
+    Each broker answers a client's metadata request from its own copy, which takes a topic
+    just made in its own time, after the controller's answer and after the broker that
+    answered ``describe_topics``. On a cluster a client that asks one that has not taken it
+    yet finds no topic: the command handlers' group leader assigned no partition of it, and a
+    handler sat ready with none until its consumer's next metadata refresh (5 minutes:
+    1 handler of 4 started on topics just made, on three nodes); the client never learnt the
+    results topic's id. A broker that cannot be reached (stopped, not fenced yet) is not
+    waited for; one older than Kafka 2.8 (no ``bus.topic_ids``) ends the wait."""
+    client = admin._client  # aiokafka's admin keeps its AIOKafkaClient there
+    deadline = time.monotonic() + timeout
+    while True:
+        lagging = []
+        for node in sorted(broker.nodeId for broker in client.cluster.brokers()):
+            for name, count in counts.items():
+                try:
+                    state = await topic_state(client, name, node)
+                except TopicIdsUnsupported:
+                    return
+                except KafkaError:
+                    break  # (not reachable now)
+                if state is None or len(state.partitions) != count:
+                    lagging.append((node, name))
+        if not lagging:
+            return
+        if time.monotonic() > deadline:
+            log.warning("topics not on every broker yet", missing=lagging)
+            return
+        await asyncio.sleep(0.05)  # each broker takes the metadata in its own time
 
 
 async def _partition_counts(admin: AIOKafkaAdminClient, names: tuple[str, ...]) -> dict[str, int]:
