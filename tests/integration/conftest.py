@@ -53,7 +53,12 @@ from blackjack.messages.wire import decode, from_wire
 from blackjack.rng import csprng_shuffle
 from blackjack.scenario import build_shoe
 from blackjack.table import Applied, apply
-from tests.integration.infra import PrivateBroker, PrivateCluster, kafka_bootstrap
+from tests.integration.infra import (
+    PrivateBroker,
+    PrivateCluster,
+    kafka_bootstrap,
+    kafka_test_replicas,
+)
 
 WAIT_S = 30.0
 
@@ -69,8 +74,13 @@ class KafkaSpace:
 
     @property
     def settings(self) -> KafkaSettings:
+        replicas, in_sync = kafka_test_replicas()
         return KafkaSettings(
-            bootstrap=self.bootstrap, topic_prefix=self.prefix, partitions=self.partitions
+            bootstrap=self.bootstrap,
+            topic_prefix=self.prefix,
+            partitions=self.partitions,
+            replication_factor=replicas,
+            min_insync_replicas=in_sync,
         )
 
     @property
@@ -96,6 +106,8 @@ class KafkaSpace:
             "BLACKJACK_SHOE_KEY": self.shoe_key,
             "BLACKJACK_SESSION_TIMEOUT_MS": "6000",
             "BLACKJACK_TIMER_TICK_MS": "100",
+            "BLACKJACK_REPLICATION_FACTOR": str(self.settings.replication_factor),
+            "BLACKJACK_MIN_INSYNC_REPLICAS": str(self.settings.min_insync_replicas),
             **extra,
         }
 

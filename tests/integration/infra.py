@@ -5,7 +5,10 @@ listening on loopback, and only otherwise runs the repo's own start script
 (``deploy/kafka/kafka.sh up`` / ``deploy/postgres/postgres.sh up``), which is idempotent
 and waits until the server is ready.
 
-    KAFKA_BOOTSTRAP        e.g. "127.0.0.1:9092"; used as is when set
+    KAFKA_BOOTSTRAP        e.g. "127.0.0.1:9092"; used as is when set (a cluster's addresses,
+                           "host:port,host:port", too: deploy/kafka/cluster.sh bootstrap)
+    KAFKA_TEST_REPLICAS    the replication factor of the test spaces' topics (default 1; 3 on
+                           a cluster as production runs it, with a minimum of 2 in sync)
     KAFKA_PORT             broker port when starting locally (default 9092)
     KAFKA_SASL_BOOTSTRAP   the broker's SASL_SSL listener; default 127.0.0.1:<KAFKA_SASL_PORT>
                            (KAFKA_PORT + 2), with the certificate kafka.sh made
@@ -120,6 +123,12 @@ def kafka_bootstrap() -> str:
         _run_up(KAFKA_SCRIPT)
         wait_for_port(LOOPBACK, port)
     return f"{LOOPBACK}:{port}"
+
+
+def kafka_test_replicas() -> tuple[int, int]:
+    """The replication factor and minimum in sync of the test spaces' topics."""
+    replicas = _env_port("KAFKA_TEST_REPLICAS", 1)
+    return replicas, min(2, replicas)
 
 
 def postgres_url() -> str:

@@ -66,8 +66,11 @@ def answer(command_id: str, status: str = "accepted", stream_id: str = TABLE) ->
 async def write(
     bootstrap: str, topic: str, *values: bytes, key: bytes = TABLE.encode(), partition: int = 0
 ) -> None:
-    """Records on the results topic, in order (read_committed sees them)."""
-    producer = AIOKafkaProducer(bootstrap_servers=bootstrap)
+    """Records on the results topic, in order (read_committed sees them), each in every
+    replica in sync when it returns (``acks="all"``): below the high watermark, so
+    ``delete_records`` may delete up to after it (with aiokafka's default, the leader's write
+    alone, a topic on three brokers refused: OffsetOutOfRangeError)."""
+    producer = AIOKafkaProducer(bootstrap_servers=bootstrap, acks="all")
     await producer.start()
     try:
         for value in values:
