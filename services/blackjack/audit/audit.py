@@ -47,7 +47,7 @@ from blackjack.projections.dump import (
     write_dump,
 )
 from blackjack.projections.rebuild import read_topic, rebuild, refuse_a_store_of_another_log
-from blackjack.projections.revision import MIGRATE_COMMAND, SchemaMismatch, check_schema
+from blackjack.projections.revision import SchemaMismatch, another_revision_line, check_schema
 from blackjack.projections.store import ProjectionStore
 from blackjack.projections.writer import Position, ProjectionWriter, Record, read_positions
 
@@ -63,21 +63,14 @@ class LiveStoreAtAnotherRevision(Exception):
     def __init__(self, url: str, mismatch: SchemaMismatch) -> None:
         self.mismatch = mismatch
         shown = make_url(url).render_as_string(hide_password=True)
-        found = ", ".join(mismatch.found) or "none"
-        if mismatch.newer:
-            why = (
-                f"a newer release migrated it (schema revision {found}; this release is built "
-                f"for {mismatch.expected}): audit it with that release's `blackjack audit`"
-            )
-        else:
-            why = (
-                f"it is at schema revision {found}, older than this release's "
-                f"{mismatch.expected}: audit it with the release its workers run, or upgrade it "
-                f"first (`{MIGRATE_COMMAND}`, which stops that release's workers: "
-                "docs/projections.md, 'Upgrading the read model')"
-            )
         super().__init__(
-            f"the live store {shown} (--db-url or BLACKJACK_DB_URL): {why}; nothing was compared"
+            another_revision_line(
+                mismatch,
+                f"the live store {shown} (--db-url or BLACKJACK_DB_URL)",
+                newer="audit it with that release's `blackjack audit`",
+                older="audit it with the release its workers run, or upgrade it first",
+                untouched="nothing was compared",
+            )
         )
 
 

@@ -142,26 +142,44 @@ class StoreToReadAtAnotherRevision(SchemaMismatch):
         named: str = "--db-url or BLACKJACK_DB_URL",
         untouched: str = "nothing was read",
     ) -> None:
-        from sqlalchemy.engine import make_url
-
         self.expected = mismatch.expected
         self.found = mismatch.found
         self.newer = mismatch.newer
-        shown = make_url(url).render_as_string(hide_password=True)
-        found = ", ".join(self.found) or "none"
-        if self.newer:
-            why = (
-                f"a newer release migrated it (schema revision {found}; this release is built "
-                f"for {self.expected}): run that release's `{command}`"
-            )
-        else:
-            why = (
-                f"it is at schema revision {found}, older than this release's {self.expected}: "
-                f"run the `{command}` of the release its workers run, or upgrade the store first "
-                f"(`{MIGRATE_COMMAND}`, which stops that release's workers: docs/projections.md, "
-                "'Upgrading the read model')"
-            )
-        ConfigurationError.__init__(self, f"the store {shown} ({named}): {why}; {untouched}")
+        line = another_revision_line(
+            mismatch,
+            f"the store {_shown(url)} ({named})",
+            newer=f"run that release's `{command}`",
+            older=f"run the `{command}` of the release its workers run, or upgrade the store first",
+            untouched=untouched,
+        )
+        ConfigurationError.__init__(self, line)
+
+
+def _shown(url: str) -> str:
+    from sqlalchemy.engine import make_url
+
+    return make_url(url).render_as_string(hide_password=True)
+
+
+def another_revision_line(
+    mismatch: SchemaMismatch, store: str, *, newer: str, older: str, untouched: str
+) -> str:
+    """The one line of a command refusing ``store`` (how it is named) at ``mismatch``'s
+    revision: both revisions, what to do (``newer``: a newer release migrated it; ``older``,
+    before the migrate command that would upgrade it) and what was left ``untouched``."""
+    found = ", ".join(mismatch.found) or "none"
+    if mismatch.newer:
+        why = (
+            f"a newer release migrated it (schema revision {found}; this release is built "
+            f"for {mismatch.expected}): {newer}"
+        )
+    else:
+        why = (
+            f"it is at schema revision {found}, older than this release's {mismatch.expected}: "
+            f"{older} (`{MIGRATE_COMMAND}`, which stops that release's workers: "
+            "docs/projections.md, 'Upgrading the read model')"
+        )
+    return f"{store}: {why}; {untouched}"
 
 
 @cache
