@@ -213,21 +213,24 @@ def _masked(url: str) -> str:
         return "the database"
 
 
-def _copy_revocations_command(args: argparse.Namespace) -> int:
+async def _a_store_to_write(store: ProjectionStore, command: str, untouched: str) -> None:
+    """A read model at ``store`` (``NoReadModel``: none is made) laid out as this release's
+    (``StoreToReadAtAnotherRevision``, exit 3): a ``projections`` command that writes there."""
     from blackjack.projections.revision import check_schema_to_read
+
+    async with store.reading() as connection:
+        await check_schema_to_read(
+            connection, store.url, f"blackjack projections {command}", untouched=untouched
+        )
+
+
+def _copy_revocations_command(args: argparse.Namespace) -> int:
     from blackjack.projections.store import ProjectionStore
 
     async def run() -> None:
         store = ProjectionStore(settings_from(args).db_url, existing=True)
         try:
-            # a read model there (NoReadModel), none made, and of this release's layout
-            async with store.reading() as connection:
-                await check_schema_to_read(
-                    connection,
-                    store.url,
-                    "blackjack projections copy-revocations",
-                    untouched="nothing was copied",
-                )
+            await _a_store_to_write(store, "copy-revocations", untouched="nothing was copied")
             await _copy_revocations(args.source, store, "--from")
         finally:
             await store.close()
@@ -388,7 +391,6 @@ def _revoke_tokens(args: argparse.Namespace) -> int:
     ``BLACKJACK_API_TOKENS`` has none): the same row, the same answer."""
     from blackjack.api.revocations import MAX_PLAYER_ID_CHARS, revoke_now
     from blackjack.api.tokens import ApiTokens
-    from blackjack.projections.revision import check_schema_to_read
     from blackjack.projections.store import ProjectionStore
 
     player_id = args.player_id
@@ -403,14 +405,7 @@ def _revoke_tokens(args: argparse.Namespace) -> int:
     async def run() -> int:
         store = ProjectionStore(settings_from(args).db_url, existing=True)
         try:
-            # a read model there (NoReadModel), none made, and of this release's layout
-            async with store.reading() as connection:
-                await check_schema_to_read(
-                    connection,
-                    store.url,
-                    "blackjack projections revoke-tokens",
-                    untouched="nothing was revoked",
-                )
+            await _a_store_to_write(store, "revoke-tokens", untouched="nothing was revoked")
             return await revoke_now(store, player_id, players)
         finally:
             await store.close()
