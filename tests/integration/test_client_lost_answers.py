@@ -547,6 +547,22 @@ async def test_the_look_back_finds_a_malformed_answer_under_another_key(
 # ---- 4. an answer deleted unread ----------------------------------------------------------------
 
 
+async def lost_once_the_next_is_answered(
+    client: BlackjackClient, tp: TopicPartition, waiting: asyncio.Future[Any], second: str
+) -> AnswerLost:
+    """The reader let go of ``tp``: the answer to ``second`` comes, and the wait for the
+    command whose answer went unread fails with ``AnswerLost`` long before its timeout."""
+    started = time.monotonic()
+    release(client, tp)
+    assert (await client.result(second, WAIT_S)).command_id == second
+    with pytest.raises(TimeoutError) as raised:
+        await waiting
+    assert time.monotonic() - started < WAIT_S / 2
+    lost = raised.value
+    assert isinstance(lost, AnswerLost), lost
+    return lost
+
+
 async def test_an_answer_deleted_unread_fails_its_wait_at_once_and_a_resend_gets_it(
     space: KafkaSpace, handler: CommandHandler
 ) -> None:
@@ -569,15 +585,8 @@ async def test_an_answer_deleted_unread_fails_its_wait_at_once_and_a_resend_gets
         await delete_before(space.bootstrap, tp, end)
         second = await client.send(stream, cmd.OpenTable(variant="mini-h17"))  # answered after
         waiting = asyncio.ensure_future(client.result(first, WAIT_S))
-        started = time.monotonic()
-        release(client, tp)
-        assert (await client.result(second, WAIT_S)).command_id == second
         # before: the wait ran out (TimeoutError after WAIT_S)
-        with pytest.raises(TimeoutError) as raised:
-            await waiting
-        assert time.monotonic() - started < WAIT_S / 2
-        lost = raised.value
-        assert isinstance(lost, AnswerLost), lost
+        lost = await lost_once_the_next_is_answered(client, tp, waiting, second)
         assert (lost.command_id, lost.stream_id, lost.partition) == (first, stream, tp.partition)
         assert f"same command_id {first}" in str(lost)
         with pytest.raises(AnswerLost):  # a later wait is told at once too
@@ -609,14 +618,7 @@ async def test_an_answer_lost_with_its_recreated_results_topic_fails_its_wait_at
         # the results topic deleted and made again: the answer to `first` goes with it, unread
         await recreate(space.bootstrap, tp.topic, 1)
         second = await client.send(stream, cmd.OpenTable(variant="mini-h17"))  # answered after
-        started = time.monotonic()
-        release(client, tp)
-        assert (await client.result(second, WAIT_S)).command_id == second
-        with pytest.raises(TimeoutError) as raised:
-            await waiting
-        assert time.monotonic() - started < WAIT_S / 2
-        lost = raised.value
-        assert isinstance(lost, AnswerLost), lost
+        lost = await lost_once_the_next_is_answered(client, tp, waiting, second)
         assert (lost.command_id, lost.stream_id, lost.partition) == (first, stream, 0)
         assert client.results_for(first) == []  # no answer taken for it
         with pytest.raises(AnswerLost):  # a later wait is told at once too
