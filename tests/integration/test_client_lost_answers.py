@@ -175,6 +175,19 @@ def release(client: BlackjackClient, tp: TopicPartition) -> None:
     consumer.resume(tp)
 
 
+async def read_after_recreating(
+    client: BlackjackClient, bootstrap: str, tp: TopicPartition, *command_ids: str
+) -> str:
+    """The reader held, ``tp``'s topic deleted and made again with answers to
+    ``command_ids``: the command id of the answer the first of them gets once it is let go."""
+    hold(client, tp)
+    await recreate(bootstrap, tp.topic, 1)
+    await write(bootstrap, tp.topic, *(answer(command_id) for command_id in command_ids))
+    waiting = asyncio.ensure_future(client.result(command_ids[0], WAIT_S))
+    release(client, tp)
+    return (await waiting).command_id
+
+
 def counted(name: str, **labels: str) -> float:
     return REGISTRY.get_sample_value(name, labels) or 0.0
 
@@ -219,14 +232,9 @@ async def test_a_results_topic_recreated_under_the_reader_is_read_from_its_start
     async with client:
         # the reader's position: 3 on
         await answered(client, space.bootstrap, tp.topic, "old-1", "old-2", "old-3")
-        hold(client, tp)
-        await recreate(space.bootstrap, tp.topic, 1)
         # the new topic ends before the reader's position
-        await write(space.bootstrap, tp.topic, answer("new-1"))
-        waiting = asyncio.ensure_future(client.result("new-1", WAIT_S))
-        release(client, tp)
         # before: the reader jumped to the new topic's end, over new-1, and the wait timed out
-        assert (await waiting).command_id == "new-1"
+        assert await read_after_recreating(client, space.bootstrap, tp, "new-1") == "new-1"
         assert client._pinned[0] == 0  # a look-back reads no further than the reader's start
     assert counted("blackjack_client_results_resets_total", **labels) == 1
 
@@ -296,12 +304,8 @@ async def test_a_results_topic_the_broker_asked_first_does_not_know_yet_is_known
             # before: None, and a topic made again was never told by its id
             assert made is not None and client._topic_id == made.topic_id
             await answered(client, space.bootstrap, tp.topic, "early-1", "early-2")
-            hold(client, tp)
-            await recreate(space.bootstrap, tp.topic, 1)
-            await write(space.bootstrap, tp.topic, *(answer(f"late-{n}") for n in range(3)))
-            waiting = asyncio.ensure_future(client.result("late-0", WAIT_S))
-            release(client, tp)
-            assert (await waiting).command_id == "late-0"
+            late = [f"late-{n}" for n in range(3)]
+            assert await read_after_recreating(client, space.bootstrap, tp, *late) == "late-0"
         assert counted("blackjack_client_results_resets_total", **labels) == 1
     finally:
         await delete_topics(space.settings, space.topics)
@@ -356,13 +360,9 @@ async def test_a_recreated_results_topic_is_told_within_the_check_interval_of_an
         # reader's assign() of it resumes the partition, and fresh-0 is read before the wait;
         # on three brokers the topic takes long enough to be made again everywhere)
         waits.clear()
-        hold(client, tp)
-        await recreate(space.bootstrap, tp.topic, 1)
         # longer than the reader's position (2): nothing out of range, the id alone tells
-        await write(space.bootstrap, tp.topic, *(answer(f"fresh-{n}") for n in range(4)))
-        waiting = asyncio.ensure_future(client.result("fresh-0", WAIT_S))
-        release(client, tp)
-        assert (await waiting).command_id == "fresh-0"
+        fresh = [f"fresh-{n}" for n in range(4)]
+        assert await read_after_recreating(client, space.bootstrap, tp, *fresh) == "fresh-0"
         # no fetch waited past the next check (before: a second, the fetch after fresh-2,
         # fresh-3 waited it out, then the check); a bound on the clock instead would fail
         # on a loaded machine, not on the code
