@@ -65,9 +65,12 @@ cmd_up() {
     KAFKA_CACHE_DIR="$SHARED" "$KAFKA_SH" jars
     mkdir -p "$DIR"
     if [[ ! -s "$DIR/cluster.id" ]]; then
-        # the id kafka-storage would make: 16 random bytes, URL-safe base64 without padding
-        python3 -c 'import base64, os; print(base64.urlsafe_b64encode(os.urandom(16)).decode().rstrip("="))' \
-            >"$DIR/cluster.id"
+        # the id kafka-storage would make: 16 random bytes, URL-safe base64 without padding,
+        # never starting with "-" (Kafka's Uuid draws again: a tool's "-t ID" reads it as a flag)
+        python3 -c 'import base64, os
+while (cid := base64.urlsafe_b64encode(os.urandom(16)).decode().rstrip("=")).startswith("-"):
+    pass
+print(cid)' >"$DIR/cluster.id"
     fi
     # all at once: a node serves only once a majority of the controllers has met
     for n in "${NODES[@]}"; do

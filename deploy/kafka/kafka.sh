@@ -153,7 +153,8 @@ format_storage() {
     fi
     cid="$(cat "$CACHE/cluster.id")"
     log "formatting storage in $DATA (cluster id $cid)"
-    java_run kafka.tools.StorageTool format -t "$cid" -c "$CONF" --ignore-formatted >&2
+    # --cluster-id=: an id may start with "-" (URL-safe base64), which "-t ID" reads as a flag
+    java_run kafka.tools.StorageTool format --cluster-id="$cid" -c "$CONF" --ignore-formatted >&2
 }
 
 wait_ready() {
