@@ -8,6 +8,7 @@ from blackjack.app import projection_settings
 from blackjack.bus.settings import KafkaSettings
 from blackjack.command_handler.config import HandlerConfig
 from blackjack.projections.settings import ProjectionSettings
+from blackjack.projections.shown_url import shown_db_url
 
 DB = "postgresql+asyncpg://u:p@db/blackjack"
 
@@ -115,3 +116,18 @@ def test_the_settings_never_show_the_database_password() -> None:
     assert settings.security.password == "kafka-pw-9"
     for secret in ("s3cret-pw", "kafka-pw-9"):
         assert secret not in repr(settings)
+
+
+@pytest.mark.parametrize(
+    ("url", "shown"),
+    [
+        (
+            "postgresql+asyncpg://blackjack:s3cret-pw@db.internal:5432/blackjack",
+            "postgresql+asyncpg://blackjack:***@db.internal:5432/blackjack",
+        ),
+        ("sqlite+aiosqlite:///var/projections.db", "sqlite+aiosqlite:///var/projections.db"),
+        ("s3cret-pw and not a URL", "the database"),  # unread: nothing of it printed
+    ],
+)
+def test_a_store_s_url_is_shown_without_its_password(url: str, shown: str) -> None:
+    assert shown_db_url(url) == shown

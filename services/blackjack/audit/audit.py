@@ -25,7 +25,6 @@ from dataclasses import dataclass, field
 from typing import IO, Any
 
 from sqlalchemy import select
-from sqlalchemy.engine import make_url
 from sqlalchemy.ext.asyncio import AsyncConnection
 
 from blackjack.audit.acknowledged import Acknowledgment, UnreadableRecord, match
@@ -48,6 +47,7 @@ from blackjack.projections.dump import (
 )
 from blackjack.projections.rebuild import read_topic, rebuild, refuse_a_store_of_another_log
 from blackjack.projections.revision import SchemaMismatch, another_revision_line, check_schema
+from blackjack.projections.shown_url import shown_db_url
 from blackjack.projections.store import ProjectionStore
 from blackjack.projections.writer import Position, ProjectionWriter, Record, read_positions
 
@@ -62,7 +62,7 @@ class LiveStoreAtAnotherRevision(Exception):
 
     def __init__(self, url: str, mismatch: SchemaMismatch) -> None:
         self.mismatch = mismatch
-        shown = make_url(url).render_as_string(hide_password=True)
+        shown = shown_db_url(url)
         super().__init__(
             another_revision_line(
                 mismatch,
@@ -288,7 +288,7 @@ async def run_audit(
     async with live.reading() as connection:
         await refuse_a_live_store_at_another_revision(connection, live)
         stored = await read_positions(connection, topic)
-    shown = make_url(live.url).render_as_string(hide_password=True)
+    shown = shown_db_url(live.url)
     await refuse_a_store_of_another_log(stored, bootstrap, topic, security, shown)
     await scratch.migrate()
     with tempfile.TemporaryFile("w+", encoding="utf-8", newline="\n") as live_dump:

@@ -20,8 +20,6 @@ import sys
 import tempfile
 from pathlib import Path
 
-from sqlalchemy.engine import make_url
-
 from blackjack.audit import randomness_cli
 from blackjack.command_handler.keys import load_audit_key, load_shoe_key
 from blackjack.configuration import ConfigurationError
@@ -31,6 +29,7 @@ from blackjack.projections.cli import add_store_options, settings_from
 from blackjack.projections.dump import DIFFERENCES_SHOWN
 from blackjack.projections.revision import SchemaMismatch
 from blackjack.projections.settings import ProjectionSettings
+from blackjack.projections.shown_url import shown_db_url
 
 OK, MISMATCH, BAD_INPUT, UNVERIFIED = 0, 1, 2, 3
 SHOE_KEY_SETTINGS = ("BLACKJACK_SHOE_KEY", "BLACKJACK_SHOE_KEY_FILE")
@@ -170,7 +169,7 @@ def _audit(args: argparse.Namespace) -> int:
 
 def _scratch_refused(url: str, error: SchemaMismatch) -> str:
     """The one line for a ``--scratch-url`` at another schema revision than this code's."""
-    shown = make_url(url).render_as_string(hide_password=True)
+    shown = shown_db_url(url)
     found = ", ".join(error.found) or "none"
     if error.newer:
         why = f"a newer release migrated it (schema revision {found}; this release is built for "

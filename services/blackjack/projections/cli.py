@@ -16,6 +16,7 @@ from typing import TYPE_CHECKING, Any, TypeVar
 
 from blackjack.bus.settings import BOOTSTRAP_HELP
 from blackjack.projections.settings import ProjectionSettings
+from blackjack.projections.shown_url import shown_db_url
 
 if TYPE_CHECKING:  # the command line starts without SQLAlchemy until a command needs it
     from sqlalchemy.ext.asyncio import AsyncConnection
@@ -133,7 +134,7 @@ def _rebuild(args: argparse.Namespace) -> int:
                 settings.bootstrap,
                 settings.events_topic,
                 settings.security,
-                _masked(settings.db_url),
+                shown_db_url(settings.db_url),
             )
             fresh = not stored
             if args.revocations_from is not None:  # first: refused from the store's first row
@@ -200,17 +201,7 @@ async def _copy_revocations(source_url: str, target: ProjectionStore, option: st
             copied = await copy_revocations(reading, writing)
     finally:
         await source.close()
-    print(f"{copied} revocation(s) of players' tokens carried over from {_masked(source_url)}")
-
-
-def _masked(url: str) -> str:
-    """A database URL as it may be printed: its password hidden."""
-    from sqlalchemy.engine import make_url
-
-    try:
-        return make_url(url).render_as_string(hide_password=True)
-    except Exception:  # not a URL SQLAlchemy reads: nothing of it shown
-        return "the database"
+    print(f"{copied} revocation(s) of players' tokens carried over from {shown_db_url(source_url)}")
 
 
 async def _a_store_to_write(store: ProjectionStore, command: str, untouched: str) -> None:

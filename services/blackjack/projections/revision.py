@@ -37,6 +37,7 @@ from typing import TYPE_CHECKING, Final
 from alembic.util import CommandError
 
 from blackjack.configuration import ConfigurationError
+from blackjack.projections.shown_url import shown_db_url
 
 if TYPE_CHECKING:
     from sqlalchemy.engine import Connection
@@ -147,18 +148,12 @@ class StoreToReadAtAnotherRevision(SchemaMismatch):
         self.newer = mismatch.newer
         line = another_revision_line(
             mismatch,
-            f"the store {_shown(url)} ({named})",
+            f"the store {shown_db_url(url)} ({named})",
             newer=f"run that release's `{command}`",
             older=f"run the `{command}` of the release its workers run, or upgrade the store first",
             untouched=untouched,
         )
         ConfigurationError.__init__(self, line)
-
-
-def _shown(url: str) -> str:
-    from sqlalchemy.engine import make_url
-
-    return make_url(url).render_as_string(hide_password=True)
 
 
 def another_revision_line(

@@ -30,6 +30,7 @@ from sqlalchemy.pool import StaticPool
 from blackjack.configuration import ConfigurationError
 from blackjack.domain import commands
 from blackjack.projections.revision import SchemaMismatch, code_revision
+from blackjack.projections.shown_url import shown_db_url
 
 MIGRATIONS = Path(__file__).with_name("migrations")
 STATEMENT_TIMEOUT_MS: Final = 30_000
@@ -99,7 +100,7 @@ class NoReadModel(ConfigurationError):
     def __init__(self, url: str, named: str = WORKERS_STORE) -> None:
         from blackjack.projections.settings import DEFAULT_DB_URL
 
-        shown = make_url(url).render_as_string(hide_password=True)
+        shown = shown_db_url(url)
         where = (
             "the default store, relative to the current directory: run it in the directory of "
             "make run"
@@ -127,7 +128,7 @@ class StoreRefused(ConfigurationError):
     exit_code = EXIT_STORE_REFUSED
 
     def __init__(self, url: str, reason: str, sqlstate: str, named: str = WORKERS_STORE) -> None:
-        shown = make_url(url).render_as_string(hide_password=True)
+        shown = shown_db_url(url)
         super().__init__(
             f"the database refused this process: {reason} (SQLSTATE {sqlstate}); check the user, "
             f"password and database of {shown} ({named})"

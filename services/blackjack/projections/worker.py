@@ -26,7 +26,6 @@ from aiokafka.errors import ConsumerStoppedError
 from faststream import AckPolicy
 from faststream.kafka import KafkaBroker
 from faststream.kafka.annotations import KafkaMessage
-from sqlalchemy.engine import make_url
 
 from blackjack.api.tokens import OPEN, ApiTokens
 from blackjack.bus.clients import ScopedConsumer
@@ -42,6 +41,7 @@ from blackjack.projections.metrics import store_answered, store_failed
 from blackjack.projections.positions import LAG_EVERY_SECONDS, SeekToStoredPositions
 from blackjack.projections.revision import SchemaMismatch, code_revision
 from blackjack.projections.settings import ProjectionSettings
+from blackjack.projections.shown_url import shown_db_url
 from blackjack.projections.split import SPLIT_AFTER_S
 from blackjack.projections.store import ProjectionStore, is_store_outage
 from blackjack.projections.writer import ProjectionWriter, Record
@@ -78,7 +78,7 @@ def register_projection(
     def consumer() -> AIOKafkaConsumer | None:
         return None if subscriber is None else subscriber.consumer
 
-    health.store_name = make_url(settings.db_url).render_as_string(hide_password=True)
+    health.store_name = shown_db_url(settings.db_url)
     positions = SeekToStoredPositions(
         writer,
         consumer,
