@@ -965,8 +965,10 @@ class BlackjackClient:
             found = await self._read_back(consumer, tp, command_id, stream_id, since)
             if found and self._topic_id is not None:
                 # read from the topic the reader reads, or a new one made meanwhile (whose
-                # offsets are not those of the answers kept): the reader reads that one
-                state = await self._results_topic_state(consumer)
+                # offsets are not those of the answers kept): the reader reads that one. Asked
+                # of the broker the records came from: its metadata is no older than its log
+                # (another broker's may lag, and miss a topic made again)
+                state = await self._results_topic_state(consumer, consumer.leader_of(tp))
                 if (self._generation, self._topic_id) != reading or (
                     state is not None and state.topic_id not in (None, self._topic_id)
                 ):

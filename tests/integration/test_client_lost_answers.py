@@ -513,6 +513,42 @@ async def test_the_look_back_raises_an_answer_it_cannot_read_typed(kafka_space: 
         assert raised.value.command_id == "newer-2"
 
 
+async def test_the_look_back_asks_the_topic_s_id_of_the_broker_it_read_from(
+    kafka_space: Any, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # Whether the topic was made again while the look-back read it is asked of the partition's
+    # leader, whose metadata is no older than the records it served; before, of any broker,
+    # and on a cluster one that had not applied the new topic yet said nothing new.
+    space: KafkaSpace = await kafka_space(partitions=1)
+    asked: list[int | None] = []
+
+    class Recording(ScopedConsumer):
+        async def topic_state(self, topic: str, node_id: int | None = None) -> Any:
+            if self._client._client_id.endswith("-look-back"):
+                asked.append(node_id)
+            return await super().topic_state(topic, node_id)
+
+    monkeypatch.setattr(client_module, "ScopedConsumer", Recording)
+    sent_at = datetime.now(UTC)
+    await write(space.bootstrap, space.topics.results, answer("back-1"))
+    async with space.client() as client:  # a platform's process restarted after the answer
+        found = await client.result("back-1", WAIT_S, stream_id=TABLE, sent_at=sent_at)
+    assert found.command_id == "back-1"
+    leader = (await any_leaders(space.bootstrap, space.topics.results))[0]
+    assert asked == [leader]  # before: [None]
+
+
+async def any_leaders(bootstrap: str, topic: str) -> list[int]:
+    """The leader of each partition of ``topic``, as a broker of ``bootstrap`` has them."""
+    admin = AIOKafkaAdminClient(bootstrap_servers=bootstrap)
+    await admin.start()
+    try:
+        (described,) = await admin.describe_topics([topic])
+        return [p["leader"] for p in sorted(described["partitions"], key=lambda p: p["partition"])]
+    finally:
+        await admin.close()
+
+
 async def test_the_look_back_finds_a_malformed_answer_under_another_key(
     space: KafkaSpace, handler: CommandHandler
 ) -> None:
