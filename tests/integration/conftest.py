@@ -74,7 +74,7 @@ class KafkaSpace:
 
     @property
     def settings(self) -> KafkaSettings:
-        replicas, in_sync = kafka_test_replicas()
+        replicas, in_sync = kafka_test_replicas(self.bootstrap)
         return KafkaSettings(
             bootstrap=self.bootstrap,
             topic_prefix=self.prefix,
@@ -118,10 +118,35 @@ class KafkaSpace:
         return BlackjackClient(self.bootstrap, self.topics, client_id=f"{self.prefix}client")
 
 
+ONE_NODE, THREE_NODES = "one-node", "three-nodes"
+
+
+def pytest_generate_tests(metafunc: pytest.Metafunc) -> None:
+    """A module marked ``also_on_three_nodes`` runs each test that talks to the broker twice:
+    on the local broker, and on three nodes with every test topic on 3 replicas, 2 in sync, as
+    production runs them. One broker hides what a cluster's brokers do apart: each takes a
+    topic just made in its own time, a partition's leader is not the broker asked first, a
+    record is committed once the followers have it."""
+    marked = metafunc.definition.get_closest_marker("also_on_three_nodes") is not None
+    if marked and "bootstrap" in metafunc.fixturenames:
+        metafunc.parametrize("bootstrap", [ONE_NODE, THREE_NODES], indirect=True)
+
+
 @pytest.fixture(scope="session")
-def bootstrap() -> str:
-    servers: str = kafka_bootstrap()
-    return servers
+def bootstrap(
+    request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactory
+) -> Iterator[str]:
+    """The test broker's address, or (``THREE_NODES``) the session's three nodes', which run
+    while their tests do: pytest runs the tests of a session-scoped parameter together."""
+    if getattr(request, "param", ONE_NODE) == ONE_NODE:
+        yield kafka_bootstrap()
+        return
+    cluster = PrivateCluster(tmp_path_factory.mktemp("three-nodes"))
+    try:
+        cluster.up()
+        yield cluster.bootstrap
+    finally:
+        cluster.reset()
 
 
 @pytest.fixture(scope="session")

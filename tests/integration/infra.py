@@ -7,8 +7,9 @@ and waits until the server is ready.
 
     KAFKA_BOOTSTRAP        e.g. "127.0.0.1:9092"; used as is when set (a cluster's addresses,
                            "host:port,host:port", too: deploy/kafka/cluster.sh bootstrap)
-    KAFKA_TEST_REPLICAS    the replication factor of the test spaces' topics (default 1; 3 on
-                           a cluster as production runs it, with a minimum of 2 in sync)
+    KAFKA_TEST_REPLICAS    the replication factor of the test spaces' topics (default: as many
+                           as the bootstrap names brokers, at most 3, as production runs a
+                           cluster, with a minimum of 2 in sync)
     KAFKA_PORT             broker port when starting locally (default 9092)
     KAFKA_SASL_BOOTSTRAP   the broker's SASL_SSL listener; default 127.0.0.1:<KAFKA_SASL_PORT>
                            (KAFKA_PORT + 2), with the certificate kafka.sh made
@@ -125,9 +126,10 @@ def kafka_bootstrap() -> str:
     return f"{LOOPBACK}:{port}"
 
 
-def kafka_test_replicas() -> tuple[int, int]:
-    """The replication factor and minimum in sync of the test spaces' topics."""
-    replicas = _env_port("KAFKA_TEST_REPLICAS", 1)
+def kafka_test_replicas(bootstrap: str) -> tuple[int, int]:
+    """The replication factor and minimum in sync of the test spaces' topics on ``bootstrap``."""
+    brokers = len([server for server in bootstrap.split(",") if server.strip()])
+    replicas = _env_port("KAFKA_TEST_REPLICAS", min(3, brokers))
     return replicas, min(2, replicas)
 
 

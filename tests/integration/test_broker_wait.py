@@ -24,7 +24,7 @@ from blackjack.domain import commands as cmd
 from tests.integration.conftest import WAIT_S, KafkaSpace
 from tests.integration.infra import TcpGate, free_port
 
-pytestmark = pytest.mark.integration
+pytestmark = [pytest.mark.integration, pytest.mark.also_on_three_nodes]
 
 BLACKJACK = Path(sys.executable).parent / "blackjack"
 WAITING = '"Kafka unreachable; waiting for it"'

@@ -50,7 +50,7 @@ from blackjack.domain import commands as cmd
 from blackjack.messages.envelope import CommandEnvelope, CommandResult
 from tests.integration.conftest import WAIT_S, KafkaSpace, running_handler
 
-pytestmark = pytest.mark.integration
+pytestmark = [pytest.mark.integration, pytest.mark.also_on_three_nodes]
 
 TABLE = "t-lost"
 

@@ -54,7 +54,7 @@ pytest.register_assert_rewrite("tests.integration.conftest_projections")
 from tests.integration.conftest_projections import StoreFactory, data_ends, projection_worker  # noqa: E402
 
 pytest_plugins = ["tests.integration.conftest_projections"]
-pytestmark = pytest.mark.integration
+pytestmark = [pytest.mark.integration, pytest.mark.also_on_three_nodes]
 
 WAIT_S = 60.0
 P = "p"

@@ -35,7 +35,7 @@ from tests.integration.conftest import (
     verify_stream,
 )
 
-pytestmark = pytest.mark.integration
+pytestmark = [pytest.mark.integration, pytest.mark.also_on_three_nodes]
 
 BLACKJACK = Path(sys.executable).parent / "blackjack"
 VARIANTS = ["mini-h17", "mini-s17", "atlantic-city", "surrender"]

@@ -31,7 +31,7 @@ from tests.integration.conftest import (
     wait_for_events,
 )
 
-pytestmark = pytest.mark.integration
+pytestmark = [pytest.mark.integration, pytest.mark.also_on_three_nodes]
 
 SCHEMAS = Path(__file__).parents[2] / "schemas"
 

@@ -18,7 +18,7 @@ from blackjack.command_handler.service import CommandHandler
 from blackjack.domain import commands as cmd
 from tests.integration.conftest import WAIT_S, KafkaSpace, accept, read_topic, running_handler
 
-pytestmark = pytest.mark.integration
+pytestmark = [pytest.mark.integration, pytest.mark.also_on_three_nodes]
 
 
 def tables_on_every_partition(partitions: int) -> list[str]:

@@ -39,7 +39,7 @@ from tests.integration.conftest import (
     verify_stream,
 )
 
-pytestmark = pytest.mark.integration
+pytestmark = [pytest.mark.integration, pytest.mark.also_on_three_nodes]
 
 
 def rebuilds(kind: str) -> float:

@@ -50,7 +50,7 @@ from tests.integration.conftest_projections import (  # noqa: E402
 )
 
 pytest_plugins = ["tests.integration.conftest_projections"]
-pytestmark = pytest.mark.integration
+pytestmark = [pytest.mark.integration, pytest.mark.also_on_three_nodes]
 
 A = "alice"
 NOW = datetime(2030, 1, 1, tzinfo=UTC)
@@ -92,11 +92,16 @@ def same_table(joined: TableFollower, from_start: TableFollower) -> None:
 
 
 async def _joined(
-    space: KafkaSpace, stream_id: str, api: ReadModelApi | None = None
+    space: KafkaSpace, stream_id: str, through: int, api: ReadModelApi | None = None
 ) -> TableFollower:
+    """A follower of the table, caught up, and past its event ``through``: an answer can be
+    read before its events (their transaction's commit marker reaches each partition in its
+    own time, on a cluster another broker's), so the history as it was at the follower's start
+    may end before the last command's events."""
     follower = TableFollower(space.bootstrap, stream_id, space.topics, read_model=api)
     await follower.start()
     await follower.caught_up(WAIT_S)
+    await follower.until(through, WAIT_S)
     return follower
 
 
@@ -152,18 +157,19 @@ async def test_a_client_joins_from_the_read_model_and_shows_what_a_read_from_off
             if playing.table.view.round_open:
                 break
         assert playing.table.view.round_open
+        last = playing.sequence
     # the neighbour writes after the read model's position: records the joining client reads
     await accept(client, other, cmd.Deposit(player_id="bob", amount=700))
 
     # alice's own token: the table's stream is hers alone (before: 403, read from the start)
     async with served_query_api(store, PLAYER_KEYS) as url:
         api = ReadModelApi(url, player_token(A))
-        joined = await _joined(space, table, api)
+        joined = await _joined(space, table, last, api)
         partition = partition_for(table, space.partitions)
         held = await read_model_history(api, table, space.topics.events, partition)
         with pytest.raises(NoHistory, match="answered 403"):  # bob's table is his
             await read_model_history(api, other, space.topics.events, partition)
-    from_start = await _joined(space, table)
+    from_start = await _joined(space, table, last)
     # what the player's token was given holds no card before it is shown: the hole card is
     # dealt without one, and each shoe's order is sealed (revealed when the shoe is retired)
     dealt = [e.data for e in held.envelopes if isinstance(e.data, ev.CardDealt)]
@@ -195,27 +201,30 @@ async def test_without_a_read_model_that_can_say_the_client_reads_from_the_start
     space: KafkaSpace, handler: CommandHandler, client: BlackjackClient, store: ProjectionStore
 ) -> None:
     table = f"join-{os.urandom(3).hex()}"
-    await accept(client, table, cmd.OpenTable(variant="mini-h17"), cmd.SitDown(player_id=A))
-    from_start = await _joined(space, table)
+    *_, seated = await accept(
+        client, table, cmd.OpenTable(variant="mini-h17"), cmd.SitDown(player_id=A)
+    )
+    last = seated.last_sequence or 0
+    from_start = await _joined(space, table, last)
     await from_start.stop()
     assert from_start.joined.startswith("no query API given (--api, BLACKJACK_API_URL); ")
     assert "from its start" in from_start.joined
     # A read model that has folded nothing of this topic (another deployment's, or new)
     async with served_query_api(store) as url:
-        unfolded = await _joined(space, table, ReadModelApi(url))
+        unfolded = await _joined(space, table, last, ReadModelApi(url))
     await unfolded.stop()
     assert unfolded.from_start
     assert f"has folded nothing of {space.topics.events}" in unfolded.joined
     same_table(unfolded, from_start)
     # No query API listening there
-    gone = await _joined(space, table, ReadModelApi(f"http://127.0.0.1:{infra.free_port()}"))
+    gone = await _joined(space, table, last, ReadModelApi(f"http://127.0.0.1:{infra.free_port()}"))
     await gone.stop()
     assert gone.from_start and "did not answer" in gone.joined
     same_table(gone, from_start)
     # An answer longer than the client reads of one (the bound made small: the table's events)
     await rebuild(ProjectionWriter(store), space.bootstrap, space.topics.events)
     async with served_query_api(store) as url:
-        bounded = await _joined(space, table, ReadModelApi(url, max_bytes=64))
+        bounded = await _joined(space, table, last, ReadModelApi(url, max_bytes=64))
     await bounded.stop()
     assert bounded.from_start and "past the 64 bytes a client reads" in bounded.joined
     same_table(bounded, from_start)
@@ -250,19 +259,20 @@ async def test_an_event_both_from_the_read_model_and_the_topic_is_folded_once(
     space: KafkaSpace, handler: CommandHandler, client: BlackjackClient, store: ProjectionStore
 ) -> None:
     table = f"join-{os.urandom(3).hex()}"
-    await accept(
+    *_, deposited = await accept(
         client,
         table,
         cmd.OpenTable(variant="mini-h17"),
         cmd.SitDown(player_id=A),
         cmd.Deposit(player_id=A, amount=900),
     )
+    last = deposited.last_sequence or 0
     carol = f"carol-{os.urandom(3).hex()}"
     await accept(client, f"wallet:{carol}", WalletDeposit(player_id=carol, amount=4_000))
     await rebuild(ProjectionWriter(store), space.bootstrap, space.topics.events)
-    from_start = await _joined(space, table)
+    from_start = await _joined(space, table, last)
     async with served_query_api(store) as url:
-        twice = await _joined(space, table, _BehindApi(url))
+        twice = await _joined(space, table, last, _BehindApi(url))
         wallets = []
         for api in (ReadModelApi(url), None):
             wallet = WalletFollower(space.bootstrap, carol, space.topics, read_model=api)
@@ -293,11 +303,14 @@ async def test_a_read_model_past_the_partition_s_end_is_not_trusted(
     space: KafkaSpace, handler: CommandHandler, client: BlackjackClient, store: ProjectionStore
 ) -> None:
     table = f"join-{os.urandom(3).hex()}"
-    await accept(client, table, cmd.OpenTable(variant="mini-h17"), cmd.SitDown(player_id=A))
+    *_, seated = await accept(
+        client, table, cmd.OpenTable(variant="mini-h17"), cmd.SitDown(player_id=A)
+    )
     await rebuild(ProjectionWriter(store), space.bootstrap, space.topics.events)
-    from_start = await _joined(space, table)
+    last = seated.last_sequence or 0
+    from_start = await _joined(space, table, last)
     async with served_query_api(store) as url:
-        ahead = await _joined(space, table, _AheadApi(url))
+        ahead = await _joined(space, table, last, _AheadApi(url))
     await ahead.stop()
     await from_start.stop()
     assert ahead.from_start and "past its end" in ahead.joined

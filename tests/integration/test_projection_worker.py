@@ -39,7 +39,7 @@ from tests.integration.conftest_projections import (  # noqa: E402
 from tests.integration.infra import free_port  # noqa: E402
 
 pytest_plugins = ["tests.integration.conftest_projections"]
-pytestmark = pytest.mark.integration
+pytestmark = [pytest.mark.integration, pytest.mark.also_on_three_nodes]
 
 WAIT_S = 60.0
 VARIANTS = ("mini-h17", "mini-s17", "atlantic-city", "atlantic-city-multi", "surrender")

@@ -13,7 +13,7 @@ import pytest
 from blackjack.command_handler.service import CommandHandler
 from tests.integration.conftest import KafkaSpace
 
-pytestmark = pytest.mark.integration
+pytestmark = [pytest.mark.integration, pytest.mark.also_on_three_nodes]
 
 
 async def send(space: KafkaSpace, stream: str, command: str) -> tuple[int, str, str]:

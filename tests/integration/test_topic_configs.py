@@ -12,7 +12,7 @@ from aiokafka.admin.config_resource import ConfigResource, ConfigResourceType
 from blackjack.bus.topics import MESSAGE_MAX_BYTES, RECORD_MAX_BYTES, topic_configs
 from tests.integration.conftest import KafkaSpace
 
-pytestmark = pytest.mark.integration
+pytestmark = [pytest.mark.integration, pytest.mark.also_on_three_nodes]
 
 
 async def test_every_topic_has_the_configs_the_service_states(kafka_space: Any) -> None:
