@@ -1069,7 +1069,8 @@ class BlackjackClient:
         """The events an accepted command wrote (``first_sequence`` to ``last_sequence`` of
         its stream), in their public form: what a client shows after its own command, the
         last ``TurnStarted`` naming the buttons. Read ``read_committed`` from the stream's
-        partition of ``blackjack.events``, from a minute before the result was handled."""
+        partition of ``blackjack.events``, from a minute before the result was handled, and
+        waited for until they can be read (``TimeoutError`` after ``timeout``)."""
         first, last = result.first_sequence, result.last_sequence
         if first is None or last is None:
             return []
@@ -1105,9 +1106,15 @@ class BlackjackClient:
         consumer.assign([tp])
         since = int(result.handled_at.timestamp() * 1000) - EVENTS_LOOKBACK_MS
         found = (await consumer.offsets_for_times({tp: since})).get(tp)
-        if found is None:  # nothing written since: the events cannot be in this partition
-            raise LookupError(f"no events of {result.stream_id} since {result.handled_at}")
-        consumer.seek(tp, found.offset)
+        if found is None:
+            # No record since below the partition's stable end: the events are at or past it.
+            # The result can be read before its events are: the commit marker of their
+            # transaction reaches each partition in its own time (on a cluster, the events'
+            # leader after the results'), and a transaction still open on the partition
+            # holds back every record after its first. Before, LookupError at once.
+            await consumer.seek_to_end(tp)
+        else:
+            consumer.seek(tp, found.offset)
         collected: dict[int, WireEnvelope] = {}
         while len(collected) < last - first + 1:
             batch = await consumer.getmany(tp, timeout_ms=500)

@@ -90,7 +90,7 @@ def _send(args: argparse.Namespace) -> int:
                 return result, []
             try:
                 return result, await client.events(result, timeout=args.timeout)
-            except (TimeoutError, LookupError, KafkaError, ValueError) as error:
+            except (TimeoutError, KafkaError, ValueError) as error:
                 # the result stands: printed below, whatever became of reading its events
                 # (a broker error, or an event this version cannot read: ValueError)
                 print(
