@@ -268,7 +268,7 @@ async def test_an_event_both_from_the_read_model_and_the_topic_is_folded_once(
     )
     last = deposited.last_sequence or 0
     carol = f"carol-{os.urandom(3).hex()}"
-    await accept(client, f"wallet:{carol}", WalletDeposit(player_id=carol, amount=4_000))
+    [paid] = await accept(client, f"wallet:{carol}", WalletDeposit(player_id=carol, amount=4_000))
     await rebuild(ProjectionWriter(store), space.bootstrap, space.topics.events)
     from_start = await _joined(space, table, last)
     async with served_query_api(store) as url:
@@ -278,6 +278,7 @@ async def test_an_event_both_from_the_read_model_and_the_topic_is_folded_once(
             wallet = WalletFollower(space.bootstrap, carol, space.topics, read_model=api)
             await wallet.start()
             await wallet.caught_up(WAIT_S)
+            await wallet.until(paid.last_sequence or 0, WAIT_S)  # (as ``_joined``)
             await wallet.stop()
             wallets.append(wallet)
     await twice.stop()
