@@ -615,8 +615,7 @@ class BlackjackClient:
     ) -> TopicState | None:
         """The results topic as the leaders of ``tps`` have it: the first that knows it."""
         assert isinstance(consumer, ScopedConsumer)
-        leaders = sorted({n for n in map(consumer.leader_of, tps) if n is not None})
-        for node_id in leaders:
+        for node_id in consumer.leaders_of(tps):
             state = await self._results_topic_state(consumer, node_id)
             if state is not None:
                 return state
@@ -1196,8 +1195,8 @@ class BlackjackClient:
         topic = self.topics.results
         read = {partition for partition, _ in self._unchecked}
         read.update(tp.partition for tp in out_of_range)
-        leaders = {consumer.leader_of(TopicPartition(topic, p)) for p in read}
-        nodes: list[int | None] = [n for n in leaders if n is not None] or [None]
+        leaders = consumer.leaders_of(TopicPartition(topic, p) for p in read)
+        nodes: list[int | None] = [*leaders] or [None]
         states = [await self._results_topic_state(consumer, node_id) for node_id in nodes]
         self._topic_checked = time.monotonic()
         for state in states:

@@ -20,6 +20,7 @@ Each checks the aiokafka it wraps first (``bus.aiokafka_internals``): one that c
 from __future__ import annotations
 
 import asyncio
+from collections.abc import Iterable
 from typing import Any
 
 from aiokafka import AIOKafkaConsumer, AIOKafkaProducer
@@ -83,6 +84,10 @@ class ScopedConsumer(AIOKafkaConsumer):  # type: ignore[misc]
         known)."""
         leader = self._client.cluster.leader_for_partition(tp)
         return None if leader is None or leader < 0 else int(leader)
+
+    def leaders_of(self, tps: Iterable[Any]) -> list[int]:
+        """The brokers this consumer fetches ``tps`` from (those known), each once, in order."""
+        return sorted({n for n in map(self.leader_of, tps) if n is not None})
 
     @property
     def _fetcher(self) -> Any:
