@@ -21,6 +21,7 @@ import pytest
 from aiokafka import AIOKafkaConsumer, TopicPartition
 
 from blackjack.bus.settings import KafkaSettings
+from blackjack.bus.topic_ids import TopicState, topic_state
 from blackjack.bus.topics import Topics, delete_topics, ensure_topics, partition_for
 from blackjack.client import BlackjackClient
 from blackjack.command_handler.answers import remembered
@@ -347,6 +348,15 @@ async def following(space: KafkaSpace, topic: str) -> AsyncIterator[AIOKafkaCons
         yield consumer
     finally:
         await consumer.stop()
+
+
+async def every_broker_s(looking: AIOKafkaConsumer, topic: str) -> dict[int, TopicState | None]:
+    """``topic`` as each broker (by node id) has it now: on a cluster each applies the
+    controller's metadata in its own time, and a client asks any of them (a producer that asked
+    one that had not applied a partition added refused to write to it: 'Unrecognized
+    partition')."""
+    nodes = sorted(broker.nodeId for broker in looking._client.cluster.brokers())
+    return {node: await topic_state(looking._client, topic, node) for node in nodes}
 
 
 def types_of(envelopes: Iterable[EventEnvelope]) -> list[str]:

@@ -48,7 +48,7 @@ from blackjack.client import AnswerLost, BlackjackClient, UnreadableResult
 from blackjack.command_handler.service import CommandHandler
 from blackjack.domain import commands as cmd
 from blackjack.messages.envelope import CommandEnvelope, CommandResult
-from tests.integration.conftest import WAIT_S, KafkaSpace, running_handler
+from tests.integration.conftest import WAIT_S, KafkaSpace, every_broker_s, running_handler
 
 pytestmark = [pytest.mark.integration, pytest.mark.also_on_three_nodes]
 
@@ -96,7 +96,7 @@ async def recreate(bootstrap: str, topic: str, partitions: int) -> None:
         tps = [TopicPartition(topic, p) for p in range(partitions)]
         async with asyncio.timeout(WAIT_S):
             while True:
-                states = await every_broker_s(looking, topic)
+                states = (await every_broker_s(looking, topic)).values()
                 if all(s is not None and s.topic_id not in (None, was.topic_id) for s in states):
                     ends = await looking.end_offsets(tps)
                     if set(ends.values()) == {0}:
@@ -104,14 +104,6 @@ async def recreate(bootstrap: str, topic: str, partitions: int) -> None:
                 await asyncio.sleep(0.05)  # the broker's metadata, applied asynchronously
     finally:
         await looking.stop()
-
-
-async def every_broker_s(looking: AIOKafkaConsumer, topic: str) -> list[TopicState | None]:
-    """``topic`` as each broker has it now: on a cluster each applies the controller's
-    metadata in its own time, and a client asks any of them (a producer that asked one that
-    had not applied a partition added refused to write to it: 'Unrecognized partition')."""
-    nodes = sorted(broker.nodeId for broker in looking._client.cluster.brokers())
-    return [await topic_state(looking._client, topic, node) for node in nodes]
 
 
 async def partitions_everywhere(bootstrap: str, topic: str, partitions: int) -> None:
@@ -122,7 +114,7 @@ async def partitions_everywhere(bootstrap: str, topic: str, partitions: int) -> 
         async with asyncio.timeout(WAIT_S):
             while not all(
                 s is not None and s.partitions == frozenset(range(partitions))
-                for s in await every_broker_s(looking, topic)
+                for s in (await every_broker_s(looking, topic)).values()
             ):
                 await asyncio.sleep(0.05)  # the brokers' metadata, applied asynchronously
     finally:
@@ -540,13 +532,9 @@ async def test_the_look_back_asks_the_topic_s_id_of_the_broker_it_read_from(
 
 async def any_leaders(bootstrap: str, topic: str) -> list[int]:
     """The leader of each partition of ``topic``, as a broker of ``bootstrap`` has them."""
-    admin = AIOKafkaAdminClient(bootstrap_servers=bootstrap)
-    await admin.start()
-    try:
+    async with admin_of(bootstrap) as admin:
         (described,) = await admin.describe_topics([topic])
-        return [p["leader"] for p in sorted(described["partitions"], key=lambda p: p["partition"])]
-    finally:
-        await admin.close()
+    return [p["leader"] for p in sorted(described["partitions"], key=lambda p: p["partition"])]
 
 
 async def test_the_look_back_finds_a_malformed_answer_under_another_key(

@@ -20,10 +20,9 @@ import uuid
 import pytest
 from aiokafka import AIOKafkaConsumer
 
-from blackjack.bus.topic_ids import topic_state
 from blackjack.bus.topics import ensure_topics
 from blackjack.domain import commands as cmd
-from tests.integration.conftest import KafkaSpace, running_handler
+from tests.integration.conftest import KafkaSpace, every_broker_s, running_handler
 from tests.integration.infra import PrivateCluster
 
 pytestmark = pytest.mark.integration
@@ -37,15 +36,16 @@ async def missing_on_some_broker(bootstrap: str, topics: tuple[str, ...]) -> lis
     looking = AIOKafkaConsumer(bootstrap_servers=bootstrap)
     await looking.start()
     try:
-        nodes = sorted(broker.nodeId for broker in looking._client.cluster.brokers())
-        assert len(nodes) == PrivateCluster.NODES
         missing = []
-        for node in nodes:
-            for topic in topics:
-                state = await topic_state(looking._client, topic, node)
-                if state is None or state.partitions != frozenset(range(PARTITIONS)):
-                    missing.append(f"{node}: {topic}")
-        return missing
+        for topic in topics:
+            states = await every_broker_s(looking, topic)
+            assert len(states) == PrivateCluster.NODES
+            missing += [
+                f"{node}: {topic}"
+                for node, state in states.items()
+                if state is None or state.partitions != frozenset(range(PARTITIONS))
+            ]
+        return sorted(missing)
     finally:
         await looking.stop()
 
