@@ -23,7 +23,6 @@ from aiokafka import AIOKafkaProducer
 from blackjack import client as client_module
 from blackjack.bus.clients import ScopedConsumer
 from blackjack.bus.topics import partition_for
-from blackjack.client import BlackjackClient
 from blackjack.command_handler.service import CommandHandler
 from blackjack.domain import commands as cmd
 from tests.integration.conftest import WAIT_S, KafkaSpace, accept
@@ -32,10 +31,7 @@ pytestmark = [pytest.mark.integration, pytest.mark.also_on_three_nodes]
 
 
 async def test_the_events_of_a_result_read_before_them_are_waited_for(
-    space: KafkaSpace,
-    handler: CommandHandler,
-    client: BlackjackClient,
-    monkeypatch: pytest.MonkeyPatch,
+    space: KafkaSpace, handler: CommandHandler, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     table = f"events-{uuid.uuid4().hex[:6]}"
     asked = asyncio.Event()
@@ -46,6 +42,7 @@ async def test_the_events_of_a_result_read_before_them_are_waited_for(
             asked.set()
             return found
 
+    # (the client made after: its own consumers are of the class its asserts name)
     monkeypatch.setattr(client_module, "ScopedConsumer", Told)
     # another writer's transaction, open on the table's partition of the events topic, before
     # anything else is written there: no record since the command, below the stable end
@@ -57,12 +54,13 @@ async def test_the_events_of_a_result_read_before_them_are_waited_for(
         await holding.begin_transaction()
         partition = partition_for(table, space.partitions)
         await holding.send_and_wait(space.topics.events, b"{}", key=b"x", partition=partition)
-        [opened] = await accept(client, table, cmd.OpenTable(variant="mini-h17"))
-        reading = asyncio.create_task(client.events(opened, timeout=WAIT_S))
-        await asyncio.wait_for(asked.wait(), WAIT_S)  # asked while they are held back
-        assert not reading.done()  # before: LookupError, no events of the table since
-        await holding.abort_transaction()
-        events = await reading
+        async with space.client() as client:
+            [opened] = await accept(client, table, cmd.OpenTable(variant="mini-h17"))
+            reading = asyncio.create_task(client.events(opened, timeout=WAIT_S))
+            await asyncio.wait_for(asked.wait(), WAIT_S)  # asked while they are held back
+            assert not reading.done()  # before: LookupError, no events of the table since
+            await holding.abort_transaction()
+            events = await reading
     finally:
         await holding.stop()
     assert [e.sequence for e in events] == list(
