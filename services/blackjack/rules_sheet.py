@@ -239,6 +239,8 @@ def _double(rules: Rules) -> str:
         on = f"on a first-two-card total of {', '.join(map(str, totals[:-1]))} or {totals[-1]}"
         if len(totals) == 1:
             on = f"on a first-two-card total of {totals[0]}"
+        if rules.double_totals_ace_low:
+            on += " (a soft hand counts its ace as one or eleven, as you choose)"
     else:
         on = "on any first two cards"
     after = "also after a split" if rules.double_after_split else "not after a split"

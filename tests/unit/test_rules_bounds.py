@@ -29,6 +29,7 @@ NOW = datetime(2026, 1, 1, tzinfo=UTC)
         {"blackjack_win_rounded_down_to": 0},
         {"blackjack_win_rounded_down_to": 10_000},
         {"double_totals": [9, 30], "double_on": "totals"},
+        {"double_totals_ace_low": True},  # mini-h17 doubles on any two: no totals to count
         {"rebet_multipliers": [0]},
         {"rebet_multipliers": [100]},
         {"min_bet": 0},

@@ -322,6 +322,29 @@ def test_mini_s17_double_after_split_only_on_9_10_or_11() -> None:
     assert t.settled() == [(0, 0, "push", 200, 200), (0, 1, "lose", 100, 0)]
 
 
+def test_mini_s17_with_the_ace_counted_low_a_soft_9_or_10_doubles() -> None:
+    # 001: the ace is "1 or 11 ... You, the player, decide the value of the card";
+    # ``double_totals_ace_low`` reads "a total value of 9, 10 or 11" so: A 8 doubles as a 9
+    t = Ledger("mini-s17", ["A", "7", "8", "9", "5", "A"], overrides=LOW_ACE)
+    t.do(bet(100), deal())
+    assert t.state.boxes[0].hands[0].total == (19, True)
+    assert t.buttons() == ["hit", "stand", "double"]
+    t.do(double())
+    # A 8 5 = 14; the dealer's 7 9 = 16 draws an ace: 17
+    assert t.settled() == [(0, 0, "lose", 200, 0)]
+    # as preset, A 8 is a 19 and does not double
+    plain = Ledger("mini-s17", ["A", "7", "8", "9", "5", "A"])
+    plain.do(bet(100), deal())
+    plain.refused(double(), "cannot_double")
+    # A 7 is an 8 or an 18: neither is 9, 10 or 11
+    seven = Ledger("mini-s17", ["A", "7", "7", "9", "5", "A"], overrides=LOW_ACE)
+    seven.do(bet(100), deal())
+    seven.refused(double(), "cannot_double")
+
+
+LOW_ACE: dict[str, object] = {"double_totals_ace_low": True}
+
+
 @pytest.mark.parametrize("short", [0, 1])
 def test_a_double_after_a_split_with_the_balance_exactly_covering_it_or_a_cent_short(
     short: int,

@@ -47,6 +47,11 @@ OVERRIDES: dict[str, dict[str, Any]] = {
     "late_surrender": {"late_surrender": True},
     "double_on": {"double_on": "totals", "double_totals": [10, 11]},
     "double_totals": {"double_on": "totals", "double_totals": [11]},
+    "double_totals_ace_low": {
+        "double_on": "totals",
+        "double_totals": [9, 10, 11],
+        "double_totals_ace_low": True,
+    },
     "double_after_split": {"double_after_split": False},
     "max_splits": {"max_splits": 3},
     "split_by": {"split_by": "value"},
@@ -91,6 +96,8 @@ def test_an_override_of_any_rule_changes_the_sheet(field: str) -> None:
     changed = base.with_overrides(OVERRIDES[field])
     if field in ("turn_seconds", "seat_released_after_rounds_sat_out"):
         base = base.with_overrides(OVERRIDES["seats"])
+    if field == "double_totals_ace_low":  # said where doubling is on totals
+        base = base.with_overrides({"double_on": "totals", "double_totals": [9, 10, 11]})
     if field == "surrender_paid_at_once":  # said where surrender is offered
         base = base.with_overrides({"late_surrender": True})
         changed = base.with_overrides(OVERRIDES[field])

@@ -241,6 +241,19 @@ def test_doubling_on_nine_to_eleven_only_leaves_soft_hands_undoubled() -> None:
     assert all("R" not in code for codes in chart.values() for code in codes)  # no surrender
 
 
+def test_a_soft_hand_counted_low_doubles_where_its_low_total_does() -> None:
+    """``double_totals_ace_low`` under H17: A-8 (a 9 with the ace counted one) doubles against
+    a 6, as A-8 does where any two cards double; without the option it stands."""
+    h17 = preset("mini-s17").with_overrides({"dealer_hits_soft_17": True})
+    low = h17.with_overrides({"double_totals_ace_low": True})
+    low_chart = render_chart(compute_strategy(low))
+    assert parse_chart(low_chart)["soft 19"][4] == "Ds"
+    assert parse_chart(render_chart(compute_strategy(h17)))["soft 19"][4] == "S"
+    assert "(a soft hand's ace counted one too)" in low_chart
+    # A-7 is an 8 or an 18: no total of 9, 10 or 11, so it never doubles at this table.
+    assert "D" not in "".join(parse_chart(low_chart)["soft 18"])
+
+
 def test_every_preset_renders_a_chart_with_its_rules_and_legend() -> None:
     for name, rules in PRESETS.items():
         text = render_chart(compute_strategy(rules))

@@ -136,7 +136,7 @@ def move_problem(state: TableState, player_id: str, box: int, hand: int, move: M
     if move == "double":
         if not two or cards.split_aces or (cards.from_split and not rules.double_after_split):
             return "a double the table does not allow on this hand"
-        if rules.double_on == "totals" and total(cards.cards).best not in rules.double_totals:
+        if not rules.doubles_on(*total(cards.cards)):
             return f"a double on {total(cards.cards).best}, not one of the table's totals"
     if move == "split":
         pair = two and (

@@ -1,5 +1,6 @@
-"""Money arithmetic of one hand, in integer minor units. Every rounding is floored, in the
-house's favour, and named here so that the README and the tests can point at one place."""
+"""Money arithmetic of one hand, in integer minor units. Every rounding is floored (a payout's
+odd cent stays with the house; insurance's odd cent is not charged) and named here so that
+the README and the tests can point at one place."""
 
 from __future__ import annotations
 

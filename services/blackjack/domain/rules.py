@@ -207,6 +207,17 @@ class Rules(BaseModel):
     late_surrender: StrictBool = False
     double_on: DoubleOn = "any_two"
     double_totals: frozenset[StrictInt] = frozenset()
+    double_totals_ace_low: StrictBool = Field(
+        False,
+        exclude_if=lambda low: not low,
+        description=(
+            "a soft hand may also double when its total with the ace counted one is one of "
+            "double_totals: A-8 doubles as a 9 (page 001: the ace is '1 or 11 ... You, the "
+            "player, decide the value of the card'); otherwise a hand doubles on its best "
+            "total, the one shown, and A-8 is a 19. False in every preset. Needs "
+            "double_on='totals'; written only when true"
+        ),
+    )
     double_after_split: StrictBool = True
     max_splits: StrictInt = Field(1, ge=0, le=3)
     split_by: SplitBy = "value"
@@ -367,6 +378,8 @@ class Rules(BaseModel):
             raise ValueError("peek_on_ace_only_if_insured needs peek_on_ace and insurance")
         if self.double_on == "totals" and not self.double_totals:
             raise ValueError("double_on='totals' needs double_totals")
+        if self.double_totals_ace_low and self.double_on != "totals":
+            raise ValueError("double_totals_ace_low needs double_on='totals'")
         # Payouts bounded, so that no override can pay a negative or an absurd amount.
         if not 1 <= self.blackjack_pays <= 2:
             raise ValueError("blackjack_pays must be between 1 (even money) and 2")
@@ -386,6 +399,13 @@ class Rules(BaseModel):
         if is_ace(upcard):
             return self.peek_on_ace and (insured or not self.peek_on_ace_only_if_insured)
         return is_ten_value(upcard) and self.peek_on_ten
+
+    def doubles_on(self, total: int, soft: bool) -> bool:
+        """Whether a first-two-card hand of this best ``total`` may double (``soft``: an ace
+        is counted eleven in it)."""
+        if self.double_on == "any_two" or total in self.double_totals:
+            return True
+        return soft and self.double_totals_ace_low and total - 10 in self.double_totals
 
     @property
     def peeks_on_ace_uninsured(self) -> bool:

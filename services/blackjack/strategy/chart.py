@@ -35,6 +35,8 @@ def describe_rules(strategy: Strategy) -> str:
         double = "double on any two cards"
     else:
         double = "double on " + ", ".join(str(t) for t in sorted(r.double_totals))
+        if r.double_totals_ace_low:
+            double += " (a soft hand's ace counted one too)"
     pays = Fraction(r.blackjack_pays)
     parts = [
         f"{r.decks} deck{'s' if r.decks > 1 else ''}",
@@ -65,9 +67,9 @@ def render_chart(strategy: Strategy) -> str:
     lines = [f"Basic strategy: {strategy.rules.name}", describe_rules(strategy), ""]
     header = "          " + " ".join(f"{u:>3}" for u in UPCARDS)
 
-    def allowed(total: int, pair: bool) -> set[Action]:
+    def allowed(total: int, soft: bool, pair: bool) -> set[Action]:
         out: set[Action] = {HIT, STAND}
-        if key.may_double(total):
+        if key.may_double(total, soft):
             out.add(DOUBLE)
         if key.late_surrender:
             out.add(SURRENDER)
@@ -81,14 +83,14 @@ def render_chart(strategy: Strategy) -> str:
 
     lines += ["Hard" + header[4:]]
     for total in range(5, 22):
-        lines.append(row(f"{total}", strategy.hard[total], allowed(total, False)))
+        lines.append(row(f"{total}", strategy.hard[total], allowed(total, False, False)))
     lines += ["", "Soft" + header[4:]]
     for total in range(13, 22):
         label = f"A,{total - 11} {total}" if total < 21 else "21"
-        lines.append(row(label, strategy.soft[total], allowed(total, False)))
+        lines.append(row(label, strategy.soft[total], allowed(total, True, False)))
     lines += ["", "Pairs" + header[5:]]
     for pair in ("2", "3", "4", "5", "6", "7", "8", "9", "T", "A"):
         total = 12 if pair == "A" else 2 * (10 if pair == "T" else int(pair))
-        lines.append(row(f"{pair},{pair}", strategy.pairs[pair], allowed(total, True)))
+        lines.append(row(f"{pair},{pair}", strategy.pairs[pair], allowed(total, pair == "A", True)))
     lines += ["", LEGEND]
     return "\n".join(lines)

@@ -96,6 +96,7 @@ class GameKey(NamedTuple):
     late_surrender: bool
     double_any_two: bool
     double_totals: frozenset[int]
+    double_totals_ace_low: bool
     double_after_split: bool
     max_splits: int
     split_by_rank: bool
@@ -111,14 +112,18 @@ class GameKey(NamedTuple):
             late_surrender=rules.late_surrender,
             double_any_two=rules.double_on == "any_two",
             double_totals=frozenset(rules.double_totals),
+            double_totals_ace_low=rules.double_totals_ace_low,
             double_after_split=rules.double_after_split,
             max_splits=rules.max_splits,
             split_by_rank=rules.split_by == "rank",
             split_aces_one_card=rules.split_aces_one_card,
         )
 
-    def may_double(self, best_total: int) -> bool:
-        return self.double_any_two or best_total in self.double_totals
+    def may_double(self, best_total: int, soft: bool) -> bool:
+        """As ``Rules.doubles_on``."""
+        if self.double_any_two or best_total in self.double_totals:
+            return True
+        return soft and self.double_totals_ace_low and best_total - 10 in self.double_totals
 
 
 @dataclass
@@ -447,12 +452,12 @@ class _UpcardSolver:
     ) -> float:
         if one_card:
             return self.stand_values(removed)[total]
-        action = self.first_allowed(order, self.post_split_allowed(total))
+        action = self.first_allowed(order, self.post_split_allowed(total, soft))
         return self.value_of(action, removed, size, total, soft)
 
-    def post_split_allowed(self, total: int) -> set[Action]:
+    def post_split_allowed(self, total: int, soft: bool) -> set[Action]:
         allowed: set[Action] = {STAND, HIT}
-        if self.key.double_after_split and self.key.may_double(total):
+        if self.key.double_after_split and self.key.may_double(total, soft):
             allowed.add(DOUBLE)
         return allowed
 
@@ -460,8 +465,9 @@ class _UpcardSolver:
         """Whether a pair dealt to a split hand is split again (when the cap allows)."""
         if p == ACE:
             return False  # no resplitting aces (Rules has no flag; every seeded page forbids it)
-        total, _ = two_card_total(p, p)
-        return self.first_allowed(pair_order, self.post_split_allowed(total) | {SPLIT}) == SPLIT
+        total, soft = two_card_total(p, p)
+        allowed = self.post_split_allowed(total, soft) | {SPLIT}
+        return self.first_allowed(pair_order, allowed) == SPLIT
 
     def split(self, p: int, pair_order: tuple[Action, ...]) -> float:
         """Value of splitting p-p (both hands together), resplitting as the chart says."""
@@ -545,7 +551,7 @@ class _UpcardSolver:
                 continue
             total, soft = two_card_total(a, b)
             allowed = {STAND, HIT}
-            if key.may_double(total):
+            if key.may_double(total, soft):
                 allowed.add(DOUBLE)
             if key.late_surrender:
                 allowed.add(SURRENDER)

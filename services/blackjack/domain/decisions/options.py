@@ -10,7 +10,7 @@ from blackjack.domain import events as ev
 from blackjack.domain.cards import value_of
 from blackjack.domain.decisions.checks import own_box, unaffordable
 from blackjack.domain.decisions.draft import Refused, refuse
-from blackjack.domain.hand import best_total
+from blackjack.domain.hand import best_total, total
 from blackjack.domain.state import Hand, Player, TableState
 
 
@@ -43,7 +43,7 @@ def double_refusal(state: TableState, player: Player, hand: Hand) -> Refused | N
         return refuse("cannot_double", "no double after a split at this table")
     if hand.split_aces:
         return refuse("cannot_double", "split aces take one card only")
-    if rules.double_on == "totals" and best_total(hand.cards) not in rules.double_totals:
+    if rules.double_on == "totals" and not rules.doubles_on(*total(hand.cards)):
         totals = rules.double_totals
         return refuse(
             "cannot_double",
