@@ -33,7 +33,7 @@ from sqlalchemy.engine import make_url
 
 from blackjack.api.routes import query_api
 from blackjack.api.tokens import OPEN, ApiTokens
-from blackjack.bus.topics import Topics
+from blackjack.bus.topics import Topics, wait_for_every_broker
 from blackjack.domain import commands as cmd
 from blackjack.domain import events as ev
 from blackjack.domain import wallet as wl
@@ -455,6 +455,8 @@ async def new_events_topic(bootstrap: str) -> AsyncIterator[EventsTopic]:
     await admin.start()
     try:
         await admin.create_topics([NewTopic(topic.name, PARTITIONS, 1)])
+        # on a cluster, a broker asked next may not have taken the new topic yet
+        await wait_for_every_broker(admin, {topic.name: PARTITIONS})
         yield topic
         await admin.delete_topics([topic.name])
     finally:

@@ -14,7 +14,7 @@ from blackjack.command_handler.service import CommandHandler
 from blackjack.domain import commands as cmd
 from tests.integration.conftest import KafkaSpace
 
-pytestmark = pytest.mark.integration
+pytestmark = [pytest.mark.integration, pytest.mark.also_on_three_nodes]
 
 
 async def test_a_result_the_client_cannot_read_does_not_stop_the_others(

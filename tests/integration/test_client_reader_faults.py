@@ -33,7 +33,7 @@ from blackjack.client import (
 from tests.integration.conftest import WAIT_S, KafkaSpace
 from tests.integration.infra import PrivateBroker
 
-pytestmark = pytest.mark.integration
+pytestmark = [pytest.mark.integration, pytest.mark.also_on_three_nodes]
 
 TABLE = "t-faults"
 

@@ -27,7 +27,7 @@ from blackjack.loadtest.run import run_loadtest
 from blackjack.messages.envelope import CommandEnvelope, CommandResult, EventEnvelope
 from tests.integration.infra import kafka_sasl
 
-pytestmark = pytest.mark.integration
+pytestmark = [pytest.mark.integration, pytest.mark.also_on_three_nodes]
 
 
 @pytest.fixture(scope="module")

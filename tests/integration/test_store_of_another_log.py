@@ -52,7 +52,7 @@ from tests.integration.conftest_projections import (  # noqa: E402
 )
 
 pytest_plugins = ["tests.integration.conftest_projections"]
-pytestmark = pytest.mark.integration
+pytestmark = [pytest.mark.integration, pytest.mark.also_on_three_nodes]
 
 TABLE = "table-recreated"
 LONG = play_tables([(TABLE, "mini-h17")], 6, seed=31)

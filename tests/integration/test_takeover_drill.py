@@ -18,7 +18,7 @@ from blackjack.loadtest.drill import Drill
 from blackjack.loadtest.takeover import TakeoverConfig, run_takeover
 from tests.integration.infra import kafka_sasl
 
-pytestmark = pytest.mark.integration
+pytestmark = [pytest.mark.integration, pytest.mark.also_on_three_nodes]
 
 
 async def test_restarts_under_load_lose_nothing_and_do_nothing_twice(bootstrap: str) -> None:

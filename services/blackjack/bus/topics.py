@@ -162,7 +162,7 @@ async def ensure_topics(settings: KafkaSettings, topics: Topics) -> dict[str, in
                     )
             counts = await _wait_for_metadata(admin, topics.all())
         _check_counts(counts, topics.all(), settings.partitions)
-        await _wait_for_every_broker(admin, counts)
+        await wait_for_every_broker(admin, counts)
     finally:
         await admin.close()
     return counts
@@ -192,10 +192,11 @@ async def _wait_for_metadata(
         await asyncio.sleep(0.1)
 
 
-async def _wait_for_every_broker(
-    admin: AIOKafkaAdminClient, counts: Mapping[str, int], timeout: float = 30.0
+async def wait_for_every_broker(
+    admin: AIOKafkaAdminClient, counts: Mapping[str, int | None], timeout: float = 30.0
 ) -> None:
-    """Return once every broker has each topic with its partitions (or after ``timeout``).
+    """Return once every broker has each topic with its partitions, or (a count of None) has
+    it no more (or after ``timeout``).
 
     Each broker answers a client's metadata request from its own copy, which takes a topic
     just made in its own time, after the controller's answer and after the broker that
@@ -217,7 +218,8 @@ async def _wait_for_every_broker(
                     return
                 except KafkaError:
                     break  # (not reachable now)
-                if state is None or len(state.partitions) != count:
+                has = None if state is None else len(state.partitions)
+                if has != count:
                     lagging.append((node, name))
         if not lagging:
             return
@@ -239,7 +241,9 @@ async def _partition_counts(admin: AIOKafkaAdminClient, names: tuple[str, ...]) 
 
 
 async def delete_topics(settings: KafkaSettings, topics: Topics) -> None:
-    """Remove the four topics (tests clean up their own prefixed topics with this)."""
+    """Remove the four topics (the load test and the drills remove theirs so, and tests their
+    own prefixed ones), and return once no broker has them: the controller answers before
+    every broker took the deletion, and a broker that had not still listed them."""
     admin = AIOKafkaAdminClient(**settings.client_options(), client_id="blackjack-admin")
     await admin.start()
     try:
@@ -247,5 +251,6 @@ async def delete_topics(settings: KafkaSettings, topics: Topics) -> None:
         doomed = [name for name in topics.all() if name in existing]
         if doomed:
             await admin.delete_topics(doomed)
+            await wait_for_every_broker(admin, dict.fromkeys(doomed))
     finally:
         await admin.close()
