@@ -18,10 +18,12 @@ the step less before it, SQLite's and the drivers' C memory included):
 - ``compare``: the audit's comparison (before: both dumps in memory, then ``differences``;
   after: the live store's dump streamed to a temporary file, merged with the scratch store's
   rows table by table);
-- with ``--replay``, ``replay``: the audit's engine replay and transfers (before: every
-  stream's events kept for the transfers, every round kept; after: ``audit.replay_streams``,
-  one stream's events at a time). A stream's own events are still read whole: with the tables
-  fixed this still grows with the rounds (not fixed; docs/operations.md).
+- with ``--replay``, ``replay``: the audit's engine replay and transfers (before: 3494d20's
+  ``audit.replay_streams``, each table's log read whole, every round of it kept while it is
+  replayed; after: a page of the store at a time, fed to ``replay.TableReplayer``, which holds
+  back one shoe's events at most and keeps the round in play only). ``--replay-only``: that
+  step alone. (Before the thirty-third session, "before" was a1b3777's: every stream's events
+  kept for the transfers; docs/operations.md keeps those figures.)
 
 Printed: each step's peaks (MiB) at each size, their ratio large/small, and the time ratio
 after/before at the same size.
@@ -49,10 +51,9 @@ from sqlalchemy.engine import make_url
 
 from blackjack.audit.audit import AuditReport, replay_streams, shoes_on_two_tables
 from blackjack.audit.replay import replay_stream
-from blackjack.audit.transfers import reconcile
+from blackjack.audit.transfers import Movements
 from blackjack.loadtest.cli import quiet_logs
 from blackjack.messages.sealing import ShoeSeal
-from blackjack.messages.wire import WireEnvelope
 from blackjack.projections import queries
 from blackjack.projections.dump import DumpFile, compare, table_lines, write_dump
 from blackjack.projections.store import ProjectionStore
@@ -100,14 +101,18 @@ async def _compare(live: ProjectionStore, scratch: ProjectionStore, before: bool
 async def _replay(live: ProjectionStore, scratch: ProjectionStore, before: bool) -> None:
     report = AuditReport("blackjack.events")
     async with scratch.reading() as connection:
-        if before:  # a1b3777's run_audit
-            logs: dict[str, list[WireEnvelope]] = {}
+        if before:  # 3494d20's replay_streams: a table's log whole
+            movements = Movements(lambda stream_id: False)
             for stream_id in await queries.stream_ids(connection):
-                wires = logs[stream_id] = await queries.stream_envelopes(connection, stream_id)
+                wires = await queries.stream_envelopes(connection, stream_id)
                 report.events += len(wires)
-                report.replays.append(replay_stream(wires, SEAL, stream_id))
+                replay = replay_stream(wires, SEAL, stream_id)
+                report.rounds += len(replay.rounds)
+                replay.rounds = {}
+                report.replays.append(replay)
+                movements.read(stream_id, wires)
             shoes_on_two_tables(report.replays)
-            report.transfers = reconcile(logs)
+            report.transfers = movements.matched()
         else:
             await replay_streams(report, connection, SEAL)
     assert report.ok, report.render()
@@ -225,6 +230,8 @@ def _report(kind: str, sizes: list[int], steps: Sequence[str], runs: list[dict[A
 async def _main(args: argparse.Namespace) -> None:
     quiet_logs(sys.stderr)
     steps = [s for s in STEPS if s != "replay" or args.replay]
+    if args.replay_only:
+        steps = ["replay"]
     kinds = ([] if args.pg_only else ["sqlite"]) + (["postgresql"] if args.pg else [])
     with tempfile.TemporaryDirectory() as folder:
         for kind in kinds:
@@ -251,6 +258,7 @@ def arguments(argv: Sequence[str] | None = None) -> argparse.Namespace:
     parser.add_argument("--pg", help="a PostgreSQL server's URL (its databases made and dropped)")
     parser.add_argument("--pg-only", action="store_true", help="with --pg: not SQLite")
     parser.add_argument("--replay", action="store_true", help="measure the engine replay too")
+    parser.add_argument("--replay-only", action="store_true", help="the engine replay alone")
     # a step in a process of its own (the parent calls these)
     parser.add_argument("--step", choices=STEPS)
     parser.add_argument("--live")

@@ -28,7 +28,7 @@ from sqlalchemy import select
 from sqlalchemy.ext.asyncio import AsyncConnection
 
 from blackjack.audit.acknowledged import Acknowledgment, UnreadableRecord, match
-from blackjack.audit.replay import replay_stream
+from blackjack.audit.replay import TableReplayer, replay_stream
 from blackjack.audit.replayed import Finding, StreamReplay
 from blackjack.audit.transfers import Movements, Reconciled
 from blackjack.audit.words import money
@@ -365,18 +365,29 @@ async def replay_streams(
     lagging: Callable[[str], bool] = lambda stream_id: False,
 ) -> None:
     """Replay every stream of the store through the engine and match the transfers between
-    them: one stream's events in memory at a time (its replay keeps its findings, shoes and
-    state, not its rounds; the transfers keep the movements of money, not the logs)."""
+    them: a table's events a page at a time (its replay keeps its findings, shoes and state,
+    not its rounds, and holds back one shoe's events at most, until the shoe's reveal; the
+    transfers keep the movements of money, not the logs). A wallet's log is read whole."""
     movements = Movements(lagging)
     for stream_id in await queries.stream_ids(connection):
-        wires = await queries.stream_envelopes(connection, stream_id)
-        report.events += len(wires)
         complete = not lagging(stream_id)  # else the next events may end a decision
-        replay = replay_stream(wires, seal, stream_id, complete=complete)
-        report.rounds += len(replay.rounds)
+        pages = queries.stream_envelope_pages(connection, stream_id)
+        if is_wallet_stream(stream_id):
+            wires = [envelope async for page in pages for envelope in page]
+            replay = replay_stream(wires, seal, stream_id, complete=complete)
+            movements.read(stream_id, wires)
+            report.events += len(wires)
+        else:
+            replayer = TableReplayer(stream_id, seal, complete, keep_rounds=False)
+            async for page in pages:
+                for envelope in page:
+                    replayer.feed(envelope)
+                movements.read(stream_id, page)
+                report.events += len(page)
+            replay = replayer.finish()
+        report.rounds += replay.rounds_replayed
         replay.rounds = {}
         report.replays.append(replay)
-        movements.read(stream_id, wires)
     shoes_on_two_tables(report.replays)
     report.transfers = movements.matched()
 

@@ -1,7 +1,7 @@
 """What the replay of one table knows as it folds, and how a check it makes is counted and,
 when it fails, becomes a ``Finding`` of the stream and of the round it belongs to.
 
-``Checker`` is the base of the table's replayer (``replay._Replayer``) and of the checks it
+``Checker`` is the base of the table's replayer (``replay.TableReplayer``) and of the checks it
 makes (``money_checks``, ``table_checks``).
 """
 
@@ -18,14 +18,12 @@ from blackjack.messages.wire import WireEnvelope
 
 
 class Checker:
-    def __init__(
-        self, stream_id: str, wires: list[WireEnvelope], seal: ShoeSeal | None, complete: bool
-    ) -> None:
+    def __init__(self, stream_id: str, seal: ShoeSeal | None, complete: bool) -> None:
         self.out = StreamReplay(stream_id)
-        self.wires = wires
         self.seal = seal
         self.complete = complete
-        self.reveals = {w.data.shoe: w.data for w in wires if isinstance(w.data, ev.ShoeRetired)}
+        self.reveals: dict[int, ev.ShoeRetired] = {}
+        """the reveals read and not folded yet, by shoe"""
         self.state = INITIAL_STATE
         self.current: RoundReplay | None = None
         self.envelope: WireEnvelope | None = None

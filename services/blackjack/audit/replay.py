@@ -20,7 +20,7 @@ unless the log can no longer be folded at all.
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable
 from typing import Any
 
 from blackjack.audit.checking import _OPEN, _Unfoldable
@@ -63,7 +63,7 @@ def in_sequence(records: Iterable[WireEnvelope]) -> list[WireEnvelope]:
 
 
 def replay_stream(
-    wires: Sequence[WireEnvelope],
+    wires: Iterable[WireEnvelope],
     seal: ShoeSeal | None = None,
     stream_id: str | None = None,
     *,
@@ -72,69 +72,122 @@ def replay_stream(
     """Fold and check one stream's events (in sequence order). ``complete``: ``wires`` is the
     whole log so far, not a read model that may lag it (where a decision's events may be
     folded only in part: a stand-up due at the end is then not missing, only not yet read)."""
+    wires = list(wires)
     name = stream_id or (wires[0].stream_id if wires else "?")
     if is_wallet_stream(name):
         return replay_wallet(name, wires)
-    return _Replayer(name, list(wires), seal, complete).run()
+    replayer = TableReplayer(name, seal, complete)
+    for envelope in wires:
+        replayer.feed(envelope)
+    return replayer.finish()
 
 
-class _Replayer(MoneyChecks, TableChecks):
+class TableReplayer(MoneyChecks, TableChecks):
     """Folds a table's events in order, opening each sealed shoe, and checks each one (the
-    money in ``MoneyChecks``, the table's rules in ``TableChecks``) before folding it."""
+    money in ``MoneyChecks``, the table's rules in ``TableChecks``) before folding it.
 
-    # ---- the fold -----------------------------------------------------------------------
+    Fed one event at a time (``feed``, then ``finish``), so that a table's log need not be
+    in memory at once: only a shoe's events wait, from its ``ShoeShuffled`` until its
+    ``ShoeRetired`` reveals the order (or the log ends), to be checked against that reveal.
+    ``keep_rounds=False`` keeps the round in play only (the audit counts the others)."""
 
-    def run(self) -> StreamReplay:
-        expected = 1
-        for envelope in self.wires:
-            self.envelope = envelope
-            if envelope.stream_id != self.out.stream_id:
-                self._find(f"event of stream {envelope.stream_id} in this stream's log")
-            if envelope.sequence != expected:
-                self._find(f"sequence {envelope.sequence} where {expected} was due")
-            expected = envelope.sequence + 1
-            try:
-                event = self._opened(envelope.data)
-                if isinstance(event, _Sealed):
-                    self.out.events += 1
-                    continue
-                if not isinstance(event, ev.Event):
-                    raise _Unfoldable(f"{type(event).__name__} is a wallet's event, not a table's")
-                if isinstance(event, ev.DealStarted) and event.shoe == self.sealed:
-                    raise _Stop(
-                        f"shoe {event.shoe} is still sealed{self._why_sealed()}: set "
-                        f"BLACKJACK_AUDIT_KEY (or BLACKJACK_SHOE_KEY, for a shoe sealed before "
-                        f"the audit key) to replay round {event.round} and what follows it"
-                    )
-                self._check(event)
-                self._stood_up_when_due(event)
-                self.state = evolve(self.state, event)
-                # A settled game cycle's end; not a void's: a voided round is no round sat
-                # out, so it brings no one to the table's limit (a stand-up after it is found
-                # as one before the count reached the limit), but where a version 1's handler
-                # counted it and stood up after it those it brought there.
-                if isinstance(event, ev.RoundSettled) or (
-                    isinstance(event, ev.RoundVoided) and event.counts_as_round_sat_out
-                ):
-                    self._due_to_stand_up()
-            except _Stop as stop:
-                self.out.stopped = str(stop)
-                break
-            except Exception as error:  # a log the engine cannot fold: tampered or misordered
-                self._find(f"the engine cannot fold {envelope.type}: {error}")
-                self.out.stopped = f"corrupt log at event {envelope.sequence}"
-                break
-            self.out.events += 1
-            if not isinstance(event, ev.RoundResumed):  # written with the command after it
-                self.previous_at = envelope.occurred_at
-            if counts_as_activity(event):
-                self.active_at = envelope.occurred_at
+    def __init__(
+        self,
+        stream_id: str,
+        seal: ShoeSeal | None,
+        complete: bool = True,
+        *,
+        keep_rounds: bool = True,
+    ) -> None:
+        super().__init__(stream_id, seal, complete)
+        self.keep_rounds = keep_rounds
+        self._waiting: list[WireEnvelope] = []
+        self._waiting_for: int | None = None
+        """the shoe whose reveal the events in ``_waiting`` wait for"""
+        self._expected = 1
+
+    def feed(self, envelope: WireEnvelope) -> None:
+        """The next event of the log: folded now, or once the reveal it waits for is read."""
+        data = envelope.data
+        if isinstance(data, ev.ShoeRetired):
+            self.reveals.setdefault(data.shoe, data)
+        self._take(envelope)
+        if isinstance(data, ev.ShoeRetired) and data.shoe == self._waiting_for:
+            waiting, self._waiting, self._waiting_for = self._waiting, [], None
+            for waited in waiting:  # (one may be the next shoe's shuffle: it waits again)
+                self._take(waited)
+
+    def _take(self, envelope: WireEnvelope) -> None:
+        data = envelope.data
+        if self._waiting_for is None:
+            if not isinstance(data, SealedShoeShuffled) or data.shoe in self.reveals:
+                self._fold(envelope)
+                return
+            self._waiting_for = data.shoe  # a sealed shuffle whose reveal may still come
+        self._waiting.append(envelope)
+
+    def finish(self) -> StreamReplay:
+        """The end of the log: what waits for a reveal that never came is folded without it."""
+        waiting, self._waiting, self._waiting_for = self._waiting, [], None
+        for envelope in waiting:
+            self._fold(envelope)
         if self.due_to_stand_up and not self.out.stopped and self.complete:
             self._stood_up_when_due(None)  # the log ends without them
         if self.resumed_by is not None and not self.out.stopped and self.complete:
             self._find("the log ends with a RoundResumed and none of its command's events")
         self.out.state = self.state
         return self.out
+
+    # ---- the fold -----------------------------------------------------------------------
+
+    def _fold(self, envelope: WireEnvelope) -> None:
+        if self.out.stopped is not None:
+            return
+        self.envelope = envelope
+        if envelope.stream_id != self.out.stream_id:
+            self._find(f"event of stream {envelope.stream_id} in this stream's log")
+        if envelope.sequence != self._expected:
+            self._find(f"sequence {envelope.sequence} where {self._expected} was due")
+        self._expected = envelope.sequence + 1
+        try:
+            event = self._opened(envelope.data)
+            if isinstance(event, _Sealed):
+                self.out.events += 1
+                return
+            if not isinstance(event, ev.Event):
+                raise _Unfoldable(f"{type(event).__name__} is a wallet's event, not a table's")
+            if isinstance(event, ev.DealStarted) and event.shoe == self.sealed:
+                raise _Stop(
+                    f"shoe {event.shoe} is still sealed{self._why_sealed()}: set "
+                    f"BLACKJACK_AUDIT_KEY (or BLACKJACK_SHOE_KEY, for a shoe sealed before "
+                    f"the audit key) to replay round {event.round} and what follows it"
+                )
+            self._check(event)
+            self._stood_up_when_due(event)
+            self.state = evolve(self.state, event)
+            # A settled game cycle's end; not a void's: a voided round is no round sat
+            # out, so it brings no one to the table's limit (a stand-up after it is found
+            # as one before the count reached the limit), but where a version 1's handler
+            # counted it and stood up after it those it brought there.
+            if isinstance(event, ev.RoundSettled) or (
+                isinstance(event, ev.RoundVoided) and event.counts_as_round_sat_out
+            ):
+                self._due_to_stand_up()
+            if isinstance(event, ev.ShoeRetired):  # its reveal has served (kept, the reveals
+                self.reveals.pop(event.shoe, None)  # of a table that shuffles every round
+                # would grow with its log)
+        except _Stop as stop:
+            self.out.stopped = str(stop)
+            return
+        except Exception as error:  # a log the engine cannot fold: tampered or misordered
+            self._find(f"the engine cannot fold {envelope.type}: {error}")
+            self.out.stopped = f"corrupt log at event {envelope.sequence}"
+            return
+        self.out.events += 1
+        if not isinstance(event, ev.RoundResumed):  # written with the command after it
+            self.previous_at = envelope.occurred_at
+        if counts_as_activity(event):
+            self.active_at = envelope.occurred_at
 
     def _why_sealed(self) -> str:
         return "" if self.sealed_because is None else f" ({self.sealed_because})"
@@ -202,7 +255,10 @@ class _Replayer(MoneyChecks, TableChecks):
         if isinstance(event, ev.RoundOpened):
             rules = self.state.rules
             self.current = RoundReplay(self.out.stream_id, event.round, rules.name, rules.currency)
+            if not self.keep_rounds:
+                self.out.rounds.clear()
             self.out.rounds[event.round] = self.current
+            self.out.rounds_replayed += 1
         current = self.current
         if isinstance(event, ev.RoundEvent) and (current is None or current.round != event.round):
             raise _Unfoldable(f"round {event.round} was never opened")
@@ -245,29 +301,29 @@ _NEVER_WHEN_CLOSING = (
 """What closing an interrupted round never does for a player."""
 
 _CHECKS: dict[type[ev.Event], Any] = {
-    ev.InterruptedRoundClosed: _Replayer.interrupted_round_closed,
-    ev.PlayerTimedOut: _Replayer.player_timed_out,
-    ev.RoundResumed: _Replayer.round_resumed,
-    ev.FundsDeposited: _Replayer.funds,
-    ev.FundsWithdrawn: _Replayer.funds,
-    ev.SeatLeft: _Replayer.seat_left,
-    ev.SeatTaken: _Replayer.seat_taken,
-    ev.ShoeShuffled: _Replayer.shoe_shuffled,
-    ev.ShoeRetired: _Replayer.shoe_retired,
-    ev.BetPlaced: _Replayer.bet_placed,
-    ev.BetRefunded: _Replayer.bet_refunded,
-    ev.DealStarted: _Replayer.deal_started,
-    ev.InsuranceOffered: _Replayer.insurance_offered,
-    ev.DealerPeeked: _Replayer.dealer_peeked,
-    ev.TurnStarted: _Replayer.turn_started,
-    ev.PlayerHit: _Replayer.player_hit,
-    ev.PlayerStood: _Replayer.player_stood,
-    ev.HandSurrendered: _Replayer.hand_surrendered,
-    ev.InsuranceTaken: _Replayer.insurance_taken,
-    ev.InsuranceSettled: _Replayer.insurance_settled,
-    ev.HandDoubled: _Replayer.hand_doubled,
-    ev.HandSplit: _Replayer.hand_split,
-    ev.HandSettled: _Replayer.hand_settled,
-    ev.RoundSettled: _Replayer.round_settled,
-    ev.RoundVoided: _Replayer.round_voided,
+    ev.InterruptedRoundClosed: TableReplayer.interrupted_round_closed,
+    ev.PlayerTimedOut: TableReplayer.player_timed_out,
+    ev.RoundResumed: TableReplayer.round_resumed,
+    ev.FundsDeposited: TableReplayer.funds,
+    ev.FundsWithdrawn: TableReplayer.funds,
+    ev.SeatLeft: TableReplayer.seat_left,
+    ev.SeatTaken: TableReplayer.seat_taken,
+    ev.ShoeShuffled: TableReplayer.shoe_shuffled,
+    ev.ShoeRetired: TableReplayer.shoe_retired,
+    ev.BetPlaced: TableReplayer.bet_placed,
+    ev.BetRefunded: TableReplayer.bet_refunded,
+    ev.DealStarted: TableReplayer.deal_started,
+    ev.InsuranceOffered: TableReplayer.insurance_offered,
+    ev.DealerPeeked: TableReplayer.dealer_peeked,
+    ev.TurnStarted: TableReplayer.turn_started,
+    ev.PlayerHit: TableReplayer.player_hit,
+    ev.PlayerStood: TableReplayer.player_stood,
+    ev.HandSurrendered: TableReplayer.hand_surrendered,
+    ev.InsuranceTaken: TableReplayer.insurance_taken,
+    ev.InsuranceSettled: TableReplayer.insurance_settled,
+    ev.HandDoubled: TableReplayer.hand_doubled,
+    ev.HandSplit: TableReplayer.hand_split,
+    ev.HandSettled: TableReplayer.hand_settled,
+    ev.RoundSettled: TableReplayer.round_settled,
+    ev.RoundVoided: TableReplayer.round_voided,
 }

@@ -89,6 +89,8 @@ class ShoeCheck:
 class StreamReplay:
     stream_id: str
     rounds: dict[int, RoundReplay] = field(default_factory=dict)
+    """every round replayed, or the last one only (``TableReplayer(keep_rounds=False)``)"""
+    rounds_replayed: int = 0
     shoes: dict[int, ShoeCheck] = field(default_factory=dict)
     findings: list[Finding] = field(default_factory=list)
     state: TableState = field(default_factory=INITIAL_STATE.copy)

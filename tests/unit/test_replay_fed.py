@@ -1,0 +1,73 @@
+"""The table replayer fed one event at a time (``TableReplayer.feed``/``finish``), as the
+audit feeds it a page of the store at a time: the same findings, shoes and state as the whole
+log at once, and only one shoe's events held back (until its reveal), not the log."""
+
+from __future__ import annotations
+
+import pytest
+
+from blackjack.audit.replay import TableReplayer, replay_stream
+from blackjack.domain import events as ev
+from blackjack.messages.sealing import ShoeSeal
+from blackjack.messages.wire import SealedShoeShuffled, WireEnvelope, to_wire
+from tests.integration.conftest_projections import play_tables
+
+SEAL = ShoeSeal.from_hex(ShoeSeal.new_key_hex())
+
+
+def table_log(variant: str, rounds: int) -> list[WireEnvelope]:
+    log = play_tables([("t-1", variant)], rounds=rounds, seed=5)
+    return [to_wire(e, SEAL) for e in log.envelopes if e.stream_id == "t-1"]
+
+
+def longest_shoe(log: list[WireEnvelope]) -> int:
+    """The most events from a sealed shuffle to its reveal (or to the log's end)."""
+    longest, start = 0, None
+    for index, envelope in enumerate(log):
+        if isinstance(envelope.data, SealedShoeShuffled):
+            start = index
+        if isinstance(envelope.data, ev.ShoeRetired) and start is not None:
+            longest, start = max(longest, index - start + 1), None
+    return max(longest, 0 if start is None else len(log) - start)
+
+
+@pytest.mark.parametrize("variant", ["mini-h17", "atlantic-city", "atlantic-city-multi"])
+@pytest.mark.parametrize("seal", [None, SEAL], ids=["by-reveal", "by-key"])
+def test_fed_an_event_at_a_time_it_holds_back_one_shoe_at_most(
+    variant: str, seal: ShoeSeal | None
+) -> None:
+    log = table_log(variant, rounds=40)
+    replayer = TableReplayer("t-1", seal, keep_rounds=False)
+    held = 0
+    for envelope in log:
+        replayer.feed(envelope)
+        held = max(held, len(replayer._waiting))
+    fed = replayer.finish()
+    assert 0 < held <= longest_shoe(log) < len(log) / 2
+    whole = replay_stream(log, seal, "t-1")
+    assert fed.findings == whole.findings == []
+    assert (fed.stopped, fed.events) == (whole.stopped, whole.events)
+    if seal is not None:  # without it the shoe in play stays sealed: the replay stops there
+        assert fed.stopped is None and fed.events == len(log)
+    assert fed.shoes == whole.shoes and fed.checks == whole.checks and fed.state == whole.state
+    settled = [r for r in whole.rounds.values() if r.status == "settled"]
+    assert len(settled) >= 30 and fed.rounds_replayed == len(whole.rounds)
+    assert list(fed.rounds) == [max(whole.rounds)]  # the round in play, or the last one
+    retired = sum(isinstance(w.data, ev.ShoeRetired) for w in log)
+    assert sum(s.verified for s in fed.shoes.values()) >= retired > 1
+    assert replayer.reveals == {}  # each reveal let go once its shoe retired
+
+
+def test_a_reveal_that_does_not_match_is_found_whichever_page_it_is_read_in() -> None:
+    log = table_log("mini-h17", rounds=40)
+    at = next(i for i, w in enumerate(log) if isinstance(w.data, ev.ShoeRetired))
+    data = log[at].data
+    assert isinstance(data, ev.ShoeRetired)
+    forged_order = (data.order[1], data.order[0], *data.order[2:])
+    forged = log[at].model_copy(update={"data": data.model_copy(update={"order": forged_order})})
+    log = [*log[:at], forged, *log[at + 1 :]]
+    replayer = TableReplayer("t-1", None)
+    for envelope in log:
+        replayer.feed(envelope)
+    found = [f.message for f in replayer.finish().findings]
+    assert f"shoe {data.shoe}: the revealed order does not match its commitment" in found
