@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import pytest
 
+from blackjack.audit.recall import RoundReplayer, render
 from blackjack.audit.replay import TableReplayer, replay_stream
 from blackjack.domain import events as ev
 from blackjack.messages.sealing import ShoeSeal
@@ -37,7 +38,7 @@ def test_fed_an_event_at_a_time_it_holds_back_one_shoe_at_most(
     variant: str, seal: ShoeSeal | None
 ) -> None:
     log = table_log(variant, rounds=40)
-    replayer = TableReplayer("t-1", seal, keep_rounds=False)
+    replayer = TableReplayer("t-1", seal, keep=lambda number: False)
     held = 0
     for envelope in log:
         replayer.feed(envelope)
@@ -71,3 +72,20 @@ def test_a_reveal_that_does_not_match_is_found_whichever_page_it_is_read_in() ->
         replayer.feed(envelope)
     found = [f.message for f in replayer.finish().findings]
     assert f"shoe {data.shoe}: the revealed order does not match its commitment" in found
+
+
+def test_a_round_replayed_fed_keeps_that_round_and_lets_the_others_go() -> None:
+    log = table_log("mini-h17", rounds=40)
+    replayer = RoundReplayer(5, SEAL, "t-1")
+    for envelope in log:
+        replayer.feed(envelope)
+    verdict = replayer.finish()
+    assert verdict.ok and verdict.replay is not None and verdict.replay.status == "settled"
+    last = max(replayer.table.out.rounds)
+    assert sorted(replayer.table.out.rounds) == [5, last] and last > 40 - 1
+    assert verdict.shoe is not None and verdict.shoe.verified
+    told = render(verdict)
+    assert told.startswith("Round t-1:5 - mini-h17") and told.endswith("REPLAY OK")
+    # round 5 of the whole log, as the other rounds of the table are kept
+    whole = replay_stream(log, SEAL, "t-1").rounds[5]
+    assert verdict.replay.lines == whole.lines and verdict.replay.settlements == whole.settlements

@@ -378,7 +378,7 @@ async def replay_streams(
             movements.read(stream_id, wires)
             report.events += len(wires)
         else:
-            replayer = TableReplayer(stream_id, seal, complete, keep_rounds=False)
+            replayer = TableReplayer(stream_id, seal, complete, keep=lambda number: False)
             async for page in pages:
                 for envelope in page:
                     replayer.feed(envelope)

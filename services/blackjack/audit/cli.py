@@ -19,6 +19,7 @@ import os
 import sys
 import tempfile
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from blackjack.audit import randomness_cli
 from blackjack.command_handler.keys import load_audit_key, load_shoe_key
@@ -30,6 +31,9 @@ from blackjack.projections.dump import DIFFERENCES_SHOWN
 from blackjack.projections.revision import SchemaMismatch
 from blackjack.projections.settings import ProjectionSettings
 from blackjack.projections.shown_url import shown_db_url
+
+if TYPE_CHECKING:
+    from blackjack.audit.recall import RoundReplayer
 
 OK, MISMATCH, BAD_INPUT, UNVERIFIED = 0, 1, 2, 3
 SHOE_KEY_SETTINGS = ("BLACKJACK_SHOE_KEY", "BLACKJACK_SHOE_KEY_FILE")
@@ -53,8 +57,10 @@ def _seal() -> ShoeSeal | None:
         raise _BadInput(str(error)) from None
 
 
-async def _from_store(settings: ProjectionSettings, stream_id: str) -> list[WireEnvelope]:
-    from blackjack.projections.queries import stream_envelopes
+async def _from_store(settings: ProjectionSettings, replayer: RoundReplayer) -> None:
+    """The table's events from the read-model store, a page at a time (a month of a busy
+    table is about 860,000 events: not in memory at once)."""
+    from blackjack.projections.queries import stream_envelope_pages
     from blackjack.projections.revision import check_schema_to_read
     from blackjack.projections.store import ProjectionStore
 
@@ -63,28 +69,33 @@ async def _from_store(settings: ProjectionSettings, stream_id: str) -> list[Wire
         async with store.reading() as connection:
             # a store at another schema revision: what it holds is another release's rows
             await check_schema_to_read(connection, store.url, "blackjack replay")
-            return await stream_envelopes(connection, stream_id)
+            async for page in stream_envelope_pages(connection, replayer.stream_id):
+                for envelope in page:
+                    replayer.feed(envelope)
     finally:
         await store.close()
 
 
-async def _from_kafka(settings: ProjectionSettings, stream_id: str) -> list[WireEnvelope]:
+async def _from_kafka(settings: ProjectionSettings, replayer: RoundReplayer) -> None:
+    """The table's events from the events topic (read whole: they are put in sequence order,
+    a record written twice counted once, as the projections count it)."""
     from blackjack.audit.replay import in_sequence
     from blackjack.projections.rebuild import read_topic
     from blackjack.projections.writer import Record
 
-    key = stream_id.encode()
+    key = replayer.stream_id.encode()
     found: list[WireEnvelope] = []
 
     def keep(records: list[Record]) -> None:
         found.extend(decode(r.value) for r in records if r.key == key)
 
     await read_topic(settings.bootstrap, settings.events_topic, keep, security=settings.security)
-    return in_sequence(found)
+    for envelope in in_sequence(found):
+        replayer.feed(envelope)
 
 
 def _replay(args: argparse.Namespace) -> int:
-    from blackjack.audit.recall import render, replay_round
+    from blackjack.audit.recall import RoundReplayer, render
     from blackjack.projections.ids import parse_round_id
 
     try:
@@ -95,13 +106,14 @@ def _replay(args: argparse.Namespace) -> int:
         return BAD_INPUT
     settings = settings_from(args)
     source = _from_kafka if args.source == "kafka" else _from_store
+    replayer = RoundReplayer(number, seal, stream_id, complete=args.source == "kafka")
     try:
-        wires = asyncio.run(source(settings, stream_id))
+        asyncio.run(source(settings, replayer))
     except SchemaMismatch as error:  # the store's (``StoreToReadAtAnotherRevision``): not the
         # command line's exit 3 for it, which for replay means not verifiable
         print(f"blackjack replay: {error}", file=sys.stderr)
         return BAD_INPUT
-    verdict = replay_round(wires, number, seal, stream_id, complete=args.source == "kafka")
+    verdict = replayer.finish()
     print(render(verdict))
     if not verdict.found:
         if args.source == "store":

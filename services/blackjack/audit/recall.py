@@ -7,10 +7,11 @@ round's shoe (its reveal may come later), so a later round's trouble does not fa
 
 from __future__ import annotations
 
+from collections.abc import Iterable
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 
-from blackjack.audit.replay import replay_stream
+from blackjack.audit.replay import TableReplayer
 from blackjack.audit.replayed import Finding, RoundReplay, Settlement, ShoeCheck, StreamReplay
 from blackjack.audit.words import cards_text, money
 from blackjack.domain import events as ev
@@ -36,7 +37,7 @@ class RoundVerdict:
 
 
 def replay_round(
-    wires: list[WireEnvelope],
+    wires: Iterable[WireEnvelope],
     number: int,
     seal: ShoeSeal | None,
     stream_id: str,
@@ -44,29 +45,55 @@ def replay_round(
     complete: bool = True,
 ) -> RoundVerdict:
     """``complete``: ``wires`` is the log itself, not a read model that may lag it."""
-    stream: StreamReplay = replay_stream(wires, seal, stream_id, complete=complete)
-    verdict = RoundVerdict(f"{stream_id}:{number}", found=False, state=stream.state)
-    sequences = [
-        w.sequence for w in wires if isinstance(w.data, ev.RoundEvent) and w.data.round == number
-    ]
-    if not sequences:
+    replayer = RoundReplayer(number, seal, stream_id, complete=complete)
+    for envelope in wires:
+        replayer.feed(envelope)
+    return replayer.finish()
+
+
+class RoundReplayer:
+    """``replay_round`` fed one event at a time (``blackjack replay`` feeds it a page of the
+    store at a time): the table's other rounds are replayed and let go, not kept."""
+
+    def __init__(
+        self, number: int, seal: ShoeSeal | None, stream_id: str, *, complete: bool = True
+    ) -> None:
+        self.number = number
+        self.stream_id = stream_id
+        self.table = TableReplayer(stream_id, seal, complete, keep=lambda n: n == number)
+        self.last: int | None = None
+        """the round's last event"""
+        self.retired_at: dict[int, int] = {}
+        """each shoe's reveal (``ShoeRetired``), by sequence"""
+
+    def feed(self, envelope: WireEnvelope) -> None:
+        data = envelope.data
+        if isinstance(data, ev.RoundEvent) and data.round == self.number:
+            self.last = max(self.last or 0, envelope.sequence)
+        if isinstance(data, ev.ShoeRetired):
+            self.retired_at[data.shoe] = envelope.sequence
+        self.table.feed(envelope)
+
+    def finish(self) -> RoundVerdict:
+        stream: StreamReplay = self.table.finish()
+        verdict = RoundVerdict(f"{self.stream_id}:{self.number}", found=False, state=stream.state)
+        last = self.last
+        if last is None:
+            return verdict
+        verdict.found = True
+        replay = stream.rounds.get(self.number)
+        verdict.replay = replay
+        if replay is None or (stream.stopped is not None and stream.events < last):
+            verdict.stopped = stream.stopped or "the round could not be replayed"
+        shoe = replay.shoe if replay is not None else None
+        verdict.shoe = stream.shoes.get(shoe) if shoe is not None else None
+        reveal = self.retired_at.get(shoe) if shoe is not None else None
+        verdict.findings = [
+            f
+            for f in stream.findings
+            if f.sequence is None or f.sequence <= last or f.sequence == reveal
+        ]
         return verdict
-    verdict.found = True
-    replay = stream.rounds.get(number)
-    verdict.replay = replay
-    last = max(sequences)
-    if replay is None or (stream.stopped is not None and stream.events < last):
-        verdict.stopped = stream.stopped or "the round could not be replayed"
-    shoe = replay.shoe if replay is not None else None
-    verdict.shoe = stream.shoes.get(shoe) if shoe is not None else None
-    retired_at = {w.data.shoe: w.sequence for w in wires if isinstance(w.data, ev.ShoeRetired)}
-    reveal = retired_at.get(shoe) if shoe is not None else None
-    verdict.findings = [
-        f
-        for f in stream.findings
-        if f.sequence is None or f.sequence <= last or f.sequence == reveal
-    ]
-    return verdict
 
 
 def render(verdict: RoundVerdict) -> str:

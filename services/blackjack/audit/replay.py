@@ -20,7 +20,7 @@ unless the log can no longer be folded at all.
 
 from __future__ import annotations
 
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from typing import Any
 
 from blackjack.audit.checking import _OPEN, _Unfoldable
@@ -89,7 +89,8 @@ class TableReplayer(MoneyChecks, TableChecks):
     Fed one event at a time (``feed``, then ``finish``), so that a table's log need not be
     in memory at once: only a shoe's events wait, from its ``ShoeShuffled`` until its
     ``ShoeRetired`` reveals the order (or the log ends), to be checked against that reveal.
-    ``keep_rounds=False`` keeps the round in play only (the audit counts the others)."""
+    ``keep``: which rounds to keep once the next one opens (the audit keeps none, counting
+    them; ``blackjack replay`` the one it tells); every round without it."""
 
     def __init__(
         self,
@@ -97,10 +98,10 @@ class TableReplayer(MoneyChecks, TableChecks):
         seal: ShoeSeal | None,
         complete: bool = True,
         *,
-        keep_rounds: bool = True,
+        keep: Callable[[int], bool] | None = None,
     ) -> None:
         super().__init__(stream_id, seal, complete)
-        self.keep_rounds = keep_rounds
+        self.keep = keep
         self._waiting: list[WireEnvelope] = []
         self._waiting_for: int | None = None
         """the shoe whose reveal the events in ``_waiting`` wait for"""
@@ -255,8 +256,9 @@ class TableReplayer(MoneyChecks, TableChecks):
         if isinstance(event, ev.RoundOpened):
             rules = self.state.rules
             self.current = RoundReplay(self.out.stream_id, event.round, rules.name, rules.currency)
-            if not self.keep_rounds:
-                self.out.rounds.clear()
+            if self.keep is not None:
+                for number in [n for n in self.out.rounds if not self.keep(n)]:
+                    del self.out.rounds[number]
             self.out.rounds[event.round] = self.current
             self.out.rounds_replayed += 1
         current = self.current

@@ -89,7 +89,7 @@ class ShoeCheck:
 class StreamReplay:
     stream_id: str
     rounds: dict[int, RoundReplay] = field(default_factory=dict)
-    """every round replayed, or the last one only (``TableReplayer(keep_rounds=False)``)"""
+    """every round replayed, or those its ``TableReplayer`` was told to keep and the last one"""
     rounds_replayed: int = 0
     shoes: dict[int, ShoeCheck] = field(default_factory=dict)
     findings: list[Finding] = field(default_factory=list)
