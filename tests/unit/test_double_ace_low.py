@@ -16,6 +16,7 @@ from blackjack.domain.rules import PRESETS, Rules, fingerprint, preset
 from blackjack.messages.sealing import ShoeSeal
 from blackjack.messages.wire import to_wire
 from tests.integration.conftest_projections import Script
+from tests.unit.test_replay_engine import tamper
 
 ACE_LOW: dict[str, object] = {"double_totals_ace_low": True}
 # mini-s17 deals the hole card first: ann A, the dealer's hole 7, ann 8, the upcard 9; then
@@ -61,12 +62,7 @@ def test_the_audit_holds_the_log_to_the_option() -> None:
     assert [(e.outcome, e.stake, e.payout) for e in settled] == [("lose", 2000, 0)]
     assert [f.message for f in replay_stream(log, seal).findings] == []
 
-    opened = next(i for i, w in enumerate(log) if isinstance(w.data, ev.TableOpened))
-    data = log[opened].data
-    assert isinstance(data, ev.TableOpened)
-    rules = data.rules.model_copy(update={"double_totals_ace_low": False})
-    forged = log[opened].model_copy(update={"data": data.model_copy(update={"rules": rules})})
-    findings = [
-        f.message for f in replay_stream([*log[:opened], forged, *log[opened + 1 :]], seal).findings
-    ]
+    without = {"double_totals_ace_low": False}
+    forged = tamper(log, ev.TableOpened, lambda e: {"rules": e.rules.model_copy(update=without)})
+    findings = [f.message for f in replay_stream(forged, seal).findings]
     assert any("a double on 19, not one of the table's totals" in m for m in findings), findings

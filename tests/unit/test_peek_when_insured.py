@@ -21,6 +21,7 @@ from blackjack.domain.rules import PRESETS, Rules, fingerprint, preset
 from blackjack.messages.sealing import ShoeSeal
 from blackjack.messages.wire import to_wire
 from tests.integration.conftest_projections import Script
+from tests.unit.test_replay_engine import tamper
 from tests.unit.test_seed_audit import BET, S001, S003, play
 
 ONLY_IF_INSURED: dict[str, object] = {"peek_on_ace_only_if_insured": True}
@@ -133,12 +134,7 @@ def test_the_audit_holds_the_log_to_the_option() -> None:
     log = [to_wire(e, seal) for e in script.envelopes if e.stream_id == script.stream_id]
     assert [f.message for f in replay_stream(log, seal).findings] == []
 
-    opened = next(i for i, w in enumerate(log) if isinstance(w.data, ev.TableOpened))
-    data = log[opened].data
-    assert isinstance(data, ev.TableOpened)
-    rules = data.rules.model_copy(update={"peek_on_ace_only_if_insured": False})
-    forged = log[opened].model_copy(update={"data": data.model_copy(update={"rules": rules})})
-    findings = [
-        f.message for f in replay_stream([*log[:opened], forged, *log[opened + 1 :]], seal).findings
-    ]
+    without = {"peek_on_ace_only_if_insured": False}
+    forged = tamper(log, ev.TableOpened, lambda e: {"rules": e.rules.model_copy(update=without)})
+    findings = [f.message for f in replay_stream(forged, seal).findings]
     assert any("play started without the peek the rules require" in m for m in findings)

@@ -13,6 +13,7 @@ from sqlalchemy import (
     BigInteger,
     Boolean,
     ColumnElement,
+    Select,
     and_,
     cast,
     exists,
@@ -488,20 +489,24 @@ async def stream_envelope_pages(
 ) -> AsyncIterator[list[wire.WireEnvelope]]:
     """``stream_envelopes`` a page at a time (``page`` events, by sequence): a table's log
     need not be in memory at once (a month of a busy table is about 860,000 events)."""
-    e = schema.events
     after = 0
     while True:
-        query = (
-            select(e.c.sequence, e.c.envelope)
-            .where(e.c.stream_id == stream_id, e.c.sequence > after)
-            .order_by(e.c.sequence)
-            .limit(page)
-        )
-        rows = (await connection.execute(query)).all()
+        rows = (await connection.execute(_events_after(stream_id, after, page))).all()
         if not rows:
             return
         yield [wire.decode(row.envelope.encode()) for row in rows]
         after = rows[-1].sequence
+
+
+def _events_after(stream_id: str, after: int, limit: int) -> Select[Any]:
+    """The stream's (sequence, envelope) rows after sequence ``after``, ``limit`` at most."""
+    e = schema.events
+    return (
+        select(e.c.sequence, e.c.envelope)
+        .where(e.c.stream_id == stream_id, e.c.sequence > after)
+        .order_by(e.c.sequence)
+        .limit(limit)
+    )
 
 
 MAX_EVENTS_PAGE = 1000
@@ -516,19 +521,13 @@ async def stream_events(
     so a client that folds these and reads the stream's partition from that offset on misses
     nothing (an event read both ways is the same event, at the same sequence). The positions
     are read first: an event folded after them is read again from the topic, never lost."""
-    p, e = schema.positions, schema.events
+    p = schema.positions
     rows = await connection.execute(select(p).order_by(p.c.topic, p.c.kafka_partition))
     positions = [
         {"topic": row.topic, "partition": row.kafka_partition, "next_offset": row.next_offset}
         for row in rows.all()
     ]
-    query = (
-        select(e.c.sequence, e.c.envelope)
-        .where(e.c.stream_id == stream_id, e.c.sequence > after)
-        .order_by(e.c.sequence)
-        .limit(limit)
-    )
-    found = (await connection.execute(query)).all()
+    found = (await connection.execute(_events_after(stream_id, after, limit))).all()
     return {
         "stream_id": stream_id,
         "positions": positions,
