@@ -174,9 +174,10 @@ class TableReplayer(MoneyChecks, TableChecks):
                 isinstance(event, ev.RoundVoided) and event.counts_as_round_sat_out
             ):
                 self._due_to_stand_up()
-            if isinstance(event, ev.ShoeRetired):  # its reveal has served (kept, the reveals
-                self.reveals.pop(event.shoe, None)  # of a table that shuffles every round
-                # would grow with its log)
+            if isinstance(event, ev.ShoeRetired):
+                # its reveal has served (kept, a table that shuffles every round would hold
+                # one a round)
+                self.reveals.pop(event.shoe, None)
         except _Stop as stop:
             self.out.stopped = str(stop)
             return
