@@ -440,11 +440,10 @@ async def _send_all(
 
 
 @pytest.fixture(scope="session")
-def projection_bootstrap() -> str:
-    from tests.integration import infra
-
-    servers: str = infra.kafka_bootstrap()
-    return servers
+def projection_bootstrap(bootstrap: str) -> str:
+    """The integration conftest's ``bootstrap``: the local broker, or in a module marked
+    ``also_on_three_nodes`` the session's three nodes too."""
+    return bootstrap
 
 
 @asynccontextmanager

@@ -37,7 +37,7 @@ from tests.integration.conftest_projections import (  # noqa: E402
 )
 
 pytest_plugins = ["tests.integration.conftest_projections"]
-pytestmark = pytest.mark.integration
+pytestmark = [pytest.mark.integration, pytest.mark.also_on_three_nodes]
 
 TABLE = "table-s17"
 LOG = play_tables([(TABLE, "mini-s17"), ("table-multi", "atlantic-city-multi")], 10, seed=404)
