@@ -164,6 +164,15 @@ def _preset_term(name: object, term: str) -> bool:
     return preset is not None and bool(getattr(preset, term))
 
 
+def doubles_on_total(totals: frozenset[int] | None, ace_low: bool, total: int, soft: bool) -> bool:
+    """Whether a first-two-card hand of best ``total`` may double where the table doubles on
+    ``totals`` (None: on any two cards); ``ace_low``: a soft hand also on its total with the
+    ace counted one (``Rules.double_totals_ace_low``). The decider's and the solver's rule."""
+    if totals is None or total in totals:
+        return True
+    return soft and ace_low and total - 10 in totals
+
+
 class Rules(BaseModel):
     """Everything that differs between the casinos' blackjack variants."""
 
@@ -403,9 +412,9 @@ class Rules(BaseModel):
     def doubles_on(self, total: int, soft: bool) -> bool:
         """Whether a first-two-card hand of this best ``total`` may double (``soft``: an ace
         is counted eleven in it)."""
-        if self.double_on == "any_two" or total in self.double_totals:
-            return True
-        return soft and self.double_totals_ace_low and total - 10 in self.double_totals
+        any_two = self.double_on == "any_two"
+        totals = None if any_two else self.double_totals
+        return doubles_on_total(totals, self.double_totals_ace_low, total, soft)
 
     @property
     def peeks_on_ace_uninsured(self) -> bool:

@@ -56,7 +56,7 @@ from fractions import Fraction
 from typing import NamedTuple
 
 from blackjack.domain.events import TurnAction
-from blackjack.domain.rules import Rules
+from blackjack.domain.rules import Rules, doubles_on_total
 from blackjack.strategy.dealer import (
     ACE,
     BITS,
@@ -120,10 +120,8 @@ class GameKey(NamedTuple):
         )
 
     def may_double(self, best_total: int, soft: bool) -> bool:
-        """As ``Rules.doubles_on``."""
-        if self.double_any_two or best_total in self.double_totals:
-            return True
-        return soft and self.double_totals_ace_low and best_total - 10 in self.double_totals
+        totals = None if self.double_any_two else self.double_totals
+        return doubles_on_total(totals, self.double_totals_ace_low, best_total, soft)
 
 
 @dataclass
