@@ -10,18 +10,12 @@ played, and a blackjack she turns over at the end takes every bet, as under her 
 
 from __future__ import annotations
 
-from typing import Any
-
 import pytest
 
-from blackjack.audit.replay import replay_stream
 from blackjack.domain import commands as cmd
-from blackjack.domain import events as ev
-from blackjack.domain.rules import PRESETS, Rules, fingerprint, preset
-from blackjack.messages.sealing import ShoeSeal
-from blackjack.messages.wire import to_wire
+from blackjack.domain.rules import preset
 from tests.integration.conftest_projections import Script
-from tests.unit.test_replay_engine import tamper
+from tests.unit.test_replay_engine import SEAL, messages, wires, with_rules
 from tests.unit.test_seed_audit import BET, S001, S003, play
 
 ONLY_IF_INSURED: dict[str, object] = {"peek_on_ace_only_if_insured": True}
@@ -107,23 +101,8 @@ def test_the_option_needs_a_peek_on_the_ace_and_insurance(off: str) -> None:
         preset("mini-s17").with_overrides({**ONLY_IF_INSURED, off: False})
 
 
-@pytest.mark.parametrize("name", sorted(PRESETS))
-def test_no_preset_has_the_option_and_its_rules_document_does_not_name_it(name: str) -> None:
-    # the pages' reading stays the preset's; a table opened before the option reads the same
-    rules = preset(name)
-    assert rules.peek_on_ace_only_if_insured is False
-    doc: dict[str, Any] = rules.model_dump(mode="json")
-    assert "peek_on_ace_only_if_insured" not in doc
-    assert fingerprint(Rules.model_validate(doc)) == fingerprint(rules)
-    with_option = rules.with_overrides(
-        {**ONLY_IF_INSURED, "peek_on_ace": True, "insurance": True}
-    ).model_dump(mode="json")
-    assert with_option["peek_on_ace_only_if_insured"] is True
-
-
 def test_the_audit_holds_the_log_to_the_option() -> None:
     """An unchecked ace is right at a table with the option, and found at one without it."""
-    seal = ShoeSeal.from_hex(ShoeSeal.new_key_hex())
     script = Script("mini-s17", [FIVE_SIX_AGAINST_ACE_KING], overrides=ONLY_IF_INSURED)
     script.do(
         cmd.PlaceBet(player_id="alice", box=0, amount=1000),
@@ -131,10 +110,8 @@ def test_the_audit_holds_the_log_to_the_option() -> None:
         cmd.DeclineInsurance(player_id="alice", box=0),
         cmd.Double(player_id="alice", box=0),
     )
-    log = [to_wire(e, seal) for e in script.envelopes if e.stream_id == script.stream_id]
-    assert [f.message for f in replay_stream(log, seal).findings] == []
+    log = wires(script)
+    assert messages(log, SEAL) == []
 
-    without = {"peek_on_ace_only_if_insured": False}
-    forged = tamper(log, ev.TableOpened, lambda e: {"rules": e.rules.model_copy(update=without)})
-    findings = [f.message for f in replay_stream(forged, seal).findings]
+    findings = messages(with_rules(log, peek_on_ace_only_if_insured=False), SEAL)
     assert any("play started without the peek the rules require" in m for m in findings)

@@ -63,6 +63,11 @@ def tamper(
     return [*log[:index], forged, *log[index + 1 :]]
 
 
+def with_rules(log: list[WireEnvelope], **changes: object) -> list[WireEnvelope]:
+    """The log with its table's rules changed where the table was opened (``TableOpened``)."""
+    return tamper(log, ev.TableOpened, lambda e: {"rules": e.rules.model_copy(update=changes)})
+
+
 def messages(log: list[WireEnvelope], seal: ShoeSeal | None = None) -> list[str]:
     """The replay's findings; with the shoe key, shoes not yet retired open too."""
     return [f.message for f in replay_stream(log, seal).findings]

@@ -1,9 +1,11 @@
-"""No rule override can make a table pay a negative or absurd amount: OpenTable refuses it."""
+"""No rule override can make a table pay a negative or absurd amount: OpenTable refuses it;
+and what a table's rules document holds (the options off in every preset are not written)."""
 
 from __future__ import annotations
 
 from datetime import UTC, datetime
 from fractions import Fraction
+from typing import Any
 
 import pytest
 
@@ -12,7 +14,15 @@ from blackjack.domain import events as ev
 from blackjack.domain.decide import decide
 from blackjack.domain.payouts import blackjack_winnings
 from blackjack.domain.rejections import Rejection
-from blackjack.domain.rules import MAX_INT, PRESETS, ReshuffleAtPenetration, stored_rules
+from blackjack.domain.rules import (
+    MAX_INT,
+    PRESETS,
+    ReshuffleAtPenetration,
+    Rules,
+    fingerprint,
+    preset,
+    stored_rules,
+)
 from blackjack.domain.state import INITIAL_STATE
 
 NOW = datetime(2026, 1, 1, tzinfo=UTC)
@@ -166,3 +176,34 @@ def test_a_ratio_the_log_holds_past_max_int_still_reads() -> None:
     reshuffle = stored_rules(doc).reshuffle
     assert isinstance(reshuffle, ReshuffleAtPenetration)
     assert reshuffle.used == Fraction(1, 10**300)
+
+
+OFF_IN_EVERY_PRESET: dict[str, dict[str, object]] = {
+    "peek_on_ace_only_if_insured": {
+        "peek_on_ace_only_if_insured": True,
+        "peek_on_ace": True,
+        "insurance": True,
+    },
+    "double_totals_ace_low": {
+        "double_on": "totals",
+        "double_totals": [9, 10, 11],
+        "double_totals_ace_low": True,
+    },
+}
+"""Options written in a rules document only when on, each with the overrides that turn it on."""
+
+
+@pytest.mark.parametrize("option", sorted(OFF_IN_EVERY_PRESET))
+@pytest.mark.parametrize("name", sorted(PRESETS))
+def test_no_preset_has_the_option_and_its_rules_document_does_not_name_it(
+    name: str, option: str
+) -> None:
+    # the pages' reading stays the preset's; a table opened before the option reads the same
+    rules = preset(name)
+    assert getattr(rules, option) is False
+    doc: dict[str, Any] = rules.model_dump(mode="json")
+    assert option not in doc
+    assert fingerprint(Rules.model_validate(doc)) == fingerprint(rules)
+    with_option = rules.with_overrides(OFF_IN_EVERY_PRESET[option])
+    assert with_option.model_dump(mode="json")[option] is True
+    assert fingerprint(with_option) != fingerprint(rules)
