@@ -118,19 +118,36 @@ def test_a_scenario_file_that_is_missing_or_not_a_scenario(
     assert "is not a scenario" in capsys.readouterr().err
 
 
+_IN_YEN = '{"currency": "JPY", "min_bet": 100, "max_bet": 50000}'
+
+
 @pytest.mark.parametrize(
     ("args", "named"),
     [
         (["simulate", "mini-h17", "--rounds", "-5"], "argument --rounds: must be positive: -5"),
         (["simulate", "mini-h17", "--rounds", "0"], "argument --rounds: must be positive: 0"),
         (["simulate", "mini-h17", "--workers", "0"], "argument --workers: must be positive: 0"),
-        (["simulate", "mini-h17", "--bet", "0.50"], "mini-h17 takes bets of 1.00-500.00, not 0.50"),
-        (["rtp", "atlantic-city", "--bet", "600"], "takes bets of 1.00-500.00, not 600.00"),
+        (
+            ["simulate", "mini-h17", "--bet", "0.50"],
+            "--bet: mini-h17 takes bets of 1.00-500.00 USD, not 0.50 USD",
+        ),
+        (["rtp", "atlantic-city", "--bet", "600"], "takes bets of 1.00-500.00 USD, not 600.00 USD"),
         # an OverflowError's traceback (a float of the bet), and int("inf")'s
-        (["rtp", "mini-h17", "--bet", "1e309"], "cents: 1e309 USD is more than any"),
-        (["rtp", "mini-h17", "--bet", "9" * 5000], "cents: 99999999999999999999..."),
-        (["simulate", "mini-h17", "--bet", "inf"], "cents: 'inf' is not an amount"),
-        (["simulate", "mini-h17", "--bet", "nan"], "cents: 'nan' is not an amount"),
+        (["rtp", "mini-h17", "--bet", "1e309"], "--bet: 1e309 USD is more than any"),
+        (["rtp", "mini-h17", "--bet", "9" * 5000], "--bet: 99999999999999999999..."),
+        (["simulate", "mini-h17", "--bet", "inf"], "--bet: 'inf' is not an amount"),
+        (["simulate", "mini-h17", "--bet", "nan"], "--bet: 'nan' is not an amount"),
+        (["rtp", "mini-h17", "--bet", "5.001"], "--bet: 5.001 USD has more than 2 decimals"),
+        # the bet is read in the currency of the rules the overrides make
+        (
+            ["rtp", "mini-h17", "--bet", "5.50", "--overrides", _IN_YEN],
+            "--bet: 5.50 JPY has more than 0 decimals",
+        ),
+        (
+            ["rtp", "atlantic-city", "--overrides", '{"currency": "JPY"}'],
+            "--overrides: currency: JPY has 0 decimals and atlantic-city's USD 2: state "
+            "min_bet, max_bet, blackjack_win_rounded_down_to in JPY's minor units",
+        ),
         # read after parsing, its ArgumentTypeError was a traceback; 5,000 digits a ValueError's
         (["loadtest", "--bet", "nan"], "cents: 'nan' is not an amount"),
         (["loadtest", "--bet", "9" * 5000], "cents: 99999999999999999999..."),

@@ -13,6 +13,7 @@ from blackjack.messages.wire import to_wire
 from blackjack.play.moves import Help, History, Move, NotAMove, Quit, ShowRules, move
 from blackjack.projections.projector import StreamProjection
 from tests.integration.conftest_projections import Script
+from tests.unit.test_currencies import IN_YEN
 
 SEAL = ShoeSeal.from_hex(ShoeSeal.new_key_hex())
 A = "alice"
@@ -136,7 +137,7 @@ def test_a_decision_in_turn_goes_to_the_hand_and_out_of_turn_to_the_first_box() 
 
 
 def test_an_amount_is_read_in_the_table_s_currency_and_in_dollars_before_it_is_known() -> None:
-    yen = folded(Script("atlantic-city", [], overrides={"currency": "JPY"}))
+    yen = folded(Script("atlantic-city", [], overrides=IN_YEN))
     assert move("bet 500", yen, A) == cmd.PlaceBet(player_id=A, box=0, amount=500)
     with pytest.raises(NotAMove, match="JPY has more than 0 decimals"):
         move("deposit 5.5", yen, A)

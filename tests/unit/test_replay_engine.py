@@ -32,6 +32,7 @@ from blackjack.rng import csprng_shuffle
 from blackjack.scenario import build_shoe
 from blackjack.table import apply
 from tests.integration.conftest_projections import Script, play_tables
+from tests.unit.test_currencies import IN_YEN
 
 SEAL = ShoeSeal.from_hex(ShoeSeal.new_key_hex())
 NOW = datetime(2026, 5, 1, tzinfo=UTC)
@@ -673,7 +674,7 @@ def test_amounts_are_told_in_their_currency_s_decimals() -> None:
     assert (money(1050, "JPY"), money(1050, "KWD"), money(-1, "KWD")) == ("1050", "1.050", "-0.001")
     opened = apply(
         INITIAL_STATE,
-        cmd.OpenTable(variant="atlantic-city", overrides={"currency": "JPY"}),
+        cmd.OpenTable(variant="atlantic-city", overrides=IN_YEN),
         NOW,
         csprng_shuffle,
     )

@@ -14,13 +14,14 @@ from blackjack.domain import commands as cmd
 from blackjack.domain import events as ev
 from blackjack.domain.state import TableState
 from tests.unit.stacked_table import StackedTable
+from tests.unit.test_currencies import IN_DINARS
 
 AT = datetime(2026, 1, 2, 3, 4, 5, 678_000, tzinfo=UTC)
 
 
 def dealt() -> TableState:
     """ann's box 0 holds TH 9H, the dealer shows 7S over the hole card QD."""
-    t = StackedTable("atlantic-city-multi", ["TH", "7S", "9H", "QD"], {"currency": "KWD"})
+    t = StackedTable("atlantic-city-multi", ["TH", "7S", "9H", "QD"], IN_DINARS)
     t.do(
         cmd.SitDown(player_id="ann", seat=0),
         cmd.Deposit(player_id="ann", amount=100_000),

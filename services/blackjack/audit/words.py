@@ -8,22 +8,15 @@ from collections.abc import Callable, Sequence
 from typing import Any
 
 from blackjack.domain import events as ev
+from blackjack.domain.currencies import decimals
 from blackjack.domain.hand import total
 from blackjack.domain.state import TableState
-
-MINOR_UNITS: dict[str, int] = {
-    **dict.fromkeys(("BIF", "CLP", "DJF", "GNF", "ISK", "JPY", "KMF", "KRW", "PYG"), 0),
-    **dict.fromkeys(("RWF", "UGX", "UYI", "VND", "VUV", "XAF", "XOF", "XPF"), 0),
-    **dict.fromkeys(("BHD", "IQD", "JOD", "KWD", "LYD", "OMR", "TND"), 3),
-    **dict.fromkeys(("CLF", "UYW"), 4),
-}
-"""ISO 4217 currencies whose minor unit is not a hundredth (the rest have two decimals)."""
 
 
 def money(amount: int, currency: str | None = None) -> str:
     """Minor units as the currency writes them: 1050 is 10.50 USD, 1050 JPY, 1.050 KWD."""
     sign = "-" if amount < 0 else ""
-    places = MINOR_UNITS.get(currency or "", 2)
+    places = decimals(currency)
     whole, part = divmod(abs(amount), 10**places)
     return f"{sign}{whole}.{part:0{places}d}" if places else f"{sign}{whole}"
 

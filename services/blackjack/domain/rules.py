@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import hashlib
 import json
+from collections.abc import Mapping
 from fractions import Fraction
 from typing import Annotated, Any, Final, Literal
 
@@ -27,6 +28,7 @@ from pydantic_core import PydanticCustomError
 from pydantic_core.core_schema import SerializerFunctionWrapHandler
 
 from blackjack.domain.cards import is_ace, is_ten_value
+from blackjack.domain.currencies import decimals, whole_unit
 
 CARDS_PER_DECK = 52
 
@@ -239,8 +241,12 @@ class Rules(BaseModel):
     blackjack_win_rounded_down_to: StrictInt = Field(
         1,
         ge=1,
-        le=100,
-        description="the blackjack winnings are cut to a multiple of this (100 = no cents)",
+        le=10_000,
+        description=(
+            "the blackjack winnings are cut to a multiple of this, in minor units (100 = no "
+            "cents in a currency of two decimals); at most one whole unit of the table's "
+            "currency, checked when a table opens"
+        ),
     )
     insurance_pays: Literal[2] = 2  # every page: insurance "pays 2:1"
     blackjack_paid_at_once: StrictBool = Field(
@@ -452,6 +458,34 @@ class Rules(BaseModel):
 
 _NO_PRESET_TERMS: Final = Rules()
 """The terms of a table not opened from a preset, where an option's default is its term."""
+
+
+def currency_refusal(base: Rules, overrides: Mapping[str, object], rules: Rules) -> str | None:
+    """Why ``rules`` (``base`` with ``overrides``) cannot open a table in its currency, if
+    they cannot: their amounts are minor units, so a preset's $1 minimum read in yen is one
+    yen, and its blackjack win without cents (100) drops a hundred yen. A currency with
+    other decimals than the preset's must state each amount of the preset anew, and no
+    blackjack win is cut to more than one whole unit. Checked when a table opens (a table
+    opened before still reads), and by the math commands' ``--overrides``."""
+    if decimals(rules.currency) != decimals(base.currency):
+        in_minor_units = ["min_bet", "max_bet"]
+        if base.blackjack_win_rounded_down_to != 1:
+            in_minor_units.append("blackjack_win_rounded_down_to")
+        unstated = [name for name in in_minor_units if name not in overrides]
+        if unstated:
+            return (
+                f"currency: {rules.currency} has {decimals(rules.currency)} decimals and "
+                f"{base.name}'s {base.currency} {decimals(base.currency)}: state "
+                f"{', '.join(unstated)} in {rules.currency}'s minor units"
+            )
+    unit = whole_unit(rules.currency)
+    if rules.blackjack_win_rounded_down_to > unit:
+        return (
+            f"blackjack_win_rounded_down_to: at most {unit} minor units (one whole "
+            f"{rules.currency}), not {rules.blackjack_win_rounded_down_to}"
+        )
+    return None
+
 
 PRESETS: dict[str, Rules] = {
     # 000: "Eight decks", "shuffled after 20% of the cards", "draws a card on soft 17",

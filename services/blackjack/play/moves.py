@@ -14,9 +14,9 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from decimal import Decimal
 
-from blackjack.audit.words import MINOR_UNITS
 from blackjack.domain import commands as cmd
 from blackjack.domain import wallet as wl
+from blackjack.domain.currencies import decimals
 from blackjack.play.help import HELP
 from blackjack.projections.projector import StreamProjection
 
@@ -73,7 +73,7 @@ def amount_in_minor_units(text: str, currency: str) -> int:
     (``decimal``'s context would round past 28 of them), ASCII digits only; one of thousands
     of digits is refused before Python reads it as an integer (past 4,300 digits that raised,
     and ended the session)."""
-    places = MINOR_UNITS.get(currency, 2)
+    places = decimals(currency)
     shown = _shown(text)
     if not _AMOUNT.fullmatch(text):
         raise NotAMove(f"{shown!r} is not an amount")

@@ -13,8 +13,9 @@ from typing import Any
 
 from pydantic import ValidationError
 
+from blackjack.audit.words import money as money_of
 from blackjack.domain.rejections import in_one_line
-from blackjack.domain.rules import PRESETS, Rules, preset
+from blackjack.domain.rules import PRESETS, Rules, currency_refusal, preset
 from blackjack.play.help import HELP_WIDTH as SHEET_WIDTH
 from blackjack.projections.cli import add_store_options
 
@@ -57,18 +58,49 @@ def overrides(text: str) -> dict[str, object]:
 
 
 class RulesRefused(Exception):
-    """Overrides the rules refuse: named in one line, exit 2."""
+    """Overrides the rules refuse, or a bet no table of them takes: named in one line with
+    its ``option``, exit 2."""
+
+    def __init__(self, message: str, option: str = "--overrides") -> None:
+        super().__init__(message)
+        self.option = option
 
 
 def _rules(args: argparse.Namespace) -> Rules:
+    """The rules of a table opened with the variant and ``--overrides``, refused as the table
+    would refuse them."""
     base = preset(args.variant)
     changes = getattr(args, "overrides", None)
-    if not changes:
-        return base
+    rules = base
+    if changes:
+        try:
+            rules = base.with_overrides(changes)
+        except ValidationError as error:
+            raise RulesRefused(in_one_line(error, "rules")) from None
+        if (refusal := currency_refusal(base, changes, rules)) is not None:
+            raise RulesRefused(refusal)
+    return rules
+
+
+def _bet(args: argparse.Namespace, rules: Rules) -> int | None:
+    """``--bet 5.00`` in the minor units of the rules' currency (500 in USD; 5.50 is refused
+    in JPY); a bet outside the table's limits is refused too: it has no return to report."""
+    from blackjack.play.moves import NotAMove, amount_in_minor_units
+
+    text = args.bet
+    if text is None:
+        return None
     try:
-        return base.with_overrides(changes)
-    except ValidationError as error:
-        raise RulesRefused(in_one_line(error, "rules")) from None
+        bet = amount_in_minor_units(text, rules.currency)
+    except NotAMove as error:
+        raise RulesRefused(str(error), "--bet") from None
+    if not rules.min_bet <= bet <= rules.max_bet:
+        cur = rules.currency
+        limits = f"{money_of(rules.min_bet, cur)}-{money_of(rules.max_bet, cur)} {cur}"
+        raise RulesRefused(
+            f"{rules.name} takes bets of {limits}, not {money_of(bet, cur)} {cur}", "--bet"
+        )
+    return bet
 
 
 def _add_overrides(parser: argparse.ArgumentParser) -> None:
@@ -91,22 +123,10 @@ def _with_rules(
         try:
             return handler(args)
         except RulesRefused as error:
-            print(f"blackjack {args.command}: --overrides: {error}", file=sys.stderr)
+            print(f"blackjack {args.command}: {error.option}: {error}", file=sys.stderr)
             return 2
 
     return run
-
-
-def _bet_refused(args: argparse.Namespace, rules: Rules) -> bool:
-    """A bet the table would refuse has no return to report: say so (exit 2)."""
-    if args.bet is None or rules.min_bet <= args.bet <= rules.max_bet:
-        return False
-    limits = f"{rules.min_bet / 100:.2f}-{rules.max_bet / 100:.2f}"
-    print(
-        f"blackjack {args.command}: {rules.name} takes bets of {limits}, not {args.bet / 100:.2f}",
-        file=sys.stderr,
-    )
-    return True
 
 
 def _rules_sheet(args: argparse.Namespace) -> int:
@@ -174,14 +194,13 @@ def _rtp(args: argparse.Namespace) -> int:
     from blackjack.strategy import compute_rtp
 
     rules = _rules(args)
-    if _bet_refused(args, rules):
-        return 2
+    bet = _bet(args, rules)
     started = time.perf_counter()
-    report = compute_rtp(rules, args.bet)
+    report = compute_rtp(rules, bet)
     line: dict[str, Any] = {
         "variant": rules.name,
         **({"overrides": args.overrides} if args.overrides else {}),
-        "bet": args.bet,
+        "bet": bet,
         "rtp_percent": round(report.rtp_percent, 4),
         "house_edge_percent": round(report.house_edge_percent, 4),
         "blackjack_pays_per_unit": str(report.blackjack_win_ratio),
@@ -201,19 +220,19 @@ def _rtp(args: argparse.Namespace) -> int:
                 file=sys.stderr,
             )
             return 2
-        line["as_dealt"] = _as_dealt(args, rules)
+        line["as_dealt"] = _as_dealt(args, rules, bet)
     line["seconds"] = round(time.perf_counter() - started, 2)
     print(json.dumps(line))
     return 0
 
 
-def _as_dealt(args: argparse.Namespace, rules: Rules) -> dict[str, Any]:
+def _as_dealt(args: argparse.Namespace, rules: Rules, bet: int | None) -> dict[str, Any]:
     """The RTP as dealt to the reshuffle point (``blackjack.simulation.dealt``)."""
     from blackjack.simulation.dealt import compute_as_dealt
 
     found = compute_as_dealt(
         rules,
-        args.bet,
+        bet,
         boxes=args.boxes,
         shoes=args.shoes,
         exact_shoes=args.exact,
@@ -302,8 +321,7 @@ def _simulate(args: argparse.Namespace) -> int:
     from blackjack.strategy import compute_rtp, compute_strategy
 
     rules = _rules(args)
-    if _bet_refused(args, rules):
-        return 2
+    bet = _bet(args, rules)
     started = time.perf_counter()
     columns = (*Progress.get_default_columns()[:1], BarColumn(), MofNCompleteColumn())
     with Progress(*columns, TimeRemainingColumn(), transient=True) as progress:
@@ -312,7 +330,7 @@ def _simulate(args: argparse.Namespace) -> int:
             rules,
             compute_strategy,
             args.rounds,
-            bet=args.bet,
+            bet=bet,
             seed=args.seed,
             workers=args.workers,
             on_progress=lambda done: progress.advance(task, done),
@@ -367,7 +385,7 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
 
     rtp = sub.add_parser("rtp", help="exact house edge and RTP of a variant under basic strategy")
     rtp.add_argument("variant", choices=variants, metavar="VARIANT", help=one_of)
-    rtp.add_argument("--bet", type=money, default=None, help="bet level, e.g. 5.00")
+    rtp.add_argument("--bet", default=None, help="bet level, e.g. 5.00")
     rtp.add_argument("--all-bets", action="store_true", help="also the lowest RTP at any bet")
     rtp.add_argument(
         "--as-dealt",
@@ -412,7 +430,7 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     sim.add_argument(
         "--rounds", type=whole_positive, default=200_000, help="rounds played (default 200000)"
     )
-    sim.add_argument("--bet", type=money, default=None, help="bet level (default: min bet)")
+    sim.add_argument("--bet", default=None, help="bet level (default: min bet)")
     sim.add_argument("--seed", type=int, default=1, help="default 1")
     sim.add_argument(
         "--workers", type=whole_positive, default=None, help="processes (default: all cores)"

@@ -15,7 +15,7 @@ from blackjack.domain.decisions.betting import (
 from blackjack.domain.decisions.checks import check_not_suspended, seated
 from blackjack.domain.decisions.draft import Draft, refuse
 from blackjack.domain.rejections import in_one_line
-from blackjack.domain.rules import MAX_BET, PRESETS
+from blackjack.domain.rules import MAX_BET, PRESETS, currency_refusal
 from blackjack.domain.state import TableState
 from blackjack.domain.wallet import MAX_STREAM_ID, WALLET_STREAM_PREFIX, has_wallet_stream
 
@@ -35,6 +35,8 @@ def open_table(r: Draft, c: cmd.OpenTable) -> None:
         raise refuse("invalid_rules", in_one_line(error, "rules")) from None
     if rules.max_bet > MAX_BET:
         raise refuse("invalid_rules", f"max_bet: at most {MAX_BET} minor units")
+    if (refusal := currency_refusal(base, c.overrides, rules)) is not None:
+        raise refuse("invalid_rules", refusal)
     # Checked here, not in ``Rules``, for the same reason: a table opened before still reads.
     if rules.seats > 1 and rules.turn_seconds is None:
         raise refuse(
