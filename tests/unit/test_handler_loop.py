@@ -48,6 +48,7 @@ class FakeProducer:
         self.state = "idle"
         self.release = asyncio.Event()
         self.committing = asyncio.Event()
+        self.committed = asyncio.Event()
 
     async def begin_transaction(self) -> None:
         self.state = "open"
@@ -64,6 +65,7 @@ class FakeProducer:
         self.committing.set()
         await self.release.wait()
         self.state = "committed"
+        self.committed.set()
 
     async def abort_transaction(self) -> None:
         self.state = "aborted"
@@ -607,3 +609,24 @@ async def test_a_sweep_under_way_stops_at_a_partition_revoked_meanwhile() -> Non
     store.close()  # as _assign does, the partition gone to another instance
     await sweep
     assert handler.failure is None
+
+
+async def test_a_stop_during_a_quiet_checkpoint_aborts_its_transaction() -> None:
+    """The clock's checkpoint of a quiet partition is a transaction of its own: stopped
+    before its commit, it was left open, holding back every read_committed reader of the
+    snapshots topic until the next owner or the transaction timeout (review, session 34)."""
+    handler, (producer,) = running(1)
+    await asyncio.wait_for(producer.committing.wait(), 5)
+    producer.release.set()  # the command's own transaction commits
+    partition = handler._partitions[0]
+    await asyncio.wait_for(producer.committed.wait(), 5)
+    assert partition.store is not None
+    partition.store.since_checkpoint = 1  # as after an accepted command: one to checkpoint
+    producer.release, producer.committing = asyncio.Event(), asyncio.Event()
+    checkpoint = asyncio.create_task(handler._checkpoint_if_quiet(partition))
+    await asyncio.wait_for(producer.committing.wait(), 5)
+    checkpoint.cancel()
+    with contextlib.suppress(asyncio.CancelledError):
+        await checkpoint
+    assert producer.state == "aborted"
+    await handler.stop(timeout=5)

@@ -101,7 +101,10 @@ class Partitions:
             pause = retry_after
             partition.away += 1
         partition.retry_at = time.monotonic() + pause
-        self._consumer.pause(partition.tp)
+        if self._partitions.get(partition.number) is partition:
+            # A partition revoked while it was being taken is no longer the consumer's to
+            # pause (aiokafka raises IllegalStateError, which stopped the whole handler).
+            self._consumer.pause(partition.tp)
         self._changed()
 
     def _changed(self) -> None:

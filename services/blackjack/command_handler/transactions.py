@@ -44,6 +44,16 @@ def _forget_outcomes(sent: list[tuple[str, asyncio.Future[RecordMetadata]]]) -> 
         future.add_done_callback(lambda done: done.cancelled() or done.exception())
 
 
+async def _abandon(
+    producer: AIOKafkaProducer, sent: list[tuple[str, asyncio.Future[RecordMetadata]]]
+) -> None:
+    """Stopped mid-transaction: abort it now, or every read_committed reader of the topics it
+    wrote waits for the next owner or the transaction timeout."""
+    _forget_outcomes(sent)
+    with contextlib.suppress(Exception):
+        await asyncio.shield(producer.abort_transaction())
+
+
 class Transactions(Checkpointing):
     """The loop that consumes the commands and writes what they cause."""
 
@@ -140,11 +150,7 @@ class Transactions(Checkpointing):
                 await self._failed(partition, producer, error)
                 return
             except asyncio.CancelledError:
-                # Stopped mid-transaction: abort it now, or every read_committed reader of the
-                # topics it wrote waits for the next owner or the transaction timeout.
-                _forget_outcomes(sent)
-                with contextlib.suppress(Exception):
-                    await asyncio.shield(producer.abort_transaction())
+                await _abandon(producer, sent)
                 raise
             metrics.TRANSACTIONS.labels("committed").inc()
             metrics.TRANSACTION_SECONDS.observe(time.monotonic() - started)
@@ -202,6 +208,9 @@ class Transactions(Checkpointing):
                 _forget_outcomes(sent)
                 await self._failed(partition, producer, error)
                 return
+            except asyncio.CancelledError:  # the clock stopped with the handler
+                await _abandon(producer, sent)
+                raise
             metrics.TRANSACTIONS.labels("committed").inc()
             partition.failures = 0
 
