@@ -1,7 +1,8 @@
 """Ids and cursors no store can hold get the query API's 4xx on PostgreSQL as on SQLite, not
 a 500 from the driver (found by fuzzing the API against its document,
 tests/unit/test_query_api_fuzz.py): a round number past the 32-bit ``round`` column, a NUL
-character (PostgreSQL's text has none). No broker: the rounds are folded in directly."""
+character (PostgreSQL's text has none), a lone surrogate (UTF-8 has none). No broker: the
+rounds are folded in directly."""
 
 from __future__ import annotations
 
@@ -13,7 +14,7 @@ import pytest
 
 from blackjack.api.routes import query_api
 from blackjack.domain import commands as cmd
-from blackjack.projections.queries import encode_cursor
+from blackjack.projections.queries import _wallet_cursor, encode_cursor
 
 pytest.register_assert_rewrite("tests.integration.conftest_projections")
 from tests.integration.conftest_projections import Script, StoreFactory  # noqa: E402
@@ -24,6 +25,7 @@ pytestmark = pytest.mark.integration
 
 PAST_INT32 = 2**31
 NUL_STREAM = "table-1\x00"
+LONE_SURROGATE = "table-\ud800"
 
 
 @pytest.fixture
@@ -60,6 +62,19 @@ def cursor(stream_id: str, number: int) -> str:
         ("/v1/players/alice/tables/table%00-1", 404, "unknown_table"),
         (f"/v1/players/alice/rounds?cursor={cursor('table-1', PAST_INT32)}", 400, "bad_parameter"),
         (f"/v1/players/alice/rounds?cursor={cursor(NUL_STREAM, 1)}", 400, "bad_parameter"),
+        # a lone surrogate (JSON's \ud800): UTF-8 has none, and on PostgreSQL the driver's
+        # refusal to encode it read as the store being down, a 503 (review, session 34)
+        (f"/v1/players/alice/rounds?cursor={cursor(LONE_SURROGATE, 1)}", 400, "bad_parameter"),
+        (
+            f"/v1/players/alice/wallet?cursor={_wallet_cursor('USD', LONE_SURROGATE)}",
+            400,
+            "bad_parameter",
+        ),
+        (
+            f"/v1/players/alice/wallet?cursor={_wallet_cursor(LONE_SURROGATE, 'table-1')}",
+            400,
+            "bad_parameter",
+        ),
     ],
 )
 async def test_an_id_no_store_holds_is_a_4xx_on_either_store(

@@ -107,6 +107,16 @@ async def wallet(
     }
 
 
+def _check_storable(*texts: str) -> None:
+    """No store holds a NUL (PostgreSQL's text cannot) nor a lone surrogate, which JSON's
+    ``\\ud800`` decodes to and UTF-8 cannot write: on PostgreSQL asyncpg failed to encode it,
+    which read as the store being down (503) rather than a cursor refused (400)."""
+    for text in texts:
+        if "\x00" in text:
+            raise ValueError("NUL")
+        text.encode()  # a UnicodeEncodeError is a ValueError
+
+
 def _wallet_cursor(currency: str, stream_id: str) -> str:
     raw = json.dumps([currency, stream_id], separators=(",", ":")).encode()
     return base64.urlsafe_b64encode(raw).decode().rstrip("=")
@@ -118,8 +128,7 @@ def _wallet_after(cursor: str) -> tuple[str, str]:
         currency, stream_id = json.loads(raw)
         if not (isinstance(currency, str) and isinstance(stream_id, str)):
             raise TypeError
-        if "\x00" in currency + stream_id:  # no store holds one (PostgreSQL's text cannot)
-            raise ValueError
+        _check_storable(currency, stream_id)
         return currency, stream_id
     except (binascii.Error, ValueError, TypeError, RecursionError) as error:
         raise ValueError("the cursor is not one this API handed out") from error
@@ -136,8 +145,7 @@ def decode_cursor(cursor: str) -> tuple[datetime, str, int]:
         when, stream_id, number = json.loads(raw)
         if not isinstance(stream_id, str) or type(number) is not int:
             raise TypeError
-        if "\x00" in stream_id:  # no store holds one (PostgreSQL's text cannot)
-            raise ValueError
+        _check_storable(stream_id)
         if not 1 <= number <= MAX_ROUND:
             raise ValueError
         return utc(datetime.fromisoformat(when)), stream_id, number
