@@ -64,8 +64,8 @@ async def test_a_takeover_failing_after_its_revocation_does_not_stop_the_handler
 ) -> None:
     handler = CommandHandler(HandlerConfig(shoe_key_hex=ShoeSeal.new_key_hex(), group_id="g"))
     consumer = Consumer()
-    handler._consumer = consumer  # type: ignore[assignment]
-    handler._reader = object()  # type: ignore[assignment]
+    handler._consumer = consumer
+    handler._reader = object()
     handler._partitions[0] = _Partition(0, TP)
     monkeypatch.setattr(takeover, "AIOKafkaProducer", _fenced_after_a_rebalance(handler, consumer))
     assert await handler._prepare_due() is False  # nothing more due, and no error raised
@@ -78,8 +78,8 @@ async def test_a_takeover_failing_on_a_partition_still_held_pauses_it_for_the_re
     """The other side: still assigned, the failed partition is paused until it is retried."""
     handler = CommandHandler(HandlerConfig(shoe_key_hex=ShoeSeal.new_key_hex(), group_id="g"))
     consumer = Consumer()
-    handler._consumer = consumer  # type: ignore[assignment]
-    handler._reader = object()  # type: ignore[assignment]
+    handler._consumer = consumer
+    handler._reader = object()
     partition = handler._partitions[0] = _Partition(0, TP)
 
     class Fenced:
