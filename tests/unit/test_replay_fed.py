@@ -1,17 +1,24 @@
 """The table replayer fed one event at a time (``TableReplayer.feed``/``finish``), as the
 audit feeds it a page of the store at a time: the same findings, shoes and state as the whole
-log at once, and only one shoe's events held back (until its reveal), not the log."""
+log at once, and only one shoe's events held back (until its reveal), not the log. A wallet's
+replayer is fed the same way (``WalletReplayer``)."""
 
 from __future__ import annotations
+
+from collections.abc import Callable
+from typing import Any
 
 import pytest
 
 from blackjack.audit.recall import RoundReplayer, render
 from blackjack.audit.replay import TableReplayer, replay_stream
+from blackjack.audit.wallet_replay import WalletReplayer, replay_wallet
 from blackjack.domain import events as ev
+from blackjack.domain.wallet import BuyInCompleted, BuyInSent, WalletDeposited
 from blackjack.messages.sealing import ShoeSeal
 from blackjack.messages.wire import SealedShoeShuffled, WireEnvelope, to_wire
-from tests.integration.conftest_projections import play_tables
+from tests.integration.conftest_projections import Script, play_tables
+from tests.unit.test_replay_engine import tamper
 
 SEAL = ShoeSeal.from_hex(ShoeSeal.new_key_hex())
 
@@ -89,3 +96,63 @@ def test_a_round_replayed_fed_keeps_that_round_and_lets_the_others_go() -> None:
     # round 5 of the whole log, as the other rounds of the table are kept
     whole = replay_stream(log, SEAL, "t-1").rounds[5]
     assert verdict.replay.lines == whole.lines and verdict.replay.settlements == whole.settlements
+
+
+def wallet_log() -> list[WireEnvelope]:
+    """alice's wallet: 50.00 paid in, 50.00 sent to a shared table's buy-in, completed."""
+    script = Script("atlantic-city-multi", [[]], players={"alice": 5000})
+    return [to_wire(e, SEAL) for e in script.envelopes if e.stream_id == "wallet:alice"]
+
+
+@pytest.mark.parametrize(
+    ("kind", "change", "found"),
+    [
+        (
+            WalletDeposited,
+            lambda e: {"balance_after": e.balance_after + 1},
+            [  # and the next event, which moves from the balance the first one recorded
+                "balance after: recorded 5001, the amounts give 5000",
+                "balance after: recorded 0, the amounts give 1",
+            ],
+        ),
+        (
+            BuyInSent,
+            lambda e: {"amount": e.amount + 100, "balance_after": -100},
+            [  # and the table's completion no longer closes the transfer sent
+                "the wallet went below zero (-100)",
+                "buy-in 1 closed, but no such transfer is pending",
+            ],
+        ),
+    ],
+)
+def test_a_wallet_fed_an_event_at_a_time_finds_a_forged_amount(
+    kind: type[Any], change: Callable[[Any], dict[str, Any]], found: list[str]
+) -> None:
+    """The audit feeds a wallet's events a page at a time, as a table's: it holds the
+    wallet's state, not its log, and still finds what moves money other than it says."""
+    log = wallet_log()
+    assert [type(w.data) for w in log][:3] == [WalletDeposited, BuyInSent, BuyInCompleted]
+    replayer = WalletReplayer("wallet:alice")
+    for envelope in tamper(log, kind, change):
+        replayer.feed(envelope)
+    replayed = replayer.finish()
+    assert [f.message for f in replayed.findings] == found
+    assert replayed.events == len(log) and replayed.stopped is None
+    assert replay_wallet("wallet:alice", log).findings == []
+
+
+def test_a_wallet_fed_a_table_s_event_stops_there() -> None:
+    """Past a corrupt event nothing is read: the events after it are not counted."""
+    log = wallet_log()
+    table_event = table_log("atlantic-city", 1)[0].model_copy(update={"sequence": 2})
+    forged = [
+        log[0],
+        table_event,
+        *[w.model_copy(update={"sequence": w.sequence + 1}) for w in log[1:]],
+    ]
+    replayer = WalletReplayer("wallet:alice")
+    for envelope in forged:
+        replayer.feed(envelope)
+    replayed = replayer.finish()
+    assert [f.message for f in replayed.findings] == ["TableOpened in a wallet stream"]
+    assert (replayed.events, replayed.stopped) == (1, "corrupt log at event 2")

@@ -28,9 +28,10 @@ from sqlalchemy import select
 from sqlalchemy.ext.asyncio import AsyncConnection
 
 from blackjack.audit.acknowledged import Acknowledgment, UnreadableRecord, match
-from blackjack.audit.replay import TableReplayer, replay_stream
+from blackjack.audit.replay import TableReplayer
 from blackjack.audit.replayed import Finding, StreamReplay
 from blackjack.audit.transfers import Movements, Reconciled
+from blackjack.audit.wallet_replay import WalletReplayer
 from blackjack.audit.words import money
 from blackjack.bus.settings import PLAINTEXT, KafkaSecurity
 from blackjack.bus.topics import partition_for
@@ -365,26 +366,24 @@ async def replay_streams(
     lagging: Callable[[str], bool] = lambda stream_id: False,
 ) -> None:
     """Replay every stream of the store through the engine and match the transfers between
-    them: a table's events a page at a time (its replay keeps its findings, shoes and state,
-    not its rounds, and holds back one shoe's events at most, until the shoe's reveal; the
-    transfers keep the movements of money, not the logs). A wallet's log is read whole."""
+    them, a page of a stream's events at a time: a table's replay keeps its findings, shoes
+    and state, not its rounds, and holds back one shoe's events at most, until the shoe's
+    reveal; a wallet's keeps its state; the transfers keep the movements of money, not the
+    logs."""
     movements = Movements(lagging)
     for stream_id in await queries.stream_ids(connection):
         complete = not lagging(stream_id)  # else the next events may end a decision
-        pages = queries.stream_envelope_pages(connection, stream_id)
-        if is_wallet_stream(stream_id):
-            wires = [envelope async for page in pages for envelope in page]
-            replay = replay_stream(wires, seal, stream_id, complete=complete)
-            movements.read(stream_id, wires)
-            report.events += len(wires)
-        else:
-            replayer = TableReplayer(stream_id, seal, complete, keep=lambda number: False)
-            async for page in pages:
-                for envelope in page:
-                    replayer.feed(envelope)
-                movements.read(stream_id, page)
-                report.events += len(page)
-            replay = replayer.finish()
+        replayer: WalletReplayer | TableReplayer = (
+            WalletReplayer(stream_id)
+            if is_wallet_stream(stream_id)
+            else TableReplayer(stream_id, seal, complete, keep=lambda number: False)
+        )
+        async for page in queries.stream_envelope_pages(connection, stream_id):
+            for envelope in page:
+                replayer.feed(envelope)
+            movements.read(stream_id, page)
+            report.events += len(page)
+        replay = replayer.finish()
         report.rounds += replay.rounds_replayed
         replay.rounds = {}
         report.replays.append(replay)

@@ -3,29 +3,46 @@ and never goes below zero, and every buy-in transfer closes once, as it was sent
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Iterable
 
 from blackjack.audit.replayed import Finding, StreamReplay
 from blackjack.domain import wallet as wl
 from blackjack.messages.wire import WireEnvelope
 
 
-def replay_wallet(stream_id: str, wires: Sequence[WireEnvelope]) -> StreamReplay:
+def replay_wallet(stream_id: str, wires: Iterable[WireEnvelope]) -> StreamReplay:
     """A wallet stream: every balance moves by its amount, every transfer closes once."""
-    out = StreamReplay(stream_id)
-    state = wl.INITIAL_WALLET
-    for expected, envelope in enumerate(wires, start=1):
+    replayer = WalletReplayer(stream_id)
+    for envelope in wires:
+        replayer.feed(envelope)
+    return replayer.finish()
+
+
+class WalletReplayer:
+    """Fed a wallet's events one at a time (``feed``, then ``finish``), as the audit reads
+    them a page at a time: it holds the wallet's state, never its log."""
+
+    def __init__(self, stream_id: str) -> None:
+        self.stream_id = stream_id
+        self.out = StreamReplay(stream_id)
+        self.state = wl.INITIAL_WALLET
+
+    def feed(self, envelope: WireEnvelope) -> None:
+        out = self.out
+        if out.stopped is not None:  # a corrupt log is not read past the corruption
+            return
         e = envelope.data
 
         def find(message: str, sequence: int = envelope.sequence) -> None:
-            out.findings.append(Finding(stream_id, sequence, None, message))
+            out.findings.append(Finding(self.stream_id, sequence, None, message))
 
+        expected = out.events + 1
         if envelope.sequence != expected:
             find(f"sequence {envelope.sequence} where {expected} was due")
         if not isinstance(e, wl.WalletEvent):
             find(f"{envelope.type} in a wallet stream")
             out.stopped = f"corrupt log at event {envelope.sequence}"
-            break
+            return
         moved: tuple[int, int] | None = None  # (amount in or out, balance after)
         match e:
             case wl.WalletDeposited() | wl.CashOutReceived() | wl.BuyInRefunded():
@@ -34,21 +51,24 @@ def replay_wallet(stream_id: str, wires: Sequence[WireEnvelope]) -> StreamReplay
                 moved = (-e.amount, e.balance_after)
         if isinstance(e, wl.BuyInCompleted | wl.BuyInRefunded):
             out.checks += 1
-            pending = state.pending_transfer(e.transfer)
+            pending = self.state.pending_transfer(e.transfer)
             if pending is None or (pending.table_id, pending.amount) != (e.table_id, e.amount):
                 find(f"buy-in {e.transfer} closed, but no such transfer is pending")
         if moved is not None:
             out.checks += 1
             delta, after = moved
-            if after != state.balance + delta:
-                find(f"balance after: recorded {after}, the amounts give {state.balance + delta}")
+            given = self.state.balance + delta
+            if after != given:
+                find(f"balance after: recorded {after}, the amounts give {given}")
             if after < 0:
                 find(f"the wallet went below zero ({after})")
         try:
-            state = wl.evolve_wallet(state, e)
+            self.state = wl.evolve_wallet(self.state, e)
         except Exception as error:
             find(f"the wallet cannot fold {envelope.type}: {error}")
             out.stopped = f"corrupt log at event {envelope.sequence}"
-            break
+            return
         out.events += 1
-    return out
+
+    def finish(self) -> StreamReplay:
+        return self.out
