@@ -391,6 +391,9 @@ def decide_wallet(state: WalletState, command: WalletCommand) -> WalletDecision:
             )
         ]
     if isinstance(command, CashOut):
+        # Not refused past MAX_BALANCE, as a deposit is: the table has paid the money out
+        # already, and a refusal would leave it nowhere. (What winnings add is bounded by
+        # the tables' MAX_BET, far from the 64-bit columns.)
         refused = _invalid_amount(command.amount) or _received(state, command)
         return refused or [
             CashOutReceived(
