@@ -50,6 +50,11 @@ class Checker:
         self.resumed_by: str | None = None
         """the command whose ``RoundResumed`` was the event just folded: its own events must
         follow at once"""
+        self.cards_due: list[tuple[int, int] | None] = []
+        """where the next cards go, in order, as the decider deals them after a deal, a hit, a
+        double or a split: a box's hand, or None for the dealer"""
+        self.open_at_reveal: list[str] = []
+        """the hands still open when the round's hole card was revealed"""
         self.due_to_stand_up: dict[str, int] = {}
         """players the table's rules stand up at the end of the round just settled (their
         rounds sat out): each one's ``SeatLeft`` (reason ``sat_out``) must follow at once"""

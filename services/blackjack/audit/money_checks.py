@@ -56,6 +56,10 @@ class MoneyChecks(Checker):
 
     def deal_started(self, e: ev.DealStarted) -> None:
         rules = self.state.rules
+        # Once a round, in its betting: a second deal would take the hands back and deal
+        # new ones on the same bets.
+        dealt_again = not self.state.round_open or self.state.hands_in_play
+        self._rule(f"round {e.round} dealt again, or with no round open" if dealt_again else None)
         for index in e.boxes:  # the minimum binds the stack on each box dealt, not each chip
             bet = self.state.boxes[index].bet
             if not rules.min_bet <= bet <= rules.max_bet:
@@ -68,6 +72,8 @@ class MoneyChecks(Checker):
         box = self.state.boxes[e.box]
         offered = box.insurance == "offered" and box.player_id == e.player_id
         self._rule(None if offered else f"insurance on box {e.box}, not offered to {e.player_id}")
+        peeked = self.current is not None and self.current.peeked
+        self._rule(f"insurance on box {e.box} taken after the dealer peeked" if peeked else None)
         stake = insurance_stake(self.state.boxes[e.box].bet)
         self._expect(f"insurance stake on box {e.box}", e.amount, stake)
         self._moves(e.player_id, -e.amount, e.balance_after)
@@ -121,6 +127,13 @@ class MoneyChecks(Checker):
         recorded = (e.outcome, e.payout)
         self._expect(f"box {e.box} hand {e.hand} result", recorded, derived)
         self._expect(f"box {e.box} hand {e.hand} settled again", hand.settled, False)
+        if self.state.phase == "dealer":  # against the dealer's cards: all of them
+            problem = dealer_play_problem(rules, dealer, _any_live_hand(self.state))
+            self._rule(
+                None
+                if problem is None
+                else f"box {e.box} hand {e.hand} settled before the dealer was done: {problem}"
+            )
         early = f"box {e.box} hand {e.hand} paid before the dealer's hand is known"
         if self.state.phase != "dealer" and e.outcome == "surrender":
             # Half back whatever the dealer turns over: at once where the rules say so.
@@ -156,11 +169,18 @@ class MoneyChecks(Checker):
         dealer = state.dealer
         self._expect("the dealer's total", e.dealer_total, total(dealer).best)
         self._expect("the dealer's blackjack", e.dealer_blackjack, is_natural(dealer))
-        live = any(h.status == "standing" for b in state.boxes for h in b.hands)
-        problem = dealer_play_problem(state.rules, dealer, live)
+        problem = dealer_play_problem(state.rules, dealer, _any_live_hand(state))
         self.out.checks += 1
         if problem is not None:
             self._find(problem)
+        if self.open_at_reveal:
+            self._find(
+                f"the dealer's turn began while {', '.join(self.open_at_reveal)} was still open"
+            )
+            self.open_at_reveal = []
+        for index in state.boxes_in_play():  # each hand dealt is settled before the round
+            for number, hand in enumerate(state.boxes[index].hands):
+                self._rule(None if hand.settled else f"box {index} hand {number} never settled")
         wagered = _wagered(state, bets_not_dealt=False)
         current = self.current
         paid = current.paid if current is not None else {}
@@ -218,6 +238,11 @@ class MoneyChecks(Checker):
             current.status = "voided"
             for settled in (*current.settlements, *current.insurance):
                 settled.voided = True
+
+
+def _any_live_hand(state: TableState) -> bool:
+    """A hand stands against the dealer, who then plays hers out (``decisions.play``)."""
+    return any(h.status == "standing" for b in state.boxes for h in b.hands)
 
 
 def _break_even(state: TableState, current: RoundReplay) -> tuple[tuple[int, str], ...]:

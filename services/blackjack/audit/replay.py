@@ -25,7 +25,7 @@ from typing import Any
 
 from blackjack.audit.checking import _OPEN, _Unfoldable
 from blackjack.audit.money_checks import MoneyChecks
-from blackjack.audit.replayed import Line, RoundReplay, ShoeCheck, StreamReplay
+from blackjack.audit.replayed import Line, RoundReplay, ShoeCheck, StreamReplay, newer_than_read
 from blackjack.audit.table_checks import TableChecks
 from blackjack.audit.wallet_replay import replay_wallet
 from blackjack.audit.words import describe
@@ -254,6 +254,10 @@ class TableReplayer(MoneyChecks, TableChecks):
 
     def _check(self, event: ev.Event) -> None:
         self._after_resumed(event)
+        newer = newer_than_read(event)
+        if newer is not None:
+            self._find(newer)
+        self._card_flow(event)
         if isinstance(event, ev.RoundOpened):
             rules = self.state.rules
             self.current = RoundReplay(self.out.stream_id, event.round, rules.name, rules.currency)
@@ -309,6 +313,9 @@ _CHECKS: dict[type[ev.Event], Any] = {
     ev.RoundResumed: TableReplayer.round_resumed,
     ev.FundsDeposited: TableReplayer.funds,
     ev.FundsWithdrawn: TableReplayer.funds,
+    ev.TableOpened: TableReplayer.table_opened,
+    ev.RoundOpened: TableReplayer.round_opened,
+    ev.DealerHoleCardRevealed: TableReplayer.hole_card_revealed,
     ev.SeatLeft: TableReplayer.seat_left,
     ev.SeatTaken: TableReplayer.seat_taken,
     ev.ShoeShuffled: TableReplayer.shoe_shuffled,

@@ -6,6 +6,8 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from datetime import datetime
 
+from pydantic import BaseModel
+
 from blackjack.domain import events as ev
 from blackjack.domain.state import INITIAL_STATE, TableState
 
@@ -98,3 +100,16 @@ class StreamReplay:
     checks: int = 0
     stopped: str | None = None
     """why the fold stopped before the last event (a corrupt log, a shoe still sealed)"""
+
+
+def newer_than_read(event: BaseModel) -> str | None:
+    """Why an event of a version newer than this release's model cannot be checked: read as
+    the model it knows, what the newer version means is not replayed, only guessed."""
+    known = type(event).model_fields["version"].default
+    version = getattr(event, "version", known)
+    if isinstance(known, int) and isinstance(version, int) and version > known:
+        return (
+            f"{type(event).__name__} version {version} is newer than this release reads "
+            f"(version {known}): audit it with the release that wrote it"
+        )
+    return None

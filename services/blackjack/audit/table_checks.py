@@ -112,6 +112,54 @@ class TableChecks(Checker):
         if self.state.round_open or self.state.hands_in_play or self.state.boxes_of(e.player_id):
             self._find(f"{e.player_id} stood up by the server during round {self.state.round}")
 
+    def _card_flow(self, event: ev.Event) -> None:
+        """Each card goes where the decider deals it (``decisions.betting.close_betting``,
+        ``decisions.play``): at the deal, each box's first card, the dealer's, each box's
+        second, the dealer's; after a hit or a double, one to that hand; after a split, one
+        to each of its two hands; after the hole card, the dealer's draws (their count is the
+        dealer's rule: ``dealer_play_problem``). Only there: a card moved to another hand
+        changes who wins, and one no hit asked for draws for the player."""
+        if isinstance(event, ev.CardDealt):
+            where = None if event.to == "dealer" else (event.box, event.hand)
+            if self.cards_due:
+                due = self.cards_due.pop(0)
+                if where != due:
+                    self._find(f"a card dealt to {_place(where)}, where {_place(due)} was due")
+            elif not (where is None and self.state.phase == "dealer"):
+                drawn = "that no deal, hit, double or split drew"
+                self._find(f"a card dealt to {_place(where)} {drawn}")
+            return
+        if self.cards_due:
+            places = ", ".join(_place(due) for due in self.cards_due)
+            self._find(f"card(s) due to {places} never dealt")
+        match event:
+            case ev.DealStarted(boxes=boxes):
+                first: list[tuple[int, int] | None] = [(box, 0) for box in boxes]
+                self.cards_due = [*first, None, *first, None]
+            case ev.PlayerHit(box=box, hand=hand) | ev.HandDoubled(box=box, hand=hand):
+                self.cards_due = [(box, hand)]
+            case ev.HandSplit(box=box, hand=hand):
+                self.cards_due = [(box, hand), (box, hand + 1)]
+            case _:
+                self.cards_due = []
+
+    def table_opened(self, e: ev.TableOpened) -> None:
+        """Once: the decider refuses a second ``OpenTable``, whose rules would otherwise
+        govern the rounds after it (a 6:5 blackjack slipped in between two rounds)."""
+        self._rule("the table opened again, with new rules" if self.state.opened else None)
+
+    def round_opened(self, e: ev.RoundOpened) -> None:
+        """The game cycles are numbered one after the other, one open at a time: a round
+        numbered again or out of turn would be recalled for the wrong one."""
+        state = self.state
+        self.open_at_reveal = []  # a void's, which settles no hand
+        self._rule(
+            f"round {e.round} opened while round {state.round} is open"
+            if state.round_open
+            else None
+        )
+        self._expect("the round's number", e.round, state.round + 1)
+
     def seat_taken(self, e: ev.SeatTaken) -> None:
         if self.state.suspended:
             self._find(f"{e.player_id} sits down at a suspended table")
@@ -152,6 +200,16 @@ class TableChecks(Checker):
         self.out.checks += 1
         if self.state.round_open or self.state.hands_in_play:
             self._find(f"shoe {shoe} shuffled in round {self.state.round}, after its bets")
+        # The decider retires the shoe in use (revealing it) before it shuffles the next one,
+        # numbered on: a shoe shuffled again would deal its cards again from the top.
+        in_use = self.state.shoe
+        self._rule(
+            None
+            if in_use is None
+            else f"shoe {shoe} shuffled while shoe {in_use.number} is in use, never retired"
+        )
+        due = self.state.shoes_used + 1
+        self._rule(None if shoe == due else f"shoe {shoe} shuffled where shoe {due} was due")
         first = self.commitments.setdefault(commitment, shoe)
         if first != shoe:
             self._find(f"shoe {shoe} has the commitment of shoe {first}: a shoe used again")
@@ -173,6 +231,10 @@ class TableChecks(Checker):
             )
 
     def shoe_retired(self, e: ev.ShoeRetired) -> None:
+        # Between rounds only (``decisions.shuffle``): its reveal would show the cards still
+        # to come in the round in play.
+        in_round = self.state.round_open or self.state.hands_in_play
+        self._rule(f"shoe {e.shoe} retired during round {self.state.round}" if in_round else None)
         shoe = self.state.shoe
         if shoe is None or shoe.number != e.shoe:
             self._find(f"shoe {e.shoe} retired, but it is not the shoe in use")
@@ -180,6 +242,26 @@ class TableChecks(Checker):
         self._expect(f"shoe {e.shoe} commitment at retirement", e.commitment, shoe.commitment)
         self._expect(f"shoe {e.shoe} cards dealt", e.cards_dealt, shoe.position)
         self._expect(f"shoe {e.shoe} revealed order", (e.order, e.salt), (shoe.order, shoe.salt))
+
+    def hole_card_revealed(self, e: ev.DealerHoleCardRevealed) -> None:
+        """Once a round. Played out, when every hand is done, or at once on a dealer
+        blackjack found by the peek (``decisions.settlement.reveal_and_settle``); a void
+        reveals it too, whatever the hands (``decisions.voiding``): the hands still open are
+        noted here and found if the round is then settled, each without its player's
+        decision (``round_settled``)."""
+        state = self.state
+        again = state.phase == "dealer"
+        self._rule(f"the hole card revealed again in round {e.round}" if again else None)
+        self.open_at_reveal = (
+            []
+            if is_natural(state.dealer)
+            else [
+                f"box {index} hand {number}"
+                for index, box in enumerate(state.boxes)
+                for number, hand in enumerate(box.hands)
+                if hand.status == "open"
+            ]
+        )
 
     def _move(self, e: ev.PlayerHit | ev.PlayerStood | ev.HandSurrendered, move: Move) -> None:
         self._rule(move_problem(self.state, e.player_id, e.box, e.hand, move))
@@ -199,6 +281,8 @@ class TableChecks(Checker):
         one whose balance cannot cover half its bet, and every other box dealt."""
         self._expect("the boxes offered insurance", tuple(e.boxes), insurance_due(self.state))
         if self.current is not None:
+            asked = self.current.insurance_asked
+            self._rule(f"insurance offered again in round {e.round}" if asked else None)
             self.current.insurance_asked = True
 
     def _insurance_skipped(self) -> None:
@@ -212,6 +296,8 @@ class TableChecks(Checker):
 
     def dealer_peeked(self, e: ev.DealerPeeked) -> None:
         self._insurance_skipped()
+        again = self.current is not None and self.current.peeked
+        self._rule(f"the dealer peeked again in round {e.round}" if again else None)
         self._rule(None if peek_required(self.state) else "a peek the rules do not make")
         self._expect("what the peek found", e.has_blackjack, is_natural(self.state.dealer))
         if self.current is not None:
@@ -223,8 +309,22 @@ class TableChecks(Checker):
         peeked = current is not None and current.peeked
         missing = peek_required(self.state) and not peeked
         self._rule("play started without the peek the rules require" if missing else None)
+        before = self.state.active
+        if before is not None and before != (e.box, e.hand):
+            box, hand = before
+            hands = self.state.boxes[box].hands
+            left_open = hand < len(hands) and hands[hand].status == "open"
+            self._rule(
+                f"the turn passed from box {box} hand {hand} while it was still open"
+                if left_open
+                else None
+            )
         if e.actions is not None:  # version 1 did not list them
             # judged on the table as the turn leaves it: the event makes it this hand's turn
             turn = evolve(self.state, e)
             allowed = moves_allowed(turn, e.player_id, e.box, e.hand)
             self._expect(f"actions offered on box {e.box} hand {e.hand}", e.actions, allowed)
+
+
+def _place(where: tuple[int | None, int | None] | None) -> str:
+    return "the dealer" if where is None else f"box {where[0]} hand {where[1]}"

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from collections.abc import Iterable
 
-from blackjack.audit.replayed import Finding, StreamReplay
+from blackjack.audit.replayed import Finding, StreamReplay, newer_than_read
 from blackjack.domain import wallet as wl
 from blackjack.messages.wire import WireEnvelope
 
@@ -43,6 +43,12 @@ class WalletReplayer:
             find(f"{envelope.type} in a wallet stream")
             out.stopped = f"corrupt log at event {envelope.sequence}"
             return
+        newer = newer_than_read(e)
+        if newer is not None:
+            find(newer)
+        amount = getattr(e, "amount", None)
+        if amount is not None and amount <= 0:  # a withdrawal of -100 pays 100 in
+            find(f"a {envelope.type} of {amount}")
         moved: tuple[int, int] | None = None  # (amount in or out, balance after)
         match e:
             case wl.WalletDeposited() | wl.CashOutReceived() | wl.BuyInRefunded():
