@@ -12,6 +12,7 @@ from datetime import UTC, datetime
 
 import pytest
 
+from blackjack.bus.topics import RECORD_MAX_BYTES
 from blackjack.command_handler.reading import Inbound
 from blackjack.command_handler.streams import PartitionStore
 from tests.unit.processor_harness import new_processor
@@ -123,3 +124,22 @@ def test_the_answer_to_a_key_named_twice_quotes_the_ids_named_once(
     assert handled.result.command_id == command_id
     assert handled.result.correlation_id == correlation_id
     assert handled.result.stream_id == TABLE
+
+
+def test_a_record_of_a_hundred_thousand_keys_one_named_twice_is_answered_at_once() -> None:
+    """Counting each key's names among all the object's names was quadratic: this record (just
+    under the topics' 1,000,000 bytes) held the handler's one loop for six minutes, past the
+    group's session timeout, and again at every instance the partition moved to (review of
+    the handler's edges, session 34). Counted in one pass, it is answered like any other."""
+    keys = ",".join(f'"{number:x}":0' for number in range(100_000))
+    value = (
+        '{"command_id": "c-9", "stream_id": "table-1", "command": {"type": "OpenTable", '
+        f'"variant": "mini-h17", "overrides": {{{keys}, "0": 1}}}}}}'
+    )
+    assert len(value) < RECORD_MAX_BYTES
+    processor, store = new_processor(), PartitionStore(0)
+    handled = processor.handle(store, Inbound(TABLE.encode(), value.encode(), [], 0, 1), NOW)
+    assert handled.result.rejection is not None and handled.result.command_id == "c-9"
+    assert handled.result.rejection.code == "malformed"
+    assert "the key '0' is named twice" in handled.result.rejection.message
+    assert handled.events == []
