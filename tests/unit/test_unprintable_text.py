@@ -179,6 +179,27 @@ def test_the_operator_stands_such_a_player_up_and_pays_their_money_out(text: str
 
 
 @pytest.mark.parametrize("text", UNPRINTABLE.values(), ids=UNPRINTABLE.keys())
+def test_a_withdrawal_for_no_one_seated_under_such_an_id_writes_nothing(text: str) -> None:
+    """A refused platform money command is written down (``MoneyCommandRefused``), and a
+    ``Withdraw`` takes such an id for a player an older release seated: one for no one wrote
+    the id into the log, at a stream that did not exist made that stream, and echoed an ESC
+    or a bidirectional override in its answer (review of the handler's edges, session 34)."""
+    withdraw = {"type": "Withdraw", "player_id": f"\x1b]0;x\x07{text}", "amount": 100}
+    processor, store = opened()
+    before = store.get(TABLE).sequence
+    answer = handle(processor, store, withdraw)
+    assert answer.result.rejection is not None
+    assert answer.result.rejection.code == "not_seated" and answer.events == []
+    assert store.get(TABLE).sequence == before
+    assert cmd.unprintable(answer.result.rejection.message) is None
+    assert answer.result.rejection.message.startswith("'\\x1b]0;x\\x07")  # its escapes
+    nowhere = PartitionStore(0)  # no table opened: no stream is made for it
+    answer = handle(new_processor(), nowhere, withdraw)
+    assert answer.result.rejection is not None and answer.events == []
+    assert not nowhere.holds(TABLE)
+
+
+@pytest.mark.parametrize("text", UNPRINTABLE.values(), ids=UNPRINTABLE.keys())
 def test_such_a_player_takes_their_money_out_and_leaves(text: str) -> None:
     player = f"a{text}b"
     processor, store = seated_under_an_older_release(player)

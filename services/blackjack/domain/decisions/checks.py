@@ -3,6 +3,7 @@ balance, the currency, the bet limits, the betting time and the shoe. Each raise
 
 from __future__ import annotations
 
+from blackjack.domain.commands import unprintable
 from blackjack.domain.decisions.draft import Refused, refuse
 from blackjack.domain.payouts import (
     MAX_BALANCE,
@@ -15,7 +16,9 @@ from blackjack.domain.state import Player, TableState
 def seated(state: TableState, player_id: str) -> Player:
     player = state.players.get(player_id)
     if player is None:
-        raise refuse("not_seated", f"{player_id} has no seat at this table")
+        # quoted with escapes where it holds what no seat's new id may: it reaches people
+        shown = player_id if unprintable(player_id) is None else ascii(player_id)
+        raise refuse("not_seated", f"{shown} has no seat at this table")
     return player
 
 
