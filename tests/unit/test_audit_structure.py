@@ -111,6 +111,27 @@ def stand_dropped() -> Log:
     return renumbered([*log[:stood], *log[stood + 1 :]])
 
 
+def turn_passed_over_an_open_hand() -> Log:
+    """At the shared table, alice's stand dropped: the turn moves on to ben's box while her
+    hand is still hers to play."""
+    script = Script(
+        "atlantic-city-multi",
+        [["TH", "9S", "7S", "9H", "8D", "QD"]],
+        players={A: 10_000, "ben": 10_000},
+    )
+    script.do(
+        cmd.PlaceBet(player_id=A, box=0, amount=1000),
+        cmd.PlaceBet(player_id="ben", box=1, amount=1000),
+        cmd.Deal(player_id=A),
+        cmd.Deal(player_id="ben"),
+        cmd.Stand(player_id=A, box=0),
+        cmd.Stand(player_id="ben", box=1),
+    )
+    log = wires(script)
+    stood = first(log, ev.PlayerStood)
+    return renumbered([*log[:stood], *log[stood + 1 :]])
+
+
 def dealt_again() -> Log:
     """16 against 17, and a second DealStarted dealing the box T T: 20, paid as a win."""
     log = played(["9H", "7S", "7H", "QD", "TC", "TD"], cmd.Stand(player_id=A, box=0))
@@ -185,8 +206,9 @@ def newer_version() -> Log:
     return [*log[:at], decode(json.dumps(document).encode()), *log[at + 1 :]]
 
 
-_STILL_SEALED = (shoe_shuffled_again, rounds_renumbered)
-"""mini-h17 logs whose shoe is not retired yet: without the key the replay stops at its deal."""
+_STILL_SEALED = (shoe_shuffled_again, rounds_renumbered, turn_passed_over_an_open_hand)
+"""Logs whose shoe is not retired yet (mini-h17's, the shared table's): without the key the
+replay stops at its deal."""
 
 
 @pytest.mark.parametrize(
@@ -209,6 +231,10 @@ _STILL_SEALED = (shoe_shuffled_again, rounds_renumbered)
         ),
         (hit_dropped, ["a card dealt to box 0 hand 0 that no deal, hit, double or split drew"]),
         (stand_dropped, ["the dealer's turn began while box 0 hand 0 was still open"]),
+        (
+            turn_passed_over_an_open_hand,
+            ["the turn passed from box 0 hand 0 while it was still open"],
+        ),
         (dealt_again, ["round 1 dealt again, or with no round open"]),
         (
             shoe_shuffled_again,
