@@ -9,17 +9,21 @@ from __future__ import annotations
 
 import json
 from collections.abc import Callable
+from datetime import timedelta
 from fractions import Fraction
 from typing import Any
 
 import pytest
 
 from blackjack.audit.replay import replay_stream
+from blackjack.audit.transfers import STUCK_AFTER, reconcile
 from blackjack.domain import commands as cmd
 from blackjack.domain import events as ev
 from blackjack.domain import wallet as wl
+from blackjack.domain.wallet import BuyIn, WalletDeposit, WalletWithdraw
 from blackjack.messages.wire import WireEnvelope, decode, encode, to_wire
 from tests.integration.conftest_projections import Script
+from tests.unit.test_platform_money import PLAYER, WALLET, Harness, code, deposit
 from tests.unit.test_replay_engine import SEAL, A, messages, wires, won_round
 
 Log = list[WireEnvelope]
@@ -289,3 +293,70 @@ def test_a_wallet_moved_by_a_negative_amount_is_found() -> None:
     )
     found = [f.message for f in replay_stream([*log, forged]).findings]
     assert found == ["a WalletWithdrawn of -100000"]
+
+
+def _streams(script: Script) -> dict[str, Log]:
+    streams: dict[str, Log] = {}
+    for envelope in script.envelopes:
+        streams.setdefault(envelope.stream_id, []).append(to_wire(envelope, SEAL))
+    return streams
+
+
+def _later(script: Script, minutes: int) -> None:
+    """The table plays on ``minutes`` later: the logs' last event is then."""
+    script.now += timedelta(minutes=minutes)
+    script.do(cmd.PlaceBet(player_id=A, box=0, amount=100))
+
+
+@pytest.mark.parametrize("minutes", [1, 20])
+def test_a_payout_no_wallet_received_is_found_once_it_is_stuck(minutes: int) -> None:
+    """30.00 taken out at the shared table, its CashOutReceived dropped from the wallet's log:
+    every stream adds up, and the money is in neither (review of the audit, session 34). A
+    minute later it may be on its way; fifteen minutes later it is stuck."""
+    script = Script("atlantic-city-multi", [[]], players={A: 10_000})
+    script.do(cmd.Withdraw(player_id=A, amount=3000))
+    _later(script, minutes)
+    streams = _streams(script)
+    assert reconcile(streams).findings == [] and reconcile(streams).in_transit == 0
+    wallet = [w for w in streams["wallet:alice"] if not isinstance(w.data, wl.CashOutReceived)]
+    streams["wallet:alice"] = renumbered(wallet)
+    found = reconcile(streams)
+    messages = [f.message for f in found.findings]
+    if minutes < STUCK_AFTER.total_seconds() / 60:
+        assert messages == [] and found.in_transit == 1
+    else:
+        assert len(messages) == 1 and found.in_transit == 0
+        assert messages[0].startswith("30.00 paid out to alice at ")
+        assert messages[0].endswith(f"wallet:alice has not received it 0:{minutes}:00 later")
+
+
+def test_a_buy_in_no_table_answered_is_found_once_it_is_stuck() -> None:
+    """The wallet sent 100.00 to the table, which took nothing: the money left the wallet."""
+    script = Script("atlantic-city-multi", [[]], players={A: 10_000})
+    _later(script, 20)
+    streams = _streams(script)
+    assert reconcile(streams).findings == []
+    # (the table's events keep their numbers: the transfers are matched by them)
+    table = [w for w in streams["table-1"] if not isinstance(w.data, ev.FundsDeposited)]
+    wallet = [w for w in streams["wallet:alice"] if not isinstance(w.data, wl.BuyInCompleted)]
+    streams["table-1"], streams["wallet:alice"] = table, renumbered(wallet)
+    messages = [f.message for f in reconcile(streams).findings]
+    assert len(messages) == 1 and messages[0].startswith("buy-in 1 of 100.00 sent to table-1 at ")
+    assert messages[0].endswith("the table has not answered it 0:20:00 later")
+
+
+def test_a_refused_amount_below_one_is_no_money_moved() -> None:
+    """The platform's money commands of 0 or -5 are refused ``invalid_amount`` and written
+    down as sent (``WalletCommandRefused``): no money moved, no finding (the check above
+    first read them as moves; the false alarm hunt of session 34)."""
+    h = Harness()
+    h.send(WALLET, deposit(100), "pay-1")
+    for command, command_id in (
+        (WalletWithdraw(player_id=PLAYER, amount=0), "out-1"),
+        (WalletDeposit(player_id=PLAYER, amount=-5), "pay-2"),
+        (BuyIn(player_id=PLAYER, table_id="t-1", amount=0), "b-1"),
+    ):
+        assert code(h.send(WALLET, command, command_id)) == "invalid_amount"
+    wires = [to_wire(e, h.processor.seal) for e in h.events_of(WALLET)]
+    assert sum(isinstance(w.data, wl.WalletCommandRefused) for w in wires) == 3
+    assert replay_stream(wires).findings == []

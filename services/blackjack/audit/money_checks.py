@@ -34,6 +34,12 @@ class MoneyChecks(Checker):
 
     def bet_placed(self, e: ev.BetPlaced) -> None:
         box = self.state.boxes[e.box]
+        player = self.state.players.get(e.player_id)
+        # On a box of the player's own seat, before the deal (``checks.own_box``): a chip on
+        # another's box would share in (or take over) that box's hand.
+        own = player is not None and self.state.seat_of_box(e.box) == player.seat
+        self._rule(None if own else f"{e.player_id} bets on box {e.box}, not at their seat")
+        self._rule(f"a bet on box {e.box} after its cards were dealt" if box.hands else None)
         if self.state.suspended:
             self._find(f"{e.player_id} bets {e.amount} on box {e.box} at a suspended table")
         self._expect(f"box {e.box} total", e.box_total, box.bet + e.amount)
@@ -47,6 +53,9 @@ class MoneyChecks(Checker):
 
     def bet_refunded(self, e: ev.BetRefunded) -> None:
         box = self.state.boxes[e.box]
+        # To the box's player, before the deal: a refund of a dealt box took its hand away.
+        self._expect(f"box {e.box}'s player", e.player_id, box.player_id)
+        self._rule(f"a refund from box {e.box} after its cards were dealt" if box.hands else None)
         self._expect(f"box {e.box} bet left after a refund", e.box_total, box.bet - e.amount)
         if e.amount <= 0 or e.amount > box.bet:
             self._find(f"a refund of {e.amount} from box {e.box}, which holds {box.bet}")
@@ -60,6 +69,16 @@ class MoneyChecks(Checker):
         # new ones on the same bets.
         dealt_again = not self.state.round_open or self.state.hands_in_play
         self._rule(f"round {e.round} dealt again, or with no round open" if dealt_again else None)
+        # Box by box in the layout's order, each with a bet and its player (``close_betting``):
+        # the order decides which cards each box gets.
+        boxes = list(e.boxes)
+        self._rule(
+            None if boxes == sorted(set(boxes)) else f"boxes dealt out of order: {tuple(boxes)}"
+        )
+        empty = [
+            i for i in boxes if self.state.boxes[i].player_id is None or not self.state.boxes[i].bet
+        ]
+        self._rule(f"box(es) {tuple(empty)} dealt without a bet" if empty else None)
         for index in e.boxes:  # the minimum binds the stack on each box dealt, not each chip
             bet = self.state.boxes[index].bet
             if not rules.min_bet <= bet <= rules.max_bet:
@@ -80,6 +99,10 @@ class MoneyChecks(Checker):
 
     def insurance_settled(self, e: ev.InsuranceSettled) -> None:
         box = self.state.boxes[e.box]
+        taken = box.insurance == "taken"
+        self._rule(
+            None if taken else f"insurance on box {e.box} settled when it was {box.insurance}"
+        )
         self._expect(f"box {e.box}'s player", e.player_id, box.player_id)
         self._expect(f"insurance stake on box {e.box}", e.stake, box.insurance_stake)
         won, payout = insurance_result(self.state.rules, box.insurance_stake, self.state.dealer)
@@ -178,6 +201,9 @@ class MoneyChecks(Checker):
                 f"the dealer's turn began while {', '.join(self.open_at_reveal)} was still open"
             )
             self.open_at_reveal = []
+        for index, box in enumerate(state.boxes):
+            if box.insurance == "taken":
+                self._find(f"insurance on box {index} taken and never settled")
         for index in state.boxes_in_play():  # each hand dealt is settled before the round
             for number, hand in enumerate(state.boxes[index].hands):
                 self._rule(None if hand.settled else f"box {index} hand {number} never settled")

@@ -316,6 +316,7 @@ _CHECKS: dict[type[ev.Event], Any] = {
     ev.TableOpened: TableReplayer.table_opened,
     ev.RoundOpened: TableReplayer.round_opened,
     ev.DealerHoleCardRevealed: TableReplayer.hole_card_revealed,
+    ev.SeatChanged: TableReplayer.seat_changed,
     ev.SeatLeft: TableReplayer.seat_left,
     ev.SeatTaken: TableReplayer.seat_taken,
     ev.ShoeShuffled: TableReplayer.shoe_shuffled,

@@ -6,7 +6,7 @@ player on that hand at that point, and the dealer's peek where the rules make he
 from __future__ import annotations
 
 from collections import Counter
-from datetime import timedelta
+from datetime import datetime, timedelta
 
 from blackjack.audit.checking import Checker
 from blackjack.audit.settlement import (
@@ -143,6 +143,22 @@ class TableChecks(Checker):
             case _:
                 self.cards_due = []
 
+    def _fresh_deadline(self) -> datetime | None:
+        """A clock started now: the table's turn seconds from this event (``Draft.deadline``),
+        none at a table without one."""
+        seconds = self.state.rules.turn_seconds
+        assert self.envelope is not None
+        return None if seconds is None else self.envelope.occurred_at + timedelta(seconds=seconds)
+
+    def seat_changed(self, e: ev.SeatChanged) -> None:
+        """Between rounds, with no bet out, to a free seat (``decisions.seats.move_seat``): a
+        box with money moved under another player's seat."""
+        state = self.state
+        busy = state.boxes_of(e.player_id) or state.hands_in_play
+        self._rule(f"{e.player_id} changed seats during round {state.round}" if busy else None)
+        taken = state.player_at(e.to_seat)
+        self._rule(None if taken is None else f"{e.player_id} moved to seat {e.to_seat}, taken")
+
     def table_opened(self, e: ev.TableOpened) -> None:
         """Once: the decider refuses a second ``OpenTable``, whose rules would otherwise
         govern the rounds after it (a 6:5 blackjack slipped in between two rounds)."""
@@ -159,6 +175,7 @@ class TableChecks(Checker):
             else None
         )
         self._expect("the round's number", e.round, state.round + 1)
+        self._expect("the betting deadline", e.betting_deadline, self._fresh_deadline())
 
     def seat_taken(self, e: ev.SeatTaken) -> None:
         if self.state.suspended:
@@ -280,6 +297,7 @@ class TableChecks(Checker):
         none where the upcard is no ace or the table has no insurance, never a blackjack, never
         one whose balance cannot cover half its bet, and every other box dealt."""
         self._expect("the boxes offered insurance", tuple(e.boxes), insurance_due(self.state))
+        self._expect("the insurance deadline", e.deadline, self._fresh_deadline())
         if self.current is not None:
             asked = self.current.insurance_asked
             self._rule(f"insurance offered again in round {e.round}" if asked else None)
@@ -309,16 +327,40 @@ class TableChecks(Checker):
         peeked = current is not None and current.peeked
         missing = peek_required(self.state) and not peeked
         self._rule("play started without the peek the rules require" if missing else None)
-        before = self.state.active
-        if before is not None and before != (e.box, e.hand):
-            box, hand = before
-            hands = self.state.boxes[box].hands
-            left_open = hand < len(hands) and hands[hand].status == "open"
-            self._rule(
-                f"the turn passed from box {box} hand {hand} while it was still open"
-                if left_open
-                else None
+        # The turn stays on the hand that moved while it is open (after a hit or a split),
+        # else goes to the first open hand in the layout's order, with a clock of its own
+        # (``decisions.play.next_turn``): out of order, a hand takes another's cards.
+        state = self.state
+        before = state.active
+        fresh = self._fresh_deadline()
+        if before is not None and before == (e.box, e.hand):
+            kept = e.deadline in (state.deadline, fresh)
+            self._rule(None if kept else f"box {e.box} hand {e.hand}'s clock reset to {e.deadline}")
+        else:
+            if before is not None:
+                box, hand = before
+                hands = state.boxes[box].hands
+                left_open = hand < len(hands) and hands[hand].status == "open"
+                self._rule(
+                    f"the turn passed from box {box} hand {hand} while it was still open"
+                    if left_open
+                    else None
+                )
+            due = next(
+                (
+                    (index, number)
+                    for index in state.boxes_in_play()
+                    for number, hand in enumerate(state.boxes[index].hands)
+                    if hand.status == "open"
+                ),
+                None,
             )
+            self._rule(
+                None
+                if due == (e.box, e.hand)
+                else f"the turn went to box {e.box} hand {e.hand}, where {_place(due)} was due"
+            )
+            self._expect(f"box {e.box} hand {e.hand}'s deadline", e.deadline, fresh)
         if e.actions is not None:  # version 1 did not list them
             # judged on the table as the turn leaves it: the event makes it this hand's turn
             turn = evolve(self.state, e)

@@ -16,18 +16,22 @@ than the tables paid out. This matches every single movement across the two logs
 A buy-in or payout not answered yet is in transit, not a finding (the handler may be behind);
 so is an answer whose cause lies past what was read of its stream (the table's, or the
 wallet's for a buy-in) while that stream's events partition lags (``lagging``: one partition
-projected further than another). Buy-ins a table
-handled before it recorded their transfers (older handlers: a taken one became a deposit
-without its transfer, a declined one left no event) cannot be matched and are counted as
-unverifiable; the totals of ``audit.conservation`` still cover them. A deposit without a
-transfer at a shared table after it started recording them names no buy-in: a finding.
+projected further than another). Not for ever: a buy-in no table answered, or a payout out of
+a shared table no wallet received, ``STUCK_AFTER`` before the last event the logs hold (and
+the other stream not lagging) is a finding, the money gone from one log and in neither.
+Buy-ins a table handled before it recorded their transfers (older handlers: a taken one
+became a deposit without its transfer, a declined one left no event) cannot be matched and
+are counted as unverifiable; the totals of ``audit.conservation`` still cover them. A deposit
+without a transfer at a shared table after it started recording them names no buy-in: a
+finding.
 """
 
 from __future__ import annotations
 
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
-from datetime import datetime
+from datetime import datetime, timedelta
+from typing import Final
 
 from blackjack.audit.replayed import Finding
 from blackjack.audit.words import money
@@ -35,6 +39,11 @@ from blackjack.domain import events as ev
 from blackjack.domain import wallet as wl
 from blackjack.domain.transfers import is_declines_stream, transfer_origin
 from blackjack.messages.wire import WireEnvelope
+
+STUCK_AFTER: Final = timedelta(minutes=15)
+"""How long a transfer may wait for its answer, counted back from the logs' last event: the
+handler answers one in a transaction of its own, within seconds; a partition's takeover takes
+a minute at most."""
 
 
 @dataclass(frozen=True)
@@ -101,6 +110,12 @@ class Movements:
     """(wallet, buy-in number) -> the table event that took or declined it"""
     paid_out: dict[tuple[str, int], tuple[str, int]] = field(default_factory=dict)
     """(table, sequence) -> (player, amount) paid out of a shared table to the wallet"""
+    paid_at: dict[tuple[str, int], datetime] = field(default_factory=dict)
+    """(table, sequence) -> when the table paid it out"""
+    cashed_unnumbered: set[str] = field(default_factory=set)
+    """tables a version 1 cash-out (naming no table event) was received from"""
+    last_at: datetime | None = None
+    """the last event the logs hold: what a transfer's wait is counted back from"""
     tables: dict[str, _Table] = field(default_factory=dict)
     read_to: dict[str, int] = field(default_factory=dict)
     """stream -> the last sequence read of it"""
@@ -112,7 +127,9 @@ class Movements:
         """Every stream read: match what each side says moved."""
         self.match_buy_ins_handled()
         self.match_buy_ins_closed()
-        self.match_cash_outs()
+        self.match_buy_ins_sent()
+        received = self.match_cash_outs()
+        self.match_payouts_received(received)
         return self.out
 
     def read(self, stream_id: str, envelopes: Sequence[WireEnvelope]) -> None:
@@ -120,6 +137,8 @@ class Movements:
         for envelope in envelopes:
             self._read_wallet_event(stream_id, envelope)
             self._read_table_event(stream_id, table, envelope)
+            if self.last_at is None or envelope.occurred_at > self.last_at:
+                self.last_at = envelope.occurred_at
         if envelopes:
             self.read_to[stream_id] = envelopes[-1].sequence
 
@@ -156,8 +175,10 @@ class Movements:
                 self._read_handled(envelope, e)
             case ev.SeatLeft() as e if table.shared and e.balance_returned > 0:
                 self.paid_out[(stream_id, envelope.sequence)] = (e.player_id, e.balance_returned)
+                self.paid_at[(stream_id, envelope.sequence)] = envelope.occurred_at
             case ev.FundsWithdrawn() as e if table.shared and e.amount > 0:
                 self.paid_out[(stream_id, envelope.sequence)] = (e.player_id, e.amount)
+                self.paid_at[(stream_id, envelope.sequence)] = envelope.occurred_at
 
     def _read_handled(
         self, envelope: WireEnvelope, e: ev.FundsDeposited | ev.TransferDeclined
@@ -223,12 +244,71 @@ class Movements:
             return True
         return False
 
-    def match_cash_outs(self) -> None:
+    def _stuck_for(self, since: datetime, other: str) -> timedelta | None:
+        """How long an answer from ``other`` (a stream) has been missing since ``since``, if
+        it has been for ``STUCK_AFTER``, ``other``'s partition not lagging: stuck, not in
+        transit (counted as in transit otherwise)."""
+        waited = None if self.last_at is None else self.last_at - since
+        if self.lagging(other) or waited is None or waited < STUCK_AFTER:
+            self.out.in_transit += 1
+            return None
+        return waited
+
+    def match_buy_ins_sent(self) -> None:
+        """Every buy-in a wallet sent was taken or declined by its table, in time (one the
+        wallet closed is judged by its close, ``match_buy_ins_closed``)."""
+        closed = {(envelope.stream_id, closing.transfer) for envelope, closing in self.closed}
+        for key, buy_in in self.sent.items():
+            if key in self.handled or key in closed:
+                continue
+            if _before_transfers(self.tables.get(buy_in.table_id), buy_in):
+                self.out.unverifiable += 1
+                continue
+            waited = self._stuck_for(buy_in.at, buy_in.table_id)
+            if waited is not None:
+                cur = _currency(self.tables, buy_in.table_id)
+                self.out.findings.append(
+                    Finding(
+                        buy_in.wallet,
+                        buy_in.sequence,
+                        None,
+                        f"buy-in {key[1]} of {money(buy_in.amount, cur)} sent to "
+                        f"{buy_in.table_id} at {buy_in.at.isoformat()}: the table has not "
+                        f"answered it {waited} later",
+                    )
+                )
+
+    def match_payouts_received(self, received: set[tuple[str, int]]) -> None:
+        """Every payout out of a shared table reached its player's wallet, in time."""
+        for key, (player_id, amount) in self.paid_out.items():
+            table_id, sequence = key
+            if key in received:
+                continue
+            if table_id in self.cashed_unnumbered:  # version 1 cash-outs: the totals only
+                self.out.unverifiable += 1
+                continue
+            wallet = wl.wallet_stream(player_id)
+            at = self.paid_at[key]
+            waited = self._stuck_for(at, wallet)
+            if waited is not None:
+                cur = _currency(self.tables, table_id)
+                self.out.findings.append(
+                    Finding(
+                        table_id,
+                        sequence,
+                        None,
+                        f"{money(amount, cur)} paid out to {player_id} at {at.isoformat()}: "
+                        f"{wallet} has not received it {waited} later",
+                    )
+                )
+
+    def match_cash_outs(self) -> set[tuple[str, int]]:
         """Every cash-out a wallet received was paid out of its table, once, as the wallet
-        says."""
+        says; the table events received."""
         cashed: dict[tuple[str, int], WireEnvelope] = {}
         for envelope, cash_out in self.received:
             if cash_out.table_sequence is None:
+                self.cashed_unnumbered.add(cash_out.table_id)
                 continue  # a version 1 event: matched by the totals only
             key = (cash_out.table_id, cash_out.table_sequence)
             where = f"{cash_out.table_id} event {cash_out.table_sequence}"
@@ -252,6 +332,7 @@ class Movements:
                     f"cash-out of {money(cash_out.amount, cur)} for {cash_out.player_id} from "
                     f"{where}, which {paid}",
                 )
+        return set(cashed)
 
 
 def _handled_at(

@@ -9,6 +9,17 @@ from blackjack.audit.replayed import Finding, StreamReplay, newer_than_read
 from blackjack.domain import wallet as wl
 from blackjack.messages.wire import WireEnvelope
 
+_MOVES_MONEY = (
+    wl.WalletDeposited,
+    wl.WalletWithdrawn,
+    wl.BuyInSent,
+    wl.BuyInCompleted,
+    wl.BuyInRefunded,
+    wl.CashOutReceived,
+)
+"""The wallet's events that move money (a ``WalletCommandRefused`` records the amount as
+the refused command named it: any, ``invalid_amount`` among its refusals)."""
+
 
 def replay_wallet(stream_id: str, wires: Iterable[WireEnvelope]) -> StreamReplay:
     """A wallet stream: every balance moves by its amount, every transfer closes once."""
@@ -46,9 +57,8 @@ class WalletReplayer:
         newer = newer_than_read(e)
         if newer is not None:
             find(newer)
-        amount = getattr(e, "amount", None)
-        if amount is not None and amount <= 0:  # a withdrawal of -100 pays 100 in
-            find(f"a {envelope.type} of {amount}")
+        if isinstance(e, _MOVES_MONEY) and e.amount <= 0:  # a withdrawal of -100 pays 100 in
+            find(f"a {envelope.type} of {e.amount}")
         moved: tuple[int, int] | None = None  # (amount in or out, balance after)
         match e:
             case wl.WalletDeposited() | wl.CashOutReceived() | wl.BuyInRefunded():
