@@ -30,7 +30,7 @@ from datetime import UTC, datetime
 from aiokafka.errors import KafkaError
 from pydantic import AwareDatetime, TypeAdapter, ValidationError
 
-from blackjack.client import BlackjackClient
+from blackjack.client import BlackjackClient, SendTimedOut, UnreadableResult
 from blackjack.domain.commands import ROUND_COMMANDS, TableCommand, naming_round
 from blackjack.domain.rejections import in_one_line
 from blackjack.domain.wallet import AnyWalletCommand
@@ -68,6 +68,14 @@ def _send(args: argparse.Namespace) -> int:
         return 2
 
     named: list[int] = []  # the round the command was sent naming, for the retry's hint
+
+    def again() -> str:
+        """Whatever failed once the command may have gone out, its ids are said: a resend
+        under them is answered once, where a new command line makes a new id."""
+        rounds = "".join(f" --round {n}" for n in named)
+        return (
+            f"send it again with --command-id {command_id} --sent-at {sent_at.isoformat()}{rounds}"
+        )
 
     async def run() -> tuple[CommandResult, list[WireEnvelope]]:
         nonlocal command
@@ -110,13 +118,20 @@ def _send(args: argparse.Namespace) -> int:
             file=sys.stderr,
         )
         return 2
-    except TimeoutError:
+    except (TimeoutError, SendTimedOut) as error:  # SendTimedOut: a KafkaError, no TimeoutError
+        waited = "the broker did not take it" if isinstance(error, SendTimedOut) else "no result"
         print(
-            f"blackjack send: no result within {args.timeout} s for command {command_id}; "
-            f"it may still be handled: send it again with --command-id {command_id} "
-            f"--sent-at {sent_at.isoformat()}{''.join(f' --round {n}' for n in named)}; a "
-            "money command resent without the first "
+            f"blackjack send: {waited} within {args.timeout} s for command {command_id}; "
+            f"it may still be handled: {again()}; a money command resent without the first "
             "--sent-at later than the retention (7 days) is taken again",
+            file=sys.stderr,
+        )
+        return 2
+    except UnreadableResult as error:
+        print(
+            f"blackjack send: the answer to command {command_id} cannot be read ({error}): "
+            "what it did is not known; read the table's events or the query API before "
+            f"sending anything new (to ask again: {again()})",
             file=sys.stderr,
         )
         return 2
@@ -124,7 +139,8 @@ def _send(args: argparse.Namespace) -> int:
         print(
             f"blackjack send: Kafka at {client.bootstrap}: {type(error).__name__} {error} "
             f"(the service's topics under the prefix {client.topics.prefix!r}, and the "
-            "BLACKJACK_KAFKA_* security settings, must match the service's)",
+            "BLACKJACK_KAFKA_* security settings, must match the service's); if command "
+            f"{command_id} went out: {again()}",
             file=sys.stderr,
         )
         return 2

@@ -7,14 +7,15 @@ from __future__ import annotations
 import argparse
 import io
 import sys
+import uuid
 from datetime import UTC, datetime
 from typing import Any
 
 import pytest
-from aiokafka.errors import KafkaTimeoutError
+from aiokafka.errors import KafkaConnectionError, KafkaTimeoutError
 
 from blackjack import client_cli
-from blackjack.client import BlackjackClient
+from blackjack.client import BlackjackClient, SendTimedOut, UnreadableResult
 from blackjack.domain.wallet import WalletDeposit
 from blackjack.messages.envelope import CommandResult
 
@@ -313,3 +314,53 @@ def test_a_warning_on_the_way_goes_to_stderr_leaving_stdout_the_answer(
     out, err = capsys.readouterr()
     assert json.loads(out)["status"] == "accepted"  # nothing else on stdout
     assert "producer replaced" in err
+
+
+async def broker_away(self: BlackjackClient, stream_id: str, command: Any, **kw: Any) -> Any:
+    raise SendTimedOut("the broker did not take the command within 2.0 s")
+
+
+async def answer_unreadable(self: BlackjackClient, stream_id: str, command: Any, **kw: Any) -> Any:
+    raise UnreadableResult(kw["command_id"], stream_id, 3, 41, "a status this release lacks")
+
+
+async def reader_failed(self: BlackjackClient, stream_id: str, command: Any, **kw: Any) -> Any:
+    raise KafkaConnectionError("the results reader lost the broker")
+
+
+@pytest.mark.parametrize(
+    ("execute", "said"),
+    [
+        (broker_away, "the broker did not take it within 2.0 s for command "),
+        (answer_unreadable, "cannot be read (the answer to "),
+        (reader_failed, "Kafka at "),
+    ],
+    ids=["send timed out", "answer unreadable", "a Kafka error"],
+)
+def test_a_command_that_may_have_gone_out_is_told_with_the_ids_to_resend_it_under(
+    monkeypatch: pytest.MonkeyPatch,
+    capsys: pytest.CaptureFixture[str],
+    execute: Any,
+    said: str,
+) -> None:
+    """The command line makes the command's id and time: a send the broker did not take in
+    time (``SendTimedOut``, a KafkaError and no TimeoutError) was told as a configuration
+    error without them, and an unreadable answer ended in a traceback (exit 1, "rejected").
+    Run again, the same command line made a new id, and a deposit could be taken twice
+    (review of the client, session 34)."""
+    for name, stand_in in (("start", nothing), ("stop", nothing), ("execute", execute)):
+        monkeypatch.setattr(BlackjackClient, name, stand_in)
+    args = argparse.Namespace(
+        stream_id="t-1",
+        command='{"type": "Deposit", "player_id": "ann", "amount": 500}',
+        command_id=None,
+        sent_at=None,
+        timeout=2.0,
+        events=False,
+    )
+    assert client_cli._send(args) == 2
+    err = capsys.readouterr().err
+    assert said in err and "Traceback" not in err
+    resend = err.split("send it again with --command-id ")[1].split()
+    uuid.UUID(resend[0])  # the id the command line made
+    assert resend[1] == "--sent-at" and datetime.fromisoformat(resend[2].rstrip(");,"))
