@@ -333,7 +333,10 @@ class JsonH11Protocol(H11Protocol):
         self._counted = True
         limit = self.max_connections
         if limit is not None:
-            held = edge.held
+            # and the requests still running for clients that have gone: uvicorn runs a
+            # request to its end when its client leaves, and such requests, counted nowhere,
+            # let a client that closes each connection at once start any number of them
+            held = edge.held + self._orphaned()
             # more than once when connections ended with a 503 still linger (counted)
             while held > limit and edge.make_room():
                 held -= 1
@@ -345,6 +348,19 @@ class JsonH11Protocol(H11Protocol):
                 self.app = _probes_only(self.app)
         edge.idle[self] = None
         self._arm_head_deadline()
+
+    def _orphaned(self) -> int:
+        """The requests the app still runs whose connection is gone (uvicorn's tasks, less
+        those of the connections held that are answering one)."""
+        state = self.server_state
+        answering = sum(
+            1
+            for connection in state.connections
+            if connection is not self
+            and (cycle := getattr(connection, "cycle", None)) is not None
+            and not cycle.response_complete
+        )
+        return max(0, len(state.tasks) - answering)
 
     def _idle(self) -> bool:
         """No request in progress: none begun, a head not complete, or between requests."""

@@ -473,3 +473,29 @@ async def test_a_slow_reader_of_a_large_answer_is_not_dropped_while_it_takes_som
             assert json.loads(body)["status"] == "ok"
         finally:
             writer.close()
+
+
+async def test_requests_whose_clients_have_gone_still_count(tmp_path: Path) -> None:
+    """uvicorn runs a request to its end when its client leaves: 200 clients each sending a
+    slow request and closing at once held no connection, so the limit let all 200 run (each
+    a query of the read model, the store's pool exhausted for everyone; review of the HTTP
+    edge, session 34). They count now: past the limit and the probes' reserve, 503."""
+    behind = Behind()
+    async with served(tmp_path, behind) as (port, server):
+        for _ in range(LIMIT + PROBE_RESERVE):
+            _, writer = (await slow_requests(port, server, 1))[0]
+            writer.close()
+        await held(server, 0)  # none held: each client gone, its request running
+        assert len(server.server_state.tasks) == LIMIT + PROBE_RESERVE
+        reader, _ = await asyncio.open_connection("127.0.0.1", port)
+        async with asyncio.timeout(WAIT_S):
+            raw = await reader.read()
+        head, _, answer = raw.partition(b"\r\n\r\n")
+        assert head.startswith(b"HTTP/1.1 503 ")
+        assert json.loads(answer)["error"]["code"] == "server_busy"
+        behind.release.set()  # the requests end: room again
+        async with asyncio.timeout(WAIT_S):
+            while server.server_state.tasks:
+                await asyncio.sleep(0.01)
+        status, _, body = await ask(port, "/v1/openapi.json")
+        assert status == 200, body
