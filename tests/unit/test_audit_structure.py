@@ -24,7 +24,7 @@ from blackjack.domain.wallet import BuyIn, WalletDeposit, WalletWithdraw
 from blackjack.messages.wire import WireEnvelope, decode, encode, to_wire
 from tests.integration.conftest_projections import Script
 from tests.unit.test_platform_money import PLAYER, WALLET, Harness, code, deposit
-from tests.unit.test_replay_engine import SEAL, A, messages, wires, won_round
+from tests.unit.test_replay_engine import SEAL, A, messages, two_players_stood, wires, won_round
 
 Log = list[WireEnvelope]
 
@@ -116,22 +116,9 @@ def stand_dropped() -> Log:
 
 
 def turn_passed_over_an_open_hand() -> Log:
-    """At the shared table, alice's stand dropped: the turn moves on to ben's box while her
+    """At the shared table, alice's stand dropped: the turn moves on to bo's box while her
     hand is still hers to play."""
-    script = Script(
-        "atlantic-city-multi",
-        [["TH", "9S", "7S", "9H", "8D", "QD"]],
-        players={A: 10_000, "ben": 10_000},
-    )
-    script.do(
-        cmd.PlaceBet(player_id=A, box=0, amount=1000),
-        cmd.PlaceBet(player_id="ben", box=1, amount=1000),
-        cmd.Deal(player_id=A),
-        cmd.Deal(player_id="ben"),
-        cmd.Stand(player_id=A, box=0),
-        cmd.Stand(player_id="ben", box=1),
-    )
-    log = wires(script)
+    log = wires(two_players_stood())
     stood = first(log, ev.PlayerStood)
     return renumbered([*log[:stood], *log[stood + 1 :]])
 

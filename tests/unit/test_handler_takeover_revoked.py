@@ -5,6 +5,7 @@ held with it (review of the handler, session 34)."""
 
 from __future__ import annotations
 
+from collections.abc import Awaitable, Callable
 from typing import Any
 
 import pytest
@@ -34,18 +35,17 @@ class Consumer:
             self.paused.append(tp)
 
 
-def _fenced_after_a_rebalance(handler: CommandHandler, consumer: Consumer) -> type:
-    class Producer:
-        """Starts while the group gives the partition to another instance, whose
-        producer then fences this one: the takeover fails after the revocation."""
+def _fenced(meanwhile: Callable[[], Awaitable[None]] | None = None) -> type:
+    """A transactional producer that another instance's fences as this one takes the
+    partition; ``meanwhile``: what happens while it starts (the group rebalancing)."""
 
+    class Producer:
         def __init__(self, **_: Any) -> None:
             pass
 
         async def start(self) -> None:
-            await handler._revoke({TP})
-            consumer.assigned = set()
-            handler._assign(set())
+            if meanwhile is not None:
+                await meanwhile()
 
         async def begin_transaction(self) -> None:
             pass
@@ -59,15 +59,26 @@ def _fenced_after_a_rebalance(handler: CommandHandler, consumer: Consumer) -> ty
     return Producer
 
 
-async def test_a_takeover_failing_after_its_revocation_does_not_stop_the_handler(
-    monkeypatch: pytest.MonkeyPatch,
-) -> None:
+def _taking_partition_0() -> tuple[CommandHandler, Consumer]:
     handler = CommandHandler(HandlerConfig(shoe_key_hex=ShoeSeal.new_key_hex(), group_id="g"))
     consumer = Consumer()
     handler._consumer = consumer
     handler._reader = object()
     handler._partitions[0] = _Partition(0, TP)
-    monkeypatch.setattr(takeover, "AIOKafkaProducer", _fenced_after_a_rebalance(handler, consumer))
+    return handler, consumer
+
+
+async def test_a_takeover_failing_after_its_revocation_does_not_stop_the_handler(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    handler, consumer = _taking_partition_0()
+
+    async def rebalanced() -> None:  # the partition goes to another instance meanwhile
+        await handler._revoke({TP})
+        consumer.assigned = set()
+        handler._assign(set())
+
+    monkeypatch.setattr(takeover, "AIOKafkaProducer", _fenced(rebalanced))
     assert await handler._prepare_due() is False  # nothing more due, and no error raised
     assert handler._partitions == {} and consumer.paused == []
 
@@ -76,29 +87,9 @@ async def test_a_takeover_failing_on_a_partition_still_held_pauses_it_for_the_re
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
     """The other side: still assigned, the failed partition is paused until it is retried."""
-    handler = CommandHandler(HandlerConfig(shoe_key_hex=ShoeSeal.new_key_hex(), group_id="g"))
-    consumer = Consumer()
-    handler._consumer = consumer
-    handler._reader = object()
-    partition = handler._partitions[0] = _Partition(0, TP)
-
-    class Fenced:
-        def __init__(self, **_: Any) -> None:
-            pass
-
-        async def start(self) -> None:
-            pass
-
-        async def begin_transaction(self) -> None:
-            pass
-
-        async def commit_transaction(self) -> None:
-            raise ProducerFenced()
-
-        async def stop(self) -> None:
-            pass
-
-    monkeypatch.setattr(takeover, "AIOKafkaProducer", Fenced)
+    handler, consumer = _taking_partition_0()
+    partition = handler._partitions[0]
+    monkeypatch.setattr(takeover, "AIOKafkaProducer", _fenced())
     await handler._prepare_due()
     assert handler._partitions == {0: partition} and partition.status == "failed"
     assert consumer.paused == [TP]

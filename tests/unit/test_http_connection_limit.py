@@ -106,6 +106,16 @@ async def ask(port: int, path: str) -> tuple[int, dict[bytes, bytes], dict[str, 
         writer.close()
 
 
+async def refused_busy(port: int) -> None:
+    """A connection answered 503 ``server_busy`` as it comes, and closed."""
+    reader, _ = await asyncio.open_connection("127.0.0.1", port)
+    async with asyncio.timeout(WAIT_S):
+        raw = await reader.read()
+    head, _, answer = raw.partition(b"\r\n\r\n")
+    assert head.startswith(b"HTTP/1.1 503 ")
+    assert json.loads(answer)["error"]["code"] == "server_busy"
+
+
 async def slow_requests(
     port: int, server: _Server, count: int, path: str = "/healthz"
 ) -> list[Streams]:
@@ -161,12 +171,7 @@ async def test_with_every_connection_answering_the_probes_are_answered_the_rest_
             # the reserve taken too (each a probe in progress): the next is 503 as it comes
             more = await slow_requests(port, server, PROBE_RESERVE, "/metrics")
             try:
-                reader, _ = await asyncio.open_connection("127.0.0.1", port)
-                async with asyncio.timeout(WAIT_S):
-                    raw = await reader.read()
-                head, _, answer = raw.partition(b"\r\n\r\n")
-                assert head.startswith(b"HTTP/1.1 503 ")
-                assert json.loads(answer)["error"]["code"] == "server_busy"
+                await refused_busy(port)
             finally:
                 for _, writer in more:
                     writer.close()
@@ -487,12 +492,7 @@ async def test_requests_whose_clients_have_gone_still_count(tmp_path: Path) -> N
             writer.close()
         await held(server, 0)  # none held: each client gone, its request running
         assert len(server.server_state.tasks) == LIMIT + PROBE_RESERVE
-        reader, _ = await asyncio.open_connection("127.0.0.1", port)
-        async with asyncio.timeout(WAIT_S):
-            raw = await reader.read()
-        head, _, answer = raw.partition(b"\r\n\r\n")
-        assert head.startswith(b"HTTP/1.1 503 ")
-        assert json.loads(answer)["error"]["code"] == "server_busy"
+        await refused_busy(port)
         behind.release.set()  # the requests end: room again
         async with asyncio.timeout(WAIT_S):
             while server.server_state.tasks:

@@ -603,7 +603,8 @@ def test_a_move_the_tables_rules_forbid_is_found() -> None:
     ]
 
 
-def test_a_move_out_of_turn_or_by_someone_else_is_found() -> None:
+def two_players_stood() -> Script:
+    """The shared table: alice on box 0 and bo on box 1 each stand on the cards dealt."""
     script = Script(
         "atlantic-city-multi", [["TH", "9D", "7S", "6C", "QD", "8H"]], {A: 5000, "bo": 5000}
     )
@@ -615,7 +616,11 @@ def test_a_move_out_of_turn_or_by_someone_else_is_found() -> None:
         cmd.Stand(player_id=A, box=0),
         cmd.Stand(player_id="bo", box=1),
     )
-    log = wires(script)
+    return script
+
+
+def test_a_move_out_of_turn_or_by_someone_else_is_found() -> None:
+    log = wires(two_players_stood())
     assert messages(log, SEAL) == []
     out_of_turn = messages(tamper(log, ev.PlayerStood, lambda e: {"box": 1}), SEAL)
     assert "a stand on box 1 hand 0, whose turn it was not" in out_of_turn
