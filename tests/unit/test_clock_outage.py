@@ -90,3 +90,25 @@ async def test_a_broker_away_pauses_the_clock_with_one_line_and_a_count(
     await sender.send_due(0, store, now, clock[0])
     assert producer.tried == 2 and failures() - counted == 2
     assert len(log.lines) == 1  # within FAILED_LOG_EVERY_S: counted, not logged
+
+
+async def test_a_timer_whose_send_failed_is_sent_again_once_the_backoff_is_over(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """The command that failed stayed marked as fired, so it was due again only after the
+    pause between two firings (``REFIRE_AFTER_S``, 5 s), not after the send's backoff (the
+    table's turn clock ran late by seconds; review of the clock, session 34)."""
+    monkeypatch.setattr(timers, "due_commands", lambda store, now, timeout: due(1))
+    clock = [1000.0]
+    monkeypatch.setattr(time, "monotonic", lambda: clock[0])
+    config = HandlerConfig(shoe_key_hex=ShoeSeal.new_key_hex(), group_id="g")
+    sender = TimerSender(config, Log())  # type: ignore[arg-type]
+    producer = Away()
+    sender._producer = producer
+    store, now = PartitionStore(0), datetime(2026, 1, 1, tzinfo=UTC)
+    await sender.send_due(0, store, now, clock[0])
+    assert producer.tried == 1
+    clock[0] += timers.SEND_RETRY_FIRST_S  # the backoff over, the refiring pause not
+    assert timers.SEND_RETRY_FIRST_S < timers.REFIRE_AFTER_S
+    await sender.send_due(0, store, now, clock[0])
+    assert producer.tried == 2

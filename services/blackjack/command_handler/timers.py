@@ -96,6 +96,9 @@ class TimerSender:
                     partition=partition_for(envelope.stream_id, self._config.kafka.partitions),
                 )
             except KafkaError as error:  # sent again on a later tick (same id)
+                # not sent: due again once the backoff is over, not only after the pause
+                # between two firings of one that went out
+                del fired[envelope.command_id]
                 await self._failed(error)
                 return  # the rest is due again at a later tick
             if self._failures:
