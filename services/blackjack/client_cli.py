@@ -119,9 +119,13 @@ def _send(args: argparse.Namespace) -> int:
         )
         return 2
     except (TimeoutError, SendTimedOut) as error:  # SendTimedOut: a KafkaError, no TimeoutError
-        waited = "the broker did not take it" if isinstance(error, SendTimedOut) else "no result"
+        waited = (
+            f"the broker did not take it within {client.send_timeout_s} s"
+            if isinstance(error, SendTimedOut)
+            else f"no result within {args.timeout} s"
+        )
         print(
-            f"blackjack send: {waited} within {args.timeout} s for command {command_id}; "
+            f"blackjack send: {waited} for command {command_id}; "
             f"it may still be handled: {again()}; a money command resent without the first "
             "--sent-at later than the retention (7 days) is taken again",
             file=sys.stderr,

@@ -237,7 +237,9 @@ class _Edge:
     changes (no scan of the others: a scan per new connection was quadratic in the limit,
     up to ``MAX_MAX_CONNECTIONS``).
 
-    ``held`` counts the connections made and not known to be closing. ``idle`` and
+    ``held`` counts the connections made and not known to be closing; ``orphaned`` the
+    requests the app still runs whose connection has gone (uvicorn runs a request to its end
+    when its client leaves). ``idle`` and
     ``lingering`` are ordered by when each became so, the oldest first; an entry whose
     connection has since begun a request (or closed) is dropped when it comes first, and the
     connection is added again, last, when it is idle again, so a connection made room for
@@ -245,10 +247,11 @@ class _Edge:
     next request (part of its head read, or bytes waiting in the kernel): made room for only
     when no other is idle, and then answered 503, not closed (a gateway's request lost)."""
 
-    __slots__ = ("begun", "held", "idle", "lingering")
+    __slots__ = ("begun", "held", "idle", "lingering", "orphaned")
 
     def __init__(self) -> None:
         self.held = 0
+        self.orphaned = 0
         self.idle: OrderedDict[JsonH11Protocol, None] = OrderedDict()
         self.begun: OrderedDict[JsonH11Protocol, None] = OrderedDict()
         self.lingering: OrderedDict[JsonH11Protocol, None] = OrderedDict()
@@ -319,6 +322,9 @@ class JsonH11Protocol(H11Protocol):
         self._progress_at = 0.0
         self._edge = _edge(self.server_state)
         self._counted = False
+        self._requests = 0  # the app's requests on this connection running now
+        self._gone = False
+        self.app = self._counting(self.app)
 
     def connection_made(self, transport: asyncio.Transport) -> None:  # type: ignore[override]
         super().connection_made(transport)
@@ -333,13 +339,14 @@ class JsonH11Protocol(H11Protocol):
         self._counted = True
         limit = self.max_connections
         if limit is not None:
-            # and the requests still running for clients that have gone: uvicorn runs a
-            # request to its end when its client leaves, and such requests, counted nowhere,
-            # let a client that closes each connection at once start any number of them
-            held = edge.held + self._orphaned()
+            held = edge.held
             # more than once when connections ended with a 503 still linger (counted)
             while held > limit and edge.make_room():
                 held -= 1
+            # and the requests still running for clients that have gone: counted nowhere,
+            # they let a client that closes each connection at once start any number (no
+            # idle connection is closed for them: it would free no request)
+            held += edge.orphaned
             if held > limit:  # every other connection answering a request
                 if held > limit + self.probe_reserve:
                     self._close_busy(_refusal(503), "busy")
@@ -349,18 +356,20 @@ class JsonH11Protocol(H11Protocol):
         edge.idle[self] = None
         self._arm_head_deadline()
 
-    def _orphaned(self) -> int:
-        """The requests the app still runs whose connection is gone (uvicorn's tasks, less
-        those of the connections held that are answering one)."""
-        state = self.server_state
-        answering = sum(
-            1
-            for connection in state.connections
-            if connection is not self
-            and (cycle := getattr(connection, "cycle", None)) is not None
-            and not cycle.response_complete
-        )
-        return max(0, len(state.tasks) - answering)
+    def _counting(self, app: Any) -> Any:
+        """``app``, counting the requests it runs on this connection: those still running
+        when the connection is lost are the edge's ``orphaned`` until they end."""
+
+        async def counted(scope: Any, receive: Any, send: Any) -> None:
+            self._requests += 1
+            try:
+                await app(scope, receive, send)
+            finally:
+                self._requests -= 1
+                if self._gone:
+                    self._edge.orphaned -= 1
+
+        return counted
 
     def _idle(self) -> bool:
         """No request in progress: none begun, a head not complete, or between requests."""
@@ -499,6 +508,9 @@ class JsonH11Protocol(H11Protocol):
 
     def connection_lost(self, exc: Exception | None) -> None:
         self._release()
+        if not self._gone:
+            self._gone = True
+            self._edge.orphaned += self._requests
         self._disarm_head_deadline()
         self._disarm_write_stall()
         if self._lingering is not None:

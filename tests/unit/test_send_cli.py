@@ -331,7 +331,7 @@ async def reader_failed(self: BlackjackClient, stream_id: str, command: Any, **k
 @pytest.mark.parametrize(
     ("execute", "said"),
     [
-        (broker_away, "the broker did not take it within 2.0 s for command "),
+        (broker_away, "the broker did not take it within 30.0 s for command "),
         (answer_unreadable, "cannot be read (the answer to "),
         (reader_failed, "Kafka at "),
     ],

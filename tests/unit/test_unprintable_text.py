@@ -200,6 +200,21 @@ def test_a_withdrawal_for_no_one_seated_under_such_an_id_writes_nothing(text: st
 
 
 @pytest.mark.parametrize("text", UNPRINTABLE.values(), ids=UNPRINTABLE.keys())
+def test_such_a_player_s_withdrawal_refused_for_its_amount_is_written_down(text: str) -> None:
+    """Refused for what it asks (more than the balance), it is kept as any refusal is: a copy
+    sent once the balance would allow it is refused as a copy, not paid (the session's diff
+    review: only a refusal for no one seated writes nothing)."""
+    player = f"a{text}b"
+    processor, store = seated_under_an_older_release(player)
+    too_much = {"type": "Withdraw", "player_id": player, "amount": 10**9}
+    answer = handle(processor, store, too_much)
+    assert answer.result.rejection is not None
+    assert answer.result.rejection.code == "insufficient_funds"
+    [refused] = [e.data for e in answer.events]
+    assert isinstance(refused, ev.MoneyCommandRefused) and refused.player_id == player
+
+
+@pytest.mark.parametrize("text", UNPRINTABLE.values(), ids=UNPRINTABLE.keys())
 def test_such_a_player_takes_their_money_out_and_leaves(text: str) -> None:
     player = f"a{text}b"
     processor, store = seated_under_an_older_release(player)

@@ -274,7 +274,8 @@ class Movements:
                         None,
                         f"buy-in {key[1]} of {money(buy_in.amount, cur)} sent to "
                         f"{buy_in.table_id} at {buy_in.at.isoformat()}: the table has not "
-                        f"answered it {waited} later",
+                        f"answered it {waited} later (lost, or the command handler that "
+                        "answers it that far behind: see its lag)",
                     )
                 )
 
@@ -298,7 +299,8 @@ class Movements:
                         sequence,
                         None,
                         f"{money(amount, cur)} paid out to {player_id} at {at.isoformat()}: "
-                        f"{wallet} has not received it {waited} later",
+                        f"{wallet} has not received it {waited} later (lost, or the command "
+                        "handler that answers it that far behind: see its lag)",
                     )
                 )
 

@@ -152,10 +152,12 @@ def refusal(
         )
         return evolve_wallet(state, wallet_event), [wallet_event]
     if isinstance(command, cmd.Deposit | cmd.Withdraw) and isinstance(state, TableState):
-        if cmd.unprintable(command.player_id) is not None:
-            # a ``Withdraw`` names such an id for a player an older release seated (a
-            # seated one is paid, not refused): no new id enters the log this way, and a
-            # copy is refused again as it is, with nothing to keep
+        if command.player_id not in state.players and cmd.unprintable(command.player_id):
+            # a ``Withdraw`` names such an id for a player an older release seated: one for
+            # no one seated here (or at a table not open) writes no new id into the log, and
+            # a copy is refused again as it is, with nothing to keep (one seated and refused,
+            # for its amount, is written down as any other: a copy must not be taken once
+            # the balance allows it)
             return None
         table_event = ev.MoneyCommandRefused(
             player_id=command.player_id,

@@ -462,8 +462,8 @@ _NO_PRESET_TERMS: Final = Rules()
 
 def currency_refusal(base: Rules, overrides: Mapping[str, object], rules: Rules) -> str | None:
     """Why ``rules`` (``base`` with ``overrides``) cannot open a table in its currency, if
-    they cannot: their amounts are minor units, so a preset's $1 minimum read in yen is one
-    yen, and its blackjack win without cents (100) drops a hundred yen. A currency with
+    they cannot: their amounts are minor units, so a preset's $1 minimum (100) reads as 100
+    yen, and its blackjack win without cents (100) drops up to 99 yen. A currency with
     other decimals than the preset's must state each amount of the preset anew, and no
     blackjack win is cut to more than one whole unit. Checked when a table opens (a table
     opened before still reads), and by the math commands' ``--overrides``."""
