@@ -16,6 +16,7 @@ from blackjack.domain import commands as cmd
 from blackjack.domain.state import TableState
 from blackjack.messages.envelope import CommandEnvelope
 from blackjack.scenario import build_shoe
+from tests.unit.committed_log import CommittedLog
 from tests.unit.processor_harness import new_processor
 from tests.unit.test_handler_signed_replay import PLAYER, bought_in, results
 from tests.unit.test_handler_signed_replay import TABLE as TABLE_MULTI
@@ -211,3 +212,28 @@ def test_the_platforms_disconnect_under_the_clocks_id_is_the_clocks() -> None:
     assert early.result.status == "accepted" and early.events
     handled = table.send(due.command, T0 + timedelta(seconds=46), due.command_id)
     assert handled.result == early.result and handled.events == []
+
+
+async def test_a_takeover_sees_the_player_where_the_live_handler_did() -> None:
+    """A command the window does not keep (refused ``malformed``: a game command without its
+    round where the service requires one) counted as presence live, but a rebuild reads
+    presence from the kept answers only: after a takeover sam was last seen 40 s earlier,
+    and the new owner disconnected him, his bet refunded, where the old one kept him
+    (review of the rebuild, session 34). The same rule now on both sides."""
+    table, log = Table(), CommittedLog()
+    table.processor.round_required = True
+    for command in (
+        cmd.OpenTable(variant="surrender"),
+        cmd.SitDown(player_id="sam", seat=0),
+        cmd.Deposit(player_id="sam", amount=2_000),
+        cmd.PlaceBet(player_id="sam", box=0, amount=700, round=1),
+    ):
+        assert log.commit(table.send(command, T0)).result.status == "accepted"
+    refused = log.commit(table.send(cmd.ClearBets(player_id="sam"), T0 + timedelta(seconds=40)))
+    assert refused.result.rejection is not None
+    assert refused.result.rejection.code == "malformed"
+    rebuilt = await log.rebuild(table.processor, 100)
+    assert rebuilt.get(TABLE).last_seen == table.store.get(TABLE).last_seen
+    later = T0 + timedelta(seconds=50)
+    due = [d.model_dump() for d in due_commands(table.store, later, TIMEOUT)]
+    assert due == [d.model_dump() for d in due_commands(rebuilt, later, TIMEOUT)]

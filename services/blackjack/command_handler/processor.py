@@ -223,8 +223,6 @@ class Processor(Deciding):
             )
         if events:
             store.went_on(stream)
-        if present is not None:
-            stream.saw(present, now)
         result = CommandResult(
             command_id=envelope.command_id,
             stream_id=envelope.stream_id,
@@ -236,6 +234,11 @@ class Processor(Deciding):
             handled_at=now,
             player_id=present,
         )
+        if present is not None and remembered(result):
+            # Only with an answer the window keeps: a rebuild reads presence from those alone
+            # (``replay.remember``), and a player last seen later here than after a takeover
+            # was disconnected by the new owner, bet refunded, where this one kept them.
+            stream.saw(present, now)
         if signed and rejection is None and kept_by_id(command):
             stream.signed.add(envelope.command_id)
         store.since_checkpoint += 1
