@@ -46,6 +46,22 @@ handler answers one in a transaction of its own, within seconds; a partition's t
 a minute at most."""
 
 
+_STUCK_OR_BEHIND: Final = (
+    "(lost, or the command handler that answers it that far behind: see its lag)"
+)
+"""What a transfer stuck past ``STUCK_AFTER`` may be: the audit reads the events, not the
+commands a handler has still to answer."""
+
+
+@dataclass(frozen=True)
+class _PaidOut:
+    """Money a shared table paid out to its player's wallet."""
+
+    player_id: str
+    amount: int
+    at: datetime
+
+
 @dataclass(frozen=True)
 class _Sent:
     wallet: str
@@ -108,10 +124,8 @@ class Movements:
     received: list[tuple[WireEnvelope, wl.CashOutReceived]] = field(default_factory=list)
     handled: dict[tuple[str, int], _Handled] = field(default_factory=dict)
     """(wallet, buy-in number) -> the table event that took or declined it"""
-    paid_out: dict[tuple[str, int], tuple[str, int]] = field(default_factory=dict)
-    """(table, sequence) -> (player, amount) paid out of a shared table to the wallet"""
-    paid_at: dict[tuple[str, int], datetime] = field(default_factory=dict)
-    """(table, sequence) -> when the table paid it out"""
+    paid_out: dict[tuple[str, int], _PaidOut] = field(default_factory=dict)
+    """(table, sequence) -> what a shared table paid out there to the wallet"""
     cashed_unnumbered: set[str] = field(default_factory=set)
     """tables a version 1 cash-out (naming no table event) was received from"""
     last_at: datetime | None = None
@@ -159,6 +173,8 @@ class Movements:
                 if stream_id != wl.wallet_stream(e.player_id):
                     self.find(envelope, f"cash-out for {e.player_id} in another player's wallet")
                 self.received.append((envelope, e))
+                if e.table_sequence is None:  # a version 1 event: matched by the totals only
+                    self.cashed_unnumbered.add(e.table_id)
 
     def _read_table_event(self, stream_id: str, table: _Table, envelope: WireEnvelope) -> None:
         match envelope.data:
@@ -174,11 +190,11 @@ class Movements:
                     table.transfers_from = envelope.occurred_at
                 self._read_handled(envelope, e)
             case ev.SeatLeft() as e if table.shared and e.balance_returned > 0:
-                self.paid_out[(stream_id, envelope.sequence)] = (e.player_id, e.balance_returned)
-                self.paid_at[(stream_id, envelope.sequence)] = envelope.occurred_at
+                paid = _PaidOut(e.player_id, e.balance_returned, envelope.occurred_at)
+                self.paid_out[(stream_id, envelope.sequence)] = paid
             case ev.FundsWithdrawn() as e if table.shared and e.amount > 0:
-                self.paid_out[(stream_id, envelope.sequence)] = (e.player_id, e.amount)
-                self.paid_at[(stream_id, envelope.sequence)] = envelope.occurred_at
+                paid = _PaidOut(e.player_id, e.amount, envelope.occurred_at)
+                self.paid_out[(stream_id, envelope.sequence)] = paid
 
     def _read_handled(
         self, envelope: WireEnvelope, e: ev.FundsDeposited | ev.TransferDeclined
@@ -274,23 +290,21 @@ class Movements:
                         None,
                         f"buy-in {key[1]} of {money(buy_in.amount, cur)} sent to "
                         f"{buy_in.table_id} at {buy_in.at.isoformat()}: the table has not "
-                        f"answered it {waited} later (lost, or the command handler that "
-                        "answers it that far behind: see its lag)",
+                        f"answered it {waited} later {_STUCK_OR_BEHIND}",
                     )
                 )
 
     def match_payouts_received(self, received: set[tuple[str, int]]) -> None:
         """Every payout out of a shared table reached its player's wallet, in time."""
-        for key, (player_id, amount) in self.paid_out.items():
+        for key, paid in self.paid_out.items():
             table_id, sequence = key
             if key in received:
                 continue
             if table_id in self.cashed_unnumbered:  # version 1 cash-outs: the totals only
                 self.out.unverifiable += 1
                 continue
-            wallet = wl.wallet_stream(player_id)
-            at = self.paid_at[key]
-            waited = self._stuck_for(at, wallet)
+            wallet = wl.wallet_stream(paid.player_id)
+            waited = self._stuck_for(paid.at, wallet)
             if waited is not None:
                 cur = _currency(self.tables, table_id)
                 self.out.findings.append(
@@ -298,9 +312,9 @@ class Movements:
                         table_id,
                         sequence,
                         None,
-                        f"{money(amount, cur)} paid out to {player_id} at {at.isoformat()}: "
-                        f"{wallet} has not received it {waited} later (lost, or the command "
-                        "handler that answers it that far behind: see its lag)",
+                        f"{money(paid.amount, cur)} paid out to {paid.player_id} at "
+                        f"{paid.at.isoformat()}: {wallet} has not received it {waited} later "
+                        f"{_STUCK_OR_BEHIND}",
                     )
                 )
 
@@ -310,8 +324,7 @@ class Movements:
         cashed: dict[tuple[str, int], WireEnvelope] = {}
         for envelope, cash_out in self.received:
             if cash_out.table_sequence is None:
-                self.cashed_unnumbered.add(cash_out.table_id)
-                continue  # a version 1 event: matched by the totals only
+                continue  # a version 1 event (``cashed_unnumbered``)
             key = (cash_out.table_id, cash_out.table_sequence)
             where = f"{cash_out.table_id} event {cash_out.table_sequence}"
             if key in cashed:
@@ -324,11 +337,14 @@ class Movements:
             if payout is None and unread and self.lagging(cash_out.table_id):
                 self.out.in_transit += 1
                 continue
-            if payout != (cash_out.player_id, cash_out.amount):
+            if payout is None or (payout.player_id, payout.amount) != (
+                cash_out.player_id,
+                cash_out.amount,
+            ):
                 cur = _currency(self.tables, cash_out.table_id)
                 paid = "paid nothing out"
                 if payout is not None:
-                    paid = f"paid {money(payout[1], cur)} to {payout[0]}"
+                    paid = f"paid {money(payout.amount, cur)} to {payout.player_id}"
                 self.find(
                     envelope,
                     f"cash-out of {money(cash_out.amount, cur)} for {cash_out.player_id} from "
