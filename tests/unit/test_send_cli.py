@@ -19,6 +19,22 @@ from blackjack.client import BlackjackClient, SendTimedOut, UnreadableResult
 from blackjack.domain.wallet import WalletDeposit
 from blackjack.messages.envelope import CommandResult
 
+DEPOSIT = '{"type": "Deposit", "player_id": "ann", "amount": 500}'
+
+
+def send_args(**fields: Any) -> argparse.Namespace:
+    """``blackjack send``'s arguments: a deposit to t-1 under an id the command line makes,
+    waiting 2 s for its answer and not for its events, but for ``fields``."""
+    defaults: dict[str, Any] = {
+        "stream_id": "t-1",
+        "command": DEPOSIT,
+        "command_id": None,
+        "sent_at": None,
+        "timeout": 2.0,
+        "events": False,
+    }
+    return argparse.Namespace(**(defaults | fields))
+
 
 async def nothing(self: BlackjackClient, *args: Any, **kwargs: Any) -> None:
     return None
@@ -49,14 +65,7 @@ def test_an_accepted_command_whose_events_cannot_be_read_is_still_accepted(
         ("events", unreadable),
     ):
         monkeypatch.setattr(BlackjackClient, name, stand_in)
-    args = argparse.Namespace(
-        stream_id="t-1",
-        command='{"type": "Deposit", "player_id": "ann", "amount": 500}',
-        command_id="deposit-1",
-        sent_at=None,
-        timeout=2.0,
-        events=True,
-    )
+    args = send_args(command_id="deposit-1", events=True)
     assert client_cli._send(args) == 0
     out, err = capsys.readouterr()
     assert '"command_id":"deposit-1"' in out and '"status":"accepted"' in out
@@ -94,14 +103,7 @@ def test_a_closed_output_pipe_leaves_the_exit_code_saying_accepted(
         monkeypatch.setattr(BlackjackClient, name, stand_in)
     with open(tmp_path / "stdout", "w") as stand_in_fd:  # dup2 lands on this, not the real one
         monkeypatch.setattr(sys, "stdout", ClosedPipe(stand_in_fd.fileno()))
-        args = argparse.Namespace(
-            stream_id="t-1",
-            command='{"type": "Deposit", "player_id": "ann", "amount": 500}',
-            command_id="deposit-2",
-            sent_at=None,
-            timeout=2.0,
-            events=True,
-        )
+        args = send_args(command_id="deposit-2", events=True)
         assert client_cli._send(args) == 0
 
 
@@ -125,13 +127,10 @@ def test_an_id_the_service_would_refuse_is_a_one_line_error_before_sending(
 ) -> None:
     """Exit 2 (the command line's fault), not a traceback with exit 1 (which says rejected)."""
     monkeypatch.setattr(BlackjackClient, "start", _never)
-    args = argparse.Namespace(
+    args = send_args(
         stream_id=stream_id,
         command='{"type": "OpenTable", "variant": "mini-h17"}',
         command_id=command_id,
-        sent_at=None,
-        timeout=2.0,
-        events=False,
     )
     assert client_cli._send(args) == 2
     out, err = capsys.readouterr()
@@ -160,9 +159,7 @@ def test_a_command_naming_a_key_twice_is_refused_before_sending(
     """The handler refuses such JSON (test_duplicate_keys); ``send`` read it keeping the last
     value and sent that command, which the service then accepted."""
     monkeypatch.setattr(BlackjackClient, "start", _never)
-    args = argparse.Namespace(
-        stream_id="t-1", command=command, command_id=None, sent_at=None, timeout=2.0, events=False
-    )
+    args = send_args(command=command)
     assert client_cli._send(args) == 2
     out, err = capsys.readouterr()
     assert out == "" and err == f"blackjack send: not a command: the key {key!r} is named twice\n"
@@ -350,14 +347,7 @@ def test_a_command_that_may_have_gone_out_is_told_with_the_ids_to_resend_it_unde
     (review of the client, session 34)."""
     for name, stand_in in (("start", nothing), ("stop", nothing), ("execute", execute)):
         monkeypatch.setattr(BlackjackClient, name, stand_in)
-    args = argparse.Namespace(
-        stream_id="t-1",
-        command='{"type": "Deposit", "player_id": "ann", "amount": 500}',
-        command_id=None,
-        sent_at=None,
-        timeout=2.0,
-        events=False,
-    )
+    args = send_args()
     assert client_cli._send(args) == 2
     err = capsys.readouterr().err
     assert said in err and "Traceback" not in err
