@@ -54,6 +54,10 @@ class CommittedLog:
         self._records.setdefault(tp, []).append(_Record(offset, key, value, headers))
         self._ends[tp] = offset + 2
 
+    def expire(self, topic: str) -> None:
+        """Every record of ``topic`` deleted (past its retention); its offsets go on."""
+        self._records.pop(TopicPartition(topic, 0), None)
+
     def end(self, topic: str) -> int:
         return self._ends.get(TopicPartition(topic, 0), 0)
 

@@ -20,6 +20,7 @@ from blackjack.command_handler.clock import (
 )
 from blackjack.command_handler.processor import Handled
 from blackjack.command_handler.reading import Inbound
+from blackjack.command_handler.replay import _Events
 from blackjack.command_handler.streams import PartitionStore
 from blackjack.domain import commands as cmd
 from blackjack.domain.rejections import Rejection, RejectionCode
@@ -27,7 +28,7 @@ from blackjack.domain.state import TableState
 from blackjack.domain.wallet import BuyIn, WalletDeposit, wallet_stream
 from blackjack.messages.envelope import CommandEnvelope, CommandResult, StreamCommand
 from tests.unit.committed_log import CommittedLog
-from tests.unit.processor_harness import new_processor
+from tests.unit.processor_harness import TOPICS, new_processor
 
 T0 = datetime(2026, 5, 1, 12, 0, tzinfo=UTC)
 TABLE = "multi-1"
@@ -162,6 +163,51 @@ async def test_a_rebuild_remembers_the_newest_ids_like_the_live_window() -> None
     handler.send(solo, cmd.Deposit(player_id="ann", amount=50_000), "c-8", T0)
     retry = handler.send(solo, cmd.PlaceBet(player_id="ann", box=0, amount=20_000), "c-7", T0)
     assert retry.duplicate and retry.result.status == "rejected" and retry.events == []
+
+
+def _deposits(handler: Handler, stream: str, count: int) -> list[Handled]:
+    """A solo table opened, ann seated, and ``count`` deposits: each an accepted command with
+    an event."""
+    setup: tuple[cmd.TableCommand, ...] = (
+        cmd.OpenTable(variant="mini-h17"),
+        cmd.SitDown(player_id="ann"),
+    )
+    handled = [handler.send(stream, command, f"s-{n}", T0) for n, command in enumerate(setup)]
+    for number in range(count):
+        deposit = cmd.Deposit(player_id="ann", amount=100)
+        handled.append(handler.send(stream, deposit, f"d-{number}", T0))
+    assert all(h.result.status == "accepted" and h.events for h in handled)
+    return handled
+
+
+async def test_a_rebuild_from_the_events_alone_remembers_the_newest_commands() -> None:
+    """Every answer past the results topic's retention: the window is the newest accepted
+    commands the events prove, as many as it holds, and a retry of one is a duplicate."""
+    handler = Handler(window=3)
+    solo = "solo-1"
+    _deposits(handler, solo, 8)
+    refused = handler.send(solo, cmd.PlaceBet(player_id="ann", box=0, amount=10**9), "big", T0)
+    assert refused.result.status == "rejected" and refused.events == []  # gone with its answer
+    handler.log.expire(TOPICS.results)
+    await handler.take_over()
+    assert list(handler.store.streams[solo].results) == ["d-5", "d-6", "d-7"]
+    retry = handler.send(solo, cmd.Deposit(player_id="ann", amount=100), "d-7", T0)
+    assert retry.duplicate and retry.events == []
+
+
+def test_the_events_read_keep_each_streams_newest_commands_only() -> None:
+    """Read from a log's start (no checkpoint), the accepted commands kept while the events
+    are read are a stream's window's worth, not its history; the command that made each
+    stream is kept apart."""
+    handler = Handler(window=3)
+    handled = [*_deposits(handler, "solo-1", 50), *_deposits(handler, "solo-2", 2)]
+    events = _Events(window=3)
+    for envelope in (event for h in handled for event in h.events):
+        events.accept(envelope)
+        assert all(len(kept) <= 3 for kept in events.accepted.values())
+    assert list(events.accepted["solo-1"]) == ["d-47", "d-48", "d-49"]
+    assert list(events.accepted["solo-2"]) == ["s-1", "d-0", "d-1"]
+    assert events.first_commands == {"solo-1": "s-0", "solo-2": "s-0"}
 
 
 async def test_a_signed_step_resent_after_the_window_is_refused_alike_live_and_rebuilt() -> None:

@@ -362,10 +362,10 @@ def test_a_refusal_s_rebuilt_answer_is_the_live_one() -> None:
     h = Harness()
     h.send(WALLET, deposit(100), "pay-1", sent_at=START)
     live = h.send(WALLET, WalletWithdraw(player_id=PLAYER, amount=300), "out-1")
-    events = _Events()
+    events = _Events(window=1000)
     for envelope in h.events_of(WALLET):
         events.accept(envelope)
-    rebuilt = events.accepted[(WALLET, "out-1")]
+    rebuilt = events.accepted[WALLET]["out-1"]
     # (the events carry the command id as correlation id where the command named none, as
     # for an accepted command's rebuilt answer)
     assert rebuilt.model_dump(exclude={"correlation_id"}) == live.model_dump(

@@ -14,6 +14,7 @@ producer) before calling this, so nothing is in flight and the end offset is fin
 from __future__ import annotations
 
 import time
+from collections import OrderedDict
 from collections.abc import AsyncIterator, Mapping
 from dataclasses import dataclass, field, replace
 from datetime import datetime, timedelta
@@ -205,7 +206,7 @@ def _open_strays(store: PartitionStore, codec: SnapshotCodec) -> None:
 
 def _made_by(
     store: PartitionStore,
-    accepted: dict[tuple[str, str], CommandResult],
+    events: _Events,
     answered: set[tuple[str, str]],
     eventless: set[str],
 ) -> set[str]:
@@ -217,9 +218,8 @@ def _made_by(
     holds existed before every answer it holds.)"""
     return {
         stream_id
-        for (stream_id, command_id), result in accepted.items()
-        if result.first_sequence == 1
-        and (stream_id, command_id) in answered
+        for stream_id, command_id in events.first_commands.items()
+        if (stream_id, command_id) in answered
         and stream_id not in store.snapshot_bytes
         and stream_id not in eventless
     }
@@ -309,10 +309,12 @@ async def _read_partition(
     await read.complete_older_snapshots(start.events_from)
 
     # 2. The events after it: the states, and the commands they prove were accepted.
-    events = await read.events(start.events_from, ends[read.events_tp], start.checkpoint)
+    events = await read.events(
+        start.events_from, ends[read.events_tp], start.checkpoint, dedup_window
+    )
     # 3. The results after it: every answer as it was given, rejections included.
     answers = await read.results(start.results_from, ends[read.results_tp])
-    read.remember(events.accepted, answers, dedup_window)
+    read.remember(events, answers, dedup_window)
     store.since_checkpoint = len(answers)
     if start.checkpoint is None:
         read.write_again(marks)
@@ -406,9 +408,17 @@ def _why_distrusted(
 class _Events:
     """What the events after the checkpoint gave: the commands they prove were accepted (by
     stream and command id, as their answers were), how many were folded, and the offsets of
-    the records the service did not write."""
+    the records the service did not write.
 
-    accepted: dict[tuple[str, str], CommandResult] = field(default_factory=dict)
+    Only a stream's newest ``window`` accepted commands are kept: an older one is outside the
+    window a rebuild leaves (``_PartitionRead.remember``), whether its answer is still on the
+    results topic or not, so read from the whole log (no checkpoint to trust) memory no
+    longer grows with the partition's history. The command that made each stream (its first
+    event's) is kept apart: it tells the streams made after the checkpoint (``_made_by``)."""
+
+    window: int
+    accepted: dict[str, OrderedDict[str, CommandResult]] = field(default_factory=dict)
+    first_commands: dict[str, str] = field(default_factory=dict)
     folded: int = 0
     foreign: list[int] = field(default_factory=list)
 
@@ -418,8 +428,9 @@ class _Events:
         command was another stream's, answered ``table_not_open`` there (a stray answer)."""
         if not envelope.causation_id or is_declines_stream(envelope.stream_id):
             return
-        key = (envelope.stream_id, envelope.causation_id)
-        first = self.accepted.get(key)
+        stream_id, command_id = envelope.stream_id, envelope.causation_id
+        kept = self.accepted.setdefault(stream_id, OrderedDict())
+        first = kept.get(command_id)
         event = envelope.data
         # A platform money command refused (``platform_money.refusal``): answered rejected
         # with its code and message, its events numbered, as the live handler answered it.
@@ -428,9 +439,10 @@ class _Events:
             if isinstance(event, RefusalEvent)
             else None
         )
-        self.accepted[key] = CommandResult(
-            command_id=envelope.causation_id,
-            stream_id=envelope.stream_id,
+        # (a command's events are written together: an existing key is the newest already)
+        kept[command_id] = CommandResult(
+            command_id=command_id,
+            stream_id=stream_id,
             correlation_id=envelope.correlation_id,
             status="accepted" if refusal is None else "rejected",
             rejection=refusal if refusal is not None else (first.rejection if first else None),
@@ -438,6 +450,10 @@ class _Events:
             last_sequence=envelope.sequence,
             handled_at=envelope.occurred_at,
         )
+        if envelope.sequence == 1:
+            self.first_commands[stream_id] = command_id
+        while len(kept) > self.window:
+            kept.popitem(last=False)
 
 
 def _money_forgotten(stream: Stream, store: PartitionStore, now: datetime) -> bool:
@@ -566,10 +582,12 @@ class _PartitionRead:
             old.signed_incomplete = old.money_incomplete = False
             store.dirty.add(old.stream_id)
 
-    async def events(self, start: int, end: int, checkpoint: Checkpoint | None) -> _Events:
+    async def events(
+        self, start: int, end: int, checkpoint: Checkpoint | None, window: int
+    ) -> _Events:
         """The events from ``start`` folded into their streams (those already in a stream's
-        snapshot skipped)."""
-        store, events = self.store, _Events()
+        snapshot skipped); each stream's newest ``window`` commands they prove accepted."""
+        store, events = self.store, _Events(window)
         async for record in self._read(self.events_tp, start, end):
             if not_the_service_s(record.value, record.headers):
                 events.foreign.append(record.offset)  # junk, no event of any stream
@@ -607,12 +625,7 @@ class _PartitionRead:
         store.results_next = max(end, start)
         return answers
 
-    def remember(
-        self,
-        accepted: dict[tuple[str, str], CommandResult],
-        answers: list[CommandResult],
-        dedup_window: int,
-    ) -> None:
+    def remember(self, events: _Events, answers: list[CommandResult], dedup_window: int) -> None:
         """Each stream's window of answers, as the live handler left it."""
         store = self.store
         answered = {(result.stream_id, result.command_id) for result in answers}
@@ -620,11 +633,12 @@ class _PartitionRead:
         # retention) are older than every answer it still holds: remembered first, in the order
         # of their events. Only those: an answer the window has already let go of must not come
         # back as the newest and push out the newest ones.
-        for (stream_id, command_id), result in accepted.items():
+        for stream_id, kept in events.accepted.items():
             stream = store.get(stream_id)
-            if (stream_id, command_id) not in answered and command_id not in stream.results:
-                stream.remember(result, dedup_window)
-        made = _made_by(store, accepted, answered, self.eventless)
+            for command_id, result in kept.items():
+                if (stream_id, command_id) not in answered and command_id not in stream.results:
+                    stream.remember(result, dedup_window)
+        made = _made_by(store, events, answered, self.eventless)
         for result in answers:
             if _stray(store, result, made, dedup_window):
                 continue
