@@ -97,6 +97,15 @@ from blackjack.observability.logging import Throttled
 _T = TypeVar("_T")
 
 KEEP_RESULTS = 100_000
+"""How many command ids this client sent or was asked the result of it keeps the answers
+of (and remembers the sendings of)."""
+KEEP_OTHERS_RESULTS = 10_000
+"""How many other command ids it keeps the answers of: other clients' commands on the results
+topic, a handler's signed steps, records sent raw. They have a store of their own, so a
+platform's traffic never lets go of this client's own answers: one store of 100,000 kept
+everyone's, about 1.7 KB an answer (168 MB), and at 850 commands a second let go of a
+client's own answer after two minutes (its ``result`` asked later timed out although the
+command was taken)."""
 ANSWERED_EARLY = 10_000
 """How many answers the reader read last to commands not known as sent (others', or this
 client's whose ack has not come yet) it keeps the command offsets of."""
@@ -383,10 +392,14 @@ class BlackjackClient:
         self._consumer: AIOKafkaConsumer | None = None
         self._reader: asyncio.Task[None] | None = None
         self._results: OrderedDict[str, dict[tuple[int, int, int], _Answer]] = OrderedDict()
-        """Per command id, the answers received, by their (generation, partition, offset): an
-        answer read twice (by the reader and by a look-back) is kept once; one that could not
-        be read as an ``_Unreadable``. The generation counts the results topics this client
-        has read (one deleted and made again is another: its offsets start again)."""
+        """Per command id this client sent or was asked the result of (``_wanted``), the
+        answers received, by their (generation, partition, offset): an answer read twice (by
+        the reader and by a look-back) is kept once; one that could not be read as an
+        ``_Unreadable``. The generation counts the results topics this client has read (one
+        deleted and made again is another: its offsets start again)."""
+        self._others: OrderedDict[str, dict[tuple[int, int, int], _Answer]] = OrderedDict()
+        """The same for the other command ids, the last ``KEEP_OTHERS_RESULTS``: moved to
+        ``_results`` once asked for."""
         self._generation = 0
         self._topic_id: uuid.UUID | None = None
         """The id of the results topic the reader reads (None: the broker gives none)."""
@@ -416,13 +429,20 @@ class BlackjackClient:
         answers there deleted unread (or the topic made again) in this run."""
         self._run = 0
         self._pinned: dict[int, int] = {}
-        """Per partition of the results topic, where this run's reader started: every answer
-        from there on is the reader's, the answers before it a look-back's."""
+        """Per partition of the results topic, where this run's reader started (the
+        partitions it reads)."""
         self._last_read_ms: dict[int, int] = {}
         """Per partition of the results topic, the timestamp of the last record this run's
         reader read there (or of its start): where it reads on from if the partition ends
         before its position (recreated, truncated)."""
-        self._looked_back: set[tuple[str, str]] = set()
+        self._read_to: dict[int, int] = {}
+        """Per partition of the results topic, the offset after the last record this run's
+        reader has taken (``_take``): a look-back reads up to it, and the reader keeps the
+        answers wanted from there on."""
+        self._asked: OrderedDict[str, set[str]] = OrderedDict()
+        """The command ids ``result`` was asked for in this run (the last ``KEEP_RESULTS``),
+        each with the streams looked back for it: their answers are kept with those of the
+        commands this client sent (``_sent``) from then on."""
         self._ready: asyncio.Future[None] | None = None
         self._starting: asyncio.Future[None] | None = None
         self._closing = False
@@ -499,7 +519,7 @@ class BlackjackClient:
         loop = asyncio.get_running_loop()
         self._loop, self._stopped = loop, False
         self._run += 1
-        self._looked_back = set()
+        self._asked = OrderedDict()  # (looked back for again: up to where this run reads)
         self._open = OrderedDict()  # (the earlier runs' answers are a look-back's)
         self._answered_early = OrderedDict()
         self._gap_at = {}
@@ -596,6 +616,7 @@ class BlackjackClient:
         await self._consumer.seek_to_end(*tps)
         # pin the start now, before any send: no result of a later command can be missed
         self._pinned = {tp.partition: await self._consumer.position(tp) for tp in tps}
+        self._read_to = dict(self._pinned)
         if state is None and not self._topic_ids_unsupported:
             # the broker asked may not have the topic yet: on a cluster each broker applies a
             # topic just created in its own time (before: the reader never learnt the id, and
@@ -804,6 +825,7 @@ class BlackjackClient:
         self._sent.move_to_end(envelope.command_id)
         while len(self._sent) > KEEP_RESULTS:
             self._sent.popitem(last=False)
+        self._own(envelope.command_id)
         return sending
 
     def _placed(self, command_id: str, sending: _Sending, metadata: Any) -> None:
@@ -876,11 +898,12 @@ class BlackjackClient:
         idempotency key of one stream: the same id sent to two streams is two commands, each
         answered, so ``stream_id`` (when given) takes only that stream's answers.
 
-        The answer to a command sent before this start (by this client before a ``stop()``,
-        or, given its ``stream_id`` and ``sent_at``, by anyone: a platform's process that
-        restarted between its send and its read) is looked for on the stream's partition of
-        the results topic, from ``RESULTS_LOOKBACK_MS`` before its ``sent_at`` to where this
-        run's reader started; every answer after that is the reader's. Within ``timeout``.
+        The answer to a command this client did not send in this run (sent by it before a
+        ``stop()``, or, given its ``stream_id`` and ``sent_at``, by anyone: a platform's
+        process that restarted between its send and its read) is looked for on the stream's
+        partition of the results topic, from ``RESULTS_LOOKBACK_MS`` before its ``sent_at`` to
+        where this run's reader has read; every answer after that is the reader's, and kept
+        from this call on. Within ``timeout``.
 
         An answer this client cannot read as a ``CommandResult`` but whose command id it can
         (a newer service's status or rejection code) raises ``UnreadableResult`` at once,
@@ -902,6 +925,7 @@ class BlackjackClient:
         future: asyncio.Future[_Answer] = asyncio.get_running_loop().create_future()
         waiter = (skip, stream_id, future)
         self._waiters.setdefault(command_id, []).append(waiter)
+        self._ask(command_id)
         try:
             async with asyncio.timeout(timeout):
                 await self._started()
@@ -916,38 +940,71 @@ class BlackjackClient:
                 self._waiters.pop(command_id, None)
 
     def results_for(self, command_id: str, stream_id: str | None = None) -> list[CommandResult]:
-        """Every result received for a command id so far (one, unless it was re-sent or sent
-        to several streams), or only those of ``stream_id``. An answer that could not be read
-        is not among them (``result`` raises ``UnreadableResult`` for it)."""
+        """Every result received so far for a command id this client sent or asked the
+        ``result`` of (one, unless it was re-sent or sent to several streams), or only those
+        of ``stream_id``. An answer that could not be read is not among them (``result``
+        raises ``UnreadableResult`` for it); nor are the answers to other clients' commands,
+        which are not kept."""
         answers = _of_stream(self._answers(command_id), stream_id)
         return [answer for answer in answers if isinstance(answer, CommandResult)]
 
+    def _ask(self, command_id: str) -> None:
+        """``command_id``'s answers kept with this client's own from now on (``_asked``),
+        those kept with the others' already moved there."""
+        self._asked.setdefault(command_id, set())
+        self._asked.move_to_end(command_id)
+        while len(self._asked) > KEEP_RESULTS:
+            self._asked.popitem(last=False)
+        self._own(command_id)
+
+    def _own(self, command_id: str) -> None:
+        """The answers to ``command_id`` kept with the others' moved to this client's own."""
+        received = self._others.pop(command_id, None)
+        if received is not None:
+            self._results.setdefault(command_id, {}).update(received)
+            while len(self._results) > KEEP_RESULTS:
+                self._results.popitem(last=False)
+
+    def _wanted(self, command_id: str) -> bool:
+        """Whether the answers to ``command_id`` are this client's own to keep: to a command
+        it sent, or one it was asked the result of (``_asked``, or waited for now)."""
+        return command_id in self._sent or command_id in self._asked or command_id in self._waiters
+
     def _answers(self, command_id: str) -> list[_Answer]:
-        received = self._results.get(command_id, {})
+        # (in one store but where this client's own let go of a sending it remembered)
+        received = {**self._others.get(command_id, {}), **self._results.get(command_id, {})}
         return [received[position] for position in sorted(received)]
 
     def _to_look_back(
         self, command_id: str, stream_id: str | None, sent_at: datetime | None
-    ) -> list[tuple[str, datetime]]:
+    ) -> list[tuple[str, datetime | None]]:
         """The (stream, sent_at) of the sendings of ``command_id`` whose answer may be before
-        where this run's reader started: each sent in an earlier run, or the one named
-        (unless sent in this run), not looked back for yet in this run."""
+        where this run's reader has read, not kept: each sent in an earlier run, or the one
+        named (unless sent in this run), not looked back for yet in this run. Named without
+        its ``sent_at`` and not sent by this client (another's command: a handler's signed
+        step, another process's), its sent_at is None: looked for since this run's start."""
         sendings = self._sent.get(command_id, [])
         if any(s.run == self._run and stream_id in (None, s.stream_id) for s in sendings):
             return []  # sent since this start: its answer is the reader's
+        mine: list[tuple[str, datetime | None]] = [
+            (s.stream_id, s.sent_at) for s in sendings if stream_id in (None, s.stream_id)
+        ]
+        wanted: list[tuple[str, datetime | None]]
         if stream_id is not None and sent_at is not None:
             wanted = [(stream_id, sent_at)]
+        elif stream_id is not None and not mine:
+            wanted = [(stream_id, None)]
         else:
-            wanted = [
-                (s.stream_id, s.sent_at) for s in sendings if stream_id in (None, s.stream_id)
-            ]
-        return [(s, at) for s, at in wanted if (s, command_id) not in self._looked_back]
+            wanted = mine
+        looked_back = self._asked.get(command_id, set())
+        return [(s, at) for s, at in wanted if s not in looked_back]
 
-    async def _look_back(self, command_id: str, stream_id: str, since: datetime) -> None:
+    async def _look_back(self, command_id: str, stream_id: str, since: datetime | None) -> None:
         """Read the stream's partition of the results topic from ``RESULTS_LOOKBACK_MS``
-        before ``since`` up to where this run's reader started, keeping the answers of
-        ``command_id`` at ``stream_id``. A broker's passing error is logged and the wait goes
-        on (a later ``result`` looks again)."""
+        before ``since`` (None: from where this run's reader started) up to where it has
+        read, keeping the answers of ``command_id`` at ``stream_id``: the reader keeps those
+        after (``_wanted``: the caller waits). A broker's passing error is logged and the
+        wait goes on (a later ``result`` looks again)."""
         partition = partition_for(stream_id, len(self._pinned))
         tp = TopicPartition(self.topics.results, partition)
         consumer = ScopedConsumer(
@@ -991,8 +1048,12 @@ class BlackjackClient:
             )
             return
         finally:
+            # aiokafka's consumer without a group starts a task it cancels at stop(): cancelled
+            # before it first ran, stop() raised CancelledError (a look-back that found
+            # nothing to read since the reader's start awaited nothing in between)
+            await asyncio.sleep(0)
             await consumer.stop()
-        self._looked_back.add((stream_id, command_id))
+        self._asked.setdefault(command_id, set()).add(stream_id)
 
     async def _read_back(
         self,
@@ -1000,18 +1061,22 @@ class BlackjackClient:
         tp: TopicPartition,
         command_id: str,
         stream_id: str,
-        since: datetime,
+        since: datetime | None,
     ) -> list[Any]:
-        """The records of the stream's partition from ``since`` up to where the reader began
-        that may answer ``command_id`` at ``stream_id``."""
+        """The records of the stream's partition from ``since`` (None: where the reader
+        started) up to where it has read that may answer ``command_id`` at ``stream_id``."""
         found: list[Any] = []
-        end = self._pinned[tp.partition]
+        end = self._read_to[tp.partition]
         consumer.assign([tp])
-        ms = int(since.timestamp() * 1000) - RESULTS_LOOKBACK_MS
-        start = (await consumer.offsets_for_times({tp: ms})).get(tp)
-        if start is None or start.offset >= end:
-            return found  # nothing answered since before it was sent, up to where it began
-        consumer.seek(tp, start.offset)
+        if since is None:
+            begin: int | None = self._pinned[tp.partition]
+        else:
+            ms = int(since.timestamp() * 1000) - RESULTS_LOOKBACK_MS
+            start = (await consumer.offsets_for_times({tp: ms})).get(tp)
+            begin = None if start is None else start.offset
+        if begin is None or begin >= end:
+            return found  # nothing answered since before it was sent, up to where it has read
+        consumer.seek(tp, begin)
         key = stream_id.encode()
         named = _json_text(command_id)
         while await consumer.position(tp) < end:
@@ -1226,6 +1291,7 @@ class BlackjackClient:
         self._suspect, self._unchecked = self._unchecked, {}
         # a look-back reads no further than where the reader reads from
         self._pinned = {tp.partition: await consumer.position(tp) for tp in tps}
+        self._read_to = dict(self._pinned)
         now_ms = int(time.time() * 1000)
         self._last_read_ms = dict.fromkeys(self._pinned, now_ms)
         self._gap_at = dict.fromkeys(self._pinned, self._sendings)
@@ -1272,6 +1338,7 @@ class BlackjackClient:
             consumer.seek(tp, to)
             # a look-back reads up to where the reader read from
             self._pinned[tp.partition] = min(self._pinned.get(tp.partition, to), to)
+            self._read_to[tp.partition] = min(self._read_to.get(tp.partition, to), to)
             RESULTS_RESETS.labels(self.client_id, cause).inc()
             log.error(
                 "the results reader's position was out of range; it reads on from another "
@@ -1307,6 +1374,7 @@ class BlackjackClient:
         held = {tp: await consumer.position(tp) for p, tp in assigned.items() if p not in gone}
         for partition in gone:
             self._pinned.pop(partition, None)
+            self._read_to.pop(partition, None)
             self._last_read_ms.pop(partition, None)
         if gone:
             RESULTS_RESETS.labels(self.client_id, "partition_removed").inc(len(gone))
@@ -1325,7 +1393,7 @@ class BlackjackClient:
         await consumer.seek_to_beginning(*new)
         now_ms = int(time.time() * 1000)
         for tp in new:
-            self._pinned[tp.partition] = await consumer.position(tp)
+            self._pinned[tp.partition] = self._read_to[tp.partition] = await consumer.position(tp)
             self._last_read_ms[tp.partition] = now_ms
         log.warning(
             "partitions added to the results topic; read from their beginning",
@@ -1350,6 +1418,8 @@ class BlackjackClient:
         """Keep the results of a fetch (a record no reader can read stepped over)."""
         for records in batches.values():
             for record in records:
+                read_to = self._read_to.get(record.partition, 0)
+                self._read_to[record.partition] = max(read_to, record.offset + 1)
                 if header_name_not_utf8(record.headers):
                     # none of the service's results has one: nothing of it is believed
                     log.error(
@@ -1488,15 +1558,20 @@ class BlackjackClient:
         self._keep(result.command_id, result, partition, offset)
 
     def _keep(self, command_id: str, answer: _Answer, partition: int, offset: int) -> bool:
-        """Keep an answer (once: False if it was kept already) and hand it to whoever waits
-        for it."""
-        received = self._results.setdefault(command_id, {})
+        """Keep an answer (once: False if it was kept already), with this client's own
+        (``_wanted``) or the others', and hand it to whoever waits for it."""
+        store, keep = (
+            (self._results, KEEP_RESULTS)
+            if self._wanted(command_id)
+            else (self._others, KEEP_OTHERS_RESULTS)
+        )
         position = (self._generation, partition, offset)
-        if position in received:
+        if any(position in kept.get(command_id, ()) for kept in (self._results, self._others)):
             return False
-        received[position] = answer
-        while len(self._results) > KEEP_RESULTS:
-            self._results.popitem(last=False)
+        store.setdefault(command_id, {})[position] = answer
+        store.move_to_end(command_id)
+        while len(store) > keep:
+            store.popitem(last=False)
         waiters = self._waiters.get(command_id, [])
         answers = self._answers(command_id) if waiters else []
         for skip, stream_id, future in waiters:

@@ -255,12 +255,14 @@ async def test_a_results_topic_recreated_longer_than_the_readers_position_is_rea
         )
         waiting = asyncio.ensure_future(client.result("anew-1", WAIT_S))
         again = asyncio.ensure_future(client.result("was-1", WAIT_S, skip=1))
+        later = [asyncio.ensure_future(client.result(c, WAIT_S)) for c in ("anew-2", "anew-3")]
         release(client, tp)
         # before: the reader read on from offset 2 (anew-2, anew-3): the waits timed out
         assert (await waiting).command_id == "anew-1"
         assert (await again).command_id == "was-1"  # not taken for the old topic's answer
         assert len(client.results_for("was-1")) == 2
         assert client._pinned[0] == 0
+        assert [(await wait).command_id for wait in later] == ["anew-2", "anew-3"]
         await answered(client, space.bootstrap, tp.topic, "anew-4")
         # read before the reader knew of the new topic, then again from its beginning: once
         assert [len(client.results_for(c)) for c in ("anew-2", "anew-3")] == [1, 1]

@@ -121,7 +121,7 @@ class PlaySession:
             # No table under the id: the deposit is declined in the partition's stream of
             # such declines (``ids.declines_stream``), never in this table's log, and its
             # answer says so (``table_not_open``); a table opened meanwhile answers below.
-            declined = await self._declined_nowhere(result)
+            declined = await self._declined_nowhere(result, command.table_id)
             if declined is not None:
                 return [Text(f"{declined}; {amount} goes back to your wallet", style="bold red")]
         try:
@@ -140,15 +140,18 @@ class PlaySession:
             return [Text(said, style="bold red")]
         return [Text(f"BuyIn: accepted, {amount} {currency} credited at the table", "green")]
 
-    async def _declined_nowhere(self, sent: CommandResult) -> str | None:
-        """The deposit of the buy-in the wallet accepted (``sent``), if it was declined
-        without reaching a table's log (``table_not_open``, refunded): what to say of it.
-        None otherwise (a table's log says what it did), or without an answer in time."""
+    async def _declined_nowhere(self, sent: CommandResult, table_id: str) -> str | None:
+        """The deposit of the buy-in the wallet accepted (``sent``) to ``table_id``, if it
+        was declined without reaching a table's log (``table_not_open``, refunded): what to
+        say of it. None otherwise (a table's log says what it did), or without an answer in
+        time. (The wallet's handler sent it: the client keeps its answer only once asked,
+        and looks back for it at the table's stream.)"""
         if sent.first_sequence is None:
             return None
         buy_in_sent = event_id(wl.wallet_stream(self.player_id), sent.first_sequence)
         try:
-            answer = await self.client.result(step_id(buy_in_sent, "deposit"), self.timeout)
+            deposit = step_id(buy_in_sent, "deposit")
+            answer = await self.client.result(deposit, self.timeout, stream_id=table_id)
         except TimeoutError:
             return None
         if answer.rejection is None or answer.rejection.code != "table_not_open":

@@ -1,0 +1,69 @@
+"""Which answers ``BlackjackClient`` keeps, on the real broker.
+
+A client reads every answer on the results topic. It kept them all in one store of 100,000,
+about 1.7 KB each (168 MB), so at a platform's 850 commands a second the answer to a
+client's own command was let go of after two minutes, and its ``result`` asked later timed
+out although the command was taken. Now the answers to the commands a client sent, or was
+asked the result of, are kept apart from the others' (``KEEP_OTHERS_RESULTS`` of those), and
+an answer let go of with the others' is looked back for on its stream's partition.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pytest
+
+from blackjack import client as client_module
+from blackjack.domain import commands as cmd
+from tests.integration.conftest import WAIT_S, KafkaSpace
+from tests.integration.test_client_lost_answers import TABLE, answer, answered, write
+
+pytestmark = pytest.mark.integration
+
+OTHERS = 3
+
+
+async def test_the_answer_to_its_own_command_outlives_the_others_traffic(
+    kafka_space: Any, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setattr(client_module, "KEEP_OTHERS_RESULTS", OTHERS)
+    space: KafkaSpace = await kafka_space(partitions=1)
+    async with space.client() as client:
+        mine = await client.send(TABLE, cmd.OpenTable(variant="mini-h17"))
+        # no handler runs: the answer is written as one would
+        await write(space.bootstrap, space.topics.results, answer(mine))
+        others = [f"other-{n}" for n in range(4 * OTHERS)]
+        for command_id in others:  # other clients' answers, read but not asked for
+            await write(space.bootstrap, space.topics.results, answer(command_id))
+        # the last one asked for: once it is here, the reader has read every one before it
+        await answered(client, space.bootstrap, space.topics.results, "last")
+        # before: one store of all answers let go of the own one first
+        assert [r.command_id for r in client.results_for(mine)] == [mine]
+        assert (await client.result(mine, timeout=0.001)).command_id == mine
+        assert len(client._others) == OTHERS  # the others' last ones only
+        assert client.results_for(others[0]) == []
+        assert [r.command_id for r in client.results_for(others[-1])] == [others[-1]]
+
+
+async def test_an_answer_let_go_of_with_the_others_is_looked_back_for_on_its_stream(
+    kafka_space: Any, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A handler's signed step, say: another's command, whose answer came before the caller
+    asked for it. Given its stream, it is looked for from the reader's start."""
+    monkeypatch.setattr(client_module, "KEEP_OTHERS_RESULTS", OTHERS)
+    space: KafkaSpace = await kafka_space(partitions=1)
+    async with space.client() as client:
+        await write(space.bootstrap, space.topics.results, answer("step-1"))
+        for n in range(2 * OTHERS):
+            await write(space.bootstrap, space.topics.results, answer(f"other-{n}"))
+        await answered(client, space.bootstrap, space.topics.results, "last")
+        assert client.results_for("step-1") == []  # let go of
+        found = await client.result("step-1", WAIT_S, stream_id=TABLE)
+        assert found.command_id == "step-1" and found.stream_id == TABLE
+        assert TABLE in client._asked["step-1"]
+        # asked for: kept with the client's own from now on
+        await write(space.bootstrap, space.topics.results, answer("step-1"))
+        again = await client.result("step-1", WAIT_S, skip=1, stream_id=TABLE)
+        assert again.command_id == "step-1"
+        assert len(client.results_for("step-1")) == 2
