@@ -71,6 +71,7 @@ class Partitions:
     _partitions: dict[int, _Partition]
     _retained: dict[int, _Retained]
     _assigned_once: asyncio.Event
+    _rebalancing: bool
     _change: asyncio.Event
     _stopping: asyncio.Event
     _backlog_shown: set[int]

@@ -111,6 +111,9 @@ class CommandHandler(Ticker):
         self._partitions: dict[int, _Partition] = {}
         self._retained: dict[int, _Retained] = {}
         self._assigned_once = asyncio.Event()
+        self._rebalancing = False
+        """Between a revocation and the next assignment: the group rebalances (eager:
+        every partition revoked), and the handler holds none of them."""
         self._change = asyncio.Event()
         self._stopping = asyncio.Event()
         self._stop_task: asyncio.Future[None] | None = None
@@ -244,10 +247,12 @@ class CommandHandler(Ticker):
 
     @property
     def ready(self) -> bool:
-        """Joined the group, and every assigned partition rebuilt and consuming."""
+        """Joined the group, not in a rebalance (holding no partition: before, ready then,
+        every one of none was), and every assigned partition rebuilt and consuming."""
         return (
             self.failure is None
             and self._assigned_once.is_set()
+            and not self._rebalancing
             and all(p.status == "ready" for p in self._partitions.values())
         )
 

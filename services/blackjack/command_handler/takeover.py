@@ -112,10 +112,13 @@ class Takeovers(Partitions):
         # Nothing is consumed from a partition before it is rebuilt; _prepare resumes it.
         self._consumer.pause(*(self._partitions[tp.partition].tp for tp in assigned))
         self._assigned_once.set()
+        self._rebalancing = False
         self.log.info("partitions assigned", partitions=sorted(tp.partition for tp in assigned))
         self._changed()
 
     async def _revoke(self, revoked: set[TopicPartition]) -> None:
+        # (aiokafka calls this before every join, with no partition too: a rebalance begins)
+        self._rebalancing = True
         for tp in revoked:
             partition = self._partitions.pop(tp.partition, None)
             if partition is None:
