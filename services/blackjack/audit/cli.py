@@ -25,7 +25,7 @@ from blackjack.audit import randomness_cli
 from blackjack.command_handler.keys import load_audit_key, load_shoe_key
 from blackjack.configuration import ConfigurationError
 from blackjack.messages.sealing import ShoeSeal
-from blackjack.messages.wire import WireEnvelope, decode
+from blackjack.messages.wire import decode
 from blackjack.projections.cli import add_store_options, settings_from
 from blackjack.projections.dump import DIFFERENCES_SHOWN
 from blackjack.projections.revision import SchemaMismatch
@@ -77,21 +77,23 @@ async def _from_store(settings: ProjectionSettings, replayer: RoundReplayer) -> 
 
 
 async def _from_kafka(settings: ProjectionSettings, replayer: RoundReplayer) -> None:
-    """The table's events from the events topic (read whole: they are put in sequence order,
-    a record written twice counted once, as the projections count it)."""
-    from blackjack.audit.replay import in_sequence
+    """The table's events from the events topic, fed as they are read (a record written twice
+    counted once, as the projections count it: ``OnceEach``)."""
+    from blackjack.audit.replay import OnceEach
     from blackjack.projections.rebuild import read_topic
     from blackjack.projections.writer import Record
 
     key = replayer.stream_id.encode()
-    found: list[WireEnvelope] = []
+    once = OnceEach()
 
-    def keep(records: list[Record]) -> None:
-        found.extend(decode(r.value) for r in records if r.key == key)
+    def feed(records: list[Record]) -> None:
+        for record in records:
+            if record.key == key:
+                envelope = decode(record.value)
+                if once.first(envelope.sequence, record.value):
+                    replayer.feed(envelope)
 
-    await read_topic(settings.bootstrap, settings.events_topic, keep, security=settings.security)
-    for envelope in in_sequence(found):
-        replayer.feed(envelope)
+    await read_topic(settings.bootstrap, settings.events_topic, feed, security=settings.security)
 
 
 def _replay(args: argparse.Namespace) -> int:

@@ -21,6 +21,7 @@ unless the log can no longer be folded at all.
 from __future__ import annotations
 
 from collections.abc import Callable, Iterable
+from hashlib import blake2b
 from typing import Any
 
 from blackjack.audit.checking import _OPEN, _Unfoldable
@@ -47,19 +48,30 @@ class _Sealed(ev.Event):
     """Stands for a shuffle that cannot be opened: folded as nothing."""
 
 
-def in_sequence(records: Iterable[WireEnvelope]) -> list[WireEnvelope]:
-    """A stream's events as read from the topic, in sequence order, with a record the topic
-    holds twice (the same event, byte for byte, as a retried write can leave it) counted once,
-    as the projections count it. Two different events at one place are both kept: the replay
-    reports them."""
-    kept: list[WireEnvelope] = []
-    at: dict[int, list[WireEnvelope]] = {}
-    for envelope in sorted(records, key=lambda e: e.sequence):
-        here = at.setdefault(envelope.sequence, [])
-        if envelope not in here:
-            here.append(envelope)
-            kept.append(envelope)
-    return kept
+class OnceEach:
+    """A stream's events as read from the topic, in the order written (its single writer
+    writes them in sequence), with a record the topic holds twice (the same bytes, as a
+    retried write can leave it) passed once, as the projections count it. Two different
+    events at one place both pass, and so does one out of order: the replay reports them
+    ("sequence N where M was due"). An 8-byte digest of each record is remembered, not the
+    events: ``blackjack replay --source kafka`` held a table's whole log (a month of a busy
+    table is about 860,000 events), sorted."""
+
+    def __init__(self) -> None:
+        self._seen: dict[int, int | frozenset[int]] = {}
+
+    def first(self, sequence: int, raw: bytes) -> bool:
+        """Whether the record ``raw`` at ``sequence`` is read for the first time."""
+        digest = int.from_bytes(blake2b(raw, digest_size=8).digest())
+        here = self._seen.get(sequence)
+        if here is None:
+            self._seen[sequence] = digest
+            return True
+        known = here if isinstance(here, frozenset) else frozenset((here,))
+        if digest in known:
+            return False
+        self._seen[sequence] = known | {digest}
+        return True
 
 
 def replay_stream(
