@@ -33,6 +33,7 @@ from blackjack.projections.metrics import count_folded
 from blackjack.projections.reports import MAX_DAYS, game_performance, percent, summing
 from blackjack.projections.store import ProjectionStore
 from blackjack.projections.writer import ProjectionWriter, Record
+from blackjack.strategy import compute_rtp
 
 pytest.register_assert_rewrite("tests.integration.conftest_projections")
 from tests.integration.conftest_projections import (  # noqa: E402
@@ -478,6 +479,24 @@ async def test_rules_apart_puts_each_own_rule_set_on_its_own_line(
         assert capsys.readouterr().out.endswith(
             f"Fingerprint (the game report's rules=apart lines): {line['rules']}\n"
         )
+    # --theoretical: each rule set's own return beside its line (before: none on theirs)
+    span = ["--from", str(played[0]), "--days", str(len(played))]
+    asked = ["projections", "report", "--db-url", folded.url, *span, "--rules-apart"]
+    assert await cli([*asked, "--theoretical"]) == 0
+    printed = [s for s in capsys.readouterr().out.splitlines() if s.startswith("surrender")]
+    preset, lower, same = (
+        compute_rtp(rules).rtp_percent
+        for rules in (PRESETS["surrender"], stored_rules(no_surrender), stored_rules(higher))
+    )
+    assert lower < preset == same  # a higher minimum bet changes no odds; no surrender does
+    expected = {
+        fingerprint(PRESETS["surrender"]): f"(theoretical {preset:.4f} % under basic strategy)",
+        fingerprint(stored_rules(no_surrender)): f"(theoretical {lower:.4f} % under these rules)",
+        fingerprint(stored_rules(higher)): f"(theoretical {same:.4f} % under these rules)",
+    }
+    assert len(printed) == 3
+    for said, line in zip(printed, surrender, strict=True):
+        assert line["rules"] in said and expected[line["rules"]] in said
 
 
 async def test_the_command_line_prints_the_report_by_day_and_rules_apart(

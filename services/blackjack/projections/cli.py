@@ -8,7 +8,7 @@ import asyncio
 import json
 import os
 import sys
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable, Callable, Mapping
 from dataclasses import replace
 from datetime import UTC, date, datetime, timedelta
 from functools import cache
@@ -295,20 +295,26 @@ def _report(args: argparse.Namespace) -> int:
     print(
         f"Game performance, UTC days {first} to {last_day(first, args.days)} (money in minor units)"
     )
+    own = _own_returns(args, report) if args.theoretical else {}
     if args.by_day:
         for day in report["days"]:
             print(f"{day['day']}:" + ("" if day["games"] else " no round closed"))
             for line in day["games"]:
-                print(f"  {_report_line(line, args.theoretical)}")
+                print(f"  {_report_line(line, args.theoretical, own)}")
         print(f"All {len(report['days'])} days:" + ("" if report["games"] else " no round closed"))
     for line in report["games"]:
-        print(("  " if args.by_day else "") + _report_line(line, args.theoretical))
+        print(("  " if args.by_day else "") + _report_line(line, args.theoretical, own))
     if not report["games"] and not args.by_day:
         print("no round closed on those days")
     return 0
 
 
-def _report_line(line: dict[str, Any], theoretical: bool) -> str:
+def _report_line(
+    line: dict[str, Any], theoretical: bool, own_returns: Mapping[str, float] | None = None
+) -> str:
+    """A line of the report; ``theoretical``: with the exact return under basic strategy of
+    its preset, or of its own rules (``own_returns``, by fingerprint) on a line of them."""
+    expected = _theoretical(line["variant"], theoretical)
     if "rules" not in line:  # the game's tables together
         rules = ""
         own = (
@@ -319,7 +325,9 @@ def _report_line(line: dict[str, Any], theoretical: bool) -> str:
     elif line["own_rules"]:
         rules = f", own rules {line['rules']}"
         own = f" (their rules: blackjack rules --table {line['rules_table']})"
-        theoretical = False  # the preset's return is not theirs
+        theirs = (own_returns or {}).get(line["rules"]) if theoretical else None
+        # the preset's return is not theirs
+        expected = "" if theirs is None else f" (theoretical {theirs:.4f} % under these rules)"
     else:
         rules, own = f", the preset's rules {line['rules'] or '-'}", ""
     return (
@@ -328,9 +336,7 @@ def _report_line(line: dict[str, Any], theoretical: bool) -> str:
         f"{_count(line['player_rounds'], 'player round')}; initial bets {line['initial_bets']}, "
         f"wagered {line['wagered']}, paid {line['paid']}, hold {line['hold']}; "
         f"RTP {line['rtp_percent'] or '-'} % of wagers, "
-        f"{line['return_per_initial_bet_percent'] or '-'} % per initial bet"
-        + _theoretical(line["variant"], theoretical)
-        + own
+        f"{line['return_per_initial_bet_percent'] or '-'} % per initial bet" + expected + own
     )
 
 
@@ -357,6 +363,44 @@ def _theoretical(variant: str, wanted: bool) -> str:
     if not wanted or variant not in PRESETS:
         return ""
     return f" (theoretical {_preset_return(variant):.4f} % under basic strategy)"
+
+
+def _own_returns(args: argparse.Namespace, report: dict[str, Any]) -> dict[str, float]:
+    """The exact return under basic strategy of each rule set of the report's own-rules lines
+    (``--rules-apart``), by fingerprint: computed from the rules of its first table, as
+    ``blackjack rules --table`` prints them (seconds a rule set). One whose rules cannot be
+    read has none."""
+    from blackjack.domain.rules import stored_rules
+    from blackjack.projections.reports import RULE_SETS_A_STATEMENT
+    from blackjack.strategy import compute_rtp
+
+    lines = [*report["games"], *(line for day in report.get("days", []) for line in day["games"])]
+    first_tables = {line["rules"]: line["rules_table"] for line in lines if line.get("own_rules")}
+    tables = sorted(set(first_tables.values()))
+
+    async def read(connection: AsyncConnection) -> dict[str, Any]:
+        from sqlalchemy import select
+
+        from blackjack.projections import schema
+
+        t = schema.table_views
+        documents: dict[str, Any] = {}
+        for at in range(0, len(tables), RULE_SETS_A_STATEMENT):
+            some = tables[at : at + RULE_SETS_A_STATEMENT]
+            query = select(t.c.stream_id, t.c.view["rules"]).where(t.c.stream_id.in_(some))
+            for stream_id, document in (await connection.execute(query)).all():
+                documents[stream_id] = document
+        return documents
+
+    documents = read_store(args, read, "blackjack projections report") if tables else {}
+    returns: dict[str, float] = {}
+    for rule_set, table in first_tables.items():
+        try:
+            rules = stored_rules(documents[table])
+        except (KeyError, TypeError, AttributeError, ValueError):  # (ValidationError too)
+            continue  # no view, or rules this release cannot read
+        returns[rule_set] = compute_rtp(rules).rtp_percent
+    return returns
 
 
 @cache  # seconds each: once per preset, whatever the lines (a day's each)
@@ -475,7 +519,8 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     report.add_argument(
         "--theoretical",
         action="store_true",
-        help="also each preset's exact return under basic strategy (seconds per game)",
+        help="also the exact return under basic strategy of each preset, and with "
+        "--rules-apart of each rule set of its own (seconds each)",
     )
     report.add_argument(
         "--by-day",
