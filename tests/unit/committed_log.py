@@ -11,10 +11,18 @@ from typing import cast
 
 from aiokafka import AIOKafkaConsumer, TopicPartition
 
+from blackjack.bus.headers import COMMANDS_TO_HEADER
 from blackjack.command_handler.processor import Handled, Processor
 from blackjack.command_handler.replay import rebuild
-from blackjack.command_handler.snapshots import CheckpointSigner, SnapshotCodec
-from blackjack.command_handler.streams import PartitionStore
+from blackjack.command_handler.snapshots import (
+    CHECKPOINT_AUTH_HEADER,
+    Checkpoint,
+    CheckpointSigner,
+    SnapshotCodec,
+    checkpoint_key,
+    snapshots_digest,
+)
+from blackjack.command_handler.streams import PartitionStore, Stream
 from tests.unit.processor_harness import TOPICS
 
 CODEC = SnapshotCodec(b"s" * 32)
@@ -102,3 +110,27 @@ class CommittedLog:
         batch = [record for record in self._records.get(tp, []) if record.offset >= start][:3]
         self._positions[tp] = batch[-1].offset + 2 if batch else self._ends.get(tp, 0)
         return {tp: batch}
+
+
+def checkpointed(
+    log: CommittedLog, stream: Stream, results_from: int, events_from: int = 0
+) -> None:
+    """``stream``'s snapshot on the snapshots topic and a signed checkpoint of partition 0
+    that holds it, as the release before wrote them."""
+    raw = CODEC.encode(stream)
+    log.put(TOPICS.snapshots, stream.stream_id.encode(), raw)
+    checkpoint = Checkpoint(
+        partition=0,
+        events_from=events_from,
+        results_from=results_from,
+        written_at=datetime(2026, 5, 1, 12, 0, tzinfo=UTC),
+        streams=1,
+    ).encode()
+    digest = snapshots_digest([CHECKPOINTS.element(stream.stream_id, raw)])
+    auth = CHECKPOINTS.header(0, checkpoint, b"0", digest)
+    log.put(
+        TOPICS.snapshots,
+        checkpoint_key(0).encode(),
+        checkpoint,
+        ((COMMANDS_TO_HEADER, b"0"), (CHECKPOINT_AUTH_HEADER, auth)),
+    )

@@ -27,7 +27,7 @@ from blackjack.domain.rejections import Rejection, RejectionCode
 from blackjack.domain.state import TableState
 from blackjack.domain.wallet import BuyIn, WalletDeposit, wallet_stream
 from blackjack.messages.envelope import CommandEnvelope, CommandResult, StreamCommand
-from tests.unit.committed_log import CommittedLog
+from tests.unit.committed_log import CommittedLog, checkpointed
 from tests.unit.processor_harness import TOPICS, new_processor
 
 T0 = datetime(2026, 5, 1, 12, 0, tzinfo=UTC)
@@ -193,6 +193,35 @@ async def test_a_rebuild_from_the_events_alone_remembers_the_newest_commands() -
     assert list(handler.store.streams[solo].results) == ["d-5", "d-6", "d-7"]
     retry = handler.send(solo, cmd.Deposit(player_id="ann", amount=100), "d-7", T0)
     assert retry.duplicate and retry.events == []
+
+
+async def test_a_command_id_decided_again_after_a_checkpoint_stays_in_the_rebuilt_window() -> None:
+    """The checkpoint's snapshot holds a window; commands after it whose answers are past
+    retention, then a command id of that window sent again once let go of (decided again):
+    the rebuilt window is the live one, so a retry of it is still a duplicate (a review of
+    the trimmed events read: it let the snapshot's answer to it stay in place, and pushed
+    it out)."""
+    handler = Handler(window=3)
+    solo = "solo-1"
+    _deposits(handler, solo, 1)  # the window: s-0, s-1, d-0
+    checkpointed(
+        handler.log,
+        handler.store.streams[solo],
+        results_from=handler.log.end(TOPICS.results),
+        events_from=handler.log.end(TOPICS.events),
+    )
+    for number in (1, 2, 3):
+        handler.send(solo, cmd.Deposit(player_id="ann", amount=100), f"d-{number}", T0)
+    handler.log.expire(TOPICS.results)
+    again = handler.send(solo, cmd.SitDown(player_id="ann"), "s-1", T0)
+    assert not again.duplicate and again.result.status == "rejected"
+    for number in (4, 5):
+        handler.send(solo, cmd.Deposit(player_id="ann", amount=100), f"d-{number}", T0)
+    live = list(handler.store.streams[solo].results)
+    assert live == ["s-1", "d-4", "d-5"]
+    await handler.take_over()
+    assert list(handler.store.streams[solo].results) == live
+    assert handler.send(solo, cmd.SitDown(player_id="ann"), "s-1", T0).duplicate
 
 
 def test_the_events_read_keep_each_streams_newest_commands_only() -> None:

@@ -14,23 +14,18 @@ from typing import cast
 
 from aiokafka import AIOKafkaConsumer
 
-from blackjack.bus.headers import COMMANDS_TO_HEADER
 from blackjack.command_handler.processor import Handled
 from blackjack.command_handler.replay import rebuild
 from blackjack.command_handler.snapshots import (
-    CHECKPOINT_AUTH_HEADER,
-    Checkpoint,
     CheckpointSigner,
     SnapshotCodec,
-    checkpoint_key,
-    snapshots_digest,
 )
 from blackjack.command_handler.streams import PartitionStore, StrayAnswers, Stream, strays_key
 from blackjack.domain import commands as cmd
 from blackjack.domain.rejections import Rejection
 from blackjack.domain.state import INITIAL_STATE
 from blackjack.messages.envelope import CommandResult
-from tests.unit.committed_log import CHECKPOINTS, CODEC, CommittedLog
+from tests.unit.committed_log import CODEC, checkpointed
 from tests.unit.processor_harness import TOPICS
 from tests.unit.test_handler_windows import T0, Handler
 
@@ -153,24 +148,6 @@ def made_for_junk_by_the_release_before() -> tuple[Stream, CommandResult]:
     )
     old.remember(refused, 4)
     return old, refused
-
-
-def checkpointed(log: CommittedLog, stream: Stream, results_from: int) -> None:
-    """``stream``'s snapshot on the snapshots topic and a signed checkpoint of partition 0
-    that holds it, as the release before wrote them."""
-    raw = CODEC.encode(stream)
-    log.put(TOPICS.snapshots, stream.stream_id.encode(), raw)
-    checkpoint = Checkpoint(
-        partition=0, events_from=0, results_from=results_from, written_at=T0, streams=1
-    ).encode()
-    digest = snapshots_digest([CHECKPOINTS.element(stream.stream_id, raw)])
-    auth = CHECKPOINTS.header(0, checkpoint, b"0", digest)
-    log.put(
-        TOPICS.snapshots,
-        checkpoint_key(0).encode(),
-        checkpoint,
-        ((COMMANDS_TO_HEADER, b"0"), (CHECKPOINT_AUTH_HEADER, auth)),
-    )
 
 
 async def test_a_stream_the_release_before_made_for_a_junk_command_stays_a_stream() -> None:

@@ -410,11 +410,15 @@ class _Events:
     stream and command id, as their answers were), how many were folded, and the offsets of
     the records the service did not write.
 
-    Only a stream's newest ``window`` accepted commands are kept: an older one is outside the
-    window a rebuild leaves (``_PartitionRead.remember``), whether its answer is still on the
-    results topic or not, so read from the whole log (no checkpoint to trust) memory no
-    longer grows with the partition's history. The command that made each stream (its first
-    event's) is kept apart: it tells the streams made after the checkpoint (``_made_by``)."""
+    Only a stream's newest ``window`` accepted commands are kept where its snapshot left it
+    no answer (``trimmed``; every stream read from the whole log, no checkpoint to trust): an
+    older one is outside the window a rebuild leaves (``_PartitionRead.remember``), whether
+    its answer is still on the results topic or not, so memory no longer grows with the
+    partition's history. Not where the snapshot's window holds answers: remembered first,
+    every one of them pushes the snapshot's older answers out, and an answer read later to a
+    command id among them (decided again once let go of) is then remembered as the newest.
+    The command that made each stream (its first event's) is kept apart: it tells the
+    streams made after the checkpoint (``_made_by``)."""
 
     window: int
     accepted: dict[str, OrderedDict[str, CommandResult]] = field(default_factory=dict)
@@ -422,7 +426,7 @@ class _Events:
     folded: int = 0
     foreign: list[int] = field(default_factory=list)
 
-    def accept(self, envelope: EventEnvelope) -> None:
+    def accept(self, envelope: EventEnvelope, trimmed: bool = True) -> None:
         """The event's command (its causation), accepted; its answer spans its events. Not a
         decline of the partition's stream of buy-ins sent to tables that did not exist: its
         command was another stream's, answered ``table_not_open`` there (a stray answer)."""
@@ -452,7 +456,7 @@ class _Events:
         )
         if envelope.sequence == 1:
             self.first_commands[stream_id] = command_id
-        while len(kept) > self.window:
+        while trimmed and len(kept) > self.window:
             kept.popitem(last=False)
 
 
@@ -605,7 +609,7 @@ class _PartitionRead:
             stream.note_money(envelope, store.money_retention)
             store.dirty.add(stream.stream_id)
             events.folded += 1
-            events.accept(envelope)
+            events.accept(envelope, trimmed=not stream.results)
         store.events_next = max(end, start)
         return events
 
