@@ -929,8 +929,9 @@ class BlackjackClient:
         try:
             async with asyncio.timeout(timeout):
                 await self._started()
-                for stream, since in self._to_look_back(command_id, stream_id, sent_at):
-                    await self._look_back(command_id, stream, since)
+                wanted = self._to_look_back(command_id, stream_id, sent_at)
+                if wanted:
+                    await self._looking_back(command_id, wanted, future)
                 return _answer(await future)
         finally:
             waiters = self._waiters.get(command_id, [])
@@ -939,12 +940,42 @@ class BlackjackClient:
             if not waiters:
                 self._waiters.pop(command_id, None)
 
+    async def _looking_back(
+        self,
+        command_id: str,
+        wanted: list[tuple[str, datetime | None]],
+        future: asyncio.Future[_Answer],
+    ) -> None:
+        """The look-backs of ``wanted`` (``_look_back``), until they end or the reader gives
+        ``future`` its answer: one read from a long run's start may take longer than the
+        reader (before, an answer the reader had kept waited for the look-back, and timed out
+        with it)."""
+
+        async def look_back() -> None:
+            for stream, since in wanted:
+                await self._look_back(command_id, stream, since)
+
+        looking = asyncio.ensure_future(look_back())
+        try:
+            either: set[asyncio.Future[Any]] = {looking, future}
+            await asyncio.wait(either, return_when=asyncio.FIRST_COMPLETED)
+        finally:
+            if not looking.done():
+                looking.cancel()
+                with contextlib.suppress(asyncio.CancelledError):
+                    await looking
+        if looking.cancelled():
+            return
+        error = looking.exception()  # (retrieved: never logged as unretrieved)
+        if error is not None and not future.done():
+            raise error  # a fatal read error
+
     def results_for(self, command_id: str, stream_id: str | None = None) -> list[CommandResult]:
-        """Every result received so far for a command id this client sent or asked the
-        ``result`` of (one, unless it was re-sent or sent to several streams), or only those
-        of ``stream_id``. An answer that could not be read is not among them (``result``
-        raises ``UnreadableResult`` for it); nor are the answers to other clients' commands,
-        which are not kept."""
+        """Every result received so far for a command id (one, unless it was re-sent or
+        sent to several streams), or only those of ``stream_id``: of a command this client
+        sent or asked the ``result`` of, or of another's among the last
+        ``KEEP_OTHERS_RESULTS`` others'. An answer that could not be read is not among them
+        (``result`` raises ``UnreadableResult`` for it)."""
         answers = _of_stream(self._answers(command_id), stream_id)
         return [answer for answer in answers if isinstance(answer, CommandResult)]
 
@@ -1014,6 +1045,9 @@ class BlackjackClient:
             client_id=f"{self.client_id}-look-back",
             isolation_level="read_committed",
             enable_auto_commit=False,
+            # where it seeks deleted since (retention behind a long run's start): from the
+            # earliest record still there (aiokafka's "latest" jumped over them all)
+            auto_offset_reset="earliest",
         )
         reading = (self._generation, self._topic_id)
         try:
@@ -1066,8 +1100,9 @@ class BlackjackClient:
         """The records of the stream's partition from ``since`` (None: where the reader
         started) up to where it has read that may answer ``command_id`` at ``stream_id``."""
         found: list[Any] = []
-        end = self._read_to[tp.partition]
         consumer.assign([tp])
+        # (a log truncated under the reader ends before where it read: not waited for)
+        end = min(self._read_to[tp.partition], (await consumer.end_offsets([tp]))[tp])
         if since is None:
             begin: int | None = self._pinned[tp.partition]
         else:

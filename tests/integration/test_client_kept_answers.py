@@ -10,14 +10,22 @@ an answer let go of with the others' is looked back for on its stream's partitio
 
 from __future__ import annotations
 
+import asyncio
 from typing import Any
 
 import pytest
+from aiokafka import TopicPartition
 
 from blackjack import client as client_module
 from blackjack.domain import commands as cmd
 from tests.integration.conftest import WAIT_S, KafkaSpace
-from tests.integration.test_client_lost_answers import TABLE, answer, answered, write
+from tests.integration.test_client_lost_answers import (
+    TABLE,
+    answer,
+    answered,
+    delete_before,
+    write,
+)
 
 pytestmark = pytest.mark.integration
 
@@ -67,3 +75,45 @@ async def test_an_answer_let_go_of_with_the_others_is_looked_back_for_on_its_str
         again = await client.result("step-1", WAIT_S, skip=1, stream_id=TABLE)
         assert again.command_id == "step-1"
         assert len(client.results_for("step-1")) == 2
+
+
+async def test_a_look_back_from_the_reader_s_start_reads_what_retention_left(
+    kafka_space: Any, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Records deleted (retention) since the reader started: the look-back reads from the
+    earliest one left (before: its consumer jumped to the partition's end, over the answer)."""
+    monkeypatch.setattr(client_module, "KEEP_OTHERS_RESULTS", OTHERS)
+    space: KafkaSpace = await kafka_space(partitions=1)
+    tp = TopicPartition(space.topics.results, 0)
+    async with space.client() as client:
+        assert client._pinned == {0: 0}
+        await write(space.bootstrap, tp.topic, *(answer(f"gone-{n}") for n in range(5)))
+        await write(space.bootstrap, tp.topic, answer("step-1"))  # at offset 5
+        for n in range(2 * OTHERS):
+            await write(space.bootstrap, tp.topic, answer(f"other-{n}"))
+        await answered(client, space.bootstrap, tp.topic, "last")
+        assert client.results_for("step-1") == []  # let go of with the others'
+        await delete_before(space.bootstrap, tp, 5)
+        found = await client.result("step-1", WAIT_S, stream_id=TABLE)
+        assert found.command_id == "step-1"
+
+
+async def test_an_answer_the_reader_keeps_does_not_wait_for_the_look_back(
+    kafka_space: Any, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A look-back from a long run's start may read for longer than the answer takes to come:
+    the answer is returned as the reader keeps it (before: after the look-back, or never
+    within the timeout)."""
+    space: KafkaSpace = await kafka_space(partitions=1)
+    async with space.client() as client:
+        looking, never = asyncio.Event(), asyncio.Event()
+
+        async def reading_for_long(command_id: str, stream_id: str, since: Any) -> None:
+            looking.set()
+            await never.wait()
+
+        monkeypatch.setattr(client, "_look_back", reading_for_long)
+        waiting = asyncio.ensure_future(client.result("step-2", WAIT_S, stream_id=TABLE))
+        await looking.wait()
+        await write(space.bootstrap, space.topics.results, answer("step-2"))
+        assert (await waiting).command_id == "step-2"
