@@ -33,7 +33,7 @@ from blackjack.projections.metrics import count_folded
 from blackjack.projections.reports import MAX_DAYS, game_performance, percent, summing
 from blackjack.projections.store import ProjectionStore
 from blackjack.projections.writer import ProjectionWriter, Record
-from blackjack.strategy import compute_rtp
+from blackjack.rules_sheet import Returns, table_returns
 
 pytest.register_assert_rewrite("tests.integration.conftest_projections")
 from tests.integration.conftest_projections import (  # noqa: E402
@@ -485,14 +485,24 @@ async def test_rules_apart_puts_each_own_rule_set_on_its_own_line(
     assert await cli([*asked, "--theoretical"]) == 0
     printed = [s for s in capsys.readouterr().out.splitlines() if s.startswith("surrender")]
     preset, lower, same = (
-        compute_rtp(rules).rtp_percent
+        table_returns(rules)
         for rules in (PRESETS["surrender"], stored_rules(no_surrender), stored_rules(higher))
     )
-    assert lower < preset == same  # a higher minimum bet changes no odds; no surrender does
+    # a higher minimum bet changes no odds at large bets, but leaves out the bets that round
+    # worst; no surrender changes the odds
+    assert lower.rtp_percent < preset.rtp_percent == same.rtp_percent
+    assert preset.lowest_at_bet < same.lowest_at_bet and preset.lowest_percent < same.lowest_percent
+
+    def said_of(returns: Returns, rules: str = "") -> str:
+        return (
+            f"(theoretical {returns.rtp_percent:.4f} % under basic strategy{rules}, "
+            f"{returns.lowest_percent:.4f} % at the lowest, at a bet of {returns.lowest_at_bet})"
+        )
+
     expected = {
-        fingerprint(PRESETS["surrender"]): f"(theoretical {preset:.4f} % under basic strategy)",
-        fingerprint(stored_rules(no_surrender)): f"(theoretical {lower:.4f} % under these rules)",
-        fingerprint(stored_rules(higher)): f"(theoretical {same:.4f} % under these rules)",
+        fingerprint(PRESETS["surrender"]): said_of(preset),
+        fingerprint(stored_rules(no_surrender)): said_of(lower, " and these rules"),
+        fingerprint(stored_rules(higher)): said_of(same, " and these rules"),
     }
     assert len(printed) == 3
     for said, line in zip(printed, surrender, strict=True):

@@ -306,6 +306,7 @@ def test_a_wrong_http_address_of_the_worker_is_named_as_its_command_does(
 
 def test_the_report_counts_one_round_in_the_singular() -> None:
     from blackjack.projections.cli import _report_line
+    from blackjack.rules_sheet import Returns
 
     line = {
         "variant": "mini-h17",
@@ -326,6 +327,15 @@ def test_the_report_counts_one_round_in_the_singular() -> None:
     assert "1 round settled and 0 cancelled at 1 table(s), 1 player round;" in said
     many = _report_line({**line, "rounds": 2, "player_rounds": 3}, theoretical=False)
     assert "2 rounds settled and 0 cancelled at 1 table(s), 3 player rounds;" in many
+    # a line of a rule set of its own: its own return, or why there is none
+    own = {**line, "own_rules": True, "rules": "f1", "rules_table": "t-1"}
+    returns = Returns(rtp_percent=99.5, lowest_percent=96.25, lowest_at_bet=133)
+    said = _report_line(own, theoretical=True, own_returns={"f1": returns})
+    assert "(theoretical 99.5000 % under basic strategy and these rules, 96.2500 % at the " in said
+    assert "lowest, at a bet of 133) (their rules: blackjack rules --table t-1)" in said
+    unread = _report_line(own, theoretical=True, own_returns={"f1": None})
+    assert "(theoretical: these rules cannot be read)" in unread
+    assert "theoretical" not in _report_line(own, theoretical=False, own_returns={"f1": returns})
 
 
 def test_every_bootstrap_option_says_where_its_default_comes_from_in_order() -> None:

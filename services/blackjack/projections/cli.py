@@ -22,6 +22,7 @@ if TYPE_CHECKING:  # the command line starts without SQLAlchemy until a command 
     from sqlalchemy.ext.asyncio import AsyncConnection
 
     from blackjack.projections.store import ProjectionStore
+    from blackjack.rules_sheet import Returns
 
 T = TypeVar("T")
 
@@ -310,7 +311,9 @@ def _report(args: argparse.Namespace) -> int:
 
 
 def _report_line(
-    line: dict[str, Any], theoretical: bool, own_returns: Mapping[str, float] | None = None
+    line: dict[str, Any],
+    theoretical: bool,
+    own_returns: Mapping[str, Returns | None] | None = None,
 ) -> str:
     """A line of the report; ``theoretical``: with the exact return under basic strategy of
     its preset, or of its own rules (``own_returns``, by fingerprint) on a line of them."""
@@ -325,9 +328,14 @@ def _report_line(
     elif line["own_rules"]:
         rules = f", own rules {line['rules']}"
         own = f" (their rules: blackjack rules --table {line['rules_table']})"
-        theirs = (own_returns or {}).get(line["rules"]) if theoretical else None
-        # the preset's return is not theirs
-        expected = "" if theirs is None else f" (theoretical {theirs:.4f} % under these rules)"
+        expected = ""  # the preset's return is not theirs
+        if theoretical and own_returns is not None and line["rules"] in own_returns:
+            theirs = own_returns[line["rules"]]
+            expected = (
+                " (theoretical: these rules cannot be read)"
+                if theirs is None
+                else _returns_text(theirs, " and these rules")
+            )
     else:
         rules, own = f", the preset's rules {line['rules'] or '-'}", ""
     return (
@@ -338,6 +346,17 @@ def _report_line(
         f"RTP {line['rtp_percent'] or '-'} % of wagers, "
         f"{line['return_per_initial_bet_percent'] or '-'} % per initial bet" + expected + own
     )
+
+
+def _returns_text(returns: Returns, rules: str = "") -> str:
+    """The exact return (``blackjack rules``' figures): at large bets, and the lowest at any
+    bet the table takes where rounding to the minor unit (or further: ``atlantic-city``'s
+    blackjack pays no cents) makes small bets return less."""
+    text = f" (theoretical {returns.rtp_percent:.4f} % under basic strategy{rules}"
+    if round(returns.lowest_percent, 4) < round(returns.rtp_percent, 4):
+        text += f", {returns.lowest_percent:.4f} % at the lowest, at a bet of "
+        text += f"{returns.lowest_at_bet}"
+    return text + ")"
 
 
 def _count(number: int, noun: str) -> str:
@@ -362,17 +381,17 @@ def _theoretical(variant: str, wanted: bool) -> str:
 
     if not wanted or variant not in PRESETS:
         return ""
-    return f" (theoretical {_preset_return(variant):.4f} % under basic strategy)"
+    return _returns_text(_preset_returns(variant))
 
 
-def _own_returns(args: argparse.Namespace, report: dict[str, Any]) -> dict[str, float]:
-    """The exact return under basic strategy of each rule set of the report's own-rules lines
-    (``--rules-apart``), by fingerprint: computed from the rules of its first table, as
-    ``blackjack rules --table`` prints them (seconds a rule set). One whose rules cannot be
-    read has none."""
+def _own_returns(args: argparse.Namespace, report: dict[str, Any]) -> dict[str, Returns | None]:
+    """The exact returns under basic strategy of each rule set of the report's own-rules
+    lines (``--rules-apart``), by fingerprint: computed from the rules of its first table, as
+    ``blackjack rules --table`` prints them (a second or so a rule set). None: its rules
+    cannot be read (no view, or rules this release does not know)."""
     from blackjack.domain.rules import stored_rules
     from blackjack.projections.reports import RULE_SETS_A_STATEMENT
-    from blackjack.strategy import compute_rtp
+    from blackjack.rules_sheet import table_returns
 
     lines = [*report["games"], *(line for day in report.get("days", []) for line in day["games"])]
     first_tables = {line["rules"]: line["rules_table"] for line in lines if line.get("own_rules")}
@@ -393,22 +412,23 @@ def _own_returns(args: argparse.Namespace, report: dict[str, Any]) -> dict[str, 
         return documents
 
     documents = read_store(args, read, "blackjack projections report") if tables else {}
-    returns: dict[str, float] = {}
+    returns: dict[str, Returns | None] = {}
     for rule_set, table in first_tables.items():
         try:
             rules = stored_rules(documents[table])
         except (KeyError, TypeError, AttributeError, ValueError):  # (ValidationError too)
-            continue  # no view, or rules this release cannot read
-        returns[rule_set] = compute_rtp(rules).rtp_percent
+            returns[rule_set] = None
+        else:
+            returns[rule_set] = table_returns(rules)
     return returns
 
 
-@cache  # seconds each: once per preset, whatever the lines (a day's each)
-def _preset_return(variant: str) -> float:
+@cache  # a second or so each: once per preset, whatever the lines (a day's each)
+def _preset_returns(variant: str) -> Returns:
     from blackjack.domain.rules import PRESETS
-    from blackjack.strategy import compute_rtp
+    from blackjack.rules_sheet import table_returns
 
-    return compute_rtp(PRESETS[variant]).rtp_percent
+    return table_returns(PRESETS[variant])
 
 
 def _day(text: str) -> date:
