@@ -24,3 +24,6 @@ async def test_a_handler_in_a_rebalance_is_not_ready_until_it_is_assigned_again(
     assert not handler.ready  # before: ready, holding nothing
     handler._assign(set())  # more instances than partitions: this one holds none
     assert handler.ready
+    handler._consumer = None  # (nothing of Kafka's to close here)
+    await handler.stop()  # hands its partitions over: not ready from the start of the stop
+    assert not handler.ready

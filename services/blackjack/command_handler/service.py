@@ -248,11 +248,13 @@ class CommandHandler(Ticker):
     @property
     def ready(self) -> bool:
         """Joined the group, not in a rebalance (holding no partition: before, ready then,
-        every one of none was), and every assigned partition rebuilt and consuming."""
+        every one of none was), not stopping (it hands its partitions over), and every
+        assigned partition rebuilt and consuming."""
         return (
             self.failure is None
             and self._assigned_once.is_set()
             and not self._rebalancing
+            and not self._stopping.is_set()
             and all(p.status == "ready" for p in self._partitions.values())
         )
 
