@@ -906,7 +906,8 @@ class BlackjackClient:
         process that restarted between its send and its read) is looked for on the stream's
         partition of the results topic, from ``RESULTS_LOOKBACK_MS`` before its ``sent_at`` to
         where this run's reader has read; every answer after that is the reader's, and kept
-        from this call on. Within ``timeout``.
+        from this call on. So is the answer to a command it sent in this run and let go of
+        since (it keeps its last ``KEEP_OWN_RESULTS``). Within ``timeout``.
 
         An answer this client cannot read as a ``CommandResult`` but whose command id it can
         (a newer service's status or rejection code) raises ``UnreadableResult`` at once,

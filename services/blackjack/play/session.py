@@ -144,8 +144,8 @@ class PlaySession:
         """The deposit of the buy-in the wallet accepted (``sent``) to ``table_id``, if it
         was declined without reaching a table's log (``table_not_open``, refunded): what to
         say of it. None otherwise (a table's log says what it did), or without an answer in
-        time. (The wallet's handler sent it: the client keeps its answer only once asked,
-        and looks back for it at the table's stream.)"""
+        time. (The wallet's handler sent it: the client keeps its answer with the others'
+        it reads, and one let go of is looked back for at the table's stream.)"""
         if sent.first_sequence is None:
             return None
         buy_in_sent = event_id(wl.wallet_stream(self.player_id), sent.first_sequence)
