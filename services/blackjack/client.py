@@ -97,18 +97,15 @@ from blackjack.observability.logging import Throttled
 _T = TypeVar("_T")
 
 KEEP_RESULTS = 100_000
-"""How many command ids this client sent (or was asked the result of) it remembers the
-sendings of (stream, ``sent_at``, where the broker wrote it, its answer's fate)."""
-KEEP_OWN_RESULTS = 20_000
-"""How many of those it keeps the answers of, about 1.7 KB each (34 MB). The answer to one
-let go of is looked back for on its stream's partition, from its ``sent_at``, when ``result``
-asks for it while its sending is remembered (answered)."""
+"""How many command ids this client sent or was asked the result of it keeps the answers
+of (and remembers the sendings of)."""
 KEEP_OTHERS_RESULTS = 10_000
 """How many other command ids it keeps the answers of: other clients' commands on the results
 topic, a handler's signed steps, records sent raw. They have a store of their own, so a
 platform's traffic never lets go of this client's own answers: one store of 100,000 kept
-everyone's (168 MB), and at 850 commands a second let go of a client's own answer after two
-minutes (its ``result`` asked later timed out although the command was taken)."""
+everyone's, about 1.7 KB an answer (168 MB), and at 850 commands a second let go of a
+client's own answer after two minutes (its ``result`` asked later timed out although the
+command was taken)."""
 ANSWERED_EARLY = 10_000
 """How many answers the reader read last to commands not known as sent (others', or this
 client's whose ack has not come yet) it keeps the command offsets of."""
@@ -247,7 +244,7 @@ class AnswerLost(TimeoutError):
         self.command_offset = command_offset
 
 
-@dataclass(slots=True)  # (100,000 of them remembered: KEEP_RESULTS)
+@dataclass
 class _Sending:
     """One sending of a command by this client: where it went (``partition`` and ``offset``
     of the commands topic, once the broker took it), in which run, and its answer's fate."""
@@ -997,14 +994,8 @@ class BlackjackClient:
         received = self._others.pop(command_id, None)
         if received is not None:
             self._results.setdefault(command_id, {}).update(received)
-            self._let_go_of_own()
-
-    def _let_go_of_own(self) -> None:
-        """The oldest of this client's own answers let go of beyond ``KEEP_OWN_RESULTS``: one
-        asked for again is looked back for (its look-back done in this run forgotten)."""
-        while len(self._results) > KEEP_OWN_RESULTS:
-            command_id, _ = self._results.popitem(last=False)
-            self._asked.pop(command_id, None)
+            while len(self._results) > KEEP_RESULTS:
+                self._results.popitem(last=False)
 
     def _wanted(self, command_id: str) -> bool:
         """Whether the answers to ``command_id`` are this client's own to keep: to a command
@@ -1020,19 +1011,16 @@ class BlackjackClient:
         self, command_id: str, stream_id: str | None, sent_at: datetime | None
     ) -> list[tuple[str, datetime | None]]:
         """The (stream, sent_at) of the sendings of ``command_id`` whose answer may be before
-        where this run's reader has read, not kept: each sent in an earlier run, or in this
-        one and answered but let go of since (``KEEP_OWN_RESULTS``), or the one named (unless
-        sent in this run), not looked back for yet in this run. Named without its ``sent_at``
-        and not sent by this client (another's command: a handler's signed step, another
-        process's), its sent_at is None: looked for since this run's start."""
-        sendings = [s for s in self._sent.get(command_id, []) if stream_id in (None, s.stream_id)]
-        this_run = [s for s in sendings if s.run == self._run]
-        if this_run:  # sent since this start: its answer is the reader's, and kept, unless
-            answered = [s for s in this_run if s.state == "answered"]  # let go of since
-            if len(_of_stream(self._answers(command_id), stream_id)) >= len(answered):
-                return []
-            sendings = answered
-        mine: list[tuple[str, datetime | None]] = [(s.stream_id, s.sent_at) for s in sendings]
+        where this run's reader has read, not kept: each sent in an earlier run, or the one
+        named (unless sent in this run), not looked back for yet in this run. Named without
+        its ``sent_at`` and not sent by this client (another's command: a handler's signed
+        step, another process's), its sent_at is None: looked for since this run's start."""
+        sendings = self._sent.get(command_id, [])
+        if any(s.run == self._run and stream_id in (None, s.stream_id) for s in sendings):
+            return []  # sent since this start: its answer is the reader's
+        mine: list[tuple[str, datetime | None]] = [
+            (s.stream_id, s.sent_at) for s in sendings if stream_id in (None, s.stream_id)
+        ]
         wanted: list[tuple[str, datetime | None]]
         if stream_id is not None and sent_at is not None:
             wanted = [(stream_id, sent_at)]
@@ -1608,17 +1596,18 @@ class BlackjackClient:
     def _keep(self, command_id: str, answer: _Answer, partition: int, offset: int) -> bool:
         """Keep an answer (once: False if it was kept already), with this client's own
         (``_wanted``) or the others', and hand it to whoever waits for it."""
-        own = self._wanted(command_id)
-        store = self._results if own else self._others
+        store, keep = (
+            (self._results, KEEP_RESULTS)
+            if self._wanted(command_id)
+            else (self._others, KEEP_OTHERS_RESULTS)
+        )
         position = (self._generation, partition, offset)
         if any(position in kept.get(command_id, ()) for kept in (self._results, self._others)):
             return False
         store.setdefault(command_id, {})[position] = answer
         store.move_to_end(command_id)
-        if own:
-            self._let_go_of_own()
-        while len(self._others) > KEEP_OTHERS_RESULTS:
-            self._others.popitem(last=False)
+        while len(store) > keep:
+            store.popitem(last=False)
         waiters = self._waiters.get(command_id, [])
         answers = self._answers(command_id) if waiters else []
         for skip, stream_id, future in waiters:

@@ -5,8 +5,7 @@ about 1.7 KB each (168 MB), so at a platform's 850 commands a second the answer 
 client's own command was let go of after two minutes, and its ``result`` asked later timed
 out although the command was taken. Now the answers to the commands a client sent, or was
 asked the result of, are kept apart from the others' (``KEEP_OTHERS_RESULTS`` of those), and
-an answer let go of (its own beyond ``KEEP_OWN_RESULTS``, or with the others') is looked back
-for on its stream's partition.
+an answer let go of with the others' is looked back for on its stream's partition.
 """
 
 from __future__ import annotations
@@ -19,7 +18,7 @@ from aiokafka import TopicPartition
 
 from blackjack import client as client_module
 from blackjack.domain import commands as cmd
-from tests.integration.conftest import WAIT_S, KafkaSpace, running_handler
+from tests.integration.conftest import WAIT_S, KafkaSpace
 from tests.integration.test_client_lost_answers import (
     TABLE,
     answer,
@@ -118,26 +117,3 @@ async def test_an_answer_the_reader_keeps_does_not_wait_for_the_look_back(
         await looking.wait()
         await write(space.bootstrap, space.topics.results, answer("step-2"))
         assert (await waiting).command_id == "step-2"
-
-
-async def test_the_answer_to_its_own_command_let_go_of_is_looked_back_for(
-    kafka_space: Any, monkeypatch: pytest.MonkeyPatch
-) -> None:
-    """The client keeps its own last ``KEEP_OWN_RESULTS`` answers; the answer to an older
-    command it sent, asked for later, is looked back for from its ``sent_at`` (before, once
-    let go of, its ``result`` timed out although the command was taken)."""
-    monkeypatch.setattr(client_module, "KEEP_OWN_RESULTS", 2)
-    space: KafkaSpace = await kafka_space(partitions=1)
-    async with running_handler(space.config()), space.client() as client:
-        tables = [f"kept-{n}" for n in range(4)]
-        first, *later = [
-            await client.execute(table, cmd.OpenTable(variant="mini-h17"), timeout=WAIT_S)
-            for table in tables
-        ]
-        assert len(client._results) == 2 and client.results_for(first.command_id) == []
-        again = await client.result(first.command_id, WAIT_S)
-        assert again == first
-        assert client.results_for(first.command_id) == [first]
-        # the others let go of in turn, each found again
-        for result in later:
-            assert await client.result(result.command_id, WAIT_S) == result
