@@ -903,8 +903,7 @@ class BlackjackClient:
         process that restarted between its send and its read) is looked for on the stream's
         partition of the results topic, from ``RESULTS_LOOKBACK_MS`` before its ``sent_at`` to
         where this run's reader has read; every answer after that is the reader's, and kept
-        from this call on. So is the answer to a command it sent in this run and let go of
-        since (it keeps its last ``KEEP_OWN_RESULTS``). Within ``timeout``.
+        from this call on. Within ``timeout``.
 
         An answer this client cannot read as a ``CommandResult`` but whose command id it can
         (a newer service's status or rejection code) raises ``UnreadableResult`` at once,
@@ -990,12 +989,23 @@ class BlackjackClient:
         self._own(command_id)
 
     def _own(self, command_id: str) -> None:
-        """The answers to ``command_id`` kept with the others' moved to this client's own."""
+        """The answers to ``command_id`` kept with the others' moved to this client's own,
+        which keep them as their newest: a command sent again, or asked for, is not the next
+        let go of (its answers counted by ``execute``'s ``skip`` would go with it)."""
         received = self._others.pop(command_id, None)
         if received is not None:
             self._results.setdefault(command_id, {}).update(received)
-            while len(self._results) > KEEP_RESULTS:
-                self._results.popitem(last=False)
+        if command_id in self._results:
+            self._results.move_to_end(command_id)
+        self._let_go_of_own()
+
+    def _let_go_of_own(self) -> None:
+        """The oldest of this client's own answers let go of beyond ``KEEP_RESULTS``, but
+        not those of a command a caller waits for (kept as the newest)."""
+        for _ in range(len(self._results) - KEEP_RESULTS):
+            command_id, received = self._results.popitem(last=False)
+            if command_id in self._waiters:
+                self._results[command_id] = received
 
     def _wanted(self, command_id: str) -> bool:
         """Whether the answers to ``command_id`` are this client's own to keep: to a command
@@ -1596,18 +1606,17 @@ class BlackjackClient:
     def _keep(self, command_id: str, answer: _Answer, partition: int, offset: int) -> bool:
         """Keep an answer (once: False if it was kept already), with this client's own
         (``_wanted``) or the others', and hand it to whoever waits for it."""
-        store, keep = (
-            (self._results, KEEP_RESULTS)
-            if self._wanted(command_id)
-            else (self._others, KEEP_OTHERS_RESULTS)
-        )
+        own = self._wanted(command_id)
+        store = self._results if own else self._others
         position = (self._generation, partition, offset)
         if any(position in kept.get(command_id, ()) for kept in (self._results, self._others)):
             return False
         store.setdefault(command_id, {})[position] = answer
         store.move_to_end(command_id)
-        while len(store) > keep:
-            store.popitem(last=False)
+        if own:
+            self._let_go_of_own()
+        while len(self._others) > KEEP_OTHERS_RESULTS:
+            self._others.popitem(last=False)
         waiters = self._waiters.get(command_id, [])
         answers = self._answers(command_id) if waiters else []
         for skip, stream_id, future in waiters:

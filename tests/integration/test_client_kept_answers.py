@@ -117,3 +117,30 @@ async def test_an_answer_the_reader_keeps_does_not_wait_for_the_look_back(
         await looking.wait()
         await write(space.bootstrap, space.topics.results, answer("step-2"))
         assert (await waiting).command_id == "step-2"
+
+
+async def test_a_command_sent_again_keeps_its_answers_while_its_answer_is_awaited(
+    kafka_space: Any, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """``execute`` of a command sent again waits for one answer more than it has: its first
+    answer is kept meanwhile, whatever else comes (review: it was the oldest kept, let go of
+    by the next own answer, and the wait for a second one never ended)."""
+    monkeypatch.setattr(client_module, "KEEP_RESULTS", 2)
+    space: KafkaSpace = await kafka_space(partitions=1)
+    results = space.topics.results
+    opening = cmd.OpenTable(variant="mini-h17")
+    async with space.client() as client:
+
+        async def sent_and_answered(command_id: str) -> None:
+            await client.send(TABLE, opening, command_id=command_id)
+            await answered(client, space.bootstrap, results, command_id)
+
+        await sent_and_answered("x")
+        await sent_and_answered("y")  # as many as it keeps
+        again = asyncio.ensure_future(client.execute(TABLE, opening, command_id="x"))
+        while len(client._sent["x"]) < 2:  # (sent again; its wait for a second answer begun)
+            await asyncio.sleep(0.01)
+        await sent_and_answered("z")  # before: let go of x's first answer
+        await write(space.bootstrap, results, answer("x"))
+        assert (await again).command_id == "x"
+        assert len(client.results_for("x")) == 2
