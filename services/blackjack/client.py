@@ -439,10 +439,15 @@ class BlackjackClient:
         """Per partition of the results topic, the offset after the last record this run's
         reader has taken (``_take``): a look-back reads up to it, and the reader keeps the
         answers wanted from there on."""
-        self._asked: OrderedDict[str, set[str]] = OrderedDict()
+        self._asked: OrderedDict[str, set[tuple[str, datetime | None]]] = OrderedDict()
         """The command ids ``result`` was asked for in this run (the last ``KEEP_RESULTS``),
-        each with the streams looked back for it: their answers are kept with those of the
-        commands this client sent (``_sent``) from then on."""
+        each with the (stream, since) it was looked back for from (``_to_look_back``): their
+        answers are kept with those of the commands this client sent (``_sent``) from then
+        on. Another ``since`` is looked back for again (one named without its ``sent_at``
+        was read from the reader's start only)."""
+        self._executing: dict[str, int] = {}
+        """The command ids an ``execute`` is sending again now: their answers kept are not
+        let go of before its ``result`` waits (its ``skip`` counts them)."""
         self._ready: asyncio.Future[None] | None = None
         self._starting: asyncio.Future[None] | None = None
         self._closing = False
@@ -1001,11 +1006,15 @@ class BlackjackClient:
 
     def _let_go_of_own(self) -> None:
         """The oldest of this client's own answers let go of beyond ``KEEP_RESULTS``, but
-        not those of a command a caller waits for (kept as the newest)."""
+        not those of a command a caller waits for, or ``execute`` sends again (kept as the
+        newest). One asked for is no longer noted as looked back for: asked again, it is
+        looked back for again."""
         for _ in range(len(self._results) - KEEP_RESULTS):
             command_id, received = self._results.popitem(last=False)
-            if command_id in self._waiters:
+            if command_id in self._waiters or command_id in self._executing:
                 self._results[command_id] = received
+            else:
+                self._asked.pop(command_id, None)
 
     def _wanted(self, command_id: str) -> bool:
         """Whether the answers to ``command_id`` are this client's own to keep: to a command
@@ -1039,7 +1048,7 @@ class BlackjackClient:
         else:
             wanted = mine
         looked_back = self._asked.get(command_id, set())
-        return [(s, at) for s, at in wanted if s not in looked_back]
+        return [(s, at) for s, at in wanted if (s, at) not in looked_back]
 
     async def _look_back(self, command_id: str, stream_id: str, since: datetime | None) -> None:
         """Read the stream's partition of the results topic from ``RESULTS_LOOKBACK_MS``
@@ -1098,7 +1107,7 @@ class BlackjackClient:
             # nothing to read since the reader's start awaited nothing in between)
             await asyncio.sleep(0)
             await consumer.stop()
-        self._asked.setdefault(command_id, set()).add(stream_id)
+        self._asked.setdefault(command_id, set()).add((stream_id, since))
 
     async def _read_back(
         self,
@@ -1165,15 +1174,22 @@ class BlackjackClient:
     ) -> CommandResult:
         """Send a command and await the answer to this sending of it (``send``)."""
         command_id = command_id or str(uuid.uuid4())
-        earlier = len(_of_stream(self._answers(command_id), stream_id))  # unreadable ones too
-        await self.send(
-            stream_id,
-            command,
-            command_id=command_id,
-            correlation_id=correlation_id,
-            sent_at=sent_at,
-        )
-        return await self.result(command_id, timeout, skip=earlier, stream_id=stream_id)
+        # (its answers counted here kept until it waits)
+        self._executing[command_id] = self._executing.get(command_id, 0) + 1
+        try:
+            earlier = len(_of_stream(self._answers(command_id), stream_id))  # unreadable too
+            await self.send(
+                stream_id,
+                command,
+                command_id=command_id,
+                correlation_id=correlation_id,
+                sent_at=sent_at,
+            )
+            return await self.result(command_id, timeout, skip=earlier, stream_id=stream_id)
+        finally:
+            self._executing[command_id] -= 1
+            if not self._executing[command_id]:
+                del self._executing[command_id]
 
     async def events(self, result: CommandResult, timeout: float = 10.0) -> list[WireEnvelope]:
         """The events an accepted command wrote (``first_sequence`` to ``last_sequence`` of

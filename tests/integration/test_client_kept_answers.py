@@ -11,6 +11,7 @@ an answer let go of with the others' is looked back for on its stream's partitio
 from __future__ import annotations
 
 import asyncio
+from datetime import UTC, datetime, timedelta
 from typing import Any
 
 import pytest
@@ -69,7 +70,7 @@ async def test_an_answer_let_go_of_with_the_others_is_looked_back_for_on_its_str
         assert client.results_for("step-1") == []  # let go of
         found = await client.result("step-1", WAIT_S, stream_id=TABLE)
         assert found.command_id == "step-1" and found.stream_id == TABLE
-        assert TABLE in client._asked["step-1"]
+        assert (TABLE, None) in client._asked["step-1"]  # from the reader's start
         # asked for: kept with the client's own from now on
         await write(space.bootstrap, space.topics.results, answer("step-1"))
         again = await client.result("step-1", WAIT_S, skip=1, stream_id=TABLE)
@@ -141,6 +142,81 @@ async def test_a_command_sent_again_keeps_its_answers_while_its_answer_is_awaite
         while len(client._sent["x"]) < 2:  # (sent again; its wait for a second answer begun)
             await asyncio.sleep(0.01)
         await sent_and_answered("z")  # before: let go of x's first answer
+        await write(space.bootstrap, results, answer("x"))
+        assert (await again).command_id == "x"
+        assert len(client.results_for("x")) == 2
+
+
+async def test_an_answer_named_without_its_sent_at_then_with_it_is_looked_back_for_again(
+    kafka_space: Any,
+) -> None:
+    """Asked without its ``sent_at``, an answer is looked for from the reader's start only;
+    asked again with it, from before that (review: the stream was noted as looked back for,
+    and the second call never read before the start)."""
+    space: KafkaSpace = await kafka_space(partitions=1)
+    sent_at = datetime.now(UTC) - timedelta(seconds=5)
+    await write(space.bootstrap, space.topics.results, answer("before-start"))
+    async with space.client() as client:
+        with pytest.raises(TimeoutError):  # before the reader's start: not read
+            await client.result("before-start", 1.0, stream_id=TABLE)
+        found = await client.result("before-start", WAIT_S, stream_id=TABLE, sent_at=sent_at)
+        assert found.command_id == "before-start"
+
+
+async def test_an_answer_looked_back_for_and_let_go_of_is_looked_back_for_again(
+    kafka_space: Any, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A handler's step found by a look-back, then let go of with this client's own answers:
+    asked again, it is looked back for again (review: it was still noted as looked back for,
+    and the wait ran out)."""
+    monkeypatch.setattr(client_module, "KEEP_OTHERS_RESULTS", OTHERS)
+    monkeypatch.setattr(client_module, "KEEP_RESULTS", 2)
+    space: KafkaSpace = await kafka_space(partitions=1)
+    results = space.topics.results
+    async with space.client() as client:
+        await write(space.bootstrap, results, answer("step-1"))
+        for n in range(2 * OTHERS):
+            await write(space.bootstrap, results, answer(f"other-{n}"))
+        await answered(client, space.bootstrap, results, "last")
+        assert (await client.result("step-1", WAIT_S, stream_id=TABLE)).command_id == "step-1"
+        for command_id in ("a", "b"):  # the client's own answers (not asked for)
+            await client.send(TABLE, cmd.OpenTable(variant="mini-h17"), command_id=command_id)
+            await write(space.bootstrap, results, answer(command_id))
+        await answered(client, space.bootstrap, results, "c")  # (read after a and b)
+        assert client.results_for("step-1") == []  # let go of: it keeps two
+        again = await client.result("step-1", WAIT_S, stream_id=TABLE)
+        assert again.command_id == "step-1"
+
+
+async def test_execute_keeps_the_answers_it_counted_while_the_broker_takes_its_command(
+    kafka_space: Any, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """``execute`` of a command sent again counts its answers, then sends: its own answers
+    coming in before the broker's ack do not let go of those it counted (review: its wait for
+    one answer more then never ended)."""
+    monkeypatch.setattr(client_module, "KEEP_RESULTS", 2)
+    space: KafkaSpace = await kafka_space(partitions=1)
+    results = space.topics.results
+    opening = cmd.OpenTable(variant="mini-h17")
+    async with space.client() as client:
+        await client.send(TABLE, opening, command_id="x")
+        await answered(client, space.bootstrap, results, "x")
+        release, held = asyncio.Event(), asyncio.Event()
+        send_record = client._send_record
+
+        async def slow_ack(key: Any, value: bytes, headers: Any) -> Any:
+            if b'"command_id":"x"' in value:  # x sent again: its ack held back
+                held.set()
+                await release.wait()
+            return await send_record(key, value, headers)
+
+        monkeypatch.setattr(client, "_send_record", slow_ack)
+        again = asyncio.ensure_future(client.execute(TABLE, opening, command_id="x"))
+        await held.wait()
+        await answered(client, space.bootstrap, results, "y", "z")  # as many as it keeps
+        release.set()
+        while "x" not in client._waiters:  # (its wait begun once the broker took it)
+            await asyncio.sleep(0.01)
         await write(space.bootstrap, results, answer("x"))
         assert (await again).command_id == "x"
         assert len(client.results_for("x")) == 2
