@@ -390,32 +390,21 @@ def _own_returns(args: argparse.Namespace, report: dict[str, Any]) -> dict[str, 
     ``blackjack rules --table`` prints them (a second or so a rule set). None: its rules
     cannot be read (no view, or rules this release does not know)."""
     from blackjack.domain.rules import stored_rules
-    from blackjack.projections.reports import RULE_SETS_A_STATEMENT
+    from blackjack.projections.reports import rules_documents
     from blackjack.rules_sheet import table_returns
 
     lines = [*report["games"], *(line for day in report.get("days", []) for line in day["games"])]
     first_tables = {line["rules"]: line["rules_table"] for line in lines if line.get("own_rules")}
     tables = sorted(set(first_tables.values()))
-
-    async def read(connection: AsyncConnection) -> dict[str, Any]:
-        from sqlalchemy import select
-
-        from blackjack.projections import schema
-
-        t = schema.table_views
-        documents: dict[str, Any] = {}
-        for at in range(0, len(tables), RULE_SETS_A_STATEMENT):
-            some = tables[at : at + RULE_SETS_A_STATEMENT]
-            query = select(t.c.stream_id, t.c.view["rules"]).where(t.c.stream_id.in_(some))
-            for stream_id, document in (await connection.execute(query)).all():
-                documents[stream_id] = document
-        return documents
-
-    documents = read_store(args, read, "blackjack projections report") if tables else {}
+    documents = (
+        read_store(args, lambda c: rules_documents(c, tables), "blackjack projections report")
+        if tables
+        else {}
+    )
     returns: dict[str, Returns | None] = {}
     for rule_set, table in first_tables.items():
         try:
-            rules = stored_rules(documents[table])
+            rules = stored_rules(documents[table][1])
         except (KeyError, TypeError, AttributeError, ValueError):  # (ValidationError too)
             returns[rule_set] = None
         else:

@@ -9,6 +9,7 @@ four decimals of a percent, as text (never a float).
 from __future__ import annotations
 
 import re
+from collections.abc import Sequence
 from dataclasses import dataclass, field, fields
 from datetime import date, timedelta
 from fractions import Fraction
@@ -145,15 +146,12 @@ async def _summed(
     the few documents are then read again by name and folded into their fingerprints (equal
     rules stored by two releases are one rule set). The statements read one snapshot
     (``ProjectionStore.reading``): a day's lines add up to the range's while workers fold."""
-    t = schema.table_views
     rows = (await connection.execute(summing(first, last, by_day))).mappings().all()
     named = sorted({row["rule_set"] for row in rows})
-    own: dict[str, str | None] = {}  # each rule set read once, not once a day
-    for at in range(0, len(named), RULE_SETS_A_STATEMENT):
-        some = named[at : at + RULE_SETS_A_STATEMENT]
-        query = select(t.c.stream_id, t.c.variant, t.c.view["rules"]).where(t.c.stream_id.in_(some))
-        for stream_id, variant, document in (await connection.execute(query)).all():
-            own[stream_id] = _own_rules(variant or "", document)
+    own = {  # each rule set read once, not once a day
+        stream_id: _own_rules(variant or "", document)
+        for stream_id, (variant, document) in (await rules_documents(connection, named)).items()
+    }
     summed: dict[tuple[date | None, _Key], _Sums] = {}
     for row in rows:
         rule_set = row["rule_set"]
@@ -199,6 +197,21 @@ def summing(first: date, last: date, by_day: bool) -> Select[Any]:
         .group_by(*groups)
     )
     return query
+
+
+async def rules_documents(
+    connection: AsyncConnection, tables: Sequence[str]
+) -> dict[str, tuple[str | None, Any]]:
+    """Each of ``tables``' variant and rules document as its view holds them (a table with no
+    view left out), ``RULE_SETS_A_STATEMENT`` tables a statement."""
+    t = schema.table_views
+    documents: dict[str, tuple[str | None, Any]] = {}
+    for at in range(0, len(tables), RULE_SETS_A_STATEMENT):
+        some = tables[at : at + RULE_SETS_A_STATEMENT]
+        query = select(t.c.stream_id, t.c.variant, t.c.view["rules"]).where(t.c.stream_id.in_(some))
+        for stream_id, variant, document in (await connection.execute(query)).all():
+            documents[stream_id] = (variant, document)
+    return documents
 
 
 def _own_rules(variant: str, rules: Any) -> str | None:
