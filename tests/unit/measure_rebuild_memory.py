@@ -2,9 +2,10 @@
 results topic's retention: the rebuild's peak memory by how many commands the log holds
 (docs/operations.md, the handler's rebuild):
 
-    PYTHONPATH=.:services .venv/bin/python -m tests.unit.measure_rebuild_memory 5000 20000
+    PYTHONPATH=.:services .venv/bin/python -m tests.unit.measure_rebuild_memory 2500 10000
 
-One mini-h17 table, that many deposits (each an accepted command with an event), a dedup
+One mini-h17 table, that many deposits (``test_handler_windows._deposits``: each an accepted
+command with an event; at most 10,000, the ids of money commands a stream keeps), a dedup
 window of 1,000, rebuilt through the service's replay over a log held in memory
 (``committed_log.CommittedLog``). Measured with tracemalloc: the rebuild's peak. It held a
 ``CommandResult`` for every command the log proved accepted; since the thirty-fifth session
@@ -17,17 +18,13 @@ import sys
 import time
 import tracemalloc
 
-from blackjack.domain import commands as cmd
 from tests.unit.processor_harness import TOPICS
-from tests.unit.test_handler_windows import T0, Handler
+from tests.unit.test_handler_windows import Handler, _deposits
 
 
 async def measure(deposits: int) -> None:
     handler = Handler(window=1000)
-    handler.send("solo-1", cmd.OpenTable(variant="mini-h17"), "s-0", T0)
-    handler.send("solo-1", cmd.SitDown(player_id="ann"), "s-1", T0)
-    for number in range(deposits):
-        handler.send("solo-1", cmd.Deposit(player_id="ann", amount=100), f"d-{number}", T0)
+    _deposits(handler, "solo-1", deposits)
     handler.log.expire(TOPICS.results)
     tracemalloc.start()
     started = time.perf_counter()
@@ -40,5 +37,5 @@ async def measure(deposits: int) -> None:
 
 
 if __name__ == "__main__":
-    for count in sys.argv[1:] or ["5000", "20000"]:
+    for count in sys.argv[1:] or ["2500", "10000"]:
         asyncio.run(measure(int(count)))
