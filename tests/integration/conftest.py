@@ -19,6 +19,7 @@ from typing import Any
 
 import pytest
 from aiokafka import AIOKafkaConsumer, TopicPartition
+from pydantic import ValidationError
 
 from blackjack.bus.settings import KafkaSettings
 from blackjack.bus.topic_ids import TopicState, topic_state
@@ -294,15 +295,48 @@ def wallet_events(envelopes: Iterable[EventEnvelope]) -> list[WalletEvent]:
 
 
 async def stream_events(space: KafkaSpace, stream_id: str | None = None) -> list[EventEnvelope]:
-    """The events (unsealed with the space's key), of one stream or all, in stream order."""
+    """The events (unsealed with the space's key), of one stream or all, in stream order, as
+    of every answer on the results topic: the events of each command answered are in. (A
+    transaction commits an answer and its events at once, but Kafka writes its commit markers
+    partition by partition, on a cluster each by its leader: an events partition may show
+    them a moment after the answer's, and a test that read the events as soon as it had the
+    answer saw the table before the command.)"""
+    answered = answered_sequences(await read_topic(space, space.topics.results), stream_id)
     seal = space.seal()
     envelopes = [
         from_wire(decode(record.value), seal)
         for record in await read_topic(space, space.topics.events)
     ]
+    if not holds_every_answered(envelopes, answered):
+        envelopes = await wait_for_events(
+            space, stream_id, lambda seen: holds_every_answered(seen, answered)
+        )
     if stream_id is not None:
         envelopes = [e for e in envelopes if e.stream_id == stream_id]
     return envelopes
+
+
+def answered_sequences(records: Iterable[Any], stream_id: str | None) -> dict[str, int]:
+    """The last sequence the answers on the results topic (``records``) gave each stream (of
+    ``stream_id``'s alone, if given). (A test's unreadable answer names no events.)"""
+    answered: dict[str, int] = {}
+    for record in records:
+        try:
+            result = CommandResult.model_validate_json(record.value)
+        except ValidationError:
+            continue
+        if result.last_sequence is not None and stream_id in (None, result.stream_id):
+            answered[result.stream_id] = max(
+                answered.get(result.stream_id, result.last_sequence), result.last_sequence
+            )
+    return answered
+
+
+def holds_every_answered(envelopes: Iterable[EventEnvelope], answered: dict[str, int]) -> bool:
+    last: dict[str, int] = {}
+    for envelope in envelopes:
+        last[envelope.stream_id] = max(last.get(envelope.stream_id, -1), envelope.sequence)
+    return all(last.get(stream, -1) >= sequence for stream, sequence in answered.items())
 
 
 async def all_results(space: KafkaSpace) -> list[CommandResult]:
@@ -314,11 +348,12 @@ async def all_results(space: KafkaSpace) -> list[CommandResult]:
 
 async def wait_for_events(
     space: KafkaSpace,
-    stream_id: str,
+    stream_id: str | None,
     done: Callable[[list[EventEnvelope]], bool],
     timeout: float = WAIT_S,
 ) -> list[EventEnvelope]:
-    """Follow the stream's events until ``done`` holds for them (bounded)."""
+    """Follow the stream's events (every stream's: None) until ``done`` holds for them
+    (bounded)."""
     seal = space.seal()
     seen: list[EventEnvelope] = []
     async with following(space, space.topics.events) as consumer, asyncio.timeout(timeout):
@@ -327,7 +362,7 @@ async def wait_for_events(
             for records in batch.values():
                 for record in records:
                     envelope = from_wire(decode(record.value), seal)
-                    if envelope.stream_id == stream_id:
+                    if stream_id in (None, envelope.stream_id):
                         seen.append(envelope)
     return seen
 
