@@ -967,8 +967,9 @@ class BlackjackClient:
         finally:
             if not looking.done():
                 looking.cancel()
-                with contextlib.suppress(asyncio.CancelledError):
-                    await looking
+                # (not ``await looking``: a cancel of this call's own went to the look-back
+                # as well, and was taken for its)
+                await asyncio.wait({looking})
         if looking.cancelled():
             return
         error = looking.exception()  # (retrieved: never logged as unretrieved)
@@ -1091,6 +1092,8 @@ class BlackjackClient:
                     return
             for record in found:
                 self._read_back_one(record, command_id, stream_id)
+            # (before the stop: an answer found here gives the look-back up as it stops)
+            self._asked.setdefault(command_id, set()).add((stream_id, since))
         except KafkaError as error:
             if read_error_is_fatal(error):
                 raise
@@ -1102,12 +1105,7 @@ class BlackjackClient:
             )
             return
         finally:
-            # aiokafka's consumer without a group starts a task it cancels at stop(): cancelled
-            # before it first ran, stop() raised CancelledError (a look-back that found
-            # nothing to read since the reader's start awaited nothing in between)
-            await asyncio.sleep(0)
-            await consumer.stop()
-        self._asked.setdefault(command_id, set()).add((stream_id, since))
+            await consumer.stop()  # (to its end: ``ScopedConsumer``)
 
     async def _read_back(
         self,

@@ -220,3 +220,77 @@ async def test_execute_keeps_the_answers_it_counted_while_the_broker_takes_its_c
         await write(space.bootstrap, results, answer("x"))
         assert (await again).command_id == "x"
         assert len(client.results_for("x")) == 2
+
+
+class StopWatched(client_module.ScopedConsumer):
+    """The client's consumer, which says when its stop begins (``stopping``)."""
+
+    stopping: asyncio.Event
+
+    async def stop(self) -> None:
+        StopWatched.stopping.set()
+        await super().stop()
+
+
+async def left_running(before: set[asyncio.Task[Any]]) -> list[str]:
+    """The tasks started since ``before`` still running once the ones ending have ended."""
+    started = asyncio.all_tasks() - before - {asyncio.current_task()}
+    if started:
+        await asyncio.wait(started, timeout=5)
+    return sorted(task.get_coro().__qualname__ for task in started if not task.done())
+
+
+async def test_a_look_back_given_up_once_it_has_read_stops_its_consumer(
+    kafka_space: Any, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The reader's answer gives up the look-back (``_looking_back`` cancels it), whatever it
+    is doing. Given up once it had read, before its consumer's stop, that consumer's fetcher,
+    coordinator and connections ran on for good (CI, after ``blackjack play``'s buy-in looked
+    back: "tasks left running on the session's event loop after the module: Fetcher...,
+    AIOKafkaClient..., NoGroupCoordinator...")."""
+    space: KafkaSpace = await kafka_space(partitions=1)
+    async with space.client() as client:
+        await answered(client, space.bootstrap, space.topics.results, "first")
+        read_back, read = client._read_back, asyncio.Event()
+
+        async def read_back_and_say(*args: Any) -> list[Any]:
+            found = await read_back(*args)
+            read.set()
+            return found
+
+        monkeypatch.setattr(client, "_read_back", read_back_and_say)
+        before = asyncio.all_tasks()
+        # at a stream of the partition with nothing found: its stop is next, nothing between
+        looking = asyncio.ensure_future(client._look_back("step-1", "elsewhere", None))
+        await read.wait()
+        looking.cancel()
+        with pytest.raises(asyncio.CancelledError):
+            await looking
+        assert await left_running(before) == []
+
+
+async def test_a_result_cancelled_while_its_look_back_stops_is_cancelled(
+    kafka_space: Any, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A ``result`` cancelled (a caller's timeout, its task given up) while the look-back the
+    reader's answer gave up stops: the cancel went to the look-back as well, was taken for
+    the look-back's, and ``result`` went on waiting as if never cancelled."""
+    space: KafkaSpace = await kafka_space(partitions=1)
+    async with space.client() as client:
+        await answered(client, space.bootstrap, space.topics.results, "first")
+        StopWatched.stopping = asyncio.Event()
+        monkeypatch.setattr(client_module, "ScopedConsumer", StopWatched)
+
+        async def read_back_until_given_up(*args: Any) -> list[Any]:
+            await asyncio.Event().wait()
+            raise AssertionError("never")
+
+        monkeypatch.setattr(client, "_read_back", read_back_until_given_up)
+        before = asyncio.all_tasks()
+        asking = asyncio.ensure_future(client.result("step-1", WAIT_S, stream_id=TABLE))
+        await write(space.bootstrap, space.topics.results, answer("step-1"))
+        await StopWatched.stopping.wait()  # the reader has it: the look-back is given up
+        asking.cancel()
+        with pytest.raises(asyncio.CancelledError):
+            await asking
+        assert await left_running(before) == []

@@ -11,7 +11,8 @@ aiokafka's classes or modules.
 - a consumer reads a record whose header name is not UTF-8 (``bus.header_names``): its
   fetcher's record reader is wrapped as aiokafka's ``start`` makes it, before its first fetch;
 - a consumer can ask a topic's id (``topic_state``, ``bus.topic_ids``: aiokafka keeps none),
-  on its client's connections.
+  on its client's connections;
+- a consumer's stop goes to its end when its caller is cancelled meanwhile.
 
 Each checks the aiokafka it wraps first (``bus.aiokafka_internals``): one that changed raises
 ``AiokafkaChanged`` from the constructor.
@@ -88,6 +89,32 @@ class ScopedConsumer(AIOKafkaConsumer):  # type: ignore[misc]
     def leaders_of(self, tps: Iterable[Any]) -> list[int]:
         """The brokers this consumer fetches ``tps`` from (those known), each once, in order."""
         return sorted({n for n in map(self.leader_of, tps) if n is not None})
+
+    async def stop(self) -> None:
+        """aiokafka's stop, to its end whatever comes: a cancel meanwhile is raised once it
+        has stopped. (Cut short, it left the fetcher, the coordinator and the connections
+        running: a client's look-back, given up by the reader's answer as it stopped, left
+        them in a platform's process for good.)"""
+        stopping = asyncio.ensure_future(self._stop_after_its_tasks_began())
+        cancelled = False
+        while True:
+            try:
+                await asyncio.shield(stopping)
+                break
+            except asyncio.CancelledError:
+                if stopping.done():
+                    stopping.result()  # (its own error first)
+                    raise
+                cancelled = True
+        if cancelled:
+            raise asyncio.CancelledError
+
+    async def _stop_after_its_tasks_began(self) -> None:
+        # a consumer without a group starts a task its stop cancels and awaits: cancelled
+        # before it first ran, it ends cancelled, and aiokafka's stop raised CancelledError
+        # there (a consumer stopped with nothing awaited since its start)
+        await asyncio.sleep(0)
+        await super().stop()
 
     @property
     def _fetcher(self) -> Any:
