@@ -316,6 +316,12 @@ async def stream_events(space: KafkaSpace, stream_id: str | None = None) -> list
     return envelopes
 
 
+async def await_answered_events(space: KafkaSpace) -> None:
+    """Until the events topic shows the events of every command answered so far: what a
+    test reads to the end of it then (a projection's fold) holds them (``stream_events``)."""
+    await stream_events(space)
+
+
 def answered_sequences(records: Iterable[Any], stream_id: str | None) -> dict[str, int]:
     """The last sequence the answers on the results topic (``records``) gave each stream (of
     ``stream_id``'s alone, if given). (A test's unreadable answer names no events.)"""

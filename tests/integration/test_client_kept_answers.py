@@ -18,6 +18,7 @@ import pytest
 from aiokafka import TopicPartition
 
 from blackjack import client as client_module
+from blackjack.bus.clients import ScopedConsumer
 from blackjack.domain import commands as cmd
 from tests.integration.conftest import WAIT_S, KafkaSpace
 from tests.integration.test_client_lost_answers import (
@@ -222,7 +223,7 @@ async def test_execute_keeps_the_answers_it_counted_while_the_broker_takes_its_c
         assert len(client.results_for("x")) == 2
 
 
-class StopWatched(client_module.ScopedConsumer):
+class StopWatched(ScopedConsumer):
     """The client's consumer, which says when its stop begins (``stopping``)."""
 
     stopping: asyncio.Event
@@ -237,7 +238,7 @@ async def left_running(before: set[asyncio.Task[Any]]) -> list[str]:
     started = asyncio.all_tasks() - before - {asyncio.current_task()}
     if started:
         await asyncio.wait(started, timeout=5)
-    return sorted(task.get_coro().__qualname__ for task in started if not task.done())
+    return sorted(getattr(t.get_coro(), "__qualname__", "?") for t in started if not t.done())
 
 
 async def test_a_look_back_given_up_once_it_has_read_stops_its_consumer(

@@ -44,6 +44,7 @@ from tests.integration.conftest import (
     QueuedShuffler,
     accept,
     accept_together,
+    await_answered_events,
     command_log,
     stream_events,
     wait_for_events,
@@ -69,6 +70,7 @@ class Recall:
     api: httpx.AsyncClient
 
     async def caught_up(self) -> None:
+        await await_answered_events(self.space)
         ends = await data_ends(self.space.bootstrap, self.space.topics.events)
         await self.writer.wait_for(ends, WAIT_S)
 

@@ -25,6 +25,7 @@ from tests.integration.conftest import (
     QueuedShuffler,
     accept,
     accept_together,
+    await_answered_events,
     read_topic,
     types_of,
     verify_stream,
@@ -377,6 +378,7 @@ async def test_every_record_on_the_wire_is_what_the_published_contract_says(
             checked[kind] = checked.get(kind, 0) + 1
     # bj_transfer: a buy-in's Deposit the wallet's transfer number, a CashOut the sequence of
     # the table event (named by its id, `<event id>.cashout`) that paid the money out
+    await await_answered_events(space)
     events = {
         (e := json.loads(r.value))["event_id"]: e
         for r in await read_topic(space, space.topics.events)

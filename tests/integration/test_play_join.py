@@ -39,7 +39,7 @@ from blackjack.projections.rebuild import rebuild
 from blackjack.projections.store import ProjectionStore
 from blackjack.projections.writer import ProjectionWriter
 from tests.integration import infra
-from tests.integration.conftest import WAIT_S, KafkaSpace, accept
+from tests.integration.conftest import WAIT_S, KafkaSpace, accept, await_answered_events
 from tests.integration.test_play import next_line, play
 
 pytest.register_assert_rewrite("tests.integration.conftest_projections")
@@ -50,6 +50,15 @@ from tests.integration.conftest_projections import (  # noqa: E402
 )
 
 pytest_plugins = ["tests.integration.conftest_projections"]
+
+
+async def fold_answered(writer: ProjectionWriter, space: KafkaSpace) -> None:
+    """The read model folded from offset 0 to the end of the events, the events of every
+    command answered so far among them."""
+    await await_answered_events(space)
+    await rebuild(writer, space.bootstrap, space.topics.events)
+
+
 pytestmark = [pytest.mark.integration, pytest.mark.also_on_three_nodes]
 
 A = "alice"
@@ -130,7 +139,7 @@ async def test_a_client_joins_from_the_read_model_and_shows_what_a_read_from_off
     writer = ProjectionWriter(store)
 
     async def fold() -> None:
-        await rebuild(writer, space.bootstrap, space.topics.events)
+        await fold_answered(writer, space)
 
     await accept(client, other, cmd.OpenTable(variant="mini-h17"), cmd.SitDown(player_id="bob"))
     async with TableFollower(space.bootstrap, table, space.topics) as playing:
@@ -222,7 +231,7 @@ async def test_without_a_read_model_that_can_say_the_client_reads_from_the_start
     assert gone.from_start and "did not answer" in gone.joined
     same_table(gone, from_start)
     # An answer longer than the client reads of one (the bound made small: the table's events)
-    await rebuild(ProjectionWriter(store), space.bootstrap, space.topics.events)
+    await fold_answered(ProjectionWriter(store), space)
     async with served_query_api(store) as url:
         bounded = await _joined(space, table, last, ReadModelApi(url, max_bytes=64))
     await bounded.stop()
@@ -235,7 +244,7 @@ async def test_the_command_line_says_where_it_read_the_table_from(
 ) -> None:
     table = f"join-{os.urandom(3).hex()}"
     await accept(client, table, cmd.OpenTable(variant="mini-h17"), cmd.SitDown(player_id=A))
-    await rebuild(ProjectionWriter(store), space.bootstrap, space.topics.events)
+    await fold_answered(ProjectionWriter(store), space)
     process = await play(space, table, "--player", A)
     output, _ = await asyncio.wait_for(process.communicate(b"q\n"), WAIT_S)
     assert b"blackjack play: no query API given (--api, BLACKJACK_API_URL); reading " in output
@@ -269,7 +278,7 @@ async def test_an_event_both_from_the_read_model_and_the_topic_is_folded_once(
     last = deposited.last_sequence or 0
     carol = f"carol-{os.urandom(3).hex()}"
     [paid] = await accept(client, f"wallet:{carol}", WalletDeposit(player_id=carol, amount=4_000))
-    await rebuild(ProjectionWriter(store), space.bootstrap, space.topics.events)
+    await fold_answered(ProjectionWriter(store), space)
     from_start = await _joined(space, table, last)
     async with served_query_api(store) as url:
         twice = await _joined(space, table, last, _BehindApi(url))
@@ -307,7 +316,7 @@ async def test_a_read_model_past_the_partition_s_end_is_not_trusted(
     *_, seated = await accept(
         client, table, cmd.OpenTable(variant="mini-h17"), cmd.SitDown(player_id=A)
     )
-    await rebuild(ProjectionWriter(store), space.bootstrap, space.topics.events)
+    await fold_answered(ProjectionWriter(store), space)
     last = seated.last_sequence or 0
     from_start = await _joined(space, table, last)
     async with served_query_api(store) as url:
