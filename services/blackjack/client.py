@@ -451,6 +451,8 @@ class BlackjackClient:
         self._ready: asyncio.Future[None] | None = None
         self._starting: asyncio.Future[None] | None = None
         self._closing = False
+        self._look_backs: set[asyncio.Task[None]] = set()
+        """The look-backs running (``_looking_back``), a given-up one until it has stopped."""
         self._waiters: dict[str, list[tuple[int, str | None, asyncio.Future[_Answer]]]] = {}
         self._renewing = asyncio.Lock()
         self.rounds: dict[str, tuple[int, bool]] = {}
@@ -715,6 +717,10 @@ class BlackjackClient:
             if self._reader_failure() is None:  # (a failure was told when it came)
                 with contextlib.suppress(asyncio.CancelledError):
                     await self._reader
+        for looking in self._look_backs:
+            looking.cancel()
+        if self._look_backs:
+            await asyncio.wait(set(self._look_backs))
         failures = []
         for client in (self._producer, self._consumer):
             if client is not None:
@@ -961,20 +967,26 @@ class BlackjackClient:
                 await self._look_back(command_id, stream, since)
 
         looking = asyncio.ensure_future(look_back())
+        self._look_backs.add(looking)
+        looking.add_done_callback(self._look_back_ended)
         try:
             either: set[asyncio.Future[Any]] = {looking, future}
             await asyncio.wait(either, return_when=asyncio.FIRST_COMPLETED)
         finally:
             if not looking.done():
+                # given up, it ends on its own (its consumer's stop to its end): the answer
+                # in hand is not held up by it, nor a cancel of this call's own taken for its
                 looking.cancel()
-                # (not ``await looking``: a cancel of this call's own went to the look-back
-                # as well, and was taken for its)
-                await asyncio.wait({looking})
-        if looking.cancelled():
+        if not looking.done() or looking.cancelled():
             return
-        error = looking.exception()  # (retrieved: never logged as unretrieved)
+        error = looking.exception()
         if error is not None and not future.done():
             raise error  # a fatal read error
+
+    def _look_back_ended(self, looking: asyncio.Task[None]) -> None:
+        self._look_backs.discard(looking)
+        if not looking.cancelled():
+            looking.exception()  # (retrieved: a given-up one's error is no one's to tell)
 
     def results_for(self, command_id: str, stream_id: str | None = None) -> list[CommandResult]:
         """Every result received so far for a command id (one, unless it was re-sent or

@@ -303,14 +303,15 @@ async def stream_events(space: KafkaSpace, stream_id: str | None = None) -> list
     answer saw the table before the command.)"""
     answered = answered_sequences(await read_topic(space, space.topics.results), stream_id)
     seal = space.seal()
-    envelopes = [
-        from_wire(decode(record.value), seal)
-        for record in await read_topic(space, space.topics.events)
-    ]
+
+    async def to_the_end() -> list[EventEnvelope]:
+        records = await read_topic(space, space.topics.events)
+        return [from_wire(decode(record.value), seal) for record in records]
+
+    envelopes = await to_the_end()
     if not holds_every_answered(envelopes, answered):
-        envelopes = await wait_for_events(
-            space, stream_id, lambda seen: holds_every_answered(seen, answered)
-        )
+        await wait_for_events(space, stream_id, lambda seen: holds_every_answered(seen, answered))
+        envelopes = await to_the_end()  # (the wait ends where they are, not at the end)
     if stream_id is not None:
         envelopes = [e for e in envelopes if e.stream_id == stream_id]
     return envelopes

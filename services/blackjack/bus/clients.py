@@ -12,7 +12,7 @@ aiokafka's classes or modules.
   fetcher's record reader is wrapped as aiokafka's ``start`` makes it, before its first fetch;
 - a consumer can ask a topic's id (``topic_state``, ``bus.topic_ids``: aiokafka keeps none),
   on its client's connections;
-- a consumer's stop goes to its end when its caller is cancelled meanwhile.
+- a consumer's stop goes to its end when its caller is cancelled meanwhile (on its own).
 
 Each checks the aiokafka it wraps first (``bus.aiokafka_internals``): one that changed raises
 ``AiokafkaChanged`` from the constructor.
@@ -24,6 +24,7 @@ import asyncio
 from collections.abc import Iterable
 from typing import Any
 
+import structlog
 from aiokafka import AIOKafkaConsumer, AIOKafkaProducer
 
 from blackjack.bus.aiokafka_internals import (
@@ -36,6 +37,21 @@ from blackjack.bus.cut_short import close_client_cut_short
 from blackjack.bus.header_names import read_header_names_not_utf8_by
 from blackjack.bus.metadata_backoff import back_off_client
 from blackjack.bus.topic_ids import TopicState, topic_state
+
+log = structlog.get_logger("blackjack.bus")
+
+_STOPS_LET_GO: set[asyncio.Task[None]] = set()
+"""The consumers' stops going on after their callers were cancelled (held here: the event
+loop holds its tasks weakly)."""
+
+
+def _let_go_stop_ended(stopping: asyncio.Task[None]) -> None:
+    _STOPS_LET_GO.discard(stopping)
+    if not stopping.cancelled() and (error := stopping.exception()) is not None:
+        log.warning(
+            "a consumer's stop, left to end on its own, failed",
+            error=f"{type(error).__name__}: {error}",
+        )
 
 
 def require_client_fixes() -> None:
@@ -91,23 +107,21 @@ class ScopedConsumer(AIOKafkaConsumer):  # type: ignore[misc]
         return sorted({n for n in map(self.leader_of, tps) if n is not None})
 
     async def stop(self) -> None:
-        """aiokafka's stop, to its end whatever comes: a cancel meanwhile is raised once it
-        has stopped. (Cut short, it left the fetcher, the coordinator and the connections
-        running: a client's look-back, given up by the reader's answer as it stopped, left
-        them in a platform's process for good.)"""
+        """aiokafka's stop, to its end whatever comes: its caller cancelled meanwhile gets
+        the cancel at once, and the stop goes on on its own (``_STOPS_LET_GO``). (Cut short,
+        it left the fetcher, the coordinator and the connections running: a client's
+        look-back, given up by the reader's answer as it stopped, left them in a platform's
+        process for good.)"""
         stopping = asyncio.ensure_future(self._stop_after_its_tasks_began())
-        cancelled = False
-        while True:
-            try:
-                await asyncio.shield(stopping)
-                break
-            except asyncio.CancelledError:
-                if stopping.done():
-                    stopping.result()  # (its own error first)
-                    raise
-                cancelled = True
-        if cancelled:
-            raise asyncio.CancelledError
+        try:
+            await asyncio.shield(stopping)
+        except asyncio.CancelledError:
+            if stopping.done():
+                stopping.result()  # (its own error first)
+            else:
+                _STOPS_LET_GO.add(stopping)
+                stopping.add_done_callback(_let_go_stop_ended)
+            raise
 
     async def _stop_after_its_tasks_began(self) -> None:
         # a consumer without a group starts a task its stop cancels and awaits: cancelled
