@@ -353,6 +353,37 @@ async def all_results(space: KafkaSpace) -> list[CommandResult]:
     ]
 
 
+async def stream_results(
+    space: KafkaSpace, stream_id: str, causes: set[str]
+) -> dict[str, list[CommandResult]]:
+    """The answers to the stream's commands on the results topic, by command id, each of
+    ``causes`` (the command ids that caused the events read) answered among them: the mirror
+    of ``stream_events`` (an event read, the answer its transaction wrote may show a moment
+    after, on its own partition: a test that waited for a handler's own step's event and then
+    read the answers missed the step's)."""
+
+    async def to_the_end() -> dict[str, list[CommandResult]]:
+        results: dict[str, list[CommandResult]] = {}
+        for result in await all_results(space):
+            if result.stream_id == stream_id:
+                results.setdefault(result.command_id, []).append(result)
+        return results
+
+    results = await to_the_end()
+    unanswered = causes - results.keys()
+    if unanswered:
+        async with following(space, space.topics.results) as consumer, asyncio.timeout(WAIT_S):
+            while unanswered:
+                batch = await consumer.getmany(timeout_ms=500)
+                for records in batch.values():
+                    for record in records:
+                        result = CommandResult.model_validate_json(record.value)
+                        if result.stream_id == stream_id:
+                            unanswered.discard(result.command_id)
+        results = await to_the_end()  # (the wait ends where they are, not at the end)
+    return results
+
+
 async def wait_for_events(
     space: KafkaSpace,
     stream_id: str | None,
@@ -553,11 +584,10 @@ async def verify_stream(
     if is_declines_stream(stream_id):
         return await verify_declines(space, stream_id)
     commands = await command_records(space, stream_id)
-    results: dict[str, list[CommandResult]] = {}
-    for result in await all_results(space):
-        if result.stream_id == stream_id:
-            results.setdefault(result.command_id, []).append(result)
     events = await stream_events(space, stream_id)
+    results = await stream_results(
+        space, stream_id, {e.causation_id for e in events if e.causation_id}
+    )
     assert [e.sequence for e in events] == list(range(1, len(events) + 1)), "gap or duplicate"
     assert len({e.event_id for e in events}) == len(events)
     shoes = [e.data for e in events if isinstance(e.data, ev.ShoeShuffled)]
