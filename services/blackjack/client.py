@@ -717,9 +717,7 @@ class BlackjackClient:
             if self._reader_failure() is None:  # (a failure was told when it came)
                 with contextlib.suppress(asyncio.CancelledError):
                     await self._reader
-        for looking in self._look_backs:
-            looking.cancel()
-        if self._look_backs:
+        if self._look_backs:  # (each given up by its caller, told ClientStopped above)
             await asyncio.wait(set(self._look_backs))
         failures = []
         for client in (self._producer, self._consumer):
