@@ -50,15 +50,6 @@ from tests.integration.conftest_projections import (  # noqa: E402
 )
 
 pytest_plugins = ["tests.integration.conftest_projections"]
-
-
-async def fold_answered(writer: ProjectionWriter, space: KafkaSpace) -> None:
-    """The read model folded from offset 0 to the end of the events, the events of every
-    command answered so far among them."""
-    await await_answered_events(space)
-    await rebuild(writer, space.bootstrap, space.topics.events)
-
-
 pytestmark = [pytest.mark.integration, pytest.mark.also_on_three_nodes]
 
 A = "alice"
@@ -71,6 +62,13 @@ PLAYER_KEYS = ApiTokens.from_env(
         .decode()
     }
 )
+
+
+async def fold_answered(writer: ProjectionWriter, space: KafkaSpace) -> None:
+    """The read model folded from offset 0 to the end of the events, the events of every
+    command answered so far among them."""
+    await await_answered_events(space)
+    await rebuild(writer, space.bootstrap, space.topics.events)
 
 
 def player_token(player_id: str) -> str:
