@@ -371,15 +371,16 @@ async def stream_results(
 
     results = await to_the_end()
     unanswered = causes - results.keys()
+
+    def all_answered(records: list[Any]) -> bool:
+        for record in records:
+            result = CommandResult.model_validate_json(record.value)
+            if result.stream_id == stream_id:
+                unanswered.discard(result.command_id)
+        return not unanswered
+
     if unanswered:
-        async with following(space, space.topics.results) as consumer, asyncio.timeout(WAIT_S):
-            while unanswered:
-                batch = await consumer.getmany(timeout_ms=500)
-                for records in batch.values():
-                    for record in records:
-                        result = CommandResult.model_validate_json(record.value)
-                        if result.stream_id == stream_id:
-                            unanswered.discard(result.command_id)
+        await follow_until(space, space.topics.results, all_answered)
         results = await to_the_end()  # (the wait ends where they are, not at the end)
     return results
 
@@ -394,15 +395,29 @@ async def wait_for_events(
     (bounded)."""
     seal = space.seal()
     seen: list[EventEnvelope] = []
-    async with following(space, space.topics.events) as consumer, asyncio.timeout(timeout):
-        while not done(seen):
-            batch = await consumer.getmany(timeout_ms=500)
-            for records in batch.values():
-                for record in records:
-                    envelope = from_wire(decode(record.value), seal)
-                    if stream_id in (None, envelope.stream_id):
-                        seen.append(envelope)
+
+    def take(records: list[Any]) -> bool:
+        for record in records:
+            envelope = from_wire(decode(record.value), seal)
+            if stream_id in (None, envelope.stream_id):
+                seen.append(envelope)
+        return done(seen)
+
+    if not done(seen):
+        await follow_until(space, space.topics.events, take, timeout)
     return seen
+
+
+async def follow_until(
+    space: KafkaSpace, topic: str, enough: Callable[[list[Any]], bool], timeout: float = WAIT_S
+) -> None:
+    """Follow the topic's committed records from its start, handing ``enough`` each batch
+    read, until it says they are enough (bounded)."""
+    async with following(space, topic) as consumer, asyncio.timeout(timeout):
+        while True:
+            batch = await consumer.getmany(timeout_ms=500)
+            if enough([record for records in batch.values() for record in records]):
+                return
 
 
 @contextlib.asynccontextmanager

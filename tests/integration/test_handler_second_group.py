@@ -7,7 +7,6 @@ partition instead of deciding its commands again."""
 
 from __future__ import annotations
 
-import asyncio
 from typing import Any
 
 import pytest
@@ -21,7 +20,7 @@ from tests.integration.conftest import (
     WAIT_S,
     KafkaSpace,
     accept,
-    following,
+    follow_until,
     read_topic,
     running_handler,
 )
@@ -90,15 +89,14 @@ async def test_a_checkpoint_tells_how_far_the_commands_were_answered(kafka_space
             await accept(client, "t", cmd.OpenTable(variant="mini-h17"))
         await stray_refused_its_one_partition(space)
     # (the checkpoint the answer's transaction wrote may show a moment after it: followed)
-    written = False
-    async with following(space, space.topics.snapshots) as snapshots, asyncio.timeout(WAIT_S):
-        while not written:
-            batch = await snapshots.getmany(timeout_ms=500)
-            written = any(
-                r.key == b"#checkpoint/0" and offset_header(r.headers, COMMANDS_TO_HEADER) == 1
-                for records in batch.values()
-                for r in records
-            )
+    await follow_until(
+        space,
+        space.topics.snapshots,
+        lambda records: any(
+            r.key == b"#checkpoint/0" and offset_header(r.headers, COMMANDS_TO_HEADER) == 1
+            for r in records
+        ),
+    )
     checkpoints = [
         r for r in await read_topic(space, space.topics.snapshots) if r.key == b"#checkpoint/0"
     ]
