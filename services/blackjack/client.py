@@ -49,7 +49,6 @@ read from its beginning; a wait whose answer the reader knows deleted unread rai
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import json
 import math
 import os
@@ -79,7 +78,7 @@ from aiokafka.errors import (
 from prometheus_client import Counter
 from pydantic import BaseModel, ValidationError
 
-from blackjack.bus.clients import ScopedConsumer, ScopedProducer
+from blackjack.bus.clients import ScopedConsumer, ScopedProducer, stop_to_its_end
 from blackjack.bus.codecs import require_codecs
 from blackjack.bus.header_names import header_name_not_utf8
 from blackjack.bus.headers import COMMAND_OFFSET_HEADER, command_headers, offset_header
@@ -451,6 +450,8 @@ class BlackjackClient:
         self._ready: asyncio.Future[None] | None = None
         self._starting: asyncio.Future[None] | None = None
         self._closing = False
+        self._stopping: asyncio.Task[None] | None = None
+        """The last ``stop()``'s work, to its end (``bus.clients.stop_to_its_end``)."""
         self._look_backs: set[asyncio.Task[None]] = set()
         """The look-backs running (``_looking_back``), a given-up one until it has stopped."""
         self._waiters: dict[str, list[tuple[int, str | None, asyncio.Future[_Answer]]]] = {}
@@ -693,30 +694,38 @@ class BlackjackClient:
                     future.set_exception(failure)
 
     async def stop(self) -> None:
-        """Stop the client: once (a second call, from any task, returns at once); a ``result``
-        still waiting gets ``ClientStopped``, as does every call after."""
+        """Stop the client: once (a second call, from any task, waits for the first's end, or
+        returns at once); a ``result`` still waiting gets ``ClientStopped``, as does every
+        call after. The stop goes to its end whatever comes: a caller cancelled meanwhile
+        gets the cancel at once, and the reader, the look-backs, the producer and the
+        consumer still stop, on their own (the client can be started again once they have:
+        a second ``stop()`` waits for that)."""
         if self._stopped:
+            if self._stopping is not None and not self._stopping.done():
+                await asyncio.wait({self._stopping})
             return
         if self._loop is not None and asyncio.get_running_loop() is not self._loop:
             raise WrongEventLoop("stop() a client in the event loop it was started in")
         self._stopped = self._closing = True
         if self._starting is not None and not self._starting.done():
             self._starting.cancel()  # (its start() closes what it made, and says ClientStopped)
+        stopping = self._stopping = asyncio.ensure_future(self._stop())
+        await stop_to_its_end(stopping)
+
+    async def _stop(self) -> None:
         try:
-            await self._stop()
+            await self._stop_all()
         finally:
             self._closing = False
             self._loop = None  # (started again, in any event loop)
 
-    async def _stop(self) -> None:
+    async def _stop_all(self) -> None:
         if self._health.state != "failed":
             self._set_health("stopped")
         self._fail_waiters(ClientStopped("the client was stopped while the result was awaited"))
         if self._reader is not None:
             self._reader.cancel()
-            if self._reader_failure() is None:  # (a failure was told when it came)
-                with contextlib.suppress(asyncio.CancelledError):
-                    await self._reader
+            await asyncio.wait({self._reader})  # (a failure was told when it came)
         if self._look_backs:  # (each given up by its caller, told ClientStopped above)
             await asyncio.wait(set(self._look_backs))
         failures = []

@@ -12,7 +12,7 @@ aiokafka's classes or modules.
   fetcher's record reader is wrapped as aiokafka's ``start`` makes it, before its first fetch;
 - a consumer can ask a topic's id (``topic_state``, ``bus.topic_ids``: aiokafka keeps none),
   on its client's connections;
-- a consumer's stop goes to its end when its caller is cancelled meanwhile (on its own).
+- a stop goes to its end when its caller is cancelled meanwhile (on its own).
 
 Each checks the aiokafka it wraps first (``bus.aiokafka_internals``): one that changed raises
 ``AiokafkaChanged`` from the constructor.
@@ -21,7 +21,7 @@ Each checks the aiokafka it wraps first (``bus.aiokafka_internals``): one that c
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Iterable
+from collections.abc import Awaitable, Iterable
 from typing import Any
 
 import structlog
@@ -41,15 +41,15 @@ from blackjack.bus.topic_ids import TopicState, topic_state
 log = structlog.get_logger("blackjack.bus")
 
 _STOPS_LET_GO: set[asyncio.Task[None]] = set()
-"""The consumers' stops going on after their callers were cancelled (held here: the event
-loop holds its tasks weakly)."""
+"""The producers' and consumers' stops going on after their callers were cancelled (held
+here: the event loop holds its tasks weakly)."""
 
 
 def _let_go_stop_ended(stopping: asyncio.Task[None]) -> None:
     _STOPS_LET_GO.discard(stopping)
     if not stopping.cancelled() and (error := stopping.exception()) is not None:
         log.warning(
-            "a consumer's stop, left to end on its own, failed",
+            "a Kafka client's stop, left to end on its own, failed",
             error=f"{type(error).__name__}: {error}",
         )
 
@@ -60,9 +60,26 @@ def require_client_fixes() -> None:
     require_bootstrap()
 
 
+async def stop_to_its_end(stopping: Awaitable[None]) -> None:
+    """Run a client's ``stopping`` (a coroutine, or a task of it) to its end whatever comes:
+    its caller cancelled meanwhile gets the cancel at once, and the stop goes on on its own
+    (``_STOPS_LET_GO``; its error logged)."""
+    task = asyncio.ensure_future(stopping)
+    try:
+        await asyncio.shield(task)
+    except asyncio.CancelledError:
+        if task.done():
+            task.result()  # (its own error first)
+        else:
+            _STOPS_LET_GO.add(task)
+            task.add_done_callback(_let_go_stop_ended)
+        raise
+
+
 class ScopedProducer(AIOKafkaProducer):  # type: ignore[misc]
     """aiokafka's producer; its client backs off a failed metadata update and closes what a
-    bootstrap cut short opened; a start that is cancelled stops it."""
+    bootstrap cut short opened; a start that is cancelled stops it; its stop goes to its end
+    when its caller is cancelled meanwhile."""
 
     def __init__(self, **options: Any) -> None:
         require_client_fixes()  # before aiokafka's client is made: nothing to close
@@ -76,6 +93,12 @@ class ScopedProducer(AIOKafkaProducer):  # type: ignore[misc]
         except asyncio.CancelledError:  # its caller gives it up (another error: may retry)
             await self.stop()
             raise
+
+    async def stop(self) -> None:
+        """aiokafka's stop (it sends what is pending, ends the transaction manager's and the
+        sender's tasks, closes the connections), to its end whatever comes
+        (``stop_to_its_end``)."""
+        await stop_to_its_end(super().stop())
 
 
 class ScopedConsumer(AIOKafkaConsumer):  # type: ignore[misc]
@@ -107,21 +130,11 @@ class ScopedConsumer(AIOKafkaConsumer):  # type: ignore[misc]
         return sorted({n for n in map(self.leader_of, tps) if n is not None})
 
     async def stop(self) -> None:
-        """aiokafka's stop, to its end whatever comes: its caller cancelled meanwhile gets
-        the cancel at once, and the stop goes on on its own (``_STOPS_LET_GO``). (Cut short,
-        it left the fetcher, the coordinator and the connections running: a client's
-        look-back, given up by the reader's answer as it stopped, left them in a platform's
-        process for good.)"""
-        stopping = asyncio.ensure_future(self._stop_after_its_tasks_began())
-        try:
-            await asyncio.shield(stopping)
-        except asyncio.CancelledError:
-            if stopping.done():
-                stopping.result()  # (its own error first)
-            else:
-                _STOPS_LET_GO.add(stopping)
-                stopping.add_done_callback(_let_go_stop_ended)
-            raise
+        """aiokafka's stop, to its end whatever comes (``stop_to_its_end``). (Cut short, it
+        left the fetcher, the coordinator and the connections running: a client's look-back,
+        given up by the reader's answer as it stopped, left them in a platform's process for
+        good.)"""
+        await stop_to_its_end(self._stop_after_its_tasks_began())
 
     async def _stop_after_its_tasks_began(self) -> None:
         # a consumer without a group starts a task its stop cancels and awaits: cancelled
