@@ -12,6 +12,7 @@ from typing import Any
 import pytest
 from prometheus_client import REGISTRY
 
+from blackjack.client import BlackjackClient
 from blackjack.command_handler.ids import declines_stream, event_id, step_id
 from blackjack.command_handler.signing import SIGNATURE_HEADER
 from blackjack.domain import commands as cmd
@@ -56,15 +57,27 @@ async def resend(space: KafkaSpace, record: Any) -> CommandResult:
 
 
 async def push_past_the_window(space: KafkaSpace) -> None:
+    """Answers of each kind the windows keep apart (streams.py), past the window, at the table
+    and the wallet: refusals, and accepted commands that wrote events but moved no money."""
     async with space.client() as client:
         for _ in range(WINDOW + 3):
-            # refused, remembered (a Reconnect that changes nothing is kept apart: streams.py)
             withdraw = cmd.Withdraw(player_id=PLAYER, amount=1_000_000)
             assert (await client.execute(TABLE, withdraw)).rejection is not None
             refused = await client.execute(
                 WALLET, WalletWithdraw(player_id=PLAYER, amount=1_000_000)
             )
             assert refused.rejection is not None  # refused, and remembered all the same
+        await away_and_back(client, TABLE)
+        for _ in range(WINDOW // 2 + 2):  # a cent paid in and out
+            await accept(client, WALLET, WalletDeposit(player_id=PLAYER, amount=1))
+            await accept(client, WALLET, WalletWithdraw(player_id=PLAYER, amount=1))
+
+
+async def away_and_back(client: BlackjackClient, table: str) -> None:
+    """The player away and back, past the window: accepted, each writing an event."""
+    for _ in range(WINDOW // 2 + 2):
+        await accept(client, table, cmd.Disconnect(player_id=PLAYER))
+        await accept(client, table, cmd.Reconnect(player_id=PLAYER))
 
 
 def balances(table_events: list[Any], wallet_events: list[Any]) -> tuple[int, int]:
@@ -244,6 +257,7 @@ async def test_a_buy_in_declined_where_no_table_was_opened_is_never_taken_after_
         for _ in range(WINDOW + 3):
             withdraw = cmd.Withdraw(player_id=PLAYER, amount=1_000_000)
             assert (await client.execute(nowhere, withdraw)).rejection is not None
+        await away_and_back(client, nowhere)
         # (not ``verify_stream``: it replays the declined deposit at the id, not at the
         # partition's declines stream, which ``verify_declines`` checks)
         await verify_stream(space, declines_stream(0, 1))

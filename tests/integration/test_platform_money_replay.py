@@ -58,12 +58,18 @@ async def send(space: KafkaSpace, key: bytes, value: bytes) -> CommandResult:
 
 
 async def push_past_the_window(space: KafkaSpace) -> None:
+    """Answers of each kind the window keeps apart (streams.py), past the window: refusals,
+    and a cent paid in and out (accepted, the balance as it was)."""
     async with space.client() as client:
         for _ in range(WINDOW + 3):
             refused = await client.execute(
                 WALLET, WalletWithdraw(player_id=PLAYER, amount=1_000_000)
             )
             assert refused.rejection is not None  # refused, and remembered all the same
+        for _ in range(WINDOW // 2 + 2):
+            for paid in (WalletDeposit, WalletWithdraw):
+                taken = await client.execute(WALLET, paid(player_id=PLAYER, amount=1))
+                assert taken.status == "accepted", taken.rejection
 
 
 def balance(events: list[Any]) -> int:

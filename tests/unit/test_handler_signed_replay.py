@@ -141,10 +141,20 @@ def bought_in() -> tuple[Harness, Outgoing, Outgoing]:
 
 
 def push_past_the_window(h: Harness) -> None:
+    """Answers of each kind remembered apart (streams.py) at the table and the wallet, past the
+    window: refusals, and accepted commands that wrote events but moved no money (the table's
+    player away and back, a cent paid into the wallet and out)."""
     for _ in range(WINDOW + 2):
-        # refused, remembered (a Reconnect that changes nothing is kept apart: streams.py)
-        h.send(TABLE, cmd.Withdraw(player_id=PLAYER, amount=1_000_000))
+        h.send(TABLE, cmd.Withdraw(player_id=PLAYER, amount=1_000_000))  # refused, remembered
         h.send(WALLET, WalletWithdraw(player_id=PLAYER, amount=1_000_000))  # refused, remembered
+    for _ in range(WINDOW // 2 + 1):
+        for handled in (
+            h.send(TABLE, cmd.Disconnect(player_id=PLAYER)),
+            h.send(TABLE, cmd.Reconnect(player_id=PLAYER)),
+            h.send(WALLET, WalletDeposit(player_id=PLAYER, amount=1)),
+            h.send(WALLET, WalletWithdraw(player_id=PLAYER, amount=1)),
+        ):
+            assert results(handled)[0].status == "accepted" and handled.events
 
 
 def test_a_signed_deposit_or_cash_out_sent_again_after_the_window_is_refused() -> None:

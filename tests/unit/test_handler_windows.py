@@ -139,8 +139,9 @@ async def test_a_rebuild_does_not_remember_an_early_copy_either() -> None:
 
 
 async def test_a_rebuild_remembers_the_newest_ids_like_the_live_window() -> None:
-    """A window of four: the last four answers, three of them rejections, are what a retry
-    must find after a takeover, not the older accepted commands the events still show."""
+    """A window of four of each kind: the last four accepted answers and the last four
+    rejections (refused withdrawals written down, a bet refused) are what a retry must find
+    after a takeover, in the order the live window holds them."""
     handler = Handler(window=4)
     solo = "solo-1"
     commands: tuple[cmd.TableCommand, ...] = (
@@ -156,7 +157,7 @@ async def test_a_rebuild_remembers_the_newest_ids_like_the_live_window() -> None
     assert handled.result.rejection is not None
     assert handled.result.rejection.code == "insufficient_funds"
     live = list(handler.store.streams[solo].results)
-    assert live == ["c-4", "c-5", "c-6", "c-7"]
+    assert live == [f"c-{number}" for number in range(8)]
     await handler.take_over()
     assert list(handler.store.streams[solo].results) == live
     # the player can afford the bet now, but a retry of that command keeps its answer
@@ -218,7 +219,7 @@ async def test_a_command_id_decided_again_after_a_checkpoint_stays_in_the_rebuil
     for number in (4, 5):
         handler.send(solo, cmd.Deposit(player_id="ann", amount=100), f"d-{number}", T0)
     live = list(handler.store.streams[solo].results)
-    assert live == ["s-1", "d-4", "d-5"]
+    assert live == ["d-3", "d-4", "d-5", "s-1"]  # (the accepted, then the refusals)
     await handler.take_over()
     assert list(handler.store.streams[solo].results) == live
     assert handler.send(solo, cmd.SitDown(player_id="ann"), "s-1", T0).duplicate
@@ -256,14 +257,15 @@ async def test_a_signed_step_resent_after_the_window_is_refused_alike_live_and_r
     [deposit] = [r for r in buy_in.outgoing if r.topic.endswith("commands")]
     assert handler.forward(deposit.key, deposit.value, T0, deposit.headers).events
     for number in range(4):  # the deposit's answer leaves the table's window of three
-        withdraw = cmd.Withdraw(player_id="ann", amount=10**9)
-        handler.send(TABLE, withdraw, f"x-{number}", T0 + timedelta(seconds=number))
+        withdraw = cmd.Withdraw(player_id="ann", amount=1)
+        taken = handler.send(TABLE, withdraw, f"x-{number}", T0 + timedelta(seconds=number))
+        assert taken.result.status == "accepted"
     again = handler.forward(deposit.key, deposit.value, T0, deposit.headers)
     assert again.result.rejection is not None
     assert again.result.rejection.code == "transfer_already_handled"
     assert again.events == [] and not [r for r in again.outgoing if r.topic.endswith("commands")]
     live = list(handler.store.streams[TABLE].results)
-    assert live == ["x-2", "x-3", again.result.command_id]
+    assert live == ["x-1", "x-2", "x-3", again.result.command_id]
     await handler.take_over()
     assert list(handler.store.streams[TABLE].results) == live
 
@@ -315,6 +317,33 @@ def test_which_answers_a_window_keeps_is_one_rule() -> None:
     }
     assert [name for name, a in kept.items() if not remembered(a)] == []
     assert [name for name, a in dropped.items() if remembered(a)] == []
+
+
+async def test_refusals_do_not_push_a_bet_out_of_the_window() -> None:
+    """Anyone at a shared table, seated or not, could send commands refused in a loop
+    (1,000 take about a second), each remembered like any answer: a window of 4 let go of
+    another player's bet after 4 refusals, and that bet resent within the same betting time
+    was placed a second time. Refusals are remembered apart: live and after a takeover, the
+    bet's resend gets its original answer, and the last refusal's resend its refusal."""
+    handler = Handler(window=4)
+    _betting_round_with_a_silent_player(handler)  # ann's "bet" of 100 placed
+    bet = cmd.PlaceBet(player_id="ann", box=0, amount=100)
+    placed = handler.send(TABLE, bet, "bet", T0)  # its original answer, given again
+    assert placed.duplicate and placed.result.status == "accepted"
+    flood = cmd.PlaceBet(player_id="mallory", box=1, amount=100)
+    for number in range(10):
+        refused = handler.send(TABLE, flood, f"flood-{number}", T0 + timedelta(seconds=1))
+        assert refused.result.status == "rejected" and refused.events == []
+    for takeover in (False, True):
+        if takeover:
+            await handler.take_over()
+        for command_id, original, command in (("bet", placed, bet), ("flood-9", refused, flood)):
+            again = handler.send(TABLE, command, command_id, T0 + timedelta(seconds=2))
+            assert again.duplicate and again.events == [], (takeover, command_id)
+            [answer] = [r for r in again.outgoing if r.topic.endswith("command-results")]
+            [first] = [r for r in original.outgoing if r.topic.endswith("command-results")]
+            assert (answer.value, answer.headers) == (first.value, first.headers)
+        assert handler.table().boxes[0].bet == 100, takeover  # before: 200, bet twice
 
 
 async def test_heartbeats_do_not_push_a_bet_out_of_the_window() -> None:

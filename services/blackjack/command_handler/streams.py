@@ -66,17 +66,30 @@ class AnswerWindow:
     Answers that changed nothing (``changed_nothing``) are kept apart, ``window`` of them:
     a heartbeat every 10 s from each player with a bet out took a place in the window each
     and let go of the answers to bets and moves a platform may still resend (a command the
-    stream then decided again). Each kind lets go of its own oldest only."""
+    stream then decided again). Refusals are kept apart too, ``window`` of them: anyone at a
+    shared table, seated or not, could send 1,000 commands refused in about a second and push
+    out the answer to another player's bet, whose resend within the same betting time then
+    bet again. Each kind lets go of its own oldest only."""
 
     def __init__(self) -> None:
         self._answers: OrderedDict[str, CommandResult | dict[str, Any]] = OrderedDict()
+        self._refusals: OrderedDict[str, CommandResult | dict[str, Any]] = OrderedDict()
         self._no_ops: OrderedDict[str, CommandResult | dict[str, Any]] = OrderedDict()
 
+    def _kinds(self) -> tuple[OrderedDict[str, Any], ...]:
+        """Each kind's answers, in the order a snapshot stores them."""
+        return self._answers, self._refusals, self._no_ops
+
     def _kept(self, answer: CommandResult | dict[str, Any]) -> OrderedDict[str, Any]:
-        return self._no_ops if changed_nothing(answer) else self._answers
+        """Where an answer is kept, told from the answer alone (so a rebuild from the results
+        topic sorts it as the live handler did)."""
+        if changed_nothing(answer):
+            return self._no_ops
+        status = answer.get("status") if isinstance(answer, dict) else answer.status
+        return self._refusals if status == "rejected" else self._answers
 
     def get(self, command_id: str) -> CommandResult | None:
-        kept = self._no_ops if command_id in self._no_ops else self._answers
+        kept = next((k for k in self._kinds() if command_id in k), self._answers)
         answer = kept.get(command_id)
         if isinstance(answer, dict):
             try:
@@ -113,28 +126,29 @@ class AnswerWindow:
         kept.move_to_end(command_id)
 
     def stored(self) -> list[dict[str, Any]]:
-        """Every answer as a snapshot stores it, oldest first (those that changed nothing
-        after the others)."""
+        """Every answer as a snapshot stores it, oldest first by kind: those that wrote
+        events, the refusals, then those that changed nothing."""
         return [
             answer if isinstance(answer, dict) else answer.model_dump(mode="json")
-            for answer in (*self._answers.values(), *self._no_ops.values())
+            for kind in self._kinds()
+            for answer in kind.values()
         ]
 
     def answers(self) -> Iterator[CommandResult]:
-        """Every answer, oldest first (those that changed nothing after the others)."""
+        """Every answer, oldest first by kind (as ``stored``)."""
         for command_id in self:
             answer = self.get(command_id)
             assert answer is not None
             yield answer
 
     def __contains__(self, command_id: object) -> bool:
-        return command_id in self._answers or command_id in self._no_ops
+        return any(command_id in kind for kind in self._kinds())
 
     def __iter__(self) -> Iterator[str]:
-        return iter([*self._answers, *self._no_ops])
+        return iter([command_id for kind in self._kinds() for command_id in kind])
 
     def __len__(self) -> int:
-        return len(self._answers) + len(self._no_ops)
+        return sum(len(kind) for kind in self._kinds())
 
     def __eq__(self, other: object) -> bool:
         if not isinstance(other, AnswerWindow):
