@@ -121,13 +121,26 @@ BAD_REQUEST = ("bad_request", "the request is not valid HTTP/1.1")
 
 class _Connection(h11.Connection):
     """h11's connection, remembering why it refused the client's bytes: uvicorn only says
-    that it did, and its answer is a 400 whatever h11's hint (431 for a head too large)."""
+    that it did, and its answer is a 400 whatever h11's hint (431 for a head too large).
+
+    It also refuses a request with both ``Content-Length`` and ``Transfer-Encoding``, whose
+    connection RFC 9112 (6.1) has a server close: h11 reads its body by the chunks and kept
+    the connection, so a request hidden after the chunks' end was answered too, which a proxy
+    before the service that reads the body by its length passes unchecked (request
+    smuggling)."""
 
     refused: h11.RemoteProtocolError | None = None
 
     def next_event(self) -> Any:
         try:
-            return super().next_event()
+            event = super().next_event()
+            if isinstance(event, h11.Request):
+                names = {name for name, _ in event.headers}
+                if b"content-length" in names and b"transfer-encoding" in names:
+                    raise h11.RemoteProtocolError(
+                        "both Content-Length and Transfer-Encoding", error_status_hint=400
+                    )
+            return event
         except h11.RemoteProtocolError as error:
             self.refused = error
             raise
