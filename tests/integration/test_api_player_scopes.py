@@ -286,6 +286,52 @@ async def test_a_player_reads_the_events_of_a_single_player_table_only_they_play
 
 
 @pytest.fixture(params=STORE_KINDS)
+async def voided_alone(
+    request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactory
+) -> AsyncIterator[httpx.AsyncClient]:
+    """ann's single-player table whose round a member of staff voided: the void writes the
+    hole card's reveal, then ``RoundVoided`` naming the staff, under one command id."""
+    alone = Script(
+        "mini-h17",
+        [["TS", "6H", "5S", "TD", "9C"]],
+        players={"ann": 10_000},
+        stream_id="t-void",
+        overrides={"void_on_malfunction": True},
+    )
+    alone.do(cmd.PlaceBet(player_id="ann", box=0, amount=1000), cmd.Deal(player_id="ann"))
+    alone.do(cmd.VoidRound(round=1, operator="ops-jane", reason="card reader fault"))
+    factory = store_factory(request, tmp_path_factory.mktemp("void"))
+    try:
+        store = await factory.store()
+        seal = ShoeSeal(bytes(range(32)))
+        await ProjectionWriter(store).apply(event_records(alone.envelopes, seal))
+        async with _client(store) as client:
+            yield client
+    finally:
+        await factory.close()
+
+
+async def test_a_staff_command_s_id_is_left_out_however_the_player_pages(
+    voided_alone: httpx.AsyncClient,
+) -> None:
+    """Before, the staff's command id was left out only on the events of a page that held
+    the one naming the staff: a page ending before it (here, of one event) showed it on the
+    hole card's reveal."""
+    path = "/v1/streams/t-void/events"
+    full = (await get(voided_alone, path, OPERATOR_TOKEN))["events"]
+    [void] = [e["causation_id"] for e in full if "operator" in e["data"]]
+    by_staff = [e["sequence"] for e in full if e["causation_id"] == void]
+    assert len(by_staff) > 1  # (the reveal and the void: one before the other)
+    whole = (await get(voided_alone, path, player_token("ann")))["events"]
+    for size in (1, 2):
+        for after in range(by_staff[0] - size, by_staff[-1]):
+            page = f"{path}?after={after}&limit={size}"
+            seen = (await get(voided_alone, page, player_token("ann")))["events"]
+            assert seen == whole[after : after + size], page
+            assert void not in json.dumps(seen), page
+
+
+@pytest.fixture(params=STORE_KINDS)
 async def others_named(
     request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactory
 ) -> AsyncIterator[httpx.AsyncClient]:

@@ -403,7 +403,8 @@ async def _stream_events(
                 "this table's events name another player: a player's token reads the "
                 "streams of the single-player tables only its player played at",
             )
-        found["events"] = queries.events_seen_by_player(found["events"])
+        staff = await queries.staff_commands_at_edges(connection, stream_id, found["events"])
+        found["events"] = queries.events_seen_by_player(found["events"], staff)
     return found
 
 

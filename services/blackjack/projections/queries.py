@@ -580,16 +580,66 @@ suspended or resumed the table, voided or closed a round, or stood the player up
 the events keep their shape (a client decodes them), the name is the record's."""
 
 
-def events_seen_by_player(events: list[dict[str, Any]]) -> list[dict[str, Any]]:
+def _names_staff(envelope: dict[str, Any]) -> bool:
+    data = envelope.get("data")
+    return isinstance(data, dict) and data.get(STAFF) is not None
+
+
+EDGE_READ = 64
+"""How many events at a time ``staff_commands_at_edges`` reads past a page's edge."""
+
+
+async def staff_commands_at_edges(
+    connection: AsyncConnection, stream_id: str, events: list[dict[str, Any]]
+) -> set[str]:
+    """The staff's commands among those that wrote the first and the last event of a page of
+    ``stream_id``'s ``events``, told by their events past the page's edges: a command's
+    events are written together (consecutive sequences), and the one naming the member of
+    staff may lie beyond the page (before, a page ending before it showed the command's id
+    on the events within it: paged so, a player read the id the staff's tool chose)."""
+    staff: set[str] = set()
+    for edge, forward in ((events[:1], False), (events[-1:], True)):
+        for envelope in edge:
+            command = envelope.get("causation_id")
+            if command is not None and await _staff_beyond(
+                connection, stream_id, command, envelope["sequence"], forward
+            ):
+                staff.add(command)
+    return staff
+
+
+async def _staff_beyond(
+    connection: AsyncConnection, stream_id: str, command: str, sequence: int, forward: bool
+) -> bool:
+    """Whether an event of ``command`` next to ``sequence`` (after it, or before it) names
+    a member of staff."""
+    e = schema.events
+    while True:
+        past = e.c.sequence > sequence if forward else e.c.sequence < sequence
+        order = e.c.sequence if forward else e.c.sequence.desc()
+        query = select(e.c.sequence, e.c.envelope).where(e.c.stream_id == stream_id, past)
+        rows = (await connection.execute(query.order_by(order).limit(EDGE_READ))).all()
+        for row in rows:
+            envelope = json.loads(row.envelope)
+            if envelope.get("causation_id") != command:
+                return False
+            if _names_staff(envelope):
+                return True
+        if len(rows) < EDGE_READ:
+            return False
+        sequence = rows[-1].sequence
+
+
+def events_seen_by_player(
+    events: list[dict[str, Any]], staff_beyond: set[str] | None = None
+) -> list[dict[str, Any]]:
     """A stream's envelopes as its player may be shown them (``played_alone``): the staff's
     names replaced by ``SHOWN_FOR_STAFF``, and the command and correlation ids of the staff's
     commands left out (their sender chose them, and may name them), on every event those
-    commands wrote within the page."""
-    staff = {
-        e.get("causation_id")
-        for e in events
-        if isinstance(e.get("data"), dict) and e["data"].get(STAFF) is not None
-    } - {None}
+    commands wrote: those the page shows naming the staff, and ``staff_beyond``
+    (``staff_commands_at_edges``)."""
+    staff = {e.get("causation_id") for e in events if _names_staff(e)} - {None}
+    staff |= staff_beyond or set()
     seen = []
     for envelope in events:
         shown = envelope
