@@ -20,6 +20,7 @@ from blackjack.api.tokens import ApiTokens
 from blackjack.projections import queries
 from blackjack.projections.settings import ProjectionSettings
 from blackjack.projections.store import ProjectionStore
+from blackjack.projections.views import RoundRecord
 
 UNREACHABLE = "postgresql+asyncpg://blackjack:secret@127.0.0.1:9/blackjack"  # nothing listens
 
@@ -56,6 +57,24 @@ async def test_a_query_that_breaks_is_a_logged_500_in_json(
     assert answer.json() == {"error": {"code": "internal_error", "message": "the query failed"}}
     [entry] = logs
     assert entry["event"] == "query failed" and entry["exc_info"] is True
+
+
+@pytest.mark.parametrize("query", ["wallet", "player_rounds"])
+async def test_a_stored_row_the_models_refuse_is_a_500_not_the_caller_s_400(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, query: str
+) -> None:
+    """Pydantic's ``ValidationError`` is a ``ValueError``, which the wallet's and the rounds'
+    pages took for a cursor refused: a 400 ``bad_parameter`` quoting the stored row (a field a
+    newer worker wrote, during a rolling upgrade), neither logged nor alerted."""
+
+    async def refused_row(*_: object) -> None:
+        RoundRecord.model_validate({"stored": "by a newer worker"})
+
+    monkeypatch.setattr(queries, query, refused_row)
+    path = "/v1/players/alice/" + ("wallet" if query == "wallet" else "rounds")
+    answer, logs = await get(f"sqlite+aiosqlite:///{tmp_path}/read.db", path)
+    assert answer.status_code == 500 and "newer worker" not in answer.text
+    assert [entry["event"] for entry in logs] == ["query failed"]
 
 
 @pytest.mark.parametrize(

@@ -285,7 +285,7 @@ async def _wallet(connection: AsyncConnection, player_id: str, params: Params) -
         raise ApiError(400, "bad_parameter", f"limit must be a whole number from 1 to {most}")
     try:
         found = await queries.wallet(connection, as_stored(player_id), limit, params.get("cursor"))
-    except ValueError as error:
+    except queries.BadCursor as error:  # (not a stored row the models refuse: a 500)
         raise ApiError(400, "bad_parameter", str(error)) from None
     if found is None:
         raise ApiError(404, "unknown_player", f"no player {player_id!r}: no wallet, no seat")
@@ -302,7 +302,7 @@ async def _rounds(connection: AsyncConnection, player_id: str, params: Params) -
         found = await queries.player_rounds(
             connection, as_stored(player_id), limit, params.get("cursor")
         )
-    except ValueError as error:
+    except queries.BadCursor as error:  # (not a stored row the models refuse: a 500)
         raise ApiError(400, "bad_parameter", str(error)) from None
     if found is None:
         raise ApiError(404, "unknown_player", f"no player {player_id!r}: no wallet, no seat")

@@ -117,6 +117,15 @@ def _check_storable(*texts: str) -> None:
         text.encode()  # a UnicodeEncodeError is a ValueError
 
 
+class BadCursor(ValueError):
+    """A page's ``cursor`` this API did not hand out: the caller's (400), where any other
+    ``ValueError`` while reading (a stored row the models refuse: pydantic's
+    ``ValidationError`` is one) is the service's (500)."""
+
+    def __init__(self) -> None:
+        super().__init__("the cursor is not one this API handed out")
+
+
 def _wallet_cursor(currency: str, stream_id: str) -> str:
     raw = json.dumps([currency, stream_id], separators=(",", ":")).encode()
     return base64.urlsafe_b64encode(raw).decode().rstrip("=")
@@ -131,7 +140,7 @@ def _wallet_after(cursor: str) -> tuple[str, str]:
         _check_storable(currency, stream_id)
         return currency, stream_id
     except (binascii.Error, ValueError, TypeError, RecursionError) as error:
-        raise ValueError("the cursor is not one this API handed out") from error
+        raise BadCursor from error
 
 
 def encode_cursor(started_at: datetime, stream_id: str, number: int) -> str:
@@ -150,7 +159,7 @@ def decode_cursor(cursor: str) -> tuple[datetime, str, int]:
             raise ValueError
         return utc(datetime.fromisoformat(when)), stream_id, number
     except (binascii.Error, ValueError, TypeError, OverflowError, RecursionError) as error:
-        raise ValueError("the cursor is not one this API handed out") from error
+        raise BadCursor from error
 
 
 async def player_rounds(
