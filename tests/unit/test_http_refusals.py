@@ -136,6 +136,19 @@ async def test_a_request_not_http_is_a_typed_400(tmp_path: Path, request_bytes: 
         typed(await exchange(port, request_bytes), 400, "bad_request")
 
 
+@pytest.mark.parametrize(
+    "target", [b"/%76%31/openapi.json", b"/%76%31/players/bob/wallet", b"/v1%2Fopenapi.json"]
+)
+async def test_a_path_whose_prefix_came_escaped_is_no_route(tmp_path: Path, target: bytes) -> None:
+    """Before, served as its unescaped path: past a gateway that guards ``/v1/`` by the path
+    as sent (``BLACKJACK_API_OPERATOR_AUTH=gateway`` takes every request for the
+    operator's)."""
+    async with served(tmp_path) as port:
+        head = b"GET " + target + b" HTTP/1.1\r\nhost: x\r\nconnection: close\r\n\r\n"
+        status, _, body = answer(await exchange(port, head))
+        assert (status, body["error"]["code"]) == (404, "not_found")  # type: ignore[index]
+
+
 async def test_a_head_trickled_past_the_deadline_is_a_typed_408(tmp_path: Path) -> None:
     # a line every quarter of the deadline, for twice the deadline (and less than the time
     # the server then reads and drops what still comes, http_server.LINGER_S)

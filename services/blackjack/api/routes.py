@@ -134,7 +134,13 @@ class QueryApi:
 
     @staticmethod
     def handles(scope: Scope) -> bool:
-        return scope["type"] == "http" and str(scope["path"]).startswith(PREFIX)
+        """A request of this API: its path as sent begins ``/v1/``. One whose prefix came
+        escaped (``/%76%31/``) is not: before, it was served as its unescaped path, past a
+        gateway that guards ``/v1/`` by the path as sent."""
+        if scope["type"] != "http":
+            return False
+        raw = bytes(scope.get("raw_path") or b"")
+        return (raw or str(scope["path"]).encode()).startswith(PREFIX.encode())
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         if not self.handles(scope):
@@ -461,7 +467,7 @@ def _segments(scope: Scope) -> list[str]:
     """The path after ``/v1/``, split before it is percent-decoded, so an id that holds a "/"
     (sent as ``%2F``; any id of 1-128 characters is a valid player id) stays one segment."""
     raw = bytes(scope.get("raw_path") or b"").partition(b"?")[0]
-    if not raw.startswith(PREFIX.encode()):  # no raw path, or the prefix itself escaped
+    if not raw:  # (an ASGI server that gives none)
         return str(scope["path"])[len(PREFIX) :].split("/")
     try:
         # the bytes after unescaping are UTF-8, whether a character came escaped or as sent
