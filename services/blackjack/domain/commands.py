@@ -182,8 +182,9 @@ class Deposit(PlayerCommand):
     )
     currency: Currency | None = Field(
         None,
-        description="the currency of the money; refused unless it is the table's (a buy-in's "
-        "carries its wallet's)",
+        description="the currency of the money: omitted, the table's; another is refused "
+        "(currency_mismatch). A buy-in's carries its wallet's. (A WalletDeposit's, omitted, is "
+        "USD: a wallet takes the currency of its first deposit)",
     )
     transfer: str | None = Field(
         None,
