@@ -610,9 +610,9 @@ async def staff_commands_at_edges(
     for edge, forward in ((events[:1], False), (events[-1:], True)):
         for envelope in edge:
             command = envelope.get("causation_id")
-            if command is not None and await _staff_beyond(
-                connection, stream_id, command, envelope["sequence"], forward
-            ):
+            if command is None or _names_staff(envelope):
+                continue  # (one the page shows naming the staff is left out already)
+            if await _staff_beyond(connection, stream_id, command, envelope["sequence"], forward):
                 staff.add(command)
     return staff
 
