@@ -5,10 +5,12 @@ or a table with every player's money, a table's stream of events)."""
 
 from __future__ import annotations
 
+import contextlib
 import json
 import time
 from collections.abc import AsyncIterator
 from datetime import UTC, datetime
+from pathlib import Path
 from typing import Any
 
 import httpx
@@ -231,6 +233,22 @@ def _client(store: ProjectionStore) -> httpx.AsyncClient:
     return httpx.AsyncClient(transport=transport, base_url="http://api")
 
 
+@contextlib.asynccontextmanager
+async def _api_over(
+    request: pytest.FixtureRequest, folder: Path, envelopes: list[Any]
+) -> AsyncIterator[httpx.AsyncClient]:
+    """The query API over a store of the fixture's kind holding ``envelopes``, folded."""
+    factory = store_factory(request, folder)
+    try:
+        store = await factory.store()
+        seal = ShoeSeal(bytes(range(32)))
+        await ProjectionWriter(store).apply(event_records(envelopes, seal))
+        async with _client(store) as client:
+            yield client
+    finally:
+        await factory.close()
+
+
 @pytest.fixture(params=STORE_KINDS)
 async def own_tables(
     request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactory
@@ -246,15 +264,9 @@ async def own_tables(
     )
     two = Script("mini-h17", [["TS", "6H", "5S", "TD"]], players={"ann": 0}, stream_id="t-two")
     two.do(cmd.LeaveTable(player_id="ann"), cmd.SitDown(player_id="bob", seat=0))
-    factory = store_factory(request, tmp_path_factory.mktemp("own"))
-    try:
-        store = await factory.store()
-        seal = ShoeSeal(bytes(range(32)))
-        await ProjectionWriter(store).apply(event_records([*alone.envelopes, *two.envelopes], seal))
-        async with _client(store) as client:
-            yield client
-    finally:
-        await factory.close()
+    envelopes = [*alone.envelopes, *two.envelopes]
+    async with _api_over(request, tmp_path_factory.mktemp("own"), envelopes) as client:
+        yield client
 
 
 async def test_a_player_reads_the_events_of_a_single_player_table_only_they_played_at(
@@ -300,15 +312,8 @@ async def voided_alone(
     )
     alone.do(cmd.PlaceBet(player_id="ann", box=0, amount=1000), cmd.Deal(player_id="ann"))
     alone.do(cmd.VoidRound(round=1, operator="ops-jane", reason="card reader fault"))
-    factory = store_factory(request, tmp_path_factory.mktemp("void"))
-    try:
-        store = await factory.store()
-        seal = ShoeSeal(bytes(range(32)))
-        await ProjectionWriter(store).apply(event_records(alone.envelopes, seal))
-        async with _client(store) as client:
-            yield client
-    finally:
-        await factory.close()
+    async with _api_over(request, tmp_path_factory.mktemp("void"), alone.envelopes) as client:
+        yield client
 
 
 async def test_a_staff_command_s_id_is_left_out_however_the_player_pages(
@@ -355,16 +360,9 @@ async def others_named(
             message="cy is not seated at this table",
         ),
     )
-    factory = store_factory(request, tmp_path_factory.mktemp("others"))
-    try:
-        store = await factory.store()
-        seal = ShoeSeal(bytes(range(32)))
-        envelopes = [*declined.envelopes, *refused.envelopes]
-        await ProjectionWriter(store).apply(event_records(envelopes, seal))
-        async with _client(store) as client:
-            yield client
-    finally:
-        await factory.close()
+    envelopes = [*declined.envelopes, *refused.envelopes]
+    async with _api_over(request, tmp_path_factory.mktemp("others"), envelopes) as client:
+        yield client
 
 
 async def test_a_player_reads_no_table_stream_whose_events_name_another_player(
