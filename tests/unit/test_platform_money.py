@@ -76,6 +76,18 @@ class Harness:
         ]
         return result
 
+    def forward_steps(self) -> None:
+        """The signed steps the last command wrote, delivered, and theirs, until none is left
+        (a buy-in's deposit at the table, then its confirmation at the wallet)."""
+        steps = [r for r in self.handled[-1].outgoing if r.topic == TOPICS.commands]
+        while steps:
+            record = steps.pop(0)
+            self.offset += 1
+            inbound = Inbound(record.key, record.value, record.headers, 0, self.offset)
+            handled = self.processor.handle(self.store, inbound, self.now)
+            self.handled.append(handled)
+            steps += [r for r in handled.outgoing if r.topic == TOPICS.commands]
+
     def other_commands(self, count: int = WINDOW + 2, paid: bool = True) -> None:
         """Answers that push the wallet's window on: refused withdrawals (the refusals'
         window) and, if ``paid``, a cent paid in and out (the window of those that wrote
@@ -251,6 +263,38 @@ def test_the_platform_s_money_commands_and_the_buy_ins_are_kept() -> None:
     assert list(h.store.streams[WALLET].money) == ["pay-1", "buy-1", "out-refused"]
     assert h.store.streams[WALLET].money_refused == {"out-refused": "insufficient_funds"}
     assert not h.store.streams[SOLO].money
+
+
+def test_no_one_fills_a_shared_table_s_ids_with_withdrawals_refused() -> None:
+    """A Withdraw at a table several players share is a player's own, kept by id for 7 days,
+    refused ones too: anyone, seated or not, sending refused ones in a loop (10,000 took
+    1.7 s) filled the table's ids, and every seated player's Withdraw was refused
+    ``money_ids_full`` for 7 days. A player's take their share of the ids at most, the
+    limit over the seats; the others' still have theirs."""
+    h = Harness()
+    h.processor.money_ids_max = 10  # five seats: 2 ids a player
+    h.send(SOLO, cmd.OpenTable(variant="atlantic-city-multi"))
+    h.send(SOLO, cmd.SitDown(player_id=PLAYER))
+    h.send(WALLET, deposit(1_000), "pay-1")
+    h.send(WALLET, BuyIn(player_id=PLAYER, table_id=SOLO, amount=300), "buy-1")
+    h.forward_steps()
+    flood = [h.send(SOLO, cmd.Withdraw(player_id="mallory", amount=1)) for _ in range(10)]
+    assert [code(a) for a in flood] == ["not_seated"] * 2 + ["money_ids_full"] * 8
+    assert "share for one player" in str(flood[-1].rejection)
+    # before: all ten kept, and this refused money_ids_full
+    assert h.send(SOLO, cmd.Withdraw(player_id=PLAYER, amount=100), "out-1").status == "accepted"
+    live = h.store.streams[SOLO]
+    assert list(live.money_players.values()) == ["mallory", "mallory", PLAYER]
+    # a copy of a kept refusal is still told as one; the share counts the kept ids only
+    copy = h.send(SOLO, cmd.Withdraw(player_id="mallory", amount=1), flood[0].command_id)
+    assert code(copy) == "not_seated"
+    h.now = START + platform_money.kept_for(RETENTION) + timedelta(seconds=1)
+    later = h.send(SOLO, cmd.Withdraw(player_id="mallory", amount=1))
+    assert code(later) == "not_seated" and list(live.money_players.values()) == ["mallory"]
+    # a rebuild from the events and a snapshot keep whose each id is
+    codec = SnapshotCodec(b"s" * 32)
+    for opened in (rebuilt_from(h.events_of(SOLO)), codec.decode(codec.encode(live))):
+        assert opened.money_players == live.money_players and opened.money == live.money
 
 
 # ---- at a table the platform funds -------------------------------------------------------

@@ -297,6 +297,15 @@ class Processor(Deciding):
         sent_at = envelope.sent_at
         if buy_in and sent_at is not None and sent_at > arrived + platform_money.SENT_AHEAD:
             sent_at = None
+        # At a table several players share, a Withdraw is a player's own: each player's take
+        # their share of the ids at most (``player_share``), so that no one fills them all.
+        command, state, own, share = envelope.command, stream.state, 0, None
+        table = state if isinstance(state, TableState) else None
+        if isinstance(command, cmd.Withdraw) and table is not None and table.rules.funded_by_wallet:
+            share = platform_money.player_share(self.money_ids_max, table.rules.seats)
+            own = platform_money.kept_for_player(
+                stream.money_players, stream.money, command.player_id, latest, store.money_retention
+            )
         kept = platform_money.Kept(
             stream.money,
             stream.money_refused,
@@ -305,6 +314,8 @@ class Processor(Deciding):
             # sending them in a loop never leaves the cashier's deposits money_ids_full.
             platform_money.buy_in_share(self.money_ids_max) if buy_in else self.money_ids_max,
             self.money_sent_at_required and not buy_in,
+            players_own=own,
+            player_limit=share,
         )
         return platform_money.check(kept, envelope.command_id, sent_at, latest, arrived)
 

@@ -28,7 +28,7 @@ import os
 import zlib
 from collections.abc import Iterable, Mapping, Sequence
 from datetime import datetime
-from typing import Any, Literal
+from typing import Any, Literal, TypeVar
 
 from cryptography.exceptions import InvalidTag
 from cryptography.hazmat.primitives.ciphers.aead import AESGCM
@@ -58,32 +58,35 @@ _LAST_SEEN = TypeAdapter(dict[str, datetime])
 _MOMENT = TypeAdapter(datetime | None)
 _MONEY = TypeAdapter(dict[str, datetime])
 _MONEY_REFUSED = TypeAdapter(dict[RejectionCode, list[int]])
+_MONEY_PLAYERS = TypeAdapter(dict[str, list[int]])
+_V = TypeVar("_V", bound=str)
 
 
-def _refused_doc(
-    money: Mapping[str, datetime], refused: Mapping[str, RejectionCode]
-) -> dict[str, list[int]]:
-    """``Stream.money_refused`` as the snapshot keeps it: per code, the places of its ids in
-    ``money`` (oldest first), so that no id is written twice."""
+def _places_doc(money: Mapping[str, datetime], values: Mapping[str, str]) -> dict[str, list[int]]:
+    """What ``values`` says of some ids of ``money`` (``Stream.money_refused``'s codes,
+    ``Stream.money_players``' players), as the snapshot keeps it: per value, the places of
+    its ids in ``money`` (oldest first), so that no id is written twice."""
     doc: dict[str, list[int]] = {}
     for place, command_id in enumerate(money):
-        code = refused.get(command_id)
-        if code is not None:
-            doc.setdefault(code, []).append(place)
+        value = values.get(command_id)
+        if value is not None:
+            doc.setdefault(value, []).append(place)
     return doc
 
 
-def _refused_of(money: Mapping[str, datetime], doc: object) -> dict[str, RejectionCode]:
-    """``_refused_doc`` read back against the ``money`` it was written with."""
+def _places_of(
+    money: Mapping[str, datetime], doc: object, adapter: TypeAdapter[dict[_V, list[int]]], name: str
+) -> dict[str, _V]:
+    """``_places_doc`` read back against the ``money`` it was written with."""
     ids = list(money)
     try:
         return {
-            ids[place]: code
-            for code, places in _MONEY_REFUSED.validate_python(doc).items()
+            ids[place]: value
+            for value, places in adapter.validate_python(doc).items()
             for place in places
         }
     except IndexError as error:
-        raise SnapshotError("money_refused names a place money does not have") from error
+        raise SnapshotError(f"{name} names a place money does not have") from error
 
 
 CheckpointTrust = Literal["signed", "unsigned", "forged", "snapshots"]
@@ -252,7 +255,10 @@ class SnapshotCodec:
             # those of ``money`` the stream refused: per code, their places in ``money``
             # (an id is written once: a 128-character one costs 136 bytes sealed, not 272). A
             # release before this one ignores it, and refuses their copies ``already_applied``
-            "money_refused": _refused_doc(stream.money, stream.money_refused),
+            "money_refused": _places_doc(stream.money, stream.money_refused),
+            # those of ``money`` whose event named a player: per player, their places (a
+            # release before this one ignores it)
+            "money_players": _places_doc(stream.money, stream.money_players),
         }
         return self._seal(stream.stream_id, stream.sequence, _format(stream.state), body)
 
@@ -333,7 +339,12 @@ class SnapshotCodec:
         stream.active_at = None if active is None else _MOMENT.validate_python(active)
         if "money" in body and "money_refused" in body:
             stream.money = dict(_MONEY.validate_python(body["money"]))
-            stream.money_refused = _refused_of(stream.money, body["money_refused"])
+            money = stream.money
+            refused = _places_of(money, body["money_refused"], _MONEY_REFUSED, "money_refused")
+            stream.money_refused = refused
+            # (absent from older snapshots: a player's ids counted from the next event on)
+            players = body.get("money_players", {})
+            stream.money_players = _places_of(money, players, _MONEY_PLAYERS, "money_players")
         else:  # written before the ids (or the refused ones) were kept: the rebuild reads
             # them from the events
             stream.money_incomplete = True

@@ -284,6 +284,11 @@ class Stream:
     money_refused: dict[str, RejectionCode] = field(default_factory=dict)
     """Those of ``money`` the stream refused (a ``WalletCommandRefused`` or
     ``MoneyCommandRefused``), with the code: a late copy gets that refusal again."""
+    money_players: dict[str, str] = field(default_factory=dict)
+    """At a table several players share, whose each of ``money`` is (its event's player): a
+    player's own ``Withdraw``s take their share of the ids at most
+    (``platform_money.player_share``). Carried in the snapshot (one from a release before
+    this one names none: counted from the next event on)."""
     money_incomplete: bool = False
     """Opened from a snapshot written before ``money`` was kept: the rebuild completes it from
     the stream's events before the checkpoint, as ``signed``."""
@@ -357,13 +362,22 @@ class Stream:
         code), and let go of the ids accepted
         longer than the retention before it (``domain.platform_money``)."""
         at, cause, event = envelope.occurred_at, envelope.causation_id, envelope.data
+        money, refused, players = self.money, self.money_refused, self.money_players
+        # (whose each id is matters at a table several players share only: ``money_players``)
+        state = self.state
+        shared = isinstance(state, TableState) and state.rules.funded_by_wallet
+        player = getattr(event, "player_id", None) if shared else None
         if cause and platform_money.is_platform_money_event(event, self.state):
-            platform_money.remember(self.money, cause, at, retention, self.money_refused)
+            platform_money.remember(
+                money, cause, at, retention, refused, players=players, player=player
+            )
         elif cause and isinstance(event, platform_money.RefusalEvent):
             code = event.reason_code
-            platform_money.remember(self.money, cause, at, retention, self.money_refused, code)
+            platform_money.remember(
+                money, cause, at, retention, refused, code, players=players, player=player
+            )
         else:
-            platform_money.forget_before(self.money, at, retention, self.money_refused)
+            platform_money.forget_before(money, at, retention, refused, players)
 
     def remember(self, result: CommandResult, window: int) -> None:
         self.results.remember(result, window)

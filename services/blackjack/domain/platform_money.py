@@ -193,18 +193,26 @@ def remember(  # noqa: PLR0917
     retention: timedelta,
     refused: dict[str, RejectionCode] | None = None,
     code: RejectionCode | None = None,
+    *,
+    players: dict[str, str] | None = None,
+    player: str | None = None,
 ) -> None:
     """``command_id`` decided at ``at`` (its event's time): accepted, or refused with ``code``
-    (kept in ``refused``); the ids decided longer than ``kept_for(retention)`` before ``at``
-    are let go (they are kept oldest first). ``accepted`` holds every kept id, the refused
-    ones too (a release that knows no refusals refuses their copies ``already_applied``)."""
+    (kept in ``refused``), for ``player`` (kept in ``players``: ``player_share``); the ids
+    decided longer than ``kept_for(retention)`` before ``at`` are let go (they are kept
+    oldest first). ``accepted`` holds every kept id, the refused ones too (a release that
+    knows no refusals refuses their copies ``already_applied``)."""
     accepted.pop(command_id, None)
     accepted[command_id] = at
     if refused is not None:
         refused.pop(command_id, None)
         if code is not None:
             refused[command_id] = code
-    forget_before(accepted, at, retention, refused)
+    if players is not None:
+        players.pop(command_id, None)
+        if player is not None:
+            players[command_id] = player
+    forget_before(accepted, at, retention, refused, players)
 
 
 def forget_before(
@@ -212,6 +220,7 @@ def forget_before(
     at: datetime,
     retention: timedelta,
     refused: dict[str, RejectionCode] | None = None,
+    players: dict[str, str] | None = None,
 ) -> None:
     """Let go of the ids decided longer than ``kept_for(retention)`` before ``at`` (the
     time of a stream's event: every event moves the horizon, replayed as written)."""
@@ -223,6 +232,37 @@ def forget_before(
         del accepted[oldest]
         if refused:
             refused.pop(oldest, None)
+        if players:
+            players.pop(oldest, None)
+
+
+def player_share(limit: int, seats: int) -> int:
+    """How many ids a table several players share keeps at most for one player's own
+    ``Withdraw``s (their chips back to their wallet, the one platform money command such a
+    table keeps by id): its limit (``BLACKJACK_MONEY_IDS_MAX``) over its seats. A player's
+    ``Withdraw`` is decided only while the table keeps fewer ids of theirs than that. Before,
+    anyone (seated or not) sending refused ``Withdraw``s in a loop, each kept 7 days, filled
+    the table's ids in seconds, and every seated player's ``Withdraw`` was refused
+    ``money_ids_full`` for 7 days. The cost: a player who withdraws more than that in the
+    retention is refused ``money_ids_full`` until the oldest are let go (``LeaveTable`` pays
+    the whole balance out whatever)."""
+    return max(1, limit // seats)
+
+
+def kept_for_player(
+    players: Mapping[str, str],
+    decided: Mapping[str, datetime],
+    player: str,
+    now: datetime,
+    retention: timedelta,
+) -> int:
+    """How many of the ids still kept at ``now`` are ``player``'s."""
+    horizon = now - kept_for(retention)
+    return sum(
+        1
+        for command_id, whose in players.items()
+        if whose == player and decided[command_id] >= horizon
+    )
 
 
 def kept_now(accepted: Mapping[str, datetime], now: datetime, retention: timedelta) -> int:
@@ -250,6 +290,10 @@ class Kept:
     limit: int = DEFAULT_IDS_MAX
     require_sent_at: bool = False
     """``BLACKJACK_MONEY_SENT_AT=required``: a command without ``sent_at`` is ``malformed``"""
+    players_own: int = 0
+    """how many of them are the command's player's own (``kept_for_player``)"""
+    player_limit: int | None = None
+    """how many the command's player may have (``player_share``); None: no such share"""
 
 
 def check(
@@ -295,6 +339,14 @@ def check(
             code="malformed",
             message="a money command must carry sent_at (when it was first issued; a resend "
             "carries the first sending's): this service requires it",
+        )
+    if kept.player_limit is not None and kept.players_own >= kept.player_limit:
+        return Rejection(
+            code="money_ids_full",
+            message=f"this table keeps the ids of {kept.player_limit} money commands of a "
+            f"player's in {_span(retention)}, its share for one player, and as many of this "
+            "player's: this one is not decided; send it again (same id) once the oldest is "
+            "let go, or leave the table (the whole balance is paid out)",
         )
     if kept_now(kept.decided, now, retention) >= kept.limit:
         oldest = next(at for at in kept.decided.values() if at + kept_for(retention) >= now)
