@@ -52,7 +52,6 @@ import asyncio
 import json
 import math
 import os
-import sys
 import time
 import uuid
 from collections import OrderedDict
@@ -558,6 +557,9 @@ class BlackjackClient:
             stopped_meanwhile = self._stopped
             ready.set_exception(ClientStopped("the client's start failed"))
             ready.exception()  # (told to the sends waiting, if any: not logged unretrieved)
+            stopping = self._stopping  # a stop() from another task: to its end first (its
+            if stopping is not None and not stopping.done():  # end would undo this run's)
+                await asyncio.wait({stopping})
             self._stopped, self._loop = False, loop  # (this stop closes all the start made)
             await self.stop()
             self._stopped = False
@@ -715,12 +717,12 @@ class BlackjackClient:
         gets the cancel at once, and the reader, the look-backs, the producer and the
         consumer still stop, on their own (the client can be started again once they have:
         a second ``stop()`` waits for that)."""
+        if self._loop is not None and asyncio.get_running_loop() is not self._loop:
+            raise WrongEventLoop("stop() a client in the event loop it was started in")
         if self._stopped:
             if self._stopping is not None and not self._stopping.done():
                 await asyncio.wait({self._stopping})
             return
-        if self._loop is not None and asyncio.get_running_loop() is not self._loop:
-            raise WrongEventLoop("stop() a client in the event loop it was started in")
         self._stopped = self._closing = True
         if self._starting is not None and not self._starting.done():
             self._starting.cancel()  # (its start() closes what it made, and says ClientStopped)
@@ -1649,7 +1651,7 @@ class BlackjackClient:
     def _received(self, result: CommandResult, record: Any) -> None:
         """Keep a result read from ``record`` (once), as its JSON, and hand it to whoever
         waits for it."""
-        kept = _Kept(sys.intern(result.stream_id), record.value)  # (a table's id held once)
+        kept = _Kept(result.stream_id, record.value)
         self._keep(result.command_id, kept, record.partition, record.offset)
 
     def _keep(self, command_id: str, answer: _Answer, partition: int, offset: int) -> bool:

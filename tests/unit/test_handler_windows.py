@@ -25,7 +25,7 @@ from blackjack.command_handler.streams import PartitionStore
 from blackjack.domain import commands as cmd
 from blackjack.domain.rejections import Rejection, RejectionCode
 from blackjack.domain.state import TableState
-from blackjack.domain.wallet import BuyIn, WalletDeposit, wallet_stream
+from blackjack.domain.wallet import BuyIn, WalletDeposit, WalletWithdraw, wallet_stream
 from blackjack.messages.envelope import CommandEnvelope, CommandResult, StreamCommand
 from tests.unit.committed_log import CommittedLog, checkpointed
 from tests.unit.processor_harness import TOPICS, new_processor
@@ -157,7 +157,7 @@ async def test_a_rebuild_remembers_the_newest_ids_like_the_live_window() -> None
     assert handled.result.rejection is not None
     assert handled.result.rejection.code == "insufficient_funds"
     live = list(handler.store.streams[solo].results)
-    assert live == [f"c-{number}" for number in range(8)]
+    assert live == [f"c-{number}" for number in (4, 5, 6, 7, 0, 1, 2, 3)]  # refusals first
     await handler.take_over()
     assert list(handler.store.streams[solo].results) == live
     # the player can afford the bet now, but a retry of that command keeps its answer
@@ -196,6 +196,29 @@ async def test_a_rebuild_from_the_events_alone_remembers_the_newest_commands() -
     assert retry.duplicate and retry.events == []
 
 
+async def test_a_rebuild_from_the_events_alone_keeps_the_refusals_apart_too() -> None:
+    """Platform money refused is written down (its events prove the refusal): a rebuild from
+    the events alone keeps those refusals in a window of their own, as the live window does.
+    (A review found the events read trimming both kinds to one window: the deposits' answers
+    were let go of.)"""
+    handler = Handler(window=4)
+    wallet = wallet_stream("fay")
+    for number in range(4):
+        at = T0 + timedelta(seconds=number)
+        paid = handler.send(wallet, WalletDeposit(player_id="fay", amount=100), f"pay-{number}", at)
+        assert paid.result.status == "accepted"
+    for number in range(4):
+        at = T0 + timedelta(seconds=10 + number)
+        withdraw = WalletWithdraw(player_id="fay", amount=10**12)
+        refused = handler.send(wallet, withdraw, f"ref-{number}", at)
+        assert refused.result.status == "rejected" and refused.events
+    live = list(handler.store.streams[wallet].results)
+    assert sorted(live) == [*(f"pay-{n}" for n in range(4)), *(f"ref-{n}" for n in range(4))]
+    handler.log.expire(TOPICS.results)
+    await handler.take_over()
+    assert list(handler.store.streams[wallet].results) == live
+
+
 async def test_a_command_id_decided_again_after_a_checkpoint_stays_in_the_rebuilt_window() -> None:
     """The checkpoint's snapshot holds a window; commands after it whose answers are past
     retention, then a command id of that window sent again once let go of (decided again):
@@ -219,7 +242,7 @@ async def test_a_command_id_decided_again_after_a_checkpoint_stays_in_the_rebuil
     for number in (4, 5):
         handler.send(solo, cmd.Deposit(player_id="ann", amount=100), f"d-{number}", T0)
     live = list(handler.store.streams[solo].results)
-    assert live == ["d-3", "d-4", "d-5", "s-1"]  # (the accepted, then the refusals)
+    assert live == ["s-1", "d-3", "d-4", "d-5"]  # (the refusals, then the accepted)
     await handler.take_over()
     assert list(handler.store.streams[solo].results) == live
     assert handler.send(solo, cmd.SitDown(player_id="ann"), "s-1", T0).duplicate
@@ -265,7 +288,7 @@ async def test_a_signed_step_resent_after_the_window_is_refused_alike_live_and_r
     assert again.result.rejection.code == "transfer_already_handled"
     assert again.events == [] and not [r for r in again.outgoing if r.topic.endswith("commands")]
     live = list(handler.store.streams[TABLE].results)
-    assert live == ["x-1", "x-2", "x-3", again.result.command_id]
+    assert live == [again.result.command_id, "x-1", "x-2", "x-3"]
     await handler.take_over()
     assert list(handler.store.streams[TABLE].results) == live
 

@@ -69,10 +69,26 @@ def test_an_answer_remembered_compactly_is_given_back_as_it_was() -> None:
     for result in results:
         window.remember(result, 20)
     accepted = [r for r in results if r.status == "accepted"]
-    kept = accepted[-20:] + [r for r in results if r.status == "rejected"]  # (each kind apart)
+    kept = [r for r in results if r.status == "rejected"] + accepted[-20:]  # (each kind apart)
     assert [r.command_id for r in window.answers()] == [r.command_id for r in kept]
     for result in kept:
         assert window.get(result.command_id) == result
         assert window.get(result.command_id) == result  # asked twice: the same
     assert window.get(accepted[0].command_id) is None
     assert window.stored() == [r.model_dump(mode="json") for r in kept]
+
+
+def test_a_snapshot_stores_the_refusals_before_the_answers_that_wrote_events() -> None:
+    """The release before keeps one window, oldest first, and reads a snapshot's answers into
+    it in their order: stored after the accepted answers, the refusals would have been its
+    newest, and its next answer would have let every accepted one go (a bet's resend then
+    decided again). Stored first, they are the first let go."""
+    window = AnswerWindow()
+    results = [_result(number) for number in range(1, 31)]  # 27 accepted, 3 refused
+    for result in results:
+        window.remember(result, 20)
+    one_window = [answer["command_id"] for answer in window.stored()]  # as that release reads it
+    one_window.append("its next answer")
+    newest_20 = one_window[-20:]  # what its window of 20 keeps then
+    accepted = [r.command_id for r in results if r.status == "accepted"]
+    assert newest_20 == [*accepted[-19:], "its next answer"]

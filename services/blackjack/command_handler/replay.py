@@ -422,6 +422,10 @@ class _Events:
 
     window: int
     accepted: dict[str, OrderedDict[str, CommandResult]] = field(default_factory=dict)
+    refused: dict[str, OrderedDict[str, CommandResult]] = field(default_factory=dict)
+    """The platform money commands refused and written down (``MoneyCommandRefused``,
+    ``WalletCommandRefused``): a window of their own, as the live one keeps refusals apart
+    (``streams.AnswerWindow``)."""
     first_commands: dict[str, str] = field(default_factory=dict)
     folded: int = 0
     foreign: list[int] = field(default_factory=list)
@@ -433,8 +437,9 @@ class _Events:
         if not envelope.causation_id or is_declines_stream(envelope.stream_id):
             return
         stream_id, command_id = envelope.stream_id, envelope.causation_id
-        kept = self.accepted.setdefault(stream_id, OrderedDict())
-        first = kept.get(command_id)
+        accepted = self.accepted.setdefault(stream_id, OrderedDict())
+        refused = self.refused.setdefault(stream_id, OrderedDict())
+        first = accepted.pop(command_id, None) or refused.pop(command_id, None)
         event = envelope.data
         # A platform money command refused (``platform_money.refusal``): answered rejected
         # with its code and message, its events numbered, as the live handler answered it.
@@ -443,13 +448,15 @@ class _Events:
             if isinstance(event, RefusalEvent)
             else None
         )
-        # (a command's events are written together: an existing key is the newest already)
+        rejection = refusal if refusal is not None else (first.rejection if first else None)
+        # (a command's events are written together: the newest of its kind, put back)
+        kept = accepted if rejection is None else refused
         kept[command_id] = CommandResult(
             command_id=command_id,
             stream_id=stream_id,
             correlation_id=envelope.correlation_id,
-            status="accepted" if refusal is None else "rejected",
-            rejection=refusal if refusal is not None else (first.rejection if first else None),
+            status="accepted" if rejection is None else "rejected",
+            rejection=rejection,
             first_sequence=first.first_sequence if first else envelope.sequence,
             last_sequence=envelope.sequence,
             handled_at=envelope.occurred_at,
@@ -637,7 +644,8 @@ class _PartitionRead:
         # retention) are older than every answer it still holds: remembered first, in the order
         # of their events. Only those: an answer the window has already let go of must not come
         # back as the newest and push out the newest ones.
-        for stream_id, kept in events.accepted.items():
+        # (of each kind apart: a stream's window keeps each kind's order)
+        for stream_id, kept in (*events.accepted.items(), *events.refused.items()):
             stream = store.get(stream_id)
             for command_id, result in kept.items():
                 if (stream_id, command_id) not in answered and command_id not in stream.results:

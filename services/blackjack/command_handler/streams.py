@@ -77,8 +77,11 @@ class AnswerWindow:
         self._no_ops: OrderedDict[str, CommandResult | dict[str, Any]] = OrderedDict()
 
     def _kinds(self) -> tuple[OrderedDict[str, Any], ...]:
-        """Each kind's answers, in the order a snapshot stores them."""
-        return self._answers, self._refusals, self._no_ops
+        """Each kind's answers, in the order a snapshot stores them: the refusals before the
+        answers that wrote events, since a release before this one reads them all into one
+        window, oldest first, and lets its oldest go (after them, the refusals would have
+        pushed every one of those out at its next answer)."""
+        return self._refusals, self._answers, self._no_ops
 
     def _kept(self, answer: CommandResult | dict[str, Any]) -> OrderedDict[str, Any]:
         """Where an answer is kept, told from the answer alone (so a rebuild from the results
@@ -126,8 +129,8 @@ class AnswerWindow:
         kept.move_to_end(command_id)
 
     def stored(self) -> list[dict[str, Any]]:
-        """Every answer as a snapshot stores it, oldest first by kind: those that wrote
-        events, the refusals, then those that changed nothing."""
+        """Every answer as a snapshot stores it, oldest first by kind: the refusals, those
+        that wrote events, then those that changed nothing."""
         return [
             answer if isinstance(answer, dict) else answer.model_dump(mode="json")
             for kind in self._kinds()

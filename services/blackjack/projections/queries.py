@@ -594,7 +594,7 @@ def _names_staff(envelope: dict[str, Any]) -> bool:
     return isinstance(data, dict) and data.get(STAFF) is not None
 
 
-EDGE_READ = 64
+EDGE_READ = 8
 """How many events at a time ``staff_commands_at_edges`` reads past a page's edge."""
 
 
