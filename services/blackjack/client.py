@@ -557,9 +557,7 @@ class BlackjackClient:
             stopped_meanwhile = self._stopped
             ready.set_exception(ClientStopped("the client's start failed"))
             ready.exception()  # (told to the sends waiting, if any: not logged unretrieved)
-            stopping = self._stopping  # a stop() from another task: to its end first (its
-            if stopping is not None and not stopping.done():  # end would undo this run's)
-                await asyncio.wait({stopping})
+            await self._stop_ended()  # a stop() from another task's (its end would undo this)
             self._stopped, self._loop = False, loop  # (this stop closes all the start made)
             await self.stop()
             self._stopped = False
@@ -720,14 +718,19 @@ class BlackjackClient:
         if self._loop is not None and asyncio.get_running_loop() is not self._loop:
             raise WrongEventLoop("stop() a client in the event loop it was started in")
         if self._stopped:
-            if self._stopping is not None and not self._stopping.done():
-                await asyncio.wait({self._stopping})
+            await self._stop_ended()
             return
         self._stopped = self._closing = True
         if self._starting is not None and not self._starting.done():
             self._starting.cancel()  # (its start() closes what it made, and says ClientStopped)
         stopping = self._stopping = asyncio.ensure_future(self._stop())
         await stop_to_its_end(stopping)
+
+    async def _stop_ended(self) -> None:
+        """Returns once the last ``stop()``'s work has ended (at once if none runs); a
+        cancel of the caller's leaves that work alone."""
+        if self._stopping is not None and not self._stopping.done():
+            await asyncio.wait({self._stopping})
 
     async def _stop(self) -> None:
         try:

@@ -366,21 +366,27 @@ class Stream:
         longer than the retention before it (``domain.platform_money``)."""
         at, cause, event = envelope.occurred_at, envelope.causation_id, envelope.data
         money, refused, players = self.money, self.money_refused, self.money_players
-        # (whose each id is matters at a table several players share only: ``money_players``)
-        state = self.state
-        shared = isinstance(state, TableState) and state.rules.funded_by_wallet
-        player = getattr(event, "player_id", None) if shared else None
         if cause and platform_money.is_platform_money_event(event, self.state):
+            player = self._whose(event)
             platform_money.remember(
                 money, cause, at, retention, refused, players=players, player=player
             )
         elif cause and isinstance(event, platform_money.RefusalEvent):
-            code = event.reason_code
+            code, player = event.reason_code, self._whose(event)
             platform_money.remember(
                 money, cause, at, retention, refused, code, players=players, player=player
             )
         else:
             platform_money.forget_before(money, at, retention, refused, players)
+
+    def _whose(self, event: object) -> str | None:
+        """The player a money event's id is kept for (``money_players``): at a table several
+        players share only, where it counts."""
+        state = self.state
+        if isinstance(state, TableState) and state.rules.funded_by_wallet:
+            player = getattr(event, "player_id", None)
+            return player if isinstance(player, str) else None
+        return None
 
     def remember(self, result: CommandResult, window: int) -> None:
         self.results.remember(result, window)

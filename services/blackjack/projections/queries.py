@@ -640,7 +640,7 @@ async def _staff_beyond(
 
 
 def events_seen_by_player(
-    events: list[dict[str, Any]], staff_beyond: set[str] | None = None
+    events: list[dict[str, Any]], staff_beyond: set[str]
 ) -> list[dict[str, Any]]:
     """A stream's envelopes as its player may be shown them (``played_alone``): the staff's
     names replaced by ``SHOWN_FOR_STAFF``, and the command and correlation ids of the staff's
@@ -648,13 +648,12 @@ def events_seen_by_player(
     commands wrote: those the page shows naming the staff, and ``staff_beyond``
     (``staff_commands_at_edges``)."""
     staff = {e.get("causation_id") for e in events if _names_staff(e)} - {None}
-    staff |= staff_beyond or set()
+    staff |= staff_beyond
     seen = []
     for envelope in events:
         shown = envelope
-        data = envelope.get("data")
-        if isinstance(data, dict) and data.get(STAFF) is not None:
-            shown = {**shown, "data": {**data, STAFF: SHOWN_FOR_STAFF}}
+        if _names_staff(envelope):
+            shown = {**shown, "data": {**envelope["data"], STAFF: SHOWN_FOR_STAFF}}
         if envelope.get("causation_id") in staff:
             shown = {**shown, "causation_id": None, "correlation_id": None}
         seen.append(shown)
