@@ -348,6 +348,23 @@ def test_which_answers_a_window_keeps_is_one_rule() -> None:
     assert [name for name, a in dropped.items() if remembered(a)] == []
 
 
+def _answered_as_before(
+    handler: Handler,
+    stream: str,
+    copies: tuple[tuple[str, Handled, StreamCommand], ...],
+    at: datetime,
+    label: object,
+) -> None:
+    """Each command sent again under its id is a duplicate: no event, and its original
+    answer given again, the same bytes and headers."""
+    for command_id, original, command in copies:
+        again = handler.send(stream, command, command_id, at)
+        assert again.duplicate and again.events == [], (label, command_id)
+        [answer] = [r for r in again.outgoing if r.topic.endswith("command-results")]
+        [first] = [r for r in original.outgoing if r.topic.endswith("command-results")]
+        assert (answer.value, answer.headers) == (first.value, first.headers)
+
+
 async def test_refusals_do_not_push_a_bet_out_of_the_window() -> None:
     """Anyone at a shared table, seated or not, could send commands refused in a loop
     (1,000 take about a second), each remembered like any answer: a window of 4 let go of
@@ -366,12 +383,8 @@ async def test_refusals_do_not_push_a_bet_out_of_the_window() -> None:
     for takeover in (False, True):
         if takeover:
             await handler.take_over()
-        for command_id, original, command in (("bet", placed, bet), ("flood-9", refused, flood)):
-            again = handler.send(TABLE, command, command_id, T0 + timedelta(seconds=2))
-            assert again.duplicate and again.events == [], (takeover, command_id)
-            [answer] = [r for r in again.outgoing if r.topic.endswith("command-results")]
-            [first] = [r for r in original.outgoing if r.topic.endswith("command-results")]
-            assert (answer.value, answer.headers) == (first.value, first.headers)
+        copies = (("bet", placed, bet), ("flood-9", refused, flood))
+        _answered_as_before(handler, TABLE, copies, T0 + timedelta(seconds=2), takeover)
         assert handler.table().boxes[0].bet == 100, takeover  # before: 200, bet twice
 
 
@@ -402,12 +415,8 @@ async def test_another_player_s_accepted_commands_do_not_push_a_bet_out_of_the_w
             table = handler.store.streams[TABLE]
             handler.store.streams[TABLE] = thawed = CODEC.decode(CODEC.encode(table))
             assert thawed.results == table.results
-        for command_id, original, command in (("bet", placed, bet), ("flood-9", sent, flood[1])):
-            again = handler.send(TABLE, command, command_id, T0 + timedelta(seconds=2))
-            assert again.duplicate and again.events == [], (takeover, command_id)
-            [answer] = [r for r in again.outgoing if r.topic.endswith("command-results")]
-            [first] = [r for r in original.outgoing if r.topic.endswith("command-results")]
-            assert (answer.value, answer.headers) == (first.value, first.headers)
+        copies = (("bet", placed, bet), ("flood-9", sent, flood[1]))
+        _answered_as_before(handler, TABLE, copies, T0 + timedelta(seconds=2), takeover)
         assert handler.table().boxes[0].bet == 100, takeover  # before: 200, bet twice
 
 
@@ -436,12 +445,5 @@ async def test_heartbeats_do_not_push_a_bet_out_of_the_window() -> None:
     for takeover in (False, True):
         if takeover:
             await handler.take_over()
-        for command_id, original, command in (
-            ("bet", placed, bet),
-            ("beat-9", heartbeat, cmd.Reconnect(player_id="ann")),
-        ):
-            again = handler.send(solo, command, command_id, T0 + timedelta(minutes=5))
-            assert again.duplicate and again.events == [], (takeover, command_id)
-            [answer] = [r for r in again.outgoing if r.topic.endswith("command-results")]
-            [first] = [r for r in original.outgoing if r.topic.endswith("command-results")]
-            assert (answer.value, answer.headers) == (first.value, first.headers)
+        copies = (("bet", placed, bet), ("beat-9", heartbeat, cmd.Reconnect(player_id="ann")))
+        _answered_as_before(handler, solo, copies, T0 + timedelta(minutes=5), takeover)
