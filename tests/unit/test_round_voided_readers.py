@@ -6,6 +6,7 @@ less what the round paid, passes; anything else is a finding; the recall tells i
 
 from __future__ import annotations
 
+import copy
 import json
 from pathlib import Path
 from typing import Any
@@ -563,3 +564,19 @@ async def test_the_store_keeps_voided_only_in_a_voided_round_s_record(tmp_path: 
     older = json.loads(json.dumps(void_kept).replace(', "voided": true', ""))
     assert "voided" not in json.dumps(older["boxes"])
     assert _recall_as_read(older) == _recall_as_read(void_kept)
+
+
+async def test_the_audit_names_a_stored_voided_that_says_otherwise(tmp_path: Path) -> None:
+    """The dump made every record say ``voided`` as a rebuild stores it, on the live side
+    too: a settled round's hand stored ``voided: true`` (the recall tells the player nothing
+    it paid stands) or a voided round's hand stored ``voided: false`` compared equal with the
+    rebuild, and the audit passed. Only what an older release left out is filled in."""
+    kept = await stored_round(won_round(), tmp_path / "settled.db")
+    void_kept = await stored_round(voided_split(), tmp_path / "voided.db")
+    for record, wrong in ((kept, True), (void_kept, False)):
+        changed = copy.deepcopy(record)
+        changed["boxes"][0]["hands"][0]["voided"] = wrong
+        assert _recall_as_read(changed) != _recall_as_read(record), wrong
+    default = copy.deepcopy(kept)
+    default["boxes"][0]["hands"][0]["voided"] = False  # the default, said: the same record
+    assert _recall_as_read(default) == _recall_as_read(kept)

@@ -31,7 +31,6 @@ from sqlalchemy.ext.asyncio import AsyncConnection
 from blackjack.messages.wire import ABSENT_FROM_OLDER_VERSIONS, decode, encode, upcast
 from blackjack.projections.ids import utc
 from blackjack.projections.schema import READ_MODEL
-from blackjack.projections.views import stored_record
 
 Key = tuple[Any, ...]
 T = TypeVar("T")
@@ -216,9 +215,8 @@ def _event_as_read(stored: str) -> str:
 def _recall_as_read(record: Any) -> Any:
     """A round's record with each entry of its recall as a reader reads the event now: an
     older release folded an event of an older version without the fields its upcaster adds
-    (``ABSENT_FROM_OLDER_VERSIONS``), the same event a rebuild folds upcast; and in the form the
-    store keeps (``stored_record``: a voided round folded by an older release says every hand
-    voided, as the record reads)."""
+    (``ABSENT_FROM_OLDER_VERSIONS``), the same event a rebuild folds upcast; and with the
+    ``voided`` an older release left out (``_voided_as_read``)."""
     if not isinstance(record, dict) or not isinstance(record.get("log"), list):
         return record
     log = []
@@ -231,7 +229,24 @@ def _recall_as_read(record: Any) -> Any:
             log.append({**entry, "data": data})
         else:
             log.append(entry)
-    return stored_record(copy.deepcopy({**record, "log": log}))
+    return _voided_as_read(copy.deepcopy({**record, "log": log}))
+
+
+def _voided_as_read(doc: dict[str, Any]) -> dict[str, Any]:
+    """A round's record with the ``voided`` of its hands and insurance as the store keeps it
+    (``stored_record``) where the record leaves it out or says the default: a release before
+    it folded none, and a voided round reads every one of them voided. A value that says
+    otherwise stays, so the audit names it: a hand of a settled round stored ``voided: true``
+    (nothing it paid stands, the recall said) compared equal before, made so on both sides."""
+    voided = doc.get("status") == "voided"
+    for box in doc.get("boxes", []):
+        insurance = box.get("insurance")
+        for part in [*box.get("hands", []), *([insurance] if insurance else [])]:
+            if voided:
+                part.setdefault("voided", True)
+            elif part.get("voided") is False:
+                del part["voided"]
+    return doc
 
 
 DIFFERENCES_SHOWN = 100
