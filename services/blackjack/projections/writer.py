@@ -20,6 +20,7 @@ from dataclasses import asdict, dataclass, field
 from datetime import date
 from typing import Any, Protocol, TypeVar
 
+from pydantic import BaseModel
 from sqlalchemy import Table, and_, bindparam, insert, select, tuple_, update
 from sqlalchemy.dialects.postgresql import insert as postgresql_insert
 from sqlalchemy.dialects.sqlite import insert as sqlite_insert
@@ -287,6 +288,8 @@ class _Loaded:
     projection: StreamProjection
     view_exists: bool
     accounts: set[str]
+    looked_up: set[str] = field(default_factory=set)
+    """the players whose accounts were looked for (found or not) beside the seated ones"""
     rounds: set[int] = field(default_factory=set)
     players: set[tuple[int, str]] = field(default_factory=set)
 
@@ -332,22 +335,29 @@ class _Batch:
         their accounts and its rounds in about 50 round trips): the tables, their accounts,
         the wallets, and the rounds their events continue. What it does not foresee (a
         round a deposit is recalled in) ``fold`` still reads as it comes."""
-        envelopes = []
+        envelopes: list[tuple[bytes, WireEnvelope]] = []
         for record in records:
             try:
                 envelope = wire.decode(record.value)
             except Exception:  # even a RecursionError: ``fold`` raises it again,
                 continue  # naming the record (``failed_at``), the records before it folded
             self.decoded[(record.topic, record.partition, record.offset)] = envelope
-            envelopes.append(envelope)
-        streams = {e.stream_id for e in envelopes} - set(self.streams) - set(self.wallets)
+            envelopes.append((record.value, envelope))
+        streams = {e.stream_id for _, e in envelopes} - set(self.streams) - set(self.wallets)
+        named: dict[str, set[str]] = {}
+        for raw, envelope in envelopes:
+            if envelope.stream_id in streams and not is_wallet_stream(envelope.stream_id):
+                texts = _texts_of(_as_stored(raw, envelope))
+                named.setdefault(envelope.stream_id, set()).update(texts)
         # A stored row that does not read is left to ``fold``, which reads it again as it
         # reaches the first record needing it and names that record (``failed_at``).
-        await self._load_streams(sorted(s for s in streams if not is_wallet_stream(s)), True)
+        await self._load_streams(
+            sorted(s for s in streams if not is_wallet_stream(s)), True, named=named
+        )
         await self._load_wallets(sorted(s for s in streams if is_wallet_stream(s)), True)
         rounds = {
             (e.stream_id, e.data.round)
-            for e in envelopes
+            for _, e in envelopes
             if isinstance(e.data, ev.RoundEvent) and not isinstance(e.data, ev.RoundOpened)
         }
         await self._load_rounds(sorted(rounds - self.looked_up), lenient=True)
@@ -392,7 +402,10 @@ class _Batch:
             number = recalled_in(projection.view, event)
             if number is not None:
                 await self._load_round(self.streams[envelope.stream_id], number)
-        projection.apply(_as_stored(record.value, envelope))
+        stored = _as_stored(record.value, envelope)
+        if isinstance(projection, StreamProjection):
+            await self._load_accounts(self.streams[envelope.stream_id], _texts_of(stored))
+        projection.apply(stored)
         self.events.append(
             {
                 "stream_id": envelope.stream_id,
@@ -465,22 +478,31 @@ class _Batch:
             await self._load_streams([stream_id])
         return self.streams[stream_id]
 
-    async def _load_streams(self, stream_ids: Sequence[str], lenient: bool = False) -> None:
-        """The tables' views and accounts, two statements for all of them. ``lenient``: a
-        table whose rows do not read is left unloaded, not raised."""
+    async def _load_streams(
+        self,
+        stream_ids: Sequence[str],
+        lenient: bool = False,
+        named: Mapping[str, set[str]] | None = None,
+    ) -> None:
+        """The tables' views and accounts, a few statements for all of them: the accounts
+        of the players seated there and of those ``named`` (``_texts_of`` their events),
+        not every player who ever sat there (``accounts`` keeps their rows for good: a
+        table 50,000 players had sat at took about a second a batch to read theirs).
+        ``lenient``: a table whose rows do not read is left unloaded, not raised."""
         if not stream_ids:
             return
-        t, a = schema.table_views, schema.accounts
+        t = schema.table_views
         views: dict[str, Any] = {}
         for keys in _chunks(sorted(_as_keys(stream_ids))):
             query = select(t.c.stream_id, t.c.view).where(t.c.stream_id.in_(keys))
             for row in (await self.connection.execute(query)).all():
                 views[row.stream_id] = row.view
-        accounts: dict[str, list[dict[str, Any]]] = {key: [] for key in views}
-        for keys in _chunks(sorted(views)):
-            query = select(a).where(a.c.stream_id.in_(keys))
-            for r in (await self.connection.execute(query)).all():
-                accounts[r.stream_id].append(r._asdict())
+        wanted = {
+            nul_replaced(stream_id): players
+            for stream_id, players in (named or {}).items()
+            if nul_replaced(stream_id) in views
+        }
+        accounts = await self._account_rows(sorted(views), wanted)
         for stream_id in stream_ids:
             key = nul_replaced(stream_id)
             view = views.get(key)
@@ -495,7 +517,42 @@ class _Batch:
                         continue
                     raise
                 loaded = _Loaded(projection, view_exists=True, accounts=set(found))
+                loaded.looked_up = set(wanted.get(key, ()))
             self.streams[stream_id] = loaded
+
+    async def _account_rows(
+        self, seated_at: Sequence[str], named: Mapping[str, set[str]]
+    ) -> dict[str, list[dict[str, Any]]]:
+        """The rows of the accounts of the players seated at the tables ``seated_at`` and
+        of the players ``named`` at each table (ids as the store holds them), by table."""
+        a = schema.accounts
+        rows: dict[str, dict[str, dict[str, Any]]] = {key: {} for key in seated_at}
+        for keys in _chunks(seated_at):
+            query = select(a).where(a.c.stream_id.in_(keys), a.c.seated.is_(True))
+            for r in (await self.connection.execute(query)).all():
+                rows[r.stream_id][r.player_id] = r._asdict()
+        pairs = sorted((key, player) for key, players in named.items() for player in players)
+        for wanted in _chunks(pairs):
+            query = select(a).where(tuple_(a.c.stream_id, a.c.player_id).in_(wanted))
+            for r in (await self.connection.execute(query)).all():
+                rows.setdefault(r.stream_id, {})[r.player_id] = r._asdict()
+        return {key: list(found.values()) for key, found in rows.items()}
+
+    async def _load_accounts(self, loaded: _Loaded, texts: set[str]) -> None:
+        """The accounts of the players an event names, where the batch has not looked them
+        up yet: a fold asks only for those (``StreamProjection.account``) and the seated."""
+        if not loaded.view_exists:
+            return  # no stored account: a table opened in this batch
+        missing = texts - loaded.looked_up - loaded.projection.accounts.keys()
+        if not missing:
+            return
+        key = nul_replaced(loaded.projection.view.stream_id)
+        found = (await self._account_rows([], {key: missing})).get(key, [])
+        loaded.looked_up |= missing
+        for row in found:
+            if row["player_id"] not in loaded.projection.accounts:
+                loaded.projection.accounts[row["player_id"]] = Account.model_validate(row)
+                loaded.accounts.add(row["player_id"])
 
     async def _load_round(self, loaded: _Loaded, number: int) -> None:
         stream_id = loaded.projection.view.stream_id
@@ -631,6 +688,33 @@ at most 32,767 parameters (asyncpg), and a list of (stream, round) pairs of a fe
 exceeds the server's expression depth (``max_stack_depth``, 2 MB: 8,000 pairs did); a batch
 of 32,768 wallets, or of 8,000 rounds, was refused at every retry, its partition stuck. A
 batch of 500 events reads each table in one statement still."""
+
+
+MAX_NAMED_TEXT = 256
+"""The longest text of an event taken for a player's id (``_texts_of``): ids are 128
+characters at most; a sealed shoe's text is thousands."""
+
+
+def _texts_of(stored: WireEnvelope) -> set[str]:
+    """Every text in an event as the store holds its texts (``_as_stored``), keys too: the
+    ids of the players whose accounts its fold asks for are among them, however the event
+    names them (its ``player_id``, a settlement's ``results``, a void's ``returns``). More
+    than those (a card, a reason) only looks up accounts that are not there."""
+    found: set[str] = set()
+    pending: list[Any] = [stored.data]
+    while pending:
+        value = pending.pop()
+        if isinstance(value, str):
+            if len(value) <= MAX_NAMED_TEXT:
+                found.add(value)
+        elif isinstance(value, BaseModel):
+            pending.extend(value.__dict__.values())
+        elif isinstance(value, dict):
+            pending.extend(value)
+            pending.extend(value.values())
+        elif isinstance(value, list | tuple | set | frozenset):
+            pending.extend(value)
+    return found
 
 
 def _chunks(keys: Sequence[_Key]) -> Iterator[Sequence[_Key]]:
