@@ -46,7 +46,10 @@ def _table_with_past_players() -> tuple[Script, int]:
 
 @pytest.fixture
 async def stores(tmp_path: Path) -> AsyncIterator[tuple[ProjectionStore, ProjectionStore]]:
-    made = tuple(ProjectionStore(f"sqlite+aiosqlite:///{tmp_path / n}.db") for n in "ab")
+    made = (
+        ProjectionStore(f"sqlite+aiosqlite:///{tmp_path / 'a.db'}"),
+        ProjectionStore(f"sqlite+aiosqlite:///{tmp_path / 'b.db'}"),
+    )
     for store in made:
         await store.migrate()
     yield made
