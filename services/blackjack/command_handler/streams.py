@@ -13,7 +13,7 @@ without a window (``Stream.signed``), and no new step adds one.
 from __future__ import annotations
 
 import time
-from collections import Counter, OrderedDict
+from collections import OrderedDict
 from collections.abc import Callable, Iterator, MutableMapping
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta
@@ -56,57 +56,6 @@ def changed_nothing(answer: CommandResult | dict[str, Any]) -> bool:
     return answer.status == "accepted" and answer.first_sequence is None
 
 
-class _Answers:
-    """One kind of a stream's answers, oldest first, and whose each is: the player it names
-    (``CommandResult.player_id``), or no one's (the service's, the staff's and the platform's
-    commands, and answers rebuilt from the events alone, which name no player).
-
-    Beyond its window it lets go of the oldest answer of whoever holds the most, the oldest
-    such answer if several hold as many: at a shared table a player sitting down and leaving
-    (or reconnecting) in a loop, every command accepted, pushed out the answer to another
-    player's bet, whose resend within the same betting time then bet again. A flood now
-    pushes out the flooder's own answers. Told from the answers alone, in their order, so a
-    window rebuilt from a snapshot or the results topic lets go of the same ones."""
-
-    def __init__(self) -> None:
-        self.answers: OrderedDict[str, CommandResult | dict[str, Any]] = OrderedDict()
-        self._whose: dict[str, str | None] = {}
-        self._held: Counter[str | None] = Counter()
-
-    def __contains__(self, command_id: object) -> bool:
-        return command_id in self.answers
-
-    def __len__(self) -> int:
-        return len(self.answers)
-
-    def put(self, command_id: str, answer: CommandResult | dict[str, Any]) -> None:
-        """``answer`` as the newest (in its place if only read again: ``replace``)."""
-        if command_id in self._whose:
-            self._let_go(command_id)
-        player = answer.get("player_id") if isinstance(answer, dict) else answer.player_id
-        self._whose[command_id] = player if isinstance(player, str) else None
-        self._held[self._whose[command_id]] += 1
-        self.answers[command_id] = answer
-
-    def replace(self, command_id: str, answer: CommandResult) -> None:
-        """The same answer read into a result, in its place: its order and owner unchanged."""
-        self.answers[command_id] = answer
-
-    def trim(self, window: int) -> None:
-        while len(self.answers) > window:
-            most = max(self._held.values())
-            # (the oldest answers are the flooder's once a flood has gone on: found early)
-            oldest = next(c for c in self.answers if self._held[self._whose[c]] == most)
-            self._let_go(oldest)
-
-    def _let_go(self, command_id: str) -> None:
-        del self.answers[command_id]
-        player = self._whose.pop(command_id)
-        self._held[player] -= 1
-        if not self._held[player]:
-            del self._held[player]
-
-
 class AnswerWindow:
     """A stream's remembered answers (command id -> result), oldest first: the idempotency
     window. Answers read back from a snapshot stay the JSON documents they were stored as
@@ -120,22 +69,21 @@ class AnswerWindow:
     stream then decided again). Refusals are kept apart too, ``window`` of them: anyone at a
     shared table, seated or not, could send 1,000 commands refused in about a second and push
     out the answer to another player's bet, whose resend within the same betting time then
-    bet again. Each kind lets go of its own answers only, those of whoever holds the most of
-    it first (``_Answers``)."""
+    bet again. Each kind lets go of its own oldest only."""
 
     def __init__(self) -> None:
-        self._answers = _Answers()
-        self._refusals = _Answers()
-        self._no_ops = _Answers()
+        self._answers: OrderedDict[str, CommandResult | dict[str, Any]] = OrderedDict()
+        self._refusals: OrderedDict[str, CommandResult | dict[str, Any]] = OrderedDict()
+        self._no_ops: OrderedDict[str, CommandResult | dict[str, Any]] = OrderedDict()
 
-    def _kinds(self) -> tuple[_Answers, ...]:
+    def _kinds(self) -> tuple[OrderedDict[str, Any], ...]:
         """Each kind's answers, in the order a snapshot stores them: the refusals before the
         answers that wrote events, since a release before this one reads them all into one
         window, oldest first, and lets its oldest go (after them, the refusals would have
         pushed every one of those out at its next answer)."""
         return self._refusals, self._answers, self._no_ops
 
-    def _kept(self, answer: CommandResult | dict[str, Any]) -> _Answers:
+    def _kept(self, answer: CommandResult | dict[str, Any]) -> OrderedDict[str, Any]:
         """Where an answer is kept, told from the answer alone (so a rebuild from the results
         topic sorts it as the live handler did)."""
         if changed_nothing(answer):
@@ -145,7 +93,7 @@ class AnswerWindow:
 
     def get(self, command_id: str) -> CommandResult | None:
         kept = next((k for k in self._kinds() if command_id in k), self._answers)
-        answer = kept.answers.get(command_id)
+        answer = kept.get(command_id)
         if isinstance(answer, dict):
             try:
                 answer = CommandResult.model_validate(answer)
@@ -155,26 +103,30 @@ class AnswerWindow:
                 raise CorruptLog(
                     f"the remembered answer to command {command_id} cannot be read: {error}"
                 ) from error
-            kept.replace(command_id, answer)
+            kept[command_id] = answer  # in its place: an existing key keeps its order
         return answer
 
     def remember(self, result: CommandResult, window: int) -> None:
-        """``result`` as the newest answer; beyond ``window`` of its kind, one let go
-        (``_Answers.trim``). Kept as the document a snapshot stores (read back as a result
-        when a resend asks for it): a ``CommandResult`` took about 1.2 KB and its document
-        0.44 KB, and a window is 1,000 of them a table (a soak measured 1.6 KB an answer,
-        1.56 MiB a table in use), which also spares a checkpoint dumping every answer of
-        every table it snapshots again."""
+        """``result`` as the newest answer; the oldest of its kind let go beyond ``window``.
+        Kept as the document a snapshot stores (read back as a result when a resend asks for
+        it): a ``CommandResult`` took about 1.2 KB and its document 0.44 KB, and a window is
+        1,000 of them a table (a soak measured 1.6 KB an answer, 1.56 MiB a table in use),
+        which also spares a checkpoint dumping every answer of every table it snapshots
+        again."""
         kept = self._kept(result)
-        kept.put(result.command_id, result.model_dump(mode="json"))
-        kept.trim(window)
+        kept[result.command_id] = result.model_dump(mode="json")
+        kept.move_to_end(result.command_id)
+        while len(kept) > window:
+            kept.popitem(last=False)
 
     def add_stored(self, document: dict[str, Any]) -> None:
         """An answer as a snapshot stored it (``CommandResult`` as JSON), as the newest."""
         command_id = document.get("command_id")
         if not isinstance(command_id, str):
             raise ValueError("a stored answer without its command id")
-        self._kept(document).put(command_id, document)
+        kept = self._kept(document)
+        kept[command_id] = document
+        kept.move_to_end(command_id)
 
     def stored(self) -> list[dict[str, Any]]:
         """Every answer as a snapshot stores it, oldest first by kind: the refusals, those
@@ -182,7 +134,7 @@ class AnswerWindow:
         return [
             answer if isinstance(answer, dict) else answer.model_dump(mode="json")
             for kind in self._kinds()
-            for answer in kind.answers.values()
+            for answer in kind.values()
         ]
 
     def answers(self) -> Iterator[CommandResult]:
@@ -196,7 +148,7 @@ class AnswerWindow:
         return any(command_id in kind for kind in self._kinds())
 
     def __iter__(self) -> Iterator[str]:
-        return iter([command_id for kind in self._kinds() for command_id in kind.answers])
+        return iter([command_id for kind in self._kinds() for command_id in kind])
 
     def __len__(self) -> int:
         return sum(len(kind) for kind in self._kinds())
