@@ -97,3 +97,26 @@ async def test_folded_in_any_batching_the_accounts_are_the_same(
         if '"player_id":"p3"' in line and '"cashed_out"' in line
     ]
     assert '"deposited":603' in p3 and '"seated":true' in p3, p3
+
+
+async def test_a_record_whose_stored_form_does_not_read_is_named_the_batch_before_it_folded(
+    stores: tuple[ProjectionStore, ProjectionStore],
+) -> None:
+    """Reading the texts of a batch's events, to find the accounts it names, read each
+    event's stored form: an event that decodes but whose stored form does not (an older
+    log's ``SeatLeft`` whose operator's reason held U+FFFDs, longer once escaped) failed the
+    batch before anything folded and named no record (the worker held the partition back
+    from the batch's start, and its health named a good event). It is the fold's to name."""
+    store, _ = stores
+    reason = "x" * 90 + "\ufffd" * 60  # taken by a command of an older release
+    script = Script("atlantic-city-multi", [["TS", "7S", "9S", "TD"]], {"ann": 10_000, "bob": 500})
+    stand_up = cmd.StandUpPlayer.model_construct(
+        type="StandUpPlayer", player_id="bob", operator="ops", reason=reason
+    )
+    script.do(stand_up)
+    records = event_records(script.envelopes, SEAL, TOPIC)
+    writer = ProjectionWriter(store)
+    with pytest.raises(ValueError, match="operator_reason"):  # (the fold's, as before)
+        await writer.apply(records)
+    [left] = [record for record in records if b'"type":"SeatLeft"' in record.value]
+    assert writer.failed_at is not None and writer.failed_at.offset == left.offset

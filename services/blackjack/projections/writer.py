@@ -328,6 +328,8 @@ class _Batch:
         """the records ``load`` read, by (topic, partition, offset)"""
         self.looked_up: set[tuple[str, int]] = set()
         """the rounds (stream, number) ``load`` looked for, found or not"""
+        self.texts: dict[tuple[str, int, int], set[str]] = {}
+        """the texts of the table events ``load`` read (``_texts_of``), by record"""
 
     async def load(self, records: Sequence[Record]) -> None:
         """Read what folding ``records`` needs from the store in a few statements, not a
@@ -335,19 +337,25 @@ class _Batch:
         their accounts and its rounds in about 50 round trips): the tables, their accounts,
         the wallets, and the rounds their events continue. What it does not foresee (a
         round a deposit is recalled in) ``fold`` still reads as it comes."""
-        envelopes: list[tuple[bytes, WireEnvelope]] = []
+        envelopes: dict[tuple[str, int, int], tuple[bytes, WireEnvelope]] = {}
         for record in records:
             try:
                 envelope = wire.decode(record.value)
             except Exception:  # even a RecursionError: ``fold`` raises it again,
                 continue  # naming the record (``failed_at``), the records before it folded
-            self.decoded[(record.topic, record.partition, record.offset)] = envelope
-            envelopes.append((record.value, envelope))
-        streams = {e.stream_id for _, e in envelopes} - set(self.streams) - set(self.wallets)
+            place = (record.topic, record.partition, record.offset)
+            self.decoded[place] = envelope
+            envelopes[place] = (record.value, envelope)
+        streams = {e.stream_id for _, e in envelopes.values()}
+        streams -= set(self.streams) | set(self.wallets)
         named: dict[str, set[str]] = {}
-        for raw, envelope in envelopes:
+        for place, (raw, envelope) in envelopes.items():
             if envelope.stream_id in streams and not is_wallet_stream(envelope.stream_id):
-                texts = _texts_of(_as_stored(raw, envelope))
+                try:
+                    stored = _as_stored(raw, envelope)
+                except Exception:  # as a record that does not decode: ``fold`` raises it
+                    continue  # again, naming the record (``failed_at``); it looks up the rest
+                self.texts[place] = texts = _texts_of(stored)
                 named.setdefault(envelope.stream_id, set()).update(texts)
         # A stored row that does not read is left to ``fold``, which reads it again as it
         # reaches the first record needing it and names that record (``failed_at``).
@@ -357,7 +365,7 @@ class _Batch:
         await self._load_wallets(sorted(s for s in streams if is_wallet_stream(s)), True)
         rounds = {
             (e.stream_id, e.data.round)
-            for _, e in envelopes
+            for _, e in envelopes.values()
             if isinstance(e.data, ev.RoundEvent) and not isinstance(e.data, ev.RoundOpened)
         }
         await self._load_rounds(sorted(rounds - self.looked_up), lenient=True)
@@ -404,7 +412,9 @@ class _Batch:
                 await self._load_round(self.streams[envelope.stream_id], number)
         stored = _as_stored(record.value, envelope)
         if isinstance(projection, StreamProjection):
-            await self._load_accounts(self.streams[envelope.stream_id], _texts_of(stored))
+            texts = self.texts.pop((record.topic, record.partition, record.offset), None)
+            loaded = self.streams[envelope.stream_id]
+            await self._load_accounts(loaded, _texts_of(stored) if texts is None else texts)
         projection.apply(stored)
         self.events.append(
             {
