@@ -105,6 +105,12 @@ platform's traffic never lets go of this client's own answers: one store of 100,
 everyone's, about 1.7 KB an answer (168 MB), and at 850 commands a second let go of a
 client's own answer after two minutes (its ``result`` asked later timed out although the
 command was taken)."""
+KEEP_ANSWERS_OF_A_COMMAND = 100
+"""How many answers to one command id it keeps, the first ones read: each copy of a command
+is answered again, so a client sending one id in a loop grew the memory of every client
+reading the results topic by an answer a copy (a million copies, about 500 MB), and a wait
+on that id sorted all of them at each. One more sending of it by this client then gets no
+answer it keeps (its wait runs out)."""
 ANSWERED_EARLY = 10_000
 """How many answers the reader read last to commands not known as sent (others', or this
 client's whose ack has not come yet) it keeps the command offsets of."""
@@ -413,6 +419,8 @@ class BlackjackClient:
         self._others: OrderedDict[str, dict[tuple[int, int, int], _Answer]] = OrderedDict()
         """The same for the other command ids, the last ``KEEP_OTHERS_RESULTS``: moved to
         ``_results`` once asked for."""
+        self._too_many: OrderedDict[str, None] = OrderedDict()
+        """the last command ids answered past ``KEEP_ANSWERS_OF_A_COMMAND`` (logged once)"""
         self._generation = 0
         self._topic_id: uuid.UUID | None = None
         """The id of the results topic the reader reads (None: the broker gives none)."""
@@ -1663,7 +1671,20 @@ class BlackjackClient:
         own = self._wanted(command_id)
         store = self._results if own else self._others
         position = (self._generation, partition, offset)
-        if any(position in kept.get(command_id, ()) for kept in (self._results, self._others)):
+        held = [kept.get(command_id, {}) for kept in (self._results, self._others)]
+        if any(position in answers for answers in held):
+            return False
+        if sum(map(len, held)) >= KEEP_ANSWERS_OF_A_COMMAND:
+            if command_id not in self._too_many:
+                self._too_many[command_id] = None
+                while len(self._too_many) > KEEP_ANSWERS_OF_A_COMMAND:
+                    self._too_many.popitem(last=False)
+                log.warning(
+                    "answers to one command id past what a client keeps: the later ones "
+                    "are not kept (a client sending it again and again?)",
+                    command_id=command_id,
+                    kept=KEEP_ANSWERS_OF_A_COMMAND,
+                )
             return False
         store.setdefault(command_id, {})[position] = answer
         store.move_to_end(command_id)

@@ -1,0 +1,40 @@
+"""What a ``BlackjackClient`` keeps of the answers to one command id: each copy of a command
+is answered again, so a client sending one id in a loop grew every reader's memory by an
+answer a copy. No broker: the answers are handed over as the reader hands them."""
+
+from __future__ import annotations
+
+from datetime import UTC, datetime
+from typing import Any
+
+from blackjack.bus.topics import Topics
+from blackjack.client import KEEP_ANSWERS_OF_A_COMMAND, BlackjackClient
+from blackjack.messages.envelope import CommandResult
+from tests.unit.measure_client_answers import _Record
+
+
+def _answer(command_id: str, offset: int) -> _Record:
+    result = CommandResult(
+        command_id=command_id,
+        stream_id="table-1",
+        status="accepted",
+        first_sequence=5,
+        last_sequence=8,
+        handled_at=datetime(2026, 12, 5, tzinfo=UTC),
+    )
+    return _Record(0, offset, b"table-1", result.model_dump_json().encode())
+
+
+def test_a_command_id_answered_again_and_again_keeps_its_first_answers_only() -> None:
+    client: Any = BlackjackClient("127.0.0.1:1", Topics("kept."))  # never started
+    client._ask("mine")
+    for offset in range(10 * KEEP_ANSWERS_OF_A_COMMAND):
+        client._keep_record(_answer("copied", 2 * offset))  # someone else's, in a loop
+        client._keep_record(_answer("mine", 2 * offset + 1))  # copies of this client's own
+    for command_id in ("copied", "mine"):
+        kept = client._answers(command_id)
+        assert len(kept) == KEEP_ANSWERS_OF_A_COMMAND, command_id  # before: 1,000 each
+    first = client._answers("mine")[0].result()
+    assert first.command_id == "mine" and first.first_sequence == 5
+    client._keep_record(_answer("another", 10**6))  # other ids are kept as before
+    assert len(client._answers("another")) == 1
