@@ -343,14 +343,22 @@ def as_stored(text: str) -> str:
     return f"{ESCAPE_MARK}#{hashlib.sha256(escaped.encode()).hexdigest()}"
 
 
-def stored_texts(value: Any) -> Any:
-    """``value`` (JSON-like) with every text ``as_stored``, keys too."""
+def stored_texts(value: Any, *, long_as_logged: bool = False) -> Any:
+    """``value`` (JSON-like) with every text ``as_stored``, keys too. ``long_as_logged``: a
+    text longer than any id (``_MOST_CHARS``) only has a NUL replaced (``nul_replaced``), so
+    it keeps its length: escaped, an older log's text full of U+FFFDs could pass its field's
+    length, and no key needs such a text one to one."""
     if isinstance(value, str):
+        if long_as_logged and len(value) > _MOST_CHARS:
+            return nul_replaced(value)
         return as_stored(value)
     if isinstance(value, dict):
-        return {as_stored(key): stored_texts(item) for key, item in value.items()}
+        return {
+            as_stored(key): stored_texts(item, long_as_logged=long_as_logged)
+            for key, item in value.items()
+        }
     if isinstance(value, list | tuple):
-        return [stored_texts(item) for item in value]
+        return [stored_texts(item, long_as_logged=long_as_logged) for item in value]
     return value
 
 
