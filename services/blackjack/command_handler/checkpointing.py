@@ -22,6 +22,10 @@ from blackjack.command_handler.streams import PartitionStore
 from blackjack.command_handler.takeover import Takeovers
 from blackjack.observability import metrics
 
+SNAPSHOT_RECORD_OVERHEAD = 1024
+"""Room in a snapshot's record for what is not the snapshot: its key's bytes are counted
+apart, its record batch's header is about 70 bytes."""
+
 
 class Checkpointing(Takeovers):
     """Writes a partition's snapshots and checkpoint."""
@@ -56,10 +60,14 @@ class Checkpointing(Takeovers):
         held by the caller, keeps its own commands out meanwhile."""
         await self._advance(store, sent)
         topic = self.topics.snapshots
+        snapshots: list[tuple[str, bytes]] = []
         for number, stream_id in enumerate(sorted(store.dirty)):
             if number:
                 await asyncio.sleep(0)  # the rest of the loop first
-            sealed = store.sealed(stream_id)
+            snapshots.append((stream_id, store.sealed(stream_id)))
+        if self._over_the_limit(partition, store, snapshots):
+            return
+        for stream_id, sealed in snapshots:
             store.snapshot_bytes[stream_id] = len(sealed)
             store.snapshot_marks[stream_id] = self._checkpoints.element(stream_id, sealed)
             future = await producer.send(
@@ -68,7 +76,7 @@ class Checkpointing(Takeovers):
             sent.append((topic, future))
             # A stream's snapshot grows with its counterparts (one number per wallet a table
             # took buy-ins from, per table a wallet was paid by) and its window; one over the
-            # topic's limit would fail every checkpoint of its partition.
+            # topic's limit stops its partition's checkpoints (``_over_the_limit``).
             if len(sealed) > SNAPSHOT_MAX_BYTES // 2:
                 self.log.warning(
                     "snapshot over half the size limit",
@@ -109,7 +117,39 @@ class Checkpointing(Takeovers):
             results_from=store.results_next,
         )
         store.dirty.clear()
+        self._checkpoint_tried(partition, store)
+
+    def _checkpoint_tried(self, partition: _Partition, store: PartitionStore) -> None:
+        """The next checkpoint after ``BLACKJACK_SNAPSHOT_EVERY`` more commands, or the hour."""
         store.since_checkpoint = 0
         store.checkpoint_due = False
         partition.checkpointed_at = time.monotonic()
         self._publish_gauges()
+
+    def _over_the_limit(
+        self, partition: _Partition, store: PartitionStore, snapshots: list[tuple[str, bytes]]
+    ) -> bool:
+        """Whether a snapshot is too large for the snapshots topic: then no checkpoint is
+        written, and the batch commits without one. Sent, it failed the batch's transaction,
+        and every batch after the takeover failed again the same way: the partition's tables
+        and wallets answered no command for good (a stranger's 1,000 refused commands with
+        1,024-character correlation ids sealed a table's window at 5.6 MB). Its streams stay
+        to be snapshotted; a takeover reads the events and results from the checkpoint before.
+        The largest snapshot's gauge says how large (``BlackjackSnapshotOverSizeLimit``)."""
+        over = [
+            (stream_id, len(sealed))
+            for stream_id, sealed in snapshots
+            if len(sealed) + len(stream_id.encode()) + SNAPSHOT_RECORD_OVERHEAD > SNAPSHOT_MAX_BYTES
+        ]
+        for stream_id, size in over:
+            store.snapshot_bytes[stream_id] = size
+            self.log.error(
+                "snapshot over the size limit: no checkpoint written",
+                partition=store.partition,
+                stream_id=stream_id,
+                bytes=size,
+                limit=SNAPSHOT_MAX_BYTES,
+            )
+        if over:
+            self._checkpoint_tried(partition, store)
+        return bool(over)
