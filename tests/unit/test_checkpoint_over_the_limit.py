@@ -52,28 +52,42 @@ def _writer() -> Any:
     return writer
 
 
-async def test_a_snapshot_over_the_limit_writes_no_checkpoint_and_fails_no_batch() -> None:
-    processor = new_processor(dedup_window=1_000)
-    store = PartitionStore(0, codec=SnapshotCodec(os.urandom(32)))
-    rng = random.Random(1)
-    offset = 0
+class _Partition0:
+    """One partition's processor and store, commands sent to it as the service reads them."""
 
-    def send(command: cmd.TableCommand, stream: str, correlation: str | None = None) -> Any:
-        nonlocal offset
-        offset += 1
+    def __init__(self) -> None:
+        self.processor = new_processor(dedup_window=1_000)
+        self.store = PartitionStore(0, codec=SnapshotCodec(os.urandom(32)))
+        self.offset = 0
+
+    def send(self, command: cmd.TableCommand, stream: str, correlation: str | None = None) -> Any:
+        self.offset += 1
         envelope = CommandEnvelope(
-            command_id=f"c-{offset}", stream_id=stream, command=command, correlation_id=correlation
+            command_id=f"c-{self.offset}",
+            stream_id=stream,
+            command=command,
+            correlation_id=correlation,
         )
         value = envelope.model_dump_json().encode()
-        return processor.handle(store, Inbound(stream.encode(), value, [], 0, offset), T0)
+        inbound = Inbound(stream.encode(), value, [], 0, self.offset)
+        return self.processor.handle(self.store, inbound, T0)
 
-    send(cmd.OpenTable(variant="atlantic-city-multi"), TABLE)
-    send(cmd.OpenTable(variant="mini-h17"), "other")
-    flood = cmd.PlaceBet(player_id="mallory", box=1, amount=100)  # not seated: refused
-    for _ in range(1_000):
-        correlation = "".join(chr(rng.randrange(0x10000, 0x10FFFF)) for _ in range(1_024))
-        assert send(flood, TABLE, correlation).result.status == "rejected"
-    assert len(store.sealed(TABLE)) > SNAPSHOT_MAX_BYTES
+
+def _long_correlation_id(rng: random.Random) -> str:
+    """1,024 characters outside the BMP, each 12 bytes of escaped JSON."""
+    return "".join(chr(rng.randrange(0x10000, 0x10FFFF)) for _ in range(1_024))
+
+
+async def test_a_snapshot_over_the_limit_writes_no_checkpoint_and_fails_no_batch() -> None:
+    handler = _Partition0()
+    handler.send(cmd.OpenTable(variant="atlantic-city-multi"), TABLE)
+    handler.send(cmd.OpenTable(variant="mini-h17"), "other")
+    store, sealed = handler.store, handler.store.sealed
+
+    def too_large(stream_id: str) -> bytes:  # as a window of such answers sealed before
+        return b"x" * (SNAPSHOT_MAX_BYTES + 1) if stream_id == TABLE else sealed(stream_id)
+
+    store.sealed = too_large  # type: ignore[method-assign]
     partition, producer = _Partition(0, None), _Producer()
     store.since_checkpoint = 5_000
     await _writer()._checkpoint(partition, store, producer, [])
@@ -81,3 +95,29 @@ async def test_a_snapshot_over_the_limit_writes_no_checkpoint_and_fails_no_batch
     assert store.dirty == {TABLE, "other"}  # still to be snapshotted
     assert store.since_checkpoint == 0  # tried again after as many commands as ever
     assert store.snapshot_bytes[TABLE] > SNAPSHOT_MAX_BYTES  # the gauge's: the alert's
+    store.sealed = sealed  # type: ignore[method-assign]
+    await _writer()._checkpoint(partition, store, producer, [])
+    assert [key.decode() for key in producer.keys] == ["multi-1", "other", "#checkpoint/0"]
+
+
+async def test_a_stranger_s_long_correlation_ids_keep_the_snapshots_under_the_limit() -> None:
+    """1,000 refusals at a table and 1,000 commands at tables that do not exist (kept with
+    the partition's stray answers), each with a 1,024-character correlation id: a window
+    keeps ``ANSWER_BYTES_KEPT`` of them, the newest, and the snapshots stay under half the
+    limit (before: 5.6 MB and 5.6 MB)."""
+    handler = _Partition0()
+    handler.send(cmd.OpenTable(variant="atlantic-city-multi"), TABLE)
+    rng = random.Random(1)
+    flood = cmd.PlaceBet(player_id="mallory", box=1, amount=100)  # not seated: refused
+    for number in range(1_000):
+        correlation = _long_correlation_id(rng)
+        refused = handler.send(flood, TABLE, correlation)
+        assert refused.result.status == "rejected"
+        stray = handler.send(cmd.SitDown(player_id="mallory"), f"none-{number}", correlation)
+        assert stray.result.rejection.code == "table_not_open"
+    store = handler.store
+    for key in (TABLE, store.strays_key):
+        assert len(store.sealed(key)) < SNAPSHOT_MAX_BYTES // 2, key
+    window = store.streams[TABLE].results
+    assert 50 < len(window) < 1_000 and refused.result.command_id in window  # the newest kept
+    assert stray.result.command_id in [key[1] for key in store.strays._answers]

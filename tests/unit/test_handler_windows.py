@@ -403,3 +403,31 @@ async def test_heartbeats_do_not_push_a_bet_out_of_the_window() -> None:
             [answer] = [r for r in again.outgoing if r.topic.endswith("command-results")]
             [first] = [r for r in original.outgoing if r.topic.endswith("command-results")]
             assert (answer.value, answer.headers) == (first.value, first.headers)
+
+
+async def test_a_window_held_to_its_bytes_is_rebuilt_the_same() -> None:
+    """A window lets go of its oldest answers beyond ``ANSWER_BYTES_KEPT`` bytes as beyond its
+    count (answers with 1,024-character correlation ids: a stranger's refusals filled a
+    table's snapshot past the topic's limit). Told from the answers alone, in their order, a
+    rebuild from the results topic keeps the same ones, and the newest's resend is answered
+    as before."""
+    handler = Handler(window=1_000)
+    _betting_round_with_a_silent_player(handler)
+    flood = cmd.PlaceBet(player_id="mallory", box=1, amount=100)
+    for number in range(400):
+        correlation = "".join(chr(0x10000 + (number * 1_024 + n) % 0xFFFFF) for n in range(1_024))
+        envelope = CommandEnvelope(
+            command_id=f"flood-{number}", stream_id=TABLE, command=flood, correlation_id=correlation
+        )
+        last = handler.deliver(envelope, T0 + timedelta(seconds=1))
+        assert last.result.status == "rejected"
+    live = list(handler.store.streams[TABLE].results)
+    refused = [command_id for command_id in live if command_id.startswith("flood-")]
+    assert 50 < len(refused) < 400 and refused[-1] == "flood-399"  # the newest, by bytes
+    await handler.take_over()
+    assert list(handler.store.streams[TABLE].results) == live
+    again = handler.deliver(envelope, T0 + timedelta(seconds=2))
+    assert again.duplicate and again.events == []
+    [answer] = [r for r in again.outgoing if r.topic.endswith("command-results")]
+    [first] = [r for r in last.outgoing if r.topic.endswith("command-results")]
+    assert (answer.value, answer.headers) == (first.value, first.headers)

@@ -12,6 +12,7 @@ without a window (``Stream.signed``), and no new step adds one.
 
 from __future__ import annotations
 
+import json
 import time
 from collections import OrderedDict
 from collections.abc import Callable, Iterator, MutableMapping
@@ -56,6 +57,58 @@ def changed_nothing(answer: CommandResult | dict[str, Any]) -> bool:
     return answer.status == "accepted" and answer.first_sequence is None
 
 
+ANSWER_BYTES_KEPT = 1024 * 1024
+"""How many bytes of answers (their JSON, as ``answer_bytes`` counts them) each kind of a
+window keeps at most, and a partition's stray answers: its oldest let go beyond, as beyond
+its count. An answer keeps its command's correlation id, up to 1,024 characters of any
+script, each written ``\\uXXXX\\uXXXX`` in JSON: a stranger's 1,000 refused commands with
+such ids sealed a table's snapshot at 5.6 MB, over the snapshots topic's 4 MiB, and (before
+``Checkpointing._over_the_limit``) stopped its partition for good; held in memory, 13 MB a
+table. Answers as the service's clients send them are about 440 bytes: 1,000 are 0.44 MiB,
+so the bound only ever binds on ids that long."""
+
+
+def answer_bytes(document: dict[str, Any]) -> int:
+    """An answer's bytes as JSON (non-ASCII escaped), the same live and rebuilt: it depends
+    on the answer alone."""
+    return len(json.dumps(document))
+
+
+class _Kept:
+    """Answers oldest first, under their keys, with the bytes of each (``answer_bytes``)."""
+
+    def __init__(self) -> None:
+        self.answers: OrderedDict[Any, CommandResult | dict[str, Any]] = OrderedDict()
+        self._sizes: dict[Any, int] = {}
+        self._total = 0
+
+    def put(self, key: Any, document: dict[str, Any]) -> bool:
+        """``document`` as the newest under ``key``; whether the key is new."""
+        new = self.drop(key) is None
+        size = answer_bytes(document)
+        self.answers[key] = document
+        self._sizes[key] = size
+        self._total += size
+        return new
+
+    def drop(self, key: Any) -> CommandResult | dict[str, Any] | None:
+        answer = self.answers.pop(key, None)
+        self._total -= self._sizes.pop(key, 0)
+        return answer
+
+    def let_go(self, count: int) -> list[Any]:
+        """The oldest let go until at most ``count`` answers and ``ANSWER_BYTES_KEPT`` bytes
+        are kept (the newest always is): their keys."""
+        gone = []
+        while len(self.answers) > count or (
+            self._total > ANSWER_BYTES_KEPT and len(self.answers) > 1
+        ):
+            key = next(iter(self.answers))
+            self.drop(key)
+            gone.append(key)
+        return gone
+
+
 class AnswerWindow:
     """A stream's remembered answers (command id -> result), oldest first: the idempotency
     window. Answers read back from a snapshot stay the JSON documents they were stored as
@@ -69,21 +122,22 @@ class AnswerWindow:
     stream then decided again). Refusals are kept apart too, ``window`` of them: anyone at a
     shared table, seated or not, could send 1,000 commands refused in about a second and push
     out the answer to another player's bet, whose resend within the same betting time then
-    bet again. Each kind lets go of its own oldest only."""
+    bet again. Each kind lets go of its own oldest only, beyond ``window`` answers or
+    ``ANSWER_BYTES_KEPT`` bytes."""
 
     def __init__(self) -> None:
-        self._answers: OrderedDict[str, CommandResult | dict[str, Any]] = OrderedDict()
-        self._refusals: OrderedDict[str, CommandResult | dict[str, Any]] = OrderedDict()
-        self._no_ops: OrderedDict[str, CommandResult | dict[str, Any]] = OrderedDict()
+        self._answers = _Kept()
+        self._refusals = _Kept()
+        self._no_ops = _Kept()
 
-    def _kinds(self) -> tuple[OrderedDict[str, Any], ...]:
+    def _kinds(self) -> tuple[_Kept, ...]:
         """Each kind's answers, in the order a snapshot stores them: the refusals before the
         answers that wrote events, since a release before this one reads them all into one
         window, oldest first, and lets its oldest go (after them, the refusals would have
         pushed every one of those out at its next answer)."""
         return self._refusals, self._answers, self._no_ops
 
-    def _kept(self, answer: CommandResult | dict[str, Any]) -> OrderedDict[str, Any]:
+    def _kept(self, answer: CommandResult | dict[str, Any]) -> _Kept:
         """Where an answer is kept, told from the answer alone (so a rebuild from the results
         topic sorts it as the live handler did)."""
         if changed_nothing(answer):
@@ -92,8 +146,8 @@ class AnswerWindow:
         return self._refusals if status == "rejected" else self._answers
 
     def get(self, command_id: str) -> CommandResult | None:
-        kept = next((k for k in self._kinds() if command_id in k), self._answers)
-        answer = kept.get(command_id)
+        kept = next((k.answers for k in self._kinds() if command_id in k.answers), None)
+        answer = None if kept is None else kept.get(command_id)
         if isinstance(answer, dict):
             try:
                 answer = CommandResult.model_validate(answer)
@@ -103,39 +157,33 @@ class AnswerWindow:
                 raise CorruptLog(
                     f"the remembered answer to command {command_id} cannot be read: {error}"
                 ) from error
+            assert kept is not None
             kept[command_id] = answer  # in its place: an existing key keeps its order
         return answer
 
     def remember(self, result: CommandResult, window: int) -> None:
-        """``result`` as the newest answer; the oldest of its kind let go beyond ``window``.
+        """``result`` as the newest answer; the oldest of its kind let go beyond ``window``
+        (or ``ANSWER_BYTES_KEPT``).
         Kept as the document a snapshot stores (read back as a result when a resend asks for
         it): a ``CommandResult`` took about 1.2 KB and its document 0.44 KB, and a window is
         1,000 of them a table (a soak measured 1.6 KB an answer, 1.56 MiB a table in use),
         which also spares a checkpoint dumping every answer of every table it snapshots
         again."""
         kept = self._kept(result)
-        kept[result.command_id] = result.model_dump(mode="json")
-        kept.move_to_end(result.command_id)
-        while len(kept) > window:
-            kept.popitem(last=False)
+        kept.put(result.command_id, result.model_dump(mode="json"))
+        kept.let_go(window)
 
     def add_stored(self, document: dict[str, Any]) -> None:
         """An answer as a snapshot stored it (``CommandResult`` as JSON), as the newest."""
         command_id = document.get("command_id")
         if not isinstance(command_id, str):
             raise ValueError("a stored answer without its command id")
-        kept = self._kept(document)
-        kept[command_id] = document
-        kept.move_to_end(command_id)
+        self._kept(document).put(command_id, document)
 
     def stored(self) -> list[dict[str, Any]]:
         """Every answer as a snapshot stores it, oldest first by kind: the refusals, those
         that wrote events, then those that changed nothing."""
-        return [
-            answer if isinstance(answer, dict) else answer.model_dump(mode="json")
-            for kind in self._kinds()
-            for answer in kind.values()
-        ]
+        return [_stored(answer) for kind in self._kinds() for answer in kind.answers.values()]
 
     def answers(self) -> Iterator[CommandResult]:
         """Every answer, oldest first by kind (as ``stored``)."""
@@ -145,13 +193,13 @@ class AnswerWindow:
             yield answer
 
     def __contains__(self, command_id: object) -> bool:
-        return any(command_id in kind for kind in self._kinds())
+        return any(command_id in kind.answers for kind in self._kinds())
 
     def __iter__(self) -> Iterator[str]:
-        return iter([command_id for kind in self._kinds() for command_id in kind])
+        return iter([command_id for kind in self._kinds() for command_id in kind.answers])
 
     def __len__(self) -> int:
-        return sum(len(kind) for kind in self._kinds())
+        return sum(len(kind.answers) for kind in self._kinds())
 
     def __eq__(self, other: object) -> bool:
         if not isinstance(other, AnswerWindow):
@@ -184,7 +232,8 @@ class StrayAnswers:
     wallet paid into) takes its answers still here into its own window (``take``)."""
 
     def __init__(self) -> None:
-        self._answers: OrderedDict[tuple[str, str], CommandResult | dict[str, Any]] = OrderedDict()
+        self._kept = _Kept()
+        self._answers = self._kept.answers
         self._per_stream: dict[str, int] = {}
 
     def get(self, stream_id: str, command_id: str) -> CommandResult | None:
@@ -201,10 +250,10 @@ class StrayAnswers:
         return answer
 
     def remember(self, result: CommandResult, window: int) -> None:
-        """``result`` as the newest answer; the oldest let go beyond ``window``."""
+        """``result`` as the newest answer; the oldest let go beyond ``window`` (or
+        ``ANSWER_BYTES_KEPT``)."""
         self.add_stored(result.model_dump(mode="json"))
-        while len(self._answers) > window:
-            (stream_id, _), _ = self._answers.popitem(last=False)
+        for stream_id, _ in self._kept.let_go(window):
             self._count(stream_id, -1)
 
     def add_stored(self, document: dict[str, Any]) -> None:
@@ -212,11 +261,8 @@ class StrayAnswers:
         stream_id, command_id = document.get("stream_id"), document.get("command_id")
         if not isinstance(stream_id, str) or not isinstance(command_id, str):
             raise ValueError("a stored stray answer without its stream or command id")
-        key = (stream_id, command_id)
-        if key not in self._answers:
+        if self._kept.put((stream_id, command_id), document):
             self._count(stream_id, 1)
-        self._answers[key] = document
-        self._answers.move_to_end(key)
 
     def take(self, stream_id: str) -> list[dict[str, Any]]:
         """The answers kept for ``stream_id``, oldest first, let go of here: the stream now
@@ -224,7 +270,8 @@ class StrayAnswers:
         if not self._per_stream.pop(stream_id, 0):
             return []
         keys = [key for key in self._answers if key[0] == stream_id]
-        return [_stored(self._answers.pop(key)) for key in keys]
+        taken = [self._kept.drop(key) for key in keys]
+        return [_stored(answer) for answer in taken if answer is not None]
 
     def stored(self) -> list[dict[str, Any]]:
         """Every answer as a snapshot stores it, oldest first."""
