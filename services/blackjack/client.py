@@ -106,11 +106,13 @@ everyone's, about 1.7 KB an answer (168 MB), and at 850 commands a second let go
 client's own answer after two minutes (its ``result`` asked later timed out although the
 command was taken)."""
 KEEP_ANSWERS_OF_A_COMMAND = 100
-"""How many answers to one command id it keeps, the first ones read: each copy of a command
-is answered again, so a client sending one id in a loop grew the memory of every client
-reading the results topic by an answer a copy (a million copies, about 500 MB), and a wait
-on that id sorted all of them at each. One more sending of it by this client then gets no
-answer it keeps (its wait runs out)."""
+"""How many answers to one command id at one stream it keeps, the first ones read: each copy
+of a command is answered again, so a client sending one id in a loop grew the memory of every
+client reading the results topic by an answer a copy (a million copies, about 500 MB), and a
+wait on that id sorted all of them at each. One more sending of it by this client then gets
+no answer it keeps (its wait runs out). At most ``KEEP_ANSWERS_OF_A_COMMAND_ANYWHERE`` over
+all the streams (a stream keeps its own command ids, so copies at others count apart)."""
+KEEP_ANSWERS_OF_A_COMMAND_ANYWHERE = 1_000
 ANSWERED_EARLY = 10_000
 """How many answers the reader read last to commands not known as sent (others', or this
 client's whose ack has not come yet) it keeps the command offsets of."""
@@ -1674,7 +1676,13 @@ class BlackjackClient:
         held = [kept.get(command_id, {}) for kept in (self._results, self._others)]
         if any(position in answers for answers in held):
             return False
-        if sum(map(len, held)) >= KEEP_ANSWERS_OF_A_COMMAND:
+        at_its_stream = sum(
+            1 for answers in held for kept in answers.values() if kept.stream_id == answer.stream_id
+        )
+        if (
+            at_its_stream >= KEEP_ANSWERS_OF_A_COMMAND
+            or sum(map(len, held)) >= KEEP_ANSWERS_OF_A_COMMAND_ANYWHERE
+        ):
             if command_id not in self._too_many:
                 self._too_many[command_id] = None
                 while len(self._too_many) > KEEP_ANSWERS_OF_A_COMMAND:

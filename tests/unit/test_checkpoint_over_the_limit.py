@@ -84,8 +84,8 @@ async def test_a_snapshot_over_the_limit_writes_no_checkpoint_and_fails_no_batch
     handler.send(cmd.OpenTable(variant="mini-h17"), "other")
     store, sealed = handler.store, handler.store.sealed
 
-    def too_large(stream_id: str) -> bytes:  # as a window of such answers sealed before
-        return b"x" * (SNAPSHOT_MAX_BYTES + 1) if stream_id == TABLE else sealed(stream_id)
+    def too_large(stream_id: str) -> bytes:  # under the limit, but not with its record's room
+        return b"x" * (SNAPSHOT_MAX_BYTES - 100) if stream_id == TABLE else sealed(stream_id)
 
     store.sealed = too_large  # type: ignore[method-assign]
     partition, producer = _Partition(0, None), _Producer()
@@ -94,7 +94,7 @@ async def test_a_snapshot_over_the_limit_writes_no_checkpoint_and_fails_no_batch
     assert producer.keys == []  # no snapshot, no checkpoint: the batch commits without one
     assert store.dirty == {TABLE, "other"}  # still to be snapshotted
     assert store.since_checkpoint == 0  # tried again after as many commands as ever
-    assert store.snapshot_bytes[TABLE] > SNAPSHOT_MAX_BYTES  # the gauge's: the alert's
+    assert store.snapshot_bytes[TABLE] > SNAPSHOT_MAX_BYTES  # its record's: the alert fires
     store.sealed = sealed  # type: ignore[method-assign]
     await _writer()._checkpoint(partition, store, producer, [])
     assert [key.decode() for key in producer.keys] == ["multi-1", "other", "#checkpoint/0"]

@@ -8,21 +8,25 @@ from datetime import UTC, datetime
 from typing import Any
 
 from blackjack.bus.topics import Topics
-from blackjack.client import KEEP_ANSWERS_OF_A_COMMAND, BlackjackClient
+from blackjack.client import (
+    KEEP_ANSWERS_OF_A_COMMAND,
+    KEEP_ANSWERS_OF_A_COMMAND_ANYWHERE,
+    BlackjackClient,
+)
 from blackjack.messages.envelope import CommandResult
 from tests.unit.measure_client_answers import _Record
 
 
-def _answer(command_id: str, offset: int) -> _Record:
+def _answer(command_id: str, offset: int, stream_id: str = "table-1") -> _Record:
     result = CommandResult(
         command_id=command_id,
-        stream_id="table-1",
+        stream_id=stream_id,
         status="accepted",
         first_sequence=5,
         last_sequence=8,
         handled_at=datetime(2026, 12, 5, tzinfo=UTC),
     )
-    return _Record(0, offset, b"table-1", result.model_dump_json().encode())
+    return _Record(0, offset, stream_id.encode(), result.model_dump_json().encode())
 
 
 def test_a_command_id_answered_again_and_again_keeps_its_first_answers_only() -> None:
@@ -38,3 +42,22 @@ def test_a_command_id_answered_again_and_again_keeps_its_first_answers_only() ->
     assert first.command_id == "mine" and first.first_sequence == 5
     client._keep_record(_answer("another", 10**6))  # other ids are kept as before
     assert len(client._answers("another")) == 1
+
+
+def test_copies_of_a_command_id_at_other_streams_leave_its_own_stream_s_answers_room() -> None:
+    """A stream keeps its own command ids: copies under the same id at other streams are
+    counted apart, up to ``KEEP_ANSWERS_OF_A_COMMAND_ANYWHERE`` in all."""
+    client: Any = BlackjackClient("127.0.0.1:1", Topics("kept."))  # never started
+    client._ask("mine")
+    offset = 0
+    for stream in range(20):  # someone else's copies of it, at other streams
+        for _ in range(KEEP_ANSWERS_OF_A_COMMAND):
+            offset += 1
+            client._keep_record(_answer("mine", offset, f"other-{stream}"))
+    assert len(client._answers("mine")) == KEEP_ANSWERS_OF_A_COMMAND_ANYWHERE
+    client2: Any = BlackjackClient("127.0.0.1:1", Topics("kept."))
+    client2._ask("mine")
+    for offset in range(3 * KEEP_ANSWERS_OF_A_COMMAND):
+        client2._keep_record(_answer("mine", offset, f"other-{offset % 3}"))
+    client2._keep_record(_answer("mine", 10**6, "table-1"))  # its own stream's: kept
+    assert [a.stream_id for a in client2._answers("mine")].count("table-1") == 1

@@ -431,3 +431,44 @@ async def test_a_window_held_to_its_bytes_is_rebuilt_the_same() -> None:
     [answer] = [r for r in again.outgoing if r.topic.endswith("command-results")]
     [first] = [r for r in last.outgoing if r.topic.endswith("command-results")]
     assert (answer.value, answer.headers) == (first.value, first.headers)
+
+
+async def test_a_window_held_to_its_bytes_is_rebuilt_the_same_from_the_events_alone() -> None:
+    """The bytes a window counts of an answer come from what every rebuild has: its command
+    id and correlation id, the one the events carry (the command id where none was sent).
+    Counted from the whole answer, an answer rebuilt from the events alone (no player, the
+    command id as its correlation id) counted otherwise, and the rebuilt window let go of an
+    answer the live one kept."""
+    handler = Handler(window=1_000)
+    handler.send(TABLE, cmd.OpenTable(variant="atlantic-city-multi"), "open", T0)
+    at = T0
+    for number in range(150):
+        at += timedelta(seconds=1)
+        correlation = "".join(chr(0x10000 + (number * 2_048 + n) % 0xFFFFF) for n in range(1_024))
+        sit_and_leave: tuple[cmd.TableCommand, ...] = (
+            cmd.SitDown(player_id="m", seat=0),
+            cmd.LeaveTable(player_id="m"),
+        )
+        for step, flooded in enumerate(sit_and_leave):
+            envelope = CommandEnvelope(
+                command_id=f"flood-{number}-{step}",
+                stream_id=TABLE,
+                command=flooded,
+                correlation_id=correlation,
+            )
+            assert handler.deliver(envelope, at).result.status == "accepted"
+        # another player: 128-character command ids, no correlation id
+        ann_s: list[cmd.TableCommand] = [
+            cmd.SitDown(player_id="ann", seat=1),
+            cmd.LeaveTable(player_id="ann"),
+        ]
+        for step, move in enumerate(ann_s):
+            command_id = f"ann-{number}-{step}-".ljust(128, "x")
+            assert handler.send(TABLE, move, command_id, at).result.status == "accepted"
+    live = list(handler.store.streams[TABLE].results)
+    assert len(live) < 600  # held to its bytes
+    await handler.take_over()
+    assert list(handler.store.streams[TABLE].results) == live
+    handler.log.expire(TOPICS.results)  # past the results' retention: from the events alone
+    await handler.take_over()
+    assert list(handler.store.streams[TABLE].results) == live

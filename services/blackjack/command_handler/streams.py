@@ -12,7 +12,6 @@ without a window (``Stream.signed``), and no new step adds one.
 
 from __future__ import annotations
 
-import json
 import time
 from collections import OrderedDict
 from collections.abc import Callable, Iterator, MutableMapping
@@ -58,20 +57,39 @@ def changed_nothing(answer: CommandResult | dict[str, Any]) -> bool:
 
 
 ANSWER_BYTES_KEPT = 1024 * 1024
-"""How many bytes of answers (their JSON, as ``answer_bytes`` counts them) each kind of a
-window keeps at most, and a partition's stray answers: its oldest let go beyond, as beyond
-its count. An answer keeps its command's correlation id, up to 1,024 characters of any
-script, each written ``\\uXXXX\\uXXXX`` in JSON: a stranger's 1,000 refused commands with
-such ids sealed a table's snapshot at 5.6 MB, over the snapshots topic's 4 MiB, and (before
+"""How many bytes of answers (as ``answer_bytes`` counts them) each kind of a window keeps
+at most, and a partition's stray answers: its oldest let go beyond, as beyond its count. An
+answer keeps its command's correlation id, up to 1,024 characters of any script, each
+written ``\\uXXXX\\uXXXX`` in JSON: a stranger's 1,000 refused commands with such ids sealed a
+table's snapshot at 5.6 MB, over the snapshots topic's 4 MiB, and (before
 ``Checkpointing._over_the_limit``) stopped its partition for good; held in memory, 13 MB a
-table. Answers as the service's clients send them are about 440 bytes: 1,000 are 0.44 MiB,
-so the bound only ever binds on ids that long."""
+table. Answers as the service's clients send them count about 370 bytes: 1,000 are 0.36 MiB,
+so the bound only ever binds on ids hundreds of characters long."""
+
+ANSWER_BASE_BYTES = 300
+"""What ``answer_bytes`` counts for the rest of an answer (its stream, status, sequences,
+time, player, a refusal's code and message): about what its JSON takes."""
 
 
 def answer_bytes(document: dict[str, Any]) -> int:
-    """An answer's bytes as JSON (non-ASCII escaped), the same live and rebuilt: it depends
-    on the answer alone."""
-    return len(json.dumps(document))
+    """An answer's bytes as a window counts them: ``ANSWER_BASE_BYTES`` and its command id
+    and correlation id, the texts its client chose, as JSON writes them. Only those, and the
+    correlation id as the events carry it (the command id where none was sent): every way a
+    window is rebuilt (a snapshot, the results topic, the events alone, an answer stored by
+    a release before ``player_id``) gives the same count, so the same answers are let go."""
+    command_id = document.get("command_id")
+    command_id = command_id if isinstance(command_id, str) else ""
+    correlation = document.get("correlation_id")
+    correlation = correlation if isinstance(correlation, str) and correlation else command_id
+    return ANSWER_BASE_BYTES + _json_bytes(command_id) + _json_bytes(correlation)
+
+
+def _json_bytes(text: str) -> int:
+    """About what JSON takes for ``text``: a character outside ASCII ``\\uXXXX`` (two of them
+    outside the BMP)."""
+    if text.isascii():
+        return len(text)
+    return 3 * len(text.encode("utf-16-le"))
 
 
 class _Kept:

@@ -260,8 +260,10 @@ class Takeovers(Partitions):
             self._drop(partition, "failed", RETRY_AFTER_FAILURE_S, doubling=not away)
             return
         if self._partitions.get(number) is not partition:  # revoked meanwhile
-            await producer.stop()
-            store.close()  # its cold streams' file, removed now rather than when collected
+            try:
+                await producer.stop()
+            finally:
+                store.close()  # its cold streams' file, removed now rather than when collected
             return
         # Nothing committed yet: from 0 (an offset below the log start resets to the earliest).
         self._consumer.seek(partition.tp, committed or 0)
