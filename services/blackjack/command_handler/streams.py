@@ -481,7 +481,7 @@ class PartitionStore:
     (compressed), and thawed by the next command for it (``get``). A soak test measured
     100 KiB per table kept hot (65 answers), growing without end, and a clock that scanned
     them all four times a second; a later one 1.56 MiB hot and 52 KiB cold with a full
-    window of 1,000 (632 KiB and 49 KiB now: docs/operations.md, "What grows",
+    window of 1,000 (663 KiB and 49 KiB now: docs/operations.md, "What grows",
     ``python -m tests.unit.measure_table_memory``), which a live handler now keeps on local
     disk (``SpilledStreams``)."""
 
