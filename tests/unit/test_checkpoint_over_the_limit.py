@@ -7,49 +7,23 @@ written while a snapshot is over the limit, and the batch commits without one.""
 
 from __future__ import annotations
 
-import asyncio
 import os
 import random
-import types
 from datetime import UTC, datetime
 from typing import Any
 
-import structlog
-
 from blackjack.bus.topics import SNAPSHOT_MAX_BYTES
-from blackjack.command_handler.checkpointing import Checkpointing
 from blackjack.command_handler.partitions import _Partition
 from blackjack.command_handler.reading import Inbound
-from blackjack.command_handler.snapshots import CheckpointSigner, SnapshotCodec
+from blackjack.command_handler.snapshots import SnapshotCodec
 from blackjack.command_handler.streams import PartitionStore
 from blackjack.domain import commands as cmd
 from blackjack.messages.envelope import CommandEnvelope
 from tests.unit.processor_harness import new_processor
+from tests.unit.test_checkpoint_turns import _Producer, checkpoint_writer
 
 T0 = datetime(2026, 5, 1, tzinfo=UTC)
 TABLE = "multi-1"
-
-
-class _Producer:
-    def __init__(self) -> None:
-        self.keys: list[bytes] = []
-
-    async def send(self, topic: str, value: bytes, *, key: bytes, **_: Any) -> Any:
-        assert len(value) <= SNAPSHOT_MAX_BYTES, "the transaction would fail"
-        self.keys.append(key)
-        done: asyncio.Future[None] = asyncio.get_running_loop().create_future()
-        done.set_result(None)
-        return done
-
-
-def _writer() -> Any:
-    writer: Any = Checkpointing.__new__(Checkpointing)
-    writer.topics = types.SimpleNamespace(snapshots="s", events="e", results="r")
-    writer._checkpoints = CheckpointSigner(os.urandom(32), "s")
-    writer.log = structlog.get_logger("test")
-    writer._now = lambda: T0
-    writer._publish_gauges = lambda: None
-    return writer
 
 
 class _Partition0:
@@ -90,13 +64,13 @@ async def test_a_snapshot_over_the_limit_writes_no_checkpoint_and_fails_no_batch
     store.sealed = too_large  # type: ignore[method-assign]
     partition, producer = _Partition(0, None), _Producer()
     store.since_checkpoint = 5_000
-    await _writer()._checkpoint(partition, store, producer, [])
+    await checkpoint_writer()._checkpoint(partition, store, producer, [])
     assert producer.keys == []  # no snapshot, no checkpoint: the batch commits without one
     assert store.dirty == {TABLE, "other"}  # still to be snapshotted
     assert store.since_checkpoint == 0  # tried again after as many commands as ever
     assert store.snapshot_bytes[TABLE] > SNAPSHOT_MAX_BYTES  # its record's: the alert fires
     store.sealed = sealed  # type: ignore[method-assign]
-    await _writer()._checkpoint(partition, store, producer, [])
+    await checkpoint_writer()._checkpoint(partition, store, producer, [])
     assert [key.decode() for key in producer.keys] == ["multi-1", "other", "#checkpoint/0"]
 
 

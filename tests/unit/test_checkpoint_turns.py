@@ -40,6 +40,17 @@ class _Producer:
         return done
 
 
+def checkpoint_writer() -> Any:
+    """The checkpoint writer of a handler, without its Kafka clients (``_Producer`` sends)."""
+    writer: Any = Checkpointing.__new__(Checkpointing)
+    writer.topics = types.SimpleNamespace(snapshots="s", events="e", results="r")
+    writer._checkpoints = CheckpointSigner(os.urandom(32), "s")
+    writer.log = structlog.get_logger("test")
+    writer._now = lambda: T0
+    writer._publish_gauges = lambda: None
+    return writer
+
+
 async def test_the_loop_gets_a_turn_between_the_snapshots_of_a_checkpoint() -> None:
     handler = Handler(5, freeze=False)
     tables = [f"t{number}" for number in range(6)]
@@ -57,12 +68,7 @@ async def test_the_loop_gets_a_turn_between_the_snapshots_of_a_checkpoint() -> N
         return sealed(stream_id)
 
     store.sealed = counted  # type: ignore[method-assign]
-    writer: Any = Checkpointing.__new__(Checkpointing)
-    writer.topics = types.SimpleNamespace(snapshots="s", events="e", results="r")
-    writer._checkpoints = CheckpointSigner(os.urandom(32), "s")
-    writer.log = structlog.get_logger("test")
-    writer._now = lambda: T0
-    writer._publish_gauges = lambda: None
+    writer = checkpoint_writer()
     stop = asyncio.Event()
 
     async def other_work() -> None:  # another partition, the consumer, a probe
