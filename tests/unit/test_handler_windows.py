@@ -20,14 +20,14 @@ from blackjack.command_handler.clock import (
 )
 from blackjack.command_handler.processor import Handled
 from blackjack.command_handler.reading import Inbound
-from blackjack.command_handler.replay import _Events
+from blackjack.command_handler.replay import _Events, _open_strays
 from blackjack.command_handler.streams import PartitionStore
 from blackjack.domain import commands as cmd
 from blackjack.domain.rejections import Rejection, RejectionCode
 from blackjack.domain.state import TableState
 from blackjack.domain.wallet import BuyIn, WalletDeposit, WalletWithdraw, wallet_stream
 from blackjack.messages.envelope import CommandEnvelope, CommandResult, StreamCommand
-from tests.unit.committed_log import CommittedLog, checkpointed
+from tests.unit.committed_log import CODEC, CommittedLog, checkpointed
 from tests.unit.processor_harness import TOPICS, new_processor
 
 T0 = datetime(2026, 5, 1, 12, 0, tzinfo=UTC)
@@ -472,3 +472,45 @@ async def test_a_window_held_to_its_bytes_is_rebuilt_the_same_from_the_events_al
     handler.log.expire(TOPICS.results)  # past the results' retention: from the events alone
     await handler.take_over()
     assert list(handler.store.streams[TABLE].results) == live
+
+
+def test_a_window_stored_past_its_bytes_by_a_release_before_is_held_to_them_when_read() -> None:
+    """A release before the byte bound stored a window of any size; read from its snapshot
+    it kept every answer until the next of its kind, where a rebuild from the log (the
+    checkpoint not used) kept only the newest that fit: now both keep those."""
+    handler = Handler(window=1_000)
+    handler.send(TABLE, cmd.OpenTable(variant="atlantic-city-multi"), "open", T0)
+    table = handler.store.streams[TABLE]
+    opened = table.results.stored()
+    for number in range(300):  # as that release kept them: no bound
+        correlation = "".join(chr(0x10000 + (number * 1_024 + n) % 0xFFFFF) for n in range(1_024))
+        table.results.add_stored(
+            {**opened[0], "command_id": f"old-{number}", "correlation_id": correlation}
+        )
+    assert len(table.results) == 301
+    thawed = CODEC.decode(CODEC.encode(table))
+    kept = list(thawed.results)
+    assert 50 < len(kept) < 300 and kept == [f"old-{n}" for n in range(300 - len(kept), 300)]
+
+
+def test_stray_answers_stored_past_their_bytes_are_held_to_them_when_read() -> None:
+    """As a stream's window: the partition's stray answers a release before stored past the
+    byte bound keep only the newest that fit once read (``replay._open_strays``)."""
+    store = PartitionStore(0, codec=CODEC)
+    for number in range(300):
+        correlation = "".join(chr(0x10000 + (number * 1_024 + n) % 0xFFFFF) for n in range(1_024))
+        answer = CommandResult(
+            command_id=f"old-{number}",
+            stream_id=f"none-{number}",
+            correlation_id=correlation,
+            status="rejected",
+            rejection=Rejection(code="table_not_open", message="no table"),
+            handled_at=T0,
+        )
+        store.strays.add_stored(answer.model_dump(mode="json"))
+    assert len(store.strays) == 300
+    read = PartitionStore(0, codec=CODEC)
+    read.cold[read.strays_key] = CODEC.encode_answers(store.strays_key, store.strays.stored())
+    _open_strays(read, CODEC)
+    kept = [document["command_id"] for document in read.strays.stored()]
+    assert 50 < len(kept) < 300 and kept == [f"old-{n}" for n in range(300 - len(kept), 300)]

@@ -201,6 +201,7 @@ def _open_strays(store: PartitionStore, codec: SnapshotCodec) -> None:
         return
     for document in codec.decode_answers(store.strays_key, raw):
         store.strays.add_stored(document)
+    store.strays.held_to_bytes()
     store.snapshot_bytes[store.strays_key] = len(raw)
 
 

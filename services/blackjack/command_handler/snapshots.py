@@ -325,6 +325,7 @@ class SnapshotCodec:
         stream = Stream(stream_id=stream_id, state=state, sequence=sequence)
         for answer in _STORED_ANSWERS.validate_python(body["results"]):
             stream.results.add_stored(answer)  # read as a result when a resend asks for it
+        stream.results.held_to_bytes()
         if "signed" in body:
             # Older handlers kept every signed step's id; kept as they are (no new one joins).
             stream.signed = set(_SIGNED.validate_python(body["signed"]))

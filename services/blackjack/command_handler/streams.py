@@ -12,6 +12,7 @@ without a window (``Stream.signed``), and no new step adds one.
 
 from __future__ import annotations
 
+import sys
 import time
 from collections import OrderedDict
 from collections.abc import Callable, Iterator, MutableMapping
@@ -198,6 +199,13 @@ class AnswerWindow:
             raise ValueError("a stored answer without its command id")
         self._kept(document).put(command_id, document)
 
+    def held_to_bytes(self) -> None:
+        """Each kind's oldest let go beyond ``ANSWER_BYTES_KEPT``, once a snapshot's answers
+        are read: one a release before the bound stored keeps more, and a rebuild from the
+        log (its checkpoint not used) would not keep them."""
+        for kind in self._kinds():
+            kind.let_go(sys.maxsize)
+
     def stored(self) -> list[dict[str, Any]]:
         """Every answer as a snapshot stores it, oldest first by kind: the refusals, those
         that wrote events, then those that changed nothing."""
@@ -281,6 +289,11 @@ class StrayAnswers:
             raise ValueError("a stored stray answer without its stream or command id")
         if self._kept.put((stream_id, command_id), document):
             self._count(stream_id, 1)
+
+    def held_to_bytes(self) -> None:
+        """The oldest let go beyond ``ANSWER_BYTES_KEPT`` (``AnswerWindow.held_to_bytes``)."""
+        for stream_id, _ in self._kept.let_go(sys.maxsize):
+            self._count(stream_id, -1)
 
     def take(self, stream_id: str) -> list[dict[str, Any]]:
         """The answers kept for ``stream_id``, oldest first, let go of here: the stream now
