@@ -63,11 +63,13 @@ CHECKPOINTS_UNSIGNED = Counter(
 )
 SNAPSHOT_LARGEST_BYTES = Gauge(
     "blackjack_snapshot_largest_bytes",
-    "The newest snapshot of the largest stream this instance holds, sealed, in bytes",
+    "The newest snapshot of the largest stream this instance holds, sealed, in bytes (one "
+    "too large to write: its record's size)",
 )
 SNAPSHOT_LIMIT_BYTES = Gauge(
     "blackjack_snapshot_limit_bytes",
-    "The largest snapshot the snapshots topic accepts (a larger one fails every checkpoint)",
+    "The largest snapshot the snapshots topic accepts (with a larger one its partition "
+    "writes no checkpoint)",
 )
 TIMER_COMMANDS = Counter(
     "blackjack_timer_commands_total", "Commands sent by the service's clock", ["type"]
