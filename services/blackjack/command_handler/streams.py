@@ -61,11 +61,12 @@ ANSWER_BYTES_KEPT = 1024 * 1024
 """How many bytes of answers (as ``answer_bytes`` counts them) each kind of a window keeps
 at most, and a partition's stray answers: its oldest let go beyond, as beyond its count. An
 answer keeps its command's correlation id, up to 1,024 characters of any script, each
-written ``\\uXXXX\\uXXXX`` in JSON: a stranger's 1,000 refused commands with such ids sealed a
-table's snapshot at 5.6 MB, over the snapshots topic's 4 MiB, and (before
-``Checkpointing._over_the_limit``) stopped its partition for good; held in memory, 13 MB a
-table. Answers as the service's clients send them count about 370 bytes: 1,000 are 0.36 MiB,
-so the bound only ever binds on ids hundreds of characters long."""
+written as two six-character escapes in JSON: a stranger's 1,000 refused commands with such
+ids sealed a table's snapshot at 5.6 MB, over the snapshots topic's 4 MiB, and (before
+``Checkpointing._over_the_limit``) stopped its partition for good; held in memory, about 4
+KB an answer (4 bytes a character). Answers as the service's clients send them count about
+370 bytes: 1,000 are 0.36 MiB, so the bound only ever binds on ids hundreds of characters
+long."""
 
 ANSWER_BASE_BYTES = 300
 """What ``answer_bytes`` counts for the rest of an answer (its stream, status, sequences,
@@ -86,8 +87,8 @@ def answer_bytes(document: dict[str, Any]) -> int:
 
 
 def _json_bytes(text: str) -> int:
-    """About what JSON takes for ``text``: a character outside ASCII ``\\uXXXX`` (two of them
-    outside the BMP)."""
+    """About what JSON takes for ``text``: a character outside ASCII a six-character escape
+    (two of them outside the BMP)."""
     if text.isascii():
         return len(text)
     return 3 * len(text.encode("utf-16-le"))

@@ -337,8 +337,9 @@ class _Batch:
         """the records ``load`` read, by (topic, partition, offset)"""
         self.looked_up: set[tuple[str, int]] = set()
         """the rounds (stream, number) ``load`` looked for, found or not"""
-        self.texts: dict[tuple[str, int, int], set[str]] = {}
-        """the texts of the table events ``load`` read (``_texts_of``), by record"""
+        self.stored: dict[tuple[str, int, int], tuple[WireEnvelope, set[str]]] = {}
+        """the table events ``load`` read, as the store holds their texts (``_as_stored``),
+        and those texts (``_texts_of``), by record"""
 
     async def load(self, records: Sequence[Record]) -> None:
         """Read what folding ``records`` needs from the store in a few statements, not a
@@ -364,7 +365,8 @@ class _Batch:
                     stored = _as_stored(raw, envelope)
                 except Exception:  # as a record that does not decode: ``fold`` raises it
                     continue  # again, naming the record (``failed_at``); it looks up the rest
-                self.texts[place] = texts = _texts_of(stored)
+                texts = _texts_of(stored)
+                self.stored[place] = (stored, texts)
                 named.setdefault(envelope.stream_id, set()).update(texts)
         # A stored row that does not read is left to ``fold``, which reads it again as it
         # reaches the first record needing it and names that record (``failed_at``).
@@ -419,11 +421,11 @@ class _Batch:
             number = recalled_in(projection.view, event)
             if number is not None:
                 await self._load_round(self.streams[envelope.stream_id], number)
-        stored = _as_stored(record.value, envelope)
+        read = self.stored.pop((record.topic, record.partition, record.offset), None)
+        stored = _as_stored(record.value, envelope) if read is None else read[0]
         if isinstance(projection, StreamProjection):
-            texts = self.texts.pop((record.topic, record.partition, record.offset), None)
-            loaded = self.streams[envelope.stream_id]
-            await self._load_accounts(loaded, _texts_of(stored) if texts is None else texts)
+            texts = _texts_of(stored) if read is None else read[1]
+            await self._load_accounts(self.streams[envelope.stream_id], texts)
         projection.apply(stored)
         self.events.append(
             {
