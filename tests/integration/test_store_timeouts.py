@@ -11,6 +11,7 @@ from pathlib import Path
 import pytest
 from sqlalchemy import text
 
+from blackjack.projections import schema
 from blackjack.projections.store import LOCK_TIMEOUT_MS, ProjectionStore, is_store_outage
 from tests.integration.conftest_projections import StoreFactory, connect_directly
 from tests.unit.test_projection_store import schema_drift
@@ -67,6 +68,16 @@ async def test_the_migrations_create_exactly_the_declared_tables_on_postgresql(
             assert await connection.run_sync(schema_drift) == []
             query = "SELECT indexdef FROM pg_indexes WHERE indexname = 'ix_rounds_open'"
             condition = (await connection.execute(text(query))).scalar_one()
+            query = "SELECT indexdef FROM pg_indexes WHERE indexname = 'ix_accounts_seated'"
+            seated = (await connection.execute(text(query))).scalar_one()
+            # its plan (the planner's costs, not the few rows here, choose the index)
+            await connection.execute(text("SET LOCAL enable_seqscan = off"))
+            statement = schema.seated_accounts(["t-1"]).compile(
+                dialect=connection.dialect, compile_kwargs={"literal_binds": True}
+            )
+            plan = "\n".join((await connection.execute(text(f"EXPLAIN {statement}"))).scalars())
         assert "WHERE" in condition and "'betting'" in condition and "'playing'" in condition
+        assert seated.endswith("WHERE (seated IS TRUE)")
+        assert "ix_accounts_seated" in plan, plan
     finally:
         await stores.close()

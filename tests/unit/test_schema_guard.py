@@ -66,7 +66,7 @@ async def a_newer_release_migrates(store: ProjectionStore, revision: str = "0099
 
 
 def test_the_code_s_revision_is_the_migrations_head() -> None:
-    assert code_revision() == "0010"
+    assert code_revision() == "0011"
 
 
 async def test_a_fold_into_a_store_a_newer_release_migrated_writes_nothing(
@@ -79,7 +79,7 @@ async def test_a_fold_into_a_store_a_newer_release_migrated_writes_nothing(
         await writer.apply(RECORDS[100:200])
     assert "this worker must be replaced" in str(raised.value)
     assert (raised.value.expected, raised.value.found, raised.value.newer) == (
-        "0010",
+        "0011",
         ("0099",),
         True,
     )
@@ -117,7 +117,7 @@ async def test_a_fold_into_a_store_never_migrated_creates_nothing(tmp_path: Path
 
 
 def mismatches(direction: str) -> float | None:
-    labels = {"expected": "0010", "found": "0099", "direction": direction}
+    labels = {"expected": "0011", "found": "0099", "direction": direction}
     return REGISTRY.get_sample_value("blackjack_projection_schema_mismatch", labels)
 
 
@@ -205,7 +205,7 @@ def test_a_dba_s_script_through_0006_is_refused_before_a_line_is_rendered(url: s
             "0004:head",
             "Instead: render up to 0005 (`upgrade 0004:0005 --sql`), then run 0006 online "
             "(`alembic ... upgrade 0006`, without --sql), then render the rest from it "
-            "(`upgrade 0006:0010 --sql`);",
+            "(`upgrade 0006:0011 --sql`);",
         ),
     ]:
         script = io.StringIO()
@@ -292,6 +292,7 @@ def test_every_downgrade_step_renders_whole_or_is_refused_before_a_line() -> Non
         "0008",
         "0009",
         "0010",
+        "0011",
     ]
     assert revisions[-1] == code_revision()
     refused = []

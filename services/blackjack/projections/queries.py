@@ -31,6 +31,7 @@ from blackjack.domain.rules import PRESETS, with_later_terms
 from blackjack.messages import wire
 from blackjack.projections import schema
 from blackjack.projections.ids import MAX_ROUND, utc
+from blackjack.projections.pairs import one_of
 from blackjack.projections.views import RoundRecord, TableView
 
 MAX_PAGE = 100
@@ -269,9 +270,8 @@ async def _open_records(
     keys = [(row.stream_id, row.round) for row in rows if row.status in OPEN]
     if not keys:
         return {}
-    query = select(r.c.stream_id, r.c.round, r.c.record).where(
-        tuple_(r.c.stream_id, r.c.round).in_(keys)
-    )
+    columns = select(r.c.stream_id, r.c.round, r.c.record)
+    query = one_of(columns, r.c.stream_id, r.c.round, keys, connection.dialect.name)
     return {
         (row.stream_id, row.round): RoundRecord.model_validate(row.record)
         for row in (await connection.execute(query)).all()
@@ -417,11 +417,7 @@ async def table_state(connection: AsyncConnection, stream_id: str) -> dict[str, 
     # (``suspended``), which the answer's document says are always there.
     table = TableView.model_validate(view)
     limit = (table.rules or {}).get("seat_released_after_rounds_sat_out")
-    query = (
-        select(a)
-        .where(a.c.stream_id == stream_id, a.c.seated.is_(True))
-        .order_by(a.c.seat, a.c.player_id)
-    )
+    query = schema.seated_accounts([stream_id]).order_by(a.c.seat, a.c.player_id)
     players = [
         {
             "player_id": row.player_id,

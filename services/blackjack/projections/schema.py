@@ -7,6 +7,9 @@ partitions happen to be consumed, so a rebuild from offset 0 gives the same rows
 
 from __future__ import annotations
 
+from collections.abc import Sequence
+from typing import Any
+
 from sqlalchemy import (
     JSON,
     BigInteger,
@@ -17,10 +20,12 @@ from sqlalchemy import (
     Index,
     Integer,
     MetaData,
+    Select,
     String,
     Table,
     Text,
     literal_column,
+    select,
 )
 from sqlalchemy.dialects.postgresql import JSONB
 
@@ -99,6 +104,17 @@ accounts = Table(
     comment="a player's money at one table; a wallet is the sum over a player's tables",
 )
 Index("ix_accounts_player", accounts.c.player_id)
+# A table keeps the account of everyone who ever sat at it, and a fold or a table's view
+# reads only the seated ones: partial, so that read costs the seated, not the table's past.
+# Literal, as OPEN_ROUND below: a generic plan cannot prove a parameter true.
+SEATED = accounts.c.seated.is_(True)
+Index("ix_accounts_seated", accounts.c.stream_id, sqlite_where=SEATED, postgresql_where=SEATED)
+
+
+def seated_accounts(stream_ids: Sequence[str]) -> Select[Any]:
+    """The accounts of the players seated at these tables, read through ix_accounts_seated."""
+    return select(accounts).where(accounts.c.stream_id.in_(stream_ids), SEATED)
+
 
 wallets = Table(
     "wallets",

@@ -21,7 +21,7 @@ from datetime import date
 from typing import Any, Protocol, TypeVar
 
 from pydantic import BaseModel, ValidationError
-from sqlalchemy import Table, and_, bindparam, insert, select, tuple_, update
+from sqlalchemy import Table, and_, bindparam, insert, select, update
 from sqlalchemy.dialects.postgresql import insert as postgresql_insert
 from sqlalchemy.dialects.sqlite import insert as sqlite_insert
 from sqlalchemy.ext.asyncio import AsyncConnection
@@ -33,6 +33,7 @@ from blackjack.messages import wire
 from blackjack.messages.wire import WireEnvelope
 from blackjack.projections import schema
 from blackjack.projections.ids import utc
+from blackjack.projections.pairs import one_of
 from blackjack.projections.projector import StreamProjection, recalled_in
 from blackjack.projections.revision import check_schema
 from blackjack.projections.store import ProjectionStore, nul_replaced, stored_texts
@@ -329,6 +330,7 @@ _FFFD = "\ufffd".encode()
 class _Batch:
     def __init__(self, connection: AsyncConnection) -> None:
         self.connection = connection
+        self.dialect = connection.dialect.name
         self.streams: dict[str, _Loaded] = {}
         self.wallets: dict[str, _LoadedWallet] = {}
         self.events: list[dict[str, Any]] = []
@@ -549,12 +551,11 @@ class _Batch:
         a = schema.accounts
         rows: dict[str, dict[str, dict[str, Any]]] = {key: {} for key in seated_at}
         for keys in _chunks(seated_at):
-            query = select(a).where(a.c.stream_id.in_(keys), a.c.seated.is_(True))
-            for r in (await self.connection.execute(query)).all():
+            for r in (await self.connection.execute(schema.seated_accounts(keys))).all():
                 rows[r.stream_id][r.player_id] = r._asdict()
         pairs = sorted((key, player) for key, players in named.items() for player in players)
         for wanted in _chunks(pairs):
-            query = select(a).where(tuple_(a.c.stream_id, a.c.player_id).in_(wanted))
+            query = one_of(select(a), a.c.stream_id, a.c.player_id, wanted, self.dialect)
             for r in (await self.connection.execute(query)).all():
                 rows.setdefault(r.stream_id, {})[r.player_id] = r._asdict()
         return {key: list(found.values()) for key, found in rows.items()}
@@ -596,13 +597,12 @@ class _Batch:
         records: dict[tuple[str, int], Any] = {}
         lines: dict[tuple[str, int], list[dict[str, Any]]] = {}
         for wanted in _chunks(sorted(stored)):
-            query = select(r.c.stream_id, r.c.round, r.c.record).where(
-                tuple_(r.c.stream_id, r.c.round).in_(wanted)
-            )
+            columns = select(r.c.stream_id, r.c.round, r.c.record)
+            query = one_of(columns, r.c.stream_id, r.c.round, wanted, self.dialect)
             for row in (await self.connection.execute(query)).all():
                 records[(row.stream_id, row.round)] = row.record
         for wanted in _chunks(sorted(records)):
-            query = select(rp).where(tuple_(rp.c.stream_id, rp.c.round).in_(wanted))
+            query = one_of(select(rp), rp.c.stream_id, rp.c.round, wanted, self.dialect)
             for line in (await self.connection.execute(query)).all():
                 lines.setdefault((line.stream_id, line.round), []).append(line._asdict())
         unread: set[tuple[str, int]] = set()

@@ -1,0 +1,56 @@
+"""Rows read by a list of (stream, key) pairs (``projections/pairs.py``) on SQLite and
+PostgreSQL: each dialect's statement answers exactly the rows whose pair is listed, once each
+(quoted and non-ASCII ids too; pairs with no row answer nothing). Every projection test folds
+through it as well (rounds, their players' lines and the accounts a batch reads)."""
+
+from __future__ import annotations
+
+import pytest
+from sqlalchemy import insert, select
+
+from blackjack.projections import schema
+from blackjack.projections.pairs import one_of
+from tests.integration.conftest_projections import StoreFactory
+
+pytest_plugins = ["tests.integration.conftest_projections"]
+pytestmark = pytest.mark.integration
+
+STREAMS = ["t-1", "t-2", "wallet:p", "t 'quoted'", "t-\u00e9"]
+
+
+async def test_exactly_the_listed_pairs_are_read(stores: StoreFactory) -> None:
+    store = await stores.store()
+    a = schema.accounts
+    rows = [
+        {
+            "stream_id": stream_id,
+            "player_id": f"p{number}",
+            "currency": "USD",
+            "funded_by_wallet": False,
+            "seat": None,
+            "seated": number % 2 == 0,
+            "connected": True,
+            **dict.fromkeys(
+                ("available", "in_play", "deposited", "withdrawn", "cashed_out", "wagered"), 0
+            ),
+            **dict.fromkeys(("won", "lost", "rounds"), 0),
+        }
+        for stream_id in STREAMS
+        for number in range(6)
+    ]
+    async with store.writing() as connection:
+        await connection.execute(insert(a), rows)
+    wanted = [(s, f"p{n}") for s in STREAMS for n in (1, 4)] + [("t-1", "absent"), ("none", "p1")]
+    for pairs in (wanted[:1], wanted[:2], wanted):
+        async with store.reading() as connection:
+            query = one_of(
+                select(a.c.stream_id, a.c.player_id),
+                a.c.stream_id,
+                a.c.player_id,
+                pairs,
+                connection.dialect.name,
+            )
+            found = [tuple(row) for row in (await connection.execute(query)).all()]
+        assert sorted(found) == sorted(p for p in pairs if p[0] in STREAMS and p[1] != "absent")
+    with pytest.raises(ValueError, match="a pair at least"):
+        one_of(select(a), a.c.stream_id, a.c.player_id, [], "sqlite")

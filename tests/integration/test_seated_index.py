@@ -1,0 +1,49 @@
+"""Migration 0011 adds ``ix_accounts_seated`` (the seated players' accounts of a table) on
+SQLite and PostgreSQL over a store that has folded rounds: the rows stay as they were, its
+downgrade drops the index alone, and folding goes on after it as if it had always been there."""
+
+from __future__ import annotations
+
+import pytest
+from sqlalchemy import inspect
+from sqlalchemy.engine import Connection
+
+from blackjack.messages.sealing import ShoeSeal
+from blackjack.projections.store import ProjectionStore
+from blackjack.projections.writer import ProjectionWriter
+from tests.integration.conftest_projections import StoreFactory, event_records, play_tables
+from tests.unit.migrations import migrate
+from tests.unit.test_schema_guard import text_of
+
+pytest_plugins = ["tests.integration.conftest_projections"]
+pytestmark = pytest.mark.integration
+
+TOPIC = "blackjack.events"
+LOG = play_tables([("t-1", "atlantic-city-multi"), ("t-2", "mini-s17")], rounds=6, seed=8)
+RECORDS = event_records(LOG.envelopes, ShoeSeal(bytes(range(32))), TOPIC)
+
+
+def accounts_indexes(connection: Connection) -> set[str]:
+    return {str(index["name"]) for index in inspect(connection).get_indexes("accounts")}
+
+
+async def at(store: ProjectionStore, revision: str, down: bool) -> set[str]:
+    async with store.migrating() as connection:
+        await connection.run_sync(migrate, revision, down)
+    async with store.reading() as connection:
+        return await connection.run_sync(accounts_indexes)
+
+
+async def test_0011_adds_the_seated_index_and_its_downgrade_drops_it(stores: StoreFactory) -> None:
+    store = await stores.store()
+    await ProjectionWriter(store).apply(RECORDS[:250])
+    folded = await text_of(store)
+    assert await at(store, "0010", down=True) == {"ix_accounts_player"}
+    assert await text_of(store) == folded
+    assert await at(store, "0011", down=False) == {"ix_accounts_player", "ix_accounts_seated"}
+    assert await text_of(store) == folded
+    await ProjectionWriter(store).apply(RECORDS[250:])
+
+    whole = await stores.store()
+    await ProjectionWriter(whole).apply(RECORDS)
+    assert await text_of(store) == await text_of(whole)
