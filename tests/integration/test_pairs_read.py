@@ -1,6 +1,7 @@
 """Rows read by a list of (stream, key) pairs (``projections/pairs.py``) on SQLite and
 PostgreSQL: each dialect's statement answers exactly the rows whose pair is listed, once each
-(quoted and non-ASCII ids too; pairs with no row answer nothing). Every projection test folds
+(ids with quotes, a backslash, a control character, beyond the BMP too; pairs with no row
+answer nothing). Every projection test folds
 through it as well (rounds, their players' lines and the accounts a batch reads)."""
 
 from __future__ import annotations
@@ -15,7 +16,7 @@ from tests.integration.conftest_projections import StoreFactory
 pytest_plugins = ["tests.integration.conftest_projections"]
 pytestmark = pytest.mark.integration
 
-STREAMS = ["t-1", "t-2", "wallet:p", "t 'quoted'", "t-\u00e9"]
+STREAMS = ["t-1", "t-2", "wallet:p", "t 'quoted'", 't-"\\', "t-\u00e9", "t-\U0001f600", "t-\x01"]
 
 
 async def test_exactly_the_listed_pairs_are_read(stores: StoreFactory) -> None:
