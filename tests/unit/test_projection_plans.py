@@ -36,6 +36,14 @@ LOG = play_tables(
 RECORDS = event_records(LOG.envelopes, ShoeSeal(bytes(range(32))), TOPIC)
 GROWING = frozenset(schema.metadata.tables) - {"projection_positions"}
 """the tables whose rows grow with the play (the positions hold a row an events partition)"""
+PARTIAL = frozenset(
+    index.name
+    for table in schema.metadata.tables.values()
+    for index in table.indexes
+    if index.dialect_options["sqlite"]["where"] is not None
+)
+"""indexes of a few rows of a growing table (the open rounds: one a table at most), which a
+statement may read whole"""
 
 
 @contextmanager
@@ -64,7 +72,7 @@ def scans(database: Path, sent: list[tuple[str, Any]]) -> set[str]:
                 continue
             for *_, line in connection.execute(f"EXPLAIN QUERY PLAN {statement}", parameters):
                 words = line.split()
-                if words[0] == "SCAN" and words[1] in GROWING:
+                if words[0] == "SCAN" and words[1] in GROWING and words[-1] not in PARTIAL:
                     found.add(f"{line}: {statement}")
     return found
 
@@ -110,6 +118,8 @@ async def test_no_statement_of_the_query_api_reads_a_whole_table(tmp_path: Path)
         "tables/t-2",
         f"players/{player}/tables/t-2",
         "streams/t-1/events?after=5",
+        "interrupted-rounds",
+        f"reports/games?from={LOG.envelopes[0].occurred_at.date()}",
     ]
     transport = httpx.ASGITransport(app=query_api(store))
     try:
