@@ -77,6 +77,19 @@ def scans(database: Path, sent: list[tuple[str, Any]]) -> set[str]:
     return found
 
 
+def sorted_pages(database: Path, sent: list[tuple[str, Any]]) -> set[str]:
+    """The SELECTs ``sent`` that answer a page (``LIMIT``) by sorting every row they match."""
+    found = set()
+    with sqlite3.connect(database) as connection:
+        for statement, parameters in sent:
+            if "LIMIT" not in statement or not statement.lstrip().startswith(("SELECT", "WITH")):
+                continue
+            plan = connection.execute(f"EXPLAIN QUERY PLAN {statement}", parameters).fetchall()
+            if any(line.startswith("USE TEMP B-TREE FOR ORDER BY") for *_, line in plan):
+                found.add(statement)
+    return found
+
+
 def pairs_read(sent: list[tuple[str, Any]]) -> int:
     """How many statements read rows by a list of two (stream, key) pairs or more."""
     return sum(
@@ -99,6 +112,7 @@ async def test_no_statement_of_a_projection_batch_reads_a_whole_table(tmp_path: 
     finally:
         await store.close()
     assert scans(database, sent) == set()
+    assert sorted_pages(database, sent) == set()
     assert pairs_read(sent) > 0  # the batches did read rounds and accounts by pairs
 
 
@@ -131,6 +145,11 @@ async def test_no_statement_of_the_query_api_reads_a_whole_table(tmp_path: Path)
     finally:
         await store.close()
     assert scans(database, sent) == set()
+    # Only the open rounds are sorted for a page (the interrupted rounds: ix_rounds_open holds
+    # the rounds in play); a player's tables come in the wallet's order (ix_accounts_player).
+    sorted_ = sorted_pages(database, sent)
+    assert [s for s in sorted_ if "rounds.status IN ('betting', 'playing')" not in s] == []
+    assert len(sorted_) == 1
 
 
 def test_the_seated_players_are_read_through_their_own_index(tmp_path: Path) -> None:

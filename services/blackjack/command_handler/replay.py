@@ -13,6 +13,7 @@ producer) before calling this, so nothing is in flight and the end offset is fin
 
 from __future__ import annotations
 
+import asyncio
 import time
 from collections import OrderedDict
 from collections.abc import AsyncIterator, Mapping
@@ -187,6 +188,20 @@ async def rebuild(
     return store, replace(stats, seconds=time.monotonic() - started)
 
 
+SNAPSHOTS_BETWEEN_YIELDS = 16
+"""How many snapshots a takeover opens before it lets the event loop run. Every stream the
+partition ever had has one (an idle table's too), and opening one with a full answer window
+takes about 3.3 ms: 2,000 idle tables held the loop 6.8 s in one go, which stops the consumer's
+heartbeat (its group session is 10 s: the handler would be put out of the group in the middle
+of its takeover) and the commands of its other partitions. 16 is about 50 ms at most."""
+
+
+async def _let_the_loop_run(count: int) -> None:
+    """Between snapshots: every ``SNAPSHOTS_BETWEEN_YIELDS``-th, the other tasks' turn."""
+    if count % SNAPSHOTS_BETWEEN_YIELDS == 0:
+        await asyncio.sleep(0)
+
+
 class _Discarded(Exception):
     def __init__(self, reason: str) -> None:
         super().__init__(reason)
@@ -296,14 +311,14 @@ async def _read_partition(
         found, marks, checkpoints, partition, unsigned=unsigned, distrusted=distrusted
     )
     if start.checkpoint is None:
-        read.drop_snapshots(start.distrusted)
+        await read.drop_snapshots(start.distrusted)
     # A checkpoint this release signs is written once the partition is ready: the next
     # takeover need not read the whole log again, nor trust an unsigned checkpoint.
     store.checkpoint_due = start.distrusted is not None or start.trust == "unsigned"
     # What the topic holds, used or not: the digest the next checkpoint signs.
     store.snapshot_marks = marks
     _open_strays(store, codec)
-    snapshots = read.open_snapshots(now)
+    snapshots = await read.open_snapshots(now)
     if start.commands_to is not None:
         store.answered_to = start.commands_to
     # 1b. Snapshots written before they carried the signed step ids kept by id.
@@ -535,26 +550,28 @@ class _PartitionRead:
                 snapshots[key] = record.value
         return found
 
-    def drop_snapshots(self, distrusted: str | None) -> None:
+    async def drop_snapshots(self, distrusted: str | None) -> None:
         """No checkpoint to start from: the events from the start make every stream."""
         if distrusted is not None:
             # A handler holding another key than the one the partition was written with
             # finds every checkpoint "forged": the snapshots it cannot open either keep the
             # partition out of service, as before (it would sign money steps no other handler
             # accepts).
-            for raw in self.store.cold.values():
+            for count, raw in enumerate(list(self.store.cold.values()), 1):
                 self.codec.decode(raw)
+                await _let_the_loop_run(count)
         self.eventless = _eventless(self.store.cold, self.store.strays_key)
         self.store.cold.clear()
 
-    def open_snapshots(self, now: datetime) -> int:
+    async def open_snapshots(self, now: datetime) -> int:
         """The streams of the snapshots kept, hot if they cannot wait (a timer may come due,
         their signed step ids are incomplete), the others left cold, as the live handler keeps
         an idle stream: the events and results after the checkpoint thaw the streams they
         concern. How many snapshots there are."""
         store, snapshots = self.store, self.store.cold
         read = len(snapshots)  # before the hot ones leave (the cold ones stay where they were read)
-        for stream_id in list(snapshots):
+        for count, stream_id in enumerate(list(snapshots), 1):
+            await _let_the_loop_run(count)
             raw = snapshots[stream_id]
             stream = self.codec.decode(raw)
             if stream.stream_id != stream_id:  # sealed for another stream: no writer does that

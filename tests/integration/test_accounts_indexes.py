@@ -1,6 +1,7 @@
-"""Migration 0011 adds ``ix_accounts_seated`` (the seated players' accounts of a table) on
-SQLite and PostgreSQL over a store that has folded rounds: the rows stay as they were, its
-downgrade drops the index alone, and folding goes on after it as if it had always been there."""
+"""Migration 0011 adds ``ix_accounts_seated`` (the seated players' accounts of a table) and
+widens ``ix_accounts_player`` to (player, currency, table) on SQLite and PostgreSQL over a
+store that has folded rounds: the rows stay as they were, its downgrade puts the indexes back
+as they were, and folding goes on after it as if they had always been there."""
 
 from __future__ import annotations
 
@@ -23,24 +24,33 @@ LOG = play_tables([("t-1", "atlantic-city-multi"), ("t-2", "mini-s17")], rounds=
 RECORDS = event_records(LOG.envelopes, ShoeSeal(bytes(range(32))), TOPIC)
 
 
-def accounts_indexes(connection: Connection) -> set[str]:
-    return {str(index["name"]) for index in inspect(connection).get_indexes("accounts")}
+def accounts_indexes(connection: Connection) -> set[tuple[str, ...]]:
+    """Each index of ``accounts`` (the primary key's aside): its name, then its columns."""
+    return {
+        (str(index["name"]), *(str(c) for c in index["column_names"]))
+        for index in inspect(connection).get_indexes("accounts")
+    }
 
 
-async def at(store: ProjectionStore, revision: str, down: bool) -> set[str]:
+async def at(store: ProjectionStore, revision: str, down: bool) -> set[tuple[str, ...]]:
     async with store.migrating() as connection:
         await connection.run_sync(migrate, revision, down)
     async with store.reading() as connection:
         return await connection.run_sync(accounts_indexes)
 
 
-async def test_0011_adds_the_seated_index_and_its_downgrade_drops_it(stores: StoreFactory) -> None:
+async def test_0011_makes_the_accounts_indexes_and_its_downgrade_restores_them(
+    stores: StoreFactory,
+) -> None:
     store = await stores.store()
     await ProjectionWriter(store).apply(RECORDS[:250])
     folded = await text_of(store)
-    assert await at(store, "0010", down=True) == {"ix_accounts_player"}
+    assert await at(store, "0010", down=True) == {("ix_accounts_player", "player_id")}
     assert await text_of(store) == folded
-    assert await at(store, "0011", down=False) == {"ix_accounts_player", "ix_accounts_seated"}
+    assert await at(store, "0011", down=False) == {
+        ("ix_accounts_player", "player_id", "currency", "stream_id"),
+        ("ix_accounts_seated", "stream_id"),
+    }
     assert await text_of(store) == folded
     await ProjectionWriter(store).apply(RECORDS[250:])
 
