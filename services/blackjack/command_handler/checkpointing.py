@@ -16,7 +16,6 @@ from blackjack.command_handler.snapshots import (
     CHECKPOINT_AUTH_HEADER,
     Checkpoint,
     checkpoint_key,
-    snapshots_digest,
 )
 from blackjack.command_handler.streams import PartitionStore
 from blackjack.command_handler.takeover import Takeovers
@@ -92,7 +91,7 @@ class Checkpointing(Takeovers):
             streams=len(store.dirty),
         )
         value, commands_to = checkpoint.encode(), str(store.answered_to).encode()
-        digest = snapshots_digest(store.snapshot_marks.values())
+        digest = store.snapshot_marks.digest
         future = await producer.send(
             topic,
             value,

@@ -123,8 +123,7 @@ class Partitions:
             if partition.store is not None:
                 streams += partition.store.count()
                 cold += len(partition.store.cold)
-                sizes = partition.store.snapshot_bytes.values()
-                largest_snapshot = max([largest_snapshot, *sizes])
+                largest_snapshot = max(largest_snapshot, partition.store.snapshot_bytes.largest())
         for status, count in counts.items():
             metrics.PARTITIONS.labels(status).set(count)
         metrics.STREAMS.set(streams)

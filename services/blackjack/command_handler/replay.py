@@ -29,6 +29,7 @@ from blackjack.bus.headers import COMMAND_OFFSET_HEADER, COMMANDS_TO_HEADER, off
 from blackjack.bus.topics import Topics
 from blackjack.command_handler.answers import remembered
 from blackjack.command_handler.clock import may_come_due
+from blackjack.command_handler.snapshot_books import SnapshotMarks
 from blackjack.command_handler.snapshots import (
     CHECKPOINT_PREFIX,
     Checkpoint,
@@ -316,7 +317,7 @@ async def _read_partition(
     # takeover need not read the whole log again, nor trust an unsigned checkpoint.
     store.checkpoint_due = start.distrusted is not None or start.trust == "unsigned"
     # What the topic holds, used or not: the digest the next checkpoint signs.
-    store.snapshot_marks = marks
+    store.snapshot_marks = SnapshotMarks(marks)
     _open_strays(store, codec)
     snapshots = await read.open_snapshots(now)
     if start.commands_to is not None:

@@ -35,6 +35,7 @@ from cryptography.hazmat.primitives.ciphers.aead import AESGCM
 from pydantic import BaseModel, ConfigDict, Field, TypeAdapter, ValidationError
 
 from blackjack.bus.headers import COMMANDS_TO_HEADER
+from blackjack.command_handler.snapshot_books import DIGEST_MODULUS
 from blackjack.command_handler.streams import Stream
 from blackjack.domain.rejections import RejectionCode
 from blackjack.domain.state import INITIAL_STATE, TableState
@@ -44,7 +45,6 @@ CHECKPOINT_PREFIX = "#checkpoint/"
 CHECKPOINT_AUTH_HEADER = "bj_checkpoint_auth"
 """On a checkpoint: ``1.<digest of the partition's snapshots>.<HMAC>`` (``CheckpointSigner``),
 in a header so that the previous release, which ignores it, still reads the checkpoint."""
-_DIGEST_MODULUS = 2**256
 SIGNED_CHECKPOINTS_MARK = "bj-checkpoints-signed/1"
 """The metadata of the offsets a handler of this release commits (with every batch): a
 partition whose committed offsets carry it has been handled by a release that signs its
@@ -200,11 +200,11 @@ class CheckpointSigner:
 
 
 def snapshots_digest(elements: Iterable[int]) -> int:
-    return sum(elements) % _DIGEST_MODULUS
+    return sum(elements) % DIGEST_MODULUS
 
 
 def _hex256(number: int) -> str:
-    return format(number % _DIGEST_MODULUS, "064x")
+    return format(number % DIGEST_MODULUS, "064x")
 
 
 def _mac(key: bytes, *parts: bytes) -> bytes:

@@ -22,6 +22,7 @@ from typing import Any, Protocol
 
 from pydantic import ValidationError
 
+from blackjack.command_handler.snapshot_books import SnapshotMarks, SnapshotSizes
 from blackjack.domain import events as ev
 from blackjack.domain import platform_money
 from blackjack.domain.errors import CorruptLog
@@ -517,11 +518,11 @@ class PartitionStore:
     """The commands partition's offset below which the log shows every command answered (the
     offsets results and checkpoints carry): the group's committed offset is never behind it,
     unless another group answers this partition's commands."""
-    snapshot_bytes: dict[str, int] = field(default_factory=dict)
+    snapshot_bytes: SnapshotSizes = field(default_factory=SnapshotSizes)
     """The size of each stream's newest snapshot, sealed (its topic has a size limit)."""
-    snapshot_marks: dict[str, int] = field(default_factory=dict)
+    snapshot_marks: SnapshotMarks = field(default_factory=SnapshotMarks)
     """Each stream's newest snapshot record's share of the digest a checkpoint is signed with
-    (``CheckpointSigner.element``)."""
+    (``CheckpointSigner.element``), and their sum."""
     checkpoint_due: bool = False
     """Rebuilt without a checkpoint this release signed: the next one is written at once, so
     the next takeover need not trust an unsigned one or read the whole log again."""
