@@ -1,5 +1,6 @@
 """Migration 0011 adds ``ix_accounts_seated`` (the seated players' accounts of a table) and
-widens ``ix_accounts_player`` to (player, currency, table) on SQLite and PostgreSQL over a
+``ix_accounts_player_tables`` (player, currency, table) in place of ``ix_accounts_player``
+(the player alone), on SQLite and PostgreSQL over a
 store that has folded rounds: the rows stay as they were, its downgrade puts the indexes back
 as they were, and folding goes on after it as if they had always been there."""
 
@@ -48,7 +49,7 @@ async def test_0011_makes_the_accounts_indexes_and_its_downgrade_restores_them(
     assert await at(store, "0010", down=True) == {("ix_accounts_player", "player_id")}
     assert await text_of(store) == folded
     assert await at(store, "0011", down=False) == {
-        ("ix_accounts_player", "player_id", "currency", "stream_id"),
+        ("ix_accounts_player_tables", "player_id", "currency", "stream_id"),
         ("ix_accounts_seated", "stream_id"),
     }
     assert await text_of(store) == folded

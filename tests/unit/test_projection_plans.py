@@ -146,7 +146,7 @@ async def test_no_statement_of_the_query_api_reads_a_whole_table(tmp_path: Path)
         await store.close()
     assert scans(database, sent) == set()
     # Only the open rounds are sorted for a page (the interrupted rounds: ix_rounds_open holds
-    # the rounds in play); a player's tables come in the wallet's order (ix_accounts_player).
+    # the rounds in play); a player's tables come in the wallet's order (ix_accounts_player_tables).
     sorted_ = sorted_pages(database, sent)
     assert [s for s in sorted_ if "rounds.status IN ('betting', 'playing')" not in s] == []
     assert len(sorted_) == 1

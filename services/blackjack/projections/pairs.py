@@ -16,6 +16,8 @@ from typing import Any
 
 from sqlalchemy import Column, Select, String, and_, bindparam, func, tuple_
 
+from blackjack.projections.store import nul_replaced
+
 
 def one_of(
     query: Select[Any],
@@ -24,13 +26,17 @@ def one_of(
     pairs: Sequence[tuple[str, str | int]],
     dialect: str,
 ) -> Select[Any]:
-    """``query`` narrowed to the rows whose ``(first, second)`` is one of ``pairs`` (distinct
-    pairs, one at least), as ``dialect`` (``Connection.dialect.name``) reads it fastest."""
+    """``query`` narrowed to the rows whose ``(first, second)`` is one of ``pairs`` (one at
+    least), each row once, as ``dialect`` (``Connection.dialect.name``) reads it fastest."""
     if not pairs:
         raise ValueError("one_of needs a pair at least")
     if dialect != "sqlite":
         return query.where(tuple_(first, second).in_(pairs))
-    listed = json.dumps(list(pairs), ensure_ascii=False)
+    # As the statement's own parameters would be (``store._text_without_nul``): SQLite's
+    # json_extract ends a text at an escaped NUL, and would match the id before it. Each pair
+    # once: a pair listed twice is joined twice (the IN answers a row once).
+    distinct = dict.fromkeys((nul_replaced(key), nul_replaced(other)) for key, other in pairs)
+    listed = json.dumps(list(distinct), ensure_ascii=False)
     wanted = (
         func.json_each(bindparam("pairs", listed, type_=String, unique=True))
         .table_valued("value")

@@ -104,7 +104,7 @@ accounts = Table(
     comment="a player's money at one table; a wallet is the sum over a player's tables",
 )
 # A player's tables in the wallet answer's order (its page needs no sort of them all).
-Index("ix_accounts_player", accounts.c.player_id, accounts.c.currency, accounts.c.stream_id)
+Index("ix_accounts_player_tables", accounts.c.player_id, accounts.c.currency, accounts.c.stream_id)
 # A table keeps the account of everyone who ever sat at it, and a fold or a table's view
 # reads only the seated ones: partial, so that read costs the seated, not the table's past.
 # Literal, as OPEN_ROUND below: a generic plan cannot prove a parameter true.

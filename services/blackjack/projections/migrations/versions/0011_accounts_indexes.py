@@ -6,8 +6,13 @@ player ever sat at.
   and each table view read only the seated ones: through the primary key they read every past
   player's row as well (a batch at a table 20,000 players had left took 1.1-1.4x its time at
   a new one: docs/projections.md).
-- ``ix_accounts_player`` on (player, currency, table) instead of the player alone: the wallet
-  answer's page of a player's tables in its order, not all of them sorted for each page.
+- ``ix_accounts_player_tables`` on (player, currency, table), in place of
+  ``ix_accounts_player`` on the player alone: the wallet answer's page of a player's tables in
+  its order, not all of them sorted for each page.
+
+Both are built before the old index is dropped: on PostgreSQL a ``CREATE INDEX`` holds writes
+to ``accounts`` while it builds, and a ``DROP INDEX`` holds reads too, until the migration
+commits (an exclusive lock), so the drop comes last, just before the commit.
 
 Revision ID: 0011
 Revises: 0010
@@ -23,6 +28,9 @@ revision = "0011"
 down_revision = "0010"
 branch_labels = None
 depends_on = None
+
+
+_PLAYER_TABLES = ["player_id", "currency", "stream_id"]
 
 
 def _seated(dialect: str) -> sa.TextClause:
@@ -41,11 +49,11 @@ def upgrade() -> None:
         sqlite_where=seated,
         postgresql_where=seated,
     )
+    op.create_index("ix_accounts_player_tables", "accounts", _PLAYER_TABLES)
     op.drop_index("ix_accounts_player", table_name="accounts")
-    op.create_index("ix_accounts_player", "accounts", ["player_id", "currency", "stream_id"])
 
 
 def downgrade() -> None:
-    op.drop_index("ix_accounts_player", table_name="accounts")
     op.create_index("ix_accounts_player", "accounts", ["player_id"])
+    op.drop_index("ix_accounts_player_tables", table_name="accounts")
     op.drop_index("ix_accounts_seated", table_name="accounts")
