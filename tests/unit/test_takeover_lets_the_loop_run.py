@@ -11,10 +11,13 @@ from datetime import UTC, datetime
 from typing import Any
 
 from blackjack.bus.topics import Topics
+from blackjack.command_handler.clock import may_come_due
 from blackjack.command_handler.replay import SNAPSHOTS_BETWEEN_YIELDS, _PartitionRead
 from blackjack.command_handler.snapshots import SnapshotCodec
 from blackjack.command_handler.streams import PartitionStore, Stream, initial_state
+from blackjack.domain import commands as cmd
 from blackjack.messages.sealing import ShoeSeal
+from tests.unit.test_cold_streams import CLOCKED, T0, Handler
 
 CODEC = SnapshotCodec(b"s" * 32)
 STREAMS = 10 * SNAPSHOTS_BETWEEN_YIELDS
@@ -61,3 +64,56 @@ async def test_checking_distrusted_snapshots_lets_other_tasks_run_between_them()
     turns = await turns_of_another_task_while(checking)
     assert checking.result() is None and not read.store.cold
     assert turns >= STREAMS // SNAPSHOTS_BETWEEN_YIELDS
+
+
+def snapshots_of_every_kind() -> tuple[SnapshotCodec, dict[str, bytes]]:
+    """Sealed snapshots of streams a takeover must open at once and of streams that can wait:
+    a table whose turn clock runs, one with a connected player's bet out under the
+    disconnection policy, an idle table, a wallet, and snapshots an older release wrote
+    without the signed step ids or the platform money ids."""
+    handler = Handler(1, freeze=False, spill=False)
+    steps = [
+        ("timed", cmd.OpenTable(variant="atlantic-city", overrides=CLOCKED)),
+        ("timed", cmd.SitDown(player_id="cy", seat=0)),
+        ("timed", cmd.Deposit(player_id="cy", amount=5_000)),
+        ("timed", cmd.PlaceBet(player_id="cy", box=0, amount=500)),
+        ("timed", cmd.Deal(player_id="cy")),
+        ("boxes", cmd.OpenTable(variant="surrender")),
+        ("boxes", cmd.SitDown(player_id="bo", seat=0)),
+        ("boxes", cmd.Deposit(player_id="bo", amount=5_000)),
+        ("boxes", cmd.PlaceBet(player_id="bo", box=0, amount=500)),
+        ("idle", cmd.OpenTable(variant="mini-h17")),
+        ("idle", cmd.SitDown(player_id="al", seat=0)),
+    ]
+    for table, command in steps:
+        handler.send(table, command, T0, f"c-{handler.offset}")
+    codec = handler.store.codec
+    assert isinstance(codec, SnapshotCodec)
+    raws = {s.stream_id: codec.encode(s) for s in handler.store.all_streams()}
+    raws["wallet:al"] = codec.encode(Stream("wallet:al", initial_state("wallet:al")))
+    for older, key in (("idle-unsigned", "signed"), ("idle-no-money", "money_refused")):
+        stream = codec.decode(raws["idle"])
+        stream.stream_id = older
+        body = codec._open(codec.encode(stream))[2]
+        del body[key]
+        raws[older] = codec._seal(older, stream.sequence, 1, body)
+    return codec, raws
+
+
+async def test_a_takeover_opens_whole_the_snapshots_that_may_not_wait_and_only_those() -> None:
+    codec, raws = snapshots_of_every_kind()
+    for stream_id, raw in raws.items():
+        sealed_for, may_not_wait = codec.may_not_wait(raw)
+        whole = codec.decode(raw)
+        hot = whole.signed_incomplete or whole.money_incomplete or may_come_due(whole)
+        assert (sealed_for, may_not_wait) == (stream_id, hot), stream_id
+    store = PartitionStore(0, codec=codec)
+    store.cold.update(raws)
+    read = _PartitionRead(
+        store, None, Topics(), 0, codec=codec, seal=ShoeSeal(bytes(32)), deadline=float("inf")
+    )
+    await read.open_snapshots(T0)
+    assert set(store.streams) == {"timed", "boxes", "idle-unsigned", "idle-no-money"}
+    assert set(store.cold) == {"idle", "wallet:al"}
+    assert store.cold["idle"] == raws["idle"]  # left as read, its answers not decoded
+    assert store.snapshot_bytes == {stream_id: len(raw) for stream_id, raw in raws.items()}
