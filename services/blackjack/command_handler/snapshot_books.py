@@ -1,9 +1,10 @@
 """What a partition keeps of its streams' newest snapshots: each one's share of the digest a
 checkpoint signs, and each one's size. One of each for every stream the partition ever had
-(an idle table's, a wallet's), so the sums they serve are kept as they change: summed again
-at each checkpoint they grew with the partition's history: at a million streams, 21.6 ms to
-sum the shares at each checkpoint and 12.6 ms to find the largest size each time the
-partitions' gauges were published, where keeping them takes microseconds a snapshot."""
+(an idle table's, a wallet's), so what is read of them (the digest's sum, the largest size)
+is kept as they change. Worked out again each time, it grew with the partition's history: at
+a million streams, 21.6 ms to sum the shares at each checkpoint and 12.6 ms to find the
+largest size each time the partitions' gauges were published; kept, microseconds a
+snapshot."""
 
 from __future__ import annotations
 

@@ -13,7 +13,7 @@ player ever sat at.
   ``ix_accounts_player`` on the player alone: the wallet answer's page of a player's tables in
   its order, not all of them sorted for each page.
 
-Both are built before the old index is dropped: on PostgreSQL a ``CREATE INDEX`` holds writes
+All three are built before the old index is dropped: on PostgreSQL a ``CREATE INDEX`` holds writes
 to ``accounts`` while it builds, and a ``DROP INDEX`` holds reads too, until the migration
 commits (an exclusive lock), so the drop comes last, just before the commit.
 
