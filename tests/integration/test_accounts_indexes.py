@@ -1,9 +1,8 @@
-"""Migration 0011 adds ``ix_accounts_seated`` and ``ix_accounts_in_play`` (the seated players'
-accounts of a table, those with money in a round) and ``ix_accounts_player_tables`` (player,
-currency, table) in place of ``ix_accounts_player`` (the player alone), on SQLite and
-PostgreSQL over a store that has folded rounds: the rows stay as they were, its downgrade puts
-the indexes back as they were, and folding goes on after it as if they had always been
-there."""
+"""Migration 0011 adds ``ix_accounts_seated`` (the seated players' accounts of a table) and
+``ix_accounts_player_tables`` (player, currency, table) in place of ``ix_accounts_player``
+(the player alone), on SQLite and PostgreSQL over a
+store that has folded rounds: the rows stay as they were, its downgrade puts the indexes back
+as they were, and folding goes on after it as if they had always been there."""
 
 from __future__ import annotations
 
@@ -52,7 +51,6 @@ async def test_0011_makes_the_accounts_indexes_and_its_downgrade_restores_them(
     assert await at(store, "0011", down=False) == {
         ("ix_accounts_player_tables", "player_id", "currency", "stream_id"),
         ("ix_accounts_seated", "stream_id"),
-        ("ix_accounts_in_play", "stream_id"),
     }
     assert await text_of(store) == folded
     await ProjectionWriter(store).apply(RECORDS[250:])

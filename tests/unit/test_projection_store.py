@@ -56,11 +56,8 @@ async def test_the_migrations_create_exactly_the_declared_tables(store: Projecti
         condition = (await connection.execute(text(query))).scalar_one()
         query = "SELECT sql FROM sqlite_master WHERE name = 'ix_accounts_seated'"
         seated = (await connection.execute(text(query))).scalar_one()
-        query = "SELECT sql FROM sqlite_master WHERE name = 'ix_accounts_in_play'"
-        in_play = (await connection.execute(text(query))).scalar_one()
     assert condition.endswith("WHERE status IN ('betting', 'playing')")
     assert seated.endswith("WHERE seated IS 1")
-    assert in_play.endswith("WHERE in_play > 0")
 
 
 async def test_a_redelivered_batch_is_skipped_by_its_stored_position(

@@ -674,7 +674,7 @@ async def interrupted_rounds(
     the moment from which the table's rules let the round be closed. Rounds that wait at
     tables without the option (single-player rounds wait for their player for good) are left
     out: they are not for the operator to close."""
-    r, t = schema.rounds, schema.table_views
+    r, t, a = schema.rounds, schema.table_views, schema.accounts
     query = (
         select(r.c.stream_id, r.c.round, r.c.round_id, r.c.variant, r.c.status, r.c.opened_at)
         .add_columns(t.c.updated_at, t.c.view["rules"].label("rules"))
@@ -688,7 +688,10 @@ async def interrupted_rounds(
         days = with_later_terms(row.rules or {})["interrupted_round_days"]
         if days is None:  # _closable reads the rules as this does: never, but not a 500
             continue
-        players = sorted((await connection.execute(schema.money_in_play(row.stream_id))).all())
+        held = select(a.c.player_id, a.c.in_play).where(
+            a.c.stream_id == row.stream_id, a.c.in_play > 0
+        )
+        players = await connection.execute(held.order_by(a.c.player_id))
         idle_since = utc(row.updated_at)
         found.append(
             {
@@ -700,7 +703,7 @@ async def interrupted_rounds(
                 "opened_at": iso(row.opened_at),
                 "idle_since": iso(idle_since),
                 "closable_from": iso(idle_since + timedelta(days=days)),
-                "in_play": {player: amount for player, amount in players},
+                "in_play": {player: amount for player, amount in players.all()},
             }
         )
     return found

@@ -117,20 +117,6 @@ def seated_accounts(stream_ids: Sequence[str]) -> Select[Any]:
     return select(accounts).where(accounts.c.stream_id.in_(stream_ids), SEATED)
 
 
-# The few accounts with money in a round (the interrupted rounds' list names them), apart
-# from every account the table ever had; literal for the same reason.
-IN_PLAY = accounts.c.in_play > literal_column("0")
-Index("ix_accounts_in_play", accounts.c.stream_id, sqlite_where=IN_PLAY, postgresql_where=IN_PLAY)
-
-
-def money_in_play(stream_id: str) -> Select[Any]:
-    """Each player's money in play at the table, through ix_accounts_in_play (in no order:
-    SQLite would walk the primary key's every player of the table for one)."""
-    return select(accounts.c.player_id, accounts.c.in_play).where(
-        accounts.c.stream_id == stream_id, IN_PLAY
-    )
-
-
 wallets = Table(
     "wallets",
     metadata,

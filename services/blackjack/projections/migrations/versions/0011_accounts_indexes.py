@@ -6,14 +6,11 @@ player ever sat at.
   and each table view read only the seated ones: through the primary key they read every past
   player's row as well (a batch at a table 20,000 players had left took 1.1-1.4x its time at
   a new one: docs/projections.md).
-- ``ix_accounts_in_play``, the accounts with money in a round (``in_play > 0``), each
-  table's: the interrupted rounds' list names those players, and read them among every
-  player the table ever had.
 - ``ix_accounts_player_tables`` on (player, currency, table), in place of
   ``ix_accounts_player`` on the player alone: the wallet answer's page of a player's tables in
   its order, not all of them sorted for each page.
 
-All three are built before the old index is dropped: on PostgreSQL a ``CREATE INDEX`` holds writes
+Both are built before the old index is dropped: on PostgreSQL a ``CREATE INDEX`` holds writes
 to ``accounts`` while it builds, and a ``DROP INDEX`` holds reads too, until the migration
 commits (an exclusive lock), so the drop comes last, just before the commit.
 
@@ -52,14 +49,6 @@ def upgrade() -> None:
         sqlite_where=seated,
         postgresql_where=seated,
     )
-    in_play = sa.text("in_play > 0")
-    op.create_index(
-        "ix_accounts_in_play",
-        "accounts",
-        ["stream_id"],
-        sqlite_where=in_play,
-        postgresql_where=in_play,
-    )
     op.create_index("ix_accounts_player_tables", "accounts", _PLAYER_TABLES)
     op.drop_index("ix_accounts_player", table_name="accounts")
 
@@ -67,5 +56,4 @@ def upgrade() -> None:
 def downgrade() -> None:
     op.create_index("ix_accounts_player", "accounts", ["player_id"])
     op.drop_index("ix_accounts_player_tables", table_name="accounts")
-    op.drop_index("ix_accounts_in_play", table_name="accounts")
     op.drop_index("ix_accounts_seated", table_name="accounts")
