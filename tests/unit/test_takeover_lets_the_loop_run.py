@@ -10,6 +10,8 @@ import asyncio
 from datetime import UTC, datetime
 from typing import Any
 
+import pytest
+
 from blackjack.bus.topics import Topics
 from blackjack.command_handler.clock import may_come_due
 from blackjack.command_handler.replay import SNAPSHOTS_BETWEEN_YIELDS, _PartitionRead
@@ -117,3 +119,38 @@ async def test_a_takeover_opens_whole_the_snapshots_that_may_not_wait_and_only_t
     assert set(store.cold) == {"idle", "wallet:al"}
     assert store.cold["idle"] == raws["idle"]  # left as read, its answers not decoded
     assert store.snapshot_bytes == {stream_id: len(raw) for stream_id, raw in raws.items()}
+
+
+UNREADABLE = {
+    "a refusal code this release does not know": ("money_refused", {"a_newer_code": [0]}),
+    "an answer without its command id": ("results", [{"status": "accepted"}]),
+    "a time that is not one": ("last_seen", {"al": "not a time"}),
+    "no answers at all": ("results", None),
+}
+
+
+@pytest.mark.parametrize("why", sorted(UNREADABLE))
+async def test_a_snapshot_that_does_not_read_fails_the_takeover_and_stays(why: str) -> None:
+    """An idle table's snapshot that this release cannot read fails the takeover as it always
+    did (the partition waits and retries: a handler that reads it may take it), not the first
+    command that thaws the table, which would fail every batch of the partition after it; and
+    a thaw that fails leaves the snapshot where it was, not the table gone."""
+    codec, raws = snapshots_of_every_kind()
+    field, value = UNREADABLE[why]
+    stream = codec.decode(raws["idle"])
+    body = codec._open(raws["idle"])[2]
+    if value is None:
+        del body[field]
+    else:
+        body[field] = value
+    raw = codec._seal("idle", stream.sequence, 1, body)
+    store = PartitionStore(0, codec=codec)
+    store.cold["idle"] = raw
+    read = _PartitionRead(
+        store, None, Topics(), 0, codec=codec, seal=ShoeSeal(bytes(32)), deadline=float("inf")
+    )
+    with pytest.raises((ValueError, KeyError)):
+        await read.open_snapshots(T0)
+    with pytest.raises((ValueError, KeyError)):
+        store.get("idle")
+    assert store.cold["idle"] == raw and "idle" not in store.streams and store.holds("idle")

@@ -191,11 +191,11 @@ async def rebuild(
 
 SNAPSHOTS_BETWEEN_YIELDS = 16
 """How many snapshots a takeover opens before it lets the event loop run. Every stream the
-partition ever had has one (an idle table's too), and reading one's state takes about 1.7 ms
-with a full answer window (3 ms whole): 2,000 idle tables held the loop 6 s in one go, with
+partition ever had has one (an idle table's too), and reading one takes about 2 ms with a
+full answer window (3 ms with its window made): 2,000 idle tables held the loop 6 s in one go, with
 the consumer's heartbeat (its group session is 10 s: the handler would be put out of the group
 in the middle of its takeover), the clock's timers and checkpoints, and the health and metrics
-endpoints waiting. 16 is about 30 ms. (The other partitions' commands wait for the takeover
+endpoints waiting. 16 is about 32 ms. (The other partitions' commands wait for the takeover
 either way: it runs in the task that consumes them.)"""
 
 

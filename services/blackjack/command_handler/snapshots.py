@@ -37,7 +37,7 @@ from pydantic import BaseModel, ConfigDict, Field, TypeAdapter, ValidationError
 from blackjack.bus.headers import COMMANDS_TO_HEADER
 from blackjack.command_handler.clock import may_come_due
 from blackjack.command_handler.snapshot_books import DIGEST_MODULUS
-from blackjack.command_handler.streams import Stream
+from blackjack.command_handler.streams import Stream, stored_command_id
 from blackjack.domain.rejections import RejectionCode
 from blackjack.domain.state import INITIAL_STATE, TableState
 from blackjack.domain.wallet import WalletState, is_wallet_stream
@@ -318,19 +318,29 @@ class SnapshotCodec:
 
     def may_not_wait(self, raw: bytes) -> tuple[str, bool]:
         """The snapshot's stream id, and whether its stream may have to be taken out of the
-        cold at once (``decode`` tells for sure): read as ``decode`` reads it, but for its
-        remembered answers, which take half of a decode's time (a takeover asks this of every
-        stream its partition ever had, and opens the few that may not wait whole)."""
-        stream_id, sequence, body = self._open(raw)
-        stream = Stream(stream_id=stream_id, state=_state_of(stream_id, body), sequence=sequence)
-        return stream_id, _incomplete(body) or may_come_due(stream)
+        cold at once (``decode`` tells for sure). Read and checked as ``decode`` reads it, so a
+        snapshot it cannot read fails here (at a takeover, not at the first command that thaws
+        its stream, which would fail the partition's every batch), but its remembered answers
+        are not made into a window, which takes half of a decode's time: a takeover asks this
+        of every stream its partition ever had, and decodes the few that may not wait."""
+        stream = self._decoded(raw, window=False)
+        hot = stream.signed_incomplete or stream.money_incomplete or may_come_due(stream)
+        return stream.stream_id, hot
 
     def decode(self, raw: bytes) -> Stream:
+        return self._decoded(raw, window=True)
+
+    def _decoded(self, raw: bytes, *, window: bool) -> Stream:
         stream_id, sequence, body = self._open(raw)
         stream = Stream(stream_id=stream_id, state=_state_of(stream_id, body), sequence=sequence)
-        for answer in _STORED_ANSWERS.validate_python(body["results"]):
-            stream.results.add_stored(answer)  # read as a result when a resend asks for it
-        stream.results.held_to_bytes()
+        answers = _STORED_ANSWERS.validate_python(body["results"])
+        if window:
+            for answer in answers:
+                stream.results.add_stored(answer)  # read as a result when a resend asks for it
+            stream.results.held_to_bytes()
+        else:
+            for answer in answers:
+                stored_command_id(answer)  # what add_stored refuses
         if "signed" in body:
             # Older handlers kept every signed step's id; kept as they are (no new one joins).
             stream.signed = set(_SIGNED.validate_python(body["signed"]))
@@ -427,12 +437,6 @@ def _state_of(stream_id: str, body: dict[str, Any]) -> WalletState | TableState:
     if is_wallet_stream(stream_id):
         return WalletState.model_validate(body["state"])
     return TableState.from_doc(body["state"])
-
-
-def _incomplete(body: dict[str, Any]) -> bool:
-    """Written before the signed step ids or the platform money ids were kept (``decode``
-    marks the stream ``signed_incomplete`` or ``money_incomplete``)."""
-    return "signed" not in body or not ("money" in body and "money_refused" in body)
 
 
 def _touched_at(body: dict[str, Any], stream: Stream) -> datetime | None:

@@ -95,6 +95,14 @@ def _json_bytes(text: str) -> int:
     return 3 * len(text.encode("utf-16-le"))
 
 
+def stored_command_id(document: dict[str, Any]) -> str:
+    """The command id of an answer as a snapshot stored it; ``ValueError`` without one."""
+    command_id = document.get("command_id")
+    if not isinstance(command_id, str):
+        raise ValueError("a stored answer without its command id")
+    return command_id
+
+
 class _Kept:
     """Answers oldest first, under their keys, with the bytes of each (``answer_bytes``)."""
 
@@ -196,10 +204,7 @@ class AnswerWindow:
 
     def add_stored(self, document: dict[str, Any]) -> None:
         """An answer as a snapshot stored it (``CommandResult`` as JSON), as the newest."""
-        command_id = document.get("command_id")
-        if not isinstance(command_id, str):
-            raise ValueError("a stored answer without its command id")
-        self._kept(document).put(command_id, document)
+        self._kept(document).put(stored_command_id(document), document)
 
     def held_to_bytes(self) -> None:
         """Each kind's oldest let go beyond ``ANSWER_BYTES_KEPT``, once a snapshot's answers
@@ -581,12 +586,14 @@ class PartitionStore:
         """The stream, thawed if it was cold, new if it never had anything; marked used."""
         stream = self.streams.get(stream_id)
         if stream is None:
-            raw = self.cold.pop(stream_id, None)
+            raw = self.cold.get(stream_id)
             if raw is None:
                 stream = Stream(stream_id, initial_state(stream_id))
             else:
                 assert self.codec is not None
+                # let go of once read: a snapshot that does not read stays the stream's
                 stream = self.codec.decode(raw)
+                del self.cold[stream_id]
             self.streams[stream_id] = stream
         stream.used_at = time.monotonic()
         return stream
