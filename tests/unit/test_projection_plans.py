@@ -2,7 +2,9 @@
 plans). The read model keeps every event, round and account for good, so a statement that
 scans one costs more with each round played: a batch that loaded two rounds once scanned every
 round ever stored (``(a, b) IN (...)`` of two pairs or more, ``projections/pairs.py``), and
-the seated players' accounts were found among every player who ever sat (``SEATED``).
+the seated players' accounts were found among every player who ever sat (``SEATED``). Nor may
+a page (``LIMIT``) sort every row it matches but the open rounds' (the wallet's page sorted
+every table the player ever sat at: ``ix_accounts_player_tables``).
 
 SQLite plans without statistics here (no ``ANALYZE``): it takes every table to be large, so
 a plan read at a few rounds is the plan at millions."""
