@@ -1,8 +1,8 @@
 """Migration 0011 adds ``ix_accounts_seated`` (the seated players' accounts of a table) and
 ``ix_accounts_player_tables`` (player, currency, table) in place of ``ix_accounts_player``
-(the player alone), on SQLite and PostgreSQL over a
-store that has folded rounds: the rows stay as they were, its downgrade puts the indexes back
-as they were, and folding goes on after it as if they had always been there."""
+(the player alone), on SQLite and PostgreSQL over a store that has folded rounds: the rows
+stay as they were, its downgrade puts the indexes back as they were, and folding goes on
+after it as if they had always been there."""
 
 from __future__ import annotations
 
