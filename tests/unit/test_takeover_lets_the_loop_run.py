@@ -1,7 +1,7 @@
 """A takeover opens the snapshot of every stream its partition ever had (``open_snapshots``),
 an idle table's too: it lets the event loop run between them, so the consumer's heartbeat, the
 clock and the health endpoints go on meanwhile (2,000 idle tables held the loop 6 s in one go,
-and a few thousand more outlast a group session of 10 s). No broker: the snapshots are put
+and about 3,300 outlast a group session of 10 s). No broker: the snapshots are put
 where the read of the snapshots topic leaves them."""
 
 from __future__ import annotations

@@ -4,15 +4,15 @@ player ever sat at.
 - ``ix_accounts_seated``, the seated players' accounts of each table. A table keeps the
   account of every player who ever sat at it (their totals stay), and each projection batch
   and each table view read only the seated ones: through the primary key they read every past
-  player's row as well (a batch at a table 20,000 players had left took 1.1-1.4x its time at
-  a new one: docs/projections.md).
+  player's row as well (at a table 20,000 players had left, a batch of 500 events took
+  1.1-1.2x its time at a new table and a batch of one 1.4-1.5x: docs/projections.md).
 - ``ix_accounts_player_tables`` on (player, currency, table), in place of
   ``ix_accounts_player`` on the player alone: the wallet answer's page of a player's tables in
   its order, not all of them sorted for each page.
 
 Both are built before the old index is dropped: on PostgreSQL a ``CREATE INDEX`` holds writes
-to ``accounts`` while it builds, and a ``DROP INDEX`` holds reads too, until the migration
-commits (an exclusive lock), so the drop comes last, just before the commit.
+to ``accounts`` from its build to the migration's commit, and a ``DROP INDEX`` holds reads too
+(an exclusive lock), so the drop comes last, just before the commit.
 
 Revision ID: 0011
 Revises: 0010
