@@ -321,9 +321,9 @@ class SnapshotCodec:
         cold at once (``decode`` tells for sure). Read and checked as ``decode`` reads it, so a
         snapshot it cannot read fails here (at a takeover, not at the first command that thaws
         its stream, which would fail the partition's every batch), but its remembered answers
-        are not made into a window, a quarter to a third of a decode's time (2.0 against 2.6-2.9
-        ms with a full window: ``tests.unit.measure_takeover_stall``): a takeover asks this of every stream its partition ever had, and decodes the
-        few that may not wait."""
+        are not made into a window, a quarter to a third of a decode's time (2.0 against
+        2.6-2.9 ms with a full window: ``tests.unit.measure_takeover_stall``): a takeover asks
+        this of every stream its partition ever had, and decodes the few that may not wait."""
         stream = self._decoded(raw, window=False)
         hot = stream.signed_incomplete or stream.money_incomplete or may_come_due(stream)
         return stream.stream_id, hot
