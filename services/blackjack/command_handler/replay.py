@@ -335,11 +335,13 @@ async def _read_partition(
     answers = await read.results(start.results_from, ends[read.results_tp])
     read.remember(events, answers, dedup_window)
     store.since_checkpoint = len(answers)
-    if store.dirty:
+    if start.checkpoint is not None and store.dirty:
         # Streams the log after the checkpoint changed: written again at once (the clock's
         # next tick), so the next takeover reads less, and a snapshot too large for the topic
         # (no checkpoint was written: ``_over_the_limit``) is found again now, its gauge and
         # alert with it, not up to an hour later (the gauge read from the topic says less).
+        # A partition that never had a checkpoint keeps to BLACKJACK_SNAPSHOT_EVERY and the
+        # hour, as before.
         store.checkpoint_due = True
     if start.checkpoint is None:
         read.write_again(marks)
