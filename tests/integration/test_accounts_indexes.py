@@ -14,7 +14,7 @@ from blackjack.messages.sealing import ShoeSeal
 from blackjack.projections.store import ProjectionStore
 from blackjack.projections.writer import ProjectionWriter
 from tests.integration.conftest_projections import StoreFactory, event_records, play_tables
-from tests.unit.migrations import migrate
+from tests.unit.migrations import migrated
 from tests.unit.test_schema_guard import text_of
 
 pytest_plugins = ["tests.integration.conftest_projections"]
@@ -34,10 +34,7 @@ def accounts_indexes(connection: Connection) -> set[tuple[str, ...]]:
 
 
 async def at(store: ProjectionStore, revision: str, down: bool) -> set[tuple[str, ...]]:
-    async with store.migrating() as connection:
-        await connection.run_sync(migrate, revision, down)
-    async with store.reading() as connection:
-        return await connection.run_sync(accounts_indexes)
+    return await migrated(store, revision, down, accounts_indexes)
 
 
 async def test_0011_makes_the_accounts_indexes_and_its_downgrade_restores_them(

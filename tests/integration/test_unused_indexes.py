@@ -13,7 +13,7 @@ from blackjack.messages.sealing import ShoeSeal
 from blackjack.projections.store import ProjectionStore
 from blackjack.projections.writer import ProjectionWriter, Record
 from tests.integration.conftest_projections import StoreFactory, event_records, play_tables
-from tests.unit.migrations import migrate
+from tests.unit.migrations import migrated
 from tests.unit.test_schema_guard import rows_of, text_of
 
 pytest_plugins = ["tests.integration.conftest_projections"]
@@ -39,10 +39,7 @@ def indexed(connection: Connection) -> set[tuple[str, str]]:
 
 
 async def at(store: ProjectionStore, revision: str, down: bool) -> set[tuple[str, str]]:
-    async with store.migrating() as connection:
-        await connection.run_sync(migrate, revision, down)
-    async with store.reading() as connection:
-        return await connection.run_sync(indexed)
+    return await migrated(store, revision, down, indexed)
 
 
 async def test_0009_drops_the_three_indexes_keeps_the_rows_and_its_downgrade_restores_them(

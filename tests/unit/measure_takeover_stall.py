@@ -20,13 +20,11 @@ import time
 from collections.abc import Callable
 from datetime import UTC, datetime
 
-from blackjack.bus.topics import Topics
-from blackjack.command_handler.replay import _PartitionRead
 from blackjack.command_handler.snapshots import SnapshotCodec
 from blackjack.command_handler.spill import SpilledStreams
 from blackjack.command_handler.streams import PartitionStore
-from blackjack.messages.sealing import ShoeSeal
 from tests.unit.measure_table_memory import measure
+from tests.unit.test_takeover_lets_the_loop_run import reading
 
 TICK_S = 0.1
 
@@ -51,9 +49,7 @@ async def main(tables: int) -> None:
 
     ticking = asyncio.create_task(ticker())
     await asyncio.sleep(3 * TICK_S)
-    read = _PartitionRead(
-        store, None, Topics(), 0, codec=codec, seal=ShoeSeal(bytes(32)), deadline=float("inf")
-    )
+    read = reading(store)
     started = time.perf_counter()
     opened = await read.open_snapshots(datetime.now(UTC))
     took = time.perf_counter() - started

@@ -2,11 +2,16 @@
 
 from __future__ import annotations
 
+from collections.abc import Callable
+from typing import TypeVar
+
 from alembic import command
 from alembic.config import Config
 from sqlalchemy.engine import Connection
 
-from blackjack.projections.store import MIGRATIONS
+from blackjack.projections.store import MIGRATIONS, ProjectionStore
+
+T = TypeVar("T")
 
 
 def migrate(connection: Connection, revision: str, down: bool) -> None:
@@ -15,3 +20,13 @@ def migrate(connection: Connection, revision: str, down: bool) -> None:
     config.set_main_option("script_location", str(MIGRATIONS))
     config.attributes["connection"] = connection
     (command.downgrade if down else command.upgrade)(config, revision)
+
+
+async def migrated(
+    store: ProjectionStore, revision: str, down: bool, read: Callable[[Connection], T]
+) -> T:
+    """``store`` moved to ``revision`` (``migrate``), then what ``read`` finds in it."""
+    async with store.migrating() as connection:
+        await connection.run_sync(migrate, revision, down)
+    async with store.reading() as connection:
+        return await connection.run_sync(read)

@@ -28,21 +28,21 @@ CODEC = SnapshotCodec(b"s" * 32)
 STREAMS = 10 * SNAPSHOTS_BETWEEN_YIELDS
 
 
+def reading(store: PartitionStore) -> _PartitionRead:
+    """A takeover's reader of ``store``'s partition, where the read of the snapshots topic
+    has left them (no topic is read here)."""
+    assert isinstance(store.codec, SnapshotCodec)
+    return _PartitionRead(
+        store, None, Topics(), 0, codec=store.codec, seal=ShoeSeal(bytes(32)), deadline=float("inf")
+    )
+
+
 def a_partition_of_idle_tables() -> _PartitionRead:
     store = PartitionStore(0, codec=CODEC)
     for number in range(STREAMS):
         stream_id = f"table-{number}"
         store.cold[stream_id] = CODEC.encode(Stream(stream_id, initial_state(stream_id)))
-    read = _PartitionRead(
-        store,
-        None,  # no topic is read here
-        Topics(),
-        0,
-        codec=CODEC,
-        seal=ShoeSeal(bytes(32)),
-        deadline=float("inf"),
-    )
-    return read
+    return reading(store)
 
 
 async def turns_of_another_task_while(opening: asyncio.Future[Any]) -> int:
@@ -114,9 +114,7 @@ async def test_a_takeover_opens_whole_the_snapshots_that_may_not_wait_and_only_t
         assert (sealed_for, may_not_wait) == (stream_id, hot), stream_id
     store = PartitionStore(0, codec=codec)
     store.cold.update(raws)
-    read = _PartitionRead(
-        store, None, Topics(), 0, codec=codec, seal=ShoeSeal(bytes(32)), deadline=float("inf")
-    )
+    read = reading(store)
     await read.open_snapshots(T0)
     assert set(store.streams) == {"timed", "boxes", "idle-unsigned", "idle-no-money"}
     assert set(store.cold) == {"idle", "wallet:al"}
@@ -149,9 +147,7 @@ async def test_a_snapshot_that_does_not_read_fails_the_takeover_and_stays(why: s
     raw = codec._seal("idle", stream.sequence, 1, body)
     store = PartitionStore(0, codec=codec)
     store.cold["idle"] = raw
-    read = _PartitionRead(
-        store, None, Topics(), 0, codec=codec, seal=ShoeSeal(bytes(32)), deadline=float("inf")
-    )
+    read = reading(store)
     with pytest.raises((ValueError, KeyError)):
         await read.open_snapshots(T0)
     with pytest.raises((ValueError, KeyError)):
@@ -171,9 +167,7 @@ async def test_checking_distrusted_snapshots_reads_them_off_the_disk_one_at_a_ti
     for number in range(tables):
         stream.stream_id = f"table-{number}"
         store.cold[stream.stream_id] = codec.encode(stream)
-    read = _PartitionRead(
-        store, None, Topics(), 0, codec=codec, seal=ShoeSeal(bytes(32)), deadline=float("inf")
-    )
+    read = reading(store)
     tracemalloc.start()
     try:
         await read.drop_snapshots("another key signed the checkpoint")
