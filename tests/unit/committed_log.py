@@ -33,7 +33,7 @@ CHECKPOINTS = CheckpointSigner(b"c" * 32, TOPICS.snapshots)
 class _Record:
     offset: int
     key: bytes
-    value: bytes
+    value: bytes | None
     headers: tuple[tuple[str, bytes], ...] = ()
 
 
@@ -54,7 +54,11 @@ class CommittedLog:
         return handled
 
     def put(
-        self, topic: str, key: bytes, value: bytes, headers: tuple[tuple[str, bytes], ...] = ()
+        self,
+        topic: str,
+        key: bytes,
+        value: bytes | None,
+        headers: tuple[tuple[str, bytes], ...] = (),
     ) -> None:
         """One record committed on partition 0 of ``topic`` (a snapshot, a checkpoint)."""
         tp = TopicPartition(topic, 0)

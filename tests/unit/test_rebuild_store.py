@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import pytest
 from aiokafka import TopicPartition
+from pydantic import ValidationError
 
 from blackjack.bus.headers import COMMAND_OFFSET_HEADER, COMMANDS_TO_HEADER
 from blackjack.command_handler.records import Outgoing
@@ -121,7 +122,7 @@ async def test_a_checkpoint_not_trusted_leaves_every_stream_to_the_log() -> None
         "snapshots": 0,
         "events": len(table.events),
         "results": 4,
-        "foreign": (junk_at,),
+        "foreign": (f"{TOPICS.events}@{junk_at}",),
         "unreadable": (),
         "distrusted": "unreadable",
         "unsigned": False,
@@ -129,6 +130,31 @@ async def test_a_checkpoint_not_trusted_leaves_every_stream_to_the_log() -> None
     assert (store.events_next, store.results_next) == await ends(table)
     assert store.dirty == {SOLO} and store.checkpoint_due
     assert state_of(store) == folded(table)
+
+
+async def test_records_on_the_results_topic_the_service_did_not_write_are_stepped_over() -> None:
+    """No ``ce_type`` header and no command result (an empty value, a tombstone, another
+    producer's JSON): no command's answer, stepped over and counted as on the events topic,
+    the answers around them remembered. Before, each failed every takeover of the partition."""
+    table = seated()
+    log = table.log
+    junk = [b'{"hello": "a test producer"}', b"", None, b"\xff not json"]
+    for value in junk:
+        log.put(TOPICS.results, SOLO.encode(), value)
+    junk_at = [log.end(TOPICS.results) - 2 * n for n in range(len(junk), 0, -1)]
+    bet(table, 500)
+    store, stats = await take_over(table)
+    assert stats.foreign == tuple(f"{TOPICS.results}@{at}" for at in junk_at)
+    assert store.results_next == log.end(TOPICS.results)
+    assert state_of(store) == folded(table)
+    assert store.get(SOLO).results.get(f"c-{table.sent}") is not None  # an answer after them
+
+    # An answer with the service's header that this release cannot read is a newer
+    # release's (no rolling back past a new rejection code): not stepped over.
+    newer = b'{"command_id": "c-9", "stream_id": "%s", "status": "paused"}' % SOLO.encode()
+    log.put(TOPICS.results, SOLO.encode(), newer, (("ce_type", b"blackjack.CommandResult.v1"),))
+    with pytest.raises(ValidationError):
+        await take_over(table)
 
 
 async def test_a_table_a_clock_may_wake_is_rebuilt_hot_with_its_players_seen() -> None:
@@ -196,6 +222,7 @@ async def test_a_snapshot_under_another_stream_s_key_keeps_the_partition_out() -
     await unsigned_checkpoint(table)
     written = table.log._records[TopicPartition(TOPICS.snapshots, 0)]
     snapshot = [r for r in written if r.key == SOLO.encode()][-1]
+    assert snapshot.value is not None
     commit(table, [Outgoing(TOPICS.snapshots, b"solo-2", snapshot.value, [], 0)])
     with pytest.raises(SnapshotError, match="the snapshot of solo-1 is keyed solo-2"):
         await take_over(table, "accept")

@@ -49,7 +49,12 @@ from blackjack.domain.state import TableState
 from blackjack.domain.transfers import is_declines_stream
 from blackjack.messages.envelope import CommandResult, EventEnvelope
 from blackjack.messages.sealing import ShoeSeal
-from blackjack.messages.wire import decode, from_wire, not_the_service_s
+from blackjack.messages.wire import (
+    decode,
+    from_wire,
+    not_the_service_s,
+    written_as_the_service_s,
+)
 
 
 @dataclass(frozen=True)
@@ -60,8 +65,9 @@ class RebuildStats:
     events: int
     results: int
     seconds: float
-    foreign: tuple[int, ...] = ()
-    """offsets of events-topic records the service did not write, stepped over"""
+    foreign: tuple[str, ...] = ()
+    """records of its events and results the service did not write, stepped over
+    (``topic@offset``: ``_answer``, ``not_the_service_s``)"""
     unreadable: tuple[str, ...] = ()
     """records of its snapshots, events or results aiokafka cannot read, stepped over
     (``topic@offset``)"""
@@ -356,7 +362,7 @@ async def _read_partition(
         events=events.folded,
         results=len(answers),
         seconds=0.0,  # set by ``rebuild``
-        foreign=tuple(events.foreign),
+        foreign=tuple(read.foreign),
         unreadable=read.unreadable(),
         distrusted=start.distrusted,
         unsigned=start.checkpoint is not None and start.trust == "unsigned",
@@ -434,8 +440,7 @@ def _why_distrusted(
 @dataclass
 class _Events:
     """What the events after the checkpoint gave: the commands they prove were accepted (by
-    stream and command id, as their answers were), how many were folded, and the offsets of
-    the records the service did not write.
+    stream and command id, as their answers were), and how many were folded.
 
     Only a stream's newest ``window`` accepted commands are kept where its snapshot left it
     no answer (``trimmed``; every stream read from the whole log, no checkpoint to trust): an
@@ -455,7 +460,6 @@ class _Events:
     (``streams.AnswerWindow``)."""
     first_commands: dict[str, str] = field(default_factory=dict)
     folded: int = 0
-    foreign: list[int] = field(default_factory=list)
 
     def accept(self, envelope: EventEnvelope, trimmed: bool = True) -> None:
         """The event's command (its causation), accepted; its answer spans its events. Not a
@@ -494,6 +498,21 @@ class _Events:
             kept.popitem(last=False)
 
 
+def _answer(record: ConsumerRecord[bytes, bytes]) -> CommandResult | None:
+    """The answer a record of the results topic holds; ``None`` for one the service did not
+    write (no ``ce_type`` header, which every answer it writes carries, and no command result:
+    junk that ACLs should have kept out, no command's answer, so stepping over it loses none,
+    as on the events topic). Before, such a record failed every takeover of its partition, for
+    good. One with the header that this release cannot read is still raised: a newer
+    release's answer (docs/kafka.md, upgrades: no rolling back past a new rejection code)."""
+    try:
+        return CommandResult.model_validate_json(record.value or b"{}")
+    except ValidationError:
+        if written_as_the_service_s(record.headers):
+            raise
+        return None
+
+
 def _money_forgotten(stream: Stream, store: PartitionStore, now: datetime) -> bool:
     """Whether every platform money id ``stream`` could hold is older than the retention:
     its last event is (no check counts one, ``platform_money.check``), so a snapshot that
@@ -527,6 +546,9 @@ class _PartitionRead:
             tp.topic: [] for tp in (self.snapshots_tp, self.events_tp, self.results_tp)
         }
         """the offsets of the records of each topic aiokafka cannot read, stepped over"""
+        self.foreign: list[str] = []
+        """the records of the events and results topics the service did not write, stepped
+        over (``topic@offset``)"""
         self.eventless: set[str] = set()
         """read from the whole log: the streams the release before made with no event
         (``_eventless``)"""
@@ -634,7 +656,8 @@ class _PartitionRead:
         store, events = self.store, _Events(window)
         async for record in self._read(self.events_tp, start, end):
             if not_the_service_s(record.value, record.headers):
-                events.foreign.append(record.offset)  # junk, no event of any stream
+                # junk: no event of any stream
+                self.foreign.append(f"{self.events_tp.topic}@{record.offset}")
                 continue
             envelope = from_wire(decode(record.value or b"{}"), self.seal)
             stream = store.get(envelope.stream_id)
@@ -660,7 +683,10 @@ class _PartitionRead:
         store = self.store
         answers: list[CommandResult] = []
         async for record in self._read(self.results_tp, start, end):
-            result = CommandResult.model_validate_json(record.value or b"{}")
+            result = _answer(record)
+            if result is None:
+                self.foreign.append(f"{self.results_tp.topic}@{record.offset}")
+                continue
             command_offset = offset_header(record.headers, COMMAND_OFFSET_HEADER)
             if command_offset is not None:
                 store.answered_to = max(store.answered_to, command_offset + 1)

@@ -218,9 +218,10 @@ class Takeovers(Partitions):
                         )
                     if stats.foreign:
                         log.warning(
-                            "records not written by the service stepped over on the events "
-                            "topic (no ce_type header, not an event; who may write to it?)",
-                            offsets=list(stats.foreign),
+                            "records not written by the service stepped over (no ce_type "
+                            "header, not an event or a command result; who may write to "
+                            "these topics?)",
+                            records=list(stats.foreign),
                         )
                 metrics.REBUILDS.labels(kind).inc()
                 metrics.REBUILD_SECONDS.observe(time.monotonic() - started)

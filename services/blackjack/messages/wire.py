@@ -186,12 +186,18 @@ def decode(raw: bytes) -> WireEnvelope:
     return _WIRE.validate_python(document, context=RECORDED)
 
 
+def written_as_the_service_s(headers: Iterable[tuple[str, bytes | None]] | None) -> bool:
+    """Whether a record carries the CloudEvents type header every event and command result
+    the service writes has (``ce_type``)."""
+    return any(name == "ce_type" for name, _ in headers or ())
+
+
 def not_the_service_s(value: bytes | None, headers: Iterable[tuple[str, bytes]] | None) -> bool:
     """A record of the events topic that the service did not write: no CloudEvents type header
     (every event the service writes carries ``ce_type``) and not an event envelope. Junk that
     ACLs should have kept out (docs/operations.md, "A stuck projection worker"): no event of
     any stream, so stepping over it loses none (a missing event shows as a sequence gap)."""
-    if any(name == "ce_type" for name, _ in headers or ()):
+    if written_as_the_service_s(headers):
         return False
     try:
         decode(value or b"")
