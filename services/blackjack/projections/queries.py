@@ -132,10 +132,20 @@ def _wallet_cursor(currency: str, stream_id: str) -> str:
     return base64.urlsafe_b64encode(raw).decode().rstrip("=")
 
 
+def _cursor_items(cursor: str, count: int) -> list[Any]:
+    """The ``count`` items of the JSON list a cursor of this API holds (``_wallet_cursor``,
+    ``encode_cursor``); anything else raises. A JSON object or text of ``count`` keys or
+    characters unpacked as the list would (before, a wallet page took them)."""
+    raw = base64.urlsafe_b64decode(cursor + "=" * (-len(cursor) % 4))
+    items = json.loads(raw)
+    if not (type(items) is list and len(items) == count):
+        raise TypeError
+    return items
+
+
 def _wallet_after(cursor: str) -> tuple[str, str]:
     try:
-        raw = base64.urlsafe_b64decode(cursor + "=" * (-len(cursor) % 4))
-        currency, stream_id = json.loads(raw)
+        currency, stream_id = _cursor_items(cursor, 2)
         if not (isinstance(currency, str) and isinstance(stream_id, str)):
             raise TypeError
         _check_storable(currency, stream_id)
@@ -151,9 +161,8 @@ def encode_cursor(started_at: datetime, stream_id: str, number: int) -> str:
 
 def decode_cursor(cursor: str) -> tuple[datetime, str, int]:
     try:
-        raw = base64.urlsafe_b64decode(cursor + "=" * (-len(cursor) % 4))
-        when, stream_id, number = json.loads(raw)
-        if not isinstance(stream_id, str) or type(number) is not int:
+        when, stream_id, number = _cursor_items(cursor, 3)
+        if not isinstance(when, str) or not isinstance(stream_id, str) or type(number) is not int:
             raise TypeError
         _check_storable(stream_id)
         if not 1 <= number <= MAX_ROUND:
