@@ -45,8 +45,11 @@ _SENT_AT: TypeAdapter[datetime] = TypeAdapter(AwareDatetime)
 def _send(args: argparse.Namespace) -> int:
     client = BlackjackClient.from_env()  # connects when started, below
     try:
-        strict_json.loads(args.command)  # as the handler reads it: a key named twice is refused
-    except strict_json.KeyNamedTwice as error:
+        # as the handler reads it: a key named twice is refused; and a number that is not
+        # finite, which the command sent would carry as null (1e400 in a rules override turned
+        # the option off, where the handler refuses the text as typed: invalid_rules)
+        strict_json.finite_loads(args.command)
+    except (strict_json.KeyNamedTwice, strict_json.NotFinite) as error:
         print(f"blackjack send: not a command: {error}", file=sys.stderr)
         return 2
     except ValueError:

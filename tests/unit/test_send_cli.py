@@ -17,6 +17,7 @@ from aiokafka.errors import KafkaConnectionError, KafkaTimeoutError
 from blackjack import client_cli
 from blackjack.client import BlackjackClient, SendTimedOut, UnreadableResult
 from blackjack.domain.wallet import WalletDeposit
+from blackjack.messages import strict_json
 from blackjack.messages.envelope import CommandResult
 
 DEPOSIT = '{"type": "Deposit", "player_id": "ann", "amount": 500}'
@@ -163,6 +164,27 @@ def test_a_command_naming_a_key_twice_is_refused_before_sending(
     assert client_cli._send(args) == 2
     out, err = capsys.readouterr()
     assert out == "" and err == f"blackjack send: not a command: the key {key!r} is named twice\n"
+
+
+@pytest.mark.parametrize(
+    ("number", "said"),
+    [("1e400", "1e400"), ("-1e400", "-1e400"), ("NaN", "NaN"), ("Infinity", "Infinity")],
+)
+def test_a_command_with_a_number_that_is_not_finite_is_refused_before_sending(
+    monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str], number: str, said: str
+) -> None:
+    """``send`` read ``1e400`` (and the non-JSON ``NaN``) in a rules override as a float and
+    sent the command with ``null`` there, which opened a surrender table without closing
+    interrupted rounds; the handler refuses the text as typed (``invalid_rules``)."""
+    monkeypatch.setattr(BlackjackClient, "start", _never)
+    overrides = f'{{"interrupted_round_days": {number}}}'
+    command = f'{{"type": "OpenTable", "variant": "surrender", "overrides": {overrides}}}'
+    assert client_cli._send(send_args(command=command)) == 2
+    out, err = capsys.readouterr()
+    assert out == "" and err == f"blackjack send: not a command: {said} is not a finite number\n"
+    # a finite number, written with a fraction or an exponent, is read as before
+    finite = '{"type": "OpenTable", "variant": "surrender", "overrides": {"max_bet": 1e3}}'
+    assert strict_json.finite_loads(finite)["overrides"]["max_bet"] == 1000.0
 
 
 @pytest.mark.parametrize("argv", [["send"], ["play", "--player", "ann"], ["loadtest"]])

@@ -6,6 +6,7 @@ object's behaviour is unpredictable)."""
 from __future__ import annotations
 
 import json
+import math
 from collections import Counter
 from typing import Any
 
@@ -28,6 +29,33 @@ def object_once(pairs: list[tuple[str, Any]]) -> dict[str, Any]:
                 raise KeyNamedTwice(name)
             seen.add(name)
     return document
+
+
+class NotFinite(ValueError):
+    """A number no JSON reader agrees on: ``NaN`` and ``Infinity`` (not JSON, which Python's
+    reader takes), or one past a double's range (``1e400``, read as infinity)."""
+
+    def __init__(self, text: str) -> None:
+        super().__init__(f"{text} is not a finite number")
+        self.text = text
+
+
+def _finite(text: str) -> float:
+    number = float(text)
+    if not math.isfinite(number):
+        raise NotFinite(text)
+    return number
+
+
+def _no_constant(name: str) -> float:
+    raise NotFinite(name)
+
+
+def finite_loads(text: str | bytes) -> Any:
+    """``loads``, raising ``NotFinite`` for a number that is not finite: a model read from it
+    writes such a number back as ``null`` (pydantic's JSON), so a command sent again from
+    what was read would not be the one given."""
+    return loads(text, parse_float=_finite, parse_constant=_no_constant)
 
 
 def loads(text: str | bytes, **options: Any) -> Any:
