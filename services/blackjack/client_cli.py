@@ -71,6 +71,7 @@ def _send(args: argparse.Namespace) -> int:
         return 2
 
     named: list[int] = []  # the round the command was sent naming, for the retry's hint
+    sending: list[bool] = []  # set once the command may have gone out
 
     def again() -> str:
         """Whatever failed once the command may have gone out, its ids are said: a resend
@@ -90,6 +91,7 @@ def _send(args: argparse.Namespace) -> int:
                     raise RoundNotRead from error
                 command = naming_round(command, *known)
                 named.append(getattr(command, "round", 0))
+            sending.append(True)
             result = await client.execute(
                 args.stream_id,
                 command,
@@ -143,11 +145,17 @@ def _send(args: argparse.Namespace) -> int:
         )
         return 2
     except KafkaError as error:
+        # before the send (the client's start, the table's round read): nothing went out, and
+        # the first thing to check is where the broker is, not how to send it again
+        after = (
+            f"if command {command_id} went out: {again()}"
+            if sending
+            else "nothing was sent (the broker is read from BLACKJACK_KAFKA_BOOTSTRAP)"
+        )
         print(
             f"blackjack send: Kafka at {client.bootstrap}: {type(error).__name__} {error} "
             f"(the service's topics under the prefix {client.topics.prefix!r}, and the "
-            "BLACKJACK_KAFKA_* security settings, must match the service's); if command "
-            f"{command_id} went out: {again()}",
+            f"BLACKJACK_KAFKA_* security settings, must match the service's); {after}",
             file=sys.stderr,
         )
         return 2

@@ -376,3 +376,22 @@ def test_a_command_that_may_have_gone_out_is_told_with_the_ids_to_resend_it_unde
     resend = err.split("send it again with --command-id ")[1].split()
     uuid.UUID(resend[0])  # the id the command line made
     assert resend[1] == "--sent-at" and datetime.fromisoformat(resend[2].rstrip(");,"))
+
+
+async def no_broker(self: BlackjackClient) -> None:
+    raise KafkaConnectionError("Unable to bootstrap from [('127.0.0.1', 9092)]")
+
+
+def test_a_broker_not_reached_before_the_send_says_nothing_was_sent(
+    monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """The client's start fails (no broker where ``BLACKJACK_KAFKA_BOOTSTRAP`` says): the
+    command never went out, so the line says so and names the setting, instead of the ids to
+    send it again with (a newcomer walkthrough's finding: advice for a send that never was)."""
+    monkeypatch.setattr(BlackjackClient, "start", no_broker)
+    monkeypatch.setattr(BlackjackClient, "execute", _never)
+    assert client_cli._send(send_args()) == 2
+    err = capsys.readouterr().err
+    assert "Kafka at " in err and "KafkaConnectionError" in err
+    assert "nothing was sent (the broker is read from BLACKJACK_KAFKA_BOOTSTRAP)" in err
+    assert "send it again" not in err and "Traceback" not in err
