@@ -11,6 +11,7 @@ from pathlib import Path
 from typing import Any
 
 import jsonschema
+import pytest
 
 from blackjack.bus.contract import asyncapi_document
 from blackjack.messages import wire
@@ -328,7 +329,8 @@ SENT_AT = [
     ("2026-05-01T12:00Z", False),
     ("2026-05-01T12:00:00", False),
     ("٢٠٢٦-05-01T12:00:00Z", False),  # Arabic-Indic digits
-]  # (not a trailing newline: Python's re, which jsonschema uses, lets `$` match before one)
+    ("2026-05-01T12:00:00Z\n", False),  # Python's re, which jsonschema uses, let `$` match
+]
 
 
 def test_sent_at_is_refused_by_the_schema_s_pattern_where_the_model_refuses_it() -> None:
@@ -350,6 +352,45 @@ def test_sent_at_is_refused_by_the_schema_s_pattern_where_the_model_refuses_it()
         except ValidationError:
             taken = False
         assert (taken, validator.is_valid(document)) == (accepted, accepted), sent_at
+
+
+def test_every_anchored_pattern_refuses_a_final_line_feed_in_python_s_validator_too() -> None:
+    """Python's ``re`` (the ``jsonschema`` package's) matches ``$`` before a final line feed,
+    where the models' regex, ECMA-262's and RE2's do not: a command id "c1\n" was valid to
+    that validator and refused ``malformed`` by the handler (review of the bad input). Every
+    pattern of the published documents that ends in ``$`` has a ``not`` beside it that
+    refuses a final line feed in every dialect."""
+    anchored = 0
+    for path in sorted((ROOT / "schemas").rglob("*.json")):  # the AsyncAPI and OpenAPI too
+        for where, node in _nodes(json.loads(path.read_text())):
+            pattern = node.get("pattern")
+            if not (isinstance(pattern, str) and pattern.endswith("$") and pattern != "\n$"):
+                continue
+            anchored += 1
+            refused = node.get("not", {})
+            assert {"pattern": "\n$"} in (refused, *refused.get("anyOf", ())), (path, where)
+    assert anchored >= 59  # ids, currencies, cards, ratios, times, headers and keys
+
+    from pydantic import ValidationError
+
+    from blackjack.messages.envelope import CommandEnvelope
+
+    schema = json.loads((ROOT / "schemas" / "command-envelope.json").read_text())
+    validator = jsonschema.Draft202012Validator(schema)
+    buy_in = {"type": "BuyIn", "player_id": "p", "table_id": "t-2", "amount": 5}
+    good = {"command_id": "c-1", "stream_id": "wallet:p", "command": buy_in}
+    assert validator.is_valid(good)
+    CommandEnvelope.model_validate(good)
+    for field in ("command_id", "stream_id", "table_id"):
+        bad = json.loads(json.dumps(good))
+        where = bad["command"] if field == "table_id" else bad
+        where[field] += "\n"
+        assert not validator.is_valid(bad), field
+        with pytest.raises(ValidationError):
+            CommandEnvelope.model_validate(bad)
+    wallet = json.loads(json.dumps(good))
+    wallet["command"]["table_id"] = "wallet:p"  # the "not" that was there still refuses
+    assert not validator.is_valid(wallet)
 
 
 def test_a_declines_stream_s_events_have_a_key_the_asyncapi_document_allows() -> None:

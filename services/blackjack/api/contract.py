@@ -18,7 +18,7 @@ from pydantic import BaseModel, ConfigDict, Field, WithJsonSchema
 from pydantic.json_schema import models_json_schema
 
 from blackjack.domain.decided_by import DecidedBy
-from blackjack.messages.schemas import int64_integers
+from blackjack.messages.schemas import int64_integers, no_final_line_feed
 from blackjack.projections.reports import DAY_PATTERN, MAX_DAYS
 from blackjack.projections.views import LogEntry, RoundRecord, TableView
 from blackjack.projections.wallets import Transfer
@@ -671,6 +671,7 @@ def _document() -> dict[str, Any]:
         "security": [{"bearer": []}],
     }
     int64_integers(document)
+    no_final_line_feed(document)
     return document
 
 

@@ -28,6 +28,7 @@ from blackjack.domain.wallet import STREAM_ID_PATTERN
 from blackjack.messages.envelope import CommandEnvelope, CommandResult
 from blackjack.messages.schemas import (
     int64_integers,
+    no_final_line_feed,
     require_the_type,
     required_tags,
     standard_keywords,
@@ -238,6 +239,8 @@ KEYS: dict[str, dict[str, Any]] = {
     },
 }
 """Each channel's record key."""
+for _part in (*HEADERS.values(), *KEYS.values()):
+    no_final_line_feed(_part)  # as every schema of the contract (``messages.schemas``)
 
 
 class _Document(AsyncAPI):
@@ -279,6 +282,7 @@ class _Document(AsyncAPI):
                 int64_integers(schema)
                 stored_versions_valid(schema)
                 standard_keywords(schema)
+                no_final_line_feed(schema)
         schemas = getattr(components, "schemas", None) or {}
         required_tags(schemas, lambda ref: schemas[ref.rsplit("/", 1)[1]])
         return document

@@ -43,6 +43,7 @@ def schema_documents() -> dict[str, dict[str, Any]]:
         stored_versions_valid(document)
         plain_discriminators(document)
         standard_keywords(document)
+        no_final_line_feed(document)
     return {path: {"$schema": DIALECT, **document} for path, document in documents.items()}
 
 
@@ -171,6 +172,34 @@ def standard_keywords(schema: Any) -> None:
     elif isinstance(schema, list):
         for value in schema:
             standard_keywords(value)
+
+
+FINAL_LINE_FEED = {"pattern": "\n$"}
+"""A text that ends in a line feed, in every regex dialect alike."""
+
+
+def no_final_line_feed(schema: Any) -> None:
+    """Refuse a final line feed wherever a ``pattern`` ends in ``$``, as the models do
+    (pydantic's regex, as ECMA-262 and RE2, reads ``$`` as the end of the text): Python's
+    ``re``, which the ``jsonschema`` package validates patterns with, also matches ``$``
+    before a final line feed, so such a validator passed a command id ``"c1\n"`` that the
+    handler refuses ``malformed`` (a review of the bad input). A lookahead would say it in
+    the pattern, but Go's RE2 compiles none: a ``not`` beside it says it to every
+    validator (with a ``not`` already there, either is refused)."""
+    anchored = [
+        node
+        for node in schema_nodes(schema)
+        if isinstance(node.get("pattern"), str)
+        and node["pattern"].endswith("$")
+        and not node["pattern"].endswith("\\$")
+        and node["pattern"] != FINAL_LINE_FEED["pattern"]  # one this added (run again)
+    ]
+    for node in anchored:  # changed once gathered: a new "not" is no node to visit
+        refused = node.get("not")
+        if refused is None:
+            node["not"] = dict(FINAL_LINE_FEED)
+        elif refused != FINAL_LINE_FEED and FINAL_LINE_FEED not in refused.get("anyOf", []):
+            node["not"] = {"anyOf": [refused, dict(FINAL_LINE_FEED)]}
 
 
 def render(document: dict[str, Any]) -> str:
