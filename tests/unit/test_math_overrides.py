@@ -71,3 +71,11 @@ def test_overrides_the_rules_refuse_are_named_in_one_line(
     assert code == 2
     error = capsys.readouterr().err
     assert named in error and "Traceback" not in error
+
+
+def test_a_simulation_s_stdout_is_its_json_line_alone(capsys: pytest.CaptureFixture[str]) -> None:
+    """The progress bar goes to stderr: on stdout it left an empty line before the JSON (a
+    reader of the first line got nothing), as a newcomer walkthrough found."""
+    assert main(["simulate", "mini-h17", "--rounds", "200", "--seed", "3", "--workers", "1"]) == 0
+    out = capsys.readouterr().out
+    assert out.count("\n") == 1 and json.loads(out.splitlines()[0])["rounds"] == 200

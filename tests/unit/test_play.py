@@ -754,7 +754,10 @@ async def test_quitting_says_the_seat_and_its_money_stay_at_the_table() -> None:
     session = PlaySession(_Unanswered(), follower, A)  # type: ignore[arg-type]
     said = " ".join(str(line) for line in await session.handle("q"))
     assert session.over
-    assert "still seated at table-1 with 50.00 USD" in said and "leave" in said
+    # the screen's "balance 40.00 · in play 10.00", said apart (a walkthrough read the sum as
+    # the balance)
+    assert "still seated at table-1 with 50.00 USD (40.00 and 10.00 in play)" in said
+    assert "leave" in said
 
 
 async def test_quitting_says_what_becomes_of_the_round_under_way() -> None:
@@ -771,8 +774,9 @@ async def test_quitting_says_what_becomes_of_the_round_under_way() -> None:
     script.do(cmd.PlaceBet(player_id=A, box=0, amount=1000), cmd.Deal(player_id=A))
     said = await said_on_quitting(script)
     assert said == (
-        "you are still seated at table-1 with 10.00 USD: start blackjack play again and type "
-        "leave to cash out; your round waits for you as you left it"
+        "you are still seated at table-1 with 10.00 USD (0.00 and 10.00 in play): start "
+        "blackjack play again and type leave to cash out; your round waits for you as you left "
+        "it"
     )
     script.do(cmd.Stand(player_id=A, box=0, hand=0))  # 16 against 9 7 A: lost, nothing left
     said = await said_on_quitting(script)

@@ -342,8 +342,12 @@ class PlaySession:
         held = account.available + account.in_play
         said = f"you are still seated at {table.view.stream_id}"
         if held:
-            said += f" with {money(held, currency)} {currency}: start blackjack play again and "
-            said += "type leave to cash out"
+            # the screen shows the two apart ("balance 95.00 · in play 5.00"): so does this
+            said += f" with {money(held, currency)} {currency}"
+            if account.in_play:
+                said += f" ({money(account.available, currency)} and "
+                said += f"{money(account.in_play, currency)} in play)"
+            said += ": start blackjack play again and type leave to cash out"
         else:  # "leave to cash out" with 0.00 read as money waiting
             said += ", with no money there: start blackjack play again to play on"
         return [Text(said + self._round_left(), style="yellow")]

@@ -315,6 +315,7 @@ def _anchors(args: argparse.Namespace) -> int:
 
 
 def _simulate(args: argparse.Namespace) -> int:
+    from rich.console import Console
     from rich.progress import BarColumn, MofNCompleteColumn, Progress, TimeRemainingColumn
 
     from blackjack.simulation.run import simulate
@@ -324,7 +325,10 @@ def _simulate(args: argparse.Namespace) -> int:
     bet = _bet(args, rules)
     started = time.perf_counter()
     columns = (*Progress.get_default_columns()[:1], BarColumn(), MofNCompleteColumn())
-    with Progress(*columns, TimeRemainingColumn(), transient=True) as progress:
+    # on stderr: stdout is the JSON line alone (a bar on stdout left an empty line before it,
+    # breaking a reader of the first line)
+    bar = Console(stderr=True)
+    with Progress(*columns, TimeRemainingColumn(), transient=True, console=bar) as progress:
         task = progress.add_task(f"simulating {rules.name}", total=args.rounds)
         report = simulate(
             rules,
