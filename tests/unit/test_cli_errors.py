@@ -49,6 +49,26 @@ def test_a_bad_setting_is_named_in_one_line(
     assert error.count("\n") == 1
 
 
+@pytest.mark.parametrize("command", [["serve"], ["handler"], ["projections", "run"]])
+def test_a_log_level_not_known_is_a_setting_named_in_one_line(
+    command: list[str],
+    tmp_path: Path,
+    monkeypatch: pytest.MonkeyPatch,
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    """BLACKJACK_LOG_LEVEL=LOUD ended each long-running command in a ValueError traceback and
+    exit 1, which the runbook reads as a handler's loop that died (an operations review)."""
+    monkeypatch.setenv("BLACKJACK_SHOE_KEY", KEY)
+    monkeypatch.setenv("BLACKJACK_LOG_LEVEL", "LOUD")
+    monkeypatch.setenv("BLACKJACK_DB_URL", f"sqlite+aiosqlite:///{tmp_path}/read.db")
+    assert main(command) == 2
+    error = capsys.readouterr().err
+    assert error == (
+        "blackjack: BLACKJACK_LOG_LEVEL (or --log-level) cannot be 'LOUD': one of DEBUG, INFO, "
+        "WARNING, ERROR, CRITICAL\n"
+    )
+
+
 @pytest.mark.parametrize("port", ["abc", "0", "70000"])
 def test_a_wrong_http_port_stops_only_serve_in_one_line(
     port: str, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]

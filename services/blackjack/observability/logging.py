@@ -10,6 +10,8 @@ from collections.abc import Callable
 
 import structlog
 
+from blackjack.configuration import ConfigurationError
+
 FASTSTREAM_LOGGER = "blackjack.faststream"
 
 
@@ -128,10 +130,18 @@ def log_to_stderr() -> None:
     structlog.configure(logger_factory=_stderr_logger)
 
 
+LEVELS = ("DEBUG", "INFO", "WARNING", "ERROR", "CRITICAL")
+
+
 def configure_logging(level: str = "INFO") -> None:
-    numeric = logging.getLevelName(level.upper())
+    """JSON lines at ``level`` and above; a level not known is a setting refused (exit 2 with
+    one line naming it, as every other setting: it ended in a traceback and exit 1, which
+    the runbook reads as a handler's loop that died)."""
+    numeric = logging.getLevelName(level.strip().upper())
     if not isinstance(numeric, int):
-        raise ValueError(f"unknown log level {level!r}")
+        raise ConfigurationError(
+            f"BLACKJACK_LOG_LEVEL (or --log-level) cannot be {level!r}: one of {', '.join(LEVELS)}"
+        )
     processors: list[structlog.types.Processor] = [
         structlog.contextvars.merge_contextvars,
         structlog.processors.add_log_level,
