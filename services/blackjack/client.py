@@ -772,13 +772,16 @@ class BlackjackClient:
 
     def learn_round(self, stream_id: str, events: Sequence[WireEnvelope]) -> None:
         """What ``events`` (the stream's, in order) say of its round: the last one's number,
-        open until it is settled, cancelled or voided. Events from the stream's first on
-        (an ``OpenTable``'s) without a round's say there was none yet."""
+        open until it is settled, cancelled or voided. Events from the stream's first on, or
+        from its ``TableOpened`` on (a table opened after refusals written at its id: a money
+        command sent before the table), without a round's say there was none yet."""
         if events and events[0].sequence == 1:
             self.rounds[stream_id] = (0, False)
         for envelope in events:
             event = envelope.data
-            if isinstance(event, _ROUND_CLOSED):
+            if isinstance(event, ev.TableOpened):  # one a table: no round before it
+                self.rounds[stream_id] = (0, False)
+            elif isinstance(event, _ROUND_CLOSED):
                 self.rounds[stream_id] = (event.round, False)
             elif isinstance(event, ev.RoundEvent):
                 self.rounds[stream_id] = (event.round, True)

@@ -175,3 +175,22 @@ async def test_the_client_names_the_round_it_last_saw(monkeypatch: pytest.Monkey
     await client.send(TABLE, cmd.SitDown(player_id=ANN))  # acts in no round
     await client.send("other", bet)  # another table's round is not this one's
     assert [getattr(c, "round", None) for c in sent] == [None, 1, 3, 3, 4, 9, None, None]
+
+
+async def test_a_table_opened_after_refusals_at_its_id_has_no_round_yet(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """A platform's ``Deposit`` sent before the table is refused ``table_not_open`` and
+    written at sequence 1; the ``OpenTable`` after it writes from sequence 2: the client
+    learnt nothing from its events, and the first bet went out naming no round (a client
+    review: a late copy of it would not be refused ``stale_command``)."""
+    sent: list[Any] = []
+
+    async def keep(self: BlackjackClient, envelope: CommandEnvelope) -> None:
+        sent.append(envelope.command)
+
+    monkeypatch.setattr(BlackjackClient, "send_envelope", keep)
+    client = BlackjackClient("127.0.0.1:1")
+    client.learn_round(TABLE, [_wire(2, ev.TableOpened(rules=Rules()))])
+    await client.send(TABLE, cmd.PlaceBet(player_id=ANN, box=0, amount=100))
+    assert [getattr(c, "round", None) for c in sent] == [1]
