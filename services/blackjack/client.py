@@ -780,7 +780,7 @@ class BlackjackClient:
         for envelope in events:
             event = envelope.data
             if isinstance(event, ev.TableOpened):  # one a table: no round before it
-                self.rounds[stream_id] = (0, False)
+                self.rounds.setdefault(stream_id, (0, False))  # (read late: older than known)
             elif isinstance(event, _ROUND_CLOSED):
                 self.rounds[stream_id] = (event.round, False)
             elif isinstance(event, ev.RoundEvent):

@@ -130,9 +130,6 @@ def test_a_handler_exports_its_role_and_every_series_its_alerts_read_before_kafk
     for status in ("pending", "ready", "failed", "fenced"):
         assert value_of(samples, "blackjack_partitions", status=status) == 0, status
     assert value_of(samples, "blackjack_command_partitions") == 7
-    # before any answer of the brokers: its start (BlackjackKafkaUnreachable fires for a
-    # handler that never reaches them)
-    assert value_of(samples, "blackjack_kafka_answered_timestamp_seconds", role="handler")
     wanted = [series for alert in handler_alerts() for series in first_increment_series(alert)]
     assert len(wanted) > len(COMMAND_TYPE_NAMES)  # the checker found the alerts' series
     missing = [(name, labels) for name, labels in wanted if value_of(samples, name, **labels) != 0]
@@ -159,13 +156,8 @@ def test_a_projection_worker_exports_its_role_and_not_the_handlers_metrics() -> 
         name
         for name, _, _ in samples
         if not name.startswith(("blackjack_projection_", "blackjack_process_role", *games))
-        and name != "blackjack_kafka_answered_timestamp_seconds"
     ]
     assert foreign == []
-    # counted from the start, by its own role only: a worker that never reaches the brokers
-    # is alerted too (BlackjackKafkaUnreachable)
-    assert value_of(samples, "blackjack_kafka_answered_timestamp_seconds", role="projections")
-    assert value_of(samples, "blackjack_kafka_answered_timestamp_seconds", role="handler") is None
     assert value_of(samples, "blackjack_projection_failed_batches_total") == 0
     # each preset's game series at 0 before any round: a restart's first round is an increase
     labels = {"variant": "surrender", "currency": "USD"}

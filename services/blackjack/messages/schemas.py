@@ -174,8 +174,10 @@ def standard_keywords(schema: Any) -> None:
             standard_keywords(value)
 
 
-FINAL_LINE_FEED = {"pattern": "\n$"}
-"""A text that ends in a line feed, in every regex dialect alike."""
+FINAL_LINE_FEED = {"type": "string", "pattern": "\n$"}
+"""A text that ends in a line feed, in every regex dialect alike. Typed: ``pattern`` passes
+anything that is not a string, so an untyped ``not`` of it refused a field's null (a
+games report line's ``rtp_percent``, a review of the change)."""
 
 
 def no_final_line_feed(schema: Any) -> None:

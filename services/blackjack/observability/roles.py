@@ -40,15 +40,15 @@ MEMORY_LIMIT = Gauge(
 )
 
 # Set at each answer of the brokers to a request the process makes every 15 s whatever its
-# traffic (a handler's backlog measurement, a worker's read of its group's offsets), by role,
-# and to the time the role started before the first answer. While the brokers are away nothing
-# else shows it: a handler keeps its partitions ready and its backlog at the last figure it
-# measured.
+# traffic (a handler's backlog measurement, a worker's read of its group's offsets), by role:
+# no series until the first answer (not at the start: a worker waits for its database before
+# it asks the brokers anything, and a gauge set at the start aged into a Kafka alert while the
+# database was what was down). While the brokers are away nothing else shows it: a handler
+# keeps its partitions ready and its backlog at the last figure it measured.
 KAFKA_ANSWERED = Gauge(
     "blackjack_kafka_answered_timestamp_seconds",
-    "When Kafka last answered this process's periodic request (Unix time; the part's start "
-    "until the first answer), by the part that asked: a handler measuring its backlog, a "
-    "projection worker reading its group's offsets",
+    "When Kafka last answered this process's periodic request (Unix time), by the part that "
+    "asked: a handler measuring its backlog, a projection worker reading its group's offsets",
     ["role"],
 )
 
@@ -62,10 +62,6 @@ UNLIMITED_FROM = 2**60
 
 def declare_role(role: Role) -> None:
     ROLE.labels(role).set(1)
-    # counted from the start: a process that never reaches the brokers (down when it starts,
-    # a wrong TLS or SASL setting) is alerted as one that lost them. Before, it had no series
-    # until a first answer, and no alert fired (its /healthz answers, its role gauge is set)
-    KAFKA_ANSWERED.labels(role).set(time.time())
     found = memory_limit()
     if found is not None:
         source, limit = found
