@@ -35,6 +35,8 @@ from blackjack.command_handler.transactions import receipt_time
 from blackjack.domain import commands as cmd
 from blackjack.domain import events as ev
 from blackjack.domain import platform_money
+from blackjack.domain.decisions.clock import resumption
+from blackjack.domain.evolve import evolve
 from blackjack.domain.rejections import Rejection
 from blackjack.domain.rules import Rules
 from blackjack.domain.state import INITIAL_STATE, TableState
@@ -649,6 +651,13 @@ async def verify_stream(
         caused = [e.data for e in by_cause.pop(cid, [])]
         actual = without_marker(caused, state)
         resumed += len(caused) - len(actual)
+        if len(actual) < len(caused):
+            # the marker restarts a single-seat round's clock, a whole turn from its command's
+            # handling: the command is decided on the round as resumed
+            marker = caused[0]
+            assert isinstance(marker, ev.RoundResumed)
+            assert marker == resumption(state, result.handled_at, marker.last_event_at), cid
+            state = evolve(state, marker)
         if result.status == "rejected":
             # A platform money command's refusal is written down: one event that moves nothing
             assert result.rejection is not None

@@ -101,6 +101,8 @@ STORED_OLD_VERSIONS = {
     "RoundVoided": {"type": "RoundVoided", "version": 1, "round": 1, "operator": "ops",
                     "reason": "jammed", "returns": [{"player_id": "p", "wagered": 500,
                     "paid": 0, "returned": 500, "not_recovered": 0, "balance_after": 1000}]},
+    "RoundResumed": {"type": "RoundResumed", "version": 1, "round": 1,
+                     "last_event_at": "2026-01-01T00:00:00Z"},
 }  # fmt: skip
 
 

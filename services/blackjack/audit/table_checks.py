@@ -49,9 +49,18 @@ class TableChecks(Checker):
 
     def round_resumed(self, e: ev.RoundResumed) -> None:
         """The service marks an interruption only inside a round in play (a bet placed or
-        cards dealt, not settled), naming the time of the table's last event before it."""
+        cards dealt, not settled), naming the time of the table's last event before it. It
+        restarts the round's clock only at a table of one seat whose clock runs, by a whole
+        turn from the marker; there it may be its command's only event (the clock's
+        ExpireTimers, sent for it). (A marker that does not restart such a clock was written
+        by a release before the restart: not a finding.)"""
         assert self.envelope is not None
-        self.resumed_by = self.envelope.causation_id
+        if e.deadline is None:
+            self.resumed_by = self.envelope.causation_id
+        elif self.state.rules.seats != 1 or self.state.deadline is None:
+            self._find(f"round {e.round} resumed with its clock restarted where none restarts")
+        else:
+            self._expect("the restarted clock's deadline", e.deadline, self._fresh_deadline())
         if not self.state.round_in_play:
             self._find(f"round {e.round} marked as resumed when no round was in play")
         previous = self.previous_at

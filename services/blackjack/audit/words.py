@@ -81,7 +81,10 @@ def _interrupted_round_closed(state: TableState, e: ev.InterruptedRoundClosed, c
 def _round_resumed(state: TableState, e: ev.RoundResumed, cur: str) -> str:
     since = e.last_event_at
     stopped = "" if since is None else f" after {since.isoformat(timespec='seconds')}"
-    return f"the service was interrupted{stopped} and resumed: the round goes on as it was"
+    said = f"the service was interrupted{stopped} and resumed: the round goes on as it was"
+    if e.deadline is None:
+        return said
+    return f"{said}, its clock started again (to {e.deadline.isoformat(timespec='seconds')})"
 
 
 # ---- the deal and insurance ----------------------------------------------------------------

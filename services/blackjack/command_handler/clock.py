@@ -5,7 +5,9 @@ Two things happen because time passes, and both enter the log as ordinary comman
 topic), with the handler's clock as the ``now`` of their decision:
 
 * ``ExpireTimers`` once a table's deadline has passed: the 15-second betting and turn clock
-  of ``atlantic-city-multi`` (``TableState.deadline``).
+  of ``atlantic-city-multi`` (``TableState.deadline``). And at once for a round a rebuild
+  resumed at a table of one seat on a clock: its handling writes the ``RoundResumed`` that
+  starts the round's clock again (``decisions.clock.restarts_clock``).
 * ``Disconnect`` for a player who has a bet or a hand out and has sent nothing for the
   presence timeout, at tables with the disconnection policy (``surrender``): a bet not yet
   dealt is returned, a started hand waits for the player's ``Reconnect``. Any command from a
@@ -100,7 +102,11 @@ def due_commands(
             continue
         state = stream.state
         assert isinstance(state, TableState)
-        if state.deadline is not None and now >= state.deadline:
+        # A resumed round whose clock restarts is sent its ExpireTimers at once: it writes
+        # the marker with the new deadline (``Deciding._decide``), so the round's clock runs
+        # from the rebuild, not from the player's next command.
+        owed = store.owes_restart(stream)
+        if state.deadline is not None and (now >= state.deadline or owed):
             yield CommandEnvelope(
                 command_id=expire_command_id(stream.stream_id, state.deadline),
                 stream_id=stream.stream_id,

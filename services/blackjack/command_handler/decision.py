@@ -1,6 +1,7 @@
 """4. The decision: the decider of the stream's kind, on a copy of its state; its events, after
-the marker of a round the service interrupted (``RoundResumed``) when there is one, become
-the records to write. A decider that fails is answered ``internal_error`` and changes nothing."""
+the marker of a round the service interrupted (``RoundResumed``, which may restart the round's
+clock first) when there is one, become the records to write. A decider that fails is
+answered ``internal_error`` and changes nothing."""
 
 from __future__ import annotations
 
@@ -12,8 +13,10 @@ import structlog
 from blackjack.bus.topics import RECORD_MAX_BYTES
 from blackjack.command_handler.records import Outgoing, RecordWriter, record_size
 from blackjack.command_handler.streams import Stream
+from blackjack.domain import commands as cmd
 from blackjack.domain import events as ev
 from blackjack.domain import platform_money
+from blackjack.domain.evolve import evolve
 from blackjack.domain.rejections import Rejection
 from blackjack.domain.state import TableState
 from blackjack.domain.wallet import (
@@ -29,14 +32,19 @@ from blackjack.table import Shuffler, apply
 log = structlog.get_logger("blackjack.command_handler")
 
 
-def _after_marker(
-    resumed: ev.RoundResumed | None, decided: Sequence[ev.Event | WalletEvent]
-) -> Sequence[ev.Event | WalletEvent]:
-    """The decided events, after the marker of an interrupted round when there is one and the
-    decision wrote anything (a refusal or a heartbeat leaves the marker owed)."""
-    if resumed is None or not decided:
-        return decided
-    return [resumed, *decided]
+def _writes_marker(
+    resumed: ev.RoundResumed | None,
+    decided: Sequence[ev.Event | WalletEvent],
+    command: StreamCommand,
+) -> bool:
+    """Whether the marker of an interrupted round goes before the decided events: when the
+    decision wrote any (a refusal or a heartbeat leaves it owed), and alone for the clock's
+    ``ExpireTimers`` when it restarts the round's clock (the clock sends that command at once
+    for the marker: ``clock.due_commands``; it has nothing else to do)."""
+    if resumed is None:
+        return False
+    restarts = resumed.deadline is not None and isinstance(command, cmd.ExpireTimers)
+    return bool(decided) or restarts
 
 
 class Deciding(RecordWriter):
@@ -72,11 +80,18 @@ class Deciding(RecordWriter):
         answered instead, and nothing changes: the decider works on copies, and the stream
         takes the new state and sequence only once every record is built."""
         try:
-            decided = self._decision(stream.state, envelope.command, now, received_at)
+            before = stream.state
+            if resumed is not None and resumed.deadline is not None:
+                # The clock restarts first: the command is decided on the round as resumed (a
+                # move after the old deadline is in time, the clock's ExpireTimers finds
+                # nothing due), and keeps that state only if the marker is written with it.
+                assert isinstance(before, TableState)
+                before = evolve(before, resumed)
+            decided = self._decision(before, envelope.command, now, received_at)
             refused: Rejection | None = None
             if isinstance(decided, Rejection):
                 recorded = (
-                    platform_money.refusal(stream.state, envelope.command, decided)
+                    platform_money.refusal(before, envelope.command, decided)
                     if keep_refusal
                     else None
                 )
@@ -84,7 +99,11 @@ class Deciding(RecordWriter):
                     return decided
                 refused, decided = decided, recorded
             state, domain_events = decided
-            domain_events = _after_marker(resumed, domain_events)
+            if _writes_marker(resumed, domain_events, envelope.command):
+                assert resumed is not None
+                domain_events = [resumed, *domain_events]
+            elif before is not stream.state:
+                state = stream.state  # no marker written: the clock it restarted is not kept
             built, records = self._records_of(envelope, stream, domain_events, now)
             largest = max((record_size(record) for record in records), default=0)
             if largest > RECORD_MAX_BYTES:

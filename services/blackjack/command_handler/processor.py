@@ -213,7 +213,7 @@ class Processor(Deciding):
                 events,
                 outgoing,
                 received_at=inbound.received_at,
-                resumed=store.resumed(stream),
+                resumed=store.resumed(stream, now),
                 money_retention=store.money_retention,
                 # A platform money command refused is written down (its id kept), also at a
                 # stream that does not exist yet: its refusal is that stream's first event, so

@@ -25,6 +25,7 @@ from pydantic import ValidationError
 from blackjack.command_handler.snapshot_books import SnapshotMarks, SnapshotSizes
 from blackjack.domain import events as ev
 from blackjack.domain import platform_money
+from blackjack.domain.decisions.clock import restarts_clock, resumption
 from blackjack.domain.errors import CorruptLog
 from blackjack.domain.evolve import evolve
 from blackjack.domain.rejections import RejectionCode
@@ -605,15 +606,26 @@ class PartitionStore:
         cold = (stream_id for stream_id in self.cold if not is_wallet_stream(stream_id))
         self.resuming = {*hot, *cold}
 
-    def resumed(self, stream: Stream) -> ev.RoundResumed | None:
-        """The marker ``stream``'s next events start with, if it was rebuilt from the log and
-        its round is still in play; taken (written with those events) by ``went_on``."""
+    def resumed(self, stream: Stream, now: datetime) -> ev.RoundResumed | None:
+        """The marker ``stream``'s next events start with, written at ``now``, if it was
+        rebuilt from the log and its round is still in play; taken (written with those events)
+        by ``went_on``."""
         state = stream.state
         if stream.stream_id not in self.resuming or not isinstance(state, TableState):
             return None
         if not state.round_in_play:
             return None
-        return ev.RoundResumed(round=state.round, last_event_at=stream.touched_at)
+        return resumption(state, now, stream.touched_at)
+
+    def owes_restart(self, stream: Stream) -> bool:
+        """Whether ``stream`` owes the marker that starts its round's clock again: the clock
+        sends its ``ExpireTimers`` at once, which writes it (``Deciding._decide``)."""
+        state = stream.state
+        return (
+            stream.stream_id in self.resuming
+            and isinstance(state, TableState)
+            and restarts_clock(state)
+        )
 
     def went_on(self, stream: Stream) -> None:
         """``stream`` wrote events: it owes no marker any more (its round went on, or it had

@@ -488,13 +488,27 @@ class RoundResumed(RoundEvent):
     command that writes the table's next events, in that command's transaction and before
     its events (GLI-19 interrupted games). Written by the service, never decided by the
     rules: it changes nothing at the table; the gap between ``last_event_at`` and its own
-    time is how long the round waited on the service (and its players)."""
+    time is how long the round waited on the service (and its players).
 
+    Version 2 added ``deadline``: at a table of one seat on a clock (``turn_seconds``), the
+    clock of the phase the round waits in starts again from the marker, a whole turn, since
+    its player could not act while the service was away (a single-player round resumes as it
+    was); the only thing the marker changes. Null elsewhere: at a shared table the deadline
+    stands and the server completes the hand at it, recording what it decided. A version 1
+    was written before the clock restarted, and is upcast on read with ``deadline: null``."""
+
+    version: int = 2
     type: Literal["RoundResumed"] = "RoundResumed"
     last_event_at: datetime | None = Field(
         description="when the table's last event before the interruption was written (null "
         "only when the log no longer says: a snapshot from before this was kept, with no answer "
         "in it)"
+    )
+    deadline: datetime | None = Field(
+        None,
+        description="at a table of one seat on a clock, the new deadline of the phase the round "
+        "waits in: the table's turn seconds from this event (the clock restarts); null where no "
+        "clock runs or the table is shared (its deadline stands), and in a stored version 1",
     )
 
 

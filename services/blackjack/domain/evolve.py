@@ -358,7 +358,10 @@ def _interrupted_round_closed(draft: TableState, e: ev.InterruptedRoundClosed) -
 
 
 def _round_resumed(draft: TableState, e: ev.RoundResumed) -> None:
-    """Nothing changes: the round goes on exactly as the events before it left it."""
+    """The round goes on exactly as the events before it left it, its clock restarted at a
+    table of one seat (``decisions.clock.resumption``)."""
+    if e.deadline is not None:
+        draft.deadline = e.deadline
 
 
 def _table_suspended(draft: TableState, e: ev.TableSuspended) -> None:

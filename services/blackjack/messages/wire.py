@@ -93,6 +93,11 @@ def _table_opened_v1_to_v2(data: dict[str, Any]) -> dict[str, Any]:
     return {**data, "version": 2, "rules": with_later_terms(data["rules"])}
 
 
+def _round_resumed_v1_to_v2(data: dict[str, Any]) -> dict[str, Any]:
+    """Version 1 was written before a resumed round's clock restarted: it did not."""
+    return {**data, "version": 2, "deadline": None}
+
+
 UPCASTERS: dict[tuple[str, int], Upcaster] = {
     ("TableOpened", 1): _table_opened_v1_to_v2,
     ("BetRefunded", 1): _bet_refunded_v1_to_v2,
@@ -101,6 +106,7 @@ UPCASTERS: dict[tuple[str, int], Upcaster] = {
     ("PlayerTimedOut", 1): _player_timed_out_v1_to_v2,
     ("SeatLeft", 1): _seat_left_v1_to_v2,
     ("RoundVoided", 1): _round_voided_v1_to_v2,
+    ("RoundResumed", 1): _round_resumed_v1_to_v2,
 }
 """(event type, stored version) -> function returning the event one version newer."""
 
@@ -112,6 +118,7 @@ ABSENT_FROM_OLDER_VERSIONS: dict[str, tuple[str, ...]] = {
     "PlayerTimedOut": ("sits_out",),
     "SeatLeft": ("reason", "rounds_sat_out", "operator", "operator_reason"),
     "RoundVoided": ("counts_as_round_sat_out",),
+    "RoundResumed": ("deadline",),
 }
 """The fields of an event's current version that a stored older version lacks (its upcaster
 fills them in). The log keeps every version for ever, so the published schemas do not

@@ -164,7 +164,13 @@ def round_notes(
         data = entry.data
         if entry.event == "RoundResumed":
             notes.append(
-                ("Service", Text(resumed_line(data.get("last_event_at"), entry.at), "red"))
+                (
+                    "Service",
+                    Text(
+                        resumed_line(data.get("last_event_at"), entry.at, data.get("deadline")),
+                        "red",
+                    ),
+                )
             )
             continue
         if entry.event == "SeatLeft" and data.get("reason") in ("sat_out", "operator"):
@@ -750,7 +756,8 @@ def _interruptions(record: RoundRecord, player_id: str, currency: str) -> list[T
     for entry in record.log:
         data = entry.data
         if entry.event == "RoundResumed":
-            lines.append(Text(resumed_line(data.get("last_event_at"), entry.at), "red"))
+            said = resumed_line(data.get("last_event_at"), entry.at, data.get("deadline"))
+            lines.append(Text(said, "red"))
             continue
         if entry.event in ("TableSuspended", "TableResumed"):
             what = "suspended" if entry.event == "TableSuspended" else "resumed"
@@ -775,10 +782,14 @@ def _interruptions(record: RoundRecord, player_id: str, currency: str) -> list[T
     return lines
 
 
-def resumed_line(last_event_at: object, resumed_at: datetime) -> str:
+def resumed_line(last_event_at: object, resumed_at: datetime, deadline: object = None) -> str:
     """A ``RoundResumed`` in words: the service stopped after the table's last event and the
-    round went on when the next command was taken."""
+    round went on when the next command was taken, its clock started again at a table of one
+    seat on a clock."""
     resumed = f"resumed at {resumed_at:%Y-%m-%d %H:%M:%S}; the round continued as it was"
+    if isinstance(deadline, str):
+        restarted = datetime.fromisoformat(deadline)
+        resumed += f", its clock started again (to {restarted:%H:%M:%S})"
     if not isinstance(last_event_at, str):
         return f"the service was interrupted and {resumed}"
     stopped = datetime.fromisoformat(last_event_at)

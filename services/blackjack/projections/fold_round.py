@@ -80,8 +80,13 @@ def _bet_refunded(p: StreamProjection, e: ev.BetRefunded, at: datetime) -> None:
 
 
 def _logged_only(p: StreamProjection, e: ev.RoundEvent, at: datetime) -> None:
-    """DealRequested, PlayerHit, InterruptedRoundClosed, RoundResumed: the round's log has
-    them."""
+    """DealRequested, PlayerHit, InterruptedRoundClosed: the round's log has them."""
+
+
+def _round_resumed(p: StreamProjection, e: ev.RoundResumed, at: datetime) -> None:
+    """The round's log has it; at a table of one seat on a clock, the clock starts again."""
+    if e.deadline is not None:
+        p.view.deadline = utc(e.deadline)
 
 
 def _player_passed(p: StreamProjection, e: ev.PlayerPassed, at: datetime) -> None:
@@ -332,7 +337,7 @@ ROUND_HANDLERS: dict[type[BaseModel], Handler] = {
     ev.DealRequested: _logged_only,
     ev.PlayerPassed: _player_passed,
     ev.InterruptedRoundClosed: _logged_only,
-    ev.RoundResumed: _logged_only,
+    ev.RoundResumed: _round_resumed,
     ev.RoundCancelled: _round_cancelled,
     ev.RoundVoided: _round_voided,
     ev.DealStarted: _deal_started,

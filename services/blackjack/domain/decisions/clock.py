@@ -1,10 +1,13 @@
-"""The clock of a shared table: what happens at a deadline, and which decisions it bounds."""
+"""The clock of a table: what happens at a deadline, which decisions it bounds, and how it
+starts again when the service resumes a round."""
 
 from __future__ import annotations
 
+from datetime import datetime, timedelta
 from typing import Final
 
 from blackjack.domain import commands as cmd
+from blackjack.domain import events as ev
 from blackjack.domain import facts
 from blackjack.domain.decisions.betting import close_betting, refund_box
 from blackjack.domain.decisions.checks import check_shoe, under_minimum
@@ -47,6 +50,26 @@ def too_late(state: TableState) -> Rejection:
     assert state.deadline is not None
     code, message = _LATE.get(state.phase, _LATE["playing"])
     return Rejection(code=code, message=f"{message} {state.deadline.isoformat()}")
+
+
+def restarts_clock(state: TableState) -> bool:
+    """Whether a round resumed here has its clock started again: a round in play at a table
+    of one seat whose clock runs. Its player could not act while the service was away, and a
+    single-player round resumes as it was (GLI-19), not stood by a clock that ran on without
+    it. At a shared table the deadline stands: the others wait on it, and the server completes
+    the hand at it, recording what it decided for the player."""
+    return state.round_in_play and state.deadline is not None and state.rules.seats == 1
+
+
+def resumption(state: TableState, now: datetime, last_event_at: datetime | None) -> ev.RoundResumed:
+    """The marker of the round the service interrupted, written at ``now`` (the shell writes
+    it, ``command_handler.streams``): with the restarted clock's deadline, a whole turn from
+    ``now``, where ``restarts_clock``."""
+    seconds = state.rules.turn_seconds
+    deadline = (
+        now + timedelta(seconds=seconds) if restarts_clock(state) and seconds is not None else None
+    )
+    return ev.RoundResumed(round=state.round, last_event_at=last_event_at, deadline=deadline)
 
 
 def expire_timers(r: Draft, c: cmd.ExpireTimers) -> None:
