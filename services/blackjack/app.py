@@ -37,7 +37,7 @@ from blackjack.bus.topics import ensure_topics
 from blackjack.command_handler.config import HandlerConfig
 from blackjack.command_handler.service import CommandHandler
 from blackjack.observability.logging import faststream_logger
-from blackjack.observability.roles import Role, RoleView
+from blackjack.observability.roles import Role, RoleView, waiting_on
 from blackjack.projections.health import FoldHealth
 from blackjack.projections.settings import ProjectionSettings
 from blackjack.projections.store import ProjectionStore, StoreRefused
@@ -108,7 +108,8 @@ class ServiceStart:
                 if self._halted:
                     return
                 self.step = name
-                await step()
+                with waiting_on(name):  # /metrics says it too: an alert for a start stalled
+                    await step()
                 self._passed.add(name)
         except Exception as error:
             self.failure = error

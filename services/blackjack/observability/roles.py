@@ -5,18 +5,19 @@ Every metric lives in prometheus-client's one global registry, and a process imp
 modules than the parts it runs (a projection worker imports the handler's metrics through the
 modules they share), so each part's families are claimed by its role (``claim``) and a
 process's ``/metrics`` serves only the families of the roles it runs (``RoleView``), with the
-shared ones (the role gauge, the memory limit, when Kafka last answered) and
-prometheus-client's process and Python collectors. (Before, a projection worker exported the
-handler's families at 0.) The absence alerts look for the role gauge, which only a process
-that really runs that part sets. The memory limit (the
-container's cgroup limit, read once at start) lets an alert compare prometheus-client's
+shared ones (the role gauge, the memory limit, when Kafka last answered, the start step
+waited on) and prometheus-client's process and Python collectors. (Before, a projection
+worker exported the handler's families at 0.) The absence alerts look for the role gauge,
+which only a process that really runs that part sets. The memory limit (the container's
+cgroup limit, read once at start) lets an alert compare prometheus-client's
 ``process_resident_memory_bytes`` with it without kube-state-metrics.
 """
 
 from __future__ import annotations
 
+import contextlib
 import time
-from collections.abc import Collection, Iterable, Mapping
+from collections.abc import Collection, Iterable, Iterator, Mapping
 from pathlib import Path
 from typing import Literal, Protocol
 
@@ -52,6 +53,16 @@ KAFKA_ANSWERED = Gauge(
     ["role"],
 )
 
+# Set as a start step begins and removed when it ends, however it ends: a series only while a
+# process waits on it (the brokers, the database, ...), so that one that never gets past its
+# start, which has no Kafka-answered series yet, is seen and alerted on by the step it waits on.
+START_WAITING = Gauge(
+    "blackjack_start_waiting_since_timestamp_seconds",
+    "When this process's start began the step it waits on (Unix time), by step: kafka, topics, "
+    "read model, app broker, handler, projections; no series once started",
+    ["step"],
+)
+
 # cgroup v2, then v1; v1 reports "no limit" as a number near 2^63
 CGROUP_LIMITS = {
     "cgroup2": Path("/sys/fs/cgroup/memory.max"),
@@ -71,6 +82,17 @@ def declare_role(role: Role) -> None:
 def kafka_answered(role: Role) -> None:
     """The brokers answered ``role``'s periodic request just now."""
     KAFKA_ANSWERED.labels(role).set(time.time())
+
+
+@contextlib.contextmanager
+def waiting_on(step: str) -> Iterator[None]:
+    """The process's start waits on ``step`` within the block (a failure or a stop ends the
+    wait as much as the step's end)."""
+    START_WAITING.labels(step).set(time.time())
+    try:
+        yield
+    finally:
+        START_WAITING.remove(step)
 
 
 def memory_limit(files: dict[str, Path] = CGROUP_LIMITS) -> tuple[str, int] | None:

@@ -16,7 +16,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
-from collections.abc import Callable
+from collections.abc import Awaitable, Callable
 from functools import partial
 from typing import TYPE_CHECKING, Any
 
@@ -34,7 +34,7 @@ from blackjack.bus.header_names import read_header_names_not_utf8
 from blackjack.bus.reachable import wait_for_brokers
 from blackjack.bus.settings import bootstrap_servers
 from blackjack.observability.logging import faststream_logger
-from blackjack.observability.roles import RoleView, declare_role
+from blackjack.observability.roles import RoleView, declare_role, waiting_on
 from blackjack.projections.batches import _Folder
 from blackjack.projections.health import SCHEMA_REVISION, FoldHealth, probes
 from blackjack.projections.metrics import store_answered, store_failed
@@ -200,15 +200,19 @@ async def run_worker(settings: ProjectionSettings, http: tuple[str, int] | None 
     # batch its consumer cannot decompress
     fatal = asyncio.create_task(health.stopped())
     broker = None
+
+    async def step(name: str, running: Awaitable[Any]) -> bool:
+        # each start-up step gives way to a stop (or a server that failed), at any point, and
+        # is named on /metrics while it waits (the step names of ``serve``'s start)
+        with waiting_on(name):
+            return await unless_stopped(running, serving)
+
     try:
-        # each start-up step gives way to a stop (or a server that failed), at any point
-        if not await unless_stopped(migrated(store, health), serving):
+        if not await step("read model", migrated(store, health)):
             return
         broker = fold_broker
         brokers = wait_for_brokers(settings.bootstrap, settings.security)  # started before them
-        if not await unless_stopped(brokers, serving) or not await unless_stopped(
-            broker.start(), serving
-        ):
+        if not await step("kafka", brokers) or not await step("projections", broker.start()):
             return
         health.started()
         log.info("projection worker started", topic=settings.events_topic, group=settings.group_id)
