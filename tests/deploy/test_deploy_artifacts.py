@@ -359,6 +359,8 @@ def test_the_rules_alert_on_what_an_operator_needs() -> None:
         "BlackjackRebuildSlow": "blackjack_rebuild_seconds_count",
         # nothing else sees the brokers away (partitions stay ready, backlog and lag stale)
         "BlackjackKafkaUnreachable": "blackjack_kafka_answered_timestamp_seconds",
+        # ... nor a process that never reaches them at its start: it has no answer's series
+        "BlackjackStartStalled": "blackjack_start_waiting_since_timestamp_seconds",
         # the clock's timers: tables wait while it cannot send them
         "BlackjackTimerSendsFailing": "blackjack_timer_send_failures_total",
         # refused before the app: the query API's request counter never sees them
