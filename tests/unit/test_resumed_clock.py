@@ -206,3 +206,21 @@ async def test_the_table_view_and_the_recall_show_the_new_deadline() -> None:
     replay = replay_stream(table.wires(), table.processor.seal)
     lines = [line.text for line in replay.rounds[1].lines]
     assert any("its clock started again" in line for line in lines), lines
+
+
+async def test_a_second_takeover_restarts_it_again_and_the_audit_follows() -> None:
+    """The lone marker is the table's last event: the next one names its time, and the audit
+    reads it so."""
+    table = bet_on_the_clock()
+    await table.take_over()
+    table.tick(LATER)
+    await table.take_over()
+    again = LATER + timedelta(minutes=1)
+    assert table.due(again)  # at once, not at the first restart's deadline
+    table.tick(again)
+    assert table.markers() == [
+        ev.RoundResumed(round=1, last_event_at=T0, deadline=LATER + TURN),
+        ev.RoundResumed(round=1, last_event_at=LATER, deadline=again + TURN),
+    ]
+    assert table.state().deadline == again + TURN
+    assert table.audit_findings() == []

@@ -36,8 +36,8 @@ class Checker:
         self.commitments: dict[str, int] = {}
         """each shoe's commitment -> the shoe that first had it"""
         self.previous_at: datetime | None = None
-        """when the event before this one was written (a ``RoundResumed`` aside: the table's
-        last event stays the one before it)"""
+        """when the event before this one was written (a ``RoundResumed`` that restarts no
+        clock aside: the table's last event stays the one before it)"""
         self.active_at: datetime | None = None
         """when the table's last event of play before this one was written: its last event
         but a refused platform money command's record and a ``RoundResumed``

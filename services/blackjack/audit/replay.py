@@ -209,7 +209,9 @@ class TableReplayer(MoneyChecks, TableChecks):
             self.out.stopped = f"corrupt log at event {envelope.sequence}"
             return
         self.out.events += 1
-        if not isinstance(event, ev.RoundResumed):  # written with the command after it
+        # A marker is written with the command after it, at its time, but for one that restarts
+        # a clock, which may stand alone: the table's last event then, and the next names it.
+        if not isinstance(event, ev.RoundResumed) or event.deadline is not None:
             self.previous_at = envelope.occurred_at
         if counts_as_activity(event):
             self.active_at = envelope.occurred_at
