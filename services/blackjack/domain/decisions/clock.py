@@ -58,7 +58,12 @@ def restarts_clock(state: TableState) -> bool:
     single-player round resumes as it was (GLI-19), not stood by a clock that ran on without
     it. At a shared table the deadline stands: the others wait on it, and the server completes
     the hand at it, recording what it decided for the player."""
-    return state.round_in_play and state.deadline is not None and state.rules.seats == 1
+    return (
+        state.round_in_play
+        and state.deadline is not None
+        and state.rules.turn_seconds is not None
+        and state.rules.seats == 1
+    )
 
 
 def resumption(state: TableState, now: datetime, last_event_at: datetime | None) -> ev.RoundResumed:
@@ -66,9 +71,9 @@ def resumption(state: TableState, now: datetime, last_event_at: datetime | None)
     it, ``command_handler.streams``): with the restarted clock's deadline, a whole turn from
     ``now``, where ``restarts_clock``."""
     seconds = state.rules.turn_seconds
-    deadline = (
-        now + timedelta(seconds=seconds) if restarts_clock(state) and seconds is not None else None
-    )
+    deadline = None
+    if seconds is not None and restarts_clock(state):
+        deadline = now + timedelta(seconds=seconds)
     return ev.RoundResumed(round=state.round, last_event_at=last_event_at, deadline=deadline)
 
 
