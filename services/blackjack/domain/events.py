@@ -487,8 +487,9 @@ class RoundResumed(RoundEvent):
     after a transaction of its own that did not commit) writes it once, with the first
     command that writes the table's next events, in that command's transaction and before
     its events (GLI-19 interrupted games). Written by the service, never decided by the
-    rules: it changes nothing at the table; the gap between ``last_event_at`` and its own
-    time is how long the round waited on the service (and its players).
+    rules: it changes nothing at the table but a single-seat round's clock (below); the gap
+    between ``last_event_at`` and its own time is how long the round waited on the service
+    (and its players).
 
     Version 2 added ``deadline``: at a table of one seat on a clock (``turn_seconds``), the
     clock of the phase the round waits in starts again from the marker, a whole turn, since
