@@ -80,7 +80,6 @@ def shown(table: StreamProjection, player_id: str = A) -> str:
         ("5", "USD", 500),
         ("5.5", "USD", 550),
         ("0.01", "EUR", 1),
-        ("1e2", "USD", 10_000),
         ("700", "JPY", 700),
         ("1.234", "KWD", 1234),
         ("5.000000000000000000000000000000000", "USD", 500),
@@ -110,6 +109,8 @@ def test_amounts_are_typed_in_the_currency_s_units(text: str, currency: str, min
         ("5_0", "USD"),  # Decimal's underscores, other scripts' digits, signs
         ("\u0661\u0662", "USD"),
         ("+5", "USD"),
+        ("1e2", "USD"),  # was 100.00: a typo for 12 staked eight times as much
+        ("1e-2", "USD"),
     ],
 )
 def test_an_amount_that_is_not_exact_money_is_refused_not_rounded(text: str, currency: str) -> None:
@@ -134,7 +135,9 @@ def test_a_decision_goes_to_the_hand_whose_turn_it_is() -> None:
 def test_bets_money_and_the_table_s_other_commands() -> None:
     table = folded(Script("surrender", [], players={A: 10_000}))  # three boxes a seat
     # page 003: "You may bet on up to three hands": the prompt said "bet AMOUNT" alone
-    assert prompt_for(table, A).startswith("bet AMOUNT [box 0-2], rebet, deal · ")
+    # no rebet before a first round (page 003: "for your first bet, the Repeat control is
+    # disabled")
+    assert prompt_for(table, A).startswith("bet AMOUNT [box 0-2], deal · ")
     assert move("bet 2.50", table, A) == cmd.PlaceBet(player_id=A, box=0, amount=250)
     assert move("b 5 box 2", table, A) == cmd.PlaceBet(player_id=A, box=2, amount=500)
     assert move("deposit 20", table, A) == cmd.Deposit(player_id=A, amount=2000)
@@ -297,7 +300,8 @@ def test_with_several_boxes_offered_insurance_the_screen_says_which_box_i_or_n_a
     assert move("i", table, A) == cmd.TakeInsurance(player_id=A, box=0)
     script.do(cmd.TakeInsurance(player_id=A, box=0))
     table = folded(script)
-    assert prompt_for(table, A) == "insurance? i (take) / n (no)"  # one box left to answer
+    # one box left to answer: still named (the player has three)
+    assert prompt_for(table, A) == "insurance on box 1? i (take) / n (no)"
     text = shown(table)
     assert "insurance taken 5.00" in text
     assert text.index("insurance offered: i (take) / n (no)") > text.index("Box 1")
@@ -362,10 +366,10 @@ def test_with_no_money_at_the_table_the_prompt_offers_paying_in_not_betting() ->
     )
     assert not script.submit(cmd.Rebet(player_id=A))
     script.do(cmd.Deposit(player_id=A, amount=500))
-    assert prompt_for(folded(script), A).startswith("bet AMOUNT, rebet, deal")
+    assert prompt_for(folded(script), A).startswith("bet AMOUNT, rebet, rebet2, deal")
     shared = Script("atlantic-city-multi", [], players={A: 0, "bob": 5_000})
     assert prompt_for(folded(shared), A).startswith("no money at the table: buyin AMOUNT")
-    assert prompt_for(folded(shared), "bob").startswith("bet AMOUNT, rebet, deal, pass")
+    assert prompt_for(folded(shared), "bob").startswith("bet AMOUNT, deal, pass")
 
 
 def test_a_lost_hand_is_not_said_to_pay() -> None:
@@ -385,7 +389,7 @@ def test_a_suspended_table_says_so_and_offers_no_bet_until_it_is_resumed() -> No
     assert "bet AMOUNT" not in text and "withdraw AMOUNT" in text
     script.do(cmd.ResumeTable(operator="ops-1"))
     text = shown(folded(script))
-    assert "suspended" not in text and "bet AMOUNT, rebet, deal" in text
+    assert "suspended" not in text and "bet AMOUNT, deal" in text
 
 
 def test_rules_shows_the_table_s_own_rules_overrides_included() -> None:
@@ -658,7 +662,7 @@ def test_a_player_who_dealt_or_passed_at_a_shared_table_is_told_what_the_table_w
     said = "the cards come when the others deal or pass, or at the deadline"
     assert prompt_for(table, A) == f"dealt in: {said}"
     assert prompt_for(table, "carol") == f"you pass this round: {said}"
-    assert prompt_for(table, "bob").startswith("bet AMOUNT, rebet, deal, pass")
+    assert prompt_for(table, "bob").startswith("bet AMOUNT, deal, pass")
     assert not script.submit(cmd.Deal(player_id=A))  # as the prompt no longer offers it
     assert not script.submit(cmd.PlaceBet(player_id=A, box=0, amount=500))
 
@@ -756,7 +760,7 @@ async def test_quitting_says_the_seat_and_its_money_stay_at_the_table() -> None:
     assert session.over
     # the screen's "balance 40.00 · in play 10.00", said apart (a walkthrough read the sum as
     # the balance)
-    assert "still seated at table-1 with 50.00 USD (40.00 and 10.00 in play)" in said
+    assert "still seated at table-1 with 50.00 USD (40.00 available and 10.00 in play)" in said
     assert "leave" in said
 
 
@@ -774,7 +778,7 @@ async def test_quitting_says_what_becomes_of_the_round_under_way() -> None:
     script.do(cmd.PlaceBet(player_id=A, box=0, amount=1000), cmd.Deal(player_id=A))
     said = await said_on_quitting(script)
     assert said == (
-        "you are still seated at table-1 with 10.00 USD (0.00 and 10.00 in play): start "
+        "you are still seated at table-1 with 10.00 USD (0.00 available and 10.00 in play): start "
         "blackjack play again and type leave to cash out; your round waits for you as you left "
         "it"
     )
@@ -1309,3 +1313,41 @@ async def test_the_heartbeat_starts_while_the_bet_is_still_unanswered() -> None:
     beats = [bet_at, *client.reconnects()]
     assert len(beats) >= 3, beats
     assert max(b - a for a, b in itertools.pairwise(beats)) < 0.5, beats
+
+
+def test_the_prompt_offers_the_rebets_once_there_is_a_bet_to_repeat_and_chips_to_take_back() -> (
+    None
+):
+    """A fresh table's prompt offered "rebet", refused (no_previous_bet; page 003: "for your
+    first bet, the Repeat control is disabled"), never page 000's DOUBLE BET (rebet2), and no
+    way to take chips back from one box."""
+    script = Script("mini-h17", [["TH", "6S", "QD", "TC", "KD"]])
+    assert prompt_for(folded(script), A).startswith("bet AMOUNT, deal · ")
+    script.do(cmd.PlaceBet(player_id=A, box=0, amount=1000))
+    assert prompt_for(folded(script), A).startswith("bet AMOUNT, remove, deal · ")
+    script.do(cmd.Deal(player_id=A), cmd.Stand(player_id=A, box=0, hand=0))
+    table = folded(script)
+    assert prompt_for(table, A).startswith("bet AMOUNT, rebet, rebet2, deal · ")
+    assert script.submit(cmd.Rebet(player_id=A, multiplier=2))
+
+
+def test_a_dealer_s_bust_is_said_as_a_hand_s() -> None:
+    script = Script("mini-h17", [["TH", "6S", "QD", "TC", "KD"]])  # 20 against 6 T K: 26
+    script.do(
+        cmd.PlaceBet(player_id=A, box=0, amount=1000),
+        cmd.Deal(player_id=A),
+        cmd.Stand(player_id=A, box=0, hand=0),
+    )
+    text = shown(folded(script))
+    assert "26 bust" in text.split("Dealer")[1].splitlines()[0]
+
+
+def test_a_player_who_left_is_told_what_the_table_paid_out_withdrawals_included() -> None:
+    """ "paid out at this table in all: 0.01 USD" after 999.99 withdrawn and 0.01 taken on
+    leaving: the line counted the seat's cash-out alone."""
+    script = Script("mini-h17", [], players={A: 100_000})
+    script.do(cmd.Withdraw(player_id=A, amount=99_999), cmd.LeaveTable(player_id=A))
+    console = Console(width=200, record=True, color_system=None)
+    console.print(table_screen(folded(script), A))
+    text = console.export_text()
+    assert "paid out at this table in all: 1000.00 USD (999.99 withdrawn, 0.01 on leaving)" in text

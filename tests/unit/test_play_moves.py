@@ -57,6 +57,12 @@ def three_boxes() -> StreamProjection:
         ("buy-in 0.5", wl.BuyIn(player_id=A, table_id="table-1", amount=50)),
         ("withdraw 1.05", cmd.Withdraw(player_id=A, amount=105)),
         ("w 1.05", cmd.Withdraw(player_id=A, amount=105)),
+        # page 003: "To remove a bet completely or decrease its value, you should remove the
+        # chip or chips placed": only ClearBets (every box) could be typed
+        ("remove", cmd.RemoveBet(player_id=A, box=0)),
+        ("remove 1.50", cmd.RemoveBet(player_id=A, box=0, amount=150)),
+        ("remove box 2", cmd.RemoveBet(player_id=A, box=2)),
+        ("remove 1 box 1", cmd.RemoveBet(player_id=A, box=1, amount=100)),
         ("i", cmd.TakeInsurance(player_id=A, box=0)),
         ("insure", cmd.TakeInsurance(player_id=A, box=0)),
         ("insurance", cmd.TakeInsurance(player_id=A, box=0)),
@@ -97,11 +103,17 @@ def test_each_word_and_its_short_form_is_its_move(line: str, expected: Move) -> 
         ("rules please", "rules takes nothing after it"),
         ("h 1", "h takes nothing after it"),
         ("stand now", "stand takes nothing after it"),
-        ("bet", "'bet' is not a move, ? for the list"),
-        ("bet 5 6", "'bet 5 6' is not a move, ? for the list"),
-        ("bet 5 seat 2", "'bet 5 seat 2' is not a move, ? for the list"),
-        ("deposit", "'deposit' is not a move, ? for the list"),
-        ("buyin 5 now", "'buyin 5 now' is not a move, ? for the list"),
+        # a money move said how it is typed: it read as no move at all
+        ("bet", "bet is typed as bet 5 [box N]"),
+        ("bet 5 6", "bet is typed as bet 5 [box N]"),
+        ("bet 5 box", "bet is typed as bet 5 [box N]"),
+        ("bet 5 seat 2", "bet is typed as bet 5 [box N]"),
+        ("deposit", "deposit is typed as deposit 100"),
+        ("buyin 5 now", "buyin is typed as buyin 50"),
+        ("remove box", "remove is typed as remove [5] [box N]"),
+        ("remove 5 from 1", "remove is typed as remove [5] [box N]"),
+        ("remove 5.555", "5.555 USD has more than 2 decimals"),
+        ("remove box x", "'x' is not a box number"),
         ("i 0", "'i 0' is not a move, ? for the list"),
         ("n please", "'n please' is not a move, ? for the list"),
         ("deal now", "'deal now' is not a move, ? for the list"),
@@ -158,3 +170,13 @@ def test_insurance_goes_to_the_first_box_still_offered_it() -> None:
     table = folded(script)
     assert move("insurance", table, A) == cmd.TakeInsurance(player_id=A, box=1)
     assert move("no", table, A) == cmd.DeclineInsurance(player_id=A, box=1)
+
+
+def test_a_deposit_at_a_table_funded_from_the_wallet_says_buyin() -> None:
+    """A shared table takes money only from the wallet: Deposit was sent and refused in the
+    wire's words ("unauthorized ... send BuyIn to wallet:alice")."""
+    shared = folded(Script("atlantic-city-multi", [], players={A: 1_000}))
+    with pytest.raises(NotAMove) as refused:
+        move("deposit 5", shared, A)
+    assert str(refused.value) == "this table is funded from your wallet: buyin AMOUNT"
+    assert move("buyin 5", shared, A) == wl.BuyIn(player_id=A, table_id="table-1", amount=500)

@@ -61,7 +61,9 @@ _HAND_COMMANDS: dict[str, Callable[..., cmd.TableCommand]] = {
 }
 
 
-_AMOUNT = re.compile(r"(?:[0-9]+(?:\.[0-9]*)?|\.[0-9]+)(?:e[+-]?[0-9]{1,3})?", re.ASCII | re.I)
+# Digits and a point only: an exponent ("1e2") is refused, not read as 100.00 (a typo for 12
+# would stake eight times what was meant).
+_AMOUNT = re.compile(r"[0-9]+(?:\.[0-9]*)?|\.[0-9]+", re.ASCII)
 MOST_DIGITS = 20
 """Past this many digits of minor units an amount is no bet or balance any table takes
 (a balance stops at 10^15): refused here, never sent as a number of a thousand digits."""
@@ -150,9 +152,28 @@ def _hand_decision(
     return decision(player_id=player_id, box=turn.box, hand=turn.hand)
 
 
+_MONEY_USAGE = {
+    "bet": "bet 5 [box N]",
+    "b": "bet 5 [box N]",
+    "remove": "remove [5] [box N]",
+    "deposit": "deposit 100",
+    "dep": "deposit 100",
+    "buyin": "buyin 50",
+    "buy-in": "buyin 50",
+    "withdraw": "withdraw 20",
+    "w": "withdraw 20",
+}
+"""How each money move is typed: said back when its amount or box is missing."""
+
+
 def _money_move(word: str, rest: list[str], table: StreamProjection, player_id: str) -> Move | None:
-    """A bet, or money into or out of the table: the amount in the table's currency."""
+    """A bet or chips taken back, or money into or out of the table: the amount in the
+    table's currency."""
+    if word not in _MONEY_USAGE:
+        return None
     currency = table.view.currency or "USD"
+    if word in ("deposit", "dep") and _funded_by_wallet(table):
+        raise NotAMove("this table is funded from your wallet: buyin AMOUNT")
     match word, rest:
         case (("bet" | "b"), [amount]):
             return cmd.PlaceBet(
@@ -170,7 +191,25 @@ def _money_move(word: str, rest: list[str], table: StreamProjection, player_id: 
             return wl.BuyIn(player_id=player_id, table_id=table.view.stream_id, amount=chips)
         case (("withdraw" | "w"), [amount]):
             return cmd.Withdraw(player_id=player_id, amount=amount_in_minor_units(amount, currency))
-    return None
+        # Chips back from one box (the player's first unless named): all of them, or the
+        # amount (page 003: "To remove a bet completely or decrease its value, you should
+        # remove the chip or chips placed").
+        case "remove", []:
+            return cmd.RemoveBet(player_id=player_id, box=_boxes(table, player_id)[0])
+        case "remove", ["box", box_text]:
+            return cmd.RemoveBet(player_id=player_id, box=_number(box_text))
+        case "remove", [amount] if amount != "box":
+            chips = amount_in_minor_units(amount, currency)
+            return cmd.RemoveBet(player_id=player_id, box=_boxes(table, player_id)[0], amount=chips)
+        case "remove", [amount, "box", box_text]:
+            chips = amount_in_minor_units(amount, currency)
+            return cmd.RemoveBet(player_id=player_id, box=_number(box_text), amount=chips)
+    raise NotAMove(f"{word} is typed as {_MONEY_USAGE[word]}")
+
+
+def _funded_by_wallet(table: StreamProjection) -> bool:
+    """A shared table: money comes from the player's wallet (``Rules.funded_by_wallet``)."""
+    return int((table.view.rules or {}).get("seats", 1)) > 1
 
 
 def _round_move(word: str, rest: list[str], table: StreamProjection, player_id: str) -> Move | None:

@@ -25,7 +25,7 @@ from blackjack.domain.commands import UNPRINTABLE
 from blackjack.domain.rules import Rules, preset_term
 from blackjack.messages.envelope import CommandResult
 from blackjack.projections.projector import StreamProjection
-from blackjack.projections.views import BoxView, HandView, InsuranceView, RoundRecord
+from blackjack.projections.views import Account, BoxView, HandView, InsuranceView, RoundRecord
 from blackjack.projections.wallets import WalletView
 from blackjack.rules_sheet import Returns, rules_sheet
 
@@ -295,14 +295,7 @@ def table_screen(
     if taken is not None:
         grid.add_row("Seats", taken)
     if account is not None and not account.seated:
-        back = money(account.cashed_out, currency)  # every seat's, sat again after a leave
-        to = "cashed out to your wallet" if account.funded_by_wallet else "paid out"
-        to += " at this table in all"
-        grid.add_row(
-            "You",
-            "not seated: sit N to sit down"
-            + (f" · {to}: {back} {currency}" if account.cashed_out else ""),
-        )
+        grid.add_row("You", "not seated: sit N to sit down" + _paid_out(account, currency))
     elif account is not None:
         seats = int((view.rules or {}).get("seats", 1))
         grid.add_row(
@@ -415,6 +408,8 @@ def _dealt(
         total = "blackjack"
     else:
         total = _total(dealer.total, dealer.soft)
+        if dealer.total > 21:  # said as a player's hand's is
+            total += " bust"
     grid.add_row("Dealer", Text.assemble(cards(dealer.cards), "  ", (total, "bold")))
     turn = table.view.active
     decided = server_decisions(record)
@@ -593,7 +588,8 @@ def prompt_for(table: StreamProjection, player_id: str) -> str:
         offered = _insurance_offered(table, player_id)
         if offered:
             # several boxes asked: each answer goes to the first (three at page 003's table)
-            asked = f"insurance on box {offered[0]}?" if len(offered) > 1 else "insurance?"
+            several = len(offered) > 1 or _boxes_per_seat(view.rules or {}) > 1
+            asked = f"insurance on box {offered[0]}?" if several else "insurance?"
             if declined_by_a_move(table, player_id):  # page 002
                 return f"{asked} {_INSURANCE_KEYS}, or decline by playing: h, s, d ..."
             if preset_term(view.rules or {}, "move_declines_insurance"):  # not this box yet
@@ -615,16 +611,45 @@ def prompt_for(table: StreamProjection, player_id: str) -> str:
         pay_in = "buyin AMOUNT" if shared else "deposit AMOUNT"
         return f"no money at the table: {pay_in} to bet · leave · ? help, q quit"
     bet = "bet AMOUNT"
-    per_seat = int((view.rules or {}).get("boxes_per_seat", 1))
+    per_seat = _boxes_per_seat(view.rules or {})
     if per_seat > 1:  # page 003's "up to three hands": the boxes a bet may go on
         first = (account.seat or 0) * per_seat
         bet += f" [box {first}-{first + per_seat - 1}]"
+    if view.round_open and account.in_play:  # chips on the layout may be taken back
+        bet += ", remove"
+    bet += _rebets(view.rules or {}, account)
     if shared:
-        return (
-            f"{bet}, rebet, deal, pass · buyin AMOUNT, withdraw AMOUNT · seat N, leave · "
-            "? help, q quit"
-        )
-    return f"{bet}, rebet, deal · deposit AMOUNT, withdraw AMOUNT · ? help, q quit"
+        return f"{bet}, deal, pass · buyin AMOUNT, withdraw AMOUNT · seat N, leave · ? help, q quit"
+    return f"{bet}, deal · deposit AMOUNT, withdraw AMOUNT · ? help, q quit"
+
+
+def _paid_out(account: Account, currency: str) -> str:
+    """What the table paid the player in all, every seat's (sat again after a leave):
+    withdrawals and the money paid out on leaving, each said."""
+    out = account.withdrawn + account.cashed_out
+    if not out:
+        return ""
+    to = "cashed out to your wallet" if account.funded_by_wallet else "paid out"
+    parts = [
+        f"{money(amount, currency)} {how}"
+        for amount, how in ((account.withdrawn, "withdrawn"), (account.cashed_out, "on leaving"))
+        if amount
+    ]
+    return f" · {to} at this table in all: {money(out, currency)} {currency} ({', '.join(parts)})"
+
+
+def _boxes_per_seat(rules: dict[str, Any]) -> int:
+    return int(rules.get("boxes_per_seat", 1))
+
+
+def _rebets(rules: dict[str, Any], account: Account) -> str:
+    """The rebets the table offers (rebet2: page 000's DOUBLE BET, page 001's REBET X 2), once
+    the player has played a round here: before it there is no previous bet (page 003: "for
+    your first bet, the Repeat control is disabled")."""
+    if not account.rounds:
+        return ""
+    multipliers = sorted(int(m) for m in rules.get("rebet_multipliers", [1]))
+    return "".join(", rebet" if m == 1 else f", rebet{m}" for m in multipliers)
 
 
 def rules_screen(rules: Rules, returns: Returns) -> RenderableType:

@@ -345,7 +345,7 @@ class PlaySession:
             # the screen shows the two apart ("balance 95.00 · in play 5.00"): so does this
             said += f" with {money(held, currency)} {currency}"
             if account.in_play:
-                said += f" ({money(account.available, currency)} and "
+                said += f" ({money(account.available, currency)} available and "
                 said += f"{money(account.in_play, currency)} in play)"
             said += ": start blackjack play again and type leave to cash out"
         else:  # "leave to cash out" with 0.00 read as money waiting
