@@ -1328,6 +1328,10 @@ def test_the_prompt_offers_the_rebets_once_there_is_a_bet_to_repeat_and_chips_to
     script.do(cmd.Deal(player_id=A), cmd.Stand(player_id=A, box=0, hand=0))
     table = folded(script)
     assert prompt_for(table, A).startswith("bet AMOUNT, rebet, rebet2, deal · ")
+    script.do(cmd.PlaceBet(player_id=A, box=0, amount=100))
+    # chips on the layout: the table refuses a rebet then
+    assert prompt_for(folded(script), A).startswith("bet AMOUNT, remove, deal · ")
+    script.do(cmd.RemoveBet(player_id=A, box=0))
     assert script.submit(cmd.Rebet(player_id=A, multiplier=2))
 
 

@@ -180,3 +180,26 @@ def test_a_deposit_at_a_table_funded_from_the_wallet_says_buyin() -> None:
         move("deposit 5", shared, A)
     assert str(refused.value) == "this table is funded from your wallet: buyin AMOUNT"
     assert move("buyin 5", shared, A) == wl.BuyIn(player_id=A, table_id="table-1", amount=500)
+
+
+def test_remove_naming_no_box_takes_from_the_one_with_chips() -> None:
+    """At page 003's three boxes, a bare remove went to box 0 whatever held the chips, and
+    was refused there (no_bets)."""
+    script = Script("surrender", [], players={A: 10_000})
+    script.do(cmd.PlaceBet(player_id=A, box=1, amount=500))
+    assert move("remove", folded(script), A) == cmd.RemoveBet(player_id=A, box=1)
+    assert move("remove 2", folded(script), A) == cmd.RemoveBet(player_id=A, box=1, amount=200)
+    script.do(cmd.PlaceBet(player_id=A, box=2, amount=500))
+    with pytest.raises(NotAMove) as refused:
+        move("remove", folded(script), A)
+    assert str(refused.value) == "chips are on boxes 1, 2: remove [AMOUNT] box N says which"
+    assert move("remove box 2", folded(script), A) == cmd.RemoveBet(player_id=A, box=2)
+
+
+def test_every_rebet_multiple_a_table_may_offer_can_be_typed() -> None:
+    """The prompt names what the rules offer (``rebet_multipliers``, 1 to 4): rebet3 and rebet4
+    read as no move."""
+    table = three_boxes()
+    for multiple in (2, 3, 4):
+        expected = cmd.Rebet(player_id=A, multiplier=multiple)
+        assert move(f"rebet{multiple}", table, A) == expected

@@ -11,7 +11,8 @@ HELP = """\
   bet 5 [box N]   PlaceBet: 5 is 5.00 USD (500 cents), in the table's currency
   remove [5] [box N]  RemoveBet: chips back from a box before the deal (all of
                   them without an amount)
-  rebet, rebet2   Rebet: the last round's bets, or twice them
+  rebet, rebet2   Rebet: the last round's bets, or twice them (rebet3, rebet4
+                  where a table offers them)
   clear           ClearBets        deal       Deal       pass        Pass
   h / hit         Hit              s / stand  Stand      d / double  Double
   p / split       Split            r / surrender         Surrender

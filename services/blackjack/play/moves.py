@@ -195,16 +195,31 @@ def _money_move(word: str, rest: list[str], table: StreamProjection, player_id: 
         # amount (page 003: "To remove a bet completely or decrease its value, you should
         # remove the chip or chips placed").
         case "remove", []:
-            return cmd.RemoveBet(player_id=player_id, box=_boxes(table, player_id)[0])
+            return cmd.RemoveBet(player_id=player_id, box=_box_with_chips(table, player_id))
         case "remove", ["box", box_text]:
             return cmd.RemoveBet(player_id=player_id, box=_number(box_text))
         case "remove", [amount] if amount != "box":
             chips = amount_in_minor_units(amount, currency)
-            return cmd.RemoveBet(player_id=player_id, box=_boxes(table, player_id)[0], amount=chips)
+            box = _box_with_chips(table, player_id)
+            return cmd.RemoveBet(player_id=player_id, box=box, amount=chips)
         case "remove", [amount, "box", box_text]:
             chips = amount_in_minor_units(amount, currency)
             return cmd.RemoveBet(player_id=player_id, box=_number(box_text), amount=chips)
     raise NotAMove(f"{word} is typed as {_MONEY_USAGE[word]}")
+
+
+def _box_with_chips(table: StreamProjection, player_id: str) -> int:
+    """The box a ``remove`` naming none means: the player's one box with chips on it (the
+    first of the seat when none has: the table says there is no bet); with chips on several,
+    the player says which."""
+    record = table.rounds.get(table.view.round)
+    staked: list[int] = []
+    if record is not None and table.view.round_open and table.view.phase == "betting":
+        staked = [b.box for b in record.boxes if b.player_id == player_id and b.bet]
+    if len(staked) > 1:
+        listed = ", ".join(map(str, staked))
+        raise NotAMove(f"chips are on boxes {listed}: remove [AMOUNT] box N says which")
+    return staked[0] if staked else _boxes(table, player_id)[0]
 
 
 def _funded_by_wallet(table: StreamProjection) -> bool:
@@ -221,8 +236,8 @@ def _round_move(word: str, rest: list[str], table: StreamProjection, player_id: 
             return cmd.DeclineInsurance(player_id=player_id, box=_insurance_box(table, player_id))
         case "rebet", []:
             return cmd.Rebet(player_id=player_id)
-        case "rebet2", []:
-            return cmd.Rebet(player_id=player_id, multiplier=2)
+        case (("rebet2" | "rebet3" | "rebet4"), []):  # the multiples a table may offer
+            return cmd.Rebet(player_id=player_id, multiplier=int(word[-1]))
         case "clear", []:
             return cmd.ClearBets(player_id=player_id)
         case "deal", []:

@@ -645,8 +645,10 @@ def _boxes_per_seat(rules: dict[str, Any]) -> int:
 def _rebets(rules: dict[str, Any], account: Account) -> str:
     """The rebets the table offers (rebet2: page 000's DOUBLE BET, page 001's REBET X 2), once
     the player has played a round here: before it there is no previous bet (page 003: "for
-    your first bet, the Repeat control is disabled")."""
-    if not account.rounds:
+    your first bet, the Repeat control is disabled"), and none with chips on the layout (the
+    table refuses a rebet then). (A player who left and sat down again has none either; the
+    read model does not tell, and the table says so.)"""
+    if not account.rounds or account.in_play:
         return ""
     multipliers = sorted(int(m) for m in rules.get("rebet_multipliers", [1]))
     return "".join(", rebet" if m == 1 else f", rebet{m}" for m in multipliers)
