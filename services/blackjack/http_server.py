@@ -41,6 +41,7 @@ import contextlib
 import fcntl
 import json
 import os
+import socket
 import struct
 import termios
 import threading
@@ -606,6 +607,17 @@ class Server(uvicorn.Server):
         its start there: uvicorn's shutdown of the app comes only after its connections)."""
         super().__init__(config)
         self.on_exit = on_exit
+
+    async def serve(self, sockets: list[socket.socket] | None = None) -> None:
+        try:
+            await super().serve(sockets)
+        except SystemExit as exiting:
+            # uvicorn exits 3 when it cannot listen (the port taken, an address not this
+            # host's): 3 is a store at another schema revision here, where this is a setting
+            raise ConfigurationError(
+                f"cannot listen on {self.config.host}:{self.config.port} (uvicorn's error line "
+                "says why: a port another process holds, an address not this host's)"
+            ) from exiting
 
     def handle_exit(self, sig: int, frame: FrameType | None) -> None:
         super().handle_exit(sig, frame)

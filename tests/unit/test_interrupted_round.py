@@ -369,3 +369,14 @@ def test_the_audit_finds_a_closing_that_plays_for_the_player() -> None:
     forged = [*log[:index], stood.model_copy(update={"data": as_hit}), *log[index + 1 :]]
     found = messages(forged, SEAL)
     assert any("PlayerHit while closing an interrupted round" in m for m in found), found
+
+
+def test_the_refusal_names_the_moment_it_may_be_closed_to_the_microsecond() -> None:
+    """Cut to the second, it named a moment at which the close was still refused (the
+    interrupted rounds' list says the microseconds)."""
+    t = ann_at("surrender", ["TS", "6H", "5S", "TD", "9C"])
+    t.now += timedelta(microseconds=16_954)
+    t.do(cmd.Deal(player_id="ann"))
+    refused = close(t, DAYS_30 - timedelta(seconds=1))
+    assert isinstance(refused, Rejection)
+    assert refused.message.endswith("from 2026-01-31T00:00:00.016954+00:00")

@@ -323,3 +323,21 @@ async def test_the_shutdown_cancelled_is_cancelled_not_continued() -> None:
     with pytest.raises(asyncio.CancelledError):
         await shutdown
     assert stopped == []
+
+
+async def test_a_port_it_cannot_listen_on_is_a_setting_not_uvicorn_s_exit_3() -> None:
+    """uvicorn exits 3 when it cannot bind, which the service's exit codes read as a store at
+    another schema revision (docs/operations.md; `BlackjackProcessRestarting`'s causes): a
+    second handler started without its own BLACKJACK_HTTP_PORT crash-looped pointing at the
+    migrations. It is a setting refused (exit 2, one line)."""
+    import socket
+
+    from blackjack.configuration import ConfigurationError
+
+    with socket.socket() as taken:
+        taken.bind(("127.0.0.1", 0))
+        taken.listen()
+        port = taken.getsockname()[1]
+        server = HttpServer(uvicorn.Config(service().app, host="127.0.0.1", port=port))
+        with pytest.raises(ConfigurationError, match=f"cannot listen on 127.0.0.1:{port}"):
+            await server.serve()

@@ -78,4 +78,6 @@ def _days(waited: timedelta) -> str:
 
 
 def _at(moment: datetime) -> str:
-    return moment.isoformat(timespec="seconds")
+    """To the microsecond, as the interrupted rounds' list says it: a message cut to the second
+    named a moment at which the close was still refused."""
+    return moment.isoformat()
