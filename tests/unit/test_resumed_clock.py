@@ -199,6 +199,7 @@ async def test_the_table_view_and_the_recall_show_the_new_deadline() -> None:
     for wire in table.wires():
         folded.apply(wire)
     assert folded.view.deadline == LATER + TURN
+    assert folded.rounds[1].betting_deadline == LATER + TURN  # not the one run out
     console = Console(width=400, record=True, color_system=None)
     console.print(history_screen(folded, "ann", 10))
     text = " ".join(console.export_text().split())

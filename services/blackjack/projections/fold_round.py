@@ -84,9 +84,13 @@ def _logged_only(p: StreamProjection, e: ev.RoundEvent, at: datetime) -> None:
 
 
 def _round_resumed(p: StreamProjection, e: ev.RoundResumed, at: datetime) -> None:
-    """The round's log has it; at a table of one seat on a clock, the clock starts again."""
-    if e.deadline is not None:
-        p.view.deadline = utc(e.deadline)
+    """The round's log has it; at a table of one seat on a clock, the clock starts again (in
+    the betting, the round's betting clock too: a deal after the old deadline is in time)."""
+    if e.deadline is None:
+        return
+    p.view.deadline = utc(e.deadline)
+    if p.view.phase == "betting":
+        p.round(e.round).betting_deadline = utc(e.deadline)
 
 
 def _player_passed(p: StreamProjection, e: ev.PlayerPassed, at: datetime) -> None:
