@@ -191,8 +191,8 @@ def _money_move(word: str, rest: list[str], table: StreamProjection, player_id: 
             return wl.BuyIn(player_id=player_id, table_id=table.view.stream_id, amount=chips)
         case (("withdraw" | "w"), [amount]):
             return cmd.Withdraw(player_id=player_id, amount=amount_in_minor_units(amount, currency))
-        # Chips back from one box (the player's first unless named): all of them, or the
-        # amount (page 003: "To remove a bet completely or decrease its value, you should
+        # Chips back from one box (the player's one with chips unless named): all of them,
+        # or the amount (page 003: "To remove a bet completely or decrease its value, you should
         # remove the chip or chips placed").
         case "remove", []:
             return cmd.RemoveBet(player_id=player_id, box=_box_with_chips(table, player_id))
