@@ -150,6 +150,7 @@ async def _session(args: argparse.Namespace, settings: KafkaSettings, console: C
     from blackjack.play.moves import NotAMove
     from blackjack.play.read_model import ReadModelApi
     from blackjack.play.session import PlaySession
+    from blackjack.play.table_rules import shared_table
 
     topics = Topics(settings.topic_prefix)
     name = f"blackjack-play-{uuid.uuid4().hex[:8]}"
@@ -185,10 +186,9 @@ async def _session(args: argparse.Namespace, settings: KafkaSettings, console: C
         except NotAMove as error:
             print(f"blackjack play: --deposit: {error}", file=sys.stderr)
             return 2
-        rules = follower.table.view.rules or {}
         present: asyncio.Task[None] | None = None
         try:  # the wallet's follower too is stopped on every way out (a failed catch-up, ^C)
-            if int(rules.get("seats", 1)) > 1 and has_wallet_stream(args.player):  # by wallet
+            if shared_table(follower.table) and has_wallet_stream(args.player):  # by wallet
                 session.wallet = WalletFollower(
                     settings.bootstrap,
                     args.player,
@@ -329,6 +329,7 @@ async def _prepare(args: argparse.Namespace, session: PlaySession, console: Cons
     from blackjack.domain.rules import preset
     from blackjack.play.moves import amount_in_minor_units
     from blackjack.play.screen import result_line
+    from blackjack.play.table_rules import shared_table
 
     table = session.follower.table
 
@@ -360,8 +361,7 @@ async def _prepare(args: argparse.Namespace, session: PlaySession, console: Cons
             await send(cmd.MoveSeat(player_id=args.player, seat=args.seat))
     if amount is not None:
         currency = table.view.currency or "USD"
-        rules = table.view.rules or {}
-        if int(rules.get("seats", 1)) > 1:  # funded by the wallet: the cashier, then a buy-in
+        if shared_table(table):  # funded by the wallet: the cashier, then a buy-in
             await send(wl.WalletDeposit(player_id=args.player, amount=amount, currency=currency))
             buy_in = wl.BuyIn(player_id=args.player, table_id=args.table, amount=amount)
             for line in await session.buy_in(buy_in):

@@ -18,6 +18,7 @@ from blackjack.domain import commands as cmd
 from blackjack.domain import wallet as wl
 from blackjack.domain.currencies import decimals
 from blackjack.play.help import HELP
+from blackjack.play.table_rules import boxes_per_seat, shared_table
 from blackjack.projections.projector import StreamProjection
 
 
@@ -172,7 +173,7 @@ def _money_move(word: str, rest: list[str], table: StreamProjection, player_id: 
     if word not in _MONEY_USAGE:
         return None
     currency = table.view.currency or "USD"
-    if word in ("deposit", "dep") and _funded_by_wallet(table):
+    if word in ("deposit", "dep") and shared_table(table):
         raise NotAMove("this table is funded from your wallet: buyin AMOUNT")
     match word, rest:
         case (("bet" | "b"), [amount]):
@@ -220,11 +221,6 @@ def _box_with_chips(table: StreamProjection, player_id: str) -> int:
         listed = ", ".join(map(str, staked))
         raise NotAMove(f"chips are on boxes {listed}: remove [AMOUNT] box N says which")
     return staked[0] if staked else _boxes(table, player_id)[0]
-
-
-def _funded_by_wallet(table: StreamProjection) -> bool:
-    """A shared table: money comes from the player's wallet (``Rules.funded_by_wallet``)."""
-    return int((table.view.rules or {}).get("seats", 1)) > 1
 
 
 def _round_move(word: str, rest: list[str], table: StreamProjection, player_id: str) -> Move | None:
@@ -286,8 +282,7 @@ def _number(text: str, what: str = "box") -> int:
 def _boxes(table: StreamProjection, player_id: str) -> list[int]:
     """The player's boxes: those of the seat, by the table's rules (box 0 before sitting)."""
     account = table.accounts.get(player_id)
-    rules = table.view.rules or {}
-    per_seat = int(rules.get("boxes_per_seat", 1))
+    per_seat = boxes_per_seat(table)
     seat = account.seat if account is not None and account.seat is not None else 0
     return [seat * per_seat + k for k in range(per_seat)]
 

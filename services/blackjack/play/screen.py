@@ -24,6 +24,7 @@ from blackjack.audit.words import money
 from blackjack.domain.commands import UNPRINTABLE
 from blackjack.domain.rules import Rules, preset_term
 from blackjack.messages.envelope import CommandResult
+from blackjack.play.table_rules import boxes_per_seat, shared_table
 from blackjack.projections.projector import StreamProjection
 from blackjack.projections.views import Account, BoxView, HandView, InsuranceView, RoundRecord
 from blackjack.projections.wallets import WalletView
@@ -268,7 +269,7 @@ def table_screen(
         if view.deadline is not None and now is not None:
             left = max(0, math.ceil((view.deadline - now).total_seconds()))
             title += f" · {left} s left"
-    by_wallet = int((view.rules or {}).get("seats", 1)) > 1  # ``Rules.funded_by_wallet``
+    by_wallet = shared_table(table)
     grid = Table.grid(padding=(0, 2))
     grid.add_column(style="bold cyan", no_wrap=True)
     grid.add_column()
@@ -372,7 +373,7 @@ def sitting_out_line(table: StreamProjection, player_id: str) -> str:
 def seats_line(table: StreamProjection, player_id: str) -> Text | None:
     """At a table of several seats, who sits where, each player who sits out marked (with
     the rounds left before the seat is freed, where the rules free it)."""
-    if int((table.view.rules or {}).get("seats", 1)) <= 1:
+    if not shared_table(table):
         return None
     seated = sorted(
         (a for a in table.accounts.values() if a.seated and a.seat is not None),
@@ -588,7 +589,7 @@ def prompt_for(table: StreamProjection, player_id: str) -> str:
         offered = _insurance_offered(table, player_id)
         if offered:
             # several boxes asked: each answer goes to the first (three at page 003's table)
-            several = len(offered) > 1 or _boxes_per_seat(view.rules or {}) > 1
+            several = len(offered) > 1 or boxes_per_seat(table) > 1
             asked = f"insurance on box {offered[0]}?" if several else "insurance?"
             if declined_by_a_move(table, player_id):  # page 002
                 return f"{asked} {_INSURANCE_KEYS}, or decline by playing: h, s, d ..."
@@ -606,12 +607,12 @@ def prompt_for(table: StreamProjection, player_id: str) -> str:
         if view.round_open:  # bets already on the layout may still be dealt or taken back
             return "the table is suspended · deal, clear · withdraw AMOUNT · ? help, q quit"
         return "the table is suspended · withdraw AMOUNT, leave · ? help, q quit"
-    shared = int((view.rules or {}).get("seats", 1)) > 1  # funded from the wallet: no Deposit
+    shared = shared_table(table)  # funded from the wallet: no Deposit
     if account.available == 0 and account.in_play == 0:  # a bet, a rebet, a withdraw: refused
         pay_in = "buyin AMOUNT" if shared else "deposit AMOUNT"
         return f"no money at the table: {pay_in} to bet · leave · ? help, q quit"
     bet = "bet AMOUNT"
-    per_seat = _boxes_per_seat(view.rules or {})
+    per_seat = boxes_per_seat(table)
     if per_seat > 1:  # page 003's "up to three hands": the boxes a bet may go on
         first = (account.seat or 0) * per_seat
         bet += f" [box {first}-{first + per_seat - 1}]"
@@ -636,10 +637,6 @@ def _paid_out(account: Account, currency: str) -> str:
         if amount
     ]
     return f" · {to} at this table in all: {money(out, currency)} {currency} ({', '.join(parts)})"
-
-
-def _boxes_per_seat(rules: dict[str, Any]) -> int:
-    return int(rules.get("boxes_per_seat", 1))
 
 
 def _rebets(rules: dict[str, Any], account: Account) -> str:

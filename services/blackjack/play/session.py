@@ -25,6 +25,7 @@ from blackjack.messages.envelope import CommandResult
 from blackjack.play.follow import TableFollower, WalletFollower
 from blackjack.play.moves import Help, History, NotAMove, Quit, ShowRules, move
 from blackjack.play.screen import history_screen, result_line, rules_screen, table_screen
+from blackjack.play.table_rules import shared_table
 from blackjack.rules_sheet import Returns, table_returns
 
 
@@ -266,7 +267,7 @@ class PlaySession:
         """The table's events since the session began that paid this player's money out to
         their wallet (``SeatLeft``, ``FundsWithdrawn`` at a table funded by the wallets, as
         the handler sends them on as ``CashOut``): (sequence, amount)."""
-        if int((self.follower.table.view.rules or {}).get("seats", 1)) <= 1:
+        if not shared_table(self.follower.table):
             return []
         paid: list[tuple[int, int]] = []
         for envelope in self.follower.folded_since(self._since):
