@@ -24,7 +24,7 @@ from pydantic import (
     model_serializer,
     model_validator,
 )
-from pydantic_core import PydanticCustomError
+from pydantic_core import PydanticCustomError, to_jsonable_python
 from pydantic_core.core_schema import SerializerFunctionWrapHandler
 
 from blackjack.domain.cards import is_ace, is_ten_value
@@ -610,6 +610,20 @@ def preset_term(doc: dict[str, Any], term: str) -> bool:
 def stored_rules(doc: dict[str, Any]) -> Rules:
     """A table's rules as a snapshot, the read model or an older release stored them."""
     return Rules.model_validate(with_later_terms(doc), context=RECORDED)
+
+
+def every_term(doc: dict[str, Any]) -> dict[str, Any]:
+    """A table's stored rules document with every term written out, in the order of
+    ``Rules``, as it reads them: the terms a document leaves out (``PRESET_TERMS`` where they
+    are the preset's, an option off, one added since it was written) included, for a reader
+    that takes the document as it is (the query API's table), to whom an absent term would
+    read as no value or the schema's default."""
+    rules = stored_rules(doc)
+    written = rules.model_dump(mode="json")
+    return {
+        name: written[name] if name in written else to_jsonable_python(getattr(rules, name))
+        for name in Rules.model_fields
+    }
 
 
 FINGERPRINT_LENGTH: Final = 16

@@ -27,7 +27,7 @@ from sqlalchemy import (
 from sqlalchemy.ext.asyncio import AsyncConnection
 
 from blackjack.domain.decided_by import DecisionsInOrder
-from blackjack.domain.rules import PRESETS, with_later_terms
+from blackjack.domain.rules import PRESETS, every_term, with_later_terms
 from blackjack.messages import wire
 from blackjack.projections import schema
 from blackjack.projections.ids import MAX_ROUND, utc
@@ -425,7 +425,10 @@ async def table_state(connection: AsyncConnection, stream_id: str) -> dict[str, 
     # Through the model: a view stored by an older release lacks the fields added since
     # (``suspended``), which the answer's document says are always there.
     table = TableView.model_validate(view)
-    limit = (table.rules or {}).get("seat_released_after_rounds_sat_out")
+    limit = None
+    if table.rules is not None:  # the event's document leaves out a preset's own terms
+        table.rules = every_term(table.rules)
+        limit = table.rules["seat_released_after_rounds_sat_out"]
     query = schema.seated_accounts([stream_id]).order_by(a.c.seat, a.c.player_id)
     players = [
         {

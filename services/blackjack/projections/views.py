@@ -56,7 +56,11 @@ class TableView(_Model):
     opened: bool = False
     variant: str | None = None
     currency: str | None = None
-    rules: dict[str, Any] | None = None
+    rules: dict[str, Any] | None = Field(
+        default=None,
+        description="the table's rules; in the query API's answers every term written out "
+        "(TableOpened's document leaves out a preset's own terms and the options off)",
+    )
     last_sequence: int = 0
     updated_at: datetime | None = None
     shoe: ShoeView | None = None

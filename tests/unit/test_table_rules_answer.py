@@ -1,0 +1,72 @@
+"""The query API's table answers the table's rules with every term written out. The
+``TableOpened`` document leaves out a preset's own terms (``PRESET_TERMS``, so the presets'
+documents and fingerprints stay those of the release before the terms): a client reading
+the answer's ``rules`` as it is read mini-s17's and surrender's busts as settled with the
+round (an integrator's finding)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from blackjack.domain import events as ev
+from blackjack.domain.rules import PRESET_TERMS, PRESETS, Rules
+from blackjack.messages.sealing import ShoeSeal
+from blackjack.messages.wire import encode, to_wire
+from blackjack.projections.queries import player_table, table_state
+from blackjack.projections.store import ProjectionStore
+from blackjack.projections.writer import ProjectionWriter, Record
+from tests.integration.conftest_projections import Script
+
+SEAL = ShoeSeal.from_hex(ShoeSeal.new_key_hex())
+
+
+def opened_document(script: Script) -> dict[str, Any]:
+    """The rules document the table's ``TableOpened`` carries."""
+    opened = script.envelopes[0].data
+    assert isinstance(opened, ev.TableOpened)
+    return opened.rules.model_dump(mode="json")
+
+
+async def answered_rules(tmp_path: Path, script: Script) -> tuple[dict[str, Any], dict[str, Any]]:
+    records = [
+        Record("blackjack.events", 0, offset, encode(to_wire(envelope, SEAL)))
+        for offset, envelope in enumerate(script.envelopes)
+    ]
+    store = ProjectionStore(f"sqlite+aiosqlite:///{tmp_path / 'read.db'}")
+    await store.migrate()
+    try:
+        await ProjectionWriter(store).apply(records)
+        async with store.reading() as connection:
+            table = await table_state(connection, "table-1")
+            seen = await player_table(connection, "alice", "table-1")
+    finally:
+        await store.close()
+    assert table is not None and seen is not None
+    return table["rules"], seen["rules"]
+
+
+@pytest.mark.parametrize("variant", sorted(PRESETS))
+async def test_a_preset_table_answers_every_term_of_its_rules(tmp_path: Path, variant: str) -> None:
+    script = Script(variant, [])
+    opened = opened_document(script)
+    rules, as_the_player_sees_them = await answered_rules(tmp_path, script)
+    assert rules == as_the_player_sees_them
+    assert set(rules) == set(Rules.model_fields)
+    preset = PRESETS[variant]
+    assert {t: rules[t] for t in PRESET_TERMS} == {t: getattr(preset, t) for t in PRESET_TERMS}
+    assert Rules.model_validate(rules) == preset
+    assert {k: v for k, v in rules.items() if k in opened} == opened
+    if variant in ("mini-s17", "surrender"):  # the terms the event leaves out, said
+        assert "bust_settled_at_once" not in opened and rules["bust_settled_at_once"] is True
+
+
+async def test_a_term_overridden_off_its_preset_is_answered_as_overridden(
+    tmp_path: Path,
+) -> None:
+    script = Script("surrender", [], overrides={"bust_settled_at_once": False})
+    rules, _ = await answered_rules(tmp_path, script)
+    assert (rules["bust_settled_at_once"], rules["surrender_paid_at_once"]) == (False, True)
+    assert opened_document(script)["bust_settled_at_once"] is False
