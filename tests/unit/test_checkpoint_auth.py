@@ -314,8 +314,12 @@ async def test_a_handler_with_another_key_keeps_the_partition_out_of_service() -
     bet(table, 500)
     await write_checkpoint(table)
     stranger = SnapshotCodec(b"x" * 32), CheckpointSigner(b"y" * 32, TOPICS.snapshots)
-    with pytest.raises(SnapshotError, match="cannot open"):
+    with pytest.raises(SnapshotError, match="cannot open") as refused:
         await take_over(table, "accept", *stranger)
+    # the operator is told where to look: the key (a fault drill's handler whose key file's
+    # mount was missing made itself a new key and held its partitions failed, unexplained)
+    assert "sealed under another shoe key" in str(refused.value)
+    assert "BLACKJACK_SHOE_KEY_FILE" in str(refused.value)
 
 
 def test_unsigned_checkpoints_are_accepted_or_refused_by_configuration() -> None:

@@ -17,8 +17,12 @@ import os
 from collections.abc import Mapping
 from pathlib import Path
 
+import structlog
+
 from blackjack.configuration import ConfigurationError
 from blackjack.messages.sealing import ShoeSeal, derive
+
+log = structlog.get_logger("blackjack.command_handler")
 
 
 class MissingShoeKey(ConfigurationError):
@@ -57,6 +61,15 @@ def _key_file(path: Path, create: bool) -> str:
         fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
         with os.fdopen(fd, "w") as out:
             out.write(ShoeSeal.new_key_hex() + "\n")
+        # Right for a first start (``make run``, a new deployment's volume); a mount missing
+        # at a deployment that has a key gives this handler one that opens none of its
+        # snapshots and shoes: said, so that the partitions it then holds failed are traced.
+        log.warning(
+            "shoe key file not there: a new key was made",
+            file=str(path),
+            note="every handler of a deployment needs the same key; another key opens none "
+            "of the snapshots and shoes the others sealed",
+        )
     return path.read_text().strip()
 
 

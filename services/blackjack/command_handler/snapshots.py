@@ -312,7 +312,12 @@ class SnapshotCodec:
         # InvalidTag (another key or stream, a changed byte) carries no message; ValueError:
         # not base64, or too short to hold a nonce
         except (InvalidTag, ValueError) as error:
-            raise SnapshotError(f"cannot open the snapshot of {stream_id}") from error
+            raise SnapshotError(
+                f"cannot open the snapshot of {stream_id}: sealed under another shoe key (every "
+                "handler of a deployment needs the same BLACKJACK_SHOE_KEY, or the same file "
+                "BLACKJACK_SHOE_KEY_FILE names: one that was not there at start is made with a "
+                "new key), or changed since"
+            ) from error
         body: dict[str, Any] = json.loads(zlib.decompress(plain))
         return stream_id, sequence, body
 
