@@ -35,3 +35,11 @@ def positive_int(text: str) -> int:
     if number < 1:
         raise ValueError(f"{number} is not positive")
     return number
+
+
+def whole_number(text: str) -> int:
+    """A whole number of at least 0 (``ValueError`` otherwise), for ``env_value``."""
+    number = int(text)
+    if number < 0:
+        raise ValueError(f"{number} is negative")
+    return number

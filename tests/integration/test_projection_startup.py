@@ -15,6 +15,7 @@ from pathlib import Path
 
 import httpx
 import pytest
+from sqlalchemy import text
 from sqlalchemy.engine import make_url
 
 from blackjack.messages.sealing import ShoeSeal
@@ -171,3 +172,48 @@ async def test_a_worker_joining_a_topic_not_there_yet_stops_at_once_on_sigterm(
         if process.poll() is None:
             process.kill()
             process.wait()
+
+
+async def newer_store(tmp_path: Path) -> str:
+    """A read model a newer release migrated (a schema revision this code does not know)."""
+    url = f"sqlite+aiosqlite:///{tmp_path / 'newer.db'}"
+    store = ProjectionStore(url)
+    try:
+        await store.migrate()
+        async with store.writing() as connection:
+            await connection.execute(text("UPDATE alembic_version SET version_num = '0999'"))
+    finally:
+        await store.close()
+    return url
+
+
+async def test_a_worker_stopping_on_a_newer_store_serves_its_metrics_first(
+    events_topic: EventsTopic, tmp_path: Path
+) -> None:
+    """It exits 3 within a second of finding the store: a scrape every 15 s seldom saw its
+    schema-mismatch series, and the alert seldom fired (an operator's fault drill). With
+    ``--http`` it serves ``/metrics`` and ``/readyz`` for the linger first; a SIGTERM ends
+    the wait at once; the exit stays 3."""
+    url = await newer_store(tmp_path)
+    for linger, stop in (("600", True), ("1", False)):
+        port, log = free_port(), tmp_path / f"worker-{linger}.log"
+        env = worker_env(events_topic, url, BLACKJACK_PROJECTION_FATAL_LINGER_S=linger)
+        process = start_worker(env, port, log)
+        try:
+            if stop:
+                async with httpx.AsyncClient(base_url=f"http://127.0.0.1:{port}") as http:
+                    refused = (await answer(http, "/readyz", 503)).json()
+                    metrics = (await http.get("/metrics")).text
+                projections = refused["projections"]
+                assert projections["status"] == "schema_mismatch", refused
+                assert projections["schema_mismatch"] == "store_newer", refused
+                assert 'blackjack_projection_schema_mismatch{direction="newer"' in metrics
+                process.send_signal(signal.SIGTERM)
+            status = await asyncio.to_thread(process.wait, WAIT_S)
+        finally:
+            if process.poll() is None:
+                process.kill()
+                process.wait()
+        text_of_log = log.read_text()
+        assert status == 3, text_of_log[-3000:]
+        assert "the worker stops on a fault; its metrics are served until then" in text_of_log

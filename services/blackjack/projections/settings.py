@@ -21,6 +21,11 @@ BLACKJACK_KAFKA_SECURITY_PROTOCOL and the other BLACKJACK_KAFKA_* security setti
                               ``bus/settings.py`` lists them
 BLACKJACK_PROJECTION_STUCK_AFTER  failed attempts in a row at the same record after which the
                               worker reports the partition stuck (default 10, about 20 s of retries)
+BLACKJACK_PROJECTION_FATAL_LINGER_S  with ``--http``: seconds a worker that stops on a fault
+                              (exit 3: a store at another schema revision; 4: a database that
+                              refuses it) keeps serving ``/metrics`` and ``/readyz`` first, so
+                              that a scrape sees why (default 30: two scrapes at 15 s; 0: none;
+                              a stop signal ends it at once)
 BLACKJACK_API_TOKENS          bearer tokens (comma-separated, 32+ characters each) one of which
                               every query API request must carry; unset, the API is open
                               (behind the platform's gateway)
@@ -35,12 +40,13 @@ from dataclasses import dataclass, field
 from blackjack.api.tokens import OPEN, ApiTokens
 from blackjack.bus.settings import DEFAULT_BOOTSTRAP, PLAINTEXT, KafkaSecurity, KafkaSettings
 from blackjack.bus.topics import Topics
-from blackjack.configuration import ConfigurationError, env_value, positive_int
+from blackjack.configuration import ConfigurationError, env_value, positive_int, whole_number
 
 DEFAULT_DB_URL = "sqlite+aiosqlite:///var/projections.db"
 DEFAULT_GROUP = "blackjack-projections"
 DEFAULT_BATCH = 500
 DEFAULT_STUCK_AFTER = 10
+DEFAULT_FATAL_LINGER_S = 30
 SESSION_TIMEOUT_MS = 10_000
 STATIC_SESSION_TIMEOUT_MS = 45_000
 
@@ -57,6 +63,8 @@ class ProjectionSettings:
     session_timeout_ms: int = SESSION_TIMEOUT_MS
     security: KafkaSecurity = PLAINTEXT
     api_tokens: ApiTokens = OPEN  # who may read the query API the store serves
+    fatal_linger_s: int = DEFAULT_FATAL_LINGER_S
+    """with ``--http``, how long a worker stopping on a fault serves its metrics first"""
     watch_every_s: float | None = None
     """how often the lag and the group's offsets are read while idle (None:
     ``positions.LAG_EVERY_SECONDS``); the tests' worker makes it short"""
@@ -102,4 +110,7 @@ class ProjectionSettings:
             session_timeout_ms=number("BLACKJACK_PROJECTION_SESSION_TIMEOUT_MS", session),
             security=kafka.security,
             api_tokens=ApiTokens.from_env(env),
+            fatal_linger_s=env_value(
+                env, "BLACKJACK_PROJECTION_FATAL_LINGER_S", whole_number, DEFAULT_FATAL_LINGER_S
+            ),
         )

@@ -16,6 +16,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
+import sys
 from collections.abc import Awaitable, Callable
 from functools import partial
 from typing import TYPE_CHECKING, Any
@@ -219,6 +220,8 @@ async def run_worker(settings: ProjectionSettings, http: tuple[str, int] | None 
         await asyncio.wait({serving, fatal}, return_when=asyncio.FIRST_COMPLETED)
     finally:
         fatal.cancel()
+        if server is not None and _stopping_on_a_fault(health):
+            await _linger(serving, settings.fatal_linger_s)
         if not serving.done():
             if server is None:
                 serving.cancel()
@@ -260,6 +263,27 @@ async def migrated(
         else:
             store_answered(health)
             return
+
+
+def _stopping_on_a_fault(health: FoldHealth) -> bool:
+    """The worker ends on a fault, not a stop: a fold's (``health.fatal``) or one raised
+    while it started (a store at another revision, a database that refuses it)."""
+    raised = sys.exc_info()[1]
+    return health.fatal is not None or (
+        raised is not None and not isinstance(raised, asyncio.CancelledError)
+    )
+
+
+async def _linger(serving: asyncio.Task[Any], seconds: int) -> None:
+    """Serve ``/metrics`` and ``/readyz`` a while before a fault's exit: a process that
+    exits within a second of finding it is seldom scraped, so its alert
+    (``BlackjackProjectionSchemaMismatch``) and its restarts (``BlackjackProcessRestarting``)
+    went unseen (an operator's fault drill). A stop signal ends the wait."""
+    if seconds <= 0 or serving.done():
+        return
+    log.warning("the worker stops on a fault; its metrics are served until then", seconds=seconds)
+    with contextlib.suppress(TimeoutError):
+        await asyncio.wait_for(asyncio.shield(serving), seconds)
 
 
 async def _until_signalled() -> None:
