@@ -204,10 +204,13 @@ async def test_a_worker_stopping_on_a_newer_store_serves_its_metrics_first(
                 async with httpx.AsyncClient(base_url=f"http://127.0.0.1:{port}") as http:
                     refused = (await answer(http, "/readyz", 503)).json()
                     metrics = (await http.get("/metrics")).text
+                    # no query answered meanwhile from a store at another revision
+                    query = await http.get("/v1/tables/any-table")
                 projections = refused["projections"]
                 assert projections["status"] == "schema_mismatch", refused
                 assert projections["schema_mismatch"] == "store_newer", refused
                 assert 'blackjack_projection_schema_mismatch{direction="newer"' in metrics
+                assert query.status_code == 503, query.text
                 process.send_signal(signal.SIGTERM)
             status = await asyncio.to_thread(process.wait, WAIT_S)
         finally:

@@ -10,11 +10,13 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from sqlalchemy import select, update
 
 from blackjack.domain import events as ev
 from blackjack.domain.rules import PRESET_TERMS, PRESETS, Rules
 from blackjack.messages.sealing import ShoeSeal
 from blackjack.messages.wire import encode, to_wire
+from blackjack.projections import schema
 from blackjack.projections.queries import player_table, table_state
 from blackjack.projections.store import ProjectionStore
 from blackjack.projections.writer import ProjectionWriter, Record
@@ -70,3 +72,27 @@ async def test_a_term_overridden_off_its_preset_is_answered_as_overridden(
     rules, _ = await answered_rules(tmp_path, script)
     assert (rules["bust_settled_at_once"], rules["surrender_paid_at_once"]) == (False, True)
     assert opened_document(script)["bust_settled_at_once"] is False
+
+
+async def test_a_term_this_release_does_not_know_is_answered_as_stored(tmp_path: Path) -> None:
+    """A newer release's table (its workers rolled back): the document as stored, with the
+    later terms, rather than a 500."""
+    records = [
+        Record("blackjack.events", 0, offset, encode(to_wire(envelope, SEAL)))
+        for offset, envelope in enumerate(Script("mini-s17", []).envelopes)
+    ]
+    store = ProjectionStore(f"sqlite+aiosqlite:///{tmp_path / 'read.db'}")
+    await store.migrate()
+    try:
+        await ProjectionWriter(store).apply(records)
+        t = schema.table_views
+        async with store.writing() as connection:
+            view = (await connection.execute(select(t.c.view))).scalar_one()
+            view["rules"]["a_later_term"] = True
+            await connection.execute(update(t).values(view=view))
+        async with store.reading() as connection:
+            table = await table_state(connection, "table-1")
+    finally:
+        await store.close()
+    assert table is not None
+    assert table["rules"]["a_later_term"] is True and "bust_settled_at_once" not in table["rules"]

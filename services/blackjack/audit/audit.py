@@ -461,9 +461,9 @@ async def conservation(
     violations: list[str] = []
     to_tables: dict[str, int] = {}
     from_tables: dict[str, int] = {}
+    # a player's currency at the shared tables, else their wallet's: where what is between
+    # them is counted (one currency, on both sides of the sum)
     currency_of: dict[str, str] = {}
-    """a player's currency at the shared tables, else their wallet's: where what is between
-    them is counted (one currency, on both sides of the sum)"""
     for row in accounts:
         violations += _account_problems(row, row.stream_id in open_tables)
         total = totals.setdefault(row.currency, MoneyTotals(row.currency))

@@ -92,9 +92,9 @@ def _serve(args: argparse.Namespace) -> int:
     from blackjack.observability.logging import configure_logging
     from blackjack.stopping import stopped_before_start
 
+    configure_logging(args.log_level)  # first: reading the settings may log (a key file made)
     handler_config = HandlerConfig.from_env()
     projections = None if args.no_projections else projection_settings(handler_config)
-    configure_logging(args.log_level)
     if stopped_before_start():
         return 0
     close_clients_cut_short()  # a SIGTERM during a client's start leaves nothing open
@@ -158,8 +158,8 @@ def _handler(args: argparse.Namespace) -> int:
     from blackjack.observability.logging import configure_logging
     from blackjack.stopping import on_stop_signal, stopped_before_start, unless_stopped
 
+    configure_logging(args.log_level)  # first: reading the settings may log (a key file made)
     config = HandlerConfig.from_env()  # a wrong setting is named before anything starts
-    configure_logging(args.log_level)
     if stopped_before_start():
         return 0
     close_clients_cut_short()  # a SIGTERM during a client's start leaves nothing open

@@ -9,6 +9,7 @@ from collections.abc import AsyncIterator, Sequence
 from datetime import datetime, timedelta
 from typing import Any
 
+from pydantic import ValidationError
 from sqlalchemy import (
     BigInteger,
     Boolean,
@@ -425,10 +426,12 @@ async def table_state(connection: AsyncConnection, stream_id: str) -> dict[str, 
     # Through the model: a view stored by an older release lacks the fields added since
     # (``suspended``), which the answer's document says are always there.
     table = TableView.model_validate(view)
-    limit = None
     if table.rules is not None:  # the event's document leaves out a preset's own terms
-        table.rules = every_term(table.rules)
-        limit = table.rules["seat_released_after_rounds_sat_out"]
+        try:
+            table.rules = every_term(table.rules)
+        except ValidationError:  # a term this release does not know (a newer one's table)
+            table.rules = with_later_terms(table.rules)
+    limit = (table.rules or {}).get("seat_released_after_rounds_sat_out")
     query = schema.seated_accounts([stream_id]).order_by(a.c.seat, a.c.player_id)
     players = [
         {

@@ -23,9 +23,9 @@ BLACKJACK_PROJECTION_STUCK_AFTER  failed attempts in a row at the same record af
                               worker reports the partition stuck (default 10, about 20 s of retries)
 BLACKJACK_PROJECTION_FATAL_LINGER_S  with ``--http``: seconds a worker that stops on a fault
                               (exit 3: a store at another schema revision; 4: a database that
-                              refuses it) keeps serving ``/metrics`` and ``/readyz`` first, so
-                              that a scrape sees why (default 30: two scrapes at 15 s; 0: none;
-                              a stop signal ends it at once)
+                              refuses it; 2 or 1 for a fold's) keeps serving ``/metrics`` and
+                              ``/readyz`` first, no query, so that a scrape sees it (default
+                              30: two scrapes at 15 s; 0: none; a stop signal ends it at once)
 BLACKJACK_API_TOKENS          bearer tokens (comma-separated, 32+ characters each) one of which
                               every query API request must carry; unset, the API is open
                               (behind the platform's gateway)

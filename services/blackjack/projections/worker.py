@@ -16,7 +16,6 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
-import sys
 from collections.abc import Awaitable, Callable
 from functools import partial
 from typing import TYPE_CHECKING, Any
@@ -197,6 +196,7 @@ async def run_worker(settings: ProjectionSettings, http: tuple[str, int] | None 
     if stopped_before_start():
         return
     serving = asyncio.create_task(_until_signalled() if server is None else server.serve())
+    fault: BaseException | None = None  # what ends the start, if anything does
     # a fold that finds the store at another schema revision stops the worker, as does a
     # batch its consumer cannot decompress
     fatal = asyncio.create_task(health.stopped())
@@ -218,9 +218,14 @@ async def run_worker(settings: ProjectionSettings, http: tuple[str, int] | None 
         health.started()
         log.info("projection worker started", topic=settings.events_topic, group=settings.group_id)
         await asyncio.wait({serving, fatal}, return_when=asyncio.FIRST_COMPLETED)
+    except BaseException as error:
+        fault = error
+        raise
     finally:
         fatal.cancel()
-        if server is not None and _stopping_on_a_fault(health):
+        # a fold's fault, or one raised while it started (a store at another revision, a
+        # database that refuses it); not a stop
+        if server is not None and (health.fatal is not None or isinstance(fault, Exception)):
             await _linger(serving, settings.fatal_linger_s)
         if not serving.done():
             if server is None:
@@ -265,15 +270,6 @@ async def migrated(
             return
 
 
-def _stopping_on_a_fault(health: FoldHealth) -> bool:
-    """The worker ends on a fault, not a stop: a fold's (``health.fatal``) or one raised
-    while it started (a store at another revision, a database that refuses it)."""
-    raised = sys.exc_info()[1]
-    return health.fatal is not None or (
-        raised is not None and not isinstance(raised, asyncio.CancelledError)
-    )
-
-
 async def _linger(serving: asyncio.Task[Any], seconds: int) -> None:
     """Serve ``/metrics`` and ``/readyz`` a while before a fault's exit: a process that
     exits within a second of finding it is seldom scraped, so its alert
@@ -282,7 +278,8 @@ async def _linger(serving: asyncio.Task[Any], seconds: int) -> None:
     if seconds <= 0 or serving.done():
         return
     log.warning("the worker stops on a fault; its metrics are served until then", seconds=seconds)
-    with contextlib.suppress(TimeoutError):
+    # the server failing meanwhile changes nothing: the fault is the exit's
+    with contextlib.suppress(Exception):
         await asyncio.wait_for(asyncio.shield(serving), seconds)
 
 
@@ -324,5 +321,7 @@ def http_app(store: ProjectionStore, health: FoldHealth, tokens: ApiTokens = OPE
             only_at("/metrics", make_asgi_app(RoleView(("projections",)))),  # type: ignore[arg-type]
         ),
         tokens=tokens,
-        ready=lambda: not health.starting,
+        # a worker stopping on a fault (its metrics served a while first) answers no query:
+        # the store may be at another revision or folded from another log
+        ready=lambda: not health.starting and health.fatal is None,
     )
