@@ -12,6 +12,7 @@ import sys
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 from pathlib import Path
+from typing import Any
 
 import httpx
 import pytest
@@ -187,6 +188,16 @@ async def newer_store(tmp_path: Path) -> str:
     return url
 
 
+async def found_mismatched(http: httpx.AsyncClient) -> dict[str, Any]:
+    """``/readyz`` once the worker has found the store's revision (``starting`` before)."""
+    async with asyncio.timeout(WAIT_S):
+        while True:
+            ready: dict[str, Any] = (await answer(http, "/readyz", 503)).json()
+            if ready["projections"]["status"] != "starting":
+                return ready
+            await asyncio.sleep(0.1)
+
+
 async def test_a_worker_stopping_on_a_newer_store_serves_its_metrics_first(
     events_topic: EventsTopic, tmp_path: Path
 ) -> None:
@@ -202,7 +213,7 @@ async def test_a_worker_stopping_on_a_newer_store_serves_its_metrics_first(
         try:
             if stop:
                 async with httpx.AsyncClient(base_url=f"http://127.0.0.1:{port}") as http:
-                    refused = (await answer(http, "/readyz", 503)).json()
+                    refused = await found_mismatched(http)
                     metrics = (await http.get("/metrics")).text
                     # no query answered meanwhile from a store at another revision
                     query = await http.get("/v1/tables/any-table")

@@ -226,6 +226,10 @@ async def run_worker(settings: ProjectionSettings, http: tuple[str, int] | None 
         # a fold's fault, or one raised while it started (a store at another revision, a
         # database that refuses it); not a stop
         if server is not None and (health.fatal is not None or isinstance(fault, Exception)):
+            if broker is not None:  # its partitions go to the other workers first
+                await broker.stop()
+                broker = None
+                log.info("projection worker stopped")
             await _linger(serving, settings.fatal_linger_s)
         if not serving.done():
             if server is None:
