@@ -6,6 +6,8 @@ round (an integrator's finding)."""
 
 from __future__ import annotations
 
+from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager
 from pathlib import Path
 from typing import Any
 
@@ -15,12 +17,11 @@ from sqlalchemy import select, update
 from blackjack.domain import events as ev
 from blackjack.domain.rules import PRESET_TERMS, PRESETS, Rules
 from blackjack.messages.sealing import ShoeSeal
-from blackjack.messages.wire import encode, to_wire
 from blackjack.projections import schema
 from blackjack.projections.queries import player_table, table_state
 from blackjack.projections.store import ProjectionStore
-from blackjack.projections.writer import ProjectionWriter, Record
-from tests.integration.conftest_projections import Script
+from blackjack.projections.writer import ProjectionWriter
+from tests.integration.conftest_projections import Script, event_records
 
 SEAL = ShoeSeal.from_hex(ShoeSeal.new_key_hex())
 
@@ -32,20 +33,22 @@ def opened_document(script: Script) -> dict[str, Any]:
     return opened.rules.model_dump(mode="json")
 
 
-async def answered_rules(tmp_path: Path, script: Script) -> tuple[dict[str, Any], dict[str, Any]]:
-    records = [
-        Record("blackjack.events", 0, offset, encode(to_wire(envelope, SEAL)))
-        for offset, envelope in enumerate(script.envelopes)
-    ]
+@asynccontextmanager
+async def folded(tmp_path: Path, script: Script) -> AsyncIterator[ProjectionStore]:
+    """A read model on SQLite with the table's events folded in."""
     store = ProjectionStore(f"sqlite+aiosqlite:///{tmp_path / 'read.db'}")
     await store.migrate()
     try:
-        await ProjectionWriter(store).apply(records)
-        async with store.reading() as connection:
-            table = await table_state(connection, "table-1")
-            seen = await player_table(connection, "alice", "table-1")
+        await ProjectionWriter(store).apply(event_records(script.envelopes, SEAL))
+        yield store
     finally:
         await store.close()
+
+
+async def answered_rules(tmp_path: Path, script: Script) -> tuple[dict[str, Any], dict[str, Any]]:
+    async with folded(tmp_path, script) as store, store.reading() as connection:
+        table = await table_state(connection, "table-1")
+        seen = await player_table(connection, "alice", "table-1")
     assert table is not None and seen is not None
     return table["rules"], seen["rules"]
 
@@ -77,14 +80,7 @@ async def test_a_term_overridden_off_its_preset_is_answered_as_overridden(
 async def test_a_term_this_release_does_not_know_is_answered_as_stored(tmp_path: Path) -> None:
     """A newer release's table (its workers rolled back): the document as stored, with the
     later terms, rather than a 500."""
-    records = [
-        Record("blackjack.events", 0, offset, encode(to_wire(envelope, SEAL)))
-        for offset, envelope in enumerate(Script("mini-s17", []).envelopes)
-    ]
-    store = ProjectionStore(f"sqlite+aiosqlite:///{tmp_path / 'read.db'}")
-    await store.migrate()
-    try:
-        await ProjectionWriter(store).apply(records)
+    async with folded(tmp_path, Script("mini-s17", [])) as store:
         t = schema.table_views
         async with store.writing() as connection:
             view = (await connection.execute(select(t.c.view))).scalar_one()
@@ -92,7 +88,5 @@ async def test_a_term_this_release_does_not_know_is_answered_as_stored(tmp_path:
             await connection.execute(update(t).values(view=view))
         async with store.reading() as connection:
             table = await table_state(connection, "table-1")
-    finally:
-        await store.close()
     assert table is not None
     assert table["rules"]["a_later_term"] is True and "bust_settled_at_once" not in table["rules"]

@@ -223,13 +223,12 @@ async def run_worker(settings: ProjectionSettings, http: tuple[str, int] | None 
         raise
     finally:
         fatal.cancel()
+        if broker is not None:  # first: its partitions go to the other workers
+            await broker.stop()
+            log.info("projection worker stopped")
         # a fold's fault, or one raised while it started (a store at another revision, a
         # database that refuses it); not a stop
         if server is not None and (health.fatal is not None or isinstance(fault, Exception)):
-            if broker is not None:  # its partitions go to the other workers first
-                await broker.stop()
-                broker = None
-                log.info("projection worker stopped")
             await _linger(serving, settings.fatal_linger_s)
         if not serving.done():
             if server is None:
@@ -238,9 +237,6 @@ async def run_worker(settings: ProjectionSettings, http: tuple[str, int] | None 
                 server.should_exit = True
             with contextlib.suppress(asyncio.CancelledError):
                 await serving
-        if broker is not None:
-            await broker.stop()
-            log.info("projection worker stopped")
         if queries is not None and queries is not store:
             await queries.close()
         await store.close()
