@@ -221,6 +221,34 @@ def test_a_balance_one_cent_off_is_found() -> None:
     assert "alice's balance after: recorded 8999, the rules give 9000" in messages(log)
 
 
+def test_a_balance_changed_in_one_event_is_named_there_only() -> None:
+    """The events after it are checked against the balance the rules give: before, the next
+    one was named too (from the changed figure, as if it were the one changed)."""
+    log = tamper(
+        wires(won_round()), ev.BetPlaced, lambda e: {"balance_after": e.balance_after + 500}
+    )
+    assert [m for m in messages(log) if "balance" in m] == [
+        "alice's balance after: recorded 9500, the rules give 9000"
+    ]
+
+
+def test_a_balance_changed_from_one_event_on_is_named_at_each() -> None:
+    """Every later balance carried over from the changed one is a balance the rules do not
+    give: each is named, none taken as the start of a new count."""
+    log = wires(won_round())
+    first = next(i for i, w in enumerate(log) if isinstance(w.data, ev.BetPlaced))
+    forged = [
+        tamper([w], type(w.data), lambda e: {"balance_after": e.balance_after + 500})[0]
+        if i >= first and isinstance(w.data, ev.BetPlaced | ev.HandSettled)
+        else w
+        for i, w in enumerate(log)
+    ]
+    assert [m for m in messages(forged) if "balance" in m] == [
+        "alice's balance after: recorded 9500, the rules give 9000",
+        "alice's balance after: recorded 11500, the rules give 11000",
+    ]
+
+
 def test_a_reveal_that_does_not_match_the_commitment_is_found() -> None:
     def swap(e: ev.ShoeRetired) -> dict[str, Any]:
         order = list(e.order)

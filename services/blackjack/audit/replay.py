@@ -189,6 +189,7 @@ class TableReplayer(MoneyChecks, TableChecks):
             self._check(event)
             self._stood_up_when_due(event)
             self.state = evolve(self.state, event)
+            self._balances_as_the_rules_give()
             # A settled game cycle's end; not a void's: a voided round is no round sat
             # out, so it brings no one to the table's limit (a stand-up after it is found
             # as one before the count reached the limit), but where a version 1's handler

@@ -70,11 +70,12 @@ class WalletReplayer:
             pending = self.state.pending_transfer(e.transfer)
             if pending is None or (pending.table_id, pending.amount) != (e.table_id, e.amount):
                 find(f"buy-in {e.transfer} closed, but no such transfer is pending")
+        given: int | None = None  # the balance the amounts give, where it is not the one recorded
         if moved is not None:
             out.checks += 1
             delta, after = moved
-            given = self.state.balance + delta
-            if after != given:
+            if after != self.state.balance + delta:
+                given = self.state.balance + delta
                 find(f"balance after: recorded {after}, the amounts give {given}")
             if after < 0:
                 find(f"the wallet went below zero ({after})")
@@ -84,6 +85,8 @@ class WalletReplayer:
             find(f"the wallet cannot fold {envelope.type}: {error}")
             out.stopped = f"corrupt log at event {envelope.sequence}"
             return
+        if given is not None:  # the events after it are checked against the amounts, not it
+            self.state = self.state.model_copy(update={"balance": given})
         out.events += 1
 
     def finish(self) -> StreamReplay:
