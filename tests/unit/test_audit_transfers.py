@@ -71,6 +71,12 @@ def test_the_handler_s_buy_ins_refunds_and_cash_outs_all_match() -> None:
     assert reconcile(logs_of(h)).findings == []
 
 
+def in_bobs_wallet_too(logs: Logs) -> Logs:
+    """The logs with the last cash-out of the wallet written in bob's wallet too."""
+    [copy] = [e for e in logs[WALLET] if isinstance(e.data, wl.CashOutReceived)][-1:]
+    return {**logs, "wallet:bob": [copy.model_copy(update={"stream_id": "wallet:bob"})]}
+
+
 FORGERIES: dict[str, tuple[Callable[[Logs], Logs], str]] = {
     "cash-out of more than was paid": (
         lambda logs: changed(logs, WALLET, wl.CashOutReceived, amount=10_000),
@@ -82,7 +88,7 @@ FORGERIES: dict[str, tuple[Callable[[Logs], Logs], str]] = {
     ),
     "cash-out received twice": (
         lambda logs: appended(logs, WALLET, wl.CashOutReceived),
-        "received again",
+        f"received again (also at {WALLET} event ",
     ),
     "deposit the wallet never sent": (
         lambda logs: changed(logs, TABLE, ev.FundsDeposited, transfer="wallet:eve/99"),
@@ -93,15 +99,13 @@ FORGERIES: dict[str, tuple[Callable[[Logs], Logs], str]] = {
         "the table handled 50.00",
     ),
     "cash-out in another player's wallet": (
-        lambda logs: {
-            **logs,
-            "wallet:bob": [
-                e.model_copy(update={"stream_id": "wallet:bob"})
-                for e in logs[WALLET]
-                if isinstance(e.data, wl.CashOutReceived)
-            ][-1:],
-        },
+        in_bobs_wallet_too,
         "in another player's wallet",
+    ),
+    "cash-out in another player's wallet, named with the first": (
+        in_bobs_wallet_too,
+        # the other wallet that has it is named (before: "first at N", no wallet)
+        f"received again (also at {WALLET} event ",
     ),
     "buy-in the wallet refunded but the table took": (
         lambda logs: {

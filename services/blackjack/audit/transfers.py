@@ -328,8 +328,9 @@ class Movements:
             key = (cash_out.table_id, cash_out.table_sequence)
             where = f"{cash_out.table_id} event {cash_out.table_sequence}"
             if key in cashed:
-                first = cashed[key].sequence
-                self.find(envelope, f"cash-out of {where} received again (first at {first})")
+                first = cashed[key]  # (in the order the streams were read, not of time)
+                also = f"{first.stream_id} event {first.sequence}"
+                self.find(envelope, f"cash-out of {where} received again (also at {also})")
                 continue
             cashed[key] = envelope
             payout = self.paid_out.get(key)
