@@ -85,6 +85,20 @@ async def test_an_id_no_store_holds_is_a_4xx_on_either_store(
     assert answer.json()["error"]["code"] == code
 
 
+@pytest.mark.parametrize(
+    "path",
+    ["/v1/players/{}/wallet", "/v1/players/{}/rounds", "/v1/tables/{}", "/v1/rounds/{}:1"],
+)
+async def test_a_404_quotes_at_most_200_characters_of_a_long_id(
+    api: httpx.AsyncClient, path: str
+) -> None:
+    """An id of 5,000 characters was quoted whole (a fuzz review): no id is that long."""
+    answer = await api.get(path.format("a" * 5000))
+    assert answer.status_code == 404
+    assert repr("a" * 200) in answer.json()["error"]["message"]
+    assert len(answer.content) < 600
+
+
 async def test_a_player_id_with_a_nul_is_asked_of_the_store_as_any_other(
     api: httpx.AsyncClient,
 ) -> None:

@@ -52,7 +52,7 @@ async def raw(
     of more digits than Python reads does not make it unparsable: its id is read)."""
     offset = await client.send_raw(key, value)
     try:
-        document = json.loads(value, parse_int=str)
+        document = json.loads(value.decode("utf-8"), parse_int=str)  # (json alone reads UTF-16)
         command_id = document["command_id"]
     except (ValueError, KeyError, TypeError, RecursionError):
         partition = partition_for(key.decode(), space.partitions)
@@ -71,8 +71,15 @@ async def test_malformed_and_unknown_messages_get_typed_rejections_and_change_no
     before = await stream_events(space, seated)
     key = seated.encode()
     bet = {"type": "PlaceBet", "player_id": "p", "box": 0}
+    in_utf8 = envelope("utf-16", seated, {**bet, "amount": 100}).decode()
     cases = {
         b"this is not JSON {": "malformed",
+        # a valid bet in other encodings than UTF-8, which Python's JSON reader would take: a
+        # gateway reading UTF-8 (RFC 8259) cannot check it, so none is decided (a fuzz review)
+        in_utf8.encode("utf-16"): "malformed",
+        in_utf8.replace("utf-16", "utf-16-be").encode("utf-16-be"): "malformed",
+        in_utf8.replace("utf-16", "utf-32").encode("utf-32"): "malformed",
+        in_utf8.replace("utf-16", "bom").encode("utf-8-sig"): "malformed",
         b"[1, 2, 3]": "malformed",
         b"": "malformed",
         envelope("bad-fields", seated, {**bet, "amont": 100}): "malformed",

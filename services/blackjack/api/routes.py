@@ -294,7 +294,7 @@ async def _wallet(connection: AsyncConnection, player_id: str, params: Params) -
     except queries.BadCursor as error:  # (not a stored row the models refuse: a 500)
         raise ApiError(400, "bad_parameter", str(error)) from None
     if found is None:
-        raise ApiError(404, "unknown_player", f"no player {player_id!r}: no wallet, no seat")
+        raise ApiError(404, "unknown_player", f"no player {player_id[:200]!r}: no wallet, no seat")
     return found
 
 
@@ -311,7 +311,7 @@ async def _rounds(connection: AsyncConnection, player_id: str, params: Params) -
     except queries.BadCursor as error:  # (not a stored row the models refuse: a 500)
         raise ApiError(400, "bad_parameter", str(error)) from None
     if found is None:
-        raise ApiError(404, "unknown_player", f"no player {player_id!r}: no wallet, no seat")
+        raise ApiError(404, "unknown_player", f"no player {player_id[:200]!r}: no wallet, no seat")
     return found
 
 
@@ -362,7 +362,7 @@ async def _table(
     # A stream that never opened holds at most a declined buy-in (a wallet's BuyIn to an id
     # with no table): no table a client could sit at.
     if found is None or not found.get("opened") or (seated is not None and found["you"] is None):
-        raise ApiError(404, "unknown_table", f"no table {stream_id!r}")
+        raise ApiError(404, "unknown_table", f"no table {stream_id[:200]!r}")
     return found
 
 

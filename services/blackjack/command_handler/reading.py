@@ -197,7 +197,7 @@ def _read(inbound: Inbound, partitions: int) -> CommandEnvelope | Unparsed:
         doc = strict_json.loads(inbound.value, parse_int=_integer)
     except strict_json.KeyNamedTwice as error:
         return refuse("malformed", f"ambiguous JSON: {error}", _named_once(inbound.value))
-    except (UnicodeDecodeError, ValueError) as error:  # a number past int's digit limit too
+    except ValueError as error:  # not UTF-8 (strict_json.utf8), a number past int's digits
         return refuse("malformed", f"not JSON: {error}")
     except RecursionError:
         return refuse("malformed", "JSON nested too deeply")

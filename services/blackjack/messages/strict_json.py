@@ -58,9 +58,17 @@ def finite_loads(text: str | bytes) -> Any:
     return loads(text, parse_float=_finite, parse_constant=_no_constant)
 
 
+def utf8(text: str | bytes) -> str:
+    """The text of a message, read as UTF-8 only (RFC 8259 8.1). ``json.loads`` takes bytes in
+    UTF-16 or UTF-32 too, and drops a byte-order mark: the handler would decide a command that
+    a platform's gateway reading UTF-8 cannot read, let alone check. A ``UnicodeDecodeError``
+    for bytes that are not UTF-8; a byte-order mark stays, and ``json.loads`` refuses it."""
+    return text.decode("utf-8") if isinstance(text, bytes) else text
+
+
 def loads(text: str | bytes, **options: Any) -> Any:
-    """``json.loads``, raising ``KeyNamedTwice`` for an object that names a key twice."""
-    return json.loads(text, object_pairs_hook=object_once, **options)
+    """``json.loads`` of UTF-8, raising ``KeyNamedTwice`` for an object that names a key twice."""
+    return json.loads(utf8(text), object_pairs_hook=object_once, **options)
 
 
 def with_keys_named_twice(text: str | bytes, **options: Any) -> tuple[Any, set[str]]:
@@ -81,5 +89,5 @@ def with_keys_named_twice(text: str | bytes, **options: Any) -> tuple[Any, set[s
         named_twice[:] = [twice]  # the outermost object is read last
         return document
 
-    document = json.loads(text, object_pairs_hook=collecting, **options)
+    document = json.loads(utf8(text), object_pairs_hook=collecting, **options)
     return document, named_twice[0] if isinstance(document, dict) else set()
