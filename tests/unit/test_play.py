@@ -608,7 +608,10 @@ def test_the_screens_show_what_the_server_decided_for_players_out_of_time() -> N
     assert "16  (stood by the server: no move in time)  lose" in alice
     console = Console(width=180, record=True, color_system=None)
     console.print(history_screen(table, "bob", 10))
-    assert "16  (stood by the server: no move in time)  lose" in console.export_text()
+    recalled = console.export_text()
+    assert "16  (stood by the server: no move in time)  lose" in recalled
+    # the decision for no one box too (a review: only the live screen said it)
+    assert "dealt in by the server at the deadline" in recalled
 
 
 def test_the_screen_says_why_a_bet_was_given_back() -> None:
