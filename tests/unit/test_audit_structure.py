@@ -22,7 +22,7 @@ from blackjack.domain import events as ev
 from blackjack.domain import wallet as wl
 from blackjack.domain.wallet import BuyIn, WalletDeposit, WalletWithdraw
 from blackjack.messages.wire import WireEnvelope, decode, encode, to_wire
-from tests.integration.conftest_projections import Script
+from tests.integration.conftest_projections import Script, placed
 from tests.unit.test_platform_money import PLAYER, WALLET, Harness, code, deposit
 from tests.unit.test_replay_engine import SEAL, A, messages, two_players_stood, wires, won_round
 
@@ -30,7 +30,7 @@ Log = list[WireEnvelope]
 
 
 def renumbered(log: Log) -> Log:
-    return [w.model_copy(update={"sequence": n}) for n, w in enumerate(log, start=1)]
+    return [placed(w, n) for n, w in enumerate(log, start=1)]
 
 
 def changed(log: Log, index: int, **fields: Any) -> Log:
@@ -275,9 +275,7 @@ def test_a_wallet_moved_by_a_negative_amount_is_found() -> None:
     script = Script("atlantic-city-multi", [[]], players={A: 5000})
     log = [to_wire(e, SEAL) for e in script.envelopes if e.stream_id == "wallet:alice"]
     withdrawn = wl.WalletWithdrawn(player_id=A, amount=-100_000, balance_after=100_000)
-    forged = log[0].model_copy(
-        update={"data": withdrawn, "sequence": len(log) + 1, "type": "WalletWithdrawn"}
-    )
+    forged = placed(log[0], len(log) + 1, data=withdrawn, type="WalletWithdrawn")
     found = [f.message for f in replay_stream([*log, forged]).findings]
     assert found == ["a WalletWithdrawn of -100000"]
 

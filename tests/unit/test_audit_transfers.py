@@ -14,6 +14,7 @@ from blackjack.domain import commands as cmd
 from blackjack.domain import events as ev
 from blackjack.domain import wallet as wl
 from blackjack.messages.wire import WireEnvelope, to_wire
+from tests.integration.conftest_projections import placed
 from tests.unit.test_handler_signed_replay import (
     PLAYER,
     TABLE,
@@ -48,7 +49,7 @@ def appended(logs: Logs, stream: str, kind: type) -> Logs:
     """The logs with the last ``kind`` event of ``stream`` written again at the end."""
     events = list(logs[stream])
     copy = next(e for e in reversed(events) if isinstance(e.data, kind))
-    events.append(copy.model_copy(update={"sequence": events[-1].sequence + 1}))
+    events.append(placed(copy, events[-1].sequence + 1))
     return {**logs, stream: events}
 
 

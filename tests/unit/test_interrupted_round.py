@@ -24,7 +24,7 @@ from blackjack.domain.rules import PRESETS
 from blackjack.domain.state import TableState
 from blackjack.messages import wire
 from blackjack.messages.wire import WireEnvelope
-from tests.integration.conftest_projections import Script
+from tests.integration.conftest_projections import Script, placed
 from tests.unit.stacked_table import START, StackedTable
 from tests.unit.test_presence import T0, TABLE, Table, dealt_at_surrender
 from tests.unit.test_replay_engine import SEAL, messages, tamper, wires
@@ -348,9 +348,7 @@ def test_the_audit_finds_a_player_timed_out_with_no_clock_and_no_closing() -> No
     index = next(i for i, w in enumerate(log) if isinstance(w.data, ev.InterruptedRoundClosed))
     deal_at = log[index - 1].occurred_at
     forged = [
-        w.model_copy(update={"sequence": w.sequence - 1, "occurred_at": deal_at})
-        if i > index
-        else w
+        placed(w, w.sequence - 1, occurred_at=deal_at) if i > index else w
         for i, w in enumerate(log)
         if i != index
     ]

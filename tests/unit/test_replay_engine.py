@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import json
 from collections.abc import Callable
-from datetime import UTC, datetime
+from datetime import UTC, datetime, timedelta
 from typing import Any
 
 import pytest
@@ -32,7 +32,7 @@ from blackjack.projections.projector import StreamProjection
 from blackjack.rng import csprng_shuffle
 from blackjack.scenario import build_shoe
 from blackjack.table import apply
-from tests.integration.conftest_projections import Script, play_tables
+from tests.integration.conftest_projections import Script, placed, play_tables
 from tests.unit.test_currencies import IN_YEN
 
 SEAL = ShoeSeal.from_hex(ShoeSeal.new_key_hex())
@@ -140,10 +140,10 @@ def test_a_blackjack_paid_before_the_hole_card_needs_the_rule_that_says_so() -> 
     paid = log[at].data
     assert isinstance(paid, ev.HandSettled)
     again = paid.model_copy(update={"balance_after": paid.balance_after + paid.payout})
-    later = [w.model_copy(update={"sequence": w.sequence + 1}) for w in log[at + 1 :]]
+    later = [placed(w, w.sequence + 1) for w in log[at + 1 :]]
     twice = [
         *log[: at + 1],
-        log[at].model_copy(update={"sequence": log[at].sequence + 1, "data": again}),
+        placed(log[at], log[at].sequence + 1, data=again),
         *later,
     ]
     assert "box 0 hand 0 settled again: recorded True, the rules give False" in messages(twice)
@@ -219,6 +219,26 @@ def test_a_changed_card_does_not_fold() -> None:
 def test_a_balance_one_cent_off_is_found() -> None:
     log = tamper(wires(won_round()), ev.BetPlaced, lambda e: {"balance_after": e.balance_after - 1})
     assert "alice's balance after: recorded 8999, the rules give 9000" in messages(log)
+
+
+def test_an_event_with_the_id_of_another_place_is_found() -> None:
+    """Event ids derive from the place (stream and sequence): a copy of another event's id,
+    or an event moved from its place with its id, was not written there by the handler."""
+    log = wires(won_round())
+    copied = log[5].model_copy(update={"event_id": log[4].event_id})
+    assert messages([*log[:5], copied, *log[6:]]) == [
+        f"event id {log[4].event_id} is not the id of table-1 event 6 ({log[5].event_id})"
+    ]
+    wallet = [
+        to_wire(e, SEAL)
+        for e in Script("atlantic-city-multi", [[]], players={A: 500}).envelopes
+        if e.stream_id == "wallet:alice"
+    ]
+    moved = wallet[0].model_copy(update={"stream_id": "wallet:bob"})
+    assert [f.message for f in replay_stream([moved]).findings] == [
+        f"event id {wallet[0].event_id} is not the id of wallet:bob event 1 "
+        f"({placed(moved, 1).event_id})"
+    ]
 
 
 def test_a_balance_changed_in_one_event_is_named_there_only() -> None:
@@ -323,7 +343,7 @@ def test_a_shoe_shuffled_after_the_bets_is_found() -> None:
         i for i, w in enumerate(log) if isinstance(w.data, ev.ShoeRetired | SealedShoeShuffled)
     ][-2:]
     moved = [w for i, w in enumerate(log) if i not in new_shoe] + [log[i] for i in new_shoe]
-    renumbered = [w.model_copy(update={"sequence": n}) for n, w in enumerate(moved, start=1)]
+    renumbered = [placed(w, n) for n, w in enumerate(moved, start=1)]
     assert "shoe 2 shuffled in round 2, after its bets" in messages(renumbered)
     assert messages(log) == []
 
@@ -333,7 +353,7 @@ def test_a_wallet_transfer_closed_twice_is_found() -> None:
     log = [to_wire(e, SEAL) for e in script.envelopes if e.stream_id == "wallet:alice"]
     assert replay_stream(log).findings == []
     completed = next(w for w in log if isinstance(w.data, BuyInCompleted))
-    again = completed.model_copy(update={"sequence": len(log) + 1})
+    again = placed(completed, len(log) + 1)
     assert messages([*log, again]) == ["buy-in 1 closed, but no such transfer is pending"]
 
 
@@ -439,6 +459,16 @@ def test_the_replay_tells_the_round_with_its_checks() -> None:
         assert expected in text, expected
 
 
+def test_the_replay_tells_each_event_s_time_to_the_microsecond() -> None:
+    """As the events and the query API have it: before, whole seconds (a move a few
+    milliseconds late read as on time)."""
+    later = timedelta(microseconds=123_456)
+    log = [w.model_copy(update={"occurred_at": w.occurred_at + later}) for w in wires(won_round())]
+    [bet] = [w for w in log if isinstance(w.data, ev.BetPlaced)]
+    text = render(replay_round(log, 1, None, "table-1"))
+    assert f"  {bet.occurred_at:%Y-%m-%d %H:%M:%S}.123456Z  #{bet.sequence:<5} alice bets" in text
+
+
 def test_an_unknown_round_is_not_found() -> None:
     assert not replay_round(wires(won_round()), 9, None, "table-1").found
 
@@ -532,9 +562,7 @@ def test_a_bet_or_a_seat_taken_at_a_suspended_table_is_found() -> None:
     # the same log without the resumption: the seat and the bet came while suspended
     index = next(i for i, w in enumerate(log) if isinstance(w.data, ev.TableResumed))
     forged = [
-        w.model_copy(update={"sequence": w.sequence - 1}) if i > index else w
-        for i, w in enumerate(log)
-        if i != index
+        placed(w, w.sequence - 1) if i > index else w for i, w in enumerate(log) if i != index
     ]
     assert messages(forged) == [
         "bo sits down at a suspended table",
@@ -561,9 +589,7 @@ def test_money_paid_in_at_a_suspended_table_is_found() -> None:
         assert messages(log) == []
         index = next(i for i, w in enumerate(log) if isinstance(w.data, ev.TableResumed))
         forged = [
-            w.model_copy(update={"sequence": w.sequence - 1}) if i > index else w
-            for i, w in enumerate(log)
-            if i != index
+            placed(w, w.sequence - 1) if i > index else w for i, w in enumerate(log) if i != index
         ]
         found.append(messages(forged))
     [deposited] = [w.data for w in wires(shared)[-1:] if isinstance(w.data, ev.FundsDeposited)]
@@ -680,7 +706,7 @@ def test_a_false_or_missing_peek_is_found() -> None:
     at = next(i for i, w in enumerate(log) if isinstance(w.data, ev.DealerPeeked))
     skipped = [
         *log[:at],
-        *(w.model_copy(update={"sequence": w.sequence - 1}) for w in log[at + 1 :]),
+        *(placed(w, w.sequence - 1) for w in log[at + 1 :]),
     ]
     assert messages(skipped, SEAL) == ["play started without the peek the rules require"]
     # and a peek under an upcard the rules do not look under

@@ -17,7 +17,7 @@ from blackjack.domain import events as ev
 from blackjack.domain.wallet import BuyInCompleted, BuyInSent, WalletDeposited
 from blackjack.messages.sealing import ShoeSeal
 from blackjack.messages.wire import SealedShoeShuffled, WireEnvelope, to_wire
-from tests.integration.conftest_projections import Script, play_tables
+from tests.integration.conftest_projections import Script, placed, play_tables
 from tests.unit.test_replay_engine import tamper
 
 SEAL = ShoeSeal.from_hex(ShoeSeal.new_key_hex())
@@ -144,11 +144,11 @@ def test_a_wallet_fed_an_event_at_a_time_finds_a_forged_amount(
 def test_a_wallet_fed_a_table_s_event_stops_there() -> None:
     """Past a corrupt event nothing is read: the events after it are not counted."""
     log = wallet_log()
-    table_event = table_log("atlantic-city", 1)[0].model_copy(update={"sequence": 2})
+    table_event = placed(table_log("atlantic-city", 1)[0], 2)
     forged = [
         log[0],
         table_event,
-        *[w.model_copy(update={"sequence": w.sequence + 1}) for w in log[1:]],
+        *[placed(w, w.sequence + 1) for w in log[1:]],
     ]
     replayer = WalletReplayer("wallet:alice")
     for envelope in forged:

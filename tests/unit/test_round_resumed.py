@@ -34,6 +34,7 @@ from blackjack.messages.wire import WireEnvelope, to_wire
 from blackjack.play.screen import history_screen, table_screen
 from blackjack.projections.projector import StreamProjection
 from blackjack.projections.queries import round_seen_by
+from tests.integration.conftest_projections import placed
 from tests.unit.processor_harness import TOPICS
 from tests.unit.test_handler_windows import (
     T0,
@@ -234,7 +235,7 @@ def _moved(log: list[WireEnvelope], index: int, to: int) -> list[WireEnvelope]:
     """The log with the event at ``index`` moved to ``to``, renumbered in order."""
     events = [w for i, w in enumerate(log) if i != index]
     events.insert(to, log[index])
-    return [w.model_copy(update={"sequence": n}) for n, w in enumerate(events, start=1)]
+    return [placed(w, n) for n, w in enumerate(events, start=1)]
 
 
 async def test_the_audit_finds_a_marker_out_of_a_round_or_apart_from_its_command() -> None:

@@ -33,7 +33,7 @@ from blackjack.projections.projector import StreamProjection
 from blackjack.projections.store import ProjectionStore
 from blackjack.projections.views import RoundRecord
 from blackjack.projections.writer import ProjectionWriter, Record
-from tests.integration.conftest_projections import Script
+from tests.integration.conftest_projections import Script, placed
 from tests.unit.test_replay_engine import SEAL, messages, tamper, wires, won_round
 
 BEFORE = 10_000
@@ -330,17 +330,12 @@ def test_a_voided_round_is_no_round_sat_out_for_the_decider_the_read_model_and_t
     assert messages(log, SEAL) == []
     # a SeatLeft after the void, as the decider wrote before: found
     [void_at] = [i for i, w in enumerate(log) if isinstance(w.data, ev.RoundVoided)]
-    stood_up = log[void_at].model_copy(
-        update={
-            "sequence": log[void_at].sequence + 1,
-            "data": ev.SeatLeft(
-                player_id="ben",
-                seat=1,
-                balance_returned=BEFORE,
-                reason="sat_out",
-                rounds_sat_out=2,
-            ),
-        }
+    stood_up = placed(
+        log[void_at],
+        log[void_at].sequence + 1,
+        data=ev.SeatLeft(
+            player_id="ben", seat=1, balance_returned=BEFORE, reason="sat_out", rounds_sat_out=2
+        ),
     )
     forged = [*log[: void_at + 1], stood_up]
     assert any("rounds ben sat out" in m for m in messages(forged, SEAL)), messages(forged, SEAL)
@@ -370,16 +365,14 @@ def test_a_log_of_the_release_before_folds_and_audits_as_its_handler_decided_it(
     log = wires(script)
     [void_at] = [i for i, w in enumerate(log) if isinstance(w.data, ev.RoundVoided)]
     old_void = as_version_1(log[void_at])
-    stood_up = log[void_at].model_copy(
-        update={
-            "event_id": "table-1-stood-up",
-            "type": "SeatLeft",
-            "schema_version": 2,
-            "sequence": log[void_at].sequence + 1,
-            "data": ev.SeatLeft(
-                player_id="ben", seat=1, balance_returned=BEFORE, reason="sat_out", rounds_sat_out=2
-            ),
-        }
+    stood_up = placed(
+        log[void_at],
+        log[void_at].sequence + 1,
+        type="SeatLeft",
+        schema_version=2,
+        data=ev.SeatLeft(
+            player_id="ben", seat=1, balance_returned=BEFORE, reason="sat_out", rounds_sat_out=2
+        ),
     )
     old_log = [*log[:void_at], old_void, stood_up]
     assert messages(old_log, SEAL) == []

@@ -28,7 +28,7 @@ from blackjack.projections.queries import round_detail, table_state
 from blackjack.projections.store import ProjectionStore
 from blackjack.projections.wallets import WalletProjection
 from blackjack.projections.writer import ProjectionWriter, Record
-from tests.integration.conftest_projections import Script
+from tests.integration.conftest_projections import Script, placed
 
 SEAL = ShoeSeal.from_hex(ShoeSeal.new_key_hex())
 OPTION = "seat_released_after_rounds_sat_out"
@@ -163,7 +163,7 @@ def test_the_money_is_returned_exactly_once() -> None:
     played = logs(stood_up())
     wallet = played[BEN_WALLET]
     received = next(w for w in wallet if isinstance(w.data, wl.CashOutReceived))
-    twice = [*wallet, received.model_copy(update={"sequence": wallet[-1].sequence + 1})]
+    twice = [*wallet, placed(received, wallet[-1].sequence + 1)]
     findings = reconcile({**played, BEN_WALLET: twice}).findings
     assert any("received again" in f.message for f in findings)
     more = received.data.model_copy(update={"amount": 10_001})

@@ -22,7 +22,7 @@ from blackjack.play.follow import TableFollower
 from blackjack.play.screen import table_screen
 from blackjack.play.session import PlaySession
 from blackjack.projections.projector import StreamProjection
-from tests.integration.conftest_projections import Script
+from tests.integration.conftest_projections import Script, placed
 from tests.unit.stacked_table import StackedTable
 
 SEAL = ShoeSeal.from_hex(ShoeSeal.new_key_hex())
@@ -173,14 +173,7 @@ def test_a_player_leaving_with_a_hand_in_play_is_found() -> None:
     log = _table_log(script)
     assert script.state.boxes[1].hands
     left = ev.SeatLeft(player_id="ben", seat=1, balance_returned=9_000)
-    forged = log[-1].model_copy(
-        update={
-            "sequence": log[-1].sequence + 1,
-            "event_id": "forged",
-            "type": "SeatLeft",
-            "data": left,
-        }
-    )
+    forged = placed(log[-1], log[-1].sequence + 1, type="SeatLeft", data=left)
     messages = [f.message for f in replay_stream([*log, forged], SEAL).findings]
     assert "ben left the table with a hand in play" in messages
 

@@ -131,8 +131,10 @@ def render(verdict: RoundVerdict) -> str:
 
 
 def _clock(moment: datetime) -> str:
-    """The date too: a round may span days (a disconnection, an operator's closing)."""
-    return moment.astimezone(UTC).strftime("%Y-%m-%d %H:%M:%SZ")
+    """The date too: a round may span days (a disconnection, an operator's closing); and the
+    microseconds, as the events and the query API have them: a move a few milliseconds past
+    its deadline, or two events of one second, read apart."""
+    return moment.astimezone(UTC).strftime("%Y-%m-%d %H:%M:%S.%fZ")
 
 
 def _shoe_line(number: int | None, check: ShoeCheck | None) -> str:

@@ -26,7 +26,14 @@ from typing import Any
 
 from blackjack.audit.checking import _OPEN, _Unfoldable
 from blackjack.audit.money_checks import MoneyChecks
-from blackjack.audit.replayed import Line, RoundReplay, ShoeCheck, StreamReplay, newer_than_read
+from blackjack.audit.replayed import (
+    Line,
+    RoundReplay,
+    ShoeCheck,
+    StreamReplay,
+    misplaced_id,
+    newer_than_read,
+)
 from blackjack.audit.table_checks import TableChecks
 from blackjack.audit.wallet_replay import replay_wallet
 from blackjack.audit.words import describe
@@ -173,6 +180,10 @@ class TableReplayer(MoneyChecks, TableChecks):
         if envelope.sequence != self._expected:
             self._find(f"sequence {envelope.sequence} where {self._expected} was due")
         self._expected = envelope.sequence + 1
+        self.out.checks += 1
+        misplaced = misplaced_id(envelope)
+        if misplaced is not None:
+            self._find(misplaced)
         try:
             event = self._opened(envelope.data)
             if isinstance(event, _Sealed):

@@ -8,8 +8,10 @@ from datetime import datetime
 
 from pydantic import BaseModel
 
+from blackjack.command_handler.ids import event_id
 from blackjack.domain import events as ev
 from blackjack.domain.state import INITIAL_STATE, TableState
+from blackjack.messages.wire import WireEnvelope
 
 
 @dataclass(frozen=True)
@@ -100,6 +102,19 @@ class StreamReplay:
     checks: int = 0
     stopped: str | None = None
     """why the fold stopped before the last event (a corrupt log, a shoe still sealed)"""
+
+
+def misplaced_id(envelope: WireEnvelope) -> str | None:
+    """An event's id is derived from its place, its stream and sequence (``ids.event_id``):
+    one that is not was not written there by the handler (a copy of another event's id, or
+    an event moved from its place), which nothing else in the log would tell."""
+    derived = event_id(envelope.stream_id, envelope.sequence)
+    if envelope.event_id == derived:
+        return None
+    return (
+        f"event id {envelope.event_id} is not the id of {envelope.stream_id} event "
+        f"{envelope.sequence} ({derived})"
+    )
 
 
 def newer_than_read(event: BaseModel) -> str | None:

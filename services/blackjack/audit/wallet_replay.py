@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from collections.abc import Iterable
 
-from blackjack.audit.replayed import Finding, StreamReplay, newer_than_read
+from blackjack.audit.replayed import Finding, StreamReplay, misplaced_id, newer_than_read
 from blackjack.domain import wallet as wl
 from blackjack.messages.wire import WireEnvelope
 
@@ -50,6 +50,10 @@ class WalletReplayer:
         expected = out.events + 1
         if envelope.sequence != expected:
             find(f"sequence {envelope.sequence} where {expected} was due")
+        out.checks += 1
+        misplaced = misplaced_id(envelope)
+        if misplaced is not None:
+            find(misplaced)
         if not isinstance(e, wl.WalletEvent):
             find(f"{envelope.type} in a wallet stream")
             out.stopped = f"corrupt log at event {envelope.sequence}"
