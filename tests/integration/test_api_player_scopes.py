@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import contextlib
 import json
+import re
 import time
 from collections.abc import AsyncIterator
 from datetime import UTC, datetime
@@ -16,6 +17,7 @@ from typing import Any
 import httpx
 import jwt
 import pytest
+import sqlalchemy as sa
 from cryptography.hazmat.primitives.asymmetric import ed25519
 from cryptography.hazmat.primitives.serialization import Encoding, PublicFormat
 
@@ -163,6 +165,42 @@ async def test_a_player_sees_the_tables_they_sit_at_and_no_other(
     assert refused["error"]["code"] == "unknown_table"
 
 
+async def test_a_table_or_round_not_the_player_s_is_refused_before_it_is_read(
+    shared_store: ProjectionStore,
+) -> None:
+    """A table or round that exists was read whole before it was refused to a player's own
+    token, one that does not refused at once: the time of the same 404 told which tables
+    exist and how many rounds another player played (a review timed 3.4 ms against 2.3 ms).
+    Now only the player's seat or line is read before the refusal, the same query either way."""
+    number, me, _ = shared_round()
+    not_mine = next(n for n, players in bettors(SHARED_TABLE).items() if me not in players)
+    await ProjectionWriter(shared_store).apply(
+        event_records(LOG.envelopes, ShoeSeal(bytes(range(32))))
+    )
+    statements: list[str] = []
+
+    def record(conn: Any, cursor: Any, statement: str, *args: Any) -> None:
+        statements.append(statement)
+
+    sa.event.listen(shared_store.engine.sync_engine, "before_cursor_execute", record)
+    async with _client(shared_store) as client:
+        for path, code in (
+            (f"/v1/players/{me}/tables/{SINGLE_TABLE}", "unknown_table"),  # exists, not hers
+            (f"/v1/players/{me}/tables/no-such-table", "unknown_table"),
+            (f"/v1/players/{me}/rounds/{SHARED_TABLE}:{not_mine}", "unknown_round"),
+            (f"/v1/players/{me}/rounds/{SHARED_TABLE}:{10**6}", "unknown_round"),
+        ):
+            statements.clear()
+            refused = await get(client, path, player_token(me), 404)
+            assert refused["error"]["code"] == code
+            read = " ".join(statements)
+            assert not re.search(r"\b(table_views|rounds)\b", read), (path, statements)
+        # hers are read and answered as before
+        assert await get(
+            client, f"/v1/players/{me}/rounds/{SHARED_TABLE}:{number}", player_token(me)
+        )
+
+
 @pytest.fixture(params=STORE_KINDS)
 async def shared_store(
     request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactory
@@ -197,10 +235,13 @@ async def test_a_revocation_holds_on_every_query_api_process_and_after_a_restart
         apis.append(restarted)
         clients.append(_client(restarted))
         for client in clients:
-            refused = await client.get("/v1/players/ann/rounds", headers=_bearer(stolen))
-            assert refused.status_code == 401, refused.text
-            assert "revoked" in refused.json()["error"]["message"]
-            assert "revoked" in refused.headers["www-authenticate"]
+            # every path, the document and the ones it would be forbidden too (a review:
+            # those answered 200 and 403)
+            for path in ("/v1/players/ann/rounds", "/v1/openapi.json", "/v1/players/bob/wallet"):
+                refused = await client.get(path, headers=_bearer(stolen))
+                assert refused.status_code == 401, (path, refused.text)
+                assert "revoked" in refused.json()["error"]["message"]
+                assert "revoked" in refused.headers["www-authenticate"]
         # revoked a minute ago (the same row as a POST writes): the player's tokens signed
         # since are read by every process, the ones before refused
         now = int(time.time())

@@ -205,18 +205,22 @@ class QueryApi:
     async def _route(self, scope: Scope, principal: Principal) -> dict[str, Any]:
         parts = _segments(scope)
         params = _params(scope)
-        if parts == ["openapi.json"]:
+        if parts == ["openapi.json"] and not isinstance(principal, Player):
             return openapi_document()  # the contract of every answer below: no store needed
-        authorize(principal, parts)
-        seated = None if isinstance(principal, Operator) else principal.player_id
         if self.ready is not None and not self.ready():
             raise ApiError(503, "store_unavailable", "the read model is starting; try again")
         async with self.store.reading() as connection:
+            # a revoked token first: it is refused everything (a 401), the document and the
+            # paths it would be forbidden as well (a review: those answered 200 and 403)
             if isinstance(principal, Player):
                 leeway = self.tokens.players.leeway_s if self.tokens.players is not None else 0
                 revoked = await revocations.refused_before(connection, principal.player_id, leeway)
                 if revoked is not None and principal.issued_at < revoked:
                     raise Unauthenticated(REVOKED, presented=True)
+            if parts == ["openapi.json"]:
+                return openapi_document()
+            authorize(principal, parts)
+            seated = None if isinstance(principal, Operator) else principal.player_id
             match parts:
                 case ["players", player_id, "wallet"] if player_id:
                     return await _wallet(connection, player_id, params)
@@ -357,7 +361,9 @@ async def _table(
     if _storable(stream_id):
         if player_id is None:
             found = await queries.table_state(connection, stream_id)
-        else:
+        # the seat first: a table read whole before it was refused took longer to refuse than
+        # one that does not exist, which told the player which tables exist (a review)
+        elif seated is None or await queries.is_seated(connection, as_stored(seated), stream_id):
             found = await queries.player_table(connection, as_stored(player_id), stream_id)
     # A stream that never opened holds at most a declined buy-in (a wallet's BuyIn to an id
     # with no table): no table a client could sit at.

@@ -302,7 +302,15 @@ async def player_round(
     players' own left out (their balances, the options their money allowed, their money
     paid in or out, their results' balance and their command ids). What all saw at the
     table stays: every card, box, bet, decision and payout. None when there is no such
-    round or the player had no part in it (no bet in it)."""
+    round or the player had no part in it (no bet in it): told by the player's line alone,
+    before the round is read, so that the time of the answer does not tell a round another
+    player played from one no one did."""
+    rp = schema.round_players
+    played = exists().where(
+        rp.c.stream_id == stream_id, rp.c.round == number, rp.c.player_id == player_id
+    )
+    if not (await connection.execute(select(played))).scalar_one():
+        return None
     found = await round_detail(connection, stream_id, number)
     if found is None:
         return None
@@ -457,6 +465,14 @@ async def table_state(connection: AsyncConnection, stream_id: str) -> dict[str, 
 
 
 PUBLIC_AT_THE_TABLE = ("player_id", "seat", "connected")
+
+
+async def is_seated(connection: AsyncConnection, player_id: str, stream_id: str) -> bool:
+    """Whether the player sits at the table: one account's key, read the same way whether the
+    table exists or not (a player's own token is answered only where they sit)."""
+    a = schema.accounts
+    seated = exists().where(a.c.stream_id == stream_id, a.c.player_id == player_id, schema.SEATED)
+    return bool((await connection.execute(select(seated))).scalar_one())
 
 
 async def player_table(
