@@ -263,8 +263,8 @@ def test_the_replay_dates_each_line_and_marks_the_servers_decisions() -> None:
     text = render(replay_round(log, 1, SEAL, "table-1"))
     dealt = next(w for w in log if isinstance(w.data, ev.DealStarted)).occurred_at
     closed = next(w for w in log if isinstance(w.data, ev.InterruptedRoundClosed)).occurred_at
-    assert f"  {dealt:%Y-%m-%d %H:%M:%S}Z  #" in text
-    assert f"  {closed:%Y-%m-%d %H:%M:%S}Z  #" in text
+    assert f"  {dealt:%Y-%m-%d %H:%M:%S.%f}Z  #" in text
+    assert f"  {closed:%Y-%m-%d %H:%M:%S.%f}Z  #" in text
     stood = [line for line in text.splitlines() if "alice stands" in line]
     assert len(stood) == 1 and stood[0].endswith("[decided by the server]")
     assert "REPLAY OK" in text
