@@ -7,7 +7,7 @@ from __future__ import annotations
 
 import pytest
 
-from blackjack.audit.audit import conservation, run_audit
+from blackjack.audit.audit import run_audit
 from blackjack.audit.replay import replay_stream
 from blackjack.bus.topics import partition_for
 from blackjack.domain import events as ev
@@ -20,7 +20,6 @@ from tests.integration.conftest_projections import (  # noqa: E402
     PARTITIONS,
     EventsTopic,
     StoreFactory,
-    play_tables,
     publish,
     to_wire,
 )
@@ -54,32 +53,3 @@ async def test_a_live_position_between_the_settlement_and_the_stand_up_is_no_fin
     # the whole log without the stand-up is still a finding
     cut = [w for w in wires if w.stream_id == "table-1" and not isinstance(w.data, ev.SeatLeft)]
     assert replay_stream(cut, shoe_seal).findings
-
-
-async def test_a_live_store_with_only_the_shared_table_s_partition_folded_passes_as_lag(
-    events_topic: EventsTopic, stores: StoreFactory, shoe_seal: ShoeSeal
-) -> None:
-    """The table's partition folded to its end, its players' wallets' partitions not yet:
-    the buy-ins the table received left wallets whose events are past the live positions.
-    Before, the audit of that consistent store failed ("shared tables received ... more than
-    the wallet sent"); the crossing is lag, and the same store is a violation to a check that
-    is told nothing lags."""
-    wires = to_wire(
-        play_tables([("t-2", "atlantic-city-multi")], rounds=4, seed=5).envelopes, shoe_seal
-    )
-    table = partition_for("t-2", PARTITIONS)
-    wallets = {partition_for(w.stream_id, PARTITIONS) for w in wires if w.stream_id != "t-2"}
-    assert wallets and table not in wallets
-    ends = await publish(events_topic, wires)
-    stop = {(topic, p): (end if p == table else 0) for (topic, p), end in ends.items()}
-    live, scratch = await stores.store(), await stores.store()
-    await rebuild(ProjectionWriter(live), events_topic.bootstrap, events_topic.name, stop=stop)
-    async with live.reading() as connection:
-        violations, _ = await conservation(connection)
-    assert violations and all("more than the wallet sent" in v for v in violations)
-
-    report = await run_audit(live, scratch, events_topic.bootstrap, events_topic.name, shoe_seal)
-    assert report.ok, report.render()
-    assert report.violations == [] and len(report.crossing) == len(violations)
-    assert "(lag, the other side not folded yet) t-2-p" in report.render()
-    assert "AUDIT PASSED up to the live store's positions" in report.render()

@@ -170,6 +170,9 @@ def test_with_projection_lag_a_movement_without_its_cause_is_in_transit() -> Non
     assert len(reconcile(table_behind).findings) == 4 + 5  # read as complete: lost causes
     lagging = reconcile(table_behind, lagging=lambda stream_id: stream_id == TABLE)
     assert lagging.findings == [] and lagging.in_transit == 4 + 5  # closes, cash-outs
+    # the money that arrived ahead of its cause: the cash-outs (a close moves none)
+    cashed = sum(e.data.amount for e in logs[WALLET] if isinstance(e.data, wl.CashOutReceived))
+    assert lagging.ahead == {(PLAYER, False): cashed}
     # Lag elsewhere excuses nothing here.
     assert len(reconcile(table_behind, lagging=lambda s: s != TABLE).findings) == 4 + 5
 

@@ -20,7 +20,7 @@ Every difference, violation and finding is reported; any one makes the audit fai
 from __future__ import annotations
 
 import tempfile
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import IO, Any
 
@@ -35,7 +35,7 @@ from blackjack.audit.wallet_replay import WalletReplayer
 from blackjack.audit.words import money
 from blackjack.bus.settings import PLAINTEXT, KafkaSecurity
 from blackjack.bus.topics import partition_for
-from blackjack.domain.wallet import is_wallet_stream, wallet_stream
+from blackjack.domain.wallet import is_wallet_stream
 from blackjack.messages.sealing import ShoeSeal
 from blackjack.projections import queries, schema
 from blackjack.projections.dump import (
@@ -376,9 +376,6 @@ async def _rebuild_and_compare(
     def lagging(stream_id: str) -> bool:
         return partition_for(stream_id, partitions) in behind
 
-    report.totals = counted.totals
-    report.violations, report.crossing = counted.judged(lagging, any_lag=bool(behind))
-
     async with scratch.reading() as connection:
         live_rows = DumpFile(live_dump)
         comparison = await compare(
@@ -386,6 +383,8 @@ async def _rebuild_and_compare(
         )
         report.differences, report.differences_found = comparison.shown, comparison.counts
         await replay_streams(report, connection, seal, lagging)
+    report.totals = counted.totals
+    report.violations, report.crossing = counted.judged(report.transfers.ahead)
 
 
 async def replay_streams(
@@ -451,8 +450,8 @@ async def _pending(
 @dataclass(frozen=True)
 class Crossing:
     """Money between a player's wallet and the shared tables that arrived on one side more
-    than it left the other: a violation, unless the side it left is among the records the
-    live store has not folded yet (lag)."""
+    than it left the other: a violation, unless that much arrived ahead of causes that lie in
+    the records the live store has not folded yet (lag), matched transfer by transfer."""
 
     player_id: str
     amount: int
@@ -461,10 +460,12 @@ class Crossing:
     """the shared tables received more than the wallet sent (else the wallet received more
     than the tables paid out)"""
 
-    def explained_by_lag(self, lagging: Callable[[str], bool], any_lag: bool) -> bool:
-        # a buy-in leaves the wallet's stream before a table receives it; a cash-out leaves
-        # one of the player's tables (any stream but the wallet's) before the wallet has it
-        return lagging(wallet_stream(self.player_id)) if self.to_tables else any_lag
+    def explained_by(self, ahead: Mapping[tuple[str, bool], int]) -> bool:
+        """Whether the transfers matched one by one found at least this much arriving ahead
+        of its cause, each cause in a stream whose partition lags (``Reconciled.ahead``):
+        not a partition's lag anywhere, which a forged cash-out naming another table, or a
+        junk record holding a worker back, would give."""
+        return self.amount <= ahead.get((self.player_id, self.to_tables), 0)
 
     def __str__(self) -> str:
         amount = money(self.amount, self.currency)
@@ -483,10 +484,11 @@ class CountedMoney:
     crossings: list[Crossing]
 
     def judged(
-        self, lagging: Callable[[str], bool] = lambda stream_id: False, any_lag: bool = False
+        self, ahead: Mapping[tuple[str, bool], int] | None = None
     ) -> tuple[list[str], list[Crossing]]:
-        """The violations, and the crossings the lag explains (the others are violations)."""
-        excused = [c for c in self.crossings if c.explained_by_lag(lagging, any_lag)]
+        """The violations, and the crossings the lag explains (the others are violations):
+        ``ahead`` as the transfers' matching found it (``Reconciled.ahead``)."""
+        excused = [c for c in self.crossings if c.explained_by(ahead or {})]
         crossed = [str(c) for c in self.crossings if c not in excused]
         # Each account and wallet adding up makes each currency's sum add up: one that does
         # not is a finding of its own, not a line to read past.

@@ -77,12 +77,20 @@ class Reconciled:
     findings: list[Finding] = field(default_factory=list)
     in_transit: int = 0
     """movements whose answer is not in the logs read (yet): not findings"""
+    ahead: dict[tuple[str, bool], int] = field(default_factory=dict)
+    """(player, to the tables?) -> the money that arrived before its cause was read: deposits
+    at shared tables of buy-ins the player's lagging wallet partition was not read as far as
+    sending (True), cash-outs the wallet received of payouts a lagging table's partition was
+    not read as far as paying (False). What the money totals may find arrived on one side
+    more than it left the other, and no more (``audit.Crossing``)."""
     unverifiable: int = 0
     """buy-ins closed before their table recorded transfers (older handlers): not matched"""
 
 
 @dataclass
 class _Table:
+    opened: bool = False
+    """its TableOpened was read: whether it is shared is known"""
     shared: bool = False
     currency: str | None = None
     transfers_from: datetime | None = None
@@ -179,6 +187,7 @@ class Movements:
     def _read_table_event(self, stream_id: str, table: _Table, envelope: WireEnvelope) -> None:
         match envelope.data:
             case ev.TableOpened() as e:
+                table.opened = True
                 table.shared = e.rules.funded_by_wallet
                 table.currency = e.rules.currency
             case ev.FundsDeposited(transfer=None) if table.shared:
@@ -217,6 +226,8 @@ class Movements:
             buy_in = self.sent.get((wallet, number))
             if buy_in is None and self.lagging(wallet):
                 self.out.in_transit += 1  # the wallet's partition was not read as far
+                if isinstance(e, ev.FundsDeposited):
+                    self._arrived_ahead(e.player_id, True, e.amount)
             elif buy_in is None:
                 self.find(envelope, f"buy-in {e.transfer}: {wallet} never sent it")
             elif (buy_in.table_id, buy_in.player_id, buy_in.amount) != (
@@ -259,6 +270,10 @@ class Movements:
             self.out.in_transit += 1
             return True
         return False
+
+    def _arrived_ahead(self, player_id: str, to_tables: bool, amount: int) -> None:
+        key = (player_id, to_tables)
+        self.out.ahead[key] = self.out.ahead.get(key, 0) + amount
 
     def _stuck_for(self, since: datetime, other: str) -> timedelta | None:
         """How long an answer from ``other`` (a stream) has been missing since ``since``, if
@@ -335,8 +350,14 @@ class Movements:
             cashed[key] = envelope
             payout = self.paid_out.get(key)
             unread = cash_out.table_sequence > self.read_to.get(cash_out.table_id, 0)
+            table = self.tables.get(cash_out.table_id)
+            if table is not None and table.opened and not table.shared:
+                # no lag excuses it: a table whose money is the platform's pays no wallet
+                self.find(envelope, f"cash-out from {cash_out.table_id}, a single-player table")
+                continue
             if payout is None and unread and self.lagging(cash_out.table_id):
                 self.out.in_transit += 1
+                self._arrived_ahead(cash_out.player_id, False, cash_out.amount)
                 continue
             if payout is None or (payout.player_id, payout.amount) != (
                 cash_out.player_id,
