@@ -35,6 +35,7 @@ from blackjack.bus.reachable import wait_for_brokers
 from blackjack.bus.settings import bootstrap_servers
 from blackjack.bus.topics import ensure_topics
 from blackjack.command_handler.config import HandlerConfig
+from blackjack.command_handler.key_check import NotTheDeploymentsKey
 from blackjack.command_handler.service import CommandHandler
 from blackjack.observability.logging import faststream_logger
 from blackjack.observability.roles import Role, RoleView, waiting_on
@@ -113,7 +114,7 @@ class ServiceStart:
                 self._passed.add(name)
         except Exception as error:
             self.failure = error
-            if isinstance(error, StoreRefused):  # a wrong setting: its line says all
+            if isinstance(error, StoreRefused | NotTheDeploymentsKey):  # its line says all
                 log.error("start failed", step=self.step, error=str(error))
             else:
                 log.exception("start failed", step=self.step)

@@ -14,6 +14,8 @@ from aiokafka import AIOKafkaConsumer, AIOKafkaProducer, TopicPartition
 from prometheus_client import REGISTRY
 
 from blackjack.bus.topics import TopicMismatch, partition_for
+from blackjack.command_handler import service
+from blackjack.command_handler.key_check import NotTheDeploymentsKey
 from blackjack.command_handler.keys import derive_key
 from blackjack.command_handler.service import CommandHandler
 from blackjack.command_handler.snapshots import (
@@ -135,21 +137,74 @@ async def test_a_restart_resumes_from_the_checkpoint_with_a_round_in_flight(
     assert partition_for("snap-a", 1) == 0
 
 
-async def test_a_handler_with_another_shoe_key_keeps_the_partition_out_of_service(
-    kafka_space: Any,
+def _stream_on(partition: int, partitions: int, prefix: str) -> str:
+    return next(
+        f"{prefix}-{n}"
+        for n in range(100)
+        if partition_for(f"{prefix}-{n}", partitions) == partition
+    )
+
+
+async def test_a_handler_with_another_shoe_key_does_not_start(
+    kafka_space: Any, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    space: KafkaSpace = await kafka_space(partitions=1)
+    """A key file's mount missing (a new key made) or another deployment's key: the handler
+    held the partitions with shoes ``failed``, but served those with none and sealed their
+    new shoes under its key; with the right key back, those tables stopped for good, their
+    money in play (an upgrade drill). Now it reads the end of the log first and does not
+    start, the command line in one line, exit 2. The deployment's own key still starts over
+    a log that holds a wrong key's shoes too (such an incident before this check)."""
+    space: KafkaSpace = await kafka_space(partitions=2)
+    keyed, empty = _stream_on(0, 2, "keyed"), _stream_on(1, 2, "empty")
     async with running_handler(space.config()), space.client() as client:
-        assert (await client.execute("keyed", cmd.OpenTable(variant="mini-h17"))).status == (
-            "accepted"
-        )
-    stranger = CommandHandler(space.config(shoe_key_hex=ShoeSeal.new_key_hex()))
-    await stranger.start()
+        opened = await client.execute(keyed, cmd.OpenTable(variant="mini-h17"))
+        assert opened.status == "accepted"
+    stranger_key = ShoeSeal.new_key_hex()
+    stranger = CommandHandler(space.config(shoe_key_hex=stranger_key))
+    own_id = ShoeSeal.from_hex(space.config().shoe_key_hex).key_id
     try:
-        await stranger.wait_until(lambda: stranger.partition_states() == {0: "failed"}, 30)
-        assert not stranger.ready
+        with pytest.raises(NotTheDeploymentsKey, match=f"sealed under key id {own_id} "):
+            await stranger.start()
+        assert stranger.owned_partitions() == set()
     finally:
         await stranger.stop()
+    env = {**os.environ, **space.env(BLACKJACK_SHOE_KEY=stranger_key)}
+    ran = await asyncio.create_subprocess_exec(
+        sys.executable, "-m", "blackjack.cli", "handler", env=env, stderr=asyncio.subprocess.PIPE
+    )
+    async with asyncio.timeout(60):
+        _, err = await ran.communicate()
+    assert ran.returncode == 2, err.decode()
+    [said] = err.decode().strip().splitlines()
+    assert said.startswith("blackjack: the shoe key is not this deployment's"), said
+
+    # The incident as it was before the check: the stranger serves the empty partition and
+    # seals a shoe there under its key. The deployment's handler starts all the same.
+    monkeypatch.setattr(service, "check_the_key_against_the_log", _no_check)
+    wrong = CommandHandler(space.config(shoe_key_hex=stranger_key))
+    await wrong.start()
+    try:
+        await wrong.wait_until(lambda: wrong.partition_states() == {0: "failed", 1: "ready"}, 30)
+        async with space.client() as client:
+            assert (await client.execute(empty, cmd.OpenTable(variant="mini-h17"))).status == (
+                "accepted"
+            )
+    finally:
+        await wrong.stop()
+    monkeypatch.undo()
+    own = CommandHandler(space.config())
+    await own.start()  # not refused: the log's shoes under its key
+    try:  # (the wrong key's shoe holds its partition failed: what the check now prevents)
+        await own.wait_until(lambda: own.partition_states() == {0: "ready", 1: "failed"}, 30)
+        async with space.client() as client:
+            sat = await client.execute(keyed, cmd.SitDown(player_id="p", seat=0))
+            assert sat.status == "accepted"
+    finally:
+        await own.stop()
+
+
+async def _no_check(*args: Any) -> None:
+    """The handler before the key check."""
 
 
 async def test_the_handler_refuses_topics_with_another_partition_count(kafka_space: Any) -> None:

@@ -138,9 +138,11 @@ async def serve_while_the_service_lives(server: _Server, service: Service) -> in
         await server.serve()
     finally:
         watch.cancel()
+    from blackjack.command_handler.key_check import NotTheDeploymentsKey
     from blackjack.projections.store import StoreRefused  # loaded with the app already
 
-    if isinstance(service.start.failure, StoreRefused):  # one line and its exit code (4)
+    # one line and its exit code (4; 2 for the key)
+    if isinstance(service.start.failure, StoreRefused | NotTheDeploymentsKey):
         raise service.start.failure
     failed = (
         service.handler.failure is not None

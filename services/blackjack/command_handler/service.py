@@ -43,6 +43,7 @@ from blackjack.bus.header_names import read_header_names_not_utf8
 from blackjack.bus.reachable import wait_for_brokers
 from blackjack.bus.topics import SNAPSHOT_MAX_BYTES, ensure_topics
 from blackjack.command_handler.config import HandlerConfig
+from blackjack.command_handler.key_check import check_the_key_against_the_log
 from blackjack.command_handler.keys import derive_key
 from blackjack.command_handler.partitions import _Partition, _Retained
 from blackjack.command_handler.processor import Processor
@@ -159,6 +160,11 @@ class CommandHandler(Ticker):
         )
         await self._reader.start()
         assign_reader(self._reader, self.topics, kafka.partitions)
+        # before any partition is taken: a key that opens none of the log's shoes would
+        # serve the partitions that hold none, and seal shoes no other handler opens
+        await check_the_key_against_the_log(
+            self._reader, self.topics, kafka.partitions, self._seal, TAKEOVER_TIMEOUT_S
+        )
         await self._timers.start()
         self._consumer = AIOKafkaConsumer(
             **kafka.client_options(),

@@ -78,6 +78,18 @@ class ShoeSeal:
         """An auditor's: the derived shoe key alone (``audit_key_hex`` of the handlers')."""
         return cls(bytes.fromhex(shoe_key_hex))
 
+    @property
+    def key_id(self) -> str:
+        """The id a ``2.`` shoe sealed under this key carries (8 hex digits; it tells whose
+        key sealed a shoe, and nothing of the key)."""
+        return self._key_id
+
+    @staticmethod
+    def key_id_of(sealed: str) -> str | None:
+        """The key id a sealed shoe carries; None for one sealed before key ids."""
+        text = sealed.removeprefix(SEALED_V2)
+        return None if text == sealed else text.partition(".")[0]
+
     @staticmethod
     def new_key_hex() -> str:
         return AESGCM.generate_key(bit_length=256).hex()
@@ -106,7 +118,7 @@ class ShoeSeal:
         text = sealed.removeprefix(SEALED_V2)
         if text != sealed:
             key_id, _, text = text.partition(".")
-            if key_id != self._key_id:
+            if key_id != self._key_id:  # (key_id_of)
                 raise SealedForOthers(f"shoe {shoe} of {stream_id} is sealed under another key")
             aead = self._table_aead(stream_id)
         elif self._legacy is None:  # sealed before the shoe key was derived
