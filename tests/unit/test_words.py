@@ -71,12 +71,12 @@ LINES: list[tuple[ev.Event, str]] = [
     (ev.RoundCancelled(round=1), "the round is cancelled: no bet to deal"),
     (
         ev.InterruptedRoundClosed(round=1, operator="ops-1", idle_since=AT, after_days=7),
-        "ops-1 closes the round: it waited on its players since 2026-01-02T03:04:05+00:00 "
+        "ops-1 closes the round: it waited on its players since 2026-01-02T03:04:05.678000+00:00 "
         "(the table's rules: 7 days)",
     ),
     (
         ev.RoundResumed(round=1, last_event_at=AT),
-        "the service was interrupted after 2026-01-02T03:04:05+00:00 and resumed: "
+        "the service was interrupted after 2026-01-02T03:04:05.678000+00:00 and resumed: "
         "the round goes on as it was",
     ),
     (
