@@ -3,6 +3,7 @@ refused (``malformed``, ``unknown_command``), with those of its ids an answer ma
 
 from __future__ import annotations
 
+import json
 import re
 from collections.abc import Sequence
 from dataclasses import dataclass
@@ -56,10 +57,14 @@ def _integer(digits: str) -> int | str:
 
 
 def _named_once(value: bytes) -> dict[str, object] | None:
-    """The envelope of a message some object of which names a key twice, without the keys
-    named twice: what its answer may quote (its ids, as for any malformed message)."""
+    """The envelope of a message refused as not strict JSON (some object naming a key twice,
+    or JSON in UTF-16 or UTF-32 or after a byte-order mark, which ``json`` reads), without
+    the keys named twice: what its answer may quote (its ids, as for any malformed message),
+    so that its sender finds the answer under its own id, and a copy of a command its stream
+    decided (one an earlier release read, UTF-8 after a byte-order mark) gets that answer."""
     try:
-        doc, twice = strict_json.with_keys_named_twice(value, parse_int=_integer)
+        text = value.decode(json.detect_encoding(value))  # (quoted, never decided)
+        doc, twice = strict_json.with_keys_named_twice(text, parse_int=_integer)
     except (ValueError, RecursionError):  # past the first key named twice, not JSON either
         return None
     if not isinstance(doc, dict):
@@ -198,7 +203,7 @@ def _read(inbound: Inbound, partitions: int) -> CommandEnvelope | Unparsed:
     except strict_json.KeyNamedTwice as error:
         return refuse("malformed", f"ambiguous JSON: {error}", _named_once(inbound.value))
     except ValueError as error:  # not UTF-8 (strict_json.utf8), a number past int's digits
-        return refuse("malformed", f"not JSON: {error}")
+        return refuse("malformed", f"not JSON: {error}", _named_once(inbound.value))
     except RecursionError:
         return refuse("malformed", "JSON nested too deeply")
     if not isinstance(doc, dict):
