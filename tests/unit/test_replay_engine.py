@@ -241,6 +241,29 @@ def test_an_event_with_the_id_of_another_place_is_found() -> None:
     ]
 
 
+@pytest.mark.parametrize(
+    ("back", "found"), [(timedelta(seconds=59), False), (timedelta(minutes=2), True)]
+)
+def test_an_event_dated_well_before_the_one_before_it_is_found(
+    back: timedelta, found: bool
+) -> None:
+    """Timestamps were not checked (a tamper review moved events back in time). A handler
+    taking a partition over may run a little behind the one before: up to a minute is
+    allowed; further is a clock that wrong, or an event moved."""
+    log = wires(won_round())
+    at = next(i for i, w in enumerate(log) if isinstance(w.data, ev.PlayerStood))
+    moved = log[at].model_copy(update={"occurred_at": log[at - 1].occurred_at - back})
+    told = [m for m in messages([*log[:at], moved, *log[at + 1 :]]) if "written at" in m]
+    if not found:
+        assert told == []
+        return
+    assert told == [
+        f"written at {moved.occurred_at.isoformat()}, 0:02:00 before the event before it "
+        f"({log[at - 1].occurred_at.isoformat()}): a clock that far behind, or an event moved "
+        "in time"
+    ]
+
+
 def test_a_balance_changed_in_one_event_is_named_there_only() -> None:
     """The events after it are checked against the balance the rules give: before, the next
     one was named too (from the changed figure, as if it were the one changed)."""

@@ -33,6 +33,7 @@ from blackjack.audit.replayed import (
     StreamReplay,
     misplaced_id,
     newer_than_read,
+    out_of_time,
 )
 from blackjack.audit.table_checks import TableChecks
 from blackjack.audit.wallet_replay import replay_wallet
@@ -180,10 +181,10 @@ class TableReplayer(MoneyChecks, TableChecks):
         if envelope.sequence != self._expected:
             self._find(f"sequence {envelope.sequence} where {self._expected} was due")
         self._expected = envelope.sequence + 1
-        self.out.checks += 1
-        misplaced = misplaced_id(envelope)
-        if misplaced is not None:
-            self._find(misplaced)
+        self.out.checks += 2
+        for problem in (misplaced_id(envelope), out_of_time(envelope, self.out)):
+            if problem is not None:
+                self._find(problem)
         try:
             event = self._opened(envelope.data)
             if isinstance(event, _Sealed):

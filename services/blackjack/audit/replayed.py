@@ -4,7 +4,8 @@ again, the shoes checked, the number of checks made and every ``Finding`` (a fai
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from datetime import datetime
+from datetime import datetime, timedelta
+from typing import Final
 
 from pydantic import BaseModel
 
@@ -102,6 +103,8 @@ class StreamReplay:
     checks: int = 0
     stopped: str | None = None
     """why the fold stopped before the last event (a corrupt log, a shoe still sealed)"""
+    last_at: datetime | None = None
+    """when the last event read was written (``out_of_time``)"""
 
 
 def misplaced_id(envelope: WireEnvelope) -> str | None:
@@ -114,6 +117,25 @@ def misplaced_id(envelope: WireEnvelope) -> str | None:
     return (
         f"event id {envelope.event_id} is not the id of {envelope.stream_id} event "
         f"{envelope.sequence} ({derived})"
+    )
+
+
+CLOCK_SKEW: Final = timedelta(seconds=60)
+"""How far an event may be dated before the event before it in its stream: the handler that
+takes a partition over may run a little behind the one before it (each reads its host's
+clock); further is a clock that far wrong, or an event moved in time."""
+
+
+def out_of_time(envelope: WireEnvelope, replay: StreamReplay) -> str | None:
+    """Dated more than ``CLOCK_SKEW`` before the event read before it (each event is then
+    compared with the one before it: one finding at each jump back, naming both times)."""
+    before, replay.last_at = replay.last_at, envelope.occurred_at
+    if before is None or envelope.occurred_at >= before - CLOCK_SKEW:
+        return None
+    return (
+        f"written at {envelope.occurred_at.isoformat()}, {before - envelope.occurred_at} "
+        f"before the event before it ({before.isoformat()}): a clock that far behind, or an "
+        "event moved in time"
     )
 
 

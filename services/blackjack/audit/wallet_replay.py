@@ -5,7 +5,13 @@ from __future__ import annotations
 
 from collections.abc import Iterable
 
-from blackjack.audit.replayed import Finding, StreamReplay, misplaced_id, newer_than_read
+from blackjack.audit.replayed import (
+    Finding,
+    StreamReplay,
+    misplaced_id,
+    newer_than_read,
+    out_of_time,
+)
 from blackjack.domain import wallet as wl
 from blackjack.messages.wire import WireEnvelope
 
@@ -50,10 +56,10 @@ class WalletReplayer:
         expected = out.events + 1
         if envelope.sequence != expected:
             find(f"sequence {envelope.sequence} where {expected} was due")
-        out.checks += 1
-        misplaced = misplaced_id(envelope)
-        if misplaced is not None:
-            find(misplaced)
+        out.checks += 2
+        for problem in (misplaced_id(envelope), out_of_time(envelope, out)):
+            if problem is not None:
+                find(problem)
         if not isinstance(e, wl.WalletEvent):
             find(f"{envelope.type} in a wallet stream")
             out.stopped = f"corrupt log at event {envelope.sequence}"
