@@ -265,3 +265,15 @@ def test_buy_ins_declined_at_tables_that_do_not_exist_match_their_refunds() -> N
         "buy-in wallet:eve/3: the wallet sent 3.00 of eve to nowhere-2, the table handled "
         "3.00 of eve"
     ]
+
+
+def test_a_deposit_naming_another_player_s_wallet_is_found_whatever_lags() -> None:
+    """A review of the change: eve's deposit naming bob's buy-in, bob's wallet partition
+    lagging, was in transit, and its money counted as arrived ahead for eve (so the money
+    totals excused it as lag)."""
+    forged = changed(honest(), TABLE, ev.FundsDeposited, transfer="wallet:bob/99")
+    reconciled = reconcile(forged, lagging=lambda stream_id: stream_id == "wallet:bob")
+    found = [f.message for f in reconciled.findings]
+    assert "buy-in wallet:bob/99 for eve: another's wallet" in found  # (and eve's buy-in
+    # the table no longer answered: "buy-in 4 completed, but replay-multi did nothing")
+    assert (PLAYER, True) not in reconciled.ahead

@@ -139,7 +139,7 @@ def test_a_round_closed_shows_in_its_recall() -> None:
     events = close(t, DAYS_30)
     assert not isinstance(events, Rejection)
     assert describe(state, events[0]) == (
-        "ops-1 closes the round: it waited on its players since 2026-01-01T00:00:00+00:00 "
+        "ops-1 closes the round: it waited on its players since 2026-01-01T00:00:00.000000+00:00 "
         "(the table's rules: 30 days)"
     )
 

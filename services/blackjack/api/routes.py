@@ -242,7 +242,7 @@ class QueryApi:
                     return await _games(connection, params)
         if _revocation(parts):
             raise ApiError(405, "method_not_allowed", "a revocation is a POST", ALLOW_POST)
-        raise ApiError(404, "not_found", f"no such resource: {scope['path']}")
+        raise ApiError(404, "not_found", f"no such resource: {str(scope['path'])[:200]}")
 
 
 def _revocation(parts: list[str]) -> bool:

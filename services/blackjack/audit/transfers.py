@@ -224,7 +224,9 @@ class Movements:
         """Every buy-in a table took or declined was sent by its wallet, as the table says."""
         for (wallet, number), (envelope, e) in self.handled.items():
             buy_in = self.sent.get((wallet, number))
-            if buy_in is None and self.lagging(wallet):
+            if wallet != wl.wallet_stream(e.player_id):  # no lag excuses it
+                self.find(envelope, f"buy-in {e.transfer} for {e.player_id}: another's wallet")
+            elif buy_in is None and self.lagging(wallet):
                 self.out.in_transit += 1  # the wallet's partition was not read as far
                 if isinstance(e, ev.FundsDeposited):
                     self._arrived_ahead(e.player_id, True, e.amount)

@@ -74,17 +74,17 @@ def _round_cancelled(state: TableState, e: ev.RoundCancelled, cur: str) -> str:
 
 
 def _interrupted_round_closed(state: TableState, e: ev.InterruptedRoundClosed, cur: str) -> str:
-    waited = f"it waited on its players since {e.idle_since.isoformat()}"
+    waited = f"it waited on its players since {e.idle_since.isoformat(timespec='microseconds')}"
     return f"{e.operator} closes the round: {waited} (the table's rules: {e.after_days} days)"
 
 
 def _round_resumed(state: TableState, e: ev.RoundResumed, cur: str) -> str:
     since = e.last_event_at
-    stopped = "" if since is None else f" after {since.isoformat()}"
+    stopped = "" if since is None else f" after {since.isoformat(timespec='microseconds')}"
     said = f"the service was interrupted{stopped} and resumed: the round goes on as it was"
     if e.deadline is None:
         return said
-    return f"{said}, its clock started again (to {e.deadline.isoformat()})"
+    return f"{said}, its clock started again (to {e.deadline.isoformat(timespec='microseconds')})"
 
 
 # ---- the deal and insurance ----------------------------------------------------------------

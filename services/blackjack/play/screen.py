@@ -685,7 +685,8 @@ def history_screen(table: StreamProjection, player_id: str, rounds: int) -> Rend
         decided = server_decisions(record) if record else {}
         boxes = [box for box in record.boxes if box.player_id == player_id] if record else []
         lines: list[Text] = _interruptions(record, player_id, currency) if record else []
-        # the server's decisions for no one box (dealt in, left out): a box's own are on it
+        # the server's decisions for no one box (dealt in; left out, for a player whose bet
+        # it gave back, the only ones left out with a line here): a box's own are on it
         lines += [
             Text(said, style="bold yellow")
             for (player, box_index, _), said in decided.items()

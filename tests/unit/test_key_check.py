@@ -1,0 +1,58 @@
+"""``command_handler.key_check``: the key ids of the shoes a log's records hold, and none
+from a record that is not a readable shoe (a review of the change: a null header value, a
+value that is not JSON, one without the shoe's fields or a tombstone raised, and every
+handler's start failed on that one record)."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+
+from blackjack.command_handler.key_check import NotTheDeploymentsKey, _key_id
+from blackjack.messages.sealing import ShoeSeal
+
+SEAL = ShoeSeal.from_hex(ShoeSeal.new_key_hex())
+SHUFFLED = [("ce_type", b"blackjack.ShoeShuffled.v1")]
+
+
+def shoe(sealed: str) -> bytes:
+    return json.dumps({"type": "ShoeShuffled", "data": {"shoe": 1, "sealed": sealed}}).encode()
+
+
+def test_a_shoe_sealed_under_a_key_gives_that_key_s_id() -> None:
+    sealed = SEAL.seal("t-1", 1, ("AS", "KD"), "salt")
+    assert _key_id(SHUFFLED, shoe(sealed)) == SEAL.key_id
+    assert (
+        ShoeSeal.key_id_of(sealed)
+        == SEAL.key_id
+        != ShoeSeal.from_hex(ShoeSeal.new_key_hex()).key_id
+    )
+
+
+@pytest.mark.parametrize(
+    ("headers", "value"),
+    [
+        ([("ce_type", None)], shoe("2.abcdef01.x")),  # a null header value
+        ([("ce_type", b"blackjack.CardDealt.v1")], shoe("2.abcdef01.x")),  # another event
+        ([], shoe("2.abcdef01.x")),  # no ce_type: not the service's record
+        (SHUFFLED, b"not JSON"),
+        (SHUFFLED, b'{"data": {}}'),
+        (SHUFFLED, None),  # a tombstone
+        (SHUFFLED, b'{"data": {"sealed": 7}}'),
+        (SHUFFLED, shoe("c2VhbGVk")),  # sealed before key ids: no evidence either way
+    ],
+)
+def test_a_record_that_is_not_a_readable_shoe_gives_none(
+    headers: list[tuple[str, bytes | None]], value: bytes | None
+) -> None:
+    assert _key_id(headers, value) is None
+
+
+def test_the_refusal_names_the_key_ids_found_and_this_key_s() -> None:
+    refused = NotTheDeploymentsKey("p.blackjack.events", {"abcdef01": 2}, SEAL.key_id)
+    assert refused.exit_code == 2
+    assert str(refused).startswith(
+        "the shoe key is not this deployment's: the last shoes on p.blackjack.events are "
+        f"sealed under key id abcdef01 (in 2 partition(s)), none under this key's ({SEAL.key_id})"
+    )
