@@ -831,7 +831,7 @@ def test_the_audit_counts_a_stream_no_table_was_opened_under_apart() -> None:
     report.replays.append(replay_stream([to_wire(typo, SEAL)], SEAL))
     first = report.render().splitlines()[0]
     assert first.endswith(
-        "1 tables, 1 wallets, 1 streams with no table (declined buy-ins), 0 rounds replayed"
+        "1 tables, 1 wallets, 1 streams with no table (refusals only), 0 rounds replayed"
     ), first
 
 

@@ -225,13 +225,14 @@ class AuditReport:
         checks = sum(r.checks for r in self.replays)
         wallets = sum(1 for r in self.replays if is_wallet_stream(r.stream_id))
         tables = sum(1 for r in self.replays if r.state.opened)
-        # a stream no table was opened under holds only buy-ins it declined: one a release
-        # before made for an id no one opened, or a partition's ``#declined/<partition>``
+        # a stream no table was opened under holds only refusals: buy-ins it declined (one a
+        # release before made for an id no one opened, or a partition's
+        # ``#declined/<partition>``), or a platform's money commands refused there
         others = len(self.replays) - wallets - tables
         lines = [
             f"Audit of {self.topic}: {self.events} events, {tables} tables, "
             f"{wallets} wallets"
-            + (f", {others} streams with no table (declined buy-ins)" if others else "")
+            + (f", {others} streams with no table (refusals only)" if others else "")
             + f", {rounds} rounds replayed",
             "Positions (live = rebuilt up to): "
             + (", ".join(f"{p}:{o}" for (_, p), o in sorted(self.positions.items())) or "none"),

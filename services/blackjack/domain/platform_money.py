@@ -303,8 +303,8 @@ def check(
     now: datetime,
     arrived_at: datetime,
 ) -> Rejection | None:
-    """Whether a platform money command may be decided: not issued too long ago, not
-    issued ahead of the clock, not a copy of one the stream decided, and room to keep its id.
+    """Whether a platform money command may be decided: not a copy of one the stream decided,
+    not issued too long ago, not issued ahead of the clock, and room to keep its id.
 
     ``now`` is the latest of the handler's clock and the stream's last event (another
     handler's clock may have run ahead, and forgotten ids by it); ``arrived_at`` when the
@@ -314,6 +314,12 @@ def check(
     arrived (the contract: a platform that may retry later than the retention sends it),
     unless the handler requires it."""
     retention = kept.retention
+    # A copy of a command the stream decided is answered so first, whatever its sent_at: a
+    # copy refused for its sent_at was told "not applied" of money that was, and that answer,
+    # kept in the window under the id, was given to every copy after it (a ledger review).
+    first = kept.decided.get(command_id)
+    if first is not None and now <= first + kept_for(retention):  # (else as if let go)
+        return _copy(kept, command_id, first)
     if sent_at is not None:
         if sent_at > arrived_at + SENT_AHEAD:
             return Rejection(
@@ -331,9 +337,6 @@ def check(
                 "applied, so it is not applied; look its first answer up, or send a new "
                 "command under a new id",
             )
-    first = kept.decided.get(command_id)
-    if first is not None and now <= first + kept_for(retention):  # (else as if let go)
-        return _copy(kept, command_id, first)
     if sent_at is None and kept.require_sent_at:
         return Rejection(
             code="malformed",
