@@ -5,24 +5,32 @@ handler's start failed on that one record)."""
 
 from __future__ import annotations
 
-import json
-
 import pytest
 
 from blackjack.command_handler.key_check import NotTheDeploymentsKey, _key_id
 from blackjack.messages.sealing import ShoeSeal
+from blackjack.messages.wire import encode
+from tests.integration.conftest_projections import Script, to_wire
 
 SEAL = ShoeSeal.from_hex(ShoeSeal.new_key_hex())
 SHUFFLED = [("ce_type", b"blackjack.ShoeShuffled.v1")]
+SHUFFLE = next(
+    w for w in to_wire(Script("mini-h17", [[]]).envelopes, SEAL) if w.type == "ShoeShuffled"
+)
+"""a shoe as the handler writes it on the events topic"""
 
 
 def shoe(sealed: str) -> bytes:
-    return json.dumps({"type": "ShoeShuffled", "data": {"shoe": 1, "sealed": sealed}}).encode()
+    """The record of ``SHUFFLE`` with ``sealed`` as its sealed order."""
+    data = SHUFFLE.data.model_copy(update={"sealed": sealed})
+    return encode(SHUFFLE.model_copy(update={"data": data}))
 
 
 def test_a_shoe_sealed_under_a_key_gives_that_key_s_id() -> None:
+    assert _key_id(SHUFFLED, encode(SHUFFLE)) == SEAL.key_id
+    # the record the cases below spoil one way each reads as a shoe of that key id
+    assert _key_id(SHUFFLED, shoe("2.abcdef01.x")) == "abcdef01"
     sealed = SEAL.seal("t-1", 1, ("AS", "KD"), "salt")
-    assert _key_id(SHUFFLED, shoe(sealed)) == SEAL.key_id
     assert (
         ShoeSeal.key_id_of(sealed)
         == SEAL.key_id

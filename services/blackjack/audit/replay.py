@@ -31,9 +31,8 @@ from blackjack.audit.replayed import (
     RoundReplay,
     ShoeCheck,
     StreamReplay,
-    misplaced_id,
     newer_than_read,
-    out_of_time,
+    placement_problems,
 )
 from blackjack.audit.table_checks import TableChecks
 from blackjack.audit.wallet_replay import replay_wallet
@@ -181,10 +180,8 @@ class TableReplayer(MoneyChecks, TableChecks):
         if envelope.sequence != self._expected:
             self._find(f"sequence {envelope.sequence} where {self._expected} was due")
         self._expected = envelope.sequence + 1
-        self.out.checks += 2
-        for problem in (misplaced_id(envelope), out_of_time(envelope, self.out)):
-            if problem is not None:
-                self._find(problem)
+        for problem in placement_problems(envelope, self.out):
+            self._find(problem)
         try:
             event = self._opened(envelope.data)
             if isinstance(event, _Sealed):

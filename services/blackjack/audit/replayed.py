@@ -139,6 +139,15 @@ def out_of_time(envelope: WireEnvelope, replay: StreamReplay) -> str | None:
     )
 
 
+def placement_problems(envelope: WireEnvelope, replay: StreamReplay) -> list[str]:
+    """The two checks of where an event stands in its stream's log, a table's or a wallet's:
+    its id against its place (``misplaced_id``), its time against the event before it
+    (``out_of_time``)."""
+    replay.checks += 2
+    found = (misplaced_id(envelope), out_of_time(envelope, replay))
+    return [problem for problem in found if problem is not None]
+
+
 def newer_than_read(event: BaseModel) -> str | None:
     """Why an event of a version newer than this release's model cannot be checked: read as
     the model it knows, what the newer version means is not replayed, only guessed."""

@@ -8,9 +8,8 @@ from collections.abc import Iterable
 from blackjack.audit.replayed import (
     Finding,
     StreamReplay,
-    misplaced_id,
     newer_than_read,
-    out_of_time,
+    placement_problems,
 )
 from blackjack.domain import wallet as wl
 from blackjack.messages.wire import WireEnvelope
@@ -56,10 +55,8 @@ class WalletReplayer:
         expected = out.events + 1
         if envelope.sequence != expected:
             find(f"sequence {envelope.sequence} where {expected} was due")
-        out.checks += 2
-        for problem in (misplaced_id(envelope), out_of_time(envelope, out)):
-            if problem is not None:
-                find(problem)
+        for problem in placement_problems(envelope, out):
+            find(problem)
         if not isinstance(e, wl.WalletEvent):
             find(f"{envelope.type} in a wallet stream")
             out.stopped = f"corrupt log at event {envelope.sequence}"

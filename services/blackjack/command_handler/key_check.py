@@ -17,7 +17,6 @@ of them. A new deployment's log holds no shoe yet: any key starts it.
 
 from __future__ import annotations
 
-import json
 import time
 from collections.abc import Sequence
 
@@ -28,6 +27,7 @@ from blackjack.bus.topics import Topics
 from blackjack.command_handler.replay import read_to_end
 from blackjack.configuration import ConfigurationError
 from blackjack.messages.sealing import ShoeSeal
+from blackjack.messages.wire import SealedShoeShuffled, decode
 
 WINDOW = 2_000
 """Records read at a time, from the end of each events partition back: a table in play
@@ -109,9 +109,9 @@ def _key_id(headers: Sequence[tuple[str, bytes | None]], value: bytes | None) ->
     """The key id of a shoe the handler sealed, for a record that is one; else None (another
     event, a shoe sealed before key ids, or a record the service did not write)."""
     if not any(k == "ce_type" and v is not None and v.startswith(_SHUFFLED) for k, v in headers):
-        return None
+        return None  # (read before decoding: most records are other events)
     try:
-        sealed = json.loads(value or b"")["data"]["sealed"]
-    except (ValueError, KeyError, TypeError):
+        data = decode(value or b"").data
+    except (ValueError, KeyError, TypeError):  # as ``wire.not_the_service_s`` steps over
         return None
-    return ShoeSeal.key_id_of(sealed) if isinstance(sealed, str) else None
+    return ShoeSeal.key_id_of(data.sealed) if isinstance(data, SealedShoeShuffled) else None

@@ -87,8 +87,7 @@ class ShoeSeal:
     @staticmethod
     def key_id_of(sealed: str) -> str | None:
         """The key id a sealed shoe carries; None for one sealed before key ids."""
-        text = sealed.removeprefix(SEALED_V2)
-        return None if text == sealed else text.partition(".")[0]
+        return _key_id_and_rest(sealed)[0]
 
     @staticmethod
     def new_key_hex() -> str:
@@ -115,10 +114,9 @@ class ShoeSeal:
         return f"{SEALED_V2}{self._key_id}.{base64.b64encode(nonce + sealed).decode()}"
 
     def unseal(self, stream_id: str, shoe: int, sealed: str) -> tuple[tuple[str, ...], str]:
-        text = sealed.removeprefix(SEALED_V2)
-        if text != sealed:
-            key_id, _, text = text.partition(".")
-            if key_id != self._key_id:  # (key_id_of)
+        key_id, text = _key_id_and_rest(sealed)
+        if key_id is not None:
+            if key_id != self._key_id:
                 raise SealedForOthers(f"shoe {shoe} of {stream_id} is sealed under another key")
             aead = self._table_aead(stream_id)
         elif self._legacy is None:  # sealed before the shoe key was derived
@@ -138,3 +136,13 @@ class ShoeSeal:
 
 def _associated(stream_id: str, shoe: int) -> bytes:
     return f"{stream_id}/shoe/{shoe}".encode()
+
+
+def _key_id_and_rest(sealed: str) -> tuple[str | None, str]:
+    """A ``2.`` shoe's key id and the sealed text after it; (None, the whole) for one sealed
+    before key ids."""
+    text = sealed.removeprefix(SEALED_V2)
+    if text == sealed:
+        return None, sealed
+    key_id, _, rest = text.partition(".")
+    return key_id, rest
