@@ -108,6 +108,12 @@ SERIES = exported_series()
 # prometheus-client's process collector, in every process of the service (Linux)
 PROCESS_SERIES = ("process_start_time_seconds", "process_resident_memory_bytes")
 SERIES.update({name: Series(name, "gauge", frozenset()) for name in PROCESS_SERIES})
+# kube-state-metrics' view of the pods (BlackjackCrashLooping): exported by it, not by any
+# process of the service, with the pod's namespace and name and these
+KUBE_STATE_WAITING = "kube_pod_container_status_waiting_reason"
+KUBE_STATE_SERIES = {
+    KUBE_STATE_WAITING: Series(KUBE_STATE_WAITING, "gauge", frozenset({"container", "reason"}))
+}
 
 
 def _literal_labels(source: Path, metric: str) -> set[str]:
@@ -289,7 +295,7 @@ DURATION = re.compile(r"^(\d+[smhdw])+$")
 
 def check_rules(document: dict[str, Any]) -> list[str]:
     problems: list[str] = []
-    known = dict(SERIES)
+    known = SERIES | KUBE_STATE_SERIES
     groups = document["groups"]
     names = [g["name"] for g in groups]
     if len(set(names)) != len(names):
