@@ -1,4 +1,4 @@
-"""A small async client for casino platforms and tests: send a command, await its result.
+"""The async client for casino platforms and tests: send a command, await its result.
 
     async with BlackjackClient("127.0.0.1:9092") as client:
         result = await client.execute("table-1", OpenTable(variant="mini-h17"))

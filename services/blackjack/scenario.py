@@ -26,6 +26,7 @@ from pydantic import BaseModel, ConfigDict, Field, TypeAdapter, ValidationError
 from blackjack.domain import commands as cmd
 from blackjack.domain import events as ev
 from blackjack.domain.cards import RANKS, fresh_shoe, parse_card
+from blackjack.domain.decisions.funds import first_funding
 from blackjack.domain.legal import legal_actions
 from blackjack.domain.rejections import Rejection, in_one_line
 from blackjack.domain.rules import Rules
@@ -166,16 +167,17 @@ def run(scenario: Scenario, emit: Callable[[str], None] = print) -> dict[str, An
             emit(json.dumps({"event": printable}))
         return None
 
-    roster = scenario.roster()
-    setup: list[cmd.Command] = [cmd.OpenTable(variant=scenario.variant, overrides=scenario.rules)]
-    for p in roster:
-        setup.append(cmd.SitDown(player_id=p.id, seat=p.seat))
-        if p.balance:
-            setup.append(cmd.Deposit(player_id=p.id, amount=p.balance))
-    for command in setup:
+    def set_up(command: cmd.Command) -> None:
         rejection = submit(command)
         if rejection is not None:
             raise ValueError(f"scenario set-up refused: {rejection.code}: {rejection.message}")
+
+    roster = scenario.roster()
+    set_up(cmd.OpenTable(variant=scenario.variant, overrides=scenario.rules))
+    for p in roster:
+        set_up(cmd.SitDown(player_id=p.id, seat=p.seat))
+        if p.balance:
+            set_up(first_funding(state.rules, p.id, p.balance))
 
     for index, raw in enumerate(scenario.commands):
         fields, meta = _parse_step(raw, roster[0].id)

@@ -9,7 +9,7 @@ from __future__ import annotations
 from blackjack.domain import commands as cmd
 from blackjack.domain import events as ev
 from blackjack.domain.state import TableState
-from tests.unit.test_rejections import given, given_more, seated
+from tests.unit.test_rejections import given, given_more, shared_seated
 from tests.unit.test_remove_bet import when
 
 REFUNDING = {"refund_bets_on_disconnect": True}
@@ -19,9 +19,9 @@ def three_players(**overrides: object) -> TableState:
     """ann, bob and cy at atlantic-city-multi, each with a bet of 10.00 on their box."""
     return given(
         "atlantic-city-multi",
-        *seated("ann", 0),
-        *seated("bob", 1),
-        *seated("cy", 2),
+        *shared_seated("ann", 0),
+        *shared_seated("bob", 1),
+        *shared_seated("cy", 2),
         cmd.PlaceBet(player_id="ann", box=0, amount=1000),
         cmd.PlaceBet(player_id="bob", box=1, amount=1000),
         cmd.PlaceBet(player_id="cy", box=2, amount=1000),

@@ -43,8 +43,8 @@ def _play_everything() -> None:
         cmd.OpenTable(variant="atlantic-city-multi"),
         cmd.SitDown(player_id="a", seat=0),
         cmd.SitDown(player_id="b", seat=1),
-        cmd.Deposit(player_id="a", amount=1000),
-        cmd.Deposit(player_id="a", amount=300, transfer="wallet:a/1"),  # taken
+        cmd.Deposit(player_id="a", amount=1000, transfer="wallet:a/1"),  # taken
+        cmd.Deposit(player_id="a", amount=300, transfer="wallet:a/2"),  # taken
         cmd.Deposit(player_id="c", amount=300, transfer="wallet:c/1"),  # declined: no seat
         cmd.PlaceBet(player_id="a", box=0, amount=100),
         cmd.LeaveTable(player_id="a"),

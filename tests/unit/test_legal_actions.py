@@ -10,6 +10,7 @@ from typing import Any
 
 from blackjack.domain import commands as cmd
 from blackjack.domain.decide import decide
+from blackjack.domain.decisions.funds import first_funding
 from blackjack.domain.legal import legal_actions
 from blackjack.domain.rejections import Rejection
 from blackjack.domain.rules import Rules
@@ -43,7 +44,8 @@ class Table:
 
     def sit(self, pid: str, seat: int = 0, balance: int = 10_000) -> Table:
         return self.do(
-            cmd.SitDown(player_id=pid, seat=seat), cmd.Deposit(player_id=pid, amount=balance)
+            cmd.SitDown(player_id=pid, seat=seat),
+            first_funding(self.state.rules, pid, balance),
         )
 
     def buttons(self, pid: str) -> list[str]:

@@ -17,11 +17,12 @@ from rich.text import Text
 
 from blackjack.domain import commands as cmd
 from blackjack.domain import wallet as wl
-from blackjack.domain.rules import Rules
+from blackjack.domain.rules import PRESETS, Rules
 from blackjack.domain.wallet import WalletDeposit
 from blackjack.messages.envelope import CommandResult
 from blackjack.messages.sealing import ShoeSeal
 from blackjack.messages.wire import to_wire
+from blackjack.play.cli import VARIANTS
 from blackjack.play.follow import TableFollower, WalletFollower
 from blackjack.play.moves import (
     Help,
@@ -1358,3 +1359,8 @@ def test_a_player_who_left_is_told_what_the_table_paid_out_withdrawals_included(
     console.print(table_screen(folded(script), A))
     text = console.export_text()
     assert "paid out at this table in all: 1000.00 USD (999.99 withdrawn, 0.01 on leaving)" in text
+
+
+def test_the_variants_play_offers_to_open_are_the_presets() -> None:
+    """``play --open`` names the presets without building them (a hand-written copy)."""
+    assert tuple(sorted(PRESETS)) == VARIANTS

@@ -39,6 +39,7 @@ from blackjack.domain import commands as cmd
 from blackjack.domain import events as ev
 from blackjack.domain.cards import RANKS, fresh_shoe
 from blackjack.domain.decide import decide
+from blackjack.domain.decisions.funds import first_funding
 from blackjack.domain.decisions.options import hand_actions, turn_options
 from blackjack.domain.evolve import evolve, fold
 from blackjack.domain.hand import is_natural, total
@@ -418,7 +419,7 @@ def play_table(
     for pid, seat in zip(PLAYERS, seats, strict=False):
         assert submit(cmd.SitDown(player_id=pid, seat=seat))
         balance = data.draw(st.sampled_from([150, 1000, 2500, 20_000, 200_000]), label="balance")
-        assert submit(cmd.Deposit(player_id=pid, amount=balance))
+        assert submit(first_funding(rules, pid, balance))
 
     for _ in range(MULTI_STEPS if multi else STEPS):
         if multi:

@@ -30,6 +30,7 @@ from blackjack.domain.rules import Rules
 from blackjack.domain.state import INITIAL_STATE, Box, Hand, TableState
 from blackjack.scenario import build_shoe
 from blackjack.table import Shuffler, apply
+from tests.unit.buy_ins import bought_in
 
 NOW = datetime(2026, 1, 1, tzinfo=UTC)
 COMMAND = TypeAdapter(cmd.AnyCommand)
@@ -82,6 +83,11 @@ def given_more(state: TableState, *commands: cmd.Command) -> TableState:
 
 def seated(pid: str = "ann", seat: int = 0, balance: int = 10_000) -> list[cmd.Command]:
     return [cmd.SitDown(player_id=pid, seat=seat), cmd.Deposit(player_id=pid, amount=balance)]
+
+
+def shared_seated(pid: str = "ann", seat: int = 0, balance: int = 10_000) -> list[cmd.Command]:
+    """``seated`` at a table several players share: the money is a buy-in from the wallet."""
+    return [cmd.SitDown(player_id=pid, seat=seat), bought_in(pid, balance)]
 
 
 def dealt(amount: int = 1000, box: int = 0, pid: str = "ann") -> list[cmd.Command]:
@@ -367,7 +373,7 @@ def test_a_bet_from_someone_without_a_seat() -> None:
 
 @rejects("already_seated")
 def test_sitting_down_twice() -> None:
-    state = given("atlantic-city-multi", *seated())
+    state = given("atlantic-city-multi", *shared_seated())
     then_rejected(state, cmd.SitDown(player_id="ann", seat=3), "already_seated")
     # a move to one's own seat: not "seat 0 is taken", which reads as someone else's
     own = then_rejected(state, cmd.MoveSeat(player_id="ann", seat=0), "already_seated")
@@ -403,7 +409,7 @@ def test_a_player_no_wallet_can_fund_cannot_sit_at_a_table_funded_from_wallets()
 
 @rejects("seat_taken")
 def test_a_seat_someone_holds() -> None:
-    state = given("atlantic-city-multi", *seated("ann", 2), *seated("bob", 0))
+    state = given("atlantic-city-multi", *shared_seated("ann", 2), *shared_seated("bob", 0))
     then_rejected(state, cmd.SitDown(player_id="cat", seat=2), "seat_taken")
     then_rejected(state, cmd.MoveSeat(player_id="bob", seat=2), "seat_taken")
 
@@ -417,7 +423,7 @@ def test_a_box_the_table_does_not_have() -> None:
 
 @rejects("not_your_box")
 def test_a_bet_on_another_seats_box() -> None:
-    state = given("atlantic-city-multi", *seated("ann", 0), *seated("bob", 1))
+    state = given("atlantic-city-multi", *shared_seated("ann", 0), *shared_seated("bob", 1))
     then_rejected(state, cmd.PlaceBet(player_id="ann", box=1, amount=100), "not_your_box")
     # A box is numbered across the table (seat x boxes_per_seat + i): the refusal says which
     # box the player's seat has, since nothing else tells a client that bob's is not box 0.
@@ -425,8 +431,8 @@ def test_a_bet_on_another_seats_box() -> None:
     assert refused.message == "box 0 belongs to seat 0; seat 1 bets on box 1"
     three = given(
         "atlantic-city-multi",
-        *seated("ann", 0),
-        *seated("bob", 1),
+        *shared_seated("ann", 0),
+        *shared_seated("bob", 1),
         overrides={"boxes_per_seat": 3, "seats": 2},
     )
     refused = then_rejected(three, cmd.PlaceBet(player_id="bob", box=2, amount=100), "not_your_box")
@@ -437,8 +443,8 @@ def test_a_bet_on_another_seats_box() -> None:
 def test_no_seat_change_leaving_or_new_shoe_while_a_hand_is_played() -> None:
     state = given(
         "atlantic-city-multi",
-        *seated("ann", 0),
-        *seated("bob", 1),
+        *shared_seated("ann", 0),
+        *shared_seated("bob", 1),
         *dealt(pid="ann"),
         *dealt(box=1, pid="bob"),
         cards=["TS", "TH", "7S", "9S", "8S", "TD"],
@@ -486,9 +492,21 @@ def test_a_buy_in_reference_that_names_no_wallet_buy_in_is_malformed() -> None:
 
 
 @rejects("unauthorized")
+def test_a_shared_table_takes_no_platform_deposit() -> None:
+    """Page 002's table several players share is funded from each player's wallet (a
+    ``BuyIn``): the platform's ``Deposit`` is refused by the decider itself, so the simulator,
+    the scenarios and the replay play the table as the handler does."""
+    state = given("atlantic-city-multi", *shared_seated())
+    rejection = then_rejected(state, cmd.Deposit(player_id="ann", amount=500), "unauthorized")
+    assert rejection.message.endswith("send BuyIn to wallet:ann")
+    # the buy-in's own Deposit is taken
+    [event] = decide(state, bought_in("ann", 500, 2), NOW)
+    assert isinstance(event, ev.FundsDeposited) and event.balance_after == 10_500
+
+
 def test_a_buy_in_to_a_single_player_table_is_declined_not_refused() -> None:
-    """The decider names ``unauthorized`` only as the reason of a ``TransferDeclined``: a
-    single-player table is funded by the platform, the wallet gets its money back."""
+    """A buy-in's ``Deposit`` at a single-player table is declined ``unauthorized``, not
+    refused: the table is funded by the platform, the wallet gets its money back."""
     state = given("mini-h17", *seated())
     command = cmd.Deposit(player_id="ann", amount=300, transfer="wallet:ann/1")
     [event] = decide(state, command, NOW)
@@ -534,7 +552,7 @@ def test_no_bet_while_a_hand_is_played() -> None:
 
 @rejects("not_betting_time")
 def test_no_pass_before_a_round_is_open() -> None:
-    state = given("atlantic-city-multi", *seated("ann", 0), *seated("bob", 1))
+    state = given("atlantic-city-multi", *shared_seated("ann", 0), *shared_seated("bob", 1))
     then_rejected(state, cmd.Pass(player_id="bob"), "not_betting_time")
 
 
@@ -547,7 +565,9 @@ def test_deal_or_clear_with_nothing_on_the_table() -> None:
 
 @rejects("already_dealt_in")
 def test_no_new_bet_after_pressing_deal() -> None:
-    state = given("atlantic-city-multi", *seated("ann", 0), *seated("bob", 1), *dealt(pid="ann"))
+    state = given(
+        "atlantic-city-multi", *shared_seated("ann", 0), *shared_seated("bob", 1), *dealt(pid="ann")
+    )
     assert state.phase == "betting"
     then_rejected(state, cmd.PlaceBet(player_id="ann", box=0, amount=100), "already_dealt_in")
     then_rejected(state, cmd.Pass(player_id="ann"), "already_dealt_in")
@@ -609,8 +629,8 @@ def test_a_shoe_that_is_not_a_permutation_of_the_decks() -> None:
 def test_play_out_of_turn() -> None:
     state = given(
         "atlantic-city-multi",
-        *seated("ann", 0),
-        *seated("bob", 1),
+        *shared_seated("ann", 0),
+        *shared_seated("bob", 1),
         *dealt(pid="ann"),
         *dealt(box=1, pid="bob"),
         cards=["TS", "TH", "7S", "9S", "8S", "TD"],
@@ -687,8 +707,8 @@ def test_the_clock_before_a_deadline_is_not_a_refusal() -> None:
     """ExpireTimers before the deadline is accepted and does nothing."""
     state = given(
         "atlantic-city-multi",
-        *seated("ann", 0),
-        *seated("bob", 1),
+        *shared_seated("ann", 0),
+        *shared_seated("bob", 1),
         cmd.PlaceBet(player_id="ann", box=0, amount=100),
     )
     assert decide(state, cmd.ExpireTimers(), NOW + timedelta(seconds=14)) == []
@@ -849,8 +869,8 @@ def test_an_insurance_decision_for_a_round_that_is_over() -> None:
 def test_a_pass_for_a_round_that_is_over() -> None:
     state = given(
         "atlantic-city-multi",
-        *seated("ann", 0),
-        *seated("bob", 1),
+        *shared_seated("ann", 0),
+        *shared_seated("bob", 1),
         cmd.PlaceBet(player_id="ann", box=0, amount=1000, round=1),
         cmd.Pass(player_id="bob", round=1),
         cmd.Deal(player_id="ann", round=1),

@@ -25,7 +25,15 @@ from blackjack.domain.rules import PRESETS
 from blackjack.domain.state import INITIAL_STATE, TableState
 from blackjack.messages import wire
 from blackjack.table import apply
-from tests.unit.test_rejections import NOW, dealt, given, seated, shoe_starting, then_rejected
+from tests.unit.test_rejections import (
+    NOW,
+    dealt,
+    given,
+    seated,
+    shared_seated,
+    shoe_starting,
+    then_rejected,
+)
 
 EVENT = TypeAdapter(ev.AnyEvent)
 
@@ -153,7 +161,8 @@ def test_money_is_conserved_balance_after_is_before_plus_the_refund() -> None:
 
 @pytest.mark.parametrize("variant", sorted(PRESETS))
 def test_every_preset_lets_a_player_take_a_bet_back_before_the_deal(variant: str) -> None:
-    state = given(variant, *seated(), cmd.PlaceBet(player_id="ann", box=0, amount=1000))
+    sit = shared_seated() if PRESETS[variant].funded_by_wallet else seated()
+    state = given(variant, *sit, cmd.PlaceBet(player_id="ann", box=0, amount=1000))
     events, after = when(state, cmd.RemoveBet(player_id="ann", box=0, amount=500))
     assert [type(e) for e in events] == [ev.BetRefunded]
     assert after.boxes[0].bet == 500
@@ -165,8 +174,8 @@ def test_a_shared_table_taking_back_every_bet_leaves_the_player_out_at_the_deadl
     back did not bet, so is left out when it runs out, while the others are dealt."""
     state = given(
         "atlantic-city-multi",
-        *seated("ann", 0),
-        *seated("bob", 1),
+        *shared_seated("ann", 0),
+        *shared_seated("bob", 1),
         cmd.PlaceBet(player_id="ann", box=0, amount=1000),
         cmd.PlaceBet(player_id="bob", box=1, amount=1000),
         cmd.Deal(player_id="bob"),
@@ -304,7 +313,9 @@ def test_refuse_after_the_deal() -> None:
 
 
 def test_refuse_after_pressing_deal_at_a_shared_table() -> None:
-    state = given("atlantic-city-multi", *seated("ann", 0), *seated("bob", 1), *dealt(pid="ann"))
+    state = given(
+        "atlantic-city-multi", *shared_seated("ann", 0), *shared_seated("bob", 1), *dealt(pid="ann")
+    )
     assert state.phase == "betting"
     then_rejected(state, cmd.RemoveBet(player_id="ann", box=0), "already_dealt_in")
 
@@ -312,8 +323,8 @@ def test_refuse_after_pressing_deal_at_a_shared_table() -> None:
 def test_refuse_another_players_box() -> None:
     state = given(
         "atlantic-city-multi",
-        *seated("ann", 0),
-        *seated("bob", 1),
+        *shared_seated("ann", 0),
+        *shared_seated("bob", 1),
         cmd.PlaceBet(player_id="bob", box=1, amount=1000),
     )
     then_rejected(state, cmd.RemoveBet(player_id="ann", box=1), "not_your_box")

@@ -289,7 +289,7 @@ async def test_the_player_s_history_says_the_service_was_interrupted_and_resumed
     text = " ".join(console.export_text().split())
     stopped = table.markers()[0].last_event_at
     assert stopped is not None
-    assert f"the service was interrupted at {stopped:%Y-%m-%d %H:%M:%S} and resumed at" in text
+    assert f"the service was interrupted after {stopped:%Y-%m-%d %H:%M:%S} and resumed at" in text
     assert f"resumed at {LATER:%Y-%m-%d %H:%M:%S}; the round continued as it was" in text
 
 
@@ -301,7 +301,7 @@ async def test_the_table_screen_says_so_while_the_round_plays() -> None:
     console = Console(width=240, record=True, color_system=None)
     console.print(table_screen(folded, "ann"))
     text = " ".join(console.export_text().split())
-    assert f"Service the service was interrupted at {T0:%Y-%m-%d %H:%M:%S} and resumed" in text
+    assert f"Service the service was interrupted after {T0:%Y-%m-%d %H:%M:%S} and resumed" in text
 
 
 async def test_a_round_closed_by_the_operator_after_a_restart_passes_the_audit() -> None:

@@ -21,6 +21,7 @@ import pytest
 
 from blackjack.domain import commands as cmd
 from blackjack.domain import events as ev
+from blackjack.domain.decisions.funds import first_funding
 from blackjack.domain.legal import legal_actions
 from blackjack.domain.rejections import Rejection, RejectionCode
 from blackjack.domain.state import TableState
@@ -71,7 +72,7 @@ class Ledger(StackedTable):
         for pid, seat, balance in players:
             self.do(cmd.SitDown(player_id=pid, seat=seat))
             if balance:
-                self.do(cmd.Deposit(player_id=pid, amount=balance))
+                self.do(first_funding(self.state.rules, pid, balance))
 
     def send(self, command: cmd.Command) -> list[ev.Event] | Rejection:
         before = self.state

@@ -24,6 +24,7 @@ from blackjack.projections.dump import dump
 from blackjack.projections.schema import accounts
 from blackjack.projections.store import ProjectionStore
 from blackjack.projections.writer import ProjectionWriter, Record
+from tests.unit.buy_ins import bought_in
 from tests.unit.migrations import migrate
 from tests.unit.stacked_table import START, StackedTable
 from tests.unit.test_seat_released import ann_plays_a_round, finish_round, table
@@ -247,7 +248,7 @@ async def test_a_voided_round_is_no_round_sat_out_in_the_answer_and_after_migrat
     }
     t = StackedTable("atlantic-city-multi", ["TS", "7S", "9S", "TD"] * 4, overrides)
     for pid, seat in (("ann", 0), ("ben", 1)):
-        t.do(cmd.SitDown(player_id=pid, seat=seat), cmd.Deposit(player_id=pid, amount=10_000))
+        t.do(cmd.SitDown(player_id=pid, seat=seat), bought_in(pid, 10_000))
     store = await _store(tmp_path)
     try:
         folder = Folder(store, t)

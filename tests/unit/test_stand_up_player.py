@@ -23,6 +23,7 @@ from blackjack.play.screen import table_screen
 from blackjack.play.session import PlaySession
 from blackjack.projections.projector import StreamProjection
 from tests.integration.conftest_projections import Script, placed
+from tests.unit.buy_ins import bought_in
 from tests.unit.stacked_table import StackedTable
 
 SEAL = ShoeSeal.from_hex(ShoeSeal.new_key_hex())
@@ -36,7 +37,7 @@ def stand_up(player: str = "ben") -> cmd.StandUpPlayer:
 def shared_table() -> StackedTable:
     t = StackedTable("atlantic-city-multi", ["TS", "7S", "9S", "8S", "TD", "6D"])
     for pid, seat in (("ann", 0), ("ben", 1)):
-        t.do(cmd.SitDown(player_id=pid, seat=seat), cmd.Deposit(player_id=pid, amount=10_000))
+        t.do(cmd.SitDown(player_id=pid, seat=seat), bought_in(pid, 10_000))
     return t
 
 

@@ -14,6 +14,7 @@ from blackjack.command_handler.ids import STEPS, is_step_id
 from blackjack.command_handler.streams import Stream
 from blackjack.domain import commands as cmd
 from blackjack.domain.commands import TableCommand
+from blackjack.domain.decisions.funds import WALLET_FUNDED
 from blackjack.domain.rejections import Rejection
 from blackjack.domain.state import TableState
 from blackjack.domain.wallet import SERVICE_ONLY_WALLET_COMMANDS, AnyWalletCommand, wallet_stream
@@ -72,10 +73,8 @@ def authorize(
         return refuse("a Deposit with a transfer is issued by the service only")
     if isinstance(command, cmd.Deposit) and isinstance(state, TableState) and state.opened:
         if state.rules.funded_by_wallet and not signed:
-            return refuse(
-                "money comes to a multi-seat table from the player's wallet: "
-                f"send BuyIn to {wallet_stream(command.player_id)}"
-            )
+            # the decider's refusal too; refused here, before it, it is not written down
+            return refuse(WALLET_FUNDED.format(wallet=wallet_stream(command.player_id)))
         if signed and not state.rules.funded_by_wallet and command.transfer is None:
             return refuse("a single-player table is funded by the platform's Deposit")
     if isinstance(command, cmd.CloseInterruptedRound) and command.idle_since is not None:

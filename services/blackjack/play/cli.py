@@ -35,6 +35,8 @@ if TYPE_CHECKING:  # imported when a game starts: every other command starts wit
     from blackjack.play.session import PlaySession
 
 VARIANTS = ("atlantic-city", "atlantic-city-multi", "mini-h17", "mini-s17", "surrender")
+"""The presets' names (``domain.rules.PRESETS``, which building the rules would import for
+every command of the command line; ``tests/unit/test_play.py`` holds them equal)."""
 
 
 def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:

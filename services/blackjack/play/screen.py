@@ -824,7 +824,7 @@ def resumed_line(last_event_at: object, resumed_at: datetime, deadline: object =
     if not isinstance(last_event_at, str):
         return f"the service was interrupted and {resumed}"
     stopped = datetime.fromisoformat(last_event_at)
-    return f"the service was interrupted at {stopped:%Y-%m-%d %H:%M:%S} and {resumed}"
+    return f"the service was interrupted after {stopped:%Y-%m-%d %H:%M:%S} and {resumed}"
 
 
 def _when(started_at: datetime, record: RoundRecord | None) -> Text:

@@ -29,7 +29,7 @@ def money(text: str) -> int:
     try:
         return amount_in_minor_units(text, "USD")
     except NotAMove as error:
-        raise argparse.ArgumentTypeError(f"not a positive whole number of cents: {error}") from None
+        raise argparse.ArgumentTypeError(f"not a positive amount such as 5.00: {error}") from None
 
 
 def whole_positive(text: str) -> int:

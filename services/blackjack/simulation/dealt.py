@@ -49,6 +49,7 @@ from typing import Final
 
 from blackjack.domain import commands as cmd
 from blackjack.domain import events as ev
+from blackjack.domain.decisions.funds import first_funding
 from blackjack.domain.rejections import Rejection
 from blackjack.domain.rules import PRESETS, ReshuffleAtPenetration, Rules
 from blackjack.domain.state import INITIAL_STATE, TableState
@@ -96,7 +97,7 @@ def deal_shoes(
     for seat, player in enumerate(players):
         setup += [
             cmd.SitDown(player_id=player, seat=seat),
-            cmd.Deposit(player_id=player, amount=BANKROLL),
+            first_funding(rules, player, BANKROLL),
         ]
     bets = [cmd.PlaceBet(player_id=owners[box], box=box, amount=bet) for box in range(boxes)]
     deals = [cmd.Deal(player_id=player) for player in players]

@@ -15,6 +15,7 @@ from blackjack.domain import commands as cmd
 from blackjack.domain import events as ev
 from blackjack.domain import facts
 from blackjack.domain.cards import fresh_shoe
+from blackjack.domain.decisions.funds import first_funding
 from blackjack.domain.events import TurnAction
 from blackjack.domain.rejections import Rejection
 from blackjack.domain.rules import PRESETS, Rules
@@ -118,7 +119,7 @@ def play(
     setup: list[cmd.Command] = [
         cmd.OpenTable(variant=base, overrides=rules.model_dump()),
         cmd.SitDown(player_id=PLAYER, seat=0),
-        cmd.Deposit(player_id=PLAYER, amount=BANKROLL),
+        first_funding(rules, PLAYER, BANKROLL),
     ]
     for command in setup:
         state = _must(apply(state, command, CLOCK, shuffler), watch).state

@@ -16,7 +16,9 @@ from blackjack.domain.decisions.checks import (
 )
 from blackjack.domain.decisions.draft import Draft, Refused, refuse
 from blackjack.domain.rejections import decline_code
-from blackjack.domain.transfers import transfer_origin
+from blackjack.domain.rules import Rules
+from blackjack.domain.transfers import buy_in_ref, transfer_origin
+from blackjack.domain.wallet import wallet_stream
 
 NO_MONEY_IN = "no money comes in until it reopens (withdrawing and leaving still pay out)"
 """Game disable: a suspended table takes no deposit or buy-in, as it takes no new wager or
@@ -28,10 +30,27 @@ def is_transfer(command: cmd.Command) -> bool:
     return isinstance(command, cmd.Deposit) and command.transfer is not None
 
 
+WALLET_FUNDED = "money comes to a multi-seat table from the player's wallet: send BuyIn to {wallet}"
+"""Why a table several players share takes no platform ``Deposit`` (page 002: each player's
+money at the table is what they bought in with from their own wallet)."""
+
+
+def first_funding(rules: Rules, player_id: str, amount: int) -> cmd.Deposit:
+    """How ``amount`` first comes to a table under ``rules`` for a player seated there (the
+    simulator's and the scenarios' set-up): the platform's ``Deposit``, or at a table funded
+    by wallets the ``Deposit`` of the player's first buy-in."""
+    if not rules.funded_by_wallet:
+        return cmd.Deposit(player_id=player_id, amount=amount)
+    transfer = buy_in_ref(wallet_stream(player_id), 1)
+    return cmd.Deposit(player_id=player_id, amount=amount, transfer=transfer)
+
+
 def deposit(r: Draft, c: cmd.Deposit) -> None:
     if c.transfer is not None:
         _transfer_deposit(r, c, c.transfer)
         return
+    if r.state.opened and r.state.rules.funded_by_wallet:
+        raise refuse("unauthorized", WALLET_FUNDED.format(wallet=wallet_stream(c.player_id)))
     player = seated(r.state, c.player_id)
     check_not_suspended(r.state, NO_MONEY_IN)
     check_amount(c.amount)
