@@ -8,6 +8,7 @@ import json
 from typing import Any
 
 import pytest
+from structlog.testing import capture_logs
 
 from blackjack.bus.topics import partition_for
 from blackjack.client import BlackjackClient
@@ -120,6 +121,33 @@ async def test_malformed_and_unknown_messages_get_typed_rejections_and_change_no
     )
     assert fixed.status == "accepted"
     await verify_stream(space, seated)
+
+
+async def test_an_invalid_command_s_log_line_says_why(kafka_space: Any) -> None:
+    """BlackjackInvalidCommands pages on malformed, unknown or unauthorized commands; the
+    "command handled" line gave only the code, so the reason had to be read from the results
+    topic (an SRE review). It carries the reason now, 200 characters at most."""
+    space: KafkaSpace = await kafka_space(partitions=1)
+    long_type = "Fly" * 200
+    with capture_logs() as logs:
+        async with running_handler(space.config()), space.client() as client:
+            unknown = await raw(
+                client, space, b"t", envelope("u", "t", {"type": long_type, "player_id": "p"})
+            )
+            refused = await client.execute("t", cmd.ShuffleShoe(order=fresh_shoe(1), salt="s" * 16))
+            fine = await client.execute("t", cmd.OpenTable(variant="mini-h17"))
+    assert code(unknown) == "unknown_command" and code(refused) == "unauthorized"
+    assert fine.status == "accepted"
+    # (the ids are bound as context variables, which capture_logs leaves out)
+    handled = [e for e in logs if e["event"] == "command handled"]
+    assert unknown.rejection is not None and refused.rejection is not None
+    assert len(unknown.rejection.message) > 200
+    assert [(e["code"], e.get("reason")) for e in handled] == [
+        ("unknown_command", unknown.rejection.message[:200]),
+        ("unauthorized", refused.rejection.message),
+        (None, None),
+    ]
+    assert "reason" not in handled[-1]  # an accepted command's line is as long as before
 
 
 async def test_a_copy_resent_after_a_byte_order_mark_gets_the_answer_it_had(

@@ -21,6 +21,7 @@ from blackjack.command_handler.partitions import RETRY_AFTER_FAILURE_S, _Partiti
 from blackjack.command_handler.processor import Handled
 from blackjack.command_handler.reading import Inbound
 from blackjack.command_handler.snapshots import SIGNED_CHECKPOINTS_MARK
+from blackjack.messages.envelope import CommandResult
 from blackjack.observability import metrics
 
 RETRY_AFTER_FENCING_S = 30.0
@@ -234,6 +235,7 @@ class Transactions(Checkpointing):
                 stream_id=result.stream_id,
             )
             with ids:
+                reason = _invalid_reason(result)
                 self.log.info(
                     "command handled",
                     command_type=outcome.command_type,
@@ -241,4 +243,20 @@ class Transactions(Checkpointing):
                     code=code or None,
                     events=len(outcome.events),
                     duplicate=outcome.duplicate,
+                    **({} if reason is None else {"reason": reason}),
                 )
+
+
+INVALID_CODES = frozenset({"malformed", "unknown_command", "unauthorized"})
+"""The refusals ``BlackjackInvalidCommands`` alerts on: an integration's fault, whose reason
+its log line carries, so that whoever is paged need not read the results topic."""
+
+REASON_CHARS = 200
+"""At most this much of the reason (it may quote the record: a log line stays a line)."""
+
+
+def _invalid_reason(result: CommandResult) -> str | None:
+    rejection = result.rejection
+    if rejection is None or rejection.code not in INVALID_CODES:
+        return None
+    return rejection.message[:REASON_CHARS]
