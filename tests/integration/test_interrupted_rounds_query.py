@@ -70,3 +70,26 @@ async def test_only_rounds_an_operator_may_close_are_listed_up_to_the_limit(
         ("surrender-2", (old_release.now + timedelta(days=30)).date().isoformat()),
     ]
     assert listed[1]["in_play"] == {"alice": 1_000}
+
+
+async def test_with_every_table_the_rounds_waiting_for_their_player_are_listed_too(
+    stores: StoreFactory,
+) -> None:
+    """GLI-19's unfinished games: the rounds at single-player tables, which wait for their
+    player for good, can be listed too (a certification review: no list had them), the
+    longest waiting first, with no time from which they may be closed."""
+    store = await stores.store()
+    forever = waiting("mini-h17", "mini-1", ago=timedelta(days=2))
+    closable = waiting("surrender", "surrender-1")
+    await fold(store, forever, closable)
+    later = closable.now + timedelta(days=1)
+    async with store.reading() as connection:
+        only = await interrupted_rounds(connection, later, 100)
+        every = await interrupted_rounds(connection, later, 100, every_table=True)
+        [first] = await interrupted_rounds(connection, later, 1, every_table=True)
+    assert [r["table"] for r in only] == ["surrender-1"]
+    assert [(r["table"], r["closable_from"] is None) for r in every] == [
+        ("mini-1", True),
+        ("surrender-1", False),
+    ]
+    assert first == every[0] and first["in_play"] == {"alice": 1_000}

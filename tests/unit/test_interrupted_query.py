@@ -104,7 +104,17 @@ async def test_the_api_lists_them(store: ProjectionStore) -> None:
         answer = await http.get("/v1/interrupted-rounds?idle_days=30")
         assert answer.status_code == 200
         assert [r["round_id"] for r in answer.json()["rounds"]] == ["surrender-1:1"]
-        for bad in ("idle_days=0", "idle_days=x", "limit=101", "idle_days=3651"):
+        # every table: the round waiting for its player at mini-1 too, the longest waiting
+        # first, with no time from which it may be closed (GLI-19's unfinished games: an
+        # operator could list only the closable ones, a certification review found)
+        every = (await http.get("/v1/interrupted-rounds?idle_days=30&tables=all")).json()
+        assert [(r["round_id"], r["closable_from"]) for r in every["rounds"]] == [
+            ("mini-1:1", None),
+            ("surrender-1:1", every["rounds"][1]["closable_from"]),
+        ]
+        assert every["rounds"][0]["in_play"] == {"alice": 500}
+        assert every["rounds"][1]["closable_from"] is not None
+        for bad in ("idle_days=0", "idle_days=x", "limit=101", "idle_days=3651", "tables=some"):
             refused = await http.get(f"/v1/interrupted-rounds?{bad}")
             assert refused.status_code == 400, bad
             assert refused.json()["error"]["code"] == "bad_parameter"
@@ -124,4 +134,9 @@ def test_the_cli_lists_them(tmp_path: Path, capsys: pytest.CaptureFixture[str]) 
     out = capsys.readouterr().out
     assert "surrender-1:1  surrender  playing" in out and "in play: alice 1000" in out
     assert out.splitlines()[-1].startswith("1 round(s) open with no event since ")
+    assert "mini-1" not in out
+    assert main(["projections", "interrupted", "--db-url", url, "--all-tables"]) == 0
+    out = capsys.readouterr().out
+    assert "mini-1:1  mini-h17  playing" in out and "waits for its player" in out
+    assert "surrender-1:1" in out and out.splitlines()[-1].endswith("at every table")
     assert main(["projections", "interrupted", "--db-url", url, "--idle-days", "0"]) == 2

@@ -282,7 +282,10 @@ class InterruptedRound(_Answer):
     status: Literal["betting", "playing"]
     opened_at: Moment
     idle_since: Moment = Field(description="the table's last event")
-    closable_from: Moment = Field(description="from when the rules let an operator close it")
+    closable_from: Moment | None = Field(
+        description="from when the rules let an operator close it; null at a table whose "
+        "rules keep the round for its player (listed with tables=all)"
+    )
     in_play: dict[str, int] = Field(description="each player's money in the round")
 
 
@@ -505,6 +508,13 @@ IDLE_DAYS = _parameter(
     "tables with no event for this many days",
     {"type": "integer", "minimum": 1, "maximum": 3650, "default": 30},
 )
+TABLES = _parameter(
+    "tables",
+    "query",
+    "closable: the tables whose rules let an operator close an interrupted round; all: every "
+    "table (the unfinished games at single-player tables, which wait for their player)",
+    {"type": "string", "enum": ["closable", "all"], "default": "closable"},
+)
 LIMIT = _parameter(
     "limit",
     "query",
@@ -592,9 +602,9 @@ OPERATIONS: dict[str, tuple[str, Answers, list[dict[str, Any]], tuple[int, ...]]
         (400,),
     ),
     "/v1/interrupted-rounds": (
-        "Open rounds at tables whose rules let an operator close them, left waiting",
+        "Open rounds left waiting, at tables whose rules let an operator close them (or all)",
         InterruptedAnswer,
-        [IDLE_DAYS, LIMIT],
+        [IDLE_DAYS, TABLES, LIMIT],
         (400,),
     ),
     "/v1/reports/games": (

@@ -8,6 +8,8 @@
     GET /v1/players/{player_id}/tables/{stream_id}            the same, as that player sees it
     GET /v1/streams/{stream_id}/events?after=0                its events, for a client joining it
     GET /v1/interrupted-rounds?idle_days=30&limit=100         open rounds left waiting that long
+        &tables=all                                           (at every table, not only where
+                                                              the operator may close them)
     GET /v1/reports/games?from=2026-12-01&days=31           each game's rounds, wagers, payouts
     GET /v1/openapi.json                                      this API's OpenAPI document
     POST /v1/players/{player_id}/token-revocation            the operator: the player's
@@ -430,8 +432,13 @@ async def _interrupted(connection: AsyncConnection, params: Params) -> dict[str,
             f"idle_days must be a whole number from 1 to {MAX_IDLE_DAYS}, "
             f"limit from 1 to {queries.MAX_PAGE}",
         )
+    tables = params.get("tables", "closable")
+    if tables not in ("closable", "all"):
+        raise ApiError(400, "bad_parameter", "tables must be closable or all")
     idle_before = datetime.now(UTC) - timedelta(days=days)
-    rounds = await queries.interrupted_rounds(connection, idle_before, limit)
+    rounds = await queries.interrupted_rounds(
+        connection, idle_before, limit, every_table=tables == "all"
+    )
     return {"idle_before": queries.iso(idle_before), "rounds": rounds}
 
 

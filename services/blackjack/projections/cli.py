@@ -258,20 +258,19 @@ def _interrupted(args: argparse.Namespace) -> int:
 
     rounds = read_store(
         args,
-        lambda c: interrupted_rounds(c, idle_before, args.limit),
+        lambda c: interrupted_rounds(c, idle_before, args.limit, every_table=args.all_tables),
         "blackjack projections interrupted",
     )
     for found in rounds:
         held = ", ".join(f"{player} {amount}" for player, amount in found["in_play"].items())
+        closable = found["closable_from"]
+        closing = "waits for its player" if closable is None else f"may be closed from {closable}"
         print(
             f"{found['round_id']}  {found['variant']}  {found['status']}  "
-            f"idle since {found['idle_since']}  may be closed from {found['closable_from']}  "
-            f"in play: {held or 'nothing'}"
+            f"idle since {found['idle_since']}  {closing}  in play: {held or 'nothing'}"
         )
-    print(
-        f"{len(rounds)} round(s) open with no event since {idle_before.isoformat()} at tables "
-        "whose rules let the operator close them"
-    )
+    tables = "every table" if args.all_tables else "tables whose rules let the operator close them"
+    print(f"{len(rounds)} round(s) open with no event since {idle_before.isoformat()} at {tables}")
     return 0
 
 
@@ -515,6 +514,12 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     )
     interrupted.add_argument(
         "--limit", type=int, default=100, help="most rounds listed (1-100, default 100)"
+    )
+    interrupted.add_argument(
+        "--all-tables",
+        action="store_true",
+        help="also the rounds at tables whose rules keep them for their player (single-player "
+        "tables): every unfinished game, none for the operator to close",
     )
     interrupted.set_defaults(handler=_interrupted)
     report = commands.add_parser(

@@ -23,6 +23,7 @@ from sqlalchemy import (
     not_,
     or_,
     select,
+    true,
     tuple_,
 )
 from sqlalchemy.ext.asyncio import AsyncConnection
@@ -697,27 +698,29 @@ async def stream_ids(connection: AsyncConnection) -> list[str]:
 
 
 async def interrupted_rounds(
-    connection: AsyncConnection, idle_before: datetime, limit: int
+    connection: AsyncConnection, idle_before: datetime, limit: int, *, every_table: bool = False
 ) -> list[dict[str, Any]]:
     """The rounds an operator may close as interrupted, or soon: open rounds at tables whose
     rules set ``interrupted_round_days`` and whose last event is no later than
     ``idle_before``, the longest waiting first, with the money each player has in them and
     the moment from which the table's rules let the round be closed. Rounds that wait at
-    tables without the option (single-player rounds wait for their player for good) are left
-    out: they are not for the operator to close."""
+    tables without the option (single-player rounds wait for their player for good) are not
+    for the operator to close: listed only with ``every_table`` (GLI-19's unfinished games,
+    for an operator to see), with no such moment."""
     r, t, a = schema.rounds, schema.table_views, schema.accounts
+    tables = true() if every_table else _closable(connection)
     query = (
         select(r.c.stream_id, r.c.round, r.c.round_id, r.c.variant, r.c.status, r.c.opened_at)
         .add_columns(t.c.updated_at, t.c.view["rules"].label("rules"))
         .join(t, t.c.stream_id == r.c.stream_id)
-        .where(schema.OPEN_ROUND, t.c.updated_at <= idle_before, _closable(connection))
+        .where(schema.OPEN_ROUND, t.c.updated_at <= idle_before, tables)
         .order_by(t.c.updated_at, r.c.stream_id, r.c.round)
         .limit(limit)
     )
     found: list[dict[str, Any]] = []
     for row in (await connection.execute(query)).all():
         days = with_later_terms(row.rules or {})["interrupted_round_days"]
-        if days is None:  # _closable reads the rules as this does: never, but not a 500
+        if days is None and not every_table:  # _closable reads the rules as this does
             continue
         held = select(a.c.player_id, a.c.in_play).where(
             a.c.stream_id == row.stream_id, a.c.in_play > 0
@@ -733,7 +736,7 @@ async def interrupted_rounds(
                 "status": row.status,
                 "opened_at": iso(row.opened_at),
                 "idle_since": iso(idle_since),
-                "closable_from": iso(idle_since + timedelta(days=days)),
+                "closable_from": None if days is None else iso(idle_since + timedelta(days=days)),
                 "in_play": {player: amount for player, amount in players.all()},
             }
         )
