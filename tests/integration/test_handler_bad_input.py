@@ -219,14 +219,21 @@ async def test_a_resent_command_id_gets_the_original_result_and_no_new_events(
     )
     assert first.status == "accepted" and code(rejected) == "invalid_amount"
     events = await stream_events(space, seated)
-    # The same ids again, even with other bodies: the original answers, nothing written.
+    # The same commands again: the original answers, nothing written.
     again = await client.execute(
-        seated, cmd.PlaceBet(player_id="p", box=0, amount=999), command_id="bet-once"
+        seated, cmd.PlaceBet(player_id="p", box=0, amount=300), command_id="bet-once"
     )
     rejected_again = await client.execute(
-        seated, cmd.Deal(player_id="p"), command_id="bad-bet-once"
+        seated, cmd.PlaceBet(player_id="p", box=0, amount=-5), command_id="bad-bet-once"
     )
     assert again == first and rejected_again == rejected
+    # other commands under those ids are no copies (test_command_id_reused): refused
+    for other, command_id in (
+        (cmd.PlaceBet(player_id="p", box=0, amount=999), "bet-once"),
+        (cmd.Deal(player_id="p"), "bad-bet-once"),
+    ):
+        answer = await client.execute(seated, other, command_id=command_id)
+        assert code(answer) == "malformed" and "its fields differ" in str(answer.rejection)
     # another player's command under the first one's id is no copy (test_command_id_reused)
     stolen = await client.execute(
         seated, cmd.PlaceBet(player_id="q", box=0, amount=300), command_id="bet-once"
@@ -246,15 +253,22 @@ async def test_idempotency_survives_a_handler_restart(kafka_space: Any) -> None:
     events = await stream_events(space, table)
     async with running_handler(space.config()), space.client() as client:
         # Rebuilt from the log: the accepted id from the events and the results, the rejected
-        # one from the results topic.
+        # one from the results topic, each with its command's digest: a copy gets the
+        # original answer, another command under the id is refused
         assert (
-            await client.execute(table, cmd.OpenTable(variant="mini-h17"), command_id="o-1")
+            await client.execute(table, cmd.OpenTable(variant="surrender"), command_id="o-1")
             == opened
         )
         assert (
-            await client.execute(table, cmd.SitDown(player_id="nobody"), command_id="h-1")
+            await client.execute(table, cmd.Hit(player_id="nobody", box=0), command_id="h-1")
             == refused
         )
+        for other, command_id in (
+            (cmd.OpenTable(variant="mini-h17"), "o-1"),
+            (cmd.SitDown(player_id="nobody"), "h-1"),
+        ):
+            answer = await client.execute(table, other, command_id=command_id)
+            assert code(answer) == "malformed" and "its fields differ" in str(answer.rejection)
     assert await stream_events(space, table) == events
     await verify_stream(space, table, resent=["o-1", "h-1"])
 

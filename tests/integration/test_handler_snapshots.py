@@ -116,11 +116,16 @@ async def test_a_restart_resumes_from_the_checkpoint_with_a_round_in_flight(
         # checkpoint (its last 9 commands) bring it back into memory
         assert cold_streams() == 1
         assert replayed_events() - replayed < len(await stream_events(space))
-        # The rejected id is remembered from before the checkpoint, through the snapshot.
+        # The rejected id is remembered from before the checkpoint, through the snapshot,
+        # with its command's digest: a copy gets the answer, another command is refused.
         again = await client.execute(
-            "snap-a", cmd.Deposit(player_id="p", amount=1), command_id="too-much"
+            "snap-a", cmd.Withdraw(player_id="p", amount=10**9), command_id="too-much"
         )
         assert again == refused
+        other = await client.execute(
+            "snap-a", cmd.Deposit(player_id="p", amount=1), command_id="too-much"
+        )
+        assert other.rejection is not None and "its fields differ" in other.rejection.message
         # The round dealt before the restart is played to its end.
         state = fold(table_events(await stream_events(space, "snap-a")))
         assert state.boxes_in_play() == [0]

@@ -10,9 +10,13 @@ import json
 from datetime import UTC, datetime
 from typing import Any
 
+from blackjack.bus.headers import COMMAND_DIGEST_HEADER
+from blackjack.command_handler.answers import another_command
 from blackjack.command_handler.processor import Handled, Processor
 from blackjack.command_handler.reading import Inbound
-from blackjack.command_handler.streams import PartitionStore
+from blackjack.command_handler.snapshots import SnapshotCodec
+from blackjack.command_handler.streams import AnswerWindow, PartitionStore, Stream
+from blackjack.domain.state import INITIAL_STATE
 from tests.unit.processor_harness import new_processor
 
 NOW = datetime(2026, 5, 1, tzinfo=UTC)
@@ -45,3 +49,98 @@ def test_another_player_s_command_under_a_handled_id_is_malformed_and_changes_no
     again = send(processor, store, "cmd-1", {"type": "Deposit", "player_id": "ann", "amount": 500})
     assert again.duplicate and again.result == first.result  # the original, as before
     assert store.get(TABLE).results.get("cmd-1") == first.result  # the refusal is not remembered
+
+
+def test_another_command_under_a_handled_id_is_malformed_and_changes_nothing() -> None:
+    """A platform that changed a withdrawal's amount on its retry read "accepted" for 60 where
+    50 had left the table (a certification review: the original answer came back "however
+    different the body"); a payment API refuses an idempotency key reused with other
+    parameters. The same player's copy still gets the original result."""
+    processor, store = new_processor(), PartitionStore(0)
+    send(processor, store, "open", {"type": "OpenTable", "variant": "mini-h17"})
+    send(processor, store, "sit", {"type": "SitDown", "player_id": "ann"})
+    send(processor, store, "in", {"type": "Deposit", "player_id": "ann", "amount": 500})
+    first = send(processor, store, "out", {"type": "Withdraw", "player_id": "ann", "amount": 50})
+    assert first.result.status == "accepted"
+    sequence = store.get(TABLE).sequence
+
+    for other in (
+        {"type": "Withdraw", "player_id": "ann", "amount": 60},
+        {"type": "Deposit", "player_id": "ann", "amount": 50},
+        {"type": "Withdraw", "player_id": "ann", "amount": 5},
+    ):
+        refused = send(processor, store, "out", other)
+        assert refused.result.rejection is not None, other
+        assert refused.result.rejection.code == "malformed"
+        assert "its fields differ" in refused.result.rejection.message
+        assert refused.events == [] and store.get(TABLE).sequence == sequence
+        assert not refused.duplicate
+        assert not any(name == COMMAND_DIGEST_HEADER for name, _ in refused.outgoing[0].headers)
+
+    # a copy: the same fields, in any order
+    for copy in (
+        {"type": "Withdraw", "player_id": "ann", "amount": 50},
+        {"amount": 50, "player_id": "ann", "type": "Withdraw"},
+    ):
+        again = send(processor, store, "out", copy)
+        assert again.duplicate and again.result == first.result, copy
+    assert store.get(TABLE).results.get("out") == first.result  # no refusal remembered
+
+
+def test_the_answer_s_record_carries_its_command_s_digest_and_a_snapshot_keeps_it() -> None:
+    """A rebuild keeps the window the live handler had: from the results topic (the answer's
+    ``bj_command_digest`` header) or from the stream's snapshot."""
+    processor, store = new_processor(), PartitionStore(0)
+    send(processor, store, "open", {"type": "OpenTable", "variant": "mini-h17"})
+    sit = send(processor, store, "sit", {"type": "SitDown", "player_id": "ann"})
+    [header] = [value for name, value in sit.outgoing[-1].headers if name == COMMAND_DIGEST_HEADER]
+    stream = store.get(TABLE)
+    assert header.decode() == stream.results.digest("sit")
+    assert stream.results.digest("sit") != stream.results.digest("open")
+
+    codec = SnapshotCodec(b"s" * 32)
+    decoded = codec.decode(codec.encode(stream))
+    assert decoded.results.stored_digests() == stream.results.stored_digests()
+    assert None not in decoded.results.stored_digests()
+
+    # a snapshot of a release before digests: every copy is answered as one, as then
+    body = json.loads(json.dumps(decoded.results.stored()))
+    older = AnswerWindow()
+    for answer in body:
+        older.add_stored(answer)
+    assert older.stored_digests() == [None, None]
+    assert not another_command(_with(older), "sit", "0" * 16)
+
+
+def test_a_digest_leaves_the_window_with_its_answer() -> None:
+    processor, store = new_processor(dedup_window=2), PartitionStore(0)
+    send(processor, store, "open", {"type": "OpenTable", "variant": "mini-h17"})
+    for number in range(5):
+        send(processor, store, f"sit-{number}", {"type": "SitDown", "player_id": f"p{number}"})
+    results = store.get(TABLE).results
+    # two of each kind: the refusals (a seat taken), then those that wrote events
+    assert list(results) == ["sit-3", "sit-4", "open", "sit-0"]
+    assert None not in results.stored_digests()
+    assert results._digests.keys() == set(results)  # sit-1, sit-2 let go with theirs
+
+
+def _with(window: AnswerWindow) -> Stream:
+    stream = Stream(TABLE, INITIAL_STATE)
+    stream.results = window
+    return stream
+
+
+def test_a_default_written_out_or_left_out_is_the_same_command() -> None:
+    """A release that adds an option with a default reads a copy sent before it (without the
+    option) as the command it answered: defaults are left out of the digest."""
+    processor, store = new_processor(), PartitionStore(0)
+    send(processor, store, "open", {"type": "OpenTable", "variant": "mini-h17"})
+    send(processor, store, "sit", {"type": "SitDown", "player_id": "ann"})
+    send(processor, store, "in", {"type": "Deposit", "player_id": "ann", "amount": 500})
+    bet = {"type": "PlaceBet", "player_id": "ann", "box": 0, "amount": 100}
+    first = send(processor, store, "bet", bet)
+    assert first.result.status == "accepted"
+    again = send(processor, store, "bet", {**bet, "round": None})  # the default, written out
+    assert again.duplicate and again.result == first.result
+    named = send(processor, store, "bet", {**bet, "round": 1})
+    assert named.result.rejection is not None and named.result.rejection.code == "malformed"

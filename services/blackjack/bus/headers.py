@@ -50,6 +50,10 @@ COMMAND_OFFSET_HEADER = "bj_command_offset"
 """On a command result: the offset of the command it answers, in the commands partition."""
 COMMANDS_TO_HEADER = "bj_commands_to"
 """On a checkpoint: the commands partition's offset every command below was answered by."""
+COMMAND_DIGEST_HEADER = "bj_command_digest"
+"""On a command result the window keeps: the digest of the command it answers
+(``command_handler.answers.command_digest``), so that a rebuild from the results topic tells
+a copy from another command under its id as the live handler did."""
 
 
 def offset_header(headers: Sequence[tuple[str, bytes | None]] | None, name: str) -> int | None:

@@ -4,12 +4,14 @@ and which message is a copy of a command already answered, given the original an
 
 from __future__ import annotations
 
+import hashlib
+import json
 from datetime import datetime
 
 from blackjack.command_handler.clock import is_clock_disconnect_id, is_clock_timer_id, is_idle_timer
 from blackjack.command_handler.ids import is_step_id
 from blackjack.command_handler.reading import Unparsed
-from blackjack.command_handler.streams import PartitionStore
+from blackjack.command_handler.streams import PartitionStore, Stream
 from blackjack.domain import commands as cmd
 from blackjack.domain.rejections import Rejection, RejectionCode
 from blackjack.messages.envelope import CommandEnvelope, CommandResult, StreamCommand
@@ -35,6 +37,33 @@ def refused(
         rejection=Rejection(code=code, message=message),
         handled_at=now,
     )
+
+
+DIGEST_CHARS = 16
+"""Hex digits of a command's digest (64 bits: it tells a copy from another command sent under
+the same id by mistake; a client that forges a match only gets its own first answer back)."""
+
+
+def command_digest(command: StreamCommand) -> str:
+    """What tells a copy of a command from another command under its id: the SHA-256 of the
+    command as canonical JSON (keys sorted), its type and every field but those at their
+    defaults, so a release that adds an option with a default still reads a copy sent to the
+    release before as the same command."""
+    document = command.model_dump(mode="json", exclude_defaults=True)
+    document["type"] = command.type
+    text = json.dumps(document, sort_keys=True, separators=(",", ":"), ensure_ascii=False)
+    return hashlib.sha256(text.encode()).hexdigest()[:DIGEST_CHARS]
+
+
+def another_command(stream: Stream | None, command_id: str, digest: str | None) -> bool:
+    """Whether a command under a handled id differs from the command first answered under it
+    (a payment API's idempotency key reused with other parameters): known only where the
+    stream remembers the first one's digest (not for answers older than digests, at a stream
+    that does not exist, or for the service's signed steps, ``digest`` None)."""
+    if stream is None or digest is None:
+        return False
+    first = stream.results.digest(command_id)
+    return first is not None and first != digest
 
 
 def another_player_s(original: CommandResult, command: StreamCommand, signed: bool) -> bool:

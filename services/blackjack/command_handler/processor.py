@@ -54,7 +54,9 @@ from datetime import datetime
 from blackjack.bus.topics import Topics
 from blackjack.command_handler.answers import (
     COPY_REFUSALS,
+    another_command,
     another_player_s,
+    command_digest,
     handled_before,
     refused,
     remembered,
@@ -148,19 +150,12 @@ class Processor(Deciding):
         existing, original = store.answered(envelope.stream_id, envelope.command_id)
         held = existing is not None
         stream = existing or Stream(envelope.stream_id, initial_state(envelope.stream_id))
-        if original is not None and another_player_s(original, command, signed):
-            # Not a copy: answered, not remembered (a rebuild keeps the same window), and
-            # the id stays the first player's, whose copies get the original result.
-            message = (
-                f"command id {envelope.command_id} was used at this stream by another "
-                "player's command: each command needs an id of its own"
-            )
-            result = refused(envelope, message, now, code="malformed")
-            record = self._result_record(result, key, inbound.partition)
-            return Handled(result=result, command_type=kind, outgoing=[record])
+        # (of the command as sent: a signed step's body is completed from its headers below)
+        digest = None if signed else command_digest(command)
         if original is not None:
-            record = self._result_record(original, key, inbound.partition)
-            return Handled(result=original, command_type=kind, outgoing=[record], duplicate=True)
+            return self._answered_before(
+                envelope, existing, original, digest, signed, key, inbound.partition, now
+            )
 
         if signed and envelope.command_id in stream.signed:
             return self._replayed(store, stream, envelope, kind, key, inbound.partition, now)
@@ -249,9 +244,10 @@ class Processor(Deciding):
             if not held:
                 store.made(stream)
             if remembered(result):
-                stream.remember(result, self.dedup_window)
+                stream.remember(result, self.dedup_window, digest)
             store.dirty.add(stream.stream_id)
-        outgoing.append(self._result_record(result, key, inbound.partition))
+        kept = digest if held or events else None  # (a stray answer keeps none)
+        outgoing.append(self._result_record(result, key, inbound.partition, kept))
         if buy_in and rejection is None and isinstance(command, cmd.Deposit):
             assert transfer is not None
             # Taken: confirm it to the wallet; declined: give the money back. A refused one
@@ -268,6 +264,39 @@ class Processor(Deciding):
         )
         return Handled(
             result=result, command_type=kind, events=events, outgoing=outgoing, duplicate=copy
+        )
+
+    def _answered_before(  # noqa: PLR0917
+        self,
+        envelope: CommandEnvelope,
+        stream: Stream | None,
+        original: CommandResult,
+        digest: str | None,
+        signed: bool,
+        key: bytes,
+        partition: int,
+        now: datetime,
+    ) -> Handled:
+        """A command under an id its stream (or the partition, for a stream that does not
+        exist) answered: a copy gets the original answer; another player's command, or another
+        command (its fields differ), is refused, answered and not remembered (a rebuild keeps
+        the same window), and the id stays the first command's."""
+        kind = str(envelope.command.type)
+        if another_player_s(original, envelope.command, signed):
+            by = "another player's command: each command needs an id of its own"
+        elif another_command(stream, envelope.command_id, digest):
+            by = (
+                "another command (its fields differ): a copy must be the same command, and "
+                "each command needs an id of its own"
+            )
+        else:
+            kept = None if stream is None else stream.results.digest(envelope.command_id)
+            record = self._result_record(original, key, partition, kept)
+            return Handled(result=original, command_type=kind, outgoing=[record], duplicate=True)
+        message = f"command id {envelope.command_id} was used at this stream by {by}"
+        result = refused(envelope, message, now, code="malformed")
+        return Handled(
+            result=result, command_type=kind, outgoing=[self._result_record(result, key, partition)]
         )
 
     def _late_platform_money(

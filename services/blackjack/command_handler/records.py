@@ -7,8 +7,9 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from datetime import datetime
 
-from blackjack.bus.headers import command_headers, result_headers
+from blackjack.bus.headers import COMMAND_DIGEST_HEADER, command_headers, result_headers
 from blackjack.bus.topics import Topics, partition_for
+from blackjack.command_handler.answers import remembered
 from blackjack.command_handler.ids import event_id, step_id
 from blackjack.command_handler.signing import CommandSigner
 from blackjack.command_handler.streams import Stream
@@ -211,11 +212,18 @@ class RecordWriter:
             partition=partition_for(stream_id, self.partitions),
         )
 
-    def _result_record(self, result: CommandResult, key: bytes, partition: int) -> Outgoing:
+    def _result_record(
+        self, result: CommandResult, key: bytes, partition: int, digest: str | None = None
+    ) -> Outgoing:
+        """The answer's record; with the ``digest`` of the command it answers where its stream
+        keeps one (``COMMAND_DIGEST_HEADER``: a rebuild keeps it as the live window does)."""
+        headers = result_headers(result, self.source)
+        if digest is not None and remembered(result):
+            headers.append((COMMAND_DIGEST_HEADER, digest.encode()))
         return Outgoing(
             topic=self.topics.results,
             key=key,
             value=result.model_dump_json().encode(),
-            headers=result_headers(result, self.source),
+            headers=headers,
             partition=partition,
         )

@@ -16,7 +16,7 @@ from __future__ import annotations
 import asyncio
 import time
 from collections import OrderedDict
-from collections.abc import AsyncIterator, Mapping
+from collections.abc import AsyncIterator, Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from datetime import datetime, timedelta
 from typing import Literal
@@ -25,9 +25,14 @@ from aiokafka import AIOKafkaConsumer, ConsumerRecord, TopicPartition
 from pydantic import ValidationError
 
 from blackjack.bus.header_names import header_name_not_utf8
-from blackjack.bus.headers import COMMAND_OFFSET_HEADER, COMMANDS_TO_HEADER, offset_header
+from blackjack.bus.headers import (
+    COMMAND_DIGEST_HEADER,
+    COMMAND_OFFSET_HEADER,
+    COMMANDS_TO_HEADER,
+    offset_header,
+)
 from blackjack.bus.topics import Topics
-from blackjack.command_handler.answers import remembered
+from blackjack.command_handler.answers import DIGEST_CHARS, remembered
 from blackjack.command_handler.clock import may_come_due
 from blackjack.command_handler.snapshot_books import SnapshotMarks
 from blackjack.command_handler.snapshots import (
@@ -498,6 +503,15 @@ class _Events:
             kept.popitem(last=False)
 
 
+def _digest_header(headers: Sequence[tuple[str, bytes | None]] | None) -> str | None:
+    """The command digest an answer's record carries (``COMMAND_DIGEST_HEADER``), if any."""
+    for name, value in headers or ():
+        if name == COMMAND_DIGEST_HEADER and value is not None:
+            text = value.decode("ascii", errors="replace")
+            return text if len(text) == DIGEST_CHARS and text.isalnum() else None
+    return None
+
+
 def _answer(record: ConsumerRecord[bytes, bytes]) -> CommandResult | None:
     """The answer a record of the results topic holds; ``None`` for one the service did not
     write (no ``ce_type`` header, which every answer it writes carries, and no command result:
@@ -549,6 +563,9 @@ class _PartitionRead:
         self.foreign: list[str] = []
         """the records of the events and results topics the service did not write, stepped
         over (``topic@offset``)"""
+        self.digests: dict[tuple[str, str], str] = {}
+        """the command digest of each answer read (``COMMAND_DIGEST_HEADER``), by stream and
+        command id: the window remembers each with its answer"""
         self.eventless: set[str] = set()
         """read from the whole log: the streams the release before made with no event
         (``_eventless``)"""
@@ -692,6 +709,9 @@ class _PartitionRead:
                 store.answered_to = max(store.answered_to, command_offset + 1)
             if remembered(result):
                 answers.append(result)
+                digest = _digest_header(record.headers)
+                if digest is not None:  # the first answer's: the one the window keeps
+                    self.digests.setdefault((result.stream_id, result.command_id), digest)
         store.results_next = max(end, start)
         return answers
 
@@ -708,14 +728,15 @@ class _PartitionRead:
             stream = store.get(stream_id)
             for command_id, result in kept.items():
                 if (stream_id, command_id) not in answered and command_id not in stream.results:
-                    stream.remember(result, dedup_window)
+                    stream.remember(result, dedup_window)  # (its command's digest unknown)
         made = _made_by(store, events, answered, self.eventless)
         for result in answers:
             if _stray(store, result, made, dedup_window):
                 continue
             stream = store.get(result.stream_id)
             if result.command_id not in stream.results:  # a duplicate's answer, given again
-                stream.remember(result, dedup_window)
+                digest = self.digests.get((result.stream_id, result.command_id))
+                stream.remember(result, dedup_window, digest)
             if result.player_id is not None:
                 stream.saw(result.player_id, result.handled_at)
             store.dirty.add(stream.stream_id)

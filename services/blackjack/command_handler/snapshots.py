@@ -55,6 +55,7 @@ by the group coordinator, which a writer of the snapshots topic cannot touch."""
 _NONCE = 12
 _STORED_ANSWERS = TypeAdapter(list[dict[str, Any]])
 _SIGNED = TypeAdapter(list[str])
+_DIGESTS = TypeAdapter(list[str | None])
 _LAST_SEEN = TypeAdapter(dict[str, datetime])
 _MOMENT = TypeAdapter(datetime | None)
 _MONEY = TypeAdapter(dict[str, datetime])
@@ -242,6 +243,9 @@ class SnapshotCodec:
         body: dict[str, Any] = {
             "state": _state_doc(stream.state),
             "results": stream.results.stored(),
+            # the digest of the command each answers, where known, in their order (a release
+            # before this one ignores it, and answers another command under an id as a copy)
+            "digests": stream.results.stored_digests(),
             "signed": sorted(stream.signed),
             "last_seen": {
                 player: seen.isoformat()
@@ -341,8 +345,12 @@ class SnapshotCodec:
         stream = Stream(stream_id=stream_id, state=_state_of(stream_id, body), sequence=sequence)
         answers = _STORED_ANSWERS.validate_python(body["results"])
         if window:
-            for answer in answers:
-                stream.results.add_stored(answer)  # read as a result when a resend asks for it
+            # (absent from older snapshots, or of another length: no answer's digest known)
+            digests = _DIGESTS.validate_python(body.get("digests", []))
+            known = digests if len(digests) == len(answers) else [None] * len(answers)
+            for answer, digest in zip(answers, known, strict=True):
+                # read as a result when a resend asks for it
+                stream.results.add_stored(answer, digest)
             stream.results.held_to_bytes()
         else:
             for answer in answers:

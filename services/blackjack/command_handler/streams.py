@@ -159,6 +159,10 @@ class AnswerWindow:
         self._answers = _Kept()
         self._refusals = _Kept()
         self._no_ops = _Kept()
+        self._digests: dict[str, str] = {}
+        """The digest of the command each answer answers, where known (``command_digest``:
+        not for answers older than it, nor the service's signed steps): a copy is the same
+        command, another command under the id is refused."""
 
     def _kinds(self) -> tuple[_Kept, ...]:
         """Each kind's answers, in the order a snapshot stores them: the refusals before the
@@ -191,9 +195,9 @@ class AnswerWindow:
             kept[command_id] = answer  # in its place: an existing key keeps its order
         return answer
 
-    def remember(self, result: CommandResult, window: int) -> None:
-        """``result`` as the newest answer; the oldest of its kind let go beyond ``window``
-        (or ``ANSWER_BYTES_KEPT``).
+    def remember(self, result: CommandResult, window: int, digest: str | None = None) -> None:
+        """``result`` as the newest answer, to a command of that ``digest`` if known; the
+        oldest of its kind let go beyond ``window`` (or ``ANSWER_BYTES_KEPT``).
         Kept as the document a snapshot stores (read back as a result when a resend asks for
         it): a ``CommandResult`` took about 1.2 KB and its document 0.44 KB, and a window is
         1,000 of them a table (a soak measured 1.6 KB an answer, 1.56 MiB a table in use),
@@ -201,18 +205,39 @@ class AnswerWindow:
         again."""
         kept = self._kept(result)
         kept.put(result.command_id, result.model_dump(mode="json"))
-        kept.let_go(window)
+        self._digest(result.command_id, digest)
+        self._forget(kept.let_go(window))
 
-    def add_stored(self, document: dict[str, Any]) -> None:
+    def add_stored(self, document: dict[str, Any], digest: str | None = None) -> None:
         """An answer as a snapshot stored it (``CommandResult`` as JSON), as the newest."""
-        self._kept(document).put(stored_command_id(document), document)
+        command_id = stored_command_id(document)
+        self._kept(document).put(command_id, document)
+        self._digest(command_id, digest)
 
     def held_to_bytes(self) -> None:
         """Each kind's oldest let go beyond ``ANSWER_BYTES_KEPT``, once a snapshot's answers
         are read: one a release before the bound stored keeps more, and a rebuild from the
         log (its checkpoint not used) would not keep them."""
         for kind in self._kinds():
-            kind.let_go(sys.maxsize)
+            self._forget(kind.let_go(sys.maxsize))
+
+    def digest(self, command_id: str) -> str | None:
+        """The digest of the command the answer under ``command_id`` answers, if known."""
+        return self._digests.get(command_id)
+
+    def stored_digests(self) -> list[str | None]:
+        """Each answer's command digest, in the order of ``stored``."""
+        return [self._digests.get(command_id) for command_id in self]
+
+    def _digest(self, command_id: str, digest: str | None) -> None:
+        if digest is None:
+            self._digests.pop(command_id, None)
+        else:
+            self._digests[command_id] = digest
+
+    def _forget(self, command_ids: list[str]) -> None:
+        for command_id in command_ids:
+            self._digests.pop(command_id, None)
 
     def stored(self) -> list[dict[str, Any]]:
         """Every answer as a snapshot stores it, oldest first by kind: the refusals, those
@@ -474,8 +499,8 @@ class Stream:
             return player if isinstance(player, str) else None
         return None
 
-    def remember(self, result: CommandResult, window: int) -> None:
-        self.results.remember(result, window)
+    def remember(self, result: CommandResult, window: int, digest: str | None = None) -> None:
+        self.results.remember(result, window, digest)
 
 
 class StreamCodec(Protocol):
