@@ -166,6 +166,42 @@ async def test_a_rebuild_remembers_the_newest_ids_like_the_live_window() -> None
     assert retry.duplicate and retry.result.status == "rejected" and retry.events == []
 
 
+async def test_a_rebuild_from_the_results_keeps_each_answer_s_command_digest() -> None:
+    """Another command under a handled id is refused live (its fields differ); after a
+    takeover that read the answers from the results topic (no checkpoint), alike: each answer's
+    record carries its command's digest. Rebuilt from the events alone, a window cannot tell
+    (the answer is the original's, as before digests)."""
+    handler = Handler(window=4)
+    solo = "solo-1"
+    for number, command in enumerate(
+        (
+            cmd.OpenTable(variant="mini-h17"),
+            cmd.SitDown(player_id="ann"),
+            cmd.Deposit(player_id="ann", amount=10_000),
+            cmd.Withdraw(player_id="ann", amount=50_000),  # refused, written down
+        )
+    ):
+        handler.send(solo, command, f"c-{number}", T0)
+    live = handler.store.streams[solo].results.stored_digests()
+    await handler.take_over()
+    assert handler.store.streams[solo].results.stored_digests() == live
+    assert None not in live
+    for command_id, other in (
+        ("c-2", cmd.Deposit(player_id="ann", amount=1)),
+        ("c-3", cmd.Withdraw(player_id="ann", amount=5)),
+    ):
+        refused = handler.send(solo, other, command_id, T0)
+        assert refused.result.rejection is not None and not refused.duplicate
+        assert "its fields differ" in refused.result.rejection.message
+    copy = handler.send(solo, cmd.Deposit(player_id="ann", amount=10_000), "c-2", T0)
+    assert copy.duplicate and copy.result.status == "accepted"
+
+    handler.log.expire(TOPICS.results)
+    await handler.take_over()
+    again = handler.send(solo, cmd.Deposit(player_id="ann", amount=1), "c-2", T0)
+    assert again.duplicate and again.result.status == "accepted"  # no digest to tell by
+
+
 def _deposits(handler: Handler, stream: str, count: int) -> list[Handled]:
     """A solo table opened, ann seated, and ``count`` deposits: each an accepted command with
     an event."""
