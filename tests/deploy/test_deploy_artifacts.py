@@ -590,8 +590,7 @@ PLACEHOLDERS = {  # what the Secret holds in production, in a form the settings 
     .decode(),
     "BLACKJACK_API_PLAYER_SECRETS": "the-platform-s-hs256-secret-of-32-characters-or-more",
 }
-OPTIONAL_SECRETS = {  # the query API is open without them
-    "BLACKJACK_API_TOKENS",
+OPTIONAL_SECRETS = {  # the players' keys: the operator's token alone reads everything
     "BLACKJACK_API_PLAYER_KEYS",
     "BLACKJACK_API_PLAYER_SECRETS",
 }
