@@ -169,8 +169,8 @@ _IN_YEN = '{"currency": "JPY", "min_bet": 100, "max_bet": 50000}'
             "min_bet, max_bet, blackjack_win_rounded_down_to in JPY's minor units",
         ),
         # read after parsing, its ArgumentTypeError was a traceback; 5,000 digits a ValueError's
-        (["loadtest", "--bet", "nan"], "cents: 'nan' is not an amount"),
-        (["loadtest", "--bet", "9" * 5000], "cents: 99999999999999999999..."),
+        (["loadtest", "--bet", "nan"], "such as 5.00: 'nan' is not an amount"),
+        (["loadtest", "--bet", "9" * 5000], "such as 5.00: 99999999999999999999..."),
     ],
 )
 def test_the_math_commands_refuse_what_no_table_plays(

@@ -173,14 +173,13 @@ async def test_a_rebuild_from_the_results_keeps_each_answer_s_command_digest() -
     (the answer is the original's, as before digests)."""
     handler = Handler(window=4)
     solo = "solo-1"
-    for number, command in enumerate(
-        (
-            cmd.OpenTable(variant="mini-h17"),
-            cmd.SitDown(player_id="ann"),
-            cmd.Deposit(player_id="ann", amount=10_000),
-            cmd.Withdraw(player_id="ann", amount=50_000),  # refused, written down
-        )
-    ):
+    commands: tuple[cmd.TableCommand, ...] = (
+        cmd.OpenTable(variant="mini-h17"),
+        cmd.SitDown(player_id="ann"),
+        cmd.Deposit(player_id="ann", amount=10_000),
+        cmd.Withdraw(player_id="ann", amount=50_000),  # refused, written down
+    )
+    for number, command in enumerate(commands):
         handler.send(solo, command, f"c-{number}", T0)
     live = handler.store.streams[solo].results.stored_digests()
     await handler.take_over()
@@ -200,6 +199,31 @@ async def test_a_rebuild_from_the_results_keeps_each_answer_s_command_digest() -
     await handler.take_over()
     again = handler.send(solo, cmd.Deposit(player_id="ann", amount=1), "c-2", T0)
     assert again.duplicate and again.result.status == "accepted"  # no digest to tell by
+
+
+async def test_an_id_used_again_after_the_window_is_rebuilt_with_its_own_command() -> None:
+    """An id let go of by the window and used again answers another command: the rebuild
+    pairs each answer with the digest its own record carries, not the id's first (a review:
+    the rebuilt window refused a true copy of the second command)."""
+    handler = Handler(window=2)
+    solo = "solo-1"
+    handler.send(solo, cmd.OpenTable(variant="mini-h17"), "open", T0)
+    handler.send(solo, cmd.SitDown(player_id="ann"), "sit", T0)
+    handler.send(solo, cmd.Deposit(player_id="ann", amount=10_000), "in", T0)
+    # (not platform money, whose ids are kept past the window)
+    handler.send(solo, cmd.PlaceBet(player_id="ann", box=0, amount=100), "cmd-1", T0)
+    for number in range(3):  # cmd-1 leaves the window
+        handler.send(solo, cmd.PlaceBet(player_id="ann", box=0, amount=1), f"b-{number}", T0)
+    assert "cmd-1" not in handler.store.streams[solo].results
+    second = handler.send(solo, cmd.ClearBets(player_id="ann"), "cmd-1", T0)
+    assert second.result.status == "accepted" and not second.duplicate
+    live = handler.store.streams[solo].results.stored_digests()
+    await handler.take_over()
+    assert handler.store.streams[solo].results.stored_digests() == live
+    copy = handler.send(solo, cmd.ClearBets(player_id="ann"), "cmd-1", T0)
+    assert copy.duplicate and copy.result == second.result
+    first_again = handler.send(solo, cmd.PlaceBet(player_id="ann", box=0, amount=100), "cmd-1", T0)
+    assert first_again.result.rejection is not None and not first_again.duplicate
 
 
 def _deposits(handler: Handler, stream: str, count: int) -> list[Handled]:

@@ -44,12 +44,20 @@ DIGEST_CHARS = 16
 the same id by mistake; a client that forges a match only gets its own first answer back)."""
 
 
+NOT_DIGESTED = frozenset({"round"})
+"""Fields a copy may carry otherwise: the round a bet or move names, which ``BlackjackClient``
+fills in from what it knows when it sends (a platform process restarted since sends none, one
+that has seen the round end names the next); the decider compares it, the copy is still the
+command answered (a review: the client's own resends were refused)."""
+
+
 def command_digest(command: StreamCommand) -> str:
     """What tells a copy of a command from another command under its id: the SHA-256 of the
     command as canonical JSON (keys sorted), its type and every field but those at their
-    defaults, so a release that adds an option with a default still reads a copy sent to the
-    release before as the same command."""
-    document = command.model_dump(mode="json", exclude_defaults=True)
+    defaults (so a release that adds an option with a default still reads a copy sent to the
+    release before as the same command) and those a copy may carry otherwise
+    (``NOT_DIGESTED``)."""
+    document = command.model_dump(mode="json", exclude_defaults=True, exclude=set(NOT_DIGESTED))
     document["type"] = command.type
     text = json.dumps(document, sort_keys=True, separators=(",", ":"), ensure_ascii=False)
     return hashlib.sha256(text.encode()).hexdigest()[:DIGEST_CHARS]

@@ -563,9 +563,10 @@ class _PartitionRead:
         self.foreign: list[str] = []
         """the records of the events and results topics the service did not write, stepped
         over (``topic@offset``)"""
-        self.digests: dict[tuple[str, str], str] = {}
-        """the command digest of each answer read (``COMMAND_DIGEST_HEADER``), by stream and
-        command id: the window remembers each with its answer"""
+        self.digests: list[str | None] = []
+        """the command digest each answer read carries (``COMMAND_DIGEST_HEADER``), in the
+        order of ``results``' answers: the window remembers each with its answer (by record,
+        not by id: an id let go of and used again answers another command)"""
         self.eventless: set[str] = set()
         """read from the whole log: the streams the release before made with no event
         (``_eventless``)"""
@@ -709,9 +710,7 @@ class _PartitionRead:
                 store.answered_to = max(store.answered_to, command_offset + 1)
             if remembered(result):
                 answers.append(result)
-                digest = _digest_header(record.headers)
-                if digest is not None:  # the first answer's: the one the window keeps
-                    self.digests.setdefault((result.stream_id, result.command_id), digest)
+                self.digests.append(_digest_header(record.headers))
         store.results_next = max(end, start)
         return answers
 
@@ -730,12 +729,11 @@ class _PartitionRead:
                 if (stream_id, command_id) not in answered and command_id not in stream.results:
                     stream.remember(result, dedup_window)  # (its command's digest unknown)
         made = _made_by(store, events, answered, self.eventless)
-        for result in answers:
+        for result, digest in zip(answers, self.digests, strict=True):
             if _stray(store, result, made, dedup_window):
                 continue
             stream = store.get(result.stream_id)
             if result.command_id not in stream.results:  # a duplicate's answer, given again
-                digest = self.digests.get((result.stream_id, result.command_id))
                 stream.remember(result, dedup_window, digest)
             if result.player_id is not None:
                 stream.saw(result.player_id, result.handled_at)
