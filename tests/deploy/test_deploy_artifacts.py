@@ -108,7 +108,7 @@ SERIES = exported_series()
 # prometheus-client's process collector, in every process of the service (Linux)
 PROCESS_SERIES = ("process_start_time_seconds", "process_resident_memory_bytes")
 SERIES.update({name: Series(name, "gauge", frozenset()) for name in PROCESS_SERIES})
-# kube-state-metrics' view of the pods (BlackjackCrashLooping): exported by it, not by any
+# kube-state-metrics' view of the pods (BlackjackContainerNotStarting): exported by it, not by any
 # process of the service, with the pod's namespace and name and these
 KUBE_STATE_WAITING = "kube_pod_container_status_waiting_reason"
 KUBE_STATE_SERIES = {
