@@ -494,8 +494,8 @@ def test_a_buy_in_reference_that_names_no_wallet_buy_in_is_malformed() -> None:
 @rejects("unauthorized")
 def test_a_shared_table_takes_no_platform_deposit() -> None:
     """Page 002's table several players share is funded from each player's wallet (a
-    ``BuyIn``): the platform's ``Deposit`` is refused by the decider itself, so the simulator,
-    the scenarios and the replay play the table as the handler does."""
+    ``BuyIn``): the platform's ``Deposit`` is refused by the decider itself, so the simulator
+    and the scenarios play the table as the handler does."""
     state = given("atlantic-city-multi", *shared_seated())
     rejection = then_rejected(state, cmd.Deposit(player_id="ann", amount=500), "unauthorized")
     assert rejection.message.endswith("send BuyIn to wallet:ann")
