@@ -28,7 +28,7 @@ from blackjack.client import BlackjackClient
 from blackjack.command_handler.answers import remembered
 from blackjack.command_handler.clock import is_idle_timer
 from blackjack.command_handler.config import HandlerConfig
-from blackjack.command_handler.ids import is_step_id, transfer_ref
+from blackjack.command_handler.ids import is_step_id
 from blackjack.command_handler.service import CommandHandler
 from blackjack.command_handler.signing import SIGNATURE_HEADER, TRANSFER_HEADER
 from blackjack.command_handler.transactions import receipt_time
@@ -40,7 +40,7 @@ from blackjack.domain.evolve import evolve
 from blackjack.domain.rejections import Rejection
 from blackjack.domain.rules import Rules
 from blackjack.domain.state import INITIAL_STATE, TableState
-from blackjack.domain.transfers import is_declines_stream
+from blackjack.domain.transfers import is_declines_stream, transfer_ref
 from blackjack.domain.wallet import (
     INITIAL_WALLET,
     AnyWalletCommand,

@@ -10,10 +10,10 @@ from datetime import timedelta
 
 from blackjack.domain import commands as cmd
 from blackjack.domain import events as ev
+from blackjack.domain.decisions.funds import buy_in_deposit
 from blackjack.domain.legal import legal_actions
 from blackjack.domain.rejections import Rejection
 from blackjack.table import apply
-from tests.unit.buy_ins import bought_in
 from tests.unit.stacked_table import StackedTable
 
 
@@ -23,7 +23,7 @@ class Table(StackedTable):
     def __init__(self, cards: Sequence[str]) -> None:
         super().__init__("atlantic-city-multi", cards)
         for seat, pid in enumerate(("ann", "bob")):
-            self.do(cmd.SitDown(player_id=pid, seat=seat), bought_in(pid, 9000))
+            self.do(cmd.SitDown(player_id=pid, seat=seat), buy_in_deposit(pid, 9000))
 
     def late(self, command: cmd.Command, code: str) -> None:
         before = self.state

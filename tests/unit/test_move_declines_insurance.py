@@ -21,6 +21,7 @@ from pydantic import TypeAdapter
 from blackjack.audit.replay import replay_stream
 from blackjack.domain import commands as cmd
 from blackjack.domain import events as ev
+from blackjack.domain.decisions.funds import buy_in_deposit
 from blackjack.domain.evolve import fold
 from blackjack.domain.legal import legal_actions
 from blackjack.domain.rejections import Rejection
@@ -31,7 +32,6 @@ from blackjack.messages.sealing import ShoeSeal
 from blackjack.messages.wire import to_wire
 from blackjack.table import apply
 from tests.integration.conftest_projections import Script
-from tests.unit.buy_ins import bought_in
 from tests.unit.stacked_table import StackedTable
 
 Move = Callable[..., cmd.HandCommand]
@@ -214,7 +214,7 @@ class Shared(StackedTable):
     def __init__(self, cards: Sequence[str] = SHARED) -> None:
         super().__init__("atlantic-city-multi", cards)
         for seat, pid in enumerate(("ann", "bob")):
-            self.do(cmd.SitDown(player_id=pid, seat=seat), bought_in(pid, 9000))
+            self.do(cmd.SitDown(player_id=pid, seat=seat), buy_in_deposit(pid, 9000))
             self.do(cmd.PlaceBet(player_id=pid, box=seat, amount=1000))
         self.do(cmd.Deal(player_id="ann"), cmd.Deal(player_id="bob"))
         assert self.state.phase == "insurance"

@@ -8,12 +8,12 @@ import pytest
 
 from blackjack.domain import commands as cmd
 from blackjack.domain import wallet as wl
+from blackjack.domain.decisions.funds import buy_in_deposit
 from blackjack.messages.sealing import ShoeSeal
 from blackjack.messages.wire import to_wire
 from blackjack.play.moves import Help, History, Move, NotAMove, Quit, ShowRules, move
 from blackjack.projections.projector import StreamProjection
 from tests.integration.conftest_projections import Script
-from tests.unit.buy_ins import bought_in
 from tests.unit.test_currencies import IN_YEN
 
 SEAL = ShoeSeal.from_hex(ShoeSeal.new_key_hex())
@@ -136,8 +136,8 @@ def test_what_is_no_move_is_said(line: str, said: str) -> None:
 def test_a_decision_in_turn_goes_to_the_hand_and_out_of_turn_to_the_first_box() -> None:
     script = Script("atlantic-city-multi", [["8H", "9C", "7S", "8D", "TC", "QD"]], {A: 0, B: 0})
     script.do(
-        bought_in(A, 10_000),
-        bought_in(B, 10_000),
+        buy_in_deposit(A, 10_000),
+        buy_in_deposit(B, 10_000),
         cmd.PlaceBet(player_id=A, box=0, amount=1000),
         cmd.PlaceBet(player_id=B, box=1, amount=1000),
         cmd.Deal(player_id=A),

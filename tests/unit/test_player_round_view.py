@@ -18,9 +18,9 @@ from blackjack.api.contract import openapi_document
 from blackjack.api.routes import query_api
 from blackjack.domain import commands as cmd
 from blackjack.domain import events as ev
+from blackjack.domain.decisions.funds import buy_in_deposit
 from blackjack.domain.rejections import Rejection
 from blackjack.projections.store import ProjectionStore
-from tests.unit.buy_ins import bought_in
 from tests.unit.stacked_table import StackedTable
 from tests.unit.test_seat_released import finish_round, table
 from tests.unit.test_sitting_out_answer import STREAM, Folder, _store
@@ -82,7 +82,7 @@ async def test_a_player_sees_the_round_without_what_was_the_others_alone(
         cmd.PlaceBet(player_id="ben", box=1, amount=2000),
         cmd.Deal(player_id="ann"),
         cmd.Deal(player_id="ben"),
-        bought_in("ben", 500, 2),  # ben's money paid in during the round
+        buy_in_deposit("ben", 500, 2),  # ben's money paid in during the round
     )
     folder, full, ann = await played_out(store, t, "ann")
 
@@ -220,9 +220,9 @@ async def test_no_other_players_command_id_or_declined_buy_in_in_a_players_view(
     folder = CommandFolder(store, t)
     t.do(
         cmd.SitDown(player_id="ann", seat=0),
-        bought_in("ann", 10_000),
+        buy_in_deposit("ann", 10_000),
         cmd.SitDown(player_id="ben", seat=1),
-        bought_in("ben", 10_000),
+        buy_in_deposit("ben", 10_000),
         cmd.PlaceBet(player_id="ann", box=0, amount=1000),
         cmd.PlaceBet(player_id="ben", box=1, amount=2000),
         cmd.Deal(player_id="ann"),
@@ -333,7 +333,7 @@ async def test_a_voided_round_shows_a_player_their_own_return_and_no_operator(
     was voided and why, and what came back to them alone."""
     t = StackedTable("atlantic-city-multi", ["TS", "7S", "9S", "8S"], {"void_on_malfunction": True})
     for pid, seat in (("ann", 0), ("ben", 1)):
-        t.do(cmd.SitDown(player_id=pid, seat=seat), bought_in(pid, 10_000))
+        t.do(cmd.SitDown(player_id=pid, seat=seat), buy_in_deposit(pid, 10_000))
     t.do(
         cmd.PlaceBet(player_id="ann", box=0, amount=1000),
         cmd.PlaceBet(player_id="ben", box=1, amount=2000),
@@ -387,7 +387,7 @@ async def test_no_operators_command_id_in_a_players_view(store: ProjectionStore)
     ann's view kept them (and hid the void's only when it stood another player up)."""
     t = StackedTable("atlantic-city-multi", ["TS", "7S", "9S", "8S"], {"void_on_malfunction": True})
     folder = CommandFolder(store, t)
-    t.do(cmd.SitDown(player_id="ann", seat=0), bought_in("ann", 10_000))
+    t.do(cmd.SitDown(player_id="ann", seat=0), buy_in_deposit("ann", 10_000))
     t.do(
         cmd.PlaceBet(player_id="ann", box=0, amount=1000),
         cmd.Deal(player_id="ann"),

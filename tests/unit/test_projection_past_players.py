@@ -10,6 +10,7 @@ from pathlib import Path
 import pytest
 
 from blackjack.domain import commands as cmd
+from blackjack.domain.decisions.funds import buy_in_deposit
 from blackjack.messages.sealing import ShoeSeal
 from blackjack.messages.wire import WireEnvelope
 from blackjack.projections import writer as writer_module
@@ -17,7 +18,6 @@ from blackjack.projections.dump import differences, dump
 from blackjack.projections.store import ProjectionStore
 from blackjack.projections.writer import ProjectionWriter, Record, _Batch
 from tests.integration.conftest_projections import Script, event_records
-from tests.unit.buy_ins import bought_in
 
 SEAL = ShoeSeal.from_hex(ShoeSeal.new_key_hex())
 TOPIC = "blackjack.events"
@@ -32,13 +32,13 @@ def _table_with_past_players() -> tuple[Script, int]:
         player = f"p{number}"
         script.do(
             cmd.SitDown(player_id=player, seat=1),
-            bought_in(player, 100 + number),
+            buy_in_deposit(player, 100 + number),
             cmd.LeaveTable(player_id=player),
         )
     after = len(script.envelopes)
     script.do(
         cmd.SitDown(player_id="p3", seat=1),
-        bought_in("p3", 500, 2),  # p3 bought in once before
+        buy_in_deposit("p3", 500, 2),  # p3 bought in once before
         cmd.PlaceBet(player_id="ann", box=0, amount=1000),
         cmd.Pass(player_id="p3"),
         cmd.Deal(player_id="ann"),

@@ -23,6 +23,7 @@ from blackjack.domain import decide as decide_module
 from blackjack.domain import decisions
 from blackjack.domain import events as ev
 from blackjack.domain.decide import decide
+from blackjack.domain.decisions.funds import buy_in_deposit
 from blackjack.domain.evolve import fold
 from blackjack.domain.payouts import MAX_BALANCE
 from blackjack.domain.rejections import Rejection, RejectionCode
@@ -30,7 +31,6 @@ from blackjack.domain.rules import Rules
 from blackjack.domain.state import INITIAL_STATE, Box, Hand, TableState
 from blackjack.scenario import build_shoe
 from blackjack.table import Shuffler, apply
-from tests.unit.buy_ins import bought_in
 
 NOW = datetime(2026, 1, 1, tzinfo=UTC)
 COMMAND = TypeAdapter(cmd.AnyCommand)
@@ -87,7 +87,7 @@ def seated(pid: str = "ann", seat: int = 0, balance: int = 10_000) -> list[cmd.C
 
 def shared_seated(pid: str = "ann", seat: int = 0, balance: int = 10_000) -> list[cmd.Command]:
     """``seated`` at a table several players share: the money is a buy-in from the wallet."""
-    return [cmd.SitDown(player_id=pid, seat=seat), bought_in(pid, balance)]
+    return [cmd.SitDown(player_id=pid, seat=seat), buy_in_deposit(pid, balance)]
 
 
 def dealt(amount: int = 1000, box: int = 0, pid: str = "ann") -> list[cmd.Command]:
@@ -500,7 +500,7 @@ def test_a_shared_table_takes_no_platform_deposit() -> None:
     rejection = then_rejected(state, cmd.Deposit(player_id="ann", amount=500), "unauthorized")
     assert rejection.message.endswith("send BuyIn to wallet:ann")
     # the buy-in's own Deposit is taken
-    [event] = decide(state, bought_in("ann", 500, 2), NOW)
+    [event] = decide(state, buy_in_deposit("ann", 500, 2), NOW)
     assert isinstance(event, ev.FundsDeposited) and event.balance_after == 10_500
 
 

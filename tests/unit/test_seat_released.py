@@ -14,12 +14,12 @@ from pydantic import TypeAdapter
 from blackjack.audit.words import describe
 from blackjack.domain import commands as cmd
 from blackjack.domain import events as ev
+from blackjack.domain.decisions.funds import buy_in_deposit
 from blackjack.domain.evolve import fold
 from blackjack.domain.rejections import Rejection
 from blackjack.domain.rules import MAX_ROUNDS_SAT_OUT, PRESETS
 from blackjack.domain.state import TableState
 from blackjack.messages import wire
-from tests.unit.buy_ins import bought_in
 from tests.unit.stacked_table import StackedTable
 
 EVENT: TypeAdapter[ev.TableEvent] = TypeAdapter(ev.AnyEvent)
@@ -32,7 +32,7 @@ def table(rounds: int | None = 3) -> StackedTable:
     overrides: dict[str, object] = {} if rounds is None else {OPTION: rounds}
     t = StackedTable("atlantic-city-multi", ["TS", "7S", "9S", "8S"], overrides)
     for pid, seat in (("ann", 0), ("ben", 1)):
-        t.do(cmd.SitDown(player_id=pid, seat=seat), bought_in(pid, 10_000))
+        t.do(cmd.SitDown(player_id=pid, seat=seat), buy_in_deposit(pid, 10_000))
     return t
 
 
@@ -242,7 +242,7 @@ def test_players_due_together_are_stood_up_together_in_seat_order() -> None:
     for pid, seat, balance in (("ann", 0, 10_000), ("ben", 3, 2_550), ("cy", 1, 0)):
         t.do(cmd.SitDown(player_id=pid, seat=seat))
         if balance:
-            t.do(bought_in(pid, balance))
+            t.do(buy_in_deposit(pid, balance))
     t.do(cmd.Disconnect(player_id="ben"))  # a disconnected player sits out like any other
     finished = ann_plays_a_round(t)
     left = [
@@ -263,7 +263,7 @@ def test_a_player_who_sits_down_after_the_clock_started_is_left_out_but_not_sitt
     t.do(cmd.PlaceBet(player_id="ann", box=0, amount=1000))
     assert t.state.deadline is not None
     t.now = t.state.deadline - timedelta(seconds=1)
-    t.do(cmd.SitDown(player_id="cy", seat=2), bought_in("cy", 5_000))
+    t.do(cmd.SitDown(player_id="cy", seat=2), buy_in_deposit("cy", 5_000))
     assert TableState.from_doc(t.state.to_doc()) == t.state
     # ben bets and presses nothing: the round waits for him to the deadline
     t.do(cmd.Deal(player_id="ann"), cmd.PlaceBet(player_id="ben", box=1, amount=1000))
@@ -297,7 +297,7 @@ def test_a_player_who_sits_down_after_the_clock_started_does_not_hold_the_deal_u
     waited for like anyone's."""
     t = table(1)
     t.do(cmd.PlaceBet(player_id="ann", box=0, amount=1000))
-    t.do(cmd.SitDown(player_id="cy", seat=2), bought_in("cy", 5_000))
+    t.do(cmd.SitDown(player_id="cy", seat=2), buy_in_deposit("cy", 5_000))
     dealt = t.do(cmd.Deal(player_id="ann"), cmd.Pass(player_id="ben"))
     started = [e for e in dealt if isinstance(e, ev.DealStarted)]
     assert [e.boxes for e in started] == [(0,)]
@@ -306,7 +306,8 @@ def test_a_player_who_sits_down_after_the_clock_started_does_not_hold_the_deal_u
     assert t.state.players["cy"].sitting_out is False
     # next round: he sits down again after the clock started, and bets: the deal waits for him
     t.do(cmd.LeaveTable(player_id="cy"), cmd.PlaceBet(player_id="ann", box=0, amount=1000))
-    t.do(cmd.SitDown(player_id="cy", seat=2), bought_in("cy", 5_000, 2))  # his second buy-in here
+    # (his second buy-in here)
+    t.do(cmd.SitDown(player_id="cy", seat=2), buy_in_deposit("cy", 5_000, 2))
     t.do(cmd.PlaceBet(player_id="cy", box=2, amount=1000), cmd.Pass(player_id="ben"))
     assert not [e for e in t.do(cmd.Deal(player_id="ann")) if isinstance(e, ev.DealStarted)]
     dealt = t.do(cmd.Deal(player_id="cy"))
@@ -321,7 +322,7 @@ def test_a_late_joiner_who_takes_the_bet_back_holds_the_deal_up_no_longer(take_b
     his command, not 15 s later at the deadline (before: nothing was dealt until then)."""
     t = table(1)
     t.do(cmd.PlaceBet(player_id="ann", box=0, amount=1000))
-    t.do(cmd.SitDown(player_id="cy", seat=2), bought_in("cy", 5_000))
+    t.do(cmd.SitDown(player_id="cy", seat=2), buy_in_deposit("cy", 5_000))
     t.do(cmd.PlaceBet(player_id="cy", box=2, amount=1000))
     waiting = t.do(cmd.Deal(player_id="ann"), cmd.Pass(player_id="ben"))
     assert not [e for e in waiting if isinstance(e, ev.DealStarted)]

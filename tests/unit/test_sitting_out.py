@@ -10,10 +10,10 @@ from pydantic import TypeAdapter
 from blackjack.audit.words import describe
 from blackjack.domain import commands as cmd
 from blackjack.domain import events as ev
+from blackjack.domain.decisions.funds import buy_in_deposit
 from blackjack.domain.evolve import fold
 from blackjack.domain.state import TableState
 from blackjack.messages import wire
-from tests.unit.buy_ins import bought_in
 from tests.unit.stacked_table import StackedTable
 
 EVENT: TypeAdapter[ev.TableEvent] = TypeAdapter(ev.AnyEvent)
@@ -23,7 +23,7 @@ def ben_left_out() -> StackedTable:
     """atlantic-city-multi: ann bets and deals, ben does nothing until the clock runs out."""
     t = StackedTable("atlantic-city-multi", ["TS", "7S", "9S", "8S"])
     for pid, seat in (("ann", 0), ("ben", 1)):
-        t.do(cmd.SitDown(player_id=pid, seat=seat), bought_in(pid, 10_000))
+        t.do(cmd.SitDown(player_id=pid, seat=seat), buy_in_deposit(pid, 10_000))
     t.do(cmd.PlaceBet(player_id="ann", box=0, amount=1000), cmd.Deal(player_id="ann"))
     assert t.state.deadline is not None
     t.now = t.state.deadline

@@ -17,6 +17,7 @@ from blackjack.api.contract import openapi_document
 from blackjack.api.routes import query_api
 from blackjack.domain import commands as cmd
 from blackjack.domain import events as ev
+from blackjack.domain.decisions.funds import buy_in_deposit
 from blackjack.messages.envelope import EventEnvelope
 from blackjack.messages.sealing import ShoeSeal
 from blackjack.messages.wire import encode, to_wire
@@ -24,7 +25,6 @@ from blackjack.projections.dump import dump
 from blackjack.projections.schema import accounts
 from blackjack.projections.store import ProjectionStore
 from blackjack.projections.writer import ProjectionWriter, Record
-from tests.unit.buy_ins import bought_in
 from tests.unit.migrations import migrate
 from tests.unit.stacked_table import START, StackedTable
 from tests.unit.test_seat_released import ann_plays_a_round, finish_round, table
@@ -248,7 +248,7 @@ async def test_a_voided_round_is_no_round_sat_out_in_the_answer_and_after_migrat
     }
     t = StackedTable("atlantic-city-multi", ["TS", "7S", "9S", "TD"] * 4, overrides)
     for pid, seat in (("ann", 0), ("ben", 1)):
-        t.do(cmd.SitDown(player_id=pid, seat=seat), bought_in(pid, 10_000))
+        t.do(cmd.SitDown(player_id=pid, seat=seat), buy_in_deposit(pid, 10_000))
     store = await _store(tmp_path)
     try:
         folder = Folder(store, t)

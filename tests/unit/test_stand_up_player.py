@@ -15,6 +15,7 @@ from blackjack.domain import events as ev
 from blackjack.domain import wallet as wl
 from blackjack.domain.decide import decide
 from blackjack.domain.decided_by import decided_by
+from blackjack.domain.decisions.funds import buy_in_deposit
 from blackjack.domain.rejections import Rejection
 from blackjack.messages.sealing import ShoeSeal
 from blackjack.messages.wire import WireEnvelope, to_wire
@@ -23,7 +24,6 @@ from blackjack.play.screen import table_screen
 from blackjack.play.session import PlaySession
 from blackjack.projections.projector import StreamProjection
 from tests.integration.conftest_projections import Script, placed
-from tests.unit.buy_ins import bought_in
 from tests.unit.stacked_table import StackedTable
 
 SEAL = ShoeSeal.from_hex(ShoeSeal.new_key_hex())
@@ -37,7 +37,7 @@ def stand_up(player: str = "ben") -> cmd.StandUpPlayer:
 def shared_table() -> StackedTable:
     t = StackedTable("atlantic-city-multi", ["TS", "7S", "9S", "8S", "TD", "6D"])
     for pid, seat in (("ann", 0), ("ben", 1)):
-        t.do(cmd.SitDown(player_id=pid, seat=seat), bought_in(pid, 10_000))
+        t.do(cmd.SitDown(player_id=pid, seat=seat), buy_in_deposit(pid, 10_000))
     return t
 
 

@@ -8,12 +8,12 @@ from datetime import timedelta
 
 from blackjack.domain import commands as cmd
 from blackjack.domain import events as ev
+from blackjack.domain.decisions.funds import buy_in_deposit
 from blackjack.messages import wire
 from blackjack.messages.sealing import ShoeSeal
 from blackjack.messages.wire import to_wire
 from blackjack.projections.projector import StreamProjection
 from tests.integration.conftest_projections import Script
-from tests.unit.buy_ins import bought_in
 from tests.unit.stacked_table import StackedTable
 
 SEAL = ShoeSeal.from_hex(ShoeSeal.new_key_hex())
@@ -61,7 +61,7 @@ def test_a_hands_decisions_at_a_timed_table_share_its_clock() -> None:
     t = StackedTable("atlantic-city-multi", ["TS", "6S", "3S", "9S", "2S"])
     seconds = t.state.rules.turn_seconds
     assert seconds is not None
-    t.do(cmd.SitDown(player_id="ann", seat=0), bought_in("ann", 10_000))
+    t.do(cmd.SitDown(player_id="ann", seat=0), buy_in_deposit("ann", 10_000))
     dealt = t.do(cmd.PlaceBet(player_id="ann", box=0, amount=1000), cmd.Deal(player_id="ann"))
     (first,) = [e for e in dealt if isinstance(e, ev.TurnStarted)]
     assert first.deadline == t.now + timedelta(seconds=seconds)
@@ -78,7 +78,7 @@ def test_each_hand_of_a_split_gets_a_whole_turn() -> None:
     t = StackedTable("atlantic-city-multi", ["8S", "7D", "8H", "TC", "6S", "9H"])
     seconds = t.state.rules.turn_seconds
     assert seconds is not None
-    t.do(cmd.SitDown(player_id="ann", seat=0), bought_in("ann", 10_000))
+    t.do(cmd.SitDown(player_id="ann", seat=0), buy_in_deposit("ann", 10_000))
     t.do(cmd.PlaceBet(player_id="ann", box=0, amount=1000), cmd.Deal(player_id="ann"))
     t.now += timedelta(seconds=seconds - 2)
     split = t.do(cmd.Split(player_id="ann", box=0))

@@ -10,13 +10,12 @@ from pydantic import TypeAdapter
 
 from blackjack.domain import commands as cmd
 from blackjack.domain import events as ev
-from blackjack.domain.decisions.funds import first_funding
+from blackjack.domain.decisions.funds import buy_in_deposit, first_funding
 from blackjack.domain.evolve import fold
 from blackjack.domain.rejections import Rejection
 from blackjack.domain.rules import PRESETS, Rules, fingerprint
 from blackjack.domain.state import TableState
 from blackjack.messages import wire
-from tests.unit.buy_ins import bought_in
 from tests.unit.stacked_table import StackedTable
 
 EVENT: TypeAdapter[ev.TableEvent] = TypeAdapter(ev.AnyEvent)
@@ -123,7 +122,7 @@ def test_every_player_of_a_shared_table_gets_their_own_wagers_back() -> None:
         "atlantic-city-multi", ["TS", "9S", "6H", "5S", "7D", "TD"], {"void_on_malfunction": True}
     )
     for seat, (name, money) in enumerate((("bob", 4_000), ("ann", 6_000))):
-        t.do(cmd.SitDown(player_id=name, seat=seat), bought_in(name, money))
+        t.do(cmd.SitDown(player_id=name, seat=seat), buy_in_deposit(name, money))
     t.do(cmd.PlaceBet(player_id="bob", box=0, amount=1_000))
     t.do(cmd.PlaceBet(player_id="ann", box=1, amount=2_500))
     t.do(cmd.Deal(player_id="bob"), cmd.Deal(player_id="ann"))
@@ -160,7 +159,7 @@ def test_only_the_round_in_play_and_named_is_voided() -> None:
 
 def test_a_round_opened_with_no_wager_has_nothing_to_void() -> None:
     t = StackedTable("atlantic-city-multi", ["TS"], {"void_on_malfunction": True})
-    t.do(cmd.SitDown(player_id="bob", seat=0), bought_in("bob", 1_000))
+    t.do(cmd.SitDown(player_id="bob", seat=0), buy_in_deposit("bob", 1_000))
     t.do(cmd.PlaceBet(player_id="bob", box=0, amount=500), cmd.ClearBets(player_id="bob"))
     assert t.state.round_open  # a clocked table keeps its round open to the deadline
     refused = void(t)

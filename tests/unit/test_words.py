@@ -12,8 +12,8 @@ import pytest
 from blackjack.audit.words import describe
 from blackjack.domain import commands as cmd
 from blackjack.domain import events as ev
+from blackjack.domain.decisions.funds import buy_in_deposit
 from blackjack.domain.state import TableState
-from tests.unit.buy_ins import bought_in
 from tests.unit.stacked_table import StackedTable
 from tests.unit.test_currencies import IN_DINARS
 
@@ -25,7 +25,7 @@ def dealt() -> TableState:
     t = StackedTable("atlantic-city-multi", ["TH", "7S", "9H", "QD"], IN_DINARS)
     t.do(
         cmd.SitDown(player_id="ann", seat=0),
-        bought_in("ann", 100_000),
+        buy_in_deposit("ann", 100_000),
         cmd.PlaceBet(player_id="ann", box=0, amount=1000),
         cmd.Deal(player_id="ann"),
     )

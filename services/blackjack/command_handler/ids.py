@@ -9,8 +9,7 @@ import uuid
 from functools import cache
 
 from blackjack.bus.topics import partition_for
-from blackjack.domain.transfers import DECLINES_PREFIX, buy_in_ref
-from blackjack.domain.wallet import wallet_stream
+from blackjack.domain.transfers import DECLINES_PREFIX
 
 EVENT_ID_NAMESPACE = uuid.UUID("6f1d6c8e-4b0a-5b8e-9d1e-2a7c3f0b9e41")
 
@@ -30,11 +29,6 @@ def event_id(stream_id: str, sequence: int) -> str:
     raw[8] = (raw[8] & 0x3F) | 0x80  # the RFC 4122 variant
     h = raw.hex()
     return f"{h[:8]}-{h[8:12]}-{h[12:16]}-{h[16:20]}-{h[20:]}"
-
-
-def transfer_ref(player_id: str, transfer: int) -> str:
-    """How a table names a wallet's buy-in: the wallet stream and its transfer number."""
-    return buy_in_ref(wallet_stream(player_id), transfer)
 
 
 STEPS = ("deposit", "cashout", "confirm", "refund")

@@ -63,7 +63,7 @@ from blackjack.command_handler.answers import (
 )
 from blackjack.command_handler.authorization import authorize, overtaken_disconnect, reserved_id
 from blackjack.command_handler.decision import Deciding
-from blackjack.command_handler.ids import declines_stream, transfer_ref
+from blackjack.command_handler.ids import declines_stream
 from blackjack.command_handler.reading import ANSWER_KEY_MAX_BYTES, Inbound, Unparsed, parse
 from blackjack.command_handler.records import Outgoing
 from blackjack.command_handler.signing import CommandSigner
@@ -74,7 +74,7 @@ from blackjack.domain import platform_money
 from blackjack.domain.commands import ROUND_COMMANDS
 from blackjack.domain.rejections import Rejection
 from blackjack.domain.state import TableState
-from blackjack.domain.transfers import transfer_origin
+from blackjack.domain.transfers import transfer_origin, transfer_ref
 from blackjack.domain.wallet import BuyIn, CashOut
 from blackjack.messages.envelope import (
     CommandEnvelope,

@@ -11,6 +11,8 @@ from __future__ import annotations
 
 from collections.abc import Iterable
 
+from blackjack.domain.wallet import wallet_stream
+
 DECLINES_PREFIX = "#declined/"
 """The stream of a partition's buy-ins declined at tables that do not exist
 (``command_handler.ids.declines_stream``): no command can name it (``#``), and it is a table
@@ -26,6 +28,11 @@ def is_declines_stream(stream_id: str) -> bool:
 def buy_in_ref(wallet_stream: str, number: int) -> str:
     """``wallet:<player>/<number>``: the wallet stream and its buy-in number."""
     return f"{wallet_stream}/{number}"
+
+
+def transfer_ref(player_id: str, transfer: int) -> str:
+    """How a table names a wallet's buy-in: the wallet stream and its transfer number."""
+    return buy_in_ref(wallet_stream(player_id), transfer)
 
 
 def transfer_origin(ref: str) -> tuple[str, int]:

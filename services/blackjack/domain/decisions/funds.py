@@ -17,7 +17,7 @@ from blackjack.domain.decisions.checks import (
 from blackjack.domain.decisions.draft import Draft, Refused, refuse
 from blackjack.domain.rejections import decline_code
 from blackjack.domain.rules import Rules
-from blackjack.domain.transfers import buy_in_ref, transfer_origin
+from blackjack.domain.transfers import transfer_origin, transfer_ref
 from blackjack.domain.wallet import wallet_stream
 
 NO_MONEY_IN = "no money comes in until it reopens (withdrawing and leaving still pay out)"
@@ -35,14 +35,20 @@ WALLET_FUNDED = "money comes to a multi-seat table from the player's wallet: sen
 money at the table is what they bought in with from their own wallet)."""
 
 
+def buy_in_deposit(player_id: str, amount: int, number: int = 1) -> cmd.Deposit:
+    """The ``Deposit`` of ``player_id``'s buy-in ``number`` from their wallet, as the table
+    decides it (a table takes a wallet's buy-ins in increasing numbers)."""
+    transfer = transfer_ref(player_id, number)
+    return cmd.Deposit(player_id=player_id, amount=amount, transfer=transfer)
+
+
 def first_funding(rules: Rules, player_id: str, amount: int) -> cmd.Deposit:
     """How ``amount`` first comes to a table under ``rules`` for a player seated there (the
     simulator's and the scenarios' set-up): the platform's ``Deposit``, or at a table funded
     by wallets the ``Deposit`` of the player's first buy-in."""
     if not rules.funded_by_wallet:
         return cmd.Deposit(player_id=player_id, amount=amount)
-    transfer = buy_in_ref(wallet_stream(player_id), 1)
-    return cmd.Deposit(player_id=player_id, amount=amount, transfer=transfer)
+    return buy_in_deposit(player_id, amount)
 
 
 def deposit(r: Draft, c: cmd.Deposit) -> None:
