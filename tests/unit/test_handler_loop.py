@@ -561,13 +561,6 @@ BROKER_MAX_MESSAGE_BYTES = 1_048_588
 """Kafka's default ``message.max.bytes``: what the events, results and commands topics take."""
 
 
-class _Ends:
-    """A replay reader that only says where the partitions end."""
-
-    async def end_offsets(self, tps: list[TopicPartition]) -> dict[TopicPartition, int]:
-        return dict.fromkeys(tps, 5)
-
-
 async def test_a_partition_given_to_another_instance_lets_its_cold_streams_go() -> None:
     """A revoked partition's memory is kept in case the rebalance gives it back; one it gives
     to another instance is let go, its cold streams' file with it. It was kept until the
@@ -575,7 +568,6 @@ async def test_a_partition_given_to_another_instance_lets_its_cold_streams_go() 
     kept its spill file (and descriptor) on the pod's disk."""
     handler = CommandHandler(HandlerConfig(shoe_key_hex=ShoeSeal.new_key_hex(), group_id="g"))
     handler._consumer = FakeConsumer({})
-    handler._reader = cast(AIOKafkaConsumer, _Ends())
     spills, tps = [], []
     for number in range(2):
         spill = SpilledStreams()
@@ -583,13 +575,73 @@ async def test_a_partition_given_to_another_instance_lets_its_cold_streams_go() 
         spills.append(spill)
         tps.append(TopicPartition(TOPIC, number))
         store = PartitionStore(number, cold=spill)
-        handler._partitions[number] = _Partition(number, tps[number], "ready", store)
+        handler._partitions[number] = _Partition(number, tps[number], "ready", store, ends=(5,))
     await handler._revoke(set(tps))
     assert sorted(handler._retained) == [0, 1]
     handler._assign({tps[0]})  # partition 1 went to another instance
     assert sorted(handler._retained) == [0]
     assert handler._retained[0].store.cold is spills[0] and spills[0]["table-1"] == b"sealed"
     assert not spills[1].open
+
+
+def _written(topic: str, partition: int, offset: int) -> tuple[str, asyncio.Future[Any]]:
+    future: asyncio.Future[Any] = asyncio.get_running_loop().create_future()
+    future.set_result(SimpleNamespace(topic=topic, partition=partition, offset=offset))
+    return topic, future
+
+
+async def test_a_partition_ends_after_its_commits_marker() -> None:
+    """What a partition's memory has seen: each of its topic partitions a committed
+    transaction wrote ends after its last record and the commit's marker; the commands it
+    sent to other streams, and what another partition holds, move nothing."""
+    handler = CommandHandler(HandlerConfig(shoe_key_hex=ShoeSeal.new_key_hex(), group_id="g"))
+    topics = handler.topics
+    partition = _Partition(1, TopicPartition(TOPIC, 1), "ready", PartitionStore(1), ends=(7, 3, 0))
+    handler._committed(
+        partition,
+        [
+            _written(topics.events, 1, 7),
+            _written(topics.events, 1, 8),
+            _written(topics.results, 1, 3),
+            _written(topics.commands, 0, 40),
+            _written(topics.snapshots, 0, 12),
+        ],
+    )
+    assert partition.ends == (10, 5, 0)
+    unknown = _Partition(1, TopicPartition(TOPIC, 1), "ready", PartitionStore(1))
+    handler._committed(unknown, [_written(topics.events, 1, 7)])
+    assert unknown.ends is None  # not known where it ended before: never kept
+
+
+class _MovedOn:
+    """A replay reader whose partitions end past where this instance's last commit left
+    them: another instance wrote there while this one was frozen."""
+
+    async def end_offsets(self, tps: list[TopicPartition]) -> dict[TopicPartition, int]:
+        return dict.fromkeys(tps, 9)
+
+
+async def test_a_woken_instance_keeps_its_memory_against_its_own_last_commit() -> None:
+    """Revoked as it wakes from a freeze, an instance kept its memory against where the log
+    ended then (another's writes included): given the partition back, it found the log
+    unchanged and decided from streams hundreds of events old."""
+    handler = CommandHandler(HandlerConfig(shoe_key_hex=ShoeSeal.new_key_hex(), group_id="g"))
+    handler._consumer = FakeConsumer({})
+    handler._reader = cast(AIOKafkaConsumer, _MovedOn())
+    tp = TopicPartition(TOPIC, 0)
+    store = PartitionStore(0, cold=SpilledStreams())
+    handler._partitions[0] = _Partition(0, tp, "ready", store, ends=(5, 3, 1))
+    await handler._revoke({tp})
+    assert handler._retained[0].ends == (5, 3, 1)  # not where the log ends now: rebuilt
+
+
+async def test_a_partition_whose_ends_are_not_known_is_not_kept_when_revoked() -> None:
+    handler = CommandHandler(HandlerConfig(shoe_key_hex=ShoeSeal.new_key_hex(), group_id="g"))
+    handler._consumer = FakeConsumer({})
+    tp = TopicPartition(TOPIC, 0)
+    handler._partitions[0] = _Partition(0, tp, "ready", PartitionStore(0, cold=SpilledStreams()))
+    await handler._revoke({tp})
+    assert not handler._retained
 
 
 async def test_a_sweep_under_way_stops_at_a_partition_revoked_meanwhile() -> None:

@@ -12,6 +12,7 @@ from aiokafka.structs import RecordMetadata
 from blackjack.bus.headers import COMMANDS_TO_HEADER
 from blackjack.bus.topics import SNAPSHOT_MAX_BYTES
 from blackjack.command_handler.partitions import _Partition
+from blackjack.command_handler.replay import written_topics
 from blackjack.command_handler.snapshots import (
     CHECKPOINT_AUTH_HEADER,
     Checkpoint,
@@ -40,6 +41,24 @@ class Checkpointing(Takeovers):
                 store.events_next = max(store.events_next, metadata.offset + 1)
             elif topic == self.topics.results:
                 store.results_next = max(store.results_next, metadata.offset + 1)
+
+    def _committed(
+        self, partition: _Partition, sent: list[tuple[str, asyncio.Future[RecordMetadata]]]
+    ) -> None:
+        """Move ``partition.ends`` past a transaction that committed: each of the partition's
+        topic partitions it wrote now ends after its last record and the commit's marker,
+        which takes the offset after it (no producer but the partition's writes there)."""
+        if partition.ends is None:
+            return
+        topics = written_topics(self.topics)
+        ends = list(partition.ends)
+        for topic, future in sent:
+            if topic in topics:
+                metadata = future.result()  # awaited by ``_advance`` before the commit
+                if metadata.partition == partition.number:
+                    i = topics.index(topic)
+                    ends[i] = max(ends[i], metadata.offset + 2)
+        partition.ends = tuple(ends)
 
     async def _checkpoint(
         self,

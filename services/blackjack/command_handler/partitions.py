@@ -50,6 +50,12 @@ class _Partition:
     lock: asyncio.Lock = field(default_factory=asyncio.Lock)
     checkpointed_at: float = 0.0
     """``time.monotonic()`` of the last checkpoint, or of the partition becoming ready."""
+    ends: tuple[int, ...] | None = None
+    """Where the partition's events, results and snapshots end (``replay.end_offsets``) once
+    this instance's last commit there is complete: all its memory has seen. A revoked
+    partition's memory is kept against these, never against the ends when it is revoked: an
+    instance frozen past its group session (SIGSTOP, a paused VM) learns that it was revoked
+    only when it wakes, after another instance wrote there, and kept its stale streams."""
 
 
 @dataclass

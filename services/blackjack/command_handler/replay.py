@@ -137,9 +137,14 @@ async def read_to_end(
         reader.pause(tp)
 
 
+def written_topics(topics: Topics) -> tuple[str, str, str]:
+    """The topics a partition's handler writes its memory to, in ``end_offsets``' order."""
+    return topics.events, topics.results, topics.snapshots
+
+
 async def end_offsets(reader: AIOKafkaConsumer, topics: Topics, partition: int) -> tuple[int, ...]:
     """The end offsets of a partition's events, results and snapshots."""
-    tps = [TopicPartition(t, partition) for t in (topics.events, topics.results, topics.snapshots)]
+    tps = [TopicPartition(t, partition) for t in written_topics(topics)]
     ends = await reader.end_offsets(tps)
     return tuple(ends[tp] for tp in tps)
 

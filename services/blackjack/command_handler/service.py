@@ -10,8 +10,9 @@ One instance consumes ``blackjack.commands`` in the handlers' consumer group
   owner of the partition and aborts whatever it left open;
 * the streams of the partition in memory, rebuilt from the newest snapshot and the events and
   results after it (``replay``) before the first command is taken, kept across a rebalance
-  only when that rebalance gives the partition back and nothing was written to it in
-  between (one given to another instance is let go, its cold streams' file with it).
+  only when that rebalance gives the partition back and nothing was written to it since
+  this instance's own last commit there (one given to another instance is let go, its cold
+  streams' file with it).
 
 Each batch of a partition's records is one transaction: the events of every command, its
 result, the commands it causes on other streams, a snapshot every so often, and the consumed

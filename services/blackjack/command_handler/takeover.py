@@ -14,7 +14,6 @@ from aiokafka.errors import (
     CoordinatorLoadInProgressError,
     CoordinatorNotAvailableError,
     KafkaConnectionError,
-    KafkaError,
     KafkaTimeoutError,
     LeaderNotAvailableError,
     NodeNotReadyError,
@@ -130,10 +129,8 @@ class Takeovers(Partitions):
             async with partition.lock:  # lets a transaction in progress finish first
                 partition.status = "revoked"
                 await self._close_producer(partition)
-                if partition.store is not None and self._reader is not None:
-                    with contextlib.suppress(KafkaError, asyncio.TimeoutError):
-                        ends = await end_offsets(self._reader, self.topics, tp.partition)
-                        self._retained[tp.partition] = _Retained(partition.store, ends)
+                if partition.store is not None and partition.ends is not None:
+                    self._retained[tp.partition] = _Retained(partition.store, partition.ends)
         if revoked:
             self.log.info("partitions revoked", partitions=sorted(tp.partition for tp in revoked))
         self._changed()
@@ -270,6 +267,7 @@ class Takeovers(Partitions):
         self._consumer.seek(partition.tp, committed or 0)
         partition.producer = producer
         partition.store = store
+        partition.ends = ends
         partition.status = "ready"
         # Its failures in a row end with its first commit, not here: a fault met only when
         # writing (min.insync.replicas unmet) let every takeover succeed, and rebuilt the

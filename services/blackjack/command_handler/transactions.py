@@ -153,6 +153,7 @@ class Transactions(Checkpointing):
             except asyncio.CancelledError:
                 await _abandon(producer, sent)
                 raise
+            self._committed(partition, sent)
             metrics.TRANSACTIONS.labels("committed").inc()
             metrics.TRANSACTION_SECONDS.observe(time.monotonic() - started)
             partition.failures = 0
@@ -212,6 +213,7 @@ class Transactions(Checkpointing):
             except asyncio.CancelledError:  # the clock stopped with the handler
                 await _abandon(producer, sent)
                 raise
+            self._committed(partition, sent)
             metrics.TRANSACTIONS.labels("committed").inc()
             partition.failures = 0
 
