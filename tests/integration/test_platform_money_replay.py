@@ -147,6 +147,36 @@ async def test_a_refused_withdrawal_replayed_after_the_window_and_a_deposit_is_n
         assert await stream_events(space, WALLET) == events and balance(events) == 1_100
 
 
+@pytest.mark.parametrize("snapshot_every", [4, 100_000], ids=["from-snapshot", "from-events"])
+async def test_another_withdrawal_under_a_kept_id_is_refused_live_and_after_a_rebuild(
+    kafka_space: Any, snapshot_every: int
+) -> None:
+    """A platform reuses the id of its ``WalletWithdraw`` of 50 for one of 60, after the
+    window: refused ``malformed`` (nothing moves, not remembered), live and once another
+    handler rebuilt the partition; the first withdrawal's own copy is still
+    ``already_applied``. Before: ``already_applied`` for both, and the platform booked 60."""
+    space: KafkaSpace = await kafka_space(partitions=2)
+    sent_at = datetime.now(UTC)
+    pay_key, pay_value = record("platform-pay-1", 1_000, sent_at)
+    out_key, out_value = record("platform-out-1", 50, sent_at, withdraw=True)
+    other_key, other_value = record("platform-out-1", 60, sent_at, withdraw=True)
+    for _ in range(2):  # live, then after a rebuild
+        async with running_handler(
+            space.config(dedup_window=WINDOW, snapshot_every=snapshot_every)
+        ):
+            if not await stream_events(space, WALLET):
+                assert (await send(space, pay_key, pay_value)).status == "accepted"
+                assert (await send(space, out_key, out_value)).status == "accepted"
+            await push_past_the_window(space)
+            events = await stream_events(space, WALLET)
+            other = await send(space, other_key, other_value)
+            assert refused(other, "malformed"), other
+            assert other.rejection is not None and "another command" in other.rejection.message
+            copy = await send(space, out_key, out_value)
+            assert refused(copy, "already_applied"), copy
+            assert await stream_events(space, WALLET) == events and balance(events) == 950
+
+
 def without_money(raw: bytes, key: bytes) -> bytes:
     """A stream's sealed snapshot as the releases before wrote it: no ``money`` (nor
     ``money_refused``)."""

@@ -659,7 +659,7 @@ def test_a_snapshot_from_before_refusals_were_kept_is_completed_from_the_events(
 
 def test_a_stream_at_the_bound_with_the_longest_ids_snapshots_under_half_the_limit() -> None:
     """The bound is what keeps a snapshot under the topic's limit whatever the ids: at the
-    default bound, 128-character random ids, all refused (the code kept too), seal to less
+    default bound, 128-character random ids, all refused (the code and terms kept too), seal to less
     than half the 4 MiB (where the alert fires; docs/kafka.md measures it with a full window:
     ``measure_money_ids_bound``). A snapshot over the limit fails the partition's checkpoint."""
     rng = random.Random(7)
@@ -668,7 +668,14 @@ def test_a_stream_at_the_bound_with_the_longest_ids_snapshots_under_half_the_lim
         command_id = "".join(rng.choice(string.ascii_letters + string.digits) for _ in range(128))
         at = START + timedelta(seconds=n)
         platform_money.remember(
-            stream.money, command_id, at, RETENTION, stream.money_refused, "insufficient_funds"
+            stream.money,
+            command_id,
+            at,
+            RETENTION,
+            stream.money_refused,
+            "insufficient_funds",
+            terms=stream.money_terms,
+            term=platform_money.money_terms("WalletWithdraw", PLAYER, 10**9 + n),
         )
     sealed = SnapshotCodec(b"s" * 32).encode(stream)
     assert len(stream.money) == platform_money.DEFAULT_IDS_MAX

@@ -345,8 +345,10 @@ class Processor(Deciding):
             self.money_sent_at_required and not buy_in,
             players_own=own,
             player_limit=share,
+            terms=stream.money_terms,
         )
-        return platform_money.check(kept, envelope.command_id, sent_at, latest, arrived)
+        terms = platform_money.command_terms(command)
+        return platform_money.check(kept, envelope.command_id, sent_at, latest, arrived, terms)
 
     def _round_missing(self, command: StreamCommand, signed: bool) -> Rejection | None:
         """``BLACKJACK_COMMAND_ROUND=required``: a command that acts in a round and does not

@@ -264,6 +264,9 @@ class SnapshotCodec:
             # those of ``money`` whose event named a player: per player, their places (a
             # release before this one ignores it)
             "money_players": _places_doc(stream.money, stream.money_players),
+            # the terms of each of ``money``, in its order, None where not known (a release
+            # before this one ignores it, and answers another command under a kept id as a copy)
+            "money_terms": [stream.money_terms.get(command_id) for command_id in stream.money],
         }
         return self._seal(stream.stream_id, stream.sequence, _format(stream.state), body)
 
@@ -375,6 +378,15 @@ class SnapshotCodec:
             # (absent from older snapshots: a player's ids counted from the next event on)
             players = body.get("money_players", {})
             stream.money_players = _places_of(money, players, _MONEY_PLAYERS, "money_players")
+            # (absent from older snapshots: their ids are told by the id alone)
+            terms = _DIGESTS.validate_python(body.get("money_terms", [None] * len(money)))
+            if len(terms) != len(money):
+                raise SnapshotError("money_terms does not follow money")
+            stream.money_terms = {
+                command_id: term
+                for command_id, term in zip(money, terms, strict=True)
+                if term is not None
+            }
         else:  # written before the ids (or the refused ones) were kept: the rebuild reads
             # them from the events
             stream.money_incomplete = True

@@ -403,6 +403,10 @@ class Stream:
     player's own ``Withdraw``s take their share of the ids at most
     (``platform_money.player_share``). Carried in the snapshot (one from a release before
     this one names none: counted from the next event on)."""
+    money_terms: dict[str, str] = field(default_factory=dict)
+    """The terms of each of ``money`` (``platform_money.money_terms``, from its event): another
+    command sent under a kept id is refused, not answered as its copy. Carried in the snapshot
+    (one from a release before this one has none: its ids are told by the id alone)."""
     money_incomplete: bool = False
     """Opened from a snapshot written before ``money`` was kept: the rebuild completes it from
     the stream's events before the checkpoint, as ``signed``."""
@@ -477,18 +481,23 @@ class Stream:
         longer than the retention before it (``domain.platform_money``)."""
         at, cause, event = envelope.occurred_at, envelope.causation_id, envelope.data
         money, refused, players = self.money, self.money_refused, self.money_players
-        if cause and platform_money.is_platform_money_event(event, self.state):
-            player = self._whose(event)
+        refusal = isinstance(event, platform_money.RefusalEvent)
+        if cause and (refusal or platform_money.is_platform_money_event(event, self.state)):
+            code = event.reason_code if isinstance(event, platform_money.RefusalEvent) else None
             platform_money.remember(
-                money, cause, at, retention, refused, players=players, player=player
-            )
-        elif cause and isinstance(event, platform_money.RefusalEvent):
-            code, player = event.reason_code, self._whose(event)
-            platform_money.remember(
-                money, cause, at, retention, refused, code, players=players, player=player
+                money,
+                cause,
+                at,
+                retention,
+                refused,
+                code,
+                players=players,
+                player=self._whose(event),
+                terms=self.money_terms,
+                term=platform_money.event_terms(event),
             )
         else:
-            platform_money.forget_before(money, at, retention, refused, players)
+            platform_money.forget_before(money, at, retention, refused, players, self.money_terms)
 
     def _whose(self, event: object) -> str | None:
         """The player a money event's id is kept for (``money_players``): at a table several

@@ -27,6 +27,13 @@ which the platform booked as failed, was debited when its outbox replayed it aft
 deposit). Also at a stream that does not exist yet: the refusal is its first event, which
 makes it, so a copy is refused as first once the stream is paid into or opened.
 
+A copy must be the same command: with each id the stream keeps its terms (``money_terms``: a
+digest of its kind, player and amount, as its event records them), and another command sent
+under a kept id is refused ``malformed`` (not decided, not remembered), as the window refuses
+one whose fields differ: answered ``already_applied``, a platform that reused an id for a
+withdrawal of 60 would book 60 where 50 left the stream. Ids kept by a release before this
+one (a snapshot without terms) are told by the id alone.
+
 A player's ``BuyIn`` is kept the same way (it draws on the wallet as a withdrawal does): its
 ``BuyInSent`` or its refusal keeps its id, so a copy after the window is not taken again.
 
@@ -41,9 +48,11 @@ Pure: the time is an argument, never read from a clock.
 
 from __future__ import annotations
 
+import hashlib
 from collections.abc import Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from datetime import datetime, timedelta
+from typing import Any, TypeVar
 
 from blackjack.domain import commands as cmd
 from blackjack.domain import events as ev
@@ -61,6 +70,8 @@ from blackjack.domain.wallet import (
     WalletWithdrawn,
     evolve_wallet,
 )
+
+_V = TypeVar("_V", bound=str)
 
 DEFAULT_RETENTION = timedelta(days=7)
 """How long a platform money command may be retried (``BLACKJACK_MONEY_RETENTION_S``)."""
@@ -132,6 +143,49 @@ def counts_as_activity(event: object) -> bool:
     return not isinstance(event, WalletCommandRefused | ev.MoneyCommandRefused | ev.RoundResumed)
 
 
+TERMS_CHARS = 8
+"""Hex digits of a kept id's terms: a snapshot keeps 10,000 of them in about 110 KB; two
+commands whose terms collide (one chance in 4 billion) are told apart by the id alone."""
+
+_KIND_OF: dict[type, str] = {
+    WalletDeposited: "WalletDeposit",
+    WalletWithdrawn: "WalletWithdraw",
+    BuyInSent: "BuyIn",
+    ev.FundsDeposited: "Deposit",
+    ev.FundsWithdrawn: "Withdraw",
+}
+"""The platform money command each accepted money event is written for."""
+
+
+def money_terms(kind: str, player_id: str, amount: int) -> str:
+    """What tells a late copy of a platform money command from another command under its id:
+    a digest of its kind, player and amount, which its event (accepted or refused) records
+    (a deposit's currency and a buy-in's table are not compared)."""
+    text = f"{kind}\x00{player_id}\x00{amount}"
+    return hashlib.sha256(text.encode()).hexdigest()[:TERMS_CHARS]
+
+
+def command_terms(command: object) -> str | None:
+    """A platform money command's terms (``money_terms``); None for any other command."""
+    if isinstance(command, WalletDeposit | WalletWithdraw | BuyIn | cmd.Deposit | cmd.Withdraw):
+        return money_terms(command.type, command.player_id, command.amount)
+    return None
+
+
+def event_terms(event: object) -> str | None:
+    """The terms of the platform money command an event was written for (``money_terms``):
+    accepted (its money event) or refused (its refusal record)."""
+    if isinstance(event, WalletCommandRefused | ev.MoneyCommandRefused):
+        return money_terms(event.command, event.player_id, event.amount)
+    kind = _KIND_OF.get(type(event))
+    if kind is None:
+        return None
+    player, amount = getattr(event, "player_id", None), getattr(event, "amount", None)
+    if not isinstance(player, str) or not isinstance(amount, int):
+        return None
+    return money_terms(kind, player, amount)
+
+
 def refusal(
     state: TableState | WalletState, command: object, rejection: Rejection
 ) -> tuple[TableState | WalletState, list[RefusalEvent]] | None:
@@ -196,44 +250,49 @@ def remember(  # noqa: PLR0917
     *,
     players: dict[str, str] | None = None,
     player: str | None = None,
+    terms: dict[str, str] | None = None,
+    term: str | None = None,
 ) -> None:
     """``command_id`` decided at ``at`` (its event's time): accepted, or refused with ``code``
-    (kept in ``refused``), for ``player`` (kept in ``players``: ``player_share``); the ids
-    decided longer than ``kept_for(retention)`` before ``at`` are let go (they are kept
-    oldest first). ``accepted`` holds every kept id, the refused ones too (a release that
-    knows no refusals refuses their copies ``already_applied``)."""
+    (kept in ``refused``), for ``player`` (kept in ``players``: ``player_share``), on ``term``
+    (kept in ``terms``: ``money_terms``); the ids decided longer than ``kept_for(retention)``
+    before ``at`` are let go (they are kept oldest first). ``accepted`` holds every kept id,
+    the refused ones too (a release that knows no refusals refuses their copies
+    ``already_applied``)."""
     accepted.pop(command_id, None)
     accepted[command_id] = at
-    if refused is not None:
-        refused.pop(command_id, None)
-        if code is not None:
-            refused[command_id] = code
-    if players is not None:
-        players.pop(command_id, None)
-        if player is not None:
-            players[command_id] = player
-    forget_before(accepted, at, retention, refused, players)
+    _note(refused, command_id, code)
+    _note(players, command_id, player)
+    _note(terms, command_id, term)
+    forget_before(accepted, at, retention, refused, players, terms)
+
+
+def _note(values: dict[str, _V] | None, command_id: str, value: _V | None) -> None:
+    """What ``values`` says of ``command_id`` is now ``value`` (nothing if None)."""
+    if values is not None:
+        values.pop(command_id, None)
+        if value is not None:
+            values[command_id] = value
 
 
 def forget_before(
     accepted: dict[str, datetime],
     at: datetime,
     retention: timedelta,
-    refused: dict[str, RejectionCode] | None = None,
-    players: dict[str, str] | None = None,
+    *kept_with: dict[str, Any] | None,
 ) -> None:
     """Let go of the ids decided longer than ``kept_for(retention)`` before ``at`` (the
-    time of a stream's event: every event moves the horizon, replayed as written)."""
+    time of a stream's event: every event moves the horizon, replayed as written), and of
+    what ``kept_with`` (``refused``, ``players``, ``terms``) says of them."""
     horizon = at - kept_for(retention)
     while accepted:
         oldest = next(iter(accepted))
         if accepted[oldest] >= horizon:
             return
         del accepted[oldest]
-        if refused:
-            refused.pop(oldest, None)
-        if players:
-            players.pop(oldest, None)
+        for values in kept_with:
+            if values:
+                values.pop(oldest, None)
 
 
 def player_share(limit: int, seats: int) -> int:
@@ -294,17 +353,21 @@ class Kept:
     """how many of them are the command's player's own (``kept_for_player``)"""
     player_limit: int | None = None
     """how many the command's player may have (``player_share``); None: no such share"""
+    terms: Mapping[str, str] = field(default_factory=dict)
+    """the terms of those of them whose terms are known (``money_terms``)"""
 
 
-def check(
+def check(  # noqa: PLR0917
     kept: Kept,
     command_id: str,
     sent_at: datetime | None,
     now: datetime,
     arrived_at: datetime,
+    terms: str | None = None,
 ) -> Rejection | None:
-    """Whether a platform money command may be decided: not a copy of one the stream decided,
-    not issued too long ago, not issued ahead of the clock, and room to keep its id.
+    """Whether a platform money command may be decided: not a copy of one the stream decided
+    (nor another command under its id: ``terms``, the command's, against the kept ones), not
+    issued too long ago, not issued ahead of the clock, and room to keep its id.
 
     ``now`` is the latest of the handler's clock and the stream's last event (another
     handler's clock may have run ahead, and forgotten ids by it); ``arrived_at`` when the
@@ -319,6 +382,14 @@ def check(
     # kept in the window under the id, was given to every copy after it (a ledger review).
     first = kept.decided.get(command_id)
     if first is not None and now <= first + kept_for(retention):  # (else as if let go)
+        known = kept.terms.get(command_id)
+        if known is not None and terms is not None and known != terms:
+            return Rejection(
+                code="malformed",
+                message=f"command id {command_id} was used at this stream at "
+                f"{first.isoformat()} by another command (its kind, player or amount differ): "
+                "a copy must be the same command, and each command needs an id of its own",
+            )
         return _copy(kept, command_id, first)
     if sent_at is not None:
         if sent_at > arrived_at + SENT_AHEAD:

@@ -1,0 +1,170 @@
+"""A kept platform money id is the command's, not any command's: after its answer has left the
+idempotency window, a copy is refused ``already_applied`` (or its first refusal again), and
+another command sent under the id (another kind, player or amount) is refused ``malformed``,
+as the window refuses one whose fields differ. Before, a platform that reused an id for a
+withdrawal of 60 was told ``already_applied`` where 50 had left the stream, and booked 60."""
+
+from __future__ import annotations
+
+from datetime import timedelta
+
+from blackjack.command_handler.snapshots import SnapshotCodec
+from blackjack.domain import commands as cmd
+from blackjack.domain import platform_money
+from blackjack.domain.state import TableState
+from blackjack.domain.wallet import BuyIn, WalletDeposit, WalletWithdraw
+from tests.unit.test_handler_signed_replay import resealed, sealed_body
+from tests.unit.test_platform_money import (
+    PLAYER,
+    RETENTION,
+    SOLO,
+    START,
+    WALLET,
+    WINDOW,
+    Harness,
+    code,
+    deposit,
+    rebuilt_from,
+)
+
+
+def test_the_check_tells_another_command_from_a_copy_by_its_terms() -> None:
+    first = platform_money.money_terms("WalletWithdraw", PLAYER, 50)
+    kept = platform_money.Kept({"out-1": START}, {}, RETENTION, terms={"out-1": first})
+
+    def check(terms: str | None) -> str | None:
+        refusal = platform_money.check(kept, "out-1", None, START, START, terms)
+        return None if refusal is None else refusal.code
+
+    assert check(first) == "already_applied"
+    assert check(platform_money.money_terms("WalletWithdraw", PLAYER, 60)) == "malformed"
+    assert check(platform_money.money_terms("WalletDeposit", PLAYER, 50)) == "malformed"
+    assert check(platform_money.money_terms("WalletWithdraw", "gus", 50)) == "malformed"
+    unknown = platform_money.Kept({"out-1": START}, {}, RETENTION)  # kept by a release before
+    refusal = platform_money.check(unknown, "out-1", None, START, START, first)
+    assert refusal is not None and refusal.code == "already_applied"
+
+
+def test_another_withdrawal_under_a_kept_id_is_refused_and_changes_nothing() -> None:
+    h = Harness()
+    h.send(WALLET, deposit(1_000), "pay-1")
+    assert h.send(WALLET, WalletWithdraw(player_id=PLAYER, amount=50), "out-1").status == (
+        "accepted"
+    )
+    h.other_commands()
+    assert "out-1" not in h.store.streams[WALLET].results
+    sequence = h.store.streams[WALLET].sequence
+    other = h.send(WALLET, WalletWithdraw(player_id=PLAYER, amount=60), "out-1")
+    assert code(other) == "malformed" and not h.handled[-1].duplicate
+    assert other.rejection is not None and "another command" in other.rejection.message
+    assert h.handled[-1].events == [] and h.store.streams[WALLET].sequence == sequence
+    assert h.wallet().balance == 950
+    # not remembered: the id stays the first command's, whose copy is still told as one
+    assert "out-1" not in h.store.streams[WALLET].results
+    copy = h.send(WALLET, WalletWithdraw(player_id=PLAYER, amount=50), "out-1")
+    assert code(copy) == "already_applied" and h.handled[-1].duplicate
+    assert h.wallet().balance == 950
+
+
+def test_another_command_under_a_refused_id_is_refused_not_given_the_refusal() -> None:
+    h = Harness()
+    h.send(WALLET, deposit(100), "pay-1")
+    refused = h.send(WALLET, WalletWithdraw(player_id=PLAYER, amount=300), "out-1")
+    assert code(refused) == "insufficient_funds"
+    h.other_commands()
+    other = h.send(WALLET, WalletWithdraw(player_id=PLAYER, amount=30), "out-1")
+    assert code(other) == "malformed" and h.wallet().balance == 100
+    copy = h.send(WALLET, WalletWithdraw(player_id=PLAYER, amount=300), "out-1")
+    assert code(copy) == "insufficient_funds" and h.handled[-1].duplicate
+
+
+def test_at_a_table_another_player_or_amount_under_a_kept_id_is_refused() -> None:
+    h = Harness()
+    h.send(SOLO, cmd.OpenTable(variant="atlantic-city"))
+    h.send(SOLO, cmd.SitDown(player_id=PLAYER))
+    assert h.send(SOLO, cmd.Deposit(player_id=PLAYER, amount=500), "in-1").status == "accepted"
+    assert h.send(SOLO, cmd.Withdraw(player_id=PLAYER, amount=200), "out-1").status == ("accepted")
+    for _ in range(WINDOW + 2):
+        h.send(SOLO, cmd.Withdraw(player_id=PLAYER, amount=10**9))  # refused, remembered
+    for _ in range(WINDOW // 2 + 1):  # accepted, remembered: a cent paid in and out
+        for command in (cmd.Deposit, cmd.Withdraw):
+            assert h.send(SOLO, command(player_id=PLAYER, amount=1)).status == "accepted"
+    assert not {"in-1", "out-1"} & set(h.store.streams[SOLO].results)
+    others = [
+        h.send(SOLO, cmd.Deposit(player_id=PLAYER, amount=501), "in-1"),
+        h.send(SOLO, cmd.Withdraw(player_id=PLAYER, amount=199), "out-1"),
+        h.send(SOLO, cmd.Deposit(player_id=PLAYER, amount=200), "out-1"),  # another kind
+    ]
+    assert [code(o) for o in others] == ["malformed"] * 3
+    copies = [
+        h.send(SOLO, cmd.Deposit(player_id=PLAYER, amount=500), "in-1"),
+        h.send(SOLO, cmd.Withdraw(player_id=PLAYER, amount=200), "out-1"),
+    ]
+    assert [code(c) for c in copies] == ["already_applied"] * 2
+    state = h.store.streams[SOLO].state
+    assert isinstance(state, TableState) and state.players[PLAYER].balance == 300
+
+
+def test_every_kind_s_terms_are_read_alike_from_the_command_and_from_its_event() -> None:
+    """What the live handler keeps (from the event it writes) is what a copy is compared
+    with (from the command): for every platform money command, accepted or refused."""
+    h = Harness()
+    h.send(SOLO, cmd.OpenTable(variant="atlantic-city-multi"))
+    h.send(SOLO, cmd.SitDown(player_id=PLAYER))
+    h.send("solo-2", cmd.OpenTable(variant="atlantic-city"))
+    h.send("solo-2", cmd.SitDown(player_id=PLAYER))
+    sent = {
+        WALLET: [
+            ("w-in", WalletDeposit(player_id=PLAYER, amount=1_000, currency="USD")),
+            ("w-out", WalletWithdraw(player_id=PLAYER, amount=100)),
+            ("w-out-no", WalletWithdraw(player_id=PLAYER, amount=10**9)),
+            ("buy", BuyIn(player_id=PLAYER, table_id=SOLO, amount=300)),
+            ("buy-no", BuyIn(player_id=PLAYER, table_id=SOLO, amount=10**9)),
+            ("w-in-no", WalletDeposit(player_id=PLAYER, amount=1, currency="EUR")),
+        ],
+        "solo-2": [
+            ("t-in", cmd.Deposit(player_id=PLAYER, amount=500)),
+            ("t-out", cmd.Withdraw(player_id=PLAYER, amount=200)),
+            ("t-out-no", cmd.Withdraw(player_id=PLAYER, amount=10**9)),
+            ("t-in-no", cmd.Deposit(player_id="gus", amount=5)),
+        ],
+    }
+    for stream_id, commands in sent.items():
+        for command_id, command in commands:
+            h.send(stream_id, command, command_id)
+        live = h.store.streams[stream_id]
+        expected = {i: platform_money.command_terms(c) for i, c in commands}
+        assert live.money_terms == expected
+        assert set(live.money_refused) == {i for i, _ in commands if i.endswith("-no")}
+        codec = SnapshotCodec(b"s" * 32)
+        for opened in (rebuilt_from(h.events_of(stream_id)), codec.decode(codec.encode(live))):
+            assert opened.money_terms == live.money_terms
+
+
+def test_terms_are_let_go_with_their_ids() -> None:
+    h = Harness()
+    h.send(WALLET, deposit(), "pay-1")
+    h.now = START + platform_money.kept_for(RETENTION) + timedelta(seconds=1)
+    h.send(WALLET, deposit(), "pay-2")
+    live = h.store.streams[WALLET]
+    assert list(live.money) == list(live.money_terms) == ["pay-2"]
+
+
+def test_a_snapshot_from_before_the_terms_tells_its_ids_by_the_id_alone() -> None:
+    h = Harness()
+    h.send(WALLET, deposit(1_000), "pay-1")
+    h.send(WALLET, WalletWithdraw(player_id=PLAYER, amount=50), "out-1")
+    h.other_commands()
+    codec = SnapshotCodec(b"s" * 32)
+    record, body = sealed_body(codec.encode(h.store.streams[WALLET]))
+    del body["money_terms"]
+    opened = codec.decode(resealed(record, body))
+    assert "out-1" in opened.money and not opened.money_terms
+    fresh = Harness()
+    fresh.now = h.now
+    fresh.store.streams[WALLET] = opened
+    other = fresh.send(WALLET, WalletWithdraw(player_id=PLAYER, amount=60), "out-1")
+    assert code(other) == "already_applied" and fresh.wallet().balance == 950
+    # the ids after it are kept with their terms again
+    fresh.send(WALLET, WalletWithdraw(player_id=PLAYER, amount=5), "out-2")
+    assert set(fresh.store.streams[WALLET].money_terms) == {"out-2"}
