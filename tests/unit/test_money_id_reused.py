@@ -113,7 +113,7 @@ def test_every_kind_s_terms_are_read_alike_from_the_command_and_from_its_event()
     h.send(SOLO, cmd.SitDown(player_id=PLAYER))
     h.send("solo-2", cmd.OpenTable(variant="atlantic-city"))
     h.send("solo-2", cmd.SitDown(player_id=PLAYER))
-    sent = {
+    sent: dict[str, list[tuple[str, object]]] = {
         WALLET: [
             ("w-in", WalletDeposit(player_id=PLAYER, amount=1_000, currency="USD")),
             ("w-out", WalletWithdraw(player_id=PLAYER, amount=100)),
