@@ -191,6 +191,35 @@ async def test_the_lag_counts_from_where_the_consumer_reads_on_past_the_markers(
     await asyncio.wait_for(positions._lag_watch, 5)
 
 
+class Begun(Watched):
+    """A consumer of a log whose first records were deleted: it begins at ``start``."""
+
+    def __init__(self, start: int) -> None:
+        super().__init__()
+        self.start = start
+
+    async def beginning_offsets(self, tps: list[TopicPartition]) -> dict[TopicPartition, int]:
+        return dict.fromkeys(tps, self.start)
+
+
+async def test_a_partition_with_no_stored_position_lags_by_its_whole_log() -> None:
+    """No position stored yet (nothing folded from it: a new partition, a worker failing at
+    its first record): the partition is folded from the log's start, and all of it is behind.
+    It had no lag series at all, which no alert sees."""
+    consumer, store = Begun(start=10), AskedStore({})
+    positions = SeekToStoredPositions(store, lambda: consumer, lag_every=0.01)  # type: ignore[arg-type]
+    await positions.on_partitions_assigned({P0})
+    store.asked.clear()  # the assignment's own read
+    await asyncio.wait_for(store.asked.wait(), 5)
+    store.asked.clear()  # a whole turn of the watch, its figure set
+    await asyncio.wait_for(store.asked.wait(), 5)
+    assert lag(P0) == 100 - 10
+    assert (TOPIC, 0) not in positions.known  # none stored: none made up
+    consumer._closed = True
+    assert positions._lag_watch is not None
+    await asyncio.wait_for(positions._lag_watch, 5)
+
+
 def lag(tp: TopicPartition) -> float:
     return (
         REGISTRY.get_sample_value(

@@ -170,15 +170,23 @@ class SeekToStoredPositions(ConsumerRebalanceListener):  # type: ignore[misc]
             except Exception as error:  # the broker: next time
                 log.info("lag not measured", error=f"{type(error).__name__}: {error}")
                 continue
+            starts: dict[tuple[str, int], int] = {}
             try:
-                self.known.update(await self.writer.stored_positions())
+                stored = await self.writer.stored_positions()
             except Exception as error:  # the store: the lag grows from the last positions known
                 if self.health is not None and is_store_outage(error):
                     store_failed(self.health, error)
                 else:
                     log.info("positions not read", error=f"{type(error).__name__}: {error}"[:300])
+            else:
+                self.known.update(stored)
+                # None stored: folded from the log's start (``sync``), all of it behind (a
+                # worker failing at a partition's first record showed no lag at all)
+                unstored = [tp for tp in ends if (tp.topic, tp.partition) not in self.known]
+                starts = await _log_starts(consumer, unstored)
             for tp, end in ends.items():
-                position = self.known.get((tp.topic, tp.partition))
+                key = (tp.topic, tp.partition)
+                position = self.known.get(key, starts.get(key))
                 if tp in self.assigned and position is not None:  # revoked: its owner reports
                     position = max(position, await self.handed_out(consumer, tp))
                     LAG.labels(tp.topic, str(tp.partition)).set(max(end - position, 0))
@@ -462,3 +470,17 @@ def _rewind(consumer: AIOKafkaConsumer, records: list[Record]) -> None:
             consumer.seek(TopicPartition(topic, partition), offset)
         except Exception:  # the partition went to another worker, which seeks for itself
             log.info("not rewound: partition no longer assigned", topic=topic, partition=partition)
+
+
+async def _log_starts(
+    consumer: AIOKafkaConsumer, partitions: list[TopicPartition]
+) -> dict[tuple[str, int], int]:
+    """Where ``partitions`` begin (a partition with no stored position is sought there)."""
+    if not partitions:
+        return {}
+    try:
+        begins = await consumer.beginning_offsets(partitions)
+    except Exception as error:  # the broker: next time
+        log.info("lag not measured", error=f"{type(error).__name__}: {error}"[:300])
+        return {}
+    return {(tp.topic, tp.partition): offset for tp, offset in begins.items()}
