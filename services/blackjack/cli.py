@@ -100,6 +100,28 @@ def build_parser() -> argparse.ArgumentParser:
     return parser
 
 
+SERVICES = {("serve",), ("handler",), ("projections", "run")}
+"""The long-running commands: they take the stop signals held while importing (and stop
+cleanly), and log JSON lines on stdout (a one-shot command's stdout is its answer)."""
+
+
+def log_fatal(error: Exception) -> None:
+    """A service that cannot start or go on (``serve``, ``handler``, ``projections run``) says
+    why in its log too, a JSON line on stdout as all its others, for the log pipeline that
+    reads them and alerts on ``critical``: the line on stderr alone was plain text."""
+    import structlog
+
+    from blackjack.configuration import ConfigurationError
+    from blackjack.observability.logging import configure_logging
+
+    try:
+        configure_logging(os.environ.get("BLACKJACK_LOG_LEVEL", "INFO"))
+    except ConfigurationError:  # the level refused (what this says, perhaps): the default
+        configure_logging()
+    code = getattr(error, "exit_code", 1)
+    structlog.get_logger().critical("cannot go on", error=str(error), exit_code=code)
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     # First: the imports of a command take seconds, and a SIGTERM meanwhile ended Python
     # itself (status 143); ``serve``, ``handler`` and ``projections run`` take it and stop
@@ -110,13 +132,17 @@ def main(argv: Sequence[str] | None = None) -> int:
 
     log_to_stderr()  # stdout is the command's answer; `serve` and the workers log JSON there
 
+    words = [word for word in (sys.argv[1:] if argv is None else argv) if word[:1] != "-"]
+    service = tuple(words[:1]) in SERVICES or tuple(words[:2]) in SERVICES
     try:  # the parser's defaults read settings too
         args = build_parser().parse_args(argv)
-        if not getattr(args, "takes_held_signals", False):
+        if not service:
             release()
         code: int = args.handler(args)
     except ConfigurationError as error:
         print(f"blackjack: {error}", file=sys.stderr)
+        if service:
+            log_fatal(error)
         return error.exit_code
     except BrokenPipeError:
         # `blackjack scenario FILE | head`: the reader stopped reading. Exit as a program that

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import argparse
 import io
+import json
 import sqlite3
 import sys
 from pathlib import Path
@@ -44,9 +45,17 @@ def test_a_bad_setting_is_named_in_one_line(
     for name, value in env.items():
         monkeypatch.setenv(name, value)
     assert main(["handler"]) == 2
-    error = capsys.readouterr().err
+    said = capsys.readouterr()
+    error = said.err
     assert named in error and "Traceback" not in error
     assert error.count("\n") == 1
+    # and in the service's log, a JSON line as all its others (the SRE review: plain text
+    # on stderr was all a log pipeline alerting on ``critical`` had of a handler that exits)
+    [line] = said.out.splitlines()
+    logged = json.loads(line)
+    assert (logged["level"], logged["event"]) == ("critical", "cannot go on")
+    assert logged["exit_code"] == 2
+    assert logged["error"] == error.removeprefix("blackjack: ").rstrip("\n")
 
 
 @pytest.mark.parametrize("command", [["serve"], ["handler"], ["projections", "run"]])
@@ -62,11 +71,23 @@ def test_a_log_level_not_known_is_a_setting_named_in_one_line(
     monkeypatch.setenv("BLACKJACK_LOG_LEVEL", "LOUD")
     monkeypatch.setenv("BLACKJACK_DB_URL", f"sqlite+aiosqlite:///{tmp_path}/read.db")
     assert main(command) == 2
-    error = capsys.readouterr().err
-    assert error == (
+    said = capsys.readouterr()
+    assert said.err == (
         "blackjack: BLACKJACK_LOG_LEVEL (or --log-level) cannot be 'LOUD': one of DEBUG, INFO, "
         "WARNING, ERROR, CRITICAL\n"
     )
+    [line] = said.out.splitlines()  # logged at the default level, the one asked for refused
+    assert json.loads(line)["error"].startswith("BLACKJACK_LOG_LEVEL (or --log-level) cannot")
+
+
+def test_a_one_shot_command_s_bad_setting_is_not_logged_on_its_answer(
+    monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """A one-shot command's stdout is its answer: the refusal is the stderr line alone."""
+    monkeypatch.setenv("BLACKJACK_AUDIT_KEY", "abc")
+    assert main(["replay", "table-1:1"]) == 2
+    said = capsys.readouterr()
+    assert said.out == "" and "BLACKJACK_AUDIT_KEY" in said.err
 
 
 @pytest.mark.parametrize("port", ["abc", "0", "70000"])

@@ -54,12 +54,12 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
         "`blackjack projections run --http`)",
     )
     # both stop cleanly on a SIGTERM that came while they were importing (blackjack.stopping)
-    serve.set_defaults(handler=_serve, takes_held_signals=True)
+    serve.set_defaults(handler=_serve)
     handler = sub.add_parser("handler", help="run the command handler alone (no HTTP)")
     handler.add_argument(
         "--log-level", default=os.environ.get("BLACKJACK_LOG_LEVEL", "INFO"), help=LOG_LEVEL_HELP
     )
-    handler.set_defaults(handler=_handler, takes_held_signals=True)
+    handler.set_defaults(handler=_handler)
     asyncapi = sub.add_parser("asyncapi", help="check (or --write) schemas/asyncapi.json")
     asyncapi.add_argument(
         "--write",

@@ -474,7 +474,7 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
         default=os.environ.get("BLACKJACK_LOG_LEVEL", "INFO"),
         help="DEBUG, INFO, WARNING, ... (default: BLACKJACK_LOG_LEVEL, else INFO)",
     )
-    run.set_defaults(handler=_run, takes_held_signals=True)  # a SIGTERM while importing: exit 0
+    run.set_defaults(handler=_run)  # a SIGTERM while importing: exit 0 (cli.SERVICES)
     migrate = commands.add_parser("migrate", help="create or upgrade the store's tables")
     add_store_options(migrate, reads_the_broker=False)
     migrate.set_defaults(handler=_migrate)
