@@ -113,6 +113,38 @@ async def answers_while_waiting(base: str) -> None:
         assert 'blackjack_partitions{status="ready"} 0.0' in metrics.text
 
 
+async def test_a_worker_waiting_for_its_brokers_answers_queries_from_its_store(
+    kafka_space: Any, tmp_path: Path
+) -> None:
+    """Its store migrated, a projection worker answers its query API while it waits for
+    Kafka (from what it has folded), as one running through a Kafka outage does: ready, its
+    projections ``connecting``, alive and saying what it waits for. It answered 503 (an SRE
+    review: a worker restarted during a Kafka outage left its service, where one running
+    through it stayed in)."""
+    space: KafkaSpace = await kafka_space(partitions=1)
+    port = free_port()
+    env = space.env(
+        BLACKJACK_KAFKA_BOOTSTRAP=f"127.0.0.1:{free_port()}",  # nothing listens
+        BLACKJACK_DB_URL=f"sqlite+aiosqlite:///{tmp_path / 'read.db'}",
+    )
+    process = await start(["projections", "run", "--http", f"127.0.0.1:{port}"], env)
+    try:
+        await lines_until(process, WAITING)  # (the store migrated before)
+        async with httpx.AsyncClient(base_url=f"http://127.0.0.1:{port}", timeout=5) as http:
+            alive = await http.get("/healthz")
+            assert alive.json() == {"status": "starting", "waiting_for": "kafka"}
+            ready = await http.get("/readyz")
+            assert ready.status_code == 200, ready.text
+            assert ready.json()["projections"]["status"] == "connecting"
+            table = await http.get("/v1/tables/no-such-table")
+            assert table.status_code == 404 and table.json()["error"]["code"] == "unknown_table"
+        await stopped_cleanly(process)
+    finally:
+        if process.returncode is None:
+            process.kill()
+            await process.wait()
+
+
 async def test_a_handler_started_before_its_broker_takes_commands_once_it_answers(
     kafka_space: Any,
 ) -> None:

@@ -116,7 +116,8 @@ async def test_a_worker_started_before_its_database_waits_ready_for_nothing_then
         process = start_worker(worker_env(events_topic, gated), port, log)
         try:
             async with httpx.AsyncClient(base_url=f"http://127.0.0.1:{port}", timeout=10) as http:
-                assert (await answer(http, "/healthz", 200)).json() == {"status": "ok"}
+                alive = (await answer(http, "/healthz", 200)).json()
+                assert alive == {"status": "starting", "waiting_for": "read model"}
                 waiting = (await answer(http, "/readyz", 503)).json()
                 assert waiting["status"] == "starting"
                 assert waiting["projections"]["store"]["status"] == "unreachable"
@@ -131,6 +132,7 @@ async def test_a_worker_started_before_its_database_waits_ready_for_nothing_then
                 assert ready["status"] == "ready"
                 await answer(http, "/v1/tables/startup-table", 200)
                 await folded_up_to(url, ends)
+                assert (await answer(http, "/healthz", 200)).json() == {"status": "ok"}
             text = await stopped_cleanly(process, log)
         finally:
             if process.poll() is None:

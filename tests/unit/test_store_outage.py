@@ -318,9 +318,21 @@ async def test_a_starting_worker_is_alive_but_not_ready_and_its_query_api_waits(
             assert query.status_code == 503
             assert query.json()["error"]["code"] == "store_unavailable"
             await store.migrate()
-            health.started()
-            assert (await http.get("/readyz")).json()["status"] == "ready"
+            health.store_migrated()  # as ``worker.migrated`` says once it has
+            # Its query API answers from here, while the worker waits for Kafka, as it does
+            # when Kafka goes away later (503 before: a worker restarted during a Kafka
+            # outage was out of its service where one running through it stayed in).
+            connecting = await http.get("/readyz")
+            assert connecting.status_code == 200 and connecting.json()["status"] == "ready"
+            assert connecting.json()["projections"]["status"] == "connecting"
             assert (await http.get("/v1/players/a/wallet")).status_code == 404
+            health.waiting_for = "kafka"
+            alive = (await http.get("/healthz")).json()
+            assert alive == {"status": "starting", "waiting_for": "kafka"}
+            health.started()
+            ready = (await http.get("/readyz")).json()
+            assert ready["status"] == "ready" and ready["projections"]["status"] == "folding"
+            assert (await http.get("/healthz")).json() == {"status": "ok"}
     finally:
         await store.close()
 

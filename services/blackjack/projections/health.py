@@ -166,6 +166,11 @@ class FoldHealth:
         self.stuck_after = stuck_after
         self.starting = starting
         """the worker has not migrated its store and joined its group yet"""
+        self.store_ready = not starting
+        """its store is migrated: the query API answers (from what is folded, as it does
+        while Kafka is away later), though the worker may still wait for Kafka"""
+        self.waiting_for: str | None = None
+        """the step of its start it waits on (``/healthz``), while ``starting``"""
         self._failing: dict[Position, Failure] = {}
         self._change = asyncio.Event()
         self.store_outage: StoreOutage | None = None
@@ -293,8 +298,12 @@ class FoldHealth:
         outage = self.store_outage
         return outage is not None and (_now() - outage.last).total_seconds() >= seconds
 
+    def store_migrated(self) -> None:
+        self.store_ready = True
+        self._changed()
+
     def started(self) -> None:
-        self.starting = False
+        self.starting, self.store_ready, self.waiting_for = False, True, None
         self._changed()
 
     def store_answered(self) -> None:
@@ -384,7 +393,7 @@ class FoldHealth:
         if self.fatal_reason is not None:
             status = self.fatal_reason
         elif self.starting:
-            status = "starting"
+            status = "connecting" if self.store_ready else "starting"
         elif self.split:
             status = "split_store"
         elif self.stuck:
@@ -461,22 +470,25 @@ READY_PATH = "/readyz"
 
 
 def probes(health: FoldHealth, fallback: ASGIApp) -> ASGIApp:
-    """``/healthz`` (200 while the process answers) and ``/readyz`` (200 once serving, with
-    the records it is failing or stuck at; 503 while the worker is starting: its store not
-    migrated yet, say because the database is down; 503 while another store in its group
-    folds partitions this one misses); every other request goes to ``fallback``."""
+    """``/healthz`` (200 while the process answers: ``starting`` with the step it waits on,
+    then ``ok``, as ``serve`` says) and ``/readyz`` (200 once its query API answers, with the
+    records it is failing or stuck at, and ``connecting`` while it still waits for Kafka;
+    503 while its store is not migrated yet, say because the database is down; 503 while
+    another store in its group folds partitions this one misses); every other request goes
+    to ``fallback``."""
 
     async def app(scope: Scope, receive: Receive, send: Send) -> None:
         path = scope.get("path") if scope["type"] == "http" else None
         if path == HEALTH_PATH:
-            await _json(send, 200, {"status": "ok"})
+            alive = {"status": "starting", "waiting_for": health.waiting_for}
+            await _json(send, 200, alive if health.starting else {"status": "ok"})
         elif path == READY_PATH:
             if health.fatal_reason is not None:  # stopping: another release's store, a codec
                 status, code = health.fatal_reason, 503
             elif health.split:  # answers wrong data: out of the query API's service
                 status, code = "split_store", 503
             else:
-                status, code = ("starting", 503) if health.starting else ("ready", 200)
+                status, code = ("ready", 200) if health.store_ready else ("starting", 503)
             await _json(send, code, {"status": status, "projections": health.status()})
         else:
             await fallback(scope, receive, send)

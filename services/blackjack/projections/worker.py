@@ -180,7 +180,10 @@ async def run_worker(settings: ProjectionSettings, http: tuple[str, int] | None 
 
     HTTP is served from the start: a worker waiting for its database is alive (``/healthz``
     200) but not ready (``/readyz`` 503 ``starting``, the query API 503), so that a
-    database outage at start-up does not get it restarted over and over by its probes.
+    database outage at start-up does not get it restarted over and over by its probes. Once
+    its store is migrated it is ready and its query API answers, from what is folded, while
+    it waits for Kafka (``connecting``), as it does when Kafka goes away later: a worker
+    restarted during a Kafka outage answered 503 where one running through it answered.
 
     What refuses to start without I/O (a codec missing, an aiokafka the fixes do not know)
     refuses first, before the database is touched (migrated) or HTTP served."""
@@ -205,6 +208,7 @@ async def run_worker(settings: ProjectionSettings, http: tuple[str, int] | None 
     async def step(name: str, running: Awaitable[Any]) -> bool:
         # each start-up step gives way to a stop (or a server that failed), at any point, and
         # is named on /metrics while it waits (the step names of ``serve``'s start)
+        health.waiting_for = name
         with waiting_on(name):
             return await unless_stopped(running, serving)
 
@@ -267,6 +271,7 @@ async def migrated(
             await asyncio.sleep(wait)
         else:
             store_answered(health)
+            health.store_migrated()
             return
 
 
@@ -323,5 +328,5 @@ def http_app(store: ProjectionStore, health: FoldHealth, tokens: ApiTokens = OPE
         tokens=tokens,
         # a worker stopping on a fault (its metrics served a while first) answers no query:
         # the store may be at another revision or folded from another log
-        ready=lambda: not health.starting and health.fatal is None,
+        ready=lambda: health.store_ready and health.fatal is None,
     )
