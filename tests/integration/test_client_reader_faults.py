@@ -10,6 +10,7 @@ import asyncio
 import threading
 import time
 import uuid
+from collections.abc import Awaitable, Callable
 from datetime import UTC, datetime
 from typing import Any
 
@@ -71,6 +72,33 @@ def fail_fetches(client: BlackjackClient, *errors: Exception) -> None:
     consumer.getmany = failing
 
 
+def polls_of(client: BlackjackClient) -> Callable[[int], Awaitable[None]]:
+    """Waits until the client's reader has polled its consumer so many more times."""
+    consumer = client._consumer
+    assert consumer is not None
+    getmany = consumer.getmany
+    polls, polled = 0, asyncio.Event()
+
+    async def counted(*args: Any, **kwargs: Any) -> Any:
+        nonlocal polls
+        try:
+            return await getmany(*args, **kwargs)
+        finally:
+            polls += 1
+            polled.set()
+
+    consumer.getmany = counted
+
+    async def until(more: int) -> None:
+        wanted = polls + more
+        async with asyncio.timeout(WAIT_S):
+            while polls < wanted:
+                polled.clear()
+                await polled.wait()
+
+    return until
+
+
 @pytest.mark.parametrize(
     "error",
     [NotLeaderForPartitionError(), RecordTooLargeError("a record too large")],
@@ -124,8 +152,9 @@ async def test_a_broker_restarted_while_a_result_is_awaited_breaks_no_result(
         await admin.close()
     async with BlackjackClient(private_broker.bootstrap, topics) as client:
         waiting = asyncio.ensure_future(client.result("across", timeout=4 * WAIT_S))
+        polled = polls_of(client)
         await asyncio.to_thread(private_broker.down)
-        await asyncio.sleep(2)  # the reader's fetches fail meanwhile
+        await polled(3)  # the reader's fetches go on, and fail, meanwhile
         await asyncio.to_thread(private_broker.up)
         await write_answer(private_broker.bootstrap, topics.results, "across")
         assert (await waiting).command_id == "across"

@@ -12,7 +12,12 @@ import pytest
 from sqlalchemy import text
 
 from blackjack.projections import schema
-from blackjack.projections.store import LOCK_TIMEOUT_MS, ProjectionStore, is_store_outage
+from blackjack.projections.store import (
+    LOCK_TIMEOUT_MS,
+    ProjectionStore,
+    is_lock_wait,
+    is_store_outage,
+)
 from tests.integration.conftest_projections import StoreFactory, connect_directly
 from tests.unit.test_projection_store import schema_drift
 
@@ -30,9 +35,15 @@ async def test_the_workers_store_bounds_statements_and_locks_and_the_tools_do_no
         async with bounded.reading() as connection:
             shown = [
                 (await connection.execute(text(f"SHOW {name}"))).scalar_one()
-                for name in ("statement_timeout", "lock_timeout")
+                for name in (
+                    "statement_timeout",
+                    "lock_timeout",
+                    "idle_in_transaction_session_timeout",
+                )
             ]
-        assert shown == ["30s", "10s"]
+        # (the last: a worker frozen in the middle of a fold held its row locks, and every
+        # other worker's folds waited, for as long as it stayed frozen: a pause drill)
+        assert shown == ["30s", "10s", "1min"]
         async with tools.reading() as connection:
             assert (await connection.execute(text("SHOW statement_timeout"))).scalar_one() == "0"
 
@@ -50,6 +61,7 @@ async def test_the_workers_store_bounds_statements_and_locks_and_the_tools_do_no
         finally:
             await holder.close()
         assert is_store_outage(failed.value), repr(failed.value)
+        assert is_lock_wait(failed.value)  # logged as a lock another session holds
         assert LOCK_TIMEOUT_MS / 1000 - 1 < waited < LOCK_TIMEOUT_MS / 1000 + 10
     finally:
         await bounded.close()

@@ -13,12 +13,14 @@ from types import SimpleNamespace
 from typing import Any, cast
 
 import pytest
-from aiokafka import AIOKafkaConsumer, ConsumerRecord, TopicPartition
+from aiokafka import AIOKafkaConsumer, AIOKafkaProducer, ConsumerRecord, TopicPartition
 from aiokafka.errors import (
+    IllegalOperation,
     KafkaConnectionError,
     KafkaTimeoutError,
     LeaderNotAvailableError,
     NotEnoughReplicasError,
+    ProducerFenced,
     UnknownTopicOrPartitionError,
 )
 from aiokafka.record.default_records import DefaultRecordBatchBuilder
@@ -642,6 +644,37 @@ async def test_a_partition_whose_ends_are_not_known_is_not_kept_when_revoked() -
     handler._partitions[0] = _Partition(0, tp, "ready", PartitionStore(0, cold=SpilledStreams()))
     await handler._revoke({tp})
     assert not handler._retained
+
+
+async def test_a_fence_the_sender_met_is_counted_a_fence_not_an_abort() -> None:
+    """The background sender met the fence (aiokafka put the transaction in its fatal state);
+    the loop's next ``send`` raised ``IllegalOperation`` ("not in transaction"), which was
+    logged as a failed transaction with its trace, counted ``aborted`` (what
+    ``BlackjackTransactionsAborted`` pages on) and retried after 1 s (a pause drill). The
+    fence is read from the transaction (so it is no "Future exception was never retrieved"
+    at the producer's end either)."""
+    handler = CommandHandler(HandlerConfig(shoe_key_hex=ShoeSeal.new_key_hex(), group_id="g"))
+    handler._consumer = FakeConsumer({})
+    producer = AIOKafkaProducer(bootstrap_servers="127.0.0.1:9", transactional_id="t-0")
+    manager = producer._txn_manager
+    manager.set_pid_and_epoch(1, 0)
+    manager.begin_transaction()
+    manager.fatal_error(ProducerFenced())  # what the sender does on the broker's answer
+    partition = _Partition(0, TopicPartition(TOPIC, 0), "ready", PartitionStore(0))
+    handler._partitions[0] = partition
+    counted = (
+        REGISTRY.get_sample_value("blackjack_transactions_total", {"outcome": "fenced"}) or 0.0
+    )
+    with capture_logs() as logs:
+        refused = IllegalOperation("Can't send messages while not in transaction")
+        await handler._failed(partition, producer, refused)
+    assert partition.status == "fenced"
+    assert (
+        REGISTRY.get_sample_value("blackjack_transactions_total", {"outcome": "fenced"})
+        == counted + 1
+    )
+    assert [e["log_level"] for e in logs] == ["warning"]
+    assert manager.wait_for_transaction_end()._log_traceback is False  # read
 
 
 async def test_a_sweep_under_way_stops_at_a_partition_revoked_meanwhile() -> None:

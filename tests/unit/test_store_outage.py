@@ -22,7 +22,7 @@ from structlog.testing import capture_logs
 from blackjack.api.routes import query_api
 from blackjack.projections import batches, metrics, positions, queries, worker
 from blackjack.projections.health import REPEAT_LOG_EVERY, FoldHealth
-from blackjack.projections.store import ProjectionStore, is_store_outage
+from blackjack.projections.store import ProjectionStore, is_lock_wait, is_store_outage
 from blackjack.projections.writer import Record
 from tests.unit.test_projection_worker import TOPIC, Consumer, Store
 
@@ -359,6 +359,24 @@ def test_sqlite_failures_are_told_apart_by_what_sqlite_says(message: str, outage
     looped for ever 'waiting for the database' and a code bug answered 503 without a trace."""
     error = sql_errors.OperationalError("SELECT 1", None, sqlite3.OperationalError(message))
     assert is_store_outage(error) is outage
+
+
+def test_a_lock_another_session_holds_is_logged_as_such_not_as_the_database_away() -> None:
+    """A pause drill: a worker frozen in the middle of a fold held the positions' locks, and
+    the other worker logged "read model unreachable", sending the on-call to the database."""
+    locked = sql_errors.OperationalError(
+        "UPDATE positions", None, sqlite3.OperationalError("database is locked")
+    )
+    away = sql_errors.OperationalError(
+        "SELECT 1", None, sqlite3.OperationalError("unable to open database file")
+    )
+    assert is_lock_wait(locked) and not is_lock_wait(away)
+    for error, said in ((locked, "read model locked by another session"), (away, "unreachable")):
+        health = FoldHealth()
+        with capture_logs() as logs:
+            health.store_failed(error)
+        assert said in logs[0]["event"] and logs[0]["log_level"] == "error"
+        assert health.status()["status"] == "waiting_for_store"  # an outage all the same
 
 
 async def test_one_failed_batch_is_one_failure_and_one_pause() -> None:

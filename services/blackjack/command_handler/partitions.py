@@ -58,6 +58,21 @@ class _Partition:
     only when it wakes, after another instance wrote there, and kept its stale streams."""
 
 
+def transaction_failure(producer: AIOKafkaProducer) -> BaseException | None:
+    """What failed the producer's transaction in its background sender, as aiokafka keeps it
+    (on its transaction manager's waiter; None when it keeps none, or on an aiokafka shaped
+    otherwise). A fence the sender met shows at the next ``send`` only as ``IllegalOperation``
+    ("not in transaction"), which was counted an abort and retried at once (a pause drill).
+    Read here, it is not reported "Future exception was never retrieved" when the producer
+    is collected, as it was in every woken handler's log."""
+    manager = getattr(producer, "_txn_manager", None)
+    waiting = getattr(manager, "wait_for_transaction_end", None)
+    waiter = waiting() if callable(waiting) else None
+    if isinstance(waiter, asyncio.Future) and waiter.done() and not waiter.cancelled():
+        return waiter.exception()
+    return None
+
+
 @dataclass
 class _Retained:
     store: PartitionStore
@@ -89,6 +104,7 @@ class Partitions:
     async def _close_producer(self, partition: _Partition) -> None:
         producer, partition.producer = partition.producer, None
         if producer is not None:
+            transaction_failure(producer)  # read: not reported when the producer is collected
             with contextlib.suppress(Exception):
                 await producer.stop()
 

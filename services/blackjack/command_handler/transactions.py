@@ -17,7 +17,11 @@ from aiokafka.structs import RecordMetadata
 from blackjack.bus.header_names import header_name_not_utf8
 from blackjack.bus.headers import COMMAND_OFFSET_HEADER
 from blackjack.command_handler.checkpointing import Checkpointing
-from blackjack.command_handler.partitions import RETRY_AFTER_FAILURE_S, _Partition
+from blackjack.command_handler.partitions import (
+    RETRY_AFTER_FAILURE_S,
+    _Partition,
+    transaction_failure,
+)
 from blackjack.command_handler.processor import Handled
 from blackjack.command_handler.reading import Inbound
 from blackjack.command_handler.snapshots import SIGNED_CHECKPOINTS_MARK
@@ -163,7 +167,9 @@ class Transactions(Checkpointing):
         self, partition: _Partition, producer: AIOKafkaProducer, error: Exception
     ) -> None:
         """A transaction that did not commit: the partition is rebuilt from Kafka."""
-        if isinstance(error, ProducerFenced):
+        if isinstance(error, ProducerFenced) or isinstance(
+            transaction_failure(producer), ProducerFenced
+        ):
             metrics.TRANSACTIONS.labels("fenced").inc()
             # the broker says the same when it aborted a transaction that outlived its
             # timeout (a paused process) as when another instance took the partition

@@ -41,6 +41,7 @@ from blackjack.projections.other_log import StoreOfAnotherLog
 from blackjack.projections.revision import SchemaMismatch
 from blackjack.projections.settings import DEFAULT_STUCK_AFTER
 from blackjack.projections.split import Behind
+from blackjack.projections.store import is_lock_wait
 from blackjack.projections.views import ProjectionError
 from blackjack.projections.writer import Position, Record
 
@@ -279,7 +280,14 @@ class FoldHealth:
         last = self.store_outage
         if last is None:
             self.store_outage = StoreOutage(_now(), 1, reason, _now(), type(error).__name__)
-            log.error("read model unreachable; folding waits for it", exc_info=error)
+            if is_lock_wait(error):
+                log.error(
+                    "read model locked by another session (another worker in the middle of a "
+                    "fold, frozen perhaps, or a lock taken by hand); folding waits for it",
+                    exc_info=error,
+                )
+            else:
+                log.error("read model unreachable; folding waits for it", exc_info=error)
         else:
             self.store_outage = replace(
                 last,

@@ -37,11 +37,16 @@ STATEMENT_TIMEOUT_MS: Final = 30_000
 LOCK_TIMEOUT_MS: Final = 10_000
 POOL_TIMEOUT_S: Final = 10
 MIGRATION_LOCK_TIMEOUT: Final = "5min"
+IDLE_IN_TRANSACTION_TIMEOUT_MS: Final = 60_000
 """On PostgreSQL no statement runs longer, no lock is waited for longer and no connection is
 waited for longer than these: a table locked by hand or a database that no longer answers is
 then an error the worker retries and reports, and the query API answers 503, instead of a
 fold or a request that hangs without a trace (a fault drill held a lock for 60 s: every query
-hung 60 s, the worker stopped folding and nothing said so)."""
+hung 60 s, the worker stopped folding and nothing said so). A session idle in a transaction
+longer than ``IDLE_IN_TRANSACTION_TIMEOUT_MS`` is ended by the server: a worker frozen in the
+middle of a fold (SIGSTOP, a paused VM; the kernel answers its keepalives) held the positions'
+row locks, and every other worker's folds waited on them, for as long as it stayed frozen (a
+pause drill; a fold never waits on anything but the database inside its transaction)."""
 
 _OUTAGE_SQLSTATE_CLASSES: Final = frozenset({"08", "53", "57"})
 """connection exceptions, insufficient resources (too many connections), operator intervention
@@ -63,6 +68,16 @@ STORE_UNREACHABLE: Final = (
     sql_errors.InterfaceError,
     sql_errors.TimeoutError,
 )
+
+
+def is_lock_wait(error: BaseException) -> bool:
+    """Whether ``error`` is a wait for a lock another session holds that timed out (another
+    worker in the middle of a fold, a lock taken by hand), not the database being away."""
+    orig = getattr(error, "orig", None)
+    if isinstance(orig, sqlite3.Error):
+        return "database is locked" in str(orig).lower()
+    state = getattr(orig, "sqlstate", None) or getattr(orig, "pgcode", None)
+    return state == "55P03"
 
 
 def is_store_outage(error: BaseException) -> bool:
@@ -184,6 +199,7 @@ class ProjectionStore:
             settings = {
                 "statement_timeout": str(STATEMENT_TIMEOUT_MS),
                 "lock_timeout": str(LOCK_TIMEOUT_MS),
+                "idle_in_transaction_session_timeout": str(IDLE_IN_TRANSACTION_TIMEOUT_MS),
             }
             # The server's timeouts need a server that answers; a host gone silent is bounded
             # on this side (a statement's limit and a little more, a connection's 10 s).
