@@ -650,7 +650,7 @@ async def verify_stream(
         # one answer to each sending: the clock's commands of a handler woken from a freeze
         # are sent again under their ids (copies, answered as such) before it learns that
         # its partitions were taken (a pause drill)
-        sent = sendings[cid]
+        sent = max(sendings[cid], 2 if cid in resent else 1)  # (a resend may not read)
         assert len(answers) <= sent, f"{cid}: {len(answers)} results to {sent} sending(s)"
         assert cid not in resent or len(answers) == 2, f"{cid}: {len(answers)} results"
         assert all(a == answers[0] for a in answers)

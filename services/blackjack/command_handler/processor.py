@@ -284,7 +284,7 @@ class Processor(Deciding):
         kind = str(envelope.command.type)
         if another_player_s(original, envelope.command, signed):
             by = "another player's command: each command needs an id of its own"
-        elif another_command(stream, envelope.command_id, digest):
+        elif self._another_command(stream, envelope, digest, signed):
             by = (
                 "another command (its fields differ): a copy must be the same command, and "
                 "each command needs an id of its own"
@@ -298,6 +298,26 @@ class Processor(Deciding):
         return Handled(
             result=result, command_type=kind, outgoing=[self._result_record(result, key, partition)]
         )
+
+    @staticmethod
+    def _another_command(
+        stream: Stream | None, envelope: CommandEnvelope, digest: str | None, signed: bool
+    ) -> bool:
+        """Whether a command under an id its stream answered is another command. A platform
+        money command whose id the stream keeps is told by its terms, as after the window
+        (``platform_money.another_command``): a copy's fields may differ (a table deposit
+        that names the table's currency, one that does not), and the answer a late copy was
+        given is kept under the copy's digest, not the first command's, which refused the
+        first command's own copies after it (a ledger review)."""
+        command = envelope.command
+        if stream is not None and platform_money.is_platform_money(command, signed):
+            kept = platform_money.Kept(stream.money, stream.money_refused, terms=stream.money_terms)
+            differs = platform_money.another_command(
+                command, envelope.command_id, stream.state, kept
+            )
+            if differs is not None:
+                return differs
+        return another_command(stream, envelope.command_id, digest)
 
     def _late_platform_money(
         self,
@@ -347,8 +367,10 @@ class Processor(Deciding):
             player_limit=share,
             terms=stream.money_terms,
         )
-        terms = platform_money.command_terms(command)
-        return platform_money.check(kept, envelope.command_id, sent_at, latest, arrived, terms)
+        another = platform_money.another_command(command, envelope.command_id, state, kept)
+        return platform_money.check(
+            kept, envelope.command_id, sent_at, latest, arrived, another=another is True
+        )
 
     def _round_missing(self, command: StreamCommand, signed: bool) -> Rejection | None:
         """``BLACKJACK_COMMAND_ROUND=required``: a command that acts in a round and does not

@@ -370,25 +370,22 @@ class SnapshotCodec:
         # a wait longer than it was).
         active = body.get("active_at", stream.touched_at)
         stream.active_at = None if active is None else _MOMENT.validate_python(active)
-        if "money" in body and "money_refused" in body:
-            stream.money = dict(_MONEY.validate_python(body["money"]))
-            money = stream.money
+        money = dict(_MONEY.validate_python(body.get("money", {})))
+        terms = _DIGESTS.validate_python(body.get("money_terms", []))
+        if "money" in body and "money_refused" in body and len(terms) == len(money):
+            stream.money = money
             refused = _places_of(money, body["money_refused"], _MONEY_REFUSED, "money_refused")
             stream.money_refused = refused
             # (absent from older snapshots: a player's ids counted from the next event on)
             players = body.get("money_players", {})
             stream.money_players = _places_of(money, players, _MONEY_PLAYERS, "money_players")
-            # (absent from older snapshots: their ids are told by the id alone)
-            terms = _DIGESTS.validate_python(body.get("money_terms", [None] * len(money)))
-            if len(terms) != len(money):
-                raise SnapshotError("money_terms does not follow money")
             stream.money_terms = {
                 command_id: term
                 for command_id, term in zip(money, terms, strict=True)
                 if term is not None
             }
-        else:  # written before the ids (or the refused ones) were kept: the rebuild reads
-            # them from the events
+        else:  # written before the ids (or the refused ones, or their terms) were kept: the
+            # rebuild reads them all from the events
             stream.money_incomplete = True
         return stream
 

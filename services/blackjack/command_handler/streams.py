@@ -494,7 +494,7 @@ class Stream:
                 players=players,
                 player=self._whose(event),
                 terms=self.money_terms,
-                term=platform_money.event_terms(event),
+                term=platform_money.event_terms(event, self.state),
             )
         else:
             platform_money.forget_before(money, at, retention, refused, players, self.money_terms)

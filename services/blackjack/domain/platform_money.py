@@ -27,12 +27,11 @@ which the platform booked as failed, was debited when its outbox replayed it aft
 deposit). Also at a stream that does not exist yet: the refusal is its first event, which
 makes it, so a copy is refused as first once the stream is paid into or opened.
 
-A copy must be the same command: with each id the stream keeps its terms (``money_terms``: a
-digest of its kind, player and amount, as its event records them), and another command sent
-under a kept id is refused ``malformed`` (not decided, not remembered), as the window refuses
-one whose fields differ: answered ``already_applied``, a platform that reused an id for a
-withdrawal of 60 would book 60 where 50 left the stream. Ids kept by a release before this
-one (a snapshot without terms) are told by the id alone.
+A copy must be the same command: with each id the stream keeps its terms (``command_terms``:
+a digest of its kind, player and amount, a deposit's currency and a buy-in's table, as its
+event records them), and another command sent under a kept id is refused ``malformed`` (not
+decided, not remembered), in the window and after it alike: answered ``already_applied``, a
+platform that reused an id for a withdrawal of 60 would book 60 where 50 left the stream.
 
 A player's ``BuyIn`` is kept the same way (it draws on the wallet as a withdrawal does): its
 ``BuyInSent`` or its refusal keeps its id, so a copy after the window is not taken again.
@@ -157,33 +156,59 @@ _KIND_OF: dict[type, str] = {
 """The platform money command each accepted money event is written for."""
 
 
-def money_terms(kind: str, player_id: str, amount: int) -> str:
+def money_terms(kind: str, player_id: str, amount: int, *more: str) -> str:
     """What tells a late copy of a platform money command from another command under its id:
-    a digest of its kind, player and amount, which its event (accepted or refused) records
-    (a deposit's currency and a buy-in's table are not compared)."""
-    text = f"{kind}\x00{player_id}\x00{amount}"
+    a digest of its kind, player and amount, and ``more`` (``command_terms``)."""
+    text = "\x00".join((kind, player_id, str(amount), *more))
     return hashlib.sha256(text.encode()).hexdigest()[:TERMS_CHARS]
 
 
-def command_terms(command: object) -> str | None:
-    """A platform money command's terms (``money_terms``); None for any other command."""
-    if isinstance(command, WalletDeposit | WalletWithdraw | BuyIn | cmd.Deposit | cmd.Withdraw):
-        return money_terms(command.type, command.player_id, command.amount)
-    return None
+def command_terms(command: object, state: object, refused: bool = False) -> str | None:
+    """A platform money command's terms (``money_terms``), as its event would record them at
+    a stream in ``state``: accepted, its kind, player and amount, a deposit's currency (at a
+    table, the table's when the command names none) and a buy-in's table; ``refused``, what a
+    refusal records, its kind, player and amount (a copy of a refused id gets its refusal, so
+    nothing else need tell them apart). None for any other command."""
+    if not isinstance(command, WalletDeposit | WalletWithdraw | BuyIn | cmd.Deposit | cmd.Withdraw):
+        return None
+    more: tuple[str, ...] = ()
+    if refused:
+        pass
+    elif isinstance(command, WalletDeposit):
+        more = (command.currency,)
+    elif isinstance(command, BuyIn):
+        more = (command.table_id,)
+    elif isinstance(command, cmd.Deposit) and isinstance(state, TableState):
+        more = (command.currency or state.rules.currency,)
+    return money_terms(command.type, command.player_id, command.amount, *more)
 
 
-def event_terms(event: object) -> str | None:
-    """The terms of the platform money command an event was written for (``money_terms``):
-    accepted (its money event) or refused (its refusal record)."""
+def event_terms(event: object, state: object) -> str | None:
+    """The terms of the platform money command an event was written for (``command_terms``),
+    at a stream in ``state``: accepted (its money event) or refused (its refusal record)."""
     if isinstance(event, WalletCommandRefused | ev.MoneyCommandRefused):
         return money_terms(event.command, event.player_id, event.amount)
-    kind = _KIND_OF.get(type(event))
-    if kind is None:
+    if isinstance(event, WalletDeposited):
+        more: tuple[str, ...] = (event.currency,)
+    elif isinstance(event, BuyInSent):
+        more = (event.table_id,)
+    elif isinstance(event, ev.FundsDeposited) and isinstance(state, TableState):
+        more = (state.rules.currency,)  # a table takes only its own currency
+    elif isinstance(event, WalletWithdrawn | ev.FundsWithdrawn):
+        more = ()
+    else:
         return None
-    player, amount = getattr(event, "player_id", None), getattr(event, "amount", None)
-    if not isinstance(player, str) or not isinstance(amount, int):
+    return money_terms(_KIND_OF[type(event)], event.player_id, event.amount, *more)
+
+
+def another_command(command: object, command_id: str, state: object, kept: Kept) -> bool | None:
+    """Whether ``command`` is another command than the one ``kept`` under ``command_id`` (its
+    terms differ): None when the stream keeps no terms for it (kept by a release before)."""
+    known = kept.terms.get(command_id)
+    terms = command_terms(command, state, refused=command_id in kept.refused)
+    if known is None or terms is None:
         return None
-    return money_terms(kind, player, amount)
+    return known != terms
 
 
 def refusal(
@@ -363,11 +388,11 @@ def check(  # noqa: PLR0917
     sent_at: datetime | None,
     now: datetime,
     arrived_at: datetime,
-    terms: str | None = None,
+    another: bool = False,
 ) -> Rejection | None:
     """Whether a platform money command may be decided: not a copy of one the stream decided
-    (nor another command under its id: ``terms``, the command's, against the kept ones), not
-    issued too long ago, not issued ahead of the clock, and room to keep its id.
+    (nor ``another`` command under its id: ``another_command``), not issued too long ago, not
+    issued ahead of the clock, and room to keep its id.
 
     ``now`` is the latest of the handler's clock and the stream's last event (another
     handler's clock may have run ahead, and forgotten ids by it); ``arrived_at`` when the
@@ -382,12 +407,12 @@ def check(  # noqa: PLR0917
     # kept in the window under the id, was given to every copy after it (a ledger review).
     first = kept.decided.get(command_id)
     if first is not None and now <= first + kept_for(retention):  # (else as if let go)
-        known = kept.terms.get(command_id)
-        if known is not None and terms is not None and known != terms:
+        if another:
             return Rejection(
                 code="malformed",
                 message=f"command id {command_id} was used at this stream at "
-                f"{first.isoformat()} by another command (its kind, player or amount differ): "
+                f"{first.isoformat()} by another command (its kind, player, amount, currency "
+                "or table differ): "
                 "a copy must be the same command, and each command needs an id of its own",
             )
         return _copy(kept, command_id, first)
