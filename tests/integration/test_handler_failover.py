@@ -89,6 +89,17 @@ async def finish_round(client: BlackjackClient, space: KafkaSpace, table: str) -
     raise AssertionError(f"{table}: the round did not end")
 
 
+async def open_funded(client: BlackjackClient, table: str, variant: str) -> None:
+    """A table open, player ``p`` seated with 100,000 to bet."""
+    for command in (
+        cmd.OpenTable(variant=variant),
+        cmd.SitDown(player_id="p"),
+        cmd.Deposit(player_id="p", amount=100_000),
+    ):
+        result = await client.execute(table, command, timeout=WAIT_S)
+        assert result.status == "accepted", (table, command, result.rejection)
+
+
 def tables_on_every_partition(prefix: str, partitions: int, per_partition: int) -> list[str]:
     tables: dict[int, list[str]] = {p: [] for p in range(partitions)}
     n = 0
@@ -238,12 +249,7 @@ async def test_a_handler_frozen_while_idle_keeps_no_stale_memory(
     try:
         async with space.client() as client:
             for table in tables:
-                for command in (
-                    cmd.OpenTable(variant="mini-s17"),
-                    cmd.SitDown(player_id="p"),
-                    cmd.Deposit(player_id="p", amount=100_000),
-                ):
-                    assert (await client.execute(table, command)).status == "accepted"
+                await open_funded(client, table, "mini-s17")
             sleeper.send_signal(signal.SIGSTOP)
             heir = start_handler(space, heir_log)
             for table in tables:  # the heir's, once the sleeper's session has run out
@@ -278,12 +284,7 @@ async def test_a_partition_given_back_keeps_its_memory(kafka_space: Any) -> None
     tables = tables_on_every_partition("back", space.partitions, 1)
     async with running_handler(space.config()) as first, space.client() as client:
         for table in tables:
-            for command in (
-                cmd.OpenTable(variant="mini-h17"),
-                cmd.SitDown(player_id="p"),
-                cmd.Deposit(player_id="p", amount=100_000),
-            ):
-                assert (await client.execute(table, command)).status == "accepted"
+            await open_funded(client, table, "mini-h17")
         kept = rebuilds("kept")
         async with running_handler(space.config()) as second:
             await first.wait_until(
@@ -314,13 +315,7 @@ async def test_a_frozen_handler_that_wakes_up_is_fenced(kafka_space: Any, tmp_pa
     try:
         async with space.client() as client:
             for table in busy:
-                for command in (
-                    cmd.OpenTable(variant="mini-s17"),
-                    cmd.SitDown(player_id="p"),
-                    cmd.Deposit(player_id="p", amount=100_000),
-                ):
-                    result = await client.execute(table, command, timeout=WAIT_S)
-                    assert result.status == "accepted"
+                await open_funded(client, table, "mini-s17")
 
             def load(rounds: int) -> list[tuple[str, Any]]:
                 return [

@@ -20,7 +20,6 @@ from tests.unit.test_platform_money import (
     SOLO,
     START,
     WALLET,
-    WINDOW,
     Harness,
     code,
     deposit,
@@ -92,11 +91,7 @@ def test_at_a_table_another_player_or_amount_under_a_kept_id_is_refused() -> Non
     h.send(SOLO, cmd.SitDown(player_id=PLAYER))
     assert h.send(SOLO, cmd.Deposit(player_id=PLAYER, amount=500), "in-1").status == "accepted"
     assert h.send(SOLO, cmd.Withdraw(player_id=PLAYER, amount=200), "out-1").status == ("accepted")
-    for _ in range(WINDOW + 2):
-        h.send(SOLO, cmd.Withdraw(player_id=PLAYER, amount=10**9))  # refused, remembered
-    for _ in range(WINDOW // 2 + 1):  # accepted, remembered: a cent paid in and out
-        for command in (cmd.Deposit, cmd.Withdraw):
-            assert h.send(SOLO, command(player_id=PLAYER, amount=1)).status == "accepted"
+    h.other_table_commands()
     assert not {"in-1", "out-1"} & set(h.store.streams[SOLO].results)
     others = [
         h.send(SOLO, cmd.Deposit(player_id=PLAYER, amount=501), "in-1"),
@@ -223,11 +218,7 @@ def test_in_the_window_a_money_copy_is_told_by_its_terms_as_after_it() -> None:
     named = cmd.Deposit(player_id=PLAYER, amount=500, currency="USD")
     assert h.send(SOLO, named, "in-1") == first  # in the window: the same command
     assert code(h.send(SOLO, cmd.Deposit(player_id=PLAYER, amount=501), "in-1")) == "malformed"
-    for _ in range(WINDOW + 2):
-        h.send(SOLO, cmd.Withdraw(player_id=PLAYER, amount=10**9))  # refused, remembered
-    for _ in range(WINDOW // 2 + 1):  # accepted, remembered: a cent paid in and out
-        for command in (cmd.Deposit, cmd.Withdraw):
-            assert h.send(SOLO, command(player_id=PLAYER, amount=1)).status == "accepted"
+    h.other_table_commands()
     late = h.send(SOLO, named, "in-1")  # after the window: a copy, kept under its digest
     assert code(late) == "already_applied"
     again = h.send(SOLO, cmd.Deposit(player_id=PLAYER, amount=500), "in-1")

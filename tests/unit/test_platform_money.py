@@ -100,6 +100,15 @@ class Harness:
             for command in (WalletDeposit, WalletWithdraw):
                 assert self.send(WALLET, command(player_id=PLAYER, amount=1)).status == "accepted"
 
+    def other_table_commands(self, table: str = SOLO) -> None:
+        """As ``other_commands``, at a table where ``PLAYER`` is seated and funded."""
+        for _ in range(WINDOW + 2):
+            refused = self.send(table, cmd.Withdraw(player_id=PLAYER, amount=10**9))
+            assert code(refused) == "insufficient_funds"
+        for _ in range(WINDOW // 2 + 1):
+            for command in (cmd.Deposit, cmd.Withdraw):
+                assert self.send(table, command(player_id=PLAYER, amount=1)).status == "accepted"
+
     def wallet(self) -> WalletState:
         state = self.store.streams[WALLET].state
         assert isinstance(state, WalletState)
@@ -310,11 +319,7 @@ def test_a_table_deposit_or_withdrawal_sent_again_after_the_window_is_refused() 
     h.send(SOLO, cmd.SitDown(player_id=PLAYER))
     assert h.send(SOLO, cmd.Deposit(player_id=PLAYER, amount=500), "in-1").status == "accepted"
     assert h.send(SOLO, cmd.Withdraw(player_id=PLAYER, amount=200), "out-1").status == ("accepted")
-    for _ in range(WINDOW + 2):
-        h.send(SOLO, cmd.Withdraw(player_id=PLAYER, amount=10**9))  # refused, remembered
-    for _ in range(WINDOW // 2 + 1):  # accepted, remembered: a cent paid in and out
-        for command in (cmd.Deposit, cmd.Withdraw):
-            assert h.send(SOLO, command(player_id=PLAYER, amount=1)).status == "accepted"
+    h.other_table_commands()
     assert not {"in-1", "out-1"} & set(h.store.streams[SOLO].results)
     in_copy = h.send(SOLO, cmd.Deposit(player_id=PLAYER, amount=500), "in-1")
     out_copy = h.send(SOLO, cmd.Withdraw(player_id=PLAYER, amount=200), "out-1")
