@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import gc
 import time
 from datetime import UTC, datetime
 from types import SimpleNamespace
@@ -30,7 +31,7 @@ from structlog.testing import capture_logs
 from blackjack.bus.topics import RECORD_MAX_BYTES
 from blackjack.command_handler import takeover, ticker
 from blackjack.command_handler.config import HandlerConfig
-from blackjack.command_handler.partitions import _Partition
+from blackjack.command_handler.partitions import _Partition, ignore_unread_fences
 from blackjack.command_handler.service import CommandHandler
 from blackjack.command_handler.snapshots import SnapshotCodec
 from blackjack.command_handler.spill import SpilledStreams
@@ -675,6 +676,25 @@ async def test_a_fence_the_sender_met_is_counted_a_fence_not_an_abort() -> None:
     )
     assert [e["log_level"] for e in logs] == ["warning"]
     assert manager.wait_for_transaction_end()._log_traceback is False  # read
+
+
+async def test_a_fence_no_one_read_is_not_reported_when_collected_other_errors_are() -> None:
+    loop = asyncio.get_running_loop()
+    before = loop.get_exception_handler()
+    seen: list[dict[str, Any]] = []
+    loop.set_exception_handler(lambda _, context: seen.append(context))
+    try:
+        ignore_unread_fences(loop)
+        ignore_unread_fences(loop)  # once, however many handlers the process starts
+        for error in (ProducerFenced(), KafkaConnectionError()):
+            future: asyncio.Future[None] = loop.create_future()
+            future.set_exception(error)
+            del future  # collected unread: asyncio reports it to the loop's handler
+            gc.collect()
+        assert [type(c["exception"]) for c in seen] == [KafkaConnectionError]
+        assert seen[0]["message"].startswith("Future exception was never retrieved")
+    finally:
+        loop.set_exception_handler(before)
 
 
 async def test_a_sweep_under_way_stops_at_a_partition_revoked_meanwhile() -> None:

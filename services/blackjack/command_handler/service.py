@@ -46,7 +46,7 @@ from blackjack.bus.topics import SNAPSHOT_MAX_BYTES, ensure_topics
 from blackjack.command_handler.config import HandlerConfig
 from blackjack.command_handler.key_check import check_the_key_against_the_log
 from blackjack.command_handler.keys import derive_key
-from blackjack.command_handler.partitions import _Partition, _Retained
+from blackjack.command_handler.partitions import _Partition, _Retained, ignore_unread_fences
 from blackjack.command_handler.processor import Processor
 from blackjack.command_handler.replay import assign_reader
 from blackjack.command_handler.signing import CommandSigner
@@ -142,6 +142,7 @@ class CommandHandler(Ticker):
 
     async def start(self) -> None:
         kafka = self.config.kafka
+        ignore_unread_fences(asyncio.get_running_loop())
         require_codecs()  # a batch a producer compressed: read, or no start (bus.codecs)
         read_header_names_not_utf8()  # a command, event or snapshot record with one: read
         self.export_metrics()
