@@ -225,3 +225,19 @@ def test_in_the_window_a_money_copy_is_told_by_its_terms_as_after_it() -> None:
     assert again == late  # the first form's copy: the same answer, not malformed
     state = h.store.streams[SOLO].state
     assert isinstance(state, TableState) and state.players[PLAYER].balance == 500
+
+
+def test_in_the_window_another_buy_in_under_a_refused_id_is_refused_by_its_digest() -> None:
+    """A refused id's terms name no table (its refusal records none): in the window the
+    answer's digest still refuses a buy-in to another table under it (a diff review: it was
+    answered with the first refusal, counted a copy); after the window it gets that refusal
+    (no money moves either way)."""
+    h = Harness()
+    h.send(WALLET, deposit(100), "pay-1")
+    refused = h.send(WALLET, BuyIn(player_id=PLAYER, table_id=SOLO, amount=300), "buy-1")
+    assert code(refused) == "insufficient_funds"
+    other = h.send(WALLET, BuyIn(player_id=PLAYER, table_id="solo-2", amount=300), "buy-1")
+    assert code(other) == "malformed" and not h.handled[-1].duplicate
+    copy = h.send(WALLET, BuyIn(player_id=PLAYER, table_id=SOLO, amount=300), "buy-1")
+    assert copy == refused and h.handled[-1].duplicate
+    assert h.wallet().balance == 100

@@ -141,7 +141,7 @@ class Partitions:
         after ``retry_after``, doubled at each failure in a row unless not ``doubling``."""
         assert self._consumer is not None
         partition.status = status
-        partition.store = None
+        partition.store, partition.ends = None, None
         if doubling:
             doubled = retry_after * 2 ** min(partition.failures, MAX_DOUBLINGS)
             pause = min(doubled, max(retry_after, RETRY_AT_MOST_S))

@@ -304,20 +304,19 @@ class Processor(Deciding):
         stream: Stream | None, envelope: CommandEnvelope, digest: str | None, signed: bool
     ) -> bool:
         """Whether a command under an id its stream answered is another command. A platform
-        money command whose id the stream keeps is told by its terms, as after the window
+        money command whose id the stream accepted is told by its terms, as after the window
         (``platform_money.another_command``): a copy's fields may differ (a table deposit
         that names the table's currency, one that does not), and the answer a late copy was
         given is kept under the copy's digest, not the first command's, which refused the
-        first command's own copies after it (a ledger review)."""
-        command = envelope.command
+        first command's own copies after it (a ledger review). Of an id it refused, the terms
+        name less (no currency, no table): those differing refuse it, the digest does too."""
+        command, command_id = envelope.command, envelope.command_id
         if stream is not None and platform_money.is_platform_money(command, signed):
             kept = platform_money.Kept(stream.money, stream.money_refused, terms=stream.money_terms)
-            differs = platform_money.another_command(
-                command, envelope.command_id, stream.state, kept
-            )
-            if differs is not None:
+            differs = platform_money.another_command(command, command_id, stream.state, kept)
+            if differs or (differs is False and command_id not in stream.money_refused):
                 return differs
-        return another_command(stream, envelope.command_id, digest)
+        return another_command(stream, command_id, digest)
 
     def _late_platform_money(
         self,

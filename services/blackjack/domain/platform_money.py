@@ -382,12 +382,13 @@ class Kept:
     """the terms of those of them whose terms are known (``money_terms``)"""
 
 
-def check(  # noqa: PLR0917
+def check(
     kept: Kept,
     command_id: str,
     sent_at: datetime | None,
     now: datetime,
     arrived_at: datetime,
+    *,
     another: bool = False,
 ) -> Rejection | None:
     """Whether a platform money command may be decided: not a copy of one the stream decided

@@ -36,8 +36,8 @@ MIGRATIONS = Path(__file__).with_name("migrations")
 STATEMENT_TIMEOUT_MS: Final = 30_000
 LOCK_TIMEOUT_MS: Final = 10_000
 POOL_TIMEOUT_S: Final = 10
-MIGRATION_LOCK_TIMEOUT: Final = "5min"
 IDLE_IN_TRANSACTION_TIMEOUT_MS: Final = 60_000
+MIGRATION_LOCK_TIMEOUT: Final = "5min"
 """On PostgreSQL no statement runs longer, no lock is waited for longer and no connection is
 waited for longer than these: a table locked by hand or a database that no longer answers is
 then an error the worker retries and reports, and the query API answers 503, instead of a
