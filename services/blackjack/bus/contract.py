@@ -62,9 +62,9 @@ gets the original result while it is among the stream's last 1,000 answers
 (`BLACKJACK_DEDUP_WINDOW`). A platform money command (`WalletDeposit`, `WalletWithdraw`,
 `Deposit`, `Withdraw`) resent later is refused `already_applied` for as long as the stream
 keeps its id (`BLACKJACK_MONEY_RETENTION_S`, 7 days; another kind, player or amount under
-it, or another currency or buy-in table under an accepted one's, is refused `malformed`), and one whose `sent_at` is older than
-that is refused `transfer_expired`: send `sent_at` (kept by a resend) to be covered past the
-window."""
+it, or another currency or buy-in table under an accepted one's, is refused `malformed`), and
+one whose `sent_at` is older than that is refused `transfer_expired`: send `sent_at` (kept by a
+resend) to be covered past the window."""
 
 SERVICE_COMMANDS = """\
 What the service itself sends to the commands topic: its clock sends `ExpireTimers` and
