@@ -108,7 +108,10 @@ cleanly), and log JSON lines on stdout (a one-shot command's stdout is its answe
 def log_fatal(error: Exception) -> None:
     """A service that cannot start or go on (``serve``, ``handler``, ``projections run``) says
     why in its log too, a JSON line on stdout as all its others, for the log pipeline that
-    reads them and alerts on ``critical``: the line on stderr alone was plain text."""
+    reads them and alerts on ``critical``: the line on stderr alone was plain text. Not for
+    an error the service has logged so already (a projection worker's store of another log)."""
+    if getattr(error, "logged", False):
+        return
     import structlog
 
     from blackjack.configuration import ConfigurationError

@@ -16,6 +16,9 @@ class ConfigurationError(ValueError):
 
     exit_code: int = 2
     """what the command line exits with"""
+    logged: bool = False
+    """said already in the service's log, by a critical line of its own (``cli.log_fatal``
+    adds none)"""
 
 
 def env_value(env: Mapping[str, str], name: str, convert: Callable[[str], T], default: T) -> T:

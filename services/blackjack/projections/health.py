@@ -225,6 +225,7 @@ class FoldHealth:
         if self.mismatch is None and self.fatal is None:
             self.mismatch = self.fatal = error
             self.fatal_reason = "schema_mismatch"
+            error.logged = True  # below
             found = ",".join(error.found) or "none"
             SCHEMA_MISMATCH.labels(error.expected, found, error.direction).set(1)
             log.critical(
@@ -244,6 +245,7 @@ class FoldHealth:
         if self.fatal is None:
             self.fatal = error
             self.fatal_reason = "codec_missing"
+            error.logged = True  # below
             log.critical(
                 "a record batch cannot be decompressed; the worker stops", error=str(error)
             )
@@ -258,6 +260,7 @@ class FoldHealth:
         if self.fatal is None:
             self.fatal = error
             self.fatal_reason = "store_of_another_log"
+            error.logged = True  # below
             log.critical(
                 "the read model was folded from another log: its positions lie past the end "
                 "of the topic's partitions; the worker stops, nothing folded",
