@@ -23,6 +23,7 @@ from tests.unit.test_platform_money import (
     Harness,
     code,
     deposit,
+    paid_in_and_out_past_the_window,
     rebuilt_from,
 )
 
@@ -86,13 +87,7 @@ def test_another_command_under_a_refused_id_is_refused_not_given_the_refusal() -
 
 
 def test_at_a_table_another_player_or_amount_under_a_kept_id_is_refused() -> None:
-    h = Harness()
-    h.send(SOLO, cmd.OpenTable(variant="atlantic-city"))
-    h.send(SOLO, cmd.SitDown(player_id=PLAYER))
-    assert h.send(SOLO, cmd.Deposit(player_id=PLAYER, amount=500), "in-1").status == "accepted"
-    assert h.send(SOLO, cmd.Withdraw(player_id=PLAYER, amount=200), "out-1").status == ("accepted")
-    h.other_table_commands()
-    assert not {"in-1", "out-1"} & set(h.store.streams[SOLO].results)
+    h = paid_in_and_out_past_the_window()
     others = [
         h.send(SOLO, cmd.Deposit(player_id=PLAYER, amount=501), "in-1"),
         h.send(SOLO, cmd.Withdraw(player_id=PLAYER, amount=199), "out-1"),

@@ -118,6 +118,19 @@ class Harness:
         return [e for h in self.handled for e in h.events if e.stream_id == stream_id]
 
 
+def paid_in_and_out_past_the_window() -> Harness:
+    """A table the platform funds: 500 deposited (``in-1``), 200 withdrawn (``out-1``), both
+    answers since pushed out of the window."""
+    h = Harness()
+    h.send(SOLO, cmd.OpenTable(variant="atlantic-city"))
+    h.send(SOLO, cmd.SitDown(player_id=PLAYER))
+    assert h.send(SOLO, cmd.Deposit(player_id=PLAYER, amount=500), "in-1").status == "accepted"
+    assert h.send(SOLO, cmd.Withdraw(player_id=PLAYER, amount=200), "out-1").status == ("accepted")
+    h.other_table_commands()
+    assert not {"in-1", "out-1"} & set(h.store.streams[SOLO].results)
+    return h
+
+
 def code(result: CommandResult) -> str | None:
     return None if result.rejection is None else result.rejection.code
 
@@ -314,13 +327,7 @@ def test_no_one_fills_a_shared_table_s_ids_with_withdrawals_refused() -> None:
 
 
 def test_a_table_deposit_or_withdrawal_sent_again_after_the_window_is_refused() -> None:
-    h = Harness()
-    h.send(SOLO, cmd.OpenTable(variant="atlantic-city"))
-    h.send(SOLO, cmd.SitDown(player_id=PLAYER))
-    assert h.send(SOLO, cmd.Deposit(player_id=PLAYER, amount=500), "in-1").status == "accepted"
-    assert h.send(SOLO, cmd.Withdraw(player_id=PLAYER, amount=200), "out-1").status == ("accepted")
-    h.other_table_commands()
-    assert not {"in-1", "out-1"} & set(h.store.streams[SOLO].results)
+    h = paid_in_and_out_past_the_window()
     in_copy = h.send(SOLO, cmd.Deposit(player_id=PLAYER, amount=500), "in-1")
     out_copy = h.send(SOLO, cmd.Withdraw(player_id=PLAYER, amount=200), "out-1")
     assert code(in_copy) == code(out_copy) == "already_applied"
