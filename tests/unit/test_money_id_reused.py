@@ -35,7 +35,7 @@ def test_the_check_tells_another_command_from_a_copy_by_its_terms() -> None:
     kept = platform_money.Kept({"out-1": START}, {}, RETENTION, terms=terms)  # type: ignore[arg-type]
 
     def check(command: object) -> str | None:
-        another = platform_money.another_command(command, "out-1", wallet, kept)
+        another = platform_money.terms_differ(command, "out-1", wallet, kept)
         refusal = platform_money.check(kept, "out-1", None, START, START, another=bool(another))
         return None if refusal is None else refusal.code
 
@@ -44,7 +44,7 @@ def test_the_check_tells_another_command_from_a_copy_by_its_terms() -> None:
     assert check(WalletDeposit(player_id=PLAYER, amount=50)) == "malformed"
     assert check(WalletWithdraw(player_id="gus", amount=50)) == "malformed"
     unknown = platform_money.Kept({"out-1": START}, {}, RETENTION)  # no terms kept
-    assert platform_money.another_command(first, "out-1", wallet, unknown) is None
+    assert platform_money.terms_differ(first, "out-1", wallet, unknown) is None
 
 
 def h_wallet() -> object:

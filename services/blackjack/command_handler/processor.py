@@ -305,7 +305,7 @@ class Processor(Deciding):
     ) -> bool:
         """Whether a command under an id its stream answered is another command. A platform
         money command whose id the stream accepted is told by its terms, as after the window
-        (``platform_money.another_command``): a copy's fields may differ (a table deposit
+        (``platform_money.terms_differ``): a copy's fields may differ (a table deposit
         that names the table's currency, one that does not), and the answer a late copy was
         given is kept under the copy's digest, not the first command's, which refused the
         first command's own copies after it (a ledger review). Of an id it refused, the terms
@@ -313,7 +313,7 @@ class Processor(Deciding):
         command, command_id = envelope.command, envelope.command_id
         if stream is not None and platform_money.is_platform_money(command, signed):
             kept = platform_money.Kept(stream.money, stream.money_refused, terms=stream.money_terms)
-            differs = platform_money.another_command(command, command_id, stream.state, kept)
+            differs = platform_money.terms_differ(command, command_id, stream.state, kept)
             if differs or (differs is False and command_id not in stream.money_refused):
                 return differs
         return another_command(stream, command_id, digest)
@@ -366,7 +366,7 @@ class Processor(Deciding):
             player_limit=share,
             terms=stream.money_terms,
         )
-        another = platform_money.another_command(command, envelope.command_id, state, kept)
+        another = platform_money.terms_differ(command, envelope.command_id, state, kept)
         return platform_money.check(
             kept, envelope.command_id, sent_at, latest, arrived, another=another is True
         )

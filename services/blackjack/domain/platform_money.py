@@ -201,7 +201,7 @@ def event_terms(event: object, state: object) -> str | None:
     return money_terms(_KIND_OF[type(event)], event.player_id, event.amount, *more)
 
 
-def another_command(command: object, command_id: str, state: object, kept: Kept) -> bool | None:
+def terms_differ(command: object, command_id: str, state: object, kept: Kept) -> bool | None:
     """Whether ``command`` is another command than the one ``kept`` under ``command_id`` (its
     terms differ): None when the stream keeps no terms for it (kept by a release before)."""
     known = kept.terms.get(command_id)
@@ -392,7 +392,7 @@ def check(
     another: bool = False,
 ) -> Rejection | None:
     """Whether a platform money command may be decided: not a copy of one the stream decided
-    (nor ``another`` command under its id: ``another_command``), not issued too long ago, not
+    (nor ``another`` command under its id: ``terms_differ``), not issued too long ago, not
     issued ahead of the clock, and room to keep its id.
 
     ``now`` is the latest of the handler's clock and the stream's last event (another
