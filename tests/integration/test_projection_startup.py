@@ -161,15 +161,19 @@ async def test_a_worker_joining_a_topic_not_there_yet_stops_at_once_on_sigterm(
     projection_bootstrap: str, tmp_path: Path
 ) -> None:
     """The diff review: the consumer's start (aiokafka waits about 40 s for a missing topic)
-    was not given way to a stop, so Kubernetes would have killed the pod."""
+    was not given way to a stop, so Kubernetes would have killed the pod. Meanwhile the
+    migrated worker is ready (its query API answers from what is folded), ``connecting``."""
     port, log = free_port(), tmp_path / "worker.log"
     missing = EventsTopic(projection_bootstrap, f"missing-{port}.")
     store = f"sqlite+aiosqlite:///{tmp_path / 'read.db'}"
     process = start_worker(worker_env(missing, store), port, log)
     try:
         async with httpx.AsyncClient(base_url=f"http://127.0.0.1:{port}", timeout=10) as http:
-            starting = (await answer(http, "/readyz", 503)).json()
-            assert starting["projections"]["store"]["status"] == "ok"  # migrated: joining
+            joining = (await answer(http, "/readyz", 200)).json()
+            assert joining["projections"]["status"] == "connecting", joining
+            assert joining["projections"]["store"]["status"] == "ok", joining
+            alive = (await http.get("/healthz")).json()
+            assert alive["status"] == "starting" and alive["waiting_for"] != "read model", alive
         await stopped_cleanly(process, log)
     finally:
         if process.poll() is None:
