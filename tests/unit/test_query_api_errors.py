@@ -147,7 +147,12 @@ def test_a_short_or_spaced_token_is_refused_and_none_is_shown() -> None:
         ApiTokens.from_env({"BLACKJACK_API_TOKENS": f"{TOKEN},short"})
     with pytest.raises(ValueError, match="set but names no token"):
         ApiTokens.from_env({"BLACKJACK_API_TOKENS": " , "})
-    assert not ApiTokens.from_env({"BLACKJACK_API_TOKENS": "  "}).required  # blank: unset
+    # blank, as a Secret's key left empty gives it: refused, not an open API (a security
+    # review); only an unset variable leaves the API open
+    for blank in ("", "  "):
+        with pytest.raises(ValueError, match="set but names no token"):
+            ApiTokens.from_env({"BLACKJACK_API_TOKENS": blank})
+    assert not ApiTokens.from_env({}).required
     with pytest.raises(ValueError, match="ASCII without spaces"):
         ApiTokens.from_env({"BLACKJACK_API_TOKENS": "é" * 32})
     assert TOKEN not in repr(ApiTokens.from_env({"BLACKJACK_API_TOKENS": TOKEN}))

@@ -270,8 +270,15 @@ class ApiTokens:
 
     @classmethod
     def from_env(cls, env: Mapping[str, str] = os.environ) -> ApiTokens:
-        text = env.get("BLACKJACK_API_TOKENS", "").strip()  # blank: unset, like any setting
-        tokens = _secrets(text, "BLACKJACK_API_TOKENS")
+        text = env.get("BLACKJACK_API_TOKENS")
+        # Set but blank is refused, unlike other settings: a Secret's key left empty would
+        # open the API to anyone who reaches the pod; unset is the open API's explicit form.
+        if text is not None and not text.strip():
+            raise ConfigurationError(
+                "BLACKJACK_API_TOKENS is set but names no token (blank); unset it for none: "
+                "an API open to anyone who reaches it"
+            )
+        tokens = _secrets((text or "").strip(), "BLACKJACK_API_TOKENS")
         auth = env.get(OPERATOR_AUTH, "").strip() or "token"
         if auth not in OPERATOR_AUTH_VALUES:
             raise ConfigurationError(f"{OPERATOR_AUTH} is token or gateway, not {auth!r}")
