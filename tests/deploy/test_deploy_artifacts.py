@@ -807,6 +807,93 @@ def test_services_and_monitors_select_the_pods() -> None:
         assert re.fullmatch(keep["regex"], value)
 
 
+def selects(selector: dict[str, Any], labels: Mapping[str, str]) -> bool:
+    """Whether a label selector (``matchLabels``, ``matchExpressions`` with ``In``) selects."""
+    if not selector.get("matchLabels", {}).items() <= labels.items():
+        return False
+    for expression in selector.get("matchExpressions", []):
+        assert expression["operator"] == "In", expression  # the only one the manifests use
+        if labels.get(expression["key"]) not in expression["values"]:
+            return False
+    return True
+
+
+@dataclass(frozen=True)
+class Allowed:
+    """What the network policies selecting one pod let through, one direction."""
+
+    ports: set[tuple[str, int | str]] = field(default_factory=set)
+    peers: dict[tuple[str, int | str], list[dict[str, Any]]] = field(default_factory=dict)
+
+    def add(self, rule: dict[str, Any], peers_key: str) -> None:
+        for port in rule["ports"]:  # a rule without ports would open every port
+            key = (port["protocol"], port["port"])
+            self.ports.add(key)
+            # a rule without peers reaches anyone (the database outside the cluster)
+            self.peers.setdefault(key, []).extend(rule.get(peers_key, [{}]))
+
+
+def allowed(pod_labels: Mapping[str, str]) -> tuple[Allowed, Allowed, set[str]]:
+    """Ingress and egress the namespace's policies allow a pod, and the directions isolated."""
+    ingress, egress, isolated = Allowed(), Allowed(), set()
+    for policy in of_kind("NetworkPolicy"):
+        spec = policy["spec"]
+        if not selects(spec["podSelector"], pod_labels):
+            continue
+        isolated |= set(spec["policyTypes"])
+        for rule in spec.get("ingress", []):
+            ingress.add(rule, "from")
+        for rule in spec.get("egress", []):
+            egress.add(rule, "to")
+    return ingress, egress, isolated
+
+
+def namespace_of(peers: list[dict[str, Any]]) -> set[str]:
+    return {p["namespaceSelector"]["matchLabels"]["kubernetes.io/metadata.name"] for p in peers}
+
+
+def test_network_policies_let_each_pod_reach_what_it_uses_and_no_more() -> None:
+    """Each pod takes its metrics' scrape from Prometheus and, for the query API's pods only,
+    requests from the gateway; it reaches DNS, the brokers of BLACKJACK_KAFKA_BOOTSTRAP and,
+    when it holds the database's URL, PostgreSQL's port; nothing else in or out."""
+    job = yaml.safe_load((K8S / "audit-job.yaml").read_text())
+    bootstrap = [
+        address.rpartition(":") for address in config_map()["BLACKJACK_KAFKA_BOOTSTRAP"].split(",")
+    ]
+    kafka_ports = {("TCP", int(port)) for _, _, port in bootstrap}
+    # kafka-0.kafka.kafka.svc: a headless Service's pod, in the namespace after the Service's
+    kafka_namespaces = {host.split(".")[2] for host, _, _ in bootstrap}
+    dns = {("UDP", 53), ("TCP", 53)}
+    database_port = make_url(PLACEHOLDERS["BLACKJACK_DB_URL"]).port
+    client_facing = {"blackjack-query-api": "gateway"}
+    for workload in [*workloads(), job]:
+        name = workload["metadata"]["name"]
+        labels = workload["spec"]["template"]["metadata"]["labels"]
+        ingress, egress, isolated = allowed(labels)
+        assert isolated == {"Ingress", "Egress"}, name
+        container = the_container(workload)
+        expected_out = dns | kafka_ports
+        if "BLACKJACK_DB_URL" in container_env(container):
+            expected_out |= {("TCP", database_port)}
+        assert egress.ports == expected_out, name
+        for port in kafka_ports:
+            assert namespace_of(egress.peers[port]) == kafka_namespaces, name
+        assert namespace_of(egress.peers[("UDP", 53)]) == {"kube-system"}, name
+        # a named port the pod does not have lets nothing in (the audit Job serves nothing)
+        served = {p["name"] for p in container.get("ports", [])}
+        assert {port for _, port in ingress.ports} & served == served, name
+        if not served:
+            continue
+        assert ingress.ports == {("TCP", "http")}, name
+        sources = {"monitoring"}
+        for svc in of_kind("Service"):
+            if svc["metadata"]["name"] in client_facing and selects(
+                {"matchLabels": svc["spec"]["selector"]}, labels
+            ):
+                sources.add(client_facing[svc["metadata"]["name"]])
+        assert namespace_of(ingress.peers[("TCP", "http")]) == sources, name
+
+
 # A process's own stop on SIGTERM, at most: a handler's transactions get 10 s
 # (CommandHandler.stop) before they are aborted, then it leaves its group and closes its stores;
 # measured 2.5-13.5 s for a handler (mostly the interpreter's last garbage collection, at load
