@@ -865,6 +865,7 @@ def test_network_policies_let_each_pod_reach_what_it_uses_and_no_more() -> None:
     kafka_namespaces = {host.split(".")[2] for host, _, _ in bootstrap}
     dns = {("UDP", 53), ("TCP", 53)}
     database_port = make_url(PLACEHOLDERS["BLACKJACK_DB_URL"]).port
+    assert database_port is not None
     client_facing = {"blackjack-query-api": "gateway"}
     for workload in [*workloads(), job]:
         name = workload["metadata"]["name"]
