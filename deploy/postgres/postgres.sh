@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # Private PostgreSQL cluster for local dev and CI (Debian's packages, no Docker).
 #
-#   deploy/postgres/postgres.sh up|down|status|reset
+#   deploy/postgres/postgres.sh up|down|status|reset|cafile
 #
 # up      install Debian's postgresql if its binaries are missing (root only), initdb on
 #         first run, start on 127.0.0.1:$PG_PORT, ensure role+database `blackjack`
@@ -9,6 +9,9 @@
 # down    stop the cluster (fast, then immediate, then SIGKILL).
 # status  exit 0 if running.
 # reset   down, then delete the cluster's data.
+# cafile  print the path of the certificate that verifies the server's (TLS is on, as in
+#         production: `?ssl=verify-full` with PGSSLROOTCERT set to it checks it; clients that
+#         ask nothing, asyncpg's default `prefer`, get TLS without a check).
 #
 # Env: PG_PORT (55432), PG_DATA_ROOT (<repo>/.cache/postgres/<port>), PG_START_TIMEOUT (60).
 # Data lives in <repo>/.cache/postgres/<port>/. Run as root, the server runs as the
@@ -82,6 +85,21 @@ resolve_dirs() {
     BASE="$base"
     DATA="$BASE/data"
     LOGFILE="$BASE/postgres.log"
+    TLS="$BASE/tls"
+}
+
+# The server's key and self-signed certificate for 127.0.0.1 (and localhost), made once;
+# ca.pem is the certificate again, for clients to verify the server with.
+ensure_tls() {
+    [[ -f "$TLS/server.key" && -f "$TLS/server.crt" && -f "$TLS/ca.pem" ]] && return 0
+    command -v openssl >/dev/null 2>&1 || die "openssl not found (Debian's 'openssl' package)"
+    as_pg mkdir -p "$TLS"
+    as_pg openssl req -x509 -newkey rsa:2048 -nodes -days 3650 -subj "/CN=127.0.0.1" \
+        -addext "subjectAltName=IP:127.0.0.1,DNS:localhost" \
+        -keyout "$TLS/server.key" -out "$TLS/server.crt" >"$BASE/openssl.log" 2>&1 \
+        || { cat "$BASE/openssl.log" >&2; die "openssl could not make the server's certificate"; }
+    as_pg chmod 600 "$TLS/server.key"
+    as_pg cp "$TLS/server.crt" "$TLS/ca.pem"
 }
 
 prepare_base() {
@@ -122,6 +140,9 @@ fsync = off
 synchronous_commit = off
 full_page_writes = off
 logging_collector = off
+ssl = on
+ssl_cert_file = '$TLS/server.crt'
+ssl_key_file = '$TLS/server.key'
 EOF
 }
 
@@ -169,6 +190,7 @@ cmd_up() {
             die "port $PG_PORT is already in use by another process"
         fi
         init_cluster
+        ensure_tls
         write_conf
         log "starting on 127.0.0.1:$PG_PORT ($DATA, run as $RUN_USER)"
         # setsid: the postmaster outlives the calling shell's session.
@@ -215,14 +237,20 @@ cmd_status() {
 cmd_reset() {
     cmd_down
     resolve_dirs
-    rm -rf "$DATA" "$LOGFILE" "$BASE/initdb.log"
+    rm -rf "$DATA" "$LOGFILE" "$BASE/initdb.log" "$TLS" "$BASE/openssl.log"
     log "data removed"
 }
 
+cmd_cafile() {
+    resolve_dirs
+    [[ -f "$TLS/ca.pem" ]] || die "no certificate in $TLS yet: run '$0 up' first"
+    echo "$TLS/ca.pem"
+}
+
 case "${1:-}" in
-    up | down | status | reset) "cmd_$1" ;;
+    up | down | status | reset | cafile) "cmd_$1" ;;
     *)
-        echo "usage: $0 up|down|status|reset" >&2
+        echo "usage: $0 up|down|status|reset|cafile" >&2
         exit 2
         ;;
 esac

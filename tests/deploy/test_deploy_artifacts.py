@@ -537,7 +537,10 @@ def _env_read_by_the_code() -> set[str]:
 
 
 ENV_READ = _env_read_by_the_code()
-READ_BY_LIBRARIES = {"SQLITE_TMPDIR"}  # SQLite's: where the handler's cold tables spill
+READ_BY_LIBRARIES = {
+    "SQLITE_TMPDIR",  # SQLite's: where the handler's cold tables spill
+    "PGSSLROOTCERT",  # asyncpg's: the CA the database URL's ?ssl=verify-full checks against
+}
 
 
 def kustomized() -> list[dict[str, Any]]:
@@ -579,7 +582,9 @@ SHOE_KEY = ShoeSeal.new_key_hex()
 PLACEHOLDERS = {  # what the Secret holds in production, in a form the settings accept
     "BLACKJACK_SHOE_KEY": SHOE_KEY,
     "BLACKJACK_AUDIT_KEY": ShoeSeal.from_hex(SHOE_KEY).audit_key_hex(),
-    "BLACKJACK_DB_URL": "postgresql+asyncpg://blackjack:secret@db.internal:5432/blackjack",
+    "BLACKJACK_DB_URL": (
+        "postgresql+asyncpg://blackjack:secret@db.internal:5432/blackjack?ssl=verify-full"
+    ),
     "BLACKJACK_KAFKA_SASL_PASSWORD_HANDLER": "the handlers' principal's password",
     "BLACKJACK_KAFKA_SASL_PASSWORD_PROJECTIONS": "the workers' principal's password",
     "BLACKJACK_KAFKA_SASL_PASSWORD_AUDIT": "the audit's principal's password",
@@ -596,6 +601,7 @@ OPTIONAL_SECRETS = {  # the players' keys: the operator's token alone reads ever
 }
 MOUNTED_FILES = {  # a file the pod gets from a mounted Secret, here a real file of that kind
     "BLACKJACK_KAFKA_SSL_CAFILE": certifi.where(),
+    "PGSSLROOTCERT": certifi.where(),
 }
 
 
@@ -606,11 +612,6 @@ def container_env(container: dict[str, Any]) -> dict[str, str]:
     for source in container.get("envFrom", []):
         assert source["configMapRef"]["name"] == "blackjack-config"
         env.update(config_map())
-    for name, stand_in in MOUNTED_FILES.items():
-        if name in env:
-            mounted = [m["mountPath"] for m in container.get("volumeMounts", [])]
-            assert any(env[name].startswith(f"{path}/") for path in mounted), (name, mounted)
-            env[name] = stand_in
     for entry in container.get("env", []):
         if "value" in entry:
             env[entry["name"]] = entry["value"]
@@ -619,6 +620,13 @@ def container_env(container: dict[str, Any]) -> dict[str, str]:
         else:
             assert entry["valueFrom"]["fieldRef"]["fieldPath"] == "metadata.name"
             env[entry["name"]] = "pod-0"
+    for name, stand_in in MOUNTED_FILES.items():
+        if name in env:
+            mounted = [m["mountPath"] for m in container.get("volumeMounts", [])]
+            assert any(env[name].startswith(f"{path}/") for path in mounted), (name, mounted)
+            env[name] = stand_in
+    # a pod that reaches the database checks its certificate (the runbook's ?ssl=verify-full)
+    assert ("BLACKJACK_DB_URL" in env) == ("PGSSLROOTCERT" in env), sorted(env)
     return env
 
 
@@ -960,7 +968,7 @@ def test_the_audit_job_runs_the_audit_with_its_key_and_the_database(parsed_args:
         "BLACKJACK_KAFKA_SASL_PASSWORD_AUDIT",
     }
     for name in env:
-        assert name in ENV_READ, name
+        assert name in ENV_READ | READ_BY_LIBRARIES, name
     [image] = kustomization["images"]  # the same image the kustomized workloads run
     assert container["image"] == f"{image['newName']}:{image['newTag']}"
 

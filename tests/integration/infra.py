@@ -15,6 +15,8 @@ and waits until the server is ready.
                            (KAFKA_PORT + 2), with the certificate kafka.sh made
                            (<KAFKA_CACHE_DIR or .cache/kafka>/tls/ca.pem, or KAFKA_SASL_CAFILE)
     BLACKJACK_TEST_PG_URL  e.g. "postgresql+asyncpg://u:p@host:5432/db"; used as is when set
+    BLACKJACK_TEST_PG_CAFILE  the certificate that verifies that server's TLS; default the one
+                           postgres.sh made for the server at the URL's port (``cafile``)
     PG_PORT                PostgreSQL port when starting locally (default 55432)
 """
 
@@ -146,6 +148,23 @@ def postgres_url() -> str:
             url = lines[-1]
         wait_for_port(LOOPBACK, port)
     return url
+
+
+def postgres_cafile(url: str) -> str:
+    """The certificate that verifies the TLS of the PostgreSQL server ``url`` names."""
+    override = os.environ.get("BLACKJACK_TEST_PG_CAFILE", "").strip()
+    if override:
+        return override
+    port = url.rpartition("@")[2].partition("/")[0].rpartition(":")[2]
+    result = subprocess.run(
+        ["bash", str(POSTGRES_SCRIPT), "cafile"],
+        check=True,
+        cwd=REPO_ROOT,
+        stdout=subprocess.PIPE,
+        text=True,
+        env={**os.environ, "PG_PORT": port},
+    )
+    return result.stdout.strip()
 
 
 @dataclass(frozen=True)

@@ -9,11 +9,12 @@ import asyncio
 import signal
 import subprocess
 import sys
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Callable
 from contextlib import asynccontextmanager
 from pathlib import Path
 from typing import Any
 
+import certifi
 import httpx
 import pytest
 from sqlalchemy import text
@@ -25,6 +26,7 @@ from blackjack.projections.writer import Position
 from tests.integration.conftest_projections import (
     EventsTopic,
     StoreFactory,
+    connect_directly,
     play_tables,
     publish,
     reached,
@@ -32,7 +34,7 @@ from tests.integration.conftest_projections import (
     wait_until,
     worker_env,
 )
-from tests.integration.infra import TcpGate, free_port
+from tests.integration.infra import TcpGate, free_port, postgres_cafile
 
 pytest_plugins = ["tests.integration.conftest_projections"]
 pytestmark = pytest.mark.integration
@@ -181,6 +183,66 @@ async def test_a_worker_joining_a_topic_not_there_yet_stops_at_once_on_sigterm(
             process.wait()
 
 
+def verify_full(url: str) -> str:
+    """``url`` asking asyncpg to check the server's certificate and host name (the runbook's)."""
+    verified = make_url(url).update_query_dict({"ssl": "verify-full"})
+    return verified.render_as_string(hide_password=False)
+
+
+async def test_a_worker_checks_the_database_certificate_against_the_ca_it_is_given(
+    events_topic: EventsTopic, postgres_server_url: str, shoe_seal: ShoeSeal, tmp_path: Path
+) -> None:
+    """What the manifests set (``?ssl=verify-full``, ``PGSSLROOTCERT`` the CA mounted from
+    the Secret ``blackjack-db-ca``): with the database's CA the worker folds over TLS, every
+    connection of its encrypted; with another CA (a man in the middle's certificate would be
+    one) it sends nothing, is not ready, names the error type on ``/readyz``, and retries."""
+    ends = await publish(events_topic, to_wire(LOG.envelopes, shoe_seal))
+    stores = StoreFactory("postgresql", tmp_path, postgres_server_url)
+    try:
+        url = await stores.url()
+        database = make_url(url).database
+        for name, ca in (("other", certifi.where()), ("right", postgres_cafile(url))):
+            port, log = free_port(), tmp_path / f"worker-{name}-ca.log"
+            env = worker_env(events_topic, verify_full(url), PGSSLROOTCERT=ca)
+            process = start_worker(env, port, log)
+            try:
+                async with httpx.AsyncClient(base_url=f"http://127.0.0.1:{port}") as http:
+                    if name == "other":
+                        refused = await readyz_when(http, store_status("unreachable"))
+                        outage = refused["projections"]["store"]
+                        assert outage["error_type"] == "SSLCertVerificationError", refused
+                    else:
+                        await answer(http, "/readyz", 200)
+                        await folded_up_to(url, ends)
+                        assert await encrypted_connections(postgres_server_url, database)
+                text_of_log = await stopped_cleanly(process, log)
+            finally:
+                if process.poll() is None:
+                    process.kill()
+                    process.wait()
+            verify_failed = "certificate verify failed" in text_of_log
+            assert verify_failed == (name == "other"), text_of_log[-3000:]
+    finally:
+        await stores.close()
+
+
+async def encrypted_connections(server_url: str, database: str | None) -> bool:
+    """Whether the database has connections (the worker's), every one of them over TLS."""
+    admin = await connect_directly(server_url)
+    try:
+        ssl: list[bool] = [
+            row["ssl"]
+            for row in await admin.fetch(
+                "SELECT s.ssl FROM pg_stat_ssl s JOIN pg_stat_activity a USING (pid)"
+                " WHERE a.datname = $1",
+                database,
+            )
+        ]
+    finally:
+        await admin.close()
+    return bool(ssl) and all(ssl)
+
+
 async def newer_store(tmp_path: Path) -> str:
     """A read model a newer release migrated (a schema revision this code does not know)."""
     url = f"sqlite+aiosqlite:///{tmp_path / 'newer.db'}"
@@ -194,14 +256,25 @@ async def newer_store(tmp_path: Path) -> str:
     return url
 
 
-async def found_mismatched(http: httpx.AsyncClient) -> dict[str, Any]:
-    """``/readyz`` once the worker has found the store's revision (``starting`` before)."""
+async def readyz_when(
+    http: httpx.AsyncClient, holds: Callable[[dict[str, Any]], bool]
+) -> dict[str, Any]:
+    """``/readyz``'s 503 answer once it ``holds``."""
     async with asyncio.timeout(WAIT_S):
         while True:
             ready: dict[str, Any] = (await answer(http, "/readyz", 503)).json()
-            if ready["projections"]["status"] != "starting":
+            if holds(ready):
                 return ready
             await asyncio.sleep(0.1)
+
+
+def store_status(status: str) -> Callable[[dict[str, Any]], bool]:
+    return lambda ready: bool(ready["projections"]["store"]["status"] == status)
+
+
+async def found_mismatched(http: httpx.AsyncClient) -> dict[str, Any]:
+    """``/readyz`` once the worker has found the store's revision (``starting`` before)."""
+    return await readyz_when(http, lambda ready: ready["projections"]["status"] != "starting")
 
 
 async def test_a_worker_stopping_on_a_newer_store_serves_its_metrics_first(
