@@ -19,10 +19,13 @@ misspelled copy.
 from __future__ import annotations
 
 import ast
+import atexit
 import copy
 import json
 import re
+import shutil
 import sys
+import tempfile
 from collections.abc import Iterator, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path, PurePosixPath
@@ -599,9 +602,13 @@ OPTIONAL_SECRETS = {  # the players' keys: the operator's token alone reads ever
     "BLACKJACK_API_PLAYER_KEYS",
     "BLACKJACK_API_PLAYER_SECRETS",
 }
+SHOE_KEY_FILE = Path(tempfile.mkdtemp(prefix="blackjack-deploy-")) / "shoe.key"
+SHOE_KEY_FILE.write_text(SHOE_KEY + "\n")
+atexit.register(shutil.rmtree, SHOE_KEY_FILE.parent, True)
 MOUNTED_FILES = {  # a file the pod gets from a mounted Secret, here a real file of that kind
     "BLACKJACK_KAFKA_SSL_CAFILE": certifi.where(),
     "PGSSLROOTCERT": certifi.where(),
+    "BLACKJACK_SHOE_KEY_FILE": str(SHOE_KEY_FILE),
 }
 
 
@@ -722,6 +729,44 @@ def test_each_component_reaches_kafka_as_its_own_principal() -> None:
     }
 
 
+def test_the_shoe_key_is_a_file_of_its_own_secret_mounted_in_the_handlers_alone() -> None:
+    """Not an environment variable (a process's children, ``/proc/<pid>/environ`` and a
+    crash report carry those), nor in the Secret every other pod reads from."""
+    job = yaml.safe_load((K8S / "audit-job.yaml").read_text())
+    holders = []
+    for workload in [*workloads(), job]:
+        name = workload["metadata"]["name"]
+        container = the_container(workload)
+        keys_read = {
+            e["valueFrom"]["secretKeyRef"]["key"]
+            for e in container.get("env", [])
+            if "secretKeyRef" in e.get("valueFrom", {})
+        }
+        assert "BLACKJACK_SHOE_KEY" not in keys_read, name
+        volumes = {
+            v["name"]: v["secret"]
+            for v in workload["spec"]["template"]["spec"].get("volumes", [])
+            if "secret" in v
+        }
+        if any(secret["secretName"] == "blackjack-shoe-key" for secret in volumes.values()):
+            holders.append(name)
+            [mount] = [
+                m
+                for m in container["volumeMounts"]
+                if volumes.get(m["name"], {}).get("secretName") == "blackjack-shoe-key"
+            ]
+            assert mount["readOnly"], name
+            [key_file] = [
+                e["value"] for e in container["env"] if e["name"] == "BLACKJACK_SHOE_KEY_FILE"
+            ]
+            assert PurePosixPath(key_file).parent == PurePosixPath(mount["mountPath"]), name
+            pod = workload["spec"]["template"]["spec"]["securityContext"]
+            secret = volumes[mount["name"]]
+            # the handler's group reads it, no one else
+            assert secret["defaultMode"] == 0o440 and pod["fsGroup"] == pod["runAsGroup"]
+    assert holders == ["blackjack-handler"]
+
+
 def test_the_env_checker_finds_a_misspelled_name() -> None:
     assert "BLACKJACK_PROJECTION_STUCK_AFTR" not in ENV_READ
     assert "BLACKJACK_HTTP_PORT" in ENV_READ  # read by the CLI, not only mentioned
@@ -735,8 +780,8 @@ async def test_probes_and_scrapes_point_where_the_processes_listen(parsed_args: 
         args, env = parsed_args(container)
         kinds.add((args.command, getattr(args, "no_projections", None)))
         # the settings accept every value the manifests give
-        if "BLACKJACK_SHOE_KEY" in env:
-            HandlerConfig.from_env(env)
+        if "BLACKJACK_SHOE_KEY_FILE" in env:
+            assert HandlerConfig.from_env(env).shoe_key_hex == SHOE_KEY
         ProjectionSettings.from_env(env)
         host, port = listening(args)
         assert host == "0.0.0.0", f"{name} listens on {host} only"
