@@ -24,12 +24,13 @@ from collections.abc import Awaitable, Callable
 from typing import Any
 
 import structlog
-from faststream.asgi import AsgiFastStream, AsgiResponse, AsyncAPIRoute, get
+from faststream.asgi import AsgiFastStream, AsgiResponse, get
 from faststream.asgi.types import ASGIApp, Scope
 from faststream.kafka import KafkaBroker
 from prometheus_client import CONTENT_TYPE_LATEST, generate_latest
 
 from blackjack.api.routes import query_api, typed_refusals
+from blackjack.bus.asyncapi_page import asyncapi_routes
 from blackjack.bus.contract import documentation_broker, specification
 from blackjack.bus.reachable import wait_for_brokers
 from blackjack.bus.settings import bootstrap_servers
@@ -250,19 +251,26 @@ def build_app(config: HandlerConfig, projections: ProjectionSettings | None = No
         body = generate_latest(exported)
         return AsgiResponse(body, 200, {"content-type": CONTENT_TYPE_LATEST})
 
+    # the committed document's development server, not this deployment's brokers: the page
+    # is open to anyone, and the brokers' addresses are the platform's to hand out (the app's
+    # own broker is not added to it either: contract._Document.add_broker)
+    spec = specification(documentation_broker(config.topics))
+
     async def launch() -> None:
         handler.export_metrics()
         start.launch()
 
     app = AsgiFastStream(
         broker,
-        asgi_routes=[("/healthz", healthz), ("/readyz", readyz), ("/metrics", prometheus)],
-        asyncapi_path=AsyncAPIRoute("/docs/asyncapi", try_it_out_path=None),
+        asgi_routes=[
+            ("/healthz", healthz),
+            ("/readyz", readyz),
+            ("/metrics", prometheus),
+            # not FastStream's page: it loads AsyncAPI's script without integrity checks
+            *asyncapi_routes(spec),
+        ],
         logger=logger,
-        # the committed document's development server, not this deployment's brokers: the
-        # page is open to anyone, and the brokers' addresses are the platform's to hand out
-        # (the app's own broker is not added to it either: contract._Document.add_broker)
-        specification=specification(documentation_broker(config.topics)),
+        specification=spec,
         on_startup=[launch],
         # a start still running is cancelled before anything it started is stopped
         on_shutdown=[each_in_turn([start.cancel, *on_shutdown])],
