@@ -27,6 +27,10 @@ the ``PROBE_RESERVE`` connections past the limit serve the probes and metrics on
 given ``PROBE_HEAD_TIMEOUT_S`` to send its request; past the reserve a connection is
 answered the same 503 and closed as it comes.
 
+With ``BLACKJACK_HTTP_TLS_CERT_FILE`` and ``BLACKJACK_HTTP_TLS_KEY_FILE`` (PEM files: the
+certificate, with its chain, and its private key) it serves HTTPS instead, so that the query
+API's answers and bearer tokens cross the cluster's network encrypted (``tls_options``).
+
 uvicorn (0.29 and later) raises a SIGTERM or SIGINT it caught again once it has shut down,
 and with the default handler back in place that kills the process there: whatever the
 caller does after ``serve()`` returns (a projection worker leaving its consumer group and
@@ -42,6 +46,7 @@ import fcntl
 import json
 import os
 import socket
+import ssl
 import struct
 import termios
 import threading
@@ -347,7 +352,12 @@ class JsonH11Protocol(H11Protocol):
         # a connection whose writes make no progress is dropped, whether an answer is still
         # being written (uvicorn waits before its next write), written whole (complete for
         # uvicorn, the connection idle) or the connection closed (``_close``).
-        transport.set_write_buffer_limits(high=0, low=0)
+        # Not under TLS: asyncio's TLS transport checks its buffer against the low mark only
+        # when the socket's own transport pauses, so at 0 the first write paused uvicorn for
+        # good (an answer's head sent, its body never); there the default marks stay, and a
+        # stall is seen once 64 KiB wait unsent.
+        if transport.get_extra_info("sslcontext") is None:
+            transport.set_write_buffer_limits(high=0, low=0)
         edge = self._edge
         edge.held += 1
         self._counted = True
@@ -596,9 +606,42 @@ class JsonH11Protocol(H11Protocol):
 def http_config(app: Any, host: str, port: int, **options: Any) -> uvicorn.Config:
     """uvicorn's configuration of the service's HTTP endpoints (``JsonH11Protocol``), at most
     ``BLACKJACK_HTTP_MAX_CONNECTIONS`` connections (``limit_concurrency``) and the probes'
-    reserve."""
+    reserve; HTTPS when ``tls_options`` says so."""
     options.setdefault("limit_concurrency", max_connections())
+    options.update(tls_options())
     return uvicorn.Config(app, host=host, port=port, http=JsonH11Protocol, **options)
+
+
+TLS_CERT_SETTING = "BLACKJACK_HTTP_TLS_CERT_FILE"
+TLS_KEY_SETTING = "BLACKJACK_HTTP_TLS_KEY_FILE"
+
+
+def tls_options(env: Mapping[str, str] = os.environ) -> dict[str, str]:
+    """uvicorn's ``ssl_certfile`` and ``ssl_keyfile`` from the settings (none: plain HTTP).
+    Both or neither, and a key that is the certificate's: checked here, at the start, with a
+    line that says which (uvicorn would fail only once it listens, with OpenSSL's trace)."""
+    cert = env.get(TLS_CERT_SETTING, "").strip()
+    key = env.get(TLS_KEY_SETTING, "").strip()
+    if not cert and not key:
+        return {}
+    if not (cert and key):
+        given, missing = (
+            (TLS_CERT_SETTING, TLS_KEY_SETTING) if cert else (TLS_KEY_SETTING, TLS_CERT_SETTING)
+        )
+        raise ConfigurationError(f"{given} is set but {missing} is not: HTTPS needs both")
+    try:
+        ssl.create_default_context(ssl.Purpose.CLIENT_AUTH).load_cert_chain(cert, key)
+    except ssl.SSLError as error:  # not PEM, or a key that is not the certificate's
+        raise ConfigurationError(
+            f"{TLS_CERT_SETTING} and {TLS_KEY_SETTING} are not a PEM certificate and its "
+            f"private key ({error.reason or error})"
+        ) from None
+    except OSError as error:  # a file missing or unreadable (SSLError is an OSError too)
+        raise ConfigurationError(
+            f"{TLS_CERT_SETTING} {cert} or {TLS_KEY_SETTING} {key} cannot be read: "
+            f"{error.strerror or error}"
+        ) from None
+    return {"ssl_certfile": cert, "ssl_keyfile": key}
 
 
 class Server(uvicorn.Server):

@@ -1,0 +1,150 @@
+"""HTTPS for the service's HTTP endpoints (``BLACKJACK_HTTP_TLS_CERT_FILE`` and
+``_KEY_FILE``): over a real socket, uvicorn as ``blackjack serve`` and ``blackjack
+projections run --http`` configure it, a client that checks the certificate gets its answer
+and one speaking plain HTTP gets none; settings that cannot work stop the start with a line
+saying which."""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import datetime
+import ipaddress
+import ssl
+from collections.abc import AsyncIterator, Iterator
+from pathlib import Path
+
+import httpx
+import pytest
+import uvicorn
+from cryptography import x509
+from cryptography.hazmat.primitives import hashes, serialization
+from cryptography.hazmat.primitives.asymmetric import ec
+from cryptography.x509.oid import NameOID
+
+from blackjack.configuration import ConfigurationError
+from blackjack.http_server import (
+    TLS_CERT_SETTING,
+    TLS_KEY_SETTING,
+    JsonH11Protocol,
+    http_config,
+    tls_options,
+)
+from blackjack.projections.health import FoldHealth, probes
+from tests.integration import infra
+
+WAIT_S = 10.0
+
+
+def key_pair(directory: Path, name: str) -> tuple[Path, Path]:
+    """A key and a self-signed certificate for 127.0.0.1, as PEM files."""
+    key = ec.generate_private_key(ec.SECP256R1())
+    subject = x509.Name([x509.NameAttribute(NameOID.COMMON_NAME, "127.0.0.1")])
+    now = datetime.datetime.now(datetime.UTC)
+    certificate = (
+        x509.CertificateBuilder()
+        .subject_name(subject)
+        .issuer_name(subject)
+        .public_key(key.public_key())
+        .serial_number(x509.random_serial_number())
+        .not_valid_before(now - datetime.timedelta(minutes=1))
+        .not_valid_after(now + datetime.timedelta(days=1))
+        .add_extension(
+            x509.SubjectAlternativeName([x509.IPAddress(ipaddress.ip_address("127.0.0.1"))]),
+            critical=False,
+        )
+        .add_extension(x509.BasicConstraints(ca=True, path_length=None), critical=True)
+        .sign(key, hashes.SHA256())
+    )
+    cert_file, key_file = directory / f"{name}.crt", directory / f"{name}.key"
+    cert_file.write_bytes(certificate.public_bytes(serialization.Encoding.PEM))
+    key_file.write_bytes(
+        key.private_bytes(
+            serialization.Encoding.PEM,
+            serialization.PrivateFormat.PKCS8,
+            serialization.NoEncryption(),
+        )
+    )
+    return cert_file, key_file
+
+
+class _Server(uvicorn.Server):
+    @contextlib.contextmanager
+    def capture_signals(self) -> Iterator[None]:  # the test process's signals stay its own
+        yield
+
+
+async def unrouted(scope: object, receive: object, send: object) -> None:
+    raise AssertionError("only the probes are asked")
+
+
+class _Quick(JsonH11Protocol):
+    head_timeout_s = 0.4
+
+
+@contextlib.asynccontextmanager
+async def served(env: dict[str, str], monkeypatch: pytest.MonkeyPatch) -> AsyncIterator[int]:
+    for name, value in env.items():
+        monkeypatch.setenv(name, value)
+    port = infra.free_port()
+    app = probes(FoldHealth(10, starting=False), unrouted)
+    config = http_config(app, "127.0.0.1", port, lifespan="off", log_level="critical")
+    assert config.http is JsonH11Protocol  # what the service runs; the test shortens its clock
+    config.http = _Quick
+    server = _Server(config)
+    serving = asyncio.create_task(server.serve())
+    try:
+        async with asyncio.timeout(WAIT_S):
+            while not server.started:  # uvicorn has no event to await for it
+                await asyncio.sleep(0.02)
+        yield port
+    finally:
+        server.should_exit = True
+        await serving
+
+
+async def test_https_is_served_with_the_certificate_and_plain_http_is_not(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    cert, key = key_pair(tmp_path, "server")
+    env = {TLS_CERT_SETTING: str(cert), TLS_KEY_SETTING: str(key)}
+    async with served(env, monkeypatch) as port:
+        trusting = ssl.create_default_context(cafile=str(cert))
+        async with httpx.AsyncClient(verify=trusting) as https:
+            answer = await https.get(f"https://127.0.0.1:{port}/healthz")
+        assert answer.status_code == 200 and answer.json() == {"status": "ok"}
+        other, _ = key_pair(tmp_path, "other")  # a client trusting another certificate
+        async with httpx.AsyncClient(verify=ssl.create_default_context(cafile=str(other))) as c:
+            with pytest.raises(httpx.ConnectError, match="CERTIFICATE_VERIFY_FAILED"):
+                await c.get(f"https://127.0.0.1:{port}/healthz")
+        async with httpx.AsyncClient() as plain:  # no answer in clear text
+            with pytest.raises(httpx.TransportError):
+                await plain.get(f"http://127.0.0.1:{port}/healthz")
+        # a client that says nothing once connected is answered 408 and let go, as in clear
+        reader, writer = await asyncio.open_connection("127.0.0.1", port, ssl=trusting)
+        try:
+            async with asyncio.timeout(WAIT_S):
+                answer_bytes = await reader.read()
+        finally:
+            writer.close()
+        assert answer_bytes.startswith(b"HTTP/1.1 408 "), answer_bytes
+
+
+def test_settings_that_cannot_serve_https_stop_the_start(tmp_path: Path) -> None:
+    cert, key = key_pair(tmp_path, "server")
+    _, other_key = key_pair(tmp_path, "other")
+    assert tls_options({}) == {}  # plain HTTP, as before
+    assert tls_options({TLS_CERT_SETTING: str(cert), TLS_KEY_SETTING: str(key)}) == {
+        "ssl_certfile": str(cert),
+        "ssl_keyfile": str(key),
+    }
+    with pytest.raises(ConfigurationError, match=f"{TLS_KEY_SETTING} is not"):
+        tls_options({TLS_CERT_SETTING: str(cert)})
+    with pytest.raises(ConfigurationError, match=f"{TLS_CERT_SETTING} is not"):
+        tls_options({TLS_KEY_SETTING: str(key)})
+    with pytest.raises(ConfigurationError, match="cannot be read"):
+        tls_options({TLS_CERT_SETTING: str(tmp_path / "nowhere.crt"), TLS_KEY_SETTING: str(key)})
+    with pytest.raises(ConfigurationError, match="not a PEM certificate and its private key"):
+        tls_options({TLS_CERT_SETTING: str(cert), TLS_KEY_SETTING: str(other_key)})
+    with pytest.raises(ConfigurationError, match="not a PEM certificate and its private key"):
+        tls_options({TLS_CERT_SETTING: str(key), TLS_KEY_SETTING: str(key)})
