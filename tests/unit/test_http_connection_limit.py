@@ -12,12 +12,11 @@ import contextlib
 import json
 import socket
 import termios
-from collections.abc import AsyncIterator, Callable, Iterator
+from collections.abc import AsyncIterator, Callable
 from pathlib import Path
 from typing import Any
 
 import pytest
-import uvicorn
 
 from blackjack.api.routes import query_api
 from blackjack.configuration import ConfigurationError
@@ -30,17 +29,12 @@ from blackjack.http_server import (
 )
 from blackjack.projections.store import ProjectionStore
 from tests.integration import infra
+from tests.unit.uvicorn_in_process import InProcessServer, running
 
 WAIT_S = 10.0
 LIMIT = 4
 
 Streams = tuple[asyncio.StreamReader, asyncio.StreamWriter]
-
-
-class _Server(uvicorn.Server):
-    @contextlib.contextmanager
-    def capture_signals(self) -> Iterator[None]:
-        yield
 
 
 class Behind:
@@ -63,28 +57,26 @@ class Behind:
 
 
 @contextlib.asynccontextmanager
-async def served(tmp_path: Path, behind: Behind, **more: Any) -> AsyncIterator[tuple[int, _Server]]:
+async def served(
+    tmp_path: Path, behind: Behind, **more: Any
+) -> AsyncIterator[tuple[int, InProcessServer]]:
     store = ProjectionStore(f"sqlite+aiosqlite:///{tmp_path}/read.db")
     port = infra.free_port()
     app = query_api(store, fallback=behind)
     options: dict[str, Any] = {"lifespan": "off", "log_level": "critical", **more}
     config = http_config(app, "127.0.0.1", port, limit_concurrency=LIMIT, **options)
     assert config.http is JsonH11Protocol
-    server = _Server(config)
-    serving = asyncio.create_task(server.serve())
     try:
-        async with asyncio.timeout(WAIT_S):
-            while not server.started:
-                await asyncio.sleep(0.02)
-        yield port, server
+        async with running(config) as server:
+            try:
+                yield port, server
+            finally:
+                behind.release.set()  # the slow requests end, so the server can
     finally:
-        behind.release.set()
-        server.should_exit = True
-        await serving
         await store.close()
 
 
-async def held(server: _Server, count: int) -> None:
+async def held(server: InProcessServer, count: int) -> None:
     """Until the server holds ``count`` connections (those it ended gone)."""
     async with asyncio.timeout(WAIT_S):
         while len(server.server_state.connections) != count:
@@ -117,7 +109,7 @@ async def refused_busy(port: int) -> None:
 
 
 async def slow_requests(
-    port: int, server: _Server, count: int, path: str = "/healthz"
+    port: int, server: InProcessServer, count: int, path: str = "/healthz"
 ) -> list[Streams]:
     """``count`` connections each answering a request to ``path``, held until released."""
     before = len(server.server_state.tasks)
@@ -325,7 +317,7 @@ async def test_the_keep_alive_timeout_drops_a_connection_whose_answer_is_unread(
             unread[1].transport.abort()
 
 
-def _server_side(server: _Server, writer: asyncio.StreamWriter) -> JsonH11Protocol:
+def _server_side(server: InProcessServer, writer: asyncio.StreamWriter) -> JsonH11Protocol:
     """The server's protocol of the connection whose client end is ``writer``."""
     host, port = writer.get_extra_info("sockname")[:2]
     (found,) = [

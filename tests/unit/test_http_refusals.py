@@ -8,17 +8,17 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import json
-from collections.abc import AsyncIterator, Iterator
+from collections.abc import AsyncIterator
 from pathlib import Path
 
 import pytest
-import uvicorn
 
 from blackjack.api.contract import ErrorAnswer
 from blackjack.api.routes import query_api
 from blackjack.http_server import JsonH11Protocol, http_config
 from blackjack.projections.store import ProjectionStore
 from tests.integration import infra
+from tests.unit.uvicorn_in_process import running
 
 WAIT_S = 10.0
 HEAD_TIMEOUT_S = 0.4
@@ -27,12 +27,6 @@ WITHIN_TIMEOUT_S = 1.5
 own event loop, so a loaded machine's stall of a few tenths of a second delays the test's
 next piece and fires the server's deadline in the same turn of the loop (a 408 by chance,
 seen at 0.4 s); its idle pause of twice the deadline stays under uvicorn's 5 s keep-alive"""
-
-
-class _Server(uvicorn.Server):
-    @contextlib.contextmanager
-    def capture_signals(self) -> Iterator[None]:  # the test process's signals stay its own
-        yield
 
 
 class _Quick(JsonH11Protocol):
@@ -52,16 +46,10 @@ async def served(tmp_path: Path, protocol: type[JsonH11Protocol] = _Quick) -> As
     config = http_config(query_api(store), "127.0.0.1", port, lifespan="off", log_level="critical")
     assert config.http is JsonH11Protocol  # what the service runs; the test shortens its clock
     config.http = protocol
-    server = _Server(config)
-    serving = asyncio.create_task(server.serve())
     try:
-        async with asyncio.timeout(WAIT_S):
-            while not server.started:  # uvicorn has no event to await for it
-                await asyncio.sleep(0.02)
-        yield port
+        async with running(config):
+            yield port
     finally:
-        server.should_exit = True
-        await serving
         await store.close()
 
 

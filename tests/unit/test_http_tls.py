@@ -11,12 +11,11 @@ import contextlib
 import datetime
 import ipaddress
 import ssl
-from collections.abc import AsyncIterator, Iterator
+from collections.abc import AsyncIterator
 from pathlib import Path
 
 import httpx
 import pytest
-import uvicorn
 from cryptography import x509
 from cryptography.hazmat.primitives import hashes, serialization
 from cryptography.hazmat.primitives.asymmetric import ec
@@ -32,6 +31,7 @@ from blackjack.http_server import (
 )
 from blackjack.projections.health import FoldHealth, probes
 from tests.integration import infra
+from tests.unit.uvicorn_in_process import running
 
 WAIT_S = 10.0
 
@@ -68,12 +68,6 @@ def key_pair(directory: Path, name: str) -> tuple[Path, Path]:
     return cert_file, key_file
 
 
-class _Server(uvicorn.Server):
-    @contextlib.contextmanager
-    def capture_signals(self) -> Iterator[None]:  # the test process's signals stay its own
-        yield
-
-
 async def unrouted(scope: object, receive: object, send: object) -> None:
     raise AssertionError("only the probes are asked")
 
@@ -91,16 +85,8 @@ async def served(env: dict[str, str], monkeypatch: pytest.MonkeyPatch) -> AsyncI
     config = http_config(app, "127.0.0.1", port, lifespan="off", log_level="critical")
     assert config.http is JsonH11Protocol  # what the service runs; the test shortens its clock
     config.http = _Quick
-    server = _Server(config)
-    serving = asyncio.create_task(server.serve())
-    try:
-        async with asyncio.timeout(WAIT_S):
-            while not server.started:  # uvicorn has no event to await for it
-                await asyncio.sleep(0.02)
+    async with running(config):
         yield port
-    finally:
-        server.should_exit = True
-        await serving
 
 
 async def test_https_is_served_with_the_certificate_and_plain_http_is_not(
