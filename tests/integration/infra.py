@@ -105,13 +105,19 @@ def _env_port(name: str, default: int) -> int:
 
 def _run_up(script: Path) -> str:
     """Run ``script up`` (raises CalledProcessError on failure); return its stdout."""
+    return _run(script, "up")
+
+
+def _run(script: Path, command: str, **env: str) -> str:
+    """``script command``'s stdout (CalledProcessError on failure), ``env`` added to ours."""
     result = subprocess.run(
-        ["bash", str(script), "up"],
+        ["bash", str(script), command],
         check=True,
         cwd=REPO_ROOT,
         stdout=subprocess.PIPE,
         text=True,
         timeout=_START_TIMEOUT_S,
+        env={**os.environ, **env},
     )
     return result.stdout
 
@@ -156,15 +162,7 @@ def postgres_cafile(url: str) -> str:
     if override:
         return override
     port = url.rpartition("@")[2].partition("/")[0].rpartition(":")[2]
-    result = subprocess.run(
-        ["bash", str(POSTGRES_SCRIPT), "cafile"],
-        check=True,
-        cwd=REPO_ROOT,
-        stdout=subprocess.PIPE,
-        text=True,
-        env={**os.environ, "PG_PORT": port},
-    )
-    return result.stdout.strip()
+    return _run(POSTGRES_SCRIPT, "cafile", PG_PORT=port).strip()
 
 
 @dataclass(frozen=True)
