@@ -30,8 +30,8 @@ from faststream.kafka import KafkaBroker
 from prometheus_client import CONTENT_TYPE_LATEST, generate_latest
 
 from blackjack.api.routes import query_api, typed_refusals
-from blackjack.bus.asyncapi_page import asyncapi_routes
-from blackjack.bus.contract import documentation_broker, specification
+from blackjack.asyncapi.contract import documentation_broker, specification
+from blackjack.asyncapi.page import asyncapi_routes
 from blackjack.bus.reachable import wait_for_brokers
 from blackjack.bus.settings import bootstrap_servers
 from blackjack.bus.topics import ensure_topics

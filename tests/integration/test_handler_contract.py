@@ -18,7 +18,7 @@ from typing import Any
 import httpx
 import pytest
 
-from blackjack.bus.contract import asyncapi_document, drifted, render
+from blackjack.asyncapi.contract import asyncapi_document, drifted, render
 from blackjack.domain import commands as cmd
 from tests.integration.conftest import WAIT_S, KafkaSpace
 from tests.integration.infra import free_port

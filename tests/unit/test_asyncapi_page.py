@@ -16,9 +16,9 @@ import httpx
 import pytest
 
 from blackjack.app import build_app
-from blackjack.bus import asyncapi_page as page_module
-from blackjack.bus.asyncapi_page import SCRIPT, STYLE, asyncapi_page, check, sri
-from blackjack.bus.contract import asyncapi_document
+from blackjack.asyncapi import page as page_module
+from blackjack.asyncapi.contract import asyncapi_document
+from blackjack.asyncapi.page import SCRIPT, STYLE, asyncapi_page, check, sri
 from blackjack.command_handler.config import HandlerConfig
 from blackjack.messages.sealing import ShoeSeal
 

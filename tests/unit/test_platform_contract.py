@@ -13,7 +13,7 @@ from typing import Any
 import jsonschema
 import pytest
 
-from blackjack.bus.contract import asyncapi_document
+from blackjack.asyncapi.contract import asyncapi_document
 from blackjack.messages import wire
 from blackjack.messages.wire import UPCASTERS
 

@@ -187,7 +187,7 @@ def _handler(args: argparse.Namespace) -> int:
 
 
 def _asyncapi(args: argparse.Namespace) -> int:
-    from blackjack.bus.contract import drifted, write
+    from blackjack.asyncapi.contract import drifted, write
     from blackjack.documents import check_or_write
 
     return check_or_write(Path(args.path), args.write, drifted, write)

@@ -7,7 +7,7 @@ the operator's domain (a security review). Here each is pinned to its version an
 SHA-384, which the browser checks before it runs or applies it: a file changed in any way is
 refused, and the page shows nothing rather than someone else's code. The hashes are of the
 files in the package's tarball as the npm registry publishes it (its ``dist.integrity``
-checked first); unpkg serves those same bytes. ``python -m blackjack.bus.asyncapi_page
+checked first); unpkg serves those same bytes. ``python -m blackjack.asyncapi.page
 --check`` downloads the tarball again and compares.
 """
 
@@ -29,7 +29,7 @@ from faststream.asgi import AsgiResponse, get
 from faststream.asgi.types import ASGIApp, Scope
 from faststream.specification.asyncapi import AsyncAPI
 
-from blackjack.bus.contract import TITLE
+from blackjack.asyncapi.contract import TITLE
 
 COMPONENT = "@asyncapi/react-component"
 COMPONENT_VERSION = "3.1.5"
