@@ -29,7 +29,7 @@ answered the same 503 and closed as it comes.
 
 With ``BLACKJACK_HTTP_TLS_CERT_FILE`` and ``BLACKJACK_HTTP_TLS_KEY_FILE`` (PEM files: the
 certificate, with its chain, and its private key) it serves HTTPS instead, so that the query
-API's answers and bearer tokens cross the cluster's network encrypted (``tls_options``).
+API's answers and bearer tokens cross the cluster's network encrypted (``tls_context``).
 
 uvicorn (0.29 and later) raises a SIGTERM or SIGINT it caught again once it has shut down,
 and with the default handler back in place that kills the process there: whatever the
@@ -62,6 +62,7 @@ import structlog
 import uvicorn
 from prometheus_client import Counter
 from uvicorn.protocols.http.h11_impl import H11Protocol
+from uvicorn.protocols.utils import get_remote_addr
 from uvicorn.server import ServerState
 
 from blackjack.configuration import ConfigurationError
@@ -342,22 +343,57 @@ class JsonH11Protocol(H11Protocol):
         self._edge = _edge(self.server_state)
         self._counted = False
         self._requests = 0  # the app's requests on this connection running now
+        self._handshaking: asyncio.Future[None] | None = None  # TLS begun, not done
         self._gone = False
         self.app = self._counting(self.app)
 
     def connection_made(self, transport: asyncio.Transport) -> None:  # type: ignore[override]
-        super().connection_made(transport)
-        # Writing pauses as soon as anything waits unsent (the kernel's buffer full: the
-        # client reads slowly or not at all), which arms the stall timer (``pause_writing``):
-        # a connection whose writes make no progress is dropped, whether an answer is still
-        # being written (uvicorn waits before its next write), written whole (complete for
-        # uvicorn, the connection idle) or the connection closed (``_close``).
-        # Not under TLS: asyncio's TLS transport checks its buffer against the low mark only
-        # when the socket's own transport pauses, so at 0 the first write paused uvicorn for
-        # good (an answer's head sent, its body never); there the default marks stay, and a
-        # stall is seen once 64 KiB wait unsent.
-        if transport.get_extra_info("sslcontext") is None:
+        tls: ssl.SSLContext | None = getattr(self.config, "tls", None)
+        if tls is None:
+            self._connected(transport)
+            # Writing pauses as soon as anything waits unsent (the kernel's buffer full: the
+            # client reads slowly or not at all), which arms the stall timer
+            # (``pause_writing``): a connection whose writes make no progress is dropped,
+            # whether an answer is still being written (uvicorn waits before its next
+            # write), written whole (complete for uvicorn, the connection idle) or the
+            # connection closed (``_close``).
             transport.set_write_buffer_limits(high=0, low=0)
+        else:
+            # TLS is begun here, on the accepted connection, not by asyncio's server (which
+            # hands a connection over only once its handshake is done): counted, bounded by
+            # the head's deadline and made room for from its first moment, so connections
+            # that never finish a handshake cannot hold the process's descriptors.
+            self.transport = transport  # the TCP connection's, until the handshake is done
+            self.client = get_remote_addr(transport)
+            transport.pause_reading()  # the client's first TLS bytes are the handshake's
+            self._handshaking = asyncio.ensure_future(self._start_tls(transport, tls))
+        self._count()
+
+    def _connected(self, transport: asyncio.Transport) -> None:
+        super().connection_made(transport)
+
+    async def _start_tls(self, transport: asyncio.Transport, tls: ssl.SSLContext) -> None:
+        try:
+            secured = await self.loop.start_tls(
+                transport, self, tls, server_side=True, ssl_handshake_timeout=self.head_timeout_s
+            )
+        except (OSError, TimeoutError, ConnectionError) as error:  # not TLS, too slow, gone
+            log.debug("TLS handshake failed", client=self.client, error=repr(error))
+            secured = None
+        if secured is None or self._busy or not self._counted:  # made room for meanwhile
+            self._release()
+            self._disarm_head_deadline()
+            (secured or transport).abort()
+            return
+        self._handshaking = None
+        # asyncio's TLS transport checks its buffer against the low mark only when the
+        # socket's own transport pauses, so a mark at 0 paused uvicorn for good (an answer's
+        # head sent, its body never): the default marks stay, and a stall is seen once
+        # 64 KiB wait unsent.
+        self._connected(secured)
+
+    def _count(self) -> None:
+        """Counted against the limit, making room for itself, or refused past the reserve."""
         edge = self._edge
         edge.held += 1
         self._counted = True
@@ -373,7 +409,8 @@ class JsonH11Protocol(H11Protocol):
             held += edge.orphaned
             if held > limit:  # every other connection answering a request
                 if held > limit + self.probe_reserve:
-                    self._close_busy(_refusal(503), "busy")
+                    # in clear only: a TLS client would read the answer as a broken record
+                    self._close_busy(b"" if self._handshaking else _refusal(503), "busy")
                     return
                 self.head_timeout_s = min(self.head_timeout_s, PROBE_HEAD_TIMEOUT_S)
                 self.app = _probes_only(self.app)
@@ -415,6 +452,8 @@ class JsonH11Protocol(H11Protocol):
         the kernel received that the event loop has not read yet (a gateway's request on its
         keep-alive connection, arriving as the connection is chosen to make room: closed,
         the socket would reset the connection and the request be lost)."""
+        if self._handshaking is not None:  # its bytes are the handshake's: no request yet
+            return False
         return (
             bool(self.conn.trailing_data[0]) or _kernel_bytes(self.transport, termios.FIONREAD) > 0
         )
@@ -595,6 +634,10 @@ class JsonH11Protocol(H11Protocol):
 
     def _head_too_slow(self) -> None:
         self._head_deadline = None
+        if self._handshaking is not None:  # no TLS yet to answer 408 in
+            log.info("TLS handshake too slow: connection closed", client=self.client)
+            self._close()
+            return
         if self.conn.their_state is not h11.IDLE:  # a request is being answered
             return
         if self.timeout_keep_alive_task is not None:  # idle between requests: uvicorn's
@@ -603,34 +646,45 @@ class JsonH11Protocol(H11Protocol):
         self._refuse(408)
 
 
-def http_config(app: Any, host: str, port: int, **options: Any) -> uvicorn.Config:
+class HttpConfig(uvicorn.Config):
+    tls: ssl.SSLContext | None = None
+    """HTTPS: the handshake ``JsonH11Protocol`` begins on each accepted connection (uvicorn's
+    own ``ssl`` left unset: asyncio's server would hand a connection over only once its
+    handshake is done, uncounted until then)."""
+
+
+def http_config(app: Any, host: str, port: int, **options: Any) -> HttpConfig:
     """uvicorn's configuration of the service's HTTP endpoints (``JsonH11Protocol``), at most
     ``BLACKJACK_HTTP_MAX_CONNECTIONS`` connections (``limit_concurrency``) and the probes'
-    reserve; HTTPS when ``tls_options`` says so."""
+    reserve; HTTPS when ``tls_context`` says so."""
     options.setdefault("limit_concurrency", max_connections())
-    options.update(tls_options())
-    return uvicorn.Config(app, host=host, port=port, http=JsonH11Protocol, **options)
+    config = HttpConfig(app, host=host, port=port, http=JsonH11Protocol, **options)
+    config.tls = tls_context()
+    if config.tls is not None:  # uvicorn's own start line says http://, its ssl unset
+        log.info("HTTP endpoints answer HTTPS only", host=host, port=port)
+    return config
 
 
 TLS_CERT_SETTING = "BLACKJACK_HTTP_TLS_CERT_FILE"
 TLS_KEY_SETTING = "BLACKJACK_HTTP_TLS_KEY_FILE"
 
 
-def tls_options(env: Mapping[str, str] = os.environ) -> dict[str, str]:
-    """uvicorn's ``ssl_certfile`` and ``ssl_keyfile`` from the settings (none: plain HTTP).
-    Both or neither, and a key that is the certificate's: checked here, at the start, with a
-    line that says which (uvicorn would fail only once it listens, with OpenSSL's trace)."""
+def tls_context(env: Mapping[str, str] = os.environ) -> ssl.SSLContext | None:
+    """The server's TLS context from the settings (None: plain HTTP). Both or neither, and a
+    key that is the certificate's: checked here, at the start, with a line that says which."""
     cert = env.get(TLS_CERT_SETTING, "").strip()
     key = env.get(TLS_KEY_SETTING, "").strip()
     if not cert and not key:
-        return {}
+        return None
     if not (cert and key):
         given, missing = (
             (TLS_CERT_SETTING, TLS_KEY_SETTING) if cert else (TLS_KEY_SETTING, TLS_CERT_SETTING)
         )
         raise ConfigurationError(f"{given} is set but {missing} is not: HTTPS needs both")
+    context = ssl.create_default_context(ssl.Purpose.CLIENT_AUTH)
+    context.set_alpn_protocols(["http/1.1"])
     try:
-        ssl.create_default_context(ssl.Purpose.CLIENT_AUTH).load_cert_chain(cert, key)
+        context.load_cert_chain(cert, key)
     except ssl.SSLError as error:  # not PEM, or a key that is not the certificate's
         raise ConfigurationError(
             f"{TLS_CERT_SETTING} and {TLS_KEY_SETTING} are not a PEM certificate and its "
@@ -641,7 +695,7 @@ def tls_options(env: Mapping[str, str] = os.environ) -> dict[str, str]:
             f"{TLS_CERT_SETTING} {cert} or {TLS_KEY_SETTING} {key} cannot be read: "
             f"{error.strerror or error}"
         ) from None
-    return {"ssl_certfile": cert, "ssl_keyfile": key}
+    return context
 
 
 class Server(uvicorn.Server):
