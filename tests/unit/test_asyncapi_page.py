@@ -93,6 +93,11 @@ def test_the_check_finds_another_tarball_or_a_file_that_differs(
     monkeypatch.setattr(page_module, "SCRIPT", page_module.PinnedFile(SCRIPT.path, sri(script)))
     monkeypatch.setattr(page_module, "STYLE", page_module.PinnedFile(STYLE.path, sri(style)))
     assert check(package) == []
+    without_style = tarball({SCRIPT.path: script})  # a package without one of the files
+    monkeypatch.setattr(page_module, "TARBALL_INTEGRITY", integrity_of(without_style))
+    assert check(without_style) == [
+        f"{STYLE.path}: pinned {page_module.STYLE.integrity}, the package's missing"
+    ]
 
 
 def test_the_pins_name_one_version_of_one_package() -> None:
