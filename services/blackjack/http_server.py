@@ -373,13 +373,18 @@ class JsonH11Protocol(H11Protocol):
         super().connection_made(transport)
 
     async def _start_tls(self, transport: asyncio.Transport, tls: ssl.SSLContext) -> None:
-        try:
-            secured = await self.loop.start_tls(
-                transport, self, tls, server_side=True, ssl_handshake_timeout=self.head_timeout_s
-            )
-        except (OSError, TimeoutError, ConnectionError) as error:  # not TLS, too slow, gone
-            log.debug("TLS handshake failed", client=self.client, error=repr(error))
-            secured = None
+        secured = None
+        if not transport.is_closing():  # not refused or made room for as it came
+            try:
+                secured = await self.loop.start_tls(
+                    transport,
+                    self,
+                    tls,
+                    server_side=True,
+                    ssl_handshake_timeout=self.head_timeout_s,
+                )
+            except Exception as error:  # not TLS, too slow, gone: only this connection's
+                log.debug("TLS handshake failed", client=self.client, error=repr(error))
         if secured is None or self._busy or not self._counted:  # made room for meanwhile
             self._release()
             self._disarm_head_deadline()
