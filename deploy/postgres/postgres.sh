@@ -243,7 +243,7 @@ cmd_reset() {
 
 cmd_cafile() {
     resolve_dirs
-    [[ -f "$TLS/ca.pem" ]] || die "no certificate in $TLS yet: run '$0 up' first"
+    [[ -f "$TLS/ca.pem" ]] || die "no certificate in $TLS: start the server with '$0 up' (one started by an older postgres.sh has no TLS: '$0 down' first)"
     echo "$TLS/ca.pem"
 }
 
