@@ -92,7 +92,12 @@ resolve_dirs() {
 # ca.pem is the certificate again, for clients to verify the server with.
 ensure_tls() {
     [[ -f "$TLS/server.key" && -f "$TLS/server.crt" && -f "$TLS/ca.pem" ]] && return 0
-    command -v openssl >/dev/null 2>&1 || die "openssl not found (Debian's 'openssl' package)"
+    if ! command -v openssl >/dev/null 2>&1; then  # postgresql's packages bring it, usually
+        ((IS_ROOT)) || die "openssl not found; install Debian's 'openssl' package"
+        log "installing openssl from Debian packages"
+        apt-get update -qq >&2
+        DEBIAN_FRONTEND=noninteractive apt-get install -y -qq openssl >&2
+    fi
     as_pg mkdir -p "$TLS"
     as_pg openssl req -x509 -newkey rsa:2048 -nodes -days 3650 -subj "/CN=127.0.0.1" \
         -addext "subjectAltName=IP:127.0.0.1,DNS:localhost" \
