@@ -32,6 +32,7 @@ import subprocess
 import time
 from dataclasses import dataclass
 from pathlib import Path
+from urllib.parse import urlsplit
 
 REPO_ROOT = Path(__file__).resolve().parents[2]
 KAFKA_SCRIPT = REPO_ROOT / "deploy" / "kafka" / "kafka.sh"
@@ -161,8 +162,9 @@ def postgres_cafile(url: str) -> str:
     override = os.environ.get("BLACKJACK_TEST_PG_CAFILE", "").strip()
     if override:
         return override
-    port = url.rpartition("@")[2].partition("/")[0].rpartition(":")[2]
-    return _run(POSTGRES_SCRIPT, "cafile", PG_PORT=port).strip()
+    port = urlsplit(url).port
+    assert port is not None, url
+    return _run(POSTGRES_SCRIPT, "cafile", PG_PORT=str(port)).strip()
 
 
 @dataclass(frozen=True)
