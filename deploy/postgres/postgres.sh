@@ -50,11 +50,16 @@ ensure_binaries() {
     BIN="$(find_bindir)"
     [[ -n "$BIN" ]] && return 0
     ((IS_ROOT)) || die "PostgreSQL server binaries missing; install Debian's 'postgresql' package"
-    log "installing PostgreSQL from Debian packages"
-    apt-get update -qq >&2
-    DEBIAN_FRONTEND=noninteractive apt-get install -y -qq postgresql >&2
+    apt_install postgresql
     BIN="$(find_bindir)"
     [[ -n "$BIN" ]] || die "postgresql installed but no /usr/lib/postgresql/*/bin/initdb found"
+}
+
+# Install Debian packages (root only: the callers check).
+apt_install() {
+    log "installing $* from Debian packages"
+    apt-get update -qq >&2
+    DEBIAN_FRONTEND=noninteractive apt-get install -y -qq "$@" >&2
 }
 
 # Run a command as the cluster owner (from / so an unreadable cwd does not matter).
@@ -94,9 +99,7 @@ ensure_tls() {
     [[ -f "$TLS/server.key" && -f "$TLS/server.crt" && -f "$TLS/ca.pem" ]] && return 0
     if ! command -v openssl >/dev/null 2>&1; then  # postgresql's packages bring it, usually
         ((IS_ROOT)) || die "openssl not found; install Debian's 'openssl' package"
-        log "installing openssl from Debian packages"
-        apt-get update -qq >&2
-        DEBIAN_FRONTEND=noninteractive apt-get install -y -qq openssl >&2
+        apt_install openssl
     fi
     as_pg mkdir -p "$TLS"
     as_pg openssl req -x509 -newkey rsa:2048 -nodes -days 3650 -subj "/CN=127.0.0.1" \
