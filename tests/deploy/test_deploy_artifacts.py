@@ -49,7 +49,7 @@ import blackjack.projections.worker
 from blackjack.cli import build_parser
 from blackjack.command_handler import partitions
 from blackjack.command_handler.config import HandlerConfig
-from blackjack.command_handler.keys import load_audit_key
+from blackjack.command_handler.keys import load_audit_keys
 from blackjack.domain.rejections import RejectionCode
 from blackjack.messages.envelope import CommandResult
 from blackjack.messages.sealing import ShoeSeal
@@ -998,8 +998,8 @@ def test_the_audit_job_runs_the_audit_with_its_key_and_the_database(parsed_args:
     args, env = parsed_args(container)
     assert args.command == "audit"
     assert "BLACKJACK_SHOE_KEY" not in env  # the master key yields the money steps' signing key
-    key = load_audit_key(env)  # the auditor's key opens the committed shoes
-    assert key is not None and ShoeSeal.for_auditor(key).audit_key_hex() == key
+    [key] = load_audit_keys(env)  # the auditor's key opens the committed shoes
+    assert ShoeSeal.for_auditor(key).audit_key_hex() == key
     ProjectionSettings.from_env(env)
     secrets = {
         e["valueFrom"]["secretKeyRef"]["key"]

@@ -74,13 +74,15 @@ class _Producer:
         return sent
 
 
-async def write_checkpoint(table: Table, signer: CheckpointSigner = SIGNER) -> list[Outgoing]:
+async def write_checkpoint(
+    table: Table, signer: CheckpointSigner = SIGNER, codec: SnapshotCodec = CODEC
+) -> list[Outgoing]:
     """A checkpoint as the handler writes one (its own code), committed to the table's log."""
     writer = Checkpointing.__new__(Checkpointing)
     writer.topics, writer._checkpoints, writer._now = TOPICS, signer, lambda: T0
     writer.log, writer._partitions = structlog.get_logger(), {}
     store = table.store
-    store.codec = CODEC
+    store.codec = codec
     ends = await table.log.end_offsets(
         [TopicPartition(t, 0) for t in (TOPICS.events, TOPICS.results)]
     )

@@ -223,13 +223,40 @@ def test_the_auditor_s_key_is_printed_from_the_master_key(
     # auditor's key won, and a shoe sealed before it stayed unverified)
     monkeypatch.setenv("BLACKJACK_SHOE_KEY", KEY)
     monkeypatch.setenv("BLACKJACK_AUDIT_KEY", printed)
-    assert repr(audit_cli._seal()) == "ShoeSeal(writes=2, master=True)"
+    key_id = ShoeSeal.from_hex(KEY).key_id
+    assert repr(audit_cli._seal()) == f"ShoeSeal(writes=2, master=True, keys=['{key_id}'])"
     monkeypatch.delenv("BLACKJACK_SHOE_KEY")
-    assert repr(audit_cli._seal()) == "ShoeSeal(writes=2, master=False)"
+    assert repr(audit_cli._seal()) == f"ShoeSeal(writes=2, master=False, keys=['{key_id}'])"
     # a malformed auditor's key is named in one line by the commands that read it
     monkeypatch.setenv("BLACKJACK_AUDIT_KEY", "abc")
     assert main(["replay", "table-1:1"]) == 2
-    assert "BLACKJACK_AUDIT_KEY is not a 64-digit hex key" in capsys.readouterr().err
+    assert "BLACKJACK_AUDIT_KEY is not 64-digit hex keys" in capsys.readouterr().err
+
+
+def test_the_auditor_gets_a_key_for_every_key_of_a_rotation(
+    monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """A rotation's older keys sealed shoes the log still holds: the auditor needs their keys
+    too, the current one's first, and opens with them what each sealed."""
+    new, old, older = ShoeSeal.new_key_hex(), KEY, ShoeSeal.new_key_hex()
+    monkeypatch.delenv("BLACKJACK_SHOE_KEY_FILE", raising=False)
+    monkeypatch.setenv("BLACKJACK_SHOE_KEY", f"{new}\n{old}  # the one before\nretired:{older}")
+    assert main(["audit-key"]) == 0
+    printed = capsys.readouterr().out.split()
+    expected = [ShoeSeal.from_hex(key).audit_key_hex() for key in (new, old, older)]
+    assert printed == expected
+    monkeypatch.delenv("BLACKJACK_SHOE_KEY")
+    monkeypatch.setenv("BLACKJACK_AUDIT_KEY", ",".join(printed))
+    auditor = audit_cli._seal()
+    assert auditor is not None
+    for key in (new, old, older):
+        sealed = ShoeSeal.from_hex(key).seal("table-1", 3, ("AS", "KD"), "salt")
+        assert auditor.unseal("table-1", 3, sealed) == (("AS", "KD"), "salt")
+    monkeypatch.setenv("BLACKJACK_AUDIT_KEY", f"{printed[0]},{printed[0]}")
+    assert main(["replay", "table-1:1"]) == 2
+    assert "BLACKJACK_AUDIT_KEY is not 64-digit hex keys, each given once" in (
+        capsys.readouterr().err
+    )
 
 
 @pytest.fixture(autouse=True)

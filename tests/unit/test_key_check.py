@@ -62,5 +62,6 @@ def test_the_refusal_names_the_key_ids_found_and_this_key_s() -> None:
     assert refused.exit_code == 2
     assert str(refused).startswith(
         "the shoe key is not this deployment's: the last shoes on p.blackjack.events are "
-        f"sealed under key id abcdef01 (in 2 partition(s)), none under this key's ({SEAL.key_id})"
+        "sealed under key id abcdef01 (in 2 partition(s)), none under this handler's key "
+        f"id(s) ({SEAL.key_id})"
     )

@@ -22,7 +22,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from blackjack.audit import randomness_cli
-from blackjack.command_handler.keys import load_audit_key, load_shoe_key
+from blackjack.command_handler.keys import load_audit_keys, load_shoe_keys
 from blackjack.configuration import ConfigurationError
 from blackjack.messages.sealing import ShoeSeal
 from blackjack.messages.wire import decode
@@ -44,15 +44,15 @@ class _BadInput(Exception):
 
 
 def _seal() -> ShoeSeal | None:
-    """The handlers' master key, read as they read it (``BLACKJACK_SHOE_KEY``, else the file
-    that ``BLACKJACK_SHOE_KEY_FILE`` names, as ``make run`` keeps it, but never a new file): it
-    opens every shoe; else the auditor's key (``BLACKJACK_AUDIT_KEY``: it opens the shoes sealed
-    since it was derived, and nothing else); None without either."""
+    """The handlers' master keys, read as they read them (``BLACKJACK_SHOE_KEY``, else the file
+    that ``BLACKJACK_SHOE_KEY_FILE`` names, as ``make run`` keeps it, but never a new file):
+    they open every shoe; else the auditor's keys (``BLACKJACK_AUDIT_KEY``: they open the shoes
+    sealed since they were derived, and nothing else); None without either."""
     try:
-        audit_key = load_audit_key(os.environ)
+        audit_keys = load_audit_keys(os.environ)
         if any(os.environ.get(name, "").strip() for name in SHOE_KEY_SETTINGS):
-            return ShoeSeal.from_hex(load_shoe_key(os.environ, create=False))
-        return None if audit_key is None else ShoeSeal.for_auditor(audit_key)
+            return load_shoe_keys(os.environ, create=False).seal()
+        return ShoeSeal.for_auditor(*audit_keys) if audit_keys else None
     except ConfigurationError as error:
         raise _BadInput(str(error)) from None
 
@@ -247,7 +247,8 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     audit.set_defaults(handler=_audit)
     audit_key = sub.add_parser(
         "audit-key",
-        help="print the auditor's key (BLACKJACK_AUDIT_KEY) derived from the handlers' shoe key",
+        help="print the auditor's keys (BLACKJACK_AUDIT_KEY) derived from the handlers' shoe "
+        "keys, one a line",
     )
     audit_key.set_defaults(handler=_audit_key)
     randomness_cli.register(sub)
@@ -264,9 +265,10 @@ def _at_least_one(text: str) -> int:
 
 
 def _audit_key(args: argparse.Namespace) -> int:
-    """The key that opens every shoe sealed since it was derived, and nothing else: what an
-    auditor holds instead of the master key (which also yields the signing key of money
-    steps)."""
+    """The keys that open every shoe sealed since they were derived, and nothing else: what an
+    auditor holds instead of the master keys (which also yield the signing keys of money
+    steps). One a line, the current key's first: every key of a rotation, retired ones too
+    (their shoes are still in the log)."""
     if not any(os.environ.get(name, "").strip() for name in SHOE_KEY_SETTINGS):
         print(
             "blackjack audit-key: set BLACKJACK_SHOE_KEY or BLACKJACK_SHOE_KEY_FILE",
@@ -274,9 +276,9 @@ def _audit_key(args: argparse.Namespace) -> int:
         )
         return BAD_INPUT
     try:
-        master = load_shoe_key(os.environ, create=False)
+        keys = load_shoe_keys(os.environ, create=False)
     except ConfigurationError as error:
         print(f"blackjack audit-key: {error}", file=sys.stderr)
         return BAD_INPUT
-    print(ShoeSeal.from_hex(master).audit_key_hex())
+    print("\n".join(keys.seal().audit_keys_hex()))
     return OK

@@ -40,7 +40,7 @@ from datetime import timedelta
 from blackjack.bus.codecs import CODECS
 from blackjack.bus.settings import KafkaSettings
 from blackjack.bus.topics import REQUESTS_KEPT_MS, Topics
-from blackjack.command_handler.keys import load_shoe_key
+from blackjack.command_handler.keys import ShoeKeys, load_shoe_keys
 from blackjack.configuration import ConfigurationError, env_value
 from blackjack.domain.platform_money import DEFAULT_IDS_MAX, DEFAULT_RETENTION
 from blackjack.messages.sealing import SealVersion
@@ -52,6 +52,9 @@ COMPRESSIONS = ("none", *CODECS)
 @dataclass(frozen=True)
 class HandlerConfig:
     shoe_key_hex: str = field(repr=False)  # never in a log line
+    accepted_shoe_keys_hex: tuple[str, ...] = field(default=(), repr=False)
+    retired_shoe_keys_hex: tuple[str, ...] = field(default=(), repr=False)
+    """a key rotation's other keys (``keys.ShoeKeys``): they never seal or sign"""
     kafka: KafkaSettings = field(default_factory=KafkaSettings)
     group_id: str = ""
     source: str = "/blackjack/command-handler"
@@ -136,6 +139,10 @@ class HandlerConfig:
         return Topics(self.kafka.topic_prefix)
 
     @property
+    def shoe_keys(self) -> ShoeKeys:
+        return ShoeKeys(self.shoe_key_hex, self.accepted_shoe_keys_hex, self.retired_shoe_keys_hex)
+
+    @property
     def compression_type(self) -> str | None:
         """``kafka_compression`` as aiokafka's producers take it."""
         return None if self.kafka_compression == "none" else self.kafka_compression
@@ -178,8 +185,11 @@ class HandlerConfig:
             if env.get(name, "").strip()
         }
         try:
+            keys = load_shoe_keys(env)
             return cls(
-                shoe_key_hex=load_shoe_key(env),
+                shoe_key_hex=keys.current,
+                accepted_shoe_keys_hex=keys.accepted,
+                retired_shoe_keys_hex=keys.retired,
                 kafka=KafkaSettings.from_env(env),
                 **overrides,  # type: ignore[arg-type]
             )

@@ -52,8 +52,9 @@ class NotTheDeploymentsKey(ConfigurationError):
         )
         super().__init__(
             f"the shoe key is not this deployment's: the last shoes on {topic} are sealed "
-            f"under key id {found}, none under this key's ({own}); mount the deployment's "
-            "key (BLACKJACK_SHOE_KEY_FILE, BLACKJACK_SHOE_KEY) and start again. Nothing was "
+            f"under key id {found}, none under this handler's key id(s) ({own}); mount the "
+            "deployment's key (BLACKJACK_SHOE_KEY_FILE, BLACKJACK_SHOE_KEY) and start again. "
+            "Nothing was "
             "served: a handler with this key would seal new shoes no other handler opens"
         )
 
@@ -62,7 +63,8 @@ async def check_the_key_against_the_log(
     reader: AIOKafkaConsumer, topics: Topics, partitions: int, seal: ShoeSeal, timeout: float
 ) -> None:
     """``NotTheDeploymentsKey`` when the shoes nearest the end of the events partitions (in
-    the last ``MOST`` records of each) are sealed under keys, and none under ``seal``'s.
+    the last ``MOST`` records of each) are sealed under keys, and none under any of ``seal``'s
+    (a rotation's keys are one deployment's).
     ``reader`` holds the events partitions in its assignment (``replay.assign_reader``). A
     record that is not a readable shoe is stepped over; a read that does not end within
     ``timeout`` leaves the key unchecked (logged), not the handler unstarted: a slow broker
@@ -75,15 +77,15 @@ async def check_the_key_against_the_log(
     try:
         for tp in tps:
             found = await _key_ids_near_the_end(reader, tp, starts[tp], ends[tp], deadline)
-            if seal.key_id in found:
-                return  # the deployment's: whatever else is sealed there
+            if found.intersection(seal.key_ids):
+                return  # the deployment's (a key of its rotation): whatever else is sealed there
             for key_id in found:
                 others[key_id] = others.get(key_id, 0) + 1
     except TimeoutError:
         log.warning("the shoe key was not checked against the log: reading it took too long")
         return
     if others:
-        raise NotTheDeploymentsKey(topics.events, others, seal.key_id)
+        raise NotTheDeploymentsKey(topics.events, others, ", ".join(seal.key_ids))
 
 
 async def _key_ids_near_the_end(

@@ -5,7 +5,13 @@
                              missing (``make run`` points it at the git-ignored ``var/``)
 
 Every handler instance of a deployment must hold the same key: a handler that takes a
-partition over unseals the shoes and snapshots the previous owner sealed. A key is derived
+partition over unseals the shoes and snapshots the previous owner sealed.
+
+Either may hold several keys (one a line, or separated by commas), to rotate the key without
+stopping the deployment: the first seals the shoes and snapshots and signs the checkpoints
+and money steps; every one of them opens and verifies what it sealed and signed. A rotation is
+two rollouts (docs/operations.md): the new key added second, then moved first; the old one
+stays until nothing the log still needs is sealed under it. A key is derived
 from it per purpose (sealing shoes, sealing snapshots, authenticating checkpoints, signing
 money steps), so no key opens what another seals, and the shoe key can be given to an
 auditor (``BLACKJACK_AUDIT_KEY``, ``blackjack audit-key`` prints it) without the rest.
@@ -14,13 +20,15 @@ auditor (``BLACKJACK_AUDIT_KEY``, ``blackjack audit-key`` prints it) without the
 from __future__ import annotations
 
 import os
+import re
 from collections.abc import Mapping
+from dataclasses import dataclass, field
 from pathlib import Path
 
 import structlog
 
 from blackjack.configuration import ConfigurationError
-from blackjack.messages.sealing import ShoeSeal, derive
+from blackjack.messages.sealing import SealVersion, ShoeSeal, derive
 
 log = structlog.get_logger("blackjack.command_handler")
 
@@ -29,30 +37,98 @@ class MissingShoeKey(ConfigurationError):
     """No shoe key is configured: the handler refuses to deal from shoes it could not resume."""
 
 
-def load_shoe_key(env: Mapping[str, str] = os.environ, *, create: bool = True) -> str:
-    """The shoe key as hex, from the environment or the key file (created when missing,
+def load_shoe_keys(env: Mapping[str, str] = os.environ, *, create: bool = True) -> ShoeKeys:
+    """The shoe keys as hex, from the environment or the key file (created when missing,
     unless ``create`` is false: an auditor's new key would open nothing)."""
-    key = env.get("BLACKJACK_SHOE_KEY", "").strip()
-    if not key:
+    text = env.get("BLACKJACK_SHOE_KEY", "").strip()
+    source = "BLACKJACK_SHOE_KEY"
+    if not text:
         file = env.get("BLACKJACK_SHOE_KEY_FILE", "").strip()
         if not file:
             raise MissingShoeKey(
                 "set BLACKJACK_SHOE_KEY (64 hex digits) or BLACKJACK_SHOE_KEY_FILE; "
                 "every handler of a deployment needs the same key"
             )
+        source = "the key file (BLACKJACK_SHOE_KEY_FILE)"
         try:
-            key = _key_file(Path(file), create)
+            text = _key_file(Path(file), create)
         except OSError as error:  # a read-only file system, a directory that is not there
             raise ConfigurationError(
                 f"BLACKJACK_SHOE_KEY_FILE {file} cannot be read or made: {error.strerror}"
             ) from None
-    try:
-        ShoeSeal.from_hex(key)  # validates length and hex
-    except ValueError as error:
-        given = env.get("BLACKJACK_SHOE_KEY", "").strip()
-        source = "BLACKJACK_SHOE_KEY" if given else "the key file (BLACKJACK_SHOE_KEY_FILE)"
-        raise ConfigurationError(f"{source} is not a 64-digit hex key: {error}") from None
-    return key
+    return _parsed(text, source)
+
+
+RETIRED = "retired:"
+"""Written before a key that only opens what it sealed (shoes, snapshots), and verifies
+nothing: a rotation's last step, or a key let go of because it leaked."""
+
+
+def _parsed(text: str, source: str) -> ShoeKeys:
+    """The keys of a key list: one a line or separated by commas, ``#`` to the line's end a
+    comment, each key 64 hex digits, ``retired:`` before those that open only."""
+    words = [
+        word
+        for line in text.splitlines()
+        for word in _SEPARATORS.split(line.partition("#")[0])
+        if word
+    ]
+    if not words:
+        raise ConfigurationError(f"{source} holds no key")
+    keys = [word.removeprefix(RETIRED) for word in words]
+    for number, key in enumerate(keys, 1):
+        try:
+            ShoeSeal.from_hex(key)  # validates length and hex
+        except ValueError as error:
+            which = "" if len(keys) == 1 else f" (key {number} of {len(keys)})"
+            raise ConfigurationError(
+                f"{source} is not a 64-digit hex key{which}: {error}"
+            ) from None
+    if len({key.lower() for key in keys}) != len(keys):
+        raise ConfigurationError(f"{source} holds a key twice")
+    if words[0].startswith(RETIRED):
+        raise ConfigurationError(f"{source}: the first key seals and signs, and cannot be retired")
+    retired = tuple(key for word, key in zip(words, keys, strict=True) if word != key)
+    accepted = tuple(key for word, key in zip(words[1:], keys[1:], strict=True) if word == key)
+    return ShoeKeys(keys[0], accepted, retired)
+
+
+_SEPARATORS = re.compile(r"[\s,]+")
+
+
+@dataclass(frozen=True)
+class ShoeKeys:
+    """A deployment's master keys, as a rotation holds them: ``current`` seals the shoes and
+    snapshots and signs the checkpoints and money steps; ``accepted`` open and verify what
+    they sealed and signed (a rotation's other key, while handlers of the rollout before
+    still seal or sign with it, or with the new one); ``retired`` only open the shoes and
+    snapshots sealed under them, and a checkpoint or money step they signed is refused."""
+
+    current: str = field(repr=False)  # never in a log line
+    accepted: tuple[str, ...] = field(default=(), repr=False)
+    retired: tuple[str, ...] = field(default=(), repr=False)
+
+    def verifying(self, purpose: str) -> tuple[bytes, ...]:
+        """The key for ``purpose`` (one that signs) of each key that verifies, the current
+        one's first."""
+        return tuple(derive_key(key, purpose) for key in (self.current, *self.accepted))
+
+    def opening(self, purpose: str) -> tuple[bytes, ...]:
+        """The key for ``purpose`` (one that seals) of each key, the current one's first."""
+        return tuple(
+            derive_key(key, purpose) for key in (self.current, *self.accepted, *self.retired)
+        )
+
+    def seal(self, *, writes: SealVersion = 2) -> ShoeSeal:
+        return ShoeSeal.from_hex(self.current, writes=writes, older=(*self.accepted, *self.retired))
+
+    def key_ids(self) -> dict[str, str]:
+        """Each key's id (as its shoes carry it), and its part in the rotation."""
+        roles = {self.current: "current"} | dict.fromkeys(self.accepted, "accepted")
+        return {
+            ShoeSeal.from_hex(key).key_id: role
+            for key, role in (roles | dict.fromkeys(self.retired, "retired")).items()
+        }
 
 
 def _key_file(path: Path, create: bool) -> str:
@@ -78,16 +154,15 @@ def derive_key(shoe_key_hex: str, purpose: str) -> bytes:
     return derive(bytes.fromhex(shoe_key_hex), purpose)
 
 
-def load_audit_key(env: Mapping[str, str] = os.environ) -> str | None:
-    """``BLACKJACK_AUDIT_KEY``, the shoe key derived from the handlers' (64 hex digits), or
-    None when it is not set."""
-    key = env.get("BLACKJACK_AUDIT_KEY", "").strip()
-    if not key:
-        return None
+def load_audit_keys(env: Mapping[str, str] = os.environ) -> tuple[str, ...]:
+    """``BLACKJACK_AUDIT_KEY``: the shoe keys derived from the handlers' (64 hex digits each,
+    one a line or separated by commas, as ``blackjack audit-key`` prints them), none when it
+    is not set."""
+    keys = tuple(key for key in _SEPARATORS.split(env.get("BLACKJACK_AUDIT_KEY", "")) if key)
     try:
-        ShoeSeal.for_auditor(key)  # validates length and hex
+        ShoeSeal.for_auditor(*keys) if keys else None  # validates length and hex
     except ValueError as error:
         raise ConfigurationError(
-            f"BLACKJACK_AUDIT_KEY is not a 64-digit hex key: {error}"
+            f"BLACKJACK_AUDIT_KEY is not 64-digit hex keys, each given once: {error}"
         ) from None
-    return key
+    return keys

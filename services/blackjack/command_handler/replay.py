@@ -327,13 +327,17 @@ async def _read_partition(
         stream_id: checkpoints.element(stream_id, raw) for stream_id, raw in store.cold.items()
     }
     start = _starting_point(
-        found, marks, checkpoints, partition, unsigned=unsigned, distrusted=distrusted
+        found, marks, store.cold, checkpoints, partition, unsigned=unsigned, distrusted=distrusted
     )
     if start.checkpoint is None:
         await read.drop_snapshots(start.distrusted)
     # A checkpoint this release signs is written once the partition is ready: the next
-    # takeover need not read the whole log again, nor trust an unsigned checkpoint.
-    store.checkpoint_due = start.distrusted is not None or start.trust == "unsigned"
+    # takeover need not read the whole log again, nor trust an unsigned checkpoint, nor need
+    # a key the rotation is letting go of (its snapshots are sealed again: ``reseal``).
+    resealed = await read.reseal()
+    store.checkpoint_due = (
+        resealed or start.distrusted is not None or start.trust in ("unsigned", "older_key")
+    )
     # What the topic holds, used or not: the digest the next checkpoint signs.
     store.snapshot_marks = SnapshotMarks(marks)
     _open_strays(store, codec)
@@ -404,6 +408,7 @@ class _Start:
 def _starting_point(
     found: ConsumerRecord[bytes, bytes] | None,
     marks: dict[str, int],
+    snapshots: Mapping[str, bytes],
     checkpoints: CheckpointSigner,
     partition: int,
     *,
@@ -411,14 +416,17 @@ def _starting_point(
     distrusted: str | None,
 ) -> _Start:
     """The checkpoint record ``found`` judged: used if its authentication holds for the
-    snapshots read (``marks``) and it is readable and of this partition."""
+    snapshots read (``marks``, their shares of the digest; ``snapshots``, the records) and it
+    is readable and of this partition."""
     if found is None:
         # Snapshots are written with a checkpoint: with some and none, it was removed.
         return _Start(None, None, "missing" if marks else distrusted)
     if distrusted is not None:
         return _Start(None, None, distrusted)
     value = found.value or b""
-    trust = checkpoints.verify(partition, value, found.headers, snapshots_digest(marks.values()))
+    trust = checkpoints.verify(
+        partition, value, found.headers, snapshots_digest(marks.values()), snapshots
+    )
     checkpoint: Checkpoint | None = None
     try:
         checkpoint = Checkpoint.decode(value)
@@ -619,6 +627,21 @@ class _PartitionRead:
                 await _let_the_loop_run(count)
         self.eventless = _eventless(self.store.cold, self.store.strays_key)
         self.store.cold.clear()
+
+    async def reseal(self) -> bool:
+        """The snapshots kept that a key rotation's older key sealed, sealed again under the
+        current one (``SnapshotCodec.resealed``) and marked to be written with the next
+        checkpoint, so that none of the partition's needs the older key after it. Whether
+        there were any."""
+        cold, any_resealed = self.store.cold, False
+        for count, stream_id in enumerate(list(cold), 1):
+            await _let_the_loop_run(count)
+            resealed = self.codec.resealed(cold[stream_id])
+            if resealed is not None:
+                cold[stream_id] = resealed
+                self.store.dirty.add(stream_id)
+                any_resealed = True
+        return any_resealed
 
     async def open_snapshots(self, now: datetime) -> int:
         """The streams of the snapshots kept, hot if they cannot wait (a timer may come due,

@@ -45,7 +45,6 @@ from blackjack.bus.reachable import wait_for_brokers
 from blackjack.bus.topics import SNAPSHOT_MAX_BYTES, ensure_topics
 from blackjack.command_handler.config import HandlerConfig
 from blackjack.command_handler.key_check import check_the_key_against_the_log
-from blackjack.command_handler.keys import derive_key
 from blackjack.command_handler.partitions import _Partition, _Retained, ignore_unread_fences
 from blackjack.command_handler.processor import Processor
 from blackjack.command_handler.replay import assign_reader
@@ -58,7 +57,6 @@ from blackjack.command_handler.timers import TimerSender
 from blackjack.domain.commands import COMMAND_TYPES
 from blackjack.domain.wallet import SERVICE_ONLY_WALLET_COMMANDS, WALLET_COMMAND_TYPES
 from blackjack.messages.envelope import type_name
-from blackjack.messages.sealing import ShoeSeal
 from blackjack.observability import metrics
 from blackjack.rng import csprng_shuffle
 from blackjack.table import Shuffler
@@ -93,16 +91,16 @@ class CommandHandler(Ticker):
         self.config = config
         self.topics = config.topics
         self._now = clock
-        self._seal = ShoeSeal.from_hex(config.shoe_key_hex, writes=config.shoe_seal_version)
-        self._codec = SnapshotCodec(derive_key(config.shoe_key_hex, "blackjack/snapshots/v1"))
-        self._checkpoints = CheckpointSigner(
-            derive_key(config.shoe_key_hex, "blackjack/checkpoints/v1"), self.topics.snapshots
-        )
+        keys = config.shoe_keys
+        self._seal = keys.seal(writes=config.shoe_seal_version)
+        self._codec = SnapshotCodec(*keys.opening("blackjack/snapshots/v1"))
+        signing, *older = keys.verifying("blackjack/checkpoints/v1")
+        self._checkpoints = CheckpointSigner(signing, self.topics.snapshots, older=older)
         self.processor = Processor(
             topics=self.topics,
             partitions=config.kafka.partitions,
             seal=self._seal,
-            signer=CommandSigner(derive_key(config.shoe_key_hex, "blackjack/commands/v1")),
+            signer=CommandSigner(*keys.verifying("blackjack/commands/v1")),
             source=config.source,
             shuffler=shuffler,
             dedup_window=config.dedup_window,

@@ -19,15 +19,14 @@ the sequence number of the table event a ``CashOut`` pays out."""
 
 
 class CommandSigner:
-    def __init__(self, key: bytes) -> None:
+    def __init__(self, key: bytes, *older: bytes) -> None:
+        """Signs under ``key``; verifies under it or any of ``older`` (a key rotation's: the
+        steps a handler of the rollout before signed, on the topic still)."""
         self._key = key
+        self._keys = (key, *older)
 
     def sign(self, key: bytes, value: bytes, transfer: bytes = b"") -> bytes:
-        mac = hmac.new(self._key, digestmod=hashlib.sha256)
-        for part in (key, value, transfer):
-            mac.update(len(part).to_bytes(8, "big"))
-            mac.update(part)
-        return mac.hexdigest().encode()
+        return _sign(self._key, key, value, transfer)
 
     def headers(
         self, key: bytes, value: bytes, transfer: int | None = None
@@ -48,6 +47,17 @@ class CommandSigner:
         transfer = found.get(TRANSFER_HEADER, b"")
         if signature is None or transfer is None:
             return False, None
-        if not hmac.compare_digest(signature, self.sign(key, value, transfer)):
+        if not any(
+            hmac.compare_digest(signature, _sign(signer, key, value, transfer))
+            for signer in self._keys
+        ):
             return False, None
         return True, int(transfer) if transfer.isdigit() else None
+
+
+def _sign(signer: bytes, key: bytes, value: bytes, transfer: bytes) -> bytes:
+    mac = hmac.new(signer, digestmod=hashlib.sha256)
+    for part in (key, value, transfer):
+        mac.update(len(part).to_bytes(8, "big"))
+        mac.update(part)
+    return mac.hexdigest().encode()

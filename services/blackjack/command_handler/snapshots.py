@@ -91,9 +91,10 @@ def _places_of(
         raise SnapshotError(f"{name} names a place money does not have") from error
 
 
-CheckpointTrust = Literal["signed", "unsigned", "forged", "snapshots"]
+CheckpointTrust = Literal["signed", "older_key", "unsigned", "forged", "snapshots"]
 """``signed``: written by a handler of this deployment for this partition with the snapshots
-read; ``unsigned``: by the release before (no ``bj_checkpoint_auth``); ``forged``: the
+read; ``older_key``: the same, signed under a key rotation's older key (``keys.ShoeKeys``: one
+still accepted); ``unsigned``: by the release before (no ``bj_checkpoint_auth``); ``forged``: the
 authentication fails (another partition, prefix, key, or a changed byte); ``snapshots``:
 authentic, but the snapshots read are not the ones it was written with."""
 
@@ -140,13 +141,15 @@ class CheckpointSigner:
     by an older one of the same stream or added makes the checkpoint fail too (each snapshot
     is sealed on its own, and an older one opens as well as the newest)."""
 
-    def __init__(self, key: bytes, snapshots_topic: str) -> None:
+    def __init__(self, key: bytes, snapshots_topic: str, *, older: Sequence[bytes] = ()) -> None:
+        """Signs under ``key``; verifies under it or any of ``older`` (a key rotation's)."""
         self._key = key
+        self._older = tuple(older)
         self._topic = snapshots_topic.encode()
 
-    def element(self, stream_id: str, raw: bytes) -> int:
+    def element(self, stream_id: str, raw: bytes, key: bytes | None = None) -> int:
         """One snapshot record's share of the digest (the digest is their sum)."""
-        mac = _mac(self._key, b"snapshot", stream_id.encode(), hashlib.sha256(raw).digest())
+        mac = _mac(key or self._key, b"snapshot", stream_id.encode(), hashlib.sha256(raw).digest())
         return int.from_bytes(mac, "big")
 
     def header(self, partition: int, value: bytes, commands_to: bytes, digest: int) -> bytes:
@@ -160,9 +163,12 @@ class CheckpointSigner:
         value: bytes,
         headers: Sequence[tuple[str, bytes | None]] | None,
         digest: int,
+        snapshots: Mapping[str, bytes] | None = None,
     ) -> CheckpointTrust:
         """Whether the checkpoint record was written by a handler of this deployment for this
-        partition, with exactly the snapshots ``digest`` sums."""
+        partition, with exactly the snapshots ``digest`` sums (under the current key; one
+        signed under an older key sums ``snapshots``, the records by stream, under it).
+        ``older_key``: trusted, and to be written again under the current key."""
         found: dict[str, bytes | None] = {}
         for name, header in headers or ():
             if name in found and name in (CHECKPOINT_AUTH_HEADER, COMMANDS_TO_HEADER):
@@ -178,15 +184,24 @@ class CheckpointSigner:
         hexdigest, _, mac = rest.partition(b".")
         if version != b"1":
             return "forged"
-        expected = _mac(
-            self._key,
-            *self._parts(partition, value, commands_to, hexdigest.decode(errors="replace")),
+        parts = self._parts(partition, value, commands_to, hexdigest.decode(errors="replace"))
+        signer = next(
+            (
+                key
+                for key in (self._key, *self._older)
+                if hmac.compare_digest(mac, _mac(key, *parts).hex().encode())
+            ),
+            None,
         )
-        if not hmac.compare_digest(mac, expected.hex().encode()):
+        if signer is None:
             return "forged"
+        if signer is not self._key:
+            digest = snapshots_digest(
+                self.element(stream_id, raw, signer) for stream_id, raw in (snapshots or {}).items()
+            )
         if hexdigest != _hex256(digest).encode():
             return "snapshots"
-        return "signed"
+        return "signed" if signer is self._key else "older_key"
 
     def _parts(
         self, partition: int, value: bytes, commands_to: bytes, hexdigest: str
@@ -199,6 +214,22 @@ class CheckpointSigner:
             commands_to,
             hexdigest.encode(),
         )
+
+
+def _record(raw: bytes) -> SealedSnapshot:
+    try:
+        return SealedSnapshot.model_validate_json(raw)
+    except ValidationError as error:
+        raise SnapshotError(f"unreadable snapshot: {error}") from error
+
+
+def _blob(record: SealedSnapshot) -> bytes:
+    try:
+        return base64.b64decode(record.sealed, validate=True)
+    except ValueError as error:
+        raise SnapshotError(
+            f"cannot open the snapshot of {record.stream_id}: not base64"
+        ) from error
 
 
 def snapshots_digest(elements: Iterable[int]) -> int:
@@ -236,8 +267,29 @@ class SealedSnapshot(BaseModel):
 
 
 class SnapshotCodec:
-    def __init__(self, key: bytes) -> None:
+    def __init__(self, key: bytes, *older: bytes) -> None:
+        """Seals under ``key``; opens under it or any of ``older`` (a key rotation's)."""
         self._aead = AESGCM(key)
+        self._older = tuple(AESGCM(other) for other in older)
+
+    def resealed(self, raw: bytes) -> bytes | None:
+        """A snapshot sealed under one of the older keys, sealed again under the current one
+        (the same record otherwise); None when the current key opens it (or the codec has no
+        other key)."""
+        if not self._older:
+            return None
+        record = _record(raw)
+        blob = _blob(record)
+        bound = _bound(record.stream_id, record.sequence)
+        try:
+            self._aead.decrypt(blob[:_NONCE], blob[_NONCE:], bound)
+            return None
+        except (InvalidTag, ValueError):  # (ValueError: too short to hold a nonce)
+            pass
+        plain = self._decrypt(record.stream_id, blob, bound, self._older)
+        nonce = os.urandom(_NONCE)
+        sealed = base64.b64encode(nonce + self._aead.encrypt(nonce, plain, bound)).decode()
+        return record.model_copy(update={"sealed": sealed}).model_dump_json().encode()
 
     def encode(self, stream: Stream) -> bytes:
         body: dict[str, Any] = {
@@ -308,25 +360,29 @@ class SnapshotCodec:
         return record.model_dump_json().encode()
 
     def _open(self, raw: bytes) -> tuple[str, int, dict[str, Any]]:
-        try:
-            record = SealedSnapshot.model_validate_json(raw)
-        except ValidationError as error:
-            raise SnapshotError(f"unreadable snapshot: {error}") from error
+        record = _record(raw)
         stream_id, sequence = record.stream_id, record.sequence
-        try:
-            blob = base64.b64decode(record.sealed, validate=True)
-            plain = self._aead.decrypt(blob[:_NONCE], blob[_NONCE:], _bound(stream_id, sequence))
-        # InvalidTag (another key or stream, a changed byte) carries no message; ValueError:
-        # not base64, or too short to hold a nonce
-        except (InvalidTag, ValueError) as error:
-            raise SnapshotError(
-                f"cannot open the snapshot of {stream_id}: sealed under another shoe key (every "
-                "handler of a deployment needs the same BLACKJACK_SHOE_KEY, or the same file "
-                "BLACKJACK_SHOE_KEY_FILE names: one that was not there at start is made with a "
-                "new key), or changed since"
-            ) from error
+        plain = self._decrypt(
+            stream_id, _blob(record), _bound(stream_id, sequence), (self._aead, *self._older)
+        )
         body: dict[str, Any] = json.loads(zlib.decompress(plain))
         return stream_id, sequence, body
+
+    @staticmethod
+    def _decrypt(stream_id: str, blob: bytes, bound: bytes, aeads: Sequence[AESGCM]) -> bytes:
+        for aead in aeads:
+            try:
+                return aead.decrypt(blob[:_NONCE], blob[_NONCE:], bound)
+            # InvalidTag (another key or stream, a changed byte) carries no message;
+            # ValueError: too short to hold a nonce
+            except (InvalidTag, ValueError):
+                continue
+        raise SnapshotError(
+            f"cannot open the snapshot of {stream_id}: sealed under another shoe key (every "
+            "handler of a deployment needs the same BLACKJACK_SHOE_KEY, or the same file "
+            "BLACKJACK_SHOE_KEY_FILE names: one that was not there at start is made with a "
+            "new key), or changed since"
+        )
 
     def may_not_wait(self, raw: bytes) -> tuple[str, bool]:
         """The snapshot's stream id, and whether its stream may have to be taken out of the

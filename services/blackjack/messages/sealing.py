@@ -14,6 +14,9 @@ the shoe key alone (``BLACKJACK_AUDIT_KEY``): it opens the shoes, and no other k
 derived from it (the master key also yields the key that signs money steps between wallets and
 tables). Shoes sealed before (plain ``<base64>``, under the master key itself) open with the
 master key only.
+
+A deployment rotates its key by holding several for a while (``command_handler.keys``): the
+first seals, every one opens, and a shoe's key id names the one that opens it.
 """
 
 from __future__ import annotations
@@ -23,6 +26,7 @@ import hashlib
 import hmac
 import json
 import os
+from collections.abc import Sequence
 from typing import Literal
 
 from cryptography.exceptions import InvalidTag
@@ -53,10 +57,18 @@ def derive(master: bytes, purpose: str) -> bytes:
 
 
 class ShoeSeal:
-    def __init__(self, key: bytes, *, master: bytes | None = None, writes: SealVersion = 2) -> None:
+    def __init__(
+        self,
+        key: bytes,
+        *,
+        master: bytes | None = None,
+        writes: SealVersion = 2,
+        older: Sequence[ShoeSeal] = (),
+    ) -> None:
         """``key`` opens (and seals) ``2.`` shoes; ``master``, when given, opens the older
         ones, and seals new ones too with ``writes=1`` (for a rolling upgrade: an older
-        handler opens only those)."""
+        handler opens only those). ``older``: the seals of the deployment's other keys (a
+        rotation's, ``keys.ShoeKeys``), which open what they sealed and seal nothing."""
         for given in (key, master):
             if given is not None and len(given) != 32:
                 raise ValueError("the shoe key must be 32 bytes (AES-256)")
@@ -66,23 +78,43 @@ class ShoeSeal:
         self._writes = writes
         self._key = key
         self._key_id = derive(key, "key-id").hex()[:8]
+        self._older = tuple(older)
+        ids = [self._key_id, *(seal.key_id for seal in self._older)]
+        if len(set(ids)) != len(ids):
+            raise ValueError("a shoe key is given twice")
 
     @classmethod
-    def from_hex(cls, master_hex: str, *, writes: SealVersion = 2) -> ShoeSeal:
-        """The handlers' seal, from the master key."""
+    def from_hex(
+        cls, master_hex: str, *, writes: SealVersion = 2, older: Sequence[str] = ()
+    ) -> ShoeSeal:
+        """The handlers' seal, from the master key (and the deployment's other master keys,
+        which open only)."""
         master = bytes.fromhex(master_hex)
-        return cls(derive(master, SEALING_PURPOSE), master=master, writes=writes)
+        return cls(
+            derive(master, SEALING_PURPOSE),
+            master=master,
+            writes=writes,
+            older=[cls.from_hex(other) for other in older],
+        )
 
     @classmethod
-    def for_auditor(cls, shoe_key_hex: str) -> ShoeSeal:
-        """An auditor's: the derived shoe key alone (``audit_key_hex`` of the handlers')."""
-        return cls(bytes.fromhex(shoe_key_hex))
+    def for_auditor(cls, shoe_key_hex: str, *older: str) -> ShoeSeal:
+        """An auditor's: the derived shoe keys alone (``audit_keys_hex`` of the handlers'),
+        the newest first."""
+        return cls(
+            bytes.fromhex(shoe_key_hex), older=[cls(bytes.fromhex(other)) for other in older]
+        )
 
     @property
     def key_id(self) -> str:
         """The id a ``2.`` shoe sealed under this key carries (8 hex digits; it tells whose
         key sealed a shoe, and nothing of the key)."""
         return self._key_id
+
+    @property
+    def key_ids(self) -> tuple[str, ...]:
+        """The ids of every key this seal opens, the one it seals with first."""
+        return (self._key_id, *(seal.key_id for seal in self._older))
 
     @staticmethod
     def key_id_of(sealed: str) -> str | None:
@@ -94,11 +126,19 @@ class ShoeSeal:
         return AESGCM.generate_key(bit_length=256).hex()
 
     def audit_key_hex(self) -> str:
-        """The key to give an auditor: it opens every shoe sealed ``2.``, and nothing else."""
+        """The key to give an auditor: it opens every shoe sealed ``2.`` under this key, and
+        nothing else."""
         return self._key.hex()
 
+    def audit_keys_hex(self) -> tuple[str, ...]:
+        """The auditor's keys of every key this seal opens, the one it seals with first."""
+        return (self._key.hex(), *(seal.audit_key_hex() for seal in self._older))
+
     def __repr__(self) -> str:
-        return f"ShoeSeal(writes={self._writes}, master={self._legacy is not None})"
+        return (
+            f"ShoeSeal(writes={self._writes}, master={self._legacy is not None}, "
+            f"keys={list(self.key_ids)})"
+        )
 
     def _table_aead(self, stream_id: str) -> AESGCM:
         return AESGCM(derive(self._key, f"table/{stream_id}"))
@@ -117,21 +157,42 @@ class ShoeSeal:
         key_id, text = _key_id_and_rest(sealed)
         if key_id is not None:
             if key_id != self._key_id:
-                raise SealedForOthers(f"shoe {shoe} of {stream_id} is sealed under another key")
+                older = next((seal for seal in self._older if seal.key_id == key_id), None)
+                if older is None:
+                    raise SealedForOthers(f"shoe {shoe} of {stream_id} is sealed under another key")
+                return older.unseal(stream_id, shoe, sealed)
             aead = self._table_aead(stream_id)
         elif self._legacy is None:  # sealed before the shoe key was derived
             raise SealedForOthers(f"shoe {shoe} of {stream_id} opens with the master key")
         else:
-            aead = self._legacy
+            return self._unseal_legacy(stream_id, shoe, text)
+        return _open(aead, stream_id, shoe, text)
+
+    def _unseal_legacy(self, stream_id: str, shoe: int, text: str) -> tuple[tuple[str, ...], str]:
+        """A shoe sealed before key ids, under whichever master key opens it."""
+        assert self._legacy is not None
         try:
-            raw = base64.b64decode(text, validate=True)
-            plain = aead.decrypt(raw[:NONCE_BYTES], raw[NONCE_BYTES:], _associated(stream_id, shoe))
-        # InvalidTag (another key, another table or shoe, a changed byte) carries no message;
-        # ValueError: not base64, or too short to hold a nonce
-        except (InvalidTag, ValueError) as error:
-            raise SealError(f"cannot open shoe {shoe} of {stream_id}") from error
-        opened = json.loads(plain)
-        return tuple(opened["order"]), str(opened["salt"])
+            return _open(self._legacy, stream_id, shoe, text)
+        except SealError:
+            for seal in self._older:
+                if seal._legacy is not None:
+                    try:
+                        return _open(seal._legacy, stream_id, shoe, text)
+                    except SealError:
+                        continue
+            raise
+
+
+def _open(aead: AESGCM, stream_id: str, shoe: int, text: str) -> tuple[tuple[str, ...], str]:
+    try:
+        raw = base64.b64decode(text, validate=True)
+        plain = aead.decrypt(raw[:NONCE_BYTES], raw[NONCE_BYTES:], _associated(stream_id, shoe))
+    # InvalidTag (another key, another table or shoe, a changed byte) carries no message;
+    # ValueError: not base64, or too short to hold a nonce
+    except (InvalidTag, ValueError) as error:
+        raise SealError(f"cannot open shoe {shoe} of {stream_id}") from error
+    opened = json.loads(plain)
+    return tuple(opened["order"]), str(opened["salt"])
 
 
 def _associated(stream_id: str, shoe: int) -> bytes:
