@@ -45,12 +45,13 @@ async def a_snapshot_under(space: KafkaSpace, stream_id: str, codec: SnapshotCod
     the handler writes it)."""
     async with following(space, space.topics.snapshots) as snapshots:
         async for record in snapshots:
-            if record.key == stream_id.encode() and record.value is not None:
+            value: bytes | None = record.value
+            if record.key == stream_id.encode() and value is not None:
                 try:
-                    codec.decode(record.value)
+                    codec.decode(value)
                 except SnapshotError:
                     continue
-                return record.value
+                return value
     raise AssertionError("the topic ended")
 
 
