@@ -40,6 +40,16 @@ def rebuilds(kind: str) -> float:
     return REGISTRY.get_sample_value("blackjack_rebuilds_total", {"kind": kind}) or 0.0
 
 
+def snapshots_resealed() -> float:
+    return REGISTRY.get_sample_value("blackjack_snapshots_resealed_total") or 0.0
+
+
+def keys_held() -> dict[str, str]:
+    """``blackjack_shoe_keys``: each key id this process's handler holds, and its part."""
+    [family] = [m for m in REGISTRY.collect() if m.name == "blackjack_shoe_keys"]
+    return {s.labels["key_id"]: s.labels["role"] for s in family.samples if s.value == 1}
+
+
 async def a_snapshot_under(space: KafkaSpace, stream_id: str, codec: SnapshotCodec) -> bytes:
     """The first snapshot of ``stream_id`` on the topic that ``codec`` opens (awaited while
     the handler writes it)."""
@@ -83,9 +93,12 @@ async def test_a_rotation_resumes_the_round_in_flight_and_reseals_what_no_one_pl
 
     # The second rollout: the new key seals and signs, the old one opens and verifies.
     during = space.config(shoe_key_hex=new, accepted_shoe_keys_hex=(old,))
-    kept = rebuilds("checkpoint")
+    kept, sealed_again = rebuilds("checkpoint"), snapshots_resealed()
+    old_id, new_id = (ShoeSeal.from_hex(key).key_id for key in (old, new))
     async with running_handler(during), space.client() as client:
+        assert keys_held() == {new_id: "current", old_id: "accepted"}
         assert rebuilds("checkpoint") == kept + 1  # the old key's checkpoint, trusted
+        assert snapshots_resealed() == sealed_again + 2  # both tables' snapshots
         stood = await client.execute(PLAYED, cmd.Stand(player_id="p", box=0))
         assert stood.status == "accepted"  # the dealer's hole card from the old key's shoe
         async with asyncio.timeout(60):  # written with the checkpoint due at once
@@ -96,9 +109,11 @@ async def test_a_rotation_resumes_the_round_in_flight_and_reseals_what_no_one_pl
 
     # The last rollout: the old key retired (it opens the shoes it sealed, verifies nothing).
     after = space.config(shoe_key_hex=new, retired_shoe_keys_hex=(old,))
-    kept = rebuilds("checkpoint")
+    kept, sealed_again = rebuilds("checkpoint"), snapshots_resealed()
     async with running_handler(after), space.client() as client:
+        assert keys_held() == {new_id: "current", old_id: "retired"}
         assert rebuilds("checkpoint") == kept + 1  # the checkpoint the new key signed
+        assert snapshots_resealed() == sealed_again  # nothing left under the old key
         for table in (PLAYED, QUIET):
             bet = await client.execute(table, cmd.PlaceBet(player_id="p", box=0, amount=500))
             assert bet.status == "accepted"

@@ -82,6 +82,10 @@ class RebuildStats:
     its log instead"""
     unsigned: bool = False
     """rebuilt from an unsigned checkpoint (written by the release before), trusted"""
+    older_key: bool = False
+    """rebuilt from a checkpoint signed under a key rotation's older key, trusted"""
+    resealed: int = 0
+    """snapshots an older key sealed, sealed again under the current one (``reseal``)"""
 
 
 def assign_reader(reader: AIOKafkaConsumer, topics: Topics, partitions: int) -> None:
@@ -335,7 +339,7 @@ async def _read_partition(
     # takeover need not read the whole log again, nor trust an unsigned checkpoint, nor need
     # a key the rotation is letting go of (its snapshots are sealed again: ``reseal``).
     resealed = await read.reseal()
-    store.checkpoint_due = (
+    store.checkpoint_due = bool(
         resealed or start.distrusted is not None or start.trust in ("unsigned", "older_key")
     )
     # What the topic holds, used or not: the digest the next checkpoint signs.
@@ -380,6 +384,8 @@ async def _read_partition(
         unreadable=read.unreadable(),
         distrusted=start.distrusted,
         unsigned=start.checkpoint is not None and start.trust == "unsigned",
+        older_key=start.checkpoint is not None and start.trust == "older_key",
+        resealed=resealed,
     )
 
 
@@ -628,20 +634,19 @@ class _PartitionRead:
         self.eventless = _eventless(self.store.cold, self.store.strays_key)
         self.store.cold.clear()
 
-    async def reseal(self) -> bool:
+    async def reseal(self) -> int:
         """The snapshots kept that a key rotation's older key sealed, sealed again under the
         current one (``SnapshotCodec.resealed``) and marked to be written with the next
-        checkpoint, so that none of the partition's needs the older key after it. Whether
-        there were any."""
-        cold, any_resealed = self.store.cold, False
+        checkpoint, so that none of the partition's needs the older key after it. How many."""
+        cold, count_resealed = self.store.cold, 0
         for count, stream_id in enumerate(list(cold), 1):
             await _let_the_loop_run(count)
             resealed = self.codec.resealed(cold[stream_id])
             if resealed is not None:
                 cold[stream_id] = resealed
                 self.store.dirty.add(stream_id)
-                any_resealed = True
-        return any_resealed
+                count_resealed += 1
+        return count_resealed
 
     async def open_snapshots(self, now: datetime) -> int:
         """The streams of the snapshots kept, hot if they cannot wait (a timer may come due,

@@ -183,11 +183,16 @@ class CommandHandler(Ticker):
             asyncio.create_task(self._guard(self._consume()), name="commands"),
             asyncio.create_task(self._guard(self._tick()), name="clock"),
         ]
+        key_ids = self.config.shoe_keys.key_ids()
+        metrics.SHOE_KEYS.clear()  # (one handler a process, but the tests start several)
+        for key_id, role in key_ids.items():
+            metrics.SHOE_KEYS.labels(key_id, role).set(1)
         self.log.info(
             "handler started",
             group=self.config.group_id,
             topics=list(self.topics.all()),
             partitions=kafka.partitions,
+            shoe_keys=key_ids,
         )
 
     async def stop(self, timeout: float = 10.0) -> None:

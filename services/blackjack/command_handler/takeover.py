@@ -207,6 +207,14 @@ class Takeovers(Partitions):
                             "rebuilt from an unsigned checkpoint (written by the release "
                             "before); a signed one is written now"
                         )
+                    if stats.older_key or stats.resealed:
+                        metrics.SNAPSHOTS_RESEALED.inc(stats.resealed)
+                        log.info(
+                            "rebuilt from what a key rotation's older key sealed or signed: "
+                            "sealed and signed again under the current key now",
+                            older_key_checkpoint=stats.older_key,
+                            resealed=stats.resealed,
+                        )
                     if stats.unreadable:
                         log.warning(
                             "records no reader can read stepped over (a header name that is "

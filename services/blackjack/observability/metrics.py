@@ -57,6 +57,17 @@ CHECKPOINTS_DISTRUSTED = Counter(
     "was rebuilt from its log's start",
     ["reason"],
 )
+SNAPSHOTS_RESEALED = Counter(
+    "blackjack_snapshots_resealed_total",
+    "Snapshots a rebuild found sealed under a key rotation's older key, sealed again under the "
+    "current key (written with the checkpoint due at once)",
+)
+SHOE_KEYS = Gauge(
+    "blackjack_shoe_keys",
+    "The shoe keys this handler holds (1 each), by key id (as its shoes carry it) and part: "
+    "current (seals and signs), accepted (opens and verifies), retired (opens only)",
+    ["key_id", "role"],
+)
 CHECKPOINTS_UNSIGNED = Counter(
     "blackjack_checkpoints_unsigned_total",
     "Unsigned checkpoints (written by the release before) a rebuild trusted",
