@@ -136,6 +136,9 @@ class CommandHandler(Ticker):
         declare_metrics()
         metrics.SNAPSHOT_LIMIT_BYTES.set(SNAPSHOT_MAX_BYTES)
         metrics.COMMAND_PARTITIONS.set(self.config.kafka.partitions)
+        metrics.SHOE_KEYS.clear()  # (one handler a process, but the tests start several)
+        for key_id, role in self.config.shoe_keys.key_ids().items():
+            metrics.SHOE_KEYS.labels(key_id, role).set(1)
         self._publish_gauges()
 
     async def start(self) -> None:
@@ -183,16 +186,12 @@ class CommandHandler(Ticker):
             asyncio.create_task(self._guard(self._consume()), name="commands"),
             asyncio.create_task(self._guard(self._tick()), name="clock"),
         ]
-        key_ids = self.config.shoe_keys.key_ids()
-        metrics.SHOE_KEYS.clear()  # (one handler a process, but the tests start several)
-        for key_id, role in key_ids.items():
-            metrics.SHOE_KEYS.labels(key_id, role).set(1)
         self.log.info(
             "handler started",
             group=self.config.group_id,
             topics=list(self.topics.all()),
             partitions=kafka.partitions,
-            shoe_keys=key_ids,
+            shoe_keys=self.config.shoe_keys.key_ids(),
         )
 
     async def stop(self, timeout: float = 10.0) -> None:
