@@ -7,11 +7,12 @@
 Every handler instance of a deployment must hold the same key: a handler that takes a
 partition over unseals the shoes and snapshots the previous owner sealed.
 
-Either may hold several keys (one a line, or separated by commas), to rotate the key without
-stopping the deployment: the first seals the shoes and snapshots and signs the checkpoints
-and money steps; every one of them opens and verifies what it sealed and signed. A rotation is
-two rollouts (docs/operations.md): the new key added second, then moved first; the old one
-stays until nothing the log still needs is sealed under it. A key is derived
+Either may hold several keys (one a line, or separated by commas; ``#`` starts a comment), to
+rotate the key without stopping the deployment (``ShoeKeys``): the first seals the shoes and
+snapshots and signs the checkpoints and money steps; every other one opens what it sealed, and
+verifies what it signed unless written ``retired:<key>``. A rotation is three rollouts
+(docs/operations.md, "Rotating the shoe key"): the new key added second, moved first, the old
+one retired. No key leaves the list: the events topic keeps the shoes each sealed. A key is derived
 from it per purpose (sealing shoes, sealing snapshots, authenticating checkpoints, signing
 money steps), so no key opens what another seals, and the shoe key can be given to an
 auditor (``BLACKJACK_AUDIT_KEY``, ``blackjack audit-key`` prints it) without the rest.
