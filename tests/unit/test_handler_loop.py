@@ -479,6 +479,8 @@ async def test_a_partition_whose_writes_fail_after_each_takeover_backs_off(
             unreadable=(),
             distrusted=None,
             unsigned=False,
+            older_key=False,
+            resealed=0,
         )
         return PartitionStore(number), stats
 

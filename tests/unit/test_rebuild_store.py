@@ -71,6 +71,8 @@ async def test_a_rebuild_from_a_trusted_checkpoint_goes_on_where_the_handler_was
         "unreadable": (),
         "distrusted": None,
         "unsigned": False,
+        "older_key": False,
+        "resealed": 0,
     }
     assert (store.events_next, store.results_next) == await ends(table)
     assert store.answered_to == 41  # the checkpoint's bj_commands_to
@@ -96,6 +98,8 @@ async def test_a_rebuild_from_a_trusted_checkpoint_goes_on_where_the_handler_was
         "unreadable": (),
         "distrusted": None,
         "unsigned": False,
+        "older_key": False,
+        "resealed": 0,
     }
     assert (store.events_next, store.results_next) == await ends(table)
     assert store.answered_to == 58 and store.since_checkpoint == 2 and store.dirty == {SOLO}
@@ -126,6 +130,8 @@ async def test_a_checkpoint_not_trusted_leaves_every_stream_to_the_log() -> None
         "unreadable": (),
         "distrusted": "unreadable",
         "unsigned": False,
+        "older_key": False,
+        "resealed": 0,
     }
     assert (store.events_next, store.results_next) == await ends(table)
     assert store.dirty == {SOLO} and store.checkpoint_due
