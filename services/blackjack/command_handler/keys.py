@@ -68,12 +68,7 @@ nothing: a rotation's last step, or a key let go of because it leaked."""
 def _parsed(text: str, source: str) -> ShoeKeys:
     """The keys of a key list: one a line or separated by commas, ``#`` to the line's end a
     comment, each key 64 hex digits, ``retired:`` before those that open only."""
-    words = [
-        word
-        for line in text.splitlines()
-        for word in _SEPARATORS.split(line.partition("#")[0])
-        if word
-    ]
+    words = _words(text)
     if not words:
         raise ConfigurationError(f"{source} holds no key")
     keys = [word.removeprefix(RETIRED) for word in words]
@@ -95,6 +90,17 @@ def _parsed(text: str, source: str) -> ShoeKeys:
 
 
 _SEPARATORS = re.compile(r"[\s,]+")
+
+
+def _words(text: str) -> list[str]:
+    """The words of a key list: one a line or separated by commas, ``#`` to the line's end a
+    comment."""
+    return [
+        word
+        for line in text.splitlines()
+        for word in _SEPARATORS.split(line.partition("#")[0])
+        if word
+    ]
 
 
 @dataclass(frozen=True)
@@ -157,9 +163,9 @@ def derive_key(shoe_key_hex: str, purpose: str) -> bytes:
 
 def load_audit_keys(env: Mapping[str, str] = os.environ) -> tuple[str, ...]:
     """``BLACKJACK_AUDIT_KEY``: the shoe keys derived from the handlers' (64 hex digits each,
-    one a line or separated by commas, as ``blackjack audit-key`` prints them), none when it
-    is not set."""
-    keys = tuple(key for key in _SEPARATORS.split(env.get("BLACKJACK_AUDIT_KEY", "")) if key)
+    one a line as ``blackjack audit-key`` prints them, or separated by commas; ``#`` a
+    comment), none when it is not set."""
+    keys = tuple(_words(env.get("BLACKJACK_AUDIT_KEY", "")))
     try:
         ShoeSeal.for_auditor(*keys) if keys else None  # validates length and hex
     except ValueError as error:
