@@ -337,11 +337,10 @@ async def _read_partition(
         await read.drop_snapshots(start.distrusted)
     # A checkpoint this release signs is written once the partition is ready: the next
     # takeover need not read the whole log again, nor trust an unsigned checkpoint, nor need
-    # a key the rotation is letting go of (its snapshots are sealed again: ``reseal``).
-    resealed = await read.reseal()
-    store.checkpoint_due = bool(
-        resealed or start.distrusted is not None or start.trust in ("unsigned", "older_key")
-    )
+    # a key the rotation is letting go of (its snapshots are sealed again: ``reseal``; a
+    # checkpoint signed under the current key was written with every snapshot under it).
+    resealed = await read.reseal() if start.trust == "older_key" else 0
+    store.checkpoint_due = start.distrusted is not None or start.trust in ("unsigned", "older_key")
     # What the topic holds, used or not: the digest the next checkpoint signs.
     store.snapshot_marks = SnapshotMarks(marks)
     _open_strays(store, codec)
