@@ -159,31 +159,12 @@ class Processor(Deciding):
 
         if signed and envelope.command_id in stream.signed:
             return self._replayed(store, stream, envelope, kind, key, inbound.partition, now)
-        buy_in = False
-        if signed and isinstance(command, cmd.Deposit):
-            buy_in = transfer is not None
-            # The table decides a buy-in's deposit by its transfer: taken or declined, never
-            # taken twice (the number comes from the signed header, never the body).
-            ref = None if transfer is None else transfer_ref(command.player_id, transfer)
-            command = command.model_copy(update={"transfer": ref})
-            envelope = envelope.model_copy(update={"command": command})
-            if buy_in and not held:
-                assert transfer is not None
-                return self._declined_nowhere(store, envelope, transfer, key, inbound, now)
-        if isinstance(command, CashOut):
-            # Which table event paid it out comes from the signed header, never the body (a
-            # cash-out from an older handler has none: ``streams.kept_by_id``).
-            command = command.model_copy(update={"table_sequence": transfer if signed else None})
-            envelope = envelope.model_copy(update={"command": command})
-        # A command the player sent shows them present (not the service's signed steps, nor a
-        # Disconnect, which says the opposite).
-        present = (
-            command.player_id
-            if isinstance(command, cmd.PlayerCommand)
-            and not isinstance(command, cmd.Disconnect)
-            and not signed
-            else None
-        )
+        envelope = _with_signed_terms(envelope, signed, transfer)
+        command = envelope.command
+        buy_in = signed and isinstance(command, cmd.Deposit) and transfer is not None
+        if buy_in and not held:
+            assert transfer is not None
+            return self._declined_nowhere(store, envelope, transfer, key, inbound, now)
         events: list[EventEnvelope] = []
         outgoing: list[Outgoing] = []
         money = platform_money.is_platform_money(command, signed)
@@ -195,14 +176,9 @@ class Processor(Deciding):
             or late
             or self._round_missing(command, signed)
         )
-        if rejection is None and isinstance(command, cmd.CloseInterruptedRound):
-            # How long the round has waited comes from the log, never from the body: since
-            # its last event of play (a refusal written down is none, ``Stream.active_at``).
-            command = command.model_copy(update={"idle_since": stream.active_at})
-            envelope = envelope.model_copy(update={"command": command})
         if rejection is None:
             rejection = self._decide(
-                envelope,
+                _with_idle_since(envelope, stream),
                 stream,
                 now,
                 events,
@@ -227,25 +203,9 @@ class Processor(Deciding):
             first_sequence=events[0].sequence if events else None,
             last_sequence=events[-1].sequence if events else None,
             handled_at=now,
-            player_id=present,
+            player_id=_present(command, signed),
         )
-        if present is not None and remembered(result):
-            # Only with an answer the window keeps: a rebuild reads presence from those alone
-            # (``replay.remember``), and a player last seen later here than after a takeover
-            # was disconnected by the new owner, bet refunded, where this one kept them.
-            stream.saw(present, now)
-        if signed and rejection is None and kept_by_id(command):
-            stream.signed.add(envelope.command_id)
-        store.since_checkpoint += 1
-        if not held and not events:
-            if remembered(result):
-                store.remember_stray(result, self.dedup_window)
-        else:
-            if not held:
-                store.made(stream)
-            if remembered(result):
-                stream.remember(result, self.dedup_window, digest)
-            store.dirty.add(stream.stream_id)
+        self._keep(store, stream, command, result, digest, signed=signed, held=held, now=now)
         kept = digest if held or events else None  # (a stray answer keeps none)
         outgoing.append(self._result_record(result, key, inbound.partition, kept))
         if buy_in and rejection is None and isinstance(command, cmd.Deposit):
@@ -265,6 +225,40 @@ class Processor(Deciding):
         return Handled(
             result=result, command_type=kind, events=events, outgoing=outgoing, duplicate=copy
         )
+
+    def _keep(
+        self,
+        store: PartitionStore,
+        stream: Stream,
+        command: StreamCommand,
+        result: CommandResult,
+        digest: str | None,
+        *,
+        signed: bool,
+        held: bool,
+        now: datetime,
+    ) -> None:
+        """What a command decided leaves behind: the player seen, a signed step's id, its
+        answer in its stream's window (the stream ``held``, or made by the command's events)
+        or with the partition's stray answers, the stream to be snapshotted."""
+        present = result.player_id
+        if present is not None and remembered(result):
+            # Only with an answer the window keeps: a rebuild reads presence from those alone
+            # (``replay.remember``), and a player last seen later here than after a takeover
+            # was disconnected by the new owner, bet refunded, where this one kept them.
+            stream.saw(present, now)
+        if signed and result.rejection is None and kept_by_id(command):
+            stream.signed.add(result.command_id)
+        store.since_checkpoint += 1
+        if not held and result.first_sequence is None:  # a stream no event made
+            if remembered(result):
+                store.remember_stray(result, self.dedup_window)
+            return
+        if not held:
+            store.made(stream)
+        if remembered(result):
+            stream.remember(result, self.dedup_window, digest)
+        store.dirty.add(stream.stream_id)
 
     def _answered_before(  # noqa: PLR0917
         self,
@@ -533,3 +527,42 @@ class Processor(Deciding):
         result = refused(envelope, message, now)
         record = self._result_record(result, key, partition)
         return Handled(result=result, command_type=kind, outgoing=[record], duplicate=True)
+
+
+def _with_signed_terms(
+    envelope: CommandEnvelope, signed: bool, transfer: int | None
+) -> CommandEnvelope:
+    """The command with what only its signed headers may say: a buy-in ``Deposit``'s transfer
+    and the table event a ``CashOut`` pays out (never from the body)."""
+    command = envelope.command
+    if signed and isinstance(command, cmd.Deposit):
+        # The table decides a buy-in's deposit by its transfer: taken or declined, never
+        # taken twice.
+        ref = None if transfer is None else transfer_ref(command.player_id, transfer)
+        return envelope.model_copy(update={"command": command.model_copy(update={"transfer": ref})})
+    if isinstance(command, CashOut):
+        # (a cash-out from an older handler has none: ``streams.kept_by_id``)
+        sequence = transfer if signed else None
+        return envelope.model_copy(
+            update={"command": command.model_copy(update={"table_sequence": sequence})}
+        )
+    return envelope
+
+
+def _with_idle_since(envelope: CommandEnvelope, stream: Stream) -> CommandEnvelope:
+    """A ``CloseInterruptedRound`` with how long its round has waited, from the log, never
+    from the body: since its last event of play (a refusal written down is none,
+    ``Stream.active_at``)."""
+    command = envelope.command
+    if not isinstance(command, cmd.CloseInterruptedRound):
+        return envelope
+    closing = command.model_copy(update={"idle_since": stream.active_at})
+    return envelope.model_copy(update={"command": closing})
+
+
+def _present(command: StreamCommand, signed: bool) -> str | None:
+    """The player a command shows present: one the player sent (not the service's signed
+    steps, nor a ``Disconnect``, which says the opposite)."""
+    if isinstance(command, cmd.PlayerCommand) and not isinstance(command, cmd.Disconnect):
+        return None if signed else command.player_id
+    return None
