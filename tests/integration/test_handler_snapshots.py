@@ -197,30 +197,32 @@ async def test_a_handler_with_another_shoe_key_does_not_start(
     finally:
         await wrong.stop()
     monkeypatch.undo()
-    own = CommandHandler(space.config())
-    await own.start()  # not refused: the log's shoes under its key
-    try:  # (the wrong key's shoe holds its partition failed: what the check now prevents)
-        await own.wait_until(lambda: own.partition_states() == {0: "ready", 1: "failed"}, 30)
-        async with space.client() as client:
-            sat = await client.execute(keyed, cmd.SitDown(player_id="p", seat=0))
-            assert sat.status == "accepted"
-    finally:
-        await own.stop()
+    # Not refused: the log's shoes under its key (the wrong key's shoe holds its partition
+    # failed: what the check now prevents).
+    await _serves(space, CommandHandler(space.config()), {0: "ready", 1: "failed"}, keyed)
     # The remedy, where the wrong key is known: on the key list, retired (it opens the shoes
     # it sealed and verifies nothing), every partition serves again.
     mended = CommandHandler(space.config(retired_shoe_keys_hex=(stranger_key,)))
-    await mended.start()
-    try:
-        await mended.wait_until(lambda: mended.partition_states() == {0: "ready", 1: "ready"}, 30)
-        async with space.client() as client:
-            sat = await client.execute(empty, cmd.SitDown(player_id="p", seat=0))
-            assert sat.status == "accepted"
-    finally:
-        await mended.stop()
+    await _serves(space, mended, {0: "ready", 1: "ready"}, empty)
 
 
 async def _no_check(*args: Any) -> None:
     """The handler before the key check."""
+
+
+async def _serves(
+    space: KafkaSpace, handler: CommandHandler, states: dict[int, str], table: str
+) -> None:
+    """``handler`` started holds its partitions in ``states``, and seats a player at
+    ``table``; stopped after."""
+    await handler.start()
+    try:
+        await handler.wait_until(lambda: handler.partition_states() == states, 30)
+        async with space.client() as client:
+            sat = await client.execute(table, cmd.SitDown(player_id="p", seat=0))
+            assert sat.status == "accepted"
+    finally:
+        await handler.stop()
 
 
 async def test_the_handler_refuses_topics_with_another_partition_count(kafka_space: Any) -> None:
