@@ -261,9 +261,9 @@ async def test_a_removed_checkpoint_is_noticed() -> None:
     assert state_of(store) == folded(table)
 
 
-async def unsigned_checkpoint(table: Table) -> None:
+async def unsigned_checkpoint(table: Table, codec: SnapshotCodec = CODEC) -> None:
     """A checkpoint as the release before wrote it: the same value, no authentication."""
-    records = await write_checkpoint(table)
+    records = await write_checkpoint(table, SIGNER, codec)
     unsigned = [
         Outgoing(
             r.topic, r.key, r.value, [h for h in r.headers if h[0] != CHECKPOINT_AUTH_HEADER], 0

@@ -22,6 +22,7 @@ from tests.unit.test_checkpoint_auth import (
     folded,
     state_of,
     take_over,
+    unsigned_checkpoint,
     write_checkpoint,
 )
 from tests.unit.test_rejections import shoe_starting
@@ -157,3 +158,22 @@ async def test_a_checkpoint_signed_under_a_retired_key_is_not_trusted_yet_the_lo
     store, stats = await take_over(table, codec=codec, signer=signer)
     assert stats.distrusted == "forged" and not stats.checkpoint and store.checkpoint_due
     assert state_of(store) == folded(table)
+
+
+async def test_snapshots_under_an_unsigned_checkpoint_are_sealed_again_too() -> None:
+    """The release before signed no checkpoint, and held one key: the first handler of the new
+    list to take its partition over seals the snapshots again (a review's drill: they stayed
+    under the old key, under a checkpoint the new key signed)."""
+    old_codec, *_ = handler_s(ShoeKeys(OLD))
+    table = seated_under(ShoeKeys(OLD))
+    bet(table, 500)
+    await unsigned_checkpoint(table, old_codec)
+    keys = ShoeKeys(NEW, (OLD,))
+    codec, signer, _ = handler_s(keys)
+    table.processor.seal = keys.seal()
+    store, stats = await take_over(table, codec=codec, signer=signer)
+    assert stats.unsigned and stats.resealed == 1 and SOLO in store.dirty
+    records = await write_checkpoint(table, signer, codec)
+    [snapshot] = [r for r in records if r.key == SOLO.encode()]
+    new_only, *_ = handler_s(ShoeKeys(NEW))
+    assert new_only.decode(snapshot.value).state == folded(table)

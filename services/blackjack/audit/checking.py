@@ -31,6 +31,8 @@ class Checker:
         """a shoe that neither the key nor a reveal opens: nothing can be dealt from it"""
         self.sealed_because: str | None = None
         """why the key did not open the last shoe it could not open"""
+        self.opened_v2 = False
+        """the key opened a shoe sealed under the shoe key (``2.``) at this table"""
         self.commitments: dict[str, int] = {}
         """each shoe's commitment -> the shoe that first had it"""
         self.previous_at: datetime | None = None

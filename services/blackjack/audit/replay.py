@@ -43,7 +43,7 @@ from blackjack.domain.evolve import evolve
 from blackjack.domain.platform_money import counts_as_activity
 from blackjack.domain.shoe import commitment
 from blackjack.domain.wallet import is_wallet_stream
-from blackjack.messages.sealing import SealedForOthers, SealError, ShoeSeal
+from blackjack.messages.sealing import SEALED_V2, SealedForOthers, SealError, ShoeSeal
 from blackjack.messages.wire import SealedShoeShuffled, WireEnvelope, WireEvent, encode
 
 
@@ -244,12 +244,21 @@ class TableReplayer(MoneyChecks, TableChecks):
             try:
                 order, salt = self.seal.unseal(self.out.stream_id, shoe, data.sealed)
                 sources.append(("key", order, salt))
+                self.opened_v2 = self.opened_v2 or data.sealed.startswith(SEALED_V2)
             except SealedForOthers as other:
-                # sealed under the master key (before the shoe key), under a key this audit
-                # was not given (a rotation's: ``blackjack audit-key`` prints every key of the
-                # handlers' list) or another deployment's: opened by its reveal, not verified
-                # until then. A table's shoes sealed under two keys are a rotation's, no finding.
+                # sealed under the master key (before the shoe key) or under another shoe key
+                # (a key of another deployment given?): opened by its reveal, a finding only
+                # where this key opened the table's shoes sealed the same way before: a shoe
+                # whose order whoever writes the events topic chose, sealed under a key of
+                # their own, with a reveal to match (a review's drill), or a key rotation's
+                # key the audit was not given (``blackjack audit-key`` prints every one)
                 self.sealed_because = str(other)
+                if self.opened_v2 and data.sealed.startswith(SEALED_V2):
+                    self._find(
+                        f"shoe {shoe} is sealed under another key than the shoes before (key "
+                        f"id {ShoeSeal.key_id_of(data.sealed)}: a key rotation's key "
+                        "this audit was not given, or a shoe no handler sealed)"
+                    )
             except SealError:
                 self._find(f"shoe {shoe} does not open with the shoe key")
         if not sources:

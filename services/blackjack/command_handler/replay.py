@@ -338,8 +338,9 @@ async def _read_partition(
     # A checkpoint this release signs is written once the partition is ready: the next
     # takeover need not read the whole log again, nor trust an unsigned checkpoint, nor need
     # a key the rotation is letting go of (its snapshots are sealed again: ``reseal``; a
-    # checkpoint signed under the current key was written with every snapshot under it).
-    resealed = await read.reseal() if start.trust == "older_key" else 0
+    # checkpoint signed under the current key was written with every snapshot under it, an
+    # unsigned one by the release before, which may have held another: a review's drill).
+    resealed = await read.reseal() if start.trust in ("older_key", "unsigned") else 0
     store.checkpoint_due = start.distrusted is not None or start.trust in ("unsigned", "older_key")
     # What the topic holds, used or not: the digest the next checkpoint signs.
     store.snapshot_marks = SnapshotMarks(marks)
