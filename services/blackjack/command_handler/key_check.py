@@ -54,8 +54,8 @@ class NotTheDeploymentsKey(ConfigurationError):
             f"the shoe key is not this deployment's: the last shoes on {topic} are sealed "
             f"under key id {found}, none under this handler's key id(s) ({own}); mount the "
             "deployment's key (BLACKJACK_SHOE_KEY_FILE, BLACKJACK_SHOE_KEY) and start again. "
-            "Nothing was "
-            "served: a handler with this key would seal new shoes no other handler opens"
+            "Nothing was served: a handler with this key would seal new shoes no other "
+            "handler opens"
         )
 
 
