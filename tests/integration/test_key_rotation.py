@@ -71,7 +71,10 @@ async def test_a_rotation_resumes_the_round_in_flight_and_reseals_what_no_one_pl
     space: KafkaSpace = await kafka_space(partitions=1)
     old, new = space.shoe_key, ShoeSeal.new_key_hex()  # (the space's key reads its events)
     shuffler = QueuedShuffler()
-    shuffler.queue(["TS", "9S", "6S", "7H"])  # PLAYED: T 6 against 9 up, no blackjack
+    # QUIET opens first (any shoe), PLAYED second: T 6 against 9 up, no blackjack, no
+    # insurance (a fresh-clone run dealt PLAYED a random shoe with the one queued for it
+    # taken by QUIET, and its Stand was refused `not_your_turn`)
+    shuffler.queue([], ["TS", "9S", "6S", "7H"])
     # a checkpoint after every command: QUIET's last snapshot holds it as it is left
     before = space.config(shoe_key_hex=old, snapshot_every=1)
     async with running_handler(before, shuffler=shuffler), space.client() as client:
@@ -84,6 +87,7 @@ async def test_a_rotation_resumes_the_round_in_flight_and_reseals_what_no_one_pl
                 assert (await client.execute(table, setup)).status == "accepted"
         for step in (cmd.PlaceBet(player_id="p", box=0, amount=1_000), cmd.Deal(player_id="p")):
             assert (await client.execute(PLAYED, step)).status == "accepted"
+    assert shuffler.drawn == 2  # each table's shoe as queued
     only_old, only_new = codec_of(ShoeKeys(old)), codec_of(ShoeKeys(new))
     quiet = fold(table_events(await stream_events(space, QUIET)))
     [*_, old_snapshot] = [
