@@ -56,8 +56,14 @@ class CommandSigner:
 
 
 def _sign(signer: bytes, key: bytes, value: bytes, transfer: bytes) -> bytes:
-    mac = hmac.new(signer, digestmod=hashlib.sha256)
-    for part in (key, value, transfer):
+    return length_prefixed_mac(signer, key, value, transfer).hex().encode()
+
+
+def length_prefixed_mac(key: bytes, *parts: bytes) -> bytes:
+    """HMAC-SHA256 of ``parts``, each preceded by its length: no two different lists of parts
+    sign alike."""
+    mac = hmac.new(key, digestmod=hashlib.sha256)
+    for part in parts:
         mac.update(len(part).to_bytes(8, "big"))
         mac.update(part)
-    return mac.hexdigest().encode()
+    return mac.digest()

@@ -36,6 +36,7 @@ from pydantic import BaseModel, ConfigDict, Field, TypeAdapter, ValidationError
 
 from blackjack.bus.headers import COMMANDS_TO_HEADER
 from blackjack.command_handler.clock import may_come_due
+from blackjack.command_handler.signing import length_prefixed_mac
 from blackjack.command_handler.snapshot_books import DIGEST_MODULUS
 from blackjack.command_handler.streams import Stream, stored_command_id
 from blackjack.domain.rejections import RejectionCode
@@ -149,12 +150,16 @@ class CheckpointSigner:
 
     def element(self, stream_id: str, raw: bytes, key: bytes | None = None) -> int:
         """One snapshot record's share of the digest (the digest is their sum)."""
-        mac = _mac(key or self._key, b"snapshot", stream_id.encode(), hashlib.sha256(raw).digest())
+        mac = length_prefixed_mac(
+            key or self._key, b"snapshot", stream_id.encode(), hashlib.sha256(raw).digest()
+        )
         return int.from_bytes(mac, "big")
 
     def header(self, partition: int, value: bytes, commands_to: bytes, digest: int) -> bytes:
         hexdigest = _hex256(digest)
-        mac = _mac(self._key, *self._parts(partition, value, commands_to, hexdigest)).hex()
+        mac = length_prefixed_mac(
+            self._key, *self._parts(partition, value, commands_to, hexdigest)
+        ).hex()
         return f"1.{hexdigest}.{mac}".encode()
 
     def verify(
@@ -189,7 +194,7 @@ class CheckpointSigner:
             (
                 key
                 for key in (self._key, *self._older)
-                if hmac.compare_digest(mac, _mac(key, *parts).hex().encode())
+                if hmac.compare_digest(mac, length_prefixed_mac(key, *parts).hex().encode())
             ),
             None,
         )
@@ -238,14 +243,6 @@ def snapshots_digest(elements: Iterable[int]) -> int:
 
 def _hex256(number: int) -> str:
     return format(number % DIGEST_MODULUS, "064x")
-
-
-def _mac(key: bytes, *parts: bytes) -> bytes:
-    mac = hmac.new(key, digestmod=hashlib.sha256)
-    for part in parts:  # length-prefixed: no two different lists of parts sign alike
-        mac.update(len(part).to_bytes(8, "big"))
-        mac.update(part)
-    return mac.digest()
 
 
 class SealedSnapshot(BaseModel):
