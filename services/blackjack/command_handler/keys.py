@@ -12,10 +12,12 @@ rotate the key without stopping the deployment (``ShoeKeys``): the first seals t
 snapshots and signs the checkpoints and money steps; every other one opens what it sealed, and
 verifies what it signed unless written ``retired:<key>``. A rotation is three rollouts
 (docs/operations.md, "Rotating the shoe key"): the new key added second, moved first, the old
-one retired. No key leaves the list: the events topic keeps the shoes each sealed. A key is derived
-from it per purpose (sealing shoes, sealing snapshots, authenticating checkpoints, signing
-money steps), so no key opens what another seals, and the shoe key can be given to an
-auditor (``BLACKJACK_AUDIT_KEY``, ``blackjack audit-key`` prints it) without the rest.
+one retired. No key leaves the list: the events topic keeps the shoes each sealed.
+
+A key is derived from each per purpose (sealing shoes, sealing snapshots, authenticating
+checkpoints, signing money steps), so no key opens what another seals, and the shoe keys can
+be given to an auditor (``BLACKJACK_AUDIT_KEY``, ``blackjack audit-key`` prints them) without
+the rest.
 """
 
 from __future__ import annotations
@@ -167,7 +169,8 @@ def load_audit_keys(env: Mapping[str, str] = os.environ) -> tuple[str, ...]:
     comment), none when it is not set."""
     keys = tuple(_words(env.get("BLACKJACK_AUDIT_KEY", "")))
     try:
-        ShoeSeal.for_auditor(*keys) if keys else None  # validates length and hex
+        if keys:
+            ShoeSeal.for_auditor(*keys)  # validates length and hex, each key once
     except ValueError as error:
         raise ConfigurationError(
             f"BLACKJACK_AUDIT_KEY is not 64-digit hex keys, each given once: {error}"
