@@ -15,9 +15,9 @@ from typing import Any
 
 import pytest
 
-from blackjack import client as client_module
 from blackjack.bus.clients import ScopedConsumer, ScopedProducer
 from blackjack.client import ReaderHealth
+from blackjack.client import client as client_module
 from blackjack.messages.envelope import CommandResult
 from tests.integration.conftest import WAIT_S, KafkaSpace
 from tests.integration.test_client_kept_answers import left_running

@@ -20,9 +20,9 @@ from typing import Any
 import pytest
 from aiokafka import AIOKafkaProducer
 
-from blackjack import client as client_module
 from blackjack.bus.clients import ScopedConsumer
 from blackjack.bus.topics import partition_for
+from blackjack.client import client as client_module
 from blackjack.command_handler.service import CommandHandler
 from blackjack.domain import commands as cmd
 from tests.integration.conftest import WAIT_S, KafkaSpace, accept

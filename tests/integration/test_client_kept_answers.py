@@ -17,8 +17,9 @@ from typing import Any
 import pytest
 from aiokafka import TopicPartition
 
-from blackjack import client as client_module
 from blackjack.bus.clients import ScopedConsumer
+from blackjack.client import answers as answers_module
+from blackjack.client import client as client_module
 from blackjack.domain import commands as cmd
 from tests.integration.conftest import WAIT_S, KafkaSpace
 from tests.integration.test_client_lost_answers import (
@@ -34,10 +35,18 @@ pytestmark = pytest.mark.integration
 OTHERS = 3
 
 
+def _bound(monkeypatch: pytest.MonkeyPatch, name: str, value: int) -> None:
+    """One of the client's bounds made small, in each module that reads it (the answers kept,
+    and the sendings remembered)."""
+    for module in (answers_module, client_module):
+        if hasattr(module, name):
+            monkeypatch.setattr(module, name, value)
+
+
 async def test_the_answer_to_its_own_command_outlives_the_others_traffic(
     kafka_space: Any, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    monkeypatch.setattr(client_module, "KEEP_OTHERS_RESULTS", OTHERS)
+    _bound(monkeypatch, "KEEP_OTHERS_RESULTS", OTHERS)
     space: KafkaSpace = await kafka_space(partitions=1)
     async with space.client() as client:
         mine = await client.send(TABLE, cmd.OpenTable(variant="mini-h17"))
@@ -51,7 +60,7 @@ async def test_the_answer_to_its_own_command_outlives_the_others_traffic(
         # before: one store of all answers let go of the own one first
         assert [r.command_id for r in client.results_for(mine)] == [mine]
         assert (await client.result(mine, timeout=0.001)).command_id == mine
-        assert len(client._others) == OTHERS  # the others' last ones only
+        assert len(client._book.others) == OTHERS  # the others' last ones only
         assert client.results_for(others[0]) == []
         assert [r.command_id for r in client.results_for(others[-1])] == [others[-1]]
 
@@ -61,7 +70,7 @@ async def test_an_answer_let_go_of_with_the_others_is_looked_back_for_on_its_str
 ) -> None:
     """A handler's signed step, say: another's command, whose answer came before the caller
     asked for it. Given its stream, it is looked for from the reader's start."""
-    monkeypatch.setattr(client_module, "KEEP_OTHERS_RESULTS", OTHERS)
+    _bound(monkeypatch, "KEEP_OTHERS_RESULTS", OTHERS)
     space: KafkaSpace = await kafka_space(partitions=1)
     async with space.client() as client:
         await write(space.bootstrap, space.topics.results, answer("step-1"))
@@ -71,7 +80,7 @@ async def test_an_answer_let_go_of_with_the_others_is_looked_back_for_on_its_str
         assert client.results_for("step-1") == []  # let go of
         found = await client.result("step-1", WAIT_S, stream_id=TABLE)
         assert found.command_id == "step-1" and found.stream_id == TABLE
-        assert (TABLE, None) in client._asked["step-1"]  # from the reader's start
+        assert (TABLE, None) in client._book.asked["step-1"]  # from the reader's start
         # asked for: kept with the client's own from now on
         await write(space.bootstrap, space.topics.results, answer("step-1"))
         again = await client.result("step-1", WAIT_S, skip=1, stream_id=TABLE)
@@ -84,7 +93,7 @@ async def test_a_look_back_from_the_reader_s_start_reads_what_retention_left(
 ) -> None:
     """Records deleted (retention) since the reader started: the look-back reads from the
     earliest one left (before: its consumer jumped to the partition's end, over the answer)."""
-    monkeypatch.setattr(client_module, "KEEP_OTHERS_RESULTS", OTHERS)
+    _bound(monkeypatch, "KEEP_OTHERS_RESULTS", OTHERS)
     space: KafkaSpace = await kafka_space(partitions=1)
     tp = TopicPartition(space.topics.results, 0)
     async with space.client() as client:
@@ -127,7 +136,7 @@ async def test_a_command_sent_again_keeps_its_answers_while_its_answer_is_awaite
     """``execute`` of a command sent again waits for one answer more than it has: its first
     answer is kept meanwhile, whatever else comes (review: it was the oldest kept, let go of
     by the next own answer, and the wait for a second one never ended)."""
-    monkeypatch.setattr(client_module, "KEEP_RESULTS", 2)
+    _bound(monkeypatch, "KEEP_RESULTS", 2)
     space: KafkaSpace = await kafka_space(partitions=1)
     results = space.topics.results
     opening = cmd.OpenTable(variant="mini-h17")
@@ -170,8 +179,8 @@ async def test_an_answer_looked_back_for_and_let_go_of_is_looked_back_for_again(
     """A handler's step found by a look-back, then let go of with this client's own answers:
     asked again, it is looked back for again (review: it was still noted as looked back for,
     and the wait ran out)."""
-    monkeypatch.setattr(client_module, "KEEP_OTHERS_RESULTS", OTHERS)
-    monkeypatch.setattr(client_module, "KEEP_RESULTS", 2)
+    _bound(monkeypatch, "KEEP_OTHERS_RESULTS", OTHERS)
+    _bound(monkeypatch, "KEEP_RESULTS", 2)
     space: KafkaSpace = await kafka_space(partitions=1)
     results = space.topics.results
     async with space.client() as client:
@@ -195,7 +204,7 @@ async def test_execute_keeps_the_answers_it_counted_while_the_broker_takes_its_c
     """``execute`` of a command sent again counts its answers, then sends: its own answers
     coming in before the broker's ack do not let go of those it counted (review: its wait for
     one answer more then never ended)."""
-    monkeypatch.setattr(client_module, "KEEP_RESULTS", 2)
+    _bound(monkeypatch, "KEEP_RESULTS", 2)
     space: KafkaSpace = await kafka_space(partitions=1)
     results = space.topics.results
     opening = cmd.OpenTable(variant="mini-h17")
@@ -216,7 +225,7 @@ async def test_execute_keeps_the_answers_it_counted_while_the_broker_takes_its_c
         await held.wait()
         await answered(client, space.bootstrap, results, "y", "z")  # as many as it keeps
         release.set()
-        while "x" not in client._waiters:  # (its wait begun once the broker took it)
+        while "x" not in client._book.waiters:  # (its wait begun once the broker took it)
             await asyncio.sleep(0.01)
         await write(space.bootstrap, results, answer("x"))
         assert (await again).command_id == "x"

@@ -39,12 +39,12 @@ from aiokafka import AIOKafkaConsumer, AIOKafkaProducer, TopicPartition
 from aiokafka.admin import AIOKafkaAdminClient, NewPartitions, NewTopic, RecordsToDelete
 from prometheus_client import REGISTRY
 
-from blackjack import client as client_module
 from blackjack.bus.clients import ScopedConsumer
 from blackjack.bus.headers import command_headers
 from blackjack.bus.topic_ids import TopicIdsUnsupported, TopicState, topic_state
 from blackjack.bus.topics import delete_topics, ensure_topics, partition_for
 from blackjack.client import AnswerLost, BlackjackClient, UnreadableResult
+from blackjack.client import client as client_module
 from blackjack.command_handler.service import CommandHandler
 from blackjack.domain import commands as cmd
 from blackjack.messages.envelope import CommandEnvelope, CommandResult

@@ -24,9 +24,9 @@ from typing import Any
 
 import pytest
 
-from blackjack import client as client_module
 from blackjack.bus.clients import ScopedConsumer, ScopedProducer
-from blackjack.client import BlackjackClient
+from blackjack.client import BlackjackClient, ClientAlreadyStarted, ClientStopped
+from blackjack.client import client as client_module
 from blackjack.command_handler.service import CommandHandler
 from blackjack.domain import commands as cmd
 from tests.integration.conftest import WAIT_S, KafkaSpace
@@ -99,7 +99,7 @@ async def test_a_stopped_client_started_again_reads_the_answer_written_meanwhile
         await observer.result(command_id, WAIT_S, stream_id=table)
         await client.start()  # before: ClientStopped("a client is started once")
         try:
-            with pytest.raises(client_module.ClientAlreadyStarted):
+            with pytest.raises(ClientAlreadyStarted):
                 await client.start()
             assert client._producer is not first_producer  # new producer and consumers
             result = await client.result(command_id, WAIT_S)
@@ -113,7 +113,7 @@ async def test_a_stopped_client_started_again_reads_the_answer_written_meanwhile
             with pytest.raises(TimeoutError):
                 await client.result(command_id, ABSENT_S, skip=1)
             # looked back for in this run
-            assert table in {stream for stream, _ in client._asked[command_id]}
+            assert table in {stream for stream, _ in client._book.asked[command_id]}
             assert client.results_for(command_id) == [result]
         finally:
             await client.stop()
@@ -144,7 +144,7 @@ async def test_a_client_whose_start_failed_refuses_sends_typed(space: KafkaSpace
     client = BlackjackClient("127.0.0.1:1", space.topics, send_timeout_s=1.0)
     with pytest.raises(Exception):  # noqa: B017 (no broker there: aiokafka's own error)
         await client.start()
-    with pytest.raises(client_module.ClientStopped):
+    with pytest.raises(ClientStopped):
         await client.send_raw(b"t", b"{}")
 
 
@@ -169,11 +169,11 @@ async def test_a_client_stopped_while_it_starts_leaves_nothing_open(
         await holding.wait()
     await client.stop()  # from another task, the start still under way
     go.set()  # (before: the start went on with the closed producer and hung, for good)
-    with pytest.raises(client_module.ClientStopped):
+    with pytest.raises(ClientStopped):
         async with asyncio.timeout(WAIT_S):
             await starting
     [consumer] = made
     assert consumer._closed and client._producer is not None and client._producer._closed
     assert client._reader is None or client._reader.done()
-    with pytest.raises(client_module.ClientStopped):
+    with pytest.raises(ClientStopped):
         await client.send_raw(b"t", b"{}")

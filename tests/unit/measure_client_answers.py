@@ -59,7 +59,7 @@ def kept_mib(count: int, own: bool) -> float:
     answers = _answers(count)
     if own:
         for command_id, _ in answers:
-            client._ask(command_id)
+            client._book.ask(command_id)
     tracemalloc.start()
     before, _ = tracemalloc.get_traced_memory()
     for _, record in answers:  # (each record's value counted where the client keeps it)

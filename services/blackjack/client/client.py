@@ -64,18 +64,10 @@ from typing import Any, Literal, TypeVar
 import structlog
 from aiokafka import AIOKafkaConsumer, AIOKafkaProducer, TopicPartition
 from aiokafka.errors import (
-    ClusterAuthorizationFailedError,
-    GroupAuthorizationFailedError,
     KafkaError,
-    KafkaTimeoutError,
     OffsetOutOfRangeError,
     OutOfOrderSequenceNumber,
-    SaslAuthenticationFailed,
-    TopicAuthorizationFailedError,
-    TransactionalIdAuthorizationFailed,
-    UnsupportedCodecError,
 )
-from prometheus_client import Counter
 from pydantic import BaseModel, ValidationError
 
 from blackjack.bus.clients import ScopedConsumer, ScopedProducer, stop_to_its_end
@@ -86,6 +78,25 @@ from blackjack.bus.producers import started, stopped
 from blackjack.bus.settings import PLAINTEXT, KafkaSecurity, KafkaSettings
 from blackjack.bus.topic_ids import TopicIdsUnsupported, TopicState
 from blackjack.bus.topics import Topics, partition_for
+from blackjack.client.answers import (
+    KEEP_RESULTS,
+    Answer,
+    AnswerBook,
+    Kept,
+    Unreadable,
+    answer_of,
+    ids_in,
+    of_stream,
+)
+from blackjack.client.errors import (
+    AnswerLost,
+    ClientAlreadyStarted,
+    ClientStopped,
+    SendTimedOut,
+    WrongEventLoop,
+)
+from blackjack.client.health import ReaderHealth, ReaderState, read_error_is_fatal
+from blackjack.client.metrics import RESULTS_DELETED_UNREAD, RESULTS_RESETS, UNREADABLE_RESULTS
 from blackjack.domain import events as ev
 from blackjack.domain.commands import TableCommand, naming_round
 from blackjack.domain.wallet import AnyWalletCommand
@@ -95,24 +106,6 @@ from blackjack.observability.logging import Throttled
 
 _T = TypeVar("_T")
 
-KEEP_RESULTS = 100_000
-"""How many command ids this client sent or was asked the result of it keeps the answers
-of (and remembers the sendings of)."""
-KEEP_OTHERS_RESULTS = 10_000
-"""How many other command ids it keeps the answers of: other clients' commands on the results
-topic, a handler's signed steps, records sent raw. They have a store of their own, so a
-platform's traffic never lets go of this client's own answers: one store of 100,000 kept
-everyone's, about 1.7 KB an answer (168 MB), and at 850 commands a second let go of a
-client's own answer after two minutes (its ``result`` asked later timed out although the
-command was taken)."""
-KEEP_ANSWERS_OF_A_COMMAND = 100
-"""How many answers to one command id at one stream it keeps, the first ones read: each copy
-of a command is answered again, so a client sending one id in a loop grew the memory of every
-client reading the results topic by an answer a copy (a million copies, about 500 MB), and a
-wait on that id sorted all of them at each. One more sending of it by this client then gets
-no answer it keeps (its wait runs out). At most ``KEEP_ANSWERS_OF_A_COMMAND_ANYWHERE`` over
-all the streams (a stream keeps its own command ids, so copies at others count apart)."""
-KEEP_ANSWERS_OF_A_COMMAND_ANYWHERE = 1_000
 ANSWERED_EARLY = 10_000
 """How many answers the reader read last to commands not known as sent (others', or this
 client's whose ack has not come yet) it keeps the command offsets of."""
@@ -160,95 +153,7 @@ at most 1.51 s."""
 RESULTS_FETCH_WAIT_MS = 1000
 """How long one fetch of the results reader waits for records when none come (at most)."""
 
-FATAL_READ_ERRORS: tuple[type[KafkaError], ...] = (
-    TopicAuthorizationFailedError,
-    GroupAuthorizationFailedError,
-    ClusterAuthorizationFailedError,
-    TransactionalIdAuthorizationFailed,
-    SaslAuthenticationFailed,
-    UnsupportedCodecError,
-)
-"""What no retry mends: the results topic refused to this client's principal, a batch it
-cannot decompress. Every other ``KafkaError`` (``retriable`` ones: a leader or coordinator
-moved, a broker away, a request timed out; and the rest: a record too large, a corrupt
-fetch) is retried after a backoff."""
-
 log = structlog.get_logger("blackjack.client")
-
-# A platform's process that imports the client exports these with its own metrics (its
-# prometheus-client registry); the service's processes do not import the client.
-RESULTS_RESETS = Counter(
-    "blackjack_client_results_resets_total",
-    "Times a BlackjackClient's results reader moved its position in the results topic, by "
-    "cause: deleted (the records there were deleted before it read them: retention, "
-    "delete_records; it reads on from the earliest still there), past_end (the partition now "
-    "ends before it: its log truncated, or the topic recreated on a broker without topic ids; "
-    "it reads on from a minute before the last answer it read there), recreated (the topic's "
-    "id changed: deleted and made again; every partition read from its beginning), "
-    "partition_removed (once per partition that no longer exists: no longer read)",
-    ["client_id", "cause"],
-)
-RESULTS_DELETED_UNREAD = Counter(
-    "blackjack_client_results_deleted_unread_total",
-    "Offsets of the results topic deleted before a BlackjackClient's reader read them: each "
-    "may have been an answer a caller waits for (its result() times out; resend it under the "
-    "same command id and sent_at)",
-    ["client_id"],
-)
-UNREADABLE_RESULTS = Counter(
-    "blackjack_client_unreadable_results_total",
-    "Records of the results topic a BlackjackClient could not read as a command result, by "
-    "kind: named (its command id read: result() raises UnreadableResult) or nameless (no "
-    "command id to read: logged only)",
-    ["client_id", "kind"],
-)
-
-
-class ClientStopped(RuntimeError):
-    """The client was stopped (or never started, or its start failed): no command can be sent
-    and no result come through it until it is started (again). ``result`` waits cut short by
-    ``stop()`` get it at once."""
-
-
-class ClientAlreadyStarted(RuntimeError):
-    """``start()`` on a client that is started (or being started): stop it first."""
-
-
-class SendTimedOut(KafkaTimeoutError):  # type: ignore[misc]
-    """The broker did not take a command within ``send_timeout_s`` (it is away). The command
-    may still be written once it is back: resend it under the same ``command_id`` and
-    ``sent_at`` (answered once), never under a new id."""
-
-
-class AnswerLost(TimeoutError):
-    """The answer to a command this client sent was deleted from the results topic before the
-    client read it (retention, ``delete_records``, the topic deleted and made again): it can
-    no longer come, so ``result()`` raises this at once rather than waiting out its timeout
-    (a ``TimeoutError``, as the wait's end was before). Known so: the handler answers the
-    commands of a partition in their order, on the same partition of the results topic, each
-    answer naming its command's offset (``bj_command_offset``); the reader, past the records
-    deleted unread, read the answer to a command sent after this one and never this one's.
-
-    Resend the command under the same ``command_id`` (and ``sent_at``): the handler
-    deduplicates by command id and answers a copy with the original result, applying nothing
-    twice, as long as the stream has not handled ``BLACKJACK_DEDUP_WINDOW`` (1,000) other
-    commands since (a money command's id: ``BLACKJACK_MONEY_RETENTION_S``, 7 days; a round's
-    command names its round, so a later copy is refused ``stale_command``, never played in
-    another round)."""
-
-    def __init__(
-        self, command_id: str, stream_id: str, partition: int, command_offset: int
-    ) -> None:
-        super().__init__(
-            f"the answer to {command_id} at {stream_id} was deleted from the results topic "
-            f"(partition {partition}) before this client read it: resend the command with the "
-            f"same command_id {command_id} (and the same sent_at); the handler answers a copy "
-            "with its original result and applies nothing twice"
-        )
-        self.command_id = command_id
-        self.stream_id = stream_id
-        self.partition = partition
-        self.command_offset = command_offset
 
 
 @dataclass
@@ -267,118 +172,9 @@ class _Sending:
     state: Literal["open", "answered", "lost"] = "open"
 
 
-class UnreadableResult(ValueError):
-    """The answer to a command, on the results topic at ``partition``/``offset``, is not a
-    result this client can read (``error``): a newer service's (a status or a rejection code
-    this release does not know), or a record no handler wrote. ``result()`` raises it instead
-    of waiting out its timeout. What the command did is not known from it: read the stream's
-    state (its events, the query API) before sending anything new; a resend under the same
-    ``command_id`` gets the same answer."""
-
-    def __init__(
-        self, command_id: str, stream_id: str, partition: int, offset: int, error: str
-    ) -> None:
-        super().__init__(
-            f"the answer to {command_id} at {stream_id} (results partition {partition}, "
-            f"offset {offset}) cannot be read: {error}"
-        )
-        self.command_id = command_id
-        self.stream_id = stream_id
-        self.partition = partition
-        self.offset = offset
-        self.error = error
-
-
-@dataclass(frozen=True)
-class _Unreadable:
-    """An answer kept as received that no ``CommandResult`` could be read from."""
-
-    command_id: str
-    stream_id: str
-    partition: int
-    offset: int
-    error: str
-
-    def raised(self) -> UnreadableResult:
-        return UnreadableResult(
-            self.command_id, self.stream_id, self.partition, self.offset, self.error
-        )
-
-
-@dataclass(frozen=True, slots=True)
-class _Kept:
-    """An answer kept as the JSON it came as, read again when asked for. A client keeps up to
-    ``KEEP_RESULTS`` + ``KEEP_OTHERS_RESULTS`` answers, and a ``CommandResult`` held whole is
-    4 times its JSON: its own 100,000 took 169 MiB, now 80 MiB
-    (``tests/unit/measure_client_answers.py``)."""
-
-    stream_id: str
-    value: bytes
-
-    def result(self) -> CommandResult:
-        return CommandResult.model_validate_json(self.value)
-
-
-_Answer = _Kept | _Unreadable
-
-
-def _answer(kept: _Answer) -> CommandResult:
-    """The result kept, or ``UnreadableResult`` for an answer that could not be read."""
-    if isinstance(kept, _Unreadable):
-        raise kept.raised()
-    return kept.result()
-
-
-def _ids_in(value: bytes | None) -> tuple[str, str | None] | None:
-    """The command id (and the stream id, if any) a record no ``CommandResult`` could be read
-    from names, when it is a JSON object naming one."""
-    try:
-        doc = json.loads(value or b"")
-    except (ValueError, RecursionError):  # (UnicodeDecodeError is a ValueError)
-        return None
-    if not isinstance(doc, dict):
-        return None
-    command_id, stream_id = doc.get("command_id"), doc.get("stream_id")
-    if not isinstance(command_id, str) or not command_id:
-        return None
-    return command_id, stream_id if isinstance(stream_id, str) else None
-
-
 def _json_text(text: str) -> bytes:
     """``text`` as it stands inside a JSON string the service writes (escapes included)."""
     return json.dumps(text, ensure_ascii=False)[1:-1].encode("utf-8", "surrogatepass")
-
-
-class WrongEventLoop(RuntimeError):
-    """The client was used from an event loop other than the one it was started in: its
-    aiokafka producer and consumer belong to that loop alone."""
-
-
-ReaderState = Literal["not-started", "reading", "retrying", "failed", "stopped"]
-
-
-@dataclass(frozen=True)
-class ReaderHealth:
-    """What the results reader is doing, for a platform to poll (``client.health``) or be
-    told (``on_health``): ``reading``; ``retrying`` after ``failures`` fetches in a row failed
-    with a passing error (``error``, the last; results come once the broker answers again,
-    waits meanwhile run to their timeouts); ``failed`` for good (``error``: every wait fails
-    at once with it); ``stopped``. ``since``: ``time.monotonic()`` of the change."""
-
-    state: ReaderState
-    error: str | None = None
-    failures: int = 0
-    since: float = 0.0
-
-    @property
-    def healthy(self) -> bool:
-        return self.state == "reading"
-
-
-def read_error_is_fatal(error: BaseException) -> bool:
-    """Whether the results reader stops for good at ``error`` (``FATAL_READ_ERRORS``, or
-    anything that is not a ``KafkaError``: ``CodecMissing``, a bug) rather than retrying."""
-    return not isinstance(error, KafkaError) or isinstance(error, FATAL_READ_ERRORS)
 
 
 class BlackjackClient:
@@ -412,17 +208,6 @@ class BlackjackClient:
         self._producer: AIOKafkaProducer | None = None
         self._consumer: AIOKafkaConsumer | None = None
         self._reader: asyncio.Task[None] | None = None
-        self._results: OrderedDict[str, dict[tuple[int, int, int], _Answer]] = OrderedDict()
-        """Per command id this client sent or was asked the result of (``_wanted``), the
-        answers received, by their (generation, partition, offset): an answer read twice (by
-        the reader and by a look-back) is kept once; one that could not be read as an
-        ``_Unreadable``. The generation counts the results topics this client has read (one
-        deleted and made again is another: its offsets start again)."""
-        self._others: OrderedDict[str, dict[tuple[int, int, int], _Answer]] = OrderedDict()
-        """The same for the other command ids, the last ``KEEP_OTHERS_RESULTS``: moved to
-        ``_results`` once asked for."""
-        self._too_many: OrderedDict[str, None] = OrderedDict()
-        """the last command ids answered past ``KEEP_ANSWERS_OF_A_COMMAND`` (logged once)"""
         self._generation = 0
         self._topic_id: uuid.UUID | None = None
         """The id of the results topic the reader reads (None: the broker gives none)."""
@@ -441,6 +226,8 @@ class BlackjackClient:
         run (before a ``stop()``) is looked back for; one this run's reader knows deleted
         unread fails its wait (``AnswerLost``)."""
         self._sendings = 0
+        self._book = AnswerBook(self._sent)
+        """The answers kept, and the callers waiting for them."""
         self._open: OrderedDict[tuple[int, int], tuple[str, _Sending]] = OrderedDict()
         """This run's sendings not answered yet, by (partition, offset) of the commands
         topic: the answer names that offset, on that partition of the results topic."""
@@ -462,15 +249,6 @@ class BlackjackClient:
         """Per partition of the results topic, the offset after the last record this run's
         reader has taken (``_take``): a look-back reads up to it, and the reader keeps the
         answers wanted from there on."""
-        self._asked: OrderedDict[str, set[tuple[str, datetime | None]]] = OrderedDict()
-        """The command ids ``result`` was asked for in this run (the last ``KEEP_RESULTS``),
-        each with the (stream, since) it was looked back for from (``_to_look_back``): their
-        answers are kept with those of the commands this client sent (``_sent``) from then
-        on. Another ``since`` is looked back for again (one named without its ``sent_at``
-        was read from the reader's start only)."""
-        self._executing: dict[str, int] = {}
-        """The command ids an ``execute`` is sending again now: their answers kept are not
-        let go of before its ``result`` waits (its ``skip`` counts them)."""
         self._ready: asyncio.Future[None] | None = None
         self._starting: asyncio.Future[None] | None = None
         self._closing = False
@@ -478,7 +256,6 @@ class BlackjackClient:
         """The last ``stop()``'s work, to its end (``bus.clients.stop_to_its_end``)."""
         self._look_backs: set[asyncio.Task[None]] = set()
         """The look-backs running (``_looking_back``), a given-up one until it has stopped."""
-        self._waiters: dict[str, list[tuple[int, str | None, asyncio.Future[_Answer]]]] = {}
         self._renewing = asyncio.Lock()
         self.rounds: dict[str, tuple[int, bool]] = {}
         """Per table stream, its last round as this client last saw it and whether that
@@ -551,7 +328,7 @@ class BlackjackClient:
         loop = asyncio.get_running_loop()
         self._loop, self._stopped = loop, False
         self._run += 1
-        self._asked = OrderedDict()  # (looked back for again: up to where this run reads)
+        self._book.asked = OrderedDict()  # (looked back for again: up to where this run reads)
         self._open = OrderedDict()  # (the earlier runs' answers are a look-back's)
         self._answered_early = OrderedDict()
         self._gap_at = {}
@@ -710,13 +487,7 @@ class BlackjackClient:
             return
         log.error("the results reader failed", error=f"{type(failure).__name__}: {failure}")
         self._set_health("failed", f"{type(failure).__name__}: {failure}")
-        self._fail_waiters(failure)
-
-    def _fail_waiters(self, failure: BaseException) -> None:
-        for waiters in self._waiters.values():
-            for _, _, future in waiters:
-                if not future.done():
-                    future.set_exception(failure)
+        self._book.fail_waiters(failure)
 
     async def stop(self) -> None:
         """Stop the client: once (a second call, from any task, waits for the first's end, or
@@ -752,7 +523,9 @@ class BlackjackClient:
     async def _stop_all(self) -> None:
         if self._health.state != "failed":
             self._set_health("stopped")
-        self._fail_waiters(ClientStopped("the client was stopped while the result was awaited"))
+        self._book.fail_waiters(
+            ClientStopped("the client was stopped while the result was awaited")
+        )
         if self._reader is not None:
             self._reader.cancel()
             await asyncio.wait({self._reader})  # (a failure was told when it came)
@@ -876,7 +649,7 @@ class BlackjackClient:
         self._sent.move_to_end(envelope.command_id)
         while len(self._sent) > KEEP_RESULTS:
             self._sent.popitem(last=False)
-        self._own(envelope.command_id)
+        self._book.own(envelope.command_id)
         return sending
 
     def _placed(self, command_id: str, sending: _Sending, metadata: Any) -> None:
@@ -963,9 +736,9 @@ class BlackjackClient:
         An answer to a command this client sent in this run that it knows deleted unread
         (``AnswerLost``: retention or ``delete_records`` took it before the reader read it)
         raises ``AnswerLost`` at once: resend the command under the same id."""
-        received = _of_stream(self._answers(command_id), stream_id)
+        received = of_stream(self._book.answers(command_id), stream_id)
         if len(received) > skip:
-            return _answer(received[skip])
+            return answer_of(received[skip])
         lost = self._lost_answer(command_id, skip, stream_id)
         if lost is not None:
             raise lost
@@ -973,29 +746,29 @@ class BlackjackClient:
         failure = self._reader_failure()
         if failure is not None:
             raise failure
-        future: asyncio.Future[_Answer] = asyncio.get_running_loop().create_future()
+        future: asyncio.Future[Answer] = asyncio.get_running_loop().create_future()
         waiter = (skip, stream_id, future)
-        self._waiters.setdefault(command_id, []).append(waiter)
-        self._ask(command_id)
+        self._book.waiters.setdefault(command_id, []).append(waiter)
+        self._book.ask(command_id)
         try:
             async with asyncio.timeout(timeout):
                 await self._started()
                 wanted = self._to_look_back(command_id, stream_id, sent_at)
                 if wanted:
                     await self._looking_back(command_id, wanted, future)
-                return _answer(await future)
+                return answer_of(await future)
         finally:
-            waiters = self._waiters.get(command_id, [])
+            waiters = self._book.waiters.get(command_id, [])
             if waiter in waiters:
                 waiters.remove(waiter)
             if not waiters:
-                self._waiters.pop(command_id, None)
+                self._book.waiters.pop(command_id, None)
 
     async def _looking_back(
         self,
         command_id: str,
         wanted: list[tuple[str, datetime | None]],
-        future: asyncio.Future[_Answer],
+        future: asyncio.Future[Answer],
     ) -> None:
         """The look-backs of ``wanted`` (``_look_back``), until they end or the reader gives
         ``future`` its answer: one read from a long run's start may take longer than the
@@ -1034,50 +807,7 @@ class BlackjackClient:
         sent or asked the ``result`` of, or of another's among the last
         ``KEEP_OTHERS_RESULTS`` others'. An answer that could not be read is not among them
         (``result`` raises ``UnreadableResult`` for it)."""
-        answers = _of_stream(self._answers(command_id), stream_id)
-        return [answer.result() for answer in answers if isinstance(answer, _Kept)]
-
-    def _ask(self, command_id: str) -> None:
-        """``command_id``'s answers kept with this client's own from now on (``_asked``),
-        those kept with the others' already moved there."""
-        self._asked.setdefault(command_id, set())
-        self._asked.move_to_end(command_id)
-        while len(self._asked) > KEEP_RESULTS:
-            self._asked.popitem(last=False)
-        self._own(command_id)
-
-    def _own(self, command_id: str) -> None:
-        """The answers to ``command_id`` kept with the others' moved to this client's own,
-        which keep them as their newest: a command sent again, or asked for, is not the next
-        let go of (its answers counted by ``execute``'s ``skip`` would go with it)."""
-        received = self._others.pop(command_id, None)
-        if received is not None:
-            self._results.setdefault(command_id, {}).update(received)
-        if command_id in self._results:
-            self._results.move_to_end(command_id)
-        self._let_go_of_own()
-
-    def _let_go_of_own(self) -> None:
-        """The oldest of this client's own answers let go of beyond ``KEEP_RESULTS``, but
-        not those of a command a caller waits for, or ``execute`` sends again (kept as the
-        newest). One asked for is no longer noted as looked back for: asked again, it is
-        looked back for again."""
-        for _ in range(len(self._results) - KEEP_RESULTS):
-            command_id, received = self._results.popitem(last=False)
-            if command_id in self._waiters or command_id in self._executing:
-                self._results[command_id] = received
-            else:
-                self._asked.pop(command_id, None)
-
-    def _wanted(self, command_id: str) -> bool:
-        """Whether the answers to ``command_id`` are this client's own to keep: to a command
-        it sent, or one it was asked the result of (``_asked``, or waited for now)."""
-        return command_id in self._sent or command_id in self._asked or command_id in self._waiters
-
-    def _answers(self, command_id: str) -> list[_Answer]:
-        # (in one store but where this client's own let go of a sending it remembered)
-        received = {**self._others.get(command_id, {}), **self._results.get(command_id, {})}
-        return [received[position] for position in sorted(received)]
+        return self._book.results_for(command_id, stream_id)
 
     def _to_look_back(
         self, command_id: str, stream_id: str | None, sent_at: datetime | None
@@ -1100,7 +830,7 @@ class BlackjackClient:
             wanted = [(stream_id, None)]
         else:
             wanted = mine
-        looked_back = self._asked.get(command_id, set())
+        looked_back = self._book.asked.get(command_id, set())
         return [(s, at) for s, at in wanted if (s, at) not in looked_back]
 
     async def _look_back(self, command_id: str, stream_id: str, since: datetime | None) -> None:
@@ -1145,7 +875,7 @@ class BlackjackClient:
             for record in found:
                 self._read_back_one(record, command_id, stream_id)
             # (before the stop: an answer found here gives the look-back up as it stops)
-            self._asked.setdefault(command_id, set()).add((stream_id, since))
+            self._book.asked.setdefault(command_id, set()).add((stream_id, since))
         except KafkaError as error:
             if read_error_is_fatal(error):
                 raise
@@ -1204,7 +934,7 @@ class BlackjackClient:
         try:
             result = CommandResult.model_validate_json(record.value or b"")
         except ValidationError as error:
-            ids = _ids_in(record.value)
+            ids = ids_in(record.value)
             key_text = (record.key or b"").decode("utf-8", "replace")
             if ids is not None and ids[0] == command_id and (ids[1] or key_text) == stream_id:
                 self._unreadable(record, error, ids)
@@ -1225,9 +955,9 @@ class BlackjackClient:
         """Send a command and await the answer to this sending of it (``send``)."""
         command_id = command_id or str(uuid.uuid4())
         # (its answers counted here kept until it waits)
-        self._executing[command_id] = self._executing.get(command_id, 0) + 1
+        self._book.executing[command_id] = self._book.executing.get(command_id, 0) + 1
         try:
-            earlier = len(_of_stream(self._answers(command_id), stream_id))  # unreadable too
+            earlier = len(of_stream(self._book.answers(command_id), stream_id))  # unreadable too
             await self.send(
                 stream_id,
                 command,
@@ -1237,9 +967,9 @@ class BlackjackClient:
             )
             return await self.result(command_id, timeout, skip=earlier, stream_id=stream_id)
         finally:
-            self._executing[command_id] -= 1
-            if not self._executing[command_id]:
-                del self._executing[command_id]
+            self._book.executing[command_id] -= 1
+            if not self._book.executing[command_id]:
+                del self._book.executing[command_id]
 
     async def events(self, result: CommandResult, timeout: float = 10.0) -> list[WireEnvelope]:
         """The events an accepted command wrote (``first_sequence`` to ``last_sequence`` of
@@ -1564,7 +1294,7 @@ class BlackjackClient:
             # a newer service (a rejection code this client does not know): the others still
             # get their results, this one's waiter gets an UnreadableResult (before: it timed
             # out)
-            self._unreadable(record, error, _ids_in(record.value))
+            self._unreadable(record, error, ids_in(record.value))
         else:
             self._received(result, record)
 
@@ -1609,7 +1339,7 @@ class BlackjackClient:
                 command_offset=sending.offset,
                 answered_after=command_offset,
             )
-            for skip, stream_id, future in self._waiters.get(command_id, []):
+            for skip, stream_id, future in self._book.waiters.get(command_id, []):
                 failure = self._lost_answer(command_id, skip, stream_id)
                 if failure is not None and not future.done():
                     future.set_exception(failure)
@@ -1618,7 +1348,7 @@ class BlackjackClient:
         """``AnswerLost`` for a wait that can get no more answers than it has (``skip`` or
         fewer) because a sending of this run was answered into records deleted unread, and no
         other is still open; else None."""
-        if len(_of_stream(self._answers(command_id), stream_id)) > skip:
+        if len(of_stream(self._book.answers(command_id), stream_id)) > skip:
             return None
         mine = [
             sending
@@ -1651,8 +1381,8 @@ class BlackjackClient:
             return
         command_id, named_stream = ids
         stream_id = named_stream or (record.key or b"").decode("utf-8", "replace")
-        kept = _Unreadable(command_id, stream_id, record.partition, record.offset, described)
-        if self._keep(command_id, kept, record.partition, record.offset):
+        kept = Unreadable(command_id, stream_id, record.partition, record.offset, described)
+        if self._book.keep(command_id, kept, (self._generation, record.partition, record.offset)):
             UNREADABLE_RESULTS.labels(self.client_id, "named").inc()
             log.warning(
                 "a command result this client cannot read",
@@ -1667,57 +1397,11 @@ class BlackjackClient:
     def _received(self, result: CommandResult, record: Any) -> None:
         """Keep a result read from ``record`` (once), as its JSON, and hand it to whoever
         waits for it."""
-        kept = _Kept(result.stream_id, record.value)
-        self._keep(result.command_id, kept, record.partition, record.offset)
-
-    def _keep(self, command_id: str, answer: _Answer, partition: int, offset: int) -> bool:
-        """Keep an answer (once: False if it was kept already), with this client's own
-        (``_wanted``) or the others', and hand it to whoever waits for it."""
-        own = self._wanted(command_id)
-        store = self._results if own else self._others
-        position = (self._generation, partition, offset)
-        held = [kept.get(command_id, {}) for kept in (self._results, self._others)]
-        if any(position in answers for answers in held):
-            return False
-        at_its_stream = sum(
-            1 for answers in held for kept in answers.values() if kept.stream_id == answer.stream_id
+        kept = Kept(result.stream_id, record.value)
+        self._book.keep(
+            result.command_id, kept, (self._generation, record.partition, record.offset)
         )
-        if (
-            at_its_stream >= KEEP_ANSWERS_OF_A_COMMAND
-            or sum(map(len, held)) >= KEEP_ANSWERS_OF_A_COMMAND_ANYWHERE
-        ):
-            if command_id not in self._too_many:
-                self._too_many[command_id] = None
-                while len(self._too_many) > KEEP_ANSWERS_OF_A_COMMAND:
-                    self._too_many.popitem(last=False)
-                log.warning(
-                    "answers to one command id past what a client keeps: the later ones "
-                    "are not kept (a client sending it again and again?)",
-                    command_id=command_id,
-                    kept=KEEP_ANSWERS_OF_A_COMMAND,
-                )
-            return False
-        store.setdefault(command_id, {})[position] = answer
-        store.move_to_end(command_id)
-        if own:
-            self._let_go_of_own()
-        while len(self._others) > KEEP_OTHERS_RESULTS:
-            self._others.popitem(last=False)
-        waiters = self._waiters.get(command_id, [])
-        answers = self._answers(command_id) if waiters else []
-        for skip, stream_id, future in waiters:
-            mine = _of_stream(answers, stream_id)
-            if len(mine) > skip and not future.done():
-                future.set_result(mine[skip])
-        return True
 
 
 _Sent = TypeVar("_Sent", bound=BaseModel)
 _ROUND_CLOSED = (ev.RoundSettled, ev.RoundCancelled, ev.RoundVoided)
-
-
-def _of_stream(results: list[_Answer], stream_id: str | None) -> list[_Answer]:
-    """The answers of one stream (all of them when ``stream_id`` is None)."""
-    if stream_id is None:
-        return list(results)
-    return [result for result in results if result.stream_id == stream_id]
