@@ -95,13 +95,14 @@ from blackjack.client.errors import (
     SendTimedOut,
     WrongEventLoop,
 )
+from blackjack.client.events import collect_events
 from blackjack.client.health import ReaderHealth, ReaderState, read_error_is_fatal
 from blackjack.client.metrics import RESULTS_DELETED_UNREAD, RESULTS_RESETS, UNREADABLE_RESULTS
 from blackjack.domain import events as ev
 from blackjack.domain.commands import TableCommand, naming_round
 from blackjack.domain.wallet import AnyWalletCommand
 from blackjack.messages.envelope import CommandEnvelope, CommandResult
-from blackjack.messages.wire import WireEnvelope, decode
+from blackjack.messages.wire import WireEnvelope
 from blackjack.observability.logging import Throttled
 
 _T = TypeVar("_T")
@@ -112,11 +113,6 @@ client's whose ack has not come yet) it keeps the command offsets of."""
 PRODUCER_BATCH_BYTES = 16_384
 """The commands producer's ``max_batch_size`` per partition by default: aiokafka's own. A
 client's commands are a few hundred bytes each; docs/load.md measured larger batches."""
-# How far before a result's handled_at its events are looked for: they are written in the same
-# transaction, stamped by the same handler's clock; the margin covers a batch's duration and
-# a broker that stamps records itself (LogAppendTime) with a skewed clock.
-EVENTS_LOOKBACK_MS = 60_000
-
 RESULTS_LOOKBACK_MS = 60_000
 """How far before a command's ``sent_at`` its answer is looked for on the results topic
 (``result`` of a command sent before this start): the margin for the sender's clock against
@@ -995,42 +991,11 @@ class BlackjackClient:
         try:  # a start that fails or is cancelled too: its client and task closed
             async with asyncio.timeout(timeout):  # its start too: a broker away
                 await consumer.start()
-                events = await self._collect(consumer, tp, result, first, last)
+                events = await collect_events(consumer, tp, result, first, last)
         finally:
             await consumer.stop()
         self.learn_round(result.stream_id, events)
         return events
-
-    @staticmethod
-    async def _collect(
-        consumer: AIOKafkaConsumer,
-        tp: TopicPartition,
-        result: CommandResult,
-        first: int,
-        last: int,
-    ) -> list[WireEnvelope]:
-        consumer.assign([tp])
-        since = int(result.handled_at.timestamp() * 1000) - EVENTS_LOOKBACK_MS
-        found = (await consumer.offsets_for_times({tp: since})).get(tp)
-        if found is None:
-            # No record since below the partition's stable end: the events are at or past it.
-            # The result can be read before its events are: the commit marker of their
-            # transaction reaches each partition in its own time (on a cluster, the events'
-            # leader after the results'), and a transaction still open on the partition
-            # holds back every record after its first. Before, LookupError at once.
-            await consumer.seek_to_end(tp)
-        else:
-            consumer.seek(tp, found.offset)
-        collected: dict[int, WireEnvelope] = {}
-        while len(collected) < last - first + 1:
-            batch = await consumer.getmany(tp, timeout_ms=500)
-            for record in batch.get(tp, []):
-                if record.key != result.stream_id.encode() or header_name_not_utf8(record.headers):
-                    continue  # another stream's, or no event: no handler writes such a name
-                envelope = decode(record.value or b"")
-                if first <= envelope.sequence <= last:
-                    collected[envelope.sequence] = envelope
-        return [collected[sequence] for sequence in sorted(collected)]
 
     async def _read(self) -> None:
         """Follow the results topic for good: a fetch that fails with a broker's passing
