@@ -271,16 +271,22 @@ def _surrender(rules: Rules) -> str:
     if not rules.late_surrender:
         return "Surrender is not offered."
     ace = "an ace no one insured" if rules.peek_on_ace_only_if_insured else "an ace"
-    unchecked = [
-        card
-        for card, peeks in ((ace, rules.peeks_on_ace_uninsured), ("a ten", rules.peek_on_ten))
-        if not peeks
-    ]
-    when = "after the dealer has checked for blackjack"
-    if unchecked:  # the turn starts with no peek there: surrender is open before any check
-        when += (
-            f" (against {' or '.join(unchecked)}, which she does not check, before she "
-            "turns her hole card over)"
+    upcards = ((ace, rules.peeks_on_ace_uninsured), ("a ten", rules.peek_on_ten))
+    checked = [card for card, peeks in upcards if peeks]
+    unchecked = [card for card, peeks in upcards if not peeks]
+    # the turn starts with no peek under any other upcard: surrender is open at once there,
+    # before she turns her hole card over (page 003's "only after the Dealer checks" is for
+    # the upcards she checks; page 000: "allowed immediately after the first two ... cards")
+    before_the_hole_card = "before she turns her hole card over"
+    if not checked:
+        when = f"at once (the dealer checks for blackjack under no card), {before_the_hole_card}"
+    else:
+        others = "any other card"
+        if unchecked:
+            others += f", {' or '.join(unchecked)} included, which she does not check"
+        when = (
+            f"once the dealer has checked for blackjack under {' or '.join(checked)} "
+            f"(at once under {others}, {before_the_hole_card})"
         )
     # ``play.surrender``: settled when surrendered where the rules pay it at once
     back = (

@@ -113,7 +113,8 @@ def test_an_override_of_any_rule_changes_the_sheet(field: str) -> None:
                 "8 decks of 52 cards, shuffled again once 1/5 of the shoe has been dealt",
                 "hits a soft 17",
                 "again, or 2 times them (x2), and deals at once",
-                "Surrender: after the dealer has checked for blackjack",
+                "Surrender: once the dealer has checked for blackjack under an ace or a ten "
+                "(at once under any other card",
                 "Answer Yes or No to insurance before you play the hand.",
                 '"Break Even"',
                 "Bets from 1.00 to 500.00 USD a box",
@@ -440,7 +441,7 @@ def test_surrender_where_the_dealer_does_not_check_is_described_as_played() -> N
     assert played["failures"] == []
     text = sheet(preset("mini-s17").with_overrides({"late_surrender": True}))
     assert "splits included, but half of a surrendered hand comes back." in text
-    assert "(against a ten, which she does not check, before she turns her hole card" in text
+    assert "a ten included, which she does not check, before she turns her hole card" in text
 
 
 def test_a_player_left_out_is_told_the_next_rounds_do_not_wait_for_him() -> None:
