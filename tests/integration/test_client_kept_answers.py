@@ -20,6 +20,7 @@ from aiokafka import TopicPartition
 from blackjack.bus.clients import ScopedConsumer
 from blackjack.client import answers as answers_module
 from blackjack.client import client as client_module
+from blackjack.client import sendings as sendings_module
 from blackjack.domain import commands as cmd
 from tests.integration.conftest import WAIT_S, KafkaSpace
 from tests.integration.test_client_lost_answers import (
@@ -38,7 +39,7 @@ OTHERS = 3
 def _bound(monkeypatch: pytest.MonkeyPatch, name: str, value: int) -> None:
     """One of the client's bounds made small, in each module that reads it (the answers kept,
     and the sendings remembered)."""
-    for module in (answers_module, client_module):
+    for module in (answers_module, client_module, sendings_module):
         if hasattr(module, name):
             monkeypatch.setattr(module, name, value)
 
@@ -149,7 +150,8 @@ async def test_a_command_sent_again_keeps_its_answers_while_its_answer_is_awaite
         await sent_and_answered("x")
         await sent_and_answered("y")  # as many as it keeps
         again = asyncio.ensure_future(client.execute(TABLE, opening, command_id="x"))
-        while len(client._sent["x"]) < 2:  # (sent again; its wait for a second answer begun)
+        # (sent again; its wait for a second answer begun)
+        while len(client._sendings.sent["x"]) < 2:
             await asyncio.sleep(0.01)
         await sent_and_answered("z")  # before: let go of x's first answer
         await write(space.bootstrap, results, answer("x"))

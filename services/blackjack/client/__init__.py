@@ -3,6 +3,7 @@ command, await its result.
 
 - ``client``: the client itself, its sending and its results reader;
 - ``answers``: the answers it keeps and the callers waiting for them (no I/O);
+- ``sendings``: its sendings, and which answers are known lost (no I/O);
 - ``events``: the events a command wrote, read back from the events topic;
 - ``errors``: what it raises; ``health``: its results reader's health; ``metrics``: its
   counters, which a platform's process exports.

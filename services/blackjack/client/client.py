@@ -56,10 +56,9 @@ import time
 import uuid
 from collections import OrderedDict
 from collections.abc import Callable, Coroutine, Iterable, Mapping, Sequence
-from dataclasses import dataclass
 from datetime import UTC, datetime
 from types import TracebackType
-from typing import Any, Literal, TypeVar
+from typing import Any, TypeVar
 
 import structlog
 from aiokafka import AIOKafkaConsumer, AIOKafkaProducer, TopicPartition
@@ -98,6 +97,7 @@ from blackjack.client.errors import (
 from blackjack.client.events import collect_events
 from blackjack.client.health import ReaderHealth, ReaderState, read_error_is_fatal
 from blackjack.client.metrics import RESULTS_DELETED_UNREAD, RESULTS_RESETS, UNREADABLE_RESULTS
+from blackjack.client.sendings import Sending, Sendings
 from blackjack.domain import events as ev
 from blackjack.domain.commands import TableCommand, naming_round
 from blackjack.domain.wallet import AnyWalletCommand
@@ -107,9 +107,6 @@ from blackjack.observability.logging import Throttled
 
 _T = TypeVar("_T")
 
-ANSWERED_EARLY = 10_000
-"""How many answers the reader read last to commands not known as sent (others', or this
-client's whose ack has not come yet) it keeps the command offsets of."""
 PRODUCER_BATCH_BYTES = 16_384
 """The commands producer's ``max_batch_size`` per partition by default: aiokafka's own. A
 client's commands are a few hundred bytes each; docs/load.md measured larger batches."""
@@ -150,22 +147,6 @@ RESULTS_FETCH_WAIT_MS = 1000
 """How long one fetch of the results reader waits for records when none come (at most)."""
 
 log = structlog.get_logger("blackjack.client")
-
-
-@dataclass
-class _Sending:
-    """One sending of a command by this client: where it went (``partition`` and ``offset``
-    of the commands topic, once the broker took it), in which run, and its answer's fate."""
-
-    stream_id: str
-    sent_at: datetime
-    run: int
-    seq: int
-    """the client's count of sendings when it was made: a gap in the results observed after
-    it may have held its answer, one observed before cannot"""
-    partition: int | None = None
-    offset: int | None = None
-    state: Literal["open", "answered", "lost"] = "open"
 
 
 def _json_text(text: str) -> bytes:
@@ -217,23 +198,10 @@ class BlackjackClient:
         place) are not kept twice (``_suspect``)."""
         self._suspect: dict[tuple[int, int], tuple[int | None, int, int]] = {}
         """The results topic's partitions at the last check of its id (none: not known)."""
-        self._sent: OrderedDict[str, list[_Sending]] = OrderedDict()
-        """Per command id, each sending by this client: an answer to one sent in an earlier
-        run (before a ``stop()``) is looked back for; one this run's reader knows deleted
-        unread fails its wait (``AnswerLost``)."""
-        self._sendings = 0
-        self._book = AnswerBook(self._sent)
+        self._sendings = Sendings()
+        """This client's sendings, and what became of their answers."""
+        self._book = AnswerBook(self._sendings.sent)
         """The answers kept, and the callers waiting for them."""
-        self._open: OrderedDict[tuple[int, int], tuple[str, _Sending]] = OrderedDict()
-        """This run's sendings not answered yet, by (partition, offset) of the commands
-        topic: the answer names that offset, on that partition of the results topic."""
-        self._answered_early: OrderedDict[tuple[int, int], None] = OrderedDict()
-        """The last (partition, offset) of the commands topic whose answers the reader read
-        that no sending was known for yet: an answer may come before the broker's ack."""
-        self._gap_at: dict[int, int] = {}
-        """Per partition of the results topic, ``_sendings`` when the reader last found
-        answers there deleted unread (or the topic made again) in this run."""
-        self._run = 0
         self._pinned: dict[int, int] = {}
         """Per partition of the results topic, where this run's reader started (the
         partitions it reads)."""
@@ -323,11 +291,8 @@ class BlackjackClient:
             raise ClientAlreadyStarted("the client is started already: stop() it first")
         loop = asyncio.get_running_loop()
         self._loop, self._stopped = loop, False
-        self._run += 1
+        self._sendings.new_run()
         self._book.asked = OrderedDict()  # (looked back for again: up to where this run reads)
-        self._open = OrderedDict()  # (the earlier runs' answers are a look-back's)
-        self._answered_early = OrderedDict()
-        self._gap_at = {}
         self._renewing = asyncio.Lock()
         self._producer = self._consumer = self._reader = None
         ready = self._ready = loop.create_future()
@@ -632,36 +597,18 @@ class BlackjackClient:
         ]
         return list(await asyncio.gather(*pending))
 
-    def _sending(self, envelope: CommandEnvelope) -> _Sending:
-        """Note a sending of ``envelope`` (``_sent``): its answer is this run's reader's, or,
-        after a restart, looked back for from its ``sent_at``."""
-        sending = _Sending(
-            envelope.stream_id, envelope.sent_at or datetime.now(UTC), self._run, self._sendings
+    def _sending(self, envelope: CommandEnvelope) -> Sending:
+        """Note a sending of ``envelope``: its answer is this run's reader's, or, after a
+        restart, looked back for from its ``sent_at``; its answers kept are this client's own."""
+        sending = self._sendings.note(
+            envelope.command_id, envelope.stream_id, envelope.sent_at or datetime.now(UTC)
         )
-        self._sendings += 1
-        sendings = self._sent.setdefault(envelope.command_id, [])
-        sendings.append(sending)
-        del sendings[:-8]  # (a command sent again and again: its latest sendings)
-        self._sent.move_to_end(envelope.command_id)
-        while len(self._sent) > KEEP_RESULTS:
-            self._sent.popitem(last=False)
         self._book.own(envelope.command_id)
         return sending
 
-    def _placed(self, command_id: str, sending: _Sending, metadata: Any) -> None:
-        """Where the broker wrote a sending (``RecordMetadata``): its answer names that offset,
-        on that partition of the results topic."""
-        if sending.run != self._run:
-            return  # (stopped meanwhile: the next run's reader did not see it sent)
-        sending.partition, sending.offset = int(metadata.partition), int(metadata.offset)
-        key = (sending.partition, sending.offset)
-        if key in self._answered_early:
-            del self._answered_early[key]
-            sending.state = "answered"  # read before the ack came
-            return
-        self._open[key] = (command_id, sending)
-        while len(self._open) > KEEP_RESULTS:
-            self._open.popitem(last=False)
+    def _placed(self, command_id: str, sending: Sending, metadata: Any) -> None:
+        """Where the broker wrote a sending (``RecordMetadata``)."""
+        self._sendings.placed(command_id, sending, int(metadata.partition), int(metadata.offset))
 
     async def send_envelope(self, envelope: CommandEnvelope) -> None:
         await self._started()
@@ -813,9 +760,9 @@ class BlackjackClient:
         named (unless sent in this run), not looked back for yet in this run. Named without
         its ``sent_at`` and not sent by this client (another's command: a handler's signed
         step, another process's), its sent_at is None: looked for since this run's start."""
-        sendings = self._sent.get(command_id, [])
-        if any(s.run == self._run and stream_id in (None, s.stream_id) for s in sendings):
+        if self._sendings.sent_this_run(command_id, stream_id):
             return []  # sent since this start: its answer is the reader's
+        sendings = self._sendings.sent.get(command_id, [])
         mine: list[tuple[str, datetime | None]] = [
             (s.stream_id, s.sent_at) for s in sendings if stream_id in (None, s.stream_id)
         ]
@@ -1085,7 +1032,7 @@ class BlackjackClient:
         """Read the results topic made again from its beginning, in every partition it has
         (those it no longer has left), its answers kept apart from the old topic's (another
         generation: its offsets start again). Every answer to a command sent before may have
-        been in the old topic unread: a gap (``_gap_at``) in every partition."""
+        been in the old topic unread: a gap (``Sendings.gap``) in every partition."""
         topic = self.topics.results
         partitions = sorted(state.partitions)
         gone = sorted(set(self._pinned) - state.partitions)
@@ -1101,7 +1048,7 @@ class BlackjackClient:
         self._read_to = dict(self._pinned)
         now_ms = int(time.time() * 1000)
         self._last_read_ms = dict.fromkeys(self._pinned, now_ms)
-        self._gap_at = dict.fromkeys(self._pinned, self._sendings)
+        self._sendings.gap(*self._pinned)
         RESULTS_RESETS.labels(self.client_id, "recreated").inc()
         if gone:
             RESULTS_RESETS.labels(self.client_id, "partition_removed").inc(len(gone))
@@ -1136,7 +1083,7 @@ class BlackjackClient:
                 cause, to = "deleted", first[tp]
                 RESULTS_DELETED_UNREAD.labels(self.client_id).inc(deleted)
                 # an answer to a command sent before now may have been among them
-                self._gap_at[tp.partition] = self._sendings
+                self._sendings.gap(tp.partition)
             else:
                 cause = "past_end"
                 since = self._last_read_ms.get(tp.partition, 0) - RESULTS_LOOKBACK_MS
@@ -1265,45 +1212,9 @@ class BlackjackClient:
 
     def _answered_through(self, partition: int, command_offset: int) -> None:
         """The handler answered the command at ``command_offset`` of the commands topic's
-        ``partition`` (read at the same partition of the results topic): every command
-        before it there was answered before it, in this partition. So a sending of this run
-        before it that has no answer, made before the reader last found answers there
-        deleted unread (``_gap_at``), had its answer among them: its waits fail with
+        ``partition``: the waits for the answers this tells lost (``Sendings``) fail with
         ``AnswerLost`` at once."""
-        answered = self._open.pop((partition, command_offset), None)
-        if answered is not None:
-            answered[1].state = "answered"
-        else:  # another client's, or one whose ack has not come yet
-            self._answered_early[(partition, command_offset)] = None
-            while len(self._answered_early) > ANSWERED_EARLY:
-                self._answered_early.popitem(last=False)
-        gap = self._gap_at.get(partition)
-        if gap is None:
-            return
-        before = [
-            (key, command_id, sending)
-            for key, (command_id, sending) in self._open.items()
-            if key[0] == partition and sending.seq < gap
-        ]
-        lost = [
-            (key, command_id, sending)
-            for key, command_id, sending in before
-            if key[1] < command_offset
-        ]
-        if len(lost) == len(before):  # none sent before the gap is left to tell
-            del self._gap_at[partition]
-        for key, command_id, sending in lost:
-            del self._open[key]
-            sending.state = "lost"
-            log.error(
-                "the answer to a command this client sent was deleted unread; its wait fails "
-                "(AnswerLost: resend it under the same command id)",
-                command_id=command_id,
-                stream_id=sending.stream_id,
-                partition=partition,
-                command_offset=sending.offset,
-                answered_after=command_offset,
-            )
+        for command_id in self._sendings.answered_through(partition, command_offset):
             for skip, stream_id, future in self._book.waiters.get(command_id, []):
                 failure = self._lost_answer(command_id, skip, stream_id)
                 if failure is not None and not future.done():
@@ -1315,17 +1226,7 @@ class BlackjackClient:
         other is still open; else None."""
         if len(of_stream(self._book.answers(command_id), stream_id)) > skip:
             return None
-        mine = [
-            sending
-            for sending in self._sent.get(command_id, [])
-            if sending.run == self._run and stream_id in (None, sending.stream_id)
-        ]
-        lost = [sending for sending in mine if sending.state == "lost"]
-        if not lost or any(sending.state == "open" for sending in mine):
-            return None
-        last = lost[-1]
-        assert last.partition is not None and last.offset is not None
-        return AnswerLost(command_id, last.stream_id, last.partition, last.offset)
+        return self._sendings.lost(command_id, stream_id)
 
     def _unreadable(
         self, record: Any, error: ValidationError, ids: tuple[str, str | None] | None
