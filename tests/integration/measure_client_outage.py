@@ -49,7 +49,7 @@ async def outage(mode: str, down_s: float, folder: Path) -> dict[str, Any]:
         async with BlackjackClient(broker.bootstrap, topics) as client:
             # the client's clients back off (bus.clients); before: aiokafka's update as it is
             if mode == "before":
-                for kafka in (client._producer.client, client._consumer._client):  # type: ignore[union-attr]
+                for kafka in (client._producer.client, client._results_reader.consumer._client):  # type: ignore[union-attr]
                     vars(kafka).pop("_metadata_update")
             update = aiokafka_update = AIOKafkaClient._metadata_update
             updates = 0

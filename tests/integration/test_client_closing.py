@@ -64,7 +64,7 @@ async def test_the_results_consumer_is_closed_when_the_producer_s_stop_fails(
     space: KafkaSpace = await kafka_space(partitions=1)
     client = space.client()
     await client.start()
-    assert client._producer is not None and client._consumer is not None
+    assert client._producer is not None and client._results_reader.consumer is not None
     stop_producer = client._producer.stop
 
     async def failing() -> None:
@@ -74,7 +74,7 @@ async def test_the_results_consumer_is_closed_when_the_producer_s_stop_fails(
     monkeypatch.setattr(client._producer, "stop", failing)
     with pytest.raises(RuntimeError, match="stop failed"):
         await client.stop()
-    assert client._consumer._closed
+    assert client._results_reader.consumer._closed
 
 
 async def test_a_producer_whose_stop_is_cancelled_still_delivers_and_closes(
@@ -124,7 +124,7 @@ async def test_a_client_whose_stop_is_cancelled_still_stops_everything(kafka_spa
         await stopping
     await client.stop()  # waits for the first stop's end
     assert client._producer is not None and client._producer._closed
-    assert client._consumer is not None and client._consumer._closed
+    assert client._results_reader.consumer is not None and client._results_reader.consumer._closed
     assert await left_running(before) == []
     await client.start()  # (stopped to its end: it starts again)
     await client.stop()

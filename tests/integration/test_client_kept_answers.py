@@ -98,7 +98,7 @@ async def test_a_look_back_from_the_reader_s_start_reads_what_retention_left(
     space: KafkaSpace = await kafka_space(partitions=1)
     tp = TopicPartition(space.topics.results, 0)
     async with space.client() as client:
-        assert client._pinned == {0: 0}
+        assert client._results_reader.pinned == {0: 0}
         await write(space.bootstrap, tp.topic, *(answer(f"gone-{n}") for n in range(5)))
         await write(space.bootstrap, tp.topic, answer("step-1"))  # at offset 5
         for n in range(2 * OTHERS):

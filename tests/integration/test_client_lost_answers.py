@@ -45,6 +45,7 @@ from blackjack.bus.topic_ids import TopicIdsUnsupported, TopicState, topic_state
 from blackjack.bus.topics import delete_topics, ensure_topics, partition_for
 from blackjack.client import AnswerLost, BlackjackClient, UnreadableResult
 from blackjack.client import client as client_module
+from blackjack.client import reader as reader_module
 from blackjack.command_handler.service import CommandHandler
 from blackjack.domain import commands as cmd
 from blackjack.messages.envelope import CommandEnvelope, CommandResult
@@ -155,14 +156,14 @@ def hold(client: BlackjackClient, tp: TopicPartition) -> None:
     ``pause`` (aiokafka's public API: ``getmany`` returns no record of a paused partition until
     ``resume``; what a fetch in flight brings meanwhile is dropped, and the position, moved
     only by records returned, stays where it is)."""
-    consumer = client._consumer
+    consumer = client._results_reader.consumer
     assert consumer is not None
     consumer.pause(tp)
 
 
 def release(client: BlackjackClient, tp: TopicPartition) -> None:
     """The results reader reads ``tp`` again (``hold`` undone)."""
-    consumer = client._consumer
+    consumer = client._results_reader.consumer
     assert consumer is not None
     consumer.resume(tp)
 
@@ -197,7 +198,7 @@ async def test_answers_after_records_deleted_unread_are_read_and_the_loss_is_cou
     resets = counted("blackjack_client_results_resets_total", **labels, cause="deleted")
     async with client:
         hold(client, tp)
-        start = client._pinned[0]
+        start = client._results_reader.pinned[0]
         # the reader is at `start`; the record there is deleted before it reads it
         await write(space.bootstrap, tp.topic, answer("deleted-1"), answer("kept-1"))
         await delete_before(space.bootstrap, tp, start + 1)
@@ -227,7 +228,9 @@ async def test_a_results_topic_recreated_under_the_reader_is_read_from_its_start
         # the new topic ends before the reader's position
         # before: the reader jumped to the new topic's end, over new-1, and the wait timed out
         assert await read_after_recreating(client, space.bootstrap, tp, "new-1") == "new-1"
-        assert client._pinned[0] == 0  # a look-back reads no further than the reader's start
+        assert (
+            client._results_reader.pinned[0] == 0
+        )  # a look-back reads no further than the reader's start
     assert counted("blackjack_client_results_resets_total", **labels) == 1
 
 
@@ -261,7 +264,7 @@ async def test_a_results_topic_recreated_longer_than_the_readers_position_is_rea
         assert (await waiting).command_id == "anew-1"
         assert (await again).command_id == "was-1"  # not taken for the old topic's answer
         assert len(client.results_for("was-1")) == 2
-        assert client._pinned[0] == 0
+        assert client._results_reader.pinned[0] == 0
         assert [(await wait).command_id for wait in later] == ["anew-2", "anew-3"]
         await answered(client, space.bootstrap, tp.topic, "anew-4")
         # read before the reader knew of the new topic, then again from its beginning: once
@@ -296,7 +299,7 @@ async def test_a_results_topic_the_broker_asked_first_does_not_know_yet_is_known
             assert first == [None]  # asked before the topic existed
             made = await any_topic_state(bootstrap, tp.topic)
             # before: None, and a topic made again was never told by its id
-            assert made is not None and client._topic_id == made.topic_id
+            assert made is not None and client._results_reader.topic_id == made.topic_id
             await answered(client, space.bootstrap, tp.topic, "early-1", "early-2")
             late = [f"late-{n}" for n in range(3)]
             assert await read_after_recreating(client, space.bootstrap, tp, *late) == "late-0"
@@ -321,7 +324,7 @@ async def test_a_recreated_results_topic_is_told_within_the_check_interval_of_an
     # a quarter of a second between checks of the topic's id: the reader's fetch waits no
     # longer than the next check (before: a fetch with no record waited a whole second, and the
     # check came only after it)
-    monkeypatch.setattr(client_module, "RESULTS_TOPIC_CHECK_S", 0.25)
+    monkeypatch.setattr(reader_module, "RESULTS_TOPIC_CHECK_S", 0.25)
 
     checked = asyncio.Event()
     waits: list[int] = []
@@ -381,9 +384,9 @@ async def test_a_results_topic_recreated_with_fewer_partitions_is_read_in_those_
         release(client, TopicPartition(topic, 0))
         assert (await waiting).command_id == "one-1"
         # before: partition 1 was fetched for good (its fetches failed, unseen)
-        assert client._consumer is not None
-        assert client._consumer.assignment() == {TopicPartition(topic, 0)}
-        assert set(client._pinned) == {0}
+        assert client._results_reader.consumer is not None
+        assert client._results_reader.consumer.assignment() == {TopicPartition(topic, 0)}
+        assert set(client._results_reader.pinned) == {0}
         assert client.health.healthy
     assert (
         counted("blackjack_client_results_resets_total", **labels, cause="partition_removed") == 1
@@ -417,7 +420,7 @@ async def test_without_topic_ids_a_partition_gone_is_no_longer_read(
         await recreate(space.bootstrap, topic, 1)
         # before: partition 1 was fetched for good, unseen
         await asyncio.wait_for(left.wait(), WAIT_S)
-        assert set(client._pinned) == {0}
+        assert set(client._results_reader.pinned) == {0}
         await answered(client, space.bootstrap, topic, "one-left-1")
     assert counted("blackjack_client_results_resets_total", **labels) == 1
 
@@ -444,7 +447,7 @@ async def test_a_results_partition_added_after_start_is_read_from_its_beginning(
     monkeypatch.setattr(client_module, "ScopedConsumer", Hiding)
     monkeypatch.setattr(client_module, "RESULTS_METADATA_MAX_AGE_MS", 500)
     async with space.client() as client:
-        assert set(client._pinned) == {0}
+        assert set(client._results_reader.pinned) == {0}
         async with admin_of(space.bootstrap) as admin:
             await admin.create_partitions({space.topics.results: NewPartitions(2)})
         await partitions_everywhere(space.bootstrap, space.topics.results, 2)
@@ -458,7 +461,7 @@ async def test_a_results_partition_added_after_start_is_read_from_its_beginning(
         await answered(client, space.bootstrap, space.topics.results, "on-new-2", partition=1)
         # partition 0 read on from where it stood
         await answered(client, space.bootstrap, space.topics.results, "on-old-1", partition=0)
-        assert client._pinned == {0: client._pinned[0], 1: 0}
+        assert client._results_reader.pinned == {0: client._results_reader.pinned[0], 1: 0}
 
 
 # ---- 3. answers the client cannot read ----------------------------------------------------------

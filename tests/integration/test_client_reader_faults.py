@@ -59,7 +59,7 @@ async def write_answer(bootstrap: str, topic: str, command_id: str) -> None:
 def fail_fetches(client: BlackjackClient, *errors: Exception) -> None:
     """The client's consumer's next fetches raise ``errors``, one each, as aiokafka's
     fetcher raises a partition's error out of ``getmany``; then it fetches again."""
-    consumer = client._consumer
+    consumer = client._results_reader.consumer
     assert consumer is not None
     getmany = consumer.getmany
     pending = list(errors)
@@ -74,7 +74,7 @@ def fail_fetches(client: BlackjackClient, *errors: Exception) -> None:
 
 def polls_of(client: BlackjackClient) -> Callable[[int], Awaitable[None]]:
     """Waits until the client's reader has polled its consumer so many more times."""
-    consumer = client._consumer
+    consumer = client._results_reader.consumer
     assert consumer is not None
     getmany = consumer.getmany
     polls, polled = 0, asyncio.Event()

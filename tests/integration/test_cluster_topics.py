@@ -62,6 +62,6 @@ async def test_topics_just_made_are_on_every_broker_and_served_at_once(
             # before: no partition (the group leader's metadata had no partition of them)
             assert handler.owned_partitions() == set(range(PARTITIONS)), round_
             # before: None (the broker the reader asked first had no results topic)
-            assert client._topic_id is not None, round_
+            assert client._results_reader.topic_id is not None, round_
             result = await client.execute("cluster-1", cmd.OpenTable(variant="mini-h17"))
             assert result.status == "accepted", result

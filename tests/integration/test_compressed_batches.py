@@ -108,9 +108,11 @@ async def test_a_client_whose_reader_cannot_decompress_a_batch_fails_every_wait_
     waited out its timeout (``blackjack send``: "no result in time")."""
     space: KafkaSpace = await kafka_space(partitions=1)
     async with space.client() as client:
-        assert client._consumer is not None
-        [tp] = client._consumer.assignment()
-        client._consumer.pause(tp)  # the batch is fetched only once the codec is gone
+        assert client._results_reader.consumer is not None
+        [tp] = client._results_reader.consumer.assignment()
+        client._results_reader.consumer.pause(
+            tp
+        )  # the batch is fetched only once the codec is gone
         answer = CommandResult(
             command_id="c", stream_id=TABLE, status="accepted", handled_at=datetime.now(UTC)
         )
@@ -123,7 +125,7 @@ async def test_a_client_whose_reader_cannot_decompress_a_batch_fails_every_wait_
         )
         monkeypatch.setattr(codec, "cramjam", None)
         waiting = asyncio.ensure_future(client.result("c", timeout=WAIT_S))
-        client._consumer.resume(tp)
+        client._results_reader.consumer.resume(tp)
         with pytest.raises(CodecMissing, match="zstd"):
             async with asyncio.timeout(WAIT_S / 2):
                 await waiting

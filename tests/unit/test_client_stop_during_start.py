@@ -52,7 +52,7 @@ async def test_a_start_cut_short_by_a_stop_ends_after_that_stop(
         await asyncio.Event().wait()
 
     monkeypatch.setattr(client, "_start", start_hanging_the_first_time)
-    monkeypatch.setattr(client, "_read", read_for_good)
+    monkeypatch.setattr(client._results_reader, "read", read_for_good)
     starting = asyncio.create_task(client.start())
     await hanging.wait()
     stopping = asyncio.create_task(client.stop())

@@ -68,8 +68,8 @@ async def test_two_streams_sent_one_id_each_get_their_own_answer() -> None:
     # not connected: its reader gets the answers below
     client = started_offline(BlackjackClient("127.0.0.1:1"))
     results = _Results()
-    client._consumer = results
-    reader = asyncio.create_task(client._read())
+    client._results_reader.consumer = results
+    reader = asyncio.create_task(client._results_reader.read())
     sent: list[str] = []
 
     async def send(stream_id: str, command: object, **_: object) -> str:

@@ -1,7 +1,8 @@
 """The async client for casino platforms and tests (``BlackjackClient``, in ``client``): send a
 command, await its result.
 
-- ``client``: the client itself, its sending and its results reader;
+- ``client``: the client itself: its start and stop, sending, results and look-backs;
+- ``reader``: its results reader (the results topic followed, whatever it goes through);
 - ``answers``: the answers it keeps and the callers waiting for them (no I/O);
 - ``sendings``: its sendings, and which answers are known lost (no I/O);
 - ``events``: the events a command wrote, read back from the events topic;

@@ -50,12 +50,11 @@ from __future__ import annotations
 
 import asyncio
 import json
-import math
 import os
 import time
 import uuid
 from collections import OrderedDict
-from collections.abc import Callable, Coroutine, Iterable, Mapping, Sequence
+from collections.abc import Callable, Coroutine, Mapping, Sequence
 from datetime import UTC, datetime
 from types import TracebackType
 from typing import Any, TypeVar
@@ -64,7 +63,6 @@ import structlog
 from aiokafka import AIOKafkaConsumer, AIOKafkaProducer, TopicPartition
 from aiokafka.errors import (
     KafkaError,
-    OffsetOutOfRangeError,
     OutOfOrderSequenceNumber,
 )
 from pydantic import BaseModel, ValidationError
@@ -72,13 +70,11 @@ from pydantic import BaseModel, ValidationError
 from blackjack.bus.clients import ScopedConsumer, ScopedProducer, stop_to_its_end
 from blackjack.bus.codecs import require_codecs
 from blackjack.bus.header_names import header_name_not_utf8
-from blackjack.bus.headers import COMMAND_OFFSET_HEADER, command_headers, offset_header
+from blackjack.bus.headers import command_headers
 from blackjack.bus.producers import started, stopped
 from blackjack.bus.settings import PLAINTEXT, KafkaSecurity, KafkaSettings
-from blackjack.bus.topic_ids import TopicIdsUnsupported, TopicState
 from blackjack.bus.topics import Topics, partition_for
 from blackjack.client.answers import (
-    KEEP_RESULTS,
     Answer,
     AnswerBook,
     Kept,
@@ -96,55 +92,24 @@ from blackjack.client.errors import (
 )
 from blackjack.client.events import collect_events
 from blackjack.client.health import ReaderHealth, ReaderState, read_error_is_fatal
-from blackjack.client.metrics import RESULTS_DELETED_UNREAD, RESULTS_RESETS, UNREADABLE_RESULTS
+from blackjack.client.metrics import UNREADABLE_RESULTS
+from blackjack.client.reader import RESULTS_LOOKBACK_MS, ResultsReader
 from blackjack.client.sendings import Sending, Sendings
 from blackjack.domain import events as ev
 from blackjack.domain.commands import TableCommand, naming_round
 from blackjack.domain.wallet import AnyWalletCommand
 from blackjack.messages.envelope import CommandEnvelope, CommandResult
 from blackjack.messages.wire import WireEnvelope
-from blackjack.observability.logging import Throttled
 
 _T = TypeVar("_T")
 
 PRODUCER_BATCH_BYTES = 16_384
 """The commands producer's ``max_batch_size`` per partition by default: aiokafka's own. A
 client's commands are a few hundred bytes each; docs/load.md measured larger batches."""
-RESULTS_LOOKBACK_MS = 60_000
-"""How far before a command's ``sent_at`` its answer is looked for on the results topic
-(``result`` of a command sent before this start): the margin for the sender's clock against
-the handler's, which stamps the answer (``CreateTime``)."""
-
-READ_RETRY_FIRST_S = 0.1
-READ_RETRY_MAX_S = 5.0
-"""The results reader's pause after a fetch that failed with a broker's passing error: the
-first, doubled at each failure in a row, never more than the last (a broker away is not
-asked in a busy loop; one back is read again within 5 s)."""
-READ_RETRY_LOG_EVERY_S = 30.0
-
 RESULTS_METADATA_MAX_AGE_MS = 30_000
 """How often the results reader refreshes the results topic's metadata (aiokafka's
 ``metadata_max_age_ms``, 5 minutes by default): a partition the operator adds is read, from its
 beginning, within this much and a fetch, without a restart."""
-
-RESULTS_TOPIC_CHECK_S = 1.0
-"""How often the results reader asks the brokers for the results topic's id
-(``bus.topic_ids``). A topic deleted and made again under the reader has another id: it is read
-from its beginning (a new topic longer than the reader's positions raises no error; before, the
-reader read it on from those positions, over the answers before them), so an answer of the new
-topic before those positions comes within about this long. The records read since the last
-check are remembered until the next: those of them the new topic holds are not kept twice.
-A fetch waits for records no longer than until the next check is due
-(``RESULTS_FETCH_WAIT_MS`` at most), so the checks come every second whether records come or
-not: before, the check came only after a fetch that found nothing had waited its whole second.
-The new topic's first answers then wait for the fetch in flight at the old position (the
-broker holds it up to aiokafka's ``fetch_max_wait_ms``, 0.5 s, and answers a connection's
-requests in turn). Measured with ``tests/integration/measure_recreated_results.py --held``
-(30 trials, deleted at a random time): median 0.51 s, at most 1.01 s; before, median 1.01 s,
-at most 1.51 s."""
-
-RESULTS_FETCH_WAIT_MS = 1000
-"""How long one fetch of the results reader waits for records when none come (at most)."""
 
 log = structlog.get_logger("blackjack.client")
 
@@ -183,36 +148,20 @@ class BlackjackClient:
         self.source = source
         self.client_id = client_id
         self._producer: AIOKafkaProducer | None = None
-        self._consumer: AIOKafkaConsumer | None = None
         self._reader: asyncio.Task[None] | None = None
-        self._generation = 0
-        self._topic_id: uuid.UUID | None = None
-        """The id of the results topic the reader reads (None: the broker gives none)."""
-        self._topic_checked = 0.0
-        self._topic_ids_unsupported = False
-        self._topic_partitions: frozenset[int] = frozenset()
-        self._unchecked: dict[tuple[int, int], tuple[int | None, int, int]] = {}
-        """The records the reader kept since the last check of the topic's id, by (partition,
-        offset): their (timestamp, hash of key, hash of value). Made again, the new topic is
-        read from its beginning, and those of them it holds (the same record at the same
-        place) are not kept twice (``_suspect``)."""
-        self._suspect: dict[tuple[int, int], tuple[int | None, int, int]] = {}
-        """The results topic's partitions at the last check of its id (none: not known)."""
         self._sendings = Sendings()
         """This client's sendings, and what became of their answers."""
         self._book = AnswerBook(self._sendings.sent)
         """The answers kept, and the callers waiting for them."""
-        self._pinned: dict[int, int] = {}
-        """Per partition of the results topic, where this run's reader started (the
-        partitions it reads)."""
-        self._last_read_ms: dict[int, int] = {}
-        """Per partition of the results topic, the timestamp of the last record this run's
-        reader read there (or of its start): where it reads on from if the partition ends
-        before its position (recreated, truncated)."""
-        self._read_to: dict[int, int] = {}
-        """Per partition of the results topic, the offset after the last record this run's
-        reader has taken (``_take``): a look-back reads up to it, and the reader keeps the
-        answers wanted from there on."""
+        self._results_reader = ResultsReader(
+            self.topics,
+            client_id,
+            self._sendings,
+            keep=self._keep_record,
+            answered=self._answered_through,
+            health=self._set_health,
+        )
+        """The results topic as this client reads it (its consumer, positions, topic id)."""
         self._ready: asyncio.Future[None] | None = None
         self._starting: asyncio.Future[None] | None = None
         self._closing = False
@@ -227,7 +176,6 @@ class BlackjackClient:
         self._loop: asyncio.AbstractEventLoop | None = None
         self._stopped = False
         self._health = ReaderHealth("not-started", since=time.monotonic())
-        self._retries_logged = Throttled(READ_RETRY_LOG_EVERY_S)
 
     @classmethod
     def from_env(cls, env: Mapping[str, str] = os.environ, **options: Any) -> BlackjackClient:
@@ -294,7 +242,8 @@ class BlackjackClient:
         self._sendings.new_run()
         self._book.asked = OrderedDict()  # (looked back for again: up to where this run reads)
         self._renewing = asyncio.Lock()
-        self._producer = self._consumer = self._reader = None
+        self._producer = self._reader = None
+        self._results_reader.consumer = None
         ready = self._ready = loop.create_future()
         # a task of its own, which a stop() from another task cancels: aiokafka's clients
         # closed under a start wait for good (a closed producer's metadata never comes)
@@ -312,7 +261,9 @@ class BlackjackClient:
             if stopped_meanwhile and isinstance(error, asyncio.CancelledError):
                 raise ClientStopped("the client was stopped while it started") from None
             raise
-        self._reader = asyncio.create_task(self._read(), name="blackjack-client-results")
+        self._reader = asyncio.create_task(
+            self._results_reader.read(), name="blackjack-client-results"
+        )
         self._reader.add_done_callback(self._reader_ended)
         self._set_health("reading")
         ready.set_result(None)
@@ -364,7 +315,7 @@ class BlackjackClient:
         # opened.
         self._producer = self._new_producer()
         await self._producer.start()
-        self._consumer = ScopedConsumer(
+        consumer = ScopedConsumer(
             bootstrap_servers=self.bootstrap,
             **self.security.client_options(),
             group_id=None,
@@ -372,66 +323,14 @@ class BlackjackClient:
             isolation_level="read_committed",
             enable_auto_commit=False,
             # a position out of range is the reader's to move, said and counted
-            # (_reset_out_of_range): aiokafka's "latest" jumped to the end, over the answers
-            # between, silently
+            # (ResultsReader._reset_out_of_range): aiokafka's "latest" jumped to the end, over
+            # the answers between, silently
             auto_offset_reset="none",
-            metadata_max_age_ms=RESULTS_METADATA_MAX_AGE_MS,  # partitions added (_follow_added)
+            metadata_max_age_ms=RESULTS_METADATA_MAX_AGE_MS,  # partitions added (reader)
         )
-        await self._consumer.start()
-        # the topic's id before any position is taken: every record fetched is checked
-        # against it (_topic_recreated)
-        state = await self._results_topic_state(self._consumer)
-        partitions = await self._producer.partitions_for(self.topics.results)
-        tps = [TopicPartition(self.topics.results, p) for p in sorted(partitions)]
-        self._consumer.assign(tps)
-        await self._consumer.seek_to_end(*tps)
-        # pin the start now, before any send: no result of a later command can be missed
-        self._pinned = {tp.partition: await self._consumer.position(tp) for tp in tps}
-        self._read_to = dict(self._pinned)
-        if state is None and not self._topic_ids_unsupported:
-            # the broker asked may not have the topic yet: on a cluster each broker applies a
-            # topic just created in its own time (before: the reader never learnt the id, and
-            # never saw the topic made again). The partitions' leaders have it now: each
-            # answered for its log above, and takes the metadata no later than the log.
-            state = await self._leaders_topic_state(self._consumer, tps)
-        known, self._topic_id = self._topic_id, None if state is None else state.topic_id
-        self._topic_partitions = frozenset() if state is None else state.partitions
-        if known is not None and self._topic_id not in (None, known):
-            self._generation += 1  # made again since the last run: its offsets start again
-        self._topic_checked = time.monotonic()
-        now_ms = int(time.time() * 1000)
-        self._last_read_ms = dict.fromkeys(self._pinned, now_ms)
-
-    async def _leaders_topic_state(
-        self, consumer: AIOKafkaConsumer, tps: Iterable[TopicPartition]
-    ) -> TopicState | None:
-        """The results topic as the leaders of ``tps`` have it: the first that knows it."""
-        assert isinstance(consumer, ScopedConsumer)
-        for node_id in consumer.leaders_of(tps):
-            state = await self._results_topic_state(consumer, node_id)
-            if state is not None:
-                return state
-        return None
-
-    async def _results_topic_state(
-        self, consumer: AIOKafkaConsumer, node_id: int | None = None
-    ) -> TopicState | None:
-        """The results topic's id and partitions now, as ``node_id`` (else any broker) has
-        them (None: it does not exist, or the broker gives no topic ids, said once)."""
-        assert isinstance(consumer, ScopedConsumer)
-        try:
-            return await consumer.topic_state(self.topics.results, node_id)
-        except TopicIdsUnsupported as error:
-            self._topic_ids_unsupported = True
-            if self._topic_id is not None or self._topic_checked == 0.0:
-                log.warning(
-                    "the broker gives no topic ids (Kafka before 2.8): a results topic "
-                    "deleted and made again under the reader is noticed only where a position "
-                    "is out of range",
-                    error=str(error),
-                )
-            self._topic_checked = time.monotonic()
-            return None
+        self._results_reader.consumer = consumer  # (a start that fails stops it: _stop_all)
+        await consumer.start()
+        await self._results_reader.begin(consumer, self._producer)
 
     def _reader_failure(self) -> BaseException | None:
         """Why the results reader stopped, if it failed (a batch it could not decompress:
@@ -493,7 +392,7 @@ class BlackjackClient:
         if self._look_backs:  # (each given up by its caller, told ClientStopped above)
             await asyncio.wait(set(self._look_backs))
         failures = []
-        for client in (self._producer, self._consumer):
+        for client in (self._producer, self._results_reader.consumer):
             if client is not None:
                 try:  # each one, whatever the one before did (its connections, its tasks)
                     await client.stop()
@@ -782,7 +681,7 @@ class BlackjackClient:
         read, keeping the answers of ``command_id`` at ``stream_id``: the reader keeps those
         after (``_wanted``: the caller waits). A broker's passing error is logged and the
         wait goes on (a later ``result`` looks again)."""
-        partition = partition_for(stream_id, len(self._pinned))
+        partition = partition_for(stream_id, len(self._results_reader.pinned))
         tp = TopicPartition(self.topics.results, partition)
         consumer = ScopedConsumer(
             bootstrap_servers=self.bootstrap,
@@ -795,18 +694,19 @@ class BlackjackClient:
             # earliest record still there (aiokafka's "latest" jumped over them all)
             auto_offset_reset="earliest",
         )
-        reading = (self._generation, self._topic_id)
+        reading = (self._results_reader.generation, self._results_reader.topic_id)
         try:
             await consumer.start()
             found = await self._read_back(consumer, tp, command_id, stream_id, since)
-            if found and self._topic_id is not None:
+            if found and self._results_reader.topic_id is not None:
                 # read from the topic the reader reads, or a new one made meanwhile (whose
                 # offsets are not those of the answers kept): the reader reads that one. Asked
                 # of the broker the records came from: its metadata is no older than its log
                 # (another broker's may lag, and miss a topic made again)
-                state = await self._results_topic_state(consumer, consumer.leader_of(tp))
-                if (self._generation, self._topic_id) != reading or (
-                    state is not None and state.topic_id not in (None, self._topic_id)
+                state = await self._results_reader.topic_state(consumer, consumer.leader_of(tp))
+                if (self._results_reader.generation, self._results_reader.topic_id) != reading or (
+                    state is not None
+                    and state.topic_id not in (None, self._results_reader.topic_id)
                 ):
                     log.warning(
                         "the results topic was made again while a look-back read it: what it "
@@ -845,9 +745,11 @@ class BlackjackClient:
         found: list[Any] = []
         consumer.assign([tp])
         # (a log truncated under the reader ends before where it read: not waited for)
-        end = min(self._read_to[tp.partition], (await consumer.end_offsets([tp]))[tp])
+        end = min(
+            self._results_reader.read_to[tp.partition], (await consumer.end_offsets([tp]))[tp]
+        )
         if since is None:
-            begin: int | None = self._pinned[tp.partition]
+            begin: int | None = self._results_reader.pinned[tp.partition]
         else:
             ms = int(since.timestamp() * 1000) - RESULTS_LOOKBACK_MS
             start = (await consumer.offsets_for_times({tp: ms})).get(tp)
@@ -944,261 +846,6 @@ class BlackjackClient:
         self.learn_round(result.stream_id, events)
         return events
 
-    async def _read(self) -> None:
-        """Follow the results topic for good: a fetch that fails with a broker's passing
-        error is tried again after a backoff (``READ_RETRY_*``, ``health`` says
-        ``retrying``); a fatal one (``read_error_is_fatal``) ends the reader, and every wait
-        fails at once with it (``_reader_ended``)."""
-        failures = 0
-        while True:
-            try:
-                await self._read_once()
-            except KafkaError as error:
-                if read_error_is_fatal(error):
-                    raise
-                failures += 1
-                self._fetch_failed(error, failures)
-                await asyncio.sleep(min(READ_RETRY_FIRST_S * 2 ** (failures - 1), READ_RETRY_MAX_S))
-                continue
-            if failures:
-                log.info("the results reader reads again", failures=failures)
-                failures = 0
-                self._set_health("reading")
-
-    async def _read_once(self) -> None:
-        """One fetch of the results, kept; the topic's id checked every
-        ``RESULTS_TOPIC_CHECK_S`` (a topic made again is read from its beginning); a position
-        out of range moved (said and counted); the partitions added to the topic since the
-        last fetch assigned, those removed left."""
-        consumer = self._consumer
-        assert consumer is not None
-        try:
-            batches = await consumer.getmany(timeout_ms=self._fetch_wait_ms())
-        except OffsetOutOfRangeError as error:
-            positions = error.args[0] if error.args else None
-            if not isinstance(positions, dict):
-                raise  # (not aiokafka's fetcher's: retried after a backoff)
-            if not await self._topic_recreated(consumer, out_of_range=positions):
-                await self._reset_out_of_range(consumer, positions)
-            return
-        self._take(batches)
-        if self._fetch_wait_ms() == 0:  # the check of the topic's id is due
-            await self._topic_recreated(consumer)
-        await self._follow_partitions(consumer)
-
-    def _fetch_wait_ms(self) -> int:
-        """How long the reader's next fetch may wait for records: ``RESULTS_FETCH_WAIT_MS``,
-        no longer than until the next check of the topic's id is due (0: due now), so that
-        the checks come every ``RESULTS_TOPIC_CHECK_S`` whether records come or not."""
-        if self._topic_id is None:
-            return RESULTS_FETCH_WAIT_MS  # (no id to check: a broker without topic ids)
-        due = self._topic_checked + RESULTS_TOPIC_CHECK_S - time.monotonic()
-        return max(0, min(RESULTS_FETCH_WAIT_MS, math.ceil(due * 1000)))
-
-    async def _topic_recreated(
-        self, consumer: AIOKafkaConsumer, out_of_range: Iterable[TopicPartition] = ()
-    ) -> bool:
-        """Whether the results topic was deleted and made again since the reader last checked
-        its id; if so, the new one is read from its beginning. The records kept before a check
-        that finds the id the reader knows came from that topic (ids are never used again):
-        forgotten (``_unchecked``); otherwise they may be the new topic's, read again from its
-        beginning but not kept twice (``_suspect``)."""
-        if self._topic_id is None:
-            return False  # (a broker without topic ids)
-        assert isinstance(consumer, ScopedConsumer)
-        # asked of the brokers the records came from, and those that said a position is out
-        # of range (each answers from its own copy of the metadata, which may lag another's;
-        # its copy is updated no later than its logs). Not any broker: on a cluster one that
-        # has not applied the new topic yet says nothing new, and the reader, out of range in
-        # the new topic, moved on in it as in the old (``past_end``), over its first answers.
-        topic = self.topics.results
-        read = {partition for partition, _ in self._unchecked}
-        read.update(tp.partition for tp in out_of_range)
-        leaders = consumer.leaders_of(TopicPartition(topic, p) for p in read)
-        nodes: list[int | None] = [*leaders] or [None]
-        states = [await self._results_topic_state(consumer, node_id) for node_id in nodes]
-        self._topic_checked = time.monotonic()
-        for state in states:
-            if state is not None and state.topic_id not in (None, self._topic_id):
-                await self._read_recreated(consumer, state)
-                return True
-        self._unchecked = {}
-        for state in states:  # the same, or deleted and not made again yet: nothing new
-            if state is not None:
-                self._topic_partitions = state.partitions
-        return False
-
-    async def _read_recreated(self, consumer: AIOKafkaConsumer, state: TopicState) -> None:
-        """Read the results topic made again from its beginning, in every partition it has
-        (those it no longer has left), its answers kept apart from the old topic's (another
-        generation: its offsets start again). Every answer to a command sent before may have
-        been in the old topic unread: a gap (``Sendings.gap``) in every partition."""
-        topic = self.topics.results
-        partitions = sorted(state.partitions)
-        gone = sorted(set(self._pinned) - state.partitions)
-        tps = [TopicPartition(topic, p) for p in partitions]
-        consumer.assign(tps)
-        await consumer.seek_to_beginning(*tps)
-        was, self._topic_id = self._topic_id, state.topic_id
-        self._topic_partitions = state.partitions
-        self._generation += 1
-        self._suspect, self._unchecked = self._unchecked, {}
-        # a look-back reads no further than where the reader reads from
-        self._pinned = {tp.partition: await consumer.position(tp) for tp in tps}
-        self._read_to = dict(self._pinned)
-        now_ms = int(time.time() * 1000)
-        self._last_read_ms = dict.fromkeys(self._pinned, now_ms)
-        self._sendings.gap(*self._pinned)
-        RESULTS_RESETS.labels(self.client_id, "recreated").inc()
-        if gone:
-            RESULTS_RESETS.labels(self.client_id, "partition_removed").inc(len(gone))
-        log.error(
-            "the results topic was deleted and made again under the reader (its topic id "
-            "changed); it reads the new one from its beginning (answers the old one held "
-            "unread are lost: their result() raises AnswerLost once a later one is read)",
-            cause="recreated",
-            topic=topic,
-            topic_id_was=str(was),
-            topic_id=str(state.topic_id),
-            partitions=partitions,
-            partitions_gone=gone,
-            records_read_since_the_last_check=len(self._suspect),
-        )
-
-    async def _reset_out_of_range(
-        self, consumer: AIOKafkaConsumer, positions: Mapping[TopicPartition, int]
-    ) -> None:
-        """Move the reader's position in each partition where it is out of range: past
-        records deleted before it read them (retention, ``delete_records``), on from the
-        earliest still there, the offsets skipped counted; past the partition's end (the topic
-        recreated, its log truncated), on from ``RESULTS_LOOKBACK_MS`` before the last record
-        it read there. Never to the end, over answers a caller may wait for (aiokafka's
-        ``latest`` did, silently)."""
-        tps = list(positions)
-        first = await consumer.beginning_offsets(tps)
-        end = await consumer.end_offsets(tps)
-        for tp, was in positions.items():
-            deleted = max(0, first[tp] - was)
-            if deleted:
-                cause, to = "deleted", first[tp]
-                RESULTS_DELETED_UNREAD.labels(self.client_id).inc(deleted)
-                # an answer to a command sent before now may have been among them
-                self._sendings.gap(tp.partition)
-            else:
-                cause = "past_end"
-                since = self._last_read_ms.get(tp.partition, 0) - RESULTS_LOOKBACK_MS
-                found = (await consumer.offsets_for_times({tp: max(0, since)})).get(tp)
-                to = end[tp] if found is None else max(first[tp], found.offset)
-            consumer.seek(tp, to)
-            # a look-back reads up to where the reader read from
-            self._pinned[tp.partition] = min(self._pinned.get(tp.partition, to), to)
-            self._read_to[tp.partition] = min(self._read_to.get(tp.partition, to), to)
-            RESULTS_RESETS.labels(self.client_id, cause).inc()
-            log.error(
-                "the results reader's position was out of range; it reads on from another "
-                "offset (answers deleted unread are lost: their result() times out)",
-                cause=cause,
-                partition=tp.partition,
-                position=was,
-                earliest=first[tp],
-                end=end[tp],
-                reads_from=to,
-                deleted_unread=deleted,
-            )
-
-    async def _follow_partitions(self, consumer: AIOKafkaConsumer) -> None:
-        """Assign the results topic's partitions added since the start (the operator raised
-        its partition count; its metadata refreshed every ``RESULTS_METADATA_MAX_AGE_MS``),
-        read from their beginning: every answer written there is the reader's. Partitions
-        the topic no longer has (made again with fewer, on a broker whose topic ids did not
-        tell it) are no longer read: said and counted (before: fetched again for good). The
-        partitions known: those of the last check of the topic's id (fresher than the
-        consumer's metadata, which may still show a topic made again as it was), else the
-        consumer's."""
-        known = (
-            self._topic_partitions or consumer.partitions_for_topic(self.topics.results) or set()
-        )
-        assigned = {tp.partition: tp for tp in consumer.assignment()}
-        added = sorted(set(known) - set(assigned))
-        gone = sorted(set(assigned) - set(known)) if known else []
-        if not added and not gone:
-            return
-        # aiokafka's assign() replaces the assignment: the partitions read so far go on
-        # from where the reader stands (what was fetched but not returned is fetched again)
-        held = {tp: await consumer.position(tp) for p, tp in assigned.items() if p not in gone}
-        for partition in gone:
-            self._pinned.pop(partition, None)
-            self._read_to.pop(partition, None)
-            self._last_read_ms.pop(partition, None)
-        if gone:
-            RESULTS_RESETS.labels(self.client_id, "partition_removed").inc(len(gone))
-            log.error(
-                "partitions of the results topic no longer exist; no longer read",
-                cause="partition_removed",
-                partitions=gone,
-                topic=self.topics.results,
-            )
-        new = [TopicPartition(self.topics.results, p) for p in added]
-        consumer.assign([*held, *new])
-        for tp, offset in held.items():
-            consumer.seek(tp, offset)
-        if not new:
-            return
-        await consumer.seek_to_beginning(*new)
-        now_ms = int(time.time() * 1000)
-        for tp in new:
-            self._pinned[tp.partition] = self._read_to[tp.partition] = await consumer.position(tp)
-            self._last_read_ms[tp.partition] = now_ms
-        log.warning(
-            "partitions added to the results topic; read from their beginning",
-            partitions=added,
-            topic=self.topics.results,
-        )
-
-    def _fetch_failed(self, error: KafkaError, failures: int) -> None:
-        described = f"{type(error).__name__}: {error}"
-        self._set_health("retrying", described, failures)
-        left_out = self._retries_logged.due()
-        if left_out is not None:
-            log.warning(
-                "fetching results failed; retried after a backoff",
-                error=described,
-                retriable=bool(error.retriable),
-                failures_in_a_row=failures,
-                lines_left_out=left_out,
-            )
-
-    def _take(self, batches: Mapping[TopicPartition, Sequence[Any]]) -> None:
-        """Keep the results of a fetch (a record no reader can read stepped over)."""
-        for records in batches.values():
-            for record in records:
-                read_to = self._read_to.get(record.partition, 0)
-                self._read_to[record.partition] = max(read_to, record.offset + 1)
-                if header_name_not_utf8(record.headers):
-                    # none of the service's results has one: nothing of it is believed
-                    log.error(
-                        "a record no reader can read stepped over (a header name that is "
-                        "not UTF-8; who may write to the results topic?)",
-                        record=f"{record.topic}@{record.offset}",
-                        partition=record.partition,
-                        offset=record.offset,
-                    )
-                    continue
-                if record.timestamp is not None:
-                    last = self._last_read_ms.get(record.partition, 0)
-                    self._last_read_ms[record.partition] = max(last, record.timestamp)
-                place = (record.partition, record.offset)
-                seen = (record.timestamp, hash(record.key), hash(record.value))
-                if self._suspect.pop(place, None) != seen:  # (else kept already: read from
-                    self._keep_record(record)  # this topic before its id was checked)
-                if self._topic_id is not None:
-                    self._unchecked[place] = seen
-                    if len(self._unchecked) > KEEP_RESULTS:  # (checks failing for long)
-                        del self._unchecked[next(iter(self._unchecked))]
-                answers = offset_header(record.headers, COMMAND_OFFSET_HEADER)
-                if answers is not None:
-                    self._answered_through(record.partition, answers)
-
     def _keep_record(self, record: Any) -> None:
         try:
             result = CommandResult.model_validate_json(record.value or b"")
@@ -1248,7 +895,9 @@ class BlackjackClient:
         command_id, named_stream = ids
         stream_id = named_stream or (record.key or b"").decode("utf-8", "replace")
         kept = Unreadable(command_id, stream_id, record.partition, record.offset, described)
-        if self._book.keep(command_id, kept, (self._generation, record.partition, record.offset)):
+        if self._book.keep(
+            command_id, kept, (self._results_reader.generation, record.partition, record.offset)
+        ):
             UNREADABLE_RESULTS.labels(self.client_id, "named").inc()
             log.warning(
                 "a command result this client cannot read",
@@ -1265,7 +914,9 @@ class BlackjackClient:
         waits for it."""
         kept = Kept(result.stream_id, record.value)
         self._book.keep(
-            result.command_id, kept, (self._generation, record.partition, record.offset)
+            result.command_id,
+            kept,
+            (self._results_reader.generation, record.partition, record.offset),
         )
 
 
