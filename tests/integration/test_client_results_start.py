@@ -174,6 +174,6 @@ async def test_a_client_stopped_while_it_starts_leaves_nothing_open(
             await starting
     [consumer] = made
     assert consumer._closed and client._producer is not None and client._producer._closed
-    assert client._reader is None or client._reader.done()
+    assert client._reading is None or client._reading.done()
     with pytest.raises(ClientStopped):
         await client.send_raw(b"t", b"{}")

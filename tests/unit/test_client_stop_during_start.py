@@ -66,6 +66,6 @@ async def test_a_start_cut_short_by_a_stop_ends_after_that_stop(
     await client.start()  # again: usable, and nothing of the first run's stop undoes it
     await client._started()
     assert client._loop is asyncio.get_running_loop()
-    reader: Any = client._reader
+    reader: Any = client._reading
     await client.stop()
     assert reader.cancelled()

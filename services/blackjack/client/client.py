@@ -148,7 +148,8 @@ class BlackjackClient:
         self.source = source
         self.client_id = client_id
         self._producer: AIOKafkaProducer | None = None
-        self._reader: asyncio.Task[None] | None = None
+        self._reading: asyncio.Task[None] | None = None
+        """The results reader's task of this run (``ResultsReader.read``)."""
         self._sendings = Sendings()
         """This client's sendings, and what became of their answers."""
         self._book = AnswerBook(self._sendings.sent)
@@ -242,7 +243,7 @@ class BlackjackClient:
         self._sendings.new_run()
         self._book.asked = OrderedDict()  # (looked back for again: up to where this run reads)
         self._renewing = asyncio.Lock()
-        self._producer = self._reader = None
+        self._producer = self._reading = None
         self._results_reader.consumer = None
         ready = self._ready = loop.create_future()
         # a task of its own, which a stop() from another task cancels: aiokafka's clients
@@ -261,10 +262,10 @@ class BlackjackClient:
             if stopped_meanwhile and isinstance(error, asyncio.CancelledError):
                 raise ClientStopped("the client was stopped while it started") from None
             raise
-        self._reader = asyncio.create_task(
+        self._reading = asyncio.create_task(
             self._results_reader.read(), name="blackjack-client-results"
         )
-        self._reader.add_done_callback(self._reader_ended)
+        self._reading.add_done_callback(self._reader_ended)
         self._set_health("reading")
         ready.set_result(None)
 
@@ -335,7 +336,7 @@ class BlackjackClient:
     def _reader_failure(self) -> BaseException | None:
         """Why the results reader stopped, if it failed (a batch it could not decompress:
         ``bus.codecs.CodecMissing``): no result can come any more."""
-        reader = self._reader
+        reader = self._reading
         if reader is None or not reader.done() or reader.cancelled():
             return None
         return reader.exception()
@@ -386,9 +387,9 @@ class BlackjackClient:
         self._book.fail_waiters(
             ClientStopped("the client was stopped while the result was awaited")
         )
-        if self._reader is not None:
-            self._reader.cancel()
-            await asyncio.wait({self._reader})  # (a failure was told when it came)
+        if self._reading is not None:
+            self._reading.cancel()
+            await asyncio.wait({self._reading})  # (a failure was told when it came)
         if self._look_backs:  # (each given up by its caller, told ClientStopped above)
             await asyncio.wait(set(self._look_backs))
         failures = []
