@@ -295,6 +295,19 @@ class BlackjackClient:
             linger_ms=self.linger_ms,
         )
 
+    def _new_consumer(self, role: str, **options: Any) -> AIOKafkaConsumer:
+        """A consumer of this client's (client id ``<client_id>-<role>``): committed records
+        only, positions of its own (no group, nothing committed)."""
+        return ScopedConsumer(
+            bootstrap_servers=self.bootstrap,
+            **self.security.client_options(),
+            group_id=None,
+            client_id=f"{self.client_id}-{role}",
+            isolation_level="read_committed",
+            enable_auto_commit=False,
+            **options,
+        )
+
     async def _renew_producer(self, broken: AIOKafkaProducer | None, error: Exception) -> None:
         """Replace a producer ``OutOfOrderSequenceNumber`` left unusable (``bus.producers``):
         once per broken producer, however many sends failed on it at once; a start that fails
@@ -316,13 +329,8 @@ class BlackjackClient:
         # opened.
         self._producer = self._new_producer()
         await self._producer.start()
-        consumer = ScopedConsumer(
-            bootstrap_servers=self.bootstrap,
-            **self.security.client_options(),
-            group_id=None,
-            client_id=f"{self.client_id}-results",
-            isolation_level="read_committed",
-            enable_auto_commit=False,
+        consumer = self._new_consumer(
+            "results",
             # a position out of range is the reader's to move, said and counted
             # (ResultsReader._reset_out_of_range): aiokafka's "latest" jumped to the end, over
             # the answers between, silently
@@ -684,13 +692,8 @@ class BlackjackClient:
         wait goes on (a later ``result`` looks again)."""
         partition = partition_for(stream_id, len(self._results_reader.pinned))
         tp = TopicPartition(self.topics.results, partition)
-        consumer = ScopedConsumer(
-            bootstrap_servers=self.bootstrap,
-            **self.security.client_options(),
-            group_id=None,
-            client_id=f"{self.client_id}-look-back",
-            isolation_level="read_committed",
-            enable_auto_commit=False,
+        consumer = self._new_consumer(
+            "look-back",
             # where it seeks deleted since (retention behind a long run's start): from the
             # earliest record still there (aiokafka's "latest" jumped over them all)
             auto_offset_reset="earliest",
@@ -830,14 +833,7 @@ class BlackjackClient:
         assert self._producer is not None
         partitions = await self._producer.partitions_for(self.topics.events)
         tp = TopicPartition(self.topics.events, partition_for(result.stream_id, len(partitions)))
-        consumer = ScopedConsumer(
-            bootstrap_servers=self.bootstrap,
-            **self.security.client_options(),
-            group_id=None,
-            client_id=f"{self.client_id}-events",
-            isolation_level="read_committed",
-            enable_auto_commit=False,
-        )
+        consumer = self._new_consumer("events")
         try:  # a start that fails or is cancelled too: its client and task closed
             async with asyncio.timeout(timeout):  # its start too: a broker away
                 await consumer.start()
