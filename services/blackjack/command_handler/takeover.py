@@ -8,6 +8,7 @@ import contextlib
 import time
 from typing import Final, Literal
 
+import structlog
 from aiokafka import AIOKafkaProducer, TopicPartition
 from aiokafka.abc import ConsumerRebalanceListener
 from aiokafka.errors import (
@@ -31,8 +32,9 @@ from blackjack.command_handler.partitions import (
     _Partition,
     _Retained,
 )
-from blackjack.command_handler.replay import end_offsets, rebuild
+from blackjack.command_handler.replay import RebuildStats, end_offsets, rebuild
 from blackjack.command_handler.snapshots import SIGNED_CHECKPOINTS_MARK
+from blackjack.command_handler.streams import PartitionStore
 from blackjack.observability import metrics
 
 REBUILD_TIMEOUT_S = 300.0
@@ -142,17 +144,7 @@ class Takeovers(Partitions):
         assert self._consumer is not None and self._reader is not None
         number = partition.number
         log = self.log.bind(partition=number)
-        producer = AIOKafkaProducer(
-            **self.config.kafka.client_options(),
-            client_id=f"{self.config.instance_id}-p{number}",
-            transactional_id=self.config.transactional_id(number),
-            enable_idempotence=True,
-            acks="all",
-            max_request_size=SNAPSHOT_MAX_BYTES + 64 * 1024,
-            max_batch_size=TRANSACTION_BATCH_BYTES,
-            retry_backoff_ms=TRANSACTION_RETRY_BACKOFF_MS,
-            compression_type=self.config.compression_type,
-        )
+        producer = self._transactional_producer(number)
         try:
             async with asyncio.timeout(TAKEOVER_TIMEOUT_S):
                 await producer.start()
@@ -162,88 +154,11 @@ class Takeovers(Partitions):
                 await producer.commit_transaction()
                 started = time.monotonic()
                 ends = await end_offsets(self._reader, self.topics, number)
-                retained = self._retained.pop(number, None)
-                if retained is not None and retained.ends == ends:
-                    store, kind = retained.store, "kept"
-                else:
-                    if retained is not None:  # written to meanwhile: rebuilt instead
-                        retained.store.close()
-                    store, stats = await rebuild(
-                        self._reader,
-                        self.topics,
-                        number,
-                        codec=self._codec,
-                        checkpoints=self._checkpoints,
-                        unsigned=await self._unsigned_checkpoints(partition),
-                        seal=self._seal,
-                        dedup_window=self.config.dedup_window,
-                        money_retention=self.config.money_retention,
-                        now=self._now(),
-                        timeout=REBUILD_TIMEOUT_S,
-                    )
-                    kind = "checkpoint" if stats.checkpoint else "full"
-                    metrics.REBUILD_EVENTS.inc(stats.events)
-                    log.info(
-                        "partition rebuilt",
-                        from_checkpoint=stats.checkpoint,
-                        snapshots=stats.snapshots,
-                        events=stats.events,
-                        results=stats.results,
-                        streams=store.count(),
-                        seconds=round(stats.seconds, 3),
-                    )
-                    if stats.distrusted is not None:
-                        metrics.CHECKPOINTS_DISTRUSTED.labels(stats.distrusted).inc()
-                        log.error(
-                            "the partition's checkpoint is not to be trusted (written by no "
-                            "handler of this deployment for this partition, or its snapshots "
-                            "are not the ones it was written with; who may write to the "
-                            "snapshots topic?): rebuilt from the start of its log instead",
-                            reason=stats.distrusted,
-                        )
-                    elif stats.unsigned:
-                        metrics.CHECKPOINTS_UNSIGNED.inc()
-                        log.warning(
-                            "rebuilt from an unsigned checkpoint (written by the release "
-                            "before); a signed one is written now"
-                        )
-                    if stats.older_key or stats.resealed:
-                        metrics.SNAPSHOTS_RESEALED.inc(stats.resealed)
-                        log.info(
-                            "rebuilt from what a key rotation's older key sealed or signed: "
-                            "sealed and signed again under the current key now",
-                            older_key_checkpoint=stats.older_key,
-                            resealed=stats.resealed,
-                        )
-                    if stats.unreadable:
-                        log.warning(
-                            "records no reader can read stepped over (a header name that is "
-                            "not UTF-8: no handler writes one; who may write to these topics?)",
-                            records=list(stats.unreadable),
-                        )
-                    if stats.foreign:
-                        log.warning(
-                            "records not written by the service stepped over (no ce_type "
-                            "header, not an event or a command result; who may write to "
-                            "these topics?)",
-                            records=list(stats.foreign),
-                        )
+                store, kind = await self._rebuilt(partition, ends, log)
                 metrics.REBUILDS.labels(kind).inc()
                 metrics.REBUILD_SECONDS.observe(time.monotonic() - started)
                 committed = await self._consumer.committed(partition.tp)
-                if store.answered_to > (committed or 0):
-                    consumed = (
-                        "has no committed offset there"
-                        if committed is None
-                        else f"has consumed only to {committed}"
-                    )
-                    raise AnsweredElsewhere(
-                        f"the log answers this partition's commands up to offset "
-                        f"{store.answered_to}, but the group {self.config.group_id} {consumed}: "
-                        "another consumer group handles these topics (one group per "
-                        "deployment, BLACKJACK_GROUP_ID), or this group's offsets expired; not "
-                        "taken, so no command is decided twice"
-                    )
+                _check_answered_here(store, committed, self.config.group_id)
                 store.answered_to = max(store.answered_to, committed or 0)
         except asyncio.CancelledError:
             # the handler stops while it takes the partition (a long rebuild, a broker away):
@@ -271,6 +186,63 @@ class Takeovers(Partitions):
             finally:
                 store.close()  # its cold streams' file, removed now rather than when collected
             return
+        self._serve(partition, producer, store, ends, committed)
+        log.info("partition ready", committed_offset=committed, streams=store.count())
+        self._changed()
+
+    def _transactional_producer(self, number: int) -> AIOKafkaProducer:
+        """The producer of partition ``number``'s transactions, under its transactional id: its
+        start fences the partition's last owner."""
+        return AIOKafkaProducer(
+            **self.config.kafka.client_options(),
+            client_id=f"{self.config.instance_id}-p{number}",
+            transactional_id=self.config.transactional_id(number),
+            enable_idempotence=True,
+            acks="all",
+            max_request_size=SNAPSHOT_MAX_BYTES + 64 * 1024,
+            max_batch_size=TRANSACTION_BATCH_BYTES,
+            retry_backoff_ms=TRANSACTION_RETRY_BACKOFF_MS,
+            compression_type=self.config.compression_type,
+        )
+
+    async def _rebuilt(
+        self, partition: _Partition, ends: tuple[int, ...], log: structlog.stdlib.BoundLogger
+    ) -> tuple[PartitionStore, Literal["kept", "checkpoint", "full"]]:
+        """The partition's streams: kept from when this instance last held it if nothing was
+        written there since (``ends``, the topics' end offsets, unchanged), else rebuilt
+        from its checkpoint or its whole log; and how."""
+        assert self._reader is not None
+        retained = self._retained.pop(partition.number, None)
+        if retained is not None and retained.ends == ends:
+            return retained.store, "kept"
+        if retained is not None:  # written to meanwhile: rebuilt instead
+            retained.store.close()
+        store, stats = await rebuild(
+            self._reader,
+            self.topics,
+            partition.number,
+            codec=self._codec,
+            checkpoints=self._checkpoints,
+            unsigned=await self._unsigned_checkpoints(partition),
+            seal=self._seal,
+            dedup_window=self.config.dedup_window,
+            money_retention=self.config.money_retention,
+            now=self._now(),
+            timeout=REBUILD_TIMEOUT_S,
+        )
+        _report_rebuild(stats, store, log)
+        return store, "checkpoint" if stats.checkpoint else "full"
+
+    def _serve(
+        self,
+        partition: _Partition,
+        producer: AIOKafkaProducer,
+        store: PartitionStore,
+        ends: tuple[int, ...],
+        committed: int | None,
+    ) -> None:
+        """The partition taken: its commands consumed from the group's committed offset."""
+        assert self._consumer is not None
         # Nothing committed yet: from 0 (an offset below the log start resets to the earliest).
         self._consumer.seek(partition.tp, committed or 0)
         partition.producer = producer
@@ -287,8 +259,6 @@ class Takeovers(Partitions):
             store.since_checkpoint = max(store.since_checkpoint, 1)
             partition.checkpointed_at -= self.config.checkpoint_after_s
         self._consumer.resume(partition.tp)
-        log.info("partition ready", committed_offset=committed, streams=store.count())
-        self._changed()
 
     async def _unsigned_checkpoints(self, partition: _Partition) -> Literal["accept", "refuse"]:
         """Whether an unsigned checkpoint is trusted: only while the release before may have
@@ -334,3 +304,74 @@ def unsigned_checkpoints_for(committed: OffsetAndMetadata | None) -> Literal["ac
     if committed is None or committed.metadata == SIGNED_CHECKPOINTS_MARK:
         return "refuse"
     return "accept"
+
+
+def _check_answered_here(store: PartitionStore, committed: int | None, group_id: str) -> None:
+    """``AnsweredElsewhere`` when the log answers this partition's commands past the group's
+    committed offset: another group decided them, and this one would decide them again."""
+    if store.answered_to <= (committed or 0):
+        return
+    consumed = (
+        "has no committed offset there"
+        if committed is None
+        else f"has consumed only to {committed}"
+    )
+    raise AnsweredElsewhere(
+        f"the log answers this partition's commands up to offset "
+        f"{store.answered_to}, but the group {group_id} {consumed}: "
+        "another consumer group handles these topics (one group per "
+        "deployment, BLACKJACK_GROUP_ID), or this group's offsets expired; not "
+        "taken, so no command is decided twice"
+    )
+
+
+def _report_rebuild(
+    stats: RebuildStats, store: PartitionStore, log: structlog.stdlib.BoundLogger
+) -> None:
+    """A rebuild said and counted: what it read, and anything in the log not to be trusted."""
+    metrics.REBUILD_EVENTS.inc(stats.events)
+    log.info(
+        "partition rebuilt",
+        from_checkpoint=stats.checkpoint,
+        snapshots=stats.snapshots,
+        events=stats.events,
+        results=stats.results,
+        streams=store.count(),
+        seconds=round(stats.seconds, 3),
+    )
+    if stats.distrusted is not None:
+        metrics.CHECKPOINTS_DISTRUSTED.labels(stats.distrusted).inc()
+        log.error(
+            "the partition's checkpoint is not to be trusted (written by no "
+            "handler of this deployment for this partition, or its snapshots "
+            "are not the ones it was written with; who may write to the "
+            "snapshots topic?): rebuilt from the start of its log instead",
+            reason=stats.distrusted,
+        )
+    elif stats.unsigned:
+        metrics.CHECKPOINTS_UNSIGNED.inc()
+        log.warning(
+            "rebuilt from an unsigned checkpoint (written by the release "
+            "before); a signed one is written now"
+        )
+    if stats.older_key or stats.resealed:
+        metrics.SNAPSHOTS_RESEALED.inc(stats.resealed)
+        log.info(
+            "rebuilt from what a key rotation's older key sealed or signed: "
+            "sealed and signed again under the current key now",
+            older_key_checkpoint=stats.older_key,
+            resealed=stats.resealed,
+        )
+    if stats.unreadable:
+        log.warning(
+            "records no reader can read stepped over (a header name that is "
+            "not UTF-8: no handler writes one; who may write to these topics?)",
+            records=list(stats.unreadable),
+        )
+    if stats.foreign:
+        log.warning(
+            "records not written by the service stepped over (no ce_type "
+            "header, not an event or a command result; who may write to "
+            "these topics?)",
+            records=list(stats.foreign),
+        )
