@@ -20,6 +20,7 @@ from aiokafka import TopicPartition
 from blackjack.bus.clients import ScopedConsumer
 from blackjack.client import answers as answers_module
 from blackjack.client import client as client_module
+from blackjack.client import reader as reader_module
 from blackjack.client import sendings as sendings_module
 from blackjack.domain import commands as cmd
 from tests.integration.conftest import WAIT_S, KafkaSpace
@@ -39,7 +40,7 @@ OTHERS = 3
 def _bound(monkeypatch: pytest.MonkeyPatch, name: str, value: int) -> None:
     """One of the client's bounds made small, in each module that reads it (the answers kept,
     and the sendings remembered)."""
-    for module in (answers_module, client_module, sendings_module):
+    for module in (answers_module, client_module, reader_module, sendings_module):
         if hasattr(module, name):
             monkeypatch.setattr(module, name, value)
 

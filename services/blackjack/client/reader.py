@@ -254,7 +254,7 @@ class ResultsReader:
         self.read_to = dict(self.pinned)
         now_ms = int(time.time() * 1000)
         self.last_read_ms = dict.fromkeys(self.pinned, now_ms)
-        self._sendings.gap(*self.pinned)
+        self._sendings.only_gaps_in(self.pinned)
         RESULTS_RESETS.labels(self._client_id, "recreated").inc()
         if gone:
             RESULTS_RESETS.labels(self._client_id, "partition_removed").inc(len(gone))

@@ -10,6 +10,7 @@ lost (``AnswerLost``) at once rather than waited for until its timeout."""
 from __future__ import annotations
 
 from collections import OrderedDict
+from collections.abc import Iterable
 from dataclasses import dataclass
 from datetime import datetime
 from typing import Literal
@@ -103,6 +104,12 @@ class Sendings:
         again): any sending of this run so far may have had its answer among them."""
         for partition in partitions:
             self._gap_at[partition] = self.count
+
+    def only_gaps_in(self, partitions: Iterable[int]) -> None:
+        """The results topic made again with ``partitions``: a gap in each of them (any answer
+        of this run so far may have been in the old topic unread), none elsewhere (a gap in a
+        partition the new topic lacks told of records no longer there)."""
+        self._gap_at = dict.fromkeys(partitions, self.count)
 
     def answered_through(self, partition: int, command_offset: int) -> list[str]:
         """The handler answered the command at ``command_offset`` of the commands topic's
