@@ -44,21 +44,38 @@ _SENT_AT: TypeAdapter[datetime] = TypeAdapter(AwareDatetime)
 
 def _send(args: argparse.Namespace) -> int:
     client = BlackjackClient.from_env()  # connects when started, below
+    prepared = _prepared(args)
+    if isinstance(prepared, str):
+        print(f"blackjack send: {prepared}", file=sys.stderr)
+        return 2
+    sending = _Sending(args, client, *prepared)
+    # aiokafka logs an error on every metadata retry; one line below says what went wrong
+    logging.getLogger("aiokafka").setLevel(logging.CRITICAL)
+    try:
+        result, events = asyncio.run(sending.run())
+    except (RoundNotRead, TimeoutError, UnreadableResult, KafkaError) as error:
+        print(f"blackjack send: {sending.failed(error)}", file=sys.stderr)
+        return 2
+    return _printed(result, events)
+
+
+def _prepared(
+    args: argparse.Namespace,
+) -> tuple[TableCommand | AnyWalletCommand, str, datetime] | str:
+    """The command line's command, its id and its time, or why there is none to send."""
     try:
         # as the handler reads it: a key named twice is refused; and a number that is not
         # finite, which the command sent would carry as null (1e400 in a rules override turned
         # the option off, where the handler refuses the text as typed: invalid_rules)
         strict_json.finite_loads(args.command)
     except (strict_json.KeyNamedTwice, strict_json.NotFinite) as error:
-        print(f"blackjack send: not a command: {error}", file=sys.stderr)
-        return 2
+        return f"not a command: {error}"
     except ValueError:
         pass  # not JSON at all: said below, as before
     try:
         command = _COMMAND.validate_json(args.command)
     except ValidationError as error:
-        print(f"blackjack send: not a command: {in_one_line(error)}", file=sys.stderr)
-        return 2
+        return f"not a command: {in_one_line(error)}"
     # Chosen here, so that a send whose answer does not come can be retried under the same id
     # (a retry is answered with the first result and does nothing again).
     command_id = args.command_id or str(uuid.uuid4())
@@ -67,37 +84,43 @@ def _send(args: argparse.Namespace) -> int:
     try:  # the ids as the service checks them: a bad one is this command line's fault
         CommandEnvelope(command_id=command_id, stream_id=args.stream_id, command=command)
     except ValidationError as error:
-        print(f"blackjack send: not a valid id: {in_one_line(error)}", file=sys.stderr)
-        return 2
+        return f"not a valid id: {in_one_line(error)}"
+    return command, command_id, sent_at
 
-    named: list[int] = []  # the round the command was sent naming, for the retry's hint
-    sending: list[bool] = []  # set once the command may have gone out
 
-    def again() -> str:
-        """Whatever failed once the command may have gone out, its ids are said: a resend
-        under them is answered once, where a new command line makes a new id."""
-        rounds = "".join(f" --round {n}" for n in named)
-        return (
-            f"send it again with --command-id {command_id} --sent-at {sent_at.isoformat()}{rounds}"
-        )
+class _Sending:
+    """One command line's command sent and answered, and what to say when that fails."""
 
-    async def run() -> tuple[CommandResult, list[WireEnvelope]]:
-        nonlocal command
+    def __init__(
+        self,
+        args: argparse.Namespace,
+        client: BlackjackClient,
+        command: TableCommand | AnyWalletCommand,
+        command_id: str,
+        sent_at: datetime,
+    ) -> None:
+        self.args, self.client = args, client
+        self.command, self.command_id, self.sent_at = command, command_id, sent_at
+        self.named: list[int] = []  # the round the command was sent naming, for the retry
+        self.gone_out = False  # set once the command may have gone out
+
+    async def run(self) -> tuple[CommandResult, list[WireEnvelope]]:
+        args, client = self.args, self.client
         async with client:
-            if _needs_round(command):
+            if _needs_round(self.command):
                 try:
                     known = (args.round, True) if args.round else await _table_round(args, client)
                 except TimeoutError as error:
                     raise RoundNotRead from error
-                command = naming_round(command, *known)
-                named.append(getattr(command, "round", 0))
-            sending.append(True)
+                self.command = naming_round(self.command, *known)
+                self.named.append(getattr(self.command, "round", 0))
+            self.gone_out = True
             result = await client.execute(
                 args.stream_id,
-                command,
-                command_id=command_id,
+                self.command,
+                command_id=self.command_id,
                 timeout=args.timeout,
-                sent_at=sent_at,
+                sent_at=self.sent_at,
             )
             if not args.events:
                 return result, []
@@ -112,53 +135,56 @@ def _send(args: argparse.Namespace) -> int:
                 )
                 return result, []
 
-    # aiokafka logs an error on every metadata retry; one line below says what went wrong
-    logging.getLogger("aiokafka").setLevel(logging.CRITICAL)
-    try:
-        result, events = asyncio.run(run())
-    except RoundNotRead:
-        print(
-            f"blackjack send: the table's round was not read within {args.timeout} s "
-            "(nothing was sent): name it with --round N, or give --api",
-            file=sys.stderr,
+    def again(self) -> str:
+        """Whatever failed once the command may have gone out, its ids are said: a resend
+        under them is answered once, where a new command line makes a new id."""
+        rounds = "".join(f" --round {n}" for n in self.named)
+        return (
+            f"send it again with --command-id {self.command_id} "
+            f"--sent-at {self.sent_at.isoformat()}{rounds}"
         )
-        return 2
-    except (TimeoutError, SendTimedOut) as error:  # SendTimedOut: a KafkaError, no TimeoutError
-        waited = (
-            f"the broker did not take it within {client.send_timeout_s} s"
-            if isinstance(error, SendTimedOut)
-            else f"no result within {args.timeout} s"
-        )
-        print(
-            f"blackjack send: {waited} for command {command_id}; "
-            f"it may still be handled: {again()}; a money command resent without the first "
-            "--sent-at later than the retention (7 days) is taken again",
-            file=sys.stderr,
-        )
-        return 2
-    except UnreadableResult as error:
-        print(
-            f"blackjack send: the answer to command {command_id} cannot be read ({error}): "
-            "what it did is not known; read the table's events or the query API before "
-            f"sending anything new (to ask again: {again()})",
-            file=sys.stderr,
-        )
-        return 2
-    except KafkaError as error:
+
+    def failed(self, error: BaseException) -> str:
+        """What to tell of a sending that got no result it could print."""
+        command_id, timeout = self.command_id, self.args.timeout
+        if isinstance(error, RoundNotRead):
+            return (
+                f"the table's round was not read within {timeout} s "
+                "(nothing was sent): name it with --round N, or give --api"
+            )
+        if isinstance(error, TimeoutError | SendTimedOut):  # (SendTimedOut: a KafkaError)
+            waited = (
+                f"the broker did not take it within {self.client.send_timeout_s} s"
+                if isinstance(error, SendTimedOut)
+                else f"no result within {timeout} s"
+            )
+            return (
+                f"{waited} for command {command_id}; it may still be handled: {self.again()}; "
+                "a money command resent without the first --sent-at later than the retention "
+                "(7 days) is taken again"
+            )
+        if isinstance(error, UnreadableResult):
+            return (
+                f"the answer to command {command_id} cannot be read ({error}): what it did "
+                "is not known; read the table's events or the query API before sending "
+                f"anything new (to ask again: {self.again()})"
+            )
         # before the send (the client's start, the table's round read): nothing went out, and
         # the first thing to check is where the broker is, not how to send it again
         after = (
-            f"if command {command_id} went out: {again()}"
-            if sending
+            f"if command {command_id} went out: {self.again()}"
+            if self.gone_out
             else "nothing was sent (the broker is read from BLACKJACK_KAFKA_BOOTSTRAP)"
         )
-        print(
-            f"blackjack send: Kafka at {client.bootstrap}: {type(error).__name__} {error} "
-            f"(the service's topics under the prefix {client.topics.prefix!r}, and the "
-            f"BLACKJACK_KAFKA_* security settings, must match the service's); {after}",
-            file=sys.stderr,
+        return (
+            f"Kafka at {self.client.bootstrap}: {type(error).__name__} {error} "
+            f"(the service's topics under the prefix {self.client.topics.prefix!r}, and the "
+            f"BLACKJACK_KAFKA_* security settings, must match the service's); {after}"
         )
-        return 2
+
+
+def _printed(result: CommandResult, events: list[WireEnvelope]) -> int:
+    """The result's line, then a line per event; the exit code: 0 accepted, 1 rejected."""
     try:
         print(result.model_dump_json())
         for envelope in events:  # after the result line, so a script can read that one first
