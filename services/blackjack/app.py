@@ -222,6 +222,48 @@ def build_app(config: HandlerConfig, projections: ProjectionSettings | None = No
         steps.append(("projections", start_worker))
     start = ServiceStart(steps)
 
+    # the committed document's development server, not this deployment's brokers: the page
+    # is open to anyone, and the brokers' addresses are the platform's to hand out (the app's
+    # own broker is not added to it either: contract._Document.add_broker)
+    spec = specification(documentation_broker(config.topics))
+
+    async def launch() -> None:
+        handler.export_metrics()
+        start.launch()
+
+    app = AsgiFastStream(
+        broker,
+        asgi_routes=[
+            *_probe_routes(start, handler, health, exported),
+            # not FastStream's page: it loads AsyncAPI's script without integrity checks
+            *asyncapi_routes(spec),
+        ],
+        logger=logger,
+        specification=spec,
+        on_startup=[launch],
+        # a start still running is cancelled before anything it started is stopped
+        on_shutdown=[each_in_turn([start.cancel, *on_shutdown])],
+    )
+    typed = typed_refusals(app)  # its own 404 and 405 are text
+    if store is None or projections is None:
+        return Service(typed, handler, start)
+
+    def migrated_already() -> bool:  # the queries answer 503 "starting" until then
+        return start.passed("read model")
+
+    served = query_api(
+        queries, fallback=typed, tokens=projections.api_tokens, ready=migrated_already
+    )
+    return Service(served, handler, start, health)
+
+
+def _probe_routes(
+    start: ServiceStart, handler: CommandHandler, health: FoldHealth | None, exported: RoleView
+) -> list[tuple[str, Any]]:
+    """``/healthz`` (alive: the start not failed, the handler's loop running), ``/readyz``
+    (serving: every step started, the handler's partitions ready, no other store in the
+    projections' group) and ``/metrics`` (the families of this process's roles)."""
+
     @get(include_in_schema=False)
     async def healthz(scope: Scope) -> AsgiResponse:
         if start.failure is not None or not handler.alive:
@@ -251,41 +293,7 @@ def build_app(config: HandlerConfig, projections: ProjectionSettings | None = No
         body = generate_latest(exported)
         return AsgiResponse(body, 200, {"content-type": CONTENT_TYPE_LATEST})
 
-    # the committed document's development server, not this deployment's brokers: the page
-    # is open to anyone, and the brokers' addresses are the platform's to hand out (the app's
-    # own broker is not added to it either: contract._Document.add_broker)
-    spec = specification(documentation_broker(config.topics))
-
-    async def launch() -> None:
-        handler.export_metrics()
-        start.launch()
-
-    app = AsgiFastStream(
-        broker,
-        asgi_routes=[
-            ("/healthz", healthz),
-            ("/readyz", readyz),
-            ("/metrics", prometheus),
-            # not FastStream's page: it loads AsyncAPI's script without integrity checks
-            *asyncapi_routes(spec),
-        ],
-        logger=logger,
-        specification=spec,
-        on_startup=[launch],
-        # a start still running is cancelled before anything it started is stopped
-        on_shutdown=[each_in_turn([start.cancel, *on_shutdown])],
-    )
-    typed = typed_refusals(app)  # its own 404 and 405 are text
-    if store is None or projections is None:
-        return Service(typed, handler, start)
-
-    def migrated_already() -> bool:  # the queries answer 503 "starting" until then
-        return start.passed("read model")
-
-    served = query_api(
-        queries, fallback=typed, tokens=projections.api_tokens, ready=migrated_already
-    )
-    return Service(served, handler, start, health)
+    return [("/healthz", healthz), ("/readyz", readyz), ("/metrics", prometheus)]
 
 
 def projection_settings(config: HandlerConfig) -> ProjectionSettings:
