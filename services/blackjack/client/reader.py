@@ -154,7 +154,7 @@ class ResultsReader:
         """Follow the results topic for good: a fetch that fails with a broker's passing
         error is tried again after a backoff (``READ_RETRY_*``, ``health`` says
         ``retrying``); a fatal one (``read_error_is_fatal``) ends the reader, and every wait
-        fails at once with it (``_reader_ended``)."""
+        fails at once with it (the client's ``_reader_ended``)."""
         failures = 0
         while True:
             try:
