@@ -138,6 +138,11 @@ class AnswerBook:
         """The command ids an ``execute`` is sending again now: their answers kept are not
         let go of before its ``result`` waits (its ``skip`` counts them)."""
 
+    def new_run(self) -> None:
+        """A start: what was looked back for is looked back for again, up to where this run's
+        reader reads."""
+        self.asked = OrderedDict()
+
     def results_for(self, command_id: str, stream_id: str | None = None) -> list[CommandResult]:
         """Every result kept for a command id, or only those of ``stream_id`` (an answer that
         could not be read is not among them)."""

@@ -53,7 +53,6 @@ import json
 import os
 import time
 import uuid
-from collections import OrderedDict
 from collections.abc import Callable, Coroutine, Mapping, Sequence
 from datetime import UTC, datetime
 from types import TracebackType
@@ -241,7 +240,7 @@ class BlackjackClient:
         loop = asyncio.get_running_loop()
         self._loop, self._stopped = loop, False
         self._sendings.new_run()
-        self._book.asked = OrderedDict()  # (looked back for again: up to where this run reads)
+        self._book.new_run()
         self._renewing = asyncio.Lock()
         self._producer = self._reading = None
         self._results_reader.consumer = None
@@ -339,7 +338,7 @@ class BlackjackClient:
         )
         self._results_reader.consumer = consumer  # (a start that fails stops it: _stop_all)
         await consumer.start()
-        await self._results_reader.begin(consumer, self._producer)
+        await self._results_reader.begin(self._producer)
 
     def _reader_failure(self) -> BaseException | None:
         """Why the results reader stopped, if it failed (a batch it could not decompress:

@@ -122,11 +122,12 @@ class ResultsReader:
         answers wanted from there on."""
         self._retries_logged = Throttled(READ_RETRY_LOG_EVERY_S)
 
-    async def begin(self, consumer: AIOKafkaConsumer, producer: AIOKafkaProducer) -> None:
-        """A run's start with ``consumer`` (started): the topic's id taken before any
-        position, then every partition (``producer``'s metadata) pinned at its end, before
-        any send: no result of a later command can be missed."""
-        self.consumer = consumer
+    async def begin(self, producer: AIOKafkaProducer) -> None:
+        """A run's start with the ``consumer`` the client handed over (started): the topic's id
+        taken before any position, then every partition (``producer``'s metadata) pinned at
+        its end, before any send: no result of a later command can be missed."""
+        consumer = self.consumer
+        assert consumer is not None
         # the topic's id before any position is taken: every record fetched is checked
         # against it (_topic_recreated)
         state = await self.topic_state(consumer)

@@ -99,11 +99,10 @@ class Sendings:
         while len(self._open) > KEEP_RESULTS:
             self._open.popitem(last=False)
 
-    def gap(self, *partitions: int) -> None:
-        """The reader found answers deleted unread in ``partitions`` (or the topic made
-        again): any sending of this run so far may have had its answer among them."""
-        for partition in partitions:
-            self._gap_at[partition] = self.count
+    def gap(self, partition: int) -> None:
+        """The reader found answers deleted unread in ``partition``: any sending of this run so
+        far may have had its answer among them."""
+        self._gap_at[partition] = self.count
 
     def only_gaps_in(self, partitions: Iterable[int]) -> None:
         """The results topic made again with ``partitions``: a gap in each of them (any answer
@@ -154,22 +153,23 @@ class Sendings:
     def sent_this_run(self, command_id: str, stream_id: str | None) -> bool:
         """Whether ``command_id`` (at ``stream_id``, or anywhere) was sent since this start:
         its answer is the reader's."""
-        return any(
-            s.run == self.run and stream_id in (None, s.stream_id)
-            for s in self.sent.get(command_id, [])
-        )
+        return bool(self._this_run(command_id, stream_id))
 
     def lost(self, command_id: str, stream_id: str | None) -> AnswerLost | None:
         """``AnswerLost`` when a sending of this run (to ``stream_id``, or anywhere) was
         answered into records deleted unread, and no other is still open; else None."""
-        mine = [
-            sending
-            for sending in self.sent.get(command_id, [])
-            if sending.run == self.run and stream_id in (None, sending.stream_id)
-        ]
+        mine = self._this_run(command_id, stream_id)
         lost = [sending for sending in mine if sending.state == "lost"]
         if not lost or any(sending.state == "open" for sending in mine):
             return None
         last = lost[-1]
         assert last.partition is not None and last.offset is not None
         return AnswerLost(command_id, last.stream_id, last.partition, last.offset)
+
+    def _this_run(self, command_id: str, stream_id: str | None) -> list[Sending]:
+        """The sendings of ``command_id`` (to ``stream_id``, or anywhere) since this start."""
+        return [
+            sending
+            for sending in self.sent.get(command_id, [])
+            if sending.run == self.run and stream_id in (None, sending.stream_id)
+        ]
