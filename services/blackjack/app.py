@@ -40,8 +40,8 @@ from blackjack.command_handler.key_check import NotTheDeploymentsKey
 from blackjack.command_handler.service import CommandHandler
 from blackjack.observability.logging import faststream_logger
 from blackjack.observability.roles import Role, RoleView, waiting_on
+from blackjack.projection_worker.settings import ProjectionSettings
 from blackjack.projections.health import FoldHealth
-from blackjack.projections.settings import ProjectionSettings
 from blackjack.projections.store import ProjectionStore, StoreRefused
 from blackjack.projections.writer import ProjectionWriter
 
@@ -189,7 +189,7 @@ def build_app(config: HandlerConfig, projections: ProjectionSettings | None = No
     store = None
     if projections is not None:
         # Imported here: a handler-only process must not export the worker's metrics.
-        from blackjack.projections.worker import build_broker, migrated
+        from blackjack.projection_worker.worker import build_broker, migrated
 
         store = ProjectionStore(projections.db_url, bounded=True)
         worker = build_broker(projections, ProjectionWriter(store), health)

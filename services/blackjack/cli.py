@@ -66,10 +66,10 @@ def build_parser() -> argparse.ArgumentParser:
     # imported here, not with this module: ``main`` holds the stop signals before them
     from blackjack import client_cli
     from blackjack.audit import cli as audit_cli
-    from blackjack.command_handler.cli import register as register_service
     from blackjack.loadtest.cli import register as register_loadtest
     from blackjack.play.cli import register as register_play
-    from blackjack.projections import cli as projections_cli
+    from blackjack.projection_worker import cli as projections_cli
+    from blackjack.service_cli import register as register_service
     from blackjack.simulation.commands import register as register_math
 
     parser = argparse.ArgumentParser(prog="blackjack", description=DESCRIPTION)

@@ -21,7 +21,6 @@ import argparse
 import asyncio
 import json
 import logging
-import math
 import os
 import sys
 import uuid
@@ -30,6 +29,7 @@ from datetime import UTC, datetime
 from aiokafka.errors import KafkaError
 from pydantic import AwareDatetime, TypeAdapter, ValidationError
 
+from blackjack.arguments import wait_seconds
 from blackjack.client import BlackjackClient, SendTimedOut, UnreadableResult
 from blackjack.domain.commands import ROUND_COMMANDS, TableCommand, naming_round
 from blackjack.domain.rejections import in_one_line
@@ -248,18 +248,6 @@ def _short(value: object) -> object:
     if isinstance(value, str) and len(value) > LONGEST_SHOWN:
         return f"{value[:24]}... ({len(value)} characters)"
     return value
-
-
-def wait_seconds(text: str) -> float:
-    """``--timeout``: a number of seconds above 0 (``-1`` sent the command and at once said
-    that no answer came; ``nan`` and ``inf`` waited for ever)."""
-    try:
-        seconds = float(text)
-    except ValueError:
-        seconds = math.nan
-    if not (math.isfinite(seconds) and seconds > 0):
-        raise argparse.ArgumentTypeError(f"{text!r} is not a number of seconds above 0")
-    return seconds
 
 
 def sent_at_time(text: str) -> datetime:

@@ -10,7 +10,7 @@ import json
 from dataclasses import dataclass
 from fractions import Fraction
 
-from blackjack.audit.words import money
+from blackjack.domain.currencies import money
 from blackjack.domain.rules import PRESETS, ReshuffleAtPenetration, Rules
 
 

@@ -45,7 +45,7 @@ from sqlalchemy.engine import make_url
 import blackjack.app
 import blackjack.client  # (a platform's process exports its counters: the dashboard shows them)
 import blackjack.http_server  # (every process serves its HTTP, and so its metrics, through it)
-import blackjack.projections.worker
+import blackjack.projection_worker.worker
 from blackjack.cli import build_parser
 from blackjack.command_handler import partitions
 from blackjack.command_handler.config import HandlerConfig
@@ -53,8 +53,8 @@ from blackjack.command_handler.keys import load_audit_keys
 from blackjack.domain.rejections import RejectionCode
 from blackjack.messages.envelope import CommandResult
 from blackjack.messages.sealing import ShoeSeal
+from blackjack.projection_worker.settings import ProjectionSettings
 from blackjack.projections.health import FoldHealth
-from blackjack.projections.settings import ProjectionSettings
 from blackjack.projections.store import ProjectionStore
 
 REPO = Path(__file__).resolve().parents[2]
@@ -78,7 +78,9 @@ class Series:
 def _metric_objects() -> Iterator[MetricWrapperBase]:
     """The metrics defined at module level anywhere in the service's loaded modules (the app
     and the projection worker import every module that defines one)."""
-    assert blackjack.app and blackjack.projections.worker and blackjack.client  # their metrics
+    assert (
+        blackjack.app and blackjack.projection_worker.worker and blackjack.client
+    )  # their metrics
     seen: set[int] = set()
     for name, module in list(sys.modules.items()):
         if name == "blackjack" or name.startswith("blackjack."):
@@ -666,7 +668,7 @@ def listening(args: Any) -> tuple[str, int]:
     if args.command == "serve":
         return args.host, args.port
     assert args.command == "projections" and args.projections_command == "run", args
-    host, _, port = args.http.rpartition(":")  # as projections/cli.py splits it
+    host, _, port = args.http.rpartition(":")  # as projection_worker/cli.py splits it
     return host, int(port)
 
 
@@ -677,7 +679,7 @@ def served_app(args: Any, env: dict[str, str]) -> Any:
         projections = None if args.no_projections else blackjack.app.projection_settings(config)
         return blackjack.app.build_app(config, projections).app
     settings = ProjectionSettings.from_env(env)
-    return blackjack.projections.worker.http_app(
+    return blackjack.projection_worker.worker.http_app(
         ProjectionStore(settings.db_url), FoldHealth(settings.stuck_after), settings.api_tokens
     )
 

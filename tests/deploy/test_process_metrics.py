@@ -51,9 +51,9 @@ if sys.argv[1] == "handler":
     asyncio.run(start())
 else:
     from blackjack.projections.health import FoldHealth
-    from blackjack.projections.settings import ProjectionSettings
+    from blackjack.projection_worker.settings import ProjectionSettings
     from blackjack.projections.store import ProjectionStore
-    from blackjack.projections.worker import build_broker, http_app
+    from blackjack.projection_worker.worker import build_broker, http_app
     from blackjack.projections.writer import ProjectionWriter
 
     store = ProjectionStore("sqlite+aiosqlite://")

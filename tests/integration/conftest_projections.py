@@ -46,11 +46,11 @@ from blackjack.domain.transfers import buy_in_ref
 from blackjack.messages import wire
 from blackjack.messages.envelope import EventEnvelope
 from blackjack.messages.sealing import ShoeSeal
+from blackjack.projection_worker.settings import ProjectionSettings
+from blackjack.projection_worker.worker import build_broker
 from blackjack.projections.health import FoldHealth
 from blackjack.projections.rebuild import read_topic
-from blackjack.projections.settings import ProjectionSettings
 from blackjack.projections.store import ProjectionStore
-from blackjack.projections.worker import build_broker
 from blackjack.projections.writer import Position, ProjectionWriter, Record
 from blackjack.scenario import build_shoe
 from blackjack.simulation.player import SeededShuffler

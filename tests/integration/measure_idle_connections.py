@@ -42,7 +42,7 @@ from uvicorn.protocols.http.h11_impl import H11Protocol
 from blackjack.http_server import Server, http_config
 from blackjack.projections.health import FoldHealth
 from blackjack.projections.store import ProjectionStore
-from blackjack.projections.worker import http_app
+from blackjack.projection_worker.worker import http_app
 
 mode, port, limit, _, db = sys.argv[1], int(sys.argv[2]), int(sys.argv[3]), 0, sys.argv[5]
 

@@ -78,7 +78,7 @@ async def terminated_after_import(args: list[str], module: str, tmp_path: Path) 
         (["serve"], "blackjack.client_cli"),  # main's own imports
         (["serve"], "blackjack.app"),  # the command's
         (["handler"], "blackjack.command_handler.service"),
-        (["projections", "run"], "blackjack.projections.worker"),
+        (["projections", "run"], "blackjack.projection_worker.worker"),
     ],
     ids=["serve-main", "serve", "handler", "projections"],
 )

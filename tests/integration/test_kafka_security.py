@@ -21,10 +21,10 @@ from blackjack.client import BlackjackClient
 from blackjack.command_handler.config import HandlerConfig
 from blackjack.domain import commands as cmd
 from blackjack.messages.sealing import ShoeSeal
+from blackjack.projection_worker.settings import ProjectionSettings
+from blackjack.projection_worker.worker import build_broker
 from blackjack.projections.rebuild import read_topic
-from blackjack.projections.settings import ProjectionSettings
 from blackjack.projections.store import ProjectionStore
-from blackjack.projections.worker import build_broker
 from blackjack.projections.writer import ProjectionWriter, Record
 from tests.integration.conftest import WAIT_S, accept, running_handler
 from tests.integration.infra import SaslListener, kafka_sasl

@@ -19,10 +19,10 @@ import pytest
 from aiokafka import codec
 
 from blackjack.bus.codecs import CodecMissing
+from blackjack.projection_worker.settings import ProjectionSettings
+from blackjack.projection_worker.worker import build_broker
 from blackjack.projections.health import FoldHealth, probes
-from blackjack.projections.settings import ProjectionSettings
 from blackjack.projections.store import ProjectionStore
-from blackjack.projections.worker import build_broker
 from blackjack.projections.writer import ProjectionWriter
 
 pytest.register_assert_rewrite("tests.integration.conftest_projections")
@@ -87,7 +87,7 @@ WORKER = """
 import sys
 from aiokafka import codec
 from blackjack.cli import main
-from blackjack.projections import worker
+from blackjack.projection_worker import worker
 
 checked = worker.require_codecs
 def then_gone():  # checked at the start, then gone: the run-time path

@@ -30,14 +30,14 @@ from sqlalchemy import update
 from blackjack.audit.audit import run_audit
 from blackjack.messages import wire
 from blackjack.messages.sealing import ShoeSeal
+from blackjack.projection_worker.settings import ProjectionSettings
+from blackjack.projection_worker.worker import build_broker
 from blackjack.projections import batches, positions, schema
 from blackjack.projections.dump import dump
 from blackjack.projections.health import FoldHealth, probes
 from blackjack.projections.rebuild import rebuild
-from blackjack.projections.settings import ProjectionSettings
 from blackjack.projections.store import ProjectionStore
 from blackjack.projections.views import ProjectionError
-from blackjack.projections.worker import build_broker
 from blackjack.projections.writer import BatchResult, Position, ProjectionWriter, Record
 
 pytest.register_assert_rewrite("tests.integration.conftest_projections")

@@ -25,7 +25,8 @@ from sqlalchemy.ext.asyncio import AsyncConnection
 
 from blackjack.messages.sealing import ShoeSeal
 from blackjack.messages.wire import encode, to_wire
-from blackjack.projections import revision, schema, worker
+from blackjack.projection_worker import worker
+from blackjack.projections import revision, schema
 from blackjack.projections.dump import dump
 from blackjack.projections.health import FoldHealth
 from blackjack.projections.positions import SeekToStoredPositions

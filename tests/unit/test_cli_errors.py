@@ -373,7 +373,7 @@ def test_a_wrong_http_address_of_the_worker_is_named_as_its_command_does(
 
 
 def test_the_report_counts_one_round_in_the_singular() -> None:
-    from blackjack.projections.cli import _report_line
+    from blackjack.projection_worker.cli import _report_line
     from blackjack.rules_sheet import Returns
 
     line = {

@@ -114,7 +114,7 @@ async def test_a_rebuild_or_an_audit_reads_nothing(without_cramjam: None) -> Non
 def test_a_projection_worker_does_not_subscribe(without_cramjam: None) -> None:
     from faststream.kafka import KafkaBroker
 
-    from blackjack.projections.worker import register_projection
+    from blackjack.projection_worker.worker import register_projection
 
     broker = KafkaBroker(UNREACHABLE)
     with pytest.raises(CodecMissing):

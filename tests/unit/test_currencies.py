@@ -8,10 +8,9 @@ from datetime import UTC, datetime
 
 import pytest
 
-from blackjack.audit.words import money
 from blackjack.domain import commands as cmd
 from blackjack.domain import events as ev
-from blackjack.domain.currencies import decimals, whole_unit
+from blackjack.domain.currencies import decimals, money, whole_unit
 from blackjack.domain.decide import decide
 from blackjack.domain.evolve import evolve
 from blackjack.domain.payouts import blackjack_winnings

@@ -15,10 +15,10 @@ import pytest
 from blackjack.app import build_app
 from blackjack.command_handler.config import HandlerConfig
 from blackjack.messages.sealing import ShoeSeal
+from blackjack.projection_worker.settings import ProjectionSettings
+from blackjack.projection_worker.worker import http_app
 from blackjack.projections.health import FoldHealth
-from blackjack.projections.settings import ProjectionSettings
 from blackjack.projections.store import ProjectionStore
-from blackjack.projections.worker import http_app
 
 
 def app(tmp_path: Path, projections: bool) -> object:

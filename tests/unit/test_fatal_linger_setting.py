@@ -6,7 +6,7 @@ from __future__ import annotations
 import pytest
 
 from blackjack.configuration import ConfigurationError
-from blackjack.projections.settings import DEFAULT_FATAL_LINGER_S, ProjectionSettings
+from blackjack.projection_worker.settings import DEFAULT_FATAL_LINGER_S, ProjectionSettings
 
 
 def test_the_linger_is_two_scrapes_by_default_none_at_0_and_never_negative() -> None:

@@ -17,8 +17,8 @@ from blackjack.observability.logging import (
     configure_logging,
     faststream_logger,
 )
-from blackjack.projections import worker
-from blackjack.projections.settings import ProjectionSettings
+from blackjack.projection_worker import worker
+from blackjack.projection_worker.settings import ProjectionSettings
 from blackjack.projections.store import ProjectionStore
 from blackjack.projections.writer import ProjectionWriter
 

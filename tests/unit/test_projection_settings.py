@@ -7,7 +7,7 @@ import pytest
 from blackjack.app import projection_settings
 from blackjack.bus.settings import KafkaSettings
 from blackjack.command_handler.config import HandlerConfig
-from blackjack.projections.settings import ProjectionSettings
+from blackjack.projection_worker.settings import ProjectionSettings
 from blackjack.projections.shown_url import shown_db_url
 
 DB = "postgresql+asyncpg://u:p@db/blackjack"
@@ -88,7 +88,7 @@ def test_a_named_worker_may_be_given_its_database_on_the_command_line(
     "BLACKJACK_PROJECTION_INSTANCE is set but BLACKJACK_DB_URL is not", exit 2)."""
     import argparse
 
-    from blackjack.projections.cli import settings_from
+    from blackjack.projection_worker.cli import settings_from
 
     monkeypatch.delenv("BLACKJACK_DB_URL", raising=False)
     monkeypatch.setenv("BLACKJACK_PROJECTION_INSTANCE", "blackjack-projections-0")

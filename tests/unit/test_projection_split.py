@@ -21,9 +21,9 @@ from blackjack.command_handler.config import HandlerConfig
 from blackjack.command_handler.service import CommandHandler
 from blackjack.messages.sealing import ShoeSeal
 from blackjack.observability.roles import KAFKA_ANSWERED
+from blackjack.projection_worker.settings import ProjectionSettings
 from blackjack.projections.health import FoldHealth, probes
 from blackjack.projections.positions import SeekToStoredPositions
-from blackjack.projections.settings import ProjectionSettings
 from blackjack.projections.split import Behind, SplitWatch, behind_the_group
 from tests.unit.test_projection_worker import TOPIC, Consumer, Store
 

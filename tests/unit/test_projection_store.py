@@ -14,7 +14,7 @@ from sqlalchemy import select, text, update
 from sqlalchemy.engine import Connection
 
 from blackjack.audit.audit import conservation
-from blackjack.audit.words import money
+from blackjack.domain.currencies import money
 from blackjack.messages.sealing import ShoeSeal
 from blackjack.messages.wire import encode, to_wire
 from blackjack.projections import schema

@@ -11,10 +11,11 @@ from aiokafka import TopicPartition
 from prometheus_client import REGISTRY
 from structlog.testing import capture_logs
 
-from blackjack.projections import batches, health, worker
+from blackjack.projection_worker import worker
+from blackjack.projection_worker.settings import ProjectionSettings
+from blackjack.projections import batches, health
 from blackjack.projections.health import FoldHealth
 from blackjack.projections.positions import SeekToStoredPositions
-from blackjack.projections.settings import ProjectionSettings
 from blackjack.projections.writer import Record
 
 TOPIC = "blackjack.events"

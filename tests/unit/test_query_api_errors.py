@@ -17,8 +17,8 @@ from structlog.testing import capture_logs
 from blackjack.api.contract import openapi_document
 from blackjack.api.routes import query_api
 from blackjack.api.tokens import ApiTokens
+from blackjack.projection_worker.settings import ProjectionSettings
 from blackjack.projections import queries
-from blackjack.projections.settings import ProjectionSettings
 from blackjack.projections.store import ProjectionStore
 from blackjack.projections.views import RoundRecord
 

@@ -16,9 +16,10 @@ from blackjack.audit.recall import render, replay_round
 from blackjack.audit.replay import OnceEach, replay_stream
 from blackjack.audit.replayed import StreamReplay
 from blackjack.audit.settlement import dealer_play_problem, hand_result
-from blackjack.audit.words import describe, money
+from blackjack.audit.words import describe
 from blackjack.domain import commands as cmd
 from blackjack.domain import events as ev
+from blackjack.domain.currencies import money
 from blackjack.domain.decide import decide
 from blackjack.domain.decisions import shuffle as shuffle_decision
 from blackjack.domain.rejections import Rejection

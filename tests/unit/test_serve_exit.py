@@ -18,13 +18,13 @@ from faststream.kafka import KafkaBroker
 from structlog.testing import capture_logs
 
 from blackjack.app import Service, build_app, each_in_turn
-from blackjack.command_handler.cli import serve_while_the_service_lives
 from blackjack.command_handler.config import HandlerConfig
 from blackjack.command_handler.service import CommandHandler
 from blackjack.http_server import Server as HttpServer
 from blackjack.messages.sealing import ShoeSeal
+from blackjack.projection_worker.settings import ProjectionSettings
 from blackjack.projections.revision import SchemaMismatch
-from blackjack.projections.settings import ProjectionSettings
+from blackjack.service_cli import serve_while_the_service_lives
 
 
 class Server:

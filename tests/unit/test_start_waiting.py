@@ -19,8 +19,8 @@ from blackjack.app import build_app
 from blackjack.bus.settings import KafkaSettings
 from blackjack.command_handler.config import HandlerConfig
 from blackjack.messages.sealing import ShoeSeal
-from blackjack.projections import worker
-from blackjack.projections.settings import ProjectionSettings
+from blackjack.projection_worker import worker
+from blackjack.projection_worker.settings import ProjectionSettings
 
 GAUGE = "blackjack_start_waiting_since_timestamp_seconds"
 NO_BROKER = "127.0.0.1:9"  # nothing listens: a start waits there for good

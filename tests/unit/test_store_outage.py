@@ -20,7 +20,8 @@ from sqlalchemy import exc as sql_errors
 from structlog.testing import capture_logs
 
 from blackjack.api.routes import query_api
-from blackjack.projections import batches, metrics, positions, queries, worker
+from blackjack.projection_worker import worker
+from blackjack.projections import batches, metrics, positions, queries
 from blackjack.projections.health import REPEAT_LOG_EVERY, FoldHealth
 from blackjack.projections.store import ProjectionStore, is_lock_wait, is_store_outage
 from blackjack.projections.writer import Record

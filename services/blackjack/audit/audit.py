@@ -32,9 +32,9 @@ from blackjack.audit.replay import TableReplayer
 from blackjack.audit.replayed import Finding, StreamReplay
 from blackjack.audit.transfers import STUCK_AFTER, Movements, Reconciled
 from blackjack.audit.wallet_replay import WalletReplayer
-from blackjack.audit.words import money
 from blackjack.bus.settings import PLAINTEXT, KafkaSecurity
 from blackjack.bus.topics import partition_for
+from blackjack.domain.currencies import money
 from blackjack.domain.wallet import is_wallet_stream
 from blackjack.messages.sealing import ShoeSeal
 from blackjack.projections import queries, schema

@@ -26,10 +26,10 @@ from blackjack.command_handler.keys import load_audit_keys, load_shoe_keys
 from blackjack.configuration import ConfigurationError
 from blackjack.messages.sealing import ShoeSeal
 from blackjack.messages.wire import decode
-from blackjack.projections.cli import add_store_options, settings_from
+from blackjack.projection_worker.cli import add_store_options, settings_from
+from blackjack.projection_worker.settings import ProjectionSettings
 from blackjack.projections.dump import DIFFERENCES_SHOWN
 from blackjack.projections.revision import SchemaMismatch
-from blackjack.projections.settings import ProjectionSettings
 from blackjack.projections.shown_url import shown_db_url
 
 if TYPE_CHECKING:

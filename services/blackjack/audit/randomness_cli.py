@@ -33,9 +33,9 @@ from blackjack.audit.randomness import (
 )
 from blackjack.domain.events import ShoeRetired
 from blackjack.domain.shoe import commitment
-from blackjack.projections.cli import add_store_options, settings_from
+from blackjack.projection_worker.cli import add_store_options, settings_from
+from blackjack.projection_worker.settings import ProjectionSettings
 from blackjack.projections.revision import SchemaMismatch
-from blackjack.projections.settings import ProjectionSettings
 
 OK, FAILED, BAD_INPUT, UNTESTED = 0, 1, 2, 3
 MAX_DECKS = 8  # as the rules allow

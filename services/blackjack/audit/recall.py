@@ -13,8 +13,9 @@ from datetime import UTC, datetime
 
 from blackjack.audit.replay import TableReplayer
 from blackjack.audit.replayed import Finding, RoundReplay, Settlement, ShoeCheck, StreamReplay
-from blackjack.audit.words import cards_text, money
+from blackjack.audit.words import cards_text
 from blackjack.domain import events as ev
+from blackjack.domain.currencies import money
 from blackjack.domain.state import TableState
 from blackjack.messages.sealing import ShoeSeal
 from blackjack.messages.wire import WireEnvelope

@@ -34,9 +34,9 @@ from datetime import datetime, timedelta
 from typing import Final
 
 from blackjack.audit.replayed import Finding
-from blackjack.audit.words import money
 from blackjack.domain import events as ev
 from blackjack.domain import wallet as wl
+from blackjack.domain.currencies import money
 from blackjack.domain.transfers import is_declines_stream, transfer_origin
 from blackjack.messages.wire import WireEnvelope
 

@@ -8,17 +8,9 @@ from collections.abc import Callable, Sequence
 from typing import Any
 
 from blackjack.domain import events as ev
-from blackjack.domain.currencies import decimals
+from blackjack.domain.currencies import money
 from blackjack.domain.hand import total
 from blackjack.domain.state import TableState
-
-
-def money(amount: int, currency: str | None = None) -> str:
-    """Minor units as the currency writes them: 1050 is 10.50 USD, 1050 JPY, 1.050 KWD."""
-    sign = "-" if amount < 0 else ""
-    places = decimals(currency)
-    whole, part = divmod(abs(amount), 10**places)
-    return f"{sign}{whole}.{part:0{places}d}" if places else f"{sign}{whole}"
 
 
 def cards_text(cards: Sequence[str]) -> str:

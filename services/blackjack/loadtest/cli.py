@@ -12,9 +12,9 @@ from collections.abc import Callable, Coroutine
 from pathlib import Path
 from typing import Any, TextIO
 
+from blackjack.arguments import wait_seconds
 from blackjack.bus.settings import BOOTSTRAP_HELP, KafkaSecurity, KafkaSettings
 from blackjack.client import PRODUCER_BATCH_BYTES
-from blackjack.client_cli import wait_seconds
 from blackjack.loadtest.config import SINGLE_PLAYER_PRESETS, Emit, LoadConfig
 from blackjack.loadtest.run import run_loadtest
 from blackjack.simulation.commands import money

@@ -12,11 +12,11 @@ from faststream.kafka import KafkaBroker
 
 from blackjack.audit.audit import conservation
 from blackjack.bus.settings import PLAINTEXT, KafkaSecurity
+from blackjack.projection_worker.settings import ProjectionSettings
+from blackjack.projection_worker.worker import build_broker
 from blackjack.projections.dump import dump
 from blackjack.projections.rebuild import read_topic, rebuild
-from blackjack.projections.settings import ProjectionSettings
 from blackjack.projections.store import ProjectionStore
-from blackjack.projections.worker import build_broker
 from blackjack.projections.writer import Position, ProjectionWriter, Record
 
 

@@ -26,7 +26,7 @@ from collections.abc import Mapping
 from datetime import UTC, datetime
 from typing import TYPE_CHECKING
 
-from blackjack.client_cli import wait_seconds
+from blackjack.arguments import wait_seconds
 
 if TYPE_CHECKING:  # imported when a game starts: every other command starts without them
     from rich.console import Console

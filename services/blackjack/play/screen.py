@@ -20,8 +20,8 @@ from rich.segment import Segment
 from rich.table import Table
 from rich.text import Text
 
-from blackjack.audit.words import money
 from blackjack.domain.commands import UNPRINTABLE
+from blackjack.domain.currencies import money
 from blackjack.domain.rules import Rules, preset_term
 from blackjack.messages.envelope import CommandResult
 from blackjack.play.table_rules import boxes_per_seat, shared_table

@@ -14,12 +14,12 @@ from aiokafka.errors import KafkaError
 from rich.console import RenderableType
 from rich.text import Text
 
-from blackjack.audit.words import money
 from blackjack.client import BlackjackClient
 from blackjack.command_handler.ids import event_id, step_id
 from blackjack.domain import commands as cmd
 from blackjack.domain import events as ev
 from blackjack.domain import wallet as wl
+from blackjack.domain.currencies import money
 from blackjack.domain.rules import RECORDED, Rules
 from blackjack.messages.envelope import CommandResult
 from blackjack.play.follow import TableFollower, WalletFollower

@@ -39,7 +39,6 @@ from blackjack.configuration import ConfigurationError
 from blackjack.observability.roles import claim
 from blackjack.projections.other_log import StoreOfAnotherLog
 from blackjack.projections.revision import SchemaMismatch
-from blackjack.projections.settings import DEFAULT_STUCK_AFTER
 from blackjack.projections.split import Behind
 from blackjack.projections.store import is_lock_wait
 from blackjack.projections.views import ProjectionError
@@ -73,6 +72,9 @@ SCHEMA_REVISION = Gauge(
 )
 claim("projections", globals())  # served by the processes that run a projection worker only
 
+DEFAULT_STUCK_AFTER = 10
+"""Failed attempts in a row at the same record after which a partition is reported stuck
+(about 20 s of retries; ``BLACKJACK_PROJECTION_STUCK_AFTER``)."""
 ERROR_CHARS = 500  # enough to recognise the error; the log has the traceback
 """the error text kept for the log lines (``describe``); never served: ``/readyz`` needs no
 token and the text can quote a record's data or a statement's SQL parameters, so it answers a

@@ -13,7 +13,7 @@ import asyncio
 import hashlib
 import json
 import sqlite3
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Mapping
 from contextlib import asynccontextmanager
 from pathlib import Path
 from typing import Any, Final
@@ -33,6 +33,8 @@ from blackjack.projections.revision import SchemaMismatch, code_revision
 from blackjack.projections.shown_url import shown_db_url
 
 MIGRATIONS = Path(__file__).with_name("migrations")
+DEFAULT_DB_URL: Final = "sqlite+aiosqlite:///var/projections.db"
+"""The embedded store, relative to the current directory: where ``make run`` folds."""
 STATEMENT_TIMEOUT_MS: Final = 30_000
 LOCK_TIMEOUT_MS: Final = 10_000
 POOL_TIMEOUT_S: Final = 10
@@ -104,6 +106,11 @@ WORKERS_STORE: Final = "--db-url or BLACKJACK_DB_URL name the workers' store"
 """how the refusals below name the setting a store's URL came from, unless told another"""
 
 
+def db_url_from_env(env: Mapping[str, str]) -> str:
+    """The store ``BLACKJACK_DB_URL`` names, else the embedded one."""
+    return env.get("BLACKJACK_DB_URL", "").strip() or DEFAULT_DB_URL
+
+
 class NoReadModel(ConfigurationError):
     """A tool that only reads the read model (``projections dump|report|interrupted``,
     ``replay``, ``audit``, ``rules --table``, ``randomness --source store``) was pointed at a
@@ -113,8 +120,6 @@ class NoReadModel(ConfigurationError):
     empty file (and its folders) where it looked."""
 
     def __init__(self, url: str, named: str = WORKERS_STORE) -> None:
-        from blackjack.projections.settings import DEFAULT_DB_URL
-
         shown = shown_db_url(url)
         where = (
             "the default store, relative to the current directory: run it in the directory of "

@@ -13,11 +13,11 @@ from typing import Any
 
 from pydantic import ValidationError
 
-from blackjack.audit.words import money as money_of
+from blackjack.domain.currencies import money as money_of
 from blackjack.domain.rejections import in_one_line
 from blackjack.domain.rules import PRESETS, Rules, currency_refusal, preset
 from blackjack.play.help import HELP_WIDTH as SHEET_WIDTH
-from blackjack.projections.cli import add_store_options
+from blackjack.projection_worker.cli import add_store_options
 
 
 def money(text: str) -> int:
@@ -169,8 +169,8 @@ def _table_rules(args: argparse.Namespace) -> Rules | None:
     from sqlalchemy.ext.asyncio import AsyncConnection
 
     from blackjack.domain.rules import stored_rules
+    from blackjack.projection_worker.cli import read_store
     from blackjack.projections import schema
-    from blackjack.projections.cli import read_store
 
     async def read(connection: AsyncConnection) -> Any:
         t = schema.table_views

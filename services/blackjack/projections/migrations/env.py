@@ -8,6 +8,7 @@ hands over in ``config.attributes["connection"]``; the ``alembic`` command line 
 from __future__ import annotations
 
 import asyncio
+import os
 
 from alembic import context
 from alembic.script import ScriptDirectory
@@ -21,8 +22,7 @@ from blackjack.projections.revision import (
     hold_folds,
 )
 from blackjack.projections.schema import metadata
-from blackjack.projections.settings import ProjectionSettings
-from blackjack.projections.store import ProjectionStore
+from blackjack.projections.store import ProjectionStore, db_url_from_env
 
 config = context.config
 
@@ -31,7 +31,7 @@ def _url() -> str:
     return (
         context.get_x_argument(as_dictionary=True).get("url")
         or config.get_main_option("sqlalchemy.url")
-        or ProjectionSettings.from_env().db_url
+        or db_url_from_env(os.environ)
     )
 
 

@@ -41,11 +41,11 @@ from blackjack.api.tokens import OPEN, ApiTokens
 from blackjack.bus.settings import DEFAULT_BOOTSTRAP, PLAINTEXT, KafkaSecurity, KafkaSettings
 from blackjack.bus.topics import Topics
 from blackjack.configuration import ConfigurationError, env_value, positive_int, whole_number
+from blackjack.projections.health import DEFAULT_STUCK_AFTER
+from blackjack.projections.store import DEFAULT_DB_URL, db_url_from_env
 
-DEFAULT_DB_URL = "sqlite+aiosqlite:///var/projections.db"
 DEFAULT_GROUP = "blackjack-projections"
 DEFAULT_BATCH = 500
-DEFAULT_STUCK_AFTER = 10
 DEFAULT_FATAL_LINGER_S = 30
 SESSION_TIMEOUT_MS = 10_000
 STATIC_SESSION_TIMEOUT_MS = 45_000
@@ -100,7 +100,7 @@ class ProjectionSettings:
             return env_value(env, name, positive_int, default)
 
         return cls(
-            db_url=value("BLACKJACK_DB_URL", DEFAULT_DB_URL),
+            db_url=db_url_from_env(env),
             bootstrap=kafka.bootstrap,
             topic_prefix=prefix,
             group_id=value("BLACKJACK_PROJECTION_GROUP", f"{prefix}{DEFAULT_GROUP}"),

@@ -15,7 +15,7 @@ from functools import cache
 from typing import TYPE_CHECKING, Any, TypeVar
 
 from blackjack.bus.settings import BOOTSTRAP_HELP
-from blackjack.projections.settings import ProjectionSettings
+from blackjack.projection_worker.settings import ProjectionSettings
 from blackjack.projections.shown_url import shown_db_url
 
 if TYPE_CHECKING:  # the command line starts without SQLAlchemy until a command needs it
@@ -82,7 +82,7 @@ def _run(args: argparse.Namespace) -> int:
     from blackjack.bus.cut_short import close_clients_cut_short
     from blackjack.bus.metadata_backoff import back_off_failed_metadata_updates
     from blackjack.observability.logging import configure_logging
-    from blackjack.projections.worker import run_worker
+    from blackjack.projection_worker.worker import run_worker
 
     configure_logging(args.log_level)  # JSON lines, like `blackjack serve`
 

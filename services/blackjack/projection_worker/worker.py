@@ -35,12 +35,12 @@ from blackjack.bus.reachable import wait_for_brokers
 from blackjack.bus.settings import bootstrap_servers
 from blackjack.observability.logging import faststream_logger
 from blackjack.observability.roles import RoleView, declare_role, waiting_on
+from blackjack.projection_worker.settings import ProjectionSettings
 from blackjack.projections.batches import _Folder
 from blackjack.projections.health import SCHEMA_REVISION, FoldHealth, probes
 from blackjack.projections.metrics import store_answered, store_failed
 from blackjack.projections.positions import LAG_EVERY_SECONDS, SeekToStoredPositions
 from blackjack.projections.revision import SchemaMismatch, code_revision
-from blackjack.projections.settings import ProjectionSettings
 from blackjack.projections.shown_url import shown_db_url
 from blackjack.projections.split import SPLIT_AFTER_S
 from blackjack.projections.store import ProjectionStore, is_store_outage
