@@ -7,6 +7,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from datetime import datetime, timedelta
+from typing import NamedTuple
 
 import structlog
 
@@ -47,6 +48,28 @@ def _writes_marker(
     return bool(decided) or restarts
 
 
+class _Decided(NamedTuple):
+    """A decision written down, before the stream takes it."""
+
+    state: TableState | WalletState
+    built: list[EventEnvelope]
+    records: list[Outgoing]
+    refused: Rejection | None
+    """a platform money command's refusal, written down as an event that moves no money"""
+
+
+def _take(stream: Stream, decided: _Decided, now: datetime, money_retention: timedelta) -> None:
+    """The stream moves on to the decision: its state, sequence, times and money ids."""
+    stream.sequence += len(decided.built)
+    stream.state = decided.state
+    if decided.built:
+        stream.touched_at = now
+    if any(platform_money.counts_as_activity(built.data) for built in decided.built):
+        stream.active_at = now
+    for built in decided.built:  # as a rebuild folds them (``replay``)
+        stream.note_money(built, money_retention)
+
+
 class Deciding(RecordWriter):
     """Decides a command and writes down what was decided (``Processor`` is one)."""
 
@@ -80,44 +103,14 @@ class Deciding(RecordWriter):
         answered instead, and nothing changes: the decider works on copies, and the stream
         takes the new state and sequence only once every record is built."""
         try:
-            before = stream.state
-            if resumed is not None and resumed.deadline is not None:
-                # The clock restarts first: the command is decided on the round as resumed (a
-                # move after the old deadline is in time, the clock's ExpireTimers finds
-                # nothing due), and keeps that state only if the marker is written with it.
-                assert isinstance(before, TableState)
-                before = evolve(before, resumed)
-            decided = self._decision(before, envelope.command, now, received_at)
-            refused: Rejection | None = None
-            if isinstance(decided, Rejection):
-                recorded = (
-                    platform_money.refusal(before, envelope.command, decided)
-                    if keep_refusal
-                    else None
-                )
-                if recorded is None:
-                    return decided
-                refused, decided = decided, recorded
-            state, domain_events = decided
-            if _writes_marker(resumed, domain_events, envelope.command):
-                assert resumed is not None
-                domain_events = [resumed, *domain_events]
-            elif before is not stream.state:
-                state = stream.state  # no marker written: the clock it restarted is not kept
-            built, records = self._records_of(envelope, stream, domain_events, now)
-            largest = max((record_size(record) for record in records), default=0)
-            if largest > RECORD_MAX_BYTES:
-                log.error(
-                    "a record over the topics' size limit; the command is rejected",
-                    command_id=envelope.command_id,
-                    stream_id=stream.stream_id,
-                    record_bytes=largest,
-                )
-                return Rejection(
-                    code="internal_error",
-                    message=f"this {envelope.command.type} would write a record of {largest} "
-                    f"bytes, over the {RECORD_MAX_BYTES} the topics take; nothing changed",
-                )
+            decided = self._decided(
+                envelope,
+                stream,
+                now,
+                received_at=received_at,
+                resumed=resumed,
+                keep_refusal=keep_refusal,
+            )
         except OSError:
             raise  # the machine (the CSPRNG): the transaction aborts and is tried again
         except Exception as error:
@@ -133,17 +126,61 @@ class Deciding(RecordWriter):
                 message=f"the server could not decide this {kind} ({type(error).__name__}); "
                 "nothing changed, the operator is alerted",
             )
-        stream.sequence += len(built)
-        stream.state = state
-        if built:
-            stream.touched_at = now
-        if any(platform_money.counts_as_activity(built_one.data) for built_one in built):
-            stream.active_at = now
-        for envelope_built in built:  # as a rebuild folds them (``replay``)
-            stream.note_money(envelope_built, money_retention)
-        events.extend(built)
-        outgoing.extend(records)
-        return refused
+        if isinstance(decided, Rejection):
+            return decided
+        _take(stream, decided, now, money_retention)
+        events.extend(decided.built)
+        outgoing.extend(decided.records)
+        return decided.refused
+
+    def _decided(
+        self,
+        envelope: CommandEnvelope,
+        stream: Stream,
+        now: datetime,
+        *,
+        received_at: datetime | None,
+        resumed: ev.RoundResumed | None,
+        keep_refusal: bool,
+    ) -> Rejection | _Decided:
+        """What ``_decide`` writes, nothing of the stream changed yet; or the refusal."""
+        before = stream.state
+        if resumed is not None and resumed.deadline is not None:
+            # The clock restarts first: the command is decided on the round as resumed (a
+            # move after the old deadline is in time, the clock's ExpireTimers finds
+            # nothing due), and keeps that state only if the marker is written with it.
+            assert isinstance(before, TableState)
+            before = evolve(before, resumed)
+        decided = self._decision(before, envelope.command, now, received_at)
+        refused: Rejection | None = None
+        if isinstance(decided, Rejection):
+            recorded = (
+                platform_money.refusal(before, envelope.command, decided) if keep_refusal else None
+            )
+            if recorded is None:
+                return decided
+            refused, decided = decided, recorded
+        state, domain_events = decided
+        if _writes_marker(resumed, domain_events, envelope.command):
+            assert resumed is not None
+            domain_events = [resumed, *domain_events]
+        elif before is not stream.state:
+            state = stream.state  # no marker written: the clock it restarted is not kept
+        built, records = self._records_of(envelope, stream, domain_events, now)
+        largest = max((record_size(record) for record in records), default=0)
+        if largest > RECORD_MAX_BYTES:
+            log.error(
+                "a record over the topics' size limit; the command is rejected",
+                command_id=envelope.command_id,
+                stream_id=stream.stream_id,
+                record_bytes=largest,
+            )
+            return Rejection(
+                code="internal_error",
+                message=f"this {envelope.command.type} would write a record of {largest} "
+                f"bytes, over the {RECORD_MAX_BYTES} the topics take; nothing changed",
+            )
+        return _Decided(state, built, records, refused)
 
     def _decision(
         self,
