@@ -26,7 +26,14 @@ from blackjack.domain.rules import Rules, preset_term
 from blackjack.messages.envelope import CommandResult
 from blackjack.play.table_rules import boxes_per_seat, shared_table
 from blackjack.projections.projector import StreamProjection
-from blackjack.projections.views import Account, BoxView, HandView, InsuranceView, RoundRecord
+from blackjack.projections.views import (
+    Account,
+    BoxView,
+    HandView,
+    InsuranceView,
+    RoundRecord,
+    TableView,
+)
 from blackjack.projections.wallets import WalletView
 from blackjack.rules_sheet import Returns, rules_sheet
 
@@ -263,12 +270,6 @@ def table_screen(
     the wallet that the wallet has not received yet (shown on its way, not as vanished)."""
     view = table.view
     currency = view.currency or "USD"
-    title = f"{view.stream_id} · {view.variant or 'not open'} · round {view.round}"
-    if view.round_open:
-        title += f" · {view.phase}"
-        if view.deadline is not None and now is not None:
-            left = max(0, math.ceil((view.deadline - now).total_seconds()))
-            title += f" · {left} s left"
     by_wallet = shared_table(table)
     grid = Table.grid(padding=(0, 2))
     grid.add_column(style="bold cyan", no_wrap=True)
@@ -295,10 +296,39 @@ def table_screen(
     taken = seats_line(table, player_id)
     if taken is not None:
         grid.add_row("Seats", taken)
-    if account is not None and not account.seated:
+    _you_rows(grid, table, player_id, account, currency)
+    if wallet is not None and wallet.currency is not None:
+        grid.add_row("Wallet", _wallet_line(wallet, wallet.currency, cashing_out))
+    parts: list[RenderableType] = [grid, *_table_lines(view)]
+    parts.append(Text(prompt_for(table, player_id), style="bold magenta"))
+    return Panel(Group(*parts), title=_title(view, now), title_align="left")
+
+
+def _title(view: TableView, now: datetime | None) -> str:
+    """The table, its game and round; the phase and the clock's seconds left while open."""
+    title = f"{view.stream_id} · {view.variant or 'not open'} · round {view.round}"
+    if view.round_open:
+        title += f" · {view.phase}"
+        if view.deadline is not None and now is not None:
+            left = max(0, math.ceil((view.deadline - now).total_seconds()))
+            title += f" · {left} s left"
+    return title
+
+
+def _you_rows(
+    grid: Table,
+    table: StreamProjection,
+    player_id: str,
+    account: Account | None,
+    currency: str,
+) -> None:
+    """The player's own lines: the seat and balance at the table, or how to sit down."""
+    if account is None:
+        grid.add_row("You", "not seated: sit N to sit down")
+    elif not account.seated:
         grid.add_row("You", "not seated: sit N to sit down" + _paid_out(account, currency))
-    elif account is not None:
-        seats = int((view.rules or {}).get("seats", 1))
+    else:
+        seats = int((table.view.rules or {}).get("seats", 1))
         grid.add_row(
             "You",
             Text.assemble(
@@ -311,22 +341,25 @@ def table_screen(
         )
         if account.sitting_out:
             grid.add_row("You", Text(sitting_out_line(table, player_id), style="bold yellow"))
-    else:
-        grid.add_row("You", "not seated: sit N to sit down")
-    if wallet is not None and wallet.currency is not None:
-        on_its_way = (
-            f" · {money(wallet.in_transit, wallet.currency)} on its way to a table"
-            if wallet.in_transit
-            else ""
-        )
-        if cashing_out:
-            on_its_way += f" · {money(cashing_out, wallet.currency)} on its way from this table"
-        grid.add_row(
-            "Wallet", f"{money(wallet.balance, wallet.currency)} {wallet.currency}{on_its_way}"
-        )
-    parts: list[RenderableType] = [grid]
+
+
+def _wallet_line(wallet: WalletView, currency: str, cashing_out: int) -> str:
+    """The wallet's balance, and the money on its way to a table or from this one."""
+    on_its_way = (
+        f" · {money(wallet.in_transit, currency)} on its way to a table"
+        if wallet.in_transit
+        else ""
+    )
+    if cashing_out:
+        on_its_way += f" · {money(cashing_out, currency)} on its way from this table"
+    return f"{money(wallet.balance, currency)} {currency}{on_its_way}"
+
+
+def _table_lines(view: TableView) -> list[Text]:
+    """Under the grid: the operator's suspension, the shoe's progress."""
+    lines = []
     if view.suspended is not None:
-        parts.append(
+        lines.append(
             Text(
                 f"suspended by the operator: {view.suspended.reason} · no new bets until it "
                 "reopens; a round under way is played to the end",
@@ -334,14 +367,13 @@ def table_screen(
             )
         )
     if view.shoe is not None:
-        parts.append(
+        lines.append(
             Text(
                 f"shoe {view.shoe.shoe}: {view.shoe.cards_dealt} of {view.shoe.cards} cards dealt",
                 style="dim",
             )
         )
-    parts.append(Text(prompt_for(table, player_id), style="bold magenta"))
-    return Panel(Group(*parts), title=title, title_align="left")
+    return lines
 
 
 def rounds_before_seat_freed(table: StreamProjection, player_id: str) -> int | None:
