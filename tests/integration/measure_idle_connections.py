@@ -1,5 +1,5 @@
 """How many idle connections a worker's HTTP server holds, and whether its probes and the API
-answer meanwhile: three servers of the worker's app (``projections.worker.http_app``, a SQLite
+answer meanwhile: three servers of the worker's app (``projection_worker.worker.http_app``, a SQLite
 store) in a child process whose file descriptors are limited as a container's often are,
 each flooded with idle connections (none sends a byte):
 

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from pathlib import Path
+
 import pytest
 
 from blackjack.app import projection_settings
@@ -98,6 +100,26 @@ def test_a_named_worker_may_be_given_its_database_on_the_command_line(
     assert settings.session_timeout_ms == 45_000
     with pytest.raises(ValueError, match="BLACKJACK_DB_URL"):
         settings_from(argparse.Namespace(db_url=None, bootstrap=None, topic_prefix=None))
+
+
+def test_the_migrations_command_line_reads_the_store_as_the_worker_does(
+    tmp_path: Path,
+) -> None:
+    """The alembic environment's URL (``db_url_from_env``, ``alembic -c ... upgrade head``)
+    is the worker's: blank is the embedded store, spaces trimmed, and a named worker's
+    environment without one is refused rather than migrating a local SQLite file."""
+    from blackjack.configuration import ConfigurationError
+    from blackjack.projections.store import DEFAULT_DB_URL, db_url_from_env
+
+    url = f"sqlite+aiosqlite:///{tmp_path}/x.db"
+    for env in ({}, {"BLACKJACK_DB_URL": "  "}, {"BLACKJACK_DB_URL": f" {url} "}):
+        assert db_url_from_env(env) == ProjectionSettings.from_env(env).db_url
+    assert db_url_from_env({}) == DEFAULT_DB_URL
+    assert db_url_from_env({"BLACKJACK_DB_URL": f"\t{url} "}) == url
+    named = {"BLACKJACK_PROJECTION_INSTANCE": "blackjack-projections-0"}
+    with pytest.raises(ConfigurationError, match="BLACKJACK_DB_URL is not"):
+        db_url_from_env(named)
+    assert db_url_from_env(named | {"BLACKJACK_DB_URL": url}) == url
 
 
 def test_the_settings_never_show_the_database_password() -> None:

@@ -41,28 +41,7 @@ async def run_loadtest(config: LoadConfig, emit: Emit) -> dict[str, Any]:
     )
     base_settings = dataclasses.replace(ours_settings, topic_prefix=f"{prefix}base.")
     shoe_key = ShoeSeal.new_key_hex()
-    emit(
-        {
-            "kind": "setup",
-            "variant": config.variant,
-            "tables": config.tables,
-            "rounds": config.rounds,
-            "bet": config.stake(),
-            "in_flight_per_table": 1,
-            "partitions": config.partitions,
-            "replication_factor": config.replication_factor,
-            "min_insync_replicas": config.min_insync_replicas,
-            "bootstrap": config.bootstrap,
-            "security": _security(config.security),
-            "batch_bytes": config.batch_bytes,
-            "linger_ms": config.linger_ms,
-            "topic_prefix": prefix,
-            "handler": "in-process CommandHandler",
-            "python": platform.python_version(),
-            "cpus": os.cpu_count(),
-            "machine": platform.machine(),
-        }
-    )
+    emit(_setup_line(config, prefix))
     compute_strategy(config.rules())  # before any clock starts
     created = [ours_settings]
     try:
@@ -93,13 +72,46 @@ async def run_loadtest(config: LoadConfig, emit: Emit) -> dict[str, Any]:
     finally:
         if not config.keep_topics:
             await remove_topics(created)
-    figures = ours.phase.figures()
+    summary = _summary(config, ours.phase, baseline, ok=proof.ok)
+    emit(summary)
+    return summary
+
+
+def _setup_line(config: LoadConfig, prefix: str) -> dict[str, Any]:
+    """What the run is: its line before any figure."""
+    return {
+        "kind": "setup",
+        "variant": config.variant,
+        "tables": config.tables,
+        "rounds": config.rounds,
+        "bet": config.stake(),
+        "in_flight_per_table": 1,
+        "partitions": config.partitions,
+        "replication_factor": config.replication_factor,
+        "min_insync_replicas": config.min_insync_replicas,
+        "bootstrap": config.bootstrap,
+        "security": _security(config.security),
+        "batch_bytes": config.batch_bytes,
+        "linger_ms": config.linger_ms,
+        "topic_prefix": prefix,
+        "handler": "in-process CommandHandler",
+        "python": platform.python_version(),
+        "cpus": os.cpu_count(),
+        "machine": platform.machine(),
+    }
+
+
+def _summary(
+    config: LoadConfig, ours: Phase, baseline: Phase | None, *, ok: bool
+) -> dict[str, Any]:
+    """The run's last line: our figures, the baseline's and the ratios, and the proof's verdict."""
+    figures = ours.figures()
     summary: dict[str, Any] = {
         "kind": "summary",
         "variant": config.variant,
         "tables": config.tables,
         "rounds": config.rounds,
-        "ok": proof.ok,
+        "ok": ok,
         "commands_per_second": figures["commands_per_second"],
         "rounds_per_second": figures["rounds_per_second"],
         "latency_ms": figures["latency_ms"],
@@ -114,7 +126,6 @@ async def run_loadtest(config: LoadConfig, emit: Emit) -> dict[str, Any]:
         summary["ratio_p50_latency"] = _ratio(
             figures["latency_ms"]["p50"], base["latency_ms"]["p50"]
         )
-    emit(summary)
     return summary
 
 

@@ -40,7 +40,7 @@ from dataclasses import dataclass, field
 from blackjack.api.tokens import OPEN, ApiTokens
 from blackjack.bus.settings import DEFAULT_BOOTSTRAP, PLAINTEXT, KafkaSecurity, KafkaSettings
 from blackjack.bus.topics import Topics
-from blackjack.configuration import ConfigurationError, env_value, positive_int, whole_number
+from blackjack.configuration import env_value, positive_int, whole_number
 from blackjack.projections.health import DEFAULT_STUCK_AFTER
 from blackjack.projections.store import DEFAULT_DB_URL, db_url_from_env
 
@@ -89,18 +89,13 @@ class ProjectionSettings:
         prefix = kafka.topic_prefix
         instance_id = env.get("BLACKJACK_PROJECTION_INSTANCE", "").strip() or None
         session = STATIC_SESSION_TIMEOUT_MS if instance_id else SESSION_TIMEOUT_MS
-        if instance_id and not env.get("BLACKJACK_DB_URL", "").strip():
-            # A named worker is a deployment's: an embedded SQLite file would fork the read
-            # model away from the shared database the query API reads.
-            raise ConfigurationError(
-                "BLACKJACK_PROJECTION_INSTANCE is set but BLACKJACK_DB_URL is not"
-            )
+        db_url = db_url_from_env(env)  # first: a named worker without one is refused
 
         def number(name: str, default: int) -> int:
             return env_value(env, name, positive_int, default)
 
         return cls(
-            db_url=db_url_from_env(env),
+            db_url=db_url,
             bootstrap=kafka.bootstrap,
             topic_prefix=prefix,
             group_id=value("BLACKJACK_PROJECTION_GROUP", f"{prefix}{DEFAULT_GROUP}"),

@@ -107,8 +107,14 @@ WORKERS_STORE: Final = "--db-url or BLACKJACK_DB_URL name the workers' store"
 
 
 def db_url_from_env(env: Mapping[str, str]) -> str:
-    """The store ``BLACKJACK_DB_URL`` names, else the embedded one."""
-    return env.get("BLACKJACK_DB_URL", "").strip() or DEFAULT_DB_URL
+    """The store ``BLACKJACK_DB_URL`` names, else the embedded one; for a named worker
+    (``BLACKJACK_PROJECTION_INSTANCE``: a deployment's) none is refused, as the embedded
+    SQLite file would fork the read model away from the shared database the query API reads
+    (the worker and the alembic command line alike)."""
+    url = env.get("BLACKJACK_DB_URL", "").strip()
+    if not url and env.get("BLACKJACK_PROJECTION_INSTANCE", "").strip():
+        raise ConfigurationError("BLACKJACK_PROJECTION_INSTANCE is set but BLACKJACK_DB_URL is not")
+    return url or DEFAULT_DB_URL
 
 
 class NoReadModel(ConfigurationError):

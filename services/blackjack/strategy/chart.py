@@ -11,7 +11,7 @@ LEGEND = (
     "H hit   S stand   D double, else hit   Ds double, else stand   P split\n"
     "Rh surrender, else hit   Rs surrender, else stand   Rp surrender, else split\n"
     "Cells are for the first two cards; with three or more cards (or when the option is not\n"
-    "offered) play the part after 'else'. A pair's cell other than P is how to play the\n"
+    "offered) play the part after 'else'. Where a pair's cell is neither P nor Rp, play the\n"
     "pair as its total (2,2 as a hard 4, A,A as a soft 12): the hard and soft rows start\n"
     "above those totals."
 )
