@@ -89,7 +89,7 @@ class ProjectionSettings:
         prefix = kafka.topic_prefix
         instance_id = env.get("BLACKJACK_PROJECTION_INSTANCE", "").strip() or None
         session = STATIC_SESSION_TIMEOUT_MS if instance_id else SESSION_TIMEOUT_MS
-        db_url = db_url_from_env(env)  # first: a named worker without one is refused
+        db_url = db_url_from_env(env)  # (a named worker without one is refused)
 
         def number(name: str, default: int) -> int:
             return env_value(env, name, positive_int, default)
