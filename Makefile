@@ -6,10 +6,12 @@ export PYTHONDONTWRITEBYTECODE := 1
 
 .PHONY: install run test lint typecheck unit integration schemas facts kafka-up kafka-down cluster-up cluster-down postgres-up postgres-down bench load compiled bench-compiled constraints rules-test clean
 
-$(VENV)/.installed: pyproject.toml
+# Installs the versions deploy/docker/constraints.txt pins (those the tests last passed on, and
+# the image's), so a dependency's new release changes nothing until `make constraints` takes it.
+$(VENV)/.installed: pyproject.toml deploy/docker/constraints.txt
 	python3 -m venv $(VENV)
 	$(VENV)/bin/pip install -q -U pip
-	$(VENV)/bin/pip install -q -e '.[dev]'
+	$(VENV)/bin/pip install -q -c deploy/docker/constraints.txt -e '.[dev]'
 	touch $@
 
 install: $(VENV)/.installed
@@ -40,10 +42,12 @@ integration: install
 test: lint typecheck
 	$(VENV)/bin/pytest -q tests
 
-# The image's pinned versions: what the development environment (and so the tests) runs.
+# Moves the pins to the newest versions pyproject.toml allows (every dependency's own too), and
+# writes them down: then `make test`, and commit constraints.txt with what it needed.
 constraints: install
+	$(VENV)/bin/pip install -q -U --upgrade-strategy eager -e '.[dev]'
 	$(VENV)/bin/pip freeze --exclude-editable | \
-	  sed '1i # The versions the image installs (pip install -c): those this repository'"'"'s tests last ran\n# on. Regenerate with `make constraints` after a dependency change, and rebuild the image.' \
+	  sed '1i # The versions make install, .ci/run and the image install (pip install -c): those this\n# repository'"'"'s tests pass on. `make constraints` moves them to the newest pyproject.toml allows.' \
 	  >deploy/docker/constraints.txt
 
 schemas: install

@@ -1105,8 +1105,9 @@ def test_compose_down_keeps_the_log_with_the_read_model_and_the_shoe_key() -> No
 
 
 def test_the_image_pins_every_dependency_within_what_the_package_allows() -> None:
-    """deploy/docker/constraints.txt: the versions the image installs, each one the package's
-    own requirements accept (a stale pin would make an image that cannot install)."""
+    """deploy/docker/constraints.txt: the versions the image installs, and the development
+    environment and CI (so the tests run on them), each one the package's own requirements
+    accept (a stale pin would make an image that cannot install)."""
     import tomllib
 
     from packaging.requirements import Requirement
@@ -1124,6 +1125,11 @@ def test_the_image_pins_every_dependency_within_what_the_package_allows() -> Non
         assert found is not None, f"{requirement.name} is not pinned"
         assert requirement.specifier.contains(found), (text, found)
     assert "-c constraints.txt" in (DEPLOY / "docker" / "Dockerfile").read_text()
+    assert (
+        "pip install -q -c deploy/docker/constraints.txt -e '.[dev]'"
+        in (REPO / "Makefile").read_text()
+    )
+    assert "make install" in (REPO / ".ci" / "run").read_text()
 
 
 # A probe's answer may take over Kubernetes' default second on a loaded node: one worker
