@@ -155,39 +155,51 @@ def parse(inbound: Inbound, partitions: int) -> CommandEnvelope | Unparsed:
         )
 
 
-def _read(inbound: Inbound, partitions: int) -> CommandEnvelope | Unparsed:
-    fallback_id = f"unparsed-{inbound.partition}-{inbound.offset}"
+def _refusal(
+    inbound: Inbound,
+    partitions: int,
+    code: RejectionCode,
+    message: str,
+    *,
+    doc: object = None,
+    kind: str = "-",
+) -> Unparsed:
+    """The answer to a record refused, filed under the ids it names where they can be
+    quoted (``doc``: what of it was read as JSON), else under ``unparsed-<partition>-<offset>``."""
     key_text = (inbound.key or b"").decode("utf-8", "replace")
+    command_id = stream_id = correlation_id = player_id = None
+    if isinstance(doc, dict):
+        # JSON may hold lone surrogates ("\\ud800"), which no answer can carry in
+        # UTF-8: quoting one raised, and the partition stopped on the record
+        command_id = _utf8(doc.get("command_id"))
+        stream_id = _utf8(doc.get("stream_id"))
+        # copied onto the answer as onto any other (docs/kafka.md), when it is one
+        correlation_id = _utf8(doc.get("correlation_id"))
+        body = doc.get("command")
+        if isinstance(body, dict):
+            player_id = _utf8(body.get("player_id"))
+    stream_read = (
+        isinstance(stream_id, str)
+        and 0 < len(stream_id) <= ID_MAX_CHARS
+        and stream_id == key_text
+        and partition_for(stream_id, partitions) == inbound.partition
+    )
+    return Unparsed(
+        command_id=_own_id(command_id) or f"unparsed-{inbound.partition}-{inbound.offset}",
+        stream_id=_quoted(stream_id if isinstance(stream_id, str) else key_text),
+        rejection=Rejection(code=code, message=message),
+        command_type=kind,
+        correlation_id=correlation_id
+        if isinstance(correlation_id, str) and len(correlation_id) <= CORRELATION_ID_MAX_CHARS
+        else None,
+        player_id=player_id,
+        stream_read=stream_read,
+    )
 
+
+def _read(inbound: Inbound, partitions: int) -> CommandEnvelope | Unparsed:
     def refuse(code: RejectionCode, message: str, doc: object = None, kind: str = "-") -> Unparsed:
-        command_id = stream_id = correlation_id = player_id = None
-        if isinstance(doc, dict):
-            # JSON may hold lone surrogates ("\\ud800"), which no answer can carry in
-            # UTF-8: quoting one raised, and the partition stopped on the record
-            command_id = _utf8(doc.get("command_id"))
-            stream_id = _utf8(doc.get("stream_id"))
-            # copied onto the answer as onto any other (docs/kafka.md), when it is one
-            correlation_id = _utf8(doc.get("correlation_id"))
-            body = doc.get("command")
-            if isinstance(body, dict):
-                player_id = _utf8(body.get("player_id"))
-        stream_read = (
-            isinstance(stream_id, str)
-            and 0 < len(stream_id) <= ID_MAX_CHARS
-            and stream_id == key_text
-            and partition_for(stream_id, partitions) == inbound.partition
-        )
-        return Unparsed(
-            command_id=_own_id(command_id) or fallback_id,
-            stream_id=_quoted(stream_id if isinstance(stream_id, str) else key_text),
-            rejection=Rejection(code=code, message=message),
-            command_type=kind,
-            correlation_id=correlation_id
-            if isinstance(correlation_id, str) and len(correlation_id) <= CORRELATION_ID_MAX_CHARS
-            else None,
-            player_id=player_id,
-            stream_read=stream_read,
-        )
+        return _refusal(inbound, partitions, code, message, doc=doc, kind=kind)
 
     if inbound.unreadable:
         log.error(
@@ -218,25 +230,45 @@ def _read(inbound: Inbound, partitions: int) -> CommandEnvelope | Unparsed:
         # the metrics' command_type label: a known type, never what a sender made up
         known = kind if isinstance(kind, str) and kind in KNOWN_COMMANDS else "-"
         return refuse("malformed", in_one_line(error, "envelope"), doc, known)
+    misplaced = _misplaced(envelope, inbound, partitions)
+    if misplaced is not None:
+        code, message = misplaced
+        return refuse(code, message, doc, str(envelope.command.type))
+    return envelope
+
+
+def _misplaced(
+    envelope: CommandEnvelope, inbound: Inbound, partitions: int
+) -> tuple[RejectionCode, str] | None:
+    """Why a well-formed envelope is not this record's to act on: an id of the service's
+    unreadable records, a key, partition or stream (table or wallet) it does not belong to."""
     stream_id = envelope.stream_id
     kind = str(envelope.command.type)
     if _own_id(envelope.command_id) is None:
-        message = "command ids unparsed-<partition>-<offset> name the answers to unreadable records"
-        return refuse("malformed", message, doc, kind)
-    if key_text != stream_id:
-        return refuse("malformed", "the Kafka key must be the stream id", doc, kind)
+        return (
+            "malformed",
+            "command ids unparsed-<partition>-<offset> name the answers to unreadable records",
+        )
+    if (inbound.key or b"").decode("utf-8", "replace") != stream_id:
+        return "malformed", "the Kafka key must be the stream id"
     home = partition_for(stream_id, partitions)
     if home != inbound.partition:
-        message = f"stream {stream_id} belongs to partition {home}, not {inbound.partition}"
-        return refuse("malformed", message, doc, kind)
+        return (
+            "malformed",
+            f"stream {stream_id} belongs to partition {home}, not {inbound.partition}",
+        )
     command = envelope.command
     if is_wallet_stream(stream_id):
         if not isinstance(command, WalletCommand):
-            return refuse("unknown_command", f"{kind} is not a wallet command", doc, kind)
+            return "unknown_command", f"{kind} is not a wallet command"
         if stream_id != wallet_stream(command.player_id):
-            message = f"{kind} for {command.player_id} goes to {wallet_stream(command.player_id)}"
-            return refuse("malformed", message, doc, kind)
+            return (
+                "malformed",
+                f"{kind} for {command.player_id} goes to {wallet_stream(command.player_id)}",
+            )
     elif isinstance(command, WalletCommand):
-        message = f"{kind} goes to the player's wallet stream {wallet_stream(command.player_id)}"
-        return refuse("malformed", message, doc, kind)
-    return envelope
+        return (
+            "malformed",
+            f"{kind} goes to the player's wallet stream {wallet_stream(command.player_id)}",
+        )
+    return None
