@@ -332,6 +332,36 @@ def test_a_buy_in_no_table_answered_is_found_once_it_is_stuck() -> None:
     )
 
 
+@pytest.mark.parametrize("minutes", [1, 20])
+def test_a_buy_in_the_table_took_that_the_wallet_never_closed_is_found_once_stuck(
+    minutes: int,
+) -> None:
+    """The table took the 100.00 (``FundsDeposited``), its confirmation never reached the
+    wallet (refused there as signed under a retired key, a key rotation's drill): the wallet
+    holds the buy-in pending, every stream adds up, and the audit passed it (session 47's
+    note). A minute later the confirmation may be on its way; fifteen minutes later it is
+    stuck."""
+    script = Script("atlantic-city-multi", [[]], players={A: 10_000})
+    _later(script, minutes)
+    streams = _streams(script)
+    wallet = [w for w in streams["wallet:alice"] if not isinstance(w.data, wl.BuyInCompleted)]
+    streams["wallet:alice"] = renumbered(wallet)
+    found = reconcile(streams)
+    messages = [f.message for f in found.findings]
+    if minutes < STUCK_AFTER.total_seconds() / 60:
+        assert messages == [] and found.in_transit == 1
+    else:
+        assert len(messages) == 1 and found.in_transit == 0
+        assert messages[0].startswith("buy-in wallet:alice/1 of 100.00: the table took it at ")
+        assert (
+            f"wallet:alice has not had its confirmation 0:{minutes}:00 later (lost, or the "
+            "command handler" in messages[0]
+        )
+        # and read while the wallet's partition lags, it may be on its way still
+        lagging = reconcile(streams, lagging=lambda stream: stream == "wallet:alice")
+        assert lagging.findings == [] and lagging.in_transit == 1
+
+
 def test_a_refused_amount_below_one_is_no_money_moved() -> None:
     """The platform's money commands of 0 or -5 are refused ``invalid_amount`` and written
     down as sent (``WalletCommandRefused``): no money moved, no finding (the check above

@@ -147,9 +147,10 @@ class Movements:
 
     def matched(self) -> Reconciled:
         """Every stream read: match what each side says moved."""
-        self.match_buy_ins_handled()
+        closed = {(envelope.stream_id, closing.transfer) for envelope, closing in self.closed}
+        self.match_buy_ins_handled(closed)
         self.match_buy_ins_closed()
-        self.match_buy_ins_sent()
+        self.match_buy_ins_sent(closed)
         received = self.match_cash_outs()
         self.match_payouts_received(received)
         return self.out
@@ -220,8 +221,9 @@ class Movements:
             return
         self.handled[key] = (envelope, e)
 
-    def match_buy_ins_handled(self) -> None:
-        """Every buy-in a table took or declined was sent by its wallet, as the table says."""
+    def match_buy_ins_handled(self, closed: set[tuple[str, int]]) -> None:
+        """Every buy-in a table took or declined was sent by its wallet, as the table says,
+        and closed by the wallet in time (its confirmation or refund came)."""
         for (wallet, number), (envelope, e) in self.handled.items():
             buy_in = self.sent.get((wallet, number))
             if wallet != wl.wallet_stream(e.player_id):  # no lag excuses it
@@ -244,6 +246,28 @@ class Movements:
                     f"{buy_in.player_id} to {buy_in.table_id}, the table handled "
                     f"{money(e.amount, cur)} of {e.player_id}",
                 )
+            elif (wallet, number) not in closed:
+                self._match_unclosed(buy_in, envelope, e)
+
+    def _match_unclosed(
+        self, buy_in: _Sent, envelope: WireEnvelope, e: ev.FundsDeposited | ev.TransferDeclined
+    ) -> None:
+        """A buy-in its table answered that the wallet still holds pending: the confirmation
+        or refund on its way, or, ``STUCK_AFTER`` later, lost (one refused as signed under a
+        key the wallet's handler does not accept: the money neither at the table for the
+        wallet nor back in it)."""
+        waited = self._stuck_for(envelope.occurred_at, buy_in.wallet)
+        if waited is None:
+            return
+        cur = _currency(self.tables, buy_in.table_id)
+        answer = "took" if isinstance(e, ev.FundsDeposited) else "declined"
+        step = "confirmation" if isinstance(e, ev.FundsDeposited) else "refund"
+        self.find(
+            envelope,
+            f"buy-in {e.transfer} of {money(e.amount, cur)}: the table {answer} it at "
+            f"{envelope.occurred_at.isoformat()}, {buy_in.wallet} has not had its {step} {waited} "
+            f"later {_STUCK_OR_BEHIND}",
+        )
 
     def match_buy_ins_closed(self) -> None:
         """Every buy-in a wallet closed was answered so by its table."""
@@ -287,10 +311,9 @@ class Movements:
             return None
         return waited
 
-    def match_buy_ins_sent(self) -> None:
+    def match_buy_ins_sent(self, closed: set[tuple[str, int]]) -> None:
         """Every buy-in a wallet sent was taken or declined by its table, in time (one the
         wallet closed is judged by its close, ``match_buy_ins_closed``)."""
-        closed = {(envelope.stream_id, closing.transfer) for envelope, closing in self.closed}
         for key, buy_in in self.sent.items():
             if key in self.handled or key in closed:
                 continue
