@@ -21,7 +21,7 @@ import tempfile
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from blackjack.audit import randomness_cli
+from blackjack.audit import randomness_cli, redrive_cli
 from blackjack.command_handler.keys import load_audit_keys, load_shoe_keys
 from blackjack.configuration import ConfigurationError
 from blackjack.messages.sealing import ShoeSeal
@@ -252,6 +252,7 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     )
     audit_key.set_defaults(handler=_audit_key)
     randomness_cli.register(sub)
+    redrive_cli.register(sub)
 
 
 def _at_least_one(text: str) -> int:

@@ -60,6 +60,32 @@ class _PaidOut:
     player_id: str
     amount: int
     at: datetime
+    event_id: str
+    correlation: str
+
+
+@dataclass(frozen=True)
+class StuckStep:
+    """A step of money between a wallet and a shared table that the logs hold the cause of
+    but not the answer to, ``stuck_after`` on (a finding): what ``blackjack redrive`` needs
+    to make it again as the handler made it (``command_handler.records``)."""
+
+    step: str
+    """``deposit`` (to the table), ``confirm`` or ``refund`` (the table's answer to the
+    wallet), ``cashout`` (a payout to the wallet): ``command_handler.ids.STEPS``"""
+    cause: str
+    """the id of what caused it: the wallet's ``BuyInSent``, the buy-in's ``Deposit`` the
+    table answered, the table's payout event"""
+    correlation: str
+    player_id: str
+    table_id: str
+    amount: int
+    currency: str
+    number: int
+    """the wallet's buy-in number, or the table event a cash-out pays"""
+    declined: str | None
+    """a refund's reason: the code the table declined the buy-in with"""
+    finding: Finding
 
 
 @dataclass(frozen=True)
@@ -70,6 +96,9 @@ class _Sent:
     table_id: str
     player_id: str
     amount: int
+    event_id: str
+    correlation: str
+    currency: str
 
 
 @dataclass
@@ -85,6 +114,9 @@ class Reconciled:
     more than it left the other, and no more (``audit.Crossing``)."""
     unverifiable: int = 0
     """buy-ins closed before their table recorded transfers (older handlers): not matched"""
+    stuck: list[StuckStep] = field(default_factory=list)
+    """the findings of steps whose answers the logs lack, each as its step (among
+    ``findings`` too)"""
 
 
 @dataclass
@@ -123,6 +155,7 @@ class Movements:
     log in turn: only the movements are kept, not the logs), then ``matched``."""
 
     lagging: Callable[[str], bool]
+    stuck_after: timedelta = STUCK_AFTER
     out: Reconciled = field(default_factory=Reconciled)
     sent: dict[tuple[str, int], _Sent] = field(default_factory=dict)
     """(wallet, buy-in number) -> the buy-in the wallet sent"""
@@ -175,6 +208,9 @@ class Movements:
                     e.table_id,
                     e.player_id,
                     e.amount,
+                    envelope.event_id,
+                    _correlation(envelope),
+                    e.currency,
                 )
             case wl.BuyInCompleted() | wl.BuyInRefunded() as e:
                 self.closed.append((envelope, e))
@@ -200,11 +236,14 @@ class Movements:
                     table.transfers_from = envelope.occurred_at
                 self._read_handled(envelope, e)
             case ev.SeatLeft() as e if table.shared and e.balance_returned > 0:
-                paid = _PaidOut(e.player_id, e.balance_returned, envelope.occurred_at)
-                self.paid_out[(stream_id, envelope.sequence)] = paid
+                self._paid(stream_id, envelope, e.player_id, e.balance_returned)
             case ev.FundsWithdrawn() as e if table.shared and e.amount > 0:
-                paid = _PaidOut(e.player_id, e.amount, envelope.occurred_at)
-                self.paid_out[(stream_id, envelope.sequence)] = paid
+                self._paid(stream_id, envelope, e.player_id, e.amount)
+
+    def _paid(self, table_id: str, envelope: WireEnvelope, player_id: str, amount: int) -> None:
+        at, event_id = envelope.occurred_at, envelope.event_id
+        paid = _PaidOut(player_id, amount, at, event_id, _correlation(envelope))
+        self.paid_out[(table_id, envelope.sequence)] = paid
 
     def _read_handled(
         self, envelope: WireEnvelope, e: ev.FundsDeposited | ev.TransferDeclined
@@ -247,10 +286,14 @@ class Movements:
                     f"{money(e.amount, cur)} of {e.player_id}",
                 )
             elif (wallet, number) not in closed:
-                self._match_unclosed(buy_in, envelope, e)
+                self._match_unclosed(buy_in, number, envelope, e)
 
     def _match_unclosed(
-        self, buy_in: _Sent, envelope: WireEnvelope, e: ev.FundsDeposited | ev.TransferDeclined
+        self,
+        buy_in: _Sent,
+        number: int,
+        envelope: WireEnvelope,
+        e: ev.FundsDeposited | ev.TransferDeclined,
     ) -> None:
         """A buy-in its table answered that the wallet still holds pending: the confirmation
         or refund on its way, or, ``STUCK_AFTER`` later, lost (one refused as signed under a
@@ -260,13 +303,45 @@ class Movements:
         if waited is None:
             return
         cur = _currency(self.tables, buy_in.table_id)
-        answer = "took" if isinstance(e, ev.FundsDeposited) else "declined"
-        step = "confirmation" if isinstance(e, ev.FundsDeposited) else "refund"
-        self.find(
-            envelope,
-            f"buy-in {e.transfer} of {money(e.amount, cur)}: the table {answer} it at "
-            f"{envelope.occurred_at.isoformat()}, {buy_in.wallet} has not had its {step} {waited} "
+        taken = isinstance(e, ev.FundsDeposited)
+        finding = Finding(
+            envelope.stream_id,
+            envelope.sequence,
+            None,
+            f"buy-in {e.transfer} of {money(e.amount, cur)}: the table "
+            f"{'took' if taken else 'declined'} it at {envelope.occurred_at.isoformat()}, "
+            f"{buy_in.wallet} has not had its {'confirmation' if taken else 'refund'} {waited} "
             f"later {_STUCK_OR_BEHIND}",
+        )
+        declined = None if isinstance(e, ev.FundsDeposited) else e.reason_code
+        deposit = envelope.causation_id or ""  # the handler's events all name their command
+        step = "confirm" if declined is None else "refund"
+        self._stuck(step, (deposit, _correlation(envelope)), buy_in, number, declined, finding)
+
+    def _stuck(  # noqa: PLR0917
+        self,
+        step: str,
+        cause: tuple[str, str],
+        buy_in: _Sent,
+        number: int,
+        declined: str | None,
+        finding: Finding,
+    ) -> None:
+        """A buy-in's step stuck (``cause``: the id of what caused it, and its correlation
+        id): a finding, and the step ``blackjack redrive`` sends again."""
+        self.out.findings.append(finding)
+        self.out.stuck.append(
+            StuckStep(
+                step,
+                *cause,
+                buy_in.player_id,
+                buy_in.table_id,
+                buy_in.amount,
+                buy_in.currency,
+                number,
+                declined,
+                finding,
+            )
         )
 
     def match_buy_ins_closed(self) -> None:
@@ -306,7 +381,7 @@ class Movements:
         it has been for ``STUCK_AFTER``, ``other``'s partition not lagging: stuck, not in
         transit (counted as in transit otherwise)."""
         waited = None if self.last_at is None else self.last_at - since
-        if self.lagging(other) or waited is None or waited < STUCK_AFTER:
+        if self.lagging(other) or waited is None or waited < self.stuck_after:
             self.out.in_transit += 1
             return None
         return waited
@@ -323,16 +398,16 @@ class Movements:
             waited = self._stuck_for(buy_in.at, buy_in.table_id)
             if waited is not None:
                 cur = _currency(self.tables, buy_in.table_id)
-                self.out.findings.append(
-                    Finding(
-                        buy_in.wallet,
-                        buy_in.sequence,
-                        None,
-                        f"buy-in {key[1]} of {money(buy_in.amount, cur)} sent to "
-                        f"{buy_in.table_id} at {buy_in.at.isoformat()}: the table has not "
-                        f"answered it {waited} later {_STUCK_OR_BEHIND}",
-                    )
+                finding = Finding(
+                    buy_in.wallet,
+                    buy_in.sequence,
+                    None,
+                    f"buy-in {key[1]} of {money(buy_in.amount, cur)} sent to "
+                    f"{buy_in.table_id} at {buy_in.at.isoformat()}: the table has not "
+                    f"answered it {waited} later {_STUCK_OR_BEHIND}",
                 )
+                cause = (buy_in.event_id, buy_in.correlation)
+                self._stuck("deposit", cause, buy_in, key[1], None, finding)
 
     def match_payouts_received(self, received: set[tuple[str, int]]) -> None:
         """Every payout out of a shared table reached its player's wallet, in time."""
@@ -347,16 +422,28 @@ class Movements:
             waited = self._stuck_for(paid.at, wallet)
             if waited is not None:
                 cur = _currency(self.tables, table_id)
-                self.out.findings.append(
-                    Finding(
-                        table_id,
-                        sequence,
-                        None,
-                        f"{money(paid.amount, cur)} paid out to {paid.player_id} at "
-                        f"{paid.at.isoformat()}: {wallet} has not received it {waited} later "
-                        f"{_STUCK_OR_BEHIND}",
-                    )
+                finding = Finding(
+                    table_id,
+                    sequence,
+                    None,
+                    f"{money(paid.amount, cur)} paid out to {paid.player_id} at "
+                    f"{paid.at.isoformat()}: {wallet} has not received it {waited} later "
+                    f"{_STUCK_OR_BEHIND}",
                 )
+                self.out.findings.append(finding)
+                step = StuckStep(
+                    "cashout",
+                    paid.event_id,
+                    paid.correlation,
+                    paid.player_id,
+                    table_id,
+                    paid.amount,
+                    cur,
+                    sequence,
+                    None,
+                    finding,
+                )
+                self.out.stuck.append(step)
 
     def match_cash_outs(self) -> set[tuple[str, int]]:
         """Every cash-out a wallet received was paid out of its table, once, as the wallet
@@ -418,6 +505,12 @@ def _before_transfers(table: _Table | None, buy_in: _Sent | None) -> bool:
     if table is None or not table.untracked_deposits:
         return False
     return table.transfers_from is None or (buy_in is not None and buy_in.at < table.transfers_from)
+
+
+def _correlation(envelope: WireEnvelope) -> str:
+    """The correlation id the steps an event causes carry (the handler's: the causing
+    command's correlation id, else that command's id)."""
+    return envelope.correlation_id or envelope.causation_id or envelope.event_id
 
 
 def _currency(tables: dict[str, _Table], table_id: str) -> str:

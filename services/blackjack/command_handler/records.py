@@ -112,43 +112,87 @@ class RecordWriter:
     ) -> list[Outgoing]:
         """The commands an event causes on other streams, each with an id derived from it."""
         event = envelope.data
-        table = envelope.stream_id
         if isinstance(event, BuyInSent):
-            deposit = cmd.Deposit(
-                player_id=event.player_id, amount=event.amount, currency=event.currency
+            deposit = self.deposit_step(
+                cause=envelope.event_id,
+                correlation=correlation,
+                table_id=event.table_id,
+                player_id=event.player_id,
+                amount=event.amount,
+                currency=event.currency,
+                transfer=event.transfer,
+                now=now,
             )
-            return [
-                self._command_record(
-                    step_id(envelope.event_id, "deposit"),
-                    event.table_id,
-                    deposit,
-                    correlation,
-                    envelope.event_id,
-                    now,
-                    transfer=event.transfer,
-                )
-            ]
+            return [deposit]
         by_wallet = isinstance(before, TableState) and before.rules.funded_by_wallet
         if not by_wallet or not isinstance(event, ev.SeatLeft | ev.FundsWithdrawn):
             return []
-        player = event.player_id
         amount = event.balance_returned if isinstance(event, ev.SeatLeft) else event.amount
         if amount <= 0:
             return []
-        cash_out = CashOut(player_id=player, table_id=table, amount=amount)
-        return [
-            self._command_record(
-                step_id(envelope.event_id, "cashout"),
-                wallet_stream(player),
-                cash_out,
-                correlation,
-                envelope.event_id,
-                now,
-                # in the signed header, where an older handler ignores it (a field in the
-                # body would make it refuse the cash-out as malformed during an upgrade)
-                transfer=envelope.sequence,
-            )
-        ]
+        cash_out = self.cash_out_step(
+            cause=envelope.event_id,
+            correlation=correlation,
+            table_id=envelope.stream_id,
+            table_sequence=envelope.sequence,
+            player_id=event.player_id,
+            amount=amount,
+            now=now,
+        )
+        return [cash_out]
+
+    # The steps, each made from what its cause carries: by the handler as the cause is
+    # written, and again by ``blackjack redrive`` from the cause in the log (audit.redrive).
+
+    def deposit_step(
+        self,
+        *,
+        cause: str,
+        correlation: str,
+        table_id: str,
+        player_id: str,
+        amount: int,
+        currency: str,
+        transfer: int,
+        now: datetime,
+    ) -> Outgoing:
+        """A buy-in's ``Deposit`` at its table, caused by the wallet's ``BuyInSent``."""
+        deposit = cmd.Deposit(player_id=player_id, amount=amount, currency=currency)
+        return self._command_record(
+            step_id(cause, "deposit"),
+            table_id,
+            deposit,
+            correlation,
+            cause,
+            now,
+            transfer=transfer,
+        )
+
+    def cash_out_step(
+        self,
+        *,
+        cause: str,
+        correlation: str,
+        table_id: str,
+        table_sequence: int,
+        player_id: str,
+        amount: int,
+        now: datetime,
+    ) -> Outgoing:
+        """The ``CashOut`` of money a shared table paid out (``SeatLeft``, ``FundsWithdrawn``:
+        its event ``table_sequence``) to the player's wallet."""
+        cash_out = CashOut(player_id=player_id, table_id=table_id, amount=amount)
+        return self._command_record(
+            step_id(cause, "cashout"),
+            wallet_stream(player_id),
+            cash_out,
+            correlation,
+            cause,
+            now,
+            # in the signed header, where an older handler ignores it (a field in the
+            # body would make it refuse the cash-out as malformed during an upgrade)
+            transfer=table_sequence,
+        )
 
     def _buy_in_answer(
         self,
@@ -160,21 +204,40 @@ class RecordWriter:
     ) -> Outgoing:
         """The table's answer to a buy-in: confirm it to the wallet, or, when the table
         declined it, give the money back."""
+        return self.buy_in_answer_step(
+            deposit_id=envelope.command_id,
+            correlation=envelope.correlation_id or envelope.command_id,
+            player_id=deposit.player_id,
+            transfer=transfer,
+            declined=None if declined is None else declined.reason_code,
+            now=now,
+        )
+
+    def buy_in_answer_step(
+        self,
+        *,
+        deposit_id: str,
+        correlation: str,
+        player_id: str,
+        transfer: int,
+        declined: str | None,
+        now: datetime,
+    ) -> Outgoing:
+        """The ``ConfirmBuyIn`` of a buy-in its table took, or the ``RefundBuyIn`` of one it
+        declined (``declined``: the reason's code), to the wallet."""
         answer: WalletCommand
         if declined is None:
-            answer = ConfirmBuyIn(player_id=deposit.player_id, transfer=transfer)
+            answer = ConfirmBuyIn(player_id=player_id, transfer=transfer)
             step = "confirm"
         else:
-            answer = RefundBuyIn(
-                player_id=deposit.player_id, transfer=transfer, reason=declined.reason_code
-            )
+            answer = RefundBuyIn(player_id=player_id, transfer=transfer, reason=declined)
             step = "refund"
         return self._command_record(
-            step_id(envelope.command_id, step),
-            wallet_stream(deposit.player_id),
+            step_id(deposit_id, step),
+            wallet_stream(player_id),
             answer,
-            envelope.correlation_id or envelope.command_id,
-            envelope.command_id,
+            correlation,
+            deposit_id,
             now,
         )
 

@@ -48,7 +48,7 @@ from blackjack.command_handler.key_check import check_the_key_against_the_log
 from blackjack.command_handler.partitions import _Partition, _Retained, ignore_unread_fences
 from blackjack.command_handler.processor import Processor
 from blackjack.command_handler.replay import assign_reader
-from blackjack.command_handler.signing import CommandSigner
+from blackjack.command_handler.signing import COMMANDS_PURPOSE, CommandSigner
 from blackjack.command_handler.snapshots import CheckpointSigner, SnapshotCodec
 from blackjack.command_handler.streams import StreamState
 from blackjack.command_handler.takeover import TAKEOVER_TIMEOUT_S, _Rebalance
@@ -100,7 +100,7 @@ class CommandHandler(Ticker):
             topics=self.topics,
             partitions=config.kafka.partitions,
             seal=self._seal,
-            signer=CommandSigner(*keys.verifying("blackjack/commands/v1")),
+            signer=CommandSigner(*keys.verifying(COMMANDS_PURPOSE)),
             source=config.source,
             shuffler=shuffler,
             dedup_window=config.dedup_window,

@@ -12,6 +12,9 @@ import hashlib
 import hmac
 from collections.abc import Sequence
 
+COMMANDS_PURPOSE = "blackjack/commands/v1"
+"""What the money steps' signing key is derived for from each shoe key (``ShoeKeys``)."""
+
 SIGNATURE_HEADER = "bj_signature"
 TRANSFER_HEADER = "bj_transfer"
 """Signed with the command: the wallet's transfer number a buy-in ``Deposit`` belongs to, or
