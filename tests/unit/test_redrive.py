@@ -66,8 +66,13 @@ def refused(h: Harness, record: Outgoing) -> None:
 
 
 def redriven(h: Harness) -> list[Outgoing]:
-    writer = StepWriter(SIGNER, TOPICS, partitions=1)
-    return [r.record for r in plan(reconciled(h), writer, LATER)]
+    return [r.record for r in plan(reconciled(h), StepWriter(SIGNER, TOPICS, 1), LATER)]
+
+
+def described(h: Harness) -> list[str]:
+    """The lines ``blackjack redrive`` lists the stuck steps with, without their ids."""
+    steps = plan(reconciled(h), StepWriter(SIGNER, TOPICS, 1), LATER)
+    return [r.describe().rsplit(" (", 1)[0] for r in steps]
 
 
 def body(record: Outgoing) -> dict[str, object]:
@@ -109,6 +114,7 @@ def test_a_deposit_its_table_refused_is_made_again_and_taken() -> None:
     assert (stuck.step, stuck.number, stuck.amount) == ("deposit", 1, 300)
     assert [str(f) for f in found.findings] == [str(stuck.finding)]
     assert reconciled(h, timedelta(minutes=15)).stuck == []  # in transit, that soon
+    assert described(h) == [f"buy-in 1 of 3.00 USD from {WALLET}: its Deposit to {TABLE}"]
     [remade] = redriven(h)
     same_step(remade, deposit)
     taken = h.forward(remade)
@@ -130,6 +136,9 @@ def test_a_refund_its_wallet_refused_is_made_again_and_the_money_comes_back() ->
     [refund] = steps(h.forward(deposit))  # not seated: declined
     refused(h, refund)
     assert h.wallet().balance == 700
+    assert described(h) == [
+        f"buy-in 1 of 3.00 USD that {TABLE} declined (not_seated): its RefundBuyIn to {WALLET}"
+    ]
     [remade] = redriven(h)
     same_step(remade, refund)
     assert results(h.forward(remade))[0].status == "accepted"
@@ -145,6 +154,7 @@ def test_a_confirmation_its_wallet_refused_is_made_again_and_closes_the_buy_in()
     assert len(h.wallet().pending) == 1
     [stuck] = reconciled(h).stuck
     assert stuck.step == "confirm"
+    assert described(h) == [f"buy-in 1 of 3.00 USD that {TABLE} took: its ConfirmBuyIn to {WALLET}"]
     [remade] = redriven(h)
     same_step(remade, confirm)
     assert results(h.forward(remade))[0].status == "accepted"
@@ -161,6 +171,9 @@ def test_a_cash_out_its_wallet_refused_is_made_again_and_received() -> None:
     assert h.wallet().balance == 700
     [stuck] = reconciled(h).stuck
     assert (stuck.step, stuck.amount) == ("cashout", 300)
+    assert described(h) == [
+        f"3.00 USD paid out at {TABLE} (its event {stuck.number}): its CashOut to {WALLET}"
+    ]
     [remade] = redriven(h)
     same_step(remade, cash_out)
     assert results(h.forward(remade))[0].status == "accepted"

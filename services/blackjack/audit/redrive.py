@@ -33,6 +33,7 @@ from blackjack.bus.topics import Topics
 from blackjack.command_handler.records import Outgoing, RecordWriter
 from blackjack.command_handler.signing import CommandSigner
 from blackjack.domain.currencies import money
+from blackjack.domain.wallet import wallet_stream
 from blackjack.messages.wire import decode, not_the_service_s
 from blackjack.projections.rebuild import read_consumer_records
 
@@ -75,15 +76,14 @@ class Redrive:
 
     def describe(self) -> str:
         step, cur = self.step, self.step.currency
-        amount = money(step.amount, cur)
+        amount, table = f"{money(step.amount, cur)} {cur}", step.table_id
+        wallet = wallet_stream(step.player_id)
         what = {
-            "deposit": f"buy-in {step.number} of {amount} {cur} to {step.table_id}: its Deposit",
-            "confirm": f"buy-in {step.number} of {amount} {cur} {step.table_id} took: its "
-            "ConfirmBuyIn",
-            "refund": f"buy-in {step.number} of {amount} {cur} {step.table_id} declined "
+            "deposit": f"buy-in {step.number} of {amount} from {wallet}: its Deposit",
+            "confirm": f"buy-in {step.number} of {amount} that {table} took: its ConfirmBuyIn",
+            "refund": f"buy-in {step.number} of {amount} that {table} declined "
             f"({step.declined}): its RefundBuyIn",
-            "cashout": f"{amount} {cur} paid out at {step.table_id} event {step.number}: its "
-            "CashOut",
+            "cashout": f"{amount} paid out at {table} (its event {step.number}): its CashOut",
         }[step.step]
         return f"{what} to {self.stream_id} ({self.command_id})"
 
