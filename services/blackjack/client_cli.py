@@ -130,7 +130,7 @@ class _Sending:
                 # the result stands: printed below, whatever became of reading its events
                 # (a broker error, or an event this version cannot read: ValueError)
                 print(
-                    f"blackjack send: its events were not read: {type(error).__name__} {error}",
+                    f"blackjack send: its events were not read: {_named(error)}",
                     file=sys.stderr,
                 )
                 return result, []
@@ -177,10 +177,16 @@ class _Sending:
             else "nothing was sent (the broker is read from BLACKJACK_KAFKA_BOOTSTRAP)"
         )
         return (
-            f"Kafka at {self.client.bootstrap}: {type(error).__name__} {error} "
+            f"Kafka at {self.client.bootstrap}: {_named(error)} "
             f"(the service's topics under the prefix {self.client.topics.prefix!r}, and the "
             f"BLACKJACK_KAFKA_* security settings, must match the service's); {after}"
         )
+
+
+def _named(error: BaseException) -> str:
+    """The error with its type's name once (aiokafka's errors start with it already)."""
+    text, name = str(error), type(error).__name__
+    return text if text.startswith(name) else f"{name}: {text}".rstrip(": ")
 
 
 def _printed(result: CommandResult, events: list[WireEnvelope]) -> int:

@@ -514,7 +514,7 @@ def test_history_at_80_columns_keeps_each_cycle_s_date_and_each_hand_on_a_line()
     text = console.export_text()
     assert max(len(line) for line in text.splitlines()) <= 80, text
     lines = [line.rstrip() for line in text.splitlines()]
-    assert f"{A} at table-1, last 2 rounds" in lines
+    assert f"{A} at table-1, last 2 rounds (times in UTC)" in lines
     assert f"table-1:2  {second.opened_at:%Y-%m-%d %H:%M:%S} not finished (playing)" in lines
     assert f"table-1:1  {first.opened_at:%Y-%m-%d %H:%M:%S} to {first.closed_at:%H:%M:%S}" in lines
     assert "  box 0  stake 10.00  8♥ A♠  soft 19  (split)  win pays 10.00 (20.00 back)" in lines

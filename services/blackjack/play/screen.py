@@ -710,7 +710,7 @@ def history_screen(table: StreamProjection, player_id: str, rounds: int) -> Rend
     count = "round" if len(mine) == 1 else f"{len(mine)} rounds"
     # Text, not a str: rich reads square brackets in a str as markup, and a player id may
     # hold them ("[/]x" ended the session on a MarkupError)
-    title = Text(f"{player_id} at {table.view.stream_id}, last {count}")
+    title = Text(f"{player_id} at {table.view.stream_id}, last {count} (times in UTC)")
     rows: list[_RecallRow] = []
     for line in mine:
         record = table.rounds.get(line.round)
