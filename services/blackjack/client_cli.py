@@ -34,6 +34,7 @@ from blackjack.client import BlackjackClient, SendTimedOut, UnreadableResult
 from blackjack.domain.commands import ROUND_COMMANDS, TableCommand, naming_round
 from blackjack.domain.rejections import in_one_line
 from blackjack.domain.wallet import AnyWalletCommand
+from blackjack.error_text import error_text
 from blackjack.messages import strict_json
 from blackjack.messages.envelope import CommandEnvelope, CommandResult, StreamCommand
 from blackjack.messages.wire import WireEnvelope
@@ -130,7 +131,7 @@ class _Sending:
                 # the result stands: printed below, whatever became of reading its events
                 # (a broker error, or an event this version cannot read: ValueError)
                 print(
-                    f"blackjack send: its events were not read: {_named(error)}",
+                    f"blackjack send: its events were not read: {error_text(error)}",
                     file=sys.stderr,
                 )
                 return result, []
@@ -177,16 +178,10 @@ class _Sending:
             else "nothing was sent (the broker is read from BLACKJACK_KAFKA_BOOTSTRAP)"
         )
         return (
-            f"Kafka at {self.client.bootstrap}: {_named(error)} "
+            f"Kafka at {self.client.bootstrap}: {error_text(error)} "
             f"(the service's topics under the prefix {self.client.topics.prefix!r}, and the "
             f"BLACKJACK_KAFKA_* security settings, must match the service's); {after}"
         )
-
-
-def _named(error: BaseException) -> str:
-    """The error with its type's name once (aiokafka's errors start with it already)."""
-    text, name = str(error), type(error).__name__
-    return text if text.startswith(name) else f"{name}: {text}".rstrip(": ")
 
 
 def _printed(result: CommandResult, events: list[WireEnvelope]) -> int:

@@ -9,8 +9,11 @@ from __future__ import annotations
 import json
 from datetime import UTC, datetime, timedelta
 
+import pytest
+
 from blackjack.audit.redrive import StepWriter, plan
 from blackjack.audit.transfers import Movements, Reconciled
+from blackjack.cli import main
 from blackjack.command_handler.records import Outgoing
 from blackjack.command_handler.signing import SIGNATURE_HEADER, TRANSFER_HEADER, CommandSigner
 from blackjack.domain import commands as cmd
@@ -213,3 +216,15 @@ def test_a_deposit_a_later_buy_in_passed_stays_stuck() -> None:
     assert result.rejection is not None and result.rejection.code == "transfer_already_handled"
     assert h.table().players[PLAYER].balance == 100 and h.wallet().balance == 600
     assert [s.number for s in reconciled(h).stuck] == [1]
+
+
+def test_the_command_line_without_a_broker_says_so_in_a_line_and_exits_2(
+    capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Exit 1 means steps are stuck or refused: a broker not reached is 2 (a review: it was a
+    traceback and 1)."""
+    monkeypatch.setenv("BLACKJACK_SHOE_KEY", "ab" * 32)
+    assert main(["redrive", "--bootstrap", "127.0.0.1:1"]) == 2
+    err = capsys.readouterr().err
+    assert "blackjack redrive: Kafka at 127.0.0.1:1: KafkaConnectionError: Unable to" in err
+    assert "Traceback" not in err and err.count("KafkaConnectionError") == 1

@@ -14,8 +14,10 @@ This reads the events topic to its end, finds those steps as the audit does
 that was only slow moves nothing twice: a receiver answers a copy within its window with the
 first answer, and tells a step it handled by its number (a table the last buy-in it took or
 declined of each wallet, a wallet its pending buy-ins and the last payout of each table).
-What it cannot mend, it says: a deposit or payout whose number a later one of the same
-wallet and table has passed is refused ``transfer_already_handled``, and stays a finding.
+What it cannot mend, it says: a deposit whose number a later buy-in of its wallet has passed
+where it went (that table, or the partition's ``#declined`` stream for ids no table was
+opened under), or a payout a later one of its table has passed, is refused
+``transfer_already_handled``, and stays a finding.
 """
 
 from __future__ import annotations

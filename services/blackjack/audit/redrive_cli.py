@@ -1,11 +1,13 @@
 """``blackjack redrive [--send]``: the money steps stuck between wallets and shared tables
 (``audit.redrive``), listed, and with ``--send`` sent again.
 
-Exit codes: 0 nothing stuck, or every step sent again was answered ``accepted``; 1 steps are
+Exit codes: 0 nothing stuck, or every step sent again was taken (answered ``accepted``, or a
+deposit to an id no table was opened under declined ``table_not_open``); 1 steps are
 stuck (listed, not sent without ``--send``), one sent again was refused or not answered in
 time, or the log has another finding of the audit's transfers (nothing is sent then: run
-``blackjack audit``); 2 bad input (no shoe key: the steps are signed with it), or an event
-this release cannot read.
+``blackjack audit``); 2 bad input (no shoe key: the steps are signed with it), an event
+this release cannot read, or the broker not reached or lost (run it again: a step sent twice
+moves nothing).
 """
 
 from __future__ import annotations
@@ -18,10 +20,13 @@ from dataclasses import replace
 from datetime import UTC, datetime, timedelta
 from typing import TYPE_CHECKING
 
+from aiokafka.errors import KafkaError
+
 from blackjack.audit.transfers import STUCK_AFTER
 from blackjack.bus.settings import BOOTSTRAP_HELP, KafkaSettings
 from blackjack.bus.topics import Topics
 from blackjack.configuration import ConfigurationError
+from blackjack.error_text import error_text
 
 if TYPE_CHECKING:
     from blackjack.audit.redrive import Redrive
@@ -85,7 +90,17 @@ def _redrive(args: argparse.Namespace) -> int:
         kafka = replace(kafka, bootstrap=args.bootstrap)
     if args.topic_prefix is not None:
         kafka = replace(kafka, topic_prefix=args.topic_prefix)
-    return asyncio.run(_run(kafka, keys, args.stuck_after, send=args.send))
+    try:
+        return asyncio.run(_run(kafka, keys, args.stuck_after, send=args.send))
+    except (KafkaError, OSError, TimeoutError) as error:  # no broker, or lost on the way
+        print(
+            f"blackjack redrive: Kafka at {kafka.bootstrap}: {error_text(error)} "
+            "(the topics under the prefix and the BLACKJACK_KAFKA_* security settings must be "
+            "the service's); a step not answered above may not have been sent: run it again "
+            "(a step sent twice moves nothing)",
+            file=sys.stderr,
+        )
+        return BAD_INPUT
 
 
 async def _run(kafka: KafkaSettings, keys: ShoeKeys, stuck_after: timedelta, *, send: bool) -> int:
@@ -154,11 +169,15 @@ async def _send(kafka: KafkaSettings, topics: Topics, steps: list[Redrive]) -> i
                 print(f"  {step.command_id}: no answer within {ANSWER_S:.0f} s")
                 refused += 1
                 continue
+            rejection = result.rejection
             if result.status == "accepted":
                 print(f"  {step.command_id}: accepted")
+            elif rejection is not None and rejection.code == "table_not_open":
+                # a buy-in sent to an id no table was opened under: declined in its
+                # partition's stream of such declines, and its refund follows
+                print(f"  {step.command_id}: declined, no table is open there: its refund follows")
             else:
                 refused += 1
-                rejection = result.rejection
                 why = "" if rejection is None else f" {rejection.code}: {rejection.message}"
                 print(f"  {step.command_id}: {result.status}{why}")
     return STUCK if refused else OK

@@ -75,8 +75,8 @@ async def read_consumer_records(
         isolation_level="read_committed",
         auto_offset_reset="earliest",
     )
-    await consumer.start()
     try:
+        await consumer.start()  # (stopped when it fails: "Unclosed AIOKafkaConsumer" else)
         async with asyncio.timeout(timeout):
             partitions = await topic_partitions(bootstrap, topic, security)
             consumer.assign(partitions)
