@@ -1,9 +1,10 @@
 """``blackjack redrive`` on a real broker, as an operator runs it after a key drill gone wrong:
 two handlers of one group holding different keys (one not given the rotation's new key), so
 the wallet's handler signs a buy-in's ``Deposit`` under a key the table's handler does not
-accept: refused, the money left the wallet and reached no table. With the keys put right, the
-command lists the stuck step, sends it again, and the buy-in completes; run again, nothing is
-stuck."""
+accept: refused, the money left the wallet and reached no table (so too a buy-in to an id no
+table was opened under). With the keys put right, the command lists the stuck steps, sends
+them again, the buy-in completes and the other is declined and refunded; run again, nothing
+is stuck."""
 
 from __future__ import annotations
 
@@ -85,26 +86,31 @@ async def test_a_buy_in_refused_under_another_key_is_sent_again_and_completes(
             cmd.SitDown(player_id=player),
         )
         await accept(client, wallet, WalletDeposit(player_id=player, amount=1_000))
-        [bought] = await accept(client, wallet, BuyIn(player_id=player, table_id=table, amount=300))
+        # and one to an id no table was opened under, on the same handler's partition
+        nowhere = on(table_side, "never-opened", space.partitions)
+        for where, amount in ((table, 300), (nowhere, 200)):
+            await accept(client, wallet, BuyIn(player_id=player, table_id=where, amount=amount))
         events = await stream_events(space, wallet)
-        sent = next(e for e in events if e.type == "BuyInSent")
-        deposit = await client.result(f"{sent.event_id}.deposit", WAIT_S, stream_id=table)
-        assert bought.status == "accepted"
-        assert deposit.rejection is not None and deposit.rejection.code == "unauthorized"
+        sent, sent_nowhere = [e for e in events if e.type == "BuyInSent"]
+        for buy_in, where in ((sent, table), (sent_nowhere, nowhere)):
+            deposit = await client.result(f"{buy_in.event_id}.deposit", WAIT_S, stream_id=where)
+            assert deposit.rejection is not None and deposit.rejection.code == "unauthorized"
     # The keys put right: the new one current, the old one accepted (step 2 of a rotation).
     fixed = space.config(shoe_key_hex=new, accepted_shoe_keys_hex=(old,))
     async with running_handler(fixed):
         listed, out = await blackjack(space, new, "redrive", "--stuck-after", "0")
         assert listed == 1, out
-        assert "Steps stuck (no answer 0:00:00 after their cause): 1" in out
+        assert "Steps stuck (no answer 0:00:00 after their cause): 2" in out
         assert f"buy-in 1 of 3.00 USD from {wallet}: its Deposit to {table}" in out
+        assert f"buy-in 2 of 2.00 USD from {wallet}: its Deposit to {nowhere}" in out
         assert "Nothing sent: --send sends them again" in out
         sent_again, out = await blackjack(space, new, "redrive", "--stuck-after", "0", "--send")
         assert sent_again == 0, out
         assert f"{sent.event_id}.deposit: accepted" in out
-        await wait_for_events(
-            space, wallet, lambda events: any(e.type == "BuyInCompleted" for e in events)
-        )
+        declined = "declined, no table is open there: its refund follows"
+        assert f"{sent_nowhere.event_id}.deposit: {declined}" in out
+        closed = {"BuyInCompleted", "BuyInRefunded"}
+        await wait_for_events(space, wallet, lambda events: {e.type for e in events} >= closed)
         state = fold_wallet(
             e.data for e in await stream_events(space, wallet) if isinstance(e.data, WalletEvent)
         )
