@@ -314,8 +314,11 @@ class Movements:
             f"later {_STUCK_OR_BEHIND}",
         )
         declined = None if isinstance(e, ev.FundsDeposited) else e.reason_code
-        deposit = envelope.causation_id or ""  # the handler's events all name their command
         step = "confirm" if declined is None else "refund"
+        deposit = envelope.causation_id  # the handler's events all name their command
+        if deposit is None:  # no step can be made again under its id: the finding alone
+            self.out.findings.append(finding)
+            return
         self._stuck(step, (deposit, _correlation(envelope)), buy_in, number, declined, finding)
 
     def _stuck(  # noqa: PLR0917
