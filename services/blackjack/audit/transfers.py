@@ -16,9 +16,12 @@ than the tables paid out. This matches every single movement across the two logs
 A buy-in or payout not answered yet is in transit, not a finding (the handler may be behind);
 so is an answer whose cause lies past what was read of its stream (the table's, or the
 wallet's for a buy-in) while that stream's events partition lags (``lagging``: one partition
-projected further than another). Not for ever: a buy-in no table answered, or a payout out of
-a shared table no wallet received, ``STUCK_AFTER`` before the last event the logs hold (and
-the other stream not lagging) is a finding, the money gone from one log and in neither.
+projected further than another). Not for ever: a buy-in no table answered, a table's answer
+(taken or declined) the wallet never had, or a payout out of a shared table no wallet
+received, ``STUCK_AFTER`` before the last event the logs hold (and the other stream not
+lagging) is a finding, the money gone from one log and in neither (or the wallet's buy-in
+pending for good); each is kept as the step to send again too (``StuckStep``: ``blackjack
+redrive``).
 Buy-ins a table handled before it recorded their transfers (older handlers: a taken one
 became a deposit without its transfer, a declined one left no event) cannot be matched and
 are counted as unverifiable; the totals of ``audit.conservation`` still cover them. A deposit
