@@ -293,6 +293,24 @@ def _later(script: Script, minutes: int) -> None:
     script.do(cmd.PlaceBet(player_id=A, box=0, amount=100))
 
 
+def _without(streams: dict[str, Log], kind: type) -> dict[str, Log]:
+    """The logs with alice's wallet's ``kind`` events dropped (the wallet renumbered)."""
+    wallet = [w for w in streams["wallet:alice"] if not isinstance(w.data, kind)]
+    return {**streams, "wallet:alice": renumbered(wallet)}
+
+
+def _found_once_stuck(streams: dict[str, Log], minutes: int) -> list[str]:
+    """The one finding of the logs ``minutes`` after the movement whose answer they lack;
+    none before ``STUCK_AFTER`` (the movement in transit)."""
+    found = reconcile(streams)
+    messages = [f.message for f in found.findings]
+    if minutes < STUCK_AFTER.total_seconds() / 60:
+        assert messages == [] and found.in_transit == 1
+        return []
+    assert len(messages) == 1 and found.in_transit == 0
+    return messages
+
+
 @pytest.mark.parametrize("minutes", [1, 20])
 def test_a_payout_no_wallet_received_is_found_once_it_is_stuck(minutes: int) -> None:
     """30.00 taken out at the shared table, its CashOutReceived dropped from the wallet's log:
@@ -303,14 +321,8 @@ def test_a_payout_no_wallet_received_is_found_once_it_is_stuck(minutes: int) -> 
     _later(script, minutes)
     streams = _streams(script)
     assert reconcile(streams).findings == [] and reconcile(streams).in_transit == 0
-    wallet = [w for w in streams["wallet:alice"] if not isinstance(w.data, wl.CashOutReceived)]
-    streams["wallet:alice"] = renumbered(wallet)
-    found = reconcile(streams)
-    messages = [f.message for f in found.findings]
-    if minutes < STUCK_AFTER.total_seconds() / 60:
-        assert messages == [] and found.in_transit == 1
-    else:
-        assert len(messages) == 1 and found.in_transit == 0
+    messages = _found_once_stuck(_without(streams, wl.CashOutReceived), minutes)
+    if messages:
         assert messages[0].startswith("30.00 paid out to alice at ")
         assert f"wallet:alice has not received it 0:{minutes}:00 later (lost, or" in messages[0]
 
@@ -343,15 +355,9 @@ def test_a_buy_in_the_table_took_that_the_wallet_never_closed_is_found_once_stuc
     stuck."""
     script = Script("atlantic-city-multi", [[]], players={A: 10_000})
     _later(script, minutes)
-    streams = _streams(script)
-    wallet = [w for w in streams["wallet:alice"] if not isinstance(w.data, wl.BuyInCompleted)]
-    streams["wallet:alice"] = renumbered(wallet)
-    found = reconcile(streams)
-    messages = [f.message for f in found.findings]
-    if minutes < STUCK_AFTER.total_seconds() / 60:
-        assert messages == [] and found.in_transit == 1
-    else:
-        assert len(messages) == 1 and found.in_transit == 0
+    streams = _without(_streams(script), wl.BuyInCompleted)
+    messages = _found_once_stuck(streams, minutes)
+    if messages:
         assert messages[0].startswith("buy-in wallet:alice/1 of 100.00: the table took it at ")
         assert (
             f"wallet:alice has not had its confirmation 0:{minutes}:00 later (lost, or the "
