@@ -15,6 +15,7 @@ from typing import Any
 
 import pytest
 
+from blackjack.audit.audit import AuditReport
 from blackjack.audit.replay import replay_stream
 from blackjack.audit.transfers import STUCK_AFTER, reconcile
 from blackjack.domain import commands as cmd
@@ -366,6 +367,16 @@ def test_a_buy_in_the_table_took_that_the_wallet_never_closed_is_found_once_stuc
         # and read while the wallet's partition lags, it may be on its way still
         lagging = reconcile(streams, lagging=lambda stream: stream == "wallet:alice")
         assert lagging.findings == [] and lagging.in_transit == 1
+        # the report points to the remedy
+        report = AuditReport("blackjack.events")
+        report.transfers = reconcile(streams)
+        lines = report.render().splitlines()
+        assert (
+            "  (1 of them a step its receiver never answered: once every handler holds the "
+            'key, `blackjack redrive --send` sends it again; docs/operations.md, "Money stuck '
+            'between a wallet and a table")' in lines
+        )
+        assert lines[-1] == "AUDIT FAILED"
 
 
 def test_a_refused_amount_below_one_is_no_money_moved() -> None:

@@ -271,6 +271,12 @@ class AuditReport:
             )
         )
         lines += [f"  {f}" for f in transfers.findings]
+        if transfers.stuck:
+            lines.append(
+                f"  ({len(transfers.stuck)} of them a step its receiver never answered: once every "
+                "handler holds the key, `blackjack redrive --send` sends it again; "
+                'docs/operations.md, "Money stuck between a wallet and a table")'
+            )
         if not self.ok:
             lines.append("\nAUDIT FAILED")
         elif not self.complete:
