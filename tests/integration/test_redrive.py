@@ -14,6 +14,7 @@ import sys
 from typing import Any
 
 import pytest
+from prometheus_client import REGISTRY
 
 from blackjack.bus.topics import partition_for
 from blackjack.domain import commands as cmd
@@ -48,6 +49,12 @@ async def blackjack(space: KafkaSpace, key: str, *args: str) -> tuple[int, str]:
     return process.returncode, out.decode()
 
 
+def signed_refused(kind: str) -> float:
+    """``blackjack_signed_commands_refused_total`` of this process's handlers."""
+    sample = REGISTRY.get_sample_value("blackjack_signed_commands_refused_total", {"type": kind})
+    return sample or 0.0
+
+
 def on(partition: int, prefix: str, partitions: int) -> str:
     """The first id ``prefix-N`` the partitioner puts on ``partition``."""
     return next(
@@ -62,6 +69,7 @@ async def test_a_buy_in_refused_under_another_key_is_sent_again_and_completes(
     # the table's handler holds the space's key (its events are read with it), the wallet's
     # only the rotation's new one
     old, new = space.shoe_key, ShoeSeal.new_key_hex()
+    refused_before = signed_refused("Deposit")
     async with (
         running_handler(space.config(shoe_key_hex=new)) as first,
         running_handler(space.config(shoe_key_hex=old)) as second,
@@ -95,6 +103,8 @@ async def test_a_buy_in_refused_under_another_key_is_sent_again_and_completes(
         for buy_in, where in ((sent, table), (sent_nowhere, nowhere)):
             deposit = await client.result(f"{buy_in.event_id}.deposit", WAIT_S, stream_id=where)
             assert deposit.rejection is not None and deposit.rejection.code == "unauthorized"
+    # counted for BlackjackMoneyStepRefused (once each transaction's metrics were reported)
+    assert signed_refused("Deposit") - refused_before == 2
     # The keys put right: the new one current, the old one accepted (step 2 of a rotation).
     fixed = space.config(shoe_key_hex=new, accepted_shoe_keys_hex=(old,))
     async with running_handler(fixed):

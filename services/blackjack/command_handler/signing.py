@@ -58,6 +58,12 @@ class CommandSigner:
         return True, int(transfer) if transfer.isdigit() else None
 
 
+def carries_signature(headers: Sequence[tuple[str, bytes | None]]) -> bool:
+    """Whether a record says it is the service's signed command (whatever its signature is
+    worth: ``CommandSigner.verify`` says that)."""
+    return any(name == SIGNATURE_HEADER for name, _ in headers)
+
+
 def _sign(signer: bytes, key: bytes, value: bytes, transfer: bytes) -> bytes:
     return length_prefixed_mac(signer, key, value, transfer).hex().encode()
 

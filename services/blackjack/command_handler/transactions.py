@@ -24,6 +24,7 @@ from blackjack.command_handler.partitions import (
 )
 from blackjack.command_handler.processor import Handled
 from blackjack.command_handler.reading import Inbound
+from blackjack.command_handler.signing import carries_signature
 from blackjack.command_handler.snapshots import SIGNED_CHECKPOINTS_MARK
 from blackjack.messages.envelope import CommandResult
 from blackjack.observability import metrics
@@ -230,6 +231,8 @@ class Transactions(Checkpointing):
             result = outcome.result
             code = result.rejection.code if result.rejection else ""
             metrics.COMMANDS.labels(outcome.command_type, result.status, code).inc()
+            if code == "unauthorized" and carries_signature(record.headers):
+                metrics.SIGNED_REFUSED.labels(outcome.command_type).inc()
             metrics.COMMAND_LAG_SECONDS.observe(max(now_ms - record.timestamp, 0) / 1000)
             if outcome.duplicate:
                 metrics.DUPLICATES.labels("id").inc()

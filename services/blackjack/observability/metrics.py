@@ -26,6 +26,13 @@ DUPLICATES = Counter(
     "refused stale_command)",
     ["told_by"],
 )
+SIGNED_REFUSED = Counter(
+    "blackjack_signed_commands_refused_total",
+    "Commands carrying the service's signature header refused unauthorized, by command type: "
+    "a money step signed under a key this handler does not accept (its money left in transit: "
+    "blackjack redrive), one not the service's, or a copy of a step older handlers signed",
+    ["type"],
+)
 EVENTS = Counter("blackjack_events_total", "Events written, by event type", ["type"])
 TRANSACTIONS = Counter(
     "blackjack_transactions_total", "Kafka transactions, by outcome", ["outcome"]
@@ -138,6 +145,7 @@ def declare_handler(command_types: Iterable[str], signed_step_types: Iterable[st
     for kind in signed_step_types:
         for code in SIGNED_STEP_COPY_CODES:
             COMMANDS.labels(kind, "rejected", code)
+        SIGNED_REFUSED.labels(kind)
     for status in ("pending", "ready", "failed", "fenced"):
         PARTITIONS.labels(status)
     for reason in CHECKPOINT_DISTRUST_REASONS:
