@@ -35,14 +35,16 @@ OTHER_KEY = CommandSigner(b"o" * 32)
 """A handler's key that the harness's processor does not accept."""
 
 
-def reconciled(h: Harness, stuck_after: timedelta = timedelta(0)) -> Reconciled:
-    """The harness's logs matched as ``blackjack redrive`` reads them."""
+def reconciled(
+    h: Harness, stuck_after: timedelta = timedelta(0), at: datetime | None = None
+) -> Reconciled:
+    """The harness's logs matched as ``blackjack redrive`` reads them (``at``: now)."""
     movements = Movements(lambda stream_id: False, stuck_after)
     for stream_id in dict.fromkeys(e.stream_id for handled in h.handled for e in handled.events):
         movements.read(
             stream_id, [to_wire(envelope, h.processor.seal) for envelope in h.events_of(stream_id)]
         )
-    return movements.matched()
+    return movements.matched(at)
 
 
 def signed_elsewhere(record: Outgoing) -> Outgoing:
@@ -116,7 +118,10 @@ def test_a_deposit_its_table_refused_is_made_again_and_taken() -> None:
     [stuck] = found.stuck
     assert (stuck.step, stuck.number, stuck.amount) == ("deposit", 1, 300)
     assert [str(f) for f in found.findings] == [str(stuck.finding)]
-    assert reconciled(h, timedelta(minutes=15)).stuck == []  # in transit, that soon
+    in_transit = reconciled(h, timedelta(minutes=15))  # that soon, by the log's own time
+    assert in_transit.stuck == [] and in_transit.in_transit == 1
+    # counted to now instead, a day later (blackjack redrive's: a log quiet since)
+    assert [s.step for s in reconciled(h, timedelta(minutes=15), at=LATER).stuck] == ["deposit"]
     assert described(h) == [f"buy-in 1 of 3.00 USD from {WALLET}: its Deposit to {TABLE}"]
     [remade] = redriven(h)
     same_step(remade, deposit)

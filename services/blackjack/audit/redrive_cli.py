@@ -53,9 +53,9 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
         type=_minutes,
         default=STUCK_AFTER,
         metavar="MINUTES",
-        help="a step is stuck when its answer is missing this long after its cause, counted "
-        f"back from the log's last event (default {int(STUCK_AFTER.total_seconds()) // 60}, "
-        "the audit's)",
+        help="a step is stuck when its answer is missing this long after its cause (default "
+        f"{int(STUCK_AFTER.total_seconds()) // 60}, the audit's); one that is not yet is counted "
+        "in transit",
     )
     redrive.add_argument("--bootstrap", help=BOOTSTRAP_HELP)
     redrive.add_argument(
@@ -111,7 +111,11 @@ async def _run(kafka: KafkaSettings, keys: ShoeKeys, stuck_after: timedelta, *, 
     topics = Topics(kafka.topic_prefix)
     try:
         log, reconciled = await redrive.read_movements(
-            kafka.bootstrap, topics.events, stuck_after=stuck_after, security=kafka.security
+            kafka.bootstrap,
+            topics.events,
+            stuck_after=stuck_after,
+            now=datetime.now(UTC),
+            security=kafka.security,
         )
     except redrive.UnreadableLog as error:
         print(
@@ -136,6 +140,11 @@ async def _run(kafka: KafkaSettings, keys: ShoeKeys, stuck_after: timedelta, *, 
     print(f"Steps stuck (no answer {stuck_after} after their cause): {len(steps)}")
     for step in steps:
         print(f"  {step.describe()}")
+    if reconciled.in_transit:
+        print(
+            f"In transit (answers missing for less than {stuck_after}, not sent): "
+            f"{reconciled.in_transit}"
+        )
     others = [f for f in reconciled.findings if all(f is not s.finding for s in reconciled.stuck)]
     if others:
         print(

@@ -181,8 +181,12 @@ class Movements:
     def find(self, envelope: WireEnvelope, message: str) -> None:
         self.out.findings.append(Finding(envelope.stream_id, envelope.sequence, None, message))
 
-    def matched(self) -> Reconciled:
-        """Every stream read: match what each side says moved."""
+    def matched(self, at: datetime | None = None) -> Reconciled:
+        """Every stream read: match what each side says moved. ``at``: when a missing answer's
+        wait is counted to, if later than the logs' last event (``blackjack redrive``: now, so
+        that a step stuck in a log that has been quiet since counts its quiet time)."""
+        if at is not None and (self.last_at is None or at > self.last_at):
+            self.last_at = at
         closed = {(envelope.stream_id, closing.transfer) for envelope, closing in self.closed}
         self.match_buy_ins_handled(closed)
         self.match_buy_ins_closed()
