@@ -109,12 +109,13 @@ async def _run(kafka: KafkaSettings, keys: ShoeKeys, stuck_after: timedelta, *, 
     from blackjack.projections.rebuild import topic_partitions
 
     topics = Topics(kafka.topic_prefix)
+    now = datetime.now(UTC)  # what a missing answer's wait counts to, and the steps' sent_at
     try:
         log, reconciled = await redrive.read_movements(
             kafka.bootstrap,
             topics.events,
             stuck_after=stuck_after,
-            now=datetime.now(UTC),
+            now=now,
             security=kafka.security,
         )
     except redrive.UnreadableLog as error:
@@ -136,7 +137,7 @@ async def _run(kafka: KafkaSettings, keys: ShoeKeys, stuck_after: timedelta, *, 
     writer = redrive.StepWriter(
         CommandSigner(*keys.verifying(COMMANDS_PURPOSE)), topics, partitions
     )
-    steps = redrive.plan(reconciled, writer, datetime.now(UTC))
+    steps = redrive.plan(reconciled, writer, now)
     print(f"Steps stuck (no answer {stuck_after} after their cause): {len(steps)}")
     for step in steps:
         print(f"  {step.describe()}")
@@ -162,12 +163,13 @@ async def _run(kafka: KafkaSettings, keys: ShoeKeys, stuck_after: timedelta, *, 
 
 
 async def _send(kafka: KafkaSettings, topics: Topics, steps: list[Redrive]) -> int:
+    from blackjack.audit.redrive import SOURCE
     from blackjack.client import BlackjackClient
 
     refused = 0
     print()
     async with BlackjackClient(
-        kafka.bootstrap, topics, source="/blackjack/redrive", security=kafka.security
+        kafka.bootstrap, topics, source=SOURCE, security=kafka.security
     ) as client:
         for step in steps:
             record = step.record
