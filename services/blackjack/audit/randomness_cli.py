@@ -33,6 +33,7 @@ from blackjack.audit.randomness import (
 )
 from blackjack.domain.events import ShoeRetired
 from blackjack.domain.shoe import commitment
+from blackjack.error_text import error_text
 from blackjack.projection_worker.cli import add_store_options, settings_from
 from blackjack.projection_worker.settings import ProjectionSettings
 from blackjack.projections.revision import SchemaMismatch
@@ -181,7 +182,7 @@ def _randomness(args: argparse.Namespace) -> int:
         KafkaError,
     ) as error:
         # not a verdict on the shuffle: exit 1 must mean that a test failed
-        problem = f"{type(error).__name__}: {error}"
+        problem = error_text(error)
         return _bad(f"cannot read the shoes from the {args.source}: {problem}")
     try:
         groups = by_decks(orders)

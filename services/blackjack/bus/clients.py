@@ -37,6 +37,7 @@ from blackjack.bus.cut_short import close_client_cut_short
 from blackjack.bus.header_names import read_header_names_not_utf8_by
 from blackjack.bus.metadata_backoff import back_off_client
 from blackjack.bus.topic_ids import TopicState, topic_state
+from blackjack.error_text import error_text
 
 log = structlog.get_logger("blackjack.bus")
 
@@ -50,7 +51,7 @@ def _let_go_stop_ended(stopping: asyncio.Task[None]) -> None:
     if not stopping.cancelled() and (error := stopping.exception()) is not None:
         log.warning(
             "a Kafka client's stop, left to end on its own, failed",
-            error=f"{type(error).__name__}: {error}",
+            error=error_text(error),
         )
 
 

@@ -97,6 +97,7 @@ from blackjack.client.sendings import Sending, Sendings
 from blackjack.domain import events as ev
 from blackjack.domain.commands import TableCommand, naming_round
 from blackjack.domain.wallet import AnyWalletCommand
+from blackjack.error_text import error_text
 from blackjack.messages.envelope import CommandEnvelope, CommandResult
 from blackjack.messages.wire import WireEnvelope
 
@@ -315,7 +316,7 @@ class BlackjackClient:
             if self._producer is not broken:
                 return  # replaced already, by another send that failed on it
             self._producer = await started(self._new_producer())
-            log.warning("producer replaced", error=f"{type(error).__name__}: {error}")
+            log.warning("producer replaced", error=error_text(error))
             await stopped(broken)
 
     async def _start(self) -> None:
@@ -353,8 +354,8 @@ class BlackjackClient:
         failure = self._reader_failure()
         if failure is None:
             return
-        log.error("the results reader failed", error=f"{type(failure).__name__}: {failure}")
-        self._set_health("failed", f"{type(failure).__name__}: {failure}")
+        log.error("the results reader failed", error=error_text(failure))
+        self._set_health("failed", error_text(failure))
         self._book.fail_waiters(failure)
 
     async def stop(self) -> None:
@@ -729,7 +730,7 @@ class BlackjackClient:
                 "looking back for a result failed; its wait goes on",
                 command_id=command_id,
                 stream_id=stream_id,
-                error=f"{type(error).__name__}: {error}",
+                error=error_text(error),
             )
             return
         finally:

@@ -30,6 +30,7 @@ from blackjack.client.answers import KEEP_RESULTS
 from blackjack.client.health import ReaderState, read_error_is_fatal
 from blackjack.client.metrics import RESULTS_DELETED_UNREAD, RESULTS_RESETS
 from blackjack.client.sendings import Sendings
+from blackjack.error_text import error_text
 from blackjack.observability.logging import Throttled
 
 log = structlog.get_logger("blackjack.client")
@@ -363,7 +364,7 @@ class ResultsReader:
         )
 
     def _fetch_failed(self, error: KafkaError, failures: int) -> None:
-        described = f"{type(error).__name__}: {error}"
+        described = error_text(error)
         self._health("retrying", described, failures)
         left_out = self._retries_logged.due()
         if left_out is not None:

@@ -8,6 +8,7 @@ import time
 
 from blackjack.command_handler.clock import may_come_due
 from blackjack.command_handler.transactions import Transactions
+from blackjack.error_text import error_text
 from blackjack.observability import metrics
 from blackjack.observability.roles import kafka_answered
 
@@ -44,7 +45,7 @@ class Ticker(Transactions):
                 for tp, end in ends.items()
             }
         except Exception as error:  # revoked meanwhile, the broker: measured next time
-            self.log.info("backlog not measured", error=f"{type(error).__name__}: {error}")
+            self.log.info("backlog not measured", error=error_text(error))
             return
         kafka_answered("handler")
         for number in self._backlog_shown - backlog.keys():

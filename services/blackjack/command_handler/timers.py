@@ -29,6 +29,7 @@ from blackjack.bus.topics import partition_for
 from blackjack.command_handler.clock import due_commands
 from blackjack.command_handler.config import HandlerConfig
 from blackjack.command_handler.streams import PartitionStore
+from blackjack.error_text import error_text
 from blackjack.observability import metrics
 from blackjack.observability.logging import Throttled
 
@@ -122,7 +123,7 @@ class TimerSender:
         if left_out is not None:
             self._log.warning(
                 "sending timer commands failed; the clock's sends paused",
-                error=f"{type(error).__name__}: {error}",
+                error=error_text(error),
                 failures_in_a_row=self._failures,
                 pause_s=pause,
                 lines_left_out=left_out,
@@ -141,6 +142,6 @@ class TimerSender:
         except Exception:
             self._log.exception("clock producer not replaced; tried again at the next tick")
             return
-        self._log.warning("clock producer replaced", error=f"{type(error).__name__}: {error}")
+        self._log.warning("clock producer replaced", error=error_text(error))
         broken, self._producer = self._producer, fresh
         await stopped(broken)

@@ -12,6 +12,7 @@ import structlog
 from aiokafka import TopicPartition
 from aiokafka.errors import KafkaError
 
+from blackjack.error_text import error_text
 from blackjack.projections.health import REPEAT_LOG_EVERY, FoldHealth
 from blackjack.projections.metrics import (
     FAILED_BATCHES,
@@ -94,7 +95,7 @@ class _Folder:
             log.debug(  # counted in FAILED_BATCHES; a failing partition logs for itself
                 "batch rolled back; folding it again partition by partition",
                 records=len(records),
-                error=f"{type(error).__name__}: {error}",
+                error=error_text(error),
             )
             for part in parts:
                 try:
@@ -179,7 +180,7 @@ def _log_rollback(failures: int, records: int, error: Exception) -> None:
             event,
             records=records,
             failures=failures,
-            error=f"{type(error).__name__}: {error}"[:500],
+            error=error_text(error)[:500],
         )
 
 

@@ -36,6 +36,7 @@ from sqlalchemy.exc import SQLAlchemyError
 
 from blackjack.bus.codecs import CodecMissing
 from blackjack.configuration import ConfigurationError
+from blackjack.error_text import error_text
 from blackjack.observability.roles import claim
 from blackjack.projections.other_log import StoreOfAnotherLog
 from blackjack.projections.revision import SchemaMismatch
@@ -281,7 +282,7 @@ class FoldHealth:
     def store_failed(self, error: BaseException) -> None:
         """The database failed this worker (not a record: ``failed`` is for those). Logged with
         its trace the first time, then a short line every ``REPEAT_LOG_EVERY`` failures."""
-        reason = f"{type(error).__name__}: {error}"[:ERROR_CHARS]
+        reason = error_text(error)[:ERROR_CHARS]
         last = self.store_outage
         if last is None:
             self.store_outage = StoreOutage(_now(), 1, reason, _now(), type(error).__name__)
@@ -338,7 +339,7 @@ class FoldHealth:
             targets = list(firsts.values())
         else:
             targets = [at]
-        reason = f"{type(error).__name__}: {error}"[:ERROR_CHARS]
+        reason = error_text(error)[:ERROR_CHARS]
         code, kind = reason_code(error), type(error).__name__
         for record in targets:
             key = record.position

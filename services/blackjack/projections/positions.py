@@ -16,6 +16,7 @@ from typing import TYPE_CHECKING
 import structlog
 from aiokafka import ConsumerRebalanceListener, TopicPartition
 
+from blackjack.error_text import error_text
 from blackjack.observability.roles import kafka_answered
 from blackjack.projections.health import REPEAT_LOG_EVERY, FoldHealth
 from blackjack.projections.metrics import (
@@ -168,7 +169,7 @@ class SeekToStoredPositions(ConsumerRebalanceListener):  # type: ignore[misc]
             try:
                 ends = await consumer.end_offsets(sorted(self.assigned))
             except Exception as error:  # the broker: next time
-                log.info("lag not measured", error=f"{type(error).__name__}: {error}")
+                log.info("lag not measured", error=error_text(error))
                 continue
             starts: dict[tuple[str, int], int] = {}
             try:
@@ -177,7 +178,7 @@ class SeekToStoredPositions(ConsumerRebalanceListener):  # type: ignore[misc]
                 if self.health is not None and is_store_outage(error):
                     store_failed(self.health, error)
                 else:
-                    log.info("positions not read", error=f"{type(error).__name__}: {error}"[:300])
+                    log.info("positions not read", error=error_text(error)[:300])
             else:
                 self.known.update(stored)
                 # None stored: folded from the log's start (``sync``), all of it behind (a
@@ -212,7 +213,7 @@ class SeekToStoredPositions(ConsumerRebalanceListener):  # type: ignore[misc]
             try:
                 stored = await self.writer.stored_positions()
             except Exception as error:  # the store: the lag's watch and the batches report it
-                log.debug("positions not read", error=f"{type(error).__name__}: {error}"[:300])
+                log.debug("positions not read", error=error_text(error)[:300])
                 continue
             if rebalances == self._rebalances:
                 self._compare(committed, stored)
@@ -258,7 +259,7 @@ class SeekToStoredPositions(ConsumerRebalanceListener):  # type: ignore[misc]
             async with asyncio.timeout(GROUP_OFFSETS_TIMEOUT_S):
                 offsets = await consumer._coordinator.fetch_committed_offsets(partitions)
         except Exception as error:  # the broker, or stopping: next time
-            log.info("group offsets not read", error=f"{type(error).__name__}: {error}"[:300])
+            log.info("group offsets not read", error=error_text(error)[:300])
             return None
         kafka_answered("projections")  # every LAG_EVERY_SECONDS, with or without partitions
         return {
@@ -307,7 +308,7 @@ class SeekToStoredPositions(ConsumerRebalanceListener):  # type: ignore[misc]
         except SchemaMismatch as error:
             self.health.schema_mismatched(error)
         except Exception as error:  # the store: the batches and the probe report on it
-            log.debug("schema revision not read", error=f"{type(error).__name__}: {error}")
+            log.debug("schema revision not read", error=error_text(error))
 
     async def _probe_if_quiet(self) -> None:
         """No batch has tried the store for a while during an outage (no events came): write
@@ -481,6 +482,6 @@ async def _log_starts(
     try:
         begins = await consumer.beginning_offsets(partitions)
     except Exception as error:  # the broker: next time
-        log.info("lag not measured", error=f"{type(error).__name__}: {error}"[:300])
+        log.info("lag not measured", error=error_text(error)[:300])
         return {}
     return {(tp.topic, tp.partition): offset for tp, offset in begins.items()}
