@@ -340,6 +340,14 @@ async def test_an_operator_revokes_a_player_s_tokens_issued_until_then(
     assert "revoked" in refused.json()["error"]["message"]
     assert 'error="invalid_token", error_description="' in refused.headers["www-authenticate"]
     assert (await ask(api, "/v1/players/bob/rounds", bob)).status_code == 404  # not hers
+    # every path refuses it so, the revocation's POST too (a review: 403, as if still good)
+    for answer in (
+        await revoke(api, "ann", stolen),
+        await ask(api, "/v1/openapi.json", stolen),
+        await ask(api, "/v1/players/bob/rounds", stolen),
+    ):
+        assert (answer.status_code, answer.json()["error"]["code"]) == (401, "unauthenticated")
+        assert "revoked" in answer.json()["error"]["message"]
     # revoked again at once: not_before never moves back
     assert (await revoke(api, "ann", OPERATOR_TOKEN)).json()["not_before"] >= not_before
     [line] = [entry for entry in logs if entry["event"] == "player tokens revoked"]

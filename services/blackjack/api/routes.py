@@ -186,6 +186,11 @@ class QueryApi:
         if not _revocation(parts):
             raise ApiError(405, "method_not_allowed", "the query API only answers GET here", ALLOW)
         player_id = parts[1]
+        if isinstance(principal, Player):  # refused as on every other path: a 401 first
+            if self.ready is not None and not self.ready():
+                raise ApiError(503, "store_unavailable", "the read model is starting; try again")
+            async with self.store.reading() as connection:
+                await self._refuse_revoked(connection, principal)
         if not isinstance(principal, Operator):
             raise ApiError(403, "forbidden", "an operator's token revokes a player's tokens")
         if not self.tokens.operator_writes:  # open: anyone would be the operator
@@ -204,6 +209,13 @@ class QueryApi:
         log.info("player tokens revoked", player_id=player_id, not_before=not_before)
         return {"player_id": player_id, "not_before": not_before}
 
+    async def _refuse_revoked(self, connection: AsyncConnection, player: Player) -> None:
+        """``Unauthenticated`` (401) for a token issued before its player's tokens were revoked."""
+        leeway = self.tokens.players.leeway_s if self.tokens.players is not None else 0
+        revoked = await revocations.refused_before(connection, player.player_id, leeway)
+        if revoked is not None and player.issued_at < revoked:
+            raise Unauthenticated(REVOKED, presented=True)
+
     async def _route(self, scope: Scope, principal: Principal) -> dict[str, Any]:
         parts = _segments(scope)
         params = _params(scope)
@@ -215,10 +227,7 @@ class QueryApi:
             # a revoked token first: it is refused everything (a 401), the document and the
             # paths it would be forbidden as well (a review: those answered 200 and 403)
             if isinstance(principal, Player):
-                leeway = self.tokens.players.leeway_s if self.tokens.players is not None else 0
-                revoked = await revocations.refused_before(connection, principal.player_id, leeway)
-                if revoked is not None and principal.issued_at < revoked:
-                    raise Unauthenticated(REVOKED, presented=True)
+                await self._refuse_revoked(connection, principal)
             if parts == ["openapi.json"]:
                 return openapi_document()
             authorize(principal, parts)
