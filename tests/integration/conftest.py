@@ -65,6 +65,9 @@ from tests.integration.infra import (
     kafka_test_replicas,
 )
 
+# before any test module imports it: its helpers' asserts explain their failures too
+pytest.register_assert_rewrite("tests.integration.conftest_projections")
+
 WAIT_S = 30.0
 
 

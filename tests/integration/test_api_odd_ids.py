@@ -15,10 +15,8 @@ import pytest
 from blackjack.api.routes import query_api
 from blackjack.domain import commands as cmd
 from blackjack.projections.queries import _wallet_cursor, encode_cursor
-
-pytest.register_assert_rewrite("tests.integration.conftest_projections")
-from tests.integration.conftest_projections import Script, StoreFactory  # noqa: E402
-from tests.unit.test_interrupted_query import fold  # noqa: E402
+from tests.integration.conftest_projections import Script, StoreFactory
+from tests.unit.test_interrupted_query import fold
 
 pytest_plugins = ["tests.integration.conftest_projections"]
 pytestmark = pytest.mark.integration

@@ -31,9 +31,7 @@ from blackjack.messages.sealing import ShoeSeal
 from blackjack.messages.wire import decode
 from blackjack.projections.store import ProjectionStore
 from blackjack.projections.writer import ProjectionWriter
-
-pytest.register_assert_rewrite("tests.integration.conftest_projections")
-from tests.integration.conftest_projections import (  # noqa: E402
+from tests.integration.conftest_projections import (
     STORE_KINDS,
     Script,
     event_records,

@@ -23,9 +23,7 @@ from blackjack.projections.rebuild import rebuild
 from blackjack.projections.revision import code_revision
 from blackjack.projections.store import NoReadModel, ProjectionStore
 from blackjack.projections.writer import ProjectionWriter
-
-pytest.register_assert_rewrite("tests.integration.conftest_projections")
-from tests.integration.conftest_projections import (  # noqa: E402
+from tests.integration.conftest_projections import (
     SHOE_KEY,
     EventsTopic,
     Script,

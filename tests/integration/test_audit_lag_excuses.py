@@ -14,9 +14,7 @@ from blackjack.messages.sealing import ShoeSeal
 from blackjack.messages.wire import WireEnvelope
 from blackjack.projections.rebuild import rebuild
 from blackjack.projections.writer import ProjectionWriter
-
-pytest.register_assert_rewrite("tests.integration.conftest_projections")
-from tests.integration.conftest_projections import (  # noqa: E402
+from tests.integration.conftest_projections import (
     PARTITIONS,
     EventsTopic,
     StoreFactory,

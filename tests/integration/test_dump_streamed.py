@@ -35,11 +35,9 @@ from blackjack.projections.dump import (
 )
 from blackjack.projections.store import NUL_STORED_AS, ProjectionStore
 from blackjack.projections.writer import ProjectionWriter
-
-pytest.register_assert_rewrite("tests.integration.conftest_projections")
-from tests.integration import fold_equivalence as fe  # noqa: E402
-from tests.integration import former_dump  # noqa: E402
-from tests.integration.conftest_projections import StoreFactory, on_server  # noqa: E402
+from tests.integration import fold_equivalence as fe
+from tests.integration import former_dump
+from tests.integration.conftest_projections import StoreFactory, on_server
 
 pytest_plugins = ["tests.integration.conftest_projections"]
 pytestmark = pytest.mark.integration

@@ -49,10 +49,8 @@ from tests.integration.conftest import (
     stream_events,
     wait_for_events,
 )
+from tests.integration.conftest_projections import StoreFactory, data_ends, projection_worker
 from tests.round_lines import LineTally
-
-pytest.register_assert_rewrite("tests.integration.conftest_projections")
-from tests.integration.conftest_projections import StoreFactory, data_ends, projection_worker  # noqa: E402
 
 pytest_plugins = ["tests.integration.conftest_projections"]
 pytestmark = [pytest.mark.integration, pytest.mark.also_on_three_nodes]

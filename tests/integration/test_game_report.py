@@ -34,13 +34,11 @@ from blackjack.projections.reports import MAX_DAYS, game_performance, percent, s
 from blackjack.projections.store import ProjectionStore
 from blackjack.projections.writer import ProjectionWriter, Record
 from blackjack.rules_sheet import Returns, table_returns
-
-pytest.register_assert_rewrite("tests.integration.conftest_projections")
-from tests.integration.conftest_projections import (  # noqa: E402
+from tests.integration.conftest_projections import (
     StoreFactory,
     play_tables,
 )
-from tests.unit.migrations import migrate  # noqa: E402
+from tests.unit.migrations import migrate
 
 pytest_plugins = ["tests.integration.conftest_projections"]
 pytestmark = pytest.mark.integration

@@ -14,10 +14,8 @@ from blackjack.domain import commands as cmd
 from blackjack.projections import schema
 from blackjack.projections.queries import interrupted_rounds
 from blackjack.projections.store import ProjectionStore
-
-pytest.register_assert_rewrite("tests.integration.conftest_projections")
-from tests.integration.conftest_projections import Script, StoreFactory  # noqa: E402
-from tests.unit.test_interrupted_query import fold  # noqa: E402
+from tests.integration.conftest_projections import Script, StoreFactory
+from tests.unit.test_interrupted_query import fold
 
 pytest_plugins = ["tests.integration.conftest_projections"]
 pytestmark = pytest.mark.integration

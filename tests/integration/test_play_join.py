@@ -40,14 +40,12 @@ from blackjack.projections.store import ProjectionStore
 from blackjack.projections.writer import ProjectionWriter
 from tests.integration import infra
 from tests.integration.conftest import WAIT_S, KafkaSpace, accept, await_answered_events
-from tests.integration.test_play import next_line, play
-
-pytest.register_assert_rewrite("tests.integration.conftest_projections")
-from tests.integration.conftest_projections import (  # noqa: E402
+from tests.integration.conftest_projections import (
     STORE_KINDS,
     served_query_api,
     store_factory,
 )
+from tests.integration.test_play import next_line, play
 
 pytest_plugins = ["tests.integration.conftest_projections"]
 pytestmark = [pytest.mark.integration, pytest.mark.also_on_three_nodes]

@@ -30,8 +30,7 @@ import pytest
 from tests.integration import infra
 
 # the drill imports the projections' test helpers: marked first, as every test module does
-pytest.register_assert_rewrite("tests.integration.conftest_projections")
-from tests.integration.measure_chaos import ChaosConfig, run  # noqa: E402
+from tests.integration.measure_chaos import ChaosConfig, run
 
 pytestmark = pytest.mark.integration
 

@@ -24,10 +24,8 @@ from blackjack.projection_worker.worker import build_broker
 from blackjack.projections.health import FoldHealth, probes
 from blackjack.projections.store import ProjectionStore
 from blackjack.projections.writer import ProjectionWriter
-
-pytest.register_assert_rewrite("tests.integration.conftest_projections")
-from tests.integration.conftest_projections import EventsTopic, worker_env  # noqa: E402
-from tests.integration.header_bytes import send_one_batch  # noqa: E402
+from tests.integration.conftest_projections import EventsTopic, worker_env
+from tests.integration.header_bytes import send_one_batch
 
 pytest_plugins = ["tests.integration.conftest_projections"]
 pytestmark = pytest.mark.integration

@@ -36,10 +36,8 @@ from blackjack.projections import writer as writing
 from blackjack.projections.store import ProjectionStore
 from blackjack.projections.views import RoundRecord
 from blackjack.projections.writer import ProjectionWriter, Record, _Batch
-
-pytest.register_assert_rewrite("tests.integration.conftest_projections")
-from tests.integration import fold_equivalence as fe  # noqa: E402
-from tests.integration.conftest_projections import StoreFactory, event_records  # noqa: E402
+from tests.integration import fold_equivalence as fe
+from tests.integration.conftest_projections import StoreFactory, event_records
 
 pytest_plugins = ["tests.integration.conftest_projections"]
 pytestmark = pytest.mark.integration

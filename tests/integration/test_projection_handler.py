@@ -22,9 +22,7 @@ from tests.integration.conftest import (
     wait_for_events,
     wallet_events,
 )
-
-pytest.register_assert_rewrite("tests.integration.conftest_projections")
-from tests.integration.conftest_projections import StoreFactory, data_ends, projection_worker  # noqa: E402
+from tests.integration.conftest_projections import StoreFactory, data_ends, projection_worker
 
 pytest_plugins = ["tests.integration.conftest_projections"]
 pytestmark = pytest.mark.integration

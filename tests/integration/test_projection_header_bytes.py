@@ -22,9 +22,7 @@ from blackjack.projections import schema
 from blackjack.projections.health import FoldHealth
 from blackjack.projections.rebuild import rebuild
 from blackjack.projections.writer import Position, ProjectionWriter, Record
-
-pytest.register_assert_rewrite("tests.integration.conftest_projections")
-from tests.integration.conftest_projections import (  # noqa: E402
+from tests.integration.conftest_projections import (
     SHOE_KEY,
     EventsTopic,
     StoreFactory,
@@ -33,13 +31,13 @@ from tests.integration.conftest_projections import (  # noqa: E402
     to_wire,
     worker_env,
 )
-from tests.integration.header_bytes import (  # noqa: E402
+from tests.integration.header_bytes import (
     JUNK,
     Sent,
     send_one_batch,
     write_raw_header_names,
 )
-from tests.integration.test_projection_poison import running_worker  # noqa: E402
+from tests.integration.test_projection_poison import running_worker
 
 pytest_plugins = ["tests.integration.conftest_projections"]
 pytestmark = pytest.mark.integration

@@ -22,11 +22,9 @@ from blackjack.api.routes import query_api
 from blackjack.domain import commands as cmd
 from blackjack.projections import schema
 from blackjack.projections.store import ProjectionStore, as_stored
-
-pytest.register_assert_rewrite("tests.integration.conftest_projections")
-from tests.integration.conftest_projections import Script, StoreFactory  # noqa: E402
-from tests.unit.migrations import migrate  # noqa: E402
-from tests.unit.test_interrupted_query import fold, fold_envelopes  # noqa: E402
+from tests.integration.conftest_projections import Script, StoreFactory
+from tests.unit.migrations import migrate
+from tests.unit.test_interrupted_query import fold, fold_envelopes
 
 pytest_plugins = ["tests.integration.conftest_projections"]
 pytestmark = pytest.mark.integration

@@ -39,9 +39,7 @@ from blackjack.projections.rebuild import rebuild
 from blackjack.projections.store import ProjectionStore
 from blackjack.projections.views import ProjectionError
 from blackjack.projections.writer import BatchResult, Position, ProjectionWriter, Record
-
-pytest.register_assert_rewrite("tests.integration.conftest_projections")
-from tests.integration.conftest_projections import (  # noqa: E402
+from tests.integration.conftest_projections import (
     EventsTopic,
     StoreFactory,
     play_tables,
@@ -49,7 +47,7 @@ from tests.integration.conftest_projections import (  # noqa: E402
     to_wire,
     worker_env,
 )
-from tests.integration.infra import free_port  # noqa: E402
+from tests.integration.infra import free_port
 
 pytest_plugins = ["tests.integration.conftest_projections"]
 

@@ -19,9 +19,7 @@ from structlog.testing import capture_logs
 from blackjack.messages.sealing import ShoeSeal
 from blackjack.projections.health import FoldHealth
 from blackjack.projections.store import ProjectionStore
-
-pytest.register_assert_rewrite("tests.integration.conftest_projections")
-from tests.integration.conftest_projections import (  # noqa: E402
+from tests.integration.conftest_projections import (
     EventsTopic,
     play_tables,
     projection_worker,

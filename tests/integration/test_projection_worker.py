@@ -21,9 +21,7 @@ from blackjack.projections.dump import dump
 from blackjack.projections.rebuild import read_topic, rebuild
 from blackjack.projections.store import ProjectionStore
 from blackjack.projections.writer import ProjectionWriter
-
-pytest.register_assert_rewrite("tests.integration.conftest_projections")
-from tests.integration.conftest_projections import (  # noqa: E402
+from tests.integration.conftest_projections import (
     EventsTopic,
     StoreFactory,
     expected_balances,
@@ -36,7 +34,7 @@ from tests.integration.conftest_projections import (  # noqa: E402
     wait_until,
     worker_env,
 )
-from tests.integration.infra import free_port  # noqa: E402
+from tests.integration.infra import free_port
 
 pytest_plugins = ["tests.integration.conftest_projections"]
 pytestmark = [pytest.mark.integration, pytest.mark.also_on_three_nodes]

@@ -34,10 +34,7 @@ from blackjack.projections.rebuild import rebuild
 from blackjack.projections.revision import SchemaMismatch, hold_folds
 from blackjack.projections.store import ProjectionStore
 from blackjack.projections.writer import Position, ProjectionWriter, Record, read_positions
-from tests.unit.migrations import migrate
-
-pytest.register_assert_rewrite("tests.integration.conftest_projections")
-from tests.integration.conftest_projections import (  # noqa: E402
+from tests.integration.conftest_projections import (
     EventsTopic,
     StoreFactory,
     connect_directly,
@@ -49,6 +46,7 @@ from tests.integration.conftest_projections import (  # noqa: E402
     wait_until,
     worker_env,
 )
+from tests.unit.migrations import migrate
 
 pytest_plugins = ["tests.integration.conftest_projections"]
 pytestmark = pytest.mark.integration

@@ -14,16 +14,14 @@ from blackjack.domain import events as ev
 from blackjack.messages.sealing import ShoeSeal
 from blackjack.projections.rebuild import rebuild
 from blackjack.projections.writer import ProjectionWriter
-
-pytest.register_assert_rewrite("tests.integration.conftest_projections")
-from tests.integration.conftest_projections import (  # noqa: E402
+from tests.integration.conftest_projections import (
     PARTITIONS,
     EventsTopic,
     StoreFactory,
     publish,
     to_wire,
 )
-from tests.unit.test_seat_released_reading import stood_up  # noqa: E402
+from tests.unit.test_seat_released_reading import stood_up
 
 pytest_plugins = ["tests.integration.conftest_projections"]
 pytestmark = pytest.mark.integration

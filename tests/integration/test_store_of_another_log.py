@@ -37,9 +37,7 @@ from blackjack.projections.dump import write_dump
 from blackjack.projections.rebuild import rebuild
 from blackjack.projections.store import ProjectionStore
 from blackjack.projections.writer import ProjectionWriter
-
-pytest.register_assert_rewrite("tests.integration.conftest_projections")
-from tests.integration.conftest_projections import (  # noqa: E402
+from tests.integration.conftest_projections import (
     PARTITIONS,
     SHOE_KEY,
     EventsTopic,

@@ -20,9 +20,7 @@ from sqlalchemy import text
 from sqlalchemy.engine import make_url
 
 from blackjack.projections.revision import code_revision
-
-pytest.register_assert_rewrite("tests.integration.conftest_projections")
-from tests.integration.conftest_projections import StoreFactory  # noqa: E402
+from tests.integration.conftest_projections import StoreFactory
 
 pytest_plugins = ["tests.integration.conftest_projections"]
 pytestmark = pytest.mark.integration

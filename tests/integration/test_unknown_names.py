@@ -44,9 +44,7 @@ from tests.integration.conftest import (
     verify_stream,
     wait_for_events,
 )
-
-pytest.register_assert_rewrite("tests.integration.conftest_projections")
-from tests.integration.conftest_projections import STORE_KINDS, store_factory  # noqa: E402
+from tests.integration.conftest_projections import STORE_KINDS, store_factory
 
 pytest_plugins = ["tests.integration.conftest_projections"]
 pytestmark = pytest.mark.integration

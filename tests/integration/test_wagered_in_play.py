@@ -18,9 +18,7 @@ from blackjack.domain import commands as cmd
 from blackjack.domain import events as ev
 from blackjack.messages.sealing import ShoeSeal
 from blackjack.projections.writer import ProjectionWriter
-
-pytest.register_assert_rewrite("tests.integration.conftest_projections")
-from tests.integration.conftest_projections import (  # noqa: E402
+from tests.integration.conftest_projections import (
     SHOE_KEY,
     Script,
     StoreFactory,
