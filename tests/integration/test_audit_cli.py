@@ -11,6 +11,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from aiokafka import AIOKafkaProducer
 from sqlalchemy import func, select, text, update
 from sqlalchemy.engine import make_url
 
@@ -127,6 +128,32 @@ async def test_a_clean_log_passes_the_audit_and_replays_round_by_round(
         assert replay.returncode == 0, replay.stdout + replay.stderr
         assert "REPLAY OK" in replay.stdout and "MISMATCH" not in replay.stdout
         assert f"Round {TABLE}:{hand.round} - mini-s17 - USD - settled" in replay.stdout
+
+
+async def test_a_record_the_service_did_not_write_under_the_table_s_key_is_stepped_over(
+    events_topic: EventsTopic, stores: StoreFactory, shoe_seal: ShoeSeal
+) -> None:
+    """Junk under the table's key (no ``ce_type``, not an event: the record the runbook's
+    stuck worker is moved past) is stepped over by ``replay --source kafka`` and named, as
+    the audit and a rebuild step over it. Before: a traceback (``KeyError: 'data'``), exit 1,
+    the code of a mismatch."""
+    _, env = await live_store(stores, events_topic, shoe_seal, LOG.envelopes)
+    producer = AIOKafkaProducer(bootstrap_servers=events_topic.bootstrap)
+    await producer.start()
+    try:
+        junk = await producer.send_and_wait(
+            events_topic.name, b'{"not": "an event"}', TABLE.encode()
+        )
+    finally:
+        await producer.stop()
+    hand = a_won_hand()
+    replay = blackjack("replay", f"{TABLE}:{hand.round}", "--source", "kafka", env=env)
+    assert replay.returncode == 0, replay.stdout + replay.stderr
+    assert "REPLAY OK" in replay.stdout and "Traceback" not in replay.stderr
+    assert (
+        f"Note: 1 record(s) under {TABLE}'s key not written by the service, stepped over: "
+        f"{events_topic.name}[{junk.partition}] offset {junk.offset}"
+    ) in replay.stderr
 
 
 async def test_the_key_file_opens_the_shoes_and_without_a_key_nothing_passes_unverified(

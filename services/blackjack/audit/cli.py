@@ -25,7 +25,7 @@ from blackjack.audit import randomness_cli, redrive_cli
 from blackjack.command_handler.keys import load_audit_keys, load_shoe_keys
 from blackjack.configuration import ConfigurationError
 from blackjack.messages.sealing import ShoeSeal
-from blackjack.messages.wire import decode
+from blackjack.messages.wire import decode, not_the_service_s
 from blackjack.projection_worker.cli import add_store_options, settings_from
 from blackjack.projection_worker.settings import ProjectionSettings
 from blackjack.projections.dump import DIFFERENCES_SHOWN
@@ -85,28 +85,46 @@ async def _from_store(settings: ProjectionSettings, replayer: RoundReplayer) -> 
 
 async def _from_kafka(settings: ProjectionSettings, replayer: RoundReplayer) -> None:
     """The table's events from the events topic, fed as they are read (an event written twice
-    counted once, as the projections count it: ``OnceEach``), within ``REPLAY_READ_S``."""
+    counted once, as the projections count it: ``OnceEach``), within ``REPLAY_READ_S``. A
+    record under the table's key that the service did not write (``wire.not_the_service_s``,
+    or a header name that is not UTF-8) is stepped over and named on stderr, as the audit and
+    a rebuild step over it (before, a traceback and exit 1, which means a mismatch)."""
+    from aiokafka.structs import ConsumerRecord
+
     from blackjack.audit.replay import OnceEach
-    from blackjack.projections.rebuild import read_topic
-    from blackjack.projections.writer import Record
+    from blackjack.bus.header_names import header_name_not_utf8
+    from blackjack.projections.rebuild import read_consumer_records
 
     key = replayer.stream_id.encode()
     once = OnceEach()
+    stepped_over: list[str] = []
 
-    def feed(records: list[Record]) -> None:
+    def feed(records: list[ConsumerRecord]) -> None:
         for record in records:
-            if record.key == key:
-                envelope = decode(record.value)
-                if once.first(envelope):
-                    replayer.feed(envelope)
+            if record.key != key:
+                continue
+            if header_name_not_utf8(record.headers) or not_the_service_s(
+                record.value, record.headers
+            ):
+                stepped_over.append(f"{record.topic}[{record.partition}] offset {record.offset}")
+                continue
+            envelope = decode(record.value or b"")
+            if once.first(envelope):
+                replayer.feed(envelope)
 
-    await read_topic(
+    await read_consumer_records(
         settings.bootstrap,
         settings.events_topic,
         feed,
         timeout=REPLAY_READ_S,
         security=settings.security,
     )
+    if stepped_over:
+        print(
+            f"Note: {len(stepped_over)} record(s) under {replayer.stream_id}'s key not written "
+            f"by the service, stepped over: {', '.join(stepped_over)}",
+            file=sys.stderr,
+        )
 
 
 def _replay(args: argparse.Namespace) -> int:
