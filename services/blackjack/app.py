@@ -207,7 +207,10 @@ def build_app(config: HandlerConfig, projections: ProjectionSettings | None = No
             await migrated(store, health)
 
         queries = store.for_queries()
-        steps += [("topics", ensure_events_topic), ("read model", migrate)]
+        # the read model's database first: its gauge (blackjack_projection_store_up) reads 0
+        # until it is reached, so a start waiting for Kafka paged the on-call about the
+        # database (BlackjackProjectionStoreUnreachable) beside BlackjackStartStalled{kafka}
+        steps = [("read model", migrate), *steps, ("topics", ensure_events_topic)]
         on_shutdown += [stop_worker, store.close]
         if queries is not store:
             on_shutdown.append(queries.close)

@@ -21,6 +21,7 @@ from blackjack.command_handler.config import HandlerConfig
 from blackjack.messages.sealing import ShoeSeal
 from blackjack.projection_worker import worker
 from blackjack.projection_worker.settings import ProjectionSettings
+from blackjack.projections.metrics import STORE_UP
 
 GAUGE = "blackjack_start_waiting_since_timestamp_seconds"
 NO_BROKER = "127.0.0.1:9"  # nothing listens: a start waits there for good
@@ -135,3 +136,40 @@ async def test_a_worker_names_the_step_it_waits_on_until_stopped(
         stop.set()
         await asyncio.wait_for(running, 10)
     assert waiting_here() == {}
+
+
+def _store_up(text: str) -> float | None:
+    return next(
+        (
+            sample.value
+            for family in text_string_to_metric_families(text)
+            for sample in family.samples
+            if sample.name == "blackjack_projection_store_up"
+        ),
+        None,
+    )
+
+
+async def test_serve_waiting_for_kafka_has_reached_its_database_first(tmp_path: Path) -> None:
+    """``serve`` migrates its read model before it waits for the brokers: waiting for Kafka,
+    its ``blackjack_projection_store_up`` reads 1, the database's truth. Before, the brokers
+    came first and the gauge read 0 until they answered, so a broker outage at a start paged
+    the on-call about the database too (``BlackjackProjectionStoreUnreachable``, a review)."""
+    config = HandlerConfig(
+        shoe_key_hex=ShoeSeal.new_key_hex(), group_id="g", kafka=KafkaSettings(NO_BROKER)
+    )
+    projections = ProjectionSettings(db_url=f"sqlite+aiosqlite:///{tmp_path / 'read.db'}")
+    served = build_app(config, projections)
+    assert [step for step, _ in served.start.steps][:2] == ["read model", "kafka"]
+    STORE_UP.set(0)  # as a process starts (another test may have set it)
+    transport = httpx.ASGITransport(app=served.app)
+    async with httpx.AsyncClient(transport=transport, base_url="http://serve") as http:
+        served.start.launch()
+        try:
+            await asyncio.wait_for(_until(lambda: served.start.step == "kafka"), 10)
+            text = (await http.get("/metrics")).text
+            assert list(waiting(text)) == ["kafka"]
+            assert _store_up(text) == 1
+            assert (await http.get("/readyz")).json()["projections"]["store"]["status"] == "ok"
+        finally:
+            await asyncio.wait_for(served.start.cancel(), 5)
