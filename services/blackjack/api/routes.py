@@ -187,8 +187,7 @@ class QueryApi:
             raise ApiError(405, "method_not_allowed", "the query API only answers GET here", ALLOW)
         player_id = parts[1]
         if isinstance(principal, Player):  # refused as on every other path: a 401 first
-            if self.ready is not None and not self.ready():
-                raise ApiError(503, "store_unavailable", "the read model is starting; try again")
+            self._check_ready()
             async with self.store.reading() as connection:
                 await self._refuse_revoked(connection, principal)
         if not isinstance(principal, Operator):
@@ -203,11 +202,15 @@ class QueryApi:
             )
         if not (_storable(player_id) and len(player_id) <= revocations.MAX_PLAYER_ID_CHARS):
             raise ApiError(400, "bad_path", "a player id is 1-128 characters, none of them NUL")
-        if self.ready is not None and not self.ready():
-            raise ApiError(503, "store_unavailable", "the read model is starting; try again")
+        self._check_ready()
         not_before = await revocations.revoke_now(self.store, player_id, self.tokens.players)
         log.info("player tokens revoked", player_id=player_id, not_before=not_before)
         return {"player_id": player_id, "not_before": not_before}
+
+    def _check_ready(self) -> None:
+        """503 ``store_unavailable`` while the read model is starting (not migrated yet)."""
+        if self.ready is not None and not self.ready():
+            raise ApiError(503, "store_unavailable", "the read model is starting; try again")
 
     async def _refuse_revoked(self, connection: AsyncConnection, player: Player) -> None:
         """``Unauthenticated`` (401) for a token issued before its player's tokens were revoked."""
@@ -221,8 +224,7 @@ class QueryApi:
         params = _params(scope)
         if parts == ["openapi.json"] and not isinstance(principal, Player):
             return openapi_document()  # the contract of every answer below: no store needed
-        if self.ready is not None and not self.ready():
-            raise ApiError(503, "store_unavailable", "the read model is starting; try again")
+        self._check_ready()
         async with self.store.reading() as connection:
             # a revoked token first: it is refused everything (a 401), the document and the
             # paths it would be forbidden as well (a review: those answered 200 and 403)
