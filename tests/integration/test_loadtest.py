@@ -12,10 +12,13 @@ from typing import Any
 import pytest
 from aiokafka.admin import AIOKafkaAdminClient
 
+from blackjack.bus.settings import KafkaSettings
+from blackjack.bus.topics import Topics
 from blackjack.cli import build_parser, main
 from blackjack.domain import commands as cmd
 from blackjack.domain import events as ev
 from blackjack.domain.evolve import evolve
+from blackjack.domain.rules import preset
 from blackjack.domain.state import INITIAL_STATE, TableState
 from blackjack.loadtest.config import LoadConfig
 from blackjack.loadtest.drill import stop_all
@@ -23,7 +26,7 @@ from blackjack.loadtest.echo import echo_value
 from blackjack.loadtest.figures import percentile
 from blackjack.loadtest.players import Sent
 from blackjack.loadtest.proof import money_of, prove
-from blackjack.loadtest.run import run_loadtest
+from blackjack.loadtest.run import remove_topics, run_loadtest
 from blackjack.messages.envelope import CommandEnvelope, CommandResult, EventEnvelope
 from tests.integration.infra import kafka_sasl
 
@@ -91,6 +94,49 @@ async def test_the_run_deletes_its_topics(small_run: list[dict[str, Any]], boots
     finally:
         await admin.close()
     assert left == []
+    assert line(small_run, "summary")["topics_kept"] is None
+
+
+async def test_a_refused_command_reaches_the_proof_which_fails_and_keeps_the_topics(
+    bootstrap: str,
+) -> None:
+    """A table whose command is refused stops; the others play on, and the proof, read from
+    the topics, names the refusals and fails: the run's log is kept for a look."""
+    lines: list[dict[str, Any]] = []
+    above_the_maximum = preset("mini-h17").max_bet + 100
+    config = LoadConfig(
+        bootstrap=bootstrap, tables=2, rounds=2, partitions=1, bet=above_the_maximum, baseline=False
+    )
+    summary = await run_loadtest(config, lines.append)
+    prefix = line(lines, "setup")["topic_prefix"]
+    try:
+        assert [one["kind"] for one in lines] == ["setup", "run", "proof", "summary"]
+        assert line(lines, "run")["tables_stopped"] == 2
+        proof = line(lines, "proof")
+        assert proof["ok"] is False
+        assert proof["rejections"] == {"bet_above_maximum": 2}
+        assert proof["results"] == proof["commands_sent"] == 2 * 4  # set up, then the bet
+        assert proof["missing_results"] == 0
+        assert any("PlaceBet" in text and "bet_above_maximum" in text for text in proof["problems"])
+        assert (summary["ok"], summary["topics_kept"]) == (False, prefix)
+        admin = AIOKafkaAdminClient(bootstrap_servers=bootstrap)
+        await admin.start()
+        try:
+            kept = [name for name in await admin.list_topics() if name.startswith(prefix)]
+        finally:
+            await admin.close()
+        assert sorted(kept) == sorted(Topics(prefix).all())
+    finally:
+        await remove_topics([KafkaSettings(bootstrap=bootstrap, topic_prefix=prefix)])
+
+
+def test_a_bet_outside_the_variant_s_limits_is_refused_before_any_topic(
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    code = main(["loadtest", "--bootstrap", "127.0.0.1:1", "--bet", "500.01"])
+    captured = capsys.readouterr()
+    assert code == 2 and captured.out == ""
+    assert "--bet: mini-h17 takes bets of 1.00-500.00 USD, not 500.01 USD" in captured.err
 
 
 def test_over_sasl_ssl_as_the_service_connects_the_proof_holds(

@@ -15,9 +15,10 @@ from typing import Any, TextIO
 from blackjack.arguments import wait_seconds
 from blackjack.bus.settings import BOOTSTRAP_HELP, KafkaSecurity, KafkaSettings
 from blackjack.client import PRODUCER_BATCH_BYTES
+from blackjack.domain.rules import preset
 from blackjack.loadtest.config import SINGLE_PLAYER_PRESETS, Emit, LoadConfig
 from blackjack.loadtest.run import run_loadtest
-from blackjack.simulation.commands import money
+from blackjack.simulation.commands import bet_outside_limits, money
 
 LOCAL_BROKER = shlex.quote(
     str(Path(__file__).resolve().parents[3] / "deploy" / "kafka" / "kafka.sh")
@@ -60,6 +61,10 @@ def _replicas_refused(args: argparse.Namespace, command: str) -> bool:
 
 def _loadtest(args: argparse.Namespace) -> int:
     if _replicas_refused(args, "loadtest"):
+        return 2
+    refusal = None if args.bet is None else bet_outside_limits(preset(args.variant), args.bet)
+    if refusal is not None:  # every table's first bet would be refused: nothing to measure
+        print(f"blackjack loadtest: --bet: {refusal}", file=sys.stderr)
         return 2
     config = LoadConfig(
         bootstrap=args.bootstrap,

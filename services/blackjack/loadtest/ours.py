@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import os
 from dataclasses import dataclass
+from functools import partial
 
 from prometheus_client import REGISTRY
 
@@ -26,6 +27,8 @@ class OursOutcome:
     views: dict[str, tuple[int, TableState]]
     deposit: int
     rejections: list[tuple[str, str, str]]
+    stopped: list[str]
+    """Why each table that stopped before its last round did (a refusal, a missing result)."""
 
 
 def _transaction_totals() -> tuple[float, float]:
@@ -79,10 +82,11 @@ async def run_ours(config: LoadConfig, settings: KafkaSettings, shoe_key: str) -
                 )
                 for i in range(config.tables)
             ]
-            await gather_all(player.set_up(deposit) for player in players)
+            await gather_all(p.until_stopped(partial(p.set_up, deposit)) for p in players)
             measured_from = len(sent)
             before = _transaction_totals()
-            await timed(phase, gather_all(p.play(config.rounds, bet) for p in players))
+            playing = (p.until_stopped(partial(p.play, config.rounds, bet)) for p in players)
+            await timed(phase, gather_all(playing))
             after = _transaction_totals()
             phase.transactions = after[0] - before[0]
             phase.transaction_s = after[1] - before[1]
@@ -94,6 +98,7 @@ async def run_ours(config: LoadConfig, settings: KafkaSettings, shoe_key: str) -
             handler_states = _handler_states(handler)
             views = {sid: (view.sequence, view.state) for sid, view in follower.views.items()}
             rejections = [r for p in players for r in p.rejections]
+            stopped = [p.stopped for p in players if p.stopped is not None]
         finally:
             await client.stop()
             await follower.stop()
@@ -101,4 +106,4 @@ async def run_ours(config: LoadConfig, settings: KafkaSettings, shoe_key: str) -
         await handler.stop()
     if handler.failure is not None:
         raise RuntimeError("the handler failed") from handler.failure
-    return OursOutcome(phase, sent, handler_states, views, deposit, rejections)
+    return OursOutcome(phase, sent, handler_states, views, deposit, rejections, stopped)

@@ -8,7 +8,7 @@ import contextlib
 import time
 import uuid
 from collections import Counter, defaultdict
-from collections.abc import Awaitable, Iterable
+from collections.abc import Awaitable, Callable, Iterable
 from dataclasses import dataclass
 from typing import Any
 
@@ -149,6 +149,10 @@ class EventFollower:
             raise
 
 
+class TableStopped(RuntimeError):
+    """A command of the table was refused, or had no result in time: its player cannot go on."""
+
+
 @dataclass
 class Sent:
     """One command a player sent: its stream, id and the bytes of its envelope."""
@@ -194,13 +198,32 @@ class Player:
         have reached the topic)."""
         self.rejections: list[tuple[str, str, str]] = []
         self.rounds = 0
+        self.stopped: str | None = None
+        """Why the table stopped before its last round (``until_stopped``)."""
+
+    async def until_stopped(self, work: Callable[[], Awaitable[None]]) -> None:
+        """``work`` unless the table has stopped; a stop it meets is noted, not raised, so
+        the other tables play on and the proof, read from the topics, says what is missing
+        (a refusal, a result never written). Anything else fails the run."""
+        if self.stopped is not None:
+            return
+        try:
+            await work()
+        except TableStopped as stop:
+            self.stopped = str(stop)
 
     async def execute(self, command: cmd.TableCommand, *, measure: bool) -> TableState:
         """Send, await the result, then the table as of the command's last event."""
         started = time.perf_counter()
         command_id = str(uuid.uuid4())
+        kind = type(command).__name__
         self.log.append(Sent(self.stream_id, command_id, command))
-        result = await self._answer(command_id, command)
+        try:
+            result = await self._answer(command_id, command)
+        except TimeoutError as error:
+            raise TableStopped(
+                f"{self.stream_id}: {kind} {command_id} had no result in {self.timeout:g} s"
+            ) from error
         self.answered_at.append(time.perf_counter())
         self.asked_at.append(started)
         if measure:
@@ -208,9 +231,8 @@ class Player:
         view = self.follower.views[self.stream_id]
         if result.status != "accepted":
             assert result.rejection is not None
-            kind = type(command).__name__
             self.rejections.append((command_id, kind, result.rejection.code))
-            raise RuntimeError(
+            raise TableStopped(
                 f"{self.stream_id}: {kind} rejected: {result.rejection.code} "
                 f"({result.rejection.message})"
             )

@@ -44,10 +44,12 @@ async def run_loadtest(config: LoadConfig, emit: Emit) -> dict[str, Any]:
     emit(_setup_line(config, prefix))
     compute_strategy(config.rules())  # before any clock starts
     created = [ours_settings]
+    proven = False
     try:
         await ensure_topics(ours_settings, Topics(prefix))
         ours = await run_ours(config, ours_settings, shoe_key)
-        emit({"kind": "run", "variant": config.variant, **ours.phase.figures()})
+        figures = {**ours.phase.figures(), "tables_stopped": len(ours.stopped)}
+        emit({"kind": "run", "variant": config.variant, **figures})
         measured_from = len(ours.sent) - ours.phase.commands
         baseline: Phase | None = None
         if config.baseline:
@@ -68,11 +70,15 @@ async def run_loadtest(config: LoadConfig, emit: Emit) -> dict[str, Any]:
             rounds=config.rounds,
             answers_per_record=back.answers_per_record,
         )
+        proof.problems[:0] = ours.stopped
         emit(proof.line())
+        proven = proof.ok
     finally:
-        if not config.keep_topics:
+        # A run that did not prove its log keeps it (named in the setup line) for a look.
+        if proven and not config.keep_topics:
             await remove_topics(created)
     summary = _summary(config, ours.phase, baseline, ok=proof.ok)
+    summary["topics_kept"] = None if proven and not config.keep_topics else prefix
     emit(summary)
     return summary
 

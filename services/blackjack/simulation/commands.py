@@ -94,13 +94,19 @@ def _bet(args: argparse.Namespace, rules: Rules) -> int | None:
         bet = amount_in_minor_units(text, rules.currency)
     except NotAMove as error:
         raise RulesRefused(str(error), "--bet") from None
-    if not rules.min_bet <= bet <= rules.max_bet:
-        cur = rules.currency
-        limits = f"{money_of(rules.min_bet, cur)}-{money_of(rules.max_bet, cur)} {cur}"
-        raise RulesRefused(
-            f"{rules.name} takes bets of {limits}, not {money_of(bet, cur)} {cur}", "--bet"
-        )
+    refusal = bet_outside_limits(rules, bet)
+    if refusal is not None:
+        raise RulesRefused(refusal, "--bet")
     return bet
+
+
+def bet_outside_limits(rules: Rules, bet: int) -> str | None:
+    """Why a table of ``rules`` refuses a bet of ``bet`` minor units, or None: within limits."""
+    if rules.min_bet <= bet <= rules.max_bet:
+        return None
+    cur = rules.currency
+    limits = f"{money_of(rules.min_bet, cur)}-{money_of(rules.max_bet, cur)} {cur}"
+    return f"{rules.name} takes bets of {limits}, not {money_of(bet, cur)} {cur}"
 
 
 def _add_overrides(parser: argparse.ArgumentParser) -> None:
