@@ -339,14 +339,21 @@ class Processor(Deciding):
         sent_at = envelope.sent_at
         if buy_in and sent_at is not None and sent_at > arrived + platform_money.SENT_AHEAD:
             sent_at = None
-        # At a table several players share, a Withdraw is a player's own: each player's take
-        # their share of the ids at most (``player_share``), so that no one fills them all.
-        command, state, own, share = envelope.command, stream.state, 0, None
+        # At a table several players share, a Withdraw is a player's own: each seated player's
+        # take their share of the ids at most (``player_share``), and the players not seated,
+        # under any number of ids, one share between them, so that no one fills them all.
+        command, state, own, share, seated = envelope.command, stream.state, 0, None, True
         table = state if isinstance(state, TableState) else None
         if isinstance(command, cmd.Withdraw) and table is not None and table.rules.funded_by_wallet:
             share = platform_money.player_share(self.money_ids_max, table.rules.seats)
+            seated = command.player_id in table.players
             own = platform_money.kept_for_player(
-                stream.money_players, stream.money, command.player_id, latest, store.money_retention
+                stream.money_players,
+                stream.money,
+                command.player_id,
+                latest,
+                store.money_retention,
+                seated=table.players.keys(),
             )
         kept = platform_money.Kept(
             stream.money,
@@ -358,6 +365,7 @@ class Processor(Deciding):
             self.money_sent_at_required and not buy_in,
             players_own=own,
             player_limit=share,
+            player_seated=seated,
             terms=stream.money_terms,
         )
         another = platform_money.terms_differ(command, envelope.command_id, state, kept)

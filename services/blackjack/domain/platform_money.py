@@ -48,7 +48,7 @@ Pure: the time is an argument, never read from a clock.
 from __future__ import annotations
 
 import hashlib
-from collections.abc import Mapping
+from collections.abc import Collection, Mapping
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta
 from typing import Any, TypeVar
@@ -323,14 +323,16 @@ def forget_before(
 def player_share(limit: int, seats: int) -> int:
     """How many ids a table several players share keeps at most for one player's own
     ``Withdraw``s (their chips back to their wallet, the one platform money command such a
-    table keeps by id): its limit (``BLACKJACK_MONEY_IDS_MAX``) over its seats. A player's
+    table keeps by id): its limit (``BLACKJACK_MONEY_IDS_MAX``) over its seats and one more
+    share, which every player not seated at it shares (``kept_for_player``). A player's
     ``Withdraw`` is decided only while the table keeps fewer ids of theirs than that. Before,
     anyone (seated or not) sending refused ``Withdraw``s in a loop, each kept 7 days, filled
     the table's ids in seconds, and every seated player's ``Withdraw`` was refused
-    ``money_ids_full`` for 7 days. The cost: a player who withdraws more than that in the
-    retention is refused ``money_ids_full`` until the oldest are let go (``LeaveTable`` pays
-    the whole balance out whatever)."""
-    return max(1, limit // seats)
+    ``money_ids_full`` for 7 days; and while each id had a share, five ids not seated did it
+    still. The cost: a player who withdraws more than that in the retention is refused
+    ``money_ids_full`` until the oldest are let go (``LeaveTable`` pays the whole balance out
+    whatever)."""
+    return max(1, limit // (seats + 1))
 
 
 def kept_for_player(
@@ -339,13 +341,23 @@ def kept_for_player(
     player: str,
     now: datetime,
     retention: timedelta,
+    *,
+    seated: Collection[str],
 ) -> int:
-    """How many of the ids still kept at ``now`` are ``player``'s."""
+    """How many of the ids still kept at ``now`` count against ``player``'s share: their own
+    while they are ``seated``; else those of every player not seated now, whose share is one
+    (a player not seated has no chips at the table, and any number of ids can be named)."""
     horizon = now - kept_for(retention)
+    if player in seated:
+        return sum(
+            1
+            for command_id, whose in players.items()
+            if whose == player and decided[command_id] >= horizon
+        )
     return sum(
         1
         for command_id, whose in players.items()
-        if whose == player and decided[command_id] >= horizon
+        if whose not in seated and decided[command_id] >= horizon
     )
 
 
@@ -375,7 +387,9 @@ class Kept:
     require_sent_at: bool = False
     """``BLACKJACK_MONEY_SENT_AT=required``: a command without ``sent_at`` is ``malformed``"""
     players_own: int = 0
-    """how many of them are the command's player's own (``kept_for_player``)"""
+    """how many of them count against the command's player's share (``kept_for_player``)"""
+    player_seated: bool = True
+    """whether the command's player is seated (else the share is that of every player not)"""
     player_limit: int | None = None
     """how many the command's player may have (``player_share``); None: no such share"""
     terms: Mapping[str, str] = field(default_factory=dict)
@@ -441,6 +455,13 @@ def check(
             "carries the first sending's): this service requires it",
         )
     if kept.player_limit is not None and kept.players_own >= kept.player_limit:
+        if not kept.player_seated:
+            return Rejection(
+                code="money_ids_full",
+                message=f"this table keeps the ids of {kept.player_limit} money commands in "
+                f"{_span(retention)} of players not seated at it, the share they all have, "
+                "and as many: this one is not decided (a player not seated has no chips here)",
+            )
         return Rejection(
             code="money_ids_full",
             message=f"this table keeps the ids of {kept.player_limit} money commands of a "
