@@ -36,7 +36,13 @@ from blackjack.domain.rejections import in_one_line
 from blackjack.domain.wallet import AnyWalletCommand
 from blackjack.error_text import error_text
 from blackjack.messages import strict_json
-from blackjack.messages.envelope import CommandEnvelope, CommandResult, StreamCommand
+from blackjack.messages.envelope import (
+    UNPARSED_ID_REFUSAL,
+    CommandEnvelope,
+    CommandResult,
+    StreamCommand,
+    unparsed_id,
+)
 from blackjack.messages.wire import WireEnvelope
 
 _COMMAND: TypeAdapter[TableCommand | AnyWalletCommand] = TypeAdapter(StreamCommand)
@@ -86,6 +92,8 @@ def _prepared(
         CommandEnvelope(command_id=command_id, stream_id=args.stream_id, command=command)
     except ValidationError as error:
         return f"not a valid id: {in_one_line(error)}"
+    if unparsed_id(command_id):
+        return f"not a valid id: {UNPARSED_ID_REFUSAL}"
     return command, command_id, sent_at
 
 

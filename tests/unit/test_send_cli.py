@@ -15,7 +15,9 @@ import pytest
 from aiokafka.errors import KafkaConnectionError, KafkaTimeoutError
 
 from blackjack import client_cli
+from blackjack.bus.topics import Topics
 from blackjack.client import BlackjackClient, SendTimedOut, UnreadableResult
+from blackjack.domain.commands import OpenTable
 from blackjack.domain.wallet import WalletDeposit
 from blackjack.messages import strict_json
 from blackjack.messages.envelope import CommandResult
@@ -137,6 +139,35 @@ def test_an_id_the_service_would_refuse_is_a_one_line_error_before_sending(
     out, err = capsys.readouterr()
     assert out == "" and err.startswith(f"blackjack send: not a valid id: {named}: ")
     assert err.count("\n") == 1
+
+
+def test_an_id_of_the_answers_to_unreadable_records_is_refused_before_sending(
+    monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """The handler answers such an id under its own record's offset: sent, the command line
+    waited 10 s, then said to send it again under the same id, whose answer never comes."""
+    monkeypatch.setattr(BlackjackClient, "start", _never)
+    args = send_args(
+        stream_id="t-1",
+        command='{"type": "OpenTable", "variant": "mini-h17"}',
+        command_id="unparsed-1-3",
+    )
+    assert client_cli._send(args) == 2
+    out, err = capsys.readouterr()
+    assert out == "" and err == (
+        "blackjack send: not a valid id: command ids unparsed-<partition>-<offset> name the "
+        "answers to unreadable records\n"
+    )
+
+
+async def test_the_client_refuses_to_send_under_an_id_of_the_answers_to_unreadable_records(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    monkeypatch.setattr(BlackjackClient, "start", _never)
+    monkeypatch.setattr(BlackjackClient, "_started", _never)
+    client = BlackjackClient("127.0.0.1:1", Topics())
+    with pytest.raises(ValueError, match="unparsed-<partition>-<offset>"):
+        await client.send("t-1", OpenTable(variant="mini-h17"), command_id="unparsed-0-12")
 
 
 async def _never(self: BlackjackClient) -> None:

@@ -98,7 +98,12 @@ from blackjack.domain import events as ev
 from blackjack.domain.commands import TableCommand, naming_round
 from blackjack.domain.wallet import AnyWalletCommand
 from blackjack.error_text import error_text
-from blackjack.messages.envelope import CommandEnvelope, CommandResult
+from blackjack.messages.envelope import (
+    UNPARSED_ID_REFUSAL,
+    CommandEnvelope,
+    CommandResult,
+    unparsed_id,
+)
 from blackjack.messages.wire import WireEnvelope
 
 _T = TypeVar("_T")
@@ -519,6 +524,8 @@ class BlackjackClient:
         self._sendings.placed(command_id, sending, int(metadata.partition), int(metadata.offset))
 
     async def send_envelope(self, envelope: CommandEnvelope) -> None:
+        if unparsed_id(envelope.command_id):  # the handler's answer would come under another id
+            raise ValueError(f"command id {envelope.command_id}: {UNPARSED_ID_REFUSAL}")
         await self._started()
         sending = self._sending(envelope)
         metadata = await self._send_record(

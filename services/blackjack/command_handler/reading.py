@@ -4,7 +4,6 @@ refused (``malformed``, ``unknown_command``), with those of its ids an answer ma
 from __future__ import annotations
 
 import json
-import re
 from collections.abc import Sequence
 from dataclasses import dataclass
 from datetime import datetime
@@ -22,7 +21,13 @@ from blackjack.domain.wallet import (
     wallet_stream,
 )
 from blackjack.messages import strict_json
-from blackjack.messages.envelope import CORRELATION_ID_MAX_CHARS, CommandEnvelope, type_name
+from blackjack.messages.envelope import (
+    CORRELATION_ID_MAX_CHARS,
+    UNPARSED_ID_REFUSAL,
+    CommandEnvelope,
+    type_name,
+    unparsed_id,
+)
 
 log = structlog.get_logger("blackjack.command_handler")
 
@@ -91,20 +96,9 @@ ID_MAX_CHARS = 128
 read is cut to it, so that the answer stays small whatever the message held."""
 
 
-UNPARSED_ID = re.compile(r"unparsed-[0-9]+-[0-9]+")
-"""The id an answer gives a message that names no valid one of its own,
-``unparsed-<partition>-<offset>``: its sender finds its answer by it. A command may not take
-one (``malformed``, answered under its own offset's): accepted under it, it put a second answer
-under the id of the unreadable record at that offset, whose sender read "accepted"."""
-
-
 def _own_id(value: object) -> str | None:
     """The message's command id, when an answer may be filed under it."""
-    if (
-        isinstance(value, str)
-        and 0 < len(value) <= ID_MAX_CHARS
-        and not UNPARSED_ID.fullmatch(value)
-    ):
+    if isinstance(value, str) and 0 < len(value) <= ID_MAX_CHARS and not unparsed_id(value):
         return value
     return None
 
@@ -245,10 +239,7 @@ def _misplaced(
     stream_id = envelope.stream_id
     kind = str(envelope.command.type)
     if _own_id(envelope.command_id) is None:
-        return (
-            "malformed",
-            "command ids unparsed-<partition>-<offset> name the answers to unreadable records",
-        )
+        return "malformed", UNPARSED_ID_REFUSAL
     if (inbound.key or b"").decode("utf-8", "replace") != stream_id:
         return "malformed", "the Kafka key must be the stream id"
     home = partition_for(stream_id, partitions)

@@ -40,6 +40,23 @@ CORRELATION_ID_MAX_CHARS = 1024
 """The longest correlation id a command may carry (copied onto its events and result)."""
 
 
+UNPARSED_ID = re.compile(r"unparsed-[0-9]+-[0-9]+")
+"""The id an answer gives a message that names no valid one of its own,
+``unparsed-<partition>-<offset>``: its sender finds its answer by it. A command may not take
+one (the handler refuses it ``malformed``, answered under its own offset's; a client refuses
+to send it, as its answer would never come under its id): accepted under it, it put a second
+answer under the id of the unreadable record at that offset, whose sender read "accepted"."""
+
+UNPARSED_ID_REFUSAL = (
+    "command ids unparsed-<partition>-<offset> name the answers to unreadable records"
+)
+
+
+def unparsed_id(command_id: str) -> bool:
+    """Whether ``command_id`` is of the form no command may take (``UNPARSED_ID``)."""
+    return UNPARSED_ID.fullmatch(command_id) is not None
+
+
 class CommandEnvelope(BaseModel):
     """A command for one stream (a table; a single-player table is the player's own)."""
 
