@@ -11,7 +11,7 @@ from typing import Any
 
 import pytest
 
-from blackjack.audit.audit import AuditReport, shoes_on_two_tables
+from blackjack.audit.audit import AuditReport, shoes_on_two_tables, shoes_under_keys_not_given
 from blackjack.audit.recall import render, replay_round
 from blackjack.audit.replay import OnceEach, replay_stream
 from blackjack.audit.replayed import StreamReplay
@@ -440,6 +440,36 @@ def test_a_wrong_key_is_told_from_a_changed_shoe() -> None:
     both = ShoeSeal.for_auditor(other.audit_key_hex(), SEAL.audit_key_hex())
     opened = replay_stream(swapped, both)
     assert opened.findings == [] and opened.stopped is None
+
+
+def test_a_table_whose_shoes_are_all_under_a_key_not_given_fails_an_audit_the_key_serves() -> None:
+    """A whole table copied into the log by whoever writes the events topic, its shoes sealed
+    under a key of their own (reveals to match), had no shoe the key opened before: no finding,
+    and the audit passed. Where the key opens the log's other shoes, each of its shoes is one;
+    where it opens none (another deployment's key), the audit is incomplete, nothing called
+    forged."""
+    script = Script("atlantic-city", [["TH", "7S", "9H", "QD"]])  # a new shoe every round
+    script.do(cmd.PlaceBet(player_id=A, box=0, amount=1000), cmd.Deal(player_id=A))
+    script.do(cmd.Stand(player_id=A, box=0))
+    other = ShoeSeal.from_hex(ShoeSeal.new_key_hex())
+    auditor = ShoeSeal.for_auditor(SEAL.audit_key_hex())
+    real = replay_stream(wires(script), auditor)
+    forged = replay_stream([to_wire(e, other) for e in script.envelopes], auditor)
+    assert real.opened_by_key and forged.findings == []  # the table alone cannot tell
+    shoes_under_keys_not_given([real, forged])
+    assert real.findings == []
+    assert forged.under_other_keys
+    assert sorted(f.message for f in forged.findings) == [
+        f"shoe {shoe} is sealed under a key this audit was not given (key id {other.key_id}), "
+        "where the key opens the log's other shoes: a key rotation's key missing from "
+        "BLACKJACK_AUDIT_KEY (`blackjack audit-key` prints every one), or a shoe no handler "
+        "sealed"
+        for shoe in sorted(forged.under_other_keys)
+    ]
+    wrong = ShoeSeal.for_auditor(ShoeSeal.new_key_hex())
+    blind = [replay_stream(wires(script), wrong), replay_stream(wires(script), wrong)]
+    shoes_under_keys_not_given(blind)
+    assert [f for r in blind for f in r.findings] == [] and blind[0].under_other_keys
 
 
 def test_a_mini_s17_round_in_play_shows_the_upcard_dealt_second_and_hides_the_first() -> None:

@@ -431,7 +431,27 @@ async def replay_streams(
         replay.rounds = {}
         report.replays.append(replay)
     shoes_on_two_tables(report.replays)
+    shoes_under_keys_not_given(report.replays)
     report.transfers = movements.matched()
+
+
+def shoes_under_keys_not_given(replays: list[StreamReplay]) -> None:
+    """Where the key opens shoes of the log (it is the deployment's), a shoe sealed under a
+    key id it does not hold is a finding at every table, not only at one whose earlier shoes
+    it opened (``TableReplayer`` finds those): a whole table whoever writes the events topic
+    made up, shoes sealed under a key of their own with reveals to match, passed the audit.
+    A key not the deployment's opens none, and the audit is incomplete, not failed."""
+    if not any(replay.opened_by_key for replay in replays):
+        return
+    for replay in replays:
+        for shoe, key_id in replay.under_other_keys.items():
+            message = (
+                f"shoe {shoe} is sealed under a key this audit was not given (key id {key_id}), "
+                "where the key opens the log's other shoes: a key rotation's key missing from "
+                "BLACKJACK_AUDIT_KEY (`blackjack audit-key` prints every one), or a shoe no "
+                "handler sealed"
+            )
+            replay.findings.append(Finding(replay.stream_id, None, None, message))
 
 
 def shoes_on_two_tables(replays: list[StreamReplay]) -> None:

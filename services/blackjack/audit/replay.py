@@ -245,6 +245,7 @@ class TableReplayer(MoneyChecks, TableChecks):
                 order, salt = self.seal.unseal(self.out.stream_id, shoe, data.sealed)
                 sources.append(("key", order, salt))
                 self.opened_v2 = self.opened_v2 or data.sealed.startswith(SEALED_V2)
+                self.out.opened_by_key = self.opened_v2
             except SealedForOthers as other:
                 # sealed under the master key (before the shoe key) or under another shoe key
                 # (a key of another deployment given?): opened by its reveal, a finding only
@@ -253,6 +254,8 @@ class TableReplayer(MoneyChecks, TableChecks):
                 # their own, with a reveal to match (a review's drill), or a key rotation's
                 # key the audit was not given (``blackjack audit-key`` prints every one)
                 self.sealed_because = str(other)
+                if data.sealed.startswith(SEALED_V2) and not self.opened_v2:
+                    self.out.under_other_keys[shoe] = str(ShoeSeal.key_id_of(data.sealed))
                 if self.opened_v2 and data.sealed.startswith(SEALED_V2):
                     self._find(
                         f"shoe {shoe} is sealed under another key than the shoes before (key "

@@ -103,6 +103,12 @@ class StreamReplay:
     checks: int = 0
     stopped: str | None = None
     """why the fold stopped before the last event (a corrupt log, a shoe still sealed)"""
+    opened_by_key: bool = False
+    """the key opened a shoe of this stream sealed under a key id (``2.``)"""
+    under_other_keys: dict[int, str] = field(default_factory=dict)
+    """shoes sealed under a key id (``2.``) the key does not hold, read before it opened one
+    of this stream's (those after are found as they are read) -> that key id: a finding where
+    the key opens shoes of the log (``audit.shoes_under_keys_not_given``)"""
     last_at: datetime | None = None
     """when the last event read was written (``out_of_time``)"""
 
