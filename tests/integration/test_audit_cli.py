@@ -15,8 +15,11 @@ from aiokafka import AIOKafkaProducer
 from sqlalchemy import func, select, text, update
 from sqlalchemy.engine import make_url
 
+from blackjack.bus.topics import partition_for
+from blackjack.command_handler.ids import event_id
 from blackjack.domain import commands as cmd
 from blackjack.domain import events as ev
+from blackjack.messages import wire
 from blackjack.messages.envelope import EventEnvelope
 from blackjack.messages.sealing import ShoeSeal
 from blackjack.projections import schema
@@ -25,6 +28,7 @@ from blackjack.projections.revision import code_revision
 from blackjack.projections.store import NoReadModel, ProjectionStore
 from blackjack.projections.writer import ProjectionWriter
 from tests.integration.conftest_projections import (
+    PARTITIONS,
     SHOE_KEY,
     EventsTopic,
     Script,
@@ -154,6 +158,134 @@ async def test_a_record_the_service_did_not_write_under_the_table_s_key_is_stepp
         f"Note: 1 record(s) under {TABLE}'s key not written by the service, stepped over: "
         f"{events_topic.name}[{junk.partition}] offset {junk.offset}"
     ) in replay.stderr
+
+
+def last_of_table() -> tuple[EventEnvelope, int]:
+    """The table's last event, and the player's balance there after it."""
+    envelopes = [e for e in LOG.envelopes if e.stream_id == TABLE]
+    balance = next(
+        e.data.balance_after
+        for e in reversed(envelopes)
+        if getattr(e.data, "player_id", None) == PLAYER and hasattr(e.data, "balance_after")
+    )
+    return envelopes[-1], balance
+
+
+def next_event(last: EventEnvelope, data: ev.Event, sequence: int | None = None) -> EventEnvelope:
+    """``data`` as the table's event after ``last`` (or at ``sequence``), its id as the
+    handler derives it."""
+    number = last.sequence + 1 if sequence is None else sequence
+    return last.model_copy(
+        update={
+            "sequence": number,
+            "event_id": event_id(TABLE, number),
+            "type": type(data).__name__,
+            "data": data,
+        }
+    )
+
+
+async def send_wire(
+    topic: EventsTopic, envelope: EventEnvelope, partition: int | None = None
+) -> Any:
+    """One event written as the handler writes it (its key, its headers), on ``partition``
+    if given; its record's metadata."""
+    item = to_wire([envelope], ShoeSeal.from_hex(SHOE_KEY))[0]
+    producer = AIOKafkaProducer(bootstrap_servers=topic.bootstrap)
+    await producer.start()
+    try:
+        return await producer.send_and_wait(
+            topic.name,
+            wire.encode(item),
+            TABLE.encode(),
+            partition=partition,
+            headers=wire.cloudevents_headers(item, "tests/projections"),
+        )
+    finally:
+        await producer.stop()
+
+
+async def test_a_record_a_worker_is_stuck_at_past_the_live_positions_fails_the_audit(
+    events_topic: EventsTopic, stores: StoreFactory, shoe_seal: ShoeSeal
+) -> None:
+    """A forged event that skips a sequence stops the live worker there, and everything after
+    it on the partition goes unread: before, the audit called it the workers' lag, passed up to
+    the live positions, exit 0."""
+    _, env = await live_store(stores, events_topic, shoe_seal, LOG.envelopes)
+    last, balance = last_of_table()
+    skipped = next_event(
+        last,
+        ev.FundsWithdrawn(player_id=PLAYER, amount=100, balance_after=balance - 100),
+        last.sequence + 2,
+    )
+    record = await send_wire(events_topic, skipped)
+    audit = blackjack("audit", env=env)
+    assert audit.returncode == 1, audit.stdout + audit.stderr
+    assert (
+        f"Past the live positions, a record the projections cannot fold: {events_topic.name}"
+        f"[{record.partition}] offset {record.offset}: ProjectionError: {TABLE}: event "
+        f"{last.sequence + 2} follows {last.sequence}"
+    ) in audit.stdout
+    assert "AUDIT FAILED" in audit.stdout and "AUDIT PASSED" not in audit.stdout
+
+
+async def test_a_record_the_rebuild_cannot_fold_below_the_live_positions_fails_without_a_traceback(
+    events_topic: EventsTopic, stores: StoreFactory, shoe_seal: ShoeSeal
+) -> None:
+    """A live store moved past a record of the service's it could not fold (as the runbook
+    moves a worker past a record the service did not write): the rebuild from offset 0 stops
+    at it. Before, the audit ended in a traceback, exit 1, with no verdict."""
+    store, env = await live_store(stores, events_topic, shoe_seal, LOG.envelopes)
+    last, balance = last_of_table()
+    skipped = next_event(
+        last,
+        ev.FundsWithdrawn(player_id=PLAYER, amount=100, balance_after=balance - 100),
+        last.sequence + 2,
+    )
+    record = await send_wire(events_topic, skipped)
+    async with store.engine.begin() as connection:
+        await connection.execute(
+            update(schema.positions)
+            .where(schema.positions.c.topic == events_topic.name)
+            .where(schema.positions.c.kafka_partition == record.partition)
+            .values(next_offset=record.offset + 1)
+        )
+    audit = blackjack("audit", env=env)
+    assert audit.returncode == 1, audit.stdout + audit.stderr
+    assert "Traceback" not in audit.stderr
+    assert (
+        f"Rebuild from offset 0: stopped at a record the projections cannot fold, "
+        f"{events_topic.name}[{record.partition}] offset {record.offset}: ProjectionError: "
+        f"{TABLE}: event {last.sequence + 2} follows {last.sequence}"
+    ) in audit.stdout
+    assert audit.stdout.rstrip().endswith("AUDIT FAILED")
+
+
+async def test_an_event_on_another_partition_than_its_stream_s_fails_the_audit(
+    events_topic: EventsTopic, stores: StoreFactory, shoe_seal: ShoeSeal
+) -> None:
+    """The handler reads its stream's partition only, the store folds an event wherever it
+    lies: a withdrawal written under the table's key to another partition, folded by the live
+    store, passed the audit (or, the partitions read in another order, ended it in a
+    traceback)."""
+    store, env = await live_store(stores, events_topic, shoe_seal, LOG.envelopes)
+    last, balance = last_of_table()
+    out = next_event(
+        last, ev.FundsWithdrawn(player_id=PLAYER, amount=100, balance_after=balance - 100)
+    )
+    home = partition_for(TABLE, PARTITIONS)
+    elsewhere = (home + 1) % PARTITIONS
+    await send_wire(events_topic, out, partition=elsewhere)
+    await rebuild(ProjectionWriter(store), events_topic.bootstrap, events_topic.name)
+    audit = blackjack("audit", env=env)
+    assert audit.returncode == 1, audit.stdout + audit.stderr
+    assert "Traceback" not in audit.stderr
+    off = (
+        f"{TABLE} event {out.sequence}: 1 event(s) from sequence {out.sequence} read from "
+        f"partition {elsewhere}, not the stream's partition {home}: not written by the handler"
+    )
+    assert off in audit.stdout or "a record the projections cannot fold" in audit.stdout
+    assert "AUDIT FAILED" in audit.stdout
 
 
 async def test_the_key_file_opens_the_shoes_and_without_a_key_nothing_passes_unverified(

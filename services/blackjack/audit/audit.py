@@ -5,14 +5,18 @@
 2. Rebuild a scratch store from offset 0 of the topic up to exactly those positions, with the
    same projection code, and compare the two row by row, table by table: a merge of the
    scratch store's rows and the live dump's lines, both in key order (``dump.compare``; the
-   first ``differences`` of each table are kept and named, the rest counted).
+   first ``differences`` of each table are kept and named, the rest counted). A record of
+   the service's the rebuild cannot fold stops the audit there (``Unfoldable``).
 3. Check money conservation in the live store: for every account,
    ``deposited - withdrawn - cashed_out = available + in_play + (lost - won)``, no negative
    balance, and no money in play at a table with no round open.
 4. Replay every table's events through the pure engine (``audit.replay``): balances, stakes,
-   cards against the committed shoe, the dealer's drawing, every payout derived again.
+   cards against the committed shoe, the dealer's drawing, every payout derived again; and
+   every stream's events on its own partition (``events_off_their_partition``).
 5. Match every buy-in and cash-out between a wallet and a shared table across the two logs
    (``audit.transfers``).
+6. Fold what lies past the live positions into the scratch store, only to know that it can
+   be: a record it cannot is the one a live worker is stuck at, not lag.
 
 Every difference, violation and finding is reported; any one makes the audit fail.
 """
@@ -20,7 +24,7 @@ Every difference, violation and finding is reported; any one makes the audit fai
 from __future__ import annotations
 
 import tempfile
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Awaitable, Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import IO, Any
 
@@ -36,6 +40,7 @@ from blackjack.bus.settings import PLAINTEXT, KafkaSecurity
 from blackjack.bus.topics import partition_for
 from blackjack.domain.currencies import money
 from blackjack.domain.wallet import is_wallet_stream
+from blackjack.error_text import error_text
 from blackjack.messages.sealing import ShoeSeal
 from blackjack.projections import queries, schema
 from blackjack.projections.dump import (
@@ -129,6 +134,23 @@ class MoneyTotals:
         )
 
 
+@dataclass(frozen=True)
+class Unfoldable:
+    """A record of the service's that the projections cannot fold, and why (a sequence
+    skipped, an event on another stream's partition: a log the handler did not write)."""
+
+    topic: str
+    partition: int
+    offset: int
+    error: str
+    past_positions: bool
+    """past the live positions: the record a live worker is stuck at; else the rebuild
+    stopped there and nothing was compared"""
+
+    def __str__(self) -> str:
+        return f"{self.topic}[{self.partition}] offset {self.offset}: {self.error}"
+
+
 @dataclass
 class AuditReport:
     topic: str
@@ -159,6 +181,11 @@ class AuditReport:
     past the live positions (lag: the rest of the way is in the records not folded yet)"""
     replays: list[StreamReplay] = field(default_factory=list)
     transfers: Reconciled = field(default_factory=Reconciled)
+    unfoldable: Unfoldable | None = None
+    """a record the projections cannot fold, below the live positions or past them"""
+    foreign_past: list[tuple[str, int, int]] = field(default_factory=list)
+    """records past the live positions the service did not write: a live worker stops at one
+    until an operator steps it over"""
     """money between wallets and shared tables, matched across the logs"""
 
     @property
@@ -173,6 +200,7 @@ class AuditReport:
             or self.findings
             or self.transfers.findings
             or self.unacknowledged
+            or self.unfoldable
         )
 
     @property
@@ -237,9 +265,29 @@ class AuditReport:
             "Positions (live = rebuilt up to): "
             + (", ".join(f"{p}:{o}" for (_, p), o in sorted(self.positions.items())) or "none"),
         ]
+        if self.unfoldable is not None and not self.unfoldable.past_positions:
+            lines += [
+                f"\nRebuild from offset 0: stopped at a record the projections cannot fold, "
+                f"{self.unfoldable}",
+                "  (a log the handler did not write: nothing was compared or replayed)",
+                "\nAUDIT FAILED",
+            ]
+            return "\n".join(lines)
         if any(self.pending.values()):
             behind = ", ".join(f"{p}:{n}" for (_, p), n in sorted(self.pending.items()) if n)
             lines.append(f"Note: events not yet folded into the live store (lag): {behind}")
+        if self.unfoldable is not None:
+            lines.append(
+                f"Past the live positions, a record the projections cannot fold: "
+                f"{self.unfoldable} (its partition's worker is stuck at it: not lag)"
+            )
+        if self.foreign_past:
+            where = ", ".join(f"{t}[{p}] offset {o}" for t, p, o in self.foreign_past)
+            lines.append(
+                f"Note: past the live positions, {len(self.foreign_past)} record(s) not written "
+                f"by the service, at which a worker stops until stepped over "
+                f'(docs/operations.md, "A stuck projection worker"): {where}'
+            )
         if self.foreign:
             where = ", ".join(f"{t}[{p}] offset {o}" for t, p, o in self.foreign)
             lines.append(
@@ -371,15 +419,21 @@ async def _rebuild_and_compare(
     # stepped the live store over it; the scratch store steps over it too (and it is named).
     foreign: list[Record] = []
     unreadable: list[Record] = []
-    await rebuild(
+    report.unfoldable = await _folded(
         writer,
-        bootstrap,
-        topic,
-        stop=report.positions,
-        security=security,
-        foreign=foreign,
-        unreadable=unreadable,
+        rebuild(
+            writer,
+            bootstrap,
+            topic,
+            stop=report.positions,
+            security=security,
+            foreign=foreign,
+            unreadable=unreadable,
+        ),
+        past_positions=False,
     )
+    if report.unfoldable is not None:
+        return
     report.foreign = [(r.topic, r.partition, r.offset) for r in foreign]
     report.unreadable, report.acknowledged_elsewhere = match(
         ((r.topic, r.partition, r.offset, r.sha256 or "") for r in unreadable), acknowledged
@@ -398,8 +452,35 @@ async def _rebuild_and_compare(
         )
         report.differences, report.differences_found = comparison.shown, comparison.counts
         await replay_streams(report, connection, seal, lagging)
+        await events_off_their_partition(report, connection, partitions)
     report.totals = counted.totals
     report.violations, report.crossing = counted.judged(report.transfers.ahead)
+    if any(report.pending.values()):
+        # What lies past the live positions is folded too, only to know it can be: a worker
+        # stuck at a record (a sequence skipped, a stream's event on another partition) left
+        # everything after it unread, and the audit called it lag and passed.
+        foreign_past: list[Record] = []
+        report.unfoldable = await _folded(
+            writer,
+            rebuild(writer, bootstrap, topic, security=security, foreign=foreign_past),
+            past_positions=True,
+        )
+        report.foreign_past = [(r.topic, r.partition, r.offset) for r in foreign_past]
+
+
+async def _folded(
+    writer: ProjectionWriter, rebuilding: Awaitable[object], *, past_positions: bool
+) -> Unfoldable | None:
+    """``rebuilding`` run; the record it stopped at, if the projections could not fold one
+    (an error reading the topic is raised)."""
+    try:
+        await rebuilding
+    except Exception as error:
+        at = writer.failed_at
+        if at is None:
+            raise
+        return Unfoldable(at.topic, at.partition, at.offset, error_text(error), past_positions)
+    return None
 
 
 async def replay_streams(
@@ -452,6 +533,30 @@ def shoes_under_keys_not_given(replays: list[StreamReplay]) -> None:
                 "handler sealed"
             )
             replay.findings.append(Finding(replay.stream_id, None, None, message))
+
+
+async def events_off_their_partition(
+    report: AuditReport, connection: AsyncConnection, partitions: int
+) -> None:
+    """A stream's events are all on its partition (its key's; the partition count never
+    changes): one read from another was put there by something else than the handler, which
+    reads its stream's partition only, and the store folded it where the handler never will
+    (a forged payout the engine's replay of the stream cannot tell from its own)."""
+    replays = {replay.stream_id: replay for replay in report.replays}
+    for stream_id, partition, first, count in await queries.event_partitions(connection):
+        home = partition_for(stream_id, partitions)
+        if partition == home:
+            continue
+        message = (
+            f"{count} event(s) from sequence {first} read from partition {partition}, not the "
+            f"stream's partition {home}: not written by the handler"
+        )
+        replay = replays.get(stream_id)
+        if replay is None:  # a stream with no view: its events are folded all the same
+            replay = StreamReplay(stream_id)
+            report.replays.append(replay)
+            replays[stream_id] = replay
+        replay.findings.append(Finding(stream_id, first, None, message))
 
 
 def shoes_on_two_tables(replays: list[StreamReplay]) -> None:

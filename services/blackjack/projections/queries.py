@@ -697,6 +697,26 @@ async def stream_ids(connection: AsyncConnection) -> list[str]:
     return found
 
 
+async def event_partitions(connection: AsyncConnection) -> list[tuple[str, int, int, int]]:
+    """Each stream's events by the partition they were read from: (stream, partition, first
+    sequence, events), a stream's partitions in order."""
+    events = schema.events
+    query = (
+        select(
+            events.c.stream_id,
+            events.c.kafka_partition,
+            func.min(events.c.sequence),
+            func.count(),
+        )
+        .group_by(events.c.stream_id, events.c.kafka_partition)
+        .order_by(events.c.stream_id, events.c.kafka_partition)
+    )
+    return [
+        (stream_id, int(partition), int(first), int(count))
+        for stream_id, partition, first, count in await connection.execute(query)
+    ]
+
+
 async def interrupted_rounds(
     connection: AsyncConnection, idle_before: datetime, limit: int, *, every_table: bool = False
 ) -> list[dict[str, Any]]:
