@@ -186,10 +186,13 @@ def next_event(last: EventEnvelope, data: ev.Event, sequence: int | None = None)
 
 
 async def send_wire(
-    topic: EventsTopic, envelope: EventEnvelope, partition: int | None = None
+    topic: EventsTopic,
+    envelope: EventEnvelope,
+    partition: int | None = None,
+    key: str = TABLE,
 ) -> Any:
-    """One event written as the handler writes it (its key, its headers), on ``partition``
-    if given; its record's metadata."""
+    """One event written as the handler writes it (its headers; under the table's key unless
+    ``key``), on ``partition`` if given; its record's metadata."""
     item = to_wire([envelope], ShoeSeal.from_hex(SHOE_KEY))[0]
     producer = AIOKafkaProducer(bootstrap_servers=topic.bootstrap)
     await producer.start()
@@ -197,7 +200,7 @@ async def send_wire(
         return await producer.send_and_wait(
             topic.name,
             wire.encode(item),
-            TABLE.encode(),
+            key.encode(),
             partition=partition,
             headers=wire.cloudevents_headers(item, "tests/projections"),
         )
@@ -286,6 +289,31 @@ async def test_an_event_on_another_partition_than_its_stream_s_fails_the_audit(
     )
     assert off in audit.stdout or "a record the projections cannot fold" in audit.stdout
     assert "AUDIT FAILED" in audit.stdout
+
+
+async def test_replay_from_the_topic_reads_the_table_s_events_under_another_key_and_fails(
+    events_topic: EventsTopic, stores: StoreFactory, shoe_seal: ShoeSeal
+) -> None:
+    """The store folds an event by the stream its envelope names, whatever its key: a
+    withdrawal of the table written under another key on the table's partition was folded,
+    and ``replay --source kafka``, which read the table's key only, replayed OK."""
+    store, env = await live_store(stores, events_topic, shoe_seal, LOG.envelopes)
+    last, balance = last_of_table()
+    out = next_event(
+        last, ev.FundsWithdrawn(player_id=PLAYER, amount=100, balance_after=balance - 100)
+    )
+    home = partition_for(TABLE, PARTITIONS)
+    other = next(k for k in (f"k{n}" for n in range(99)) if partition_for(k, PARTITIONS) == home)
+    record = await send_wire(events_topic, out, partition=home, key=other)
+    await rebuild(ProjectionWriter(store), events_topic.bootstrap, events_topic.name)
+    hand = a_won_hand()
+    replay = blackjack("replay", f"{TABLE}:{hand.round}", "--source", "kafka", env=env)
+    assert replay.returncode == 1, replay.stdout + replay.stderr
+    assert (
+        f"  {events_topic.name}[{home}] offset {record.offset}: an event of {TABLE} under the "
+        f"key '{other}'"
+    ) in replay.stdout
+    assert replay.stdout.rstrip().endswith("REPLAY FAILED")
 
 
 async def test_the_key_file_opens_the_shoes_and_without_a_key_nothing_passes_unverified(

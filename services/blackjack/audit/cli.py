@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import json
 import os
 import sys
 import tempfile
@@ -64,7 +65,7 @@ event here, some 25 s for a month of a busy table's 860,000 events, beside readi
 topic's every partition."""
 
 
-async def _from_store(settings: ProjectionSettings, replayer: RoundReplayer) -> None:
+async def _from_store(settings: ProjectionSettings, replayer: RoundReplayer) -> list[str]:
     """The table's events from the read-model store, a page at a time (a month of a busy
     table is about 860,000 events: not in memory at once)."""
     from blackjack.projections.queries import stream_envelope_pages
@@ -81,38 +82,63 @@ async def _from_store(settings: ProjectionSettings, replayer: RoundReplayer) -> 
                     replayer.feed(envelope)
     finally:
         await store.close()
+    return []  # where each lay is the audit's to check (``events_off_their_partition``)
 
 
-async def _from_kafka(settings: ProjectionSettings, replayer: RoundReplayer) -> None:
+async def _from_kafka(settings: ProjectionSettings, replayer: RoundReplayer) -> list[str]:
     """The table's events from the events topic, fed as they are read (an event written twice
-    counted once, as the projections count it: ``OnceEach``), within ``REPLAY_READ_S``. A
-    record under the table's key that the service did not write (``wire.not_the_service_s``,
-    or a header name that is not UTF-8) is stepped over and named on stderr, as the audit and
-    a rebuild step over it (before, a traceback and exit 1, which means a mismatch)."""
+    counted once, as the projections count it: ``OnceEach``), within ``REPLAY_READ_S``; and
+    where those of them the handler never reads lie. A record under the table's key that the
+    service did not write (``wire.not_the_service_s``, or a header name that is not UTF-8) is
+    stepped over and named on stderr, as the audit and a rebuild step over it (before, a
+    traceback and exit 1, which means a mismatch). An event of the table under another key,
+    or on another partition than the table's, is fed as the store folds it, and named: the
+    handler, which reads its key's partition, never does (before, it was not read, and a
+    forged payout the store had folded so replayed OK from the topic)."""
     from aiokafka.structs import ConsumerRecord
 
     from blackjack.audit.replay import OnceEach
     from blackjack.bus.header_names import header_name_not_utf8
+    from blackjack.bus.topics import partition_for
     from blackjack.projections.rebuild import read_consumer_records
 
-    key = replayer.stream_id.encode()
+    stream_id = replayer.stream_id
+    key = stream_id.encode()
+    named = {
+        key,
+        json.dumps(stream_id)[1:-1].encode(),
+        json.dumps(stream_id, ensure_ascii=False)[1:-1].encode(),
+    }
     once = OnceEach()
     stepped_over: list[str] = []
+    read_from: list[tuple[int, int, bytes | None]] = []
 
     def feed(records: list[ConsumerRecord]) -> None:
         for record in records:
+            value = record.value or b""
             if record.key != key:
-                continue
-            if header_name_not_utf8(record.headers) or not_the_service_s(
-                record.value, record.headers
-            ):
+                if (
+                    not any(name in value for name in named)
+                    or header_name_not_utf8(record.headers)
+                    or not_the_service_s(value, record.headers)
+                ):
+                    continue
+                try:  # another key's record that names the table: read only if it is its event
+                    envelope = decode(value)
+                except Exception:  # whatever it is, it is not the table's event
+                    continue
+                if envelope.stream_id != stream_id:
+                    continue
+            elif header_name_not_utf8(record.headers) or not_the_service_s(value, record.headers):
                 stepped_over.append(f"{record.topic}[{record.partition}] offset {record.offset}")
                 continue
-            envelope = decode(record.value or b"")
+            else:
+                envelope = decode(value)
+            read_from.append((record.partition, record.offset, record.key))
             if once.first(envelope):
                 replayer.feed(envelope)
 
-    await read_consumer_records(
+    ends = await read_consumer_records(
         settings.bootstrap,
         settings.events_topic,
         feed,
@@ -121,10 +147,21 @@ async def _from_kafka(settings: ProjectionSettings, replayer: RoundReplayer) -> 
     )
     if stepped_over:
         print(
-            f"Note: {len(stepped_over)} record(s) under {replayer.stream_id}'s key not written "
+            f"Note: {len(stepped_over)} record(s) under {stream_id}'s key not written "
             f"by the service, stepped over: {', '.join(stepped_over)}",
             file=sys.stderr,
         )
+    home = partition_for(stream_id, len(ends))
+    return [
+        f"{settings.events_topic}[{partition}] offset {offset}: an event of {stream_id} "
+        + (
+            f"under the key {(record_key or b'').decode('utf-8', 'replace')!r}"
+            if record_key != key
+            else f"on partition {partition}, not the table's {home}"
+        )
+        for partition, offset, record_key in read_from
+        if record_key != key or partition != home
+    ]
 
 
 def _replay(args: argparse.Namespace) -> int:
@@ -141,7 +178,7 @@ def _replay(args: argparse.Namespace) -> int:
     source = _from_kafka if args.source == "kafka" else _from_store
     replayer = RoundReplayer(number, seal, stream_id, complete=args.source == "kafka")
     try:
-        asyncio.run(source(settings, replayer))
+        misplaced = asyncio.run(source(settings, replayer))
     except SchemaMismatch as error:  # the store's (``StoreToReadAtAnotherRevision``): not the
         # command line's exit 3 for it, which for replay means not verifiable
         print(f"blackjack replay: {error}", file=sys.stderr)
@@ -155,7 +192,11 @@ def _replay(args: argparse.Namespace) -> int:
                 "it: --source kafka reads the events topic itself)"
             )
         return BAD_INPUT
-    if verdict.findings:
+    if misplaced:
+        print(f"\nNot written by the handler, which never reads them ({len(misplaced)}):")
+        print("\n".join(f"  {where}" for where in misplaced))
+        print("REPLAY FAILED")
+    if verdict.findings or misplaced:
         return MISMATCH
     return UNVERIFIED if verdict.stopped else OK
 
