@@ -923,6 +923,35 @@ async def test_only_the_table_s_own_commands_count_as_presence_there() -> None:
     assert session.last_sent > 0.0
 
 
+class _Beating:
+    """A client that notes each command sent, and when the first one was."""
+
+    def __init__(self) -> None:
+        self.sent: list[cmd.Command] = []
+        self.first = asyncio.Event()
+
+    async def send(self, stream_id: str, command: cmd.Command, **_: object) -> str:
+        self.sent.append(command)
+        self.first.set()
+        return "id"
+
+
+async def test_a_session_started_over_a_bet_says_at_once_that_the_player_is_there() -> None:
+    """The service's presence clock counts from the last command of the session before: a
+    client started again 20 s later sent its first beat 10 s after its start, and the bet was
+    returned under the player's eyes (``disconnected before Deal``), the Deal refused."""
+    script = Script("surrender", [])
+    script.do(cmd.PlaceBet(player_id=A, box=0, amount=1000))
+    client = _Beating()
+    session = PlaySession(client, without_a_broker(folded(script)), A)  # type: ignore[arg-type]
+    beating = asyncio.create_task(session.keep_present(every=10.0))
+    try:
+        await asyncio.wait_for(client.first.wait(), 2.0)  # before: 10 s
+    finally:
+        beating.cancel()
+    assert client.sent == [cmd.Reconnect(player_id=A)]
+
+
 def test_a_bet_on_the_layout_at_a_suspended_table_is_offered_the_deal() -> None:
     """The bet placed before the suspension is dealt if its player deals (the decider takes
     Deal and ClearBets): the prompt offered only a withdrawal and leaving."""

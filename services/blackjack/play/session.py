@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import math
 import time
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
@@ -51,8 +52,11 @@ class PlaySession:
     results: list[CommandResult] = field(default_factory=list)
     wallet: WalletFollower | None = None
     """The player's wallet, followed at a table funded from it (shown with the table)."""
-    last_sent: float = field(default_factory=time.monotonic)
-    """When this session last sent the table a command (``time.monotonic``)."""
+    last_sent: float = -math.inf
+    """When this session last sent the table a command (``time.monotonic``): never, at its
+    start, so that a session started over a bet says at once that the player is there (the
+    service's clock counts from the last session's last command: a client started again 20 s
+    later waited a whole beat, and the bet was returned under the player's eyes)."""
     reminded: set[datetime] = field(default_factory=set)
     """The clock's deadlines the player was reminded of (once each, whatever lines follow)."""
     _returns: dict[Rules, Returns] = field(default_factory=dict)
