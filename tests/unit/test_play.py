@@ -138,7 +138,7 @@ def test_bets_money_and_the_table_s_other_commands() -> None:
     # page 003: "You may bet on up to three hands": the prompt said "bet AMOUNT" alone
     # no rebet before a first round (page 003: "for your first bet, the Repeat control is
     # disabled")
-    assert prompt_for(table, A).startswith("bet AMOUNT [box 0-2], deal · ")
+    assert prompt_for(table, A).startswith("bet AMOUNT [box 0-2] · ")  # no deal: no chips
     assert move("bet 2.50", table, A) == cmd.PlaceBet(player_id=A, box=0, amount=250)
     assert move("b 5 box 2", table, A) == cmd.PlaceBet(player_id=A, box=2, amount=500)
     assert move("deposit 20", table, A) == cmd.Deposit(player_id=A, amount=2000)
@@ -258,7 +258,7 @@ def test_a_settled_round_shows_the_outcome_and_the_money() -> None:
     assert "A♥ 10♥" in text or "10♥ A♥" in text
     assert "blackjack pays 7.00 (12.00 back)" in text  # page 002: "$5 ... plus $7"
     assert "balance 107.00 USD" in text
-    assert "bet AMOUNT, rebet, deal" in text
+    assert "bet AMOUNT, rebet · " in text
 
 
 def test_pays_is_what_a_wager_wins_as_the_pages_say_and_the_rest_comes_back() -> None:
@@ -351,6 +351,10 @@ def test_a_refusal_s_amounts_are_said_in_the_currency_the_player_typed() -> None
         "Deal refused (bet_below_minimum): box 0 holds 0.50, under the minimum bet of 1.00: "
         "add at least 0.50 or take it back"
     )
+    # before: "box 0 holds a bet of 50, not 1000" to a player who typed "remove 10"
+    assert refused(move("remove 10", folded(script), A)) == (
+        "RemoveBet refused (invalid_amount): box 0 holds a bet of 0.50, not 10.00"
+    )
 
 
 def test_with_no_money_at_the_table_the_prompt_offers_paying_in_not_betting() -> None:
@@ -367,10 +371,11 @@ def test_with_no_money_at_the_table_the_prompt_offers_paying_in_not_betting() ->
     )
     assert not script.submit(cmd.Rebet(player_id=A))
     script.do(cmd.Deposit(player_id=A, amount=500))
-    assert prompt_for(folded(script), A).startswith("bet AMOUNT, rebet, rebet2, deal")
+    assert prompt_for(folded(script), A).startswith("bet AMOUNT, rebet, rebet2 · ")
     shared = Script("atlantic-city-multi", [], players={A: 0, "bob": 5_000})
     assert prompt_for(folded(shared), A).startswith("no money at the table: buyin AMOUNT")
-    assert prompt_for(folded(shared), "bob").startswith("bet AMOUNT, deal, pass")
+    assert prompt_for(folded(shared), "bob").startswith("bet AMOUNT, pass")
+    assert not shared.submit(cmd.Deal(player_id="bob"))  # no chips down: not offered
 
 
 def test_a_lost_hand_is_not_said_to_pay() -> None:
@@ -390,7 +395,7 @@ def test_a_suspended_table_says_so_and_offers_no_bet_until_it_is_resumed() -> No
     assert "bet AMOUNT" not in text and "withdraw AMOUNT" in text
     script.do(cmd.ResumeTable(operator="ops-1"))
     text = shown(folded(script))
-    assert "suspended" not in text and "bet AMOUNT, deal" in text
+    assert "suspended" not in text and "bet AMOUNT · " in text
 
 
 def test_rules_shows_the_table_s_own_rules_overrides_included() -> None:
@@ -666,7 +671,7 @@ def test_a_player_who_dealt_or_passed_at_a_shared_table_is_told_what_the_table_w
     said = "the cards come when the others deal or pass, or at the deadline"
     assert prompt_for(table, A) == f"dealt in: {said}"
     assert prompt_for(table, "carol") == f"you pass this round: {said}"
-    assert prompt_for(table, "bob").startswith("bet AMOUNT, deal, pass")
+    assert prompt_for(table, "bob").startswith("bet AMOUNT, pass")
     assert not script.submit(cmd.Deal(player_id=A))  # as the prompt no longer offers it
     assert not script.submit(cmd.PlaceBet(player_id=A, box=0, amount=500))
 
@@ -1355,12 +1360,14 @@ def test_the_prompt_offers_the_rebets_once_there_is_a_bet_to_repeat_and_chips_to
     first bet, the Repeat control is disabled"), never page 000's DOUBLE BET (rebet2), and no
     way to take chips back from one box."""
     script = Script("mini-h17", [["TH", "6S", "QD", "TC", "KD"]])
-    assert prompt_for(folded(script), A).startswith("bet AMOUNT, deal · ")
+    # no deal either until chips are down: the table refuses it (no_bets)
+    assert prompt_for(folded(script), A).startswith("bet AMOUNT · ")
+    assert not script.submit(cmd.Deal(player_id=A))
     script.do(cmd.PlaceBet(player_id=A, box=0, amount=1000))
     assert prompt_for(folded(script), A).startswith("bet AMOUNT, remove, deal · ")
     script.do(cmd.Deal(player_id=A), cmd.Stand(player_id=A, box=0, hand=0))
     table = folded(script)
-    assert prompt_for(table, A).startswith("bet AMOUNT, rebet, rebet2, deal · ")
+    assert prompt_for(table, A).startswith("bet AMOUNT, rebet, rebet2 · ")
     script.do(cmd.PlaceBet(player_id=A, box=0, amount=100))
     # chips on the layout: the table refuses a rebet then
     assert prompt_for(folded(script), A).startswith("bet AMOUNT, remove, deal · ")

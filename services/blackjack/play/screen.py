@@ -651,9 +651,11 @@ def prompt_for(table: StreamProjection, player_id: str) -> str:
     if view.round_open and account.in_play:  # chips on the layout may be taken back
         bet += ", remove"
     bet += _rebets(view.rules or {}, account)
+    # Deal once the player's chips are down: with none, the table refuses it (no_bets).
+    deal = ", deal" if view.round_open and account.in_play else ""
     if shared:
-        return f"{bet}, deal, pass · buyin AMOUNT, withdraw AMOUNT · seat N, leave · ? help, q quit"
-    return f"{bet}, deal · deposit AMOUNT, withdraw AMOUNT · ? help, q quit"
+        return f"{bet}{deal}, pass · buyin AMOUNT, withdraw AMOUNT · seat N, leave · ? help, q quit"
+    return f"{bet}{deal} · deposit AMOUNT, withdraw AMOUNT · ? help, q quit"
 
 
 def _paid_out(account: Account, currency: str) -> str:
@@ -903,7 +905,13 @@ def result_line(command: str, result: CommandResult, currency: str = "USD") -> T
 
 
 _MONEY_REFUSALS = frozenset(
-    {"bet_above_maximum", "bet_below_minimum", "insufficient_funds", "balance_limit"}
+    {
+        "bet_above_maximum",
+        "bet_below_minimum",
+        "insufficient_funds",
+        "balance_limit",
+        "invalid_amount",
+    }
 )
 """The refusals whose messages state amounts, in minor units as the commands carry them."""
 
