@@ -343,3 +343,22 @@ async def test_a_table_never_opened_is_said_so_and_the_session_ends_non_zero(
     assert "--open VARIANT" in text and "mini-h17" in text
     assert "Traceback" not in text
     assert await command_log(space, "never-opened-1") == []  # nothing sent: nothing changed
+
+
+async def test_open_naming_another_variant_than_the_table_s_sends_nothing(
+    space: KafkaSpace, handler: CommandHandler, client: BlackjackClient
+) -> None:
+    """``--open surrender --deposit 10`` at a table open as mini-h17 sat the player down and
+    paid 10.00 into a table of rules they had not asked for, without a word."""
+    await accept(client, "open-other-1", cmd.OpenTable(variant="mini-h17"))
+    process = await play(
+        space, "open-other-1", "--player", A, "--open", "surrender", "--deposit", "10"
+    )
+    output, _ = await asyncio.wait_for(process.communicate(b"q\n"), WAIT_S)
+    text = output.decode()
+    assert process.returncode == 2, text[-3000:]
+    assert (
+        "blackjack play: table open-other-1 is open as mini-h17, not surrender (--open); "
+        "nothing sent"
+    ) in text, text[-3000:]
+    assert len(await command_log(space, "open-other-1")) == 1  # its OpenTable alone

@@ -182,6 +182,16 @@ async def _session(args: argparse.Namespace, settings: KafkaSettings, console: C
                 file=sys.stderr,
             )
             return 2
+        variant = follower.table.view.variant
+        if args.open and follower.table.view.opened and variant != args.open:
+            # nothing sent: a --deposit went to a table of rules the player did not ask for
+            print(
+                f"blackjack play: table {args.table} is open as {variant}, not {args.open} "
+                "(--open); nothing sent. Leave out --open to play it as it is, or open another "
+                "table's id",
+                file=sys.stderr,
+            )
+            return 2
         session = PlaySession(client, follower, args.player, timeout=args.timeout)
         try:
             await _prepare(args, session, console)
