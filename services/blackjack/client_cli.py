@@ -44,6 +44,7 @@ from blackjack.messages.envelope import (
     unparsed_id,
 )
 from blackjack.messages.wire import WireEnvelope
+from blackjack.projections.views import ProjectionError
 
 _COMMAND: TypeAdapter[TableCommand | AnyWalletCommand] = TypeAdapter(StreamCommand)
 _SENT_AT: TypeAdapter[datetime] = TypeAdapter(AwareDatetime)
@@ -121,6 +122,8 @@ class _Sending:
                     known = (args.round, True) if args.round else await _table_round(args, client)
                 except TimeoutError as error:
                     raise RoundNotRead from error
+                except ProjectionError as error:  # a log the handler did not write
+                    raise RoundNotRead(error_text(error)) from error
                 self.command = naming_round(self.command, *known)
                 self.named.append(getattr(self.command, "round", 0))
             self.gone_out = True
@@ -157,6 +160,11 @@ class _Sending:
         """What to tell of a sending that got no result it could print."""
         command_id, timeout = self.command_id, self.args.timeout
         if isinstance(error, RoundNotRead):
+            if error.args:
+                return (
+                    f"the table's round could not be read from its events ({error.args[0]}; "
+                    "nothing was sent): name it with --round N"
+                )
             return (
                 f"the table's round was not read within {timeout} s "
                 "(nothing was sent): name it with --round N, or give --api"
@@ -211,7 +219,8 @@ def _printed(result: CommandResult, events: list[WireEnvelope]) -> int:
 
 
 class RoundNotRead(Exception):
-    """The table's events were not read in time to name the command's round: not sent."""
+    """The table's events were not read in time, or could not be folded (its argument says
+    why), to name the command's round: not sent."""
 
 
 def _needs_round(command: TableCommand | AnyWalletCommand) -> bool:

@@ -21,6 +21,7 @@ from blackjack.domain.commands import OpenTable
 from blackjack.domain.wallet import WalletDeposit
 from blackjack.messages import strict_json
 from blackjack.messages.envelope import CommandResult
+from blackjack.projections.views import ProjectionError
 
 DEPOSIT = '{"type": "Deposit", "player_id": "ann", "amount": 500}'
 
@@ -338,6 +339,18 @@ def test_a_round_not_read_in_time_sends_nothing_and_says_so(
     hit = '{"type": "Hit", "player_id": "ann", "box": 0}'
     assert client_cli._send(parser.parse_args(["send", "t-1", hit])) == 2
     assert "nothing was sent" in capsys.readouterr().err and sent == []
+
+    async def out_of_order(args: argparse.Namespace, client: BlackjackClient) -> Any:
+        raise ProjectionError("t-1: event 44 follows 42")
+
+    # a log the handler did not write: before, a traceback and exit 1 (which says rejected)
+    monkeypatch.setattr(client_cli, "_table_round", out_of_order)
+    assert client_cli._send(parser.parse_args(["send", "t-1", hit])) == 2
+    assert capsys.readouterr().err == (
+        "blackjack send: the table's round could not be read from its events (ProjectionError: "
+        "t-1: event 44 follows 42; nothing was sent): name it with --round N\n"
+    )
+    assert sent == []
 
 
 def test_a_warning_on_the_way_goes_to_stderr_leaving_stdout_the_answer(
