@@ -181,12 +181,12 @@ class AuditReport:
     past the live positions (lag: the rest of the way is in the records not folded yet)"""
     replays: list[StreamReplay] = field(default_factory=list)
     transfers: Reconciled = field(default_factory=Reconciled)
+    """money between wallets and shared tables, matched across the logs"""
     unfoldable: Unfoldable | None = None
     """a record the projections cannot fold, below the live positions or past them"""
     foreign_past: list[tuple[str, int, int]] = field(default_factory=list)
     """records past the live positions the service did not write: a live worker stops at one
     until an operator steps it over"""
-    """money between wallets and shared tables, matched across the logs"""
 
     @property
     def findings(self) -> list[Finding]:

@@ -88,13 +88,15 @@ async def _from_store(settings: ProjectionSettings, replayer: RoundReplayer) -> 
 async def _from_kafka(settings: ProjectionSettings, replayer: RoundReplayer) -> list[str]:
     """The table's events from the events topic, fed as they are read (an event written twice
     counted once, as the projections count it: ``OnceEach``), within ``REPLAY_READ_S``; and
-    where those of them the handler never reads lie. A record under the table's key that the
-    service did not write (``wire.not_the_service_s``, or a header name that is not UTF-8) is
-    stepped over and named on stderr, as the audit and a rebuild step over it (before, a
-    traceback and exit 1, which means a mismatch). An event of the table under another key,
-    or on another partition than the table's, is fed as the store folds it, and named: the
-    handler, which reads its key's partition, never does (before, it was not read, and a
-    forged payout the store had folded so replayed OK from the topic)."""
+    those of them on another partition than the table's. A record under the table's key that
+    the service did not write (``wire.not_the_service_s``, or a header name that is not UTF-8)
+    is stepped over and named on stderr, as the audit and a rebuild step over it (before, a
+    traceback and exit 1, which means a mismatch). An event whose envelope names the table is
+    the table's whatever its key, as the store and the handler's rebuild read it (the key
+    only routes it): one under another key is fed and named on stderr; one on another
+    partition is fed and returned, a mismatch: the handler, which reads the table's
+    partition, never reads it where the store folded it (before, only the table's key was
+    read, and a forged payout the store had folded replayed OK from the topic)."""
     from aiokafka.structs import ConsumerRecord
 
     from blackjack.audit.replay import OnceEach
@@ -104,37 +106,34 @@ async def _from_kafka(settings: ProjectionSettings, replayer: RoundReplayer) -> 
 
     stream_id = replayer.stream_id
     key = stream_id.encode()
-    named = {
-        key,
-        json.dumps(stream_id)[1:-1].encode(),
-        json.dumps(stream_id, ensure_ascii=False)[1:-1].encode(),
-    }
     once = OnceEach()
     stepped_over: list[str] = []
-    read_from: list[tuple[int, int, bytes | None]] = []
+    other_keys: list[str] = []
+    read_from: list[tuple[int, int]] = []
+
+    def names_the_table(value: bytes) -> bool:
+        """The record's envelope names the table (JSON parsed: a name may be escaped)."""
+        try:
+            document = json.loads(value)
+        except ValueError:
+            return False
+        return isinstance(document, dict) and document.get("stream_id") == stream_id
 
     def feed(records: list[ConsumerRecord]) -> None:
         for record in records:
             value = record.value or b""
-            if record.key != key:
-                if (
-                    not any(name in value for name in named)
-                    or header_name_not_utf8(record.headers)
-                    or not_the_service_s(value, record.headers)
-                ):
-                    continue
-                try:  # another key's record that names the table: read only if it is its event
-                    envelope = decode(value)
-                except Exception:  # whatever it is, it is not the table's event
-                    continue
-                if envelope.stream_id != stream_id:
-                    continue
-            elif header_name_not_utf8(record.headers) or not_the_service_s(value, record.headers):
-                stepped_over.append(f"{record.topic}[{record.partition}] offset {record.offset}")
+            where = f"{record.topic}[{record.partition}] offset {record.offset}"
+            if header_name_not_utf8(record.headers) or not_the_service_s(value, record.headers):
+                if record.key == key:
+                    stepped_over.append(where)
                 continue
-            else:
-                envelope = decode(value)
-            read_from.append((record.partition, record.offset, record.key))
+            if record.key != key:
+                if not names_the_table(value):
+                    continue
+                shown = (record.key or b"").decode("utf-8", "replace")
+                other_keys.append(f"{where} (key {shown!r})")
+            envelope = decode(value)
+            read_from.append((record.partition, record.offset))
             if once.first(envelope):
                 replayer.feed(envelope)
 
@@ -151,16 +150,18 @@ async def _from_kafka(settings: ProjectionSettings, replayer: RoundReplayer) -> 
             f"by the service, stepped over: {', '.join(stepped_over)}",
             file=sys.stderr,
         )
+    if other_keys:
+        print(
+            f"Note: {len(other_keys)} event(s) of {stream_id} under another key than the "
+            f"table's, read as the store and the handler read them: {', '.join(other_keys)}",
+            file=sys.stderr,
+        )
     home = partition_for(stream_id, len(ends))
     return [
-        f"{settings.events_topic}[{partition}] offset {offset}: an event of {stream_id} "
-        + (
-            f"under the key {(record_key or b'').decode('utf-8', 'replace')!r}"
-            if record_key != key
-            else f"on partition {partition}, not the table's {home}"
-        )
-        for partition, offset, record_key in read_from
-        if record_key != key or partition != home
+        f"{settings.events_topic}[{partition}] offset {offset}: an event of {stream_id} on "
+        f"partition {partition}, not the table's {home}"
+        for partition, offset in read_from
+        if partition != home
     ]
 
 
@@ -193,7 +194,7 @@ def _replay(args: argparse.Namespace) -> int:
             )
         return BAD_INPUT
     if misplaced:
-        print(f"\nNot written by the handler, which never reads them ({len(misplaced)}):")
+        print("\nOn another partition than the table's, which the handler never reads:")
         print("\n".join(f"  {where}" for where in misplaced))
         print("REPLAY FAILED")
     if verdict.findings or misplaced:
