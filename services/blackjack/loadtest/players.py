@@ -18,13 +18,14 @@ from aiokafka.errors import KafkaError
 from blackjack.bus.header_names import header_name_not_utf8
 from blackjack.bus.settings import PLAINTEXT, KafkaSecurity
 from blackjack.bus.topics import Topics
-from blackjack.client import BlackjackClient
+from blackjack.client import BlackjackClient, UnreadableResult
 from blackjack.domain import commands as cmd
 from blackjack.domain import events as ev
 from blackjack.domain.decisions.options import turn_options
 from blackjack.domain.evolve import evolve
 from blackjack.domain.rules import Rules
 from blackjack.domain.state import INITIAL_STATE, TableState
+from blackjack.error_text import error_text
 from blackjack.loadtest.figures import Phase
 from blackjack.messages.envelope import CommandResult, EventEnvelope
 from blackjack.messages.sealing import ShoeSeal
@@ -220,10 +221,13 @@ class Player:
         self.log.append(Sent(self.stream_id, command_id, command))
         try:
             result = await self._answer(command_id, command)
-        except TimeoutError as error:
+        except TimeoutError as error:  # AnswerLost too: its answer deleted unread
             raise TableStopped(
-                f"{self.stream_id}: {kind} {command_id} had no result in {self.timeout:g} s"
+                f"{self.stream_id}: {kind} {command_id} had no result in {self.timeout:g} s "
+                f"({error_text(error)})"
             ) from error
+        except UnreadableResult as error:
+            raise TableStopped(f"{self.stream_id}: {kind} {command_id}: {error}") from error
         self.answered_at.append(time.perf_counter())
         self.asked_at.append(started)
         if measure:
@@ -236,7 +240,13 @@ class Player:
                 f"{self.stream_id}: {kind} rejected: {result.rejection.code} "
                 f"({result.rejection.message})"
             )
-        return await view.reach(result.last_sequence or view.sequence, self.timeout)
+        try:
+            return await view.reach(result.last_sequence or view.sequence, self.timeout)
+        except TimeoutError as error:
+            raise TableStopped(
+                f"{self.stream_id}: {kind} {command_id}'s events up to "
+                f"{result.last_sequence} not read in {self.timeout:g} s"
+            ) from error
 
     async def _answer(self, command_id: str, command: cmd.TableCommand) -> CommandResult:
         """Send the command and await its result, sending it again under the same id every

@@ -8,6 +8,7 @@ import dataclasses
 import math
 import os
 import platform
+import sys
 import time
 import uuid
 from collections.abc import Sequence
@@ -77,6 +78,8 @@ async def run_loadtest(config: LoadConfig, emit: Emit) -> dict[str, Any]:
         # A run that did not prove its log keeps it (named in the setup line) for a look.
         if proven and not config.keep_topics:
             await remove_topics(created)
+        elif not proven:
+            print(f"blackjack loadtest: the run's topics are kept: {prefix}*", file=sys.stderr)
     summary = _summary(config, ours.phase, baseline, ok=proof.ok)
     summary["topics_kept"] = None if proven and not config.keep_topics else prefix
     emit(summary)
