@@ -279,6 +279,16 @@ class ApiTokens:
                 "an API open to anyone who reaches it"
             )
         tokens = _secrets((text or "").strip(), "BLACKJACK_API_TOKENS")
+        if not tokens:
+            # the same for a player key's setting when nothing else closes the API (with
+            # operator tokens, a blank one only admits no player's token)
+            for name in ("BLACKJACK_API_PLAYER_KEYS", "BLACKJACK_API_PLAYER_SECRETS"):
+                value = env.get(name)
+                if value is not None and not value.strip():
+                    raise ConfigurationError(
+                        f"{name} is set but names no key (blank), and BLACKJACK_API_TOKENS is "
+                        "unset; unset it for none: an API open to anyone who reaches it"
+                    )
         auth = env.get(OPERATOR_AUTH, "").strip() or "token"
         if auth not in OPERATOR_AUTH_VALUES:
             raise ConfigurationError(f"{OPERATOR_AUTH} is token or gateway, not {auth!r}")
