@@ -12,8 +12,10 @@ from __future__ import annotations
 import base64
 import hashlib
 import hmac
+import json
 import time
 from collections.abc import AsyncIterator, Callable
+from datetime import UTC, datetime
 from pathlib import Path
 from types import SimpleNamespace
 from typing import Any
@@ -23,6 +25,7 @@ import jwt
 import pytest
 from cryptography.hazmat.primitives.asymmetric import ec, ed25519, rsa
 from cryptography.hazmat.primitives.serialization import Encoding, PublicFormat
+from sqlalchemy import insert
 from structlog.testing import capture_logs
 
 from blackjack.api import tokens as tokens_module
@@ -35,6 +38,7 @@ from blackjack.api.tokens import (
     Unauthenticated,
 )
 from blackjack.configuration import ConfigurationError
+from blackjack.projections import schema
 from blackjack.projections.store import ProjectionStore
 
 OPERATOR_TOKEN = "o" * 40
@@ -246,6 +250,47 @@ async def ask(api: httpx.AsyncClient, path: str, token: str | None) -> httpx.Res
     answer = await api.get(path, headers=headers)
     assert answer.headers["content-type"] == "application/json"
     return answer
+
+
+async def test_a_cash_out_s_correlation_id_is_not_in_the_player_s_wallet_stream(
+    tmp_path: Path,
+) -> None:
+    """A cash-out's correlation id is the id of the command that began it at the table, an
+    operator's stand-up's too, whose sender chose it and may name the member of staff: left
+    out of the table's entries, it reached the player through their own wallet's stream."""
+    store = ProjectionStore(f"sqlite+aiosqlite:///{tmp_path}/read.db")
+    await store.migrate()
+    envelopes = [
+        {"type": "WalletDeposited", "sequence": 1, "correlation_id": "platform-pay-1"},
+        {"type": "CashOutReceived", "sequence": 2, "correlation_id": "eve.staffname-ticket-43"},
+    ]
+    rows = [
+        {
+            "stream_id": "wallet:ann",
+            "sequence": e["sequence"],
+            "event_id": f"e{e['sequence']}",
+            "type": e["type"],
+            "round": None,
+            "occurred_at": datetime(2026, 5, 1, tzinfo=UTC),
+            "topic": "blackjack.events",
+            "kafka_partition": 0,
+            "kafka_offset": e["sequence"],
+            "envelope": json.dumps({**e, "stream_id": "wallet:ann", "data": {}}),
+        }
+        for e in envelopes
+    ]
+    async with store.engine.begin() as connection:
+        await connection.execute(insert(schema.events), rows)
+    transport = httpx.ASGITransport(app=query_api(store, tokens=ApiTokens.from_env(ENV)))
+    try:
+        async with httpx.AsyncClient(transport=transport, base_url="http://api") as api:
+            path = "/v1/streams/wallet:ann/events"
+            theirs = (await ask(api, path, signed())).json()["events"]
+            full = (await ask(api, path, OPERATOR_TOKEN)).json()["events"]
+    finally:
+        await store.close()
+    assert [e["correlation_id"] for e in theirs] == ["platform-pay-1", None]
+    assert [e["correlation_id"] for e in full] == ["platform-pay-1", "eve.staffname-ticket-43"]
 
 
 async def test_a_player_s_token_reads_only_that_player_s_resources(

@@ -430,6 +430,8 @@ async def _stream_events(
             )
         staff = await queries.staff_commands_at_edges(connection, stream_id, found["events"])
         found["events"] = queries.events_seen_by_player(found["events"], staff)
+    elif seated is not None:  # the player's own wallet
+        found["events"] = queries.wallet_events_seen_by_player(found["events"])
     return found
 
 

@@ -688,6 +688,19 @@ def events_seen_by_player(
     return seen
 
 
+def wallet_events_seen_by_player(events: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """A player's wallet stream as they may be shown it: a ``CashOutReceived``'s correlation
+    id left out. It carries the id of the command that began the cash-out at the table, which
+    may be the staff's (an operator's stand-up: its sender chose the id, and may name the
+    member of staff), left out of the table's own entries already (``events_seen_by_player``)."""
+    return [
+        {**envelope, "correlation_id": None}
+        if envelope.get("type") == "CashOutReceived" and envelope.get("correlation_id")
+        else envelope
+        for envelope in events
+    ]
+
+
 async def stream_ids(connection: AsyncConnection) -> list[str]:
     """Every stream folded in: the tables, then the wallets."""
     found = []
