@@ -208,20 +208,29 @@ async def send_wire(
         await producer.stop()
 
 
-async def test_a_record_a_worker_is_stuck_at_past_the_live_positions_fails_the_audit(
-    events_topic: EventsTopic, stores: StoreFactory, shoe_seal: ShoeSeal
-) -> None:
-    """A forged event that skips a sequence stops the live worker there, and everything after
-    it on the partition goes unread: before, the audit called it the workers' lag, passed up to
-    the live positions, exit 0."""
-    _, env = await live_store(stores, events_topic, shoe_seal, LOG.envelopes)
+async def a_sequence_skipped(
+    topic: EventsTopic, stores: StoreFactory, shoe_seal: ShoeSeal
+) -> tuple[ProjectionStore, dict[str, str], EventEnvelope, Any]:
+    """The planted log folded into a live store, then a withdrawal written past it that skips
+    the table's next sequence: the store, the CLI's environment, the table's last event before
+    it and the forged record's metadata."""
+    store, env = await live_store(stores, topic, shoe_seal, LOG.envelopes)
     last, balance = last_of_table()
     skipped = next_event(
         last,
         ev.FundsWithdrawn(player_id=PLAYER, amount=100, balance_after=balance - 100),
         last.sequence + 2,
     )
-    record = await send_wire(events_topic, skipped)
+    return store, env, last, await send_wire(topic, skipped)
+
+
+async def test_a_record_a_worker_is_stuck_at_past_the_live_positions_fails_the_audit(
+    events_topic: EventsTopic, stores: StoreFactory, shoe_seal: ShoeSeal
+) -> None:
+    """A forged event that skips a sequence stops the live worker there, and everything after
+    it on the partition goes unread: before, the audit called it the workers' lag, passed up to
+    the live positions, exit 0."""
+    _, env, last, record = await a_sequence_skipped(events_topic, stores, shoe_seal)
     audit = blackjack("audit", env=env)
     assert audit.returncode == 1, audit.stdout + audit.stderr
     assert (
@@ -238,14 +247,7 @@ async def test_a_record_the_rebuild_cannot_fold_below_the_live_positions_fails_w
     """A live store moved past a record of the service's it could not fold (as the runbook
     moves a worker past a record the service did not write): the rebuild from offset 0 stops
     at it. Before, the audit ended in a traceback, exit 1, with no verdict."""
-    store, env = await live_store(stores, events_topic, shoe_seal, LOG.envelopes)
-    last, balance = last_of_table()
-    skipped = next_event(
-        last,
-        ev.FundsWithdrawn(player_id=PLAYER, amount=100, balance_after=balance - 100),
-        last.sequence + 2,
-    )
-    record = await send_wire(events_topic, skipped)
+    store, env, last, record = await a_sequence_skipped(events_topic, stores, shoe_seal)
     async with store.engine.begin() as connection:
         await connection.execute(
             update(schema.positions)

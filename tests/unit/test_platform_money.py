@@ -291,19 +291,26 @@ def test_the_platform_s_money_commands_and_the_buy_ins_are_kept() -> None:
     assert not h.store.streams[SOLO].money
 
 
+def a_shared_table_bought_into() -> Harness:
+    """An atlantic-city-multi table the player sat at and bought 3.00 into, its money ids
+    limited to 12 (five seats and the players not seated: 2 ids a share)."""
+    h = Harness()
+    h.processor.money_ids_max = 12
+    h.send(SOLO, cmd.OpenTable(variant="atlantic-city-multi"))
+    h.send(SOLO, cmd.SitDown(player_id=PLAYER))
+    h.send(WALLET, deposit(1_000), "pay-1")
+    h.send(WALLET, BuyIn(player_id=PLAYER, table_id=SOLO, amount=300), "buy-1")
+    h.forward_steps()
+    return h
+
+
 def test_no_one_fills_a_shared_table_s_ids_with_withdrawals_refused() -> None:
     """A Withdraw at a table several players share is a player's own, kept by id for 7 days,
     refused ones too: anyone, seated or not, sending refused ones in a loop (10,000 took
     1.7 s) filled the table's ids, and every seated player's Withdraw was refused
     ``money_ids_full`` for 7 days. A player's take their share of the ids at most, the
     limit over the seats; the others' still have theirs."""
-    h = Harness()
-    h.processor.money_ids_max = 12  # five seats and the players not seated: 2 ids a share
-    h.send(SOLO, cmd.OpenTable(variant="atlantic-city-multi"))
-    h.send(SOLO, cmd.SitDown(player_id=PLAYER))
-    h.send(WALLET, deposit(1_000), "pay-1")
-    h.send(WALLET, BuyIn(player_id=PLAYER, table_id=SOLO, amount=300), "buy-1")
-    h.forward_steps()
+    h = a_shared_table_bought_into()
     flood = [h.send(SOLO, cmd.Withdraw(player_id="mallory", amount=1)) for _ in range(10)]
     assert [code(a) for a in flood] == ["not_seated"] * 2 + ["money_ids_full"] * 8
     assert "players not seated at it" in str(flood[-1].rejection)
@@ -328,13 +335,7 @@ def test_players_not_seated_share_one_share_of_a_shared_table_s_ids() -> None:
     Withdraws of 1 under x0..x4 took 19.7 s on a live service) and every seated player's
     Withdraw was refused ``money_ids_full`` for 7 days. The players not seated now share one
     share, whatever ids they name; a player who sits down has their own."""
-    h = Harness()
-    h.processor.money_ids_max = 12  # five seats and the players not seated: 2 ids a share
-    h.send(SOLO, cmd.OpenTable(variant="atlantic-city-multi"))
-    h.send(SOLO, cmd.SitDown(player_id=PLAYER))
-    h.send(WALLET, deposit(1_000), "pay-1")
-    h.send(WALLET, BuyIn(player_id=PLAYER, table_id=SOLO, amount=300), "buy-1")
-    h.forward_steps()
+    h = a_shared_table_bought_into()
     flood = [h.send(SOLO, cmd.Withdraw(player_id=f"x{n % 5}", amount=1)) for n in range(10)]
     assert [code(a) for a in flood] == ["not_seated"] * 2 + ["money_ids_full"] * 8
     assert "players not seated at it" in str(flood[-1].rejection)
