@@ -386,10 +386,15 @@ async def test_an_operator_revokes_a_player_s_tokens_issued_until_then(
     assert 'error="invalid_token", error_description="' in refused.headers["www-authenticate"]
     assert (await ask(api, "/v1/players/bob/rounds", bob)).status_code == 404  # not hers
     # every path refuses it so, the revocation's POST too (a review: 403, as if still good)
+    auth = {"authorization": f"Bearer {stolen}"}
     for answer in (
         await revoke(api, "ann", stolen),
         await ask(api, "/v1/openapi.json", stolen),
         await ask(api, "/v1/players/bob/rounds", stolen),
+        # a method the path does not take too (a review: 405, as if the token still held)
+        await api.put("/v1/players/ann/wallet", headers=auth),
+        await api.post("/v1/players/ann/wallet", headers=auth),
+        await api.delete("/v1/players/ann/token-revocation", headers=auth),
     ):
         assert (answer.status_code, answer.json()["error"]["code"]) == (401, "unauthenticated")
         assert "revoked" in answer.json()["error"]["message"]

@@ -157,6 +157,7 @@ class QueryApi:
             if scope["method"] == "POST":
                 status, body = 200, await self._post(scope, principal)
             elif scope["method"] not in ("GET", "HEAD"):
+                await self._player_not_revoked(principal)
                 if _revocation(_segments(scope)):
                     raise ApiError(405, "method_not_allowed", "a revocation is a POST", ALLOW_POST)
                 raise ApiError(405, "method_not_allowed", "the query API only answers GET", ALLOW)
@@ -183,13 +184,10 @@ class QueryApi:
         player's tokens issued until now are refused from now on, by every query API process
         over this store (``revocations``). No body is read."""
         parts = _segments(scope)
+        await self._player_not_revoked(principal)  # refused as on every other path: a 401 first
         if not _revocation(parts):
             raise ApiError(405, "method_not_allowed", "the query API only answers GET here", ALLOW)
         player_id = parts[1]
-        if isinstance(principal, Player):  # refused as on every other path: a 401 first
-            self._check_ready()
-            async with self.store.reading() as connection:
-                await self._refuse_revoked(connection, principal)
         if not isinstance(principal, Operator):
             raise ApiError(403, "forbidden", "an operator's token revokes a player's tokens")
         if not self.tokens.operator_writes:  # open: anyone would be the operator
@@ -206,6 +204,15 @@ class QueryApi:
         not_before = await revocations.revoke_now(self.store, player_id, self.tokens.players)
         log.info("player tokens revoked", player_id=player_id, not_before=not_before)
         return {"player_id": player_id, "not_before": not_before}
+
+    async def _player_not_revoked(self, principal: Principal) -> None:
+        """A player's token issued before its player's tokens were revoked: 401, before any
+        other answer to a method the path does not take (a 405 there told its holder that the
+        token's signature still held, where a bad one gets the 401)."""
+        if isinstance(principal, Player):
+            self._check_ready()
+            async with self.store.reading() as connection:
+                await self._refuse_revoked(connection, principal)
 
     def _check_ready(self) -> None:
         """503 ``store_unavailable`` while the read model is starting (not migrated yet)."""
