@@ -371,6 +371,12 @@ def test_with_no_money_at_the_table_the_prompt_offers_paying_in_not_betting() ->
     )
     assert not script.submit(cmd.Rebet(player_id=A))
     script.do(cmd.Deposit(player_id=A, amount=500))
+    # the 10.00 rebet is more than the 5.00 there: not offered (refused insufficient_funds)
+    assert prompt_for(folded(script), A).startswith("bet AMOUNT · ")
+    assert not script.submit(cmd.Rebet(player_id=A))
+    script.do(cmd.Deposit(player_id=A, amount=500))
+    assert prompt_for(folded(script), A).startswith("bet AMOUNT, rebet · ")  # not the 20.00
+    script.do(cmd.Deposit(player_id=A, amount=1000))
     assert prompt_for(folded(script), A).startswith("bet AMOUNT, rebet, rebet2 · ")
     shared = Script("atlantic-city-multi", [], players={A: 0, "bob": 5_000})
     assert prompt_for(folded(shared), A).startswith("no money at the table: buyin AMOUNT")
@@ -955,6 +961,17 @@ async def test_a_session_started_over_a_bet_says_at_once_that_the_player_is_ther
     finally:
         beating.cancel()
     assert client.sent == [cmd.Reconnect(player_id=A)]
+
+
+def test_a_double_rebet_past_the_maximum_bet_is_not_offered() -> None:
+    """Page 000's DOUBLE BET of a 300.00 bet is 600.00, over the 500.00 maximum: the table
+    refuses it (bet_above_maximum), and the prompt offered it."""
+    script = Script("mini-h17", [["TH", "6S", "QD", "TC", "KD"]], players={A: 200_000})
+    script.do(cmd.PlaceBet(player_id=A, box=0, amount=30_000), cmd.Deal(player_id=A))
+    script.do(cmd.Stand(player_id=A, box=0, hand=0))
+    assert prompt_for(folded(script), A).startswith("bet AMOUNT, rebet · ")
+    assert not script.submit(cmd.Rebet(player_id=A, multiplier=2))
+    assert script.submit(cmd.Rebet(player_id=A))
 
 
 def test_a_bet_on_the_layout_at_a_suspended_table_is_offered_the_deal() -> None:

@@ -650,7 +650,7 @@ def prompt_for(table: StreamProjection, player_id: str) -> str:
         bet += f" [box {first}-{first + per_seat - 1}]"
     if view.round_open and account.in_play:  # chips on the layout may be taken back
         bet += ", remove"
-    bet += _rebets(view.rules or {}, account)
+    bet += _rebets(view.rules or {}, account, _last_dealt_bets(table, player_id))
     # Deal once the player's chips are down: with none, the table refuses it (no_bets).
     deal = ", deal" if view.round_open and account.in_play else ""
     if shared:
@@ -673,16 +673,39 @@ def _paid_out(account: Account, currency: str) -> str:
     return f" · {to} at this table in all: {money(out, currency)} {currency} ({', '.join(parts)})"
 
 
-def _rebets(rules: dict[str, Any], account: Account) -> str:
+def _rebets(rules: dict[str, Any], account: Account, last: list[int] | None) -> str:
     """The rebets the table offers (rebet2: page 000's DOUBLE BET, page 001's REBET X 2), once
     the player has played a round here: before it there is no previous bet (page 003: "for
     your first bet, the Repeat control is disabled"), and none with chips on the layout (the
-    table refuses a rebet then). (A player who left and sat down again has none either; the
-    read model does not tell, and the table says so.)"""
+    table refuses a rebet then); nor one the balance cannot cover or that takes a box past the
+    maximum bet, where the last round's bets are known here (``last``: the table refused each
+    one offered, ``insufficient_funds`` or ``bet_above_maximum``). (A player who left and sat
+    down again has none either; the read model does not tell, and the table says so.)"""
     if not account.rounds or account.in_play:
         return ""
     multipliers = sorted(int(m) for m in rules.get("rebet_multipliers", [1]))
+    highest = rules.get("max_bet")
+    if last:
+        multipliers = [
+            m
+            for m in multipliers
+            if sum(last) * m <= account.available
+            and (not isinstance(highest, int) or max(last) * m <= highest)
+        ]
     return "".join(", rebet" if m == 1 else f", rebet{m}" for m in multipliers)
+
+
+def _last_dealt_bets(table: StreamProjection, player_id: str) -> list[int] | None:
+    """Each box's bet of the player in the last round dealt here they had a box in (what a
+    rebet repeats); None when the rounds held here hold none."""
+    for number in sorted(table.rounds, reverse=True):
+        record = table.rounds[number]
+        if record.status in ("betting", "cancelled"):
+            continue
+        mine = [box.bet for box in record.boxes if box.player_id == player_id]
+        if mine:
+            return mine
+    return None
 
 
 def rules_screen(rules: Rules, returns: Returns) -> RenderableType:
