@@ -4,6 +4,7 @@ tampered payout, a changed card or a doctored store fails, with the place named.
 
 from __future__ import annotations
 
+import json
 import subprocess
 import sys
 from collections.abc import Iterable
@@ -339,11 +340,28 @@ async def test_replay_from_the_topic_reads_the_table_s_events_whatever_their_key
         out, ev.FundsWithdrawn(player_id=PLAYER, amount=100, balance_after=balance - 200)
     )
     moved = await send_wire(events_topic, later, partition=elsewhere)
+    producer = AIOKafkaProducer(bootstrap_servers=events_topic.bootstrap)
+    await producer.start()
+    try:  # a record that names the table, with an event's headers, and no event in it
+        broken = await producer.send_and_wait(
+            events_topic.name,
+            json.dumps({"stream_id": TABLE}).encode(),
+            other.encode(),
+            partition=home,
+            headers=wire.cloudevents_headers(item, "tests/projections"),
+        )
+    finally:
+        await producer.stop()
     replay = blackjack("replay", f"{TABLE}:{hand.round}", "--source", "kafka", env=env)
     assert replay.returncode == 1, replay.stdout + replay.stderr
+    assert "Traceback" not in replay.stderr
     assert (
         f"  {events_topic.name}[{elsewhere}] offset {moved.offset}: an event of {TABLE} on "
-        f"partition {elsewhere}, not the table's {home}"
+        f"partition {elsewhere}, not the table's {home}, which the handler never reads"
+    ) in replay.stdout
+    assert (
+        f"  {events_topic.name}[{home}] offset {broken.offset}: an event of {TABLE} that cannot "
+        "be read: "
     ) in replay.stdout
     assert replay.stdout.rstrip().endswith("REPLAY FAILED")
 

@@ -88,7 +88,8 @@ async def _from_store(settings: ProjectionSettings, replayer: RoundReplayer) -> 
 async def _from_kafka(settings: ProjectionSettings, replayer: RoundReplayer) -> list[str]:
     """The table's events from the events topic, fed as they are read (an event written twice
     counted once, as the projections count it: ``OnceEach``), within ``REPLAY_READ_S``; and
-    those of them on another partition than the table's. A record under the table's key that
+    those of them the handler did not write (on another partition than the table's, or not
+    readable). A record under the table's key that
     the service did not write (``wire.not_the_service_s``, or a header name that is not UTF-8)
     is stepped over and named on stderr, as the audit and a rebuild step over it (before, a
     traceback and exit 1, which means a mismatch). An event whose envelope names the table is
@@ -109,6 +110,7 @@ async def _from_kafka(settings: ProjectionSettings, replayer: RoundReplayer) -> 
     once = OnceEach()
     stepped_over: list[str] = []
     other_keys: list[str] = []
+    unreadable: list[str] = []
     read_from: list[tuple[int, int]] = []
 
     def names_the_table(value: bytes) -> bool:
@@ -132,7 +134,11 @@ async def _from_kafka(settings: ProjectionSettings, replayer: RoundReplayer) -> 
                     continue
                 shown = (record.key or b"").decode("utf-8", "replace")
                 other_keys.append(f"{where} (key {shown!r})")
-            envelope = decode(value)
+            try:
+                envelope = decode(value)
+            except Exception as error:  # the store's worker stops at it: not the handler's
+                unreadable.append(f"{where}: an event of {stream_id} that cannot be read: {error}")
+                continue
             read_from.append((record.partition, record.offset))
             if once.first(envelope):
                 replayer.feed(envelope)
@@ -157,9 +163,9 @@ async def _from_kafka(settings: ProjectionSettings, replayer: RoundReplayer) -> 
             file=sys.stderr,
         )
     home = partition_for(stream_id, len(ends))
-    return [
+    return unreadable + [
         f"{settings.events_topic}[{partition}] offset {offset}: an event of {stream_id} on "
-        f"partition {partition}, not the table's {home}"
+        f"partition {partition}, not the table's {home}, which the handler never reads"
         for partition, offset in read_from
         if partition != home
     ]
@@ -194,7 +200,7 @@ def _replay(args: argparse.Namespace) -> int:
             )
         return BAD_INPUT
     if misplaced:
-        print("\nOn another partition than the table's, which the handler never reads:")
+        print("\nRecords of the table not as the handler writes them:")
         print("\n".join(f"  {where}" for where in misplaced))
         print("REPLAY FAILED")
     if verdict.findings or misplaced:
