@@ -195,15 +195,23 @@ async def send_wire(
     """One event written as the handler writes it (its headers; under the table's key unless
     ``key``), on ``partition`` if given; its record's metadata."""
     item = to_wire([envelope], ShoeSeal.from_hex(SHOE_KEY))[0]
+    return await send_record(topic, wire.encode(item), item, key, partition)
+
+
+async def send_record(
+    topic: EventsTopic, value: bytes, headed_as: Any, key: str, partition: int | None
+) -> Any:
+    """``value`` written under ``key`` with the headers of the wire event ``headed_as``, on
+    ``partition`` if given; its record's metadata."""
     producer = AIOKafkaProducer(bootstrap_servers=topic.bootstrap)
     await producer.start()
     try:
         return await producer.send_and_wait(
             topic.name,
-            wire.encode(item),
+            value,
             key.encode(),
             partition=partition,
-            headers=wire.cloudevents_headers(item, "tests/projections"),
+            headers=wire.cloudevents_headers(headed_as, "tests/projections"),
         )
     finally:
         await producer.stop()
@@ -315,18 +323,7 @@ async def test_replay_from_the_topic_reads_the_table_s_events_whatever_their_key
         f'"stream_id":"{TABLE}"'.encode(), f'"stream_id":"\\u0074{TABLE[1:]}"'.encode()
     )
     assert escaped != plain and wire.decode(escaped).stream_id == TABLE
-    producer = AIOKafkaProducer(bootstrap_servers=events_topic.bootstrap)
-    await producer.start()
-    try:
-        record = await producer.send_and_wait(
-            events_topic.name,
-            escaped,
-            other.encode(),
-            partition=home,
-            headers=wire.cloudevents_headers(item, "tests/projections"),
-        )
-    finally:
-        await producer.stop()
+    record = await send_record(events_topic, escaped, item, other, home)
     hand = a_won_hand()
     replay = blackjack("replay", f"{TABLE}:{hand.round}", "--source", "kafka", env=env)
     assert replay.returncode == 0, replay.stdout + replay.stderr
@@ -340,18 +337,10 @@ async def test_replay_from_the_topic_reads_the_table_s_events_whatever_their_key
         out, ev.FundsWithdrawn(player_id=PLAYER, amount=100, balance_after=balance - 200)
     )
     moved = await send_wire(events_topic, later, partition=elsewhere)
-    producer = AIOKafkaProducer(bootstrap_servers=events_topic.bootstrap)
-    await producer.start()
-    try:  # a record that names the table, with an event's headers, and no event in it
-        broken = await producer.send_and_wait(
-            events_topic.name,
-            json.dumps({"stream_id": TABLE}).encode(),
-            other.encode(),
-            partition=home,
-            headers=wire.cloudevents_headers(item, "tests/projections"),
-        )
-    finally:
-        await producer.stop()
+    # a record that names the table, with an event's headers, and no event in it
+    broken = await send_record(
+        events_topic, json.dumps({"stream_id": TABLE}).encode(), item, other, home
+    )
     replay = blackjack("replay", f"{TABLE}:{hand.round}", "--source", "kafka", env=env)
     assert replay.returncode == 1, replay.stdout + replay.stderr
     assert "Traceback" not in replay.stderr

@@ -282,17 +282,16 @@ class AuditReport:
                 f"{self.unfoldable} (its partition's worker is stuck at it: not lag)"
             )
         if self.foreign_past:
-            where = ", ".join(f"{t}[{p}] offset {o}" for t, p, o in self.foreign_past)
             lines.append(
                 f"Note: past the live positions, {len(self.foreign_past)} record(s) not written "
                 f"by the service, at which a worker stops until stepped over "
-                f'(docs/operations.md, "A stuck projection worker"): {where}'
+                f'(docs/operations.md, "A stuck projection worker"): {_places(self.foreign_past)}'
             )
         if self.foreign:
-            where = ", ".join(f"{t}[{p}] offset {o}" for t, p, o in self.foreign)
             lines.append(
                 f"Note: {len(self.foreign)} record(s) not written by the service (no ce_type "
-                f"header, not an event), stepped over as in the live store: {where}"
+                f"header, not an event), stepped over as in the live store: "
+                f"{_places(self.foreign)}"
             )
         if self.unreadable or self.acknowledged_elsewhere:
             lines += self._unreadable_lines()
@@ -353,6 +352,11 @@ class AuditReport:
         else:
             lines.append("\nAUDIT PASSED")
         return "\n".join(lines)
+
+
+def _places(records: list[tuple[str, int, int]]) -> str:
+    """Records named by topic, partition and offset, as the report lists them."""
+    return ", ".join(f"{topic}[{part}] offset {offset}" for topic, part, offset in records)
 
 
 async def run_audit(

@@ -348,16 +348,11 @@ def kept_for_player(
     while they are ``seated``; else those of every player not seated now, whose share is one
     (a player not seated has no chips at the table, and any number of ids can be named)."""
     horizon = now - kept_for(retention)
-    if player in seated:
-        return sum(
-            1
-            for command_id, whose in players.items()
-            if whose == player and decided[command_id] >= horizon
-        )
+    own = player in seated
     return sum(
         1
         for command_id, whose in players.items()
-        if whose not in seated and decided[command_id] >= horizon
+        if (whose == player if own else whose not in seated) and decided[command_id] >= horizon
     )
 
 
