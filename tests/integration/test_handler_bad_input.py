@@ -20,6 +20,7 @@ from blackjack.messages.envelope import CommandResult
 from tests.integration.conftest import (
     KafkaSpace,
     all_results,
+    read_topic,
     running_handler,
     stream_events,
     verify_stream,
@@ -59,6 +60,17 @@ async def raw(
         partition = partition_for(key.decode(), space.partitions)
         command_id = f"unparsed-{partition}-{offset}"
     return await client.result(command_id)
+
+
+async def answer_ids(space: KafkaSpace, stream: str, command_id: str) -> list[bytes]:
+    """The CloudEvents ids of the answers on the results topic to ``command_id`` at ``stream``,
+    in their order."""
+    return [
+        dict(record.headers)["ce_id"]
+        for record in await read_topic(space, space.topics.results)
+        if record.key == stream.encode()
+        and CommandResult.model_validate_json(record.value).command_id == command_id
+    ]
 
 
 def code(result: CommandResult) -> str:
@@ -269,8 +281,21 @@ async def test_idempotency_survives_a_handler_restart(kafka_space: Any) -> None:
         ):
             answer = await client.execute(table, other, command_id=command_id)
             assert code(answer) == "malformed" and "its fields differ" in str(answer.rejection)
+        # another table's answer under the same command id
+        assert (
+            await client.execute("restart-2", cmd.OpenTable(variant="surrender"), command_id="o-1")
+        ).status == "accepted"
     assert await stream_events(space, table) == events
     await verify_stream(space, table, resent=["o-1", "h-1"])
+    # CloudEvents: source and id name one event. The original answer written again to a copy
+    # (after the rebuild too) is that event again; the refusal of another command under the
+    # id, and another table's answer under it, are others (all were result/o-1 before).
+    opened_ids = await answer_ids(space, table, "o-1")
+    refused_ids = await answer_ids(space, table, "h-1")
+    for first, copy, another in (opened_ids, refused_ids):
+        assert first == copy != another and first.startswith(b"result/")
+    [elsewhere] = await answer_ids(space, "restart-2", "o-1")
+    assert elsewhere not in opened_ids
 
 
 async def test_a_command_id_of_the_form_unparsed_answers_never_meets_another_record_s(

@@ -188,7 +188,18 @@ HEADERS: dict[str, dict[str, Any]] = {
     ),
     "command-results": _headers(
         [*_ALWAYS, "ce_time", "ce_causationid"],
+        ce_id=_text(
+            "result/ and the first 32 hex digits of the SHA-256 of the record's value (a copy "
+            "of a command is answered with the original body, so the same id)",
+            "^result/[0-9a-f]{32}$",
+        ),
         bj_command_offset=_text("the offset of the command it answers", _OFFSET),
+        bj_command_digest=_text(
+            "on an answer its stream keeps: the digest of the command it answers, which tells "
+            "a copy from another command under its id (none on an answer to a message that "
+            "could not be read)",
+            "^[0-9a-f]{16}$",
+        ),
     ),
     # internal to the handlers: no CloudEvents headers
     "snapshots": {

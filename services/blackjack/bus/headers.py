@@ -3,6 +3,7 @@ service and its clients write; the events' headers come from ``blackjack.message
 
 from __future__ import annotations
 
+import hashlib
 from collections.abc import Sequence
 
 from blackjack.messages.envelope import CommandEnvelope, CommandResult
@@ -29,11 +30,21 @@ def command_headers(
     return [(name, value.encode()) for name, value in headers.items() if value]
 
 
-def result_headers(result: CommandResult, source: str) -> list[tuple[str, bytes]]:
-    """CloudEvents binary-mode headers of a command result; a re-sent result has the same id."""
+def result_id(body: bytes) -> str:
+    """A command result's CloudEvents id, from its body: CloudEvents asks source and id to name
+    one event, and a command id names one command in its stream only (two tables' answers
+    under one id, an id's acceptance and the refusal of another command under it, a refusal not
+    kept and the acceptance of its resend once there was room, all shared ``result/<command
+    id>`` before). The original answer written again to a copy of its command is the same body,
+    so the same id: a duplicate, as CloudEvents allows."""
+    return f"result/{hashlib.sha256(body).hexdigest()[:32]}"
+
+
+def result_headers(result: CommandResult, body: bytes, source: str) -> list[tuple[str, bytes]]:
+    """CloudEvents binary-mode headers of a command result whose record value is ``body``."""
     headers = {
         "ce_specversion": SPEC_VERSION,
-        "ce_id": f"result/{result.command_id}",
+        "ce_id": result_id(body),
         "ce_source": source,
         "ce_type": "blackjack.CommandResult.v1",
         "ce_time": result.handled_at.isoformat(),

@@ -280,13 +280,14 @@ class RecordWriter:
     ) -> Outgoing:
         """The answer's record; with the ``digest`` of the command it answers where its stream
         keeps one (``COMMAND_DIGEST_HEADER``: a rebuild keeps it as the live window does)."""
-        headers = result_headers(result, self.source)
+        value = result.model_dump_json().encode()
+        headers = result_headers(result, value, self.source)
         if digest is not None and remembered(result):
             headers.append((COMMAND_DIGEST_HEADER, digest.encode()))
         return Outgoing(
             topic=self.topics.results,
             key=key,
-            value=result.model_dump_json().encode(),
+            value=value,
             headers=headers,
             partition=partition,
         )

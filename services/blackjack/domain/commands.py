@@ -190,8 +190,10 @@ class Deposit(PlayerCommand):
         None,
         min_length=1,
         max_length=200,
-        description="the wallet buy-in this deposit carries; set by the service only, from the "
-        "signed command's transfer number",
+        description="the wallet buy-in this deposit carries (wallet:<player>/<number>): only "
+        "the service's buy-in Deposit has one, read from its signed bj_transfer header (its "
+        "body's is null and not read); a Deposit naming one without the service's signature "
+        "is refused unauthorized",
     )
 
 

@@ -73,7 +73,9 @@ class CommandEnvelope(BaseModel):
         "the retention (7 days) is refused transfer_expired, and one more than 5 minutes "
         "ahead of the service's clock malformed; without it the command counts as issued when "
         "it arrived (a copy sent later than the retention after that is not told from a new "
-        "command). Informational for the other commands",
+        "command). A wallet's BuyIn is refused transfer_expired alike, but one more than 5 "
+        "minutes ahead (a player's device clock) counts as issued when it arrived, never "
+        "malformed. Informational for the other commands",
         json_schema_extra={"pattern": RFC_3339_PATTERN},
     )
     command: StreamCommand

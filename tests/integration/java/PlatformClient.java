@@ -13,12 +13,14 @@ import com.fasterxml.jackson.databind.JsonNode;
 import com.fasterxml.jackson.databind.ObjectMapper;
 import com.fasterxml.jackson.databind.node.ObjectNode;
 import java.nio.charset.StandardCharsets;
+import java.security.MessageDigest;
 import java.time.Duration;
 import java.time.Instant;
 import java.time.OffsetDateTime;
 import java.time.ZoneOffset;
 import java.util.ArrayList;
 import java.util.HashMap;
+import java.util.HexFormat;
 import java.util.LinkedHashMap;
 import java.util.List;
 import java.util.Map;
@@ -249,6 +251,13 @@ public final class PlatformClient {
     return true;
   }
 
+  /** A result's ce_id: "result/" and the first 32 hex digits of its body's SHA-256. */
+  static String resultId(String body) throws Exception {
+    byte[] digest =
+        MessageDigest.getInstance("SHA-256").digest(body.getBytes(StandardCharsets.UTF_8));
+    return "result/" + HexFormat.of().formatHex(digest).substring(0, 32);
+  }
+
   static void checkResult(Sent command, ConsumerRecord<String, String> record) throws Exception {
     String at = command.type() + " " + command.id() + ": ";
     JsonNode result = JSON.readTree(record.value());
@@ -258,7 +267,8 @@ public final class PlatformClient {
     check(String.valueOf(command.offset()).equals(header(record, "bj_command_offset")),
         at + "bj_command_offset " + header(record, "bj_command_offset")
             + ", the command's offset " + command.offset());
-    check(("result/" + command.id()).equals(header(record, "ce_id")), at + "ce_id");
+    check(resultId(record.value()).equals(header(record, "ce_id")),
+        at + "ce_id " + header(record, "ce_id"));
     check("1.0".equals(header(record, "ce_specversion")), at + "ce_specversion");
     check("blackjack.CommandResult.v1".equals(header(record, "ce_type")), at + "ce_type");
     check(command.id().equals(header(record, "ce_causationid")), at + "ce_causationid");
