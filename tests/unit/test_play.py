@@ -502,6 +502,25 @@ def test_history_shows_what_a_round_in_play_has_paid_so_far() -> None:
         assert "5.00 so far" in console.export_text(), width
 
 
+def test_history_shows_money_paid_in_and_taken_out_during_a_round() -> None:
+    """The recall review: a deposit of 1.11 and a withdrawal of 2.22 while the round played
+    left "wagered 10.00 · paid 20.00 · balance 100.00 -> 98.89" on the line, which does not
+    add up; the line names them."""
+    script = Script("mini-h17", [["TS", "7S", "TD", "9H"]])
+    script.do(
+        cmd.PlaceBet(player_id=A, box=0, amount=1000),
+        cmd.Deal(player_id=A),
+        cmd.Deposit(player_id=A, amount=111),
+        cmd.Withdraw(player_id=A, amount=222),
+        cmd.Stand(player_id=A, box=0),  # 20 against 16, the dealer draws 9: bust
+    )
+    for width in (180, 80):
+        console = Console(width=width, record=True, color_system=None)
+        console.print(history_screen(folded(script), A, 10))
+        text = " ".join(console.export_text().split())
+        assert "100.00 -> 108.89 (paid in 1.11, taken out 2.22)" in text, text
+
+
 def test_history_at_80_columns_keeps_each_cycle_s_date_and_each_hand_on_a_line() -> None:
     """``history`` at an 80-column terminal squeezed the table's seven columns to 9 each:
     the date was cut to "2026-03-…" (GLI-19's recall gives each game's date and time), and a
@@ -1169,6 +1188,9 @@ def test_a_voided_round_is_told_on_the_table_and_in_the_history() -> None:
     console.print(history_screen(table, A, 10))
     recalled = console.export_text()
     assert "(voided)" in recalled and "100.00 -> 100.00" in recalled
+    # the reason the operator gave, meant for the player (not the operator's name)
+    assert "voided for a malfunction, every wager back: card reader fault" in recalled
+    assert "ops-17" not in recalled
 
 
 def blackjack_paid_at_once_then_voided() -> Script:

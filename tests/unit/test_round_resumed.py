@@ -289,8 +289,8 @@ async def test_the_player_s_history_says_the_service_was_interrupted_and_resumed
     text = " ".join(console.export_text().split())
     stopped = table.markers()[0].last_event_at
     assert stopped is not None
-    assert f"the service was interrupted after {stopped:%Y-%m-%d %H:%M:%S} and resumed at" in text
-    assert f"resumed at {LATER:%Y-%m-%d %H:%M:%S}; the round continued as it was" in text
+    assert f"the service was interrupted after {stopped:%Y-%m-%d %H:%M:%S} and resumed" in text
+    assert f"with the next move, at {LATER:%Y-%m-%d %H:%M:%S}; the round continued as" in text
 
 
 async def test_the_table_screen_says_so_while_the_round_plays() -> None:

@@ -62,3 +62,28 @@ def test_a_log_written_before_sitting_out_folds_as_its_snapshot_was_taken() -> N
     for player in snapshot["players"].values():
         del player["sitting_out"]  # a snapshot of that version had no such field
     assert TableState.from_doc(snapshot) == folded
+
+
+def test_no_one_sits_out_of_a_round_the_deadline_cancels() -> None:
+    """The multi-seat review: ann bet and took it back, the clock ran out with no bet on the
+    table and the round was cancelled, and both sat out: the next round ann dealt at once,
+    without waiting for ben, who never had the 15 s ("excluded from that particular hand":
+    there was none)."""
+    t = StackedTable("atlantic-city-multi", ["TS", "7S", "9S", "8S"])
+    for pid, seat in (("ann", 0), ("ben", 1)):
+        t.do(cmd.SitDown(player_id=pid, seat=seat), buy_in_deposit(pid, 10_000))
+    t.do(cmd.PlaceBet(player_id="ann", box=0, amount=1000), cmd.RemoveBet(player_id="ann", box=0))
+    assert t.state.deadline is not None
+    t.now = t.state.deadline
+    t.do(cmd.ExpireTimers())
+    timed_out = [e for e in t.events if isinstance(e, ev.PlayerTimedOut)]
+    assert {(e.player_id, e.action, e.sits_out) for e in timed_out} == {
+        ("ann", "left_out", False),
+        ("ben", "left_out", False),
+    }
+    assert any(isinstance(e, ev.RoundCancelled) for e in t.events)
+    assert not any(p.sitting_out for p in t.state.players.values())
+    # the next round waits for ben: ann's Deal alone does not deal it
+    t.now += timedelta(seconds=1)
+    t.do(cmd.PlaceBet(player_id="ann", box=0, amount=1000), cmd.Deal(player_id="ann"))
+    assert t.state.phase == "betting"

@@ -31,6 +31,7 @@ from blackjack.projections.views import (
     BoxView,
     HandView,
     InsuranceView,
+    RoundPlayer,
     RoundRecord,
     TableView,
 )
@@ -770,10 +771,24 @@ def history_screen(table: StreamProjection, player_id: str, rounds: int) -> Rend
                 cards(record.dealer.cards) if record else Text("-"),
                 money(line.wagered, currency) if finished else f"in play {_held(boxes, currency)}",
                 money(line.paid, currency) if finished else _paid_so_far(line.paid, currency),
-                f"{money(line.balance_before, currency)} -> {money(line.balance_after, currency)}",
+                _balance_line(line, currency),
             )
         )
     return _Recall(title, rows)
+
+
+def _balance_line(line: RoundPlayer, currency: str) -> str:
+    """The balance before and after a round, with the money the player paid in or took out
+    at the table while it played, so that before - wagered + paid + in - out = after reads off
+    the line (a review: a deposit and a withdrawal during a round left 89.50 - 2.00 + 4.00
+    reading 90.39, and a buy-in that landed mid-round 10.00 out)."""
+    said = f"{money(line.balance_before, currency)} -> {money(line.balance_after, currency)}"
+    moved = [
+        f"{what} {money(amount, currency)}"
+        for what, amount in (("paid in", line.deposited), ("taken out", line.withdrawn))
+        if amount
+    ]
+    return f"{said} ({', '.join(moved)})" if moved else said
 
 
 def _paid_so_far(paid: int, currency: str) -> str:
@@ -847,6 +862,10 @@ def _interruptions(record: RoundRecord, player_id: str, currency: str) -> list[T
             said = resumed_line(data.get("last_event_at"), entry.at, data.get("deadline"))
             lines.append(Text(said, "red"))
             continue
+        if entry.event == "RoundVoided":  # the operator's name is the casino's, not shown
+            why = f": {data['reason']}" if data.get("reason") else ""
+            lines.append(Text(f"voided for a malfunction, every wager back{why}", "red"))
+            continue
         if entry.event in ("TableSuspended", "TableResumed"):
             what = "suspended" if entry.event == "TableSuspended" else "resumed"
             why = f": {data['reason']}" if data.get("reason") else ""
@@ -873,8 +892,12 @@ def _interruptions(record: RoundRecord, player_id: str, currency: str) -> list[T
 def resumed_line(last_event_at: object, resumed_at: datetime, deadline: object = None) -> str:
     """A ``RoundResumed`` in words: the service stopped after the table's last event and the
     round went on when the next command was taken, its clock started again at a table of one
-    seat on a clock."""
-    resumed = f"resumed at {resumed_at:%Y-%m-%d %H:%M:%S}; the round continued as it was"
+    seat on a clock. The marker's time is that command's, not the restart's (a review read
+    "resumed at" as the service back, an outage twice as long as it was)."""
+    resumed = (
+        f"resumed with the next move, at {resumed_at:%Y-%m-%d %H:%M:%S}; the round continued "
+        "as it was"
+    )
     if isinstance(deadline, str):
         restarted = datetime.fromisoformat(deadline)
         resumed += f", its clock started again (to {restarted:%H:%M:%S})"

@@ -15,7 +15,7 @@ from blackjack.domain.decisions.draft import Draft
 from blackjack.domain.decisions.insurance import peek_then_play
 from blackjack.domain.decisions.play import next_turn, stand_hand
 from blackjack.domain.rejections import Rejection, RejectionCode
-from blackjack.domain.state import TableState
+from blackjack.domain.state import Player, TableState
 
 # The decisions a phase's clock (the 15 s of a shared table) bounds. From its deadline on they
 # are refused, even before the service's clock has sent the ExpireTimers that applies it: a
@@ -88,20 +88,24 @@ def expire_timers(r: Draft, c: cmd.ExpireTimers) -> None:
         # a stack still under the table minimum is not a bet yet, and goes back. One who sat
         # down after the round's clock started had less than the 15 s: left out of this hand
         # ("if you join a table in the middle of a hand, you must wait until the round is
-        # over"), but not sitting out, so no round sat out counts against their seat.
+        # over"), but not sitting out, so no round sat out counts against their seat. Nor does
+        # anyone where no hand is dealt (no bet left: the round is cancelled): there was no
+        # hand to be left out of, and a player who bet and took it back left the whole table
+        # sitting out, the next rounds dealt without waiting for them (a review).
+        dealt = any(_dealt_in(r.state, p) for p in state.players.values())
         for player in list(state.players.values()):
             if player.ready or player.passed:
                 continue
             pid = player.player_id
             short = under_minimum(r.state, pid)
-            dealt_in = len(r.state.boxes_of(pid)) > len(short)
+            dealt_in = _dealt_in(r.state, player)
             r.emit(
                 facts.player_timed_out(
                     round=state.round,
                     player_id=pid,
                     phase="betting",
                     action="dealt_in" if dealt_in else "left_out",
-                    sits_out=not dealt_in and player.joined_round != state.round,
+                    sits_out=dealt and not dealt_in and player.joined_round != state.round,
                 )
             )
             for index in short:
@@ -113,6 +117,15 @@ def expire_timers(r: Draft, c: cmd.ExpireTimers) -> None:
         decline_insurance_for_players(r)
     elif state.phase == "playing" and state.active is not None:
         stand_for_player(r)
+
+
+def _dealt_in(state: TableState, player: Player) -> bool:
+    """Whether the betting deadline deals the player's boxes: they pressed Deal, or they bet
+    at least the minimum on a box and pressed neither Deal nor Pass (the clock deals them in)."""
+    boxes = state.boxes_of(player.player_id)
+    if player.ready:
+        return bool(boxes)
+    return not player.passed and len(boxes) > len(under_minimum(state, player.player_id))
 
 
 def decline_insurance_for_players(r: Draft) -> None:
