@@ -9,6 +9,7 @@ import os
 import signal
 import sys
 from pathlib import Path
+from typing import Any
 
 import pytest
 from aiokafka import AIOKafkaProducer
@@ -24,7 +25,15 @@ from blackjack.play.follow import TableFollower, WalletFollower
 from blackjack.play.help import HELP
 from blackjack.play.session import PlaySession
 from blackjack.projections.projector import StreamProjection
-from tests.integration.conftest import WAIT_S, KafkaSpace, QueuedShuffler, accept, command_log
+from tests.integration.conftest import (
+    WAIT_S,
+    KafkaSpace,
+    QueuedShuffler,
+    accept,
+    command_log,
+    running_handler,
+)
+from tests.integration.header_bytes import JUNK, send_one_batch, write_raw_header_names
 
 pytestmark = pytest.mark.integration
 
@@ -362,3 +371,26 @@ async def test_open_naming_another_variant_than_the_table_s_sends_nothing(
         "nothing sent"
     ) in text, text[-3000:]
     assert len(await command_log(space, "open-other-1")) == 1  # its OpenTable alone
+
+
+async def test_a_record_no_reader_can_read_on_the_table_s_partition_is_stepped_over(
+    kafka_space: Any, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The operations review: a record whose header name is not UTF-8 on the events topic
+    (anyone who may write it can; docs/operations.md, "A stuck projection worker") ended
+    ``blackjack play`` at every table of its partition in a ``UnicodeDecodeError`` traceback,
+    exit 1: its follower's consumer was aiokafka's own, whose reader raises at it. The
+    session plays on past it, the events after it in its batch folded."""
+    write_raw_header_names(monkeypatch)
+    space: KafkaSpace = await kafka_space(partitions=1)
+    table = "play-junk-1"
+    async with running_handler(space.config()), space.client() as client:
+        await accept(client, table, cmd.OpenTable(variant="mini-h17"))
+        await send_one_batch(space.bootstrap, space.topics.events, 0, [(b"other", b"junk", JUNK)])
+        process = await play(space, table, "--player", A, "--deposit", "10")
+        output, _ = await asyncio.wait_for(process.communicate(b"q\n"), WAIT_S)
+    text = output.decode()
+    assert process.returncode == 0, text[-3000:]
+    assert "Traceback" not in text and "UnicodeDecodeError" not in text
+    assert "SitDown: accepted" in text and "Deposit: accepted" in text, text[-3000:]
+    assert "balance 10.00 USD" in text, text[-3000:]

@@ -12,9 +12,10 @@ from collections.abc import Awaitable, Callable, Iterable
 from dataclasses import dataclass
 from typing import Any
 
-from aiokafka import AIOKafkaConsumer, TopicPartition
+from aiokafka import TopicPartition
 from aiokafka.errors import KafkaError
 
+from blackjack.bus.clients import ScopedConsumer
 from blackjack.bus.header_names import header_name_not_utf8
 from blackjack.bus.settings import PLAINTEXT, KafkaSecurity
 from blackjack.bus.topics import Topics
@@ -104,12 +105,12 @@ class EventFollower:
         self._partitions = partitions
         self._seal = seal
         self.views: defaultdict[str, TableView] = defaultdict(TableView)
-        self._consumer: AIOKafkaConsumer | None = None
+        self._consumer: ScopedConsumer | None = None
         self._task: asyncio.Task[None] | None = None
         self.failure: BaseException | None = None
 
     async def start(self) -> None:
-        self._consumer = AIOKafkaConsumer(
+        self._consumer = ScopedConsumer(  # reads a header name that is not UTF-8 (``_run``)
             bootstrap_servers=self._bootstrap,
             **self._security.client_options(),
             group_id=None,
