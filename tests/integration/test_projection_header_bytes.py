@@ -121,6 +121,27 @@ async def test_the_audit_reports_it_as_a_finding_and_a_rebuild_names_it(
     assert f"{key[0]}[{key[1]}] offset {junk}" in rendered and "AUDIT FAILED" in rendered
 
 
+async def test_such_a_record_that_is_no_event_either_is_named_once(
+    events_topic: EventsTopic,
+    stores: StoreFactory,
+    shoe_seal: ShoeSeal,
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """The operations review: a record no reader can read that holds no event either (no
+    ce_type, a value not an envelope) was listed by the audit twice, under "Records no reader
+    can read" and again in the note of records not written by the service. Named once, as the
+    first: what it holds is not read."""
+    write_raw_header_names(monkeypatch)
+    [key] = await publish(events_topic, to_wire(LOG.envelopes, shoe_seal))
+    [junk] = await send_one_batch(events_topic.bootstrap, key[0], key[1], [(b"x", b"junk2", JUNK)])
+    live = await stores.store()
+    await rebuild(ProjectionWriter(live), events_topic.bootstrap, key[0])
+    report = await run_audit(live, await stores.store(), events_topic.bootstrap, key[0], shoe_seal)
+    assert [(r.topic, r.partition, r.offset) for r in report.unreadable] == [(*key, junk)]
+    rendered = report.render()
+    assert report.foreign == [] and rendered.count(f"offset {junk}") == 1, rendered
+
+
 def blackjack(*args: str, env: dict[str, str]) -> subprocess.CompletedProcess[str]:
     return subprocess.run(
         [sys.executable, "-m", "blackjack.cli", *args],

@@ -108,6 +108,13 @@ async def test_a_buy_in_refused_under_another_key_is_sent_again_and_completes(
     # The keys put right: the new one current, the old one accepted (step 2 of a rotation).
     fixed = space.config(shoe_key_hex=new, accepted_shoe_keys_hex=(old,))
     async with running_handler(fixed):
+        # the alert's moment: not yet 15 minutes on, the steps are in transit, and the way to
+        # send a refused one at once is said (the operations review: `redrive --send` sent
+        # nothing for a quarter of an hour, exit 0)
+        waiting, out = await blackjack(space, new, "redrive")
+        assert waiting == 0, out
+        assert "In transit (answers missing for less than 0:15:00, not sent): 2" in out
+        assert "--stuck-after 0 sends these too" in out
         listed, out = await blackjack(space, new, "redrive", "--stuck-after", "0")
         assert listed == 1, out
         assert "Steps stuck (no answer 0:00:00 after their cause): 2" in out

@@ -305,9 +305,9 @@ async def test_a_migration_begun_during_a_fold_waits_for_its_commit_and_reads_it
         await ProjectionWriter(pg).apply(RECORDS[200:210])
 
 
-def alembic(url: str, verb: str, revision: str) -> None:
-    """``alembic -x url=URL downgrade|upgrade REVISION``, as an operator runs it (its own
-    connection: ``migrations/env.py``'s command-line path)."""
+def alembic(url: str, verb: str, revision: str, *x: str) -> None:
+    """``alembic -x url=URL [-x X]... downgrade|upgrade REVISION``, as an operator runs it (its
+    own connection: ``migrations/env.py``'s command-line path)."""
     from alembic import command
     from alembic.config import Config
 
@@ -315,7 +315,7 @@ def alembic(url: str, verb: str, revision: str) -> None:
 
     config = Config()
     config.set_main_option("script_location", str(MIGRATIONS))
-    config.cmd_opts = argparse.Namespace(x=[f"url={url}"])
+    config.cmd_opts = argparse.Namespace(x=[f"url={url}", *x])
     getattr(command, verb)(config, revision)
 
 
@@ -342,3 +342,29 @@ async def test_the_alembic_command_line_waits_for_a_fold_and_the_fold_after_it_s
     whole = await stores.store()
     await ProjectionWriter(whole).apply(RECORDS)
     assert await text_of(pg) == await text_of(whole)
+
+
+async def test_a_downgrade_past_0008_is_refused_while_players_token_revocations_are_held(
+    pg: ProjectionStore,
+) -> None:
+    """The operations review: the documented repair of migrations 0005 and 0006 (``downgrade
+    0005``, ``upgrade head``) dropped ``token_revocations`` on the way, and a revoked player's
+    token was good again (the audit passed). Refused, nothing changed, while one is held;
+    ``-x drop_token_revocations=yes`` drops them."""
+    async with pg.engine.begin() as connection:
+        await connection.execute(
+            text(
+                "INSERT INTO token_revocations (player_id, not_before, revoked_at) "
+                "VALUES ('alice', 1800000000, CURRENT_TIMESTAMP)"
+            )
+        )
+    with pytest.raises(RuntimeError, match="token_revocations holds 1 revocation"):
+        await asyncio.to_thread(alembic, pg.url, "downgrade", "0005")
+    async with pg.engine.connect() as connection:
+        held = await connection.scalar(text("SELECT count(*) FROM token_revocations"))
+        version = await connection.scalar(text("SELECT version_num FROM alembic_version"))
+    assert (held, version) == (1, revision.code_revision())
+    await asyncio.to_thread(alembic, pg.url, "downgrade", "0007", "drop_token_revocations=yes")
+    await asyncio.to_thread(alembic, pg.url, "upgrade", "head")
+    async with pg.engine.connect() as connection:
+        assert await connection.scalar(text("SELECT count(*) FROM token_revocations")) == 0

@@ -144,7 +144,9 @@ async def _run(kafka: KafkaSettings, keys: ShoeKeys, stuck_after: timedelta, *, 
     if reconciled.in_transit:
         print(
             f"In transit (answers missing for less than {stuck_after}, not sent): "
-            f"{reconciled.in_transit}"
+            f"{reconciled.in_transit}\n  (a step its receiver refused, as "
+            "BlackjackMoneyStepRefused says, is no less stuck: --stuck-after 0 sends these "
+            "too, and a copy of one only slow moves nothing twice)"
         )
     others = [f for f in reconciled.findings if all(f is not s.finding for s in reconciled.stuck)]
     if others:

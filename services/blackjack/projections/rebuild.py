@@ -248,7 +248,9 @@ async def rebuild(
         if foreign is not None:
             batch = [
                 dataclasses.replace(record, foreign=True)
-                if wire.not_the_service_s(raw.value, raw.headers)
+                # one no reader can read is that (below), not named twice (an audit listed
+                # it under both)
+                if wire.not_the_service_s(raw.value, raw.headers) and not record.unreadable
                 else record
                 for raw, record in zip(fetched, batch, strict=True)
             ]
