@@ -66,6 +66,15 @@ class CommittedLog:
         self._records.setdefault(tp, []).append(_Record(offset, key, value, headers))
         self._ends[tp] = offset + 2
 
+    def records(self, topic: str) -> list[tuple[bytes, bytes]]:
+        """The key and value of every record committed to ``topic``, partition by partition."""
+        return [
+            (record.key, record.value or b"")
+            for tp, records in sorted(self._records.items())
+            if tp.topic == topic
+            for record in records
+        ]
+
     def expire(self, topic: str) -> None:
         """Every record of ``topic`` deleted (past its retention); its offsets go on."""
         self._records.pop(TopicPartition(topic, 0), None)

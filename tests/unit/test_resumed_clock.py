@@ -19,11 +19,11 @@ from blackjack.domain import commands as cmd
 from blackjack.domain import events as ev
 from blackjack.domain.rules import Rules
 from blackjack.domain.state import TableState
-from blackjack.messages.wire import WireEnvelope
-from blackjack.play.screen import history_screen
+from blackjack.messages.wire import WireEnvelope, decode
+from blackjack.play.screen import history_screen, server_decisions
 from blackjack.projections.projector import StreamProjection
 from blackjack.scenario import build_shoe
-from tests.unit.processor_harness import new_processor
+from tests.unit.processor_harness import TOPICS, new_processor
 from tests.unit.test_handler_windows import (
     T0,
     TABLE,
@@ -154,6 +154,33 @@ async def test_a_shared_table_keeps_its_deadline() -> None:
     marker = expired.events[0].data
     assert isinstance(marker, ev.RoundResumed) and marker.deadline is None
     assert [e.type for e in expired.events][1] == "PlayerTimedOut"
+
+
+async def _ben_left_out(interrupted: bool) -> str:
+    """What the recall says the server did for ben, silent through the betting deadline of a
+    shared table, with the service interrupted (a takeover) while the clock ran, or not."""
+    handler = Handler()
+    deadline = _betting_round_with_a_silent_player(handler)
+    if interrupted:
+        await handler.take_over()
+    [timer] = [e for e in due_commands(handler.store, deadline, PRESENCE) if e.stream_id == TABLE]
+    handler.deliver(timer, deadline)
+    folded = StreamProjection.new(TABLE)
+    for key, value in handler.log.records(TOPICS.events):
+        if key == TABLE.encode():
+            folded.apply(decode(value))
+    return server_decisions(folded.rounds[1])[("ben", None, None)]
+
+
+async def test_the_recall_says_the_service_was_interrupted_while_a_shared_clock_ran() -> None:
+    """The recall review: at a shared table the service stopped during a player's 15 s and the
+    deadline it keeps passed meanwhile; the recall said only "no bet or pass in time", as if
+    the player had let it run out. It says the service was interrupted while the time ran."""
+    assert await _ben_left_out(interrupted=True) == (
+        "left out of the round by the server: no bet or pass in time (the service was "
+        "interrupted while the time ran)"
+    )
+    assert (await _ben_left_out(interrupted=False)).endswith("no bet or pass in time")
 
 
 def _forged(log: list[WireEnvelope], deadline: datetime) -> list[WireEnvelope]:

@@ -44,6 +44,13 @@ _SERVER_DID = {
     "dealt_in": "dealt in by the server at the deadline: no Deal or Pass in time",
     "left_out": "left out of the round by the server: no bet or pass in time",
 }
+_CLOCK_STARTED = {
+    "RoundOpened": "betting_deadline",
+    "InsuranceOffered": "deadline",
+    "TurnStarted": "deadline",
+}
+"""The events that start a clock, and the field of their deadline (a hand's turn keeps its
+deadline through its TurnStarted after each card)."""
 _RETURNED_BECAUSE = {
     "timed_out": "under the minimum at the deadline",
     "disconnected": "disconnected before Deal",
@@ -145,16 +152,28 @@ def server_decisions(record: RoundRecord) -> dict[tuple[str, int | None, int | N
     stood, a box whose insurance it declined, a player it dealt in or left out."""
     decided: dict[tuple[str, int | None, int | None], str] = {}
     closed_by = None
+    deadline: object = None
+    interrupted = False
+    """the service was interrupted while the clock that ran out ran, and did not restart it
+    (a shared table keeps its deadline): "no move in time" alone blamed the player (a review)"""
     for entry in record.log:
         data = entry.data
         if entry.event == "InterruptedRoundClosed":
             closed_by = f"the operator closed the round after {data.get('after_days')} days"
+        if entry.event in _CLOCK_STARTED:
+            started = data.get(_CLOCK_STARTED[entry.event])
+            interrupted = interrupted and started == deadline
+            deadline = started
+        if entry.event == "RoundResumed":
+            interrupted = data.get("deadline") is None
         if entry.event != "PlayerTimedOut":
             continue
         action = str(data.get("action"))
         said = _SERVER_DID.get(action, f"{action} by the server")
         if closed_by is not None:  # not the clock: the operator's closing of the round
             said = f"{said.split(':')[0]}: {closed_by}"
+        elif interrupted:
+            said = f"{said} (the service was interrupted while the time ran)"
         decided[(str(data.get("player_id")), data.get("box"), data.get("hand"))] = said
     return decided
 
