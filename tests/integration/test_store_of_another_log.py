@@ -294,3 +294,40 @@ async def test_a_player_joining_through_a_store_of_another_log_reads_this_log_on
     assert [e.event_id for e in joined.folded_since(0)] == [
         str(e.event_id) for e in after if e.stream_id == TABLE
     ]
+
+
+async def test_a_store_folded_from_another_prefix_s_topic_is_refused_and_folds_nothing(
+    kafka_space: Any, stores: StoreFactory, shoe_seal: ShoeSeal
+) -> None:
+    """The newcomer's review: ``var/`` kept, ``BLACKJACK_TOPIC_PREFIX`` changed. Positions
+    are kept by topic name, so the store's were past nothing of the new topic: the worker
+    folded the new log on top of the old read model, was ready and served both tables, and
+    the audit failed on 112 differences (exit 1) instead of refusing the store. Refused at
+    once (exit 2), naming the other topic's positions; nothing folded."""
+    first = await kafka_space(partitions=PARTITIONS)
+    old = EventsTopic(first.bootstrap, first.prefix)
+    store, url, written = await folded_from_the_long_log(stores, old, shoe_seal)
+    [((name, partition), stored)] = written.items()
+    before = await digest(store)
+    second = await kafka_space(partitions=PARTITIONS)
+    await publish(EventsTopic(second.bootstrap, second.prefix), to_wire(LONG.envelopes, shoe_seal))
+
+    env = {**os.environ, **second.env(), "BLACKJACK_DB_URL": url, "BLACKJACK_SHOE_KEY": SHOE_KEY}
+    env["BLACKJACK_PROJECTION_GROUP"] = f"{second.prefix}projections"
+    async with process("projections", "run", env=env) as worker:
+        assert worker.stdout is not None
+        output, _ = await asyncio.wait_for(worker.communicate(), WAIT_S)
+    said = output.decode()
+    assert worker.returncode == 2, said[-3000:]
+    line = critical_line(said)
+    assert "folded from another log" in line["event"], line
+    assert line["partitions"] == [
+        {"partition": f"{name}[{partition}]", "stored": stored, "end": None}
+    ], line
+    for command in (("audit",), ("projections", "rebuild")):
+        done = blackjack(*command, env=env)
+        assert done.returncode == 2, (done.stdout + done.stderr)[-3000:]
+        assert f"{name}[{partition}] stored at {stored}, a topic this one does not read" in (
+            done.stderr
+        ), done.stderr[-3000:]
+    assert await digest(store) == before  # nothing folded from the other topic

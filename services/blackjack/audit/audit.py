@@ -379,7 +379,7 @@ async def run_audit(
     # before the scratch store is migrated or the live store's dump is written
     async with live.reading() as connection:
         await refuse_a_live_store_at_another_revision(connection, live)
-        stored = await read_positions(connection, topic)
+        stored = await read_positions(connection)  # every topic's: one of another is refused
     shown = shown_db_url(live.url)
     await refuse_a_store_of_another_log(stored, bootstrap, topic, security, shown)
     await scratch.migrate()

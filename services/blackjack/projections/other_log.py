@@ -45,14 +45,18 @@ class PastTheEnd:
     stored: int
     end: int | None
     """the partition's end offset; None when the topic has no such partition"""
+    other_topic: bool = False
+    """a position of another topic than the one read (``folded_from_other_topics``)"""
 
     @property
     def unconfirmed(self) -> bool:
         """An end that may be a metadata gap rather than the log's: read again first."""
-        return not self.end
+        return not self.end and not self.other_topic
 
     def describe(self) -> str:
         where = f"{self.topic}[{self.partition}]"
+        if self.other_topic:
+            return f"{where} stored at {self.stored}, a topic this one does not read"
         if self.end is None:
             return f"{where} stored at {self.stored}, a partition the topic does not have"
         return f"{where} stored at {self.stored}, past its end {self.end}"
@@ -74,6 +78,19 @@ def past_the_end(stored: Mapping[Position, int], ends: Mapping[Position, int]) -
         PastTheEnd(topic, partition, offset, ends.get((topic, partition)))
         for (topic, partition), offset in sorted(stored.items())
         if offset > ends.get((topic, partition), 0)
+    ]
+
+
+def folded_from_other_topics(stored: Mapping[Position, int], topic: str) -> list[PastTheEnd]:
+    """The store's positions of another topic than ``topic``, the one read: a store folds
+    one log, and positions are kept by topic name, so one folded from another deployment's
+    topic (another ``BLACKJACK_TOPIC_PREFIX``) is past nothing of this one: a worker folded
+    the new log on top of the old read model, ready, and served both (a newcomer's review:
+    ``var/`` kept, the prefix changed). A position of 0 folded nothing."""
+    return [
+        PastTheEnd(name, partition, offset, None, other_topic=True)
+        for (name, partition), offset in sorted(stored.items())
+        if name != topic and offset > 0
     ]
 
 
@@ -107,10 +124,10 @@ class StoreOfAnotherLog(ConfigurationError):
         named = f"the read model {store}" if store else "the read model"
         super().__init__(
             f"{named} was folded from another or a longer log: its positions "
-            "lie past the end of the topic's partitions ("
+            "lie past the end of the topic's partitions, or are another topic's ("
             + "; ".join(found.describe() for found in self.past)
             + "), as after the topic was deleted and created again, or with the topic prefix "
-            "of another deployment; nothing compared or folded. Point BLACKJACK_DB_URL "
-            "(--db-url) at the store of this log, or fold this log into a new store "
-            "(blackjack projections rebuild --db-url NEW_DB_URL)"
+            "of another deployment (BLACKJACK_TOPIC_PREFIX); nothing compared or folded. Point "
+            "BLACKJACK_DB_URL (--db-url) at the store of this log, or fold this log into a new "
+            "store (blackjack projections rebuild --db-url NEW_DB_URL)"
         )

@@ -27,7 +27,12 @@ from blackjack.projections.metrics import (
     store_answered,
     store_failed,
 )
-from blackjack.projections.other_log import PastTheEnd, StoreOfAnotherLog, confirmed_past_the_end
+from blackjack.projections.other_log import (
+    PastTheEnd,
+    StoreOfAnotherLog,
+    confirmed_past_the_end,
+    folded_from_other_topics,
+)
 from blackjack.projections.revision import SchemaMismatch, check_schema
 from blackjack.projections.split import SPLIT_AFTER_S, SplitWatch, behind_the_group
 from blackjack.projections.store import is_store_outage
@@ -356,6 +361,11 @@ class SeekToStoredPositions(ConsumerRebalanceListener):  # type: ignore[misc]
             if past:
                 self._another_log(consumer, past)
                 pending -= {TopicPartition(found.topic, found.partition) for found in past}
+                if any(found.other_topic for found in past):
+                    for tp in pending:  # the whole store is another topic's: nothing sought
+                        with contextlib.suppress(Exception):
+                            consumer.pause(tp)
+                    pending = set()
             sought = {}
             for tp in sorted(pending):
                 offset = stored.get((tp.topic, tp.partition))
@@ -385,6 +395,9 @@ class SeekToStoredPositions(ConsumerRebalanceListener):  # type: ignore[misc]
         """The partitions of ``pending`` whose stored position (read before) lies past their
         end on the broker (an end of 0 read again first: ``other_log``); None when the broker
         could not say. Asks nothing of a partition stored at 0 or not at all."""
+        others = folded_from_other_topics(stored, next(iter(pending)).topic) if pending else []
+        if others:  # folded from another topic: none of this one's is to be folded on it
+            return others
         mine = {
             (tp.topic, tp.partition): stored[(tp.topic, tp.partition)]
             for tp in pending

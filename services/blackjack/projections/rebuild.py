@@ -16,7 +16,11 @@ from blackjack.bus.header_names import read_header_names_not_utf8
 from blackjack.bus.settings import PLAINTEXT, KafkaSecurity
 from blackjack.configuration import ConfigurationError
 from blackjack.messages import wire
-from blackjack.projections.other_log import StoreOfAnotherLog, confirmed_past_the_end
+from blackjack.projections.other_log import (
+    StoreOfAnotherLog,
+    confirmed_past_the_end,
+    folded_from_other_topics,
+)
 from blackjack.projections.writer import Position, ProjectionWriter, Record
 
 FETCH_MS = 500
@@ -176,6 +180,9 @@ async def refuse_a_store_of_another_log(
     """``StoreOfAnotherLog`` when the store's positions ``stored`` (read before this call) of
     ``topic`` lie past the end of its partitions (``other_log``); the broker's ends read
     again before an end of 0 or a missing partition counts."""
+    others = folded_from_other_topics(stored, topic)
+    if others:
+        raise StoreOfAnotherLog(others, store)
     mine = {key: offset for key, offset in stored.items() if key[0] == topic}
     if not any(mine.values()):  # a new store, or one at 0: past nothing
         return
@@ -239,7 +246,11 @@ async def rebuild(
     stops a worker. A record of the service's that cannot be folded stops it either way. A
     record with a header name that is not UTF-8 is stepped over as by a worker
     (``Record.unreadable``), and added to ``unreadable``."""
-    stored = await writer.stored_positions(topic)
+    every = await writer.stored_positions()
+    others = folded_from_other_topics(every, topic)
+    if others:  # another topic's fold: this one's is not to be folded on top of it
+        raise StoreOfAnotherLog(others)
+    stored = {key: offset for key, offset in every.items() if key[0] == topic}
     start = {partition: offset for (_, partition), offset in stored.items()}
     until = None if stop is None else {p: o for (t, p), o in stop.items() if t == topic}
 
