@@ -19,9 +19,12 @@ install: $(VENV)/.installed
 # The local broker (fetched from Maven Central on first use), then the service on
 # http://127.0.0.1:8080 with a development shoe key generated once into the git-ignored var/.
 # The service connects to the broker the script started (KAFKA_PORT, 9092) unless
-# BLACKJACK_KAFKA_BOOTSTRAP names another.
+# BLACKJACK_KAFKA_BOOTSTRAP names another, which is then used and no local broker started.
 run: install
-	deploy/kafka/kafka.sh up
+	@local="127.0.0.1:$${KAFKA_PORT:-9092}"; \
+	if [ -n "$$BLACKJACK_KAFKA_BOOTSTRAP" ] && [ "$$BLACKJACK_KAFKA_BOOTSTRAP" != "$$local" ]; then \
+	  echo "make run: the broker at $$BLACKJACK_KAFKA_BOOTSTRAP (BLACKJACK_KAFKA_BOOTSTRAP); no local broker started"; \
+	else deploy/kafka/kafka.sh up; fi
 	BLACKJACK_KAFKA_BOOTSTRAP="$${BLACKJACK_KAFKA_BOOTSTRAP:-127.0.0.1:$${KAFKA_PORT:-9092}}" \
 	BLACKJACK_SHOE_KEY_FILE="$${BLACKJACK_SHOE_KEY_FILE:-var/shoe.key}" $(VENV)/bin/blackjack serve
 
