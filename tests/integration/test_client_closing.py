@@ -10,6 +10,7 @@ client's stop took the cancel for its reader's and went on (the caller never can
 from __future__ import annotations
 
 import asyncio
+import time
 from datetime import UTC, datetime
 from typing import Any
 
@@ -18,8 +19,10 @@ import pytest
 from blackjack.bus.clients import ScopedConsumer, ScopedProducer
 from blackjack.client import ReaderHealth
 from blackjack.client import client as client_module
+from blackjack.client.errors import ClientStopped, SendTimedOut
+from blackjack.domain.wallet import WalletDeposit, WalletEvent, fold_wallet, wallet_stream
 from blackjack.messages.envelope import CommandResult
-from tests.integration.conftest import WAIT_S, KafkaSpace
+from tests.integration.conftest import WAIT_S, KafkaSpace, running_handler, stream_events
 from tests.integration.test_client_kept_answers import left_running
 
 pytestmark = pytest.mark.integration
@@ -128,3 +131,79 @@ async def test_a_client_whose_stop_is_cancelled_still_stops_everything(kafka_spa
     assert await left_running(before) == []
     await client.start()  # (stopped to its end: it starts again)
     await client.stop()
+
+
+@pytest.mark.parametrize("sent_before", [True, False])
+async def test_commands_cut_short_by_stop_name_what_to_resend_and_are_applied_once(
+    kafka_space: Any, sent_before: bool
+) -> None:
+    """The client review: ``stop()`` during 50 ``execute`` deposits. Every one raised
+    ``ClientStopped`` ("no command can be sent") with an id ``execute`` had made, yet all were
+    applied: a platform retrying on a new client would pay each twice. And on a client that
+    had sent nothing yet, the sends hung on the closed producer for the whole 30 s
+    ``send_timeout_s`` (``SendTimedOut`` blaming the broker) or raised aiokafka's
+    ``ProducerClosed``. Each now gets ``ClientStopped`` at once naming its ``command_id``,
+    ``stream_id`` and ``sent_at``; resent under those, each is applied once."""
+    space: KafkaSpace = await kafka_space(partitions=1)
+    wallet = wallet_stream("pay")
+    async with running_handler(space.config()):
+        client = space.client()
+        client.send_timeout_s = 30.0
+        await client.start()
+        if sent_before:
+            await client.execute(wallet, WalletDeposit(player_id="pay", amount=1000))
+        deposits = [
+            asyncio.create_task(client.execute(wallet, WalletDeposit(player_id="pay", amount=1)))
+            for _ in range(20)
+        ]
+        await asyncio.sleep(0)
+        started = time.monotonic()
+        await client.stop()
+        outcomes = await asyncio.gather(*deposits, return_exceptions=True)
+        assert time.monotonic() - started < 10.0  # not the 30 s send timeout
+        assert all(isinstance(o, ClientStopped) for o in outcomes), outcomes
+        stopped = [o for o in outcomes if isinstance(o, ClientStopped)]
+        assert all(o.stream_id == wallet and o.sent_at is not None for o in stopped)
+        assert len({o.command_id for o in stopped}) == 20
+        async with space.client() as again:
+            for error in stopped:
+                assert error.command_id is not None
+                resent = await again.execute(
+                    wallet,
+                    WalletDeposit(player_id="pay", amount=1),
+                    command_id=error.command_id,
+                    sent_at=error.sent_at,
+                )
+                assert resent.status == "accepted", resent
+    state = fold_wallet(
+        e.data for e in await stream_events(space, wallet) if isinstance(e.data, WalletEvent)
+    )
+    assert state.balance == (1000 if sent_before else 0) + 20
+
+
+async def test_a_send_all_that_times_out_names_every_command_to_resend(kafka_space: Any) -> None:
+    """The client review: ``send_all`` raised ``SendTimedOut`` naming no command, though the
+    deposit was applied and the message said to resend under the same id: a resend was a new
+    command. The error names each command's id, stream and ``sent_at``."""
+    space: KafkaSpace = await kafka_space(partitions=1)
+    wallet = wallet_stream("all")
+    async with running_handler(space.config()), space.client() as client:
+        await client.execute(wallet, WalletDeposit(player_id="all", amount=1))  # started, sent
+        client.send_timeout_s = 0.0
+        with pytest.raises(SendTimedOut) as timed_out:
+            await client.send_all([(wallet, WalletDeposit(player_id="all", amount=5))] * 3)
+        client.send_timeout_s = 30.0
+        named = timed_out.value.commands
+        assert len(named) == 3 and all(stream == wallet for _, stream, _ in named)
+        for command_id, stream, sent_at in named:
+            resent = await client.execute(
+                stream,
+                WalletDeposit(player_id="all", amount=5),
+                command_id=command_id,
+                sent_at=sent_at,
+            )
+            assert resent.status == "accepted", resent
+    state = fold_wallet(
+        e.data for e in await stream_events(space, wallet) if isinstance(e.data, WalletEvent)
+    )
+    assert state.balance == 1 + 15

@@ -198,3 +198,37 @@ async def test_a_table_opened_after_refusals_at_its_id_has_no_round_yet(
     client.learn_round(TABLE, [_wire(2, ev.TableOpened(rules=Rules()))])
     await client.send(TABLE, cmd.PlaceBet(player_id=ANN, box=0, amount=100))
     assert [getattr(c, "round", None) for c in sent] == [1, 4]
+
+
+async def test_an_older_command_s_events_do_not_roll_the_round_back(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """The client review: a bet's round settled, the bet resent under its id (its original
+    answer), then ``events()`` of that answer read again: ``rounds`` went back to the open
+    round 1 and the next bet was refused ``stale_command`` ("round 1 is over")."""
+    sent: list[Any] = []
+
+    async def keep(self: BlackjackClient, envelope: CommandEnvelope) -> None:
+        sent.append(envelope.command)
+
+    monkeypatch.setattr(BlackjackClient, "send_envelope", keep)
+    client = BlackjackClient("127.0.0.1:1")
+    client.learn_round(TABLE, [_wire(1, ev.TableOpened(rules=Rules()))])
+    bet_events = [_wire(2, ev.RoundOpened(round=1))]
+    client.learn_round(TABLE, bet_events)
+    settled = ev.RoundSettled(round=1, dealer_total=20, dealer_blackjack=False, results=())
+    client.learn_round(TABLE, [_wire(9, settled)])
+    client.learn_round(TABLE, bet_events)  # the first bet's events, read again
+    assert client.rounds[TABLE] == (1, False)
+    await client.send(TABLE, cmd.PlaceBet(player_id=ANN, box=0, amount=100))
+    assert [getattr(c, "round", None) for c in sent] == [2]
+
+
+async def test_an_empty_command_id_is_refused_not_replaced() -> None:
+    """The client review: ``command_id=""`` was swapped for a new UUID at each call, so three
+    resends of one deposit under a stored id that was empty were three deposits."""
+    client = BlackjackClient("127.0.0.1:1")
+    deposit = cmd.Deposit(player_id=ANN, amount=100)
+    for call in (client.send, client.execute):
+        with pytest.raises(ValueError, match="command_id"):
+            await call(TABLE, deposit, command_id="")

@@ -53,6 +53,7 @@ import json
 import os
 import time
 import uuid
+from asyncio import FIRST_COMPLETED
 from collections.abc import Callable, Coroutine, Mapping, Sequence
 from datetime import UTC, datetime
 from types import TracebackType
@@ -63,6 +64,7 @@ from aiokafka import AIOKafkaConsumer, AIOKafkaProducer, TopicPartition
 from aiokafka.errors import (
     KafkaError,
     OutOfOrderSequenceNumber,
+    ProducerClosed,
 )
 from pydantic import BaseModel, ValidationError
 
@@ -107,6 +109,11 @@ from blackjack.messages.envelope import (
 from blackjack.messages.wire import WireEnvelope
 
 _T = TypeVar("_T")
+_STOPPED_SENDING = (
+    "the client was stopped while the command was being sent: it may or may not have been "
+    "written; resend it on a started client under the same command_id and sent_at (answered "
+    "once)"
+)
 
 PRODUCER_BATCH_BYTES = 16_384
 """The commands producer's ``max_batch_size`` per partition by default: aiokafka's own. A
@@ -181,6 +188,11 @@ class BlackjackClient:
         round is open: what ``send`` names in a command that acts in a round."""
         self._loop: asyncio.AbstractEventLoop | None = None
         self._stopped = False
+        self._producer_stopped: asyncio.Event | None = None
+        """Set once a ``stop()`` has stopped the producer: a send not written by then never
+        will be (``_bounded``)."""
+        self._learned_to: dict[str, int] = {}
+        """Per stream, the sequence of the last event ``learn_round`` read"""
         self._health = ReaderHealth("not-started", since=time.monotonic())
 
     @classmethod
@@ -248,6 +260,7 @@ class BlackjackClient:
         self._sendings.new_run()
         self._book.new_run()
         self._renewing = asyncio.Lock()
+        self._producer_stopped = asyncio.Event()
         self._producer = self._reading = None
         self._results_reader.consumer = None
         ready = self._ready = loop.create_future()
@@ -412,6 +425,8 @@ class BlackjackClient:
                     await client.stop()
                 except Exception as error:
                     failures.append(error)
+        if self._producer_stopped is not None:
+            self._producer_stopped.set()
         if failures:
             raise failures[0]
 
@@ -421,8 +436,16 @@ class BlackjackClient:
         """What ``events`` (the stream's, in order) say of its round: the last one's number,
         open until it is settled, cancelled or voided. Events from the stream's first on, or
         from its ``TableOpened`` on (a table opened after refusals written at its id: a money
-        command sent before the table), without a round's say there was none yet."""
-        if events and events[0].sequence == 1:
+        command sent before the table), without a round's say there was none yet. Events at or
+        below the last one read of the stream say nothing new: an older command's (its answer
+        to a resend, ``events()`` of two results finishing out of order) rolled ``rounds`` back
+        to a round since settled, and the next bet was refused ``stale_command`` (a review)."""
+        learned = self._learned_to.get(stream_id, 0)
+        events = [envelope for envelope in events if envelope.sequence > learned]
+        if not events:
+            return
+        self._learned_to[stream_id] = events[-1].sequence
+        if events[0].sequence == 1:
             self.rounds[stream_id] = (0, False)
         for envelope in events:
             event = envelope.data
@@ -448,18 +471,30 @@ class BlackjackClient:
         correlation_id: str | None = None,
         sent_at: datetime | None = None,
     ) -> str:
-        """Send a command; returns its command id (a new UUID unless given). A resend gives
-        the first sending's ``command_id`` and ``sent_at`` (default: now), by which a money
-        command's copy is told once its id is let go (``domain.platform_money``)."""
-        envelope = CommandEnvelope(
-            command_id=command_id or str(uuid.uuid4()),
+        """Send a command; returns its command id (a new UUID unless given: an empty one is
+        refused, ``ValidationError``, never replaced, or a resend of it would be a new
+        command). A resend gives the first sending's ``command_id`` and ``sent_at`` (default:
+        now), by which a money command's copy is told once its id is let go
+        (``domain.platform_money``)."""
+        envelope = self._envelope(stream_id, command, command_id, correlation_id, sent_at)
+        await self.send_envelope(envelope)
+        return envelope.command_id
+
+    def _envelope(
+        self,
+        stream_id: str,
+        command: TableCommand | AnyWalletCommand,
+        command_id: str | None,
+        correlation_id: str | None,
+        sent_at: datetime | None,
+    ) -> CommandEnvelope:
+        return CommandEnvelope(
+            command_id=str(uuid.uuid4()) if command_id is None else command_id,
             stream_id=stream_id,
             correlation_id=correlation_id,
             sent_at=sent_at or datetime.now(UTC),
             command=self._naming_round(stream_id, command),
         )
-        await self.send_envelope(envelope)
-        return envelope.command_id
 
     async def send_all(self, commands: Sequence[tuple[str, BaseModel]]) -> list[str]:
         """Send many (stream id, command) pairs pipelined, in order; returns their ids."""
@@ -477,24 +512,46 @@ class BlackjackClient:
         producer = self._producer
         assert producer is not None
         try:
-            written = await self._bounded(self._send_pipelined(producer, envelopes))
-        except OutOfOrderSequenceNumber as error:  # sent again under the same ids: safe
-            await self._renew_producer(producer, error)
-            assert self._producer is not None
-            written = await self._bounded(self._send_pipelined(self._producer, envelopes))
+            try:
+                written = await self._bounded(self._send_pipelined(producer, envelopes))
+            except OutOfOrderSequenceNumber as error:  # sent again under the same ids: safe
+                await self._renew_producer(producer, error)
+                assert self._producer is not None
+                written = await self._bounded(self._send_pipelined(self._producer, envelopes))
+        except (SendTimedOut, ClientStopped) as error:  # what to resend, under which ids
+            error.naming([(e.command_id, e.stream_id, e.sent_at) for e in envelopes])
+            raise
         for envelope, sending, metadata in zip(envelopes, sendings, written, strict=True):
             self._placed(envelope.command_id, sending, metadata)
         return [envelope.command_id for envelope in envelopes]
 
     async def _bounded(self, sending: Coroutine[Any, Any, _T]) -> _T:
-        """``sending``, or ``SendTimedOut`` after ``send_timeout_s``."""
+        """``sending``, or ``SendTimedOut`` after ``send_timeout_s``; ``ClientStopped`` once
+        a ``stop()`` has stopped the producer under it (it flushes what it was given: a send
+        not written by then never will be; aiokafka's sends on a closed producer raised
+        ``ProducerClosed``, or waited out the whole timeout for metadata that never comes)."""
+        task = asyncio.ensure_future(sending)
+        stopped = self._producer_stopped
+        waits: set[asyncio.Future[Any]] = {task}
+        if stopped is not None:
+            waits.add(asyncio.ensure_future(stopped.wait()))
         try:
-            return await asyncio.wait_for(sending, self.send_timeout_s)
-        except TimeoutError:
-            raise SendTimedOut(
-                f"the broker did not take the command within {self.send_timeout_s} s; "
-                "resend it under the same command_id and sent_at"
-            ) from None
+            await asyncio.wait(waits, timeout=self.send_timeout_s, return_when=FIRST_COMPLETED)
+        finally:
+            for waiting in waits - {task}:
+                waiting.cancel()
+        if task.done():
+            try:
+                return task.result()
+            except ProducerClosed:
+                raise ClientStopped(_STOPPED_SENDING) from None
+        task.cancel()
+        if stopped is not None and stopped.is_set():
+            raise ClientStopped(_STOPPED_SENDING)
+        raise SendTimedOut(
+            f"the broker did not take the command within {self.send_timeout_s} s; "
+            "resend it under the same command_id and sent_at"
+        )
 
     async def _send_pipelined(
         self, producer: AIOKafkaProducer, envelopes: Sequence[CommandEnvelope]
@@ -808,8 +865,14 @@ class BlackjackClient:
         timeout: float = 10.0,
         sent_at: datetime | None = None,
     ) -> CommandResult:
-        """Send a command and await the answer to this sending of it (``send``)."""
-        command_id = command_id or str(uuid.uuid4())
+        """Send a command and await the answer to this sending of it (``send``). A
+        ``SendTimedOut`` or ``ClientStopped`` after the command was made names it
+        (``command_id``, ``stream_id``, ``sent_at``): it may have been applied, so resend it
+        under those, never under a new id (a review: 50 deposits applied, each told only "the
+        client is stopped", with an id ``execute`` had made)."""
+        command_id = str(uuid.uuid4()) if command_id is None else command_id
+        sent_at = sent_at or datetime.now(UTC)
+        named = [(command_id, stream_id, sent_at)]
         # (its answers counted here kept until it waits)
         self._book.executing[command_id] = self._book.executing.get(command_id, 0) + 1
         try:
@@ -821,7 +884,19 @@ class BlackjackClient:
                 correlation_id=correlation_id,
                 sent_at=sent_at,
             )
-            return await self.result(command_id, timeout, skip=earlier, stream_id=stream_id)
+            try:
+                return await self.result(command_id, timeout, skip=earlier, stream_id=stream_id)
+            except ClientStopped:
+                raise ClientStopped(
+                    f"the client was stopped while the answer to {command_id} at {stream_id} "
+                    "was awaited: the command was sent and may have been applied; resend it "
+                    f"on a started client under the same command_id and sent_at "
+                    f"({sent_at.isoformat()}), which is answered once"
+                ).naming(named) from None
+        except (SendTimedOut, ClientStopped) as error:
+            if error.command_id is None:  # (one of the send: what to resend it under)
+                error.naming(named)
+            raise
         finally:
             self._book.executing[command_id] -= 1
             if not self._book.executing[command_id]:

@@ -2,23 +2,51 @@
 
 from __future__ import annotations
 
+from collections.abc import Sequence
+from datetime import datetime
+from typing import Self
+
 from aiokafka.errors import KafkaTimeoutError
 
 
-class ClientStopped(RuntimeError):
+class Resendable:
+    """What an error of a command's sending names, where the command may have been written
+    (``execute``'s, ``send``'s, ``send_all``'s): the ``command_id``, ``stream_id`` and
+    ``sent_at`` to resend it under, answered once (each command of a ``send_all`` in
+    ``commands``). None where the error came before any command was made."""
+
+    command_id: str | None = None
+    stream_id: str | None = None
+    sent_at: datetime | None = None
+    commands: tuple[tuple[str, str, datetime | None], ...] = ()
+    """(command id, stream id, sent_at) of each command the error leaves unknown"""
+
+    def naming(self, commands: Sequence[tuple[str, str, datetime | None]]) -> Self:
+        """The error, naming ``commands`` (command id, stream id, sent_at)."""
+        self.commands = tuple(commands)
+        if len(self.commands) == 1:
+            self.command_id, self.stream_id, self.sent_at = self.commands[0]
+        return self
+
+
+class ClientStopped(Resendable, RuntimeError):
     """The client was stopped (or never started, or its start failed): no command can be sent
     and no result come through it until it is started (again). ``result`` waits cut short by
-    ``stop()`` get it at once."""
+    ``stop()`` get it at once. Raised by ``execute`` (or a send) for a command it had sent, or
+    was sending, when the client stopped, it names the command (``Resendable``): it may have
+    been applied, so resend it under that ``command_id`` and ``sent_at`` on a started client
+    (answered once), never under a new id."""
 
 
 class ClientAlreadyStarted(RuntimeError):
     """``start()`` on a client that is started (or being started): stop it first."""
 
 
-class SendTimedOut(KafkaTimeoutError):  # type: ignore[misc]
+class SendTimedOut(Resendable, KafkaTimeoutError):  # type: ignore[misc]
     """The broker did not take a command within ``send_timeout_s`` (it is away). The command
     may still be written once it is back: resend it under the same ``command_id`` and
-    ``sent_at`` (answered once), never under a new id."""
+    ``sent_at`` (answered once), never under a new id: the error names them (``Resendable``;
+    a ``send_all``'s, every command's in ``commands``)."""
 
 
 class AnswerLost(TimeoutError):
