@@ -140,6 +140,16 @@ async def test_such_a_record_that_is_no_event_either_is_named_once(
     assert [(r.topic, r.partition, r.offset) for r in report.unreadable] == [(*key, junk)]
     rendered = report.render()
     assert report.foreign == [] and rendered.count(f"offset {junk}") == 1, rendered
+    # past the live positions (a worker that has not reached it yet): named once, as such
+    # (the diff review: with the fix above, it was named nowhere)
+    behind = await stores.store()
+    await rebuild(ProjectionWriter(behind), events_topic.bootstrap, key[0], stop={key: junk})
+    report = await run_audit(
+        behind, await stores.store(), events_topic.bootstrap, key[0], shoe_seal
+    )
+    assert report.unreadable == [] and report.unreadable_past == [(*key, junk)]
+    rendered = report.render()
+    assert rendered.count(f"offset {junk}") == 1 and "no reader can read" in rendered, rendered
 
 
 def blackjack(*args: str, env: dict[str, str]) -> subprocess.CompletedProcess[str]:

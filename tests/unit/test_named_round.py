@@ -5,12 +5,13 @@ required`` refuses a command that does not name it; the client names it for its 
 
 from __future__ import annotations
 
-from datetime import UTC, datetime
+import asyncio
+from datetime import UTC, datetime, timedelta
 from typing import Any
 
 import pytest
 
-from blackjack.client import BlackjackClient
+from blackjack.client import BlackjackClient, ClientStopped
 from blackjack.command_handler.config import HandlerConfig
 from blackjack.command_handler.reading import Inbound
 from blackjack.command_handler.service import CommandHandler
@@ -140,14 +141,18 @@ def test_the_round_setting_comes_from_the_environment() -> None:
         HandlerConfig.from_env({**env, "BLACKJACK_COMMAND_ROUND": "always"})
 
 
-def _wire(sequence: int, event: ev.TableOpened | ev.RoundOpened | ev.RoundSettled) -> WireEnvelope:
+def _wire(
+    sequence: int,
+    event: ev.TableOpened | ev.RoundOpened | ev.RoundSettled,
+    at: datetime = NOW,
+) -> WireEnvelope:
     return WireEnvelope(
         event_id=f"e-{sequence}",
         type=event.type,
         schema_version=event.version,
         stream_id=TABLE,
         sequence=sequence,
-        occurred_at=NOW,
+        occurred_at=at,
         data=event,
     )
 
@@ -232,3 +237,39 @@ async def test_an_empty_command_id_is_refused_not_replaced() -> None:
     for call in (client.send, client.execute):
         with pytest.raises(ValueError, match="command_id"):
             await call(TABLE, deposit, command_id="")
+
+
+def test_a_log_begun_again_from_sequence_1_is_learnt() -> None:
+    """The diff review: the events topic made anew, the table opened again writes from
+    sequence 1, later than anything known: what it says counts (ignored, every bet named the
+    old log's round and was refused)."""
+    client = BlackjackClient("127.0.0.1:1")
+    client.learn_round(TABLE, [_wire(1, ev.TableOpened(rules=Rules()))])
+    client.learn_round(TABLE, [_wire(40, ev.RoundOpened(round=7))])
+    later = NOW + timedelta(days=1)
+    client.learn_round(TABLE, [_wire(1, ev.TableOpened(rules=Rules()), later)])
+    assert client.rounds[TABLE] == (0, False)
+    client.learn_round(TABLE, [_wire(2, ev.RoundOpened(round=1), later)])
+    assert client.rounds[TABLE] == (1, True)
+
+
+async def test_senders_waiting_on_a_failed_start_each_get_their_own_command_named() -> None:
+    """The diff review: a start that failed gave every sender waiting on it one error object,
+    which the first named with its command, so the second's error named the first's id and
+    table (a resend so would put its deposit on another table)."""
+    client = BlackjackClient("127.0.0.1:1", send_timeout_s=2)
+    starting = asyncio.ensure_future(client.start())
+    await asyncio.sleep(0)
+
+    async def execute(n: int) -> BaseException:
+        deposit = cmd.Deposit(player_id=ANN, amount=100)
+        with pytest.raises(ClientStopped) as stopped:
+            await client.execute(f"table-{n}", deposit, command_id=f"id-{n}")
+        return stopped.value
+
+    first, second = await asyncio.gather(execute(1), execute(2))
+    with pytest.raises(Exception):  # noqa: B017 (no broker there: any connection error)
+        await starting
+    assert isinstance(first, ClientStopped) and isinstance(second, ClientStopped)
+    assert (first.command_id, first.stream_id) == ("id-1", "table-1")
+    assert (second.command_id, second.stream_id) == ("id-2", "table-2")

@@ -309,7 +309,7 @@ def test_every_downgrade_step_renders_whole_or_is_refused_before_a_line() -> Non
             named = "" if below == "base" else below  # alembic names base so
             assert f"-- Running downgrade {above} -> {named}\n" in script.getvalue()
             assert "alembic_version" in script.getvalue().rsplit("-- Running", 1)[1]
-    assert refused == ["0002", "0003", "0006", "0007"]
+    assert refused == ["0002", "0003", "0006", "0007", "0008"]
     script = io.StringIO()
     command.downgrade(_offline_config(script, PG_URL), "0007:base", sql=True)
     rendered = script.getvalue()

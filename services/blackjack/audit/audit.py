@@ -187,6 +187,9 @@ class AuditReport:
     foreign_past: list[tuple[str, int, int]] = field(default_factory=list)
     """records past the live positions the service did not write: a live worker stops at one
     until an operator steps it over"""
+    unreadable_past: list[tuple[str, int, int]] = field(default_factory=list)
+    """records no reader can read past the live positions (the workers will step over them;
+    below them, each is a finding until acknowledged)"""
 
     @property
     def findings(self) -> list[Finding]:
@@ -286,6 +289,12 @@ class AuditReport:
                 f"Note: past the live positions, {len(self.foreign_past)} record(s) not written "
                 f"by the service, at which a worker stops until stepped over "
                 f'(docs/operations.md, "A stuck projection worker"): {_places(self.foreign_past)}'
+            )
+        if self.unreadable_past:
+            lines.append(
+                f"Note: past the live positions, {len(self.unreadable_past)} record(s) no reader "
+                "can read, which a worker steps over (an audit once it has fails on each until "
+                f"acknowledged): {_places(self.unreadable_past)}"
             )
         if self.foreign:
             lines.append(
@@ -464,12 +473,21 @@ async def _rebuild_and_compare(
         # stuck at a record (a sequence skipped, a stream's event on another partition) left
         # everything after it unread, and the audit called it lag and passed.
         foreign_past: list[Record] = []
+        unreadable_past: list[Record] = []
         report.unfoldable = await _folded(
             writer,
-            rebuild(writer, bootstrap, topic, security=security, foreign=foreign_past),
+            rebuild(
+                writer,
+                bootstrap,
+                topic,
+                security=security,
+                foreign=foreign_past,
+                unreadable=unreadable_past,
+            ),
             past_positions=True,
         )
         report.foreign_past = [(r.topic, r.partition, r.offset) for r in foreign_past]
+        report.unreadable_past = [(r.topic, r.partition, r.offset) for r in unreadable_past]
 
 
 async def _folded(

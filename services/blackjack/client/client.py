@@ -109,6 +109,17 @@ from blackjack.messages.envelope import (
 from blackjack.messages.wire import WireEnvelope
 
 _T = TypeVar("_T")
+
+
+def _naming(
+    error: SendTimedOut | ClientStopped, commands: Sequence[tuple[str, str, datetime | None]]
+) -> SendTimedOut | ClientStopped:
+    """A new error of ``error``'s kind and words naming ``commands`` (never ``error`` itself:
+    one a failed start left is raised to every sender waiting on it, and naming it named one
+    caller's command in the others' errors: a review)."""
+    return type(error)(*error.args).naming(commands)
+
+
 _STOPPED_SENDING = (
     "the client was stopped while the command was being sent: it may or may not have been "
     "written; resend it on a started client under the same command_id and sent_at (answered "
@@ -191,8 +202,8 @@ class BlackjackClient:
         self._producer_stopped: asyncio.Event | None = None
         """Set once a ``stop()`` has stopped the producer: a send not written by then never
         will be (``_bounded``)."""
-        self._learned_to: dict[str, int] = {}
-        """Per stream, the sequence of the last event ``learn_round`` read"""
+        self._learned_to: dict[str, tuple[int, datetime]] = {}
+        """Per stream, the sequence and time of the last event ``learn_round`` read"""
         self._health = ReaderHealth("not-started", since=time.monotonic())
 
     @classmethod
@@ -440,11 +451,21 @@ class BlackjackClient:
         below the last one read of the stream say nothing new: an older command's (its answer
         to a resend, ``events()`` of two results finishing out of order) rolled ``rounds`` back
         to a round since settled, and the next bet was refused ``stale_command`` (a review)."""
-        learned = self._learned_to.get(stream_id, 0)
+        known = self._learned_to.get(stream_id)
+        # from the first event, written after the last known: the log begun again (the topic
+        # made anew), which is to be believed
+        if (
+            known is not None
+            and events
+            and events[0].sequence == 1
+            and (events[0].occurred_at > known[1])
+        ):
+            known = None
+        learned = 0 if known is None else known[0]
         events = [envelope for envelope in events if envelope.sequence > learned]
         if not events:
             return
-        self._learned_to[stream_id] = events[-1].sequence
+        self._learned_to[stream_id] = (events[-1].sequence, events[-1].occurred_at)
         if events[0].sequence == 1:
             self.rounds[stream_id] = (0, False)
         for envelope in events:
@@ -477,7 +498,10 @@ class BlackjackClient:
         now), by which a money command's copy is told once its id is let go
         (``domain.platform_money``)."""
         envelope = self._envelope(stream_id, command, command_id, correlation_id, sent_at)
-        await self.send_envelope(envelope)
+        try:
+            await self.send_envelope(envelope)
+        except (SendTimedOut, ClientStopped) as error:
+            raise _naming(error, [(envelope.command_id, stream_id, envelope.sent_at)]) from error
         return envelope.command_id
 
     def _envelope(
@@ -519,8 +543,8 @@ class BlackjackClient:
                 assert self._producer is not None
                 written = await self._bounded(self._send_pipelined(self._producer, envelopes))
         except (SendTimedOut, ClientStopped) as error:  # what to resend, under which ids
-            error.naming([(e.command_id, e.stream_id, e.sent_at) for e in envelopes])
-            raise
+            named = [(e.command_id, e.stream_id, e.sent_at) for e in envelopes]
+            raise _naming(error, named) from error
         for envelope, sending, metadata in zip(envelopes, sendings, written, strict=True):
             self._placed(envelope.command_id, sending, metadata)
         return [envelope.command_id for envelope in envelopes]
@@ -538,14 +562,16 @@ class BlackjackClient:
         try:
             await asyncio.wait(waits, timeout=self.send_timeout_s, return_when=FIRST_COMPLETED)
         finally:
-            for waiting in waits - {task}:
-                waiting.cancel()
-        if task.done():
+            for waiting in waits:  # the send too, unless done (a caller cancelled: as wait_for)
+                if not waiting.done():
+                    waiting.cancel()
+        if task.done() and not task.cancelled():  # (one not done was told to cancel above)
             try:
                 return task.result()
             except ProducerClosed:
+                if not self._stopped:  # a producer renewed under it (``_renew_producer``)
+                    raise
                 raise ClientStopped(_STOPPED_SENDING) from None
-        task.cancel()
         if stopped is not None and stopped.is_set():
             raise ClientStopped(_STOPPED_SENDING)
         raise SendTimedOut(
@@ -894,9 +920,9 @@ class BlackjackClient:
                     f"({sent_at.isoformat()}), which is answered once"
                 ).naming(named) from None
         except (SendTimedOut, ClientStopped) as error:
-            if error.command_id is None:  # (one of the send: what to resend it under)
-                error.naming(named)
-            raise
+            if error.commands == tuple(named):  # (named by ``send``)
+                raise
+            raise _naming(error, named) from error
         finally:
             self._book.executing[command_id] -= 1
             if not self._book.executing[command_id]:

@@ -16,6 +16,9 @@ revision = "0008"
 down_revision = "0007"
 branch_labels = None
 depends_on = None
+# a script (--sql) cannot read whether revocations are held: PostgreSQL's checks when it runs
+# (below); SQLite's has no way to, so a downgrade script through here is refused (env.py)
+sqlite_downgrade_renders_offline = False
 
 
 def upgrade() -> None:
@@ -46,17 +49,23 @@ def downgrade() -> None:
     if context.get_x_argument(as_dictionary=True).get(DROP_ANYWAY) == "yes":
         op.drop_table("token_revocations")
         return
-    held = (
-        "an unknown number of"
-        if context.is_offline_mode()
-        else op.get_bind().execute(sa.text("SELECT count(*) FROM token_revocations")).scalar_one()
-    )
-    if held:
-        raise RuntimeError(
-            f"downgrade below 0008 refused: token_revocations holds {held} revocation(s) of "
-            "players' tokens, which no fold of the events makes again (a revoked token would "
-            "work again); fold the read model again into a new database instead, "
-            "`blackjack projections rebuild --revocations-from` (docs/operations.md), or pass "
-            f"-x {DROP_ANYWAY}=yes to drop them"
+    if context.is_offline_mode():  # PostgreSQL (SQLite's is refused): the script checks
+        refused = _REFUSED.format(held="some").replace("'", "''")
+        op.execute(
+            "DO $$ BEGIN IF EXISTS (SELECT 1 FROM token_revocations) THEN "
+            f"RAISE EXCEPTION '{refused}'; END IF; END $$"
         )
+    else:
+        held = op.get_bind().execute(sa.text("SELECT count(*) FROM token_revocations"))
+        count = held.scalar_one()
+        if count:
+            raise RuntimeError(_REFUSED.format(held=count))
     op.drop_table("token_revocations")
+
+
+_REFUSED = (
+    "downgrade below 0008 refused: token_revocations holds {held} revocation(s) of players' "
+    "tokens, which no fold of the events makes again (a revoked token would work again); fold "
+    "the read model again into a new database instead, `blackjack projections rebuild "
+    f"--revocations-from` (docs/operations.md), or pass -x {DROP_ANYWAY}=yes to drop them"
+)
