@@ -157,13 +157,19 @@ def _wire(
     )
 
 
-async def test_the_client_names_the_round_it_last_saw(monkeypatch: pytest.MonkeyPatch) -> None:
+def commands_sent(monkeypatch: pytest.MonkeyPatch) -> list[Any]:
+    """The commands every ``BlackjackClient`` sends from now on, kept instead of sent."""
     sent: list[Any] = []
 
     async def keep(self: BlackjackClient, envelope: CommandEnvelope) -> None:
         sent.append(envelope.command)
 
     monkeypatch.setattr(BlackjackClient, "send_envelope", keep)
+    return sent
+
+
+async def test_the_client_names_the_round_it_last_saw(monkeypatch: pytest.MonkeyPatch) -> None:
+    sent = commands_sent(monkeypatch)
     client = BlackjackClient("127.0.0.1:1")
     bet = cmd.PlaceBet(player_id=ANN, box=0, amount=100)
     await client.send(TABLE, bet)  # nothing known of the table yet: sent as it is
@@ -189,12 +195,7 @@ async def test_a_table_opened_after_refusals_at_its_id_has_no_round_yet(
     written at sequence 1; the ``OpenTable`` after it writes from sequence 2: the client
     learnt nothing from its events, and the first bet went out naming no round (a client
     review: a late copy of it would not be refused ``stale_command``)."""
-    sent: list[Any] = []
-
-    async def keep(self: BlackjackClient, envelope: CommandEnvelope) -> None:
-        sent.append(envelope.command)
-
-    monkeypatch.setattr(BlackjackClient, "send_envelope", keep)
+    sent = commands_sent(monkeypatch)
     client = BlackjackClient("127.0.0.1:1")
     client.learn_round(TABLE, [_wire(2, ev.TableOpened(rules=Rules()))])
     await client.send(TABLE, cmd.PlaceBet(player_id=ANN, box=0, amount=100))
@@ -211,12 +212,7 @@ async def test_an_older_command_s_events_do_not_roll_the_round_back(
     """The client review: a bet's round settled, the bet resent under its id (its original
     answer), then ``events()`` of that answer read again: ``rounds`` went back to the open
     round 1 and the next bet was refused ``stale_command`` ("round 1 is over")."""
-    sent: list[Any] = []
-
-    async def keep(self: BlackjackClient, envelope: CommandEnvelope) -> None:
-        sent.append(envelope.command)
-
-    monkeypatch.setattr(BlackjackClient, "send_envelope", keep)
+    sent = commands_sent(monkeypatch)
     client = BlackjackClient("127.0.0.1:1")
     client.learn_round(TABLE, [_wire(1, ev.TableOpened(rules=Rules()))])
     bet_events = [_wire(2, ev.RoundOpened(round=1))]

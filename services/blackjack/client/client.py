@@ -497,28 +497,18 @@ class BlackjackClient:
         command). A resend gives the first sending's ``command_id`` and ``sent_at`` (default:
         now), by which a money command's copy is told once its id is let go
         (``domain.platform_money``)."""
-        envelope = self._envelope(stream_id, command, command_id, correlation_id, sent_at)
-        try:
-            await self.send_envelope(envelope)
-        except (SendTimedOut, ClientStopped) as error:
-            raise _naming(error, [(envelope.command_id, stream_id, envelope.sent_at)]) from error
-        return envelope.command_id
-
-    def _envelope(
-        self,
-        stream_id: str,
-        command: TableCommand | AnyWalletCommand,
-        command_id: str | None,
-        correlation_id: str | None,
-        sent_at: datetime | None,
-    ) -> CommandEnvelope:
-        return CommandEnvelope(
+        envelope = CommandEnvelope(
             command_id=str(uuid.uuid4()) if command_id is None else command_id,
             stream_id=stream_id,
             correlation_id=correlation_id,
             sent_at=sent_at or datetime.now(UTC),
             command=self._naming_round(stream_id, command),
         )
+        try:
+            await self.send_envelope(envelope)
+        except (SendTimedOut, ClientStopped) as error:
+            raise _naming(error, [(envelope.command_id, stream_id, envelope.sent_at)]) from error
+        return envelope.command_id
 
     async def send_all(self, commands: Sequence[tuple[str, BaseModel]]) -> list[str]:
         """Send many (stream id, command) pairs pipelined, in order; returns their ids."""
