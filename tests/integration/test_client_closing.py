@@ -207,3 +207,29 @@ async def test_a_send_all_that_times_out_names_every_command_to_resend(kafka_spa
         e.data for e in await stream_events(space, wallet) if isinstance(e.data, WalletEvent)
     )
     assert state.balance == 1 + 15
+
+
+async def test_a_stop_ends_an_events_read_at_once(kafka_space: Any) -> None:
+    """Before, ``events()`` waited on for its ``timeout`` (``TimeoutError``, blaming the
+    broker) after the client's ``stop()`` had ended: events that never come while it waits."""
+    space: KafkaSpace = await kafka_space(partitions=1)
+    never_written = CommandResult(
+        command_id="c",
+        stream_id="t",
+        status="accepted",
+        handled_at=datetime.now(UTC),
+        first_sequence=1,
+        last_sequence=1,
+    )
+    before = asyncio.all_tasks()
+    client = space.client()
+    await client.start()
+    reading = asyncio.ensure_future(client.events(never_written, timeout=3 * WAIT_S))
+    await asyncio.sleep(0)  # (it has started reading)
+    began = time.monotonic()
+    await client.stop()
+    with pytest.raises(ClientStopped, match="stopped while the events were read"):
+        async with asyncio.timeout(WAIT_S):
+            await reading
+    assert time.monotonic() - began < WAIT_S
+    assert await left_running(before) == []

@@ -25,7 +25,8 @@ from typing import Any
 import pytest
 
 from blackjack.bus.clients import ScopedConsumer, ScopedProducer
-from blackjack.client import BlackjackClient, ClientAlreadyStarted, ClientStopped
+from blackjack.bus.topics import Topics
+from blackjack.client import BlackjackClient, ClientAlreadyStarted, ClientStopped, TopicNotFound
 from blackjack.client import client as client_module
 from blackjack.command_handler.service import CommandHandler
 from blackjack.domain import commands as cmd
@@ -145,6 +146,27 @@ async def test_a_client_whose_start_failed_refuses_sends_typed(space: KafkaSpace
     with pytest.raises(Exception):  # noqa: B017 (no broker there: aiokafka's own error)
         await client.start()
     with pytest.raises(ClientStopped):
+        await client.send_raw(b"t", b"{}")
+
+
+async def test_a_client_under_a_wrong_topic_prefix_is_told_the_topic_it_did_not_find(
+    space: KafkaSpace, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Before, ``start()`` raised aiokafka's ``UnknownTopicOrPartitionError`` naming nothing
+    (after its 40 s wait for the metadata: here 2 s), read as the broker's failure."""
+
+    class Impatient(ScopedProducer):
+        def __init__(self, **options: Any) -> None:
+            super().__init__(request_timeout_ms=2000, **options)
+
+    monkeypatch.setattr(client_module, "ScopedProducer", Impatient)
+    wrong = Topics(f"{space.prefix}typo.")
+    client = BlackjackClient(space.bootstrap, wrong)
+    with pytest.raises(TopicNotFound) as raised:
+        await client.start()
+    assert wrong.results in str(raised.value) and space.bootstrap in str(raised.value)
+    assert "BLACKJACK_TOPIC_PREFIX" in str(raised.value)
+    with pytest.raises(ClientStopped):  # and nothing is left half started
         await client.send_raw(b"t", b"{}")
 
 

@@ -22,6 +22,7 @@ from blackjack.client.errors import (
     ClientAlreadyStarted,
     ClientStopped,
     SendTimedOut,
+    TopicNotFound,
     UnreadableResult,
     WrongEventLoop,
 )
@@ -39,6 +40,7 @@ __all__ = [
     "ClientStopped",
     "ReaderHealth",
     "SendTimedOut",
+    "TopicNotFound",
     "UnreadableResult",
     "WrongEventLoop",
     "read_error_is_fatal",

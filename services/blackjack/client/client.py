@@ -54,7 +54,8 @@ import os
 import time
 import uuid
 from asyncio import FIRST_COMPLETED
-from collections.abc import Callable, Coroutine, Mapping, Sequence
+from collections.abc import Callable, Coroutine, Iterator, Mapping, Sequence
+from contextlib import contextmanager
 from datetime import UTC, datetime
 from types import TracebackType
 from typing import Any, TypeVar
@@ -65,6 +66,7 @@ from aiokafka.errors import (
     KafkaError,
     OutOfOrderSequenceNumber,
     ProducerClosed,
+    UnknownTopicOrPartitionError,
 )
 from pydantic import BaseModel, ValidationError
 
@@ -89,6 +91,7 @@ from blackjack.client.errors import (
     ClientAlreadyStarted,
     ClientStopped,
     SendTimedOut,
+    TopicNotFound,
     WrongEventLoop,
 )
 from blackjack.client.events import collect_events
@@ -368,7 +371,20 @@ class BlackjackClient:
         )
         self._results_reader.consumer = consumer  # (a start that fails stops it: _stop_all)
         await consumer.start()
-        await self._results_reader.begin(self._producer)
+        with self._naming_topic(self.topics.results):
+            await self._results_reader.begin(self._producer)
+
+    @contextmanager
+    def _naming_topic(self, topic: str) -> Iterator[None]:
+        """aiokafka's ``UnknownTopicOrPartitionError`` for ``topic`` (after its 40 s wait for
+        the metadata) as ``TopicNotFound``, naming the topic and the brokers: it names
+        neither (a wrong topic prefix read as a broker's failure)."""
+        try:
+            yield
+        except UnknownTopicOrPartitionError as error:
+            if isinstance(error, TopicNotFound):
+                raise
+            raise TopicNotFound(topic, self.bootstrap) from error
 
     def _reader_failure(self) -> BaseException | None:
         """Why the results reader stopped, if it failed (a batch it could not decompress:
@@ -545,29 +561,34 @@ class BlackjackClient:
         not written by then never will be; aiokafka's sends on a closed producer raised
         ``ProducerClosed``, or waited out the whole timeout for metadata that never comes)."""
         task = asyncio.ensure_future(sending)
-        stopped = self._producer_stopped
-        waits: set[asyncio.Future[Any]] = {task}
-        if stopped is not None:
-            waits.add(asyncio.ensure_future(stopped.wait()))
-        try:
-            await asyncio.wait(waits, timeout=self.send_timeout_s, return_when=FIRST_COMPLETED)
-        finally:
-            for waiting in waits:  # the send too, unless done (a caller cancelled: as wait_for)
-                if not waiting.done():
-                    waiting.cancel()
-        if task.done() and not task.cancelled():  # (one not done was told to cancel above)
+        if await self._ended_unless_stopped(task, self.send_timeout_s):
             try:
                 return task.result()
             except ProducerClosed:
                 if not self._stopped:  # a producer renewed under it (``_renew_producer``)
                     raise
                 raise ClientStopped(_STOPPED_SENDING) from None
-        if stopped is not None and stopped.is_set():
+        if self._producer_stopped is not None and self._producer_stopped.is_set():
             raise ClientStopped(_STOPPED_SENDING)
         raise SendTimedOut(
             f"the broker did not take the command within {self.send_timeout_s} s; "
             "resend it under the same command_id and sent_at"
         )
+
+    async def _ended_unless_stopped(self, task: asyncio.Future[Any], timeout: float | None) -> bool:
+        """Wait for ``task`` until it ends (True), or a ``stop()`` stops the producer, or
+        ``timeout`` passes (False: ``task`` is cancelled, as it is if the caller is)."""
+        stopped = self._producer_stopped
+        waits: set[asyncio.Future[Any]] = {task}
+        if stopped is not None:
+            waits.add(asyncio.ensure_future(stopped.wait()))
+        try:
+            await asyncio.wait(waits, timeout=timeout, return_when=FIRST_COMPLETED)
+        finally:
+            for waiting in waits:  # the task too, unless done (a caller cancelled: as wait_for)
+                if not waiting.done():
+                    waiting.cancel()
+        return task.done() and not task.cancelled()
 
     async def _send_pipelined(
         self, producer: AIOKafkaProducer, envelopes: Sequence[CommandEnvelope]
@@ -928,18 +949,27 @@ class BlackjackClient:
         if first is None or last is None:
             return []
         await self._started()
+        reading = asyncio.ensure_future(self._read_events(result, first, last, timeout))
+        if not await self._ended_unless_stopped(reading, None):
+            raise ClientStopped("the client was stopped while the events were read")
+        events = reading.result()
+        self.learn_round(result.stream_id, events)
+        return events
+
+    async def _read_events(
+        self, result: CommandResult, first: int, last: int, timeout: float
+    ) -> list[WireEnvelope]:
         assert self._producer is not None
-        partitions = await self._producer.partitions_for(self.topics.events)
+        with self._naming_topic(self.topics.events):
+            partitions = await self._producer.partitions_for(self.topics.events)
         tp = TopicPartition(self.topics.events, partition_for(result.stream_id, len(partitions)))
         consumer = self._new_consumer("events")
         try:  # a start that fails or is cancelled too: its client and task closed
             async with asyncio.timeout(timeout):  # its start too: a broker away
                 await consumer.start()
-                events = await collect_events(consumer, tp, result, first, last)
+                return await collect_events(consumer, tp, result, first, last)
         finally:
             await consumer.stop()
-        self.learn_round(result.stream_id, events)
-        return events
 
     def _keep_record(self, record: Any) -> None:
         try:

@@ -6,7 +6,7 @@ from collections.abc import Sequence
 from datetime import datetime
 from typing import Self
 
-from aiokafka.errors import KafkaTimeoutError
+from aiokafka.errors import KafkaTimeoutError, UnknownTopicOrPartitionError
 
 
 class Resendable:
@@ -105,3 +105,17 @@ class UnreadableResult(ValueError):
 class WrongEventLoop(RuntimeError):
     """The client was used from an event loop other than the one it was started in: its
     aiokafka producer and consumer belong to that loop alone."""
+
+
+class TopicNotFound(UnknownTopicOrPartitionError):  # type: ignore[misc]
+    """A topic the client reads or writes is not on the cluster: the topic prefix
+    (``BLACKJACK_TOPIC_PREFIX``) or the brokers are not the service's, or the service has
+    not made its topics yet (``blackjack serve`` makes them at its start)."""
+
+    def __init__(self, topic: str, bootstrap: str) -> None:
+        super().__init__(
+            f"the topic {topic} is not on the cluster at {bootstrap}: is the topic prefix "
+            "(BLACKJACK_TOPIC_PREFIX) the service's, and has the service started once?"
+        )
+        self.topic = topic
+        self.bootstrap = bootstrap
