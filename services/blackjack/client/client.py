@@ -259,12 +259,25 @@ class BlackjackClient:
                 "start a client per event loop"
             )
 
+    def _forget_a_closed_loop(self) -> None:
+        """A client whose event loop closed without its ``stop()`` (an ``asyncio.run`` that
+        ended) is stopped: its producer, consumer and reader went with that loop, and nothing
+        of theirs can be awaited from another. Before, such a client could be neither started
+        (``ClientAlreadyStarted``) nor stopped (``WrongEventLoop``) again."""
+        if self._loop is None or not self._loop.is_closed():
+            return
+        log.warning("the client's event loop closed without stop(): the client is stopped")
+        self._set_health("stopped")  # (its waiters were cancelled with the loop's tasks)
+        self._stopped, self._closing, self._loop = True, False, None
+        self._stopping = self._starting = None
+
     async def start(self) -> None:
         """Connect: a new producer and results reader, reading the results topic from its end
         as of now. A stopped client may be started again (in any event loop): what it knew is
         kept (``rounds``, the answers received), and the answer to a command it sent before
         is looked back for by ``result`` (``RESULTS_LOOKBACK_MS``). A send or ``result``
         from another task meanwhile waits for the start to end."""
+        self._forget_a_closed_loop()
         if self._closing:
             raise ClientStopped("stop() has not finished: await it, then start the client")
         if self._loop is not None and not self._stopped:
@@ -410,6 +423,7 @@ class BlackjackClient:
         gets the cancel at once, and the reader, the look-backs, the producer and the
         consumer still stop, on their own (the client can be started again once they have:
         a second ``stop()`` waits for that)."""
+        self._forget_a_closed_loop()
         if self._loop is not None and asyncio.get_running_loop() is not self._loop:
             raise WrongEventLoop("stop() a client in the event loop it was started in")
         if self._stopped:
