@@ -16,15 +16,21 @@ $(VENV)/.installed: pyproject.toml deploy/docker/constraints.txt
 
 install: $(VENV)/.installed
 
+# The local broker on KAFKA_PORT, unless BLACKJACK_KAFKA_BOOTSTRAP names another (its own
+# address, as 127.0.0.1 or localhost, is the local broker's): said on stderr either way.
+KAFKA_SH ?= deploy/kafka/kafka.sh
+LOCAL_BROKER = port="$${KAFKA_PORT:-9092}"; \
+	case "$$BLACKJACK_KAFKA_BOOTSTRAP" in \
+	  "" | "127.0.0.1:$$port" | "localhost:$$port") $(KAFKA_SH) up >&2 ;; \
+	  *) echo "make: the broker at $$BLACKJACK_KAFKA_BOOTSTRAP (BLACKJACK_KAFKA_BOOTSTRAP); no local broker started" >&2 ;; \
+	esac
+
 # The local broker (fetched from Maven Central on first use), then the service on
 # http://127.0.0.1:8080 with a development shoe key generated once into the git-ignored var/.
 # The service connects to the broker the script started (KAFKA_PORT, 9092) unless
 # BLACKJACK_KAFKA_BOOTSTRAP names another, which is then used and no local broker started.
 run: install
-	@local="127.0.0.1:$${KAFKA_PORT:-9092}"; \
-	if [ -n "$$BLACKJACK_KAFKA_BOOTSTRAP" ] && [ "$$BLACKJACK_KAFKA_BOOTSTRAP" != "$$local" ]; then \
-	  echo "make run: the broker at $$BLACKJACK_KAFKA_BOOTSTRAP (BLACKJACK_KAFKA_BOOTSTRAP); no local broker started"; \
-	else deploy/kafka/kafka.sh up; fi
+	@$(LOCAL_BROKER)
 	BLACKJACK_KAFKA_BOOTSTRAP="$${BLACKJACK_KAFKA_BOOTSTRAP:-127.0.0.1:$${KAFKA_PORT:-9092}}" \
 	BLACKJACK_SHOE_KEY_FILE="$${BLACKJACK_SHOE_KEY_FILE:-var/shoe.key}" $(VENV)/bin/blackjack serve
 
@@ -99,7 +105,7 @@ bench: install
 # transactional echo, with the proof that nothing was lost or done twice (docs/load.md), e.g.
 #   make load LOAD_ARGS='--tables 40 --rounds 50 --variant mini-h17'
 load: install
-	deploy/kafka/kafka.sh up >&2
+	@$(LOCAL_BROKER)
 	BLACKJACK_KAFKA_BOOTSTRAP="$${BLACKJACK_KAFKA_BOOTSTRAP:-127.0.0.1:$${KAFKA_PORT:-9092}}" \
 	$(VENV)/bin/blackjack loadtest $(LOAD_ARGS)
 

@@ -253,8 +253,13 @@ cmd_jars() {
 
 cmd_reset() {
     cmd_down
+    if [[ ! -e "$DATA" && ! -e "$LOGS" && ! -e "$CONF" ]]; then
+        # (another KAFKA_CACHE_DIR's broker keeps its data: say so, not "removed")
+        log "no broker data under $CACHE: nothing removed (KAFKA_CACHE_DIR names the broker's)"
+        return 0
+    fi
     rm -rf "$DATA" "$LOGS" "$CACHE/cluster.id" "$CONF"
-    log "data removed"
+    log "data removed from $CACHE"
 }
 
 main() {

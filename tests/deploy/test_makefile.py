@@ -57,3 +57,43 @@ def test_the_process_talks_to_the_broker_the_target_started(
     assert _bootstrap_given(target, subcommand, env, venv) == "bootstrap=127.0.0.1:29192"
     env["BLACKJACK_KAFKA_BOOTSTRAP"] = "kafka.example:9092"
     assert _bootstrap_given(target, subcommand, env, venv) == "bootstrap=kafka.example:9092"
+
+
+@pytest.mark.parametrize(
+    ("bootstrap", "started"),
+    [
+        (None, True),
+        ("127.0.0.1:29192", True),
+        ("localhost:29192", True),  # before: taken for another broker, none started
+        ("127.0.0.1:29999", False),
+        ("kafka.example:9092", False),
+    ],
+)
+@pytest.mark.parametrize("target", ["run", "load"])
+def test_the_local_broker_is_started_unless_the_bootstrap_names_another(
+    tmp_path: Path, target: str, bootstrap: str | None, started: bool
+) -> None:
+    """``make load`` started the local broker whatever ``BLACKJACK_KAFKA_BOOTSTRAP`` named."""
+    venv = _stub_venv(tmp_path)
+    kafka_sh = tmp_path / "kafka.sh"
+    kafka_sh.write_text(f'#!/usr/bin/env bash\necho "$1" >> {tmp_path}/broker\n')
+    kafka_sh.chmod(0o755)
+    env = {k: v for k, v in os.environ.items() if not k.endswith("KAFKA_BOOTSTRAP")}
+    env["KAFKA_PORT"] = "29192"
+    if bootstrap is not None:
+        env["BLACKJACK_KAFKA_BOOTSTRAP"] = bootstrap
+    recipe = subprocess.run(
+        ["make", "-n", "-s", target, f"VENV={venv}", f"KAFKA_SH={kafka_sh}"],
+        cwd=REPO_ROOT,
+        env=env,
+        capture_output=True,
+        text=True,
+        check=True,
+    ).stdout
+    [command] = [line for line in recipe.splitlines() if str(kafka_sh) in line]
+    ran = subprocess.run(
+        ["bash", "-c", command], cwd=REPO_ROOT, env=env, capture_output=True, text=True, check=True
+    )
+    broker = tmp_path / "broker"
+    assert (broker.read_text() if broker.exists() else "") == ("up\n" if started else "")
+    assert ("no local broker started" in ran.stderr) is not started
