@@ -312,7 +312,7 @@ def _clock(rules: Rules) -> list[str]:
         f"{s} seconds to bet and deal, or pass. When the time runs out, a bet on the table "
         "is dealt as if you had pressed Deal (a bet under the minimum is returned); with no "
         "bet you are left out of the round and sit out: later rounds are dealt without "
-        "waiting for you until you bet or pass again.",
+        "waiting for you until you bet (or pass) while betting is open again.",
         f"Each hand has {s} seconds for all its decisions (a hit does not restart the clock; "
         "each hand of a split has its own), after which the server stands it; insurance not "
         f"taken within {s} seconds is declined. A player who sits down after the cards are "

@@ -1030,7 +1030,7 @@ def test_a_player_left_out_is_told_they_sit_out_what_brings_them_back_and_when_t
     script = left_out({"seat_released_after_rounds_sat_out": 3})
     bob = wide(folded(script), "bob")
     assert (
-        "You sitting out: rounds are dealt without you · bet or pass to play again · "
+        "You sitting out: rounds are dealt without you · bet while betting is open to play again · "
         "2 more rounds dealt without you free your seat" in bob
     )
     assert "Seats 0 alice · 1 you (sits out, seat freed after 2 more rounds)" in bob
@@ -1056,7 +1056,7 @@ def test_a_player_left_out_is_told_they_sit_out_what_brings_them_back_and_when_t
 def test_where_no_seat_is_freed_the_line_says_only_what_brings_the_player_back() -> None:
     script = left_out({})
     bob = wide(folded(script), "bob")
-    assert bob.count("sitting out: rounds are dealt without you · bet or pass to play again") == 1
+    assert bob.count("sitting out: rounds are dealt without you · bet while betting is open to play again") == 1
     assert "dealt without you free" not in bob and "1 you (sits out)" in bob
     script.do(cmd.Stand(player_id=A, box=0))
     script.tick()

@@ -412,7 +412,7 @@ def sitting_out_line(table: StreamProjection, player_id: str) -> str:
     """What a player left out by the clock is told while they sit out: that rounds are dealt
     without them, what brings them back and, where the rules free the seat of a player who
     sits out, how many more rounds dealt without them free theirs."""
-    line = "sitting out: rounds are dealt without you · bet or pass to play again"
+    line = "sitting out: rounds are dealt without you · bet while betting is open to play again"
     left = rounds_before_seat_freed(table, player_id)
     if left == 0:
         line += " · your seat is freed when this round ends"
