@@ -8,6 +8,9 @@ forges one on the real broker."""
 from __future__ import annotations
 
 import asyncio
+import base64
+import json
+from collections.abc import Callable
 from dataclasses import dataclass
 from types import SimpleNamespace
 from typing import Any, Literal, cast
@@ -315,6 +318,8 @@ async def test_a_handler_with_another_key_keeps_the_partition_out_of_service() -
     table = seated()
     bet(table, 500)
     await write_checkpoint(table)
+    # a record no handler wrote beside them changes nothing: no snapshot opens
+    commit(table, [Outgoing(TOPICS.snapshots, b"junk-key", b"hello", [], 0)])
     stranger = SnapshotCodec(b"x" * 32), CheckpointSigner(b"y" * 32, TOPICS.snapshots)
     with pytest.raises(SnapshotError, match="cannot open") as refused:
         await take_over(table, "accept", *stranger)
@@ -322,6 +327,42 @@ async def test_a_handler_with_another_key_keeps_the_partition_out_of_service() -
     # mount was missing made itself a new key and held its partitions failed, unexplained)
     assert "sealed under another shoe key" in str(refused.value)
     assert "BLACKJACK_SHOE_KEY_FILE" in str(refused.value)
+
+
+def _flipped(value: bytes) -> bytes:
+    """A sealed snapshot with one byte of its sealed part changed (still a sealed snapshot)."""
+    record = json.loads(value)
+    sealed = base64.b64decode(record["sealed"])
+    record["sealed"] = base64.b64encode(sealed[:-1] + bytes([sealed[-1] ^ 1])).decode()
+    return json.dumps(record).encode()
+
+
+@pytest.mark.parametrize(
+    ("key", "spoiled", "why"),
+    [
+        (SOLO, lambda value: value[: len(value) // 2], "not a sealed snapshot"),
+        (SOLO, _flipped, "no key of this handler opens it"),
+        ("junk-key", lambda value: b"hello", "not a sealed snapshot"),
+    ],
+)
+async def test_a_snapshot_that_cannot_be_opened_is_stepped_over_where_the_key_is_right(
+    key: str, spoiled: Callable[[bytes], bytes], why: str
+) -> None:
+    """A snapshot record half written, with a byte changed, or one no handler wrote, on the
+    snapshots topic after a signed checkpoint: the checkpoint's authentication holds (the key
+    is this partition's), its snapshots differ. Before, the rebuild tried to open every
+    snapshot and the first it could not kept the partition out of service for good (every
+    retry failed the same): every table and wallet of the partition stopped."""
+    table = seated()
+    bet(table, 500)
+    records = await write_checkpoint(table)
+    [snapshot] = [r for r in records if r.key == SOLO.encode()]
+    table.do(cmd.Deal(player_id="ann"), LATER)
+    commit(table, [Outgoing(TOPICS.snapshots, key.encode(), spoiled(snapshot.value), [], 0)])
+    store, stats = await take_over(table)
+    assert stats.distrusted == "snapshots" and not stats.checkpoint
+    assert stats.unopened == (f"{key}: {why}",)
+    assert state_of(store) == folded(table)
 
 
 def test_unsigned_checkpoints_are_accepted_or_refused_by_configuration() -> None:

@@ -40,6 +40,7 @@ from blackjack.command_handler.snapshots import (
     Checkpoint,
     CheckpointSigner,
     CheckpointTrust,
+    SealedElsewhere,
     SealedSnapshot,
     SnapshotCodec,
     SnapshotError,
@@ -76,6 +77,9 @@ class RebuildStats:
     unreadable: tuple[str, ...] = ()
     """records of its snapshots, events or results aiokafka cannot read, stepped over
     (``topic@offset``)"""
+    unopened: tuple[str, ...] = ()
+    """snapshots that could not be opened, not used (``stream id: why``): their streams were
+    made from the events"""
     distrusted: str | None = None
     """why the partition's checkpoint was not used, if it had one (``CheckpointTrust``,
     ``unreadable``, or ``missing``: snapshots without one): it was rebuilt from the start of
@@ -382,6 +386,7 @@ async def _read_partition(
         seconds=0.0,  # set by ``rebuild``
         foreign=tuple(read.foreign),
         unreadable=read.unreadable(),
+        unopened=tuple(read.unopened),
         distrusted=start.distrusted,
         unsigned=start.checkpoint is not None and start.trust == "unsigned",
         older_key=start.checkpoint is not None and start.trust == "older_key",
@@ -582,6 +587,9 @@ class _PartitionRead:
         self.foreign: list[str] = []
         """the records of the events and results topics the service did not write, stepped
         over (``topic@offset``)"""
+        self.unopened: list[str] = []
+        """the snapshots not used that could not be opened (``stream id: why``): their
+        streams are made from the events (``_check_the_key``)"""
         self.digests: list[str | None] = []
         """the command digest each answer read carries (``COMMAND_DIGEST_HEADER``), in the
         order of ``results``' answers: the window remembers each with its answer (by record,
@@ -623,16 +631,34 @@ class _PartitionRead:
     async def drop_snapshots(self, distrusted: str | None) -> None:
         """No checkpoint to start from: the events from the start make every stream."""
         if distrusted is not None:
-            # A handler holding another key than the one the partition was written with
-            # finds every checkpoint "forged": the snapshots it cannot open either keep the
-            # partition out of service, as before (it would sign money steps no other handler
-            # accepts).
-            cold = self.store.cold
-            for count, stream_id in enumerate(list(cold), 1):  # one at a time from the disk
-                self.codec.decode(cold[stream_id])
-                await _let_the_loop_run(count)
+            await self._check_the_key(distrusted)
         self.eventless = _eventless(self.store.cold, self.store.strays_key)
         self.store.cold.clear()
+
+    async def _check_the_key(self, distrusted: str) -> None:
+        """A handler holding another key than the one the partition was written with finds
+        every checkpoint "forged" and no snapshot it can open: that keeps the partition out
+        of service, as before (it would sign money steps no other handler accepts). The key is
+        this partition's if the checkpoint's authentication held (``snapshots``: only the
+        snapshots differ) or any snapshot opens: then one it cannot open (a byte changed, a
+        record half written, one no handler wrote) is stepped over and named (``unopened``),
+        as a record of the events or results topics is: its stream is made from the events.
+        Before, any one such record kept the partition out of service for good."""
+        cold = self.store.cold
+        opened = distrusted == "snapshots"
+        sealed_elsewhere: SealedElsewhere | None = None
+        for count, stream_id in enumerate(list(cold), 1):  # one at a time from the disk
+            try:
+                self.codec.decode(cold[stream_id])
+                opened = True
+            except SealedElsewhere as error:
+                sealed_elsewhere = sealed_elsewhere or error
+                self.unopened.append(f"{stream_id[:200]}: no key of this handler opens it")
+            except SnapshotError:  # not a sealed snapshot at all: no key's doing
+                self.unopened.append(f"{stream_id[:200]}: not a sealed snapshot")
+            await _let_the_loop_run(count)
+        if sealed_elsewhere is not None and not opened:
+            raise sealed_elsewhere
 
     async def reseal(self) -> int:
         """The snapshots kept that a key rotation's older key sealed, sealed again under the

@@ -104,6 +104,11 @@ class SnapshotError(ValueError):
     """A snapshot that cannot be opened (wrong key, tampered) or has an unknown format."""
 
 
+class SealedElsewhere(SnapshotError):
+    """A snapshot none of the handler's keys opens: sealed under another shoe key, or a byte
+    of it changed since (the two cannot be told apart from one record)."""
+
+
 def checkpoint_key(partition: int) -> str:
     return f"{CHECKPOINT_PREFIX}{partition}"
 
@@ -374,7 +379,7 @@ class SnapshotCodec:
             # ValueError: too short to hold a nonce
             except (InvalidTag, ValueError):
                 continue
-        raise SnapshotError(
+        raise SealedElsewhere(
             f"cannot open the snapshot of {stream_id}: sealed under another shoe key (every "
             "handler of a deployment needs the same BLACKJACK_SHOE_KEY, or the same file "
             "BLACKJACK_SHOE_KEY_FILE names: one that was not there at start is made with a "

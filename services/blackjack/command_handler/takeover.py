@@ -368,6 +368,13 @@ def _report_rebuild(
             "not UTF-8: no handler writes one; who may write to these topics?)",
             records=list(stats.unreadable),
         )
+    if stats.unopened:
+        log.warning(
+            "snapshots that could not be opened stepped over (a byte changed, a record "
+            "half written or not a handler's; the key opens the others): their streams "
+            "were made from the events",
+            snapshots=list(stats.unopened),
+        )
     if stats.foreign:
         log.warning(
             "records not written by the service stepped over (no ce_type "
