@@ -58,6 +58,26 @@ def test_a_bad_setting_is_named_in_one_line(
     assert logged["error"] == error.removeprefix("blackjack: ").rstrip("\n")
 
 
+@pytest.mark.parametrize("command", [["handler"], ["audit-key"], ["redrive"]])
+def test_a_key_file_of_raw_bytes_is_named_in_one_line(
+    command: list[str],
+    tmp_path: Path,
+    monkeypatch: pytest.MonkeyPatch,
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    """32 random bytes (``openssl rand 32 > shoe.key``): a ``UnicodeDecodeError`` traceback
+    (audit, audit-key, redrive), or one line naming neither the file nor the variable."""
+    key_file = tmp_path / "shoe.key"
+    key_file.write_bytes(bytes(range(200, 232)))
+    monkeypatch.delenv("BLACKJACK_SHOE_KEY", raising=False)
+    monkeypatch.setenv("BLACKJACK_SHOE_KEY_FILE", str(key_file))
+    monkeypatch.setenv("BLACKJACK_KAFKA_BOOTSTRAP", "127.0.0.1:1")
+    assert main(command) == 2
+    error = capsys.readouterr().err
+    assert f"BLACKJACK_SHOE_KEY_FILE {key_file} is not text" in error
+    assert "Traceback" not in error and error.count("\n") == 1
+
+
 @pytest.mark.parametrize("command", [["serve"], ["handler"], ["projections", "run"]])
 def test_a_log_level_not_known_is_a_setting_named_in_one_line(
     command: list[str],

@@ -59,6 +59,12 @@ def load_shoe_keys(env: Mapping[str, str] = os.environ, *, create: bool = True) 
             raise ConfigurationError(
                 f"BLACKJACK_SHOE_KEY_FILE {file} cannot be read or made: {error.strerror}"
             ) from None
+        except UnicodeDecodeError:  # (a traceback before, or a message naming no file)
+            raise ConfigurationError(
+                f"BLACKJACK_SHOE_KEY_FILE {file} is not text: it holds each key as 64 hex "
+                "digits (`openssl rand -hex 32`), not 32 raw bytes (`xxd -p -c 64` of such a "
+                "file gives its hex)"
+            ) from None
     return _parsed(text, source)
 
 
