@@ -9,3 +9,11 @@ def error_text(error: BaseException) -> str:
     is kept as it is."""
     text, name = str(error), type(error).__name__
     return text if text.startswith(name) else f"{name}: {text}".rstrip(": ")
+
+
+def broker_error_name(code: int) -> str:
+    """A broker's error code with its name (29: ``TopicAuthorizationFailedError``: a
+    principal the ACLs refuse, which a bare number did not say)."""
+    from aiokafka.errors import for_code
+
+    return f"error {code}, {for_code(code).__name__}"

@@ -250,6 +250,25 @@ async def test_a_record_a_worker_is_stuck_at_past_the_live_positions_fails_the_a
     assert "AUDIT FAILED" in audit.stdout and "AUDIT PASSED" not in audit.stdout
 
 
+async def test_a_projections_rebuild_stopped_at_a_record_it_cannot_fold_says_where_in_one_line(
+    events_topic: EventsTopic, stores: StoreFactory, shoe_seal: ShoeSeal
+) -> None:
+    """Before, ``blackjack projections rebuild`` ended in a ``ProjectionError`` traceback,
+    its new store holding part of the fold, said nowhere (the audit names the record)."""
+    _, env, last, record = await a_sequence_skipped(events_topic, stores, shoe_seal)
+    rebuilt = blackjack(
+        "projections", "rebuild", env={**env, "BLACKJACK_DB_URL": await stores.url()}
+    )
+    assert rebuilt.returncode == 1, rebuilt.stdout + rebuilt.stderr
+    assert "Traceback" not in rebuilt.stderr
+    assert (
+        f"blackjack projections rebuild: {events_topic.name}[{record.partition}] offset "
+        f"{record.offset}: a record the projections cannot fold: ProjectionError: {TABLE}: "
+        f"event {last.sequence + 2} follows {last.sequence}. The store "
+    ) in rebuilt.stderr
+    assert "not a read model to serve" in rebuilt.stderr
+
+
 async def test_a_record_the_rebuild_cannot_fold_below_the_live_positions_fails_without_a_traceback(
     events_topic: EventsTopic, stores: StoreFactory, shoe_seal: ShoeSeal
 ) -> None:

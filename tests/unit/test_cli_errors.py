@@ -473,3 +473,30 @@ def test_only_the_commands_that_read_the_broker_offer_its_options() -> None:
         with pytest.raises(SystemExit) as refused:  # which the command would not use
             build_parser().parse_args([*line.split(), "--bootstrap", "h:9092"])
         assert refused.value.code == 2
+
+
+@pytest.mark.parametrize(
+    "command",
+    [["audit"], ["replay", "t:1", "--source", "kafka"], ["projections", "rebuild"]],
+)
+def test_a_broker_not_reached_is_one_line_and_exit_2_not_a_finding(
+    command: list[str],
+    tmp_path: Path,
+    monkeypatch: pytest.MonkeyPatch,
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    """A broker away, a rotated password, a missing CA: a traceback and exit 1, which for the
+    audit means a finding (a security review: the audit Job reported a config error as a
+    failed audit, and a failed audit could not be told from one that never ran)."""
+    url = f"sqlite+aiosqlite:///{tmp_path}/live.db"
+    assert main(["projections", "migrate", "--db-url", url]) == 0
+    monkeypatch.setenv("BLACKJACK_SHOE_KEY", KEY)
+    monkeypatch.setenv("BLACKJACK_DB_URL", url)
+    monkeypatch.setenv("BLACKJACK_KAFKA_BOOTSTRAP", "127.0.0.1:1")  # nothing listens there
+    capsys.readouterr()
+    assert main(command) == 2
+    error = capsys.readouterr().err
+    assert "Kafka at 127.0.0.1:1: KafkaConnectionError" in error, error
+    assert "Traceback" not in error and "Unclosed" not in error
+    # (a rebuild into a new store notes first that no revocation was carried over)
+    assert len([line for line in error.splitlines() if not line.startswith("note: ")]) == 1

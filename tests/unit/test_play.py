@@ -1056,7 +1056,8 @@ def test_a_player_left_out_is_told_they_sit_out_what_brings_them_back_and_when_t
 def test_where_no_seat_is_freed_the_line_says_only_what_brings_the_player_back() -> None:
     script = left_out({})
     bob = wide(folded(script), "bob")
-    assert bob.count("sitting out: rounds are dealt without you · bet while betting is open to play again") == 1
+    back = "sitting out: rounds are dealt without you · bet while betting is open to play again"
+    assert bob.count(back) == 1
     assert "dealt without you free" not in bob and "1 you (sits out)" in bob
     script.do(cmd.Stand(player_id=A, box=0))
     script.tick()

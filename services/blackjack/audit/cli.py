@@ -1,15 +1,16 @@
 """``blackjack replay ROUND_ID`` and ``blackjack audit``.
 
-Exit codes: 0 everything checked out; 1 a mismatch (a finding, a difference, a violation);
-2 bad input, an unknown round, a store at another schema revision than this code's (the
-audit's live store, ``audit.LiveStoreAtAnotherRevision``; the one ``replay --source store``
-reads), a live store folded from another log (its positions past the end of the topic's
-partitions: ``projections.other_log``), or a ``--scratch-url`` store a newer release migrated
-(not the exit 3 that ``SchemaMismatch`` gives the projection commands): refused before
-anything is compared; 3 nothing wrong found, but not everything could be verified (a shoe
-still sealed: no ``BLACKJACK_AUDIT_KEY``, ``BLACKJACK_SHOE_KEY`` or
-``BLACKJACK_SHOE_KEY_FILE`` was given, or only the audit key for a shoe sealed before it).
-"""
+Exit codes: 0 everything checked out; 1 a mismatch (a finding, a difference, a violation); 2
+bad input, the brokers or the store not reached or refusing this command (its credentials,
+its ACLs: one line, nothing verified), an unknown round, a store at another schema revision
+than this code's (the audit's live store, ``audit.LiveStoreAtAnotherRevision``; the one
+``replay --source store`` reads), a live store folded from another log (its positions past
+the end of the topic's partitions: ``projections.other_log``), or a ``--scratch-url`` store
+a newer release migrated (not the exit 3 that ``SchemaMismatch`` gives the projection
+commands): refused before anything is compared; 3 nothing wrong found, but not everything
+could be verified (a shoe still sealed: no ``BLACKJACK_AUDIT_KEY``, ``BLACKJACK_SHOE_KEY``
+or ``BLACKJACK_SHOE_KEY_FILE`` was given, or only the audit key for a shoe sealed before
+it)."""
 
 from __future__ import annotations
 
@@ -190,6 +191,10 @@ def _replay(args: argparse.Namespace) -> int:
         # command line's exit 3 for it, which for replay means not verifiable
         print(f"blackjack replay: {error}", file=sys.stderr)
         return BAD_INPUT
+    except ConfigurationError:
+        raise  # (one line, exit 2, from the command line)
+    except Exception as error:
+        return _not_reached("blackjack replay", error, settings)
     verdict = replayer.finish()
     print(render(verdict))
     if not verdict.found:
@@ -254,10 +259,25 @@ def _audit(args: argparse.Namespace) -> int:
             return MISMATCH
         return OK if report.complete else UNVERIFIED
 
-    if args.scratch_url:
-        return asyncio.run(run(args.scratch_url))
-    with tempfile.TemporaryDirectory(prefix="blackjack-audit-") as folder:
-        return asyncio.run(run(f"sqlite+aiosqlite:///{Path(folder) / 'scratch.db'}"))
+    try:
+        if args.scratch_url:
+            return asyncio.run(run(args.scratch_url))
+        with tempfile.TemporaryDirectory(prefix="blackjack-audit-") as folder:
+            return asyncio.run(run(f"sqlite+aiosqlite:///{Path(folder) / 'scratch.db'}"))
+    except Exception as error:
+        return _not_reached("blackjack audit", error, settings)
+
+
+def _not_reached(command: str, error: Exception, settings: ProjectionSettings) -> int:
+    """Exit 2 and one line for a broker or store not reached, or refusing (``cannot_reach``:
+    not the mismatch exit 1 means); anything else raises on."""
+    from blackjack.cannot_reach import cannot_reach
+
+    said = cannot_reach(error, bootstrap=settings.bootstrap, db_url=settings.db_url)
+    if said is None:
+        raise error
+    print(f"{command}: {said}; nothing was verified", file=sys.stderr)
+    return BAD_INPUT
 
 
 def _scratch_refused(url: str, error: SchemaMismatch) -> str:

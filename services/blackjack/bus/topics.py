@@ -28,6 +28,7 @@ from aiokafka.partitioner import murmur2
 from blackjack.bus.settings import KafkaSettings
 from blackjack.bus.topic_ids import TopicIdsUnsupported, topic_state
 from blackjack.configuration import ConfigurationError
+from blackjack.error_text import broker_error_name
 
 log = structlog.get_logger("blackjack.bus")
 
@@ -235,7 +236,10 @@ async def _partition_counts(admin: AIOKafkaAdminClient, names: tuple[str, ...]) 
         if topic["error_code"] == _UNKNOWN_TOPIC:
             continue
         if topic["error_code"] != 0:
-            raise TopicMismatch(f"cannot describe {topic['topic']}: error {topic['error_code']}")
+            raise TopicMismatch(
+                f"cannot describe {topic['topic']}: {broker_error_name(topic['error_code'])} "
+                "(an authorization error: the principal's ACLs)"
+            )
         counts[topic["topic"]] = len(topic["partitions"])
     return counts
 

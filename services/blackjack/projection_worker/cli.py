@@ -15,6 +15,8 @@ from functools import cache
 from typing import TYPE_CHECKING, Any, TypeVar
 
 from blackjack.bus.settings import BOOTSTRAP_HELP
+from blackjack.configuration import ConfigurationError
+from blackjack.error_text import error_text
 from blackjack.projection_worker.settings import ProjectionSettings
 from blackjack.projections.shown_url import shown_db_url
 
@@ -128,7 +130,7 @@ def _rebuild(args: argparse.Namespace) -> int:
         try:
             await store.migrate()
             writer = ProjectionWriter(store)
-            stored = await writer.stored_positions(settings.events_topic)
+            stored = await writer.stored_positions()  # every topic's
             # first: a store of another log is refused before anything is copied or folded
             await refuse_a_store_of_another_log(
                 stored,
@@ -137,7 +139,7 @@ def _rebuild(args: argparse.Namespace) -> int:
                 settings.security,
                 shown_db_url(settings.db_url),
             )
-            fresh = not stored
+            fresh = not stored  # (another topic's positions count: refused above)
             if args.revocations_from is not None:  # first: refused from the store's first row
                 await _copy_revocations(args.revocations_from, store, "--revocations-from")
             elif fresh:
@@ -148,15 +150,26 @@ def _rebuild(args: argparse.Namespace) -> int:
                 )
             foreign: list[Record] = []
             unreadable: list[Record] = []
-            await rebuild(
-                writer,
-                settings.bootstrap,
-                settings.events_topic,
-                batch=settings.batch,
-                security=settings.security,
-                foreign=foreign,
-                unreadable=unreadable,
-            )
+            try:
+                await rebuild(
+                    writer,
+                    settings.bootstrap,
+                    settings.events_topic,
+                    batch=settings.batch,
+                    security=settings.security,
+                    foreign=foreign,
+                    unreadable=unreadable,
+                )
+            except Exception as error:
+                at = writer.failed_at
+                if at is None:
+                    raise
+                raise _Unfoldable(
+                    f"{at.topic}[{at.partition}] offset {at.offset}: a record the projections "
+                    f"cannot fold: {error_text(error)}. The store {shown_db_url(store.url)} "
+                    "holds the fold up to it (not a read model to serve); docs/operations.md, "
+                    '"A stuck projection worker"'
+                ) from None
             for record in unreadable:
                 print(
                     f"{record.topic}[{record.partition}] offset {record.offset} stepped over: "
@@ -175,8 +188,27 @@ def _rebuild(args: argparse.Namespace) -> int:
         finally:
             await store.close()
 
-    asyncio.run(run())
+    try:
+        asyncio.run(run())
+    except _Unfoldable as error:
+        print(f"blackjack projections rebuild: {error}", file=sys.stderr)
+        return 1
+    except ConfigurationError:
+        raise  # (one line, exit 2, from the command line)
+    except Exception as error:
+        from blackjack.cannot_reach import cannot_reach
+
+        said = cannot_reach(error, bootstrap=settings.bootstrap, db_url=settings.db_url)
+        if said is None:
+            raise
+        print(f"blackjack projections rebuild: {said}", file=sys.stderr)
+        return 2
     return 0
+
+
+class _Unfoldable(Exception):
+    """The rebuild stopped at a record the projections cannot fold (exit 1, as the audit's
+    finding of it; before, a traceback)."""
 
 
 async def _copy_revocations(source_url: str, target: ProjectionStore, option: str) -> None:

@@ -15,6 +15,7 @@ from blackjack.bus.codecs import require_codecs
 from blackjack.bus.header_names import read_header_names_not_utf8
 from blackjack.bus.settings import PLAINTEXT, KafkaSecurity
 from blackjack.configuration import ConfigurationError
+from blackjack.error_text import broker_error_name
 from blackjack.messages import wire
 from blackjack.projections.other_log import (
     StoreOfAnotherLog,
@@ -160,8 +161,8 @@ async def topic_ends(
         enable_auto_commit=False,
         isolation_level="read_committed",
     )
-    await consumer.start()
     try:
+        await consumer.start()  # (stopped when it fails: "Unclosed AIOKafkaConsumer" else)
         async with asyncio.timeout(timeout):
             partitions = await topic_partitions(bootstrap, topic, security)
             ends = await consumer.end_offsets(partitions)
@@ -208,12 +209,19 @@ async def topic_partitions(
     admin = AIOKafkaAdminClient(
         bootstrap_servers=bootstrap, client_id="blackjack-rebuild", **security.client_options()
     )
-    await admin.start()
     try:
+        await admin.start()
         described = await admin.describe_topics([topic])
     finally:
         await admin.close()
     found = [t for t in described if t.get("topic") == topic and t.get("error_code") == 0]
+    refused = [t["error_code"] for t in described if t.get("error_code") not in (0, None, 3)]
+    if not found and refused:  # (29: the principal's ACLs; it read as a wrong prefix)
+        raise ConfigurationError(
+            f"Kafka at {bootstrap} refused to describe {topic}: "
+            f"{broker_error_name(refused[0])} (the principal's ACLs: "
+            'BLACKJACK_KAFKA_SASL_USERNAME, docs/kafka.md "Securing the cluster")'
+        )
     if not found:
         raise UnknownTopic(
             f"no topic {topic} on {bootstrap}: check BLACKJACK_TOPIC_PREFIX (--topic-prefix) "
