@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -52,3 +53,18 @@ def test_security_settings_are_checked_and_the_password_never_shown() -> None:
             KafkaSecurity.from_env(wrong)
     assert KafkaSecurity.from_env({}).client_options() == {"security_protocol": "PLAINTEXT"}
     assert KafkaSecurity.from_env({}).faststream() is None
+
+
+def test_a_tls_file_not_there_is_named_with_its_setting(tmp_path: Path) -> None:
+    """It said "the TLS files of BLACKJACK_KAFKA_SSL_* cannot be read: [Errno 2] ...",
+    naming neither the setting nor the file (a security review)."""
+    missing = tmp_path / "ca.pem"
+    security = KafkaSecurity.from_env(
+        {"BLACKJACK_KAFKA_SECURITY_PROTOCOL": "SSL", "BLACKJACK_KAFKA_SSL_CAFILE": str(missing)}
+    )
+    with pytest.raises(ValueError) as refused:
+        security.client_options()
+    assert str(refused.value) == (
+        f"the TLS files of BLACKJACK_KAFKA_SSL_* cannot be read "
+        f"(BLACKJACK_KAFKA_SSL_CAFILE={missing}): No such file or directory"
+    )

@@ -153,9 +153,16 @@ class KafkaSecurity:
             return create_ssl_context(
                 cafile=self.cafile, certfile=self.certfile, keyfile=self.keyfile
             )
-        except OSError as error:
+        except OSError as error:  # (it named neither the setting nor the file)
+            named = {
+                "BLACKJACK_KAFKA_SSL_CAFILE": self.cafile,
+                "BLACKJACK_KAFKA_SSL_CERTFILE": self.certfile,
+                "BLACKJACK_KAFKA_SSL_KEYFILE": self.keyfile,
+            }
+            files = ", ".join(f"{name}={path}" for name, path in named.items() if path)
+            reason = error.strerror or str(error)
             raise ConfigurationError(
-                f"the TLS files of BLACKJACK_KAFKA_SSL_* cannot be read: {error}"
+                f"the TLS files of BLACKJACK_KAFKA_SSL_* cannot be read ({files}): {reason}"
             ) from None
 
 
