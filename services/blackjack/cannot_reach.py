@@ -6,7 +6,13 @@ that failed, and an audit that failed could not be told from one that never ran.
 
 from __future__ import annotations
 
-from aiokafka.errors import KafkaError
+from aiokafka.errors import (
+    ClusterAuthorizationFailedError,
+    GroupAuthorizationFailedError,
+    KafkaError,
+    SaslAuthenticationFailed,
+    TopicAuthorizationFailedError,
+)
 
 from blackjack.error_text import error_text
 from blackjack.projections.shown_url import shown_db_url
@@ -27,3 +33,12 @@ def cannot_reach(error: BaseException, *, bootstrap: str, db_url: str) -> str | 
     if isinstance(error, KafkaError | OSError | TimeoutError):
         return f"Kafka at {bootstrap}: {error_text(error)} ({KAFKA_SETTINGS})"
     return None
+
+
+REFUSED: tuple[type[KafkaError], ...] = (
+    TopicAuthorizationFailedError,
+    GroupAuthorizationFailedError,
+    ClusterAuthorizationFailedError,
+    SaslAuthenticationFailed,
+)
+"""What the brokers answer a principal they refuse (its password, its ACLs): no retry mends it."""

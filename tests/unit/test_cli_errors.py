@@ -500,3 +500,23 @@ def test_a_broker_not_reached_is_one_line_and_exit_2_not_a_finding(
     assert "Traceback" not in error and "Unclosed" not in error
     # (a rebuild into a new store notes first that no revocation was carried over)
     assert len([line for line in error.splitlines() if not line.startswith("note: ")]) == 1
+
+
+def test_a_projection_worker_its_acls_refuse_is_named_in_one_line(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """Without Read on its group (a security review, on a broker with ACLs): a
+    ``GroupAuthorizationFailedError`` traceback and exit 1, which reads as a bug."""
+    from aiokafka.errors import GroupAuthorizationFailedError
+
+    from blackjack.projection_worker import worker
+
+    async def refused(*args: object) -> None:
+        raise GroupAuthorizationFailedError("blackjack-projections")
+
+    monkeypatch.setattr(worker, "run_worker", refused)
+    monkeypatch.setenv("BLACKJACK_DB_URL", f"sqlite+aiosqlite:///{tmp_path}/read.db")
+    assert main(["projections", "run"]) == 2
+    error = capsys.readouterr().err
+    assert "refused the projection worker: GroupAuthorizationFailedError" in error
+    assert "Read on the group blackjack-projections" in error and error.count("\n") == 1

@@ -83,6 +83,7 @@ def read_store(
 def _run(args: argparse.Namespace) -> int:
     from blackjack.bus.cut_short import close_clients_cut_short
     from blackjack.bus.metadata_backoff import back_off_failed_metadata_updates
+    from blackjack.cannot_reach import REFUSED
     from blackjack.observability.logging import configure_logging
     from blackjack.projection_worker.worker import run_worker
 
@@ -100,7 +101,15 @@ def _run(args: argparse.Namespace) -> int:
         http = (host or "127.0.0.1", int(port))
     close_clients_cut_short()  # a SIGTERM during a client's start leaves nothing open
     back_off_failed_metadata_updates()  # no busy retry while a broker is away
-    asyncio.run(run_worker(settings_from(args), http))
+    settings = settings_from(args)
+    try:
+        asyncio.run(run_worker(settings, http))
+    except REFUSED as error:  # (a traceback and exit 1 before, which reads as a bug)
+        raise ConfigurationError(
+            f"Kafka at {settings.bootstrap} refused the projection worker: {error_text(error)} "
+            f"(its principal needs Read and Describe on {settings.events_topic} and Read on "
+            f'the group {settings.group_id}: docs/kafka.md, "Securing the cluster")'
+        ) from None
     return 0
 
 
