@@ -209,6 +209,21 @@ _IN_YEN = '{"currency": "JPY", "min_bet": 100, "max_bet": 50000}'
             "--overrides: currency: JPY has 0 decimals and atlantic-city's USD 2: state "
             "min_bet, max_bet, blackjack_win_rounded_down_to in JPY's minor units",
         ),
+        # what OpenTable refuses besides the rules' own checks (a math review: a return was
+        # printed for each, and simulate's engine refused the first in a traceback)
+        (
+            ["rtp", "mini-h17", "--overrides", '{"max_bet": 2000000000000}'],
+            "--overrides: max_bet: at most 1000000000000 minor units",
+        ),
+        (["strategy", "mini-h17", "--overrides", '{"seats": 3}'], "--overrides: turn_seconds:"),
+        (
+            ["simulate", "mini-h17", "--overrides", '{"max_bet": 2000000000000}'],
+            "--overrides: max_bet: at most",
+        ),
+        (
+            ["rtp", "mini-h17", "--overrides", '{"seat_released_after_rounds_sat_out": 2}'],
+            "--overrides: seat_released_after_rounds_sat_out: only a table of several seats",
+        ),
         # read after parsing, its ArgumentTypeError was a traceback; 5,000 digits a ValueError's
         (["loadtest", "--bet", "nan"], "such as 5.00: 'nan' is not an amount"),
         (["loadtest", "--bet", "9" * 5000], "such as 5.00: 99999999999999999999..."),

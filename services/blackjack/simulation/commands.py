@@ -11,11 +11,10 @@ import time
 from collections.abc import Callable
 from typing import Any
 
-from pydantic import ValidationError
-
 from blackjack.domain.currencies import money as money_of
-from blackjack.domain.rejections import in_one_line
-from blackjack.domain.rules import PRESETS, Rules, currency_refusal, preset
+from blackjack.domain.rules import PRESETS, Rules, preset
+from blackjack.domain.table_rules import RulesRefused as NotForATable
+from blackjack.domain.table_rules import table_rules
 from blackjack.play.help import HELP_WIDTH as SHEET_WIDTH
 from blackjack.projection_worker.cli import add_store_options
 
@@ -52,9 +51,7 @@ def overrides(text: str) -> dict[str, object]:
         raise argparse.ArgumentTypeError(f"not JSON: {error}") from None
     if not isinstance(found, dict):
         raise argparse.ArgumentTypeError("a JSON object of rule fields, e.g. '{\"decks\": 6}'")
-    if "name" in found:
-        raise argparse.ArgumentTypeError("name: the variant's name is not a rule to override")
-    return found
+    return found  # (refused as OpenTable refuses it: ``_rules``)
 
 
 class RulesRefused(Exception):
@@ -69,17 +66,10 @@ class RulesRefused(Exception):
 def _rules(args: argparse.Namespace) -> Rules:
     """The rules of a table opened with the variant and ``--overrides``, refused as the table
     would refuse them."""
-    base = preset(args.variant)
-    changes = getattr(args, "overrides", None)
-    rules = base
-    if changes:
-        try:
-            rules = base.with_overrides(changes)
-        except ValidationError as error:
-            raise RulesRefused(in_one_line(error, "rules")) from None
-        if (refusal := currency_refusal(base, changes, rules)) is not None:
-            raise RulesRefused(refusal)
-    return rules
+    try:
+        return table_rules(args.variant, preset(args.variant), getattr(args, "overrides", {}) or {})
+    except NotForATable as refusal:
+        raise RulesRefused(str(refusal)) from None
 
 
 def _bet(args: argparse.Namespace, rules: Rules) -> int | None:

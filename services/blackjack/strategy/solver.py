@@ -21,8 +21,10 @@ Method (all expected values per unit of initial bet):
   on the dealer having no blackjack exactly. Comparing unnormalised values for one hand is the
   same as comparing conditional ones (they share the factor P(no blackjack)). Without a peek on an
   ace/ten upcard the dealer's blackjack beats every bet on the table including doubles and splits
-  (the European no-hole-card rule), and a surrender there still loses the whole bet to a
-  blackjack.
+  (the European no-hole-card rule), except a surrender: it comes before she turns her hole
+  card over and gets half the bet back whatever the card (as the engine settles it,
+  ``settlement.hand_result``, and the rules sheet tells the player; before, the solver lost
+  the whole bet to a blackjack there, and the RTP of such a table was 0.37 points low).
 * **The strategy is total-dependent** (a chart). For each upcard the rows are decided in an order
   in which every later total a hit can reach is already known: hard 21..11, soft 21..12,
   hard 10..4. A row's decision ranks stand, hit, double and surrender by their value summed over
@@ -293,10 +295,9 @@ class _UpcardSolver:
         return -1.0
 
     def surrender(self, removed: int) -> float:
-        pbj = self.p_blackjack(removed)
-        if self.lose_all_to_bj:
-            return -0.5 * (1.0 - pbj) - pbj
-        return -0.5 * (1.0 - pbj)
+        if self.lose_all_to_bj:  # surrendered before the unchecked hole card counts
+            return -0.5
+        return -0.5 * (1.0 - self.p_blackjack(removed))
 
     def stand_values(self, removed: int) -> list[float]:
         """Unnormalised value of standing on each total 0..21 (index = total)."""
@@ -575,9 +576,11 @@ class _UpcardSolver:
                 v += share * value
                 if action == SURRENDER:
                     # The half bet is kept apart so that the refund's rounding can be applied
-                    # per bet (``GameSolution.expected_value``).
-                    surrendered += w * share * (1.0 - pbj)
-                    v += share * 0.5 * (1.0 - pbj)
+                    # per bet (``GameSolution.expected_value``); under an upcard she checked,
+                    # only where she had no blackjack (the peek ended the round before).
+                    refunded = 1.0 - pbj if self.peeks else 1.0
+                    surrendered += w * share * refunded
+                    v += share * 0.5 * refunded
             non_bj += w * (v - peek_loss)
         return UpcardResult(dict(self.rows), pairs, non_bj, bj_win, surrendered, bj)
 

@@ -3,8 +3,6 @@ seats, disconnecting and reconnecting."""
 
 from __future__ import annotations
 
-from pydantic import ValidationError
-
 from blackjack.domain import commands as cmd
 from blackjack.domain import facts
 from blackjack.domain.decisions.betting import (
@@ -14,9 +12,9 @@ from blackjack.domain.decisions.betting import (
 )
 from blackjack.domain.decisions.checks import check_not_suspended, seated
 from blackjack.domain.decisions.draft import Draft, refuse
-from blackjack.domain.rejections import in_one_line
-from blackjack.domain.rules import MAX_BET, PRESETS, currency_refusal
+from blackjack.domain.rules import PRESETS
 from blackjack.domain.state import TableState
+from blackjack.domain.table_rules import RulesRefused, table_rules
 from blackjack.domain.wallet import MAX_STREAM_ID, WALLET_STREAM_PREFIX, has_wallet_stream
 
 
@@ -27,29 +25,10 @@ def open_table(r: Draft, c: cmd.OpenTable) -> None:
     if base is None:
         known = ", ".join(sorted(PRESETS))
         raise refuse("unknown_variant", f"no variant {c.variant!r}; known: {known}")
-    if c.overrides.get("name", c.variant) != c.variant:  # history and audit show it
-        raise refuse("invalid_rules", "name: the variant's name is not a rule to override")
     try:
-        rules = base.with_overrides(c.overrides) if c.overrides else base
-    except ValidationError as error:
-        raise refuse("invalid_rules", in_one_line(error, "rules")) from None
-    if rules.max_bet > MAX_BET:
-        raise refuse("invalid_rules", f"max_bet: at most {MAX_BET} minor units")
-    if (refusal := currency_refusal(base, c.overrides, rules)) is not None:
-        raise refuse("invalid_rules", refusal)
-    # Checked here, not in ``Rules``, for the same reason: a table opened before still reads.
-    if rules.seats > 1 and rules.turn_seconds is None:
-        raise refuse(
-            "invalid_rules",
-            "turn_seconds: a table of several seats needs its clock, or one player who does "
-            "not act holds everyone up for good",
-        )
-    if rules.seats == 1 and rules.seat_released_after_rounds_sat_out is not None:
-        raise refuse(
-            "invalid_rules",
-            "seat_released_after_rounds_sat_out: only a table of several seats sits a player "
-            "out; a single-player table is the player's own",
-        )
+        rules = table_rules(c.variant, base, c.overrides)
+    except RulesRefused as refusal:
+        raise refuse("invalid_rules", str(refusal)) from None
     r.emit(facts.table_opened(rules=rules))
 
 
