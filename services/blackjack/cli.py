@@ -25,7 +25,8 @@ def _scenario(args: argparse.Namespace) -> int:
     import yaml
     from pydantic import ValidationError
 
-    from blackjack.scenario import load, run
+    from blackjack.domain.rejections import in_one_line
+    from blackjack.scenario import ScenarioError, load, run
 
     try:
         scenario = load(Path(args.file))
@@ -33,9 +34,14 @@ def _scenario(args: argparse.Namespace) -> int:
         print(f"blackjack scenario: {args.file}: {error.strerror}", file=sys.stderr)
         return 2
     except (ValueError, ValidationError, yaml.YAMLError) as error:
-        print(f"blackjack scenario: {args.file} is not a scenario: {error}", file=sys.stderr)
+        said = in_one_line(error, "scenario") if isinstance(error, ValidationError) else str(error)
+        print(f"blackjack scenario: {args.file} is not a scenario: {said}", file=sys.stderr)
         return 2
-    summary = run(scenario)
+    try:
+        summary = run(scenario)
+    except ScenarioError as error:
+        print(f"blackjack scenario: {args.file} cannot be played: {error}", file=sys.stderr)
+        return 2
     return 1 if summary["failures"] else 0
 
 

@@ -21,7 +21,7 @@ from pathlib import Path
 from typing import Any
 
 import yaml
-from pydantic import BaseModel, ConfigDict, Field, TypeAdapter, ValidationError
+from pydantic import BaseModel, ConfigDict, Field, TypeAdapter, ValidationError, field_validator
 
 from blackjack.domain import commands as cmd
 from blackjack.domain import events as ev
@@ -37,6 +37,38 @@ from blackjack.table import apply
 _COMMAND = TypeAdapter(cmd.AnyCommand)
 _COMMAND_TYPES = frozenset(type_name(t) for t in cmd.COMMAND_TYPES)
 DEFAULT_START = datetime(2026, 1, 1, tzinfo=UTC)
+
+
+class ScenarioError(ValueError):
+    """A scenario the runner cannot play (its table refused, a card its shoe does not hold):
+    ``blackjack scenario`` says so in one line, exit 2; exit 1 is for an expectation that
+    does not hold."""
+
+
+MAX_AT_S = 10**9
+"""The latest ``at:`` of a step, in seconds after the scenario's start (about 31 years)."""
+
+
+def _checked_step(step: str | dict[str, Any]) -> str | dict[str, Any]:
+    """A step the runner can read: its command's type named in ``do`` (a string), ``at`` a
+    number of seconds, ``offered`` a list of buttons, ``reject`` a code, ``player`` an id.
+    (Before, each of these wrong ended the run in a traceback and exit 1, read as a failed
+    expectation.)"""
+    if isinstance(step, str):
+        return step
+    kind = step.get("do")
+    if not isinstance(kind, str):
+        raise ValueError(f"a step names its command in do: (a string), not {step!r}"[:300])
+    at = step.get("at", 0)
+    if isinstance(at, bool) or not isinstance(at, int | float) or not 0 <= at <= MAX_AT_S:
+        raise ValueError(f"{kind}: at: seconds from 0 to {MAX_AT_S}, not {at!r}"[:300])
+    offered = step.get("offered", [])
+    if not isinstance(offered, list) or not all(isinstance(b, str) for b in offered):
+        raise ValueError(f"{kind}: offered: a list of buttons, not {offered!r}"[:300])
+    for key in ("reject", "player", "note"):
+        if key in step and not isinstance(step[key], str):
+            raise ValueError(f"{kind}: {key}: a string, not {step[key]!r}"[:300])
+    return step
 
 
 class ScenarioPlayer(BaseModel):
@@ -70,6 +102,11 @@ class Scenario(BaseModel):
     commands: list[str | dict[str, Any]]
     expect: Expectations = Expectations()
 
+    @field_validator("commands")
+    @classmethod
+    def _steps(cls, steps: list[str | dict[str, Any]]) -> list[str | dict[str, Any]]:
+        return [_checked_step(step) for step in steps]
+
     def roster(self) -> list[ScenarioPlayer]:
         if self.players:
             return self.players
@@ -88,11 +125,14 @@ def build_shoe(decks: int, first_cards: list[str | int]) -> tuple[str, ...]:
         if len(spec) == 1 and spec in RANKS:
             card = next((c for c in remaining if c[0] == spec and left[c] > 0), None)
             if card is None:
-                raise ValueError(f"the shoe has no {spec} left")
+                raise ScenarioError(f"the shoe of {decks} deck(s) has no {spec} left")
         else:
-            card = parse_card(spec)
+            try:
+                card = parse_card(spec)
+            except ValueError as error:
+                raise ScenarioError(f"the shoe: {error}") from None
             if left[card] == 0:
-                raise ValueError(f"the shoe has no {card} left")
+                raise ScenarioError(f"the shoe of {decks} deck(s) has no {card} left")
         left[card] -= 1
         chosen.append(card)
     rest: list[str] = []
@@ -170,14 +210,17 @@ def run(scenario: Scenario, emit: Callable[[str], None] = print) -> dict[str, An
     def set_up(command: cmd.Command) -> None:
         rejection = submit(command)
         if rejection is not None:
-            raise ValueError(f"scenario set-up refused: {rejection.code}: {rejection.message}")
+            raise ScenarioError(f"its set-up refused: {rejection.code}: {rejection.message}")
 
     roster = scenario.roster()
     set_up(cmd.OpenTable(variant=scenario.variant, overrides=scenario.rules))
     for p in roster:
-        set_up(cmd.SitDown(player_id=p.id, seat=p.seat))
-        if p.balance:
-            set_up(first_funding(state.rules, p.id, p.balance))
+        try:  # (a command its fields refuse: a traceback before)
+            set_up(cmd.SitDown(player_id=p.id, seat=p.seat))
+            if p.balance:
+                set_up(first_funding(state.rules, p.id, p.balance))
+        except ValidationError as error:
+            raise ScenarioError(f"player {p.id!r}: {in_one_line(error)}"[:500]) from None
 
     for index, raw in enumerate(scenario.commands):
         fields, meta = _parse_step(raw, roster[0].id)

@@ -179,6 +179,51 @@ def test_a_scenario_file_that_is_missing_or_not_a_scenario(
     assert "is not a scenario" in capsys.readouterr().err
 
 
+@pytest.mark.parametrize(
+    ("text", "said"),
+    [
+        ("variant: nosuch\ncommands: []\n", "cannot be played: its set-up refused: unknown_var"),
+        (
+            "variant: mini-h17\nrules: {decks: 0}\ncommands: []\n",
+            "cannot be played: its set-up refused: invalid_rules: decks:",
+        ),
+        (
+            "variant: mini-h17\nbalance: 99999999999999999999\ncommands: []\n",
+            "cannot be played: player 'player': amount:",
+        ),
+        (
+            "variant: mini-h17\nplayers: [{id: a}, {id: a, seat: 0}]\ncommands: []\n",
+            "cannot be played: its set-up refused: already_seated",
+        ),
+        ("variant: mini-h17\ncommands: [{box: 0}]\n", "is not a scenario: commands: Value error"),
+        ("variant: mini-h17\ncommands: [{do: [PlaceBet]}]\n", "names its command in do:"),
+        ("variant: mini-h17\ncommands: [{do: Deal, at: abc}]\n", "Deal: at: seconds from 0"),
+        ("variant: mini-h17\ncommands: [{do: Deal, at: 1.0e300}]\n", "Deal: at: seconds"),
+        ("variant: mini-h17\ncommands: [{do: Deal, offered: 5}]\n", "offered: a list of"),
+        (
+            "variant: mini-h17\nbalance: 1000\nshoe: [Z]\ncommands: [{do: PlaceBet, box: 0,"
+            " amount: 100}, Deal]\n",
+            "cannot be played: the shoe: not a card code: 'Z'",
+        ),
+        (
+            "variant: surrender\nbalance: 1000\nshoe: [A, A, A, A, A, A, A, A, A, A, A, A, A, A,"
+            " A, A, A]\ncommands: [{do: PlaceBet, box: 0, amount: 100}, Deal]\n",
+            "cannot be played: the shoe of 4 deck(s) has no A left",
+        ),
+    ],
+)
+def test_a_scenario_the_runner_cannot_play_is_one_line_and_exit_2(
+    text: str, said: str, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """Each was a traceback and exit 1, which the README gives to a failed expectation: a CI
+    job read a broken file as a rule the engine breaks (a math review)."""
+    scenario = tmp_path / "scenario.yaml"
+    scenario.write_text(text)
+    assert main(["scenario", str(scenario)]) == 2
+    error = capsys.readouterr().err
+    assert said in error and "Traceback" not in error and error.count("\n") == 1, error
+
+
 _IN_YEN = '{"currency": "JPY", "min_bet": 100, "max_bet": 50000}'
 
 
