@@ -224,6 +224,29 @@ def test_a_scenario_the_runner_cannot_play_is_one_line_and_exit_2(
     assert said in error and "Traceback" not in error and error.count("\n") == 1, error
 
 
+@pytest.mark.parametrize(
+    "command",
+    [["rules", "--table", "t"], ["projections", "dump"], ["audit"], ["projections", "run"]],
+)
+@pytest.mark.parametrize(
+    ("url", "said"),
+    [("bogus://x", "runs on SQLite or PostgreSQL"), ("notaurl", "not a database URL")],
+)
+def test_a_store_url_no_store_has_is_named_in_one_line(
+    command: list[str],
+    url: str,
+    said: str,
+    monkeypatch: pytest.MonkeyPatch,
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    """A ValueError's (or SQLAlchemy's ArgumentError's) traceback, exit 1 (a math review)."""
+    monkeypatch.setenv("BLACKJACK_SHOE_KEY", KEY)
+    monkeypatch.setenv("BLACKJACK_DB_URL", url)
+    assert main(command) == 2
+    error = capsys.readouterr().err
+    assert said in error and "BLACKJACK_DB_URL" in error and "Traceback" not in error
+
+
 _IN_YEN = '{"currency": "JPY", "min_bet": 100, "max_bet": 50000}'
 
 
@@ -253,6 +276,14 @@ _IN_YEN = '{"currency": "JPY", "min_bet": 100, "max_bet": 50000}'
             ["rtp", "atlantic-city", "--overrides", '{"currency": "JPY"}'],
             "--overrides: currency: JPY has 0 decimals and atlantic-city's USD 2: state "
             "min_bet, max_bet, blackjack_win_rounded_down_to in JPY's minor units",
+        ),
+        # an interval of zero width (one round), a MemoryError (10^22 rounds), --exact cut
+        (["simulate", "mini-h17", "--rounds", "1"], "--rounds: from 2 (for an interval) to"),
+        (["simulate", "mini-h17", "--rounds", "1" + "0" * 22], "--rounds: from 2"),
+        (["rtp", "mini-h17", "--as-dealt", "--shoes", "1"], "--shoes: from 2"),
+        (
+            ["rtp", "mini-h17", "--as-dealt", "--shoes", "20", "--exact", "40"],
+            "--exact 40: at most the shoes dealt, --shoes 20",
         ),
         # what OpenTable refuses besides the rules' own checks (a math review: a return was
         # printed for each, and simulate's engine refused the first in a traceback)

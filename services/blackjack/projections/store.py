@@ -189,14 +189,20 @@ class ProjectionStore:
         bounded. ``existing``: a tool's that only reads it, ``NoReadModel`` where there is none
         (a SQLite file that is not there is neither made nor its folders). ``named``: which
         setting gave ``url``, as the refusals name it (a copy's source is not the workers')."""
-        parsed = make_url(url)
+        try:
+            parsed = make_url(url)
+        except sql_errors.ArgumentError:  # (a traceback before, as for a dialect not served below)
+            raise ConfigurationError(f"{named}: not a database URL: {url[:80]!r}") from None
         self.url = url
         self.named = named
         self.bounded = bounded
         self.existing = existing
         self.dialect = parsed.get_backend_name()
         if self.dialect not in ("sqlite", "postgresql"):
-            raise ValueError(f"the read model runs on SQLite or PostgreSQL, not {self.dialect}")
+            raise ConfigurationError(
+                f"{named}: the read model runs on SQLite or PostgreSQL "
+                f"(sqlite+aiosqlite:///FILE, postgresql+asyncpg://...), not {self.dialect}"
+            )
         options: dict[str, Any] = {}
         if self.dialect == "sqlite":
             database = parsed.database or ""

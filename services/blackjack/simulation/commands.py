@@ -41,6 +41,21 @@ def whole_positive(text: str) -> int:
     return value
 
 
+MAX_ROUNDS = 10**12
+"""The most rounds a simulation plays (some 1.5 years of one core at 20,000 a second): its
+chunks are listed up front, and 10^22 rounds ended in a MemoryError's traceback."""
+
+
+def sample_size(text: str) -> int:
+    """A count of sampled rounds or shoes: at least 2, which an interval needs (one round
+    gave a 95 % interval of zero width, a figure with no uncertainty), at most
+    ``MAX_ROUNDS``."""
+    value = whole_positive(text)
+    if not 2 <= value <= MAX_ROUNDS:
+        raise argparse.ArgumentTypeError(f"from 2 (for an interval) to {MAX_ROUNDS}, not {text}")
+    return value
+
+
 def overrides(text: str) -> dict[str, object]:
     """``--overrides '{"double_after_split": false}'``: the same JSON object of `Rules` fields
     as an ``OpenTable``'s ``overrides``, so a what-if (the surrender page without double after
@@ -213,6 +228,13 @@ def _rtp(args: argparse.Namespace) -> int:
         if args.boxes > rules.boxes:
             print(
                 f"blackjack rtp: {rules.name} has {rules.boxes} boxes, not {args.boxes}",
+                file=sys.stderr,
+            )
+            return 2
+        if args.exact > args.shoes:  # (it was cut to --shoes, said nowhere)
+            print(
+                f"blackjack rtp: --exact {args.exact}: at most the shoes dealt, --shoes "
+                f"{args.shoes}",
                 file=sys.stderr,
             )
             return 2
@@ -396,11 +418,11 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
         "--boxes", type=whole_positive, default=1, help="with --as-dealt: boxes in play (1)"
     )
     rtp.add_argument(
-        "--shoes", type=whole_positive, default=2000, help="with --as-dealt: shoes dealt (2000)"
+        "--shoes", type=sample_size, default=2000, help="with --as-dealt: shoes dealt (2000)"
     )
     rtp.add_argument(
         "--exact",
-        type=whole_positive,
+        type=sample_size,
         default=80,
         metavar="SHOES",
         help="with --as-dealt: shoes with one round valued exactly (80)",
@@ -428,7 +450,7 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     sim = sub.add_parser("simulate", help="play the real engine with basic strategy")
     sim.add_argument("variant", choices=variants, metavar="VARIANT", help=one_of)
     sim.add_argument(
-        "--rounds", type=whole_positive, default=200_000, help="rounds played (default 200000)"
+        "--rounds", type=sample_size, default=200_000, help="rounds played (default 200000)"
     )
     sim.add_argument("--bet", default=None, help="bet level (default: min bet)")
     sim.add_argument("--seed", type=int, default=1, help="default 1")
