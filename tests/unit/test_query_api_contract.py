@@ -90,6 +90,16 @@ async def test_the_api_serves_its_document(tmp_path: Path) -> None:
         async with httpx.AsyncClient(transport=starting, base_url="http://api") as http:
             assert (await http.get("/v1/openapi.json")).status_code == 200
             assert (await http.get("/v1/tables/t")).status_code == 503
+            said = (await http.get("/v1/tables/t")).json()["error"]["message"]
+            assert said == "the read model is starting; try again"
+        # one stopping for good is not said to be starting (a projections review)
+        stopping = QueryApi(store, ready=lambda: False, stopping=lambda: "schema_mismatch")
+        transport = httpx.ASGITransport(app=stopping)
+        async with httpx.AsyncClient(transport=transport, base_url="http://api") as http:
+            answer = await http.get("/v1/tables/t")
+        assert answer.status_code == 503
+        message = answer.json()["error"]["message"]
+        assert "stopping (schema_mismatch)" in message and "starting" not in message
     finally:
         await store.close()
 

@@ -111,12 +111,16 @@ class QueryApi:
         fallback: ASGIApp | None = None,
         tokens: ApiTokens = OPEN,
         ready: Callable[[], bool] | None = None,
+        stopping: Callable[[], str | None] | None = None,
     ) -> None:
         self.store = store
         self.fallback = fallback
         self.tokens = tokens
         self.ready = ready
         """false while the store may not be migrated yet (a worker waiting for its database)"""
+        self.stopping = stopping
+        """why the worker is stopping for good (a store at another schema revision, a codec
+        missing), or None"""
         self._outages = Throttled(OUTAGE_LOG_EVERY_S)
         for status in FAILURES_ALERTED:  # at 0 from the start: the first failure is an increase
             REQUESTS.labels(status)
@@ -216,6 +220,15 @@ class QueryApi:
 
     def _check_ready(self) -> None:
         """503 ``store_unavailable`` while the read model is starting (not migrated yet)."""
+        why = self.stopping() if self.stopping is not None else None
+        if why is not None:  # (it said "starting; try again" of a worker stopping for good)
+            raise ApiError(
+                503,
+                "store_unavailable",
+                f"this projection worker is stopping ({why}) and answers no query: the "
+                "platform's other workers do, or this one once restarted (its operator's "
+                "alert says what to do)",
+            )
         if self.ready is not None and not self.ready():
             raise ApiError(503, "store_unavailable", "the read model is starting; try again")
 
@@ -628,6 +641,7 @@ def query_api(
     fallback: ASGIApp | None = None,
     tokens: ApiTokens = OPEN,
     ready: Callable[[], bool] | None = None,
+    stopping: Callable[[], str | None] | None = None,
 ) -> QueryApi:
     """The query API as one ASGI app; ``fallback`` answers everything outside ``/v1/``."""
     log.info(
@@ -641,4 +655,4 @@ def query_api(
             else "; no revocation taken (BLACKJACK_API_OPERATOR_AUTH=gateway takes them)"
         ),
     )
-    return QueryApi(store, fallback, tokens, ready)
+    return QueryApi(store, fallback, tokens, ready, stopping)

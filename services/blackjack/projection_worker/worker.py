@@ -329,4 +329,5 @@ def http_app(store: ProjectionStore, health: FoldHealth, tokens: ApiTokens = OPE
         # a worker stopping on a fault (its metrics served a while first) answers no query:
         # the store may be at another revision or folded from another log
         ready=lambda: health.store_ready and health.fatal is None,
+        stopping=lambda: health.fatal_reason,
     )
