@@ -88,7 +88,11 @@ async def fill(store: ProjectionStore, tables: int, days: int) -> None:
 async def timed(store: ProjectionStore, first: date, days: int, options: dict[str, bool]) -> float:
     async with store.reading() as connection:
         began = time.perf_counter()
-        await game_performance(connection, first, days, **options)
+        by_day, rules_apart = options.get("by_day", False), options.get("rules_apart", False)
+        now = datetime.now(UTC)
+        await game_performance(
+            connection, first, days, now=now, by_day=by_day, rules_apart=rules_apart
+        )
         return time.perf_counter() - began
 
 

@@ -30,6 +30,7 @@ from blackjack.messages.wire import encode, to_wire
 from blackjack.projections import reports, schema
 from blackjack.projections.dump import dump
 from blackjack.projections.metrics import count_folded
+from blackjack.projections.queries import folded_positions
 from blackjack.projections.reports import MAX_DAYS, game_performance, percent, summing
 from blackjack.projections.store import ProjectionStore
 from blackjack.projections.writer import ProjectionWriter, Record
@@ -57,6 +58,12 @@ RECORDS = [
     for offset, envelope in enumerate(LOG.envelopes)
 ]
 SUMS = ("rounds", "cancelled", "player_rounds", "initial_bets", "wagered", "paid")
+NOW = datetime(2026, 12, 7, 12, tzinfo=UTC)
+
+
+def _read_when(report: dict[str, Any]) -> dict[str, Any]:
+    """A report without the time it was read at (two reads differ in it alone)."""
+    return {key: value for key, value in report.items() if key != "as_of"}
 
 
 def days_from_the_events() -> dict[tuple[str, date], dict[str, int]]:
@@ -193,10 +200,16 @@ async def test_the_report_sums_each_game_over_the_days_asked(folded: ProjectionS
                 assert line["rtp_percent"] == percent(line["paid"], line["wagered"])
         # a day with no round closed: nothing to report, an empty list
         empty = (await api.get(f"/v1/reports/games?from={days[-1] + timedelta(days=1)}")).json()
-        assert empty["games"] == [] and empty["to"] == empty["from"]
-        # the range ends at the calendar's last day
+        assert empty["games"] == [] and empty["to"] == empty["from"] and empty["ended"]
+        # the range ends at the calendar's last day; one still to come is not over (before,
+        # it read as days with nothing to report: an operations review)
         last = (await api.get("/v1/reports/games?from=9999-12-30&days=366")).json()
         assert (last["from"], last["to"], last["games"]) == ("9999-12-30", "9999-12-31", [])
+        assert not last["ended"]
+        today = (await api.get("/v1/reports/games")).json()
+        assert not today["ended"] and today["from"] == today["as_of"][:10]
+        async with folded.reading() as connection:
+            assert last["positions"] == await folded_positions(connection) != []
 
 
 @pytest.mark.parametrize(
@@ -246,7 +259,7 @@ async def test_the_command_line_prints_the_api_s_answer(
     transport = httpx.ASGITransport(app=query_api(folded))
     async with httpx.AsyncClient(transport=transport, base_url="http://api") as api:
         served = await api.get(f"/v1/reports/games?from={days[0]}&days={len(days)}")
-    assert printed == served.json()
+    assert _read_when(printed) == _read_when(served.json())
     assert await cli(["projections", "report", "--db-url", folded.url, *span]) == 0
     text = capsys.readouterr().out
     for line in printed["games"]:
@@ -352,14 +365,17 @@ async def test_the_report_by_day_gives_each_day_s_lines_which_add_up_to_the_rang
     async with httpx.AsyncClient(transport=transport, base_url="http://api") as api:
         query = f"/v1/reports/games?from={first}&days={span}"
         plain = (await api.get(query)).json()
-        assert (await api.get(f"{query}&by=game&rules=together")).json() == plain
+        same = (await api.get(f"{query}&by=game&rules=together")).json()
+        assert _read_when(same) == _read_when(plain)
         response = await api.get(f"{query}&by=day")
     assert response.status_code == 200, response.text
     answer = response.json()
     validator.validate(answer)
     validator.validate(plain)
-    assert "days" not in plain and set(plain) == {"from", "to", "games"}
-    assert {k: answer[k] for k in ("from", "to", "games")} == plain
+    top = {"from", "to", "as_of", "ended", "positions", "games"}
+    assert "days" not in plain and set(plain) == top
+    assert _read_when({k: answer[k] for k in top}) == _read_when(plain)
+    assert all(day["ended"] for day in answer["days"])  # (the log's days are past)
     assert [day["day"] for day in answer["days"]] == [
         str(first + timedelta(days=n)) for n in range(span)
     ]
@@ -526,7 +542,8 @@ async def test_the_command_line_prints_the_report_by_day_and_rules_apart(
     transport = httpx.ASGITransport(app=query_api(folded))
     async with httpx.AsyncClient(transport=transport, base_url="http://api") as api:
         query = f"from={first}&days={len(played) + 1}&by=day&rules=apart"
-        assert printed == (await api.get(f"/v1/reports/games?{query}")).json()
+        served = (await api.get(f"/v1/reports/games?{query}")).json()
+        assert _read_when(printed) == _read_when(served)
     assert await cli(["projections", "report", *store, *span, *options]) == 0
     out = capsys.readouterr().out
     text = out[out.index("Game performance, UTC days") :].splitlines()
@@ -621,10 +638,12 @@ async def test_rule_sets_are_read_a_few_at_a_time(
         await _table_like(folded, "r-surrender", f"r-surrender-{n}", {**doc, "max_bet": 1000 + n})
     played = sorted({day for _, day in EXPECTED})
     async with folded.reading() as connection:
-        whole = await game_performance(connection, played[0], len(played), rules_apart=True)
+        whole = await game_performance(
+            connection, played[0], len(played), now=NOW, rules_apart=True
+        )
     monkeypatch.setattr(reports, "RULE_SETS_A_STATEMENT", 2)
     async with folded.reading() as connection:
-        few = await game_performance(connection, played[0], len(played), rules_apart=True)
+        few = await game_performance(connection, played[0], len(played), now=NOW, rules_apart=True)
     assert few == whole
     assert len([line for line in few["games"] if line["own_rules"]]) == 5
 

@@ -368,6 +368,15 @@ Line = GameLine | RulesGameLine
 """A line of the report: with ``rules=apart``, one of a rule set (``RulesGameLine``)."""
 
 
+class StreamPosition(_Answer):
+    topic: str
+    partition: int
+    next_offset: int = Field(
+        description="the first offset of this partition the read model has not folded in: "
+        "every event of the stream below it is among its `events`"
+    )
+
+
 class GamesAnswer(_Answer):
     """``GET /v1/reports/games``: the rounds that closed on the UTC days from ``from`` to
     ``to`` (both included; ``days`` days), by the day each closed; games in variant, currency
@@ -376,6 +385,18 @@ class GamesAnswer(_Answer):
 
     from_: str = Field(alias="from", json_schema_extra={"format": "date"})
     to: str = Field(json_schema_extra={"format": "date"})
+    as_of: str = Field(
+        json_schema_extra={"format": "date-time"}, description="when the report was read"
+    )
+    ended: bool = Field(
+        description="the range's last day was over (UTC) at `as_of`: no round can close in "
+        "it any more. A range still running (today, days to come) is not final"
+    )
+    positions: list[StreamPosition] = Field(
+        description="the read model's position in each partition it folds, read before the "
+        "sums: the lines of a range that has ended are final once these reach the topic's ends "
+        "as of its end (the projection workers' lag: `blackjack_projection_lag`)"
+    )
     games: list[Line]
 
 
@@ -384,6 +405,7 @@ class DayGames(_Answer):
     list, the day listed all the same)."""
 
     day: str = Field(json_schema_extra={"format": "date"})
+    ended: bool = Field(description="the day was over (UTC) at the report's `as_of`")
     games: list[Line]
 
 
@@ -397,15 +419,6 @@ class GamesByDayAnswer(GamesAnswer):
 
 
 # ---- the document ----------------------------------------------------------------------------
-
-
-class StreamPosition(_Answer):
-    topic: str
-    partition: int
-    next_offset: int = Field(
-        description="the first offset of this partition the read model has not folded in: "
-        "every event of the stream below it is among its `events`"
-    )
 
 
 class StreamEventsAnswer(_Answer):

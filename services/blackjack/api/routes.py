@@ -497,7 +497,12 @@ async def _games(connection: AsyncConnection, params: Params) -> dict[str, Any]:
     by = _choice(params, "by", ("game", "day"))
     rules = _choice(params, "rules", ("together", "apart"))
     return await reports.game_performance(
-        connection, first, days, by_day=by == "day", rules_apart=rules == "apart"
+        connection,
+        first,
+        days,
+        now=datetime.now(UTC),
+        by_day=by == "day",
+        rules_apart=rules == "apart",
     )
 
 

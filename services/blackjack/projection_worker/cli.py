@@ -326,7 +326,12 @@ def _report(args: argparse.Namespace) -> int:
     report = read_store(
         args,
         lambda c: game_performance(
-            c, first, args.days, by_day=args.by_day, rules_apart=args.rules_apart
+            c,
+            first,
+            args.days,
+            now=datetime.now(UTC),
+            by_day=args.by_day,
+            rules_apart=args.rules_apart,
         ),
         "blackjack projections report",
     )
@@ -337,9 +342,15 @@ def _report(args: argparse.Namespace) -> int:
         f"Game performance, UTC days {first} to {last_day(first, args.days)} (money in minor units)"
     )
     own = _own_returns(args, report) if args.theoretical else {}
+    if not report["ended"]:  # (a day to come read as a day with nothing to report)
+        print(
+            f"note: not over at {report['as_of']} (UTC days): rounds may still close in it, "
+            "these lines are not final"
+        )
     if args.by_day:
         for day in report["days"]:
-            print(f"{day['day']}:" + ("" if day["games"] else " no round closed"))
+            closed = "" if day["games"] else " no round closed"
+            print(f"{day['day']}:{closed}" + ("" if day["ended"] else " (not over)"))
             for line in day["games"]:
                 print(f"  {_report_line(line, args.theoretical, own)}")
         print(f"All {len(report['days'])} days:" + ("" if report["games"] else " no round closed"))

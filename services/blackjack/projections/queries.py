@@ -557,6 +557,17 @@ def _events_after(stream_id: str, after: int, limit: int) -> Select[Any]:
 MAX_EVENTS_PAGE = 1000
 
 
+async def folded_positions(connection: AsyncConnection) -> list[dict[str, Any]]:
+    """The read model's position in each partition it folds (``topic``, ``partition``,
+    ``next_offset``: the first offset not folded in), in topic and partition order."""
+    p = schema.positions
+    rows = await connection.execute(select(p).order_by(p.c.topic, p.c.kafka_partition))
+    return [
+        {"topic": row.topic, "partition": row.kafka_partition, "next_offset": row.next_offset}
+        for row in rows.all()
+    ]
+
+
 async def stream_events(
     connection: AsyncConnection, stream_id: str, after: int, limit: int
 ) -> dict[str, Any]:
@@ -566,12 +577,7 @@ async def stream_events(
     so a client that folds these and reads the stream's partition from that offset on misses
     nothing (an event read both ways is the same event, at the same sequence). The positions
     are read first: an event folded after them is read again from the topic, never lost."""
-    p = schema.positions
-    rows = await connection.execute(select(p).order_by(p.c.topic, p.c.kafka_partition))
-    positions = [
-        {"topic": row.topic, "partition": row.kafka_partition, "next_offset": row.next_offset}
-        for row in rows.all()
-    ]
+    positions = await folded_positions(connection)
     found = (await connection.execute(_events_after(stream_id, after, limit))).all()
     return {
         "stream_id": stream_id,

@@ -11,7 +11,7 @@ from __future__ import annotations
 import re
 from collections.abc import Sequence
 from dataclasses import dataclass, field, fields
-from datetime import date, timedelta
+from datetime import UTC, date, datetime, timedelta
 from fractions import Fraction
 from typing import Any, Final, TypeVar
 
@@ -21,6 +21,7 @@ from sqlalchemy.ext.asyncio import AsyncConnection
 
 from blackjack.domain.rules import PRESETS, fingerprint, stored_rules
 from blackjack.projections import schema
+from blackjack.projections.queries import folded_positions, iso
 from blackjack.projections.views import GameDay
 
 MAX_DAYS: Final = 366
@@ -68,6 +69,7 @@ async def game_performance(
     first: date,
     days: int,
     *,
+    now: datetime,
     by_day: bool = False,
     rules_apart: bool = False,
 ) -> dict[str, Any]:
@@ -80,13 +82,25 @@ async def game_performance(
     one per game, currency and rule set (``fingerprint``), apart from the preset's tables.
     ``by_day``: the same lines for each day of the range too (``days``), every day listed, a
     day with no round closed with none: a return filed per day cannot tell a day left out
-    from a day with nothing to report."""
+    from a day with nothing to report.
+
+    ``as_of`` (``now``) and ``ended``, for the range and each day: whether it was over (UTC)
+    at ``now``: a day not over (today, a day to come) may still close rounds, so its lines are
+    not final (before, a day to come read as a day with nothing to report). ``positions``:
+    the read model's position in each partition, read before the sums: what a day over holds
+    is final once those reach the topic's ends as of its end (the workers' lag,
+    ``blackjack_projection_lag``)."""
+    positions = await folded_positions(connection)
+    today = now.astimezone(UTC).date()
     last = last_day(first, days)
     # the range's on its own: a table that played on two days is one of its tables
     totals = {key: sums for (_, key), sums in (await _summed(connection, first, last)).items()}
     answer: dict[str, Any] = {
         "from": first.isoformat(),
         "to": last.isoformat(),
+        "as_of": iso(now),
+        "ended": last < today,
+        "positions": positions,
         "games": _lines(totals, rules_apart),
     }
     if by_day:
@@ -95,7 +109,11 @@ async def game_performance(
             assert day is not None
             _add(each.setdefault(day, {}), key, sums)
         answer["days"] = [
-            {"day": day.isoformat(), "games": _lines(each.get(day, {}), rules_apart)}
+            {
+                "day": day.isoformat(),
+                "ended": day < today,
+                "games": _lines(each.get(day, {}), rules_apart),
+            }
             for day in (first + timedelta(days=n) for n in range((last - first).days + 1))
         ]
     return answer
