@@ -6,6 +6,8 @@ that failed, and an audit that failed could not be told from one that never ran.
 
 from __future__ import annotations
 
+import ssl
+
 from aiokafka.errors import (
     ClusterAuthorizationFailedError,
     GroupAuthorizationFailedError,
@@ -30,7 +32,7 @@ def cannot_reach(error: BaseException, *, bootstrap: str, db_url: str) -> str | 
     refusing the credentials, the ACLs), else None (a bug: let it raise)."""
     if is_store_outage(error):
         return f"the store {shown_db_url(db_url)} cannot serve: {error_text(error)}"
-    if isinstance(error, KafkaError | OSError | TimeoutError):
+    if isinstance(error, KafkaError | ConnectionError | TimeoutError | ssl.SSLError):
         return f"Kafka at {bootstrap}: {error_text(error)} ({KAFKA_SETTINGS})"
     return None
 

@@ -575,6 +575,7 @@ class BlackjackClient:
         not written by then never will be; aiokafka's sends on a closed producer raised
         ``ProducerClosed``, or waited out the whole timeout for metadata that never comes)."""
         task = asyncio.ensure_future(sending)
+        stopped = self._producer_stopped  # (this run's: a start after a stop makes another)
         if await self._ended_unless_stopped(task, self.send_timeout_s):
             try:
                 return task.result()
@@ -582,7 +583,7 @@ class BlackjackClient:
                 if not self._stopped:  # a producer renewed under it (``_renew_producer``)
                     raise
                 raise ClientStopped(_STOPPED_SENDING) from None
-        if self._producer_stopped is not None and self._producer_stopped.is_set():
+        if stopped is not None and stopped.is_set():
             raise ClientStopped(_STOPPED_SENDING)
         raise SendTimedOut(
             f"the broker did not take the command within {self.send_timeout_s} s; "
