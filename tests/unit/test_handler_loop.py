@@ -477,6 +477,7 @@ async def test_a_partition_whose_writes_fail_after_each_takeover_backs_off(
             seconds=0.0,
             foreign=(),
             unreadable=(),
+            unopened=(),
             distrusted=None,
             unsigned=False,
             older_key=False,

@@ -139,3 +139,68 @@ def test_a_decision_received_or_decided_before_the_deadline_is_in_time() -> None
         assert not isinstance(apply(t.state, hit, decided, t.shuffler, received), Rejection)
     late = apply(t.state, hit, deadline + second, t.shuffler, deadline)
     assert isinstance(late, Rejection) and late.code == "not_your_turn"
+
+
+class RefundingTable(Table):
+    """The same, at a table that returns an undealt bet on a disconnection (page 003)."""
+
+    def __init__(self, cards: Sequence[str]) -> None:
+        StackedTable.__init__(
+            self, "atlantic-city-multi", cards, {"refund_bets_on_disconnect": True}
+        )
+        for seat, pid in enumerate(("ann", "bob")):
+            self.do(cmd.SitDown(player_id=pid, seat=seat), buy_in_deposit(pid, 9000))
+
+
+def test_a_leave_after_the_betting_deadline_leaves_the_bets_to_it() -> None:
+    """A timers review: ann's leave 20 ms after the deadline, before the clock's ExpireTimers,
+    took her bet back (``BetRefunded left``) and bob was dealt alone; 600 ms after, it was
+    refused and both were dealt. Which came first decided the bet, not the rule."""
+    t = Table(["TS", "6S", "7S", "9S", "8H", "2C"])
+    t.do(cmd.SitDown(player_id="cy", seat=2))
+    t.do(cmd.PlaceBet(player_id="ann", box=0, amount=1000))
+    t.do(cmd.PlaceBet(player_id="bob", box=1, amount=1000))
+    t.until_deadline()
+    t.late(cmd.LeaveTable(player_id="ann"), "round_in_progress")
+    left = t.do(cmd.LeaveTable(player_id="cy"))  # no bet: nothing for the deadline to deal
+    assert [type(e) for e in left] == [ev.SeatLeft]
+    t.do(cmd.ExpireTimers())
+    outcomes = {e.player_id: e.action for e in t.events if isinstance(e, ev.PlayerTimedOut)}
+    assert outcomes == {"ann": "dealt_in", "bob": "dealt_in"}
+    assert next(e for e in t.events if isinstance(e, ev.DealStarted)).boxes == (0, 1)
+    assert not any(isinstance(e, ev.BetRefunded) for e in t.events)
+
+
+def test_a_disconnection_after_the_betting_deadline_returns_no_bet() -> None:
+    """Page 003 returns a bet whose player's connection ends "before pressing 'Deal'"; at a
+    shared table the deadline deals. A disconnection that beat the clock to the handler took
+    the bet back, and the recall said the clock had left the player out (a timers review)."""
+    t = RefundingTable(["TS", "6S", "7S", "9S", "8H", "2C"])
+    t.do(cmd.PlaceBet(player_id="ann", box=0, amount=1000))
+    t.do(cmd.PlaceBet(player_id="bob", box=1, amount=1000))
+    t.until_deadline()
+    noted = t.do(cmd.Disconnect(player_id="ann"))
+    assert [type(e) for e in noted] == [ev.PlayerDisconnected]
+    t.do(cmd.ExpireTimers())
+    outcomes = {e.player_id: e.action for e in t.events if isinstance(e, ev.PlayerTimedOut)}
+    assert outcomes == {"ann": "dealt_in", "bob": "dealt_in"}
+    assert not any(isinstance(e, ev.BetRefunded) for e in t.events)
+    # before the deadline the page's rule stands: a bet not dealt comes back
+    early = RefundingTable(["TS", "6S", "7S", "9S", "8H", "2C"])
+    early.do(cmd.PlaceBet(player_id="ann", box=0, amount=1000))
+    refunded = early.do(cmd.Disconnect(player_id="ann"))
+    assert [e.reason for e in refunded if isinstance(e, ev.BetRefunded)] == ["disconnected"]
+
+
+def test_a_player_who_pressed_deal_cannot_leave_with_the_bet() -> None:
+    """RemoveBet and Pass are refused once Deal is pressed, and a disconnection leaves such a
+    bet in the round; leaving took it back (a timers review)."""
+    t = Table(["TS", "6S", "7S", "9S", "8H", "2C"])
+    t.do(cmd.PlaceBet(player_id="ann", box=0, amount=1000), cmd.Deal(player_id="ann"))
+    t.do(cmd.PlaceBet(player_id="bob", box=1, amount=1000))
+    before = t.state
+    refused = t.send(cmd.LeaveTable(player_id="ann"))
+    assert isinstance(refused, Rejection) and refused.code == "round_in_progress"
+    assert "pressed Deal" in refused.message and t.state is before
+    left = t.do(cmd.LeaveTable(player_id="bob"))  # not pressed: the bet comes back, as before
+    assert [e.reason for e in left if isinstance(e, ev.BetRefunded)] == ["left"]

@@ -67,6 +67,9 @@ def decide_and_evolve(
         stale = other_round(state, cast(Any, command).round)
         if stale is not None:
             return stale
+    arrived = now if received_at is None else min(now, received_at)
+    if state.deadline is not None and arrived >= state.deadline and state.phase == "betting":
+        handler = _AFTER_THE_BETTING_DEADLINE.get(type(command), handler)
     work = Draft(state, now)
     try:
         if type(command) in ON_THE_CLOCK:  # every one a PlayerCommand
@@ -76,7 +79,6 @@ def decide_and_evolve(
         return refused.rejection
     # Late only once the command is otherwise valid: a move by someone without a seat is
     # refused for that, not for the time.
-    arrived = now if received_at is None else min(now, received_at)
     if state.deadline is not None and arrived >= state.deadline and type(command) in ON_THE_CLOCK:
         return too_late(state)
     if state.phase == "playing" and type(command) not in _HAND_COMMANDS:
@@ -150,6 +152,13 @@ _DECIDERS: Final[dict[type[cmd.Command], Callable[[Draft, Any], None]]] = {
     cmd.Double: insurance.double,
     cmd.Split: insurance.split,
     cmd.Surrender: insurance.surrender,
+}
+
+# A command that is no decision on the clock, received at or after the betting deadline before
+# the service's clock applied it: decided as after that deadline (``seats``), not as before.
+_AFTER_THE_BETTING_DEADLINE: Final[dict[type[cmd.Command], Callable[[Draft, Any], None]]] = {
+    cmd.LeaveTable: seats.leave_after_the_betting_deadline,
+    cmd.Disconnect: seats.disconnect_after_the_betting_deadline,
 }
 
 

@@ -82,7 +82,37 @@ def move_seat(r: Draft, c: cmd.MoveSeat) -> None:
 
 
 def leave_table(r: Draft, c: cmd.LeaveTable) -> None:
+    state = r.state
+    if (
+        state.phase == "betting"
+        and seated(state, c.player_id).ready
+        and state.boxes_of(c.player_id)
+    ):
+        # Deal pressed at a shared table waiting for the others: the bet is in the round, as
+        # a disconnection leaves it (page 003) and as RemoveBet and Pass are refused now
+        # (before, leaving took it back: a way round both)
+        raise refuse(
+            "round_in_progress",
+            "you pressed Deal: your bets are dealt with the others'; leave once the round is "
+            "settled",
+        )
     _stand_up(r, c.player_id, "a hand in play must be finished first")
+
+
+def leave_after_the_betting_deadline(r: Draft, c: cmd.LeaveTable) -> None:
+    """A leave received at or after the betting deadline, before the service's clock applied
+    it: the deadline decided first. Bets on the layout are the deadline's to deal (or to
+    return, under the minimum), so they stay (before, the leave took them back when it beat
+    the clock to the handler, and was refused when it came after: a race, not a rule); a
+    player with none leaves."""
+    if r.state.boxes_of(c.player_id):
+        deadline = r.state.deadline.isoformat() if r.state.deadline else ""
+        raise refuse(
+            "round_in_progress",
+            f"the time to bet ran out at {deadline}: your bets are dealt with the round; leave "
+            "once it is settled",
+        )
+    leave_table(r, c)
 
 
 def stand_up_player(r: Draft, c: cmd.StandUpPlayer) -> None:
@@ -135,6 +165,16 @@ def _stand_up(
     )
     close_if_no_bet_left(r)
     deal_when_all_decided(r)
+
+
+def disconnect_after_the_betting_deadline(r: Draft, c: cmd.Disconnect) -> None:
+    """A disconnection received at or after the betting deadline, before the service's clock
+    applied it: noted, the bets left to the deadline (dealt, or returned under the minimum).
+    Page 003 returns a bet only if the connection ends "before pressing 'Deal'", and at a
+    shared table the deadline deals (before, a disconnection that beat the clock to the
+    handler took the bet back, and the recall then said the clock left the player out)."""
+    if seated(r.state, c.player_id).connected:
+        r.emit(facts.player_disconnected(player_id=c.player_id))
 
 
 def disconnect(r: Draft, c: cmd.Disconnect) -> None:
