@@ -611,3 +611,12 @@ def test_a_projection_worker_its_acls_refuse_is_named_in_one_line(
     error = capsys.readouterr().err
     assert "refused the projection worker: GroupAuthorizationFailedError" in error
     assert "Read on the group blackjack-projections" in error and error.count("\n") == 1
+
+
+def test_as_dealt_with_fewer_shoes_than_the_default_exact_ones_values_each_exactly(
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    """``--shoes 20`` alone was refused "--exact 80: at most the shoes dealt" (a diff
+    review): the default is as many as the shoes dealt at most."""
+    assert main(["rtp", "mini-h17", "--as-dealt", "--shoes", "2", "--workers", "1"]) == 0
+    assert json.loads(capsys.readouterr().out)["as_dealt"]["rounds_valued_exactly"] == 2

@@ -10,9 +10,12 @@ from datetime import timedelta
 
 from blackjack.domain import commands as cmd
 from blackjack.domain import events as ev
+from blackjack.domain import facts
 from blackjack.domain.decisions.funds import buy_in_deposit
+from blackjack.domain.evolve import fold
 from blackjack.domain.legal import legal_actions
 from blackjack.domain.rejections import Rejection
+from blackjack.domain.rules import preset
 from blackjack.table import apply
 from tests.unit.stacked_table import StackedTable
 
@@ -203,4 +206,30 @@ def test_a_player_who_pressed_deal_cannot_leave_with_the_bet() -> None:
     assert isinstance(refused, Rejection) and refused.code == "round_in_progress"
     assert "pressed Deal" in refused.message and t.state is before
     left = t.do(cmd.LeaveTable(player_id="bob"))  # not pressed: the bet comes back, as before
+    assert [e.reason for e in left if isinstance(e, ev.BetRefunded)] == ["left"]
+
+
+def test_a_leave_after_the_deadline_with_a_stack_under_the_minimum_takes_it_back() -> None:
+    """The deadline returns such a stack (``BetRefunded timed_out``): the leave may have it
+    (a diff review: it was refused, "your bets are dealt")."""
+    t = Table(["TS", "6S", "7S", "9S", "8H", "2C"])
+    t.do(cmd.PlaceBet(player_id="ann", box=0, amount=1000))
+    t.do(cmd.PlaceBet(player_id="bob", box=1, amount=60))  # under the 1.00 minimum
+    t.until_deadline()
+    left = t.do(cmd.LeaveTable(player_id="bob"))
+    assert [(e.amount, e.reason) for e in left if isinstance(e, ev.BetRefunded)] == [(60, "left")]
+
+
+def test_at_a_shared_table_with_no_clock_a_player_who_pressed_deal_may_still_leave() -> None:
+    """A table opened before OpenTable required a shared table's clock has none: refusing the
+    leave would hold the player's whole balance until every other player acts (a diff
+    review)."""
+    rules = preset("atlantic-city-multi").with_overrides({"turn_seconds": None})
+    t = Table(["TS", "6S", "7S", "9S", "8H", "2C"])
+    t.state = fold([facts.table_opened(rules=rules)])
+    for seat, pid in enumerate(("ann", "bob")):
+        t.do(cmd.SitDown(player_id=pid, seat=seat), buy_in_deposit(pid, 9000))
+    t.do(cmd.PlaceBet(player_id="ann", box=0, amount=1000), cmd.Deal(player_id="ann"))
+    assert t.state.deadline is None and t.state.phase == "betting"
+    left = t.do(cmd.LeaveTable(player_id="ann"))
     assert [e.reason for e in left if isinstance(e, ev.BetRefunded)] == ["left"]

@@ -259,21 +259,25 @@ def _audit(args: argparse.Namespace) -> int:
             return MISMATCH
         return OK if report.complete else UNVERIFIED
 
+    scratch = shown_db_url(args.scratch_url) if args.scratch_url else "the audit's scratch store"
     try:
         if args.scratch_url:
             return asyncio.run(run(args.scratch_url))
         with tempfile.TemporaryDirectory(prefix="blackjack-audit-") as folder:
             return asyncio.run(run(f"sqlite+aiosqlite:///{Path(folder) / 'scratch.db'}"))
     except Exception as error:
-        return _not_reached("blackjack audit", error, settings)
+        return _not_reached("blackjack audit", error, settings, scratch)
 
 
-def _not_reached(command: str, error: Exception, settings: ProjectionSettings) -> int:
+def _not_reached(
+    command: str, error: Exception, settings: ProjectionSettings, *scratch: str
+) -> int:
     """Exit 2 and one line for a broker or store not reached, or refusing (``cannot_reach``:
     not the mismatch exit 1 means); anything else raises on."""
     from blackjack.cannot_reach import cannot_reach
 
-    said = cannot_reach(error, bootstrap=settings.bootstrap, db_url=settings.db_url)
+    stores = (shown_db_url(settings.db_url), *scratch)
+    said = cannot_reach(error, bootstrap=settings.bootstrap, stores=stores)
     if said is None:
         raise error
     print(f"{command}: {said}; nothing was verified", file=sys.stderr)

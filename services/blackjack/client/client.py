@@ -966,6 +966,9 @@ class BlackjackClient:
         await self._started()
         reading = asyncio.ensure_future(self._read_events(result, first, last, timeout))
         if not await self._ended_unless_stopped(reading, None):
+            # its consumer stopped before this says so (a diff review: cancelled and left,
+            # the consumer's stop ran on unawaited, its sockets open after the loop ended)
+            await asyncio.wait({reading})
             raise ClientStopped("the client was stopped while the events were read")
         events = reading.result()
         self.learn_round(result.stream_id, events)

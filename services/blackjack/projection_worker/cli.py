@@ -129,7 +129,7 @@ def _migrate(args: argparse.Namespace) -> int:
 
 def _rebuild(args: argparse.Namespace) -> int:
     from blackjack.projections.rebuild import rebuild, refuse_a_store_of_another_log
-    from blackjack.projections.store import ProjectionStore
+    from blackjack.projections.store import ProjectionStore, is_store_outage
     from blackjack.projections.writer import ProjectionWriter, Record
 
     settings = settings_from(args)
@@ -171,11 +171,12 @@ def _rebuild(args: argparse.Namespace) -> int:
                 )
             except Exception as error:
                 at = writer.failed_at
-                if at is None:
+                if at is None or is_store_outage(error):  # (the store's, not the record's)
                     raise
+                said = error_text(error).splitlines()[0]
                 raise _Unfoldable(
                     f"{at.topic}[{at.partition}] offset {at.offset}: a record the projections "
-                    f"cannot fold: {error_text(error)}. The store {shown_db_url(store.url)} "
+                    f"cannot fold: {said}. The store {shown_db_url(store.url)} "
                     "holds the fold up to it (not a read model to serve); docs/operations.md, "
                     '"A stuck projection worker"'
                 ) from None
@@ -207,7 +208,8 @@ def _rebuild(args: argparse.Namespace) -> int:
     except Exception as error:
         from blackjack.cannot_reach import cannot_reach
 
-        said = cannot_reach(error, bootstrap=settings.bootstrap, db_url=settings.db_url)
+        stores = (shown_db_url(settings.db_url),)
+        said = cannot_reach(error, bootstrap=settings.bootstrap, stores=stores)
         if said is None:
             raise
         print(f"blackjack projections rebuild: {said}", file=sys.stderr)

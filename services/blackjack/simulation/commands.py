@@ -41,6 +41,10 @@ def whole_positive(text: str) -> int:
     return value
 
 
+EXACT_SHOES = 80
+"""``rtp --as-dealt``'s shoes with one round valued exactly, unless ``--exact`` says (at most
+the shoes dealt)."""
+
 MAX_ROUNDS = 10**12
 """The most rounds a simulation plays (some 1.5 years of one core at 20,000 a second): its
 chunks are listed up front, and 10^22 rounds ended in a MemoryError's traceback."""
@@ -231,6 +235,8 @@ def _rtp(args: argparse.Namespace) -> int:
                 file=sys.stderr,
             )
             return 2
+        if args.exact is None:  # the default, as many as the shoes dealt at most
+            args.exact = min(EXACT_SHOES, args.shoes)
         if args.exact > args.shoes:  # (it was cut to --shoes, said nowhere)
             print(
                 f"blackjack rtp: --exact {args.exact}: at most the shoes dealt, --shoes "
@@ -423,9 +429,9 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     rtp.add_argument(
         "--exact",
         type=sample_size,
-        default=80,
+        default=None,
         metavar="SHOES",
-        help="with --as-dealt: shoes with one round valued exactly (80)",
+        help="with --as-dealt: shoes with one round valued exactly (80, at most --shoes)",
     )
     rtp.add_argument("--seed", type=int, default=1, help="with --as-dealt: the shoes' seed")
     rtp.add_argument(

@@ -10,7 +10,7 @@ from blackjack.domain.decisions.betting import (
     deal_when_all_decided,
     refund_bets,
 )
-from blackjack.domain.decisions.checks import check_not_suspended, seated
+from blackjack.domain.decisions.checks import check_not_suspended, seated, under_minimum
 from blackjack.domain.decisions.draft import Draft, refuse
 from blackjack.domain.rules import PRESETS
 from blackjack.domain.state import TableState
@@ -83,14 +83,13 @@ def move_seat(r: Draft, c: cmd.MoveSeat) -> None:
 
 def leave_table(r: Draft, c: cmd.LeaveTable) -> None:
     state = r.state
-    if (
-        state.phase == "betting"
-        and seated(state, c.player_id).ready
-        and state.boxes_of(c.player_id)
-    ):
-        # Deal pressed at a shared table waiting for the others: the bet is in the round, as
-        # a disconnection leaves it (page 003) and as RemoveBet and Pass are refused now
-        # (before, leaving took it back: a way round both)
+    ready = seated(state, c.player_id).ready
+    clocked = state.deadline is not None  # (a table opened before the clock was required
+    # has none: its player would wait on the others for good, the whole balance held)
+    if state.phase == "betting" and ready and clocked and state.boxes_of(c.player_id):
+        # Deal pressed at a shared table waiting for the others, at most until the betting
+        # deadline: the bet is in the round, as a disconnection leaves it (page 003) and as
+        # RemoveBet and Pass are refused now (before, leaving took it back: a way round both)
         raise refuse(
             "round_in_progress",
             "you pressed Deal: your bets are dealt with the others'; leave once the round is "
@@ -104,15 +103,16 @@ def leave_after_the_betting_deadline(r: Draft, c: cmd.LeaveTable) -> None:
     it: the deadline decided first. Bets on the layout are the deadline's to deal (or to
     return, under the minimum), so they stay (before, the leave took them back when it beat
     the clock to the handler, and was refused when it came after: a race, not a rule); a
-    player with none leaves."""
-    if r.state.boxes_of(c.player_id):
-        deadline = r.state.deadline.isoformat() if r.state.deadline else ""
+    player with none, or only stacks under the minimum (the deadline's to return), leaves."""
+    state = r.state
+    if len(under_minimum(state, c.player_id)) < len(state.boxes_of(c.player_id)):
+        deadline = state.deadline.isoformat() if state.deadline else ""
         raise refuse(
             "round_in_progress",
             f"the time to bet ran out at {deadline}: your bets are dealt with the round; leave "
             "once it is settled",
         )
-    leave_table(r, c)
+    _stand_up(r, c.player_id, "a hand in play must be finished first")
 
 
 def stand_up_player(r: Draft, c: cmd.StandUpPlayer) -> None:
