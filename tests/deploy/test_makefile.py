@@ -28,15 +28,20 @@ def _stub_venv(tmp_path: Path) -> Path:
     return venv
 
 
-def _bootstrap_given(target: str, subcommand: str, env: dict[str, str], venv: Path) -> str:
-    recipe = subprocess.run(
-        ["make", "-n", "-s", target, f"VENV={venv}"],
+def _recipe(target: str, env: dict[str, str], *assignments: str) -> str:
+    """What ``make -n`` prints of ``target`` (nothing runs)."""
+    return subprocess.run(
+        ["make", "-n", "-s", target, *assignments],
         cwd=REPO_ROOT,
         env=env,
         capture_output=True,
         text=True,
         check=True,
     ).stdout
+
+
+def _bootstrap_given(target: str, subcommand: str, env: dict[str, str], venv: Path) -> str:
+    recipe = _recipe(target, env, f"VENV={venv}")
     # a line continued with a backslash is one command
     commands = recipe.replace("\\\n", " ").splitlines()
     [command] = [line for line in commands if f"bin/blackjack {subcommand}" in line]
@@ -82,14 +87,7 @@ def test_the_local_broker_is_started_unless_the_bootstrap_names_another(
     env["KAFKA_PORT"] = "29192"
     if bootstrap is not None:
         env["BLACKJACK_KAFKA_BOOTSTRAP"] = bootstrap
-    recipe = subprocess.run(
-        ["make", "-n", "-s", target, f"VENV={venv}", f"KAFKA_SH={kafka_sh}"],
-        cwd=REPO_ROOT,
-        env=env,
-        capture_output=True,
-        text=True,
-        check=True,
-    ).stdout
+    recipe = _recipe(target, env, f"VENV={venv}", f"KAFKA_SH={kafka_sh}")
     [command] = [line for line in recipe.splitlines() if str(kafka_sh) in line]
     ran = subprocess.run(
         ["bash", "-c", command], cwd=REPO_ROOT, env=env, capture_output=True, text=True, check=True

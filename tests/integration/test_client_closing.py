@@ -28,6 +28,19 @@ from tests.integration.test_client_kept_answers import left_running
 pytestmark = pytest.mark.integration
 
 
+def _accepted_unwritten() -> CommandResult:
+    """An acceptance whose event (sequence 1 of ``t``) no handler wrote: ``events()`` of it
+    waits."""
+    return CommandResult(
+        command_id="c",
+        stream_id="t",
+        status="accepted",
+        handled_at=datetime.now(UTC),
+        first_sequence=1,
+        last_sequence=1,
+    )
+
+
 async def test_an_events_reader_whose_start_is_cancelled_is_closed(
     kafka_space: Any, monkeypatch: pytest.MonkeyPatch
 ) -> None:
@@ -41,14 +54,7 @@ async def test_an_events_reader_whose_start_is_cancelled_is_closed(
             starting.set()
             await asyncio.Future()  # the broker slow to answer: the caller gives up
 
-    accepted = CommandResult(
-        command_id="c",
-        stream_id="t",
-        status="accepted",
-        handled_at=datetime.now(UTC),
-        first_sequence=1,
-        last_sequence=1,
-    )
+    accepted = _accepted_unwritten()
     async with space.client() as client:
         monkeypatch.setattr(client_module, "ScopedConsumer", Held)
         reading = asyncio.ensure_future(client.events(accepted))
@@ -229,14 +235,7 @@ async def test_a_stop_ends_an_events_read_at_once(
             await asyncio.sleep(0.3)
             await super().stop()
 
-    never_written = CommandResult(
-        command_id="c",
-        stream_id="t",
-        status="accepted",
-        handled_at=datetime.now(UTC),
-        first_sequence=1,
-        last_sequence=1,
-    )
+    never_written = _accepted_unwritten()
     before = asyncio.all_tasks()
     client = space.client()
     await client.start()
