@@ -74,7 +74,9 @@ async def _no_task_outlives_its_module(request: pytest.FixtureRequest) -> AsyncI
     this = asyncio.current_task()
     left = [t for t in asyncio.all_tasks() - before if t is not this and not t.done()]
     if left:  # a task that was told to stop and ends at its next wake-up, soon: let it
-        await asyncio.wait(left, timeout=1.0)
+        # (3 s: a connection's reader closing on a loaded machine outlived 1 s once in a
+        # fresh-clone run, test_projection_split; one that never ends still fails here)
+        await asyncio.wait(left, timeout=3.0)
         left = [task for task in left if not task.done()]
     if not left:
         return
