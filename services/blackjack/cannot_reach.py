@@ -10,18 +10,15 @@ import ssl
 from collections.abc import Sequence
 
 from aiokafka.errors import (
-    ClusterAuthorizationFailedError,
-    GroupAuthorizationFailedError,
     KafkaConnectionError,
     KafkaError,
     KafkaTimeoutError,
     NoBrokersAvailable,
     RequestTimedOutError,
-    SaslAuthenticationFailed,
-    TopicAuthorizationFailedError,
 )
 from sqlalchemy import exc as sql_errors
 
+from blackjack.bus.refusals import REFUSED
 from blackjack.error_text import error_text
 from blackjack.projections.store import is_store_outage
 
@@ -30,14 +27,6 @@ KAFKA_SETTINGS = (
     "BLACKJACK_KAFKA_* security settings must be the service's, and the principal's ACLs "
     "let it read the topics"
 )
-
-REFUSED: tuple[type[KafkaError], ...] = (
-    TopicAuthorizationFailedError,
-    GroupAuthorizationFailedError,
-    ClusterAuthorizationFailedError,
-    SaslAuthenticationFailed,
-)
-"""What the brokers answer a principal they refuse (its password, its ACLs): no retry mends it."""
 
 KAFKA_NOT_REACHED: tuple[type[KafkaError], ...] = (
     KafkaConnectionError,

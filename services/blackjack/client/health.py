@@ -5,22 +5,13 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Literal
 
-from aiokafka.errors import (
-    ClusterAuthorizationFailedError,
-    GroupAuthorizationFailedError,
-    KafkaError,
-    SaslAuthenticationFailed,
-    TopicAuthorizationFailedError,
-    TransactionalIdAuthorizationFailed,
-    UnsupportedCodecError,
-)
+from aiokafka.errors import KafkaError, TransactionalIdAuthorizationFailed, UnsupportedCodecError
+
+from blackjack.bus.refusals import REFUSED
 
 FATAL_READ_ERRORS: tuple[type[KafkaError], ...] = (
-    TopicAuthorizationFailedError,
-    GroupAuthorizationFailedError,
-    ClusterAuthorizationFailedError,
+    *REFUSED,
     TransactionalIdAuthorizationFailed,
-    SaslAuthenticationFailed,
     UnsupportedCodecError,
 )
 """What no retry mends: the results topic refused to this client's principal, a batch it

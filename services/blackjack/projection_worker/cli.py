@@ -83,7 +83,7 @@ def read_store(
 def _run(args: argparse.Namespace) -> int:
     from blackjack.bus.cut_short import close_clients_cut_short
     from blackjack.bus.metadata_backoff import back_off_failed_metadata_updates
-    from blackjack.cannot_reach import REFUSED
+    from blackjack.bus.refusals import REFUSED
     from blackjack.observability.logging import configure_logging
     from blackjack.projection_worker.worker import run_worker
 
