@@ -104,6 +104,11 @@ class ServiceStart:
             with contextlib.suppress(asyncio.CancelledError):
                 await self._task
 
+    async def ended(self) -> None:
+        """Wait for the start to end by itself (done, failed or halted); cancels nothing."""
+        if self._task is not None:
+            await asyncio.wait({self._task})
+
     async def _run(self) -> None:
         try:
             for name, step in self.steps:

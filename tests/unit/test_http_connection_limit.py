@@ -23,7 +23,7 @@ from blackjack.configuration import ConfigurationError
 from blackjack.http_server import (
     PROBE_RESERVE,
     JsonH11Protocol,
-    _kernel_bytes,  # XXX
+    _kernel_bytes,  # the bytes a socket holds in the kernel: what the server itself reads
     http_config,
     max_connections,
 )

@@ -239,7 +239,7 @@ async def test_a_sigterm_during_a_step_starts_nothing_more() -> None:
     await asyncio.wait_for(entered.wait(), 5)
     server.handle_exit(signal.SIGTERM, None)
     gate.set()  # the database answers right after the signal
-    await asyncio.sleep(0.2)  # uvicorn still closing its connections
+    await asyncio.wait_for(served.start.ended(), 5)  # before uvicorn's shutdown cancels it
     assert server.should_exit and later == []
     assert served.start.failure is None and not served.start.done
     await asyncio.wait_for(served.start.cancel(), 5)  # the shutdown's hook: nothing left

@@ -171,10 +171,10 @@ def command_terms(command: object, state: object, refused: bool = False) -> str 
     nothing else need tell them apart). None for any other command."""
     if not isinstance(command, WalletDeposit | WalletWithdraw | BuyIn | cmd.Deposit | cmd.Withdraw):
         return None
+    if refused:  # a refusal records the kind, player and amount alone
+        return money_terms(command.type, command.player_id, command.amount)
     more: tuple[str, ...] = ()
-    if refused:
-        pass
-    elif isinstance(command, WalletDeposit):
+    if isinstance(command, WalletDeposit):
         more = (command.currency,)
     elif isinstance(command, BuyIn):
         more = (command.table_id,)

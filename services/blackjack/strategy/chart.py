@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from fractions import Fraction
 
 from blackjack.strategy.basic import UPCARDS, Cell, Strategy
@@ -79,8 +80,8 @@ def render_chart(strategy: Strategy) -> str:
             out.add(SPLIT)
         return out
 
-    def row(label: str, cells: dict[str, Cell] | object, options: set[Action]) -> str:
-        codes = [cell_code(cells[u], options) for u in UPCARDS]  # type: ignore[index]
+    def row(label: str, cells: Mapping[str, Cell], options: set[Action]) -> str:
+        codes = [cell_code(cells[u], options) for u in UPCARDS]
         return f"{label:<9} " + " ".join(f"{c:>3}" for c in codes)
 
     lines += ["Hard" + header[4:]]
