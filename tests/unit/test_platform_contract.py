@@ -7,17 +7,24 @@ from __future__ import annotations
 import json
 import re
 from collections.abc import Callable, Iterator
+from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
 import jsonschema
 import pytest
+from pydantic import BaseModel
 
 from blackjack.asyncapi.contract import asyncapi_document
 from blackjack.messages import wire
 from blackjack.messages.wire import UPCASTERS
 
 ROOT = Path(__file__).parents[2]
+NOW = datetime(2026, 5, 1, tzinfo=UTC)
+
+
+def _json(envelope: BaseModel) -> bytes:
+    return envelope.model_dump_json().encode()
 
 
 def _section(text: str, heading: str) -> str:
@@ -281,6 +288,48 @@ def test_a_stream_s_partition_is_murmur2_s_and_the_docs_tell_librdkafka_clients_
     assert "any client's keyed send lands right" not in topics
     for needed in ("consistent_random", "partitioner=murmur2_random", "LegacyPartitioner", "845"):
         assert needed in topics, needed
+    # and the AsyncAPI document, which an integrator may read alone, says it on the key
+    [command] = [
+        m for n, m in asyncapi_document()["components"]["messages"].items() if n[:9] == "commands:"
+    ]
+    key = command["bindings"]["kafka"]["key"]["description"]
+    assert "murmur2" in key and "partitioner=murmur2_random" in key
+
+
+def test_a_command_s_correlation_id_is_its_body_s_and_its_events_default_to_its_id() -> None:
+    """A platform routing by the correlation id: a Kafka-console integrator's ce_correlationid
+    header on a command was not read (the contract said a command's correlation id is that
+    header), and the result of a command sent without one said null where its events said the
+    command id. The contract now says what each carries; this pins the behaviour it states."""
+    from blackjack.command_handler.reading import Inbound
+    from blackjack.command_handler.streams import PartitionStore
+    from blackjack.domain.wallet import WalletDeposit, wallet_stream
+    from blackjack.messages.envelope import CommandEnvelope
+    from tests.unit.processor_harness import new_processor
+
+    processor, store, wallet = new_processor(), PartitionStore(0), wallet_stream("ann")
+    deposit = WalletDeposit(player_id="ann", amount=100, currency="USD")
+    sent = [
+        CommandEnvelope(command_id=f"d-{n}", stream_id=wallet, command=deposit.model_copy())
+        for n in (1, 2)
+    ]
+    unread = [("ce_correlationid", b"header-session")]
+    first = processor.handle(store, Inbound(wallet.encode(), _json(sent[0]), unread, 0, 1), NOW)
+    with_id = sent[1].model_copy(update={"correlation_id": "body-session"})
+    second = processor.handle(store, Inbound(wallet.encode(), _json(with_id), [], 0, 2), NOW)
+    assert first.result.status == second.result.status == "accepted"
+    assert first.result.correlation_id is None
+    assert {e.correlation_id for e in first.events} == {"d-1"}
+    assert second.result.correlation_id == "body-session"
+    assert {e.correlation_id for e in second.events} == {"body-session"}
+    locations = {
+        n.split(":")[0]: (m.get("correlationId") or {}).get("location")
+        for n, m in asyncapi_document()["components"]["messages"].items()
+    }
+    assert (
+        locations["commands"] == locations["command-results"] == "$message.payload#/correlation_id"
+    )
+    assert locations["events"] == "$message.header#/ce_correlationid"
 
 
 def test_a_wallet_s_balance_passes_2_53_by_cash_outs_and_the_docs_say_which_fields() -> None:
@@ -503,3 +552,25 @@ def test_a_time_at_a_whole_second_has_no_fraction_and_the_docs_say_so() -> None:
     times = (ROOT / "docs" / "kafka.md").read_text()
     times = times[times.index("* **Times.**") :][:900]
     assert "`2026-12-02T22:45:29Z`" in times and "`2026-12-02T22:45:29+00:00`" in times
+
+
+@pytest.mark.parametrize("amount", ["5.0", "500.0", "1e2"])
+def test_an_amount_with_a_fraction_or_an_exponent_is_malformed_as_the_docs_say(amount: str) -> None:
+    """JSON Schema's `integer` admits 5.0 (a number with a zero fraction), which Jackson's
+    BigDecimal writes; the handler reads integer literals only, and docs/kafka.md says so."""
+    from blackjack.command_handler.reading import Inbound
+    from blackjack.command_handler.streams import PartitionStore
+    from blackjack.domain.wallet import wallet_stream
+    from tests.unit.processor_harness import new_processor
+
+    processor, store, wallet = new_processor(), PartitionStore(0), wallet_stream("ann")
+    value = (
+        f'{{"command_id": "d-1", "stream_id": "{wallet}", "command": {{"type": '
+        f'"WalletDeposit", "player_id": "ann", "amount": {amount}, "currency": "USD"}}}}'
+    )
+    schema = json.loads((ROOT / "schemas" / "command-envelope.json").read_text())
+    assert not list(jsonschema.Draft202012Validator(schema).iter_errors(json.loads(value)))
+    handled = processor.handle(store, Inbound(wallet.encode(), value.encode(), [], 0, 1), NOW)
+    assert handled.result.rejection is not None
+    assert handled.result.rejection.code == "malformed" and store.streams == {}
+    assert "Send integer literals" in (ROOT / "docs" / "kafka.md").read_text()

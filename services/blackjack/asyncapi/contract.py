@@ -170,8 +170,12 @@ def _headers(required: list[str], **extra: dict[str, Any]) -> dict[str, Any]:
 
 
 HEADERS: dict[str, dict[str, Any]] = {
-    # a platform may send the CloudEvents headers; the handler needs none of them
-    "commands": _headers([]),
+    "commands": {
+        **_headers([]),
+        "description": "a platform may send the CloudEvents headers, for its own routing; the "
+        "handler reads none of them: the body is the command (its correlation_id, not "
+        "ce_correlationid; its type, not ce_type; its stream_id, not ce_subject)",
+    },
     "service-commands": _headers(
         _ALWAYS,
         bj_signature=_text("HMAC-SHA256 of key, value and bj_transfer (hex)"),
@@ -223,12 +227,19 @@ _STREAM_KEY = {
     "maxLength": 128,
     "description": "the stream id: a table, or wallet:<player>",
 }
+_COMMAND_KEY = {
+    **_STREAM_KEY,
+    "description": "the stream id: a table, or wallet:<player>. The record's partition must be "
+    "the one the Java client's default partitioner gives the key (murmur2 of the UTF-8 key, "
+    "positive, modulo the partitions): another is answered malformed on the partition it came "
+    "in on. librdkafka: partitioner=murmur2_random; kafkajs: its DefaultPartitioner",
+}
 _DECLINES_KEY = rf"{DECLINES_PREFIX}[0-9]+(?:\.[0-9]+)?"
 """``#declined/<partition>`` or ``#declined/<partition>.<n>`` (``ids.declines_stream``): the
 stream of a partition's buy-ins declined at ids no table was opened under. No command names
 it, so only the events channel carries it."""
 KEYS: dict[str, dict[str, Any]] = {
-    "commands": _STREAM_KEY,
+    "commands": _COMMAND_KEY,
     "service-commands": _STREAM_KEY,
     "events": {
         **_STREAM_KEY,
@@ -255,11 +266,32 @@ for _part in (*HEADERS.values(), *KEYS.values()):
     no_final_line_feed(_part)  # as every schema of the contract (``messages.schemas``)
 
 
+_CORRELATION = {
+    # read from the body: a command's header is not read, a result's is absent when it is null
+    "commands": CorrelationId(
+        location="$message.payload#/correlation_id",
+        description="the sender's correlation id (the header ce_correlationid is not read)",
+    ),
+    "service-commands": CorrelationId(
+        location="$message.payload#/correlation_id",
+        description="the correlation id of the command the step comes from",
+    ),
+    "command-results": CorrelationId(
+        location="$message.payload#/correlation_id",
+        description="the command's correlation id as sent (null when it had none)",
+    ),
+    "events": CorrelationId(
+        location="$message.header#/ce_correlationid",
+        description="the command's correlation id, or its command id when it had none",
+    ),
+}
+"""Where each channel's records carry the correlation id (the snapshots carry none)."""
+
+
 class _Document(AsyncAPI):
     """FastStream's document, with what its generator leaves out of each message: the
-    correlation id where this service carries it (the CloudEvents ``ce_correlationid``
-    header; FastStream names its own ``correlation_id`` header, which no record here has;
-    snapshots carry none), the headers, the Kafka key, ``type`` required in every
+    correlation id where this service carries it (``_CORRELATION``; FastStream names its own
+    ``correlation_id`` header, which no record here has), the headers, the Kafka key, ``type`` required in every
     command and event schema, every integer's ``format: int64``, no field required
     that a stored older version of an event lacks, and only keywords a strict validator
     compiles (``messages.schemas.standard_keywords``)."""
@@ -278,14 +310,7 @@ class _Document(AsyncAPI):
         components = getattr(document, "components", None)
         for name, message in (getattr(components, "messages", None) or {}).items():
             channel = name.split(":")[0]
-            message.correlationId = (
-                None
-                if channel == "snapshots"
-                else CorrelationId(
-                    location="$message.header#/ce_correlationid",
-                    description="the correlation id of the command the record comes from",
-                )
-            )
+            message.correlationId = _CORRELATION.get(channel)
             message.headers = HEADERS[channel]
             message.bindings = {"kafka": {"key": KEYS[channel], "bindingVersion": "0.4.0"}}
         for schema in (getattr(components, "schemas", None) or {}).values():

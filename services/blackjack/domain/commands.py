@@ -16,7 +16,7 @@ from blackjack.domain.cards import Card
 
 # the commands' bound is the rules' amounts' too: defined there (rules import no command)
 from blackjack.domain.rules import MAX_INT as MAX_INT  # noqa: PLC0414 (re-exported)
-from blackjack.domain.rules import Currency
+from blackjack.domain.rules import PRESETS, Currency
 
 UNPRINTABLE = r"\x00-\x1f\x7f-\x9f\u061c\u200e\u200f\u2028\u2029\u202a-\u202e\u2066-\u2069\ufffd"
 """The characters no player id, operator or reason may hold (a regular expression's class, in
@@ -152,7 +152,12 @@ class HandCommand(PlayerCommand):
 
 class OpenTable(Command):
     type: Literal["OpenTable"] = "OpenTable"
-    variant: str = Field(min_length=1, max_length=64)
+    variant: str = Field(
+        min_length=1,
+        max_length=64,
+        description="a preset's name: " + ", ".join(PRESETS) + " (another is refused "
+        "unknown_variant)",
+    )
     overrides: dict[str, Any] = Field(
         default_factory=dict, max_length=64, description="rule options: at most 64 of them"
     )

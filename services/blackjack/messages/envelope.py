@@ -64,7 +64,13 @@ class CommandEnvelope(BaseModel):
     command_id: str = Id
     stream_id: str = Id
     # bounded: every event and result of the command carries it, in its body and a header
-    correlation_id: str | None = Field(None, max_length=CORRELATION_ID_MAX_CHARS)
+    correlation_id: str | None = Field(
+        None,
+        max_length=CORRELATION_ID_MAX_CHARS,
+        description="the sender's id that ties this command to others (a session, a request). "
+        "Only this field is read: a ce_correlationid header on a command is not. Its events "
+        "carry it (the command id when it has none); its result carries it as sent",
+    )
     sent_at: AwareDatetime | None = Field(
         None,
         description="when the sender issued it: RFC 3339, with its offset. A copy sent again "
@@ -109,7 +115,9 @@ class EventMeta(BaseModel):
     sequence: int = Field(ge=1, description="1, 2, 3... within the stream, without gaps")
     occurred_at: datetime
     causation_id: str | None = Field(None, description="the command that caused the event")
-    correlation_id: str | None = None
+    correlation_id: str | None = Field(
+        None, description="the command's correlation_id, or its command id when it had none"
+    )
 
 
 def check_names_its_event(meta: EventMeta, event: BaseModel) -> None:
@@ -141,10 +149,19 @@ class CommandResult(BaseModel):
     model_config = ConfigDict(frozen=True, extra="forbid")
     command_id: str
     stream_id: str
-    correlation_id: str | None = None
+    correlation_id: str | None = Field(
+        None,
+        description="the command's correlation_id as sent: null when it had none (its events "
+        "then carry the command id). Match a result to its command by command_id",
+    )
     status: Literal["accepted", "rejected"]
     rejection: Rejection | None = None
-    first_sequence: int | None = Field(None, description="sequence of its first event, if any")
+    first_sequence: int | None = Field(
+        None,
+        description="sequence of its first event, if any. A refusal the stream records (a "
+        "platform money command's MoneyCommandRefused) has one too: status, not this, says "
+        "whether the command was accepted",
+    )
     last_sequence: int | None = None
     handled_at: datetime
     player_id: str | None = Field(
