@@ -292,9 +292,9 @@ class _Document(AsyncAPI):
     """FastStream's document, with what its generator leaves out of each message: the
     correlation id where this service carries it (``_CORRELATION``; FastStream names its own
     ``correlation_id`` header, which no record here has), the headers, the Kafka key,
-    ``type`` required in every command and event schema, every integer's ``format: int64``, no field required
-    that a stored older version of an event lacks, and only keywords a strict validator
-    compiles (``messages.schemas.standard_keywords``)."""
+    ``type`` required in every command and event schema, every integer's ``format: int64``,
+    no field required that a stored older version of an event lacks, and only keywords a
+    strict validator compiles (``messages.schemas.standard_keywords``)."""
 
     def add_broker(self, broker: Any, /) -> _Document:
         """Its documentation broker only (``documentation_broker``, given first): the app
