@@ -15,12 +15,16 @@ from blackjack.configuration import ConfigurationError
 FASTSTREAM_LOGGER = "blackjack.faststream"
 
 
-class _TopicsExist(logging.Filter):
-    """FastStream warns on every start that topics are not auto-created and must exist: the
-    service creates its topics itself, so the warning only misleads."""
+class _FastStreamNoise(logging.Filter):
+    """Lines of FastStream's that say nothing to an operator: that topics are not auto-created
+    and must exist (the service creates its own), that an asyncio task's done callback runs
+    (one at each stop), and "To exit, press CTRL+C" (a pod; the service logs its own start)."""
+
+    NOISE = ("Make sure the topics exist", "is being executed...", "To exit, press CTRL+C")
 
     def filter(self, record: logging.LogRecord) -> bool:
-        return "Make sure the topics exist" not in record.getMessage()
+        message = record.getMessage()
+        return not any(noise in message for noise in self.NOISE)
 
 
 class Throttled:
@@ -114,8 +118,8 @@ class ExplainedRetries(logging.Filter):
 def faststream_logger() -> logging.Logger:
     """The logger FastStream's brokers write to: through the root's JSON handler."""
     logger = logging.getLogger(FASTSTREAM_LOGGER)
-    if not any(isinstance(f, _TopicsExist) for f in logger.filters):
-        logger.addFilter(_TopicsExist())
+    if not any(isinstance(f, _FastStreamNoise) for f in logger.filters):
+        logger.addFilter(_FastStreamNoise())
     return logger
 
 
