@@ -376,6 +376,8 @@ def test_the_rules_alert_on_what_an_operator_needs() -> None:
         "BlackjackTimerSendsFailing": "blackjack_timer_send_failures_total",
         # refused before the app: the query API's request counter never sees them
         "BlackjackHttpBusy": "blackjack_http_connections_refused_total",
+        # a refused money step's alert clears after 15 minutes; the money stays in transit
+        "BlackjackMoneyInTransit": "blackjack_money_in_transit_since_timestamp_seconds",
     }
     for alert, metric in wanted.items():
         assert alert in alerts, alert

@@ -314,9 +314,8 @@ async def test_partitions_taken_behind_the_group_are_told_once_and_folded_from_t
             await positions.on_partitions_assigned(given)
             await asyncio.wait_for(asyncio.gather(*list(positions._notes)), 5)
     finally:
-        for task in (positions._lag_watch, positions._group_watch):
-            assert task is not None
-            task.cancel()
+        assert positions._lag_watch is not None and positions._group_watch is not None
+        await positions.stop_watching()  # every watch, the money in transit's too
     assert consumer.sought == {TopicPartition(*P0): 40, TopicPartition(*P1): 90}
     told = [e for e in logs if e["event"].startswith("partitions taken behind the group")]
     assert [(e["log_level"], e["partitions"]) for e in told] == [

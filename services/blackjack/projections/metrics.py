@@ -1,9 +1,12 @@
 """The projection worker's Prometheus series: events folded, redeliveries and duplicates, batches
 rolled back, the rounds closed and the money wagered and paid per game, each partition's
-position and lag, whether the read model's database answers (``STORE_UP``), and whether
-another store in the group folds partitions this one misses (``SPLIT_PARTITIONS``)."""
+position and lag, whether the read model's database answers (``STORE_UP``), whether
+another store in the group folds partitions this one misses (``SPLIT_PARTITIONS``), and the
+money in transit between wallets and tables (``IN_TRANSIT``)."""
 
 from __future__ import annotations
+
+import contextlib
 
 from prometheus_client import Counter, Gauge
 
@@ -11,6 +14,7 @@ from blackjack.domain.rules import PRESETS
 from blackjack.observability.roles import claim
 from blackjack.projections.health import FoldHealth
 from blackjack.projections.split import Behind
+from blackjack.projections.transit import InTransit
 from blackjack.projections.writer import BatchResult
 
 EVENTS_FOLDED = Counter(
@@ -87,7 +91,43 @@ SPLIT_MISSING = Gauge(
     "present only while reported",
     ["topic", "partition"],
 )
+IN_TRANSIT = Gauge(
+    "blackjack_money_in_transit_minor_units",
+    "Money wallets sent to tables as buy-ins that no table has confirmed or refunded yet, as "
+    "the read model holds it, by currency (0 when none); the same in every worker of a store",
+    ["currency"],
+)
+IN_TRANSIT_WALLETS = Gauge(
+    "blackjack_money_in_transit_wallets",
+    "Wallets holding money in transit, by currency (0 when none)",
+    ["currency"],
+)
+IN_TRANSIT_SINCE = Gauge(
+    "blackjack_money_in_transit_since_timestamp_seconds",
+    "The earliest last change of a wallet that holds money in transit (Unix time): money has "
+    "waited at least since then; present only while some is in transit",
+    ["currency"],
+)
 claim("projections", globals())  # served by the processes that run a projection worker only
+
+
+def transit_read(found: list[InTransit]) -> None:
+    """Export the money in transit the read model holds now (``transit.py``): a currency
+    with none left shows 0, and no time."""
+    for gone in _TRANSIT_CURRENCIES - {t.currency for t in found}:
+        IN_TRANSIT.labels(gone).set(0)
+        IN_TRANSIT_WALLETS.labels(gone).set(0)
+        with contextlib.suppress(KeyError):
+            IN_TRANSIT_SINCE.remove(gone)
+    for transit in found:
+        _TRANSIT_CURRENCIES.add(transit.currency)
+        IN_TRANSIT.labels(transit.currency).set(transit.amount)
+        IN_TRANSIT_WALLETS.labels(transit.currency).set(transit.wallets)
+        IN_TRANSIT_SINCE.labels(transit.currency).set(transit.oldest.timestamp())
+
+
+_TRANSIT_CURRENCIES: set[str] = set()
+"""The currencies exported so far (their series stay, at 0 once none is in transit)."""
 
 
 def group_checked(health: FoldHealth, reported: list[Behind], others: int = 0) -> None:

@@ -26,6 +26,7 @@ from blackjack.projections.metrics import (
     group_checked,
     store_answered,
     store_failed,
+    transit_read,
 )
 from blackjack.projections.other_log import (
     PastTheEnd,
@@ -55,6 +56,9 @@ END_OFFSETS_TIMEOUT_S = 10.0
 """How long the partitions' ends are waited for before they are sought (next time, else)"""
 GROUP_OFFSETS_TIMEOUT_S = 10.0
 """aiokafka retries a fetch of committed offsets for ever on retriable errors: next time."""
+TRANSIT_EVERY = 4
+"""The money in transit is read every this many ``lag_every`` (a minute by default): a scan of
+the wallets (``transit.py``)."""
 
 
 class SeekToStoredPositions(ConsumerRebalanceListener):  # type: ignore[misc]
@@ -91,6 +95,7 @@ class SeekToStoredPositions(ConsumerRebalanceListener):  # type: ignore[misc]
         self._syncing = asyncio.Lock()
         self._lag_watch: asyncio.Task[None] | None = None
         self._group_watch: asyncio.Task[None] | None = None
+        self._transit_watch: asyncio.Task[None] | None = None
         self._notes: set[asyncio.Task[None]] = set()
         self.assigned: set[TopicPartition] = set()
         """What the group gave this worker, as the rebalance callbacks said: the consumer's
@@ -144,13 +149,19 @@ class SeekToStoredPositions(ConsumerRebalanceListener):  # type: ignore[misc]
             self._group_watch = asyncio.create_task(
                 self.watch_group(self.lag_every), name="projection-group"
             )
+        reading = self._transit_watch is not None and not self._transit_watch.done()
+        if self.lag_every is not None and self.health is not None and not reading:
+            self._transit_watch = asyncio.create_task(
+                self.watch_transit(self.lag_every * TRANSIT_EVERY), name="projection-transit"
+            )
 
     async def stop_watching(self) -> None:
         """End the watches (the lag's, the group's, the notes of partitions taken behind) now,
         with the worker that stops: by themselves they end at their next wake-up after the
         consumer closed, up to ``lag_every`` seconds later, on a loop that may be running
         something else by then (a process serving on, a test suite's next tests)."""
-        tasks = [t for t in (self._lag_watch, self._group_watch, *self._notes) if t is not None]
+        watches = (self._lag_watch, self._group_watch, self._transit_watch, *self._notes)
+        tasks = [t for t in watches if t is not None]
         for task in tasks:
             task.cancel()
         await asyncio.gather(*tasks, return_exceptions=True)
@@ -222,6 +233,21 @@ class SeekToStoredPositions(ConsumerRebalanceListener):  # type: ignore[misc]
                 continue
             if rebalances == self._rebalances:
                 self._compare(committed, stored)
+
+    async def watch_transit(self, every: float) -> None:
+        """Export the money in transit between wallets and tables that the store holds
+        (``transit.py``), a worker without partitions included. Ends with the consumer."""
+        while True:
+            await asyncio.sleep(every)
+            consumer = self.consumer()
+            if consumer is None or getattr(consumer, "_closed", False):
+                return
+            try:
+                found = await self.writer.money_in_transit()
+            except Exception as error:  # the store: the lag's watch and the batches report it
+                log.debug("money in transit not read", error=error_text(error)[:300])
+                continue
+            transit_read(found)
 
     async def _note_taken_behind(self, stored: dict[tuple[str, int], int]) -> None:
         """Partitions just given to this worker and sought to its store's positions, which the

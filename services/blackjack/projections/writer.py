@@ -37,6 +37,7 @@ from blackjack.projections.pairs import one_of
 from blackjack.projections.projector import StreamProjection, recalled_in
 from blackjack.projections.revision import check_schema
 from blackjack.projections.store import ProjectionStore, nul_replaced, stored_texts
+from blackjack.projections.transit import InTransit, money_in_transit
 from blackjack.projections.views import (
     Account,
     GameDay,
@@ -136,6 +137,10 @@ class ProjectionWriter:
     async def stored_positions(self, topic: str | None = None) -> dict[Position, int]:
         async with self.store.reading() as connection:
             return await read_positions(connection, topic)
+
+    async def money_in_transit(self) -> list[InTransit]:
+        async with self.store.reading() as connection:
+            return await money_in_transit(connection)
 
     async def probe(self) -> None:
         """A write that changes nothing, to learn whether the database takes writes again

@@ -1,0 +1,113 @@
+"""The money in transit between wallets and tables, exported by the projection workers from the
+read model (``projections/transit.py``), on SQLite and PostgreSQL, through the real broker: a
+buy-in no table has answered shows, by currency, with the wallet's last change as the time it
+has waited since; once it is confirmed the amount is 0 and the time is gone.
+
+A two-instance review found that ``BlackjackMoneyStepRefused`` clears after 15 minutes while
+the money it stranded stays in transit, and nothing else said so until an audit ran."""
+
+from __future__ import annotations
+
+from datetime import UTC, datetime, timedelta
+from typing import Any
+
+import pytest
+from prometheus_client import REGISTRY
+
+from blackjack.command_handler.ids import event_id
+from blackjack.domain import wallet as wl
+from blackjack.messages.envelope import EventEnvelope, type_name
+from blackjack.messages.sealing import ShoeSeal
+from tests.integration.conftest_projections import (
+    EventsTopic,
+    StoreFactory,
+    projection_worker,
+    publish,
+    to_wire,
+    wait_until,
+)
+
+pytest_plugins = ["tests.integration.conftest_projections"]
+pytestmark = pytest.mark.integration
+
+SENT_AT = datetime(2026, 3, 1, 12, 0, tzinfo=UTC)
+
+
+class _Wallets:
+    """Wallet streams decided as the handler decides them, one command a second."""
+
+    def __init__(self) -> None:
+        self.states: dict[str, wl.WalletState] = {}
+        self.envelopes: list[EventEnvelope] = []
+        self.sequences: dict[str, int] = {}
+        self.now = SENT_AT
+
+    def run(self, command: wl.WalletCommand) -> None:
+        stream = wl.wallet_stream(command.player_id)
+        state = self.states.get(stream, wl.INITIAL_WALLET)
+        decided = wl.decide_wallet(state, command)
+        assert isinstance(decided, list), decided
+        for event in decided:
+            state = wl.evolve_wallet(state, event)
+            sequence = self.sequences[stream] = self.sequences.get(stream, 0) + 1
+            self.envelopes.append(
+                EventEnvelope(
+                    event_id=event_id(stream, sequence),
+                    type=type_name(type(event)),
+                    schema_version=event.version,
+                    stream_id=stream,
+                    sequence=sequence,
+                    occurred_at=self.now,
+                    data=event,
+                )
+            )
+        self.states[stream] = state
+        self.now += timedelta(seconds=1)
+
+
+def gauge(name: str, currency: str) -> float | None:
+    return REGISTRY.get_sample_value(name, {"currency": currency})
+
+
+async def exported(name: str, currency: str, value: float | None) -> None:
+    async def shown() -> bool:
+        return gauge(name, currency) == value
+
+    await wait_until(shown, f"{name}{{currency={currency}}} == {value}")
+
+
+async def test_a_buy_in_no_table_answered_shows_as_money_in_transit_until_confirmed(
+    events_topic: EventsTopic, shoe_seal: ShoeSeal, stores: StoreFactory
+) -> None:
+    wallets = _Wallets()
+    for player, currency in (("ann", "USD"), ("bob", "USD"), ("eve", "EUR")):
+        wallets.run(wl.WalletDeposit(player_id=player, amount=10_000, currency=currency))
+    wallets.run(wl.BuyIn(player_id="ann", table_id="t-1", amount=2_500))  # at 12:00:03
+    wallets.run(wl.BuyIn(player_id="bob", table_id="t-1", amount=1_000))  # at 12:00:04
+    wallets.run(wl.BuyIn(player_id="eve", table_id="t-2", amount=700))  # at 12:00:05
+    wallets.run(wl.ConfirmBuyIn(player_id="eve", transfer=1))  # eve's arrived
+    store = await stores.store()
+    fast: dict[str, Any] = {"watch_every_s": 0.05}
+    async with projection_worker(events_topic.bootstrap, events_topic.prefix, store, **fast):
+        await publish(events_topic, to_wire(wallets.envelopes, shoe_seal))
+        await exported("blackjack_money_in_transit_minor_units", "USD", 3_500)
+        assert gauge("blackjack_money_in_transit_wallets", "USD") == 2
+        oldest = gauge("blackjack_money_in_transit_since_timestamp_seconds", "USD")
+        assert oldest == (SENT_AT + timedelta(seconds=3)).timestamp()  # ann's, the earlier
+        assert gauge("blackjack_money_in_transit_minor_units", "EUR") in (None, 0)
+        assert gauge("blackjack_money_in_transit_since_timestamp_seconds", "EUR") is None
+
+        wallets.envelopes.clear()
+        wallets.run(wl.ConfirmBuyIn(player_id="ann", transfer=1))
+        await publish(events_topic, to_wire(wallets.envelopes, shoe_seal))
+        await exported("blackjack_money_in_transit_minor_units", "USD", 1_000)
+        assert gauge("blackjack_money_in_transit_wallets", "USD") == 1
+        oldest = gauge("blackjack_money_in_transit_since_timestamp_seconds", "USD")
+        assert oldest == (SENT_AT + timedelta(seconds=4)).timestamp()  # bob's now
+
+        wallets.envelopes.clear()
+        wallets.run(wl.RefundBuyIn(player_id="bob", transfer=1, reason="table_not_open"))
+        await publish(events_topic, to_wire(wallets.envelopes, shoe_seal))
+        await exported("blackjack_money_in_transit_minor_units", "USD", 0)
+        assert gauge("blackjack_money_in_transit_wallets", "USD") == 0
+        assert gauge("blackjack_money_in_transit_since_timestamp_seconds", "USD") is None
