@@ -90,3 +90,32 @@ async def test_a_term_this_release_does_not_know_is_answered_as_stored(tmp_path:
             table = await table_state(connection, "table-1")
     assert table is not None
     assert table["rules"]["a_later_term"] is True and "bust_settled_at_once" not in table["rules"]
+
+
+# What each preset's value of a term a stored document may leave out was when the term came.
+PINNED_TERMS: dict[str, dict[str, object]] = {
+    "mini-h17": {"void_on_malfunction": True, "bust_settled_at_once": False},
+    "mini-s17": {"void_on_malfunction": False, "bust_settled_at_once": True},
+    "atlantic-city": {"move_declines_insurance": True, "bust_settled_at_once": False},
+    "atlantic-city-multi": {"move_declines_insurance": True, "bust_settled_at_once": False},
+    "surrender": {
+        "surrender_paid_at_once": True,
+        "bust_settled_at_once": True,
+        "interrupted_round_days": 30,
+    },
+}
+
+
+def test_a_preset_s_value_of_a_term_its_tables_leave_out_never_changes() -> None:
+    """A table opened from a preset stores no term of ``PRESET_TERMS`` that is the preset's,
+    and one an earlier release opened none of ``LATER_TERMS``: each reads the preset's value
+    now. Changed in ``PRESETS``, every such table would play on under the new value with the
+    same document and fingerprint (a style review's finding). Such a change is a new preset or
+    an override, never an edit: this pins the values (the rest are each term's default)."""
+    from blackjack.domain.rules import LATER_TERMS
+
+    for name, preset in PRESETS.items():
+        pinned = PINNED_TERMS[name]
+        for term in (*PRESET_TERMS, *LATER_TERMS):
+            default = Rules.model_fields[term].default
+            assert getattr(preset, term) == pinned.get(term, default), (name, term)
