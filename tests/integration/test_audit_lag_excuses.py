@@ -7,7 +7,8 @@ from __future__ import annotations
 
 import pytest
 
-from blackjack.audit.audit import AuditReport, conservation, run_audit
+from blackjack.audit.audit import AuditReport, run_audit
+from blackjack.audit.conservation import conservation
 from blackjack.bus.topics import partition_for
 from blackjack.domain import wallet as wl
 from blackjack.messages.sealing import ShoeSeal

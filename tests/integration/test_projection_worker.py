@@ -14,7 +14,7 @@ import pytest
 from prometheus_client import REGISTRY
 from sqlalchemy import func, select
 
-from blackjack.audit.audit import conservation
+from blackjack.audit.conservation import conservation
 from blackjack.messages.sealing import ShoeSeal
 from blackjack.projections import schema
 from blackjack.projections.dump import dump

@@ -13,7 +13,7 @@ from alembic.migration import MigrationContext
 from sqlalchemy import select, text, update
 from sqlalchemy.engine import Connection
 
-from blackjack.audit.audit import conservation
+from blackjack.audit.conservation import conservation
 from blackjack.domain.currencies import money
 from blackjack.messages.sealing import ShoeSeal
 from blackjack.messages.wire import encode, to_wire

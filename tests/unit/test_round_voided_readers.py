@@ -15,7 +15,7 @@ import pytest
 from sqlalchemy import select
 
 from blackjack.api.contract import openapi_document
-from blackjack.audit.audit import conservation
+from blackjack.audit.conservation import conservation
 from blackjack.audit.recall import render, replay_round
 from blackjack.audit.replay import replay_stream
 from blackjack.command_handler import snapshots

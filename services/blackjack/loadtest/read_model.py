@@ -10,7 +10,7 @@ from typing import Any
 
 from faststream.kafka import KafkaBroker
 
-from blackjack.audit.audit import conservation
+from blackjack.audit.conservation import conservation
 from blackjack.bus.settings import PLAINTEXT, KafkaSecurity
 from blackjack.projection_worker.settings import ProjectionSettings
 from blackjack.projection_worker.worker import build_broker
