@@ -299,6 +299,39 @@ async def test_a_partition_given_back_keeps_its_memory(kafka_space: Any) -> None
         await verify_stream(space, table)
 
 
+async def test_a_rebalance_leaves_each_handler_the_partitions_it_had(kafka_space: Any) -> None:
+    """The group's assignment is sticky (``command_handler/assignment.py``): a third handler
+    joining takes its share from the two, each keeping the rest of its own; leaving, its
+    share goes back without moving anyone else's. Round-robin dealt them out by the members'
+    new ids: a restarted pod could come back with the halves swapped (a two-instance review).
+    Two joins: round-robin keeps each one's share within its old one a third of the time."""
+    space: KafkaSpace = await kafka_space(partitions=4)
+    everything = set(range(space.partitions))
+    async with running_handler(space.config()) as first, running_handler(space.config()) as second:
+        pair = (first, second)
+
+        async def dealt(handlers: tuple[Any, ...]) -> list[set[int]]:
+            def settled() -> bool:
+                shares = [h.owned_partitions() for h in handlers]
+                return (
+                    all(h.ready and shares[i] for i, h in enumerate(handlers))
+                    and sum(map(len, shares)) == len(everything)
+                    and set().union(*shares) == everything
+                )
+
+            await first.wait_until(settled, WAIT_S)
+            return [h.owned_partitions() for h in handlers]
+
+        before = await dealt(pair)
+        for _ in range(2):
+            async with running_handler(space.config()) as third:
+                during = await dealt((*pair, third))
+                assert during[0] <= before[0] and during[1] <= before[1], (before, during)
+            after = await dealt(pair)
+            assert after[0] >= during[0] and after[1] >= during[1], (during, after)
+            before = after
+
+
 def rebuilds(kind: str) -> float:
     return REGISTRY.get_sample_value("blackjack_rebuilds_total", {"kind": kind}) or 0.0
 

@@ -668,8 +668,13 @@ def test_only_a_player_offered_insurance_is_asked_for_it_and_its_result_is_shown
     table = folded(script)
     assert table.view.phase == "insurance"
     assert prompt_for(table, A) == PAGE_002_INSURANCE
-    for other in ("bob", "carol"):  # a blackjack, no box
-        assert prompt_for(table, other) == "waiting for the insurance answers"
+    assert prompt_for(table, "bob") == "waiting for the insurance answers"  # a blackjack
+    # no box: told so at once (a player sitting down now was told only by a bet refused)
+    assert prompt_for(table, "carol") == (
+        "waiting for the insurance answers · you play from the next round"
+    )
+    script.do(cmd.SitDown(player_id="dave", seat=3))
+    assert prompt_for(folded(script), "dave").endswith(" · you play from the next round")
     assert "A♠ K♠  blackjack" in shown(table, "bob")
     script.do(cmd.TakeInsurance(player_id=A, box=0), cmd.Stand(player_id=A, box=0, hand=0))
     text = shown(folded(script))
@@ -830,8 +835,8 @@ async def test_quitting_says_what_becomes_of_the_round_under_way() -> None:
     script.do(cmd.PlaceBet(player_id=A, box=0, amount=1000))
     said = await said_on_quitting(script)
     assert said.endswith(
-        "; the round goes on without you: at the deadline your bet is dealt in, and the clock "
-        "stands your hand"
+        "; the round goes on without you: your bet is dealt in with the round (once the others "
+        "press Deal, at the latest at the deadline), and the clock stands your hand"
     )
     script.do(cmd.Pass(player_id="bob"), cmd.Deal(player_id=A))
     said = await said_on_quitting(script)
@@ -1030,7 +1035,8 @@ def test_a_player_left_out_is_told_they_sit_out_what_brings_them_back_and_when_t
     script = left_out({"seat_released_after_rounds_sat_out": 3})
     bob = wide(folded(script), "bob")
     assert (
-        "You sitting out: rounds are dealt without you · bet while betting is open to play again · "
+        "You sitting out: rounds are dealt without you · bet or pass while betting is open to play "
+        "again · "
         "2 more rounds dealt without you free your seat" in bob
     )
     assert "Seats 0 alice · 1 you (sits out, seat freed after 2 more rounds)" in bob
@@ -1056,7 +1062,10 @@ def test_a_player_left_out_is_told_they_sit_out_what_brings_them_back_and_when_t
 def test_where_no_seat_is_freed_the_line_says_only_what_brings_the_player_back() -> None:
     script = left_out({})
     bob = wide(folded(script), "bob")
-    back = "sitting out: rounds are dealt without you · bet while betting is open to play again"
+    back = (
+        "sitting out: rounds are dealt without you · bet or pass while betting is open to play "
+        "again"
+    )
     assert bob.count(back) == 1
     assert "dealt without you free" not in bob and "1 you (sits out)" in bob
     script.do(cmd.Stand(player_id=A, box=0))
@@ -1440,3 +1449,13 @@ def test_a_player_who_left_is_told_what_the_table_paid_out_withdrawals_included(
 def test_the_variants_play_offers_to_open_are_the_presets() -> None:
     """``play --open`` names the presets without building them (a hand-written copy)."""
     assert tuple(sorted(PRESETS)) == VARIANTS
+
+
+def test_a_bet_taken_back_by_a_pass_is_said() -> None:
+    """A review: `bet 3` then `pass` took the box away and the balance went up by 3.00 with no
+    word, where leaving and disconnecting each say "your bet of ... returned: ..."."""
+    players = {A: 10_000, "bob": 10_000}
+    script = Script("atlantic-city-multi", [], players)
+    script.do(cmd.PlaceBet(player_id="bob", box=1, amount=300), cmd.Pass(player_id="bob"))
+    assert "your bet of 3.00 returned: passed this round" in shown(folded(script), "bob")
+    assert "bob's bet of 3.00 returned: passed this round" in shown(folded(script), A)

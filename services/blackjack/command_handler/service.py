@@ -43,6 +43,7 @@ from blackjack.bus.codecs import require_codecs
 from blackjack.bus.header_names import read_header_names_not_utf8
 from blackjack.bus.reachable import wait_for_brokers
 from blackjack.bus.topics import SNAPSHOT_MAX_BYTES, ensure_topics
+from blackjack.command_handler.assignment import assignors
 from blackjack.command_handler.config import HandlerConfig
 from blackjack.command_handler.key_check import check_the_key_against_the_log
 from blackjack.command_handler.partitions import _Partition, _Retained, ignore_unread_fences
@@ -179,6 +180,7 @@ class CommandHandler(Ticker):
             session_timeout_ms=self.config.session_timeout_ms,
             heartbeat_interval_ms=heartbeat_ms(self.config.session_timeout_ms),
             max_poll_interval_ms=MAX_POLL_INTERVAL_MS,
+            partition_assignment_strategy=assignors(),  # sticky: see assignment.py
         )
         await self._consumer.start()
         self._consumer.subscribe([self.topics.commands], listener=_Rebalance(self))

@@ -57,6 +57,7 @@ _RETURNED_BECAUSE = {
     "left": "left the table",
     "cancelled": "the round was cancelled or closed",
     "stood_up": "stood up by the operator",
+    "passed": "passed this round",
 }
 
 SUITS = {"S": "♠", "H": "♥", "D": "♦", "C": "♣"}
@@ -412,7 +413,10 @@ def sitting_out_line(table: StreamProjection, player_id: str) -> str:
     """What a player left out by the clock is told while they sit out: that rounds are dealt
     without them, what brings them back and, where the rules free the seat of a player who
     sits out, how many more rounds dealt without them free theirs."""
-    line = "sitting out: rounds are dealt without you · bet while betting is open to play again"
+    line = (
+        "sitting out: rounds are dealt without you · bet or pass while betting is open to play "
+        "again"
+    )
     left = rounds_before_seat_freed(table, player_id)
     if left == 0:
         line += " · your seat is freed when this round ends"
@@ -621,6 +625,17 @@ _INSURANCE_KEYS = "i (take) / n (no)"
 _WORDS = {"hit": "h", "stand": "s", "double": "d", "split": "p", "surrender": "r"}
 
 
+def _joined_after_betting(table: StreamProjection, player_id: str) -> bool:
+    """Whether a round is dealt that the player has no box in (passed, left out, or sat down
+    after the bets closed: page 002, a player who joins during a round "must wait until the
+    round is over")."""
+    view = table.view
+    record = table.rounds.get(view.round) if view.round_open else None
+    if record is None or view.phase == "betting" or not record.boxes:
+        return False
+    return all(box.player_id != player_id for box in record.boxes)
+
+
 def prompt_for(table: StreamProjection, player_id: str) -> str:
     """What the player may type now, from the table's view."""
     view = table.view
@@ -632,9 +647,11 @@ def prompt_for(table: StreamProjection, player_id: str) -> str:
             return "the table is suspended: no new players · ? help, q quit"
         return "sit N to sit down at seat N · ? help, q quit"
     turn = view.active
+    # a player who sat down after the bets closed is told now, not by a bet refused
+    later = " · you play from the next round" if _joined_after_betting(table, player_id) else ""
     if view.round_open and view.phase == "playing" and turn is not None:
         if turn.player_id != player_id:
-            return f"waiting for {turn.player_id}"
+            return f"waiting for {turn.player_id}{later}"
         actions = turn.actions or list(_WORDS)
         return "your move: " + "  ".join(f"{action} ({_WORDS[action]})" for action in actions)
     if view.round_open and view.phase == "insurance":
@@ -648,9 +665,9 @@ def prompt_for(table: StreamProjection, player_id: str) -> str:
             if preset_term(view.rules or {}, "move_declines_insurance"):  # not this box yet
                 return f"{asked} {_INSURANCE_KEYS}, then play when your turn comes"
             return f"{asked} {_INSURANCE_KEYS}"
-        return "waiting for the insurance answers"  # answered, none offered, or no bet
+        return f"waiting for the insurance answers{later}"  # answered, none offered, no bet
     if view.round_open and view.phase == "dealer":
-        return "the dealer plays"
+        return f"the dealer plays{later}"
     chose = _chose(table, player_id) if view.round_open and view.phase == "betting" else None
     if chose is not None:  # a shared table deals when every player has chosen, or at its clock
         said = "dealt in" if chose == "DealRequested" else "you pass this round"

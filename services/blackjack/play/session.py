@@ -375,8 +375,8 @@ class PlaySession:
             if dealt:
                 return "; the round goes on without you: the clock stands your hand at its deadline"
             return (
-                "; the round goes on without you: at the deadline your bet is dealt in, and the "
-                "clock stands your hand"
+                "; the round goes on without you: your bet is dealt in with the round (once the "
+                "others press Deal, at the latest at the deadline), and the clock stands your hand"
             )
         if rules.get("refund_bets_on_disconnect") and not dealt:
             return "; your bet not dealt is returned to you once the table finds you gone"

@@ -3,7 +3,7 @@ starts again when the service resumes a round."""
 
 from __future__ import annotations
 
-from datetime import datetime, timedelta
+from datetime import UTC, datetime, timedelta
 from typing import Final
 
 from blackjack.domain import commands as cmd
@@ -49,7 +49,13 @@ _LATE: Final[dict[str, tuple[RejectionCode, str]]] = {
 def too_late(state: TableState) -> Rejection:
     assert state.deadline is not None
     code, message = _LATE.get(state.phase, _LATE["playing"])
-    return Rejection(code=code, message=f"{message} {state.deadline.isoformat()}")
+    return Rejection(code=code, message=f"{message} {deadline_text(state.deadline)}")
+
+
+def deadline_text(deadline: datetime) -> str:
+    """A deadline as a player reads it in a refusal: ``16:50:34 UTC`` (the events keep it to
+    the microsecond)."""
+    return f"{deadline.astimezone(UTC):%H:%M:%S} UTC"
 
 
 def restarts_clock(state: TableState) -> bool:

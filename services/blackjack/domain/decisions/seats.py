@@ -11,6 +11,7 @@ from blackjack.domain.decisions.betting import (
     refund_bets,
 )
 from blackjack.domain.decisions.checks import check_not_suspended, seated, under_minimum
+from blackjack.domain.decisions.clock import deadline_text
 from blackjack.domain.decisions.draft import Draft, refuse
 from blackjack.domain.rules import PRESETS
 from blackjack.domain.state import TableState
@@ -106,7 +107,7 @@ def leave_after_the_betting_deadline(r: Draft, c: cmd.LeaveTable) -> None:
     player with none, or only stacks under the minimum (the deadline's to return), leaves."""
     state = r.state
     if len(under_minimum(state, c.player_id)) < len(state.boxes_of(c.player_id)):
-        deadline = state.deadline.isoformat() if state.deadline else ""
+        deadline = deadline_text(state.deadline) if state.deadline else "its deadline"
         raise refuse(
             "round_in_progress",
             f"the time to bet ran out at {deadline}: your bets are dealt with the round; leave "
