@@ -33,6 +33,9 @@ class Table(StackedTable):
         refused = self.send(command)
         assert isinstance(refused, Rejection) and refused.code == code, refused
         assert "ran out at" in refused.message
+        # as a player reads it (a review found 2026-12-07T16:50:34.875438+00:00 on screen)
+        assert self.state.deadline is not None
+        assert f" ran out at {self.state.deadline:%H:%M:%S} UTC" in refused.message
         assert self.state is before
 
     def until_deadline(self) -> None:

@@ -1459,3 +1459,15 @@ def test_a_bet_taken_back_by_a_pass_is_said() -> None:
     script.do(cmd.PlaceBet(player_id="bob", box=1, amount=300), cmd.Pass(player_id="bob"))
     assert "your bet of 3.00 returned: passed this round" in shown(folded(script), "bob")
     assert "bob's bet of 3.00 returned: passed this round" in shown(folded(script), A)
+
+
+def test_a_pass_is_no_interruption_in_the_recall() -> None:
+    """A diff review: the bet a pass took back was listed among the round's interruptions as
+    "returned by the server: passed this round" (the recall a regulator reads)."""
+    players = {A: 10_000, "bob": 10_000}
+    script = Script("atlantic-city-multi", [["TH", "AS", "AD", "9H", "KS", "7C"]], players)
+    script.do(cmd.PlaceBet(player_id="bob", box=1, amount=300), cmd.Pass(player_id="bob"))
+    script.do(cmd.PlaceBet(player_id=A, box=0, amount=1000), cmd.Deal(player_id=A))
+    console = Console(width=140, record=True, color_system=None)
+    console.print(history_screen(folded(script), "bob", 10))
+    assert "passed this round" not in console.export_text()

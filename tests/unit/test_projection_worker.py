@@ -4,6 +4,7 @@ committed offsets say and even when the store does not answer during a rebalance
 from __future__ import annotations
 
 import asyncio
+from datetime import UTC, datetime
 from typing import Any
 
 import pytest
@@ -16,6 +17,7 @@ from blackjack.projection_worker.settings import ProjectionSettings
 from blackjack.projections import batches, health
 from blackjack.projections.health import FoldHealth
 from blackjack.projections.positions import SeekToStoredPositions
+from blackjack.projections.transit import InTransit
 from blackjack.projections.writer import Record
 
 TOPIC = "blackjack.events"
@@ -366,3 +368,53 @@ async def test_a_store_behind_what_the_worker_folded_is_read_again_from_its_posi
     assert consumer.sought == {P0: 40}
     assert fold_health.failing == [] and fold_health.failures_of((TOPIC, 0)) == 0
     assert [e["log_level"] for e in logs if "behind" in e["event"]] == ["warning"]
+
+
+class TransitStore(Store):
+    """A store whose money in transit is read: 7.00 USD since ``SINCE``, until it is down."""
+
+    def __init__(self) -> None:
+        super().__init__({(TOPIC, 0): 40})
+        self.read = asyncio.Event()
+
+    async def money_in_transit(self) -> list[InTransit]:
+        self.read.set()
+        if self.down:
+            raise ConnectionError("the database is not answering")
+        return [InTransit("USD", 700, 1, SINCE)]
+
+
+SINCE = datetime(2026, 3, 1, 12, tzinfo=UTC)
+
+
+def transit(name: str) -> float | None:
+    return REGISTRY.get_sample_value(f"blackjack_money_in_transit_{name}", {"currency": "USD"})
+
+
+async def test_money_in_transit_the_store_cannot_tell_is_not_shown_stale() -> None:
+    """A diff review: a worker whose store stopped answering kept the last time read, which
+    grew old and would page (BlackjackMoneyInTransit) for money no longer stuck."""
+    consumer, store = Watched(), TransitStore()
+    positions = SeekToStoredPositions(
+        store,  # type: ignore[arg-type]
+        lambda: consumer,
+        FoldHealth(),
+        lag_every=0.01,
+    )
+    await positions.on_partitions_assigned({P0})
+    try:
+        await asyncio.wait_for(_until(lambda: transit("minor_units") == 700), 5)
+        assert transit("since_timestamp_seconds") == SINCE.timestamp()
+        store.down = True
+        await asyncio.wait_for(_until(lambda: transit("since_timestamp_seconds") is None), 5)
+        assert transit("minor_units") is None
+        store.down = False
+        await asyncio.wait_for(_until(lambda: transit("minor_units") == 700), 5)
+    finally:
+        await positions.stop_watching()
+    assert transit("since_timestamp_seconds") is None  # the watch stopped: nothing kept
+
+
+async def _until(condition: Any) -> None:
+    while not condition():
+        await asyncio.sleep(0.005)

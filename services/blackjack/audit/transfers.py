@@ -114,7 +114,7 @@ class Reconciled:
     at shared tables of buy-ins the player's lagging wallet partition was not read as far as
     sending (True), cash-outs the wallet received of payouts a lagging table's partition was
     not read as far as paying (False). What the money totals may find arrived on one side
-    more than it left the other, and no more (``audit.Crossing``)."""
+    more than it left the other, and no more (``audit.conservation.Crossing``)."""
     unverifiable: int = 0
     """buy-ins closed before their table recorded transfers (older handlers): not matched"""
     stuck: list[StuckStep] = field(default_factory=list)

@@ -916,6 +916,8 @@ def _interruptions(record: RoundRecord, player_id: str, currency: str) -> list[T
                 Text(f"back at {entry.at:%H:%M:%S}: the round went on as it was left", "yellow")
             )
         elif entry.event == "BetRefunded" and data.get("reason") in _RETURNED_BECAUSE:
+            if data.get("reason") == "passed":  # the player's own choice, no interruption
+                continue
             amount = money(int(data.get("amount", 0)), currency)
             reason = str(data.get("reason"))
             by = " by the server" if reason != "left" else ""  # leaving is the player's own

@@ -126,6 +126,15 @@ def transit_read(found: list[InTransit]) -> None:
         IN_TRANSIT_SINCE.labels(transit.currency).set(transit.oldest.timestamp())
 
 
+def transit_unread() -> None:
+    """The store could not be read, or the watch stopped: no series rather than old ones."""
+    for currency in _TRANSIT_CURRENCIES:
+        for gauge in (IN_TRANSIT, IN_TRANSIT_WALLETS, IN_TRANSIT_SINCE):
+            with contextlib.suppress(KeyError):
+                gauge.remove(currency)
+    _TRANSIT_CURRENCIES.clear()
+
+
 _TRANSIT_CURRENCIES: set[str] = set()
 """The currencies exported so far (their series stay, at 0 once none is in transit)."""
 

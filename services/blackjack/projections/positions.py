@@ -27,6 +27,7 @@ from blackjack.projections.metrics import (
     store_answered,
     store_failed,
     transit_read,
+    transit_unread,
 )
 from blackjack.projections.other_log import (
     PastTheEnd,
@@ -156,15 +157,18 @@ class SeekToStoredPositions(ConsumerRebalanceListener):  # type: ignore[misc]
             )
 
     async def stop_watching(self) -> None:
-        """End the watches (the lag's, the group's, the notes of partitions taken behind) now,
-        with the worker that stops: by themselves they end at their next wake-up after the
-        consumer closed, up to ``lag_every`` seconds later, on a loop that may be running
-        something else by then (a process serving on, a test suite's next tests)."""
+        """End the watches (the lag's, the group's, the money in transit's, the notes of
+        partitions taken behind) now, with the worker that stops: by themselves they end at
+        their next wake-up after the consumer closed, up to ``lag_every`` seconds later, on a
+        loop that may be running something else by then (a process serving on, a test
+        suite's next tests)."""
         watches = (self._lag_watch, self._group_watch, self._transit_watch, *self._notes)
         tasks = [t for t in watches if t is not None]
         for task in tasks:
             task.cancel()
         await asyncio.gather(*tasks, return_exceptions=True)
+        if self._transit_watch is not None:
+            transit_unread()  # a process serving on would show the last read for ever
 
     async def watch_lag(self, every: float) -> None:
         """Measure each assigned partition's lag from the broker's end offsets and the stored
@@ -246,6 +250,7 @@ class SeekToStoredPositions(ConsumerRebalanceListener):  # type: ignore[misc]
                 found = await self.writer.money_in_transit()
             except Exception as error:  # the store: the lag's watch and the batches report it
                 log.debug("money in transit not read", error=error_text(error)[:300])
+                transit_unread()  # no stale time left to page on
                 continue
             transit_read(found)
 

@@ -11,7 +11,9 @@ A wallet's ``updated_at`` is its last event: a wallet that has held money in tra
 then has held it at least that long (its buy-in was sent at or before), so the oldest such
 time is a lower bound of how long money has waited; a wallet the player goes on using moves it
 forward. Every worker of a store reads the whole table (its wallets are not split by
-partition), so their gauges agree: aggregate them with ``max``, not ``sum``.
+partition), so their gauges agree: aggregate them with ``max``, not ``sum``. A worker that
+cannot read the store drops its series until it can (``metrics.transit_unread``): a time it
+kept would grow old and page for money no longer stuck.
 """
 
 from __future__ import annotations
@@ -42,7 +44,7 @@ async def money_in_transit(connection: AsyncConnection) -> list[InTransit]:
     """The money in transit per currency; none where nothing is in transit.
 
     A scan of ``wallets`` (no index on ``in_transit``): about as costly as counting the
-    wallets, once every ``TRANSIT_EVERY_S``."""
+    wallets, once every ``positions.TRANSIT_EVERY`` lag watches (a minute)."""
     wallets = schema.wallets
     currency = func.coalesce(wallets.c.currency, "")
     rows = await connection.execute(

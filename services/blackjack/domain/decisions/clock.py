@@ -55,7 +55,8 @@ def too_late(state: TableState) -> Rejection:
 def deadline_text(deadline: datetime) -> str:
     """A deadline as a player reads it in a refusal: ``16:50:34 UTC`` (the events keep it to
     the microsecond)."""
-    return f"{deadline.astimezone(UTC):%H:%M:%S} UTC"
+    aware = deadline if deadline.tzinfo is not None else deadline.replace(tzinfo=UTC)
+    return f"{aware.astimezone(UTC):%H:%M:%S} UTC"
 
 
 def restarts_clock(state: TableState) -> bool:
