@@ -14,6 +14,7 @@ import structlog
 from blackjack.observability.logging import (
     ExplainedRetries,
     LibraryRepeats,
+    RoutineRebalanceCommits,
     configure_logging,
     faststream_logger,
 )
@@ -159,3 +160,25 @@ def test_a_projection_workers_http_server_logs_through_the_json_handler(tmp_path
     store = ProjectionStore(f"sqlite+aiosqlite:///{tmp_path}/read.db")
     server = worker._http_server(store, FoldHealth(), ProjectionSettings(), "127.0.0.1", 8080)
     assert server.config.log_config is None
+
+
+def test_a_group_commit_a_rebalance_overtook_is_a_warning_not_an_error() -> None:
+    template = "OffsetCommit failed for group %s due to group error (%s), will rejoin"
+
+    def failed(error: str, msg: str = template) -> logging.LogRecord:
+        return logging.LogRecord(
+            "aiokafka.consumer.group_coordinator",
+            logging.ERROR,
+            "x",
+            1,
+            msg,
+            ("p.blackjack-projections", error),
+            None,
+        )
+
+    routine = failed("[Error 22] IllegalGenerationError: p.blackjack-projections")
+    assert RoutineRebalanceCommits().filter(routine)
+    assert (routine.levelno, routine.levelname) == (logging.WARNING, "WARNING")
+    assert "routine at a rebalance" in routine.getMessage()
+    refused = failed("GroupAuthorizationFailedError", "OffsetCommit failed for group %s - %s")
+    assert RoutineRebalanceCommits().filter(refused) and refused.levelno == logging.ERROR

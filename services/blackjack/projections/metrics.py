@@ -94,7 +94,8 @@ SPLIT_MISSING = Gauge(
 IN_TRANSIT = Gauge(
     "blackjack_money_in_transit_minor_units",
     "Money wallets sent to tables as buy-ins that no table has confirmed or refunded yet, as "
-    "the read model holds it, by currency (0 when none); the same in every worker of a store",
+    "the read model holds it, by each currency a wallet holds (0 when none), read once a "
+    "minute: the same in every worker of a store, as of its last read",
     ["currency"],
 )
 IN_TRANSIT_WALLETS = Gauge(
@@ -123,7 +124,11 @@ def transit_read(found: list[InTransit]) -> None:
         _TRANSIT_CURRENCIES.add(transit.currency)
         IN_TRANSIT.labels(transit.currency).set(transit.amount)
         IN_TRANSIT_WALLETS.labels(transit.currency).set(transit.wallets)
-        IN_TRANSIT_SINCE.labels(transit.currency).set(transit.oldest.timestamp())
+        if transit.oldest is not None:
+            IN_TRANSIT_SINCE.labels(transit.currency).set(transit.oldest.timestamp())
+        else:
+            with contextlib.suppress(KeyError):
+                IN_TRANSIT_SINCE.remove(transit.currency)
 
 
 def transit_unread() -> None:

@@ -240,9 +240,9 @@ class SeekToStoredPositions(ConsumerRebalanceListener):  # type: ignore[misc]
 
     async def watch_transit(self, every: float) -> None:
         """Export the money in transit between wallets and tables that the store holds
-        (``transit.py``), a worker without partitions included. Ends with the consumer."""
+        (``transit.py``), a worker without partitions included: at once, then every
+        ``every`` seconds. Ends with the consumer."""
         while True:
-            await asyncio.sleep(every)
             consumer = self.consumer()
             if consumer is None or getattr(consumer, "_closed", False):
                 return
@@ -251,8 +251,9 @@ class SeekToStoredPositions(ConsumerRebalanceListener):  # type: ignore[misc]
             except Exception as error:  # the store: the lag's watch and the batches report it
                 log.debug("money in transit not read", error=error_text(error)[:300])
                 transit_unread()  # no stale time left to page on
-                continue
-            transit_read(found)
+            else:
+                transit_read(found)
+            await asyncio.sleep(every)
 
     async def _note_taken_behind(self, stored: dict[tuple[str, int], int]) -> None:
         """Partitions just given to this worker and sought to its store's positions, which the

@@ -11,7 +11,9 @@ A wallet's ``updated_at`` is its last event: a wallet that has held money in tra
 then has held it at least that long (its buy-in was sent at or before), so the oldest such
 time is a lower bound of how long money has waited; a wallet the player goes on using moves it
 forward. Every worker of a store reads the whole table (its wallets are not split by
-partition), so their gauges agree: aggregate them with ``max``, not ``sum``. A worker that
+partition), so their gauges agree, each as of its last read (a minute apart at most):
+aggregate them with ``max``, not ``sum``. Every currency a wallet holds has its series, 0 when
+nothing is in transit in it; the time only while something is. A worker that
 cannot read the store drops its series until it can (``metrics.transit_unread``): a time it
 kept would grow old and page for money no longer stuck.
 """
@@ -21,7 +23,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from datetime import datetime
 
-from sqlalchemy import func, select
+from sqlalchemy import case, func, select
 from sqlalchemy.ext.asyncio import AsyncConnection
 
 from blackjack.projections import schema
@@ -36,29 +38,35 @@ class InTransit:
     amount: int
     """minor units"""
     wallets: int
-    oldest: datetime
-    """the earliest last change of a wallet holding money in transit (UTC)"""
+    """the wallets holding some"""
+    oldest: datetime | None
+    """the earliest last change of a wallet holding money in transit (UTC); None if none"""
 
 
 async def money_in_transit(connection: AsyncConnection) -> list[InTransit]:
-    """The money in transit per currency; none where nothing is in transit.
+    """The money in transit in each currency a wallet holds (0 where none is).
 
     A scan of ``wallets`` (no index on ``in_transit``): about as costly as counting the
     wallets, once every ``positions.TRANSIT_EVERY`` lag watches (a minute)."""
     wallets = schema.wallets
-    currency = func.coalesce(wallets.c.currency, "")
+    holding = wallets.c.in_transit > 0
     rows = await connection.execute(
         select(
-            currency,
+            wallets.c.currency,
             func.sum(wallets.c.in_transit),
-            func.count(),
-            func.min(wallets.c.updated_at),
+            func.sum(case((holding, 1), else_=0)),
+            func.min(case((holding, wallets.c.updated_at))),
         )
-        .where(wallets.c.in_transit > 0)
-        .group_by(currency)
-        .order_by(currency)
+        .where(wallets.c.currency.is_not(None))  # set by a wallet's first deposit
+        .group_by(wallets.c.currency)
+        .order_by(wallets.c.currency)
     )
     return [
-        InTransit(currency=c, amount=int(amount), wallets=int(count), oldest=utc(oldest))
-        for c, amount, count, oldest in rows
+        InTransit(
+            currency=currency,
+            amount=int(amount),
+            wallets=int(count),
+            oldest=None if oldest is None else utc(oldest),
+        )
+        for currency, amount, count, oldest in rows
     ]
