@@ -266,24 +266,20 @@ for _part in (*HEADERS.values(), *KEYS.values()):
     no_final_line_feed(_part)  # as every schema of the contract (``messages.schemas``)
 
 
+_IN_THE_BODY = "$message.payload#/correlation_id"
 _CORRELATION = {
-    # read from the body: a command's header is not read, a result's is absent when it is null
-    "commands": CorrelationId(
-        location="$message.payload#/correlation_id",
-        description="the sender's correlation id (the header ce_correlationid is not read)",
-    ),
-    "service-commands": CorrelationId(
-        location="$message.payload#/correlation_id",
-        description="the correlation id of the command the step comes from",
-    ),
-    "command-results": CorrelationId(
-        location="$message.payload#/correlation_id",
-        description="the command's correlation id as sent (null when it had none)",
-    ),
-    "events": CorrelationId(
-        location="$message.header#/ce_correlationid",
-        description="the command's correlation id, or its command id when it had none",
-    ),
+    # a command's header is not read; a result's is absent when the id is null
+    channel: CorrelationId(location=where, description=description)
+    for channel, where, description in [
+        ("commands", _IN_THE_BODY, "the sender's correlation id (ce_correlationid is not read)"),
+        ("service-commands", _IN_THE_BODY, "the correlation id of the command the step comes from"),
+        ("command-results", _IN_THE_BODY, "the command's correlation id as sent (null if none)"),
+        (
+            "events",
+            "$message.header#/ce_correlationid",
+            "the command's correlation id, or its command id when it had none",
+        ),
+    ]
 }
 """Where each channel's records carry the correlation id (the snapshots carry none)."""
 
