@@ -182,3 +182,14 @@ def test_a_group_commit_a_rebalance_overtook_is_a_warning_not_an_error() -> None
     assert "routine at a rebalance" in routine.getMessage()
     refused = failed("GroupAuthorizationFailedError", "OffsetCommit failed for group %s - %s")
     assert RoutineRebalanceCommits().filter(refused) and refused.levelno == logging.ERROR
+    # the error's own name decides, not a group id that happens to hold one
+    named = logging.LogRecord(
+        "aiokafka.consumer.group_coordinator",
+        logging.ERROR,
+        "x",
+        1,
+        "OffsetCommit failed for group %s on partition %s with offset %s: %s",
+        ("IllegalGenerationError-tests", "tp", 7, "UnknownError"),
+        None,
+    )
+    assert RoutineRebalanceCommits().filter(named) and named.levelno == logging.ERROR

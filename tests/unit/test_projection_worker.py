@@ -375,10 +375,10 @@ class TransitStore(Store):
 
     def __init__(self) -> None:
         super().__init__({(TOPIC, 0): 40})
-        self.read = asyncio.Event()
+        self.reads = 0
 
     async def money_in_transit(self) -> list[InTransit]:
-        self.read.set()
+        self.reads += 1
         if self.down:
             raise ConnectionError("the database is not answering")
         return [InTransit("USD", 700, 1, SINCE)]
@@ -393,7 +393,8 @@ def transit(name: str) -> float | None:
 
 async def test_money_in_transit_the_store_cannot_tell_is_not_shown_stale() -> None:
     """A diff review: a worker whose store stopped answering kept the last time read, which
-    grew old and would page (BlackjackMoneyInTransit) for money no longer stuck."""
+    grew old and would page (BlackjackMoneyInTransit) for money no longer stuck. Another: a
+    blip of one failed read must not drop it (a page firing would resolve)."""
     consumer, store = Watched(), TransitStore()
     positions = SeekToStoredPositions(
         store,  # type: ignore[arg-type]
@@ -406,7 +407,9 @@ async def test_money_in_transit_the_store_cannot_tell_is_not_shown_stale() -> No
         await asyncio.wait_for(_until(lambda: transit("minor_units") == 700), 5)
         assert transit("since_timestamp_seconds") == SINCE.timestamp()
         store.down = True
+        failed_from = store.reads
         await asyncio.wait_for(_until(lambda: transit("since_timestamp_seconds") is None), 5)
+        assert store.reads - failed_from >= 3  # kept through the first failed reads
         assert transit("minor_units") is None
         store.down = False
         await asyncio.wait_for(_until(lambda: transit("minor_units") == 700), 5)
@@ -418,3 +421,21 @@ async def test_money_in_transit_the_store_cannot_tell_is_not_shown_stale() -> No
 async def _until(condition: Any) -> None:
     while not condition():
         await asyncio.sleep(0.005)
+
+
+async def test_money_in_transit_is_read_when_the_watch_starts() -> None:
+    """A chaos review: a restarted worker showed nothing for its first minute (the watch slept
+    before its first read), and most of the restarted processes never read at all."""
+    consumer, store = Watched(), TransitStore()
+    positions = SeekToStoredPositions(
+        store,  # type: ignore[arg-type]
+        lambda: consumer,
+        FoldHealth(),
+        lag_every=60.0,  # the next read four minutes on: none within the test
+    )
+    await positions.on_partitions_assigned({P0})
+    try:
+        await asyncio.wait_for(_until(lambda: store.reads == 1), 5)
+        assert transit("minor_units") == 700
+    finally:
+        await positions.stop_watching()

@@ -98,14 +98,16 @@ class RoutineRebalanceCommits(logging.Filter):
     )
 
     def filter(self, record: logging.LogRecord) -> bool:
+        final = record.args[-1] if isinstance(record.args, tuple) and record.args else None
         if (
             record.name.startswith("aiokafka.consumer")
             and record.levelno == logging.ERROR
             and "OffsetCommit failed" in str(record.msg)
-            and any(kind in record.getMessage() for kind in self.ROUTINE)
+            and any(kind in f"{_kind(final)} {final}" for kind in self.ROUTINE)  # the error's
         ):
             record.levelno, record.levelname = logging.WARNING, "WARNING"
             record.msg = f"{record.msg}{self.HINT}"
+            return logging.getLogger().isEnabledFor(logging.WARNING)  # a level set above it
         return True
 
 

@@ -132,7 +132,9 @@ def transit_read(found: list[InTransit]) -> None:
 
 
 def transit_unread() -> None:
-    """The store could not be read, or the watch stopped: no series rather than old ones."""
+    """The store could not be read for a while, or the watch stopped: no series rather than
+    old ones. (The series are the process's: two workers in one process, as in tests, share
+    them, and the other's next read brings them back.)"""
     for currency in _TRANSIT_CURRENCIES:
         for gauge in (IN_TRANSIT, IN_TRANSIT_WALLETS, IN_TRANSIT_SINCE):
             with contextlib.suppress(KeyError):

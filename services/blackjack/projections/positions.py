@@ -60,6 +60,11 @@ GROUP_OFFSETS_TIMEOUT_S = 10.0
 TRANSIT_EVERY = 4
 """The money in transit is read every this many ``lag_every`` (a minute by default): a scan of
 the wallets (``transit.py``)."""
+TRANSIT_KEPT_FAILURES = 3
+"""Reads of the money in transit that may fail in a row (a database blip) before its series
+are dropped: dropped at once, a page already firing resolved while the money stayed; kept
+for ever, a time kept would grow old and page for money no longer stuck. Three minutes
+cannot make a fresh time 15 minutes old."""
 
 
 class SeekToStoredPositions(ConsumerRebalanceListener):  # type: ignore[misc]
@@ -242,6 +247,7 @@ class SeekToStoredPositions(ConsumerRebalanceListener):  # type: ignore[misc]
         """Export the money in transit between wallets and tables that the store holds
         (``transit.py``), a worker without partitions included: at once, then every
         ``every`` seconds. Ends with the consumer."""
+        failures = 0
         while True:
             consumer = self.consumer()
             if consumer is None or getattr(consumer, "_closed", False):
@@ -250,8 +256,11 @@ class SeekToStoredPositions(ConsumerRebalanceListener):  # type: ignore[misc]
                 found = await self.writer.money_in_transit()
             except Exception as error:  # the store: the lag's watch and the batches report it
                 log.debug("money in transit not read", error=error_text(error)[:300])
-                transit_unread()  # no stale time left to page on
+                failures += 1
+                if failures == TRANSIT_KEPT_FAILURES:
+                    transit_unread()  # no stale time left to page on
             else:
+                failures = 0
                 transit_read(found)
             await asyncio.sleep(every)
 

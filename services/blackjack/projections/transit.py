@@ -14,8 +14,9 @@ forward. Every worker of a store reads the whole table (its wallets are not spli
 partition), so their gauges agree, each as of its last read (a minute apart at most):
 aggregate them with ``max``, not ``sum``. Every currency a wallet holds has its series, 0 when
 nothing is in transit in it; the time only while something is. A worker that
-cannot read the store drops its series until it can (``metrics.transit_unread``): a time it
-kept would grow old and page for money no longer stuck.
+cannot read the store three times in a row drops its series until it can
+(``positions.TRANSIT_KEPT_FAILURES``): a time it kept would grow old and page for money no
+longer stuck.
 """
 
 from __future__ import annotations
