@@ -625,7 +625,7 @@ _INSURANCE_KEYS = "i (take) / n (no)"
 _WORDS = {"hit": "h", "stand": "s", "double": "d", "split": "p", "surrender": "r"}
 
 
-def _joined_after_betting(table: StreamProjection, player_id: str) -> bool:
+def _no_box_in_the_round(table: StreamProjection, player_id: str) -> bool:
     """Whether a round is dealt that the player has no box in (passed, left out, or sat down
     after the bets closed: page 002, a player who joins during a round "must wait until the
     round is over")."""
@@ -647,8 +647,9 @@ def prompt_for(table: StreamProjection, player_id: str) -> str:
             return "the table is suspended: no new players · ? help, q quit"
         return "sit N to sit down at seat N · ? help, q quit"
     turn = view.active
-    # a player who sat down after the bets closed is told now, not by a bet refused
-    later = " · you play from the next round" if _joined_after_betting(table, player_id) else ""
+    # one who sat down after the bets closed is told now, not by a bet refused (so is one who
+    # passed or was left out)
+    later = " · you play from the next round" if _no_box_in_the_round(table, player_id) else ""
     if view.round_open and view.phase == "playing" and turn is not None:
         if turn.player_id != player_id:
             return f"waiting for {turn.player_id}{later}"

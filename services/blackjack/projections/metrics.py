@@ -118,8 +118,7 @@ def transit_read(found: list[InTransit]) -> None:
     for gone in _TRANSIT_CURRENCIES - {t.currency for t in found}:
         IN_TRANSIT.labels(gone).set(0)
         IN_TRANSIT_WALLETS.labels(gone).set(0)
-        with contextlib.suppress(KeyError):
-            IN_TRANSIT_SINCE.remove(gone)
+        _drop(IN_TRANSIT_SINCE, gone)
     for transit in found:
         _TRANSIT_CURRENCIES.add(transit.currency)
         IN_TRANSIT.labels(transit.currency).set(transit.amount)
@@ -127,8 +126,7 @@ def transit_read(found: list[InTransit]) -> None:
         if transit.oldest is not None:
             IN_TRANSIT_SINCE.labels(transit.currency).set(transit.oldest.timestamp())
         else:
-            with contextlib.suppress(KeyError):
-                IN_TRANSIT_SINCE.remove(transit.currency)
+            _drop(IN_TRANSIT_SINCE, transit.currency)
 
 
 def transit_unread() -> None:
@@ -137,9 +135,13 @@ def transit_unread() -> None:
     them, and the other's next read brings them back.)"""
     for currency in _TRANSIT_CURRENCIES:
         for gauge in (IN_TRANSIT, IN_TRANSIT_WALLETS, IN_TRANSIT_SINCE):
-            with contextlib.suppress(KeyError):
-                gauge.remove(currency)
+            _drop(gauge, currency)
     _TRANSIT_CURRENCIES.clear()
+
+
+def _drop(gauge: Gauge, currency: str) -> None:
+    with contextlib.suppress(KeyError):  # not exported (yet, or any more)
+        gauge.remove(currency)
 
 
 _TRANSIT_CURRENCIES: set[str] = set()

@@ -10,8 +10,8 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import time
-from collections.abc import Callable
-from typing import TYPE_CHECKING
+from collections.abc import Callable, Coroutine
+from typing import TYPE_CHECKING, Any
 
 import structlog
 from aiokafka import ConsumerRebalanceListener, TopicPartition
@@ -65,6 +65,15 @@ TRANSIT_KEPT_FAILURES = 3
 are dropped: dropped at once, a page already firing resolved while the money stayed; kept
 for ever, a time kept would grow old and page for money no longer stuck. Three minutes
 cannot make a fresh time 15 minutes old."""
+
+
+def _running(
+    task: asyncio.Task[None] | None, watch: Callable[[], Coroutine[Any, Any, None]], name: str
+) -> asyncio.Task[None]:
+    """``task`` if it still runs, else a new one of ``watch`` (``projection-<name>``)."""
+    if task is not None and not task.done():
+        return task
+    return asyncio.create_task(watch(), name=f"projection-{name}")
 
 
 class SeekToStoredPositions(ConsumerRebalanceListener):  # type: ignore[misc]
@@ -145,21 +154,23 @@ class SeekToStoredPositions(ConsumerRebalanceListener):  # type: ignore[misc]
             note = asyncio.create_task(self._note_taken_behind(stored), name="projection-taken")
             self._notes.add(note)  # a reference, until it ends
             note.add_done_callback(self._notes.discard)
-        watching = self._lag_watch is not None and not self._lag_watch.done()
-        if self.lag_every is not None and not watching:
-            self._lag_watch = asyncio.create_task(
-                self.watch_lag(self.lag_every), name="projection-lag"
+        every = self.lag_every
+        if every is None:
+            return
+        self._lag_watch = _running(self._lag_watch, lambda: self.watch_lag(every), "lag")
+        if self.health is not None:
+            self._group_watch = _running(
+                self._group_watch, lambda: self.watch_group(every), "group"
             )
-        comparing = self._group_watch is not None and not self._group_watch.done()
-        if self.lag_every is not None and self.health is not None and not comparing:
-            self._group_watch = asyncio.create_task(
-                self.watch_group(self.lag_every), name="projection-group"
+            self._transit_watch = _running(
+                self._transit_watch, lambda: self.watch_transit(every * TRANSIT_EVERY), "transit"
             )
-        reading = self._transit_watch is not None and not self._transit_watch.done()
-        if self.lag_every is not None and self.health is not None and not reading:
-            self._transit_watch = asyncio.create_task(
-                self.watch_transit(self.lag_every * TRANSIT_EVERY), name="projection-transit"
-            )
+
+    def _open_consumer(self) -> AIOKafkaConsumer | None:
+        """The consumer, unless it has stopped (a watch then ends: a new consumer's
+        assignment starts a new one)."""
+        consumer = self.consumer()
+        return None if consumer is None or getattr(consumer, "_closed", False) else consumer
 
     async def stop_watching(self) -> None:
         """End the watches (the lag's, the group's, the money in transit's, the notes of
@@ -182,9 +193,9 @@ class SeekToStoredPositions(ConsumerRebalanceListener):  # type: ignore[misc]
         the lag alert sees; after a batch alone it would freeze. Ends with the consumer."""
         while True:
             await asyncio.sleep(every)
-            consumer = self.consumer()
-            if consumer is None or getattr(consumer, "_closed", False):
-                return  # stopped: a new consumer's assignment starts a new watch
+            consumer = self._open_consumer()
+            if consumer is None:
+                return
             # first: a worker left without partitions (or without the broker) must still see
             # its store come back
             await self._probe_if_quiet()
@@ -225,8 +236,8 @@ class SeekToStoredPositions(ConsumerRebalanceListener):  # type: ignore[misc]
         Ends with the consumer."""
         while True:
             await asyncio.sleep(every)
-            consumer = self.consumer()
-            if consumer is None or getattr(consumer, "_closed", False):
+            consumer = self._open_consumer()
+            if consumer is None:
                 return
             rebalances = self._rebalances
             if rebalances % 2:  # under way: who owns what is about to change
@@ -249,8 +260,7 @@ class SeekToStoredPositions(ConsumerRebalanceListener):  # type: ignore[misc]
         ``every`` seconds. Ends with the consumer."""
         failures = 0
         while True:
-            consumer = self.consumer()
-            if consumer is None or getattr(consumer, "_closed", False):
+            if self._open_consumer() is None:
                 return
             try:
                 found = await self.writer.money_in_transit()
