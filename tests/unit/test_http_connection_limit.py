@@ -12,7 +12,7 @@ import contextlib
 import json
 import socket
 import termios
-from collections.abc import AsyncIterator, Callable
+from collections.abc import AsyncIterator
 from pathlib import Path
 from typing import Any
 
@@ -29,6 +29,7 @@ from blackjack.http_server import (
 )
 from blackjack.projections.store import ProjectionStore
 from tests.integration import infra
+from tests.unit.polling import until
 from tests.unit.uvicorn_in_process import InProcessServer, running
 
 WAIT_S = 10.0
@@ -345,12 +346,6 @@ async def _keep_alive(port: int) -> Streams:
     return reader, writer
 
 
-async def _until(condition: Callable[[], bool]) -> None:
-    async with asyncio.timeout(WAIT_S):
-        while not condition():
-            await asyncio.sleep(0.01)
-
-
 async def test_an_idle_connection_whose_next_request_has_begun_is_not_the_one_closed(
     tmp_path: Path,
 ) -> None:
@@ -362,7 +357,7 @@ async def test_an_idle_connection_whose_next_request_has_begun_is_not_the_one_cl
         others = [await asyncio.open_connection("127.0.0.1", port) for _ in range(LIMIT - 1)]
         pooled[1].write(b"GET /readyz HTTP/1.1\r\n")
         oldest = _server_side(server, pooled[1])
-        await _until(lambda: bool(oldest.conn.trailing_data[0]))  # read by the server
+        await until(lambda: bool(oldest.conn.trailing_data[0]), WAIT_S)  # read by the server
         newer = await asyncio.open_connection("127.0.0.1", port)
         try:
             async with asyncio.timeout(WAIT_S):
@@ -390,7 +385,7 @@ async def test_an_idle_connection_with_a_request_waiting_in_the_kernel_is_not_cl
         pooled[1].write(b"GET /readyz HTTP/1.1\r\nhost: x\r\n\r\n")
         await pooled[1].drain()
         sock = oldest.transport.get_extra_info("socket")
-        await _until(lambda: _kernel_bytes(oldest.transport, termios.FIONREAD) > 0)
+        await until(lambda: _kernel_bytes(oldest.transport, termios.FIONREAD) > 0, WAIT_S)
         newer = await asyncio.open_connection("127.0.0.1", port)
         try:
             async with asyncio.timeout(WAIT_S):
@@ -416,7 +411,7 @@ async def test_with_every_idle_connection_receiving_a_request_the_oldest_is_answ
         for _, writer in pooled:
             writer.write(b"GET /readyz HTTP/1.1\r\n")
         sides = [_server_side(server, writer) for _, writer in pooled]
-        await _until(lambda: all(c.conn.trailing_data[0] for c in sides))
+        await until(lambda: all(c.conn.trailing_data[0] for c in sides), WAIT_S)
         try:
             status, _, body = await ask(port, "/healthz")
             assert (status, body["path"]) == (200, "/healthz")
@@ -451,12 +446,12 @@ async def test_a_slow_reader_of_a_large_answer_is_not_dropped_while_it_takes_som
         reader, writer = await asyncio.open_connection(sock=sock, limit=2**14)
         writer.write(b"GET /healthz?large HTTP/1.1\r\nhost: x\r\n\r\n")
         side = _server_side(server, writer)
-        await _until(lambda: side._write_stall is not None)  # the server's writes paused
+        await until(lambda: side._write_stall is not None, WAIT_S)  # the server's writes paused
         received = bytearray()
         try:
             loop = asyncio.get_running_loop()
-            until = loop.time() + 6 * 0.5
-            while loop.time() < until:  # the pace is the behaviour under test
+            ends_at = loop.time() + 6 * 0.5
+            while loop.time() < ends_at:  # the pace is the behaviour under test
                 chunk = await reader.read(2**14)
                 assert chunk and not side.transport.is_closing(), f"dropped at {len(received)}"
                 received += chunk

@@ -19,6 +19,7 @@ from blackjack.projections.health import FoldHealth
 from blackjack.projections.positions import SeekToStoredPositions
 from blackjack.projections.transit import InTransit
 from blackjack.projections.writer import Record
+from tests.unit.polling import until
 
 TOPIC = "blackjack.events"
 P0, P1 = TopicPartition(TOPIC, 0), TopicPartition(TOPIC, 1)
@@ -404,23 +405,18 @@ async def test_money_in_transit_the_store_cannot_tell_is_not_shown_stale() -> No
     )
     await positions.on_partitions_assigned({P0})
     try:
-        await asyncio.wait_for(_until(lambda: transit("minor_units") == 700), 5)
+        await asyncio.wait_for(until(lambda: transit("minor_units") == 700), 5)
         assert transit("since_timestamp_seconds") == SINCE.timestamp()
         store.down = True
         failed_from = store.reads
-        await asyncio.wait_for(_until(lambda: transit("since_timestamp_seconds") is None), 5)
+        await asyncio.wait_for(until(lambda: transit("since_timestamp_seconds") is None), 5)
         assert store.reads - failed_from >= 3  # kept through the first failed reads
         assert transit("minor_units") is None
         store.down = False
-        await asyncio.wait_for(_until(lambda: transit("minor_units") == 700), 5)
+        await asyncio.wait_for(until(lambda: transit("minor_units") == 700), 5)
     finally:
         await positions.stop_watching()
     assert transit("since_timestamp_seconds") is None  # the watch stopped: nothing kept
-
-
-async def _until(condition: Any) -> None:
-    while not condition():
-        await asyncio.sleep(0.005)
 
 
 async def test_money_in_transit_is_read_when_the_watch_starts() -> None:
@@ -435,7 +431,7 @@ async def test_money_in_transit_is_read_when_the_watch_starts() -> None:
     )
     await positions.on_partitions_assigned({P0})
     try:
-        await asyncio.wait_for(_until(lambda: store.reads == 1), 5)
+        await asyncio.wait_for(until(lambda: store.reads == 1), 5)
         assert transit("minor_units") == 700
     finally:
         await positions.stop_watching()

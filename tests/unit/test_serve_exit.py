@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import asyncio
 import signal
-from collections.abc import Callable, MutableMapping
+from collections.abc import MutableMapping
 from pathlib import Path
 from typing import Any
 from unittest.mock import patch
@@ -25,6 +25,7 @@ from blackjack.messages.sealing import ShoeSeal
 from blackjack.projection_worker.settings import ProjectionSettings
 from blackjack.projections.revision import SchemaMismatch
 from blackjack.service_cli import serve_while_the_service_lives
+from tests.unit.polling import until
 
 
 class Server:
@@ -204,18 +205,13 @@ async def test_readiness_says_the_projection_worker_starts_until_it_has_started(
         assert waiting["projections"]["status"] == "starting"
         with patch.object(KafkaBroker, "start", _nothing):
             served.start.launch()
-            await asyncio.wait_for(_until(lambda: served.start.done), 5)
+            await asyncio.wait_for(until(lambda: served.start.done), 5)
         assert (await http.get("/readyz")).json()["projections"]["status"] == "folding"
     assert started == ["step"]
 
 
 async def _nothing(*_: object) -> None:
     return None
-
-
-async def _until(condition: Callable[[], bool]) -> None:
-    while not condition():
-        await asyncio.sleep(0.01)
 
 
 async def test_a_sigterm_during_a_step_starts_nothing_more() -> None:

@@ -22,6 +22,7 @@ from blackjack.messages.sealing import ShoeSeal
 from blackjack.projection_worker import worker
 from blackjack.projection_worker.settings import ProjectionSettings
 from blackjack.projections.metrics import STORE_UP
+from tests.unit.polling import until
 
 GAUGE = "blackjack_start_waiting_since_timestamp_seconds"
 NO_BROKER = "127.0.0.1:9"  # nothing listens: a start waits there for good
@@ -45,11 +46,6 @@ def waiting_here() -> dict[str, float]:
         for sample in family.samples
         if sample.name == GAUGE
     }
-
-
-async def _until(condition: Callable[[], bool]) -> None:
-    while not condition():
-        await asyncio.sleep(0.01)
 
 
 async def test_serve_names_the_step_it_waits_on_until_it_is_done() -> None:
@@ -76,16 +72,16 @@ async def test_serve_names_the_step_it_waits_on_until_it_is_done() -> None:
         assert await shown() == (None, {})  # not launched yet
         began = time.time()
         served.start.launch()
-        await asyncio.wait_for(_until(lambda: served.start.step == "kafka"), 5)
+        await asyncio.wait_for(until(lambda: served.start.step == "kafka"), 5)
         step, since = await shown()
         assert step == "kafka" and list(since) == ["kafka"]
         assert began <= since["kafka"] <= time.time()
         gates["kafka"].set()  # the brokers answered: its series goes, the next step's comes
-        await asyncio.wait_for(_until(lambda: served.start.step == "read model"), 5)
+        await asyncio.wait_for(until(lambda: served.start.step == "read model"), 5)
         step, since = await shown()
         assert step == "read model" and list(since) == ["read model"]
         gates["read model"].set()
-        await asyncio.wait_for(_until(lambda: served.start.done), 5)
+        await asyncio.wait_for(until(lambda: served.start.done), 5)
         assert (await http.get("/healthz")).json() == {"status": "ok"}
         assert waiting((await http.get("/metrics")).text) == {}
 
@@ -130,7 +126,7 @@ async def test_a_worker_names_the_step_it_waits_on_until_stopped(
     running = asyncio.create_task(worker.run_worker(settings))
     try:
         # the database migrated (its step done, its series gone), the brokers waited for
-        await asyncio.wait_for(_until(lambda: "kafka" in waiting_here()), 30)
+        await asyncio.wait_for(until(lambda: "kafka" in waiting_here()), 30)
         assert list(waiting_here()) == ["kafka"]
     finally:
         stop.set()
@@ -166,7 +162,7 @@ async def test_serve_waiting_for_kafka_has_reached_its_database_first(tmp_path: 
     async with httpx.AsyncClient(transport=transport, base_url="http://serve") as http:
         served.start.launch()
         try:
-            await asyncio.wait_for(_until(lambda: served.start.step == "kafka"), 10)
+            await asyncio.wait_for(until(lambda: served.start.step == "kafka"), 10)
             text = (await http.get("/metrics")).text
             assert list(waiting(text)) == ["kafka"]
             assert _store_up(text) == 1
