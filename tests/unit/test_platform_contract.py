@@ -16,8 +16,13 @@ import pytest
 from pydantic import BaseModel
 
 from blackjack.asyncapi.contract import asyncapi_document
+from blackjack.command_handler.reading import Inbound
+from blackjack.command_handler.streams import PartitionStore
+from blackjack.domain.wallet import WalletDeposit, wallet_stream
 from blackjack.messages import wire
+from blackjack.messages.envelope import CommandEnvelope
 from blackjack.messages.wire import UPCASTERS
+from tests.unit.processor_harness import new_processor
 
 ROOT = Path(__file__).parents[2]
 NOW = datetime(2026, 5, 1, tzinfo=UTC)
@@ -301,12 +306,6 @@ def test_a_command_s_correlation_id_is_its_body_s_and_its_events_default_to_its_
     header on a command was not read (the contract said a command's correlation id is that
     header), and the result of a command sent without one said null where its events said the
     command id. The contract now says what each carries; this pins the behaviour it states."""
-    from blackjack.command_handler.reading import Inbound
-    from blackjack.command_handler.streams import PartitionStore
-    from blackjack.domain.wallet import WalletDeposit, wallet_stream
-    from blackjack.messages.envelope import CommandEnvelope
-    from tests.unit.processor_harness import new_processor
-
     processor, store, wallet = new_processor(), PartitionStore(0), wallet_stream("ann")
     deposit = WalletDeposit(player_id="ann", amount=100, currency="USD")
     sent = [
@@ -558,11 +557,6 @@ def test_a_time_at_a_whole_second_has_no_fraction_and_the_docs_say_so() -> None:
 def test_an_amount_with_a_fraction_or_an_exponent_is_malformed_as_the_docs_say(amount: str) -> None:
     """JSON Schema's `integer` admits 5.0 (a number with a zero fraction), which Jackson's
     BigDecimal writes; the handler reads integer literals only, and docs/kafka.md says so."""
-    from blackjack.command_handler.reading import Inbound
-    from blackjack.command_handler.streams import PartitionStore
-    from blackjack.domain.wallet import wallet_stream
-    from tests.unit.processor_harness import new_processor
-
     processor, store, wallet = new_processor(), PartitionStore(0), wallet_stream("ann")
     value = (
         f'{{"command_id": "d-1", "stream_id": "{wallet}", "command": {{"type": '
