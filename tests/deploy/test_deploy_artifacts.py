@@ -21,6 +21,7 @@ from __future__ import annotations
 import ast
 import atexit
 import copy
+import fnmatch
 import json
 import re
 import shutil
@@ -1132,6 +1133,53 @@ def test_the_image_pins_every_dependency_within_what_the_package_allows() -> Non
         in (REPO / "Makefile").read_text()
     )
     assert "make install" in (REPO / ".ci" / "run").read_text()
+
+
+def _ignored_by_docker(path: str, patterns: list[str]) -> bool:
+    """Docker's rule for a ``.dockerignore``: the last pattern matching the path or one of
+    its parent folders decides, a ``!`` one letting it back in (the patterns used here only:
+    globs without ``**`` in the middle, folders with a trailing slash)."""
+    parts = path.split("/")
+    ignored = False
+    for pattern in patterns:
+        keep = pattern.startswith("!")
+        glob = pattern.removeprefix("!").rstrip("/")
+        if glob.startswith("**/"):
+            matched = any(fnmatch.fnmatchcase(part, glob[3:]) for part in parts)
+        else:
+            prefixes = ("/".join(parts[:n]) for n in range(1, len(parts) + 1))
+            matched = any(fnmatch.fnmatchcase(prefix, glob) for prefix in prefixes)
+        if matched:
+            ignored = not keep
+    return ignored
+
+
+def test_every_file_the_image_copies_is_in_its_build_context() -> None:
+    """A review: the ignore file kept ``deploy/docker/constraints.txt`` out of the build
+    context, which the Dockerfile copies (the build failed at that ``COPY``, and compose's
+    with it), while a test only read the Dockerfile's text."""
+    docker = DEPLOY / "docker"
+    patterns = [
+        line.strip()
+        for line in (docker / "Dockerfile.dockerignore").read_text().splitlines()
+        if line.strip() and not line.startswith("#")
+    ]
+    assert _ignored_by_docker("deploy/docker/compose.yml", patterns)  # the rule bites
+    assert _ignored_by_docker("services/blackjack/__pycache__/cli.pyc", patterns)
+    copied = []
+    for line in (docker / "Dockerfile").read_text().splitlines():
+        words = line.split()
+        if words[:1] == ["COPY"] and not any(w.startswith("--from") for w in words):
+            copied += words[1:-1]
+    assert "deploy/docker/constraints.txt" in copied and "services" in copied
+    for source in copied:
+        assert (REPO / source).exists(), source
+        files = (
+            [source]
+            if (REPO / source).is_file()
+            else [str(f.relative_to(REPO)) for f in (REPO / source).rglob("*.py")]
+        )
+        assert files and not any(_ignored_by_docker(f, patterns) for f in files), source
 
 
 # A probe's answer may take over Kubernetes' default second on a loaded node: one worker
