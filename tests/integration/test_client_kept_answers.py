@@ -31,6 +31,7 @@ from tests.integration.test_client_lost_answers import (
     delete_before,
     write,
 )
+from tests.unit.polling import until
 
 pytestmark = pytest.mark.integration
 
@@ -152,8 +153,7 @@ async def test_a_command_sent_again_keeps_its_answers_while_its_answer_is_awaite
         await sent_and_answered("y")  # as many as it keeps
         again = asyncio.ensure_future(client.execute(TABLE, opening, command_id="x"))
         # (sent again; its wait for a second answer begun)
-        while len(client._sendings.sent["x"]) < 2:
-            await asyncio.sleep(0.01)
+        await until(lambda: len(client._sendings.sent["x"]) >= 2, WAIT_S)
         await sent_and_answered("z")  # before: let go of x's first answer
         await write(space.bootstrap, results, answer("x"))
         assert (await again).command_id == "x"
@@ -228,8 +228,8 @@ async def test_execute_keeps_the_answers_it_counted_while_the_broker_takes_its_c
         await held.wait()
         await answered(client, space.bootstrap, results, "y", "z")  # as many as it keeps
         release.set()
-        while "x" not in client._book.waiters:  # (its wait begun once the broker took it)
-            await asyncio.sleep(0.01)
+        # (its wait begun once the broker took it)
+        await until(lambda: "x" in client._book.waiters, WAIT_S)
         await write(space.bootstrap, results, answer("x"))
         assert (await again).command_id == "x"
         assert len(client.results_for("x")) == 2

@@ -1,20 +1,32 @@
 """The NotEnoughReplicas probe (``python -m blackjack.loadtest.verification``) changes a
 broker setting while it runs: it must leave the broker's settings as it found them (Kafka's
 AlterConfigs replaces all of a broker's dynamic settings at once), and refuse a cluster it
-must not touch."""
+must not touch. On a broker of the module's own: the probe turns transaction verification off
+on the whole broker for a while, which tests sharing the broker would run under (a review)."""
 
 from __future__ import annotations
 
 import asyncio
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Iterator
 
 import pytest
 from aiokafka.admin import AIOKafkaAdminClient
 
 from blackjack.loadtest.verification import ProbeRefused, _dynamic_settings, _set, probe
+from tests.integration.infra import PrivateBroker
 
 pytestmark = pytest.mark.integration
 BROKER = 1  # deploy/kafka/kafka.sh's node.id
+
+
+@pytest.fixture(scope="module")
+def bootstrap(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
+    broker = PrivateBroker(tmp_path_factory.mktemp("verification") / "kafka")
+    broker.up()
+    try:
+        yield broker.bootstrap
+    finally:
+        broker.down()
 
 
 @pytest.fixture

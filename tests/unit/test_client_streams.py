@@ -80,8 +80,9 @@ async def test_two_streams_sent_one_id_each_get_their_own_answer() -> None:
     deal = cmd.Deal(player_id="p")
     at_a = asyncio.create_task(client.execute("table-a", deal, command_id="same-id"))
     at_b = asyncio.create_task(client.execute("table-b", deal, command_id="same-id"))
-    while len(sent) < 2:
-        await asyncio.sleep(0)
+    async with asyncio.timeout(5):  # each loop turn (not polled: the answers come next)
+        while len(sent) < 2:
+            await asyncio.sleep(0)
     await results.queue.put(_Record(_answer("table-b"), 7))  # b's handler answers first
     await results.queue.put(_Record(_answer("table-a", "rejected"), 8))
     try:

@@ -232,7 +232,7 @@ async def test_a_client_that_reads_no_answer_is_closed_once_its_writes_stall(
     token) held the API at 503 server_busy and their descriptors for as long as they liked,
     and one closed with answers unsent (evicted idle, or uvicorn's keep-alive timeout) kept
     its descriptor, no longer counted against the limit."""
-    monkeypatch.setattr(JsonH11Protocol, "write_stall_s", 0.5, raising=False)
+    monkeypatch.setattr(JsonH11Protocol, "write_stall_s", 0.5)
     async with served(tmp_path, Behind()) as (port, server):
         stalled = [await _not_reading(port, 2) for _ in range(LIMIT)]
         try:
@@ -280,7 +280,7 @@ async def test_a_connection_closed_with_its_answer_unread_keeps_no_descriptor(
     for its unsent bytes to go, its descriptor held and no longer counted against the limit
     (a client that asks for a large answer and reads nothing on connection after connection
     held as many as it opened). It is dropped at once with what it could not send."""
-    monkeypatch.setattr(JsonH11Protocol, "write_stall_s", 60.0, raising=False)
+    monkeypatch.setattr(JsonH11Protocol, "write_stall_s", 60.0)
     async with served(tmp_path, Behind()) as (port, server):
         (unread,) = [await _not_reading(port, 1)]
         try:
@@ -309,7 +309,7 @@ async def test_the_keep_alive_timeout_drops_a_connection_whose_answer_is_unread(
     """uvicorn's keep-alive timeout closes an idle connection gracefully: one whose client
     read none of its answer waited for it to go (its descriptor held, uncounted); it is
     dropped at the timeout instead."""
-    monkeypatch.setattr(JsonH11Protocol, "write_stall_s", 60.0, raising=False)
+    monkeypatch.setattr(JsonH11Protocol, "write_stall_s", 60.0)
     async with served(tmp_path, Behind(), timeout_keep_alive=1) as (port, server):
         unread = await _not_reading(port, 1)
         try:
@@ -437,7 +437,7 @@ async def test_a_slow_reader_of_a_large_answer_is_not_dropped_while_it_takes_som
     all the time. Before, progress was the process's own buffer shrinking, which the
     kernel lets it write again only once half of its send queue has gone: at this pace the
     connection was dropped after ``write_stall_s`` as if it had read nothing."""
-    monkeypatch.setattr(JsonH11Protocol, "write_stall_s", 0.5, raising=False)
+    monkeypatch.setattr(JsonH11Protocol, "write_stall_s", 0.5)
     async with served(tmp_path, Behind()) as (port, server):
         sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
         sock.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, 2**16)

@@ -307,6 +307,8 @@ async def test_the_table_drawn_again_while_a_line_is_awaited_starts_on_a_line_of
 
     from rich.panel import Panel
 
+    drawn = asyncio.Event()
+
     class Follower:
         sequence = 0
         failure = None
@@ -316,8 +318,9 @@ async def test_the_table_drawn_again_while_a_line_is_awaited_starts_on_a_line_of
                 deadline = None
 
         async def changed(self, timeout: float) -> bool:
-            await asyncio.sleep(0.01)
-            self.sequence += 1  # another player moved
+            if self.sequence:  # nothing more moves
+                await asyncio.Event().wait()
+            self.sequence += 1  # another player moved, while the prompt waits
             return True
 
     class Session:
@@ -327,10 +330,11 @@ async def test_the_table_drawn_again_while_a_line_is_awaited_starts_on_a_line_of
         reminded: set[object] = set()
 
         def screen(self) -> Panel:
+            drawn.set()
             return Panel("Box 1 (bob)  bet 5.00", title="mt-1")
 
     async def a_line() -> str:
-        await asyncio.sleep(0.05)
+        await drawn.wait()  # the line comes once the table has been drawn again (not a race)
         return "s"
 
     monkeypatch.setattr(cli, "_line_aside", a_line)
