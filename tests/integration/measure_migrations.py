@@ -1,5 +1,6 @@
 """How long the migrations that fill what they add from a store's folded rows take (0005:
-``game_days`` from the rounds; 0006: who sits out, from the events), against the fold of
+``game_days`` from the rounds; 0006: who sits out, from the events; 0012: the players' last
+payouts at the shared tables, from the events), against the fold of
 the same log (docs/projections.md, *Upgrading the read model*):
 
     PYTHONPATH=.:services .venv/bin/python -m tests.integration.measure_migrations \\
@@ -32,7 +33,7 @@ from tests.integration.schema_check_cost import TOPIC, Stores
 from tests.unit.migrations import migrate
 
 BATCH = 500
-MIGRATIONS = {"0005": "0004", "0006": "0005"}  # each, and the revision before it
+MIGRATIONS = {"0005": "0004", "0006": "0005", "0012": "0011"}  # each, and the revision before it
 
 
 async def timed_upgrade(store: ProjectionStore, revision: str) -> float:

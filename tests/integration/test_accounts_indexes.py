@@ -44,11 +44,11 @@ async def test_0011_makes_the_accounts_indexes_and_its_downgrade_restores_them(
     await ProjectionWriter(store).apply(RECORDS[:250])
     folded = await text_of(store)
     assert await at(store, "0010", down=True) == {("ix_accounts_player", "player_id")}
-    assert await text_of(store) == folded
     assert await at(store, "0011", down=False) == {
         ("ix_accounts_player_tables", "player_id", "currency", "stream_id"),
         ("ix_accounts_seated", "stream_id"),
     }
+    await store.migrate()  # the head's columns (0012), which the dump reads
     assert await text_of(store) == folded
     await ProjectionWriter(store).apply(RECORDS[250:])
 

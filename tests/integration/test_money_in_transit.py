@@ -1,7 +1,10 @@
 """The money in transit between wallets and tables, exported by the projection workers from the
 read model (``projections/transit.py``), on SQLite and PostgreSQL, through the real broker: a
 buy-in no table has answered shows, by currency, with the wallet's last change as the time it
-has waited since; once it is confirmed the amount is 0 and the time is gone.
+has waited since; once it is confirmed the amount is 0 and the time is gone. A payout of a
+table a wallet funds that the wallet has not received shows the other way (``to_wallet``),
+with the table's payout as the time; migration 0012 fills that time on PostgreSQL as the fold
+does.
 
 A two-instance review found that ``BlackjackMoneyStepRefused`` clears after 15 minutes while
 the money it stranded stays in transit, and nothing else said so until an audit ran."""
@@ -18,6 +21,8 @@ from blackjack.command_handler.ids import event_id
 from blackjack.domain import wallet as wl
 from blackjack.messages.envelope import EventEnvelope, type_name
 from blackjack.messages.sealing import ShoeSeal
+from blackjack.projections.dump import dump
+from blackjack.projections.transit import TO_TABLE, TO_WALLET
 from tests.integration.conftest_projections import (
     EventsTopic,
     StoreFactory,
@@ -26,6 +31,8 @@ from tests.integration.conftest_projections import (
     to_wire,
     wait_until,
 )
+from tests.unit.migrations import migrate
+from tests.unit.test_cash_outs_in_transit import LOG, last_cash_out
 
 pytest_plugins = ["tests.integration.conftest_projections"]
 pytestmark = pytest.mark.integration
@@ -65,15 +72,17 @@ class _Wallets:
         self.now += timedelta(seconds=1)
 
 
-def gauge(name: str, currency: str) -> float | None:
-    return REGISTRY.get_sample_value(name, {"currency": currency})
+def gauge(name: str, currency: str, direction: str = TO_TABLE) -> float | None:
+    return REGISTRY.get_sample_value(name, {"direction": direction, "currency": currency})
 
 
-async def exported(name: str, currency: str, value: float | None) -> None:
+async def exported(
+    name: str, currency: str, value: float | None, direction: str = TO_TABLE
+) -> None:
     async def shown() -> bool:
-        return gauge(name, currency) == value
+        return gauge(name, currency, direction) == value
 
-    await wait_until(shown, f"{name}{{currency={currency}}} == {value}")
+    await wait_until(shown, f"{name}{{{direction}, {currency}}} == {value}")
 
 
 async def test_a_buy_in_no_table_answered_shows_as_money_in_transit_until_confirmed(
@@ -112,3 +121,33 @@ async def test_a_buy_in_no_table_answered_shows_as_money_in_transit_until_confir
         await exported("blackjack_money_in_transit_minor_units", "USD", 0)
         assert gauge("blackjack_money_in_transit_wallets", "USD") == 0
         assert gauge("blackjack_money_in_transit_since_timestamp_seconds", "USD") is None
+
+
+async def test_a_payout_no_wallet_received_shows_as_money_in_transit_until_it_arrives(
+    events_topic: EventsTopic, shoe_seal: ShoeSeal, stores: StoreFactory
+) -> None:
+    index, received = last_cash_out()  # bob's 50.00 as he left m-1
+    left = next(e for e in LOG if e.stream_id == "m-1" and e.type == "SeatLeft")
+    store = await stores.store()
+    fast: dict[str, Any] = {"watch_every_s": 0.05}
+    async with projection_worker(events_topic.bootstrap, events_topic.prefix, store, **fast):
+        await publish(
+            events_topic, to_wire([e for i, e in enumerate(LOG) if i != index], shoe_seal)
+        )
+        await exported("blackjack_money_in_transit_minor_units", "USD", 5_000, TO_WALLET)
+        assert gauge("blackjack_money_in_transit_wallets", "USD", TO_WALLET) == 1
+        since = gauge("blackjack_money_in_transit_since_timestamp_seconds", "USD", TO_WALLET)
+        assert since == left.occurred_at.timestamp()
+        assert gauge("blackjack_money_in_transit_minor_units", "USD", TO_TABLE) == 0
+
+        await publish(events_topic, to_wire([received], shoe_seal))
+        await exported("blackjack_money_in_transit_minor_units", "USD", 0, TO_WALLET)
+        assert gauge("blackjack_money_in_transit_wallets", "USD", TO_WALLET) == 0
+        assert gauge("blackjack_money_in_transit_since_timestamp_seconds", "USD", TO_WALLET) is None
+    async with store.reading() as connection:
+        folded = (await dump(connection)).text()
+    async with store.writing() as connection:
+        await connection.run_sync(migrate, "0011", True)
+    await store.migrate()  # 0012 fills the payouts' times from the events folded
+    async with store.reading() as connection:
+        assert (await dump(connection)).text() == folded

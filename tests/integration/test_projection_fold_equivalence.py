@@ -396,7 +396,11 @@ async def test_rows_of_different_columns_are_each_written_whole(stores: StoreFac
     for n in range(500):
         values = _account(n, full=n % 2 == 1)
         rows.put(schema.accounts, {"stream_id": "t", "player_id": f"p{n:03}"}, values, exists=False)
-        expected[f"p{n:03}"] = {"sitting_out": None, "rounds_sat_out": None} | values
+        expected[f"p{n:03}"] = {
+            "sitting_out": None,
+            "rounds_sat_out": None,
+            "paid_out_at": None,
+        } | values
     async with store.writing() as connection:
         await rows.write(connection)
     changed = writing._Rows()

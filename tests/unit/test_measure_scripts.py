@@ -11,14 +11,15 @@ import pytest
 from tests.integration import measure_game_report, measure_migrations
 
 
-async def test_the_migrations_script_times_0005_and_0006_against_the_fold(
+async def test_the_migrations_script_times_0005_0006_and_0012_against_the_fold(
     capsys: pytest.CaptureFixture[str],
     logging_left_as_it_was: None,  # the script sends the logs to stderr
 ) -> None:
     await measure_migrations.main(None, tables=1, rounds=2)
     printed = capsys.readouterr().out.splitlines()
     assert re.fullmatch(r"1 tables x 2 rounds: [\d,]+ events; seconds", printed[0])
-    assert re.fullmatch(r"sqlite +fold +[\d.]+  0005 +[\d.]+  0006 +[\d.]+", printed[1])
+    timed = r"sqlite +fold +[\d.]+  0005 +[\d.]+  0006 +[\d.]+  0012 +[\d.]+"
+    assert re.fullmatch(timed, printed[1])
 
 
 async def test_the_game_report_script_times_every_option(

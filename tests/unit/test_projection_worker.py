@@ -382,14 +382,15 @@ class TransitStore(Store):
         self.reads += 1
         if self.down:
             raise ConnectionError("the database is not answering")
-        return [InTransit("USD", 700, 1, SINCE)]
+        return [InTransit("to_table", "USD", 700, 1, SINCE)]
 
 
 SINCE = datetime(2026, 3, 1, 12, tzinfo=UTC)
 
 
 def transit(name: str) -> float | None:
-    return REGISTRY.get_sample_value(f"blackjack_money_in_transit_{name}", {"currency": "USD"})
+    labels = {"direction": "to_table", "currency": "USD"}
+    return REGISTRY.get_sample_value(f"blackjack_money_in_transit_{name}", labels)
 
 
 async def test_money_in_transit_the_store_cannot_tell_is_not_shown_stale() -> None:

@@ -66,7 +66,7 @@ async def a_newer_release_migrates(store: ProjectionStore, revision: str = "0099
 
 
 def test_the_code_s_revision_is_the_migrations_head() -> None:
-    assert code_revision() == "0011"
+    assert code_revision() == "0012"
 
 
 async def test_a_fold_into_a_store_a_newer_release_migrated_writes_nothing(
@@ -79,7 +79,7 @@ async def test_a_fold_into_a_store_a_newer_release_migrated_writes_nothing(
         await writer.apply(RECORDS[100:200])
     assert "this worker must be replaced" in str(raised.value)
     assert (raised.value.expected, raised.value.found, raised.value.newer) == (
-        "0011",
+        "0012",
         ("0099",),
         True,
     )
@@ -117,7 +117,7 @@ async def test_a_fold_into_a_store_never_migrated_creates_nothing(tmp_path: Path
 
 
 def mismatches(direction: str) -> float | None:
-    labels = {"expected": "0011", "found": "0099", "direction": direction}
+    labels = {"expected": "0012", "found": "0099", "direction": direction}
     return REGISTRY.get_sample_value("blackjack_projection_schema_mismatch", labels)
 
 
@@ -199,20 +199,33 @@ def test_a_dba_s_script_through_0006_is_refused_before_a_line_is_rendered(url: s
     upgrade script through it is refused with ``NotRenderable``, naming what to do instead,
     before anything is written (it stopped halfway with ``TypeError: 'NoneType' object is not
     iterable``); a script from 0006 on still renders."""
-    for revisions, instead in [
-        ("0005:0006", "Instead: run 0006 online (`alembic ... upgrade 0006`, without --sql);"),
+    for revisions, why, instead in [
         (
-            "0004:head",
+            "0005:0006",
+            "revision 0006 cannot be rendered as a SQL script (--sql): its upgrade reads",
+            "Instead: run 0006 online (`alembic ... upgrade 0006`, without --sql);",
+        ),
+        (
+            "0004:0010",
+            "revision 0006 cannot be rendered as a SQL script (--sql): its upgrade reads",
             "Instead: render up to 0005 (`upgrade 0004:0005 --sql`), then run 0006 online "
             "(`alembic ... upgrade 0006`, without --sql), then render the rest from it "
-            "(`upgrade 0006:0011 --sql`);",
+            "(`upgrade 0006:0010 --sql`);",
+        ),
+        (
+            "0004:head",  # 0012 reads the events too
+            "revisions 0006 and 0012 cannot be rendered as a SQL script (--sql): their upgrades",
+            "Instead: render up to 0005 (`upgrade 0004:0005 --sql`), then run 0006 online "
+            "(`alembic ... upgrade 0006`, without --sql), then render up to 0011 (`upgrade "
+            "0006:0011 --sql`), then run 0012 online (`alembic ... upgrade 0012`, without "
+            "--sql);",
         ),
     ]:
         script = io.StringIO()
         with pytest.raises(NotRenderable) as refused:
             command.upgrade(_offline_config(script, url), revisions, sql=True)
         assert refused.value.revision == "0006"
-        assert "revision 0006 cannot be rendered as a SQL script (--sql)" in str(refused.value)
+        assert why in str(refused.value)
         assert instead in str(refused.value)
         assert script.getvalue() == ""
     script = io.StringIO()
@@ -293,6 +306,7 @@ def test_every_downgrade_step_renders_whole_or_is_refused_before_a_line() -> Non
         "0009",
         "0010",
         "0011",
+        "0012",
     ]
     assert revisions[-1] == code_revision()
     refused = []
@@ -309,7 +323,7 @@ def test_every_downgrade_step_renders_whole_or_is_refused_before_a_line() -> Non
             named = "" if below == "base" else below  # alembic names base so
             assert f"-- Running downgrade {above} -> {named}\n" in script.getvalue()
             assert "alembic_version" in script.getvalue().rsplit("-- Running", 1)[1]
-    assert refused == ["0002", "0003", "0006", "0007", "0008"]
+    assert refused == ["0002", "0003", "0006", "0007", "0008", "0012"]
     script = io.StringIO()
     command.downgrade(_offline_config(script, PG_URL), "0007:base", sql=True)
     rendered = script.getvalue()

@@ -59,11 +59,19 @@ def _seat_changed(p: StreamProjection, e: ev.SeatChanged, at: datetime) -> None:
 def _seat_left(p: StreamProjection, e: ev.SeatLeft, at: datetime) -> None:
     account = p.account(e.player_id)
     account.cashed_out += e.balance_returned
+    _paid_out(account, e.balance_returned, at)
     account.available = 0
     p.moved_at_the_table(e.player_id, -e.balance_returned, 0)
     account.seat = None
     account.seated = False
     _back_in(account)  # the decider forgets the player; seated again, they start afresh
+
+
+def _paid_out(account: Account, amount: int, at: datetime) -> None:
+    """A payout the handler sends on to the player's wallet as a ``CashOut`` (a table the
+    wallet funds; elsewhere it goes back to the platform): its time, for the money in transit."""
+    if account.funded_by_wallet and amount > 0:
+        account.paid_out_at = at
 
 
 def _funds_deposited(p: StreamProjection, e: ev.FundsDeposited, at: datetime) -> None:
@@ -84,6 +92,7 @@ def _money_command_refused(p: StreamProjection, e: ev.MoneyCommandRefused, at: d
 def _funds_withdrawn(p: StreamProjection, e: ev.FundsWithdrawn, at: datetime) -> None:
     account = p.account(e.player_id)
     account.withdrawn += e.amount
+    _paid_out(account, e.amount, at)
     account.available = e.balance_after
     p.moved_at_the_table(e.player_id, -e.amount, e.balance_after)
 

@@ -93,21 +93,24 @@ SPLIT_MISSING = Gauge(
 )
 IN_TRANSIT = Gauge(
     "blackjack_money_in_transit_minor_units",
-    "Money wallets sent to tables as buy-ins that no table has confirmed or refunded yet, as "
-    "the read model holds it, by each currency a wallet holds (0 when none), read once a "
-    "minute: the same in every worker of a store, as of its last read",
-    ["currency"],
+    "Money on its way between wallets and tables, as the read model holds it, by direction "
+    "(to_table: buy-ins no table has confirmed or refunded yet; to_wallet: payouts of tables a "
+    "wallet funds that the wallet has not received) and by each currency a wallet holds (0 "
+    "when none), read once a minute: the same in every worker of a store, as of its last read",
+    ["direction", "currency"],
 )
 IN_TRANSIT_WALLETS = Gauge(
     "blackjack_money_in_transit_wallets",
-    "Wallets holding money in transit, by currency (0 when none)",
-    ["currency"],
+    "Wallets with money on its way from them (to_table) or to them (to_wallet), by currency "
+    "(0 when none)",
+    ["direction", "currency"],
 )
 IN_TRANSIT_SINCE = Gauge(
     "blackjack_money_in_transit_since_timestamp_seconds",
-    "The earliest last change of a wallet that holds money in transit (Unix time): money has "
-    "waited at least since then; present only while some is in transit",
-    ["currency"],
+    "The earliest time money in transit has waited at least since (Unix time): a wallet's last "
+    "change (to_table), a player's last payout at a table their wallet funds (to_wallet); "
+    "present only while some is in transit",
+    ["direction", "currency"],
 )
 claim("projections", globals())  # served by the processes that run a projection worker only
 
@@ -115,37 +118,39 @@ claim("projections", globals())  # served by the processes that run a projection
 def transit_read(found: list[InTransit]) -> None:
     """Export the money in transit the read model holds now (``transit.py``): a currency
     with none left shows 0, and no time."""
-    for gone in _TRANSIT_CURRENCIES - {t.currency for t in found}:
-        IN_TRANSIT.labels(gone).set(0)
-        IN_TRANSIT_WALLETS.labels(gone).set(0)
+    for gone in _TRANSIT_SERIES - {(t.direction, t.currency) for t in found}:
+        IN_TRANSIT.labels(*gone).set(0)
+        IN_TRANSIT_WALLETS.labels(*gone).set(0)
         _drop(IN_TRANSIT_SINCE, gone)
     for transit in found:
-        _TRANSIT_CURRENCIES.add(transit.currency)
-        IN_TRANSIT.labels(transit.currency).set(transit.amount)
-        IN_TRANSIT_WALLETS.labels(transit.currency).set(transit.wallets)
+        series = (transit.direction, transit.currency)
+        _TRANSIT_SERIES.add(series)
+        IN_TRANSIT.labels(*series).set(transit.amount)
+        IN_TRANSIT_WALLETS.labels(*series).set(transit.wallets)
         if transit.oldest is not None:
-            IN_TRANSIT_SINCE.labels(transit.currency).set(transit.oldest.timestamp())
+            IN_TRANSIT_SINCE.labels(*series).set(transit.oldest.timestamp())
         else:
-            _drop(IN_TRANSIT_SINCE, transit.currency)
+            _drop(IN_TRANSIT_SINCE, series)
 
 
 def transit_unread() -> None:
     """The store could not be read for a while, or the watch stopped: no series rather than
     old ones. (The series are the process's: two workers in one process, as in tests, share
     them, and the other's next read brings them back.)"""
-    for currency in _TRANSIT_CURRENCIES:
+    for series in _TRANSIT_SERIES:
         for gauge in (IN_TRANSIT, IN_TRANSIT_WALLETS, IN_TRANSIT_SINCE):
-            _drop(gauge, currency)
-    _TRANSIT_CURRENCIES.clear()
+            _drop(gauge, series)
+    _TRANSIT_SERIES.clear()
 
 
-def _drop(gauge: Gauge, currency: str) -> None:
+def _drop(gauge: Gauge, labels: tuple[str, ...]) -> None:
     with contextlib.suppress(KeyError):  # not exported (yet, or any more)
-        gauge.remove(currency)
+        gauge.remove(*labels)
 
 
-_TRANSIT_CURRENCIES: set[str] = set()
-"""The currencies exported so far (their series stay, at 0 once none is in transit)."""
+_TRANSIT_SERIES: set[tuple[str, str]] = set()
+"""The directions and currencies exported so far (their series stay, at 0 once none is in
+transit)."""
 
 
 def group_checked(health: FoldHealth, reported: list[Behind], others: int = 0) -> None:

@@ -92,7 +92,8 @@ async def wallet(
     tables = []
     for row in rows[:limit]:
         table = row._asdict()
-        for name in ("player_id", *SIT_OUT_FIELDS):  # sitting out is the table answer's
+        # sitting out is the table answer's; the last payout's time the money in transit's
+        for name in ("player_id", *SIT_OUT_FIELDS, "paid_out_at"):
             del table[name]
         tables.append(table)
     wallet_stream = None

@@ -57,20 +57,36 @@ class NotRenderable(CommandError):
     Raised before anything is rendered; the alembic command line prints it as ``FAILED: ...``
     and exits non-zero."""
 
-    def __init__(self, revision: str, start: str | None, before: str, destination: str) -> None:
-        self.revision = revision
+    def __init__(
+        self, online: Sequence[tuple[str, str]], start: str | None, destination: str
+    ) -> None:
+        """``online``: each such migration on the way, in order, with the revision before it."""
+        self.revision = online[0][0]
         steps = []
-        if before != start:  # what comes before it renders
-            steps.append(
-                f"render up to {before} (`upgrade {start + ':' if start else ''}{before} --sql`)"
+        at = start
+        for revision, before in online:
+            if before != at:  # what comes between renders
+                steps.append(
+                    f"render up to {before} (`upgrade {at + ':' if at else ''}{before} --sql`)"
+                )
+            steps.append(f"run {revision} online (`alembic ... upgrade {revision}`, without --sql)")
+            at = revision
+        if destination != at:
+            steps.append(f"render the rest from it (`upgrade {at}:{destination} --sql`)")
+        if len(online) == 1:
+            why = (
+                f"revision {self.revision} cannot be rendered as a SQL script (--sql): its "
+                "upgrade reads the stored events to fill the columns it adds"
             )
-        steps.append(f"run {revision} online (`alembic ... upgrade {revision}`, without --sql)")
-        if destination != revision:
-            steps.append(f"render the rest from it (`upgrade {revision}:{destination} --sql`)")
+        else:
+            names = " and ".join(revision for revision, _ in online)
+            why = (
+                f"revisions {names} cannot be rendered as a SQL script (--sql): their "
+                "upgrades read the stored events to fill the columns they add"
+            )
         super().__init__(
-            f"revision {revision} cannot be rendered as a SQL script (--sql): its upgrade reads "
-            f"the stored events to fill the columns it adds. Instead: {', then '.join(steps)}; "
-            f"or migrate online to the head (`{MIGRATE_COMMAND}`)"
+            f"{why}. Instead: {', then '.join(steps)}; or migrate online to the head "
+            f"(`{MIGRATE_COMMAND}`)"
         )
 
 

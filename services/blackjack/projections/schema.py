@@ -41,6 +41,7 @@ ID = 128  # the envelope's id length limit
 
 _SITTING_OUT = "left out by the betting clock, no bet or pass since; null: not known (0006)"
 _ROUNDS_SAT_OUT = "rounds dealt in a row while sitting out, where counted; null: not known"
+_PAID_OUT_AT = "a wallet-funded table's last payout to the wallet (0012); null: none"
 _MOVED = "paid in / taken out at the table during the round (not wagers or payouts)"
 
 positions = Table(
@@ -101,6 +102,7 @@ accounts = Table(
     Column("rounds", Integer, nullable=False),
     Column("sitting_out", Boolean, nullable=True, comment=_SITTING_OUT),
     Column("rounds_sat_out", Integer, nullable=True, comment=_ROUNDS_SAT_OUT),
+    Column("paid_out_at", DateTime(timezone=True), nullable=True, comment=_PAID_OUT_AT),
     comment="a player's money at one table; a wallet is the sum over a player's tables",
 )
 # A player's tables in the wallet answer's order (its page needs no sort of them all).

@@ -1,20 +1,27 @@
-"""Money in transit between wallets and tables, as the read model shows it: buy-ins a wallet
-sent that no table has confirmed or refunded yet (``wallets.in_transit``).
+"""Money in transit between wallets and tables, as the read model shows it, each way:
 
-A buy-in is answered within a second; money still in transit after minutes is a step stuck
-(a handler refusing the service's signature, a table that never answered: docs/operations.md,
+- ``to_table``: buy-ins a wallet sent that no table has confirmed or refunded yet
+  (``wallets.in_transit``);
+- ``to_wallet``: payouts a table the wallet funds made (a withdrawal, the balance of a player
+  who left: ``accounts.withdrawn + cashed_out``) that the wallet has not received
+  (``wallets.cashed_in``), player by player; a wallet whose partition the workers have folded
+  further than the table's shows a payout received before it was made, which counts as none.
+
+A step is answered within a second; money still in transit after minutes is a step stuck (a
+handler refusing the service's signature, a table that never answered: docs/operations.md,
 "Money stuck between a wallet and a table"), which ``blackjack redrive`` sends again. The
 refusal's own alert clears after 15 minutes while the money stays where it is, so the workers
 export what the read model holds, and ``BlackjackMoneyInTransit`` fires while it stays.
 
-A wallet's ``updated_at`` is its last event: a wallet that has held money in transit since
-then has held it at least that long (its buy-in was sent at or before), so the oldest such
-time is a lower bound of how long money has waited; a wallet the player goes on using moves it
-forward. Every worker of a store reads the whole table (its wallets are not split by
-partition), so their gauges agree, each as of its last read (a minute apart at most):
-aggregate them with ``max``, not ``sum``. Every currency a wallet holds has its series, 0 when
-nothing is in transit in it; the time only while something is. A worker that
-cannot read the store three times in a row drops its series until it can
+Each way has a time money has waited at least since: for a buy-in, its wallet's last change
+(``wallets.updated_at``: the buy-in was sent at or before it); for a payout, the player's last
+payout at a table their wallet funds (``accounts.paid_out_at``: the one still on its way was
+made at or before it). A player who goes on using the wallet or the tables moves it forward,
+so the oldest is a lower bound. Every worker of a store reads the whole tables (the rows are
+not split by partition), so their gauges agree, each as of its last read (a minute apart at
+most): aggregate them with ``max``, not ``sum``. Every currency a wallet holds has its series
+each way, 0 when nothing is in transit; the time only while something is. A worker that cannot
+read the store three times in a row drops its series until it can
 (``positions.TRANSIT_KEPT_FAILURES``): a time it kept would grow old and page for money no
 longer stuck.
 """
@@ -30,25 +37,60 @@ from sqlalchemy.ext.asyncio import AsyncConnection
 from blackjack.projections import schema
 from blackjack.projections.ids import utc
 
+TO_TABLE = "to_table"
+TO_WALLET = "to_wallet"
+
 
 @dataclass(frozen=True)
 class InTransit:
-    """The money in transit in one currency."""
+    """The money in transit one way in one currency."""
 
+    direction: str
+    """``TO_TABLE`` (buy-ins) or ``TO_WALLET`` (payouts)"""
     currency: str
     amount: int
     """minor units"""
     wallets: int
-    """the wallets holding some"""
+    """the wallets holding some on its way from them (buy-ins) or to them (payouts)"""
     oldest: datetime | None
-    """the earliest last change of a wallet holding money in transit (UTC); None if none"""
+    """the earliest time the money has waited at least since (UTC); None if none waits"""
 
 
 async def money_in_transit(connection: AsyncConnection) -> list[InTransit]:
-    """The money in transit in each currency a wallet holds (0 where none is).
+    """The money in transit each way in each currency a wallet holds (0 where none is) or a
+    payout on its way is in.
 
-    A scan of ``wallets`` (no index on ``in_transit``): about as costly as counting the
-    wallets, once every ``positions.TRANSIT_EVERY`` lag watches (a minute)."""
+    Two scans, once every ``positions.TRANSIT_EVERY`` lag watches (a minute): of ``wallets``
+    (no index on ``in_transit``), about as costly as counting the wallets, and of the accounts
+    at tables wallets fund, summed player by player."""
+    buy_ins = await _buy_ins(connection)
+    cash_outs = await _cash_outs(connection)
+    currencies = sorted(buy_ins.keys() | cash_outs.keys())
+    nothing = _Sum()
+    return [
+        (found.get(currency) or nothing).transit(direction, currency)
+        for direction, found in ((TO_TABLE, buy_ins), (TO_WALLET, cash_outs))
+        for currency in currencies
+    ]
+
+
+@dataclass
+class _Sum:
+    amount: int = 0
+    wallets: int = 0
+    oldest: datetime | None = None
+
+    def add(self, amount: int, at: datetime | None) -> None:
+        self.amount += amount
+        self.wallets += 1
+        if at is not None and (self.oldest is None or utc(at) < self.oldest):
+            self.oldest = utc(at)
+
+    def transit(self, direction: str, currency: str) -> InTransit:
+        return InTransit(direction, currency, self.amount, self.wallets, self.oldest)
+
+
+async def _buy_ins(connection: AsyncConnection) -> dict[str, _Sum]:
     wallets = schema.wallets
     holding = wallets.c.in_transit > 0
     rows = await connection.execute(
@@ -60,14 +102,35 @@ async def money_in_transit(connection: AsyncConnection) -> list[InTransit]:
         )
         .where(wallets.c.currency.is_not(None))  # set by a wallet's first deposit
         .group_by(wallets.c.currency)
-        .order_by(wallets.c.currency)
     )
-    return [
-        InTransit(
-            currency=currency,
-            amount=int(amount),
-            wallets=int(count),
-            oldest=None if oldest is None else utc(oldest),
-        )
+    return {
+        currency: _Sum(int(amount), int(count), None if oldest is None else utc(oldest))
         for currency, amount, count, oldest in rows
-    ]
+    }
+
+
+async def _cash_outs(connection: AsyncConnection) -> dict[str, _Sum]:
+    """The players whose funded tables paid them more than their wallet received, by the
+    tables' currency (the wallet's: a table declines a buy-in in another)."""
+    a, w = schema.accounts, schema.wallets
+    paid = (
+        select(
+            a.c.player_id,
+            a.c.currency,
+            func.sum(a.c.withdrawn + a.c.cashed_out).label("paid"),
+            func.max(a.c.paid_out_at).label("last"),
+        )
+        .where(a.c.funded_by_wallet.is_(True))
+        .group_by(a.c.player_id, a.c.currency)
+        .subquery()
+    )
+    owed = paid.c.paid - func.coalesce(w.c.cashed_in, 0)
+    rows = await connection.execute(
+        select(paid.c.currency, owed, paid.c.last)
+        .select_from(paid.outerjoin(w, w.c.player_id == paid.c.player_id))
+        .where(owed > 0)
+    )
+    found: dict[str, _Sum] = {}
+    for currency, amount, last in rows:
+        found.setdefault(currency, _Sum()).add(int(amount), last)
+    return found

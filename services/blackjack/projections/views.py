@@ -100,6 +100,10 @@ class Account(_Model):
     """rounds dealt in a row while sitting out, counted where the table's rules free such a
     seat (``seat_released_after_rounds_sat_out``; else 0), as the decider counts; None: not
     known, as above"""
+    paid_out_at: datetime | None = None
+    """when a table funded by the player's wallet last paid them money back (a withdrawal, or
+    their balance as they left), the event's time: the earliest a payout still on its way to
+    the wallet can have left (``transit.py``); None: it never did (migration 0012)"""
 
     def settle(self, stake: int, payout: int, balance_after: int) -> None:
         self.in_play -= stake

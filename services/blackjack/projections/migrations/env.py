@@ -70,9 +70,13 @@ def _refuse_what_cannot_render(url: str) -> None:
         steps = list(script.iterate_revisions(destination, start or "base"))
     except RevisionError:  # not an upgrade: from above to below
         steps = []
-    for step in reversed(steps):  # the first one the script would run
-        if not getattr(step.module, "renders_offline", True):
-            raise NotRenderable(step.revision, start, str(step.down_revision), destination)
+    online = [
+        (step.revision, str(step.down_revision))
+        for step in reversed(steps)  # in the order the script would run them
+        if not getattr(step.module, "renders_offline", True)
+    ]
+    if online:
+        raise NotRenderable(online, start, destination)
     if start is None or make_url(url).get_backend_name() != "sqlite":
         return
     try:
