@@ -10,8 +10,6 @@ import gc
 import itertools
 import os
 import random
-import statistics
-import time
 import tracemalloc
 from collections.abc import MutableMapping
 from datetime import UTC, datetime, timedelta
@@ -25,7 +23,7 @@ from blackjack.command_handler.processor import Processor
 from blackjack.command_handler.reading import Inbound
 from blackjack.command_handler.snapshots import CheckpointSigner, SnapshotCodec
 from blackjack.command_handler.spill import SpilledStreams
-from blackjack.command_handler.streams import PartitionStore
+from blackjack.command_handler.streams import PartitionStore, Stream, StreamCodec
 from blackjack.domain import commands as cmd
 from blackjack.domain.cards import fresh_shoe
 from blackjack.domain.errors import CorruptLog
@@ -234,14 +232,9 @@ def test_a_stream_used_since_the_sweep_found_it_idle_stays_hot() -> None:
     assert frozen == ["a", "c"] and set(handler.store.streams) == {"b"}
 
 
-def test_a_thawed_streams_answers_are_read_only_when_asked_for(
-    capsys: pytest.CaptureFixture[str],
-) -> None:
-    """A thaw or a rebuild read every remembered answer into a result though almost none is
-    asked for again: they stay as stored, each read when a resend asks for it, and a
-    snapshot of the thawed stream stores them as it found them. ``-s`` prints the time a
-    full window's thaw takes, and with every answer read (docs/kafka.md)."""
-    window = 1_000  # the production window
+def full_window(window: int) -> tuple[Stream, StreamCodec]:
+    """A table whose window holds ``window`` remembered answers (refusals apart), and the
+    codec its snapshot is written with."""
     handler = Handler(5, freeze=False)
     handler.processor = new_processor(dedup_window=window, shuffler=seeded_shuffler(5))
     setup: list[BaseModel] = [cmd.OpenTable(variant="mini-h17"), cmd.SitDown(player_id="p")]
@@ -254,6 +247,16 @@ def test_a_thawed_streams_answers_are_read_only_when_asked_for(
     stream = handler.store.streams["t0"]
     codec = handler.store.codec
     assert codec is not None and len(stream.results) >= window  # (refusals apart, more)
+    return stream, codec
+
+
+def test_a_thawed_streams_answers_are_read_only_when_asked_for() -> None:
+    """A thaw or a rebuild read every remembered answer into a result though almost none is
+    asked for again: they stay as stored, each read when a resend asks for it, and a
+    snapshot of the thawed stream stores them as it found them (how long a full window's
+    thaw takes: ``python -m tests.unit.measure_cold_thaw``, docs/kafka.md)."""
+    window = 1_000  # the production window
+    stream, codec = full_window(window)
     ids = list(stream.results)
     raw = codec.encode(stream)
     thawed = codec.decode(raw)
@@ -276,20 +279,6 @@ def test_a_thawed_streams_answers_are_read_only_when_asked_for(
     assert newest is not None
     thawed.remember(newest.model_copy(update={"command_id": "new"}), window)
     assert list(thawed.results) == [*refused, *accepted[1:], "new"]
-
-    lazy, every = [], []
-    for _ in range(9):  # alternated, medians: the machine is shared
-        started = time.perf_counter()
-        codec.decode(raw)
-        lazy.append(time.perf_counter() - started)
-        started = time.perf_counter()
-        list(codec.decode(raw).results.answers())
-        every.append(time.perf_counter() - started)
-    with capsys.disabled():
-        print(
-            f"\nthaw of {len(stream.results)} answers: {1000 * statistics.median(lazy):.1f} ms, "
-            f"{1000 * statistics.median(every):.1f} ms with every answer read"
-        )
 
 
 def test_cold_streams_on_disk_keep_only_their_ids_in_memory(
