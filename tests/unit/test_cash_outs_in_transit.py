@@ -36,7 +36,8 @@ SEAL = ShoeSeal(bytes(range(32)))
 
 def played() -> list[EventEnvelope]:
     """Two shared tables: ann takes money out twice, bob leaves with his balance, dee leaves
-    the other table; each payout a second apart."""
+    the other table, a minute apart; then ann sends a buy-in no table answers, and pays money
+    into her wallet a minute later."""
     tables = []
     for stream_id, players in (("m-1", {"ann": 10_000, "bob": 5_000}), ("m-2", {"dee": 700})):
         tables.append(Script("atlantic-city-multi", [], players, stream_id=stream_id))
@@ -49,6 +50,10 @@ def played() -> list[EventEnvelope]:
     ):
         table.tick(60)
         table.do(command)
+    m1.tick(60)
+    assert m1.wallet(wl.BuyIn(player_id="ann", table_id="m-9", amount=300))  # no table answers
+    m1.tick(60)
+    assert m1.wallet(wl.WalletDeposit(player_id="ann", amount=100))  # the wallet used since
     return sorted(
         m1.envelopes + m2.envelopes, key=lambda e: (e.occurred_at, e.stream_id, e.sequence)
     )
@@ -77,6 +82,10 @@ async def read(store: ProjectionStore) -> dict[str, InTransit]:
     return {t.direction: t for t in found if t.currency == "USD"}
 
 
+def unanswered_buy_in() -> EventEnvelope:
+    return next(e for e in LOG if isinstance(e.data, wl.BuyInSent) and e.data.table_id == "m-9")
+
+
 def last_cash_out() -> tuple[int, EventEnvelope]:
     """Bob's cash-out as he left, the last event of his wallet."""
     for index in range(len(LOG) - 1, -1, -1):
@@ -101,7 +110,10 @@ async def test_a_payout_the_wallet_has_not_received_is_in_transit_until_it_arriv
     found = await read(store)
     assert (found[TO_WALLET].amount, found[TO_WALLET].wallets) == (5_000, 1)
     assert found[TO_WALLET].oldest == utc(paid.occurred_at)  # the table's payout, not later
-    assert (found[TO_TABLE].amount, found[TO_TABLE].oldest) == (0, None)
+    assert (found[TO_TABLE].amount, found[TO_TABLE].wallets) == (300, 1)
+    assert found[TO_TABLE].oldest == utc(
+        unanswered_buy_in().occurred_at
+    )  # not the deposit's, a minute on
 
     await fold(store, [received], offset=len(LOG))
     found = await read(store)
@@ -113,15 +125,15 @@ async def test_a_payout_received_before_its_table_is_folded_is_not_in_transit(
     store: ProjectionStore,
 ) -> None:
     """The wallet's partition folded further than the table's: the wallet has more than the
-    tables paid so far, which is no money in transit either way."""
+    tables paid so far, which is no money in transit to it."""
     tables = {"m-1", "m-2"}
     await fold(store, [e for e in LOG if e.stream_id not in tables])
     found = await read(store)
     assert (found[TO_WALLET].amount, found[TO_WALLET].oldest) == (0, None)
-    assert found[TO_TABLE].amount == 0  # the wallets' own events confirm the buy-ins
+    assert found[TO_TABLE].amount == 300  # ann's to m-9 (the wallets confirm the others)
 
 
-async def test_migration_0012_fills_the_last_payouts_as_the_fold_does(
+async def test_migration_0012_fills_the_last_payouts_and_the_buy_ins_sent_as_the_fold_does(
     store: ProjectionStore,
 ) -> None:
     await fold(store, LOG)
@@ -130,6 +142,10 @@ async def test_migration_0012_fills_the_last_payouts_as_the_fold_does(
         accounts = schema.accounts
         timed = select(func.count()).where(accounts.c.paid_out_at.is_not(None))
         assert (await connection.execute(timed)).scalar_one() == 3  # ann, bob and dee
+        pending = select(schema.wallets.c.pending).where(schema.wallets.c.in_transit > 0)
+        [[ann_s]] = (await connection.execute(pending)).all()
+        sent = utc(unanswered_buy_in().occurred_at)
+        assert [t["sent_at"] for t in ann_s] == [sent.isoformat().replace("+00:00", "Z")]
     async with store.writing() as connection:
         await connection.run_sync(migrate, "0011", True)
     await store.migrate()  # as the newer release's worker does at start

@@ -378,6 +378,7 @@ def test_an_unsigned_copy_of_a_signed_step_is_still_unauthorized() -> None:
     [result] = results(unsigned)
     assert result.rejection is not None and result.rejection.code == "unauthorized"
     assert "signed money steps" in result.rejection.message and not unsigned.events
+    assert "signature" not in result.rejection.message  # none came with it
 
 
 def declined_buy_in() -> tuple[Harness, Outgoing]:

@@ -8,7 +8,7 @@ import contextlib
 import io
 import itertools
 import time
-from datetime import timedelta
+from datetime import UTC, datetime, timedelta
 from types import SimpleNamespace
 
 import pytest
@@ -779,7 +779,11 @@ def test_a_shared_table_s_screen_shows_the_wallet_it_is_funded_from() -> None:
     showed the table's balance alone, never the wallet a buy-in drew on or a leave paid."""
     table = folded(Script("atlantic-city-multi", [], players={A: 5_000}))
     wallet = WalletView(stream_id="wallet:alice", player_id=A, balance=15_001, currency="USD")
-    wallet.pending = [Transfer(transfer=2, table_id="table-1", amount=1_000)]
+    wallet.pending = [
+        Transfer(
+            transfer=2, table_id="table-1", amount=1_000, sent_at=datetime(2026, 3, 1, tzinfo=UTC)
+        )
+    ]
     console = Console(width=120, record=True, color_system=None)
     console.print(table_screen(table, A, None, wallet))
     text = " ".join(console.export_text().split())

@@ -21,17 +21,26 @@ from blackjack.domain.wallet import SERVICE_ONLY_WALLET_COMMANDS, AnyWalletComma
 from blackjack.messages.envelope import CommandEnvelope
 
 
-def reserved_id(envelope: CommandEnvelope, signed: bool) -> str | None:
+def reserved_id(envelope: CommandEnvelope, signed: bool, carried: bool = False) -> str | None:
     """Why the command may not use its id, if it is one only the service's own commands use:
     a signed money step's (predictable: it derives from an event id), or the clock's
     ``expire-`` prefix, whose answers that changed nothing are not remembered
     (``clock.is_idle_timer``) and must belong to an ``ExpireTimers``, and likewise its
     ``disconnect-`` prefix, which must belong to a ``Disconnect``
-    (``clock.is_clock_disconnect_id``)."""
+    (``clock.is_clock_disconnect_id``). ``carried``: the record has a signature, which did
+    not verify: the step is most likely the service's, signed under a key this handler does
+    not hold (a runbook drill: the answer named only the ids, not the key)."""
     command_id = envelope.command_id
     if not signed and is_step_id(command_id):
         steps = ", ".join(f".{step}" for step in STEPS)
-        return f"command ids ending in {steps} are the service's own signed money steps"
+        reserved = f"command ids ending in {steps} are the service's own signed money steps"
+        if carried:
+            return (
+                f"its signature does not verify under the keys this handler accepts (signed "
+                f"under another BLACKJACK_SHOE_KEY?): {reserved}; once every handler holds the "
+                "key, `blackjack redrive --stuck-after 0 --send` sends it again"
+            )
+        return reserved
     if command_id.startswith(EXPIRE_PREFIX) and not isinstance(envelope.command, cmd.ExpireTimers):
         return f"command ids starting with {EXPIRE_PREFIX} are the clock's ExpireTimers"
     if is_clock_disconnect_id(command_id) and not isinstance(envelope.command, cmd.Disconnect):

@@ -66,7 +66,7 @@ from blackjack.command_handler.decision import Deciding
 from blackjack.command_handler.ids import declines_stream
 from blackjack.command_handler.reading import ANSWER_KEY_MAX_BYTES, Inbound, Unparsed, parse
 from blackjack.command_handler.records import Outgoing
-from blackjack.command_handler.signing import CommandSigner
+from blackjack.command_handler.signing import CommandSigner, carries_signature
 from blackjack.command_handler.streams import PartitionStore, Stream, initial_state, kept_by_id
 from blackjack.domain import commands as cmd
 from blackjack.domain import events as ev
@@ -138,7 +138,7 @@ class Processor(Deciding):
         command = envelope.command
         kind = str(command.type)
         signed, transfer = self.signer.verify(key, inbound.value or b"", inbound.headers)
-        reserved = reserved_id(envelope, signed)
+        reserved = reserved_id(envelope, signed, carries_signature(inbound.headers))
         if reserved is not None:
             # Answered, not remembered (nor by a rebuild, see ``replay``): the id stays free
             # for the service's own command that has a right to it.

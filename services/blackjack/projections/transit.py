@@ -13,17 +13,18 @@ handler refusing the service's signature, a table that never answered: docs/oper
 refusal's own alert clears after 15 minutes while the money stays where it is, so the workers
 export what the read model holds, and ``BlackjackMoneyInTransit`` fires while it stays.
 
-Each way has a time money has waited at least since: for a buy-in, its wallet's last change
-(``wallets.updated_at``: the buy-in was sent at or before it); for a payout, the player's last
-payout at a table their wallet funds (``accounts.paid_out_at``: the one still on its way was
-made at or before it). A player who goes on using the wallet or the tables moves it forward,
-so the oldest is a lower bound. Every worker of a store reads the whole tables (the rows are
-not split by partition), so their gauges agree, each as of its last read (a minute apart at
-most): aggregate them with ``max``, not ``sum``. Every currency a wallet holds has its series
-each way, 0 when nothing is in transit; the time only while something is. A worker that cannot
-read the store three times in a row drops its series until it can
-(``positions.TRANSIT_KEPT_FAILURES``): a time it kept would grow old and page for money no
-longer stuck.
+Each way has a time money has waited since: for buy-ins, the earliest a wallet sent of those
+it holds pending (``Transfer.sent_at``: exact; before, its wallet's last change, which a
+player who went on using the wallet moved forward, and the alert cleared while the money was
+still stuck: a runbook drill); for payouts, the player's last payout at a table their wallet
+funds (``accounts.paid_out_at``: the one still on its way was made at or before it, so a
+lower bound, which a player paid out again moves forward). Every worker of a store reads the
+whole tables (the rows are not split by partition), so their gauges agree, each as of its last
+read (a minute apart at most): aggregate them with ``max``, not ``sum``. Every currency a
+wallet holds has its series each way, 0 when nothing is in transit; the time only while
+something is. A worker that cannot read the store three times in a row drops its series until
+it can (``positions.TRANSIT_KEPT_FAILURES``): a time it kept would grow old and page for money
+no longer stuck.
 """
 
 from __future__ import annotations
@@ -36,6 +37,7 @@ from sqlalchemy.ext.asyncio import AsyncConnection
 
 from blackjack.projections import schema
 from blackjack.projections.ids import utc
+from blackjack.projections.wallets import Transfer
 
 TO_TABLE = "to_table"
 TO_WALLET = "to_wallet"
@@ -83,7 +85,11 @@ class _Sum:
     def add(self, amount: int, at: datetime | None) -> None:
         self.amount += amount
         self.wallets += 1
-        if at is not None and (self.oldest is None or utc(at) < self.oldest):
+        if at is not None:
+            self.since(at)
+
+    def since(self, at: datetime) -> None:
+        if self.oldest is None or utc(at) < self.oldest:
             self.oldest = utc(at)
 
     def transit(self, direction: str, currency: str) -> InTransit:
@@ -91,6 +97,8 @@ class _Sum:
 
 
 async def _buy_ins(connection: AsyncConnection) -> dict[str, _Sum]:
+    """Every wallet currency's buy-ins in transit, since the earliest sent (its wallet's
+    ``pending``: read for the wallets holding some only)."""
     wallets = schema.wallets
     holding = wallets.c.in_transit > 0
     rows = await connection.execute(
@@ -98,15 +106,17 @@ async def _buy_ins(connection: AsyncConnection) -> dict[str, _Sum]:
             wallets.c.currency,
             func.sum(wallets.c.in_transit),
             func.sum(case((holding, 1), else_=0)),
-            func.min(case((holding, wallets.c.updated_at))),
         )
         .where(wallets.c.currency.is_not(None))  # set by a wallet's first deposit
         .group_by(wallets.c.currency)
     )
-    return {
-        currency: _Sum(int(amount), int(count), None if oldest is None else utc(oldest))
-        for currency, amount, count, oldest in rows
-    }
+    found = {currency: _Sum(int(amount), int(count)) for currency, amount, count in rows}
+    for currency, pending in await connection.execute(
+        select(wallets.c.currency, wallets.c.pending).where(holding)
+    ):
+        for transfer in pending:  # (a currency's first wallet since the sums: counted next read)
+            found.setdefault(currency, _Sum()).since(Transfer.model_validate(transfer).sent_at)
+    return found
 
 
 async def _cash_outs(connection: AsyncConnection) -> dict[str, _Sum]:

@@ -7,7 +7,7 @@ from collections.abc import Callable
 from datetime import datetime
 from typing import Any
 
-from pydantic import BaseModel, ConfigDict
+from pydantic import BaseModel, ConfigDict, Field
 
 from blackjack.domain import wallet as wl
 from blackjack.messages.wire import WireEnvelope
@@ -25,6 +25,9 @@ class Transfer(_Model):
     transfer: int
     table_id: str
     amount: int
+    sent_at: datetime = Field(
+        description="when the wallet sent it (its BuyInSent): how long it has been on its way"
+    )
 
 
 class WalletView(_Model):
@@ -66,43 +69,46 @@ class WalletProjection:
         if handler is None:
             raise ProjectionError(f"no wallet projection rule for {type(event).__name__}")
         view.player_id = event.player_id
-        handler(view, event)
+        at = utc(envelope.occurred_at)
+        handler(view, event, at)
         view.last_sequence = envelope.sequence
-        view.updated_at = utc(envelope.occurred_at)
+        view.updated_at = at
 
 
-def _wallet_deposited(w: WalletView, e: wl.WalletDeposited) -> None:
+def _wallet_deposited(w: WalletView, e: wl.WalletDeposited, at: datetime) -> None:
     w.deposited += e.amount
     w.balance = e.balance_after
     w.currency = e.currency
 
 
-def _wallet_withdrawn(w: WalletView, e: wl.WalletWithdrawn) -> None:
+def _wallet_withdrawn(w: WalletView, e: wl.WalletWithdrawn, at: datetime) -> None:
     w.withdrawn += e.amount
     w.balance = e.balance_after
 
 
-def _wallet_command_refused(w: WalletView, e: wl.WalletCommandRefused) -> None:
+def _wallet_command_refused(w: WalletView, e: wl.WalletCommandRefused, at: datetime) -> None:
     """No money moved (the handler keeps the refused command's id)."""
 
 
-def _buy_in_sent(w: WalletView, e: wl.BuyInSent) -> None:
+def _buy_in_sent(w: WalletView, e: wl.BuyInSent, at: datetime) -> None:
     w.bought_in += e.amount
     w.balance = e.balance_after
-    w.pending.append(Transfer(transfer=e.transfer, table_id=e.table_id, amount=e.amount))
+    w.pending.append(
+        Transfer(transfer=e.transfer, table_id=e.table_id, amount=e.amount, sent_at=at)
+    )
 
 
-def _buy_in_completed(w: WalletView, e: wl.BuyInCompleted) -> None:
+def _buy_in_completed(w: WalletView, e: wl.BuyInCompleted, at: datetime) -> None:
     _close_transfer(w, e.transfer)
 
 
-def _buy_in_refunded(w: WalletView, e: wl.BuyInRefunded) -> None:
+def _buy_in_refunded(w: WalletView, e: wl.BuyInRefunded, at: datetime) -> None:
     w.refunded += e.amount
     w.balance = e.balance_after
     _close_transfer(w, e.transfer)
 
 
-def _cash_out_received(w: WalletView, e: wl.CashOutReceived) -> None:
+def _cash_out_received(w: WalletView, e: wl.CashOutReceived, at: datetime) -> None:
     w.cashed_in += e.amount
     w.balance = e.balance_after
 
@@ -114,7 +120,7 @@ def _close_transfer(w: WalletView, transfer: int) -> None:
     w.pending = pending
 
 
-_WALLET_HANDLERS: dict[type[wl.WalletEvent], Callable[[WalletView, Any], None]] = {
+_WALLET_HANDLERS: dict[type[wl.WalletEvent], Callable[[WalletView, Any, datetime], None]] = {
     wl.WalletDeposited: _wallet_deposited,
     wl.WalletWithdrawn: _wallet_withdrawn,
     wl.WalletCommandRefused: _wallet_command_refused,

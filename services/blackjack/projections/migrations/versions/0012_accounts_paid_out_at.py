@@ -1,11 +1,18 @@
-"""When a table the player's wallet funds last paid them back (``accounts.paid_out_at``): the
-earliest a payout still on its way to the wallet can have left, which the projection workers
-export as the money in transit to wallets (``projections/transit.py``).
+"""The times money in transit between wallets and tables left, which the projection workers
+export (``projections/transit.py``):
 
-The accounts already folded get it from the events already folded (``events``), as the
-projector folds it: the time of the player's last ``SeatLeft`` with a balance returned or
-``FundsWithdrawn`` with an amount, at a table the wallet funds. Each such table's payouts are
-read from the newest back, only as far as the last payout of each of its players paid any.
+- ``accounts.paid_out_at``: when a table the player's wallet funds last paid them back, the
+  earliest a payout still on its way to the wallet can have left;
+- ``sent_at`` of each buy-in a wallet holds pending (``wallets.pending``, a document): when the
+  wallet sent it.
+
+The rows already folded get them from the events already folded (``events``), as the
+projector folds them: the time of the player's last ``SeatLeft`` with a balance returned or
+``FundsWithdrawn`` with an amount, at a table the wallet funds, each such table's payouts read
+from the newest back only as far as the last payout of each of its players paid any; and the
+time of each pending buy-in's ``BuyInSent``, each wallet holding one read from the newest back
+only as far as its earliest pending. The downgrade takes ``sent_at`` out of the documents
+again (the release before refuses a field it does not know).
 
 Revision ID: 0012
 Revises: 0011
@@ -15,11 +22,12 @@ Create Date: 2026-12-07
 from __future__ import annotations
 
 import json
-from datetime import datetime
+from datetime import UTC, datetime
 from typing import Any
 
 import sqlalchemy as sa
 from alembic import op
+from sqlalchemy.dialects.postgresql import JSONB
 
 revision = "0012"
 down_revision = "0011"
@@ -42,6 +50,13 @@ _accounts = sa.table(
     sa.column("withdrawn", sa.BigInteger),
     sa.column("cashed_out", sa.BigInteger),
     sa.column("paid_out_at", sa.DateTime(timezone=True)),
+)
+_document = sa.JSON().with_variant(JSONB(), "postgresql")  # as the schema's Document
+_wallets = sa.table(
+    "wallets",
+    sa.column("stream_id", sa.String),
+    sa.column("in_transit", sa.BigInteger),
+    sa.column("pending", _document),
 )
 _events = sa.table(
     "events",
@@ -76,6 +91,57 @@ def upgrade() -> None:
                 .where(a.c.stream_id == stream_id, a.c.player_id == player_id)
                 .values(paid_out_at=at)
             )
+    for stream_id, pending in _holding(connection):
+        sent = _sent(connection, stream_id, {t["transfer"] for t in pending})
+        _set_pending(connection, stream_id, [t | {"sent_at": sent[t["transfer"]]} for t in pending])
+
+
+def _holding(connection: Any) -> list[tuple[str, list[dict[str, Any]]]]:
+    """The wallets holding buy-ins pending, and those buy-ins."""
+    w = _wallets
+    rows = connection.execute(sa.select(w.c.stream_id, w.c.pending).where(w.c.in_transit > 0))
+    return [
+        (stream_id, json.loads(pending) if isinstance(pending, str) else pending)
+        for stream_id, pending in rows
+    ]
+
+
+def _set_pending(connection: Any, stream_id: str, pending: list[dict[str, Any]]) -> None:
+    w = _wallets
+    connection.execute(sa.update(w).where(w.c.stream_id == stream_id).values(pending=pending))
+
+
+def _sent(connection: Any, stream_id: str, transfers: set[int]) -> dict[int, str]:
+    """When the wallet sent each of these buy-ins, as the fold writes it (ISO 8601, UTC, Z)."""
+    found: dict[int, str] = {}
+    before: int | None = None
+    e = _events
+    while len(found) < len(transfers):
+        query = (
+            sa.select(e.c.sequence, e.c.occurred_at, e.c.envelope)
+            .where(e.c.stream_id == stream_id, e.c.type == "BuyInSent")
+            .order_by(e.c.sequence.desc())
+            .limit(_PAGE)
+        )
+        if before is not None:
+            query = query.where(e.c.sequence < before)
+        rows = connection.execute(query).all()
+        if not rows:
+            raise RuntimeError(
+                f"{stream_id}: no BuyInSent of buy-ins {sorted(transfers - set(found))}"
+            )
+        before = rows[-1].sequence
+        for row in rows:
+            transfer = json.loads(row.envelope)["data"]["transfer"]
+            if transfer in transfers:
+                found[transfer] = _iso(row.occurred_at)
+    return found
+
+
+def _iso(moment: datetime) -> str:
+    """As pydantic writes a time in UTC in JSON (a naive one, SQLite's, is UTC already)."""
+    utc = moment.replace(tzinfo=UTC) if moment.tzinfo is None else moment.astimezone(UTC)
+    return utc.isoformat().replace("+00:00", "Z")
 
 
 def _last_payouts(connection: Any, stream_id: str, players: set[str]) -> dict[str, datetime]:
@@ -106,5 +172,24 @@ def _last_payouts(connection: Any, stream_id: str, players: set[str]) -> dict[st
 
 
 def downgrade() -> None:
+    if op.get_context().dialect.name == "postgresql":  # in SQL: a script (--sql) renders it
+        op.execute(_WITHOUT_SENT_AT)
+    else:  # SQLite's documents in Python (its downgrade does not render as a script anyway)
+        connection = op.get_bind()
+        for stream_id, pending in _holding(connection):
+            _set_pending(connection, stream_id, [_without(t, "sent_at") for t in pending])
     with op.batch_alter_table("accounts") as batch:
         batch.drop_column("paid_out_at")
+
+
+_WITHOUT_SENT_AT = """
+UPDATE wallets SET pending = (
+    SELECT coalesce(jsonb_agg(t.transfer - 'sent_at' ORDER BY t.n), '[]'::jsonb)
+    FROM jsonb_array_elements(wallets.pending) WITH ORDINALITY AS t(transfer, n)
+)
+WHERE in_transit > 0
+"""
+
+
+def _without(document: dict[str, Any], key: str) -> dict[str, Any]:
+    return {k: v for k, v in document.items() if k != key}
