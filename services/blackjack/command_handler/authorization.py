@@ -34,11 +34,11 @@ def reserved_id(envelope: CommandEnvelope, signed: bool, carried: bool = False) 
     if not signed and is_step_id(command_id):
         steps = ", ".join(f".{step}" for step in STEPS)
         reserved = f"command ids ending in {steps} are the service's own signed money steps"
-        if carried:
+        if carried:  # what to do first: the log line keeps 200 characters
             return (
-                f"its signature does not verify under the keys this handler accepts (signed "
-                f"under another BLACKJACK_SHOE_KEY?): {reserved}; once every handler holds the "
-                "key, `blackjack redrive --stuck-after 0 --send` sends it again"
+                "not signed under a key this handler accepts (another BLACKJACK_SHOE_KEY?): "
+                "once every handler holds the key, `blackjack redrive --stuck-after 0 --send` "
+                f"sends it again; {reserved}"
             )
         return reserved
     if command_id.startswith(EXPIRE_PREFIX) and not isinstance(envelope.command, cmd.ExpireTimers):

@@ -11,7 +11,9 @@ A step is answered within a second; money still in transit after minutes is a st
 handler refusing the service's signature, a table that never answered: docs/operations.md,
 "Money stuck between a wallet and a table"), which ``blackjack redrive`` sends again. The
 refusal's own alert clears after 15 minutes while the money stays where it is, so the workers
-export what the read model holds, and ``BlackjackMoneyInTransit`` fires while it stays.
+export what the read model holds, and ``BlackjackMoneyInTransit`` fires while it stays (for a
+payout, only while no worker is far behind: the table's partition folded ahead of the
+wallet's shows a payout the wallet has received as on its way).
 
 Each way has a time money has waited since: for buy-ins, the earliest a wallet sent of those
 it holds pending (``Transfer.sent_at``: exact; before, its wallet's last change, which a

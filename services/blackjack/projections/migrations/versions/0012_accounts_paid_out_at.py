@@ -22,6 +22,7 @@ Create Date: 2026-12-07
 from __future__ import annotations
 
 import json
+from collections.abc import Iterator
 from datetime import UTC, datetime
 from typing import Any
 
@@ -114,28 +115,14 @@ def _set_pending(connection: Any, stream_id: str, pending: list[dict[str, Any]])
 def _sent(connection: Any, stream_id: str, transfers: set[int]) -> dict[int, str]:
     """When the wallet sent each of these buy-ins, as the fold writes it (ISO 8601, UTC, Z)."""
     found: dict[int, str] = {}
-    before: int | None = None
-    e = _events
-    while len(found) < len(transfers):
-        query = (
-            sa.select(e.c.sequence, e.c.occurred_at, e.c.envelope)
-            .where(e.c.stream_id == stream_id, e.c.type == "BuyInSent")
-            .order_by(e.c.sequence.desc())
-            .limit(_PAGE)
-        )
-        if before is not None:
-            query = query.where(e.c.sequence < before)
-        rows = connection.execute(query).all()
-        if not rows:
-            raise RuntimeError(
-                f"{stream_id}: no BuyInSent of buy-ins {sorted(transfers - set(found))}"
-            )
-        before = rows[-1].sequence
-        for row in rows:
-            transfer = json.loads(row.envelope)["data"]["transfer"]
-            if transfer in transfers:
-                found[transfer] = _iso(row.occurred_at)
-    return found
+    for row in _newest_first(connection, stream_id, ["BuyInSent"]):
+        transfer = json.loads(row.envelope)["data"]["transfer"]
+        if transfer in transfers:
+            found[transfer] = _iso(row.occurred_at)
+            if len(found) == len(transfers):
+                return found
+    missing = sorted(transfers - set(found))
+    raise RuntimeError(f"{stream_id}: no BuyInSent folded of its pending buy-ins {missing}")
 
 
 def _iso(moment: datetime) -> str:
@@ -148,12 +135,24 @@ def _last_payouts(connection: Any, stream_id: str, players: set[str]) -> dict[st
     """Each player's last payout at the table that paid anything, from its events newest
     first (a player none of whose events do is left out: null)."""
     found: dict[str, datetime] = {}
-    before: int | None = None
+    for row in _newest_first(connection, stream_id, list(_PAYOUTS)):
+        data = json.loads(row.envelope)["data"]
+        player_id = data.get("player_id")
+        if player_id in players and player_id not in found and data[_PAYOUTS[row.type]] > 0:
+            found[player_id] = row.occurred_at
+            if len(found) == len(players):
+                break
+    return found
+
+
+def _newest_first(connection: Any, stream_id: str, types: list[str]) -> Iterator[Any]:
+    """The stream's folded events of these types, newest first, read a page at a time."""
     e = _events
-    while len(found) < len(players):
+    before: int | None = None
+    while True:
         query = (
             sa.select(e.c.sequence, e.c.type, e.c.occurred_at, e.c.envelope)
-            .where(e.c.stream_id == stream_id, e.c.type.in_(list(_PAYOUTS)))
+            .where(e.c.stream_id == stream_id, e.c.type.in_(types))
             .order_by(e.c.sequence.desc())
             .limit(_PAGE)
         )
@@ -161,14 +160,9 @@ def _last_payouts(connection: Any, stream_id: str, players: set[str]) -> dict[st
             query = query.where(e.c.sequence < before)
         rows = connection.execute(query).all()
         if not rows:
-            break
+            return
+        yield from rows
         before = rows[-1].sequence
-        for row in rows:
-            data = json.loads(row.envelope)["data"]
-            player_id = data.get("player_id")
-            if player_id in players and player_id not in found and data[_PAYOUTS[row.type]] > 0:
-                found[player_id] = row.occurred_at
-    return found
 
 
 def downgrade() -> None:
