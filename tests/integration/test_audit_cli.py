@@ -5,8 +5,6 @@ tampered payout, a changed card or a doctored store fails, with the place named.
 from __future__ import annotations
 
 import json
-import subprocess
-import sys
 from collections.abc import Iterable
 from pathlib import Path
 from typing import Any
@@ -28,6 +26,7 @@ from blackjack.projections.rebuild import rebuild
 from blackjack.projections.revision import code_revision
 from blackjack.projections.store import NoReadModel, ProjectionStore
 from blackjack.projections.writer import ProjectionWriter
+from tests.integration.cli_runs import blackjack
 from tests.integration.conftest_projections import (
     PARTITIONS,
     SHOE_KEY,
@@ -48,17 +47,6 @@ LOG = play_tables([(TABLE, "mini-s17"), ("table-multi", "atlantic-city-multi")],
 PLAYER = f"{TABLE}-p0"
 NEWER = "0999"  # a schema revision no release of this code knows
 OLDER = "0005"  # one before this code's head
-
-
-def blackjack(*args: str, env: dict[str, str]) -> subprocess.CompletedProcess[str]:
-    return subprocess.run(
-        [sys.executable, "-m", "blackjack.cli", *args],
-        env=env,
-        capture_output=True,
-        text=True,
-        timeout=300,
-        check=False,
-    )
 
 
 async def live_store(

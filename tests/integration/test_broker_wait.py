@@ -21,6 +21,7 @@ import httpx
 import pytest
 
 from blackjack.domain import commands as cmd
+from tests.integration import cli_runs
 from tests.integration.conftest import WAIT_S, KafkaSpace
 from tests.integration.infra import TcpGate, free_port
 
@@ -43,13 +44,7 @@ async def start(args: list[str], env: dict[str, str]) -> asyncio.subprocess.Proc
 async def lines_until(process: asyncio.subprocess.Process, wanted: str) -> list[str]:
     """The process's log lines up to the first one with ``wanted``."""
     assert process.stdout is not None
-    seen: list[str] = []
-    async with asyncio.timeout(WAIT_S):
-        while not seen or wanted not in seen[-1]:
-            line = (await process.stdout.readline()).decode()
-            assert line, "the process ended:\n" + "".join(seen[-20:])
-            seen.append(line)
-    return seen
+    return await cli_runs.lines_until(process.stdout, wanted)
 
 
 async def stopped_cleanly(process: asyncio.subprocess.Process) -> str:

@@ -20,6 +20,7 @@ import pytest
 
 from blackjack.asyncapi.contract import asyncapi_document, drifted, render
 from blackjack.domain import commands as cmd
+from tests.integration.cli_runs import lines_until
 from tests.integration.conftest import WAIT_S, KafkaSpace
 from tests.integration.infra import free_port
 
@@ -60,17 +61,6 @@ def test_the_committed_asyncapi_document_matches_the_channels() -> None:
         "events:Message": "$message.header#/ce_correlationid",
         "snapshots:Message": None,
     }
-
-
-async def lines_until(stream: asyncio.StreamReader, wanted: str, count: int) -> list[str]:
-    """Read the process's log lines until ``wanted`` has appeared ``count`` times."""
-    seen: list[str] = []
-    async with asyncio.timeout(WAIT_S):
-        while sum(wanted in line for line in seen) < count:
-            line = (await stream.readline()).decode()
-            assert line, "the process ended:\n" + "".join(seen[-20:])
-            seen.append(line)
-    return seen
 
 
 @pytest.mark.integration

@@ -25,6 +25,7 @@ from blackjack.play.follow import TableFollower, WalletFollower
 from blackjack.play.help import HELP
 from blackjack.play.session import PlaySession
 from blackjack.projections.projector import StreamProjection
+from tests.integration.cli_runs import lines_until
 from tests.integration.conftest import (
     WAIT_S,
     KafkaSpace,
@@ -189,19 +190,6 @@ async def test_a_player_at_a_shared_table_buys_in_and_sees_the_others_move_witho
         if process.returncode is None:
             process.kill()
             await process.wait()
-
-
-async def lines_until(stream: asyncio.StreamReader, wanted: str) -> list[str]:
-    seen: list[str] = []
-    try:
-        async with asyncio.timeout(WAIT_S):
-            while not seen or wanted not in seen[-1]:
-                line = (await stream.readline()).decode()
-                assert line, "the process ended:\n" + "".join(seen[-30:])
-                seen.append(line)
-    except TimeoutError:
-        raise AssertionError(f"no {wanted!r} in:\n" + "".join(seen[-40:])) from None
-    return seen
 
 
 async def test_ctrl_c_ends_a_session_waiting_for_a_line(

@@ -14,6 +14,7 @@ from blackjack.client import BlackjackClient
 from blackjack.command_handler.service import CommandHandler
 from blackjack.domain import commands as cmd
 from blackjack.messages.envelope import CommandEnvelope
+from tests.integration.cli_runs import lines_until
 from tests.integration.conftest import (
     WAIT_S,
     KafkaSpace,
@@ -22,7 +23,7 @@ from tests.integration.conftest import (
     types_of,
     wait_for_events,
 )
-from tests.integration.test_play import lines_until, play
+from tests.integration.test_play import play
 
 pytestmark = pytest.mark.integration
 

@@ -6,8 +6,6 @@ folded. No handler writes one; anyone who may write to the topic can."""
 from __future__ import annotations
 
 import json
-import subprocess
-import sys
 from pathlib import Path
 
 import pytest
@@ -22,6 +20,7 @@ from blackjack.projections import schema
 from blackjack.projections.health import FoldHealth
 from blackjack.projections.rebuild import rebuild
 from blackjack.projections.writer import Position, ProjectionWriter, Record
+from tests.integration.cli_runs import blackjack
 from tests.integration.conftest_projections import (
     SHOE_KEY,
     EventsTopic,
@@ -150,17 +149,6 @@ async def test_such_a_record_that_is_no_event_either_is_named_once(
     assert report.unreadable == [] and report.unreadable_past == [(*key, junk)]
     rendered = report.render()
     assert rendered.count(f"offset {junk}") == 1 and "no reader can read" in rendered, rendered
-
-
-def blackjack(*args: str, env: dict[str, str]) -> subprocess.CompletedProcess[str]:
-    return subprocess.run(
-        [sys.executable, "-m", "blackjack.cli", *args],
-        env=env,
-        capture_output=True,
-        text=True,
-        timeout=300,
-        check=False,
-    )
 
 
 def acknowledgment(where: tuple[str, int, int], sha256: str) -> dict[str, object]:

@@ -39,6 +39,7 @@ from blackjack.projections.rebuild import rebuild
 from blackjack.projections.store import ProjectionStore
 from blackjack.projections.views import ProjectionError
 from blackjack.projections.writer import BatchResult, Position, ProjectionWriter, Record
+from tests.integration.cli_runs import lines_until
 from tests.integration.conftest_projections import (
     EventsTopic,
     StoreFactory,
@@ -287,17 +288,6 @@ async def test_a_poison_record_holds_back_only_its_own_partition(
 
 
 # ---- the same through the processes an operator runs ----------------------------------------
-
-
-async def lines_until(stream: asyncio.StreamReader, wanted: str) -> list[str]:
-    """The process's log lines up to the first one with ``wanted``."""
-    seen: list[str] = []
-    async with asyncio.timeout(WAIT_S):
-        while not seen or wanted not in seen[-1]:
-            line = (await stream.readline()).decode()
-            assert line, "the process ended:\n" + "".join(seen[-20:])
-            seen.append(line)
-    return seen
 
 
 @asynccontextmanager

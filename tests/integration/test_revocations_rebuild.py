@@ -5,8 +5,6 @@ Before, the new store started with none, and every revoked token was good again 
 
 from __future__ import annotations
 
-import subprocess
-import sys
 import time
 from datetime import UTC, datetime, timedelta
 
@@ -23,6 +21,7 @@ from blackjack.messages.sealing import ShoeSeal
 from blackjack.projections.rebuild import rebuild
 from blackjack.projections.store import ProjectionStore
 from blackjack.projections.writer import ProjectionWriter
+from tests.integration.cli_runs import blackjack
 from tests.integration.conftest_projections import (
     EventsTopic,
     StoreFactory,
@@ -54,17 +53,6 @@ def token(player_id: str, iat: int | None = None) -> str:
     issued = int(time.time()) if iat is None else iat
     claims = {"sub": player_id, "aud": "blackjack-query-api", "iat": issued, "exp": issued + 900}
     return jwt.encode(claims, PLATFORM, algorithm="EdDSA")
-
-
-def blackjack(*args: str, env: dict[str, str]) -> subprocess.CompletedProcess[str]:
-    return subprocess.run(
-        [sys.executable, "-m", "blackjack.cli", *args],
-        env=env,
-        capture_output=True,
-        text=True,
-        timeout=300,
-        check=False,
-    )
 
 
 async def status(store: ProjectionStore, player_id: str, bearer: str) -> int:

@@ -9,7 +9,6 @@ from __future__ import annotations
 import os
 import signal
 import subprocess
-import sys
 from pathlib import Path
 from typing import Any
 
@@ -22,6 +21,7 @@ from blackjack.projections.queries import round_detail
 from blackjack.projections.rebuild import rebuild
 from blackjack.projections.store import ProjectionStore
 from blackjack.projections.writer import ProjectionWriter
+from tests.integration import cli_runs
 from tests.integration.conftest import WAIT_S, KafkaSpace, stream_events, verify_stream
 from tests.integration.test_handler_failover import (
     finish_round,
@@ -64,14 +64,7 @@ async def next_move(client: BlackjackClient, space: KafkaSpace) -> str:
 
 
 def blackjack(space: KafkaSpace, db_url: str, *args: str) -> subprocess.CompletedProcess[str]:
-    return subprocess.run(
-        [sys.executable, "-m", "blackjack.cli", *args],
-        env={**os.environ, **space.env(), "BLACKJACK_DB_URL": db_url},
-        capture_output=True,
-        text=True,
-        timeout=300,
-        check=False,
-    )
+    return cli_runs.blackjack(*args, env={**os.environ, **space.env(), "BLACKJACK_DB_URL": db_url})
 
 
 async def test_a_handler_killed_mid_round_leaves_one_marker_the_recall_and_audit_read(

@@ -37,6 +37,7 @@ from blackjack.projections.dump import write_dump
 from blackjack.projections.rebuild import rebuild
 from blackjack.projections.store import ProjectionStore
 from blackjack.projections.writer import ProjectionWriter
+from tests.integration import cli_runs
 from tests.integration.conftest_projections import (
     PARTITIONS,
     SHOE_KEY,
@@ -63,14 +64,7 @@ BLACKJACK = Path(sys.executable).parent / "blackjack"
 
 
 def blackjack(*args: str, env: dict[str, str]) -> subprocess.CompletedProcess[str]:
-    return subprocess.run(
-        [sys.executable, "-m", "blackjack.cli", *args],
-        env=env,
-        capture_output=True,
-        text=True,
-        timeout=WAIT_S,
-        check=False,
-    )
+    return cli_runs.blackjack(*args, env=env, timeout=WAIT_S)
 
 
 async def recreate(bootstrap: str, name: str, partitions: int = PARTITIONS) -> None:

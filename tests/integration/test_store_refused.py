@@ -9,13 +9,13 @@ from __future__ import annotations
 import os
 import socket
 import subprocess
-import sys
 from pathlib import Path
 
 import pytest
 from sqlalchemy.engine import make_url
 
 from blackjack.projections.store import EXIT_STORE_REFUSED
+from tests.integration import cli_runs
 
 pytest_plugins = ["tests.integration.conftest_projections"]
 pytestmark = pytest.mark.integration
@@ -24,14 +24,7 @@ WRONG = "not-the-Passw0rd-xyzzy"
 
 
 def blackjack(*args: str, **env: str) -> subprocess.CompletedProcess[str]:
-    return subprocess.run(
-        [sys.executable, "-m", "blackjack.cli", *args],
-        env={**os.environ, **env},
-        capture_output=True,
-        text=True,
-        timeout=120,
-        check=False,
-    )
+    return cli_runs.blackjack(*args, env={**os.environ, **env}, timeout=120)
 
 
 def refused_in_one_line(done: subprocess.CompletedProcess[str], reason: str) -> None:

@@ -13,13 +13,13 @@ from __future__ import annotations
 
 import os
 import subprocess
-import sys
 
 import pytest
 from sqlalchemy import text
 from sqlalchemy.engine import make_url
 
 from blackjack.projections.revision import code_revision
+from tests.integration import cli_runs
 from tests.integration.conftest_projections import StoreFactory
 
 pytest_plugins = ["tests.integration.conftest_projections"]
@@ -57,14 +57,7 @@ COMMANDS = [  # (arguments, exit, how its line begins, the command the line tell
 
 
 def blackjack(*args: str, db_url: str) -> subprocess.CompletedProcess[str]:
-    return subprocess.run(
-        [sys.executable, "-m", "blackjack.cli", *args],
-        env={**os.environ, "BLACKJACK_DB_URL": db_url},
-        capture_output=True,
-        text=True,
-        timeout=120,
-        check=False,
-    )
+    return cli_runs.blackjack(*args, env={**os.environ, "BLACKJACK_DB_URL": db_url}, timeout=120)
 
 
 @pytest.mark.parametrize(
