@@ -1,8 +1,8 @@
 """The payouts of tables a wallet funds that the wallet has not received yet are money in
-transit too (``projections/transit.py``, direction ``to_wallet``), with the player's last
-payout as the time it has waited at least since; migration 0012 fills that time from the
-events already folded, as a fold from the start would. On SQLite (PostgreSQL through the
-broker: tests/integration/test_money_in_transit.py).
+transit too (``projections/transit.py``, direction ``to_wallet``), table by table, with the
+table's last payout to the player as the time it has waited at least since; migration 0012
+fills what it adds from the events already folded, as a fold from the start would. On SQLite
+(PostgreSQL through the broker: tests/integration/test_money_in_transit.py).
 
 Before, only buy-ins were counted: a ``CashOut`` a wallet refused (signed under a key its
 handler does not accept) left the money between a table and the wallet, and after
@@ -12,6 +12,7 @@ from __future__ import annotations
 
 from collections.abc import AsyncIterator
 from dataclasses import replace
+from datetime import timedelta
 from pathlib import Path
 
 import pytest
@@ -151,3 +152,39 @@ async def test_migration_0012_fills_the_last_payouts_and_the_buy_ins_sent_as_the
     await store.migrate()  # as the newer release's worker does at start
     async with store.reading() as connection:
         assert (await dump(connection)).text() == expected
+
+
+def stuck_then_elsewhere() -> list[EventEnvelope]:
+    """Bob leaves m-1 and the wallet never receives his balance (a step refused); a minute
+    later he sits at m-2, buys in from his wallet and takes some out, which arrives."""
+    m1 = Script("atlantic-city-multi", [], {"bob": 5_000}, stream_id="m-1")
+    m2 = Script("atlantic-city-multi", [], stream_id="m-2")
+    m1.sequences["m-2"] = m2.sequences["m-2"]
+    m2.wallets, m2.sequences = m1.wallets, m1.sequences  # one wallet, played at both
+    m1.tick(60)
+    m1.wallet = lambda command: False  # type: ignore[method-assign]  # the CashOut refused
+    m1.do(cmd.LeaveTable(player_id="bob"))
+    m2.now = m1.now + timedelta(seconds=60)
+    m2.do(cmd.SitDown(player_id="bob", seat=1))  # (alice, the script's own, at 0)
+    m2.fund("bob", 1_000)
+    m2.tick(60)
+    m2.do(cmd.Withdraw(player_id="bob", amount=300))
+    return sorted(
+        m1.envelopes + m2.envelopes, key=lambda e: (e.occurred_at, e.stream_id, e.sequence)
+    )
+
+
+async def test_a_payout_stuck_waits_since_it_was_made_while_the_player_plays_elsewhere(
+    store: ProjectionStore,
+) -> None:
+    """A diff review: the time was the player's last payout at any table, so a player paid
+    out at another table (their withdrawal there, received) moved it on and the alert's 15
+    minutes began again; each table's payouts are now told from the others' by what the
+    wallet received from it (``wallets.cashed_in_from``)."""
+    log = stuck_then_elsewhere()
+    await fold(store, log)
+    found = await read(store)
+    left = next(e for e in log if e.type == "SeatLeft")
+    assert (found[TO_WALLET].amount, found[TO_WALLET].wallets) == (5_000, 1)
+    assert found[TO_WALLET].oldest == utc(left.occurred_at)  # not the withdrawal's, 2 min on
+    assert any(e.type == "CashOutReceived" and e.stream_id == "wallet:bob" for e in log)

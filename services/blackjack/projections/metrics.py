@@ -108,8 +108,8 @@ IN_TRANSIT_WALLETS = Gauge(
 IN_TRANSIT_SINCE = Gauge(
     "blackjack_money_in_transit_since_timestamp_seconds",
     "The earliest time money in transit has waited since (Unix time): a pending buy-in's "
-    "sending (to_table); at least since, a player's last payout at a table their wallet funds "
-    "(to_wallet); present only while some is in transit",
+    "sending (to_table); at least since, the last payout to the player of a table whose payout "
+    "the wallet has not received (to_wallet); present only while some is in transit",
     ["direction", "currency"],
 )
 claim("projections", globals())  # served by the processes that run a projection worker only

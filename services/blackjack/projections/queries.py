@@ -100,6 +100,7 @@ async def wallet(
     if found is not None:
         wallet_stream = found._asdict()
         del wallet_stream["player_id"]
+        del wallet_stream["cashed_in_from"]  # one number a table ever cashed out: the alert's
         wallet_stream["updated_at"] = iso(found.updated_at)
     last = rows[limit - 1] if len(rows) > limit else None
     return {

@@ -26,6 +26,7 @@ from sqlalchemy import (
     Text,
     literal_column,
     select,
+    text,
 )
 from sqlalchemy.dialects.postgresql import JSONB
 
@@ -135,6 +136,13 @@ wallets = Table(
     Column("updated_at", DateTime(timezone=True), nullable=False),
     Column("pending", Document, nullable=False, comment="the buy-ins in transit"),
     Column("currency", String(8), nullable=True, comment="set by the first deposit"),
+    Column(
+        "cashed_in_from",
+        Document,
+        nullable=False,
+        server_default=text("'{}'"),  # as migration 0012 adds it (alembic does not compare it)
+        comment="what each table paid back: table id -> minor units (0012)",
+    ),
     comment="a player's wallet stream: the money between tables",
 )
 

@@ -3,9 +3,10 @@
 - ``to_table``: buy-ins a wallet sent that no table has confirmed or refunded yet
   (``wallets.in_transit``);
 - ``to_wallet``: payouts a table the wallet funds made (a withdrawal, the balance of a player
-  who left: ``accounts.withdrawn + cashed_out``) that the wallet has not received
-  (``wallets.cashed_in``), player by player; a wallet whose partition the workers have folded
-  further than the table's shows a payout received before it was made, which counts as none.
+  who left: ``accounts.withdrawn + cashed_out``) that the wallet has not received from that
+  table (``wallets.cashed_in_from``), table by table; a wallet whose partition the workers
+  have folded further than the table's shows a payout received before it was made, which
+  counts as none.
 
 A step is answered within a second; money still in transit after minutes is a step stuck (a
 handler refusing the service's signature, a table that never answered: docs/operations.md,
@@ -18,15 +19,15 @@ wallet's shows a payout the wallet has received as on its way).
 Each way has a time money has waited since: for buy-ins, the earliest a wallet sent of those
 it holds pending (``Transfer.sent_at``: exact; before, its wallet's last change, which a
 player who went on using the wallet moved forward, and the alert cleared while the money was
-still stuck: a runbook drill); for payouts, the player's last payout at a table their wallet
-funds (``accounts.paid_out_at``: the one still on its way was made at or before it, so a
-lower bound, which a player paid out again moves forward). Every worker of a store reads the
-whole tables (the rows are not split by partition), so their gauges agree, each as of its last
-read (a minute apart at most): aggregate them with ``max``, not ``sum``. Every currency a
-wallet holds has its series each way, 0 when nothing is in transit; the time only while
-something is. A worker that cannot read the store three times in a row drops its series until
-it can (``positions.TRANSIT_KEPT_FAILURES``): a time it kept would grow old and page for money
-no longer stuck.
+still stuck: a runbook drill); for payouts, the last payout to the player of a table that
+owes them some (``accounts.paid_out_at``: the one still on its way was made at or before it,
+so a lower bound, which only a later payout of the same table to the player moves forward).
+Every worker of a store reads the whole tables (the rows are not split by partition), so their
+gauges agree, each as of its last read (a minute apart at most): aggregate them with ``max``,
+not ``sum``. Every currency a wallet holds has its series each way, 0 when nothing is in
+transit; the time only while something is. A worker that cannot read the store three times in
+a row drops its series until it can (``positions.TRANSIT_KEPT_FAILURES``): a time it kept
+would grow old and page for money no longer stuck.
 """
 
 from __future__ import annotations
@@ -66,7 +67,7 @@ async def money_in_transit(connection: AsyncConnection) -> list[InTransit]:
 
     Two scans, once every ``positions.TRANSIT_EVERY`` lag watches (a minute): of ``wallets``
     (no index on ``in_transit``), about as costly as counting the wallets, and of the accounts
-    at tables wallets fund, summed player by player."""
+    at tables wallets fund, summed player by player; then the tables of the players owed some."""
     buy_ins = await _buy_ins(connection)
     cash_outs = await _cash_outs(connection)
     currencies = sorted(buy_ins.keys() | cash_outs.keys())
@@ -83,12 +84,6 @@ class _Sum:
     amount: int = 0
     wallets: int = 0
     oldest: datetime | None = None
-
-    def add(self, amount: int, at: datetime | None) -> None:
-        self.amount += amount
-        self.wallets += 1
-        if at is not None:
-            self.since(at)
 
     def since(self, at: datetime) -> None:
         if self.oldest is None or utc(at) < self.oldest:
@@ -123,26 +118,52 @@ async def _buy_ins(connection: AsyncConnection) -> dict[str, _Sum]:
 
 async def _cash_outs(connection: AsyncConnection) -> dict[str, _Sum]:
     """The players whose funded tables paid them more than their wallet received, by the
-    tables' currency (the wallet's: a table declines a buy-in in another)."""
+    tables' currency (the wallet's: a table declines a buy-in in another): found by their
+    sums, then told table by table (``wallets.cashed_in_from``), each table owing since its
+    last payout to the player."""
     a, w = schema.accounts, schema.wallets
     paid = (
-        select(
-            a.c.player_id,
-            a.c.currency,
-            func.sum(a.c.withdrawn + a.c.cashed_out).label("paid"),
-            func.max(a.c.paid_out_at).label("last"),
-        )
+        select(a.c.player_id, func.sum(a.c.withdrawn + a.c.cashed_out).label("paid"))
         .where(a.c.funded_by_wallet.is_(True))
-        .group_by(a.c.player_id, a.c.currency)
+        .group_by(a.c.player_id)
         .subquery()
     )
     owed = paid.c.paid - func.coalesce(w.c.cashed_in, 0)
-    rows = await connection.execute(
-        select(paid.c.currency, owed, paid.c.last)
-        .select_from(paid.outerjoin(w, w.c.player_id == paid.c.player_id))
-        .where(owed > 0)
+    owing = select(paid.c.player_id).select_from(
+        paid.outerjoin(w, w.c.player_id == paid.c.player_id)
     )
+    players = list((await connection.execute(owing.where(owed > 0))).scalars())
     found: dict[str, _Sum] = {}
-    for currency, amount, last in rows:
-        found.setdefault(currency, _Sum()).add(int(amount), last)
+    counted: set[tuple[str, str]] = set()
+    for some in _chunks(players):
+        received = {
+            player_id: from_tables
+            for player_id, from_tables in await connection.execute(
+                select(w.c.player_id, w.c.cashed_in_from).where(w.c.player_id.in_(some))
+            )
+        }
+        tables = await connection.execute(
+            select(
+                a.c.player_id,
+                a.c.stream_id,
+                a.c.currency,
+                a.c.withdrawn + a.c.cashed_out,
+                a.c.paid_out_at,
+            ).where(a.c.funded_by_wallet.is_(True), a.c.player_id.in_(some))
+        )
+        for player_id, table_id, currency, paid_out, at in tables:
+            waiting = paid_out - (received.get(player_id) or {}).get(table_id, 0)
+            if waiting <= 0:
+                continue  # all received, or received before this store folded the payout
+            total = found.setdefault(currency, _Sum())
+            if (player_id, currency) not in counted:
+                counted.add((player_id, currency))
+                total.wallets += 1
+            total.amount += int(waiting)
+            if at is not None:
+                total.since(at)
     return found
+
+
+def _chunks(players: list[str], size: int = 500) -> list[list[str]]:
+    return [players[at : at + size] for at in range(0, len(players), size)]

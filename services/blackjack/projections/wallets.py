@@ -45,6 +45,9 @@ class WalletView(_Model):
     cashed_in: int = 0
     pending: list[Transfer] = []
     currency: str | None = None  # set by the first deposit
+    cashed_in_from: dict[str, int] = {}
+    """what each table paid back (``cashed_in`` by table id): a table's payouts the wallet has
+    not received are told from it, one table from another (``transit.py``)"""
 
     @property
     def in_transit(self) -> int:
@@ -110,6 +113,7 @@ def _buy_in_refunded(w: WalletView, e: wl.BuyInRefunded, at: datetime) -> None:
 
 def _cash_out_received(w: WalletView, e: wl.CashOutReceived, at: datetime) -> None:
     w.cashed_in += e.amount
+    w.cashed_in_from[e.table_id] = w.cashed_in_from.get(e.table_id, 0) + e.amount
     w.balance = e.balance_after
 
 

@@ -4,14 +4,18 @@ export (``projections/transit.py``):
 - ``accounts.paid_out_at``: when a table the player's wallet funds last paid them back, the
   earliest a payout still on its way to the wallet can have left;
 - ``sent_at`` of each buy-in a wallet holds pending (``wallets.pending``, a document): when the
-  wallet sent it.
+  wallet sent it;
+- ``wallets.cashed_in_from``: what each table paid the wallet back (a document, table id to
+  minor units), so that a table's payout the wallet has not received is told from the
+  others'.
 
 The rows already folded get them from the events already folded (``events``), as the
 projector folds them: the time of the player's last ``SeatLeft`` with a balance returned or
 ``FundsWithdrawn`` with an amount, at a table the wallet funds, each such table's payouts read
 from the newest back only as far as the last payout of each of its players paid any; and the
 time of each pending buy-in's ``BuyInSent``, each wallet holding one read from the newest back
-only as far as its earliest pending. The downgrade takes ``sent_at`` out of the documents
+only as far as its earliest pending; the sums of each wallet's ``CashOutReceived`` by table
+(every one of a wallet that received any). The downgrade takes ``sent_at`` out of the documents
 again (the release before refuses a field it does not know).
 
 Revision ID: 0012
@@ -57,8 +61,11 @@ _wallets = sa.table(
     "wallets",
     sa.column("stream_id", sa.String),
     sa.column("in_transit", sa.BigInteger),
+    sa.column("cashed_in", sa.BigInteger),
     sa.column("pending", _document),
+    sa.column("cashed_in_from", _document),
 )
+_CASHED_IN_FROM = "what each table paid back: table id -> minor units (0012)"
 _events = sa.table(
     "events",
     sa.column("stream_id", sa.String),
@@ -95,6 +102,25 @@ def upgrade() -> None:
     for stream_id, pending in _holding(connection):
         sent = _sent(connection, stream_id, {t["transfer"] for t in pending})
         _set_pending(connection, stream_id, [t | {"sent_at": sent[t["transfer"]]} for t in pending])
+    with op.batch_alter_table("wallets") as batch:
+        batch.add_column(
+            sa.Column(
+                "cashed_in_from",
+                _document,
+                nullable=False,
+                server_default=sa.text("'{}'"),
+                comment=_CASHED_IN_FROM,
+            )
+        )
+    w = _wallets
+    for (stream_id,) in connection.execute(sa.select(w.c.stream_id).where(w.c.cashed_in > 0)).all():
+        by_table: dict[str, int] = {}
+        for row in _newest_first(connection, stream_id, ["CashOutReceived"]):
+            data = json.loads(row.envelope)["data"]
+            by_table[data["table_id"]] = by_table.get(data["table_id"], 0) + data["amount"]
+        connection.execute(
+            sa.update(w).where(w.c.stream_id == stream_id).values(cashed_in_from=by_table)
+        )
 
 
 def _holding(connection: Any) -> list[tuple[str, list[dict[str, Any]]]]:
@@ -172,6 +198,8 @@ def downgrade() -> None:
         connection = op.get_bind()
         for stream_id, pending in _holding(connection):
             _set_pending(connection, stream_id, [_without(t, "sent_at") for t in pending])
+    with op.batch_alter_table("wallets") as batch:
+        batch.drop_column("cashed_in_from")
     with op.batch_alter_table("accounts") as batch:
         batch.drop_column("paid_out_at")
 
