@@ -6,15 +6,17 @@
   who left: ``accounts.withdrawn + cashed_out``) that the wallet has not received from that
   table (``wallets.cashed_in_from``), table by table; a wallet whose partition the workers
   have folded further than the table's shows a payout received before it was made, which
-  counts as none.
+  counts as none, and while it does, the player's other tables are not looked at (the
+  players owed some are first found by their sums: a scan of every player's tables each
+  minute otherwise), so another table's stuck payout shows once the partitions are in step.
 
 A step is answered within a second; money still in transit after minutes is a step stuck (a
 handler refusing the service's signature, a table that never answered: docs/operations.md,
 "Money stuck between a wallet and a table"), which ``blackjack redrive`` sends again. The
 refusal's own alert clears after 15 minutes while the money stays where it is, so the workers
 export what the read model holds, and ``BlackjackMoneyInTransit`` fires while it stays (for a
-payout, only while no worker is far behind: the table's partition folded ahead of the
-wallet's shows a payout the wallet has received as on its way).
+payout, not while the workers catch up: the table's partition folded ahead of the wallet's
+shows a payout the wallet has received as on its way).
 
 Each way has a time money has waited since: for buy-ins, the earliest a wallet sent of those
 it holds pending (``Transfer.sent_at``: exact; before, its wallet's last change, which a
