@@ -6,8 +6,8 @@ drill before this check: 40 of 60 rounds left out of ``game_days`` for good). Th
 migration here takes the migration transaction every migration takes
 (``ProjectionStore.migrating`` and ``hold_folds``, as ``migrations/env.py`` does), reads what
 is folded (the positions and the events, what a derived table is computed from) and moves the
-store to a revision this code does not know, ``0012`` (0011 is this release's own head). A "new
-release" is this code believing its head is ``0012`` (``new_release``).
+store to a revision this code does not know, ``0013`` (0012 is this release's own head). A "new
+release" is this code believing its head is ``0013`` (``new_release``).
 """
 
 from __future__ import annotations
@@ -52,7 +52,7 @@ pytest_plugins = ["tests.integration.conftest_projections"]
 pytestmark = pytest.mark.integration
 
 WAIT_S = 60.0
-NEWER = "0012"  # the revision after this code's head (``code_revision``), which none knows
+NEWER = "0013"  # the revision after this code's head (``code_revision``), which none knows
 LOG = play_tables(
     [("g-1", "mini-h17"), ("g-2", "atlantic-city-multi"), ("g-3", "surrender")],
     rounds=12,
@@ -136,7 +136,7 @@ async def test_a_worker_folding_through_a_newer_migration_stops_and_the_new_rele
     log = output.read_text()
     assert code == 3, log[-3000:]
     assert "read model schema mismatch; the worker stops" in log
-    assert "a newer release migrated this database (schema revision 0012" in log
+    assert "a newer release migrated this database (schema revision 0013" in log
 
     # nothing was folded after the migration read the data: the positions it read are the
     # ones the old worker left, and they are short of the end

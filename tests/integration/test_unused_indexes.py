@@ -49,9 +49,9 @@ async def test_0009_drops_the_three_indexes_keeps_the_rows_and_its_downgrade_res
     await ProjectionWriter(store).apply(RECORDS[:200])
     folded = await text_of(store)
     assert await at(store, "0008", down=True) >= DROPPED
-    assert await text_of(store) == folded
     assert await at(store, "0009", down=False) == {("rounds", "stream_id")}  # ix_rounds_open
     await at(store, "head", down=False)
+    assert await text_of(store) == folded  # (the dump reads the head's columns, 0012's)
     await ProjectionWriter(store).apply(RECORDS[200:])
 
     whole = await stores.store()
