@@ -289,7 +289,7 @@ async def test_a_batch_of_more_wallets_than_a_statement_takes_folds(
     """BLACKJACK_PROJECTION_BATCH is any positive number: a batch of 32,768 wallets' first
     events read them in one statement of 32,768 parameters, which PostgreSQL refuses (the
     partition stuck for good: every retry the same batch); the former writer read one a
-    statement. Now in statements of ``writer.READ_CHUNK`` ids."""
+    statement. Now in statements of ``store.READ_CHUNK`` ids."""
     count = POSTGRES_MOST_PARAMETERS + 1
     records = _first_events(
         count,

@@ -13,10 +13,10 @@ import asyncio
 import hashlib
 import json
 import sqlite3
-from collections.abc import AsyncIterator, Mapping
+from collections.abc import AsyncIterator, Iterator, Mapping, Sequence
 from contextlib import asynccontextmanager
 from pathlib import Path
-from typing import Any, Final
+from typing import Any, Final, TypeVar
 
 from alembic import command
 from alembic.config import Config
@@ -33,6 +33,7 @@ from blackjack.projections.revision import SchemaMismatch, code_revision
 from blackjack.projections.shown_url import shown_db_url
 
 MIGRATIONS = Path(__file__).with_name("migrations")
+T = TypeVar("T")
 DEFAULT_DB_URL: Final = "sqlite+aiosqlite:///var/projections.db"
 """The embedded store, relative to the current directory: where ``make run`` folds."""
 STATEMENT_TIMEOUT_MS: Final = 30_000
@@ -332,6 +333,20 @@ written before may hold one (a player id, a reason): refused by the database, th
 stopped its partition's projection for good. SQLite stores the same, so that the audit's
 rebuild (SQLite by default) matches a live read model on PostgreSQL. The log keeps the
 character; the API refuses an id with one (no store holds it)."""
+
+
+READ_CHUNK = 1_000
+"""The most keys one of a batch's reads names (``in_chunks``): on PostgreSQL a statement takes
+at most 32,767 parameters (asyncpg), and a list of (stream, round) pairs of a few thousand
+exceeds the server's expression depth (``max_stack_depth``, 2 MB: 8,000 pairs did); a batch
+of 32,768 wallets, or of 8,000 rounds, was refused at every retry, its partition stuck. A
+batch of 500 events reads each table in one statement still."""
+
+
+def in_chunks(keys: Sequence[T]) -> Iterator[Sequence[T]]:
+    """``keys`` in slices of ``READ_CHUNK``, each for one statement's list."""
+    for start in range(0, len(keys), READ_CHUNK):
+        yield keys[start : start + READ_CHUNK]
 
 
 def nul_replaced(value: Any) -> Any:

@@ -42,6 +42,7 @@ from sqlalchemy.ext.asyncio import AsyncConnection
 
 from blackjack.projections import schema
 from blackjack.projections.ids import utc
+from blackjack.projections.store import in_chunks
 from blackjack.projections.wallets import Transfer
 
 TO_TABLE = "to_table"
@@ -131,19 +132,16 @@ async def _cash_outs(connection: AsyncConnection) -> dict[str, _Sum]:
         .subquery()
     )
     owed = paid.c.paid - func.coalesce(w.c.cashed_in, 0)
-    owing = select(paid.c.player_id).select_from(
+    owing = select(paid.c.player_id, w.c.cashed_in_from).select_from(
         paid.outerjoin(w, w.c.player_id == paid.c.player_id)
     )
-    players = list((await connection.execute(owing.where(owed > 0))).scalars())
+    received: dict[str, dict[str, int] | None] = {
+        player_id: from_tables
+        for player_id, from_tables in await connection.execute(owing.where(owed > 0))
+    }
     found: dict[str, _Sum] = {}
     counted: set[tuple[str, str]] = set()
-    for some in _chunks(players):
-        received = {
-            player_id: from_tables
-            for player_id, from_tables in await connection.execute(
-                select(w.c.player_id, w.c.cashed_in_from).where(w.c.player_id.in_(some))
-            )
-        }
+    for some in in_chunks(sorted(received)):
         tables = await connection.execute(
             select(
                 a.c.player_id,
@@ -165,7 +163,3 @@ async def _cash_outs(connection: AsyncConnection) -> dict[str, _Sum]:
             if at is not None:
                 total.since(at)
     return found
-
-
-def _chunks(players: list[str], size: int = 500) -> list[list[str]]:
-    return [players[at : at + size] for at in range(0, len(players), size)]

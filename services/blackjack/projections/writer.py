@@ -15,10 +15,10 @@ from __future__ import annotations
 
 import asyncio
 import json
-from collections.abc import Iterable, Iterator, Mapping, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import asdict, dataclass, field
 from datetime import date
-from typing import Any, Protocol, TypeVar
+from typing import Any, Protocol
 
 from pydantic import BaseModel, ValidationError
 from sqlalchemy import Table, and_, bindparam, insert, select, update
@@ -36,7 +36,7 @@ from blackjack.projections.ids import utc
 from blackjack.projections.pairs import one_of
 from blackjack.projections.projector import StreamProjection, recalled_in
 from blackjack.projections.revision import check_schema
-from blackjack.projections.store import ProjectionStore, nul_replaced, stored_texts
+from blackjack.projections.store import ProjectionStore, in_chunks, nul_replaced, stored_texts
 from blackjack.projections.transit import InTransit, money_in_transit
 from blackjack.projections.views import (
     Account,
@@ -50,7 +50,6 @@ from blackjack.projections.wallets import WalletProjection, WalletView
 
 Position = tuple[str, int]
 """(topic, partition)"""
-_Key = TypeVar("_Key")
 
 
 class KafkaRecord(Protocol):
@@ -480,7 +479,7 @@ class _Batch:
             return
         w = schema.wallets
         rows = {}
-        for keys in _chunks(sorted(_as_keys(stream_ids))):
+        for keys in in_chunks(sorted(_as_keys(stream_ids))):
             query = select(w).where(w.c.stream_id.in_(keys))
             rows.update(
                 {row.stream_id: row for row in (await self.connection.execute(query)).all()}
@@ -521,7 +520,7 @@ class _Batch:
             return
         t = schema.table_views
         views: dict[str, Any] = {}
-        for keys in _chunks(sorted(_as_keys(stream_ids))):
+        for keys in in_chunks(sorted(_as_keys(stream_ids))):
             query = select(t.c.stream_id, t.c.view).where(t.c.stream_id.in_(keys))
             for row in (await self.connection.execute(query)).all():
                 views[row.stream_id] = row.view
@@ -555,11 +554,11 @@ class _Batch:
         of the players ``named`` at each table (ids as the store holds them), by table."""
         a = schema.accounts
         rows: dict[str, dict[str, dict[str, Any]]] = {key: {} for key in seated_at}
-        for keys in _chunks(seated_at):
+        for keys in in_chunks(seated_at):
             for r in (await self.connection.execute(schema.seated_accounts(keys))).all():
                 rows[r.stream_id][r.player_id] = r._asdict()
         pairs = sorted((key, player) for key, players in named.items() for player in players)
-        for wanted in _chunks(pairs):
+        for wanted in in_chunks(pairs):
             query = one_of(select(a), a.c.stream_id, a.c.player_id, wanted, self.dialect)
             for r in (await self.connection.execute(query)).all():
                 rows.setdefault(r.stream_id, {})[r.player_id] = r._asdict()
@@ -601,12 +600,12 @@ class _Batch:
             stored.setdefault((nul_replaced(stream_id), number), []).append(self.streams[stream_id])
         records: dict[tuple[str, int], Any] = {}
         lines: dict[tuple[str, int], list[dict[str, Any]]] = {}
-        for wanted in _chunks(sorted(stored)):
+        for wanted in in_chunks(sorted(stored)):
             columns = select(r.c.stream_id, r.c.round, r.c.record)
             query = one_of(columns, r.c.stream_id, r.c.round, wanted, self.dialect)
             for row in (await self.connection.execute(query)).all():
                 records[(row.stream_id, row.round)] = row.record
-        for wanted in _chunks(sorted(records)):
+        for wanted in in_chunks(sorted(records)):
             query = one_of(select(rp), rp.c.stream_id, rp.c.round, wanted, self.dialect)
             for line in (await self.connection.execute(query)).all():
                 lines.setdefault((line.stream_id, line.round), []).append(line._asdict())
@@ -708,14 +707,6 @@ class _Batch:
             rows.add_day(stream_id, view.variant or "", view.currency or "", day, totals)
 
 
-READ_CHUNK = 1_000
-"""The most keys one of a batch's reads names (``_chunks``): on PostgreSQL a statement takes
-at most 32,767 parameters (asyncpg), and a list of (stream, round) pairs of a few thousand
-exceeds the server's expression depth (``max_stack_depth``, 2 MB: 8,000 pairs did); a batch
-of 32,768 wallets, or of 8,000 rounds, was refused at every retry, its partition stuck. A
-batch of 500 events reads each table in one statement still."""
-
-
 MAX_NAMED_TEXT = 256
 """The longest text of an event taken for a player's id (``_texts_of``): ids are 128
 characters at most; a sealed shoe's text is thousands."""
@@ -741,12 +732,6 @@ def _texts_of(stored: WireEnvelope) -> set[str]:
         elif isinstance(value, list | tuple | set | frozenset):
             pending.extend(value)
     return found
-
-
-def _chunks(keys: Sequence[_Key]) -> Iterator[Sequence[_Key]]:
-    """``keys`` in slices of ``READ_CHUNK``."""
-    for start in range(0, len(keys), READ_CHUNK):
-        yield keys[start : start + READ_CHUNK]
 
 
 def _as_keys(stream_ids: Iterable[str]) -> set[str]:
